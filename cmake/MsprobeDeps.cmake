@@ -1,0 +1,33 @@
+# Every dependency is a Debian package; a missing one stops configure and names it.
+find_package(PkgConfig)
+if(NOT PKG_CONFIG_FOUND)
+  message(FATAL_ERROR "pkg-config not found: apt-get install pkg-config")
+endif()
+
+function(msp_require_pkg var module debpkg)
+  pkg_check_modules(${var} QUIET IMPORTED_TARGET ${module})
+  if(NOT ${var}_FOUND)
+    message(FATAL_ERROR "${module} not found: apt-get install ${debpkg}")
+  endif()
+  message(STATUS "Found ${module} ${${var}_VERSION}")
+endfunction()
+
+msp_require_pkg(HDF5 hdf5 libhdf5-dev)
+msp_require_pkg(CJSON libcjson libcjson-dev)
+msp_require_pkg(LIBZIP libzip libzip-dev)
+msp_require_pkg(XLSX xlsxwriter libxlsxwriter-dev)
+msp_require_pkg(ZLIB zlib zlib1g-dev)
+
+find_package(OpenMP COMPONENTS C)
+if(NOT OpenMP_C_FOUND)
+  message(FATAL_ERROR "OpenMP not found: apt-get install gcc (libgomp1)")
+endif()
+
+find_package(Threads REQUIRED)
+
+# Python headers only: the Python-side library never links libpython.
+pkg_check_modules(PYDEV QUIET python3)
+if(NOT PYDEV_FOUND)
+  message(FATAL_ERROR "Python headers not found: apt-get install python3-dev")
+endif()
+message(STATUS "Python headers: ${PYDEV_INCLUDE_DIRS}")

@@ -1,0 +1,105 @@
+/* msprobe common: error codes, error detail, logging, progress.
+ *
+ * Library code never prints and never exits. Functions return an msp_err;
+ * on failure they also record a human-readable detail (naming the file, key
+ * or record and what is wrong) retrievable with msp_last_error() on the same
+ * thread. The front end decides what reaches the terminal.
+ */
+#ifndef MSPROBE_COMMON_H
+#define MSPROBE_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MSP_VERSION "0.1.0"
+
+#if defined(__GNUC__)
+#define MSP_PRINTF(fmt_idx, arg_idx) __attribute__((format(printf, fmt_idx, arg_idx)))
+#else
+#define MSP_PRINTF(fmt_idx, arg_idx)
+#endif
+
+/* Fixed error codes. Values are only ever appended, never renumbered. */
+typedef enum msp_err {
+    MSP_OK = 0,
+    MSP_ERR_NOMEM = 1,       /* out of memory */
+    MSP_ERR_IO = 2,          /* read/write/open failed (errno in detail) */
+    MSP_ERR_NOT_FOUND = 3,   /* path, key or record does not exist */
+    MSP_ERR_FORMAT = 4,      /* input file is malformed or not the expected format */
+    MSP_ERR_CONFIG = 5,      /* msprobe.json invalid: unknown key, wrong type, bad value */
+    MSP_ERR_USAGE = 6,       /* invalid argument from the caller or the command line */
+    MSP_ERR_UNSUPPORTED = 7, /* valid but not supported (dtype, rank, version) */
+    MSP_ERR_MISMATCH = 8,    /* two inputs cannot be paired (shape, dtype, layout) */
+    MSP_ERR_HDF5 = 9,        /* the HDF5 library reported an error */
+    MSP_ERR_ZIP = 10,        /* libzip reported an error or a pack member is hostile */
+    MSP_ERR_XLSX = 11,       /* libxlsxwriter reported an error */
+    MSP_ERR_PYTHON = 12,     /* a Python-side call failed inside the shim */
+    MSP_ERR_LIMIT = 13,      /* a size or count limit was exceeded */
+    MSP_ERR_INTERNAL = 14,   /* a bug: an invariant does not hold */
+    MSP_ERR_COUNT_           /* number of codes; keep last */
+} msp_err;
+
+/* Static English text for a code; never NULL. */
+const char *msp_strerror(msp_err code);
+
+/* Record detail for the calling thread and return `code`, so callers can write
+ * `return msp_fail(MSP_ERR_IO, "cannot open %s: %s", path, strerror(errno));`. */
+msp_err msp_fail(msp_err code, const char *fmt, ...) MSP_PRINTF(2, 3);
+
+/* Detail text of the last msp_fail() on this thread, or msp_strerror of the
+ * last code when no detail was given, or "" if none. Valid until the next
+ * msp_fail() on this thread. */
+const char *msp_last_error(void);
+
+/* Forget the last error of this thread. */
+void msp_clear_error(void);
+
+/* ---- logging ---------------------------------------------------------- */
+
+typedef enum msp_log_level {
+    MSP_LOG_ERROR = 0,
+    MSP_LOG_WARN = 1,
+    MSP_LOG_INFO = 2,
+    MSP_LOG_DEBUG = 3
+} msp_log_level_t;
+
+/* The front end installs a sink; with none installed, library logging is dropped.
+ * The sink may be called from any thread; it must be thread-safe. */
+typedef void (*msp_log_fn)(msp_log_level_t level, const char *msg, void *ud);
+void msp_log_set_sink(msp_log_fn fn, void *ud, msp_log_level_t max_level);
+void msp_log(msp_log_level_t level, const char *fmt, ...) MSP_PRINTF(2, 3);
+
+/* ---- progress --------------------------------------------------------- */
+
+/* A progress bar drawn on `out` only if it is a terminal; otherwise silent.
+ * Thread-safe updates; redraws at most ~10 times a second. */
+typedef struct msp_progress msp_progress_t;
+msp_progress_t *msp_progress_new(FILE *out, const char *label, uint64_t total);
+void msp_progress_add(msp_progress_t *p, uint64_t done); /* NULL-safe */
+void msp_progress_finish(msp_progress_t *p);             /* NULL-safe; frees */
+
+/* Library code reports progress through this callback (may be NULL). */
+typedef void (*msp_progress_cb)(uint64_t done_increment, void *ud);
+
+/* ---- small utilities shared by modules -------------------------------- */
+
+/* mkdir -p; returns MSP_ERR_IO with the failing component in the detail. */
+msp_err msp_mkdirs(const char *path);
+/* Read a whole file (NUL-terminated) up to max_bytes. Caller frees *out. */
+msp_err msp_read_file(const char *path, size_t max_bytes, char **out, size_t *len);
+/* Atomic write helper: path.tmp.<pid> then rename. */
+msp_err msp_write_file_atomic(const char *path, const void *data, size_t len);
+/* 1 if path is a directory, 0 otherwise. */
+int msp_is_dir(const char *path);
+/* malloc'd printf. Returns NULL on OOM. */
+char *msp_asprintf(const char *fmt, ...) MSP_PRINTF(1, 2);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,141 @@
+/* Compare two dumps (files, rank dirs or dump roots) tensor by tensor.
+ *
+ * msp_compare_run() matches records, computes the metrics of DESIGN.md in
+ * float64 over every tensor pair (OpenMP across pairs and inside large
+ * tensors), applies msprobe's verdict rules, classifies every forward record as
+ * introducing or inheriting an error, and picks the root-cause candidate.
+ * msp_report_write_xlsx()/_csv() turn the result into OUT/result.xlsx / .csv.
+ */
+#ifndef MSPROBE_COMPARE_H
+#define MSPROBE_COMPARE_H
+
+#include "msprobe/common.h"
+#include "msprobe/format.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum msp_level {
+    MSP_LEVEL_ALL = 0,    /* every record */
+    MSP_LEVEL_API = 1,    /* records not starting with "Module." */
+    MSP_LEVEL_MODULE = 2  /* records starting with "Module." */
+} msp_level_t;
+
+typedef struct msp_compare_opts {
+    msp_level_t level;
+    int fuzzy;                 /* also match by API name without call index, in order, equal shapes */
+    const char *mapping_path;  /* optional file of "bench_record_name cmp_record_name" lines */
+    int threads;               /* 0 = OpenMP default */
+    /* verdict: No if (cos < cos_warn && max_abs > abs_warn) || cos < cos_fail || max_abs > abs_fail || N/A */
+    double cos_warn;           /* 0.99 */
+    double abs_warn;           /* 0.001 */
+    double cos_fail;           /* 0.9 */
+    double abs_fail;           /* 1.0 */
+    double stats_warn;         /* statistics mode: relative difference > this -> Warning (0.5) */
+    msp_progress_cb progress;  /* called with bytes of tensor data compared; may be NULL */
+    void *progress_ud;
+} msp_compare_opts_t;
+
+/* Fill opts with the defaults above. */
+void msp_compare_opts_default(msp_compare_opts_t *opts);
+
+typedef enum msp_verdict {
+    MSP_VERDICT_YES = 0,
+    MSP_VERDICT_NO = 1,
+    MSP_VERDICT_WARNING = 2   /* statistics mode only */
+} msp_verdict_t;
+
+typedef enum msp_cause {
+    MSP_CAUSE_NONE = 0,       /* outputs agree, or not a forward record */
+    MSP_CAUSE_INTRODUCED = 1, /* all inputs agree, some output does not */
+    MSP_CAUSE_INHERITED = 2   /* some input already disagrees */
+} msp_cause_t;
+
+typedef enum msp_highlight {
+    MSP_HL_NONE = 0,
+    MSP_HL_YELLOW = 1,
+    MSP_HL_RED = 2
+} msp_highlight_t;
+
+/* One row of the details sheet. Doubles that are NaN are written as "N/A". */
+typedef struct msp_tensor_cmp {
+    char *npu_name;            /* "<record>.<role>" on the compare side; NULL if missing there */
+    char *bench_name;          /* same on the bench side; NULL if missing there */
+    char npu_dtype[40], bench_dtype[40];     /* torch names, "" if missing */
+    char npu_shape[96], bench_shape[96];     /* "[2, 3, 4]", "[]" for 0-d, "" if missing */
+    int is_output;             /* role starts with "output" */
+    /* tensor mode */
+    double cosine, euc_dist, max_abs_err, max_rel_err;
+    double one_thousandth_ratio, five_thousandths_ratio;
+    /* both modes: side statistics (max, min, mean, l2norm) */
+    double npu_max, npu_min, npu_mean, npu_norm;
+    double bench_max, bench_min, bench_mean, bench_norm;
+    /* statistics mode: npu - bench, and |npu - bench| / max(|npu|, |bench|) */
+    double max_diff, min_diff, mean_diff, norm_diff;
+    double max_rel_diff, min_rel_diff, mean_rel_diff, norm_rel_diff;
+    msp_verdict_t verdict;
+    int agree;                 /* allclose at the less precise dtype: 1 yes, 0 no, -1 not compared */
+    msp_highlight_t highlight;
+    char *err_message;         /* "" when none; never NULL */
+    uint64_t bytes;            /* tensor bytes read, both sides */
+} msp_tensor_cmp_t;
+
+/* One row of the summary sheet. */
+typedef struct msp_record_cmp {
+    char *name;                /* compare-side record name (bench name if missing there) */
+    char *bench_name;          /* bench-side record name, NULL if unmatched */
+    int64_t step, rank, order;
+    size_t first_tensor;       /* index into result->tensors */
+    size_t n_tensors;
+    double worst_cosine;       /* min Cosine over outputs (NaN if none) */
+    double worst_max_abs;      /* max MaxAbsErr over outputs (NaN if none) */
+    msp_verdict_t verdict;     /* worst verdict over its tensors */
+    msp_cause_t cause;
+    int is_root_cause;         /* the first introduced error overall */
+    msp_highlight_t highlight; /* worst of its tensors */
+} msp_record_cmp_t;
+
+typedef struct msp_compare_result {
+    int stats_mode;            /* 1 if either side is a statistics-only dump */
+    msp_record_cmp_t *records; /* by step, rank, then order */
+    size_t n_records;
+    msp_tensor_cmp_t *tensors;
+    size_t n_tensors;
+    long root_record;          /* index of the root-cause record, -1 if none */
+    long root_tensor;          /* its first disagreeing output tensor, -1 if none */
+    size_t n_failed;           /* records whose verdict is not Yes */
+    size_t n_pairs;            /* step x rank file pairs compared */
+    uint64_t bytes_compared;   /* tensor bytes read, both sides */
+} msp_compare_result_t;
+
+/* bench and cmp: two dump.h5 files, two rank dirs, or two dump roots
+ * (step{N}/rank{R}/dump.h5 paired by step and rank). */
+msp_err msp_compare_run(const char *bench, const char *cmp, const msp_compare_opts_t *opts,
+                        msp_compare_result_t **out);
+void msp_compare_result_free(msp_compare_result_t *res); /* NULL-safe */
+
+/* Write out_dir/result.xlsx (atomically: temp file then rename). out_dir is created. */
+msp_err msp_report_write_xlsx(const msp_compare_result_t *res, const char *out_dir);
+/* Write out_dir/result.csv (details rows, same columns), atomically. */
+msp_err msp_report_write_csv(const msp_compare_result_t *res, const char *out_dir);
+
+/* Metric kernel, exposed for tests and benchmarks: compare n elements. */
+typedef struct msp_metrics {
+    double cosine, euc_dist, max_abs_err, max_rel_err;
+    double one_thousandth_ratio, five_thousandths_ratio;
+    double n_max, n_min, n_mean, n_norm, b_max, b_min, b_mean, b_norm;
+    int agree;                 /* allclose with rtol/atol */
+    int nan_inf_mismatch;      /* NaN/Inf at different places: metrics N/A */
+    const char *message;       /* static text or NULL */
+} msp_metrics_t;
+
+msp_err msp_metrics_compute(msp_dtype_t ndt, const void *n, msp_dtype_t bdt, const void *b,
+                            size_t count, double rtol, double atol, msp_metrics_t *out);
+/* torch.testing.assert_close tolerances for the less precise of two dtypes. */
+void msp_tolerance(msp_dtype_t a, msp_dtype_t b, double *rtol, double *atol);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

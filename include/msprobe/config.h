@@ -1,0 +1,89 @@
+/* msprobe.json: the dump and config_check configuration (see man/msprobe.json.5).
+ *
+ * The seed format is accepted verbatim, // and block comments included.
+ * Unknown keys and wrong types are errors whose detail names the file and the
+ * key path (e.g. "msprobe.json: dump.common_dump_settings.dump_iter: expected a
+ * string like \"10|20\", \"5-8\" or \"all\", got number").
+ */
+#ifndef MSPROBE_CONFIG_H
+#define MSPROBE_CONFIG_H
+
+#include "msprobe/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum msp_dump_mode {
+    MSP_DUMP_API = 0,
+    MSP_DUMP_MODULE = 1,
+    MSP_DUMP_MIX = 2
+} msp_dump_mode_t;
+
+typedef enum msp_task {
+    MSP_TASK_TENSOR = 0,
+    MSP_TASK_STATISTICS = 1
+} msp_task_t;
+
+/* What ends a step. */
+typedef enum msp_step_trigger {
+    MSP_STEP_OPTIMIZER = 0, /* each optimizer.step() (default) */
+    MSP_STEP_BACKWARD = 1,  /* each Tensor.backward() / autograd.backward() */
+    MSP_STEP_FORWARD = 2,   /* each root-module forward */
+    MSP_STEP_MANUAL = 3     /* only the exported step() */
+} msp_step_trigger_t;
+
+/* Directions an api_list entry selects. */
+#define MSP_DIR_FORWARD 1u
+#define MSP_DIR_BACKWARD 2u
+
+typedef struct msp_api_sel {
+    char *name;        /* "torch.nn.functional.conv2d" or a module path "layer1.0.conv1" */
+    unsigned dirs;     /* MSP_DIR_FORWARD | MSP_DIR_BACKWARD */
+} msp_api_sel_t;
+
+/* A set of steps: inclusive ranges; all=1 selects every step. */
+typedef struct msp_step_range {
+    int64_t first, last;
+} msp_step_range_t;
+
+typedef struct msp_step_set {
+    int all;
+    msp_step_range_t *ranges;
+    size_t n_ranges;
+} msp_step_set_t;
+
+typedef struct msp_config {
+    char *source;                 /* file name used in messages */
+
+    int has_dump;                 /* "dump" section present */
+    msp_dump_mode_t dump_mode;    /* default api */
+    char *dump_path;              /* default "./msprobe_dump_data" */
+    msp_step_set_t dump_iter;     /* default all */
+    msp_task_t task;              /* default tensor */
+    msp_step_trigger_t step_trigger; /* default optimizer */
+    msp_api_sel_t *api_list;      /* empty = every supported API */
+    size_t n_api_list;
+
+    int has_config_check;         /* "config_check" section present */
+    char *cc_output_zip_path;     /* default "./config_check_pack.zip" */
+    int64_t cc_write_at_step;     /* also write the pack when this step ends; -1 = only at exit */
+    int64_t cc_dataset_batches;   /* first N root-module forwards recorded; default 1 */
+} msp_config_t;
+
+/* Parse text (source names it in messages). On error *cfg is left freed/zeroed. */
+msp_err msp_config_parse(const char *text, const char *source, msp_config_t *cfg);
+/* Read and parse a file. */
+msp_err msp_config_load(const char *path, msp_config_t *cfg);
+/* Free everything inside cfg (cfg itself is caller-owned); safe on a zeroed cfg. */
+void msp_config_free(msp_config_t *cfg);
+
+/* Parse "10|20", "5-8", "1|3-5", "all" (also "" = all). */
+msp_err msp_step_set_parse(const char *text, msp_step_set_t *out);
+int msp_step_set_contains(const msp_step_set_t *s, int64_t step);
+void msp_step_set_free(msp_step_set_t *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

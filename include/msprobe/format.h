@@ -1,0 +1,163 @@
+/* The msprobe dump file (HDF5), one per step and rank: dump_path/step{N}/rank{R}/dump.h5.
+ * The full layout is documented in man/msprobe-dump.5; in short:
+ *
+ *   /                      attrs format="msprobe-dump", format_version=1, framework,
+ *                          framework_version, task, dump_mode, step, rank, world_size
+ *   /<record>              one group per record, e.g. "Functional.conv2d.0.forward",
+ *                          "Module.layer1.0.conv1.Conv2d.forward.0"; attr order (int64)
+ *                          plus one string attr per non-tensor argument (named like the role)
+ *   /<record>/<role>       one dataset per tensor: "input.0", "kwarg.weight", "output.0";
+ *                          native element type (bf16 = HDF5 float, 8 exp / 7 mantissa bits),
+ *                          contiguous, uncompressed; statistics-only tensors have a null
+ *                          dataspace. attrs dtype (torch name), shape (int64[ndim]), max, min,
+ *                          mean, norm, nan_count, inf_count, crc32, device, requires_grad
+ *   /index                 compound table, one row per tensor (see msp_index_row below)
+ *
+ * This module is the only code that calls H5*. All functions here serialise on
+ * one internal mutex, so they may be called from any thread.
+ */
+#ifndef MSPROBE_FORMAT_H
+#define MSPROBE_FORMAT_H
+
+#include "msprobe/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MSP_FORMAT_NAME "msprobe-dump"
+#define MSP_FORMAT_VERSION 1
+#define MSP_MAX_NDIM 32
+
+typedef enum msp_dtype {
+    MSP_DTYPE_INVALID = 0,
+    MSP_DTYPE_FLOAT32,
+    MSP_DTYPE_FLOAT16,
+    MSP_DTYPE_BFLOAT16,
+    MSP_DTYPE_FLOAT64,
+    MSP_DTYPE_INT8,
+    MSP_DTYPE_INT16,
+    MSP_DTYPE_INT32,
+    MSP_DTYPE_INT64,
+    MSP_DTYPE_UINT8,
+    MSP_DTYPE_BOOL,
+    MSP_DTYPE_COUNT_
+} msp_dtype_t;
+
+/* Torch name ("torch.float32", "torch.bfloat16", "torch.bool"); "unknown" for invalid. */
+const char *msp_dtype_name(msp_dtype_t dt);
+/* Accepts "torch.float32" or "float32" (also "float", "half", "double", "long", "int"...). */
+msp_dtype_t msp_dtype_from_name(const char *name);
+/* Bytes per element; 0 for invalid. */
+size_t msp_dtype_size(msp_dtype_t dt);
+int msp_dtype_is_float(msp_dtype_t dt);
+
+double msp_half_to_double(uint16_t h);
+double msp_bf16_to_double(uint16_t b);
+uint16_t msp_double_to_bf16(double v); /* round to nearest even */
+uint16_t msp_double_to_half(double v); /* round to nearest even */
+/* Convert n native elements of dt at src (unaligned OK) to double. */
+void msp_to_double(msp_dtype_t dt, const void *src, size_t n, double *dst);
+
+/* Per-tensor statistics, computed over all elements as torch does: a NaN makes
+ * max/min/mean/norm NaN. Empty tensor: max=min=mean=NaN, norm=0. bool as 0/1.
+ * norm is the L2 norm. crc32 is zlib's CRC-32 of the raw native bytes. */
+typedef struct msp_stats {
+    double max, min, mean, norm;
+    int64_t nan_count, inf_count;
+    uint32_t crc32;
+} msp_stats_t;
+
+void msp_stats_compute(msp_dtype_t dt, const void *data, size_t n, msp_stats_t *out);
+uint32_t msp_crc32(uint32_t crc, const void *buf, size_t len);
+
+/* ---- writer ----------------------------------------------------------- */
+
+typedef struct msp_dump_meta {
+    const char *framework;         /* "pytorch" */
+    const char *framework_version; /* torch.__version__ */
+    const char *task;              /* "tensor" | "statistics" */
+    const char *dump_mode;         /* "api" | "module" | "mix" */
+    int64_t step, rank, world_size;
+} msp_dump_meta_t;
+
+typedef struct msp_writer msp_writer_t;
+
+typedef struct msp_tensor_in {
+    const char *role;          /* "input.0", "kwarg.weight", "output.0" */
+    msp_dtype_t dtype;
+    int ndim;                  /* 0..MSP_MAX_NDIM; 0 = scalar */
+    const int64_t *shape;      /* ndim entries; a 0 entry makes an empty tensor */
+    const void *data;          /* C-contiguous native elements, or NULL: statistics only */
+    const msp_stats_t *stats;  /* NULL: computed here from data (then data must be set) */
+    const char *device;        /* "cpu", "cuda:0"; NULL = "cpu" */
+    int requires_grad;
+} msp_tensor_in_t;
+
+/* Create (truncate) path; parent directories must exist. */
+msp_err msp_writer_open(const char *path, const msp_dump_meta_t *meta, msp_writer_t **out);
+/* Start a record group; tensors and attrs that follow go into it.
+ * A record name that already exists in the file is an error. */
+msp_err msp_writer_begin_record(msp_writer_t *w, const char *record, int64_t order);
+msp_err msp_writer_add_tensor(msp_writer_t *w, const msp_tensor_in_t *t);
+/* Non-tensor argument or any other record attribute (string value). */
+msp_err msp_writer_set_attr(msp_writer_t *w, const char *key, const char *value);
+msp_err msp_writer_end_record(msp_writer_t *w);
+/* Write /index and close. Frees w on every path; NULL-safe. */
+msp_err msp_writer_close(msp_writer_t *w);
+/* Close without writing /index (e.g. disk full); frees w; NULL-safe. */
+void msp_writer_abort(msp_writer_t *w);
+
+/* ---- reader ----------------------------------------------------------- */
+
+typedef struct msp_tensor_info {
+    char *role;                  /* "input.0" */
+    msp_dtype_t dtype;           /* MSP_DTYPE_INVALID if not one we know */
+    char dtype_name[40];         /* torch name, or what the file said */
+    int ndim;
+    int64_t shape[MSP_MAX_NDIM];
+    int64_t numel;
+    int has_data;                /* 0: statistics only */
+    int has_stats;               /* stats attrs were present */
+    msp_stats_t stats;
+    int64_t offset;              /* file offset of contiguous native little-endian data
+                                    readable with pread(), or -1: use msp_dump_read_tensor */
+    int64_t nbytes;              /* numel * element size */
+    char device[32];
+    int requires_grad;
+} msp_tensor_info_t;
+
+typedef struct msp_record_info {
+    char *name;
+    int64_t order;               /* execution order within the step */
+    msp_tensor_info_t *tensors;  /* in role order: input.*, kwarg.*, output.* (natural sort) */
+    size_t n_tensors;
+} msp_record_info_t;
+
+typedef struct msp_dump_file {
+    char *path;
+    char framework[32], framework_version[64], task[16], dump_mode[16];
+    int64_t step, rank, world_size; /* -1 when the file does not say */
+    int has_index;               /* 1 if read from /index, 0 if groups were walked */
+    msp_record_info_t *records;  /* sorted by order, then name */
+    size_t n_records;
+    void *impl;                  /* private */
+} msp_dump_file_t;
+
+/* Open and load the catalogue (from /index when present, otherwise by walking
+ * groups: a file written by hand with h5py following msprobe-dump(5) works). */
+msp_err msp_dump_open(const char *path, msp_dump_file_t **out);
+/* Read a whole tensor as native elements into buf (buf_size >= t->nbytes). */
+msp_err msp_dump_read_tensor(msp_dump_file_t *f, const msp_record_info_t *r,
+                             const msp_tensor_info_t *t, void *buf, size_t buf_size);
+/* String attributes of a record other than "order" (non-tensor args), as
+ * parallel arrays of malloc'd strings; caller frees with msp_free_strings. */
+msp_err msp_dump_record_attrs(msp_dump_file_t *f, const msp_record_info_t *r,
+                              char ***keys, char ***values, size_t *n);
+void msp_free_strings(char **v, size_t n);
+void msp_dump_close(msp_dump_file_t *f); /* NULL-safe */
+
+#ifdef __cplusplus
+}
+#endif
+#endif

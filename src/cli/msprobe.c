@@ -1,0 +1,153 @@
+/* msprobe front end: global options, then a table of subcommands, each of
+ * which parses its own getopt_long table (git's commands[] shape). */
+#include "cli.h"
+
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+struct msp_command {
+    const char *name;
+    msp_cmd_fn fn;
+    const char *help;
+};
+
+static const struct msp_command msp_commands[] = {
+    {"dump", msp_cmd_dump, "run a training command with the dump shim preloaded"},
+    {"compare", msp_cmd_compare, "compare two dumps into result.xlsx; print the first op that introduced an error"},
+    {"config_check", msp_cmd_config_check, "pack a run's configuration (-d) or compare two packs (-c)"},
+    {"ls", msp_cmd_ls, "list the records and tensors of a dump"},
+};
+
+static void msp_usage(FILE *out)
+{
+    fprintf(out,
+            "Usage: msprobe [-f pytorch] [-v|-q] <command> [options]\n"
+            "       msprobe --help | --version\n"
+            "\n"
+            "A numerical-precision debugger for PyTorch training: dump what two runs\n"
+            "computed, check they were configured alike, and find the first operator\n"
+            "that went wrong.\n"
+            "\n"
+            "Commands:\n");
+    for (size_t i = 0; i < sizeof msp_commands / sizeof msp_commands[0]; i++)
+        fprintf(out, "  %-13s %s\n", msp_commands[i].name, msp_commands[i].help);
+    fprintf(out,
+            "\n"
+            "Global options:\n"
+            "  -f, --framework NAME  framework of the dumps; only \"pytorch\" (default)\n"
+            "  -v, --verbose         more messages (repeat for debug)\n"
+            "  -q, --quiet           errors only\n"
+            "  -h, --help            this help; \"msprobe <command> --help\" for a command\n"
+            "  -V, --version         print the version\n"
+            "\n"
+            "Exit status: 0 success or all passed, 1 some record or item failed,\n"
+            "2 usage error or bad input. See msprobe(1).\n");
+}
+
+void msp_errorf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("msprobe: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+void msp_warnf(const msp_cli_ctx_t *ctx, const char *fmt, ...)
+{
+    if (ctx && ctx->verbosity == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("msprobe: warning: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+int msp_report_error(msp_err rc)
+{
+    const char *d = msp_last_error();
+    msp_errorf("%s", d && *d ? d : msp_strerror(rc));
+    return MSP_EXIT_USAGE;
+}
+
+static void msp_cli_log_sink(msp_log_level_t level, const char *msg, void *ud)
+{
+    (void)ud;
+    static const char *const names[] = {"error: ", "warning: ", "", "debug: "};
+    fprintf(stderr, "msprobe: %s%s\n", names[level], msg);
+}
+
+void msp_cli_install_log(const msp_cli_ctx_t *ctx)
+{
+    msp_log_level_t max = MSP_LOG_WARN;
+    if (ctx->verbosity == 0)
+        max = MSP_LOG_ERROR;
+    else if (ctx->verbosity == 2)
+        max = MSP_LOG_INFO;
+    else if (ctx->verbosity >= 3)
+        max = MSP_LOG_DEBUG;
+    msp_log_set_sink(msp_cli_log_sink, NULL, max);
+}
+
+int main(int argc, char **argv)
+{
+    msp_cli_ctx_t ctx = {.framework = "pytorch", .verbosity = 1};
+    static const struct option opts[] = {
+        {"framework", required_argument, NULL, 'f'},
+        {"verbose", no_argument, NULL, 'v'},
+        {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
+    /* '+' stops at the first non-option: the subcommand owns the rest. */
+    int c;
+    while ((c = getopt_long(argc, argv, "+f:vqhV", opts, NULL)) != -1) {
+        switch (c) {
+        case 'f':
+            ctx.framework = optarg;
+            break;
+        case 'v':
+            ctx.verbosity = ctx.verbosity < 1 ? 2 : ctx.verbosity + 1;
+            break;
+        case 'q':
+            ctx.verbosity = 0;
+            break;
+        case 'h':
+            msp_usage(stdout);
+            return MSP_EXIT_OK;
+        case 'V':
+            printf("msprobe %s\n", MSP_VERSION);
+            return MSP_EXIT_OK;
+        default:
+            msp_usage(stderr);
+            return MSP_EXIT_USAGE;
+        }
+    }
+    if (strcmp(ctx.framework, "pytorch") != 0) {
+        msp_errorf("unsupported framework '%s': only 'pytorch' is supported", ctx.framework);
+        return MSP_EXIT_USAGE;
+    }
+    if (optind >= argc) {
+        msp_usage(stderr);
+        return MSP_EXIT_USAGE;
+    }
+    const char *name = argv[optind];
+    for (size_t i = 0; i < sizeof msp_commands / sizeof msp_commands[0]; i++) {
+        if (strcmp(name, msp_commands[i].name) == 0) {
+            msp_cli_install_log(&ctx);
+            /* The subcommand sees argv[0] = its name, getopt state reset. */
+            int sub_argc = argc - optind;
+            char **sub_argv = argv + optind;
+            optind = 0;
+            return msp_commands[i].fn(&ctx, sub_argc, sub_argv);
+        }
+    }
+    msp_errorf("unknown command '%s' (try 'msprobe --help')", name);
+    return MSP_EXIT_USAGE;
+}

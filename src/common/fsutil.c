@@ -1,0 +1,161 @@
+/* Small file-system helpers shared by every module. */
+#include "msprobe/common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int msp_is_dir(const char *path)
+{
+    struct stat st;
+    return path && stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+msp_err msp_mkdirs(const char *path)
+{
+    if (!path || !*path)
+        return msp_fail(MSP_ERR_USAGE, "empty directory path");
+    char *p = strdup(path);
+    if (!p)
+        return msp_fail(MSP_ERR_NOMEM, "out of memory");
+    msp_err rc = MSP_OK;
+    for (char *s = p + 1;; s++) {
+        int last = (*s == '\0');
+        if (*s == '/' || last) {
+            char saved = *s;
+            *s = '\0';
+            if (mkdir(p, 0777) != 0 && errno != EEXIST) {
+                rc = msp_fail(MSP_ERR_IO, "cannot create directory %s: %s", p, strerror(errno));
+                goto cleanup;
+            }
+            if (!msp_is_dir(p)) {
+                rc = msp_fail(MSP_ERR_IO, "cannot create directory %s: a file of that name exists", p);
+                goto cleanup;
+            }
+            *s = saved;
+        }
+        if (last)
+            break;
+    }
+cleanup:
+    free(p);
+    return rc;
+}
+
+msp_err msp_read_file(const char *path, size_t max_bytes, char **out, size_t *len)
+{
+    *out = NULL;
+    if (len)
+        *len = 0;
+    msp_err rc = MSP_OK;
+    char *buf = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return msp_fail(errno == ENOENT ? MSP_ERR_NOT_FOUND : MSP_ERR_IO, "cannot open %s: %s",
+                        path, strerror(errno));
+    size_t cap = 4096, n = 0;
+    buf = malloc(cap + 1);
+    if (!buf) {
+        rc = msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", path);
+        goto cleanup;
+    }
+    for (;;) {
+        if (n == cap) {
+            if (cap >= max_bytes) {
+                rc = msp_fail(MSP_ERR_LIMIT, "%s is larger than %zu bytes", path, max_bytes);
+                goto cleanup;
+            }
+            cap *= 2;
+            char *nb = realloc(buf, cap + 1);
+            if (!nb) {
+                rc = msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", path);
+                goto cleanup;
+            }
+            buf = nb;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) {
+            if (ferror(f)) {
+                rc = msp_fail(MSP_ERR_IO, "cannot read %s: %s", path, strerror(errno));
+                goto cleanup;
+            }
+            break;
+        }
+    }
+    if (n > max_bytes) {
+        rc = msp_fail(MSP_ERR_LIMIT, "%s is larger than %zu bytes", path, max_bytes);
+        goto cleanup;
+    }
+    buf[n] = '\0';
+    *out = buf;
+    buf = NULL;
+    if (len)
+        *len = n;
+cleanup:
+    free(buf);
+    fclose(f);
+    return rc;
+}
+
+msp_err msp_write_file_atomic(const char *path, const void *data, size_t len)
+{
+    msp_err rc = MSP_OK;
+    int fd = -1;
+    char *tmp = msp_asprintf("%s.tmp.%ld", path, (long)getpid());
+    if (!tmp)
+        return msp_fail(MSP_ERR_NOMEM, "out of memory");
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        rc = msp_fail(MSP_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
+        goto cleanup;
+    }
+    const char *p = data;
+    while (len) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            rc = msp_fail(MSP_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
+            goto cleanup;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    if (close(fd) != 0) {
+        fd = -1;
+        rc = msp_fail(MSP_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
+        goto cleanup;
+    }
+    fd = -1;
+    if (rename(tmp, path) != 0)
+        rc = msp_fail(MSP_ERR_IO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+cleanup:
+    if (fd >= 0)
+        close(fd);
+    if (rc != MSP_OK)
+        unlink(tmp);
+    free(tmp);
+    return rc;
+}
+
+char *msp_asprintf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return NULL;
+    char *s = malloc((size_t)n + 1);
+    if (!s)
+        return NULL;
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return s;
+}
