@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Install any missing Debian packages, then configure and build msprobe.
+#   scripts/bootstrap.sh [BUILD_DIR] [extra cmake args...]
+# Idempotent: a machine that already has everything only rebuilds.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$here/build}
+shift || true
+
+pkgs=(cmake make gcc pkg-config binutils libhdf5-dev libcjson-dev libzip-dev
+      libxlsxwriter-dev zlib1g-dev python3-dev python3-torch python3-h5py
+      python3-numpy python3-openpyxl man-db groff-base)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "msprobe: installing missing Debian packages: ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+jobs=$(nproc 2>/dev/null || echo 2)
+cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+cmake --build "$build" -j"$jobs"
