@@ -1,0 +1,699 @@
+/* msprobe.json loader: comments stripped in place (offsets kept, so cJSON's
+ * error position maps straight to line:column of the user's file), then a
+ * strict walk where every object lists its keys, so a typo is an error rather
+ * than a silently ignored setting. */
+#include "msprobe/config.h"
+
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A config is a few hundred bytes; anything this large is a wrong path. */
+#define MSP_CONFIG_MAX_BYTES (16u * 1024u * 1024u)
+/* Bounds the memory a hostile "1|2|3|..." can claim. */
+#define MSP_STEP_SET_MAX_RANGES 65536u
+/* Largest integer a JSON number (a double in cJSON) carries exactly. */
+#define MSP_JSON_INT_MAX 9007199254740992.0
+
+#define MSP_NELEM(a) (sizeof(a) / sizeof((a)[0]))
+
+static const char msp_step_set_hint[] =
+    "expected a step set like \"10|20\", \"5-8\", \"1|3-5\" or \"all\"";
+
+/* Quote user text for a message: bounded, control characters shown as '?',
+ * so a binary file or a huge string cannot wreck the terminal. */
+static void msp_cfg_quote(char *dst, size_t cap, const char *s)
+{
+    size_t n = 0, i = 0;
+    const size_t limit = cap > 8 ? cap - 6 : 0;
+    if (cap == 0)
+        return;
+    for (; s[i] && n < limit; i++)
+        dst[n++] = ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) ? '?' : s[i];
+    if (s[i] && limit) {
+        memcpy(dst + n, "...", 3);
+        n += 3;
+    }
+    dst[n] = '\0';
+}
+
+typedef struct msp_cfg_walk {
+    const char *source;
+} msp_cfg_walk_t;
+
+static msp_err msp_cfg_fail(const msp_cfg_walk_t *w, const char *path, const char *fmt, ...)
+    MSP_PRINTF(3, 4);
+static msp_err msp_cfg_fail(const msp_cfg_walk_t *w, const char *path, const char *fmt, ...)
+{
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return msp_fail(MSP_ERR_CONFIG, "%s: %s: %s", w->source, path, msg);
+}
+
+/* "got ..." part of a type error: the JSON type, or the value when it is short. */
+static void msp_cfg_describe(const cJSON *it, char *buf, size_t cap)
+{
+    if (cJSON_IsString(it)) {
+        char q[64];
+        msp_cfg_quote(q, sizeof q, it->valuestring);
+        snprintf(buf, cap, "\"%s\"", q);
+    } else if (cJSON_IsNumber(it)) {
+        snprintf(buf, cap, "number %.17g", it->valuedouble);
+    } else if (cJSON_IsArray(it)) {
+        snprintf(buf, cap, "an array");
+    } else if (cJSON_IsObject(it)) {
+        snprintf(buf, cap, "an object");
+    } else if (cJSON_IsTrue(it)) {
+        snprintf(buf, cap, "true");
+    } else if (cJSON_IsFalse(it)) {
+        snprintf(buf, cap, "false");
+    } else if (cJSON_IsNull(it)) {
+        snprintf(buf, cap, "null");
+    } else {
+        snprintf(buf, cap, "an invalid value");
+    }
+}
+
+static msp_err msp_cfg_expected(const msp_cfg_walk_t *w, const char *path, const char *what,
+                                const cJSON *got)
+{
+    char desc[96];
+    msp_cfg_describe(got, desc, sizeof desc);
+    return msp_cfg_fail(w, path, "expected %s, got %s", what, desc);
+}
+
+/* Checks every member name against `keys`: unknown or repeated names are errors
+ * (cJSON keeps duplicates as siblings; the later one would otherwise be ignored).
+ * found[i] receives the member for keys[i], or NULL. */
+static msp_err msp_cfg_members(const msp_cfg_walk_t *w, const cJSON *obj, const char *path,
+                               const char *const *keys, size_t nkeys, const cJSON **found)
+{
+    for (size_t k = 0; k < nkeys; k++)
+        found[k] = NULL;
+    for (const cJSON *m = obj->child; m; m = m->next) {
+        size_t k = 0;
+        while (k < nkeys && strcmp(m->string, keys[k]) != 0)
+            k++;
+        char key[80], sub[256];
+        msp_cfg_quote(key, sizeof key, m->string);
+        if (*path)
+            snprintf(sub, sizeof sub, "%s.%s", path, key);
+        else
+            snprintf(sub, sizeof sub, "%s", key);
+        if (k == nkeys) {
+            char list[256] = "";
+            size_t used = 0;
+            for (size_t j = 0; j < nkeys && used < sizeof list; j++) {
+                int n = snprintf(list + used, sizeof list - used, "%s%s",
+                                 j == 0 ? "" : (j + 1 == nkeys ? " or " : ", "), keys[j]);
+                if (n < 0)
+                    break;
+                used += (size_t)n;
+            }
+            return msp_cfg_fail(w, sub, "unknown key (expected %s)", list);
+        }
+        if (found[k])
+            return msp_cfg_fail(w, sub, "duplicate key (each key may appear once)");
+        found[k] = m;
+    }
+    return MSP_OK;
+}
+
+static msp_err msp_cfg_object(const msp_cfg_walk_t *w, const cJSON *it, const char *path)
+{
+    return cJSON_IsObject(it) ? MSP_OK : msp_cfg_expected(w, path, "an object { ... }", it);
+}
+
+/* One of `names` (index into *out); message lists the choices. */
+static msp_err msp_cfg_enum(const msp_cfg_walk_t *w, const cJSON *it, const char *path,
+                            const char *const *names, size_t n, int *out)
+{
+    if (cJSON_IsString(it)) {
+        for (size_t i = 0; i < n; i++) {
+            if (strcmp(it->valuestring, names[i]) == 0) {
+                *out = (int)i;
+                return MSP_OK;
+            }
+        }
+    }
+    char what[256];
+    size_t used = 0;
+    for (size_t i = 0; i < n && used < sizeof what; i++) {
+        int k = snprintf(what + used, sizeof what - used, "%s\"%s\"",
+                         i == 0 ? "" : (i + 1 == n ? " or " : ", "), names[i]);
+        if (k < 0)
+            break;
+        used += (size_t)k;
+    }
+    return msp_cfg_expected(w, path, what, it);
+}
+
+/* A non-empty string; *out is a fresh copy. */
+static msp_err msp_cfg_string(const msp_cfg_walk_t *w, const cJSON *it, const char *path,
+                              const char *what, char **out)
+{
+    if (!cJSON_IsString(it) || it->valuestring[0] == '\0')
+        return msp_cfg_expected(w, path, what, it);
+    char *s = strdup(it->valuestring);
+    if (!s)
+        return msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w->source);
+    free(*out);
+    *out = s;
+    return MSP_OK;
+}
+
+/* An integer in [min, 2^53]: beyond that a double no longer holds it exactly. */
+static msp_err msp_cfg_int(const msp_cfg_walk_t *w, const cJSON *it, const char *path,
+                           const char *what, int64_t min, int64_t *out)
+{
+    if (cJSON_IsNumber(it)) {
+        double v = it->valuedouble;
+        if (isfinite(v) && v >= (double)min && v <= MSP_JSON_INT_MAX) {
+            int64_t i = (int64_t)v;
+            double frac = v - (double)i;
+            if (!(frac > 0.0) && !(frac < 0.0)) {
+                *out = i;
+                return MSP_OK;
+            }
+        }
+    }
+    return msp_cfg_expected(w, path, what, it);
+}
+
+/* ---- step sets ---------------------------------------------------------- */
+
+static msp_err msp_step_set_add(msp_step_set_t *s, int64_t first, int64_t last, size_t *cap)
+{
+    if (s->n_ranges == *cap) {
+        if (*cap >= MSP_STEP_SET_MAX_RANGES)
+            return msp_fail(MSP_ERR_LIMIT, "more than %u steps or ranges in one step set",
+                            MSP_STEP_SET_MAX_RANGES);
+        size_t ncap = *cap ? *cap * 2 : 4;
+        msp_step_range_t *r = realloc(s->ranges, ncap * sizeof *r);
+        if (!r)
+            return msp_fail(MSP_ERR_NOMEM, "out of memory parsing a step set");
+        s->ranges = r;
+        *cap = ncap;
+    }
+    s->ranges[s->n_ranges].first = first;
+    s->ranges[s->n_ranges].last = last;
+    s->n_ranges++;
+    return MSP_OK;
+}
+
+/* Digits only (no sign, no spaces inside); advances *p. */
+static int msp_step_number(const char **p, int64_t *out)
+{
+    const char *s = *p;
+    if (!isdigit((unsigned char)*s))
+        return 0;
+    int64_t v = 0;
+    for (; isdigit((unsigned char)*s); s++) {
+        int d = *s - '0';
+        if (v > (INT64_MAX - d) / 10)
+            return -1;
+        v = v * 10 + d;
+    }
+    *p = s;
+    *out = v;
+    return 1;
+}
+
+static const char *msp_skip_blank(const char *s)
+{
+    while (*s == ' ' || *s == '\t')
+        s++;
+    return s;
+}
+
+msp_err msp_step_set_parse(const char *text, msp_step_set_t *out)
+{
+    msp_step_set_t s = {0};
+    size_t cap = 0;
+    msp_err rc = MSP_OK;
+    char quoted[64];
+    msp_cfg_quote(quoted, sizeof quoted, text ? text : "");
+    *out = s;
+    const char *p = msp_skip_blank(text ? text : "");
+    if (*p == '\0' || (strncmp(p, "all", 3) == 0 && *msp_skip_blank(p + 3) == '\0')) {
+        out->all = 1;
+        return MSP_OK;
+    }
+    for (;;) {
+        int64_t first, last;
+        p = msp_skip_blank(p);
+        const char *tok = p;
+        int got = msp_step_number(&p, &first);
+        if (got == 0) {
+            const char *why = *tok == '-' ? "a negative step"
+                              : (*tok == '|' || *tok == '\0') ? "an empty entry"
+                                                               : "not a step number";
+            rc = msp_fail(MSP_ERR_CONFIG, "%s, got \"%s\" (%s at offset %zu)", msp_step_set_hint,
+                          quoted, why, (size_t)(tok - text));
+            goto cleanup;
+        }
+        if (got < 0) {
+            rc = msp_fail(MSP_ERR_CONFIG, "%s, got \"%s\" (step number too large)",
+                          msp_step_set_hint, quoted);
+            goto cleanup;
+        }
+        last = first;
+        p = msp_skip_blank(p);
+        if (*p == '-') {
+            p = msp_skip_blank(p + 1);
+            got = msp_step_number(&p, &last);
+            if (got <= 0) {
+                rc = msp_fail(MSP_ERR_CONFIG, "%s, got \"%s\" (%s)", msp_step_set_hint, quoted,
+                              got < 0 ? "step number too large"
+                                      : "a range needs an end step, as in \"5-8\"");
+                goto cleanup;
+            }
+            if (last < first) {
+                rc = msp_fail(MSP_ERR_CONFIG,
+                              "%s, got \"%s\" (range %lld-%lld ends before it starts)",
+                              msp_step_set_hint, quoted, (long long)first, (long long)last);
+                goto cleanup;
+            }
+            p = msp_skip_blank(p);
+        }
+        rc = msp_step_set_add(&s, first, last, &cap);
+        if (rc != MSP_OK)
+            goto cleanup;
+        if (*p == '\0')
+            break;
+        if (*p != '|') {
+            rc = msp_fail(MSP_ERR_CONFIG, "%s, got \"%s\" (unexpected '%c' at offset %zu)",
+                          msp_step_set_hint, quoted, isprint((unsigned char)*p) ? *p : '?',
+                          (size_t)(p - text));
+            goto cleanup;
+        }
+        p++;
+    }
+    *out = s;
+    return MSP_OK;
+cleanup:
+    msp_step_set_free(&s);
+    return rc;
+}
+
+int msp_step_set_contains(const msp_step_set_t *s, int64_t step)
+{
+    if (!s)
+        return 0;
+    if (s->all)
+        return 1;
+    for (size_t i = 0; i < s->n_ranges; i++)
+        if (step >= s->ranges[i].first && step <= s->ranges[i].last)
+            return 1;
+    return 0;
+}
+
+void msp_step_set_free(msp_step_set_t *s)
+{
+    if (!s)
+        return;
+    free(s->ranges);
+    s->ranges = NULL;
+    s->n_ranges = 0;
+    s->all = 0;
+}
+
+/* ---- sections ----------------------------------------------------------- */
+
+static msp_err msp_cfg_dump_iter(const msp_cfg_walk_t *w, const cJSON *it, const char *path,
+                                 msp_step_set_t *out)
+{
+    msp_step_set_t s = {0};
+    msp_err rc = MSP_OK;
+    if (cJSON_IsString(it)) {
+        rc = msp_step_set_parse(it->valuestring, &s);
+        if (rc != MSP_OK) {
+            /* msp_fail writes the buffer msp_last_error() points into. */
+            char detail[512];
+            snprintf(detail, sizeof detail, "%s", msp_last_error());
+            return rc == MSP_ERR_CONFIG || rc == MSP_ERR_LIMIT ? msp_cfg_fail(w, path, "%s", detail)
+                                                               : rc;
+        }
+    } else if (cJSON_IsNumber(it)) {
+        int64_t v;
+        size_t cap = 0;
+        rc = msp_cfg_int(w, it, path, "a step set like \"10|20\", \"5-8\", \"all\" or a step number >= 0", 0, &v);
+        if (rc == MSP_OK)
+            rc = msp_step_set_add(&s, v, v, &cap);
+    } else if (cJSON_IsArray(it) && it->child) {
+        size_t cap = 0, i = 0;
+        for (const cJSON *e = it->child; e && rc == MSP_OK; e = e->next, i++) {
+            int64_t v;
+            char sub[300];
+            snprintf(sub, sizeof sub, "%s[%zu]", path, i);
+            rc = msp_cfg_int(w, e, sub, "a step number >= 0", 0, &v);
+            if (rc == MSP_OK)
+                rc = msp_step_set_add(&s, v, v, &cap);
+        }
+    } else {
+        return msp_cfg_expected(
+            w, path,
+            "a step set like \"10|20\", \"5-8\", \"1|3-5\" or \"all\", a step number, or a non-empty array of step numbers",
+            it);
+    }
+    if (rc != MSP_OK) {
+        msp_step_set_free(&s);
+        if (rc != MSP_ERR_LIMIT)
+            return rc;
+        char detail[512];
+        snprintf(detail, sizeof detail, "%s", msp_last_error());
+        return msp_cfg_fail(w, path, "%s", detail);
+    }
+    msp_step_set_free(out);
+    *out = s;
+    return MSP_OK;
+}
+
+static msp_err msp_cfg_api_entry(const msp_cfg_walk_t *w, const cJSON *e, const char *path,
+                                 msp_api_sel_t *sel)
+{
+    static const char *const keys[] = {"name", "api_type"};
+    static const char *const types[] = {"forward", "backward", "all", "both"};
+    static const unsigned dirs[] = {MSP_DIR_FORWARD, MSP_DIR_BACKWARD,
+                                    MSP_DIR_FORWARD | MSP_DIR_BACKWARD,
+                                    MSP_DIR_FORWARD | MSP_DIR_BACKWARD};
+    const cJSON *m[MSP_NELEM(keys)];
+    char sub[300];
+    msp_err rc = msp_cfg_object(w, e, path);
+    if (rc == MSP_OK)
+        rc = msp_cfg_members(w, e, path, keys, MSP_NELEM(keys), m);
+    if (rc != MSP_OK)
+        return rc;
+    snprintf(sub, sizeof sub, "%s.name", path);
+    if (!m[0])
+        return msp_cfg_fail(w, sub, "missing (each api_list entry needs a name, e.g. "
+                                    "\"torch.nn.functional.conv2d\" or \"layer1.0.conv1\")");
+    rc = msp_cfg_string(w, m[0], sub, "a non-empty API or module name", &sel->name);
+    if (rc != MSP_OK)
+        return rc;
+    for (const char *c = sel->name; *c; c++)
+        if (isspace((unsigned char)*c) || (unsigned char)*c < 0x20)
+            return msp_cfg_expected(w, sub, "an API or module name without spaces", m[0]);
+    sel->dirs = MSP_DIR_FORWARD | MSP_DIR_BACKWARD;
+    if (m[1]) {
+        int k;
+        snprintf(sub, sizeof sub, "%s.api_type", path);
+        rc = msp_cfg_enum(w, m[1], sub, types, MSP_NELEM(types), &k);
+        if (rc != MSP_OK)
+            return rc;
+        sel->dirs = dirs[k];
+    }
+    return MSP_OK;
+}
+
+static msp_err msp_cfg_api_list(const msp_cfg_walk_t *w, const cJSON *it, msp_config_t *cfg)
+{
+    const char *path = "dump.api_list";
+    if (!cJSON_IsArray(it))
+        return msp_cfg_expected(w, path, "an array of {\"name\": ..., \"api_type\": ...}", it);
+    size_t n = (size_t)cJSON_GetArraySize(it);
+    if (n == 0)
+        return MSP_OK;
+    cfg->api_list = calloc(n, sizeof *cfg->api_list);
+    if (!cfg->api_list)
+        return msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w->source);
+    size_t i = 0;
+    for (const cJSON *e = it->child; e; e = e->next, i++) {
+        char sub[64];
+        snprintf(sub, sizeof sub, "%s[%zu]", path, i);
+        cfg->n_api_list = i + 1; /* so msp_config_free releases a partial entry */
+        msp_err rc = msp_cfg_api_entry(w, e, sub, &cfg->api_list[i]);
+        if (rc != MSP_OK)
+            return rc;
+    }
+    return MSP_OK;
+}
+
+static msp_err msp_cfg_dump(const msp_cfg_walk_t *w, const cJSON *dump, msp_config_t *cfg)
+{
+    static const char *const dkeys[] = {"common_dump_settings", "api_list"};
+    static const char *const skeys[] = {"dump_mode", "dump_path", "dump_iter", "task",
+                                        "step_trigger"};
+    static const char *const modes[] = {"api", "module", "mix"};
+    static const char *const tasks[] = {"tensor", "statistics"};
+    static const char *const triggers[] = {"optimizer", "backward", "forward", "manual"};
+    const cJSON *d[MSP_NELEM(dkeys)], *s[MSP_NELEM(skeys)];
+    int k;
+    msp_err rc = msp_cfg_object(w, dump, "dump");
+    if (rc == MSP_OK)
+        rc = msp_cfg_members(w, dump, "dump", dkeys, MSP_NELEM(dkeys), d);
+    if (rc != MSP_OK)
+        return rc;
+    cfg->has_dump = 1;
+    if (d[0]) {
+        const char *base = "dump.common_dump_settings";
+        rc = msp_cfg_object(w, d[0], base);
+        if (rc == MSP_OK)
+            rc = msp_cfg_members(w, d[0], base, skeys, MSP_NELEM(skeys), s);
+        if (rc != MSP_OK)
+            return rc;
+        if (s[0]) {
+            if ((rc = msp_cfg_enum(w, s[0], "dump.common_dump_settings.dump_mode", modes,
+                                   MSP_NELEM(modes), &k)) != MSP_OK)
+                return rc;
+            cfg->dump_mode = (msp_dump_mode_t)k;
+        }
+        if (s[1] && (rc = msp_cfg_string(w, s[1], "dump.common_dump_settings.dump_path",
+                                         "a non-empty directory path", &cfg->dump_path)) != MSP_OK)
+            return rc;
+        if (s[2] && (rc = msp_cfg_dump_iter(w, s[2], "dump.common_dump_settings.dump_iter",
+                                            &cfg->dump_iter)) != MSP_OK)
+            return rc;
+        if (s[3]) {
+            if ((rc = msp_cfg_enum(w, s[3], "dump.common_dump_settings.task", tasks,
+                                   MSP_NELEM(tasks), &k)) != MSP_OK)
+                return rc;
+            cfg->task = (msp_task_t)k;
+        }
+        if (s[4]) {
+            if ((rc = msp_cfg_enum(w, s[4], "dump.common_dump_settings.step_trigger", triggers,
+                                   MSP_NELEM(triggers), &k)) != MSP_OK)
+                return rc;
+            cfg->step_trigger = (msp_step_trigger_t)k;
+        }
+    }
+    if (d[1])
+        return msp_cfg_api_list(w, d[1], cfg);
+    return MSP_OK;
+}
+
+static msp_err msp_cfg_config_check(const msp_cfg_walk_t *w, const cJSON *cc, msp_config_t *cfg)
+{
+    static const char *const keys[] = {"output_zip_path", "write_at_step", "dataset_batches"};
+    const cJSON *m[MSP_NELEM(keys)];
+    msp_err rc = msp_cfg_object(w, cc, "config_check");
+    if (rc == MSP_OK)
+        rc = msp_cfg_members(w, cc, "config_check", keys, MSP_NELEM(keys), m);
+    if (rc != MSP_OK)
+        return rc;
+    cfg->has_config_check = 1;
+    if (m[0] && (rc = msp_cfg_string(w, m[0], "config_check.output_zip_path",
+                                     "a non-empty file path", &cfg->cc_output_zip_path)) != MSP_OK)
+        return rc;
+    /* -1 is accepted as the spelled-out default ("only at exit"). */
+    if (m[1] && (rc = msp_cfg_int(w, m[1], "config_check.write_at_step",
+                                  "a step number >= 0 (or -1: only at exit)", -1,
+                                  &cfg->cc_write_at_step)) != MSP_OK)
+        return rc;
+    if (m[2] && (rc = msp_cfg_int(w, m[2], "config_check.dataset_batches",
+                                  "an integer >= 1", 1, &cfg->cc_dataset_batches)) != MSP_OK)
+        return rc;
+    return MSP_OK;
+}
+
+/* ---- text --------------------------------------------------------------- */
+
+static void msp_cfg_line_col(const char *text, size_t off, size_t *line, size_t *col)
+{
+    size_t l = 1, c = 1;
+    for (size_t i = 0; i < off && text[i]; i++) {
+        if (text[i] == '\n') {
+            l++;
+            c = 1;
+        } else {
+            c++;
+        }
+    }
+    *line = l;
+    *col = c;
+}
+
+/* Blank out // and block comments in place, outside strings. Newlines stay, so
+ * every offset in the result is the offset in the user's file. Returns the
+ * offset of an unterminated block comment, or (size_t)-1. */
+static size_t msp_cfg_strip_comments(char *s)
+{
+    int in_str = 0;
+    for (size_t i = 0; s[i]; i++) {
+        if (in_str) {
+            if (s[i] == '\\' && s[i + 1])
+                i++;
+            else if (s[i] == '"')
+                in_str = 0;
+        } else if (s[i] == '"') {
+            in_str = 1;
+        } else if (s[i] == '/' && s[i + 1] == '/') {
+            for (; s[i] && s[i] != '\n'; i++)
+                s[i] = ' ';
+            if (!s[i])
+                break;
+        } else if (s[i] == '/' && s[i + 1] == '*') {
+            size_t start = i;
+            s[i] = s[i + 1] = ' ';
+            for (i += 2; s[i] && !(s[i] == '*' && s[i + 1] == '/'); i++)
+                if (s[i] != '\n')
+                    s[i] = ' ';
+            if (!s[i])
+                return start;
+            s[i] = s[i + 1] = ' ';
+            i++;
+        }
+    }
+    return (size_t)-1;
+}
+
+static msp_err msp_cfg_syntax(const char *source, const char *text, size_t off, const char *what)
+{
+    size_t line, col;
+    char near[48];
+    msp_cfg_line_col(text, off, &line, &col);
+    if (text[off] == '\0')
+        return msp_fail(MSP_ERR_CONFIG, "%s:%zu:%zu: %s: unexpected end of file", source, line,
+                        col, what);
+    size_t n = 0;
+    for (size_t i = off; text[i] && text[i] != '\n' && n < 24; i++)
+        near[n++] = (unsigned char)text[i] < 0x20 ? '?' : text[i];
+    near[n] = '\0';
+    return msp_fail(MSP_ERR_CONFIG, "%s:%zu:%zu: %s near '%s'", source, line, col, what, near);
+}
+
+msp_err msp_config_parse(const char *text, const char *source, msp_config_t *cfg)
+{
+    msp_err rc = MSP_OK;
+    char *buf = NULL;
+    cJSON *root = NULL;
+    msp_cfg_walk_t w = {.source = source ? source : "msprobe.json"};
+
+    memset(cfg, 0, sizeof *cfg);
+    cfg->dump_mode = MSP_DUMP_API;
+    cfg->dump_iter.all = 1;
+    cfg->task = MSP_TASK_TENSOR;
+    cfg->step_trigger = MSP_STEP_OPTIMIZER;
+    cfg->cc_write_at_step = -1;
+    cfg->cc_dataset_batches = 1;
+    cfg->source = strdup(w.source);
+    cfg->dump_path = strdup("./msprobe_dump_data");
+    cfg->cc_output_zip_path = strdup("./config_check_pack.zip");
+    buf = text ? strdup(text) : NULL;
+    if (!cfg->source || !cfg->dump_path || !cfg->cc_output_zip_path || (text && !buf)) {
+        rc = msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w.source);
+        goto cleanup;
+    }
+    if (!text) {
+        rc = msp_fail(MSP_ERR_USAGE, "%s: no text to parse", w.source);
+        goto cleanup;
+    }
+    size_t unterminated = msp_cfg_strip_comments(buf);
+    if (unterminated != (size_t)-1) {
+        size_t line, col;
+        msp_cfg_line_col(buf, unterminated, &line, &col);
+        rc = msp_fail(MSP_ERR_CONFIG, "%s:%zu:%zu: invalid JSON: comment \"/*\" is never closed",
+                      w.source, line, col);
+        goto cleanup;
+    }
+    const char *p = buf;
+    while (isspace((unsigned char)*p))
+        p++;
+    if (*p == '\0') {
+        rc = msp_fail(MSP_ERR_CONFIG, "%s: empty file (expected a JSON object such as "
+                                      "{\"dump\": {...}})", w.source);
+        goto cleanup;
+    }
+    const char *end = NULL;
+    root = cJSON_ParseWithOpts(buf, &end, 0);
+    if (!root) {
+        rc = msp_cfg_syntax(w.source, buf, end ? (size_t)(end - buf) : 0, "invalid JSON");
+        goto cleanup;
+    }
+    while (isspace((unsigned char)*end))
+        end++;
+    if (*end) {
+        rc = msp_cfg_syntax(w.source, buf, (size_t)(end - buf),
+                            "invalid JSON: text after the end of the top-level object");
+        goto cleanup;
+    }
+    if (!cJSON_IsObject(root)) {
+        char desc[96];
+        msp_cfg_describe(root, desc, sizeof desc);
+        rc = msp_fail(MSP_ERR_CONFIG, "%s: expected a JSON object {\"dump\": ..., "
+                                      "\"config_check\": ...} at the top level, got %s",
+                      w.source, desc);
+        goto cleanup;
+    }
+    static const char *const keys[] = {"dump", "config_check"};
+    const cJSON *m[MSP_NELEM(keys)];
+    rc = msp_cfg_members(&w, root, "", keys, MSP_NELEM(keys), m);
+    if (rc == MSP_OK && m[0])
+        rc = msp_cfg_dump(&w, m[0], cfg);
+    if (rc == MSP_OK && m[1])
+        rc = msp_cfg_config_check(&w, m[1], cfg);
+cleanup:
+    cJSON_Delete(root);
+    free(buf);
+    if (rc != MSP_OK)
+        msp_config_free(cfg);
+    return rc;
+}
+
+msp_err msp_config_load(const char *path, msp_config_t *cfg)
+{
+    char *text = NULL;
+    size_t len = 0;
+    memset(cfg, 0, sizeof *cfg);
+    if (!path || !*path)
+        return msp_fail(MSP_ERR_USAGE, "empty config file name");
+    msp_err rc = msp_read_file(path, MSP_CONFIG_MAX_BYTES, &text, &len);
+    if (rc == MSP_ERR_NOT_FOUND)
+        return msp_fail(rc, "config file %s not found", path);
+    if (rc == MSP_ERR_LIMIT)
+        return msp_fail(MSP_ERR_CONFIG, "%s: larger than %u MiB; not a msprobe.json", path,
+                        MSP_CONFIG_MAX_BYTES >> 20);
+    if (rc != MSP_OK)
+        return rc;
+    if (strlen(text) != len) {
+        size_t line, col;
+        msp_cfg_line_col(text, strlen(text), &line, &col);
+        rc = msp_fail(MSP_ERR_CONFIG, "%s:%zu:%zu: invalid JSON: NUL byte (binary file?)", path,
+                      line, col);
+    } else {
+        rc = msp_config_parse(text, path, cfg);
+    }
+    free(text);
+    return rc;
+}
+
+void msp_config_free(msp_config_t *cfg)
+{
+    if (!cfg)
+        return;
+    for (size_t i = 0; i < cfg->n_api_list; i++)
+        free(cfg->api_list[i].name);
+    free(cfg->api_list);
+    free(cfg->source);
+    free(cfg->dump_path);
+    free(cfg->cc_output_zip_path);
+    msp_step_set_free(&cfg->dump_iter);
+    memset(cfg, 0, sizeof *cfg);
+}
