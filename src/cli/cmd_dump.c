@@ -1,11 +1,281 @@
-/* msprobe dump: being written in this session; owned by its module's author. */
+/* msprobe dump -- cmd: the faketime pattern. Validate the config and the dump
+ * directory first (a bad config must stop the run before any training time is
+ * spent), then set MSPROBE_PATH, append the shim to LD_PRELOAD and exec the
+ * command in place, so its exit status, signals and pid are the command's own. */
 #include "cli.h"
+
+#include "msprobe/config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MSP_PRELOAD_NAME "libmsprobe_preload.so"
+#define MSP_EXIT_NOEXEC 126
+#define MSP_EXIT_NOTFOUND 127
+
+static void msp_dump_usage(FILE *out)
+{
+    fprintf(out,
+            "Usage: msprobe dump [-c msprobe.json] [--] COMMAND [ARGS...]\n"
+            "\n"
+            "Run COMMAND (e.g. python train.py) with the msprobe shim preloaded: every\n"
+            "Python process it starts dumps the APIs and modules msprobe.json selects to\n"
+            "dump_path/step{N}/rank{R}/dump.h5, and collects the config_check pack.\n"
+            "The config is checked, and dump_path created, before COMMAND starts.\n"
+            "\n"
+            "Options:\n"
+            "  -c, --config FILE  msprobe.json to use (default: $MSPROBE_PATH,\n"
+            "                     else ./msprobe.json)\n"
+            "  -h, --help         this help\n"
+            "\n"
+            "Environment: MSPROBE_PATH (config), MSPROBE_PRELOAD_LIB (shim to preload\n"
+            "instead of the one installed with msprobe), MSPROBE_LOG_FILE (where the\n"
+            "shim's messages go; default stderr).\n"
+            "\n"
+            "Exit status: COMMAND's own (msprobe replaces itself with it); 2 when the\n"
+            "config is invalid or the shim cannot be found (COMMAND does not run);\n"
+            "126 when COMMAND cannot be executed; 127 when it is not found.\n"
+            "See msprobe-dump(1) and msprobe.json(5).\n");
+}
+
+/* Which config to use, and where we looked when there is none. */
+static int msp_dump_pick_config(const char *opt, char **out)
+{
+    const char *env = getenv("MSPROBE_PATH");
+    *out = NULL;
+    if (opt) {
+        if (access(opt, F_OK) != 0) {
+            msp_errorf("dump: config file %s (from -c) not found", opt);
+            return MSP_EXIT_USAGE;
+        }
+        *out = strdup(opt);
+    } else if (env && *env) {
+        if (access(env, F_OK) != 0) {
+            msp_errorf("dump: config file %s (from MSPROBE_PATH) not found", env);
+            return MSP_EXIT_USAGE;
+        }
+        *out = strdup(env);
+    } else {
+        if (access("msprobe.json", F_OK) != 0) {
+            msp_errorf("dump: no config: MSPROBE_PATH is not set and ./msprobe.json does not "
+                       "exist; give one with -c FILE");
+            return MSP_EXIT_USAGE;
+        }
+        *out = strdup("msprobe.json");
+    }
+    if (!*out) {
+        msp_errorf("dump: out of memory");
+        return MSP_EXIT_USAGE;
+    }
+    return MSP_EXIT_OK;
+}
+
+/* Create `dir` and check we may write into it, so a typo in dump_path fails now
+ * rather than as a warning deep inside training. */
+static int msp_dump_check_dir(const char *dir, const char *what, const char *cfgname)
+{
+    msp_err rc = msp_mkdirs(dir);
+    if (rc != MSP_OK) {
+        msp_errorf("dump: %s: %s %s cannot be created: %s", cfgname, what, dir, msp_last_error());
+        return MSP_EXIT_USAGE;
+    }
+    if (access(dir, W_OK | X_OK) != 0) {
+        msp_errorf("dump: %s: %s %s is not writable: %s", cfgname, what, dir, strerror(errno));
+        return MSP_EXIT_USAGE;
+    }
+    return MSP_EXIT_OK;
+}
+
+static int msp_dump_check_outputs(const msp_cli_ctx_t *ctx, const msp_config_t *cfg,
+                                  const char *cmd)
+{
+    int ex = MSP_EXIT_OK;
+    if (cfg->has_dump)
+        ex = msp_dump_check_dir(cfg->dump_path, "dump_path", cfg->source);
+    if (ex == MSP_EXIT_OK && cfg->has_config_check) {
+        char *dir = strdup(cfg->cc_output_zip_path);
+        if (!dir) {
+            msp_errorf("dump: out of memory");
+            return MSP_EXIT_USAGE;
+        }
+        char *slash = strrchr(dir, '/');
+        if (slash) {
+            slash[slash == dir] = '\0'; /* "/pack.zip" keeps "/" */
+            ex = msp_dump_check_dir(dir, "the directory of config_check.output_zip_path",
+                                    cfg->source);
+        }
+        free(dir);
+    }
+    if (!cfg->has_dump && !cfg->has_config_check)
+        msp_warnf(ctx, "dump: %s has neither \"dump\" nor \"config_check\": %s runs without "
+                       "recording anything", cfg->source, cmd);
+    return ex;
+}
+
+/* ld.so splits LD_PRELOAD on spaces and colons; a path holding either would be
+ * cut in two, so it is refused rather than silently not loaded. */
+static int msp_dump_usable(const char *path)
+{
+    return path[strcspn(path, " :")] == '\0' && access(path, R_OK) == 0;
+}
+
+/* The shim: $MSPROBE_PRELOAD_LIB, else beside this executable, in the
+ * installed layout (bin/ and lib/, lib64/ or a Debian multiarch lib/) or
+ * the build tree's (src/cli/ and src/dump/). */
+static char *msp_dump_find_preload(void)
+{
+    static const char *const rel[] = {
+        "../lib/" MSP_PRELOAD_NAME,
+        "../lib64/" MSP_PRELOAD_NAME,
+#if defined(__x86_64__)
+        "../lib/x86_64-linux-gnu/" MSP_PRELOAD_NAME,
+#elif defined(__aarch64__)
+        "../lib/aarch64-linux-gnu/" MSP_PRELOAD_NAME,
+#endif
+        "../dump/" MSP_PRELOAD_NAME,
+    };
+    const char *env = getenv("MSPROBE_PRELOAD_LIB");
+    if (env && *env) {
+        if (access(env, R_OK) != 0) {
+            msp_errorf("dump: MSPROBE_PRELOAD_LIB=%s: %s", env, strerror(errno));
+            return NULL;
+        }
+        /* Absolute, so the child may chdir; symlinks kept as the user named them. */
+        char cwd[PATH_MAX];
+        char *abs = env[0] == '/' ? strdup(env)
+                    : getcwd(cwd, sizeof cwd) ? msp_asprintf("%s/%s", cwd, env) : NULL;
+        if (!abs || !msp_dump_usable(abs)) {
+            msp_errorf("dump: MSPROBE_PRELOAD_LIB=%s: cannot be preloaded (the path may not "
+                       "contain spaces or colons)", env);
+            free(abs);
+            return NULL;
+        }
+        return abs;
+    }
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) {
+        msp_errorf("dump: cannot find the msprobe executable (/proc/self/exe: %s); set "
+                   "MSPROBE_PRELOAD_LIB to the path of " MSP_PRELOAD_NAME, strerror(errno));
+        return NULL;
+    }
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    if (slash)
+        *slash = '\0';
+    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+        char *cand = msp_asprintf("%s/%s", self, rel[i]);
+        char *abs = cand ? realpath(cand, NULL) : NULL;
+        free(cand);
+        if (abs && msp_dump_usable(abs))
+            return abs;
+        free(abs);
+    }
+    msp_errorf("dump: " MSP_PRELOAD_NAME " not found beside %s (looked in ../lib, ../lib64, "
+               "../lib/<multiarch> and ../dump); set MSPROBE_PRELOAD_LIB to its path",
+               self);
+    return NULL;
+}
+
+/* Keep whatever the user preloads (ASan, jemalloc, ...) and add ours last;
+ * already present (a nested msprobe dump) → unchanged. */
+static char *msp_dump_ld_preload(const char *old, const char *lib)
+{
+    if (!old || old[strspn(old, " :")] == '\0')
+        return strdup(lib);
+    size_t len = strlen(lib);
+    for (const char *p = old; *p;) {
+        p += strspn(p, " :");
+        size_t tok = strcspn(p, " :");
+        if (tok == len && strncmp(p, lib, len) == 0)
+            return strdup(old);
+        p += tok;
+    }
+    size_t olen = strlen(old);
+    int sep = strchr(" :", old[olen - 1]) == NULL;
+    return msp_asprintf("%s%s%s", old, sep ? ":" : "", lib);
+}
 
 int msp_cmd_dump(msp_cli_ctx_t *ctx, int argc, char **argv)
 {
-    (void)ctx;
-    (void)argc;
-    (void)argv;
-    msp_errorf("dump: not built yet");
-    return MSP_EXIT_USAGE;
+    static const struct option opts[] = {
+        {"config", required_argument, NULL, 'c'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *opt_config = NULL;
+    char *cfgpath = NULL, *abscfg = NULL, *lib = NULL, *preload = NULL;
+    msp_config_t cfg = {0};
+    int ex = MSP_EXIT_USAGE, c;
+
+    opterr = 0;
+    /* '+': the first non-option starts COMMAND; its own options stay its own. */
+    while ((c = getopt_long(argc, argv, "+c:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c':
+            opt_config = optarg;
+            break;
+        case 'h':
+            msp_dump_usage(stdout);
+            return MSP_EXIT_OK;
+        default:
+            if (optopt == 'c')
+                msp_errorf("dump: option -c needs a file name");
+            else
+                msp_errorf("dump: unknown option '%s' (try 'msprobe dump --help')",
+                           argv[optind - 1]);
+            return MSP_EXIT_USAGE;
+        }
+    }
+    if (optind >= argc) {
+        msp_errorf("dump: no command to run (e.g. msprobe dump -- python train.py)");
+        return MSP_EXIT_USAGE;
+    }
+    char **cmd = argv + optind;
+
+    if ((ex = msp_dump_pick_config(opt_config, &cfgpath)) != MSP_EXIT_OK)
+        goto cleanup;
+    ex = MSP_EXIT_USAGE;
+    msp_err rc = msp_config_load(cfgpath, &cfg);
+    if (rc != MSP_OK) {
+        msp_report_error(rc);
+        goto cleanup;
+    }
+    if ((ex = msp_dump_check_outputs(ctx, &cfg, cmd[0])) != MSP_EXIT_OK)
+        goto cleanup;
+    ex = MSP_EXIT_USAGE;
+    if (!(lib = msp_dump_find_preload()))
+        goto cleanup;
+    abscfg = realpath(cfgpath, NULL);
+    preload = msp_dump_ld_preload(getenv("LD_PRELOAD"), lib);
+    if (!abscfg || !preload) {
+        msp_errorf("dump: %s: %s", cfgpath, abscfg ? "out of memory" : strerror(errno));
+        goto cleanup;
+    }
+    if (setenv("MSPROBE_PATH", abscfg, 1) != 0 || setenv("LD_PRELOAD", preload, 1) != 0) {
+        msp_errorf("dump: cannot set the environment: %s", strerror(errno));
+        goto cleanup;
+    }
+    msp_log(MSP_LOG_INFO, "dump: MSPROBE_PATH=%s LD_PRELOAD=%s", abscfg, preload);
+    fflush(NULL);
+    execvp(cmd[0], cmd);
+    /* Only reached when exec failed; the shell's codes: 127 not found, 126 not runnable. */
+    int err = errno;
+    ex = (err == ENOENT || err == ENOTDIR) ? MSP_EXIT_NOTFOUND : MSP_EXIT_NOEXEC;
+    if (err == ENOENT && !strchr(cmd[0], '/'))
+        msp_errorf("dump: %s: command not found (not in PATH)", cmd[0]);
+    else
+        msp_errorf("dump: cannot run %s: %s", cmd[0], strerror(err));
+cleanup:
+    msp_config_free(&cfg);
+    free(cfgpath);
+    free(abscfg);
+    free(lib);
+    free(preload);
+    return ex;
 }
