@@ -1,0 +1,319 @@
+/* dtype names and sizes, half/bfloat16 conversions, per-tensor statistics
+ * and CRC-32: plain C, no HDF5, safe from any thread. */
+#include "msprobe/format.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+#include <strings.h>
+#include <zlib.h>
+
+struct msp_dtype_desc {
+    const char *name;  /* torch name */
+    const char *alias; /* torch's other spelling, without "torch." */
+    size_t size;
+    int is_float;
+};
+
+static const struct msp_dtype_desc msp_dtypes[MSP_DTYPE_COUNT_] = {
+    [MSP_DTYPE_INVALID] = {"unknown", NULL, 0, 0},
+    [MSP_DTYPE_FLOAT32] = {"torch.float32", "float", 4, 1},
+    [MSP_DTYPE_FLOAT16] = {"torch.float16", "half", 2, 1},
+    [MSP_DTYPE_BFLOAT16] = {"torch.bfloat16", "bf16", 2, 1},
+    [MSP_DTYPE_FLOAT64] = {"torch.float64", "double", 8, 1},
+    [MSP_DTYPE_INT8] = {"torch.int8", NULL, 1, 0},
+    [MSP_DTYPE_INT16] = {"torch.int16", "short", 2, 0},
+    [MSP_DTYPE_INT32] = {"torch.int32", "int", 4, 0},
+    [MSP_DTYPE_INT64] = {"torch.int64", "long", 8, 0},
+    [MSP_DTYPE_UINT8] = {"torch.uint8", NULL, 1, 0},
+    [MSP_DTYPE_BOOL] = {"torch.bool", NULL, 1, 0},
+};
+
+static int msp_dtype_valid(msp_dtype_t dt)
+{
+    return (int)dt > MSP_DTYPE_INVALID && dt < MSP_DTYPE_COUNT_;
+}
+
+const char *msp_dtype_name(msp_dtype_t dt)
+{
+    return msp_dtype_valid(dt) ? msp_dtypes[dt].name : "unknown";
+}
+
+msp_dtype_t msp_dtype_from_name(const char *name)
+{
+    if (!name)
+        return MSP_DTYPE_INVALID;
+    const char *bare = strncmp(name, "torch.", 6) == 0 ? name + 6 : name;
+    for (int i = 1; i < MSP_DTYPE_COUNT_; i++) {
+        const struct msp_dtype_desc *d = &msp_dtypes[i];
+        if (strcasecmp(bare, d->name + 6) == 0 || (d->alias && strcasecmp(bare, d->alias) == 0))
+            return (msp_dtype_t)i;
+    }
+    return MSP_DTYPE_INVALID;
+}
+
+size_t msp_dtype_size(msp_dtype_t dt)
+{
+    return msp_dtype_valid(dt) ? msp_dtypes[dt].size : 0;
+}
+
+int msp_dtype_is_float(msp_dtype_t dt)
+{
+    return msp_dtype_valid(dt) ? msp_dtypes[dt].is_float : 0;
+}
+
+/* ---- small floats ------------------------------------------------------ */
+
+/* Decode a binary float with 1 sign bit, ebits exponent bits and mbits
+ * mantissa bits (IEEE rules: bias 2^(ebits-1)-1, subnormals, inf, NaN). */
+static double msp_small_to_double(uint32_t bits, int ebits, int mbits)
+{
+    uint32_t mmask = (1u << mbits) - 1, emax = (1u << ebits) - 1;
+    uint32_t e = (bits >> mbits) & emax, m = bits & mmask;
+    int bias = (1 << (ebits - 1)) - 1;
+    double v;
+    if (e == emax)
+        v = m ? NAN : INFINITY;
+    else if (e == 0)
+        v = ldexp((double)m, 1 - bias - mbits);
+    else
+        v = ldexp((double)(m | (1u << mbits)), (int)e - bias - mbits);
+    return (bits >> (ebits + mbits)) & 1 ? -v : v;
+}
+
+/* Round a double straight to the small format, to nearest, ties to even.
+ * Going through float first would round twice and can differ by one ulp. */
+static uint32_t msp_double_to_small(double v, int ebits, int mbits)
+{
+    uint64_t u;
+    memcpy(&u, &v, sizeof u);
+    uint32_t sign = (uint32_t)(u >> 63) << (ebits + mbits);
+    uint32_t emax = (1u << ebits) - 1;
+    int bias = (1 << (ebits - 1)) - 1;
+    int dexp = (int)((u >> 52) & 0x7ff);
+    uint64_t dman = u & ((UINT64_C(1) << 52) - 1);
+
+    if (dexp == 0x7ff) /* inf or NaN (quiet, payload dropped) */
+        return sign | (emax << mbits) | (dman ? 1u << (mbits - 1) : 0);
+    if (dexp == 0) /* double subnormals are far below any small subnormal */
+        return sign;
+
+    uint64_t sig = dman | (UINT64_C(1) << 52); /* 53 significant bits */
+    int e = dexp - 1023 + bias;                  /* biased target exponent */
+    int drop = 52 - mbits + (e < 1 ? 1 - e : 0);
+    if (drop > 54)
+        return sign; /* below half the smallest subnormal */
+    uint64_t q = sig >> drop;
+    uint64_t rem = sig & ((UINT64_C(1) << drop) - 1);
+    uint64_t half = UINT64_C(1) << (drop - 1);
+    if (rem > half || (rem == half && (q & 1)))
+        q++;
+    uint64_t r;
+    if (e < 1)
+        r = q; /* subnormal; q == 1<<mbits rounds up into the smallest normal */
+    else
+        r = ((uint64_t)(e - 1) << mbits) + q; /* q carries the implicit bit */
+    if (r >= ((uint64_t)emax << mbits))
+        r = (uint64_t)emax << mbits; /* overflow to infinity */
+    return sign | (uint32_t)r;
+}
+
+double msp_half_to_double(uint16_t h)
+{
+    return msp_small_to_double(h, 5, 10);
+}
+
+double msp_bf16_to_double(uint16_t b)
+{
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+uint16_t msp_double_to_bf16(double v)
+{
+    return (uint16_t)msp_double_to_small(v, 8, 7);
+}
+
+uint16_t msp_double_to_half(double v)
+{
+    return (uint16_t)msp_double_to_small(v, 5, 10);
+}
+
+/* Half decoding is on the statistics hot path: one 256 KiB table. */
+static float msp_half_table[65536];
+static pthread_once_t msp_half_once = PTHREAD_ONCE_INIT;
+
+static void msp_half_table_init(void)
+{
+    for (uint32_t i = 0; i < 65536; i++)
+        msp_half_table[i] = (float)msp_small_to_double(i, 5, 10);
+}
+
+static const float *msp_half_lut(void)
+{
+    pthread_once(&msp_half_once, msp_half_table_init);
+    return msp_half_table;
+}
+
+void msp_to_double(msp_dtype_t dt, const void *src, size_t n, double *dst)
+{
+    const unsigned char *p = src;
+    const float *lut = dt == MSP_DTYPE_FLOAT16 ? msp_half_lut() : NULL;
+    for (size_t i = 0; i < n; i++) {
+        switch (dt) {
+#define MSP_LOAD(T, expr)                                                                          \
+    {                                                                                              \
+        T x;                                                                                       \
+        memcpy(&x, p + i * sizeof(T), sizeof(T));                                                  \
+        dst[i] = (expr);                                                                           \
+        break;                                                                                     \
+    }
+        case MSP_DTYPE_FLOAT32: MSP_LOAD(float, x)
+        case MSP_DTYPE_FLOAT64: MSP_LOAD(double, x)
+        case MSP_DTYPE_FLOAT16: MSP_LOAD(uint16_t, lut[x])
+        case MSP_DTYPE_BFLOAT16: MSP_LOAD(uint16_t, msp_bf16_to_double(x))
+        case MSP_DTYPE_INT8: MSP_LOAD(int8_t, x)
+        case MSP_DTYPE_INT16: MSP_LOAD(int16_t, x)
+        case MSP_DTYPE_INT32: MSP_LOAD(int32_t, x)
+        case MSP_DTYPE_INT64: MSP_LOAD(int64_t, (double)x)
+        case MSP_DTYPE_UINT8: MSP_LOAD(uint8_t, x)
+        case MSP_DTYPE_BOOL: MSP_LOAD(uint8_t, x != 0)
+#undef MSP_LOAD
+        default:
+            dst[i] = NAN;
+            break;
+        }
+    }
+}
+
+/* ---- statistics ---------------------------------------------------------- */
+
+uint32_t msp_crc32(uint32_t crc, const void *buf, size_t len)
+{
+    return (uint32_t)crc32_z(crc, buf, len);
+}
+
+struct msp_acc {
+    double max, min, sum, sq;
+    int64_t nan, inf;
+};
+
+/* Floating types: four independent partial sums so the adds pipeline. The
+ * NaN test is x != x written as !(x == x) on the float itself; max/min
+ * ignore NaN here and are forced to NaN at the end, as torch returns. */
+#define MSP_FLOAT_STATS(fname, T, LOAD)                                                            \
+    static void fname(const unsigned char *p, size_t n, struct msp_acc *a, const float *lut)       \
+    {                                                                                              \
+        (void)lut;                                                                                 \
+        double mx = -INFINITY, mn = INFINITY;                                                      \
+        double s0 = 0, s1 = 0, q0 = 0, q1 = 0;                                                     \
+        int64_t nan = 0, inf = 0;                                                                  \
+        size_t i = 0;                                                                              \
+        for (; i + 2 <= n; i += 2) {                                                               \
+            T r0, r1;                                                                              \
+            memcpy(&r0, p + i * sizeof(T), sizeof(T));                                             \
+            memcpy(&r1, p + (i + 1) * sizeof(T), sizeof(T));                                       \
+            double x0 = LOAD(r0), x1 = LOAD(r1);                                                   \
+            nan += (isnan(x0) != 0) + (isnan(x1) != 0);                                                          \
+            inf += (isinf(x0) != 0) + (isinf(x1) != 0);                                                          \
+            mx = x0 > mx ? x0 : mx;                                                                \
+            mn = x0 < mn ? x0 : mn;                                                                \
+            mx = x1 > mx ? x1 : mx;                                                                \
+            mn = x1 < mn ? x1 : mn;                                                                \
+            s0 += x0;                                                                              \
+            s1 += x1;                                                                              \
+            q0 += x0 * x0;                                                                         \
+            q1 += x1 * x1;                                                                         \
+        }                                                                                          \
+        for (; i < n; i++) {                                                                       \
+            T r0;                                                                                  \
+            memcpy(&r0, p + i * sizeof(T), sizeof(T));                                             \
+            double x0 = LOAD(r0);                                                                  \
+            nan += isnan(x0) != 0;                                                                 \
+            inf += isinf(x0) != 0;                                                                 \
+            mx = x0 > mx ? x0 : mx;                                                                \
+            mn = x0 < mn ? x0 : mn;                                                                \
+            s0 += x0;                                                                              \
+            q0 += x0 * x0;                                                                         \
+        }                                                                                          \
+        a->max = mx;                                                                               \
+        a->min = mn;                                                                               \
+        a->sum = s0 + s1;                                                                          \
+        a->sq = q0 + q1;                                                                           \
+        a->nan = nan;                                                                              \
+        a->inf = inf;                                                                              \
+    }
+
+#define MSP_LOAD_F32(r) ((double)(r))
+#define MSP_LOAD_F64(r) (r)
+#define MSP_LOAD_F16(r) ((double)lut[(r)])
+#define MSP_LOAD_BF16(r) msp_bf16_to_double(r)
+MSP_FLOAT_STATS(msp_stats_f32, float, MSP_LOAD_F32)
+MSP_FLOAT_STATS(msp_stats_f64, double, MSP_LOAD_F64)
+MSP_FLOAT_STATS(msp_stats_f16, uint16_t, MSP_LOAD_F16)
+MSP_FLOAT_STATS(msp_stats_bf16, uint16_t, MSP_LOAD_BF16)
+
+#define MSP_INT_STATS(fname, T, LOAD)                                                              \
+    static void fname(const unsigned char *p, size_t n, struct msp_acc *a, const float *lut)       \
+    {                                                                                              \
+        (void)lut;                                                                                 \
+        int64_t mx = INT64_MIN, mn = INT64_MAX;                                                    \
+        double s = 0, q = 0;                                                                       \
+        for (size_t i = 0; i < n; i++) {                                                           \
+            T r;                                                                                   \
+            memcpy(&r, p + i * sizeof(T), sizeof(T));                                              \
+            int64_t x = LOAD(r);                                                                   \
+            mx = x > mx ? x : mx;                                                                  \
+            mn = x < mn ? x : mn;                                                                  \
+            double d = (double)x;                                                                  \
+            s += d;                                                                                \
+            q += d * d;                                                                            \
+        }                                                                                          \
+        a->max = (double)mx;                                                                       \
+        a->min = (double)mn;                                                                       \
+        a->sum = s;                                                                                \
+        a->sq = q;                                                                                 \
+        a->nan = a->inf = 0;                                                                       \
+    }
+
+#define MSP_LOAD_INT(r) ((int64_t)(r))
+#define MSP_LOAD_BOOL(r) ((int64_t)((r) != 0))
+MSP_INT_STATS(msp_stats_i8, int8_t, MSP_LOAD_INT)
+MSP_INT_STATS(msp_stats_i16, int16_t, MSP_LOAD_INT)
+MSP_INT_STATS(msp_stats_i32, int32_t, MSP_LOAD_INT)
+MSP_INT_STATS(msp_stats_i64, int64_t, MSP_LOAD_INT)
+MSP_INT_STATS(msp_stats_u8, uint8_t, MSP_LOAD_INT)
+MSP_INT_STATS(msp_stats_bool, uint8_t, MSP_LOAD_BOOL)
+
+void msp_stats_compute(msp_dtype_t dt, const void *data, size_t n, msp_stats_t *out)
+{
+    static void (*const fns[MSP_DTYPE_COUNT_])(const unsigned char *, size_t, struct msp_acc *,
+                                               const float *) = {
+        [MSP_DTYPE_FLOAT32] = msp_stats_f32, [MSP_DTYPE_FLOAT64] = msp_stats_f64,
+        [MSP_DTYPE_FLOAT16] = msp_stats_f16, [MSP_DTYPE_BFLOAT16] = msp_stats_bf16,
+        [MSP_DTYPE_INT8] = msp_stats_i8,     [MSP_DTYPE_INT16] = msp_stats_i16,
+        [MSP_DTYPE_INT32] = msp_stats_i32,   [MSP_DTYPE_INT64] = msp_stats_i64,
+        [MSP_DTYPE_UINT8] = msp_stats_u8,    [MSP_DTYPE_BOOL] = msp_stats_bool,
+    };
+    memset(out, 0, sizeof *out);
+    if (!msp_dtype_valid(dt) || n == 0 || !data) {
+        out->max = out->min = out->mean = NAN;
+        out->norm = msp_dtype_valid(dt) && n == 0 ? 0.0 : NAN;
+        return;
+    }
+    struct msp_acc a;
+    fns[dt](data, n, &a, dt == MSP_DTYPE_FLOAT16 ? msp_half_lut() : NULL);
+    if (a.nan > 0) {
+        out->max = out->min = out->mean = out->norm = NAN;
+    } else {
+        out->max = a.max;
+        out->min = a.min;
+        out->mean = a.sum / (double)n;
+        out->norm = sqrt(a.sq);
+    }
+    out->nan_count = a.nan;
+    out->inf_count = a.inf;
+    out->crc32 = msp_crc32(0, data, n * msp_dtype_size(dt));
+}

@@ -1,0 +1,84 @@
+/* Private to src/format: the HDF5 lock, type factory and attribute helpers
+ * shared by the writer and the reader. */
+#ifndef MSP_FMT_INTERNAL_H
+#define MSP_FMT_INTERNAL_H
+
+#include "msprobe/format.h"
+
+#include <hdf5.h>
+
+/* HDF5 on Debian is built without thread safety: every H5* call in the
+ * process goes through this one lock. msp_h5_lock() also makes sure HDF5's
+ * automatic error printing is off (the library never prints). */
+void msp_h5_lock(void);
+void msp_h5_unlock(void);
+
+/* msp_fail() with the innermost HDF5 error description appended, then the
+ * HDF5 error stack cleared. Call with the lock held. */
+msp_err msp_h5_fail(msp_err code, const char *fmt, ...) MSP_PRINTF(2, 3);
+
+/* The file/memory type of dt as written by msprobe (little-endian; bf16 =
+ * 1 sign / 8 exponent / 7 mantissa bits; bool = h5py's enum {FALSE=0,
+ * TRUE=1} over int8). Returns a new type id the caller closes, or -1. */
+hid_t msp_h5_type_for(msp_dtype_t dt);
+
+/* The dtype whose native little-endian bytes are exactly the elements of
+ * HDF5 type t, or MSP_DTYPE_INVALID. *exact is set to 1 when the stored bytes
+ * are byte-identical to msprobe's in-memory layout (so pread() of the raw
+ * storage yields native elements), 0 when H5Dread must convert (big-endian,
+ * padded, ...). name (size >= 40) receives a description of t. */
+msp_dtype_t msp_h5_dtype_of(hid_t t, int *exact, char *name, size_t name_size);
+
+/* Attribute helpers. All return MSP_OK or an msp_err with detail naming
+ * `where` (e.g. "file x.h5: record R: input.0"). */
+msp_err msp_h5_attr_put_str(hid_t obj, const char *key, const char *value, const char *where);
+msp_err msp_h5_attr_put_i64(hid_t obj, const char *key, int64_t v, const char *where);
+msp_err msp_h5_attr_put_f64(hid_t obj, const char *key, double v, const char *where);
+msp_err msp_h5_attr_put_u32(hid_t obj, const char *key, uint32_t v, const char *where);
+msp_err msp_h5_attr_put_bool(hid_t obj, const char *key, int v, const char *where);
+msp_err msp_h5_attr_put_i64_array(hid_t obj, const char *key, const int64_t *v, int n,
+                                  const char *where);
+
+/* Readers return 1 when the attribute exists and was read, 0 when it is
+ * absent, -1 (with msp_fail detail) when it exists but cannot be read as
+ * asked. */
+int msp_h5_attr_get_str(hid_t obj, const char *key, char *buf, size_t size, const char *where);
+/* Integer, enum (h5py bool) or float scalar attribute as int64 / double. */
+int msp_h5_attr_get_i64(hid_t obj, const char *key, int64_t *out, const char *where);
+int msp_h5_attr_get_f64(hid_t obj, const char *key, double *out, const char *where);
+/* 1-d integer attribute (or empty) into v[MSP_MAX_NDIM]; *n = its length. */
+int msp_h5_attr_get_i64_array(hid_t obj, const char *key, int64_t *v, int *n, const char *where);
+/* Any string or numeric scalar attribute as malloc'd text in *out. */
+int msp_h5_attr_get_text(hid_t obj, const char *key, char **out, const char *where);
+
+/* One row of /index as held in memory; strings are UTF-8, shape is an
+ * hvl_t of int64. Column names and order are fixed (see msprobe-dump(5)). */
+struct msp_index_row {
+    char *record;
+    char *role;
+    int64_t order;
+    char *dtype;
+    int32_t ndim;
+    hvl_t shape;
+    int8_t has_data;
+    double max, min, mean, norm;
+    int64_t nan_count, inf_count;
+    uint32_t crc32;
+    int64_t offset;
+    int64_t nbytes;
+    char *device;
+    int8_t requires_grad;
+};
+
+/* Compound type of struct msp_index_row: packed = 0 for memory (native
+ * offsets), 1 for the file (packed little-endian). Caller closes. */
+hid_t msp_h5_index_type(int packed);
+/* Column names of /index, NULL-terminated. */
+extern const char *const msp_index_columns[];
+
+/* Natural role order: input.*, kwarg.*, output.*, anything else; numbers in
+ * names compare numerically (input.2 < input.10). */
+int msp_role_cmp(const char *a, const char *b);
+int msp_natural_cmp(const char *a, const char *b);
+
+#endif

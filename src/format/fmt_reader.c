@@ -1,0 +1,842 @@
+/* Dump reader: loads the catalogue of a dump file from /index, or by walking
+ * the record groups when a file has none (a file written by hand with h5py
+ * following msprobe-dump(5)). Tensor data whose bytes on disk are exactly
+ * the native little-endian elements is read with pread() outside the HDF5
+ * lock; everything else goes through H5Dread, converting to native. */
+#include "fmt_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct msp_dump_impl {
+    hid_t file;
+    int fd;
+    int64_t file_size;
+    hsize_t userblock; /* HDF5 addresses are relative to the end of it */
+};
+
+static struct msp_dump_impl *msp_impl(msp_dump_file_t *f)
+{
+    return f->impl;
+}
+
+static void msp_record_free(msp_record_info_t *r)
+{
+    for (size_t i = 0; i < r->n_tensors; i++)
+        free(r->tensors[i].role);
+    free(r->tensors);
+    free(r->name);
+}
+
+/* Call with the lock held. */
+static void msp_dump_free_locked(msp_dump_file_t *f)
+{
+    if (!f)
+        return;
+    struct msp_dump_impl *im = f->impl;
+    if (im) {
+        if (im->file >= 0)
+            H5Fclose(im->file);
+        if (im->fd >= 0)
+            close(im->fd);
+        free(im);
+    }
+    for (size_t i = 0; i < f->n_records; i++)
+        msp_record_free(&f->records[i]);
+    free(f->records);
+    free(f->path);
+    free(f);
+}
+
+void msp_dump_close(msp_dump_file_t *f)
+{
+    if (!f)
+        return;
+    msp_h5_lock();
+    msp_dump_free_locked(f);
+    msp_h5_unlock();
+}
+
+void msp_free_strings(char **v, size_t n)
+{
+    if (!v)
+        return;
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+/* ---- sorting -------------------------------------------------------------- */
+
+static int msp_tensor_cmp(const void *a, const void *b)
+{
+    const msp_tensor_info_t *x = a, *y = b;
+    return msp_role_cmp(x->role, y->role);
+}
+
+static int msp_record_cmp(const void *a, const void *b)
+{
+    const msp_record_info_t *x = a, *y = b;
+    if (x->order != y->order)
+        return x->order < y->order ? -1 : 1;
+    int c = msp_natural_cmp(x->name, y->name);
+    return c ? c : strcmp(x->name, y->name);
+}
+
+static void msp_sort_catalogue(msp_dump_file_t *f)
+{
+    for (size_t i = 0; i < f->n_records; i++)
+        qsort(f->records[i].tensors, f->records[i].n_tensors, sizeof(msp_tensor_info_t),
+              msp_tensor_cmp);
+    qsort(f->records, f->n_records, sizeof(msp_record_info_t), msp_record_cmp);
+}
+
+static msp_err msp_grow(void **p, size_t *cap, size_t n, size_t elem, const char *path)
+{
+    if (n < *cap)
+        return MSP_OK;
+    size_t c = *cap ? *cap * 2 : 16;
+    void *q = realloc(*p, c * elem);
+    if (!q)
+        return msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", path);
+    memset((char *)q + *cap * elem, 0, (c - *cap) * elem);
+    *p = q;
+    *cap = c;
+    return MSP_OK;
+}
+
+/* numel and nbytes of a shape; MSP_ERR_FORMAT on overflow. */
+static msp_err msp_shape_size(const int64_t *shape, int ndim, size_t esize, int64_t *numel,
+                              int64_t *nbytes, const char *where)
+{
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0)
+            return msp_fail(MSP_ERR_FORMAT, "%s: negative dimension %lld in its shape", where,
+                            (long long)shape[i]);
+        if (shape[i] && n > INT64_MAX / shape[i])
+            return msp_fail(MSP_ERR_FORMAT, "%s: shape is too large", where);
+        n *= shape[i];
+    }
+    if (esize && n > INT64_MAX / (int64_t)esize)
+        return msp_fail(MSP_ERR_FORMAT, "%s: shape is too large", where);
+    *numel = n;
+    *nbytes = n * (int64_t)esize;
+    return MSP_OK;
+}
+
+/* ---- catalogue from /index -------------------------------------------------- */
+
+/* 1: /index usable (all columns present), 0: absent or not ours, -1 error. */
+static int msp_index_usable(hid_t file, hid_t *dset)
+{
+    *dset = -1;
+    htri_t ex = H5Lexists(file, "index", H5P_DEFAULT);
+    if (ex <= 0)
+        return ex < 0 ? -1 : 0;
+    H5O_info_t oi;
+    if (H5Oget_info_by_name2(file, "index", &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0)
+        return -1;
+    if (oi.type != H5O_TYPE_DATASET)
+        return 0;
+    hid_t d = H5Dopen2(file, "index", H5P_DEFAULT);
+    if (d < 0)
+        return -1;
+    hid_t t = H5Dget_type(d);
+    int ok = t >= 0 && H5Tget_class(t) == H5T_COMPOUND;
+    for (int i = 0; ok && msp_index_columns[i]; i++)
+        ok = H5Tget_member_index(t, msp_index_columns[i]) >= 0;
+    if (t >= 0)
+        H5Tclose(t);
+    if (!ok) {
+        H5Dclose(d);
+        return 0;
+    }
+    *dset = d;
+    return 1;
+}
+
+static int msp_row_cmp(const void *a, const void *b)
+{
+    const struct msp_index_row *x = a, *y = b;
+    int c = strcmp(x->record ? x->record : "", y->record ? y->record : "");
+    return c ? c : msp_role_cmp(x->role ? x->role : "", y->role ? y->role : "");
+}
+
+static msp_err msp_tensor_from_row(msp_dump_file_t *f, const struct msp_index_row *row,
+                                   msp_tensor_info_t *t)
+{
+    char where[700];
+    snprintf(where, sizeof where, "file %s: /index: record %s: %s", f->path, row->record,
+             row->role);
+    struct msp_dump_impl *im = msp_impl(f);
+    if (!(t->role = strdup(row->role)))
+        return msp_fail(MSP_ERR_NOMEM, "%s: out of memory", where);
+    t->dtype = msp_dtype_from_name(row->dtype);
+    snprintf(t->dtype_name, sizeof t->dtype_name, "%s",
+             t->dtype ? msp_dtype_name(t->dtype) : row->dtype ? row->dtype : "");
+    if (row->ndim < 0 || row->ndim > MSP_MAX_NDIM || row->shape.len != (size_t)row->ndim)
+        return msp_fail(MSP_ERR_FORMAT, "%s: ndim %d does not match its shape of %zu entries",
+                        where, (int)row->ndim, row->shape.len);
+    t->ndim = row->ndim;
+    if (t->ndim)
+        memcpy(t->shape, row->shape.p, sizeof(int64_t) * (size_t)t->ndim);
+    msp_err rc = msp_shape_size(t->shape, t->ndim, msp_dtype_size(t->dtype), &t->numel,
+                                &t->nbytes, where);
+    if (rc)
+        return rc;
+    t->has_data = row->has_data != 0;
+    t->has_stats = 1;
+    t->stats.max = row->max;
+    t->stats.min = row->min;
+    t->stats.mean = row->mean;
+    t->stats.norm = row->norm;
+    t->stats.nan_count = row->nan_count;
+    t->stats.inf_count = row->inf_count;
+    t->stats.crc32 = row->crc32;
+    /* Written by us at creation time; still check the bounds so a damaged
+     * index falls back to H5Dread instead of reading past the end. */
+    t->offset = -1;
+    if (t->has_data && t->dtype && t->nbytes > 0 && row->offset >= 0 &&
+        row->offset <= im->file_size - t->nbytes)
+        t->offset = row->offset;
+    snprintf(t->device, sizeof t->device, "%s", row->device ? row->device : "");
+    t->requires_grad = row->requires_grad != 0;
+    return MSP_OK;
+}
+
+static msp_err msp_load_index(msp_dump_file_t *f, hid_t d)
+{
+    msp_err rc = MSP_OK;
+    hid_t mt = msp_h5_index_type(0), s = H5Dget_space(d);
+    struct msp_index_row *rows = NULL;
+    hssize_t n = s >= 0 ? H5Sget_simple_extent_npoints(s) : -1;
+    size_t cap = 0;
+    int read_ok = 0;
+    if (mt < 0 || n < 0) {
+        rc = msp_h5_fail(MSP_ERR_FORMAT, "file %s: cannot read /index", f->path);
+        goto cleanup;
+    }
+    rows = calloc(n ? (size_t)n : 1, sizeof *rows);
+    if (!rows) {
+        rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory for /index (%lld rows)", f->path,
+                      (long long)n);
+        goto cleanup;
+    }
+    if (n > 0 && H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows) < 0) {
+        rc = msp_h5_fail(MSP_ERR_FORMAT, "file %s: cannot read /index", f->path);
+        goto cleanup;
+    }
+    read_ok = 1;
+    qsort(rows, (size_t)n, sizeof *rows, msp_row_cmp);
+    for (size_t i = 0; i < (size_t)n; i++) {
+        struct msp_index_row *row = &rows[i];
+        if (!row->record || !row->role) {
+            rc = msp_fail(MSP_ERR_FORMAT, "file %s: /index row %zu has no record or role",
+                          f->path, i);
+            goto cleanup;
+        }
+        msp_record_info_t *r = f->n_records ? &f->records[f->n_records - 1] : NULL;
+        if (!r || strcmp(r->name, row->record) != 0) {
+            if ((rc = msp_grow((void **)&f->records, &cap, f->n_records, sizeof *f->records,
+                               f->path)))
+                goto cleanup;
+            r = &f->records[f->n_records++];
+            r->order = row->order;
+            if (!(r->name = strdup(row->record))) {
+                rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", f->path);
+                goto cleanup;
+            }
+        }
+        if (!row->role[0])
+            continue; /* marker row of a record without tensors */
+        size_t tcap = r->n_tensors; /* grow by one: rows per record are few */
+        msp_tensor_info_t *nt = realloc(r->tensors, (tcap + 1) * sizeof *nt);
+        if (!nt) {
+            rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", f->path);
+            goto cleanup;
+        }
+        r->tensors = nt;
+        memset(&nt[r->n_tensors], 0, sizeof *nt);
+        rc = msp_tensor_from_row(f, row, &nt[r->n_tensors]);
+        r->n_tensors++; /* counted even on failure so its role is freed */
+        if (rc)
+            goto cleanup;
+    }
+cleanup:
+    if (rows && read_ok && n > 0)
+        H5Dvlen_reclaim(mt, s, H5P_DEFAULT, rows);
+    free(rows);
+    if (s >= 0)
+        H5Sclose(s);
+    if (mt >= 0)
+        H5Tclose(mt);
+    return rc;
+}
+
+/* ---- catalogue by walking groups ---------------------------------------------- */
+
+struct msp_names {
+    char **v;
+    size_t n, cap;
+    H5O_type_t want;
+};
+
+static herr_t msp_collect_cb(hid_t g, const char *name, const H5L_info_t *li, void *ud)
+{
+    struct msp_names *ns = ud;
+    if (li->type != H5L_TYPE_HARD)
+        return 0; /* soft/external links are not part of the format */
+    H5O_info_t oi;
+    if (H5Oget_info_by_name2(g, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0)
+        return -1;
+    if (oi.type != ns->want)
+        return 0;
+    if (ns->n == ns->cap) {
+        size_t c = ns->cap ? ns->cap * 2 : 16;
+        char **v = realloc(ns->v, c * sizeof *v);
+        if (!v)
+            return -1;
+        ns->v = v;
+        ns->cap = c;
+    }
+    if (!(ns->v[ns->n] = strdup(name)))
+        return -1;
+    ns->n++;
+    return 0;
+}
+
+/* Names of the hard-linked children of type `want`, in creation order when
+ * the group tracks it, otherwise in name order. */
+static msp_err msp_children(hid_t g, H5O_type_t want, struct msp_names *ns, const char *where)
+{
+    memset(ns, 0, sizeof *ns);
+    ns->want = want;
+    H5_index_t idx = H5_INDEX_NAME;
+    hid_t gcpl = H5Gget_create_plist(g);
+    unsigned flags = 0;
+    if (gcpl >= 0 && H5Pget_link_creation_order(gcpl, &flags) >= 0 &&
+        (flags & H5P_CRT_ORDER_INDEXED))
+        idx = H5_INDEX_CRT_ORDER;
+    if (gcpl >= 0)
+        H5Pclose(gcpl);
+    hsize_t pos = 0;
+    if (H5Literate(g, idx, H5_ITER_INC, &pos, msp_collect_cb, ns) < 0) {
+        msp_free_strings(ns->v, ns->n);
+        memset(ns, 0, sizeof *ns);
+        return msp_h5_fail(MSP_ERR_FORMAT, "%s: cannot list its members", where);
+    }
+    return MSP_OK;
+}
+
+/* dtype of a dataset from its HDF5 type and its 'dtype' attribute. */
+static msp_err msp_walk_dtype(hid_t d, hid_t ftype, int null_space, msp_tensor_info_t *t,
+                              int *exact, const char *where)
+{
+    char desc[64], attr[64];
+    msp_dtype_t stored = msp_h5_dtype_of(ftype, exact, desc, sizeof desc);
+    int r = msp_h5_attr_get_str(d, "dtype", attr, sizeof attr, where);
+    if (r < 0)
+        return MSP_ERR_FORMAT;
+    msp_dtype_t named = r ? msp_dtype_from_name(attr) : MSP_DTYPE_INVALID;
+    if (r == 0 || (named == stored && stored))
+        t->dtype = stored;
+    else if (stored == MSP_DTYPE_UINT8 && named == MSP_DTYPE_BOOL)
+        t->dtype = MSP_DTYPE_BOOL; /* bool stored as uint8 0/1: same bytes */
+    else if (stored && named)
+        return msp_fail(MSP_ERR_FORMAT, "%s: attribute dtype says %s but the data is stored as %s",
+                        where, attr, desc);
+    else if (!stored && null_space)
+        t->dtype = named; /* statistics only: the attribute is all there is */
+    else
+        t->dtype = stored;
+    if (t->dtype)
+        snprintf(t->dtype_name, sizeof t->dtype_name, "%s", msp_dtype_name(t->dtype));
+    else
+        snprintf(t->dtype_name, sizeof t->dtype_name, "%.39s", r ? attr : desc);
+    return MSP_OK;
+}
+
+static msp_err msp_walk_offset(hid_t d, msp_dump_file_t *f, msp_tensor_info_t *t, int exact)
+{
+    struct msp_dump_impl *im = msp_impl(f);
+    hid_t dcpl = H5Dget_create_plist(d);
+    t->offset = -1;
+    if (dcpl < 0)
+        return msp_h5_fail(MSP_ERR_FORMAT, "file %s: cannot read a dataset's layout", f->path);
+    int direct = exact && t->has_data && t->dtype && t->nbytes > 0 &&
+                 H5Pget_layout(dcpl) == H5D_CONTIGUOUS && H5Pget_nfilters(dcpl) == 0 &&
+                 H5Pget_external_count(dcpl) == 0;
+    H5Pclose(dcpl);
+    if (!direct)
+        return MSP_OK;
+    haddr_t a = H5Dget_offset(d);
+    if (a == HADDR_UNDEF || H5Dget_storage_size(d) != (hsize_t)t->nbytes) {
+        H5Eclear2(H5E_DEFAULT);
+        return MSP_OK; /* never written: H5Dread returns the fill value */
+    }
+    int64_t off = (int64_t)(a + im->userblock);
+    if (off >= 0 && off <= im->file_size - t->nbytes)
+        t->offset = off;
+    return MSP_OK;
+}
+
+static msp_err msp_walk_stats(hid_t d, msp_tensor_info_t *t, const char *where)
+{
+    static const char *const keys[] = {"max", "min", "mean", "norm"};
+    double *dst[] = {&t->stats.max, &t->stats.min, &t->stats.mean, &t->stats.norm};
+    int have = 0;
+    for (int i = 0; i < 4; i++) {
+        *dst[i] = NAN;
+        int r = msp_h5_attr_get_f64(d, keys[i], dst[i], where);
+        if (r < 0)
+            return MSP_ERR_FORMAT;
+        have += r;
+    }
+    t->has_stats = have == 4;
+    int64_t v;
+    int r;
+    if ((r = msp_h5_attr_get_i64(d, "nan_count", &v, where)) < 0)
+        return MSP_ERR_FORMAT;
+    t->stats.nan_count = r ? v : 0;
+    if ((r = msp_h5_attr_get_i64(d, "inf_count", &v, where)) < 0)
+        return MSP_ERR_FORMAT;
+    t->stats.inf_count = r ? v : 0;
+    if ((r = msp_h5_attr_get_i64(d, "crc32", &v, where)) < 0)
+        return MSP_ERR_FORMAT;
+    t->stats.crc32 = r ? (uint32_t)v : 0;
+    if ((r = msp_h5_attr_get_i64(d, "requires_grad", &v, where)) < 0)
+        return MSP_ERR_FORMAT;
+    t->requires_grad = r ? v != 0 : 0;
+    if (msp_h5_attr_get_str(d, "device", t->device, sizeof t->device, where) < 0)
+        return MSP_ERR_FORMAT;
+    return MSP_OK;
+}
+
+static msp_err msp_walk_tensor(msp_dump_file_t *f, hid_t g, const char *rec, const char *role,
+                               msp_tensor_info_t *t)
+{
+    char where[700];
+    snprintf(where, sizeof where, "file %s: record %s: %s", f->path, rec, role);
+    msp_err rc = MSP_OK;
+    hid_t d = -1, ft = -1, s = -1;
+    int exact = 0;
+    if (!(t->role = strdup(role)))
+        return msp_fail(MSP_ERR_NOMEM, "%s: out of memory", where);
+    d = H5Dopen2(g, role, H5P_DEFAULT);
+    ft = d >= 0 ? H5Dget_type(d) : -1;
+    s = d >= 0 ? H5Dget_space(d) : -1;
+    if (s < 0 || ft < 0) {
+        rc = msp_h5_fail(MSP_ERR_FORMAT, "%s: cannot open the dataset", where);
+        goto cleanup;
+    }
+    H5S_class_t sc = H5Sget_simple_extent_type(s);
+    if ((rc = msp_walk_dtype(d, ft, sc == H5S_NULL, t, &exact, where)))
+        goto cleanup;
+    size_t esize = t->dtype ? msp_dtype_size(t->dtype) : H5Tget_size(ft);
+    if (sc == H5S_NULL) {
+        int n = 0;
+        int r = msp_h5_attr_get_i64_array(d, "shape", t->shape, &n, where);
+        if (r <= 0) {
+            rc = r < 0 ? MSP_ERR_FORMAT
+                       : msp_fail(MSP_ERR_FORMAT, "%s: statistics-only dataset (null dataspace) "
+                                  "without a 'shape' attribute", where);
+            goto cleanup;
+        }
+        t->ndim = n;
+        t->has_data = 0;
+    } else {
+        hsize_t dims[H5S_MAX_RANK];
+        int nd = H5Sget_simple_extent_dims(s, dims, NULL);
+        if (nd < 0 || nd > MSP_MAX_NDIM) {
+            rc = msp_h5_fail(MSP_ERR_FORMAT, "%s: cannot read its dataspace", where);
+            goto cleanup;
+        }
+        t->ndim = nd;
+        for (int i = 0; i < nd; i++)
+            t->shape[i] = (int64_t)dims[i];
+        t->has_data = 1;
+    }
+    if ((rc = msp_shape_size(t->shape, t->ndim, esize, &t->numel, &t->nbytes, where)))
+        goto cleanup;
+    if ((rc = msp_walk_stats(d, t, where)))
+        goto cleanup;
+    rc = msp_walk_offset(d, f, t, exact);
+cleanup:
+    if (s >= 0)
+        H5Sclose(s);
+    if (ft >= 0)
+        H5Tclose(ft);
+    if (d >= 0)
+        H5Dclose(d);
+    return rc;
+}
+
+static msp_err msp_walk_record(msp_dump_file_t *f, const char *name, int64_t position,
+                               msp_record_info_t *r)
+{
+    char where[700];
+    snprintf(where, sizeof where, "file %s: record %s", f->path, name);
+    msp_err rc = MSP_OK;
+    struct msp_names ns = {0};
+    hid_t g = H5Gopen2(msp_impl(f)->file, name, H5P_DEFAULT);
+    if (!(r->name = strdup(name))) {
+        rc = msp_fail(MSP_ERR_NOMEM, "%s: out of memory", where);
+        goto cleanup;
+    }
+    if (g < 0) {
+        rc = msp_h5_fail(MSP_ERR_FORMAT, "%s: cannot open its group", where);
+        goto cleanup;
+    }
+    int o = msp_h5_attr_get_i64(g, "order", &r->order, where);
+    if (o < 0) {
+        rc = MSP_ERR_FORMAT;
+        goto cleanup;
+    }
+    if (o == 0)
+        r->order = position;
+    if ((rc = msp_children(g, H5O_TYPE_DATASET, &ns, where)))
+        goto cleanup;
+    r->tensors = calloc(ns.n ? ns.n : 1, sizeof *r->tensors);
+    if (!r->tensors) {
+        rc = msp_fail(MSP_ERR_NOMEM, "%s: out of memory", where);
+        goto cleanup;
+    }
+    for (size_t i = 0; i < ns.n; i++) {
+        rc = msp_walk_tensor(f, g, name, ns.v[i], &r->tensors[i]);
+        r->n_tensors = i + 1;
+        if (rc)
+            goto cleanup;
+    }
+cleanup:
+    msp_free_strings(ns.v, ns.n);
+    if (g >= 0)
+        H5Gclose(g);
+    return rc;
+}
+
+static msp_err msp_walk(msp_dump_file_t *f)
+{
+    struct msp_names ns;
+    char where[600];
+    snprintf(where, sizeof where, "file %s", f->path);
+    msp_err rc = msp_children(msp_impl(f)->file, H5O_TYPE_GROUP, &ns, where);
+    if (rc)
+        return rc;
+    f->records = calloc(ns.n ? ns.n : 1, sizeof *f->records);
+    if (!f->records) {
+        rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", f->path);
+        goto cleanup;
+    }
+    for (size_t i = 0; i < ns.n; i++) {
+        rc = msp_walk_record(f, ns.v[i], (int64_t)i, &f->records[i]);
+        f->n_records = i + 1;
+        if (rc)
+            goto cleanup;
+    }
+cleanup:
+    msp_free_strings(ns.v, ns.n);
+    return rc;
+}
+
+/* ---- open ------------------------------------------------------------------- */
+
+static msp_err msp_root_attrs(msp_dump_file_t *f)
+{
+    hid_t root = msp_impl(f)->file;
+    char where[600], fmt[64];
+    snprintf(where, sizeof where, "file %s", f->path);
+    int r = msp_h5_attr_get_str(root, "format", fmt, sizeof fmt, where);
+    if (r < 0)
+        return MSP_ERR_FORMAT;
+    if (r == 0)
+        return msp_fail(MSP_ERR_FORMAT, "file %s: an HDF5 file but not an msprobe dump: the root "
+                        "attribute 'format' is missing (see msprobe-dump(5))", f->path);
+    if (strcmp(fmt, MSP_FORMAT_NAME) != 0)
+        return msp_fail(MSP_ERR_FORMAT, "file %s: root attribute format is '%s', expected '%s'",
+                        f->path, fmt, MSP_FORMAT_NAME);
+    int64_t ver = MSP_FORMAT_VERSION;
+    if (msp_h5_attr_get_i64(root, "format_version", &ver, where) < 0)
+        return MSP_ERR_FORMAT;
+    if (ver > MSP_FORMAT_VERSION || ver < 1)
+        return msp_fail(MSP_ERR_UNSUPPORTED, "file %s: format_version %lld; this msprobe reads "
+                        "version %d: upgrade msprobe", f->path, (long long)ver, MSP_FORMAT_VERSION);
+    struct {
+        const char *key;
+        char *buf;
+        size_t size;
+    } strs[] = {
+        {"framework", f->framework, sizeof f->framework},
+        {"framework_version", f->framework_version, sizeof f->framework_version},
+        {"task", f->task, sizeof f->task},
+        {"dump_mode", f->dump_mode, sizeof f->dump_mode},
+    };
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
+        if (msp_h5_attr_get_str(root, strs[i].key, strs[i].buf, strs[i].size, where) < 0)
+            return MSP_ERR_FORMAT;
+    int64_t *ints[] = {&f->step, &f->rank, &f->world_size};
+    const char *ikeys[] = {"step", "rank", "world_size"};
+    for (int i = 0; i < 3; i++) {
+        *ints[i] = -1;
+        if (msp_h5_attr_get_i64(root, ikeys[i], ints[i], where) < 0)
+            return MSP_ERR_FORMAT;
+    }
+    return MSP_OK;
+}
+
+static msp_err msp_open_locked(msp_dump_file_t *f)
+{
+    struct msp_dump_impl *im = f->impl;
+    const char *path = f->path;
+    htri_t is = H5Fis_hdf5(path);
+    if (is <= 0) {
+        H5Eclear2(H5E_DEFAULT);
+        return msp_fail(MSP_ERR_FORMAT, "file %s: not an HDF5 file (no HDF5 signature; "
+                        "%lld bytes)", path, (long long)im->file_size);
+    }
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    if (fapl >= 0)
+        H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG);
+    im->file = H5Fopen(path, H5F_ACC_RDONLY, fapl >= 0 ? fapl : H5P_DEFAULT);
+    if (fapl >= 0)
+        H5Pclose(fapl);
+    if (im->file < 0)
+        return msp_h5_fail(MSP_ERR_FORMAT, "file %s: cannot open as HDF5: the file is truncated "
+                           "or corrupt", path);
+    hid_t fcpl = H5Fget_create_plist(im->file);
+    if (fcpl >= 0) {
+        H5Pget_userblock(fcpl, &im->userblock);
+        H5Pclose(fcpl);
+    }
+    msp_err rc = msp_root_attrs(f);
+    if (rc)
+        return rc;
+    hid_t idx = -1;
+    int u = msp_index_usable(im->file, &idx);
+    if (u < 0)
+        return msp_h5_fail(MSP_ERR_FORMAT, "file %s: cannot inspect /index", path);
+    if (u > 0) {
+        rc = msp_load_index(f, idx);
+        H5Dclose(idx);
+        f->has_index = 1;
+    } else {
+        H5Eclear2(H5E_DEFAULT);
+        rc = msp_walk(f);
+    }
+    if (!rc)
+        msp_sort_catalogue(f);
+    return rc;
+}
+
+msp_err msp_dump_open(const char *path, msp_dump_file_t **out)
+{
+    if (out)
+        *out = NULL;
+    if (!path || !*path || !out)
+        return msp_fail(MSP_ERR_USAGE, "msp_dump_open: path and out are required");
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return msp_fail(errno == ENOENT || errno == ENOTDIR ? MSP_ERR_NOT_FOUND : MSP_ERR_IO,
+                        "file %s: %s", path, strerror(errno));
+    if (S_ISDIR(sb.st_mode))
+        return msp_fail(MSP_ERR_FORMAT, "file %s: is a directory, not a dump file", path);
+    msp_dump_file_t *f = calloc(1, sizeof *f);
+    struct msp_dump_impl *im = calloc(1, sizeof *im);
+    if (!f || !im || !(f->path = strdup(path))) {
+        free(f ? f->path : NULL);
+        free(f);
+        free(im);
+        return msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", path);
+    }
+    f->impl = im;
+    im->file = -1;
+    im->fd = open(path, O_RDONLY | O_CLOEXEC);
+    f->step = f->rank = f->world_size = -1;
+    msp_err rc;
+    if (im->fd < 0) {
+        rc = msp_fail(MSP_ERR_IO, "file %s: %s", path, strerror(errno));
+        msp_h5_lock();
+        goto done;
+    }
+    im->file_size = (int64_t)sb.st_size;
+    msp_h5_lock();
+    rc = msp_open_locked(f);
+done:
+    if (rc) {
+        msp_dump_free_locked(f);
+        f = NULL;
+    }
+    msp_h5_unlock();
+    *out = f;
+    return rc;
+}
+
+/* ---- data --------------------------------------------------------------------- */
+
+static msp_err msp_pread_all(int fd, void *buf, size_t n, int64_t off, const char *where)
+{
+    char *p = buf;
+    while (n > 0) {
+        ssize_t k = pread(fd, p, n, (off_t)off);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0)
+            return msp_fail(MSP_ERR_IO, "%s: read failed: %s", where, strerror(errno));
+        if (k == 0)
+            return msp_fail(MSP_ERR_FORMAT, "%s: file ends inside the tensor data (truncated?)",
+                            where);
+        p += k;
+        n -= (size_t)k;
+        off += k;
+    }
+    return MSP_OK;
+}
+
+msp_err msp_dump_read_tensor(msp_dump_file_t *f, const msp_record_info_t *r,
+                             const msp_tensor_info_t *t, void *buf, size_t buf_size)
+{
+    if (!f || !r || !t || (!buf && t->nbytes > 0))
+        return msp_fail(MSP_ERR_USAGE, "msp_dump_read_tensor: file, record, tensor and buffer "
+                        "are required");
+    char where[700];
+    snprintf(where, sizeof where, "file %s: record %s: %s", f->path, r->name, t->role);
+    if (!t->has_data)
+        return msp_fail(MSP_ERR_USAGE, "%s: statistics only, no data to read", where);
+    if (!t->dtype)
+        return msp_fail(MSP_ERR_UNSUPPORTED, "%s: element type %s is not supported", where,
+                        t->dtype_name);
+    if (t->nbytes < 0 || buf_size < (size_t)t->nbytes)
+        return msp_fail(MSP_ERR_USAGE, "%s: buffer of %zu bytes, need %lld", where, buf_size,
+                        (long long)t->nbytes);
+    if (t->nbytes == 0)
+        return MSP_OK;
+    struct msp_dump_impl *im = msp_impl(f);
+    if (t->offset >= 0)
+        return msp_pread_all(im->fd, buf, (size_t)t->nbytes, t->offset, where);
+
+    msp_err rc = MSP_OK;
+    hid_t g = -1, d = -1, ft = -1, mt = -1, s = -1;
+    msp_h5_lock();
+    g = H5Gopen2(im->file, r->name, H5P_DEFAULT);
+    d = g >= 0 ? H5Dopen2(g, t->role, H5P_DEFAULT) : -1;
+    ft = d >= 0 ? H5Dget_type(d) : -1;
+    s = d >= 0 ? H5Dget_space(d) : -1;
+    if (s < 0 || ft < 0) {
+        rc = msp_h5_fail(MSP_ERR_NOT_FOUND, "%s: cannot open the dataset", where);
+        goto cleanup;
+    }
+    if (H5Sget_simple_extent_npoints(s) != t->numel) {
+        rc = msp_fail(MSP_ERR_FORMAT, "%s: dataset has %lld elements, catalogue says %lld", where,
+                      (long long)H5Sget_simple_extent_npoints(s), (long long)t->numel);
+        goto cleanup;
+    }
+    H5T_class_t fc = H5Tget_class(ft);
+    if (t->dtype == MSP_DTYPE_BOOL && fc == H5T_INTEGER)
+        mt = H5Tcopy(H5T_NATIVE_UINT8);
+    else if (t->dtype == MSP_DTYPE_BOOL && fc == H5T_ENUM)
+        mt = H5Tget_native_type(ft, H5T_DIR_ASCEND); /* enums convert by member name */
+    else
+        mt = msp_h5_type_for(t->dtype);
+    if (mt < 0 || H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0)
+        rc = msp_h5_fail(MSP_ERR_FORMAT, "%s: cannot read the data as %s", where, t->dtype_name);
+cleanup:
+    if (mt >= 0)
+        H5Tclose(mt);
+    if (s >= 0)
+        H5Sclose(s);
+    if (ft >= 0)
+        H5Tclose(ft);
+    if (d >= 0)
+        H5Dclose(d);
+    if (g >= 0)
+        H5Gclose(g);
+    msp_h5_unlock();
+    return rc;
+}
+
+struct msp_attr_names {
+    char **v;
+    size_t n, cap;
+};
+
+static herr_t msp_attr_name_cb(hid_t loc, const char *name, const H5A_info_t *ai, void *ud)
+{
+    (void)loc;
+    (void)ai;
+    struct msp_attr_names *an = ud;
+    if (strcmp(name, "order") == 0)
+        return 0;
+    if (an->n == an->cap) {
+        size_t c = an->cap ? an->cap * 2 : 8;
+        char **v = realloc(an->v, c * sizeof *v);
+        if (!v)
+            return -1;
+        an->v = v;
+        an->cap = c;
+    }
+    if (!(an->v[an->n] = strdup(name)))
+        return -1;
+    an->n++;
+    return 0;
+}
+
+msp_err msp_dump_record_attrs(msp_dump_file_t *f, const msp_record_info_t *r, char ***keys,
+                              char ***values, size_t *n)
+{
+    if (!f || !r || !keys || !values || !n)
+        return msp_fail(MSP_ERR_USAGE, "msp_dump_record_attrs: missing argument");
+    *keys = *values = NULL;
+    *n = 0;
+    char where[700];
+    snprintf(where, sizeof where, "file %s: record %s", f->path, r->name);
+    msp_err rc = MSP_OK;
+    struct msp_attr_names an = {0};
+    char **ks = NULL, **vs = NULL;
+    size_t m = 0;
+    msp_h5_lock();
+    hid_t g = H5Gopen2(msp_impl(f)->file, r->name, H5P_DEFAULT);
+    hsize_t pos = 0;
+    if (g < 0 || H5Aiterate2(g, H5_INDEX_NAME, H5_ITER_INC, &pos, msp_attr_name_cb, &an) < 0) {
+        rc = msp_h5_fail(g < 0 ? MSP_ERR_NOT_FOUND : MSP_ERR_FORMAT,
+                         "%s: cannot list its attributes", where);
+        goto cleanup;
+    }
+    ks = calloc(an.n ? an.n : 1, sizeof *ks);
+    vs = calloc(an.n ? an.n : 1, sizeof *vs);
+    if (!ks || !vs) {
+        rc = msp_fail(MSP_ERR_NOMEM, "%s: out of memory", where);
+        goto cleanup;
+    }
+    for (size_t i = 0; i < an.n; i++) {
+        char *v = NULL;
+        /* Attributes that are neither text nor a number are not arguments
+         * msprobe wrote: leave them out rather than fail the record. */
+        if (msp_h5_attr_get_text(g, an.v[i], &v, where) != 1) {
+            H5Eclear2(H5E_DEFAULT);
+            continue;
+        }
+        ks[m] = an.v[i];
+        an.v[i] = NULL;
+        vs[m++] = v;
+    }
+    msp_clear_error();
+cleanup:
+    if (g >= 0)
+        H5Gclose(g);
+    msp_h5_unlock();
+    msp_free_strings(an.v, an.n);
+    if (rc) {
+        msp_free_strings(ks, m);
+        msp_free_strings(vs, m);
+        return rc;
+    }
+    *keys = ks;
+    *values = vs;
+    *n = m;
+    return MSP_OK;
+}
