@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* A config is a few hundred bytes; anything this large is a wrong path. */
 #define MSP_CONFIG_MAX_BYTES (16u * 1024u * 1024u)
@@ -65,7 +66,13 @@ static void msp_cfg_describe(const cJSON *it, char *buf, size_t cap)
         msp_cfg_quote(q, sizeof q, it->valuestring);
         snprintf(buf, cap, "\"%s\"", q);
     } else if (cJSON_IsNumber(it)) {
-        snprintf(buf, cap, "number %.17g", it->valuedouble);
+        /* Shortest of %.15g / %.17g that reads back as the same double. */
+        char num[40];
+        snprintf(num, sizeof num, "%.15g", it->valuedouble);
+        double back = strtod(num, NULL);
+        if (back < it->valuedouble || back > it->valuedouble)
+            snprintf(num, sizeof num, "%.17g", it->valuedouble);
+        snprintf(buf, cap, "number %s", num);
     } else if (cJSON_IsArray(it)) {
         snprintf(buf, cap, "an array");
     } else if (cJSON_IsObject(it)) {
@@ -564,19 +571,217 @@ static size_t msp_cfg_strip_comments(char *s)
     return (size_t)-1;
 }
 
-static msp_err msp_cfg_syntax(const char *source, const char *text, size_t off, const char *what)
+/* cJSON says only where it gave up, often one character late. When it fails,
+ * this scanner (same grammar and leniencies as cJSON 1.7) walks the text again
+ * to say where and why: line:column matter more to a user than the parse. */
+typedef struct msp_json_scan {
+    const char *s;
+    size_t pos;        /* error offset */
+    const char *why;
+    size_t open;       /* unclosed '{' or '[' when the text ended, or (size_t)-1 */
+} msp_json_scan_t;
+
+#define MSP_JSON_MAX_DEPTH 1000 /* CJSON_NESTING_LIMIT */
+
+static void msp_scan_ws(msp_json_scan_t *sc)
+{
+    while (sc->s[sc->pos] && (unsigned char)sc->s[sc->pos] <= 32)
+        sc->pos++;
+}
+
+static int msp_scan_err(msp_json_scan_t *sc, const char *why)
+{
+    sc->why = sc->s[sc->pos] ? why : "unexpected end of file";
+    return 0;
+}
+
+static int msp_scan_hex4(const char *p, unsigned *out)
+{
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = p[i];
+        if (!isxdigit((unsigned char)c))
+            return 0;
+        v = v * 16 + (unsigned)(isdigit((unsigned char)c) ? c - '0' : (c | 0x20) - 'a' + 10);
+    }
+    *out = v;
+    return 1;
+}
+
+static int msp_scan_string(msp_json_scan_t *sc)
+{
+    size_t start = sc->pos++;
+    for (;;) {
+        char c = sc->s[sc->pos];
+        if (c == '\0') {
+            sc->pos = start;
+            sc->why = "string never closed (missing '\"')";
+            return 0;
+        }
+        if (c == '"') {
+            sc->pos++;
+            return 1;
+        }
+        if (c != '\\') {
+            sc->pos++;
+            continue;
+        }
+        char e = sc->s[sc->pos + 1];
+        unsigned u, lo;
+        if (e && strchr("\"\\/bfnrt", e)) {
+            sc->pos += 2;
+        } else if (e == 'u' && msp_scan_hex4(sc->s + sc->pos + 2, &u) && !(u >= 0xDC00 && u <= 0xDFFF)) {
+            if (u >= 0xD800 && u <= 0xDBFF) {
+                const char *n = sc->s + sc->pos + 6;
+                if (n[0] != '\\' || n[1] != 'u' || !msp_scan_hex4(n + 2, &lo) || lo < 0xDC00 ||
+                    lo > 0xDFFF)
+                    return msp_scan_err(sc, "\\u escape of a lone UTF-16 surrogate");
+                sc->pos += 6;
+            }
+            sc->pos += 6;
+        } else {
+            return msp_scan_err(sc, "invalid escape (allowed: \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)");
+        }
+    }
+}
+
+static int msp_scan_value(msp_json_scan_t *sc, int depth);
+
+/* Object or array: the same loop with different brackets. */
+static int msp_scan_container(msp_json_scan_t *sc, int depth)
+{
+    int is_obj = sc->s[sc->pos] == '{';
+    char close = is_obj ? '}' : ']';
+    size_t open = sc->pos;
+    if (depth >= MSP_JSON_MAX_DEPTH)
+        return msp_scan_err(sc, "nested more than 1000 levels deep");
+    sc->pos++;
+    msp_scan_ws(sc);
+    if (sc->s[sc->pos] == close) {
+        sc->pos++;
+        return 1;
+    }
+    for (;;) {
+        msp_scan_ws(sc);
+        if (!sc->s[sc->pos]) {
+            sc->open = open;
+            return msp_scan_err(sc, "");
+        }
+        if (is_obj) {
+            char c = sc->s[sc->pos];
+            if (c != '"')
+                return msp_scan_err(sc, c == '}' ? "comma before '}' (JSON allows no trailing comma)"
+                                        : c == '\'' ? "keys need double quotes, not single"
+                                                    : "expected a key in double quotes");
+            if (!msp_scan_string(sc))
+                return 0;
+            msp_scan_ws(sc);
+            if (sc->s[sc->pos] != ':') {
+                if (!sc->s[sc->pos])
+                    sc->open = open;
+                return msp_scan_err(sc, "expected ':' after the key");
+            }
+            sc->pos++;
+        } else if (sc->s[sc->pos] == ']') {
+            return msp_scan_err(sc, "comma before ']' (JSON allows no trailing comma)");
+        }
+        if (!msp_scan_value(sc, depth + 1))
+            return 0;
+        msp_scan_ws(sc);
+        char c = sc->s[sc->pos];
+        if (c == close) {
+            sc->pos++;
+            return 1;
+        }
+        if (c != ',') {
+            if (!c)
+                sc->open = open;
+            return msp_scan_err(sc, is_obj ? "expected ',' or '}' (a comma missing?)"
+                                           : "expected ',' or ']' (a comma missing?)");
+        }
+        sc->pos++;
+    }
+}
+
+static int msp_scan_value(msp_json_scan_t *sc, int depth)
+{
+    static const char *const lits[] = {"true", "false", "null"};
+    msp_scan_ws(sc);
+    const char *p = sc->s + sc->pos;
+    if (*p == '{' || *p == '[')
+        return msp_scan_container(sc, depth);
+    if (*p == '"')
+        return msp_scan_string(sc);
+    if (*p == '-' || isdigit((unsigned char)*p)) {
+        /* cJSON hands the run of number characters to strtod. */
+        char num[64];
+        size_t n = 0;
+        while (n < sizeof num - 1 && p[n] && strchr("0123456789+-eE.", p[n]))
+            n++;
+        memcpy(num, p, n);
+        num[n] = '\0';
+        char *end;
+        (void)strtod(num, &end);
+        if (end == num)
+            return msp_scan_err(sc, "invalid number");
+        sc->pos += (size_t)(end - num);
+        return 1;
+    }
+    for (size_t i = 0; i < MSP_NELEM(lits); i++) {
+        if (strncmp(p, lits[i], strlen(lits[i])) == 0) {
+            sc->pos += strlen(lits[i]);
+            return 1;
+        }
+    }
+    return msp_scan_err(sc, *p == '\'' ? "strings need double quotes, not single"
+                                       : "expected a value (object, array, \"string\", number, "
+                                         "true, false or null)");
+}
+
+/* cJSON refused `text`: report where and why, as FILE:LINE:COLUMN. */
+static msp_err msp_cfg_syntax(const char *source, const char *text, size_t cjson_off)
+{
+    msp_json_scan_t sc = {.s = text, .open = (size_t)-1};
+    size_t line, col;
+    char near[48];
+    if (msp_scan_value(&sc, 0)) {
+        /* Our scanner accepts what cJSON refused: keep cJSON's position. */
+        sc.pos = cjson_off;
+        sc.why = "cannot be parsed";
+    }
+    msp_cfg_line_col(text, sc.pos, &line, &col);
+    if (text[sc.pos] == '\0') {
+        if (sc.open == (size_t)-1)
+            return msp_fail(MSP_ERR_CONFIG, "%s:%zu:%zu: invalid JSON: unexpected end of file",
+                            source, line, col);
+        size_t oline, ocol;
+        msp_cfg_line_col(text, sc.open, &oline, &ocol);
+        return msp_fail(MSP_ERR_CONFIG,
+                        "%s:%zu:%zu: invalid JSON: unexpected end of file (the '%c' at line %zu, "
+                        "column %zu is never closed)",
+                        source, line, col, text[sc.open], oline, ocol);
+    }
+    size_t n = 0;
+    for (size_t i = sc.pos; text[i] && text[i] != '\n' && n < 24; i++)
+        near[n++] = (unsigned char)text[i] < 0x20 ? '?' : text[i];
+    near[n] = '\0';
+    return msp_fail(MSP_ERR_CONFIG, "%s:%zu:%zu: invalid JSON: %s, near '%s'", source, line, col,
+                    sc.why, near);
+}
+
+/* Text after the top-level value (cJSON parsed a prefix of the file). */
+static msp_err msp_cfg_trailing(const char *source, const char *text, size_t off)
 {
     size_t line, col;
     char near[48];
-    msp_cfg_line_col(text, off, &line, &col);
-    if (text[off] == '\0')
-        return msp_fail(MSP_ERR_CONFIG, "%s:%zu:%zu: %s: unexpected end of file", source, line,
-                        col, what);
     size_t n = 0;
+    msp_cfg_line_col(text, off, &line, &col);
     for (size_t i = off; text[i] && text[i] != '\n' && n < 24; i++)
         near[n++] = (unsigned char)text[i] < 0x20 ? '?' : text[i];
     near[n] = '\0';
-    return msp_fail(MSP_ERR_CONFIG, "%s:%zu:%zu: %s near '%s'", source, line, col, what, near);
+    return msp_fail(MSP_ERR_CONFIG,
+                    "%s:%zu:%zu: invalid JSON: text after the end of the top-level object, near '%s'",
+                    source, line, col, near);
 }
 
 msp_err msp_config_parse(const char *text, const char *source, msp_config_t *cfg)
@@ -624,14 +829,13 @@ msp_err msp_config_parse(const char *text, const char *source, msp_config_t *cfg
     const char *end = NULL;
     root = cJSON_ParseWithOpts(buf, &end, 0);
     if (!root) {
-        rc = msp_cfg_syntax(w.source, buf, end ? (size_t)(end - buf) : 0, "invalid JSON");
+        rc = msp_cfg_syntax(w.source, buf, end ? (size_t)(end - buf) : 0);
         goto cleanup;
     }
     while (isspace((unsigned char)*end))
         end++;
     if (*end) {
-        rc = msp_cfg_syntax(w.source, buf, (size_t)(end - buf),
-                            "invalid JSON: text after the end of the top-level object");
+        rc = msp_cfg_trailing(w.source, buf, (size_t)(end - buf));
         goto cleanup;
     }
     if (!cJSON_IsObject(root)) {
@@ -664,12 +868,23 @@ msp_err msp_config_load(const char *path, msp_config_t *cfg)
     memset(cfg, 0, sizeof *cfg);
     if (!path || !*path)
         return msp_fail(MSP_ERR_USAGE, "empty config file name");
-    msp_err rc = msp_read_file(path, MSP_CONFIG_MAX_BYTES, &text, &len);
+    /* stat first: a huge file is refused without reading it. One byte of slack
+     * for msp_read_file, which refuses a file exactly max_bytes long. */
+    struct stat st;
+    msp_err rc = MSP_OK;
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > (off_t)MSP_CONFIG_MAX_BYTES)
+        rc = MSP_ERR_LIMIT;
+    else
+        rc = msp_read_file(path, MSP_CONFIG_MAX_BYTES + 1, &text, &len);
+    if (rc == MSP_OK && len > MSP_CONFIG_MAX_BYTES)
+        rc = MSP_ERR_LIMIT;
     if (rc == MSP_ERR_NOT_FOUND)
         return msp_fail(rc, "config file %s not found", path);
-    if (rc == MSP_ERR_LIMIT)
+    if (rc == MSP_ERR_LIMIT) {
+        free(text);
         return msp_fail(MSP_ERR_CONFIG, "%s: larger than %u MiB; not a msprobe.json", path,
                         MSP_CONFIG_MAX_BYTES >> 20);
+    }
     if (rc != MSP_OK)
         return rc;
     if (strlen(text) != len) {
