@@ -10,7 +10,7 @@ import sys
 import tempfile
 import unittest
 
-PARSED = sys.argv.pop(1) if len(sys.argv) > 1 else os.environ.get("CFG_DUMP_PARSED", "")
+PARSED = os.path.abspath(sys.argv.pop(1)) if len(sys.argv) > 1 else ""
 
 SEED = """{
   "dump": {
