@@ -35,6 +35,8 @@ typedef struct msp_compare_opts {
     double stats_warn;         /* statistics mode: relative difference > this -> Warning (0.5) */
     msp_progress_cb progress;  /* called with bytes of tensor data compared; may be NULL */
     void *progress_ud;
+    size_t chunk_bytes;        /* bytes per side read and compared as one unit of work;
+                                  0 = default (1 MiB). Results depend on it, never on threads. */
 } msp_compare_opts_t;
 
 /* Fill opts with the defaults above. */
@@ -107,6 +109,9 @@ typedef struct msp_compare_result {
     size_t n_failed;           /* records whose verdict is not Yes */
     size_t n_pairs;            /* step x rank file pairs compared */
     uint64_t bytes_compared;   /* tensor bytes read, both sides */
+    char **unpaired;           /* "step N rank R only in the bench dump (path)", one per
+                                  step/rank present on one side only (also logged as warnings) */
+    size_t n_unpaired;
 } msp_compare_result_t;
 
 /* bench and cmp: two dump.h5 files, two rank dirs, or two dump roots

@@ -1,0 +1,94 @@
+/* Private to src/compare: the metric accumulator shared by the kernel and the
+ * driver, record matching, and verdict rules. */
+#ifndef MSPROBE_CMP_INTERNAL_H
+#define MSPROBE_CMP_INTERNAL_H
+
+#include "msprobe/compare.h"
+
+#include <stdint.h>
+
+/* Partial results over a run of elements. Two accumulators of adjacent runs
+ * combine with cmp_acc_merge(); combining in a fixed order (chunk order) makes
+ * the result independent of the number of threads. */
+typedef struct cmp_acc {
+    uint64_t count;
+    /* over values with NaN/Inf (same places on both sides) zeroed, as msprobe */
+    double dot, nn, bb, dd;
+    double max_abs, max_rel;
+    uint64_t cnt_1e3, cnt_5e3;   /* elements with rel err < 0.001, < 0.005 */
+    uint64_t viol;               /* elements failing |n-b| <= atol + rtol*|b| */
+    /* side statistics over the raw values, torch semantics (NaN poisons) */
+    double n_max, n_min, n_sum, n_sq, b_max, b_min, b_sum, b_sq;
+    uint64_t n_nan, b_nan, n_inf, b_inf;
+    int pos_mismatch;            /* NaN/Inf at different places */
+    int inf_sign_mismatch;       /* +Inf against -Inf at the same place */
+} cmp_acc_t;
+
+void cmp_acc_init(cmp_acc_t *a);
+void cmp_acc_merge(cmp_acc_t *into, const cmp_acc_t *part);
+/* Bytes per side read and compared as one unit of work. */
+#define CMP_DEFAULT_CHUNK ((size_t)1 << 20)
+/* Elements per unit for a dtype pair: a multiple of the kernel's block. */
+size_t cmp_unit_elems(msp_dtype_t ndt, msp_dtype_t bdt, size_t chunk_bytes);
+/* Accumulate count elements of native data (any supported dtype pair). */
+void cmp_acc_run(msp_dtype_t ndt, const void *n, msp_dtype_t bdt, const void *b, size_t count,
+                 double rtol, double atol, cmp_acc_t *a);
+/* Turn an accumulator into metrics. is_scalar: 0-d or one element. */
+void cmp_acc_finish(const cmp_acc_t *a, int is_scalar, msp_metrics_t *out);
+
+/* ---- matching ---------------------------------------------------------- */
+
+typedef struct cmp_map_entry {
+    char *bench;
+    char *cmp;
+} cmp_map_entry_t;
+
+typedef struct cmp_mapping {
+    cmp_map_entry_t *e;
+    size_t n;
+} cmp_mapping_t;
+
+msp_err cmp_mapping_load(const char *path, cmp_mapping_t *out);
+void cmp_mapping_free(cmp_mapping_t *m);
+
+/* One matched (or one-sided) record pair; indexes into the files' records, -1 if absent. */
+typedef struct cmp_pair {
+    long b, c;
+} cmp_pair_t;
+
+/* Pair the records of two files. Caller frees *pairs. */
+msp_err cmp_match_records(const msp_dump_file_t *bf, const msp_dump_file_t *cf,
+                          const msp_compare_opts_t *opts, const cmp_mapping_t *map,
+                          cmp_pair_t **pairs, size_t *n_pairs);
+int cmp_level_keeps(msp_level_t level, const char *name);
+/* Name with the call index removed: "Functional.conv2d.0.forward" -> "Functional.conv2d.forward". */
+char *cmp_fuzzy_key(const char *name);
+int cmp_is_forward(const char *name);
+/* Role order used for rows: input.*, kwarg.*, output.*, anything else; natural sort inside. */
+int cmp_role_cmp(const char *a, const char *b);
+
+/* ---- inputs ------------------------------------------------------------ */
+
+typedef struct cmp_file_ref {
+    int64_t step, rank;
+    char *path;
+} cmp_file_ref_t;
+
+typedef struct cmp_file_pair {
+    int64_t step, rank;
+    char *bench, *cmp;
+} cmp_file_pair_t;
+
+/* Resolve the two command-line paths into file pairs (sorted by step, rank).
+ * One-sided steps/ranks are logged and listed in *only (malloc'd strings). */
+msp_err cmp_resolve_inputs(const char *bench, const char *cmp, cmp_file_pair_t **pairs,
+                           size_t *n_pairs, char ***only, size_t *n_only);
+void cmp_file_pairs_free(cmp_file_pair_t *p, size_t n);
+
+/* ---- verdicts ---------------------------------------------------------- */
+
+void cmp_tensor_verdict(msp_tensor_cmp_t *t, const msp_compare_opts_t *opts, int stats_row);
+/* Cause, highlight and record aggregates for rec (its tensors already final). */
+void cmp_record_finish(msp_record_cmp_t *rec, msp_tensor_cmp_t *tensors);
+
+#endif

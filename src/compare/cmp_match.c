@@ -1,0 +1,398 @@
+/* Record matching between the two sides of one file pair: --mapping pairs
+ * first, then exact names, then (with --fuzzy) the same API/module without its
+ * call index, aligned in execution order where the tensor shapes agree. Only
+ * the catalogue is consulted, never tensor data. */
+#include "cmp_internal.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cmp_level_keeps(msp_level_t level, const char *name)
+{
+    int is_module = strncmp(name, "Module.", 7) == 0;
+    switch (level) {
+    case MSP_LEVEL_API:
+        return !is_module;
+    case MSP_LEVEL_MODULE:
+        return is_module;
+    default:
+        return 1;
+    }
+}
+
+static int cmp_is_digits(const char *s, size_t n)
+{
+    if (!n)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isdigit((unsigned char)s[i]))
+            return 0;
+    return 1;
+}
+
+static int cmp_is_direction(const char *s, size_t n)
+{
+    return (n == 7 && !strncmp(s, "forward", 7)) || (n == 8 && !strncmp(s, "backward", 8));
+}
+
+int cmp_is_forward(const char *name)
+{
+    const char *p = name;
+    while ((p = strstr(p, "forward")) != NULL) {
+        int starts = p == name || p[-1] == '.';
+        int ends = p[7] == '\0' || p[7] == '.';
+        if (starts && ends)
+            return 1;
+        p += 7;
+    }
+    return 0;
+}
+
+char *cmp_fuzzy_key(const char *name)
+{
+    /* tokens split on '.'; drop the all-digit token next to forward/backward:
+     * API "Torch.matmul.3.forward", module "Module.fc.Linear.forward.0" */
+    size_t len = strlen(name);
+    const char *tok[256];
+    size_t tlen[256], nt = 0;
+    const char *s = name;
+    while (nt < 256) {
+        const char *dot = strchr(s, '.');
+        tok[nt] = s;
+        tlen[nt] = dot ? (size_t)(dot - s) : strlen(s);
+        nt++;
+        if (!dot)
+            break;
+        s = dot + 1;
+    }
+    long drop = -1;
+    for (size_t i = nt; i-- > 0;) {
+        if (!cmp_is_digits(tok[i], tlen[i]))
+            continue;
+        if ((i + 1 < nt && cmp_is_direction(tok[i + 1], tlen[i + 1])) ||
+            (i > 0 && cmp_is_direction(tok[i - 1], tlen[i - 1]))) {
+            drop = (long)i;
+            break;
+        }
+    }
+    char *out = malloc(len + 1);
+    if (!out)
+        return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < nt; i++) {
+        if ((long)i == drop)
+            continue;
+        if (o)
+            out[o++] = '.';
+        memcpy(out + o, tok[i], tlen[i]);
+        o += tlen[i];
+    }
+    out[o] = '\0';
+    return out;
+}
+
+/* Natural compare: digit runs compare by value, so input.10 sorts after input.9. */
+static int cmp_natural(const char *a, const char *b)
+{
+    while (*a && *b) {
+        if (isdigit((unsigned char)*a) && isdigit((unsigned char)*b)) {
+            char *ea, *eb;
+            unsigned long long va = strtoull(a, &ea, 10), vb = strtoull(b, &eb, 10);
+            if (va != vb)
+                return va < vb ? -1 : 1;
+            a = ea;
+            b = eb;
+            continue;
+        }
+        if (*a != *b)
+            return (unsigned char)*a < (unsigned char)*b ? -1 : 1;
+        a++;
+        b++;
+    }
+    return *a ? 1 : (*b ? -1 : 0);
+}
+
+static int cmp_role_class(const char *r)
+{
+    if (!strncmp(r, "input", 5))
+        return 0;
+    if (!strncmp(r, "kwarg", 5))
+        return 1;
+    if (!strncmp(r, "output", 6))
+        return 2;
+    return 3;
+}
+
+int cmp_role_cmp(const char *a, const char *b)
+{
+    int ca = cmp_role_class(a), cb = cmp_role_class(b);
+    if (ca != cb)
+        return ca < cb ? -1 : 1;
+    return cmp_natural(a, b);
+}
+
+/* ---- mapping file ------------------------------------------------------- */
+
+void cmp_mapping_free(cmp_mapping_t *m)
+{
+    if (!m)
+        return;
+    for (size_t i = 0; i < m->n; i++) {
+        free(m->e[i].bench);
+        free(m->e[i].cmp);
+    }
+    free(m->e);
+    m->e = NULL;
+    m->n = 0;
+}
+
+msp_err cmp_mapping_load(const char *path, cmp_mapping_t *out)
+{
+    out->e = NULL;
+    out->n = 0;
+    char *text = NULL;
+    size_t len = 0, cap = 0;
+    msp_err rc = msp_read_file(path, (size_t)64 << 20, &text, &len);
+    if (rc)
+        return rc;
+    size_t lineno = 0;
+    char *save = NULL;
+    for (char *line = text; line; line = save) {
+        char *nl = strchr(line, '\n');
+        save = nl ? nl + 1 : NULL;
+        if (nl)
+            *nl = '\0';
+        lineno++;
+        char *hash = strchr(line, '#');
+        if (hash)
+            *hash = '\0';
+        char *tok[3] = {NULL, NULL, NULL};
+        int nt = 0;
+        char *sp = NULL;
+        for (char *t = strtok_r(line, " \t\r", &sp); t; t = strtok_r(NULL, " \t\r", &sp)) {
+            if (nt < 3)
+                tok[nt] = t;
+            nt++;
+        }
+        if (nt == 0)
+            continue;
+        if (nt != 2) {
+            rc = msp_fail(MSP_ERR_USAGE,
+                          "mapping file %s:%zu: expected two names \"bench_name cmp_name\", "
+                          "found %d field%s",
+                          path, lineno, nt, nt == 1 ? "" : "s");
+            goto cleanup;
+        }
+        if (out->n == cap) {
+            size_t nc = cap ? cap * 2 : 16;
+            cmp_map_entry_t *ne = realloc(out->e, nc * sizeof *ne);
+            if (!ne) {
+                rc = msp_fail(MSP_ERR_NOMEM, "mapping file %s: out of memory", path);
+                goto cleanup;
+            }
+            out->e = ne;
+            cap = nc;
+        }
+        out->e[out->n].bench = strdup(tok[0]);
+        out->e[out->n].cmp = strdup(tok[1]);
+        out->n++;
+        if (!out->e[out->n - 1].bench || !out->e[out->n - 1].cmp) {
+            rc = msp_fail(MSP_ERR_NOMEM, "mapping file %s: out of memory", path);
+            goto cleanup;
+        }
+    }
+cleanup:
+    free(text);
+    if (rc)
+        cmp_mapping_free(out);
+    return rc;
+}
+
+/* ---- matching ------------------------------------------------------------ */
+
+typedef struct cmp_named {
+    const char *name;
+    long idx;
+    long order;
+} cmp_named_t;
+
+static int cmp_named_by_name(const void *a, const void *b)
+{
+    const cmp_named_t *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    if (c)
+        return c;
+    return x->order < y->order ? -1 : (x->order > y->order);
+}
+
+static long cmp_find(const cmp_named_t *v, size_t n, const char *name)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int c = strcmp(v[mid].name, name);
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && !strcmp(v[lo].name, name) ? (long)lo : -1;
+}
+
+static int cmp_same_shapes(const msp_record_info_t *a, const msp_record_info_t *b)
+{
+    if (a->n_tensors != b->n_tensors)
+        return 0;
+    for (size_t i = 0; i < a->n_tensors; i++) {
+        const msp_tensor_info_t *t = &a->tensors[i], *u = NULL;
+        for (size_t j = 0; j < b->n_tensors; j++)
+            if (!strcmp(b->tensors[j].role, t->role)) {
+                u = &b->tensors[j];
+                break;
+            }
+        if (!u || u->ndim != t->ndim)
+            return 0;
+        for (int d = 0; d < t->ndim; d++)
+            if (u->shape[d] != t->shape[d])
+                return 0;
+    }
+    return 1;
+}
+
+msp_err cmp_match_records(const msp_dump_file_t *bf, const msp_dump_file_t *cf,
+                          const msp_compare_opts_t *opts, const cmp_mapping_t *map,
+                          cmp_pair_t **pairs_out, size_t *n_out)
+{
+    msp_err rc = MSP_OK;
+    size_t nb = 0, nc = 0, np = 0;
+    cmp_named_t *bv = calloc(bf->n_records + 1, sizeof *bv);
+    cmp_named_t *cv = calloc(cf->n_records + 1, sizeof *cv);
+    long *b_used = calloc(bf->n_records + 1, sizeof *b_used);   /* matched cmp idx + 1 */
+    long *c_match = calloc(cf->n_records + 1, sizeof *c_match); /* matched bench idx + 1 */
+    cmp_pair_t *pairs = calloc(bf->n_records + cf->n_records + 1, sizeof *pairs);
+    char **bkeys = NULL, **ckeys = NULL;
+    cmp_named_t *fz = NULL;
+    if (!bv || !cv || !b_used || !c_match || !pairs) {
+        rc = msp_fail(MSP_ERR_NOMEM, "matching %s with %s: out of memory", bf->path, cf->path);
+        goto cleanup;
+    }
+    for (size_t i = 0; i < bf->n_records; i++)
+        if (cmp_level_keeps(opts->level, bf->records[i].name))
+            bv[nb++] = (cmp_named_t){bf->records[i].name, (long)i, (long)bf->records[i].order};
+    for (size_t i = 0; i < cf->n_records; i++)
+        if (cmp_level_keeps(opts->level, cf->records[i].name))
+            cv[nc++] = (cmp_named_t){cf->records[i].name, (long)i, (long)cf->records[i].order};
+    qsort(bv, nb, sizeof *bv, cmp_named_by_name);
+    qsort(cv, nc, sizeof *cv, cmp_named_by_name);
+
+    if (map) {
+        for (size_t m = 0; m < map->n; m++) {
+            long bi = cmp_find(bv, nb, map->e[m].bench), ci = cmp_find(cv, nc, map->e[m].cmp);
+            if (bi < 0 || ci < 0)
+                continue;
+            long b = bv[bi].idx, c = cv[ci].idx;
+            if (b_used[b] || c_match[c])
+                continue;
+            b_used[b] = c + 1;
+            c_match[c] = b + 1;
+        }
+    }
+    for (size_t i = 0; i < nc; i++) {
+        long c = cv[i].idx;
+        if (c_match[c])
+            continue;
+        long bi = cmp_find(bv, nb, cv[i].name);
+        if (bi < 0 || b_used[bv[bi].idx])
+            continue;
+        b_used[bv[bi].idx] = c + 1;
+        c_match[c] = bv[bi].idx + 1;
+    }
+    if (opts->fuzzy) {
+        /* bench leftovers grouped by key, in execution order; each cmp record (in
+         * order) takes the first shape-compatible one after the last taken */
+        bkeys = calloc(bf->n_records + 1, sizeof *bkeys);
+        ckeys = calloc(cf->n_records + 1, sizeof *ckeys);
+        fz = calloc(nb + 1, sizeof *fz);
+        size_t *cursor = NULL;
+        if (!bkeys || !ckeys || !fz) {
+            rc = msp_fail(MSP_ERR_NOMEM, "fuzzy matching: out of memory");
+            goto cleanup;
+        }
+        size_t nf = 0;
+        for (size_t i = 0; i < nb; i++) {
+            long b = bv[i].idx;
+            if (b_used[b])
+                continue;
+            bkeys[b] = cmp_fuzzy_key(bf->records[b].name);
+            if (!bkeys[b]) {
+                rc = msp_fail(MSP_ERR_NOMEM, "fuzzy matching: out of memory");
+                goto cleanup;
+            }
+            fz[nf++] = (cmp_named_t){bkeys[b], b, (long)bf->records[b].order};
+        }
+        qsort(fz, nf, sizeof *fz, cmp_named_by_name);
+        cursor = calloc(nf + 1, sizeof *cursor);
+        if (!cursor) {
+            rc = msp_fail(MSP_ERR_NOMEM, "fuzzy matching: out of memory");
+            goto cleanup;
+        }
+        /* cmp records in execution order (the reader sorts records by order) */
+        for (size_t c = 0; c < cf->n_records; c++) {
+            if (c_match[c] || !cmp_level_keeps(opts->level, cf->records[c].name))
+                continue;
+            ckeys[c] = cmp_fuzzy_key(cf->records[c].name);
+            if (!ckeys[c]) {
+                free(cursor);
+                rc = msp_fail(MSP_ERR_NOMEM, "fuzzy matching: out of memory");
+                goto cleanup;
+            }
+            long g = cmp_find(fz, nf, ckeys[c]);
+            if (g < 0)
+                continue;
+            size_t start = (size_t)g + cursor[g];
+            for (size_t k = start; k < nf && !strcmp(fz[k].name, ckeys[c]); k++) {
+                long b = fz[k].idx;
+                if (b_used[b] || !cmp_same_shapes(&bf->records[b], &cf->records[c]))
+                    continue;
+                b_used[b] = (long)c + 1;
+                c_match[c] = b + 1;
+                cursor[g] = k + 1 - (size_t)g;
+                break;
+            }
+        }
+        free(cursor);
+    }
+    for (size_t c = 0; c < cf->n_records; c++) {
+        if (!cmp_level_keeps(opts->level, cf->records[c].name))
+            continue;
+        pairs[np++] = (cmp_pair_t){c_match[c] - 1, (long)c};
+    }
+    for (size_t b = 0; b < bf->n_records; b++) {
+        if (b_used[b] || !cmp_level_keeps(opts->level, bf->records[b].name))
+            continue;
+        pairs[np++] = (cmp_pair_t){(long)b, -1};
+    }
+cleanup:
+    if (bkeys)
+        for (size_t i = 0; i < bf->n_records; i++)
+            free(bkeys[i]);
+    if (ckeys)
+        for (size_t i = 0; i < cf->n_records; i++)
+            free(ckeys[i]);
+    free(bkeys);
+    free(ckeys);
+    free(fz);
+    free(bv);
+    free(cv);
+    free(b_used);
+    free(c_match);
+    if (rc) {
+        free(pairs);
+        pairs = NULL;
+        np = 0;
+    }
+    *pairs_out = pairs;
+    *n_out = np;
+    return rc;
+}

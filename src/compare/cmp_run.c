@@ -1,0 +1,715 @@
+/* msp_compare_run: resolve inputs, match records from the catalogues, then
+ * stream tensor data through the metric kernel.
+ *
+ * Data path: tensors whose data sits contiguous in the file (offset >= 0) are
+ * cut into units of chunk_bytes per side; a window of units is read with
+ * pread() into per-thread buffers and compared in parallel (OpenMP), and the
+ * units' partial results are merged in unit order, so numbers never depend on
+ * the thread count. Memory is threads x 2 x chunk_bytes plus one window of
+ * partial results, whatever the dump size. Tensors without an offset
+ * (chunked/compressed datasets) are read whole through the format module,
+ * one pair at a time, and compared in parallel over the same units. */
+#include "cmp_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <omp.h>
+
+#define CMP_WINDOW_UNITS 512
+
+void msp_compare_opts_default(msp_compare_opts_t *o)
+{
+    memset(o, 0, sizeof *o);
+    o->level = MSP_LEVEL_ALL;
+    o->cos_warn = 0.99;
+    o->abs_warn = 0.001;
+    o->cos_fail = 0.9;
+    o->abs_fail = 1.0;
+    o->stats_warn = 0.5;
+}
+
+void msp_compare_result_free(msp_compare_result_t *r)
+{
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->n_records; i++) {
+        free(r->records[i].name);
+        free(r->records[i].bench_name);
+    }
+    for (size_t i = 0; i < r->n_tensors; i++) {
+        free(r->tensors[i].npu_name);
+        free(r->tensors[i].bench_name);
+        free(r->tensors[i].err_message);
+    }
+    for (size_t i = 0; i < r->n_unpaired; i++)
+        free(r->unpaired[i]);
+    free(r->unpaired);
+    free(r->records);
+    free(r->tensors);
+    free(r);
+}
+
+/* ---- growing result arrays ------------------------------------------------ */
+
+typedef struct cmp_build {
+    msp_compare_result_t *res;
+    size_t cap_rec, cap_ten;
+} cmp_build_t;
+
+static msp_err cmp_new_record(cmp_build_t *bld, size_t *idx)
+{
+    msp_compare_result_t *r = bld->res;
+    if (r->n_records == bld->cap_rec) {
+        size_t nc = bld->cap_rec ? bld->cap_rec * 2 : 64;
+        msp_record_cmp_t *nv = realloc(r->records, nc * sizeof *nv);
+        if (!nv)
+            return msp_fail(MSP_ERR_NOMEM, "compare: out of memory for %zu records", nc);
+        r->records = nv;
+        bld->cap_rec = nc;
+    }
+    *idx = r->n_records++;
+    memset(&r->records[*idx], 0, sizeof r->records[*idx]);
+    return MSP_OK;
+}
+
+static msp_err cmp_new_tensor(cmp_build_t *bld, size_t *idx)
+{
+    msp_compare_result_t *r = bld->res;
+    if (r->n_tensors == bld->cap_ten) {
+        size_t nc = bld->cap_ten ? bld->cap_ten * 2 : 256;
+        msp_tensor_cmp_t *nv = realloc(r->tensors, nc * sizeof *nv);
+        if (!nv)
+            return msp_fail(MSP_ERR_NOMEM, "compare: out of memory for %zu tensors", nc);
+        r->tensors = nv;
+        bld->cap_ten = nc;
+    }
+    *idx = r->n_tensors++;
+    msp_tensor_cmp_t *t = &r->tensors[*idx];
+    memset(t, 0, sizeof *t);
+    t->cosine = t->euc_dist = t->max_abs_err = t->max_rel_err = NAN;
+    t->one_thousandth_ratio = t->five_thousandths_ratio = NAN;
+    t->npu_max = t->npu_min = t->npu_mean = t->npu_norm = NAN;
+    t->bench_max = t->bench_min = t->bench_mean = t->bench_norm = NAN;
+    t->max_diff = t->min_diff = t->mean_diff = t->norm_diff = NAN;
+    t->max_rel_diff = t->min_rel_diff = t->mean_rel_diff = t->norm_rel_diff = NAN;
+    t->verdict = MSP_VERDICT_NO;
+    t->agree = -1;
+    return MSP_OK;
+}
+
+static msp_err cmp_set_message(msp_tensor_cmp_t *t, const char *msg)
+{
+    free(t->err_message);
+    t->err_message = strdup(msg ? msg : "");
+    return t->err_message ? MSP_OK : msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
+}
+
+static void cmp_shape_str(const msp_tensor_info_t *ti, char *buf, size_t cap)
+{
+    size_t o = 0;
+    o += (size_t)snprintf(buf + o, cap - o, "[");
+    for (int d = 0; d < ti->ndim && o < cap; d++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s%lld", d ? ", " : "", (long long)ti->shape[d]);
+    if (o < cap)
+        snprintf(buf + o, cap - o, "]");
+}
+
+static int cmp_same_shape(const msp_tensor_info_t *a, const msp_tensor_info_t *b)
+{
+    if (a->ndim != b->ndim)
+        return 0;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d])
+            return 0;
+    return 1;
+}
+
+static void cmp_side_stats(msp_tensor_cmp_t *t, const msp_tensor_info_t *n,
+                           const msp_tensor_info_t *b)
+{
+    if (n && n->has_stats) {
+        t->npu_max = n->stats.max;
+        t->npu_min = n->stats.min;
+        t->npu_mean = n->stats.mean;
+        t->npu_norm = n->stats.norm;
+    }
+    if (b && b->has_stats) {
+        t->bench_max = b->stats.max;
+        t->bench_min = b->stats.min;
+        t->bench_mean = b->stats.mean;
+        t->bench_norm = b->stats.norm;
+    }
+}
+
+/* npu - bench and its size relative to the larger magnitude; equal non-finite
+ * values (both NaN, same Inf) count as no difference. Returns 1 when the two
+ * disagree on being finite. */
+static int cmp_stat_diff(double n, double b, double *diff, double *rel)
+{
+    if (!isfinite(n) || !isfinite(b)) {
+        int same = (isnan(n) && isnan(b)) || (isinf(n) && isinf(b) && (n > 0) == (b > 0));
+        *diff = same ? 0.0 : NAN;
+        *rel = same ? 0.0 : NAN;
+        return !same;
+    }
+    *diff = n - b;
+    double mag = fmax(fabs(n), fabs(b));
+    *rel = mag > 0.0 ? fabs(*diff) / mag : 0.0;
+    return 0;
+}
+
+static void cmp_fill_diffs(msp_tensor_cmp_t *t, int *nonfinite_mismatch)
+{
+    int m = 0;
+    m |= cmp_stat_diff(t->npu_max, t->bench_max, &t->max_diff, &t->max_rel_diff);
+    m |= cmp_stat_diff(t->npu_min, t->bench_min, &t->min_diff, &t->min_rel_diff);
+    m |= cmp_stat_diff(t->npu_mean, t->bench_mean, &t->mean_diff, &t->mean_rel_diff);
+    m |= cmp_stat_diff(t->npu_norm, t->bench_norm, &t->norm_diff, &t->norm_rel_diff);
+    if (nonfinite_mismatch)
+        *nonfinite_mismatch = m;
+}
+
+/* ---- data jobs ---------------------------------------------------------- */
+
+typedef struct cmp_job {
+    size_t row;
+    msp_dtype_t ndt, bdt;
+    const msp_record_info_t *nrec, *brec;
+    const msp_tensor_info_t *nt, *bt;
+    uint64_t numel;
+    size_t unit, n_units;
+    double rtol, atol;
+    cmp_acc_t acc;
+} cmp_job_t;
+
+typedef struct cmp_item {
+    size_t job, unit;
+    cmp_acc_t acc;
+    int err;       /* errno of a failed read, or -1 for a short read */
+    int err_side;  /* 0 npu, 1 bench */
+} cmp_item_t;
+
+typedef struct cmp_ctx {
+    const msp_compare_opts_t *o;
+    size_t chunk;
+    int nthreads;
+    unsigned char *bufs; /* nthreads x 2 x chunk */
+    msp_dump_file_t *bf, *cf;
+    int bfd, cfd;
+    cmp_job_t *jobs;
+    size_t n_jobs, cap_jobs;
+    cmp_item_t *items;
+} cmp_ctx_t;
+
+static int cmp_read_full(int fd, void *buf, size_t len, int64_t off)
+{
+    unsigned char *p = buf;
+    while (len) {
+        ssize_t r = pread(fd, p, len, (off_t)off);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return errno ? errno : EIO;
+        }
+        if (r == 0)
+            return -1;
+        p += r;
+        len -= (size_t)r;
+        off += r;
+    }
+    return 0;
+}
+
+static void cmp_do_item(cmp_ctx_t *cx, cmp_item_t *it, unsigned char *nbuf, unsigned char *bbuf)
+{
+    cmp_job_t *j = &cx->jobs[it->job];
+    size_t nsz = msp_dtype_size(j->ndt), bsz = msp_dtype_size(j->bdt);
+    uint64_t first = (uint64_t)it->unit * j->unit;
+    size_t m = (size_t)(j->numel - first < j->unit ? j->numel - first : j->unit);
+    cmp_acc_init(&it->acc);
+    it->err = cmp_read_full(cx->cfd, nbuf, m * nsz, j->nt->offset + (int64_t)(first * nsz));
+    if (it->err) {
+        it->err_side = 0;
+        return;
+    }
+    it->err = cmp_read_full(cx->bfd, bbuf, m * bsz, j->bt->offset + (int64_t)(first * bsz));
+    if (it->err) {
+        it->err_side = 1;
+        return;
+    }
+    cmp_acc_run(j->ndt, nbuf, j->bdt, bbuf, m, j->rtol, j->atol, &it->acc);
+}
+
+static msp_err cmp_item_error(const cmp_ctx_t *cx, const cmp_item_t *it)
+{
+    const cmp_job_t *j = &cx->jobs[it->job];
+    const msp_dump_file_t *f = it->err_side ? cx->bf : cx->cf;
+    const msp_record_info_t *r = it->err_side ? j->brec : j->nrec;
+    const msp_tensor_info_t *t = it->err_side ? j->bt : j->nt;
+    if (it->err < 0)
+        return msp_fail(MSP_ERR_FORMAT,
+                        "file %s: record %s: tensor %s: data ends before offset %lld + %lld bytes; "
+                        "the file is truncated",
+                        f->path, r->name, t->role, (long long)t->offset, (long long)t->nbytes);
+    return msp_fail(MSP_ERR_IO, "file %s: record %s: tensor %s: read failed: %s", f->path,
+                    r->name, t->role, strerror(it->err));
+}
+
+/* All jobs whose both sides have an offset, in windows of units. */
+static msp_err cmp_run_pread_jobs(cmp_ctx_t *cx, uint64_t *bytes_done)
+{
+    size_t j = 0, u = 0;
+    while (j < cx->n_jobs) {
+        size_t n = 0;
+        uint64_t wbytes = 0;
+        while (j < cx->n_jobs && n < CMP_WINDOW_UNITS) {
+            cmp_job_t *job = &cx->jobs[j];
+            if (job->nt->offset < 0 || job->bt->offset < 0 || u >= job->n_units) {
+                j++;
+                u = 0;
+                continue;
+            }
+            cx->items[n].job = j;
+            cx->items[n].unit = u;
+            n++;
+            u++;
+        }
+        if (!n)
+            break;
+        cmp_item_t *items = cx->items;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(cx->nthreads)
+        for (size_t i = 0; i < n; i++) {
+            unsigned char *nb = cx->bufs + (size_t)omp_get_thread_num() * 2 * cx->chunk;
+            cmp_do_item(cx, &items[i], nb, nb + cx->chunk);
+        }
+        for (size_t i = 0; i < n; i++) {
+            if (items[i].err)
+                return cmp_item_error(cx, &items[i]);
+            cmp_job_t *job = &cx->jobs[items[i].job];
+            cmp_acc_merge(&job->acc, &items[i].acc);
+            uint64_t first = (uint64_t)items[i].unit * job->unit;
+            uint64_t m = job->numel - first < job->unit ? job->numel - first : job->unit;
+            wbytes += m * (msp_dtype_size(job->ndt) + msp_dtype_size(job->bdt));
+        }
+        *bytes_done += wbytes;
+        if (cx->o->progress && wbytes)
+            cx->o->progress(wbytes, cx->o->progress_ud);
+    }
+    return MSP_OK;
+}
+
+/* One side of a job into memory: through the format module when the data has
+ * no plain offset, else pread. */
+static msp_err cmp_load_side(msp_dump_file_t *f, int fd, const msp_record_info_t *r,
+                             const msp_tensor_info_t *t, void *buf)
+{
+    if (t->offset < 0)
+        return msp_dump_read_tensor(f, r, t, buf, (size_t)t->nbytes);
+    cmp_item_t it = {0};
+    it.err = cmp_read_full(fd, buf, (size_t)t->nbytes, t->offset);
+    if (!it.err)
+        return MSP_OK;
+    if (it.err < 0)
+        return msp_fail(MSP_ERR_FORMAT, "file %s: record %s: tensor %s: data truncated", f->path,
+                        r->name, t->role);
+    return msp_fail(MSP_ERR_IO, "file %s: record %s: tensor %s: read failed: %s", f->path,
+                    r->name, t->role, strerror(it.err));
+}
+
+static msp_err cmp_run_buffered_jobs(cmp_ctx_t *cx, uint64_t *bytes_done)
+{
+    msp_err rc = MSP_OK;
+    for (size_t j = 0; j < cx->n_jobs && !rc; j++) {
+        cmp_job_t *job = &cx->jobs[j];
+        if (job->nt->offset >= 0 && job->bt->offset >= 0)
+            continue;
+        unsigned char *nb = malloc((size_t)job->nt->nbytes + 1);
+        unsigned char *bb = malloc((size_t)job->bt->nbytes + 1);
+        cmp_acc_t *parts = calloc(job->n_units + 1, sizeof *parts);
+        if (!nb || !bb || !parts) {
+            rc = msp_fail(MSP_ERR_NOMEM, "record %s: tensor %s: out of memory for %lld bytes",
+                          job->nrec->name, job->nt->role, (long long)job->nt->nbytes);
+        }
+        if (!rc)
+            rc = cmp_load_side(cx->cf, cx->cfd, job->nrec, job->nt, nb);
+        if (!rc)
+            rc = cmp_load_side(cx->bf, cx->bfd, job->brec, job->bt, bb);
+        if (!rc) {
+            size_t nsz = msp_dtype_size(job->ndt), bsz = msp_dtype_size(job->bdt);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(cx->nthreads)
+            for (size_t u = 0; u < job->n_units; u++) {
+                uint64_t first = (uint64_t)u * job->unit;
+                size_t m = (size_t)(job->numel - first < job->unit ? job->numel - first
+                                                                   : job->unit);
+                cmp_acc_init(&parts[u]);
+                cmp_acc_run(job->ndt, nb + first * nsz, job->bdt, bb + first * bsz, m,
+                            job->rtol, job->atol, &parts[u]);
+            }
+            for (size_t u = 0; u < job->n_units; u++)
+                cmp_acc_merge(&job->acc, &parts[u]);
+            uint64_t w = (uint64_t)job->nt->nbytes + (uint64_t)job->bt->nbytes;
+            *bytes_done += w;
+            if (cx->o->progress && w)
+                cx->o->progress(w, cx->o->progress_ud);
+        }
+        free(nb);
+        free(bb);
+        free(parts);
+    }
+    return rc;
+}
+
+static msp_err cmp_add_job(cmp_ctx_t *cx, size_t row, const msp_record_info_t *nrec,
+                           const msp_tensor_info_t *nt, const msp_record_info_t *brec,
+                           const msp_tensor_info_t *bt)
+{
+    if (cx->n_jobs == cx->cap_jobs) {
+        size_t nc = cx->cap_jobs ? cx->cap_jobs * 2 : 256;
+        cmp_job_t *nv = realloc(cx->jobs, nc * sizeof *nv);
+        if (!nv)
+            return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
+        cx->jobs = nv;
+        cx->cap_jobs = nc;
+    }
+    cmp_job_t *j = &cx->jobs[cx->n_jobs++];
+    memset(j, 0, sizeof *j);
+    j->row = row;
+    j->ndt = nt->dtype;
+    j->bdt = bt->dtype;
+    j->nrec = nrec;
+    j->brec = brec;
+    j->nt = nt;
+    j->bt = bt;
+    j->numel = (uint64_t)nt->numel;
+    j->unit = cmp_unit_elems(nt->dtype, bt->dtype, cx->chunk);
+    j->n_units = (size_t)((j->numel + j->unit - 1) / j->unit);
+    msp_tolerance(nt->dtype, bt->dtype, &j->rtol, &j->atol);
+    cmp_acc_init(&j->acc);
+    return MSP_OK;
+}
+
+/* ---- building rows --------------------------------------------------------- */
+
+static char *cmp_join(const char *rec, const char *role)
+{
+    return msp_asprintf("%s.%s", rec, role);
+}
+
+/* One tensor row; n or b may be NULL (missing on that side). Either fills the
+ * row completely or queues a data job that will. */
+static msp_err cmp_tensor_row(cmp_ctx_t *cx, cmp_build_t *bld, const msp_record_info_t *nrec,
+                              const msp_tensor_info_t *n, const msp_record_info_t *brec,
+                              const msp_tensor_info_t *b, int stats_file)
+{
+    size_t idx = 0;
+    msp_err rc = cmp_new_tensor(bld, &idx);
+    if (rc)
+        return rc;
+    msp_tensor_cmp_t *t = &bld->res->tensors[idx];
+    const char *role = n ? n->role : b->role;
+    t->is_output = strncmp(role, "output", 6) == 0;
+    if (n) {
+        t->npu_name = cmp_join(nrec->name, n->role);
+        snprintf(t->npu_dtype, sizeof t->npu_dtype, "%s", n->dtype_name);
+        cmp_shape_str(n, t->npu_shape, sizeof t->npu_shape);
+    }
+    if (b) {
+        t->bench_name = cmp_join(brec->name, b->role);
+        snprintf(t->bench_dtype, sizeof t->bench_dtype, "%s", b->dtype_name);
+        cmp_shape_str(b, t->bench_shape, sizeof t->bench_shape);
+    }
+    if ((n && !t->npu_name) || (b && !t->bench_name))
+        return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
+    cmp_side_stats(t, n, b);
+    if (!n || !b) {
+        const char *msg = !nrec ? "record missing in NPU dump"
+                          : !brec ? "record missing in bench dump"
+                          : !n   ? "tensor missing in NPU record"
+                                 : "tensor missing in bench record";
+        return cmp_set_message(t, msg);
+    }
+    if (!cmp_same_shape(n, b)) {
+        t->agree = 0;
+        return cmp_set_message(t, "Shape of NPU and bench tensor do not match");
+    }
+    if (stats_file || !n->has_data || !b->has_data) {
+        bld->res->stats_mode = 1;
+        if (!n->has_stats || !b->has_stats) {
+            return cmp_set_message(t, !n->has_stats ? "NPU tensor has no statistics"
+                                                    : "bench tensor has no statistics");
+        }
+        int nf = 0;
+        cmp_fill_diffs(t, &nf);
+        t->verdict = MSP_VERDICT_YES;
+        const char *msg = "";
+        if (nf) {
+            t->verdict = MSP_VERDICT_WARNING;
+            msg = "NaN/Inf in the statistics of one side only";
+        } else if (t->max_rel_diff > cx->o->stats_warn || t->min_rel_diff > cx->o->stats_warn ||
+                   t->mean_rel_diff > cx->o->stats_warn || t->norm_rel_diff > cx->o->stats_warn) {
+            t->verdict = MSP_VERDICT_WARNING;
+            msg = "a statistic differs by more than stats_warn of its magnitude";
+        }
+        return cmp_set_message(t, msg);
+    }
+    if (!msp_dtype_size(n->dtype) || !msp_dtype_size(b->dtype)) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "dtype %s cannot be compared",
+                 msp_dtype_size(n->dtype) ? b->dtype_name : n->dtype_name);
+        return cmp_set_message(t, msg);
+    }
+    if ((rc = cmp_set_message(t, "")))
+        return rc;
+    return cmp_add_job(cx, idx, nrec, n, brec, b);
+}
+
+typedef struct cmp_rec_ref {
+    long b, c;
+    int64_t order;
+    const char *name;
+} cmp_rec_ref_t;
+
+static int cmp_rec_ref_order(const void *x, const void *y)
+{
+    const cmp_rec_ref_t *a = x, *b = y;
+    if (a->order != b->order)
+        return a->order < b->order ? -1 : 1;
+    return strcmp(a->name, b->name);
+}
+
+static int cmp_tensor_ptr_order(const void *x, const void *y)
+{
+    const msp_tensor_info_t *a = *(const msp_tensor_info_t *const *)x;
+    const msp_tensor_info_t *b = *(const msp_tensor_info_t *const *)y;
+    return cmp_role_cmp(a->role, b->role);
+}
+
+static msp_err cmp_sorted_tensors(const msp_record_info_t *r, const msp_tensor_info_t ***out)
+{
+    *out = NULL;
+    if (!r)
+        return MSP_OK;
+    const msp_tensor_info_t **v = calloc(r->n_tensors + 1, sizeof *v);
+    if (!v)
+        return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
+    for (size_t i = 0; i < r->n_tensors; i++)
+        v[i] = &r->tensors[i];
+    qsort(v, r->n_tensors, sizeof *v, cmp_tensor_ptr_order);
+    *out = v;
+    return MSP_OK;
+}
+
+static msp_err cmp_record_rows(cmp_ctx_t *cx, cmp_build_t *bld, const cmp_file_pair_t *fp,
+                               const msp_record_info_t *brec, const msp_record_info_t *crec,
+                               int stats_file)
+{
+    size_t ri = 0;
+    msp_err rc = cmp_new_record(bld, &ri);
+    if (rc)
+        return rc;
+    msp_record_cmp_t *rec = &bld->res->records[ri];
+    rec->name = strdup(crec ? crec->name : brec->name);
+    rec->bench_name = brec && crec ? strdup(brec->name) : NULL;
+    if (!rec->name || (brec && crec && !rec->bench_name))
+        return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
+    rec->step = fp->step < 0 ? 0 : fp->step;
+    rec->rank = fp->rank < 0 ? 0 : fp->rank;
+    rec->order = crec ? crec->order : brec->order;
+    rec->first_tensor = bld->res->n_tensors;
+    const msp_tensor_info_t **bt = NULL, **ct = NULL;
+    if ((rc = cmp_sorted_tensors(brec, &bt)) || (rc = cmp_sorted_tensors(crec, &ct)))
+        goto cleanup;
+    size_t nb = brec ? brec->n_tensors : 0, nc = crec ? crec->n_tensors : 0, i = 0, j = 0;
+    while (!rc && (i < nb || j < nc)) {
+        int o = i == nb ? 1 : (j == nc ? -1 : cmp_role_cmp(bt[i]->role, ct[j]->role));
+        if (o < 0) {
+            rc = cmp_tensor_row(cx, bld, crec, NULL, brec, bt[i++], stats_file);
+        } else if (o > 0) {
+            rc = cmp_tensor_row(cx, bld, crec, ct[j++], brec, NULL, stats_file);
+        } else {
+            rc = cmp_tensor_row(cx, bld, crec, ct[j++], brec, bt[i++], stats_file);
+        }
+    }
+    bld->res->records[ri].n_tensors = bld->res->n_tensors - bld->res->records[ri].first_tensor;
+cleanup:
+    free(bt);
+    free(ct);
+    return rc;
+}
+
+static void cmp_finish_jobs(cmp_ctx_t *cx, msp_compare_result_t *res)
+{
+    for (size_t j = 0; j < cx->n_jobs; j++) {
+        cmp_job_t *job = &cx->jobs[j];
+        msp_tensor_cmp_t *t = &res->tensors[job->row];
+        msp_metrics_t m;
+        int scalar = job->numel == 1;
+        cmp_acc_finish(&job->acc, scalar, &m);
+        t->cosine = m.cosine;
+        t->euc_dist = m.euc_dist;
+        t->max_abs_err = m.max_abs_err;
+        t->max_rel_err = m.max_rel_err;
+        t->one_thousandth_ratio = m.one_thousandth_ratio;
+        t->five_thousandths_ratio = m.five_thousandths_ratio;
+        t->npu_max = m.n_max;
+        t->npu_min = m.n_min;
+        t->npu_mean = m.n_mean;
+        t->npu_norm = m.n_norm;
+        t->bench_max = m.b_max;
+        t->bench_min = m.b_min;
+        t->bench_mean = m.b_mean;
+        t->bench_norm = m.b_norm;
+        cmp_fill_diffs(t, NULL);
+        t->agree = m.agree;
+        t->bytes = (uint64_t)job->nt->nbytes + (uint64_t)job->bt->nbytes;
+        if (job->numel == 0)
+            t->verdict = MSP_VERDICT_YES; /* nothing to disagree about */
+        else
+            cmp_tensor_verdict(t, cx->o, scalar);
+        if (m.message)
+            cmp_set_message(t, m.message);
+    }
+}
+
+static msp_err cmp_file_pair(cmp_ctx_t *cx, cmp_build_t *bld, const cmp_file_pair_t *fp,
+                             const cmp_mapping_t *map)
+{
+    msp_err rc = MSP_OK;
+    cmp_pair_t *pairs = NULL;
+    cmp_rec_ref_t *refs = NULL;
+    size_t np = 0;
+    cx->bf = cx->cf = NULL;
+    cx->bfd = cx->cfd = -1;
+    cx->n_jobs = 0;
+    if ((rc = msp_dump_open(fp->bench, &cx->bf)) || (rc = msp_dump_open(fp->cmp, &cx->cf)))
+        goto cleanup;
+    cx->bfd = open(fp->bench, O_RDONLY | O_CLOEXEC);
+    cx->cfd = open(fp->cmp, O_RDONLY | O_CLOEXEC);
+    if (cx->bfd < 0 || cx->cfd < 0) {
+        rc = msp_fail(MSP_ERR_IO, "cannot open %s: %s", cx->bfd < 0 ? fp->bench : fp->cmp,
+                      strerror(errno));
+        goto cleanup;
+    }
+    int stats_file = !strcmp(cx->bf->task, "statistics") || !strcmp(cx->cf->task, "statistics");
+    if (stats_file)
+        bld->res->stats_mode = 1;
+    if ((rc = cmp_match_records(cx->bf, cx->cf, cx->o, map, &pairs, &np)))
+        goto cleanup;
+    refs = calloc(np + 1, sizeof *refs);
+    if (!refs) {
+        rc = msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
+        goto cleanup;
+    }
+    for (size_t i = 0; i < np; i++) {
+        const msp_record_info_t *r =
+            pairs[i].c >= 0 ? &cx->cf->records[pairs[i].c] : &cx->bf->records[pairs[i].b];
+        refs[i] = (cmp_rec_ref_t){pairs[i].b, pairs[i].c, r->order, r->name};
+    }
+    qsort(refs, np, sizeof *refs, cmp_rec_ref_order);
+    for (size_t i = 0; i < np && !rc; i++)
+        rc = cmp_record_rows(cx, bld, fp, refs[i].b >= 0 ? &cx->bf->records[refs[i].b] : NULL,
+                             refs[i].c >= 0 ? &cx->cf->records[refs[i].c] : NULL, stats_file);
+    if (rc)
+        goto cleanup;
+    if ((rc = cmp_run_pread_jobs(cx, &bld->res->bytes_compared)))
+        goto cleanup;
+    if ((rc = cmp_run_buffered_jobs(cx, &bld->res->bytes_compared)))
+        goto cleanup;
+    cmp_finish_jobs(cx, bld->res);
+cleanup:
+    if (cx->bfd >= 0)
+        close(cx->bfd);
+    if (cx->cfd >= 0)
+        close(cx->cfd);
+    msp_dump_close(cx->bf);
+    msp_dump_close(cx->cf);
+    cx->bf = cx->cf = NULL;
+    free(pairs);
+    free(refs);
+    return rc;
+}
+
+msp_err msp_compare_run(const char *bench, const char *cmp, const msp_compare_opts_t *opts,
+                        msp_compare_result_t **out)
+{
+    msp_compare_opts_t defaults;
+    cmp_file_pair_t *fps = NULL;
+    size_t nfp = 0;
+    cmp_mapping_t map = {0};
+    cmp_ctx_t cx = {0};
+    cmp_build_t bld = {0};
+    msp_err rc = MSP_OK;
+    if (!out)
+        return msp_fail(MSP_ERR_USAGE, "msp_compare_run: out is NULL");
+    *out = NULL;
+    if (!bench || !cmp)
+        return msp_fail(MSP_ERR_USAGE, "compare: both a bench (-b) and a compare (-c) path are needed");
+    if (!opts) {
+        msp_compare_opts_default(&defaults);
+        opts = &defaults;
+    }
+    bld.res = calloc(1, sizeof *bld.res);
+    if (!bld.res)
+        return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
+    bld.res->root_record = -1;
+    bld.res->root_tensor = -1;
+    if ((rc = cmp_resolve_inputs(bench, cmp, &fps, &nfp, &bld.res->unpaired,
+                                 &bld.res->n_unpaired)))
+        goto cleanup;
+    if (opts->mapping_path && (rc = cmp_mapping_load(opts->mapping_path, &map)))
+        goto cleanup;
+    cx.o = opts;
+    cx.chunk = opts->chunk_bytes ? opts->chunk_bytes : CMP_DEFAULT_CHUNK;
+    if (cx.chunk < 64 * 1024)
+        cx.chunk = 64 * 1024;
+    cx.chunk = (cx.chunk + 63) & ~(size_t)63;
+    cx.nthreads = opts->threads > 0 ? opts->threads : omp_get_max_threads();
+    if (cx.nthreads < 1)
+        cx.nthreads = 1;
+    cx.bufs = aligned_alloc(64, (size_t)cx.nthreads * 2 * cx.chunk);
+    cx.items = calloc(CMP_WINDOW_UNITS, sizeof *cx.items);
+    if (!cx.bufs || !cx.items) {
+        rc = msp_fail(MSP_ERR_NOMEM, "compare: out of memory for read buffers");
+        goto cleanup;
+    }
+    for (size_t i = 0; i < nfp && !rc; i++)
+        rc = cmp_file_pair(&cx, &bld, &fps[i], map.n ? &map : NULL);
+    if (rc)
+        goto cleanup;
+    msp_compare_result_t *res = bld.res;
+    res->n_pairs = nfp;
+    for (size_t r = 0; r < res->n_records; r++) {
+        msp_record_cmp_t *rec = &res->records[r];
+        cmp_record_finish(rec, res->tensors);
+        if (rec->verdict != MSP_VERDICT_YES)
+            res->n_failed++;
+        if (rec->cause == MSP_CAUSE_INTRODUCED && res->root_record < 0) {
+            res->root_record = (long)r;
+            rec->is_root_cause = 1;
+            for (size_t k = 0; k < rec->n_tensors; k++) {
+                const msp_tensor_cmp_t *t = &res->tensors[rec->first_tensor + k];
+                if (t->is_output && t->agree == 0) {
+                    res->root_tensor = (long)(rec->first_tensor + k);
+                    break;
+                }
+            }
+        }
+    }
+cleanup:
+    cmp_mapping_free(&map);
+    cmp_file_pairs_free(fps, nfp);
+    free(cx.bufs);
+    free(cx.items);
+    free(cx.jobs);
+    if (rc) {
+        msp_compare_result_free(bld.res);
+        return rc;
+    }
+    *out = bld.res;
+    return MSP_OK;
+}

@@ -1,0 +1,177 @@
+"""Helpers for the compare tests: write msprobe dump files with h5py alone
+(following msprobe-dump(5) / format.h, independent of our writer), run the
+cmp_dump_metrics driver, and reference metrics computed with numpy."""
+import json
+import os
+import subprocess
+import zlib
+
+import h5py
+import numpy as np
+
+DRIVER = os.environ.get("CMP_DUMP_METRICS")
+if not DRIVER:
+    DRIVER = os.path.join(os.environ.get("MSPROBE_BUILD_DIR", "build"),
+                          "tests", "compare", "cmp_dump_metrics")
+
+TORCH_NAME = {"float32": "torch.float32", "float16": "torch.float16", "bfloat16": "torch.bfloat16",
+              "float64": "torch.float64", "int32": "torch.int32", "int64": "torch.int64",
+              "int8": "torch.int8", "uint8": "torch.uint8", "bool": "torch.bool",
+              "int16": "torch.int16"}
+
+
+class BF16:
+    """A bfloat16 tensor: bits (uint16 array) plus its exact float64 values."""
+
+    def __init__(self, values):
+        f = np.ascontiguousarray(np.asarray(values, dtype=np.float32))
+        u = f.view(np.uint32).astype(np.uint64)
+        # round to nearest even on the 16 dropped bits; NaN stays NaN
+        rounded = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+        nan = np.isnan(f)
+        rounded[nan] = 0x7FC0
+        self.bits = rounded.reshape(f.shape)
+        self.shape = f.shape
+
+    def values(self):
+        return (self.bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+def bf16_type():
+    tid = h5py.h5t.IEEE_F32LE.copy()
+    tid.set_fields(15, 7, 8, 0, 7)
+    tid.set_size(2)
+    tid.set_precision(16)
+    tid.set_ebias(127)
+    return tid
+
+
+def as_f64(t):
+    """Exact float64 values of a test tensor (ndarray or BF16)."""
+    if isinstance(t, BF16):
+        return t.values()
+    return np.asarray(t).astype(np.float64)
+
+
+def dtype_key(t):
+    if isinstance(t, BF16):
+        return "bfloat16"
+    return np.asarray(t).dtype.name
+
+
+def torch_stats(t):
+    v = as_f64(t).ravel()
+    if v.size == 0:
+        return dict(max=np.nan, min=np.nan, mean=np.nan, norm=0.0, nan=0, inf=0)
+    with np.errstate(all="ignore"):
+        return dict(max=float(np.max(v)), min=float(np.min(v)), mean=float(np.mean(v)),
+                    norm=float(np.sqrt(np.sum(v * v))), nan=int(np.isnan(v).sum()),
+                    inf=int(np.isinf(v).sum()))
+
+
+class Stats:
+    """A statistics-only tensor (null dataspace)."""
+
+    def __init__(self, dtype, shape, mx, mn, mean, norm):
+        self.dtype, self.shape = dtype, tuple(shape)
+        self.stats = dict(max=mx, min=mn, mean=mean, norm=norm, nan=0, inf=0)
+
+
+def _write_tensor(g, role, t):
+    if isinstance(t, Stats):
+        ds = g.create_dataset(role, data=h5py.Empty("f"))
+        dt_name, shape, st = t.dtype, t.shape, t.stats
+        raw = b""
+    elif isinstance(t, BF16):
+        tid = bf16_type()
+        space = h5py.h5s.create_simple(t.shape) if t.shape else h5py.h5s.create(h5py.h5s.SCALAR)
+        did = h5py.h5d.create(g.id, role.encode(), tid, space)
+        did.write(h5py.h5s.ALL, h5py.h5s.ALL, np.ascontiguousarray(t.bits), mtype=tid)
+        ds = g[role]
+        dt_name, shape, st = "bfloat16", t.shape, torch_stats(t)
+        raw = t.bits.tobytes()
+    else:
+        a = np.ascontiguousarray(t)
+        if a.dtype == np.bool_:
+            ds = g.create_dataset(role, data=a.view(np.uint8))
+        else:
+            ds = g.create_dataset(role, data=a)
+        dt_name, shape, st = a.dtype.name, a.shape, torch_stats(a)
+        raw = a.tobytes()
+    ds.attrs["dtype"] = TORCH_NAME[dt_name]
+    ds.attrs["shape"] = np.array(shape, dtype=np.int64)
+    for k in ("max", "min", "mean", "norm"):
+        ds.attrs[k] = np.float64(st[k])
+    ds.attrs["nan_count"] = np.int64(st["nan"])
+    ds.attrs["inf_count"] = np.int64(st["inf"])
+    ds.attrs["crc32"] = np.uint32(zlib.crc32(raw))
+    ds.attrs["device"] = "cpu"
+    ds.attrs["requires_grad"] = np.int8(0)
+
+
+def write_dump(path, records, task="tensor", step=0, rank=0):
+    """records: list of (name, {role: tensor}) in execution order."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with h5py.File(path, "w") as f:
+        f.attrs["format"] = "msprobe-dump"
+        f.attrs["format_version"] = np.int64(1)
+        f.attrs["framework"] = "pytorch"
+        f.attrs["framework_version"] = "1.13.1"
+        f.attrs["task"] = task
+        f.attrs["dump_mode"] = "mix"
+        f.attrs["step"] = np.int64(step)
+        f.attrs["rank"] = np.int64(rank)
+        f.attrs["world_size"] = np.int64(1)
+        for order, (name, tensors) in enumerate(records):
+            g = f.create_group(name)
+            g.attrs["order"] = np.int64(order)
+            for role, t in tensors.items():
+                _write_tensor(g, role, t)
+
+
+def run_driver(bench, cmp, *args, expect_ok=True):
+    p = subprocess.run([DRIVER, *map(str, args), str(bench), str(cmp)], capture_output=True,
+                       text=True)
+    lines = [json.loads(x) for x in p.stdout.splitlines() if x.strip()]
+    if expect_ok:
+        if p.returncode != 0:
+            raise AssertionError(f"driver failed ({p.returncode}): {p.stdout} {p.stderr}")
+        return [x for x in lines if "summary" not in x], lines[-1], p.stderr
+    return p.returncode, lines, p.stderr
+
+
+def ref_metrics(n, b):
+    """msprobe's metrics in float64 with numpy (NaN/Inf already equal-placed or absent)."""
+    n = as_f64(n).ravel().copy()
+    b = as_f64(b).ravel().copy()
+    bad = ~np.isfinite(n) | ~np.isfinite(b)
+    n[bad] = 0
+    b[bad] = 0
+    d = np.abs(n - b)
+    nb, bb = n.copy(), b.copy()
+    z = bb == 0
+    nb[z] += np.finfo(np.float64).eps
+    bb[z] += np.finfo(np.float64).eps
+    rel = np.abs((nb - bb) / bb)
+    nn, bn = np.linalg.norm(n), np.linalg.norm(b)
+    eps = np.finfo(np.float64).eps
+    if nn <= eps and bn <= eps:
+        cos = 1.0
+    elif nn <= eps or bn <= eps:
+        cos = None
+    else:
+        cos = float(np.dot(n, b) / (nn * bn))
+    return dict(cosine=cos, euc_dist=float(np.linalg.norm(n - b)), max_abs_err=float(d.max()),
+                max_rel_err=float(rel.max()), one_thousandth_ratio=float((rel < 0.001).mean()),
+                five_thousandths_ratio=float((rel < 0.005).mean()))
+
+
+def allclose(n, b, rtol, atol):
+    n, b = as_f64(n).ravel(), as_f64(b).ravel()
+    fin = np.isfinite(n) & np.isfinite(b)
+    if not np.array_equal(np.isnan(n), np.isnan(b)):
+        return False
+    inf = np.isinf(n) | np.isinf(b)
+    if not np.array_equal(n[inf], b[inf]):
+        return False
+    return bool(np.all(np.abs(n[fin] - b[fin]) <= atol + rtol * np.abs(b[fin])))
