@@ -1,0 +1,193 @@
+/* result.csv: the details sheet as RFC 4180 text (CRLF line ends, fields with
+ * a comma, quote or line break quoted, quotes doubled), for tools that cannot
+ * read xlsx. Streamed to a temp file in the output directory, then renamed, so
+ * a reader never sees half a report and memory stays flat. */
+#include "msprobe/compare.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *const msp_csv_cols_tensor[] = {
+    "NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape",
+    "Bench Tensor Shape", "Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr",
+    "One Thousandth Err Ratio", "Five Thousandths Err Ratio", "NPU max", "NPU min",
+    "NPU mean", "NPU l2norm", "Bench max", "Bench min", "Bench mean", "Bench l2norm",
+    "Accuracy Reached or Not", "Err_message", "Error Origin", "Step", "Rank",
+};
+static const char *const msp_csv_cols_stats[] = {
+    "NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape",
+    "Bench Tensor Shape", "Max diff", "Min diff", "Mean diff", "L2norm diff",
+    "MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr", "NPU max",
+    "NPU min", "NPU mean", "NPU l2norm", "Bench max", "Bench min", "Bench mean",
+    "Bench l2norm", "Accuracy Reached or Not", "Err_message", "Error Origin", "Step", "Rank",
+};
+
+#define MSP_CSV_NCOLS(a) (sizeof(a) / sizeof((a)[0]))
+
+static void msp_csv_field(FILE *f, const char *s, int first)
+{
+    if (!first)
+        fputc(',', f);
+    if (!s)
+        return;
+    if (strpbrk(s, ",\"\r\n") == NULL) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+/* Shortest text that reads back as the same double; NaN "N/A", Inf "inf". */
+static void msp_csv_num(FILE *f, double v)
+{
+    fputc(',', f);
+    if (isnan(v)) {
+        fputs("N/A", f);
+        return;
+    }
+    if (isinf(v)) {
+        fputs(v > 0 ? "inf" : "-inf", f);
+        return;
+    }
+    char buf[40];
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, v);
+        double back = strtod(buf, NULL);
+        if (!(back < v) && !(back > v)) /* exact round trip, without -Wfloat-equal */
+            break;
+    }
+    fputs(buf, f);
+}
+
+static const char *msp_csv_verdict(msp_verdict_t v)
+{
+    return v == MSP_VERDICT_YES ? "Yes" : v == MSP_VERDICT_WARNING ? "Warning" : "No";
+}
+
+static const char *msp_csv_cause(msp_cause_t c)
+{
+    return c == MSP_CAUSE_INTRODUCED ? "introduced" : c == MSP_CAUSE_INHERITED ? "inherited" : "";
+}
+
+static void msp_csv_row(FILE *f, int stats, const msp_tensor_cmp_t *t, const msp_record_cmp_t *rec)
+{
+    int has_npu = t->npu_name != NULL, has_bench = t->bench_name != NULL;
+    msp_csv_field(f, has_npu ? t->npu_name : "N/A", 1);
+    msp_csv_field(f, has_bench ? t->bench_name : "N/A", 0);
+    msp_csv_field(f, has_npu || *t->npu_dtype ? t->npu_dtype : "N/A", 0);
+    msp_csv_field(f, has_bench || *t->bench_dtype ? t->bench_dtype : "N/A", 0);
+    msp_csv_field(f, has_npu || *t->npu_shape ? t->npu_shape : "N/A", 0);
+    msp_csv_field(f, has_bench || *t->bench_shape ? t->bench_shape : "N/A", 0);
+    if (stats) {
+        const double v[] = {t->max_diff, t->min_diff, t->mean_diff, t->norm_diff,
+                            t->max_rel_diff, t->min_rel_diff, t->mean_rel_diff,
+                            t->norm_rel_diff};
+        for (size_t i = 0; i < MSP_CSV_NCOLS(v); i++)
+            msp_csv_num(f, v[i]);
+    } else {
+        const double v[] = {t->cosine, t->euc_dist, t->max_abs_err, t->max_rel_err,
+                            t->one_thousandth_ratio, t->five_thousandths_ratio};
+        for (size_t i = 0; i < MSP_CSV_NCOLS(v); i++)
+            msp_csv_num(f, v[i]);
+    }
+    const double side[] = {t->npu_max, t->npu_min, t->npu_mean, t->npu_norm,
+                           t->bench_max, t->bench_min, t->bench_mean, t->bench_norm};
+    for (size_t i = 0; i < MSP_CSV_NCOLS(side); i++)
+        msp_csv_num(f, side[i]);
+    msp_csv_field(f, msp_csv_verdict(t->verdict), 0);
+    msp_csv_field(f, t->err_message, 0);
+    if (rec) {
+        msp_csv_field(f, msp_csv_cause(rec->cause), 0);
+        fprintf(f, ",%lld,%lld", (long long)rec->step, (long long)rec->rank);
+    } else {
+        fputs(",,,", f);
+    }
+    fputs("\r\n", f);
+}
+
+msp_err msp_report_write_csv(const msp_compare_result_t *res, const char *out_dir)
+{
+    if (!res || !out_dir)
+        return msp_fail(MSP_ERR_USAGE, "report: no result or no output directory");
+    msp_err rc = msp_mkdirs(out_dir);
+    if (rc != MSP_OK)
+        return rc;
+    for (size_t i = 0; i < res->n_records; i++) {
+        const msp_record_cmp_t *rec = &res->records[i];
+        if (rec->first_tensor > res->n_tensors ||
+            rec->n_tensors > res->n_tensors - rec->first_tensor)
+            return msp_fail(MSP_ERR_INTERNAL, "report: record %s claims tensors %zu..%zu of %zu",
+                            rec->name ? rec->name : "?", rec->first_tensor,
+                            rec->first_tensor + rec->n_tensors, res->n_tensors);
+    }
+
+    FILE *f = NULL;
+    unsigned char *claimed = NULL;
+    char *path = msp_asprintf("%s/result.csv", out_dir);
+    char *tmp = msp_asprintf("%s/.result.csv.tmp.%ld", out_dir, (long)getpid());
+    if (!path || !tmp) {
+        rc = msp_fail(MSP_ERR_NOMEM, "out of memory writing the report in %s", out_dir);
+        goto cleanup;
+    }
+    claimed = calloc(res->n_tensors ? res->n_tensors : 1, 1);
+    if (!claimed) {
+        rc = msp_fail(MSP_ERR_NOMEM, "out of memory writing %s", path);
+        goto cleanup;
+    }
+    f = fopen(tmp, "w");
+    if (!f) {
+        rc = msp_fail(MSP_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
+        goto cleanup;
+    }
+    setvbuf(f, NULL, _IOFBF, 1 << 16);
+
+    int stats = res->stats_mode != 0;
+    const char *const *cols = stats ? msp_csv_cols_stats : msp_csv_cols_tensor;
+    size_t ncols = stats ? MSP_CSV_NCOLS(msp_csv_cols_stats) : MSP_CSV_NCOLS(msp_csv_cols_tensor);
+    for (size_t c = 0; c < ncols; c++)
+        msp_csv_field(f, cols[c], c == 0);
+    fputs("\r\n", f);
+    /* Same row order as the details sheet: records in execution order, then
+     * any tensor no record claims. */
+    for (size_t i = 0; i < res->n_records; i++) {
+        const msp_record_cmp_t *rec = &res->records[i];
+        for (size_t k = 0; k < rec->n_tensors; k++) {
+            claimed[rec->first_tensor + k] = 1;
+            msp_csv_row(f, stats, &res->tensors[rec->first_tensor + k], rec);
+        }
+    }
+    for (size_t t = 0; t < res->n_tensors; t++)
+        if (!claimed[t])
+            msp_csv_row(f, stats, &res->tensors[t], NULL);
+
+    int werr = ferror(f);
+    int cerr = fclose(f);
+    f = NULL;
+    if (werr || cerr != 0) {
+        rc = msp_fail(MSP_ERR_IO, "cannot write %s: %s", tmp, strerror(errno ? errno : EIO));
+        goto cleanup;
+    }
+    if (rename(tmp, path) != 0) {
+        rc = msp_fail(MSP_ERR_IO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+        goto cleanup;
+    }
+
+cleanup:
+    if (f)
+        fclose(f);
+    if (rc != MSP_OK && tmp)
+        unlink(tmp);
+    free(claimed);
+    free(tmp);
+    free(path);
+    return rc;
+}

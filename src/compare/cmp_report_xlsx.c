@@ -1,0 +1,492 @@
+/* result.xlsx: sheet "summary" (one row per record) and sheet "details" (one
+ * row per tensor, msprobe's column names), written with libxlsxwriter in
+ * constant_memory mode so a dump of millions of tensors costs one row of memory.
+ *
+ * constant_memory flushes a row as soon as the next one starts, so every sheet
+ * is written strictly top to bottom: the summary's links are computed up front
+ * from the details layout instead of being patched in afterwards.
+ *
+ * Colours (documented in msprobe-compare(1)): red rows use Excel's "Bad" fill
+ * 0xFFC7CE, yellow rows its "Neutral" fill 0xFFEB9C; msprobe paints the same
+ * rules in pure red/yellow, which hides the text on most screens.
+ */
+#include "msprobe/compare.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xlsxwriter.h>
+
+#define MSP_XLSX_RED_FILL 0xFFC7CE
+#define MSP_XLSX_YELLOW_FILL 0xFFEB9C
+#define MSP_XLSX_LINK_COLOR 0x0563C1
+/* Excel's limits: rows per sheet (one is the header), characters per cell,
+ * hyperlink records per sheet (past it a HYPERLINK() formula does the job). */
+#define MSP_XLSX_DATA_ROWS ((size_t)LXW_ROW_MAX - 1)
+#define MSP_XLSX_MAX_STR 32767
+#define MSP_XLSX_MAX_URLS 65530
+
+static const char *const msp_details_cols_tensor[] = {
+    "NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape",
+    "Bench Tensor Shape", "Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr",
+    "One Thousandth Err Ratio", "Five Thousandths Err Ratio", "NPU max", "NPU min",
+    "NPU mean", "NPU l2norm", "Bench max", "Bench min", "Bench mean", "Bench l2norm",
+    "Accuracy Reached or Not", "Err_message", "Error Origin", "Step", "Rank",
+};
+static const double msp_details_width_tensor[] = {
+    44, 44, 16, 16, 18, 18, 12, 12, 12, 14, 14, 14, 12, 12, 12, 12, 12, 12, 12, 12,
+    12, 36, 12, 7, 7,
+};
+static const char *const msp_details_cols_stats[] = {
+    "NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape",
+    "Bench Tensor Shape", "Max diff", "Min diff", "Mean diff", "L2norm diff",
+    "MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr", "NPU max",
+    "NPU min", "NPU mean", "NPU l2norm", "Bench max", "Bench min", "Bench mean",
+    "Bench l2norm", "Accuracy Reached or Not", "Err_message", "Error Origin", "Step", "Rank",
+};
+static const double msp_details_width_stats[] = {
+    44, 44, 16, 16, 18, 18, 12, 12, 12, 12, 14, 14, 14, 14, 12, 12, 12, 12, 12, 12, 12, 12,
+    12, 36, 12, 7, 7,
+};
+static const char *const msp_summary_cols[] = {
+    "Step", "Rank", "Name", "Bench Name", "Order", "Worst Output Cosine",
+    "Worst Output MaxAbsErr", "Accuracy Reached or Not", "Error Origin", "Root Cause",
+    "Details",
+};
+static const double msp_summary_width[] = {7, 7, 48, 48, 8, 14, 14, 12, 12, 12, 16};
+
+#define MSP_NCOLS(a) (sizeof(a) / sizeof((a)[0]))
+
+typedef struct msp_xlsx {
+    lxw_workbook *wb;
+    /* [highlight][bold]: plain cells and link cells */
+    lxw_format *cell[3][2];
+    lxw_format *link[3][2];
+    lxw_format *header;
+    lxw_error err;          /* first libxlsxwriter error, with where it happened */
+    char err_sheet[32];
+    size_t err_row;
+} msp_xlsx_t;
+
+/* ---- helpers shared with the CSV writer's conventions ---------------- */
+
+static const char *msp_verdict_text(msp_verdict_t v)
+{
+    switch (v) {
+    case MSP_VERDICT_YES:
+        return "Yes";
+    case MSP_VERDICT_NO:
+        return "No";
+    case MSP_VERDICT_WARNING:
+        return "Warning";
+    }
+    return "No";
+}
+
+static const char *msp_cause_text(msp_cause_t c)
+{
+    switch (c) {
+    case MSP_CAUSE_INTRODUCED:
+        return "introduced";
+    case MSP_CAUSE_INHERITED:
+        return "inherited";
+    case MSP_CAUSE_NONE:
+        break;
+    }
+    return "";
+}
+
+static void msp_xlsx_note(msp_xlsx_t *x, lxw_error e, const char *sheet, size_t row)
+{
+    if (e != LXW_NO_ERROR && x->err == LXW_NO_ERROR) {
+        x->err = e;
+        snprintf(x->err_sheet, sizeof x->err_sheet, "%s", sheet);
+        x->err_row = row;
+    }
+}
+
+static void msp_put_str(msp_xlsx_t *x, lxw_worksheet *ws, const char *sheet, lxw_row_t r,
+                        lxw_col_t c, const char *s, lxw_format *f)
+{
+    if (!s)
+        s = "";
+    /* Excel refuses longer cells and libxlsxwriter would print a warning. */
+    char *cut = NULL;
+    if (strlen(s) > MSP_XLSX_MAX_STR) {
+        cut = strndup(s, MSP_XLSX_MAX_STR);
+        if (!cut) {
+            msp_xlsx_note(x, LXW_ERROR_MEMORY_MALLOC_FAILED, sheet, r);
+            return;
+        }
+        s = cut;
+    }
+    /* An empty string with a format still paints the fill of a highlighted row. */
+    if (*s)
+        msp_xlsx_note(x, worksheet_write_string(ws, r, c, s, f), sheet, r);
+    else if (f)
+        msp_xlsx_note(x, worksheet_write_blank(ws, r, c, f), sheet, r);
+    free(cut);
+}
+
+/* Numbers stay numbers; NaN becomes "N/A" and infinities "inf"/"-inf" text,
+ * since the XML has no spelling for them. */
+static void msp_put_num(msp_xlsx_t *x, lxw_worksheet *ws, const char *sheet, lxw_row_t r,
+                        lxw_col_t c, double v, lxw_format *f)
+{
+    if (isnan(v))
+        msp_put_str(x, ws, sheet, r, c, "N/A", f);
+    else if (isinf(v))
+        msp_put_str(x, ws, sheet, r, c, v > 0 ? "inf" : "-inf", f);
+    else
+        msp_xlsx_note(x, worksheet_write_number(ws, r, c, v, f), sheet, r);
+}
+
+static lxw_format *msp_fmt(msp_xlsx_t *x, msp_highlight_t hl, int bold)
+{
+    unsigned h = (unsigned)hl <= MSP_HL_RED ? (unsigned)hl : MSP_HL_NONE;
+    return x->cell[h][bold ? 1 : 0];
+}
+
+static void msp_xlsx_formats(msp_xlsx_t *x)
+{
+    for (int h = 0; h < 3; h++) {
+        for (int b = 0; b < 2; b++) {
+            for (int l = 0; l < 2; l++) {
+                lxw_format *f = workbook_add_format(x->wb);
+                if (!f)
+                    continue; /* libxlsxwriter then writes the cell unformatted */
+                if (h != MSP_HL_NONE) {
+                    format_set_pattern(f, LXW_PATTERN_SOLID);
+                    format_set_bg_color(f, h == MSP_HL_RED ? MSP_XLSX_RED_FILL
+                                                           : MSP_XLSX_YELLOW_FILL);
+                }
+                if (b)
+                    format_set_bold(f);
+                if (l) {
+                    format_set_underline(f, LXW_UNDERLINE_SINGLE);
+                    format_set_font_color(f, MSP_XLSX_LINK_COLOR);
+                    x->link[h][b] = f;
+                } else {
+                    x->cell[h][b] = f;
+                }
+            }
+        }
+    }
+    /* Unhighlighted, not bold: no format at all keeps the file small. */
+    x->cell[MSP_HL_NONE][0] = NULL;
+    x->header = workbook_add_format(x->wb);
+    if (x->header) {
+        format_set_bold(x->header);
+        format_set_text_wrap(x->header);
+        format_set_align(x->header, LXW_ALIGN_VERTICAL_TOP);
+    }
+}
+
+/* "details", "details_2", ... : a sheet holds at most LXW_ROW_MAX rows. */
+static void msp_sheet_name(char *buf, size_t n, const char *base, size_t index)
+{
+    if (index == 0)
+        snprintf(buf, n, "%s", base);
+    else
+        snprintf(buf, n, "%s_%zu", base, index + 1);
+}
+
+static lxw_worksheet *msp_add_sheet(msp_xlsx_t *x, const char *name, const char *const *cols,
+                                    const double *widths, size_t ncols, size_t nrows)
+{
+    lxw_worksheet *ws = workbook_add_worksheet(x->wb, name);
+    if (!ws) {
+        msp_xlsx_note(x, LXW_ERROR_MEMORY_MALLOC_FAILED, name, 0);
+        return NULL;
+    }
+    for (size_t c = 0; c < ncols; c++)
+        msp_xlsx_note(x, worksheet_set_column(ws, (lxw_col_t)c, (lxw_col_t)c, widths[c], NULL),
+                      name, 0);
+    for (size_t c = 0; c < ncols; c++)
+        msp_put_str(x, ws, name, 0, (lxw_col_t)c, cols[c], x->header);
+    worksheet_freeze_panes(ws, 1, 0);
+    msp_xlsx_note(x, worksheet_autofilter(ws, 0, 0, (lxw_row_t)nrows, (lxw_col_t)(ncols - 1)),
+                  name, 0);
+    return ws;
+}
+
+/* ---- details --------------------------------------------------------- */
+
+typedef struct msp_row_ctx {
+    const msp_record_cmp_t *rec; /* NULL for a tensor no record claims */
+    int bold;
+} msp_row_ctx_t;
+
+static void msp_details_row(msp_xlsx_t *x, lxw_worksheet *ws, const char *sheet, lxw_row_t r,
+                            int stats, const msp_tensor_cmp_t *t, const msp_row_ctx_t *ctx)
+{
+    lxw_format *f = msp_fmt(x, t->highlight, ctx->bold);
+    lxw_col_t c = 0;
+    int has_npu = t->npu_name != NULL, has_bench = t->bench_name != NULL;
+    /* A side the tensor is missing on reads "N/A", as in msprobe. */
+    msp_put_str(x, ws, sheet, r, c++, has_npu ? t->npu_name : "N/A", f);
+    msp_put_str(x, ws, sheet, r, c++, has_bench ? t->bench_name : "N/A", f);
+    msp_put_str(x, ws, sheet, r, c++, has_npu || *t->npu_dtype ? t->npu_dtype : "N/A", f);
+    msp_put_str(x, ws, sheet, r, c++, has_bench || *t->bench_dtype ? t->bench_dtype : "N/A", f);
+    msp_put_str(x, ws, sheet, r, c++, has_npu || *t->npu_shape ? t->npu_shape : "N/A", f);
+    msp_put_str(x, ws, sheet, r, c++, has_bench || *t->bench_shape ? t->bench_shape : "N/A", f);
+    if (stats) {
+        const double v[] = {t->max_diff, t->min_diff, t->mean_diff, t->norm_diff,
+                            t->max_rel_diff, t->min_rel_diff, t->mean_rel_diff,
+                            t->norm_rel_diff};
+        for (size_t i = 0; i < MSP_NCOLS(v); i++)
+            msp_put_num(x, ws, sheet, r, c++, v[i], f);
+    } else {
+        const double v[] = {t->cosine, t->euc_dist, t->max_abs_err, t->max_rel_err,
+                            t->one_thousandth_ratio, t->five_thousandths_ratio};
+        for (size_t i = 0; i < MSP_NCOLS(v); i++)
+            msp_put_num(x, ws, sheet, r, c++, v[i], f);
+    }
+    const double side[] = {t->npu_max, t->npu_min, t->npu_mean, t->npu_norm,
+                           t->bench_max, t->bench_min, t->bench_mean, t->bench_norm};
+    for (size_t i = 0; i < MSP_NCOLS(side); i++)
+        msp_put_num(x, ws, sheet, r, c++, side[i], f);
+    msp_put_str(x, ws, sheet, r, c++, msp_verdict_text(t->verdict), f);
+    msp_put_str(x, ws, sheet, r, c++, t->err_message, f);
+    if (ctx->rec) {
+        msp_put_str(x, ws, sheet, r, c++, msp_cause_text(ctx->rec->cause), f);
+        msp_put_num(x, ws, sheet, r, c++, (double)ctx->rec->step, f);
+        msp_put_num(x, ws, sheet, r, c++, (double)ctx->rec->rank, f);
+    } else {
+        for (int i = 0; i < 3; i++)
+            msp_put_str(x, ws, sheet, r, c++, "", f);
+    }
+}
+
+/* Where a record's first details row lands: sheet index and 1-based row. */
+static void msp_details_pos(size_t seq, size_t *sheet, size_t *row1)
+{
+    *sheet = seq / MSP_XLSX_DATA_ROWS;
+    *row1 = seq % MSP_XLSX_DATA_ROWS + 2; /* +1 header, +1 one-based */
+}
+
+/* Records claim contiguous tensor ranges; a range that lies outside the tensor
+ * array is a bug in the producer, reported rather than read out of bounds. */
+static msp_err msp_check_ranges(const msp_compare_result_t *res)
+{
+    for (size_t i = 0; i < res->n_records; i++) {
+        const msp_record_cmp_t *rec = &res->records[i];
+        if (rec->first_tensor > res->n_tensors ||
+            rec->n_tensors > res->n_tensors - rec->first_tensor)
+            return msp_fail(MSP_ERR_INTERNAL,
+                            "report: record %s claims tensors %zu..%zu of %zu",
+                            rec->name ? rec->name : "?", rec->first_tensor,
+                            rec->first_tensor + rec->n_tensors, res->n_tensors);
+    }
+    return MSP_OK;
+}
+
+static void msp_write_details(msp_xlsx_t *x, const msp_compare_result_t *res,
+                              const unsigned char *claimed)
+{
+    int stats = res->stats_mode != 0;
+    const char *const *cols = stats ? msp_details_cols_stats : msp_details_cols_tensor;
+    const double *widths = stats ? msp_details_width_stats : msp_details_width_tensor;
+    size_t ncols = stats ? MSP_NCOLS(msp_details_cols_stats) : MSP_NCOLS(msp_details_cols_tensor);
+    size_t nsheets = res->n_tensors ? (res->n_tensors - 1) / MSP_XLSX_DATA_ROWS + 1 : 1;
+
+    size_t seq = 0;                 /* details row, over all details sheets */
+    size_t rec_i = 0, t_i = 0;      /* walking records, then unclaimed tensors */
+    size_t unclaimed = 0;           /* next tensor to test for being unclaimed */
+    for (size_t s = 0; s < nsheets && x->err == LXW_NO_ERROR; s++) {
+        char name[32];
+        msp_sheet_name(name, sizeof name, "details", s);
+        size_t rows = res->n_tensors - s * MSP_XLSX_DATA_ROWS;
+        if (rows > MSP_XLSX_DATA_ROWS)
+            rows = MSP_XLSX_DATA_ROWS;
+        if (res->n_tensors == 0)
+            rows = 0;
+        lxw_worksheet *ws = msp_add_sheet(x, name, cols, widths, ncols, rows);
+        if (!ws)
+            return;
+        const char *sheet = name;
+        for (size_t k = 0; k < rows && x->err == LXW_NO_ERROR; k++, seq++) {
+            const msp_tensor_cmp_t *t = NULL;
+            msp_row_ctx_t ctx = {NULL, 0};
+            /* In record order first, each record's tensors in their order... */
+            while (rec_i < res->n_records && t_i >= res->records[rec_i].n_tensors) {
+                rec_i++;
+                t_i = 0;
+            }
+            if (rec_i < res->n_records) {
+                const msp_record_cmp_t *rec = &res->records[rec_i];
+                size_t ti = rec->first_tensor + t_i++;
+                t = &res->tensors[ti];
+                ctx.rec = rec;
+                ctx.bold = rec->is_root_cause &&
+                           (res->root_tensor >= 0 ? (long)ti == res->root_tensor : t_i == 1);
+            } else {
+                /* ...then any tensor no record claims, so no row is lost. */
+                while (unclaimed < res->n_tensors && claimed[unclaimed])
+                    unclaimed++;
+                if (unclaimed >= res->n_tensors)
+                    break; /* overlapping ranges: fewer rows than tensors */
+                t = &res->tensors[unclaimed++];
+            }
+            msp_details_row(x, ws, sheet, (lxw_row_t)(k + 1), stats, t, &ctx);
+        }
+    }
+}
+
+/* ---- summary --------------------------------------------------------- */
+
+static void msp_write_summary(msp_xlsx_t *x, const msp_compare_result_t *res, size_t *first_seq)
+{
+    size_t nsheets = res->n_records ? (res->n_records - 1) / MSP_XLSX_DATA_ROWS + 1 : 1;
+    size_t i = 0;
+    for (size_t s = 0; s < nsheets && x->err == LXW_NO_ERROR; s++) {
+        char name[32];
+        msp_sheet_name(name, sizeof name, "summary", s);
+        size_t rows = res->n_records - s * MSP_XLSX_DATA_ROWS;
+        if (rows > MSP_XLSX_DATA_ROWS)
+            rows = MSP_XLSX_DATA_ROWS;
+        if (res->n_records == 0)
+            rows = 0;
+        lxw_worksheet *ws = msp_add_sheet(x, name, msp_summary_cols, msp_summary_width,
+                                          MSP_NCOLS(msp_summary_cols), rows);
+        if (!ws)
+            return;
+        const char *sheet = name;
+        for (size_t k = 0; k < rows && x->err == LXW_NO_ERROR; k++, i++) {
+            const msp_record_cmp_t *rec = &res->records[i];
+            lxw_row_t r = (lxw_row_t)(k + 1);
+            int bold = rec->is_root_cause != 0;
+            unsigned h = (unsigned)rec->highlight <= MSP_HL_RED ? (unsigned)rec->highlight : 0;
+            lxw_format *f = msp_fmt(x, rec->highlight, bold);
+            lxw_col_t c = 0;
+            msp_put_num(x, ws, sheet, r, c++, (double)rec->step, f);
+            msp_put_num(x, ws, sheet, r, c++, (double)rec->rank, f);
+            msp_put_str(x, ws, sheet, r, c++, rec->name, f);
+            msp_put_str(x, ws, sheet, r, c++, rec->bench_name ? rec->bench_name : "N/A", f);
+            msp_put_num(x, ws, sheet, r, c++, (double)rec->order, f);
+            msp_put_num(x, ws, sheet, r, c++, rec->worst_cosine, f);
+            msp_put_num(x, ws, sheet, r, c++, rec->worst_max_abs, f);
+            msp_put_str(x, ws, sheet, r, c++, msp_verdict_text(rec->verdict), f);
+            msp_put_str(x, ws, sheet, r, c++, msp_cause_text(rec->cause), f);
+            msp_put_str(x, ws, sheet, r, c++, rec->is_root_cause ? "ROOT CAUSE" : "", f);
+            if (rec->n_tensors == 0) {
+                msp_put_str(x, ws, sheet, r, c++, "", f);
+                continue;
+            }
+            size_t dsheet, drow;
+            msp_details_pos(first_seq[i], &dsheet, &drow);
+            char target[32], text[64];
+            msp_sheet_name(target, sizeof target, "details", dsheet);
+            snprintf(text, sizeof text, "%s!A%zu", target, drow);
+            if (k < MSP_XLSX_MAX_URLS) {
+                char url[96];
+                snprintf(url, sizeof url, "internal:%s", text);
+                msp_xlsx_note(x, worksheet_write_url_opt(ws, r, c, url, x->link[h][bold], text,
+                                                         NULL),
+                              sheet, r);
+            } else {
+                /* Excel keeps at most 65530 hyperlinks per sheet; a formula has no cap. */
+                char formula[160];
+                snprintf(formula, sizeof formula, "=HYPERLINK(\"#%s\",\"%s\")", text, text);
+                msp_xlsx_note(x, worksheet_write_formula_str(ws, r, c, formula,
+                                                             x->link[h][bold], text),
+                              sheet, r);
+            }
+        }
+    }
+}
+
+/* ---- entry point ----------------------------------------------------- */
+
+msp_err msp_report_write_xlsx(const msp_compare_result_t *res, const char *out_dir)
+{
+    if (!res || !out_dir)
+        return msp_fail(MSP_ERR_USAGE, "report: no result or no output directory");
+    msp_err rc = msp_mkdirs(out_dir);
+    if (rc != MSP_OK)
+        return rc;
+    rc = msp_check_ranges(res);
+    if (rc != MSP_OK)
+        return rc;
+
+    msp_xlsx_t x = {0};
+    char *path = msp_asprintf("%s/result.xlsx", out_dir);
+    char *tmp = msp_asprintf("%s/.result.xlsx.tmp.%ld", out_dir, (long)getpid());
+    char *tmpdir = strdup(out_dir);
+    size_t *first_seq = NULL;
+    unsigned char *claimed = NULL;
+    int tmp_written = 0;
+    if (!path || !tmp || !tmpdir) {
+        rc = msp_fail(MSP_ERR_NOMEM, "out of memory writing the report in %s", out_dir);
+        goto cleanup;
+    }
+    /* libxlsxwriter only finds out at close that it cannot write, and then
+     * prints to stderr itself; find out first and say it our way. */
+    if (access(out_dir, W_OK | X_OK) != 0) {
+        rc = msp_fail(MSP_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+        goto cleanup;
+    }
+
+    /* Each record's first details row, in the order the details are written. */
+    first_seq = calloc(res->n_records ? res->n_records : 1, sizeof *first_seq);
+    claimed = calloc(res->n_tensors ? res->n_tensors : 1, 1);
+    if (!first_seq || !claimed) {
+        rc = msp_fail(MSP_ERR_NOMEM, "out of memory writing %s", path);
+        goto cleanup;
+    }
+    size_t seq = 0;
+    for (size_t i = 0; i < res->n_records; i++) {
+        first_seq[i] = seq;
+        seq += res->records[i].n_tensors;
+        for (size_t k = 0; k < res->records[i].n_tensors; k++)
+            claimed[res->records[i].first_tensor + k] = 1;
+    }
+
+    lxw_workbook_options opts = {
+        .constant_memory = LXW_TRUE,
+        .tmpdir = tmpdir,
+        /* About 1 KiB of XML per details row: past a million rows the parts
+         * may pass 4 GiB, which needs ZIP64 (older Excel warns about it). */
+        .use_zip64 = res->n_tensors > 1000000 ? LXW_TRUE : LXW_FALSE,
+    };
+    x.wb = workbook_new_opt(tmp, &opts);
+    if (!x.wb) {
+        rc = msp_fail(MSP_ERR_XLSX, "cannot start workbook %s (out of memory?)", tmp);
+        goto cleanup;
+    }
+    msp_xlsx_formats(&x);
+    msp_write_summary(&x, res, first_seq);
+    if (x.err == LXW_NO_ERROR)
+        msp_write_details(&x, res, claimed);
+    if (x.err != LXW_NO_ERROR) {
+        rc = msp_fail(MSP_ERR_XLSX, "cannot write %s: sheet %s row %zu: %s", path, x.err_sheet,
+                      x.err_row + 1, lxw_strerror(x.err));
+        lxw_workbook_free(x.wb);
+        x.wb = NULL;
+        goto cleanup;
+    }
+    tmp_written = 1;
+    lxw_error e = workbook_close(x.wb);
+    x.wb = NULL;
+    if (e != LXW_NO_ERROR) {
+        rc = msp_fail(MSP_ERR_XLSX, "cannot write %s: %s", path, lxw_strerror(e));
+        goto cleanup;
+    }
+    if (rename(tmp, path) != 0) {
+        rc = msp_fail(MSP_ERR_IO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+        goto cleanup;
+    }
+    tmp_written = 0;
+
+cleanup:
+    if (tmp_written && tmp)
+        unlink(tmp);
+    free(first_seq);
+    free(claimed);
+    free(tmpdir);
+    free(tmp);
+    free(path);
+    return rc;
+}
