@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +33,26 @@ struct msp_writer {
 #define MSP_ALIGN_THRESHOLD (64 * 1024)
 #define MSP_ALIGN 4096
 #define MSP_META_BLOCK (64 * 1024)
+
+/* Tensors at least this big get their CRC computed on a helper thread while
+ * this thread computes the other statistics and writes the data: CRC-32 is
+ * the slowest part of the statistics (about 3.5 GB/s with zlib). */
+#ifndef MSP_PARALLEL_CRC_BYTES
+#define MSP_PARALLEL_CRC_BYTES (1024 * 1024)
+#endif
+
+struct msp_crc_job {
+    const void *data;
+    size_t len;
+    uint32_t crc;
+};
+
+static void *msp_crc_main(void *arg)
+{
+    struct msp_crc_job *j = arg;
+    j->crc = msp_crc32(0, j->data, j->len);
+    return NULL;
+}
 
 static void msp_row_free(struct msp_index_row *r)
 {
@@ -289,10 +310,20 @@ msp_err msp_writer_add_tensor(msp_writer_t *w, const msp_tensor_in_t *t)
     /* Statistics are the expensive part for big tensors: compute them
      * before taking the HDF5 lock so readers on other threads keep going. */
     msp_stats_t st;
-    if (t->stats)
+    struct msp_crc_job crc = {t->data, numel * esize, 0};
+    pthread_t crc_thread;
+    int crc_pending = 0;
+    if (t->stats) {
         st = *t->stats;
-    else
-        msp_stats_compute(t->dtype, t->data, numel, &st);
+    } else {
+        if (crc.len >= MSP_PARALLEL_CRC_BYTES &&
+            pthread_create(&crc_thread, NULL, msp_crc_main, &crc) == 0)
+            crc_pending = 1;
+        else
+            crc.crc = msp_crc32(0, crc.data, crc.len);
+        msp_stats_compute_nocrc(t->dtype, t->data, numel, &st);
+        st.crc32 = crc.crc;
+    }
 
     row.record = strdup(w->record);
     row.role = strdup(t->role);
@@ -354,6 +385,11 @@ msp_err msp_writer_add_tensor(msp_writer_t *w, const msp_tensor_in_t *t)
         haddr_t off = H5Dget_offset(d);
         row.offset = off == HADDR_UNDEF ? -1 : (int64_t)off;
     }
+    if (crc_pending) {
+        pthread_join(crc_thread, NULL);
+        crc_pending = 0;
+        st.crc32 = row.crc32 = crc.crc;
+    }
     if ((rc = msp_tensor_attrs(w, d, t, &st, where)))
         goto cleanup;
     rc = msp_writer_push_row(w, &row);
@@ -361,6 +397,8 @@ msp_err msp_writer_add_tensor(msp_writer_t *w, const msp_tensor_in_t *t)
     if (!rc)
         w->record_tensors++;
 cleanup:
+    if (crc_pending)
+        pthread_join(crc_thread, NULL);
     if (d >= 0)
         H5Dclose(d);
     if (space >= 0)
