@@ -1,11 +1,248 @@
-/* msprobe ls: being written in this session; owned by its module's author. */
+/* msprobe ls: list the records and tensors of a dump file, a rank directory
+ * or a whole dump root (step{N}/rank{R}/dump.h5, in numeric order). */
 #include "cli.h"
+#include "msprobe/format.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static void msp_ls_usage(FILE *out)
+{
+    fprintf(out,
+            "Usage: msprobe ls [-h] PATH\n"
+            "\n"
+            "List what a dump holds. PATH is a dump file (dump.h5), a rank directory\n"
+            "holding dump.h5, a step directory (rank*/dump.h5) or a dump root\n"
+            "(step*/rank*/dump.h5, listed in numeric step then rank order).\n"
+            "\n"
+            "For each file: a header line with step, rank, path, task, dump mode and\n"
+            "counts; for each record its name and execution order and its non-tensor\n"
+            "arguments; for each tensor its role, dtype, shape and statistics\n"
+            "(max, min, mean, L2 norm, NaN and Inf counts); \"no data\" marks a\n"
+            "statistics-only tensor. The file format is described in msprobe-dump(5).\n"
+            "\n"
+            "Options:\n"
+            "  -h, --help   this help\n"
+            "\n"
+            "Exit status: 0 listed, 2 usage error or unreadable input.\n");
+}
+
+struct msp_ls_entry {
+    long num;
+    char *path;
+};
+
+static int msp_ls_entry_cmp(const void *a, const void *b)
+{
+    const struct msp_ls_entry *x = a, *y = b;
+    if (x->num != y->num)
+        return x->num < y->num ? -1 : 1;
+    return strcmp(x->path, y->path);
+}
+
+static void msp_ls_entries_free(struct msp_ls_entry *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i].path);
+    free(v);
+}
+
+/* Subdirectories of dir named <prefix><digits>, sorted by number. */
+static msp_err msp_ls_numbered(const char *dir, const char *prefix, struct msp_ls_entry **out,
+                               size_t *n_out)
+{
+    *out = NULL;
+    *n_out = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return msp_fail(MSP_ERR_IO, "%s: cannot list directory: %s", dir, strerror(errno));
+    struct msp_ls_entry *v = NULL;
+    size_t n = 0, cap = 0;
+    msp_err rc = MSP_OK;
+    size_t plen = strlen(prefix);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, prefix, plen) != 0)
+            continue;
+        const char *num = e->d_name + plen;
+        char *end = NULL;
+        errno = 0;
+        long k = strtol(num, &end, 10);
+        if (!*num || *end || errno || k < 0)
+            continue;
+        char *p = msp_asprintf("%s/%s", dir, e->d_name);
+        if (!p) {
+            rc = msp_fail(MSP_ERR_NOMEM, "%s: out of memory", dir);
+            break;
+        }
+        if (!msp_is_dir(p)) {
+            free(p);
+            continue;
+        }
+        if (n == cap) {
+            size_t c = cap ? cap * 2 : 16;
+            struct msp_ls_entry *nv = realloc(v, c * sizeof *nv);
+            if (!nv) {
+                free(p);
+                rc = msp_fail(MSP_ERR_NOMEM, "%s: out of memory", dir);
+                break;
+            }
+            v = nv;
+            cap = c;
+        }
+        v[n].num = k;
+        v[n++].path = p;
+    }
+    closedir(d);
+    if (rc) {
+        msp_ls_entries_free(v, n);
+        return rc;
+    }
+    qsort(v, n, sizeof *v, msp_ls_entry_cmp);
+    *out = v;
+    *n_out = n;
+    return MSP_OK;
+}
+
+static void msp_ls_shape(const msp_tensor_info_t *t, char *buf, size_t size)
+{
+    size_t k = (size_t)snprintf(buf, size, "[");
+    for (int i = 0; i < t->ndim && k < size; i++)
+        k += (size_t)snprintf(buf + k, size - k, "%s%" PRId64, i ? ", " : "", t->shape[i]);
+    if (k < size)
+        snprintf(buf + k, size - k, "]");
+}
+
+static void msp_ls_tensor(const msp_tensor_info_t *t)
+{
+    char shape[MSP_MAX_NDIM * 22 + 4];
+    msp_ls_shape(t, shape, sizeof shape);
+    printf("    %-16s %-15s %-20s", t->role, t->dtype_name, shape);
+    if (t->has_stats)
+        printf(" max=%-12.6g min=%-12.6g mean=%-12.6g norm=%-12.6g nan=%" PRId64 " inf=%" PRId64,
+               t->stats.max, t->stats.min, t->stats.mean, t->stats.norm, t->stats.nan_count,
+               t->stats.inf_count);
+    else
+        printf(" no statistics");
+    if (!t->has_data)
+        printf("  no data");
+    putchar('\n');
+}
+
+static int msp_ls_file(const char *path)
+{
+    msp_dump_file_t *f = NULL;
+    msp_err rc = msp_dump_open(path, &f);
+    if (rc)
+        return msp_report_error(rc);
+    size_t n_tensors = 0;
+    for (size_t i = 0; i < f->n_records; i++)
+        n_tensors += f->records[i].n_tensors;
+    printf("step %" PRId64 " rank %" PRId64 ": %s  task=%s mode=%s framework=%s %s  "
+           "records=%zu tensors=%zu%s\n",
+           f->step, f->rank, f->path, f->task[0] ? f->task : "-",
+           f->dump_mode[0] ? f->dump_mode : "-", f->framework[0] ? f->framework : "-",
+           f->framework_version[0] ? f->framework_version : "-", f->n_records, n_tensors,
+           f->has_index ? "" : " (no /index)");
+    int status = MSP_EXIT_OK;
+    for (size_t i = 0; i < f->n_records; i++) {
+        const msp_record_info_t *r = &f->records[i];
+        printf("  %s  order=%" PRId64 "\n", r->name, r->order);
+        char **keys = NULL, **values = NULL;
+        size_t n = 0;
+        if (msp_dump_record_attrs(f, r, &keys, &values, &n) != MSP_OK) {
+            status = msp_report_error(MSP_ERR_FORMAT);
+        } else {
+            for (size_t k = 0; k < n; k++)
+                printf("    %-16s = %s\n", keys[k], values[k]);
+        }
+        msp_free_strings(keys, n);
+        msp_free_strings(values, n);
+        for (size_t j = 0; j < r->n_tensors; j++)
+            msp_ls_tensor(&r->tensors[j]);
+    }
+    msp_dump_close(f);
+    return status;
+}
+
+/* A rank directory holds dump.h5; a step directory holds rank{R}; a dump root
+ * holds step*. Returns the worst exit status of the files listed. */
+static int msp_ls_dir(const char *dir, int depth)
+{
+    char *file = msp_asprintf("%s/dump.h5", dir);
+    if (!file)
+        return msp_report_error(msp_fail(MSP_ERR_NOMEM, "out of memory"));
+    struct stat sb;
+    if (stat(file, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
+        int st = msp_ls_file(file);
+        free(file);
+        return st;
+    }
+    free(file);
+    struct msp_ls_entry *v = NULL;
+    size_t n = 0;
+    const char *prefix = "step";
+    msp_err rc = msp_ls_numbered(dir, prefix, &v, &n);
+    if (!rc && n == 0) {
+        prefix = "rank";
+        rc = msp_ls_numbered(dir, prefix, &v, &n);
+    }
+    if (rc)
+        return msp_report_error(rc);
+    if (n == 0 || depth > 1) {
+        msp_ls_entries_free(v, n);
+        msp_errorf("%s: no dump here: expected dump.h5, rank*/dump.h5 or step*/rank*/dump.h5",
+                   dir);
+        return MSP_EXIT_USAGE;
+    }
+    int status = MSP_EXIT_OK;
+    for (size_t i = 0; i < n; i++) {
+        int st = msp_ls_dir(v[i].path, depth + 1);
+        if (st != MSP_EXIT_OK)
+            status = st;
+    }
+    msp_ls_entries_free(v, n);
+    return status;
+}
 
 int msp_cmd_ls(msp_cli_ctx_t *ctx, int argc, char **argv)
 {
     (void)ctx;
-    (void)argc;
-    (void)argv;
-    msp_errorf("ls: not built yet");
-    return MSP_EXIT_USAGE;
+    static const struct option opts[] = {
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int c;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'h':
+            msp_ls_usage(stdout);
+            return MSP_EXIT_OK;
+        default:
+            msp_ls_usage(stderr);
+            return MSP_EXIT_USAGE;
+        }
+    }
+    if (optind != argc - 1) {
+        msp_errorf("ls: expected exactly one PATH (try 'msprobe ls --help')");
+        return MSP_EXIT_USAGE;
+    }
+    const char *path = argv[optind];
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        msp_errorf("%s: %s", path, strerror(errno));
+        return MSP_EXIT_USAGE;
+    }
+    int status = S_ISDIR(sb.st_mode) ? msp_ls_dir(path, 0) : msp_ls_file(path);
+    if (fflush(stdout) != 0) {
+        msp_errorf("ls: cannot write the listing: %s", strerror(errno));
+        return MSP_EXIT_USAGE;
+    }
+    return status;
 }

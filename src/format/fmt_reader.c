@@ -603,17 +603,20 @@ static msp_err msp_open_locked(msp_dump_file_t *f)
     if (fapl >= 0)
         H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG);
     im->file = H5Fopen(path, H5F_ACC_RDONLY, fapl >= 0 ? fapl : H5P_DEFAULT);
+    msp_err rc = MSP_OK;
+    if (im->file < 0) /* before any other H5 call: each one clears the error stack */
+        rc = msp_h5_fail(MSP_ERR_FORMAT, "file %s: cannot open as HDF5: the file is truncated "
+                         "or corrupt", path);
     if (fapl >= 0)
         H5Pclose(fapl);
-    if (im->file < 0)
-        return msp_h5_fail(MSP_ERR_FORMAT, "file %s: cannot open as HDF5: the file is truncated "
-                           "or corrupt", path);
+    if (rc)
+        return rc;
     hid_t fcpl = H5Fget_create_plist(im->file);
     if (fcpl >= 0) {
         H5Pget_userblock(fcpl, &im->userblock);
         H5Pclose(fcpl);
     }
-    msp_err rc = msp_root_attrs(f);
+    rc = msp_root_attrs(f);
     if (rc)
         return rc;
     hid_t idx = -1;
