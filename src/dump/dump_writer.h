@@ -1,0 +1,71 @@
+/* The dump side's asynchronous writer: the training thread hands over records
+ * whose tensor bytes it has already copied, and goes on; one writer thread
+ * owns the HDF5 file of the current step. No Python here. */
+#ifndef MSP_DUMP_WRITER_H
+#define MSP_DUMP_WRITER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "msprobe/format.h"
+
+typedef struct msp_dq_tensor {
+    char *role;
+    msp_dtype_t dtype;
+    int ndim;
+    int64_t shape[MSP_MAX_NDIM];
+    void *data;           /* malloc'd C-contiguous copy; owned by the record */
+    size_t nbytes;
+    char device[24];
+    int requires_grad;
+} msp_dq_tensor_t;
+
+typedef struct msp_dq_attr {
+    char *key, *value;
+} msp_dq_attr_t;
+
+typedef struct msp_dq_rec {
+    int kind;             /* MSP_DQ_* */
+    char *name;
+    int64_t step, rank, order;
+    msp_dq_tensor_t *t;
+    size_t nt, cap_t;
+    msp_dq_attr_t *a;
+    size_t na, cap_a;
+    size_t bytes;         /* tensor bytes held; what the queue bound counts */
+    struct msp_dq_rec *next;
+} msp_dq_rec_t;
+
+enum { MSP_DQ_RECORD = 0, MSP_DQ_END_STEP = 1, MSP_DQ_SHUTDOWN = 2 };
+
+typedef struct msp_dq_params {
+    const char *dump_path;
+    int statistics;          /* 1: write statistics only */
+    const char *task, *dump_mode;
+    size_t queue_bytes;      /* bound on tensor bytes waiting */
+} msp_dq_params_t;
+
+/* Copies what it needs; starts the thread lazily at the first push. */
+int msp_dq_init(const msp_dq_params_t *p);
+/* Framework details stamped into every file opened afterwards. */
+void msp_dq_set_framework(const char *version);
+void msp_dq_set_world_size(int64_t world_size);
+
+msp_dq_rec_t *msp_dq_rec_new(const char *name);
+/* Takes ownership of data (malloc'd). Returns 0, or -1 on OOM (data freed). */
+int msp_dq_rec_add_tensor(msp_dq_rec_t *r, const char *role, msp_dtype_t dt, int ndim,
+                          const int64_t *shape, void *data, size_t nbytes, const char *device,
+                          int requires_grad);
+int msp_dq_rec_add_attr(msp_dq_rec_t *r, const char *key, const char *value);
+void msp_dq_rec_free(msp_dq_rec_t *r);
+
+/* Queue a record (ownership passes); waits only while the queue is full. */
+void msp_dq_push(msp_dq_rec_t *r);
+/* Close the file of `step` once everything queued before is written. */
+void msp_dq_end_step(int64_t step);
+/* Write out everything queued, close the last file, stop the thread. */
+void msp_dq_shutdown(void);
+/* In a forked child: forget the parent's thread and queue without touching them. */
+void msp_dq_forget_after_fork(void);
+
+#endif

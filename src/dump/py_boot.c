@@ -1,0 +1,245 @@
+/* Boot of the Python side, called by the stub from the audit hook at the first
+ * cpython.run_* event: the interpreter is ready and the user's script has not
+ * run yet. This is the one place the shim may end the process: a bad config
+ * is reported ("msprobe: <file>: <what>") and SystemExit(2) is raised from the
+ * audit hook, so Python exits with status 2 before training starts. */
+#include "dump_py.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifdef MSP_HAVE_CONFIGCHECK_PY
+#include "msprobe/configcheck.h"
+#endif
+
+msp_shim_t msp_g;
+static PyObject *g_builtins, *g_orig_import;
+static int g_torch_done;
+
+void msp_after_import(void);
+
+static int fail_boot(const char *msg)
+{
+    msp_shim_msg("%s", msg);
+    PyObject *code = PyLong_FromLong(2);
+    PyErr_SetObject(PyExc_SystemExit, code);
+    Py_XDECREF(code);
+    msp_g.disabled = 1;
+    return -1;
+}
+
+static void atfork_child(void)
+{
+    /* DataLoader workers and other forks dump nothing; the writer thread does
+     * not exist here, so its state is dropped, not joined. */
+    msp_g.disabled = 1;
+    msp_dq_forget_after_fork();
+}
+
+static void at_exit(void)
+{
+    if (getpid() != msp_g.pid)
+        return;
+    msp_g.disabled = 1;
+    msp_dq_shutdown();
+}
+
+/* Collect unknown API names into one message with near matches. */
+static int check_api_list(const msp_config_t *c, char **msg)
+{
+    size_t cap = 1024, len = 0;
+    char *m = NULL;
+    for (size_t i = 0; i < c->n_api_list; i++) {
+        const char *n = c->api_list[i].name;
+        char item[512];
+        if (strncmp(n, "torch.", 6) == 0) {
+            if (msp_api_known(n))
+                continue;
+            const char *near = msp_api_near(n);
+            if (near)
+                snprintf(item, sizeof item, "unknown API \"%s\" (did you mean \"%s\"?)", n, near);
+            else
+                snprintf(item, sizeof item, "unknown API \"%s\" (not in the list of APIs "
+                         "msprobe can dump)", n);
+        } else if (c->dump_mode == MSP_DUMP_API) {
+            snprintf(item, sizeof item, "\"%s\" is not a torch API (names start with \"torch.\"); "
+                     "a module path needs dump_mode \"module\" or \"mix\"", n);
+        } else {
+            continue;
+        }
+        size_t il = strlen(item);
+        if (!m || len + il + 4 > cap) {
+            while (len + il + 4 > cap)
+                cap *= 2;
+            char *nm = realloc(m, cap);
+            if (!nm)
+                break;
+            m = nm;
+        }
+        len += (size_t)snprintf(m + len, cap - len, "%s%s", len ? "; " : "", item);
+    }
+    *msg = m;
+    return m ? -1 : 0;
+}
+
+static void patch_torch_now(PyObject *torch)
+{
+    msp_t_depth++;
+    PyObject *v = PyObject_GetAttrString(torch, "__version__");
+    PyObject *vs = v ? PyObject_Str(v) : NULL;
+    PyObject *vb = vs ? PyUnicode_AsUTF8String(vs) : NULL;
+    if (vb)
+        msp_dq_set_framework(PyBytes_AsString(vb));
+    Py_XDECREF(vb);
+    Py_XDECREF(vs);
+    Py_XDECREF(v);
+    PyErr_Clear();
+    if (msp_g.have_cfg && msp_g.cfg.has_dump) {
+        if (msp_tensor_init(torch) != 0) {
+            msp_py_warn_error("torch", "this torch lacks what the shim reads tensors with; "
+                              "nothing is dumped");
+            msp_g.disabled = 1;
+            msp_t_depth--;
+            return;
+        }
+        if (msp_g.api_on)
+            msp_patch_torch(torch);
+        msp_module_install(torch);
+    }
+    msp_step_install(torch);
+    if (PyErr_Occurred())
+        PyErr_Clear();
+    msp_t_depth--;
+}
+
+/* After each outermost import statement: patch torch once it is fully there. */
+void msp_after_import(void)
+{
+    PyObject *exc_t, *exc_v, *exc_tb;
+    PyErr_Fetch(&exc_t, &exc_v, &exc_tb);
+#ifdef MSP_HAVE_CONFIGCHECK_PY
+    if (msp_g.cc_on)
+        msp_cc_py_after_import();
+#endif
+    if (!g_torch_done) {
+        PyObject *mods = PySys_GetObject("modules"); /* borrowed */
+        PyObject *torch = mods ? PyDict_GetItemString(mods, "torch") : NULL;
+        if (torch) {
+            g_torch_done = 1;
+            Py_INCREF(torch);
+            patch_torch_now(torch);
+            Py_DECREF(torch);
+        }
+    }
+    /* Nothing left to watch imports for: give builtins.__import__ back. */
+    if (g_torch_done && !msp_g.cc_on && g_orig_import && g_builtins) {
+        PyObject_SetAttrString(g_builtins, "__import__", g_orig_import);
+        Py_CLEAR(g_orig_import);
+    }
+    if (PyErr_Occurred())
+        PyErr_Clear();
+    PyErr_Restore(exc_t, exc_v, exc_tb);
+}
+
+MSP_EXPORT int msp_py_boot(void);
+int msp_py_boot(void)
+{
+    msp_shim_log_init();
+    msp_g.pid = getpid();
+    msp_g.rank_step = -1;
+    const char *env = getenv("MSPROBE_PATH");
+    const char *path = (env && *env) ? env : (access("msprobe.json", F_OK) == 0 ? "msprobe.json"
+                                                                               : NULL);
+    const char *ccenv = getenv("MSPROBE_CONFIG_CHECK");
+    int cc_env = ccenv && *ccenv && strcmp(ccenv, "0") != 0;
+
+    if (path) {
+        if (msp_config_load(path, &msp_g.cfg) != MSP_OK) {
+            const char *d = msp_last_error();
+            /* The loader names the file in its detail; say which otherwise. */
+            if (strstr(d, path))
+                return fail_boot(d);
+            char *m = msp_asprintf("%s: %s", path, d);
+            int rc = fail_boot(m ? m : d);
+            free(m);
+            return rc;
+        }
+        msp_g.have_cfg = 1;
+    }
+    msp_config_t *c = &msp_g.cfg;
+    msp_g.cc_on = cc_env || (msp_g.have_cfg && c->has_config_check);
+
+    if (msp_g.have_cfg && c->has_dump) {
+        char *msg = NULL;
+        if (check_api_list(c, &msg) != 0) {
+            char *m = msp_asprintf("%s: dump.api_list: %s", c->source ? c->source : path, msg);
+            int rc = fail_boot(m ? m : msg);
+            free(m);
+            free(msg);
+            return rc;
+        }
+        if (msp_mkdirs(c->dump_path) != MSP_OK || access(c->dump_path, W_OK) != 0) {
+            char why[512];
+            snprintf(why, sizeof why, "dump.common_dump_settings.dump_path: cannot write to \"%s\" "
+                     "(%s); choose a writable directory", c->dump_path,
+                     errno ? strerror(errno) : msp_last_error());
+            char *m = msp_asprintf("%s: %s", c->source ? c->source : path, why);
+            int rc = fail_boot(m ? m : why);
+            free(m);
+            return rc;
+        }
+        msp_g.api_on = c->dump_mode == MSP_DUMP_API || c->dump_mode == MSP_DUMP_MIX;
+        msp_g.module_on = c->dump_mode == MSP_DUMP_MODULE || c->dump_mode == MSP_DUMP_MIX;
+        size_t qmb = 256;
+        const char *qenv = getenv("MSPROBE_QUEUE_MB");
+        if (qenv && atol(qenv) > 0)
+            qmb = (size_t)atol(qenv);
+        static const char *const modes[] = {"api", "module", "mix"};
+        msp_dq_params_t p = {c->dump_path, c->task == MSP_TASK_STATISTICS,
+                             c->task == MSP_TASK_STATISTICS ? "statistics" : "tensor",
+                             modes[c->dump_mode], qmb << 20};
+        if (msp_dq_init(&p) != 0)
+            return fail_boot("out of memory starting the dump");
+        msp_g.dumping = msp_step_set_contains(&c->dump_iter, 0);
+    }
+    if (!(msp_g.have_cfg && c->has_dump) && !msp_g.cc_on)
+        return 0; /* a config with nothing to do */
+
+    if (msp_api_types_init() != 0) {
+        msp_py_warn_error("boot", "cannot set up the shim; nothing is dumped");
+        msp_g.disabled = 1;
+        return 0;
+    }
+    pthread_atfork(NULL, NULL, atfork_child);
+    Py_AtExit(at_exit);
+
+#ifdef MSP_HAVE_CONFIGCHECK_PY
+    if (msp_g.cc_on && msp_cc_py_boot(msp_g.have_cfg ? c : NULL) != MSP_OK) {
+        msp_shim_msg("warning: config_check is off: %s", msp_last_error());
+        msp_g.cc_on = 0;
+    }
+#else
+    if (msp_g.cc_on) {
+        msp_shim_msg("warning: config_check was asked for but this build has no collectors");
+        msp_g.cc_on = 0;
+    }
+#endif
+
+    g_builtins = PyImport_ImportModule("builtins");
+    g_orig_import = g_builtins ? PyObject_GetAttrString(g_builtins, "__import__") : NULL;
+    PyObject *hook = g_orig_import ? msp_wrap_new(g_orig_import, "__import__", MSP_W_IMPORT, 0, 0)
+                                   : NULL;
+    if (!hook || PyObject_SetAttrString(g_builtins, "__import__", hook) < 0) {
+        msp_py_warn_error("boot", "cannot watch imports; nothing is dumped");
+        Py_XDECREF(hook);
+        msp_g.disabled = 1;
+        return 0;
+    }
+    Py_DECREF(hook);
+    msp_g.booted = 1;
+    msp_after_import(); /* torch may already be there (sitecustomize) */
+    return 0;
+}

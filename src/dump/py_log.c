@@ -1,0 +1,70 @@
+/* The shim's only voice: "msprobe:" lines on stderr, or appended to
+ * MSPROBE_LOG_FILE. One write(2) per line, so lines from the writer thread
+ * and the training thread never interleave mid-line. */
+#include "dump_py.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int g_fd = STDERR_FILENO;
+static pthread_mutex_t g_warn_mu = PTHREAD_MUTEX_INITIALIZER;
+#define MSP_MAX_KINDS 64
+static char g_kinds[MSP_MAX_KINDS][48];
+static int g_nkinds;
+
+void msp_shim_log_init(void)
+{
+    const char *f = getenv("MSPROBE_LOG_FILE");
+    if (f && *f) {
+        int fd = open(f, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (fd >= 0)
+            g_fd = fd;
+    }
+}
+
+static void vmsg(const char *prefix, const char *fmt, va_list ap)
+{
+    char line[2048];
+    int n = snprintf(line, sizeof line, "msprobe: %s", prefix);
+    if (n < 0)
+        return;
+    int m = vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+    if (m < 0)
+        return;
+    size_t len = (size_t)n + (size_t)m;
+    if (len > sizeof line - 2)
+        len = sizeof line - 2;
+    line[len++] = '\n';
+    ssize_t w = write(g_fd, line, len);
+    (void)w;
+}
+
+void msp_shim_msg(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmsg("", fmt, ap);
+    va_end(ap);
+}
+
+void msp_shim_warn_once(const char *kind, const char *fmt, ...)
+{
+    int seen = 0;
+    pthread_mutex_lock(&g_warn_mu);
+    for (int i = 0; i < g_nkinds && !seen; i++)
+        seen = strcmp(g_kinds[i], kind) == 0;
+    if (!seen && g_nkinds < MSP_MAX_KINDS)
+        snprintf(g_kinds[g_nkinds++], sizeof g_kinds[0], "%s", kind);
+    pthread_mutex_unlock(&g_warn_mu);
+    if (seen)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vmsg("warning: ", fmt, ap);
+    va_end(ap);
+}

@@ -1,0 +1,365 @@
+/* Reading torch tensors without changing them: detach (shares storage, no
+ * graph), DLPack capsule, copy of the bytes into a queue record. CPU tensors
+ * are read in place; others are copied to host first. bool goes through a
+ * uint8 view because torch 1.13's DLPack refuses bool. The capsule's own
+ * destructor calls the DLPack deleter when we drop our reference. */
+#include "dump_py.h"
+#include "dlpack.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static PyObject *g_tensor_type, *g_detach, *g_view, *g_cpu, *g_to_dlpack;
+static PyObject *g_bool, *g_uint8, *s_requires_grad, *s_dtype;
+
+static PyObject *attr_path(PyObject *root, const char *dotted)
+{
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", dotted);
+    PyObject *cur = root;
+    Py_INCREF(cur);
+    for (char *save = NULL, *tok = strtok_r(buf, ".", &save); tok; tok = strtok_r(NULL, ".", &save)) {
+        PyObject *next = PyObject_GetAttrString(cur, tok);
+        Py_DECREF(cur);
+        if (!next)
+            return NULL;
+        cur = next;
+    }
+    return cur;
+}
+
+int msp_tensor_init(PyObject *torch)
+{
+    /* Taken before patching, so the shim's own reads call the originals. */
+    g_tensor_type = attr_path(torch, "Tensor");
+    g_detach = attr_path(torch, "Tensor.detach");
+    g_view = attr_path(torch, "Tensor.view");
+    g_cpu = attr_path(torch, "Tensor.cpu");
+    g_to_dlpack = attr_path(torch, "utils.dlpack.to_dlpack");
+    if (!g_to_dlpack) {
+        PyErr_Clear();
+        PyObject *m = PyImport_ImportModule("torch.utils.dlpack");
+        Py_XDECREF(m);
+        g_to_dlpack = attr_path(torch, "utils.dlpack.to_dlpack");
+    }
+    g_bool = attr_path(torch, "bool");
+    g_uint8 = attr_path(torch, "uint8");
+    s_requires_grad = PyUnicode_InternFromString("requires_grad");
+    s_dtype = PyUnicode_InternFromString("dtype");
+    if (!g_tensor_type || !g_detach || !g_view || !g_cpu || !g_to_dlpack || !g_bool || !g_uint8 ||
+        !s_requires_grad || !s_dtype)
+        return -1;
+    return 0;
+}
+
+int msp_is_tensor(PyObject *o)
+{
+    if ((PyObject *)Py_TYPE(o) == g_tensor_type)
+        return 1;
+    if (PyLong_Check(o) || PyFloat_Check(o) || PyUnicode_Check(o) || o == Py_None ||
+        PyBool_Check(o))
+        return 0;
+    int r = PyObject_IsInstance(o, g_tensor_type);
+    if (r < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    return r;
+}
+
+/* Text of a Python object into buf (UTF-8, truncated); never raises. */
+static void obj_text(PyObject *o, int use_repr, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    PyObject *s = use_repr ? PyObject_Repr(o) : PyObject_Str(o);
+    PyObject *b = s ? PyUnicode_AsUTF8String(s) : NULL;
+    if (b) {
+        const char *c = PyBytes_AsString(b);
+        if (c) {
+            size_t len = strlen(c);
+            if (len >= n && n > 4) {
+                memcpy(buf, c, n - 4);
+                memcpy(buf + n - 4, "...", 4);
+            } else {
+                snprintf(buf, n, "%s", c);
+            }
+        }
+    }
+    Py_XDECREF(b);
+    Py_XDECREF(s);
+    if (PyErr_Occurred())
+        PyErr_Clear();
+}
+
+void msp_py_warn_error(const char *kind, const char *what)
+{
+    PyObject *type, *val, *tb;
+    char text[256] = "";
+    PyErr_Fetch(&type, &val, &tb);
+    if (val)
+        obj_text(val, 0, text, sizeof text);
+    else if (type)
+        obj_text(type, 0, text, sizeof text);
+    Py_XDECREF(type);
+    Py_XDECREF(val);
+    Py_XDECREF(tb);
+    msp_shim_warn_once(kind, "%s: %s", what, text);
+}
+
+static msp_dtype_t dl_to_msp(msp_dl_dtype_t d)
+{
+    if (d.lanes != 1)
+        return MSP_DTYPE_INVALID;
+    switch (d.code) {
+    case MSP_DL_FLOAT:
+        return d.bits == 32 ? MSP_DTYPE_FLOAT32 : d.bits == 16 ? MSP_DTYPE_FLOAT16
+               : d.bits == 64 ? MSP_DTYPE_FLOAT64 : MSP_DTYPE_INVALID;
+    case MSP_DL_BFLOAT:
+        return d.bits == 16 ? MSP_DTYPE_BFLOAT16 : MSP_DTYPE_INVALID;
+    case MSP_DL_INT:
+        return d.bits == 8 ? MSP_DTYPE_INT8 : d.bits == 16 ? MSP_DTYPE_INT16
+               : d.bits == 32 ? MSP_DTYPE_INT32 : d.bits == 64 ? MSP_DTYPE_INT64
+               : MSP_DTYPE_INVALID;
+    case MSP_DL_UINT:
+        return d.bits == 8 ? MSP_DTYPE_UINT8 : MSP_DTYPE_INVALID;
+    case MSP_DL_BOOL:
+        return d.bits == 8 ? MSP_DTYPE_BOOL : MSP_DTYPE_INVALID;
+    default:
+        return MSP_DTYPE_INVALID;
+    }
+}
+
+/* Gather a strided tensor into dst, C order. */
+static void strided_copy(char *dst, const char *src, int ndim, const int64_t *shape,
+                         const int64_t *strides, size_t esize, int dim)
+{
+    if (dim == ndim - 1) {
+        if (strides[dim] == 1) {
+            memcpy(dst, src, (size_t)shape[dim] * esize);
+            return;
+        }
+        for (int64_t i = 0; i < shape[dim]; i++)
+            memcpy(dst + (size_t)i * esize, src + (size_t)(i * strides[dim]) * esize, esize);
+        return;
+    }
+    size_t inner = esize;
+    for (int d = dim + 1; d < ndim; d++)
+        inner *= (size_t)shape[d];
+    for (int64_t i = 0; i < shape[dim]; i++)
+        strided_copy(dst + (size_t)i * inner, src + i * strides[dim] * (int64_t)esize, ndim, shape,
+                     strides, esize, dim + 1);
+}
+
+static PyObject *call1(PyObject *fn, PyObject *a)
+{
+    return PyObject_CallFunctionObjArgs(fn, a, NULL);
+}
+
+static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
+{
+    char what[320];
+    PyObject *d = NULL, *cap = NULL, *dt = NULL;
+    char device[24] = "cpu";
+    int rg = 0;
+
+    snprintf(what, sizeof what, "%s/%s not dumped", r->name, role);
+    PyObject *v = PyObject_GetAttr(t, s_requires_grad);
+    if (v) {
+        rg = PyObject_IsTrue(v) == 1;
+        Py_DECREF(v);
+    }
+    dt = PyObject_GetAttr(t, s_dtype);
+    d = call1(g_detach, t);
+    if (!dt || !d)
+        goto pyfail;
+    if (dt == g_bool) {
+        PyObject *u8 = PyObject_CallFunctionObjArgs(g_view, d, g_uint8, NULL);
+        Py_DECREF(d);
+        if (!(d = u8))
+            goto pyfail;
+    }
+    if (!(cap = call1(g_to_dlpack, d)))
+        goto pyfail;
+    msp_dl_managed_t *mt = PyCapsule_GetPointer(cap, "dltensor");
+    if (!mt)
+        goto pyfail;
+    if (mt->dl_tensor.device.device_type != MSP_DL_CPU) {
+        int dtp = mt->dl_tensor.device.device_type, id = mt->dl_tensor.device.device_id;
+        if (dtp == MSP_DL_CUDA)
+            snprintf(device, sizeof device, "cuda:%d", id);
+        else
+            snprintf(device, sizeof device, "dl%d:%d", dtp, id);
+        Py_CLEAR(cap);
+        PyObject *host = call1(g_cpu, d);
+        Py_DECREF(d);
+        if (!(d = host))
+            goto pyfail;
+        if (!(cap = call1(g_to_dlpack, d)))
+            goto pyfail;
+        if (!(mt = PyCapsule_GetPointer(cap, "dltensor")))
+            goto pyfail;
+    }
+    const msp_dl_tensor_t *x = &mt->dl_tensor;
+    msp_dtype_t mdt = dt == g_bool ? MSP_DTYPE_BOOL : dl_to_msp(x->dtype);
+    if (mdt == MSP_DTYPE_INVALID) {
+        char name[64];
+        obj_text(dt, 0, name, sizeof name);
+        char kind[80];
+        snprintf(kind, sizeof kind, "dtype %s", name);
+        msp_shim_warn_once(kind, "%s: dtype %s is not supported; such tensors are skipped",
+                           what, name);
+        goto cleanup;
+    }
+    if (x->ndim > MSP_MAX_NDIM) {
+        msp_shim_warn_once("ndim", "%s: %d dimensions (at most %d supported)", what,
+                           (int)x->ndim, MSP_MAX_NDIM);
+        goto cleanup;
+    }
+    size_t esize = msp_dtype_size(mdt), numel = 1;
+    int contiguous = 1;
+    int64_t expect = 1;
+    for (int i = x->ndim - 1; i >= 0; i--) {
+        numel *= (size_t)x->shape[i];
+        if (x->strides && x->shape[i] != 1 && x->strides[i] != expect)
+            contiguous = 0;
+        expect *= x->shape[i];
+    }
+    size_t nbytes = numel * esize;
+    void *buf = malloc(nbytes ? nbytes : 1);
+    if (!buf) {
+        msp_shim_warn_once("nomem", "%s: out of memory copying %zu bytes", what, nbytes);
+        goto cleanup;
+    }
+    const char *src = (const char *)x->data + x->byte_offset;
+    if (nbytes) {
+        if (contiguous)
+            memcpy(buf, src, nbytes);
+        else
+            strided_copy(buf, src, x->ndim, x->shape, x->strides, esize, 0);
+    }
+    if (msp_dq_rec_add_tensor(r, role, mdt, x->ndim, x->shape, buf, nbytes, device, rg) != 0)
+        msp_shim_warn_once("nomem", "%s: out of memory", what);
+    goto cleanup;
+
+pyfail:
+    if (PyErr_Occurred()) {
+        /* One warning per kind of failure (sparse, meta, quantized...). */
+        PyObject *type, *val, *tb;
+        char text[200] = "", kind[48];
+        PyErr_Fetch(&type, &val, &tb);
+        if (val)
+            obj_text(val, 0, text, sizeof text);
+        snprintf(kind, sizeof kind, "read %.40s", text);
+        msp_shim_warn_once(kind, "%s: %s; such tensors are skipped", what, text);
+        Py_XDECREF(type);
+        Py_XDECREF(val);
+        Py_XDECREF(tb);
+    }
+cleanup:
+    Py_XDECREF(cap);
+    Py_XDECREF(d);
+    Py_XDECREF(dt);
+}
+
+static void add_attr(msp_dq_rec_t *r, const char *role, PyObject *o)
+{
+    char text[256];
+    if (o == Py_None)
+        snprintf(text, sizeof text, "None");
+    else
+        obj_text(o, 1, text, sizeof text);
+    msp_dq_rec_add_attr(r, role, text);
+}
+
+void msp_rec_add_value(msp_dq_rec_t *r, const char *role, PyObject *o, int depth)
+{
+    if (msp_is_tensor(o)) {
+        add_tensor(r, role, o);
+        return;
+    }
+    if (PyTuple_Check(o) || PyList_Check(o)) {
+        Py_ssize_t n = PySequence_Size(o);
+        if (depth >= 3 || n > 256) {
+            char text[64];
+            snprintf(text, sizeof text, "<%s of %zd>", PyTuple_Check(o) ? "tuple" : "list", n);
+            msp_dq_rec_add_attr(r, role, text);
+            return;
+        }
+        int has_tensor = 0;
+        for (Py_ssize_t i = 0; i < n && !has_tensor; i++) {
+            PyObject *it = PySequence_GetItem(o, i);
+            if (!it) {
+                PyErr_Clear();
+                break;
+            }
+            has_tensor = msp_is_tensor(it) || PyTuple_Check(it) || PyList_Check(it);
+            Py_DECREF(it);
+        }
+        if (!has_tensor) {
+            add_attr(r, role, o);
+            return;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *it = PySequence_GetItem(o, i);
+            if (!it) {
+                PyErr_Clear();
+                break;
+            }
+            char sub[128];
+            snprintf(sub, sizeof sub, "%s.%zd", role, i);
+            msp_rec_add_value(r, sub, it, depth + 1);
+            Py_DECREF(it);
+        }
+        return;
+    }
+    add_attr(r, role, o);
+}
+
+void msp_rec_add_args(msp_dq_rec_t *r, PyObject *args, PyObject *kw)
+{
+    char role[128];
+    Py_ssize_t n = args ? PyTuple_Size(args) : 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        snprintf(role, sizeof role, "input.%zd", i);
+        msp_rec_add_value(r, role, PyTuple_GetItem(args, i), 0);
+    }
+    if (kw && PyDict_Check(kw)) {
+        PyObject *k, *v;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(kw, &pos, &k, &v)) {
+            char key[96];
+            obj_text(k, 0, key, sizeof key);
+            snprintf(role, sizeof role, "kwarg.%s", key);
+            msp_rec_add_value(r, role, v, 0);
+        }
+    }
+}
+
+void msp_rec_add_output(msp_dq_rec_t *r, PyObject *out, const char *prefix)
+{
+    char role[128];
+    if (PyTuple_Check(out) || PyList_Check(out)) {
+        Py_ssize_t n = PySequence_Size(out);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *it = PySequence_GetItem(out, i);
+            if (!it) {
+                PyErr_Clear();
+                break;
+            }
+            snprintf(role, sizeof role, "%s.%zd", prefix, i);
+            msp_rec_add_value(r, role, it, 1);
+            Py_DECREF(it);
+        }
+        return;
+    }
+    snprintf(role, sizeof role, "%s.0", prefix);
+    msp_rec_add_value(r, role, out, 1);
+}
+
+void msp_rec_submit(msp_dq_rec_t *r)
+{
+    r->step = msp_g.step;
+    r->rank = msp_current_rank();
+    r->order = msp_g.order++;
+    msp_dq_push(r);
+}
