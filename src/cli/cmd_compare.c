@@ -1,11 +1,359 @@
-/* msprobe compare: being written in this session; owned by its module's author. */
+/* msprobe compare: check the arguments, run the engine with a progress bar,
+ * write the reports, and print a short summary plus the root-cause line.
+ *
+ * The stdout lines are documented in msprobe-compare(1) and scripts read them;
+ * change them only together with the man page and tests/cli. */
 #include "cli.h"
+
+#include "msprobe/compare.h"
+
+#include <errno.h>
+#include <ftw.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+static void msp_compare_usage(FILE *out)
+{
+    fprintf(out,
+            "Usage: msprobe [-f pytorch] compare -b BENCH -c CMP [options]\n"
+            "\n"
+            "Compare two dumps tensor by tensor, write OUT/result.xlsx and print the\n"
+            "first operator that introduced an error (its inputs agree, an output does not).\n"
+            "BENCH and CMP are two dump.h5 files, two rank directories, or two dump roots\n"
+            "(step{N}/rank{R}/dump.h5, paired by step and rank).\n"
+            "\n"
+            "Options:\n"
+            "  -b, --bench PATH      dump of the trusted run (bench side)\n"
+            "  -c, --compare PATH    dump of the run under suspicion (compare side)\n"
+            "  -o, --output DIR      report directory (default ./compare_result)\n"
+            "  -l, --level LEVEL     records to compare: api, module or all (default all)\n"
+            "      --fuzzy           also match API calls by name and order, ignoring the call index\n"
+            "      --mapping FILE    extra pairs, one \"bench_record cmp_record\" per line\n"
+            "      --csv             also write OUT/result.csv\n"
+            "      --threads N       worker threads (default: all cores)\n"
+            "      --cos-warn X      verdict No if Cosine < X and MaxAbsErr > --abs-warn (0.99)\n"
+            "      --abs-warn X      (0.001)\n"
+            "      --cos-fail X      verdict No if Cosine < X (0.9)\n"
+            "      --abs-fail X      verdict No if MaxAbsErr > X (1)\n"
+            "      --stats-warn X    statistics dumps: Warning if a relative difference > X (0.5)\n"
+            "  -q, --quiet           print only the root-cause line\n"
+            "  -h, --help            this help\n"
+            "\n"
+            "Exit status: 0 every record passed, 1 some record is No or Warning,\n"
+            "2 usage error or bad input. See msprobe-compare(1).\n");
+}
+
+/* One line on stderr and exit status 2, for everything the user typed wrong. */
+static int msp_compare_usage_error(const char *fmt, ...) MSP_PRINTF(1, 2);
+static int msp_compare_usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("msprobe: compare: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputs(" (try 'msprobe compare --help')\n", stderr);
+    va_end(ap);
+    return MSP_EXIT_USAGE;
+}
+
+static int msp_parse_double(const char *opt, const char *s, double *out)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end != '\0' || errno == ERANGE || !isfinite(v))
+        return msp_compare_usage_error("%s: '%s' is not a number", opt, s);
+    *out = v;
+    return MSP_EXIT_OK;
+}
+
+/* ---- progress: the total is estimated from the size of the .h5 files ---- */
+
+static uint64_t msp_h5_bytes; /* nftw has no user pointer */
+
+static int msp_sum_h5(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+    (void)ftw;
+    size_t n = strlen(path);
+    if (type == FTW_F && n >= 3 && strcmp(path + n - 3, ".h5") == 0)
+        msp_h5_bytes += (uint64_t)st->st_size;
+    return 0;
+}
+
+static uint64_t msp_dump_size(const char *path)
+{
+    msp_h5_bytes = 0;
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode))
+        return (uint64_t)st.st_size;
+    nftw(path, msp_sum_h5, 16, FTW_PHYS);
+    return msp_h5_bytes;
+}
+
+static void msp_compare_progress(uint64_t inc, void *ud)
+{
+    msp_progress_add(ud, inc);
+}
+
+/* ---- output ---------------------------------------------------------- */
+
+static void msp_human_bytes(char *buf, size_t n, double b)
+{
+    static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (b >= 1024.0 && u < 4) {
+        b /= 1024.0;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, n, "%.0f B", b);
+    else
+        snprintf(buf, n, "%.2f %s", b, unit[u]);
+}
+
+/* fixed: "%.6f" (cosines, whose digits after the point matter), else "%.6g". */
+static void msp_print_metric(const char *label, double v, int fixed)
+{
+    if (isnan(v))
+        printf("%s N/A", label);
+    else if (isinf(v))
+        printf("%s %s", label, v > 0 ? "inf" : "-inf");
+    else if (fixed)
+        printf("%s %.6f", label, v);
+    else
+        printf("%s %.6g", label, v);
+}
+
+/* "first introduced error: step S rank R RECORD ROLE (cosine C, max abs err M)"
+ * or "no introduced error found"; the one line quiet mode keeps. */
+static void msp_print_root_cause(const msp_compare_result_t *res)
+{
+    if (res->root_record < 0 || (size_t)res->root_record >= res->n_records) {
+        printf("no introduced error found\n");
+        return;
+    }
+    const msp_record_cmp_t *rec = &res->records[res->root_record];
+    printf("first introduced error: step %lld rank %lld %s", (long long)rec->step,
+           (long long)rec->rank, rec->name ? rec->name : "?");
+    const msp_tensor_cmp_t *t = NULL;
+    if (res->root_tensor >= 0 && (size_t)res->root_tensor < res->n_tensors)
+        t = &res->tensors[res->root_tensor];
+    if (t) {
+        const char *tn = t->npu_name ? t->npu_name : t->bench_name;
+        size_t rl = rec->name ? strlen(rec->name) : 0;
+        /* The tensor name is "<record>.<role>": print the role alone. */
+        if (tn && rl && strncmp(tn, rec->name, rl) == 0 && tn[rl] == '.')
+            printf(" %s", tn + rl + 1);
+        else if (tn)
+            printf(" %s", tn);
+    }
+    fputs(" (", stdout);
+    if (res->stats_mode && t) {
+        msp_print_metric("max diff", t->max_diff, 0);
+        msp_print_metric(", l2norm relative diff", t->norm_rel_diff, 0);
+    } else {
+        msp_print_metric("cosine", t ? t->cosine : rec->worst_cosine, 1);
+        msp_print_metric(", max abs err", t ? t->max_abs_err : rec->worst_max_abs, 0);
+    }
+    fputs(")\n", stdout);
+}
+
+static double msp_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int msp_check_path(const char *what, const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        msp_errorf("compare: cannot open %s '%s': %s", what, path, strerror(errno));
+        return MSP_EXIT_USAGE;
+    }
+    return MSP_EXIT_OK;
+}
+
+enum {
+    MSP_OPT_FUZZY = 256,
+    MSP_OPT_MAPPING,
+    MSP_OPT_CSV,
+    MSP_OPT_THREADS,
+    MSP_OPT_COS_WARN,
+    MSP_OPT_ABS_WARN,
+    MSP_OPT_COS_FAIL,
+    MSP_OPT_ABS_FAIL,
+    MSP_OPT_STATS_WARN,
+};
 
 int msp_cmd_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
 {
-    (void)ctx;
-    (void)argc;
-    (void)argv;
-    msp_errorf("compare: not built yet");
-    return MSP_EXIT_USAGE;
+    static const struct option longopts[] = {
+        {"bench", required_argument, NULL, 'b'},
+        {"compare", required_argument, NULL, 'c'},
+        {"output", required_argument, NULL, 'o'},
+        {"level", required_argument, NULL, 'l'},
+        {"fuzzy", no_argument, NULL, MSP_OPT_FUZZY},
+        {"mapping", required_argument, NULL, MSP_OPT_MAPPING},
+        {"csv", no_argument, NULL, MSP_OPT_CSV},
+        {"threads", required_argument, NULL, MSP_OPT_THREADS},
+        {"cos-warn", required_argument, NULL, MSP_OPT_COS_WARN},
+        {"abs-warn", required_argument, NULL, MSP_OPT_ABS_WARN},
+        {"cos-fail", required_argument, NULL, MSP_OPT_COS_FAIL},
+        {"abs-fail", required_argument, NULL, MSP_OPT_ABS_FAIL},
+        {"stats-warn", required_argument, NULL, MSP_OPT_STATS_WARN},
+        {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    msp_compare_opts_t opts;
+    msp_compare_opts_default(&opts);
+    const char *bench = NULL, *cmp = NULL, *out_dir = "./compare_result";
+    int csv = 0, quiet = ctx->verbosity == 0;
+
+    opterr = 0; /* our own one-line messages, not getopt's "compare: ..." */
+    int c, rc;
+    while ((c = getopt_long(argc, argv, ":b:c:o:l:qh", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'b':
+            bench = optarg;
+            break;
+        case 'c':
+            cmp = optarg;
+            break;
+        case 'o':
+            out_dir = optarg;
+            break;
+        case 'l':
+            if (strcmp(optarg, "api") == 0)
+                opts.level = MSP_LEVEL_API;
+            else if (strcmp(optarg, "module") == 0)
+                opts.level = MSP_LEVEL_MODULE;
+            else if (strcmp(optarg, "all") == 0)
+                opts.level = MSP_LEVEL_ALL;
+            else
+                return msp_compare_usage_error("-l: '%s' is not api, module or all", optarg);
+            break;
+        case MSP_OPT_FUZZY:
+            opts.fuzzy = 1;
+            break;
+        case MSP_OPT_MAPPING:
+            opts.mapping_path = optarg;
+            break;
+        case MSP_OPT_CSV:
+            csv = 1;
+            break;
+        case MSP_OPT_THREADS: {
+            char *end = NULL;
+            errno = 0;
+            long n = strtol(optarg, &end, 10);
+            if (end == optarg || *end || errno || n < 1 || n > 4096)
+                return msp_compare_usage_error("--threads: '%s' is not a whole number from 1 to 4096",
+                                               optarg);
+            opts.threads = (int)n;
+            break;
+        }
+        case MSP_OPT_COS_WARN:
+            if ((rc = msp_parse_double("--cos-warn", optarg, &opts.cos_warn)))
+                return rc;
+            break;
+        case MSP_OPT_ABS_WARN:
+            if ((rc = msp_parse_double("--abs-warn", optarg, &opts.abs_warn)))
+                return rc;
+            break;
+        case MSP_OPT_COS_FAIL:
+            if ((rc = msp_parse_double("--cos-fail", optarg, &opts.cos_fail)))
+                return rc;
+            break;
+        case MSP_OPT_ABS_FAIL:
+            if ((rc = msp_parse_double("--abs-fail", optarg, &opts.abs_fail)))
+                return rc;
+            break;
+        case MSP_OPT_STATS_WARN:
+            if ((rc = msp_parse_double("--stats-warn", optarg, &opts.stats_warn)))
+                return rc;
+            break;
+        case 'q':
+            quiet = 1;
+            break;
+        case 'h':
+            msp_compare_usage(stdout);
+            return MSP_EXIT_OK;
+        case ':':
+            if (optopt && optopt < 256)
+                return msp_compare_usage_error("option -%c needs a value", optopt);
+            return msp_compare_usage_error("option %s needs a value", argv[optind - 1]);
+        default:
+            if (optopt)
+                return msp_compare_usage_error("unknown option '-%c'", optopt);
+            return msp_compare_usage_error("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return msp_compare_usage_error("unexpected argument '%s'", argv[optind]);
+    if (!bench || !cmp)
+        return msp_compare_usage_error("%s is required", !bench ? "-b BENCH" : "-c CMP");
+    if ((rc = msp_check_path("bench dump", bench)) || (rc = msp_check_path("compare dump", cmp)))
+        return rc;
+    if (opts.mapping_path && (rc = msp_check_path("mapping file", opts.mapping_path)))
+        return rc;
+
+    msp_compare_result_t *res = NULL;
+    msp_progress_t *bar = msp_progress_new(stderr, "comparing", msp_dump_size(bench) +
+                                                                    msp_dump_size(cmp));
+    opts.progress = bar ? msp_compare_progress : NULL;
+    opts.progress_ud = bar;
+    double t0 = msp_now_s();
+    msp_err err = msp_compare_run(bench, cmp, &opts, &res);
+    double elapsed = msp_now_s() - t0;
+    msp_progress_finish(bar);
+    if (err != MSP_OK) {
+        rc = msp_report_error(err);
+        goto cleanup;
+    }
+    if (res->n_records == 0) {
+        msp_errorf("compare: nothing to compare: no %srecords in %s and %s",
+                   opts.level == MSP_LEVEL_API ? "API " : opts.level == MSP_LEVEL_MODULE ? "module " : "",
+                   bench, cmp);
+        rc = MSP_EXIT_USAGE;
+        goto cleanup;
+    }
+    if ((err = msp_report_write_xlsx(res, out_dir)) != MSP_OK ||
+        (csv && (err = msp_report_write_csv(res, out_dir)) != MSP_OK)) {
+        rc = msp_report_error(err);
+        goto cleanup;
+    }
+
+    /* Count failures from the records themselves: the same rows the summary
+     * sheet shows, so stdout and the report cannot disagree. */
+    size_t failing = 0;
+    for (size_t i = 0; i < res->n_records; i++)
+        failing += res->records[i].verdict != MSP_VERDICT_YES;
+    if (!quiet) {
+        char done[32], rate[32];
+        msp_human_bytes(done, sizeof done, (double)res->bytes_compared);
+        msp_human_bytes(rate, sizeof rate,
+                        elapsed > 0 ? (double)res->bytes_compared / elapsed : 0.0);
+        printf("pairs %zu, records %zu, tensors %zu, failing records %zu\n", res->n_pairs,
+               res->n_records, res->n_tensors, failing);
+        printf("compared %s in %.3f s (%s/s)\n", done, elapsed, rate);
+    }
+    msp_print_root_cause(res);
+    if (!quiet) {
+        printf("report: %s/result.xlsx\n", out_dir);
+        if (csv)
+            printf("report: %s/result.csv\n", out_dir);
+    }
+    rc = failing ? MSP_EXIT_FAIL : MSP_EXIT_OK;
+
+cleanup:
+    msp_compare_result_free(res);
+    fflush(stdout);
+    return rc;
 }

@@ -1,0 +1,103 @@
+"""CLI tests in the style of zstd's tests/cli-tests: every directory under
+cases/ is one test, holding
+
+    cmd                   a bash script; $MSPROBE is the binary, $DATA the dumps
+                          made below, the working directory a fresh empty one
+    exit                  the expected exit status
+    stdout.exact|.glob    expected stdout; absent means "must be empty"
+    stderr.exact|.glob    expected stderr; absent means "must be empty"
+
+Before comparing, the data and working directory paths are replaced by $DATA
+and $TMP. In a .glob file "..." stands for any text (line breaks included),
+for what changes from run to run (timings, throughput).
+
+The dumps in $DATA are written with h5py (msp_dumpmaker), not by msprobe:
+  pass/{bench,cmp}/dump.h5     the same chain on both sides
+  planted/{bench,cmp}/dump.h5  the compare side has an error planted in
+                               Functional.relu.0.forward (see msp_dumpmaker.chain)
+  not_hdf5.h5                  a text file
+Run one case: MSPROBE_CLI_CASE=name python3 run_cli_tests.py
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import msp_dumpmaker  # noqa: E402
+
+BIN = os.environ.get("MSPROBE_BIN", "msprobe")
+CASES = os.path.join(HERE, "cases")
+
+
+def glob_match(pattern, text):
+    parts = [re.escape(p) for p in pattern.split("...")]
+    return re.fullmatch(".*".join(parts), text, re.DOTALL) is not None
+
+
+class CliCases(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="msp_cli_")
+        cls.data = os.path.join(cls.tmp, "data")
+        msp_dumpmaker.make_pair(os.path.join(cls.data, "pass"), planted=False)
+        msp_dumpmaker.make_pair(os.path.join(cls.data, "planted"), planted=True)
+        with open(os.path.join(cls.data, "not_hdf5.h5"), "w") as f:
+            f.write("this is not an HDF5 file\n")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def run_case(self, name):
+        case = os.path.join(CASES, name)
+        work = os.path.join(self.tmp, "work", name)
+        os.makedirs(work)
+        env = dict(os.environ, MSPROBE=BIN, DATA=self.data, LC_ALL="C")
+        env.pop("MSPROBE_PATH", None)
+        r = subprocess.run(["bash", os.path.join(case, "cmd")], cwd=work, env=env,
+                           capture_output=True, text=True, timeout=300)
+
+        def norm(s):
+            return s.replace(self.data, "$DATA").replace(work, "$TMP")
+
+        out, err = norm(r.stdout), norm(r.stderr)
+        with open(os.path.join(case, "exit")) as f:
+            want_rc = int(f.read().strip())
+        ctx = f"\n--- stdout ---\n{out}--- stderr ---\n{err}"
+        self.assertEqual(r.returncode, want_rc, f"exit status of {name}{ctx}")
+        for stream, got in (("stdout", out), ("stderr", err)):
+            exact = os.path.join(case, stream + ".exact")
+            globf = os.path.join(case, stream + ".glob")
+            if os.path.exists(exact):
+                with open(exact) as f:
+                    self.assertEqual(got, f.read(), f"{stream} of {name}")
+            elif os.path.exists(globf):
+                with open(globf) as f:
+                    pat = f.read()
+                self.assertTrue(glob_match(pat, got),
+                                f"{stream} of {name} does not match {globf}:\n{got}")
+            else:
+                self.assertEqual(got, "", f"{stream} of {name} should be empty")
+
+
+def _add_cases():
+    only = os.environ.get("MSPROBE_CLI_CASE")
+    for name in sorted(os.listdir(CASES)):
+        if not os.path.exists(os.path.join(CASES, name, "cmd")) or (only and name != only):
+            continue
+
+        def test(self, name=name):
+            self.run_case(name)
+
+        setattr(CliCases, "test_" + name, test)
+
+
+_add_cases()
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
