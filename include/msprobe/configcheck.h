@@ -28,6 +28,70 @@ void msp_cc_py_after_import(void);
 /* When the shim ends step `step` (0-based). */
 void msp_cc_py_step_end(int64_t step);
 
+
+/* ---- packs: static packing, reading, comparing (msp_configcheck library) ----
+ * A pack is a zip of JSON members: manifest.json plus one member per item,
+ * env.json, pip.json, random.json, weights.json, dataset.json,
+ * hyperparameters.json (see man/msprobe-config_check.1 for their fields). */
+
+#define MSP_CC_FORMAT "msprobe-config-check"
+#define MSP_CC_FORMAT_VERSION 1
+/* Default cap on one member's uncompressed size when reading a pack. */
+#define MSP_CC_DEFAULT_MAX_MEMBER ((size_t)256 << 20)
+
+/* Items in report order. */
+#define MSP_CC_N_ITEMS 6
+extern const char *const msp_cc_item_names[MSP_CC_N_ITEMS];
+
+/* Write a static pack (manifest, env, pip) for the current environment:
+ * env from this process's environment, pip by running `python` (an
+ * interpreter path, e.g. MSPROBE_PYTHON) with a short -c script that lists
+ * importlib.metadata.distributions() as JSON. Atomic write of zip_path. */
+msp_err msp_cc_static_pack(const char *python, const char *zip_path);
+
+typedef struct msp_cc_options {
+    /* Env keys compared: NULL for the built-in list, else a comma-separated
+     * list ("K1,K2,NCCL_*") or the path of a file with one key per line
+     * (# comments). A trailing '*' matches a prefix; "*" alone matches all. */
+    const char *env_keys;
+    size_t max_member_bytes; /* 0 = MSP_CC_DEFAULT_MAX_MEMBER */
+} msp_cc_options_t;
+
+typedef enum msp_cc_status {
+    MSP_CC_PASS = 0,
+    MSP_CC_FAIL = 1,
+    MSP_CC_NA = 2 /* item in neither pack: nothing to compare */
+} msp_cc_status_t;
+
+typedef struct msp_cc_table msp_cc_table_t; /* one report sheet; opaque */
+
+typedef struct msp_cc_item_result {
+    const char *name;        /* static: "env", "pip", ... */
+    msp_cc_status_t status;
+    char *note;              /* why N/A or failed as a whole (missing item), or NULL */
+    char **failed;           /* one line per failing entry, e.g. "CUBLAS_WORKSPACE_CONFIG: ':4096:8' vs ':16:8'" */
+    size_t n_failed;
+    size_t n_warnings;       /* warnings (e.g. non-framework pip versions); do not fail */
+    msp_cc_table_t *table;
+} msp_cc_item_result_t;
+
+typedef struct msp_cc_result {
+    char *bench_path, *cmp_path;
+    msp_cc_item_result_t items[MSP_CC_N_ITEMS];
+    int salt_mismatch;       /* the packs hashed secrets with different salts */
+} msp_cc_result_t;
+
+/* Read two packs (never extracting to disk; hostile members are refused with
+ * an error naming pack and member) and compare every item. *out is
+ * caller-owned (msp_cc_result_free). */
+msp_err msp_cc_compare(const char *bench_zip, const char *cmp_zip, const msp_cc_options_t *opt,
+                       msp_cc_result_t **out);
+/* 1 if any item failed. */
+int msp_cc_result_failed(const msp_cc_result_t *r);
+/* Write out_dir/result.xlsx atomically (out_dir is created when missing). */
+msp_err msp_cc_report_write(const msp_cc_result_t *r, const char *out_dir);
+void msp_cc_result_free(msp_cc_result_t *r); /* NULL-safe */
+
 #ifdef __cplusplus
 }
 #endif

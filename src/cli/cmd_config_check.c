@@ -1,11 +1,153 @@
-/* msprobe config_check: being written in this session; owned by its module's author. */
+/* msprobe config_check: pack the current environment (-d) or compare two
+ * packs (-c) into result.xlsx. Exit 0 all passed, 1 some item failed, 2 bad
+ * usage or input. */
 #include "cli.h"
+
+#include "msprobe/configcheck.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MSP_CC_SHOW_FAILED 20
+
+static void msp_cc_usage(FILE *out)
+{
+    fprintf(out,
+            "Usage: msprobe [-f pytorch] config_check -d [-o PACK.zip]\n"
+            "       msprobe [-f pytorch] config_check -c BENCH.zip CMP.zip [-o OUTDIR] [--env-keys SPEC]\n"
+            "\n"
+            "Check that two training runs were set up alike before comparing tensors.\n"
+            "Packs of a real run are written inside the training process when\n"
+            "MSPROBE_CONFIG_CHECK=PACK.zip is set (or msprobe.json has a config_check\n"
+            "section) and the dump shim is preloaded.\n"
+            "\n"
+            "  -d, --static           pack env and pip of the current environment\n"
+            "                         (Python: $MSPROBE_PYTHON, default /usr/bin/python3)\n"
+            "  -c, --compare BENCH CMP  compare two packs into OUTDIR/result.xlsx\n"
+            "  -o, --output PATH      the pack (-d, default ./config_check_pack.zip) or the\n"
+            "                         report directory (-c, default .)\n"
+            "      --env-keys SPEC    env keys compared: K1,K2,PREFIX_* or a file of keys,\n"
+            "                         one a line; \"*\" compares every key\n"
+            "      --max-member-mib N refuse pack members larger than N MiB (default 256)\n"
+            "  -h, --help             this help\n"
+            "\n"
+            "Exit status: 0 every item passed, 1 some item failed, 2 usage error or bad\n"
+            "input. See msprobe-config_check(1).\n");
+}
+
+static int msp_cc_cli_compare(const msp_cli_ctx_t *ctx, const char *bench, const char *cmp, const char *out,
+                              const msp_cc_options_t *opt)
+{
+    msp_cc_result_t *r = NULL;
+    msp_err rc = msp_cc_compare(bench, cmp, opt, &r);
+    if (rc != MSP_OK)
+        return msp_report_error(rc);
+    if (r->salt_mismatch)
+        msp_warnf(ctx, "the packs hashed secret env values with different salts; set the same MSPROBE_SECRET_SALT "
+                       "for both runs to compare them");
+    if ((rc = msp_cc_report_write(r, out)) != MSP_OK) {
+        msp_cc_result_free(r);
+        return msp_report_error(rc);
+    }
+    int failed = msp_cc_result_failed(r);
+    if (ctx->verbosity > 0 || failed) {
+        printf("config_check: bench %s, cmp %s\n", bench, cmp);
+        for (int i = 0; i < MSP_CC_N_ITEMS; i++) {
+            const msp_cc_item_result_t *it = &r->items[i];
+            const char *st = it->status == MSP_CC_PASS ? "pass" : it->status == MSP_CC_FAIL ? "FAIL" : "n/a";
+            printf("  %-16s %s", it->name, st);
+            if (it->n_failed)
+                printf("  %zu difference%s", it->n_failed, it->n_failed == 1 ? "" : "s");
+            if (it->n_warnings)
+                printf("  (%zu warning%s)", it->n_warnings, it->n_warnings == 1 ? "" : "s");
+            putchar('\n');
+            if (it->status == MSP_CC_FAIL && it->note)
+                printf("      %s\n", it->note);
+            for (size_t j = 0; j < it->n_failed && j < MSP_CC_SHOW_FAILED; j++)
+                printf("      %s\n", it->failed[j]);
+            if (it->n_failed > MSP_CC_SHOW_FAILED)
+                printf("      ... %zu more in the report\n", it->n_failed - MSP_CC_SHOW_FAILED);
+        }
+        printf("report: %s/result.xlsx\n", out);
+    }
+    msp_cc_result_free(r);
+    return failed ? MSP_EXIT_FAIL : MSP_EXIT_OK;
+}
 
 int msp_cmd_config_check(msp_cli_ctx_t *ctx, int argc, char **argv)
 {
-    (void)ctx;
-    (void)argc;
-    (void)argv;
-    msp_errorf("config_check: not built yet");
-    return MSP_EXIT_USAGE;
+    enum { OPT_ENV_KEYS = 1000, OPT_MAX_MEMBER };
+    static const struct option opts[] = {
+        {"static", no_argument, NULL, 'd'},
+        {"compare", required_argument, NULL, 'c'},
+        {"output", required_argument, NULL, 'o'},
+        {"env-keys", required_argument, NULL, OPT_ENV_KEYS},
+        {"max-member-mib", required_argument, NULL, OPT_MAX_MEMBER},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int do_static = 0;
+    const char *bench = NULL, *out = NULL;
+    msp_cc_options_t opt = {0};
+    int c;
+    while ((c = getopt_long(argc, argv, "dc:o:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'd':
+            do_static = 1;
+            break;
+        case 'c':
+            bench = optarg;
+            break;
+        case 'o':
+            out = optarg;
+            break;
+        case OPT_ENV_KEYS:
+            opt.env_keys = optarg;
+            break;
+        case OPT_MAX_MEMBER: {
+            char *end = NULL;
+            unsigned long long mib = strtoull(optarg, &end, 10);
+            if (!end || *end || mib == 0 || mib > (1ull << 20)) {
+                msp_errorf("config_check: --max-member-mib %s: expected a whole number of MiB from 1 to 1048576",
+                           optarg);
+                return MSP_EXIT_USAGE;
+            }
+            opt.max_member_bytes = (size_t)(mib << 20);
+            break;
+        }
+        case 'h':
+            msp_cc_usage(stdout);
+            return MSP_EXIT_OK;
+        default:
+            msp_cc_usage(stderr);
+            return MSP_EXIT_USAGE;
+        }
+    }
+    if (do_static == !!bench) {
+        msp_errorf("config_check: give exactly one of -d (pack this environment) or -c BENCH.zip CMP.zip");
+        return MSP_EXIT_USAGE;
+    }
+    if (do_static) {
+        if (optind != argc) {
+            msp_errorf("config_check -d: unexpected argument '%s'", argv[optind]);
+            return MSP_EXIT_USAGE;
+        }
+        const char *python = getenv("MSPROBE_PYTHON");
+        if (!python || !*python)
+            python = "/usr/bin/python3";
+        const char *pack = out ? out : "config_check_pack.zip";
+        msp_err rc = msp_cc_static_pack(python, pack);
+        if (rc != MSP_OK)
+            return msp_report_error(rc);
+        if (ctx->verbosity > 0)
+            printf("config_check: wrote %s (env and pip; Python %s)\n", pack, python);
+        return MSP_EXIT_OK;
+    }
+    if (argc - optind != 1) {
+        msp_errorf("config_check -c: expected BENCH.zip CMP.zip, got %d pack%s", 1 + (argc - optind),
+                   argc - optind == 0 ? "" : "s");
+        return MSP_EXIT_USAGE;
+    }
+    return msp_cc_cli_compare(ctx, bench, argv[optind], out ? out : ".", &opt);
 }

@@ -1,0 +1,157 @@
+/* config_check internals shared by the pack writer (core), the CLI-side diff
+ * and report, and the in-process collectors. Not installed. */
+#ifndef MSPROBE_CC_INTERNAL_H
+#define MSPROBE_CC_INTERNAL_H
+
+#include "msprobe/configcheck.h"
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- SHA-256 ----------------------------------------------------------- */
+typedef struct msp_cc_sha256 {
+    uint32_t h[8];
+    uint64_t len;
+    unsigned char buf[64];
+    size_t nbuf;
+} msp_cc_sha256_t;
+
+void msp_cc_sha256_init(msp_cc_sha256_t *s);
+void msp_cc_sha256_update(msp_cc_sha256_t *s, const void *data, size_t len);
+/* Writes 64 lowercase hex digits and a NUL into hex[65]. */
+void msp_cc_sha256_hex(msp_cc_sha256_t *s, char hex[65]);
+
+/* ---- pack building ----------------------------------------------------- */
+
+/* 1 if an environment key looks like it holds a secret (case-insensitive
+ * substring TOKEN, SECRET, PASSWORD, PASSWD, KEY, CREDENTIAL, AUTH, ...). */
+int msp_cc_key_is_secret(const char *key);
+
+/* The env member for `envp` (a NULL-terminated "K=V" array, e.g. environ):
+ * {"salt": "default"|"MSPROBE_SECRET_SALT", "hashed_keys": [...], "vars": {K: V}}.
+ * Secret values become "sha256:<hex of salt NUL key NUL value>"; the salt is
+ * MSPROBE_SECRET_SALT when set, else MSP_CC_DEFAULT_SALT. MSPROBE_SECRET_SALT
+ * itself is never stored. Returns NULL on OOM. */
+cJSON *msp_cc_env_json(char *const *envp);
+
+/* The manifest member: format, version, tool version, host, UTC time, rank,
+ * world size, kind ("run" or "static") and the list of items present. */
+cJSON *msp_cc_manifest_json(const char *kind, int64_t rank, int64_t world_size,
+                            const char *const *items, size_t n_items);
+
+/* One member of a pack being written. */
+typedef struct msp_cc_member {
+    const char *name;  /* "env.json" */
+    cJSON *json;       /* borrowed; printed when written */
+} msp_cc_member_t;
+
+/* Write members into zip_path atomically (zip_path.tmp.<pid>, then rename).
+ * The parent directory is created when missing. */
+msp_err msp_cc_pack_write(const char *zip_path, const msp_cc_member_t *members, size_t n);
+
+/* "a/b.zip" + rank 3 -> "a/b_rank3.zip"; no ".zip" suffix -> "a/b_rank3". */
+char *msp_cc_rank_path(const char *zip_path, int64_t rank);
+
+/* ---- tensor statistics over raw host bytes ----------------------------- */
+
+typedef enum msp_cc_dtype {
+    MSP_CC_DT_UNKNOWN = 0,
+    MSP_CC_DT_F64, MSP_CC_DT_F32, MSP_CC_DT_F16, MSP_CC_DT_BF16,
+    MSP_CC_DT_I64, MSP_CC_DT_I32, MSP_CC_DT_I16, MSP_CC_DT_I8, MSP_CC_DT_U8,
+    MSP_CC_DT_BOOL
+} msp_cc_dtype_t;
+
+/* "torch.float32" -> MSP_CC_DT_F32; unknown names -> MSP_CC_DT_UNKNOWN. */
+msp_cc_dtype_t msp_cc_dtype_from_name(const char *torch_name);
+size_t msp_cc_dtype_size(msp_cc_dtype_t dt);
+
+typedef struct msp_cc_stats {
+    int valid;                     /* 0: dtype without statistics or no elements */
+    double max, min, mean, norm;   /* NaN propagates into max/min/mean/norm */
+    char hash[65];                 /* sha256 of the raw bytes (always set) */
+} msp_cc_stats_t;
+
+/* Statistics and hash of n elements of elem_size bytes stored contiguously at
+ * data. Statistics only for known dtypes; the hash covers the raw bytes always. */
+void msp_cc_tensor_stats(const void *data, size_t n, size_t elem_size, msp_cc_dtype_t dt, msp_cc_stats_t *out);
+
+/* JSON number, or the string "nan"/"inf"/"-inf" (JSON has no non-finite numbers). */
+cJSON *msp_cc_json_double(double v);
+/* Reverse of msp_cc_json_double; 0 if the item is neither. */
+int msp_cc_json_get_double(const cJSON *item, double *out);
+
+
+/* Lists importlib.metadata.distributions() (first of each normalised name, as
+ * import would resolve it) into a JSON string `result`. Run in-process by the
+ * collectors and by `msprobe config_check -d` through MSPROBE_PYTHON -c. */
+#define MSP_CC_PIP_SCRIPT \
+    "import json, re, sys\n" \
+    "try:\n" \
+    "    from importlib import metadata as _m\n" \
+    "    _d = list(_m.distributions())\n" \
+    "except Exception:\n" \
+    "    _d = []\n" \
+    "_seen = {}\n" \
+    "for _x in _d:\n" \
+    "    try:\n" \
+    "        _n = _x.metadata[\"Name\"]\n" \
+    "        _v = _x.version\n" \
+    "    except Exception:\n" \
+    "        continue\n" \
+    "    if not _n:\n" \
+    "        continue\n" \
+    "    _k = re.sub(r\"[-_.]+\", \"-\", _n).lower()\n" \
+    "    if _k not in _seen:\n" \
+    "        _seen[_k] = {\"name\": _n, \"version\": str(_v)}\n" \
+    "result = json.dumps({\"python\": \"%d.%d.%d\" % tuple(sys.version_info[:3]), \"executable\": sys.executable, \"packages\": [_seen[k] for k in sorted(_seen)]})\n"
+#define MSP_CC_PIP_SCRIPT_PRINT MSP_CC_PIP_SCRIPT "print(result)\n"
+
+/* ---- pack reading ------------------------------------------------------ */
+
+/* Member names of the items, in msp_cc_item_names order. */
+extern const char *const msp_cc_item_members[MSP_CC_N_ITEMS];
+
+typedef struct msp_cc_pack {
+    char *path;
+    cJSON *manifest;
+    cJSON *items[MSP_CC_N_ITEMS]; /* NULL when the pack lacks that member */
+} msp_cc_pack_t;
+
+/* Read every member into memory with caps (never to disk) and refuse hostile
+ * archives: traversal or absolute names, symlinks, encrypted, duplicate,
+ * oversized or highly compressed members, malformed JSON, unknown format
+ * version. The error names the pack and the member. */
+msp_err msp_cc_pack_read(const char *path, size_t max_member, msp_cc_pack_t *out);
+void msp_cc_pack_free(msp_cc_pack_t *p);
+
+/* ---- report tables ----------------------------------------------------- */
+
+enum { MSP_CC_LEVEL_OK = 0, MSP_CC_LEVEL_WARN = 1, MSP_CC_LEVEL_ERROR = 2 };
+
+msp_cc_table_t *msp_cc_table_new(const char *const *cols, size_t ncols);
+void msp_cc_table_free(msp_cc_table_t *t);
+/* Appends an empty row; returns its index or (size_t)-1 on OOM. */
+size_t msp_cc_table_add_row(msp_cc_table_t *t, int level);
+void msp_cc_table_set_str(msp_cc_table_t *t, size_t row, size_t col, const char *s);
+void msp_cc_table_set_num(msp_cc_table_t *t, size_t row, size_t col, double v);
+void msp_cc_table_set_bool(msp_cc_table_t *t, size_t row, size_t col, int b);
+
+typedef enum { MSP_CC_CELL_EMPTY = 0, MSP_CC_CELL_STR, MSP_CC_CELL_NUM, MSP_CC_CELL_BOOL } msp_cc_cell_kind_t;
+typedef struct msp_cc_cell {
+    msp_cc_cell_kind_t kind;
+    char *s;
+    double d;
+} msp_cc_cell_t;
+
+struct msp_cc_table {
+    size_t ncols;
+    char **cols;
+    size_t nrows, cap;
+    msp_cc_cell_t *cells;  /* nrows * ncols */
+    int *levels;
+};
+
+#define MSP_CC_DEFAULT_SALT "msprobe-config-check-salt-v1"
+
+#endif

@@ -1,0 +1,258 @@
+/* Reading packs that may come from anywhere: every member is checked before
+ * any is parsed, read into memory with a cap, and nothing touches the disk. */
+#include "cc_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zip.h>
+
+const char *const msp_cc_item_names[MSP_CC_N_ITEMS] = {"env", "pip", "dataset", "weights", "random",
+                                                       "hyperparameters"};
+const char *const msp_cc_item_members[MSP_CC_N_ITEMS] = {
+    "env.json", "pip.json", "dataset.json", "weights.json", "random.json", "hyperparameters.json"};
+
+#define MSP_CC_MAX_ENTRIES 256
+/* Our members are JSON; real ones compress 5-30x. Far beyond that is a bomb. */
+#define MSP_CC_MAX_RATIO 200
+#define MSP_CC_RATIO_FLOOR ((zip_uint64_t)1 << 20)
+
+static int msp_cc_name_is_hostile(const char *name)
+{
+    if (!*name || name[0] == '/' || name[0] == '\\' || strchr(name, '\\'))
+        return 1;
+    if (((name[0] >= 'A' && name[0] <= 'Z') || (name[0] >= 'a' && name[0] <= 'z')) && name[1] == ':')
+        return 1;
+    for (const char *p = name; *p;) {
+        const char *e = strchr(p, '/');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n == 2 && p[0] == '.' && p[1] == '.')
+            return 1;
+        if (!e)
+            break;
+        p = e + 1;
+    }
+    return 0;
+}
+
+static msp_err msp_cc_read_member(zip_t *za, zip_uint64_t idx, const char *pack, const char *name,
+                                  zip_uint64_t size, size_t max_member, char **out, size_t *outlen)
+{
+    *out = NULL;
+    msp_err rc = MSP_OK;
+    zip_file_t *zf = zip_fopen_index(za, idx, 0);
+    if (!zf)
+        return msp_fail(MSP_ERR_ZIP, "pack %s: member %s: cannot open: %s", pack, name, zip_strerror(za));
+    /* The declared size is only a hint: read at most max_member + 1 bytes. */
+    size_t cap = (size_t)(size < max_member ? size : max_member) + 1;
+    char *buf = malloc(cap + 1);
+    size_t len = 0;
+    if (!buf) {
+        rc = msp_fail(MSP_ERR_NOMEM, "pack %s: member %s: out of memory", pack, name);
+        goto cleanup;
+    }
+    for (;;) {
+        if (len == cap) {
+            if (cap > max_member) {
+                rc = msp_fail(MSP_ERR_LIMIT, "pack %s: member %s: larger than the %zu-byte limit", pack, name,
+                              max_member);
+                goto cleanup;
+            }
+            size_t ncap = cap * 2 > max_member + 1 ? max_member + 1 : cap * 2;
+            char *nb = realloc(buf, ncap + 1);
+            if (!nb) {
+                rc = msp_fail(MSP_ERR_NOMEM, "pack %s: member %s: out of memory", pack, name);
+                goto cleanup;
+            }
+            buf = nb;
+            cap = ncap;
+        }
+        zip_int64_t got = zip_fread(zf, buf + len, cap - len);
+        if (got < 0) {
+            rc = msp_fail(MSP_ERR_ZIP, "pack %s: member %s: cannot read: %s", pack, name,
+                          zip_file_strerror(zf));
+            goto cleanup;
+        }
+        if (got == 0)
+            break;
+        len += (size_t)got;
+    }
+    if (len > max_member) {
+        rc = msp_fail(MSP_ERR_LIMIT, "pack %s: member %s: larger than the %zu-byte limit", pack, name, max_member);
+        goto cleanup;
+    }
+    buf[len] = '\0';
+    *out = buf;
+    *outlen = len;
+    buf = NULL;
+cleanup:
+    free(buf);
+    zip_fclose(zf);
+    return rc;
+}
+
+static msp_err msp_cc_parse_member(const char *pack, const char *name, const char *text, size_t len, cJSON **out)
+{
+    *out = cJSON_ParseWithLength(text, len);
+    if (!*out) {
+        const char *at = cJSON_GetErrorPtr();
+        size_t off = at && at >= text && at <= text + len ? (size_t)(at - text) : 0;
+        return msp_fail(MSP_ERR_FORMAT, "pack %s: member %s: malformed JSON near byte %zu", pack, name, off);
+    }
+    if (!cJSON_IsObject(*out)) {
+        cJSON_Delete(*out);
+        *out = NULL;
+        return msp_fail(MSP_ERR_FORMAT, "pack %s: member %s: expected a JSON object", pack, name);
+    }
+    return MSP_OK;
+}
+
+static msp_err msp_cc_check_manifest(const char *pack, const cJSON *m)
+{
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(m, "format");
+    const cJSON *ver = cJSON_GetObjectItemCaseSensitive(m, "format_version");
+    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, MSP_CC_FORMAT) != 0)
+        return msp_fail(MSP_ERR_FORMAT, "pack %s: member manifest.json: \"format\" is not \"%s\"; not a config_check pack",
+                        pack, MSP_CC_FORMAT);
+    if (!cJSON_IsNumber(ver))
+        return msp_fail(MSP_ERR_FORMAT, "pack %s: member manifest.json: \"format_version\" missing or not a number",
+                        pack);
+    if (ver->valuedouble < MSP_CC_FORMAT_VERSION || ver->valuedouble > MSP_CC_FORMAT_VERSION)
+        return msp_fail(MSP_ERR_UNSUPPORTED,
+                        "pack %s: member manifest.json: format_version %g is not supported (this msprobe reads %d); "
+                        "repack with this msprobe version",
+                        pack, ver->valuedouble, MSP_CC_FORMAT_VERSION);
+    return MSP_OK;
+}
+
+msp_err msp_cc_pack_read(const char *path, size_t max_member, msp_cc_pack_t *out)
+{
+    memset(out, 0, sizeof *out);
+    msp_err rc = MSP_OK;
+    char *text = NULL;
+    if (max_member == 0)
+        max_member = MSP_CC_DEFAULT_MAX_MEMBER;
+    out->path = strdup(path);
+    if (!out->path)
+        return msp_fail(MSP_ERR_NOMEM, "out of memory");
+    int zerr = 0;
+    zip_t *za = zip_open(path, ZIP_RDONLY | ZIP_CHECKCONS, &zerr);
+    if (!za) {
+        zip_error_t ze;
+        zip_error_init_with_code(&ze, zerr);
+        rc = msp_fail(zerr == ZIP_ER_NOENT ? MSP_ERR_NOT_FOUND : MSP_ERR_ZIP, "pack %s: cannot open: %s", path,
+                      zip_error_strerror(&ze));
+        zip_error_fini(&ze);
+        goto cleanup;
+    }
+    zip_int64_t n = zip_get_num_entries(za, 0);
+    if (n < 0 || n > MSP_CC_MAX_ENTRIES) {
+        rc = msp_fail(MSP_ERR_LIMIT, "pack %s: %lld members; a pack has at most %d", path, (long long)n,
+                      MSP_CC_MAX_ENTRIES);
+        goto cleanup;
+    }
+    zip_int64_t found[MSP_CC_N_ITEMS + 1];
+    for (int i = 0; i <= MSP_CC_N_ITEMS; i++)
+        found[i] = -1;
+    /* Pass 1: judge every member before reading any. */
+    for (zip_int64_t i = 0; i < n; i++) {
+        zip_stat_t st;
+        zip_stat_init(&st);
+        if (zip_stat_index(za, (zip_uint64_t)i, 0, &st) != 0 || !(st.valid & ZIP_STAT_NAME)) {
+            rc = msp_fail(MSP_ERR_ZIP, "pack %s: member #%lld: cannot stat: %s", path, (long long)i, zip_strerror(za));
+            goto cleanup;
+        }
+        const char *name = st.name;
+        if (msp_cc_name_is_hostile(name)) {
+            rc = msp_fail(MSP_ERR_ZIP, "pack %s: member %s: absolute path or '..' in the name; refusing the pack",
+                          path, name);
+            goto cleanup;
+        }
+        zip_uint8_t opsys = 0;
+        zip_uint32_t attr = 0;
+        if (zip_file_get_external_attributes(za, (zip_uint64_t)i, 0, &opsys, &attr) == 0 &&
+            opsys == ZIP_OPSYS_UNIX && ((attr >> 16) & S_IFMT) == S_IFLNK) {
+            rc = msp_fail(MSP_ERR_ZIP, "pack %s: member %s: is a symbolic link; refusing the pack", path, name);
+            goto cleanup;
+        }
+        if ((st.valid & ZIP_STAT_ENCRYPTION_METHOD) && st.encryption_method != ZIP_EM_NONE) {
+            rc = msp_fail(MSP_ERR_ZIP, "pack %s: member %s: is encrypted; refusing the pack", path, name);
+            goto cleanup;
+        }
+        if ((st.valid & ZIP_STAT_SIZE) && st.size > max_member) {
+            rc = msp_fail(MSP_ERR_LIMIT, "pack %s: member %s: %llu bytes uncompressed, over the %zu-byte limit", path,
+                          name, (unsigned long long)st.size, max_member);
+            goto cleanup;
+        }
+        if ((st.valid & ZIP_STAT_SIZE) && (st.valid & ZIP_STAT_COMP_SIZE) && st.size > MSP_CC_RATIO_FLOOR &&
+            (st.comp_size == 0 || st.size / st.comp_size > MSP_CC_MAX_RATIO)) {
+            rc = msp_fail(MSP_ERR_LIMIT,
+                          "pack %s: member %s: compression ratio over %d:1 (%llu bytes from %llu); refusing a "
+                          "likely zip bomb",
+                          path, name, MSP_CC_MAX_RATIO, (unsigned long long)st.size,
+                          (unsigned long long)st.comp_size);
+            goto cleanup;
+        }
+        int slot = -1;
+        if (strcmp(name, "manifest.json") == 0)
+            slot = MSP_CC_N_ITEMS;
+        for (int k = 0; k < MSP_CC_N_ITEMS && slot < 0; k++)
+            if (strcmp(name, msp_cc_item_members[k]) == 0)
+                slot = k;
+        if (slot >= 0) {
+            if (found[slot] >= 0) {
+                rc = msp_fail(MSP_ERR_ZIP, "pack %s: member %s: appears twice; refusing the pack", path, name);
+                goto cleanup;
+            }
+            found[slot] = i;
+        }
+    }
+    if (found[MSP_CC_N_ITEMS] < 0) {
+        rc = msp_fail(MSP_ERR_FORMAT, "pack %s: member manifest.json: missing; not a config_check pack", path);
+        goto cleanup;
+    }
+    /* Pass 2: manifest first (an unknown version stops here), then the items. */
+    for (int k = MSP_CC_N_ITEMS; k >= 0; k--) {
+        if (found[k] < 0)
+            continue;
+        const char *name = k == MSP_CC_N_ITEMS ? "manifest.json" : msp_cc_item_members[k];
+        zip_stat_t st;
+        zip_stat_init(&st);
+        zip_stat_index(za, (zip_uint64_t)found[k], 0, &st);
+        size_t len = 0;
+        if ((rc = msp_cc_read_member(za, (zip_uint64_t)found[k], path, name, st.size, max_member, &text, &len)) !=
+            MSP_OK)
+            goto cleanup;
+        cJSON *doc = NULL;
+        rc = msp_cc_parse_member(path, name, text, len, &doc);
+        free(text);
+        text = NULL;
+        if (rc != MSP_OK)
+            goto cleanup;
+        if (k == MSP_CC_N_ITEMS) {
+            out->manifest = doc;
+            if ((rc = msp_cc_check_manifest(path, doc)) != MSP_OK)
+                goto cleanup;
+        } else {
+            out->items[k] = doc;
+        }
+    }
+cleanup:
+    free(text);
+    if (za)
+        zip_discard(za);
+    if (rc != MSP_OK)
+        msp_cc_pack_free(out);
+    return rc;
+}
+
+void msp_cc_pack_free(msp_cc_pack_t *p)
+{
+    if (!p)
+        return;
+    free(p->path);
+    cJSON_Delete(p->manifest);
+    for (int i = 0; i < MSP_CC_N_ITEMS; i++)
+        cJSON_Delete(p->items[i]);
+    memset(p, 0, sizeof *p);
+}

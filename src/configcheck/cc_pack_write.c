@@ -1,0 +1,314 @@
+/* Building and writing packs: env with secrets hashed, the manifest, the
+ * atomic zip write, and the static pack (-d). No Python is linked here. */
+#include "cc_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <zip.h>
+
+extern char **environ;
+
+/* Substrings (upper case) marking a key whose value must not be stored in
+ * clear. Over-matching costs nothing: a hashed value still compares equal. */
+static const char *const msp_cc_secret_words[] = {
+    "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "KEY", "CREDENTIAL", "AUTH",
+    "PRIVATE", "SALT", "COOKIE", "SESSION", "SIGNATURE", "CERT_PASS", "PWD_", "_PWD",
+};
+
+int msp_cc_key_is_secret(const char *key)
+{
+    if (!key)
+        return 0;
+    size_t n = strlen(key);
+    char up[256];
+    if (n >= sizeof up)
+        n = sizeof up - 1;
+    for (size_t i = 0; i < n; i++)
+        up[i] = (char)((key[i] >= 'a' && key[i] <= 'z') ? key[i] - 32 : key[i]);
+    up[n] = '\0';
+    for (size_t i = 0; i < sizeof msp_cc_secret_words / sizeof msp_cc_secret_words[0]; i++)
+        if (strstr(up, msp_cc_secret_words[i]))
+            return 1;
+    return 0;
+}
+
+static int msp_cc_cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+cJSON *msp_cc_env_json(char *const *envp)
+{
+    const char *user_salt = getenv("MSPROBE_SECRET_SALT");
+    int custom = user_salt && *user_salt;
+    const char *salt = custom ? user_salt : MSP_CC_DEFAULT_SALT;
+    size_t n = 0;
+    while (envp && envp[n])
+        n++;
+    /* Sorted so two packs of the same environment are byte-identical. */
+    char **sorted = malloc((n + 1) * sizeof *sorted);
+    cJSON *root = cJSON_CreateObject();
+    cJSON *hashed = cJSON_CreateArray();
+    cJSON *vars = cJSON_CreateObject();
+    if (!sorted || !root || !hashed || !vars)
+        goto fail;
+    memcpy(sorted, envp, n * sizeof *sorted);
+    qsort(sorted, n, sizeof *sorted, msp_cc_cmp_str);
+    cJSON_AddItemToObject(root, "salt", cJSON_CreateString(custom ? "MSPROBE_SECRET_SALT" : "default"));
+    cJSON_AddItemToObject(root, "hashed_keys", hashed);
+    cJSON_AddItemToObject(root, "vars", vars);
+    hashed = vars = NULL;
+    cJSON *hk = cJSON_GetObjectItemCaseSensitive(root, "hashed_keys");
+    cJSON *vv = cJSON_GetObjectItemCaseSensitive(root, "vars");
+    for (size_t i = 0; i < n; i++) {
+        const char *eq = strchr(sorted[i], '=');
+        if (!eq || eq == sorted[i])
+            continue;
+        size_t klen = (size_t)(eq - sorted[i]);
+        char *key = strndup(sorted[i], klen);
+        if (!key)
+            goto fail;
+        const char *val = eq + 1;
+        if (strcmp(key, "MSPROBE_SECRET_SALT") == 0 || cJSON_GetObjectItemCaseSensitive(vv, key)) {
+            free(key);
+            continue;
+        }
+        cJSON *item;
+        if (msp_cc_key_is_secret(key)) {
+            msp_cc_sha256_t sh;
+            char hex[65], stored[72];
+            msp_cc_sha256_init(&sh);
+            msp_cc_sha256_update(&sh, salt, strlen(salt) + 1);
+            msp_cc_sha256_update(&sh, key, klen + 1);
+            msp_cc_sha256_update(&sh, val, strlen(val));
+            msp_cc_sha256_hex(&sh, hex);
+            snprintf(stored, sizeof stored, "sha256:%s", hex);
+            item = cJSON_CreateString(stored);
+            cJSON_AddItemToArray(hk, cJSON_CreateString(key));
+        } else {
+            item = cJSON_CreateString(val);
+        }
+        if (!item) {
+            free(key);
+            goto fail;
+        }
+        cJSON_AddItemToObject(vv, key, item);
+        free(key);
+    }
+    free(sorted);
+    return root;
+fail:
+    free(sorted);
+    cJSON_Delete(root);
+    cJSON_Delete(hashed);
+    cJSON_Delete(vars);
+    return NULL;
+}
+
+cJSON *msp_cc_manifest_json(const char *kind, int64_t rank, int64_t world_size,
+                            const char *const *items, size_t n_items)
+{
+    cJSON *m = cJSON_CreateObject();
+    if (!m)
+        return NULL;
+    char host[256] = "";
+    if (gethostname(host, sizeof host - 1) != 0)
+        strcpy(host, "unknown");
+    char when[32] = "";
+    time_t now = time(NULL);
+    struct tm tm;
+    if (gmtime_r(&now, &tm))
+        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    cJSON_AddStringToObject(m, "format", MSP_CC_FORMAT);
+    cJSON_AddNumberToObject(m, "format_version", MSP_CC_FORMAT_VERSION);
+    cJSON_AddStringToObject(m, "tool", "msprobe");
+    cJSON_AddStringToObject(m, "tool_version", MSP_VERSION);
+    cJSON_AddStringToObject(m, "kind", kind);
+    cJSON_AddStringToObject(m, "host", host);
+    cJSON_AddStringToObject(m, "time", when);
+    cJSON_AddNumberToObject(m, "rank", (double)rank);
+    cJSON_AddNumberToObject(m, "world_size", (double)world_size);
+    cJSON_AddNumberToObject(m, "pid", (double)getpid());
+    cJSON *arr = cJSON_AddArrayToObject(m, "items");
+    for (size_t i = 0; arr && i < n_items; i++)
+        cJSON_AddItemToArray(arr, cJSON_CreateString(items[i]));
+    return m;
+}
+
+char *msp_cc_rank_path(const char *zip_path, int64_t rank)
+{
+    size_t n = strlen(zip_path);
+    if (n >= 4 && strcasecmp(zip_path + n - 4, ".zip") == 0)
+        return msp_asprintf("%.*s_rank%lld%s", (int)(n - 4), zip_path, (long long)rank, zip_path + n - 4);
+    return msp_asprintf("%s_rank%lld", zip_path, (long long)rank);
+}
+
+static msp_err msp_cc_make_parent(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash || slash == path)
+        return MSP_OK;
+    char *dir = strndup(path, (size_t)(slash - path));
+    if (!dir)
+        return msp_fail(MSP_ERR_NOMEM, "out of memory");
+    msp_err rc = msp_is_dir(dir) ? MSP_OK : msp_mkdirs(dir);
+    free(dir);
+    return rc;
+}
+
+msp_err msp_cc_pack_write(const char *zip_path, const msp_cc_member_t *members, size_t n)
+{
+    msp_err rc = MSP_OK;
+    zip_t *za = NULL;
+    char *tmp = NULL;
+    if ((rc = msp_cc_make_parent(zip_path)) != MSP_OK)
+        return rc;
+    tmp = msp_asprintf("%s.tmp.%ld", zip_path, (long)getpid());
+    if (!tmp)
+        return msp_fail(MSP_ERR_NOMEM, "out of memory");
+    int zerr = 0;
+    za = zip_open(tmp, ZIP_CREATE | ZIP_TRUNCATE, &zerr);
+    if (!za) {
+        zip_error_t ze;
+        zip_error_init_with_code(&ze, zerr);
+        rc = msp_fail(MSP_ERR_ZIP, "cannot create %s: %s", tmp, zip_error_strerror(&ze));
+        zip_error_fini(&ze);
+        goto cleanup;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char *text = cJSON_Print(members[i].json);
+        if (!text) {
+            rc = msp_fail(MSP_ERR_NOMEM, "%s: out of memory printing %s", zip_path, members[i].name);
+            goto cleanup;
+        }
+        zip_source_t *src = zip_source_buffer(za, text, strlen(text), 1);
+        if (!src) {
+            free(text);
+            rc = msp_fail(MSP_ERR_ZIP, "%s: member %s: %s", zip_path, members[i].name, zip_strerror(za));
+            goto cleanup;
+        }
+        if (zip_file_add(za, members[i].name, src, ZIP_FL_ENC_UTF_8 | ZIP_FL_OVERWRITE) < 0) {
+            zip_source_free(src);
+            rc = msp_fail(MSP_ERR_ZIP, "%s: member %s: %s", zip_path, members[i].name, zip_strerror(za));
+            goto cleanup;
+        }
+    }
+    if (zip_close(za) != 0) {
+        rc = msp_fail(MSP_ERR_ZIP, "cannot write %s: %s", tmp, zip_strerror(za));
+        goto cleanup;
+    }
+    za = NULL;
+    if (rename(tmp, zip_path) != 0) {
+        rc = msp_fail(MSP_ERR_IO, "cannot rename %s to %s: %s", tmp, zip_path, strerror(errno));
+        unlink(tmp);
+    }
+cleanup:
+    if (za)
+        zip_discard(za);
+    free(tmp);
+    return rc;
+}
+
+/* ---- static pack -------------------------------------------------------- */
+
+static msp_err msp_cc_run_python(const char *python, char **out)
+{
+    *out = NULL;
+    msp_err rc = MSP_OK;
+    int fds[2] = {-1, -1};
+    char *buf = NULL;
+    size_t cap = 0, len = 0;
+    const size_t limit = (size_t)64 << 20;
+    if (pipe2(fds, O_CLOEXEC) != 0)
+        return msp_fail(MSP_ERR_IO, "pipe: %s", strerror(errno));
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+    char *argv[] = {(char *)python, (char *)"-c", (char *)MSP_CC_PIP_SCRIPT_PRINT, NULL};
+    pid_t pid;
+    int err = posix_spawn(&pid, python, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(fds[1]);
+    if (err != 0) {
+        close(fds[0]);
+        return msp_fail(err == ENOENT ? MSP_ERR_NOT_FOUND : MSP_ERR_IO,
+                        "cannot run %s: %s (set MSPROBE_PYTHON to a Python interpreter)", python,
+                        strerror(err));
+    }
+    for (;;) {
+        if (len + 4096 + 1 > cap) {
+            cap = cap ? cap * 2 : 65536;
+            char *nb = realloc(buf, cap);
+            if (!nb) {
+                rc = msp_fail(MSP_ERR_NOMEM, "out of memory reading %s output", python);
+                break;
+            }
+            buf = nb;
+        }
+        ssize_t got = read(fds[0], buf + len, cap - len - 1);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            break;
+        len += (size_t)got;
+        if (len > limit) {
+            rc = msp_fail(MSP_ERR_LIMIT, "%s printed more than %zu bytes listing packages", python, limit);
+            kill(pid, SIGKILL);
+            break;
+        }
+    }
+    close(fds[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (rc == MSP_OK && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+        rc = msp_fail(MSP_ERR_PYTHON, "%s failed listing installed packages (exit status %d)", python,
+                      WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+    if (rc != MSP_OK) {
+        free(buf);
+        return rc;
+    }
+    buf[len] = '\0';
+    *out = buf;
+    return MSP_OK;
+}
+
+msp_err msp_cc_static_pack(const char *python, const char *zip_path)
+{
+    msp_err rc = MSP_OK;
+    char *text = NULL;
+    cJSON *pip = NULL, *env = NULL, *manifest = NULL;
+    if (!python || !*python)
+        python = "/usr/bin/python3";
+    if ((rc = msp_cc_run_python(python, &text)) != MSP_OK)
+        goto cleanup;
+    pip = cJSON_Parse(text);
+    if (!pip || !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(pip, "packages"))) {
+        rc = msp_fail(MSP_ERR_FORMAT, "%s: unexpected package list output (not the expected JSON)", python);
+        goto cleanup;
+    }
+    env = msp_cc_env_json(environ);
+    static const char *const items[] = {"env", "pip"};
+    manifest = msp_cc_manifest_json("static", getenv("RANK") ? atoll(getenv("RANK")) : 0,
+                                    getenv("WORLD_SIZE") ? atoll(getenv("WORLD_SIZE")) : 1, items, 2);
+    if (!env || !manifest) {
+        rc = msp_fail(MSP_ERR_NOMEM, "out of memory building %s", zip_path);
+        goto cleanup;
+    }
+    msp_cc_member_t members[] = {{"manifest.json", manifest}, {"env.json", env}, {"pip.json", pip}};
+    rc = msp_cc_pack_write(zip_path, members, 3);
+cleanup:
+    free(text);
+    cJSON_Delete(pip);
+    cJSON_Delete(env);
+    cJSON_Delete(manifest);
+    return rc;
+}

@@ -1,0 +1,266 @@
+/* Report tables and result.xlsx (written to a temp name, then renamed). */
+#include "cc_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xlsxwriter.h>
+
+msp_cc_table_t *msp_cc_table_new(const char *const *cols, size_t ncols)
+{
+    msp_cc_table_t *t = calloc(1, sizeof *t);
+    if (!t || !(t->cols = calloc(ncols, sizeof *t->cols))) {
+        free(t);
+        return NULL;
+    }
+    t->ncols = ncols;
+    for (size_t i = 0; i < ncols; i++)
+        if (!(t->cols[i] = strdup(cols[i]))) {
+            msp_cc_table_free(t);
+            return NULL;
+        }
+    return t;
+}
+
+void msp_cc_table_free(msp_cc_table_t *t)
+{
+    if (!t)
+        return;
+    for (size_t i = 0; i < t->ncols; i++)
+        free(t->cols[i]);
+    for (size_t i = 0; i < t->nrows * t->ncols; i++)
+        free(t->cells[i].s);
+    free(t->cols);
+    free(t->cells);
+    free(t->levels);
+    free(t);
+}
+
+size_t msp_cc_table_add_row(msp_cc_table_t *t, int level)
+{
+    if (!t)
+        return (size_t)-1;
+    if (t->nrows == t->cap) {
+        size_t ncap = t->cap ? t->cap * 2 : 32;
+        msp_cc_cell_t *nc = realloc(t->cells, ncap * t->ncols * sizeof *nc);
+        if (!nc)
+            return (size_t)-1;
+        t->cells = nc;
+        int *nl = realloc(t->levels, ncap * sizeof *nl);
+        if (!nl)
+            return (size_t)-1;
+        t->levels = nl;
+        t->cap = ncap;
+    }
+    memset(&t->cells[t->nrows * t->ncols], 0, t->ncols * sizeof *t->cells);
+    t->levels[t->nrows] = level;
+    return t->nrows++;
+}
+
+static msp_cc_cell_t *msp_cc_cell(msp_cc_table_t *t, size_t row, size_t col)
+{
+    if (!t || row >= t->nrows || col >= t->ncols)
+        return NULL;
+    msp_cc_cell_t *c = &t->cells[row * t->ncols + col];
+    free(c->s);
+    memset(c, 0, sizeof *c);
+    return c;
+}
+
+void msp_cc_table_set_str(msp_cc_table_t *t, size_t row, size_t col, const char *s)
+{
+    msp_cc_cell_t *c = msp_cc_cell(t, row, col);
+    if (c && s && (c->s = strdup(s)))
+        c->kind = MSP_CC_CELL_STR;
+}
+
+void msp_cc_table_set_num(msp_cc_table_t *t, size_t row, size_t col, double v)
+{
+    msp_cc_cell_t *c = msp_cc_cell(t, row, col);
+    if (c) {
+        c->kind = MSP_CC_CELL_NUM;
+        c->d = v;
+    }
+}
+
+void msp_cc_table_set_bool(msp_cc_table_t *t, size_t row, size_t col, int b)
+{
+    msp_cc_cell_t *c = msp_cc_cell(t, row, col);
+    if (c) {
+        c->kind = MSP_CC_CELL_BOOL;
+        c->d = b ? 1 : 0;
+    }
+}
+
+/* xlsx needs valid UTF-8 without control characters and at most 32767
+ * characters per cell; environment values promise none of that. */
+static char *msp_cc_xlsx_text(const char *s)
+{
+    size_t n = strlen(s);
+    if (n > 32000)
+        n = 32000;
+    char *out = malloc(n + 1), *o = out;
+    if (!out)
+        return NULL;
+    const unsigned char *p = (const unsigned char *)s, *end = p + n;
+    while (p < end) {
+        unsigned char ch = *p;
+        size_t len = ch < 0x80 ? 1 : (ch >> 5) == 6 ? 2 : (ch >> 4) == 14 ? 3 : (ch >> 3) == 30 ? 4 : 0;
+        int ok = len > 0 && p + len <= end;
+        for (size_t k = 1; ok && k < len; k++)
+            ok = (p[k] & 0xc0) == 0x80;
+        if (!ok) {
+            *o++ = '?';
+            p++;
+            continue;
+        }
+        if (len == 1 && ch < 0x20 && ch != '\t' && ch != '\n') {
+            *o++ = '?';
+            p++;
+            continue;
+        }
+        memcpy(o, p, len);
+        o += len;
+        p += len;
+    }
+    *o = '\0';
+    return out;
+}
+
+static lxw_error msp_cc_write_text(lxw_worksheet *ws, lxw_row_t r, lxw_col_t c, const char *s, lxw_format *f)
+{
+    char *t = msp_cc_xlsx_text(s);
+    if (!t)
+        return LXW_ERROR_MEMORY_MALLOC_FAILED;
+    lxw_error e = worksheet_write_string(ws, r, c, t, f);
+    free(t);
+    return e;
+}
+
+typedef struct msp_cc_formats {
+    lxw_format *head, *err, *warn;
+} msp_cc_formats_t;
+
+static lxw_error msp_cc_write_table(lxw_workbook *wb, const char *name, const msp_cc_table_t *t,
+                                    const msp_cc_formats_t *fm)
+{
+    lxw_worksheet *ws = workbook_add_worksheet(wb, name);
+    if (!ws)
+        return LXW_ERROR_MEMORY_MALLOC_FAILED;
+    lxw_error e = LXW_NO_ERROR;
+    for (size_t c = 0; c < t->ncols && !e; c++) {
+        e = worksheet_write_string(ws, 0, (lxw_col_t)c, t->cols[c], fm->head);
+        worksheet_set_column(ws, (lxw_col_t)c, (lxw_col_t)c, c == 0 ? 36 : 18, NULL);
+    }
+    for (size_t r = 0; r < t->nrows && !e; r++) {
+        lxw_format *f = t->levels[r] == MSP_CC_LEVEL_ERROR ? fm->err : t->levels[r] == MSP_CC_LEVEL_WARN ? fm->warn : NULL;
+        for (size_t c = 0; c < t->ncols && !e; c++) {
+            const msp_cc_cell_t *cell = &t->cells[r * t->ncols + c];
+            lxw_row_t xr = (lxw_row_t)(r + 1);
+            switch (cell->kind) {
+            case MSP_CC_CELL_STR:
+                e = msp_cc_write_text(ws, xr, (lxw_col_t)c, cell->s, f);
+                break;
+            case MSP_CC_CELL_NUM:
+                e = worksheet_write_number(ws, xr, (lxw_col_t)c, cell->d, f);
+                break;
+            case MSP_CC_CELL_BOOL:
+                e = worksheet_write_boolean(ws, xr, (lxw_col_t)c, cell->d > 0.5, f);
+                break;
+            default:
+                if (f)
+                    e = worksheet_write_blank(ws, xr, (lxw_col_t)c, f);
+                break;
+            }
+        }
+    }
+    if (!e) {
+        worksheet_freeze_panes(ws, 1, 0);
+        if (t->ncols)
+            worksheet_autofilter(ws, 0, 0, (lxw_row_t)t->nrows, (lxw_col_t)(t->ncols - 1));
+    }
+    return e;
+}
+
+msp_err msp_cc_report_write(const msp_cc_result_t *r, const char *out_dir)
+{
+    msp_err rc = MSP_OK;
+    char *final = NULL, *tmp = NULL;
+    msp_cc_table_t *sum = NULL;
+    lxw_workbook *wb = NULL;
+    if (!msp_is_dir(out_dir) && (rc = msp_mkdirs(out_dir)) != MSP_OK)
+        return rc;
+    final = msp_asprintf("%s/result.xlsx", out_dir);
+    tmp = msp_asprintf("%s/.result.xlsx.tmp.%ld", out_dir, (long)getpid());
+    static const char *const cols[] = {"filename", "pass_check", "differences", "note"};
+    sum = msp_cc_table_new(cols, 4);
+    if (!final || !tmp || !sum) {
+        rc = msp_fail(MSP_ERR_NOMEM, "out of memory");
+        goto cleanup;
+    }
+    for (int i = 0; i < MSP_CC_N_ITEMS; i++) {
+        const msp_cc_item_result_t *it = &r->items[i];
+        size_t row = msp_cc_table_add_row(sum, it->status == MSP_CC_FAIL ? MSP_CC_LEVEL_ERROR : MSP_CC_LEVEL_OK);
+        msp_cc_table_set_str(sum, row, 0, it->name);
+        if (it->status == MSP_CC_NA)
+            msp_cc_table_set_str(sum, row, 1, "N/A");
+        else
+            msp_cc_table_set_bool(sum, row, 1, it->status == MSP_CC_PASS);
+        msp_cc_table_set_num(sum, row, 2, (double)it->n_failed);
+        if (it->note)
+            msp_cc_table_set_str(sum, row, 3, it->note);
+    }
+    /* Keep libxlsxwriter's scratch files inside the output directory too. */
+    lxw_workbook_options wo = {.constant_memory = LXW_FALSE, .tmpdir = (char *)out_dir};
+    wb = workbook_new_opt(tmp, &wo);
+    if (!wb) {
+        rc = msp_fail(MSP_ERR_XLSX, "cannot create %s", tmp);
+        goto cleanup;
+    }
+    msp_cc_formats_t fm = {workbook_add_format(wb), workbook_add_format(wb), workbook_add_format(wb)};
+    format_set_bold(fm.head);
+    format_set_bg_color(fm.err, 0xFFC7CE);
+    format_set_bg_color(fm.warn, 0xFFEB9C);
+    lxw_error e = msp_cc_write_table(wb, "summary", sum, &fm);
+    for (int i = 0; i < MSP_CC_N_ITEMS && !e; i++) {
+        const msp_cc_item_result_t *it = &r->items[i];
+        if (it->table)
+            e = msp_cc_write_table(wb, it->name, it->table, &fm);
+        else {
+            static const char *const none[] = {"note"};
+            msp_cc_table_t *t = msp_cc_table_new(none, 1);
+            if (!t) {
+                rc = msp_fail(MSP_ERR_NOMEM, "out of memory");
+                goto cleanup;
+            }
+            size_t row = msp_cc_table_add_row(t, it->status == MSP_CC_FAIL ? MSP_CC_LEVEL_ERROR : MSP_CC_LEVEL_OK);
+            msp_cc_table_set_str(t, row, 0, it->note ? it->note : "not compared");
+            e = msp_cc_write_table(wb, it->name, t, &fm);
+            msp_cc_table_free(t);
+        }
+    }
+    if (e) {
+        rc = msp_fail(MSP_ERR_XLSX, "%s: %s", tmp, lxw_strerror(e));
+        goto cleanup;
+    }
+    e = workbook_close(wb);
+    wb = NULL;
+    if (e) {
+        rc = msp_fail(MSP_ERR_XLSX, "cannot write %s: %s", tmp, lxw_strerror(e));
+        goto cleanup;
+    }
+    if (rename(tmp, final) != 0)
+        rc = msp_fail(MSP_ERR_IO, "cannot rename %s to %s: %s", tmp, final, strerror(errno));
+cleanup:
+    if (wb) {
+        /* workbook_close is the only way to free a workbook; its output is discarded. */
+        workbook_close(wb);
+    }
+    if (rc != MSP_OK && tmp)
+        unlink(tmp);
+    msp_cc_table_free(sum);
+    free(final);
+    free(tmp);
+    return rc;
+}
