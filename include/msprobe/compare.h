@@ -37,7 +37,11 @@ typedef struct msp_compare_opts {
     void *progress_ud;
     size_t chunk_bytes;        /* bytes per side read and compared as one unit of work;
                                   0 = default (1 MiB). Results depend on it, never on threads. */
+    int io_mode;               /* how tensor data with a file offset is read: MSP_IO_DEFAULT
+                                  (= MSP_IO_MMAP), MSP_IO_PREAD or MSP_IO_MMAP; same results */
 } msp_compare_opts_t;
+
+enum { MSP_IO_DEFAULT = 0, MSP_IO_PREAD = 1, MSP_IO_MMAP = 2 };
 
 /* Fill opts with the defaults above. */
 void msp_compare_opts_default(msp_compare_opts_t *opts);

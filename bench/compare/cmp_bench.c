@@ -1,0 +1,131 @@
+/* cmp_bench: the timing half of bench/compare/run.sh (a benchmark, not a test).
+ *
+ *   cmp_bench compare BENCH CMP [THREADS [CHUNK_BYTES [pread|mmap]]]
+ *       times msp_compare_run; prints one line "compare seconds=.. bytes=.. gbps=..
+ *       rss_mib=.. records=.. tensors=.. root=.."
+ *   cmp_bench membw BYTES [THREADS]
+ *       the machine's read bandwidth: an OpenMP read-only reduction over a
+ *       buffer of BYTES (best of 5); prints "membw seconds=.. bytes=.. gbps=.." */
+#include "msprobe/compare.h"
+
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int bench_compare(int argc, char **argv)
+{
+    if (argc < 4)
+        return 2;
+    msp_compare_opts_t o;
+    msp_compare_opts_default(&o);
+    if (argc > 4)
+        o.threads = atoi(argv[4]);
+    if (argc > 5)
+        o.chunk_bytes = strtoull(argv[5], NULL, 10);
+    if (argc > 6)
+        o.io_mode = !strcmp(argv[6], "pread") ? MSP_IO_PREAD : MSP_IO_MMAP;
+    msp_compare_result_t *r = NULL;
+    double t0 = now();
+    msp_err rc = msp_compare_run(argv[2], argv[3], &o, &r);
+    double dt = now() - t0;
+    if (rc) {
+        fprintf(stderr, "cmp_bench: %s\n", msp_last_error());
+        return 1;
+    }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf("compare seconds=%.4f bytes=%llu gbps=%.3f rss_mib=%.1f records=%zu tensors=%zu "
+           "root=%s\n",
+           dt, (unsigned long long)r->bytes_compared, (double)r->bytes_compared / dt / 1e9,
+           (double)ru.ru_maxrss / 1024.0, r->n_records, r->n_tensors,
+           r->root_record >= 0 ? r->records[r->root_record].name : "none");
+    msp_compare_result_free(r);
+    return 0;
+}
+
+static int bench_membw(int argc, char **argv)
+{
+    if (argc < 3)
+        return 2;
+    size_t bytes = strtoull(argv[2], NULL, 10) & ~(size_t)63;
+    int threads = argc > 3 ? atoi(argv[3]) : omp_get_max_threads();
+    /* integer adds, so the loop is bound by memory and not by FP add latency */
+    size_t n = bytes / sizeof(uint64_t);
+    uint64_t *buf = aligned_alloc(64, n * sizeof(uint64_t));
+    if (!buf) {
+        fprintf(stderr, "cmp_bench: cannot allocate %zu bytes\n", bytes);
+        return 1;
+    }
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (size_t i = 0; i < n; i++)
+        buf[i] = i & 1023;
+    double best = 1e30;
+    uint64_t sink = 0;
+    for (int rep = 0; rep < 5; rep++) {
+        double t0 = now();
+        uint64_t s = 0;
+#pragma omp parallel for simd num_threads(threads) schedule(static) reduction(+ : s)
+        for (size_t i = 0; i < n; i++)
+            s += buf[i];
+        double dt = now() - t0;
+        sink += s;
+        if (dt < best)
+            best = dt;
+    }
+    printf("membw seconds=%.4f bytes=%zu gbps=%.3f check=%llu\n", best, n * sizeof(uint64_t),
+           (double)(n * sizeof(uint64_t)) / best / 1e9, (unsigned long long)sink);
+    free(buf);
+    return 0;
+}
+
+/* The kernel alone on in-memory fp32 arrays (no I/O): cmp_bench kernel MIB [THREADS] */
+static int bench_kernel(int argc, char **argv)
+{
+    size_t n = (size_t)(atof(argv[2]) * 1024 * 1024 / 8);
+    if (argc > 3)
+        omp_set_num_threads(atoi(argv[3]));
+    float *a = malloc(n * 4), *b = malloc(n * 4);
+    if (!a || !b)
+        return 1;
+    for (size_t i = 0; i < n; i++) {
+        a[i] = (float)((double)(i % 1000) * 0.001 - 0.5);
+        b[i] = a[i] * 1.0001f;
+    }
+    msp_metrics_t m;
+    double best = 1e30;
+    for (int rep = 0; rep < 5; rep++) {
+        double t0 = now();
+        msp_metrics_compute(MSP_DTYPE_FLOAT32, a, MSP_DTYPE_FLOAT32, b, n, 1.3e-6, 1e-5, &m);
+        double dt = now() - t0;
+        best = dt < best ? dt : best;
+    }
+    printf("kernel seconds=%.4f bytes=%zu gbps=%.3f cos=%.17g\n", best, n * 8,
+           (double)(n * 8) / best / 1e9, m.cosine);
+    free(a);
+    free(b);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 3 && !strcmp(argv[1], "kernel"))
+        return bench_kernel(argc, argv);
+    if (argc >= 2 && !strcmp(argv[1], "compare"))
+        return bench_compare(argc, argv);
+    if (argc >= 2 && !strcmp(argv[1], "membw"))
+        return bench_membw(argc, argv);
+    fprintf(stderr, "usage: cmp_bench compare BENCH CMP [THREADS [CHUNK_BYTES [pread|mmap]]]\n"
+                    "       cmp_bench membw BYTES [THREADS]\n");
+    return 2;
+}
