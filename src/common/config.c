@@ -506,9 +506,15 @@ static msp_err msp_cfg_config_check(const msp_cfg_walk_t *w, const cJSON *cc, ms
     if (rc != MSP_OK)
         return rc;
     cfg->has_config_check = 1;
-    if (m[0] && (rc = msp_cfg_string(w, m[0], "config_check.output_zip_path",
-                                     "a non-empty file path", &cfg->cc_output_zip_path)) != MSP_OK)
-        return rc;
+    if (m[0]) {
+        const char *key = "config_check.output_zip_path";
+        if ((rc = msp_cfg_string(w, m[0], key, "a non-empty file path",
+                                 &cfg->cc_output_zip_path)) != MSP_OK)
+            return rc;
+        size_t n = strlen(cfg->cc_output_zip_path);
+        if (cfg->cc_output_zip_path[n - 1] == '/')
+            return msp_cfg_expected(w, key, "a file path, not a directory (ending in '/')", m[0]);
+    }
     /* -1 is accepted as the spelled-out default ("only at exit"). */
     if (m[1] && (rc = msp_cfg_int(w, m[1], "config_check.write_at_step",
                                   "a step number >= 0 (or -1: only at exit)", -1,

@@ -253,6 +253,9 @@ class RejectsInvalidConfigs(ConfigCase):
              'got "torch.matmul "'),
             ('{"config_check": {"output_zip_path": false}}',
              F + ": config_check.output_zip_path: expected a non-empty file path, got false"),
+            ('{"config_check": {"output_zip_path": "packs/"}}',
+             F + ": config_check.output_zip_path: expected a file path, not a directory "
+             "(ending in '/'), got \"packs/\""),
             ('{"config_check": {"write_at_step": "3"}}',
              F + ': config_check.write_at_step: expected a step number >= 0 (or -1: only at '
              'exit), got "3"'),
