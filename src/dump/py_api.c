@@ -32,12 +32,31 @@ typedef struct msp_bound {
     PyObject *self;
 } msp_bound_t;
 
-typedef struct msp_bwd_hook {
+/* One backward record is put together by two node hooks: the hook on the
+ * grad_fn of the op's output fires first (grads of the outputs), the hook on
+ * the identity node in front of the op's inputs fires later (grads of the
+ * inputs, from this op alone even when an input is used elsewhere too). */
+#define MSP_BWD_MAX_POS 64
+typedef struct msp_bwd_state {
     PyObject_HEAD
     char name[160];
+    int want_in;            /* an input-side hook was registered */
+    int done;
+    int npos;
+    int pos[MSP_BWD_MAX_POS]; /* forward input index of each identity output */
+    int nnone;
+    int none_pos[MSP_BWD_MAX_POS]; /* tensor inputs that need no grad: output.i = None */
+    PyObject *out_grads;    /* grads of the op's outputs, once seen */
+} msp_bwd_state_t;
+
+typedef struct msp_bwd_hook {
+    PyObject_HEAD
+    msp_bwd_state_t *st;
+    int input_side;
 } msp_bwd_hook_t;
 
-static PyTypeObject *g_wrap_type, *g_bound_type, *g_bwd_type;
+static PyTypeObject *g_wrap_type, *g_bound_type, *g_bwd_type, *g_state_type;
+static PyObject *g_bhf_apply, *g_grad_enabled;
 
 /* ---- the curated list ---------------------------------------------------- */
 
@@ -71,21 +90,37 @@ static size_t edit_distance(const char *a, const char *b)
     return prev[lb];
 }
 
+static int ns_rank(const char *e)
+{
+    if (strncmp(e, "torch.nn.functional.", 20) == 0)
+        return 0;
+    if (strncmp(e, "torch.Tensor.", 13) == 0)
+        return 2;
+    if (strncmp(e, "torch.distributed.", 18) == 0)
+        return 3;
+    return 1;
+}
+
 const char *msp_api_near(const char *name)
 {
     const char *best = NULL;
-    size_t best_d = (size_t)-1;
+    size_t best_score = (size_t)-1, best_d = (size_t)-1;
     const char *leaf = strrchr(name, '.');
     leaf = leaf ? leaf + 1 : name;
     for (size_t i = 0; i < msp_api_table_len; i++) {
         const char *e = msp_api_table[i];
         size_t d = edit_distance(name, e);
         /* The same function under another namespace (torch.nn.functional.matmul
-         * for torch.matmul) is as good as a one-letter typo. */
+         * for torch.matmul) counts as a one-letter typo; among those, prefer
+         * functional, then torch, then Tensor. */
         const char *eleaf = strrchr(e, '.');
-        if (eleaf && strcmp(eleaf + 1, leaf) == 0 && d > 1)
+        size_t score = d * 10;
+        if (eleaf && strcmp(eleaf + 1, leaf) == 0 && d > 1) {
             d = 1;
-        if (d < best_d) {
+            score = 10 + (size_t)ns_rank(e);
+        }
+        if (score < best_score) {
+            best_score = score;
             best_d = d;
             best = e;
         }
@@ -124,7 +159,7 @@ static PyObject *first_grad_fn(PyObject *out, PyObject *args)
     if (!cand)
         return NULL;
     /* An op that hands back one of its inputs (x.to(x.dtype), x.contiguous() on a
-     * contiguous x) owns no node: the node found would be the producer's. */
+     * contiguous x) owns no node: the node found would be someone else's. */
     Py_ssize_t na = PyTuple_Size(args);
     for (Py_ssize_t i = 0; i < na; i++)
         if (PyTuple_GetItem(args, i) == cand) {
@@ -144,46 +179,160 @@ static PyObject *first_grad_fn(PyObject *out, PyObject *args)
     return g;
 }
 
-static void register_backward(const char *name, PyObject *out, PyObject *args)
+static int hook_node(PyObject *node, msp_bwd_state_t *st, int input_side)
 {
-    PyObject *g = first_grad_fn(out, args);
-    if (!g)
-        return;
     msp_bwd_hook_t *h = PyObject_New(msp_bwd_hook_t, g_bwd_type);
-    if (h) {
-        snprintf(h->name, sizeof h->name, "%s", name);
-        PyObject *handle = PyObject_CallMethod(g, "register_hook", "O", (PyObject *)h);
-        if (!handle)
-            msp_py_warn_error("grad hook", "cannot hook the backward of an API; its backward is "
-                              "not dumped");
-        Py_XDECREF(handle);
-        Py_DECREF(h);
-    } else {
+    if (!h) {
         PyErr_Clear();
+        return -1;
     }
-    Py_DECREF(g);
+    Py_INCREF(st);
+    h->st = st;
+    h->input_side = input_side;
+    PyObject *handle = PyObject_CallMethod(node, "register_hook", "O", (PyObject *)h);
+    Py_DECREF(h);
+    if (!handle) {
+        msp_py_warn_error("grad hook", "cannot hook the backward of an API; its backward is "
+                          "not dumped");
+        return -1;
+    }
+    Py_DECREF(handle);
+    return 0;
+}
+
+static void submit_backward(msp_bwd_state_t *st, PyObject *in_grads)
+{
+    if (st->done || msp_g.disabled || !msp_g.dumping)
+        return;
+    st->done = 1;
+    msp_dq_rec_t *r = msp_dq_rec_new(st->name);
+    if (!r)
+        return;
+    if (st->out_grads)
+        msp_rec_add_output(r, st->out_grads, "input");
+    Py_ssize_t n = in_grads ? PyTuple_Size(in_grads) : 0;
+    for (Py_ssize_t i = 0; i < n && i < st->npos; i++) {
+        char role[32];
+        snprintf(role, sizeof role, "output.%d", st->pos[i]);
+        msp_rec_add_value(r, role, PyTuple_GetItem(in_grads, i), 1);
+    }
+    for (int i = 0; in_grads && i < st->nnone; i++) {
+        char role[32];
+        snprintf(role, sizeof role, "output.%d", st->none_pos[i]);
+        msp_dq_rec_add_attr(r, role, "None");
+    }
+    msp_rec_submit(r);
 }
 
 static PyObject *bwd_hook_call(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)kw;
     msp_bwd_hook_t *h = (msp_bwd_hook_t *)self;
+    msp_bwd_state_t *st = h->st;
     PyObject *gin = NULL, *gout = NULL;
-    if (msp_g.disabled || !msp_g.dumping || !PyArg_UnpackTuple(args, "hook", 2, 2, &gin, &gout)) {
+    if (msp_g.disabled || !PyArg_UnpackTuple(args, "hook", 2, 2, &gin, &gout)) {
         PyErr_Clear();
         Py_RETURN_NONE;
     }
     msp_t_depth++;
-    msp_dq_rec_t *r = msp_dq_rec_new(h->name);
-    if (r) {
-        msp_rec_add_output(r, gout, "input");
-        msp_rec_add_output(r, gin, "output");
-        msp_rec_submit(r);
+    if (!h->input_side) {
+        Py_XDECREF(st->out_grads);
+        Py_INCREF(gout);
+        st->out_grads = gout;
+        if (!st->want_in)
+            submit_backward(st, NULL);
+    } else {
+        /* The identity node's grad_outputs are the grads reaching the op's inputs. */
+        submit_backward(st, gout);
     }
     msp_t_depth--;
     if (PyErr_Occurred())
         PyErr_Clear();
     Py_RETURN_NONE; /* never replaces the gradients */
+}
+
+static msp_bwd_state_t *state_new(const char *name)
+{
+    msp_bwd_state_t *st = PyObject_New(msp_bwd_state_t, g_state_type);
+    if (!st) {
+        PyErr_Clear();
+        return NULL;
+    }
+    snprintf(st->name, sizeof st->name, "%s", name);
+    st->want_in = st->done = st->npos = st->nnone = 0;
+    st->out_grads = NULL;
+    return st;
+}
+
+/* An op told to write into its input must see the tensor itself: torch refuses
+ * in-place writes to the identity node's outputs. */
+static int writes_input(PyObject *kw)
+{
+    PyObject *v = kw ? PyDict_GetItemString(kw, "inplace") : NULL;
+    return v && PyObject_IsTrue(v) == 1;
+}
+
+/* Put the identity node in front of the positional tensor inputs that need
+ * grad; returns the args to call with (new ref) and fills st. */
+static PyObject *wrap_inputs(PyObject *args, PyObject *kw, msp_bwd_state_t *st)
+{
+    Py_ssize_t n = PyTuple_Size(args);
+    PyObject *tensors = NULL, *res = NULL, *out = NULL;
+    if (!g_bhf_apply || writes_input(kw))
+        goto fallback;
+    PyObject *ge = PyObject_CallFunctionObjArgs(g_grad_enabled, NULL);
+    int enabled = ge && PyObject_IsTrue(ge) == 1;
+    Py_XDECREF(ge);
+    if (!enabled)
+        goto fallback;
+    tensors = PyList_New(0);
+    for (Py_ssize_t i = 0; tensors && i < n && st->npos < MSP_BWD_MAX_POS; i++) {
+        PyObject *a = PyTuple_GetItem(args, i);
+        if (!msp_is_tensor(a))
+            continue;
+        PyObject *rg = PyObject_GetAttrString(a, "requires_grad");
+        int need = rg && PyObject_IsTrue(rg) == 1;
+        Py_XDECREF(rg);
+        if (need) {
+            PyList_Append(tensors, a);
+            st->pos[st->npos++] = (int)i;
+        } else if (st->nnone < MSP_BWD_MAX_POS) {
+            st->none_pos[st->nnone++] = (int)i;
+        }
+    }
+    if (!tensors || st->npos == 0)
+        goto fallback;
+    PyObject *tt = PyList_AsTuple(tensors);
+    res = tt ? PyObject_Call(g_bhf_apply, tt, NULL) : NULL;
+    Py_XDECREF(tt);
+    if (!res || !PyTuple_Check(res) || PyTuple_Size(res) != st->npos)
+        goto fallback;
+    PyObject *node = PyObject_GetAttrString(PyTuple_GetItem(res, 0), "grad_fn");
+    int ok = node && node != Py_None && hook_node(node, st, 1) == 0;
+    Py_XDECREF(node);
+    if (!ok)
+        goto fallback;
+    out = PyTuple_New(n);
+    for (Py_ssize_t i = 0, k = 0; out && i < n; i++) {
+        PyObject *a = (k < st->npos && st->pos[k] == i) ? PyTuple_GetItem(res, k++)
+                                                        : PyTuple_GetItem(args, i);
+        Py_INCREF(a);
+        PyTuple_SetItem(out, i, a);
+    }
+    if (!out)
+        goto fallback;
+    st->want_in = 1;
+    Py_DECREF(tensors);
+    Py_DECREF(res);
+    return out;
+fallback:
+    if (PyErr_Occurred())
+        PyErr_Clear();
+    st->npos = st->nnone = 0;
+    Py_XDECREF(tensors);
+    Py_XDECREF(res);
+    Py_INCREF(args);
+    return args;
 }
 
 static int64_t next_index(msp_wrap_t *w)
@@ -203,6 +352,8 @@ static PyObject *api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
     char name[160];
     int64_t idx = next_index(w);
     msp_dq_rec_t *r = NULL;
+    msp_bwd_state_t *st = NULL;
+    PyObject *call_args = args;
     msp_t_depth++;
     if (w->dirs & MSP_DIR_FORWARD) {
         snprintf(name, sizeof name, "%s.%lld.forward", w->name, (long long)idx);
@@ -211,12 +362,22 @@ static PyObject *api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
         if ((r = msp_dq_rec_new(name)))
             msp_rec_add_args(r, args, kw);
     }
-    PyObject *out = PyObject_Call(w->orig, args, kw);
+    if ((w->dirs & MSP_DIR_BACKWARD) && strncmp(w->name, "Distributed.", 12) != 0) {
+        snprintf(name, sizeof name, "%s.%lld.backward", w->name, (long long)idx);
+        if ((st = state_new(name)))
+            call_args = wrap_inputs(args, kw, st);
+    }
+    PyObject *out = PyObject_Call(w->orig, call_args, kw);
     if (!out) {
         msp_dq_rec_free(r);
+        if (call_args != args)
+            Py_DECREF(call_args);
+        Py_XDECREF(st);
         msp_t_depth--;
         return NULL;
     }
+    PyObject *exc_t, *exc_v, *exc_tb;
+    PyErr_Fetch(&exc_t, &exc_v, &exc_tb); /* nothing pending normally; keep it if so */
     if (r) {
         if (strncmp(w->name, "Distributed.", 12) == 0) {
             /* Collectives write their result into their tensor arguments. */
@@ -235,13 +396,21 @@ static PyObject *api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
         }
         msp_rec_submit(r);
     }
-    if (w->dirs & MSP_DIR_BACKWARD) {
-        snprintf(name, sizeof name, "%s.%lld.backward", w->name, (long long)idx);
-        register_backward(name, out, args);
+    if (st) {
+        PyObject *node = first_grad_fn(out, call_args);
+        if (node)
+            hook_node(node, st, 0);
+        else if (st->want_in)
+            st->out_grads = NULL; /* the op returned an input: only input grads */
+        Py_XDECREF(node);
+        Py_DECREF(st);
     }
+    if (call_args != args)
+        Py_DECREF(call_args);
     msp_t_depth--;
     if (PyErr_Occurred())
         PyErr_Clear();
+    PyErr_Restore(exc_t, exc_v, exc_tb);
     return out;
 }
 
@@ -420,6 +589,16 @@ static void bound_dealloc(PyObject *self)
 static void bwd_dealloc(PyObject *self)
 {
     PyTypeObject *tp = Py_TYPE(self);
+    Py_XDECREF((PyObject *)((msp_bwd_hook_t *)self)->st);
+    freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    f(self);
+    Py_DECREF(tp);
+}
+
+static void state_dealloc(PyObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    Py_XDECREF(((msp_bwd_state_t *)self)->out_grads);
     freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
     f(self);
     Py_DECREF(tp);
@@ -458,7 +637,14 @@ int msp_api_types_init(void)
     g_wrap_type = (PyTypeObject *)PyType_FromSpec(&wspec);
     g_bound_type = (PyTypeObject *)PyType_FromSpec(&bspec);
     g_bwd_type = (PyTypeObject *)PyType_FromSpec(&hspec);
-    return (g_wrap_type && g_bound_type && g_bwd_type) ? 0 : -1;
+    PyType_Slot sslots[] = {
+        {Py_tp_dealloc, (void *)state_dealloc},
+        {0, NULL},
+    };
+    PyType_Spec sspec = {"msprobe.BackwardState", sizeof(msp_bwd_state_t), 0, Py_TPFLAGS_DEFAULT,
+                         sslots};
+    g_state_type = (PyTypeObject *)PyType_FromSpec(&sspec);
+    return (g_wrap_type && g_bound_type && g_bwd_type && g_state_type) ? 0 : -1;
 }
 
 PyObject *msp_wrap_new(PyObject *orig, const char *name, int kind, unsigned dirs, int bind)
@@ -551,6 +737,17 @@ static int patch_one(PyObject *torch, const char *full, unsigned dirs, int expli
 
 int msp_patch_torch(PyObject *torch)
 {
+    /* The identity autograd Function torch's own full backward hooks use
+     * (torch 1.13 and 2.x); without it backward records carry output grads only. */
+    PyObject *fm = PyImport_ImportModule("torch.nn.modules._functions");
+    PyObject *bhf = fm ? PyObject_GetAttrString(fm, "BackwardHookFunction") : NULL;
+    g_bhf_apply = bhf ? PyObject_GetAttrString(bhf, "apply") : NULL;
+    g_grad_enabled = PyObject_GetAttrString(torch, "is_grad_enabled");
+    if (!g_grad_enabled)
+        g_bhf_apply = NULL;
+    Py_XDECREF(bhf);
+    Py_XDECREF(fm);
+    PyErr_Clear();
     const msp_config_t *c = &msp_g.cfg;
     int explicit_api = 0;
     for (size_t i = 0; i < c->n_api_list; i++)

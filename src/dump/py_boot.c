@@ -159,10 +159,15 @@ int msp_py_boot(void)
     if (path) {
         if (msp_config_load(path, &msp_g.cfg) != MSP_OK) {
             const char *d = msp_last_error();
-            /* The loader names the file in its detail; say which otherwise. */
-            if (strstr(d, path))
+            size_t pl = strlen(path);
+            /* The loader starts its detail with the file name ("f.json:3:7: ...",
+             * "f.json: dump.x: ..."); say which file otherwise. */
+            if (strncmp(d, path, pl) == 0 && d[pl] == ':')
                 return fail_boot(d);
-            char *m = msp_asprintf("%s: %s", path, d);
+            char *m = access(path, F_OK) != 0
+                          ? msp_asprintf("%s: cannot read the config (%s)%s", path, strerror(errno),
+                                         env && *env ? "; MSPROBE_PATH names it" : "")
+                          : msp_asprintf("%s: %s", path, d);
             int rc = fail_boot(m ? m : d);
             free(m);
             return rc;
@@ -181,12 +186,15 @@ int msp_py_boot(void)
             free(msg);
             return rc;
         }
-        if (msp_mkdirs(c->dump_path) != MSP_OK || access(c->dump_path, W_OK) != 0) {
-            char why[512];
-            snprintf(why, sizeof why, "dump.common_dump_settings.dump_path: cannot write to \"%s\" "
-                     "(%s); choose a writable directory", c->dump_path,
-                     errno ? strerror(errno) : msp_last_error());
-            char *m = msp_asprintf("%s: %s", c->source ? c->source : path, why);
+        const char *why = NULL;
+        if (msp_mkdirs(c->dump_path) != MSP_OK)
+            why = msp_last_error();
+        else if (access(c->dump_path, W_OK) != 0)
+            why = strerror(errno);
+        if (why) {
+            char *m = msp_asprintf("%s: dump.common_dump_settings.dump_path: cannot write to "
+                                   "\"%s\" (%s); choose a writable directory",
+                                   c->source ? c->source : path, c->dump_path, why);
             int rc = fail_boot(m ? m : why);
             free(m);
             return rc;

@@ -1,0 +1,115 @@
+"""Dumped tensors equal, bit for bit, what examples/train.py records itself
+through its own hooks (a path that does not involve the shim): forward and
+backward of conv2d, linear, relu and cross_entropy, API and module records;
+and the shim does not change a single loss."""
+import os
+import sys
+import unittest
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dumptest as dt  # noqa: E402
+
+STEPS = 3
+DUMPED = (0, 2)
+
+
+class DumpValues(dt.ShimCase):
+    def run_pair(self, extra):
+        cfg = self.write_config(dt.config("./dump", mode="mix", steps="0|2"))
+        with_shim = self.train(["--steps", str(STEPS), "--record", "rec", "--print-losses"] + extra,
+                               cfg)
+        without = self.train(["--steps", str(STEPS), "--print-losses"] + extra, preload=False)
+        rec = np.load(self.path("rec", "record.npz"))
+        return with_shim, without, rec
+
+    def check_run(self, extra):
+        with_shim, without, rec = self.run_pair(extra)
+        self.assertEqual(len(dt.losses(without.stdout)), STEPS)
+        self.assertEqual(dt.losses(with_shim.stdout), dt.losses(without.stdout),
+                         "losses changed under the shim")
+        self.assertNotIn("msprobe:", with_shim.stderr)
+        files = dt.dump_files(self.path("dump"))
+        self.assertEqual(sorted(files), [(s, 0) for s in DUMPED])
+        for step in DUMPED:
+            recs, root = dt.read_dump(files[(step, 0)])
+            self.assertEqual(int(root["step"]), step)
+            self.assertEqual(int(root["rank"]), 0)
+            r = lambda key: rec["step%d/%s" % (step, key)]  # noqa: E731
+            same = lambda name, role, key: dt.assert_same(  # noqa: E731
+                self, recs[name][role], r(key), "step %d %s %s" % (step, name, role))
+            # forward, API level
+            same("Functional.conv2d.0.forward", "input.0", "input")
+            same("Functional.conv2d.0.forward", "input.1", "conv1.weight")
+            same("Functional.conv2d.0.forward", "input.2", "conv1.bias")
+            same("Functional.conv2d.0.forward", "output.0", "conv1.out")
+            same("Functional.relu.0.forward", "output.0", "relu1.out")
+            same("Functional.conv2d.1.forward", "input.0", "relu1.out")
+            same("Functional.conv2d.1.forward", "output.0", "conv2.out")
+            same("Functional.relu.1.forward", "output.0", "relu2.out")
+            same("Functional.linear.0.forward", "input.1", "fc1.weight")
+            same("Functional.linear.0.forward", "output.0", "fc1.out")
+            same("Functional.relu.2.forward", "output.0", "relu3.out")
+            same("Functional.linear.1.forward", "input.0", "relu3.out")
+            same("Functional.linear.1.forward", "output.0", "fc2.out")
+            same("Functional.cross_entropy.0.forward", "input.0", "fc2.out")
+            same("Functional.cross_entropy.0.forward", "output.0", "loss")
+            # backward, API level: input.* = grads of the op's outputs,
+            # output.* = grads of its inputs
+            same("Functional.cross_entropy.0.backward", "output.0", "fc2.grad_out")
+            same("Functional.linear.1.backward", "input.0", "fc2.grad_out")
+            same("Functional.relu.2.backward", "input.0", "relu3.grad_out")
+            same("Functional.relu.2.backward", "output.0", "fc1.grad_out")
+            same("Functional.linear.0.backward", "input.0", "fc1.grad_out")
+            same("Functional.linear.0.backward", "output.1", "fc1.weight.grad")
+            same("Functional.linear.0.backward", "output.2", "fc1.bias.grad")
+            same("Functional.conv2d.1.backward", "input.0", "conv2.grad_out")
+            same("Functional.conv2d.1.backward", "output.0", "relu1.grad_out")
+            same("Functional.conv2d.1.backward", "output.1", "conv2.weight.grad")
+            same("Functional.conv2d.1.backward", "output.2", "conv2.bias.grad")
+            same("Functional.conv2d.0.backward", "input.0", "conv1.grad_out")
+            same("Functional.conv2d.0.backward", "output.1", "conv1.weight.grad")
+            same("Functional.conv2d.0.backward", "output.2", "conv1.bias.grad")
+            # the first conv's input needs no grad: recorded as the value None
+            self.assertEqual(recs["Functional.conv2d.0.backward"]["attrs"]["output.0"], "None")
+            g = recs["Functional.cross_entropy.0.backward"]["input.0"]
+            self.assertEqual(float(g), 1.0)
+            # module level
+            same("Module.conv1.Conv2d.forward.0", "input.0", "input")
+            same("Module.conv1.Conv2d.forward.0", "output.0", "conv1.out")
+            same("Module.fc1.Linear.forward.0", "output.0", "fc1.out")
+            same("Module.relu2.ReLU.forward.0", "output.0", "relu2.out")
+            same("Module.fc2.Linear.backward.0", "input.0", "fc2.grad_out")
+            same("Module.conv2.Conv2d.backward.0", "input.0", "conv2.grad_out")
+            same("Module.conv2.Conv2d.backward.0", "output.0", "relu1.grad_out")
+            # execution order: forward records come in the order the net runs
+            order = {n: int(v["attrs"]["order"]) for n, v in recs.items()}
+            self.assertLess(order["Functional.conv2d.0.forward"], order["Functional.conv2d.1.forward"])
+            self.assertLess(order["Functional.linear.1.forward"],
+                            order["Functional.cross_entropy.0.forward"])
+            self.assertLess(order["Functional.cross_entropy.0.backward"],
+                            order["Functional.conv2d.0.backward"])
+            self.assertEqual(sorted(order.values()), list(range(len(order))))
+        return files
+
+    def test_fp32_forward_backward_bit_identical(self):
+        files = self.check_run([])
+        recs, _ = dt.read_dump(files[(0, 0)])
+        t = recs["Functional.conv2d.0.forward"]["tattrs"]["output.0"]
+        self.assertEqual(t["dtype"], "torch.float32")
+        self.assertEqual(int(t["requires_grad"]), 1)
+        # non-tensor arguments are string attributes (stride of the second conv)
+        self.assertEqual(recs["Functional.conv2d.1.forward"]["attrs"]["input.3"], "(2, 2)")
+
+    def test_bf16_autocast_values_and_dtype(self):
+        files = self.check_run(["--bf16"])
+        recs, _ = dt.read_dump(files[(0, 0)])
+        self.assertEqual(recs["Functional.conv2d.0.forward"]["tattrs"]["output.0"]["dtype"],
+                         "torch.bfloat16")
+        self.assertEqual(recs["Functional.conv2d.0.forward"]["tattrs"]["input.0"]["dtype"],
+                         "torch.float32")
+
+
+if __name__ == "__main__":
+    unittest.main()
