@@ -237,7 +237,7 @@ static void cmp_slow_block(msp_dtype_t ndt, const unsigned char *np, msp_dtype_t
     p.count = cnt;
     for (size_t i = 0; i < cnt; i++) {
         double n = cmp_load(ndt, np, i), b = cmp_load(bdt, bp, i);
-        int n_nan = isnan(n), b_nan = isnan(b), n_inf = isinf(n), b_inf = isinf(b);
+        int n_nan = !!isnan(n), b_nan = !!isnan(b), n_inf = !!isinf(n), b_inf = !!isinf(b);
         p.n_sum += n;
         p.b_sum += b;
         p.n_sq += n * n;

@@ -2,7 +2,7 @@
  * one JSON object per line, then one summary line. NaN metrics print as null.
  * Usage: cmp_dump_metrics [--threads N] [--chunk BYTES] [--fuzzy] [--mapping F]
  *        [--level all|api|module] [--cos-warn X] [--abs-warn X] [--cos-fail X]
- *        [--abs-fail X] [--stats-warn X] BENCH CMP
+ *        [--abs-fail X] [--stats-warn X] [--io pread|mmap] BENCH CMP
  * Exit 0 on success, 2 with {"error": ...} on failure. */
 #include "msprobe/compare.h"
 
@@ -72,7 +72,7 @@ int main(int argc, char **argv)
         {"level", required_argument, NULL, 'l'},     {"cos-warn", required_argument, NULL, 1},
         {"abs-warn", required_argument, NULL, 2},    {"cos-fail", required_argument, NULL, 3},
         {"abs-fail", required_argument, NULL, 4},    {"stats-warn", required_argument, NULL, 5},
-        {NULL, 0, NULL, 0}};
+        {"io", required_argument, NULL, 6},          {NULL, 0, NULL, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
@@ -89,6 +89,7 @@ int main(int argc, char **argv)
         case 3: o.cos_fail = atof(optarg); break;
         case 4: o.abs_fail = atof(optarg); break;
         case 5: o.stats_warn = atof(optarg); break;
+        case 6: o.io_mode = !strcmp(optarg, "pread") ? MSP_IO_PREAD : MSP_IO_MMAP; break;
         default: return 2;
         }
     }

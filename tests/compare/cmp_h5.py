@@ -24,7 +24,7 @@ class BF16:
     """A bfloat16 tensor: bits (uint16 array) plus its exact float64 values."""
 
     def __init__(self, values):
-        f = np.ascontiguousarray(np.asarray(values, dtype=np.float32))
+        f = np.array(values, dtype=np.float32, order="C")  # keeps 0-d arrays 0-d
         u = f.view(np.uint32).astype(np.uint64)
         # round to nearest even on the 16 dropped bits; NaN stays NaN
         rounded = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
@@ -86,12 +86,12 @@ def _write_tensor(g, role, t):
         tid = bf16_type()
         space = h5py.h5s.create_simple(t.shape) if t.shape else h5py.h5s.create(h5py.h5s.SCALAR)
         did = h5py.h5d.create(g.id, role.encode(), tid, space)
-        did.write(h5py.h5s.ALL, h5py.h5s.ALL, np.ascontiguousarray(t.bits), mtype=tid)
+        did.write(h5py.h5s.ALL, h5py.h5s.ALL, np.array(t.bits, order="C"), mtype=tid)
         ds = g[role]
         dt_name, shape, st = "bfloat16", t.shape, torch_stats(t)
         raw = t.bits.tobytes()
     else:
-        a = np.ascontiguousarray(t)
+        a = np.array(t, order="C")  # ascontiguousarray would turn 0-d into 1-d
         if a.dtype == np.bool_:
             ds = g.create_dataset(role, data=a.view(np.uint8))
         else:
