@@ -140,8 +140,11 @@ msp_err msp_cc_pack_read(const char *path, size_t max_member, msp_cc_pack_t *out
     if (!za) {
         zip_error_t ze;
         zip_error_init_with_code(&ze, zerr);
-        rc = msp_fail(zerr == ZIP_ER_NOENT ? MSP_ERR_NOT_FOUND : MSP_ERR_ZIP, "pack %s: cannot open: %s", path,
-                      zip_error_strerror(&ze));
+        if (zerr == ZIP_ER_EXISTS)
+            rc = msp_fail(MSP_ERR_ZIP, "pack %s: two members have the same name; refusing the pack", path);
+        else
+            rc = msp_fail(zerr == ZIP_ER_NOENT ? MSP_ERR_NOT_FOUND : MSP_ERR_ZIP, "pack %s: cannot open: %s", path,
+                          zip_error_strerror(&ze));
         zip_error_fini(&ze);
         goto cleanup;
     }

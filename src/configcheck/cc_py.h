@@ -13,6 +13,10 @@
  * with the Python error cleared. Caller frees. */
 char *msp_cc_py_text(PyObject *o, int use_repr);
 
+/* Look up the tensor methods the readers use (from torch._C's tensor base
+ * class, beneath any patch of torch.Tensor). 0 on success. */
+int msp_cc_py_tensor_init(PyObject *torch);
+
 /* Append to arr one tensor entry {name, shape, dtype, max, min, mean, norm,
  * hash}, read from host memory without running torch operators that
  * compute. Never leaves a Python error set. */

@@ -9,6 +9,7 @@
  * configured step ends. */
 #include "cc_py.h"
 
+#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,11 +44,26 @@ static struct {
     int warned;
 } msp_cc;
 
+/* The shim's voice: one "msprobe:" line per write(2), on stderr or appended
+ * to MSPROBE_LOG_FILE. A few warnings are enough to say collection is degraded. */
 static void msp_cc_warn(const char *what)
 {
-    /* One warning per process is enough to say collection is degraded. */
-    if (msp_cc.warned++ < 3)
-        msp_log(MSP_LOG_WARN, "config_check: %s", what);
+    if (msp_cc.warned++ >= 3)
+        return;
+    msp_log(MSP_LOG_WARN, "config_check: %s", what);
+    char line[1024];
+    int n = snprintf(line, sizeof line, "msprobe: warning: config_check: %s\n", what);
+    if (n <= 0)
+        return;
+    size_t len = (size_t)n < sizeof line ? (size_t)n : sizeof line - 1;
+    const char *lf = getenv("MSPROBE_LOG_FILE");
+    int fd = lf && *lf ? open(lf, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644) : STDERR_FILENO;
+    if (fd < 0)
+        fd = STDERR_FILENO;
+    ssize_t w = write(fd, line, len);
+    (void)w;
+    if (fd != STDERR_FILENO)
+        close(fd);
 }
 
 /* ---- wrapper type ------------------------------------------------------- */
@@ -415,6 +431,8 @@ static void msp_cc_patch_torch(PyObject *torch)
     msp_cc.torch = torch;
     msp_cc.tensor_type = PyObject_GetAttrString(torch, "Tensor");
     PyErr_Clear();
+    if (msp_cc_py_tensor_init(torch) != 0)
+        msp_cc_warn("cannot find torch's tensor methods; weights and dataset entries will be unavailable");
     PyObject *w = msp_cc_patch(torch, "manual_seed", "torch.manual_seed", MSP_CC_WRAP_SEED, NULL);
     if (random)
         msp_cc_patch(random, "manual_seed", "torch.manual_seed", MSP_CC_WRAP_SEED, w);

@@ -40,9 +40,51 @@ static void msp_cc_add_error_entry(cJSON *arr, const char *name, const char *why
     cJSON_AddItemToArray(arr, e);
 }
 
-static long long msp_cc_call_ll(PyObject *o, const char *method)
+/* Tensor methods taken from torch's C base class: a dump running alongside
+ * patches torch.Tensor.cpu/contiguous/..., and our reads must not be dumped. */
+static struct {
+    PyObject *detach, *cpu, *contiguous, *is_contiguous, *numel, *element_size, *data_ptr;
+} msp_cc_tm;
+
+int msp_cc_py_tensor_init(PyObject *torch)
 {
-    PyObject *r = PyObject_CallMethod(o, method, NULL);
+    PyObject *c = PyObject_GetAttrString(torch, "_C");
+    PyObject *base = c ? PyObject_GetAttrString(c, "TensorBase") : NULL;
+    if (!base) {
+        PyErr_Clear();
+        base = c ? PyObject_GetAttrString(c, "_TensorBase") : NULL;
+    }
+    if (!base) {
+        PyErr_Clear();
+        base = PyObject_GetAttrString(torch, "Tensor");
+    }
+    Py_XDECREF(c);
+    if (!base) {
+        PyErr_Clear();
+        return -1;
+    }
+    msp_cc_tm.detach = PyObject_GetAttrString(base, "detach");
+    msp_cc_tm.cpu = PyObject_GetAttrString(base, "cpu");
+    msp_cc_tm.contiguous = PyObject_GetAttrString(base, "contiguous");
+    msp_cc_tm.is_contiguous = PyObject_GetAttrString(base, "is_contiguous");
+    msp_cc_tm.numel = PyObject_GetAttrString(base, "numel");
+    msp_cc_tm.element_size = PyObject_GetAttrString(base, "element_size");
+    msp_cc_tm.data_ptr = PyObject_GetAttrString(base, "data_ptr");
+    Py_DECREF(base);
+    int ok = msp_cc_tm.detach && msp_cc_tm.cpu && msp_cc_tm.contiguous && msp_cc_tm.is_contiguous &&
+             msp_cc_tm.numel && msp_cc_tm.element_size && msp_cc_tm.data_ptr;
+    PyErr_Clear();
+    return ok ? 0 : -1;
+}
+
+static PyObject *msp_cc_tcall(PyObject *method, PyObject *t)
+{
+    return method ? PyObject_CallFunctionObjArgs(method, t, NULL) : NULL;
+}
+
+static long long msp_cc_tcall_ll(PyObject *method, PyObject *t)
+{
+    PyObject *r = msp_cc_tcall(method, t);
     long long v = r ? PyLong_AsLongLong(r) : -1;
     Py_XDECREF(r);
     return v;
@@ -51,11 +93,12 @@ static long long msp_cc_call_ll(PyObject *o, const char *method)
 void msp_cc_py_tensor_entry(PyObject *tensor, const char *name, cJSON *arr)
 {
     PyObject *d = NULL, *host = NULL, *dense = NULL, *dtype = NULL, *shape = NULL, *layout = NULL, *ptr = NULL;
-    char *dtype_name = NULL, *layout_name = NULL;
+    PyObject *device = NULL, *devtype = NULL, *contig = NULL;
+    char *dtype_name = NULL, *layout_name = NULL, *dev_name = NULL;
     cJSON *e = NULL;
     const char *why = "cannot read the tensor";
     /* detach: the reads below must never join the autograd graph. */
-    if (!(d = PyObject_CallMethod(tensor, "detach", NULL)))
+    if (!(d = msp_cc_tcall(msp_cc_tm.detach, tensor)))
         goto fail;
     if (!(dtype = PyObject_GetAttrString(d, "dtype")) || !(dtype_name = msp_cc_py_text(dtype, 0)))
         goto fail;
@@ -84,11 +127,26 @@ void msp_cc_py_tensor_entry(PyObject *tensor, const char *name, cJSON *arr)
         goto cleanup;
     }
     /* Device tensors are copied to the host; CPU contiguous ones are read in place. */
-    if (!(host = PyObject_CallMethod(d, "cpu", NULL)) || !(dense = PyObject_CallMethod(host, "contiguous", NULL)))
+    if (!(device = PyObject_GetAttrString(d, "device")) || !(devtype = PyObject_GetAttrString(device, "type")) ||
+        !(dev_name = msp_cc_py_text(devtype, 0)))
         goto fail;
-    long long numel = msp_cc_call_ll(dense, "numel");
-    long long esize = msp_cc_call_ll(dense, "element_size");
-    if (!(ptr = PyObject_CallMethod(dense, "data_ptr", NULL)))
+    if (strcmp(dev_name, "cpu") == 0) {
+        host = d;
+        Py_INCREF(host);
+    } else if (!(host = msp_cc_tcall(msp_cc_tm.cpu, d))) {
+        goto fail;
+    }
+    if (!(contig = msp_cc_tcall(msp_cc_tm.is_contiguous, host)))
+        goto fail;
+    if (contig == Py_True) {
+        dense = host;
+        Py_INCREF(dense);
+    } else if (!(dense = msp_cc_tcall(msp_cc_tm.contiguous, host))) {
+        goto fail;
+    }
+    long long numel = msp_cc_tcall_ll(msp_cc_tm.numel, dense);
+    long long esize = msp_cc_tcall_ll(msp_cc_tm.element_size, dense);
+    if (!(ptr = msp_cc_tcall(msp_cc_tm.data_ptr, dense)))
         goto fail;
     unsigned long long addr = PyLong_AsUnsignedLongLong(ptr);
     if (PyErr_Occurred() || numel < 0 || esize < 0)
@@ -113,6 +171,10 @@ cleanup:
     cJSON_Delete(e);
     free(dtype_name);
     free(layout_name);
+    free(dev_name);
+    Py_XDECREF(device);
+    Py_XDECREF(devtype);
+    Py_XDECREF(contig);
     Py_XDECREF(d);
     Py_XDECREF(host);
     Py_XDECREF(dense);
