@@ -35,7 +35,7 @@ GOOD = '{"dump": {"common_dump_settings": {"dump_path": "./out/dump", "task": "s
 SHOW = 'printf "%s|%s" "$LD_PRELOAD" "$MSPROBE_PATH"'
 
 
-class DumpLauncher(unittest.TestCase):
+class LauncherCase(unittest.TestCase):
     def setUp(self):
         self.assertGreaterEqual(len(LIBS), 2, "need two shared libraries to preload")
         self.assertNotEqual(SHIM, OTHER)
@@ -73,6 +73,8 @@ class DumpLauncher(unittest.TestCase):
         self.assertEqual(r.stderr, stderr)
         self.assertFalse(os.path.exists(os.path.join(self.dir, "marker")))
 
+
+class DumpLauncher(LauncherCase):
     # ---- environment -------------------------------------------------------
 
     def test_sets_absolute_msprobe_path_and_preloads_the_shim(self):
@@ -269,6 +271,34 @@ class DumpLauncher(unittest.TestCase):
                           env=self.env(MSPROBE_PRELOAD_LIB=os.path.join(self.dir, "a:b.so")))
         self.assertNotRun(r, f"msprobe: dump: MSPROBE_PRELOAD_LIB={self.dir}/a:b.so: cannot be "
                              "preloaded (the path may not contain spaces or colons)\n")
+
+
+def sanitized_build():
+    cache = os.path.join(os.environ.get("MSPROBE_BUILD_DIR", ""), "CMakeCache.txt")
+    try:
+        with open(cache) as f:
+            return any(line.startswith("MSPROBE_SANITIZE:BOOL=ON") for line in f)
+    except OSError:
+        return False
+
+
+REAL_SHIM = os.environ.get("MSPROBE_PRELOAD_LIB", "")
+
+
+@unittest.skipUnless(REAL_SHIM and os.path.exists(REAL_SHIM), "the shim is not built")
+@unittest.skipIf(sanitized_build(), "an ASan-built shim cannot be preloaded into sh or python")
+class WithTheRealShim(LauncherCase):
+    def test_build_tree_shim_is_found_beside_msprobe(self):
+        r = self.run_dump(["-c", "good.json", "--", "sh", "-c", SHOW],
+                          env=self.env(MSPROBE_PRELOAD_LIB=None))
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        self.assertEqual(r.stdout, f"{os.path.realpath(REAL_SHIM)}|{self.dir}/good.json")
+
+    def test_python_runs_and_keeps_its_exit_status(self):
+        r = self.run_dump(["-c", "good.json", "--", "/usr/bin/python3", "-c",
+                           "import sys; print('ran'); sys.exit(3)"],
+                          env=self.env(MSPROBE_PRELOAD_LIB=REAL_SHIM))
+        self.assertEqual((r.returncode, r.stdout), (3, "ran\n"), r.stderr)
 
 
 if __name__ == "__main__":
