@@ -186,11 +186,13 @@ int main(int argc, char **argv)
         printf(", ");
         put_str("bench_name", r->records[i].bench_name);
         printf(", \"step\": %lld, \"rank\": %lld, \"order\": %lld, \"first_tensor\": %zu, "
-               "\"n_tensors\": %zu, \"cause\": \"%s\", \"verdict\": \"%s\", \"highlight\": \"%s\"}",
+               "\"n_tensors\": %zu, \"cause\": \"%s\", \"verdict\": \"%s\", \"highlight\": \"%s\", "
+               "\"is_root_cause\": %d}",
                (long long)r->records[i].step, (long long)r->records[i].rank,
                (long long)r->records[i].order, r->records[i].first_tensor,
                r->records[i].n_tensors, cause_name(r->records[i].cause),
-               verdict_name(r->records[i].verdict), hl_name(r->records[i].highlight));
+               verdict_name(r->records[i].verdict), hl_name(r->records[i].highlight),
+               r->records[i].is_root_cause);
     }
     printf("]}\n");
     msp_compare_result_free(r);

@@ -79,7 +79,10 @@ class Stats:
 
 def _write_tensor(g, role, t):
     if isinstance(t, Stats):
-        ds = g.create_dataset(role, data=h5py.Empty("f"))
+        short = t.dtype.replace("torch.", "")
+        tid = bf16_type() if short == "bfloat16" else h5py.h5t.py_create(np.dtype(short))
+        h5py.h5d.create(g.id, role.encode(), tid, h5py.h5s.create(h5py.h5s.NULL))
+        ds = g[role]
         dt_name, shape, st = t.dtype, t.shape, t.stats
         raw = b""
     elif isinstance(t, BF16):
@@ -98,7 +101,7 @@ def _write_tensor(g, role, t):
             ds = g.create_dataset(role, data=a)
         dt_name, shape, st = a.dtype.name, a.shape, torch_stats(a)
         raw = a.tobytes()
-    ds.attrs["dtype"] = TORCH_NAME[dt_name]
+    ds.attrs["dtype"] = TORCH_NAME.get(dt_name, dt_name)
     ds.attrs["shape"] = np.array(shape, dtype=np.int64)
     for k in ("max", "min", "mean", "norm"):
         ds.attrs[k] = np.float64(st[k])
