@@ -233,6 +233,26 @@ class PackWritingRules(unittest.TestCase):
             self.assertEqual(plain.stdout, on.stdout)
             self.assertIn("step 2 loss", on.stdout)
 
+    def test_a_dump_alongside_records_nothing_of_the_collection(self):
+        import h5py
+        names = []
+        for cc in (False, True):
+            with tempfile.TemporaryDirectory() as d:
+                cfg = os.path.join(d, "msprobe.json")
+                section = ', "config_check": {"output_zip_path": "pack.zip"}' if cc else ""
+                with open(cfg, "w") as f:
+                    f.write('{"dump": {"common_dump_settings": {"dump_mode": "mix", "dump_path": "dump", '
+                            '"dump_iter": "0", "task": "statistics"}, "api_list": []}%s}' % section)
+                r = run_under_shim([TRAIN], "", d, MSPROBE_PATH=cfg)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertEqual(os.path.exists(os.path.join(d, "pack.zip")), cc)
+                with h5py.File(os.path.join(d, "dump", "step0", "rank0", "dump.h5"), "r") as h:
+                    names.append(sorted(k for k in h.keys() if k != "index"))
+                names.append(r.stdout)
+        self.assertGreater(len(names[0]), 10)
+        self.assertEqual(names[2], names[0])  # the same records with and without config_check
+        self.assertEqual(names[3], names[1])  # and the same losses
+
 
 if __name__ == "__main__":
     unittest.main()
