@@ -10,7 +10,7 @@
 #include <string.h>
 
 static PyObject *g_tensor_type, *g_detach, *g_view, *g_cpu, *g_to_dlpack;
-static PyObject *g_bool, *g_uint8, *s_requires_grad, *s_dtype;
+static PyObject *g_bool, *g_uint8, *g_strided, *s_requires_grad, *s_dtype, *s_layout;
 
 static PyObject *attr_path(PyObject *root, const char *dotted)
 {
@@ -44,10 +44,12 @@ int msp_tensor_init(PyObject *torch)
     }
     g_bool = attr_path(torch, "bool");
     g_uint8 = attr_path(torch, "uint8");
+    g_strided = attr_path(torch, "strided");
+    s_layout = PyUnicode_InternFromString("layout");
     s_requires_grad = PyUnicode_InternFromString("requires_grad");
     s_dtype = PyUnicode_InternFromString("dtype");
     if (!g_tensor_type || !g_detach || !g_view || !g_cpu || !g_to_dlpack || !g_bool || !g_uint8 ||
-        !s_requires_grad || !s_dtype)
+        !g_strided || !s_layout || !s_requires_grad || !s_dtype)
         return -1;
     return 0;
 }
@@ -168,6 +170,17 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
         rg = PyObject_IsTrue(v) == 1;
         Py_DECREF(v);
     }
+    PyObject *layout = PyObject_GetAttr(t, s_layout);
+    if (layout && layout != g_strided) {
+        char name[64], kind[80];
+        obj_text(layout, 0, name, sizeof name);
+        snprintf(kind, sizeof kind, "layout %s", name);
+        msp_shim_warn_once(kind, "%s: layout %s is not supported (dense tensors only); such "
+                           "tensors are skipped", what, name);
+        Py_DECREF(layout);
+        goto cleanup;
+    }
+    Py_XDECREF(layout);
     dt = PyObject_GetAttr(t, s_dtype);
     d = call1(g_detach, t);
     if (!dt || !d)
@@ -245,10 +258,13 @@ pyfail:
     if (PyErr_Occurred()) {
         /* One warning per kind of failure (sparse, meta, quantized...). */
         PyObject *type, *val, *tb;
-        char text[200] = "", kind[48];
+        char text[160] = "", kind[48];
         PyErr_Fetch(&type, &val, &tb);
         if (val)
             obj_text(val, 0, text, sizeof text);
+        char *nl = strchr(text, '\n');
+        if (nl)
+            *nl = '\0';
         snprintf(kind, sizeof kind, "read %.40s", text);
         msp_shim_warn_once(kind, "%s: %s; such tensors are skipped", what, text);
         Py_XDECREF(type);

@@ -1,0 +1,120 @@
+"""Every config error stops the process with status 2 before the user's script
+runs, with one "msprobe: <file>: <what>" line naming the key; a tensor the
+shim cannot read costs one warning and changes nothing; no config, no shim."""
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dumptest as dt  # noqa: E402
+
+MARK = "open('script_ran', 'w').write('yes'); print('script output')"
+
+
+class ConfigErrors(dt.ShimCase):
+    def expect_exit2(self, cfg_path, *needles):
+        p = self.run_cmd([dt.PYTHON, "-c", MARK], cfg_path)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertFalse(os.path.exists(self.path("script_ran")), "the script ran")
+        self.assertEqual(p.stdout, "")
+        lines = p.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, p.stderr)
+        self.assertTrue(lines[0].startswith("msprobe: "), lines[0])
+        self.assertNotIn("Traceback", p.stderr)
+        for n in needles:
+            self.assertIn(n, lines[0])
+        return lines[0]
+
+    def test_missing_config_named_by_msprobe_path(self):
+        self.expect_exit2(self.path("nope.json"), "nope.json")
+
+    def test_malformed_json(self):
+        cfg = self.write_config('{"dump": {"common_dump_settings": {"dump_mode": "api",}}', "bad.json")
+        self.expect_exit2(cfg, "bad.json")
+
+    def test_unknown_key_named(self):
+        cfg = self.write_config({"dump": {"common_dump_settings": {"dump_itr": "1"}}}, "k.json")
+        self.expect_exit2(cfg, "k.json", "dump_itr")
+
+    def test_wrong_type_named(self):
+        cfg = self.write_config({"dump": {"common_dump_settings": {"task": True}}}, "t.json")
+        self.expect_exit2(cfg, "t.json", "task")
+
+    def test_unknown_api_listed_with_near_match(self):
+        cfg = self.write_config(dt.config("./d", api_list=[
+            ("torch.nn.functional.conv2", "forward"), ("torch.nn.functional.linear", "forward"),
+            ("torch.nn.functional.matmul", "forward")]), "u.json")
+        line = self.expect_exit2(cfg, "u.json", "api_list")
+        self.assertIn('"torch.nn.functional.conv2" (did you mean "torch.nn.functional.conv2d"?)', line)
+        self.assertIn('"torch.nn.functional.matmul" (did you mean "torch.matmul"?)', line)
+        self.assertNotIn('"torch.nn.functional.linear"', line)
+
+    def test_module_path_needs_module_mode(self):
+        cfg = self.write_config(dt.config("./d", mode="api", api_list=[("layer1.0.conv1", "forward")]),
+                                "m.json")
+        self.expect_exit2(cfg, "m.json", "layer1.0.conv1", "dump_mode")
+
+    def test_unwritable_dump_path(self):
+        with open(self.path("a_file"), "w") as f:
+            f.write("x")
+        cfg = self.write_config(dt.config(self.path("a_file", "sub")), "w.json")
+        self.expect_exit2(cfg, "w.json", "dump_path", "a_file")
+
+    def test_unchanged_script_under_error_free_shim_and_no_config(self):
+        p = self.run_cmd([dt.PYTHON, "-c", MARK])
+        self.assertEqual((p.returncode, p.stdout, p.stderr), (0, "script output\n", ""))
+        self.assertFalse(os.path.exists(self.path("msprobe_dump_data")))
+
+    def test_msprobe_json_in_cwd_is_used(self):
+        self.write_config({"dump": {"common_dump_settings": {"dump_mode": "bogus"}}})
+        p = self.run_cmd([dt.PYTHON, "-c", MARK])
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("msprobe.json", p.stderr)
+        self.assertIn("dump_mode", p.stderr)
+
+
+ODD = r"""
+import torch
+a = torch.ones(2, 2, dtype=torch.complex64)
+b = torch.arange(4.0).reshape(2, 2)
+outs = []
+for i in range(3):
+    c = torch.matmul(a, a)              # complex: no msprobe dtype
+    s = torch.matmul(b.to_sparse(), b)  # sparse input: no DLPack
+    d = torch.matmul(b, b)              # fine
+    outs.append((c.real.sum().item(), s.sum().item(), d.sum().item()))
+print(outs)
+"""
+
+
+class OddTensors(dt.ShimCase):
+    def test_one_warning_per_kind_and_results_unchanged(self):
+        cfg = self.write_config(dt.config("./d", api_list=[("torch.matmul", "forward")]))
+        plain = self.run_cmd([dt.PYTHON, "-c", ODD], preload=False)
+        shim = self.run_cmd([dt.PYTHON, "-c", ODD], cfg)
+        self.assertEqual(plain.returncode, 0, plain.stderr)
+        self.assertEqual(shim.returncode, 0, shim.stderr)
+        self.assertEqual(shim.stdout, plain.stdout)
+        warnings = [l for l in shim.stderr.splitlines() if l.startswith("msprobe: warning")]
+        self.assertEqual(len(warnings), 2, shim.stderr)
+        self.assertTrue(any("complex64" in w for w in warnings), warnings)
+        self.assertEqual(len(shim.stderr.splitlines()), 2, shim.stderr)
+        recs, _ = dt.read_dump(dt.dump_files(self.path("d"))[(0, 0)])
+        # the readable tensors of those calls are still there
+        self.assertIn("input.1", recs["Torch.matmul.1.forward"])
+        self.assertIsNotNone(recs["Torch.matmul.2.forward"]["output.0"])
+
+    def test_log_file_takes_the_messages(self):
+        cfg = self.write_config(dt.config("./d", api_list=[("torch.matmul", "forward")]))
+        log = self.path("shim.log")
+        p = self.run_cmd([dt.PYTHON, "-c", ODD], cfg, env_extra={"MSPROBE_LOG_FILE": log})
+        self.assertEqual(p.returncode, 0)
+        self.assertEqual(p.stderr, "")
+        with open(log) as f:
+            lines = f.read().splitlines()
+        self.assertEqual(len(lines), 2)
+        self.assertTrue(all(l.startswith("msprobe: warning") for l in lines))
+
+
+if __name__ == "__main__":
+    unittest.main()
