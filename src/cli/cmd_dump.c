@@ -49,13 +49,13 @@ static int msp_dump_pick_config(const char *opt, char **out)
     const char *env = getenv("MSPROBE_PATH");
     *out = NULL;
     if (opt) {
-        if (access(opt, F_OK) != 0) {
+        if (access(opt, F_OK) != 0 && (errno == ENOENT || errno == ENOTDIR)) {
             msp_errorf("dump: config file %s (from -c) not found", opt);
             return MSP_EXIT_USAGE;
         }
         *out = strdup(opt);
     } else if (env && *env) {
-        if (access(env, F_OK) != 0) {
+        if (access(env, F_OK) != 0 && (errno == ENOENT || errno == ENOTDIR)) {
             msp_errorf("dump: config file %s (from MSPROBE_PATH) not found", env);
             return MSP_EXIT_USAGE;
         }
@@ -246,11 +246,12 @@ int msp_cmd_dump(msp_cli_ctx_t *ctx, int argc, char **argv)
         msp_report_error(rc);
         goto cleanup;
     }
+    /* The shim before the directories: a failed start leaves nothing behind. */
+    if (!(lib = msp_dump_find_preload()))
+        goto cleanup;
     if ((ex = msp_dump_check_outputs(ctx, &cfg, cmd[0])) != MSP_EXIT_OK)
         goto cleanup;
     ex = MSP_EXIT_USAGE;
-    if (!(lib = msp_dump_find_preload()))
-        goto cleanup;
     abscfg = realpath(cfgpath, NULL);
     preload = msp_dump_ld_preload(getenv("LD_PRELOAD"), lib);
     if (!abscfg || !preload) {

@@ -260,6 +260,7 @@ class DumpLauncher(LauncherCase):
                              f"{self.dir}/inst/bin (looked in ../lib, ../lib64, "
                              "../lib/<multiarch> and ../dump); set MSPROBE_PRELOAD_LIB to its "
                              "path\n")
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "out")))  # dump_path not made
         r = self.run_dump(["-c", "good.json", "--", "touch", "marker"],
                           env=self.env(MSPROBE_PRELOAD_LIB="/nonexistent/libx.so"))
         self.assertNotRun(r, "msprobe: dump: MSPROBE_PRELOAD_LIB=/nonexistent/libx.so: No such "
