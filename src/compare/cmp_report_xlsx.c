@@ -12,6 +12,8 @@
  */
 #include "msprobe/compare.h"
 
+#include "cmp_report.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -24,7 +26,7 @@
 #define MSP_XLSX_LINK_COLOR 0x0563C1
 /* Excel's limits: rows per sheet (one is the header), characters per cell,
  * hyperlink records per sheet (past it a HYPERLINK() formula does the job). */
-#define MSP_XLSX_DATA_ROWS ((size_t)LXW_ROW_MAX - 1)
+#define MSP_XLSX_SHEET_ROWS ((size_t)LXW_ROW_MAX - 1)
 #define MSP_XLSX_MAX_STR 32767
 #define MSP_XLSX_MAX_URLS 65530
 
@@ -58,6 +60,13 @@ static const char *const msp_summary_cols[] = {
 static const double msp_summary_width[] = {7, 7, 48, 48, 8, 14, 14, 12, 12, 12, 16};
 
 #define MSP_NCOLS(a) (sizeof(a) / sizeof((a)[0]))
+
+static size_t msp_xlsx_data_rows = MSP_XLSX_SHEET_ROWS;
+
+void cmp_report_set_rows_per_sheet(size_t rows)
+{
+    msp_xlsx_data_rows = rows && rows < MSP_XLSX_SHEET_ROWS ? rows : MSP_XLSX_SHEET_ROWS;
+}
 
 typedef struct msp_xlsx {
     lxw_workbook *wb;
@@ -263,8 +272,8 @@ static void msp_details_row(msp_xlsx_t *x, lxw_worksheet *ws, const char *sheet,
 /* Where a record's first details row lands: sheet index and 1-based row. */
 static void msp_details_pos(size_t seq, size_t *sheet, size_t *row1)
 {
-    *sheet = seq / MSP_XLSX_DATA_ROWS;
-    *row1 = seq % MSP_XLSX_DATA_ROWS + 2; /* +1 header, +1 one-based */
+    *sheet = seq / msp_xlsx_data_rows;
+    *row1 = seq % msp_xlsx_data_rows + 2; /* +1 header, +1 one-based */
 }
 
 /* Records claim contiguous tensor ranges; a range that lies outside the tensor
@@ -290,7 +299,7 @@ static void msp_write_details(msp_xlsx_t *x, const msp_compare_result_t *res,
     const char *const *cols = stats ? msp_details_cols_stats : msp_details_cols_tensor;
     const double *widths = stats ? msp_details_width_stats : msp_details_width_tensor;
     size_t ncols = stats ? MSP_NCOLS(msp_details_cols_stats) : MSP_NCOLS(msp_details_cols_tensor);
-    size_t nsheets = res->n_tensors ? (res->n_tensors - 1) / MSP_XLSX_DATA_ROWS + 1 : 1;
+    size_t nsheets = res->n_tensors ? (res->n_tensors - 1) / msp_xlsx_data_rows + 1 : 1;
 
     size_t seq = 0;                 /* details row, over all details sheets */
     size_t rec_i = 0, t_i = 0;      /* walking records, then unclaimed tensors */
@@ -298,9 +307,9 @@ static void msp_write_details(msp_xlsx_t *x, const msp_compare_result_t *res,
     for (size_t s = 0; s < nsheets && x->err == LXW_NO_ERROR; s++) {
         char name[32];
         msp_sheet_name(name, sizeof name, "details", s);
-        size_t rows = res->n_tensors - s * MSP_XLSX_DATA_ROWS;
-        if (rows > MSP_XLSX_DATA_ROWS)
-            rows = MSP_XLSX_DATA_ROWS;
+        size_t rows = res->n_tensors - s * msp_xlsx_data_rows;
+        if (rows > msp_xlsx_data_rows)
+            rows = msp_xlsx_data_rows;
         if (res->n_tensors == 0)
             rows = 0;
         lxw_worksheet *ws = msp_add_sheet(x, name, cols, widths, ncols, rows);
@@ -339,14 +348,14 @@ static void msp_write_details(msp_xlsx_t *x, const msp_compare_result_t *res,
 
 static void msp_write_summary(msp_xlsx_t *x, const msp_compare_result_t *res, size_t *first_seq)
 {
-    size_t nsheets = res->n_records ? (res->n_records - 1) / MSP_XLSX_DATA_ROWS + 1 : 1;
+    size_t nsheets = res->n_records ? (res->n_records - 1) / msp_xlsx_data_rows + 1 : 1;
     size_t i = 0;
     for (size_t s = 0; s < nsheets && x->err == LXW_NO_ERROR; s++) {
         char name[32];
         msp_sheet_name(name, sizeof name, "summary", s);
-        size_t rows = res->n_records - s * MSP_XLSX_DATA_ROWS;
-        if (rows > MSP_XLSX_DATA_ROWS)
-            rows = MSP_XLSX_DATA_ROWS;
+        size_t rows = res->n_records - s * msp_xlsx_data_rows;
+        if (rows > msp_xlsx_data_rows)
+            rows = msp_xlsx_data_rows;
         if (res->n_records == 0)
             rows = 0;
         lxw_worksheet *ws = msp_add_sheet(x, name, msp_summary_cols, msp_summary_width,

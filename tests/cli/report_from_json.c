@@ -1,18 +1,22 @@
 /* Test driver for the report writers, independent of the compare engine:
  *
- *   report_from_json SPEC.json OUT_DIR   build an msp_compare_result_t from a
+ *   report_from_json json SPEC.json OUT_DIR [ROWS_PER_SHEET]
+ *                                        build an msp_compare_result_t from a
  *                                        JSON description, write result.xlsx
  *                                        and result.csv into OUT_DIR
- *   report_generate N OUT_DIR            N records of 2 tensors each (input.0,
+ *   report_from_json generate N OUT_DIR  N records of 2 tensors each (input.0,
  *                                        output.0) with values the Python test
  *                                        recomputes from the row number
  *
- * The Python test owns the expected values (its JSON, or its formula for the
- * generated case) and reads the files back with openpyxl and csv; nothing here
- * decides what is right. Floats that JSON cannot spell are the strings "nan",
+ * ROWS_PER_SHEET lowers the sheet size so a few rows reach the details_2
+ * overflow path. The Python test owns the expected values (its JSON, or its
+ * formula for the generated case) and reads the files back with openpyxl and
+ * csv; nothing here decides what is right. Floats that JSON cannot spell are the strings "nan",
  * "inf", "-inf".
  */
 #include "msprobe/compare.h"
+
+#include "cmp_report.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -183,12 +187,16 @@ int main(int argc, char **argv)
     msp_compare_result_t r;
     memset(&r, 0, sizeof r);
     int ok;
-    if (argc == 4 && strcmp(argv[1], "json") == 0)
+    if ((argc == 4 || argc == 5) && strcmp(argv[1], "json") == 0) {
+        if (argc == 5)
+            cmp_report_set_rows_per_sheet((size_t)strtoull(argv[4], NULL, 10));
         ok = from_json(argv[2], &r);
+    }
     else if (argc == 4 && strcmp(argv[1], "generate") == 0)
         ok = generate((size_t)strtoull(argv[2], NULL, 10), &r);
     else {
-        fprintf(stderr, "usage: %s json SPEC.json OUT_DIR | generate N OUT_DIR\n", argv[0]);
+        fprintf(stderr, "usage: %s json SPEC.json OUT_DIR [ROWS_PER_SHEET] | generate N OUT_DIR\n",
+                argv[0]);
         return 2;
     }
     int rc = 1;

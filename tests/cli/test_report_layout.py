@@ -245,6 +245,43 @@ class ReportLayout(unittest.TestCase):
         rec4 = spec["records"][4]
         self.assertEqual(rows[1 + rec4["first_tensor"]][-2:], ["1", "3"])
 
+    def test_rows_past_a_full_sheet_continue_on_numbered_sheets(self):
+        """With 4 data rows per sheet (Excel's 1,048,575 lowered for the test),
+        5 records and 9 tensors spread over summary, summary_2 and details,
+        details_2, details_3; every link points at the right sheet and row."""
+        per = 4
+        spec = tensor_spec()
+        path = os.path.join(self.tmp, "split.json")
+        with open(path, "w") as f:
+            json.dump(spec, f)
+        out = os.path.join(self.tmp, "split")
+        r = subprocess.run([DRIVER, "json", path, out, str(per)], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        wb = openpyxl.load_workbook(os.path.join(out, "result.xlsx"))
+        self.assertEqual(wb.sheetnames, ["summary", "summary_2", "details", "details_2",
+                                         "details_3"])
+        details = []
+        for name in ("details", "details_2", "details_3"):
+            ws = wb[name]
+            rows = list(ws.iter_rows(values_only=True))
+            self.assertEqual(list(rows[0]), TENSOR_HEADER, name)
+            self.check_common_sheet(ws, len(TENSOR_HEADER), len(rows) - 1)
+            details += [(name, i + 2, row) for i, row in enumerate(rows[1:])]
+        self.assertEqual([d[2][0] for d in details], [t["npu_name"] for t in spec["tensors"]])
+        summary = []
+        for name in ("summary", "summary_2"):
+            ws = wb[name]
+            self.assertEqual([c.value for c in ws[1]], SUMMARY_HEADER, name)
+            self.check_common_sheet(ws, len(SUMMARY_HEADER), ws.max_row - 1)
+            summary += list(ws.iter_rows(min_row=2))
+        self.assertEqual([row[2].value for row in summary], [r["name"] for r in spec["records"]])
+        for rec, row in zip(spec["records"], summary):
+            sheet, rownum, _ = details[rec["first_tensor"]]
+            self.assertEqual(row[10].hyperlink.location, f"{sheet}!A{rownum}", rec["name"])
+            self.assertEqual(row[10].value, f"{sheet}!A{rownum}")
+        self.assertEqual([len(list(wb[n].iter_rows())) - 1 for n in wb.sheetnames],
+                         [4, 1, 4, 4, 1])
+
     def test_output_dir_that_is_a_file_is_an_error_naming_it(self):
         path = os.path.join(self.tmp, "spec.json")
         with open(path, "w") as f:
