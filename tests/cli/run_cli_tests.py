@@ -2,13 +2,14 @@
 cases/ is one test, holding
 
     cmd                   a bash script; $MSPROBE is the binary, $DATA the dumps
-                          made below, the working directory a fresh empty one
+                          made below, $FIXTURES the committed fixtures/, the
+                          working directory a fresh empty one
     exit                  the expected exit status
     stdout.exact|.glob    expected stdout; absent means "must be empty"
     stderr.exact|.glob    expected stderr; absent means "must be empty"
 
-Before comparing, the data and working directory paths are replaced by $DATA
-and $TMP. In a .glob file "..." stands for any text (line breaks included),
+Before comparing, the data, fixtures and working directory paths are replaced
+by $DATA, $FIXTURES and $TMP. In a .glob file "..." stands for any text (line breaks included),
 for what changes from run to run (timings, throughput).
 
 The dumps in $DATA are written with h5py (msp_dumpmaker), not by msprobe:
@@ -32,6 +33,8 @@ import msp_dumpmaker  # noqa: E402
 
 BIN = os.environ.get("MSPROBE_BIN", "msprobe")
 CASES = os.path.join(HERE, "cases")
+SRC = os.environ.get("MSPROBE_SOURCE_DIR", os.path.dirname(os.path.dirname(HERE)))
+FIXTURES = os.path.join(SRC, "fixtures")
 
 
 def glob_match(pattern, text):
@@ -57,13 +60,14 @@ class CliCases(unittest.TestCase):
         case = os.path.join(CASES, name)
         work = os.path.join(self.tmp, "work", name)
         os.makedirs(work)
-        env = dict(os.environ, MSPROBE=BIN, DATA=self.data, LC_ALL="C")
+        env = dict(os.environ, MSPROBE=BIN, DATA=self.data, FIXTURES=FIXTURES, LC_ALL="C")
         env.pop("MSPROBE_PATH", None)
         r = subprocess.run(["bash", os.path.join(case, "cmd")], cwd=work, env=env,
                            capture_output=True, text=True, timeout=300)
 
         def norm(s):
-            return s.replace(self.data, "$DATA").replace(work, "$TMP")
+            return (s.replace(self.data, "$DATA").replace(work, "$TMP")
+                    .replace(FIXTURES, "$FIXTURES"))
 
         out, err = norm(r.stdout), norm(r.stderr)
         with open(os.path.join(case, "exit")) as f:

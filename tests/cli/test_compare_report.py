@@ -313,35 +313,36 @@ class StatisticsReport(unittest.TestCase):
 
 @unittest.skipUnless(os.path.isdir(os.path.join(SRC, "fixtures", "bench")) and
                      os.path.isdir(os.path.join(SRC, "fixtures", "npu")),
-                     "fixtures/bench and fixtures/npu not committed yet")
+                     "fixtures/bench and fixtures/npu not committed")
 class Fixtures(unittest.TestCase):
-    """The committed fixture dumps: compare names a root cause, and the
-    summary sheet marks exactly that record."""
+    """The committed fixture dumps (fixtures/README.md): in step 1 the npu side's
+    Tensor.mul.0.forward introduced the error; Functional.gelu.0, Functional.linear.1
+    and Torch.mul.1 (forward, step 1) inherit it; nothing else has an origin."""
 
-    def test_fixture_root_cause_is_marked(self):
+    ROOT = (1, 0, "Tensor.mul.0.forward")
+    INHERITED = {(1, 0, "Functional.gelu.0.forward"), (1, 0, "Functional.linear.1.forward"),
+                 (1, 0, "Torch.mul.1.forward")}
+
+    def test_fixture_root_cause_and_inheritors_are_marked(self):
         tmp = tempfile.mkdtemp(prefix="msp_cmp_fix_")
         self.addCleanup(shutil.rmtree, tmp, True)
         r = subprocess.run([BIN, "compare", "-b", os.path.join(SRC, "fixtures", "bench"),
                             "-c", os.path.join(SRC, "fixtures", "npu"), "-o", tmp],
                            capture_output=True, text=True)
-        self.assertIn(r.returncode, (0, 1), r.stderr)
-        lines = [l for l in r.stdout.splitlines()
-                 if l.startswith("first introduced error: ") or l == "no introduced error found"]
-        self.assertEqual(len(lines), 1, r.stdout)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        step, rank, name = self.ROOT
+        self.assertIn(f"\nfirst introduced error: step {step} rank {rank} {name} output.0 (",
+                      r.stdout)
         s = openpyxl.load_workbook(os.path.join(tmp, "result.xlsx"))["summary"]
-        marked = [row for row in s.iter_rows(min_row=2, values_only=True) if row[9] == "ROOT CAUSE"]
-        if lines[0] == "no introduced error found":
-            self.assertEqual(marked, [])
-            return
-        self.assertEqual(len(marked), 1)
-        step, rank, name = marked[0][0], marked[0][1], marked[0][2]
-        self.assertEqual(marked[0][8], "introduced")
-        self.assertTrue(lines[0].startswith(f"first introduced error: step {step} rank {rank} {name} "),
-                        lines[0])
-        # and no introduced record comes before it in execution order
-        for row in s.iter_rows(min_row=2, values_only=True):
-            if (row[0], row[1], row[4]) < (step, rank, marked[0][4]):
-                self.assertNotEqual(row[8], "introduced", row[2])
+        rows = list(s.iter_rows(min_row=2, values_only=True))
+        self.assertEqual(len(rows), 24)   # 2 steps x (6 forward + 6 backward)
+        origin = {(row[0], row[1], row[2]): row[8] for row in rows}
+        marked = [(row[0], row[1], row[2]) for row in rows if row[9] == "ROOT CAUSE"]
+        self.assertEqual(marked, [self.ROOT])
+        self.assertEqual({k for k, v in origin.items() if v == "introduced"}, {self.ROOT})
+        self.assertEqual({k for k, v in origin.items() if v == "inherited"}, self.INHERITED)
+        failing = {(row[0], row[1], row[2]) for row in rows if row[7] != "Yes"}
+        self.assertEqual(failing, {self.ROOT} | self.INHERITED)
 
 
 if __name__ == "__main__":
