@@ -1,5 +1,5 @@
-/* msprobe.json loader: comments stripped in place (offsets kept, so cJSON's
- * error position maps straight to line:column of the user's file), then a
+/* msprobe.json loader: comments blanked in place (offsets kept, so an error's
+ * position is the line:column of the user's file), cJSON for the tree, then a
  * strict walk where every object lists its keys, so a typo is an error rather
  * than a silently ignored setting. */
 #include "msprobe/config.h"

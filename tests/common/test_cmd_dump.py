@@ -195,8 +195,12 @@ class DumpLauncher(LauncherCase):
         self.write("blocker", "a file, not a directory")
         self.write("b.json", '{"dump": {"common_dump_settings": {"dump_path": "blocker/sub"}}}')
         r = self.run_dump(["-c", "b.json", "--", "touch", "marker"])
-        self.assertNotRun(r, "msprobe: dump: b.json: dump_path blocker/sub cannot be created: "
-                             "cannot create directory blocker: a file of that name exists\n")
+        self.assertEqual((r.returncode, r.stdout), (2, ""))
+        # the reason after the colon is msp_mkdirs' own wording
+        self.assertTrue(r.stderr.startswith("msprobe: dump: b.json: dump_path blocker/sub cannot "
+                                            "be created: "), r.stderr)
+        self.assertIn("blocker", r.stderr.split("created: ", 1)[1])
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "marker")))
 
     def test_config_without_sections_warns_unless_quiet(self):
         self.write("empty.json", "{}")
