@@ -79,6 +79,7 @@ def write_dump(path, records, step=0, rank=0, task="tensor", world_size=1):
 # ---- the chains ---------------------------------------------------------
 
 RELU_ROOT = "Functional.relu.0.forward"
+RELU_RENAMED = "Functional.relu_renamed.0.forward"   # for --mapping tests
 
 
 def chain(planted):

@@ -16,6 +16,8 @@ The dumps in $DATA are written with h5py (msp_dumpmaker), not by msprobe:
   pass/{bench,cmp}/dump.h5     the same chain on both sides
   planted/{bench,cmp}/dump.h5  the compare side has an error planted in
                                Functional.relu.0.forward (see msp_dumpmaker.chain)
+  renamed/dump.h5              planted/cmp with the relu record renamed
+                               Functional.relu_renamed.0.forward
   not_hdf5.h5                  a text file
 Run one case: MSPROBE_CLI_CASE=name python3 run_cli_tests.py
 """
@@ -49,6 +51,9 @@ class CliCases(unittest.TestCase):
         cls.data = os.path.join(cls.tmp, "data")
         msp_dumpmaker.make_pair(os.path.join(cls.data, "pass"), planted=False)
         msp_dumpmaker.make_pair(os.path.join(cls.data, "planted"), planted=True)
+        renamed = [(msp_dumpmaker.RELU_RENAMED if n == msp_dumpmaker.RELU_ROOT else n, o, t)
+                   for n, o, t in msp_dumpmaker.chain(True)]
+        msp_dumpmaker.write_dump(os.path.join(cls.data, "renamed", "dump.h5"), renamed)
         with open(os.path.join(cls.data, "not_hdf5.h5"), "w") as f:
             f.write("this is not an HDF5 file\n")
 
