@@ -1,0 +1,82 @@
+#!/bin/sh
+# Dump shim overhead on CPU, measured side by side in one run (not a test).
+#   (a) shim loaded, every API wrapped, no step selected   target <= 1.03x
+#   (b) statistics of every API, every step                target <= 1.5x
+#   (c) full tensors of every API, every step: write throughput against the
+#       raw sequential write speed of the same disk (dd, same byte count)
+#                                                            target >= 70%
+# Usage: bench/dump/run.sh [PRELOAD_LIB]   (env: PYTHON, BENCH_DIR, STEPS, ROUNDS)
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+lib=${1:-${MSPROBE_PRELOAD_LIB:-$here/../../build/src/dump/libmsprobe_preload.so}}
+py=${PYTHON:-/usr/bin/python3}
+steps=${STEPS:-30}
+rounds=${ROUNDS:-3}
+work=${BENCH_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/msp-bench-dump.XXXXXX")}
+[ -f "$lib" ] || { echo "run.sh: no preload library at $lib (pass its path)" >&2; exit 2; }
+mkdir -p "$work"
+cd "$work"
+
+cfg() { # task steps file
+  printf '{"dump":{"common_dump_settings":{"dump_mode":"api","dump_path":"%s","dump_iter":"%s","task":"%s"},"api_list":[]}}\n' \
+    "$work/out" "$2" "$1" > "$3"
+}
+cfg tensor 999999 none.json
+cfg statistics all stats.json
+cfg tensor all tensor.json
+
+field() { "$py" -c "import json,sys; print(json.loads(sys.argv[1])['$2'])" "$1"; }
+now() { date +%s.%N; }
+
+run_plain() { "$py" "$here/steptime.py" --steps "$steps"; }
+run_shim() { # config
+  rm -rf "$work/out"
+  MSPROBE_PATH=$1 LD_PRELOAD=$lib "$py" "$here/steptime.py" --steps "$steps"
+}
+
+# Interleave plain and shim runs; keep the best (least disturbed) median of each.
+best() { "$py" -c "import sys; print(min(float(x) for x in sys.argv[1:]))" "$@"; }
+plain_all=""; a_all=""; b_all=""; c_all=""; c_tp=""
+i=0
+while [ $i -lt "$rounds" ]; do
+  plain_all="$plain_all $(field "$(run_plain)" median_ms)"
+  a_all="$a_all $(field "$(run_shim none.json)" median_ms)"
+  b_all="$b_all $(field "$(run_shim stats.json)" median_ms)"
+  out=$(run_shim tensor.json); end=$(now)
+  c_all="$c_all $(field "$out" median_ms)"
+  start=$(field "$out" start)
+  bytes=$(du -sb "$work/out" | cut -f1)
+  c_tp="$c_tp $("$py" -c "print($bytes / ($end - $start) / 1e6)")"
+  i=$((i + 1))
+done
+plain=$(best $plain_all); a=$(best $a_all); b=$(best $b_all); c=$(best $c_all)
+tp=$("$py" -c "import sys; print(max(float(x) for x in sys.argv[1:]))" $c_tp)
+
+# Raw sequential write of the same byte count on the same disk, page cache as
+# for the dump (no sync), then with fdatasync for reference.
+mb=$(( (bytes + 1048575) / 1048576 ))
+raw() {
+  rm -f "$work/dd.bin"
+  s=$(now)
+  dd if=/dev/zero of="$work/dd.bin" bs=1M count="$mb" "$@" 2>/dev/null
+  e=$(now)
+  rm -f "$work/dd.bin"
+  "$py" -c "print($mb * 1048576 / ($e - $s) / 1e6)"
+}
+raw_best=0
+for k in 1 2 3; do r=$(raw); raw_best=$("$py" -c "print(max($raw_best, $r))"); done
+raw_sync=$(raw conv=fdatasync)
+
+"$py" - "$plain" "$a" "$b" "$c" "$tp" "$raw_best" "$raw_sync" "$bytes" "$steps" <<'PY'
+import sys
+plain, a, b, c, tp, raw, raw_sync, nbytes, steps = map(float, sys.argv[1:])
+print("dump shim on CPU: examples/train.py's Net, batch 64, 3x32x32, width 16, %d timed steps" % steps)
+print("  plain step time                         %8.2f ms" % plain)
+print("  (a) no step selected, all APIs wrapped  %8.2f ms  %.3fx  (target <= 1.03x)" % (a, a / plain))
+print("  (b) statistics, every API, every step   %8.2f ms  %.3fx  (target <= 1.5x)" % (b, b / plain))
+print("  (c) tensor, every API, every step       %8.2f ms  %.3fx" % (c, c / plain))
+print("      wrote %.1f MB at %.0f MB/s; dd of the same size %.0f MB/s (page cache), "
+      "%.0f MB/s (fdatasync)" % (nbytes / 1e6, tp, raw, raw_sync))
+print("      throughput = %.0f%% of raw  (target >= 70%%)" % (100 * tp / raw))
+PY
+[ -n "${BENCH_DIR:-}" ] || rm -rf "$work"

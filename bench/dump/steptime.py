@@ -1,0 +1,54 @@
+#!/usr/bin/python3
+"""Times the training steps of examples/train.py's network (not a test).
+
+Prints one JSON line: median and mean step time in ms over the timed steps,
+and the wall-clock time (time.time()) when the first timed step started, so
+the caller can measure until the process (and the shim's writer) has finished.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples"))
+from train import Net  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--width", type=int, default=16)
+    ap.add_argument("--image", type=int, default=32)
+    a = ap.parse_args()
+    torch.manual_seed(0)
+    model = Net(a.width, a.image)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    gen = torch.Generator().manual_seed(1)
+    xs = torch.randn(a.batch, 3, a.image, a.image, generator=gen)
+    ys = torch.randint(0, 10, (a.batch,), generator=gen)
+    times = []
+    start = None
+    for step in range(a.warmup + a.steps):
+        if step == a.warmup:
+            start = time.time()
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(xs), ys)
+        loss.backward()
+        opt.step()
+        if step >= a.warmup:
+            times.append(time.perf_counter() - t0)
+    print(json.dumps({"median_ms": 1e3 * statistics.median(times),
+                      "mean_ms": 1e3 * statistics.mean(times), "start": start,
+                      "steps": a.steps, "loss": loss.item()}))
+
+
+if __name__ == "__main__":
+    main()
