@@ -2,7 +2,14 @@
  * pulling a crypto library into the preload shim. */
 #include "cc_internal.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#include <immintrin.h>
+#define MSP_SHA_X86 1
+#endif
 
 static const uint32_t msp_sha_k[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
@@ -55,6 +62,77 @@ static void msp_sha_block(uint32_t h[8], const unsigned char *p)
     h[7] += hh;
 }
 
+#ifdef MSP_SHA_X86
+/* The SHA extensions hash 5-10x faster than portable C: weights of a large
+ * model are hashed at the first forward, inside the training process. */
+__attribute__((target("sha,sse4.1,ssse3"))) static void msp_sha_blocks_ni(uint32_t h[8], const unsigned char *p,
+                                                                          size_t nblocks)
+{
+    const __m128i mask = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL);
+    __m128i tmp = _mm_loadu_si128((const __m128i *)&h[0]);
+    __m128i st1 = _mm_loadu_si128((const __m128i *)&h[4]);
+    tmp = _mm_shuffle_epi32(tmp, 0xB1);           /* CDAB */
+    st1 = _mm_shuffle_epi32(st1, 0x1B);           /* EFGH */
+    __m128i st0 = _mm_alignr_epi8(tmp, st1, 8);   /* ABEF */
+    st1 = _mm_blend_epi16(st1, tmp, 0xF0);        /* CDGH */
+    while (nblocks--) {
+        __m128i abef = st0, cdgh = st1, w[4], msg;
+#pragma GCC unroll 16
+        for (int g = 0; g < 16; g++) {
+            if (g < 4)
+                w[g] = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 16 * g)), mask);
+            msg = _mm_add_epi32(w[g & 3], _mm_loadu_si128((const __m128i *)&msp_sha_k[4 * g]));
+            st1 = _mm_sha256rnds2_epu32(st1, st0, msg);
+            if (g >= 3 && g <= 14) {
+                tmp = _mm_alignr_epi8(w[g & 3], w[(g + 3) & 3], 4);
+                w[(g + 1) & 3] = _mm_add_epi32(w[(g + 1) & 3], tmp);
+                w[(g + 1) & 3] = _mm_sha256msg2_epu32(w[(g + 1) & 3], w[g & 3]);
+            }
+            msg = _mm_shuffle_epi32(msg, 0x0E);
+            st0 = _mm_sha256rnds2_epu32(st0, st1, msg);
+            if (g >= 1 && g <= 12)
+                w[(g + 3) & 3] = _mm_sha256msg1_epu32(w[(g + 3) & 3], w[g & 3]);
+        }
+        st0 = _mm_add_epi32(st0, abef);
+        st1 = _mm_add_epi32(st1, cdgh);
+        p += 64;
+    }
+    tmp = _mm_shuffle_epi32(st0, 0x1B);           /* FEBA */
+    st1 = _mm_shuffle_epi32(st1, 0xB1);           /* DCHG */
+    st0 = _mm_blend_epi16(tmp, st1, 0xF0);        /* DCBA */
+    st1 = _mm_alignr_epi8(st1, tmp, 8);           /* ABEF */
+    _mm_storeu_si128((__m128i *)&h[0], st0);
+    _mm_storeu_si128((__m128i *)&h[4], st1);
+}
+
+static int msp_sha_have_ni(void)
+{
+    static int have = -1;
+    if (have < 0) {
+        unsigned a, b, c, d;
+        int ni = 0;
+        if (__get_cpuid(1, &a, &b, &c, &d) && (c & bit_SSE4_1) && (c & bit_SSSE3) &&
+            __get_cpuid_count(7, 0, &a, &b, &c, &d))
+            ni = (b >> 29) & 1;
+        const char *off = getenv("MSPROBE_NO_SHA_NI"); /* lets the tests check both paths */
+        have = ni && !(off && *off == '1');
+    }
+    return have;
+}
+#endif
+
+static void msp_sha_blocks(uint32_t h[8], const unsigned char *p, size_t nblocks)
+{
+#ifdef MSP_SHA_X86
+    if (msp_sha_have_ni()) {
+        msp_sha_blocks_ni(h, p, nblocks);
+        return;
+    }
+#endif
+    for (; nblocks; nblocks--, p += 64)
+        msp_sha_block(h, p);
+}
+
 void msp_cc_sha256_init(msp_cc_sha256_t *s)
 {
     static const uint32_t iv[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
@@ -76,13 +154,13 @@ void msp_cc_sha256_update(msp_cc_sha256_t *s, const void *data, size_t len)
         len -= take;
         if (s->nbuf < 64)
             return;
-        msp_sha_block(s->h, s->buf);
+        msp_sha_blocks(s->h, s->buf, 1);
         s->nbuf = 0;
     }
-    while (len >= 64) {
-        msp_sha_block(s->h, p);
-        p += 64;
-        len -= 64;
+    if (len >= 64) {
+        msp_sha_blocks(s->h, p, len / 64);
+        p += len & ~(size_t)63;
+        len &= 63;
     }
     memcpy(s->buf, p, len);
     s->nbuf = len;

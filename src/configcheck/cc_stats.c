@@ -47,68 +47,57 @@ size_t msp_cc_dtype_size(msp_cc_dtype_t dt)
     }
 }
 
-static double msp_cc_half_to_double(uint16_t h)
+static inline double msp_cc_half(uint16_t h)
 {
-    int exp = (h >> 10) & 0x1f;
-    int mant = h & 0x3ff;
-    double sign = (h & 0x8000) ? -1.0 : 1.0;
-    if (exp == 0)
-        return sign * ldexp(mant, -24);
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ffu, bits;
+    if (exp == 0) {
+        double v = mant * (1.0 / 16777216.0); /* subnormal: mant * 2^-24 */
+        return sign ? -v : v;
+    }
     if (exp == 31)
-        return mant ? NAN : sign * INFINITY;
-    return sign * ldexp(mant + 1024, exp - 25);
+        bits = sign | 0x7f800000u | (mant << 13);
+    else
+        bits = sign | ((exp + 112) << 23) | (mant << 13);
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
 }
 
-static double msp_cc_element(const unsigned char *p, msp_cc_dtype_t dt)
+static inline double msp_cc_bf16(uint16_t h)
 {
-    switch (dt) {
-    case MSP_CC_DT_F64: {
-        double v;
-        memcpy(&v, p, 8);
-        return v;
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* One typed loop per dtype (the per-element switch cost more than the hash).
+ * NaN is not tested per element: it shows up in the sum, checked once. */
+#define MSP_CC_STATS_LOOP(T, CONV)                                                                                     \
+    do {                                                                                                               \
+        const T *q = data;                                                                                             \
+        for (size_t i = 0; i < n; i++) {                                                                               \
+            double v = CONV(q[i]);                                                                                     \
+            mx = v > mx ? v : mx;                                                                                      \
+            mn = v < mn ? v : mn;                                                                                      \
+            sum += v;                                                                                                  \
+            sq += v * v;                                                                                               \
+        }                                                                                                              \
+    } while (0)
+#define MSP_CC_ID(x) ((double)(x))
+#define MSP_CC_BOOL(x) ((x) ? 1.0 : 0.0)
+
+static int msp_cc_has_nan(const void *data, size_t n, msp_cc_dtype_t dt)
+{
+    for (size_t i = 0; i < n; i++) {
+        double v = dt == MSP_CC_DT_F64   ? ((const double *)data)[i]
+                   : dt == MSP_CC_DT_F32 ? ((const float *)data)[i]
+                   : dt == MSP_CC_DT_F16 ? msp_cc_half(((const uint16_t *)data)[i])
+                                         : msp_cc_bf16(((const uint16_t *)data)[i]);
+        if (isnan(v))
+            return 1;
     }
-    case MSP_CC_DT_F32: {
-        float v;
-        memcpy(&v, p, 4);
-        return v;
-    }
-    case MSP_CC_DT_F16: {
-        uint16_t v;
-        memcpy(&v, p, 2);
-        return msp_cc_half_to_double(v);
-    }
-    case MSP_CC_DT_BF16: {
-        uint16_t v;
-        memcpy(&v, p, 2);
-        uint32_t bits = (uint32_t)v << 16;
-        float f;
-        memcpy(&f, &bits, 4);
-        return f;
-    }
-    case MSP_CC_DT_I64: {
-        int64_t v;
-        memcpy(&v, p, 8);
-        return (double)v;
-    }
-    case MSP_CC_DT_I32: {
-        int32_t v;
-        memcpy(&v, p, 4);
-        return v;
-    }
-    case MSP_CC_DT_I16: {
-        int16_t v;
-        memcpy(&v, p, 2);
-        return v;
-    }
-    case MSP_CC_DT_I8:
-        return (int8_t)p[0];
-    case MSP_CC_DT_U8:
-        return p[0];
-    case MSP_CC_DT_BOOL:
-        return p[0] ? 1.0 : 0.0;
-    default:
-        return NAN;
-    }
+    return 0;
 }
 
 void msp_cc_tensor_stats(const void *data, size_t n, size_t elem_size, msp_cc_dtype_t dt, msp_cc_stats_t *out)
@@ -122,24 +111,45 @@ void msp_cc_tensor_stats(const void *data, size_t n, size_t elem_size, msp_cc_dt
     size_t es = msp_cc_dtype_size(dt);
     if (!data || !es || es != elem_size || n == 0)
         return;
-    const unsigned char *p = data;
     double mx = -INFINITY, mn = INFINITY, sum = 0.0, sq = 0.0;
-    int has_nan = 0;
-    for (size_t i = 0; i < n; i++, p += es) {
-        double v = msp_cc_element(p, dt);
-        if (isnan(v)) {
-            has_nan = 1;
-            continue;
-        }
-        if (v > mx)
-            mx = v;
-        if (v < mn)
-            mn = v;
-        sum += v;
-        sq += v * v;
+    switch (dt) {
+    case MSP_CC_DT_F64:
+        MSP_CC_STATS_LOOP(double, MSP_CC_ID);
+        break;
+    case MSP_CC_DT_F32:
+        MSP_CC_STATS_LOOP(float, MSP_CC_ID);
+        break;
+    case MSP_CC_DT_F16:
+        MSP_CC_STATS_LOOP(uint16_t, msp_cc_half);
+        break;
+    case MSP_CC_DT_BF16:
+        MSP_CC_STATS_LOOP(uint16_t, msp_cc_bf16);
+        break;
+    case MSP_CC_DT_I64:
+        MSP_CC_STATS_LOOP(int64_t, MSP_CC_ID);
+        break;
+    case MSP_CC_DT_I32:
+        MSP_CC_STATS_LOOP(int32_t, MSP_CC_ID);
+        break;
+    case MSP_CC_DT_I16:
+        MSP_CC_STATS_LOOP(int16_t, MSP_CC_ID);
+        break;
+    case MSP_CC_DT_I8:
+        MSP_CC_STATS_LOOP(int8_t, MSP_CC_ID);
+        break;
+    case MSP_CC_DT_U8:
+        MSP_CC_STATS_LOOP(uint8_t, MSP_CC_ID);
+        break;
+    case MSP_CC_DT_BOOL:
+        MSP_CC_STATS_LOOP(uint8_t, MSP_CC_BOOL);
+        break;
+    default:
+        return;
     }
     out->valid = 1;
-    /* torch.max/min/mean/norm all propagate NaN; so do we. */
+    /* torch.max/min/mean/norm all propagate NaN; so do we. (+inf and -inf
+     * together also sum to NaN, hence the rescan.) */
+    int has_nan = isnan(sum) && msp_cc_has_nan(data, n, dt);
     out->max = has_nan ? NAN : mx;
     out->min = has_nan ? NAN : mn;
     out->mean = has_nan ? NAN : sum / (double)n;

@@ -254,5 +254,30 @@ class PackWritingRules(unittest.TestCase):
         self.assertEqual(names[3], names[1])  # and the same losses
 
 
+@unittest.skipUnless(PRELOAD and os.path.exists(PRELOAD), "the dump shim (msprobe_preload) is not built")
+class DatasetDtypes(unittest.TestCase):
+    def test_inputs_of_every_dtype_are_hashed_and_summarised_like_numpy(self):
+        with tempfile.TemporaryDirectory() as d:
+            pack, npz = os.path.join(d, "p.zip"), os.path.join(d, "v.npz")
+            r = run_under_shim([os.path.join(os.path.dirname(TRAIN), "cc_dtypes.py")], pack, d, CCT_SAVE=npz)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            saved = np.load(npz)
+            got = {e["name"]: e for e in read_member(pack, "dataset.json")["tensors"]}
+            dtypes = {"0": "torch.float16", "1": "torch.bfloat16", "2": "torch.int64", "3": "torch.bool",
+                      "4": "torch.float32", "5.mask": "torch.int32"}
+            for k, dt in dtypes.items():
+                e = got["batch0.Sink.input.%s" % k]
+                vals = saved["val/" + k]
+                self.assertEqual(e["dtype"], dt)
+                self.assertEqual(e["shape"], list(vals.shape))
+                self.assertEqual(e["hash"], sha256_hex(np.ascontiguousarray(saved["raw/" + k]).tobytes()), k)
+                for key, want in (("max", vals.max()), ("min", vals.min()), ("mean", vals.mean()),
+                                  ("norm", math.sqrt((vals * vals).sum()))):
+                    self.assertTrue(math.isclose(e[key], want, rel_tol=1e-12, abs_tol=1e-300), (k, key))
+            self.assertEqual((got["batch0.Sink.input.6"]["type"], got["batch0.Sink.input.6"]["value"]), ("int", "3"))
+            self.assertEqual(got["batch0.Sink.input.7"]["value"], "'text'")
+            self.assertEqual(len(got), 8)
+
+
 if __name__ == "__main__":
     unittest.main()
