@@ -47,15 +47,19 @@ def bf16_type():
 
 
 def as_f64(t):
-    """Exact float64 values of a test tensor (ndarray or BF16)."""
+    """Exact float64 values of a test tensor (ndarray, Stored or BF16)."""
     if isinstance(t, BF16):
         return t.values()
+    if isinstance(t, Stored):
+        return t.array.astype(np.float64)
     return np.asarray(t).astype(np.float64)
 
 
 def dtype_key(t):
     if isinstance(t, BF16):
         return "bfloat16"
+    if isinstance(t, Stored):
+        return t.array.dtype.name
     return np.asarray(t).dtype.name
 
 
@@ -77,8 +81,22 @@ class Stats:
         self.stats = dict(max=mx, min=mn, mean=mean, norm=norm, nan=0, inf=0)
 
 
+class Stored:
+    """A tensor stored so that it has no plain file offset: chunked+gzip, or
+    big-endian, so the reader must go through H5Dread."""
+
+    def __init__(self, array, gzip=False, big_endian=False):
+        self.array, self.gzip, self.big_endian = np.asarray(array), gzip, big_endian
+
+
 def _write_tensor(g, role, t):
-    if isinstance(t, Stats):
+    if isinstance(t, Stored):
+        a = t.array
+        data = a.astype(a.dtype.newbyteorder(">")) if t.big_endian else a
+        ds = g.create_dataset(role, data=data, compression="gzip" if t.gzip else None,
+                              chunks=(max(1, a.size // 3),) if t.gzip else None)
+        dt_name, shape, st, raw = a.dtype.name, a.shape, torch_stats(a), a.tobytes()
+    elif isinstance(t, Stats):
         short = t.dtype.replace("torch.", "")
         tid = bf16_type() if short == "bfloat16" else h5py.h5t.py_create(np.dtype(short))
         h5py.h5d.create(g.id, role.encode(), tid, h5py.h5s.create(h5py.h5s.NULL))

@@ -1,0 +1,78 @@
+#!/bin/sh
+# Compare-engine benchmark (not a test). Generates two dump roots of SIZE_MB
+# each with msprobe-gen, warms the page cache, then in one run times
+#   - msp_compare_run (cmp_bench compare), best of REPS, mmap and pread paths,
+#   - the same metrics in numpy (bench/compare/numpy_ref.py under /usr/bin/python3),
+#   - the machine's read bandwidth: an OpenMP reduction over a buffer of the
+#     same size (cmp_bench membw, built -O2, all cores),
+# and prints GB/s of tensor data compared (both sides counted), the ratio to
+# numpy, the share of memory bandwidth, and the compare's peak RSS on a small
+# and on the big dump (it should not grow with the dump). Deletes the dumps.
+#
+#   bench/compare/run.sh [BUILD_DIR]     env: SIZE_MB=2048 DTYPE=fp32 THREADS=0 REPS=3
+set -eu
+HERE=$(cd "$(dirname "$0")" && pwd)
+BUILD=${1:-$HERE/../../build}
+SIZE_MB=${SIZE_MB:-2048}
+DTYPE=${DTYPE:-fp32}
+THREADS=${THREADS:-0}
+REPS=${REPS:-3}
+PY=${MSPROBE_PYTHON:-/usr/bin/python3}
+GEN=$BUILD/bench/compare/msprobe-gen
+CB=$BUILD/bench/compare/cmp_bench
+for b in "$GEN" "$CB"; do
+    [ -x "$b" ] || { echo "run.sh: $b not built (cmake --build $BUILD)" >&2; exit 2; }
+done
+WORK=$(mktemp -d "${TMPDIR:-/var/tmp}/msprobe-cmp-bench.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT INT TERM
+
+field() { # field NAME LINE
+    echo "$2" | tr ' ' '\n' | sed -n "s/^$1=//p"
+}
+
+echo "== generating: 2 steps x 16 layers, bench fp32, npu $DTYPE, >= $SIZE_MB MiB a side"
+"$GEN" --out "$WORK/big" --steps 2 --layers 16 --size-mb "$SIZE_MB" --dtype "$DTYPE" \
+    --plant 5 --plant-step 1 --magnitude 0.05 --seed 1
+"$GEN" --out "$WORK/small" --steps 2 --layers 16 --size-mb 64 --dtype "$DTYPE" \
+    --plant 5 --plant-step 1 --magnitude 0.05 --seed 1
+du -sh "$WORK/big/bench" "$WORK/big/npu"
+cat "$WORK"/big/*/*/*/dump.h5 "$WORK"/small/*/*/*/dump.h5 > /dev/null   # warm the page cache
+
+echo "== msp_compare_run (threads=${THREADS:-0}; 0 = all cores)"
+small=$("$CB" compare "$WORK/small/bench" "$WORK/small/npu" "$THREADS")
+echo "small: $small"
+best=""
+for io in mmap pread; do
+    i=0
+    while [ $i -lt "$REPS" ]; do
+        line=$("$CB" compare "$WORK/big/bench" "$WORK/big/npu" "$THREADS" 0 "$io")
+        echo "big/$io: $line"
+        g=$(field gbps "$line")
+        if [ -z "$best" ] || [ "$(echo "$g > $(field gbps "$best")" | bc -l)" = 1 ]; then
+            best=$line
+        fi
+        i=$((i + 1))
+    done
+done
+bytes=$(field bytes "$best")
+
+echo "== numpy (same metrics, same bytes)"
+np_line=$("$PY" "$HERE/numpy_ref.py" "$WORK/big/bench" "$WORK/big/npu")
+echo "$np_line"
+
+echo "== memory bandwidth (read-only reduction over $bytes bytes)"
+bw_line=$("$CB" membw "$bytes")
+echo "$bw_line"
+
+ours=$(field gbps "$best")
+np_g=$(field gbps "$np_line")
+bw=$(field gbps "$bw_line")
+cpu=$(field cpu_s "$best")
+wall=$(field seconds "$best")
+echo "== summary"
+printf 'compare:        %s GB/s (wall %s s, cpu %s s, both sides counted)\n' "$ours" "$wall" "$cpu"
+printf 'numpy:          %s GB/s  -> compare is %.1fx numpy\n' "$np_g" "$(echo "$ours / $np_g" | bc -l)"
+printf 'memory bw:      %s GB/s  -> compare reaches %.0f%% of it\n' "$bw" "$(echo "100 * $ours / $bw" | bc -l)"
+printf 'peak RSS:       %s MiB on %s bytes, %s MiB on %s bytes\n' \
+    "$(field rss_mib "$small")" "$(field bytes "$small")" "$(field rss_mib "$best")" "$bytes"
+printf 'load average:   %s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
