@@ -219,13 +219,14 @@ int msp_cmd_ls(msp_cli_ctx_t *ctx, int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     int c;
+    opterr = 0; /* report unknown options in our own "msprobe: " form */
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'h':
             msp_ls_usage(stdout);
             return MSP_EXIT_OK;
         default:
-            msp_ls_usage(stderr);
+            msp_errorf("ls: unknown option '%s' (try 'msprobe ls --help')", argv[optind - 1]);
             return MSP_EXIT_USAGE;
         }
     }

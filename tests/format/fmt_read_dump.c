@@ -1,0 +1,92 @@
+/* Prints what msp_dump_open / msp_dump_read_tensor / msp_dump_record_attrs
+ * make of a dump, one tab-separated line per item, for the Python tests:
+ *   F has_index step rank world_size task dump_mode framework framework_version
+ *   R name order n_tensors
+ *   T record role dtype_name ndim shape has_data has_stats offset nbytes
+ *     data_crc max min mean norm nan inf crc32 device requires_grad
+ *   A record key value
+ * data_crc: zlib CRC-32 of the bytes msp_dump_read_tensor returned ("-" if
+ * no data); when offset >= 0 it also checks that pread() at offset gives
+ * the same bytes. Exit 2 with the error on stderr if anything fails. */
+#include "msprobe/format.h"
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int msp_fail_out(const char *what)
+{
+    fprintf(stderr, "fmt_read_dump: %s: %s\n", what, msp_last_error());
+    return 2;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: fmt_read_dump FILE\n");
+        return 2;
+    }
+    msp_dump_file_t *f = NULL;
+    if (msp_dump_open(argv[1], &f))
+        return msp_fail_out("open");
+    printf("F\t%d\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\t%s\t%s\t%s\t%s\n", f->has_index, f->step,
+           f->rank, f->world_size, f->task, f->dump_mode, f->framework, f->framework_version);
+    int fd = open(argv[1], O_RDONLY);
+    int status = 0;
+    for (size_t i = 0; i < f->n_records; i++) {
+        const msp_record_info_t *r = &f->records[i];
+        printf("R\t%s\t%" PRId64 "\t%zu\n", r->name, r->order, r->n_tensors);
+        for (size_t j = 0; j < r->n_tensors; j++) {
+            const msp_tensor_info_t *t = &r->tensors[j];
+            char shape[600] = "";
+            size_t k = 0;
+            for (int d = 0; d < t->ndim; d++)
+                k += (size_t)snprintf(shape + k, sizeof shape - k, "%s%" PRId64, d ? "," : "",
+                                      t->shape[d]);
+            char crc[16] = "-";
+            if (t->has_data) {
+                unsigned char *buf = malloc(t->nbytes ? (size_t)t->nbytes : 1);
+                if (!buf || msp_dump_read_tensor(f, r, t, buf, (size_t)t->nbytes)) {
+                    free(buf);
+                    msp_dump_close(f);
+                    return msp_fail_out(t->role);
+                }
+                snprintf(crc, sizeof crc, "%u", msp_crc32(0, buf, (size_t)t->nbytes));
+                if (t->offset >= 0) {
+                    unsigned char *raw = malloc((size_t)t->nbytes);
+                    if (!raw || pread(fd, raw, (size_t)t->nbytes, t->offset) != t->nbytes ||
+                        memcmp(raw, buf, (size_t)t->nbytes) != 0) {
+                        fprintf(stderr, "fmt_read_dump: %s %s: pread at offset differs\n",
+                                r->name, t->role);
+                        status = 1;
+                    }
+                    free(raw);
+                }
+                free(buf);
+            }
+            printf("T\t%s\t%s\t%s\t%d\t%s\t%d\t%d\t%" PRId64 "\t%" PRId64
+                   "\t%s\t%.17g\t%.17g\t%.17g\t%.17g\t%" PRId64 "\t%" PRId64 "\t%u\t%s\t%d\n",
+                   r->name, t->role, t->dtype_name, t->ndim, shape, t->has_data, t->has_stats,
+                   t->offset, t->nbytes, crc, t->stats.max, t->stats.min, t->stats.mean,
+                   t->stats.norm, t->stats.nan_count, t->stats.inf_count, t->stats.crc32,
+                   t->device, t->requires_grad);
+        }
+        char **keys = NULL, **values = NULL;
+        size_t n = 0;
+        if (msp_dump_record_attrs(f, r, &keys, &values, &n)) {
+            msp_dump_close(f);
+            return msp_fail_out("attrs");
+        }
+        for (size_t a = 0; a < n; a++)
+            printf("A\t%s\t%s\t%s\n", r->name, keys[a], values[a]);
+        msp_free_strings(keys, n);
+        msp_free_strings(values, n);
+    }
+    if (fd >= 0)
+        close(fd);
+    msp_dump_close(f);
+    return status;
+}

@@ -1,0 +1,206 @@
+/* Writes a sample dump covering every dtype and tensor kind, values from a
+ * formula the Python tests recompute with numpy (see test_format_writer.py).
+ *   fmt_write_sample OUT.h5
+ *   fmt_write_sample --convert IN.f64 OUT.bin
+ *     reads doubles, writes for each: uint16 half, uint16 bf16 (round to
+ *     nearest even), then for every 16-bit pattern: float64 half value,
+ *     float64 bf16 value. */
+#include "msprobe/format.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* u(i, salt) = ((i + 1) * 2654435761 + salt * 40503) mod 2^24 */
+static uint32_t msp_u(size_t i, unsigned salt)
+{
+    return (uint32_t)((((uint64_t)i + 1) * UINT64_C(2654435761) + (uint64_t)salt * 40503) &
+                      0xffffff);
+}
+
+/* v = (u - 2^23) / 2^16: exact in float32 */
+static double msp_v(size_t i, unsigned salt)
+{
+    return ((double)msp_u(i, salt) - 8388608.0) / 65536.0;
+}
+
+static int64_t msp_numel(int ndim, const int64_t *shape)
+{
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++)
+        n *= shape[i];
+    return n;
+}
+
+/* Fill buf with n elements of dt from the formula with salt (see the test). */
+static void msp_fill(msp_dtype_t dt, void *buf, size_t n, unsigned salt)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = msp_u(i, salt);
+        double v = msp_v(i, salt);
+        switch (dt) {
+        case MSP_DTYPE_FLOAT32: ((float *)buf)[i] = (float)v; break;
+        case MSP_DTYPE_FLOAT64: ((double *)buf)[i] = v / 3.0; break;
+        case MSP_DTYPE_FLOAT16: ((uint16_t *)buf)[i] = msp_double_to_half(v / 4.0); break;
+        case MSP_DTYPE_BFLOAT16: ((uint16_t *)buf)[i] = msp_double_to_bf16(v); break;
+        case MSP_DTYPE_INT8: ((int8_t *)buf)[i] = (int8_t)((int)(u % 256) - 128); break;
+        case MSP_DTYPE_INT16: ((int16_t *)buf)[i] = (int16_t)((int32_t)(u % 65536) - 32768); break;
+        case MSP_DTYPE_INT32: ((int32_t *)buf)[i] = (int32_t)((int64_t)u * 97 - (1 << 30)); break;
+        case MSP_DTYPE_INT64: ((int64_t *)buf)[i] = (int64_t)u * 1000003 - (INT64_C(1) << 40); break;
+        case MSP_DTYPE_UINT8: ((uint8_t *)buf)[i] = (uint8_t)(u % 256); break;
+        case MSP_DTYPE_BOOL: ((uint8_t *)buf)[i] = (uint8_t)((u >> 3) & 1); break;
+        default: break;
+        }
+    }
+}
+
+struct msp_sample_tensor {
+    const char *role;
+    msp_dtype_t dtype;
+    int ndim;
+    int64_t shape[4];
+    unsigned salt;
+    int special; /* 1: overwrite the first elements with NaN/Inf/edge values */
+};
+
+static int msp_check(msp_err rc, const char *what)
+{
+    if (rc) {
+        fprintf(stderr, "fmt_write_sample: %s: %s\n", what, msp_last_error());
+        return 1;
+    }
+    return 0;
+}
+
+static void msp_specials(msp_dtype_t dt, void *buf, size_t n)
+{
+    /* half: +inf, -inf, NaN, 65504 (max), 65520 (ties to even: inf), 3*2^-24
+     * (subnormal); bf16: NaN, -inf, 1+2^-8 (tie, to even: 1), 1+3*2^-8 (tie,
+     * to even: up) and the largest finite float32 (overflows to inf). */
+    static const double h[] = {INFINITY, -INFINITY, NAN, 65504.0, 65520.0, 3.0 / 16777216.0};
+    static const double b[] = {NAN, -INFINITY, 1.00390625, 1.01171875, 3.4028234663852886e38};
+    const double *s = dt == MSP_DTYPE_FLOAT16 ? h : b;
+    size_t k = dt == MSP_DTYPE_FLOAT16 ? 6 : 5;
+    for (size_t i = 0; i < k && i < n; i++)
+        ((uint16_t *)buf)[i] =
+            dt == MSP_DTYPE_FLOAT16 ? msp_double_to_half(s[i]) : msp_double_to_bf16(s[i]);
+}
+
+static int msp_write_sample(const char *path)
+{
+    static const struct msp_sample_tensor conv[] = {
+        {"input.0", MSP_DTYPE_FLOAT32, 4, {2, 3, 4, 5}, 1, 0},
+        {"input.1", MSP_DTYPE_FLOAT16, 1, {37}, 2, 1},
+        {"kwarg.weight", MSP_DTYPE_BFLOAT16, 2, {4, 9}, 3, 1},
+        {"output.0", MSP_DTYPE_FLOAT64, 2, {3, 7}, 4, 0},
+    };
+    static const struct msp_sample_tensor mm[] = {
+        {"input.0", MSP_DTYPE_INT16, 2, {5, 5}, 5, 0},
+        {"input.1", MSP_DTYPE_INT32, 1, {17}, 6, 0},
+        {"input.2", MSP_DTYPE_INT8, 1, {300}, 7, 0},
+        {"output.0", MSP_DTYPE_INT64, 3, {2, 2, 2}, 8, 0},
+        {"output.1", MSP_DTYPE_UINT8, 1, {256}, 9, 0},
+        {"output.10", MSP_DTYPE_BOOL, 2, {3, 11}, 10, 0},
+        {"output.2", MSP_DTYPE_BOOL, 0, {0}, 11, 0},
+    };
+    static const struct msp_sample_tensor add[] = {
+        {"input.0", MSP_DTYPE_FLOAT32, 0, {0}, 12, 0},
+        {"input.1", MSP_DTYPE_FLOAT32, 1, {1}, 13, 0},
+        {"input.2", MSP_DTYPE_FLOAT32, 2, {0, 3}, 14, 0},
+        {"input.10", MSP_DTYPE_FLOAT16, 1, {6}, 15, 1},
+    };
+    static const struct {
+        const char *name;
+        int64_t order;
+        const struct msp_sample_tensor *t;
+        size_t n;
+    } recs[] = {
+        /* Written out of execution order on purpose: readers sort by order. */
+        {"Functional.conv2d.0.forward", 0, conv, sizeof conv / sizeof conv[0]},
+        {"Torch.matmul.3.backward", 2, mm, sizeof mm / sizeof mm[0]},
+        {"Tensor.__add__.1.forward", 1, add, sizeof add / sizeof add[0]},
+    };
+    msp_dump_meta_t meta = {"pytorch", "1.13.1", "tensor", "mix", 7, 3, 8};
+    msp_writer_t *w = NULL;
+    if (msp_check(msp_writer_open(path, &meta, &w), "open"))
+        return 1;
+    for (size_t r = 0; r < sizeof recs / sizeof recs[0]; r++) {
+        if (msp_check(msp_writer_begin_record(w, recs[r].name, recs[r].order), recs[r].name))
+            goto fail;
+        for (size_t k = 0; k < recs[r].n; k++) {
+            const struct msp_sample_tensor *s = &recs[r].t[k];
+            size_t n = (size_t)msp_numel(s->ndim, s->shape);
+            void *buf = calloc(n ? n : 1, msp_dtype_size(s->dtype));
+            if (!buf)
+                goto fail;
+            msp_fill(s->dtype, buf, n, s->salt);
+            if (s->special)
+                msp_specials(s->dtype, buf, n);
+            msp_tensor_in_t t = {s->role, s->dtype, s->ndim, s->shape, buf, NULL,
+                                 (s->salt % 2) ? "cpu" : "cuda:1", (int)(s->salt % 3 == 0)};
+            msp_err rc = msp_writer_add_tensor(w, &t);
+            free(buf);
+            if (msp_check(rc, s->role))
+                goto fail;
+        }
+        if (r == 2) {
+            /* statistics only: no data, the caller's statistics verbatim */
+            int64_t shape[2] = {1000, 1000};
+            msp_stats_t st = {2.5, -1.25, 0.125, 1000.5, 3, 4, 0xdeadbeef};
+            msp_tensor_in_t t = {"output.0", MSP_DTYPE_FLOAT32, 2, shape, NULL, &st, "npu:0", 1};
+            if (msp_check(msp_writer_add_tensor(w, &t), "stats-only") ||
+                msp_check(msp_writer_set_attr(w, "kwarg.alpha", "2"), "attr") ||
+                msp_check(msp_writer_set_attr(w, "input.3", "None"), "attr"))
+                goto fail;
+        }
+        if (msp_check(msp_writer_end_record(w), "end_record"))
+            goto fail;
+    }
+    /* A record with no tensor at all, only an argument. */
+    if (msp_check(msp_writer_begin_record(w, "Module.layer1.0.conv1.Conv2d.forward.0", 3),
+                  "module") ||
+        msp_check(msp_writer_set_attr(w, "kwarg.note", "no tensors"), "attr"))
+        goto fail;
+    return msp_check(msp_writer_close(w), "close");
+fail:
+    msp_writer_abort(w);
+    return 1;
+}
+
+static int msp_convert(const char *in, const char *out)
+{
+    FILE *fi = fopen(in, "rb"), *fo = fopen(out, "wb");
+    int rc = 1;
+    if (!fi || !fo)
+        goto done;
+    double v;
+    while (fread(&v, sizeof v, 1, fi) == 1) {
+        uint16_t h = msp_double_to_half(v), b = msp_double_to_bf16(v);
+        fwrite(&h, 2, 1, fo);
+        fwrite(&b, 2, 1, fo);
+    }
+    for (uint32_t i = 0; i < 65536; i++) {
+        double h = msp_half_to_double((uint16_t)i), b = msp_bf16_to_double((uint16_t)i);
+        fwrite(&h, 8, 1, fo);
+        fwrite(&b, 8, 1, fo);
+    }
+    rc = ferror(fo) ? 1 : 0;
+done:
+    if (fi)
+        fclose(fi);
+    if (fo && fclose(fo) != 0)
+        rc = 1;
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 4 && strcmp(argv[1], "--convert") == 0)
+        return msp_convert(argv[2], argv[3]);
+    if (argc != 2) {
+        fprintf(stderr, "usage: fmt_write_sample OUT.h5 | --convert IN.f64 OUT.bin\n");
+        return 2;
+    }
+    return msp_write_sample(argv[1]);
+}
