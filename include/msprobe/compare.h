@@ -118,8 +118,65 @@ typedef struct msp_compare_result {
     size_t n_unpaired;
 } msp_compare_result_t;
 
-/* bench and cmp: two dump.h5 files, two rank dirs, or two dump roots
- * (step{N}/rank{R}/dump.h5 paired by step and rank). */
+/* bench and cmp: two dump.h5 files, two rank dirs (holding dump.h5), two step
+ * dirs (rank{R}/dump.h5, paired by rank) or two dump roots
+ * (step{N}/rank{R}/dump.h5, paired by step and rank); both of one kind, told
+ * apart with stat(). A step/rank present on one side only is logged
+ * (msp_log warning), listed in res->unpaired and skipped; no common pair is
+ * MSP_ERR_MISMATCH. opts may be NULL (defaults). On success *out is owned by
+ * the caller (msp_compare_result_free); on failure *out is NULL and
+ * msp_last_error() names the file, record or mapping line at fault.
+ *
+ * Matching (catalogues only, no tensor data): --mapping pairs first, then
+ * equal names, then with opts->fuzzy the same name without its call index
+ * ("Torch.matmul.3.forward" ~ "Torch.matmul.forward", "Module.fc.Linear.
+ * forward.2" ~ "Module.fc.Linear.forward"), each compare record taking the
+ * first bench record after the last one taken with equal roles and shapes.
+ * Mapping file: one "bench_name cmp_name" pair a line, '#' starts a comment;
+ * any other line is MSP_ERR_USAGE naming file:line. Inside a record pair,
+ * tensors pair by role. Rows are ordered input.*, kwarg.*, output.*.
+ *
+ * Row rules (tensor_cmp):
+ *  - one side missing (record or role): metrics NaN, agree -1, verdict No,
+ *    err_message "record missing in NPU dump" / "tensor missing in bench record" ...;
+ *    the present side's statistics are filled from its dump attributes.
+ *  - shapes differ: metrics NaN, agree 0, verdict No.
+ *  - either side statistics-only (or a task=statistics file): the four
+ *    statistics compared (npu - bench and |npu - bench| / max(|npu|, |bench|),
+ *    0 when both are 0; equal NaN or equal Inf count as no difference);
+ *    verdict Warning when a relative difference > stats_warn or NaN/Inf sits
+ *    in one side's statistic only, else Yes; agree -1; res->stats_mode = 1.
+ *  - dtype the reader does not know: metrics NaN, verdict No.
+ *  - otherwise metrics over the full tensors in float64 (msprobe's formulas;
+ *    MaxRelativeErr adds DBL_EPSILON to both n and b where b == 0). Cosine is
+ *    1 when both norms are <= DBL_EPSILON and NaN (with a message) when one is.
+ *    NaN/Inf at the same places on both sides are zeroed for the metrics (a
+ *    message says so; +Inf against -Inf zeroes too, as msprobe, but does not
+ *    agree); at different places every metric is NaN, agree 0, verdict No.
+ *    Side max/min/mean/l2norm follow torch over the raw values (a NaN makes
+ *    them NaN). The stats-mode diff fields are filled too (npu - bench).
+ *  - 0-d and one-element tensors: Cosine NaN ("one element"), every other
+ *    metric computed; verdict from MaxAbsErr alone (No if > abs_fail).
+ *  - empty tensors (a 0 in the shape): metrics NaN, side max/min/mean NaN,
+ *    norms 0, err_message "empty tensor", agree 1, verdict Yes.
+ *  - agree: every element |n-b| <= atol + rtol*|b| (msp_tolerance of the
+ *    coarser dtype), NaN at the same places, Inf equal.
+ * Record rules: verdict = worst of its rows (No > Warning > Yes); cause only
+ * for forward records (".forward" in the name): an output with agree 0 and
+ * an input/kwarg with agree 0 -> INHERITED, with none -> INTRODUCED.
+ * Highlight per output row: red when the NPU side holds NaN/Inf, MaxAbsErr
+ * (|max diff| in statistics mode) > 1e10, or every input is Yes and the
+ * output is not; yellow when its error > 0 and >= 10x the largest input
+ * error, or its Cosine < the lowest input Cosine - 0.1; the across-the-op
+ * rules need at least one input. Records sort by step, rank, order, name;
+ * two single files take step/rank from the compare file's attributes (0 if absent).
+ *
+ * Speed and memory: tensor data with a file offset is mapped (or pread) in
+ * units of opts->chunk_bytes per side and compared in parallel; partial
+ * results merge in unit order, so results never depend on opts->threads.
+ * Resident memory is a few units per thread plus the catalogues and the
+ * result, whatever the dump size. Data without an offset is read whole
+ * through msp_dump_read_tensor, one tensor pair at a time. */
 msp_err msp_compare_run(const char *bench, const char *cmp, const msp_compare_opts_t *opts,
                         msp_compare_result_t **out);
 void msp_compare_result_free(msp_compare_result_t *res); /* NULL-safe */

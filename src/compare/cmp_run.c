@@ -544,7 +544,7 @@ static msp_err cmp_sorted_tensors(const msp_record_info_t *r, const msp_tensor_i
     return MSP_OK;
 }
 
-static msp_err cmp_record_rows(cmp_ctx_t *cx, cmp_build_t *bld, const cmp_file_pair_t *fp,
+static msp_err cmp_record_rows(cmp_ctx_t *cx, cmp_build_t *bld, int64_t step, int64_t rank,
                                const msp_record_info_t *brec, const msp_record_info_t *crec,
                                int stats_file)
 {
@@ -557,8 +557,8 @@ static msp_err cmp_record_rows(cmp_ctx_t *cx, cmp_build_t *bld, const cmp_file_p
     rec->bench_name = brec && crec ? strdup(brec->name) : NULL;
     if (!rec->name || (brec && crec && !rec->bench_name))
         return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
-    rec->step = fp->step < 0 ? 0 : fp->step;
-    rec->rank = fp->rank < 0 ? 0 : fp->rank;
+    rec->step = step;
+    rec->rank = rank;
     rec->order = crec ? crec->order : brec->order;
     rec->first_tensor = bld->res->n_tensors;
     const msp_tensor_info_t **bt = NULL, **ct = NULL;
@@ -675,8 +675,11 @@ static msp_err cmp_file_pair(cmp_ctx_t *cx, cmp_build_t *bld, const cmp_file_pai
         refs[i] = (cmp_rec_ref_t){pairs[i].b, pairs[i].c, r->order, r->name};
     }
     qsort(refs, np, sizeof *refs, cmp_rec_ref_order);
+    /* two single files: step and rank from the compare file's attributes */
+    int64_t step = fp->step >= 0 ? fp->step : (cx->cf->step >= 0 ? cx->cf->step : 0);
+    int64_t rank = fp->rank >= 0 ? fp->rank : (cx->cf->rank >= 0 ? cx->cf->rank : 0);
     for (size_t i = 0; i < np && !rc; i++)
-        rc = cmp_record_rows(cx, bld, fp, refs[i].b >= 0 ? &cx->bf->records[refs[i].b] : NULL,
+        rc = cmp_record_rows(cx, bld, step, rank, refs[i].b >= 0 ? &cx->bf->records[refs[i].b] : NULL,
                              refs[i].c >= 0 ? &cx->cf->records[refs[i].c] : NULL, stats_file);
     if (rc)
         goto cleanup;

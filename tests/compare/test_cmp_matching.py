@@ -155,6 +155,8 @@ class MatchingCase(unittest.TestCase):
         rows, s, _ = H.run_driver(self.path("bench", "step0", "rank1"), self.path("npu", "step0", "rank1"))
         self.assertEqual(s["n_pairs"], 1)
         self.assertEqual(s["n_records"], 2)
+        # a single pair takes step and rank from the compare file's attributes
+        self.assertEqual({(r["step"], r["rank"]) for r in s["records"]}, {(0, 1)})
 
     def test_mixed_kinds_and_missing_paths_are_errors(self):
         x = f32(8)
