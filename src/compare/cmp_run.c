@@ -466,6 +466,10 @@ static msp_err cmp_tensor_row(cmp_ctx_t *cx, cmp_build_t *bld, const msp_record_
     if ((n && !t->npu_name) || (b && !t->bench_name))
         return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
     cmp_side_stats(t, n, b);
+    if (n && n->has_stats &&
+        (n->stats.nan_count > 0 || n->stats.inf_count > 0 ||
+         (n->numel > 0 && (!isfinite(n->stats.max) || !isfinite(n->stats.min)))))
+        t->highlight = MSP_HL_RED; /* NaN/Inf on the NPU side; kept for outputs only */
     if (!n || !b) {
         const char *msg = !nrec ? "record missing in NPU dump"
                           : !brec ? "record missing in bench dump"
@@ -605,6 +609,7 @@ static void cmp_finish_jobs(cmp_ctx_t *cx, msp_compare_result_t *res)
         t->bench_mean = m.b_mean;
         t->bench_norm = m.b_norm;
         cmp_fill_diffs(t, NULL);
+        t->highlight = job->acc.n_nan || job->acc.n_inf ? MSP_HL_RED : MSP_HL_NONE;
         t->agree = m.agree;
         t->bytes = (uint64_t)job->nt->nbytes + (uint64_t)job->bt->nbytes;
         if (job->numel == 0)
@@ -683,6 +688,24 @@ static msp_err cmp_file_pair(cmp_ctx_t *cx, cmp_build_t *bld, const cmp_file_pai
                              refs[i].c >= 0 ? &cx->cf->records[refs[i].c] : NULL, stats_file);
     if (rc)
         goto cleanup;
+    if (cx->use_mmap) {
+        /* a mapped read past the end of a file is SIGBUS, not an error code */
+        for (size_t j = 0; j < cx->n_jobs; j++) {
+            const cmp_job_t *job = &cx->jobs[j];
+            int n_out = job->nt->offset >= 0 &&
+                        (uint64_t)job->nt->offset + (uint64_t)job->nt->nbytes > cx->cmap_len;
+            int b_out = job->bt->offset >= 0 &&
+                        (uint64_t)job->bt->offset + (uint64_t)job->bt->nbytes > cx->bmap_len;
+            if (n_out || b_out) {
+                rc = msp_fail(MSP_ERR_FORMAT,
+                              "file %s: record %s: tensor %s: data ends past the end of the "
+                              "file; the file is truncated",
+                              n_out ? fp->cmp : fp->bench, n_out ? job->nrec->name : job->brec->name,
+                              n_out ? job->nt->role : job->bt->role);
+                goto cleanup;
+            }
+        }
+    }
     if ((rc = cmp_run_pread_jobs(cx, &bld->res->bytes_compared)))
         goto cleanup;
     if ((rc = cmp_run_buffered_jobs(cx, &bld->res->bytes_compared)))

@@ -29,11 +29,6 @@ static int cmp_is_output_row(const msp_tensor_cmp_t *t)
     return t->is_output;
 }
 
-static int cmp_nonfinite(double v)
-{
-    return !isfinite(v);
-}
-
 void cmp_record_finish(msp_record_cmp_t *rec, msp_tensor_cmp_t *tensors)
 {
     msp_tensor_cmp_t *t0 = tensors + rec->first_tensor;
@@ -78,16 +73,16 @@ void cmp_record_finish(msp_record_cmp_t *rec, msp_tensor_cmp_t *tensors)
 
     for (size_t i = 0; i < n; i++) {
         msp_tensor_cmp_t *t = &t0[i];
-        if (!cmp_is_output_row(t))
+        if (!cmp_is_output_row(t)) {
+            t->highlight = MSP_HL_NONE;
             continue;
+        }
         double err = t->max_abs_err;
         if (isnan(err) && !isnan(t->max_diff))
             err = fabs(t->max_diff);
-        msp_highlight_t h = MSP_HL_NONE;
-        int npu_present = t->npu_name != NULL;
-        if ((npu_present && (cmp_nonfinite(t->npu_max) || cmp_nonfinite(t->npu_min)) &&
-             !(isnan(t->npu_max) && isnan(t->npu_min) && t->npu_norm <= 0.0)) ||
-            err > 1e10)
+        /* the row builder pre-marks red the outputs whose NPU side holds NaN/Inf */
+        msp_highlight_t h = t->highlight == MSP_HL_RED ? MSP_HL_RED : MSP_HL_NONE;
+        if (h == MSP_HL_RED || err > 1e10)
             h = MSP_HL_RED;
         else if (n_inputs && inputs_all_yes && t->verdict != MSP_VERDICT_YES)
             h = MSP_HL_RED; /* accuracy lost across the op */

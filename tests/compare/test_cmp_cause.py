@@ -131,6 +131,18 @@ class CauseCase(unittest.TestCase):
         self.assertEqual(out["T.calm.0.forward"]["record_highlight"], "none")
         self.assertEqual(out["T.lost.0.forward"]["record_highlight"], "red")
 
+    def test_statistics_rows_red_only_for_npu_nan_inf_outputs(self):
+        ok = H.Stats("torch.float32", (4,), 1.0, -1.0, 0.0, 2.0)
+        nan = H.Stats("torch.float32", (4,), float("nan"), float("nan"), float("nan"), float("nan"))
+        nan.stats["nan"] = 1
+        H.write_dump(self.path("b.h5"), [("T.a.0.forward", {"input.0": ok, "output.0": ok, "output.1": ok})],
+                     task="statistics")
+        H.write_dump(self.path("c.h5"), [("T.a.0.forward", {"input.0": nan, "output.0": nan, "output.1": ok})],
+                     task="statistics")
+        rows, _, _ = H.run_driver(self.path("b.h5"), self.path("c.h5"))
+        hl = {r["npu_name"].split("forward.")[1]: r["highlight"] for r in rows}
+        self.assertEqual(hl, {"input.0": "none", "output.0": "red", "output.1": "none"})
+
     def test_committed_fixture_pair(self):
         # fixtures/README.md: step 1, forward op 2 (Tensor.mul.0) gets the error
         root = os.path.join(SRC, "fixtures")
