@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static struct {
     pthread_mutex_t mu;
@@ -30,6 +31,65 @@ static struct {
 } q = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
        PTHREAD_COND_INITIALIZER, NULL, NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, 0, 0, 1};
 
+/* ---- buffer pool ------------------------------------------------------ */
+
+#define MSP_POOL_MIN ((size_t)64 << 10) /* below this malloc is cheap enough */
+#define MSP_POOL_SLOTS 512
+
+static struct {
+    pthread_mutex_t mu;
+    void *buf[MSP_POOL_SLOTS];
+    size_t size[MSP_POOL_SLOTS];
+    int n;
+    size_t bytes, cap;
+} pool = {PTHREAD_MUTEX_INITIALIZER, {NULL}, {0}, 0, 0, (size_t)128 << 20};
+
+void *msp_dq_buf_get(size_t nbytes)
+{
+    if (nbytes >= MSP_POOL_MIN) {
+        pthread_mutex_lock(&pool.mu);
+        for (int i = pool.n - 1; i >= 0; i--)
+            if (pool.size[i] == nbytes) {
+                void *b = pool.buf[i];
+                pool.n--;
+                pool.buf[i] = pool.buf[pool.n];
+                pool.size[i] = pool.size[pool.n];
+                pool.bytes -= nbytes;
+                pthread_mutex_unlock(&pool.mu);
+                return b;
+            }
+        pthread_mutex_unlock(&pool.mu);
+    }
+    return malloc(nbytes ? nbytes : 1);
+}
+
+void msp_dq_buf_put(void *buf, size_t nbytes)
+{
+    if (!buf)
+        return;
+    if (nbytes >= MSP_POOL_MIN) {
+        pthread_mutex_lock(&pool.mu);
+        /* Full pool: the oldest buffer makes room (shapes of past steps go first). */
+        while (pool.n > 0 && (pool.n == MSP_POOL_SLOTS || pool.bytes + nbytes > pool.cap)) {
+            free(pool.buf[0]);
+            pool.bytes -= pool.size[0];
+            pool.n--;
+            memmove(pool.buf, pool.buf + 1, (size_t)pool.n * sizeof *pool.buf);
+            memmove(pool.size, pool.size + 1, (size_t)pool.n * sizeof *pool.size);
+        }
+        if (pool.bytes + nbytes <= pool.cap) {
+            pool.buf[pool.n] = buf;
+            pool.size[pool.n++] = nbytes;
+            pool.bytes += nbytes;
+            buf = NULL;
+        }
+        pthread_mutex_unlock(&pool.mu);
+    }
+    free(buf);
+}
+
+/* ---- records ----------------------------------------------------------- */
+
 int msp_dq_init(const msp_dq_params_t *p)
 {
     q.dump_path = strdup(p->dump_path);
@@ -38,6 +98,7 @@ int msp_dq_init(const msp_dq_params_t *p)
     q.framework_version = strdup("unknown");
     q.statistics = p->statistics;
     q.cap = p->queue_bytes ? p->queue_bytes : (size_t)256 << 20;
+    pool.cap = q.cap / 2;
     return (q.dump_path && q.task && q.dump_mode && q.framework_version) ? 0 : -1;
 }
 
@@ -79,7 +140,7 @@ int msp_dq_rec_add_tensor(msp_dq_rec_t *r, const char *role, msp_dtype_t dt, int
         size_t cap = r->cap_t ? 2 * r->cap_t : 4;
         msp_dq_tensor_t *t = realloc(r->t, cap * sizeof *t);
         if (!t) {
-            free(data);
+            msp_dq_buf_put(data, nbytes);
             return -1;
         }
         r->t = t;
@@ -88,7 +149,7 @@ int msp_dq_rec_add_tensor(msp_dq_rec_t *r, const char *role, msp_dtype_t dt, int
     msp_dq_tensor_t *t = &r->t[r->nt];
     memset(t, 0, sizeof *t);
     if (!(t->role = strdup(role))) {
-        free(data);
+        msp_dq_buf_put(data, nbytes);
         return -1;
     }
     t->dtype = dt;
@@ -132,7 +193,7 @@ void msp_dq_rec_free(msp_dq_rec_t *r)
         return;
     for (size_t i = 0; i < r->nt; i++) {
         free(r->t[i].role);
-        free(r->t[i].data);
+        msp_dq_buf_put(r->t[i].data, r->t[i].nbytes);
     }
     for (size_t i = 0; i < r->na; i++) {
         free(r->a[i].key);
@@ -240,10 +301,23 @@ static void write_record(wstate_t *s, msp_dq_rec_t *r)
         msp_shim_warn_once("record", "record %s not finished: %s", r->name, msp_last_error());
 }
 
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static void *writer_main(void *arg)
 {
     (void)arg;
     wstate_t s = {NULL, -1, -1, -1, -1};
+    /* MSPROBE_WRITER_STATS=1: one line at exit with the writer's own throughput
+     * (bench/dump/run.sh compares it with dd). */
+    const char *ws = getenv("MSPROBE_WRITER_STATS");
+    int stats = ws && *ws && strcmp(ws, "0") != 0;
+    double busy = 0;
+    uint64_t written = 0;
     for (;;) {
         pthread_mutex_lock(&q.mu);
         while (!q.head) {
@@ -259,6 +333,7 @@ static void *writer_main(void *arg)
         pthread_mutex_unlock(&q.mu);
 
         int kind = r->kind;
+        double t0 = stats ? mono_now() : 0;
         if (kind == MSP_DQ_RECORD)
             write_record(&s, r);
         else if (kind == MSP_DQ_END_STEP && s.w && s.step == r->step)
@@ -266,6 +341,13 @@ static void *writer_main(void *arg)
         else if (kind == MSP_DQ_SHUTDOWN)
             close_file(&s);
         size_t bytes = r->bytes;
+        if (stats) {
+            busy += mono_now() - t0;
+            written += bytes;
+        }
+        if (stats && kind == MSP_DQ_SHUTDOWN)
+            msp_shim_msg("writer: %llu bytes of tensors in %.3f s busy (%.0f MB/s)",
+                         (unsigned long long)written, busy, busy > 0 ? (double)written / busy / 1e6 : 0.0);
         msp_dq_rec_free(r);
 
         /* The bytes are released only now that they are freed: the bound is
@@ -370,6 +452,9 @@ void msp_dq_forget_after_fork(void)
     memcpy(&q.idle, &c, sizeof c);
     q.head = q.tail = NULL;
     q.bytes = 0;
+    memcpy(&pool.mu, &fresh, sizeof fresh);
+    pool.n = 0;
+    pool.bytes = 0;
     q.started = 0;
     q.busy = 0;
 }

@@ -51,8 +51,14 @@ int msp_dq_init(const msp_dq_params_t *p);
 void msp_dq_set_framework(const char *version);
 void msp_dq_set_world_size(int64_t world_size);
 
+/* Tensor byte buffers come from a pool of recently freed ones of the same
+ * size: the same shapes recur every step, and reusing resident pages saves
+ * the training thread the page faults of fresh memory. */
+void *msp_dq_buf_get(size_t nbytes);
+void msp_dq_buf_put(void *buf, size_t nbytes);
+
 msp_dq_rec_t *msp_dq_rec_new(const char *name);
-/* Takes ownership of data (malloc'd). Returns 0, or -1 on OOM (data freed). */
+/* Takes ownership of data (from msp_dq_buf_get). Returns 0, or -1 on OOM (data freed). */
 int msp_dq_rec_add_tensor(msp_dq_rec_t *r, const char *role, msp_dtype_t dt, int ndim,
                           const int64_t *shape, void *data, size_t nbytes, const char *device,
                           int requires_grad);

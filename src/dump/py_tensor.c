@@ -238,7 +238,7 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
         expect *= x->shape[i];
     }
     size_t nbytes = numel * esize;
-    void *buf = malloc(nbytes ? nbytes : 1);
+    void *buf = msp_dq_buf_get(nbytes);
     if (!buf) {
         msp_shim_warn_once("nomem", "%s: out of memory copying %zu bytes", what, nbytes);
         goto cleanup;
