@@ -104,7 +104,8 @@ static msp_err msp_ls_numbered(const char *dir, const char *prefix, struct msp_l
         msp_ls_entries_free(v, n);
         return rc;
     }
-    qsort(v, n, sizeof *v, msp_ls_entry_cmp);
+    if (n > 1)
+        qsort(v, n, sizeof *v, msp_ls_entry_cmp);
     *out = v;
     *n_out = n;
     return MSP_OK;

@@ -90,10 +90,13 @@ static int msp_record_cmp(const void *a, const void *b)
 
 static void msp_sort_catalogue(msp_dump_file_t *f)
 {
+    /* qsort's pointer must not be NULL even for 0 elements (C11 7.22.5). */
     for (size_t i = 0; i < f->n_records; i++)
-        qsort(f->records[i].tensors, f->records[i].n_tensors, sizeof(msp_tensor_info_t),
-              msp_tensor_cmp);
-    qsort(f->records, f->n_records, sizeof(msp_record_info_t), msp_record_cmp);
+        if (f->records[i].n_tensors > 1)
+            qsort(f->records[i].tensors, f->records[i].n_tensors, sizeof(msp_tensor_info_t),
+                  msp_tensor_cmp);
+    if (f->n_records > 1)
+        qsort(f->records, f->n_records, sizeof(msp_record_info_t), msp_record_cmp);
 }
 
 static msp_err msp_grow(void **p, size_t *cap, size_t n, size_t elem, const char *path)

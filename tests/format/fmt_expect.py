@@ -32,6 +32,9 @@ RECORDS = [
         ("input.2", "torch.float32", (0, 3), 14, False),
         ("input.10", "torch.float16", (6,), 15, True),
     ]),
+    ("Functional.linear.5.forward", 4, [
+        ("output.0", "torch.float32", (512, 1024), 16, False),  # 2 MiB: CRC on a thread
+    ]),
 ]
 STATS_ONLY = ("Tensor.__add__.1.forward", "output.0", "torch.float32", (1000, 1000),
               dict(max=2.5, min=-1.25, mean=0.125, norm=1000.5, nan_count=3, inf_count=4,

@@ -110,6 +110,10 @@ static int msp_write_sample(const char *path)
         {"input.2", MSP_DTYPE_FLOAT32, 2, {0, 3}, 14, 0},
         {"input.10", MSP_DTYPE_FLOAT16, 1, {6}, 15, 1},
     };
+    /* big enough (2 MiB) for the writer's CRC helper thread */
+    static const struct msp_sample_tensor big[] = {
+        {"output.0", MSP_DTYPE_FLOAT32, 2, {512, 1024}, 16, 0},
+    };
     static const struct {
         const char *name;
         int64_t order;
@@ -120,6 +124,7 @@ static int msp_write_sample(const char *path)
         {"Functional.conv2d.0.forward", 0, conv, sizeof conv / sizeof conv[0]},
         {"Torch.matmul.3.backward", 2, mm, sizeof mm / sizeof mm[0]},
         {"Tensor.__add__.1.forward", 1, add, sizeof add / sizeof add[0]},
+        {"Functional.linear.5.forward", 4, big, 1},
     };
     msp_dump_meta_t meta = {"pytorch", "1.13.1", "tensor", "mix", 7, 3, 8};
     msp_writer_t *w = NULL;

@@ -64,7 +64,8 @@ class LsCli(unittest.TestCase):
         lines = p.stdout.splitlines()
         n_tensors = sum(len(t) for _, _, t in X.RECORDS) + 1
         self.assertEqual(lines[0], f"step 7 rank 3: {self.sample}  task=tensor mode=mix "
-                         f"framework=pytorch 1.13.1  records=4 tensors={n_tensors}")
+                         f"framework=pytorch 1.13.1  records={len(X.RECORDS) + 1} "
+                         f"tensors={n_tensors}")
         rec_lines = [l.strip() for l in lines if l.startswith("  ") and not
                      l.startswith("    ")]
         want = sorted([(r, o) for r, o, _ in X.RECORDS] + [X.EMPTY_RECORD], key=lambda x: x[1])
