@@ -545,12 +545,17 @@ static void msp_cfg_line_col(const char *text, size_t off, size_t *line, size_t 
 
 /* Blank out // and block comments in place, outside strings. Newlines stay, so
  * every offset in the result is the offset in the user's file. Returns the
- * offset of an unterminated block comment, or (size_t)-1. */
-static size_t msp_cfg_strip_comments(char *s)
+ * offset of an unterminated block comment, or (size_t)-1; *nul_escape gets
+ * the offset of the first \u0000 inside a string, or (size_t)-1. */
+static size_t msp_cfg_strip_comments(char *s, size_t *nul_escape)
 {
     int in_str = 0;
+    *nul_escape = (size_t)-1;
     for (size_t i = 0; s[i]; i++) {
         if (in_str) {
+            /* cJSON would end the C string at \u0000 and drop the rest silently. */
+            if (s[i] == '\\' && strncmp(s + i + 1, "u0000", 5) == 0 && *nul_escape == (size_t)-1)
+                *nul_escape = i;
             if (s[i] == '\\' && s[i + 1])
                 i++;
             else if (s[i] == '"')
@@ -816,12 +821,19 @@ msp_err msp_config_parse(const char *text, const char *source, msp_config_t *cfg
         rc = msp_fail(MSP_ERR_USAGE, "%s: no text to parse", w.source);
         goto cleanup;
     }
-    size_t unterminated = msp_cfg_strip_comments(buf);
+    size_t nul_escape, unterminated = msp_cfg_strip_comments(buf, &nul_escape);
     if (unterminated != (size_t)-1) {
         size_t line, col;
         msp_cfg_line_col(buf, unterminated, &line, &col);
         rc = msp_fail(MSP_ERR_CONFIG, "%s:%zu:%zu: invalid JSON: comment \"/*\" is never closed",
                       w.source, line, col);
+        goto cleanup;
+    }
+    if (nul_escape != (size_t)-1) {
+        size_t line, col;
+        msp_cfg_line_col(buf, nul_escape, &line, &col);
+        rc = msp_fail(MSP_ERR_CONFIG, "%s:%zu:%zu: \\u0000 (a NUL character) is not allowed in "
+                      "a string", w.source, line, col);
         goto cleanup;
     }
     const char *p = buf;

@@ -370,6 +370,11 @@ class RejectsInvalidConfigs(ConfigCase):
 
     def test_nul_byte_is_refused(self):
         self.assertRejects(b'{"dump":\n {}\x00}', F + ":2:4: invalid JSON: NUL byte (binary file?)")
+        # cJSON would cut the string at the NUL: "a\u0000b" would silently become "a"
+        self.assertRejects('{"dump": {"common_dump_settings": {\n "dump_path": "a\\u0000b"}}}',
+                           F + ":2:17: \\u0000 (a NUL character) is not allowed in a string")
+        self.assertLoads('{"dump": {"common_dump_settings": {"dump_path": "a\\\\u0000b"}}}',
+                         has_dump="1", dump_path="a\\u0000b")  # an escaped backslash, then text
 
     def test_missing_file_is_not_found(self):
         rc, got = self.run_parsed(["nowhere.json"])
