@@ -1,6 +1,6 @@
 /* dtype names and sizes, half/bfloat16 conversions, per-tensor statistics
  * and CRC-32: plain C, no HDF5, safe from any thread. */
-#include "fmt_internal.h"
+#include "msprobe/format.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -190,9 +190,89 @@ void msp_to_double(msp_dtype_t dt, const void *src, size_t n, double *dst)
 
 /* ---- statistics ---------------------------------------------------------- */
 
+/* CRC-32 by carry-less multiplication (Intel, "Fast CRC Computation for
+ * Generic Polynomials Using PCLMULQDQ Instruction", 2009): fold 64 bytes at a
+ * time with four 128-bit accumulators, reduce to 128, then 64 bits, then a
+ * Barrett reduction to 32. Constants are the paper's bit-reflected k1..k5
+ * and mu/P for the gzip polynomial 0x04C11DB7. About 3x zlib's table code;
+ * every result is checked against zlib in the tests. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define MSP_HAVE_CLMUL 1
+
+/* state: the CRC register (pre-inverted, as inside zlib); len >= 64 and a
+ * multiple of 16. */
+__attribute__((target("pclmul,sse4.1"))) static uint32_t
+msp_crc32_clmul(uint32_t state, const unsigned char *p, size_t len)
+{
+    const __m128i k1k2 = _mm_set_epi64x(0x01c6e41596, 0x0154442bd4);
+    const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009e, 0x01751997d0);
+    const __m128i k5 = _mm_set_epi64x(0, 0x0163cd6124);
+    const __m128i poly = _mm_set_epi64x(0x01f7011641, 0x01db710641);
+    const __m128i low32 = _mm_setr_epi32(-1, 0, -1, 0);
+
+    __m128i a = _mm_loadu_si128((const __m128i *)(const void *)p);
+    __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(p + 16));
+    __m128i c = _mm_loadu_si128((const __m128i *)(const void *)(p + 32));
+    __m128i d = _mm_loadu_si128((const __m128i *)(const void *)(p + 48));
+    a = _mm_xor_si128(a, _mm_cvtsi32_si128((int)state));
+    p += 64;
+    len -= 64;
+#define MSP_FOLD(acc, k, next)                                                                     \
+    acc = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(acc, k, 0x00),                          \
+                                      _mm_clmulepi64_si128(acc, k, 0x11)),                         \
+                        next)
+    while (len >= 64) {
+        MSP_FOLD(a, k1k2, _mm_loadu_si128((const __m128i *)(const void *)p));
+        MSP_FOLD(b, k1k2, _mm_loadu_si128((const __m128i *)(const void *)(p + 16)));
+        MSP_FOLD(c, k1k2, _mm_loadu_si128((const __m128i *)(const void *)(p + 32)));
+        MSP_FOLD(d, k1k2, _mm_loadu_si128((const __m128i *)(const void *)(p + 48)));
+        p += 64;
+        len -= 64;
+    }
+    MSP_FOLD(a, k3k4, b);
+    MSP_FOLD(a, k3k4, c);
+    MSP_FOLD(a, k3k4, d);
+    while (len >= 16) {
+        MSP_FOLD(a, k3k4, _mm_loadu_si128((const __m128i *)(const void *)p));
+        p += 16;
+        len -= 16;
+    }
+#undef MSP_FOLD
+    /* 128 -> 64 bits */
+    __m128i t = _mm_clmulepi64_si128(a, k3k4, 0x10);
+    a = _mm_xor_si128(_mm_srli_si128(a, 8), t);
+    /* 64 -> 32 bits */
+    t = _mm_srli_si128(a, 4);
+    a = _mm_xor_si128(_mm_clmulepi64_si128(_mm_and_si128(a, low32), k5, 0x00), t);
+    /* Barrett reduction */
+    t = _mm_clmulepi64_si128(_mm_and_si128(a, low32), poly, 0x10);
+    t = _mm_clmulepi64_si128(_mm_and_si128(t, low32), poly, 0x00);
+    a = _mm_xor_si128(a, t);
+    return (uint32_t)_mm_extract_epi32(a, 1);
+}
+
+static int msp_clmul_ok(void)
+{
+    static int ok = -1; /* benign race: every thread computes the same value */
+    if (ok < 0)
+        ok = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+    return ok;
+}
+#endif
+
 uint32_t msp_crc32(uint32_t crc, const void *buf, size_t len)
 {
-    return (uint32_t)crc32_z(crc, buf, len);
+    const unsigned char *p = buf;
+#ifdef MSP_HAVE_CLMUL
+    if (len >= 64 && msp_clmul_ok()) {
+        size_t chunk = len & ~(size_t)15;
+        crc = ~msp_crc32_clmul(~crc, p, chunk);
+        p += chunk;
+        len -= chunk;
+    }
+#endif
+    return len ? (uint32_t)crc32_z(crc, p, len) : crc;
 }
 
 struct msp_acc {
@@ -399,14 +479,7 @@ MSP_INT_STATS(msp_stats_i64, int64_t, MSP_LOAD_INT)
 MSP_INT_STATS(msp_stats_u8, uint8_t, MSP_LOAD_INT)
 MSP_INT_STATS(msp_stats_bool, uint8_t, MSP_LOAD_BOOL)
 
-void msp_stats_compute(msp_dtype_t dt, const void *data, size_t n, msp_stats_t *out)
-{
-    msp_stats_compute_nocrc(dt, data, n, out);
-    if (msp_dtype_valid(dt) && n > 0 && data)
-        out->crc32 = msp_crc32(0, data, n * msp_dtype_size(dt));
-}
-
-void msp_stats_compute_nocrc(msp_dtype_t dt, const void *data, size_t n, msp_stats_t *out)
+static void msp_stats_nocrc(msp_dtype_t dt, const void *data, size_t n, msp_stats_t *out)
 {
     static void (*const fns[MSP_DTYPE_COUNT_])(const unsigned char *, size_t, struct msp_acc *,
                                                const float *) = {
@@ -434,4 +507,11 @@ void msp_stats_compute_nocrc(msp_dtype_t dt, const void *data, size_t n, msp_sta
     }
     out->nan_count = a.nan;
     out->inf_count = a.inf;
+}
+
+void msp_stats_compute(msp_dtype_t dt, const void *data, size_t n, msp_stats_t *out)
+{
+    msp_stats_nocrc(dt, data, n, out);
+    if (msp_dtype_valid(dt) && n > 0 && data)
+        out->crc32 = msp_crc32(0, data, n * msp_dtype_size(dt));
 }

@@ -76,10 +76,6 @@ hid_t msp_h5_index_type(int packed);
 /* Column names of /index, NULL-terminated. */
 extern const char *const msp_index_columns[];
 
-/* msp_stats_compute without the CRC (crc32 left 0), so the writer can run
- * the CRC on a second core while this thread does the rest. */
-void msp_stats_compute_nocrc(msp_dtype_t dt, const void *data, size_t n, msp_stats_t *out);
-
 /* Natural role order: input.*, kwarg.*, output.*, anything else; numbers in
  * names compare numerically (input.2 < input.10). */
 int msp_role_cmp(const char *a, const char *b);

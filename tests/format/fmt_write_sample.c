@@ -4,7 +4,10 @@
  *   fmt_write_sample --convert IN.f64 OUT.bin
  *     reads doubles, writes for each: uint16 half, uint16 bf16 (round to
  *     nearest even), then for every 16-bit pattern: float64 half value,
- *     float64 bf16 value. */
+ *     float64 bf16 value.
+ *   fmt_write_sample --crc IN
+ *     prints "offset length crc32" (msp_crc32, seeded with the length) for
+ *     every offset 0..3 and length 0..len(IN)-4. */
 #include "msprobe/format.h"
 
 #include <math.h>
@@ -199,8 +202,26 @@ done:
     return rc;
 }
 
+static int msp_crc_table(const char *in)
+{
+    char *data = NULL;
+    size_t len = 0;
+    if (msp_read_file(in, 1 << 20, &data, &len) || len < 4) {
+        fprintf(stderr, "fmt_write_sample: %s: %s\n", in, msp_last_error());
+        free(data);
+        return 1;
+    }
+    for (size_t off = 0; off < 4; off++)
+        for (size_t n = 0; n + 4 <= len; n++)
+            printf("%zu %zu %u\n", off, n, msp_crc32((uint32_t)n, data + off, n));
+    free(data);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 3 && strcmp(argv[1], "--crc") == 0)
+        return msp_crc_table(argv[2]);
     if (argc == 4 && strcmp(argv[1], "--convert") == 0)
         return msp_convert(argv[2], argv[3]);
     if (argc != 2) {

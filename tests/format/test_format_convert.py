@@ -1,11 +1,13 @@
 """half/bfloat16 conversions: every 16-bit pattern decoded, and doubles
-rounded to nearest even, against numpy and an exact rational reference."""
+rounded to nearest even, against numpy and an exact rational reference;
+msp_crc32 against zlib for every small length and alignment."""
 import math
 import os
 import subprocess
 import sys
 import tempfile
 import unittest
+import zlib
 from fractions import Fraction
 
 import numpy as np
@@ -107,6 +109,21 @@ class HalfBf16Conversions(unittest.TestCase):
                 pairs = np.frombuffer(fh.read()[:8], "<u2").reshape(2, 2)
         self.assertTrue(np.isnan(pairs[:, 0].view(np.float16)).all())
         self.assertTrue(np.isnan((pairs[:, 1].astype(np.uint32) << 16).view(np.float32)).all())
+
+
+class Crc32MatchesZlib(unittest.TestCase):
+    def test_every_length_and_alignment(self):
+        data = np.random.default_rng(3).bytes(1100)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "in.bin")
+            with open(path, "wb") as fh:
+                fh.write(data)
+            out = subprocess.run([WRITE_SAMPLE, "--crc", path], check=True,
+                                 capture_output=True, text=True).stdout.split("\n")
+        rows = [tuple(int(v) for v in l.split()) for l in out if l]
+        self.assertEqual(len(rows), 4 * (len(data) - 3))
+        for off, n, crc in rows:
+            self.assertEqual(crc, zlib.crc32(data[off:off + n], n), (off, n))
 
 
 if __name__ == "__main__":
