@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 static void msp_compare_usage(FILE *out)
 {
@@ -305,8 +306,11 @@ int msp_cmd_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
         return rc;
 
     msp_compare_result_t *res = NULL;
-    msp_progress_t *bar = msp_progress_new(stderr, "comparing", msp_dump_size(bench) +
-                                                                    msp_dump_size(cmp));
+    /* A bar only for a person watching: not in quiet mode, not into a pipe
+     * (and then the dump trees are not even walked for their size). */
+    msp_progress_t *bar = NULL;
+    if (!quiet && isatty(fileno(stderr)))
+        bar = msp_progress_new(stderr, "comparing", msp_dump_size(bench) + msp_dump_size(cmp));
     opts.progress = bar ? msp_compare_progress : NULL;
     opts.progress_ud = bar;
     double t0 = msp_now_s();
