@@ -32,31 +32,39 @@ typedef struct msp_bound {
     PyObject *self;
 } msp_bound_t;
 
-/* One backward record is put together by two node hooks: the hook on the
- * grad_fn of the op's output fires first (grads of the outputs), the hook on
- * the identity node in front of the op's inputs fires later (grads of the
- * inputs, from this op alone even when an input is used elsewhere too). */
-#define MSP_BWD_MAX_POS 64
+/* A backward record: the hook on the grad_fn of the op's output sees the
+ * grads of the outputs (input.*); the grads of the op's inputs (output.*) are
+ * taken, for this op alone, on the edges that leave the op's own part of the
+ * autograd graph towards its inputs. That part is found by walking from the
+ * output node until the inputs' nodes (or their AccumulateGrad): nothing is
+ * added to the graph, so training computes exactly what it would without us. */
+#define MSP_BWD_MAX_IN 32
+#define MSP_BWD_MAX_EDGES 16
+#define MSP_BWD_MAX_NODES 64
 typedef struct msp_bwd_state {
     PyObject_HEAD
     char name[160];
-    int want_in;            /* an input-side hook was registered */
     int done;
-    int npos;
-    int pos[MSP_BWD_MAX_POS]; /* forward input index of each identity output */
-    int nnone;
-    int none_pos[MSP_BWD_MAX_POS]; /* tensor inputs that need no grad: output.i = None */
-    PyObject *out_grads;    /* grads of the op's outputs, once seen */
+    int nin, nnone;
+    int pending;                             /* input-edge hooks still to fire */
+    char role[MSP_BWD_MAX_IN][48];           /* "output.0", "output.1.2", "output.kwarg.w" */
+    char none_role[MSP_BWD_MAX_IN][48];      /* tensor inputs needing no grad */
+    PyObject *in_grads[MSP_BWD_MAX_IN];
+    PyObject *out_grads;
 } msp_bwd_state_t;
 
 typedef struct msp_bwd_hook {
     PyObject_HEAD
     msp_bwd_state_t *st;
-    int input_side;
+    int is_out;
+    int nedges;
+    int edge_k[MSP_BWD_MAX_EDGES];           /* index into the node's grad_inputs */
+    int edge_j[MSP_BWD_MAX_EDGES];           /* which input of the op */
 } msp_bwd_hook_t;
 
 static PyTypeObject *g_wrap_type, *g_bound_type, *g_bwd_type, *g_state_type;
-static PyObject *g_bhf_apply, *g_grad_enabled;
+static PyObject *g_grad_enabled;
+static PyTypeObject *g_acc_type; /* AccumulateGrad, learned at first sight */
 
 /* ---- the curated list ---------------------------------------------------- */
 
@@ -179,28 +187,7 @@ static PyObject *first_grad_fn(PyObject *out, PyObject *args)
     return g;
 }
 
-static int hook_node(PyObject *node, msp_bwd_state_t *st, int input_side)
-{
-    msp_bwd_hook_t *h = PyObject_New(msp_bwd_hook_t, g_bwd_type);
-    if (!h) {
-        PyErr_Clear();
-        return -1;
-    }
-    Py_INCREF(st);
-    h->st = st;
-    h->input_side = input_side;
-    PyObject *handle = PyObject_CallMethod(node, "register_hook", "O", (PyObject *)h);
-    Py_DECREF(h);
-    if (!handle) {
-        msp_py_warn_error("grad hook", "cannot hook the backward of an API; its backward is "
-                          "not dumped");
-        return -1;
-    }
-    Py_DECREF(handle);
-    return 0;
-}
-
-static void submit_backward(msp_bwd_state_t *st, PyObject *in_grads)
+static void submit_backward(msp_bwd_state_t *st)
 {
     if (st->done || msp_g.disabled || !msp_g.dumping)
         return;
@@ -210,17 +197,11 @@ static void submit_backward(msp_bwd_state_t *st, PyObject *in_grads)
         return;
     if (st->out_grads)
         msp_rec_add_output(r, st->out_grads, "input");
-    Py_ssize_t n = in_grads ? PyTuple_Size(in_grads) : 0;
-    for (Py_ssize_t i = 0; i < n && i < st->npos; i++) {
-        char role[32];
-        snprintf(role, sizeof role, "output.%d", st->pos[i]);
-        msp_rec_add_value(r, role, PyTuple_GetItem(in_grads, i), 1);
-    }
-    for (int i = 0; in_grads && i < st->nnone; i++) {
-        char role[32];
-        snprintf(role, sizeof role, "output.%d", st->none_pos[i]);
-        msp_dq_rec_add_attr(r, role, "None");
-    }
+    for (int j = 0; j < st->nin; j++)
+        if (st->in_grads[j])
+            msp_rec_add_value(r, st->role[j], st->in_grads[j], 1);
+    for (int j = 0; j < st->nnone; j++)
+        msp_dq_rec_add_attr(r, st->none_role[j], "None");
     msp_rec_submit(r);
 }
 
@@ -230,21 +211,37 @@ static PyObject *bwd_hook_call(PyObject *self, PyObject *args, PyObject *kw)
     msp_bwd_hook_t *h = (msp_bwd_hook_t *)self;
     msp_bwd_state_t *st = h->st;
     PyObject *gin = NULL, *gout = NULL;
-    if (msp_g.disabled || !PyArg_UnpackTuple(args, "hook", 2, 2, &gin, &gout)) {
+    if (msp_g.disabled || st->done || !PyArg_UnpackTuple(args, "hook", 2, 2, &gin, &gout)) {
         PyErr_Clear();
         Py_RETURN_NONE;
     }
     msp_t_depth++;
-    if (!h->input_side) {
+    if (h->is_out) {
         Py_XDECREF(st->out_grads);
         Py_INCREF(gout);
         st->out_grads = gout;
-        if (!st->want_in)
-            submit_backward(st, NULL);
-    } else {
-        /* The identity node's grad_outputs are the grads reaching the op's inputs. */
-        submit_backward(st, gout);
     }
+    for (int e = 0; e < h->nedges; e++) {
+        PyObject *g = PyTuple_Check(gin) ? PyTuple_GetItem(gin, h->edge_k[e]) : NULL;
+        int j = h->edge_j[e];
+        if (!g || g == Py_None)
+            continue;
+        if (!st->in_grads[j]) {
+            Py_INCREF(g);
+            st->in_grads[j] = g;
+        } else {
+            /* The op used this input twice: its grad is the sum of both edges. */
+            PyObject *sum = PyNumber_Add(st->in_grads[j], g);
+            if (sum) {
+                Py_DECREF(st->in_grads[j]);
+                st->in_grads[j] = sum;
+            }
+        }
+    }
+    if (h->nedges > 0)
+        st->pending--;
+    if (st->pending <= 0)
+        submit_backward(st);
     msp_t_depth--;
     if (PyErr_Occurred())
         PyErr_Clear();
@@ -259,80 +256,214 @@ static msp_bwd_state_t *state_new(const char *name)
         return NULL;
     }
     snprintf(st->name, sizeof st->name, "%s", name);
-    st->want_in = st->done = st->npos = st->nnone = 0;
+    st->done = st->nin = st->nnone = st->pending = 0;
+    memset(st->in_grads, 0, sizeof st->in_grads);
     st->out_grads = NULL;
     return st;
 }
 
-/* An op told to write into its input must see the tensor itself: torch refuses
- * in-place writes to the identity node's outputs. */
-static int writes_input(PyObject *kw)
+/* The op's inputs, as seen before the call: tensor, its grad_fn (NULL for a
+ * leaf, matched through AccumulateGrad.variable). */
+typedef struct bwd_inputs {
+    int n;
+    PyObject *t[MSP_BWD_MAX_IN];
+    PyObject *node[MSP_BWD_MAX_IN];
+} bwd_inputs_t;
+
+static void note_input(msp_bwd_state_t *st, bwd_inputs_t *in, const char *role, PyObject *a)
 {
-    PyObject *v = kw ? PyDict_GetItemString(kw, "inplace") : NULL;
-    return v && PyObject_IsTrue(v) == 1;
+    if (!msp_is_tensor(a))
+        return;
+    PyObject *rg = PyObject_GetAttrString(a, "requires_grad");
+    int need = rg && PyObject_IsTrue(rg) == 1;
+    Py_XDECREF(rg);
+    if (!need) {
+        if (st->nnone < MSP_BWD_MAX_IN)
+            snprintf(st->none_role[st->nnone++], sizeof st->none_role[0], "%s", role);
+        return;
+    }
+    if (in->n >= MSP_BWD_MAX_IN)
+        return;
+    PyObject *g = PyObject_GetAttrString(a, "grad_fn");
+    if (!g)
+        PyErr_Clear();
+    if (g == Py_None)
+        Py_CLEAR(g);
+    Py_INCREF(a);
+    in->t[in->n] = a;
+    in->node[in->n] = g;
+    snprintf(st->role[in->n], sizeof st->role[0], "%s", role);
+    in->n++;
+    st->nin = in->n;
 }
 
-/* Put the identity node in front of the positional tensor inputs that need
- * grad; returns the args to call with (new ref) and fills st. */
-static PyObject *wrap_inputs(PyObject *args, PyObject *kw, msp_bwd_state_t *st)
+static void collect_inputs(msp_bwd_state_t *st, bwd_inputs_t *in, PyObject *args, PyObject *kw)
 {
+    char role[48];
     Py_ssize_t n = PyTuple_Size(args);
-    PyObject *tensors = NULL, *res = NULL, *out = NULL;
-    if (!g_bhf_apply || writes_input(kw))
-        goto fallback;
-    PyObject *ge = PyObject_CallFunctionObjArgs(g_grad_enabled, NULL);
-    int enabled = ge && PyObject_IsTrue(ge) == 1;
-    Py_XDECREF(ge);
-    if (!enabled)
-        goto fallback;
-    tensors = PyList_New(0);
-    for (Py_ssize_t i = 0; tensors && i < n && st->npos < MSP_BWD_MAX_POS; i++) {
+    for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *a = PyTuple_GetItem(args, i);
-        if (!msp_is_tensor(a))
-            continue;
-        PyObject *rg = PyObject_GetAttrString(a, "requires_grad");
-        int need = rg && PyObject_IsTrue(rg) == 1;
-        Py_XDECREF(rg);
-        if (need) {
-            PyList_Append(tensors, a);
-            st->pos[st->npos++] = (int)i;
-        } else if (st->nnone < MSP_BWD_MAX_POS) {
-            st->none_pos[st->nnone++] = (int)i;
+        snprintf(role, sizeof role, "output.%zd", i);
+        if (PyList_Check(a) || PyTuple_Check(a)) {
+            Py_ssize_t m = PySequence_Size(a);
+            for (Py_ssize_t k = 0; k < m && k < MSP_BWD_MAX_IN; k++) {
+                PyObject *it = PySequence_GetItem(a, k);
+                if (!it) {
+                    PyErr_Clear();
+                    break;
+                }
+                char sub[48];
+                snprintf(sub, sizeof sub, "output.%zd.%zd", i, k);
+                note_input(st, in, sub, it);
+                Py_DECREF(it);
+            }
+        } else {
+            note_input(st, in, role, a);
         }
     }
-    if (!tensors || st->npos == 0)
-        goto fallback;
-    PyObject *tt = PyList_AsTuple(tensors);
-    res = tt ? PyObject_Call(g_bhf_apply, tt, NULL) : NULL;
-    Py_XDECREF(tt);
-    if (!res || !PyTuple_Check(res) || PyTuple_Size(res) != st->npos)
-        goto fallback;
-    PyObject *node = PyObject_GetAttrString(PyTuple_GetItem(res, 0), "grad_fn");
-    int ok = node && node != Py_None && hook_node(node, st, 1) == 0;
-    Py_XDECREF(node);
-    if (!ok)
-        goto fallback;
-    out = PyTuple_New(n);
-    for (Py_ssize_t i = 0, k = 0; out && i < n; i++) {
-        PyObject *a = (k < st->npos && st->pos[k] == i) ? PyTuple_GetItem(res, k++)
-                                                        : PyTuple_GetItem(args, i);
-        Py_INCREF(a);
-        PyTuple_SetItem(out, i, a);
+    if (kw && PyDict_Check(kw)) {
+        PyObject *k, *v;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(kw, &pos, &k, &v)) {
+            PyObject *kb = PyUnicode_AsUTF8String(k);
+            snprintf(role, sizeof role, "output.kwarg.%s", kb ? PyBytes_AsString(kb) : "?");
+            Py_XDECREF(kb);
+            note_input(st, in, role, v);
+        }
     }
-    if (!out)
-        goto fallback;
-    st->want_in = 1;
-    Py_DECREF(tensors);
-    Py_DECREF(res);
-    return out;
-fallback:
     if (PyErr_Occurred())
         PyErr_Clear();
-    st->npos = st->nnone = 0;
-    Py_XDECREF(tensors);
-    Py_XDECREF(res);
-    Py_INCREF(args);
-    return args;
+}
+
+static void free_inputs(bwd_inputs_t *in)
+{
+    for (int j = 0; j < in->n; j++) {
+        Py_XDECREF(in->t[j]);
+        Py_XDECREF(in->node[j]);
+    }
+    in->n = 0;
+}
+
+static int is_accumulate(PyObject *m)
+{
+    if (g_acc_type)
+        return Py_TYPE(m) == g_acc_type;
+    PyObject *nm = PyObject_GetAttrString((PyObject *)Py_TYPE(m), "__name__");
+    int yes = nm && PyUnicode_CompareWithASCIIString(nm, "AccumulateGrad") == 0;
+    Py_XDECREF(nm);
+    PyErr_Clear();
+    if (yes)
+        g_acc_type = Py_TYPE(m);
+    return yes;
+}
+
+/* Which input of the op is node m the grad_fn (or AccumulateGrad) of; -1 if none. */
+static int input_of(const bwd_inputs_t *in, PyObject *m)
+{
+    for (int j = 0; j < in->n; j++)
+        if (in->node[j] == m)
+            return j;
+    if (!is_accumulate(m))
+        return -1;
+    PyObject *v = PyObject_GetAttrString(m, "variable");
+    int found = -1;
+    for (int j = 0; v && j < in->n && found < 0; j++)
+        if (!in->node[j] && in->t[j] == v)
+            found = j;
+    Py_XDECREF(v);
+    PyErr_Clear();
+    return found == -1 ? -2 : found; /* -2: someone else's leaf: stop there too */
+}
+
+static msp_bwd_hook_t *hook_new(msp_bwd_state_t *st, int is_out)
+{
+    msp_bwd_hook_t *h = PyObject_New(msp_bwd_hook_t, g_bwd_type);
+    if (!h) {
+        PyErr_Clear();
+        return NULL;
+    }
+    Py_INCREF(st);
+    h->st = st;
+    h->is_out = is_out;
+    h->nedges = 0;
+    return h;
+}
+
+static int register_hook(PyObject *node, msp_bwd_hook_t *h)
+{
+    PyObject *handle = PyObject_CallMethod(node, "register_hook", "O", (PyObject *)h);
+    if (!handle) {
+        msp_py_warn_error("grad hook", "cannot hook the backward of an API; its backward is "
+                          "not dumped");
+        return -1;
+    }
+    Py_DECREF(handle);
+    return 0;
+}
+
+/* Walk the op's own nodes from its output node; hook the output node and every
+ * node with an edge to one of the inputs. */
+static void hook_backward(msp_bwd_state_t *st, bwd_inputs_t *in, PyObject *out_node)
+{
+    PyObject *nodes[MSP_BWD_MAX_NODES];
+    msp_bwd_hook_t *hooks[MSP_BWD_MAX_NODES];
+    int nn = 0, head = 0, complete = 1;
+    Py_INCREF(out_node);
+    nodes[nn] = out_node;
+    hooks[nn++] = hook_new(st, 1);
+    while (head < nn && in->n > 0) {
+        PyObject *n = nodes[head];
+        msp_bwd_hook_t *h = hooks[head++];
+        PyObject *next = PyObject_GetAttrString(n, "next_functions");
+        Py_ssize_t ne = next && PyTuple_Check(next) ? PyTuple_Size(next) : 0;
+        for (Py_ssize_t k = 0; k < ne; k++) {
+            PyObject *edge = PyTuple_GetItem(next, k);
+            PyObject *m = edge && PyTuple_Check(edge) ? PyTuple_GetItem(edge, 0) : NULL;
+            if (!m || m == Py_None)
+                continue;
+            int j = input_of(in, m);
+            if (j >= 0) {
+                if (h && h->nedges < MSP_BWD_MAX_EDGES) {
+                    h->edge_k[h->nedges] = (int)k;
+                    h->edge_j[h->nedges++] = j;
+                }
+                continue;
+            }
+            if (j == -2)
+                continue;
+            int seen = 0;
+            for (int i = 0; i < nn && !seen; i++)
+                seen = nodes[i] == m;
+            if (seen)
+                continue;
+            if (nn == MSP_BWD_MAX_NODES) {
+                complete = 0; /* left the op: an input we could not see (a global?) */
+                break;
+            }
+            Py_INCREF(m);
+            nodes[nn] = m;
+            hooks[nn++] = hook_new(st, 0);
+        }
+        Py_XDECREF(next);
+        if (!complete)
+            break;
+    }
+    if (PyErr_Occurred())
+        PyErr_Clear();
+    /* A walk that ran away found no clean boundary: output grads only. */
+    for (int i = 0; i < nn; i++) {
+        if (!complete && hooks[i])
+            hooks[i]->nedges = 0;
+        if (hooks[i] && hooks[i]->nedges > 0)
+            st->pending++;
+    }
+    for (int i = 0; i < nn; i++) {
+        if (hooks[i] && (i == 0 || hooks[i]->nedges > 0))
+            if (register_hook(nodes[i], hooks[i]) != 0 && hooks[i]->nedges > 0)
+                st->pending--;
+        Py_XDECREF((PyObject *)hooks[i]);
+        Py_DECREF(nodes[i]);
+    }
 }
 
 static int64_t next_index(msp_wrap_t *w)
@@ -353,7 +484,8 @@ static PyObject *api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
     int64_t idx = next_index(w);
     msp_dq_rec_t *r = NULL;
     msp_bwd_state_t *st = NULL;
-    PyObject *call_args = args;
+    bwd_inputs_t in;
+    in.n = 0;
     msp_t_depth++;
     if (w->dirs & MSP_DIR_FORWARD) {
         snprintf(name, sizeof name, "%s.%lld.forward", w->name, (long long)idx);
@@ -363,15 +495,18 @@ static PyObject *api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
             msp_rec_add_args(r, args, kw);
     }
     if ((w->dirs & MSP_DIR_BACKWARD) && strncmp(w->name, "Distributed.", 12) != 0) {
+        PyObject *ge = PyObject_CallFunctionObjArgs(g_grad_enabled, NULL);
+        int enabled = ge && PyObject_IsTrue(ge) == 1;
+        Py_XDECREF(ge);
+        PyErr_Clear();
         snprintf(name, sizeof name, "%s.%lld.backward", w->name, (long long)idx);
-        if ((st = state_new(name)))
-            call_args = wrap_inputs(args, kw, st);
+        if (enabled && (st = state_new(name)))
+            collect_inputs(st, &in, args, kw);
     }
-    PyObject *out = PyObject_Call(w->orig, call_args, kw);
+    PyObject *out = PyObject_Call(w->orig, args, kw);
     if (!out) {
         msp_dq_rec_free(r);
-        if (call_args != args)
-            Py_DECREF(call_args);
+        free_inputs(&in);
         Py_XDECREF(st);
         msp_t_depth--;
         return NULL;
@@ -397,16 +532,13 @@ static PyObject *api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
         msp_rec_submit(r);
     }
     if (st) {
-        PyObject *node = first_grad_fn(out, call_args);
+        PyObject *node = first_grad_fn(out, args);
         if (node)
-            hook_node(node, st, 0);
-        else if (st->want_in)
-            st->out_grads = NULL; /* the op returned an input: only input grads */
+            hook_backward(st, &in, node);
         Py_XDECREF(node);
         Py_DECREF(st);
     }
-    if (call_args != args)
-        Py_DECREF(call_args);
+    free_inputs(&in);
     msp_t_depth--;
     if (PyErr_Occurred())
         PyErr_Clear();
@@ -598,7 +730,10 @@ static void bwd_dealloc(PyObject *self)
 static void state_dealloc(PyObject *self)
 {
     PyTypeObject *tp = Py_TYPE(self);
-    Py_XDECREF(((msp_bwd_state_t *)self)->out_grads);
+    msp_bwd_state_t *st = (msp_bwd_state_t *)self;
+    Py_XDECREF(st->out_grads);
+    for (int j = 0; j < MSP_BWD_MAX_IN; j++)
+        Py_XDECREF(st->in_grads[j]);
     freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
     f(self);
     Py_DECREF(tp);
@@ -737,16 +872,9 @@ static int patch_one(PyObject *torch, const char *full, unsigned dirs, int expli
 
 int msp_patch_torch(PyObject *torch)
 {
-    /* The identity autograd Function torch's own full backward hooks use
-     * (torch 1.13 and 2.x); without it backward records carry output grads only. */
-    PyObject *fm = PyImport_ImportModule("torch.nn.modules._functions");
-    PyObject *bhf = fm ? PyObject_GetAttrString(fm, "BackwardHookFunction") : NULL;
-    g_bhf_apply = bhf ? PyObject_GetAttrString(bhf, "apply") : NULL;
     g_grad_enabled = PyObject_GetAttrString(torch, "is_grad_enabled");
     if (!g_grad_enabled)
-        g_bhf_apply = NULL;
-    Py_XDECREF(bhf);
-    Py_XDECREF(fm);
+        return -1;
     PyErr_Clear();
     const msp_config_t *c = &msp_g.cfg;
     int explicit_api = 0;

@@ -111,5 +111,36 @@ class DumpValues(dt.ShimCase):
                          "torch.float32")
 
 
+INPLACE = r"""
+import torch
+torch.manual_seed(0)
+w = torch.randn(3, 4, requires_grad=True)
+for i in range(2):
+    a = w * 2
+    v = a.view(12); v.mul_(2)          # in-place writes through views of an op's output
+    c = a[0]; c.zero_()
+    y = a.t(); y.add_(1)
+    torch.nn.functional.relu(a, inplace=True)
+    loss = (a * a).sum()
+    loss.backward()
+print([x.hex() for x in w.grad.flatten().tolist()])
+"""
+
+
+class InPlace(dt.ShimCase):
+    def test_inplace_writes_on_views_run_unchanged_with_every_api_dumped(self):
+        cfg = self.write_config(dt.config("./d", steps="all"))
+        plain = self.run_cmd([dt.PYTHON, "-c", INPLACE], preload=False)
+        shim = self.run_cmd([dt.PYTHON, "-c", INPLACE], cfg)
+        self.assertEqual(plain.returncode, 0, plain.stderr)
+        self.assertEqual((shim.returncode, shim.stderr), (0, ""))
+        self.assertEqual(shim.stdout, plain.stdout)
+        recs, _ = dt.read_dump(dt.dump_files(self.path("d"))[(0, 0)])
+        # a * a: one input used twice; its grad is 2 * a * grad
+        g = recs["Tensor.__mul__.1.backward"]
+        dt.assert_same(self, g["output.0"], 2 * g["input.0"] * recs["Tensor.__mul__.1.forward"]["input.0"],
+                       "grad of a*a")
+
+
 if __name__ == "__main__":
     unittest.main()
