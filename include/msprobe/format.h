@@ -1,5 +1,5 @@
 /* The msprobe dump file (HDF5), one per step and rank: dump_path/step{N}/rank{R}/dump.h5.
- * The full layout is documented in man/msprobe-dump.5; in short:
+ * The full layout is documented in man/msprobe-dump.5 (msprobe-dump(5)); in short:
  *
  *   /                      attrs format="msprobe-dump", format_version=1, framework,
  *                          framework_version, task, dump_mode, step, rank, world_size
@@ -11,10 +11,18 @@
  *                          contiguous, uncompressed; statistics-only tensors have a null
  *                          dataspace. attrs dtype (torch name), shape (int64[ndim]), max, min,
  *                          mean, norm, nan_count, inf_count, crc32, device, requires_grad
- *   /index                 compound table, one row per tensor (see msp_index_row below)
+ *                          (bool data and requires_grad: h5py's bool enum over int8)
+ *   /index                 compound table, one row per tensor; columns record, role,
+ *                          order, dtype, ndim, shape (vlen int64), has_data, max, min,
+ *                          mean, norm, nan_count, inf_count, crc32, offset, nbytes,
+ *                          device, requires_grad (a record without tensors: one row
+ *                          with an empty role)
  *
  * This module is the only code that calls H5*. All functions here serialise on
- * one internal mutex, so they may be called from any thread.
+ * one internal mutex, so they may be called from any thread; one writer or one
+ * open dump file is used by one thread at a time, except msp_dump_read_tensor,
+ * which may run on several threads at once for the same file. HDF5's own error
+ * printing is turned off on first use: errors come back as msp_err + detail.
  */
 #ifndef MSPROBE_FORMAT_H
 #define MSPROBE_FORMAT_H
@@ -73,6 +81,8 @@ uint32_t msp_crc32(uint32_t crc, const void *buf, size_t len);
 
 /* ---- writer ----------------------------------------------------------- */
 
+/* NULL strings are written as framework "pytorch", framework_version "",
+ * task "tensor", dump_mode "api". */
 typedef struct msp_dump_meta {
     const char *framework;         /* "pytorch" */
     const char *framework_version; /* torch.__version__ */
@@ -94,11 +104,15 @@ typedef struct msp_tensor_in {
     int requires_grad;
 } msp_tensor_in_t;
 
-/* Create (truncate) path; parent directories must exist. */
+/* Create (truncate) path; parent directories must exist. Tensor data goes to
+ * disk with one H5Dwrite per tensor, unconverted; nothing is fsync'ed. */
 msp_err msp_writer_open(const char *path, const msp_dump_meta_t *meta, msp_writer_t **out);
 /* Start a record group; tensors and attrs that follow go into it.
  * A record name that already exists in the file is an error. */
 msp_err msp_writer_begin_record(msp_writer_t *w, const char *record, int64_t order);
+/* The data is written before this returns (the caller may reuse it). When
+ * stats is NULL they are computed here, for tensors of 1 MiB or more on a
+ * short-lived helper thread while the data is being written. */
 msp_err msp_writer_add_tensor(msp_writer_t *w, const msp_tensor_in_t *t);
 /* Non-tensor argument or any other record attribute (string value). */
 msp_err msp_writer_set_attr(msp_writer_t *w, const char *key, const char *value);
@@ -118,18 +132,21 @@ typedef struct msp_tensor_info {
     int64_t shape[MSP_MAX_NDIM];
     int64_t numel;
     int has_data;                /* 0: statistics only */
-    int has_stats;               /* stats attrs were present */
+    int has_stats;               /* max/min/mean/norm were present (counts and crc32
+                                    default to 0 when absent) */
     msp_stats_t stats;
     int64_t offset;              /* file offset of contiguous native little-endian data
                                     readable with pread(), or -1: use msp_dump_read_tensor */
     int64_t nbytes;              /* numel * element size */
-    char device[32];
+    char device[32];             /* "" when the file does not say */
     int requires_grad;
 } msp_tensor_info_t;
 
 typedef struct msp_record_info {
     char *name;
-    int64_t order;               /* execution order within the step */
+    int64_t order;               /* execution order within the step; without an order
+                                    attribute, the record's position among the root's
+                                    groups (creation order if tracked, else by name) */
     msp_tensor_info_t *tensors;  /* in role order: input.*, kwarg.*, output.* (natural sort) */
     size_t n_tensors;
 } msp_record_info_t;
@@ -145,9 +162,15 @@ typedef struct msp_dump_file {
 } msp_dump_file_t;
 
 /* Open and load the catalogue (from /index when present, otherwise by walking
- * groups: a file written by hand with h5py following msprobe-dump(5) works). */
+ * groups: a file written by hand with h5py following msprobe-dump(5) works).
+ * Missing file: MSP_ERR_NOT_FOUND; not HDF5, truncated, not a dump, or a
+ * dtype attribute contradicting the stored type: MSP_ERR_FORMAT; a newer
+ * format_version: MSP_ERR_UNSUPPORTED. The detail names the path. */
 msp_err msp_dump_open(const char *path, msp_dump_file_t **out);
-/* Read a whole tensor as native elements into buf (buf_size >= t->nbytes). */
+/* Read a whole tensor as native elements into buf (buf_size >= t->nbytes):
+ * pread() at t->offset when >= 0 (no lock held), else H5Dread converting to
+ * native. MSP_ERR_USAGE for a statistics-only tensor, MSP_ERR_UNSUPPORTED for
+ * dtype MSP_DTYPE_INVALID. */
 msp_err msp_dump_read_tensor(msp_dump_file_t *f, const msp_record_info_t *r,
                              const msp_tensor_info_t *t, void *buf, size_t buf_size);
 /* String attributes of a record other than "order" (non-tensor args), as

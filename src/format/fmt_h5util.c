@@ -226,33 +226,32 @@ msp_err msp_h5_attr_put_str(hid_t obj, const char *key, const char *value, const
     return rc;
 }
 
-static msp_err msp_h5_attr_put_scalar(hid_t obj, const char *key, hid_t ftype, hid_t mtype,
-                                      const void *v, const char *where)
+static msp_err msp_h5_attr_put_scalar(hid_t obj, const char *key, hid_t type, const void *v,
+                                      const char *where)
 {
-    (void)ftype;
     hid_t s = H5Screate(H5S_SCALAR);
     msp_err rc;
     if (s < 0)
         return msp_h5_fail(MSP_ERR_HDF5, "%s: cannot create dataspace for '%s'", where, key);
     /* File type == memory type: HDF5 copies the bytes without conversion. */
-    rc = msp_h5_attr_put(obj, key, mtype, s, v, where);
+    rc = msp_h5_attr_put(obj, key, type, s, v, where);
     H5Sclose(s);
     return rc;
 }
 
 msp_err msp_h5_attr_put_i64(hid_t obj, const char *key, int64_t v, const char *where)
 {
-    return msp_h5_attr_put_scalar(obj, key, H5T_STD_I64LE, H5T_STD_I64LE, &v, where);
+    return msp_h5_attr_put_scalar(obj, key, H5T_STD_I64LE, &v, where);
 }
 
 msp_err msp_h5_attr_put_f64(hid_t obj, const char *key, double v, const char *where)
 {
-    return msp_h5_attr_put_scalar(obj, key, H5T_IEEE_F64LE, H5T_IEEE_F64LE, &v, where);
+    return msp_h5_attr_put_scalar(obj, key, H5T_IEEE_F64LE, &v, where);
 }
 
 msp_err msp_h5_attr_put_u32(hid_t obj, const char *key, uint32_t v, const char *where)
 {
-    return msp_h5_attr_put_scalar(obj, key, H5T_STD_U32LE, H5T_STD_U32LE, &v, where);
+    return msp_h5_attr_put_scalar(obj, key, H5T_STD_U32LE, &v, where);
 }
 
 msp_err msp_h5_attr_put_bool(hid_t obj, const char *key, int v, const char *where)
@@ -262,7 +261,7 @@ msp_err msp_h5_attr_put_bool(hid_t obj, const char *key, int v, const char *wher
     msp_err rc;
     if (t < 0)
         return msp_h5_fail(MSP_ERR_HDF5, "%s: cannot create bool type for '%s'", where, key);
-    rc = msp_h5_attr_put_scalar(obj, key, t, t, &b, where);
+    rc = msp_h5_attr_put_scalar(obj, key, t, &b, where);
     H5Tclose(t);
     return rc;
 }

@@ -603,13 +603,15 @@ static msp_err msp_open_locked(msp_dump_file_t *f)
                         "%lld bytes)", path, (long long)im->file_size);
     }
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    if (fapl >= 0)
+    if (fapl >= 0) {
         H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG);
+        H5Pset_file_locking(fapl, 1, 1);
+    }
     im->file = H5Fopen(path, H5F_ACC_RDONLY, fapl >= 0 ? fapl : H5P_DEFAULT);
     msp_err rc = MSP_OK;
     if (im->file < 0) /* before any other H5 call: each one clears the error stack */
-        rc = msp_h5_fail(MSP_ERR_FORMAT, "file %s: cannot open as HDF5: the file is truncated "
-                         "or corrupt", path);
+        rc = msp_h5_fail(MSP_ERR_FORMAT, "file %s: cannot open as HDF5: the file is truncated, "
+                         "corrupt or still being written", path);
     if (fapl >= 0)
         H5Pclose(fapl);
     if (rc)

@@ -158,7 +158,10 @@ msp_err msp_writer_open(const char *path, const msp_dump_meta_t *meta, msp_write
     if (fapl < 0 || H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_V18) < 0 ||
         H5Pset_meta_block_size(fapl, MSP_META_BLOCK) < 0 ||
         H5Pset_alignment(fapl, MSP_ALIGN_THRESHOLD, MSP_ALIGN) < 0 ||
-        H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG) < 0) {
+        H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG) < 0 ||
+        /* Filesystems without flock (some NFS, Lustre setups) must not
+         * stop a dump: lock where possible, carry on where not. */
+        H5Pset_file_locking(fapl, 1, 1) < 0) {
         rc = msp_h5_fail(MSP_ERR_HDF5, "file %s: cannot set up HDF5 file access", path);
         goto cleanup;
     }
@@ -253,8 +256,8 @@ static msp_err msp_writer_push_row(msp_writer_t *w, struct msp_index_row *r)
     return MSP_OK;
 }
 
-static msp_err msp_tensor_attrs(msp_writer_t *w, hid_t d, const msp_tensor_in_t *t,
-                                const msp_stats_t *st, const char *where)
+static msp_err msp_tensor_attrs(hid_t d, const msp_tensor_in_t *t, const msp_stats_t *st,
+                                const char *where)
 {
     msp_err rc;
     if ((rc = msp_h5_attr_put_str(d, "dtype", msp_dtype_name(t->dtype), where)) ||
@@ -269,7 +272,6 @@ static msp_err msp_tensor_attrs(msp_writer_t *w, hid_t d, const msp_tensor_in_t 
         (rc = msp_h5_attr_put_str(d, "device", t->device ? t->device : "cpu", where)) ||
         (rc = msp_h5_attr_put_bool(d, "requires_grad", t->requires_grad, where)))
         return rc;
-    (void)w;
     return MSP_OK;
 }
 
@@ -388,7 +390,7 @@ msp_err msp_writer_add_tensor(msp_writer_t *w, const msp_tensor_in_t *t)
     row.nan_count = st.nan_count;
     row.inf_count = st.inf_count;
     row.crc32 = st.crc32;
-    if ((rc = msp_tensor_attrs(w, d, t, &st, where)))
+    if ((rc = msp_tensor_attrs(d, t, &st, where)))
         goto cleanup;
     rc = msp_writer_push_row(w, &row);
     memset(&row, 0, sizeof row); /* owned by w->rows now, or freed */
