@@ -263,6 +263,7 @@ static void cmp_do_item(cmp_ctx_t *cx, cmp_item_t *it, unsigned char *nbuf, unsi
     uint64_t first = (uint64_t)it->unit * j->unit;
     size_t m = (size_t)(j->numel - first < j->unit ? j->numel - first : j->unit);
     cmp_acc_init(&it->acc);
+    it->err = 0;
     if (cx->use_mmap) {
         uint64_t no = (uint64_t)j->nt->offset + first * nsz, bo = (uint64_t)j->bt->offset + first * bsz;
         cmp_map_populate(cx->cmap, no, m * nsz);
@@ -300,8 +301,8 @@ static msp_err cmp_item_error(const cmp_ctx_t *cx, const cmp_item_t *it)
                     r->name, t->role, strerror(it->err));
 }
 
-/* All jobs whose both sides have an offset, in windows of units. */
-static msp_err cmp_run_pread_jobs(cmp_ctx_t *cx, uint64_t *bytes_done)
+/* All jobs whose both sides have a file offset (mapped or pread), in windows of units. */
+static msp_err cmp_run_offset_jobs(cmp_ctx_t *cx, uint64_t *bytes_done)
 {
     size_t j = 0, u = 0;
     while (j < cx->n_jobs) {
@@ -706,7 +707,7 @@ static msp_err cmp_file_pair(cmp_ctx_t *cx, cmp_build_t *bld, const cmp_file_pai
             }
         }
     }
-    if ((rc = cmp_run_pread_jobs(cx, &bld->res->bytes_compared)))
+    if ((rc = cmp_run_offset_jobs(cx, &bld->res->bytes_compared)))
         goto cleanup;
     if ((rc = cmp_run_buffered_jobs(cx, &bld->res->bytes_compared)))
         goto cleanup;
