@@ -886,16 +886,13 @@ msp_err msp_config_load(const char *path, msp_config_t *cfg)
     memset(cfg, 0, sizeof *cfg);
     if (!path || !*path)
         return msp_fail(MSP_ERR_USAGE, "empty config file name");
-    /* stat first: a huge file is refused without reading it. One byte of slack
-     * for msp_read_file, which refuses a file exactly max_bytes long. */
+    /* stat first: a huge file is refused without reading it. */
     struct stat st;
     msp_err rc = MSP_OK;
     if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > (off_t)MSP_CONFIG_MAX_BYTES)
         rc = MSP_ERR_LIMIT;
     else
-        rc = msp_read_file(path, MSP_CONFIG_MAX_BYTES + 1, &text, &len);
-    if (rc == MSP_OK && len > MSP_CONFIG_MAX_BYTES)
-        rc = MSP_ERR_LIMIT;
+        rc = msp_read_file(path, MSP_CONFIG_MAX_BYTES, &text, &len);
     if (rc == MSP_ERR_NOT_FOUND)
         return msp_fail(rc, "config file %s not found", path);
     if (rc == MSP_ERR_LIMIT) {

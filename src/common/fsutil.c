@@ -65,11 +65,13 @@ msp_err msp_read_file(const char *path, size_t max_bytes, char **out, size_t *le
     }
     for (;;) {
         if (n == cap) {
-            if (cap >= max_bytes) {
+            /* Grow to at most max_bytes + 1: reading one byte past the limit is
+             * how a file of exactly max_bytes is told from a larger one. */
+            if (cap > max_bytes) {
                 rc = msp_fail(MSP_ERR_LIMIT, "%s is larger than %zu bytes", path, max_bytes);
                 goto cleanup;
             }
-            cap *= 2;
+            cap = cap * 2 > max_bytes ? max_bytes + 1 : cap * 2;
             char *nb = realloc(buf, cap + 1);
             if (!nb) {
                 rc = msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", path);
