@@ -2,8 +2,10 @@
  *
  * The seed format is accepted verbatim, // and block comments included.
  * Unknown keys and wrong types are errors whose detail names the file and the
- * key path (e.g. "msprobe.json: dump.common_dump_settings.dump_iter: expected a
- * string like \"10|20\", \"5-8\" or \"all\", got number").
+ * key path (e.g. "msprobe.json: dump.common_dump_settings.task: expected
+ * \"tensor\" or \"statistics\", got \"tensors\""). Invalid JSON is reported with
+ * line:column in the original text. Relative paths (dump_path,
+ * output_zip_path) are taken from the training process's working directory.
  */
 #ifndef MSPROBE_CONFIG_H
 #define MSPROBE_CONFIG_H
