@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static struct {
     pthread_mutex_t mu;
@@ -207,6 +208,31 @@ void msp_dq_rec_free(msp_dq_rec_t *r)
 
 /* ---- the writer thread ------------------------------------------------ */
 
+/* HDF5 1.10 keeps the id of a file whose final flush failed (disk full) and
+ * crashes closing it again in its own atexit handler, turning a finished
+ * training run into exit status 139. Once a write has failed, an on_exit
+ * handler registered after HDF5's (so it runs first) ends the process with
+ * the status it was exiting with, skipping that handler. */
+static volatile int g_write_failed;
+
+static void exit_guard(int status, void *arg)
+{
+    (void)arg;
+    if (g_write_failed) {
+        fflush(NULL);
+        _exit(status);
+    }
+}
+
+static void arm_exit_guard(void)
+{
+    static int armed;
+    if (!armed) {
+        armed = 1;
+        on_exit(exit_guard, NULL);
+    }
+}
+
 typedef struct wstate {
     msp_writer_t *w;
     int64_t step, rank;    /* of the open file */
@@ -218,8 +244,8 @@ static void close_file(wstate_t *s)
 {
     if (!s->w)
         return;
-    if (msp_writer_close(s->w) != MSP_OK)
-        msp_shim_warn_once("close", "cannot finish step %lld's dump file: %s; that file may "
+    if (msp_writer_close(s->w) != MSP_OK && (g_write_failed = 1))
+        msp_shim_warn_once("io", "cannot finish step %lld's dump file: %s; that file may "
                            "lack its index", (long long)s->step, msp_last_error());
     s->w = NULL;
 }
@@ -234,7 +260,7 @@ static int open_file(wstate_t *s, int64_t step, int64_t rank)
         goto cleanup;
     }
     if (msp_mkdirs(dir) != MSP_OK) {
-        msp_shim_warn_once("mkdir", "cannot create %s: %s; records of this step are dropped",
+        msp_shim_warn_once("io", "cannot create %s: %s; records of this step are dropped",
                            dir, msp_last_error());
         goto cleanup;
     }
@@ -242,9 +268,12 @@ static int open_file(wstate_t *s, int64_t step, int64_t rank)
     msp_dump_meta_t meta = {"pytorch", q.framework_version, q.task, q.dump_mode, step, rank,
                             q.world_size};
     pthread_mutex_unlock(&q.mu);
-    if (msp_writer_open(path, &meta, &s->w) != MSP_OK) {
+    msp_err orc = msp_writer_open(path, &meta, &s->w);
+    arm_exit_guard(); /* HDF5 is initialised now: its atexit handler is registered */
+    if (orc != MSP_OK) {
         s->w = NULL;
-        msp_shim_warn_once("open", "cannot create %s: %s; records of this step are dropped",
+        g_write_failed = 1;
+        msp_shim_warn_once("io", "cannot create %s: %s; records of this step are dropped",
                            path, msp_last_error());
         goto cleanup;
     }
@@ -289,8 +318,8 @@ static void write_record(wstate_t *s, msp_dq_rec_t *r)
             in.stats = &st;
         }
         rc = msp_writer_add_tensor(s->w, &in);
-        if (rc != MSP_OK)
-            msp_shim_warn_once(rc == MSP_ERR_IO || rc == MSP_ERR_HDF5 ? "write" : "tensor",
+        if (rc != MSP_OK && (g_write_failed = 1))
+            msp_shim_warn_once(rc == MSP_ERR_IO || rc == MSP_ERR_HDF5 ? "io" : "tensor",
                                "%s/%s not written: %s", r->name, t->role, msp_last_error());
     }
     for (size_t i = 0; i < r->na; i++)

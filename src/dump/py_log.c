@@ -39,6 +39,10 @@ static void vmsg(const char *prefix, const char *fmt, va_list ap)
     size_t len = (size_t)n + (size_t)m;
     if (len > sizeof line - 2)
         len = sizeof line - 2;
+    /* One message, one line: fold the newlines some libraries put in errors. */
+    for (size_t i = 0; i < len; i++)
+        if (line[i] == '\n' || line[i] == '\r')
+            line[i] = ' ';
     line[len++] = '\n';
     ssize_t w = write(g_fd, line, len);
     (void)w;

@@ -116,5 +116,26 @@ class OddTensors(dt.ShimCase):
         self.assertTrue(all(l.startswith("msprobe: warning") for l in lines))
 
 
+class DiskFull(dt.ShimCase):
+    def test_full_disk_costs_one_warning_and_changes_nothing(self):
+        small = self.path("small")
+        os.makedirs(small)
+        mount = dt.subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", small],
+                                  capture_output=True)
+        if mount.returncode != 0:
+            self.skipTest("cannot mount a small tmpfs here (needs root)")
+        try:
+            cfg = self.write_config(dt.config(os.path.join(small, "d"), steps="all"))
+            shim = self.train(["--steps", "3", "--print-losses"], cfg)
+            plain = self.train(["--steps", "3", "--print-losses"], preload=False)
+            self.assertEqual(dt.losses(shim.stdout), dt.losses(plain.stdout))
+            lines = shim.stderr.splitlines()
+            self.assertEqual(len(lines), 1, shim.stderr)
+            self.assertTrue(lines[0].startswith("msprobe: warning: "), lines[0])
+            self.assertIn("No space left on device", lines[0])
+        finally:
+            dt.subprocess.run(["umount", small])
+
+
 if __name__ == "__main__":
     unittest.main()
