@@ -685,66 +685,75 @@ cleanup:
 
 /* ---- driver ------------------------------------------------------------- */
 
-msp_err msp_cc_compare(const char *bench_zip, const char *cmp_zip, const msp_cc_options_t *opt,
-                       msp_cc_result_t **out)
+msp_err msp_cc_compare_packs(const msp_cc_pack_t *b, const msp_cc_pack_t *c, const msp_cc_options_t *opt,
+                             msp_cc_result_t **out)
 {
     *out = NULL;
     msp_err rc = MSP_OK;
-    msp_cc_pack_t b = {0}, c = {0};
     msp_cc_result_t *r = calloc(1, sizeof *r);
     if (!r)
         return msp_fail(MSP_ERR_NOMEM, "out of memory");
-    r->bench_path = strdup(bench_zip);
-    r->cmp_path = strdup(cmp_zip);
-    size_t cap = opt && opt->max_member_bytes ? opt->max_member_bytes : MSP_CC_DEFAULT_MAX_MEMBER;
-    if ((rc = msp_cc_pack_read(bench_zip, cap, &b)) != MSP_OK || (rc = msp_cc_pack_read(cmp_zip, cap, &c)) != MSP_OK)
-        goto cleanup;
+    r->bench_path = strdup(b->path);
+    r->cmp_path = strdup(c->path);
     for (int i = 0; i < MSP_CC_N_ITEMS; i++) {
         msp_cc_item_result_t *it = &r->items[i];
         it->name = msp_cc_item_names[i];
         it->status = MSP_CC_PASS;
-        if (!b.items[i] && !c.items[i]) {
+        if (!b->items[i] && !c->items[i]) {
             it->status = MSP_CC_NA;
             it->note = msp_asprintf("in neither pack");
             continue;
         }
-        if (!b.items[i] || !c.items[i]) {
+        if (!b->items[i] || !c->items[i]) {
             it->status = MSP_CC_FAIL;
             it->note = msp_asprintf("%s is missing from the %s pack %s (a static -d pack holds only env and pip)",
-                                    msp_cc_item_members[i], b.items[i] ? "cmp" : "bench",
-                                    b.items[i] ? cmp_zip : bench_zip);
+                                    msp_cc_item_members[i], b->items[i] ? "cmp" : "bench",
+                                    b->items[i] ? c->path : b->path);
             continue;
         }
         switch (i) {
         case 0:
-            rc = msp_cc_diff_env(&b, &c, opt, r, it);
+            rc = msp_cc_diff_env(b, c, opt, r, it);
             break;
         case 1:
-            rc = msp_cc_diff_pip(&b, &c, it);
+            rc = msp_cc_diff_pip(b, c, it);
             break;
         case 2:
         case 3:
-            rc = msp_cc_diff_tensors(&b, &c, i, it);
+            rc = msp_cc_diff_tensors(b, c, i, it);
             break;
         case 4:
-            rc = msp_cc_diff_random(&b, &c, it);
+            rc = msp_cc_diff_random(b, c, it);
             break;
         default:
-            rc = msp_cc_diff_hyper(&b, &c, it);
+            rc = msp_cc_diff_hyper(b, c, it);
             break;
         }
         if (rc != MSP_OK)
-            goto cleanup;
+            break;
     }
-cleanup:
-    msp_cc_pack_free(&b);
-    msp_cc_pack_free(&c);
     if (rc != MSP_OK) {
         msp_cc_result_free(r);
         return rc;
     }
     *out = r;
     return MSP_OK;
+}
+
+msp_err msp_cc_compare(const char *bench_zip, const char *cmp_zip, const msp_cc_options_t *opt,
+                       msp_cc_result_t **out)
+{
+    *out = NULL;
+    msp_cc_pack_t b = {0}, c = {0};
+    size_t cap = opt && opt->max_member_bytes ? opt->max_member_bytes : MSP_CC_DEFAULT_MAX_MEMBER;
+    msp_err rc = msp_cc_pack_read(bench_zip, cap, &b);
+    if (rc == MSP_OK)
+        rc = msp_cc_pack_read(cmp_zip, cap, &c);
+    if (rc == MSP_OK)
+        rc = msp_cc_compare_packs(&b, &c, opt, out);
+    msp_cc_pack_free(&b);
+    msp_cc_pack_free(&c);
+    return rc;
 }
 
 int msp_cc_result_failed(const msp_cc_result_t *r)

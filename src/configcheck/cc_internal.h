@@ -123,7 +123,13 @@ typedef struct msp_cc_pack {
  * oversized or highly compressed members, malformed JSON, unknown format
  * version. The error names the pack and the member. */
 msp_err msp_cc_pack_read(const char *path, size_t max_member, msp_cc_pack_t *out);
+/* The same on a zip held in memory; label names it in messages. */
+msp_err msp_cc_pack_read_mem(const void *data, size_t len, const char *label, size_t max_member, msp_cc_pack_t *out);
 void msp_cc_pack_free(msp_cc_pack_t *p);
+
+/* Compare two packs already read (msp_cc_compare without the reading). */
+msp_err msp_cc_compare_packs(const msp_cc_pack_t *b, const msp_cc_pack_t *c, const msp_cc_options_t *opt,
+                             msp_cc_result_t **out);
 
 /* ---- report tables ----------------------------------------------------- */
 

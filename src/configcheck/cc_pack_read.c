@@ -125,27 +125,15 @@ static msp_err msp_cc_check_manifest(const char *pack, const cJSON *m)
     return MSP_OK;
 }
 
-msp_err msp_cc_pack_read(const char *path, size_t max_member, msp_cc_pack_t *out)
+/* Judges and reads an opened archive; takes ownership of za. */
+static msp_err msp_cc_pack_read_za(zip_t *za, const char *path, size_t max_member, msp_cc_pack_t *out)
 {
-    memset(out, 0, sizeof *out);
     msp_err rc = MSP_OK;
     char *text = NULL;
     if (max_member == 0)
         max_member = MSP_CC_DEFAULT_MAX_MEMBER;
-    out->path = strdup(path);
-    if (!out->path)
-        return msp_fail(MSP_ERR_NOMEM, "out of memory");
-    int zerr = 0;
-    zip_t *za = zip_open(path, ZIP_RDONLY | ZIP_CHECKCONS, &zerr);
-    if (!za) {
-        zip_error_t ze;
-        zip_error_init_with_code(&ze, zerr);
-        if (zerr == ZIP_ER_EXISTS)
-            rc = msp_fail(MSP_ERR_ZIP, "pack %s: two members have the same name; refusing the pack", path);
-        else
-            rc = msp_fail(zerr == ZIP_ER_NOENT ? MSP_ERR_NOT_FOUND : MSP_ERR_ZIP, "pack %s: cannot open: %s", path,
-                          zip_error_strerror(&ze));
-        zip_error_fini(&ze);
+    if (!(out->path = strdup(path))) {
+        rc = msp_fail(MSP_ERR_NOMEM, "out of memory");
         goto cleanup;
     }
     zip_int64_t n = zip_get_num_entries(za, 0);
@@ -247,6 +235,47 @@ cleanup:
     if (rc != MSP_OK)
         msp_cc_pack_free(out);
     return rc;
+}
+
+static msp_err msp_cc_open_error(const char *path, int zerr)
+{
+    zip_error_t ze;
+    zip_error_init_with_code(&ze, zerr);
+    msp_err rc;
+    if (zerr == ZIP_ER_EXISTS)
+        rc = msp_fail(MSP_ERR_ZIP, "pack %s: two members have the same name; refusing the pack", path);
+    else
+        rc = msp_fail(zerr == ZIP_ER_NOENT ? MSP_ERR_NOT_FOUND : MSP_ERR_ZIP, "pack %s: cannot open: %s", path,
+                      zip_error_strerror(&ze));
+    zip_error_fini(&ze);
+    return rc;
+}
+
+msp_err msp_cc_pack_read(const char *path, size_t max_member, msp_cc_pack_t *out)
+{
+    memset(out, 0, sizeof *out);
+    int zerr = 0;
+    zip_t *za = zip_open(path, ZIP_RDONLY | ZIP_CHECKCONS, &zerr);
+    if (!za)
+        return msp_cc_open_error(path, zerr);
+    return msp_cc_pack_read_za(za, path, max_member, out);
+}
+
+msp_err msp_cc_pack_read_mem(const void *data, size_t len, const char *label, size_t max_member, msp_cc_pack_t *out)
+{
+    memset(out, 0, sizeof *out);
+    zip_error_t ze;
+    zip_error_init(&ze);
+    zip_source_t *src = zip_source_buffer_create(data, len, 0, &ze);
+    zip_t *za = src ? zip_open_from_source(src, ZIP_RDONLY | ZIP_CHECKCONS, &ze) : NULL;
+    if (!za) {
+        int code = zip_error_code_zip(&ze);
+        zip_error_fini(&ze);
+        zip_source_free(src);
+        return msp_cc_open_error(label, code);
+    }
+    zip_error_fini(&ze);
+    return msp_cc_pack_read_za(za, label, max_member, out);
 }
 
 void msp_cc_pack_free(msp_cc_pack_t *p)

@@ -114,14 +114,19 @@ class TwoRunsDifferingInThreeThings(unittest.TestCase):
         want = {}
         for i, line in enumerate(src, 1):
             for api, pat in (("random.seed", r"^\s+random\.seed\("), ("numpy.random.seed", r"np\.random\.seed\("),
-                             ("torch.manual_seed", r"^\s+torch\.manual_seed\(")):
+                             ("torch.manual_seed", r"^\s+torch\.manual_seed\("),
+                             ("torch.cuda.manual_seed_all", r"^\s+torch\.cuda\.manual_seed_all\(")):
                 if re.search(pat, line):
                     want[api] = "cc_train.py:%d" % i
+        self.assertEqual(len(rows), 4)
         self.assertEqual({r["api"]: r["location"] for r in rows}, want)
         bad = [(r["api"], r["bench_value"], r["cmp_value"]) for r in rows if r["equal"] is not True]
         self.assertEqual(bad, [("random.seed", "7", "8")])
         good = {r["api"]: r["bench_value"] for r in rows if r["equal"] is True}
-        self.assertEqual(good, {"numpy.random.seed": "3", "torch.manual_seed": "0"})
+        # torch.manual_seed seeds CUDA through torch.cuda.manual_seed_all: that
+        # inner call is not the script's and is not listed again.
+        self.assertEqual(good, {"numpy.random.seed": "3", "torch.manual_seed": "0",
+                                "torch.cuda.manual_seed_all": "11"})
 
     def test_hyperparameters_hold_optimizer_values_all_equal(self):
         rows = {r["name"]: r for r in sheet_rows(self.xlsx, "hyperparameters")}
