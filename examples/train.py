@@ -105,6 +105,7 @@ def main(argv=None):
     torch.manual_seed(0)
     model = Net(args.width, args.image)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
     gen = torch.Generator().manual_seed(1)
     n = args.steps * args.batch
     xs = torch.randn(n, 3, args.image, args.image, generator=gen)
@@ -134,6 +135,7 @@ def main(argv=None):
         if recorder:
             recorder.after_backward()
         opt.step()
+        sched.step()
         losses.append(loss.item())
         if args.print_losses:
             print("step %d loss %s" % (step, float(losses[-1]).hex()))

@@ -707,6 +707,26 @@ static PyObject *bound_call(PyObject *self, PyObject *args, PyObject *kw)
     return out;
 }
 
+/* A bound wrapper passes for a bound method: torch's LR schedulers wrap
+ * optimizer.step through step.__self__ and step.__func__. */
+static PyObject *bound_getattro(PyObject *self, PyObject *name)
+{
+    msp_bound_t *b = (msp_bound_t *)self;
+    if (PyUnicode_CompareWithASCIIString(name, "__self__") == 0) {
+        Py_INCREF(b->self);
+        return b->self;
+    }
+    if (PyUnicode_CompareWithASCIIString(name, "__func__") == 0) {
+        Py_INCREF((PyObject *)b->w);
+        return (PyObject *)b->w;
+    }
+    PyObject *r = PyObject_GenericGetAttr(self, name);
+    if (r || !PyErr_ExceptionMatches(PyExc_AttributeError))
+        return r;
+    PyErr_Clear();
+    return PyObject_GetAttr((PyObject *)b->w, name);
+}
+
 static void bound_dealloc(PyObject *self)
 {
     msp_bound_t *b = (msp_bound_t *)self;
@@ -758,6 +778,7 @@ int msp_api_types_init(void)
     PyType_Spec wspec = {"msprobe.Wrapper", sizeof(msp_wrap_t), 0, Py_TPFLAGS_DEFAULT, wslots};
     PyType_Slot bslots[] = {
         {Py_tp_call, (void *)bound_call},
+        {Py_tp_getattro, (void *)bound_getattro},
         {Py_tp_dealloc, (void *)bound_dealloc},
         {0, NULL},
     };

@@ -35,6 +35,18 @@ class Processes(dt.ShimCase):
             self.assertFalse(any(n.startswith(loading) for n in n2), sorted(n2))
             self.assertEqual({n for n in n0 if not n.startswith(loading)}, n2)
 
+    def test_rank_from_environment(self):
+        lst = [("torch.nn.functional.conv2d", "forward")]
+        cfg = self.write_config(dt.config("./e", steps="0", api_list=lst))
+        self.train(["--steps", "1"], cfg, env_extra={"RANK": "3", "WORLD_SIZE": "4"})
+        cfg = self.write_config(dt.config("./l", steps="0", api_list=lst), "l.json")
+        self.train(["--steps", "1"], cfg, env_extra={"LOCAL_RANK": "1"})
+        files = dt.dump_files(self.path("e"))
+        self.assertEqual(sorted(files), [(0, 3)])
+        _, root = dt.read_dump(files[(0, 3)])
+        self.assertEqual((int(root["rank"]), int(root["world_size"])), (3, 4))
+        self.assertEqual(sorted(dt.dump_files(self.path("l"))), [(0, 1)])
+
     def test_two_spawned_ranks_write_their_own_dirs(self):
         cfg = self.write_config(dt.config("./r", steps="all", api_list=[
             ("torch.distributed.all_reduce", "forward"), ("torch.nn.functional.linear", "all")]))
