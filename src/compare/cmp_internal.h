@@ -30,9 +30,11 @@ void cmp_acc_merge(cmp_acc_t *into, const cmp_acc_t *part);
 #define CMP_DEFAULT_CHUNK ((size_t)1 << 20)
 /* Elements per unit for a dtype pair: a multiple of the kernel's block. */
 size_t cmp_unit_elems(msp_dtype_t ndt, msp_dtype_t bdt, size_t chunk_bytes);
-/* Accumulate count elements of native data (any supported dtype pair). */
+/* Accumulate count elements of native data (any supported dtype pair).
+ * side 0: the caller takes the side statistics from the dump attributes, so
+ * blocks free of NaN/Inf skip them (the side fields of a are then partial). */
 void cmp_acc_run(msp_dtype_t ndt, const void *n, msp_dtype_t bdt, const void *b, size_t count,
-                 double rtol, double atol, cmp_acc_t *a);
+                 double rtol, double atol, int side, cmp_acc_t *a);
 /* Turn an accumulator into metrics. is_scalar: 0-d or one element. */
 void cmp_acc_finish(const cmp_acc_t *a, int is_scalar, msp_metrics_t *out);
 

@@ -167,7 +167,7 @@ static inline __attribute__((always_inline)) double cmp_load(msp_dtype_t dt,
  * with cmp_slow_block. */
 static inline __attribute__((always_inline)) int
 cmp_fast_block(msp_dtype_t ndt, const unsigned char *np, msp_dtype_t bdt, const unsigned char *bp,
-               size_t cnt, double rtol, double atol, cmp_acc_t *a)
+               size_t cnt, double rtol, double atol, int side, cmp_acc_t *a)
 {
     double dot = 0, nn = 0, bb = 0, dd = 0, mabs = 0, mrel = 0;
     double c1 = 0, c5 = 0, viol = 0, ns = 0, bs = 0;
@@ -191,12 +191,14 @@ cmp_fast_block(msp_dtype_t ndt, const unsigned char *np, msp_dtype_t bdt, const 
         c1 += rel < 0.001 ? 1.0 : 0.0;
         c5 += rel < 0.005 ? 1.0 : 0.0;
         viol += d > atol + rtol * ab ? 1.0 : 0.0;
-        ns += n;
-        bs += b;
-        nmax = nmax > n ? nmax : n;
-        nmin = nmin < n ? nmin : n;
-        bmax = bmax > b ? bmax : b;
-        bmin = bmin < b ? bmin : b;
+        if (side) {
+            ns += n;
+            bs += b;
+            nmax = nmax > n ? nmax : n;
+            nmin = nmin < n ? nmin : n;
+            bmax = bmax > b ? bmax : b;
+            bmin = bmin < b ? bmin : b;
+        }
     }
     if (!isfinite(nn) || !isfinite(bb) || !isfinite(dd) || !isfinite(mrel))
         return 0;
@@ -289,7 +291,9 @@ static void cmp_slow_block(msp_dtype_t ndt, const unsigned char *np, msp_dtype_t
         for (size_t off = 0; off < count; off += CMP_BLOCK) {                                  \
             size_t m = count - off < CMP_BLOCK ? count - off : CMP_BLOCK;                      \
             const unsigned char *nb = n + off * nsz, *bb_ = b + off * bsz;                     \
-            if (!cmp_fast_block(NDT, nb, BDT, bb_, m, rtol, atol, a))                          \
+            int ok_ = side ? cmp_fast_block(NDT, nb, BDT, bb_, m, rtol, atol, 1, a)            \
+                           : cmp_fast_block(NDT, nb, BDT, bb_, m, rtol, atol, 0, a);           \
+            if (!ok_)                                                                          \
                 cmp_slow_block(NDT, nb, BDT, bb_, m, rtol, atol, a);                           \
         }                                                                                      \
         return 1;                                                                              \
@@ -304,7 +308,7 @@ static void cmp_slow_block(msp_dtype_t ndt, const unsigned char *np, msp_dtype_t
 /* Specialised loops for every pair of float dtypes; returns 0 for other pairs. */
 CMP_CLONES static int cmp_run_float(msp_dtype_t ndt, const unsigned char *n, msp_dtype_t bdt,
                                     const unsigned char *b, size_t count, double rtol,
-                                    double atol, cmp_acc_t *a)
+                                    double atol, int side, cmp_acc_t *a)
 {
     size_t nsz = msp_dtype_size(ndt), bsz = msp_dtype_size(bdt);
     CMP_FAST_ROW(MSP_DTYPE_FLOAT32)
@@ -330,14 +334,14 @@ static void cmp_run_generic(msp_dtype_t ndt, const unsigned char *n, msp_dtype_t
             bd[i] = cmp_load(bdt, b + off * bsz, i);
         }
         cmp_run_float(MSP_DTYPE_FLOAT64, (const unsigned char *)nd, MSP_DTYPE_FLOAT64,
-                      (const unsigned char *)bd, m, rtol, atol, a);
+                      (const unsigned char *)bd, m, rtol, atol, 1, a);
     }
 }
 
 void cmp_acc_run(msp_dtype_t ndt, const void *n, msp_dtype_t bdt, const void *b, size_t count,
-                 double rtol, double atol, cmp_acc_t *a)
+                 double rtol, double atol, int side, cmp_acc_t *a)
 {
-    if (!cmp_run_float(ndt, n, bdt, b, count, rtol, atol, a))
+    if (!cmp_run_float(ndt, n, bdt, b, count, rtol, atol, side, a))
         cmp_run_generic(ndt, n, bdt, b, count, rtol, atol, a);
 }
 
@@ -422,7 +426,7 @@ msp_err msp_metrics_compute(msp_dtype_t ndt, const void *n, msp_dtype_t bdt, con
     cmp_acc_t total;
     cmp_acc_init(&total);
     if (n_units <= 1) {
-        cmp_acc_run(ndt, n, bdt, b, count, rtol, atol, &total);
+        cmp_acc_run(ndt, n, bdt, b, count, rtol, atol, 1, &total);
     } else {
         cmp_acc_t *parts = malloc(n_units * sizeof *parts);
         if (!parts)
@@ -433,7 +437,7 @@ msp_err msp_metrics_compute(msp_dtype_t ndt, const void *n, msp_dtype_t bdt, con
             size_t off = u * unit, m = count - off < unit ? count - off : unit;
             cmp_acc_init(&parts[u]);
             cmp_acc_run(ndt, (const unsigned char *)n + off * nsz, bdt,
-                        (const unsigned char *)b + off * bsz, m, rtol, atol, &parts[u]);
+                        (const unsigned char *)b + off * bsz, m, rtol, atol, 1, &parts[u]);
         }
         for (size_t u = 0; u < n_units; u++)
             cmp_acc_merge(&total, &parts[u]);

@@ -186,6 +186,7 @@ typedef struct cmp_job {
     uint64_t numel;
     size_t unit, n_units;
     double rtol, atol;
+    int side;      /* 1: compute side statistics; 0: both sides have them as attributes */
     cmp_acc_t acc;
 } cmp_job_t;
 
@@ -268,7 +269,8 @@ static void cmp_do_item(cmp_ctx_t *cx, cmp_item_t *it, unsigned char *nbuf, unsi
         uint64_t no = (uint64_t)j->nt->offset + first * nsz, bo = (uint64_t)j->bt->offset + first * bsz;
         cmp_map_populate(cx->cmap, no, m * nsz);
         cmp_map_populate(cx->bmap, bo, m * bsz);
-        cmp_acc_run(j->ndt, cx->cmap + no, j->bdt, cx->bmap + bo, m, j->rtol, j->atol, &it->acc);
+        cmp_acc_run(j->ndt, cx->cmap + no, j->bdt, cx->bmap + bo, m, j->rtol, j->atol, j->side,
+                    &it->acc);
         cmp_map_release(cx->cmap, no, m * nsz);
         cmp_map_release(cx->bmap, bo, m * bsz);
         return;
@@ -283,7 +285,7 @@ static void cmp_do_item(cmp_ctx_t *cx, cmp_item_t *it, unsigned char *nbuf, unsi
         it->err_side = 1;
         return;
     }
-    cmp_acc_run(j->ndt, nbuf, j->bdt, bbuf, m, j->rtol, j->atol, &it->acc);
+    cmp_acc_run(j->ndt, nbuf, j->bdt, bbuf, m, j->rtol, j->atol, j->side, &it->acc);
 }
 
 static msp_err cmp_item_error(const cmp_ctx_t *cx, const cmp_item_t *it)
@@ -389,7 +391,7 @@ static msp_err cmp_run_buffered_jobs(cmp_ctx_t *cx, uint64_t *bytes_done)
                                                                    : job->unit);
                 cmp_acc_init(&parts[u]);
                 cmp_acc_run(job->ndt, nb + first * nsz, job->bdt, bb + first * bsz, m,
-                            job->rtol, job->atol, &parts[u]);
+                            job->rtol, job->atol, job->side, &parts[u]);
             }
             for (size_t u = 0; u < job->n_units; u++)
                 cmp_acc_merge(&job->acc, &parts[u]);
@@ -430,6 +432,7 @@ static msp_err cmp_add_job(cmp_ctx_t *cx, size_t row, const msp_record_info_t *n
     j->unit = cmp_unit_elems(nt->dtype, bt->dtype, cx->chunk);
     j->n_units = (size_t)((j->numel + j->unit - 1) / j->unit);
     msp_tolerance(nt->dtype, bt->dtype, &j->rtol, &j->atol);
+    j->side = !(nt->has_stats && bt->has_stats);
     cmp_acc_init(&j->acc);
     return MSP_OK;
 }
@@ -601,14 +604,16 @@ static void cmp_finish_jobs(cmp_ctx_t *cx, msp_compare_result_t *res)
         t->max_rel_err = m.max_rel_err;
         t->one_thousandth_ratio = m.one_thousandth_ratio;
         t->five_thousandths_ratio = m.five_thousandths_ratio;
-        t->npu_max = m.n_max;
-        t->npu_min = m.n_min;
-        t->npu_mean = m.n_mean;
-        t->npu_norm = m.n_norm;
-        t->bench_max = m.b_max;
-        t->bench_min = m.b_min;
-        t->bench_mean = m.b_mean;
-        t->bench_norm = m.b_norm;
+        if (job->side) { /* else kept from the dump attributes */
+            t->npu_max = m.n_max;
+            t->npu_min = m.n_min;
+            t->npu_mean = m.n_mean;
+            t->npu_norm = m.n_norm;
+            t->bench_max = m.b_max;
+            t->bench_min = m.b_min;
+            t->bench_mean = m.b_mean;
+            t->bench_norm = m.b_norm;
+        }
         cmp_fill_diffs(t, NULL);
         t->highlight = job->acc.n_nan || job->acc.n_inf ? MSP_HL_RED : MSP_HL_NONE;
         t->agree = m.agree;

@@ -89,7 +89,7 @@ class Stored:
         self.array, self.gzip, self.big_endian = np.asarray(array), gzip, big_endian
 
 
-def _write_tensor(g, role, t):
+def _write_tensor(g, role, t, with_stats=True):
     if isinstance(t, Stored):
         a = t.array
         data = a.astype(a.dtype.newbyteorder(">")) if t.big_endian else a
@@ -121,6 +121,8 @@ def _write_tensor(g, role, t):
         raw = a.tobytes()
     ds.attrs["dtype"] = TORCH_NAME.get(dt_name, dt_name)
     ds.attrs["shape"] = np.array(shape, dtype=np.int64)
+    if not with_stats:
+        return
     for k in ("max", "min", "mean", "norm"):
         ds.attrs[k] = np.float64(st[k])
     ds.attrs["nan_count"] = np.int64(st["nan"])
@@ -130,8 +132,9 @@ def _write_tensor(g, role, t):
     ds.attrs["requires_grad"] = np.int8(0)
 
 
-def write_dump(path, records, task="tensor", step=0, rank=0):
-    """records: list of (name, {role: tensor}) in execution order."""
+def write_dump(path, records, task="tensor", step=0, rank=0, with_stats=True):
+    """records: list of (name, {role: tensor}) in execution order. with_stats=False
+    leaves out the max/min/mean/norm/nan_count/inf_count/crc32 attributes."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with h5py.File(path, "w") as f:
         f.attrs["format"] = "msprobe-dump"
@@ -147,7 +150,7 @@ def write_dump(path, records, task="tensor", step=0, rank=0):
             g = f.create_group(name)
             g.attrs["order"] = np.int64(order)
             for role, t in tensors.items():
-                _write_tensor(g, role, t)
+                _write_tensor(g, role, t, with_stats)
 
 
 def run_driver(bench, cmp, *args, expect_ok=True):

@@ -252,6 +252,21 @@ class MetricsCase(unittest.TestCase):
                             "--abs-fail", "0.4")
         self.assertEqual(rows["Torch.add.0.forward.input.0"]["verdict"], "No")
 
+    def test_side_statistics_computed_when_attributes_are_absent(self):
+        b = self.rng.standard_normal(30_000).astype(np.float32)
+        n = (b * np.float32(0.999)).astype(np.float32)
+        n2, b2 = n.copy(), b.copy()
+        n2[100] = b2[100] = np.inf
+        n2[200] = b2[200] = np.nan
+        bp, cp = os.path.join(self.d, "b.h5"), os.path.join(self.d, "c.h5")
+        H.write_dump(bp, [("Torch.add.0.forward", {"input.0": b, "input.1": b2})], with_stats=False)
+        H.write_dump(cp, [("Torch.add.0.forward", {"input.0": n, "input.1": n2})], with_stats=False)
+        rows, _, _ = H.run_driver(bp, cp, "--chunk", "65536")
+        self.check_row(rows[0], n, b)
+        self.check_row(rows[1], n2, b2)
+        self.assertIsNone(rows[1]["npu_max"])  # a NaN makes the torch max NaN
+        self.assertEqual(rows[1]["highlight"], "none")  # an input, not an output
+
     def test_datasets_without_offset_go_through_the_reader(self):
         # gzip-chunked and big-endian data have no plain offset: read whole via
         # msp_dump_read_tensor, compared over the same units as pread'd data
