@@ -153,8 +153,9 @@ typedef struct msp_compare_result {
  *    NaN/Inf at the same places on both sides are zeroed for the metrics (a
  *    message says so; +Inf against -Inf zeroes too, as msprobe, but does not
  *    agree); at different places every metric is NaN, agree 0, verdict No.
- *    Side max/min/mean/l2norm follow torch over the raw values (a NaN makes
- *    them NaN). The stats-mode diff fields are filled too (npu - bench).
+ *    Side max/min/mean/l2norm are the dump's attributes when both tensors
+ *    carry them (as msprobe), else computed as torch does over the raw values
+ *    (a NaN makes them NaN). The stats-mode diff fields are filled too.
  *  - 0-d and one-element tensors: Cosine NaN ("one element"), every other
  *    metric computed; verdict from MaxAbsErr alone (No if > abs_fail).
  *  - empty tensors (a 0 in the shape): metrics NaN, side max/min/mean NaN,
