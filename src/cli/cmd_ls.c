@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,14 +121,28 @@ static void msp_ls_shape(const msp_tensor_info_t *t, char *buf, size_t size)
         snprintf(buf + k, size - k, "]");
 }
 
+/* %g, except that every NaN prints as "nan" (x86 makes inf - inf a -nan). */
+static const char *msp_ls_num(double v, char *buf, size_t size)
+{
+    if (isnan(v))
+        snprintf(buf, size, "nan");
+    else
+        snprintf(buf, size, "%.6g", v);
+    return buf;
+}
+
 static void msp_ls_tensor(const msp_tensor_info_t *t)
 {
     char shape[MSP_MAX_NDIM * 22 + 4];
     msp_ls_shape(t, shape, sizeof shape);
     printf("    %-16s %-15s %-20s", t->role, t->dtype_name, shape);
+    char b[4][32];
     if (t->has_stats)
-        printf(" max=%-12.6g min=%-12.6g mean=%-12.6g norm=%-12.6g nan=%" PRId64 " inf=%" PRId64,
-               t->stats.max, t->stats.min, t->stats.mean, t->stats.norm, t->stats.nan_count,
+        printf(" max=%-12s min=%-12s mean=%-12s norm=%-12s nan=%" PRId64 " inf=%" PRId64,
+               msp_ls_num(t->stats.max, b[0], sizeof b[0]),
+               msp_ls_num(t->stats.min, b[1], sizeof b[1]),
+               msp_ls_num(t->stats.mean, b[2], sizeof b[2]),
+               msp_ls_num(t->stats.norm, b[3], sizeof b[3]), t->stats.nan_count,
                t->stats.inf_count);
     else
         printf(" no statistics");

@@ -4,6 +4,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <zlib.h>
@@ -198,7 +199,7 @@ void msp_to_double(msp_dtype_t dt, const void *src, size_t n, double *dst)
  * every result is checked against zlib in the tests. */
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
-#define MSP_HAVE_CLMUL 1
+#define MSP_HAVE_CLMUL 1 /* x86-64: PCLMUL CRC and AVX2 statistics, chosen at run time */
 
 /* state: the CRC register (pre-inverted, as inside zlib); len >= 64 and a
  * multiple of 16. */
@@ -252,11 +253,20 @@ msp_crc32_clmul(uint32_t state, const unsigned char *p, size_t len)
     return (uint32_t)_mm_extract_epi32(a, 1);
 }
 
+/* MSPROBE_FORMAT_PORTABLE=1 forces the portable code paths (zlib CRC,
+ * 4-lane statistics) so the tests can check them on a CPU that has more. */
+static int msp_portable(void)
+{
+    const char *e = getenv("MSPROBE_FORMAT_PORTABLE");
+    return e && *e && strcmp(e, "0") != 0;
+}
+
 static int msp_clmul_ok(void)
 {
     static int ok = -1; /* benign race: every thread computes the same value */
     if (ok < 0)
-        ok = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+        ok = !msp_portable() && __builtin_cpu_supports("pclmul") &&
+             __builtin_cpu_supports("sse4.1");
     return ok;
 }
 #endif
@@ -348,7 +358,7 @@ static void msp_acc_merge(struct msp_acc *a, const struct msp_acc *b)
 }
 
 /* n <= 2^30 so the int32 lane counters cannot overflow. */
-static void msp_f32_block(const float *p, size_t n, struct msp_acc *a)
+static void msp_f32_block_sse(const float *p, size_t n, struct msp_acc *a)
 {
     const msp_v4i absmask = {0x7fffffff, 0x7fffffff, 0x7fffffff, 0x7fffffff};
     const msp_v4i infbits = {0x7f800000, 0x7f800000, 0x7f800000, 0x7f800000};
@@ -392,6 +402,84 @@ static void msp_f32_block(const float *p, size_t n, struct msp_acc *a)
         r.sq += x * x;
     }
     msp_acc_merge(a, &r);
+}
+
+#ifdef MSP_HAVE_CLMUL
+/* The same with 8 lanes (AVX2 + FMA), about twice the speed where the CPU
+ * has it. maxps/minps return their second operand when the first is NaN,
+ * which is exactly "skip NaN". */
+__attribute__((target("avx2,fma"))) static void msp_f32_block_avx2(const float *p, size_t n,
+                                                                    struct msp_acc *a)
+{
+    const __m256i absmask = _mm256_set1_epi32(0x7fffffff);
+    const __m256i infbits = _mm256_set1_epi32(0x7f800000);
+    __m256 mx = _mm256_set1_ps(-INFINITY), mn = _mm256_set1_ps(INFINITY);
+    __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+    __m256d q0 = _mm256_setzero_pd(), q1 = _mm256_setzero_pd();
+    __m256i nanc = _mm256_setzero_si256(), infc = _mm256_setzero_si256();
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_loadu_ps(p + i);
+        __m256i ax = _mm256_and_si256(_mm256_castps_si256(x), absmask);
+        nanc = _mm256_sub_epi32(nanc, _mm256_cmpgt_epi32(ax, infbits));
+        infc = _mm256_sub_epi32(infc, _mm256_cmpeq_epi32(ax, infbits));
+        mx = _mm256_max_ps(x, mx);
+        mn = _mm256_min_ps(x, mn);
+        __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(x));
+        __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
+        s0 = _mm256_add_pd(s0, lo);
+        s1 = _mm256_add_pd(s1, hi);
+        q0 = _mm256_fmadd_pd(lo, lo, q0);
+        q1 = _mm256_fmadd_pd(hi, hi, q1);
+    }
+    float fmx[8], fmn[8];
+    double ds[4], dq[4];
+    int32_t cn[8], ci[8];
+    _mm256_storeu_ps(fmx, mx);
+    _mm256_storeu_ps(fmn, mn);
+    _mm256_storeu_pd(ds, _mm256_add_pd(s0, s1));
+    _mm256_storeu_pd(dq, _mm256_add_pd(q0, q1));
+    _mm256_storeu_si256((__m256i *)(void *)cn, nanc);
+    _mm256_storeu_si256((__m256i *)(void *)ci, infc);
+    struct msp_acc r = {-INFINITY, INFINITY, 0, 0, 0, 0};
+    for (int k = 0; k < 8; k++) {
+        r.max = fmx[k] > r.max ? fmx[k] : r.max;
+        r.min = fmn[k] < r.min ? fmn[k] : r.min;
+        r.nan += cn[k];
+        r.inf += ci[k];
+    }
+    r.sum = (ds[0] + ds[1]) + (ds[2] + ds[3]);
+    r.sq = (dq[0] + dq[1]) + (dq[2] + dq[3]);
+    for (; i < n; i++) {
+        double x = p[i];
+        r.nan += isnan(x) != 0;
+        r.inf += isinf(x) != 0;
+        r.max = x > r.max ? x : r.max;
+        r.min = x < r.min ? x : r.min;
+        r.sum += x;
+        r.sq += x * x;
+    }
+    msp_acc_merge(a, &r);
+}
+
+static int msp_avx2_ok(void)
+{
+    static int ok = -1; /* benign race: every thread computes the same value */
+    if (ok < 0)
+        ok = !msp_portable() && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return ok;
+}
+#endif
+
+static void msp_f32_block(const float *p, size_t n, struct msp_acc *a)
+{
+#ifdef MSP_HAVE_CLMUL
+    if (msp_avx2_ok()) {
+        msp_f32_block_avx2(p, n, a);
+        return;
+    }
+#endif
+    msp_f32_block_sse(p, n, a);
 }
 
 static void msp_acc_init(struct msp_acc *a)

@@ -33,7 +33,9 @@ RECORDS = [
         ("input.10", "torch.float16", (6,), 15, True),
     ]),
     ("Functional.linear.5.forward", 4, [
-        ("output.0", "torch.float32", (512, 1024), 16, False),  # 2 MiB: CRC on a thread
+        ("input.0", "torch.float32", (3001,), 17, 1),   # +inf at 0, -inf at 5
+        ("input.1", "torch.float32", (1003,), 18, 2),   # NaN at 777
+        ("output.0", "torch.float32", (512, 1024), 16, False),  # 2 MiB: stats on a thread
     ]),
 ]
 STATS_ONLY = ("Tensor.__add__.1.forward", "output.0", "torch.float32", (1000, 1000),
@@ -88,6 +90,10 @@ def native(dtype, shape, salt, special):
     v = (u.astype(np.float64) - 8388608.0) / 65536.0
     if dtype == "torch.float32":
         a = v.astype(np.float32)
+        if special == 1:
+            a[0], a[5] = np.inf, -np.inf
+        elif special == 2:
+            a[777] = np.nan
     elif dtype == "torch.float64":
         a = v / 3.0
     elif dtype == "torch.float16":
@@ -127,6 +133,11 @@ def stats(dtype, arr):
     """Statistics with torch semantics: any NaN makes max/min/mean/norm NaN;
     empty: NaN, NaN, NaN, 0."""
     x = values(dtype, arr).reshape(-1)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return _stats(x, arr)
+
+
+def _stats(x, arr):
     nan = int(np.isnan(x).sum())
     inf = int(np.isinf(x).sum())
     if x.size == 0:

@@ -1,11 +1,15 @@
 /* Writer throughput, side by side with a raw write of the same bytes to the
  * same directory: N fp32 tensors of SIZE bytes each, page cache, then
  * fdatasync of each file so both numbers include reaching the disk.
+ * Each of ROUNDS rounds runs the three side by side; the best round of each
+ * is kept (the machine may be shared). CPU seconds (all threads) per GiB
+ * are printed too: they do not depend on what else the machine is doing.
  * Not a test (timings vary); run by hand:
- *   fmt_write_bench DIR [total_MiB [tensor_MiB]] */
+ *   fmt_write_bench DIR [total_MiB [tensor_MiB [ROUNDS]]] */
 #include "msprobe/format.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +21,14 @@ static double msp_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double msp_cpu(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
 }
 
 static int msp_sync_path(const char *path)
@@ -82,11 +94,12 @@ static int msp_bench_dump(const char *path, const float *data, size_t bytes, siz
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s DIR [total_MiB [tensor_MiB]]\n", argv[0]);
+        fprintf(stderr, "usage: %s DIR [total_MiB [tensor_MiB [ROUNDS]]]\n", argv[0]);
         return 2;
     }
     size_t total = (size_t)(argc > 2 ? atol(argv[2]) : 1024) << 20;
     size_t bytes = (size_t)(argc > 3 ? atol(argv[3]) : 4) << 20;
+    int rounds = argc > 4 ? atoi(argv[4]) : 3;
     size_t count = total / bytes;
     float *data = malloc(bytes);
     if (!data)
@@ -98,31 +111,40 @@ int main(int argc, char **argv)
     snprintf(h5a, sizeof h5a, "%s/bench_prestats.h5", argv[1]);
     snprintf(h5b, sizeof h5b, "%s/bench_stats.h5", argv[1]);
     double rw, rs, aw, as, bw, bs;
-    /* Raw first, then each dump, twice, keeping the best: the page cache and
-     * writeback state settle after the first round. */
     double best[6] = {1e30, 1e30, 1e30, 1e30, 1e30, 1e30};
-    for (int round = 0; round < 2; round++) {
-        if (msp_bench_raw(raw, data, bytes, count, &rw, &rs) ||
-            msp_bench_dump(h5a, data, bytes, count, 0, &aw, &as) ||
-            msp_bench_dump(h5b, data, bytes, count, 1, &bw, &bs)) {
+    double cpu[3] = {1e30, 1e30, 1e30};
+    for (int round = 0; round < rounds; round++) {
+        double c0 = msp_cpu();
+        int bad = msp_bench_raw(raw, data, bytes, count, &rw, &rs);
+        double c1 = msp_cpu();
+        bad = bad || msp_bench_dump(h5a, data, bytes, count, 0, &aw, &as);
+        double c2 = msp_cpu();
+        bad = bad || msp_bench_dump(h5b, data, bytes, count, 1, &bw, &bs);
+        double c3 = msp_cpu();
+        if (bad) {
             fprintf(stderr, "bench failed: %s\n", msp_last_error());
             return 1;
         }
-        double v[6] = {rw, rs, aw, as, bw, bs};
+        double v[6] = {rw, rs, aw, as, bw, bs}, c[3] = {c1 - c0, c2 - c1, c3 - c2};
         for (int i = 0; i < 6; i++)
             best[i] = v[i] < best[i] ? v[i] : best[i];
+        for (int i = 0; i < 3; i++)
+            cpu[i] = c[i] < cpu[i] ? c[i] : cpu[i];
         unlink(raw);
         unlink(h5a);
         unlink(h5b);
     }
-    double mib = (double)(count * bytes) / 1048576.0;
-    printf("%zu tensors x %zu MiB fp32 = %.0f MiB\n", count, bytes >> 20, mib);
-    printf("%-34s %10s %10s %16s\n", "", "MiB/s", "MiB/s+sync", "vs raw (+sync)");
-    printf("%-34s %10.0f %10.0f %16s\n", "raw write() (dd-like)", mib / best[0], mib / best[1], "1.00");
-    printf("%-34s %10.0f %10.0f %7.2f (%5.2f)\n", "msp_writer, stats given", mib / best[2],
-           mib / best[3], best[0] / best[2], best[1] / best[3]);
-    printf("%-34s %10.0f %10.0f %7.2f (%5.2f)\n", "msp_writer, stats+crc32 computed",
-           mib / best[4], mib / best[5], best[0] / best[4], best[1] / best[5]);
+    double mib = (double)(count * bytes) / 1048576.0, gib = mib / 1024.0;
+    printf("%zu tensors x %zu MiB fp32 = %.0f MiB, best of %d rounds\n", count, bytes >> 20, mib,
+           rounds);
+    printf("%-34s %8s %11s %15s %10s\n", "", "MiB/s", "MiB/s+sync", "vs raw (+sync)",
+           "CPU s/GiB");
+    printf("%-34s %8.0f %11.0f %15s %10.2f\n", "raw write() (dd-like)", mib / best[0],
+           mib / best[1], "1.00 ( 1.00)", cpu[0] / gib);
+    printf("%-34s %8.0f %11.0f %8.2f (%5.2f) %10.2f\n", "msp_writer, stats given", mib / best[2],
+           mib / best[3], best[0] / best[2], best[1] / best[3], cpu[1] / gib);
+    printf("%-34s %8.0f %11.0f %8.2f (%5.2f) %10.2f\n", "msp_writer, stats+crc32 computed",
+           mib / best[4], mib / best[5], best[0] / best[4], best[1] / best[5], cpu[2] / gib);
     free(data);
     return 0;
 }

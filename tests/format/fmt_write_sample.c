@@ -64,7 +64,7 @@ struct msp_sample_tensor {
     int ndim;
     int64_t shape[4];
     unsigned salt;
-    int special; /* 1: overwrite the first elements with NaN/Inf/edge values */
+    int special; /* overwrite some elements with NaN/Inf/edge values (see msp_specials) */
 };
 
 static int msp_check(msp_err rc, const char *what)
@@ -76,8 +76,17 @@ static int msp_check(msp_err rc, const char *what)
     return 0;
 }
 
-static void msp_specials(msp_dtype_t dt, void *buf, size_t n)
+static void msp_specials(msp_dtype_t dt, void *buf, size_t n, int kind)
 {
+    if (dt == MSP_DTYPE_FLOAT32) {
+        /* 1: +inf at 0 and -inf at 5 (mean NaN, no NaN element); 2: NaN at 777 */
+        float *f = buf;
+        if (kind == 1 && n > 5)
+            f[0] = INFINITY, f[5] = -INFINITY;
+        if (kind == 2 && n > 777)
+            f[777] = NAN;
+        return;
+    }
     /* half: +inf, -inf, NaN, 65504 (max), 65520 (ties to even: inf), 3*2^-24
      * (subnormal); bf16: NaN, -inf, 1+2^-8 (tie, to even: 1), 1+3*2^-8 (tie,
      * to even: up) and the largest finite float32 (overflows to inf). */
@@ -115,6 +124,8 @@ static int msp_write_sample(const char *path)
     };
     /* big enough (2 MiB) for the writer's CRC helper thread */
     static const struct msp_sample_tensor big[] = {
+        {"input.0", MSP_DTYPE_FLOAT32, 1, {3001}, 17, 1},
+        {"input.1", MSP_DTYPE_FLOAT32, 1, {1003}, 18, 2},
         {"output.0", MSP_DTYPE_FLOAT32, 2, {512, 1024}, 16, 0},
     };
     static const struct {
@@ -127,7 +138,7 @@ static int msp_write_sample(const char *path)
         {"Functional.conv2d.0.forward", 0, conv, sizeof conv / sizeof conv[0]},
         {"Torch.matmul.3.backward", 2, mm, sizeof mm / sizeof mm[0]},
         {"Tensor.__add__.1.forward", 1, add, sizeof add / sizeof add[0]},
-        {"Functional.linear.5.forward", 4, big, 1},
+        {"Functional.linear.5.forward", 4, big, sizeof big / sizeof big[0]},
     };
     msp_dump_meta_t meta = {"pytorch", "1.13.1", "tensor", "mix", 7, 3, 8};
     msp_writer_t *w = NULL;
@@ -144,7 +155,7 @@ static int msp_write_sample(const char *path)
                 goto fail;
             msp_fill(s->dtype, buf, n, s->salt);
             if (s->special)
-                msp_specials(s->dtype, buf, n);
+                msp_specials(s->dtype, buf, n, s->special);
             msp_tensor_in_t t = {s->role, s->dtype, s->ndim, s->shape, buf, NULL,
                                  (s->salt % 2) ? "cpu" : "cuda:1", (int)(s->salt % 3 == 0)};
             msp_err rc = msp_writer_add_tensor(w, &t);

@@ -113,12 +113,18 @@ class HalfBf16Conversions(unittest.TestCase):
 
 class Crc32MatchesZlib(unittest.TestCase):
     def test_every_length_and_alignment(self):
+        self.check(os.environ)
+
+    def test_every_length_and_alignment_portable_zlib_path(self):
+        self.check({**os.environ, "MSPROBE_FORMAT_PORTABLE": "1"})
+
+    def check(self, env):
         data = np.random.default_rng(3).bytes(1100)
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "in.bin")
             with open(path, "wb") as fh:
                 fh.write(data)
-            out = subprocess.run([WRITE_SAMPLE, "--crc", path], check=True,
+            out = subprocess.run([WRITE_SAMPLE, "--crc", path], check=True, env=env,
                                  capture_output=True, text=True).stdout.split("\n")
         rows = [tuple(int(v) for v in l.split()) for l in out if l]
         self.assertEqual(len(rows), 4 * (len(data) - 3))

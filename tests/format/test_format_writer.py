@@ -17,11 +17,13 @@ WRITE_SAMPLE = None
 
 
 class WriterOutputReadByH5py(unittest.TestCase):
+    ENV = {}
+
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
         cls.path = os.path.join(cls.tmp.name, "dump.h5")
-        subprocess.run([WRITE_SAMPLE, cls.path], check=True)
+        subprocess.run([WRITE_SAMPLE, cls.path], check=True, env={**os.environ, **cls.ENV})
         cls.f = h5py.File(cls.path, "r")
 
     @classmethod
@@ -163,6 +165,11 @@ class WriterOutputReadByH5py(unittest.TestCase):
         marker = rows[(X.EMPTY_RECORD[0], "")]
         self.assertEqual(marker["order"], X.EMPTY_RECORD[1])
         self.assertFalse(marker["has_data"])
+
+
+class WriterOutputPortablePaths(WriterOutputReadByH5py):
+    """The same checks with the SIMD statistics and PCLMUL CRC turned off."""
+    ENV = {"MSPROBE_FORMAT_PORTABLE": "1"}
 
 
 if __name__ == "__main__":
