@@ -280,19 +280,39 @@ static PyObject *msp_cc_patch(PyObject *owner, const char *attr, const char *api
 
 /* ---- module forward hooks ----------------------------------------------- */
 
+/* Distinct root modules remembered; bounds memory when a script builds
+ * modules on the fly. */
+#define MSP_CC_MAX_ROOTS 1024
+
+static int msp_cc_has_parameters(PyObject *module)
+{
+    PyObject *it = PyObject_CallMethod(module, "parameters", NULL);
+    PyObject *iter = it ? PyObject_GetIter(it) : NULL;
+    PyObject *first = iter ? PyIter_Next(iter) : NULL;
+    int has = first != NULL;
+    Py_XDECREF(first);
+    Py_XDECREF(iter);
+    Py_XDECREF(it);
+    PyErr_Clear();
+    return has;
+}
+
 static void msp_cc_record_root(PyObject *module, PyObject *input)
 {
     PyObject *key = PyLong_FromVoidPtr(module);
     if (!key)
         return;
-    int have = PyDict_GetItem(msp_cc.roots, key) != NULL;
+    PyObject *nameobj = PyDict_GetItem(msp_cc.roots, key);
+    int have = nameobj != NULL;
     int want_data = msp_cc.batches_done < msp_cc.dataset_batches;
-    if (have && !want_data) {
+    /* Roots without parameters (a loss module, an activation called on its
+     * own) are neither weights nor the model's input batches. */
+    if ((have && !want_data) ||
+        (!have && (PyDict_Size(msp_cc.roots) >= MSP_CC_MAX_ROOTS || !msp_cc_has_parameters(module)))) {
         Py_DECREF(key);
         return;
     }
     char *root = NULL;
-    PyObject *nameobj = PyDict_GetItem(msp_cc.roots, key);
     if (nameobj) {
         root = msp_cc_py_text(nameobj, 0);
     } else {
@@ -705,6 +725,8 @@ msp_err msp_cc_py_boot(const msp_config_t *cfg)
         return MSP_OK;
     msp_cc.booted = 1;
     const char *env_path = getenv("MSPROBE_CONFIG_CHECK");
+    if (env_path && strcmp(env_path, "0") == 0)
+        env_path = NULL; /* "0" means off, as the shim reads it */
     int from_cfg = cfg && cfg->has_config_check;
     const char *path = env_path && *env_path ? env_path
                        : from_cfg ? (cfg->cc_output_zip_path && *cfg->cc_output_zip_path ? cfg->cc_output_zip_path

@@ -45,6 +45,7 @@ def main():
         with torch.no_grad():
             model.fc2.bias[0] += 1e-3
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-4)
+    criterion = nn.CrossEntropyLoss()  # a root module without parameters
     gen = torch.Generator().manual_seed(1)
     steps = int(os.environ.get("CCT_STEPS", "3"))
     saved = {}
@@ -57,7 +58,7 @@ def main():
         if os.environ.get("CCT_SAVE"):
             saved["input/%d" % step] = x.numpy().copy()
         opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
+        loss = criterion(model(x), y)
         loss.backward()
         opt.step()
         print("step %d loss %.6f" % (step, loss.item()))

@@ -30,9 +30,10 @@ class TwoRunsDifferingInThreeThings(unittest.TestCase):
         cls.a, cls.b = os.path.join(d, "a.zip"), os.path.join(d, "b.zip")
         cls.npz_a, cls.npz_b = os.path.join(d, "a.npz"), os.path.join(d, "b.npz")
         cls.secret = "s3cr3t-Value-%d-qwerty" % os.getpid()
-        ra = run_under_shim([TRAIN], cls.a, d, CCT_PY_SEED=7, CUBLAS_WORKSPACE_CONFIG=":4096:8",
+        cls.args = [TRAIN, "--api-token", cls.secret, "--password=" + cls.secret, "--epochs", "1"]
+        ra = run_under_shim(cls.args, cls.a, d, CCT_PY_SEED=7, CUBLAS_WORKSPACE_CONFIG=":4096:8",
                             CCT_SAVE=cls.npz_a, MY_SERVICE_TOKEN=cls.secret)
-        rb = run_under_shim([TRAIN], cls.b, d, CCT_PY_SEED=8, CUBLAS_WORKSPACE_CONFIG=":16:8",
+        rb = run_under_shim(cls.args, cls.b, d, CCT_PY_SEED=8, CUBLAS_WORKSPACE_CONFIG=":16:8",
                             CCT_PERTURB=1, CCT_SAVE=cls.npz_b, MY_SERVICE_TOKEN=cls.secret)
         cls.runs = (ra, rb)
         cls.out = os.path.join(d, "out")
@@ -135,6 +136,9 @@ class TwoRunsDifferingInThreeThings(unittest.TestCase):
         self.assertEqual(float(rows["optimizers[0].param_groups[0].momentum"]["bench_value"]), 0.9)
         self.assertEqual(float(rows["optimizers[0].param_groups[0].weight_decay"]["bench_value"]), 1e-4)
         self.assertEqual(rows["script"]["bench_value"], "cc_train.py")
+        # Values of options whose name looks secret are hidden, the rest kept.
+        self.assertEqual(rows["args"]["bench_value"],
+                         '["--api-token","<hidden>","--password=<hidden>","--epochs","1"]')
         self.assertTrue(all(r["equal"] is True for r in rows.values()))
         self.assertNotIn("optimizers[0].param_groups[0].params", rows)
 
