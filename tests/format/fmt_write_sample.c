@@ -5,6 +5,8 @@
  *     reads doubles, writes for each: uint16 half, uint16 bf16 (round to
  *     nearest even), then for every 16-bit pattern: float64 half value,
  *     float64 bf16 value.
+ *   fmt_write_sample --errors DIR
+ *     misuses the writer API; prints "case<TAB>code<TAB>detail" per case.
  *   fmt_write_sample --crc IN
  *     prints "offset length crc32" (msp_crc32, seeded with the length) for
  *     every offset 0..3 and length 0..len(IN)-4. */
@@ -229,8 +231,66 @@ static int msp_crc_table(const char *in)
     return 0;
 }
 
+static void msp_report(const char *name, msp_err rc)
+{
+    printf("%s\t%d\t%s\n", name, (int)rc, rc ? msp_last_error() : "");
+    msp_clear_error();
+}
+
+static int msp_errors(const char *dir)
+{
+    char path[4096], missing[4096];
+    snprintf(path, sizeof path, "%s/errors.h5", dir);
+    snprintf(missing, sizeof missing, "%s/no/such/dir/dump.h5", dir);
+    msp_dump_meta_t meta = {NULL, NULL, NULL, NULL, 1, 0, 1};
+    msp_writer_t *w = NULL;
+    msp_report("open_missing_dir", msp_writer_open(missing, &meta, &w));
+    if (msp_writer_open(path, &meta, &w)) {
+        msp_report("open", MSP_ERR_INTERNAL);
+        return 1;
+    }
+    float x[4] = {1, 2, 3, 4};
+    int64_t shape[2] = {2, 2}, neg[1] = {-1};
+    msp_tensor_in_t t = {"input.0", MSP_DTYPE_FLOAT32, 2, shape, x, NULL, NULL, 0};
+    msp_report("tensor_outside_record", msp_writer_add_tensor(w, &t));
+    msp_report("attr_outside_record", msp_writer_set_attr(w, "k", "v"));
+    msp_report("end_without_begin", msp_writer_end_record(w));
+    msp_report("record_named_index", msp_writer_begin_record(w, "index", 0));
+    msp_report("record_with_slash", msp_writer_begin_record(w, "a/b", 0));
+    msp_report("begin", msp_writer_begin_record(w, "Torch.add.0.forward", 0));
+    msp_report("begin_while_open", msp_writer_begin_record(w, "Torch.add.1.forward", 1));
+    msp_report("tensor", msp_writer_add_tensor(w, &t));
+    msp_report("same_role_twice", msp_writer_add_tensor(w, &t));
+    t.role = "input.1";
+    t.dtype = MSP_DTYPE_INVALID;
+    msp_report("invalid_dtype", msp_writer_add_tensor(w, &t));
+    t.dtype = MSP_DTYPE_FLOAT32;
+    t.ndim = 1;
+    t.shape = neg;
+    msp_report("negative_dim", msp_writer_add_tensor(w, &t));
+    t.ndim = 33;
+    msp_report("too_many_dims", msp_writer_add_tensor(w, &t));
+    t.ndim = 2;
+    t.shape = shape;
+    t.data = NULL;
+    msp_report("no_data_no_stats", msp_writer_add_tensor(w, &t));
+    msp_report("attr_order_reserved", msp_writer_set_attr(w, "order", "1"));
+    msp_report("attr_twice_last_wins", msp_writer_set_attr(w, "kwarg.alpha", "1"));
+    msp_report("attr_twice_last_wins", msp_writer_set_attr(w, "kwarg.alpha", "2"));
+    msp_report("end", msp_writer_end_record(w));
+    msp_report("duplicate_record", msp_writer_begin_record(w, "Torch.add.0.forward", 2));
+    /* close ends nothing open, writes /index: the file must be complete */
+    msp_report("close", msp_writer_close(w));
+    msp_writer_close(NULL);
+    msp_writer_abort(NULL);
+    msp_dump_close(NULL);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 3 && strcmp(argv[1], "--errors") == 0)
+        return msp_errors(argv[2]);
     if (argc == 3 && strcmp(argv[1], "--crc") == 0)
         return msp_crc_table(argv[2]);
     if (argc == 4 && strcmp(argv[1], "--convert") == 0)
