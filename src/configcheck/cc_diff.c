@@ -171,11 +171,18 @@ static msp_err msp_cc_diff_env(const msp_cc_pack_t *b, const msp_cc_pack_t *c, c
         goto cleanup;
     }
     const cJSON *e;
-    cJSON_ArrayForEach(e, bv) if (e->string && msp_cc_pattern_match((const char *const *)keys.pats, keys.n, e->string))
-        names[n++] = e->string;
-    cJSON_ArrayForEach(e, cv) if (e->string &&
-                                  msp_cc_pattern_match((const char *const *)keys.pats, keys.n, e->string) &&
-                                  !cJSON_GetObjectItemCaseSensitive(bv, e->string)) names[n++] = e->string;
+    const char *const *pats = (const char *const *)keys.pats;
+    cJSON_ArrayForEach(e, bv)
+    {
+        if (e->string && msp_cc_pattern_match(pats, keys.n, e->string))
+            names[n++] = e->string;
+    }
+    cJSON_ArrayForEach(e, cv)
+    {
+        if (e->string && msp_cc_pattern_match(pats, keys.n, e->string) &&
+            !cJSON_GetObjectItemCaseSensitive(bv, e->string))
+            names[n++] = e->string;
+    }
     qsort(names, n, sizeof *names, msp_cc_cmp_strp);
     for (size_t i = 0; i < n; i++) {
         const char *b1 = msp_cc_str(bv, names[i]), *c1 = msp_cc_str(cv, names[i]);
@@ -590,7 +597,11 @@ typedef struct msp_cc_leaves {
 static int msp_cc_is_scalar_array(const cJSON *a)
 {
     const cJSON *e;
-    cJSON_ArrayForEach(e, a) if (cJSON_IsObject(e) || cJSON_IsArray(e)) return 0;
+    cJSON_ArrayForEach(e, a)
+    {
+        if (cJSON_IsObject(e) || cJSON_IsArray(e))
+            return 0;
+    }
     return 1;
 }
 
