@@ -48,10 +48,10 @@ static int bench_compare(int argc, char **argv)
     double cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
                  (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
     printf("compare seconds=%.4f cpu_s=%.4f bytes=%llu gbps=%.3f rss_mib=%.1f records=%zu "
-           "tensors=%zu root=%s\n",
+           "tensors=%zu root=%s vcsw=%ld ivcsw=%ld\n",
            dt, cpu, (unsigned long long)r->bytes_compared, (double)r->bytes_compared / dt / 1e9,
            (double)ru.ru_maxrss / 1024.0, r->n_records, r->n_tensors,
-           r->root_record >= 0 ? r->records[r->root_record].name : "none");
+           r->root_record >= 0 ? r->records[r->root_record].name : "none", ru.ru_nvcsw, ru.ru_nivcsw);
     msp_compare_result_free(r);
     return 0;
 }
