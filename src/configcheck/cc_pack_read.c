@@ -117,10 +117,13 @@ static msp_err msp_cc_check_manifest(const char *pack, const cJSON *m)
     if (!cJSON_IsNumber(ver))
         return msp_fail(MSP_ERR_FORMAT, "pack %s: member manifest.json: \"format_version\" missing or not a number",
                         pack);
-    if (ver->valuedouble < MSP_CC_FORMAT_VERSION || ver->valuedouble > MSP_CC_FORMAT_VERSION)
+    if (ver->valuedouble > MSP_CC_FORMAT_VERSION)
         return msp_fail(MSP_ERR_UNSUPPORTED,
-                        "pack %s: member manifest.json: format_version %g is not supported (this msprobe reads %d); "
-                        "repack with this msprobe version",
+                        "pack %s: member manifest.json: format_version %g is newer than this msprobe reads (%d); "
+                        "compare with the msprobe version that wrote the pack",
+                        pack, ver->valuedouble, MSP_CC_FORMAT_VERSION);
+    if (ver->valuedouble < MSP_CC_FORMAT_VERSION)
+        return msp_fail(MSP_ERR_UNSUPPORTED, "pack %s: member manifest.json: format_version %g is not one msprobe wrote (it reads %d)",
                         pack, ver->valuedouble, MSP_CC_FORMAT_VERSION);
     return MSP_OK;
 }
