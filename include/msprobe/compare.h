@@ -187,7 +187,12 @@ msp_err msp_report_write_xlsx(const msp_compare_result_t *res, const char *out_d
 /* Write out_dir/result.csv (details rows, same columns), atomically. */
 msp_err msp_report_write_csv(const msp_compare_result_t *res, const char *out_dir);
 
-/* Metric kernel, exposed for tests and benchmarks: compare n elements. */
+/* Metric kernel, exposed for tests and benchmarks: compare count native
+ * elements of n (compare side) and b (bench side), any pair of supported
+ * dtypes, unaligned pointers allowed, with the row rules of msp_compare_run
+ * (count 1: Cosine NaN; count 0: "empty tensor"), side statistics computed
+ * from the data, agree against rtol/atol. Parallel (OpenMP) over 1 MiB units
+ * merged in order. MSP_ERR_UNSUPPORTED for an unknown dtype. */
 typedef struct msp_metrics {
     double cosine, euc_dist, max_abs_err, max_rel_err;
     double one_thousandth_ratio, five_thousandths_ratio;
