@@ -56,6 +56,11 @@ static const char *hl_name(msp_highlight_t h)
     return h == MSP_HL_RED ? "red" : (h == MSP_HL_YELLOW ? "yellow" : "none");
 }
 
+static void count_progress(uint64_t done, void *ud)
+{
+    *(uint64_t *)ud += done;
+}
+
 static void log_sink(msp_log_level_t level, const char *msg, void *ud)
 {
     (void)ud;
@@ -98,6 +103,9 @@ int main(int argc, char **argv)
         return 2;
     }
     msp_log_set_sink(log_sink, NULL, MSP_LOG_WARN);
+    uint64_t progress_bytes = 0;
+    o.progress = count_progress;
+    o.progress_ud = &progress_bytes;
     msp_compare_result_t *r = NULL;
     msp_err rc = msp_compare_run(argv[optind], argv[optind + 1], &o, &r);
     if (rc) {
@@ -165,9 +173,10 @@ int main(int argc, char **argv)
         }
     }
     printf("{\"summary\": 1, \"n_records\": %zu, \"n_tensors\": %zu, \"n_failed\": %zu, "
-           "\"n_pairs\": %zu, \"stats_mode\": %d, \"bytes_compared\": %llu, ",
+           "\"n_pairs\": %zu, \"stats_mode\": %d, \"bytes_compared\": %llu, "
+           "\"progress_bytes\": %llu, ",
            r->n_records, r->n_tensors, r->n_failed, r->n_pairs, r->stats_mode,
-           (unsigned long long)r->bytes_compared);
+           (unsigned long long)r->bytes_compared, (unsigned long long)progress_bytes);
     put_str("root_record", r->root_record >= 0 ? r->records[r->root_record].name : NULL);
     printf(", ");
     put_str("root_tensor", r->root_tensor >= 0 ? r->tensors[r->root_tensor].npu_name : NULL);

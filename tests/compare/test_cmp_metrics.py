@@ -292,7 +292,11 @@ class MetricsCase(unittest.TestCase):
         H.write_dump(bp, [("Torch.add.0.forward", {"input.0": b})])
         H.write_dump(cp, [("Torch.add.0.forward", {"input.0": n})])
         # 64 KiB units: the tensor (2.8 MB a side) spans 43 of them
-        r1, _, _ = H.run_driver(bp, cp, "--threads", "1", "--chunk", "65536")
+        r1, s1, _ = H.run_driver(bp, cp, "--threads", "1", "--chunk", "65536")
+        # bytes read and reported to the progress callback: both sides, once
+        self.assertEqual(s1["bytes_compared"], b.nbytes + n.nbytes)
+        self.assertEqual(s1["progress_bytes"], b.nbytes + n.nbytes)
+        self.assertEqual(r1[0]["bytes"], b.nbytes + n.nbytes)
         r2, _, _ = H.run_driver(bp, cp, "--threads", "2", "--chunk", "65536")
         r3, _, _ = H.run_driver(bp, cp, "--threads", "2", "--chunk", "65536", "--io", "pread")
         self.assertEqual(r1, r2)
