@@ -85,7 +85,10 @@ static void msp_cc_record_seed(const char *api, PyObject *args, PyObject *kwargs
     if (!value || value == Py_None) {
         cJSON_AddNullToObject(e, "value"); /* seeded from system entropy */
     } else {
-        char *t = msp_cc_py_text(value, !PyLong_Check(value));
+        /* str() so numpy integers print like ints ("3", not "np.int64(3)");
+         * repr() for strings and bytes, where quotes tell types apart. */
+        int quoted = PyUnicode_Check(value) || PyBytes_Check(value);
+        char *t = msp_cc_py_text(value, quoted);
         if (t && strlen(t) > 256)
             t[256] = '\0';
         cJSON_AddStringToObject(e, "value", t ? t : "?");
