@@ -185,17 +185,9 @@ static msp_err msp_h5_attr_put(hid_t obj, const char *key, hid_t type, hid_t spa
                                const char *where)
 {
     msp_err rc = MSP_OK;
-    hid_t a = -1;
-    /* Overwrite: a caller may set the same key twice; last one wins. */
-    htri_t ex = H5Aexists(obj, key);
-    if (ex > 0 && H5Adelete(obj, key) < 0) {
-        rc = msp_h5_fail(MSP_ERR_HDF5, "%s: cannot replace attribute '%s'", where, key);
-        goto cleanup;
-    }
-    a = H5Acreate2(obj, key, type, space, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t a = H5Acreate2(obj, key, type, space, H5P_DEFAULT, H5P_DEFAULT);
     if (a < 0 || H5Awrite(a, type, buf) < 0)
         rc = msp_h5_fail(MSP_ERR_HDF5, "%s: cannot write attribute '%s'", where, key);
-cleanup:
     if (a >= 0)
         H5Aclose(a);
     return rc;
@@ -211,32 +203,60 @@ static hid_t msp_h5_vlen_str(void)
     return t;
 }
 
+/* Types and the scalar dataspace every attribute uses, created once and
+ * kept for the life of the process (HDF5 frees them at exit): building them
+ * per attribute was a third of the cost of writing a small tensor. Only
+ * touched with the lock held. */
+static struct {
+    int ready;
+    hid_t str, scalar, bool8;
+} msp_h5_shared;
+
+static int msp_h5_shared_ready(void)
+{
+    if (!msp_h5_shared.ready) {
+        hid_t str = msp_h5_vlen_str(), sc = H5Screate(H5S_SCALAR), b = msp_h5_bool_type();
+        if (str < 0 || sc < 0 || b < 0) {
+            if (str >= 0)
+                H5Tclose(str);
+            if (sc >= 0)
+                H5Sclose(sc);
+            if (b >= 0)
+                H5Tclose(b);
+            return 0;
+        }
+        msp_h5_shared.str = str;
+        msp_h5_shared.scalar = sc;
+        msp_h5_shared.bool8 = b;
+        msp_h5_shared.ready = 1;
+    }
+    return 1;
+}
+
 msp_err msp_h5_attr_put_str(hid_t obj, const char *key, const char *value, const char *where)
 {
-    hid_t t = msp_h5_vlen_str(), s = H5Screate(H5S_SCALAR);
-    msp_err rc;
-    if (t < 0 || s < 0)
-        rc = msp_h5_fail(MSP_ERR_HDF5, "%s: cannot create string type for '%s'", where, key);
-    else
-        rc = msp_h5_attr_put(obj, key, t, s, &value, where);
-    if (t >= 0)
-        H5Tclose(t);
-    if (s >= 0)
-        H5Sclose(s);
-    return rc;
+    if (!msp_h5_shared_ready())
+        return msp_h5_fail(MSP_ERR_HDF5, "%s: cannot create string type for '%s'", where, key);
+    return msp_h5_attr_put(obj, key, msp_h5_shared.str, msp_h5_shared.scalar, &value, where);
+}
+
+msp_err msp_h5_attr_replace_str(hid_t obj, const char *key, const char *value, const char *where)
+{
+    htri_t ex = H5Aexists(obj, key);
+    if (ex < 0)
+        return msp_h5_fail(MSP_ERR_HDF5, "%s: cannot look up attribute '%s'", where, key);
+    if (ex > 0 && H5Adelete(obj, key) < 0)
+        return msp_h5_fail(MSP_ERR_HDF5, "%s: cannot replace attribute '%s'", where, key);
+    return msp_h5_attr_put_str(obj, key, value, where);
 }
 
 static msp_err msp_h5_attr_put_scalar(hid_t obj, const char *key, hid_t type, const void *v,
                                       const char *where)
 {
-    hid_t s = H5Screate(H5S_SCALAR);
-    msp_err rc;
-    if (s < 0)
+    if (!msp_h5_shared_ready())
         return msp_h5_fail(MSP_ERR_HDF5, "%s: cannot create dataspace for '%s'", where, key);
     /* File type == memory type: HDF5 copies the bytes without conversion. */
-    rc = msp_h5_attr_put(obj, key, type, s, v, where);
-    H5Sclose(s);
-    return rc;
+    return msp_h5_attr_put(obj, key, type, msp_h5_shared.scalar, v, where);
 }
 
 msp_err msp_h5_attr_put_i64(hid_t obj, const char *key, int64_t v, const char *where)
@@ -256,14 +276,10 @@ msp_err msp_h5_attr_put_u32(hid_t obj, const char *key, uint32_t v, const char *
 
 msp_err msp_h5_attr_put_bool(hid_t obj, const char *key, int v, const char *where)
 {
-    hid_t t = msp_h5_bool_type();
     int8_t b = v ? 1 : 0;
-    msp_err rc;
-    if (t < 0)
+    if (!msp_h5_shared_ready())
         return msp_h5_fail(MSP_ERR_HDF5, "%s: cannot create bool type for '%s'", where, key);
-    rc = msp_h5_attr_put_scalar(obj, key, t, &b, where);
-    H5Tclose(t);
-    return rc;
+    return msp_h5_attr_put_scalar(obj, key, msp_h5_shared.bool8, &b, where);
 }
 
 msp_err msp_h5_attr_put_i64_array(hid_t obj, const char *key, const int64_t *v, int n,

@@ -33,6 +33,8 @@ struct msp_writer {
 #define MSP_ALIGN_THRESHOLD (64 * 1024)
 #define MSP_ALIGN 4096
 #define MSP_META_BLOCK (64 * 1024)
+#define MSP_MDC_INITIAL (16 * 1024 * 1024)
+#define MSP_MDC_MAX (64 * 1024 * 1024)
 
 /* Tensors at least this big get their statistics computed on a helper
  * thread while this thread hands the data to HDF5: on a dump's writer thread
@@ -164,6 +166,18 @@ msp_err msp_writer_open(const char *path, const msp_dump_meta_t *meta, msp_write
         H5Pset_file_locking(fapl, 1, 1) < 0) {
         rc = msp_h5_fail(MSP_ERR_HDF5, "file %s: cannot set up HDF5 file access", path);
         goto cleanup;
+    }
+    /* A step writes thousands of small objects: a metadata cache big enough
+     * to hold them avoids evicting (and rewriting) headers mid-step. */
+    H5AC_cache_config_t mdc;
+    mdc.version = H5AC__CURR_CACHE_CONFIG_VERSION;
+    if (H5Pget_mdc_config(fapl, &mdc) >= 0) {
+        mdc.set_initial_size = 1;
+        mdc.initial_size = MSP_MDC_INITIAL;
+        mdc.min_size = MSP_MDC_INITIAL;
+        mdc.max_size = MSP_MDC_MAX;
+        if (H5Pset_mdc_config(fapl, &mdc) < 0)
+            H5Eclear2(H5E_DEFAULT); /* the default cache still works */
     }
     errno = 0;
     w->file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
@@ -421,7 +435,7 @@ msp_err msp_writer_set_attr(msp_writer_t *w, const char *key, const char *value)
     char where[700];
     snprintf(where, sizeof where, "file %s: record %s", w->path, w->record);
     msp_h5_lock();
-    msp_err rc = msp_h5_attr_put_str(w->group, key, value ? value : "", where);
+    msp_err rc = msp_h5_attr_replace_str(w->group, key, value ? value : "", where);
     msp_h5_unlock();
     return rc;
 }
