@@ -119,6 +119,18 @@ class DiffRules(unittest.TestCase):
         self.assertEqual(sheet_rows(x, "env"), [{"key": "FOO_X", "bench_value": "1", "cmp_value": "2",
                                                  "level": "error"}])
 
+    def test_star_compares_every_key_and_salt_mismatch_is_reported(self):
+        a = make_pack(os.path.join(self.d, "a.zip"), {"manifest.json": MANIFEST,
+                                                      "env.json": env_member({"HOME": "/a", "X_TOKEN": "sha256:1"})})
+        cm = env_member({"HOME": "/b", "X_TOKEN": "sha256:1"})
+        cm["salt"] = "MSPROBE_SECRET_SALT"
+        b = make_pack(os.path.join(self.d, "b.zip"), {"manifest.json": MANIFEST, "env.json": cm})
+        r, x = self.compare(a, b, "--env-keys", "*")
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual([row["key"] for row in sheet_rows(x, "env")], ["HOME"])
+        self.assertIn("different salts", r.stderr)
+        self.assertIn("MSPROBE_SECRET_SALT", {row["filename"]: row["note"] for row in sheet_rows(x, "summary")}["env"])
+
     def test_env_key_unset_on_one_side_is_a_difference(self):
         a = make_pack(os.path.join(self.d, "a.zip"), {"manifest.json": MANIFEST,
                                                       "env.json": env_member({"NCCL_ALGO": "Ring"})})
