@@ -77,6 +77,13 @@ enum { MSP_W_API = 0, MSP_W_OPT_INIT, MSP_W_OPT_STEP, MSP_W_STEP_TRIGGER, MSP_W_
 PyObject *msp_wrap_new(PyObject *orig, const char *name, int kind, unsigned dirs, int bind);
 int msp_is_wrap(PyObject *o);
 
+/* Backward record of a module call: inputs noted before the call (begin; NULL
+ * when grad is off), output node walked after it (finish, which frees). */
+typedef struct msp_bwd_pending msp_bwd_pending_t;
+msp_bwd_pending_t *msp_bwd_begin(PyObject *args);
+void msp_bwd_finish(msp_bwd_pending_t *p, const char *name, PyObject *out, PyObject *args);
+void msp_bwd_cancel(msp_bwd_pending_t *p);
+
 /* ---- modules (py_module.c) ---- */
 int msp_module_install(PyObject *torch);
 void msp_module_step_reset(void);

@@ -40,7 +40,8 @@ typedef struct msp_bound {
  * added to the graph, so training computes exactly what it would without us. */
 #define MSP_BWD_MAX_IN 32
 #define MSP_BWD_MAX_EDGES 16
-#define MSP_BWD_MAX_NODES 64
+#define MSP_BWD_MAX_NODES 64        /* an API's own part of the graph */
+#define MSP_BWD_MAX_MODULE_NODES 8192 /* a module's: a whole block of layers */
 typedef struct msp_bwd_state {
     PyObject_HEAD
     char name[160];
@@ -168,7 +169,7 @@ static PyObject *first_grad_fn(PyObject *out, PyObject *args)
         return NULL;
     /* An op that hands back one of its inputs (x.to(x.dtype), x.contiguous() on a
      * contiguous x) owns no node: the node found would be someone else's. */
-    Py_ssize_t na = PyTuple_Size(args);
+    Py_ssize_t na = args && PyTuple_Check(args) ? PyTuple_Size(args) : 0;
     for (Py_ssize_t i = 0; i < na; i++)
         if (PyTuple_GetItem(args, i) == cand) {
             Py_DECREF(cand);
@@ -403,10 +404,23 @@ static int register_hook(PyObject *node, msp_bwd_hook_t *h)
 
 /* Walk the op's own nodes from its output node; hook the output node and every
  * node with an edge to one of the inputs. */
-static void hook_backward(msp_bwd_state_t *st, bwd_inputs_t *in, PyObject *out_node)
+static void hook_backward(msp_bwd_state_t *st, bwd_inputs_t *in, PyObject *out_node, int max_nodes)
 {
-    PyObject *nodes[MSP_BWD_MAX_NODES];
-    msp_bwd_hook_t *hooks[MSP_BWD_MAX_NODES];
+    PyObject *stack_nodes[MSP_BWD_MAX_NODES];
+    msp_bwd_hook_t *stack_hooks[MSP_BWD_MAX_NODES];
+    PyObject **nodes = stack_nodes;
+    msp_bwd_hook_t **hooks = stack_hooks;
+    if (max_nodes > MSP_BWD_MAX_NODES) {
+        nodes = malloc((size_t)max_nodes * sizeof *nodes);
+        hooks = malloc((size_t)max_nodes * sizeof *hooks);
+        if (!nodes || !hooks) {
+            free(nodes);
+            free(hooks);
+            return;
+        }
+    } else {
+        max_nodes = MSP_BWD_MAX_NODES;
+    }
     int nn = 0, head = 0, complete = 1;
     Py_INCREF(out_node);
     nodes[nn] = out_node;
@@ -436,7 +450,7 @@ static void hook_backward(msp_bwd_state_t *st, bwd_inputs_t *in, PyObject *out_n
                 seen = nodes[i] == m;
             if (seen)
                 continue;
-            if (nn == MSP_BWD_MAX_NODES) {
+            if (nn == max_nodes) {
                 complete = 0; /* left the op: an input we could not see (a global?) */
                 break;
             }
@@ -463,6 +477,10 @@ static void hook_backward(msp_bwd_state_t *st, bwd_inputs_t *in, PyObject *out_n
                 st->pending--;
         Py_XDECREF((PyObject *)hooks[i]);
         Py_DECREF(nodes[i]);
+    }
+    if (nodes != stack_nodes) {
+        free(nodes);
+        free(hooks);
     }
 }
 
@@ -534,7 +552,7 @@ static PyObject *api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
     if (st) {
         PyObject *node = first_grad_fn(out, args);
         if (node)
-            hook_backward(st, &in, node);
+            hook_backward(st, &in, node, MSP_BWD_MAX_NODES);
         Py_XDECREF(node);
         Py_DECREF(st);
     }
@@ -544,6 +562,62 @@ static PyObject *api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
         PyErr_Clear();
     PyErr_Restore(exc_t, exc_v, exc_tb);
     return out;
+}
+
+/* ---- backward records for modules (py_module.c) ---- */
+
+struct msp_bwd_pending {
+    msp_bwd_state_t *st;
+    bwd_inputs_t in;
+};
+
+msp_bwd_pending_t *msp_bwd_begin(PyObject *args)
+{
+    if (!g_grad_enabled) { /* module mode alone: msp_patch_torch did not run */
+        PyObject *mods = PySys_GetObject("modules");
+        PyObject *torch = mods ? PyDict_GetItemString(mods, "torch") : NULL;
+        g_grad_enabled = torch ? PyObject_GetAttrString(torch, "is_grad_enabled") : NULL;
+        if (!g_grad_enabled) {
+            PyErr_Clear();
+            return NULL;
+        }
+    }
+    PyObject *ge = PyObject_CallFunctionObjArgs(g_grad_enabled, NULL);
+    int enabled = ge && PyObject_IsTrue(ge) == 1;
+    Py_XDECREF(ge);
+    PyErr_Clear();
+    if (!enabled)
+        return NULL;
+    msp_bwd_pending_t *p = calloc(1, sizeof *p);
+    if (!p || !(p->st = state_new("?"))) {
+        free(p);
+        return NULL;
+    }
+    collect_inputs(p->st, &p->in, args, NULL);
+    return p;
+}
+
+void msp_bwd_finish(msp_bwd_pending_t *p, const char *name, PyObject *out, PyObject *args)
+{
+    if (!p)
+        return;
+    snprintf(p->st->name, sizeof p->st->name, "%s", name);
+    PyObject *node = first_grad_fn(out, args);
+    if (node)
+        hook_backward(p->st, &p->in, node, MSP_BWD_MAX_MODULE_NODES);
+    Py_XDECREF(node);
+    msp_bwd_cancel(p);
+}
+
+void msp_bwd_cancel(msp_bwd_pending_t *p)
+{
+    if (!p)
+        return;
+    free_inputs(&p->in);
+    Py_XDECREF(p->st);
+    free(p);
+    if (PyErr_Occurred())
+        PyErr_Clear();
 }
 
 /* optimizer.step(), Tensor.backward(), autograd.backward(): a step ends when

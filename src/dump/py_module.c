@@ -4,19 +4,22 @@
  * remember, per module, "Module.<path>.<Class>" and the directions selected.
  * Roots themselves have no path and are not recorded.
  *
- * Backward uses register_full_backward_hook on the selected modules only,
- * not the global variant: a global full backward hook wraps every module's
- * outputs in a BackwardHookFunction, which makes torch reject an in-place op
- * on any module output anywhere in the model. */
+ * Backward does not use torch's full backward hooks: they wrap the module's
+ * inputs and outputs in a BackwardHookFunction, and torch then rejects an
+ * in-place op on the output (Conv2d followed by ReLU(inplace=True) fails).
+ * Instead, as for APIs, the forward pre hook notes the inputs, the forward
+ * hook walks the module's own part of the autograd graph and hooks its nodes:
+ * the graph is left as it is. */
 #include "dump_py.h"
 
 #include <string.h>
 
 static _Thread_local int t_mod_depth;
+#define MSP_MOD_STACK 256
+static _Thread_local msp_bwd_pending_t *t_pending[MSP_MOD_STACK]; /* by depth */
 static PyObject *g_info;      /* module -> (prefix str, dirs int) for selected modules */
 static PyObject *g_roots;     /* root modules already walked */
 static PyObject *g_fwd_count; /* module -> calls in this step */
-static PyObject *g_bwd_count;
 static int g_record;          /* module or mix mode */
 
 static int path_matches(const char *path, const char *pat)
@@ -60,41 +63,6 @@ static int64_t bump(PyObject *counts, PyObject *module)
     return n;
 }
 
-static void record(PyObject *prefix, const char *dir, PyObject *counts, PyObject *module,
-                   PyObject *in, const char *in_role, PyObject *out, const char *out_role)
-{
-    char name[256];
-    PyObject *b = PyUnicode_AsUTF8String(prefix);
-    if (!b) {
-        PyErr_Clear();
-        return;
-    }
-    snprintf(name, sizeof name, "%s.%s.%lld", PyBytes_AsString(b), dir,
-             (long long)bump(counts, module));
-    Py_DECREF(b);
-    msp_dq_rec_t *r = msp_dq_rec_new(name);
-    if (!r)
-        return;
-    msp_rec_add_output(r, in, in_role);
-    msp_rec_add_output(r, out, out_role);
-    msp_rec_submit(r);
-}
-
-static PyObject *bwd_hook(PyObject *prefix, PyObject *args)
-{
-    PyObject *mod, *gin, *gout;
-    if (!msp_g.disabled && msp_g.dumping && PyArg_UnpackTuple(args, "hook", 3, 3, &mod, &gin, &gout)) {
-        msp_t_depth++;
-        record(prefix, "backward", g_bwd_count, mod, gout, "input", gin, "output");
-        msp_t_depth--;
-    }
-    if (PyErr_Occurred())
-        PyErr_Clear();
-    Py_RETURN_NONE;
-}
-
-static PyMethodDef g_bwd_def = {"msprobe_module_backward_hook", bwd_hook, METH_VARARGS, NULL};
-
 static void walk_root(PyObject *root)
 {
     PyObject *it = PyObject_CallMethod(root, "named_modules", NULL);
@@ -113,16 +81,6 @@ static void walk_root(PyObject *root)
                 PyObject *val = prefix ? Py_BuildValue("(OI)", prefix, dirs) : NULL;
                 if (val)
                     PyDict_SetItem(g_info, mod, val);
-                if (prefix && (dirs & MSP_DIR_BACKWARD)) {
-                    PyObject *hook = PyCFunction_NewEx(&g_bwd_def, prefix, NULL);
-                    PyObject *h = hook ? PyObject_CallMethod(mod, "register_full_backward_hook",
-                                                             "O", hook) : NULL;
-                    if (!h)
-                        msp_py_warn_error("module hook", "cannot hook a module's backward; it is "
-                                          "not dumped");
-                    Py_XDECREF(h);
-                    Py_XDECREF(hook);
-                }
                 Py_XDECREF(val);
                 Py_XDECREF(prefix);
             }
@@ -147,11 +105,22 @@ static PyObject *pre_hook(PyObject *self, PyObject *args)
     if (msp_g.disabled)
         Py_RETURN_NONE;
     PyObject *mod = PyTuple_Size(args) > 0 ? PyTuple_GetItem(args, 0) : NULL;
+    PyObject *in = PyTuple_Size(args) > 1 ? PyTuple_GetItem(args, 1) : NULL;
     if (++t_mod_depth == 1 && mod && g_record && !PyDict_GetItem(g_roots, mod)) {
         msp_t_depth++;
         PyDict_SetItem(g_roots, mod, Py_True);
         walk_root(mod);
         msp_t_depth--;
+    }
+    if (t_mod_depth < MSP_MOD_STACK) {
+        t_pending[t_mod_depth] = NULL;
+        PyObject *info = g_record && msp_g.dumping && msp_t_depth == 0 && mod && in &&
+                                 PyTuple_Check(in) ? PyDict_GetItem(g_info, mod) : NULL;
+        if (info && ((unsigned)PyLong_AsUnsignedLong(PyTuple_GetItem(info, 1)) & MSP_DIR_BACKWARD)) {
+            msp_t_depth++;
+            t_pending[t_mod_depth] = msp_bwd_begin(in);
+            msp_t_depth--;
+        }
     }
     if (PyErr_Occurred())
         PyErr_Clear();
@@ -163,6 +132,11 @@ static PyObject *post_hook(PyObject *self, PyObject *args)
     (void)self;
     if (msp_g.disabled)
         Py_RETURN_NONE;
+    msp_bwd_pending_t *pending = NULL;
+    if (t_mod_depth > 0 && t_mod_depth < MSP_MOD_STACK) {
+        pending = t_pending[t_mod_depth];
+        t_pending[t_mod_depth] = NULL;
+    }
     if (t_mod_depth > 0)
         t_mod_depth--;
     PyObject *mod, *in, *out;
@@ -171,14 +145,29 @@ static PyObject *post_hook(PyObject *self, PyObject *args)
         PyObject *info = PyDict_GetItem(g_info, mod);
         if (info) {
             unsigned dirs = (unsigned)PyLong_AsUnsignedLong(PyTuple_GetItem(info, 1));
-            if (dirs & MSP_DIR_FORWARD) {
-                msp_t_depth++;
-                record(PyTuple_GetItem(info, 0), "forward", g_fwd_count, mod, in, "input", out,
-                       "output");
-                msp_t_depth--;
+            msp_t_depth++;
+            int64_t n = bump(g_fwd_count, mod);
+            PyObject *pb = PyUnicode_AsUTF8String(PyTuple_GetItem(info, 0));
+            char name[256];
+            if (pb && (dirs & MSP_DIR_FORWARD)) {
+                snprintf(name, sizeof name, "%s.forward.%lld", PyBytes_AsString(pb), (long long)n);
+                msp_dq_rec_t *r = msp_dq_rec_new(name);
+                if (r) {
+                    msp_rec_add_output(r, in, "input");
+                    msp_rec_add_output(r, out, "output");
+                    msp_rec_submit(r);
+                }
             }
+            if (pb && pending) {
+                snprintf(name, sizeof name, "%s.backward.%lld", PyBytes_AsString(pb), (long long)n);
+                msp_bwd_finish(pending, name, out, PyTuple_Check(in) ? in : NULL);
+                pending = NULL;
+            }
+            Py_XDECREF(pb);
+            msp_t_depth--;
         }
     }
+    msp_bwd_cancel(pending);
     if (PyErr_Occurred())
         PyErr_Clear();
     if (t_mod_depth == 0 && msp_g.cfg.step_trigger == MSP_STEP_FORWARD)
@@ -193,8 +182,6 @@ void msp_module_step_reset(void)
 {
     if (g_fwd_count)
         PyDict_Clear(g_fwd_count);
-    if (g_bwd_count)
-        PyDict_Clear(g_bwd_count);
     /* A forward that raised never reached its post hook. */
     if (msp_g.cfg.step_trigger != MSP_STEP_FORWARD)
         t_mod_depth = 0;
@@ -209,12 +196,11 @@ int msp_module_install(PyObject *torch)
     g_info = PyDict_New();
     g_roots = PyDict_New();
     g_fwd_count = PyDict_New();
-    g_bwd_count = PyDict_New();
     PyObject *m = PyImport_ImportModule("torch.nn.modules.module");
     PyObject *pre = PyCFunction_NewEx(&g_pre_def, NULL, NULL);
     PyObject *post = PyCFunction_NewEx(&g_post_def, NULL, NULL);
     PyObject *h1 = NULL, *h2 = NULL;
-    if (m && pre && post && g_info && g_roots && g_fwd_count && g_bwd_count) {
+    if (m && pre && post && g_info && g_roots && g_fwd_count) {
         h1 = PyObject_CallMethod(m, "register_module_forward_pre_hook", "O", pre);
         h2 = h1 ? PyObject_CallMethod(m, "register_module_forward_hook", "O", post) : NULL;
     }

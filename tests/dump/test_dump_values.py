@@ -142,5 +142,44 @@ class InPlace(dt.ShimCase):
                        "grad of a*a")
 
 
+INPLACE_MODEL = r"""
+import torch, torch.nn as nn
+torch.manual_seed(0)
+m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(inplace=True), nn.Conv2d(4, 4, 3),
+                  nn.BatchNorm2d(4), nn.ReLU(inplace=True))
+opt = torch.optim.SGD(m.parameters(), lr=0.1)
+x = torch.randn(2, 3, 8, 8)
+seen = {}
+def keep_grad(mod, i, o):
+    o.register_hook(lambda g: seen.__setitem__("g", g.detach().numpy().copy()))
+m[2].register_forward_hook(keep_grad)
+for step in range(2):
+    opt.zero_grad()
+    loss = m(x).square().sum()
+    loss.backward()
+    opt.step()
+    print(loss.item().hex())
+import numpy as np, sys
+np.save(sys.argv[1], seen["g"])
+"""
+
+
+class InPlaceModules(dt.ShimCase):
+    def test_module_mode_backward_with_inplace_relu_after_conv(self):
+        cfg = self.write_config(dt.config("./d", mode="module", steps="1"))
+        plain = self.run_cmd([dt.PYTHON, "-c", INPLACE_MODEL, "plain.npy"], preload=False)
+        shim = self.run_cmd([dt.PYTHON, "-c", INPLACE_MODEL, "shim.npy"], cfg)
+        self.assertEqual(plain.returncode, 0, plain.stderr)
+        self.assertEqual((shim.returncode, shim.stderr), (0, ""))
+        self.assertEqual(shim.stdout, plain.stdout)
+        recs, _ = dt.read_dump(dt.dump_files(self.path("d"))[(1, 0)])
+        self.assertIn("Module.0.Conv2d.forward.0", recs)
+        # grad reaching the second conv's output, as the script saw it itself
+        g = np.load(self.path("shim.npy"))
+        dt.assert_same(self, recs["Module.2.Conv2d.backward.0"]["input.0"], g, "conv 2 output grad")
+        dt.assert_same(self, recs["Module.3.BatchNorm2d.backward.0"]["output.0"], g,
+                       "batchnorm input grad")
+
+
 if __name__ == "__main__":
     unittest.main()
