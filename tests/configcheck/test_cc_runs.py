@@ -223,6 +223,18 @@ class PackWritingRules(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertFalse(os.path.exists(pack))
 
+    def test_unwritable_pack_path_is_one_warning_and_training_goes_on(self):
+        with tempfile.TemporaryDirectory() as d:
+            blocker = os.path.join(d, "file")
+            with open(blocker, "w") as f:
+                f.write("a file where the pack's directory should be")
+            r = run_under_shim([TRAIN], os.path.join(blocker, "sub", "p.zip"), d, CCT_STEPS=1)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("step 0 loss", r.stdout)
+            warnings = [l for l in r.stderr.splitlines() if l.startswith("msprobe: warning: config_check:")]
+            self.assertEqual(len(warnings), 1, r.stderr)
+            self.assertIn(blocker, warnings[0])
+
     def test_rank_set_gives_a_rank_specific_pack_name(self):
         with tempfile.TemporaryDirectory() as d:
             r = run_under_shim([TRAIN], os.path.join(d, "p.zip"), d, RANK=3, WORLD_SIZE=4, CCT_STEPS=1)
