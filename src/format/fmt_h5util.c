@@ -11,18 +11,18 @@
 #include <string.h>
 
 static pthread_mutex_t msp_h5_mutex = PTHREAD_MUTEX_INITIALIZER;
-static int msp_h5_ready;
+static _Thread_local int msp_h5_quiet;
 
 void msp_h5_lock(void)
 {
     pthread_mutex_lock(&msp_h5_mutex);
-    if (!msp_h5_ready) {
+    if (!msp_h5_quiet) {
         /* HDF5 prints its error stack to stderr by default; we report
-         * through msp_fail instead. Non-thread-safe builds keep one global
-         * setting, so doing it once under our lock is enough. */
-        H5open();
+         * through msp_fail instead. A thread-safe HDF5 build (Debian's
+         * 1.10.8 is one) keeps that setting per thread, a non-thread-safe
+         * build globally: set it once in every thread that calls us. */
         H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-        msp_h5_ready = 1;
+        msp_h5_quiet = 1;
     }
 }
 

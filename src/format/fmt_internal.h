@@ -7,9 +7,11 @@
 
 #include <hdf5.h>
 
-/* HDF5 on Debian is built without thread safety: every H5* call in the
- * process goes through this one lock. msp_h5_lock() also makes sure HDF5's
- * automatic error printing is off (the library never prints). */
+/* Every H5* call of msprobe goes through this one lock, so the module is
+ * safe with an HDF5 built without thread safety (Debian 12's 1.10.8 happens
+ * to be built thread-safe; other builds are not). msp_h5_lock() also turns
+ * HDF5's automatic error printing off for the calling thread (the library
+ * never prints). */
 void msp_h5_lock(void);
 void msp_h5_unlock(void);
 

@@ -7,12 +7,18 @@
  *     float64 bf16 value.
  *   fmt_write_sample --errors DIR
  *     misuses the writer API; prints "case<TAB>code<TAB>detail" per case.
+ *   fmt_write_sample --threads DIR
+ *     8 threads at once, each writing DIR/t<k>.h5 (records "Torch.mul.<i>.forward",
+ *     i < 300, one float32 tensor "output.0" of 100+i%50 elements, salt 1000*k+i)
+ *     and reading the previous file back through the reader while the others
+ *     write; prints "ok" per thread or the error.
  *   fmt_write_sample --crc IN
  *     prints "offset length crc32" (msp_crc32, seeded with the length) for
  *     every offset 0..3 and length 0..len(IN)-4. */
 #include "msprobe/format.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,6 +237,120 @@ static int msp_crc_table(const char *in)
     return 0;
 }
 
+#define MSP_THREADS 8
+#define MSP_THREAD_RECORDS 300
+
+struct msp_thread_job {
+    char path[4096];
+    int k;
+    char result[1100];
+};
+
+static void *msp_thread_main(void *arg)
+{
+    struct msp_thread_job *j = arg;
+    msp_dump_meta_t meta = {"pytorch", "t", "tensor", "api", 0, j->k, 4};
+    msp_writer_t *w = NULL;
+    snprintf(j->result, sizeof j->result, "ok");
+    for (int pass = 0; pass < 2; pass++) {
+        /* pass 0 writes, pass 1 reads back the file just written while the
+         * other threads are still writing theirs */
+        if (pass == 0) {
+            if (msp_writer_open(j->path, &meta, &w))
+                goto fail;
+            for (int i = 0; i < MSP_THREAD_RECORDS; i++) {
+                char rec[64];
+                int64_t n = 100 + i % 50;
+                float *buf = malloc((size_t)n * sizeof *buf);
+                if (!buf)
+                    goto fail;
+                msp_fill(MSP_DTYPE_FLOAT32, buf, (size_t)n, (unsigned)(1000 * j->k + i));
+                snprintf(rec, sizeof rec, "Torch.mul.%d.forward", i);
+                msp_tensor_in_t t = {"output.0", MSP_DTYPE_FLOAT32, 1, &n, buf, NULL, NULL, 0};
+                msp_err rc = msp_writer_begin_record(w, rec, i);
+                if (!rc)
+                    rc = msp_writer_add_tensor(w, &t);
+                if (!rc)
+                    rc = msp_writer_end_record(w);
+                free(buf);
+                if (rc) {
+                    msp_writer_abort(w);
+                    goto fail;
+                }
+            }
+            if (msp_writer_close(w))
+                goto fail;
+        } else {
+            msp_dump_file_t *f = NULL;
+            if (msp_dump_open(j->path, &f))
+                goto fail;
+            for (size_t r = 0; r < f->n_records; r++) {
+                const msp_tensor_info_t *t = &f->records[r].tensors[0];
+                float *buf = malloc((size_t)t->nbytes);
+                msp_err rc = buf ? msp_dump_read_tensor(f, &f->records[r], t, buf,
+                                                        (size_t)t->nbytes)
+                                 : MSP_ERR_NOMEM;
+                uint32_t crc = rc ? 0 : msp_crc32(0, buf, (size_t)t->nbytes);
+                free(buf);
+                if (rc || crc != t->stats.crc32 || f->records[r].order != (int64_t)r) {
+                    snprintf(j->result, sizeof j->result, "thread %d: record %zu differs", j->k,
+                             r);
+                    msp_dump_close(f);
+                    return NULL;
+                }
+            }
+            msp_dump_close(f);
+            /* A truncated copy must fail cleanly, and HDF5 must not print
+             * its error stack from this thread either. */
+            char cut[4200], *data = NULL;
+            size_t len = 0;
+            snprintf(cut, sizeof cut, "%s.cut.h5", j->path);
+            if (msp_read_file(j->path, (size_t)1 << 30, &data, &len) ||
+                msp_write_file_atomic(cut, data, len / 2)) {
+                free(data);
+                goto fail;
+            }
+            free(data);
+            f = NULL;
+            msp_err rc = msp_dump_open(cut, &f);
+            msp_dump_close(f);
+            if (rc != MSP_ERR_FORMAT || !strstr(msp_last_error(), cut)) {
+                snprintf(j->result, sizeof j->result, "thread %d: truncated copy gave %d: %s",
+                         j->k, (int)rc, msp_last_error());
+                return NULL;
+            }
+        }
+    }
+    return NULL;
+fail:
+    snprintf(j->result, sizeof j->result, "thread %d: %s", j->k, msp_last_error());
+    return NULL;
+}
+
+static int msp_threads(const char *dir)
+{
+    struct msp_thread_job jobs[MSP_THREADS];
+    pthread_t th[MSP_THREADS];
+    int started[MSP_THREADS] = {0};
+    for (int k = 0; k < MSP_THREADS; k++) {
+        snprintf(jobs[k].path, sizeof jobs[k].path, "%s/t%d.h5", dir, k);
+        jobs[k].k = k;
+        started[k] = pthread_create(&th[k], NULL, msp_thread_main, &jobs[k]) == 0;
+    }
+    int bad = 0;
+    for (int k = 0; k < MSP_THREADS; k++) {
+        if (!started[k]) {
+            printf("thread %d: not started\n", k);
+            bad = 1;
+            continue;
+        }
+        pthread_join(th[k], NULL);
+        printf("%s\n", jobs[k].result);
+        bad |= strcmp(jobs[k].result, "ok") != 0;
+    }
+    return bad;
+}
+
 static void msp_report(const char *name, msp_err rc)
 {
     printf("%s\t%d\t%s\n", name, (int)rc, rc ? msp_last_error() : "");
@@ -289,6 +409,8 @@ static int msp_errors(const char *dir)
 
 int main(int argc, char **argv)
 {
+    if (argc == 3 && strcmp(argv[1], "--threads") == 0)
+        return msp_threads(argv[2]);
     if (argc == 3 && strcmp(argv[1], "--errors") == 0)
         return msp_errors(argv[2]);
     if (argc == 3 && strcmp(argv[1], "--crc") == 0)
