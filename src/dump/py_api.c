@@ -9,8 +9,11 @@
  * of the op's outputs (our input.*) and of its inputs (our output.*). */
 #include "dump_py.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <structmember.h>
 
 _Thread_local int msp_t_depth;
 static _Thread_local int t_trigger_depth; /* nested optimizer.step / backward calls */
@@ -24,6 +27,7 @@ typedef struct msp_wrap {
     unsigned dirs;
     int bind;
     int64_t count_step, count;
+    PyObject *weaklist;   /* TorchScript keys a WeakKeyDictionary by function */
 } msp_wrap_t;
 
 typedef struct msp_bound {
@@ -756,6 +760,8 @@ static void wrap_dealloc(PyObject *self)
 {
     msp_wrap_t *w = (msp_wrap_t *)self;
     PyTypeObject *tp = Py_TYPE(self);
+    if (w->weaklist)
+        PyObject_ClearWeakRefs(self);
     Py_XDECREF(w->orig);
     freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
     f(self);
@@ -833,6 +839,11 @@ static void state_dealloc(PyObject *self)
     Py_DECREF(tp);
 }
 
+static PyMemberDef wrap_members[] = {
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(msp_wrap_t, weaklist), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
 static PyMethodDef wrap_methods[] = {
     {"__reduce__", wrap_reduce, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL},
@@ -847,6 +858,7 @@ int msp_api_types_init(void)
         {Py_tp_repr, (void *)wrap_repr},
         {Py_tp_dealloc, (void *)wrap_dealloc},
         {Py_tp_methods, (void *)wrap_methods},
+        {Py_tp_members, (void *)wrap_members}, /* honoured from Python 3.9 */
         {0, NULL},
     };
     PyType_Spec wspec = {"msprobe.Wrapper", sizeof(msp_wrap_t), 0, Py_TPFLAGS_DEFAULT, wslots};
@@ -890,6 +902,7 @@ PyObject *msp_wrap_new(PyObject *orig, const char *name, int kind, unsigned dirs
     w->bind = bind;
     w->count_step = -1;
     w->count = 0;
+    w->weaklist = NULL;
     return (PyObject *)w;
 }
 
