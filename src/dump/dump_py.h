@@ -72,7 +72,8 @@ void msp_py_warn_error(const char *kind, const char *what);
 int msp_api_types_init(void);
 /* Replace every selected API of torch; 0 on success. */
 int msp_patch_torch(PyObject *torch);
-enum { MSP_W_API = 0, MSP_W_OPT_INIT, MSP_W_OPT_STEP, MSP_W_STEP_TRIGGER, MSP_W_IMPORT };
+enum { MSP_W_API = 0, MSP_W_OPT_INIT, MSP_W_OPT_STEP, MSP_W_STEP_TRIGGER, MSP_W_IMPORT,
+       MSP_W_JIT };
 /* A C callable replacing orig. bind: behaves like a method in a class dict. */
 PyObject *msp_wrap_new(PyObject *orig, const char *name, int kind, unsigned dirs, int bind);
 int msp_is_wrap(PyObject *o);

@@ -68,6 +68,15 @@ typedef struct msp_bwd_hook {
 } msp_bwd_hook_t;
 
 static PyTypeObject *g_wrap_type, *g_bound_type, *g_bwd_type, *g_state_type;
+
+/* Every attribute patched, so torch.jit.script can compile against the
+ * originals (TorchScript cannot compile through a C callable). */
+typedef struct patched {
+    PyObject *owner, *wrapper;
+    char attr[64];
+} patched_t;
+static patched_t *g_patched;
+static size_t g_npatched, g_cap_patched;
 static PyObject *g_grad_enabled;
 static PyTypeObject *g_acc_type; /* AccumulateGrad, learned at first sight */
 
@@ -657,6 +666,29 @@ static PyObject *opt_init_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
     return out;
 }
 
+static void set_patched(int on)
+{
+    for (size_t i = 0; i < g_npatched; i++) {
+        patched_t *p = &g_patched[i];
+        PyObject *v = on ? p->wrapper : ((msp_wrap_t *)p->wrapper)->orig;
+        if (PyObject_SetAttrString(p->owner, p->attr, v) < 0)
+            PyErr_Clear();
+    }
+}
+
+/* torch.jit.script: compile with the original APIs in place, then put the
+ * wrappers back. Compiled code runs in TorchScript, never through Python APIs. */
+static PyObject *jit_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
+{
+    set_patched(0);
+    PyObject *out = PyObject_Call(w->orig, args, kw);
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    set_patched(1);
+    PyErr_Restore(t, v, tb);
+    return out;
+}
+
 void msp_after_import(void);
 
 static PyObject *import_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
@@ -681,6 +713,8 @@ static PyObject *dispatch(msp_wrap_t *w, PyObject *args, PyObject *kw)
         return opt_init_call(w, args, kw);
     case MSP_W_IMPORT:
         return import_call(w, args, kw);
+    case MSP_W_JIT:
+        return jit_call(w, args, kw);
     default:
         return PyObject_Call(w->orig, args, kw);
     }
@@ -968,6 +1002,23 @@ static int patch_one(PyObject *torch, const char *full, unsigned dirs, int expli
             if (!w || PyObject_SetAttrString(owner, attr, w) < 0) {
                 msp_py_warn_error("patch", "cannot wrap an API; it is not dumped");
                 rc = -1;
+            } else if (strlen(attr) < sizeof g_patched[0].attr) {
+                if (g_npatched == g_cap_patched) {
+                    size_t cap = g_cap_patched ? 2 * g_cap_patched : 256;
+                    patched_t *np = realloc(g_patched, cap * sizeof *np);
+                    if (np) {
+                        g_patched = np;
+                        g_cap_patched = cap;
+                    }
+                }
+                if (g_npatched < g_cap_patched) {
+                    patched_t *p = &g_patched[g_npatched++];
+                    Py_INCREF(owner);
+                    Py_INCREF(w);
+                    p->owner = owner;
+                    p->wrapper = w;
+                    snprintf(p->attr, sizeof p->attr, "%s", attr);
+                }
             }
             Py_XDECREF(w);
         }
@@ -994,5 +1045,18 @@ int msp_patch_torch(PyObject *torch)
     if (!explicit_api && c->n_api_list == 0)
         for (size_t i = 0; i < msp_api_table_len; i++)
             patch_one(torch, msp_api_table[i], MSP_DIR_FORWARD | MSP_DIR_BACKWARD, 0);
+    if (g_npatched > 0) {
+        PyObject *jit = PyImport_ImportModule("torch.jit");
+        PyObject *script = jit ? PyObject_GetAttrString(jit, "script") : NULL;
+        if (script && !msp_is_wrap(script)) {
+            PyObject *w = msp_wrap_new(script, "script", MSP_W_JIT, 0, 0);
+            if (!w || PyObject_SetAttrString(jit, "script", w) < 0)
+                PyErr_Clear();
+            Py_XDECREF(w);
+        }
+        Py_XDECREF(script);
+        Py_XDECREF(jit);
+        PyErr_Clear();
+    }
     return 0;
 }

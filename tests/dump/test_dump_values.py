@@ -181,5 +181,35 @@ class InPlaceModules(dt.ShimCase):
                        "batchnorm input grad")
 
 
+JIT = r"""
+import torch, torch.nn as nn, torch.nn.functional as F
+torch.manual_seed(0)
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l = nn.Linear(4, 4)
+    def forward(self, x):
+        return F.relu(self.l(x)) + torch.matmul(x, x.t()).sum()
+m = M()
+scripted = torch.jit.script(m)
+x = torch.ones(2, 4)
+print(scripted(x).sum().item().hex(), m(x).sum().item().hex())
+"""
+
+
+class TorchScript(dt.ShimCase):
+    def test_jit_script_compiles_and_eager_calls_are_still_dumped(self):
+        cfg = self.write_config(dt.config("./d", steps="all"))
+        plain = self.run_cmd([dt.PYTHON, "-c", JIT], preload=False)
+        shim = self.run_cmd([dt.PYTHON, "-c", JIT], cfg)
+        self.assertEqual(plain.returncode, 0, plain.stderr)
+        self.assertEqual((shim.returncode, shim.stderr), (0, ""))
+        self.assertEqual(shim.stdout, plain.stdout)
+        recs, _ = dt.read_dump(dt.dump_files(self.path("d"))[(0, 0)])
+        # only the eager call goes through Python APIs
+        self.assertIn("Functional.relu.0.forward", recs)
+        self.assertNotIn("Functional.relu.1.forward", recs)
+
+
 if __name__ == "__main__":
     unittest.main()
