@@ -567,7 +567,11 @@ MSP_INT_STATS(msp_stats_i64, int64_t, MSP_LOAD_INT)
 MSP_INT_STATS(msp_stats_u8, uint8_t, MSP_LOAD_INT)
 MSP_INT_STATS(msp_stats_bool, uint8_t, MSP_LOAD_BOOL)
 
-static void msp_stats_nocrc(msp_dtype_t dt, const void *data, size_t n, msp_stats_t *out)
+/* Statistics and CRC run block by block over the same bytes, so each block
+ * is read from memory once and then hit in cache by the second pass. */
+#define MSP_STATS_BLOCK (128 * 1024)
+
+void msp_stats_compute(msp_dtype_t dt, const void *data, size_t n, msp_stats_t *out)
 {
     static void (*const fns[MSP_DTYPE_COUNT_])(const unsigned char *, size_t, struct msp_acc *,
                                                const float *) = {
@@ -583,23 +587,28 @@ static void msp_stats_nocrc(msp_dtype_t dt, const void *data, size_t n, msp_stat
         out->norm = msp_dtype_valid(dt) && n == 0 ? 0.0 : NAN;
         return;
     }
-    struct msp_acc a;
-    fns[dt](data, n, &a, dt == MSP_DTYPE_FLOAT16 ? msp_half_lut() : NULL);
-    if (a.nan > 0) {
+    const unsigned char *p = data;
+    size_t esize = msp_dtype_size(dt), per_block = MSP_STATS_BLOCK / esize;
+    const float *lut = dt == MSP_DTYPE_FLOAT16 ? msp_half_lut() : NULL;
+    struct msp_acc tot;
+    msp_acc_init(&tot);
+    uint32_t crc = 0;
+    for (size_t i = 0; i < n; i += per_block) {
+        size_t k = n - i < per_block ? n - i : per_block;
+        struct msp_acc a;
+        fns[dt](p + i * esize, k, &a, lut);
+        msp_acc_merge(&tot, &a);
+        crc = msp_crc32(crc, p + i * esize, k * esize);
+    }
+    if (tot.nan > 0) {
         out->max = out->min = out->mean = out->norm = NAN;
     } else {
-        out->max = a.max;
-        out->min = a.min;
-        out->mean = a.sum / (double)n;
-        out->norm = sqrt(a.sq);
+        out->max = tot.max;
+        out->min = tot.min;
+        out->mean = tot.sum / (double)n;
+        out->norm = sqrt(tot.sq);
     }
-    out->nan_count = a.nan;
-    out->inf_count = a.inf;
-}
-
-void msp_stats_compute(msp_dtype_t dt, const void *data, size_t n, msp_stats_t *out)
-{
-    msp_stats_nocrc(dt, data, n, out);
-    if (msp_dtype_valid(dt) && n > 0 && data)
-        out->crc32 = msp_crc32(0, data, n * msp_dtype_size(dt));
+    out->nan_count = tot.nan;
+    out->inf_count = tot.inf;
+    out->crc32 = crc;
 }
