@@ -200,8 +200,11 @@ print(scripted(x).sum().item().hex(), m(x).sum().item().hex())
 class TorchScript(dt.ShimCase):
     def test_jit_script_compiles_and_eager_calls_are_still_dumped(self):
         cfg = self.write_config(dt.config("./d", steps="all"))
-        plain = self.run_cmd([dt.PYTHON, "-c", JIT], preload=False)
-        shim = self.run_cmd([dt.PYTHON, "-c", JIT], cfg)
+        script = self.path("jit_model.py")  # TorchScript reads the source file
+        with open(script, "w") as f:
+            f.write(JIT)
+        plain = self.run_cmd([dt.PYTHON, script], preload=False)
+        shim = self.run_cmd([dt.PYTHON, script], cfg)
         self.assertEqual(plain.returncode, 0, plain.stderr)
         self.assertEqual((shim.returncode, shim.stderr), (0, ""))
         self.assertEqual(shim.stdout, plain.stdout)
