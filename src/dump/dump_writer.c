@@ -2,7 +2,9 @@
  *
  * The training thread pays for one memcpy of each tensor (done by the caller
  * before msp_dq_push) and waits only when the queue holds more than
- * queue_bytes. Everything HDF5 happens here, on one thread, which owns the
+ * queue_bytes. A statistics thread computes each tensor's statistics (the
+ * CPU-heavy part: min/max/mean/norm and CRC-32) ahead of the writer, so the
+ * two overlap. Everything HDF5 happens on the writer thread, which owns the
  * msp_writer_t of the step being written; a step's file is closed when the
  * END_STEP marker of that step comes through, so a crash loses at most the
  * step in flight. Failures (full disk, unwritable dir) become one warning
@@ -25,12 +27,16 @@ static struct {
     size_t bytes;
     int started, busy;
     pthread_t thread;
+    pthread_cond_t work;           /* records for the statistics thread */
+    msp_dq_rec_t *stats_next;      /* first record it has not seen */
+    pthread_t sthread;
     char *dump_path, *task, *dump_mode, *framework_version;
     int statistics;
     size_t cap;
     int64_t world_size;
 } q = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
-       PTHREAD_COND_INITIALIZER, NULL, NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, 0, 0, 1};
+       PTHREAD_COND_INITIALIZER, NULL, NULL, 0, 0, 0, 0, PTHREAD_COND_INITIALIZER, NULL, 0,
+       NULL, NULL, NULL, NULL, 0, 0, 1};
 
 /* ---- buffer pool ------------------------------------------------------ */
 
@@ -308,15 +314,10 @@ static void write_record(wstate_t *s, msp_dq_rec_t *r)
     }
     for (size_t i = 0; i < r->nt && rc == MSP_OK; i++) {
         msp_dq_tensor_t *t = &r->t[i];
-        msp_stats_t st;
-        size_t n = msp_dtype_size(t->dtype) ? t->nbytes / msp_dtype_size(t->dtype) : 0;
-        msp_tensor_in_t in = {t->role, t->dtype, t->ndim, t->shape, t->data, NULL, t->device,
-                              t->requires_grad};
-        if (q.statistics) {
-            msp_stats_compute(t->dtype, t->data, n, &st);
+        msp_tensor_in_t in = {t->role, t->dtype, t->ndim, t->shape, t->data,
+                              t->has_stats ? &t->stats : NULL, t->device, t->requires_grad};
+        if (q.statistics && t->has_stats)
             in.data = NULL;
-            in.stats = &st;
-        }
         rc = msp_writer_add_tensor(s->w, &in);
         if (rc != MSP_OK && (g_write_failed = 1))
             msp_shim_warn_once(rc == MSP_ERR_IO || rc == MSP_ERR_HDF5 ? "io" : "tensor",
@@ -349,7 +350,7 @@ static void *writer_main(void *arg)
     uint64_t written = 0;
     for (;;) {
         pthread_mutex_lock(&q.mu);
-        while (!q.head) {
+        while (!q.head || !q.head->stats_ready) {
             q.busy = 0;
             pthread_cond_broadcast(&q.idle);
             pthread_cond_wait(&q.not_empty, &q.mu);
@@ -394,6 +395,34 @@ static void *writer_main(void *arg)
     }
 }
 
+static void *stats_main(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        pthread_mutex_lock(&q.mu);
+        while (!q.stats_next)
+            pthread_cond_wait(&q.work, &q.mu);
+        msp_dq_rec_t *r = q.stats_next;
+        pthread_mutex_unlock(&q.mu);
+
+        for (size_t i = 0; r->kind == MSP_DQ_RECORD && i < r->nt; i++) {
+            msp_dq_tensor_t *t = &r->t[i];
+            size_t es = msp_dtype_size(t->dtype);
+            msp_stats_compute(t->dtype, t->data, es ? t->nbytes / es : 0, &t->stats);
+            t->has_stats = 1;
+        }
+
+        pthread_mutex_lock(&q.mu);
+        r->stats_ready = 1;
+        q.stats_next = r->next;
+        int last = r->kind == MSP_DQ_SHUTDOWN;
+        pthread_cond_broadcast(&q.not_empty);
+        pthread_mutex_unlock(&q.mu);
+        if (last)
+            return NULL;
+    }
+}
+
 static int enqueue(msp_dq_rec_t *r)
 {
     pthread_mutex_lock(&q.mu);
@@ -408,6 +437,19 @@ static int enqueue(msp_dq_rec_t *r)
         /* Signals stay with the training threads (Ctrl-C must reach Python). */
         pthread_sigmask(SIG_SETMASK, &all, &old);
         int rc = pthread_create(&q.thread, NULL, writer_main, NULL);
+        if (rc == 0 && (rc = pthread_create(&q.sthread, NULL, stats_main, NULL)) != 0) {
+            /* The writer thread must not wait for statistics that never come. */
+            msp_dq_rec_t *stop = msp_dq_rec_new(NULL);
+            if (stop) {
+                stop->kind = MSP_DQ_SHUTDOWN;
+                stop->stats_ready = 1;
+                q.head = q.tail = stop;
+                pthread_cond_signal(&q.not_empty);
+                pthread_mutex_unlock(&q.mu);
+                pthread_join(q.thread, NULL);
+                pthread_mutex_lock(&q.mu);
+            }
+        }
         pthread_sigmask(SIG_SETMASK, &old, NULL);
         if (rc != 0) {
             pthread_mutex_unlock(&q.mu);
@@ -427,7 +469,9 @@ static int enqueue(msp_dq_rec_t *r)
     else
         q.head = r;
     q.tail = r;
-    pthread_cond_signal(&q.not_empty);
+    if (!q.stats_next)
+        q.stats_next = r;
+    pthread_cond_signal(&q.work);
     pthread_mutex_unlock(&q.mu);
     return 0;
 }
@@ -462,6 +506,7 @@ void msp_dq_shutdown(void)
         return;
     }
     enqueue(r);
+    pthread_join(q.sthread, NULL);
     pthread_join(q.thread, NULL);
     pthread_mutex_lock(&q.mu);
     q.started = 0;
@@ -479,6 +524,8 @@ void msp_dq_forget_after_fork(void)
     memcpy(&q.not_empty, &c, sizeof c);
     memcpy(&q.not_full, &c, sizeof c);
     memcpy(&q.idle, &c, sizeof c);
+    memcpy(&q.work, &c, sizeof c);
+    q.stats_next = NULL;
     q.head = q.tail = NULL;
     q.bytes = 0;
     memcpy(&pool.mu, &fresh, sizeof fresh);

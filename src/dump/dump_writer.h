@@ -18,6 +18,8 @@ typedef struct msp_dq_tensor {
     size_t nbytes;
     char device[24];
     int requires_grad;
+    msp_stats_t stats;    /* filled by the statistics thread */
+    int has_stats;
 } msp_dq_tensor_t;
 
 typedef struct msp_dq_attr {
@@ -33,6 +35,7 @@ typedef struct msp_dq_rec {
     msp_dq_attr_t *a;
     size_t na, cap_a;
     size_t bytes;         /* tensor bytes held; what the queue bound counts */
+    int stats_ready;      /* the statistics thread is done with it */
     struct msp_dq_rec *next;
 } msp_dq_rec_t;
 
