@@ -22,7 +22,19 @@
 
 #include <omp.h>
 
-#define CMP_WINDOW_UNITS 512
+/* A window of units is compared in one parallel loop: at most this many units
+ * and bytes (both sides; also the granularity of progress reports). */
+#define CMP_WINDOW_UNITS 4096
+#define CMP_WINDOW_BYTES ((uint64_t)256 << 20)
+/* Windows smaller than this run on the calling thread: waking the team costs
+ * more than it saves, and on a busy machine a barrier can cost a time slice. */
+#define CMP_PARALLEL_MIN_BYTES ((uint64_t)4 << 20)
+/* Mapped units below this size per side skip the populate/release syscalls;
+ * page faults map them and the window releases its span at once. */
+#define CMP_SMALL_UNIT_BYTES ((size_t)256 << 10)
+/* ... and a window holds at most this many bytes of such units, so that what
+ * stays mapped until the window's release is bounded too. */
+#define CMP_SMALL_SPAN_BYTES ((uint64_t)16 << 20)
 
 void msp_compare_opts_default(msp_compare_opts_t *o)
 {
@@ -267,12 +279,17 @@ static void cmp_do_item(cmp_ctx_t *cx, cmp_item_t *it, unsigned char *nbuf, unsi
     it->err = 0;
     if (cx->use_mmap) {
         uint64_t no = (uint64_t)j->nt->offset + first * nsz, bo = (uint64_t)j->bt->offset + first * bsz;
-        cmp_map_populate(cx->cmap, no, m * nsz);
-        cmp_map_populate(cx->bmap, bo, m * bsz);
+        int small = m * nsz < CMP_SMALL_UNIT_BYTES && m * bsz < CMP_SMALL_UNIT_BYTES;
+        if (!small) {
+            cmp_map_populate(cx->cmap, no, m * nsz);
+            cmp_map_populate(cx->bmap, bo, m * bsz);
+        }
         cmp_acc_run(j->ndt, cx->cmap + no, j->bdt, cx->bmap + bo, m, j->rtol, j->atol, j->side,
                     &it->acc);
-        cmp_map_release(cx->cmap, no, m * nsz);
-        cmp_map_release(cx->bmap, bo, m * bsz);
+        if (!small) {
+            cmp_map_release(cx->cmap, no, m * nsz);
+            cmp_map_release(cx->bmap, bo, m * bsz);
+        }
         return;
     }
     it->err = cmp_read_full(cx->cfd, nbuf, m * nsz, j->nt->offset + (int64_t)(first * nsz));
@@ -303,6 +320,12 @@ static msp_err cmp_item_error(const cmp_ctx_t *cx, const cmp_item_t *it)
                     r->name, t->role, strerror(it->err));
 }
 
+static uint64_t cmp_item_elems(const cmp_job_t *job, size_t unit)
+{
+    uint64_t first = (uint64_t)unit * job->unit;
+    return job->numel - first < job->unit ? job->numel - first : job->unit;
+}
+
 /* All jobs whose both sides have a file offset (mapped or pread), in windows of units. */
 static msp_err cmp_run_offset_jobs(cmp_ctx_t *cx, uint64_t *bytes_done)
 {
@@ -310,13 +333,31 @@ static msp_err cmp_run_offset_jobs(cmp_ctx_t *cx, uint64_t *bytes_done)
     while (j < cx->n_jobs) {
         size_t n = 0;
         uint64_t wbytes = 0;
-        while (j < cx->n_jobs && n < CMP_WINDOW_UNITS) {
+        /* span of the small mapped units of this window, per side, released at its end */
+        uint64_t span[2][2] = {{UINT64_MAX, 0}, {UINT64_MAX, 0}};
+        uint64_t sbytes = 0;
+        while (j < cx->n_jobs && n < CMP_WINDOW_UNITS && wbytes < CMP_WINDOW_BYTES &&
+               sbytes < CMP_SMALL_SPAN_BYTES) {
             cmp_job_t *job = &cx->jobs[j];
             if (job->nt->offset < 0 || job->bt->offset < 0 || u >= job->n_units) {
                 j++;
                 u = 0;
                 continue;
             }
+            size_t nsz = msp_dtype_size(job->ndt), bsz = msp_dtype_size(job->bdt);
+            uint64_t m = cmp_item_elems(job, u);
+            if (m * nsz < CMP_SMALL_UNIT_BYTES && m * bsz < CMP_SMALL_UNIT_BYTES) {
+                uint64_t off[2] = {(uint64_t)job->nt->offset + (uint64_t)u * job->unit * nsz,
+                                   (uint64_t)job->bt->offset + (uint64_t)u * job->unit * bsz};
+                uint64_t len[2] = {m * nsz, m * bsz};
+                sbytes += len[0] + len[1];
+                for (int side = 0; side < 2; side++) {
+                    span[side][0] = off[side] < span[side][0] ? off[side] : span[side][0];
+                    span[side][1] = off[side] + len[side] > span[side][1] ? off[side] + len[side]
+                                                                          : span[side][1];
+                }
+            }
+            wbytes += m * (nsz + bsz);
             cx->items[n].job = j;
             cx->items[n].unit = u;
             n++;
@@ -325,19 +366,22 @@ static msp_err cmp_run_offset_jobs(cmp_ctx_t *cx, uint64_t *bytes_done)
         if (!n)
             break;
         cmp_item_t *items = cx->items;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(cx->nthreads)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(cx->nthreads) \
+    if (wbytes >= CMP_PARALLEL_MIN_BYTES && n > 1)
         for (size_t i = 0; i < n; i++) {
             unsigned char *nb = cx->bufs + (size_t)omp_get_thread_num() * 2 * cx->chunk;
             cmp_do_item(cx, &items[i], nb, nb + cx->chunk);
         }
+        if (cx->use_mmap) {
+            if (span[0][1] > span[0][0])
+                cmp_map_release(cx->cmap, span[0][0], (size_t)(span[0][1] - span[0][0]));
+            if (span[1][1] > span[1][0])
+                cmp_map_release(cx->bmap, span[1][0], (size_t)(span[1][1] - span[1][0]));
+        }
         for (size_t i = 0; i < n; i++) {
             if (items[i].err)
                 return cmp_item_error(cx, &items[i]);
-            cmp_job_t *job = &cx->jobs[items[i].job];
-            cmp_acc_merge(&job->acc, &items[i].acc);
-            uint64_t first = (uint64_t)items[i].unit * job->unit;
-            uint64_t m = job->numel - first < job->unit ? job->numel - first : job->unit;
-            wbytes += m * (msp_dtype_size(job->ndt) + msp_dtype_size(job->bdt));
+            cmp_acc_merge(&cx->jobs[items[i].job].acc, &items[i].acc);
         }
         *bytes_done += wbytes;
         if (cx->o->progress && wbytes)
