@@ -60,6 +60,11 @@ pc=$(best $plain_cpu); ac=$(best $a_cpu); bc=$(best $b_cpu); cc=$(best $c_cpu)
 tp=$("$py" -c "import sys; print(max(float(x) for x in sys.argv[1:]))" $c_tp)
 wtp=$("$py" -c "import sys; print(max(float(x) for x in sys.argv[1:]))" $c_wtp)
 
+# What one API call costs outside the dumped steps, measured on tiny tensors
+# where the call overhead is all there is.
+cc_plain=$("$py" "$here/callcost.py")
+cc_shim=$(MSPROBE_PATH=none.json LD_PRELOAD=$lib "$py" "$here/callcost.py")
+
 # Raw sequential write of the same byte count on the same disk, page cache as
 # for the dump (no sync), then with fdatasync for reference.
 mb=$(( (bytes + 1048575) / 1048576 ))
@@ -76,14 +81,17 @@ for k in 1 2 3; do r=$(raw); raw_best=$("$py" -c "print(max($raw_best, $r))"); d
 raw_sync=$(raw conv=fdatasync)
 
 "$py" - "$plain" "$a" "$b" "$c" "$tp" "$raw_best" "$raw_sync" "$bytes" "$steps" "$wtp" \
-  "$pc" "$ac" "$bc" "$cc" <<'PY'
-import sys
-plain, a, b, c, tp, raw, raw_sync, nbytes, steps, wtp, pc, ac, bc, cc = map(float, sys.argv[1:])
+  "$pc" "$ac" "$bc" "$cc" "$cc_plain" "$cc_shim" <<'PY'
+import json, sys
+plain, a, b, c, tp, raw, raw_sync, nbytes, steps, wtp, pc, ac, bc, cc = map(float, sys.argv[1:15])
+cp, cs = json.loads(sys.argv[15]), json.loads(sys.argv[16])
 print("dump shim on CPU: examples/train.py's Net, batch 64, 3x32x32, width 16, %d timed steps" % steps)
 print("                                          wall step        CPU step (all threads)")
 print("  plain                                   %8.2f ms          %8.2f ms" % (plain, pc))
 print("  (a) no step selected, all APIs wrapped  %8.2f ms %.3fx   %8.2f ms %.3fx  (target <= 1.03x)"
       % (a, a / plain, ac, ac / pc))
+print("      per call outside dumped steps: F.relu %.0f -> %.0f ns, x + y %.0f -> %.0f ns"
+      % (cp["relu_ns"], cs["relu_ns"], cp["add_ns"], cs["add_ns"]))
 print("  (b) statistics, every API, every step   %8.2f ms %.3fx   %8.2f ms %.3fx  (target <= 1.5x)"
       % (b, b / plain, bc, bc / pc))
 print("  (c) tensor, every API, every step       %8.2f ms %.3fx   %8.2f ms %.3fx"
