@@ -95,7 +95,9 @@ def main(argv=None):
     ap.add_argument("--image", type=int, default=16, help="image side in pixels (default 16)")
     ap.add_argument("--bf16", action="store_true",
                     help="run forward and loss under torch.autocast('cpu', torch.bfloat16)")
-    ap.add_argument("--workers", type=int, default=0, help="DataLoader worker processes (fork)")
+    ap.add_argument("--workers", type=int, default=0, help="DataLoader worker processes")
+    ap.add_argument("--spawn-workers", action="store_true",
+                    help="start DataLoader workers with spawn instead of fork")
     ap.add_argument("--manual-step", action="store_true",
                     help="also call the shim's exported msprobe_step() after each step")
     ap.add_argument("--record", metavar="DIR", help="save reference values to DIR/record.npz")
@@ -112,7 +114,9 @@ def main(argv=None):
     ys = torch.randint(0, 10, (n,), generator=gen)
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(xs, ys),
                                          batch_size=args.batch, shuffle=False,
-                                         num_workers=args.workers)
+                                         num_workers=args.workers,
+                                         multiprocessing_context="spawn" if args.spawn_workers
+                                         and args.workers else None)
     recorder = Recorder(model) if args.record else None
     losses = []
     step_fn = ctypes.CDLL(None).msprobe_step if args.manual_step else None

@@ -372,8 +372,34 @@ void msp_rec_add_output(msp_dq_rec_t *r, PyObject *out, const char *prefix)
     msp_rec_add_value(r, role, out, 1);
 }
 
+/* DataLoader workers started with spawn (not fork) are fresh Pythons that boot
+ * the shim too; they must not dump (they would write the parent's files).
+ * torch marks them with get_worker_info(); looked at once per step. */
+static int in_dataloader_worker(void)
+{
+    static int64_t checked_step = -1;
+    static int worker;
+    if (checked_step == msp_g.step)
+        return worker;
+    checked_step = msp_g.step;
+    PyObject *mods = PySys_GetObject("modules");
+    PyObject *m = mods ? PyDict_GetItemString(mods, "torch.utils.data._utils.worker") : NULL;
+    PyObject *info = m ? PyObject_CallMethod(m, "get_worker_info", NULL) : NULL;
+    worker = info && info != Py_None;
+    Py_XDECREF(info);
+    if (PyErr_Occurred())
+        PyErr_Clear();
+    if (worker)
+        msp_g.disabled = 1;
+    return worker;
+}
+
 void msp_rec_submit(msp_dq_rec_t *r)
 {
+    if (in_dataloader_worker()) {
+        msp_dq_rec_free(r);
+        return;
+    }
     r->step = msp_g.step;
     r->rank = msp_current_rank();
     r->order = msp_g.order++;

@@ -35,6 +35,21 @@ class Processes(dt.ShimCase):
             self.assertFalse(any(n.startswith(loading) for n in n2), sorted(n2))
             self.assertEqual({n for n in n0 if not n.startswith(loading)}, n2)
 
+    def test_spawned_dataloader_workers_write_nothing(self):
+        # spawn workers are fresh Pythons that boot the shim on their own
+        cfg = self.write_config(dt.config("./s", steps="all"))
+        p = self.train(["--steps", "2", "--workers", "2", "--spawn-workers", "--print-losses"], cfg)
+        plain = self.train(["--steps", "2", "--workers", "2", "--spawn-workers", "--print-losses"],
+                           preload=False)
+        self.assertEqual(dt.losses(p.stdout), dt.losses(plain.stdout))
+        self.assertNotIn("msprobe:", p.stderr)
+        files = dt.dump_files(self.path("s"))
+        self.assertEqual(sorted(files), [(0, 0), (1, 0)])
+        for f in files.values():
+            names = set(dt.read_dump(f)[0])
+            self.assertIn("Functional.conv2d.1.backward", names)
+            self.assertFalse(any(n.startswith(("Torch.stack", "Tensor.__getitem__")) for n in names))
+
     def test_rank_from_environment(self):
         lst = [("torch.nn.functional.conv2d", "forward")]
         cfg = self.write_config(dt.config("./e", steps="0", api_list=lst))
