@@ -217,6 +217,10 @@ static void submit_backward(msp_bwd_state_t *st)
     for (int j = 0; j < st->nnone; j++)
         msp_dq_rec_add_attr(r, st->none_role[j], "None");
     msp_rec_submit(r);
+    /* The bytes are copied: do not keep the grads alive with the graph. */
+    Py_CLEAR(st->out_grads);
+    for (int j = 0; j < st->nin; j++)
+        Py_CLEAR(st->in_grads[j]);
 }
 
 static PyObject *bwd_hook_call(PyObject *self, PyObject *args, PyObject *kw)
