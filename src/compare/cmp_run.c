@@ -29,7 +29,7 @@
 /* Windows smaller than this run on the calling thread: waking the team costs
  * more than it saves, and on a busy machine a barrier can cost a time slice. */
 #define CMP_PARALLEL_MIN_BYTES ((uint64_t)4 << 20)
-/* Mapped units below this size per side skip the populate/release syscalls;
+/* Mapped tensors below this size per side skip the populate/release syscalls;
  * page faults map them and the window releases its span at once. */
 #define CMP_SMALL_UNIT_BYTES ((size_t)256 << 10)
 /* ... and a window holds at most this many bytes of such units, so that what
@@ -269,6 +269,15 @@ static void cmp_map_release(const unsigned char *base, uint64_t off, size_t len)
     (void)madvise((void *)s, e - s, MADV_DONTNEED);
 }
 
+/* Whole tensors, not tails of big ones: small tensors sit side by side in the
+ * file, so the pages their faults map (whole large folios) are shared by many
+ * of them and the window's span bounds what stays mapped. */
+static int cmp_job_small(const cmp_job_t *j)
+{
+    return (uint64_t)j->nt->nbytes < CMP_SMALL_UNIT_BYTES &&
+           (uint64_t)j->bt->nbytes < CMP_SMALL_UNIT_BYTES;
+}
+
 static void cmp_do_item(cmp_ctx_t *cx, cmp_item_t *it, unsigned char *nbuf, unsigned char *bbuf)
 {
     cmp_job_t *j = &cx->jobs[it->job];
@@ -279,7 +288,7 @@ static void cmp_do_item(cmp_ctx_t *cx, cmp_item_t *it, unsigned char *nbuf, unsi
     it->err = 0;
     if (cx->use_mmap) {
         uint64_t no = (uint64_t)j->nt->offset + first * nsz, bo = (uint64_t)j->bt->offset + first * bsz;
-        int small = m * nsz < CMP_SMALL_UNIT_BYTES && m * bsz < CMP_SMALL_UNIT_BYTES;
+        int small = cmp_job_small(j);
         if (!small) {
             cmp_map_populate(cx->cmap, no, m * nsz);
             cmp_map_populate(cx->bmap, bo, m * bsz);
@@ -346,7 +355,7 @@ static msp_err cmp_run_offset_jobs(cmp_ctx_t *cx, uint64_t *bytes_done)
             }
             size_t nsz = msp_dtype_size(job->ndt), bsz = msp_dtype_size(job->bdt);
             uint64_t m = cmp_item_elems(job, u);
-            if (m * nsz < CMP_SMALL_UNIT_BYTES && m * bsz < CMP_SMALL_UNIT_BYTES) {
+            if (cmp_job_small(job)) {
                 uint64_t off[2] = {(uint64_t)job->nt->offset + (uint64_t)u * job->unit * nsz,
                                    (uint64_t)job->bt->offset + (uint64_t)u * job->unit * bsz};
                 uint64_t len[2] = {m * nsz, m * bsz};
