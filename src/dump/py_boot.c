@@ -64,11 +64,8 @@ static int check_api_list(const msp_config_t *c, char **msg)
             else
                 snprintf(item, sizeof item, "unknown API \"%s\" (not in the list of APIs "
                          "msprobe can dump)", n);
-        } else if (c->dump_mode == MSP_DUMP_API) {
-            snprintf(item, sizeof item, "\"%s\" is not a torch API (names start with \"torch.\"); "
-                     "a module path needs dump_mode \"module\" or \"mix\"", n);
         } else {
-            continue;
+            continue; /* a module path: valid in every mode (see msp_module_install) */
         }
         size_t il = strlen(item);
         if (!m || len + il + 4 > cap) {
@@ -200,7 +197,15 @@ int msp_py_boot(void)
             return rc;
         }
         msp_g.api_on = c->dump_mode == MSP_DUMP_API || c->dump_mode == MSP_DUMP_MIX;
-        msp_g.module_on = c->dump_mode == MSP_DUMP_MODULE || c->dump_mode == MSP_DUMP_MIX;
+        /* The seed format lists module paths beside API names even in "api"
+         * mode ("name: a PyTorch API or a module's full path"): a listed
+         * module is dumped whatever the mode; an empty list means every
+         * module only in module and mix modes. */
+        int lists_module = 0;
+        for (size_t i = 0; i < c->n_api_list; i++)
+            lists_module |= strncmp(c->api_list[i].name, "torch.", 6) != 0;
+        msp_g.module_on = c->dump_mode == MSP_DUMP_MODULE || c->dump_mode == MSP_DUMP_MIX ||
+                          lists_module;
         size_t qmb = 256;
         const char *qenv = getenv("MSPROBE_QUEUE_MB");
         if (qenv && atol(qenv) > 0)

@@ -49,11 +49,6 @@ class ConfigErrors(dt.ShimCase):
         self.assertIn('"torch.nn.functional.matmul" (did you mean "torch.matmul"?)', line)
         self.assertNotIn('"torch.nn.functional.linear"', line)
 
-    def test_module_path_needs_module_mode(self):
-        cfg = self.write_config(dt.config("./d", mode="api", api_list=[("layer1.0.conv1", "forward")]),
-                                "m.json")
-        self.expect_exit2(cfg, "m.json", "layer1.0.conv1", "dump_mode")
-
     def test_unwritable_dump_path(self):
         with open(self.path("a_file"), "w") as f:
             f.write("x")

@@ -103,6 +103,28 @@ class DumpSteps(dt.ShimCase):
                          {"Module.conv2.Conv2d.forward.0", "Module.conv2.Conv2d.backward.0",
                           "Module.fc1.Linear.forward.0"})
 
+    def test_seed_format_module_path_in_api_mode_dumps_that_module(self):
+        # The seed's own example: api mode, comments, an API and a module path side by side.
+        cfg = self.write_config("""{
+  "dump": {
+    "common_dump_settings": {
+      "dump_mode": "api",            // "api" | "module" | "mix"
+      "dump_path": "./seed",
+      "dump_iter": "0"               /* the first step only */
+    },
+    "api_list": [
+      { "name": "torch.nn.functional.conv2d", "api_type": "forward" },
+      { "name": "my_model.conv2",             "api_type": "backward" }
+    ]
+  }
+}""")
+        self.train(["--steps", "2"], cfg)
+        files = dt.dump_files(self.path("seed"))
+        self.assertEqual(sorted(files), [(0, 0)])
+        self.assertEqual(names(files[(0, 0)]),
+                         {"Functional.conv2d.0.forward", "Functional.conv2d.1.forward",
+                          "Module.conv2.Conv2d.backward.0"})
+
     def test_example_config_record_names(self):
         cfg = os.path.join(dt.SOURCE, "examples", "msprobe.json")
         self.train(["--steps", "3"], cfg)
