@@ -27,7 +27,7 @@ void msp_shim_log_init(void)
     }
 }
 
-static void vmsg(const char *prefix, const char *fmt, va_list ap)
+MSP_PRINTF(2, 0) static void vmsg(const char *prefix, const char *fmt, va_list ap)
 {
     char line[2048];
     int n = snprintf(line, sizeof line, "msprobe: %s", prefix);
