@@ -1,79 +1,32 @@
-"""Write msprobe dump files with h5py alone, following msprobe-dump(5) and the
-header comment of include/msprobe/format.h, so the compare tests do not depend
-on our own writer. No /index table is written: the reader must then walk the
-groups, which is the documented path for hand-made files.
-
-Also the two chains the CLI and report tests compare: a small forward chain
-that agrees on both sides, and the same chain with an error planted in one op.
-Values come from closed formulas (no RNG) so expected files stay valid across
-numpy versions.
+"""The dumps the CLI and report tests compare, written with h5py alone by
+tests/lib/msp_h5dump.py (no /index table: the reader must then walk the
+groups, which is the documented path for hand-made files): a small forward
+chain that agrees on both sides, and the same chain with an error planted in
+one op. Values come from closed formulas (no RNG) so expected files stay valid
+across numpy versions.
 """
 import os
-import zlib
+import sys
 
-import h5py
 import numpy as np
 
-TORCH_DTYPE = {
-    np.dtype("float32"): "torch.float32",
-    np.dtype("float64"): "torch.float64",
-    np.dtype("float16"): "torch.float16",
-    np.dtype("int64"): "torch.int64",
-    np.dtype("int32"): "torch.int32",
-    np.dtype("bool"): "torch.bool",
-}
+# tests/lib is on PYTHONPATH under ctest; this keeps a run by hand working too
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "lib"))
+import msp_h5dump  # noqa: E402
 
 
 def stats(a):
     """max, min, mean, l2 norm as torch computes them (NaN poisons), in float64."""
-    d = np.asarray(a, dtype=np.float64).ravel()
-    if d.size == 0:
-        return float("nan"), float("nan"), float("nan"), 0.0
-    with np.errstate(invalid="ignore", over="ignore"):
-        if np.isnan(d).any():
-            return (float("nan"),) * 4
-        return float(d.max()), float(d.min()), float(d.mean()), float(np.sqrt(np.sum(d * d)))
-
-
-def _tensor_attrs(ds, arr, dtype_name):
-    mx, mn, mean, norm = stats(arr)
-    d = np.asarray(arr, dtype=np.float64)
-    ds.attrs["dtype"] = dtype_name
-    ds.attrs["shape"] = np.array(arr.shape, dtype=np.int64)
-    ds.attrs["max"] = mx
-    ds.attrs["min"] = mn
-    ds.attrs["mean"] = mean
-    ds.attrs["norm"] = norm
-    ds.attrs["nan_count"] = np.int64(np.isnan(d).sum())
-    ds.attrs["inf_count"] = np.int64(np.isinf(d).sum())
-    ds.attrs["crc32"] = np.uint32(zlib.crc32(np.ascontiguousarray(arr).tobytes()))
-    ds.attrs["device"] = "cpu"
-    ds.attrs["requires_grad"] = np.int8(0)
+    st = msp_h5dump.torch_stats(a)
+    return st["max"], st["min"], st["mean"], st["norm"]
 
 
 def write_dump(path, records, step=0, rank=0, task="tensor", world_size=1):
-    """records: list of (name, order, {role: ndarray}) in any order."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with h5py.File(path, "w") as f:
-        f.attrs["format"] = "msprobe-dump"
-        f.attrs["format_version"] = np.int64(1)
-        f.attrs["framework"] = "pytorch"
-        f.attrs["framework_version"] = "1.13.1"
-        f.attrs["task"] = task
-        f.attrs["dump_mode"] = "api"
-        f.attrs["step"] = np.int64(step)
-        f.attrs["rank"] = np.int64(rank)
-        f.attrs["world_size"] = np.int64(world_size)
-        for name, order, tensors in records:
-            g = f.create_group(name)
-            g.attrs["order"] = np.int64(order)
-            for role, arr in tensors.items():
-                arr = np.ascontiguousarray(arr)
-                if task == "statistics":
-                    ds = g.create_dataset(role, data=h5py.Empty(arr.dtype))
-                else:
-                    ds = g.create_dataset(role, data=arr)
-                _tensor_attrs(ds, arr, TORCH_DTYPE[arr.dtype])
+    """records: list of (name, order, {role: ndarray}) in any order. A
+    statistics dump keeps each tensor's statistics but not its data."""
+    msp_h5dump.write_dump(path, records, task=task, step=step, rank=rank,
+                          world_size=world_size, dump_mode="api",
+                          stats_only=task == "statistics")
 
 
 # ---- the chains ---------------------------------------------------------

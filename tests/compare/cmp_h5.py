@@ -1,156 +1,31 @@
 """Helpers for the compare tests: write msprobe dump files with h5py alone
-(following msprobe-dump(5) / format.h, independent of our writer), run the
+(tests/lib/msp_h5dump.py, independent of our writer), run the
 cmp_dump_metrics driver, and reference metrics computed with numpy."""
 import json
 import os
 import subprocess
-import zlib
+import sys
 
-import h5py
 import numpy as np
+
+# tests/lib is on PYTHONPATH under ctest; this keeps a run by hand working too
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "lib"))
+import msp_h5dump  # noqa: E402
+# the tensor kinds and statistics the tests use through this module
+from msp_h5dump import BF16, Stats, Stored, as_f64, bf16_type, dtype_key, torch_stats  # noqa: E402,F401
 
 DRIVER = os.environ.get("CMP_DUMP_METRICS")
 if not DRIVER:
     DRIVER = os.path.join(os.environ.get("MSPROBE_BUILD_DIR", "build"),
                           "tests", "compare", "cmp_dump_metrics")
 
-TORCH_NAME = {"float32": "torch.float32", "float16": "torch.float16", "bfloat16": "torch.bfloat16",
-              "float64": "torch.float64", "int32": "torch.int32", "int64": "torch.int64",
-              "int8": "torch.int8", "uint8": "torch.uint8", "bool": "torch.bool",
-              "int16": "torch.int16"}
-
-
-class BF16:
-    """A bfloat16 tensor: bits (uint16 array) plus its exact float64 values."""
-
-    def __init__(self, values):
-        f = np.array(values, dtype=np.float32, order="C")  # keeps 0-d arrays 0-d
-        u = f.view(np.uint32).astype(np.uint64)
-        # round to nearest even on the 16 dropped bits; NaN stays NaN
-        rounded = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-        nan = np.isnan(f)
-        rounded[nan] = 0x7FC0
-        self.bits = rounded.reshape(f.shape)
-        self.shape = f.shape
-
-    def values(self):
-        return (self.bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-
-
-def bf16_type():
-    tid = h5py.h5t.IEEE_F32LE.copy()
-    tid.set_fields(15, 7, 8, 0, 7)
-    tid.set_size(2)
-    tid.set_precision(16)
-    tid.set_ebias(127)
-    return tid
-
-
-def as_f64(t):
-    """Exact float64 values of a test tensor (ndarray, Stored or BF16)."""
-    if isinstance(t, BF16):
-        return t.values()
-    if isinstance(t, Stored):
-        return t.array.astype(np.float64)
-    return np.asarray(t).astype(np.float64)
-
-
-def dtype_key(t):
-    if isinstance(t, BF16):
-        return "bfloat16"
-    if isinstance(t, Stored):
-        return t.array.dtype.name
-    return np.asarray(t).dtype.name
-
-
-def torch_stats(t):
-    v = as_f64(t).ravel()
-    if v.size == 0:
-        return dict(max=np.nan, min=np.nan, mean=np.nan, norm=0.0, nan=0, inf=0)
-    with np.errstate(all="ignore"):
-        return dict(max=float(np.max(v)), min=float(np.min(v)), mean=float(np.mean(v)),
-                    norm=float(np.sqrt(np.sum(v * v))), nan=int(np.isnan(v).sum()),
-                    inf=int(np.isinf(v).sum()))
-
-
-class Stats:
-    """A statistics-only tensor (null dataspace)."""
-
-    def __init__(self, dtype, shape, mx, mn, mean, norm):
-        self.dtype, self.shape = dtype, tuple(shape)
-        self.stats = dict(max=mx, min=mn, mean=mean, norm=norm, nan=0, inf=0)
-
-
-class Stored:
-    """A tensor stored so that it has no plain file offset: chunked+gzip, or
-    big-endian, so the reader must go through H5Dread."""
-
-    def __init__(self, array, gzip=False, big_endian=False):
-        self.array, self.gzip, self.big_endian = np.asarray(array), gzip, big_endian
-
-
-def _write_tensor(g, role, t, with_stats=True):
-    if isinstance(t, Stored):
-        a = t.array
-        data = a.astype(a.dtype.newbyteorder(">")) if t.big_endian else a
-        ds = g.create_dataset(role, data=data, compression="gzip" if t.gzip else None,
-                              chunks=(max(1, a.size // 3),) if t.gzip else None)
-        dt_name, shape, st, raw = a.dtype.name, a.shape, torch_stats(a), a.tobytes()
-    elif isinstance(t, Stats):
-        short = t.dtype.replace("torch.", "")
-        tid = bf16_type() if short == "bfloat16" else h5py.h5t.py_create(np.dtype(short))
-        h5py.h5d.create(g.id, role.encode(), tid, h5py.h5s.create(h5py.h5s.NULL))
-        ds = g[role]
-        dt_name, shape, st = t.dtype, t.shape, t.stats
-        raw = b""
-    elif isinstance(t, BF16):
-        tid = bf16_type()
-        space = h5py.h5s.create_simple(t.shape) if t.shape else h5py.h5s.create(h5py.h5s.SCALAR)
-        did = h5py.h5d.create(g.id, role.encode(), tid, space)
-        did.write(h5py.h5s.ALL, h5py.h5s.ALL, np.array(t.bits, order="C"), mtype=tid)
-        ds = g[role]
-        dt_name, shape, st = "bfloat16", t.shape, torch_stats(t)
-        raw = t.bits.tobytes()
-    else:
-        a = np.array(t, order="C")  # ascontiguousarray would turn 0-d into 1-d
-        if a.dtype == np.bool_:
-            ds = g.create_dataset(role, data=a.view(np.uint8))
-        else:
-            ds = g.create_dataset(role, data=a)
-        dt_name, shape, st = a.dtype.name, a.shape, torch_stats(a)
-        raw = a.tobytes()
-    ds.attrs["dtype"] = TORCH_NAME.get(dt_name, dt_name)
-    ds.attrs["shape"] = np.array(shape, dtype=np.int64)
-    if not with_stats:
-        return
-    for k in ("max", "min", "mean", "norm"):
-        ds.attrs[k] = np.float64(st[k])
-    ds.attrs["nan_count"] = np.int64(st["nan"])
-    ds.attrs["inf_count"] = np.int64(st["inf"])
-    ds.attrs["crc32"] = np.uint32(zlib.crc32(raw))
-    ds.attrs["device"] = "cpu"
-    ds.attrs["requires_grad"] = np.int8(0)
-
 
 def write_dump(path, records, task="tensor", step=0, rank=0, with_stats=True):
     """records: list of (name, {role: tensor}) in execution order. with_stats=False
     leaves out the max/min/mean/norm/nan_count/inf_count/crc32 attributes."""
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with h5py.File(path, "w") as f:
-        f.attrs["format"] = "msprobe-dump"
-        f.attrs["format_version"] = np.int64(1)
-        f.attrs["framework"] = "pytorch"
-        f.attrs["framework_version"] = "1.13.1"
-        f.attrs["task"] = task
-        f.attrs["dump_mode"] = "mix"
-        f.attrs["step"] = np.int64(step)
-        f.attrs["rank"] = np.int64(rank)
-        f.attrs["world_size"] = np.int64(1)
-        for order, (name, tensors) in enumerate(records):
-            g = f.create_group(name)
-            g.attrs["order"] = np.int64(order)
-            for role, t in tensors.items():
-                _write_tensor(g, role, t, with_stats)
+    ordered = [(name, order, tensors) for order, (name, tensors) in enumerate(records)]
+    msp_h5dump.write_dump(path, ordered, task=task, step=step, rank=rank, dump_mode="mix",
+                          with_stats=with_stats)
 
 
 def run_driver(bench, cmp, *args, expect_ok=True):

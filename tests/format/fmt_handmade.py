@@ -2,17 +2,15 @@
 some attributes left out, a big-endian float, a chunked+gzip dataset, a
 bfloat16 dataset built from raw bits, bool both as h5py's enum and as uint8,
 a statistics-only dataset. EXPECT describes what a reader must report."""
+import os
+import sys
+
 import h5py
 import numpy as np
 
-
-def bf16_type():
-    t = h5py.h5t.IEEE_F32LE.copy()
-    t.set_fields(15, 7, 8, 0, 7)
-    t.set_size(2)
-    t.set_precision(16)
-    t.set_ebias(127)
-    return t
+# tests/lib is on PYTHONPATH under ctest; this keeps a run by hand working too
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "lib"))
+from msp_h5dump import bf16_type  # noqa: E402
 
 
 def arrays():

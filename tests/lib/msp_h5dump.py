@@ -1,0 +1,170 @@
+"""Write msprobe dump files with h5py alone, following msprobe-dump(5) and the
+header comment of include/msprobe/format.h. The compare and CLI tests feed
+msprobe files from here so that what they check does not pass through our own
+C writer: keep this module free of any msprobe code.
+
+Tensors given to write_dump may be
+  * a numpy array (bool is stored as uint8 0/1, as torch's bool is);
+  * BF16(values): bfloat16, stored with the 2-byte HDF5 float type bf16_type();
+  * Stored(array, gzip=, big_endian=): data that has no plain file offset;
+  * Stats(dtype, shape, max, min, mean, norm): a statistics-only dataset.
+Statistics are computed here with numpy, as torch computes them (NaN poisons).
+"""
+import os
+import zlib
+
+import h5py
+import numpy as np
+
+TORCH_NAME = {"float32": "torch.float32", "float16": "torch.float16", "bfloat16": "torch.bfloat16",
+              "float64": "torch.float64", "int32": "torch.int32", "int64": "torch.int64",
+              "int8": "torch.int8", "uint8": "torch.uint8", "bool": "torch.bool",
+              "int16": "torch.int16"}
+
+
+def bf16_type():
+    """bfloat16 as HDF5 sees it: float32 with the low 16 mantissa bits dropped."""
+    tid = h5py.h5t.IEEE_F32LE.copy()
+    tid.set_fields(15, 7, 8, 0, 7)
+    tid.set_size(2)
+    tid.set_precision(16)
+    tid.set_ebias(127)
+    return tid
+
+
+class BF16:
+    """A bfloat16 tensor: bits (uint16 array) plus its exact float64 values."""
+
+    def __init__(self, values):
+        f = np.array(values, dtype=np.float32, order="C")  # keeps 0-d arrays 0-d
+        u = f.view(np.uint32).astype(np.uint64)
+        # round to nearest even on the 16 dropped bits; NaN stays NaN
+        rounded = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+        nan = np.isnan(f)
+        rounded[nan] = 0x7FC0
+        self.bits = rounded.reshape(f.shape)
+        self.shape = f.shape
+
+    def values(self):
+        return (self.bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+class Stats:
+    """A statistics-only tensor (null dataspace)."""
+
+    def __init__(self, dtype, shape, mx, mn, mean, norm):
+        self.dtype, self.shape = dtype, tuple(shape)
+        self.stats = dict(max=mx, min=mn, mean=mean, norm=norm, nan=0, inf=0)
+
+
+class Stored:
+    """A tensor stored so that it has no plain file offset: chunked+gzip, or
+    big-endian, so the reader must go through H5Dread."""
+
+    def __init__(self, array, gzip=False, big_endian=False):
+        self.array, self.gzip, self.big_endian = np.asarray(array), gzip, big_endian
+
+
+def as_f64(t):
+    """Exact float64 values of a test tensor (ndarray, Stored or BF16)."""
+    if isinstance(t, BF16):
+        return t.values()
+    if isinstance(t, Stored):
+        return t.array.astype(np.float64)
+    return np.asarray(t).astype(np.float64)
+
+
+def dtype_key(t):
+    if isinstance(t, BF16):
+        return "bfloat16"
+    if isinstance(t, Stored):
+        return t.array.dtype.name
+    return np.asarray(t).dtype.name
+
+
+def torch_stats(t):
+    """max, min, mean, l2 norm, NaN and Inf counts in float64, as torch computes them."""
+    v = as_f64(t).ravel()
+    if v.size == 0:
+        return dict(max=np.nan, min=np.nan, mean=np.nan, norm=0.0, nan=0, inf=0)
+    with np.errstate(all="ignore"):
+        return dict(max=float(np.max(v)), min=float(np.min(v)), mean=float(np.mean(v)),
+                    norm=float(np.sqrt(np.sum(v * v))), nan=int(np.isnan(v).sum()),
+                    inf=int(np.isinf(v).sum()))
+
+
+def write_tensor_attrs(ds, dtype_name, shape, st, raw, with_stats=True):
+    """The per-tensor attributes of msprobe-dump(5); st as torch_stats returns it,
+    raw the bytes crc32 covers. with_stats=False writes dtype and shape only."""
+    ds.attrs["dtype"] = TORCH_NAME.get(dtype_name, dtype_name)
+    ds.attrs["shape"] = np.array(shape, dtype=np.int64)
+    if not with_stats:
+        return
+    for k in ("max", "min", "mean", "norm"):
+        ds.attrs[k] = np.float64(st[k])
+    ds.attrs["nan_count"] = np.int64(st["nan"])
+    ds.attrs["inf_count"] = np.int64(st["inf"])
+    ds.attrs["crc32"] = np.uint32(zlib.crc32(raw))
+    ds.attrs["device"] = "cpu"
+    ds.attrs["requires_grad"] = np.int8(0)
+
+
+def write_tensor(g, role, t, with_stats=True, stats_only=False):
+    """One tensor dataset in group g. stats_only=True writes an array's dataset
+    with a null dataspace (a statistics dump) but its statistics and crc32 from
+    the array."""
+    if isinstance(t, Stored):
+        a = t.array
+        data = a.astype(a.dtype.newbyteorder(">")) if t.big_endian else a
+        ds = g.create_dataset(role, data=data, compression="gzip" if t.gzip else None,
+                              chunks=(max(1, a.size // 3),) if t.gzip else None)
+        dt_name, shape, st, raw = a.dtype.name, a.shape, torch_stats(a), a.tobytes()
+    elif isinstance(t, Stats):
+        short = t.dtype.replace("torch.", "")
+        tid = bf16_type() if short == "bfloat16" else h5py.h5t.py_create(np.dtype(short))
+        h5py.h5d.create(g.id, role.encode(), tid, h5py.h5s.create(h5py.h5s.NULL))
+        ds = g[role]
+        dt_name, shape, st = t.dtype, t.shape, t.stats
+        raw = b""
+    elif isinstance(t, BF16):
+        tid = bf16_type()
+        space = h5py.h5s.create_simple(t.shape) if t.shape else h5py.h5s.create(h5py.h5s.SCALAR)
+        did = h5py.h5d.create(g.id, role.encode(), tid, space)
+        did.write(h5py.h5s.ALL, h5py.h5s.ALL, np.array(t.bits, order="C"), mtype=tid)
+        ds = g[role]
+        dt_name, shape, st = "bfloat16", t.shape, torch_stats(t)
+        raw = t.bits.tobytes()
+    else:
+        a = np.array(t, order="C")  # ascontiguousarray would turn 0-d into 1-d
+        if stats_only:
+            ds = g.create_dataset(role, data=h5py.Empty(a.dtype))
+        elif a.dtype == np.bool_:
+            ds = g.create_dataset(role, data=a.view(np.uint8))
+        else:
+            ds = g.create_dataset(role, data=a)
+        dt_name, shape, st = a.dtype.name, a.shape, torch_stats(a)
+        raw = a.tobytes()
+    write_tensor_attrs(ds, dt_name, shape, st, raw, with_stats)
+
+
+def write_dump(path, records, task="tensor", step=0, rank=0, world_size=1, dump_mode="mix",
+               with_stats=True, stats_only=False):
+    """records: list of (name, order, {role: tensor}), written in list order.
+    with_stats=False leaves out the max/min/mean/norm/nan_count/inf_count/crc32
+    attributes; stats_only: see write_tensor."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with h5py.File(path, "w") as f:
+        f.attrs["format"] = "msprobe-dump"
+        f.attrs["format_version"] = np.int64(1)
+        f.attrs["framework"] = "pytorch"
+        f.attrs["framework_version"] = "1.13.1"
+        f.attrs["task"] = task
+        f.attrs["dump_mode"] = dump_mode
+        f.attrs["step"] = np.int64(step)
+        f.attrs["rank"] = np.int64(rank)
+        f.attrs["world_size"] = np.int64(world_size)
+        for name, order, tensors in records:
+            g = f.create_group(name)
+            g.attrs["order"] = np.int64(order)
+            for role, t in tensors.items():
+                write_tensor(g, role, t, with_stats, stats_only)
