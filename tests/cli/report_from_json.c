@@ -52,21 +52,6 @@ static void fixed(const cJSON *o, const char *key, char *dst, size_t n)
     snprintf(dst, n, "%s", cJSON_IsString(v) ? v->valuestring : "");
 }
 
-static void free_result(msp_compare_result_t *r)
-{
-    for (size_t i = 0; i < r->n_records; i++) {
-        free(r->records[i].name);
-        free(r->records[i].bench_name);
-    }
-    for (size_t i = 0; i < r->n_tensors; i++) {
-        free(r->tensors[i].npu_name);
-        free(r->tensors[i].bench_name);
-        free(r->tensors[i].err_message);
-    }
-    free(r->records);
-    free(r->tensors);
-}
-
 static int from_json(const char *spec_path, msp_compare_result_t *r)
 {
     char *text = NULL;
@@ -184,31 +169,37 @@ static int generate(size_t n, msp_compare_result_t *r)
 
 int main(int argc, char **argv)
 {
-    msp_compare_result_t r;
-    memset(&r, 0, sizeof r);
+    /* On the heap and zeroed (unpaired NULL, n_unpaired 0) so that the
+     * library's own msp_compare_result_free releases it. */
+    msp_compare_result_t *r = calloc(1, sizeof *r);
+    if (!r) {
+        fprintf(stderr, "out of memory\n");
+        return 1;
+    }
     int ok;
     if ((argc == 4 || argc == 5) && strcmp(argv[1], "json") == 0) {
         if (argc == 5)
             cmp_report_set_rows_per_sheet((size_t)strtoull(argv[4], NULL, 10));
-        ok = from_json(argv[2], &r);
+        ok = from_json(argv[2], r);
     }
     else if (argc == 4 && strcmp(argv[1], "generate") == 0)
-        ok = generate((size_t)strtoull(argv[2], NULL, 10), &r);
+        ok = generate((size_t)strtoull(argv[2], NULL, 10), r);
     else {
         fprintf(stderr, "usage: %s json SPEC.json OUT_DIR [ROWS_PER_SHEET] | generate N OUT_DIR\n",
                 argv[0]);
+        free(r);
         return 2;
     }
     int rc = 1;
     if (ok == 0) {
-        msp_err e = msp_report_write_xlsx(&r, argv[3]);
+        msp_err e = msp_report_write_xlsx(r, argv[3]);
         if (e == MSP_OK)
-            e = msp_report_write_csv(&r, argv[3]);
+            e = msp_report_write_csv(r, argv[3]);
         if (e != MSP_OK)
             fprintf(stderr, "%s: %s\n", msp_strerror(e), msp_last_error());
         else
             rc = 0;
     }
-    free_result(&r);
+    msp_compare_result_free(r);
     return rc;
 }
