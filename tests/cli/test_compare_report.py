@@ -25,26 +25,14 @@ import openpyxl
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+# tests/lib is on PYTHONPATH under ctest; this keeps a run by hand working too
+sys.path.append(os.path.join(HERE, os.pardir, "lib"))
 import msp_dumpmaker  # noqa: E402
+from msp_report_layout import RED, STATS_HEADER, SUMMARY_HEADER, YELLOW  # noqa: E402
+from msp_report_layout import TENSOR_HEADER as DETAILS_HEADER  # noqa: E402
 
 BIN = os.environ.get("MSPROBE_BIN", "msprobe")
 SRC = os.environ.get("MSPROBE_SOURCE_DIR", os.path.dirname(os.path.dirname(HERE)))
-RED, YELLOW = "FFFFC7CE", "FFFFEB9C"
-DETAILS_HEADER = ["NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape",
-                  "Bench Tensor Shape", "Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr",
-                  "One Thousandth Err Ratio", "Five Thousandths Err Ratio", "NPU max",
-                  "NPU min", "NPU mean", "NPU l2norm", "Bench max", "Bench min", "Bench mean",
-                  "Bench l2norm", "Accuracy Reached or Not", "Err_message", "Error Origin",
-                  "Step", "Rank"]
-STATS_HEADER = ["NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape",
-                "Bench Tensor Shape", "Max diff", "Min diff", "Mean diff", "L2norm diff",
-                "MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr",
-                "NPU max", "NPU min", "NPU mean", "NPU l2norm", "Bench max", "Bench min",
-                "Bench mean", "Bench l2norm", "Accuracy Reached or Not", "Err_message",
-                "Error Origin", "Step", "Rank"]
-SUMMARY_HEADER = ["Step", "Rank", "Name", "Bench Name", "Order", "Worst Output Cosine",
-                  "Worst Output MaxAbsErr", "Accuracy Reached or Not", "Error Origin",
-                  "Root Cause", "Details"]
 
 
 # ---- reference implementation (numpy) -----------------------------------

@@ -18,24 +18,14 @@ import zipfile
 
 import openpyxl
 
+# tests/lib is on PYTHONPATH under ctest; this keeps a run by hand working too
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "lib"))
+from msp_report_layout import (RED, STATS_HEADER, SUMMARY_HEADER,  # noqa: E402
+                               TENSOR_HEADER, YELLOW)
+
 DRIVER = sys.argv.pop(1) if len(sys.argv) > 1 and not sys.argv[1].startswith("-") else \
     os.environ.get("MSPROBE_REPORT_FROM_JSON", "")
 
-SUMMARY_HEADER = ["Step", "Rank", "Name", "Bench Name", "Order", "Worst Output Cosine",
-                  "Worst Output MaxAbsErr", "Accuracy Reached or Not", "Error Origin",
-                  "Root Cause", "Details"]
-TENSOR_HEADER = ["NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape",
-                 "Bench Tensor Shape", "Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr",
-                 "One Thousandth Err Ratio", "Five Thousandths Err Ratio", "NPU max",
-                 "NPU min", "NPU mean", "NPU l2norm", "Bench max", "Bench min", "Bench mean",
-                 "Bench l2norm", "Accuracy Reached or Not", "Err_message", "Error Origin",
-                 "Step", "Rank"]
-STATS_HEADER = ["NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape",
-                "Bench Tensor Shape", "Max diff", "Min diff", "Mean diff", "L2norm diff",
-                "MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr",
-                "NPU max", "NPU min", "NPU mean", "NPU l2norm", "Bench max", "Bench min",
-                "Bench mean", "Bench l2norm", "Accuracy Reached or Not", "Err_message",
-                "Error Origin", "Step", "Rank"]
 TENSOR_FIELDS = ["cosine", "euc_dist", "max_abs_err", "max_rel_err", "one_thousandth_ratio",
                  "five_thousandths_ratio"]
 STATS_FIELDS = ["max_diff", "min_diff", "mean_diff", "norm_diff", "max_rel_diff",
@@ -44,7 +34,6 @@ SIDE_FIELDS = ["npu_max", "npu_min", "npu_mean", "npu_norm", "bench_max", "bench
                "bench_mean", "bench_norm"]
 VERDICT = {0: "Yes", 1: "No", 2: "Warning"}
 CAUSE = {0: None, 1: "introduced", 2: "inherited"}
-RED, YELLOW = "FFFFC7CE", "FFFFEB9C"   # documented in msprobe-compare(1)
 
 
 def cell_text(v):
