@@ -357,6 +357,20 @@ static void msp_acc_merge(struct msp_acc *a, const struct msp_acc *b)
     a->inf += b->inf;
 }
 
+/* The elements after the last full vector, shared by the SSE and AVX2 blocks. */
+static void msp_acc_tail(const float *p, size_t i, size_t n, struct msp_acc *r)
+{
+    for (; i < n; i++) {
+        double x = p[i];
+        r->nan += isnan(x) != 0;
+        r->inf += isinf(x) != 0;
+        r->max = x > r->max ? x : r->max;
+        r->min = x < r->min ? x : r->min;
+        r->sum += x;
+        r->sq += x * x;
+    }
+}
+
 /* n <= 2^30 so the int32 lane counters cannot overflow. */
 static void msp_f32_block_sse(const float *p, size_t n, struct msp_acc *a)
 {
@@ -392,15 +406,7 @@ static void msp_f32_block_sse(const float *p, size_t n, struct msp_acc *a)
     }
     r.sum = (s0[0] + s0[1]) + (s1[0] + s1[1]);
     r.sq = (q0[0] + q0[1]) + (q1[0] + q1[1]);
-    for (; i < n; i++) {
-        double x = p[i];
-        r.nan += isnan(x) != 0;
-        r.inf += isinf(x) != 0;
-        r.max = x > r.max ? x : r.max;
-        r.min = x < r.min ? x : r.min;
-        r.sum += x;
-        r.sq += x * x;
-    }
+    msp_acc_tail(p, i, n, &r);
     msp_acc_merge(a, &r);
 }
 
@@ -450,15 +456,7 @@ __attribute__((target("avx2,fma"))) static void msp_f32_block_avx2(const float *
     }
     r.sum = (ds[0] + ds[1]) + (ds[2] + ds[3]);
     r.sq = (dq[0] + dq[1]) + (dq[2] + dq[3]);
-    for (; i < n; i++) {
-        double x = p[i];
-        r.nan += isnan(x) != 0;
-        r.inf += isinf(x) != 0;
-        r.max = x > r.max ? x : r.max;
-        r.min = x < r.min ? x : r.min;
-        r.sum += x;
-        r.sq += x * x;
-    }
+    msp_acc_tail(p, i, n, &r);
     msp_acc_merge(a, &r);
 }
 
