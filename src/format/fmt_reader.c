@@ -284,9 +284,30 @@ cleanup:
 
 /* ---- catalogue by walking groups ---------------------------------------------- */
 
-struct msp_names {
+/* A growable vector of strdup'd names; returns -1 on OOM (an HDF5 iteration stop). */
+struct msp_strvec {
     char **v;
     size_t n, cap;
+};
+
+static int msp_strvec_push(struct msp_strvec *sv, const char *name)
+{
+    if (sv->n == sv->cap) {
+        size_t c = sv->cap ? sv->cap * 2 : 16;
+        char **v = realloc(sv->v, c * sizeof *v);
+        if (!v)
+            return -1;
+        sv->v = v;
+        sv->cap = c;
+    }
+    if (!(sv->v[sv->n] = strdup(name)))
+        return -1;
+    sv->n++;
+    return 0;
+}
+
+struct msp_names {
+    struct msp_strvec sv;
     H5O_type_t want;
 };
 
@@ -300,18 +321,7 @@ static herr_t msp_collect_cb(hid_t g, const char *name, const H5L_info_t *li, vo
         return -1;
     if (oi.type != ns->want)
         return 0;
-    if (ns->n == ns->cap) {
-        size_t c = ns->cap ? ns->cap * 2 : 16;
-        char **v = realloc(ns->v, c * sizeof *v);
-        if (!v)
-            return -1;
-        ns->v = v;
-        ns->cap = c;
-    }
-    if (!(ns->v[ns->n] = strdup(name)))
-        return -1;
-    ns->n++;
-    return 0;
+    return msp_strvec_push(&ns->sv, name);
 }
 
 /* Names of the hard-linked children of type `want`, in creation order when
@@ -330,7 +340,7 @@ static msp_err msp_children(hid_t g, H5O_type_t want, struct msp_names *ns, cons
         H5Pclose(gcpl);
     hsize_t pos = 0;
     if (H5Literate(g, idx, H5_ITER_INC, &pos, msp_collect_cb, ns) < 0) {
-        msp_free_strings(ns->v, ns->n);
+        msp_free_strings(ns->sv.v, ns->sv.n);
         memset(ns, 0, sizeof *ns);
         return msp_h5_fail(MSP_ERR_FORMAT, "%s: cannot list its members", where);
     }
@@ -505,19 +515,19 @@ static msp_err msp_walk_record(msp_dump_file_t *f, const char *name, int64_t pos
         r->order = position;
     if ((rc = msp_children(g, H5O_TYPE_DATASET, &ns, where)))
         goto cleanup;
-    r->tensors = calloc(ns.n ? ns.n : 1, sizeof *r->tensors);
+    r->tensors = calloc(ns.sv.n ? ns.sv.n : 1, sizeof *r->tensors);
     if (!r->tensors) {
         rc = msp_fail(MSP_ERR_NOMEM, "%s: out of memory", where);
         goto cleanup;
     }
-    for (size_t i = 0; i < ns.n; i++) {
-        rc = msp_walk_tensor(f, g, name, ns.v[i], &r->tensors[i]);
+    for (size_t i = 0; i < ns.sv.n; i++) {
+        rc = msp_walk_tensor(f, g, name, ns.sv.v[i], &r->tensors[i]);
         r->n_tensors = i + 1;
         if (rc)
             goto cleanup;
     }
 cleanup:
-    msp_free_strings(ns.v, ns.n);
+    msp_free_strings(ns.sv.v, ns.sv.n);
     if (g >= 0)
         H5Gclose(g);
     return rc;
@@ -531,19 +541,19 @@ static msp_err msp_walk(msp_dump_file_t *f)
     msp_err rc = msp_children(msp_impl(f)->file, H5O_TYPE_GROUP, &ns, where);
     if (rc)
         return rc;
-    f->records = calloc(ns.n ? ns.n : 1, sizeof *f->records);
+    f->records = calloc(ns.sv.n ? ns.sv.n : 1, sizeof *f->records);
     if (!f->records) {
         rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", f->path);
         goto cleanup;
     }
-    for (size_t i = 0; i < ns.n; i++) {
-        rc = msp_walk_record(f, ns.v[i], (int64_t)i, &f->records[i]);
+    for (size_t i = 0; i < ns.sv.n; i++) {
+        rc = msp_walk_record(f, ns.sv.v[i], (int64_t)i, &f->records[i]);
         f->n_records = i + 1;
         if (rc)
             goto cleanup;
     }
 cleanup:
-    msp_free_strings(ns.v, ns.n);
+    msp_free_strings(ns.sv.v, ns.sv.n);
     return rc;
 }
 
@@ -767,30 +777,14 @@ cleanup:
     return rc;
 }
 
-struct msp_attr_names {
-    char **v;
-    size_t n, cap;
-};
 
 static herr_t msp_attr_name_cb(hid_t loc, const char *name, const H5A_info_t *ai, void *ud)
 {
     (void)loc;
     (void)ai;
-    struct msp_attr_names *an = ud;
     if (strcmp(name, "order") == 0)
         return 0;
-    if (an->n == an->cap) {
-        size_t c = an->cap ? an->cap * 2 : 8;
-        char **v = realloc(an->v, c * sizeof *v);
-        if (!v)
-            return -1;
-        an->v = v;
-        an->cap = c;
-    }
-    if (!(an->v[an->n] = strdup(name)))
-        return -1;
-    an->n++;
-    return 0;
+    return msp_strvec_push(ud, name);
 }
 
 msp_err msp_dump_record_attrs(msp_dump_file_t *f, const msp_record_info_t *r, char ***keys,
@@ -803,7 +797,7 @@ msp_err msp_dump_record_attrs(msp_dump_file_t *f, const msp_record_info_t *r, ch
     char where[700];
     snprintf(where, sizeof where, "file %s: record %s", f->path, r->name);
     msp_err rc = MSP_OK;
-    struct msp_attr_names an = {0};
+    struct msp_strvec an = {0};
     char **ks = NULL, **vs = NULL;
     size_t m = 0;
     msp_h5_lock();
