@@ -96,6 +96,10 @@ msp_err msp_read_file(const char *path, size_t max_bytes, char **out, size_t *le
 msp_err msp_write_file_atomic(const char *path, const void *data, size_t len);
 /* 1 if path is a directory, 0 otherwise. */
 int msp_is_dir(const char *path);
+/* Room for element n (0-based) of a doubling array of elem-byte items: returns
+ * the (possibly moved) array with *cap updated and the new slots zeroed, or
+ * NULL on out of memory or size overflow, the array then left as it was. */
+void *msp_grow(void *items, size_t *cap, size_t n, size_t elem, size_t first_cap);
 /* malloc'd printf. Returns NULL on OOM. */
 char *msp_asprintf(const char *fmt, ...) MSP_PRINTF(1, 2);
 

@@ -86,17 +86,13 @@ static msp_err msp_ls_numbered(const char *dir, const char *prefix, struct msp_l
             free(p);
             continue;
         }
-        if (n == cap) {
-            size_t c = cap ? cap * 2 : 16;
-            struct msp_ls_entry *nv = realloc(v, c * sizeof *nv);
-            if (!nv) {
-                free(p);
-                rc = msp_fail(MSP_ERR_NOMEM, "%s: out of memory", dir);
-                break;
-            }
-            v = nv;
-            cap = c;
+        struct msp_ls_entry *nv = msp_grow(v, &cap, n, sizeof *nv, 16);
+        if (!nv) {
+            free(p);
+            rc = msp_fail(MSP_ERR_NOMEM, "%s: out of memory", dir);
+            break;
         }
+        v = nv;
         v[n].num = k;
         v[n++].path = p;
     }

@@ -202,12 +202,10 @@ static msp_err msp_step_set_add(msp_step_set_t *s, int64_t first, int64_t last, 
         if (*cap >= MSP_STEP_SET_MAX_RANGES)
             return msp_fail(MSP_ERR_LIMIT, "more than %u steps or ranges in one step set",
                             MSP_STEP_SET_MAX_RANGES);
-        size_t ncap = *cap ? *cap * 2 : 4;
-        msp_step_range_t *r = realloc(s->ranges, ncap * sizeof *r);
+        msp_step_range_t *r = msp_grow(s->ranges, cap, s->n_ranges, sizeof *r, 4);
         if (!r)
             return msp_fail(MSP_ERR_NOMEM, "out of memory parsing a step set");
         s->ranges = r;
-        *cap = ncap;
     }
     s->ranges[s->n_ranges].first = first;
     s->ranges[s->n_ranges].last = last;

@@ -47,16 +47,12 @@ static msp_err cmp_side_add(cmp_side_t *s, int64_t step, int64_t rank, char *pat
 {
     if (!path)
         return msp_fail(MSP_ERR_NOMEM, "out of memory");
-    if (s->n == s->cap) {
-        size_t nc = s->cap ? s->cap * 2 : 16;
-        cmp_file_ref_t *nr = realloc(s->refs, nc * sizeof *nr);
-        if (!nr) {
-            free(path);
-            return msp_fail(MSP_ERR_NOMEM, "out of memory");
-        }
-        s->refs = nr;
-        s->cap = nc;
+    cmp_file_ref_t *nr = msp_grow(s->refs, &s->cap, s->n, sizeof *nr, 16);
+    if (!nr) {
+        free(path);
+        return msp_fail(MSP_ERR_NOMEM, "out of memory");
     }
+    s->refs = nr;
     s->refs[s->n++] = (cmp_file_ref_t){step, rank, path};
     return MSP_OK;
 }

@@ -184,16 +184,12 @@ msp_err cmp_mapping_load(const char *path, cmp_mapping_t *out)
                           path, lineno, nt, nt == 1 ? "" : "s");
             goto cleanup;
         }
-        if (out->n == cap) {
-            size_t nc = cap ? cap * 2 : 16;
-            cmp_map_entry_t *ne = realloc(out->e, nc * sizeof *ne);
-            if (!ne) {
-                rc = msp_fail(MSP_ERR_NOMEM, "mapping file %s: out of memory", path);
-                goto cleanup;
-            }
-            out->e = ne;
-            cap = nc;
+        cmp_map_entry_t *ne = msp_grow(out->e, &cap, out->n, sizeof *ne, 16);
+        if (!ne) {
+            rc = msp_fail(MSP_ERR_NOMEM, "mapping file %s: out of memory", path);
+            goto cleanup;
         }
+        out->e = ne;
         out->e[out->n].bench = strdup(tok[0]);
         out->e[out->n].cmp = strdup(tok[1]);
         out->n++;

@@ -78,33 +78,23 @@ typedef struct cmp_build {
 static msp_err cmp_new_record(cmp_build_t *bld, size_t *idx)
 {
     msp_compare_result_t *r = bld->res;
-    if (r->n_records == bld->cap_rec) {
-        size_t nc = bld->cap_rec ? bld->cap_rec * 2 : 64;
-        msp_record_cmp_t *nv = realloc(r->records, nc * sizeof *nv);
-        if (!nv)
-            return msp_fail(MSP_ERR_NOMEM, "compare: out of memory for %zu records", nc);
-        r->records = nv;
-        bld->cap_rec = nc;
-    }
+    msp_record_cmp_t *nv = msp_grow(r->records, &bld->cap_rec, r->n_records, sizeof *nv, 64);
+    if (!nv)
+        return msp_fail(MSP_ERR_NOMEM, "compare: out of memory for %zu records", r->n_records + 1);
+    r->records = nv;
     *idx = r->n_records++;
-    memset(&r->records[*idx], 0, sizeof r->records[*idx]);
     return MSP_OK;
 }
 
 static msp_err cmp_new_tensor(cmp_build_t *bld, size_t *idx)
 {
     msp_compare_result_t *r = bld->res;
-    if (r->n_tensors == bld->cap_ten) {
-        size_t nc = bld->cap_ten ? bld->cap_ten * 2 : 256;
-        msp_tensor_cmp_t *nv = realloc(r->tensors, nc * sizeof *nv);
-        if (!nv)
-            return msp_fail(MSP_ERR_NOMEM, "compare: out of memory for %zu tensors", nc);
-        r->tensors = nv;
-        bld->cap_ten = nc;
-    }
+    msp_tensor_cmp_t *nv = msp_grow(r->tensors, &bld->cap_ten, r->n_tensors, sizeof *nv, 256);
+    if (!nv)
+        return msp_fail(MSP_ERR_NOMEM, "compare: out of memory for %zu tensors", r->n_tensors + 1);
+    r->tensors = nv;
     *idx = r->n_tensors++;
     msp_tensor_cmp_t *t = &r->tensors[*idx];
-    memset(t, 0, sizeof *t);
     t->cosine = t->euc_dist = t->max_abs_err = t->max_rel_err = NAN;
     t->one_thousandth_ratio = t->five_thousandths_ratio = NAN;
     t->npu_max = t->npu_min = t->npu_mean = t->npu_norm = NAN;

@@ -245,16 +245,12 @@ static msp_err msp_cc_pkg_add(msp_cc_pkgs_t *pk, const char *name, const char *v
     for (j = 0; j < pk->n && strcmp(pk->v[j].key, key) != 0; j++)
         ;
     if (j == pk->n) {
-        if (pk->n == pk->cap) {
-            size_t ncap = pk->cap ? pk->cap * 2 : 256;
-            msp_cc_pkg_t *np = realloc(pk->v, ncap * sizeof *np);
-            if (!np) {
-                free(key);
-                return msp_fail(MSP_ERR_NOMEM, "out of memory");
-            }
-            pk->v = np;
-            pk->cap = ncap;
+        msp_cc_pkg_t *np = msp_grow(pk->v, &pk->cap, pk->n, sizeof *np, 256);
+        if (!np) {
+            free(key);
+            return msp_fail(MSP_ERR_NOMEM, "out of memory");
         }
+        pk->v = np;
         pk->v[j] = (msp_cc_pkg_t){.key = key, .name = name};
         pk->n++;
     } else {
@@ -626,14 +622,10 @@ static msp_err msp_cc_flatten(const cJSON *node, const char *path, msp_cc_leaves
         }
         return MSP_OK;
     }
-    if (out->n == out->cap) {
-        size_t ncap = out->cap ? out->cap * 2 : 64;
-        msp_cc_leaf_t *nv = realloc(out->v, ncap * sizeof *nv);
-        if (!nv)
-            return msp_fail(MSP_ERR_NOMEM, "out of memory");
-        out->v = nv;
-        out->cap = ncap;
-    }
+    msp_cc_leaf_t *nv = msp_grow(out->v, &out->cap, out->n, sizeof *nv, 64);
+    if (!nv)
+        return msp_fail(MSP_ERR_NOMEM, "out of memory");
+    out->v = nv;
     char *text = cJSON_IsString(node) ? strdup(node->valuestring) : cJSON_PrintUnformatted(node);
     char *p = strdup(path);
     if (!text || !p) {

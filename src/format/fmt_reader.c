@@ -99,20 +99,6 @@ static void msp_sort_catalogue(msp_dump_file_t *f)
         qsort(f->records, f->n_records, sizeof(msp_record_info_t), msp_record_cmp);
 }
 
-static msp_err msp_grow(void **p, size_t *cap, size_t n, size_t elem, const char *path)
-{
-    if (n < *cap)
-        return MSP_OK;
-    size_t c = *cap ? *cap * 2 : 16;
-    void *q = realloc(*p, c * elem);
-    if (!q)
-        return msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", path);
-    memset((char *)q + *cap * elem, 0, (c - *cap) * elem);
-    *p = q;
-    *cap = c;
-    return MSP_OK;
-}
-
 /* numel and nbytes of a shape; MSP_ERR_FORMAT on overflow. */
 static msp_err msp_shape_size(const int64_t *shape, int ndim, size_t esize, int64_t *numel,
                               int64_t *nbytes, const char *where)
@@ -246,9 +232,12 @@ static msp_err msp_load_index(msp_dump_file_t *f, hid_t d)
         }
         msp_record_info_t *r = f->n_records ? &f->records[f->n_records - 1] : NULL;
         if (!r || strcmp(r->name, row->record) != 0) {
-            if ((rc = msp_grow((void **)&f->records, &cap, f->n_records, sizeof *f->records,
-                               f->path)))
+            msp_record_info_t *nr = msp_grow(f->records, &cap, f->n_records, sizeof *nr, 16);
+            if (!nr) {
+                rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", f->path);
                 goto cleanup;
+            }
+            f->records = nr;
             r = &f->records[f->n_records++];
             r->order = row->order;
             if (!(r->name = strdup(row->record))) {
@@ -292,14 +281,10 @@ struct msp_strvec {
 
 static int msp_strvec_push(struct msp_strvec *sv, const char *name)
 {
-    if (sv->n == sv->cap) {
-        size_t c = sv->cap ? sv->cap * 2 : 16;
-        char **v = realloc(sv->v, c * sizeof *v);
-        if (!v)
-            return -1;
-        sv->v = v;
-        sv->cap = c;
-    }
+    char **v = msp_grow(sv->v, &sv->cap, sv->n, sizeof *v, 16);
+    if (!v)
+        return -1;
+    sv->v = v;
     if (!(sv->v[sv->n] = strdup(name)))
         return -1;
     sv->n++;
