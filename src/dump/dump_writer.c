@@ -338,6 +338,15 @@ static double mono_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* The writer's own CPU time: on a machine with fewer cores than busy threads
+ * the wall-clock busy time also counts the time it waited for a core. */
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static void *writer_main(void *arg)
 {
     (void)arg;
@@ -346,7 +355,7 @@ static void *writer_main(void *arg)
      * (bench/dump/run.sh compares it with dd). */
     const char *ws = getenv("MSPROBE_WRITER_STATS");
     int stats = ws && *ws && strcmp(ws, "0") != 0;
-    double busy = 0;
+    double busy = 0, oncpu = 0;
     uint64_t written = 0;
     for (;;) {
         pthread_mutex_lock(&q.mu);
@@ -363,7 +372,7 @@ static void *writer_main(void *arg)
         pthread_mutex_unlock(&q.mu);
 
         int kind = r->kind;
-        double t0 = stats ? mono_now() : 0;
+        double t0 = stats ? mono_now() : 0, c0 = stats ? cpu_now() : 0;
         if (kind == MSP_DQ_RECORD)
             write_record(&s, r);
         else if (kind == MSP_DQ_END_STEP && s.w && s.step == r->step)
@@ -373,11 +382,13 @@ static void *writer_main(void *arg)
         size_t bytes = r->bytes;
         if (stats) {
             busy += mono_now() - t0;
+            oncpu += cpu_now() - c0;
             written += bytes;
         }
         if (stats && kind == MSP_DQ_SHUTDOWN)
-            msp_shim_msg("writer: %llu bytes of tensors in %.3f s busy (%.0f MB/s)",
-                         (unsigned long long)written, busy, busy > 0 ? (double)written / busy / 1e6 : 0.0);
+            msp_shim_msg("writer: %llu bytes of tensors in %.3f s busy (%.0f MB/s), %.3f s of it "
+                         "on a CPU", (unsigned long long)written, busy,
+                         busy > 0 ? (double)written / busy / 1e6 : 0.0, oncpu);
         msp_dq_rec_free(r);
 
         /* The bytes are released only now that they are freed: the bound is

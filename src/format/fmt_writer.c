@@ -9,10 +9,13 @@
 #include "fmt_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 struct msp_writer {
     char *path;
@@ -26,6 +29,8 @@ struct msp_writer {
     hid_t gcpl;
     struct msp_index_row *rows;
     size_t n_rows, cap_rows;
+    int fd;           /* HDF5's own descriptor (sec2 driver), for preallocation; -1: none */
+    int64_t prealloc_end; /* file blocks are reserved up to here */
 };
 
 /* Objects above this many bytes start on a 4 KiB boundary: whole pages for
@@ -35,6 +40,9 @@ struct msp_writer {
 #define MSP_META_BLOCK (64 * 1024)
 #define MSP_MDC_INITIAL (16 * 1024 * 1024)
 #define MSP_MDC_MAX (64 * 1024 * 1024)
+/* Tensor data goes into file space reserved ahead in steps of at least this
+ * much (see msp_writer_prealloc). */
+#define MSP_PREALLOC_STEP ((int64_t)64 * 1024 * 1024)
 
 /* Tensors at least this big get their statistics computed on a helper
  * thread while this thread hands the data to HDF5: on a dump's writer thread
@@ -151,6 +159,7 @@ msp_err msp_writer_open(const char *path, const msp_dump_meta_t *meta, msp_write
         goto cleanup;
     }
     w->file = w->group = w->dcpl = w->gcpl = -1;
+    w->fd = -1;
     for (int i = 0; i < MSP_DTYPE_COUNT_; i++)
         w->types[i] = -1;
     if ((rc = msp_writer_props(w)))
@@ -187,6 +196,11 @@ msp_err msp_writer_open(const char *path, const msp_dump_meta_t *meta, msp_write
                          e ? strerror(e) : "");
         goto cleanup;
     }
+    void *handle = NULL;
+    if (H5Fget_vfd_handle(w->file, H5P_DEFAULT, &handle) >= 0 && handle)
+        w->fd = *(int *)handle;
+    else
+        H5Eclear2(H5E_DEFAULT); /* no preallocation then */
     rc = msp_writer_root_attrs(w, meta);
 cleanup:
     if (fapl >= 0)
@@ -251,6 +265,46 @@ cleanup:
     msp_h5_unlock();
     free(name);
     return rc;
+}
+
+/* Reserve file blocks (without changing the file size) before HDF5 writes
+ * [off, off + n): on ext4 a buffered write into reserved blocks skips the
+ * per-block delayed-allocation bookkeeping, which took a quarter of the
+ * writer's time in the kernel (raw 4 MiB writes: 2.9 -> 4.2 GB/s of CPU).
+ * Reservations past the final size are released at close. Best effort: a
+ * filesystem without fallocate, or a full disk, just writes as before. */
+static void msp_writer_prealloc(msp_writer_t *w, int64_t off, int64_t n)
+{
+    if (w->fd < 0 || off < 0 || n <= 0 || off + n <= w->prealloc_end)
+        return;
+    int64_t start = off > w->prealloc_end ? off : w->prealloc_end;
+    int64_t len = off + n - start;
+    if (len < MSP_PREALLOC_STEP)
+        len = MSP_PREALLOC_STEP;
+    if (fallocate(w->fd, FALLOC_FL_KEEP_SIZE, (off_t)start, (off_t)len) == 0)
+        w->prealloc_end = start + len;
+    else if (errno == EOPNOTSUPP || errno == ENOSYS)
+        w->fd = -1; /* never again for this file */
+}
+
+/* Give back the blocks reserved past the end of the closed file: ext4 and
+ * XFS drop them on a truncate to the unchanged size, tmpfs (which ignores
+ * that) on a punched hole. */
+static void msp_writer_release_prealloc(const char *path, int64_t end)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    struct stat st;
+    if (fstat(fd, &st) == 0) {
+        if (ftruncate(fd, st.st_size) != 0)
+            errno = 0;
+        if (end > (int64_t)st.st_size &&
+            fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, st.st_size,
+                      (off_t)end - st.st_size) != 0)
+            errno = 0;
+    }
+    close(fd);
 }
 
 static msp_err msp_writer_push_row(msp_writer_t *w, struct msp_index_row *r)
@@ -382,6 +436,9 @@ msp_err msp_writer_add_tensor(msp_writer_t *w, const msp_tensor_in_t *t)
         goto cleanup;
     }
     if (t->data && numel > 0) {
+        haddr_t at = H5Dget_offset(d);
+        if (at != HADDR_UNDEF)
+            msp_writer_prealloc(w, (int64_t)at, (int64_t)(numel * esize));
         /* Memory type == file type and contiguous layout: HDF5 hands the
          * caller's buffer straight to pwrite(). */
         if (H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, t->data) < 0) {
@@ -389,8 +446,7 @@ msp_err msp_writer_add_tensor(msp_writer_t *w, const msp_tensor_in_t *t)
                              where, numel * esize);
             goto cleanup;
         }
-        haddr_t off = H5Dget_offset(d);
-        row.offset = off == HADDR_UNDEF ? -1 : (int64_t)off;
+        row.offset = at == HADDR_UNDEF ? -1 : (int64_t)at;
     }
     if (stats_pending) {
         pthread_join(stats_thread, NULL);
@@ -533,6 +589,8 @@ msp_err msp_writer_close(msp_writer_t *w)
     w->file = -1;
     if (H5Fclose(f) < 0 && !rc)
         rc = msp_h5_fail(MSP_ERR_IO, "file %s: cannot flush and close (disk full?)", w->path);
+    if (w->prealloc_end > 0)
+        msp_writer_release_prealloc(w->path, w->prealloc_end);
     msp_writer_free(w);
     msp_h5_unlock();
     return rc;
@@ -543,7 +601,14 @@ void msp_writer_abort(msp_writer_t *w)
     if (!w)
         return;
     msp_h5_lock();
+    char *path = w->prealloc_end > 0 ? w->path : NULL;
+    int64_t end = w->prealloc_end;
+    if (path)
+        w->path = NULL;
     msp_writer_free(w);
     H5Eclear2(H5E_DEFAULT);
     msp_h5_unlock();
+    if (path)
+        msp_writer_release_prealloc(path, end);
+    free(path);
 }

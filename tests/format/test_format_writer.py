@@ -36,6 +36,15 @@ class WriterOutputReadByH5py(unittest.TestCase):
             fh.seek(offset)
             return fh.read(n)
 
+    def test_no_disk_blocks_reserved_past_the_end(self):
+        # The writer reserves file space ahead of the tensor data (64 MiB
+        # steps); none of it may stay allocated once the file is closed.
+        st = os.stat(self.path)
+        allocated = st.st_blocks * 512
+        self.assertGreater(st.st_size, 0)
+        self.assertLessEqual(allocated, (st.st_size + 4095) // 4096 * 4096 + 4096,
+                             "%d bytes allocated for a %d-byte file" % (allocated, st.st_size))
+
     def test_root_attributes(self):
         for k, v in X.ROOT_ATTRS.items():
             self.assertEqual(self.f.attrs[k], v, k)
