@@ -4,26 +4,14 @@
  * a reader never sees half a report and memory stays flat. */
 #include "msprobe/compare.h"
 
+#include "cmp_report.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-static const char *const msp_csv_cols_tensor[] = {
-    "NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape",
-    "Bench Tensor Shape", "Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr",
-    "One Thousandth Err Ratio", "Five Thousandths Err Ratio", "NPU max", "NPU min",
-    "NPU mean", "NPU l2norm", "Bench max", "Bench min", "Bench mean", "Bench l2norm",
-    "Accuracy Reached or Not", "Err_message", "Error Origin", "Step", "Rank",
-};
-static const char *const msp_csv_cols_stats[] = {
-    "NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape",
-    "Bench Tensor Shape", "Max diff", "Min diff", "Mean diff", "L2norm diff",
-    "MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr", "NPU max",
-    "NPU min", "NPU mean", "NPU l2norm", "Bench max", "Bench min", "Bench mean",
-    "Bench l2norm", "Accuracy Reached or Not", "Err_message", "Error Origin", "Step", "Rank",
-};
 
 #define MSP_CSV_NCOLS(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -68,16 +56,6 @@ static void msp_csv_num(FILE *f, double v)
     fputs_unlocked(buf, f);
 }
 
-static const char *msp_csv_verdict(msp_verdict_t v)
-{
-    return v == MSP_VERDICT_YES ? "Yes" : v == MSP_VERDICT_WARNING ? "Warning" : "No";
-}
-
-static const char *msp_csv_cause(msp_cause_t c)
-{
-    return c == MSP_CAUSE_INTRODUCED ? "introduced" : c == MSP_CAUSE_INHERITED ? "inherited" : "";
-}
-
 static void msp_csv_row(FILE *f, int stats, const msp_tensor_cmp_t *t, const msp_record_cmp_t *rec)
 {
     int has_npu = t->npu_name != NULL, has_bench = t->bench_name != NULL;
@@ -103,10 +81,10 @@ static void msp_csv_row(FILE *f, int stats, const msp_tensor_cmp_t *t, const msp
                            t->bench_max, t->bench_min, t->bench_mean, t->bench_norm};
     for (size_t i = 0; i < MSP_CSV_NCOLS(side); i++)
         msp_csv_num(f, side[i]);
-    msp_csv_field(f, msp_csv_verdict(t->verdict), 0);
+    msp_csv_field(f, cmp_verdict_text(t->verdict), 0);
     msp_csv_field(f, t->err_message, 0);
     if (rec) {
-        msp_csv_field(f, msp_csv_cause(rec->cause), 0);
+        msp_csv_field(f, cmp_cause_text(rec->cause), 0);
         fprintf(f, ",%lld,%lld", (long long)rec->step, (long long)rec->rank);
     } else {
         fputs_unlocked(",,,", f);
@@ -121,14 +99,8 @@ msp_err msp_report_write_csv(const msp_compare_result_t *res, const char *out_di
     msp_err rc = msp_mkdirs(out_dir);
     if (rc != MSP_OK)
         return rc;
-    for (size_t i = 0; i < res->n_records; i++) {
-        const msp_record_cmp_t *rec = &res->records[i];
-        if (rec->first_tensor > res->n_tensors ||
-            rec->n_tensors > res->n_tensors - rec->first_tensor)
-            return msp_fail(MSP_ERR_INTERNAL, "report: record %s claims tensors %zu..%zu of %zu",
-                            rec->name ? rec->name : "?", rec->first_tensor,
-                            rec->first_tensor + rec->n_tensors, res->n_tensors);
-    }
+    if ((rc = cmp_report_check_ranges(res)) != MSP_OK)
+        return rc;
 
     FILE *f = NULL;
     unsigned char *claimed = NULL;
@@ -152,8 +124,8 @@ msp_err msp_report_write_csv(const msp_compare_result_t *res, const char *out_di
     flockfile(f); /* one writer: the _unlocked calls below skip a lock per character */
 
     int stats = res->stats_mode != 0;
-    const char *const *cols = stats ? msp_csv_cols_stats : msp_csv_cols_tensor;
-    size_t ncols = stats ? MSP_CSV_NCOLS(msp_csv_cols_stats) : MSP_CSV_NCOLS(msp_csv_cols_tensor);
+    const char *const *cols = stats ? cmp_details_cols_stats : cmp_details_cols_tensor;
+    size_t ncols = stats ? CMP_DETAILS_NCOLS_STATS : CMP_DETAILS_NCOLS_TENSOR;
     for (size_t c = 0; c < ncols; c++)
         msp_csv_field(f, cols[c], c == 0);
     fputs("\r\n", f);

@@ -30,23 +30,9 @@
 #define MSP_XLSX_MAX_STR 32767
 #define MSP_XLSX_MAX_URLS 65530
 
-static const char *const msp_details_cols_tensor[] = {
-    "NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape",
-    "Bench Tensor Shape", "Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr",
-    "One Thousandth Err Ratio", "Five Thousandths Err Ratio", "NPU max", "NPU min",
-    "NPU mean", "NPU l2norm", "Bench max", "Bench min", "Bench mean", "Bench l2norm",
-    "Accuracy Reached or Not", "Err_message", "Error Origin", "Step", "Rank",
-};
 static const double msp_details_width_tensor[] = {
     44, 44, 16, 16, 18, 18, 12, 12, 12, 14, 14, 14, 12, 12, 12, 12, 12, 12, 12, 12,
     12, 36, 12, 7, 7,
-};
-static const char *const msp_details_cols_stats[] = {
-    "NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape",
-    "Bench Tensor Shape", "Max diff", "Min diff", "Mean diff", "L2norm diff",
-    "MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr", "NPU max",
-    "NPU min", "NPU mean", "NPU l2norm", "Bench max", "Bench min", "Bench mean",
-    "Bench l2norm", "Accuracy Reached or Not", "Err_message", "Error Origin", "Step", "Rank",
 };
 static const double msp_details_width_stats[] = {
     44, 44, 16, 16, 18, 18, 12, 12, 12, 12, 14, 14, 14, 14, 12, 12, 12, 12, 12, 12, 12, 12,
@@ -60,6 +46,10 @@ static const char *const msp_summary_cols[] = {
 static const double msp_summary_width[] = {7, 7, 48, 48, 8, 14, 14, 12, 12, 12, 16};
 
 #define MSP_NCOLS(a) (sizeof(a) / sizeof((a)[0]))
+_Static_assert(MSP_NCOLS(msp_details_width_tensor) == CMP_DETAILS_NCOLS_TENSOR,
+               "one width per tensor-mode details column");
+_Static_assert(MSP_NCOLS(msp_details_width_stats) == CMP_DETAILS_NCOLS_STATS,
+               "one width per statistics-mode details column");
 
 static size_t msp_xlsx_data_rows = MSP_XLSX_SHEET_ROWS;
 
@@ -78,34 +68,6 @@ typedef struct msp_xlsx {
     char err_sheet[32];
     size_t err_row;
 } msp_xlsx_t;
-
-/* ---- helpers shared with the CSV writer's conventions ---------------- */
-
-static const char *msp_verdict_text(msp_verdict_t v)
-{
-    switch (v) {
-    case MSP_VERDICT_YES:
-        return "Yes";
-    case MSP_VERDICT_NO:
-        return "No";
-    case MSP_VERDICT_WARNING:
-        return "Warning";
-    }
-    return "No";
-}
-
-static const char *msp_cause_text(msp_cause_t c)
-{
-    switch (c) {
-    case MSP_CAUSE_INTRODUCED:
-        return "introduced";
-    case MSP_CAUSE_INHERITED:
-        return "inherited";
-    case MSP_CAUSE_NONE:
-        break;
-    }
-    return "";
-}
 
 static void msp_xlsx_note(msp_xlsx_t *x, lxw_error e, const char *sheet, size_t row)
 {
@@ -257,10 +219,10 @@ static void msp_details_row(msp_xlsx_t *x, lxw_worksheet *ws, const char *sheet,
                            t->bench_max, t->bench_min, t->bench_mean, t->bench_norm};
     for (size_t i = 0; i < MSP_NCOLS(side); i++)
         msp_put_num(x, ws, sheet, r, c++, side[i], f);
-    msp_put_str(x, ws, sheet, r, c++, msp_verdict_text(t->verdict), f);
+    msp_put_str(x, ws, sheet, r, c++, cmp_verdict_text(t->verdict), f);
     msp_put_str(x, ws, sheet, r, c++, t->err_message, f);
     if (ctx->rec) {
-        msp_put_str(x, ws, sheet, r, c++, msp_cause_text(ctx->rec->cause), f);
+        msp_put_str(x, ws, sheet, r, c++, cmp_cause_text(ctx->rec->cause), f);
         msp_put_num(x, ws, sheet, r, c++, (double)ctx->rec->step, f);
         msp_put_num(x, ws, sheet, r, c++, (double)ctx->rec->rank, f);
     } else {
@@ -276,29 +238,13 @@ static void msp_details_pos(size_t seq, size_t *sheet, size_t *row1)
     *row1 = seq % msp_xlsx_data_rows + 2; /* +1 header, +1 one-based */
 }
 
-/* Records claim contiguous tensor ranges; a range that lies outside the tensor
- * array is a bug in the producer, reported rather than read out of bounds. */
-static msp_err msp_check_ranges(const msp_compare_result_t *res)
-{
-    for (size_t i = 0; i < res->n_records; i++) {
-        const msp_record_cmp_t *rec = &res->records[i];
-        if (rec->first_tensor > res->n_tensors ||
-            rec->n_tensors > res->n_tensors - rec->first_tensor)
-            return msp_fail(MSP_ERR_INTERNAL,
-                            "report: record %s claims tensors %zu..%zu of %zu",
-                            rec->name ? rec->name : "?", rec->first_tensor,
-                            rec->first_tensor + rec->n_tensors, res->n_tensors);
-    }
-    return MSP_OK;
-}
-
 static void msp_write_details(msp_xlsx_t *x, const msp_compare_result_t *res,
                               const unsigned char *claimed)
 {
     int stats = res->stats_mode != 0;
-    const char *const *cols = stats ? msp_details_cols_stats : msp_details_cols_tensor;
+    const char *const *cols = stats ? cmp_details_cols_stats : cmp_details_cols_tensor;
     const double *widths = stats ? msp_details_width_stats : msp_details_width_tensor;
-    size_t ncols = stats ? MSP_NCOLS(msp_details_cols_stats) : MSP_NCOLS(msp_details_cols_tensor);
+    size_t ncols = stats ? CMP_DETAILS_NCOLS_STATS : CMP_DETAILS_NCOLS_TENSOR;
     size_t nsheets = res->n_tensors ? (res->n_tensors - 1) / msp_xlsx_data_rows + 1 : 1;
 
     size_t seq = 0;                 /* details row, over all details sheets */
@@ -377,8 +323,8 @@ static void msp_write_summary(msp_xlsx_t *x, const msp_compare_result_t *res, si
             msp_put_num(x, ws, sheet, r, c++, (double)rec->order, f);
             msp_put_num(x, ws, sheet, r, c++, rec->worst_cosine, f);
             msp_put_num(x, ws, sheet, r, c++, rec->worst_max_abs, f);
-            msp_put_str(x, ws, sheet, r, c++, msp_verdict_text(rec->verdict), f);
-            msp_put_str(x, ws, sheet, r, c++, msp_cause_text(rec->cause), f);
+            msp_put_str(x, ws, sheet, r, c++, cmp_verdict_text(rec->verdict), f);
+            msp_put_str(x, ws, sheet, r, c++, cmp_cause_text(rec->cause), f);
             msp_put_str(x, ws, sheet, r, c++, rec->is_root_cause ? "ROOT CAUSE" : "", f);
             if (rec->n_tensors == 0) {
                 msp_put_str(x, ws, sheet, r, c++, "", f);
@@ -416,7 +362,7 @@ msp_err msp_report_write_xlsx(const msp_compare_result_t *res, const char *out_d
     msp_err rc = msp_mkdirs(out_dir);
     if (rc != MSP_OK)
         return rc;
-    rc = msp_check_ranges(res);
+    rc = cmp_report_check_ranges(res);
     if (rc != MSP_OK)
         return rc;
 

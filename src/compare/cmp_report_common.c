@@ -1,0 +1,60 @@
+/* What the xlsx and csv reports share: the details columns (msprobe's names,
+ * then ours), the words written for verdicts and causes, and the check that a
+ * result's record ranges lie inside its tensor array. */
+#include "cmp_report.h"
+
+const char *const cmp_details_cols_tensor[] = {
+    "NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape",
+    "Bench Tensor Shape", "Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr",
+    "One Thousandth Err Ratio", "Five Thousandths Err Ratio", "NPU max", "NPU min",
+    "NPU mean", "NPU l2norm", "Bench max", "Bench min", "Bench mean", "Bench l2norm",
+    "Accuracy Reached or Not", "Err_message", "Error Origin", "Step", "Rank",
+};
+const char *const cmp_details_cols_stats[] = {
+    "NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape",
+    "Bench Tensor Shape", "Max diff", "Min diff", "Mean diff", "L2norm diff",
+    "MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr", "NPU max",
+    "NPU min", "NPU mean", "NPU l2norm", "Bench max", "Bench min", "Bench mean",
+    "Bench l2norm", "Accuracy Reached or Not", "Err_message", "Error Origin", "Step", "Rank",
+};
+
+const char *cmp_verdict_text(msp_verdict_t v)
+{
+    switch (v) {
+    case MSP_VERDICT_YES:
+        return "Yes";
+    case MSP_VERDICT_NO:
+        return "No";
+    case MSP_VERDICT_WARNING:
+        return "Warning";
+    }
+    return "No";
+}
+
+const char *cmp_cause_text(msp_cause_t c)
+{
+    switch (c) {
+    case MSP_CAUSE_INTRODUCED:
+        return "introduced";
+    case MSP_CAUSE_INHERITED:
+        return "inherited";
+    case MSP_CAUSE_NONE:
+        break;
+    }
+    return "";
+}
+
+/* Records claim contiguous tensor ranges; a range that lies outside the tensor
+ * array is a bug in the producer, reported rather than read out of bounds. */
+msp_err cmp_report_check_ranges(const msp_compare_result_t *res)
+{
+    for (size_t i = 0; i < res->n_records; i++) {
+        const msp_record_cmp_t *rec = &res->records[i];
+        if (rec->first_tensor > res->n_tensors ||
+            rec->n_tensors > res->n_tensors - rec->first_tensor)
+            return msp_fail(MSP_ERR_INTERNAL, "report: record %s claims tensors %zu..%zu of %zu",
+                            rec->name ? rec->name : "?", rec->first_tensor,
+                            rec->first_tensor + rec->n_tensors, res->n_tensors);
+    }
+    return MSP_OK;
+}
