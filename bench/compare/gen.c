@@ -80,6 +80,21 @@ static void gen_round(msp_dtype_t dt, const float *src, int64_t n, float *vals, 
     }
 }
 
+/* Layer k's weights, the same for every step and rank (forward and backward
+ * regenerate them rather than keep all layers): |w| log-uniform in
+ * [0.8, 1.25], so E[log|w|] = 0 and a deep chain of products neither
+ * overflows nor vanishes. w in float32, wc/packed as the npu side stores them. */
+static void gen_weights(uint64_t seed, int k, msp_dtype_t dt, int64_t n, float *w, float *wc,
+                        void *packed)
+{
+    uint64_t sw = gen_stream(seed, 0, 0, 2, k);
+    for (int64_t i = 0; i < n; i++) {
+        float u = gen_uniform(sw, i);
+        w[i] = (u < 0 ? -1.0f : 1.0f) * expf(0.2231436f * gen_uniform(sw ^ 0x5bd1e995u, i));
+    }
+    gen_round(dt, w, n, wc, packed);
+}
+
 typedef struct gen_side {
     msp_writer_t *w;
     msp_dtype_t dt;
@@ -166,14 +181,7 @@ static int gen_one(const gen_opts_t *o, int step, int rank)
     int64_t order = 0;
     int calls[4] = {0, 0, 0, 0};
     for (int k = 0; k < o->layers; k++) {
-        uint64_t sw = gen_stream(o->seed, 0, 0, 2, k); /* weights shared by steps and ranks */
-        /* |w| log-uniform in [0.8, 1.25]: E[log|w|] = 0, so a deep chain of
-         * products neither overflows nor vanishes */
-        for (int64_t i = 0; i < E; i++) {
-            float u = gen_uniform(sw, i);
-            w[i] = (u < 0 ? -1.0f : 1.0f) * expf(0.2231436f * gen_uniform(sw ^ 0x5bd1e995u, i));
-        }
-        gen_round(o->dtype, w, E, wc, pwc);
+        gen_weights(o->seed, k, o->dtype, E, w, wc, pwc);
         for (int64_t i = 0; i < E; i++) {
             yb[i] = xb[i] * w[i];
             tmp[i] = xc[i] * w[i];
@@ -217,12 +225,7 @@ static int gen_one(const gen_opts_t *o, int step, int rank)
         int bcalls[4];
         memcpy(bcalls, calls, sizeof bcalls);
         for (int k = o->layers - 1; k >= 0; k--) {
-            uint64_t sw = gen_stream(o->seed, 0, 0, 2, k);
-            for (int64_t i = 0; i < E; i++) {
-                float u = gen_uniform(sw, i);
-                w[i] = (u < 0 ? -1.0f : 1.0f) * expf(0.2231436f * gen_uniform(sw ^ 0x5bd1e995u, i));
-            }
-            gen_round(o->dtype, w, E, wc, pwc);
+            gen_weights(o->seed, k, o->dtype, E, w, wc, pwc);
             for (int64_t i = 0; i < E; i++) {
                 yb[i] = xb[i] * w[i];
                 tmp[i] = xc[i] * w[i];
