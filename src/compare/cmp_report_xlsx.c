@@ -164,6 +164,21 @@ static void msp_sheet_name(char *buf, size_t n, const char *base, size_t index)
         snprintf(buf, n, "%s_%zu", base, index + 1);
 }
 
+/* Sheets needed for total data rows (at least one, even empty), and the data
+ * rows of sheet s. */
+static size_t msp_sheet_count(size_t total)
+{
+    return total ? (total - 1) / msp_xlsx_data_rows + 1 : 1;
+}
+
+static size_t msp_sheet_rows(size_t total, size_t s)
+{
+    if (total <= s * msp_xlsx_data_rows)
+        return 0;
+    size_t rows = total - s * msp_xlsx_data_rows;
+    return rows > msp_xlsx_data_rows ? msp_xlsx_data_rows : rows;
+}
+
 static lxw_worksheet *msp_add_sheet(msp_xlsx_t *x, const char *name, const char *const *cols,
                                     const double *widths, size_t ncols, size_t nrows)
 {
@@ -245,7 +260,7 @@ static void msp_write_details(msp_xlsx_t *x, const msp_compare_result_t *res,
     const char *const *cols = stats ? cmp_details_cols_stats : cmp_details_cols_tensor;
     const double *widths = stats ? msp_details_width_stats : msp_details_width_tensor;
     size_t ncols = stats ? CMP_DETAILS_NCOLS_STATS : CMP_DETAILS_NCOLS_TENSOR;
-    size_t nsheets = res->n_tensors ? (res->n_tensors - 1) / msp_xlsx_data_rows + 1 : 1;
+    size_t nsheets = msp_sheet_count(res->n_tensors);
 
     size_t seq = 0;                 /* details row, over all details sheets */
     size_t rec_i = 0, t_i = 0;      /* walking records, then unclaimed tensors */
@@ -253,11 +268,7 @@ static void msp_write_details(msp_xlsx_t *x, const msp_compare_result_t *res,
     for (size_t s = 0; s < nsheets && x->err == LXW_NO_ERROR; s++) {
         char name[32];
         msp_sheet_name(name, sizeof name, "details", s);
-        size_t rows = res->n_tensors - s * msp_xlsx_data_rows;
-        if (rows > msp_xlsx_data_rows)
-            rows = msp_xlsx_data_rows;
-        if (res->n_tensors == 0)
-            rows = 0;
+        size_t rows = msp_sheet_rows(res->n_tensors, s);
         lxw_worksheet *ws = msp_add_sheet(x, name, cols, widths, ncols, rows);
         if (!ws)
             return;
@@ -294,16 +305,12 @@ static void msp_write_details(msp_xlsx_t *x, const msp_compare_result_t *res,
 
 static void msp_write_summary(msp_xlsx_t *x, const msp_compare_result_t *res, size_t *first_seq)
 {
-    size_t nsheets = res->n_records ? (res->n_records - 1) / msp_xlsx_data_rows + 1 : 1;
+    size_t nsheets = msp_sheet_count(res->n_records);
     size_t i = 0;
     for (size_t s = 0; s < nsheets && x->err == LXW_NO_ERROR; s++) {
         char name[32];
         msp_sheet_name(name, sizeof name, "summary", s);
-        size_t rows = res->n_records - s * msp_xlsx_data_rows;
-        if (rows > msp_xlsx_data_rows)
-            rows = msp_xlsx_data_rows;
-        if (res->n_records == 0)
-            rows = 0;
+        size_t rows = msp_sheet_rows(res->n_records, s);
         lxw_worksheet *ws = msp_add_sheet(x, name, msp_summary_cols, msp_summary_width,
                                           MSP_NCOLS(msp_summary_cols), rows);
         if (!ws)
