@@ -96,6 +96,8 @@ msp_err msp_read_file(const char *path, size_t max_bytes, char **out, size_t *le
 msp_err msp_write_file_atomic(const char *path, const void *data, size_t len);
 /* 1 if path is a directory, 0 otherwise. */
 int msp_is_dir(const char *path);
+/* fsync a directory, so the entries made in it survive a machine crash. */
+msp_err msp_sync_dir(const char *dir);
 /* Room for element n (0-based) of a doubling array of elem-byte items: returns
  * the (possibly moved) array with *cap updated and the new slots zeroed, or
  * NULL on out of memory or size overflow, the array then left as it was. */

@@ -105,7 +105,8 @@ typedef struct msp_tensor_in {
 } msp_tensor_in_t;
 
 /* Create (truncate) path; parent directories must exist. Tensor data goes to
- * disk with one H5Dwrite per tensor, unconverted; nothing is fsync'ed. */
+ * disk with one H5Dwrite per tensor, unconverted; nothing is fsync'ed unless
+ * msp_writer_set_durable is on. */
 msp_err msp_writer_open(const char *path, const msp_dump_meta_t *meta, msp_writer_t **out);
 /* Start a record group; tensors and attrs that follow go into it.
  * A record name that already exists in the file is an error. */
@@ -117,7 +118,14 @@ msp_err msp_writer_add_tensor(msp_writer_t *w, const msp_tensor_in_t *t);
 /* Non-tensor argument or any other record attribute (string value). */
 msp_err msp_writer_set_attr(msp_writer_t *w, const char *key, const char *value);
 msp_err msp_writer_end_record(msp_writer_t *w);
-/* Write /index and close. Frees w on every path; NULL-safe. */
+/* Durable mode: tensor data is handed to the disk as it is written
+ * (write-behind, so the disk works while the caller goes on) and close
+ * returns only once the whole file is on stable storage (fdatasync), so a
+ * machine crash, not only a process crash, loses at most the open file.
+ * Off by default. */
+void msp_writer_set_durable(msp_writer_t *w, int on);
+/* Write /index and close. Frees w on every path; NULL-safe. In durable mode
+ * a failed fdatasync is MSP_ERR_IO. */
 msp_err msp_writer_close(msp_writer_t *w);
 /* Close without writing /index (e.g. disk full); frees w; NULL-safe. */
 void msp_writer_abort(msp_writer_t *w);

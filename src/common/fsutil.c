@@ -46,6 +46,19 @@ cleanup:
     return rc;
 }
 
+msp_err msp_sync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return msp_fail(MSP_ERR_IO, "cannot open directory %s to sync it: %s", dir,
+                        strerror(errno));
+    msp_err rc = MSP_OK;
+    if (fsync(fd) != 0 && errno != EINVAL) /* EINVAL: a filesystem that cannot */
+        rc = msp_fail(MSP_ERR_IO, "cannot sync directory %s: %s", dir, strerror(errno));
+    close(fd);
+    return rc;
+}
+
 msp_err msp_read_file(const char *path, size_t max_bytes, char **out, size_t *len)
 {
     *out = NULL;

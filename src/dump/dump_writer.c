@@ -31,12 +31,12 @@ static struct {
     msp_dq_rec_t *stats_next;      /* first record it has not seen */
     pthread_t sthread;
     char *dump_path, *task, *dump_mode, *framework_version;
-    int statistics;
+    int statistics, durable;
     size_t cap;
     int64_t world_size;
 } q = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
        PTHREAD_COND_INITIALIZER, NULL, NULL, 0, 0, 0, 0, PTHREAD_COND_INITIALIZER, NULL, 0,
-       NULL, NULL, NULL, NULL, 0, 0, 1};
+       NULL, NULL, NULL, NULL, 0, 0, 0, 1};
 
 /* ---- buffer pool ------------------------------------------------------ */
 
@@ -104,6 +104,7 @@ int msp_dq_init(const msp_dq_params_t *p)
     q.dump_mode = strdup(p->dump_mode);
     q.framework_version = strdup("unknown");
     q.statistics = p->statistics;
+    q.durable = p->durable;
     q.cap = p->queue_bytes ? p->queue_bytes : (size_t)256 << 20;
     pool.cap = q.cap / 2;
     return (q.dump_path && q.task && q.dump_mode && q.framework_version) ? 0 : -1;
@@ -246,13 +247,27 @@ typedef struct wstate {
     int64_t failed_rank;
 } wstate_t;
 
+/* Durable mode: the step and rank directories made for the file must
+ * survive a machine crash too (the file's own entry is synced at its close). */
+static void sync_step_dirs(int64_t step)
+{
+    char *dir = msp_asprintf("%s/step%lld", q.dump_path, (long long)step);
+    if (!dir || msp_sync_dir(dir) != MSP_OK || msp_sync_dir(q.dump_path) != MSP_OK)
+        msp_shim_warn_once("sync", "step %lld's directories may not be on disk: %s",
+                           (long long)step, dir ? msp_last_error() : "out of memory");
+    free(dir);
+}
+
 static void close_file(wstate_t *s)
 {
     if (!s->w)
         return;
     if (msp_writer_close(s->w) != MSP_OK && (g_write_failed = 1))
         msp_shim_warn_once("io", "cannot finish step %lld's dump file: %s; that file may "
-                           "lack its index", (long long)s->step, msp_last_error());
+                           "lack its index or not be on disk", (long long)s->step,
+                           msp_last_error());
+    else if (q.durable)
+        sync_step_dirs(s->step);
     s->w = NULL;
 }
 
@@ -283,6 +298,7 @@ static int open_file(wstate_t *s, int64_t step, int64_t rank)
                            path, msp_last_error());
         goto cleanup;
     }
+    msp_writer_set_durable(s->w, q.durable);
     ok = 1;
 cleanup:
     if (!ok) {

@@ -46,6 +46,7 @@ typedef struct msp_dq_params {
     int statistics;          /* 1: write statistics only */
     const char *task, *dump_mode;
     size_t queue_bytes;      /* bound on tensor bytes waiting */
+    int durable;             /* each step's file is on disk when it closes */
 } msp_dq_params_t;
 
 /* Copies what it needs; starts the thread lazily at the first push. */

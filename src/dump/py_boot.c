@@ -210,10 +210,12 @@ int msp_py_boot(void)
         const char *qenv = getenv("MSPROBE_QUEUE_MB");
         if (qenv && atol(qenv) > 0)
             qmb = (size_t)atol(qenv);
+        const char *senv = getenv("MSPROBE_SYNC");
         static const char *const modes[] = {"api", "module", "mix"};
         msp_dq_params_t p = {c->dump_path, c->task == MSP_TASK_STATISTICS,
                              c->task == MSP_TASK_STATISTICS ? "statistics" : "tensor",
-                             modes[c->dump_mode], qmb << 20};
+                             modes[c->dump_mode], qmb << 20,
+                             senv && *senv && strcmp(senv, "0") != 0};
         if (msp_dq_init(&p) != 0)
             return fail_boot("out of memory starting the dump");
         msp_g.dumping = msp_step_set_contains(&c->dump_iter, 0);

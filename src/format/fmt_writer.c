@@ -5,7 +5,9 @@
  * Speed: tensor bytes go from the caller's buffer to pwrite() untouched;
  * metadata is kept small (1.8 object headers with compact attribute and
  * link storage, no timestamps) and aggregated into large blocks, and
- * nothing is fsync'ed, so a dump runs close to raw sequential write speed. */
+ * nothing is fsync'ed, so a dump runs close to raw sequential write speed.
+ * Durable mode hands each tensor's bytes to the disk as soon as they are
+ * written (sync_file_range) and syncs the file and its name at close. */
 #include "fmt_internal.h"
 
 #include <errno.h>
@@ -31,6 +33,8 @@ struct msp_writer {
     size_t n_rows, cap_rows;
     int fd;           /* HDF5's own descriptor (sec2 driver), for preallocation; -1: none */
     int64_t prealloc_end; /* file blocks are reserved up to here */
+    int no_prealloc;  /* the filesystem cannot reserve blocks */
+    int durable;      /* msp_writer_set_durable */
 };
 
 /* Objects above this many bytes start on a 4 KiB boundary: whole pages for
@@ -277,7 +281,7 @@ cleanup:
  * filesystem without fallocate, or a full disk, just writes as before. */
 static void msp_writer_prealloc(msp_writer_t *w, int64_t off, int64_t n)
 {
-    if (w->fd < 0 || off < 0 || n <= 0 || off + n <= w->prealloc_end)
+    if (w->fd < 0 || w->no_prealloc || off < 0 || n <= 0 || off + n <= w->prealloc_end)
         return;
     int64_t start = off > w->prealloc_end ? off : w->prealloc_end;
     int64_t len = off + n - start;
@@ -286,27 +290,62 @@ static void msp_writer_prealloc(msp_writer_t *w, int64_t off, int64_t n)
     if (fallocate(w->fd, FALLOC_FL_KEEP_SIZE, (off_t)start, (off_t)len) == 0)
         w->prealloc_end = start + len;
     else if (errno == EOPNOTSUPP || errno == ENOSYS)
-        w->fd = -1; /* never again for this file */
+        w->no_prealloc = 1; /* never again for this file */
 }
 
-/* Give back the blocks reserved past the end of the closed file: ext4 and
- * XFS drop them on a truncate to the unchanged size, tmpfs (which ignores
- * that) on a punched hole. */
-static void msp_writer_release_prealloc(const char *path, int64_t end)
+void msp_writer_set_durable(msp_writer_t *w, int on)
 {
+    if (w)
+        w->durable = on != 0;
+}
+
+/* Durable mode: start the disk on [off, off + n) now, without waiting for it,
+ * so that the fdatasync at close finds most of the file already written. */
+static void msp_writer_write_behind(msp_writer_t *w, int64_t off, int64_t n)
+{
+    if (w->durable && w->fd >= 0 && off >= 0 && n > 0 &&
+        sync_file_range(w->fd, (off_t)off, (off_t)n, SYNC_FILE_RANGE_WRITE) != 0)
+        errno = 0; /* best effort: the fdatasync at close still makes it durable */
+}
+
+/* After HDF5 has closed the file: give back the blocks reserved past its end
+ * (ext4 and XFS drop them on a truncate to the unchanged size, tmpfs, which
+ * ignores that, on a punched hole), and in durable mode put the file and its
+ * directory entry on stable storage. Only the syncs can fail. */
+static msp_err msp_writer_finish_file(const char *path, int64_t prealloc_end, int durable)
+{
+    if (prealloc_end <= 0 && !durable)
+        return MSP_OK;
     int fd = open(path, O_WRONLY | O_CLOEXEC);
     if (fd < 0)
-        return;
+        return durable ? msp_fail(MSP_ERR_IO, "file %s: cannot reopen it to sync: %s", path,
+                                  strerror(errno))
+                       : MSP_OK;
+    msp_err rc = MSP_OK;
     struct stat st;
-    if (fstat(fd, &st) == 0) {
+    if (prealloc_end > 0 && fstat(fd, &st) == 0) {
         if (ftruncate(fd, st.st_size) != 0)
             errno = 0;
-        if (end > (int64_t)st.st_size &&
+        if (prealloc_end > (int64_t)st.st_size &&
             fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, st.st_size,
-                      (off_t)end - st.st_size) != 0)
+                      (off_t)prealloc_end - st.st_size) != 0)
             errno = 0;
     }
+    if (durable && fdatasync(fd) != 0)
+        rc = msp_fail(MSP_ERR_IO, "file %s: cannot put it on disk (fdatasync): %s", path,
+                      strerror(errno));
     close(fd);
+    if (durable && !rc) { /* and its name: the directory entry of a new file */
+        char *dir = strdup(path);
+        if (!dir)
+            return msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", path);
+        char *slash = strrchr(dir, '/');
+        if (slash)
+            *(slash == dir ? slash + 1 : slash) = '\0';
+        rc = msp_sync_dir(slash ? dir : ".");
+        free(dir);
+    }
+    return rc;
 }
 
 static msp_err msp_writer_push_row(msp_writer_t *w, struct msp_index_row *r)
@@ -449,6 +488,8 @@ msp_err msp_writer_add_tensor(msp_writer_t *w, const msp_tensor_in_t *t)
             goto cleanup;
         }
         row.offset = at == HADDR_UNDEF ? -1 : (int64_t)at;
+        if (at != HADDR_UNDEF)
+            msp_writer_write_behind(w, (int64_t)at, (int64_t)(numel * esize));
     }
     if (stats_pending) {
         pthread_join(stats_thread, NULL);
@@ -604,10 +645,17 @@ msp_err msp_writer_close(msp_writer_t *w)
     w->file = -1;
     if (H5Fclose(f) < 0 && !rc)
         rc = msp_h5_fail(MSP_ERR_IO, "file %s: cannot flush and close (disk full?)", w->path);
-    if (w->prealloc_end > 0)
-        msp_writer_release_prealloc(w->path, w->prealloc_end);
+    char *path = w->path;
+    int64_t end = w->prealloc_end;
+    int durable = w->durable;
+    w->path = NULL;
     msp_writer_free(w);
     msp_h5_unlock();
+    /* Outside the lock: an fdatasync must not hold up other files' HDF5 work. */
+    msp_err rc3 = msp_writer_finish_file(path, end, durable);
+    if (!rc)
+        rc = rc3;
+    free(path);
     return rc;
 }
 
@@ -624,6 +672,6 @@ void msp_writer_abort(msp_writer_t *w)
     H5Eclear2(H5E_DEFAULT);
     msp_h5_unlock();
     if (path)
-        msp_writer_release_prealloc(path, end);
+        msp_writer_finish_file(path, end, 0);
     free(path);
 }
