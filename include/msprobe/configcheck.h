@@ -27,6 +27,9 @@ msp_err msp_cc_py_boot(const msp_config_t *cfg);
 void msp_cc_py_after_import(void);
 /* When the shim ends step `step` (0-based). */
 void msp_cc_py_step_end(int64_t step);
+/* The process is about to end without running atexit handlers (os._exit):
+ * write the pack now, as the atexit handler would have. */
+void msp_cc_py_exit_now(void);
 
 
 /* ---- packs: static packing, reading, comparing (msp_configcheck library) ----

@@ -695,6 +695,13 @@ static PyObject *msp_cc_atexit(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+void msp_cc_py_exit_now(void)
+{
+    if (msp_cc.enabled)
+        msp_cc_write("exit");
+    msp_cc.enabled = 0; /* nothing after this: os._exit cannot fail */
+}
+
 static PyMethodDef msp_cc_atexit_def = {"msprobe_config_check_atexit", msp_cc_atexit, METH_NOARGS, NULL};
 
 void msp_cc_py_step_end(int64_t step)

@@ -47,6 +47,52 @@ static void at_exit(void)
     msp_dq_shutdown();
 }
 
+/* os._exit skips Python's atexit handlers and C's, ours included: without
+ * this, a script that ends with os._exit (a common way to skip a hanging
+ * process-group teardown) would lose every step still queued and the
+ * config_check pack. The wrapper flushes both, then calls the real one. */
+static PyObject *g_orig_os_exit;
+
+static PyObject *os_exit_hook(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    (void)self;
+    Py_ssize_t nargs = PyTuple_Size(args) + (kwargs ? PyDict_Size(kwargs) : 0);
+    /* Only a call that will really end the process (one status argument):
+     * a wrong call raises from the real function and training goes on. */
+    if (nargs == 1 && getpid() == msp_g.pid) {
+#ifdef MSP_HAVE_CONFIGCHECK_PY
+        if (msp_g.cc_on)
+            msp_cc_py_exit_now();
+#endif
+        if (!msp_g.disabled) {
+            msp_g.disabled = 1;
+            Py_BEGIN_ALLOW_THREADS
+            msp_dq_shutdown();
+            Py_END_ALLOW_THREADS
+        }
+    }
+    return PyObject_Call(g_orig_os_exit, args, kwargs);
+}
+
+static PyMethodDef g_os_exit_def = {"_exit", (PyCFunction)(void (*)(void))os_exit_hook,
+                                    METH_VARARGS | METH_KEYWORDS,
+                                    "Exit to the system with the given status, without normal "
+                                    "exit processing (msprobe writes its dump first)."};
+
+static void hook_os_exit(void)
+{
+    PyObject *os = PyImport_ImportModule("os");
+    g_orig_os_exit = os ? PyObject_GetAttrString(os, "_exit") : NULL;
+    PyObject *hook = g_orig_os_exit ? PyCFunction_NewEx(&g_os_exit_def, NULL, NULL) : NULL;
+    if (!hook || PyObject_SetAttrString(os, "_exit", hook) < 0) {
+        PyErr_Clear();
+        msp_shim_warn_once("os_exit", "cannot watch os._exit: a script ending with it loses "
+                           "the steps not yet written");
+    }
+    Py_XDECREF(hook);
+    Py_XDECREF(os);
+}
+
 /* Collect unknown API names into one message with near matches. */
 static int check_api_list(const msp_config_t *c, char **msg)
 {
@@ -230,6 +276,7 @@ int msp_py_boot(void)
     }
     pthread_atfork(NULL, NULL, atfork_child);
     Py_AtExit(at_exit);
+    hook_os_exit();
 
 #ifdef MSP_HAVE_CONFIGCHECK_PY
     if (msp_g.cc_on && msp_cc_py_boot(msp_g.have_cfg ? c : NULL) != MSP_OK) {

@@ -5,6 +5,8 @@ import os
 import sys
 import unittest
 
+import numpy as np
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dumptest as dt  # noqa: E402
 
@@ -137,6 +139,70 @@ class DumpSteps(dt.ShimCase):
                    "Module.conv1.Conv2d.forward.0", "Module.conv1.Conv2d.backward.0",
                    "Module.fc2.Linear.forward.0"}
         self.assertEqual(names(files[(2, 0)]), expect)
+
+
+
+OS_EXIT = r"""
+import os, sys
+import numpy as np
+import torch
+import torch.nn.functional as F
+torch.manual_seed(0)
+m = torch.nn.Linear(4, 3)
+opt = torch.optim.SGD(m.parameters(), lr=0.1)
+x = torch.randn(8, 4)
+for step in range(2):
+    opt.zero_grad()
+    F.relu(m(x)).sum().backward()
+    opt.step()
+out = F.relu(m(x))                          # step 2: forward only, no optimizer.step()
+np.save(sys.argv[1], out.detach().numpy())  # the value, as the script sees it
+os._exit(int(sys.argv[2]))
+"""
+
+
+class OsExit(dt.ShimCase):
+    def test_os_exit_writes_queued_steps_and_the_one_in_flight(self):
+        cfg = dt.config("./d", steps="all")
+        cfg["config_check"] = {"output_zip_path": "pack.zip"}
+        cfg = self.write_config(cfg)
+        p = self.run_cmd([dt.PYTHON, "-c", OS_EXIT, "expect.npy", "7"], cfg)
+        self.assertEqual(p.returncode, 7, p.stderr)   # the script's own status
+        self.assertEqual(p.stderr, "")
+        files = dt.dump_files(self.path("d"))
+        self.assertEqual(sorted(files), [(0, 0), (1, 0), (2, 0)])
+        import h5py
+        for key, path in files.items():
+            with h5py.File(path, "r") as f:     # closed properly: /index lists every dataset
+                n = sum(1 for g in f.values() if isinstance(g, h5py.Group) for _ in g)
+                self.assertEqual(len(f["index"]), n, key)
+        recs, _ = dt.read_dump(files[(2, 0)])
+        self.assertLessEqual({"Functional.linear.0.forward", "Functional.relu.0.forward"}, set(recs))
+        self.assertFalse([n for n in recs if n.endswith("backward")])
+        dt.assert_same(self, recs["Functional.relu.0.forward"]["output.0"],
+                       np.load(self.path("expect.npy")), "in-flight step's relu")
+        # and the config_check pack, which the atexit handler would have written
+        import zipfile
+        with zipfile.ZipFile(self.path("pack.zip")) as z:
+            self.assertIn("manifest.json", z.namelist())
+
+    def test_os_exit_in_a_forked_child_leaves_the_parent_dumping(self):
+        script = ("import os, torch\n"
+                  "x = torch.ones(3)\n"
+                  "pid = os.fork()\n"
+                  "if pid == 0:\n"
+                  "    torch.relu(x); os._exit(5)\n"
+                  "_, st = os.waitpid(pid, 0)\n"
+                  "torch.relu(x * 2)\n"
+                  "print(os.waitstatus_to_exitcode(st) if hasattr(os, 'waitstatus_to_exitcode') "
+                  "else st >> 8)\n")
+        cfg = self.write_config(dt.config("./d", steps="all"))
+        p = self.run_cmd([dt.PYTHON, "-c", script], cfg)
+        self.assertEqual((p.returncode, p.stderr, p.stdout.strip()), (0, "", "5"))
+        recs, _ = dt.read_dump(dt.dump_files(self.path("d"))[(0, 0)])
+        self.assertIn("Torch.relu.0.forward", recs)
+        dt.assert_same(self, recs["Torch.relu.0.forward"]["output.0"],
+                       np.full(3, 2.0, np.float32), "parent's relu after the child exited")
 
 
 if __name__ == "__main__":
