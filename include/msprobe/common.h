@@ -96,6 +96,11 @@ msp_err msp_read_file(const char *path, size_t max_bytes, char **out, size_t *le
 msp_err msp_write_file_atomic(const char *path, const void *data, size_t len);
 /* 1 if path is a directory, 0 otherwise. */
 int msp_is_dir(const char *path);
+/* The directory part of path, malloc'ed: "." when it has no '/', "/" for
+ * "/name"; NULL when out of memory. */
+char *msp_parent_dir(const char *path);
+/* 1 when environment variable name is set to something other than "" or "0". */
+int msp_env_flag(const char *name);
 /* fsync a directory, so the entries made in it survive a machine crash. */
 msp_err msp_sync_dir(const char *dir);
 /* Room for element n (0-based) of a doubling array of elem-byte items: returns

@@ -97,18 +97,15 @@ static int msp_dump_check_outputs(const msp_cli_ctx_t *ctx, const msp_config_t *
     int ex = MSP_EXIT_OK;
     if (cfg->has_dump)
         ex = msp_dump_check_dir(cfg->dump_path, "dump_path", cfg->source);
-    if (ex == MSP_EXIT_OK && cfg->has_config_check) {
-        char *dir = strdup(cfg->cc_output_zip_path);
+    /* A bare file name goes to the working directory: not checked here. */
+    if (ex == MSP_EXIT_OK && cfg->has_config_check && strchr(cfg->cc_output_zip_path, '/')) {
+        char *dir = msp_parent_dir(cfg->cc_output_zip_path);
         if (!dir) {
             msp_errorf("dump: out of memory");
             return MSP_EXIT_USAGE;
         }
-        char *slash = strrchr(dir, '/');
-        if (slash) {
-            slash[slash == dir] = '\0'; /* "/pack.zip" keeps "/" */
-            ex = msp_dump_check_dir(dir, "the directory of config_check.output_zip_path",
-                                    cfg->source);
-        }
+        ex = msp_dump_check_dir(dir, "the directory of config_check.output_zip_path",
+                                cfg->source);
         free(dir);
     }
     if (!cfg->has_dump && !cfg->has_config_check)

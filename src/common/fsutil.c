@@ -1,4 +1,4 @@
-/* Small file-system helpers shared by every module. */
+/* Small file-system and environment helpers shared by every module. */
 #include "msprobe/common.h"
 
 #include <errno.h>
@@ -44,6 +44,20 @@ msp_err msp_mkdirs(const char *path)
 cleanup:
     free(p);
     return rc;
+}
+
+char *msp_parent_dir(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        return strdup(".");
+    return strndup(path, slash == path ? 1 : (size_t)(slash - path));
+}
+
+int msp_env_flag(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0;
 }
 
 msp_err msp_sync_dir(const char *dir)

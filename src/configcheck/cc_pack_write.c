@@ -153,10 +153,7 @@ char *msp_cc_rank_path(const char *zip_path, int64_t rank)
 
 static msp_err msp_cc_make_parent(const char *path)
 {
-    const char *slash = strrchr(path, '/');
-    if (!slash || slash == path)
-        return MSP_OK;
-    char *dir = strndup(path, (size_t)(slash - path));
+    char *dir = msp_parent_dir(path); /* ".", "/": there already */
     if (!dir)
         return msp_fail(MSP_ERR_NOMEM, "out of memory");
     msp_err rc = msp_is_dir(dir) ? MSP_OK : msp_mkdirs(dir);

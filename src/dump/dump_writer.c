@@ -369,8 +369,7 @@ static void *writer_main(void *arg)
     wstate_t s = {NULL, -1, -1, -1, -1};
     /* MSPROBE_WRITER_STATS=1: one line at exit with the writer's own throughput
      * (bench/dump/run.sh compares it with dd). */
-    const char *ws = getenv("MSPROBE_WRITER_STATS");
-    int stats = ws && *ws && strcmp(ws, "0") != 0;
+    int stats = msp_env_flag("MSPROBE_WRITER_STATS");
     double busy = 0, oncpu = 0;
     uint64_t written = 0;
     for (;;) {

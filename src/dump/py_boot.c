@@ -196,8 +196,7 @@ int msp_py_boot(void)
     const char *env = getenv("MSPROBE_PATH");
     const char *path = (env && *env) ? env : (access("msprobe.json", F_OK) == 0 ? "msprobe.json"
                                                                                : NULL);
-    const char *ccenv = getenv("MSPROBE_CONFIG_CHECK");
-    int cc_env = ccenv && *ccenv && strcmp(ccenv, "0") != 0;
+    int cc_env = msp_env_flag("MSPROBE_CONFIG_CHECK");
 
     if (path) {
         if (msp_config_load(path, &msp_g.cfg) != MSP_OK) {
@@ -256,12 +255,11 @@ int msp_py_boot(void)
         const char *qenv = getenv("MSPROBE_QUEUE_MB");
         if (qenv && atol(qenv) > 0)
             qmb = (size_t)atol(qenv);
-        const char *senv = getenv("MSPROBE_SYNC");
         static const char *const modes[] = {"api", "module", "mix"};
         msp_dq_params_t p = {c->dump_path, c->task == MSP_TASK_STATISTICS,
                              c->task == MSP_TASK_STATISTICS ? "statistics" : "tensor",
                              modes[c->dump_mode], qmb << 20,
-                             senv && *senv && strcmp(senv, "0") != 0};
+                             msp_env_flag("MSPROBE_SYNC")};
         if (msp_dq_init(&p) != 0)
             return fail_boot("out of memory starting the dump");
         msp_g.dumping = msp_step_set_contains(&c->dump_iter, 0);

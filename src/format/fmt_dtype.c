@@ -257,8 +257,7 @@ msp_crc32_clmul(uint32_t state, const unsigned char *p, size_t len)
  * 4-lane statistics) so the tests can check them on a CPU that has more. */
 static int msp_portable(void)
 {
-    const char *e = getenv("MSPROBE_FORMAT_PORTABLE");
-    return e && *e && strcmp(e, "0") != 0;
+    return msp_env_flag("MSPROBE_FORMAT_PORTABLE");
 }
 
 static int msp_clmul_ok(void)

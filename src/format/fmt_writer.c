@@ -336,13 +336,10 @@ static msp_err msp_writer_finish_file(const char *path, int64_t prealloc_end, in
                       strerror(errno));
     close(fd);
     if (durable && !rc) { /* and its name: the directory entry of a new file */
-        char *dir = strdup(path);
+        char *dir = msp_parent_dir(path);
         if (!dir)
             return msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", path);
-        char *slash = strrchr(dir, '/');
-        if (slash)
-            *(slash == dir ? slash + 1 : slash) = '\0';
-        rc = msp_sync_dir(slash ? dir : ".");
+        rc = msp_sync_dir(dir);
         free(dir);
     }
     return rc;
