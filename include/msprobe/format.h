@@ -29,6 +29,8 @@
 
 #include "msprobe/common.h"
 
+#include <string.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -58,14 +60,50 @@ const char *msp_dtype_name(msp_dtype_t dt);
 msp_dtype_t msp_dtype_from_name(const char *name);
 /* Bytes per element; 0 for invalid. */
 size_t msp_dtype_size(msp_dtype_t dt);
-int msp_dtype_is_float(msp_dtype_t dt);
 
-double msp_half_to_double(uint16_t h);
-double msp_bf16_to_double(uint16_t b);
+/* The one decoder of the 16-bit floats, exact, inline so hot loops (compare's
+ * kernel, statistics) vectorise it. Half: branch-free and without float
+ * denormal arithmetic (slow on x86): a subnormal half is em * 2^-24 exactly. */
+static inline float msp_bits_to_float(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static inline float msp_half_to_float(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t em = h & 0x7fffu;
+    uint32_t normal = (em << 13) + ((uint32_t)(127 - 15) << 23);
+    float subf = (float)em * 0x1p-24f;
+    uint32_t sub;
+    memcpy(&sub, &subf, sizeof sub);
+    uint32_t special = (em << 13) | 0x7f800000u;
+    uint32_t r = em < 0x400u ? sub : (em >= 0x7c00u ? special : normal);
+    return msp_bits_to_float(r | sign);
+}
+
+static inline float msp_bf16_to_float(uint16_t b)
+{
+    return msp_bits_to_float((uint32_t)b << 16);
+}
+
 uint16_t msp_double_to_bf16(double v); /* round to nearest even */
 uint16_t msp_double_to_half(double v); /* round to nearest even */
-/* Convert n native elements of dt at src (unaligned OK) to double. */
-void msp_to_double(msp_dtype_t dt, const void *src, size_t n, double *dst);
+
+/* "[2, 3, 4]" ("[]" for a scalar) into buf; truncated to size. MSP_SHAPE_STR_MAX
+ * holds any shape. */
+#define MSP_SHAPE_STR_MAX (MSP_MAX_NDIM * 22 + 4)
+void msp_shape_str(const int64_t *shape, int ndim, char *buf, size_t size);
+
+/* The one role order, used by the reader and by compare's row pairing:
+ * input.*, kwarg.*, output.*, anything else; digit runs compare by value
+ * (input.2 < input.10); names equal but for leading zeros ("input.01",
+ * "input.1") are still different roles, ordered by strcmp, so they never pair. */
+int msp_role_cmp(const char *a, const char *b);
+/* Natural order alone: 0 for "a.01" vs "a.1". */
+int msp_natural_cmp(const char *a, const char *b);
 
 /* Per-tensor statistics, computed over all elements as torch does: a NaN makes
  * max/min/mean/norm NaN. Empty tensor: max=min=mean=NaN, norm=0. bool as 0/1.

@@ -108,15 +108,6 @@ static msp_err msp_ls_numbered(const char *dir, const char *prefix, struct msp_l
     return MSP_OK;
 }
 
-static void msp_ls_shape(const msp_tensor_info_t *t, char *buf, size_t size)
-{
-    size_t k = (size_t)snprintf(buf, size, "[");
-    for (int i = 0; i < t->ndim && k < size; i++)
-        k += (size_t)snprintf(buf + k, size - k, "%s%" PRId64, i ? ", " : "", t->shape[i]);
-    if (k < size)
-        snprintf(buf + k, size - k, "]");
-}
-
 /* %g, except that every NaN prints as "nan" (x86 makes inf - inf a -nan). */
 static const char *msp_ls_num(double v, char *buf, size_t size)
 {
@@ -129,8 +120,8 @@ static const char *msp_ls_num(double v, char *buf, size_t size)
 
 static void msp_ls_tensor(const msp_tensor_info_t *t)
 {
-    char shape[MSP_MAX_NDIM * 22 + 4];
-    msp_ls_shape(t, shape, sizeof shape);
+    char shape[MSP_SHAPE_STR_MAX];
+    msp_shape_str(t->shape, t->ndim, shape, sizeof shape);
     printf("    %-16s %-15s %-20s", t->role, t->dtype_name, shape);
     char b[4][32];
     if (t->has_stats)

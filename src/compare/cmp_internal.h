@@ -66,8 +66,8 @@ int cmp_level_keeps(msp_level_t level, const char *name);
 /* Name with the call index removed: "Functional.conv2d.0.forward" -> "Functional.conv2d.forward". */
 char *cmp_fuzzy_key(const char *name);
 int cmp_is_forward(const char *name);
-/* Role order used for rows: input.*, kwarg.*, output.*, anything else; natural sort inside. */
-int cmp_role_cmp(const char *a, const char *b);
+/* Row order and pairing use format's one role order (msp_role_cmp). */
+#define cmp_role_cmp msp_role_cmp
 
 /* ---- inputs ------------------------------------------------------------ */
 
