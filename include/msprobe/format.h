@@ -226,6 +226,38 @@ msp_err msp_dump_record_attrs(msp_dump_file_t *f, const msp_record_info_t *r,
 void msp_free_strings(char **v, size_t n);
 void msp_dump_close(msp_dump_file_t *f); /* NULL-safe */
 
+/* ---- dump trees --------------------------------------------------------- */
+
+typedef enum msp_dump_tree_kind {
+    MSP_TREE_FILE, /* a dump file, or a rank directory holding dump.h5 */
+    MSP_TREE_STEP, /* a step directory: rank{R}/dump.h5 */
+    MSP_TREE_ROOT  /* a dump root: step{N}/rank{R}/dump.h5 */
+} msp_dump_tree_kind_t;
+
+typedef struct msp_dump_entry {
+    int64_t step, rank; /* from the directory names; -1 when the path does not say */
+    char *path;         /* the dump file */
+    char *error;        /* NULL, or why this file is skipped ("no dump.h5 in this
+                           rank directory", msp_dump_open's detail for a 0-byte,
+                           truncated or foreign file) */
+} msp_dump_entry_t;
+
+typedef struct msp_dump_tree {
+    msp_dump_tree_kind_t kind;
+    msp_dump_entry_t *files; /* by step, then rank */
+    size_t n_files;
+} msp_dump_tree_t;
+
+/* Find the dump files under path (a file, a rank or step directory, a dump
+ * root). Rank directories without dump.h5 are listed with error set. With
+ * check, every file found inside a directory is opened once and one that
+ * cannot be read gets error set too, so a caller can warn, skip it and go on
+ * with the rest (a single named file is left to the caller's own open).
+ * MSP_ERR_NOT_FOUND when path does not exist or holds no dump. Free with
+ * msp_dump_tree_free (NULL-safe; also after a failure). */
+msp_err msp_dump_tree_scan(const char *path, int check, msp_dump_tree_t *out);
+void msp_dump_tree_free(msp_dump_tree_t *t);
+
 #ifdef __cplusplus
 }
 #endif

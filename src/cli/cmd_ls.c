@@ -3,7 +3,6 @@
 #include "cli.h"
 #include "msprobe/format.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -31,81 +30,8 @@ static void msp_ls_usage(FILE *out)
             "Options:\n"
             "  -h, --help   this help\n"
             "\n"
-            "Exit status: 0 listed, 2 usage error or unreadable input.\n");
-}
-
-struct msp_ls_entry {
-    long num;
-    char *path;
-};
-
-static int msp_ls_entry_cmp(const void *a, const void *b)
-{
-    const struct msp_ls_entry *x = a, *y = b;
-    if (x->num != y->num)
-        return x->num < y->num ? -1 : 1;
-    return strcmp(x->path, y->path);
-}
-
-static void msp_ls_entries_free(struct msp_ls_entry *v, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        free(v[i].path);
-    free(v);
-}
-
-/* Subdirectories of dir named <prefix><digits>, sorted by number. */
-static msp_err msp_ls_numbered(const char *dir, const char *prefix, struct msp_ls_entry **out,
-                               size_t *n_out)
-{
-    *out = NULL;
-    *n_out = 0;
-    DIR *d = opendir(dir);
-    if (!d)
-        return msp_fail(MSP_ERR_IO, "%s: cannot list directory: %s", dir, strerror(errno));
-    struct msp_ls_entry *v = NULL;
-    size_t n = 0, cap = 0;
-    msp_err rc = MSP_OK;
-    size_t plen = strlen(prefix);
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, prefix, plen) != 0)
-            continue;
-        const char *num = e->d_name + plen;
-        char *end = NULL;
-        errno = 0;
-        long k = strtol(num, &end, 10);
-        if (!*num || *end || errno || k < 0)
-            continue;
-        char *p = msp_asprintf("%s/%s", dir, e->d_name);
-        if (!p) {
-            rc = msp_fail(MSP_ERR_NOMEM, "%s: out of memory", dir);
-            break;
-        }
-        if (!msp_is_dir(p)) {
-            free(p);
-            continue;
-        }
-        struct msp_ls_entry *nv = msp_grow(v, &cap, n, sizeof *nv, 16);
-        if (!nv) {
-            free(p);
-            rc = msp_fail(MSP_ERR_NOMEM, "%s: out of memory", dir);
-            break;
-        }
-        v = nv;
-        v[n].num = k;
-        v[n++].path = p;
-    }
-    closedir(d);
-    if (rc) {
-        msp_ls_entries_free(v, n);
-        return rc;
-    }
-    if (n > 1)
-        qsort(v, n, sizeof *v, msp_ls_entry_cmp);
-    *out = v;
-    *n_out = n;
-    return MSP_OK;
+            "Exit status: 0 listed, 2 usage error or unreadable input (the readable\n"
+            "files of a directory are still listed).\n");
 }
 
 /* %g, except that every NaN prints as "nan" (x86 makes inf - inf a -nan). */
@@ -174,43 +100,28 @@ static int msp_ls_file(const char *path)
     return status;
 }
 
-/* A rank directory holds dump.h5; a step directory holds rank{R}; a dump root
- * holds step*. Returns the worst exit status of the files listed. */
-static int msp_ls_dir(const char *dir, int depth)
+/* A rank, step or root directory: every dump file format's scanner finds, in
+ * step then rank order. One that cannot be read is reported and the rest
+ * listed; the exit status is then 2. */
+static int msp_ls_dir(const char *dir)
 {
-    char *file = msp_asprintf("%s/dump.h5", dir);
-    if (!file)
-        return msp_report_error(msp_fail(MSP_ERR_NOMEM, "out of memory"));
-    struct stat sb;
-    if (stat(file, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
-        int st = msp_ls_file(file);
-        free(file);
-        return st;
-    }
-    free(file);
-    struct msp_ls_entry *v = NULL;
-    size_t n = 0;
-    const char *prefix = "step";
-    msp_err rc = msp_ls_numbered(dir, prefix, &v, &n);
-    if (!rc && n == 0) {
-        prefix = "rank";
-        rc = msp_ls_numbered(dir, prefix, &v, &n);
-    }
+    msp_dump_tree_t t;
+    msp_err rc = msp_dump_tree_scan(dir, 0, &t);
     if (rc)
         return msp_report_error(rc);
-    if (n == 0 || depth > 1) {
-        msp_ls_entries_free(v, n);
-        msp_errorf("%s: no dump here: expected dump.h5, rank*/dump.h5 or step*/rank*/dump.h5",
-                   dir);
-        return MSP_EXIT_USAGE;
-    }
     int status = MSP_EXIT_OK;
-    for (size_t i = 0; i < n; i++) {
-        int st = msp_ls_dir(v[i].path, depth + 1);
+    for (size_t i = 0; i < t.n_files; i++) {
+        int st;
+        if (t.files[i].error) {
+            msp_errorf("%s: %s", t.files[i].path, t.files[i].error);
+            st = MSP_EXIT_USAGE;
+        } else {
+            st = msp_ls_file(t.files[i].path);
+        }
         if (st != MSP_EXIT_OK)
             status = st;
     }
-    msp_ls_entries_free(v, n);
+    msp_dump_tree_free(&t);
     return status;
 }
 
@@ -243,7 +154,7 @@ int msp_cmd_ls(msp_cli_ctx_t *ctx, int argc, char **argv)
         msp_errorf("%s: %s", path, strerror(errno));
         return MSP_EXIT_USAGE;
     }
-    int status = S_ISDIR(sb.st_mode) ? msp_ls_dir(path, 0) : msp_ls_file(path);
+    int status = S_ISDIR(sb.st_mode) ? msp_ls_dir(path) : msp_ls_file(path);
     if (fflush(stdout) != 0) {
         msp_errorf("ls: cannot write the listing: %s", strerror(errno));
         return MSP_EXIT_USAGE;

@@ -71,18 +71,15 @@ int cmp_is_forward(const char *name);
 
 /* ---- inputs ------------------------------------------------------------ */
 
-typedef struct cmp_file_ref {
-    int64_t step, rank;
-    char *path;
-} cmp_file_ref_t;
-
 typedef struct cmp_file_pair {
     int64_t step, rank;
     char *bench, *cmp;
 } cmp_file_pair_t;
 
 /* Resolve the two command-line paths into file pairs (sorted by step, rank).
- * One-sided steps/ranks are logged and listed in *only (malloc'd strings). */
+ * One-sided steps/ranks, and steps/ranks with an unreadable file on either
+ * side (skipped, the rest compared), are logged as warnings and listed in
+ * *only (malloc'd strings). */
 msp_err cmp_resolve_inputs(const char *bench, const char *cmp, cmp_file_pair_t **pairs,
                            size_t *n_pairs, char ***only, size_t *n_only);
 void cmp_file_pairs_free(cmp_file_pair_t *p, size_t n);
