@@ -16,7 +16,7 @@
 extern "C" {
 #endif
 
-#define MSP_VERSION "0.1.0"
+#include "msprobe/version.h" /* MSP_VERSION, generated from CMakeLists.txt */
 
 #if defined(__GNUC__)
 #define MSP_PRINTF(fmt_idx, arg_idx) __attribute__((format(printf, fmt_idx, arg_idx)))

@@ -1,6 +1,6 @@
 /* The msprobe.json parser against hostile input. Two builds of one file:
  *  - libFuzzer:  clang -g -DMSP_LIBFUZZER -fsanitize=fuzzer,address,undefined
- *                -Iinclude tests/common/cfg_fuzz.c src/common/{config,error,fsutil}.c -lcjson
+ *                -Iinclude -Ibuild/include tests/common/cfg_fuzz.c src/common/{config,error,fsutil}.c -lcjson
  *  - ctest:      a deterministic mutation run over a small corpus (argv[1] =
  *                iterations), so every build exercises the same invariants.
  * Invariants: the result is MSP_OK or MSP_ERR_CONFIG; an error leaves the
