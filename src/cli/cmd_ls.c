@@ -4,7 +4,7 @@
 #include "msprobe/format.h"
 
 #include <errno.h>
-#include <getopt.h>
+#include <getopt.h> /* optind */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -12,27 +12,28 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static void msp_ls_usage(FILE *out)
-{
-    fprintf(out,
-            "Usage: msprobe ls [-h] PATH\n"
-            "\n"
-            "List what a dump holds. PATH is a dump file (dump.h5), a rank directory\n"
-            "holding dump.h5, a step directory (rank*/dump.h5) or a dump root\n"
-            "(step*/rank*/dump.h5, listed in numeric step then rank order).\n"
-            "\n"
-            "For each file: a header line with step, rank, path, task, dump mode and\n"
-            "counts; for each record its name and execution order and its non-tensor\n"
-            "arguments; for each tensor its role, dtype, shape and statistics\n"
-            "(max, min, mean, L2 norm, NaN and Inf counts); \"no data\" marks a\n"
-            "statistics-only tensor. The file format is described in msprobe-dump(5).\n"
-            "\n"
-            "Options:\n"
-            "  -h, --help   this help\n"
-            "\n"
-            "Exit status: 0 listed, 2 usage error or unreadable input (the readable\n"
-            "files of a directory are still listed).\n");
-}
+static const msp_opt_t msp_ls_opts[] = {
+    {'h', "help", NULL, "this help"},
+    {0, NULL, NULL, NULL},
+};
+
+static const msp_cmd_doc_t msp_ls_doc = {
+    .cmd = "ls",
+    .usage = "Usage: msprobe ls [-h] PATH",
+    .about = "List what a dump holds. PATH is a dump file (dump.h5), a rank directory\n"
+             "holding dump.h5, a step directory (rank*/dump.h5) or a dump root\n"
+             "(step*/rank*/dump.h5, listed in numeric step then rank order).\n"
+             "\n"
+             "For each file: a header line with step, rank, path, task, dump mode and\n"
+             "counts; for each record its name and execution order and its non-tensor\n"
+             "arguments; for each tensor its role, dtype, shape and statistics\n"
+             "(max, min, mean, L2 norm, NaN and Inf counts); \"no data\" marks a\n"
+             "statistics-only tensor. The file format is described in msprobe-dump(5).\n",
+    .tail = "Exit status: 0 listed, 2 usage error or unreadable input (the readable\n"
+            "files of a directory are still listed).\n",
+    .opts = msp_ls_opts,
+    .help_width = 10,
+};
 
 /* %g, except that every NaN prints as "nan" (x86 makes inf - inf a -nan). */
 static const char *msp_ls_num(double v, char *buf, size_t size)
@@ -128,26 +129,15 @@ static int msp_ls_dir(const char *dir)
 int msp_cmd_ls(msp_cli_ctx_t *ctx, int argc, char **argv)
 {
     (void)ctx;
-    static const struct option opts[] = {
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     int c;
-    opterr = 0; /* report unknown options in our own "msprobe: " form */
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'h':
-            msp_ls_usage(stdout);
-            return MSP_EXIT_OK;
-        default:
-            msp_errorf("ls: unknown option '%s' (try 'msprobe ls --help')", argv[optind - 1]);
+    while ((c = msp_opt_next(&msp_ls_doc, argc, argv)) != -1) {
+        if (c != 'h')
             return MSP_EXIT_USAGE;
-        }
+        msp_cmd_help(&msp_ls_doc, stdout);
+        return MSP_EXIT_OK;
     }
-    if (optind != argc - 1) {
-        msp_errorf("ls: expected exactly one PATH (try 'msprobe ls --help')");
-        return MSP_EXIT_USAGE;
-    }
+    if (optind != argc - 1)
+        return msp_cmd_usage_error(&msp_ls_doc, "expected exactly one PATH");
     const char *path = argv[optind];
     struct stat sb;
     if (stat(path, &sb) != 0) {
