@@ -49,9 +49,13 @@ static msp_err msp_tree_add(msp_dump_tree_t *t, size_t *cap, int64_t step, int64
     return MSP_OK;
 }
 
-/* Each dir/rank{R}/dump.h5 of one step directory; *ranks counts rank dirs. */
-static msp_err msp_tree_step(msp_dump_tree_t *t, size_t *cap, const char *dir, int64_t step,
-                             size_t *ranks)
+/* Calls fn(t, cap, subdir, number, arg) for each subdirectory of dir named
+ * prefix<digits>; *seen counts them. */
+typedef msp_err (*msp_tree_fn)(msp_dump_tree_t *t, size_t *cap, const char *sub, int64_t num,
+                               int64_t arg);
+
+static msp_err msp_tree_each(msp_dump_tree_t *t, size_t *cap, const char *dir,
+                             const char *prefix, msp_tree_fn fn, int64_t arg, size_t *seen)
 {
     DIR *d = opendir(dir);
     if (!d)
@@ -59,25 +63,39 @@ static msp_err msp_tree_step(msp_dump_tree_t *t, size_t *cap, const char *dir, i
     msp_err rc = MSP_OK;
     struct dirent *e;
     while (!rc && (e = readdir(d)) != NULL) {
-        int64_t rank = msp_tree_number(e->d_name, "rank");
-        if (rank < 0)
+        int64_t num = msp_tree_number(e->d_name, prefix);
+        if (num < 0)
             continue;
-        char *rd = msp_asprintf("%s/%s", dir, e->d_name);
-        if (!rd) {
+        char *sub = msp_asprintf("%s/%s", dir, e->d_name);
+        if (!sub) {
             rc = msp_fail(MSP_ERR_NOMEM, "out of memory");
             break;
         }
-        if (msp_is_dir(rd)) {
-            char *p = msp_asprintf("%s/dump.h5", rd);
-            (*ranks)++;
-            rc = msp_tree_add(t, cap, step, rank, p,
-                              p && !msp_tree_is_file(p) ? "no dump.h5 in this rank directory"
-                                                        : NULL);
+        if (msp_is_dir(sub)) {
+            (*seen)++;
+            rc = fn(t, cap, sub, num, arg);
         }
-        free(rd);
+        free(sub);
     }
     closedir(d);
     return rc;
+}
+
+/* A rank directory of step `step`: its dump.h5, or an entry saying it has none. */
+static msp_err msp_tree_rank(msp_dump_tree_t *t, size_t *cap, const char *rank_dir, int64_t rank,
+                             int64_t step)
+{
+    char *p = msp_asprintf("%s/dump.h5", rank_dir);
+    return msp_tree_add(t, cap, step, rank, p,
+                        p && !msp_tree_is_file(p) ? "no dump.h5 in this rank directory" : NULL);
+}
+
+static msp_err msp_tree_step(msp_dump_tree_t *t, size_t *cap, const char *step_dir, int64_t step,
+                             int64_t unused)
+{
+    (void)unused;
+    size_t ranks = 0;
+    return msp_tree_each(t, cap, step_dir, "rank", msp_tree_rank, step, &ranks);
 }
 
 static int msp_tree_entry_cmp(const void *a, const void *b)
@@ -107,28 +125,8 @@ static msp_err msp_tree_walk(const char *path, msp_dump_tree_t *t, size_t *cap)
         return msp_tree_add(t, cap, -1, -1, inner, NULL);
     }
     free(inner);
-    DIR *d = opendir(path);
-    if (!d)
-        return msp_fail(MSP_ERR_IO, "cannot read directory %s: %s", path, strerror(errno));
-    msp_err rc = MSP_OK;
     size_t steps = 0, ranks = 0;
-    struct dirent *e;
-    while (!rc && (e = readdir(d)) != NULL) {
-        int64_t step = msp_tree_number(e->d_name, "step");
-        if (step < 0)
-            continue;
-        char *sd = msp_asprintf("%s/%s", path, e->d_name);
-        if (!sd) {
-            rc = msp_fail(MSP_ERR_NOMEM, "out of memory");
-            break;
-        }
-        if (msp_is_dir(sd)) {
-            steps++;
-            rc = msp_tree_step(t, cap, sd, step, &ranks);
-        }
-        free(sd);
-    }
-    closedir(d);
+    msp_err rc = msp_tree_each(t, cap, path, "step", msp_tree_step, 0, &steps);
     if (rc)
         return rc;
     if (steps) {
@@ -138,7 +136,8 @@ static msp_err msp_tree_walk(const char *path, msp_dump_tree_t *t, size_t *cap)
     /* a step directory: rank{R}/dump.h5 right inside */
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
-    if ((rc = msp_tree_step(t, cap, path, msp_tree_number(base, "step"), &ranks)))
+    if ((rc = msp_tree_each(t, cap, path, "rank", msp_tree_rank, msp_tree_number(base, "step"),
+                            &ranks)))
         return rc;
     if (ranks) {
         t->kind = MSP_TREE_STEP;
