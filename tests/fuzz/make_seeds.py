@@ -7,6 +7,10 @@ replays them on every build). One directory per fuzz target:
   mapping/  compare --mapping files     -> tests/compare/cmp_mapping_fuzz.c
   cc_pack/  whole packs ("PK...") and   -> tests/configcheck/fuzz_cc_pack.c
             item byte + two JSON documents split by a NUL
+
+Other files there, named for what they broke, are inputs libFuzzer found
+(e.g. cc_pack/pip_without_packages_or_python.bin: qsort of a NULL array);
+this script leaves them alone.
 """
 import io
 import json
