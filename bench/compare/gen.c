@@ -68,11 +68,11 @@ static void gen_round(msp_dtype_t dt, const float *src, int64_t n, float *vals, 
         if (dt == MSP_DTYPE_BFLOAT16) {
             uint16_t h = msp_double_to_bf16(src[i]);
             ((uint16_t *)packed)[i] = h;
-            vals[i] = (float)msp_bf16_to_double(h);
+            vals[i] = msp_bf16_to_float(h);
         } else if (dt == MSP_DTYPE_FLOAT16) {
             uint16_t h = msp_double_to_half(src[i]);
             ((uint16_t *)packed)[i] = h;
-            vals[i] = (float)msp_half_to_double(h);
+            vals[i] = msp_half_to_float(h);
         } else {
             ((float *)packed)[i] = src[i];
             vals[i] = src[i];

@@ -16,7 +16,7 @@
 extern "C" {
 #endif
 
-#define MSP_VERSION "0.1.0"
+#include "msprobe/version.h" /* MSP_VERSION, generated from CMakeLists.txt */
 
 #if defined(__GNUC__)
 #define MSP_PRINTF(fmt_idx, arg_idx) __attribute__((format(printf, fmt_idx, arg_idx)))
@@ -92,7 +92,17 @@ typedef void (*msp_progress_cb)(uint64_t done_increment, void *ud);
 msp_err msp_mkdirs(const char *path);
 /* Read a whole file (NUL-terminated) up to max_bytes. Caller frees *out. */
 msp_err msp_read_file(const char *path, size_t max_bytes, char **out, size_t *len);
-/* Atomic write helper: path.tmp.<pid> then rename. */
+/* Every file msprobe hands a user (reports, packs) is written under a temp
+ * name and renamed into place, so a reader never sees half a file:
+ * msp_atomic_tmp_name gives the name to write, ".<name>.tmp.<pid>" beside
+ * path (hidden, and on the same filesystem so the rename is atomic; malloc'd,
+ * NULL on out of memory); msp_atomic_commit renames it over path, removing
+ * it if that fails; msp_atomic_discard removes it after a failed write
+ * (NULL-safe). */
+char *msp_atomic_tmp_name(const char *path);
+msp_err msp_atomic_commit(const char *tmp, const char *path);
+void msp_atomic_discard(const char *tmp);
+/* The whole of data written to path that way. */
 msp_err msp_write_file_atomic(const char *path, const void *data, size_t len);
 /* 1 if path is a directory, 0 otherwise. */
 int msp_is_dir(const char *path);

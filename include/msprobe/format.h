@@ -29,6 +29,8 @@
 
 #include "msprobe/common.h"
 
+#include <string.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -58,14 +60,50 @@ const char *msp_dtype_name(msp_dtype_t dt);
 msp_dtype_t msp_dtype_from_name(const char *name);
 /* Bytes per element; 0 for invalid. */
 size_t msp_dtype_size(msp_dtype_t dt);
-int msp_dtype_is_float(msp_dtype_t dt);
 
-double msp_half_to_double(uint16_t h);
-double msp_bf16_to_double(uint16_t b);
+/* The one decoder of the 16-bit floats, exact, inline so hot loops (compare's
+ * kernel, statistics) vectorise it. Half: branch-free and without float
+ * denormal arithmetic (slow on x86): a subnormal half is em * 2^-24 exactly. */
+static inline float msp_bits_to_float(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static inline float msp_half_to_float(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t em = h & 0x7fffu;
+    uint32_t normal = (em << 13) + ((uint32_t)(127 - 15) << 23);
+    float subf = (float)em * 0x1p-24f;
+    uint32_t sub;
+    memcpy(&sub, &subf, sizeof sub);
+    uint32_t special = (em << 13) | 0x7f800000u;
+    uint32_t r = em < 0x400u ? sub : (em >= 0x7c00u ? special : normal);
+    return msp_bits_to_float(r | sign);
+}
+
+static inline float msp_bf16_to_float(uint16_t b)
+{
+    return msp_bits_to_float((uint32_t)b << 16);
+}
+
 uint16_t msp_double_to_bf16(double v); /* round to nearest even */
 uint16_t msp_double_to_half(double v); /* round to nearest even */
-/* Convert n native elements of dt at src (unaligned OK) to double. */
-void msp_to_double(msp_dtype_t dt, const void *src, size_t n, double *dst);
+
+/* "[2, 3, 4]" ("[]" for a scalar) into buf; truncated to size. MSP_SHAPE_STR_MAX
+ * holds any shape. */
+#define MSP_SHAPE_STR_MAX (MSP_MAX_NDIM * 22 + 4)
+void msp_shape_str(const int64_t *shape, int ndim, char *buf, size_t size);
+
+/* The one role order, used by the reader and by compare's row pairing:
+ * input.*, kwarg.*, output.*, anything else; digit runs compare by value
+ * (input.2 < input.10); names equal but for leading zeros ("input.01",
+ * "input.1") are still different roles, ordered by strcmp, so they never pair. */
+int msp_role_cmp(const char *a, const char *b);
+/* Natural order alone: 0 for "a.01" vs "a.1". */
+int msp_natural_cmp(const char *a, const char *b);
 
 /* Per-tensor statistics, computed over all elements as torch does: a NaN makes
  * max/min/mean/norm NaN. Empty tensor: max=min=mean=NaN, norm=0. bool as 0/1.
@@ -187,6 +225,38 @@ msp_err msp_dump_record_attrs(msp_dump_file_t *f, const msp_record_info_t *r,
                               char ***keys, char ***values, size_t *n);
 void msp_free_strings(char **v, size_t n);
 void msp_dump_close(msp_dump_file_t *f); /* NULL-safe */
+
+/* ---- dump trees --------------------------------------------------------- */
+
+typedef enum msp_dump_tree_kind {
+    MSP_TREE_FILE, /* a dump file, or a rank directory holding dump.h5 */
+    MSP_TREE_STEP, /* a step directory: rank{R}/dump.h5 */
+    MSP_TREE_ROOT  /* a dump root: step{N}/rank{R}/dump.h5 */
+} msp_dump_tree_kind_t;
+
+typedef struct msp_dump_entry {
+    int64_t step, rank; /* from the directory names; -1 when the path does not say */
+    char *path;         /* the dump file */
+    char *error;        /* NULL, or why this file is skipped ("no dump.h5 in this
+                           rank directory", msp_dump_open's detail for a 0-byte,
+                           truncated or foreign file) */
+} msp_dump_entry_t;
+
+typedef struct msp_dump_tree {
+    msp_dump_tree_kind_t kind;
+    msp_dump_entry_t *files; /* by step, then rank */
+    size_t n_files;
+} msp_dump_tree_t;
+
+/* Find the dump files under path (a file, a rank or step directory, a dump
+ * root). Rank directories without dump.h5 are listed with error set. With
+ * check, every file found inside a directory is opened once and one that
+ * cannot be read gets error set too, so a caller can warn, skip it and go on
+ * with the rest (a single named file is left to the caller's own open).
+ * MSP_ERR_NOT_FOUND when path does not exist or holds no dump. Free with
+ * msp_dump_tree_free (NULL-safe; also after a failure). */
+msp_err msp_dump_tree_scan(const char *path, int check, msp_dump_tree_t *out);
+void msp_dump_tree_free(msp_dump_tree_t *t);
 
 #ifdef __cplusplus
 }

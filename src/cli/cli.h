@@ -25,6 +25,41 @@ int msp_cmd_ls(msp_cli_ctx_t *ctx, int argc, char **argv);
 int msp_cmd_dump(msp_cli_ctx_t *ctx, int argc, char **argv);
 int msp_cmd_config_check(msp_cli_ctx_t *ctx, int argc, char **argv);
 
+/* ---- option tables ------------------------------------------------------ */
+
+/* One option of a command. getopt_long's table, the optstring, the option
+ * lines of --help and the usage errors all come from an array of these
+ * ending in {0}; tests/docs checks each man page lists the same options. */
+typedef struct msp_opt {
+    int id;           /* what msp_opt_next returns: the short letter, or >= 256 for
+                         an option with a long name only */
+    const char *name; /* long name, without "--" */
+    const char *arg;  /* the value's placeholder in --help ("PATH"); NULL: a flag */
+    const char *help; /* help text; '\n' continues it on an indented line */
+} msp_opt_t;
+
+typedef struct msp_cmd_doc {
+    const char *cmd;     /* "compare"; NULL for the global options */
+    const char *usage;   /* first lines of --help, "Usage: ..." */
+    const char *about;   /* paragraphs between usage and options, or NULL */
+    const char *tail;    /* paragraphs after the options, or NULL */
+    const char *options_title; /* heading of the option lines (NULL: "Options") */
+    const msp_opt_t *opts;
+    int help_width;      /* width of the option column in --help (0: 20) */
+    int stop_at_operand; /* the first operand ends the options (msprobe dump CMD) */
+} msp_cmd_doc_t;
+
+#define MSP_OPT_ERROR (-2)
+/* The next option's id; -1 at the end of the options (optind is then the
+ * first operand); MSP_OPT_ERROR after printing the usage error for an
+ * unknown option or a missing value. */
+int msp_opt_next(const msp_cmd_doc_t *d, int argc, char **argv);
+/* --help from the table, on out. */
+void msp_cmd_help(const msp_cmd_doc_t *d, FILE *out);
+/* "msprobe: CMD: <formatted> (try 'msprobe CMD --help')" on stderr; returns
+ * MSP_EXIT_USAGE. */
+int msp_cmd_usage_error(const msp_cmd_doc_t *d, const char *fmt, ...) MSP_PRINTF(2, 3);
+
 /* "msprobe: <formatted>\n" on stderr. */
 void msp_errorf(const char *fmt, ...) MSP_PRINTF(1, 2);
 /* "msprobe: warning: <formatted>\n" on stderr unless quiet. */

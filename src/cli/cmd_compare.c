@@ -18,49 +18,51 @@
 #include <time.h>
 #include <unistd.h>
 
-static void msp_compare_usage(FILE *out)
-{
-    fprintf(out,
-            "Usage: msprobe [-f pytorch] compare -b BENCH -c CMP [options]\n"
-            "\n"
-            "Compare two dumps tensor by tensor, write OUT/result.xlsx and print the\n"
-            "first operator that introduced an error (its inputs agree, an output does not).\n"
-            "BENCH and CMP are two dump.h5 files, two rank directories, or two dump roots\n"
-            "(step{N}/rank{R}/dump.h5, paired by step and rank).\n"
-            "\n"
-            "Options:\n"
-            "  -b, --bench PATH      dump of the trusted run (bench side)\n"
-            "  -c, --compare PATH    dump of the run under suspicion (compare side)\n"
-            "  -o, --output DIR      report directory (default ./compare_result)\n"
-            "  -l, --level LEVEL     records to compare: api, module or all (default all)\n"
-            "      --fuzzy           also match API calls by name and order, ignoring the call index\n"
-            "      --mapping FILE    extra pairs, one \"bench_record cmp_record\" per line\n"
-            "      --csv             also write OUT/result.csv\n"
-            "      --threads N       worker threads (default: all cores)\n"
-            "      --cos-warn X      verdict No if Cosine < X and MaxAbsErr > --abs-warn (0.99)\n"
-            "      --abs-warn X      (0.001)\n"
-            "      --cos-fail X      verdict No if Cosine < X (0.9)\n"
-            "      --abs-fail X      verdict No if MaxAbsErr > X (1)\n"
-            "      --stats-warn X    statistics dumps: Warning if a relative difference > X (0.5)\n"
-            "  -q, --quiet           print only the root-cause line\n"
-            "  -h, --help            this help\n"
-            "\n"
-            "Exit status: 0 every record passed, 1 some record is No or Warning,\n"
-            "2 usage error or bad input. See msprobe-compare(1).\n");
-}
+enum {
+    MSP_OPT_FUZZY = 256,
+    MSP_OPT_MAPPING,
+    MSP_OPT_CSV,
+    MSP_OPT_THREADS,
+    MSP_OPT_COS_WARN,
+    MSP_OPT_ABS_WARN,
+    MSP_OPT_COS_FAIL,
+    MSP_OPT_ABS_FAIL,
+    MSP_OPT_STATS_WARN,
+};
+
+static const msp_opt_t msp_compare_opts[] = {
+    {'b', "bench", "PATH", "dump of the trusted run (bench side)"},
+    {'c', "compare", "PATH", "dump of the run under suspicion (compare side)"},
+    {'o', "output", "DIR", "report directory (default ./compare_result)"},
+    {'l', "level", "LEVEL", "records to compare: api, module or all (default all)"},
+    {MSP_OPT_FUZZY, "fuzzy", NULL, "also match API calls by name and order, ignoring the call index"},
+    {MSP_OPT_MAPPING, "mapping", "FILE", "extra pairs, one \"bench_record cmp_record\" per line"},
+    {MSP_OPT_CSV, "csv", NULL, "also write OUT/result.csv"},
+    {MSP_OPT_THREADS, "threads", "N", "worker threads (default: all cores)"},
+    {MSP_OPT_COS_WARN, "cos-warn", "X", "verdict No if Cosine < X and MaxAbsErr > --abs-warn (0.99)"},
+    {MSP_OPT_ABS_WARN, "abs-warn", "X", "(0.001)"},
+    {MSP_OPT_COS_FAIL, "cos-fail", "X", "verdict No if Cosine < X (0.9)"},
+    {MSP_OPT_ABS_FAIL, "abs-fail", "X", "verdict No if MaxAbsErr > X (1)"},
+    {MSP_OPT_STATS_WARN, "stats-warn", "X", "statistics dumps: Warning if a relative difference > X (0.5)"},
+    {'q', "quiet", NULL, "print only the root-cause line"},
+    {'h', "help", NULL, "this help"},
+    {0, NULL, NULL, NULL},
+};
+
+static const msp_cmd_doc_t msp_compare_doc = {
+    .cmd = "compare",
+    .usage = "Usage: msprobe [-f pytorch] compare -b BENCH -c CMP [options]",
+    .about = "Compare two dumps tensor by tensor, write OUT/result.xlsx and print the\n"
+             "first operator that introduced an error (its inputs agree, an output does not).\n"
+             "BENCH and CMP are two dump.h5 files, two rank directories, or two dump roots\n"
+             "(step{N}/rank{R}/dump.h5, paired by step and rank).\n",
+    .tail = "Exit status: 0 every record passed, 1 some record is No or Warning,\n"
+            "2 usage error or bad input. See msprobe-compare(1).\n",
+    .opts = msp_compare_opts,
+};
 
 /* One line on stderr and exit status 2, for everything the user typed wrong. */
-static int msp_compare_usage_error(const char *fmt, ...) MSP_PRINTF(1, 2);
-static int msp_compare_usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("msprobe: compare: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputs(" (try 'msprobe compare --help')\n", stderr);
-    va_end(ap);
-    return MSP_EXIT_USAGE;
-}
+#define msp_compare_usage_error(...) msp_cmd_usage_error(&msp_compare_doc, __VA_ARGS__)
 
 static int msp_parse_double(const char *opt, const char *s, double *out)
 {
@@ -181,46 +183,15 @@ static int msp_check_path(const char *what, const char *path)
     return MSP_EXIT_OK;
 }
 
-enum {
-    MSP_OPT_FUZZY = 256,
-    MSP_OPT_MAPPING,
-    MSP_OPT_CSV,
-    MSP_OPT_THREADS,
-    MSP_OPT_COS_WARN,
-    MSP_OPT_ABS_WARN,
-    MSP_OPT_COS_FAIL,
-    MSP_OPT_ABS_FAIL,
-    MSP_OPT_STATS_WARN,
-};
-
 int msp_cmd_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"bench", required_argument, NULL, 'b'},
-        {"compare", required_argument, NULL, 'c'},
-        {"output", required_argument, NULL, 'o'},
-        {"level", required_argument, NULL, 'l'},
-        {"fuzzy", no_argument, NULL, MSP_OPT_FUZZY},
-        {"mapping", required_argument, NULL, MSP_OPT_MAPPING},
-        {"csv", no_argument, NULL, MSP_OPT_CSV},
-        {"threads", required_argument, NULL, MSP_OPT_THREADS},
-        {"cos-warn", required_argument, NULL, MSP_OPT_COS_WARN},
-        {"abs-warn", required_argument, NULL, MSP_OPT_ABS_WARN},
-        {"cos-fail", required_argument, NULL, MSP_OPT_COS_FAIL},
-        {"abs-fail", required_argument, NULL, MSP_OPT_ABS_FAIL},
-        {"stats-warn", required_argument, NULL, MSP_OPT_STATS_WARN},
-        {"quiet", no_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     msp_compare_opts_t opts;
     msp_compare_opts_default(&opts);
     const char *bench = NULL, *cmp = NULL, *out_dir = "./compare_result";
     int csv = 0, quiet = ctx->verbosity == 0;
 
-    opterr = 0; /* our own one-line messages, not getopt's "compare: ..." */
     int c, rc;
-    while ((c = getopt_long(argc, argv, ":b:c:o:l:qh", longopts, NULL)) != -1) {
+    while ((c = msp_opt_next(&msp_compare_doc, argc, argv)) != -1) {
         switch (c) {
         case 'b':
             bench = optarg;
@@ -284,16 +255,10 @@ int msp_cmd_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
             quiet = 1;
             break;
         case 'h':
-            msp_compare_usage(stdout);
+            msp_cmd_help(&msp_compare_doc, stdout);
             return MSP_EXIT_OK;
-        case ':':
-            if (optopt && optopt < 256)
-                return msp_compare_usage_error("option -%c needs a value", optopt);
-            return msp_compare_usage_error("option %s needs a value", argv[optind - 1]);
         default:
-            if (optopt)
-                return msp_compare_usage_error("unknown option '-%c'", optopt);
-            return msp_compare_usage_error("unknown option '%s'", argv[optind - 1]);
+            return MSP_EXIT_USAGE;
         }
     }
     if (optind < argc)

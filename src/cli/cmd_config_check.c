@@ -5,36 +5,40 @@
 
 #include "msprobe/configcheck.h"
 
-#include <getopt.h>
+#include <getopt.h> /* optarg, optind */
 #include <stdlib.h>
 #include <string.h>
 
 #define MSP_CC_SHOW_FAILED 20
 
-static void msp_cc_usage(FILE *out)
-{
-    fprintf(out,
-            "Usage: msprobe [-f pytorch] config_check -d [-o PACK.zip]\n"
-            "       msprobe [-f pytorch] config_check -c BENCH.zip CMP.zip [-o OUTDIR] [--env-keys SPEC]\n"
-            "\n"
-            "Check that two training runs were set up alike before comparing tensors.\n"
-            "Packs of a real run are written inside the training process when\n"
-            "MSPROBE_CONFIG_CHECK=PACK.zip is set (or msprobe.json has a config_check\n"
-            "section) and the dump shim is preloaded.\n"
-            "\n"
-            "  -d, --static           pack env and pip of the current environment\n"
-            "                         (Python: $MSPROBE_PYTHON, default /usr/bin/python3)\n"
-            "  -c, --compare BENCH CMP  compare two packs into OUTDIR/result.xlsx\n"
-            "  -o, --output PATH      the pack (-d, default ./config_check_pack.zip) or the\n"
-            "                         report directory (-c, default .)\n"
-            "      --env-keys SPEC    env keys compared: K1,K2,PREFIX_* or a file of keys,\n"
-            "                         one a line; \"*\" compares every key\n"
-            "      --max-member-mib N refuse pack members larger than N MiB (default 256)\n"
-            "  -h, --help             this help\n"
-            "\n"
-            "Exit status: 0 every item passed, 1 some item failed, 2 usage error or bad\n"
-            "input. See msprobe-config_check(1).\n");
-}
+enum { MSP_OPT_ENV_KEYS = 256, MSP_OPT_MAX_MEMBER };
+
+static const msp_opt_t msp_cc_opts[] = {
+    {'d', "static", NULL, "pack env and pip of the current environment\n"
+                          "(Python: $MSPROBE_PYTHON, default /usr/bin/python3)"},
+    {'c', "compare", "BENCH CMP", "compare two packs into OUTDIR/result.xlsx"},
+    {'o', "output", "PATH", "the pack (-d, default ./config_check_pack.zip) or the\n"
+                            "report directory (-c, default .)"},
+    {MSP_OPT_ENV_KEYS, "env-keys", "SPEC", "env keys compared: K1,K2,PREFIX_* or a file of keys,\n"
+                                           "one a line; \"*\" compares every key"},
+    {MSP_OPT_MAX_MEMBER, "max-member-mib", "N", "refuse pack members larger than N MiB (default 256)"},
+    {'h', "help", NULL, "this help"},
+    {0, NULL, NULL, NULL},
+};
+
+static const msp_cmd_doc_t msp_cc_doc = {
+    .cmd = "config_check",
+    .usage = "Usage: msprobe [-f pytorch] config_check -d [-o PACK.zip]\n"
+             "       msprobe [-f pytorch] config_check -c BENCH.zip CMP.zip [-o OUTDIR] [--env-keys SPEC]",
+    .about = "Check that two training runs were set up alike before comparing tensors.\n"
+             "Packs of a real run are written inside the training process when\n"
+             "MSPROBE_CONFIG_CHECK=PACK.zip is set (or msprobe.json has a config_check\n"
+             "section) and the dump shim is preloaded.\n",
+    .tail = "Exit status: 0 every item passed, 1 some item failed, 2 usage error or bad\n"
+            "input. See msprobe-config_check(1).\n",
+    .opts = msp_cc_opts,
+    .help_width = 23,
+};
 
 static int msp_cc_cli_compare(const msp_cli_ctx_t *ctx, const char *bench, const char *cmp, const char *out,
                               const msp_cc_options_t *opt)
@@ -77,21 +81,11 @@ static int msp_cc_cli_compare(const msp_cli_ctx_t *ctx, const char *bench, const
 
 int msp_cmd_config_check(msp_cli_ctx_t *ctx, int argc, char **argv)
 {
-    enum { OPT_ENV_KEYS = 1000, OPT_MAX_MEMBER };
-    static const struct option opts[] = {
-        {"static", no_argument, NULL, 'd'},
-        {"compare", required_argument, NULL, 'c'},
-        {"output", required_argument, NULL, 'o'},
-        {"env-keys", required_argument, NULL, OPT_ENV_KEYS},
-        {"max-member-mib", required_argument, NULL, OPT_MAX_MEMBER},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     int do_static = 0;
     const char *bench = NULL, *out = NULL;
     msp_cc_options_t opt = {0};
     int c;
-    while ((c = getopt_long(argc, argv, "dc:o:h", opts, NULL)) != -1) {
+    while ((c = msp_opt_next(&msp_cc_doc, argc, argv)) != -1) {
         switch (c) {
         case 'd':
             do_static = 1;
@@ -102,10 +96,10 @@ int msp_cmd_config_check(msp_cli_ctx_t *ctx, int argc, char **argv)
         case 'o':
             out = optarg;
             break;
-        case OPT_ENV_KEYS:
+        case MSP_OPT_ENV_KEYS:
             opt.env_keys = optarg;
             break;
-        case OPT_MAX_MEMBER: {
+        case MSP_OPT_MAX_MEMBER: {
             char *end = NULL;
             unsigned long long mib = strtoull(optarg, &end, 10);
             if (!end || *end || mib == 0 || mib > (1ull << 20)) {
@@ -117,10 +111,9 @@ int msp_cmd_config_check(msp_cli_ctx_t *ctx, int argc, char **argv)
             break;
         }
         case 'h':
-            msp_cc_usage(stdout);
+            msp_cmd_help(&msp_cc_doc, stdout);
             return MSP_EXIT_OK;
         default:
-            msp_cc_usage(stderr);
             return MSP_EXIT_USAGE;
         }
     }

@@ -18,30 +18,31 @@
 #define MSP_EXIT_NOEXEC 126
 #define MSP_EXIT_NOTFOUND 127
 
-static void msp_dump_usage(FILE *out)
-{
-    fprintf(out,
-            "Usage: msprobe dump [-c msprobe.json] [--] COMMAND [ARGS...]\n"
-            "\n"
-            "Run COMMAND (e.g. python train.py) with the msprobe shim preloaded: every\n"
-            "Python process it starts dumps the APIs and modules msprobe.json selects to\n"
-            "dump_path/step{N}/rank{R}/dump.h5, and collects the config_check pack.\n"
-            "The config is checked, and dump_path created, before COMMAND starts.\n"
-            "\n"
-            "Options:\n"
-            "  -c, --config FILE  msprobe.json to use (default: $MSPROBE_PATH,\n"
-            "                     else ./msprobe.json)\n"
-            "  -h, --help         this help\n"
-            "\n"
-            "Environment: MSPROBE_PATH (config), MSPROBE_PRELOAD_LIB (shim to preload\n"
+static const msp_opt_t msp_dump_opts[] = {
+    {'c', "config", "FILE", "msprobe.json to use (default: $MSPROBE_PATH,\nelse ./msprobe.json)"},
+    {'h', "help", NULL, "this help"},
+    {0, NULL, NULL, NULL},
+};
+
+static const msp_cmd_doc_t msp_dump_doc = {
+    .cmd = "dump",
+    .usage = "Usage: msprobe dump [-c msprobe.json] [--] COMMAND [ARGS...]",
+    .about = "Run COMMAND (e.g. python train.py) with the msprobe shim preloaded: every\n"
+             "Python process it starts dumps the APIs and modules msprobe.json selects to\n"
+             "dump_path/step{N}/rank{R}/dump.h5, and collects the config_check pack.\n"
+             "The config is checked, and dump_path created, before COMMAND starts.\n",
+    .tail = "Environment: MSPROBE_PATH (config), MSPROBE_PRELOAD_LIB (shim to preload\n"
             "instead of the one installed with msprobe), MSPROBE_LOG_FILE (where the\n"
             "shim's messages go; default stderr).\n"
             "\n"
             "Exit status: COMMAND's own (msprobe replaces itself with it); 2 when the\n"
             "config is invalid or the shim cannot be found (COMMAND does not run);\n"
             "126 when COMMAND cannot be executed; 127 when it is not found.\n"
-            "See msprobe-dump(1) and msprobe.json(5).\n");
-}
+            "See msprobe-dump(1) and msprobe.json(5).\n",
+    .opts = msp_dump_opts,
+    .help_width = 17,
+    .stop_at_operand = 1, /* the first operand starts COMMAND; its options stay its own */
+};
 
 /* Which config to use, and where we looked when there is none. */
 static int msp_dump_pick_config(const char *opt, char **out)
@@ -200,32 +201,20 @@ static char *msp_dump_ld_preload(const char *old, const char *lib)
 
 int msp_cmd_dump(msp_cli_ctx_t *ctx, int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"config", required_argument, NULL, 'c'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     const char *opt_config = NULL;
     char *cfgpath = NULL, *abscfg = NULL, *lib = NULL, *preload = NULL;
     msp_config_t cfg = {0};
     int ex = MSP_EXIT_USAGE, c;
 
-    opterr = 0;
-    /* '+': the first non-option starts COMMAND; its own options stay its own. */
-    while ((c = getopt_long(argc, argv, "+c:h", opts, NULL)) != -1) {
+    while ((c = msp_opt_next(&msp_dump_doc, argc, argv)) != -1) {
         switch (c) {
         case 'c':
             opt_config = optarg;
             break;
         case 'h':
-            msp_dump_usage(stdout);
+            msp_cmd_help(&msp_dump_doc, stdout);
             return MSP_EXIT_OK;
         default:
-            if (optopt == 'c')
-                msp_errorf("dump: option -c needs a file name");
-            else
-                msp_errorf("dump: unknown option '%s' (try 'msprobe dump --help')",
-                           argv[optind - 1]);
             return MSP_EXIT_USAGE;
         }
     }

@@ -3,9 +3,8 @@
 #include "cli.h"
 #include "msprobe/format.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <getopt.h>
+#include <getopt.h> /* optind */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -13,109 +12,28 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static void msp_ls_usage(FILE *out)
-{
-    fprintf(out,
-            "Usage: msprobe ls [-h] PATH\n"
-            "\n"
-            "List what a dump holds. PATH is a dump file (dump.h5), a rank directory\n"
-            "holding dump.h5, a step directory (rank*/dump.h5) or a dump root\n"
-            "(step*/rank*/dump.h5, listed in numeric step then rank order).\n"
-            "\n"
-            "For each file: a header line with step, rank, path, task, dump mode and\n"
-            "counts; for each record its name and execution order and its non-tensor\n"
-            "arguments; for each tensor its role, dtype, shape and statistics\n"
-            "(max, min, mean, L2 norm, NaN and Inf counts); \"no data\" marks a\n"
-            "statistics-only tensor. The file format is described in msprobe-dump(5).\n"
-            "\n"
-            "Options:\n"
-            "  -h, --help   this help\n"
-            "\n"
-            "Exit status: 0 listed, 2 usage error or unreadable input.\n");
-}
-
-struct msp_ls_entry {
-    long num;
-    char *path;
+static const msp_opt_t msp_ls_opts[] = {
+    {'h', "help", NULL, "this help"},
+    {0, NULL, NULL, NULL},
 };
 
-static int msp_ls_entry_cmp(const void *a, const void *b)
-{
-    const struct msp_ls_entry *x = a, *y = b;
-    if (x->num != y->num)
-        return x->num < y->num ? -1 : 1;
-    return strcmp(x->path, y->path);
-}
-
-static void msp_ls_entries_free(struct msp_ls_entry *v, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        free(v[i].path);
-    free(v);
-}
-
-/* Subdirectories of dir named <prefix><digits>, sorted by number. */
-static msp_err msp_ls_numbered(const char *dir, const char *prefix, struct msp_ls_entry **out,
-                               size_t *n_out)
-{
-    *out = NULL;
-    *n_out = 0;
-    DIR *d = opendir(dir);
-    if (!d)
-        return msp_fail(MSP_ERR_IO, "%s: cannot list directory: %s", dir, strerror(errno));
-    struct msp_ls_entry *v = NULL;
-    size_t n = 0, cap = 0;
-    msp_err rc = MSP_OK;
-    size_t plen = strlen(prefix);
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, prefix, plen) != 0)
-            continue;
-        const char *num = e->d_name + plen;
-        char *end = NULL;
-        errno = 0;
-        long k = strtol(num, &end, 10);
-        if (!*num || *end || errno || k < 0)
-            continue;
-        char *p = msp_asprintf("%s/%s", dir, e->d_name);
-        if (!p) {
-            rc = msp_fail(MSP_ERR_NOMEM, "%s: out of memory", dir);
-            break;
-        }
-        if (!msp_is_dir(p)) {
-            free(p);
-            continue;
-        }
-        struct msp_ls_entry *nv = msp_grow(v, &cap, n, sizeof *nv, 16);
-        if (!nv) {
-            free(p);
-            rc = msp_fail(MSP_ERR_NOMEM, "%s: out of memory", dir);
-            break;
-        }
-        v = nv;
-        v[n].num = k;
-        v[n++].path = p;
-    }
-    closedir(d);
-    if (rc) {
-        msp_ls_entries_free(v, n);
-        return rc;
-    }
-    if (n > 1)
-        qsort(v, n, sizeof *v, msp_ls_entry_cmp);
-    *out = v;
-    *n_out = n;
-    return MSP_OK;
-}
-
-static void msp_ls_shape(const msp_tensor_info_t *t, char *buf, size_t size)
-{
-    size_t k = (size_t)snprintf(buf, size, "[");
-    for (int i = 0; i < t->ndim && k < size; i++)
-        k += (size_t)snprintf(buf + k, size - k, "%s%" PRId64, i ? ", " : "", t->shape[i]);
-    if (k < size)
-        snprintf(buf + k, size - k, "]");
-}
+static const msp_cmd_doc_t msp_ls_doc = {
+    .cmd = "ls",
+    .usage = "Usage: msprobe ls [-h] PATH",
+    .about = "List what a dump holds. PATH is a dump file (dump.h5), a rank directory\n"
+             "holding dump.h5, a step directory (rank*/dump.h5) or a dump root\n"
+             "(step*/rank*/dump.h5, listed in numeric step then rank order).\n"
+             "\n"
+             "For each file: a header line with step, rank, path, task, dump mode and\n"
+             "counts; for each record its name and execution order and its non-tensor\n"
+             "arguments; for each tensor its role, dtype, shape and statistics\n"
+             "(max, min, mean, L2 norm, NaN and Inf counts); \"no data\" marks a\n"
+             "statistics-only tensor. The file format is described in msprobe-dump(5).\n",
+    .tail = "Exit status: 0 listed, 2 usage error or unreadable input (the readable\n"
+            "files of a directory are still listed).\n",
+    .opts = msp_ls_opts,
+    .help_width = 10,
+};
 
 /* %g, except that every NaN prints as "nan" (x86 makes inf - inf a -nan). */
 static const char *msp_ls_num(double v, char *buf, size_t size)
@@ -129,8 +47,8 @@ static const char *msp_ls_num(double v, char *buf, size_t size)
 
 static void msp_ls_tensor(const msp_tensor_info_t *t)
 {
-    char shape[MSP_MAX_NDIM * 22 + 4];
-    msp_ls_shape(t, shape, sizeof shape);
+    char shape[MSP_SHAPE_STR_MAX];
+    msp_shape_str(t->shape, t->ndim, shape, sizeof shape);
     printf("    %-16s %-15s %-20s", t->role, t->dtype_name, shape);
     char b[4][32];
     if (t->has_stats)
@@ -183,76 +101,50 @@ static int msp_ls_file(const char *path)
     return status;
 }
 
-/* A rank directory holds dump.h5; a step directory holds rank{R}; a dump root
- * holds step*. Returns the worst exit status of the files listed. */
-static int msp_ls_dir(const char *dir, int depth)
+/* A rank, step or root directory: every dump file format's scanner finds, in
+ * step then rank order. One that cannot be read is reported and the rest
+ * listed; the exit status is then 2. */
+static int msp_ls_dir(const char *dir)
 {
-    char *file = msp_asprintf("%s/dump.h5", dir);
-    if (!file)
-        return msp_report_error(msp_fail(MSP_ERR_NOMEM, "out of memory"));
-    struct stat sb;
-    if (stat(file, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
-        int st = msp_ls_file(file);
-        free(file);
-        return st;
-    }
-    free(file);
-    struct msp_ls_entry *v = NULL;
-    size_t n = 0;
-    const char *prefix = "step";
-    msp_err rc = msp_ls_numbered(dir, prefix, &v, &n);
-    if (!rc && n == 0) {
-        prefix = "rank";
-        rc = msp_ls_numbered(dir, prefix, &v, &n);
-    }
+    msp_dump_tree_t t;
+    msp_err rc = msp_dump_tree_scan(dir, 0, &t);
     if (rc)
         return msp_report_error(rc);
-    if (n == 0 || depth > 1) {
-        msp_ls_entries_free(v, n);
-        msp_errorf("%s: no dump here: expected dump.h5, rank*/dump.h5 or step*/rank*/dump.h5",
-                   dir);
-        return MSP_EXIT_USAGE;
-    }
     int status = MSP_EXIT_OK;
-    for (size_t i = 0; i < n; i++) {
-        int st = msp_ls_dir(v[i].path, depth + 1);
+    for (size_t i = 0; i < t.n_files; i++) {
+        int st;
+        if (t.files[i].error) {
+            msp_errorf("%s: %s", t.files[i].path, t.files[i].error);
+            st = MSP_EXIT_USAGE;
+        } else {
+            st = msp_ls_file(t.files[i].path);
+        }
         if (st != MSP_EXIT_OK)
             status = st;
     }
-    msp_ls_entries_free(v, n);
+    msp_dump_tree_free(&t);
     return status;
 }
 
 int msp_cmd_ls(msp_cli_ctx_t *ctx, int argc, char **argv)
 {
     (void)ctx;
-    static const struct option opts[] = {
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     int c;
-    opterr = 0; /* report unknown options in our own "msprobe: " form */
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'h':
-            msp_ls_usage(stdout);
-            return MSP_EXIT_OK;
-        default:
-            msp_errorf("ls: unknown option '%s' (try 'msprobe ls --help')", argv[optind - 1]);
+    while ((c = msp_opt_next(&msp_ls_doc, argc, argv)) != -1) {
+        if (c != 'h')
             return MSP_EXIT_USAGE;
-        }
+        msp_cmd_help(&msp_ls_doc, stdout);
+        return MSP_EXIT_OK;
     }
-    if (optind != argc - 1) {
-        msp_errorf("ls: expected exactly one PATH (try 'msprobe ls --help')");
-        return MSP_EXIT_USAGE;
-    }
+    if (optind != argc - 1)
+        return msp_cmd_usage_error(&msp_ls_doc, "expected exactly one PATH");
     const char *path = argv[optind];
     struct stat sb;
     if (stat(path, &sb) != 0) {
         msp_errorf("%s: %s", path, strerror(errno));
         return MSP_EXIT_USAGE;
     }
-    int status = S_ISDIR(sb.st_mode) ? msp_ls_dir(path, 0) : msp_ls_file(path);
+    int status = S_ISDIR(sb.st_mode) ? msp_ls_dir(path) : msp_ls_file(path);
     if (fflush(stdout) != 0) {
         msp_errorf("ls: cannot write the listing: %s", strerror(errno));
         return MSP_EXIT_USAGE;

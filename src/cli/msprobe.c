@@ -20,30 +20,38 @@ static const struct msp_command msp_commands[] = {
     {"ls", msp_cmd_ls, "list the records and tensors of a dump"},
 };
 
+static const msp_opt_t msp_global_opts[] = {
+    {'f', "framework", "NAME", "framework of the dumps; only \"pytorch\" (default)"},
+    {'v', "verbose", NULL, "more messages (repeat for debug)"},
+    {'q', "quiet", NULL, "errors only"},
+    {'h', "help", NULL, "this help; \"msprobe <command> --help\" for a command"},
+    {'V', "version", NULL, "print the version"},
+    {0, NULL, NULL, NULL},
+};
+
+static const msp_cmd_doc_t msp_global_doc = {
+    .cmd = NULL,
+    .usage = "Usage: msprobe [-f pytorch] [-v|-q] <command> [options]\n"
+             "       msprobe --help | --version",
+    .about = "A numerical-precision debugger for PyTorch training: dump what two runs\n"
+             "computed, check they were configured alike, and find the first operator\n"
+             "that went wrong.\n",
+    .tail = "Exit status: 0 success or all passed, 1 some record or item failed,\n"
+            "2 usage error or bad input. See msprobe(1).\n",
+    .opts = msp_global_opts,
+    .stop_at_operand = 1, /* the command owns the rest */
+};
+
 static void msp_usage(FILE *out)
 {
-    fprintf(out,
-            "Usage: msprobe [-f pytorch] [-v|-q] <command> [options]\n"
-            "       msprobe --help | --version\n"
-            "\n"
-            "A numerical-precision debugger for PyTorch training: dump what two runs\n"
-            "computed, check they were configured alike, and find the first operator\n"
-            "that went wrong.\n"
-            "\n"
-            "Commands:\n");
+    /* The commands table sits between the description and the options. */
+    msp_cmd_doc_t d = msp_global_doc;
+    fprintf(out, "%s\n\n%s\nCommands:\n", d.usage, d.about);
     for (size_t i = 0; i < sizeof msp_commands / sizeof msp_commands[0]; i++)
         fprintf(out, "  %-13s %s\n", msp_commands[i].name, msp_commands[i].help);
-    fprintf(out,
-            "\n"
-            "Global options:\n"
-            "  -f, --framework NAME  framework of the dumps; only \"pytorch\" (default)\n"
-            "  -v, --verbose         more messages (repeat for debug)\n"
-            "  -q, --quiet           errors only\n"
-            "  -h, --help            this help; \"msprobe <command> --help\" for a command\n"
-            "  -V, --version         print the version\n"
-            "\n"
-            "Exit status: 0 success or all passed, 1 some record or item failed,\n"
-            "2 usage error or bad input. See msprobe(1).\n");
+    d.usage = d.about = NULL;
+    d.options_title = "Global options";
+    msp_cmd_help(&d, out);
 }
 
 void msp_errorf(const char *fmt, ...)
@@ -97,17 +105,8 @@ void msp_cli_install_log(const msp_cli_ctx_t *ctx)
 int main(int argc, char **argv)
 {
     msp_cli_ctx_t ctx = {.framework = "pytorch", .verbosity = 1};
-    static const struct option opts[] = {
-        {"framework", required_argument, NULL, 'f'},
-        {"verbose", no_argument, NULL, 'v'},
-        {"quiet", no_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},
-        {NULL, 0, NULL, 0},
-    };
-    /* '+' stops at the first non-option: the subcommand owns the rest. */
     int c;
-    while ((c = getopt_long(argc, argv, "+f:vqhV", opts, NULL)) != -1) {
+    while ((c = msp_opt_next(&msp_global_doc, argc, argv)) != -1) {
         switch (c) {
         case 'f':
             ctx.framework = optarg;
@@ -125,7 +124,6 @@ int main(int argc, char **argv)
             printf("msprobe %s\n", MSP_VERSION);
             return MSP_EXIT_OK;
         default:
-            msp_usage(stderr);
             return MSP_EXIT_USAGE;
         }
     }
@@ -133,10 +131,8 @@ int main(int argc, char **argv)
         msp_errorf("unsupported framework '%s': only 'pytorch' is supported", ctx.framework);
         return MSP_EXIT_USAGE;
     }
-    if (optind >= argc) {
-        msp_usage(stderr);
-        return MSP_EXIT_USAGE;
-    }
+    if (optind >= argc)
+        return msp_cmd_usage_error(&msp_global_doc, "no command given");
     const char *name = argv[optind];
     for (size_t i = 0; i < sizeof msp_commands / sizeof msp_commands[0]; i++) {
         if (strcmp(name, msp_commands[i].name) == 0) {

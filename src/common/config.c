@@ -142,6 +142,7 @@ static msp_err msp_cfg_object(const msp_cfg_walk_t *w, const cJSON *it, const ch
 static msp_err msp_cfg_enum(const msp_cfg_walk_t *w, const cJSON *it, const char *path,
                             const char *const *names, size_t n, int *out)
 {
+    *out = 0; /* defined on the error path too (gcc -O2 cannot see that one returns non-zero) */
     if (cJSON_IsString(it)) {
         for (size_t i = 0; i < n; i++) {
             if (strcmp(it->valuestring, names[i]) == 0) {
@@ -180,6 +181,7 @@ static msp_err msp_cfg_string(const msp_cfg_walk_t *w, const cJSON *it, const ch
 static msp_err msp_cfg_int(const msp_cfg_walk_t *w, const cJSON *it, const char *path,
                            const char *what, int64_t min, int64_t *out)
 {
+    *out = min; /* defined on the error path too, as for msp_cfg_enum */
     if (cJSON_IsNumber(it)) {
         double v = it->valuedouble;
         if (isfinite(v) && v >= (double)min && v <= MSP_JSON_INT_MAX) {

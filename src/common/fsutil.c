@@ -131,11 +131,35 @@ cleanup:
     return rc;
 }
 
+char *msp_atomic_tmp_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        return msp_asprintf(".%s.tmp.%ld", path, (long)getpid());
+    return msp_asprintf("%.*s/.%s.tmp.%ld", (int)(slash - path), path, slash + 1,
+                        (long)getpid());
+}
+
+msp_err msp_atomic_commit(const char *tmp, const char *path)
+{
+    if (rename(tmp, path) == 0)
+        return MSP_OK;
+    msp_err rc = msp_fail(MSP_ERR_IO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    unlink(tmp);
+    return rc;
+}
+
+void msp_atomic_discard(const char *tmp)
+{
+    if (tmp)
+        unlink(tmp);
+}
+
 msp_err msp_write_file_atomic(const char *path, const void *data, size_t len)
 {
     msp_err rc = MSP_OK;
     int fd = -1;
-    char *tmp = msp_asprintf("%s.tmp.%ld", path, (long)getpid());
+    char *tmp = msp_atomic_tmp_name(path);
     if (!tmp)
         return msp_fail(MSP_ERR_NOMEM, "out of memory");
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
@@ -155,19 +179,19 @@ msp_err msp_write_file_atomic(const char *path, const void *data, size_t len)
         p += w;
         len -= (size_t)w;
     }
-    if (close(fd) != 0) {
-        fd = -1;
+    int closed = close(fd);
+    fd = -1;
+    if (closed != 0) {
         rc = msp_fail(MSP_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
         goto cleanup;
     }
-    fd = -1;
-    if (rename(tmp, path) != 0)
-        rc = msp_fail(MSP_ERR_IO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    rc = msp_atomic_commit(tmp, path);
+    free(tmp);
+    return rc;
 cleanup:
     if (fd >= 0)
         close(fd);
-    if (rc != MSP_OK)
-        unlink(tmp);
+    msp_atomic_discard(tmp);
     free(tmp);
     return rc;
 }

@@ -66,15 +66,10 @@ int cmp_level_keeps(msp_level_t level, const char *name);
 /* Name with the call index removed: "Functional.conv2d.0.forward" -> "Functional.conv2d.forward". */
 char *cmp_fuzzy_key(const char *name);
 int cmp_is_forward(const char *name);
-/* Role order used for rows: input.*, kwarg.*, output.*, anything else; natural sort inside. */
-int cmp_role_cmp(const char *a, const char *b);
+/* Row order and pairing use format's one role order (msp_role_cmp). */
+#define cmp_role_cmp msp_role_cmp
 
 /* ---- inputs ------------------------------------------------------------ */
-
-typedef struct cmp_file_ref {
-    int64_t step, rank;
-    char *path;
-} cmp_file_ref_t;
 
 typedef struct cmp_file_pair {
     int64_t step, rank;
@@ -82,7 +77,9 @@ typedef struct cmp_file_pair {
 } cmp_file_pair_t;
 
 /* Resolve the two command-line paths into file pairs (sorted by step, rank).
- * One-sided steps/ranks are logged and listed in *only (malloc'd strings). */
+ * One-sided steps/ranks, and steps/ranks with an unreadable file on either
+ * side (skipped, the rest compared), are logged as warnings and listed in
+ * *only (malloc'd strings). */
 msp_err cmp_resolve_inputs(const char *bench, const char *cmp, cmp_file_pair_t **pairs,
                            size_t *n_pairs, char ***only, size_t *n_only);
 void cmp_file_pairs_free(cmp_file_pair_t *p, size_t n);

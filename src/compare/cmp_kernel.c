@@ -83,33 +83,6 @@ void cmp_acc_merge(cmp_acc_t *o, const cmp_acc_t *p)
 
 /* ---- element loads: unaligned-safe, branch-free, vectorisable ------------ */
 
-static inline float cmp_f32_bits(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static inline uint32_t cmp_bits_f32(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
-/* IEEE half to float without F16C and without touching float denormals
- * (which would take microcode assists): subnormal halves are em * 2^-24 exactly. */
-static inline float cmp_half_to_float(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t em = h & 0x7fffu;
-    uint32_t normal = (em << 13) + ((uint32_t)(127 - 15) << 23);
-    uint32_t sub = cmp_bits_f32((float)em * 0x1p-24f);
-    uint32_t special = (em << 13) | 0x7f800000u;
-    uint32_t r = em < 0x400u ? sub : (em >= 0x7c00u ? special : normal);
-    return cmp_f32_bits(r | sign);
-}
-
 static inline __attribute__((always_inline)) double cmp_load(msp_dtype_t dt,
                                                               const unsigned char *p, size_t i)
 {
@@ -127,12 +100,12 @@ static inline __attribute__((always_inline)) double cmp_load(msp_dtype_t dt,
     case MSP_DTYPE_FLOAT16: {
         uint16_t h;
         memcpy(&h, p + 2 * i, 2);
-        return cmp_half_to_float(h);
+        return msp_half_to_float(h);
     }
     case MSP_DTYPE_BFLOAT16: {
         uint16_t h;
         memcpy(&h, p + 2 * i, 2);
-        return cmp_f32_bits((uint32_t)h << 16);
+        return msp_bf16_to_float(h);
     }
     case MSP_DTYPE_INT8:
         return (double)(int8_t)p[i];

@@ -92,46 +92,6 @@ char *cmp_fuzzy_key(const char *name)
     return out;
 }
 
-/* Natural compare: digit runs compare by value, so input.10 sorts after input.9. */
-static int cmp_natural(const char *a, const char *b)
-{
-    while (*a && *b) {
-        if (isdigit((unsigned char)*a) && isdigit((unsigned char)*b)) {
-            char *ea, *eb;
-            unsigned long long va = strtoull(a, &ea, 10), vb = strtoull(b, &eb, 10);
-            if (va != vb)
-                return va < vb ? -1 : 1;
-            a = ea;
-            b = eb;
-            continue;
-        }
-        if (*a != *b)
-            return (unsigned char)*a < (unsigned char)*b ? -1 : 1;
-        a++;
-        b++;
-    }
-    return *a ? 1 : (*b ? -1 : 0);
-}
-
-static int cmp_role_class(const char *r)
-{
-    if (!strncmp(r, "input", 5))
-        return 0;
-    if (!strncmp(r, "kwarg", 5))
-        return 1;
-    if (!strncmp(r, "output", 6))
-        return 2;
-    return 3;
-}
-
-int cmp_role_cmp(const char *a, const char *b)
-{
-    int ca = cmp_role_class(a), cb = cmp_role_class(b);
-    if (ca != cb)
-        return ca < cb ? -1 : 1;
-    return cmp_natural(a, b);
-}
-
 /* ---- mapping file ------------------------------------------------------- */
 
 void cmp_mapping_free(cmp_mapping_t *m)

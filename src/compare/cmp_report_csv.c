@@ -105,7 +105,7 @@ msp_err msp_report_write_csv(const msp_compare_result_t *res, const char *out_di
     FILE *f = NULL;
     unsigned char *claimed = NULL;
     char *path = msp_asprintf("%s/result.csv", out_dir);
-    char *tmp = msp_asprintf("%s/.result.csv.tmp.%ld", out_dir, (long)getpid());
+    char *tmp = path ? msp_atomic_tmp_name(path) : NULL;
     if (!path || !tmp) {
         rc = msp_fail(MSP_ERR_NOMEM, "out of memory writing the report in %s", out_dir);
         goto cleanup;
@@ -150,16 +150,13 @@ msp_err msp_report_write_csv(const msp_compare_result_t *res, const char *out_di
         rc = msp_fail(MSP_ERR_IO, "cannot write %s: %s", tmp, strerror(errno ? errno : EIO));
         goto cleanup;
     }
-    if (rename(tmp, path) != 0) {
-        rc = msp_fail(MSP_ERR_IO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
-        goto cleanup;
-    }
+    rc = msp_atomic_commit(tmp, path);
 
 cleanup:
     if (f)
         fclose(f);
-    if (rc != MSP_OK && tmp)
-        unlink(tmp);
+    if (rc != MSP_OK)
+        msp_atomic_discard(tmp);
     free(claimed);
     free(tmp);
     free(path);

@@ -375,7 +375,7 @@ msp_err msp_report_write_xlsx(const msp_compare_result_t *res, const char *out_d
 
     msp_xlsx_t x = {0};
     char *path = msp_asprintf("%s/result.xlsx", out_dir);
-    char *tmp = msp_asprintf("%s/.result.xlsx.tmp.%ld", out_dir, (long)getpid());
+    char *tmp = path ? msp_atomic_tmp_name(path) : NULL;
     char *tmpdir = strdup(out_dir);
     size_t *first_seq = NULL;
     unsigned char *claimed = NULL;
@@ -436,15 +436,12 @@ msp_err msp_report_write_xlsx(const msp_compare_result_t *res, const char *out_d
         rc = msp_fail(MSP_ERR_XLSX, "cannot write %s: %s", path, lxw_strerror(e));
         goto cleanup;
     }
-    if (rename(tmp, path) != 0) {
-        rc = msp_fail(MSP_ERR_IO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
-        goto cleanup;
-    }
     tmp_written = 0;
+    rc = msp_atomic_commit(tmp, path);
 
 cleanup:
-    if (tmp_written && tmp)
-        unlink(tmp);
+    if (tmp_written)
+        msp_atomic_discard(tmp);
     free(first_seq);
     free(claimed);
     free(tmpdir);

@@ -296,7 +296,8 @@ static msp_err msp_cc_diff_pip(const msp_cc_pack_t *b, const msp_cc_pack_t *c, m
         return msp_fail(MSP_ERR_NOMEM, "out of memory");
     if ((rc = msp_cc_pkg_collect(b, 0, &pk)) != MSP_OK || (rc = msp_cc_pkg_collect(c, 1, &pk)) != MSP_OK)
         goto cleanup;
-    qsort(pk.v, pk.n, sizeof *pk.v, msp_cc_cmp_pkg);
+    if (pk.n > 1) /* pk.v is NULL for a pip item without packages or python */
+        qsort(pk.v, pk.n, sizeof *pk.v, msp_cc_cmp_pkg);
     for (size_t i = 0; i < pk.n; i++) {
         const msp_cc_pkg_t *q = &pk.v[i];
         if (msp_cc_streq(q->bver, q->cver))
@@ -553,8 +554,10 @@ static msp_err msp_cc_diff_tensors(const msp_cc_pack_t *b, const msp_cc_pack_t *
         rc = msp_fail(MSP_ERR_NOMEM, "out of memory");
         goto cleanup;
     }
-    memcpy(cs, cv, nc * sizeof *cs);
-    qsort(cs, nc, sizeof *cs, msp_cc_cmp_named);
+    if (nc) { /* cv may be NULL then: memcpy and qsort want a real pointer */
+        memcpy(cs, cv, nc * sizeof *cs);
+        qsort(cs, nc, sizeof *cs, msp_cc_cmp_named);
+    }
     for (size_t i = 0; i < nb; i++) {
         const cJSON **hit = bsearch(&bv[i], cs, nc, sizeof *cs, msp_cc_cmp_named);
         if (hit && used[hit - cs])

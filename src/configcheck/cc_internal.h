@@ -4,6 +4,7 @@
 #define MSPROBE_CC_INTERNAL_H
 
 #include "msprobe/configcheck.h"
+#include "msprobe/format.h"
 
 #include <cjson/cJSON.h>
 #include <stddef.h>
@@ -55,16 +56,11 @@ char *msp_cc_rank_path(const char *zip_path, int64_t rank);
 
 /* ---- tensor statistics over raw host bytes ----------------------------- */
 
-typedef enum msp_cc_dtype {
-    MSP_CC_DT_UNKNOWN = 0,
-    MSP_CC_DT_F64, MSP_CC_DT_F32, MSP_CC_DT_F16, MSP_CC_DT_BF16,
-    MSP_CC_DT_I64, MSP_CC_DT_I32, MSP_CC_DT_I16, MSP_CC_DT_I8, MSP_CC_DT_U8,
-    MSP_CC_DT_BOOL
-} msp_cc_dtype_t;
-
-/* "torch.float32" -> MSP_CC_DT_F32; unknown names -> MSP_CC_DT_UNKNOWN. */
-msp_cc_dtype_t msp_cc_dtype_from_name(const char *torch_name);
-size_t msp_cc_dtype_size(msp_cc_dtype_t dt);
+/* dtypes are format's (msprobe/format.h): one table for the whole tree. The
+ * msp_cc_ names stay as aliases for the collectors that call them. */
+typedef msp_dtype_t msp_cc_dtype_t;
+#define msp_cc_dtype_from_name msp_dtype_from_name
+#define msp_cc_dtype_size msp_dtype_size
 
 typedef struct msp_cc_stats {
     int valid;                     /* 0: dtype without statistics or no elements */
@@ -72,8 +68,9 @@ typedef struct msp_cc_stats {
     char hash[65];                 /* sha256 of the raw bytes (always set) */
 } msp_cc_stats_t;
 
-/* Statistics and hash of n elements of elem_size bytes stored contiguously at
- * data. Statistics only for known dtypes; the hash covers the raw bytes always. */
+/* Statistics (format's msp_stats_compute: NaN makes max/min/mean/norm NaN) and
+ * hash of n elements of elem_size bytes stored contiguously at data. Statistics
+ * only for known dtypes and n > 0; the hash covers the raw bytes always. */
 void msp_cc_tensor_stats(const void *data, size_t n, size_t elem_size, msp_cc_dtype_t dt, msp_cc_stats_t *out);
 
 /* JSON number, or the string "nan"/"inf"/"-inf" (JSON has no non-finite numbers). */

@@ -168,7 +168,7 @@ msp_err msp_cc_pack_write(const char *zip_path, const msp_cc_member_t *members, 
     char *tmp = NULL;
     if ((rc = msp_cc_make_parent(zip_path)) != MSP_OK)
         return rc;
-    tmp = msp_asprintf("%s.tmp.%ld", zip_path, (long)getpid());
+    tmp = msp_atomic_tmp_name(zip_path);
     if (!tmp)
         return msp_fail(MSP_ERR_NOMEM, "out of memory");
     int zerr = 0;
@@ -203,10 +203,7 @@ msp_err msp_cc_pack_write(const char *zip_path, const msp_cc_member_t *members, 
         goto cleanup;
     }
     za = NULL;
-    if (rename(tmp, zip_path) != 0) {
-        rc = msp_fail(MSP_ERR_IO, "cannot rename %s to %s: %s", tmp, zip_path, strerror(errno));
-        unlink(tmp);
-    }
+    rc = msp_atomic_commit(tmp, zip_path);
 cleanup:
     if (za)
         zip_discard(za);

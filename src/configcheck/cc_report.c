@@ -192,7 +192,7 @@ msp_err msp_cc_report_write(const msp_cc_result_t *r, const char *out_dir)
     if (!msp_is_dir(out_dir) && (rc = msp_mkdirs(out_dir)) != MSP_OK)
         return rc;
     final = msp_asprintf("%s/result.xlsx", out_dir);
-    tmp = msp_asprintf("%s/.result.xlsx.tmp.%ld", out_dir, (long)getpid());
+    tmp = final ? msp_atomic_tmp_name(final) : NULL;
     static const char *const cols[] = {"filename", "pass_check", "differences", "note"};
     sum = msp_cc_table_new(cols, 4);
     if (!final || !tmp || !sum) {
@@ -250,15 +250,14 @@ msp_err msp_cc_report_write(const msp_cc_result_t *r, const char *out_dir)
         rc = msp_fail(MSP_ERR_XLSX, "cannot write %s: %s", tmp, lxw_strerror(e));
         goto cleanup;
     }
-    if (rename(tmp, final) != 0)
-        rc = msp_fail(MSP_ERR_IO, "cannot rename %s to %s: %s", tmp, final, strerror(errno));
+    rc = msp_atomic_commit(tmp, final);
 cleanup:
     if (wb) {
         /* workbook_close is the only way to free a workbook; its output is discarded. */
         workbook_close(wb);
     }
-    if (rc != MSP_OK && tmp)
-        unlink(tmp);
+    if (rc != MSP_OK)
+        msp_atomic_discard(tmp);
     msp_cc_table_free(sum);
     free(final);
     free(tmp);

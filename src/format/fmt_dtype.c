@@ -3,6 +3,7 @@
 #include "msprobe/format.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,21 +14,20 @@ struct msp_dtype_desc {
     const char *name;  /* torch name */
     const char *alias; /* torch's other spelling, without "torch." */
     size_t size;
-    int is_float;
 };
 
 static const struct msp_dtype_desc msp_dtypes[MSP_DTYPE_COUNT_] = {
-    [MSP_DTYPE_INVALID] = {"unknown", NULL, 0, 0},
-    [MSP_DTYPE_FLOAT32] = {"torch.float32", "float", 4, 1},
-    [MSP_DTYPE_FLOAT16] = {"torch.float16", "half", 2, 1},
-    [MSP_DTYPE_BFLOAT16] = {"torch.bfloat16", "bf16", 2, 1},
-    [MSP_DTYPE_FLOAT64] = {"torch.float64", "double", 8, 1},
-    [MSP_DTYPE_INT8] = {"torch.int8", NULL, 1, 0},
-    [MSP_DTYPE_INT16] = {"torch.int16", "short", 2, 0},
-    [MSP_DTYPE_INT32] = {"torch.int32", "int", 4, 0},
-    [MSP_DTYPE_INT64] = {"torch.int64", "long", 8, 0},
-    [MSP_DTYPE_UINT8] = {"torch.uint8", NULL, 1, 0},
-    [MSP_DTYPE_BOOL] = {"torch.bool", NULL, 1, 0},
+    [MSP_DTYPE_INVALID] = {"unknown", NULL, 0},
+    [MSP_DTYPE_FLOAT32] = {"torch.float32", "float", 4},
+    [MSP_DTYPE_FLOAT16] = {"torch.float16", "half", 2},
+    [MSP_DTYPE_BFLOAT16] = {"torch.bfloat16", "bf16", 2},
+    [MSP_DTYPE_FLOAT64] = {"torch.float64", "double", 8},
+    [MSP_DTYPE_INT8] = {"torch.int8", NULL, 1},
+    [MSP_DTYPE_INT16] = {"torch.int16", "short", 2},
+    [MSP_DTYPE_INT32] = {"torch.int32", "int", 4},
+    [MSP_DTYPE_INT64] = {"torch.int64", "long", 8},
+    [MSP_DTYPE_UINT8] = {"torch.uint8", NULL, 1},
+    [MSP_DTYPE_BOOL] = {"torch.bool", NULL, 1},
 };
 
 static int msp_dtype_valid(msp_dtype_t dt)
@@ -58,29 +58,7 @@ size_t msp_dtype_size(msp_dtype_t dt)
     return msp_dtype_valid(dt) ? msp_dtypes[dt].size : 0;
 }
 
-int msp_dtype_is_float(msp_dtype_t dt)
-{
-    return msp_dtype_valid(dt) ? msp_dtypes[dt].is_float : 0;
-}
-
 /* ---- small floats ------------------------------------------------------ */
-
-/* Decode a binary float with 1 sign bit, ebits exponent bits and mbits
- * mantissa bits (IEEE rules: bias 2^(ebits-1)-1, subnormals, inf, NaN). */
-static double msp_small_to_double(uint32_t bits, int ebits, int mbits)
-{
-    uint32_t mmask = (1u << mbits) - 1, emax = (1u << ebits) - 1;
-    uint32_t e = (bits >> mbits) & emax, m = bits & mmask;
-    int bias = (1 << (ebits - 1)) - 1;
-    double v;
-    if (e == emax)
-        v = m ? NAN : INFINITY;
-    else if (e == 0)
-        v = ldexp((double)m, 1 - bias - mbits);
-    else
-        v = ldexp((double)(m | (1u << mbits)), (int)e - bias - mbits);
-    return (bits >> (ebits + mbits)) & 1 ? -v : v;
-}
 
 /* Round a double straight to the small format, to nearest, ties to even.
  * Going through float first would round twice and can differ by one ulp. */
@@ -119,19 +97,6 @@ static uint32_t msp_double_to_small(double v, int ebits, int mbits)
     return sign | (uint32_t)r;
 }
 
-double msp_half_to_double(uint16_t h)
-{
-    return msp_small_to_double(h, 5, 10);
-}
-
-double msp_bf16_to_double(uint16_t b)
-{
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
 uint16_t msp_double_to_bf16(double v)
 {
     return (uint16_t)msp_double_to_small(v, 8, 7);
@@ -149,7 +114,7 @@ static pthread_once_t msp_half_once = PTHREAD_ONCE_INIT;
 static void msp_half_table_init(void)
 {
     for (uint32_t i = 0; i < 65536; i++)
-        msp_half_table[i] = (float)msp_small_to_double(i, 5, 10);
+        msp_half_table[i] = msp_half_to_float((uint16_t)i);
 }
 
 static const float *msp_half_lut(void)
@@ -158,35 +123,15 @@ static const float *msp_half_lut(void)
     return msp_half_table;
 }
 
-void msp_to_double(msp_dtype_t dt, const void *src, size_t n, double *dst)
+void msp_shape_str(const int64_t *shape, int ndim, char *buf, size_t size)
 {
-    const unsigned char *p = src;
-    const float *lut = dt == MSP_DTYPE_FLOAT16 ? msp_half_lut() : NULL;
-    for (size_t i = 0; i < n; i++) {
-        switch (dt) {
-#define MSP_LOAD(T, expr)                                                                          \
-    {                                                                                              \
-        T x;                                                                                       \
-        memcpy(&x, p + i * sizeof(T), sizeof(T));                                                  \
-        dst[i] = (expr);                                                                           \
-        break;                                                                                     \
-    }
-        case MSP_DTYPE_FLOAT32: MSP_LOAD(float, x)
-        case MSP_DTYPE_FLOAT64: MSP_LOAD(double, x)
-        case MSP_DTYPE_FLOAT16: MSP_LOAD(uint16_t, lut[x])
-        case MSP_DTYPE_BFLOAT16: MSP_LOAD(uint16_t, msp_bf16_to_double(x))
-        case MSP_DTYPE_INT8: MSP_LOAD(int8_t, x)
-        case MSP_DTYPE_INT16: MSP_LOAD(int16_t, x)
-        case MSP_DTYPE_INT32: MSP_LOAD(int32_t, x)
-        case MSP_DTYPE_INT64: MSP_LOAD(int64_t, (double)x)
-        case MSP_DTYPE_UINT8: MSP_LOAD(uint8_t, x)
-        case MSP_DTYPE_BOOL: MSP_LOAD(uint8_t, x != 0)
-#undef MSP_LOAD
-        default:
-            dst[i] = NAN;
-            break;
-        }
-    }
+    if (!size)
+        return;
+    size_t k = (size_t)snprintf(buf, size, "[");
+    for (int i = 0; i < ndim && k < size; i++)
+        k += (size_t)snprintf(buf + k, size - k, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (k < size)
+        snprintf(buf + k, size - k, "]");
 }
 
 /* ---- statistics ---------------------------------------------------------- */
@@ -520,12 +465,7 @@ static void msp_stats_half16(const unsigned char *p, size_t n, struct msp_acc *a
         for (size_t j = 0; j < k; j++) {
             uint16_t h;
             memcpy(&h, p + (i + j) * 2, 2);
-            if (lut) {
-                buf[j] = lut[h];
-            } else {
-                uint32_t u = (uint32_t)h << 16;
-                memcpy(&buf[j], &u, 4);
-            }
+            buf[j] = lut ? lut[h] : msp_bf16_to_float(h);
         }
         msp_f32_block(buf, k, a);
         i += k;

@@ -82,9 +82,5 @@ hid_t msp_h5_index_type(int packed);
 /* Column names of /index, NULL-terminated. */
 extern const char *const msp_index_columns[];
 
-/* Natural role order: input.*, kwarg.*, output.*, anything else; numbers in
- * names compare numerically (input.2 < input.10). */
-int msp_role_cmp(const char *a, const char *b);
-int msp_natural_cmp(const char *a, const char *b);
 
 #endif

@@ -73,13 +73,13 @@ void msp_free_strings(char **v, size_t n)
 
 /* ---- sorting -------------------------------------------------------------- */
 
-static int msp_tensor_cmp(const void *a, const void *b)
+static int msp_tensor_info_order(const void *a, const void *b)
 {
     const msp_tensor_info_t *x = a, *y = b;
     return msp_role_cmp(x->role, y->role);
 }
 
-static int msp_record_cmp(const void *a, const void *b)
+static int msp_record_info_order(const void *a, const void *b)
 {
     const msp_record_info_t *x = a, *y = b;
     if (x->order != y->order)
@@ -94,9 +94,9 @@ static void msp_sort_catalogue(msp_dump_file_t *f)
     for (size_t i = 0; i < f->n_records; i++)
         if (f->records[i].n_tensors > 1)
             qsort(f->records[i].tensors, f->records[i].n_tensors, sizeof(msp_tensor_info_t),
-                  msp_tensor_cmp);
+                  msp_tensor_info_order);
     if (f->n_records > 1)
-        qsort(f->records, f->n_records, sizeof(msp_record_info_t), msp_record_cmp);
+        qsort(f->records, f->n_records, sizeof(msp_record_info_t), msp_record_info_order);
 }
 
 /* numel and nbytes of a shape; MSP_ERR_FORMAT on overflow. */

@@ -1,8 +1,11 @@
 /* The msprobe.json parser against hostile input. Two builds of one file:
- *  - libFuzzer:  clang -g -DMSP_LIBFUZZER -fsanitize=fuzzer,address,undefined
- *                -Iinclude tests/common/cfg_fuzz.c src/common/{config,error,fsutil}.c -lcjson
+ *  - libFuzzer:  clang -g -D_GNU_SOURCE -DMSP_LIBFUZZER -fsanitize=fuzzer,address,undefined
+ *                -Iinclude -Ibuild/include tests/common/cfg_fuzz.c
+ *                src/common/{config,error,fsutil,grow,log}.c -lcjson -lm -o cfg_fuzz
+ *                then: cfg_fuzz CORPUS (start it from a copy of tests/fuzz/seeds/config)
  *  - ctest:      a deterministic mutation run over a small corpus (argv[1] =
- *                iterations), so every build exercises the same invariants.
+ *                iterations), so every build exercises the same invariants;
+ *                tests/fuzz replays the committed seeds.
  * Invariants: the result is MSP_OK or MSP_ERR_CONFIG; an error leaves the
  * config zeroed and a detail naming the source; a success holds values inside
  * their documented domains. Anything else aborts. */

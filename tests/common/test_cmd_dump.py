@@ -221,7 +221,7 @@ class DumpLauncher(LauncherCase):
         self.assertNotRun(r, "msprobe: dump: unknown option '--frobnicate' (try 'msprobe dump "
                              "--help')\n")
         r = self.run_dump(["-c"])
-        self.assertNotRun(r, "msprobe: dump: option -c needs a file name\n")
+        self.assertNotRun(r, "msprobe: dump: option -c needs a value (try 'msprobe dump --help')\n")
 
     def test_help_on_stdout(self):
         r = self.run_dump(["--help"])

@@ -1,7 +1,8 @@
 /* The --mapping file parser against hostile input. Two builds of one file:
- *  - libFuzzer:  clang -g -DMSP_LIBFUZZER -fsanitize=fuzzer,address,undefined -Iinclude
- *                -Isrc/compare tests/compare/cmp_mapping_fuzz.c src/compare/cmp_match.c
- *                src/common/{error,fsutil,log}.c
+ *  - libFuzzer:  clang -g -D_GNU_SOURCE -DMSP_LIBFUZZER -fsanitize=fuzzer,address,undefined
+ *                -Iinclude -Ibuild/include -Isrc/compare tests/compare/cmp_mapping_fuzz.c
+ *                src/compare/cmp_match.c src/common/{error,fsutil,grow,log}.c -lm
+ *                (start it from a copy of tests/fuzz/seeds/mapping)
  *  - ctest:      a deterministic mutation run over a small corpus (argv[1] = iterations).
  * Invariants: the result is MSP_OK or MSP_ERR_USAGE; an error names the file and
  * line ("path:N:") and leaves no entries; a success holds only non-empty names

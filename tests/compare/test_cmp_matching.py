@@ -28,6 +28,20 @@ class MatchingCase(unittest.TestCase):
     def path(self, *parts):
         return os.path.join(self.d, *parts)
 
+    def test_roles_equal_but_for_leading_zeros_do_not_pair(self):
+        # One role order for the reader and for pairing (format's): "input.01"
+        # and "input.1" are two roles, so each is a one-sided row, never a pair.
+        x, y = f32(3, seed=1), f32(3, seed=2)
+        H.write_dump(self.path("b.h5"), [("Torch.add.0.forward", {"input.01": x, "output.0": x})])
+        H.write_dump(self.path("c.h5"), [("Torch.add.0.forward", {"input.1": y, "output.0": x})])
+        rows, _, _ = H.run_driver(self.path("b.h5"), self.path("c.h5"))
+        pairs = sorted((r["npu_name"] or "", r["bench_name"] or "") for r in rows)
+        self.assertEqual(pairs, [
+            ("", "Torch.add.0.forward.input.01"),
+            ("Torch.add.0.forward.input.1", ""),
+            ("Torch.add.0.forward.output.0", "Torch.add.0.forward.output.0"),
+        ])
+
     def test_exact_match_and_one_sided_records_and_tensors(self):
         x = f32(4, 4)
         H.write_dump(self.path("b.h5"), [

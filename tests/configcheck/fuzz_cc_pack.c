@@ -5,7 +5,9 @@
  * away from the diff). Built with clang and -DMSPROBE_FUZZ=ON:
  *   CC=clang cmake -S . -B build-fuzz -DMSPROBE_FUZZ=ON -DMSPROBE_SANITIZE=ON
  *   cmake --build build-fuzz --target fuzz_cc_pack
- *   build-fuzz/tests/configcheck/fuzz_cc_pack CORPUS_DIR */
+ *   mkdir -p corpus && cp tests/fuzz/seeds/cc_pack/[a-z]* corpus/
+ *   build-fuzz/tests/configcheck/fuzz_cc_pack corpus
+ * ctest replays the committed seeds with any compiler (tests/fuzz). */
 #include "cc_internal.h"
 
 #include <string.h>

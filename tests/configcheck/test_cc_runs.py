@@ -147,8 +147,8 @@ class TwoRunsDifferingInThreeThings(unittest.TestCase):
         m = read_member(self.a, "manifest.json")
         self.assertEqual(m["format"], "msprobe-config-check")
         self.assertEqual(m["format_version"], 1)
-        self.assertEqual(m["tool_version"], re.search(r'MSP_VERSION "([^"]+)"', read_text(
-            os.path.join(SRC, "include/msprobe/common.h"))).group(1))
+        self.assertEqual(m["tool_version"], re.search(r"project\(msprobe VERSION ([0-9.]+)", read_text(
+            os.path.join(SRC, "CMakeLists.txt"))).group(1))
         self.assertEqual(m["host"], os.uname().nodename)
         self.assertRegex(m["time"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
         self.assertEqual((m["rank"], m["world_size"], m["kind"]), (0, 1, "run"))

@@ -208,7 +208,7 @@ static int msp_convert(const char *in, const char *out)
         fwrite(&b, 2, 1, fo);
     }
     for (uint32_t i = 0; i < 65536; i++) {
-        double h = msp_half_to_double((uint16_t)i), b = msp_bf16_to_double((uint16_t)i);
+        double h = msp_half_to_float((uint16_t)i), b = msp_bf16_to_float((uint16_t)i);
         fwrite(&h, 8, 1, fo);
         fwrite(&b, 8, 1, fo);
     }

@@ -1,0 +1,105 @@
+/* One option table per command (git's parse-options): the getopt_long table
+ * and optstring, the option lines of --help and the usage errors are all made
+ * from it, so an option cannot be parsed but undocumented, or documented but
+ * unknown. tests/docs checks each man page against the same tables. */
+#include "cli.h"
+
+#include <getopt.h>
+#include <stdarg.h>
+#include <string.h>
+
+#define MSP_OPT_MAX 32
+
+static size_t msp_opt_count(const msp_opt_t *o)
+{
+    size_t n = 0;
+    while (o && o[n].name)
+        n++;
+    return n;
+}
+
+static void msp_opt_left(const msp_opt_t *o, char *buf, size_t size)
+{
+    if (o->id > 0 && o->id < 256)
+        snprintf(buf, size, "-%c, --%s%s%s", o->id, o->name, o->arg ? " " : "",
+                 o->arg ? o->arg : "");
+    else
+        snprintf(buf, size, "    --%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+}
+
+void msp_cmd_help(const msp_cmd_doc_t *d, FILE *out)
+{
+    if (d->usage)
+        fprintf(out, "%s\n", d->usage);
+    if (d->about)
+        fprintf(out, "\n%s", d->about);
+    fprintf(out, "\n%s:\n", d->options_title ? d->options_title : "Options");
+    for (const msp_opt_t *o = d->opts; o && o->name; o++) {
+        char left[96];
+        msp_opt_left(o, left, sizeof left);
+        int width = d->help_width ? d->help_width : 20;
+        /* Continuation lines of a help text start under its first line. */
+        const char *h = o->help, *nl;
+        fprintf(out, "  %-*s  ", width, left);
+        while ((nl = strchr(h, '\n')) != NULL) {
+            fprintf(out, "%.*s\n%*s", (int)(nl - h), h, width + 4, "");
+            h = nl + 1;
+        }
+        fprintf(out, "%s\n", h);
+    }
+    if (d->tail)
+        fprintf(out, "\n%s", d->tail);
+}
+
+int msp_cmd_usage_error(const msp_cmd_doc_t *d, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("msprobe: ", stderr);
+    if (d->cmd)
+        fprintf(stderr, "%s: ", d->cmd);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (try 'msprobe%s%s --help')\n", d->cmd ? " " : "", d->cmd ? d->cmd : "");
+    va_end(ap);
+    return MSP_EXIT_USAGE;
+}
+
+int msp_opt_next(const msp_cmd_doc_t *d, int argc, char **argv)
+{
+    struct option lo[MSP_OPT_MAX + 1];
+    char shorts[3 * MSP_OPT_MAX + 3];
+    size_t n = msp_opt_count(d->opts), k = 0;
+    if (n > MSP_OPT_MAX)
+        n = MSP_OPT_MAX;
+    if (d->stop_at_operand)
+        shorts[k++] = '+'; /* the first operand starts a command with its own options */
+    shorts[k++] = ':';     /* a missing value is ':', told apart from an unknown option */
+    for (size_t i = 0; i < n; i++) {
+        const msp_opt_t *o = &d->opts[i];
+        lo[i] = (struct option){o->name, o->arg ? required_argument : no_argument, NULL, o->id};
+        if (o->id > 0 && o->id < 256) {
+            shorts[k++] = (char)o->id;
+            if (o->arg)
+                shorts[k++] = ':';
+        }
+    }
+    lo[n] = (struct option){NULL, 0, NULL, 0};
+    shorts[k] = '\0';
+    opterr = 0; /* our one-line "msprobe: " messages, not getopt's */
+    int c = getopt_long(argc, argv, shorts, lo, NULL);
+    if (c == ':') {
+        if (optopt > 0 && optopt < 256)
+            msp_cmd_usage_error(d, "option -%c needs a value", optopt);
+        else
+            msp_cmd_usage_error(d, "option %s needs a value", argv[optind - 1]);
+        return MSP_OPT_ERROR;
+    }
+    if (c == '?') {
+        if (optopt > 0 && optopt < 256)
+            msp_cmd_usage_error(d, "unknown option '-%c'", optopt);
+        else
+            msp_cmd_usage_error(d, "unknown option '%s'", argv[optind - 1]);
+        return MSP_OPT_ERROR;
+    }
+    return c;
+}
