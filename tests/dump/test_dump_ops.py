@@ -81,6 +81,27 @@ class ResNet(OpsCase):
         dt.assert_same(self, root["output.0"], saw["logits"], "root output")
         self.assertIn("Module.ResNet.backward.0", recs)
 
+    def test_resnet18_api_mode_inplace_relu_backward_and_links(self):
+        cfg = self.write_config(dt.config("./d", steps="1"))
+        self.run_both(RESNET, cfg)
+        recs = self.step_file("d", 1)
+        fwd = [n for n in recs if re.match(r"Functional\.relu\.\d+\.forward$", n)]
+        bwd = [n for n in recs if re.match(r"Functional\.relu\.\d+\.backward$", n)]
+        self.assertEqual((len(fwd), len(bwd)), (17, 17))
+        for i in (0, 5, 16):
+            f, b = recs["Functional.relu.%d.forward" % i], recs["Functional.relu.%d.backward" % i]
+            self.assertLess(float(f["input.0"].min()), 0.0)
+            expect = np.where(f["input.0"] > 0, b["input.0"], 0).astype(np.float32)
+            dt.assert_same(self, b["output.0"], expect, "relu %d backward" % i)
+        # the stem: conv -> batch_norm -> relu, each input the previous output
+        link = lambda n: recs[n]["tattrs"]["input.0"].get("producer")  # noqa: E731
+        self.assertEqual(link("Functional.batch_norm.0.forward"),
+                         "Functional.conv2d.0.forward/output.0")
+        self.assertEqual(link("Functional.relu.0.forward"),
+                         "Functional.batch_norm.0.forward/output.0")
+        dt.assert_same(self, recs["Functional.relu.0.forward"]["input.0"],
+                       recs["Functional.batch_norm.0.forward"]["output.0"], "relu 0 input")
+
 
 GAN = r"""
 import sys, numpy as np, torch, torch.nn as nn
