@@ -271,5 +271,32 @@ class Loader(OpsCase):
             self.assertIn("Module.Linear.forward.0", recs)
 
 
+ONE = r"""
+import sys, numpy as np, torch
+torch.manual_seed(0)
+m = torch.nn.Linear(4, 2)
+opt = torch.optim.SGD(m.parameters(), lr=0.1)
+x = torch.randn(3, 4)
+out = m(x)
+out.square().sum().backward()
+opt.step()
+print(out.sum().item().hex())
+np.savez(sys.argv[1], x=x.numpy(), out=out.detach().numpy(), gw=m.weight.grad.numpy())
+"""
+
+
+class OneModule(OpsCase):
+    def test_a_model_of_one_module_is_dumped(self):
+        cfg = self.write_config(dt.config("./d", mode="module", steps="0"))
+        saw = self.run_both(ONE, cfg)
+        recs = self.step_file("d", 0)
+        self.assertEqual(set(recs), {"Module.Linear.forward.0", "Module.Linear.backward.0"})
+        f, b = recs["Module.Linear.forward.0"], recs["Module.Linear.backward.0"]
+        dt.assert_same(self, f["input.0"], saw["x"], "input")
+        dt.assert_same(self, f["output.0"], saw["out"], "output")
+        # d(sum(out^2))/d out = 2 out
+        dt.assert_same(self, b["input.0"], 2 * saw["out"], "grad of the output")
+
+
 if __name__ == "__main__":
     unittest.main()
