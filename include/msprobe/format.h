@@ -15,8 +15,8 @@
  *   /index                 compound table, one row per tensor; columns record, role,
  *                          order, dtype, ndim, shape (vlen int64), has_data, max, min,
  *                          mean, norm, nan_count, inf_count, crc32, offset, nbytes,
- *                          device, requires_grad (a record without tensors: one row
- *                          with an empty role)
+ *                          device, requires_grad, producer (a record without tensors:
+ *                          one row with an empty role)
  *
  * This module is the only code that calls H5*. All functions here serialise on
  * one internal mutex, so they may be called from any thread; one writer or one
@@ -140,6 +140,11 @@ typedef struct msp_tensor_in {
     const msp_stats_t *stats;  /* NULL: computed here from data (then data must be set) */
     const char *device;        /* "cpu", "cuda:0"; NULL = "cpu" */
     int requires_grad;
+    /* Forward inputs: the earlier record of this file whose output this tensor
+     * is, "RECORD/ROLE" (e.g. "Functional.conv2d.0.forward/output.0"); NULL or
+     * "" = unknown. Written as the dataset attribute "producer" and the /index
+     * column "producer". */
+    const char *producer;
 } msp_tensor_in_t;
 
 /* Create (truncate) path; parent directories must exist. Tensor data goes to

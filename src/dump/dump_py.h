@@ -63,6 +63,14 @@ void msp_rec_add_value(msp_dq_rec_t *r, const char *role, PyObject *o, int depth
 void msp_rec_add_args(msp_dq_rec_t *r, PyObject *args, PyObject *kw);
 /* Add a return value: tuple/list -> output.i, else output.0. */
 void msp_rec_add_output(msp_dq_rec_t *r, PyObject *out, const char *prefix);
+/* Producer links (see msprobe-dump(5)): while msp_t_links is MSP_LINK_FIND,
+ * each tensor added gets the "RECORD/ROLE" of the earlier forward output it is;
+ * while MSP_LINK_NOTE, each tensor added is noted as an output of its record.
+ * Set by the forward paths only, around adding inputs and outputs. */
+enum { MSP_LINK_OFF = 0, MSP_LINK_FIND, MSP_LINK_NOTE };
+extern _Thread_local int msp_t_links;
+/* Forget every noted output (step end). */
+void msp_links_reset(void);
 /* Stamp step/rank/order and queue it. */
 void msp_rec_submit(msp_dq_rec_t *r);
 /* Clear a pending Python error, as one warning. */
@@ -73,10 +81,13 @@ int msp_api_types_init(void);
 /* Replace every selected API of torch; 0 on success. */
 int msp_patch_torch(PyObject *torch);
 enum { MSP_W_API = 0, MSP_W_OPT_INIT, MSP_W_OPT_STEP, MSP_W_STEP_TRIGGER, MSP_W_IMPORT,
-       MSP_W_JIT };
+       MSP_W_JIT, MSP_W_NORECORD };
 /* A C callable replacing orig. bind: behaves like a method in a class dict. */
 PyObject *msp_wrap_new(PyObject *orig, const char *name, int kind, unsigned dirs, int bind);
 int msp_is_wrap(PyObject *o);
+/* Nothing is recorded while a DataLoader iterator fetches a batch in this
+ * process (dataset transforms, __getitem__, collate): they are not the model. */
+void msp_patch_dataloader(void);
 
 /* Backward record of a module call: inputs noted before the call (begin; NULL
  * when grad is off), output node walked after it (finish, which frees). */

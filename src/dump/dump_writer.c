@@ -201,6 +201,7 @@ void msp_dq_rec_free(msp_dq_rec_t *r)
         return;
     for (size_t i = 0; i < r->nt; i++) {
         free(r->t[i].role);
+        free(r->t[i].producer);
         msp_dq_buf_put(r->t[i].data, r->t[i].nbytes);
     }
     for (size_t i = 0; i < r->na; i++) {
@@ -331,7 +332,8 @@ static void write_record(wstate_t *s, msp_dq_rec_t *r)
     for (size_t i = 0; i < r->nt && rc == MSP_OK; i++) {
         msp_dq_tensor_t *t = &r->t[i];
         msp_tensor_in_t in = {t->role, t->dtype, t->ndim, t->shape, t->data,
-                              t->has_stats ? &t->stats : NULL, t->device, t->requires_grad};
+                              t->has_stats ? &t->stats : NULL, t->device, t->requires_grad,
+                              t->producer};
         if (q.statistics && t->has_stats)
             in.data = NULL;
         rc = msp_writer_add_tensor(s->w, &in);

@@ -20,6 +20,7 @@ typedef struct msp_dq_tensor {
     int requires_grad;
     msp_stats_t stats;    /* filled by the statistics thread */
     int has_stats;
+    char *producer;       /* malloc'd "RECORD/ROLE" this input was the output of, or NULL */
 } msp_dq_tensor_t;
 
 typedef struct msp_dq_attr {

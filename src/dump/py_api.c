@@ -154,7 +154,10 @@ const char *msp_api_near(const char *name)
 
 /* ---- recording ------------------------------------------------------------ */
 
-static PyObject *first_grad_fn(PyObject *out, PyObject *args)
+typedef struct bwd_inputs bwd_inputs_t;
+static PyObject *inplace_grad_fn(PyObject *t, const bwd_inputs_t *in);
+
+static PyObject *first_grad_fn(PyObject *out, PyObject *args, const bwd_inputs_t *in)
 {
     PyObject *cand = NULL;
     if (msp_is_tensor(out)) {
@@ -181,12 +184,15 @@ static PyObject *first_grad_fn(PyObject *out, PyObject *args)
     if (!cand)
         return NULL;
     /* An op that hands back one of its inputs (x.to(x.dtype), x.contiguous() on a
-     * contiguous x) owns no node: the node found would be someone else's. */
+     * contiguous x) owns no node: the node found would be someone else's. Unless
+     * it wrote into it (relu_, ReLU(inplace=True)): autograd then gave that
+     * tensor a new grad_fn, the op's own node. */
     Py_ssize_t na = args && PyTuple_Check(args) ? PyTuple_Size(args) : 0;
     for (Py_ssize_t i = 0; i < na; i++)
         if (PyTuple_GetItem(args, i) == cand) {
+            PyObject *g = inplace_grad_fn(cand, in);
             Py_DECREF(cand);
-            return NULL;
+            return g;
         }
     PyObject *g = PyObject_GetAttrString(cand, "grad_fn");
     Py_DECREF(cand);
@@ -282,11 +288,34 @@ static msp_bwd_state_t *state_new(const char *name)
 
 /* The op's inputs, as seen before the call: tensor, its grad_fn (NULL for a
  * leaf, matched through AccumulateGrad.variable). */
-typedef struct bwd_inputs {
+struct bwd_inputs {
     int n;
     PyObject *t[MSP_BWD_MAX_IN];
     PyObject *node[MSP_BWD_MAX_IN];
-} bwd_inputs_t;
+};
+
+/* t, an input handed back as the output: its grad_fn now when the call gave
+ * it a new one (an in-place op), else NULL. An input that needed no grad
+ * before the call is not in `in` and had no grad_fn. */
+static PyObject *inplace_grad_fn(PyObject *t, const bwd_inputs_t *in)
+{
+    if (!in)
+        return NULL;
+    PyObject *before = NULL;
+    for (int j = 0; j < in->n; j++)
+        if (in->t[j] == t)
+            before = in->node[j];
+    PyObject *g = PyObject_GetAttrString(t, "grad_fn");
+    if (!g) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (g == Py_None || g == before) {
+        Py_DECREF(g);
+        return NULL;
+    }
+    return g;
+}
 
 static void note_input(msp_bwd_state_t *st, bwd_inputs_t *in, const char *role, PyObject *a)
 {
@@ -515,6 +544,8 @@ static PyObject *api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
     if (!msp_g.dumping || msp_t_depth > 0 || msp_g.disabled)
         return PyObject_Call(w->orig, args, kw);
 
+    /* An RNN op (_VF.lstm) is one call but, on CPU, a whole graph of nodes. */
+    int max_nodes = strncmp(w->name, "VF.", 3) == 0 ? MSP_BWD_MAX_MODULE_NODES : MSP_BWD_MAX_NODES;
     char name[160];
     int64_t idx = next_index(w);
     msp_dq_rec_t *r = NULL;
@@ -526,8 +557,11 @@ static PyObject *api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
         snprintf(name, sizeof name, "%s.%lld.forward", w->name, (long long)idx);
         /* Inputs are copied before the call: an op that writes into its input
          * (F.relu(x, inplace=True), all_reduce) must show what it was given. */
-        if ((r = msp_dq_rec_new(name)))
+        if ((r = msp_dq_rec_new(name))) {
+            msp_t_links = MSP_LINK_FIND;
             msp_rec_add_args(r, args, kw);
+            msp_t_links = MSP_LINK_OFF;
+        }
     }
     if ((w->dirs & MSP_DIR_BACKWARD) && strncmp(w->name, "Distributed.", 12) != 0) {
         PyObject *ge = PyObject_CallFunctionObjArgs(g_grad_enabled, NULL);
@@ -549,6 +583,7 @@ static PyObject *api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
     PyObject *exc_t, *exc_v, *exc_tb;
     PyErr_Fetch(&exc_t, &exc_v, &exc_tb); /* nothing pending normally; keep it if so */
     if (r) {
+        msp_t_links = MSP_LINK_NOTE;
         if (strncmp(w->name, "Distributed.", 12) == 0) {
             /* Collectives write their result into their tensor arguments. */
             char role[64];
@@ -564,12 +599,13 @@ static PyObject *api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
         } else {
             msp_rec_add_output(r, out, "output");
         }
+        msp_t_links = MSP_LINK_OFF;
         msp_rec_submit(r);
     }
     if (st) {
-        PyObject *node = first_grad_fn(out, args);
+        PyObject *node = first_grad_fn(out, args, &in);
         if (node)
-            hook_backward(st, &in, node, MSP_BWD_MAX_NODES);
+            hook_backward(st, &in, node, max_nodes);
         Py_XDECREF(node);
         Py_DECREF(st);
     }
@@ -619,7 +655,7 @@ void msp_bwd_finish(msp_bwd_pending_t *p, const char *name, PyObject *out, PyObj
     if (!p)
         return;
     snprintf(p->st->name, sizeof p->st->name, "%s", name);
-    PyObject *node = first_grad_fn(out, args);
+    PyObject *node = first_grad_fn(out, args, &p->in);
     if (node)
         hook_backward(p->st, &p->in, node, MSP_BWD_MAX_MODULE_NODES);
     Py_XDECREF(node);
@@ -705,6 +741,36 @@ static PyObject *import_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
     return out;
 }
 
+static PyObject *norecord_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
+{
+    msp_t_depth++;
+    PyObject *out = PyObject_Call(w->orig, args, kw);
+    msp_t_depth--;
+    return out;
+}
+
+void msp_patch_dataloader(void)
+{
+    PyObject *m = PyImport_ImportModule("torch.utils.data.dataloader");
+    PyObject *cls = m ? PyObject_GetAttrString(m, "_BaseDataLoaderIter") : NULL;
+    PyObject *next = cls ? PyObject_GetAttrString(cls, "__next__") : NULL;
+    if (next && !msp_is_wrap(next)) {
+        PyObject *w = msp_wrap_new(next, "__next__", MSP_W_NORECORD, 0, 1);
+        if (!w || PyObject_SetAttrString(cls, "__next__", w) < 0)
+            msp_py_warn_error("dataloader", "cannot hook DataLoader iteration; what a dataset "
+                              "computes in this process may be dumped as model calls");
+        Py_XDECREF(w);
+    } else if (!next) {
+        msp_py_warn_error("dataloader", "this torch has no DataLoader iterator to hook; what "
+                          "a dataset computes in this process may be dumped as model calls");
+    }
+    Py_XDECREF(next);
+    Py_XDECREF(cls);
+    Py_XDECREF(m);
+    if (PyErr_Occurred())
+        PyErr_Clear();
+}
+
 static PyObject *dispatch(msp_wrap_t *w, PyObject *args, PyObject *kw)
 {
     switch (w->kind) {
@@ -719,6 +785,8 @@ static PyObject *dispatch(msp_wrap_t *w, PyObject *args, PyObject *kw)
         return import_call(w, args, kw);
     case MSP_W_JIT:
         return jit_call(w, args, kw);
+    case MSP_W_NORECORD:
+        return norecord_call(w, args, kw);
     default:
         return PyObject_Call(w->orig, args, kw);
     }
@@ -958,6 +1026,7 @@ static const struct {
     {"torch.nn.functional.", "Functional", 0},
     {"torch.Tensor.", "Tensor", 1},
     {"torch.distributed.", "Distributed", 0},
+    {"torch._VF.", "VF", 0}, /* what nn.LSTM/GRU/RNN and their cells call */
     {"torch.", "Torch", 0},
 };
 

@@ -1,8 +1,18 @@
 /* Module mode: global forward pre/post hooks (torch >= 1.13) see every module
  * call. Names come from the root module (one called while no other module's
  * forward is active): at its first forward we walk root.named_modules() and
- * remember, per module, "Module.<path>.<Class>" and the directions selected.
- * Roots themselves have no path and are not recorded.
+ * remember, per module, its record prefix and the directions selected.
+ *
+ * Names (msprobe-dump(5)): the first root model keeps msprobe's names,
+ * "Module.<path>.<Class>", and is itself "Module.<Class>". A later root
+ * (a GAN's discriminator after its generator, a teacher beside a student)
+ * gets a namespace, its class name, so that the two "main" of dcgan differ:
+ * "Module.<RootClass>.<path>.<Class>" and "Module.<RootClass>"; if that would
+ * still collide with a name already given, "<RootClass>_1", "_2"... A module
+ * shared by two roots keeps the name it got first.
+ *
+ * A forward record takes its inputs in the pre hook, before the forward runs:
+ * an in-place module (ReLU(inplace=True)) overwrites them.
  *
  * Backward does not use torch's full backward hooks: they wrap the module's
  * inputs and outputs in a BackwardHookFunction, and torch then rejects an
@@ -16,10 +26,17 @@
 
 static _Thread_local int t_mod_depth;
 #define MSP_MOD_STACK 256
-static _Thread_local msp_bwd_pending_t *t_pending[MSP_MOD_STACK]; /* by depth */
+/* What the pre hook at each depth started for the post hook to finish. */
+static _Thread_local struct mod_frame {
+    msp_bwd_pending_t *pending;
+    msp_dq_rec_t *rec;
+    int64_t n;
+} t_frame[MSP_MOD_STACK];
 static PyObject *g_info;      /* module -> (prefix str, dirs int) for selected modules */
 static PyObject *g_roots;     /* root modules already walked */
+static PyObject *g_used;      /* prefixes given so far -> True */
 static PyObject *g_fwd_count; /* module -> calls in this step */
+static int g_nroots;          /* roots walked */
 static int g_record;          /* module or mix mode */
 
 static int path_matches(const char *path, const char *pat)
@@ -63,30 +80,31 @@ static int64_t bump(PyObject *counts, PyObject *module)
     return n;
 }
 
-static void walk_root(PyObject *root)
+static PyObject *class_name(PyObject *mod)
 {
-    PyObject *it = PyObject_CallMethod(root, "named_modules", NULL);
+    PyObject *cls = PyObject_GetAttrString((PyObject *)Py_TYPE(mod), "__name__");
+    PyObject *b = cls ? PyUnicode_AsUTF8String(cls) : NULL;
+    Py_XDECREF(cls);
+    return b;
+}
+
+/* The modules of root not named yet, as a list of (module, path, class),
+ * the root itself first with path "". */
+static PyObject *new_modules(PyObject *root)
+{
+    PyObject *list = PyList_New(0);
+    PyObject *it = list ? PyObject_CallMethod(root, "named_modules", NULL) : NULL;
     PyObject *iter = it ? PyObject_GetIter(it) : NULL;
     PyObject *pair;
     while (iter && (pair = PyIter_Next(iter))) {
         PyObject *pname = PyTuple_GetItem(pair, 0), *mod = PyTuple_GetItem(pair, 1);
         PyObject *b = pname ? PyUnicode_AsUTF8String(pname) : NULL;
-        const char *path = b ? PyBytes_AsString(b) : NULL;
-        if (path && *path && !PyDict_GetItem(g_info, mod)) {
-            unsigned dirs = module_dirs(path);
-            PyObject *cls = PyObject_GetAttrString((PyObject *)Py_TYPE(mod), "__name__");
-            PyObject *cb = cls ? PyUnicode_AsUTF8String(cls) : NULL;
-            if (dirs && cb) {
-                PyObject *prefix = PyUnicode_FromFormat("Module.%s.%s", path, PyBytes_AsString(cb));
-                PyObject *val = prefix ? Py_BuildValue("(OI)", prefix, dirs) : NULL;
-                if (val)
-                    PyDict_SetItem(g_info, mod, val);
-                Py_XDECREF(val);
-                Py_XDECREF(prefix);
-            }
-            Py_XDECREF(cb);
-            Py_XDECREF(cls);
-        }
+        PyObject *cb = b && mod && !PyDict_GetItem(g_info, mod) ? class_name(mod) : NULL;
+        PyObject *e = cb ? Py_BuildValue("(OOO)", mod, b, cb) : NULL;
+        if (e)
+            PyList_Append(list, e);
+        Py_XDECREF(e);
+        Py_XDECREF(cb);
         Py_XDECREF(b);
         Py_DECREF(pair);
         if (PyErr_Occurred())
@@ -94,9 +112,78 @@ static void walk_root(PyObject *root)
     }
     Py_XDECREF(iter);
     Py_XDECREF(it);
+    return list;
+}
+
+/* Record prefix (without "Module.") and the path api_list entries match
+ * against, for a module at path (class cls) under namespace ns ("" for the
+ * first root, whose root is named by its class). */
+static void names_for(const char *ns, const char *path, const char *cls, char *prefix, size_t np,
+                      char *match, size_t nm)
+{
+    if (!*path) {
+        snprintf(prefix, np, "Module.%s", *ns ? ns : cls);
+        snprintf(match, nm, "%s", *ns ? ns : cls);
+    } else if (*ns) {
+        snprintf(prefix, np, "Module.%s.%s.%s", ns, path, cls);
+        snprintf(match, nm, "%s.%s", ns, path);
+    } else {
+        snprintf(prefix, np, "Module.%s.%s", path, cls);
+        snprintf(match, nm, "%s", path);
+    }
+}
+
+static void walk_root(PyObject *root)
+{
+    PyObject *mods = new_modules(root);
+    Py_ssize_t n = mods ? PyList_Size(mods) : 0;
+    char ns[160] = "", prefix[512], match[400];
+    PyObject *rcls = n > 0 ? class_name(root) : NULL;
+    /* A later root gets a namespace under which none of its names is taken. */
+    for (int k = 0; rcls && g_nroots > 0 && k < 1000; k++) {
+        if (k == 0)
+            snprintf(ns, sizeof ns, "%s", PyBytes_AsString(rcls));
+        else
+            snprintf(ns, sizeof ns, "%s_%d", PyBytes_AsString(rcls), k);
+        int clash = 0;
+        for (Py_ssize_t i = 0; i < n && !clash; i++) {
+            PyObject *e = PyList_GetItem(mods, i);
+            names_for(ns, PyBytes_AsString(PyTuple_GetItem(e, 1)),
+                      PyBytes_AsString(PyTuple_GetItem(e, 2)), prefix, sizeof prefix, match,
+                      sizeof match);
+            clash = PyDict_GetItemString(g_used, prefix) != NULL;
+        }
+        if (!clash)
+            break;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *e = PyList_GetItem(mods, i);
+        names_for(ns, PyBytes_AsString(PyTuple_GetItem(e, 1)),
+                  PyBytes_AsString(PyTuple_GetItem(e, 2)), prefix, sizeof prefix, match,
+                  sizeof match);
+        unsigned dirs = module_dirs(match);
+        PyObject *pv = dirs ? PyUnicode_FromString(prefix) : NULL;
+        PyObject *val = pv ? Py_BuildValue("(OI)", pv, dirs) : NULL;
+        if (val && PyDict_SetItem(g_info, PyTuple_GetItem(e, 0), val) == 0)
+            PyDict_SetItem(g_used, pv, Py_True);
+        Py_XDECREF(val);
+        Py_XDECREF(pv);
+    }
+    if (n > 0)
+        g_nroots++;
+    Py_XDECREF(rcls);
+    Py_XDECREF(mods);
     if (PyErr_Occurred())
         msp_py_warn_error("module walk", "cannot list the modules of a model; module names are "
                           "incomplete");
+}
+
+static void frame_drop(struct mod_frame *f)
+{
+    msp_bwd_cancel(f->pending);
+    msp_dq_rec_free(f->rec);
+    f->pending = NULL;
+    f->rec = NULL;
 }
 
 static PyObject *pre_hook(PyObject *self, PyObject *args)
@@ -106,21 +193,38 @@ static PyObject *pre_hook(PyObject *self, PyObject *args)
         Py_RETURN_NONE;
     PyObject *mod = PyTuple_Size(args) > 0 ? PyTuple_GetItem(args, 0) : NULL;
     PyObject *in = PyTuple_Size(args) > 1 ? PyTuple_GetItem(args, 1) : NULL;
-    if (++t_mod_depth == 1 && mod && g_record && !PyDict_GetItem(g_roots, mod)) {
+    int depth = ++t_mod_depth;
+    if (depth == 1 && mod && g_record && msp_t_depth == 0 && !PyDict_GetItem(g_roots, mod)) {
         msp_t_depth++;
         PyDict_SetItem(g_roots, mod, Py_True);
         walk_root(mod);
         msp_t_depth--;
     }
-    if (t_mod_depth < MSP_MOD_STACK) {
-        t_pending[t_mod_depth] = NULL;
+    if (depth < MSP_MOD_STACK) {
+        struct mod_frame *f = &t_frame[depth];
+        frame_drop(f); /* left by a forward that raised */
         PyObject *info = g_record && msp_g.dumping && msp_t_depth == 0 && mod && in &&
                                  PyTuple_Check(in) ? PyDict_GetItem(g_info, mod) : NULL;
-        if (info && ((unsigned)PyLong_AsUnsignedLong(PyTuple_GetItem(info, 1)) & MSP_DIR_BACKWARD)) {
+        unsigned dirs = info ? (unsigned)PyLong_AsUnsignedLong(PyTuple_GetItem(info, 1)) : 0;
+        PyObject *pb = dirs ? PyUnicode_AsUTF8String(PyTuple_GetItem(info, 0)) : NULL;
+        if (pb) {
             msp_t_depth++;
-            t_pending[t_mod_depth] = msp_bwd_begin(in);
+            f->n = bump(g_fwd_count, mod);
+            if (dirs & MSP_DIR_FORWARD) {
+                char name[600];
+                snprintf(name, sizeof name, "%s.forward.%lld", PyBytes_AsString(pb),
+                         (long long)f->n);
+                if ((f->rec = msp_dq_rec_new(name))) {
+                    msp_t_links = MSP_LINK_FIND;
+                    msp_rec_add_output(f->rec, in, "input");
+                    msp_t_links = MSP_LINK_OFF;
+                }
+            }
+            if (dirs & MSP_DIR_BACKWARD)
+                f->pending = msp_bwd_begin(in);
             msp_t_depth--;
         }
+        Py_XDECREF(pb);
     }
     if (PyErr_Occurred())
         PyErr_Clear();
@@ -132,45 +236,42 @@ static PyObject *post_hook(PyObject *self, PyObject *args)
     (void)self;
     if (msp_g.disabled)
         Py_RETURN_NONE;
-    msp_bwd_pending_t *pending = NULL;
+    struct mod_frame f = {NULL, NULL, 0};
     if (t_mod_depth > 0 && t_mod_depth < MSP_MOD_STACK) {
-        pending = t_pending[t_mod_depth];
-        t_pending[t_mod_depth] = NULL;
+        f = t_frame[t_mod_depth];
+        t_frame[t_mod_depth].pending = NULL;
+        t_frame[t_mod_depth].rec = NULL;
     }
     if (t_mod_depth > 0)
         t_mod_depth--;
     PyObject *mod, *in, *out;
-    if (g_record && msp_g.dumping && msp_t_depth == 0 &&
-        PyArg_UnpackTuple(args, "hook", 3, 3, &mod, &in, &out)) {
-        PyObject *info = PyDict_GetItem(g_info, mod);
-        if (info) {
-            unsigned dirs = (unsigned)PyLong_AsUnsignedLong(PyTuple_GetItem(info, 1));
-            msp_t_depth++;
-            int64_t n = bump(g_fwd_count, mod);
-            PyObject *pb = PyUnicode_AsUTF8String(PyTuple_GetItem(info, 0));
-            char name[256];
-            if (pb && (dirs & MSP_DIR_FORWARD)) {
-                snprintf(name, sizeof name, "%s.forward.%lld", PyBytes_AsString(pb), (long long)n);
-                msp_dq_rec_t *r = msp_dq_rec_new(name);
-                if (r) {
-                    msp_rec_add_output(r, in, "input");
-                    msp_rec_add_output(r, out, "output");
-                    msp_rec_submit(r);
-                }
-            }
-            if (pb && pending) {
-                snprintf(name, sizeof name, "%s.backward.%lld", PyBytes_AsString(pb), (long long)n);
-                msp_bwd_finish(pending, name, out, PyTuple_Check(in) ? in : NULL);
-                pending = NULL;
-            }
-            Py_XDECREF(pb);
-            msp_t_depth--;
+    PyObject *info = NULL;
+    if ((f.rec || f.pending) && g_record && msp_g.dumping && msp_t_depth == 0 &&
+        PyArg_UnpackTuple(args, "hook", 3, 3, &mod, &in, &out))
+        info = PyDict_GetItem(g_info, mod);
+    PyObject *pb = info ? PyUnicode_AsUTF8String(PyTuple_GetItem(info, 0)) : NULL;
+    if (pb) {
+        msp_t_depth++;
+        if (f.rec) {
+            msp_t_links = MSP_LINK_NOTE;
+            msp_rec_add_output(f.rec, out, "output");
+            msp_t_links = MSP_LINK_OFF;
+            msp_rec_submit(f.rec);
+            f.rec = NULL;
         }
+        if (f.pending) {
+            char name[600];
+            snprintf(name, sizeof name, "%s.backward.%lld", PyBytes_AsString(pb), (long long)f.n);
+            msp_bwd_finish(f.pending, name, out, PyTuple_Check(in) ? in : NULL);
+            f.pending = NULL;
+        }
+        msp_t_depth--;
     }
-    msp_bwd_cancel(pending);
+    Py_XDECREF(pb);
+    frame_drop(&f);
     if (PyErr_Occurred())
         PyErr_Clear();
-    if (t_mod_depth == 0 && msp_g.cfg.step_trigger == MSP_STEP_FORWARD)
+    if (t_mod_depth == 0 && msp_t_depth == 0 && msp_g.cfg.step_trigger == MSP_STEP_FORWARD)
         msp_step_end();
     Py_RETURN_NONE;
 }
@@ -180,6 +281,7 @@ static PyMethodDef g_post_def = {"msprobe_module_hook", post_hook, METH_VARARGS,
 
 void msp_module_step_reset(void)
 {
+    msp_links_reset();
     if (g_fwd_count)
         PyDict_Clear(g_fwd_count);
     /* A forward that raised never reached its post hook. */
@@ -190,17 +292,20 @@ void msp_module_step_reset(void)
 int msp_module_install(PyObject *torch)
 {
     (void)torch;
+    /* Every mode: what a DataLoader computes is never the model's. */
+    msp_patch_dataloader();
     g_record = msp_g.module_on;
     if (!g_record && msp_g.cfg.step_trigger != MSP_STEP_FORWARD)
         return 0;
     g_info = PyDict_New();
     g_roots = PyDict_New();
     g_fwd_count = PyDict_New();
+    g_used = PyDict_New();
     PyObject *m = PyImport_ImportModule("torch.nn.modules.module");
     PyObject *pre = PyCFunction_NewEx(&g_pre_def, NULL, NULL);
     PyObject *post = PyCFunction_NewEx(&g_post_def, NULL, NULL);
     PyObject *h1 = NULL, *h2 = NULL;
-    if (m && pre && post && g_info && g_roots && g_fwd_count) {
+    if (m && pre && post && g_info && g_roots && g_fwd_count && g_used) {
         h1 = PyObject_CallMethod(m, "register_module_forward_pre_hook", "O", pre);
         h2 = h1 ? PyObject_CallMethod(m, "register_module_forward_hook", "O", post) : NULL;
     }

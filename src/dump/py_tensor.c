@@ -10,7 +10,125 @@
 #include <string.h>
 
 static PyObject *g_tensor_type, *g_detach, *g_view, *g_cpu, *g_to_dlpack;
-static PyObject *g_bool, *g_uint8, *g_strided, *s_requires_grad, *s_dtype, *s_layout;
+static PyObject *g_bool, *g_uint8, *g_strided, *s_requires_grad, *s_dtype, *s_layout, *s_version;
+
+_Thread_local int msp_t_links;
+
+/* ---- producer links ---------------------------------------------------------
+ * Within a dumped step, every forward output written is noted as
+ * (weakref to the tensor, "RECORD/ROLE", _version) under two keys: the
+ * object's id, and (data pointer, shape). A later forward input is linked to
+ * the entry for its own object (alive: the weakref still points at it), else
+ * to the entry for its storage and shape when that output is still alive (so
+ * its memory cannot have been reused) and the version counter has not moved.
+ * Later notes replace earlier ones: the outermost wrapper, which finishes
+ * last, wins. Only weak references: the table keeps no tensor alive. */
+static PyObject *g_by_id, *g_by_mem;
+static int64_t g_links_step = -1;
+
+void msp_links_reset(void)
+{
+    if (g_by_id)
+        PyDict_Clear(g_by_id);
+    if (g_by_mem)
+        PyDict_Clear(g_by_mem);
+}
+
+static int64_t tensor_version(PyObject *t)
+{
+    PyObject *v = PyObject_GetAttr(t, s_version);
+    int64_t n = v ? PyLong_AsLongLong(v) : -1;
+    Py_XDECREF(v);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        n = -1;
+    }
+    return n;
+}
+
+static PyObject *mem_key(const void *ptr, int ndim, const int64_t *shape)
+{
+    PyObject *k = PyTuple_New(ndim + 1);
+    if (!k)
+        return NULL;
+    PyTuple_SetItem(k, 0, PyLong_FromVoidPtr((void *)(uintptr_t)ptr));
+    for (int i = 0; i < ndim; i++)
+        PyTuple_SetItem(k, i + 1, PyLong_FromLongLong(shape[i]));
+    for (int i = 0; i <= ndim; i++)
+        if (!PyTuple_GetItem(k, i)) {
+            Py_DECREF(k);
+            return NULL;
+        }
+    return k;
+}
+
+/* The entry's tensor when it is still alive, borrowed; NULL otherwise. */
+static PyObject *entry_alive(PyObject *e)
+{
+    PyObject *ref = e ? PyTuple_GetItem(e, 0) : NULL;
+    PyObject *o = ref ? PyWeakref_GetObject(ref) : NULL;
+    return o && o != Py_None ? o : NULL;
+}
+
+static void link_note(const char *rec, const char *role, PyObject *t, const void *ptr, int ndim,
+                      const int64_t *shape)
+{
+    if (g_links_step != msp_g.step) {
+        msp_links_reset();
+        g_links_step = msp_g.step;
+    }
+    if ((!g_by_id && !(g_by_id = PyDict_New())) || (!g_by_mem && !(g_by_mem = PyDict_New())))
+        goto out;
+    PyObject *ref = PyWeakref_NewRef(t, NULL);
+    PyObject *name = ref ? PyUnicode_FromFormat("%s/%s", rec, role) : NULL;
+    PyObject *e = name ? Py_BuildValue("(OOL)", ref, name, (long long)tensor_version(t)) : NULL;
+    PyObject *kid = e ? PyLong_FromVoidPtr(t) : NULL;
+    PyObject *kmem = kid ? mem_key(ptr, ndim, shape) : NULL;
+    if (kmem) {
+        PyDict_SetItem(g_by_id, kid, e);
+        PyDict_SetItem(g_by_mem, kmem, e);
+    }
+    Py_XDECREF(kmem);
+    Py_XDECREF(kid);
+    Py_XDECREF(e);
+    Py_XDECREF(name);
+    Py_XDECREF(ref);
+out:
+    if (PyErr_Occurred())
+        PyErr_Clear();
+}
+
+/* malloc'd "RECORD/ROLE" of the output t is, or NULL. */
+static char *link_find(PyObject *t, const void *ptr, int ndim, const int64_t *shape)
+{
+    if (g_links_step != msp_g.step || !g_by_id)
+        return NULL;
+    PyObject *e = NULL;
+    PyObject *kid = PyLong_FromVoidPtr(t);
+    PyObject *hit = kid ? PyDict_GetItem(g_by_id, kid) : NULL;
+    Py_XDECREF(kid);
+    if (hit && entry_alive(hit) == t) {
+        e = hit;
+    } else {
+        PyObject *kmem = mem_key(ptr, ndim, shape);
+        hit = kmem ? PyDict_GetItem(g_by_mem, kmem) : NULL;
+        Py_XDECREF(kmem);
+        if (hit && entry_alive(hit)) {
+            PyObject *v = PyTuple_GetItem(hit, 2);
+            long long was = v ? PyLong_AsLongLong(v) : -2;
+            if (was >= 0 && was == tensor_version(t))
+                e = hit;
+        }
+    }
+    char *out = NULL;
+    PyObject *b = e ? PyUnicode_AsUTF8String(PyTuple_GetItem(e, 1)) : NULL;
+    if (b)
+        out = strdup(PyBytes_AsString(b));
+    Py_XDECREF(b);
+    if (PyErr_Occurred())
+        PyErr_Clear();
+    return out;
+}
 
 static PyObject *attr_path(PyObject *root, const char *dotted)
 {
@@ -48,7 +166,8 @@ int msp_tensor_init(PyObject *torch)
     s_layout = PyUnicode_InternFromString("layout");
     s_requires_grad = PyUnicode_InternFromString("requires_grad");
     s_dtype = PyUnicode_InternFromString("dtype");
-    if (!g_tensor_type || !g_detach || !g_view || !g_cpu || !g_to_dlpack || !g_bool || !g_uint8 ||
+    s_version = PyUnicode_InternFromString("_version");
+    if (!s_version || !g_tensor_type || !g_detach || !g_view || !g_cpu || !g_to_dlpack || !g_bool || !g_uint8 ||
         !g_strided || !s_layout || !s_requires_grad || !s_dtype)
         return -1;
     return 0;
@@ -196,6 +315,8 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
     msp_dl_managed_t *mt = PyCapsule_GetPointer(cap, "dltensor");
     if (!mt)
         goto pyfail;
+    /* Where the tensor itself lives (not a host copy): its identity for links. */
+    const void *where = (const char *)mt->dl_tensor.data + mt->dl_tensor.byte_offset;
     if (mt->dl_tensor.device.device_type != MSP_DL_CPU) {
         int dtp = mt->dl_tensor.device.device_type, id = mt->dl_tensor.device.device_id;
         if (dtp == MSP_DL_CUDA)
@@ -250,8 +371,13 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
         else
             strided_copy(buf, src, x->ndim, x->shape, x->strides, esize, 0);
     }
-    if (msp_dq_rec_add_tensor(r, role, mdt, x->ndim, x->shape, buf, nbytes, device, rg) != 0)
+    if (msp_dq_rec_add_tensor(r, role, mdt, x->ndim, x->shape, buf, nbytes, device, rg) != 0) {
         msp_shim_warn_once("nomem", "%s: out of memory", what);
+    } else if (msp_t_links == MSP_LINK_FIND) {
+        r->t[r->nt - 1].producer = link_find(t, where, x->ndim, x->shape);
+    } else if (msp_t_links == MSP_LINK_NOTE) {
+        link_note(r->name, role, t, where, x->ndim, x->shape);
+    }
     goto cleanup;
 
 pyfail:

@@ -19,6 +19,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* An /index row as this writer keeps it: the columns every reader knows,
+ * then the producer column (absent from older files, so kept out of the
+ * shared row and type). */
+struct msp_wrow {
+    struct msp_index_row r;
+    char *producer; /* "" when unknown */
+};
+
 struct msp_writer {
     char *path;
     hid_t file;
@@ -29,7 +37,7 @@ struct msp_writer {
     hid_t types[MSP_DTYPE_COUNT_];
     hid_t dcpl;       /* contiguous, allocated at creation, never filled */
     hid_t gcpl;
-    struct msp_index_row *rows;
+    struct msp_wrow *rows;
     size_t n_rows, cap_rows;
     int fd;           /* HDF5's own descriptor (sec2 driver), for preallocation; -1: none */
     int64_t prealloc_end; /* file blocks are reserved up to here */
@@ -96,8 +104,10 @@ static void msp_writer_free(msp_writer_t *w)
         H5Pclose(w->gcpl);
     if (w->file >= 0)
         H5Fclose(w->file);
-    for (size_t i = 0; i < w->n_rows; i++)
-        msp_row_free(&w->rows[i]);
+    for (size_t i = 0; i < w->n_rows; i++) {
+        msp_row_free(&w->rows[i].r);
+        free(w->rows[i].producer);
+    }
     free(w->rows);
     free(w->record);
     free(w->path);
@@ -345,12 +355,16 @@ static msp_err msp_writer_finish_file(const char *path, int64_t prealloc_end, in
     return rc;
 }
 
-static msp_err msp_writer_push_row(msp_writer_t *w, struct msp_index_row *r)
+/* Takes ownership of r's strings, and copies producer (NULL = unknown). */
+static msp_err msp_writer_push_row(msp_writer_t *w, struct msp_index_row *r,
+                                   const char *producer)
 {
-    if (w->n_rows == w->cap_rows) {
+    char *p = strdup(producer ? producer : "");
+    if (!p || w->n_rows == w->cap_rows) {
         size_t cap = w->cap_rows ? w->cap_rows * 2 : 256;
-        struct msp_index_row *n = realloc(w->rows, cap * sizeof *n);
+        struct msp_wrow *n = p ? realloc(w->rows, cap * sizeof *n) : NULL;
         if (!n) {
+            free(p);
             msp_row_free(r);
             return msp_fail(MSP_ERR_NOMEM, "file %s: record %s: out of memory for /index",
                             w->path, w->record);
@@ -358,7 +372,8 @@ static msp_err msp_writer_push_row(msp_writer_t *w, struct msp_index_row *r)
         w->rows = n;
         w->cap_rows = cap;
     }
-    w->rows[w->n_rows++] = *r;
+    w->rows[w->n_rows].r = *r;
+    w->rows[w->n_rows++].producer = p;
     return MSP_OK;
 }
 
@@ -378,6 +393,8 @@ static msp_err msp_tensor_attrs(hid_t d, const msp_tensor_in_t *t, const msp_sta
         (rc = msp_h5_attr_put_str(d, "device", t->device ? t->device : "cpu", where)) ||
         (rc = msp_h5_attr_put_bool(d, "requires_grad", t->requires_grad, where)))
         return rc;
+    if (t->producer && *t->producer)
+        return msp_h5_attr_put_str(d, "producer", t->producer, where);
     return MSP_OK;
 }
 
@@ -502,7 +519,7 @@ msp_err msp_writer_add_tensor(msp_writer_t *w, const msp_tensor_in_t *t)
     row.crc32 = st.crc32;
     if ((rc = msp_tensor_attrs(d, t, &st, where)))
         goto cleanup;
-    rc = msp_writer_push_row(w, &row);
+    rc = msp_writer_push_row(w, &row, t->producer);
     memset(&row, 0, sizeof row); /* owned by w->rows now, or freed */
     if (!rc)
         w->record_tensors++;
@@ -557,7 +574,7 @@ static msp_err msp_writer_end_locked(msp_writer_t *w)
             msp_row_free(&row);
             rc = msp_fail(MSP_ERR_NOMEM, "file %s: record %s: out of memory", w->path, w->record);
         } else {
-            rc = msp_writer_push_row(w, &row);
+            rc = msp_writer_push_row(w, &row, NULL);
         }
     }
     if (H5Gclose(w->group) < 0 && !rc)
@@ -581,10 +598,45 @@ msp_err msp_writer_end_record(msp_writer_t *w)
     return rc;
 }
 
+/* The shared /index columns (msp_h5_index_type) at their place inside
+ * struct msp_wrow, then "producer"; packed = 1 for the file. Caller closes. */
+static hid_t msp_wrow_type(int packed)
+{
+    hid_t base = msp_h5_index_type(0), c = -1, str = -1;
+    int n = base >= 0 ? H5Tget_nmembers(base) : -1;
+    int ok = n > 0 && (c = H5Tcreate(H5T_COMPOUND, sizeof(struct msp_wrow))) >= 0;
+    for (int i = 0; ok && i < n; i++) {
+        char *name = H5Tget_member_name(base, (unsigned)i);
+        hid_t mt = H5Tget_member_type(base, (unsigned)i);
+        size_t off = H5Tget_member_offset(base, (unsigned)i);
+        ok = name && mt >= 0;
+        if (ok && strcmp(name, "record") == 0)
+            str = H5Tcopy(mt);
+        /* Should the shared row ever grow its own producer, ours still wins. */
+        if (ok && strcmp(name, "producer") != 0)
+            ok = H5Tinsert(c, name, offsetof(struct msp_wrow, r) + off, mt) >= 0;
+        if (mt >= 0)
+            H5Tclose(mt);
+        H5free_memory(name);
+    }
+    ok = ok && str >= 0 && H5Tinsert(c, "producer", offsetof(struct msp_wrow, producer), str) >= 0;
+    if (ok && packed)
+        ok = H5Tpack(c) >= 0;
+    if (!ok && c >= 0) {
+        H5Tclose(c);
+        c = -1;
+    }
+    if (str >= 0)
+        H5Tclose(str);
+    if (base >= 0)
+        H5Tclose(base);
+    return c;
+}
+
 static msp_err msp_writer_index(msp_writer_t *w)
 {
     msp_err rc = MSP_OK;
-    hid_t ft = msp_h5_index_type(1), mt = msp_h5_index_type(0), s = -1, d = -1, dcpl = -1;
+    hid_t ft = msp_wrow_type(1), mt = msp_wrow_type(0), s = -1, d = -1, dcpl = -1;
     hid_t dxpl = -1;
     hsize_t n = w->n_rows;
     if (ft < 0 || mt < 0) {
@@ -597,7 +649,7 @@ static msp_err msp_writer_index(msp_writer_t *w)
     /* Conversion and background buffers sized for the rows (HDF5 wants some
      * slack above one row): the default 1 MiB pair is mapped, zeroed and
      * unmapped at every close, 4/5 of the time of a small step's /index. */
-    size_t buf = (size_t)n * sizeof(struct msp_index_row) * 2;
+    size_t buf = (size_t)n * sizeof(struct msp_wrow) * 2;
     if (buf < MSP_INDEX_XFER_MIN)
         buf = MSP_INDEX_XFER_MIN;
     if (buf > MSP_INDEX_XFER_MAX)

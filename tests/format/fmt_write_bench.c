@@ -78,7 +78,7 @@ static int msp_bench_dump(const char *path, const float *data, size_t bytes, siz
         char rec[64];
         snprintf(rec, sizeof rec, "Functional.linear.%zu.forward", i);
         msp_tensor_in_t t = {"output.0", MSP_DTYPE_FLOAT32, 1, shape, data,
-                             with_stats ? NULL : &pre, "cpu", 0};
+                             with_stats ? NULL : &pre, "cpu", 0, NULL};
         if (msp_writer_begin_record(w, rec, (int64_t)i) || msp_writer_add_tensor(w, &t) ||
             msp_writer_end_record(w)) {
             msp_writer_abort(w);

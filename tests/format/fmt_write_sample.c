@@ -165,7 +165,7 @@ static int msp_write_sample(const char *path)
             if (s->special)
                 msp_specials(s->dtype, buf, n, s->special);
             msp_tensor_in_t t = {s->role, s->dtype, s->ndim, s->shape, buf, NULL,
-                                 (s->salt % 2) ? "cpu" : "cuda:1", (int)(s->salt % 3 == 0)};
+                                 (s->salt % 2) ? "cpu" : "cuda:1", (int)(s->salt % 3 == 0), NULL};
             msp_err rc = msp_writer_add_tensor(w, &t);
             free(buf);
             if (msp_check(rc, s->role))
@@ -175,7 +175,8 @@ static int msp_write_sample(const char *path)
             /* statistics only: no data, the caller's statistics verbatim */
             int64_t shape[2] = {1000, 1000};
             msp_stats_t st = {2.5, -1.25, 0.125, 1000.5, 3, 4, 0xdeadbeef};
-            msp_tensor_in_t t = {"output.0", MSP_DTYPE_FLOAT32, 2, shape, NULL, &st, "npu:0", 1};
+            msp_tensor_in_t t = {"output.0", MSP_DTYPE_FLOAT32, 2, shape, NULL, &st, "npu:0", 1,
+                                 "Functional.conv2d.0.forward/output.0"};
             if (msp_check(msp_writer_add_tensor(w, &t), "stats-only") ||
                 msp_check(msp_writer_set_attr(w, "kwarg.alpha", "2"), "attr") ||
                 msp_check(msp_writer_set_attr(w, "input.3", "None"), "attr"))
@@ -266,7 +267,7 @@ static void *msp_thread_main(void *arg)
                     goto fail;
                 msp_fill(MSP_DTYPE_FLOAT32, buf, (size_t)n, (unsigned)(1000 * j->k + i));
                 snprintf(rec, sizeof rec, "Torch.mul.%d.forward", i);
-                msp_tensor_in_t t = {"output.0", MSP_DTYPE_FLOAT32, 1, &n, buf, NULL, NULL, 0};
+                msp_tensor_in_t t = {"output.0", MSP_DTYPE_FLOAT32, 1, &n, buf, NULL, NULL, 0, NULL};
                 msp_err rc = msp_writer_begin_record(w, rec, i);
                 if (!rc)
                     rc = msp_writer_add_tensor(w, &t);
@@ -371,7 +372,7 @@ static int msp_errors(const char *dir)
     }
     float x[4] = {1, 2, 3, 4};
     int64_t shape[2] = {2, 2}, neg[1] = {-1};
-    msp_tensor_in_t t = {"input.0", MSP_DTYPE_FLOAT32, 2, shape, x, NULL, NULL, 0};
+    msp_tensor_in_t t = {"input.0", MSP_DTYPE_FLOAT32, 2, shape, x, NULL, NULL, 0, NULL};
     msp_report("tensor_outside_record", msp_writer_add_tensor(w, &t));
     msp_report("attr_outside_record", msp_writer_set_attr(w, "k", "v"));
     msp_report("end_without_begin", msp_writer_end_record(w));

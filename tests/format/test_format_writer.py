@@ -127,6 +127,10 @@ class WriterOutputReadByH5py(unittest.TestCase):
             self.assertEqual(d.attrs[k], v, k)
         self.assertEqual(d.attrs["device"], dev)
         self.assertEqual(bool(d.attrs["requires_grad"]), rg)
+        # the only tensor given a producer link; the others have no attribute
+        self.assertEqual(d.attrs["producer"], "Functional.conv2d.0.forward/output.0")
+        for r, _, role, *_ in X.all_tensors():
+            self.assertNotIn("producer", self.f[r][role].attrs)
 
     def test_non_tensor_arguments_are_string_attributes(self):
         for rec, attrs in X.RECORD_ATTRS.items():
@@ -138,8 +142,11 @@ class WriterOutputReadByH5py(unittest.TestCase):
         idx = self.f["index"][()]
         cols = ["record", "role", "order", "dtype", "ndim", "shape", "has_data", "max", "min",
                 "mean", "norm", "nan_count", "inf_count", "crc32", "offset", "nbytes",
-                "device", "requires_grad"]
+                "device", "requires_grad", "producer"]
         self.assertEqual(list(idx.dtype.names), cols)
+        prod = {(r["record"].decode(), r["role"].decode()): r["producer"].decode() for r in idx}
+        self.assertEqual({k: v for k, v in prod.items() if v},
+                         {(X.STATS_ONLY[0], "output.0"): "Functional.conv2d.0.forward/output.0"})
         rows = {(r["record"].decode(), r["role"].decode()): r for r in idx}
         expected = {(rec, role) for rec, _, role, *_ in X.all_tensors()}
         expected |= {(X.STATS_ONLY[0], X.STATS_ONLY[1]), (X.EMPTY_RECORD[0], "")}
