@@ -39,6 +39,7 @@ typedef struct msp_compare_opts {
                                   0 = default (1 MiB). Results depend on it, never on threads. */
     int io_mode;               /* how tensor data with a file offset is read: MSP_IO_DEFAULT
                                   (= MSP_IO_MMAP), MSP_IO_PREAD or MSP_IO_MMAP; same results */
+    int top;                   /* suspects marked in the report (5); <= 0: all */
 } msp_compare_opts_t;
 
 enum { MSP_IO_DEFAULT = 0, MSP_IO_PREAD = 1, MSP_IO_MMAP = 2 };
@@ -54,8 +55,8 @@ typedef enum msp_verdict {
 
 typedef enum msp_cause {
     MSP_CAUSE_NONE = 0,       /* outputs agree, or not a forward record */
-    MSP_CAUSE_INTRODUCED = 1, /* all inputs agree, some output does not */
-    MSP_CAUSE_INHERITED = 2   /* some input already disagrees */
+    MSP_CAUSE_INTRODUCED = 1, /* output error clearly above its inputs' and its precision's floor */
+    MSP_CAUSE_INHERITED = 2   /* output error explained by the error its inputs carry */
 } msp_cause_t;
 
 typedef enum msp_highlight {
@@ -85,6 +86,14 @@ typedef struct msp_tensor_cmp {
     msp_highlight_t highlight;
     char *err_message;         /* "" when none; never NULL */
     uint64_t bytes;            /* tensor bytes read, both sides */
+    /* error-origin model (see msp_compare_run) */
+    double rel_err;            /* ||n-b||/||b|| (one element: |n-b|/|b|); statistics rows:
+                                  |norm_n-norm_b|/norm_b; +Inf when b is 0 and n is not or
+                                  NaN/Inf sit apart; NaN when not comparable */
+    char *producer;            /* "RECORD/ROLE" this input was produced as (compare side,
+                                  else bench side), NULL when the dump does not say */
+    int gap;                   /* 1: on some side this input differs from its producer's
+                                  output: something unrecorded changed it in between */
 } msp_tensor_cmp_t;
 
 /* One row of the summary sheet. */
@@ -100,7 +109,23 @@ typedef struct msp_record_cmp {
     msp_cause_t cause;
     int is_root_cause;         /* the first introduced error overall */
     msp_highlight_t highlight; /* worst of its tensors */
+    double in_err;             /* worst input rel_err (NaN: no comparable input) */
+    double out_err;            /* worst output rel_err (NaN: no comparable output) */
+    double floor;              /* rel_err its compute precision explains */
+    double score;              /* out_err / max(CMP_AMPLIFY * in_err, floor) */
+    int suspect_rank;          /* 1-based place among the suspects, 0 if none */
 } msp_record_cmp_t;
+
+/* A ranked suspect: a record that introduced error, or a gap between a
+ * recorded output and the input that should equal it. */
+typedef struct msp_suspect {
+    long record;               /* index into records (the consumer, for a gap) */
+    long tensor;               /* worst output row (gap: the consumer's input row), -1 none */
+    int is_gap;                /* 1: "between PRODUCER and record.role" */
+    int from_stats;            /* 1: judged from statistics only */
+    double in_err, out_err, amplification, score;
+    char *reason;              /* one line, never NULL */
+} msp_suspect_t;
 
 typedef struct msp_compare_result {
     int stats_mode;            /* 1 if either side is a statistics-only dump */
@@ -116,6 +141,8 @@ typedef struct msp_compare_result {
     char **unpaired;           /* "step N rank R only in the bench dump (path)", one per
                                   step/rank present on one side only (also logged as warnings) */
     size_t n_unpaired;
+    msp_suspect_t *suspects;   /* most likely first; every introduced record and gap */
+    size_t n_suspects;
 } msp_compare_result_t;
 
 /* bench and cmp: two dump.h5 files, two rank dirs (holding dump.h5), two step

@@ -148,6 +148,10 @@ typedef struct msp_tensor_info {
     int64_t nbytes;              /* numel * element size */
     char device[32];             /* "" when the file does not say */
     int requires_grad;
+    char *producer;              /* "RECORD/ROLE" of the earlier forward output this
+                                    tensor is (msprobe-dump(5) attribute 'producer' or
+                                    the /index column); NULL when unknown. Freed by
+                                    msp_dump_close. */
 } msp_tensor_info_t;
 
 typedef struct msp_record_info {

@@ -42,6 +42,7 @@ static void msp_compare_usage(FILE *out)
             "      --cos-fail X      verdict No if Cosine < X (0.9)\n"
             "      --abs-fail X      verdict No if MaxAbsErr > X (1)\n"
             "      --stats-warn X    statistics dumps: Warning if a relative difference > X (0.5)\n"
+            "      --top N           suspects listed and marked in the report (default 5)\n"
             "  -q, --quiet           print only the root-cause line\n"
             "  -h, --help            this help\n"
             "\n"
@@ -164,6 +165,29 @@ static void msp_print_root_cause(const msp_compare_result_t *res)
     fputs(")\n", stdout);
 }
 
+/* The ranked suspects, most likely first, after the root-cause line. */
+static void msp_print_suspects(const msp_compare_result_t *res, int top)
+{
+    if (!res->n_suspects)
+        return;
+    size_t n = res->n_suspects < (size_t)top ? res->n_suspects : (size_t)top;
+    printf("suspects (%zu of %zu, most likely first; error = ||npu-bench||/||bench||):\n", n,
+           res->n_suspects);
+    for (size_t i = 0; i < n; i++) {
+        const msp_suspect_t *s = &res->suspects[i];
+        const msp_record_cmp_t *rec = &res->records[s->record];
+        const msp_tensor_cmp_t *t = s->tensor >= 0 ? &res->tensors[s->tensor] : NULL;
+        const char *tn = t ? (t->npu_name ? t->npu_name : t->bench_name) : NULL;
+        size_t rl = strlen(rec->name);
+        const char *role = tn && strncmp(tn, rec->name, rl) == 0 && tn[rl] == '.' ? tn + rl + 1 : "";
+        printf("  %zu. step %lld rank %lld %s%s%s%s: input err %.3g, output err %.3g, "
+               "amplification %.3g\n     %s\n",
+               i + 1, (long long)rec->step, (long long)rec->rank, s->is_gap ? "before " : "",
+               rec->name, role[0] ? " " : "", role, s->in_err, s->out_err, s->amplification,
+               s->reason);
+    }
+}
+
 static double msp_now_s(void)
 {
     struct timespec ts;
@@ -191,6 +215,7 @@ enum {
     MSP_OPT_COS_FAIL,
     MSP_OPT_ABS_FAIL,
     MSP_OPT_STATS_WARN,
+    MSP_OPT_TOP,
 };
 
 int msp_cmd_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
@@ -209,6 +234,7 @@ int msp_cmd_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
         {"cos-fail", required_argument, NULL, MSP_OPT_COS_FAIL},
         {"abs-fail", required_argument, NULL, MSP_OPT_ABS_FAIL},
         {"stats-warn", required_argument, NULL, MSP_OPT_STATS_WARN},
+        {"top", required_argument, NULL, MSP_OPT_TOP},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -280,6 +306,15 @@ int msp_cmd_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
             if ((rc = msp_parse_double("--stats-warn", optarg, &opts.stats_warn)))
                 return rc;
             break;
+        case MSP_OPT_TOP: {
+            char *end = NULL;
+            long n = strtol(optarg, &end, 10);
+            if (!*optarg || *end || n < 1 || n > 100000)
+                return msp_compare_usage_error("--top: '%s' is not a whole number from 1 to 100000",
+                                               optarg);
+            opts.top = (int)n;
+            break;
+        }
         case 'q':
             quiet = 1;
             break;
@@ -353,6 +388,7 @@ int msp_cmd_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
         printf("report: %s/result.xlsx\n", out_dir);
         if (csv)
             printf("report: %s/result.csv\n", out_dir);
+        msp_print_suspects(res, opts.top);
     }
     rc = failing ? MSP_EXIT_FAIL : MSP_EXIT_OK;
 

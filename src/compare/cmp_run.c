@@ -45,6 +45,7 @@ void msp_compare_opts_default(msp_compare_opts_t *o)
     o->cos_fail = 0.9;
     o->abs_fail = 1.0;
     o->stats_warn = 0.5;
+    o->top = 5;
 }
 
 void msp_compare_result_free(msp_compare_result_t *r)
@@ -59,7 +60,11 @@ void msp_compare_result_free(msp_compare_result_t *r)
         free(r->tensors[i].npu_name);
         free(r->tensors[i].bench_name);
         free(r->tensors[i].err_message);
+        free(r->tensors[i].producer);
     }
+    for (size_t i = 0; i < r->n_suspects; i++)
+        free(r->suspects[i].reason);
+    free(r->suspects);
     for (size_t i = 0; i < r->n_unpaired; i++)
         free(r->unpaired[i]);
     free(r->unpaired);
@@ -103,6 +108,7 @@ static msp_err cmp_new_tensor(cmp_build_t *bld, size_t *idx)
     t->max_rel_diff = t->min_rel_diff = t->mean_rel_diff = t->norm_rel_diff = NAN;
     t->verdict = MSP_VERDICT_NO;
     t->agree = -1;
+    t->rel_err = NAN;
     return MSP_OK;
 }
 
@@ -482,6 +488,54 @@ static msp_err cmp_add_job(cmp_ctx_t *cx, size_t row, const msp_record_info_t *n
 
 /* ---- building rows --------------------------------------------------------- */
 
+/* |d| / |ref|, 0 when both are 0, +Inf when only ref is. */
+static double cmp_rel(double d, double ref)
+{
+    if (isnan(d) || isnan(ref))
+        return NAN;
+    if (fabs(ref) > 0.0)
+        return d / fabs(ref);
+    return d > 0.0 ? INFINITY : 0.0;
+}
+
+static int cmp_stat_same(double a, double b)
+{
+    return (isnan(a) && isnan(b)) || !(a < b || a > b);
+}
+
+/* 1 when t names a producer output in the same file whose content (crc32 and
+ * statistics) differs from t's: what the producer returned is not what the
+ * consumer received. Unknown producer or no statistics: 0. */
+static int cmp_producer_gap(const msp_dump_file_t *f, const msp_tensor_info_t *t)
+{
+    if (!f || !t->producer || !t->has_stats)
+        return 0;
+    const char *slash = strrchr(t->producer, '/');
+    if (!slash)
+        return 0;
+    size_t rl = (size_t)(slash - t->producer);
+    for (size_t r = 0; r < f->n_records; r++) {
+        const msp_record_info_t *p = &f->records[r];
+        if (strlen(p->name) != rl || strncmp(p->name, t->producer, rl) != 0)
+            continue;
+        for (size_t k = 0; k < p->n_tensors; k++) {
+            const msp_tensor_info_t *o = &p->tensors[k];
+            if (strcmp(o->role, slash + 1) != 0 || !o->has_stats)
+                continue;
+            if (o->ndim != t->ndim || o->numel != t->numel)
+                return 1;
+            if (o->stats.crc32 && t->stats.crc32 && o->stats.crc32 != t->stats.crc32)
+                return 1;
+            return !cmp_stat_same(o->stats.max, t->stats.max) ||
+                   !cmp_stat_same(o->stats.min, t->stats.min) ||
+                   !cmp_stat_same(o->stats.mean, t->stats.mean) ||
+                   !cmp_stat_same(o->stats.norm, t->stats.norm);
+        }
+        return 0;
+    }
+    return 0;
+}
+
 static char *cmp_join(const char *rec, const char *role)
 {
     return msp_asprintf("%s.%s", rec, role);
@@ -513,6 +567,12 @@ static msp_err cmp_tensor_row(cmp_ctx_t *cx, cmp_build_t *bld, const msp_record_
     if ((n && !t->npu_name) || (b && !t->bench_name))
         return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
     cmp_side_stats(t, n, b);
+    if (!t->is_output) {
+        const char *prod = n && n->producer ? n->producer : (b ? b->producer : NULL);
+        if (prod && !(t->producer = strdup(prod)))
+            return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
+        t->gap = (n && cmp_producer_gap(cx->cf, n)) || (b && cmp_producer_gap(cx->bf, b));
+    }
     if (n && n->has_stats &&
         (n->stats.nan_count > 0 || n->stats.inf_count > 0 ||
          (n->numel > 0 && (!isfinite(n->stats.max) || !isfinite(n->stats.min)))))
@@ -526,6 +586,14 @@ static msp_err cmp_tensor_row(cmp_ctx_t *cx, cmp_build_t *bld, const msp_record_
     }
     if (!cmp_same_shape(n, b)) {
         t->agree = 0;
+        if (stats_file || !n->has_data || !b->has_data) {
+            /* a statistics dump cannot tell a real divergence from a layout
+             * difference: rel_err stays N/A, so no root cause comes from it */
+            bld->res->stats_mode = 1;
+            return cmp_set_message(t, "Shape of NPU and bench tensor do not match; statistics "
+                                      "dump: not used to name a root cause");
+        }
+        t->rel_err = INFINITY;
         return cmp_set_message(t, "Shape of NPU and bench tensor do not match");
     }
     if (stats_file || !n->has_data || !b->has_data) {
@@ -536,6 +604,7 @@ static msp_err cmp_tensor_row(cmp_ctx_t *cx, cmp_build_t *bld, const msp_record_
         }
         int nf = 0;
         cmp_fill_diffs(t, &nf);
+        t->rel_err = cmp_rel(fabs(t->npu_norm - t->bench_norm), t->bench_norm);
         t->verdict = MSP_VERDICT_YES;
         const char *msg = "";
         if (nf) {
@@ -658,6 +727,10 @@ static void cmp_finish_jobs(cmp_ctx_t *cx, msp_compare_result_t *res)
             t->bench_norm = m.b_norm;
         }
         cmp_fill_diffs(t, NULL);
+        if (job->acc.pos_mismatch)
+            t->rel_err = INFINITY;
+        else
+            t->rel_err = cmp_rel(sqrt(job->acc.dd), sqrt(job->acc.bb));
         t->highlight = job->acc.n_nan || job->acc.n_inf ? MSP_HL_RED : MSP_HL_NONE;
         t->agree = m.agree;
         t->bytes = (uint64_t)job->nt->nbytes + (uint64_t)job->bt->nbytes;
@@ -833,18 +906,8 @@ msp_err msp_compare_run(const char *bench, const char *cmp, const msp_compare_op
         cmp_record_finish(rec, res->tensors);
         if (rec->verdict != MSP_VERDICT_YES)
             res->n_failed++;
-        if (rec->cause == MSP_CAUSE_INTRODUCED && res->root_record < 0) {
-            res->root_record = (long)r;
-            rec->is_root_cause = 1;
-            for (size_t k = 0; k < rec->n_tensors; k++) {
-                const msp_tensor_cmp_t *t = &res->tensors[rec->first_tensor + k];
-                if (t->is_output && t->agree == 0) {
-                    res->root_tensor = (long)(rec->first_tensor + k);
-                    break;
-                }
-            }
-        }
     }
+    rc = cmp_rank_suspects(res, opts->top);
 cleanup:
     cmp_mapping_free(&map);
     cmp_file_pairs_free(fps, nfp);
