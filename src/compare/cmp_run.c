@@ -907,7 +907,8 @@ msp_err msp_compare_run(const char *bench, const char *cmp, const msp_compare_op
         if (rec->verdict != MSP_VERDICT_YES)
             res->n_failed++;
     }
-    rc = cmp_rank_suspects(res, opts->top);
+    if (!(rc = cmp_link_backward(res)))
+        rc = cmp_rank_suspects(res, opts->top);
 cleanup:
     cmp_mapping_free(&map);
     cmp_file_pairs_free(fps, nfp);

@@ -63,6 +63,34 @@ static int cmp_row_discrete(const msp_tensor_cmp_t *t)
     return (t->npu_dtype[0] || t->bench_dtype[0]) && !(cmp_row_unit(t) > 0.0);
 }
 
+/* Error-origin model (msprobe-compare(1), ROOT CAUSE): an op introduced
+ * error when its output error is clearly above both what its inputs carry
+ * and what its compute precision explains. */
+static void cmp_judge(msp_record_cmp_t *rec, int out_discrete)
+{
+    double ein = isnan(rec->in_err) ? 0.0 : rec->in_err;
+    rec->score = NAN;
+    rec->cause = MSP_CAUSE_NONE;
+    if (!isnan(rec->out_err) && rec->out_err > rec->floor) {
+        double base = fmax(CMP_AMPLIFY * ein, rec->floor);
+        /* integer/bool outputs jump under any input noise: introduced only
+         * when every input is identical */
+        int introduced = out_discrete ? !(ein > 0.0) : rec->out_err > base;
+        rec->cause = introduced ? MSP_CAUSE_INTRODUCED : MSP_CAUSE_INHERITED;
+        rec->score = base > 0.0 ? rec->out_err / base : INFINITY;
+    }
+}
+
+static int cmp_out_discrete(const msp_record_cmp_t *rec, const msp_tensor_cmp_t *tensors)
+{
+    for (size_t i = 0; i < rec->n_tensors; i++) {
+        const msp_tensor_cmp_t *t = &tensors[rec->first_tensor + i];
+        if (t->is_output && cmp_row_discrete(t) && t->rel_err > 0.0)
+            return 1;
+    }
+    return 0;
+}
+
 void cmp_record_finish(msp_record_cmp_t *rec, msp_tensor_cmp_t *tensors)
 {
     msp_tensor_cmp_t *t0 = tensors + rec->first_tensor;
@@ -114,21 +142,8 @@ void cmp_record_finish(msp_record_cmp_t *rec, msp_tensor_cmp_t *tensors)
                 in_min_cos = isnan(in_min_cos) ? t->cosine : fmin(in_min_cos, t->cosine);
         }
     }
-    /* Error-origin model (msprobe-compare(1), ROOT CAUSE): an op introduced
-     * error when its output error is clearly above both what its inputs carry
-     * and what its compute precision explains. */
-    double ein = isnan(rec->in_err) ? 0.0 : rec->in_err;
     rec->floor = cmp_floor_for(unit);
-    rec->score = NAN;
-    rec->cause = MSP_CAUSE_NONE;
-    if (!isnan(rec->out_err) && rec->out_err > rec->floor) {
-        double base = fmax(CMP_AMPLIFY * ein, rec->floor);
-        /* integer/bool outputs jump under any input noise: introduced only
-         * when every input is identical */
-        int introduced = out_discrete ? !(ein > 0.0) : rec->out_err > base;
-        rec->cause = introduced ? MSP_CAUSE_INTRODUCED : MSP_CAUSE_INHERITED;
-        rec->score = base > 0.0 ? rec->out_err / base : INFINITY;
-    }
+    cmp_judge(rec, out_discrete);
 
     for (size_t i = 0; i < n; i++) {
         msp_tensor_cmp_t *t = &t0[i];
@@ -154,6 +169,86 @@ void cmp_record_finish(msp_record_cmp_t *rec, msp_tensor_cmp_t *tensors)
         if (h > rec->highlight)
             rec->highlight = h;
     }
+}
+
+/* ---- backward records ------------------------------------------------------ */
+
+static const msp_compare_result_t *cmp_link_res; /* qsort has no user pointer */
+
+static int cmp_rec_key_cmp(const void *x, const void *y)
+{
+    const msp_record_cmp_t *a = &cmp_link_res->records[*(const size_t *)x];
+    const msp_record_cmp_t *b = &cmp_link_res->records[*(const size_t *)y];
+    if (a->step != b->step)
+        return a->step < b->step ? -1 : 1;
+    if (a->rank != b->rank)
+        return a->rank < b->rank ? -1 : 1;
+    return strcmp(a->name, b->name);
+}
+
+/* "X.backward" / "Module.m.T.backward.0" -> the forward record's name. */
+static char *cmp_forward_name(const char *name)
+{
+    const char *p = NULL, *q = name;
+    while ((q = strstr(q, "backward")) != NULL) {
+        if ((q == name || q[-1] == '.') && (q[8] == '\0' || q[8] == '.'))
+            p = q;
+        q += 8;
+    }
+    if (!p)
+        return NULL;
+    return msp_asprintf("%.*sforward%s", (int)(p - name), name, p + 8);
+}
+
+msp_err cmp_link_backward(msp_compare_result_t *res)
+{
+    size_t n = res->n_records;
+    size_t *idx = calloc(n + 1, sizeof *idx);
+    if (!idx)
+        return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
+    for (size_t i = 0; i < n; i++)
+        idx[i] = i;
+    cmp_link_res = res;
+    qsort(idx, n, sizeof *idx, cmp_rec_key_cmp);
+    msp_err rc = MSP_OK;
+    for (size_t i = 0; i < n && !rc; i++) {
+        msp_record_cmp_t *rec = &res->records[i];
+        if (cmp_is_forward(rec->name))
+            continue;
+        char *fw = cmp_forward_name(rec->name);
+        if (!fw)
+            continue;
+        /* bsearch over idx with a probe record */
+        size_t lo = 0, hi = n;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            const msp_record_cmp_t *m = &res->records[idx[mid]];
+            int c = m->step != rec->step ? (m->step < rec->step ? -1 : 1)
+                    : m->rank != rec->rank ? (m->rank < rec->rank ? -1 : 1)
+                                           : strcmp(m->name, fw);
+            if (c < 0)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        const msp_record_cmp_t *f = lo < n ? &res->records[idx[lo]] : NULL;
+        if (f && f->step == rec->step && f->rank == rec->rank && !strcmp(f->name, fw)) {
+            /* a backward op computes from what its forward saved (inputs or
+             * outputs), so the forward's errors are inputs of it too */
+            double e = rec->in_err;
+            double fe[2] = {f->in_err, f->out_err};
+            for (int k = 0; k < 2; k++)
+                if (!isnan(fe[k]))
+                    e = isnan(e) ? fe[k] : fmax(e, fe[k]);
+            rec->in_err = e;
+            rec->floor = fmax(rec->floor, f->floor);
+            cmp_judge(rec, cmp_out_discrete(rec, res->tensors));
+        }
+        free(fw);
+    }
+    cmp_link_res = NULL;
+    free(idx);
+    return rc;
 }
 
 /* ---- ranked suspects ------------------------------------------------------ */

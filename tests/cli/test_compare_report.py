@@ -6,9 +6,9 @@ re-computation of the rules in msprobe-compare(1):
   verdict     No if (cos < 0.99 and maxabs > 0.001) or cos < 0.9 or maxabs > 1
   agree       |n-b| <= atol + rtol*|b| everywhere (fp32: 1e-5, 1.3e-6)
   cause       error-origin model: rel err = ||n-b||/||b||; an output error above
-              the float32 floor (4 * 2^-24 + 1e-5) is introduced when it is
-              > 10x the worst input's, else inherited; suspects rank by step,
-              forward before backward, then output err / max(10 * input err, floor)
+              the float32 floor (8 * 2^-24 + 1e-5) is introduced when it is
+              > 8x the worst input's, else inherited; suspects rank by step,
+              forward before backward, then output err / max(8 * input err, floor)
   highlight   output rows: red if the compare side has NaN/Inf or error > 1e10,
               or every input is Yes and the output is not; yellow if the error
               is >= 10x the largest input error, or cosine fell by > 0.1
@@ -81,7 +81,7 @@ def rel_err(n, b):
     return d / nb if nb > 0 else (math.inf if d > 0 else 0.0)
 
 
-FLOOR32 = 4 * 2.0 ** -24 + 1e-5
+FLOOR32 = 8 * 2.0 ** -24 + 1e-5
 
 
 def verdict(m):
@@ -112,7 +112,7 @@ def expected(planted=True):
         e_in = max(rel_err(r["n"], r["b"]) for r in ins)
         e_out = max(rel_err(r["n"], r["b"]) for r in outs)
         if e_out > FLOOR32:
-            base = max(10 * e_in, FLOOR32)
+            base = max(8 * e_in, FLOOR32)
             cause = "introduced" if e_out > base else "inherited"
             score = e_out / base
         in_err = max(r["m"]["MaxAbsErr"] for r in ins)
