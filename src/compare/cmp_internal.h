@@ -100,6 +100,9 @@ void cmp_record_finish(msp_record_cmp_t *rec, msp_tensor_cmp_t *tensors);
 #define CMP_AMPLIFY 8.0
 #define CMP_FLOOR_ULPS 8.0
 #define CMP_FLOOR_ABS 1e-5
+/* A backward op may flip a mask on a share e of elements: error up to about
+ * sqrt(e); this factor gives that bound room (see cmp_link_backward). */
+#define CMP_MASK_FLIP 2.0
 /* Unit roundoff of a torch dtype name (bf16 2^-8, fp16 2^-11, fp32 2^-24,
  * fp64 2^-53); 0 for integer and bool. */
 double cmp_unit_roundoff(const char *dtype);

@@ -233,13 +233,22 @@ msp_err cmp_link_backward(msp_compare_result_t *res)
         }
         const msp_record_cmp_t *f = lo < n ? &res->records[idx[lo]] : NULL;
         if (f && f->step == rec->step && f->rank == rec->rank && !strcmp(f->name, fw)) {
-            /* a backward op computes from what its forward saved (inputs or
-             * outputs), so the forward's errors are inputs of it too */
+            /* A backward op computes from what its forward saved (inputs or
+             * outputs), so the forward's error e is an input error of it too.
+             * It may also route gradients by comparisons on those tensors (a
+             * ReLU mask, a max-pool argmax): a relative error e flips about a
+             * share e of such a mask, which shows as an L2 error near sqrt(e).
+             * So e counts as max(e, CMP_MASK_FLIP * sqrt(e) / CMP_AMPLIFY). */
             double e = rec->in_err;
-            double fe[2] = {f->in_err, f->out_err};
-            for (int k = 0; k < 2; k++)
-                if (!isnan(fe[k]))
-                    e = isnan(e) ? fe[k] : fmax(e, fe[k]);
+            double fe = NAN;
+            if (!isnan(f->in_err))
+                fe = f->in_err;
+            if (!isnan(f->out_err))
+                fe = isnan(fe) ? f->out_err : fmax(fe, f->out_err);
+            if (!isnan(fe)) {
+                fe = fmax(fe, CMP_MASK_FLIP * sqrt(fe) / CMP_AMPLIFY);
+                e = isnan(e) ? fe : fmax(e, fe);
+            }
             rec->in_err = e;
             rec->floor = fmax(rec->floor, f->floor);
             cmp_judge(rec, cmp_out_discrete(rec, res->tensors));
