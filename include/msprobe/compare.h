@@ -93,7 +93,9 @@ typedef struct msp_tensor_cmp {
     char *producer;            /* "RECORD/ROLE" this input was produced as (compare side,
                                   else bench side), NULL when the dump does not say */
     int gap;                   /* 1: on some side this input differs from its producer's
-                                  output: something unrecorded changed it in between */
+                                  output: something unrecorded changed it in between;
+                                  2: the dump records producers but none for this float
+                                  input: an unrecorded op (or a leaf) made it */
 } msp_tensor_cmp_t;
 
 /* One row of the summary sheet. */

@@ -213,6 +213,7 @@ typedef struct cmp_ctx {
     msp_dump_file_t *bf, *cf;
     int bfd, cfd;
     int use_mmap;
+    int has_producers;   /* either file of the pair carries producer links */
     const unsigned char *bmap, *cmap; /* whole-file read-only maps, or NULL */
     size_t bmap_len, cmap_len;
     cmp_job_t *jobs;
@@ -536,6 +537,15 @@ static int cmp_producer_gap(const msp_dump_file_t *f, const msp_tensor_info_t *t
     return 0;
 }
 
+static int cmp_file_has_producers(const msp_dump_file_t *f)
+{
+    for (size_t r = 0; r < f->n_records; r++)
+        for (size_t k = 0; k < f->records[r].n_tensors; k++)
+            if (f->records[r].tensors[k].producer)
+                return 1;
+    return 0;
+}
+
 static char *cmp_join(const char *rec, const char *role)
 {
     return msp_asprintf("%s.%s", rec, role);
@@ -572,6 +582,10 @@ static msp_err cmp_tensor_row(cmp_ctx_t *cx, cmp_build_t *bld, const msp_record_
         if (prod && !(t->producer = strdup(prod)))
             return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
         t->gap = (n && cmp_producer_gap(cx->cf, n)) || (b && cmp_producer_gap(cx->bf, b));
+        /* links recorded, yet none for this float input: an op msprobe did
+         * not record made it (or it is a leaf: a parameter, the data) */
+        if (!prod && cx->has_producers && msp_dtype_is_float(n ? n->dtype : b->dtype))
+            t->gap = 2;
     }
     if (n && n->has_stats &&
         (n->stats.nan_count > 0 || n->stats.inf_count > 0 ||
@@ -787,6 +801,7 @@ static msp_err cmp_file_pair(cmp_ctx_t *cx, cmp_build_t *bld, const cmp_file_pai
         }
     }
     int stats_file = !strcmp(cx->bf->task, "statistics") || !strcmp(cx->cf->task, "statistics");
+    cx->has_producers = cmp_file_has_producers(cx->bf) || cmp_file_has_producers(cx->cf);
     if (stats_file)
         bld->res->stats_mode = 1;
     if ((rc = cmp_match_records(cx->bf, cx->cf, cx->o, map, &pairs, &np)))

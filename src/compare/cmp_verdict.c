@@ -355,18 +355,67 @@ static msp_err cmp_push_suspect(msp_compare_result_t *res, size_t *cap, const ms
     return MSP_OK;
 }
 
+/* An input no recorded op produced (gap 2) is judged against the worst error
+ * any output recorded before it in its step carries (seen) and the floor of
+ * the coarsest dtype in that step (the unrecorded op's precision is unknown). */
+static msp_err cmp_orphan_suspect(msp_compare_result_t *res, size_t *cap, size_t r, size_t ti,
+                                  double seen, double step_floor)
+{
+    const msp_record_cmp_t *rec = &res->records[r];
+    const msp_tensor_cmp_t *t = &res->tensors[ti];
+    double base = fmax(CMP_AMPLIFY * seen, step_floor);
+    if (!(t->rel_err > base))
+        return MSP_OK;
+    char a[32], b[32];
+    msp_suspect_t s = {(long)r, (long)ti, 1, res->stats_mode != 0, seen, t->rel_err,
+                       seen > 0.0 ? t->rel_err / seen : INFINITY,
+                       base > 0.0 ? t->rel_err / base : INFINITY, NULL};
+    s.reason = msp_asprintf("%sno recorded op produced %s.%s: an op msprobe did not record "
+                            "(such as torch._VF.lstm) made it; its error %s is above anything "
+                            "recorded before it in this step (%s)",
+                            s.from_stats ? "statistics only: " : "", rec->name,
+                            cmp_role_of(t, rec), cmp_fmt_err(t->rel_err, a, sizeof a),
+                            cmp_fmt_err(seen, b, sizeof b));
+    if (!s.reason)
+        return msp_fail(MSP_ERR_NOMEM, "compare: out of memory for suspects");
+    msp_err rc = cmp_push_suspect(res, cap, &s);
+    if (rc)
+        free(s.reason);
+    return rc;
+}
+
 msp_err cmp_rank_suspects(msp_compare_result_t *res, int top)
 {
     size_t cap = 0;
     char a[32], b[32];
+    double seen = 0.0, step_floor = 0.0;
     for (size_t r = 0; r < res->n_records; r++) {
         msp_record_cmp_t *rec = &res->records[r];
         rec->suspect_rank = 0;
         rec->is_root_cause = 0;
+        if (r == 0 || rec->step != rec[-1].step || rec->rank != rec[-1].rank) {
+            seen = 0.0;
+            step_floor = 0.0;
+            for (size_t q = r; q < res->n_records && res->records[q].step == rec->step &&
+                               res->records[q].rank == rec->rank;
+                 q++)
+                step_floor = fmax(step_floor, res->records[q].floor);
+        }
         for (size_t k = 0; k < rec->n_tensors; k++) {
             size_t ti = rec->first_tensor + k;
             const msp_tensor_cmp_t *t = &res->tensors[ti];
-            if (t->is_output || !t->gap || isnan(t->rel_err))
+            if (t->is_output || t->gap != 2 || isnan(t->rel_err))
+                continue;
+            msp_err rc = cmp_orphan_suspect(res, &cap, r, ti, seen, step_floor);
+            if (rc)
+                return rc;
+        }
+        if (!isnan(rec->out_err) && !isinf(rec->out_err))
+            seen = fmax(seen, rec->out_err);
+        for (size_t k = 0; k < rec->n_tensors; k++) {
+            size_t ti = rec->first_tensor + k;
+            const msp_tensor_cmp_t *t = &res->tensors[ti];
+            if (t->is_output || t->gap != 1 || isnan(t->rel_err))
                 continue;
             /* an input that differs from its own producer's output on the same
              * side: something unrecorded changed it in between */

@@ -159,6 +159,36 @@ class OriginCase(unittest.TestCase):
         self.assertEqual(recs["Torch.tanh.0.forward"]["gap"], 0)
         self.assertEqual(s["suspects"], [])
 
+    def test_input_no_recorded_op_produced_names_the_unrecorded_region(self):
+        # embedding -> (an LSTM msprobe does not record) -> linear: the linear's
+        # input has no producer while the dump records producers elsewhere
+        idx = np.arange(32, dtype=np.int64) % 7
+        table = f32((7, 16), 16)
+        emb = table[idx]
+        h = np.tanh(emb @ f32((16, 16), 17)).astype(np.float32)   # the unrecorded op
+        h_bad = noisy(h, 0.05, 18)                                 # ...went wrong
+        w = f32((5, 16), 19)
+        y, y_bad = (h @ w.T).astype(np.float32), (h_bad @ w.T).astype(np.float32)
+        bench = [("Functional.embedding.0.forward", {"input.0": idx, "input.1": table, "output.0": emb}),
+                 ("Functional.linear.0.forward", {"input.0": h, "input.1": w, "output.0": y}),
+                 ("Tensor.mul.0.forward", {"input.0": y, "output.0": y * 2})]
+        npu = [("Functional.embedding.0.forward", {"input.0": idx, "input.1": table, "output.0": emb}),
+               ("Functional.linear.0.forward", {"input.0": h_bad, "input.1": w, "output.0": y_bad}),
+               ("Tensor.mul.0.forward", {"input.0": y_bad, "output.0": y_bad * 2})]
+        prod = {("Tensor.mul.0.forward", "input.0"): "Functional.linear.0.forward/output.0"}
+        recs, s = self.run_pair(bench, npu, producers_bench=prod, producers_npu=prod)
+        self.assertNotEqual(recs["Functional.linear.0.forward"]["cause"], "introduced")
+        first = s["suspects"][0]
+        self.assertEqual((first["record"], first["gap"]), ("Functional.linear.0.forward", 1))
+        self.assertEqual(first["tensor"], "Functional.linear.0.forward.input.0")
+        self.assertAlmostEqual(first["out_err"], rel(h_bad, h), places=6)
+        self.assertIn("no recorded op produced Functional.linear.0.forward.input.0", first["reason"])
+        # the leaves without a producer (the weight, the indices) are clean: no other suspect
+        self.assertEqual(len(s["suspects"]), 1)
+        # without producer links in the dump nothing can be said about the region
+        recs, s = self.run_pair(bench, npu)
+        self.assertEqual(s["suspects"], [])
+
     def test_statistics_shape_mismatch_names_no_root_cause(self):
         x = f32((4, 8), 14)
         bench = [("Tensor.add.0.forward", {"input.0": x, "output.0": x})]
