@@ -214,6 +214,7 @@ typedef struct cmp_ctx {
     int bfd, cfd;
     int use_mmap;
     int has_producers;   /* either file of the pair carries producer links */
+    const msp_record_info_t **bnames, **cnames; /* records by name, for producer lookups */
     const unsigned char *bmap, *cmap; /* whole-file read-only maps, or NULL */
     size_t bmap_len, cmap_len;
     cmp_job_t *jobs;
@@ -504,21 +505,50 @@ static int cmp_stat_same(double a, double b)
     return (isnan(a) && isnan(b)) || !(a < b || a > b);
 }
 
+static int cmp_rec_name_order(const void *x, const void *y)
+{
+    const msp_record_info_t *a = *(const msp_record_info_t *const *)x;
+    const msp_record_info_t *b = *(const msp_record_info_t *const *)y;
+    return strcmp(a->name, b->name);
+}
+
+/* f's records sorted by name (NULL only when out of memory). */
+static const msp_record_info_t **cmp_by_name(const msp_dump_file_t *f)
+{
+    const msp_record_info_t **v = calloc(f->n_records + 1, sizeof *v);
+    if (!v)
+        return NULL;
+    for (size_t r = 0; r < f->n_records; r++)
+        v[r] = &f->records[r];
+    qsort(v, f->n_records, sizeof *v, cmp_rec_name_order);
+    return v;
+}
+
+/* Key: "RECORD/ROLE" compared by its RECORD part. */
+static int cmp_producer_key(const void *key, const void *elem)
+{
+    const char *k = key, *slash = strrchr(k, '/');
+    const char *name = (*(const msp_record_info_t *const *)elem)->name;
+    size_t rl = (size_t)(slash - k);
+    int c = strncmp(k, name, rl);
+    return c ? c : (name[rl] ? -1 : 0);
+}
+
 /* 1 when t names a producer output in the same file whose content (crc32 and
  * statistics) differs from t's: what the producer returned is not what the
  * consumer received. Unknown producer or no statistics: 0. */
-static int cmp_producer_gap(const msp_dump_file_t *f, const msp_tensor_info_t *t)
+static int cmp_producer_gap(const msp_dump_file_t *f, const msp_record_info_t **byname,
+                            const msp_tensor_info_t *t)
 {
-    if (!f || !t->producer || !t->has_stats)
+    if (!f || !byname || !t->producer || !t->has_stats)
         return 0;
     const char *slash = strrchr(t->producer, '/');
     if (!slash)
         return 0;
-    size_t rl = (size_t)(slash - t->producer);
-    for (size_t r = 0; r < f->n_records; r++) {
-        const msp_record_info_t *p = &f->records[r];
-        if (strlen(p->name) != rl || strncmp(p->name, t->producer, rl) != 0)
-            continue;
+    const msp_record_info_t **hit =
+        bsearch(t->producer, byname, f->n_records, sizeof *byname, cmp_producer_key);
+    if (hit) {
+        const msp_record_info_t *p = *hit;
         for (size_t k = 0; k < p->n_tensors; k++) {
             const msp_tensor_info_t *o = &p->tensors[k];
             if (strcmp(o->role, slash + 1) != 0 || !o->has_stats)
@@ -581,7 +611,8 @@ static msp_err cmp_tensor_row(cmp_ctx_t *cx, cmp_build_t *bld, const msp_record_
         const char *prod = n && n->producer ? n->producer : (b ? b->producer : NULL);
         if (prod && !(t->producer = strdup(prod)))
             return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
-        t->gap = (n && cmp_producer_gap(cx->cf, n)) || (b && cmp_producer_gap(cx->bf, b));
+        t->gap = (n && cmp_producer_gap(cx->cf, cx->cnames, n)) ||
+                 (b && cmp_producer_gap(cx->bf, cx->bnames, b));
         /* links recorded, yet none for this float input: an op msprobe did
          * not record made it (or it is a leaf: a parameter, the data) */
         if (!prod && cx->has_producers && msp_dtype_is_float(n ? n->dtype : b->dtype))
@@ -802,6 +833,11 @@ static msp_err cmp_file_pair(cmp_ctx_t *cx, cmp_build_t *bld, const cmp_file_pai
     }
     int stats_file = !strcmp(cx->bf->task, "statistics") || !strcmp(cx->cf->task, "statistics");
     cx->has_producers = cmp_file_has_producers(cx->bf) || cmp_file_has_producers(cx->cf);
+    if (cx->has_producers && (!(cx->bnames = cmp_by_name(cx->bf)) ||
+                              !(cx->cnames = cmp_by_name(cx->cf)))) {
+        rc = msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
+        goto cleanup;
+    }
     if (stats_file)
         bld->res->stats_mode = 1;
     if ((rc = cmp_match_records(cx->bf, cx->cf, cx->o, map, &pairs, &np)))
@@ -859,6 +895,9 @@ cleanup:
         close(cx->bfd);
     if (cx->cfd >= 0)
         close(cx->cfd);
+    free(cx->bnames);
+    free(cx->cnames);
+    cx->bnames = cx->cnames = NULL;
     msp_dump_close(cx->bf);
     msp_dump_close(cx->cf);
     cx->bf = cx->cf = NULL;
