@@ -135,8 +135,8 @@ typedef struct msp_compare_result {
     size_t n_records;
     msp_tensor_cmp_t *tensors;
     size_t n_tensors;
-    long root_record;          /* index of the root-cause record, -1 if none */
-    long root_tensor;          /* its first disagreeing output tensor, -1 if none */
+    long root_record;          /* the first suspect's record (the consumer for a gap), -1 if none */
+    long root_tensor;          /* its worst output (a gap: the changed input), -1 if none */
     size_t n_failed;           /* records whose verdict is not Yes */
     size_t n_pairs;            /* step x rank file pairs compared */
     uint64_t bytes_compared;   /* tensor bytes read, both sides */
@@ -191,9 +191,17 @@ typedef struct msp_compare_result {
  *    norms 0, err_message "empty tensor", agree 1, verdict Yes.
  *  - agree: every element |n-b| <= atol + rtol*|b| (msp_tolerance of the
  *    coarser dtype), NaN at the same places, Inf equal.
- * Record rules: verdict = worst of its rows (No > Warning > Yes); cause only
- * for forward records (".forward" in the name): an output with agree 0 and
- * an input/kwarg with agree 0 -> INHERITED, with none -> INTRODUCED.
+ * Record rules: verdict = worst of its rows (No > Warning > Yes). Cause, for
+ * every record (msprobe-compare(1), ROOT CAUSE): rel_err per row; in_err =
+ * worst input (a differing integer input: +Inf; a backward record also counts
+ * its forward's in_err/out_err e as max(e, 2 sqrt(e) / 8)); out_err = worst
+ * output; floor = 8 unit roundoffs of the coarsest dtype of its rows + 1e-5.
+ * out_err <= floor -> NONE; > max(8 in_err, floor) -> INTRODUCED (integer
+ * outputs: only with identical inputs); else INHERITED. res->suspects: the
+ * introduced records and producer gaps (tensor gap 1, or gap 2 judged against
+ * the worst earlier output error of the step), by step, rank, forward before
+ * backward, score, order; the first opts->top get suspect_rank on their
+ * record; the first is the root cause (root_record / root_tensor).
  * Highlight per output row: red when the NPU side holds NaN/Inf, MaxAbsErr
  * (|max diff| in statistics mode) > 1e10, or every input is Yes and the
  * output is not; yellow when its error > 0 and >= 10x the largest input

@@ -140,8 +140,10 @@ static void msp_print_root_cause(const msp_compare_result_t *res)
         return;
     }
     const msp_record_cmp_t *rec = &res->records[res->root_record];
-    printf("first introduced error: step %lld rank %lld %s", (long long)rec->step,
-           (long long)rec->rank, rec->name ? rec->name : "?");
+    /* a producer gap names the input that changed: "before RECORD ROLE" */
+    int gap = res->n_suspects && res->suspects[0].is_gap;
+    printf("first introduced error: step %lld rank %lld %s%s", (long long)rec->step,
+           (long long)rec->rank, gap ? "before " : "", rec->name ? rec->name : "?");
     const msp_tensor_cmp_t *t = NULL;
     if (res->root_tensor >= 0 && (size_t)res->root_tensor < res->n_tensors)
         t = &res->tensors[res->root_tensor];
