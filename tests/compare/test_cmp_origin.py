@@ -2,6 +2,7 @@
 dtype floors, scalars, producer gaps, statistics dumps. Every expected error
 is computed here with numpy: rel err = ||n - b|| / ||b||."""
 import os
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -146,6 +147,14 @@ class OriginCase(unittest.TestCase):
         self.assertAlmostEqual(first["out_err"], e, places=6)
         self.assertIn("between Tensor.mul.0.forward/output.0 and Torch.tanh.0.forward.input.0",
                       first["reason"])
+        # the CLI's root-cause line and ranked list name the changed input
+        p = subprocess.run([os.environ.get("MSPROBE_BIN", "msprobe"), "compare", "-b",
+                            os.path.join(self.d, "b.h5"), "-c", os.path.join(self.d, "c.h5"),
+                            "-o", os.path.join(self.d, "out")], capture_output=True, text=True)
+        self.assertIn("first introduced error: step 0 rank 0 before Torch.tanh.0.forward input.0 (",
+                      p.stdout)
+        self.assertIn("  1. step 0 rank 0 before Torch.tanh.0.forward input.0: input err 0, "
+                      "output err %.3g" % e, p.stdout)
 
     def test_gap_between_producer_and_consumer_from_the_attribute(self):
         self.check_gap(index=False)
