@@ -14,6 +14,8 @@ import sys
 import tempfile
 import unittest
 
+import openpyxl
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import culprit_suite as S  # noqa: E402
@@ -61,6 +63,12 @@ class PlantIsFirstSuspect(unittest.TestCase):
         self.assertIn(first[2], (want, want[:-len("forward")] + "backward"), stdout)
         self.assertFalse(first[3], stdout)      # a record, not a gap
         self.assertIn(rc, (0, 1))
+        # the report's summary sheet marks the same record, read back with openpyxl
+        out = os.path.join(WORK, "cmp-%s-%s-%s" % (model, noise, plant), "result.xlsx")
+        rows = list(openpyxl.load_workbook(out, read_only=True)["summary"].iter_rows(
+            min_row=2, values_only=True))
+        marked = [(r[0], r[2]) for r in rows if r[9] == "ROOT CAUSE"]
+        self.assertEqual(marked, [(0, first[2])])
 
     def test_gpt_gelu_approximate_fp32_noise(self):
         self.check("gpt", "fp32", "gelu_tanh", "Functional.gelu.")
