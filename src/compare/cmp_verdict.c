@@ -173,12 +173,10 @@ void cmp_record_finish(msp_record_cmp_t *rec, msp_tensor_cmp_t *tensors)
 
 /* ---- backward records ------------------------------------------------------ */
 
-static const msp_compare_result_t *cmp_link_res; /* qsort has no user pointer */
-
 static int cmp_rec_key_cmp(const void *x, const void *y)
 {
-    const msp_record_cmp_t *a = &cmp_link_res->records[*(const size_t *)x];
-    const msp_record_cmp_t *b = &cmp_link_res->records[*(const size_t *)y];
+    const msp_record_cmp_t *a = *(const msp_record_cmp_t *const *)x;
+    const msp_record_cmp_t *b = *(const msp_record_cmp_t *const *)y;
     if (a->step != b->step)
         return a->step < b->step ? -1 : 1;
     if (a->rank != b->rank)
@@ -203,12 +201,11 @@ static char *cmp_forward_name(const char *name)
 msp_err cmp_link_backward(msp_compare_result_t *res)
 {
     size_t n = res->n_records;
-    size_t *idx = calloc(n + 1, sizeof *idx);
+    const msp_record_cmp_t **idx = calloc(n + 1, sizeof *idx);
     if (!idx)
         return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
     for (size_t i = 0; i < n; i++)
-        idx[i] = i;
-    cmp_link_res = res;
+        idx[i] = &res->records[i];
     qsort(idx, n, sizeof *idx, cmp_rec_key_cmp);
     msp_err rc = MSP_OK;
     for (size_t i = 0; i < n && !rc; i++) {
@@ -222,7 +219,7 @@ msp_err cmp_link_backward(msp_compare_result_t *res)
         size_t lo = 0, hi = n;
         while (lo < hi) {
             size_t mid = lo + (hi - lo) / 2;
-            const msp_record_cmp_t *m = &res->records[idx[mid]];
+            const msp_record_cmp_t *m = idx[mid];
             int c = m->step != rec->step ? (m->step < rec->step ? -1 : 1)
                     : m->rank != rec->rank ? (m->rank < rec->rank ? -1 : 1)
                                            : strcmp(m->name, fw);
@@ -231,7 +228,7 @@ msp_err cmp_link_backward(msp_compare_result_t *res)
             else
                 hi = mid;
         }
-        const msp_record_cmp_t *f = lo < n ? &res->records[idx[lo]] : NULL;
+        const msp_record_cmp_t *f = lo < n ? idx[lo] : NULL;
         if (f && f->step == rec->step && f->rank == rec->rank && !strcmp(f->name, fw)) {
             /* A backward op computes from what its forward saved (inputs or
              * outputs), so the forward's error e is an input error of it too.
@@ -255,7 +252,6 @@ msp_err cmp_link_backward(msp_compare_result_t *res)
         }
         free(fw);
     }
-    cmp_link_res = NULL;
     free(idx);
     return rc;
 }
@@ -309,16 +305,20 @@ static int cmp_is_backward_rec(const msp_record_cmp_t *r)
     return !cmp_is_forward(r->name);
 }
 
-static const msp_compare_result_t *cmp_sort_res; /* qsort has no user pointer */
+/* A suspect with its record, for sorting (qsort has no user pointer). */
+typedef struct cmp_ranked {
+    const msp_record_cmp_t *rec;
+    msp_suspect_t s;
+} cmp_ranked_t;
 
 /* Earliest step and rank first; the forward pass before the backward pass (so
  * a backward origin is found in backward order, after any forward one); inside
  * a pass the strongest evidence first, then execution order. */
 static int cmp_suspect_order(const void *x, const void *y)
 {
-    const msp_suspect_t *a = x, *b = y;
-    const msp_record_cmp_t *ra = &cmp_sort_res->records[a->record];
-    const msp_record_cmp_t *rb = &cmp_sort_res->records[b->record];
+    const msp_suspect_t *a = &((const cmp_ranked_t *)x)->s, *b = &((const cmp_ranked_t *)y)->s;
+    const msp_record_cmp_t *ra = ((const cmp_ranked_t *)x)->rec;
+    const msp_record_cmp_t *rb = ((const cmp_ranked_t *)y)->rec;
     if (ra->step != rb->step)
         return ra->step < rb->step ? -1 : 1;
     if (ra->rank != rb->rank)
@@ -482,10 +482,17 @@ msp_err cmp_rank_suspects(msp_compare_result_t *res, int top)
             return rc;
         }
     }
-    cmp_sort_res = res;
-    if (res->n_suspects > 1)
-        qsort(res->suspects, res->n_suspects, sizeof *res->suspects, cmp_suspect_order);
-    cmp_sort_res = NULL;
+    if (res->n_suspects > 1) {
+        cmp_ranked_t *v = calloc(res->n_suspects, sizeof *v);
+        if (!v)
+            return msp_fail(MSP_ERR_NOMEM, "compare: out of memory for suspects");
+        for (size_t i = 0; i < res->n_suspects; i++)
+            v[i] = (cmp_ranked_t){&res->records[res->suspects[i].record], res->suspects[i]};
+        qsort(v, res->n_suspects, sizeof *v, cmp_suspect_order);
+        for (size_t i = 0; i < res->n_suspects; i++)
+            res->suspects[i] = v[i].s;
+        free(v);
+    }
     for (size_t i = 0; i < res->n_suspects && (top <= 0 || i < (size_t)top); i++) {
         msp_record_cmp_t *rec = &res->records[res->suspects[i].record];
         if (!rec->suspect_rank)
