@@ -5,9 +5,11 @@
 #      and bf16 autocast (the suspect run), each dumping its tensors and packing
 #      its configuration;
 #   3. msprobe config_check on the two packs, msprobe compare on the two dumps:
-#      prints the first operator that introduced an error.
+#      bf16 noise alone: no operator introduced error beyond bf16's floor.
+#   4. a small GPT (tests/compare/culprit_models.py) in fp32 and under bf16 with
+#      one LayerNorm eps planted: compare ranks the suspects, the plant first.
 # Results land in OUT (default ./out): bench_dump/, npu_dump/, *_pack.zip,
-# config_check/result.xlsx, compare/result.xlsx.
+# config_check/result.xlsx, compare/result.xlsx, gpt_*_dump/, compare_planted/result.xlsx.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 out=$(mkdir -p "${1:-$here/out}" && cd "${1:-$here/out}" && pwd)
@@ -47,4 +49,23 @@ rc=0; "$msprobe" config_check -c "$out/bench_pack.zip" "$out/npu_pack.zip" -o "$
 echo "== compare"
 rc=0; "$msprobe" -f pytorch compare -b "$out/bench_dump" -c "$out/npu_dump" -o "$out/compare" || rc=$?
 [ "$rc" -le 1 ] || exit "$rc"
-echo "== done: $out/compare/result.xlsx, $out/config_check/result.xlsx"
+
+# bf16 noise alone introduces nothing above bf16's floor. Now a planted bug: the
+# small GPT of the culprit scenarios, under bf16 autocast, with one LayerNorm's
+# eps changed; compare ranks the suspects and names that call first.
+rm -rf "$out"/gpt_bench_dump "$out"/gpt_planted_dump "$out"/compare_planted
+gpt="$here/tests/compare/culprit_models.py"
+for side in gpt_bench gpt_planted; do
+  cat > "$out/$side.json" <<JSON
+{ "dump": { "common_dump_settings": { "dump_mode": "api", "dump_path": "$out/${side}_dump",
+                                      "dump_iter": "all", "task": "tensor" },
+            "api_list": [] } }
+JSON
+done
+echo "== planted run: small GPT, bf16 autocast, one LayerNorm eps=1.0"
+"$msprobe" dump -c "$out/gpt_bench.json" -- "$py" "$gpt" gpt bench none
+"$msprobe" dump -c "$out/gpt_planted.json" -- "$py" "$gpt" gpt bf16 ln_eps
+echo "== compare (planted)"
+rc=0; "$msprobe" compare -b "$out/gpt_bench_dump" -c "$out/gpt_planted_dump" -o "$out/compare_planted" --top 3 || rc=$?
+[ "$rc" -le 1 ] || exit "$rc"
+echo "== done: $out/compare/result.xlsx, $out/compare_planted/result.xlsx, $out/config_check/result.xlsx"

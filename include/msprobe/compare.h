@@ -39,6 +39,7 @@ typedef struct msp_compare_opts {
                                   0 = default (1 MiB). Results depend on it, never on threads. */
     int io_mode;               /* how tensor data with a file offset is read: MSP_IO_DEFAULT
                                   (= MSP_IO_MMAP), MSP_IO_PREAD or MSP_IO_MMAP; same results */
+    int top;                   /* suspects marked in the report (5); <= 0: all */
 } msp_compare_opts_t;
 
 enum { MSP_IO_DEFAULT = 0, MSP_IO_PREAD = 1, MSP_IO_MMAP = 2 };
@@ -54,8 +55,8 @@ typedef enum msp_verdict {
 
 typedef enum msp_cause {
     MSP_CAUSE_NONE = 0,       /* outputs agree, or not a forward record */
-    MSP_CAUSE_INTRODUCED = 1, /* all inputs agree, some output does not */
-    MSP_CAUSE_INHERITED = 2   /* some input already disagrees */
+    MSP_CAUSE_INTRODUCED = 1, /* output error clearly above its inputs' and its precision's floor */
+    MSP_CAUSE_INHERITED = 2   /* output error explained by the error its inputs carry */
 } msp_cause_t;
 
 typedef enum msp_highlight {
@@ -85,6 +86,16 @@ typedef struct msp_tensor_cmp {
     msp_highlight_t highlight;
     char *err_message;         /* "" when none; never NULL */
     uint64_t bytes;            /* tensor bytes read, both sides */
+    /* error-origin model (see msp_compare_run) */
+    double rel_err;            /* ||n-b||/||b|| (one element: |n-b|/|b|); statistics rows:
+                                  |norm_n-norm_b|/norm_b; +Inf when b is 0 and n is not or
+                                  NaN/Inf sit apart; NaN when not comparable */
+    char *producer;            /* "RECORD/ROLE" this input was produced as (compare side,
+                                  else bench side), NULL when the dump does not say */
+    int gap;                   /* 1: on some side this input differs from its producer's
+                                  output: something unrecorded changed it in between;
+                                  2: the dump records producers but none for this float
+                                  input: an unrecorded op (or a leaf) made it */
 } msp_tensor_cmp_t;
 
 /* One row of the summary sheet. */
@@ -100,7 +111,23 @@ typedef struct msp_record_cmp {
     msp_cause_t cause;
     int is_root_cause;         /* the first introduced error overall */
     msp_highlight_t highlight; /* worst of its tensors */
+    double in_err;             /* worst input rel_err (NaN: no comparable input) */
+    double out_err;            /* worst output rel_err (NaN: no comparable output) */
+    double floor;              /* rel_err its compute precision explains */
+    double score;              /* out_err / max(CMP_AMPLIFY * in_err, floor) */
+    int suspect_rank;          /* 1-based place among the suspects, 0 if none */
 } msp_record_cmp_t;
+
+/* A ranked suspect: a record that introduced error, or a gap between a
+ * recorded output and the input that should equal it. */
+typedef struct msp_suspect {
+    long record;               /* index into records (the consumer, for a gap) */
+    long tensor;               /* worst output row (gap: the consumer's input row), -1 none */
+    int is_gap;                /* 1: "between PRODUCER and record.role" */
+    int from_stats;            /* 1: judged from statistics only */
+    double in_err, out_err, amplification, score;
+    char *reason;              /* one line, never NULL */
+} msp_suspect_t;
 
 typedef struct msp_compare_result {
     int stats_mode;            /* 1 if either side is a statistics-only dump */
@@ -108,14 +135,16 @@ typedef struct msp_compare_result {
     size_t n_records;
     msp_tensor_cmp_t *tensors;
     size_t n_tensors;
-    long root_record;          /* index of the root-cause record, -1 if none */
-    long root_tensor;          /* its first disagreeing output tensor, -1 if none */
+    long root_record;          /* the first suspect's record (the consumer for a gap), -1 if none */
+    long root_tensor;          /* its worst output (a gap: the changed input), -1 if none */
     size_t n_failed;           /* records whose verdict is not Yes */
     size_t n_pairs;            /* step x rank file pairs compared */
     uint64_t bytes_compared;   /* tensor bytes read, both sides */
     char **unpaired;           /* "step N rank R only in the bench dump (path)", one per
                                   step/rank present on one side only (also logged as warnings) */
     size_t n_unpaired;
+    msp_suspect_t *suspects;   /* most likely first; every introduced record and gap */
+    size_t n_suspects;
 } msp_compare_result_t;
 
 /* bench and cmp: two dump.h5 files, two rank dirs (holding dump.h5), two step
@@ -162,9 +191,17 @@ typedef struct msp_compare_result {
  *    norms 0, err_message "empty tensor", agree 1, verdict Yes.
  *  - agree: every element |n-b| <= atol + rtol*|b| (msp_tolerance of the
  *    coarser dtype), NaN at the same places, Inf equal.
- * Record rules: verdict = worst of its rows (No > Warning > Yes); cause only
- * for forward records (".forward" in the name): an output with agree 0 and
- * an input/kwarg with agree 0 -> INHERITED, with none -> INTRODUCED.
+ * Record rules: verdict = worst of its rows (No > Warning > Yes). Cause, for
+ * every record (msprobe-compare(1), ROOT CAUSE): rel_err per row; in_err =
+ * worst input (a differing integer input: +Inf; a backward record also counts
+ * its forward's in_err/out_err e as max(e, 2 sqrt(e) / 8)); out_err = worst
+ * output; floor = 8 unit roundoffs of the coarsest dtype of its rows + 1e-5.
+ * out_err <= floor -> NONE; > max(8 in_err, floor) -> INTRODUCED (integer
+ * outputs: only with identical inputs); else INHERITED. res->suspects: the
+ * introduced records and producer gaps (tensor gap 1, or gap 2 judged against
+ * the worst earlier output error of the step), by step, rank, forward before
+ * backward, score, order; the first opts->top get suspect_rank on their
+ * record; the first is the root cause (root_record / root_tensor).
  * Highlight per output row: red when the NPU side holds NaN/Inf, MaxAbsErr
  * (|max diff| in statistics mode) > 1e10, or every input is Yes and the
  * output is not; yellow when its error > 0 and >= 10x the largest input

@@ -60,6 +60,8 @@ const char *msp_dtype_name(msp_dtype_t dt);
 msp_dtype_t msp_dtype_from_name(const char *name);
 /* Bytes per element; 0 for invalid. */
 size_t msp_dtype_size(msp_dtype_t dt);
+/* 1 for the floating types (float16/32/64, bfloat16), 0 otherwise. */
+int msp_dtype_is_float(msp_dtype_t dt);
 
 /* The one decoder of the 16-bit floats, exact, inline so hot loops (compare's
  * kernel, statistics) vectorise it. Half: branch-free and without float
@@ -191,6 +193,10 @@ typedef struct msp_tensor_info {
     int64_t nbytes;              /* numel * element size */
     char device[32];             /* "" when the file does not say */
     int requires_grad;
+    char *producer;              /* "RECORD/ROLE" of the earlier forward output this
+                                    tensor is (msprobe-dump(5) attribute 'producer' or
+                                    the /index column); NULL when unknown. Freed by
+                                    msp_dump_close. */
 } msp_tensor_info_t;
 
 typedef struct msp_record_info {

@@ -28,6 +28,7 @@ enum {
     MSP_OPT_COS_FAIL,
     MSP_OPT_ABS_FAIL,
     MSP_OPT_STATS_WARN,
+    MSP_OPT_TOP,
 };
 
 static const msp_opt_t msp_compare_opts[] = {
@@ -44,6 +45,7 @@ static const msp_opt_t msp_compare_opts[] = {
     {MSP_OPT_COS_FAIL, "cos-fail", "X", "verdict No if Cosine < X (0.9)"},
     {MSP_OPT_ABS_FAIL, "abs-fail", "X", "verdict No if MaxAbsErr > X (1)"},
     {MSP_OPT_STATS_WARN, "stats-warn", "X", "statistics dumps: Warning if a relative difference > X (0.5)"},
+    {MSP_OPT_TOP, "top", "N", "suspects listed and marked in the report (default 5)"},
     {'q', "quiet", NULL, "print only the root-cause line"},
     {'h', "help", NULL, "this help"},
     {0, NULL, NULL, NULL},
@@ -53,7 +55,7 @@ static const msp_cmd_doc_t msp_compare_doc = {
     .cmd = "compare",
     .usage = "Usage: msprobe [-f pytorch] compare -b BENCH -c CMP [options]",
     .about = "Compare two dumps tensor by tensor, write OUT/result.xlsx and print the\n"
-             "first operator that introduced an error (its inputs agree, an output does not).\n"
+             "operators that added the most error (ranked suspects; the first is the root cause).\n"
              "BENCH and CMP are two dump.h5 files, two rank directories, or two dump roots\n"
              "(step{N}/rank{R}/dump.h5, paired by step and rank).\n",
     .tail = "Exit status: 0 every record passed, 1 some record is No or Warning,\n"
@@ -141,8 +143,10 @@ static void msp_print_root_cause(const msp_compare_result_t *res)
         return;
     }
     const msp_record_cmp_t *rec = &res->records[res->root_record];
-    printf("first introduced error: step %lld rank %lld %s", (long long)rec->step,
-           (long long)rec->rank, rec->name ? rec->name : "?");
+    /* a producer gap names the input that changed: "before RECORD ROLE" */
+    int gap = res->n_suspects && res->suspects[0].is_gap;
+    printf("first introduced error: step %lld rank %lld %s%s", (long long)rec->step,
+           (long long)rec->rank, gap ? "before " : "", rec->name ? rec->name : "?");
     const msp_tensor_cmp_t *t = NULL;
     if (res->root_tensor >= 0 && (size_t)res->root_tensor < res->n_tensors)
         t = &res->tensors[res->root_tensor];
@@ -164,6 +168,29 @@ static void msp_print_root_cause(const msp_compare_result_t *res)
         msp_print_metric(", max abs err", t ? t->max_abs_err : rec->worst_max_abs, 0);
     }
     fputs(")\n", stdout);
+}
+
+/* The ranked suspects, most likely first, after the root-cause line. */
+static void msp_print_suspects(const msp_compare_result_t *res, int top)
+{
+    if (!res->n_suspects)
+        return;
+    size_t n = res->n_suspects < (size_t)top ? res->n_suspects : (size_t)top;
+    printf("suspects (%zu of %zu, most likely first; error = ||npu-bench||/||bench||):\n", n,
+           res->n_suspects);
+    for (size_t i = 0; i < n; i++) {
+        const msp_suspect_t *s = &res->suspects[i];
+        const msp_record_cmp_t *rec = &res->records[s->record];
+        const msp_tensor_cmp_t *t = s->tensor >= 0 ? &res->tensors[s->tensor] : NULL;
+        const char *tn = t ? (t->npu_name ? t->npu_name : t->bench_name) : NULL;
+        size_t rl = strlen(rec->name);
+        const char *role = tn && strncmp(tn, rec->name, rl) == 0 && tn[rl] == '.' ? tn + rl + 1 : "";
+        printf("  %zu. step %lld rank %lld %s%s%s%s: input err %.3g, output err %.3g, "
+               "amplification %.3g\n     %s\n",
+               i + 1, (long long)rec->step, (long long)rec->rank, s->is_gap ? "before " : "",
+               rec->name, role[0] ? " " : "", role, s->in_err, s->out_err, s->amplification,
+               s->reason);
+    }
 }
 
 static double msp_now_s(void)
@@ -251,6 +278,15 @@ int msp_cmd_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
             if ((rc = msp_parse_double("--stats-warn", optarg, &opts.stats_warn)))
                 return rc;
             break;
+        case MSP_OPT_TOP: {
+            char *end = NULL;
+            long n = strtol(optarg, &end, 10);
+            if (!*optarg || *end || n < 1 || n > 100000)
+                return msp_compare_usage_error("--top: '%s' is not a whole number from 1 to 100000",
+                                               optarg);
+            opts.top = (int)n;
+            break;
+        }
         case 'q':
             quiet = 1;
             break;
@@ -318,6 +354,7 @@ int msp_cmd_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
         printf("report: %s/result.xlsx\n", out_dir);
         if (csv)
             printf("report: %s/result.csv\n", out_dir);
+        msp_print_suspects(res, opts.top);
     }
     rc = failing ? MSP_EXIT_FAIL : MSP_EXIT_OK;
 

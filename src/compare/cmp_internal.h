@@ -90,4 +90,26 @@ void cmp_tensor_verdict(msp_tensor_cmp_t *t, const msp_compare_opts_t *opts, int
 /* Cause, highlight and record aggregates for rec (its tensors already final). */
 void cmp_record_finish(msp_record_cmp_t *rec, msp_tensor_cmp_t *tensors);
 
+/* Error-origin model constants; why these values: msprobe-compare(1), ROOT CAUSE.
+ * An output error must exceed CMP_AMPLIFY times the worst input error, and the
+ * floor CMP_FLOOR_ULPS unit roundoffs of the op's compute dtype plus
+ * CMP_FLOOR_ABS (the reordering noise of fp32 accumulation). */
+#define CMP_AMPLIFY 8.0
+#define CMP_FLOOR_ULPS 8.0
+#define CMP_FLOOR_ABS 1e-5
+/* A backward op may flip a mask on a share e of elements: error up to about
+ * sqrt(e); this factor gives that bound room (see cmp_link_backward). */
+#define CMP_MASK_FLIP 2.0
+/* Unit roundoff of a torch dtype name (bf16 2^-8, fp16 2^-11, fp32 2^-24,
+ * fp64 2^-53); 0 for integer and bool. */
+double cmp_unit_roundoff(const char *dtype);
+/* Relative error a dtype of unit roundoff u explains (0 for exact dtypes). */
+double cmp_floor_for(double u);
+/* Judge each backward record again with its forward record's input and
+ * output errors counted as inputs (what the forward saved for it). */
+msp_err cmp_link_backward(msp_compare_result_t *res);
+/* Rank every introduced record and producer gap into res->suspects and mark
+ * the first top of them (opts->top) on the records. */
+msp_err cmp_rank_suspects(msp_compare_result_t *res, int top);
+
 #endif

@@ -332,7 +332,12 @@ static void msp_write_summary(msp_xlsx_t *x, const msp_compare_result_t *res, si
             msp_put_num(x, ws, sheet, r, c++, rec->worst_max_abs, f);
             msp_put_str(x, ws, sheet, r, c++, cmp_verdict_text(rec->verdict), f);
             msp_put_str(x, ws, sheet, r, c++, cmp_cause_text(rec->cause), f);
-            msp_put_str(x, ws, sheet, r, c++, rec->is_root_cause ? "ROOT CAUSE" : "", f);
+            char mark[32] = "";
+            if (rec->is_root_cause)
+                snprintf(mark, sizeof mark, "ROOT CAUSE");
+            else if (rec->suspect_rank > 0)
+                snprintf(mark, sizeof mark, "suspect %d", rec->suspect_rank);
+            msp_put_str(x, ws, sheet, r, c++, mark, f);
             if (rec->n_tensors == 0) {
                 msp_put_str(x, ws, sheet, r, c++, "", f);
                 continue;

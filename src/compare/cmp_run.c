@@ -45,6 +45,7 @@ void msp_compare_opts_default(msp_compare_opts_t *o)
     o->cos_fail = 0.9;
     o->abs_fail = 1.0;
     o->stats_warn = 0.5;
+    o->top = 5;
 }
 
 void msp_compare_result_free(msp_compare_result_t *r)
@@ -59,7 +60,11 @@ void msp_compare_result_free(msp_compare_result_t *r)
         free(r->tensors[i].npu_name);
         free(r->tensors[i].bench_name);
         free(r->tensors[i].err_message);
+        free(r->tensors[i].producer);
     }
+    for (size_t i = 0; i < r->n_suspects; i++)
+        free(r->suspects[i].reason);
+    free(r->suspects);
     for (size_t i = 0; i < r->n_unpaired; i++)
         free(r->unpaired[i]);
     free(r->unpaired);
@@ -103,6 +108,7 @@ static msp_err cmp_new_tensor(cmp_build_t *bld, size_t *idx)
     t->max_rel_diff = t->min_rel_diff = t->mean_rel_diff = t->norm_rel_diff = NAN;
     t->verdict = MSP_VERDICT_NO;
     t->agree = -1;
+    t->rel_err = NAN;
     return MSP_OK;
 }
 
@@ -111,16 +117,6 @@ static msp_err cmp_set_message(msp_tensor_cmp_t *t, const char *msg)
     free(t->err_message);
     t->err_message = strdup(msg ? msg : "");
     return t->err_message ? MSP_OK : msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
-}
-
-static void cmp_shape_str(const msp_tensor_info_t *ti, char *buf, size_t cap)
-{
-    size_t o = 0;
-    o += (size_t)snprintf(buf + o, cap - o, "[");
-    for (int d = 0; d < ti->ndim && o < cap; d++)
-        o += (size_t)snprintf(buf + o, cap - o, "%s%lld", d ? ", " : "", (long long)ti->shape[d]);
-    if (o < cap)
-        snprintf(buf + o, cap - o, "]");
 }
 
 static int cmp_same_shape(const msp_tensor_info_t *a, const msp_tensor_info_t *b)
@@ -207,6 +203,8 @@ typedef struct cmp_ctx {
     msp_dump_file_t *bf, *cf;
     int bfd, cfd;
     int use_mmap;
+    int has_producers;   /* either file of the pair carries producer links */
+    const msp_record_info_t **bnames, **cnames; /* records by name, for producer lookups */
     const unsigned char *bmap, *cmap; /* whole-file read-only maps, or NULL */
     size_t bmap_len, cmap_len;
     cmp_job_t *jobs;
@@ -482,6 +480,92 @@ static msp_err cmp_add_job(cmp_ctx_t *cx, size_t row, const msp_record_info_t *n
 
 /* ---- building rows --------------------------------------------------------- */
 
+/* |d| / |ref|, 0 when both are 0, +Inf when only ref is. */
+static double cmp_rel(double d, double ref)
+{
+    if (isnan(d) || isnan(ref))
+        return NAN;
+    if (fabs(ref) > 0.0)
+        return d / fabs(ref);
+    return d > 0.0 ? INFINITY : 0.0;
+}
+
+static int cmp_stat_same(double a, double b)
+{
+    return (isnan(a) && isnan(b)) || !(a < b || a > b);
+}
+
+static int cmp_rec_name_order(const void *x, const void *y)
+{
+    const msp_record_info_t *a = *(const msp_record_info_t *const *)x;
+    const msp_record_info_t *b = *(const msp_record_info_t *const *)y;
+    return strcmp(a->name, b->name);
+}
+
+/* f's records sorted by name (NULL only when out of memory). */
+static const msp_record_info_t **cmp_by_name(const msp_dump_file_t *f)
+{
+    const msp_record_info_t **v = calloc(f->n_records + 1, sizeof *v);
+    if (!v)
+        return NULL;
+    for (size_t r = 0; r < f->n_records; r++)
+        v[r] = &f->records[r];
+    qsort(v, f->n_records, sizeof *v, cmp_rec_name_order);
+    return v;
+}
+
+/* Key: "RECORD/ROLE" compared by its RECORD part. */
+static int cmp_producer_key(const void *key, const void *elem)
+{
+    const char *k = key, *slash = strrchr(k, '/');
+    const char *name = (*(const msp_record_info_t *const *)elem)->name;
+    size_t rl = (size_t)(slash - k);
+    int c = strncmp(k, name, rl);
+    return c ? c : (name[rl] ? -1 : 0);
+}
+
+/* 1 when t names a producer output in the same file whose content (crc32 and
+ * statistics) differs from t's: what the producer returned is not what the
+ * consumer received. Unknown producer or no statistics: 0. */
+static int cmp_producer_gap(const msp_dump_file_t *f, const msp_record_info_t **byname,
+                            const msp_tensor_info_t *t)
+{
+    if (!f || !byname || !t->producer || !t->has_stats)
+        return 0;
+    const char *slash = strrchr(t->producer, '/');
+    if (!slash)
+        return 0;
+    const msp_record_info_t **hit =
+        bsearch(t->producer, byname, f->n_records, sizeof *byname, cmp_producer_key);
+    if (hit) {
+        const msp_record_info_t *p = *hit;
+        for (size_t k = 0; k < p->n_tensors; k++) {
+            const msp_tensor_info_t *o = &p->tensors[k];
+            if (strcmp(o->role, slash + 1) != 0 || !o->has_stats)
+                continue;
+            if (o->ndim != t->ndim || o->numel != t->numel)
+                return 1;
+            if (o->stats.crc32 && t->stats.crc32 && o->stats.crc32 != t->stats.crc32)
+                return 1;
+            return !cmp_stat_same(o->stats.max, t->stats.max) ||
+                   !cmp_stat_same(o->stats.min, t->stats.min) ||
+                   !cmp_stat_same(o->stats.mean, t->stats.mean) ||
+                   !cmp_stat_same(o->stats.norm, t->stats.norm);
+        }
+        return 0;
+    }
+    return 0;
+}
+
+static int cmp_file_has_producers(const msp_dump_file_t *f)
+{
+    for (size_t r = 0; r < f->n_records; r++)
+        for (size_t k = 0; k < f->records[r].n_tensors; k++)
+            if (f->records[r].tensors[k].producer)
+                return 1;
+    return 0;
+}
+
 static char *cmp_join(const char *rec, const char *role)
 {
     return msp_asprintf("%s.%s", rec, role);
@@ -503,16 +587,27 @@ static msp_err cmp_tensor_row(cmp_ctx_t *cx, cmp_build_t *bld, const msp_record_
     if (n) {
         t->npu_name = cmp_join(nrec->name, n->role);
         snprintf(t->npu_dtype, sizeof t->npu_dtype, "%s", n->dtype_name);
-        cmp_shape_str(n, t->npu_shape, sizeof t->npu_shape);
+        msp_shape_str(n->shape, n->ndim, t->npu_shape, sizeof t->npu_shape);
     }
     if (b) {
         t->bench_name = cmp_join(brec->name, b->role);
         snprintf(t->bench_dtype, sizeof t->bench_dtype, "%s", b->dtype_name);
-        cmp_shape_str(b, t->bench_shape, sizeof t->bench_shape);
+        msp_shape_str(b->shape, b->ndim, t->bench_shape, sizeof t->bench_shape);
     }
     if ((n && !t->npu_name) || (b && !t->bench_name))
         return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
     cmp_side_stats(t, n, b);
+    if (!t->is_output) {
+        const char *prod = n && n->producer ? n->producer : (b ? b->producer : NULL);
+        if (prod && !(t->producer = strdup(prod)))
+            return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
+        t->gap = (n && cmp_producer_gap(cx->cf, cx->cnames, n)) ||
+                 (b && cmp_producer_gap(cx->bf, cx->bnames, b));
+        /* links recorded, yet none for this float input: an op msprobe did
+         * not record made it (or it is a leaf: a parameter, the data) */
+        if (!prod && cx->has_producers && msp_dtype_is_float(n ? n->dtype : b->dtype))
+            t->gap = 2;
+    }
     if (n && n->has_stats &&
         (n->stats.nan_count > 0 || n->stats.inf_count > 0 ||
          (n->numel > 0 && (!isfinite(n->stats.max) || !isfinite(n->stats.min)))))
@@ -526,6 +621,14 @@ static msp_err cmp_tensor_row(cmp_ctx_t *cx, cmp_build_t *bld, const msp_record_
     }
     if (!cmp_same_shape(n, b)) {
         t->agree = 0;
+        if (stats_file || !n->has_data || !b->has_data) {
+            /* a statistics dump cannot tell a real divergence from a layout
+             * difference: rel_err stays N/A, so no root cause comes from it */
+            bld->res->stats_mode = 1;
+            return cmp_set_message(t, "Shape of NPU and bench tensor do not match; statistics "
+                                      "dump: not used to name a root cause");
+        }
+        t->rel_err = INFINITY;
         return cmp_set_message(t, "Shape of NPU and bench tensor do not match");
     }
     if (stats_file || !n->has_data || !b->has_data) {
@@ -536,6 +639,7 @@ static msp_err cmp_tensor_row(cmp_ctx_t *cx, cmp_build_t *bld, const msp_record_
         }
         int nf = 0;
         cmp_fill_diffs(t, &nf);
+        t->rel_err = cmp_rel(fabs(t->npu_norm - t->bench_norm), t->bench_norm);
         t->verdict = MSP_VERDICT_YES;
         const char *msg = "";
         if (nf) {
@@ -658,6 +762,10 @@ static void cmp_finish_jobs(cmp_ctx_t *cx, msp_compare_result_t *res)
             t->bench_norm = m.b_norm;
         }
         cmp_fill_diffs(t, NULL);
+        if (job->acc.pos_mismatch)
+            t->rel_err = INFINITY;
+        else
+            t->rel_err = cmp_rel(sqrt(job->acc.dd), sqrt(job->acc.bb));
         t->highlight = job->acc.n_nan || job->acc.n_inf ? MSP_HL_RED : MSP_HL_NONE;
         t->agree = m.agree;
         t->bytes = (uint64_t)job->nt->nbytes + (uint64_t)job->bt->nbytes;
@@ -714,6 +822,12 @@ static msp_err cmp_file_pair(cmp_ctx_t *cx, cmp_build_t *bld, const cmp_file_pai
         }
     }
     int stats_file = !strcmp(cx->bf->task, "statistics") || !strcmp(cx->cf->task, "statistics");
+    cx->has_producers = cmp_file_has_producers(cx->bf) || cmp_file_has_producers(cx->cf);
+    if (cx->has_producers && (!(cx->bnames = cmp_by_name(cx->bf)) ||
+                              !(cx->cnames = cmp_by_name(cx->cf)))) {
+        rc = msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
+        goto cleanup;
+    }
     if (stats_file)
         bld->res->stats_mode = 1;
     if ((rc = cmp_match_records(cx->bf, cx->cf, cx->o, map, &pairs, &np)))
@@ -771,6 +885,9 @@ cleanup:
         close(cx->bfd);
     if (cx->cfd >= 0)
         close(cx->cfd);
+    free(cx->bnames);
+    free(cx->cnames);
+    cx->bnames = cx->cnames = NULL;
     msp_dump_close(cx->bf);
     msp_dump_close(cx->cf);
     cx->bf = cx->cf = NULL;
@@ -833,18 +950,9 @@ msp_err msp_compare_run(const char *bench, const char *cmp, const msp_compare_op
         cmp_record_finish(rec, res->tensors);
         if (rec->verdict != MSP_VERDICT_YES)
             res->n_failed++;
-        if (rec->cause == MSP_CAUSE_INTRODUCED && res->root_record < 0) {
-            res->root_record = (long)r;
-            rec->is_root_cause = 1;
-            for (size_t k = 0; k < rec->n_tensors; k++) {
-                const msp_tensor_cmp_t *t = &res->tensors[rec->first_tensor + k];
-                if (t->is_output && t->agree == 0) {
-                    res->root_tensor = (long)(rec->first_tensor + k);
-                    break;
-                }
-            }
-        }
     }
+    if (!(rc = cmp_link_backward(res)))
+        rc = cmp_rank_suspects(res, opts->top);
 cleanup:
     cmp_mapping_free(&map);
     cmp_file_pairs_free(fps, nfp);

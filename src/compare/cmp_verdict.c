@@ -3,6 +3,8 @@
 #include "cmp_internal.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void cmp_tensor_verdict(msp_tensor_cmp_t *t, const msp_compare_opts_t *o, int is_scalar)
@@ -29,24 +31,93 @@ static int cmp_is_output_row(const msp_tensor_cmp_t *t)
     return t->is_output;
 }
 
+/* Unit roundoff of a torch dtype name; 0 for integer and bool tensors, which
+ * are exact. Unknown names count as float32. */
+double cmp_unit_roundoff(const char *dtype)
+{
+    if (!dtype || !dtype[0])
+        return 0.0;
+    if (strstr(dtype, "bfloat16") || strstr(dtype, "bf16"))
+        return 0x1p-8;
+    if (strstr(dtype, "float16") || strstr(dtype, "half"))
+        return 0x1p-11;
+    if (strstr(dtype, "float64") || strstr(dtype, "double"))
+        return 0x1p-53;
+    if (strstr(dtype, "int") || strstr(dtype, "bool"))
+        return 0.0;
+    return 0x1p-24;
+}
+
+double cmp_floor_for(double u)
+{
+    return u > 0.0 ? CMP_FLOOR_ULPS * u + CMP_FLOOR_ABS : 0.0;
+}
+
+static double cmp_row_unit(const msp_tensor_cmp_t *t)
+{
+    return fmax(cmp_unit_roundoff(t->npu_dtype), cmp_unit_roundoff(t->bench_dtype));
+}
+
+static int cmp_row_discrete(const msp_tensor_cmp_t *t)
+{
+    return (t->npu_dtype[0] || t->bench_dtype[0]) && !(cmp_row_unit(t) > 0.0);
+}
+
+/* Error-origin model (msprobe-compare(1), ROOT CAUSE): an op introduced
+ * error when its output error is clearly above both what its inputs carry
+ * and what its compute precision explains. */
+static void cmp_judge(msp_record_cmp_t *rec, int out_discrete)
+{
+    double ein = isnan(rec->in_err) ? 0.0 : rec->in_err;
+    rec->score = NAN;
+    rec->cause = MSP_CAUSE_NONE;
+    if (!isnan(rec->out_err) && rec->out_err > rec->floor) {
+        double base = fmax(CMP_AMPLIFY * ein, rec->floor);
+        /* integer/bool outputs jump under any input noise: introduced only
+         * when every input is identical */
+        int introduced = out_discrete ? !(ein > 0.0) : rec->out_err > base;
+        rec->cause = introduced ? MSP_CAUSE_INTRODUCED : MSP_CAUSE_INHERITED;
+        rec->score = base > 0.0 ? rec->out_err / base : INFINITY;
+    }
+}
+
+static int cmp_out_discrete(const msp_record_cmp_t *rec, const msp_tensor_cmp_t *tensors)
+{
+    for (size_t i = 0; i < rec->n_tensors; i++) {
+        const msp_tensor_cmp_t *t = &tensors[rec->first_tensor + i];
+        if (t->is_output && cmp_row_discrete(t) && t->rel_err > 0.0)
+            return 1;
+    }
+    return 0;
+}
+
 void cmp_record_finish(msp_record_cmp_t *rec, msp_tensor_cmp_t *tensors)
 {
     msp_tensor_cmp_t *t0 = tensors + rec->first_tensor;
     size_t n = rec->n_tensors;
-    int n_inputs = 0, inputs_all_yes = 1, input_disagrees = 0, output_disagrees = 0;
-    double in_max_abs = NAN, in_min_cos = NAN;
+    int n_inputs = 0, inputs_all_yes = 1, out_discrete = 0;
+    double in_max_abs = NAN, in_min_cos = NAN, unit = 0.0;
     rec->worst_cosine = NAN;
     rec->worst_max_abs = NAN;
     rec->verdict = MSP_VERDICT_YES;
     rec->highlight = MSP_HL_NONE;
+    rec->in_err = NAN;
+    rec->out_err = NAN;
     for (size_t i = 0; i < n; i++) {
         msp_tensor_cmp_t *t = &t0[i];
         if (t->verdict == MSP_VERDICT_NO)
             rec->verdict = MSP_VERDICT_NO;
         else if (t->verdict == MSP_VERDICT_WARNING && rec->verdict == MSP_VERDICT_YES)
             rec->verdict = MSP_VERDICT_WARNING;
+        /* the op computed at the coarsest precision any of its tensors has on
+         * either side: a bf16-input op with an fp32 output rounds like bf16 */
+        unit = fmax(unit, cmp_row_unit(t));
+        double e = t->rel_err;
         if (cmp_is_output_row(t)) {
-            output_disagrees |= t->agree == 0;
+            if (!isnan(e)) {
+                rec->out_err = isnan(rec->out_err) ? e : fmax(rec->out_err, e);
+                out_discrete |= cmp_row_discrete(t) && e > 0.0;
+            }
             if (!isnan(t->cosine))
                 rec->worst_cosine = isnan(rec->worst_cosine) ? t->cosine
                                                              : fmin(rec->worst_cosine, t->cosine);
@@ -56,20 +127,23 @@ void cmp_record_finish(msp_record_cmp_t *rec, msp_tensor_cmp_t *tensors)
                                          : fmax(rec->worst_max_abs, t->max_abs_err);
         } else {
             n_inputs++;
-            input_disagrees |= t->agree == 0;
-            inputs_all_yes &= t->verdict == MSP_VERDICT_YES;
-            double e = t->max_abs_err;
-            if (isnan(e) && !isnan(t->max_diff))
-                e = fabs(t->max_diff); /* statistics rows */
+            /* a changed index or mask explains any output change */
+            if (!isnan(e) && cmp_row_discrete(t) && e > 0.0)
+                e = INFINITY;
             if (!isnan(e))
-                in_max_abs = isnan(in_max_abs) ? e : fmax(in_max_abs, e);
+                rec->in_err = isnan(rec->in_err) ? e : fmax(rec->in_err, e);
+            inputs_all_yes &= t->verdict == MSP_VERDICT_YES;
+            double a = t->max_abs_err;
+            if (isnan(a) && !isnan(t->max_diff))
+                a = fabs(t->max_diff); /* statistics rows */
+            if (!isnan(a))
+                in_max_abs = isnan(in_max_abs) ? a : fmax(in_max_abs, a);
             if (!isnan(t->cosine))
                 in_min_cos = isnan(in_min_cos) ? t->cosine : fmin(in_min_cos, t->cosine);
         }
     }
-    rec->cause = MSP_CAUSE_NONE;
-    if (cmp_is_forward(rec->name) && output_disagrees)
-        rec->cause = input_disagrees ? MSP_CAUSE_INHERITED : MSP_CAUSE_INTRODUCED;
+    rec->floor = cmp_floor_for(unit);
+    cmp_judge(rec, out_discrete);
 
     for (size_t i = 0; i < n; i++) {
         msp_tensor_cmp_t *t = &t0[i];
@@ -95,4 +169,363 @@ void cmp_record_finish(msp_record_cmp_t *rec, msp_tensor_cmp_t *tensors)
         if (h > rec->highlight)
             rec->highlight = h;
     }
+}
+
+/* ---- backward records ------------------------------------------------------ */
+
+static int cmp_rec_key_cmp(const void *x, const void *y)
+{
+    const msp_record_cmp_t *a = *(const msp_record_cmp_t *const *)x;
+    const msp_record_cmp_t *b = *(const msp_record_cmp_t *const *)y;
+    if (a->step != b->step)
+        return a->step < b->step ? -1 : 1;
+    if (a->rank != b->rank)
+        return a->rank < b->rank ? -1 : 1;
+    return strcmp(a->name, b->name);
+}
+
+/* "X.backward" / "Module.m.T.backward.0" -> the forward record's name. */
+static char *cmp_forward_name(const char *name)
+{
+    const char *p = NULL, *q = name;
+    while ((q = strstr(q, "backward")) != NULL) {
+        if ((q == name || q[-1] == '.') && (q[8] == '\0' || q[8] == '.'))
+            p = q;
+        q += 8;
+    }
+    if (!p)
+        return NULL;
+    return msp_asprintf("%.*sforward%s", (int)(p - name), name, p + 8);
+}
+
+msp_err cmp_link_backward(msp_compare_result_t *res)
+{
+    size_t n = res->n_records;
+    const msp_record_cmp_t **idx = calloc(n + 1, sizeof *idx);
+    if (!idx)
+        return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
+    for (size_t i = 0; i < n; i++)
+        idx[i] = &res->records[i];
+    qsort(idx, n, sizeof *idx, cmp_rec_key_cmp);
+    msp_err rc = MSP_OK;
+    for (size_t i = 0; i < n && !rc; i++) {
+        msp_record_cmp_t *rec = &res->records[i];
+        if (cmp_is_forward(rec->name))
+            continue;
+        char *fw = cmp_forward_name(rec->name);
+        if (!fw)
+            continue;
+        /* bsearch over idx with a probe record */
+        size_t lo = 0, hi = n;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            const msp_record_cmp_t *m = idx[mid];
+            int c = m->step != rec->step ? (m->step < rec->step ? -1 : 1)
+                    : m->rank != rec->rank ? (m->rank < rec->rank ? -1 : 1)
+                                           : strcmp(m->name, fw);
+            if (c < 0)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        const msp_record_cmp_t *f = lo < n ? idx[lo] : NULL;
+        if (f && f->step == rec->step && f->rank == rec->rank && !strcmp(f->name, fw)) {
+            /* A backward op computes from what its forward saved (inputs or
+             * outputs), so the forward's error e is an input error of it too.
+             * It may also route gradients by comparisons on those tensors (a
+             * ReLU mask, a max-pool argmax): a relative error e flips about a
+             * share e of such a mask, which shows as an L2 error near sqrt(e).
+             * So e counts as max(e, CMP_MASK_FLIP * sqrt(e) / CMP_AMPLIFY). */
+            double e = rec->in_err;
+            double fe = NAN;
+            if (!isnan(f->in_err))
+                fe = f->in_err;
+            if (!isnan(f->out_err))
+                fe = isnan(fe) ? f->out_err : fmax(fe, f->out_err);
+            if (!isnan(fe)) {
+                fe = fmax(fe, CMP_MASK_FLIP * sqrt(fe) / CMP_AMPLIFY);
+                e = isnan(e) ? fe : fmax(e, fe);
+            }
+            rec->in_err = e;
+            rec->floor = fmax(rec->floor, f->floor);
+            cmp_judge(rec, cmp_out_discrete(rec, res->tensors));
+        }
+        free(fw);
+    }
+    free(idx);
+    return rc;
+}
+
+/* ---- ranked suspects ------------------------------------------------------ */
+
+/* The row of "RECORD/ROLE" among the records of the same step and rank. */
+static long cmp_find_producer_row(const msp_compare_result_t *res, const msp_record_cmp_t *at,
+                                  const char *producer)
+{
+    const char *slash = strrchr(producer, '/');
+    if (!slash)
+        return -1;
+    size_t rl = (size_t)(slash - producer);
+    for (size_t r = 0; r < res->n_records; r++) {
+        const msp_record_cmp_t *p = &res->records[r];
+        if (p->step != at->step || p->rank != at->rank || strlen(p->name) != rl ||
+            strncmp(p->name, producer, rl) != 0)
+            continue;
+        for (size_t k = 0; k < p->n_tensors; k++) {
+            const msp_tensor_cmp_t *t = &res->tensors[p->first_tensor + k];
+            const char *nm = t->npu_name ? t->npu_name : t->bench_name;
+            if (nm && strlen(nm) > rl + 1 && strcmp(nm + rl + 1, slash + 1) == 0)
+                return (long)(p->first_tensor + k);
+        }
+    }
+    return -1;
+}
+
+static const char *cmp_role_of(const msp_tensor_cmp_t *t, const msp_record_cmp_t *rec)
+{
+    const char *nm = t->npu_name ? t->npu_name : t->bench_name;
+    size_t rl = strlen(rec->name);
+    if (nm && strncmp(nm, rec->name, rl) == 0 && nm[rl] == '.')
+        return nm + rl + 1;
+    return nm ? nm : "?";
+}
+
+/* The dtype whose floor a record was judged against. */
+static const char *cmp_floor_dtype(double fl)
+{
+    return fl >= cmp_floor_for(0x1p-8)    ? "bfloat16"
+           : fl >= cmp_floor_for(0x1p-11) ? "float16"
+           : fl >= cmp_floor_for(0x1p-24) ? "float32"
+           : fl > 0.0                     ? "float64"
+                                          : "exact";
+}
+
+static int cmp_is_backward_rec(const msp_record_cmp_t *r)
+{
+    return !cmp_is_forward(r->name);
+}
+
+/* A suspect with its record, for sorting (qsort has no user pointer). */
+typedef struct cmp_ranked {
+    const msp_record_cmp_t *rec;
+    msp_suspect_t s;
+} cmp_ranked_t;
+
+/* Earliest step and rank first; the forward pass before the backward pass (so
+ * a backward origin is found in backward order, after any forward one); inside
+ * a pass the strongest evidence first, then execution order. */
+static int cmp_suspect_order(const void *x, const void *y)
+{
+    const msp_suspect_t *a = &((const cmp_ranked_t *)x)->s, *b = &((const cmp_ranked_t *)y)->s;
+    const msp_record_cmp_t *ra = ((const cmp_ranked_t *)x)->rec;
+    const msp_record_cmp_t *rb = ((const cmp_ranked_t *)y)->rec;
+    if (ra->step != rb->step)
+        return ra->step < rb->step ? -1 : 1;
+    if (ra->rank != rb->rank)
+        return ra->rank < rb->rank ? -1 : 1;
+    int pa = cmp_is_backward_rec(ra), pb = cmp_is_backward_rec(rb);
+    if (pa != pb)
+        return pa - pb;
+    double sa = isnan(a->score) ? 0.0 : a->score, sb = isnan(b->score) ? 0.0 : b->score;
+    if (sa > sb)
+        return -1;
+    if (sa < sb)
+        return 1;
+    if (ra->order != rb->order)
+        return ra->order < rb->order ? -1 : 1;
+    return a->is_gap == b->is_gap ? 0 : (a->is_gap ? -1 : 1);
+}
+
+static char *cmp_fmt_err(double e, char *buf, size_t cap)
+{
+    if (isnan(e))
+        snprintf(buf, cap, "N/A");
+    else
+        snprintf(buf, cap, "%.3g", e);
+    return buf;
+}
+
+static msp_err cmp_push_suspect(msp_compare_result_t *res, size_t *cap, const msp_suspect_t *s)
+{
+    msp_suspect_t *nv = msp_grow(res->suspects, cap, res->n_suspects, sizeof *nv, 16);
+    if (!nv)
+        return msp_fail(MSP_ERR_NOMEM, "compare: out of memory for suspects");
+    res->suspects = nv;
+    res->suspects[res->n_suspects++] = *s;
+    return MSP_OK;
+}
+
+/* An input no recorded op produced (gap 2) is judged against the worst error
+ * any output recorded before it in its step carries (seen) and the floor of
+ * the coarsest dtype in that step (the unrecorded op's precision is unknown). */
+static msp_err cmp_orphan_suspect(msp_compare_result_t *res, size_t *cap, size_t r, size_t ti,
+                                  double seen, double step_floor)
+{
+    const msp_record_cmp_t *rec = &res->records[r];
+    const msp_tensor_cmp_t *t = &res->tensors[ti];
+    double base = fmax(CMP_AMPLIFY * seen, step_floor);
+    if (!(t->rel_err > base))
+        return MSP_OK;
+    char a[32], b[32];
+    msp_suspect_t s = {(long)r, (long)ti, 1, res->stats_mode != 0, seen, t->rel_err,
+                       seen > 0.0 ? t->rel_err / seen : INFINITY,
+                       base > 0.0 ? t->rel_err / base : INFINITY, NULL};
+    s.reason = msp_asprintf("%sno recorded op produced %s.%s: an op msprobe did not record "
+                            "(such as torch._VF.lstm) made it; its error %s is above anything "
+                            "recorded before it in this step (%s)",
+                            s.from_stats ? "statistics only: " : "", rec->name,
+                            cmp_role_of(t, rec), cmp_fmt_err(t->rel_err, a, sizeof a),
+                            cmp_fmt_err(seen, b, sizeof b));
+    if (!s.reason)
+        return msp_fail(MSP_ERR_NOMEM, "compare: out of memory for suspects");
+    msp_err rc = cmp_push_suspect(res, cap, &s);
+    if (rc)
+        free(s.reason);
+    return rc;
+}
+
+/* The worst finite output error of the step before records[r]'s, on the same
+ * rank (records are sorted by step, then rank); 0 when there is none. */
+static double cmp_prev_step_worst(const msp_compare_result_t *res, size_t r)
+{
+    const msp_record_cmp_t *rec = &res->records[r];
+    double worst = 0.0;
+    long prev_step = -1;
+    for (size_t q = r; q-- > 0;) {
+        const msp_record_cmp_t *p = &res->records[q];
+        if (p->rank != rec->rank || p->step == rec->step)
+            continue;
+        if (prev_step < 0)
+            prev_step = (long)p->step;
+        else if ((long)p->step != prev_step)
+            break;
+        if (!isnan(p->out_err) && !isinf(p->out_err))
+            worst = fmax(worst, p->out_err);
+    }
+    return worst;
+}
+
+msp_err cmp_rank_suspects(msp_compare_result_t *res, int top)
+{
+    size_t cap = 0;
+    char a[32], b[32];
+    double seen = 0.0, step_floor = 0.0;
+    for (size_t r = 0; r < res->n_records; r++) {
+        msp_record_cmp_t *rec = &res->records[r];
+        rec->suspect_rank = 0;
+        rec->is_root_cause = 0;
+        if (r == 0 || rec->step != rec[-1].step || rec->rank != rec[-1].rank) {
+            /* parameters and optimizer state have no producer in a step and
+             * carry what the earlier steps' gradients put into them: start
+             * from the worst error of the previous step of this rank */
+            seen = cmp_prev_step_worst(res, r);
+            step_floor = 0.0;
+            for (size_t q = r; q < res->n_records && res->records[q].step == rec->step &&
+                               res->records[q].rank == rec->rank;
+                 q++)
+                step_floor = fmax(step_floor, res->records[q].floor);
+        }
+        for (size_t k = 0; k < rec->n_tensors; k++) {
+            size_t ti = rec->first_tensor + k;
+            const msp_tensor_cmp_t *t = &res->tensors[ti];
+            if (t->is_output || t->gap != 2 || isnan(t->rel_err))
+                continue;
+            msp_err rc = cmp_orphan_suspect(res, &cap, r, ti, seen, step_floor);
+            if (rc)
+                return rc;
+        }
+        if (!isnan(rec->out_err) && !isinf(rec->out_err))
+            seen = fmax(seen, rec->out_err);
+        for (size_t k = 0; k < rec->n_tensors; k++) {
+            size_t ti = rec->first_tensor + k;
+            const msp_tensor_cmp_t *t = &res->tensors[ti];
+            if (t->is_output || t->gap != 1 || isnan(t->rel_err))
+                continue;
+            /* an input that differs from its own producer's output on the same
+             * side: something unrecorded changed it in between */
+            long pr = t->producer ? cmp_find_producer_row(res, rec, t->producer) : -1;
+            double ein = pr >= 0 ? res->tensors[pr].rel_err : NAN;
+            double fl = cmp_floor_for(cmp_row_unit(t));
+            double base = fmax(CMP_AMPLIFY * (isnan(ein) ? 0.0 : ein), fl);
+            if (!(t->rel_err > base))
+                continue;
+            msp_suspect_t s = {(long)r, (long)ti, 1, res->stats_mode != 0, ein, t->rel_err,
+                               isnan(ein) || ein <= 0.0 ? INFINITY : t->rel_err / ein,
+                               base > 0.0 ? t->rel_err / base : INFINITY, NULL};
+            s.reason = msp_asprintf("%sgap between %s and %s.%s: the input differs from its "
+                                    "producer's output on the same side, so something msprobe "
+                                    "did not record (an un-wrapped op, an in-place update, a "
+                                    "custom kernel) changed it; error %s -> %s",
+                                    s.from_stats ? "statistics only: " : "", t->producer,
+                                    rec->name, cmp_role_of(t, rec), cmp_fmt_err(ein, a, sizeof a),
+                                    cmp_fmt_err(t->rel_err, b, sizeof b));
+            if (!s.reason)
+                return msp_fail(MSP_ERR_NOMEM, "compare: out of memory for suspects");
+            msp_err rc = cmp_push_suspect(res, &cap, &s);
+            if (rc) {
+                free(s.reason);
+                return rc;
+            }
+        }
+        if (rec->cause != MSP_CAUSE_INTRODUCED)
+            continue;
+        long worst = -1;
+        for (size_t k = 0; k < rec->n_tensors; k++) {
+            const msp_tensor_cmp_t *t = &res->tensors[rec->first_tensor + k];
+            if (t->is_output && !isnan(t->rel_err) &&
+                (worst < 0 || t->rel_err > res->tensors[worst].rel_err))
+                worst = (long)(rec->first_tensor + k);
+        }
+        double ein = isnan(rec->in_err) ? 0.0 : rec->in_err;
+        char fl[32];
+        msp_suspect_t s = {(long)r, worst, 0, res->stats_mode != 0, rec->in_err, rec->out_err,
+                           ein > 0.0 ? rec->out_err / ein : INFINITY, rec->score, NULL};
+        const char *pre = s.from_stats ? "statistics only: " : "";
+        if (ein > 0.0)
+            s.reason = msp_asprintf("%soutput error %s is %.3gx its worst input's %s, above the "
+                                    "%s floor %s",
+                                    pre, cmp_fmt_err(rec->out_err, a, sizeof a), s.amplification,
+                                    cmp_fmt_err(ein, b, sizeof b), cmp_floor_dtype(rec->floor),
+                                    cmp_fmt_err(rec->floor, fl, sizeof fl));
+        else if (isnan(rec->in_err))
+            s.reason = msp_asprintf("%sno comparable input; output error %s is above the %s floor %s",
+                                    pre, cmp_fmt_err(rec->out_err, a, sizeof a),
+                                    cmp_floor_dtype(rec->floor),
+                                    cmp_fmt_err(rec->floor, fl, sizeof fl));
+        else
+            s.reason = msp_asprintf("%sinputs identical on both sides; output error %s is above "
+                                    "the %s floor %s",
+                                    pre, cmp_fmt_err(rec->out_err, a, sizeof a),
+                                    cmp_floor_dtype(rec->floor),
+                                    cmp_fmt_err(rec->floor, fl, sizeof fl));
+        if (!s.reason)
+            return msp_fail(MSP_ERR_NOMEM, "compare: out of memory for suspects");
+        msp_err rc = cmp_push_suspect(res, &cap, &s);
+        if (rc) {
+            free(s.reason);
+            return rc;
+        }
+    }
+    if (res->n_suspects > 1) {
+        cmp_ranked_t *v = calloc(res->n_suspects, sizeof *v);
+        if (!v)
+            return msp_fail(MSP_ERR_NOMEM, "compare: out of memory for suspects");
+        for (size_t i = 0; i < res->n_suspects; i++)
+            v[i] = (cmp_ranked_t){&res->records[res->suspects[i].record], res->suspects[i]};
+        qsort(v, res->n_suspects, sizeof *v, cmp_suspect_order);
+        for (size_t i = 0; i < res->n_suspects; i++)
+            res->suspects[i] = v[i].s;
+        free(v);
+    }
+    for (size_t i = 0; i < res->n_suspects && (top <= 0 || i < (size_t)top); i++) {
+        msp_record_cmp_t *rec = &res->records[res->suspects[i].record];
+        if (!rec->suspect_rank)
+            rec->suspect_rank = (int)i + 1;
+    }
+    if (res->n_suspects) {
+        res->root_record = res->suspects[0].record;
+        res->root_tensor = res->suspects[0].tensor;
+        res->records[res->root_record].is_root_cause = 1;
+    }
+    return MSP_OK;
 }

@@ -14,20 +14,21 @@ struct msp_dtype_desc {
     const char *name;  /* torch name */
     const char *alias; /* torch's other spelling, without "torch." */
     size_t size;
+    int is_float;
 };
 
 static const struct msp_dtype_desc msp_dtypes[MSP_DTYPE_COUNT_] = {
-    [MSP_DTYPE_INVALID] = {"unknown", NULL, 0},
-    [MSP_DTYPE_FLOAT32] = {"torch.float32", "float", 4},
-    [MSP_DTYPE_FLOAT16] = {"torch.float16", "half", 2},
-    [MSP_DTYPE_BFLOAT16] = {"torch.bfloat16", "bf16", 2},
-    [MSP_DTYPE_FLOAT64] = {"torch.float64", "double", 8},
-    [MSP_DTYPE_INT8] = {"torch.int8", NULL, 1},
-    [MSP_DTYPE_INT16] = {"torch.int16", "short", 2},
-    [MSP_DTYPE_INT32] = {"torch.int32", "int", 4},
-    [MSP_DTYPE_INT64] = {"torch.int64", "long", 8},
-    [MSP_DTYPE_UINT8] = {"torch.uint8", NULL, 1},
-    [MSP_DTYPE_BOOL] = {"torch.bool", NULL, 1},
+    [MSP_DTYPE_INVALID] = {"unknown", NULL, 0, 0},
+    [MSP_DTYPE_FLOAT32] = {"torch.float32", "float", 4, 1},
+    [MSP_DTYPE_FLOAT16] = {"torch.float16", "half", 2, 1},
+    [MSP_DTYPE_BFLOAT16] = {"torch.bfloat16", "bf16", 2, 1},
+    [MSP_DTYPE_FLOAT64] = {"torch.float64", "double", 8, 1},
+    [MSP_DTYPE_INT8] = {"torch.int8", NULL, 1, 0},
+    [MSP_DTYPE_INT16] = {"torch.int16", "short", 2, 0},
+    [MSP_DTYPE_INT32] = {"torch.int32", "int", 4, 0},
+    [MSP_DTYPE_INT64] = {"torch.int64", "long", 8, 0},
+    [MSP_DTYPE_UINT8] = {"torch.uint8", NULL, 1, 0},
+    [MSP_DTYPE_BOOL] = {"torch.bool", NULL, 1, 0},
 };
 
 static int msp_dtype_valid(msp_dtype_t dt)
@@ -56,6 +57,11 @@ msp_dtype_t msp_dtype_from_name(const char *name)
 size_t msp_dtype_size(msp_dtype_t dt)
 {
     return msp_dtype_valid(dt) ? msp_dtypes[dt].size : 0;
+}
+
+int msp_dtype_is_float(msp_dtype_t dt)
+{
+    return msp_dtype_valid(dt) ? msp_dtypes[dt].is_float : 0;
 }
 
 /* ---- small floats ------------------------------------------------------ */

@@ -27,8 +27,10 @@ static struct msp_dump_impl *msp_impl(msp_dump_file_t *f)
 
 static void msp_record_free(msp_record_info_t *r)
 {
-    for (size_t i = 0; i < r->n_tensors; i++)
+    for (size_t i = 0; i < r->n_tensors; i++) {
         free(r->tensors[i].role);
+        free(r->tensors[i].producer);
+    }
     free(r->tensors);
     free(r->name);
 }
@@ -197,6 +199,78 @@ static msp_err msp_tensor_from_row(msp_dump_file_t *f, const struct msp_index_ro
     snprintf(t->device, sizeof t->device, "%s", row->device ? row->device : "");
     t->requires_grad = row->requires_grad != 0;
     return MSP_OK;
+}
+
+/* ---- producer links (msprobe-dump(5) 'producer') ------------------------------ */
+
+struct msp_producer_row {
+    char *record, *role, *producer;
+};
+
+static int msp_record_name_cmp(const void *key, const void *elem)
+{
+    return strcmp(key, ((const msp_record_info_t *)elem)->name);
+}
+
+/* The optional /index column 'producer', read by name into its own compound so
+ * that files without it (older dumps, hand-written ones) load as before. Call
+ * while f->records is still in name order. */
+static msp_err msp_load_index_producers(msp_dump_file_t *f, hid_t d)
+{
+    msp_err rc = MSP_OK;
+    hid_t ft = H5Dget_type(d);
+    int has = ft >= 0 && H5Tget_member_index(ft, "producer") >= 0;
+    if (ft >= 0)
+        H5Tclose(ft);
+    if (!has) {
+        H5Eclear2(H5E_DEFAULT);
+        return MSP_OK;
+    }
+    hid_t str = H5Tcopy(H5T_C_S1);
+    H5Tset_size(str, H5T_VARIABLE);
+    H5Tset_cset(str, H5T_CSET_UTF8);
+    hid_t mt = H5Tcreate(H5T_COMPOUND, sizeof(struct msp_producer_row));
+    H5Tinsert(mt, "record", HOFFSET(struct msp_producer_row, record), str);
+    H5Tinsert(mt, "role", HOFFSET(struct msp_producer_row, role), str);
+    H5Tinsert(mt, "producer", HOFFSET(struct msp_producer_row, producer), str);
+    hid_t s = H5Dget_space(d);
+    hssize_t n = s >= 0 ? H5Sget_simple_extent_npoints(s) : -1;
+    struct msp_producer_row *rows = n > 0 ? calloc((size_t)n, sizeof *rows) : NULL;
+    if (n > 0 && !rows) {
+        rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory for /index producers", f->path);
+        goto cleanup;
+    }
+    if (n > 0 && H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows) < 0) {
+        free(rows);
+        rows = NULL;
+        rc = msp_h5_fail(MSP_ERR_FORMAT, "file %s: cannot read the /index column producer",
+                         f->path);
+        goto cleanup;
+    }
+    for (hssize_t i = 0; rows && i < n; i++) {
+        const struct msp_producer_row *row = &rows[i];
+        if (!row->record || !row->role || !row->producer || !row->producer[0])
+            continue;
+        msp_record_info_t *r = bsearch(row->record, f->records, f->n_records, sizeof *r,
+                                       msp_record_name_cmp);
+        for (size_t k = 0; r && k < r->n_tensors; k++) {
+            if (strcmp(r->tensors[k].role, row->role) != 0 || r->tensors[k].producer)
+                continue;
+            if (!(r->tensors[k].producer = strdup(row->producer)))
+                rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", f->path);
+            break;
+        }
+    }
+cleanup:
+    if (rows) {
+        H5Dvlen_reclaim(mt, s, H5P_DEFAULT, rows);
+        free(rows);
+    }
+    if (s >= 0)
+        H5Sclose(s);
+    H5Tclose(mt);
+    H5Tclose(str);
+    return rc;
 }
 
 static msp_err msp_load_index(msp_dump_file_t *f, hid_t d)
@@ -464,6 +538,14 @@ static msp_err msp_walk_tensor(msp_dump_file_t *f, hid_t g, const char *rec, con
         goto cleanup;
     if ((rc = msp_walk_stats(d, t, where)))
         goto cleanup;
+    if (msp_h5_attr_get_text(d, "producer", &t->producer, where) < 0) {
+        rc = MSP_ERR_FORMAT;
+        goto cleanup;
+    }
+    if (t->producer && !t->producer[0]) {
+        free(t->producer);
+        t->producer = NULL;
+    }
     rc = msp_walk_offset(d, f, t, exact);
 cleanup:
     if (s >= 0)
@@ -625,6 +707,8 @@ static msp_err msp_open_locked(msp_dump_file_t *f)
         return msp_h5_fail(MSP_ERR_FORMAT, "file %s: cannot inspect /index", path);
     if (u > 0) {
         rc = msp_load_index(f, idx);
+        if (!rc)
+            rc = msp_load_index_producers(f, idx);
         H5Dclose(idx);
         f->has_index = 1;
     } else {

@@ -169,6 +169,9 @@ int main(int argc, char **argv)
             printf(", \"record_highlight\": \"%s\"", hl_name(rec->highlight));
             put_num("worst_cosine", rec->worst_cosine);
             put_num("worst_max_abs", rec->worst_max_abs);
+            put_num("rel_err", t->rel_err);
+            printf(", \"gap\": %d, ", t->gap);
+            put_str("producer", t->producer);
             printf("}\n");
         }
     }
@@ -202,6 +205,20 @@ int main(int argc, char **argv)
                r->records[i].n_tensors, cause_name(r->records[i].cause),
                verdict_name(r->records[i].verdict), hl_name(r->records[i].highlight),
                r->records[i].is_root_cause);
+    }
+    printf("], \"suspects\": [");
+    for (size_t i = 0; i < r->n_suspects; i++) {
+        const msp_suspect_t *su = &r->suspects[i];
+        printf("%s{", i ? ", " : "");
+        put_str("record", r->records[su->record].name);
+        printf(", ");
+        put_str("tensor", su->tensor >= 0 ? r->tensors[su->tensor].npu_name : NULL);
+        printf(", \"gap\": %d, \"from_stats\": %d", su->is_gap, su->from_stats);
+        put_num("in_err", su->in_err);
+        put_num("out_err", su->out_err);
+        printf(", ");
+        put_str("reason", su->reason);
+        printf("}");
     }
     printf("]}\n");
     msp_compare_result_free(r);

@@ -20,12 +20,15 @@ if not DRIVER:
                           "tests", "compare", "cmp_dump_metrics")
 
 
-def write_dump(path, records, task="tensor", step=0, rank=0, with_stats=True):
+def write_dump(path, records, task="tensor", step=0, rank=0, with_stats=True, producers=None,
+               index=False, stats_only=False):
     """records: list of (name, {role: tensor}) in execution order. with_stats=False
-    leaves out the max/min/mean/norm/nan_count/inf_count/crc32 attributes."""
+    leaves out the max/min/mean/norm/nan_count/inf_count/crc32 attributes;
+    producers/index/stats_only: see msp_h5dump.write_dump."""
     ordered = [(name, order, tensors) for order, (name, tensors) in enumerate(records)]
     msp_h5dump.write_dump(path, ordered, task=task, step=step, rank=rank, dump_mode="mix",
-                          with_stats=with_stats)
+                          with_stats=with_stats, producers=producers, index=index,
+                          stats_only=stats_only)
 
 
 def run_driver(bench, cmp, *args, expect_ok=True):

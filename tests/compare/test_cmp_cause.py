@@ -57,11 +57,40 @@ class CauseCase(unittest.TestCase):
         self.assertEqual(rec["Torch.mul.0.forward"]["cause"], "introduced")
         self.assertEqual(rec["Torch.mul.0.forward"]["record_verdict"], "Yes")
         self.assertEqual(rec["Torch.mul.1.forward"]["cause"], "inherited")
-        self.assertEqual(rec["Torch.mul.1.backward"]["cause"], "none")  # not a forward record
+        # a backward record computes from what its forward saved: the forward's
+        # error explains its output error
+        self.assertEqual(rec["Torch.mul.1.backward"]["cause"], "inherited")
         self.assertEqual(rec["Torch.relu.0.forward"]["cause"], "none")
         self.assertEqual(s["root_record"], "Torch.mul.0.forward")
         self.assertEqual(s["root_tensor"], "Torch.mul.0.forward.output.0")
         self.assertEqual([r["is_root_cause"] for r in s["records"]], [1, 0, 0, 0])
+
+    def test_backward_origin_in_backward_order(self):
+        # the forward pass agrees bit for bit; the gradient diverges first in
+        # Torch.mul.0.backward (from identical inputs), and Torch.add.0.backward
+        # amplifies the error it receives by more than 8x
+        x, w = f32(400, 11), f32(400, 12)
+        g = f32(400, 13)
+        gx = g * w
+        gx_bad = (gx * (1 + 1e-3 * f32(400, 14))).astype(np.float32)   # rel err 1e-3
+        gy_bad = (gx_bad * 2 + 0.05 * f32(400, 15)).astype(np.float32)
+        fwd = ("Torch.mul.0.forward", {"input.0": x, "input.1": w, "output.0": x * w})
+        bench = [fwd, ("Torch.mul.0.backward", {"input.0": g, "output.0": gx}),
+                 ("Torch.add.0.backward", {"input.0": gx, "output.0": gx * 2})]
+        npu = [fwd, ("Torch.mul.0.backward", {"input.0": g, "output.0": gx_bad}),
+               ("Torch.add.0.backward", {"input.0": gx_bad, "output.0": gy_bad})]
+        H.write_dump(self.path("b.h5"), bench)
+        H.write_dump(self.path("c.h5"), npu)
+        rows, s, _ = H.run_driver(self.path("b.h5"), self.path("c.h5"))
+        rec = self.records(rows)
+        rel = lambda n, b: np.linalg.norm(n.astype(np.float64) - b) / np.linalg.norm(b)
+        self.assertGreater(rel(gy_bad, gx * 2), 8 * rel(gx_bad, gx))    # amplified > 8x
+        self.assertEqual(rec["Torch.mul.0.forward"]["cause"], "none")
+        self.assertEqual(rec["Torch.mul.0.backward"]["cause"], "introduced")
+        self.assertEqual(rec["Torch.add.0.backward"]["cause"], "introduced")
+        # both introduce; the one from identical inputs is the stronger evidence
+        self.assertEqual(s["root_record"], "Torch.mul.0.backward")
+        self.assertEqual([r["is_root_cause"] for r in s["records"]], [0, 1, 0])
 
     def test_root_cause_is_earliest_step_then_rank_then_order(self):
         x = f32(64, 5)

@@ -147,11 +147,45 @@ def write_tensor(g, role, t, with_stats=True, stats_only=False):
     write_tensor_attrs(ds, dt_name, shape, st, raw, with_stats)
 
 
+def write_index(f, producers):
+    """/index as msprobe-dump(5) describes it, one row per tensor dataset, with
+    the 'producer' column ("" when unknown). Data offsets come from h5py."""
+    vstr = h5py.string_dtype("utf-8")
+    dt = np.dtype([("record", vstr), ("role", vstr), ("order", "<i8"), ("dtype", vstr),
+                   ("ndim", "<i4"), ("shape", h5py.vlen_dtype(np.dtype("<i8"))),
+                   ("has_data", "?"), ("max", "<f8"), ("min", "<f8"), ("mean", "<f8"),
+                   ("norm", "<f8"), ("nan_count", "<i8"), ("inf_count", "<i8"),
+                   ("crc32", "<u4"), ("offset", "<i8"), ("nbytes", "<i8"), ("device", vstr),
+                   ("requires_grad", "?"), ("producer", vstr)])
+    rows = []
+    for name, g in f.items():
+        if not isinstance(g, h5py.Group):
+            continue
+        for role, ds in g.items():
+            a = ds.attrs
+            shape = np.array(a["shape"], dtype=np.int64)
+            has = ds.shape is not None
+            off = ds.id.get_offset() if has else None
+            rows.append((name, role, int(g.attrs["order"]), str(a["dtype"]), len(shape), shape,
+                         bool(has), float(a["max"]), float(a["min"]), float(a["mean"]),
+                         float(a["norm"]), int(a["nan_count"]), int(a["inf_count"]),
+                         int(a["crc32"]), -1 if off is None else int(off),
+                         int(ds.id.get_storage_size()) if has else 0, str(a["device"]),
+                         bool(a["requires_grad"]), producers.get((name, role), "")))
+    arr = np.empty(len(rows), dtype=dt)
+    for i, r in enumerate(rows):
+        arr[i] = r
+    f.create_dataset("index", data=arr)
+
+
 def write_dump(path, records, task="tensor", step=0, rank=0, world_size=1, dump_mode="mix",
-               with_stats=True, stats_only=False):
+               with_stats=True, stats_only=False, producers=None, index=False):
     """records: list of (name, order, {role: tensor}), written in list order.
     with_stats=False leaves out the max/min/mean/norm/nan_count/inf_count/crc32
-    attributes; stats_only: see write_tensor."""
+    attributes; stats_only: see write_tensor. producers: {(record, role):
+    "RECORD/ROLE"} written as the tensor's 'producer' attribute, or, with
+    index=True, only as the /index column (the reader takes /index first)."""
+    producers = producers or {}
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with h5py.File(path, "w") as f:
         f.attrs["format"] = "msprobe-dump"
@@ -168,3 +202,7 @@ def write_dump(path, records, task="tensor", step=0, rank=0, world_size=1, dump_
             g.attrs["order"] = np.int64(order)
             for role, t in tensors.items():
                 write_tensor(g, role, t, with_stats, stats_only)
+                if (name, role) in producers and not index:
+                    g[role].attrs["producer"] = producers[(name, role)]
+        if index:
+            write_index(f, producers)

@@ -1,0 +1,156 @@
+"""Training script for the culprit scenarios: real model code, two steps.
+
+Run as `python3 culprit_models.py MODEL NOISE PLANT` under the msprobe preload
+shim (the test and bench/culprit set LD_PRELOAD and MSPROBE_PATH). It trains
+MODEL for two optimizer steps on fixed random data and prints the losses.
+
+MODEL  resnet (torchvision resnet18), vit (torchvision VisionTransformer),
+       lstm (nn.LSTM language model), gpt (a small GPT written here).
+NOISE  bench: the trusted run (fp32, 2 threads, mkldnn on);
+       none:  the same as bench;
+       fp32:  "other hardware": 1 thread and mkldnn off (ULP noise everywhere);
+       bf16:  torch.autocast("cpu", bfloat16) around forward and loss.
+PLANT  none, or one changed argument of exactly one call:
+       gelu_tanh    GELU approximate="tanh" in one block (gpt, vit)
+       ln_eps       eps=1.0 in one LayerNorm (gpt, vit)
+       attn_scale   attention scale 1/d instead of 1/sqrt(d) in one block (gpt)
+       smoothing    cross_entropy label_smoothing=0.3 (every model)
+       bn_eps       eps=1.0 in one BatchNorm (resnet)
+Nothing here knows msprobe: the plant is an argument, which the shim records
+as a record attribute, so the test finds the planted record from the dumps.
+"""
+import math
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+STEPS = 2
+
+
+class Block(nn.Module):
+    def __init__(self, d, heads, plant):
+        super().__init__()
+        self.d, self.heads = d, heads
+        self.ln1_w, self.ln1_b = nn.Parameter(torch.ones(d)), nn.Parameter(torch.zeros(d))
+        self.ln2_w, self.ln2_b = nn.Parameter(torch.ones(d)), nn.Parameter(torch.zeros(d))
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.fc = nn.Linear(d, 4 * d)
+        self.out = nn.Linear(4 * d, d)
+        self.plant = plant
+
+    def forward(self, x):
+        b, t, d = x.shape
+        hd = d // self.heads
+        eps1 = 1.0 if self.plant == "ln_eps" else 1e-5
+        h = F.layer_norm(x, (d,), self.ln1_w, self.ln1_b, eps=eps1)
+        q, k, v = self.qkv(h).split(d, dim=2)
+        q = q.reshape(b, t, self.heads, hd).transpose(1, 2)
+        k = k.reshape(b, t, self.heads, hd).transpose(1, 2)
+        v = v.reshape(b, t, self.heads, hd).transpose(1, 2)
+        scale = 1.0 / hd if self.plant == "attn_scale" else 1.0 / math.sqrt(hd)
+        att = torch.matmul(q, k.transpose(-2, -1)).mul(scale)
+        mask = torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1)
+        att = att.masked_fill(mask, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        y = torch.matmul(att, v).transpose(1, 2).reshape(b, t, d)
+        x = x + self.proj(y)
+        h = F.layer_norm(x, (d,), self.ln2_w, self.ln2_b, eps=1e-5)
+        approx = "tanh" if self.plant == "gelu_tanh" else "none"
+        x = x + self.out(F.gelu(self.fc(h), approximate=approx))
+        return x
+
+
+class GPT(nn.Module):
+    def __init__(self, plant, vocab=64, d=32, layers=2, heads=2, t=16):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.pos = nn.Parameter(torch.randn(1, t, d) * 0.02)
+        # the plant sits in the last block: earlier blocks stay clean
+        self.blocks = nn.ModuleList(Block(d, heads, plant if i == layers - 1 else "none")
+                                    for i in range(layers))
+        self.ln_w, self.ln_b = nn.Parameter(torch.ones(d)), nn.Parameter(torch.zeros(d))
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, idx):
+        x = self.tok(idx) + self.pos[:, :idx.shape[1]]
+        for blk in self.blocks:
+            x = blk(x)
+        x = F.layer_norm(x, (x.shape[-1],), self.ln_w, self.ln_b, eps=1e-5)
+        return self.head(x)
+
+
+class LSTMLM(nn.Module):
+    def __init__(self, vocab=50, d=32):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.lstm = nn.LSTM(d, d, num_layers=1, batch_first=True)
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, idx):
+        h, _ = self.lstm(self.emb(idx))
+        return self.head(h)
+
+
+def build(model, plant):
+    """(module, inputs, targets, number of classes) with fixed seeds."""
+    torch.manual_seed(0)
+    if model == "resnet":
+        import torchvision
+        m = torchvision.models.resnet18(num_classes=10)
+        if plant == "bn_eps":
+            m.layer1[0].bn1.eps = 1.0
+        x = torch.randn(4, 3, 32, 32)
+        y = torch.randint(0, 10, (4,))
+    elif model == "vit":
+        import torchvision
+        m = torchvision.models.VisionTransformer(image_size=32, patch_size=8, num_layers=2,
+                                                 num_heads=2, hidden_dim=32, mlp_dim=64,
+                                                 num_classes=10)
+        last = m.encoder.layers[-1]
+        if plant == "ln_eps":
+            last.ln_2.eps = 1.0
+        elif plant == "gelu_tanh":
+            for mod in last.mlp.modules():
+                if isinstance(mod, nn.GELU):
+                    mod.approximate = "tanh"
+        x = torch.randn(4, 3, 32, 32)
+        y = torch.randint(0, 10, (4,))
+    elif model == "lstm":
+        m = LSTMLM()
+        x = torch.randint(0, 50, (4, 16))
+        y = torch.randint(0, 50, (4, 16))
+    elif model == "gpt":
+        m = GPT(plant)
+        x = torch.randint(0, 64, (4, 16))
+        y = torch.randint(0, 64, (4, 16))
+    else:
+        raise SystemExit("unknown model " + model)
+    return m, x, y
+
+
+def main(argv):
+    model, noise, plant = argv[1], argv[2], argv[3]
+    if noise == "fp32":
+        torch.set_num_threads(1)
+        torch.backends.mkldnn.enabled = False
+    else:
+        torch.set_num_threads(2)
+    m, x, y = build(model, plant)
+    opt = torch.optim.SGD(m.parameters(), lr=0.05)
+    smoothing = 0.3 if plant == "smoothing" else 0.0
+    for step in range(STEPS):
+        opt.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=noise == "bf16"):
+            out = m(x)
+            logits = out.reshape(-1, out.shape[-1])
+            loss = F.cross_entropy(logits, y.reshape(-1), label_smoothing=smoothing)
+        loss.backward()
+        opt.step()
+        print("step %d loss %.6f" % (step, loss.item()), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

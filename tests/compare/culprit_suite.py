@@ -1,0 +1,194 @@
+"""Culprit scenarios shared by tests/compare/test_cmp_scenarios.py and
+bench/culprit/run.py: dump real training runs (culprit_models.py) under the
+real preload shim, compare them with msprobe, and score the ranked suspects.
+
+The planted record is found from the dumps alone (h5py): the step-0 forward
+record whose recorded non-tensor arguments differ between the two runs. So
+the score never depends on msprobe's own naming of the plant.
+"""
+import csv
+import json
+import os
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import h5py
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODELS = os.path.join(HERE, "culprit_models.py")
+PYTHON = os.environ.get("MSPROBE_PYTHON", "/usr/bin/python3")
+PRELOAD = os.environ.get("MSPROBE_PRELOAD_LIB", "")
+BIN = os.environ.get("MSPROBE_BIN", "msprobe")
+
+# (model, noise, plant): plant "none" is a control. The bench side of every
+# scenario is (model, "bench", "none").
+SCENARIOS = [
+    ("gpt", "none", "gelu_tanh"), ("gpt", "fp32", "gelu_tanh"),
+    ("gpt", "fp32", "ln_eps"), ("gpt", "fp32", "attn_scale"), ("gpt", "fp32", "smoothing"),
+    ("gpt", "bf16", "ln_eps"), ("gpt", "bf16", "attn_scale"),
+    ("gpt", "fp32", "none"), ("gpt", "bf16", "none"),
+    ("vit", "fp32", "gelu_tanh"), ("vit", "fp32", "ln_eps"), ("vit", "bf16", "ln_eps"),
+    ("vit", "fp32", "smoothing"), ("vit", "fp32", "none"), ("vit", "bf16", "none"),
+    ("resnet", "none", "bn_eps"), ("resnet", "fp32", "bn_eps"), ("resnet", "bf16", "bn_eps"),
+    ("resnet", "fp32", "smoothing"), ("resnet", "fp32", "none"), ("resnet", "bf16", "none"),
+    ("lstm", "fp32", "smoothing"), ("lstm", "fp32", "none"), ("lstm", "bf16", "none"),
+]
+
+
+def config(dump_path):
+    return {"dump": {"common_dump_settings": {"dump_mode": "api", "dump_path": dump_path,
+                                              "dump_iter": "all", "task": "tensor"},
+                     "api_list": []}}
+
+
+def run_dump(work, model, noise, plant):
+    """Dump one run into work/<model>-<noise>-<plant>; returns that dump root."""
+    tag = "%s-%s-%s" % (model, noise, plant)
+    root = os.path.join(work, tag)
+    if os.path.isdir(root):
+        return root
+    cfg = os.path.join(work, tag + ".json")
+    with open(cfg, "w") as f:
+        json.dump(config(root), f)
+    env = dict(os.environ, LD_PRELOAD=PRELOAD, MSPROBE_PATH=cfg, OMP_NUM_THREADS="2")
+    env.pop("MSPROBE_LOG_FILE", None)
+    p = subprocess.run([PYTHON, MODELS, model, noise, plant], cwd=work, env=env,
+                       capture_output=True, text=True, timeout=600)
+    if p.returncode != 0:
+        raise RuntimeError("%s failed:\n%s" % (tag, p.stderr[-3000:]))
+    return root
+
+
+def run_dumps(work, runs, jobs=2):
+    """Dump several (model, noise, plant) runs, jobs at a time."""
+    with ThreadPoolExecutor(max_workers=jobs) as ex:
+        list(ex.map(lambda r: run_dump(work, *r), runs))
+
+
+def _string_attrs(g):
+    return {k: (v.decode() if isinstance(v, bytes) else str(v))
+            for k, v in g.attrs.items() if k != "order"}
+
+
+def planted_record(bench_root, cmp_root):
+    """The step-0 forward record whose non-tensor arguments differ, or None."""
+    with h5py.File(os.path.join(bench_root, "step0", "rank0", "dump.h5"), "r") as b, \
+            h5py.File(os.path.join(cmp_root, "step0", "rank0", "dump.h5"), "r") as c:
+        for name in sorted(c.keys(), key=lambda k: int(c[k].attrs.get("order", -1))
+                           if isinstance(c[k], h5py.Group) else -1):
+            if not isinstance(c[name], h5py.Group) or not name.endswith(".forward"):
+                continue
+            if name in b and _string_attrs(b[name]) != _string_attrs(c[name]):
+                return name
+    return None
+
+
+SUSPECT = re.compile(r"^\s+(\d+)\. step (\d+) rank (\d+) (before )?(\S+)")
+
+
+def compare(bench_root, cmp_root, out, top=5):
+    """Run msprobe compare; returns (exit code, [(step, rank, record, is_gap)], stdout)."""
+    p = subprocess.run([BIN, "compare", "-b", bench_root, "-c", cmp_root, "-o", out,
+                        "--csv", "--top", str(top)], capture_output=True, text=True,
+                       timeout=600)
+    if p.returncode not in (0, 1):
+        raise RuntimeError("compare failed (%d): %s" % (p.returncode, p.stderr))
+    sus = []
+    for line in p.stdout.splitlines():
+        m = SUSPECT.match(line)
+        if m:
+            sus.append((int(m.group(2)), int(m.group(3)), m.group(5), bool(m.group(4))))
+    return p.returncode, sus, p.stdout
+
+
+# ---- msprobe 8.x's published rules, as the baseline -------------------------
+
+def _rec_of(tensor_name):
+    return re.sub(r"\.(input|output|kwarg)\.[^.]+$", "", tensor_name)
+
+
+def _num(v):
+    try:
+        return float(v)
+    except ValueError:
+        return float("nan")
+
+
+def msprobe8_suspects(csv_path):
+    """Records msprobe 8.x would colour, red ones first then yellow ones, each in
+    execution order (the details csv is in step, rank, order order). Rules:
+    red = the compare side holds NaN/Inf, or MaxAbsErr > 1e10, or every input
+    reached accuracy and an output did not; yellow = an output's MaxAbsErr is
+    >= 10x the largest input MaxAbsErr, or its Cosine fell > 0.1 below the
+    lowest input Cosine."""
+    recs = []
+    by = {}
+    with open(csv_path, newline="") as f:
+        for row in csv.DictReader(f):
+            name = row["NPU Name"] or row["Bench Name"]
+            key = (row.get("Step", "0"), row.get("Rank", "0"), _rec_of(name))
+            if key not in by:
+                by[key] = []
+                recs.append(key)
+            by[key].append(row)
+    red, yellow = [], []
+    for key in recs:
+        rows = by[key]
+        ins = [r for r in rows if ".output." not in (r["NPU Name"] or r["Bench Name"])]
+        outs = [r for r in rows if ".output." in (r["NPU Name"] or r["Bench Name"])]
+        if not ins or not outs:
+            continue
+        in_abs = max((_num(r["MaxAbsErr"]) for r in ins), default=float("nan"))
+        in_cos = min((_num(r["Cosine"]) for r in ins), default=float("nan"))
+        all_yes = all(r["Accuracy Reached or Not"] == "Yes" for r in ins)
+        colour = None
+        for r in outs:
+            err, cos = _num(r["MaxAbsErr"]), _num(r["Cosine"])
+            nonfinite = any(not (abs(_num(r[k])) < float("inf"))
+                            for k in ("NPU max", "NPU min") if r[k] != "N/A")
+            if nonfinite or err > 1e10 or (all_yes and r["Accuracy Reached or Not"] != "Yes"):
+                colour = "red"
+            elif colour is None and ((err > 0 and err >= 10 * in_abs) or cos < in_cos - 0.1):
+                colour = "yellow"
+        step, rank, name = key
+        item = (int(_num(step)), int(_num(rank)), name, False)
+        if colour == "red":
+            red.append(item)
+        elif colour == "yellow":
+            yellow.append(item)
+    return red + yellow
+
+
+def score(work, scenarios=SCENARIOS, jobs=2):
+    """Dump and compare every scenario; returns one dict per scenario."""
+    runs = sorted({(m, "bench", "none") for m, _, _ in scenarios} | set(scenarios))
+    run_dumps(work, runs, jobs)
+    results = []
+    for model, noise, plant in scenarios:
+        b = run_dump(work, model, "bench", "none")
+        c = run_dump(work, model, noise, plant)
+        out = os.path.join(work, "cmp-%s-%s-%s" % (model, noise, plant))
+        rc, ours, stdout = compare(b, c, out)
+        base = msprobe8_suspects(os.path.join(out, "result.csv"))
+        want = planted_record(b, c) if plant != "none" else None
+        results.append({"model": model, "noise": noise, "plant": plant, "planted": want,
+                        "ours": ours, "msprobe8": base, "rc": rc, "stdout": stdout})
+    return results
+
+
+def named(sus, want, k):
+    """The planted step-0 record is among the first k suspects."""
+    return any(s[0] == 0 and s[2] == want for s in sus[:k])
+
+
+if __name__ == "__main__":
+    import tempfile
+    keep = os.environ.get("CULPRIT_WORK")  # reuse dumps across runs when set
+    with tempfile.TemporaryDirectory() as d:
+        if keep:
+            os.makedirs(keep, exist_ok=True)
+        for r in score(keep or d, [tuple(a.split(":")) for a in sys.argv[1:]] or SCENARIOS):
+            print(r["model"], r["noise"], r["plant"], r["planted"], r["ours"][:3],
+                  r["msprobe8"][:3])
