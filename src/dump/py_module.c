@@ -112,6 +112,9 @@ static PyObject *pre_hook(PyObject *self, PyObject *args)
         walk_root(mod);
         msp_t_depth--;
     }
+    /* runtime event (py_proc.c): a root module is about to run (config_check) */
+    if (t_mod_depth == 1 && mod && in)
+        msp_ev_root_forward(mod, in);
     if (t_mod_depth < MSP_MOD_STACK) {
         t_pending[t_mod_depth] = NULL;
         PyObject *info = g_record && msp_g.dumping && msp_t_depth == 0 && mod && in &&
@@ -191,8 +194,8 @@ int msp_module_install(PyObject *torch)
 {
     (void)torch;
     g_record = msp_g.module_on;
-    if (!g_record && msp_g.cfg.step_trigger != MSP_STEP_FORWARD)
-        return 0;
+    if (!g_record && msp_g.cfg.step_trigger != MSP_STEP_FORWARD && !msp_g.cc_on)
+        return 0; /* config_check's root-forward event needs these same hooks */
     g_info = PyDict_New();
     g_roots = PyDict_New();
     g_fwd_count = PyDict_New();
