@@ -99,7 +99,6 @@ void msp_after_import(void)
 {
     PyObject *exc_t, *exc_v, *exc_tb;
     PyErr_Fetch(&exc_t, &exc_v, &exc_tb);
-    msp_ev_after_import();
     if (!g_torch_done) {
         PyObject *mods = PySys_GetObject("modules"); /* borrowed */
         PyObject *torch = mods ? PyDict_GetItemString(mods, "torch") : NULL;
@@ -110,6 +109,8 @@ void msp_after_import(void)
             Py_DECREF(torch);
         }
     }
+    /* After torch is patched: listeners see torch complete at its first import. */
+    msp_ev_after_import();
     /* Nothing left to watch imports for: give builtins.__import__ back. */
     if (g_torch_done && !msp_g.cc_on && g_orig_import && g_builtins) {
         PyObject_SetAttrString(g_builtins, "__import__", g_orig_import);

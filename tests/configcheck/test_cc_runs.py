@@ -251,6 +251,15 @@ class PackWritingRules(unittest.TestCase):
             self.assertIn("is a directory", r.stderr)
             self.assertEqual(sorted(os.listdir(d)), ["msprobe.json"])
 
+    def test_local_rank_names_the_pack_as_it_names_the_dump_rank(self):
+        # one rank rule for the dump and config_check: RANK, then LOCAL_RANK
+        with tempfile.TemporaryDirectory() as d:
+            r = run_under_shim([TRAIN], os.path.join(d, "p.zip"), d, LOCAL_RANK=1, CCT_STEPS=1)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(sorted(os.listdir(d)), ["p_rank1.zip"])
+            m = read_member(os.path.join(d, "p_rank1.zip"), "manifest.json")
+            self.assertEqual((m["rank"], m["world_size"]), (1, 1))
+
     def test_rank_set_gives_a_rank_specific_pack_name(self):
         with tempfile.TemporaryDirectory() as d:
             r = run_under_shim([TRAIN], os.path.join(d, "p.zip"), d, RANK=3, WORLD_SIZE=4, CCT_STEPS=1)
