@@ -106,6 +106,13 @@ class Writers(dt.ShimCase):
                        "second process's relu")
         self.assertEqual(sorted(os.listdir(self.path("d", "step0"))), ["rank0", "rank0-1"])
 
+    def test_a_python_that_never_imports_torch_writes_no_pack(self):
+        # like multiprocessing's resource tracker, run beside every training
+        cfg = self.write_config({"config_check": {"output_zip_path": "pack.zip"}})
+        p = self.run_cmd([dt.PYTHON, "-c", "import json; print(json.dumps([1]))"], cfg)
+        self.assertEqual((p.returncode, p.stdout, p.stderr), (0, "[1]\n", ""))
+        self.assertFalse(os.path.exists(self.path("pack.zip")))
+
     def test_one_wrapper_of_optimizer_init_and_one_set_of_module_hooks(self):
         cfg = self.write_config({"dump": dt.config("./d", mode="mix", steps="all")["dump"],
                                  "config_check": {"output_zip_path": "pack.zip"}})
