@@ -251,6 +251,25 @@ class PackWritingRules(unittest.TestCase):
             self.assertIn("is a directory", r.stderr)
             self.assertEqual(sorted(os.listdir(d)), ["msprobe.json"])
 
+    def test_a_second_process_never_replaces_a_pack(self):
+        # a later Python (here a second run with other seeds) writes beside it
+        with tempfile.TemporaryDirectory() as d:
+            pack = os.path.join(d, "p.zip")
+            r = run_under_shim([TRAIN], pack, d, CCT_STEPS=1)
+            self.assertEqual((r.returncode, r.stderr), (0, ""))
+            with open(pack, "rb") as f:
+                first = f.read()
+            r = run_under_shim([TRAIN], pack, d, CCT_STEPS=1, CCT_PY_SEED=5)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+            self.assertIn("is never replaced", r.stderr)
+            self.assertIn(os.path.join(d, "p-1.zip"), r.stderr)
+            with open(pack, "rb") as f:
+                self.assertEqual(f.read(), first)
+            self.assertEqual(sorted(os.listdir(d)), ["p-1.zip", "p.zip"])
+            seeds = [c["value"] for c in read_member(os.path.join(d, "p-1.zip"), "random.json")["calls"]]
+            self.assertIn("5", seeds)
+
     def test_local_rank_names_the_pack_as_it_names_the_dump_rank(self):
         # one rank rule for the dump and config_check: RANK, then LOCAL_RANK
         with tempfile.TemporaryDirectory() as d:
