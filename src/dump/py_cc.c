@@ -505,7 +505,13 @@ static void msp_cc_write(const char *when)
 static void msp_cc_on_exit(const char *how)
 {
     (void)how;
-    if (msp_cc.enabled)
+    /* Only a process that trained (ran a model or made an optimizer) leaves a
+     * pack at exit: helpers that merely import torch (compile workers, an
+     * evaluation script's subprocess) would otherwise leave packs with no
+     * weights that compare as equal. */
+    if (msp_cc.enabled && (cJSON_GetArraySize(msp_cc.weights) > 0 ||
+                           cJSON_GetArraySize(msp_cc.optimizers) > 0 ||
+                           cJSON_GetArraySize(msp_cc.dataset) > 0))
         msp_cc_write("exit");
     msp_cc.enabled = 0; /* written once: nothing runs after an exit */
 }

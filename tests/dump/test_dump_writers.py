@@ -113,6 +113,13 @@ class Writers(dt.ShimCase):
         self.assertEqual((p.returncode, p.stdout, p.stderr), (0, "[1]\n", ""))
         self.assertFalse(os.path.exists(self.path("pack.zip")))
 
+    def test_a_python_that_imports_torch_but_trains_nothing_writes_no_pack(self):
+        # like a compile worker or an evaluation helper started by the training
+        cfg = self.write_config({"config_check": {"output_zip_path": "pack.zip"}})
+        p = self.run_cmd([dt.PYTHON, "-c", "import torch; print((torch.ones(2) + 1).tolist())"], cfg)
+        self.assertEqual((p.returncode, p.stdout, p.stderr), (0, "[2.0, 2.0]\n", ""))
+        self.assertFalse(os.path.exists(self.path("pack.zip")))
+
     def test_one_wrapper_of_optimizer_init_and_one_set_of_module_hooks(self):
         cfg = self.write_config({"dump": dt.config("./d", mode="mix", steps="all")["dump"],
                                  "config_check": {"output_zip_path": "pack.zip"}})
