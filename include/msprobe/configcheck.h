@@ -15,23 +15,6 @@
 extern "C" {
 #endif
 
-/* ---- in-process hooks (implemented in the msp_configcheck_py library) ----
- * The shim calls these from its Python side with the GIL held. They must
- * never raise into training code: failures become one "msprobe:" warning. */
-
-/* Once at boot, when cfg->has_config_check or MSPROBE_CONFIG_CHECK is set.
- * cfg may be NULL when only MSPROBE_CONFIG_CHECK is set. Returns MSP_OK, or an
- * error with detail (the shim prints it and leaves collection off). */
-msp_err msp_cc_py_boot(const msp_config_t *cfg);
-/* After every outermost import statement returns (cheap when nothing new). */
-void msp_cc_py_after_import(void);
-/* When the shim ends step `step` (0-based). */
-void msp_cc_py_step_end(int64_t step);
-/* The process is about to end without running atexit handlers (os._exit):
- * write the pack now, as the atexit handler would have. */
-void msp_cc_py_exit_now(void);
-
-
 /* ---- packs: static packing, reading, comparing (msp_configcheck library) ----
  * A pack is a zip of JSON members: manifest.json plus one member per item,
  * env.json, pip.json, random.json, weights.json, dataset.json,

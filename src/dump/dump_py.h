@@ -40,6 +40,12 @@ typedef struct msp_shim {
     int64_t rank_step;        /* step for which rank was last looked up */
     int cc_on;
     pid_t pid;
+    /* process identity (py_proc.c) */
+    int torch_seen;           /* torch was imported and patched in this process */
+    int mp_child;             /* a multiprocessing spawn child: writes only once it
+                                 joins a process group (torch.multiprocessing.spawn ranks) */
+    int joined_group;         /* torch.distributed.init_process_group returned */
+    int opt_step_by_init;     /* Optimizer.__init__ wraps each class's step (torch < 2) */
 } msp_shim_t;
 
 extern msp_shim_t msp_g;
@@ -50,8 +56,12 @@ extern _Thread_local int msp_t_depth;
 /* ---- messages (py_log.c): "msprobe: ..." to stderr or MSPROBE_LOG_FILE; any thread ---- */
 void msp_shim_log_init(void);
 void msp_shim_msg(const char *fmt, ...) MSP_PRINTF(1, 2);
-/* "msprobe: warning: ..." the first time `kind` is seen; silent afterwards. */
+/* "msprobe: warning: ..." the first time `kind` is seen; afterwards only counted. */
 void msp_shim_warn_once(const char *kind, const char *fmt, ...) MSP_PRINTF(2, 3);
+/* How often `kind` fired so far. */
+uint64_t msp_shim_warn_count(const char *kind);
+/* At exit: one line per kind that fired more than once, with its count. */
+void msp_shim_warn_summary(void);
 
 /* ---- tensors (py_tensor.c) ---- */
 int msp_tensor_init(PyObject *torch);
@@ -81,7 +91,7 @@ int msp_api_types_init(void);
 /* Replace every selected API of torch; 0 on success. */
 int msp_patch_torch(PyObject *torch);
 enum { MSP_W_API = 0, MSP_W_OPT_INIT, MSP_W_OPT_STEP, MSP_W_STEP_TRIGGER, MSP_W_IMPORT,
-       MSP_W_JIT, MSP_W_NORECORD };
+       MSP_W_JIT, MSP_W_NORECORD, MSP_W_EVENT };
 /* A C callable replacing orig. bind: behaves like a method in a class dict. */
 PyObject *msp_wrap_new(PyObject *orig, const char *name, int kind, unsigned dirs, int bind);
 int msp_is_wrap(PyObject *o);
@@ -106,5 +116,48 @@ int msp_step_install(PyObject *torch);
 void msp_step_end(void);
 int64_t msp_current_rank(void);
 int msp_module_selected(const char *path);
+/* Whether the step now starting is dumped (dump_iter, and this process may write). */
+int msp_step_wanted(int64_t step);
+
+/* ---- one runtime: process identity, events, exit (py_proc.c) ----
+ *
+ * Which processes write: the booted process once it imported torch, and the
+ * ranks it starts; never forked children (DataLoader workers), spawn-pool
+ * children that join no process group, multiprocessing helpers (resource
+ * tracker, forkserver) or a Python that never imports torch. */
+int msp_proc_may_write(void);
+/* At boot, before anything is patched: recognise multiprocessing helpers and
+ * spawn children from the command line; install the exit and SIGTERM paths. */
+void msp_proc_boot(void);
+/* Once torch is patched: wrap what the runtime's events need. */
+void msp_proc_install(PyObject *torch);
+
+/* Listeners of the runtime's events (config_check's collectors). Each
+ * callback runs with the GIL held, in a writing process only, with the
+ * shim's re-entrancy depth raised (what it calls is not dumped); a NULL
+ * callback is skipped. */
+typedef struct msp_listener {
+    void (*after_import)(void);                            /* an outermost import returned */
+    void (*seed)(const char *api, PyObject *args, PyObject *kw); /* a seed call returned */
+    void (*optimizer_created)(PyObject *optimizer);
+    void (*root_forward)(PyObject *module, PyObject *input); /* before a root module runs */
+    void (*step_end)(int64_t step);
+    void (*exit)(const char *how);                         /* "exit", "os._exit", "SIGTERM" */
+} msp_listener_t;
+int msp_listen(const msp_listener_t *l);
+void msp_ev_after_import(void);
+void msp_ev_optimizer_created(PyObject *optimizer);
+void msp_ev_root_forward(PyObject *module, PyObject *input);
+void msp_ev_step_end(int64_t step);
+void msp_ev_exit(const char *how);
+/* The call of an MSP_W_EVENT wrapper (seed functions, init_process_group). */
+PyObject *msp_ev_dispatch(PyObject *orig, const char *name, PyObject *args, PyObject *kw);
+/* Replace owner.attr by a wrapper raising the seed event as `api` ("torch.manual_seed"). */
+int msp_proc_wrap_seed(PyObject *owner, const char *attr, const char *api);
+
+/* ---- config_check's collectors (py_cc.c): a listener of the runtime ---- */
+/* MSP_OK when off or set up; an error (message set) stops the run before
+ * training when the configuration cannot work (output_zip_path unusable). */
+msp_err msp_cc_setup(const msp_config_t *cfg_or_null);
 
 #endif

@@ -13,6 +13,7 @@
 #include "dump_py.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -34,9 +35,11 @@ static struct {
     int statistics, durable;
     size_t cap;
     int64_t world_size;
+    pthread_cond_t ended;          /* an END_STEP marker went through */
+    uint64_t ends_queued, ends_done;
 } q = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
        PTHREAD_COND_INITIALIZER, NULL, NULL, 0, 0, 0, 0, PTHREAD_COND_INITIALIZER, NULL, 0,
-       NULL, NULL, NULL, NULL, 0, 0, 0, 1};
+       NULL, NULL, NULL, NULL, 0, 0, 0, 1, PTHREAD_COND_INITIALIZER, 0, 0};
 
 /* ---- buffer pool ------------------------------------------------------ */
 
@@ -246,39 +249,167 @@ typedef struct wstate {
     int64_t step, rank;    /* of the open file */
     int64_t failed_step;   /* a step whose file could not be opened: drop its records */
     int64_t failed_rank;
+    char *dir, *part;      /* rank directory and part file of the open file */
 } wstate_t;
 
-/* Durable mode: the step and rank directories made for the file must
- * survive a machine crash too (the file's own entry is synced at its close). */
-static void sync_step_dirs(int64_t step)
+/* ---- rank directory claims (writer thread only) ----------------------- */
+
+#define MSP_MAX_CLAIMS 64
+static struct {
+    int64_t rank;
+    char name[40];        /* "rank0", or "rank0-1" when rank0 belongs to another process */
+} g_claims[MSP_MAX_CLAIMS];
+static int g_nclaims;
+static char g_tag[64];    /* "pid nonce": who we are in an owner file */
+
+static void make_tag(void)
 {
-    char *dir = msp_asprintf("%s/step%lld", q.dump_path, (long long)step);
-    if (!dir || msp_sync_dir(dir) != MSP_OK || msp_sync_dir(q.dump_path) != MSP_OK)
-        msp_shim_warn_once("sync", "step %lld's directories may not be on disk: %s",
-                           (long long)step, dir ? msp_last_error() : "out of memory");
-    free(dir);
+    if (g_tag[0])
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    /* The pid alone repeats across containers; the boot time tells runs apart. */
+    snprintf(g_tag, sizeof g_tag, "%ld %lld.%09ld\n", (long)getpid(), (long long)ts.tv_sec,
+             ts.tv_nsec);
+}
+
+/* 1: the owner file names this process; 0: another one; -1: unreadable. */
+static int owned_by_us(const char *owner)
+{
+    char buf[64] = {0};
+    int fd = open(owner, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    return n > 0 && strcmp(buf, g_tag) == 0;
+}
+
+/* The directory name this process writes rank `rank` under, claimed once. */
+static const char *rank_dir_name(int64_t rank)
+{
+    for (int i = 0; i < g_nclaims; i++)
+        if (g_claims[i].rank == rank)
+            return g_claims[i].name;
+    if (g_nclaims == MSP_MAX_CLAIMS)
+        return NULL;
+    make_tag();
+    char name[40];
+    int got = 0;
+    for (int k = 0; k < 1000 && !got; k++) {
+        if (k)
+            snprintf(name, sizeof name, "rank%lld-%d", (long long)rank, k);
+        else
+            snprintf(name, sizeof name, "rank%lld", (long long)rank);
+        char *owner = msp_asprintf("%s/.%s.owner", q.dump_path, name);
+        if (!owner)
+            return NULL;
+        int fd = open(owner, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd >= 0) {
+            ssize_t w = write(fd, g_tag, strlen(g_tag));
+            got = w == (ssize_t)strlen(g_tag) ? 1 : -1;
+            close(fd);
+            if (got < 0) {
+                unlink(owner);
+                msp_shim_warn_once("claim", "cannot write %s: %s; records are dropped", owner,
+                                   strerror(errno));
+            }
+        } else if (errno == EEXIST) {
+            got = owned_by_us(owner) == 1;
+        } else {
+            msp_shim_warn_once("claim", "cannot create %s: %s; records are dropped", owner,
+                               strerror(errno));
+            got = -1;
+        }
+        free(owner);
+    }
+    if (got != 1)
+        return NULL;
+    if (strchr(name, '-'))
+        msp_shim_warn_once("rankdir", "another process already writes rank %lld under %s; this "
+                           "one (pid %ld) writes %s instead, so no finished step is replaced",
+                           (long long)rank, q.dump_path, (long)getpid(), name);
+    g_claims[g_nclaims].rank = rank;
+    snprintf(g_claims[g_nclaims].name, sizeof g_claims[0].name, "%s", name);
+    return g_claims[g_nclaims++].name;
+}
+
+/* Durable mode: the directories made for the file must survive a machine
+ * crash too, and so must the name the finished file was given. */
+static void sync_dirs(const char *rank_dir)
+{
+    char *step_dir = msp_parent_dir(rank_dir);
+    if (!step_dir || msp_sync_dir(rank_dir) != MSP_OK || msp_sync_dir(step_dir) != MSP_OK ||
+        msp_sync_dir(q.dump_path) != MSP_OK)
+        msp_shim_warn_once("sync", "%s may not be on disk: %s", rank_dir,
+                           step_dir ? msp_last_error() : "out of memory");
+    free(step_dir);
+}
+
+/* Remove what a failed file left: its part file and the directories made for
+ * it when they are empty, so no reader finds a broken or empty step. */
+static void drop_part(wstate_t *s)
+{
+    if (s->part)
+        unlink(s->part);
+    if (s->dir && rmdir(s->dir) == 0) {
+        char *step_dir = msp_parent_dir(s->dir);
+        if (step_dir)
+            rmdir(step_dir);
+        free(step_dir);
+    }
+}
+
+static void forget_file(wstate_t *s)
+{
+    free(s->dir);
+    free(s->part);
+    s->dir = s->part = NULL;
+    s->w = NULL;
 }
 
 static void close_file(wstate_t *s)
 {
     if (!s->w)
         return;
-    if (msp_writer_close(s->w) != MSP_OK && (g_write_failed = 1))
-        msp_shim_warn_once("io", "cannot finish step %lld's dump file: %s; that file may "
-                           "lack its index or not be on disk", (long long)s->step,
-                           msp_last_error());
-    else if (q.durable)
-        sync_step_dirs(s->step);
-    s->w = NULL;
+    if (msp_writer_close(s->w) != MSP_OK && (g_write_failed = 1)) {
+        msp_shim_warn_once("io", "cannot finish step %lld's dump file: %s; that step is "
+                           "dropped", (long long)s->step, msp_last_error());
+        drop_part(s);
+        forget_file(s);
+        return;
+    }
+    char *final = msp_asprintf("%s/dump.h5", s->dir);
+    if (!final) {
+        msp_shim_warn_once("nomem", "out of memory finishing a dump file; step dropped");
+        drop_part(s);
+    } else if (link(s->part, final) != 0) {
+        int e = errno;
+        if (e == EEXIST)
+            msp_shim_warn_once("exists", "%s already exists and is never replaced; step %lld of "
+                               "this run is dropped", final, (long long)s->step);
+        else
+            msp_shim_warn_once("io", "cannot name %s: %s; step %lld is dropped", final,
+                               strerror(e), (long long)s->step);
+        unlink(s->part);
+    } else {
+        unlink(s->part);
+        if (q.durable)
+            sync_dirs(s->dir);
+    }
+    free(final);
+    forget_file(s);
 }
 
 static int open_file(wstate_t *s, int64_t step, int64_t rank)
 {
-    char *dir = msp_asprintf("%s/step%lld/rank%lld", q.dump_path, (long long)step, (long long)rank);
-    char *path = dir ? msp_asprintf("%s/dump.h5", dir) : NULL;
+    const char *rname = rank_dir_name(rank);
+    char *dir = rname ? msp_asprintf("%s/step%lld/%s", q.dump_path, (long long)step, rname) : NULL;
+    char *path = dir ? msp_asprintf("%s/.dump.h5.%ld.part", dir, (long)getpid()) : NULL;
     int ok = 0;
     if (!path) {
-        msp_shim_warn_once("nomem", "out of memory opening a dump file; records dropped");
+        if (rname)
+            msp_shim_warn_once("nomem", "out of memory opening a dump file; records dropped");
         goto cleanup;
     }
     if (msp_mkdirs(dir) != MSP_OK) {
@@ -292,11 +423,15 @@ static int open_file(wstate_t *s, int64_t step, int64_t rank)
     pthread_mutex_unlock(&q.mu);
     msp_err orc = msp_writer_open(path, &meta, &s->w);
     arm_exit_guard(); /* HDF5 is initialised now: its atexit handler is registered */
+    s->dir = dir;
+    s->part = path;
+    dir = path = NULL;
     if (orc != MSP_OK) {
-        s->w = NULL;
         g_write_failed = 1;
-        msp_shim_warn_once("io", "cannot create %s: %s; records of this step are dropped",
-                           path, msp_last_error());
+        msp_shim_warn_once("io", "cannot create a dump file in %s: %s; records of this step "
+                           "are dropped", s->dir, msp_last_error());
+        drop_part(s);
+        forget_file(s);
         goto cleanup;
     }
     msp_writer_set_durable(s->w, q.durable);
@@ -368,7 +503,7 @@ static double cpu_now(void)
 static void *writer_main(void *arg)
 {
     (void)arg;
-    wstate_t s = {NULL, -1, -1, -1, -1};
+    wstate_t s = {NULL, -1, -1, -1, -1, NULL, NULL};
     /* MSPROBE_WRITER_STATS=1: one line at exit with the writer's own throughput
      * (bench/dump/run.sh compares it with dd). */
     int stats = msp_env_flag("MSPROBE_WRITER_STATS");
@@ -413,6 +548,10 @@ static void *writer_main(void *arg)
         pthread_mutex_lock(&q.mu);
         q.bytes -= bytes;
         pthread_cond_broadcast(&q.not_full);
+        if (kind == MSP_DQ_END_STEP) {
+            q.ends_done++;
+            pthread_cond_broadcast(&q.ended);
+        }
         if (kind == MSP_DQ_SHUTDOWN) {
             q.busy = 0;
             pthread_cond_broadcast(&q.idle);
@@ -451,6 +590,7 @@ static void *stats_main(void *arg)
     }
 }
 
+/* 1: queued; 0: nothing to do (a marker before any record); -1: failed. */
 static int enqueue(msp_dq_rec_t *r)
 {
     pthread_mutex_lock(&q.mu);
@@ -499,9 +639,11 @@ static int enqueue(msp_dq_rec_t *r)
     q.tail = r;
     if (!q.stats_next)
         q.stats_next = r;
+    if (r->kind == MSP_DQ_END_STEP)
+        q.ends_queued++;
     pthread_cond_signal(&q.work);
     pthread_mutex_unlock(&q.mu);
-    return 0;
+    return 1;
 }
 
 void msp_dq_push(msp_dq_rec_t *r)
@@ -517,7 +659,18 @@ void msp_dq_end_step(int64_t step)
         return;
     r->kind = MSP_DQ_END_STEP;
     r->step = step;
-    enqueue(r);
+    pthread_mutex_lock(&q.mu);
+    uint64_t mine = q.ends_queued + 1;
+    pthread_mutex_unlock(&q.mu);
+    if (enqueue(r) != 1)
+        return;
+    /* Bounded lag: the previous step's file is in place before this step
+     * returns (durable mode: this step's own file). */
+    uint64_t need = q.durable ? mine : mine - 1;
+    pthread_mutex_lock(&q.mu);
+    while (q.started && q.ends_done < need)
+        pthread_cond_wait(&q.ended, &q.mu);
+    pthread_mutex_unlock(&q.mu);
 }
 
 void msp_dq_shutdown(void)
@@ -553,6 +706,8 @@ void msp_dq_forget_after_fork(void)
     memcpy(&q.not_full, &c, sizeof c);
     memcpy(&q.idle, &c, sizeof c);
     memcpy(&q.work, &c, sizeof c);
+    memcpy(&q.ended, &c, sizeof c);
+    q.ends_queued = q.ends_done = 0;
     q.stats_next = NULL;
     q.head = q.tail = NULL;
     q.bytes = 0;

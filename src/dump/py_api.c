@@ -685,12 +685,17 @@ static PyObject *trigger_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
     return out;
 }
 
-/* Optimizer.__init__ on torch without a global step hook: make sure the class
- * of each new optimizer has its step wrapped once. */
+/* Optimizer.__init__: raises the runtime's "optimizer created" event, and on
+ * torch without a global step hook makes sure the class of each new
+ * optimizer has its step wrapped once. */
 static PyObject *opt_init_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
 {
     PyObject *out = PyObject_Call(w->orig, args, kw);
     if (!out || PyTuple_Size(args) < 1)
+        return out;
+    /* runtime event (py_proc.c): config_check records the optimizer */
+    msp_ev_optimizer_created(PyTuple_GetItem(args, 0));
+    if (!msp_g.opt_step_by_init)
         return out;
     PyObject *cls = (PyObject *)Py_TYPE(PyTuple_GetItem(args, 0));
     PyObject *step = PyObject_GetAttrString(cls, "step");
@@ -787,6 +792,8 @@ static PyObject *dispatch(msp_wrap_t *w, PyObject *args, PyObject *kw)
         return jit_call(w, args, kw);
     case MSP_W_NORECORD:
         return norecord_call(w, args, kw);
+    case MSP_W_EVENT: /* runtime events (py_proc.c): seeds, init_process_group */
+        return msp_ev_dispatch(w->orig, w->name, args, kw);
     default:
         return PyObject_Call(w->orig, args, kw);
     }

@@ -11,10 +11,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#ifdef MSP_HAVE_CONFIGCHECK_PY
-#include "msprobe/configcheck.h"
-#endif
-
 msp_shim_t msp_g;
 static PyObject *g_builtins, *g_orig_import;
 static int g_torch_done;
@@ -29,68 +25,6 @@ static int fail_boot(const char *msg)
     Py_XDECREF(code);
     msp_g.disabled = 1;
     return -1;
-}
-
-static void atfork_child(void)
-{
-    /* DataLoader workers and other forks dump nothing; the writer thread does
-     * not exist here, so its state is dropped, not joined. */
-    msp_g.disabled = 1;
-    msp_dq_forget_after_fork();
-}
-
-static void at_exit(void)
-{
-    if (getpid() != msp_g.pid)
-        return;
-    msp_g.disabled = 1;
-    msp_dq_shutdown();
-}
-
-/* os._exit skips Python's atexit handlers and C's, ours included: without
- * this, a script that ends with os._exit (a common way to skip a hanging
- * process-group teardown) would lose every step still queued and the
- * config_check pack. The wrapper flushes both, then calls the real one. */
-static PyObject *g_orig_os_exit;
-
-static PyObject *os_exit_hook(PyObject *self, PyObject *args, PyObject *kwargs)
-{
-    (void)self;
-    Py_ssize_t nargs = PyTuple_Size(args) + (kwargs ? PyDict_Size(kwargs) : 0);
-    /* Only a call that will really end the process (one status argument):
-     * a wrong call raises from the real function and training goes on. */
-    if (nargs == 1 && getpid() == msp_g.pid) {
-#ifdef MSP_HAVE_CONFIGCHECK_PY
-        if (msp_g.cc_on)
-            msp_cc_py_exit_now();
-#endif
-        if (!msp_g.disabled) {
-            msp_g.disabled = 1;
-            Py_BEGIN_ALLOW_THREADS
-            msp_dq_shutdown();
-            Py_END_ALLOW_THREADS
-        }
-    }
-    return PyObject_Call(g_orig_os_exit, args, kwargs);
-}
-
-static PyMethodDef g_os_exit_def = {"_exit", (PyCFunction)(void (*)(void))os_exit_hook,
-                                    METH_VARARGS | METH_KEYWORDS,
-                                    "Exit to the system with the given status, without normal "
-                                    "exit processing (msprobe writes its dump first)."};
-
-static void hook_os_exit(void)
-{
-    PyObject *os = PyImport_ImportModule("os");
-    g_orig_os_exit = os ? PyObject_GetAttrString(os, "_exit") : NULL;
-    PyObject *hook = g_orig_os_exit ? PyCFunction_NewEx(&g_os_exit_def, NULL, NULL) : NULL;
-    if (!hook || PyObject_SetAttrString(os, "_exit", hook) < 0) {
-        PyErr_Clear();
-        msp_shim_warn_once("os_exit", "cannot watch os._exit: a script ending with it loses "
-                           "the steps not yet written");
-    }
-    Py_XDECREF(hook);
-    Py_XDECREF(os);
 }
 
 /* Collect unknown API names into one message with near matches. */
@@ -140,7 +74,8 @@ static void patch_torch_now(PyObject *torch)
     Py_XDECREF(vs);
     Py_XDECREF(v);
     PyErr_Clear();
-    if (msp_g.have_cfg && msp_g.cfg.has_dump) {
+    /* The one tensor reader serves the dump and config_check's collectors. */
+    if ((msp_g.have_cfg && msp_g.cfg.has_dump) || msp_g.cc_on) {
         if (msp_tensor_init(torch) != 0) {
             msp_py_warn_error("torch", "this torch lacks what the shim reads tensors with; "
                               "nothing is dumped");
@@ -148,11 +83,12 @@ static void patch_torch_now(PyObject *torch)
             msp_t_depth--;
             return;
         }
-        if (msp_g.api_on)
-            msp_patch_torch(torch);
-        msp_module_install(torch);
     }
+    if (msp_g.have_cfg && msp_g.cfg.has_dump && msp_g.api_on)
+        msp_patch_torch(torch);
+    msp_module_install(torch);
     msp_step_install(torch);
+    msp_proc_install(torch);
     if (PyErr_Occurred())
         PyErr_Clear();
     msp_t_depth--;
@@ -163,10 +99,6 @@ void msp_after_import(void)
 {
     PyObject *exc_t, *exc_v, *exc_tb;
     PyErr_Fetch(&exc_t, &exc_v, &exc_tb);
-#ifdef MSP_HAVE_CONFIGCHECK_PY
-    if (msp_g.cc_on)
-        msp_cc_py_after_import();
-#endif
     if (!g_torch_done) {
         PyObject *mods = PySys_GetObject("modules"); /* borrowed */
         PyObject *torch = mods ? PyDict_GetItemString(mods, "torch") : NULL;
@@ -177,6 +109,8 @@ void msp_after_import(void)
             Py_DECREF(torch);
         }
     }
+    /* After torch is patched: listeners see torch complete at its first import. */
+    msp_ev_after_import();
     /* Nothing left to watch imports for: give builtins.__import__ back. */
     if (g_torch_done && !msp_g.cc_on && g_orig_import && g_builtins) {
         PyObject_SetAttrString(g_builtins, "__import__", g_orig_import);
@@ -262,7 +196,7 @@ int msp_py_boot(void)
                              msp_env_flag("MSPROBE_SYNC")};
         if (msp_dq_init(&p) != 0)
             return fail_boot("out of memory starting the dump");
-        msp_g.dumping = msp_step_set_contains(&c->dump_iter, 0);
+        /* msp_g.dumping is set once torch is patched (msp_proc_install). */
     }
     if (!(msp_g.have_cfg && c->has_dump) && !msp_g.cc_on)
         return 0; /* a config with nothing to do */
@@ -272,21 +206,19 @@ int msp_py_boot(void)
         msp_g.disabled = 1;
         return 0;
     }
-    pthread_atfork(NULL, NULL, atfork_child);
-    Py_AtExit(at_exit);
-    hook_os_exit();
+    msp_proc_boot();
+    if (msp_g.disabled)
+        return 0; /* a multiprocessing helper: it never writes */
 
-#ifdef MSP_HAVE_CONFIGCHECK_PY
-    if (msp_g.cc_on && msp_cc_py_boot(msp_g.have_cfg ? c : NULL) != MSP_OK) {
-        msp_shim_msg("warning: config_check is off: %s", msp_last_error());
-        msp_g.cc_on = 0;
-    }
-#else
     if (msp_g.cc_on) {
-        msp_shim_msg("warning: config_check was asked for but this build has no collectors");
-        msp_g.cc_on = 0;
+        msp_err crc = msp_cc_setup(msp_g.have_cfg ? c : NULL);
+        if (crc == MSP_ERR_CONFIG)
+            return fail_boot(msp_last_error());
+        if (crc != MSP_OK) {
+            msp_shim_msg("warning: config_check is off: %s", msp_last_error());
+            msp_g.cc_on = 0;
+        }
     }
-#endif
 
     g_builtins = PyImport_ImportModule("builtins");
     g_orig_import = g_builtins ? PyObject_GetAttrString(g_builtins, "__import__") : NULL;

@@ -14,9 +14,14 @@
 static int g_fd = STDERR_FILENO;
 static pthread_mutex_t g_warn_mu = PTHREAD_MUTEX_INITIALIZER;
 #define MSP_MAX_KINDS 64
-static char g_kinds[MSP_MAX_KINDS][48];
+/* Each kind of warning prints once; how often it fired is said at exit, so a
+ * loss repeated every step does not look like one event. */
+static struct {
+    char kind[48];
+    char first[512];
+    uint64_t count;
+} g_kinds[MSP_MAX_KINDS];
 static int g_nkinds;
-
 void msp_shim_log_init(void)
 {
     const char *f = getenv("MSPROBE_LOG_FILE");
@@ -58,12 +63,22 @@ void msp_shim_msg(const char *fmt, ...)
 
 void msp_shim_warn_once(const char *kind, const char *fmt, ...)
 {
-    int seen = 0;
+    int seen = 0, slot = -1;
     pthread_mutex_lock(&g_warn_mu);
     for (int i = 0; i < g_nkinds && !seen; i++)
-        seen = strcmp(g_kinds[i], kind) == 0;
-    if (!seen && g_nkinds < MSP_MAX_KINDS)
-        snprintf(g_kinds[g_nkinds++], sizeof g_kinds[0], "%s", kind);
+        if (strcmp(g_kinds[i].kind, kind) == 0) {
+            seen = 1;
+            g_kinds[i].count++;
+        }
+    if (!seen && g_nkinds < MSP_MAX_KINDS) {
+        slot = g_nkinds++;
+        snprintf(g_kinds[slot].kind, sizeof g_kinds[0].kind, "%s", kind);
+        g_kinds[slot].count = 1;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(g_kinds[slot].first, sizeof g_kinds[0].first, fmt, ap);
+        va_end(ap);
+    }
     pthread_mutex_unlock(&g_warn_mu);
     if (seen)
         return;
@@ -71,4 +86,25 @@ void msp_shim_warn_once(const char *kind, const char *fmt, ...)
     va_start(ap, fmt);
     vmsg("warning: ", fmt, ap);
     va_end(ap);
+}
+
+uint64_t msp_shim_warn_count(const char *kind)
+{
+    uint64_t n = 0;
+    pthread_mutex_lock(&g_warn_mu);
+    for (int i = 0; i < g_nkinds; i++)
+        if (strcmp(g_kinds[i].kind, kind) == 0)
+            n = g_kinds[i].count;
+    pthread_mutex_unlock(&g_warn_mu);
+    return n;
+}
+
+void msp_shim_warn_summary(void)
+{
+    pthread_mutex_lock(&g_warn_mu);
+    for (int i = 0; i < g_nkinds; i++)
+        if (g_kinds[i].count > 1)
+            msp_shim_msg("warning: fired %llu times in all: %s",
+                         (unsigned long long)g_kinds[i].count, g_kinds[i].first);
+    pthread_mutex_unlock(&g_warn_mu);
 }

@@ -10,10 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef MSP_HAVE_CONFIGCHECK_PY
-#include "msprobe/configcheck.h"
-#endif
-
 static PyObject *g_torch;
 
 static int env_int(const char *name, int64_t *out)
@@ -71,20 +67,26 @@ int64_t msp_current_rank(void)
     return msp_g.rank;
 }
 
+int msp_step_wanted(int64_t step)
+{
+    return msp_g.have_cfg && msp_g.cfg.has_dump && msp_step_set_contains(&msp_g.cfg.dump_iter, step) &&
+           msp_proc_may_write();
+}
+
 void msp_step_end(void)
 {
     if (msp_g.disabled)
         return;
-    if (msp_g.dumping)
+    if (msp_g.dumping) {
+        /* Waits for the previous step's file (bounded lag): no Python needed. */
+        Py_BEGIN_ALLOW_THREADS
         msp_dq_end_step(msp_g.step);
-#ifdef MSP_HAVE_CONFIGCHECK_PY
-    if (msp_g.cc_on)
-        msp_cc_py_step_end(msp_g.step);
-#endif
+        Py_END_ALLOW_THREADS
+    }
+    msp_ev_step_end(msp_g.step);
     msp_g.step++;
     msp_g.order = 0;
-    msp_g.dumping = msp_g.have_cfg && msp_g.cfg.has_dump &&
-                    msp_step_set_contains(&msp_g.cfg.dump_iter, msp_g.step);
+    msp_g.dumping = msp_step_wanted(msp_g.step);
     msp_module_step_reset();
 }
 
@@ -149,6 +151,7 @@ int msp_step_install(PyObject *torch)
         /* torch 1.13: subclasses define their own step, which Optimizer.__init__
          * already rewraps for the profiler; wrap each class's step there. */
         cls = PyObject_GetAttrString(m, "Optimizer");
+        msp_g.opt_step_by_init = 1;
         rc = cls ? wrap_attr(cls, "__init__", MSP_W_OPT_INIT, 1) : -1;
         break;
     case MSP_STEP_BACKWARD:
@@ -162,6 +165,16 @@ int msp_step_install(PyObject *torch)
     }
     if (rc != 0)
         msp_py_warn_error("step", "cannot hook the end of a step; every record goes to step 0");
+    if (msp_g.cc_on) {
+        /* The "optimizer created" event: the same single wrapper of Optimizer.__init__. */
+        PyObject *om = PyImport_ImportModule("torch.optim.optimizer");
+        PyObject *oc = om ? PyObject_GetAttrString(om, "Optimizer") : NULL;
+        if (!oc || wrap_attr(oc, "__init__", MSP_W_OPT_INIT, 1) != 0)
+            msp_py_warn_error("optimizer", "cannot watch optimizers: config_check's "
+                              "hyperparameters will be incomplete");
+        Py_XDECREF(oc);
+        Py_XDECREF(om);
+    }
     Py_XDECREF(m);
     Py_XDECREF(fn);
     Py_XDECREF(cls);

@@ -1,6 +1,7 @@
 """config_check on real training runs under the preload shim: what is
 collected, and that a diff flags exactly what differs between two runs."""
 import math
+import json
 import os
 import re
 import signal
@@ -224,17 +225,59 @@ class PackWritingRules(unittest.TestCase):
             self.assertEqual(r.returncode, -signal.SIGKILL, r.stderr)
             self.assertFalse(os.path.exists(pack))
 
-    def test_unwritable_pack_path_is_one_warning_and_training_goes_on(self):
+    def test_unwritable_pack_path_stops_before_training(self):
+        # found only at exit, the whole run's pack would be lost: say so before training
         with tempfile.TemporaryDirectory() as d:
             blocker = os.path.join(d, "file")
             with open(blocker, "w") as f:
                 f.write("a file where the pack's directory should be")
             r = run_under_shim([TRAIN], os.path.join(blocker, "sub", "p.zip"), d, CCT_STEPS=1)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertNotIn("loss", r.stdout)
+            lines = r.stderr.splitlines()
+            self.assertEqual(len(lines), 1, r.stderr)
+            self.assertTrue(lines[0].startswith("msprobe: MSPROBE_CONFIG_CHECK: "), lines[0])
+            self.assertIn(blocker, lines[0])
+
+    def test_pack_path_naming_a_directory_stops_before_training(self):
+        with tempfile.TemporaryDirectory() as d:
+            cfg = os.path.join(d, "msprobe.json")
+            with open(cfg, "w") as f:
+                json.dump({"config_check": {"output_zip_path": d}}, f)
+            r = run_under_shim([TRAIN], "", d, MSPROBE_PATH=cfg, CCT_STEPS=1)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertNotIn("loss", r.stdout)
+            self.assertIn("config_check.output_zip_path", r.stderr)
+            self.assertIn("is a directory", r.stderr)
+            self.assertEqual(sorted(os.listdir(d)), ["msprobe.json"])
+
+    def test_a_second_process_never_replaces_a_pack(self):
+        # a later Python (here a second run with other seeds) writes beside it
+        with tempfile.TemporaryDirectory() as d:
+            pack = os.path.join(d, "p.zip")
+            r = run_under_shim([TRAIN], pack, d, CCT_STEPS=1)
+            self.assertEqual((r.returncode, r.stderr), (0, ""))
+            with open(pack, "rb") as f:
+                first = f.read()
+            r = run_under_shim([TRAIN], pack, d, CCT_STEPS=1, CCT_PY_SEED=5)
             self.assertEqual(r.returncode, 0, r.stderr)
-            self.assertIn("step 0 loss", r.stdout)
-            warnings = [l for l in r.stderr.splitlines() if l.startswith("msprobe: warning: config_check:")]
-            self.assertEqual(len(warnings), 1, r.stderr)
-            self.assertIn(blocker, warnings[0])
+            self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+            self.assertIn("is never replaced", r.stderr)
+            self.assertIn(os.path.join(d, "p-1.zip"), r.stderr)
+            with open(pack, "rb") as f:
+                self.assertEqual(f.read(), first)
+            self.assertEqual(sorted(os.listdir(d)), ["p-1.zip", "p.zip"])
+            seeds = [c["value"] for c in read_member(os.path.join(d, "p-1.zip"), "random.json")["calls"]]
+            self.assertIn("5", seeds)
+
+    def test_local_rank_names_the_pack_as_it_names_the_dump_rank(self):
+        # one rank rule for the dump and config_check: RANK, then LOCAL_RANK
+        with tempfile.TemporaryDirectory() as d:
+            r = run_under_shim([TRAIN], os.path.join(d, "p.zip"), d, LOCAL_RANK=1, CCT_STEPS=1)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(sorted(os.listdir(d)), ["p_rank1.zip"])
+            m = read_member(os.path.join(d, "p_rank1.zip"), "manifest.json")
+            self.assertEqual((m["rank"], m["world_size"]), (1, 1))
 
     def test_rank_set_gives_a_rank_specific_pack_name(self):
         with tempfile.TemporaryDirectory() as d:

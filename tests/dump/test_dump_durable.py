@@ -1,9 +1,11 @@
 """MSPROBE_SYNC=1: every step's dump file is put on disk (fdatasync) once,
-after it is complete, then the directories holding its new name (fsync), and its tensor data was handed to the disk as it was
+after it is complete (under its part name, .dump.h5.<pid>.part, before it is
+linked to dump.h5), then the directories holding its new name (fsync), and its tensor data was handed to the disk as it was
 written (sync_file_range over each dataset's bytes). Seen from outside the
 shim by a spy library preloaded beside it; offsets come from h5py. The values
 are the same as without the variable, and without it nothing is synced."""
 import os
+import re
 import sys
 import unittest
 
@@ -56,12 +58,20 @@ class Durable(dt.ShimCase):
         if not os.path.exists(SPY):
             self.skipTest("no spy library given")
         p, files, calls = self.run_dump("1", "durable")
-        real = {os.path.realpath(f): f for f in files.values()}
-        syncs = [c for c in calls if c[0] == "fdatasync" and c[1] in real]
-        self.assertEqual(sorted(c[1] for c in syncs), sorted(real))
+        finals = [os.path.realpath(f) for f in files.values()]
+        # the file is written and synced under its part name, in its rank dir
+        part_re = re.compile(r"^\.dump\.h5\.\d+\.part$")
+        syncs = [c for c in calls if c[0] == "fdatasync" and part_re.match(os.path.basename(c[1]))]
+        real = {}
+        for c in syncs:
+            final = os.path.join(os.path.dirname(c[1]), "dump.h5")
+            self.assertIn(final, finals, c[1])
+            self.assertFalse(os.path.exists(c[1]), "part file left behind: " + c[1])
+            real[c[1]] = final
+        self.assertEqual(sorted(real.values()), sorted(finals))
         for _, path, size, _, _ in syncs:
             # synced after HDF5 closed it: the file had its final size then
-            self.assertEqual(size, os.path.getsize(path), path)
+            self.assertEqual(size, os.path.getsize(real[path]), path)
         # the new names too: rank dir (the file's entry), step dir, dump root,
         # each after the file's own fdatasync
         root = os.path.realpath(self.path("durable"))
@@ -77,7 +87,7 @@ class Durable(dt.ShimCase):
                         {os.path.dirname(os.path.dirname(p)) for p in real}, synced_dirs)
         for path in real:
             ranges = [(c[3], c[4]) for c in calls if c[0] == "sync_file_range" and c[1] == path]
-            tensors = data_ranges(path)
+            tensors = data_ranges(real[path])
             self.assertGreater(len(tensors), 20)
             for off, n in tensors:
                 self.assertTrue(any(o <= off and off + n <= o + m for o, m in ranges),

@@ -83,6 +83,26 @@ print(outs)
 
 
 class OddTensors(dt.ShimCase):
+    def check_lines(self, lines):
+        """Each kind of warning once as it happens, then at exit how often each
+        fired and that no step ever ended. 3 calls: matmul(a, a) has 3 complex
+        tensors each (2 inputs, the output), matmul(sparse, b) 1 sparse input."""
+        first = [l for l in lines if l.startswith("msprobe: warning:") and "times in all" not in l
+                 and "no step ended" not in l]
+        self.assertEqual(len(first), 2, lines)
+        self.assertTrue(any("complex64" in w for w in first), first)
+        self.assertTrue(any("sparse" in w for w in first), first)
+        counts = [l for l in lines if "times in all" in l]
+        self.assertEqual(len(counts), 2, lines)
+        for w in first:
+            text = w[len("msprobe: warning: "):]
+            n = 3 * 3 if "complex64" in w else 3 * 1
+            self.assertIn("msprobe: warning: fired %d times in all: %s" % (n, text), counts)
+        ends = [l for l in lines if "no step ended" in l]
+        self.assertEqual(len(ends), 1, lines)
+        self.assertIn("the whole run was step 0: set step_trigger", ends[0])
+        self.assertEqual(len(lines), 5, lines)
+
     def test_one_warning_per_kind_and_results_unchanged(self):
         cfg = self.write_config(dt.config("./d", api_list=[("torch.matmul", "forward")]))
         plain = self.run_cmd([dt.PYTHON, "-c", ODD], preload=False)
@@ -90,10 +110,7 @@ class OddTensors(dt.ShimCase):
         self.assertEqual(plain.returncode, 0, plain.stderr)
         self.assertEqual(shim.returncode, 0, shim.stderr)
         self.assertEqual(shim.stdout, plain.stdout)
-        warnings = [l for l in shim.stderr.splitlines() if l.startswith("msprobe: warning")]
-        self.assertEqual(len(warnings), 2, shim.stderr)
-        self.assertTrue(any("complex64" in w for w in warnings), warnings)
-        self.assertEqual(len(shim.stderr.splitlines()), 2, shim.stderr)
+        self.check_lines(shim.stderr.splitlines())
         recs, _ = dt.read_dump(dt.dump_files(self.path("d"))[(0, 0)])
         # the readable tensors of those calls are still there
         self.assertIn("input.1", recs["Torch.matmul.1.forward"])
@@ -106,28 +123,52 @@ class OddTensors(dt.ShimCase):
         self.assertEqual(p.returncode, 0)
         self.assertEqual(p.stderr, "")
         with open(log) as f:
-            lines = f.read().splitlines()
-        self.assertEqual(len(lines), 2)
-        self.assertTrue(all(l.startswith("msprobe: warning") for l in lines))
+            self.check_lines(f.read().splitlines())
+
+    def test_a_run_with_steps_gets_no_step_hint(self):
+        cfg = self.write_config(dt.config("./d", steps="0"))
+        p = self.train(["--steps", "2"], cfg)
+        self.assertEqual(p.stderr, "")
 
 
 class DiskFull(dt.ShimCase):
-    def test_full_disk_costs_one_warning_and_changes_nothing(self):
+    def test_full_disk_leaves_no_broken_or_empty_file_and_changes_nothing(self):
         small = self.path("small")
         os.makedirs(small)
         mount = dt.subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", small],
                                   capture_output=True)
         if mount.returncode != 0:
-            self.skipTest("cannot mount a small tmpfs here (needs root)")
+            self.skipTest("cannot mount a small tmpfs here (needs root): " +
+                          mount.stderr.decode(errors="replace").strip())
         try:
             cfg = self.write_config(dt.config(os.path.join(small, "d"), steps="all"))
-            shim = self.train(["--steps", "3", "--print-losses"], cfg)
-            plain = self.train(["--steps", "3", "--print-losses"], preload=False)
+            shim = self.train(["--steps", "4", "--print-losses"], cfg)
+            plain = self.train(["--steps", "4", "--print-losses"], preload=False)
             self.assertEqual(dt.losses(shim.stdout), dt.losses(plain.stdout))
             lines = shim.stderr.splitlines()
-            self.assertEqual(len(lines), 1, shim.stderr)
             self.assertTrue(lines[0].startswith("msprobe: warning: "), lines[0])
             self.assertIn("No space left on device", lines[0])
+            # no dump.h5 that a reader would trip on: none empty, each opens with h5py
+            import h5py
+            found = []
+            for dirpath, _, names in os.walk(os.path.join(small, "d")):
+                for n in names:
+                    p = os.path.join(dirpath, n)
+                    self.assertFalse(n.endswith(".part"), "part file left: " + p)
+                    if n == "dump.h5":
+                        found.append(p)
+                        self.assertGreater(os.path.getsize(p), 0, p)
+                        with h5py.File(p, "r") as f:
+                            self.assertEqual(f.attrs["format"], b"msprobe-dump"
+                                             if isinstance(f.attrs["format"], bytes) else "msprobe-dump")
+            # and no step directory without its file
+            for step in os.listdir(os.path.join(small, "d")):
+                if step.startswith("step"):
+                    self.assertTrue(os.path.exists(os.path.join(small, "d", step, "rank0", "dump.h5")),
+                                    step)
+            # later failures are counted, not repeated
+            self.assertTrue(all(l.startswith("msprobe: warning: ") for l in lines), lines)
+            self.assertTrue(any("times in all" in l for l in lines), lines)
         finally:
             dt.subprocess.run(["umount", small])
 

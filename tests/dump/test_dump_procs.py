@@ -22,7 +22,9 @@ class Processes(dt.ShimCase):
         self.assertNotIn("msprobe:", p.stderr)
         f0, f2 = dt.dump_files(self.path("w0")), dt.dump_files(self.path("w2"))
         self.assertEqual(sorted(f2), [(0, 0), (1, 0), (2, 0)])
-        self.assertEqual(sorted(os.listdir(self.path("w2"))), ["step0", "step1", "step2"])
+        # the dump root holds the steps and this process's claim on its rank dir name
+        self.assertEqual(sorted(os.listdir(self.path("w2"))),
+                         [".rank0.owner", "step0", "step1", "step2"])
         for step in range(3):
             n0 = set(dt.read_dump(f0[(step, 0)])[0])
             n2 = set(dt.read_dump(f2[(step, 0)])[0])

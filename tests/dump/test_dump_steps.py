@@ -196,7 +196,7 @@ class OsExit(dt.ShimCase):
                   "torch.relu(x * 2)\n"
                   "print(os.waitstatus_to_exitcode(st) if hasattr(os, 'waitstatus_to_exitcode') "
                   "else st >> 8)\n")
-        cfg = self.write_config(dt.config("./d", steps="all"))
+        cfg = self.write_config(dt.config("./d", steps="all", trigger="manual"))
         p = self.run_cmd([dt.PYTHON, "-c", script], cfg)
         self.assertEqual((p.returncode, p.stderr, p.stdout.strip()), (0, "", "5"))
         recs, _ = dt.read_dump(dt.dump_files(self.path("d"))[(0, 0)])

@@ -1,5 +1,5 @@
 /* Reading tensors and plain values into pack entries. */
-#include "cc_py.h"
+#include "py_cc.h"
 
 #include <string.h>
 
@@ -40,71 +40,17 @@ static void msp_cc_add_error_entry(cJSON *arr, const char *name, const char *why
     cJSON_AddItemToArray(arr, e);
 }
 
-/* Tensor methods taken from torch's C base class: a dump running alongside
- * patches torch.Tensor.cpu/contiguous/..., and our reads must not be dumped. */
-static struct {
-    PyObject *detach, *cpu, *contiguous, *is_contiguous, *numel, *element_size, *data_ptr;
-} msp_cc_tm;
-
-int msp_cc_py_tensor_init(PyObject *torch)
-{
-    PyObject *c = PyObject_GetAttrString(torch, "_C");
-    PyObject *base = c ? PyObject_GetAttrString(c, "TensorBase") : NULL;
-    if (!base) {
-        PyErr_Clear();
-        base = c ? PyObject_GetAttrString(c, "_TensorBase") : NULL;
-    }
-    if (!base) {
-        PyErr_Clear();
-        base = PyObject_GetAttrString(torch, "Tensor");
-    }
-    Py_XDECREF(c);
-    if (!base) {
-        PyErr_Clear();
-        return -1;
-    }
-    msp_cc_tm.detach = PyObject_GetAttrString(base, "detach");
-    msp_cc_tm.cpu = PyObject_GetAttrString(base, "cpu");
-    msp_cc_tm.contiguous = PyObject_GetAttrString(base, "contiguous");
-    msp_cc_tm.is_contiguous = PyObject_GetAttrString(base, "is_contiguous");
-    msp_cc_tm.numel = PyObject_GetAttrString(base, "numel");
-    msp_cc_tm.element_size = PyObject_GetAttrString(base, "element_size");
-    msp_cc_tm.data_ptr = PyObject_GetAttrString(base, "data_ptr");
-    Py_DECREF(base);
-    int ok = msp_cc_tm.detach && msp_cc_tm.cpu && msp_cc_tm.contiguous && msp_cc_tm.is_contiguous &&
-             msp_cc_tm.numel && msp_cc_tm.element_size && msp_cc_tm.data_ptr;
-    PyErr_Clear();
-    return ok ? 0 : -1;
-}
-
-static PyObject *msp_cc_tcall(PyObject *method, PyObject *t)
-{
-    return method ? PyObject_CallFunctionObjArgs(method, t, NULL) : NULL;
-}
-
-static long long msp_cc_tcall_ll(PyObject *method, PyObject *t)
-{
-    PyObject *r = msp_cc_tcall(method, t);
-    long long v = r ? PyLong_AsLongLong(r) : -1;
-    Py_XDECREF(r);
-    return v;
-}
-
 void msp_cc_py_tensor_entry(PyObject *tensor, const char *name, cJSON *arr)
 {
-    PyObject *d = NULL, *host = NULL, *dense = NULL, *dtype = NULL, *shape = NULL, *layout = NULL, *ptr = NULL;
-    PyObject *device = NULL, *devtype = NULL, *contig = NULL;
-    char *dtype_name = NULL, *layout_name = NULL, *dev_name = NULL;
+    PyObject *dtype = NULL, *shape = NULL, *layout = NULL;
+    char *dtype_name = NULL, *layout_name = NULL;
     cJSON *e = NULL;
-    const char *why = "cannot read the tensor";
-    /* detach: the reads below must never join the autograd graph. */
-    if (!(d = msp_cc_tcall(msp_cc_tm.detach, tensor)))
+    msp_dq_rec_t *r = NULL;
+    if (!(dtype = PyObject_GetAttrString(tensor, "dtype")) || !(dtype_name = msp_cc_py_text(dtype, 0)))
         goto fail;
-    if (!(dtype = PyObject_GetAttrString(d, "dtype")) || !(dtype_name = msp_cc_py_text(dtype, 0)))
+    if (!(shape = PyObject_GetAttrString(tensor, "shape")))
         goto fail;
-    if (!(shape = PyObject_GetAttrString(d, "shape")))
-        goto fail;
-    if (!(layout = PyObject_GetAttrString(d, "layout")) || !(layout_name = msp_cc_py_text(layout, 0)))
+    if (!(layout = PyObject_GetAttrString(tensor, "layout")) || !(layout_name = msp_cc_py_text(layout, 0)))
         goto fail;
     if (!(e = cJSON_CreateObject()))
         goto fail;
@@ -126,33 +72,16 @@ void msp_cc_py_tensor_entry(PyObject *tensor, const char *name, cJSON *arr)
         e = NULL;
         goto cleanup;
     }
-    /* Device tensors are copied to the host; CPU contiguous ones are read in place. */
-    if (!(device = PyObject_GetAttrString(d, "device")) || !(devtype = PyObject_GetAttrString(device, "type")) ||
-        !(dev_name = msp_cc_py_text(devtype, 0)))
+    /* The runtime's one tensor reader: a C-contiguous host copy of the bytes. */
+    if (!(r = msp_dq_rec_new("config_check")))
         goto fail;
-    if (strcmp(dev_name, "cpu") == 0) {
-        host = d;
-        Py_INCREF(host);
-    } else if (!(host = msp_cc_tcall(msp_cc_tm.cpu, d))) {
+    msp_rec_add_value(r, name, tensor, 0);
+    if (r->nt != 1)
         goto fail;
-    }
-    if (!(contig = msp_cc_tcall(msp_cc_tm.is_contiguous, host)))
-        goto fail;
-    if (contig == Py_True) {
-        dense = host;
-        Py_INCREF(dense);
-    } else if (!(dense = msp_cc_tcall(msp_cc_tm.contiguous, host))) {
-        goto fail;
-    }
-    long long numel = msp_cc_tcall_ll(msp_cc_tm.numel, dense);
-    long long esize = msp_cc_tcall_ll(msp_cc_tm.element_size, dense);
-    if (!(ptr = msp_cc_tcall(msp_cc_tm.data_ptr, dense)))
-        goto fail;
-    unsigned long long addr = PyLong_AsUnsignedLongLong(ptr);
-    if (PyErr_Occurred() || numel < 0 || esize < 0)
-        goto fail;
+    const msp_dq_tensor_t *t = &r->t[0];
+    size_t es = msp_dtype_size(t->dtype);
     msp_cc_stats_t st;
-    msp_cc_tensor_stats(addr && numel ? (const void *)(uintptr_t)addr : NULL, (size_t)numel, (size_t)esize,
+    msp_cc_tensor_stats(t->nbytes ? t->data : NULL, es ? t->nbytes / es : 0, es,
                         msp_cc_dtype_from_name(dtype_name), &st);
     if (st.valid) {
         cJSON_AddItemToObject(e, "max", msp_cc_json_double(st.max));
@@ -166,22 +95,15 @@ void msp_cc_py_tensor_entry(PyObject *tensor, const char *name, cJSON *arr)
     goto cleanup;
 fail:
     PyErr_Clear();
-    msp_cc_add_error_entry(arr, name, why);
+    msp_cc_add_error_entry(arr, name, "cannot read the tensor");
 cleanup:
+    msp_dq_rec_free(r);
     cJSON_Delete(e);
     free(dtype_name);
     free(layout_name);
-    free(dev_name);
-    Py_XDECREF(device);
-    Py_XDECREF(devtype);
-    Py_XDECREF(contig);
-    Py_XDECREF(d);
-    Py_XDECREF(host);
-    Py_XDECREF(dense);
     Py_XDECREF(dtype);
     Py_XDECREF(shape);
     Py_XDECREF(layout);
-    Py_XDECREF(ptr);
 }
 
 static void msp_cc_value_entry(PyObject *v, const char *name, cJSON *arr)

@@ -1,72 +1,41 @@
-/* In-process collection for config_check, driven by the dump shim's Python
- * side (msp_cc_py_boot / after_import / step_end, GIL held).
+/* config_check's in-process collection: a listener of the Python side's one
+ * runtime (py_proc.c). Seeds come from the runtime's seed wrappers, the
+ * optimizer from its Optimizer.__init__ event, weights and the first batches
+ * from its root-forward event (the module hooks the dump uses), the pack is
+ * written at its step-end and exit events, in a writing process only.
  *
- * Rules: never raise into training code, never change what it computes.
- * Seed functions and Optimizer.__init__ are replaced by a wrapper object that
- * calls the original with the same arguments and returns its result; weights
- * and inputs are read at root-module forwards through torch's global forward
- * pre-hook; the pack is written by an atexit handler and optionally when a
- * configured step ends. */
-#include "cc_py.h"
+ * Rules: never raise into training code, never change what it computes. */
+#include "py_cc.h"
 
-#include <fcntl.h>
+#include <errno.h>
 #include <limits.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 extern char **environ;
 
-enum { MSP_CC_WRAP_SEED = 0, MSP_CC_WRAP_OPTIM_INIT = 1 };
-
-typedef struct msp_cc_wrap {
-    PyObject_HEAD
-    PyObject *orig;
-    int kind;
-    const char *api;
-} msp_cc_wrap_t;
-
 static struct {
-    int booted, enabled;
+    int enabled;
     char *zip_path;
     int64_t write_at_step, dataset_batches;
-    pid_t pid;
-    int busy;              /* our own Python calls must not re-enter collection */
-    int seed_depth;        /* seed calls made by seed functions are not the user's */
-    int64_t fwd_depth, batches_done;
+    int64_t batches_done;
     int done_random, done_numpy, done_torch;
-    PyTypeObject *wrap_type;
     PyObject *roots;       /* id(root module) -> name */
     PyObject *tensor_type; /* torch.Tensor */
     PyObject *torch;
     cJSON *calls, *weights, *dataset, *optimizers, *root_counts;
     cJSON *pip;            /* cached after the first write: sys.path scans are slow */
-    int warned;
 } msp_cc;
 
-/* The shim's voice: one "msprobe:" line per write(2), on stderr or appended
- * to MSPROBE_LOG_FILE. A few warnings are enough to say collection is degraded. */
+/* Through the runtime's logger: one line per kind, counted at exit. */
 static void msp_cc_warn(const char *what)
 {
-    if (msp_cc.warned++ >= 3)
-        return;
-    msp_log(MSP_LOG_WARN, "config_check: %s", what);
-    char line[1024];
-    int n = snprintf(line, sizeof line, "msprobe: warning: config_check: %s\n", what);
-    if (n <= 0)
-        return;
-    size_t len = (size_t)n < sizeof line ? (size_t)n : sizeof line - 1;
-    const char *lf = getenv("MSPROBE_LOG_FILE");
-    int fd = lf && *lf ? open(lf, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644) : STDERR_FILENO;
-    if (fd < 0)
-        fd = STDERR_FILENO;
-    ssize_t w = write(fd, line, len);
-    (void)w;
-    if (fd != STDERR_FILENO)
-        close(fd);
+    msp_shim_warn_once("config_check", "config_check: %s", what);
 }
 
-/* ---- wrapper type ------------------------------------------------------- */
+/* ---- listeners: what the runtime's events record ------------------------ */
 
 static void msp_cc_record_seed(const char *api, PyObject *args, PyObject *kwargs)
 {
@@ -166,119 +135,6 @@ static void msp_cc_record_optimizer(PyObject *opt)
     Py_XDECREF(mod);
     Py_XDECREF(qn);
     Py_XDECREF(groups);
-}
-
-static PyObject *msp_cc_wrap_call(PyObject *self, PyObject *args, PyObject *kwargs)
-{
-    msp_cc_wrap_t *w = (msp_cc_wrap_t *)self;
-    if (w->kind == MSP_CC_WRAP_SEED)
-        msp_cc.seed_depth++;
-    PyObject *res = PyObject_Call(w->orig, args, kwargs);
-    if (w->kind == MSP_CC_WRAP_SEED)
-        msp_cc.seed_depth--;
-    if (!res || !msp_cc.enabled || msp_cc.busy || getpid() != msp_cc.pid)
-        return res;
-    if (w->kind == MSP_CC_WRAP_SEED && msp_cc.seed_depth > 0)
-        return res;
-    PyObject *et, *ev, *tb;
-    PyErr_Fetch(&et, &ev, &tb);
-    msp_cc.busy = 1;
-    if (w->kind == MSP_CC_WRAP_SEED)
-        msp_cc_record_seed(w->api, args, kwargs);
-    else if (PyTuple_Size(args) > 0)
-        msp_cc_record_optimizer(PyTuple_GetItem(args, 0));
-    msp_cc.busy = 0;
-    PyErr_Clear();
-    PyErr_Restore(et, ev, tb);
-    return res;
-}
-
-/* Bound through a class (Optimizer.__init__): behave like a function would. */
-static PyObject *msp_cc_wrap_get(PyObject *self, PyObject *obj, PyObject *type)
-{
-    (void)type;
-    if (!obj || obj == Py_None) {
-        Py_INCREF(self);
-        return self;
-    }
-    PyObject *functools = PyImport_ImportModule("functools");
-    PyObject *partial = functools ? PyObject_GetAttrString(functools, "partial") : NULL;
-    PyObject *bound = partial ? PyObject_CallFunctionObjArgs(partial, self, obj, NULL) : NULL;
-    Py_XDECREF(functools);
-    Py_XDECREF(partial);
-    return bound;
-}
-
-/* __name__, __doc__, __module__ ... of the original, so introspection sees it. */
-static PyObject *msp_cc_wrap_getattro(PyObject *self, PyObject *name)
-{
-    PyObject *r = PyObject_GetAttr(((msp_cc_wrap_t *)self)->orig, name);
-    if (r)
-        return r;
-    PyErr_Clear();
-    return PyObject_GenericGetAttr(self, name);
-}
-
-static void msp_cc_wrap_dealloc(PyObject *self)
-{
-    PyTypeObject *tp = Py_TYPE(self);
-    Py_XDECREF(((msp_cc_wrap_t *)self)->orig);
-    freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
-    f(self);
-    Py_DECREF(tp);
-}
-
-static PyType_Slot msp_cc_wrap_slots[] = {
-    {Py_tp_call, (void *)msp_cc_wrap_call},
-    {Py_tp_descr_get, (void *)msp_cc_wrap_get},
-    {Py_tp_getattro, (void *)msp_cc_wrap_getattro},
-    {Py_tp_dealloc, (void *)msp_cc_wrap_dealloc},
-    {0, NULL},
-};
-
-static PyType_Spec msp_cc_wrap_spec = {
-    "msprobe.config_check_wrapper", sizeof(msp_cc_wrap_t), 0, Py_TPFLAGS_DEFAULT, msp_cc_wrap_slots,
-};
-
-/* Replace owner.attr by a wrapper (once; a wrapper is never wrapped again).
- * Returns the wrapper installed or found (borrowed), or NULL. */
-static PyObject *msp_cc_patch(PyObject *owner, const char *attr, const char *api, int kind, PyObject *reuse)
-{
-    PyObject *orig = PyObject_GetAttrString(owner, attr);
-    PyObject *w = NULL;
-    if (!orig) {
-        PyErr_Clear();
-        return NULL;
-    }
-    if (PyObject_TypeCheck(orig, msp_cc.wrap_type)) {
-        Py_DECREF(orig); /* owner keeps it alive */
-        return orig;
-    }
-    if (reuse && ((msp_cc_wrap_t *)reuse)->orig == orig) {
-        w = reuse;
-        Py_INCREF(w);
-    } else {
-        msp_cc_wrap_t *nw = PyObject_New(msp_cc_wrap_t, msp_cc.wrap_type);
-        if (!nw) {
-            Py_DECREF(orig);
-            PyErr_Clear();
-            return NULL;
-        }
-        nw->orig = orig;
-        Py_INCREF(orig);
-        nw->kind = kind;
-        nw->api = api;
-        w = (PyObject *)nw;
-    }
-    Py_DECREF(orig);
-    if (PyObject_SetAttrString(owner, attr, w) != 0) {
-        PyErr_Clear();
-        Py_DECREF(w);
-        msp_cc_warn("cannot wrap a seed function or Optimizer.__init__; that item will be incomplete");
-        return NULL;
-    }
-    Py_DECREF(w); /* the owner holds it now */
-    return w;
 }
 
 /* ---- module forward hooks ----------------------------------------------- */
@@ -392,123 +248,83 @@ static void msp_cc_record_root(PyObject *module, PyObject *input)
     free(root);
 }
 
-static PyObject *msp_cc_pre_hook(PyObject *self, PyObject *args)
+static void msp_cc_on_root_forward(PyObject *module, PyObject *input)
 {
-    (void)self;
-    int root = msp_cc.fwd_depth == 0;
-    msp_cc.fwd_depth++;
-    if (root && msp_cc.enabled && !msp_cc.busy && PyTuple_Size(args) == 2 && getpid() == msp_cc.pid) {
-        PyObject *et, *ev, *tb;
-        PyErr_Fetch(&et, &ev, &tb);
-        msp_cc.busy = 1;
-        msp_cc_record_root(PyTuple_GetItem(args, 0), PyTuple_GetItem(args, 1));
-        msp_cc.busy = 0;
-        PyErr_Clear();
-        PyErr_Restore(et, ev, tb);
-    }
-    Py_RETURN_NONE; /* None: the input is left as it was */
-}
-
-static PyObject *msp_cc_post_hook(PyObject *self, PyObject *args)
-{
-    (void)self;
-    (void)args;
-    if (msp_cc.fwd_depth > 0)
-        msp_cc.fwd_depth--;
-    Py_RETURN_NONE; /* None: the output is left as it was */
-}
-
-static PyMethodDef msp_cc_pre_def = {"msprobe_config_check_pre_hook", msp_cc_pre_hook, METH_VARARGS, NULL};
-static PyMethodDef msp_cc_post_def = {"msprobe_config_check_post_hook", msp_cc_post_hook, METH_VARARGS, NULL};
-
-static int msp_cc_register_hook(PyObject *modmod, const char *reg, PyMethodDef *def)
-{
-    PyObject *f = PyCFunction_NewEx(def, NULL, NULL);
-    PyObject *h = f ? PyObject_CallMethod(modmod, reg, "O", f) : NULL;
-    int ok = h != NULL;
-    Py_XDECREF(h); /* the handle is dropped: hooks stay for the process lifetime */
-    Py_XDECREF(f);
-    PyErr_Clear();
-    return ok;
+    if (msp_cc.enabled)
+        msp_cc_record_root(module, input);
 }
 
 /* ---- patching as modules appear ------------------------------------------ */
 
-static void msp_cc_patch_torch(PyObject *torch)
+/* Seed functions get the runtime's wrapper (one per attribute, shared with
+ * any other use); Optimizer.__init__ and module forwards are the runtime's
+ * own events, so nothing of torch is patched twice. */
+static void msp_cc_seed_torch(PyObject *torch)
 {
-    PyObject *nn = PyObject_GetAttrString(torch, "nn");
-    PyObject *modules = nn ? PyObject_GetAttrString(nn, "modules") : NULL;
-    PyObject *modmod = modules ? PyObject_GetAttrString(modules, "module") : NULL;
-    PyObject *optim = PyObject_GetAttrString(torch, "optim");
-    PyObject *optcls = optim ? PyObject_GetAttrString(optim, "Optimizer") : NULL;
     PyObject *random = PyObject_GetAttrString(torch, "random");
+    PyErr_Clear();
     PyObject *cuda = PyObject_GetAttrString(torch, "cuda");
+    PyErr_Clear();
     PyObject *cuda_random = cuda ? PyObject_GetAttrString(cuda, "random") : NULL;
     PyErr_Clear();
-    if (!modmod || !optcls) {
-        /* torch not fully imported yet (or not torch at all): try again later. */
-        goto cleanup;
-    }
     msp_cc.done_torch = 1;
     Py_INCREF(torch);
     msp_cc.torch = torch;
     msp_cc.tensor_type = PyObject_GetAttrString(torch, "Tensor");
     PyErr_Clear();
-    if (msp_cc_py_tensor_init(torch) != 0)
-        msp_cc_warn("cannot find torch's tensor methods; weights and dataset entries will be unavailable");
-    PyObject *w = msp_cc_patch(torch, "manual_seed", "torch.manual_seed", MSP_CC_WRAP_SEED, NULL);
+    int rc = msp_proc_wrap_seed(torch, "manual_seed", "torch.manual_seed");
     if (random)
-        msp_cc_patch(random, "manual_seed", "torch.manual_seed", MSP_CC_WRAP_SEED, w);
+        rc |= msp_proc_wrap_seed(random, "manual_seed", "torch.manual_seed");
     if (cuda) {
-        PyObject *a = msp_cc_patch(cuda, "manual_seed", "torch.cuda.manual_seed", MSP_CC_WRAP_SEED, NULL);
-        PyObject *b = msp_cc_patch(cuda, "manual_seed_all", "torch.cuda.manual_seed_all", MSP_CC_WRAP_SEED, NULL);
-        if (cuda_random) {
-            msp_cc_patch(cuda_random, "manual_seed", "torch.cuda.manual_seed", MSP_CC_WRAP_SEED, a);
-            msp_cc_patch(cuda_random, "manual_seed_all", "torch.cuda.manual_seed_all", MSP_CC_WRAP_SEED, b);
-        }
+        rc |= msp_proc_wrap_seed(cuda, "manual_seed", "torch.cuda.manual_seed");
+        rc |= msp_proc_wrap_seed(cuda, "manual_seed_all", "torch.cuda.manual_seed_all");
     }
-    msp_cc_patch(optcls, "__init__", "torch.optim.Optimizer.__init__", MSP_CC_WRAP_OPTIM_INIT, NULL);
-    if (!msp_cc_register_hook(modmod, "register_module_forward_pre_hook", &msp_cc_pre_def) ||
-        !msp_cc_register_hook(modmod, "register_module_forward_hook", &msp_cc_post_def))
-        msp_cc_warn("cannot register global module forward hooks; weights and dataset will be empty");
-cleanup:
-    PyErr_Clear();
-    Py_XDECREF(nn);
-    Py_XDECREF(modules);
-    Py_XDECREF(modmod);
-    Py_XDECREF(optim);
-    Py_XDECREF(optcls);
+    if (cuda_random) {
+        rc |= msp_proc_wrap_seed(cuda_random, "manual_seed", "torch.cuda.manual_seed");
+        rc |= msp_proc_wrap_seed(cuda_random, "manual_seed_all", "torch.cuda.manual_seed_all");
+    }
+    if (rc)
+        msp_cc_warn("cannot wrap a seed function; the random item will be incomplete");
     Py_XDECREF(random);
     Py_XDECREF(cuda);
     Py_XDECREF(cuda_random);
+    PyErr_Clear();
 }
 
-void msp_cc_py_after_import(void)
+static void msp_cc_on_import(void)
 {
-    if (!msp_cc.enabled || msp_cc.busy || (msp_cc.done_random && msp_cc.done_numpy && msp_cc.done_torch))
+    if (!msp_cc.enabled || (msp_cc.done_random && msp_cc.done_numpy && msp_cc.done_torch))
         return;
-    PyObject *et, *ev, *tb;
-    PyErr_Fetch(&et, &ev, &tb);
-    msp_cc.busy = 1;
     PyObject *mods = PyImport_GetModuleDict();
     PyObject *m;
     if (!msp_cc.done_random && (m = PyDict_GetItemString(mods, "random"))) {
         msp_cc.done_random = 1;
-        msp_cc_patch(m, "seed", "random.seed", MSP_CC_WRAP_SEED, NULL);
+        msp_proc_wrap_seed(m, "seed", "random.seed");
     }
     if (!msp_cc.done_numpy && (m = PyDict_GetItemString(mods, "numpy.random")) &&
         PyObject_HasAttrString(m, "seed")) {
         msp_cc.done_numpy = 1;
-        PyObject *w = msp_cc_patch(m, "seed", "numpy.random.seed", MSP_CC_WRAP_SEED, NULL);
+        msp_proc_wrap_seed(m, "seed", "numpy.random.seed");
         PyObject *mt = PyDict_GetItemString(mods, "numpy.random.mtrand");
-        if (mt && w)
-            msp_cc_patch(mt, "seed", "numpy.random.seed", MSP_CC_WRAP_SEED, w);
+        if (mt)
+            msp_proc_wrap_seed(mt, "seed", "numpy.random.seed");
     }
-    if (!msp_cc.done_torch && (m = PyDict_GetItemString(mods, "torch")))
-        msp_cc_patch_torch(m);
-    msp_cc.busy = 0;
+    /* torch's modules are complete only once torch itself is patched. */
+    if (!msp_cc.done_torch && msp_g.torch_seen && (m = PyDict_GetItemString(mods, "torch")))
+        msp_cc_seed_torch(m);
     PyErr_Clear();
-    PyErr_Restore(et, ev, tb);
+}
+
+static void msp_cc_on_seed(const char *api, PyObject *args, PyObject *kw)
+{
+    if (msp_cc.enabled)
+        msp_cc_record_seed(api, args, kw);
+}
+
+static void msp_cc_on_optimizer(PyObject *opt)
+{
+    if (msp_cc.enabled)
+        msp_cc_record_optimizer(opt);
 }
 
 /* ---- writing the pack --------------------------------------------------- */
@@ -616,41 +432,43 @@ static cJSON *msp_cc_ref_object(const char *key, cJSON *arr)
     return o;
 }
 
-static int msp_cc_is_mp_child(void)
+/* The pack's name for this process, chosen at its first write: a pack that
+ * exists already (another process's or an earlier run's) is never replaced;
+ * this process then writes NAME-1.zip (NAME-2.zip, ...) with a warning. */
+static char *msp_cc_own_path(const char *want)
 {
-    PyObject *mods = PyImport_GetModuleDict();
-    PyObject *mp = PyDict_GetItemString(mods, "multiprocessing.process");
-    int child = 0;
-    if (mp) {
-        PyObject *pp = PyObject_CallMethod(mp, "parent_process", NULL);
-        child = pp && pp != Py_None;
-        Py_XDECREF(pp);
+    static char *chosen;
+    if (chosen)
+        return strdup(chosen);
+    struct stat st;
+    char *path = strdup(want);
+    const char *dot = strrchr(want, '.');
+    const char *slash = strrchr(want, '/');
+    size_t stem = dot && (!slash || dot > slash) ? (size_t)(dot - want) : strlen(want);
+    for (int k = 1; path && lstat(path, &st) == 0 && k < 1000; k++) {
+        free(path);
+        path = msp_asprintf("%.*s-%d%s", (int)stem, want, k, want + stem);
     }
-    PyErr_Clear();
-    return child;
+    if (path && strcmp(path, want) != 0)
+        msp_shim_warn_once("config_check_exists", "config_check: %s exists and is never "
+                           "replaced; this process (pid %ld) writes %s", want, (long)getpid(), path);
+    chosen = path ? strdup(path) : NULL;
+    return path;
 }
 
 static void msp_cc_write(const char *when)
 {
-    /* Forked or spawned workers (DataLoader) must not overwrite the run's pack. */
-    if (getpid() != msp_cc.pid || msp_cc_is_mp_child())
-        return;
-    PyObject *et, *ev, *tb;
-    PyErr_Fetch(&et, &ev, &tb);
-    msp_cc.busy = 1;
-    char *path = NULL;
+    char *want = NULL;
     cJSON *manifest = NULL, *env = NULL, *random = NULL, *weights = NULL, *dataset = NULL, *hyper = NULL;
-    int64_t rank = msp_cc_env_int("RANK", -1), world = msp_cc_env_int("WORLD_SIZE", -1);
-    int rank_set = rank >= 0;
-    if (rank < 0)
-        rank = msp_cc_dist("get_rank");
+    /* The runtime's rank rule (RANK, LOCAL_RANK, then torch.distributed), as the dump's. */
+    int64_t rank = msp_current_rank(), world = msp_cc_env_int("WORLD_SIZE", -1);
+    int rank_set = msp_g.rank_final;
     if (world < 0)
         world = msp_cc_dist("get_world_size");
-    if (rank < 0)
-        rank = 0;
     if (world < 1)
         world = 1;
-    path = (rank_set || world > 1) ? msp_cc_rank_path(msp_cc.zip_path, rank) : strdup(msp_cc.zip_path);
+    want = (rank_set || world > 1) ? msp_cc_rank_path(msp_cc.zip_path, rank) : strdup(msp_cc.zip_path);
+    char *path = want ? msp_cc_own_path(want) : NULL;
     if (!msp_cc.pip)
         msp_cc.pip = msp_cc_pip_json();
     env = msp_cc_env_json(environ);
@@ -681,36 +499,26 @@ static void msp_cc_write(const char *when)
     cJSON_Delete(dataset);
     cJSON_Delete(hyper);
     free(path);
-    msp_cc.busy = 0;
-    PyErr_Clear();
-    PyErr_Restore(et, ev, tb);
+    free(want);
 }
 
-static PyObject *msp_cc_atexit(PyObject *self, PyObject *args)
+static void msp_cc_on_exit(const char *how)
 {
-    (void)self;
-    (void)args;
-    if (msp_cc.enabled)
+    (void)how;
+    /* Only a process that trained (ran a model or made an optimizer) leaves a
+     * pack at exit: helpers that merely import torch (compile workers, an
+     * evaluation script's subprocess) would otherwise leave packs with no
+     * weights that compare as equal. */
+    if (msp_cc.enabled && (cJSON_GetArraySize(msp_cc.weights) > 0 ||
+                           cJSON_GetArraySize(msp_cc.optimizers) > 0 ||
+                           cJSON_GetArraySize(msp_cc.dataset) > 0))
         msp_cc_write("exit");
-    Py_RETURN_NONE;
+    msp_cc.enabled = 0; /* written once: nothing runs after an exit */
 }
 
-void msp_cc_py_exit_now(void)
+static void msp_cc_on_step_end(int64_t step)
 {
-    if (msp_cc.enabled)
-        msp_cc_write("exit");
-    msp_cc.enabled = 0; /* nothing after this: os._exit cannot fail */
-}
-
-static PyMethodDef msp_cc_atexit_def = {"msprobe_config_check_atexit", msp_cc_atexit, METH_NOARGS, NULL};
-
-void msp_cc_py_step_end(int64_t step)
-{
-    if (!msp_cc.enabled)
-        return;
-    /* Between steps no forward is running: heal a count left by an exception. */
-    msp_cc.fwd_depth = 0;
-    if (msp_cc.write_at_step >= 0 && step == msp_cc.write_at_step) {
+    if (msp_cc.enabled && msp_cc.write_at_step >= 0 && step == msp_cc.write_at_step) {
         char when[48];
         snprintf(when, sizeof when, "step %lld", (long long)step);
         msp_cc_write(when);
@@ -729,11 +537,41 @@ static char *msp_cc_absolute(const char *path)
     return msp_asprintf("%s/%s", cwd, path);
 }
 
-msp_err msp_cc_py_boot(const msp_config_t *cfg)
+/* An output_zip_path that cannot work stops the run before training, as a bad
+ * dump_path does: found at exit, the whole run's pack would be lost. */
+static msp_err msp_cc_check_path(const char *path, const char *key)
 {
-    if (msp_cc.booted)
-        return MSP_OK;
-    msp_cc.booted = 1;
+    struct stat st;
+    char *dir = NULL;
+    msp_err rc = MSP_OK;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        rc = msp_fail(MSP_ERR_CONFIG, "%s: \"%s\" is a directory; name the pack's file, e.g. "
+                      "\"%s/config_check_pack.zip\"", key, path, path);
+        goto cleanup;
+    }
+    if (!(dir = msp_parent_dir(path))) {
+        rc = msp_fail(MSP_ERR_NOMEM, "out of memory");
+        goto cleanup;
+    }
+    if (msp_mkdirs(dir) != MSP_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", msp_last_error()); /* msp_fail reuses its buffer */
+        rc = msp_fail(MSP_ERR_CONFIG, "%s: cannot create the directory of \"%s\" (%s); choose a "
+                      "writable place", key, path, why);
+    } else if (access(dir, W_OK | X_OK) != 0) {
+        rc = msp_fail(MSP_ERR_CONFIG, "%s: cannot write in \"%s\" (%s); choose a writable place",
+                      key, dir, strerror(errno));
+    }
+cleanup:
+    free(dir);
+    return rc;
+}
+
+msp_err msp_cc_setup(const msp_config_t *cfg)
+{
+    static const msp_listener_t listener = {msp_cc_on_import, msp_cc_on_seed, msp_cc_on_optimizer,
+                                            msp_cc_on_root_forward, msp_cc_on_step_end,
+                                            msp_cc_on_exit};
     const char *env_path = getenv("MSPROBE_CONFIG_CHECK");
     if (env_path && strcmp(env_path, "0") == 0)
         env_path = NULL; /* "0" means off, as the shim reads it */
@@ -744,37 +582,32 @@ msp_err msp_cc_py_boot(const msp_config_t *cfg)
                                   : NULL;
     if (!path)
         return MSP_OK; /* config_check not requested */
-    msp_cc.write_at_step = msp_cc_env_int("MSPROBE_CONFIG_CHECK_WRITE_AT_STEP", from_cfg ? cfg->cc_write_at_step : -1);
-    msp_cc.dataset_batches = msp_cc_env_int("MSPROBE_CONFIG_CHECK_BATCHES", from_cfg ? cfg->cc_dataset_batches : 1);
-    msp_cc.pid = getpid();
     /* The script may chdir; the pack goes where the user pointed at start. */
     msp_cc.zip_path = msp_cc_absolute(path);
+    if (!msp_cc.zip_path)
+        return msp_fail(MSP_ERR_NOMEM, "config_check: out of memory at start");
+    char *key = env_path && *env_path ? strdup("MSPROBE_CONFIG_CHECK")
+                                      : msp_asprintf("%s: config_check.output_zip_path",
+                                                     cfg && cfg->source ? cfg->source : "msprobe.json");
+    msp_err prc = key ? msp_cc_check_path(msp_cc.zip_path, key) : msp_fail(MSP_ERR_NOMEM, "out of memory");
+    free(key);
+    if (prc != MSP_OK)
+        return prc;
+    msp_cc.write_at_step = msp_cc_env_int("MSPROBE_CONFIG_CHECK_WRITE_AT_STEP", from_cfg ? cfg->cc_write_at_step : -1);
+    msp_cc.dataset_batches = msp_cc_env_int("MSPROBE_CONFIG_CHECK_BATCHES", from_cfg ? cfg->cc_dataset_batches : 1);
     msp_cc.calls = cJSON_CreateArray();
     msp_cc.weights = cJSON_CreateArray();
     msp_cc.dataset = cJSON_CreateArray();
     msp_cc.optimizers = cJSON_CreateArray();
     msp_cc.root_counts = cJSON_CreateObject();
     msp_cc.roots = PyDict_New();
-    if (!msp_cc.zip_path || !msp_cc.calls || !msp_cc.weights || !msp_cc.dataset || !msp_cc.optimizers ||
+    if (!msp_cc.calls || !msp_cc.weights || !msp_cc.dataset || !msp_cc.optimizers ||
         !msp_cc.root_counts || !msp_cc.roots) {
         PyErr_Clear();
         return msp_fail(MSP_ERR_NOMEM, "config_check: out of memory at start");
     }
-    msp_cc.wrap_type = (PyTypeObject *)PyType_FromSpec(&msp_cc_wrap_spec);
-    PyObject *atexit_mod = PyImport_ImportModule("atexit");
-    PyObject *cb = PyCFunction_NewEx(&msp_cc_atexit_def, NULL, NULL);
-    PyObject *reg = atexit_mod && cb ? PyObject_CallMethod(atexit_mod, "register", "O", cb) : NULL;
-    int ok = msp_cc.wrap_type && reg;
-    Py_XDECREF(atexit_mod);
-    Py_XDECREF(cb);
-    Py_XDECREF(reg);
-    if (!ok) {
-        PyErr_Clear();
-        return msp_fail(MSP_ERR_PYTHON, "config_check: cannot set up (wrapper type or atexit registration failed); "
-                                        "%s will not be written",
-                        msp_cc.zip_path);
-    }
+    if (msp_listen(&listener) != 0)
+        return msp_fail(MSP_ERR_INTERNAL, "config_check: no room for another listener");
     msp_cc.enabled = 1;
-    msp_cc_py_after_import();
     return MSP_OK;
 }

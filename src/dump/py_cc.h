@@ -1,11 +1,10 @@
-/* Shared by the in-process collectors (cc_py_*.c). Python limited API only:
- * the library is loaded into whatever CPython >= 3.8 runs the training. */
-#ifndef MSPROBE_CC_PY_H
-#define MSPROBE_CC_PY_H
+/* config_check's collectors inside the Python side (py_cc*.c): listeners of
+ * the one runtime (dump_py.h); the pack itself is built by msp_cc_core. */
+#ifndef MSP_PY_CC_H
+#define MSP_PY_CC_H
 
 #define PY_SSIZE_T_CLEAN
-#define Py_LIMITED_API 0x03080000
-#include <Python.h>
+#include "dump_py.h"
 
 #include "cc_internal.h"
 
@@ -13,13 +12,9 @@
  * with the Python error cleared. Caller frees. */
 char *msp_cc_py_text(PyObject *o, int use_repr);
 
-/* Look up the tensor methods the readers use (from torch._C's tensor base
- * class, beneath any patch of torch.Tensor). 0 on success. */
-int msp_cc_py_tensor_init(PyObject *torch);
-
 /* Append to arr one tensor entry {name, shape, dtype, max, min, mean, norm,
- * hash}, read from host memory without running torch operators that
- * compute. Never leaves a Python error set. */
+ * hash}, read through the runtime's tensor reader (the dump's: nothing it
+ * calls is dumped, no torch operator computes). Never leaves a Python error set. */
 void msp_cc_py_tensor_entry(PyObject *tensor, const char *name, cJSON *arr);
 
 /* Append entries for a (possibly nested) forward input: tensors as above,

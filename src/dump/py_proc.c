@@ -1,0 +1,405 @@
+/* The runtime's process identity, events and ways out.
+ *
+ * Identity: which process may write (see msp_proc_may_write in dump_py.h).
+ * Events: the dump side raises them (optimizer created, root forward, step
+ * end, exit, seed calls, imports); listeners such as config_check's
+ * collectors act on them instead of patching torch a second time.
+ * Ways out: a normal exit (Python's atexit, then Py_AtExit), os._exit, and
+ * SIGTERM all end with the same steps: listeners' exit (the config_check
+ * pack), then the writer drained and its last file in place, then the
+ * warnings' counts. Ctrl-C keeps its exit status and SIGTERM its signal. */
+#include "dump_py.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MSP_MAX_LISTENERS 4
+static msp_listener_t g_listeners[MSP_MAX_LISTENERS];
+static int g_nlisteners;
+static int g_exit_done, g_dump_done;
+static volatile int g_keyboard_interrupt; /* the script ended with an unhandled Ctrl-C */
+static _Thread_local int t_seed_depth;   /* seed calls made by seed functions */
+static PyObject *g_orig_os_exit;
+
+/* ---- identity ----------------------------------------------------------- */
+
+int msp_proc_may_write(void)
+{
+    return !msp_g.disabled && getpid() == msp_g.pid && msp_g.torch_seen &&
+           (!msp_g.mp_child || msp_g.joined_group);
+}
+
+/* The command line as the interpreter got it (sys.orig_argv, Python >= 3.10),
+ * else sys.argv, which at boot still holds what follows -c. */
+static void classify_command_line(void)
+{
+    PyObject *argv = PySys_GetObject("orig_argv"); /* borrowed */
+    if (!argv)
+        argv = PySys_GetObject("argv");
+    Py_ssize_t n = argv && PyList_Check(argv) ? PyList_Size(argv) : 0;
+    int after_c = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *a = PyList_GetItem(argv, i);
+        PyObject *b = a && PyUnicode_Check(a) ? PyUnicode_AsUTF8String(a) : NULL;
+        const char *s = b ? PyBytes_AsString(b) : NULL;
+        if (s && strcmp(s, "--multiprocessing-fork") == 0) {
+            msp_g.mp_child = 1;
+        } else if (s && after_c) {
+            /* multiprocessing's own helpers run "python -c 'from multiprocessing.X ...'":
+             * spawn children (pools, DataLoader workers, torch.multiprocessing.spawn
+             * ranks) may become ranks; the resource tracker and forkserver never write. */
+            if (strncmp(s, "from multiprocessing.spawn import", 33) == 0)
+                msp_g.mp_child = 1;
+            else if (strncmp(s, "from multiprocessing.", 21) == 0)
+                msp_g.disabled = 1;
+        }
+        after_c = s && strcmp(s, "-c") == 0;
+        Py_XDECREF(b);
+    }
+    PyErr_Clear();
+}
+
+/* ---- events --------------------------------------------------------------- */
+
+int msp_listen(const msp_listener_t *l)
+{
+    if (g_nlisteners == MSP_MAX_LISTENERS)
+        return -1;
+    g_listeners[g_nlisteners++] = *l;
+    return 0;
+}
+
+/* The fork guard of every event: forked children and disabled processes are silent. */
+static int events_on(void)
+{
+    return g_nlisteners > 0 && !msp_g.disabled && getpid() == msp_g.pid;
+}
+
+/* Listeners run with the training's pending exception set aside and the
+ * shim's depth raised: nothing they call is dumped or raises into training. */
+typedef struct saved {
+    PyObject *t, *v, *tb;
+} saved_t;
+
+static saved_t enter_listener(void)
+{
+    saved_t s;
+    PyErr_Fetch(&s.t, &s.v, &s.tb);
+    msp_t_depth++;
+    return s;
+}
+
+static void leave_listener(saved_t s)
+{
+    msp_t_depth--;
+    if (PyErr_Occurred())
+        PyErr_Clear();
+    PyErr_Restore(s.t, s.v, s.tb);
+}
+
+void msp_ev_after_import(void)
+{
+    if (!events_on())
+        return;
+    saved_t s = enter_listener();
+    for (int i = 0; i < g_nlisteners; i++)
+        if (g_listeners[i].after_import)
+            g_listeners[i].after_import();
+    leave_listener(s);
+}
+
+void msp_ev_optimizer_created(PyObject *optimizer)
+{
+    if (!events_on() || !optimizer)
+        return;
+    saved_t s = enter_listener();
+    for (int i = 0; i < g_nlisteners; i++)
+        if (g_listeners[i].optimizer_created)
+            g_listeners[i].optimizer_created(optimizer);
+    leave_listener(s);
+}
+
+void msp_ev_root_forward(PyObject *module, PyObject *input)
+{
+    if (!events_on() || !module || !input || msp_t_depth > 0)
+        return;
+    saved_t s = enter_listener();
+    for (int i = 0; i < g_nlisteners; i++)
+        if (g_listeners[i].root_forward)
+            g_listeners[i].root_forward(module, input);
+    leave_listener(s);
+}
+
+void msp_ev_step_end(int64_t step)
+{
+    if (!events_on())
+        return;
+    saved_t s = enter_listener();
+    for (int i = 0; i < g_nlisteners; i++)
+        if (g_listeners[i].step_end)
+            g_listeners[i].step_end(step);
+    leave_listener(s);
+}
+
+/* Once per process, and only where this process may write (a DataLoader
+ * worker, a pool child or the resource tracker never writes a pack). */
+void msp_ev_exit(const char *how)
+{
+    if (g_exit_done || !events_on())
+        return;
+    g_exit_done = 1;
+    if (!msp_proc_may_write())
+        return;
+    saved_t s = enter_listener();
+    for (int i = 0; i < g_nlisteners; i++)
+        if (g_listeners[i].exit)
+            g_listeners[i].exit(how);
+    leave_listener(s);
+}
+
+static PyObject *msp_ev_call(PyObject *orig, const char *name, PyObject *args, PyObject *kw)
+{
+    int seed = strncmp(name, "seed:", 5) == 0;
+    t_seed_depth += seed;
+    PyObject *out = PyObject_Call(orig, args, kw);
+    t_seed_depth -= seed;
+    if (!out || msp_t_depth > 0 || !events_on())
+        return out;
+    if (seed && t_seed_depth == 0) {
+        saved_t s = enter_listener();
+        for (int i = 0; i < g_nlisteners; i++)
+            if (g_listeners[i].seed)
+                g_listeners[i].seed(name + 5, args, kw);
+        leave_listener(s);
+    }
+    return out;
+}
+
+/* torch.distributed.init_process_group: a spawned child that joins a process
+ * group is a rank (torch.multiprocessing.spawn): it writes from now on. */
+static PyObject *group_call(PyObject *orig, PyObject *args, PyObject *kw)
+{
+    PyObject *out = PyObject_Call(orig, args, kw);
+    if (out && !msp_g.disabled && getpid() == msp_g.pid) {
+        msp_g.joined_group = 1;
+        msp_g.rank_step = -1;
+        msp_g.dumping = msp_step_wanted(msp_g.step);
+    }
+    return out;
+}
+
+PyObject *msp_ev_dispatch(PyObject *orig, const char *name, PyObject *args, PyObject *kw)
+{
+    if (strcmp(name, "init_process_group") == 0)
+        return group_call(orig, args, kw);
+    return msp_ev_call(orig, name, args, kw);
+}
+
+/* ---- ways out ------------------------------------------------------------ */
+
+/* The writer drained, the last file in place, then what only the end can say.
+ * No Python here: it also runs after the interpreter is finalised. */
+static void finish_dump(void)
+{
+    if (g_dump_done || getpid() != msp_g.pid)
+        return;
+    g_dump_done = 1;
+    int wrote = msp_proc_may_write();
+    msp_g.disabled = 1;
+    msp_dq_shutdown();
+    /* "manual": the script said it ends steps itself; one step can be what it meant. */
+    if (wrote && msp_g.have_cfg && msp_g.cfg.has_dump && msp_g.step == 0 && msp_g.order > 0 &&
+        msp_g.cfg.step_trigger != MSP_STEP_MANUAL)
+        msp_shim_msg("warning: no step ended in this run (step_trigger \"%s\"), so the whole "
+                     "run was step 0: set step_trigger (\"backward\", \"forward\") in "
+                     "msprobe.json, or call msprobe_step() where a step ends",
+                     msp_g.cfg.step_trigger == MSP_STEP_OPTIMIZER  ? "optimizer"
+                     : msp_g.cfg.step_trigger == MSP_STEP_BACKWARD ? "backward"
+                                                                   : "forward");
+    msp_shim_warn_summary();
+}
+
+static void at_exit(void)
+{
+    if (getpid() != msp_g.pid)
+        return;
+    finish_dump();
+    /* CPython ends a run stopped by Ctrl-C by killing itself with SIGINT
+     * (status 130), but importing a module at exit (the pack's collectors
+     * do) clears the flag it keeps for that: re-raise it ourselves. */
+    if (g_keyboard_interrupt) {
+        signal(SIGINT, SIG_DFL);
+        kill(getpid(), SIGINT);
+    }
+}
+
+static void atfork_child(void)
+{
+    /* DataLoader workers and other forks dump nothing; the writer thread does
+     * not exist here, so its state is dropped, not joined. */
+    msp_g.disabled = 1;
+    msp_dq_forget_after_fork();
+}
+
+static PyObject *py_atexit(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    if (getpid() != msp_g.pid)
+        Py_RETURN_NONE;
+    /* Set by the interpreter when the script ended with an unhandled exception. */
+    PyObject *lt = PySys_GetObject("last_type"); /* borrowed */
+    if (lt && PyType_Check(lt) && PyObject_IsSubclass(lt, PyExc_KeyboardInterrupt) == 1)
+        g_keyboard_interrupt = 1;
+    PyErr_Clear();
+    msp_ev_exit("exit");
+    Py_RETURN_NONE;
+}
+
+static PyObject *os_exit_hook(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    (void)self;
+    Py_ssize_t nargs = PyTuple_Size(args) + (kwargs ? PyDict_Size(kwargs) : 0);
+    /* Only a call that will really end the process (one status argument):
+     * a wrong call raises from the real function and training goes on. */
+    if (nargs == 1 && getpid() == msp_g.pid) {
+        msp_ev_exit("os._exit");
+        Py_BEGIN_ALLOW_THREADS
+        finish_dump();
+        Py_END_ALLOW_THREADS
+    }
+    return PyObject_Call(g_orig_os_exit, args, kwargs);
+}
+
+/* SIGTERM (how Slurm and Kubernetes stop a job) kills a Python left with the
+ * default disposition without any exit processing. Where the script had not
+ * chosen a disposition, this Python-level handler writes what is pending,
+ * then puts the default back and re-raises, so the process still dies of
+ * SIGTERM (status 143). A handler the script installs later replaces it. */
+static PyObject *on_sigterm(PyObject *self, PyObject *args)
+{
+    (void)self;
+    (void)args;
+    if (getpid() == msp_g.pid && !g_dump_done) {
+        msp_ev_exit("SIGTERM");
+        Py_BEGIN_ALLOW_THREADS
+        finish_dump();
+        Py_END_ALLOW_THREADS
+    }
+    signal(SIGTERM, SIG_DFL);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+    raise(SIGTERM);
+    Py_RETURN_NONE; /* not reached */
+}
+
+static PyMethodDef g_atexit_def = {"msprobe_atexit", py_atexit, METH_NOARGS, NULL};
+static PyMethodDef g_sigterm_def = {"msprobe_sigterm", on_sigterm, METH_VARARGS, NULL};
+static PyMethodDef g_os_exit_def = {"_exit", (PyCFunction)(void (*)(void))os_exit_hook,
+                                    METH_VARARGS | METH_KEYWORDS,
+                                    "Exit to the system with the given status, without normal "
+                                    "exit processing (msprobe writes its dump first)."};
+
+/* os._exit skips Python's atexit handlers and C's, ours included: a script
+ * ending with it (a common way to skip a hanging process-group teardown)
+ * would lose the steps still queued and the config_check pack. */
+static void hook_os_exit(void)
+{
+    PyObject *os = PyImport_ImportModule("os");
+    g_orig_os_exit = os ? PyObject_GetAttrString(os, "_exit") : NULL;
+    PyObject *hook = g_orig_os_exit ? PyCFunction_NewEx(&g_os_exit_def, NULL, NULL) : NULL;
+    if (!hook || PyObject_SetAttrString(os, "_exit", hook) < 0) {
+        PyErr_Clear();
+        msp_shim_warn_once("os_exit", "cannot watch os._exit: a script ending with it loses "
+                           "the steps not yet written");
+    }
+    Py_XDECREF(hook);
+    Py_XDECREF(os);
+}
+
+static void hook_sigterm(void)
+{
+    PyObject *sig = PyImport_ImportModule("signal");
+    PyObject *cur = sig ? PyObject_CallMethod(sig, "getsignal", "i", SIGTERM) : NULL;
+    PyObject *dfl = sig ? PyObject_GetAttrString(sig, "SIG_DFL") : NULL;
+    if (cur && dfl && PyObject_RichCompareBool(cur, dfl, Py_EQ) == 1) {
+        PyObject *h = PyCFunction_NewEx(&g_sigterm_def, NULL, NULL);
+        PyObject *r = h ? PyObject_CallMethod(sig, "signal", "iO", SIGTERM, h) : NULL;
+        if (!r)
+            msp_py_warn_error("sigterm", "cannot watch SIGTERM: a job stopped with it loses "
+                              "the steps not yet written");
+        Py_XDECREF(r);
+        Py_XDECREF(h);
+    }
+    Py_XDECREF(cur);
+    Py_XDECREF(dfl);
+    Py_XDECREF(sig);
+    PyErr_Clear();
+}
+
+void msp_proc_boot(void)
+{
+    classify_command_line();
+    if (msp_g.disabled)
+        return;
+    pthread_atfork(NULL, NULL, atfork_child);
+    Py_AtExit(at_exit);
+    hook_os_exit();
+    hook_sigterm();
+    PyObject *atexit_mod = PyImport_ImportModule("atexit");
+    PyObject *cb = atexit_mod ? PyCFunction_NewEx(&g_atexit_def, NULL, NULL) : NULL;
+    PyObject *r = cb ? PyObject_CallMethod(atexit_mod, "register", "O", cb) : NULL;
+    if (!r)
+        msp_py_warn_error("atexit", "cannot run at exit: the config_check pack will be missing");
+    Py_XDECREF(r);
+    Py_XDECREF(cb);
+    Py_XDECREF(atexit_mod);
+    PyErr_Clear();
+}
+
+static int wrap_event(PyObject *owner, const char *attr, const char *name)
+{
+    PyObject *orig = owner ? PyObject_GetAttrString(owner, attr) : NULL;
+    int rc = -1;
+    if (orig && msp_is_wrap(orig)) {
+        rc = 0; /* already ours: one wrapper per attribute */
+    } else if (orig) {
+        PyObject *w = msp_wrap_new(orig, name, MSP_W_EVENT, 0, 0);
+        rc = w && PyObject_SetAttrString(owner, attr, w) == 0 ? 0 : -1;
+        Py_XDECREF(w);
+    }
+    Py_XDECREF(orig);
+    PyErr_Clear();
+    return rc;
+}
+
+int msp_proc_wrap_seed(PyObject *owner, const char *attr, const char *api)
+{
+    char name[96];
+    snprintf(name, sizeof name, "seed:%s", api);
+    return wrap_event(owner, attr, name);
+}
+
+void msp_proc_install(PyObject *torch)
+{
+    msp_g.torch_seen = 1;
+    if (msp_g.mp_child) {
+        PyObject *dist = PyObject_GetAttrString(torch, "distributed");
+        PyErr_Clear();
+        PyObject *c10d = PyImport_ImportModule("torch.distributed.distributed_c10d");
+        PyErr_Clear();
+        if (dist && PyObject_HasAttrString(dist, "init_process_group"))
+            wrap_event(dist, "init_process_group", "init_process_group");
+        if (c10d && PyObject_HasAttrString(c10d, "init_process_group"))
+            wrap_event(c10d, "init_process_group", "init_process_group");
+        Py_XDECREF(dist);
+        Py_XDECREF(c10d);
+        PyErr_Clear();
+    }
+    msp_g.dumping = msp_step_wanted(msp_g.step);
+}
