@@ -84,7 +84,7 @@ static int msp_cc_cli_compare(const msp_cli_ctx_t *ctx, const char *bench, const
             if (it->n_warnings)
                 printf("  (%zu warning%s)", it->n_warnings, it->n_warnings == 1 ? "" : "s");
             if (it->n_info)
-                printf("  (%zu info%s)", it->n_info, ctx->verbosity > 0 ? "" : ", -v lists");
+                printf("  (%zu info%s)", it->n_info, ctx->verbosity > 1 ? "" : ", -v lists");
             putchar('\n');
             if (it->status == MSP_CC_FAIL && it->note)
                 printf("      %s\n", it->note);
@@ -92,9 +92,9 @@ static int msp_cc_cli_compare(const msp_cli_ctx_t *ctx, const char *bench, const
                 msp_cc_print_indented("      ", it->failed[j]);
             if (it->n_failed > MSP_CC_SHOW_FAILED)
                 printf("      ... %zu more in the report\n", it->n_failed - MSP_CC_SHOW_FAILED);
-            for (size_t j = 0; ctx->verbosity > 0 && j < it->n_info && j < MSP_CC_SHOW_FAILED; j++)
+            for (size_t j = 0; ctx->verbosity > 1 && j < it->n_info && j < MSP_CC_SHOW_FAILED; j++)
                 msp_cc_print_indented("      info: ", it->info[j]);
-            if (ctx->verbosity > 0 && it->n_info > MSP_CC_SHOW_FAILED)
+            if (ctx->verbosity > 1 && it->n_info > MSP_CC_SHOW_FAILED)
                 printf("      info: ... %zu more in the report\n", it->n_info - MSP_CC_SHOW_FAILED);
         }
         printf("report: %s/result.xlsx\n", out);

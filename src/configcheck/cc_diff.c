@@ -15,6 +15,7 @@ static const char *const msp_cc_default_env_keys[] = {
     "NVIDIA_TF32_OVERRIDE", "ASCEND_RT_VISIBLE_DEVICES", "ASCEND_LAUNCH_BLOCKING", "INF_NAN_MODE_ENABLE",
     "HCCL_*", "NCCL_*", "PYTHONHASHSEED", "OMP_*", "KMP_*", "MKL_*", "OPENBLAS_*", "TORCH_*", "PYTORCH_*",
     "TF_ENABLE_ONEDNN_OPTS", "ONEDNN_*", "DNNL_*", "TOKENIZERS_PARALLELISM", "WORLD_SIZE",
+    "TASK_QUEUE_ENABLE", "COMBINED_ENABLE", "NVTE_*",
 };
 
 /* Packages whose version difference is an error; others only warn. */
@@ -1474,13 +1475,18 @@ static void msp_cc_hp_row(msp_cc_item_result_t *it, const msp_cc_hp_t *b, const 
         return;
     /* Say how each run spelt it when that differs from the compared name. */
     char *label = NULL;
+    char *spelt = msp_cc_norm_name(any->src);
+    const char *dot = strrchr(any->name, '.');
     if (b && c && strcmp(b->src, c->src) != 0)
         label = msp_asprintf("%s (bench %s, cmp %s)", any->name, b->src, c->src);
-    else if (strcmp(any->src, any->name) != 0)
+    else if (spelt && strcmp(any->src, any->name) != 0 && strcmp(spelt, dot ? dot + 1 : any->name) != 0)
         label = msp_asprintf("%s (%s)", any->name, any->src);
+    free(spelt);
     const char *name = label ? label : any->name;
     if (info) {
-        msp_cc_add_info(it, "%s: bench %s vs cmp %s (%s)", name, bt, ct, any->info ? "whole command line" : "a path");
+        /* The whole command line is in the report; its parts are listed. */
+        if (!any->info)
+            msp_cc_add_info(it, "%s: bench %s vs cmp %s (a path)", name, bt, ct);
     } else {
         msp_cc_add_diff(it, name, bt, ct, "");
     }
