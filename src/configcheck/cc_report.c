@@ -150,8 +150,21 @@ static lxw_error msp_cc_write_table(lxw_workbook *wb, const char *name, const ms
         return LXW_ERROR_MEMORY_MALLOC_FAILED;
     lxw_error e = LXW_NO_ERROR;
     for (size_t c = 0; c < t->ncols && !e; c++) {
+        /* Wide enough for the longest value (up to a screen): a difference
+         * near the end of a long value must not hide behind the next column. */
+        size_t w = strlen(t->cols[c]) + 2;
+        for (size_t r = 0; r < t->nrows; r++) {
+            const msp_cc_cell_t *cell = &t->cells[r * t->ncols + c];
+            size_t n = cell->kind == MSP_CC_CELL_STR ? strlen(cell->s) + 1 : 12;
+            if (n > w)
+                w = n;
+        }
+        if (w < (c == 0 ? 36u : 12u))
+            w = c == 0 ? 36 : 12;
+        if (w > 100)
+            w = 100;
         e = worksheet_write_string(ws, 0, (lxw_col_t)c, t->cols[c], fm->head);
-        worksheet_set_column(ws, (lxw_col_t)c, (lxw_col_t)c, c == 0 ? 36 : 18, NULL);
+        worksheet_set_column(ws, (lxw_col_t)c, (lxw_col_t)c, (double)w, NULL);
     }
     for (size_t r = 0; r < t->nrows && !e; r++) {
         lxw_format *f = t->levels[r] == MSP_CC_LEVEL_ERROR ? fm->err : t->levels[r] == MSP_CC_LEVEL_WARN ? fm->warn : NULL;
