@@ -206,8 +206,8 @@ msp_err msp_cc_report_write(const msp_cc_result_t *r, const char *out_dir)
         return rc;
     final = msp_asprintf("%s/result.xlsx", out_dir);
     tmp = final ? msp_atomic_tmp_name(final) : NULL;
-    static const char *const cols[] = {"filename", "pass_check", "differences", "note"};
-    sum = msp_cc_table_new(cols, 4);
+    static const char *const cols[] = {"filename", "pass_check", "differences", "note", "info"};
+    sum = msp_cc_table_new(cols, 5);
     if (!final || !tmp || !sum) {
         rc = msp_fail(MSP_ERR_NOMEM, "out of memory");
         goto cleanup;
@@ -223,6 +223,7 @@ msp_err msp_cc_report_write(const msp_cc_result_t *r, const char *out_dir)
         msp_cc_table_set_num(sum, row, 2, (double)it->n_failed);
         if (it->note)
             msp_cc_table_set_str(sum, row, 3, it->note);
+        msp_cc_table_set_num(sum, row, 4, (double)it->n_info);
     }
     /* Keep libxlsxwriter's scratch files inside the output directory too. */
     lxw_workbook_options wo = {.constant_memory = LXW_FALSE, .tmpdir = (char *)out_dir};

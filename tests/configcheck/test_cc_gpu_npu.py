@@ -64,6 +64,22 @@ class Hyperparameters(Case):
         self.assertEqual({row["filename"]: row["differences"] for row in sheet_rows(x, "summary")}
                          ["hyperparameters"], 1)
 
+    def test_argparse_namespaces_fold_aliases_like_argv(self):
+        # What the collector would record from parse_args(): {"namespace": vars(args)}.
+        a = self.pack("a.zip", hyperparameters_json={"namespace": {"lr": 0.001, "bs": 32, "out_dir": "/a"}})
+        b = self.pack("b.zip", hyperparameters_json={"namespace": {"learning_rate": "1e-3", "batch_size": 32,
+                                                                   "out_dir": "/b"}})
+        r, x = self.compare(a, b)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        rows = {row["name"]: row for row in sheet_rows(x, "hyperparameters")}
+        self.assertEqual(sorted(rows), ["namespace.batch_size", "namespace.learning_rate", "namespace.out_dir"])
+        self.assertEqual(rows["namespace.out_dir"]["level"], "info")
+        self.assertEqual({row["filename"]: row["info"] for row in sheet_rows(x, "summary")}["hyperparameters"], 1)
+        c = self.pack("c.zip", hyperparameters_json={"namespace": {"learning_rate": 0.01, "bs": 32, "out_dir": "/a"}})
+        r, x = self.compare(a, c)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("namespace.learning_rate (bench lr, cmp learning_rate): bench 0.001 vs cmp 0.01", r.stdout)
+
     def test_optimizer_values_compare_as_numbers(self):
         a = self.pack("a.zip", hyperparameters_json=hyper_member([], lr=0.001))
         b = self.pack("b.zip", hyperparameters_json=hyper_member([], lr=0.0011))
