@@ -950,8 +950,14 @@ static void msp_cc_tensor_row(msp_cc_item_result_t *it, const cJSON *be, const c
             msp_cc_add_failed(it, "%s: only in the %s pack", name, be ? "bench" : "cmp");
         else if (!msp_cc_streq(bs, cs) || !msp_cc_streq(bd ? bd : "", cd ? cd : ""))
             msp_cc_add_failed(it, "%s: shape/dtype %s %s vs %s %s", name, bs, bd ? bd : "", cs, cd ? cd : "");
-        else
-            msp_cc_add_failed(it, "%s: contents differ (hash %.12s vs %.12s)", name, bh, ch);
+        else {
+            /* Hash prefixes long enough to include the first differing digit. */
+            int k = 0;
+            while (bh[k] && bh[k] == ch[k])
+                k++;
+            int w = k + 1 > 12 ? k + 1 : 12;
+            msp_cc_add_failed(it, "%s: contents differ (hash %.*s vs %.*s)", name, w, bh, w, ch);
+        }
     }
     free(bs);
     free(cs);
