@@ -41,6 +41,10 @@ typedef struct msp_cc_options {
      * (# comments). A trailing '*' matches a prefix; "*" alone matches all. */
     const char *env_keys;
     size_t max_member_bytes; /* 0 = MSP_CC_DEFAULT_MAX_MEMBER */
+    /* Extra hyperparameter aliases: NULL, or the path of a JSON file
+     * {"canonical": ["alias", ...], ...} merged over the built-in table
+     * (see msprobe-config_check(1)). */
+    const char *aliases_file;
 } msp_cc_options_t;
 
 typedef enum msp_cc_status {
@@ -59,6 +63,8 @@ typedef struct msp_cc_item_result {
     size_t n_failed;
     size_t n_warnings;       /* warnings (e.g. non-framework pip versions); do not fail */
     msp_cc_table_t *table;
+    char **info;             /* differences that do not fail: paths, one-platform env vars */
+    size_t n_info;
 } msp_cc_item_result_t;
 
 typedef struct msp_cc_result {

@@ -11,7 +11,7 @@
 
 #define MSP_CC_SHOW_FAILED 20
 
-enum { MSP_OPT_ENV_KEYS = 256, MSP_OPT_MAX_MEMBER };
+enum { MSP_OPT_ENV_KEYS = 256, MSP_OPT_MAX_MEMBER, MSP_OPT_ALIASES };
 
 static const msp_opt_t msp_cc_opts[] = {
     {'d', "static", NULL, "pack env and pip of the current environment\n"
@@ -21,6 +21,8 @@ static const msp_opt_t msp_cc_opts[] = {
                             "report directory (-c, default .)"},
     {MSP_OPT_ENV_KEYS, "env-keys", "SPEC", "env keys compared: K1,K2,PREFIX_* or a file of keys,\n"
                                            "one a line; \"*\" compares every key"},
+    {MSP_OPT_ALIASES, "aliases", "FILE", "more hyperparameter spellings: JSON\n"
+                                         "{\"canonical\": [\"alias\", ...]}"},
     {MSP_OPT_MAX_MEMBER, "max-member-mib", "N", "refuse pack members larger than N MiB (default 256)"},
     {'h', "help", NULL, "this help"},
     {0, NULL, NULL, NULL},
@@ -29,7 +31,8 @@ static const msp_opt_t msp_cc_opts[] = {
 static const msp_cmd_doc_t msp_cc_doc = {
     .cmd = "config_check",
     .usage = "Usage: msprobe [-f pytorch] config_check -d [-o PACK.zip]\n"
-             "       msprobe [-f pytorch] config_check -c BENCH.zip CMP.zip [-o OUTDIR] [--env-keys SPEC]",
+             "       msprobe [-f pytorch] config_check -c BENCH.zip CMP.zip [-o OUTDIR] [--env-keys SPEC]\n"
+             "                    [--aliases FILE]",
     .about = "Check that two training runs were set up alike before comparing tensors.\n"
              "Packs of a real run are written inside the training process when\n"
              "MSPROBE_CONFIG_CHECK=PACK.zip is set (or msprobe.json has a config_check\n"
@@ -39,6 +42,21 @@ static const msp_cmd_doc_t msp_cc_doc = {
     .opts = msp_cc_opts,
     .help_width = 23,
 };
+
+/* A failing entry may span lines (long values, aligned one under the other):
+ * every line gets the same indent so the alignment survives. */
+static void msp_cc_print_indented(const char *indent, const char *text)
+{
+    size_t w = strlen(indent);
+    for (const char *p = text, *first = text;;) {
+        const char *e = strchr(p, '\n');
+        int n = (int)(e ? (size_t)(e - p) : strlen(p));
+        printf("%*s%.*s\n", (int)w, p == first ? indent : "", n, p);
+        if (!e)
+            break;
+        p = e + 1;
+    }
+}
 
 static int msp_cc_cli_compare(const msp_cli_ctx_t *ctx, const char *bench, const char *cmp, const char *out,
                               const msp_cc_options_t *opt)
@@ -65,13 +83,19 @@ static int msp_cc_cli_compare(const msp_cli_ctx_t *ctx, const char *bench, const
                 printf("  %zu difference%s", it->n_failed, it->n_failed == 1 ? "" : "s");
             if (it->n_warnings)
                 printf("  (%zu warning%s)", it->n_warnings, it->n_warnings == 1 ? "" : "s");
+            if (it->n_info)
+                printf("  (%zu info%s)", it->n_info, ctx->verbosity > 1 ? "" : ", -v lists");
             putchar('\n');
             if (it->status == MSP_CC_FAIL && it->note)
                 printf("      %s\n", it->note);
             for (size_t j = 0; j < it->n_failed && j < MSP_CC_SHOW_FAILED; j++)
-                printf("      %s\n", it->failed[j]);
+                msp_cc_print_indented("      ", it->failed[j]);
             if (it->n_failed > MSP_CC_SHOW_FAILED)
                 printf("      ... %zu more in the report\n", it->n_failed - MSP_CC_SHOW_FAILED);
+            for (size_t j = 0; ctx->verbosity > 1 && j < it->n_info && j < MSP_CC_SHOW_FAILED; j++)
+                msp_cc_print_indented("      info: ", it->info[j]);
+            if (ctx->verbosity > 1 && it->n_info > MSP_CC_SHOW_FAILED)
+                printf("      info: ... %zu more in the report\n", it->n_info - MSP_CC_SHOW_FAILED);
         }
         printf("report: %s/result.xlsx\n", out);
     }
@@ -98,6 +122,9 @@ int msp_cmd_config_check(msp_cli_ctx_t *ctx, int argc, char **argv)
             break;
         case MSP_OPT_ENV_KEYS:
             opt.env_keys = optarg;
+            break;
+        case MSP_OPT_ALIASES:
+            opt.aliases_file = optarg;
             break;
         case MSP_OPT_MAX_MEMBER: {
             char *end = NULL;

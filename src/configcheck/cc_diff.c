@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 /* Determinism and parallelism switches compared by default (see
@@ -14,6 +15,7 @@ static const char *const msp_cc_default_env_keys[] = {
     "NVIDIA_TF32_OVERRIDE", "ASCEND_RT_VISIBLE_DEVICES", "ASCEND_LAUNCH_BLOCKING", "INF_NAN_MODE_ENABLE",
     "HCCL_*", "NCCL_*", "PYTHONHASHSEED", "OMP_*", "KMP_*", "MKL_*", "OPENBLAS_*", "TORCH_*", "PYTORCH_*",
     "TF_ENABLE_ONEDNN_OPTS", "ONEDNN_*", "DNNL_*", "TOKENIZERS_PARALLELISM", "WORLD_SIZE",
+    "TASK_QUEUE_ENABLE", "COMBINED_ENABLE", "NVTE_*",
 };
 
 /* Packages whose version difference is an error; others only warn. */
@@ -103,26 +105,128 @@ static int msp_cc_pattern_match(const char *const *pats, size_t n, const char *k
     return 0;
 }
 
-static void msp_cc_add_failed(msp_cc_item_result_t *it, const char *fmt, ...) MSP_PRINTF(2, 3);
-static void msp_cc_add_failed(msp_cc_item_result_t *it, const char *fmt, ...)
+static void msp_cc_push_line(char ***lines, size_t *n, char *line)
 {
-    it->status = MSP_CC_FAIL;
-    char line[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    char **nf = realloc(it->failed, (it->n_failed + 1) * sizeof *nf);
-    if (!nf)
+    if (!line)
         return;
-    it->failed = nf;
-    if ((it->failed[it->n_failed] = strdup(line)))
-        it->n_failed++;
+    char **nl = realloc(*lines, (*n + 1) * sizeof *nl);
+    if (!nl) {
+        free(line);
+        return;
+    }
+    *lines = nl;
+    (*lines)[(*n)++] = line;
 }
 
-static int msp_cc_cmp_strp(const void *a, const void *b)
+static char *msp_cc_vasprintf(const char *fmt, va_list ap) MSP_PRINTF(1, 0);
+static char *msp_cc_vasprintf(const char *fmt, va_list ap)
 {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap2);
+    va_end(ap2);
+    char *out = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (out)
+        vsnprintf(out, (size_t)n + 1, fmt, ap);
+    return out;
+}
+
+/* Lines are built whole: a difference past a fixed width would be hidden. */
+void msp_cc_add_failed(msp_cc_item_result_t *it, const char *fmt, ...)
+{
+    it->status = MSP_CC_FAIL;
+    va_list ap;
+    va_start(ap, fmt);
+    msp_cc_push_line(&it->failed, &it->n_failed, msp_cc_vasprintf(fmt, ap));
+    va_end(ap);
+}
+
+void msp_cc_add_info(msp_cc_item_result_t *it, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    msp_cc_push_line(&it->info, &it->n_info, msp_cc_vasprintf(fmt, ap));
+    va_end(ap);
+}
+
+/* Terminal width the one-line form must fit in; longer values go on lines of
+ * their own, aligned, with a caret under the first character that differs. */
+#define MSP_CC_LINE_FIT 100
+
+/* "NAME: bench B vs cmp C", or when that is long:
+ *   NAME:
+ *     bench B
+ *     cmp   C
+ *           ^ first difference at character K
+ * q wraps both values (e.g. "'"); values are never cut. */
+static char *msp_cc_diff_text(const char *name, const char *bv, const char *cv, const char *q)
+{
+    size_t lb = strlen(bv), lc = strlen(cv);
+    if (strlen(name) + lb + lc + 4 * strlen(q) + 16 <= MSP_CC_LINE_FIT && !strchr(bv, '\n') && !strchr(cv, '\n'))
+        return msp_asprintf("%s: bench %s%s%s vs cmp %s%s%s", name, q, bv, q, q, cv, q);
+    size_t k = 0;
+    while (k < lb && k < lc && bv[k] == cv[k])
+        k++;
+    size_t col = 8 + strlen(q) + k; /* "  bench " or "  cmp   " is 8 wide */
+    char *pad = malloc(col + 1);
+    if (!pad)
+        return NULL;
+    memset(pad, ' ', col);
+    pad[col] = '\0';
+    char *out = msp_asprintf("%s:\n  bench %s%s%s\n  cmp   %s%s%s\n%s^ first difference at character %zu", name, q,
+                             bv, q, q, cv, q, pad, k + 1);
+    free(pad);
+    return out;
+}
+
+void msp_cc_add_diff(msp_cc_item_result_t *it, const char *name, const char *bv, const char *cv,
+                            const char *q)
+{
+    it->status = MSP_CC_FAIL;
+    msp_cc_push_line(&it->failed, &it->n_failed, msp_cc_diff_text(name, bv, cv, q));
+}
+
+/* ---- sorted key/value views (pairing by sort, never by nested loops) ---- */
+
+typedef struct msp_cc_kv {
+    const char *k, *v;
+    size_t pos; /* position in the source, to keep the first of equal keys */
+} msp_cc_kv_t;
+
+static int msp_cc_cmp_kv(const void *a, const void *b)
+{
+    const msp_cc_kv_t *x = a, *y = b;
+    int c = strcmp(x->k, y->k);
+    return c ? c : (x->pos > y->pos) - (x->pos < y->pos);
+}
+
+/* Sort and keep the first entry of each key. */
+static size_t msp_cc_kv_sort_unique(msp_cc_kv_t *v, size_t n)
+{
+    if (n < 2)
+        return n;
+    qsort(v, n, sizeof *v, msp_cc_cmp_kv);
+    size_t k = 1;
+    for (size_t i = 1; i < n; i++)
+        if (strcmp(v[i].k, v[k - 1].k) != 0)
+            v[k++] = v[i];
+    return k;
+}
+
+static const msp_cc_kv_t *msp_cc_kv_find(const msp_cc_kv_t *v, size_t n, const char *key)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(v[mid].k, key);
+        if (c == 0)
+            return &v[mid];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
 }
 
 static const char *msp_cc_str(const cJSON *obj, const char *key)
@@ -138,25 +242,220 @@ static int msp_cc_streq(const char *a, const char *b)
 
 /* ---- env ---------------------------------------------------------------- */
 
+/* How a variable's value is read when comparing its meaning. */
+typedef enum { MSP_CC_ENV_STR, MSP_CC_ENV_BOOL, MSP_CC_ENV_DEVICES } msp_cc_env_kind_t;
+
+/* NPU and GPU variables with one meaning, and the value each platform uses
+ * when the variable is unset (NULL: "unset", library's own choice). A NULL
+ * name: that platform has no such switch and always behaves as the default.
+ * Documented in msprobe-config_check(1), COMPARISON RULES, env. */
+typedef struct msp_cc_env_map {
+    const char *meaning, *npu, *gpu, *dflt;
+    msp_cc_env_kind_t kind;
+} msp_cc_env_map_t;
+
+static const msp_cc_env_map_t msp_cc_env_table[] = {
+    {"deterministic collectives", "HCCL_DETERMINISTIC", "NCCL_DETERMINISTIC", "false", MSP_CC_ENV_BOOL},
+    {"collective algorithm", "HCCL_ALGO", "NCCL_ALGO", NULL, MSP_CC_ENV_STR},
+    {"visible devices (count)", "ASCEND_RT_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", NULL, MSP_CC_ENV_DEVICES},
+    {"synchronous kernel launch", "ASCEND_LAUNCH_BLOCKING", "CUDA_LAUNCH_BLOCKING", "0", MSP_CC_ENV_BOOL},
+    {"allocator settings", "PYTORCH_NPU_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", NULL, MSP_CC_ENV_STR},
+    {"IEEE inf/nan arithmetic", "INF_NAN_MODE_ENABLE", NULL, "1", MSP_CC_ENV_BOOL},
+};
+#define MSP_CC_ENV_TABLE_N (sizeof msp_cc_env_table / sizeof msp_cc_env_table[0])
+
+/* Variables that only mean something on one platform (prefixes). */
+static const char *const msp_cc_npu_only[] = {"ASCEND_*", "HCCL_*", "ACL_*", "NPU_*", "PYTORCH_NPU_*",
+                                              "TASK_QUEUE_ENABLE", "COMBINED_ENABLE", "INF_NAN_MODE_*",
+                                              "ATB_*", "ASDOPS_*", "MINDSPEED_*"};
+static const char *const msp_cc_gpu_only[] = {"CUDA_*", "CUBLAS_*", "CUBLASLT_*", "CUDNN_*", "NCCL_*",
+                                              "NVIDIA_*", "NVTE_*", "PYTORCH_CUDA_*", "TORCH_CUDNN_*",
+                                              "TORCH_NCCL_*", "NV_*"};
+
+enum { MSP_CC_PLAT_UNKNOWN = 0, MSP_CC_PLAT_GPU = 1, MSP_CC_PLAT_NPU = 2 };
+
+static int msp_cc_has_prefix_key(const msp_cc_kv_t *v, size_t n, const char *prefix)
+{
+    /* v is sorted: the first key >= prefix tells. */
+    size_t lo = 0, hi = n, len = strlen(prefix);
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (strcmp(v[mid].k, prefix) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && strncmp(v[lo].k, prefix, len) == 0;
+}
+
+/* NPU when the environment has Ascend or HCCL variables or pip has torch_npu;
+ * GPU when it has CUDA/NCCL/cuDNN/cuBLAS variables or nvidia-* packages. */
+static int msp_cc_platform(const msp_cc_pack_t *p, const msp_cc_kv_t *env, size_t n)
+{
+    static const char *const npu[] = {"ASCEND_", "HCCL_"};
+    static const char *const gpu[] = {"CUDA_", "NCCL_", "CUDNN_", "CUBLAS_", "NVIDIA_"};
+    for (size_t i = 0; i < MSP_CC_N(npu); i++)
+        if (msp_cc_has_prefix_key(env, n, npu[i]))
+            return MSP_CC_PLAT_NPU;
+    const cJSON *pk = cJSON_GetObjectItemCaseSensitive(p->items[1], "packages"), *e;
+    int gpu_pkg = 0;
+    cJSON_ArrayForEach(e, pk)
+    {
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(e, "name");
+        if (!cJSON_IsString(nm))
+            continue;
+        const char *s = nm->valuestring;
+        if (strncasecmp(s, "torch-npu", 9) == 0 || strncasecmp(s, "torch_npu", 9) == 0)
+            return MSP_CC_PLAT_NPU;
+        if (strncasecmp(s, "nvidia-", 7) == 0 || strncasecmp(s, "nvidia_", 7) == 0)
+            gpu_pkg = 1;
+    }
+    for (size_t i = 0; i < MSP_CC_N(gpu); i++)
+        if (msp_cc_has_prefix_key(env, n, gpu[i]))
+            return MSP_CC_PLAT_GPU;
+    return gpu_pkg ? MSP_CC_PLAT_GPU : MSP_CC_PLAT_UNKNOWN;
+}
+
+static const char *msp_cc_plat_name(int p)
+{
+    return p == MSP_CC_PLAT_NPU ? "NPU" : p == MSP_CC_PLAT_GPU ? "GPU" : "CPU/unknown";
+}
+
+static msp_err msp_cc_env_load(const msp_cc_pack_t *p, msp_cc_kv_t **out, size_t *nout)
+{
+    *out = NULL;
+    *nout = 0;
+    const cJSON *vars = cJSON_GetObjectItemCaseSensitive(p->items[0], "vars");
+    if (!cJSON_IsObject(vars))
+        return msp_fail(MSP_ERR_FORMAT, "pack %s: member env.json: \"vars\" missing or not an object", p->path);
+    size_t cap = (size_t)cJSON_GetArraySize(vars), n = 0;
+    msp_cc_kv_t *v = malloc((cap + 1) * sizeof *v);
+    if (!v)
+        return msp_fail(MSP_ERR_NOMEM, "out of memory");
+    const cJSON *e;
+    cJSON_ArrayForEach(e, vars)
+    {
+        if (e->string && cJSON_IsString(e))
+            v[n] = (msp_cc_kv_t){.k = e->string, .v = e->valuestring, .pos = n}, n++;
+    }
+    *out = v;
+    *nout = msp_cc_kv_sort_unique(v, n);
+    return MSP_OK;
+}
+
+int msp_cc_bool_word(const char *s)
+{
+    static const char *const t[] = {"1", "true", "yes", "on", "enable", "enabled"};
+    static const char *const f[] = {"0", "false", "no", "off", "disable", "disabled", ""};
+    for (size_t i = 0; i < MSP_CC_N(t); i++)
+        if (strcasecmp(s, t[i]) == 0)
+            return 1;
+    for (size_t i = 0; i < MSP_CC_N(f); i++)
+        if (strcasecmp(s, f[i]) == 0)
+            return 0;
+    return -1;
+}
+
+static long msp_cc_device_count(const char *s)
+{
+    long n = 0;
+    for (const char *p = s; *p;) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        if (!*p)
+            break;
+        n++;
+        while (*p && *p != ',')
+            p++;
+    }
+    return n;
+}
+
+static int msp_cc_env_same(msp_cc_env_kind_t kind, const char *b, const char *c)
+{
+    if (!b || !c)
+        return !b && !c;
+    if (kind == MSP_CC_ENV_BOOL) {
+        int x = msp_cc_bool_word(b), y = msp_cc_bool_word(c);
+        if (x >= 0 && y >= 0)
+            return x == y;
+    }
+    if (kind == MSP_CC_ENV_DEVICES)
+        return msp_cc_device_count(b) == msp_cc_device_count(c);
+    return strcmp(b, c) == 0;
+}
+
+static int msp_cc_env_in_table(const char *key)
+{
+    for (size_t i = 0; i < MSP_CC_ENV_TABLE_N; i++)
+        if (msp_cc_streq(key, msp_cc_env_table[i].npu) || msp_cc_streq(key, msp_cc_env_table[i].gpu))
+            return 1;
+    return 0;
+}
+
+static void msp_cc_env_row(msp_cc_item_result_t *it, int level, const char *key, const char *bv, const char *cv)
+{
+    size_t row = msp_cc_table_add_row(it->table, level);
+    msp_cc_table_set_str(it->table, row, 0, key);
+    msp_cc_table_set_str(it->table, row, 1, bv);
+    msp_cc_table_set_str(it->table, row, 2, cv);
+    msp_cc_table_set_str(it->table, row, 3, level == MSP_CC_LEVEL_ERROR ? "error" : "info");
+}
+
+/* One row of the platform table: the variable each side set (NPU name first)
+ * and its value, or the default. */
+static void msp_cc_env_mapped(msp_cc_item_result_t *it, const msp_cc_env_map_t *m, const msp_cc_kv_t *bv,
+                              size_t nb, const msp_cc_kv_t *cv, size_t nc)
+{
+    const msp_cc_kv_t *side[2] = {NULL, NULL};
+    const msp_cc_kv_t *views[2] = {bv, cv};
+    size_t ns[2] = {nb, nc};
+    for (int s = 0; s < 2; s++) {
+        if (m->npu)
+            side[s] = msp_cc_kv_find(views[s], ns[s], m->npu);
+        if (!side[s] && m->gpu)
+            side[s] = msp_cc_kv_find(views[s], ns[s], m->gpu);
+    }
+    if (!side[0] && !side[1])
+        return; /* both at the default */
+    const char *b = side[0] ? side[0]->v : m->dflt, *c = side[1] ? side[1]->v : m->dflt;
+    int same = msp_cc_env_same(m->kind, b, c);
+    const char *bk = side[0] ? side[0]->k : NULL, *ck = side[1] ? side[1]->k : NULL;
+    char *key = bk && ck && strcmp(bk, ck) != 0 ? msp_asprintf("%s / %s", bk, ck) : strdup(bk ? bk : ck);
+    char *bs = side[0] ? strdup(side[0]->v) : msp_asprintf("<unset>%s%s%s", m->dflt ? " (default " : "",
+                                                           m->dflt ? m->dflt : "", m->dflt ? ")" : "");
+    char *cs = side[1] ? strdup(side[1]->v) : msp_asprintf("<unset>%s%s%s", m->dflt ? " (default " : "",
+                                                           m->dflt ? m->dflt : "", m->dflt ? ")" : "");
+    if (key && bs && cs) {
+        if (!same) {
+            msp_cc_env_row(it, MSP_CC_LEVEL_ERROR, key, bs, cs);
+            msp_cc_add_diff(it, key, bs, cs, "'");
+        } else if (!bk || !ck || strcmp(bk, ck) != 0) {
+            /* Equal in meaning under other names (or the default): say so, do not fail. */
+            msp_cc_env_row(it, MSP_CC_LEVEL_OK, key, bs, cs);
+            msp_cc_add_info(it, "%s: same %s (bench '%s', cmp '%s')", key, m->meaning, bs, cs);
+        }
+    }
+    free(key);
+    free(bs);
+    free(cs);
+}
+
 static msp_err msp_cc_diff_env(const msp_cc_pack_t *b, const msp_cc_pack_t *c, const msp_cc_options_t *opt,
                                msp_cc_result_t *r, msp_cc_item_result_t *it)
 {
     static const char *const cols[] = {"key", "bench_value", "cmp_value", "level"};
     msp_err rc = MSP_OK;
     msp_cc_keys_t keys = {0};
-    const char **names = NULL;
+    msp_cc_kv_t *bv = NULL, *cv = NULL;
+    size_t nb = 0, nc = 0;
     if (!(it->table = msp_cc_table_new(cols, 4)))
         return msp_fail(MSP_ERR_NOMEM, "out of memory");
     if ((rc = msp_cc_keys_load(opt ? opt->env_keys : NULL, &keys)) != MSP_OK)
         goto cleanup;
-    const cJSON *bi = b->items[0], *ci = c->items[0];
-    const cJSON *bv = cJSON_GetObjectItemCaseSensitive(bi, "vars");
-    const cJSON *cv = cJSON_GetObjectItemCaseSensitive(ci, "vars");
-    if (!cJSON_IsObject(bv) || !cJSON_IsObject(cv)) {
-        rc = msp_fail(MSP_ERR_FORMAT, "pack %s: member env.json: \"vars\" missing or not an object",
-                      cJSON_IsObject(bv) ? c->path : b->path);
+    if ((rc = msp_cc_env_load(b, &bv, &nb)) != MSP_OK || (rc = msp_cc_env_load(c, &cv, &nc)) != MSP_OK)
         goto cleanup;
-    }
+    const cJSON *bi = b->items[0], *ci = c->items[0];
     const char *bs = msp_cc_str(bi, "salt"), *cs = msp_cc_str(ci, "salt");
     if (!msp_cc_streq(bs, cs)) {
         r->salt_mismatch = 1;
@@ -164,40 +463,46 @@ static msp_err msp_cc_diff_env(const msp_cc_pack_t *b, const msp_cc_pack_t *c, c
                                 "MSPROBE_SECRET_SALT for both runs",
                                 bs ? bs : "?", cs ? cs : "?");
     }
-    size_t cap = (size_t)cJSON_GetArraySize(bv) + (size_t)cJSON_GetArraySize(cv), n = 0;
-    names = malloc((cap + 1) * sizeof *names);
-    if (!names) {
-        rc = msp_fail(MSP_ERR_NOMEM, "out of memory");
-        goto cleanup;
-    }
-    const cJSON *e;
     const char *const *pats = (const char *const *)keys.pats;
-    cJSON_ArrayForEach(e, bv)
-    {
-        if (e->string && msp_cc_pattern_match(pats, keys.n, e->string))
-            names[n++] = e->string;
+    int pb = msp_cc_platform(b, bv, nb), pc = msp_cc_platform(c, cv, nc);
+    /* Across platforms a variable of one platform's family set on one side
+     * only is information: the other platform has no such switch. */
+    int cross = (pb == MSP_CC_PLAT_NPU) != (pc == MSP_CC_PLAT_NPU);
+    for (size_t i = 0; i < MSP_CC_ENV_TABLE_N; i++) {
+        const msp_cc_env_map_t *m = &msp_cc_env_table[i];
+        if ((m->npu && msp_cc_pattern_match(pats, keys.n, m->npu)) ||
+            (m->gpu && msp_cc_pattern_match(pats, keys.n, m->gpu)))
+            msp_cc_env_mapped(it, m, bv, nb, cv, nc);
     }
-    cJSON_ArrayForEach(e, cv)
-    {
-        if (e->string && msp_cc_pattern_match(pats, keys.n, e->string) &&
-            !cJSON_GetObjectItemCaseSensitive(bv, e->string))
-            names[n++] = e->string;
-    }
-    qsort(names, n, sizeof *names, msp_cc_cmp_strp);
-    for (size_t i = 0; i < n; i++) {
-        const char *b1 = msp_cc_str(bv, names[i]), *c1 = msp_cc_str(cv, names[i]);
-        if (msp_cc_streq(b1, c1))
+    /* Merge join of the two sorted views. */
+    size_t i = 0, j = 0;
+    while (i < nb || j < nc) {
+        int d = i >= nb ? 1 : j >= nc ? -1 : strcmp(bv[i].k, cv[j].k);
+        const msp_cc_kv_t *x = d <= 0 ? &bv[i] : NULL, *y = d >= 0 ? &cv[j] : NULL;
+        const char *key = x ? x->k : y->k;
+        i += d <= 0;
+        j += d >= 0;
+        if (!msp_cc_pattern_match(pats, keys.n, key) || msp_cc_env_in_table(key))
             continue;
-        size_t row = msp_cc_table_add_row(it->table, MSP_CC_LEVEL_ERROR);
-        msp_cc_table_set_str(it->table, row, 0, names[i]);
-        msp_cc_table_set_str(it->table, row, 1, b1 ? b1 : "<unset>");
-        msp_cc_table_set_str(it->table, row, 2, c1 ? c1 : "<unset>");
-        msp_cc_table_set_str(it->table, row, 3, "error");
-        msp_cc_add_failed(it, "%s: bench '%.160s' vs cmp '%.160s'", names[i], b1 ? b1 : "<unset>",
-                          c1 ? c1 : "<unset>");
+        if (x && y && strcmp(x->v, y->v) == 0)
+            continue;
+        const char *b1 = x ? x->v : "<unset>", *c1 = y ? y->v : "<unset>";
+        int npu_key = msp_cc_pattern_match(msp_cc_npu_only, MSP_CC_N(msp_cc_npu_only), key);
+        int gpu_key = msp_cc_pattern_match(msp_cc_gpu_only, MSP_CC_N(msp_cc_gpu_only), key);
+        int other = x ? pc : pb; /* platform of the side without it */
+        if (cross && (!x || !y) &&
+            ((npu_key && other != MSP_CC_PLAT_NPU) || (gpu_key && other == MSP_CC_PLAT_NPU))) {
+            msp_cc_env_row(it, MSP_CC_LEVEL_OK, key, b1, c1);
+            msp_cc_add_info(it, "%s: %s-only variable, set on the %s side (%s) only", key,
+                            npu_key ? "NPU" : "GPU", x ? "bench" : "cmp", msp_cc_plat_name(x ? pb : pc));
+            continue;
+        }
+        msp_cc_env_row(it, MSP_CC_LEVEL_ERROR, key, b1, c1);
+        msp_cc_add_diff(it, key, b1, c1, "'");
     }
 cleanup:
-    free(names);
+    free(bv);
+    free(cv);
     msp_cc_keys_free(&keys);
     return rc;
 }
@@ -206,7 +511,9 @@ cleanup:
 
 typedef struct msp_cc_pkg {
     char *key;
-    const char *name, *bver, *cver;
+    const char *name, *ver;
+    int side;
+    size_t pos;
 } msp_cc_pkg_t;
 
 static char *msp_cc_norm_pkg(const char *name)
@@ -226,9 +533,17 @@ static char *msp_cc_norm_pkg(const char *name)
     return out;
 }
 
+/* By name, then bench before cmp, then pack order: the first of a side wins,
+ * as import resolves it. */
 static int msp_cc_cmp_pkg(const void *a, const void *b)
 {
-    return strcmp(((const msp_cc_pkg_t *)a)->key, ((const msp_cc_pkg_t *)b)->key);
+    const msp_cc_pkg_t *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+    if (c)
+        return c;
+    if (x->side != y->side)
+        return x->side - y->side;
+    return (x->pos > y->pos) - (x->pos < y->pos);
 }
 
 typedef struct msp_cc_pkgs {
@@ -239,28 +554,14 @@ typedef struct msp_cc_pkgs {
 static msp_err msp_cc_pkg_add(msp_cc_pkgs_t *pk, const char *name, const char *ver, int side)
 {
     char *key = msp_cc_norm_pkg(name);
-    if (!key)
-        return msp_fail(MSP_ERR_NOMEM, "out of memory");
-    size_t j;
-    for (j = 0; j < pk->n && strcmp(pk->v[j].key, key) != 0; j++)
-        ;
-    if (j == pk->n) {
-        msp_cc_pkg_t *np = msp_grow(pk->v, &pk->cap, pk->n, sizeof *np, 256);
-        if (!np) {
-            free(key);
-            return msp_fail(MSP_ERR_NOMEM, "out of memory");
-        }
-        pk->v = np;
-        pk->v[j] = (msp_cc_pkg_t){.key = key, .name = name};
-        pk->n++;
-    } else {
+    msp_cc_pkg_t *np = key ? msp_grow(pk->v, &pk->cap, pk->n, sizeof *np, 256) : NULL;
+    if (!np) {
         free(key);
+        return msp_fail(MSP_ERR_NOMEM, "out of memory");
     }
-    /* The first occurrence wins, as import resolves it. */
-    if (side == 0 && !pk->v[j].bver)
-        pk->v[j].bver = ver;
-    if (side == 1 && !pk->v[j].cver)
-        pk->v[j].cver = ver;
+    pk->v = np;
+    pk->v[pk->n] = (msp_cc_pkg_t){.key = key, .name = name, .ver = ver, .side = side, .pos = pk->n};
+    pk->n++;
     return MSP_OK;
 }
 
@@ -287,7 +588,20 @@ static msp_err msp_cc_pkg_collect(const msp_cc_pack_t *p, int side, msp_cc_pkgs_
     return MSP_OK;
 }
 
-static msp_err msp_cc_diff_pip(const msp_cc_pack_t *b, const msp_cc_pack_t *c, msp_cc_item_result_t *it)
+/* Packages that exist for one platform only (normalised names). */
+static const char *const msp_cc_platform_pkgs[] = {"torch-npu", "nvidia-*", "triton", "cupy*", "pynvml",
+                                                   "nvidia-ml-py", "te-*", "transformer-engine*", "apex",
+                                                   "flash-attn", "xformers", "mindspeed*", "torchair",
+                                                   "torch-tb-profiler-ascend", "te"};
+
+/* "2.1.0+cu121" and "2.1.0" are one release built for two platforms. */
+static int msp_cc_same_release(const char *a, const char *b)
+{
+    size_t la = strcspn(a, "+"), lb = strcspn(b, "+");
+    return la == lb && strncmp(a, b, la) == 0;
+}
+
+static msp_err msp_cc_diff_pip(const msp_cc_pack_t *b, const msp_cc_pack_t *c, int cross, msp_cc_item_result_t *it)
 {
     static const char *const cols[] = {"package", "bench version", "cmp version", "level"};
     msp_err rc = MSP_OK;
@@ -298,20 +612,38 @@ static msp_err msp_cc_diff_pip(const msp_cc_pack_t *b, const msp_cc_pack_t *c, m
         goto cleanup;
     if (pk.n > 1) /* pk.v is NULL for a pip item without packages or python */
         qsort(pk.v, pk.n, sizeof *pk.v, msp_cc_cmp_pkg);
-    for (size_t i = 0; i < pk.n; i++) {
-        const msp_cc_pkg_t *q = &pk.v[i];
-        if (msp_cc_streq(q->bver, q->cver))
+    for (size_t i = 0; i < pk.n;) {
+        size_t j = i;
+        while (j < pk.n && strcmp(pk.v[j].key, pk.v[i].key) == 0)
+            j++;
+        const char *bver = NULL, *cver = NULL;
+        for (size_t k = j; k-- > i;) /* the first of each side wins */
+            *(pk.v[k].side ? &cver : &bver) = pk.v[k].ver;
+        const char *key = pk.v[i].key, *name = pk.v[i].name;
+        i = j;
+        if (msp_cc_streq(bver, cver))
             continue;
-        int err = msp_cc_pattern_match(msp_cc_framework_pkgs,
-                                       sizeof msp_cc_framework_pkgs / sizeof msp_cc_framework_pkgs[0], q->key);
+        const char *bt = bver ? bver : "<not installed>", *ct = cver ? cver : "<not installed>";
+        int plat = cross && msp_cc_pattern_match(msp_cc_platform_pkgs, MSP_CC_N(msp_cc_platform_pkgs), key);
+        if (cross && (plat ? (!bver || !cver) : (bver && cver && msp_cc_same_release(bver, cver)))) {
+            /* A platform's own package, or one release built for each platform. */
+            size_t row = msp_cc_table_add_row(it->table, MSP_CC_LEVEL_OK);
+            msp_cc_table_set_str(it->table, row, 0, name);
+            msp_cc_table_set_str(it->table, row, 1, bt);
+            msp_cc_table_set_str(it->table, row, 2, ct);
+            msp_cc_table_set_str(it->table, row, 3, "info");
+            msp_cc_add_info(it, "%s: bench %s vs cmp %s (%s)", name, bt, ct,
+                            plat ? "one platform's package" : "same release, built for each platform");
+            continue;
+        }
+        int err = msp_cc_pattern_match(msp_cc_framework_pkgs, MSP_CC_N(msp_cc_framework_pkgs), key);
         size_t row = msp_cc_table_add_row(it->table, err ? MSP_CC_LEVEL_ERROR : MSP_CC_LEVEL_WARN);
-        msp_cc_table_set_str(it->table, row, 0, q->name);
-        msp_cc_table_set_str(it->table, row, 1, q->bver ? q->bver : "<not installed>");
-        msp_cc_table_set_str(it->table, row, 2, q->cver ? q->cver : "<not installed>");
+        msp_cc_table_set_str(it->table, row, 0, name);
+        msp_cc_table_set_str(it->table, row, 1, bt);
+        msp_cc_table_set_str(it->table, row, 2, ct);
         msp_cc_table_set_str(it->table, row, 3, err ? "error" : "warning");
         if (err)
-            msp_cc_add_failed(it, "%s: bench %s vs cmp %s", q->name, q->bver ? q->bver : "<not installed>",
-                              q->cver ? q->cver : "<not installed>");
+            msp_cc_add_diff(it, name, bt, ct, "");
         else
             it->n_warnings++;
     }
@@ -324,12 +656,15 @@ cleanup:
 
 /* ---- random ------------------------------------------------------------- */
 
+/* Seed calls are grouped by call site: (api, function when the pack has it,
+ * file name without directory, line). A dataset that seeds once per sample
+ * is one finding, not one per call. */
 typedef struct msp_cc_call {
-    char *key;          /* api@file:line#occurrence */
+    char *key;          /* api@function@file:line: the group */
     char *site;         /* file:line */
-    const char *api;
+    const char *api, *func;
     char *value;        /* printed value; NULL = seeded from system entropy */
-    int used;
+    size_t pos;         /* order in the pack */
 } msp_cc_call_t;
 
 static void msp_cc_calls_free(msp_cc_call_t *v, size_t n)
@@ -342,6 +677,14 @@ static void msp_cc_calls_free(msp_cc_call_t *v, size_t n)
     free(v);
 }
 
+static int msp_cc_cmp_call(const void *a, const void *b)
+{
+    const msp_cc_call_t *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+    return c ? c : (x->pos > y->pos) - (x->pos < y->pos);
+}
+
+/* Calls sorted by group, each group in call order. */
 static msp_err msp_cc_calls_load(const msp_cc_pack_t *p, msp_cc_call_t **out, size_t *nout)
 {
     *out = NULL;
@@ -369,67 +712,143 @@ static msp_err msp_cc_calls_load(const msp_cc_pack_t *p, msp_cc_call_t **out, si
         const char *base = strrchr(file, '/');
         base = base ? base + 1 : file;
         v[k].api = api;
+        v[k].func = msp_cc_str(e, "function");
+        v[k].pos = k;
         v[k].site = msp_asprintf("%s:%d", base, line->valueint);
         v[k].value = cJSON_IsString(val) ? strdup(val->valuestring) : cJSON_IsNull(val) ? NULL : cJSON_PrintUnformatted(val);
-        int occ = 0;
-        for (size_t j = 0; j < k; j++)
-            if (strcmp(v[j].api, api) == 0 && v[j].site && v[k].site && strcmp(v[j].site, v[k].site) == 0)
-                occ++;
-        v[k].key = msp_asprintf("%s@%s#%d", api, v[k].site ? v[k].site : "", occ);
+        v[k].key = msp_asprintf("%s@%s@%s", api, v[k].func ? v[k].func : "", v[k].site ? v[k].site : "");
         if (!v[k].site || !v[k].key) {
             msp_cc_calls_free(v, k + 1);
             return msp_fail(MSP_ERR_NOMEM, "out of memory");
         }
         k++;
     }
+    if (k > 1)
+        qsort(v, k, sizeof *v, msp_cc_cmp_call);
     *out = v;
     *nout = k;
     return MSP_OK;
 }
 
-static void msp_cc_random_row(msp_cc_item_result_t *it, const msp_cc_call_t *bc, const msp_cc_call_t *cc)
+typedef struct msp_cc_group {
+    const msp_cc_call_t *b, *c; /* first call of the group on each side, or NULL */
+    size_t nb, nc;
+    size_t first;               /* pack position of its first call (bench, else cmp) */
+    int side;                   /* 0: in the bench pack, 1: cmp only */
+} msp_cc_group_t;
+
+static int msp_cc_cmp_group(const void *a, const void *b)
 {
-    const msp_cc_call_t *any = bc ? bc : cc;
-    int equal = bc && cc && bc->value && cc->value && strcmp(bc->value, cc->value) == 0;
-    const char *bvs = !bc ? "<no call>" : bc->value ? bc->value : "None (system entropy)";
-    const char *cvs = !cc ? "<no call>" : cc->value ? cc->value : "None (system entropy)";
-    const char *occ = strrchr(any->key, '#');
+    const msp_cc_group_t *x = a, *y = b;
+    if (x->side != y->side)
+        return x->side - y->side;
+    return (x->first > y->first) - (x->first < y->first);
+}
+
+static size_t msp_cc_distinct(const msp_cc_call_t *v, size_t n)
+{
+    /* Calls at one site: count value changes along the calls, a cheap and
+     * stable stand-in for distinct values when they are all different. */
+    size_t d = n ? 1 : 0;
+    for (size_t i = 1; i < n; i++)
+        if (!msp_cc_streq(v[i].value, v[i - 1].value))
+            d++;
+    return d;
+}
+
+static void msp_cc_random_row(msp_cc_item_result_t *it, const msp_cc_group_t *g)
+{
+    size_t n = g->nb < g->nc ? g->nb : g->nc, ndiff = 0, first = (size_t)-1;
+    for (size_t k = 0; k < n; k++) {
+        const char *x = g->b[k].value, *y = g->c[k].value;
+        if (!x || !y || strcmp(x, y) != 0) {
+            ndiff++;
+            if (first == (size_t)-1)
+                first = k;
+        }
+    }
+    int equal = g->nb == g->nc && g->nb > 0 && ndiff == 0;
+    if (first == (size_t)-1 && !equal)
+        first = n; /* the first call one side has and the other does not */
+    size_t at = equal ? 0 : first;
+    const msp_cc_call_t *any = g->b ? g->b : g->c;
+    const char *bvs = at < g->nb ? (g->b[at].value ? g->b[at].value : "None (system entropy)") : "<no call>";
+    const char *cvs = at < g->nc ? (g->c[at].value ? g->c[at].value : "None (system entropy)") : "<no call>";
     size_t row = msp_cc_table_add_row(it->table, equal ? MSP_CC_LEVEL_OK : MSP_CC_LEVEL_ERROR);
     msp_cc_table_set_str(it->table, row, 0, any->api);
     msp_cc_table_set_str(it->table, row, 1, any->site);
-    msp_cc_table_set_num(it->table, row, 2, occ ? atof(occ + 1) : 0);
-    msp_cc_table_set_str(it->table, row, 3, bvs);
-    msp_cc_table_set_str(it->table, row, 4, cvs);
-    msp_cc_table_set_bool(it->table, row, 5, equal);
+    if (any->func)
+        msp_cc_table_set_str(it->table, row, 2, any->func);
+    msp_cc_table_set_num(it->table, row, 3, (double)g->nb);
+    msp_cc_table_set_num(it->table, row, 4, (double)g->nc);
+    msp_cc_table_set_str(it->table, row, 5, bvs);
+    msp_cc_table_set_str(it->table, row, 6, cvs);
+    msp_cc_table_set_bool(it->table, row, 7, equal);
+    msp_cc_table_set_num(it->table, row, 8, (double)(ndiff + (g->nb > g->nc ? g->nb - g->nc : g->nc - g->nb)));
     if (!equal)
-        msp_cc_add_failed(it, "%s at %s: bench %.100s vs cmp %.100s", any->api, any->site, bvs, cvs);
+        msp_cc_table_set_num(it->table, row, 9, (double)first);
+    msp_cc_table_set_num(it->table, row, 10, (double)msp_cc_distinct(g->b, g->nb));
+    msp_cc_table_set_num(it->table, row, 11, (double)msp_cc_distinct(g->c, g->nc));
+    if (equal)
+        return;
+    char *where = any->func ? msp_asprintf("%s at %s in %s", any->api, any->site, any->func)
+                            : msp_asprintf("%s at %s", any->api, any->site);
+    if (!where)
+        return;
+    if (g->nb <= 1 && g->nc <= 1)
+        msp_cc_add_failed(it, "%s: bench %s vs cmp %s", where, bvs, cvs);
+    else
+        msp_cc_add_failed(it, "%s: %zu vs %zu calls, %zu differ (values change %zu times in bench, %zu in cmp); "
+                              "first at call #%zu: bench %s vs cmp %s",
+                          where, g->nb, g->nc, ndiff + (g->nb > g->nc ? g->nb - g->nc : g->nc - g->nb),
+                          msp_cc_distinct(g->b, g->nb), msp_cc_distinct(g->c, g->nc), first, bvs, cvs);
+    free(where);
 }
 
 static msp_err msp_cc_diff_random(const msp_cc_pack_t *b, const msp_cc_pack_t *c, msp_cc_item_result_t *it)
 {
-    static const char *const cols[] = {"api", "location", "occurrence", "bench_value", "cmp_value", "equal"};
+    static const char *const cols[] = {"api",       "location",  "function", "bench_calls",
+                                       "cmp_calls", "bench_value", "cmp_value", "equal",
+                                       "differing_calls", "first_differing_call", "bench_value_changes",
+                                       "cmp_value_changes"};
     msp_cc_call_t *bv = NULL, *cv = NULL;
-    size_t nb = 0, nc = 0;
+    msp_cc_group_t *gs = NULL;
+    size_t nb = 0, nc = 0, ng = 0;
     msp_err rc;
-    if (!(it->table = msp_cc_table_new(cols, 6)))
+    if (!(it->table = msp_cc_table_new(cols, MSP_CC_N(cols))))
         return msp_fail(MSP_ERR_NOMEM, "out of memory");
     if ((rc = msp_cc_calls_load(b, &bv, &nb)) != MSP_OK || (rc = msp_cc_calls_load(c, &cv, &nc)) != MSP_OK)
         goto cleanup;
-    /* Calls pair by (api, call site, n-th call there), not by position, so
-     * one extra call does not shift every later one. */
-    for (size_t i = 0; i < nb; i++) {
-        msp_cc_call_t *m = NULL;
-        for (size_t j = 0; j < nc && !m; j++)
-            if (!cv[j].used && strcmp(cv[j].key, bv[i].key) == 0)
-                m = &cv[j];
-        if (m)
-            m->used = 1;
-        msp_cc_random_row(it, &bv[i], m);
+    if (!(gs = calloc(nb + nc + 1, sizeof *gs))) {
+        rc = msp_fail(MSP_ERR_NOMEM, "out of memory");
+        goto cleanup;
     }
-    for (size_t j = 0; j < nc; j++)
-        if (!cv[j].used)
-            msp_cc_random_row(it, NULL, &cv[j]);
+    /* Merge join of the two group-sorted lists. */
+    for (size_t i = 0, j = 0; i < nb || j < nc;) {
+        int d = i >= nb ? 1 : j >= nc ? -1 : strcmp(bv[i].key, cv[j].key);
+        msp_cc_group_t *g = &gs[ng++];
+        if (d <= 0) {
+            g->b = &bv[i];
+            while (i + g->nb < nb && strcmp(bv[i + g->nb].key, bv[i].key) == 0)
+                g->nb++;
+        }
+        if (d >= 0) {
+            g->c = &cv[j];
+            while (j + g->nc < nc && strcmp(cv[j + g->nc].key, cv[j].key) == 0)
+                g->nc++;
+        }
+        g->side = g->b ? 0 : 1;
+        g->first = g->b ? g->b->pos : g->c->pos;
+        i += g->nb;
+        j += g->nc;
+    }
+    /* Report in call order: bench's sites first, then those only cmp has. */
+    if (ng > 1)
+        qsort(gs, ng, sizeof *gs, msp_cc_cmp_group);
+    for (size_t k = 0; k < ng; k++)
+        msp_cc_random_row(it, &gs[k]);
 cleanup:
+    free(gs);
     msp_cc_calls_free(bv, nb);
     msp_cc_calls_free(cv, nc);
     return rc;
@@ -528,8 +947,14 @@ static void msp_cc_tensor_row(msp_cc_item_result_t *it, const cJSON *be, const c
             msp_cc_add_failed(it, "%s: only in the %s pack", name, be ? "bench" : "cmp");
         else if (!msp_cc_streq(bs, cs) || !msp_cc_streq(bd ? bd : "", cd ? cd : ""))
             msp_cc_add_failed(it, "%s: shape/dtype %s %s vs %s %s", name, bs, bd ? bd : "", cs, cd ? cd : "");
-        else
-            msp_cc_add_failed(it, "%s: contents differ (hash %.12s vs %.12s)", name, bh, ch);
+        else {
+            /* Hash prefixes long enough to include the first differing digit. */
+            int k = 0;
+            while (bh[k] && bh[k] == ch[k])
+                k++;
+            int w = k + 1 > 12 ? k + 1 : 12;
+            msp_cc_add_failed(it, "%s: contents differ (hash %.*s vs %.*s)", name, w, bh, w, ch);
+        }
     }
     free(bs);
     free(cs);
@@ -581,112 +1006,20 @@ cleanup:
     return rc;
 }
 
-/* ---- hyperparameters ---------------------------------------------------- */
-
-typedef struct msp_cc_leaf {
-    char *path, *text;
-    int used;
-} msp_cc_leaf_t;
-
-typedef struct msp_cc_leaves {
-    msp_cc_leaf_t *v;
-    size_t n, cap;
-} msp_cc_leaves_t;
-
-static int msp_cc_is_scalar_array(const cJSON *a)
+/* 1 when exactly one of the packs comes from an NPU run (see msp_cc_platform). */
+static int msp_cc_cross_platform(const msp_cc_pack_t *b, const msp_cc_pack_t *c)
 {
-    const cJSON *e;
-    cJSON_ArrayForEach(e, a)
-    {
-        if (cJSON_IsObject(e) || cJSON_IsArray(e))
-            return 0;
+    int p[2] = {MSP_CC_PLAT_UNKNOWN, MSP_CC_PLAT_UNKNOWN};
+    const msp_cc_pack_t *packs[2] = {b, c};
+    for (int s = 0; s < 2; s++) {
+        msp_cc_kv_t *v = NULL;
+        size_t n = 0;
+        if (packs[s]->items[0] && msp_cc_env_load(packs[s], &v, &n) != MSP_OK)
+            msp_clear_error();
+        p[s] = msp_cc_platform(packs[s], v, n);
+        free(v);
     }
-    return 1;
-}
-
-static msp_err msp_cc_flatten(const cJSON *node, const char *path, msp_cc_leaves_t *out, int depth)
-{
-    if (depth > 32)
-        return msp_fail(MSP_ERR_FORMAT, "hyperparameters.json: nested deeper than 32 levels at %s", path);
-    if (cJSON_IsObject(node) || (cJSON_IsArray(node) && !msp_cc_is_scalar_array(node))) {
-        const cJSON *e;
-        int i = 0;
-        cJSON_ArrayForEach(e, node)
-        {
-            char *sub = cJSON_IsObject(node) ? msp_asprintf("%s%s%s", path, *path ? "." : "", e->string)
-                                             : msp_asprintf("%s[%d]", path, i);
-            i++;
-            if (!sub)
-                return msp_fail(MSP_ERR_NOMEM, "out of memory");
-            msp_err rc = msp_cc_flatten(e, sub, out, depth + 1);
-            free(sub);
-            if (rc != MSP_OK)
-                return rc;
-        }
-        return MSP_OK;
-    }
-    msp_cc_leaf_t *nv = msp_grow(out->v, &out->cap, out->n, sizeof *nv, 64);
-    if (!nv)
-        return msp_fail(MSP_ERR_NOMEM, "out of memory");
-    out->v = nv;
-    char *text = cJSON_IsString(node) ? strdup(node->valuestring) : cJSON_PrintUnformatted(node);
-    char *p = strdup(path);
-    if (!text || !p) {
-        free(text);
-        free(p);
-        return msp_fail(MSP_ERR_NOMEM, "out of memory");
-    }
-    out->v[out->n++] = (msp_cc_leaf_t){.path = p, .text = text};
-    return MSP_OK;
-}
-
-static void msp_cc_leaves_free(msp_cc_leaves_t *l)
-{
-    for (size_t i = 0; i < l->n; i++) {
-        free(l->v[i].path);
-        free(l->v[i].text);
-    }
-    free(l->v);
-}
-
-static void msp_cc_hp_row(msp_cc_item_result_t *it, const char *path, const char *bt, const char *ct)
-{
-    int equal = msp_cc_streq(bt, ct);
-    size_t row = msp_cc_table_add_row(it->table, equal ? MSP_CC_LEVEL_OK : MSP_CC_LEVEL_ERROR);
-    msp_cc_table_set_str(it->table, row, 0, path);
-    msp_cc_table_set_str(it->table, row, 1, bt ? bt : "<missing>");
-    msp_cc_table_set_str(it->table, row, 2, ct ? ct : "<missing>");
-    msp_cc_table_set_bool(it->table, row, 3, equal);
-    if (!equal)
-        msp_cc_add_failed(it, "%s: bench %.120s vs cmp %.120s", path, bt ? bt : "<missing>", ct ? ct : "<missing>");
-}
-
-static msp_err msp_cc_diff_hyper(const msp_cc_pack_t *b, const msp_cc_pack_t *c, msp_cc_item_result_t *it)
-{
-    static const char *const cols[] = {"name", "bench_value", "cmp_value", "equal"};
-    msp_cc_leaves_t lb = {0}, lc = {0};
-    msp_err rc;
-    if (!(it->table = msp_cc_table_new(cols, 4)))
-        return msp_fail(MSP_ERR_NOMEM, "out of memory");
-    if ((rc = msp_cc_flatten(b->items[5], "", &lb, 0)) != MSP_OK ||
-        (rc = msp_cc_flatten(c->items[5], "", &lc, 0)) != MSP_OK)
-        goto cleanup;
-    for (size_t i = 0; i < lb.n; i++) {
-        msp_cc_leaf_t *m = NULL;
-        for (size_t j = 0; j < lc.n && !m; j++)
-            if (!lc.v[j].used && strcmp(lc.v[j].path, lb.v[i].path) == 0)
-                m = &lc.v[j];
-        if (m)
-            m->used = 1;
-        msp_cc_hp_row(it, lb.v[i].path, lb.v[i].text, m ? m->text : NULL);
-    }
-    for (size_t j = 0; j < lc.n; j++)
-        if (!lc.v[j].used)
-            msp_cc_hp_row(it, lc.v[j].path, NULL, lc.v[j].text);
-cleanup:
-    msp_cc_leaves_free(&lb);
-    msp_cc_leaves_free(&lc);
-    return rc;
+    return (p[0] == MSP_CC_PLAT_NPU) != (p[1] == MSP_CC_PLAT_NPU);
 }
 
 /* ---- driver ------------------------------------------------------------- */
@@ -722,7 +1055,7 @@ msp_err msp_cc_compare_packs(const msp_cc_pack_t *b, const msp_cc_pack_t *c, con
             rc = msp_cc_diff_env(b, c, opt, r, it);
             break;
         case 1:
-            rc = msp_cc_diff_pip(b, c, it);
+            rc = msp_cc_diff_pip(b, c, msp_cc_cross_platform(b, c), it);
             break;
         case 2:
         case 3:
@@ -732,7 +1065,7 @@ msp_err msp_cc_compare_packs(const msp_cc_pack_t *b, const msp_cc_pack_t *c, con
             rc = msp_cc_diff_random(b, c, it);
             break;
         default:
-            rc = msp_cc_diff_hyper(b, c, it);
+            rc = msp_cc_diff_hyper(b, c, opt, it);
             break;
         }
         if (rc != MSP_OK)
@@ -780,6 +1113,9 @@ void msp_cc_result_free(msp_cc_result_t *r)
         for (size_t j = 0; j < it->n_failed; j++)
             free(it->failed[j]);
         free(it->failed);
+        for (size_t j = 0; j < it->n_info; j++)
+            free(it->info[j]);
+        free(it->info);
         msp_cc_table_free(it->table);
     }
     free(r->bench_path);

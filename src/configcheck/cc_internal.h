@@ -155,6 +155,24 @@ struct msp_cc_table {
     int *levels;
 };
 
+/* ---- diff helpers shared by cc_diff.c and cc_hyper.c ------------------ */
+
+#define MSP_CC_N(a) (sizeof(a) / sizeof(a)[0])
+
+/* A failing entry (the item fails), built whole: never cut at a width. */
+void msp_cc_add_failed(msp_cc_item_result_t *it, const char *fmt, ...) MSP_PRINTF(2, 3);
+/* A difference that does not fail (a path, one platform's variable). */
+void msp_cc_add_info(msp_cc_item_result_t *it, const char *fmt, ...) MSP_PRINTF(2, 3);
+/* A failing "NAME: bench B vs cmp C", or for long values NAME then both values
+ * on lines of their own, aligned, with a caret under the first difference;
+ * q wraps each value ("'" or ""). */
+void msp_cc_add_diff(msp_cc_item_result_t *it, const char *name, const char *bv, const char *cv, const char *q);
+/* 1 for true/1/yes/on/enable(d), 0 for false/0/no/off/disable(d)/"", -1 otherwise (any case). */
+int msp_cc_bool_word(const char *s);
+/* The hyperparameters item (cc_hyper.c); opt may be NULL. */
+msp_err msp_cc_diff_hyper(const msp_cc_pack_t *b, const msp_cc_pack_t *c, const msp_cc_options_t *opt,
+                          msp_cc_item_result_t *it);
+
 #define MSP_CC_DEFAULT_SALT "msprobe-config-check-salt-v1"
 
 #endif

@@ -150,8 +150,21 @@ static lxw_error msp_cc_write_table(lxw_workbook *wb, const char *name, const ms
         return LXW_ERROR_MEMORY_MALLOC_FAILED;
     lxw_error e = LXW_NO_ERROR;
     for (size_t c = 0; c < t->ncols && !e; c++) {
+        /* Wide enough for the longest value (up to a screen): a difference
+         * near the end of a long value must not hide behind the next column. */
+        size_t w = strlen(t->cols[c]) + 2;
+        for (size_t r = 0; r < t->nrows; r++) {
+            const msp_cc_cell_t *cell = &t->cells[r * t->ncols + c];
+            size_t n = cell->kind == MSP_CC_CELL_STR ? strlen(cell->s) + 1 : 12;
+            if (n > w)
+                w = n;
+        }
+        if (w < (c == 0 ? 36u : 12u))
+            w = c == 0 ? 36 : 12;
+        if (w > 100)
+            w = 100;
         e = worksheet_write_string(ws, 0, (lxw_col_t)c, t->cols[c], fm->head);
-        worksheet_set_column(ws, (lxw_col_t)c, (lxw_col_t)c, c == 0 ? 36 : 18, NULL);
+        worksheet_set_column(ws, (lxw_col_t)c, (lxw_col_t)c, (double)w, NULL);
     }
     for (size_t r = 0; r < t->nrows && !e; r++) {
         lxw_format *f = t->levels[r] == MSP_CC_LEVEL_ERROR ? fm->err : t->levels[r] == MSP_CC_LEVEL_WARN ? fm->warn : NULL;
@@ -193,8 +206,8 @@ msp_err msp_cc_report_write(const msp_cc_result_t *r, const char *out_dir)
         return rc;
     final = msp_asprintf("%s/result.xlsx", out_dir);
     tmp = final ? msp_atomic_tmp_name(final) : NULL;
-    static const char *const cols[] = {"filename", "pass_check", "differences", "note"};
-    sum = msp_cc_table_new(cols, 4);
+    static const char *const cols[] = {"filename", "pass_check", "differences", "note", "info"};
+    sum = msp_cc_table_new(cols, 5);
     if (!final || !tmp || !sum) {
         rc = msp_fail(MSP_ERR_NOMEM, "out of memory");
         goto cleanup;
@@ -210,6 +223,7 @@ msp_err msp_cc_report_write(const msp_cc_result_t *r, const char *out_dir)
         msp_cc_table_set_num(sum, row, 2, (double)it->n_failed);
         if (it->note)
             msp_cc_table_set_str(sum, row, 3, it->note);
+        msp_cc_table_set_num(sum, row, 4, (double)it->n_info);
     }
     /* Keep libxlsxwriter's scratch files inside the output directory too. */
     lxw_workbook_options wo = {.constant_memory = LXW_FALSE, .tmpdir = (char *)out_dir};
