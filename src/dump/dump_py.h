@@ -143,8 +143,12 @@ typedef struct msp_listener {
     void (*root_forward)(PyObject *module, PyObject *input); /* before a root module runs */
     void (*step_end)(int64_t step);
     void (*exit)(const char *how);                         /* "exit", "os._exit", "SIGTERM" */
+    void (*args_parsed)(PyObject *ns); /* an outermost ArgumentParser.parse_known_args returned */
 } msp_listener_t;
 int msp_listen(const msp_listener_t *l);
+/* Wrap argparse.ArgumentParser.parse_known_args (parse_args calls it), so
+ * listeners see each namespace the script parses; 0 on success. */
+int msp_proc_wrap_argparse(PyObject *argparse_module);
 void msp_ev_after_import(void);
 void msp_ev_optimizer_created(PyObject *optimizer);
 void msp_ev_root_forward(PyObject *module, PyObject *input);

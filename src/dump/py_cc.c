@@ -21,7 +21,8 @@ static struct {
     char *zip_path;
     int64_t write_at_step, dataset_batches;
     int64_t batches_done;
-    int done_random, done_numpy, done_torch;
+    int done_random, done_numpy, done_torch, done_argparse;
+    PyObject *namespaces;  /* each argparse namespace the script parsed, in order */
     PyObject *roots;       /* id(root module) -> name */
     PyObject *tensor_type; /* torch.Tensor */
     PyObject *torch;
@@ -72,6 +73,13 @@ static void msp_cc_record_seed(const char *api, PyObject *args, PyObject *kwargs
         (lineno = PyObject_GetAttrString(frame, "f_lineno"))) {
         file = msp_cc_py_text(fname, 0);
         line = PyLong_AsLong(lineno);
+        /* the caller's function: config_check groups seed calls by call site */
+        PyObject *co_name = PyObject_GetAttrString(code, "co_name");
+        char *fn = co_name ? msp_cc_py_text(co_name, 0) : NULL;
+        if (fn)
+            cJSON_AddStringToObject(e, "function", fn);
+        free(fn);
+        Py_XDECREF(co_name);
     }
     PyErr_Clear();
     cJSON_AddStringToObject(e, "file", file ? file : "?");
@@ -309,6 +317,11 @@ static void msp_cc_on_import(void)
         if (mt)
             msp_proc_wrap_seed(mt, "seed", "numpy.random.seed");
     }
+    if (!msp_cc.done_argparse && (m = PyDict_GetItemString(mods, "argparse"))) {
+        msp_cc.done_argparse = 1;
+        if (msp_proc_wrap_argparse(m))
+            msp_cc_warn("cannot wrap argparse; hyperparameters hold argv only");
+    }
     /* torch's modules are complete only once torch itself is patched. */
     if (!msp_cc.done_torch && msp_g.torch_seen && (m = PyDict_GetItemString(mods, "torch")))
         msp_cc_seed_torch(m);
@@ -319,6 +332,44 @@ static void msp_cc_on_seed(const char *api, PyObject *args, PyObject *kw)
 {
     if (msp_cc.enabled)
         msp_cc_record_seed(api, args, kw);
+}
+
+/* Kept by reference and read at the pack's writing: a script that adjusts
+ * its arguments after parsing (lr scaled by the world size) trains with the
+ * adjusted values. */
+static void msp_cc_on_args_parsed(PyObject *ns)
+{
+    if (!msp_cc.enabled || !ns)
+        return;
+    if (!msp_cc.namespaces && !(msp_cc.namespaces = PyList_New(0)))
+        return;
+    if (PySequence_Contains(msp_cc.namespaces, ns) != 1)
+        PyList_Append(msp_cc.namespaces, ns);
+    PyErr_Clear();
+}
+
+/* vars(ns) of each parsed namespace, values of secret-looking names hidden. */
+static cJSON *msp_cc_namespaces_json(void)
+{
+    cJSON *arr = cJSON_CreateArray();
+    Py_ssize_t n = msp_cc.namespaces ? PyList_Size(msp_cc.namespaces) : 0;
+    for (Py_ssize_t i = 0; arr && i < n; i++) {
+        PyObject *d = PyObject_GetAttrString(PyList_GetItem(msp_cc.namespaces, i), "__dict__");
+        cJSON *o = d && PyDict_Check(d) ? msp_cc_py_to_json(d, 0) : NULL;
+        Py_XDECREF(d);
+        PyErr_Clear();
+        if (!cJSON_IsObject(o)) {
+            cJSON_Delete(o);
+            continue;
+        }
+        for (cJSON *e = o->child, *next; e; e = next) {
+            next = e->next; /* e is freed when replaced */
+            if (e->string && msp_cc_key_is_secret(e->string))
+                cJSON_ReplaceItemInObjectCaseSensitive(o, e->string, cJSON_CreateString("<hidden>"));
+        }
+        cJSON_AddItemToArray(arr, o);
+    }
+    return arr;
 }
 
 static void msp_cc_on_optimizer(PyObject *opt)
@@ -420,6 +471,8 @@ static cJSON *msp_cc_hyper_json(void)
     }
     PyErr_Clear();
     cJSON_AddItemToObject(h, "args", args);
+    if (msp_cc.namespaces && PyList_Size(msp_cc.namespaces) > 0)
+        cJSON_AddItemToObject(h, "namespaces", msp_cc_namespaces_json());
     cJSON_AddItemReferenceToObject(h, "optimizers", msp_cc.optimizers);
     return h;
 }
@@ -571,7 +624,7 @@ msp_err msp_cc_setup(const msp_config_t *cfg)
 {
     static const msp_listener_t listener = {msp_cc_on_import, msp_cc_on_seed, msp_cc_on_optimizer,
                                             msp_cc_on_root_forward, msp_cc_on_step_end,
-                                            msp_cc_on_exit};
+                                            msp_cc_on_exit, msp_cc_on_args_parsed};
     const char *env_path = getenv("MSPROBE_CONFIG_CHECK");
     if (env_path && strcmp(env_path, "0") == 0)
         env_path = NULL; /* "0" means off, as the shim reads it */

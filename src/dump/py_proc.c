@@ -160,6 +160,25 @@ void msp_ev_exit(const char *how)
     leave_listener(s);
 }
 
+/* parse_known_args: the namespace of the outermost call (a subparser's own
+ * call parses into a scratch namespace that the outer one then absorbs). */
+static _Thread_local int t_parse_depth;
+static PyObject *parse_call(PyObject *orig, PyObject *args, PyObject *kw)
+{
+    t_parse_depth++;
+    PyObject *out = PyObject_Call(orig, args, kw);
+    t_parse_depth--;
+    if (!out || t_parse_depth > 0 || msp_t_depth > 0 || !events_on() || !PyTuple_Check(out) ||
+        PyTuple_Size(out) < 1)
+        return out;
+    saved_t s = enter_listener();
+    for (int i = 0; i < g_nlisteners; i++)
+        if (g_listeners[i].args_parsed)
+            g_listeners[i].args_parsed(PyTuple_GetItem(out, 0));
+    leave_listener(s);
+    return out;
+}
+
 static PyObject *msp_ev_call(PyObject *orig, const char *name, PyObject *args, PyObject *kw)
 {
     int seed = strncmp(name, "seed:", 5) == 0;
@@ -195,6 +214,8 @@ PyObject *msp_ev_dispatch(PyObject *orig, const char *name, PyObject *args, PyOb
 {
     if (strcmp(name, "init_process_group") == 0)
         return group_call(orig, args, kw);
+    if (strcmp(name, "parse_known_args") == 0)
+        return parse_call(orig, args, kw);
     return msp_ev_call(orig, name, args, kw);
 }
 
@@ -362,18 +383,33 @@ void msp_proc_boot(void)
     PyErr_Clear();
 }
 
-static int wrap_event(PyObject *owner, const char *attr, const char *name)
+/* bind: orig is a function in a class dict, and the wrapper must bind like one. */
+static int wrap_event_as(PyObject *owner, const char *attr, const char *name, int bind)
 {
     PyObject *orig = owner ? PyObject_GetAttrString(owner, attr) : NULL;
     int rc = -1;
     if (orig && msp_is_wrap(orig)) {
         rc = 0; /* already ours: one wrapper per attribute */
     } else if (orig) {
-        PyObject *w = msp_wrap_new(orig, name, MSP_W_EVENT, 0, 0);
+        PyObject *w = msp_wrap_new(orig, name, MSP_W_EVENT, 0, bind);
         rc = w && PyObject_SetAttrString(owner, attr, w) == 0 ? 0 : -1;
         Py_XDECREF(w);
     }
     Py_XDECREF(orig);
+    PyErr_Clear();
+    return rc;
+}
+
+static int wrap_event(PyObject *owner, const char *attr, const char *name)
+{
+    return wrap_event_as(owner, attr, name, 0);
+}
+
+int msp_proc_wrap_argparse(PyObject *argparse_module)
+{
+    PyObject *cls = PyObject_GetAttrString(argparse_module, "ArgumentParser");
+    int rc = cls ? wrap_event_as(cls, "parse_known_args", "parse_known_args", 1) : -1;
+    Py_XDECREF(cls);
     PyErr_Clear();
     return rc;
 }
