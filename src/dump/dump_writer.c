@@ -39,15 +39,19 @@ static struct {
     uint64_t ends_queued, ends_done;
     int stats_waiting;             /* the statistics thread sleeps on work */
     unsigned unsignalled;          /* records queued since, without waking it */
+    size_t unsignalled_bytes;      /* and their tensor bytes */
 } q = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
        PTHREAD_COND_INITIALIZER, NULL, NULL, 0, 0, 0, 0, PTHREAD_COND_INITIALIZER, NULL, 0,
-       NULL, NULL, NULL, NULL, 0, 0, 0, 1, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0};
+       NULL, NULL, NULL, NULL, 0, 0, 0, 1, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, 0};
 
-/* The statistics thread is woken once per this many records (or at once for
- * a step end, shutdown, or a queue filling up), not for every record: on a
- * loop of small ops, one wake-up per record (a futex call and a context
- * switch on each side) cost the training thread more than the statistics. */
+/* The statistics thread is woken once per this many records or bytes (or at
+ * once for a step end, shutdown, or a queue filling up), not for every
+ * record: on a loop of small ops, one wake-up per record (a futex call and a
+ * context switch on each side) cost the training thread more than the
+ * statistics. Big tensors still start at once: their statistics and write
+ * should overlap the training that follows (MSPROBE_SYNC=1 waits for them). */
 #define MSP_WAKE_BATCH 32
+#define MSP_WAKE_BYTES ((size_t)512 << 10)
 
 /* ---- buffer pool ------------------------------------------------------ */
 
@@ -578,6 +582,7 @@ static void *stats_main(void *arg)
         while (!q.stats_next) {
             q.stats_waiting = 1;
             q.unsignalled = 0;
+            q.unsignalled_bytes = 0;
             pthread_cond_wait(&q.work, &q.mu);
         }
         q.stats_waiting = 0;
@@ -655,10 +660,15 @@ static int enqueue(msp_dq_rec_t *r)
         q.stats_next = r;
     if (r->kind == MSP_DQ_END_STEP)
         q.ends_queued++;
-    if (q.stats_waiting && (r->kind != MSP_DQ_RECORD || ++q.unsignalled >= MSP_WAKE_BATCH ||
-                            q.bytes >= q.cap / 2)) {
-        q.unsignalled = 0;
-        pthread_cond_signal(&q.work);
+    if (q.stats_waiting) {
+        q.unsignalled++;
+        q.unsignalled_bytes += r->bytes;
+        if (r->kind != MSP_DQ_RECORD || q.unsignalled >= MSP_WAKE_BATCH ||
+            q.unsignalled_bytes >= MSP_WAKE_BYTES || q.bytes >= q.cap / 2) {
+            q.unsignalled = 0;
+            q.unsignalled_bytes = 0;
+            pthread_cond_signal(&q.work);
+        }
     }
     pthread_mutex_unlock(&q.mu);
     return 1;
@@ -728,6 +738,7 @@ void msp_dq_forget_after_fork(void)
     q.ends_queued = q.ends_done = 0;
     q.stats_waiting = 0;
     q.unsignalled = 0;
+    q.unsignalled_bytes = 0;
     q.stats_next = NULL;
     q.head = q.tail = NULL;
     q.bytes = 0;
