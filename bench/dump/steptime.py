@@ -5,7 +5,8 @@ of many small ops, the worst case for a per-call overhead (not a test).
 
 Prints one JSON line: median and mean step time in ms over the timed steps,
 the median CPU time of a step (all threads of the process: on a loaded machine
-it is steadier than the wall clock),
+it is steadier than the wall clock) and of the training thread alone (what the
+shim costs the training thread itself, apart from its writer threads),
 and the wall-clock time (time.time()) when the first timed step started, so
 the caller can measure until the process (and the shim's writer) has finished.
 """
@@ -67,13 +68,14 @@ def main():
         xs = torch.randn(a.seq, 16, a.hidden, generator=gen)
         ys = torch.randint(0, 10, (16,), generator=gen)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    times, cpu = [], []
+    times, cpu, tcpu = [], [], []
     start = None
     for step in range(a.warmup + a.steps):
         if step == a.warmup:
             start = time.time()
         t0 = time.perf_counter()
         c0 = time.process_time()
+        tc0 = time.thread_time()
         opt.zero_grad(set_to_none=True)
         loss = F.cross_entropy(model(xs), ys)
         loss.backward()
@@ -81,8 +83,10 @@ def main():
         if step >= a.warmup:
             times.append(time.perf_counter() - t0)
             cpu.append(time.process_time() - c0)
+            tcpu.append(time.thread_time() - tc0)
     print(json.dumps({"median_ms": 1e3 * statistics.median(times),
                       "cpu_ms": 1e3 * statistics.median(cpu),
+                      "thread_cpu_ms": 1e3 * statistics.median(tcpu),
                       "mean_ms": 1e3 * statistics.mean(times), "start": start,
                       "steps": a.steps, "loss": loss.item()}))
 

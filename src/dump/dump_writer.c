@@ -37,9 +37,21 @@ static struct {
     int64_t world_size;
     pthread_cond_t ended;          /* an END_STEP marker went through */
     uint64_t ends_queued, ends_done;
+    int stats_waiting;             /* the statistics thread sleeps on work */
+    unsigned unsignalled;          /* records queued since, without waking it */
+    size_t unsignalled_bytes;      /* and their tensor bytes */
 } q = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
        PTHREAD_COND_INITIALIZER, NULL, NULL, 0, 0, 0, 0, PTHREAD_COND_INITIALIZER, NULL, 0,
-       NULL, NULL, NULL, NULL, 0, 0, 0, 1, PTHREAD_COND_INITIALIZER, 0, 0};
+       NULL, NULL, NULL, NULL, 0, 0, 0, 1, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, 0};
+
+/* The statistics thread is woken once per this many records or bytes (or at
+ * once for a step end, shutdown, or a queue filling up), not for every
+ * record: on a loop of small ops, one wake-up per record (a futex call and a
+ * context switch on each side) cost the training thread more than the
+ * statistics. Big tensors still start at once: their statistics and write
+ * should overlap the training that follows (MSPROBE_SYNC=1 waits for them). */
+#define MSP_WAKE_BATCH 32
+#define MSP_WAKE_BYTES ((size_t)512 << 10)
 
 /* ---- buffer pool ------------------------------------------------------ */
 
@@ -567,8 +579,13 @@ static void *stats_main(void *arg)
     (void)arg;
     for (;;) {
         pthread_mutex_lock(&q.mu);
-        while (!q.stats_next)
+        while (!q.stats_next) {
+            q.stats_waiting = 1;
+            q.unsignalled = 0;
+            q.unsignalled_bytes = 0;
             pthread_cond_wait(&q.work, &q.mu);
+        }
+        q.stats_waiting = 0;
         msp_dq_rec_t *r = q.stats_next;
         pthread_mutex_unlock(&q.mu);
 
@@ -629,8 +646,10 @@ static int enqueue(msp_dq_rec_t *r)
         q.started = 1;
     }
     /* A record larger than the whole bound still goes through, alone. */
-    while (q.bytes > 0 && q.bytes + r->bytes > q.cap)
+    while (q.bytes > 0 && q.bytes + r->bytes > q.cap) {
+        pthread_cond_signal(&q.work); /* records held back from it must drain */
         pthread_cond_wait(&q.not_full, &q.mu);
+    }
     q.bytes += r->bytes;
     if (q.tail)
         q.tail->next = r;
@@ -641,7 +660,16 @@ static int enqueue(msp_dq_rec_t *r)
         q.stats_next = r;
     if (r->kind == MSP_DQ_END_STEP)
         q.ends_queued++;
-    pthread_cond_signal(&q.work);
+    if (q.stats_waiting) {
+        q.unsignalled++;
+        q.unsignalled_bytes += r->bytes;
+        if (r->kind != MSP_DQ_RECORD || q.unsignalled >= MSP_WAKE_BATCH ||
+            q.unsignalled_bytes >= MSP_WAKE_BYTES || q.bytes >= q.cap / 2) {
+            q.unsignalled = 0;
+            q.unsignalled_bytes = 0;
+            pthread_cond_signal(&q.work);
+        }
+    }
     pthread_mutex_unlock(&q.mu);
     return 1;
 }
@@ -708,6 +736,9 @@ void msp_dq_forget_after_fork(void)
     memcpy(&q.work, &c, sizeof c);
     memcpy(&q.ended, &c, sizeof c);
     q.ends_queued = q.ends_done = 0;
+    q.stats_waiting = 0;
+    q.unsignalled = 0;
+    q.unsignalled_bytes = 0;
     q.stats_next = NULL;
     q.head = q.tail = NULL;
     q.bytes = 0;

@@ -1,5 +1,6 @@
-/* Reading torch tensors without changing them: detach (shares storage, no
- * graph), DLPack capsule, copy of the bytes into a queue record. CPU tensors
+/* Reading torch tensors without changing them: DLPack capsule of the tensor
+ * itself (detached alias only where needed), copy of the bytes into a queue
+ * record. CPU tensors
  * are read in place; others are copied to host first. bool goes through a
  * uint8 view because torch 1.13's DLPack refuses bool. The capsule's own
  * destructor calls the DLPack deleter when we drop our reference. */
@@ -301,8 +302,13 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
     }
     Py_XDECREF(layout);
     dt = PyObject_GetAttr(t, s_dtype);
-    d = call1(g_detach, t);
-    if (!dt || !d)
+    /* DLPack reads the tensor as it is (torch's to_dlpack neither checks
+     * requires_grad nor records a graph): a detached alias is needed only
+     * before .cpu(), which would otherwise join the autograd graph. Saves a
+     * tensor object per tensor read. */
+    d = t;
+    Py_INCREF(d);
+    if (!dt)
         goto pyfail;
     if (dt == g_bool) {
         PyObject *u8 = PyObject_CallFunctionObjArgs(g_view, d, g_uint8, NULL);
@@ -310,7 +316,16 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
         if (!(d = u8))
             goto pyfail;
     }
-    if (!(cap = call1(g_to_dlpack, d)))
+    if (!(cap = call1(g_to_dlpack, d)) && d == t) {
+        /* A torch whose to_dlpack refuses a tensor in the graph: the old way. */
+        PyErr_Clear();
+        PyObject *alias = call1(g_detach, t);
+        Py_DECREF(d);
+        if (!(d = alias))
+            goto pyfail;
+        cap = call1(g_to_dlpack, d);
+    }
+    if (!cap)
         goto pyfail;
     msp_dl_managed_t *mt = PyCapsule_GetPointer(cap, "dltensor");
     if (!mt)
@@ -324,6 +339,10 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
         else
             snprintf(device, sizeof device, "dl%d:%d", dtp, id);
         Py_CLEAR(cap);
+        PyObject *alias = call1(g_detach, d);
+        Py_DECREF(d);
+        if (!(d = alias))
+            goto pyfail;
         PyObject *host = call1(g_cpu, d);
         Py_DECREF(d);
         if (!(d = host))

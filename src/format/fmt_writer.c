@@ -251,18 +251,16 @@ msp_err msp_writer_begin_record(msp_writer_t *w, const char *record, int64_t ord
         return msp_fail(MSP_ERR_NOMEM, "file %s: record %s: out of memory", w->path, record);
 
     msp_h5_lock();
-    htri_t ex = H5Lexists(w->file, record, H5P_DEFAULT);
-    if (ex != 0) {
-        rc = ex > 0 ? msp_fail(MSP_ERR_USAGE, "file %s: record %s already exists in this file",
-                               w->path, record)
-                    : msp_h5_fail(MSP_ERR_HDF5, "file %s: record %s: cannot look it up", w->path,
-                                  record);
-        goto cleanup;
-    }
+    /* Create first and ask why only when that fails: a name lookup before
+     * every record and tensor is work only the rare duplicate needs. */
     w->group = H5Gcreate2(w->file, record, H5P_DEFAULT, w->gcpl, H5P_DEFAULT);
     if (w->group < 0) {
         rc = msp_h5_fail(MSP_ERR_HDF5, "file %s: record %s: cannot create its group", w->path,
                          record);
+        if (H5Lexists(w->file, record, H5P_DEFAULT) > 0)
+            rc = msp_fail(MSP_ERR_USAGE, "file %s: record %s already exists in this file",
+                          w->path, record);
+        H5Eclear2(H5E_DEFAULT);
         goto cleanup;
     }
     char where[600];
@@ -468,12 +466,6 @@ msp_err msp_writer_add_tensor(msp_writer_t *w, const msp_tensor_in_t *t)
     row.requires_grad = t->requires_grad ? 1 : 0;
 
     msp_h5_lock();
-    htri_t ex = H5Lexists(w->group, t->role, H5P_DEFAULT);
-    if (ex != 0) {
-        rc = ex > 0 ? msp_fail(MSP_ERR_USAGE, "%s: role already written in this record", where)
-                    : msp_h5_fail(MSP_ERR_HDF5, "%s: cannot look up the role", where);
-        goto cleanup;
-    }
     if (!t->data)
         space = H5Screate(H5S_NULL);
     else if (t->ndim == 0)
@@ -487,7 +479,11 @@ msp_err msp_writer_add_tensor(msp_writer_t *w, const msp_tensor_in_t *t)
     hid_t type = w->types[t->dtype];
     d = H5Dcreate2(w->group, t->role, type, space, H5P_DEFAULT, w->dcpl, H5P_DEFAULT);
     if (d < 0) {
+        /* As for records: the duplicate check only once creation failed. */
         rc = msp_h5_fail(MSP_ERR_IO, "%s: cannot create its dataset (disk full?)", where);
+        if (H5Lexists(w->group, t->role, H5P_DEFAULT) > 0)
+            rc = msp_fail(MSP_ERR_USAGE, "%s: role already written in this record", where);
+        H5Eclear2(H5E_DEFAULT);
         goto cleanup;
     }
     if (t->data && numel > 0) {
