@@ -115,7 +115,6 @@ int msp_step_install(PyObject *torch);
 /* End the current step (GIL held). */
 void msp_step_end(void);
 int64_t msp_current_rank(void);
-int msp_module_selected(const char *path);
 /* Whether the step now starting is dumped (dump_iter, and this process may write). */
 int msp_step_wanted(int64_t step);
 
@@ -149,6 +148,9 @@ int msp_listen(const msp_listener_t *l);
 /* Wrap argparse.ArgumentParser.parse_known_args (parse_args calls it), so
  * listeners see each namespace the script parses; 0 on success. */
 int msp_proc_wrap_argparse(PyObject *argparse_module);
+/* After each outermost import (py_boot.c): patch torch once it is complete,
+ * and tell the listeners. */
+void msp_after_import(void);
 void msp_ev_after_import(void);
 void msp_ev_optimizer_created(PyObject *optimizer);
 void msp_ev_root_forward(PyObject *module, PyObject *input);

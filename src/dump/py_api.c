@@ -734,7 +734,6 @@ static PyObject *jit_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
     return out;
 }
 
-void msp_after_import(void);
 
 static PyObject *import_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
 {

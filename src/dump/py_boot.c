@@ -15,7 +15,6 @@ msp_shim_t msp_g;
 static PyObject *g_builtins, *g_orig_import;
 static int g_torch_done;
 
-void msp_after_import(void);
 
 static int fail_boot(const char *msg)
 {

@@ -63,11 +63,6 @@ static unsigned module_dirs(const char *path)
     return d;
 }
 
-int msp_module_selected(const char *path)
-{
-    return module_dirs(path) != 0;
-}
-
 static int64_t bump(PyObject *counts, PyObject *module)
 {
     PyObject *v = PyDict_GetItem(counts, module);
