@@ -345,11 +345,15 @@ static char *cmp_fmt_err(double e, char *buf, size_t cap)
     return buf;
 }
 
+/* Takes s->reason (NULL: its msp_asprintf ran out of memory), freed on failure. */
 static msp_err cmp_push_suspect(msp_compare_result_t *res, size_t *cap, const msp_suspect_t *s)
 {
-    msp_suspect_t *nv = msp_grow(res->suspects, cap, res->n_suspects, sizeof *nv, 16);
-    if (!nv)
+    msp_suspect_t *nv = s->reason ? msp_grow(res->suspects, cap, res->n_suspects, sizeof *nv, 16)
+                                  : NULL;
+    if (!nv) {
+        free(s->reason);
         return msp_fail(MSP_ERR_NOMEM, "compare: out of memory for suspects");
+    }
     res->suspects = nv;
     res->suspects[res->n_suspects++] = *s;
     return MSP_OK;
@@ -376,12 +380,7 @@ static msp_err cmp_orphan_suspect(msp_compare_result_t *res, size_t *cap, size_t
                             s.from_stats ? "statistics only: " : "", rec->name,
                             cmp_role_of(t, rec), cmp_fmt_err(t->rel_err, a, sizeof a),
                             cmp_fmt_err(seen, b, sizeof b));
-    if (!s.reason)
-        return msp_fail(MSP_ERR_NOMEM, "compare: out of memory for suspects");
-    msp_err rc = cmp_push_suspect(res, cap, &s);
-    if (rc)
-        free(s.reason);
-    return rc;
+    return cmp_push_suspect(res, cap, &s);
 }
 
 /* The worst finite output error of the step before records[r]'s, on the same
@@ -459,13 +458,9 @@ msp_err cmp_rank_suspects(msp_compare_result_t *res, int top)
                                     s.from_stats ? "statistics only: " : "", t->producer,
                                     rec->name, cmp_role_of(t, rec), cmp_fmt_err(ein, a, sizeof a),
                                     cmp_fmt_err(t->rel_err, b, sizeof b));
-            if (!s.reason)
-                return msp_fail(MSP_ERR_NOMEM, "compare: out of memory for suspects");
             msp_err rc = cmp_push_suspect(res, &cap, &s);
-            if (rc) {
-                free(s.reason);
+            if (rc)
                 return rc;
-            }
         }
         if (rec->cause != MSP_CAUSE_INTRODUCED)
             continue;
@@ -498,13 +493,9 @@ msp_err cmp_rank_suspects(msp_compare_result_t *res, int top)
                                     pre, cmp_fmt_err(rec->out_err, a, sizeof a),
                                     cmp_floor_dtype(rec->floor),
                                     cmp_fmt_err(rec->floor, fl, sizeof fl));
-        if (!s.reason)
-            return msp_fail(MSP_ERR_NOMEM, "compare: out of memory for suspects");
         msp_err rc = cmp_push_suspect(res, &cap, &s);
-        if (rc) {
-            free(s.reason);
+        if (rc)
             return rc;
-        }
     }
     if (res->n_suspects > 1) {
         cmp_ranked_t *v = calloc(res->n_suspects, sizeof *v);
