@@ -233,9 +233,13 @@ static msp_err msp_cc_hp_named(msp_cc_hps_t *l, const msp_cc_aliases_t *al, cons
     const char *canon = msp_cc_canon(al, norm);
     char *val = NULL;
     if (canon == norm) { /* not an alias: maybe a dtype flag (--bf16) */
-        int flag = msp_cc_bool_word(value) == 1;
-        for (size_t i = 0; flag && i < MSP_CC_N(msp_cc_dtype_flags); i++)
+        int on = msp_cc_bool_word(value);
+        for (size_t i = 0; on >= 0 && i < MSP_CC_N(msp_cc_dtype_flags); i++)
             if (strcmp(norm, msp_cc_dtype_flags[i].alias) == 0) {
+                if (on == 0) { /* a namespace's bf16=False: the flag not given, the default dtype */
+                    free(norm);
+                    return MSP_OK;
+                }
                 canon = "dtype";
                 val = strdup(msp_cc_dtype_flags[i].canon);
                 break;

@@ -111,6 +111,20 @@ class Hyperparameters(Case):
         self.assertEqual(r.returncode, 1)
         self.assertIn("args.dtype (bench --bf16, cmp --precision): bench bf16 vs cmp fp16", r.stdout)
 
+    def test_a_dtype_flag_that_is_off_is_the_default_not_a_value(self):
+        # argparse's store_true leaves bf16=False in the namespace of the fp32 run
+        a = self.pack("a.zip", hyperparameters_json=dict(hyper_member([]), namespaces=[{"bf16": False}]))
+        b = self.pack("b.zip", hyperparameters_json=dict(hyper_member([]), namespaces=[{}]))
+        c = self.pack("c.zip", hyperparameters_json=dict(hyper_member(["--bf16"]),
+                                                         namespaces=[{"bf16": True}]))
+        r, x = self.compare(a, b)
+        self.assertEqual(r.returncode, 0, r.stdout)
+        r, x = self.compare(a, c)
+        self.assertEqual(r.returncode, 1)
+        failing = sorted(row["name"] for row in sheet_rows(x, "hyperparameters")
+                         if row["equal"] is False and row["level"] != "info")
+        self.assertEqual(failing, ["args.dtype", "namespaces[0].dtype"])
+
     def test_user_alias_file_extends_the_table(self):
         a = self.pack("a.zip", hyperparameters_json=hyper_member(["--init_lr", "0.1"]))
         b = self.pack("b.zip", hyperparameters_json=hyper_member(["--lr", "0.1"]))
