@@ -799,12 +799,9 @@ static msp_err cmp_file_pair(cmp_ctx_t *cx, cmp_build_t *bld, const cmp_file_pai
         goto cleanup;
     }
     cx->use_mmap = 0;
-    if (cx->o->io_mode == MSP_IO_MMAP) {
+    if (cx->o->io_mode != MSP_IO_PREAD) {
         /* offsets were checked against the file size by the reader; map
-         * whole files and fall back to pread when mapping is refused.
-         * Only on request: a mapped file that shrinks under us (a new run
-         * writing into the same dump_path) raises SIGBUS, while pread
-         * reports a short read as an error naming the file. */
+         * whole files and fall back to pread when mapping is refused */
         struct stat bs, cs;
         if (fstat(cx->bfd, &bs) == 0 && fstat(cx->cfd, &cs) == 0 && bs.st_size > 0 &&
             cs.st_size > 0) {

@@ -10,10 +10,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <signal.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 struct msp_dump_impl {
@@ -723,145 +720,6 @@ static msp_err msp_open_locked(msp_dump_file_t *f)
     return rc;
 }
 
-static herr_t msp_attr_name_cb(hid_t loc, const char *name, const H5A_info_t *ai, void *ud);
-
-/* ---- containment ---------------------------------------------------------------
- * libhdf5 trusts the metadata it parses: a flipped byte in a B-tree, heap or
- * object header can crash it (SIGSEGV, SIGABRT) or make it loop forever, and
- * no error code comes back. So every metadata path the parent will take
- * (open, /index or the group walk, the root and record attributes) is first
- * run in a short-lived child with time and memory limits. Parsing is
- * deterministic for the same bytes, so when the child survives the parent
- * may repeat it; when the child dies, the parent reports the file as corrupt
- * instead of dying itself. Tensor bytes keep the parent's pread path. */
-
-#define MSP_PARSE_SECONDS 10u
-#define MSP_PARSE_MAX_BYTES ((rlim_t)4 << 30)
-
-#if defined(__SANITIZE_ADDRESS__)
-#define MSP_LIMIT_AS 0 /* ASan reserves terabytes of address space */
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer)
-#define MSP_LIMIT_AS 0
-#endif
-#endif
-#ifndef MSP_LIMIT_AS
-#define MSP_LIMIT_AS 1
-#endif
-
-/* Child side: runs with msp_h5_lock held (inherited), so it calls the
- * unlocked internals only. Returns the exit status for the parent. */
-static msp_err msp_preflight_child(msp_dump_file_t *f)
-{
-    /* closing is parsed too: evicting a corrupt metadata cache can abort */
-    msp_err rc = msp_open_locked(f);
-    if (rc) {
-        msp_dump_free_locked(f);
-        return rc;
-    }
-    for (size_t i = 0; i < f->n_records; i++) {
-        hid_t g = H5Gopen2(msp_impl(f)->file, f->records[i].name, H5P_DEFAULT);
-        if (g < 0)
-            continue;
-        struct msp_strvec an = {0};
-        hsize_t pos = 0;
-        if (H5Aiterate2(g, H5_INDEX_NAME, H5_ITER_INC, &pos, msp_attr_name_cb, &an) >= 0) {
-            for (size_t k = 0; k < an.n; k++) {
-                char *v = NULL;
-                if (msp_h5_attr_get_text(g, an.v[k], &v, f->path) == 1)
-                    free(v);
-            }
-        }
-        msp_free_strings(an.v, an.n);
-        H5Gclose(g);
-    }
-    msp_dump_free_locked(f);
-    return MSP_OK;
-}
-
-/* Parent side, called with msp_h5_lock held so that no other thread of ours
- * is inside HDF5 when we fork. */
-static msp_err msp_preflight(msp_dump_file_t *f)
-{
-    if (getenv("MSPROBE_UNCONTAINED_HDF5")) /* for measuring the cost only */
-        return MSP_OK;
-    int pfd[2];
-    if (pipe2(pfd, O_CLOEXEC) != 0)
-        return msp_fail(MSP_ERR_IO, "file %s: cannot start the metadata checker: %s", f->path,
-                        strerror(errno));
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(pfd[0]);
-        close(pfd[1]);
-        return msp_fail(MSP_ERR_IO, "file %s: cannot start the metadata checker: %s", f->path,
-                        strerror(errno));
-    }
-    if (pid == 0) {
-        close(pfd[0]);
-        /* libc's own abort messages ("free(): invalid pointer") would
-         * reach the user's terminal: the parent reports instead */
-        int nul = open("/dev/null", O_WRONLY | O_CLOEXEC);
-        if (nul >= 0)
-            dup2(nul, 2);
-        struct rlimit cpu = {MSP_PARSE_SECONDS, MSP_PARSE_SECONDS + 1};
-        setrlimit(RLIMIT_CPU, &cpu);
-#if MSP_LIMIT_AS
-        struct rlimit as = {MSP_PARSE_MAX_BYTES, MSP_PARSE_MAX_BYTES};
-        setrlimit(RLIMIT_AS, &as);
-#endif
-        signal(SIGALRM, SIG_DFL);
-        alarm(MSP_PARSE_SECONDS);
-        /* its verdict: the error code, then the message naming the file.
-         * On failure the parent does not parse again (a memory bomb would
-         * then hit the parent, which has no limit). */
-        msp_err crc = msp_preflight_child(f);
-        char msg[1024];
-        int len = snprintf(msg, sizeof msg, "%d %s", (int)crc, crc ? msp_last_error() : "");
-        if (len > 0 && write(pfd[1], msg, (size_t)len < sizeof msg ? (size_t)len : sizeof msg - 1) < 0)
-            _exit(3);
-        _exit(0);
-    }
-    close(pfd[1]);
-    char buf[1024];
-    size_t got = 0;
-    while (got < sizeof buf - 1) {
-        ssize_t k = read(pfd[0], buf + got, sizeof buf - 1 - got);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            break;
-        got += (size_t)k;
-    }
-    buf[got] = 0;
-    close(pfd[0]);
-    int st = 0;
-    pid_t w;
-    do
-        w = waitpid(pid, &st, 0);
-    while (w < 0 && errno == EINTR);
-    if (w < 0)
-        return msp_fail(MSP_ERR_IO, "file %s: lost the metadata checker: %s", f->path,
-                        strerror(errno));
-    if (WIFSIGNALED(st)) {
-        int sig = WTERMSIG(st);
-        if (sig == SIGALRM || sig == SIGXCPU || sig == SIGKILL)
-            return msp_fail(MSP_ERR_FORMAT, "file %s: corrupt or not a dump: reading its HDF5 "
-                            "metadata did not finish in %u s", f->path, MSP_PARSE_SECONDS);
-        return msp_fail(MSP_ERR_FORMAT, "file %s: corrupt or not a dump: libhdf5 crashed "
-                        "parsing its metadata (%s)", f->path, strsignal(sig));
-    }
-    char *sp = NULL;
-    long code = got > 0 ? strtol(buf, &sp, 10) : -1;
-    if (code == 0)
-        return MSP_OK;
-    if (code > 0 && sp && *sp == ' ')
-        return msp_fail(code == MSP_ERR_NOMEM ? MSP_ERR_FORMAT : (msp_err)code, "%s%s", sp + 1,
-                        code == MSP_ERR_NOMEM ? " (corrupt or not a dump: its metadata needs "
-                        "more than 4 GiB)" : "");
-    return msp_fail(MSP_ERR_FORMAT, "file %s: corrupt or not a dump: the metadata checker "
-                    "failed (exit %d)", f->path, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
-}
-
 msp_err msp_dump_open(const char *path, msp_dump_file_t **out)
 {
     if (out)
@@ -874,10 +732,6 @@ msp_err msp_dump_open(const char *path, msp_dump_file_t **out)
                         "file %s: %s", path, strerror(errno));
     if (S_ISDIR(sb.st_mode))
         return msp_fail(MSP_ERR_FORMAT, "file %s: is a directory, not a dump file", path);
-    /* a FIFO or device would block or never end: refuse before opening */
-    if (!S_ISREG(sb.st_mode))
-        return msp_fail(MSP_ERR_FORMAT, "file %s: not a regular file (FIFO, device or "
-                        "socket), not a dump file", path);
     msp_dump_file_t *f = calloc(1, sizeof *f);
     struct msp_dump_impl *im = calloc(1, sizeof *im);
     if (!f || !im || !(f->path = strdup(path))) {
@@ -898,9 +752,7 @@ msp_err msp_dump_open(const char *path, msp_dump_file_t **out)
     }
     im->file_size = (int64_t)sb.st_size;
     msp_h5_lock();
-    rc = msp_preflight(f);
-    if (!rc)
-        rc = msp_open_locked(f);
+    rc = msp_open_locked(f);
 done:
     if (rc) {
         msp_dump_free_locked(f);
