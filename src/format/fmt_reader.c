@@ -870,6 +870,13 @@ msp_err msp_dump_record_attrs(msp_dump_file_t *f, const msp_record_info_t *r, ch
     char **ks = NULL, **vs = NULL;
     size_t m = 0;
     msp_h5_lock();
+    /* A record written without data or arguments has no group (its /index
+     * rows are all of it): no attributes. */
+    if (H5Lexists(msp_impl(f)->file, r->name, H5P_DEFAULT) == 0) {
+        msp_h5_unlock();
+        return MSP_OK;
+    }
+    H5Eclear2(H5E_DEFAULT);
     hid_t g = H5Gopen2(msp_impl(f)->file, r->name, H5P_DEFAULT);
     hsize_t pos = 0;
     if (g < 0 || H5Aiterate2(g, H5_INDEX_NAME, H5_ITER_INC, &pos, msp_attr_name_cb, &an) < 0) {

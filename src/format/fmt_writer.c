@@ -30,10 +30,15 @@ struct msp_wrow {
 struct msp_writer {
     char *path;
     hid_t file;
-    hid_t group;      /* open record, or -1 */
-    char *record;     /* its name */
+    hid_t group;      /* the open record's group once it needs one, or -1 */
+    char *record;     /* the open record's name, or NULL */
     int64_t order;
     size_t record_tensors;
+    size_t record_row; /* its first /index row */
+    /* Every record name begun in this file (open addressing, power of two):
+     * records without data have no group, so HDF5 cannot catch duplicates. */
+    char **names;
+    size_t n_names, cap_names;
     hid_t types[MSP_DTYPE_COUNT_];
     hid_t dcpl;       /* contiguous, allocated at creation, never filled */
     hid_t gcpl;
@@ -109,9 +114,50 @@ static void msp_writer_free(msp_writer_t *w)
         free(w->rows[i].producer);
     }
     free(w->rows);
+    for (size_t i = 0; i < w->cap_names; i++)
+        free(w->names[i]);
+    free(w->names);
     free(w->record);
     free(w->path);
     free(w);
+}
+
+static uint64_t msp_name_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* Adds name to the file's record names: 1 added, 0 already there, -1 out of memory. */
+static int msp_names_add(msp_writer_t *w, const char *name)
+{
+    if (2 * (w->n_names + 1) > w->cap_names) {
+        size_t cap = w->cap_names ? 2 * w->cap_names : 256;
+        char **t = calloc(cap, sizeof *t);
+        if (!t)
+            return -1;
+        for (size_t i = 0; i < w->cap_names; i++) {
+            if (!w->names[i])
+                continue;
+            size_t j = (size_t)msp_name_hash(w->names[i]) & (cap - 1);
+            while (t[j])
+                j = (j + 1) & (cap - 1);
+            t[j] = w->names[i];
+        }
+        free(w->names);
+        w->names = t;
+        w->cap_names = cap;
+    }
+    size_t j = (size_t)msp_name_hash(name) & (w->cap_names - 1);
+    for (; w->names[j]; j = (j + 1) & (w->cap_names - 1))
+        if (strcmp(w->names[j], name) == 0)
+            return 0;
+    if (!(w->names[j] = strdup(name)))
+        return -1;
+    w->n_names++;
+    return 1;
 }
 
 static msp_err msp_writer_props(msp_writer_t *w)
@@ -237,47 +283,48 @@ static int msp_name_ok(const char *s)
 
 msp_err msp_writer_begin_record(msp_writer_t *w, const char *record, int64_t order)
 {
-    msp_err rc = MSP_OK;
     if (!w)
         return msp_fail(MSP_ERR_USAGE, "msp_writer_begin_record: no writer");
     if (!msp_name_ok(record) || strcmp(record, "index") == 0)
         return msp_fail(MSP_ERR_USAGE, "file %s: invalid record name '%s' (empty, contains '/', or "
                         "the reserved name 'index')", w->path, record ? record : "(null)");
-    if (w->group >= 0)
+    if (w->record)
         return msp_fail(MSP_ERR_USAGE, "file %s: record %s: begun while record %s is still open",
                         w->path, record, w->record);
     char *name = strdup(record);
-    if (!name)
-        return msp_fail(MSP_ERR_NOMEM, "file %s: record %s: out of memory", w->path, record);
-
-    msp_h5_lock();
-    /* Create first and ask why only when that fails: a name lookup before
-     * every record and tensor is work only the rare duplicate needs. */
-    w->group = H5Gcreate2(w->file, record, H5P_DEFAULT, w->gcpl, H5P_DEFAULT);
-    if (w->group < 0) {
-        rc = msp_h5_fail(MSP_ERR_HDF5, "file %s: record %s: cannot create its group", w->path,
-                         record);
-        if (H5Lexists(w->file, record, H5P_DEFAULT) > 0)
-            rc = msp_fail(MSP_ERR_USAGE, "file %s: record %s already exists in this file",
-                          w->path, record);
-        H5Eclear2(H5E_DEFAULT);
-        goto cleanup;
+    int added = name ? msp_names_add(w, record) : -1;
+    if (added <= 0) {
+        free(name);
+        if (added < 0)
+            return msp_fail(MSP_ERR_NOMEM, "file %s: record %s: out of memory", w->path, record);
+        return msp_fail(MSP_ERR_USAGE, "file %s: record %s already exists in this file", w->path,
+                        record);
     }
+    /* The group comes later, and only when the record needs one (tensor
+     * data or an attribute): a statistics-only record is /index rows alone,
+     * which saves most of a small tensor's cost (msprobe-dump(5)). */
+    w->record = name;
+    w->order = order;
+    w->record_tensors = 0;
+    w->record_row = w->n_rows;
+    return MSP_OK;
+}
+
+/* The open record's group, created on first need. Call with the lock held. */
+static msp_err msp_writer_group(msp_writer_t *w)
+{
+    if (w->group >= 0)
+        return MSP_OK;
     char where[600];
-    snprintf(where, sizeof where, "file %s: record %s", w->path, record);
-    rc = msp_h5_attr_put_i64(w->group, "order", order, where);
+    snprintf(where, sizeof where, "file %s: record %s", w->path, w->record);
+    w->group = H5Gcreate2(w->file, w->record, H5P_DEFAULT, w->gcpl, H5P_DEFAULT);
+    if (w->group < 0)
+        return msp_h5_fail(MSP_ERR_IO, "%s: cannot create its group (disk full?)", where);
+    msp_err rc = msp_h5_attr_put_i64(w->group, "order", w->order, where);
     if (rc) {
         H5Gclose(w->group);
         w->group = -1;
-        goto cleanup;
     }
-    w->record = name;
-    name = NULL;
-    w->order = order;
-    w->record_tensors = 0;
-cleanup:
-    msp_h5_unlock();
-    free(name);
     return rc;
 }
 
@@ -404,7 +451,7 @@ msp_err msp_writer_add_tensor(msp_writer_t *w, const msp_tensor_in_t *t)
     memset(&row, 0, sizeof row);
     if (!w || !t)
         return msp_fail(MSP_ERR_USAGE, "msp_writer_add_tensor: no writer or tensor");
-    if (w->group < 0)
+    if (!w->record)
         return msp_fail(MSP_ERR_USAGE, "file %s: tensor %s added outside a record", w->path,
                         t->role ? t->role : "(null)");
     char where[700];
@@ -431,6 +478,10 @@ msp_err msp_writer_add_tensor(msp_writer_t *w, const msp_tensor_in_t *t)
     }
     if (!t->data && !t->stats)
         return msp_fail(MSP_ERR_USAGE, "%s: neither data nor statistics given", where);
+    /* The record's rows so far are its roles (a record has few tensors). */
+    for (size_t i = w->record_row; i < w->n_rows; i++)
+        if (strcmp(w->rows[i].r.role, t->role) == 0)
+            return msp_fail(MSP_ERR_USAGE, "%s: role already written in this record", where);
 
     /* Statistics are the expensive part for big tensors: never under the
      * HDF5 lock, and for big ones on a second thread during the write. */
@@ -466,25 +517,21 @@ msp_err msp_writer_add_tensor(msp_writer_t *w, const msp_tensor_in_t *t)
     row.requires_grad = t->requires_grad ? 1 : 0;
 
     msp_h5_lock();
-    if (!t->data)
-        space = H5Screate(H5S_NULL);
-    else if (t->ndim == 0)
-        space = H5Screate(H5S_SCALAR);
-    else
-        space = H5Screate_simple(t->ndim, dims, NULL);
-    if (space < 0) {
-        rc = msp_h5_fail(MSP_ERR_HDF5, "%s: cannot create its dataspace", where);
+    /* A tensor without data (statistics only) is its /index row alone. */
+    if (t->data && (rc = msp_writer_group(w)))
         goto cleanup;
-    }
-    hid_t type = w->types[t->dtype];
-    d = H5Dcreate2(w->group, t->role, type, space, H5P_DEFAULT, w->dcpl, H5P_DEFAULT);
-    if (d < 0) {
-        /* As for records: the duplicate check only once creation failed. */
-        rc = msp_h5_fail(MSP_ERR_IO, "%s: cannot create its dataset (disk full?)", where);
-        if (H5Lexists(w->group, t->role, H5P_DEFAULT) > 0)
-            rc = msp_fail(MSP_ERR_USAGE, "%s: role already written in this record", where);
-        H5Eclear2(H5E_DEFAULT);
-        goto cleanup;
+    if (t->data) {
+        space = t->ndim == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(t->ndim, dims, NULL);
+        if (space < 0) {
+            rc = msp_h5_fail(MSP_ERR_HDF5, "%s: cannot create its dataspace", where);
+            goto cleanup;
+        }
+        d = H5Dcreate2(w->group, t->role, w->types[t->dtype], space, H5P_DEFAULT, w->dcpl,
+                       H5P_DEFAULT);
+        if (d < 0) {
+            rc = msp_h5_fail(MSP_ERR_IO, "%s: cannot create its dataset (disk full?)", where);
+            goto cleanup;
+        }
     }
     if (t->data && numel > 0) {
         haddr_t at = H5Dget_offset(d);
@@ -492,7 +539,7 @@ msp_err msp_writer_add_tensor(msp_writer_t *w, const msp_tensor_in_t *t)
             msp_writer_prealloc(w, (int64_t)at, (int64_t)(numel * esize));
         /* Memory type == file type and contiguous layout: HDF5 hands the
          * caller's buffer straight to pwrite(). */
-        if (H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, t->data) < 0) {
+        if (H5Dwrite(d, w->types[t->dtype], H5S_ALL, H5S_ALL, H5P_DEFAULT, t->data) < 0) {
             rc = msp_h5_fail(MSP_ERR_IO, "%s: cannot write %zu bytes of tensor data (disk full?)",
                              where, numel * esize);
             goto cleanup;
@@ -513,7 +560,7 @@ msp_err msp_writer_add_tensor(msp_writer_t *w, const msp_tensor_in_t *t)
     row.nan_count = st.nan_count;
     row.inf_count = st.inf_count;
     row.crc32 = st.crc32;
-    if ((rc = msp_tensor_attrs(d, t, &st, where)))
+    if (d >= 0 && (rc = msp_tensor_attrs(d, t, &st, where)))
         goto cleanup;
     rc = msp_writer_push_row(w, &row, t->producer);
     memset(&row, 0, sizeof row); /* owned by w->rows now, or freed */
@@ -535,7 +582,7 @@ msp_err msp_writer_set_attr(msp_writer_t *w, const char *key, const char *value)
 {
     if (!w)
         return msp_fail(MSP_ERR_USAGE, "msp_writer_set_attr: no writer");
-    if (w->group < 0)
+    if (!w->record)
         return msp_fail(MSP_ERR_USAGE, "file %s: attribute %s set outside a record", w->path,
                         key ? key : "(null)");
     if (!key || !*key || strcmp(key, "order") == 0)
@@ -544,7 +591,9 @@ msp_err msp_writer_set_attr(msp_writer_t *w, const char *key, const char *value)
     char where[700];
     snprintf(where, sizeof where, "file %s: record %s", w->path, w->record);
     msp_h5_lock();
-    msp_err rc = msp_h5_attr_replace_str(w->group, key, value ? value : "", where);
+    msp_err rc = msp_writer_group(w);
+    if (!rc)
+        rc = msp_h5_attr_replace_str(w->group, key, value ? value : "", where);
     msp_h5_unlock();
     return rc;
 }
@@ -554,7 +603,7 @@ msp_err msp_writer_set_attr(msp_writer_t *w, const char *key, const char *value)
 static msp_err msp_writer_end_locked(msp_writer_t *w)
 {
     msp_err rc = MSP_OK;
-    if (w->group < 0)
+    if (!w->record)
         return MSP_OK;
     if (w->record_tensors == 0) {
         struct msp_index_row row;
@@ -573,7 +622,7 @@ static msp_err msp_writer_end_locked(msp_writer_t *w)
             rc = msp_writer_push_row(w, &row, NULL);
         }
     }
-    if (H5Gclose(w->group) < 0 && !rc)
+    if (w->group >= 0 && H5Gclose(w->group) < 0 && !rc)
         rc = msp_h5_fail(MSP_ERR_HDF5, "file %s: record %s: cannot close its group", w->path,
                          w->record);
     w->group = -1;
@@ -586,7 +635,7 @@ msp_err msp_writer_end_record(msp_writer_t *w)
 {
     if (!w)
         return msp_fail(MSP_ERR_USAGE, "msp_writer_end_record: no writer");
-    if (w->group < 0)
+    if (!w->record)
         return msp_fail(MSP_ERR_USAGE, "file %s: end_record without begin_record", w->path);
     msp_h5_lock();
     msp_err rc = msp_writer_end_locked(w);

@@ -99,6 +99,26 @@ def read_dump(path):
                 rec["tattrs"][role] = {k: (v.decode() if isinstance(v, bytes) else v)
                                        for k, v in d.attrs.items()}
             recs[name] = rec
+        # Statistics-only tensors (and records with neither data nor
+        # arguments) are /index rows alone (msprobe-dump(5)).
+        if "index" in f and isinstance(f["index"], h5py.Dataset):
+            for row in f["index"][()]:
+                name = row["record"].decode()
+                role = row["role"].decode()
+                rec = recs.setdefault(name, {"attrs": {"order": int(row["order"])},
+                                             "tattrs": {}})
+                if not role or role in rec:
+                    continue
+                rec[role] = None
+                rec["tattrs"][role] = {
+                    "dtype": row["dtype"].decode(), "shape": np.asarray(row["shape"]),
+                    "max": row["max"], "min": row["min"], "mean": row["mean"],
+                    "norm": row["norm"], "nan_count": row["nan_count"],
+                    "inf_count": row["inf_count"], "crc32": row["crc32"],
+                    "device": row["device"].decode(),
+                    "requires_grad": bool(row["requires_grad"])}
+                if "producer" in row.dtype.names and row["producer"]:
+                    rec["tattrs"][role]["producer"] = row["producer"].decode()
     return recs, root
 
 
