@@ -18,10 +18,28 @@
 
 #define MSP_EXPORT __attribute__((visibility("default")))
 
-/* ---- the curated API list (api_table.c) ---- */
+/* ---- the API list (py_api.c) ----
+ * Discovered at boot from the running torch by api_discover.py (compiled in
+ * as msp_api_discover_py); the table of torch 1.13 (api_table.c) is the
+ * fallback when discovery fails or MSPROBE_API_TABLE=1. */
 extern const char *const msp_api_table[];
 extern const size_t msp_api_table_len;
+extern const char msp_api_discover_py[];
+/* Discover once (GIL held); 1: discovered, 2: the table is used. */
+int msp_api_discover(PyObject *torch);
+/* Whether name is in the list in use (the table until discovery ran). */
 int msp_api_known(const char *name);
+/* Write "NAME<TAB>RECORD" lines of this torch's list to path; 0 on success. */
+int msp_api_write_list(PyObject *torch, const char *path);
+/* api_list entries naming callables outside torch (see py_api.c): set up at
+ * boot, wrapped as their modules finish importing, reported at exit (one
+ * warning naming every entry this run never dumped, torch names included). */
+void msp_custom_setup(void);
+void msp_custom_resolve(void);
+int msp_custom_pending(void);
+void msp_api_exit_report(void);
+/* Whether api_list entry i named a module of the model (py_module.c). */
+int msp_module_entry_matched(size_t i);
 /* Closest entry by edit distance, or NULL when nothing is close. */
 const char *msp_api_near(const char *name);
 
