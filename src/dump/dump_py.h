@@ -25,6 +25,10 @@
 extern const char *const msp_api_table[];
 extern const size_t msp_api_table_len;
 extern const char msp_api_discover_py[];
+extern const char msp_accel_copy_py[];
+/* exec Python source src in a fresh namespace named name: the namespace
+ * dict (new reference), or NULL with the error set. */
+PyObject *msp_py_run_source(const char *src, const char *name);
 /* Discover once (GIL held); 1: discovered, 2: the table is used. */
 int msp_api_discover(PyObject *torch);
 /* Whether name is in the list in use (the table until discovery ran). */
@@ -109,7 +113,7 @@ int msp_api_types_init(void);
 /* Replace every selected API of torch; 0 on success. */
 int msp_patch_torch(PyObject *torch);
 enum { MSP_W_API = 0, MSP_W_OPT_INIT, MSP_W_OPT_STEP, MSP_W_STEP_TRIGGER, MSP_W_IMPORT,
-       MSP_W_JIT, MSP_W_NORECORD, MSP_W_EVENT };
+       MSP_W_JIT, MSP_W_NORECORD, MSP_W_EVENT, MSP_W_COMPILE };
 /* A C callable replacing orig. bind: behaves like a method in a class dict. */
 PyObject *msp_wrap_new(PyObject *orig, const char *name, int kind, unsigned dirs, int bind);
 int msp_is_wrap(PyObject *o);

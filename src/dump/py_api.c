@@ -124,28 +124,37 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-/* Run api_discover.py's discover(torch); a list of str, or NULL with an error set. */
-static PyObject *run_discover(PyObject *torch)
+PyObject *msp_py_run_source(const char *src, const char *name)
 {
     PyObject *bi = PyImport_ImportModule("builtins");
     PyObject *ns = PyDict_New();
-    PyObject *name = PyUnicode_FromString("msprobe_api_discover");
-    PyObject *r = NULL, *out = NULL;
-    if (bi && ns && name && PyDict_SetItemString(ns, "__name__", name) == 0)
-        r = PyObject_CallMethod(bi, "exec", "sO", msp_api_discover_py, ns);
-    PyObject *fn = r ? PyDict_GetItemString(ns, "discover") : NULL; /* borrowed */
+    PyObject *nm = PyUnicode_FromString(name);
+    PyObject *r = NULL;
+    if (bi && ns && nm && PyDict_SetItemString(ns, "__name__", nm) == 0)
+        r = PyObject_CallMethod(bi, "exec", "sO", src, ns);
+    Py_XDECREF(nm);
+    Py_XDECREF(bi);
+    if (!r)
+        Py_CLEAR(ns);
+    Py_XDECREF(r);
+    return ns;
+}
+
+/* Run api_discover.py's discover(torch); a list of str, or NULL with an error set. */
+static PyObject *run_discover(PyObject *torch)
+{
+    PyObject *ns = msp_py_run_source(msp_api_discover_py, "msprobe_api_discover");
+    PyObject *fn = ns ? PyDict_GetItemString(ns, "discover") : NULL; /* borrowed */
+    PyObject *out = NULL;
     if (fn)
         out = PyObject_CallFunctionObjArgs(fn, torch, NULL);
-    else if (r)
+    else if (ns)
         PyErr_SetString(PyExc_RuntimeError, "api_discover.py defines no discover()");
     if (out && (!PyList_Check(out) || PyList_Size(out) == 0)) {
         Py_CLEAR(out);
         PyErr_SetString(PyExc_RuntimeError, "discover() found no API");
     }
-    Py_XDECREF(r);
-    Py_XDECREF(name);
     Py_XDECREF(ns);
-    Py_XDECREF(bi);
     return out;
 }
 
@@ -850,6 +859,22 @@ static PyObject *import_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
     return out;
 }
 
+/* torch.compile (torch >= 2.0): what runs inside a compiled graph never goes
+ * through Python, so the wrappers cannot see it; say so once, when the
+ * script first compiles something, and change nothing. */
+static PyObject *compile_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
+{
+    static int said;
+    if (!said && msp_proc_may_write()) {
+        said = 1;
+        msp_shim_warn_once("torch.compile", "torch.compile: what runs inside compiled graphs is "
+                           "not visible to msprobe (only what runs eagerly: outside compiled "
+                           "code, at graph breaks, and module boundaries in module/mix mode); "
+                           "dump a run without torch.compile to see every API");
+    }
+    return PyObject_Call(w->orig, args, kw);
+}
+
 static PyObject *norecord_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
 {
     msp_t_depth++;
@@ -896,6 +921,8 @@ static PyObject *dispatch(msp_wrap_t *w, PyObject *args, PyObject *kw)
         return jit_call(w, args, kw);
     case MSP_W_NORECORD:
         return norecord_call(w, args, kw);
+    case MSP_W_COMPILE:
+        return compile_call(w, args, kw);
     case MSP_W_EVENT: /* runtime events (py_proc.c): seeds, init_process_group */
         return msp_ev_dispatch(w->orig, w->name, args, kw);
     default:
@@ -1251,6 +1278,15 @@ int msp_patch_torch(PyObject *torch)
         Py_XDECREF(jit);
         PyErr_Clear();
     }
+    PyObject *compile = PyObject_GetAttrString(torch, "compile"); /* torch >= 2.0 */
+    if (compile && !msp_is_wrap(compile)) {
+        PyObject *w = msp_wrap_new(compile, "compile", MSP_W_COMPILE, 0, 0);
+        if (!w || PyObject_SetAttrString(torch, "compile", w) < 0)
+            PyErr_Clear();
+        Py_XDECREF(w);
+    }
+    Py_XDECREF(compile);
+    PyErr_Clear();
     return 0;
 }
 

@@ -282,5 +282,35 @@ class Callables(dt.ShimCase):
         dt.assert_same(self, r["output.0"], np.full(2, 3.0, np.float32), "3x")
 
 
+# torch.compile as torch >= 2.0 has it, on the torch 1.13 these tests run with.
+FAKE_COMPILE = r"""
+import torch
+def compile(model=None, **kw):
+    return model
+torch.compile = compile
+"""
+
+
+class Compile(dt.ShimCase):
+    def test_compiled_regions_reported_once_and_left_alone(self):
+        with open(self.path("sitecustomize.py"), "w") as f:
+            f.write(FAKE_COMPILE)
+        cfg = self.write_config(dt.config("./d", trigger="manual",
+                                          api_list=[("torch.nn.functional.relu", "forward")]))
+        script = ("import torch, torch.nn.functional as F\n"
+                  "net = torch.nn.Linear(2, 2)\n"
+                  "for i in range(3):\n"
+                  "    assert torch.compile(net, mode='default') is net\n"
+                  "F.relu(torch.ones(2))\n")
+        p = self.run_cmd([dt.PYTHON, "-c", script], cfg, env_extra={"PYTHONPATH": self.dir})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        warn = [l for l in p.stderr.splitlines() if l.startswith("msprobe:")]
+        self.assertEqual(len(warn), 1, p.stderr)
+        self.assertIn("torch.compile", warn[0])
+        self.assertIn("not visible", warn[0])
+        recs, _ = dt.read_dump(dt.dump_files(self.path("d"))[(0, 0)])
+        self.assertEqual(set(recs), {"Functional.relu.0.forward"})
+
+
 if __name__ == "__main__":
     unittest.main()
