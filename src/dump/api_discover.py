@@ -76,21 +76,35 @@ def keep(name, ns):
 
 def discover(torch):
     """The sorted, de-duplicated names of the APIs the shim can wrap in this torch."""
+    import warnings
     import torch.nn.functional as F
     import torch.overrides as ov
+    with warnings.catch_warnings():  # nothing on the training's stderr
+        warnings.simplefilter("ignore")
+        return _discover(torch, F, ov)
+
+
+def _discover(torch, F, ov):
     overridable = ov.get_testing_overrides()
     ids = {id(f) for f in overridable}
     names = []
     for ns, obj in (("torch.nn.functional", F), ("torch", torch), ("torch.Tensor", torch.Tensor)):
         for name in sorted(dir(obj)):
+            # The name first: this runs inside training, where reading some
+            # attributes of torch imports a whole subsystem (torch 2.x loads
+            # torch._dynamo, torch.onnx... lazily, through a module __getattr__).
+            if not keep(name, ns):
+                continue
             try:
-                attr = getattr(obj, name) if ns != "torch.Tensor" else obj.__dict__.get(name, getattr(obj, name))
+                if ns != "torch.Tensor":
+                    attr = vars(obj).get(name)  # what the module holds, nothing lazy
+                else:
+                    attr = obj.__dict__.get(name) or getattr(obj, name)
             except Exception:
                 continue
             if id(attr) not in ids or not callable(attr) or isinstance(attr, type):
                 continue
-            if keep(name, ns):
-                names.append(ns + "." + name)
+            names.append(ns + "." + name)
     names += ["torch.distributed." + n for n in DISTRIBUTED if not n.startswith("_")]
     from torch import _VF
     names += ["torch._VF." + n for n in VF if callable(getattr(_VF, n, None))]

@@ -1549,7 +1549,7 @@ void msp_api_exit_report(void)
         } else if (g_estate[i] == E_PENDING && !msp_module_entry_matched(i)) {
             snprintf(item, sizeof item, "\"%s\" (no module of the model has that path, and no "
                      "imported module has that callable)", n);
-        } else if (g_estate[i] == E_BAD) {
+        } else if (g_estate[i] == E_BAD && !msp_module_entry_matched(i)) {
             snprintf(item, sizeof item, "\"%s\" (found, but not a function or method msprobe "
                      "can wrap)", n);
         }
