@@ -5,6 +5,7 @@
 #   (a), (b) and (c) also on a small-op-heavy loop: an LSTM cell written out
 #       in small ops, unrolled over 32 time steps (~400 API calls a step)
 #   the cost per wrapped call outside dumped steps, in us   target <= 1 us
+#   the time the shim takes at boot to discover the APIs of this torch
 #   (c) full tensors of every API, every step: write throughput against the
 #       raw sequential write speed of the same disk (dd, same byte count):
 #       the writer with MSPROBE_SYNC=1 (each step's file on disk when it
@@ -102,6 +103,11 @@ ltp=$(best $l_tp); ltb=$(best $l_tb)
 cc_plain=$("$py" "$here/callcost.py")
 cc_shim=$(MSPROBE_PATH=none.json LD_PRELOAD=$lib "$py" "$here/callcost.py")
 
+# The API list discovered at boot from this torch: its cost, as the shim
+# measured it ("# torch V: N APIs, discovered at run time in X ms").
+MSPROBE_LIST_APIS=$work/apis.txt LD_PRELOAD=$lib "$py" -c "import torch"
+discovery=$(head -1 "$work/apis.txt" | sed 's/^# //')
+
 # Raw sequential write of the same byte count on the same disk, page cache as
 # for the dump (no sync), then with fdatasync for reference.
 mb=$(( (bytes + 1048575) / 1048576 ))
@@ -122,7 +128,7 @@ raw_direct=$(raw oflag=direct)
 
 "$py" - "$plain" "$a" "$b" "$c" "$tp" "$raw_best" "$raw_sync" "$bytes" "$steps" "$wtp" \
   "$pc" "$ac" "$bc" "$cc" "$cc_plain" "$cc_shim" "$wcpu" "$dtp" "$d" "$raw_direct" \
-  "$lp" "$la" "$lb" "$lc" "$ltp" "$ltb" <<'PY'
+  "$lp" "$la" "$lb" "$lc" "$ltp" "$ltb" "$discovery" <<'PY'
 import json, sys
 plain, a, b, c, tp, raw, raw_sync, nbytes, steps, wtp, pc, ac, bc, cc = map(float, sys.argv[1:15])
 cp, cs = json.loads(sys.argv[15]), json.loads(sys.argv[16])
@@ -136,6 +142,7 @@ print("      per call outside dumped steps: F.relu %.0f -> %.0f ns, x + y %.0f -
       % (cp["relu_ns"], cs["relu_ns"], cp["add_ns"], cs["add_ns"]))
 print("      cost per wrapped call: F.relu %.3f us, x + y %.3f us  (target <= 1 us)"
       % ((cs["relu_ns"] - cp["relu_ns"]) / 1e3, (cs["add_ns"] - cp["add_ns"]) / 1e3))
+print("      API list at boot: %s" % sys.argv[27])
 print("  (b) statistics, every API, every step   %8.2f ms %.3fx   %8.2f ms %.3fx  (target <= 1.5x)"
       % (b, b / plain, bc, bc / pc))
 print("  (c) tensor, every API, every step       %8.2f ms %.3fx   %8.2f ms %.3fx"

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define MSP_PRELOAD_NAME "libmsprobe_preload.so"
@@ -20,13 +21,15 @@
 
 static const msp_opt_t msp_dump_opts[] = {
     {'c', "config", "FILE", "msprobe.json to use (default: $MSPROBE_PATH,\nelse ./msprobe.json)"},
+    {256, "list-apis", NULL, "print the APIs the shim dumps under this torch\n(runs PYTHON, default python3, with the shim)"},
     {'h', "help", NULL, "this help"},
     {0, NULL, NULL, NULL},
 };
 
 static const msp_cmd_doc_t msp_dump_doc = {
     .cmd = "dump",
-    .usage = "Usage: msprobe dump [-c msprobe.json] [--] COMMAND [ARGS...]",
+    .usage = "Usage: msprobe dump [-c msprobe.json] [--] COMMAND [ARGS...]\n"
+             "       msprobe dump --list-apis [--] [PYTHON [ARGS...]]",
     .about = "Run COMMAND (e.g. python train.py) with the msprobe shim preloaded: every\n"
              "Python process it starts dumps the APIs and modules msprobe.json selects to\n"
              "dump_path/step{N}/rank{R}/dump.h5, and collects the config_check pack.\n"
@@ -34,6 +37,11 @@ static const msp_cmd_doc_t msp_dump_doc = {
     .tail = "Environment: MSPROBE_PATH (config), MSPROBE_PRELOAD_LIB (shim to preload\n"
             "instead of the one installed with msprobe), MSPROBE_LOG_FILE (where the\n"
             "shim's messages go; default stderr).\n"
+            "\n"
+            "--list-apis runs PYTHON [ARGS...] -c 'import torch' with the shim, which\n"
+            "lists the APIs it discovers in that torch: one \"NAME<TAB>RECORD\" line each\n"
+            "(RECORD: the dump record's prefix), after '#' lines saying which torch and\n"
+            "how the list was made. Exit status 0, or 1 when PYTHON cannot import torch.\n"
             "\n"
             "Exit status: COMMAND's own (msprobe replaces itself with it); 2 when the\n"
             "config is invalid or the shim cannot be found (COMMAND does not run);\n"
@@ -199,8 +207,80 @@ static char *msp_dump_ld_preload(const char *old, const char *lib)
     return msp_asprintf("%s%s%s", old, sep ? ":" : "", lib);
 }
 
+/* --list-apis: run `PYTHON [ARGS] -c "import torch"` with the shim told to
+ * write its API list to a temp file (MSPROBE_LIST_APIS), then print it. */
+static int msp_dump_list_apis(char **py)
+{
+    static char *const dflt[] = {"python3", NULL};
+    char tmpl[] = "/tmp/msprobe-apis-XXXXXX";
+    char *lib = NULL, *preload = NULL, **argv = NULL;
+    int ex = MSP_EXIT_USAGE, fd = -1, made = 0;
+    FILE *f = NULL;
+    if (!py || !py[0])
+        py = (char **)dflt;
+    size_t n = 0;
+    while (py[n])
+        n++;
+    if (!(lib = msp_dump_find_preload()))
+        goto cleanup;
+    preload = msp_dump_ld_preload(getenv("LD_PRELOAD"), lib);
+    argv = calloc(n + 3, sizeof *argv);
+    if (!preload || !argv || (fd = mkstemp(tmpl)) < 0) {
+        msp_errorf("dump: --list-apis: %s", preload && argv ? strerror(errno) : "out of memory");
+        goto cleanup;
+    }
+    made = 1;
+    memcpy(argv, py, n * sizeof *argv);
+    argv[n] = "-c";
+    argv[n + 1] = "import torch";
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        unsetenv("MSPROBE_PATH");
+        unsetenv("MSPROBE_CONFIG_CHECK");
+        if (setenv("MSPROBE_LIST_APIS", tmpl, 1) == 0 && setenv("LD_PRELOAD", preload, 1) == 0)
+            execvp(argv[0], argv);
+        msp_errorf("dump: --list-apis: cannot run %s: %s", argv[0], strerror(errno));
+        _exit(MSP_EXIT_FAIL);
+    }
+    int st = 0;
+    if (pid < 0 || waitpid(pid, &st, 0) < 0) {
+        msp_errorf("dump: --list-apis: cannot run %s: %s", argv[0], strerror(errno));
+        goto cleanup;
+    }
+    ex = MSP_EXIT_FAIL;
+    f = fdopen(fd, "r");
+    if (f)
+        fd = -1;
+    char line[512];
+    int any = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        fputs(line, stdout);
+        any = 1;
+    }
+    if (!any) {
+        msp_errorf("dump: --list-apis: %s found no torch to list (%s %d)", argv[0],
+                   WIFEXITED(st) ? "exit status" : "signal",
+                   WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? WTERMSIG(st) : -1);
+        goto cleanup;
+    }
+    ex = fflush(stdout) == 0 ? MSP_EXIT_OK : MSP_EXIT_FAIL;
+cleanup:
+    if (f)
+        fclose(f);
+    if (fd >= 0)
+        close(fd);
+    if (made)
+        unlink(tmpl);
+    free(argv);
+    free(lib);
+    free(preload);
+    return ex;
+}
+
 int msp_cmd_dump(msp_cli_ctx_t *ctx, int argc, char **argv)
 {
+    int list_apis = 0;
     const char *opt_config = NULL;
     char *cfgpath = NULL, *abscfg = NULL, *lib = NULL, *preload = NULL;
     msp_config_t cfg = {0};
@@ -214,10 +294,15 @@ int msp_cmd_dump(msp_cli_ctx_t *ctx, int argc, char **argv)
         case 'h':
             msp_cmd_help(&msp_dump_doc, stdout);
             return MSP_EXIT_OK;
+        case 256:
+            list_apis = 1;
+            break;
         default:
             return MSP_EXIT_USAGE;
         }
     }
+    if (list_apis)
+        return msp_dump_list_apis(argv + optind);
     if (optind >= argc) {
         msp_errorf("dump: no command to run (e.g. msprobe dump -- python train.py)");
         return MSP_EXIT_USAGE;

@@ -9,7 +9,8 @@
 enum {
     MSP_DL_CPU = 1,
     MSP_DL_CUDA = 2,
-    MSP_DL_CUDA_HOST = 3
+    MSP_DL_CUDA_HOST = 3,
+    MSP_DL_ROCM = 10
 };
 
 enum {

@@ -18,10 +18,32 @@
 
 #define MSP_EXPORT __attribute__((visibility("default")))
 
-/* ---- the curated API list (api_table.c) ---- */
+/* ---- the API list (py_api.c) ----
+ * Discovered at boot from the running torch by api_discover.py (compiled in
+ * as msp_api_discover_py); the table of torch 1.13 (api_table.c) is the
+ * fallback when discovery fails or MSPROBE_API_TABLE=1. */
 extern const char *const msp_api_table[];
 extern const size_t msp_api_table_len;
+extern const char msp_api_discover_py[];
+extern const char msp_accel_copy_py[];
+/* exec Python source src in a fresh namespace named name: the namespace
+ * dict (new reference), or NULL with the error set. */
+PyObject *msp_py_run_source(const char *src, const char *name);
+/* Discover once (GIL held); 1: discovered, 2: the table is used. */
+int msp_api_discover(PyObject *torch);
+/* Whether name is in the list in use (the table until discovery ran). */
 int msp_api_known(const char *name);
+/* Write "NAME<TAB>RECORD" lines of this torch's list to path; 0 on success. */
+int msp_api_write_list(PyObject *torch, const char *path);
+/* api_list entries naming callables outside torch (see py_api.c): set up at
+ * boot, wrapped as their modules finish importing, reported at exit (one
+ * warning naming every entry this run never dumped, torch names included). */
+void msp_custom_setup(void);
+void msp_custom_resolve(void);
+int msp_custom_pending(void);
+void msp_api_exit_report(void);
+/* Whether api_list entry i named a module of the model (py_module.c). */
+int msp_module_entry_matched(size_t i);
 /* Closest entry by edit distance, or NULL when nothing is close. */
 const char *msp_api_near(const char *name);
 
@@ -91,7 +113,7 @@ int msp_api_types_init(void);
 /* Replace every selected API of torch; 0 on success. */
 int msp_patch_torch(PyObject *torch);
 enum { MSP_W_API = 0, MSP_W_OPT_INIT, MSP_W_OPT_STEP, MSP_W_STEP_TRIGGER, MSP_W_IMPORT,
-       MSP_W_JIT, MSP_W_NORECORD, MSP_W_EVENT };
+       MSP_W_JIT, MSP_W_NORECORD, MSP_W_EVENT, MSP_W_COMPILE };
 /* A C callable replacing orig. bind: behaves like a method in a class dict. */
 PyObject *msp_wrap_new(PyObject *orig, const char *name, int kind, unsigned dirs, int bind);
 int msp_is_wrap(PyObject *o);

@@ -1,107 +1,34 @@
 #!/usr/bin/python3
-"""Regenerate api_table.c, the curated list of APIs the dump shim can wrap.
+"""Regenerate api_table.c, the fallback list of APIs the dump shim can wrap.
 
-How the list is made (run under the torch the list is for; this copy came
-from torch 1.13.1):
-  * Candidates are the public attributes of torch, torch.nn.functional and
-    torch.Tensor that torch.overrides.get_testing_overrides() knows: that is
-    torch's own list of callables that take tensors and dispatch
-    __torch_function__, i.e. functions with tensor semantics. Classes, dtypes,
-    factories with no tensor input (zeros, randn, arange...) and utilities
-    are not in it.
-  * Dropped: in-place variants (trailing "_", and __i*__ operators), which
-    mutate their input; anything private ("_x"); a hand list of calls that
-    compute nothing a precision debugger wants (shape/metadata queries,
-    conversions to Python objects, autograd plumbing, printing).
-  * Kept dunder operators: the arithmetic, matmul, comparison, bitwise and
-    __getitem__ operators, so "a + b" or "x[0]" is dumped as Tensor.__add__.
-  * Added by hand: torch.distributed collectives (not overridable, so not in
-    torch's list), and the torch._VF RNN kernels that nn.LSTM, nn.GRU, nn.RNN
-    and their cells call directly (torch.lstm is another object: wrapping it
-    would never see an nn.LSTM).
-Wrapping an RNG op (dropout) is safe: the shim calls the original exactly once
-and draws no random numbers itself.
+The shim discovers its API list at boot from the torch it runs with, by the
+rules in api_discover.py. This script applies the same rules once, under the
+torch 1.13 this project is built and tested with, and writes the result as
+api_table.c: the list the shim falls back to when discovery fails (one
+warning says so), and the list the tests check discovery against.
 """
+import os
 import sys
+
 import torch
-import torch.nn.functional as F
-import torch.overrides as ov
 
-OPERATORS = {
-    "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
-    "__matmul__", "__rmatmul__", "__truediv__", "__rtruediv__", "__div__", "__rdiv__",
-    "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__pow__", "__rpow__",
-    "__neg__", "__abs__", "__invert__", "__and__", "__rand__", "__or__", "__ror__",
-    "__xor__", "__rxor__", "__lshift__", "__rlshift__", "__rshift__", "__rrshift__",
-    "__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__", "__getitem__",
-}
-NOT_COMPUTE = {
-    # metadata and Python conversions
-    "size", "dim", "ndimension", "nelement", "numel", "stride", "storage_offset",
-    "element_size", "data_ptr", "get_device", "is_contiguous", "is_complex",
-    "is_floating_point", "is_nonzero", "is_same_size", "is_set_to", "is_shared",
-    "is_signed", "is_pinned", "is_coalesced", "is_inference", "is_conj", "is_neg",
-    "is_distributed", "has_names", "item", "tolist", "numpy", "storage",
-    "untyped_storage", "_storage", "dim_order", "type", "new", "new_empty",
-    "new_empty_strided", "new_full", "new_ones", "new_zeros", "new_tensor",
-    "pin_memory", "share_memory_", "as_subclass", "refine_names", "rename",
-    "align_as", "align_to", "unflatten", "names", "is_leaf", "nbytes", "itemsize",
-    # autograd plumbing
-    "backward", "register_hook", "retain_grad", "detach", "requires_grad_",
-    "data", "grad", "grad_fn", "output_nr", "_version",
-    # Python protocol methods that are not computations
-    "__len__", "__iter__", "__bool__", "__index__", "__int__", "__float__",
-    "__complex__", "__format__", "__repr__", "__hash__", "__reduce_ex__",
-    "__setstate__", "__deepcopy__", "__dir__", "__contains__", "__array__",
-    "__array_wrap__", "__reversed__", "__setitem__", "__long__", "__nonzero__",
-    # torch namespace utilities that take tensors but compute nothing
-    "is_tensor", "is_storage", "numel", "result_type", "can_cast", "promote_types",
-    "broadcast_shapes", "typename", "is_grad_enabled", "get_default_dtype",
-    "equal", "allclose", "isclose", "is_same_size",
-    "obj",  # a loop variable torch/__init__.py leaks into the namespace
-}
-DISTRIBUTED = ["all_reduce", "all_gather", "all_gather_into_tensor",
-               "_all_gather_base", "broadcast", "reduce", "reduce_scatter",
-               "reduce_scatter_tensor", "_reduce_scatter_base", "gather", "scatter",
-               "all_to_all", "all_to_all_single", "send", "recv", "isend", "irecv",
-               "all_gather_object", "broadcast_object_list"]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from api_discover import discover  # noqa: E402
 
-VF = ["lstm", "gru", "rnn_tanh", "rnn_relu", "lstm_cell", "gru_cell", "rnn_tanh_cell",
-      "rnn_relu_cell"]
-
-def keep(name, ns):
-    if name in OPERATORS:
-        return ns == "torch.Tensor"
-    if name.startswith("_") or name.endswith("_") or name in NOT_COMPUTE:
-        return False
-    return True
 
 def main(out):
-    overridable = ov.get_testing_overrides()
-    ids = {id(f) for f in overridable}
-    names = []
-    for ns, obj in (("torch.nn.functional", F), ("torch", torch), ("torch.Tensor", torch.Tensor)):
-        for name in sorted(dir(obj)):
-            try:
-                attr = getattr(obj, name) if ns != "torch.Tensor" else obj.__dict__.get(name, getattr(obj, name))
-            except Exception:
-                continue
-            if id(attr) not in ids or not callable(attr) or isinstance(attr, type):
-                continue
-            if keep(name, ns):
-                names.append(ns + "." + name)
-    names += ["torch.distributed." + n for n in DISTRIBUTED if not n.startswith("_")]
-    from torch import _VF
-    names += ["torch._VF." + n for n in VF if callable(getattr(_VF, n, None))]
+    names = discover(torch)
     with open(out, "w") as f:
-        f.write("/* Generated by gen_api_table.py from torch %s: see that script for how\n"
-                " * the list is chosen. Sorted; one entry per API the shim can wrap. */\n"
+        f.write("/* Generated by gen_api_table.py from torch %s: see api_discover.py for how\n"
+                " * the list is chosen. Sorted; one entry per API the shim can wrap. Only the\n"
+                " * fallback: the shim discovers the list of the torch it runs with. */\n"
                 % torch.__version__.split("a")[0])
         f.write('#include "dump_py.h"\n\nconst char *const msp_api_table[] = {\n')
-        for n in sorted(set(names)):
+        for n in names:
             f.write('    "%s",\n' % n)
         f.write("};\nconst size_t msp_api_table_len = sizeof msp_api_table / sizeof msp_api_table[0];\n")
-    print(len(set(names)), "APIs", file=sys.stderr)
+    print(len(names), "APIs", file=sys.stderr)
+
 
 if __name__ == "__main__":
     main(sys.argv[1] if len(sys.argv) > 1 else "api_table.c")

@@ -12,17 +12,22 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <structmember.h>
 
 _Thread_local int msp_t_depth;
 static _Thread_local int t_trigger_depth; /* nested optimizer.step / backward calls */
 static _Thread_local int t_import_depth;
+static size_t g_npending; /* api_list callables outside torch not wrapped yet */
+/* What became of each api_list entry, for the warning at exit. */
+enum { E_NONE = 0, E_UNKNOWN, E_PENDING, E_WRAPPED, E_BAD };
+static unsigned char *g_estate;
 
 typedef struct msp_wrap {
     PyObject_HEAD
     PyObject *orig;
-    char name[96];      /* "Functional.conv2d"; for other kinds, the attribute name */
+    char name[160];     /* "Functional.conv2d", "Custom.pkg.fn"; other kinds: the attribute */
     int kind;
     unsigned dirs;
     int bind;
@@ -48,7 +53,7 @@ typedef struct msp_bound {
 #define MSP_BWD_MAX_MODULE_NODES 8192 /* a module's: a whole block of layers */
 typedef struct msp_bwd_state {
     PyObject_HEAD
-    char name[160];
+    char name[224];
     int done;
     int nin, nnone;
     int pending;                             /* input-edge hooks still to fire */
@@ -80,16 +85,118 @@ static size_t g_npatched, g_cap_patched;
 static PyObject *g_grad_enabled;
 static PyTypeObject *g_acc_type; /* AccumulateGrad, learned at first sight */
 
-/* ---- the curated list ---------------------------------------------------- */
+/* ---- the API list: discovered from the running torch, else the table ------ */
+
+/* Sorted names the shim may wrap: what api_discover.py found in this torch at
+ * boot, or the committed table of torch 1.13 (api_table.c) when discovery
+ * failed, was turned off (MSPROBE_API_TABLE=1) or has not run yet. */
+static char **g_found;
+static size_t g_nfound;
+static int g_list_state;       /* 0 not tried, 1 discovered, 2 table */
+static double g_discover_ms;
 
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+static const char *const *active_list(size_t *n)
+{
+    if (g_list_state == 1) {
+        *n = g_nfound;
+        return (const char *const *)g_found;
+    }
+    *n = msp_api_table_len;
+    return msp_api_table;
+}
+
 int msp_api_known(const char *name)
 {
-    return bsearch(&name, msp_api_table, msp_api_table_len, sizeof *msp_api_table, cmp_str) != NULL;
+    size_t n;
+    const char *const *l = active_list(&n);
+    return bsearch(&name, l, n, sizeof *l, cmp_str) != NULL;
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+PyObject *msp_py_run_source(const char *src, const char *name)
+{
+    PyObject *bi = PyImport_ImportModule("builtins");
+    PyObject *ns = PyDict_New();
+    PyObject *nm = PyUnicode_FromString(name);
+    PyObject *r = NULL;
+    if (bi && ns && nm && PyDict_SetItemString(ns, "__name__", nm) == 0)
+        r = PyObject_CallMethod(bi, "exec", "sO", src, ns);
+    Py_XDECREF(nm);
+    Py_XDECREF(bi);
+    if (!r)
+        Py_CLEAR(ns);
+    Py_XDECREF(r);
+    return ns;
+}
+
+/* Run api_discover.py's discover(torch); a list of str, or NULL with an error set. */
+static PyObject *run_discover(PyObject *torch)
+{
+    PyObject *ns = msp_py_run_source(msp_api_discover_py, "msprobe_api_discover");
+    PyObject *fn = ns ? PyDict_GetItemString(ns, "discover") : NULL; /* borrowed */
+    PyObject *out = NULL;
+    if (fn)
+        out = PyObject_CallFunctionObjArgs(fn, torch, NULL);
+    else if (ns)
+        PyErr_SetString(PyExc_RuntimeError, "api_discover.py defines no discover()");
+    if (out && (!PyList_Check(out) || PyList_Size(out) == 0)) {
+        Py_CLEAR(out);
+        PyErr_SetString(PyExc_RuntimeError, "discover() found no API");
+    }
+    Py_XDECREF(ns);
+    return out;
+}
+
+int msp_api_discover(PyObject *torch)
+{
+    if (g_list_state)
+        return g_list_state;
+    g_list_state = 2;
+    if (msp_env_flag("MSPROBE_API_TABLE"))
+        return g_list_state;
+    msp_t_depth++; /* what discovery calls is not dumped */
+    double t0 = now_ms();
+    PyObject *names = run_discover(torch);
+    Py_ssize_t n = names ? PyList_Size(names) : 0;
+    char **v = n > 0 ? calloc((size_t)n, sizeof *v) : NULL;
+    Py_ssize_t k = 0;
+    for (; v && k < n; k++) {
+        PyObject *b = PyUnicode_AsUTF8String(PyList_GetItem(names, k));
+        v[k] = b ? strdup(PyBytes_AsString(b)) : NULL;
+        Py_XDECREF(b);
+        if (!v[k])
+            break;
+    }
+    if (v && k == n) {
+        qsort(v, (size_t)n, sizeof *v, cmp_str);
+        g_found = v;
+        g_nfound = (size_t)n;
+        g_list_state = 1;
+    } else {
+        for (Py_ssize_t i = 0; v && i < k; i++)
+            free(v[i]);
+        free(v);
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        msp_py_warn_error("api discovery", "cannot list the APIs of this torch; using the "
+                          "built-in list of torch 1.13 instead (APIs added since are not dumped)");
+    }
+    g_discover_ms = now_ms() - t0;
+    Py_XDECREF(names);
+    PyErr_Clear();
+    msp_t_depth--;
+    return g_list_state;
 }
 
 static size_t edit_distance(const char *a, const char *b)
@@ -129,8 +236,10 @@ const char *msp_api_near(const char *name)
     size_t best_score = (size_t)-1, best_d = (size_t)-1;
     const char *leaf = strrchr(name, '.');
     leaf = leaf ? leaf + 1 : name;
-    for (size_t i = 0; i < msp_api_table_len; i++) {
-        const char *e = msp_api_table[i];
+    size_t nl;
+    const char *const *l = active_list(&nl);
+    for (size_t i = 0; i < nl; i++) {
+        const char *e = l[i];
         size_t d = edit_distance(name, e);
         /* The same function under another namespace (torch.nn.functional.matmul
          * for torch.matmul) counts as a one-letter typo; among those, prefer
@@ -546,7 +655,7 @@ static PyObject *api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
 
     /* An RNN op (_VF.lstm) is one call but, on CPU, a whole graph of nodes. */
     int max_nodes = strncmp(w->name, "VF.", 3) == 0 ? MSP_BWD_MAX_MODULE_NODES : MSP_BWD_MAX_NODES;
-    char name[160];
+    char name[224];
     int64_t idx = next_index(w);
     msp_dq_rec_t *r = NULL;
     msp_bwd_state_t *st = NULL;
@@ -563,7 +672,8 @@ static PyObject *api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
             msp_t_links = MSP_LINK_OFF;
         }
     }
-    if ((w->dirs & MSP_DIR_BACKWARD) && strncmp(w->name, "Distributed.", 12) != 0) {
+    if ((w->dirs & MSP_DIR_BACKWARD) && strncmp(w->name, "Distributed.", 12) != 0 &&
+        g_grad_enabled) {
         PyObject *ge = PyObject_CallFunctionObjArgs(g_grad_enabled, NULL);
         int enabled = ge && PyObject_IsTrue(ge) == 1;
         Py_XDECREF(ge);
@@ -740,9 +850,29 @@ static PyObject *import_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
     t_import_depth++;
     PyObject *out = PyObject_Call(w->orig, args, kw);
     t_import_depth--;
+    /* At every depth: a package that imports a listed module and binds its
+     * function (from vendor import fn) must bind our wrapper. */
+    if (out && g_npending > 0 && !msp_g.disabled)
+        msp_custom_resolve();
     if (out && t_import_depth == 0 && !msp_g.disabled)
         msp_after_import();
     return out;
+}
+
+/* torch.compile (torch >= 2.0): what runs inside a compiled graph never goes
+ * through Python, so the wrappers cannot see it; say so once, when the
+ * script first compiles something, and change nothing. */
+static PyObject *compile_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
+{
+    static int said;
+    if (!said && msp_proc_may_write()) {
+        said = 1;
+        msp_shim_warn_once("torch.compile", "torch.compile: what runs inside compiled graphs is "
+                           "not visible to msprobe (only what runs eagerly: outside compiled "
+                           "code, at graph breaks, and module boundaries in module/mix mode); "
+                           "dump a run without torch.compile to see every API");
+    }
+    return PyObject_Call(w->orig, args, kw);
 }
 
 static PyObject *norecord_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
@@ -791,6 +921,8 @@ static PyObject *dispatch(msp_wrap_t *w, PyObject *args, PyObject *kw)
         return jit_call(w, args, kw);
     case MSP_W_NORECORD:
         return norecord_call(w, args, kw);
+    case MSP_W_COMPILE:
+        return compile_call(w, args, kw);
     case MSP_W_EVENT: /* runtime events (py_proc.c): seeds, init_process_group */
         return msp_ev_dispatch(w->orig, w->name, args, kw);
     default:
@@ -1114,16 +1246,25 @@ int msp_patch_torch(PyObject *torch)
     if (!g_grad_enabled)
         return -1;
     PyErr_Clear();
+    msp_api_discover(torch);
     const msp_config_t *c = &msp_g.cfg;
     int explicit_api = 0;
     for (size_t i = 0; i < c->n_api_list; i++)
         if (strncmp(c->api_list[i].name, "torch.", 6) == 0) {
             explicit_api = 1;
+            /* Checked here, not at parse time: the list is this torch's own. */
+            if (!msp_api_known(c->api_list[i].name)) {
+                if (g_estate)
+                    g_estate[i] = E_UNKNOWN;
+                continue;
+            }
             patch_one(torch, c->api_list[i].name, c->api_list[i].dirs, 1);
         }
+    size_t nl;
+    const char *const *l = active_list(&nl);
     if (!explicit_api && c->n_api_list == 0)
-        for (size_t i = 0; i < msp_api_table_len; i++)
-            patch_one(torch, msp_api_table[i], MSP_DIR_FORWARD | MSP_DIR_BACKWARD, 0);
+        for (size_t i = 0; i < nl; i++)
+            patch_one(torch, l[i], MSP_DIR_FORWARD | MSP_DIR_BACKWARD, 0);
     if (g_npatched > 0) {
         PyObject *jit = PyImport_ImportModule("torch.jit");
         PyObject *script = jit ? PyObject_GetAttrString(jit, "script") : NULL;
@@ -1137,5 +1278,285 @@ int msp_patch_torch(PyObject *torch)
         Py_XDECREF(jit);
         PyErr_Clear();
     }
+    PyObject *compile = PyObject_GetAttrString(torch, "compile"); /* torch >= 2.0 */
+    if (compile && !msp_is_wrap(compile)) {
+        PyObject *w = msp_wrap_new(compile, "compile", MSP_W_COMPILE, 0, 0);
+        if (!w || PyObject_SetAttrString(torch, "compile", w) < 0)
+            PyErr_Clear();
+        Py_XDECREF(w);
+    }
+    Py_XDECREF(compile);
+    PyErr_Clear();
     return 0;
+}
+
+/* ---- the list this torch offers (msprobe dump --list-apis) ---------------- */
+
+static const char *space_prefix(const char *full, const char **attr)
+{
+    for (size_t s = 0; s < sizeof g_spaces / sizeof g_spaces[0]; s++) {
+        size_t pl = strlen(g_spaces[s].path);
+        if (strncmp(full, g_spaces[s].path, pl) == 0 && !strchr(full + pl, '.')) {
+            *attr = full + pl;
+            return g_spaces[s].prefix;
+        }
+    }
+    *attr = full;
+    return "?";
+}
+
+int msp_api_write_list(PyObject *torch, const char *path)
+{
+    int state = msp_api_discover(torch);
+    PyObject *v = PyObject_GetAttrString(torch, "__version__");
+    PyObject *vs = v ? PyObject_Str(v) : NULL;
+    PyObject *vb = vs ? PyUnicode_AsUTF8String(vs) : NULL;
+    const char *ver = vb ? PyBytes_AsString(vb) : "?";
+    size_t n;
+    const char *const *l = active_list(&n);
+    FILE *f = fopen(path, "w");
+    int rc = -1;
+    if (f) {
+        if (state == 1)
+            fprintf(f, "# torch %s: %zu APIs, discovered at run time in %.1f ms\n", ver, n,
+                    g_discover_ms);
+        else
+            fprintf(f, "# torch %s: %zu APIs from the built-in list of torch 1.13 (%s)\n", ver,
+                    n, msp_env_flag("MSPROBE_API_TABLE") ? "MSPROBE_API_TABLE is set"
+                                                         : "discovery failed");
+        fprintf(f, "# NAME\tRECORD (dump record prefix, before .N.forward)\n");
+        for (size_t i = 0; i < n; i++) {
+            const char *attr;
+            const char *pre = space_prefix(l[i], &attr);
+            fprintf(f, "%s\t%s.%s\n", l[i], pre, attr);
+        }
+        rc = fclose(f) == 0 ? 0 : -1;
+    }
+    Py_XDECREF(vb);
+    Py_XDECREF(vs);
+    Py_XDECREF(v);
+    PyErr_Clear();
+    return rc;
+}
+
+/* ---- any callable by name ------------------------------------------------- *
+ *
+ * An api_list entry outside torch whose every part is a Python identifier
+ * ("torch_npu.npu_rms_norm", "mypkg.ops.fused_gelu", "pkg.Class.method") may
+ * name a callable: the longest prefix found in sys.modules is its module, the
+ * rest a chain of attributes. It is wrapped, as "Custom.<entry>", as soon as
+ * an import statement returns with that module completely imported, so the
+ * wrapper is what `import mod; mod.fn(...)` and every `from mod import fn`
+ * executed afterwards get. A reference taken before (inside the module
+ * itself, or by a package that the module imports first) keeps the original.
+ * The same entry may also be a module path (py_module.c): only an entry that
+ * is neither is reported at exit. */
+
+static int ident_path(const char *n)
+{
+    int parts = 0;
+    for (const char *p = n; *p;) {
+        if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || *p == '_'))
+            return 0;
+        while ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+               *p == '_')
+            p++;
+        parts++;
+        if (*p == '.')
+            p++;
+        else if (*p)
+            return 0;
+    }
+    return parts >= 2;
+}
+
+void msp_custom_setup(void)
+{
+    const msp_config_t *c = &msp_g.cfg;
+    if (c->n_api_list == 0 || !(g_estate = calloc(c->n_api_list, 1)))
+        return;
+    for (size_t i = 0; i < c->n_api_list; i++)
+        if (strncmp(c->api_list[i].name, "torch.", 6) != 0 && ident_path(c->api_list[i].name)) {
+            g_estate[i] = E_PENDING;
+            g_npending++;
+        }
+}
+
+/* Still running its body (importlib marks the spec while it does). */
+static int module_initializing(PyObject *m)
+{
+    PyObject *spec = PyObject_GetAttrString(m, "__spec__");
+    int init = 0;
+    if (spec && spec != Py_None) {
+        PyObject *f = PyObject_GetAttrString(spec, "_initializing");
+        init = f && PyObject_IsTrue(f) == 1;
+        Py_XDECREF(f);
+    }
+    Py_XDECREF(spec);
+    PyErr_Clear();
+    return init;
+}
+
+static PyObject *g_function_type; /* types.FunctionType: a plain method in a class dict */
+
+/* A class attribute can be wrapped when it is a plain function (it binds like
+ * one); static and class methods and builtins are left alone. */
+static int class_attr_is_function(PyObject *owner, const char *attr)
+{
+    if (!g_function_type) {
+        PyObject *types = PyImport_ImportModule("types");
+        g_function_type = types ? PyObject_GetAttrString(types, "FunctionType") : NULL;
+        Py_XDECREF(types);
+    }
+    PyObject *d = PyObject_GetAttrString(owner, "__dict__");
+    PyObject *raw = d ? PyMapping_GetItemString(d, attr) : NULL;
+    int yes = raw && g_function_type && (PyObject *)Py_TYPE(raw) == g_function_type;
+    Py_XDECREF(raw);
+    Py_XDECREF(d);
+    PyErr_Clear();
+    return yes;
+}
+
+static void resolve_one(size_t i, PyObject *mods)
+{
+    const msp_api_sel_t *e = &msp_g.cfg.api_list[i];
+    char buf[256], attr[128];
+    if (snprintf(buf, sizeof buf, "%s", e->name) >= (int)sizeof buf) {
+        g_estate[i] = E_BAD;
+        g_npending--;
+        return;
+    }
+    PyObject *m = NULL;
+    size_t cut = 0;
+    for (size_t k = strlen(buf); k > 0 && !m; k--)
+        if (buf[k - 1] == '.') {
+            buf[k - 1] = '\0';
+            m = PyDict_GetItemString(mods, buf); /* borrowed */
+            cut = k;
+        }
+    if (!m || module_initializing(m))
+        return;
+    PyObject *owner = m, *obj = NULL;
+    Py_INCREF(owner);
+    for (const char *p = e->name + cut;;) {
+        const char *dot = strchr(p, '.');
+        size_t len = dot ? (size_t)(dot - p) : strlen(p);
+        if (len >= sizeof attr) {
+            Py_DECREF(owner);
+            return;
+        }
+        memcpy(attr, p, len);
+        attr[len] = '\0';
+        obj = PyObject_GetAttrString(owner, attr);
+        if (!obj) { /* not there yet: a submodule still to be imported */
+            PyErr_Clear();
+            Py_DECREF(owner);
+            return;
+        }
+        if (!dot)
+            break;
+        Py_DECREF(owner);
+        owner = obj;
+        p = dot + 1;
+    }
+    g_npending--;
+    g_estate[i] = E_BAD;
+    int is_class = PyType_Check(owner);
+    if (msp_is_wrap(obj)) { /* listed twice, or one function under two names */
+        ((msp_wrap_t *)obj)->dirs |= e->dirs;
+        g_estate[i] = E_WRAPPED;
+    } else if (PyCallable_Check(obj) && !PyType_Check(obj) &&
+               (!is_class || class_attr_is_function(owner, attr))) {
+        char name[160];
+        snprintf(name, sizeof name, "Custom.%s", e->name);
+        PyObject *w = msp_wrap_new(obj, name, MSP_W_API, e->dirs, is_class);
+        if (w && PyObject_SetAttrString(owner, attr, w) == 0)
+            g_estate[i] = E_WRAPPED;
+        Py_XDECREF(w);
+    }
+    Py_DECREF(obj);
+    Py_DECREF(owner);
+    PyErr_Clear();
+}
+
+void msp_custom_resolve(void)
+{
+    static int busy; /* a lazy module's __getattr__ may import: no re-entry */
+    if (busy || !g_estate || g_npending == 0)
+        return;
+    busy = 1;
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    PyObject *mods = PySys_GetObject("modules"); /* borrowed */
+    if (mods && PyDict_Check(mods)) {
+        if (!g_grad_enabled) { /* module mode: msp_patch_torch did not run */
+            PyObject *torch = PyDict_GetItemString(mods, "torch");
+            g_grad_enabled = torch ? PyObject_GetAttrString(torch, "is_grad_enabled") : NULL;
+            PyErr_Clear();
+        }
+        for (size_t i = 0; i < msp_g.cfg.n_api_list && g_npending > 0; i++)
+            if (g_estate[i] == E_PENDING)
+                resolve_one(i, mods);
+    }
+    PyErr_Clear();
+    PyErr_Restore(t, v, tb);
+    busy = 0;
+}
+
+int msp_custom_pending(void)
+{
+    return g_npending > 0;
+}
+
+/* Append `"name" (why)` to a growing "; "-separated message. */
+static void add_item(char **m, size_t *len, size_t *cap, const char *item)
+{
+    size_t il = strlen(item);
+    if (*len + il + 3 > *cap) {
+        size_t nc = *cap ? *cap : 512;
+        while (*len + il + 3 > nc)
+            nc *= 2;
+        char *nm = realloc(*m, nc);
+        if (!nm)
+            return;
+        *m = nm;
+        *cap = nc;
+    }
+    *len += (size_t)snprintf(*m + *len, *cap - *len, "%s%s", *len ? "; " : "", item);
+}
+
+void msp_api_exit_report(void)
+{
+    static int done;
+    if (done || !g_estate || !msp_proc_may_write())
+        return;
+    done = 1;
+    msp_custom_resolve(); /* imported by importlib.import_module since the last import */
+    const msp_config_t *c = &msp_g.cfg;
+    char *m = NULL, item[640];
+    size_t len = 0, cap = 0;
+    for (size_t i = 0; i < c->n_api_list; i++) {
+        const char *n = c->api_list[i].name;
+        item[0] = '\0';
+        if (g_estate[i] == E_UNKNOWN) {
+            const char *near = msp_api_near(n);
+            if (near)
+                snprintf(item, sizeof item, "\"%s\" (not an API of this torch; did you mean "
+                         "\"%s\"?)", n, near);
+            else
+                snprintf(item, sizeof item, "\"%s\" (not an API of this torch that msprobe "
+                         "dumps: see msprobe dump --list-apis)", n);
+        } else if (g_estate[i] == E_PENDING && !msp_module_entry_matched(i)) {
+            snprintf(item, sizeof item, "\"%s\" (no module of the model has that path, and no "
+                     "imported module has that callable)", n);
+        } else if (g_estate[i] == E_BAD && !msp_module_entry_matched(i)) {
+            snprintf(item, sizeof item, "\"%s\" (found, but not a function or method msprobe "
+                     "can wrap)", n);
+        }
+        if (item[0])
+            add_item(&m, &len, &cap, item);
+    }
+    if (m)
+        msp_shim_msg("warning: dump.api_list names what this run never dumped: %s", m);
+    free(m);
 }

@@ -26,43 +26,47 @@ static int fail_boot(const char *msg)
     return -1;
 }
 
-/* Collect unknown API names into one message with near matches. */
+/* Only the form of each name is checked here: which APIs exist is known once
+ * torch is imported (discovered from that torch), and a callable outside
+ * torch once its module is; names never found are one warning at exit. A
+ * malformed name still stops the run before training. */
 static int check_api_list(const msp_config_t *c, char **msg)
 {
-    size_t cap = 1024, len = 0;
-    char *m = NULL;
     for (size_t i = 0; i < c->n_api_list; i++) {
         const char *n = c->api_list[i].name;
-        char item[512];
-        if (strncmp(n, "torch.", 6) == 0) {
-            if (msp_api_known(n))
-                continue;
-            const char *near = msp_api_near(n);
-            if (near)
-                snprintf(item, sizeof item, "unknown API \"%s\" (did you mean \"%s\"?)", n, near);
-            else
-                snprintf(item, sizeof item, "unknown API \"%s\" (not in the list of APIs "
-                         "msprobe can dump)", n);
-        } else {
-            continue; /* a module path: valid in every mode (see msp_module_install) */
+        int is_torch = strncmp(n, "torch.", 6) == 0, bad = 0;
+        for (const char *p = n; *p && !bad; p++) {
+            if (*p == '.')
+                bad = p == n || p[1] == '.' || p[1] == '\0';
+            else if (is_torch)
+                bad = !(*p == '_' || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                        (*p >= '0' && *p <= '9' && p[-1] != '.'));
         }
-        size_t il = strlen(item);
-        if (!m || len + il + 4 > cap) {
-            while (len + il + 4 > cap)
-                cap *= 2;
-            char *nm = realloc(m, cap);
-            if (!nm)
-                break;
-            m = nm;
+        if (bad) {
+            *msg = msp_asprintf("[%zu].name: \"%s\" is not a well-formed %s", i, n,
+                                is_torch ? "torch API name (dotted Python identifiers, e.g. "
+                                           "\"torch.nn.functional.conv2d\")"
+                                         : "module path or callable name (no empty part "
+                                           "between dots)");
+            return -1;
         }
-        len += (size_t)snprintf(m + len, cap - len, "%s%s", len ? "; " : "", item);
     }
-    *msg = m;
-    return m ? -1 : 0;
+    return 0;
 }
+
+/* msprobe dump --list-apis: MSPROBE_LIST_APIS names the file to write the
+ * list of this torch into; nothing is patched or dumped. */
+static const char *g_list_path;
 
 static void patch_torch_now(PyObject *torch)
 {
+    if (g_list_path) {
+        msp_t_depth++;
+        if (msp_api_write_list(torch, g_list_path) != 0)
+            msp_shim_msg("warning: cannot write the API list to %s", g_list_path);
+        msp_t_depth--;
+        return;
+    }
     msp_t_depth++;
     PyObject *v = PyObject_GetAttrString(torch, "__version__");
     PyObject *vs = v ? PyObject_Str(v) : NULL;
@@ -111,7 +115,7 @@ void msp_after_import(void)
     /* After torch is patched: listeners see torch complete at its first import. */
     msp_ev_after_import();
     /* Nothing left to watch imports for: give builtins.__import__ back. */
-    if (g_torch_done && !msp_g.cc_on && g_orig_import && g_builtins) {
+    if (g_torch_done && !msp_g.cc_on && !msp_custom_pending() && g_orig_import && g_builtins) {
         PyObject_SetAttrString(g_builtins, "__import__", g_orig_import);
         Py_CLEAR(g_orig_import);
     }
@@ -131,6 +135,12 @@ int msp_py_boot(void)
                                                                                : NULL);
     int cc_env = msp_env_flag("MSPROBE_CONFIG_CHECK");
 
+    const char *list = getenv("MSPROBE_LIST_APIS");
+    if (list && *list) {
+        g_list_path = list; /* the environment outlives the process's Python */
+        path = NULL;
+        cc_env = 0;
+    }
     if (path) {
         if (msp_config_load(path, &msp_g.cfg) != MSP_OK) {
             const char *d = msp_last_error();
@@ -155,8 +165,9 @@ int msp_py_boot(void)
     if (msp_g.have_cfg && c->has_dump) {
         char *msg = NULL;
         if (check_api_list(c, &msg) != 0) {
-            char *m = msp_asprintf("%s: dump.api_list: %s", c->source ? c->source : path, msg);
-            int rc = fail_boot(m ? m : msg);
+            char *m = msp_asprintf("%s: dump.api_list%s", c->source ? c->source : path,
+                                   msg ? msg : ": out of memory");
+            int rc = fail_boot(m ? m : "dump.api_list: out of memory");
             free(m);
             free(msg);
             return rc;
@@ -197,15 +208,18 @@ int msp_py_boot(void)
             return fail_boot("out of memory starting the dump");
         /* msp_g.dumping is set once torch is patched (msp_proc_install). */
     }
-    if (!(msp_g.have_cfg && c->has_dump) && !msp_g.cc_on)
+    if (!(msp_g.have_cfg && c->has_dump) && !msp_g.cc_on && !g_list_path)
         return 0; /* a config with nothing to do */
+    if (msp_g.have_cfg && c->has_dump)
+        msp_custom_setup();
 
     if (msp_api_types_init() != 0) {
         msp_py_warn_error("boot", "cannot set up the shim; nothing is dumped");
         msp_g.disabled = 1;
         return 0;
     }
-    msp_proc_boot();
+    if (!g_list_path)
+        msp_proc_boot();
     if (msp_g.disabled)
         return 0; /* a multiprocessing helper: it never writes */
 
@@ -231,6 +245,7 @@ int msp_py_boot(void)
     }
     Py_DECREF(hook);
     msp_g.booted = 1;
+    msp_custom_resolve();  /* modules imported before the script (sitecustomize) */
     msp_after_import(); /* torch may already be there (sitecustomize) */
     return 0;
 }

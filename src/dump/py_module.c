@@ -22,6 +22,7 @@
  * the graph is left as it is. */
 #include "dump_py.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static _Thread_local int t_mod_depth;
@@ -51,15 +52,27 @@ static int path_matches(const char *path, const char *pat)
     return pat[lq - lp - 1] == '.' && strcmp(pat + lq - lp, path) == 0;
 }
 
+static unsigned char *g_matched; /* api_list entries that named a module seen so far */
+
+int msp_module_entry_matched(size_t i)
+{
+    return g_matched && i < msp_g.cfg.n_api_list && g_matched[i];
+}
+
 static unsigned module_dirs(const char *path)
 {
     const msp_config_t *c = &msp_g.cfg;
     if (c->n_api_list == 0)
         return MSP_DIR_FORWARD | MSP_DIR_BACKWARD;
+    if (!g_matched)
+        g_matched = calloc(c->n_api_list, 1);
     unsigned d = 0;
     for (size_t i = 0; i < c->n_api_list; i++)
-        if (strncmp(c->api_list[i].name, "torch.", 6) != 0 && path_matches(path, c->api_list[i].name))
+        if (strncmp(c->api_list[i].name, "torch.", 6) != 0 && path_matches(path, c->api_list[i].name)) {
             d |= c->api_list[i].dirs;
+            if (g_matched)
+                g_matched[i] = 1;
+        }
     return d;
 }
 

@@ -148,6 +148,7 @@ void msp_ev_step_end(int64_t step)
  * worker, a pool child or the resource tracker never writes a pack). */
 void msp_ev_exit(const char *how)
 {
+    msp_api_exit_report(); /* api_list entries never dumped: one warning */
     if (g_exit_done || !events_on())
         return;
     g_exit_done = 1;

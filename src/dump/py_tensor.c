@@ -15,6 +15,30 @@ static PyObject *g_bool, *g_uint8, *g_strided, *s_requires_grad, *s_dtype, *s_la
 
 _Thread_local int msp_t_links;
 
+/* ---- accelerator tensors ------------------------------------------------------
+ * A tensor that is not on the CPU is copied by accel_copy.py's start(): on a
+ * side stream, non-blocking, into pinned host memory (see that file). Its
+ * bytes are read later, when the outermost msp_rec_add_* call that asked for
+ * it returns: then each copy's event is waited for, and the pinned buffer
+ * copied into the record's queue buffer. The copies of all the tensors of one
+ * call are thus in flight together, and training's own stream is never
+ * synchronised. CPU tensors never take this path (a CPU-only run never even
+ * loads accel_copy.py), unless MSPROBE_TEST_HOST_COPY sends them through it
+ * so that the deferred reads are tested where no accelerator is. */
+typedef struct pend {
+    void *buf;         /* the record's queue buffer, filled at the flush */
+    const void *src;   /* the pinned host bytes, C order */
+    size_t nbytes;
+    PyObject *cap;     /* keeps the host tensor alive */
+    PyObject *event;   /* NULL: the copy was synchronous */
+} pend_t;
+static _Thread_local pend_t *t_pend;
+static _Thread_local size_t t_npend, t_cappend;
+static _Thread_local int t_batch; /* nesting of msp_rec_add_* calls */
+static PyObject *g_accel_start;
+static int g_accel_state; /* 0 not loaded, 1 loaded, -1 failed: synchronous .cpu() */
+static int g_host_copy_test;
+
 /* ---- producer links ---------------------------------------------------------
  * Within a dumped step, every forward output written is noted as
  * (weakref to the tensor, "RECORD/ROLE", _version) under two keys: the
@@ -168,6 +192,7 @@ int msp_tensor_init(PyObject *torch)
     s_requires_grad = PyUnicode_InternFromString("requires_grad");
     s_dtype = PyUnicode_InternFromString("dtype");
     s_version = PyUnicode_InternFromString("_version");
+    g_host_copy_test = msp_env_flag("MSPROBE_TEST_HOST_COPY");
     if (!s_version || !g_tensor_type || !g_detach || !g_view || !g_cpu || !g_to_dlpack || !g_bool || !g_uint8 ||
         !g_strided || !s_layout || !s_requires_grad || !s_dtype)
         return -1;
@@ -277,8 +302,122 @@ static PyObject *call1(PyObject *fn, PyObject *a)
     return PyObject_CallFunctionObjArgs(fn, a, NULL);
 }
 
+static int accel_ready(void)
+{
+    if (g_accel_state == 0) {
+        PyObject *ns = msp_py_run_source(msp_accel_copy_py, "msprobe_accel_copy");
+        g_accel_start = ns ? PyDict_GetItemString(ns, "start") : NULL;
+        Py_XINCREF(g_accel_start);
+        Py_XDECREF(ns);
+        g_accel_state = g_accel_start ? 1 : -1;
+        if (!g_accel_start)
+            msp_py_warn_error("accel copy", "cannot set up asynchronous copies of device "
+                              "tensors; they are copied synchronously (training waits)");
+    }
+    return g_accel_state == 1;
+}
+
+/* Replace *d (a new reference to the tensor to read) by a host copy of it;
+ * *event: the copy's event when it is still in flight, else NULL. */
+static int to_host(PyObject **d, PyObject **event)
+{
+    *event = NULL;
+    PyObject *alias = call1(g_detach, *d);
+    if (!alias)
+        return -1;
+    Py_DECREF(*d);
+    *d = alias;
+    PyObject *host = NULL;
+    if (accel_ready()) {
+        PyObject *pair = call1(g_accel_start, *d);
+        if (pair && PyTuple_Check(pair) && PyTuple_Size(pair) == 2) {
+            host = PyTuple_GetItem(pair, 0);
+            PyObject *ev = PyTuple_GetItem(pair, 1);
+            Py_INCREF(host);
+            if (ev != Py_None) {
+                Py_INCREF(ev);
+                *event = ev;
+            }
+        } else {
+            msp_py_warn_error("accel copy", "cannot copy a device tensor asynchronously; "
+                              "copying it synchronously");
+        }
+        Py_XDECREF(pair);
+    }
+    if (!host && !(host = call1(g_cpu, *d)))
+        return -1;
+    Py_DECREF(*d);
+    *d = host;
+    return 0;
+}
+
+/* Room for one more pending read: 0, else -1 (then read at once). */
+static int pend_reserve(void)
+{
+    if (t_npend == t_cappend) {
+        size_t nc = t_cappend ? 2 * t_cappend : 16;
+        pend_t *np = realloc(t_pend, nc * sizeof *np);
+        if (!np)
+            return -1;
+        t_pend = np;
+        t_cappend = nc;
+    }
+    return 0;
+}
+
+static void pend_push(void *buf, const void *src, size_t nbytes, PyObject *cap, PyObject *event)
+{
+    Py_INCREF(cap);
+    Py_XINCREF(event);
+    t_pend[t_npend++] = (pend_t){buf, src, nbytes, cap, event};
+}
+
+/* Wait for one copy; 0 when its bytes can be read. */
+static int wait_copy(PyObject *event)
+{
+    PyObject *r = event ? PyObject_CallMethod(event, "synchronize", NULL) : NULL;
+    if (event && !r) {
+        msp_py_warn_error("accel sync", "cannot wait for the copy of a device tensor; its "
+                          "values are dumped as zeros");
+        return -1;
+    }
+    Py_XDECREF(r);
+    return 0;
+}
+
+/* Every copy of this call complete, then its bytes into the queue buffers. */
+static void pend_flush(void)
+{
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    for (size_t i = 0; i < t_npend; i++) {
+        pend_t *p = &t_pend[i];
+        if (wait_copy(p->event) == 0)
+            memcpy(p->buf, p->src, p->nbytes);
+        else
+            memset(p->buf, 0, p->nbytes);
+        Py_XDECREF(p->event);
+        Py_DECREF(p->cap);
+    }
+    t_npend = 0;
+    PyErr_Clear();
+    PyErr_Restore(t, v, tb);
+}
+
+static void batch_begin(void)
+{
+    t_batch++;
+}
+
+static void batch_end(void)
+{
+    if (--t_batch == 0 && t_npend > 0)
+        pend_flush();
+}
+
 static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
 {
+    PyObject *event = NULL;
     char what[320];
     PyObject *d = NULL, *cap = NULL, *dt = NULL;
     char device[24] = "cpu";
@@ -325,27 +464,44 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
             goto pyfail;
         cap = call1(g_to_dlpack, d);
     }
-    if (!cap)
-        goto pyfail;
+    if (!cap) {
+        /* A device whose tensors DLPack cannot export (an NPU): copy to host
+         * first, and name the device as torch does. */
+        PyObject *et, *ev, *etb;
+        PyErr_Fetch(&et, &ev, &etb);
+        PyObject *dev = PyObject_GetAttrString(t, "device");
+        char dname[24] = "cpu";
+        if (dev)
+            obj_text(dev, 0, dname, sizeof dname);
+        Py_XDECREF(dev);
+        PyErr_Clear();
+        if (strncmp(dname, "cpu", 3) == 0) {
+            PyErr_Restore(et, ev, etb); /* the reason DLPack gave */
+            goto pyfail;
+        }
+        Py_XDECREF(et);
+        Py_XDECREF(ev);
+        Py_XDECREF(etb);
+        if (to_host(&d, &event) != 0 || !(cap = call1(g_to_dlpack, d)))
+            goto pyfail;
+        snprintf(device, sizeof device, "%s", dname);
+    }
     msp_dl_managed_t *mt = PyCapsule_GetPointer(cap, "dltensor");
     if (!mt)
         goto pyfail;
     /* Where the tensor itself lives (not a host copy): its identity for links. */
     const void *where = (const char *)mt->dl_tensor.data + mt->dl_tensor.byte_offset;
-    if (mt->dl_tensor.device.device_type != MSP_DL_CPU) {
+    if (mt->dl_tensor.device.device_type != MSP_DL_CPU || (g_host_copy_test && !event &&
+                                                            strcmp(device, "cpu") == 0)) {
         int dtp = mt->dl_tensor.device.device_type, id = mt->dl_tensor.device.device_id;
         if (dtp == MSP_DL_CUDA)
             snprintf(device, sizeof device, "cuda:%d", id);
-        else
+        else if (dtp == MSP_DL_ROCM)
+            snprintf(device, sizeof device, "cuda:%d", id); /* torch's name on ROCm */
+        else if (dtp != MSP_DL_CPU)
             snprintf(device, sizeof device, "dl%d:%d", dtp, id);
         Py_CLEAR(cap);
-        PyObject *alias = call1(g_detach, d);
-        Py_DECREF(d);
-        if (!(d = alias))
-            goto pyfail;
-        PyObject *host = call1(g_cpu, d);
-        Py_DECREF(d);
-        if (!(d = host))
+        if (to_host(&d, &event) != 0)
             goto pyfail;
         if (!(cap = call1(g_to_dlpack, d)))
             goto pyfail;
@@ -384,15 +540,24 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
         goto cleanup;
     }
     const char *src = (const char *)x->data + x->byte_offset;
-    if (nbytes) {
-        if (contiguous)
+    /* A copy still in flight (or, under MSPROBE_TEST_HOST_COPY, any host copy):
+     * its bytes are read when this call's tensors have all been asked for. */
+    int later = nbytes && contiguous && (event || g_host_copy_test) && pend_reserve() == 0;
+    if (nbytes && !later) {
+        if (wait_copy(event) != 0)
+            memset(buf, 0, nbytes);
+        else if (contiguous)
             memcpy(buf, src, nbytes);
         else
             strided_copy(buf, src, x->ndim, x->shape, x->strides, esize, 0);
     }
     if (msp_dq_rec_add_tensor(r, role, mdt, x->ndim, x->shape, buf, nbytes, device, rg) != 0) {
         msp_shim_warn_once("nomem", "%s: out of memory", what);
-    } else if (msp_t_links == MSP_LINK_FIND) {
+        goto cleanup; /* buf went back to the queue */
+    }
+    if (later)
+        pend_push(buf, src, nbytes, cap, event);
+    if (msp_t_links == MSP_LINK_FIND) {
         r->t[r->nt - 1].producer = link_find(t, where, x->ndim, x->shape);
     } else if (msp_t_links == MSP_LINK_NOTE) {
         link_note(r->name, role, t, where, x->ndim, x->shape);
@@ -417,6 +582,7 @@ pyfail:
         Py_XDECREF(tb);
     }
 cleanup:
+    Py_XDECREF(event);
     Py_XDECREF(cap);
     Py_XDECREF(d);
     Py_XDECREF(dt);
@@ -432,7 +598,16 @@ static void add_attr(msp_dq_rec_t *r, const char *role, PyObject *o)
     msp_dq_rec_add_attr(r, role, text);
 }
 
+static void add_value(msp_dq_rec_t *r, const char *role, PyObject *o, int depth);
+
 void msp_rec_add_value(msp_dq_rec_t *r, const char *role, PyObject *o, int depth)
+{
+    batch_begin();
+    add_value(r, role, o, depth);
+    batch_end();
+}
+
+static void add_value(msp_dq_rec_t *r, const char *role, PyObject *o, int depth)
 {
     if (msp_is_tensor(o)) {
         add_tensor(r, role, o);
@@ -468,7 +643,7 @@ void msp_rec_add_value(msp_dq_rec_t *r, const char *role, PyObject *o, int depth
             }
             char sub[128];
             snprintf(sub, sizeof sub, "%s.%zd", role, i);
-            msp_rec_add_value(r, sub, it, depth + 1);
+            add_value(r, sub, it, depth + 1);
             Py_DECREF(it);
         }
         return;
@@ -479,10 +654,11 @@ void msp_rec_add_value(msp_dq_rec_t *r, const char *role, PyObject *o, int depth
 void msp_rec_add_args(msp_dq_rec_t *r, PyObject *args, PyObject *kw)
 {
     char role[128];
+    batch_begin();
     Py_ssize_t n = args ? PyTuple_Size(args) : 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         snprintf(role, sizeof role, "input.%zd", i);
-        msp_rec_add_value(r, role, PyTuple_GetItem(args, i), 0);
+        add_value(r, role, PyTuple_GetItem(args, i), 0);
     }
     if (kw && PyDict_Check(kw)) {
         PyObject *k, *v;
@@ -491,12 +667,22 @@ void msp_rec_add_args(msp_dq_rec_t *r, PyObject *args, PyObject *kw)
             char key[96];
             obj_text(k, 0, key, sizeof key);
             snprintf(role, sizeof role, "kwarg.%s", key);
-            msp_rec_add_value(r, role, v, 0);
+            add_value(r, role, v, 0);
         }
     }
+    batch_end();
 }
 
+static void add_output(msp_dq_rec_t *r, PyObject *out, const char *prefix);
+
 void msp_rec_add_output(msp_dq_rec_t *r, PyObject *out, const char *prefix)
+{
+    batch_begin();
+    add_output(r, out, prefix);
+    batch_end();
+}
+
+static void add_output(msp_dq_rec_t *r, PyObject *out, const char *prefix)
 {
     char role[128];
     if (PyTuple_Check(out) || PyList_Check(out)) {
@@ -508,13 +694,13 @@ void msp_rec_add_output(msp_dq_rec_t *r, PyObject *out, const char *prefix)
                 break;
             }
             snprintf(role, sizeof role, "%s.%zd", prefix, i);
-            msp_rec_add_value(r, role, it, 1);
+            add_value(r, role, it, 1);
             Py_DECREF(it);
         }
         return;
     }
     snprintf(role, sizeof role, "%s.0", prefix);
-    msp_rec_add_value(r, role, out, 1);
+    add_value(r, role, out, 1);
 }
 
 /* DataLoader workers started with spawn (not fork) are fresh Pythons that boot

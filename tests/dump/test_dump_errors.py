@@ -40,14 +40,30 @@ class ConfigErrors(dt.ShimCase):
         cfg = self.write_config({"dump": {"common_dump_settings": {"task": True}}}, "t.json")
         self.expect_exit2(cfg, "t.json", "task")
 
-    def test_unknown_api_listed_with_near_match(self):
-        cfg = self.write_config(dt.config("./d", api_list=[
+    def test_unknown_api_warned_once_at_exit_with_near_match(self):
+        # Which APIs exist is this torch's business: the run goes on, and the
+        # names it never found are one warning at exit, with near matches.
+        cfg = self.write_config(dt.config("./d", trigger="manual", api_list=[
             ("torch.nn.functional.conv2", "forward"), ("torch.nn.functional.linear", "forward"),
             ("torch.nn.functional.matmul", "forward")]), "u.json")
-        line = self.expect_exit2(cfg, "u.json", "api_list")
-        self.assertIn('"torch.nn.functional.conv2" (did you mean "torch.nn.functional.conv2d"?)', line)
-        self.assertIn('"torch.nn.functional.matmul" (did you mean "torch.matmul"?)', line)
-        self.assertNotIn('"torch.nn.functional.linear"', line)
+        p = self.run_cmd([dt.PYTHON, "-c", "import torch\n" + MARK], cfg)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(os.path.exists(self.path("script_ran")))
+        lines = p.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, p.stderr)
+        self.assertTrue(lines[0].startswith("msprobe: warning: dump.api_list"), lines[0])
+        self.assertIn('"torch.nn.functional.conv2" (not an API of this torch; did you mean '
+                      '"torch.nn.functional.conv2d"?)', lines[0])
+        self.assertIn('"torch.nn.functional.matmul" (not an API of this torch; did you mean '
+                      '"torch.matmul"?)', lines[0])
+        self.assertNotIn('"torch.nn.functional.linear"', lines[0])
+
+    def test_malformed_api_name_stops_the_run(self):
+        for bad in ("torch.nn..conv2d", "torch.nn.functional.conv2d.", "torch.nn.functional.gelu()",
+                    "mypkg..fn", ".layer1"):
+            cfg = self.write_config(dt.config("./d", api_list=[
+                ("torch.nn.functional.linear", "forward"), (bad, "forward")]), "m.json")
+            self.expect_exit2(cfg, "m.json", "dump.api_list[1].name", '"%s"' % bad)
 
     def test_unwritable_dump_path(self):
         with open(self.path("a_file"), "w") as f:

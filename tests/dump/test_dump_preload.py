@@ -40,7 +40,7 @@ def version_of(py):
 
 
 BAD_API = {"dump": {"common_dump_settings": {"dump_path": "./d"},
-                    "api_list": [{"name": "torch.nn.functional.conv2", "api_type": "forward"}]}}
+                    "api_list": [{"name": "torch.nn..conv2d", "api_type": "forward"}]}}
 TORCH_API = {"dump": {"common_dump_settings": {"dump_path": "./d", "dump_iter": "all"},
                       "api_list": [{"name": "torch.matmul", "api_type": "all"},
                                    {"name": "torch.nn.functional.relu", "api_type": "forward"}]}}
@@ -83,7 +83,7 @@ class Preload(dt.ShimCase):
             p = subprocess.run(argv, cwd=self.dir, env=env, input=stdin, capture_output=True,
                                text=True)
             self.assertEqual(p.returncode, 2, (argv, p.stderr))
-            self.assertIn("did you mean", p.stderr)
+            self.assertIn("api_list[0].name", p.stderr)
             self.assertFalse(os.path.exists(self.path("ran")), argv)
 
     def test_other_pythons(self):
@@ -104,7 +104,7 @@ class Preload(dt.ShimCase):
                 if v >= (3, 8):
                     booted += 1
                     self.assertEqual(p.returncode, 2, p.stderr)
-                    self.assertIn("torch.nn.functional.conv2d", p.stderr)
+                    self.assertIn("torch.nn..conv2d", p.stderr)
                 else:  # no audit hooks: the stub stays out of the way
                     self.assertEqual((p.returncode, p.stdout, p.stderr),
                                      (plain.returncode, plain.stdout, plain.stderr))
