@@ -1240,6 +1240,22 @@ static int patch_one(PyObject *torch, const char *full, unsigned dirs, int expli
     return 0;
 }
 
+
+/* Replaces mod.name by a wrapper of the given kind, once; a missing
+ * attribute (torch.compile before 2.0) or a failure leaves it as it is. */
+static void wrap_attr(PyObject *mod, const char *name, int kind)
+{
+    PyObject *f = PyObject_GetAttrString(mod, name);
+    if (f && !msp_is_wrap(f)) {
+        PyObject *w = msp_wrap_new(f, name, kind, 0, 0);
+        if (!w || PyObject_SetAttrString(mod, name, w) < 0)
+            PyErr_Clear();
+        Py_XDECREF(w);
+    }
+    Py_XDECREF(f);
+    PyErr_Clear();
+}
+
 int msp_patch_torch(PyObject *torch)
 {
     g_grad_enabled = PyObject_GetAttrString(torch, "is_grad_enabled");
@@ -1267,26 +1283,12 @@ int msp_patch_torch(PyObject *torch)
             patch_one(torch, l[i], MSP_DIR_FORWARD | MSP_DIR_BACKWARD, 0);
     if (g_npatched > 0) {
         PyObject *jit = PyImport_ImportModule("torch.jit");
-        PyObject *script = jit ? PyObject_GetAttrString(jit, "script") : NULL;
-        if (script && !msp_is_wrap(script)) {
-            PyObject *w = msp_wrap_new(script, "script", MSP_W_JIT, 0, 0);
-            if (!w || PyObject_SetAttrString(jit, "script", w) < 0)
-                PyErr_Clear();
-            Py_XDECREF(w);
-        }
-        Py_XDECREF(script);
+        if (jit)
+            wrap_attr(jit, "script", MSP_W_JIT);
         Py_XDECREF(jit);
         PyErr_Clear();
     }
-    PyObject *compile = PyObject_GetAttrString(torch, "compile"); /* torch >= 2.0 */
-    if (compile && !msp_is_wrap(compile)) {
-        PyObject *w = msp_wrap_new(compile, "compile", MSP_W_COMPILE, 0, 0);
-        if (!w || PyObject_SetAttrString(torch, "compile", w) < 0)
-            PyErr_Clear();
-        Py_XDECREF(w);
-    }
-    Py_XDECREF(compile);
-    PyErr_Clear();
+    wrap_attr(torch, "compile", MSP_W_COMPILE); /* torch >= 2.0 */
     return 0;
 }
 
