@@ -22,7 +22,7 @@ static msp_dtype_t msp_npy_descr(const char *d)
         {"<f4", MSP_DTYPE_FLOAT32}, {"<f2", MSP_DTYPE_FLOAT16}, {"<f8", MSP_DTYPE_FLOAT64},
         {"|i1", MSP_DTYPE_INT8},    {"<i2", MSP_DTYPE_INT16},   {"<i4", MSP_DTYPE_INT32},
         {"<i8", MSP_DTYPE_INT64},   {"|u1", MSP_DTYPE_UINT8},   {"|b1", MSP_DTYPE_BOOL},
-        {"|i1", MSP_DTYPE_INT8}};
+        };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (strcmp(d, map[i].descr) == 0)
             return map[i].dt;
@@ -91,9 +91,9 @@ msp_err msp_npy_load(const char *path, msp_raw_tensor_t *out)
                       path);
         goto cleanup;
     }
-    if (strncmp(fo, "False", 5) != 0) {
-        rc = msp_fail(MSP_ERR_UNSUPPORTED, "file %s: Fortran-order .npy data is not supported",
-                      path);
+    int fortran = strncmp(fo, "True", 4) == 0;
+    if (!fortran && strncmp(fo, "False", 5) != 0) {
+        rc = msp_fail(MSP_ERR_FORMAT, "file %s: bad fortran_order in the .npy header", path);
         goto cleanup;
     }
     /* numpy writes '<' for little-endian, '=' never; '|' for single bytes */
@@ -133,6 +133,31 @@ msp_err msp_npy_load(const char *path, msp_raw_tensor_t *out)
     if (fread(out->data, 1, nbytes, fp) != nbytes)
         rc = msp_fail(MSP_ERR_FORMAT, "file %s: data ends before the %zu bytes its header "
                       "promises (truncated?)", path, nbytes);
+    if (!rc && fortran && out->ndim > 1) {
+        /* numpy.save of a transposed array: column-major; gather into C order */
+        size_t es = msp_dtype_size(out->dtype);
+        unsigned char *c = malloc(nbytes ? nbytes : 1);
+        if (!c) {
+            rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", path);
+            goto cleanup;
+        }
+        int64_t idx[MSP_MAX_NDIM] = {0}, fstride[MSP_MAX_NDIM];
+        for (int i = 0; i < out->ndim; i++)
+            fstride[i] = i == 0 ? 1 : fstride[i - 1] * out->shape[i - 1];
+        for (int64_t e = 0; e < out->numel; e++) {
+            int64_t off = 0;
+            for (int i = 0; i < out->ndim; i++)
+                off += idx[i] * fstride[i];
+            memcpy(c + (size_t)e * es, (unsigned char *)out->data + (size_t)off * es, es);
+            for (int i = out->ndim; i-- > 0;) {
+                if (++idx[i] < out->shape[i])
+                    break;
+                idx[i] = 0;
+            }
+        }
+        free(out->data);
+        out->data = c;
+    }
 cleanup:
     free(hdr);
     fclose(fp);

@@ -30,7 +30,9 @@ def _entry(t, data_name, summary_mode, save, tdir, fmt):
     if save:
         if fmt == "npy":
             name = data_name + ".npy"
-            np.save(os.path.join(tdir, name), t.detach().numpy())
+            # numpy has no bfloat16: such a tensor goes out as float32 values
+            a = t.detach().float().numpy() if t.dtype == torch.bfloat16 else t.detach().numpy()
+            np.save(os.path.join(tdir, name), a)
         else:
             name = data_name + ".pt"
             torch.save(t.detach().clone(), os.path.join(tdir, name))
