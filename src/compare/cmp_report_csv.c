@@ -66,11 +66,16 @@ static void msp_csv_row(FILE *f, int stats, const msp_tensor_cmp_t *t, const msp
     msp_csv_field(f, has_npu || *t->npu_shape ? t->npu_shape : "N/A", 0);
     msp_csv_field(f, has_bench || *t->bench_shape ? t->bench_shape : "N/A", 0);
     if (stats) {
-        const double v[] = {t->max_diff, t->min_diff, t->mean_diff, t->norm_diff,
-                            t->max_rel_diff, t->min_rel_diff, t->mean_rel_diff,
-                            t->norm_rel_diff};
+        const double v[] = {t->max_diff, t->min_diff, t->mean_diff, t->norm_diff};
         for (size_t i = 0; i < MSP_CSV_NCOLS(v); i++)
             msp_csv_num(f, v[i]);
+        const double rel[] = {t->max_rel_diff, t->min_rel_diff, t->mean_rel_diff,
+                              t->norm_rel_diff};
+        for (size_t i = 0; i < MSP_CSV_NCOLS(rel); i++) {
+            char pct[48];
+            cmp_percent_text(rel[i], pct, sizeof pct);
+            msp_csv_field(f, pct, 0);
+        }
     } else {
         const double v[] = {t->cosine, t->euc_dist, t->max_abs_err, t->max_rel_err,
                             t->one_thousandth_ratio, t->five_thousandths_ratio};
@@ -89,6 +94,9 @@ static void msp_csv_row(FILE *f, int stats, const msp_tensor_cmp_t *t, const msp
     } else {
         fputs_unlocked(",,,", f);
     }
+    msp_csv_field(f, cmp_bool_text(t->npu_requires_grad), 0);
+    msp_csv_field(f, cmp_bool_text(t->bench_requires_grad), 0);
+    msp_csv_field(f, cmp_rg_consistent_text(t), 0);
     fputs_unlocked("\r\n", f);
 }
 

@@ -43,8 +43,9 @@ class MsprobeDirs(unittest.TestCase):
         # transposed (non-contiguous) tensor as saved by torch.save
         out_c = out.to(torch.bfloat16).to(torch.float32)
         wt = torch.randn(6, 5, generator=g).t()
+        w_rg = w.clone().requires_grad_(True)  # a parameter on the bench side only
         self.bench = [("Functional.linear.0.forward",
-                       {"input_args": [a, w, None], "input_kwargs": {}, "output": [out]}),
+                       {"input_args": [a, w_rg, None], "input_kwargs": {}, "output": [out]}),
                       ("Torch.mul.0.forward", {"input_args": [wt, 3], "output": [wt * 3]}),
                       ("Tensor.to.0.forward", {"input_args": [out], "output": [out.to(torch.bfloat16)]})]
         self.cmp = [("Functional.linear.0.forward",
@@ -65,9 +66,9 @@ class MsprobeDirs(unittest.TestCase):
                 for i, v in enumerate(vals):
                     if isinstance(v, torch.Tensor):
                         if v.dtype == torch.bfloat16:
-                            t["%s.%d" % (prefix, i)] = H.BF16(v.float().numpy())
+                            t["%s.%d" % (prefix, i)] = H.BF16(v.detach().float().numpy())
                         else:
-                            t["%s.%d" % (prefix, i)] = v.contiguous().numpy()
+                            t["%s.%d" % (prefix, i)] = v.detach().contiguous().numpy()
             recs.append((name, t))
         H.write_dump(path, recs)
         return path
@@ -103,7 +104,10 @@ class MsprobeDirs(unittest.TestCase):
                     if not isinstance(tb, torch.Tensor):
                         continue
                     name = "%s.%s.%d" % (rec_b[0], "input" if key == "input_args" else "output", i)
-                    want = H.ref_metrics(tc.double().numpy(), tb.double().numpy())
+                    def np_of(t):
+                        return H.BF16(t.detach().float().numpy()) if t.dtype == torch.bfloat16 \
+                            else t.detach().numpy()
+                    want = H.ref_metrics(np_of(tc), np_of(tb))
                     got = ref[name]
                     for k in METRICS:
                         if want[k] is None:
@@ -155,8 +159,15 @@ class MsprobeDirs(unittest.TestCase):
         self.assertIn(p.returncode, (0, 1), p.stderr)
         import openpyxl
         wb = openpyxl.load_workbook(os.path.join(out, "result.xlsx"), read_only=True)
-        names = [r[0] for r in wb["details"].iter_rows(min_row=2, values_only=True)]
-        self.assertIn("Functional.linear.0.forward.output.0", names)
+        rows = list(wb["details"].iter_rows(values_only=True))
+        head = list(rows[0])
+        by_name = {r[0]: dict(zip(head, r)) for r in rows[1:]}
+        self.assertIn("Functional.linear.0.forward.output.0", by_name)
+        w_row = by_name["Functional.linear.0.forward.input.1"]
+        self.assertEqual((w_row["NPU Requires_grad"], w_row["Bench Requires_grad"],
+                          w_row["Requires_grad Consistent"]), ("False", "True", "False"))
+        a_row = by_name["Functional.linear.0.forward.input.0"]
+        self.assertEqual(a_row["Requires_grad Consistent"], "True")
 
     def test_rank_dir_without_dump_is_named_plainly(self):
         ML.write(os.path.join(self.d, "xb"), self.bench, fmt="pt", rank=0)
