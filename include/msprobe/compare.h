@@ -118,6 +118,8 @@ typedef struct msp_record_cmp {
     double floor;              /* rel_err its compute precision explains */
     double score;              /* out_err / max(CMP_AMPLIFY * in_err, floor) */
     int suspect_rank;          /* 1-based place among the suspects, 0 if none */
+    char *npu_stack;           /* the call stack the compare side recorded (msprobe's
+                                  stack.json; record attribute "stack"), NULL if none */
 } msp_record_cmp_t;
 
 /* A ranked suspect: a record that introduced error, or a gap between a

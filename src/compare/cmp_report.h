@@ -7,10 +7,11 @@
 #include <stddef.h>
 
 /* Details columns: msprobe's names, then Error Origin, Step, Rank, then
- * msprobe 26's three Requires_grad columns. The sizes are part of the
+ * msprobe 26's three Requires_grad columns and NPU_Stack_Info (filled on a
+ * record's first row, as msprobe does). The sizes are part of the
  * declaration so a list that drifts fails to compile. */
-#define CMP_DETAILS_NCOLS_TENSOR 28
-#define CMP_DETAILS_NCOLS_STATS 30
+#define CMP_DETAILS_NCOLS_TENSOR 29
+#define CMP_DETAILS_NCOLS_STATS 31
 extern const char *const cmp_details_cols_tensor[CMP_DETAILS_NCOLS_TENSOR];
 extern const char *const cmp_details_cols_stats[CMP_DETAILS_NCOLS_STATS];
 

@@ -12,7 +12,7 @@ const char *const cmp_details_cols_tensor[] = {
     "One Thousandth Err Ratio", "Five Thousandths Err Ratio", "NPU max", "NPU min",
     "NPU mean", "NPU l2norm", "Bench max", "Bench min", "Bench mean", "Bench l2norm",
     "Accuracy Reached or Not", "Err_message", "Error Origin", "Step", "Rank",
-    "NPU Requires_grad", "Bench Requires_grad", "Requires_grad Consistent",
+    "NPU Requires_grad", "Bench Requires_grad", "Requires_grad Consistent", "NPU_Stack_Info",
 };
 const char *const cmp_details_cols_stats[] = {
     "NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape",
@@ -20,7 +20,7 @@ const char *const cmp_details_cols_stats[] = {
     "MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr", "NPU max",
     "NPU min", "NPU mean", "NPU l2norm", "Bench max", "Bench min", "Bench mean",
     "Bench l2norm", "Accuracy Reached or Not", "Err_message", "Error Origin", "Step", "Rank",
-    "NPU Requires_grad", "Bench Requires_grad", "Requires_grad Consistent",
+    "NPU Requires_grad", "Bench Requires_grad", "Requires_grad Consistent", "NPU_Stack_Info",
 };
 
 /* msprobe 26's Requires_grad columns: "True"/"False", "N/A" for a missing side. */

@@ -149,7 +149,9 @@ class MsprobeDirs(unittest.TestCase):
         ML.write(os.path.join(self.d, "rb"), self.bench, fmt="pt", step=0,
                  stacks=[(["File \"train.py\", line 12, in forward"],
                           ["Functional.linear.0.forward"])])
-        ML.write(os.path.join(self.d, "rc"), self.cmp, fmt="npy", step=0)
+        ML.write(os.path.join(self.d, "rc"), self.cmp, fmt="npy", step=0,
+                 stacks=[(["File \"train_npu.py\", line 40, in forward"],
+                          ["Functional.linear.0.forward"])])
         p = subprocess.run([BIN, "ls", os.path.join(self.d, "rb")], capture_output=True, text=True)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("File \"train.py\", line 12, in forward", p.stdout)
@@ -168,6 +170,10 @@ class MsprobeDirs(unittest.TestCase):
                           w_row["Requires_grad Consistent"]), ("False", "True", "False"))
         a_row = by_name["Functional.linear.0.forward.input.0"]
         self.assertEqual(a_row["Requires_grad Consistent"], "True")
+        # the compare side's stack, on the record's first row (as msprobe writes it)
+        self.assertEqual(a_row["NPU_Stack_Info"], 'File "train_npu.py", line 40, in forward')
+        self.assertIn(by_name["Functional.linear.0.forward.output.0"]["NPU_Stack_Info"],
+                      (None, ""))
 
     def test_rank_dir_without_dump_is_named_plainly(self):
         ML.write(os.path.join(self.d, "xb"), self.bench, fmt="pt", rank=0)
