@@ -6,6 +6,17 @@
 
 #include "msprobe/format.h"
 
+/* Text from a foreign file, made safe for a message: printable ASCII only
+ * (anything else becomes '?'), cut to fit dst. */
+static inline void msp_fg_clean(char *dst, size_t cap, const char *src)
+{
+    size_t i = 0;
+    for (; cap && src[i] && i + 1 < cap; i++)
+        dst[i] = (src[i] >= 0x20 && src[i] < 0x7f) ? src[i] : '?';
+    if (cap)
+        dst[i] = '\0';
+}
+
 /* A tensor file decoded to C-contiguous native elements of `dtype`. */
 typedef struct msp_raw_tensor {
     msp_dtype_t dtype;

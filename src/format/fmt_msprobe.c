@@ -220,9 +220,12 @@ static msp_err msp_ms_tensor(struct msp_ms_build *b, const cJSON *o, const char 
     if (cJSON_IsString(md5)) {
         char *end;
         unsigned long c = strtoul(md5->valuestring, &end, 16);
-        if (*end || end == md5->valuestring || c > 0xffffffffUL)
+        if (*end || end == md5->valuestring || c > 0xffffffffUL) {
+            char shown[64];
+            msp_fg_clean(shown, sizeof shown, md5->valuestring);
             return msp_fail(MSP_ERR_FORMAT, "file %s: record %s: %s: md5 \"%s\" is not a "
-                            "CRC-32 in hex", b->json_path, b->rec, role, md5->valuestring);
+                            "CRC-32 in hex", b->json_path, b->rec, role, shown);
+        }
         t->stats.crc32 = (uint32_t)c;
         b->saw_md5 = 1;
     }

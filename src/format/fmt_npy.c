@@ -100,8 +100,10 @@ msp_err msp_npy_load(const char *path, msp_raw_tensor_t *out)
     if (descr[0] == '=')
         descr[0] = '<';
     if ((out->dtype = msp_npy_descr(descr)) == MSP_DTYPE_INVALID) {
+        char shown[sizeof descr];
+        msp_fg_clean(shown, sizeof shown, descr);
         rc = msp_fail(MSP_ERR_UNSUPPORTED, "file %s: .npy element type '%s' is not supported "
-                      "(little-endian float16/32/64, int8/16/32/64, uint8, bool are)", path, descr);
+                      "(little-endian float16/32/64, int8/16/32/64, uint8, bool are)", path, shown);
         goto cleanup;
     }
     out->numel = 1;

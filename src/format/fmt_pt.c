@@ -156,9 +156,12 @@ static msp_err pk_rebuild(msp_pk_t *k, const msp_pv_t *args, msp_pt_desc_t *d)
     for (size_t i = 0; i < sizeof msp_pt_storages / sizeof msp_pt_storages[0]; i++)
         if (strcmp(pid->items[1]->s, msp_pt_storages[i].storage) == 0)
             d->dtype = msp_pt_storages[i].dt;
-    if (!d->dtype)
+    if (!d->dtype) {
+        char shown[200];
+        msp_fg_clean(shown, sizeof shown, pid->items[1]->s);
         return msp_fail(MSP_ERR_UNSUPPORTED, "file %s: storage type %s is not supported",
-                        k->path, pid->items[1]->s);
+                        k->path, shown);
+    }
     strcpy(d->key, pid->items[2]->s);
     d->storage_numel = pid->items[4]->i;
     d->offset = args->items[1]->i;
@@ -313,9 +316,11 @@ static msp_err pk_run(msp_pk_t *k, const unsigned char *p, size_t len, msp_pt_de
                 have_tensor = 1;
                 PUSH(pk_new(k, PV_TENSOR));
             } else {
+                char shown[200];
+                msp_fg_clean(shown, sizeof shown, a->s);
                 return msp_fail(MSP_ERR_UNSUPPORTED, "file %s: the pickle calls %s; only a plain "
                                 "tensor saved with torch.save is read (nothing in it is run)",
-                                k->path, a->s);
+                                k->path, shown);
             }
             break;
         case '.': /* STOP */
@@ -351,9 +356,11 @@ static msp_err pt_read_member(zip_t *z, zip_int64_t idx, size_t max, unsigned ch
     *out = NULL;
     if (zip_stat_index(z, (zip_uint64_t)idx, 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE))
         return msp_fail(MSP_ERR_FORMAT, "file %s: unreadable zip member", path);
+    char shown[200];
+    msp_fg_clean(shown, sizeof shown, st.valid & ZIP_STAT_NAME ? st.name : "?");
     if (st.size > max)
         return msp_fail(MSP_ERR_LIMIT, "file %s: zip member %s is larger than expected", path,
-                        st.name);
+                        shown);
     unsigned char *b = malloc(st.size ? st.size : 1);
     zip_file_t *zf = b ? zip_fopen_index(z, (zip_uint64_t)idx, 0) : NULL;
     zip_int64_t got = zf ? zip_fread(zf, b, st.size) : -1;
@@ -362,7 +369,7 @@ static msp_err pt_read_member(zip_t *z, zip_int64_t idx, size_t max, unsigned ch
     if (got < 0 || (zip_uint64_t)got != st.size) {
         free(b);
         return msp_fail(b ? MSP_ERR_FORMAT : MSP_ERR_NOMEM, "file %s: cannot read zip member %s",
-                        path, st.name);
+                        path, shown);
     }
     *out = b;
     *len = (size_t)st.size;

@@ -198,6 +198,46 @@ class MsprobeDirs(unittest.TestCase):
         self.assertIn(victim, text)
         self.assertIn("plain tensor", text)
 
+    def test_damaged_files_are_errors_never_crashes(self):
+        """Mutated .pt / .npy bytes, a truncated dump.json, NaN and Infinity as
+        Python's json writes them: every run ends with a result or an error."""
+        import random
+        rnd = random.Random(5)
+        ok = ML.write(os.path.join(self.d, "ok"), self.bench, fmt="pt")
+        for fmt in ("pt", "npy"):
+            rdir = ML.write(os.path.join(self.d, "m" + fmt), self.bench, fmt=fmt)
+            victim = os.path.join(rdir, "dump_tensor_data",
+                                  "Functional.linear.0.forward.output.0." + fmt)
+            good = open(victim, "rb").read()
+            for _ in range(60):
+                bad = bytearray(good)
+                for _ in range(rnd.randint(1, 4)):
+                    bad[rnd.randrange(min(len(bad), 200 if fmt == "npy" else len(bad)))] = \
+                        rnd.randrange(256)
+                if rnd.random() < 0.3:
+                    bad = bad[:rnd.randrange(len(bad))]
+                open(victim, "wb").write(bytes(bad))
+                rc, _, err = H.run_driver(rdir, ok, expect_ok=False)
+                self.assertIn(rc, (0, 1, 2), err)
+        # NaN / Infinity bare in the JSON (Python's json.dump default)
+        rdir = ML.write(os.path.join(self.d, "nan"), self.bench, task="statistics")
+        js = os.path.join(rdir, "dump.json")
+        text = open(js).read()
+        import json as _json
+        d = _json.loads(text)
+        ent = d["data"]["Torch.mul.0.forward"]["output"][0]
+        ent["Max"], ent["Min"] = float("nan"), float("-inf")
+        open(js, "w").write(_json.dumps(d))
+        self.assertIn("NaN", open(js).read())
+        rows, _ = self.rows(rdir, rdir)
+        r = rows["Torch.mul.0.forward.output.0"]
+        self.assertIsNone(r["npu_max"])
+        self.assertEqual(r["npu_min"], "-inf")
+        open(js, "w").write(text[: len(text) // 2])
+        rc, lines, err = H.run_driver(rdir, ok, expect_ok=False)
+        self.assertEqual(rc, 2)
+        self.assertIn("dump.json", str(lines) + err)
+
 
 if __name__ == "__main__":
     unittest.main()
