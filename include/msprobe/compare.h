@@ -71,6 +71,7 @@ typedef struct msp_tensor_cmp {
     char *bench_name;          /* same on the bench side; NULL if missing there */
     char npu_dtype[40], bench_dtype[40];     /* torch names, "" if missing */
     char npu_shape[96], bench_shape[96];     /* "[2, 3, 4]", "[]" for 0-d, "" if missing */
+    int npu_requires_grad, bench_requires_grad; /* 0/1; -1 when the tensor is missing */
     int is_output;             /* role starts with "output" */
     /* tensor mode */
     double cosine, euc_dist, max_abs_err, max_rel_err;
@@ -78,7 +79,8 @@ typedef struct msp_tensor_cmp {
     /* both modes: side statistics (max, min, mean, l2norm) */
     double npu_max, npu_min, npu_mean, npu_norm;
     double bench_max, bench_min, bench_mean, bench_norm;
-    /* statistics mode: npu - bench, and |npu - bench| / max(|npu|, |bench|) */
+    /* statistics mode: npu - bench, and msprobe 26's |(npu - bench) / bench| x 100, a
+     * percentage written "x%" in the reports (NaN = "N/A" when bench is 0) */
     double max_diff, min_diff, mean_diff, norm_diff;
     double max_rel_diff, min_rel_diff, mean_rel_diff, norm_rel_diff;
     msp_verdict_t verdict;
@@ -116,6 +118,8 @@ typedef struct msp_record_cmp {
     double floor;              /* rel_err its compute precision explains */
     double score;              /* out_err / max(CMP_AMPLIFY * in_err, floor) */
     int suspect_rank;          /* 1-based place among the suspects, 0 if none */
+    char *npu_stack;           /* the call stack the compare side recorded (msprobe's
+                                  stack.json; record attribute "stack"), NULL if none */
 } msp_record_cmp_t;
 
 /* A ranked suspect: a record that introduced error, or a gap between a

@@ -24,7 +24,9 @@ typedef enum msp_dump_mode {
 
 typedef enum msp_task {
     MSP_TASK_TENSOR = 0,
-    MSP_TASK_STATISTICS = 1
+    MSP_TASK_STATISTICS = 1,
+    MSP_TASK_MD5 = 2  /* hash-only: what statistics stores (the crc32 included), compared
+                         by crc32 alone; msprobe's summary_mode "md5" */
 } msp_task_t;
 
 /* What ends a step. */
@@ -34,6 +36,11 @@ typedef enum msp_step_trigger {
     MSP_STEP_FORWARD = 2,   /* each root-module forward */
     MSP_STEP_MANUAL = 3     /* only the exported step() */
 } msp_step_trigger_t;
+
+/* Roles a dump keeps (msprobe's data_mode "input" / "output"): input.* and
+ * kwarg.* are inputs, output.* outputs. */
+#define MSP_ROLE_INPUT 1u
+#define MSP_ROLE_OUTPUT 2u
 
 /* Directions an api_list entry selects. */
 #define MSP_DIR_FORWARD 1u
@@ -66,6 +73,14 @@ typedef struct msp_config {
     msp_step_trigger_t step_trigger; /* default optimizer */
     msp_api_sel_t *api_list;      /* empty = every supported API */
     size_t n_api_list;
+    msp_step_set_t ranks;         /* ranks that dump; default all */
+    unsigned dump_dirs;           /* MSP_DIR_* records kept; default both */
+    unsigned dump_roles;          /* MSP_ROLE_* tensors kept; default both */
+
+    int msprobe_format;           /* 1: read from msprobe's own config.json layout */
+    char **ignored;               /* msprobe keys accepted but not applied ("async_dump",
+                                     "acc_check", "tensor.bench_path"), for one notice */
+    size_t n_ignored;
 
     int has_config_check;         /* "config_check" section present */
     char *cc_output_zip_path;     /* default "./config_check_pack.zip" */
@@ -73,7 +88,12 @@ typedef struct msp_config {
     int64_t cc_dataset_batches;   /* first N root-module forwards recorded; default 1 */
 } msp_config_t;
 
-/* Parse text (source names it in messages). On error *cfg is left freed/zeroed. */
+/* Two layouts are read, told apart by their top-level keys: ours ("dump",
+ * "config_check") and msprobe's config.json ("task", "dump_path", "rank",
+ * "step", "level", "statistics", "tensor", ...; see msprobe.json(5) for the
+ * mapping). In msprobe's layout, keys that do not apply here (async_dump,
+ * acc_check, ...) are collected in cfg->ignored; any other key is an error.
+ * Parse text (source names it in messages). On error *cfg is left freed/zeroed. */
 msp_err msp_config_parse(const char *text, const char *source, msp_config_t *cfg);
 /* Read and parse a file. */
 msp_err msp_config_load(const char *path, msp_config_t *cfg);

@@ -220,6 +220,11 @@ typedef struct msp_dump_file {
 
 /* Open and load the catalogue (from /index when present, otherwise by walking
  * groups: a file written by hand with h5py following msprobe-dump(5) works).
+ * A path that is msprobe's dump.json, or a directory holding one, is read as
+ * msprobe's own dump directory instead (msprobe-dump(5), "MSPROBE'S OWN
+ * DIRECTORIES"): same catalogue, offset always -1, data read from its .pt /
+ * .npy files by msp_dump_read_tensor; task "md5" when its statistics carry
+ * md5 values.
  * Missing file: MSP_ERR_NOT_FOUND; not HDF5, truncated, not a dump, or a
  * dtype attribute contradicting the stored type: MSP_ERR_FORMAT; a newer
  * format_version: MSP_ERR_UNSUPPORTED. The detail names the path. */
@@ -247,10 +252,11 @@ typedef enum msp_dump_tree_kind {
 
 typedef struct msp_dump_entry {
     int64_t step, rank; /* from the directory names; -1 when the path does not say */
-    char *path;         /* the dump file */
-    char *error;        /* NULL, or why this file is skipped ("no dump.h5 in this
-                           rank directory", msp_dump_open's detail for a 0-byte,
-                           truncated or foreign file) */
+    char *path;         /* the dump file (dump.h5, or msprobe's dump.json); for a rank
+                           directory holding neither, the directory */
+    char *error;        /* NULL, or why this entry is skipped ("holds neither dump.h5
+                           (msprobe-c) nor dump.json (msprobe)", msp_dump_open's detail
+                           for a 0-byte, truncated or foreign file) */
 } msp_dump_entry_t;
 
 typedef struct msp_dump_tree {
@@ -260,7 +266,9 @@ typedef struct msp_dump_tree {
 } msp_dump_tree_t;
 
 /* Find the dump files under path (a file, a rank or step directory, a dump
- * root). Rank directories without dump.h5 are listed with error set. With
+ * root); a rank directory may hold our dump.h5 or msprobe's dump.json (dump.h5
+ * wins when both are there). Rank directories holding neither are listed
+ * with error set. With
  * check, every file found inside a directory is opened once and one that
  * cannot be read gets error set too, so a caller can warn, skip it and go on
  * with the rest (a single named file is left to the caller's own open).

@@ -447,9 +447,9 @@ static msp_err msp_cfg_dump(const msp_cfg_walk_t *w, const cJSON *dump, msp_conf
 {
     static const char *const dkeys[] = {"common_dump_settings", "api_list"};
     static const char *const skeys[] = {"dump_mode", "dump_path", "dump_iter", "task",
-                                        "step_trigger"};
+                                        "step_trigger", "rank"};
     static const char *const modes[] = {"api", "module", "mix"};
-    static const char *const tasks[] = {"tensor", "statistics"};
+    static const char *const tasks[] = {"tensor", "statistics", "md5"};
     static const char *const triggers[] = {"optimizer", "backward", "forward", "manual"};
     const cJSON *d[MSP_NELEM(dkeys)], *s[MSP_NELEM(skeys)];
     int k;
@@ -490,6 +490,10 @@ static msp_err msp_cfg_dump(const msp_cfg_walk_t *w, const cJSON *dump, msp_conf
                 return rc;
             cfg->step_trigger = (msp_step_trigger_t)k;
         }
+        /* Ranks take the step-set syntax: "0|2", "0-3", [0, 2], "all". */
+        if (s[5] && (rc = msp_cfg_dump_iter(w, s[5], "dump.common_dump_settings.rank",
+                                            &cfg->ranks)) != MSP_OK)
+            return rc;
     }
     if (d[1])
         return msp_cfg_api_list(w, d[1], cfg);
@@ -522,6 +526,325 @@ static msp_err msp_cfg_config_check(const msp_cfg_walk_t *w, const cJSON *cc, ms
         return rc;
     if (m[2] && (rc = msp_cfg_int(w, m[2], "config_check.dataset_batches",
                                   "an integer >= 1", 1, &cfg->cc_dataset_batches)) != MSP_OK)
+        return rc;
+    return MSP_OK;
+}
+
+/* ---- msprobe's config.json ---------------------------------------------- */
+
+/* Keys of msprobe's config.json that change nothing here: accepted, and
+ * listed once as ignored so the user knows they had no effect. */
+static const char *const msp_ms_ignored_top[] = {
+    "extra_info", "async_dump", "dump_enable", "precision", "risk_level", "framework",
+    "is_deterministic", "enable_dataloader", "acc_check", "run_ut", "overflow_check",
+    "free_benchmark", "grad_probe", "structure", "exception_dump", "online_run_ut"};
+static const char *const msp_ms_ignored_section[] = {
+    "tensor_list", "device", "file_format", "bench_path", "diff_nums", "overflow_nums",
+    "check_mode"};
+
+static int msp_ms_in(const char *const *v, size_t n, const char *k)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(v[i], k) == 0)
+            return 1;
+    return 0;
+}
+
+static msp_err msp_ms_ignore(const msp_cfg_walk_t *w, msp_config_t *cfg, const char *key)
+{
+    char **nv = realloc(cfg->ignored, (cfg->n_ignored + 1) * sizeof *nv);
+    if (!nv)
+        return msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w->source);
+    cfg->ignored = nv;
+    if (!(nv[cfg->n_ignored] = strdup(key)))
+        return msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w->source);
+    cfg->n_ignored++;
+    return MSP_OK;
+}
+
+/* msprobe's rank / step lists: [1, "0", "4-6"]; [] = all. */
+static msp_err msp_ms_set(const msp_cfg_walk_t *w, const cJSON *it, const char *path,
+                          msp_step_set_t *out)
+{
+    static const char what[] = "a list of numbers >= 0, numeric strings or ranges like "
+                               "[0, \"2\", \"4-6\"] ([] = all)";
+    if (!cJSON_IsArray(it))
+        return msp_cfg_expected(w, path, what, it);
+    msp_step_set_t s = {0};
+    size_t cap = 0, i = 0;
+    msp_err rc = MSP_OK;
+    if (!it->child)
+        s.all = 1;
+    for (const cJSON *e = it->child; e && rc == MSP_OK; e = e->next, i++) {
+        char sub[300];
+        snprintf(sub, sizeof sub, "%s[%zu]", path, i);
+        int64_t v;
+        if (cJSON_IsNumber(e)) {
+            if ((rc = msp_cfg_int(w, e, sub, "a number >= 0", 0, &v)) == MSP_OK)
+                rc = msp_step_set_add(&s, v, v, &cap);
+        } else if (cJSON_IsString(e) && e->valuestring[0] && !strchr(e->valuestring, '|') &&
+                   strcmp(e->valuestring, "all") != 0) {
+            msp_step_set_t one = {0};
+            if (msp_step_set_parse(e->valuestring, &one) != MSP_OK || one.all) {
+                msp_step_set_free(&one);
+                rc = msp_cfg_expected(w, sub, "a number or a range like \"4-6\"", e);
+                break;
+            }
+            for (size_t k = 0; k < one.n_ranges && rc == MSP_OK; k++)
+                rc = msp_step_set_add(&s, one.ranges[k].first, one.ranges[k].last, &cap);
+            msp_step_set_free(&one);
+        } else {
+            rc = msp_cfg_expected(w, sub, "a number or a range like \"4-6\"", e);
+        }
+    }
+    if (rc != MSP_OK) {
+        msp_step_set_free(&s);
+        return rc;
+    }
+    msp_step_set_free(out);
+    *out = s;
+    return MSP_OK;
+}
+
+static int msp_ms_digits(const char *q)
+{
+    if (!*q)
+        return 0;
+    for (; *q; q++)
+        if (!isdigit((unsigned char)*q))
+            return 0;
+    return 1;
+}
+
+/* A list entry in msprobe's naming ("Functional.conv2d.0.forward",
+ * "Torch.matmul", "Tensor.add.1.backward", "Module.layer1.0.conv1.Conv2d.forward.0")
+ * becomes our api_list entry: the API or module path, every call of it, in
+ * the direction the name gives (both when it gives none). A name already in
+ * our spelling ("torch.nn.functional.relu", "layer1.0.conv1") passes as is. */
+static msp_err msp_ms_list_entry(const msp_cfg_walk_t *w, const cJSON *e, const char *path,
+                                 msp_api_sel_t *sel)
+{
+    static const struct { const char *prefix, *ours; } map[] = {
+        {"Functional.", "torch.nn.functional."}, {"Torch.", "torch."},
+        {"Tensor.", "torch.Tensor."}, {"Distributed.", "torch.distributed."},
+        {"Module.", ""}};
+    if (!cJSON_IsString(e) || !e->valuestring[0])
+        return msp_cfg_expected(w, path, "an API or module name like \"Functional.conv2d.0.forward\"",
+                                e);
+    const char *v = e->valuestring;
+    for (const char *c = v; *c; c++)
+        if (isspace((unsigned char)*c) || (unsigned char)*c < 0x20)
+            return msp_cfg_expected(w, path, "a name without spaces", e);
+    size_t k = 0;
+    while (k < MSP_NELEM(map) && strncmp(v, map[k].prefix, strlen(map[k].prefix)) != 0)
+        k++;
+    sel->dirs = MSP_DIR_FORWARD | MSP_DIR_BACKWARD;
+    if (k == MSP_NELEM(map)) {
+        if (!strchr(v, '.'))
+            return msp_cfg_expected(w, path, "a full API or module name (msprobe's match of a bare "
+                                    "type name anywhere in API names is not supported), e.g. "
+                                    "\"Functional.relu.0.forward\"", e);
+        return (sel->name = strdup(v)) ? MSP_OK
+                                       : msp_fail(MSP_ERR_NOMEM, "out of memory reading %s",
+                                                  w->source);
+    }
+    /* Split into dot-separated parts; drop the call index and the direction. */
+    char *name = msp_asprintf("%s%s", map[k].ours, v + strlen(map[k].prefix));
+    if (!name)
+        return msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w->source);
+    char *parts[64];
+    size_t np = 0;
+    for (char *p = name + strlen(map[k].ours); p && np < MSP_NELEM(parts);) {
+        parts[np++] = p;
+        p = strchr(p, '.');
+        if (p)
+            *p++ = '\0';
+    }
+    size_t keep = np;
+    int is_module = map[k].ours[0] == '\0';
+    /* API: X[.N][.forward|.backward]; module: path.Class.forward|backward.N */
+    int tail_n = keep > 1 && msp_ms_digits(parts[keep - 1]);
+    size_t d = keep - (size_t)tail_n; /* where a direction would be */
+    if (d > 1 && (strcmp(parts[d - 1], "forward") == 0 || strcmp(parts[d - 1], "backward") == 0)) {
+        sel->dirs = parts[d - 1][0] == 'f' ? MSP_DIR_FORWARD : MSP_DIR_BACKWARD;
+        keep = d - 1;
+        if (is_module && keep > 1)
+            keep--; /* the class name */
+        else if (!is_module && keep > 1 && msp_ms_digits(parts[keep - 1]))
+            keep--; /* "conv2d.0.forward" */
+    } else if (!is_module && tail_n) {
+        keep--; /* "matmul.3" */
+    }
+    if (keep == 0) {
+        free(name);
+        return msp_cfg_expected(w, path, "an API or module name like \"Functional.conv2d.0.forward\"",
+                                e);
+    }
+    for (size_t i = 1; i < keep; i++)
+        parts[i][-1] = '.';
+    sel->name = name;
+    return MSP_OK;
+}
+
+static msp_err msp_ms_strings(const msp_cfg_walk_t *w, const cJSON *it, const char *path)
+{
+    if (!cJSON_IsArray(it))
+        return msp_cfg_expected(w, path, "a list of strings", it);
+    size_t i = 0;
+    for (const cJSON *e = it->child; e; e = e->next, i++)
+        if (!cJSON_IsString(e)) {
+            char sub[300];
+            snprintf(sub, sizeof sub, "%s[%zu]", path, i);
+            return msp_cfg_expected(w, sub, "a string", e);
+        }
+    return MSP_OK;
+}
+
+/* The task's own section ("statistics" or "tensor"). */
+static msp_err msp_ms_section(const msp_cfg_walk_t *w, const cJSON *sec, const char *name,
+                              msp_config_t *cfg)
+{
+    static const char *const keys[] = {"scope", "list", "data_mode", "summary_mode"};
+    msp_err rc = msp_cfg_object(w, sec, name);
+    if (rc != MSP_OK)
+        return rc;
+    const cJSON *m[MSP_NELEM(keys)] = {0};
+    for (const cJSON *c = sec->child; c; c = c->next) {
+        char sub[300], key[80];
+        msp_cfg_quote(key, sizeof key, c->string);
+        snprintf(sub, sizeof sub, "%s.%s", name, key);
+        size_t k = 0;
+        while (k < MSP_NELEM(keys) && strcmp(c->string, keys[k]) != 0)
+            k++;
+        if (k < MSP_NELEM(keys)) {
+            if (m[k])
+                return msp_cfg_fail(w, sub, "duplicate key (each key may appear once)");
+            m[k] = c;
+        } else if (msp_ms_in(msp_ms_ignored_section, MSP_NELEM(msp_ms_ignored_section),
+                             c->string)) {
+            if ((rc = msp_ms_ignore(w, cfg, sub)) != MSP_OK)
+                return rc;
+        } else {
+            return msp_cfg_fail(w, sub, "unknown key (expected scope, list, data_mode, "
+                                        "summary_mode, or one msprobe documents)");
+        }
+    }
+    char sub[300];
+    if (m[0]) {
+        snprintf(sub, sizeof sub, "%s.scope", name);
+        if ((rc = msp_ms_strings(w, m[0], sub)) != MSP_OK)
+            return rc;
+        if (m[0]->child)
+            return msp_cfg_fail(w, sub, "a scope range (start and end record) is not supported; "
+                                        "name the APIs or modules in \"list\" instead");
+    }
+    if (m[1]) {
+        snprintf(sub, sizeof sub, "%s.list", name);
+        if ((rc = msp_ms_strings(w, m[1], sub)) != MSP_OK)
+            return rc;
+        size_t n = (size_t)cJSON_GetArraySize(m[1]), i = 0;
+        if (n && !(cfg->api_list = calloc(n, sizeof *cfg->api_list)))
+            return msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w->source);
+        for (const cJSON *e = m[1]->child; e; e = e->next, i++) {
+            char esub[320];
+            snprintf(esub, sizeof esub, "%s[%zu]", sub, i);
+            cfg->n_api_list = i + 1;
+            if ((rc = msp_ms_list_entry(w, e, esub, &cfg->api_list[i])) != MSP_OK)
+                return rc;
+        }
+    }
+    if (m[2]) {
+        static const char *const modes[] = {"all", "forward", "backward", "input", "output"};
+        snprintf(sub, sizeof sub, "%s.data_mode", name);
+        if ((rc = msp_ms_strings(w, m[2], sub)) != MSP_OK)
+            return rc;
+        unsigned dirs = 0, roles = 0;
+        int all = !m[2]->child;
+        size_t i = 0;
+        for (const cJSON *e = m[2]->child; e; e = e->next, i++) {
+            char esub[320];
+            int k;
+            snprintf(esub, sizeof esub, "%s[%zu]", sub, i);
+            if ((rc = msp_cfg_enum(w, e, esub, modes, MSP_NELEM(modes), &k)) != MSP_OK)
+                return rc;
+            all |= k == 0;
+            dirs |= k == 1 ? MSP_DIR_FORWARD : k == 2 ? MSP_DIR_BACKWARD : 0;
+            roles |= k == 3 ? MSP_ROLE_INPUT : k == 4 ? MSP_ROLE_OUTPUT : 0;
+        }
+        if (all && m[2]->child && cJSON_GetArraySize(m[2]) > 1)
+            return msp_cfg_fail(w, sub, "\"all\" cannot be combined with other modes");
+        cfg->dump_dirs = all || !dirs ? MSP_DIR_FORWARD | MSP_DIR_BACKWARD : dirs;
+        cfg->dump_roles = all || !roles ? MSP_ROLE_INPUT | MSP_ROLE_OUTPUT : roles;
+    }
+    if (m[3]) {
+        static const char *const sm[] = {"statistics", "md5"};
+        int k;
+        snprintf(sub, sizeof sub, "%s.summary_mode", name);
+        if ((rc = msp_cfg_enum(w, m[3], sub, sm, MSP_NELEM(sm), &k)) != MSP_OK)
+            return rc;
+        /* tensor + md5 is the tensor task: it stores the crc32 anyway */
+        if (k == 1 && cfg->task == MSP_TASK_STATISTICS)
+            cfg->task = MSP_TASK_MD5;
+    }
+    return MSP_OK;
+}
+
+static msp_err msp_cfg_msprobe(const msp_cfg_walk_t *w, const cJSON *root, msp_config_t *cfg)
+{
+    static const char *const keys[] = {"task", "dump_path", "rank", "step", "level",
+                                       "statistics", "tensor"};
+    const cJSON *m[MSP_NELEM(keys)] = {0};
+    msp_err rc = MSP_OK;
+    cfg->msprobe_format = 1;
+    cfg->has_dump = 1;
+    /* msprobe's default task is statistics, its default level L1 */
+    cfg->task = MSP_TASK_STATISTICS;
+    for (const cJSON *c = root->child; c; c = c->next) {
+        char key[80];
+        msp_cfg_quote(key, sizeof key, c->string);
+        size_t k = 0;
+        while (k < MSP_NELEM(keys) && strcmp(c->string, keys[k]) != 0)
+            k++;
+        if (k < MSP_NELEM(keys)) {
+            if (m[k])
+                return msp_cfg_fail(w, key, "duplicate key (each key may appear once)");
+            m[k] = c;
+        } else if (msp_ms_in(msp_ms_ignored_top, MSP_NELEM(msp_ms_ignored_top), c->string)) {
+            if ((rc = msp_ms_ignore(w, cfg, key)) != MSP_OK)
+                return rc;
+        } else {
+            return msp_cfg_fail(w, key, "unknown key (msprobe's config.json keys are task, "
+                                        "dump_path, rank, step, level, statistics, tensor, ...; "
+                                        "ours are dump and config_check)");
+        }
+    }
+    if (m[0]) {
+        static const char *const tasks[] = {"tensor", "statistics", "md5"};
+        int k;
+        if ((rc = msp_cfg_enum(w, m[0], "task", tasks, MSP_NELEM(tasks), &k)) != MSP_OK)
+            return rc;
+        cfg->task = (msp_task_t)k;
+    }
+    if (m[1] && (rc = msp_cfg_string(w, m[1], "dump_path", "a non-empty directory path",
+                                     &cfg->dump_path)) != MSP_OK)
+        return rc;
+    if (m[2] && (rc = msp_ms_set(w, m[2], "rank", &cfg->ranks)) != MSP_OK)
+        return rc;
+    if (m[3] && (rc = msp_ms_set(w, m[3], "step", &cfg->dump_iter)) != MSP_OK)
+        return rc;
+    if (m[4]) {
+        static const char *const levels[] = {"L1", "L0", "mix"};
+        int k;
+        if ((rc = msp_cfg_enum(w, m[4], "level", levels, MSP_NELEM(levels), &k)) != MSP_OK)
+            return rc;
+        cfg->dump_mode = (msp_dump_mode_t)k; /* L1 = api, L0 = module, mix */
+    }
+    /* The section of the task in use applies; the other one is ignored. */
+    const cJSON *own = cfg->task == MSP_TASK_TENSOR ? m[6] : m[5];
+    const cJSON *other = cfg->task == MSP_TASK_TENSOR ? m[5] : m[6];
+    if (own && (rc = msp_ms_section(w, own, own->string, cfg)) != MSP_OK)
+        return rc;
+    if (other && (rc = msp_ms_ignore(w, cfg, other->string)) != MSP_OK)
         return rc;
     return MSP_OK;
 }
@@ -805,6 +1128,9 @@ msp_err msp_config_parse(const char *text, const char *source, msp_config_t *cfg
     memset(cfg, 0, sizeof *cfg);
     cfg->dump_mode = MSP_DUMP_API;
     cfg->dump_iter.all = 1;
+    cfg->ranks.all = 1;
+    cfg->dump_dirs = MSP_DIR_FORWARD | MSP_DIR_BACKWARD;
+    cfg->dump_roles = MSP_ROLE_INPUT | MSP_ROLE_OUTPUT;
     cfg->task = MSP_TASK_TENSOR;
     cfg->step_trigger = MSP_STEP_OPTIMIZER;
     cfg->cc_write_at_step = -1;
@@ -866,6 +1192,14 @@ msp_err msp_config_parse(const char *text, const char *source, msp_config_t *cfg
     }
     static const char *const keys[] = {"dump", "config_check"};
     const cJSON *m[MSP_NELEM(keys)];
+    if (!cJSON_GetObjectItemCaseSensitive(root, "dump") &&
+        !cJSON_GetObjectItemCaseSensitive(root, "config_check") &&
+        (cJSON_GetObjectItemCaseSensitive(root, "task") ||
+         cJSON_GetObjectItemCaseSensitive(root, "dump_path") ||
+         cJSON_GetObjectItemCaseSensitive(root, "level"))) {
+        rc = msp_cfg_msprobe(&w, root, cfg);
+        goto cleanup;
+    }
     rc = msp_cfg_members(&w, root, "", keys, MSP_NELEM(keys), m);
     if (rc == MSP_OK && m[0])
         rc = msp_cfg_dump(&w, m[0], cfg);
@@ -925,5 +1259,9 @@ void msp_config_free(msp_config_t *cfg)
     free(cfg->dump_path);
     free(cfg->cc_output_zip_path);
     msp_step_set_free(&cfg->dump_iter);
+    msp_step_set_free(&cfg->ranks);
+    for (size_t i = 0; i < cfg->n_ignored; i++)
+        free(cfg->ignored[i]);
+    free(cfg->ignored);
     memset(cfg, 0, sizeof *cfg);
 }

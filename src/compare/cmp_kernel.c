@@ -142,6 +142,17 @@ static inline __attribute__((always_inline)) double cmp_load(msp_dtype_t dt,
 #pragma clang diagnostic ignored "-Wpass-failed"
 #endif
 
+/* The epsilon msprobe 26 adds at bench zeros: numpy's eps of
+ * result_type(npu, bench, float32) after integers become float64, i.e.
+ * float32's eps when both sides are float16/bfloat16/float32 (bfloat16 is
+ * float32 once in numpy), float64's otherwise. */
+static inline double cmp_rel_eps(msp_dtype_t ndt, msp_dtype_t bdt)
+{
+    int n32 = ndt == MSP_DTYPE_FLOAT32 || ndt == MSP_DTYPE_FLOAT16 || ndt == MSP_DTYPE_BFLOAT16;
+    int b32 = bdt == MSP_DTYPE_FLOAT32 || bdt == MSP_DTYPE_FLOAT16 || bdt == MSP_DTYPE_BFLOAT16;
+    return n32 && b32 ? (double)FLT_EPSILON : DBL_EPSILON;
+}
+
 /* Branch-free pass assuming every element is finite. Returns 0 (and leaves a
  * untouched) when the block holds NaN/Inf or overflows, so the caller redoes it
  * with cmp_slow_block. */
@@ -152,6 +163,7 @@ cmp_fast_block(msp_dtype_t ndt, const unsigned char *np, msp_dtype_t bdt, const 
     double dot = 0, nn = 0, bb = 0, dd = 0, mabs = 0, mrel = 0;
     double c1 = 0, c5 = 0, viol = 0, ns = 0, bs = 0;
     double nmax = -INFINITY, nmin = INFINITY, bmax = -INFINITY, bmin = INFINITY;
+    const double eps = cmp_rel_eps(ndt, bdt);
 #pragma omp simd reduction(+ : dot, nn, bb, dd, c1, c5, viol, ns, bs) \
     reduction(max : mabs, mrel, nmax, bmax) reduction(min : nmin, bmin)
     for (size_t i = 0; i < cnt; i++) {
@@ -159,8 +171,9 @@ cmp_fast_block(msp_dtype_t ndt, const unsigned char *np, msp_dtype_t bdt, const 
         double diff = n - b;
         double d = fabs(diff);
         double ab = fabs(b);
-        /* msprobe: where b == 0 add eps to both before |n-b|/|b| */
-        double z = ab > 0.0 ? 0.0 : DBL_EPSILON;
+        /* msprobe 26: where b == 0 add the eps of the pair's numpy result
+         * type to both before |n-b|/|b| (see cmp_rel_eps) */
+        double z = ab > 0.0 ? 0.0 : eps;
         double rel = fabs((n + z) - (b + z)) / (ab + z);
         dot += n * b;
         nn += n * n;
@@ -217,6 +230,7 @@ static void cmp_slow_block(msp_dtype_t ndt, const unsigned char *np, msp_dtype_t
     cmp_acc_t p;
     cmp_acc_init(&p);
     p.count = cnt;
+    const double eps = cmp_rel_eps(ndt, bdt);
     for (size_t i = 0; i < cnt; i++) {
         double n = cmp_load(ndt, np, i), b = cmp_load(bdt, bp, i);
         int n_nan = !!isnan(n), b_nan = !!isnan(b), n_inf = !!isinf(n), b_inf = !!isinf(b);
@@ -251,7 +265,7 @@ static void cmp_slow_block(msp_dtype_t ndt, const unsigned char *np, msp_dtype_t
         double diff = n - b;
         double d = fabs(diff);
         double ab = fabs(b);
-        double z = ab > 0.0 ? 0.0 : DBL_EPSILON;
+        double z = ab > 0.0 ? 0.0 : eps;
         double rel = fabs((n + z) - (b + z)) / (ab + z);
         p.dot += n * b;
         p.nn += n * n;
@@ -374,10 +388,12 @@ void cmp_acc_finish(const cmp_acc_t *a, int is_scalar, msp_metrics_t *m)
     } else {
         m->cosine = a->dot / (nz * bz);
     }
+    /* checked first: a sign mismatch always comes with Infs, so after the
+     * same-positions message it could never show */
+    if (a->inf_sign_mismatch)
+        m->message = "+Inf against -Inf at the same position (zeroed for the metrics)";
     if (!m->message && (a->n_nan || a->n_inf))
         m->message = "NaN/Inf at the same positions on both sides: zeroed for the metrics";
-    if (!m->message && a->inf_sign_mismatch)
-        m->message = "+Inf against -Inf at the same position";
 }
 
 size_t cmp_unit_elems(msp_dtype_t ndt, msp_dtype_t bdt, size_t chunk_bytes)

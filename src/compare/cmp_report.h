@@ -6,16 +6,23 @@
 
 #include <stddef.h>
 
-/* Details columns: msprobe's names, then Error Origin, Step, Rank. The sizes
- * are part of the declaration so a list that drifts fails to compile. */
-#define CMP_DETAILS_NCOLS_TENSOR 25
-#define CMP_DETAILS_NCOLS_STATS 27
+/* Details columns: msprobe's names, then Error Origin, Step, Rank, then
+ * msprobe 26's three Requires_grad columns and NPU_Stack_Info (filled on a
+ * record's first row, as msprobe does). The sizes are part of the
+ * declaration so a list that drifts fails to compile. */
+#define CMP_DETAILS_NCOLS_TENSOR 29
+#define CMP_DETAILS_NCOLS_STATS 31
 extern const char *const cmp_details_cols_tensor[CMP_DETAILS_NCOLS_TENSOR];
 extern const char *const cmp_details_cols_stats[CMP_DETAILS_NCOLS_STATS];
 
 /* "Yes" / "No" / "Warning", and "introduced" / "inherited" / "". */
 const char *cmp_verdict_text(msp_verdict_t v);
 const char *cmp_cause_text(msp_cause_t c);
+/* "True" / "False" / "N/A" (v < 0), and whether both sides agree on requires_grad. */
+const char *cmp_bool_text(int v);
+const char *cmp_rg_consistent_text(const msp_tensor_cmp_t *t);
+/* A statistics-mode relative error (a percentage) as "x%", NaN as "N/A". */
+void cmp_percent_text(double v, char *buf, size_t size);
 
 /* MSP_ERR_INTERNAL if a record's tensor range lies outside res->tensors. */
 msp_err cmp_report_check_ranges(const msp_compare_result_t *res);

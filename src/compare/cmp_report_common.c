@@ -3,12 +3,16 @@
  * result's record ranges lie inside its tensor array. */
 #include "cmp_report.h"
 
+#include <math.h>
+#include <stdio.h>
+
 const char *const cmp_details_cols_tensor[] = {
     "NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape",
     "Bench Tensor Shape", "Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr",
     "One Thousandth Err Ratio", "Five Thousandths Err Ratio", "NPU max", "NPU min",
     "NPU mean", "NPU l2norm", "Bench max", "Bench min", "Bench mean", "Bench l2norm",
     "Accuracy Reached or Not", "Err_message", "Error Origin", "Step", "Rank",
+    "NPU Requires_grad", "Bench Requires_grad", "Requires_grad Consistent", "NPU_Stack_Info",
 };
 const char *const cmp_details_cols_stats[] = {
     "NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape",
@@ -16,7 +20,32 @@ const char *const cmp_details_cols_stats[] = {
     "MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr", "NPU max",
     "NPU min", "NPU mean", "NPU l2norm", "Bench max", "Bench min", "Bench mean",
     "Bench l2norm", "Accuracy Reached or Not", "Err_message", "Error Origin", "Step", "Rank",
+    "NPU Requires_grad", "Bench Requires_grad", "Requires_grad Consistent", "NPU_Stack_Info",
 };
+
+/* msprobe 26's Requires_grad columns: "True"/"False", "N/A" for a missing side. */
+const char *cmp_bool_text(int v)
+{
+    return v < 0 ? "N/A" : v ? "True" : "False";
+}
+
+const char *cmp_rg_consistent_text(const msp_tensor_cmp_t *t)
+{
+    if (t->npu_requires_grad < 0 || t->bench_requires_grad < 0)
+        return "N/A";
+    return t->npu_requires_grad == t->bench_requires_grad ? "True" : "False";
+}
+
+/* Statistics-mode relative error as msprobe 26 writes it: "x%" (NaN: "N/A"). */
+void cmp_percent_text(double v, char *buf, size_t size)
+{
+    if (isnan(v))
+        snprintf(buf, size, "N/A");
+    else if (isinf(v))
+        snprintf(buf, size, "%s", v > 0 ? "inf%" : "-inf%");
+    else
+        snprintf(buf, size, "%.15g%%", v);
+}
 
 const char *cmp_verdict_text(msp_verdict_t v)
 {

@@ -56,7 +56,8 @@ static void msp_csv_num(FILE *f, double v)
     fputs_unlocked(buf, f);
 }
 
-static void msp_csv_row(FILE *f, int stats, const msp_tensor_cmp_t *t, const msp_record_cmp_t *rec)
+static void msp_csv_row(FILE *f, int stats, const msp_tensor_cmp_t *t, const msp_record_cmp_t *rec,
+                        int first)
 {
     int has_npu = t->npu_name != NULL, has_bench = t->bench_name != NULL;
     msp_csv_field(f, has_npu ? t->npu_name : "N/A", 1);
@@ -66,11 +67,16 @@ static void msp_csv_row(FILE *f, int stats, const msp_tensor_cmp_t *t, const msp
     msp_csv_field(f, has_npu || *t->npu_shape ? t->npu_shape : "N/A", 0);
     msp_csv_field(f, has_bench || *t->bench_shape ? t->bench_shape : "N/A", 0);
     if (stats) {
-        const double v[] = {t->max_diff, t->min_diff, t->mean_diff, t->norm_diff,
-                            t->max_rel_diff, t->min_rel_diff, t->mean_rel_diff,
-                            t->norm_rel_diff};
+        const double v[] = {t->max_diff, t->min_diff, t->mean_diff, t->norm_diff};
         for (size_t i = 0; i < MSP_CSV_NCOLS(v); i++)
             msp_csv_num(f, v[i]);
+        const double rel[] = {t->max_rel_diff, t->min_rel_diff, t->mean_rel_diff,
+                              t->norm_rel_diff};
+        for (size_t i = 0; i < MSP_CSV_NCOLS(rel); i++) {
+            char pct[48];
+            cmp_percent_text(rel[i], pct, sizeof pct);
+            msp_csv_field(f, pct, 0);
+        }
     } else {
         const double v[] = {t->cosine, t->euc_dist, t->max_abs_err, t->max_rel_err,
                             t->one_thousandth_ratio, t->five_thousandths_ratio};
@@ -89,6 +95,10 @@ static void msp_csv_row(FILE *f, int stats, const msp_tensor_cmp_t *t, const msp
     } else {
         fputs_unlocked(",,,", f);
     }
+    msp_csv_field(f, cmp_bool_text(t->npu_requires_grad), 0);
+    msp_csv_field(f, cmp_bool_text(t->bench_requires_grad), 0);
+    msp_csv_field(f, cmp_rg_consistent_text(t), 0);
+    msp_csv_field(f, rec && first && rec->npu_stack ? rec->npu_stack : "", 0);
     fputs_unlocked("\r\n", f);
 }
 
@@ -135,12 +145,12 @@ msp_err msp_report_write_csv(const msp_compare_result_t *res, const char *out_di
         const msp_record_cmp_t *rec = &res->records[i];
         for (size_t k = 0; k < rec->n_tensors; k++) {
             claimed[rec->first_tensor + k] = 1;
-            msp_csv_row(f, stats, &res->tensors[rec->first_tensor + k], rec);
+            msp_csv_row(f, stats, &res->tensors[rec->first_tensor + k], rec, k == 0);
         }
     }
     for (size_t t = 0; t < res->n_tensors; t++)
         if (!claimed[t])
-            msp_csv_row(f, stats, &res->tensors[t], NULL);
+            msp_csv_row(f, stats, &res->tensors[t], NULL, 0);
 
     funlockfile(f);
     int werr = ferror(f);

@@ -32,11 +32,11 @@
 
 static const double msp_details_width_tensor[] = {
     44, 44, 16, 16, 18, 18, 12, 12, 12, 14, 14, 14, 12, 12, 12, 12, 12, 12, 12, 12,
-    12, 36, 12, 7, 7,
+    12, 36, 12, 7, 7, 12, 12, 14, 40,
 };
 static const double msp_details_width_stats[] = {
     44, 44, 16, 16, 18, 18, 12, 12, 12, 12, 14, 14, 14, 14, 12, 12, 12, 12, 12, 12, 12, 12,
-    12, 36, 12, 7, 7,
+    12, 36, 12, 7, 7, 12, 12, 14, 40,
 };
 static const char *const msp_summary_cols[] = {
     "Step", "Rank", "Name", "Bench Name", "Order", "Worst Output Cosine",
@@ -203,6 +203,7 @@ static lxw_worksheet *msp_add_sheet(msp_xlsx_t *x, const char *name, const char 
 typedef struct msp_row_ctx {
     const msp_record_cmp_t *rec; /* NULL for a tensor no record claims */
     int bold;
+    int first;                   /* the record's first row: carries its stack */
 } msp_row_ctx_t;
 
 static void msp_details_row(msp_xlsx_t *x, lxw_worksheet *ws, const char *sheet, lxw_row_t r,
@@ -219,11 +220,16 @@ static void msp_details_row(msp_xlsx_t *x, lxw_worksheet *ws, const char *sheet,
     msp_put_str(x, ws, sheet, r, c++, has_npu || *t->npu_shape ? t->npu_shape : "N/A", f);
     msp_put_str(x, ws, sheet, r, c++, has_bench || *t->bench_shape ? t->bench_shape : "N/A", f);
     if (stats) {
-        const double v[] = {t->max_diff, t->min_diff, t->mean_diff, t->norm_diff,
-                            t->max_rel_diff, t->min_rel_diff, t->mean_rel_diff,
-                            t->norm_rel_diff};
+        const double v[] = {t->max_diff, t->min_diff, t->mean_diff, t->norm_diff};
         for (size_t i = 0; i < MSP_NCOLS(v); i++)
             msp_put_num(x, ws, sheet, r, c++, v[i], f);
+        const double rel[] = {t->max_rel_diff, t->min_rel_diff, t->mean_rel_diff,
+                              t->norm_rel_diff};
+        for (size_t i = 0; i < MSP_NCOLS(rel); i++) {
+            char pct[48];
+            cmp_percent_text(rel[i], pct, sizeof pct);
+            msp_put_str(x, ws, sheet, r, c++, pct, f);
+        }
     } else {
         const double v[] = {t->cosine, t->euc_dist, t->max_abs_err, t->max_rel_err,
                             t->one_thousandth_ratio, t->five_thousandths_ratio};
@@ -244,6 +250,11 @@ static void msp_details_row(msp_xlsx_t *x, lxw_worksheet *ws, const char *sheet,
         for (int i = 0; i < 3; i++)
             msp_put_str(x, ws, sheet, r, c++, "", f);
     }
+    msp_put_str(x, ws, sheet, r, c++, cmp_bool_text(t->npu_requires_grad), f);
+    msp_put_str(x, ws, sheet, r, c++, cmp_bool_text(t->bench_requires_grad), f);
+    msp_put_str(x, ws, sheet, r, c++, cmp_rg_consistent_text(t), f);
+    msp_put_str(x, ws, sheet, r, c++,
+                ctx->rec && ctx->first && ctx->rec->npu_stack ? ctx->rec->npu_stack : "", f);
 }
 
 /* Where a record's first details row lands: sheet index and 1-based row. */
@@ -275,7 +286,7 @@ static void msp_write_details(msp_xlsx_t *x, const msp_compare_result_t *res,
         const char *sheet = name;
         for (size_t k = 0; k < rows && x->err == LXW_NO_ERROR; k++, seq++) {
             const msp_tensor_cmp_t *t = NULL;
-            msp_row_ctx_t ctx = {NULL, 0};
+            msp_row_ctx_t ctx = {NULL, 0, 0};
             /* In record order first, each record's tensors in their order... */
             while (rec_i < res->n_records && t_i >= res->records[rec_i].n_tensors) {
                 rec_i++;
@@ -286,6 +297,7 @@ static void msp_write_details(msp_xlsx_t *x, const msp_compare_result_t *res,
                 size_t ti = rec->first_tensor + t_i++;
                 t = &res->tensors[ti];
                 ctx.rec = rec;
+                ctx.first = t_i == 1;
                 ctx.bold = rec->is_root_cause &&
                            (res->root_tensor >= 0 ? (long)ti == res->root_tensor : t_i == 1);
             } else {

@@ -55,6 +55,7 @@ void msp_compare_result_free(msp_compare_result_t *r)
     for (size_t i = 0; i < r->n_records; i++) {
         free(r->records[i].name);
         free(r->records[i].bench_name);
+        free(r->records[i].npu_stack);
     }
     for (size_t i = 0; i < r->n_tensors; i++) {
         free(r->tensors[i].npu_name);
@@ -146,32 +147,39 @@ static void cmp_side_stats(msp_tensor_cmp_t *t, const msp_tensor_info_t *n,
     }
 }
 
-/* npu - bench and its size relative to the larger magnitude; equal non-finite
- * values (both NaN, same Inf) count as no difference. Returns 1 when the two
+/* npu - bench, and msprobe 26's relative error |diff / bench| x 100 (a
+ * percentage; NaN, shown "N/A", when bench is 0). Equal non-finite values
+ * (both NaN, same Inf) count as no difference. *mag receives msprobe's
+ * warning measure |diff| / (max(|npu|, |bench|) + 1e-10): the 1e-10 keeps two
+ * near-zero statistics from warning over nothing. Returns 1 when the two
  * disagree on being finite. */
-static int cmp_stat_diff(double n, double b, double *diff, double *rel)
+static int cmp_stat_diff(double n, double b, double *diff, double *rel, double *mag)
 {
     if (!isfinite(n) || !isfinite(b)) {
         int same = (isnan(n) && isnan(b)) || (isinf(n) && isinf(b) && (n > 0) == (b > 0));
         *diff = same ? 0.0 : NAN;
         *rel = same ? 0.0 : NAN;
+        *mag = same ? 0.0 : NAN;
         return !same;
     }
     *diff = n - b;
-    double mag = fmax(fabs(n), fabs(b));
-    *rel = mag > 0.0 ? fabs(*diff) / mag : 0.0;
+    *rel = b > 0.0 || b < 0.0 ? fabs(*diff / b) * 100.0 : NAN;
+    *mag = fabs(*diff) / (fmax(fabs(n), fabs(b)) + 1e-10);
     return 0;
 }
 
-static void cmp_fill_diffs(msp_tensor_cmp_t *t, int *nonfinite_mismatch)
+/* Fills the diff columns; returns the largest warning measure (see above). */
+static double cmp_fill_diffs(msp_tensor_cmp_t *t, int *nonfinite_mismatch)
 {
     int m = 0;
-    m |= cmp_stat_diff(t->npu_max, t->bench_max, &t->max_diff, &t->max_rel_diff);
-    m |= cmp_stat_diff(t->npu_min, t->bench_min, &t->min_diff, &t->min_rel_diff);
-    m |= cmp_stat_diff(t->npu_mean, t->bench_mean, &t->mean_diff, &t->mean_rel_diff);
-    m |= cmp_stat_diff(t->npu_norm, t->bench_norm, &t->norm_diff, &t->norm_rel_diff);
+    double g[4] = {0, 0, 0, 0};
+    m |= cmp_stat_diff(t->npu_max, t->bench_max, &t->max_diff, &t->max_rel_diff, &g[0]);
+    m |= cmp_stat_diff(t->npu_min, t->bench_min, &t->min_diff, &t->min_rel_diff, &g[1]);
+    m |= cmp_stat_diff(t->npu_mean, t->bench_mean, &t->mean_diff, &t->mean_rel_diff, &g[2]);
+    m |= cmp_stat_diff(t->npu_norm, t->bench_norm, &t->norm_diff, &t->norm_rel_diff, &g[3]);
     if (nonfinite_mismatch)
         *nonfinite_mismatch = m;
+    return fmax(fmax(g[0], g[1]), fmax(g[2], g[3]));
 }
 
 /* ---- data jobs ---------------------------------------------------------- */
@@ -584,6 +592,8 @@ static msp_err cmp_tensor_row(cmp_ctx_t *cx, cmp_build_t *bld, const msp_record_
     msp_tensor_cmp_t *t = &bld->res->tensors[idx];
     const char *role = n ? n->role : b->role;
     t->is_output = strncmp(role, "output", 6) == 0;
+    t->npu_requires_grad = n ? n->requires_grad != 0 : -1;
+    t->bench_requires_grad = b ? b->requires_grad != 0 : -1;
     if (n) {
         t->npu_name = cmp_join(nrec->name, n->role);
         snprintf(t->npu_dtype, sizeof t->npu_dtype, "%s", n->dtype_name);
@@ -631,6 +641,21 @@ static msp_err cmp_tensor_row(cmp_ctx_t *cx, cmp_build_t *bld, const msp_record_
         t->rel_err = INFINITY;
         return cmp_set_message(t, "Shape of NPU and bench tensor do not match");
     }
+    if (stats_file == 2) {
+        /* md5 (hash-only) dumps: msprobe's md5 compare, equal CRC-32 or not;
+         * the statistics, when present, fill their columns as well */
+        bld->res->stats_mode = 1;
+        int nf = 0;
+        if (n->has_stats && b->has_stats)
+            cmp_fill_diffs(t, &nf);
+        int same = n->stats.crc32 == b->stats.crc32 && n->dtype == b->dtype;
+        t->verdict = same ? MSP_VERDICT_YES : MSP_VERDICT_NO;
+        char msg[96] = "";
+        if (!same)
+            snprintf(msg, sizeof msg, "crc32 differs (NPU %08x, bench %08x)",
+                     (unsigned)n->stats.crc32, (unsigned)b->stats.crc32);
+        return cmp_set_message(t, msg);
+    }
     if (stats_file || !n->has_data || !b->has_data) {
         bld->res->stats_mode = 1;
         if (!n->has_stats || !b->has_stats) {
@@ -638,15 +663,14 @@ static msp_err cmp_tensor_row(cmp_ctx_t *cx, cmp_build_t *bld, const msp_record_
                                                     : "bench tensor has no statistics");
         }
         int nf = 0;
-        cmp_fill_diffs(t, &nf);
+        double mag = cmp_fill_diffs(t, &nf);
         t->rel_err = cmp_rel(fabs(t->npu_norm - t->bench_norm), t->bench_norm);
         t->verdict = MSP_VERDICT_YES;
         const char *msg = "";
         if (nf) {
             t->verdict = MSP_VERDICT_WARNING;
             msg = "NaN/Inf in the statistics of one side only";
-        } else if (t->max_rel_diff > cx->o->stats_warn || t->min_rel_diff > cx->o->stats_warn ||
-                   t->mean_rel_diff > cx->o->stats_warn || t->norm_rel_diff > cx->o->stats_warn) {
+        } else if (mag > cx->o->stats_warn) {
             t->verdict = MSP_VERDICT_WARNING;
             msg = "a statistic differs by more than stats_warn of its magnitude";
         }
@@ -699,6 +723,29 @@ static msp_err cmp_sorted_tensors(const msp_record_info_t *r, const msp_tensor_i
     return MSP_OK;
 }
 
+/* The "stack" attribute of a record (msprobe's stack.json), or NULL. Only a
+ * msprobe directory (dump.json) carries one: HDF5 files are not asked. */
+static char *cmp_record_stack(msp_dump_file_t *f, const msp_record_info_t *r)
+{
+    size_t pl = f && r ? strlen(f->path) : 0;
+    if (pl < 9 || strcmp(f->path + pl - 9, "dump.json") != 0)
+        return NULL;
+    char **k = NULL, **v = NULL, *out = NULL;
+    size_t n = 0;
+    if (msp_dump_record_attrs(f, r, &k, &v, &n) != MSP_OK) {
+        msp_clear_error();
+        return NULL;
+    }
+    for (size_t i = 0; i < n && !out; i++)
+        if (strcmp(k[i], "stack") == 0) {
+            out = v[i];
+            v[i] = NULL;
+        }
+    msp_free_strings(k, n);
+    msp_free_strings(v, n);
+    return out;
+}
+
 static msp_err cmp_record_rows(cmp_ctx_t *cx, cmp_build_t *bld, int64_t step, int64_t rank,
                                const msp_record_info_t *brec, const msp_record_info_t *crec,
                                int stats_file)
@@ -715,6 +762,7 @@ static msp_err cmp_record_rows(cmp_ctx_t *cx, cmp_build_t *bld, int64_t step, in
     rec->step = step;
     rec->rank = rank;
     rec->order = crec ? crec->order : brec->order;
+    rec->npu_stack = crec ? cmp_record_stack(cx->cf, crec) : NULL;
     rec->first_tensor = bld->res->n_tensors;
     const msp_tensor_info_t **bt = NULL, **ct = NULL;
     if ((rc = cmp_sorted_tensors(brec, &bt)) || (rc = cmp_sorted_tensors(crec, &ct)))
@@ -821,7 +869,9 @@ static msp_err cmp_file_pair(cmp_ctx_t *cx, cmp_build_t *bld, const cmp_file_pai
             }
         }
     }
-    int stats_file = !strcmp(cx->bf->task, "statistics") || !strcmp(cx->cf->task, "statistics");
+    /* 1: a statistics dump on either side; 2: an md5 (hash-only) dump */
+    int stats_file = !strcmp(cx->bf->task, "md5") || !strcmp(cx->cf->task, "md5") ? 2
+                     : !strcmp(cx->bf->task, "statistics") || !strcmp(cx->cf->task, "statistics");
     cx->has_producers = cmp_file_has_producers(cx->bf) || cmp_file_has_producers(cx->cf);
     if (cx->has_producers && (!(cx->bnames = cmp_by_name(cx->bf)) ||
                               !(cx->cnames = cmp_by_name(cx->cf)))) {

@@ -160,6 +160,21 @@ int msp_py_boot(void)
         msp_g.have_cfg = 1;
     }
     msp_config_t *c = &msp_g.cfg;
+    if (msp_g.have_cfg && c->n_ignored) {
+        /* msprobe's config.json: say once which of its keys change nothing here */
+        size_t len = 1;
+        for (size_t i = 0; i < c->n_ignored; i++)
+            len += strlen(c->ignored[i]) + 2;
+        char *list = calloc(1, len);
+        for (size_t i = 0; list && i < c->n_ignored; i++) {
+            if (i)
+                strcat(list, ", ");
+            strcat(list, c->ignored[i]);
+        }
+        msp_shim_msg("%s: ignored (not applicable to msprobe-c): %s", c->source ? c->source : path,
+                     list ? list : "some keys");
+        free(list);
+    }
     msp_g.cc_on = cc_env || (msp_g.have_cfg && c->has_config_check);
 
     if (msp_g.have_cfg && c->has_dump) {
@@ -178,9 +193,11 @@ int msp_py_boot(void)
         else if (access(c->dump_path, W_OK) != 0)
             why = strerror(errno);
         if (why) {
-            char *m = msp_asprintf("%s: dump.common_dump_settings.dump_path: cannot write to "
-                                   "\"%s\" (%s); choose a writable directory",
-                                   c->source ? c->source : path, c->dump_path, why);
+            char *m = msp_asprintf("%s: %s: cannot write to \"%s\" (%s); choose a writable "
+                                   "directory", c->source ? c->source : path,
+                                   c->msprobe_format ? "dump_path"
+                                                     : "dump.common_dump_settings.dump_path",
+                                   c->dump_path, why);
             int rc = fail_boot(m ? m : why);
             free(m);
             return rc;
@@ -200,8 +217,8 @@ int msp_py_boot(void)
         if (qenv && atol(qenv) > 0)
             qmb = (size_t)atol(qenv);
         static const char *const modes[] = {"api", "module", "mix"};
-        msp_dq_params_t p = {c->dump_path, c->task == MSP_TASK_STATISTICS,
-                             c->task == MSP_TASK_STATISTICS ? "statistics" : "tensor",
+        static const char *const tasks[] = {"tensor", "statistics", "md5"};
+        msp_dq_params_t p = {c->dump_path, c->task != MSP_TASK_TENSOR, tasks[c->task],
                              modes[c->dump_mode], qmb << 20,
                              msp_env_flag("MSPROBE_SYNC")};
         if (msp_dq_init(&p) != 0)

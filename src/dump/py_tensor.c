@@ -415,8 +415,38 @@ static void batch_end(void)
         pend_flush();
 }
 
+/* The config's rank selection and direction filter (msprobe's rank and
+ * data_mode forward/backward). Records are named "...forward", "...backward"
+ * (APIs) or "...forward.N", "...backward.N" (modules). */
+static int msp_rec_wanted(const msp_dq_rec_t *r)
+{
+    const msp_config_t *c = &msp_g.cfg;
+    if (!msp_g.have_cfg)
+        return 1;
+    if (r->rank >= 0 && !msp_step_set_contains(&c->ranks, r->rank))
+        return 0;
+    unsigned dirs = c->dump_dirs ? c->dump_dirs : MSP_DIR_FORWARD | MSP_DIR_BACKWARD;
+    if (dirs != (MSP_DIR_FORWARD | MSP_DIR_BACKWARD)) {
+        int bwd = strstr(r->name, ".backward") != NULL;
+        if (!(dirs & (bwd ? MSP_DIR_BACKWARD : MSP_DIR_FORWARD)))
+            return 0;
+    }
+    return 1;
+}
+
+/* msprobe's data_mode input / output: input.* and kwarg.* are inputs. */
+static int msp_role_wanted(const char *role)
+{
+    unsigned roles = msp_g.have_cfg ? msp_g.cfg.dump_roles : 0;
+    if (!roles || roles == (MSP_ROLE_INPUT | MSP_ROLE_OUTPUT))
+        return 1;
+    return (roles & (strncmp(role, "output", 6) == 0 ? MSP_ROLE_OUTPUT : MSP_ROLE_INPUT)) != 0;
+}
+
 static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
 {
+    if (!msp_role_wanted(role))
+        return;
     PyObject *event = NULL;
     char what[320];
     PyObject *d = NULL, *cap = NULL, *dt = NULL;
@@ -733,6 +763,10 @@ void msp_rec_submit(msp_dq_rec_t *r)
     }
     r->step = msp_g.step;
     r->rank = msp_current_rank();
+    if (!msp_rec_wanted(r)) {
+        msp_dq_rec_free(r);
+        return;
+    }
     r->order = msp_g.order++;
     msp_dq_push(r);
 }

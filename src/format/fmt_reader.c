@@ -4,6 +4,7 @@
  * the native little-endian elements is read with pread() outside the HDF5
  * lock; everything else goes through H5Dread, converting to native. */
 #include "fmt_internal.h"
+#include "fmt_foreign.h" /* msprobe dump.json directories: dispatched below */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -59,6 +60,10 @@ void msp_dump_close(msp_dump_file_t *f)
 {
     if (!f)
         return;
+    if (msp_msprobe_owns(f)) {
+        msp_msprobe_close(f);
+        return;
+    }
     msp_h5_lock();
     msp_dump_free_locked(f);
     msp_h5_unlock();
@@ -726,6 +731,12 @@ msp_err msp_dump_open(const char *path, msp_dump_file_t **out)
         *out = NULL;
     if (!path || !*path || !out)
         return msp_fail(MSP_ERR_USAGE, "msp_dump_open: path and out are required");
+    char *ms_json = msp_msprobe_json_for(path);
+    if (ms_json) { /* msprobe's own stepN/rankN/dump.json */
+        msp_err mrc = msp_msprobe_open(ms_json, out);
+        free(ms_json);
+        return mrc;
+    }
     struct stat sb;
     if (stat(path, &sb) != 0)
         return msp_fail(errno == ENOENT || errno == ENOTDIR ? MSP_ERR_NOT_FOUND : MSP_ERR_IO,
@@ -790,6 +801,8 @@ msp_err msp_dump_read_tensor(msp_dump_file_t *f, const msp_record_info_t *r,
     if (!f || !r || !t || (!buf && t->nbytes > 0))
         return msp_fail(MSP_ERR_USAGE, "msp_dump_read_tensor: file, record, tensor and buffer "
                         "are required");
+    if (msp_msprobe_owns(f))
+        return msp_msprobe_read_tensor(f, r, t, buf, buf_size);
     char where[700];
     snprintf(where, sizeof where, "file %s: record %s: %s", f->path, r->name, t->role);
     if (!t->has_data)
@@ -861,6 +874,8 @@ msp_err msp_dump_record_attrs(msp_dump_file_t *f, const msp_record_info_t *r, ch
 {
     if (!f || !r || !keys || !values || !n)
         return msp_fail(MSP_ERR_USAGE, "msp_dump_record_attrs: missing argument");
+    if (msp_msprobe_owns(f))
+        return msp_msprobe_record_attrs(f, r, keys, values, n);
     *keys = *values = NULL;
     *n = 0;
     char where[700];

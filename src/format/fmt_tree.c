@@ -81,13 +81,22 @@ static msp_err msp_tree_each(msp_dump_tree_t *t, size_t *cap, const char *dir,
     return rc;
 }
 
-/* A rank directory of step `step`: its dump.h5, or an entry saying it has none. */
+/* A rank directory of step `step`: its dump.h5, else msprobe's dump.json,
+ * else an entry for the directory itself saying it holds neither. */
 static msp_err msp_tree_rank(msp_dump_tree_t *t, size_t *cap, const char *rank_dir, int64_t rank,
                              int64_t step)
 {
     char *p = msp_asprintf("%s/dump.h5", rank_dir);
-    return msp_tree_add(t, cap, step, rank, p,
-                        p && !msp_tree_is_file(p) ? "no dump.h5 in this rank directory" : NULL);
+    if (p && !msp_tree_is_file(p)) {
+        free(p);
+        p = msp_asprintf("%s/dump.json", rank_dir);
+        if (p && !msp_tree_is_file(p)) {
+            free(p);
+            return msp_tree_add(t, cap, step, rank, strdup(rank_dir),
+                                "holds neither dump.h5 (msprobe-c) nor dump.json (msprobe)");
+        }
+    }
+    return msp_tree_add(t, cap, step, rank, p, NULL);
 }
 
 static msp_err msp_tree_step(msp_dump_tree_t *t, size_t *cap, const char *step_dir, int64_t step,
@@ -125,6 +134,13 @@ static msp_err msp_tree_walk(const char *path, msp_dump_tree_t *t, size_t *cap)
         return msp_tree_add(t, cap, -1, -1, inner, NULL);
     }
     free(inner);
+    if (!(inner = msp_asprintf("%s/dump.json", path)))
+        return msp_fail(MSP_ERR_NOMEM, "out of memory");
+    if (msp_tree_is_file(inner)) { /* msprobe's rank directory */
+        t->kind = MSP_TREE_FILE;
+        return msp_tree_add(t, cap, -1, -1, inner, NULL);
+    }
+    free(inner);
     size_t steps = 0, ranks = 0;
     msp_err rc = msp_tree_each(t, cap, path, "step", msp_tree_step, 0, &steps);
     if (rc)
@@ -144,7 +160,8 @@ static msp_err msp_tree_walk(const char *path, msp_dump_tree_t *t, size_t *cap)
         return MSP_OK;
     }
     return msp_fail(MSP_ERR_NOT_FOUND,
-                    "%s: no dump here: expected dump.h5, rank*/dump.h5 or step*/rank*/dump.h5",
+                    "%s: no dump here: expected dump.h5 or dump.json, rank*/dump.h5 or step*/rank*/dump.h5 "
+                    "(or dump.json)",
                     path);
 }
 

@@ -48,7 +48,7 @@ static void print_contains(const msp_step_set_t *s, int n, char **steps)
 int main(int argc, char **argv)
 {
     static const char *const modes[] = {"api", "module", "mix"};
-    static const char *const tasks[] = {"tensor", "statistics"};
+    static const char *const tasks[] = {"tensor", "statistics", "md5"};
     static const char *const triggers[] = {"optimizer", "backward", "forward", "manual"};
     static const char *const dirs[] = {"none", "forward", "backward", "all"};
     if (argc >= 3 && strcmp(argv[1], "-s") == 0) {
@@ -79,6 +79,14 @@ int main(int argc, char **argv)
     printf("api_list=%zu\n", cfg.n_api_list);
     for (size_t i = 0; i < cfg.n_api_list; i++)
         printf("api[%zu]=%s %s\n", i, cfg.api_list[i].name, dirs[cfg.api_list[i].dirs & 3u]);
+    print_steps("rank", &cfg.ranks);
+    printf("dump_dirs=%s\n", dirs[cfg.dump_dirs & 3u]);
+    printf("dump_roles=%s\n", cfg.dump_roles == 3u ? "all" : cfg.dump_roles == 1u ? "input" : "output");
+    printf("msprobe_format=%d\n", cfg.msprobe_format);
+    printf("ignored=");
+    for (size_t i = 0; i < cfg.n_ignored; i++)
+        printf("%s%s", i ? "," : "", cfg.ignored[i]);
+    printf("\n");
     printf("has_config_check=%d\n", cfg.has_config_check);
     printf("output_zip_path=%s\n", cfg.cc_output_zip_path);
     printf("write_at_step=%lld\n", (long long)cfg.cc_write_at_step);

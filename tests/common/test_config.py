@@ -190,8 +190,8 @@ class RejectsInvalidConfigs(ConfigCase):
                            F + ": dumps: unknown key (expected dump or config_check)")
         self.assertRejects(
             '{"dump": {"common_dump_settings": {"dump_modee": "api"}}}',
-            CDS + ".dump_modee: unknown key (expected dump_mode, dump_path, dump_iter, task "
-            "or step_trigger)")
+            CDS + ".dump_modee: unknown key (expected dump_mode, dump_path, dump_iter, task, "
+            "step_trigger or rank)")
         self.assertRejects('{"dump": {"level": "L1"}}',
                            F + ": dump.level: unknown key (expected common_dump_settings or api_list)")
         self.assertRejects(
@@ -213,7 +213,7 @@ class RejectsInvalidConfigs(ConfigCase):
 
     def test_bad_enum_values(self):
         self.assertRejects('{"dump": {"common_dump_settings": {"task": "tensors"}}}',
-                           CDS + ': task: expected "tensor" or "statistics", got "tensors"'
+                           CDS + ': task: expected "tensor", "statistics" or "md5", got "tensors"'
                            .replace(": task", ".task"))
         self.assertRejects('{"dump": {"common_dump_settings": {"dump_mode": "API"}}}',
                            CDS + '.dump_mode: expected "api", "module" or "mix", got "API"')
@@ -226,7 +226,7 @@ class RejectsInvalidConfigs(ConfigCase):
             F + ': dump.api_list[0].api_type: expected "forward", "backward", "all" or "both", '
             'got "fw"')
         self.assertRejects('{"dump": {"common_dump_settings": {"task": 1}}}',
-                           CDS + '.task: expected "tensor" or "statistics", got number 1')
+                           CDS + '.task: expected "tensor", "statistics" or "md5", got number 1')
 
     def test_wrong_types(self):
         cases = [
@@ -394,6 +394,115 @@ class RejectsInvalidConfigs(ConfigCase):
     def test_file_of_exactly_16_mib_is_read(self):
         body = '{"dump": {}}'
         self.assertLoads(body + " " * (16 * 1024 * 1024 - len(body)), has_dump="1")
+
+
+# msprobe's own python/msprobe/config.json, as published (Ascend/msprobe).
+MSPROBE_SAMPLE = """{
+    "task": "statistics",
+    "dump_path": "./dump_path",
+    "rank": [],
+    "step": [],
+    "level": "L1",
+    "extra_info": true,
+    "async_dump": false,
+    "statistics": {
+        "scope": [],
+        "list": [],
+        "data_mode": ["all"],
+        "summary_mode": "statistics"
+    },
+    "tensor": {
+        "scope": [],
+        "list": [],
+        "data_mode": ["all"]
+    },
+    "acc_check": {
+        "white_list": [],
+        "black_list": [],
+        "error_data_path": "./"
+    }
+}
+"""
+
+
+class AcceptsMsprobeConfigJson(ConfigCase):
+    def test_published_sample_maps_and_reports_ignored_keys(self):
+        got = self.assertLoads(MSPROBE_SAMPLE, source="config.json", has_dump="1",
+                               dump_path="./dump_path", task="statistics")
+        self.assertEqual(got["msprobe_format"], "1")
+        self.assertEqual(got["rank"], "all")
+        self.assertEqual(got["ignored"], "extra_info,async_dump,acc_check,tensor")
+
+    def assertLoads(self, text, **expected):
+        rc, got = self.load(text, name="config.json")
+        self.assertEqual(rc, 0, got.get("detail"))
+        want = dict(DEFAULTS, source="config.json")
+        want.update(expected)
+        self.assertEqual({k: got[k] for k in want}, want)
+        return got
+
+    def test_levels_tasks_ranks_steps(self):
+        for level, mode in (("L0", "module"), ("L1", "api"), ("mix", "mix")):
+            self.assertLoads('{"task": "tensor", "level": "%s"}' % level, has_dump="1",
+                             dump_mode=mode)
+        got = self.assertLoads('{"task": "md5", "dump_path": "/x", "rank": [1, "0", "4-6"], '
+                               '"step": [0, "2", "5-7"]}', has_dump="1", task="md5",
+                               dump_path="/x", dump_iter="0|2|5-7")
+        self.assertEqual(got["rank"], "1|0|4-6")
+        self.assertLoads('{"task": "statistics", "statistics": {"summary_mode": "md5"}}',
+                         has_dump="1", task="md5")
+        # tensor + md5 keeps the data: the crc32 is stored anyway
+        self.assertLoads('{"task": "tensor", "tensor": {"summary_mode": "md5"}}', has_dump="1")
+
+    def test_list_and_data_mode(self):
+        got = self.assertLoads(
+            '{"task": "tensor", "tensor": {"list": ["Functional.conv2d.0.forward", '
+            '"Tensor.add.1.backward", "Torch.matmul", '
+            '"Module.layer1.0.conv1.Conv2d.forward.0"], "data_mode": ["backward", "input"]}}',
+            has_dump="1", api_list="4")
+        self.assertEqual(got["api[0]"], "torch.nn.functional.conv2d forward")
+        self.assertEqual(got["api[1]"], "torch.Tensor.add backward")
+        self.assertEqual(got["api[2]"], "torch.matmul all")
+        self.assertEqual(got["api[3]"], "layer1.0.conv1 forward")
+        self.assertEqual(got["dump_dirs"], "backward")
+        self.assertEqual(got["dump_roles"], "input")
+
+    def test_own_format_takes_rank_and_md5(self):
+        got = self.assertLoads('{"dump": {"common_dump_settings": {"rank": "0|2", "task": "md5"}}}',
+                               has_dump="1", task="md5")
+        self.assertEqual(got["rank"], "0|2")
+        self.assertEqual(got["msprobe_format"], "0")
+
+    def test_strict_on_everything_else(self):
+        cases = (
+            ('{"task": "tensor", "dump_paht": "x"}', 'config.json: dump_paht: unknown key '
+             "(msprobe's config.json keys are task, dump_path, rank, step, level, statistics, "
+             "tensor, ...; ours are dump and config_check)"),
+            ('{"task": "overflow_check"}',
+             'config.json: task: expected "tensor", "statistics" or "md5", got "overflow_check"'),
+            ('{"task": "tensor", "level": "L2"}',
+             'config.json: level: expected "L1", "L0" or "mix", got "L2"'),
+            ('{"task": "tensor", "rank": "0"}', 'config.json: rank: expected a list of numbers '
+             '>= 0, numeric strings or ranges like [0, "2", "4-6"] ([] = all), got "0"'),
+            ('{"task": "tensor", "tensor": {"scope": ["Module.a.A.forward.0", "Module.b.B.forward.0"]}}',
+             'config.json: tensor.scope: a scope range (start and end record) is not supported; '
+             'name the APIs or modules in "list" instead'),
+            ('{"task": "tensor", "tensor": {"list": ["relu"]}}',
+             "config.json: tensor.list[0]: expected a full API or module name (msprobe's match "
+             'of a bare type name anywhere in API names is not supported), e.g. '
+             '"Functional.relu.0.forward", got "relu"'),
+            ('{"task": "tensor", "tensor": {"data_mode": ["sideways"]}}',
+             'config.json: tensor.data_mode[0]: expected "all", "forward", "backward", "input" '
+             'or "output", got "sideways"'),
+            ('{"task": "statistics", "statistics": {"summary_mode": "xor"}}',
+             'config.json: statistics.summary_mode: expected "statistics" or "md5", got "xor"'),
+            ('{"task": "tensor", "tensor": {"lists": []}}',
+             'config.json: tensor.lists: unknown key (expected scope, list, data_mode, '
+             'summary_mode, or one msprobe documents)'),
+        )
+        for text, detail in cases:
+            with self.subTest(text=text):
+                self.assertRejects(text, detail, name="config.json")
 
 
 class StepSetParser(ConfigCase):

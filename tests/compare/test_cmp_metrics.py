@@ -146,7 +146,8 @@ class MetricsCase(unittest.TestCase):
         self.assertIn("bench", bench_zero["err_message"])
         # b == 0 everywhere: eps added to both sides before |n-b|/|b|
         self.check_row(bench_zero, x, z)
-        self.assertClose(bench_zero["max_rel_err"], 6.0 / np.finfo(np.float64).eps)
+        eps = np.finfo(np.float32).eps if x.dtype == np.float32 else np.finfo(np.float64).eps
+        self.assertClose(bench_zero["max_rel_err"], 6.0 / eps)
 
     def test_nan_inf_same_places_are_zeroed(self):
         b = self.rng.standard_normal(100).astype(np.float32)
@@ -209,7 +210,16 @@ class MetricsCase(unittest.TestCase):
         self.assertEqual(one["max_abs_err"], 5.0)
         self.assertEqual(one["verdict"], "No")  # MaxAbsErr > 1
         zero_b = rows["Torch.add.0.forward.input.2"]
-        self.assertClose(zero_b["max_rel_err"], 0.5 / np.finfo(np.float64).eps)
+        # msprobe 26: float32 data -> float32 eps at bench zeros
+        self.assertClose(zero_b["max_rel_err"], 0.5 / np.finfo(np.float32).eps)
+
+    def test_inf_sign_mismatch_is_named(self):
+        rows, _ = self.pair({"input.0": np.array([np.inf, 1.0, 2.0], dtype=np.float32)},
+                            {"input.0": np.array([-np.inf, 1.0, 2.0], dtype=np.float32)})
+        r = rows["Torch.add.0.forward.input.0"]
+        self.assertEqual(r["err_message"],
+                         "+Inf against -Inf at the same position (zeroed for the metrics)")
+        self.assertEqual(r["agree"], 0)
 
     def test_empty_tensors(self):
         e = np.zeros((0, 4), dtype=np.float32)

@@ -43,7 +43,8 @@ class DocsTest(unittest.TestCase):
         r = subprocess.run([BIN, "--version"], capture_output=True, text=True)
         self.assertEqual((r.returncode, r.stdout), (0, f"msprobe {version}\n"))
         for page in sorted(glob.glob(os.path.join(SRC, "man", "*.[15]"))):
-            th = open(page, encoding="utf-8").readline()
+            # the .TH line (a page using tbl starts with its '\\" t preprocessor line)
+            th = next(l for l in open(page, encoding="utf-8") if l.startswith(".TH"))
             self.assertIn(f'"msprobe {version}"', th, page)
         # no second spelling of the version in the sources
         hits = subprocess.run(["grep", "-rlF", f'"{version}"', os.path.join(SRC, "src"),

@@ -12,13 +12,15 @@ TENSOR_HEADER = ["NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tens
                  "One Thousandth Err Ratio", "Five Thousandths Err Ratio", "NPU max",
                  "NPU min", "NPU mean", "NPU l2norm", "Bench max", "Bench min", "Bench mean",
                  "Bench l2norm", "Accuracy Reached or Not", "Err_message", "Error Origin",
-                 "Step", "Rank"]
+                 "Step", "Rank", "NPU Requires_grad", "Bench Requires_grad",
+                 "Requires_grad Consistent", "NPU_Stack_Info"]
 # details sheets of a statistics dump
 STATS_HEADER = ["NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape",
                 "Bench Tensor Shape", "Max diff", "Min diff", "Mean diff", "L2norm diff",
                 "MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr",
                 "NPU max", "NPU min", "NPU mean", "NPU l2norm", "Bench max", "Bench min",
                 "Bench mean", "Bench l2norm", "Accuracy Reached or Not", "Err_message",
-                "Error Origin", "Step", "Rank"]
+                "Error Origin", "Step", "Rank", "NPU Requires_grad", "Bench Requires_grad",
+                "Requires_grad Consistent", "NPU_Stack_Info"]
 # openpyxl's ARGB of Excel's "Bad" (#FFC7CE) and "Neutral" (#FFEB9C) fills
 RED, YELLOW = "FFFFC7CE", "FFFFEB9C"

@@ -1,0 +1,55 @@
+/* Private to src/format: reading msprobe's (the Python tool's) own dump
+ * directories, stepN/rankN/dump.json with dump_tensor_data/ holding .npy or .pt files.
+ * fmt_reader.c and fmt_tree.c reach this through the few calls below only. */
+#ifndef MSP_FMT_FOREIGN_H
+#define MSP_FMT_FOREIGN_H
+
+#include "msprobe/format.h"
+
+/* Text from a foreign file, made safe for a message: printable ASCII only
+ * (anything else becomes '?'), cut to fit dst. */
+static inline void msp_fg_clean(char *dst, size_t cap, const char *src)
+{
+    size_t i = 0;
+    for (; cap && src[i] && i + 1 < cap; i++)
+        dst[i] = (src[i] >= 0x20 && src[i] < 0x7f) ? src[i] : '?';
+    if (cap)
+        dst[i] = '\0';
+}
+
+/* A tensor file decoded to C-contiguous native elements of `dtype`. */
+typedef struct msp_raw_tensor {
+    msp_dtype_t dtype;
+    int ndim;
+    int64_t shape[MSP_MAX_NDIM];
+    int64_t numel;
+    void *data; /* malloc'd, numel * msp_dtype_size(dtype) bytes */
+} msp_raw_tensor_t;
+
+/* NumPy .npy, format versions 1, 2 and 3: little-endian or single-byte
+ * element types numpy shares with torch, C order. */
+msp_err msp_npy_load(const char *path, msp_raw_tensor_t *out);
+/* torch.save of one plain tensor (zip: data.pkl + data/<key>): the pickle is
+ * read by a small interpreter of the opcodes torch emits for
+ * torch._utils._rebuild_tensor_v2; nothing in it is ever executed, and
+ * anything outside that subset is refused with an error naming the file. */
+msp_err msp_pt_load(const char *path, msp_raw_tensor_t *out);
+void msp_raw_free(msp_raw_tensor_t *r);
+
+/* Path of a msprobe dump.json when `path` is one, or is a directory holding
+ * one (malloc'd), else NULL. */
+char *msp_msprobe_json_for(const char *path);
+/* The msprobe side of msp_dump_open / read_tensor / record_attrs / close,
+ * for a file f whose f->path is a dump.json. */
+int msp_msprobe_owns(const msp_dump_file_t *f);
+msp_err msp_msprobe_open(const char *json_path, msp_dump_file_t **out);
+msp_err msp_msprobe_read_tensor(msp_dump_file_t *f, const msp_record_info_t *r,
+                                const msp_tensor_info_t *t, void *buf, size_t buf_size);
+msp_err msp_msprobe_record_attrs(msp_dump_file_t *f, const msp_record_info_t *r, char ***keys,
+                                 char ***values, size_t *n);
+void msp_msprobe_close(msp_dump_file_t *f);
+/* The call stack msprobe recorded for a record (stack.json), one frame per
+ * line, or NULL (malloc'd). */
+char *msp_msprobe_stack(const msp_dump_file_t *f, const char *record);
+
+#endif
