@@ -165,15 +165,15 @@ int msp_py_boot(void)
         size_t len = 1;
         for (size_t i = 0; i < c->n_ignored; i++)
             len += strlen(c->ignored[i]) + 2;
-        char *list = calloc(1, len);
-        for (size_t i = 0; list && i < c->n_ignored; i++) {
+        char *keys = calloc(1, len);
+        for (size_t i = 0; keys && i < c->n_ignored; i++) {
             if (i)
-                strcat(list, ", ");
-            strcat(list, c->ignored[i]);
+                strcat(keys, ", ");
+            strcat(keys, c->ignored[i]);
         }
         msp_shim_msg("%s: ignored (not applicable to msprobe-c): %s", c->source ? c->source : path,
-                     list ? list : "some keys");
-        free(list);
+                     keys ? keys : "some keys");
+        free(keys);
     }
     msp_g.cc_on = cc_env || (msp_g.have_cfg && c->has_config_check);
 
