@@ -470,6 +470,25 @@ static void msp_cc_hp_row(msp_cc_item_result_t *it, const msp_cc_hp_t *b, const 
 {
     const msp_cc_hp_t *any = b ? b : c;
     const char *bt = b ? b->text : "<missing>", *ct = c ? c->text : "<missing>";
+    const char *sv = any->info ? NULL : msp_cc_secret_verdict(b ? b->text : NULL, c ? c->text : NULL);
+    if (sv) {
+        /* A secret: the report says same / differs / not compared, never the value. */
+        int same = strcmp(sv, "same") == 0, differs = strcmp(sv, "differs") == 0;
+        size_t row = msp_cc_table_add_row(it->table, differs ? MSP_CC_LEVEL_ERROR : MSP_CC_LEVEL_OK);
+        msp_cc_table_set_str(it->table, row, 0, any->name);
+        msp_cc_table_set_str(it->table, row, 1, b ? "<secret>" : "<missing>");
+        msp_cc_table_set_str(it->table, row, 2, c ? "<secret>" : "<missing>");
+        msp_cc_table_set_bool(it->table, row, 3, same);
+        msp_cc_table_set_str(it->table, row, 4, sv);
+        msp_cc_table_set_str(it->table, row, 5, b ? b->src : "");
+        msp_cc_table_set_str(it->table, row, 6, c ? c->src : "");
+        if (differs)
+            msp_cc_add_failed(it, "%s: secret differs", any->name);
+        else if (!same)
+            msp_cc_add_info(it, "%s: secret not compared (set the same MSPROBE_SECRET_SALT on both machines to "
+                            "compare keyed hashes)", any->name);
+        return;
+    }
     int equal = b && c && msp_cc_value_equal(b->text, c->text);
     int info = !equal && (any->info || msp_cc_name_is_path(any->name) || (b && msp_cc_looks_like_path(b->text)) ||
                           (c && msp_cc_looks_like_path(c->text)));

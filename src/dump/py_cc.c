@@ -348,7 +348,8 @@ static void msp_cc_on_args_parsed(PyObject *ns)
     PyErr_Clear();
 }
 
-/* vars(ns) of each parsed namespace, values of secret-looking names hidden. */
+/* vars(ns) of each parsed namespace, secrets (by name or by value) in their
+ * stored form (msp_cc_redact_json). */
 static cJSON *msp_cc_namespaces_json(void)
 {
     cJSON *arr = cJSON_CreateArray();
@@ -362,11 +363,7 @@ static cJSON *msp_cc_namespaces_json(void)
             cJSON_Delete(o);
             continue;
         }
-        for (cJSON *e = o->child, *next; e; e = next) {
-            next = e->next; /* e is freed when replaced */
-            if (e->string && msp_cc_key_is_secret(e->string))
-                cJSON_ReplaceItemInObjectCaseSensitive(o, e->string, cJSON_CreateString("<hidden>"));
-        }
+        msp_cc_redact_json(o, 0);
         cJSON_AddItemToArray(arr, o);
     }
     return arr;
@@ -440,9 +437,9 @@ static cJSON *msp_cc_hyper_json(void)
         return NULL;
     PyObject *argv = PySys_GetObject("argv");
     Py_ssize_t n = argv ? PySequence_Size(argv) : 0;
-    cJSON *args = cJSON_CreateArray();
-    int hide_next = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
+    char **texts = calloc((size_t)(n > 0 ? n : 1), sizeof *texts);
+    size_t nt = 0;
+    for (Py_ssize_t i = 0; texts && i < n; i++) {
         PyObject *a = PySequence_GetItem(argv, i);
         char *t = msp_cc_py_text(a, 0);
         Py_XDECREF(a);
@@ -451,28 +448,24 @@ static cJSON *msp_cc_hyper_json(void)
         if (i == 0) {
             /* The script by name: two checkouts in different places are alike. */
             const char *base = strrchr(t, '/');
-            cJSON_AddStringToObject(h, "script", base ? base + 1 : t);
+            char *r = msp_cc_redact_value(NULL, base ? base + 1 : t);
+            cJSON_AddStringToObject(h, "script", r ? r : base ? base + 1 : t);
+            free(r);
+            free(t);
         } else {
-            /* --token X / --api-key=X: never store such a value in clear. */
-            char *eq = t[0] == '-' ? strchr(t, '=') : NULL;
-            if (eq) {
-                *eq = '\0';
-                int secret = msp_cc_key_is_secret(t);
-                *eq = '=';
-                if (secret)
-                    strcpy(eq + 1, "<hidden>");
-                cJSON_AddItemToArray(args, cJSON_CreateString(t));
-            } else {
-                cJSON_AddItemToArray(args, cJSON_CreateString(hide_next ? "<hidden>" : t));
-            }
-            hide_next = t[0] == '-' && !eq && msp_cc_key_is_secret(t);
+            texts[nt++] = t;
         }
-        free(t);
     }
+    /* --token X, --db-url=postgres://u:pw@h/db, a bare token: never in clear. */
+    cJSON *args = texts ? msp_cc_redact_argv((const char *const *)texts, nt) : NULL;
+    for (size_t i = 0; i < nt; i++)
+        free(texts[i]);
+    free(texts);
     PyErr_Clear();
     cJSON_AddItemToObject(h, "args", args);
     if (msp_cc.namespaces && PyList_Size(msp_cc.namespaces) > 0)
         cJSON_AddItemToObject(h, "namespaces", msp_cc_namespaces_json());
+    msp_cc_redact_json(msp_cc.optimizers, 0); /* param_group strings: a scheduler's name, rarely a key */
     cJSON_AddItemReferenceToObject(h, "optimizers", msp_cc.optimizers);
     return h;
 }
