@@ -7,6 +7,7 @@
  * Rules: never raise into training code, never change what it computes. */
 #include "py_cc.h"
 
+#include <fcntl.h>
 #include <errno.h>
 #include <limits.h>
 #include <sys/stat.h>
@@ -604,9 +605,21 @@ static msp_err msp_cc_check_path(const char *path, const char *key)
         snprintf(why, sizeof why, "%s", msp_last_error()); /* msp_fail reuses its buffer */
         rc = msp_fail(MSP_ERR_CONFIG, "%s: cannot create the directory of \"%s\" (%s); choose a "
                       "writable place", key, path, why);
-    } else if (access(dir, W_OK | X_OK) != 0) {
-        rc = msp_fail(MSP_ERR_CONFIG, "%s: cannot write in \"%s\" (%s); choose a writable place",
-                      key, dir, strerror(errno));
+    } else {
+        /* Create a file where the pack's temporary file will go: access()
+         * says yes to root in /proc or on a read-only mount, and only a real
+         * creation proves the rename at exit can work. */
+        char *probe = msp_asprintf("%s/.msprobe-probe.%ld", dir, (long)getpid());
+        int fd = probe ? open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600) : -1;
+        if (fd >= 0) {
+            close(fd);
+            unlink(probe);
+        } else if (!probe || errno != EEXIST) {
+            rc = probe ? msp_fail(MSP_ERR_CONFIG, "%s: cannot write in \"%s\" (%s); choose a writable place",
+                                  key, dir, strerror(errno))
+                       : msp_fail(MSP_ERR_NOMEM, "out of memory");
+        }
+        free(probe);
     }
 cleanup:
     free(dir);

@@ -254,6 +254,28 @@ class PackWritingRules(unittest.TestCase):
             self.assertIn("is a directory", r.stderr)
             self.assertEqual(sorted(os.listdir(d)), ["msprobe.json"])
 
+    def test_pack_path_where_nothing_can_be_created_stops_before_training(self):
+        # /proc exists and is a directory, yet no file can be created in it,
+        # not even by root (for whom access(W_OK) says yes); a read-only
+        # directory is the same for other users.
+        places = ["/proc/config_check_pack.zip"]
+        with tempfile.TemporaryDirectory() as d:
+            if os.geteuid() != 0:
+                ro = os.path.join(d, "ro")
+                os.mkdir(ro, 0o555)
+                places.append(os.path.join(ro, "p.zip"))
+            for place in places:
+                cfg = os.path.join(d, "msprobe.json")
+                with open(cfg, "w") as f:
+                    json.dump({"config_check": {"output_zip_path": place}}, f)
+                r = run_under_shim([TRAIN], "", d, MSPROBE_PATH=cfg, CCT_STEPS=1)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertNotIn("loss", r.stdout)
+                lines = r.stderr.splitlines()
+                self.assertEqual(len(lines), 1, r.stderr)
+                self.assertIn("config_check.output_zip_path: cannot write in \"%s\"" % os.path.dirname(place),
+                              lines[0])
+
     def test_a_second_process_never_replaces_a_pack(self):
         # a later Python (here a second run with other seeds) writes beside it
         with tempfile.TemporaryDirectory() as d:
