@@ -322,6 +322,29 @@ static msp_err msp_cc_flatten(const cJSON *node, const char *path, msp_cc_hps_t 
  * information only), argparse namespaces when the pack has them
  * ("namespace": {...} or "namespaces": [{...}]), everything else flattened
  * into dotted names (optimizers[0].param_groups[0].lr). */
+/* The command line as the report shows it: a secret's stored form (even a
+ * keyed hash) becomes <secret>, in "--name=V" too. */
+static char *msp_cc_args_text(const cJSON *args)
+{
+    cJSON *copy = cJSON_Duplicate(args, 1);
+    for (cJSON *a = copy ? copy->child : NULL; a; a = a->next) {
+        if (!cJSON_IsString(a))
+            continue;
+        const char *v = a->valuestring, *eq = v[0] == '-' ? strchr(v, '=') : NULL;
+        if (msp_cc_secret_kind(v) != MSP_CC_SECRET_NONE) {
+            cJSON_SetValuestring(a, "<secret>");
+        } else if (eq && msp_cc_secret_kind(eq + 1) != MSP_CC_SECRET_NONE) {
+            char *t = msp_asprintf("%.*s=<secret>", (int)(eq - v), v);
+            if (t)
+                cJSON_SetValuestring(a, t);
+            free(t);
+        }
+    }
+    char *text = copy ? cJSON_PrintUnformatted(copy) : NULL;
+    cJSON_Delete(copy);
+    return text;
+}
+
 static msp_err msp_cc_hp_collect(const cJSON *doc, const msp_cc_aliases_t *al, msp_cc_hps_t *l)
 {
     msp_err rc = MSP_OK;
@@ -330,7 +353,7 @@ static msp_err msp_cc_hp_collect(const cJSON *doc, const msp_cc_aliases_t *al, m
     {
         const char *k = e->string ? e->string : "";
         if (strcmp(k, "args") == 0 && cJSON_IsArray(e) && msp_cc_is_scalar_array(e)) {
-            if ((rc = msp_cc_hp_add(l, strdup("args"), strdup("args"), cJSON_PrintUnformatted(e), 1)) != MSP_OK ||
+            if ((rc = msp_cc_hp_add(l, strdup("args"), strdup("args"), msp_cc_args_text(e), 1)) != MSP_OK ||
                 (rc = msp_cc_parse_argv(e, al, l)) != MSP_OK)
                 return rc;
         } else if ((strcmp(k, "namespace") == 0 && cJSON_IsObject(e)) ||
