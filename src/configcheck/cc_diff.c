@@ -426,6 +426,14 @@ static void msp_cc_env_mapped(msp_cc_item_result_t *it, const msp_cc_env_map_t *
                                                            m->dflt ? m->dflt : "", m->dflt ? ")" : "");
     char *cs = side[1] ? strdup(side[1]->v) : msp_asprintf("<unset>%s%s%s", m->dflt ? " (default " : "",
                                                            m->dflt ? m->dflt : "", m->dflt ? ")" : "");
+    /* A platform switch whose value looks secret: never its stored form. */
+    for (int s = 0; s < 2; s++) {
+        char **shown = s ? &cs : &bs;
+        if (side[s] && msp_cc_secret_kind(side[s]->v) != MSP_CC_SECRET_NONE) {
+            free(*shown);
+            *shown = strdup("<secret>");
+        }
+    }
     if (key && bs && cs) {
         if (!same) {
             msp_cc_env_row(it, MSP_CC_LEVEL_ERROR, key, bs, cs);
