@@ -120,6 +120,16 @@ void *msp_grow(void *items, size_t *cap, size_t n, size_t elem, size_t first_cap
 /* malloc'd printf. Returns NULL on OOM. */
 char *msp_asprintf(const char *fmt, ...) MSP_PRINTF(1, 2);
 
+/* Text fit for an xlsx or csv cell: valid UTF-8 (strict: no overlong forms,
+ * surrogates or code points past U+10FFFF), each invalid sequence and each
+ * character XML 1.0 forbids (C0 controls but tab, LF and CR; U+FFFE, U+FFFF)
+ * replaced by U+FFFD, and cut to at most max_bytes bytes (0: no cap) on a
+ * character boundary. Returns s itself when it is fit already (the common
+ * case: no copy), else a malloc'd copy that is also stored in *owned for the
+ * caller to free; *owned is NULL when s is returned. NULL s reads as "".
+ * NULL on out of memory. */
+const char *msp_utf8_clean(const char *s, size_t max_bytes, char **owned);
+
 #ifdef __cplusplus
 }
 #endif

@@ -22,8 +22,12 @@ extern "C" {
 
 #define MSP_CC_FORMAT "msprobe-config-check"
 #define MSP_CC_FORMAT_VERSION 1
-/* Default cap on one member's uncompressed size when reading a pack. */
-#define MSP_CC_DEFAULT_MAX_MEMBER ((size_t)256 << 20)
+/* Default cap on a pack's uncompressed members, one and all together, when
+ * reading it; a pack may also hold at most one JSON value per
+ * MSP_CC_BYTES_PER_VALUE bytes of that cap (1 Mi values by default), so that
+ * its parsed form stays within a small multiple of the cap. */
+#define MSP_CC_DEFAULT_MAX_MEMBER ((size_t)64 << 20)
+#define MSP_CC_BYTES_PER_VALUE 64
 
 /* Items in report order. */
 #define MSP_CC_N_ITEMS 6

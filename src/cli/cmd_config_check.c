@@ -23,7 +23,7 @@ static const msp_opt_t msp_cc_opts[] = {
                                            "one a line; \"*\" compares every key"},
     {MSP_OPT_ALIASES, "aliases", "FILE", "more hyperparameter spellings: JSON\n"
                                          "{\"canonical\": [\"alias\", ...]}"},
-    {MSP_OPT_MAX_MEMBER, "max-member-mib", "N", "refuse pack members larger than N MiB (default 256)"},
+    {MSP_OPT_MAX_MEMBER, "max-member-mib", "N", "refuse packs whose members exceed N MiB, alone or together (default 64)"},
     {'h', "help", NULL, "this help"},
     {0, NULL, NULL, NULL},
 };

@@ -19,10 +19,13 @@ static void msp_csv_field(FILE *f, const char *s, int first)
 {
     if (!first)
         fputc_unlocked(',', f);
+    char *owned = NULL;
+    s = msp_utf8_clean(s, 0, &owned); /* csv is read as UTF-8: no invalid bytes */
     if (!s)
         return;
     if (strpbrk(s, ",\"\r\n") == NULL) {
         fputs_unlocked(s, f);
+        free(owned);
         return;
     }
     fputc_unlocked('"', f);
@@ -32,6 +35,7 @@ static void msp_csv_field(FILE *f, const char *s, int first)
         fputc_unlocked(*s, f);
     }
     fputc_unlocked('"', f);
+    free(owned);
 }
 
 /* Shortest text that reads back as the same double; NaN "N/A", Inf "inf". */

@@ -83,15 +83,13 @@ static void msp_put_str(msp_xlsx_t *x, lxw_worksheet *ws, const char *sheet, lxw
 {
     if (!s)
         s = "";
-    /* Excel refuses longer cells and libxlsxwriter would print a warning. */
+    /* Valid UTF-8, cut on a character boundary: Excel refuses longer cells
+     * and an invalid byte makes the whole workbook unreadable. */
     char *cut = NULL;
-    if (strlen(s) > MSP_XLSX_MAX_STR) {
-        cut = strndup(s, MSP_XLSX_MAX_STR);
-        if (!cut) {
-            msp_xlsx_note(x, LXW_ERROR_MEMORY_MALLOC_FAILED, sheet, r);
-            return;
-        }
-        s = cut;
+    s = msp_utf8_clean(s, MSP_XLSX_MAX_STR, &cut);
+    if (!s) {
+        msp_xlsx_note(x, LXW_ERROR_MEMORY_MALLOC_FAILED, sheet, r);
+        return;
     }
     /* An empty string with a format still paints the fill of a highlighted row. */
     if (*s)

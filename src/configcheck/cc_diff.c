@@ -426,6 +426,14 @@ static void msp_cc_env_mapped(msp_cc_item_result_t *it, const msp_cc_env_map_t *
                                                            m->dflt ? m->dflt : "", m->dflt ? ")" : "");
     char *cs = side[1] ? strdup(side[1]->v) : msp_asprintf("<unset>%s%s%s", m->dflt ? " (default " : "",
                                                            m->dflt ? m->dflt : "", m->dflt ? ")" : "");
+    /* A platform switch whose value looks secret: never its stored form. */
+    for (int s = 0; s < 2; s++) {
+        char **shown = s ? &cs : &bs;
+        if (side[s] && msp_cc_secret_kind(side[s]->v) != MSP_CC_SECRET_NONE) {
+            free(*shown);
+            *shown = strdup("<secret>");
+        }
+    }
     if (key && bs && cs) {
         if (!same) {
             msp_cc_env_row(it, MSP_CC_LEVEL_ERROR, key, bs, cs);
@@ -457,7 +465,8 @@ static msp_err msp_cc_diff_env(const msp_cc_pack_t *b, const msp_cc_pack_t *c, c
         goto cleanup;
     const cJSON *bi = b->items[0], *ci = c->items[0];
     const char *bs = msp_cc_str(bi, "salt"), *cs = msp_cc_str(ci, "salt");
-    if (!msp_cc_streq(bs, cs)) {
+    const char *bid = msp_cc_str(bi, "salt_id"), *cid = msp_cc_str(ci, "salt_id");
+    if (!msp_cc_streq(bs, cs) || (bid && cid && strcmp(bid, cid) != 0)) {
         r->salt_mismatch = 1;
         it->note = msp_asprintf("secret values were hashed with different salts (%s vs %s): set the same "
                                 "MSPROBE_SECRET_SALT for both runs",
@@ -484,6 +493,22 @@ static msp_err msp_cc_diff_env(const msp_cc_pack_t *b, const msp_cc_pack_t *c, c
         j += d >= 0;
         if (!msp_cc_pattern_match(pats, keys.n, key) || msp_cc_env_in_table(key))
             continue;
+        const char *sv = msp_cc_secret_verdict(x ? x->v : NULL, y ? y->v : NULL);
+        if (sv) {
+            /* Never a value, not even a hash: the verdict is all a report says. */
+            if (r->salt_mismatch && strcmp(sv, "same") != 0 && x && y)
+                sv = "not compared";
+            int differs = strcmp(sv, "differs") == 0;
+            msp_cc_env_row(it, differs ? MSP_CC_LEVEL_ERROR : MSP_CC_LEVEL_OK, key, x ? "<secret>" : "<unset>",
+                           y ? "<secret>" : "<unset>");
+            msp_cc_table_set_str(it->table, it->table->nrows - 1, 3, sv);
+            if (differs)
+                msp_cc_add_failed(it, "%s: secret %s", key, x && y ? "differs" : x ? "set on bench only" : "set on cmp only");
+            else if (strcmp(sv, "not compared") == 0)
+                msp_cc_add_info(it, "%s: secret not compared (set the same MSPROBE_SECRET_SALT on both machines "
+                                "to compare keyed hashes)", key);
+            continue;
+        }
         if (x && y && strcmp(x->v, y->v) == 0)
             continue;
         const char *b1 = x ? x->v : "<unset>", *c1 = y ? y->v : "<unset>";

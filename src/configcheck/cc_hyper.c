@@ -322,6 +322,29 @@ static msp_err msp_cc_flatten(const cJSON *node, const char *path, msp_cc_hps_t 
  * information only), argparse namespaces when the pack has them
  * ("namespace": {...} or "namespaces": [{...}]), everything else flattened
  * into dotted names (optimizers[0].param_groups[0].lr). */
+/* The command line as the report shows it: a secret's stored form (even a
+ * keyed hash) becomes <secret>, in "--name=V" too. */
+static char *msp_cc_args_text(const cJSON *args)
+{
+    cJSON *copy = cJSON_Duplicate(args, 1);
+    for (cJSON *a = copy ? copy->child : NULL; a; a = a->next) {
+        if (!cJSON_IsString(a))
+            continue;
+        const char *v = a->valuestring, *eq = v[0] == '-' ? strchr(v, '=') : NULL;
+        if (msp_cc_secret_kind(v) != MSP_CC_SECRET_NONE) {
+            cJSON_SetValuestring(a, "<secret>");
+        } else if (eq && msp_cc_secret_kind(eq + 1) != MSP_CC_SECRET_NONE) {
+            char *t = msp_asprintf("%.*s=<secret>", (int)(eq - v), v);
+            if (t)
+                cJSON_SetValuestring(a, t);
+            free(t);
+        }
+    }
+    char *text = copy ? cJSON_PrintUnformatted(copy) : NULL;
+    cJSON_Delete(copy);
+    return text;
+}
+
 static msp_err msp_cc_hp_collect(const cJSON *doc, const msp_cc_aliases_t *al, msp_cc_hps_t *l)
 {
     msp_err rc = MSP_OK;
@@ -330,7 +353,7 @@ static msp_err msp_cc_hp_collect(const cJSON *doc, const msp_cc_aliases_t *al, m
     {
         const char *k = e->string ? e->string : "";
         if (strcmp(k, "args") == 0 && cJSON_IsArray(e) && msp_cc_is_scalar_array(e)) {
-            if ((rc = msp_cc_hp_add(l, strdup("args"), strdup("args"), cJSON_PrintUnformatted(e), 1)) != MSP_OK ||
+            if ((rc = msp_cc_hp_add(l, strdup("args"), strdup("args"), msp_cc_args_text(e), 1)) != MSP_OK ||
                 (rc = msp_cc_parse_argv(e, al, l)) != MSP_OK)
                 return rc;
         } else if ((strcmp(k, "namespace") == 0 && cJSON_IsObject(e)) ||
@@ -470,6 +493,25 @@ static void msp_cc_hp_row(msp_cc_item_result_t *it, const msp_cc_hp_t *b, const 
 {
     const msp_cc_hp_t *any = b ? b : c;
     const char *bt = b ? b->text : "<missing>", *ct = c ? c->text : "<missing>";
+    const char *sv = any->info ? NULL : msp_cc_secret_verdict(b ? b->text : NULL, c ? c->text : NULL);
+    if (sv) {
+        /* A secret: the report says same / differs / not compared, never the value. */
+        int same = strcmp(sv, "same") == 0, differs = strcmp(sv, "differs") == 0;
+        size_t row = msp_cc_table_add_row(it->table, differs ? MSP_CC_LEVEL_ERROR : MSP_CC_LEVEL_OK);
+        msp_cc_table_set_str(it->table, row, 0, any->name);
+        msp_cc_table_set_str(it->table, row, 1, b ? "<secret>" : "<missing>");
+        msp_cc_table_set_str(it->table, row, 2, c ? "<secret>" : "<missing>");
+        msp_cc_table_set_bool(it->table, row, 3, same);
+        msp_cc_table_set_str(it->table, row, 4, sv);
+        msp_cc_table_set_str(it->table, row, 5, b ? b->src : "");
+        msp_cc_table_set_str(it->table, row, 6, c ? c->src : "");
+        if (differs)
+            msp_cc_add_failed(it, "%s: secret differs", any->name);
+        else if (!same)
+            msp_cc_add_info(it, "%s: secret not compared (set the same MSPROBE_SECRET_SALT on both machines to "
+                            "compare keyed hashes)", any->name);
+        return;
+    }
     int equal = b && c && msp_cc_value_equal(b->text, c->text);
     int info = !equal && (any->info || msp_cc_name_is_path(any->name) || (b && msp_cc_looks_like_path(b->text)) ||
                           (c && msp_cc_looks_like_path(c->text)));

@@ -25,15 +25,50 @@ void msp_cc_sha256_hex(msp_cc_sha256_t *s, char hex[65]);
 
 /* ---- pack building ----------------------------------------------------- */
 
-/* 1 if an environment key looks like it holds a secret (case-insensitive
- * substring TOKEN, SECRET, PASSWORD, PASSWD, KEY, CREDENTIAL, AUTH, ...). */
+/* ---- secrets (cc_secret.c) -------------------------------------------- */
+
+/* 1 if a name (env key, option such as --db-url, namespace field) looks like
+ * it holds a secret: TOKEN, SECRET, PASSWORD, KEY, CREDENTIAL, AUTH, DSN,
+ * WEBHOOK, DB_URL, ... anywhere, or PASS, PAT, PW, PIN, CRED as a whole word. */
 int msp_cc_key_is_secret(const char *key);
+/* 1 if a value looks secret whatever its name: a URL with a password or a
+ * token as userinfo, a credential query parameter or a webhook path; a known
+ * token prefix (ghp_, github_pat_, glpat-, xox?-, AKIA, sk-, hf_, ...); a JWT;
+ * a private key; "Bearer X"; a run of >= 20 mixed-case letters and digits
+ * with near-random entropy. */
+int msp_cc_value_is_secret(const char *val);
+
+#define MSP_CC_SECRET_UNSTORED "<secret: not stored>"
+#define MSP_CC_SECRET_HMAC "hmac-sha256:"
+enum { MSP_CC_SECRET_NONE = 0, MSP_CC_SECRET_NOT_STORED = 1, MSP_CC_SECRET_HASHED = 2 };
+
+/* What a pack stores for a secret value (malloc'd): MSP_CC_SECRET_UNSTORED,
+ * or with MSPROBE_SECRET_SALT set "hmac-sha256:<hex of HMAC(salt, value)>". */
+char *msp_cc_secret_stored(const char *val);
+/* msp_cc_secret_stored(val) if key or val looks secret, else NULL. */
+char *msp_cc_redact_value(const char *key, const char *val);
+/* "none", or a keyed fingerprint of MSPROBE_SECRET_SALT (16 hex digits of
+ * HMAC(salt, "msprobe salt id")) so two packs tell whether their salts agree. */
+char *msp_cc_salt_id(void);
+/* MSP_CC_SECRET_NONE, _NOT_STORED (also the old "<hidden>") or _HASHED
+ * (also an old pack's "sha256:" value). */
+int msp_cc_secret_kind(const char *stored);
+/* For two stored values (NULL = unset) of which one is a secret: "same",
+ * "differs" or "not compared"; NULL when neither is a secret. */
+const char *msp_cc_secret_verdict(const char *b, const char *c);
+/* In place: every string whose key (object member) or value looks secret,
+ * and every number under a secret-looking key, becomes its stored form. */
+void msp_cc_redact_json(cJSON *node, int depth);
+/* argv[0..n) as a JSON array of strings, secrets in stored form: values of
+ * --name=V and the argument after --name where name looks secret, and every
+ * argument whose value looks secret. */
+cJSON *msp_cc_redact_argv(const char *const *argv, size_t n);
 
 /* The env member for `envp` (a NULL-terminated "K=V" array, e.g. environ):
- * {"salt": "default"|"MSPROBE_SECRET_SALT", "hashed_keys": [...], "vars": {K: V}}.
- * Secret values become "sha256:<hex of salt NUL key NUL value>"; the salt is
- * MSPROBE_SECRET_SALT when set, else MSP_CC_DEFAULT_SALT. MSPROBE_SECRET_SALT
- * itself is never stored. Returns NULL on OOM. */
+ * {"salt": "none"|"MSPROBE_SECRET_SALT", "salt_id": ..., "hashed_keys": [...],
+ * "vars": {K: V}}. Secret values (by key or by value) are stored as
+ * msp_cc_secret_stored gives them; MSPROBE_SECRET_SALT itself is never stored.
+ * Returns NULL on OOM. */
 cJSON *msp_cc_env_json(char *const *envp);
 
 /* The manifest member: format, version, tool version, host, UTC time, rank,
@@ -173,6 +208,5 @@ int msp_cc_bool_word(const char *s);
 msp_err msp_cc_diff_hyper(const msp_cc_pack_t *b, const msp_cc_pack_t *c, const msp_cc_options_t *opt,
                           msp_cc_item_result_t *it);
 
-#define MSP_CC_DEFAULT_SALT "msprobe-config-check-salt-v1"
 
 #endif

@@ -91,6 +91,29 @@ cleanup:
     return rc;
 }
 
+/* An upper bound on the JSON values in text (one per ',', '[' and '{' outside
+ * strings, plus one), found before parsing: cJSON spends about 100 bytes on a
+ * value, so "[0,0,0,...]" would cost 50 times its size. */
+static size_t msp_cc_count_values(const char *text, size_t len)
+{
+    size_t n = 1;
+    int in_str = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = text[i];
+        if (in_str) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_str = 0;
+        } else if (c == '"') {
+            in_str = 1;
+        } else if (c == ',' || c == '[' || c == '{') {
+            n++;
+        }
+    }
+    return n;
+}
+
 static msp_err msp_cc_parse_member(const char *pack, const char *name, const char *text, size_t len, cJSON **out)
 {
     *out = cJSON_ParseWithLength(text, len);
@@ -135,6 +158,9 @@ static msp_err msp_cc_pack_read_za(zip_t *za, const char *path, size_t max_membe
     char *text = NULL;
     if (max_member == 0)
         max_member = MSP_CC_DEFAULT_MAX_MEMBER;
+    /* The whole pack is held by the same caps as one member: bytes read, and
+     * JSON values parsed, so memory is bounded by the cap, not by the input. */
+    size_t left_bytes = max_member, left_values = max_member / MSP_CC_BYTES_PER_VALUE;
     if (!(out->path = strdup(path))) {
         rc = msp_fail(MSP_ERR_NOMEM, "out of memory");
         goto cleanup;
@@ -214,9 +240,23 @@ static msp_err msp_cc_pack_read_za(zip_t *za, const char *path, size_t max_membe
         zip_stat_init(&st);
         zip_stat_index(za, (zip_uint64_t)found[k], 0, &st);
         size_t len = 0;
-        if ((rc = msp_cc_read_member(za, (zip_uint64_t)found[k], path, name, st.size, max_member, &text, &len)) !=
-            MSP_OK)
+        if ((rc = msp_cc_read_member(za, (zip_uint64_t)found[k], path, name, st.size, left_bytes, &text, &len)) !=
+            MSP_OK) {
+            if (rc == MSP_ERR_LIMIT && left_bytes < max_member)
+                rc = msp_fail(MSP_ERR_LIMIT, "pack %s: member %s: the members together exceed the %zu-byte limit",
+                              path, name, max_member);
             goto cleanup;
+        }
+        left_bytes -= len;
+        size_t values = msp_cc_count_values(text, len);
+        if (values > left_values) {
+            rc = msp_fail(MSP_ERR_LIMIT,
+                          "pack %s: member %s: over %zu JSON values in the pack (one per %d bytes of the %zu-byte "
+                          "limit); refusing it (--max-member-mib raises both)",
+                          path, name, max_member / MSP_CC_BYTES_PER_VALUE, MSP_CC_BYTES_PER_VALUE, max_member);
+            goto cleanup;
+        }
+        left_values -= values;
         cJSON *doc = NULL;
         rc = msp_cc_parse_member(path, name, text, len, &doc);
         free(text);

@@ -16,30 +16,6 @@
 
 extern char **environ;
 
-/* Substrings (upper case) marking a key whose value must not be stored in
- * clear. Over-matching costs nothing: a hashed value still compares equal. */
-static const char *const msp_cc_secret_words[] = {
-    "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "KEY", "CREDENTIAL", "AUTH",
-    "PRIVATE", "SALT", "COOKIE", "SESSION", "SIGNATURE", "CERT_PASS", "PWD_", "_PWD",
-};
-
-int msp_cc_key_is_secret(const char *key)
-{
-    if (!key)
-        return 0;
-    size_t n = strlen(key);
-    char up[256];
-    if (n >= sizeof up)
-        n = sizeof up - 1;
-    for (size_t i = 0; i < n; i++)
-        up[i] = (char)((key[i] >= 'a' && key[i] <= 'z') ? key[i] - 32 : key[i]);
-    up[n] = '\0';
-    for (size_t i = 0; i < sizeof msp_cc_secret_words / sizeof msp_cc_secret_words[0]; i++)
-        if (strstr(up, msp_cc_secret_words[i]))
-            return 1;
-    return 0;
-}
-
 static int msp_cc_cmp_str(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -49,7 +25,7 @@ cJSON *msp_cc_env_json(char *const *envp)
 {
     const char *user_salt = getenv("MSPROBE_SECRET_SALT");
     int custom = user_salt && *user_salt;
-    const char *salt = custom ? user_salt : MSP_CC_DEFAULT_SALT;
+    char *salt_id = msp_cc_salt_id();
     size_t n = 0;
     while (envp && envp[n])
         n++;
@@ -58,11 +34,12 @@ cJSON *msp_cc_env_json(char *const *envp)
     cJSON *root = cJSON_CreateObject();
     cJSON *hashed = cJSON_CreateArray();
     cJSON *vars = cJSON_CreateObject();
-    if (!sorted || !root || !hashed || !vars)
+    if (!sorted || !root || !hashed || !vars || !salt_id)
         goto fail;
     memcpy(sorted, envp, n * sizeof *sorted);
     qsort(sorted, n, sizeof *sorted, msp_cc_cmp_str);
-    cJSON_AddItemToObject(root, "salt", cJSON_CreateString(custom ? "MSPROBE_SECRET_SALT" : "default"));
+    cJSON_AddItemToObject(root, "salt", cJSON_CreateString(custom ? "MSPROBE_SECRET_SALT" : "none"));
+    cJSON_AddItemToObject(root, "salt_id", cJSON_CreateString(salt_id));
     cJSON_AddItemToObject(root, "hashed_keys", hashed);
     cJSON_AddItemToObject(root, "vars", vars);
     hashed = vars = NULL;
@@ -82,17 +59,15 @@ cJSON *msp_cc_env_json(char *const *envp)
             continue;
         }
         cJSON *item;
-        if (msp_cc_key_is_secret(key)) {
-            msp_cc_sha256_t sh;
-            char hex[65], stored[72];
-            msp_cc_sha256_init(&sh);
-            msp_cc_sha256_update(&sh, salt, strlen(salt) + 1);
-            msp_cc_sha256_update(&sh, key, klen + 1);
-            msp_cc_sha256_update(&sh, val, strlen(val));
-            msp_cc_sha256_hex(&sh, hex);
-            snprintf(stored, sizeof stored, "sha256:%s", hex);
+        char *stored = NULL;
+        if (msp_cc_key_is_secret(key) || msp_cc_value_is_secret(val)) {
+            if (!(stored = msp_cc_secret_stored(val))) {
+                free(key);
+                goto fail;
+            }
             item = cJSON_CreateString(stored);
             cJSON_AddItemToArray(hk, cJSON_CreateString(key));
+            free(stored);
         } else {
             item = cJSON_CreateString(val);
         }
@@ -104,9 +79,11 @@ cJSON *msp_cc_env_json(char *const *envp)
         free(key);
     }
     free(sorted);
+    free(salt_id);
     return root;
 fail:
     free(sorted);
+    free(salt_id);
     cJSON_Delete(root);
     cJSON_Delete(hashed);
     cJSON_Delete(vars);

@@ -95,46 +95,14 @@ void msp_cc_table_set_bool(msp_cc_table_t *t, size_t row, size_t col, int b)
 
 /* xlsx needs valid UTF-8 without control characters and at most 32767
  * characters per cell; environment values promise none of that. */
-static char *msp_cc_xlsx_text(const char *s)
-{
-    size_t n = strlen(s);
-    if (n > 32000)
-        n = 32000;
-    char *out = malloc(n + 1), *o = out;
-    if (!out)
-        return NULL;
-    const unsigned char *p = (const unsigned char *)s, *end = p + n;
-    while (p < end) {
-        unsigned char ch = *p;
-        size_t len = ch < 0x80 ? 1 : (ch >> 5) == 6 ? 2 : (ch >> 4) == 14 ? 3 : (ch >> 3) == 30 ? 4 : 0;
-        int ok = len > 0 && p + len <= end;
-        for (size_t k = 1; ok && k < len; k++)
-            ok = (p[k] & 0xc0) == 0x80;
-        if (!ok) {
-            *o++ = '?';
-            p++;
-            continue;
-        }
-        if (len == 1 && ch < 0x20 && ch != '\t' && ch != '\n') {
-            *o++ = '?';
-            p++;
-            continue;
-        }
-        memcpy(o, p, len);
-        o += len;
-        p += len;
-    }
-    *o = '\0';
-    return out;
-}
-
 static lxw_error msp_cc_write_text(lxw_worksheet *ws, lxw_row_t r, lxw_col_t c, const char *s, lxw_format *f)
 {
-    char *t = msp_cc_xlsx_text(s);
+    char *owned = NULL;
+    const char *t = msp_utf8_clean(s, 32000, &owned);
     if (!t)
         return LXW_ERROR_MEMORY_MALLOC_FAILED;
     lxw_error e = worksheet_write_string(ws, r, c, t, f);
-    free(t);
+    free(owned);
     return e;
 }
 

@@ -7,6 +7,7 @@
  * Rules: never raise into training code, never change what it computes. */
 #include "py_cc.h"
 
+#include <fcntl.h>
 #include <errno.h>
 #include <limits.h>
 #include <sys/stat.h>
@@ -348,7 +349,8 @@ static void msp_cc_on_args_parsed(PyObject *ns)
     PyErr_Clear();
 }
 
-/* vars(ns) of each parsed namespace, values of secret-looking names hidden. */
+/* vars(ns) of each parsed namespace, secrets (by name or by value) in their
+ * stored form (msp_cc_redact_json). */
 static cJSON *msp_cc_namespaces_json(void)
 {
     cJSON *arr = cJSON_CreateArray();
@@ -362,11 +364,7 @@ static cJSON *msp_cc_namespaces_json(void)
             cJSON_Delete(o);
             continue;
         }
-        for (cJSON *e = o->child, *next; e; e = next) {
-            next = e->next; /* e is freed when replaced */
-            if (e->string && msp_cc_key_is_secret(e->string))
-                cJSON_ReplaceItemInObjectCaseSensitive(o, e->string, cJSON_CreateString("<hidden>"));
-        }
+        msp_cc_redact_json(o, 0);
         cJSON_AddItemToArray(arr, o);
     }
     return arr;
@@ -440,9 +438,9 @@ static cJSON *msp_cc_hyper_json(void)
         return NULL;
     PyObject *argv = PySys_GetObject("argv");
     Py_ssize_t n = argv ? PySequence_Size(argv) : 0;
-    cJSON *args = cJSON_CreateArray();
-    int hide_next = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
+    char **texts = calloc((size_t)(n > 0 ? n : 1), sizeof *texts);
+    size_t nt = 0;
+    for (Py_ssize_t i = 0; texts && i < n; i++) {
         PyObject *a = PySequence_GetItem(argv, i);
         char *t = msp_cc_py_text(a, 0);
         Py_XDECREF(a);
@@ -451,28 +449,24 @@ static cJSON *msp_cc_hyper_json(void)
         if (i == 0) {
             /* The script by name: two checkouts in different places are alike. */
             const char *base = strrchr(t, '/');
-            cJSON_AddStringToObject(h, "script", base ? base + 1 : t);
+            char *r = msp_cc_redact_value(NULL, base ? base + 1 : t);
+            cJSON_AddStringToObject(h, "script", r ? r : base ? base + 1 : t);
+            free(r);
+            free(t);
         } else {
-            /* --token X / --api-key=X: never store such a value in clear. */
-            char *eq = t[0] == '-' ? strchr(t, '=') : NULL;
-            if (eq) {
-                *eq = '\0';
-                int secret = msp_cc_key_is_secret(t);
-                *eq = '=';
-                if (secret)
-                    strcpy(eq + 1, "<hidden>");
-                cJSON_AddItemToArray(args, cJSON_CreateString(t));
-            } else {
-                cJSON_AddItemToArray(args, cJSON_CreateString(hide_next ? "<hidden>" : t));
-            }
-            hide_next = t[0] == '-' && !eq && msp_cc_key_is_secret(t);
+            texts[nt++] = t;
         }
-        free(t);
     }
+    /* --token X, --db-url=postgres://u:pw@h/db, a bare token: never in clear. */
+    cJSON *args = texts ? msp_cc_redact_argv((const char *const *)texts, nt) : NULL;
+    for (size_t i = 0; i < nt; i++)
+        free(texts[i]);
+    free(texts);
     PyErr_Clear();
     cJSON_AddItemToObject(h, "args", args);
     if (msp_cc.namespaces && PyList_Size(msp_cc.namespaces) > 0)
         cJSON_AddItemToObject(h, "namespaces", msp_cc_namespaces_json());
+    msp_cc_redact_json(msp_cc.optimizers, 0); /* param_group strings: a scheduler's name, rarely a key */
     cJSON_AddItemReferenceToObject(h, "optimizers", msp_cc.optimizers);
     return h;
 }
@@ -611,9 +605,21 @@ static msp_err msp_cc_check_path(const char *path, const char *key)
         snprintf(why, sizeof why, "%s", msp_last_error()); /* msp_fail reuses its buffer */
         rc = msp_fail(MSP_ERR_CONFIG, "%s: cannot create the directory of \"%s\" (%s); choose a "
                       "writable place", key, path, why);
-    } else if (access(dir, W_OK | X_OK) != 0) {
-        rc = msp_fail(MSP_ERR_CONFIG, "%s: cannot write in \"%s\" (%s); choose a writable place",
-                      key, dir, strerror(errno));
+    } else {
+        /* Create a file where the pack's temporary file will go: access()
+         * says yes to root in /proc or on a read-only mount, and only a real
+         * creation proves the rename at exit can work. */
+        char *probe = msp_asprintf("%s/.msprobe-probe.%ld", dir, (long)getpid());
+        int fd = probe ? open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600) : -1;
+        if (fd >= 0) {
+            close(fd);
+            unlink(probe);
+        } else if (!probe || errno != EEXIST) {
+            rc = probe ? msp_fail(MSP_ERR_CONFIG, "%s: cannot write in \"%s\" (%s); choose a writable place",
+                                  key, dir, strerror(errno))
+                       : msp_fail(MSP_ERR_NOMEM, "out of memory");
+        }
+        free(probe);
     }
 cleanup:
     free(dir);

@@ -1,5 +1,6 @@
 """Shared helpers for the config_check tests (stdlib + openpyxl only)."""
 import hashlib
+import hmac
 import json
 import os
 import subprocess
@@ -12,8 +13,8 @@ SRC = os.environ.get("MSPROBE_SOURCE_DIR", os.path.dirname(os.path.dirname(os.pa
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRAIN = os.path.join(HERE, "cc_train.py")
 
-# The salt documented in msprobe-config_check(1) for MSPROBE_SECRET_SALT unset.
-DEFAULT_SALT = b"msprobe-config-check-salt-v1"
+# What a pack keeps of a secret when MSPROBE_SECRET_SALT is unset: nothing.
+UNSTORED = "<secret: not stored>"
 
 
 def clean_env(**extra):
@@ -72,5 +73,9 @@ def sha256_hex(data):
     return hashlib.sha256(data).hexdigest()
 
 
-def secret_hash(key, value, salt=DEFAULT_SALT):
-    return "sha256:" + sha256_hex(salt + b"\0" + key.encode() + b"\0" + value.encode())
+def secret_hash(key, value, salt=None):
+    """The stored form of a secret: nothing without a salt, else HMAC-SHA256
+    keyed by the salt (Python's hmac module, independent of msprobe's)."""
+    if salt is None:
+        return UNSTORED
+    return "hmac-sha256:" + hmac.new(salt, value.encode(), hashlib.sha256).hexdigest()

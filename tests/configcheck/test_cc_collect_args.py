@@ -50,7 +50,7 @@ class CollectorRecordsParsedArguments(unittest.TestCase):
     def test_namespace_as_the_script_left_it_with_secrets_hidden(self):
         z = self.run_pack("a.zip", "--lr", "1e-3", "--api-token", "tok-abc123", "--out", "/tmp/a")
         hyper = read_member(z, "hyperparameters.json")
-        self.assertEqual(hyper["namespaces"], [{"lr": 0.001, "batch": 8, "api_token": "<hidden>",
+        self.assertEqual(hyper["namespaces"], [{"lr": 0.001, "batch": 8, "api_token": "<secret: not stored>",
                                                 "out": "/tmp/a"}])
         calls = read_member(z, "random.json")["calls"]
         seeds = [c for c in calls if c["api"] == "torch.manual_seed"]

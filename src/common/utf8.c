@@ -1,0 +1,110 @@
+/* UTF-8 for report cells. Record names, environment values and messages come
+ * from outside (a dump, a training process's environment) and may hold any
+ * bytes; xlsx is XML and refuses invalid UTF-8 and most control characters,
+ * and a cell cut inside a multibyte character makes the whole file invalid. */
+#include "msprobe/common.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Length of the valid character at p (at most n bytes available) and its code
+ * point, or 0 when p starts an invalid sequence (Unicode 15, table 3-7). */
+static size_t msp_utf8_char(const unsigned char *p, size_t n, unsigned *cp, size_t *bad)
+{
+    *bad = 1;
+    unsigned c = p[0];
+    if (c < 0x80) {
+        *cp = c;
+        return 1;
+    }
+    size_t len;
+    unsigned lo = 0x80, hi = 0xbf, v;
+    if (c >= 0xc2 && c <= 0xdf) {
+        len = 2;
+        v = c & 0x1f;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        len = 3;
+        v = c & 0x0f;
+        if (c == 0xe0)
+            lo = 0xa0; /* overlong */
+        else if (c == 0xed)
+            hi = 0x9f; /* surrogates */
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        len = 4;
+        v = c & 0x07;
+        if (c == 0xf0)
+            lo = 0x90;
+        else if (c == 0xf4)
+            hi = 0x8f; /* past U+10FFFF */
+    } else {
+        return 0;
+    }
+    /* Invalid: *bad is the maximal subpart (the bytes that began a valid
+     * sequence), each replaced by one U+FFFD as Unicode recommends. */
+    if (n < 2 || p[1] < lo || p[1] > hi)
+        return 0;
+    v = (v << 6) | (p[1] & 0x3f);
+    for (size_t k = 2; k < len; k++) {
+        if (k >= n || (p[k] & 0xc0) != 0x80) {
+            *bad = k;
+            return 0;
+        }
+        v = (v << 6) | (p[k] & 0x3f);
+    }
+    *cp = v;
+    return len;
+}
+
+static int msp_utf8_xml_ok(unsigned cp)
+{
+    if (cp < 0x20)
+        return cp == '\t' || cp == '\n' || cp == '\r';
+    return cp != 0xfffe && cp != 0xffff;
+}
+
+const char *msp_utf8_clean(const char *s, size_t max_bytes, char **owned)
+{
+    *owned = NULL;
+    if (!s)
+        return "";
+    size_t n = strlen(s);
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+    unsigned cp;
+    size_t bad;
+    for (; i < n; ) {
+        size_t l = msp_utf8_char(p + i, n - i, &cp, &bad);
+        if (l == 0 || !msp_utf8_xml_ok(cp) || (max_bytes && i + l > max_bytes))
+            break;
+        i += l;
+    }
+    if (i == n)
+        return s;
+    /* Worst case every byte becomes U+FFFD (3 bytes). */
+    size_t cap = (n > (SIZE_MAX - 1) / 3) ? 0 : n * 3 + 1;
+    char *out = cap ? malloc(cap) : NULL;
+    if (!out)
+        return NULL;
+    memcpy(out, s, i);
+    size_t o = i;
+    static const char repl[] = "\xef\xbf\xbd";
+    while (i < n) {
+        size_t l = msp_utf8_char(p + i, n - i, &cp, &bad);
+        const char *src = (const char *)p + i;
+        size_t w = l;
+        if (l == 0 || !msp_utf8_xml_ok(cp)) {
+            src = repl;
+            w = 3;
+            l = l ? l : bad;
+        }
+        if (max_bytes && o + w > max_bytes)
+            break;
+        memcpy(out + o, src, w);
+        o += w;
+        i += l;
+    }
+    out[o] = '\0';
+    *owned = out;
+    return out;
+}

@@ -1,0 +1,236 @@
+"""Secrets corpus: a real torch training run under the preload shim with
+config_check on, its environment and argv full of realistic credentials.
+No secret may appear in clear, nor as an unkeyed or public-salt hash, in any
+pack member, in result.xlsx (read with openpyxl) or on the terminal. With
+MSPROBE_SECRET_SALT the pack keeps HMAC-SHA256(salt, value) only (checked
+with Python's hmac) and the report says same / differs; without it, nothing
+and "not compared"."""
+import hashlib
+import hmac
+import os
+import random
+import string
+import tempfile
+import unittest
+import zipfile
+
+from cc_testlib import HERE, UNSTORED, msprobe, read_member, run_under_shim, sheet_rows
+
+SCRIPT = os.path.join(HERE, "cc_secret_train.py")
+OLD_PUBLIC_SALT = b"msprobe-config-check-salt-v1"  # the salt earlier versions used for every pack
+
+
+def rnd(rng, n, alphabet=string.ascii_letters + string.digits):
+    return "".join(rng.choice(alphabet) for _ in range(n))
+
+
+def corpus(tag):
+    """(where, name, full value, the part that must never leak). `tag` makes
+    the secrets of two runs differ while their names stay the same."""
+    g = random.Random("msprobe-secrets-" + tag)
+    hexd = "0123456789abcdef"
+    pw = "Pw%s%s" % (tag, rnd(g, 8))
+    env = [
+        ("DATABASE_URL", "postgres://app:%s@db.internal:5432/prod" % pw, pw),
+        ("GITHUB_PAT", "github_pat_11A" + rnd(g, 22) + "_" + rnd(g, 59), None),
+        ("GH_TOKEN", "ghp_" + rnd(g, 36), None),
+        ("SLACK_WEBHOOK_URL", "https://hooks.slack.com/services/T0%s/B0%s/%s" % (rnd(g, 8).upper(), rnd(g, 8).upper(),
+                                                                                rnd(g, 24)), None),
+        ("SENTRY_DSN", "https://%s@o4504.ingest.sentry.io/4504" % "".join(g.choice(hexd) for _ in range(32)), None),
+        ("HTTPS_PROXY", "http://proxyuser:Px%s%s@proxy.corp.example:3128" % (tag, rnd(g, 6)), None),
+        ("CI_JOB_JWT", "eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJwcm9qZWN0X3BhdGg6%s.%s" % (rnd(g, 20),
+                                                                                              rnd(g, 43)), None),
+        ("CREDS", "admin:Adm%s%s" % (tag, rnd(g, 7)), None),
+        ("PASS", "pass%s%s" % (tag, rnd(g, 5)), None),
+        ("DB_PASSWORD", "hunter2" if tag == "a" else "hunter3", None),
+        ("AWS_ACCESS_KEY_ID", "AKIA" + rnd(g, 16, string.ascii_uppercase + string.digits), None),
+        ("AWS_SECRET_ACCESS_KEY", rnd(g, 40, string.ascii_letters + string.digits + "+/"), None),
+        ("OPENAI_API_KEY", "sk-proj-" + rnd(g, 48), None),
+        ("CI_SERVICE_VALUE", "glpat-" + rnd(g, 20), None),          # a token under a harmless name
+        ("SLACK_BOT", "xoxb-%d-%d-%s" % (g.randrange(10**11, 10**12), g.randrange(10**12, 10**13), rnd(g, 24)), None),
+        ("HUB_USER_DATA", "hf_" + rnd(g, 34, string.ascii_letters), None),
+        ("PIP_INDEX_URL", "https://__token__:pypi-AgEIcHlwaS5vcmc%s@pypi.example.com/simple" % rnd(g, 30), None),
+        ("REDIS_URL", "redis://:Rd%s%s@cache:6379/0" % (tag, rnd(g, 8)), None),
+        ("MONGO_URI", "mongodb+srv://svc:Mg%s%s@cluster0.example.net/db?retryWrites=true" % (tag, rnd(g, 8)), None),
+        ("BROKER", "amqp://guest:Rb%s%s@mq:5672/" % (tag, rnd(g, 8)), None),
+        ("WANDB_API_KEY", "".join(g.choice(hexd) for _ in range(40)), None),
+        ("ARTIFACT_LINK", "https://bkt.s3.amazonaws.com/m.pt?X-Amz-Expires=60&X-Amz-Signature=%s" %
+         "".join(g.choice(hexd) for _ in range(64)), None),
+        ("EXTRA_HEADER", "Authorization: Bearer %s" % rnd(g, 32), None),
+        ("DEPLOY_MATERIAL", "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjE%s\n-----END OPENSSH PRIVATE "
+         "KEY-----" % rnd(g, 60), None),
+        ("X_OPAQUE", rnd(g, 32), None),                                 # high entropy, harmless name
+        ("NOTIFY_TARGET", "https://discord.com/api/webhooks/%d/%s" % (g.randrange(10**17, 10**18), rnd(g, 60)), None),
+        ("BILLING", "sk_live_" + rnd(g, 24), None),
+        ("MAPS", "AIza" + rnd(g, 35), None),
+    ]
+    argv = [
+        ("--db-url", "postgres://u:Arg%s%s@h/db" % (tag, rnd(g, 8)), None),
+        ("--password", "hunter%s%s" % (tag, rnd(g, 4)), None),
+        ("--token=", "tk%s%s" % (tag, rnd(g, 6)), None),
+        ("--api-key", "ak%s%s" % (tag, rnd(g, 10)), None),
+        ("--header=", "Authorization: Bearer %s" % rnd(g, 30), None),
+        ("--hf-token", "hf_" + rnd(g, 34, string.ascii_letters), None),
+        ("--webhook", "https://hooks.slack.com/services/T1/B1/" + rnd(g, 24), None),
+        ("", "https://deploy:Pos%s%s@git.example.com/repo.git" % (tag, rnd(g, 8)), None),
+    ]
+    out = [("env", k, v, n or v) for k, v, n in env] + [("argv", k, v, n or v) for k, v, n in argv]
+    return out
+
+
+def argv_of(cases):
+    args = []
+    for where, k, v, _ in cases:
+        if where != "argv":
+            continue
+        if not k:
+            args.insert(0, v)
+        elif k.endswith("="):
+            args.append(k + v)
+        else:
+            args += [k, v]
+    return args + ["--lr", "0.05", "--run-name", "sweep-3"]
+
+
+def forbidden(cases, salt=None):
+    """Every byte string that would give a secret away."""
+    out = set()
+    for _, k, v, needle in cases:
+        key = k.strip("-=")
+        for s in {v, needle}:
+            b = s.encode()
+            out.add(b)
+            out.add(hashlib.sha256(b).hexdigest().encode())
+            out.add(hashlib.md5(b).hexdigest().encode())
+            out.add(hashlib.sha256(OLD_PUBLIC_SALT + b"\0" + key.encode() + b"\0" + b).hexdigest().encode())
+    return out
+
+
+class SecretsCorpus(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        d = cls.tmp.name
+        cls.cases = {t: corpus(t) for t in ("a", "b")}
+        cls.terminal = []
+        cls.packs = {}
+        # a, b: no salt; sa, sa2 (same secrets), sb (other secrets): one salt.
+        cls.salt = "s4lt-" + rnd(random.Random(os.getpid()), 20)
+        for name, tag, salt in (("a", "a", None), ("b", "b", None), ("sa", "a", cls.salt), ("sa2", "a", cls.salt),
+                                ("sb", "b", cls.salt)):
+            cases = cls.cases[tag]
+            extra = {k: v for w, k, v, _ in cases if w == "env"}
+            extra.update({"OMP_NUM_THREADS": "2", "GIT_COMMIT": "4b825dc642cb6eb9a060e54bf8d69288fbee4904",
+                          "CUDA_VISIBLE_DEVICES": "GPU-8e3cbd0e-1c2f-4a7b-9d5e-0f6a2b3c4d5e"})
+            if salt:
+                extra["MSPROBE_SECRET_SALT"] = salt
+            z = os.path.join(d, name + ".zip")
+            r = run_under_shim([SCRIPT] + argv_of(cases), z, d, **extra)
+            assert r.returncode == 0, r.stderr
+            cls.terminal += [r.stdout, r.stderr]
+            cls.packs[name] = z
+        cls.xlsx = {}
+        for a, b in (("a", "b"), ("sa", "sa2"), ("sa", "sb"), ("a", "sa")):
+            out = os.path.join(d, "out_%s_%s" % (a, b))
+            # Every corpus variable compared, so each secret reaches the report.
+            keys = ",".join(k for w, k, _, _ in cls.cases["a"] if w == "env") + ",OMP_*"
+            r = msprobe("-f", "pytorch", "config_check", "-c", cls.packs[a], cls.packs[b], "-o", out,
+                        "--env-keys", keys)
+            assert r.returncode in (0, 1), r.stderr
+            cls.terminal += [r.stdout, r.stderr]
+            cls.xlsx[(a, b)] = os.path.join(out, "result.xlsx")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_corpus_is_large_enough(self):
+        self.assertGreaterEqual(len(self.cases["a"]), 30)
+
+    def test_no_secret_in_any_pack_member(self):
+        bad = forbidden(self.cases["a"]) | forbidden(self.cases["b"])
+        for name, z in self.packs.items():
+            with zipfile.ZipFile(z) as zf:
+                for m in zf.namelist():
+                    data = zf.read(m)
+                    leaks = [s for s in bad if s in data]
+                    self.assertEqual(leaks, [], "%s:%s" % (name, m))
+            with open(z, "rb") as f:
+                self.assertNotIn(self.salt.encode(), f.read())
+
+    def test_no_secret_in_any_report_cell(self):
+        import openpyxl
+        bad = {s.decode() for s in forbidden(self.cases["a"]) | forbidden(self.cases["b"])}
+        for key, x in self.xlsx.items():
+            wb = openpyxl.load_workbook(x, read_only=True)
+            for ws in wb.worksheets:
+                for row in ws.iter_rows(values_only=True):
+                    for cell in row:
+                        if isinstance(cell, str):
+                            self.assertEqual([s for s in bad if s in cell], [], "%s %s" % (key, ws.title))
+                            # Not even the keyed hash: a report says same / differs / not compared.
+                            self.assertNotIn("sha256:", cell, "%s %s" % (key, ws.title))
+            wb.close()
+
+    def test_no_secret_on_the_terminal(self):
+        text = "\n".join(self.terminal)
+        bad = {s.decode() for s in forbidden(self.cases["a"]) | forbidden(self.cases["b"])}
+        self.assertEqual([s for s in bad if s in text], [])
+
+    def test_without_salt_nothing_is_kept(self):
+        env = read_member(self.packs["a"], "env.json")
+        for w, k, v, _ in self.cases["a"]:
+            if w == "env":
+                self.assertEqual(env["vars"][k], UNSTORED, k)
+        self.assertEqual(env["salt"], "none")
+        hyper = read_member(self.packs["a"], "hyperparameters.json")
+        self.assertEqual(hyper["args"][0], UNSTORED)
+        self.assertIn("--token=" + UNSTORED, hyper["args"])
+        self.assertEqual(hyper["namespaces"][0]["db_url"], UNSTORED)
+        self.assertEqual(hyper["namespaces"][0]["target"], UNSTORED)
+
+    def test_with_salt_only_the_keyed_hash_is_kept(self):
+        env = read_member(self.packs["sa"], "env.json")
+        for w, k, v, _ in self.cases["a"]:
+            if w == "env":
+                want = "hmac-sha256:" + hmac.new(self.salt.encode(), v.encode(), hashlib.sha256).hexdigest()
+                self.assertEqual(env["vars"][k], want, k)
+        ns = read_member(self.packs["sa"], "hyperparameters.json")["namespaces"][0]
+        db = [v for w, k, v, _ in self.cases["a"] if k == "--db-url"][0]
+        self.assertEqual(ns["db_url"], "hmac-sha256:" + hmac.new(self.salt.encode(), db.encode(),
+                                                                 hashlib.sha256).hexdigest())
+
+    def test_harmless_values_stay_in_clear(self):
+        env = read_member(self.packs["a"], "env.json")["vars"]
+        self.assertEqual(env["OMP_NUM_THREADS"], "2")
+        self.assertEqual(env["GIT_COMMIT"], "4b825dc642cb6eb9a060e54bf8d69288fbee4904")
+        self.assertEqual(env["CUDA_VISIBLE_DEVICES"], "GPU-8e3cbd0e-1c2f-4a7b-9d5e-0f6a2b3c4d5e")
+        self.assertEqual(env["PATH"], os.environ["PATH"])
+        ns = read_member(self.packs["a"], "hyperparameters.json")["namespaces"][0]
+        self.assertEqual((ns["lr"], ns["run_name"]), (0.05, "sweep-3"))
+
+    def level_of(self, pair, sheet, name):
+        col = "key" if sheet == "env" else "name"
+        rows = [r for r in sheet_rows(self.xlsx[pair], sheet) if r[col] == name]
+        self.assertEqual(len(rows), 1, (pair, sheet, name))
+        return rows[0]["level"]
+
+    def test_report_says_not_compared_without_salt(self):
+        for k in ("DATABASE_URL", "GITHUB_PAT", "DB_PASSWORD"):
+            self.assertEqual(self.level_of(("a", "b"), "env", k), "not compared")
+        self.assertEqual(self.level_of(("a", "b"), "hyperparameters", "args.db_url"), "not compared")
+
+    def test_report_says_same_and_differs_with_one_salt(self):
+        for k in ("DATABASE_URL", "GITHUB_PAT", "DB_PASSWORD", "HTTPS_PROXY"):
+            self.assertEqual(self.level_of(("sa", "sa2"), "env", k), "same")
+            self.assertEqual(self.level_of(("sa", "sb"), "env", k), "differs")
+        self.assertEqual(self.level_of(("sa", "sb"), "hyperparameters", "args.password"), "differs")
+        self.assertEqual(summary_env(self.xlsx[("sa", "sa2")]), True)
+
+
+def summary_env(xlsx):
+    return {r["filename"]: r["pass_check"] for r in sheet_rows(xlsx, "summary")}.get("env")
+
+
+if __name__ == "__main__":
+    unittest.main()
