@@ -38,7 +38,8 @@ typedef struct msp_compare_opts {
     size_t chunk_bytes;        /* bytes per side read and compared as one unit of work;
                                   0 = default (1 MiB). Results depend on it, never on threads. */
     int io_mode;               /* how tensor data with a file offset is read: MSP_IO_DEFAULT
-                                  (= MSP_IO_MMAP), MSP_IO_PREAD or MSP_IO_MMAP; same results */
+                                  (= MSP_IO_PREAD), MSP_IO_PREAD or MSP_IO_MMAP; same results;
+                                  a mapped file that shrinks while read raises SIGBUS */
     int top;                   /* suspects marked in the report (5); <= 0: all */
 } msp_compare_opts_t;
 

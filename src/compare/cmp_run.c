@@ -19,6 +19,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <omp.h>
 
@@ -194,6 +195,7 @@ typedef struct cmp_job {
     double rtol, atol;
     int side;      /* 1: compute side statistics; 0: both sides have them as attributes */
     cmp_acc_t acc;
+    uint32_t crc[2]; /* CRC-32 of the bytes read: npu, bench (checked against the files') */
 } cmp_job_t;
 
 typedef struct cmp_item {
@@ -201,6 +203,7 @@ typedef struct cmp_item {
     cmp_acc_t acc;
     int err;       /* errno of a failed read, or -1 for a short read */
     int err_side;  /* 0 npu, 1 bench */
+    uint32_t crc[2]; /* of this unit's bytes: npu, bench */
 } cmp_item_t;
 
 typedef struct cmp_ctx {
@@ -291,6 +294,8 @@ static void cmp_do_item(cmp_ctx_t *cx, cmp_item_t *it, unsigned char *nbuf, unsi
         }
         cmp_acc_run(j->ndt, cx->cmap + no, j->bdt, cx->bmap + bo, m, j->rtol, j->atol, j->side,
                     &it->acc);
+        it->crc[0] = msp_crc32(0, cx->cmap + no, m * nsz);
+        it->crc[1] = msp_crc32(0, cx->bmap + bo, m * bsz);
         if (!small) {
             cmp_map_release(cx->cmap, no, m * nsz);
             cmp_map_release(cx->bmap, bo, m * bsz);
@@ -308,6 +313,9 @@ static void cmp_do_item(cmp_ctx_t *cx, cmp_item_t *it, unsigned char *nbuf, unsi
         return;
     }
     cmp_acc_run(j->ndt, nbuf, j->bdt, bbuf, m, j->rtol, j->atol, j->side, &it->acc);
+    /* The bytes are in cache now: checking them costs little (bench/compare). */
+    it->crc[0] = msp_crc32(0, nbuf, m * nsz);
+    it->crc[1] = msp_crc32(0, bbuf, m * bsz);
 }
 
 static msp_err cmp_item_error(const cmp_ctx_t *cx, const cmp_item_t *it)
@@ -386,7 +394,14 @@ static msp_err cmp_run_offset_jobs(cmp_ctx_t *cx, uint64_t *bytes_done)
         for (size_t i = 0; i < n; i++) {
             if (items[i].err)
                 return cmp_item_error(cx, &items[i]);
-            cmp_acc_merge(&cx->jobs[items[i].job].acc, &items[i].acc);
+            cmp_job_t *job = &cx->jobs[items[i].job];
+            cmp_acc_merge(&job->acc, &items[i].acc);
+            /* units arrive in order: extend each side's CRC by this one's */
+            uint64_t m = cmp_item_elems(job, items[i].unit);
+            job->crc[0] = (uint32_t)crc32_combine(job->crc[0], items[i].crc[0],
+                                                  (z_off_t)(m * msp_dtype_size(job->ndt)));
+            job->crc[1] = (uint32_t)crc32_combine(job->crc[1], items[i].crc[1],
+                                                  (z_off_t)(m * msp_dtype_size(job->bdt)));
         }
         *bytes_done += wbytes;
         if (cx->o->progress && wbytes)
@@ -444,6 +459,8 @@ static msp_err cmp_run_buffered_jobs(cmp_ctx_t *cx, uint64_t *bytes_done)
             }
             for (size_t u = 0; u < job->n_units; u++)
                 cmp_acc_merge(&job->acc, &parts[u]);
+            job->crc[0] = msp_crc32(0, nb, (size_t)job->nt->nbytes);
+            job->crc[1] = msp_crc32(0, bb, (size_t)job->bt->nbytes);
             uint64_t w = (uint64_t)job->nt->nbytes + (uint64_t)job->bt->nbytes;
             *bytes_done += w;
             if (cx->o->progress && w)
@@ -454,6 +471,26 @@ static msp_err cmp_run_buffered_jobs(cmp_ctx_t *cx, uint64_t *bytes_done)
         free(parts);
     }
     return rc;
+}
+
+/* The stored CRC-32 (0: the file gave none) against the bytes compared: a
+ * flipped bit in a tensor's data is named on its row, not compared silently. */
+static void cmp_check_crc(msp_tensor_cmp_t *t, const cmp_job_t *job)
+{
+    const msp_tensor_info_t *side[2] = {job->nt, job->bt};
+    static const char *const who[2] = {"NPU", "bench"};
+    for (int k = 0; k < 2; k++) {
+        uint32_t want = side[k]->stats.crc32;
+        if (!want || want == job->crc[k])
+            continue;
+        char msg[200];
+        snprintf(msg, sizeof msg, "%s tensor data fails its CRC-32 check (file says %08x, data "
+                 "read %08x): the dump file is damaged", who[k], (unsigned)want,
+                 (unsigned)job->crc[k]);
+        cmp_set_message(t, msg);
+        t->highlight = MSP_HL_RED;
+        return;
+    }
 }
 
 static msp_err cmp_add_job(cmp_ctx_t *cx, size_t row, const msp_record_info_t *nrec,
@@ -823,6 +860,7 @@ static void cmp_finish_jobs(cmp_ctx_t *cx, msp_compare_result_t *res)
             cmp_tensor_verdict(t, cx->o, scalar);
         if (m.message)
             cmp_set_message(t, m.message);
+        cmp_check_crc(t, job);
     }
 }
 
@@ -847,7 +885,7 @@ static msp_err cmp_file_pair(cmp_ctx_t *cx, cmp_build_t *bld, const cmp_file_pai
         goto cleanup;
     }
     cx->use_mmap = 0;
-    if (cx->o->io_mode != MSP_IO_PREAD) {
+    if (cx->o->io_mode == MSP_IO_MMAP) {
         /* offsets were checked against the file size by the reader; map
          * whole files and fall back to pread when mapping is refused */
         struct stat bs, cs;

@@ -83,4 +83,35 @@ hid_t msp_h5_index_type(int packed);
 extern const char *const msp_index_columns[];
 
 
+/* ---- contained reading (fmt_contain.c) ---- */
+
+#include <stdio.h>
+
+/* A record's attributes as the reader helper sent them. */
+struct msp_rattrs {
+    char **k, **v;
+    size_t n;
+};
+
+/* The in-process reader (what msprobe-catalogue runs): libhdf5 parses the
+ * file in this process. */
+msp_err msp_dump_open_local(const char *path, msp_dump_file_t **out);
+/* The helper's side of the pipe: the catalogue of f, or an error. */
+int msp_wire_put_file(FILE *o, msp_dump_file_t *f);
+int msp_wire_put_error(FILE *o, msp_err code, const char *detail);
+/* Parses a catalogue message into f (path and impl set; records freed by
+ * msp_dump_close); exposed for the fuzz target. */
+msp_err msp_wire_get_file(const unsigned char *buf, size_t n, msp_dump_file_t *f,
+                          struct msp_rattrs **attrs);
+/* A file object from a catalogue message alone (no descriptor): the fuzz
+ * target's entry. */
+msp_err msp_dump_from_wire(const char *path, const unsigned char *buf, size_t n,
+                           msp_dump_file_t **out);
+/* The caller's side: fill f (path set) from the helper's catalogue of it;
+ * attrs receives record i's attributes at [i]. */
+msp_err msp_contained_open(msp_dump_file_t *f, int64_t file_size, struct msp_rattrs **attrs);
+/* A tensor without a plain offset, read by the helper into dst (t->nbytes). */
+msp_err msp_contained_read(msp_dump_file_t *f, const msp_record_info_t *r,
+                           const msp_tensor_info_t *t, void *dst);
+
 #endif

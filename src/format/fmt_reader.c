@@ -15,15 +15,21 @@
 #include <unistd.h>
 
 struct msp_dump_impl {
-    hid_t file;
+    hid_t file;        /* -1 when the catalogue came from the reader helper */
     int fd;
     int64_t file_size;
     hsize_t userblock; /* HDF5 addresses are relative to the end of it */
+    struct msp_rattrs *attrs; /* contained: record i's attributes at [i] */
 };
 
 static struct msp_dump_impl *msp_impl(msp_dump_file_t *f)
 {
     return f->impl;
+}
+
+static int64_t im_file_size(msp_dump_file_t *f)
+{
+    return msp_impl(f)->file_size;
 }
 
 static void msp_record_free(msp_record_info_t *r)
@@ -47,6 +53,11 @@ static void msp_dump_free_locked(msp_dump_file_t *f)
             H5Fclose(im->file);
         if (im->fd >= 0)
             close(im->fd);
+        for (size_t i = 0; im->attrs && i < f->n_records; i++) {
+            msp_free_strings(im->attrs[i].k, im->attrs[i].n);
+            msp_free_strings(im->attrs[i].v, im->attrs[i].n);
+        }
+        free(im->attrs);
         free(im);
     }
     for (size_t i = 0; i < f->n_records; i++)
@@ -290,6 +301,14 @@ static msp_err msp_load_index(msp_dump_file_t *f, hid_t d)
         rc = msp_h5_fail(MSP_ERR_FORMAT, "file %s: cannot read /index", f->path);
         goto cleanup;
     }
+    /* A packed row takes over 64 bytes on disk (six variable-length
+     * references alone take 96): a count no file of this size can hold is
+     * a lie, refused before any allocation follows it. */
+    if (n > im_file_size(f) / 64) {
+        rc = msp_fail(MSP_ERR_FORMAT, "file %s: /index declares %lld rows, more than a file of "
+                      "%lld bytes can hold", f->path, (long long)n, (long long)im_file_size(f));
+        goto cleanup;
+    }
     rows = calloc(n ? (size_t)n : 1, sizeof *rows);
     if (!rows) {
         rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory for /index (%lld rows)", f->path,
@@ -439,6 +458,121 @@ static msp_err msp_walk_dtype(hid_t d, hid_t ftype, int null_space, msp_tensor_i
     return MSP_OK;
 }
 
+/* Data kept outside the file (external storage: any path, /etc/passwd or
+ * /dev/zero) or assembled from other files (virtual layout) is never read. */
+static msp_err msp_check_storage(hid_t d, const char *where)
+{
+    hid_t dcpl = H5Dget_create_plist(d);
+    if (dcpl < 0)
+        return msp_h5_fail(MSP_ERR_FORMAT, "%s: cannot read the dataset's layout", where);
+    int external = H5Pget_external_count(dcpl);
+    H5D_layout_t layout = H5Pget_layout(dcpl);
+    H5Pclose(dcpl);
+    if (external != 0)
+        return msp_fail(MSP_ERR_FORMAT, "%s: the dataset's data is stored in other files "
+                        "(external storage): refused", where);
+    if (layout == H5D_VIRTUAL)
+        return msp_fail(MSP_ERR_FORMAT, "%s: the dataset is a virtual one made of other files: "
+                        "refused", where);
+    if (layout < 0)
+        return msp_h5_fail(MSP_ERR_FORMAT, "%s: cannot read the dataset's layout", where);
+    return MSP_OK;
+}
+
+/* A tensor read through H5Dread (no plain offset) may not declare far more
+ * elements than its storage holds: a chunked dataset of 2^28 floats in a
+ * few kilobytes would otherwise cost gigabytes of fill values. */
+#define MSP_MAX_EXPANSION 1024
+#define MSP_EXPANSION_SLACK ((int64_t)1 << 20)
+
+static msp_err msp_check_expansion(hid_t d, const msp_tensor_info_t *t, const char *where)
+{
+    hsize_t stored = H5Dget_storage_size(d);
+    if (t->nbytes > MSP_EXPANSION_SLACK &&
+        (uint64_t)t->nbytes / MSP_MAX_EXPANSION > (uint64_t)stored)
+        return msp_fail(MSP_ERR_FORMAT, "%s: declares %lld bytes from %llu bytes of storage "
+                        "(more than %d:1): refused", where, (long long)t->nbytes,
+                        (unsigned long long)stored, MSP_MAX_EXPANSION);
+    return MSP_OK;
+}
+
+/* Each /index row with data, checked against the dataset it names: the
+ * dataset exists, keeps its data in this file, has the row's shape and
+ * element size, and a row's offset is the dataset's own contiguous storage
+ * of exactly nbytes. Runs where libhdf5 may fail safely (the reader helper). */
+static msp_err msp_verify_index(msp_dump_file_t *f)
+{
+    struct msp_dump_impl *im = msp_impl(f);
+    char where[700];
+    for (size_t i = 0; i < f->n_records; i++) {
+        msp_record_info_t *r = &f->records[i];
+        hid_t g = -1;
+        for (size_t j = 0; j < r->n_tensors; j++) {
+            msp_tensor_info_t *t = &r->tensors[j];
+            if (!t->has_data)
+                continue;
+            snprintf(where, sizeof where, "file %s: /index: record %s: %s", f->path, r->name,
+                     t->role);
+            if (g < 0 && (g = H5Gopen2(im->file, r->name, H5P_DEFAULT)) < 0)
+                return msp_h5_fail(MSP_ERR_FORMAT, "%s: the row names a record the file does "
+                                   "not have", where);
+            hid_t d = H5Dopen2(g, t->role, H5P_DEFAULT);
+            if (d < 0) {
+                H5Gclose(g);
+                return msp_h5_fail(MSP_ERR_FORMAT, "%s: the row names a dataset the file does "
+                                   "not have", where);
+            }
+            msp_err rc = msp_check_storage(d, where);
+            hid_t s = rc ? -1 : H5Dget_space(d), ft = rc ? -1 : H5Dget_type(d);
+            hsize_t dims[MSP_MAX_NDIM];
+            int nd = s >= 0 ? H5Sget_simple_extent_ndims(s) : -1;
+            if (!rc && (s < 0 || ft < 0 || nd < 0 || nd > MSP_MAX_NDIM))
+                rc = msp_h5_fail(MSP_ERR_FORMAT, "%s: cannot read the dataset's shape", where);
+            if (!rc) {
+                H5Sget_simple_extent_dims(s, dims, NULL);
+                int same = nd == t->ndim;
+                for (int k = 0; same && k < nd; k++)
+                    same = (int64_t)dims[k] == t->shape[k];
+                if (!same)
+                    rc = msp_fail(MSP_ERR_FORMAT, "%s: the row's shape differs from the "
+                                  "dataset's", where);
+            }
+            if (!rc && t->dtype && H5Tget_size(ft) != msp_dtype_size(t->dtype))
+                rc = msp_fail(MSP_ERR_FORMAT, "%s: the row says %s (%zu bytes an element), the "
+                              "dataset stores %zu", where, t->dtype_name,
+                              msp_dtype_size(t->dtype), H5Tget_size(ft));
+            if (!rc && t->offset >= 0) {
+                hid_t dcpl = H5Dget_create_plist(d);
+                int plain = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CONTIGUOUS &&
+                            H5Pget_nfilters(dcpl) == 0;
+                if (dcpl >= 0)
+                    H5Pclose(dcpl);
+                haddr_t a = H5Dget_offset(d);
+                if (!plain || a == HADDR_UNDEF || (int64_t)(a + im->userblock) != t->offset ||
+                    H5Dget_storage_size(d) != (hsize_t)t->nbytes)
+                    rc = msp_fail(MSP_ERR_FORMAT, "%s: the row says %lld bytes at offset %lld, "
+                                  "the dataset's own storage differs", where,
+                                  (long long)t->nbytes, (long long)t->offset);
+            } else if (!rc) {
+                rc = msp_check_expansion(d, t, where);
+            }
+            if (s >= 0)
+                H5Sclose(s);
+            if (ft >= 0)
+                H5Tclose(ft);
+            H5Dclose(d);
+            if (rc) {
+                H5Gclose(g);
+                H5Eclear2(H5E_DEFAULT);
+                return rc;
+            }
+        }
+        if (g >= 0)
+            H5Gclose(g);
+    }
+    return MSP_OK;
+}
+
 static msp_err msp_walk_offset(hid_t d, msp_dump_file_t *f, msp_tensor_info_t *t, int exact)
 {
     struct msp_dump_impl *im = msp_impl(f);
@@ -551,7 +685,12 @@ static msp_err msp_walk_tensor(msp_dump_file_t *f, hid_t g, const char *rec, con
         free(t->producer);
         t->producer = NULL;
     }
-    rc = msp_walk_offset(d, f, t, exact);
+    t->offset = -1;
+    if (t->has_data && ((rc = msp_check_storage(d, where)) ||
+                        (rc = msp_walk_offset(d, f, t, exact))))
+        goto cleanup;
+    if (t->has_data && t->offset < 0)
+        rc = msp_check_expansion(d, t, where);
 cleanup:
     if (s >= 0)
         H5Sclose(s);
@@ -714,6 +853,8 @@ static msp_err msp_open_locked(msp_dump_file_t *f)
         rc = msp_load_index(f, idx);
         if (!rc)
             rc = msp_load_index_producers(f, idx);
+        if (!rc)
+            rc = msp_verify_index(f);
         H5Dclose(idx);
         f->has_index = 1;
     } else {
@@ -725,24 +866,16 @@ static msp_err msp_open_locked(msp_dump_file_t *f)
     return rc;
 }
 
-msp_err msp_dump_open(const char *path, msp_dump_file_t **out)
+/* A new file object for path (stat'ed as sb), its descriptor open. */
+static msp_err msp_dump_new(const char *path, const struct stat *sb, msp_dump_file_t **out)
 {
-    if (out)
-        *out = NULL;
-    if (!path || !*path || !out)
-        return msp_fail(MSP_ERR_USAGE, "msp_dump_open: path and out are required");
-    char *ms_json = msp_msprobe_json_for(path);
-    if (ms_json) { /* msprobe's own stepN/rankN/dump.json */
-        msp_err mrc = msp_msprobe_open(ms_json, out);
-        free(ms_json);
-        return mrc;
-    }
-    struct stat sb;
-    if (stat(path, &sb) != 0)
-        return msp_fail(errno == ENOENT || errno == ENOTDIR ? MSP_ERR_NOT_FOUND : MSP_ERR_IO,
-                        "file %s: %s", path, strerror(errno));
-    if (S_ISDIR(sb.st_mode))
+    *out = NULL;
+    if (S_ISDIR(sb->st_mode))
         return msp_fail(MSP_ERR_FORMAT, "file %s: is a directory, not a dump file", path);
+    /* A FIFO or a device would hang or never end: regular files only. */
+    if (!S_ISREG(sb->st_mode))
+        return msp_fail(MSP_ERR_FORMAT, "file %s: not a regular file (a FIFO, socket or "
+                        "device), not a dump file", path);
     msp_dump_file_t *f = calloc(1, sizeof *f);
     struct msp_dump_impl *im = calloc(1, sizeof *im);
     if (!f || !im || !(f->path = strdup(path))) {
@@ -753,18 +886,44 @@ msp_err msp_dump_open(const char *path, msp_dump_file_t **out)
     }
     f->impl = im;
     im->file = -1;
-    im->fd = open(path, O_RDONLY | O_CLOEXEC);
+    im->file_size = (int64_t)sb->st_size;
     f->step = f->rank = f->world_size = -1;
-    msp_err rc;
+    im->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (im->fd < 0) {
-        rc = msp_fail(MSP_ERR_IO, "file %s: %s", path, strerror(errno));
-        msp_h5_lock();
-        goto done;
+        msp_err rc = msp_fail(MSP_ERR_IO, "file %s: %s", path, strerror(errno));
+        msp_dump_close(f);
+        return rc;
     }
-    im->file_size = (int64_t)sb.st_size;
+    struct stat now;
+    if (fstat(im->fd, &now) != 0 || !S_ISREG(now.st_mode)) { /* swapped since stat() */
+        msp_dump_close(f);
+        return msp_fail(MSP_ERR_FORMAT, "file %s: not a regular file, not a dump file", path);
+    }
+    *out = f;
+    return MSP_OK;
+}
+
+static msp_err msp_dump_stat(const char *path, struct stat *sb)
+{
+    if (stat(path, sb) != 0)
+        return msp_fail(errno == ENOENT || errno == ENOTDIR ? MSP_ERR_NOT_FOUND : MSP_ERR_IO,
+                        "file %s: %s", path, strerror(errno));
+    return MSP_OK;
+}
+
+msp_err msp_dump_open_local(const char *path, msp_dump_file_t **out)
+{
+    if (out)
+        *out = NULL;
+    if (!path || !*path || !out)
+        return msp_fail(MSP_ERR_USAGE, "msp_dump_open: path and out are required");
+    struct stat sb;
+    msp_dump_file_t *f;
+    msp_err rc = msp_dump_stat(path, &sb);
+    if (rc || (rc = msp_dump_new(path, &sb, &f)))
+        return rc;
     msp_h5_lock();
     rc = msp_open_locked(f);
-done:
     if (rc) {
         msp_dump_free_locked(f);
         f = NULL;
@@ -772,6 +931,61 @@ done:
     msp_h5_unlock();
     *out = f;
     return rc;
+}
+
+msp_err msp_dump_from_wire(const char *path, const unsigned char *buf, size_t n,
+                           msp_dump_file_t **out)
+{
+    *out = NULL;
+    msp_dump_file_t *f = calloc(1, sizeof *f);
+    struct msp_dump_impl *im = calloc(1, sizeof *im);
+    if (!f || !im || !(f->path = strdup(path))) {
+        free(f ? f->path : NULL);
+        free(f);
+        free(im);
+        return msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", path);
+    }
+    f->impl = im;
+    im->file = im->fd = -1;
+    msp_err rc = msp_wire_get_file(buf, n, f, &im->attrs);
+    if (rc) {
+        msp_dump_close(f);
+        return rc;
+    }
+    *out = f;
+    return MSP_OK;
+}
+
+msp_err msp_dump_open(const char *path, msp_dump_file_t **out)
+{
+    if (out)
+        *out = NULL;
+    if (!path || !*path || !out)
+        return msp_fail(MSP_ERR_USAGE, "msp_dump_open: path and out are required");
+    char *ms_json = msp_msprobe_json_for(path);
+    if (ms_json) { /* msprobe's own stepN/rankN/dump.json: our own parsers, no libhdf5 */
+        msp_err mrc = msp_msprobe_open(ms_json, out);
+        free(ms_json);
+        return mrc;
+    }
+    /* MSPROBE_READER_INPROC=1: parse in this process (fuzzing the reader
+     * itself, or debugging it); a corrupt file may then crash the caller. */
+    const char *inproc = getenv("MSPROBE_READER_INPROC");
+    if (inproc && strcmp(inproc, "1") == 0)
+        return msp_dump_open_local(path, out);
+    struct stat sb;
+    msp_dump_file_t *f;
+    msp_err rc = msp_dump_stat(path, &sb);
+    if (rc || (rc = msp_dump_new(path, &sb, &f)))
+        return rc;
+    struct msp_dump_impl *im = msp_impl(f);
+    rc = msp_contained_open(f, im->file_size, &im->attrs);
+    if (rc) {
+        msp_dump_close(f);
+        return rc;
+    }
+    *out = f;
+    return MSP_OK;
 }
 
 /* ---- data --------------------------------------------------------------------- */
@@ -818,6 +1032,8 @@ msp_err msp_dump_read_tensor(msp_dump_file_t *f, const msp_record_info_t *r,
     struct msp_dump_impl *im = msp_impl(f);
     if (t->offset >= 0)
         return msp_pread_all(im->fd, buf, (size_t)t->nbytes, t->offset, where);
+    if (im->file < 0)
+        return msp_contained_read(f, r, t, buf);
 
     msp_err rc = MSP_OK;
     hid_t g = -1, d = -1, ft = -1, mt = -1, s = -1;
@@ -860,6 +1076,24 @@ cleanup:
 }
 
 
+static msp_err msp_attrs_copy(const struct msp_rattrs *a, char ***keys, char ***values,
+                              size_t *n, const char *where)
+{
+    char **ks = calloc(a->n ? a->n : 1, sizeof *ks), **vs = calloc(a->n ? a->n : 1, sizeof *vs);
+    int ok = ks && vs;
+    for (size_t i = 0; ok && i < a->n; i++)
+        ok = (ks[i] = strdup(a->k[i] ? a->k[i] : "")) && (vs[i] = strdup(a->v[i] ? a->v[i] : ""));
+    if (!ok) {
+        msp_free_strings(ks, ks ? a->n : 0);
+        msp_free_strings(vs, vs ? a->n : 0);
+        return msp_fail(MSP_ERR_NOMEM, "%s: out of memory", where);
+    }
+    *keys = ks;
+    *values = vs;
+    *n = a->n;
+    return MSP_OK;
+}
+
 static herr_t msp_attr_name_cb(hid_t loc, const char *name, const H5A_info_t *ai, void *ud)
 {
     (void)loc;
@@ -880,6 +1114,9 @@ msp_err msp_dump_record_attrs(msp_dump_file_t *f, const msp_record_info_t *r, ch
     *n = 0;
     char where[700];
     snprintf(where, sizeof where, "file %s: record %s", f->path, r->name);
+    struct msp_dump_impl *im = msp_impl(f);
+    if (im->attrs) /* contained: the helper sent them with the catalogue */
+        return msp_attrs_copy(&im->attrs[r - f->records], keys, values, n, where);
     msp_err rc = MSP_OK;
     struct msp_strvec an = {0};
     char **ks = NULL, **vs = NULL;

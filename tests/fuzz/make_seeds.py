@@ -7,14 +7,19 @@ replays them on every build). One directory per fuzz target:
   mapping/  compare --mapping files     -> tests/compare/cmp_mapping_fuzz.c
   cc_pack/  whole packs ("PK...") and   -> tests/configcheck/fuzz_cc_pack.c
             item byte + two JSON documents split by a NUL
+  reader_wire/ msprobe-catalogue's      -> tests/format/fmt_wire_fuzz.c
+            answers for the committed fixtures (needs a build: MSPROBE_CATALOGUE
+            names the helper, default build/src/cli/msprobe-catalogue)
 
 Other files there, named for what they broke, are inputs libFuzzer found
 (e.g. cc_pack/pip_without_packages_or_python.bin: qsort of a NULL array);
 this script leaves them alone.
 """
+import glob
 import io
 import json
 import os
+import subprocess
 import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -100,6 +105,16 @@ def main():
                          .replace('"0"', '"1"').replace("0.1", "0.2"))
         write("cc_pack", f"item_{item}.bin", bytes([k]) + json.dumps(bench).encode() + b"\0"
               + json.dumps(cmp).encode())
+    helper = os.environ.get("MSPROBE_CATALOGUE",
+                            os.path.join(HERE, "..", "..", "build", "src", "cli",
+                                         "msprobe-catalogue"))
+    root = os.path.join(HERE, "..", "..", "fixtures")
+    for path in sorted(glob.glob(os.path.join(root, "*", "step*", "rank0", "dump.h5"))):
+        side, step = path.split(os.sep)[-4:-2]
+        out = subprocess.run([helper, "--", path], capture_output=True, check=True).stdout
+        write("reader_wire", f"{side}_{step}.bin", out)
+    write("reader_wire", "error.bin", b"MSPE" + (4).to_bytes(8, "little")
+          + (5).to_bytes(4, "little") + b"oops!")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,495 @@
+/* Contained reading (msprobe-dump(5) "Reading untrusted files"): libhdf5
+ * parses a file's metadata in a short-lived helper process,
+ * msprobe-catalogue, started with posix_spawn (never a bare fork: the
+ * caller may have threads, and a forked child of a threaded process may
+ * only call async-signal-safe functions). The helper loads and verifies the
+ * catalogue with the in-process reader and sends it back over a pipe in the
+ * wire form below; a crash, a hang or a memory bomb in libhdf5 kills the
+ * helper, not the caller, and becomes an error naming the file. Tensor
+ * bytes at a verified offset are then read here with pread; the rare tensor
+ * without one (chunked, compressed, converted) is read by the helper too.
+ *
+ * Wire form, all integers little-endian as on every platform we build for:
+ *   "MSPC" u32 version, then the file, its records, tensors and attributes
+ *   (see msp_wire_put_file); or "MSPE" i64 code, str detail for an error.
+ *   str = u32 length + bytes (no NUL); i64, f64 = 8 bytes. */
+#include "fmt_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define MSP_WIRE_VERSION 1u
+/* A catalogue is a few hundred bytes a tensor; a file holds at least one
+ * /index row (about 100 bytes) a tensor, so this bound is never reached by a
+ * real file and stops a helper that was tricked into producing garbage. */
+#define MSP_WIRE_MIN_CAP ((size_t)16 << 20)
+#define MSP_WIRE_PER_FILE_BYTE 8
+
+/* ---- writing (in the helper) -------------------------------------------------- */
+
+static int msp_put(FILE *o, const void *p, size_t n)
+{
+    return fwrite(p, 1, n, o) == n ? 0 : -1;
+}
+
+static int msp_put_i64(FILE *o, int64_t v)
+{
+    return msp_put(o, &v, sizeof v);
+}
+
+static int msp_put_f64(FILE *o, double v)
+{
+    return msp_put(o, &v, sizeof v);
+}
+
+static int msp_put_str(FILE *o, const char *s)
+{
+    uint32_t n = s ? (uint32_t)strlen(s) : UINT32_MAX; /* UINT32_MAX: NULL */
+    if (msp_put(o, &n, sizeof n))
+        return -1;
+    return s ? msp_put(o, s, n) : 0;
+}
+
+int msp_wire_put_error(FILE *o, msp_err code, const char *detail)
+{
+    return msp_put(o, "MSPE", 4) || msp_put_i64(o, code) || msp_put_str(o, detail) ||
+                   fflush(o)
+               ? -1
+               : 0;
+}
+
+/* The whole catalogue of f, with every record's attributes (attrs_of gives
+ * them; it may fail for a record, which then has none). */
+int msp_wire_put_file(FILE *o, msp_dump_file_t *f)
+{
+    uint32_t v = MSP_WIRE_VERSION;
+    if (msp_put(o, "MSPC", 4) || msp_put(o, &v, sizeof v) || msp_put_str(o, f->framework) ||
+        msp_put_str(o, f->framework_version) || msp_put_str(o, f->task) ||
+        msp_put_str(o, f->dump_mode) || msp_put_i64(o, f->step) || msp_put_i64(o, f->rank) ||
+        msp_put_i64(o, f->world_size) || msp_put_i64(o, f->has_index) ||
+        msp_put_i64(o, (int64_t)f->n_records))
+        return -1;
+    for (size_t i = 0; i < f->n_records; i++) {
+        const msp_record_info_t *r = &f->records[i];
+        char **k = NULL, **val = NULL;
+        size_t na = 0;
+        if (msp_dump_record_attrs(f, r, &k, &val, &na) != MSP_OK)
+            na = 0;
+        int bad = msp_put_str(o, r->name) || msp_put_i64(o, r->order) ||
+                  msp_put_i64(o, (int64_t)r->n_tensors) || msp_put_i64(o, (int64_t)na);
+        for (size_t a = 0; !bad && a < na; a++)
+            bad = msp_put_str(o, k[a]) || msp_put_str(o, val[a]);
+        msp_free_strings(k, na);
+        msp_free_strings(val, na);
+        for (size_t j = 0; !bad && j < r->n_tensors; j++) {
+            const msp_tensor_info_t *t = &r->tensors[j];
+            bad = msp_put_str(o, t->role) || msp_put_i64(o, t->dtype) ||
+                  msp_put_str(o, t->dtype_name) || msp_put_i64(o, t->ndim);
+            for (int d = 0; !bad && d < t->ndim; d++)
+                bad = msp_put_i64(o, t->shape[d]);
+            bad = bad || msp_put_i64(o, t->numel) || msp_put_i64(o, t->has_data) ||
+                  msp_put_i64(o, t->has_stats) || msp_put_f64(o, t->stats.max) ||
+                  msp_put_f64(o, t->stats.min) || msp_put_f64(o, t->stats.mean) ||
+                  msp_put_f64(o, t->stats.norm) || msp_put_i64(o, t->stats.nan_count) ||
+                  msp_put_i64(o, t->stats.inf_count) || msp_put_i64(o, t->stats.crc32) ||
+                  msp_put_i64(o, t->offset) || msp_put_i64(o, t->nbytes) ||
+                  msp_put_str(o, t->device) || msp_put_i64(o, t->requires_grad) ||
+                  msp_put_str(o, t->producer);
+        }
+        if (bad)
+            return -1;
+    }
+    return fflush(o) ? -1 : 0;
+}
+
+/* ---- reading (in the caller) --------------------------------------------------- */
+
+struct msp_wire {
+    const unsigned char *p, *end;
+    int bad;
+};
+
+static void msp_get(struct msp_wire *w, void *dst, size_t n)
+{
+    if (w->bad || (size_t)(w->end - w->p) < n) {
+        w->bad = 1;
+        memset(dst, 0, n);
+        return;
+    }
+    memcpy(dst, w->p, n);
+    w->p += n;
+}
+
+static int64_t msp_get_i64(struct msp_wire *w)
+{
+    int64_t v;
+    msp_get(w, &v, sizeof v);
+    return v;
+}
+
+static double msp_get_f64(struct msp_wire *w)
+{
+    double v;
+    msp_get(w, &v, sizeof v);
+    return v;
+}
+
+/* malloc'd string, NULL for a NULL (or on a short or bad message: w->bad) */
+static char *msp_get_str(struct msp_wire *w)
+{
+    uint32_t n;
+    msp_get(w, &n, sizeof n);
+    if (w->bad || n == UINT32_MAX)
+        return NULL;
+    if ((size_t)(w->end - w->p) < n) {
+        w->bad = 1;
+        return NULL;
+    }
+    char *s = malloc((size_t)n + 1);
+    if (!s) {
+        w->bad = 1;
+        return NULL;
+    }
+    memcpy(s, w->p, n);
+    s[n] = '\0';
+    w->p += n;
+    return s;
+}
+
+static void msp_get_buf(struct msp_wire *w, char *buf, size_t size)
+{
+    char *s = msp_get_str(w);
+    snprintf(buf, size, "%s", s ? s : "");
+    free(s);
+}
+
+/* A count that fits in what is left of the message (each item takes at
+ * least min_bytes), else w->bad: no allocation follows a lie. */
+static size_t msp_get_count(struct msp_wire *w, size_t min_bytes)
+{
+    int64_t n = msp_get_i64(w);
+    if (w->bad || n < 0 || (uint64_t)n > (size_t)(w->end - w->p) / min_bytes) {
+        w->bad = 1;
+        return 0;
+    }
+    return (size_t)n;
+}
+
+static void msp_get_tensor(struct msp_wire *w, msp_tensor_info_t *t)
+{
+    t->role = msp_get_str(w);
+    t->dtype = (msp_dtype_t)msp_get_i64(w);
+    msp_get_buf(w, t->dtype_name, sizeof t->dtype_name);
+    int64_t nd = msp_get_i64(w);
+    if (nd < 0 || nd > MSP_MAX_NDIM || !t->role || t->dtype < 0 || t->dtype >= MSP_DTYPE_COUNT_) {
+        w->bad = 1;
+        return;
+    }
+    t->ndim = (int)nd;
+    for (int d = 0; d < t->ndim; d++)
+        t->shape[d] = msp_get_i64(w);
+    t->numel = msp_get_i64(w);
+    t->has_data = msp_get_i64(w) != 0;
+    t->has_stats = msp_get_i64(w) != 0;
+    t->stats.max = msp_get_f64(w);
+    t->stats.min = msp_get_f64(w);
+    t->stats.mean = msp_get_f64(w);
+    t->stats.norm = msp_get_f64(w);
+    t->stats.nan_count = msp_get_i64(w);
+    t->stats.inf_count = msp_get_i64(w);
+    t->stats.crc32 = (uint32_t)msp_get_i64(w);
+    t->offset = msp_get_i64(w);
+    t->nbytes = msp_get_i64(w);
+    msp_get_buf(w, t->device, sizeof t->device);
+    t->requires_grad = msp_get_i64(w) != 0;
+    t->producer = msp_get_str(w);
+}
+
+/* Fills f (path and impl already set) from a catalogue message; the
+ * record attributes go to attrs[i] for record i. */
+msp_err msp_wire_get_file(const unsigned char *buf, size_t n, msp_dump_file_t *f,
+                          struct msp_rattrs **attrs)
+{
+    struct msp_wire w = {buf, buf + n, 0};
+    uint32_t v = 0;
+    if (n < 4 || memcmp(buf, "MSPC", 4) != 0)
+        return msp_fail(MSP_ERR_INTERNAL, "file %s: the reader helper gave no catalogue",
+                        f->path);
+    w.p += 4;
+    msp_get(&w, &v, sizeof v);
+    if (v != MSP_WIRE_VERSION)
+        return msp_fail(MSP_ERR_INTERNAL, "file %s: the reader helper speaks version %u, not %u "
+                        "(msprobe-catalogue from another msprobe?)", f->path, v,
+                        MSP_WIRE_VERSION);
+    msp_get_buf(&w, f->framework, sizeof f->framework);
+    msp_get_buf(&w, f->framework_version, sizeof f->framework_version);
+    msp_get_buf(&w, f->task, sizeof f->task);
+    msp_get_buf(&w, f->dump_mode, sizeof f->dump_mode);
+    f->step = msp_get_i64(&w);
+    f->rank = msp_get_i64(&w);
+    f->world_size = msp_get_i64(&w);
+    f->has_index = msp_get_i64(&w) != 0;
+    size_t nr = msp_get_count(&w, 28);
+    f->records = calloc(nr ? nr : 1, sizeof *f->records);
+    *attrs = calloc(nr ? nr : 1, sizeof **attrs);
+    if (!f->records || !*attrs)
+        return msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", f->path);
+    for (size_t i = 0; i < nr && !w.bad; i++) {
+        msp_record_info_t *r = &f->records[i];
+        struct msp_rattrs *ra = &(*attrs)[i];
+        f->n_records = i + 1;
+        r->name = msp_get_str(&w);
+        r->order = msp_get_i64(&w);
+        size_t nt = msp_get_count(&w, 160);
+        size_t na = msp_get_count(&w, 8);
+        if (!r->name)
+            w.bad = 1;
+        ra->k = calloc(na ? na : 1, sizeof *ra->k);
+        ra->v = calloc(na ? na : 1, sizeof *ra->v);
+        r->tensors = calloc(nt ? nt : 1, sizeof *r->tensors);
+        if (!ra->k || !ra->v || !r->tensors)
+            return msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", f->path);
+        for (size_t a = 0; a < na && !w.bad; a++) {
+            ra->n = a + 1;
+            ra->k[a] = msp_get_str(&w);
+            ra->v[a] = msp_get_str(&w);
+        }
+        for (size_t j = 0; j < nt && !w.bad; j++) {
+            r->n_tensors = j + 1;
+            msp_get_tensor(&w, &r->tensors[j]);
+        }
+    }
+    if (w.bad || w.p != w.end)
+        return msp_fail(MSP_ERR_INTERNAL, "file %s: the reader helper's answer is malformed",
+                        f->path);
+    return MSP_OK;
+}
+
+/* ---- the helper process -------------------------------------------------------- */
+
+static int msp_is_exe(const char *p)
+{
+    return p && access(p, X_OK) == 0;
+}
+
+/* The helper: MSPROBE_CATALOGUE_HELPER; else next to the running program (the
+ * msprobe binary, in the build tree and installed); else the installed
+ * libexec path; else the build tree's (test programs). NULL: none. */
+static char *msp_helper_path(void)
+{
+    const char *env = getenv("MSPROBE_CATALOGUE_HELPER");
+    if (env && *env)
+        return strdup(env);
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) {
+        self[n] = '\0';
+        char *slash = strrchr(self, '/');
+        if (slash) {
+            *slash = '\0';
+            char *p = msp_asprintf("%s/msprobe-catalogue", self);
+            if (msp_is_exe(p))
+                return p;
+            free(p);
+        }
+    }
+#ifdef MSP_LIBEXEC_HELPER
+    if (msp_is_exe(MSP_LIBEXEC_HELPER))
+        return strdup(MSP_LIBEXEC_HELPER);
+#endif
+#ifdef MSP_BUILD_HELPER
+    if (msp_is_exe(MSP_BUILD_HELPER))
+        return strdup(MSP_BUILD_HELPER);
+#endif
+    return NULL;
+}
+
+static double msp_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Seconds the helper may take (MSPROBE_READER_TIMEOUT, default 60). */
+static double msp_helper_timeout(void)
+{
+    const char *e = getenv("MSPROBE_READER_TIMEOUT");
+    char *end;
+    double s = e ? strtod(e, &end) : 0;
+    return e && end != e && s > 0 ? s : 60.0;
+}
+
+/* Runs the helper with argv (argv[0] is set here), collecting at most cap
+ * bytes of its answer into *out. */
+static msp_err msp_helper_run(const char *path, char *argv[], size_t cap,
+                              unsigned char **out, size_t *out_n)
+{
+    *out = NULL;
+    *out_n = 0;
+    char *helper = msp_helper_path();
+    if (!helper)
+        return msp_fail(MSP_ERR_INTERNAL, "file %s: cannot find msprobe-catalogue, the helper "
+                        "that parses dump files out of harm's way (install it next to msprobe "
+                        "or set MSPROBE_CATALOGUE_HELPER)", path);
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+        free(helper);
+        return msp_fail(MSP_ERR_IO, "file %s: cannot start the reader helper: %s", path,
+                        strerror(errno));
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    /* Nothing else of ours: libhdf5 opens files without O_CLOEXEC, and a
+     * helper holding another thread's dump file would hold its lock too. */
+    posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+    posix_spawnattr_t at;
+    posix_spawnattr_init(&at);
+    sigset_t none, dfl;
+    sigemptyset(&none);
+    sigfillset(&dfl);
+    posix_spawnattr_setsigmask(&at, &none);
+    posix_spawnattr_setsigdefault(&at, &dfl);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    argv[0] = helper;
+    pid_t pid;
+    int e = posix_spawn(&pid, helper, &fa, &at, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&at);
+    close(fds[1]);
+    if (e != 0) {
+        close(fds[0]);
+        msp_err rc = msp_fail(MSP_ERR_IO, "file %s: cannot start the reader helper %s: %s", path,
+                              helper, strerror(e));
+        free(helper);
+        return rc;
+    }
+    free(helper);
+
+    size_t n = 0, room = 64 << 10;
+    unsigned char *buf = malloc(room);
+    double deadline = msp_now() + msp_helper_timeout();
+    int timed_out = 0, too_big = 0, nomem = !buf;
+    while (buf) {
+        double left = deadline - msp_now();
+        if (left <= 0) {
+            timed_out = 1;
+            break;
+        }
+        struct pollfd p = {fds[0], POLLIN, 0};
+        int pr = poll(&p, 1, (int)(left * 1000) + 1);
+        if (pr < 0 && errno == EINTR)
+            continue;
+        if (pr == 0)
+            continue;
+        if (n == room) {
+            if (room >= cap) {
+                too_big = 1;
+                break;
+            }
+            size_t nr = room * 2 < cap ? room * 2 : cap;
+            unsigned char *b = realloc(buf, nr);
+            if (!b) {
+                nomem = 1;
+                break;
+            }
+            buf = b;
+            room = nr;
+        }
+        ssize_t k = read(fds[0], buf + n, room - n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            break;
+        n += (size_t)k;
+    }
+    close(fds[0]);
+    if (timed_out || too_big || nomem)
+        kill(pid, SIGKILL);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    msp_err rc = MSP_OK;
+    if (nomem)
+        rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory reading the catalogue", path);
+    else if (timed_out)
+        rc = msp_fail(MSP_ERR_FORMAT, "file %s: corrupt or not a dump (parsing it took more "
+                      "than %.0f s; MSPROBE_READER_TIMEOUT sets the limit)", path,
+                      msp_helper_timeout());
+    else if (too_big)
+        rc = msp_fail(MSP_ERR_FORMAT, "file %s: corrupt or not a dump (its catalogue exceeds "
+                      "%zu bytes)", path, cap);
+    else if (WIFSIGNALED(st))
+        rc = msp_fail(MSP_ERR_FORMAT, "file %s: corrupt or not a dump (libhdf5 was killed by "
+                      "signal %d, %s, parsing it)", path, WTERMSIG(st), strsignal(WTERMSIG(st)));
+    else if (WIFEXITED(st) && WEXITSTATUS(st) == 2 && n >= 4 && memcmp(buf, "MSPE", 4) == 0) {
+        struct msp_wire w = {buf + 4, buf + n, 0};
+        int64_t code = msp_get_i64(&w);
+        char *detail = msp_get_str(&w);
+        if (w.bad || code <= 0 || code > MSP_ERR_INTERNAL)
+            code = MSP_ERR_FORMAT;
+        rc = msp_fail((msp_err)code, "%s", detail ? detail : "the reader helper failed");
+        free(detail);
+    } else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        rc = msp_fail(MSP_ERR_FORMAT, "file %s: corrupt or not a dump (the reader helper exited "
+                      "with status %d%s)", path, WIFEXITED(st) ? WEXITSTATUS(st) : -1,
+                      WIFEXITED(st) && WEXITSTATUS(st) == 127 ? ": it could not run" : "");
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    *out = buf;
+    *out_n = n;
+    return MSP_OK;
+}
+
+msp_err msp_contained_open(msp_dump_file_t *f, int64_t file_size, struct msp_rattrs **attrs)
+{
+    size_t cap = MSP_WIRE_MIN_CAP;
+    if (file_size > 0 && (uint64_t)file_size < (SIZE_MAX - cap) / MSP_WIRE_PER_FILE_BYTE)
+        cap += (size_t)file_size * MSP_WIRE_PER_FILE_BYTE;
+    char *argv[] = {NULL, "--", f->path, NULL};
+    unsigned char *buf;
+    size_t n;
+    msp_err rc = msp_helper_run(f->path, argv, cap, &buf, &n);
+    if (rc)
+        return rc;
+    rc = msp_wire_get_file(buf, n, f, attrs);
+    free(buf);
+    return rc;
+}
+
+msp_err msp_contained_read(msp_dump_file_t *f, const msp_record_info_t *r,
+                           const msp_tensor_info_t *t, void *dst)
+{
+    char *argv[] = {NULL, "--read", f->path, r->name, t->role, NULL};
+    unsigned char *buf;
+    size_t n;
+    size_t want = (size_t)t->nbytes;
+    msp_err rc = msp_helper_run(f->path, argv, want + 1, &buf, &n);
+    if (rc)
+        return rc;
+    if (n != want)
+        rc = msp_fail(MSP_ERR_FORMAT, "file %s: record %s: %s: the reader helper gave %zu bytes, "
+                      "the catalogue says %zu", f->path, r->name, t->role, n, want);
+    else
+        memcpy(dst, buf, want);
+    free(buf);
+    return rc;
+}
