@@ -252,6 +252,8 @@ typedef enum msp_dump_tree_kind {
 
 typedef struct msp_dump_entry {
     int64_t step, rank; /* from the directory names; -1 when the path does not say */
+    int64_t writer;     /* K of a rank{R}-{K} directory (a second process that wrote rank
+                           R: msprobe-dump(5)); 0 for rank{R} */
     char *path;         /* the dump file (dump.h5, or msprobe's dump.json); for a rank
                            directory holding neither, the directory */
     char *error;        /* NULL, or why this entry is skipped ("holds neither dump.h5

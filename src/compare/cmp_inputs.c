@@ -13,6 +13,8 @@ static int cmp_entry_order(const msp_dump_entry_t *x, const msp_dump_entry_t *y)
         return x->step < y->step ? -1 : 1;
     if (x->rank != y->rank)
         return x->rank < y->rank ? -1 : 1;
+    if (x->writer != y->writer) /* rank{R}-{K} pairs with rank{R}-{K} */
+        return x->writer < y->writer ? -1 : 1;
     return 0;
 }
 
@@ -37,16 +39,18 @@ static const char *cmp_kind_name(msp_dump_tree_kind_t k)
  * skipped because its file cannot be read. */
 static msp_err cmp_note(char ***only, size_t *n_only, const char *side, const msp_dump_entry_t *r)
 {
-    char *s;
+    char *s, k[24] = "";
+    if (r->writer)
+        snprintf(k, sizeof k, "-%lld", (long long)r->writer);
     if (!r->error)
-        s = msp_asprintf("step %lld rank %lld only in the %s dump (%s)", (long long)r->step,
-                         (long long)r->rank, side, r->path);
+        s = msp_asprintf("step %lld rank %lld%s only in the %s dump (%s)", (long long)r->step,
+                         (long long)r->rank, k, side, r->path);
     else if (strstr(r->error, r->path))
-        s = msp_asprintf("step %lld rank %lld skipped: %s", (long long)r->step,
-                         (long long)r->rank, r->error);
+        s = msp_asprintf("step %lld rank %lld%s skipped: %s", (long long)r->step,
+                         (long long)r->rank, k, r->error);
     else
-        s = msp_asprintf("step %lld rank %lld skipped: %s: %s", (long long)r->step,
-                         (long long)r->rank, r->path, r->error);
+        s = msp_asprintf("step %lld rank %lld%s skipped: %s: %s", (long long)r->step,
+                         (long long)r->rank, k, r->path, r->error);
     if (!s)
         return msp_fail(MSP_ERR_NOMEM, "out of memory");
     char **nv = realloc(*only, (*n_only + 1) * sizeof *nv);

@@ -6,6 +6,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -16,22 +17,42 @@ static int msp_tree_is_file(const char *p)
     return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* "step12" -> 12; -1 unless name is prefix followed by digits only. */
-static int64_t msp_tree_number(const char *name, const char *prefix)
+/* Digits only, as a number; -1 otherwise. */
+static int64_t msp_tree_digits(const char *s, const char *end)
+{
+    if (s == end)
+        return -1;
+    int64_t v = 0;
+    for (const char *p = s; p < end; p++) {
+        if (!isdigit((unsigned char)*p) || v > (INT64_MAX - 9) / 10)
+            return -1;
+        v = v * 10 + (*p - '0');
+    }
+    return v;
+}
+
+/* "step12" -> 12, "rank3" -> 3; with writer non-NULL also "rank3-1" -> 3,
+ * *writer = 1 (a second process's directory for rank 3). -1 unless name is
+ * prefix followed by that form. */
+static int64_t msp_tree_number(const char *name, const char *prefix, int64_t *writer)
 {
     size_t pl = strlen(prefix);
-    if (strncmp(name, prefix, pl) != 0 || !name[pl])
+    if (strncmp(name, prefix, pl) != 0)
         return -1;
-    for (const char *p = name + pl; *p; p++)
-        if (!isdigit((unsigned char)*p))
-            return -1;
-    errno = 0;
-    long long v = strtoll(name + pl, NULL, 10);
-    return errno ? -1 : (int64_t)v;
+    const char *s = name + pl, *end = s + strlen(s), *dash = writer ? strchr(s, '-') : NULL;
+    if (writer)
+        *writer = 0;
+    if (!dash)
+        return msp_tree_digits(s, end);
+    int64_t k = msp_tree_digits(dash + 1, end);
+    if (k <= 0)
+        return -1;
+    *writer = k;
+    return msp_tree_digits(s, dash);
 }
 
 static msp_err msp_tree_add(msp_dump_tree_t *t, size_t *cap, int64_t step, int64_t rank,
-                            char *path, const char *error)
+                            int64_t writer, char *path, const char *error)
 {
     char *err = NULL;
     if (!path || (error && !(err = strdup(error)))) {
@@ -45,14 +66,14 @@ static msp_err msp_tree_add(msp_dump_tree_t *t, size_t *cap, int64_t step, int64
         return msp_fail(MSP_ERR_NOMEM, "out of memory");
     }
     t->files = nv;
-    t->files[t->n_files++] = (msp_dump_entry_t){step, rank, path, err};
+    t->files[t->n_files++] = (msp_dump_entry_t){step, rank, writer, path, err};
     return MSP_OK;
 }
 
-/* Calls fn(t, cap, subdir, number, arg) for each subdirectory of dir named
- * prefix<digits>; *seen counts them. */
+/* Calls fn(t, cap, subdir, number, writer, arg) for each subdirectory of dir
+ * named prefix<digits> (for "rank" also prefix<digits>-<K>); *seen counts them. */
 typedef msp_err (*msp_tree_fn)(msp_dump_tree_t *t, size_t *cap, const char *sub, int64_t num,
-                               int64_t arg);
+                               int64_t writer, int64_t arg);
 
 static msp_err msp_tree_each(msp_dump_tree_t *t, size_t *cap, const char *dir,
                              const char *prefix, msp_tree_fn fn, int64_t arg, size_t *seen)
@@ -63,7 +84,9 @@ static msp_err msp_tree_each(msp_dump_tree_t *t, size_t *cap, const char *dir,
     msp_err rc = MSP_OK;
     struct dirent *e;
     while (!rc && (e = readdir(d)) != NULL) {
-        int64_t num = msp_tree_number(e->d_name, prefix);
+        int64_t writer = 0;
+        int64_t num = msp_tree_number(e->d_name, prefix,
+                                      strcmp(prefix, "rank") == 0 ? &writer : NULL);
         if (num < 0)
             continue;
         char *sub = msp_asprintf("%s/%s", dir, e->d_name);
@@ -73,7 +96,7 @@ static msp_err msp_tree_each(msp_dump_tree_t *t, size_t *cap, const char *dir,
         }
         if (msp_is_dir(sub)) {
             (*seen)++;
-            rc = fn(t, cap, sub, num, arg);
+            rc = fn(t, cap, sub, num, writer, arg);
         }
         free(sub);
     }
@@ -84,7 +107,7 @@ static msp_err msp_tree_each(msp_dump_tree_t *t, size_t *cap, const char *dir,
 /* A rank directory of step `step`: its dump.h5, else msprobe's dump.json,
  * else an entry for the directory itself saying it holds neither. */
 static msp_err msp_tree_rank(msp_dump_tree_t *t, size_t *cap, const char *rank_dir, int64_t rank,
-                             int64_t step)
+                             int64_t writer, int64_t step)
 {
     char *p = msp_asprintf("%s/dump.h5", rank_dir);
     if (p && !msp_tree_is_file(p)) {
@@ -92,17 +115,18 @@ static msp_err msp_tree_rank(msp_dump_tree_t *t, size_t *cap, const char *rank_d
         p = msp_asprintf("%s/dump.json", rank_dir);
         if (p && !msp_tree_is_file(p)) {
             free(p);
-            return msp_tree_add(t, cap, step, rank, strdup(rank_dir),
+            return msp_tree_add(t, cap, step, rank, writer, strdup(rank_dir),
                                 "holds neither dump.h5 (msprobe-c) nor dump.json (msprobe)");
         }
     }
-    return msp_tree_add(t, cap, step, rank, p, NULL);
+    return msp_tree_add(t, cap, step, rank, writer, p, NULL);
 }
 
 static msp_err msp_tree_step(msp_dump_tree_t *t, size_t *cap, const char *step_dir, int64_t step,
-                             int64_t unused)
+                             int64_t unused, int64_t unused2)
 {
     (void)unused;
+    (void)unused2;
     size_t ranks = 0;
     return msp_tree_each(t, cap, step_dir, "rank", msp_tree_rank, step, &ranks);
 }
@@ -114,6 +138,8 @@ static int msp_tree_entry_cmp(const void *a, const void *b)
         return x->step < y->step ? -1 : 1;
     if (x->rank != y->rank)
         return x->rank < y->rank ? -1 : 1;
+    if (x->writer != y->writer)
+        return x->writer < y->writer ? -1 : 1;
     return strcmp(x->path, y->path);
 }
 
@@ -121,7 +147,7 @@ static msp_err msp_tree_walk(const char *path, msp_dump_tree_t *t, size_t *cap)
 {
     if (msp_tree_is_file(path)) {
         t->kind = MSP_TREE_FILE;
-        return msp_tree_add(t, cap, -1, -1, strdup(path), NULL);
+        return msp_tree_add(t, cap, -1, -1, 0, strdup(path), NULL);
     }
     if (!msp_is_dir(path))
         return msp_fail(MSP_ERR_NOT_FOUND, "%s: %s", path,
@@ -131,14 +157,14 @@ static msp_err msp_tree_walk(const char *path, msp_dump_tree_t *t, size_t *cap)
         return msp_fail(MSP_ERR_NOMEM, "out of memory");
     if (msp_tree_is_file(inner)) {
         t->kind = MSP_TREE_FILE;
-        return msp_tree_add(t, cap, -1, -1, inner, NULL);
+        return msp_tree_add(t, cap, -1, -1, 0, inner, NULL);
     }
     free(inner);
     if (!(inner = msp_asprintf("%s/dump.json", path)))
         return msp_fail(MSP_ERR_NOMEM, "out of memory");
     if (msp_tree_is_file(inner)) { /* msprobe's rank directory */
         t->kind = MSP_TREE_FILE;
-        return msp_tree_add(t, cap, -1, -1, inner, NULL);
+        return msp_tree_add(t, cap, -1, -1, 0, inner, NULL);
     }
     free(inner);
     size_t steps = 0, ranks = 0;
@@ -152,7 +178,7 @@ static msp_err msp_tree_walk(const char *path, msp_dump_tree_t *t, size_t *cap)
     /* a step directory: rank{R}/dump.h5 right inside */
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
-    if ((rc = msp_tree_each(t, cap, path, "rank", msp_tree_rank, msp_tree_number(base, "step"),
+    if ((rc = msp_tree_each(t, cap, path, "rank", msp_tree_rank, msp_tree_number(base, "step", NULL),
                             &ranks)))
         return rc;
     if (ranks) {
