@@ -110,6 +110,11 @@ static msp_err msp_tree_rank(msp_dump_tree_t *t, size_t *cap, const char *rank_d
                              int64_t writer, int64_t step)
 {
     char *p = msp_asprintf("%s/dump.h5", rank_dir);
+    struct stat st;
+    if (p && lstat(p, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode) &&
+        !S_ISDIR(st.st_mode)) /* a FIFO or device would hang whoever opens it */
+        return msp_tree_add(t, cap, step, rank, writer, p,
+                            "not a regular file (a FIFO, socket or device), not a dump file");
     if (p && !msp_tree_is_file(p)) {
         free(p);
         p = msp_asprintf("%s/dump.json", rank_dir);
