@@ -6,6 +6,11 @@
 
 #include "msprobe/format.h"
 
+/* The checks every tensor read starts with (data present, a known element
+ * type, a big enough buffer); where names the tensor. */
+msp_err msp_read_check(const msp_tensor_info_t *t, int has_data, size_t buf_size,
+                       const char *where);
+
 /* Text from a foreign file, made safe for a message: printable ASCII only
  * (anything else becomes '?'), cut to fit dst. */
 static inline void msp_fg_clean(char *dst, size_t cap, const char *src)

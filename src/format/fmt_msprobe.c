@@ -611,14 +611,9 @@ msp_err msp_msprobe_read_tensor(msp_dump_file_t *f, const msp_record_info_t *r,
     if (ri >= f->n_records || ti >= r->n_tensors)
         return msp_fail(MSP_ERR_USAGE, "%s: not a tensor of this file", where);
     const char *file = im->recs[ri].files[ti];
-    if (!t->has_data || !file)
-        return msp_fail(MSP_ERR_USAGE, "%s: statistics only, no data to read", where);
-    if (!t->dtype)
-        return msp_fail(MSP_ERR_UNSUPPORTED, "%s: element type %s is not supported", where,
-                        t->dtype_name);
-    if (t->nbytes < 0 || buf_size < (size_t)t->nbytes)
-        return msp_fail(MSP_ERR_USAGE, "%s: buffer of %zu bytes, need %lld", where, buf_size,
-                        (long long)t->nbytes);
+    msp_err prc = msp_read_check(t, t->has_data && file, buf_size, where);
+    if (prc)
+        return prc;
     size_t fl = strlen(file);
     msp_raw_tensor_t raw;
     msp_err rc = fl > 4 && !strcmp(file + fl - 4, ".npy") ? msp_npy_load(file, &raw)

@@ -866,6 +866,25 @@ static msp_err msp_open_locked(msp_dump_file_t *f)
     return rc;
 }
 
+/* An empty file object for path: no HDF5 handle, no descriptor yet. */
+static msp_err msp_dump_alloc(const char *path, msp_dump_file_t **out)
+{
+    *out = NULL;
+    msp_dump_file_t *f = calloc(1, sizeof *f);
+    struct msp_dump_impl *im = calloc(1, sizeof *im);
+    if (!f || !im || !(f->path = strdup(path))) {
+        free(f ? f->path : NULL);
+        free(f);
+        free(im);
+        return msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", path);
+    }
+    f->impl = im;
+    im->file = im->fd = -1;
+    f->step = f->rank = f->world_size = -1;
+    *out = f;
+    return MSP_OK;
+}
+
 /* A new file object for path (stat'ed as sb), its descriptor open. */
 static msp_err msp_dump_new(const char *path, const struct stat *sb, msp_dump_file_t **out)
 {
@@ -876,21 +895,15 @@ static msp_err msp_dump_new(const char *path, const struct stat *sb, msp_dump_fi
     if (!S_ISREG(sb->st_mode))
         return msp_fail(MSP_ERR_FORMAT, "file %s: not a regular file (a FIFO, socket or "
                         "device), not a dump file", path);
-    msp_dump_file_t *f = calloc(1, sizeof *f);
-    struct msp_dump_impl *im = calloc(1, sizeof *im);
-    if (!f || !im || !(f->path = strdup(path))) {
-        free(f ? f->path : NULL);
-        free(f);
-        free(im);
-        return msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", path);
-    }
-    f->impl = im;
-    im->file = -1;
+    msp_dump_file_t *f;
+    msp_err rc = msp_dump_alloc(path, &f);
+    if (rc)
+        return rc;
+    struct msp_dump_impl *im = msp_impl(f);
     im->file_size = (int64_t)sb->st_size;
-    f->step = f->rank = f->world_size = -1;
     im->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (im->fd < 0) {
-        msp_err rc = msp_fail(MSP_ERR_IO, "file %s: %s", path, strerror(errno));
+        rc = msp_fail(MSP_ERR_IO, "file %s: %s", path, strerror(errno));
         msp_dump_close(f);
         return rc;
     }
@@ -936,18 +949,12 @@ msp_err msp_dump_open_local(const char *path, msp_dump_file_t **out)
 msp_err msp_dump_from_wire(const char *path, const unsigned char *buf, size_t n,
                            msp_dump_file_t **out)
 {
-    *out = NULL;
-    msp_dump_file_t *f = calloc(1, sizeof *f);
-    struct msp_dump_impl *im = calloc(1, sizeof *im);
-    if (!f || !im || !(f->path = strdup(path))) {
-        free(f ? f->path : NULL);
-        free(f);
-        free(im);
-        return msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", path);
-    }
-    f->impl = im;
-    im->file = im->fd = -1;
-    msp_err rc = msp_wire_get_file(buf, n, f, &im->attrs);
+    msp_dump_file_t *f;
+    msp_err rc = msp_dump_alloc(path, &f);
+    if (rc)
+        return rc;
+    struct msp_dump_impl *im = msp_impl(f);
+    rc = msp_wire_get_file(buf, n, f, &im->attrs);
     if (rc) {
         msp_dump_close(f);
         return rc;
@@ -1009,6 +1016,20 @@ static msp_err msp_pread_all(int fd, void *buf, size_t n, int64_t off, const cha
     return MSP_OK;
 }
 
+msp_err msp_read_check(const msp_tensor_info_t *t, int has_data, size_t buf_size,
+                       const char *where)
+{
+    if (!has_data)
+        return msp_fail(MSP_ERR_USAGE, "%s: statistics only, no data to read", where);
+    if (!t->dtype)
+        return msp_fail(MSP_ERR_UNSUPPORTED, "%s: element type %s is not supported", where,
+                        t->dtype_name);
+    if (t->nbytes < 0 || buf_size < (size_t)t->nbytes)
+        return msp_fail(MSP_ERR_USAGE, "%s: buffer of %zu bytes, need %lld", where, buf_size,
+                        (long long)t->nbytes);
+    return MSP_OK;
+}
+
 msp_err msp_dump_read_tensor(msp_dump_file_t *f, const msp_record_info_t *r,
                              const msp_tensor_info_t *t, void *buf, size_t buf_size)
 {
@@ -1019,14 +1040,9 @@ msp_err msp_dump_read_tensor(msp_dump_file_t *f, const msp_record_info_t *r,
         return msp_msprobe_read_tensor(f, r, t, buf, buf_size);
     char where[700];
     snprintf(where, sizeof where, "file %s: record %s: %s", f->path, r->name, t->role);
-    if (!t->has_data)
-        return msp_fail(MSP_ERR_USAGE, "%s: statistics only, no data to read", where);
-    if (!t->dtype)
-        return msp_fail(MSP_ERR_UNSUPPORTED, "%s: element type %s is not supported", where,
-                        t->dtype_name);
-    if (t->nbytes < 0 || buf_size < (size_t)t->nbytes)
-        return msp_fail(MSP_ERR_USAGE, "%s: buffer of %zu bytes, need %lld", where, buf_size,
-                        (long long)t->nbytes);
+    msp_err prc = msp_read_check(t, t->has_data, buf_size, where);
+    if (prc)
+        return prc;
     if (t->nbytes == 0)
         return MSP_OK;
     struct msp_dump_impl *im = msp_impl(f);
