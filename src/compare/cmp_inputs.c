@@ -64,9 +64,19 @@ static msp_err cmp_note(char ***only, size_t *n_only, const char *side, const ms
     return MSP_OK;
 }
 
+msp_err cmp_note_skipped(char ***only, size_t *n_only, const cmp_file_pair_t *fp,
+                         const char *detail)
+{
+    int bench_bad = strstr(detail, fp->bench) != NULL;
+    msp_dump_entry_t e = {fp->step, fp->rank, fp->writer, bench_bad ? fp->bench : fp->cmp,
+                          (char *)detail};
+    return cmp_note(only, n_only, bench_bad ? "bench" : "compare", &e);
+}
+
+
 static msp_err cmp_scan(const char *path, const char *what, msp_dump_tree_t *t)
 {
-    msp_err rc = msp_dump_tree_scan(path, 1, t);
+    msp_err rc = msp_dump_tree_scan(path, 0, t);
     if (rc) {
         char detail[1024];
         snprintf(detail, sizeof detail, "%s", msp_last_error());
@@ -129,6 +139,8 @@ msp_err cmp_resolve_inputs(const char *bench, const char *cmp, cmp_file_pair_t *
             }
             pairs[np].step = y->step;
             pairs[np].rank = y->rank;
+            pairs[np].writer = y->writer;
+            pairs[np].in_tree = b.kind != MSP_TREE_FILE;
             pairs[np].bench = x->path;
             pairs[np].cmp = y->path;
             x->path = NULL;

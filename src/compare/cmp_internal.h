@@ -72,17 +72,23 @@ int cmp_is_forward(const char *name);
 /* ---- inputs ------------------------------------------------------------ */
 
 typedef struct cmp_file_pair {
-    int64_t step, rank;
+    int64_t step, rank, writer; /* writer: K of rank{R}-{K} directories, else 0 */
     char *bench, *cmp;
+    int in_tree;                /* from directories: an unreadable file is skipped */
 } cmp_file_pair_t;
 
 /* Resolve the two command-line paths into file pairs (sorted by step, rank).
- * One-sided steps/ranks, and steps/ranks with an unreadable file on either
- * side (skipped, the rest compared), are logged as warnings and listed in
- * *only (malloc'd strings). */
+ * One-sided steps/ranks, and rank directories holding no dump, are logged as
+ * warnings and listed in *only (malloc'd strings). Files are not opened
+ * here: a pair whose file cannot be read is skipped when it is opened
+ * (cmp_note_skipped), so each file is parsed once. */
 msp_err cmp_resolve_inputs(const char *bench, const char *cmp, cmp_file_pair_t **pairs,
                            size_t *n_pairs, char ***only, size_t *n_only);
 void cmp_file_pairs_free(cmp_file_pair_t *p, size_t n);
+/* A pair from directories skipped because a file cannot be read (detail:
+ * why, naming it): one warning and one line in *only. */
+msp_err cmp_note_skipped(char ***only, size_t *n_only, const cmp_file_pair_t *fp,
+                         const char *detail);
 
 /* ---- verdicts ---------------------------------------------------------- */
 
