@@ -693,8 +693,8 @@ static msp_err msp_ms_strings(const msp_cfg_walk_t *w, const cJSON *it, const ch
     size_t i = 0;
     for (const cJSON *e = it->child; e; e = e->next, i++)
         if (!cJSON_IsString(e)) {
-            char sub[300];
-            snprintf(sub, sizeof sub, "%s[%zu]", path, i);
+            char sub[340]; /* a path of up to 300 bytes and an index */
+            snprintf(sub, sizeof sub, "%.300s[%zu]", path, i);
             return msp_cfg_expected(w, sub, "a string", e);
         }
     return MSP_OK;
