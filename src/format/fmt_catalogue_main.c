@@ -70,10 +70,11 @@ int main(int argc, char **argv)
                     msp_dump_close(f);
                     return msp_answer_error(rc);
                 }
-                size_t n = fwrite(buf, 1, (size_t)t->nbytes, stdout);
+                size_t want = (size_t)t->nbytes; /* t goes with f */
+                size_t n = fwrite(buf, 1, want, stdout);
                 free(buf);
                 msp_dump_close(f);
-                return n == (size_t)t->nbytes && fflush(stdout) == 0 ? 0 : 2;
+                return n == want && fflush(stdout) == 0 ? 0 : 2;
             }
         }
         msp_dump_close(f);

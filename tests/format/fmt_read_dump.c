@@ -50,9 +50,10 @@ int main(int argc, char **argv)
             if (t->has_data) {
                 unsigned char *buf = malloc(t->nbytes ? (size_t)t->nbytes : 1);
                 if (!buf || msp_dump_read_tensor(f, r, t, buf, (size_t)t->nbytes)) {
+                    int rc = msp_fail_out(t->role); /* before t goes with f */
                     free(buf);
                     msp_dump_close(f);
-                    return msp_fail_out(t->role);
+                    return rc;
                 }
                 snprintf(crc, sizeof crc, "%u", msp_crc32(0, buf, (size_t)t->nbytes));
                 if (t->offset >= 0) {
