@@ -8,8 +8,11 @@
 # and prints GB/s of tensor data compared (both sides counted), the ratio to
 # numpy, the share of memory bandwidth, and the compare's peak RSS on a small
 # and on the big dump (it should not grow with the dump). Deletes the dumps.
+# With BASE_BUILD set to another build tree (an older commit's), its cmp_bench
+# compares the same dumps too, alternating run by run with ours, and the
+# summary prints ours / theirs: the side-by-side speed check of a change.
 #
-#   bench/compare/run.sh [BUILD_DIR]     env: SIZE_MB=2048 DTYPE=fp32 THREADS=0 REPS=3
+#   bench/compare/run.sh [BUILD_DIR]     env: SIZE_MB=2048 DTYPE=fp32 THREADS=0 REPS=3 BASE_BUILD=
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
 BUILD=${1:-$HERE/../../build}
@@ -43,15 +46,30 @@ cat "$WORK"/big/*/*/*/dump.h5 "$WORK"/small/*/*/*/dump.h5 > /dev/null   # warm t
 echo "== msp_compare_run (threads=${THREADS:-0}; 0 = all cores)"
 small=$("$CB" compare "$WORK/small/bench" "$WORK/small/npu" "$THREADS")
 echo "small: $small"
+BASE_CB=""
+if [ -n "${BASE_BUILD:-}" ]; then
+    BASE_CB=$BASE_BUILD/bench/compare/cmp_bench
+    [ -x "$BASE_CB" ] || { echo "run.sh: $BASE_CB not built" >&2; exit 2; }
+fi
+gmax() { # gmax BEST_LINE NEW_LINE -> the faster of the two
+    if [ -z "$1" ] || [ "$(echo "$(field gbps "$2") > $(field gbps "$1")" | bc -l)" = 1 ]; then
+        echo "$2"
+    else
+        echo "$1"
+    fi
+}
 best=""
+base_best=""
 for io in mmap pread; do
     i=0
     while [ $i -lt "$REPS" ]; do
         line=$("$CB" compare "$WORK/big/bench" "$WORK/big/npu" "$THREADS" 0 "$io")
         echo "big/$io: $line"
-        g=$(field gbps "$line")
-        if [ -z "$best" ] || [ "$(echo "$g > $(field gbps "$best")" | bc -l)" = 1 ]; then
-            best=$line
+        best=$(gmax "$best" "$line")
+        if [ -n "$BASE_CB" ]; then
+            line=$("$BASE_CB" compare "$WORK/big/bench" "$WORK/big/npu" "$THREADS" 0 "$io")
+            echo "base big/$io: $line"
+            base_best=$(gmax "$base_best" "$line")
         fi
         i=$((i + 1))
     done
@@ -75,6 +93,11 @@ echo "== summary"
 printf 'compare:        %s GB/s (wall %s s, cpu %s s, both sides counted)\n' "$ours" "$wall" "$cpu"
 printf 'numpy:          %s GB/s  -> compare is %.1fx numpy\n' "$np_g" "$(echo "$ours / $np_g" | bc -l)"
 printf 'memory bw:      %s GB/s  -> compare reaches %.0f%% of it\n' "$bw" "$(echo "100 * $ours / $bw" | bc -l)"
+if [ -n "$BASE_CB" ]; then
+    bg=$(field gbps "$base_best")
+    printf 'baseline:       %s GB/s (%s)  -> ours is %.0f%% of it\n' "$bg" "$BASE_BUILD" \
+        "$(echo "100 * $ours / $bg" | bc -l)"
+fi
 printf 'peak RSS:       %s MiB on %s bytes, %s MiB on %s bytes\n' \
     "$(field rss_mib "$small")" "$(field bytes "$small")" "$(field rss_mib "$best")" "$bytes"
 printf 'load average:   %s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"

@@ -871,6 +871,7 @@ struct cmp_open_job {
     msp_dump_file_t *f;
     msp_err rc;
     char detail[1024];
+    msp_dump_file_t *bf; /* cmp_open_both: the bench side (f is the compare side) */
 };
 
 static void *cmp_open_main(void *arg)
@@ -883,28 +884,82 @@ static void *cmp_open_main(void *arg)
 }
 
 /* Both sides opened at once: each open waits on its own reader helper
- * (msprobe-dump(5), READING UNTRUSTED FILES), so the two overlap. */
-static msp_err cmp_open_both(const cmp_file_pair_t *fp, msp_dump_file_t **bf, msp_dump_file_t **cf)
+ * (msprobe-dump(5), READING UNTRUSTED FILES), so the two overlap. Runs on a
+ * prefetch thread (below); the error, if any, is kept in o->detail. */
+static void cmp_open_both(const cmp_file_pair_t *fp, struct cmp_open_job *o)
 {
-    struct cmp_open_job b = {fp->bench, NULL, MSP_OK, ""};
+    struct cmp_open_job b = {fp->bench, NULL, MSP_OK, "", NULL};
     pthread_t th;
     int threaded = pthread_create(&th, NULL, cmp_open_main, &b) == 0;
     if (!threaded)
         cmp_open_main(&b);
-    msp_err rc = msp_dump_open(fp->cmp, cf);
+    o->path = fp->cmp;
+    cmp_open_main(o);
     if (threaded)
         pthread_join(th, NULL);
-    *bf = b.f;
     if (b.rc) { /* the bench side's error is the one reported */
-        msp_dump_close(*cf);
-        *cf = NULL;
-        return msp_fail(b.rc, "%s", b.detail);
+        msp_dump_close(o->f);
+        o->f = NULL;
+        o->rc = b.rc;
+        memcpy(o->detail, b.detail, sizeof o->detail);
+        return;
     }
-    return rc;
+    o->bf = b.f;
+}
+
+/* The next pair's files are opened while this pair is compared, so the
+ * reader helpers' start (a process each, some ms) is hidden behind the
+ * tensor reads: one pair ahead, never more. */
+typedef struct {
+    const cmp_file_pair_t *fp;
+    struct cmp_open_job o;
+    pthread_t th;
+    int threaded, active;
+} cmp_prefetch_t;
+
+static void *cmp_prefetch_main(void *arg)
+{
+    cmp_prefetch_t *p = arg;
+    cmp_open_both(p->fp, &p->o);
+    return NULL;
+}
+
+static void cmp_prefetch_start(cmp_prefetch_t *p, const cmp_file_pair_t *fp)
+{
+    memset(p, 0, sizeof *p);
+    p->fp = fp;
+    p->active = 1;
+    p->threaded = pthread_create(&p->th, NULL, cmp_prefetch_main, p) == 0;
+    if (!p->threaded)
+        cmp_prefetch_main(p);
+}
+
+/* Waits for the pair's files: MSP_OK with both open, or its error set here. */
+static msp_err cmp_prefetch_finish(cmp_prefetch_t *p, msp_dump_file_t **bf, msp_dump_file_t **cf)
+{
+    if (p->threaded)
+        pthread_join(p->th, NULL);
+    p->active = p->threaded = 0;
+    *bf = p->o.bf;
+    *cf = p->o.f;
+    if (p->o.rc)
+        return msp_fail(p->o.rc, "%s", p->o.detail);
+    return MSP_OK;
+}
+
+/* A prefetch whose pair will not be compared (an earlier error). */
+static void cmp_prefetch_drop(cmp_prefetch_t *p)
+{
+    if (!p->active)
+        return;
+    msp_dump_file_t *bf, *cf;
+    (void)cmp_prefetch_finish(p, &bf, &cf);
+    msp_dump_close(bf);
+    msp_dump_close(cf);
 }
 
 static msp_err cmp_file_pair(cmp_ctx_t *cx, cmp_build_t *bld, const cmp_file_pair_t *fp,
-                             const cmp_mapping_t *map)
+                             cmp_prefetch_t *opened, const cmp_mapping_t *map)
 {
     msp_err rc = MSP_OK;
     cmp_pair_t *pairs = NULL;
@@ -914,7 +969,7 @@ static msp_err cmp_file_pair(cmp_ctx_t *cx, cmp_build_t *bld, const cmp_file_pai
     cx->bfd = cx->cfd = -1;
     cx->bmap = cx->cmap = NULL;
     cx->n_jobs = 0;
-    if ((rc = cmp_open_both(fp, &cx->bf, &cx->cf))) {
+    if ((rc = cmp_prefetch_finish(opened, &cx->bf, &cx->cf))) {
         /* inside directories an unreadable file is skipped, the rest compared */
         if (fp->in_tree && rc != MSP_ERR_NOMEM) {
             char detail[1024];
@@ -1074,8 +1129,16 @@ msp_err msp_compare_run(const char *bench, const char *cmp, const msp_compare_op
         rc = msp_fail(MSP_ERR_NOMEM, "compare: out of memory for read buffers");
         goto cleanup;
     }
-    for (size_t i = 0; i < nfp && !rc; i++)
-        rc = cmp_file_pair(&cx, &bld, &fps[i], map.n ? &map : NULL);
+    cmp_prefetch_t pf[2] = {0};
+    if (nfp)
+        cmp_prefetch_start(&pf[0], &fps[0]);
+    for (size_t i = 0; i < nfp && !rc; i++) {
+        if (i + 1 < nfp)
+            cmp_prefetch_start(&pf[(i + 1) % 2], &fps[i + 1]);
+        rc = cmp_file_pair(&cx, &bld, &fps[i], &pf[i % 2], map.n ? &map : NULL);
+    }
+    cmp_prefetch_drop(&pf[0]);
+    cmp_prefetch_drop(&pf[1]);
     if (!rc && !cx.pairs_done)
         rc = msp_fail(MSP_ERR_MISMATCH,
                       "bench %s and compare %s share no readable step/rank: nothing to compare",

@@ -204,6 +204,44 @@ msp_crc32_clmul(uint32_t state, const unsigned char *p, size_t len)
     return (uint32_t)_mm_extract_epi32(a, 1);
 }
 
+/* The same folding four 512-bit lanes wide (VPCLMULQDQ on AVX-512): four
+ * accumulators of 64 bytes fold 256 bytes a round, over 2048 bits, with
+ * k = x^(2048+32) and x^(2048-32) mod P, bit-reflected (computed as the
+ * 512-bit constants above are). The accumulators then stand for the data
+ * they folded (congruent modulo P at the same end), so their 256 bytes go
+ * through the 128-bit code above with a zero register. len >= 256; returns
+ * the register after the bytes consumed, *used of them (a multiple of 64). */
+__attribute__((target("avx512f,avx512bw,vpclmulqdq,pclmul,sse4.1"))) static uint32_t
+msp_crc32_vclmul(uint32_t state, const unsigned char *p, size_t len, size_t *used)
+{
+    const __m512i k = _mm512_broadcast_i32x4(_mm_set_epi64x(0x01322d1430, 0x011542778a));
+    __m512i a = _mm512_loadu_si512((const void *)p);
+    __m512i b = _mm512_loadu_si512((const void *)(p + 64));
+    __m512i c = _mm512_loadu_si512((const void *)(p + 128));
+    __m512i d = _mm512_loadu_si512((const void *)(p + 192));
+    a = _mm512_xor_si512(a, _mm512_castsi128_si512(_mm_cvtsi32_si128((int)state)));
+    size_t done = 256;
+#define MSP_VFOLD(acc, next)                                                                       \
+    acc = _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(acc, k, 0x00),                        \
+                                    _mm512_clmulepi64_epi128(acc, k, 0x11), next, 0x96)
+    while (len - done >= 256) {
+        const unsigned char *q = p + done;
+        MSP_VFOLD(a, _mm512_loadu_si512((const void *)q));
+        MSP_VFOLD(b, _mm512_loadu_si512((const void *)(q + 64)));
+        MSP_VFOLD(c, _mm512_loadu_si512((const void *)(q + 128)));
+        MSP_VFOLD(d, _mm512_loadu_si512((const void *)(q + 192)));
+        done += 256;
+    }
+#undef MSP_VFOLD
+    unsigned char folded[256];
+    _mm512_storeu_si512((void *)folded, a);
+    _mm512_storeu_si512((void *)(folded + 64), b);
+    _mm512_storeu_si512((void *)(folded + 128), c);
+    _mm512_storeu_si512((void *)(folded + 192), d);
+    *used = done;
+    return msp_crc32_clmul(0, folded, sizeof folded);
+}
+
 /* MSPROBE_FORMAT_PORTABLE=1 forces the portable code paths (zlib CRC,
  * 4-lane statistics) so the tests can check them on a CPU that has more. */
 static int msp_portable(void)
@@ -219,12 +257,29 @@ static int msp_clmul_ok(void)
              __builtin_cpu_supports("sse4.1");
     return ok;
 }
+
+/* MSPROBE_FORMAT_NO_AVX512=1 keeps the 128-bit folding (tests check both). */
+static int msp_vclmul_ok(void)
+{
+    static int ok = -1;
+    if (ok < 0)
+        ok = msp_clmul_ok() && !msp_env_flag("MSPROBE_FORMAT_NO_AVX512") &&
+             __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("vpclmulqdq");
+    return ok;
+}
 #endif
 
 uint32_t msp_crc32(uint32_t crc, const void *buf, size_t len)
 {
     const unsigned char *p = buf;
 #ifdef MSP_HAVE_CLMUL
+    if (len >= 512 && msp_vclmul_ok()) {
+        size_t used;
+        crc = ~msp_crc32_vclmul(~crc, p, len, &used);
+        p += used;
+        len -= used;
+    }
     if (len >= 64 && msp_clmul_ok()) {
         size_t chunk = len & ~(size_t)15;
         crc = ~msp_crc32_clmul(~crc, p, chunk);
