@@ -235,6 +235,18 @@ msp_err msp_dump_open(const char *path, msp_dump_file_t **out);
  * dtype MSP_DTYPE_INVALID. */
 msp_err msp_dump_read_tensor(msp_dump_file_t *f, const msp_record_info_t *r,
                              const msp_tensor_info_t *t, void *buf, size_t buf_size);
+/* A tensor's bytes in order, a block at a time, so memory stays bounded by
+ * a block (4 MiB) however large the tensor: pread at t->offset; chunked or
+ * compressed datasets by hyperslabs of whole rows (in the reader helper when
+ * the file is contained: msprobe-catalogue --read sends frames as it reads);
+ * an msprobe directory's .pt/.npy tensor is loaded whole, as its parser
+ * reads it. read gives exactly n more bytes (n <= what is left). Same errors
+ * as msp_dump_read_tensor, found when the bytes are reached. */
+typedef struct msp_tensor_stream msp_tensor_stream_t;
+msp_err msp_tensor_stream_open(msp_dump_file_t *f, const msp_record_info_t *r,
+                               const msp_tensor_info_t *t, msp_tensor_stream_t **out);
+msp_err msp_tensor_stream_read(msp_tensor_stream_t *s, void *buf, size_t n);
+void msp_tensor_stream_close(msp_tensor_stream_t *s); /* NULL-safe */
 /* String attributes of a record other than "order" (non-tensor args), as
  * parallel arrays of malloc'd strings; caller frees with msp_free_strings. */
 msp_err msp_dump_record_attrs(msp_dump_file_t *f, const msp_record_info_t *r,

@@ -412,65 +412,60 @@ static msp_err cmp_run_offset_jobs(cmp_ctx_t *cx, uint64_t *bytes_done)
     return MSP_OK;
 }
 
-/* One side of a job into memory: through the format module when the data has
- * no plain offset, else pread. */
-static msp_err cmp_load_side(msp_dump_file_t *f, int fd, const msp_record_info_t *r,
-                             const msp_tensor_info_t *t, void *buf)
-{
-    if (t->offset < 0)
-        return msp_dump_read_tensor(f, r, t, buf, (size_t)t->nbytes);
-    cmp_item_t it = {0};
-    it.err = cmp_read_full(fd, buf, (size_t)t->nbytes, t->offset);
-    if (!it.err)
-        return MSP_OK;
-    if (it.err < 0)
-        return msp_fail(MSP_ERR_FORMAT, "file %s: record %s: tensor %s: data truncated", f->path,
-                        r->name, t->role);
-    return msp_fail(MSP_ERR_IO, "file %s: record %s: tensor %s: read failed: %s", f->path,
-                    r->name, t->role, strerror(it.err));
-}
-
-static msp_err cmp_run_buffered_jobs(cmp_ctx_t *cx, uint64_t *bytes_done)
+/* Jobs with a side that has no plain offset (chunked, compressed, converted
+ * or msprobe-directory data): both sides streamed a window of units at a
+ * time, read in order into the threads' buffers and compared in parallel,
+ * so memory stays at the buffers however large the tensor. */
+static msp_err cmp_run_stream_jobs(cmp_ctx_t *cx, uint64_t *bytes_done)
 {
     msp_err rc = MSP_OK;
+    size_t width = (size_t)cx->nthreads < CMP_WINDOW_UNITS ? (size_t)cx->nthreads
+                                                           : CMP_WINDOW_UNITS;
     for (size_t j = 0; j < cx->n_jobs && !rc; j++) {
         cmp_job_t *job = &cx->jobs[j];
         if (job->nt->offset >= 0 && job->bt->offset >= 0)
             continue;
-        unsigned char *nb = malloc((size_t)job->nt->nbytes + 1);
-        unsigned char *bb = malloc((size_t)job->bt->nbytes + 1);
-        cmp_acc_t *parts = calloc(job->n_units + 1, sizeof *parts);
-        if (!nb || !bb || !parts) {
-            rc = msp_fail(MSP_ERR_NOMEM, "record %s: tensor %s: out of memory for %lld bytes",
-                          job->nrec->name, job->nt->role, (long long)job->nt->nbytes);
-        }
-        if (!rc)
-            rc = cmp_load_side(cx->cf, cx->cfd, job->nrec, job->nt, nb);
-        if (!rc)
-            rc = cmp_load_side(cx->bf, cx->bfd, job->brec, job->bt, bb);
-        if (!rc) {
-            size_t nsz = msp_dtype_size(job->ndt), bsz = msp_dtype_size(job->bdt);
-#pragma omp parallel for schedule(dynamic, 1) num_threads(cx->nthreads)
-            for (size_t u = 0; u < job->n_units; u++) {
-                uint64_t first = (uint64_t)u * job->unit;
-                size_t m = (size_t)(job->numel - first < job->unit ? job->numel - first
-                                                                   : job->unit);
-                cmp_acc_init(&parts[u]);
-                cmp_acc_run(job->ndt, nb + first * nsz, job->bdt, bb + first * bsz, m,
-                            job->rtol, job->atol, job->side, &parts[u]);
+        msp_tensor_stream_t *ns = NULL, *bs = NULL;
+        if (!(rc = msp_tensor_stream_open(cx->cf, job->nrec, job->nt, &ns)))
+            rc = msp_tensor_stream_open(cx->bf, job->brec, job->bt, &bs);
+        size_t nsz = msp_dtype_size(job->ndt), bsz = msp_dtype_size(job->bdt);
+        cmp_item_t *items = cx->items;
+        for (size_t u = 0; u < job->n_units && !rc; u += width) {
+            size_t w = job->n_units - u < width ? job->n_units - u : width;
+            for (size_t i = 0; i < w && !rc; i++) {
+                unsigned char *nb = cx->bufs + i * 2 * cx->chunk;
+                size_t m = (size_t)cmp_item_elems(job, u + i);
+                if (!(rc = msp_tensor_stream_read(ns, nb, m * nsz)))
+                    rc = msp_tensor_stream_read(bs, nb + cx->chunk, m * bsz);
             }
-            for (size_t u = 0; u < job->n_units; u++)
-                cmp_acc_merge(&job->acc, &parts[u]);
-            job->crc[0] = msp_crc32(0, nb, (size_t)job->nt->nbytes);
-            job->crc[1] = msp_crc32(0, bb, (size_t)job->bt->nbytes);
-            uint64_t w = (uint64_t)job->nt->nbytes + (uint64_t)job->bt->nbytes;
-            *bytes_done += w;
-            if (cx->o->progress && w)
-                cx->o->progress(w, cx->o->progress_ud);
+            if (rc)
+                break;
+#pragma omp parallel for schedule(static, 1) num_threads(cx->nthreads) if (w > 1)
+            for (size_t i = 0; i < w; i++) {
+                unsigned char *nb = cx->bufs + i * 2 * cx->chunk;
+                size_t m = (size_t)cmp_item_elems(job, u + i);
+                cmp_acc_init(&items[i].acc);
+                cmp_acc_run(job->ndt, nb, job->bdt, nb + cx->chunk, m, job->rtol, job->atol,
+                            job->side, &items[i].acc);
+                items[i].crc[0] = msp_crc32(0, nb, m * nsz);
+                items[i].crc[1] = msp_crc32(0, nb + cx->chunk, m * bsz);
+            }
+            uint64_t wbytes = 0;
+            for (size_t i = 0; i < w; i++) {
+                uint64_t m = cmp_item_elems(job, u + i);
+                cmp_acc_merge(&job->acc, &items[i].acc);
+                job->crc[0] = (uint32_t)crc32_combine(job->crc[0], items[i].crc[0],
+                                                      (z_off_t)(m * nsz));
+                job->crc[1] = (uint32_t)crc32_combine(job->crc[1], items[i].crc[1],
+                                                      (z_off_t)(m * bsz));
+                wbytes += m * (nsz + bsz);
+            }
+            *bytes_done += wbytes;
+            if (cx->o->progress && wbytes)
+                cx->o->progress(wbytes, cx->o->progress_ud);
         }
-        free(nb);
-        free(bb);
-        free(parts);
+        msp_tensor_stream_close(ns);
+        msp_tensor_stream_close(bs);
     }
     return rc;
 }
@@ -1061,7 +1056,7 @@ static msp_err cmp_file_pair(cmp_ctx_t *cx, cmp_build_t *bld, const cmp_file_pai
     }
     if ((rc = cmp_run_offset_jobs(cx, &bld->res->bytes_compared)))
         goto cleanup;
-    if ((rc = cmp_run_buffered_jobs(cx, &bld->res->bytes_compared)))
+    if ((rc = cmp_run_stream_jobs(cx, &bld->res->bytes_compared)))
         goto cleanup;
     cmp_finish_jobs(cx, bld->res);
 cleanup:

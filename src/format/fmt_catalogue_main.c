@@ -37,6 +37,75 @@ static int msp_answer_error(msp_err rc)
     return 2;
 }
 
+/* One frame of the --read answer: a type byte, a 4-byte little-endian
+ * length, the bytes (fmt_contain.c, msp_contained_stream_read). */
+static int msp_frame(char type, const void *p, size_t n)
+{
+    unsigned char hd[5] = {(unsigned char)type, (unsigned char)n, (unsigned char)(n >> 8),
+                           (unsigned char)(n >> 16), (unsigned char)(n >> 24)};
+    return fwrite(hd, 1, sizeof hd, stdout) == sizeof hd && fwrite(p, 1, n, stdout) == n;
+}
+
+static int msp_frame_error(msp_err rc)
+{
+    char *ans = NULL;
+    size_t n = 0;
+    FILE *m = open_memstream(&ans, &n);
+    if (m) {
+        msp_wire_put_error(m, rc, msp_last_error());
+        fclose(m);
+    }
+    if (ans && n <= 64 * 1024)
+        msp_frame('X', ans, n);
+    free(ans);
+    fflush(stdout);
+    return 2;
+}
+
+/* --read FILE RECORD ROLE: the tensor's bytes as read, a block at a time, so
+ * neither this process nor the caller holds more than a block of a chunked
+ * or compressed tensor. */
+static int msp_send_tensor(const char *path, const char *record, const char *role)
+{
+    msp_dump_file_t *f;
+    msp_err rc = msp_dump_open_local(path, &f);
+    if (rc)
+        return msp_frame_error(rc);
+    const msp_record_info_t *r = NULL;
+    const msp_tensor_info_t *t = NULL;
+    for (size_t i = 0; i < f->n_records && !t; i++) {
+        if (strcmp(f->records[i].name, record) != 0)
+            continue;
+        r = &f->records[i];
+        for (size_t j = 0; j < r->n_tensors && !t; j++)
+            if (strcmp(r->tensors[j].role, role) == 0)
+                t = &r->tensors[j];
+    }
+    msp_tensor_stream_t *s = NULL;
+    if (!t)
+        rc = msp_fail(MSP_ERR_NOT_FOUND, "file %s: no tensor %s/%s", path, record, role);
+    else
+        rc = msp_tensor_stream_open(f, r, t, &s);
+    size_t block = (size_t)1 << 20;
+    unsigned char *buf = rc ? NULL : malloc(block);
+    if (!rc && !buf)
+        rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", path);
+    int bad = 0;
+    for (uint64_t left = rc ? 0 : (uint64_t)t->nbytes; left && !rc && !bad;) {
+        size_t k = left < block ? (size_t)left : block;
+        if (!(rc = msp_tensor_stream_read(s, buf, k))) {
+            bad = !msp_frame('D', buf, k);
+            left -= k;
+        }
+    }
+    free(buf);
+    msp_tensor_stream_close(s);
+    msp_dump_close(f);
+    if (rc)
+        return msp_frame_error(rc);
+    return !bad && fflush(stdout) == 0 ? 0 : 2;
+}
+
 int main(int argc, char **argv)
 {
     msp_limit_self();
@@ -49,38 +118,8 @@ int main(int argc, char **argv)
         msp_dump_close(f);
         return bad ? 2 : 0;
     }
-    if (argc == 5 && strcmp(argv[1], "--read") == 0) {
-        msp_dump_file_t *f;
-        msp_err rc = msp_dump_open_local(argv[2], &f);
-        if (rc)
-            return msp_answer_error(rc);
-        for (size_t i = 0; i < f->n_records; i++) {
-            msp_record_info_t *r = &f->records[i];
-            if (strcmp(r->name, argv[3]) != 0)
-                continue;
-            for (size_t j = 0; j < r->n_tensors; j++) {
-                msp_tensor_info_t *t = &r->tensors[j];
-                if (strcmp(t->role, argv[4]) != 0)
-                    continue;
-                void *buf = malloc(t->nbytes > 0 ? (size_t)t->nbytes : 1);
-                rc = buf ? msp_dump_read_tensor(f, r, t, buf, (size_t)t->nbytes)
-                         : msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", argv[2]);
-                if (rc) {
-                    free(buf);
-                    msp_dump_close(f);
-                    return msp_answer_error(rc);
-                }
-                size_t want = (size_t)t->nbytes; /* t goes with f */
-                size_t n = fwrite(buf, 1, want, stdout);
-                free(buf);
-                msp_dump_close(f);
-                return n == want && fflush(stdout) == 0 ? 0 : 2;
-            }
-        }
-        msp_dump_close(f);
-        return msp_answer_error(msp_fail(MSP_ERR_NOT_FOUND, "file %s: no tensor %s/%s", argv[2],
-                                         argv[3], argv[4]));
-    }
+    if (argc == 5 && strcmp(argv[1], "--read") == 0)
+        return msp_send_tensor(argv[2], argv[3], argv[4]);
     fprintf(stderr, "msprobe-catalogue: the reader helper msprobe runs; not for direct use\n"
                     "usage: msprobe-catalogue -- FILE | --read FILE RECORD ROLE\n");
     return 2;

@@ -333,13 +333,9 @@ static double msp_helper_timeout(void)
     return e && end != e && s > 0 ? s : 60.0;
 }
 
-/* Runs the helper with argv (argv[0] is set here), collecting at most cap
- * bytes of its answer into *out. */
-static msp_err msp_helper_run(const char *path, char *argv[], size_t cap,
-                              unsigned char **out, size_t *out_n)
+/* Starts the helper with argv (argv[0] is set here), its stdout on *rfd. */
+static msp_err msp_helper_spawn(const char *path, char *argv[], pid_t *pid, int *rfd)
 {
-    *out = NULL;
-    *out_n = 0;
     char *helper = msp_helper_path();
     if (!helper)
         return msp_fail(MSP_ERR_INTERNAL, "file %s: cannot find msprobe-catalogue, the helper "
@@ -368,8 +364,7 @@ static msp_err msp_helper_run(const char *path, char *argv[], size_t cap,
     posix_spawnattr_setsigdefault(&at, &dfl);
     posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
     argv[0] = helper;
-    pid_t pid;
-    int e = posix_spawn(&pid, helper, &fa, &at, argv, environ);
+    int e = posix_spawn(pid, helper, &fa, &at, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&at);
     close(fds[1]);
@@ -381,6 +376,63 @@ static msp_err msp_helper_run(const char *path, char *argv[], size_t cap,
         return rc;
     }
     free(helper);
+    *rfd = fds[0];
+    return MSP_OK;
+}
+
+/* What the helper's end says: its signal, an MSPE answer in buf (exit 2),
+ * or another failing status; MSP_OK for a clean exit. */
+static msp_err msp_helper_status(const char *path, int st, const unsigned char *buf, size_t n)
+{
+    if (WIFSIGNALED(st))
+        return msp_fail(MSP_ERR_FORMAT, "file %s: corrupt or not a dump (libhdf5 was killed by "
+                        "signal %d, %s, parsing it)", path, WTERMSIG(st),
+                        strsignal(WTERMSIG(st)));
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 2 && n >= 4 && memcmp(buf, "MSPE", 4) == 0) {
+        struct msp_wire w = {buf + 4, buf + n, 0};
+        int64_t code = msp_get_i64(&w);
+        char *detail = msp_get_str(&w);
+        if (w.bad || code <= 0 || code > MSP_ERR_INTERNAL)
+            code = MSP_ERR_FORMAT;
+        msp_err rc = msp_fail((msp_err)code, "%s", detail ? detail : "the reader helper failed");
+        free(detail);
+        return rc;
+    }
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        return msp_fail(MSP_ERR_FORMAT, "file %s: corrupt or not a dump (the reader helper "
+                        "exited with status %d%s)", path, WIFEXITED(st) ? WEXITSTATUS(st) : -1,
+                        WIFEXITED(st) && WEXITSTATUS(st) == 127 ? ": it could not run" : "");
+    return MSP_OK;
+}
+
+static int msp_reap(pid_t pid)
+{
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    return st;
+}
+
+static msp_err msp_timeout_error(const char *path)
+{
+    return msp_fail(MSP_ERR_FORMAT, "file %s: corrupt or not a dump (parsing it took more "
+                    "than %.0f s; MSPROBE_READER_TIMEOUT sets the limit)", path,
+                    msp_helper_timeout());
+}
+
+/* Runs the helper with argv, collecting at most cap bytes of its answer
+ * into *out. */
+static msp_err msp_helper_run(const char *path, char *argv[], size_t cap,
+                              unsigned char **out, size_t *out_n)
+{
+    *out = NULL;
+    *out_n = 0;
+    pid_t pid;
+    int rfd;
+    msp_err src = msp_helper_spawn(path, argv, &pid, &rfd);
+    if (src)
+        return src;
+    int fds[2] = {rfd, -1};
 
     size_t n = 0, room = 64 << 10;
     unsigned char *buf = malloc(room);
@@ -422,34 +474,17 @@ static msp_err msp_helper_run(const char *path, char *argv[], size_t cap,
     close(fds[0]);
     if (timed_out || too_big || nomem)
         kill(pid, SIGKILL);
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-        ;
+    int st = msp_reap(pid);
     msp_err rc = MSP_OK;
     if (nomem)
         rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory reading the catalogue", path);
     else if (timed_out)
-        rc = msp_fail(MSP_ERR_FORMAT, "file %s: corrupt or not a dump (parsing it took more "
-                      "than %.0f s; MSPROBE_READER_TIMEOUT sets the limit)", path,
-                      msp_helper_timeout());
+        rc = msp_timeout_error(path);
     else if (too_big)
         rc = msp_fail(MSP_ERR_FORMAT, "file %s: corrupt or not a dump (its catalogue exceeds "
                       "%zu bytes)", path, cap);
-    else if (WIFSIGNALED(st))
-        rc = msp_fail(MSP_ERR_FORMAT, "file %s: corrupt or not a dump (libhdf5 was killed by "
-                      "signal %d, %s, parsing it)", path, WTERMSIG(st), strsignal(WTERMSIG(st)));
-    else if (WIFEXITED(st) && WEXITSTATUS(st) == 2 && n >= 4 && memcmp(buf, "MSPE", 4) == 0) {
-        struct msp_wire w = {buf + 4, buf + n, 0};
-        int64_t code = msp_get_i64(&w);
-        char *detail = msp_get_str(&w);
-        if (w.bad || code <= 0 || code > MSP_ERR_INTERNAL)
-            code = MSP_ERR_FORMAT;
-        rc = msp_fail((msp_err)code, "%s", detail ? detail : "the reader helper failed");
-        free(detail);
-    } else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-        rc = msp_fail(MSP_ERR_FORMAT, "file %s: corrupt or not a dump (the reader helper exited "
-                      "with status %d%s)", path, WIFEXITED(st) ? WEXITSTATUS(st) : -1,
-                      WIFEXITED(st) && WEXITSTATUS(st) == 127 ? ": it could not run" : "");
+    else
+        rc = msp_helper_status(path, st, buf, n);
     if (rc) {
         free(buf);
         return rc;
@@ -475,21 +510,129 @@ msp_err msp_contained_open(msp_dump_file_t *f, int64_t file_size, struct msp_rat
     return rc;
 }
 
-msp_err msp_contained_read(msp_dump_file_t *f, const msp_record_info_t *r,
-                           const msp_tensor_info_t *t, void *dst)
+/* ---- tensors streamed by the helper ------------------------------------------- */
+
+/* msprobe-catalogue --read answers with frames: 'D', a 4-byte length and
+ * that many data bytes, as it reads the dataset block by block; or 'X', a
+ * length and an MSPE error answer (then exit 2). */
+struct msp_helper_stream {
+    char path[PATH_MAX];
+    pid_t pid;
+    int fd;
+    uint32_t frame_left;
+    uint64_t left; /* data bytes still due */
+};
+
+/* Exactly n bytes from the helper, each wait bounded by the reader timeout
+ * (a stall, not the whole tensor: a big one may take long). 1 on EOF. */
+static int msp_hs_get(struct msp_helper_stream *h, void *dst, size_t n, msp_err *rc)
 {
-    char *argv[] = {NULL, "--read", f->path, r->name, t->role, NULL};
-    unsigned char *buf;
-    size_t n;
-    size_t want = (size_t)t->nbytes;
-    msp_err rc = msp_helper_run(f->path, argv, want + 1, &buf, &n);
-    if (rc)
-        return rc;
-    if (n != want)
-        rc = msp_fail(MSP_ERR_FORMAT, "file %s: record %s: %s: the reader helper gave %zu bytes, "
-                      "the catalogue says %zu", f->path, r->name, t->role, n, want);
-    else
-        memcpy(dst, buf, want);
-    free(buf);
+    unsigned char *p = dst;
+    while (n) {
+        struct pollfd pf = {h->fd, POLLIN, 0};
+        int pr = poll(&pf, 1, (int)(msp_helper_timeout() * 1000) + 1);
+        if (pr < 0 && errno == EINTR)
+            continue;
+        if (pr == 0) {
+            *rc = msp_timeout_error(h->path);
+            return -1;
+        }
+        ssize_t k = read(h->fd, p, n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return 1;
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* The helper stopped short: its status says why. */
+static msp_err msp_hs_ended(struct msp_helper_stream *h, const unsigned char *ans, size_t n)
+{
+    close(h->fd);
+    h->fd = -1;
+    int st = msp_reap(h->pid);
+    h->pid = -1;
+    msp_err rc = msp_helper_status(h->path, st, ans, n);
+    if (!rc)
+        rc = msp_fail(MSP_ERR_FORMAT, "file %s: the reader helper ended %llu bytes before the "
+                      "tensor's end", h->path, (unsigned long long)h->left);
     return rc;
+}
+
+msp_err msp_contained_stream_open(msp_dump_file_t *f, const msp_record_info_t *r,
+                                  const msp_tensor_info_t *t, struct msp_helper_stream **out)
+{
+    struct msp_helper_stream *h = calloc(1, sizeof *h);
+    if (!h)
+        return msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", f->path);
+    snprintf(h->path, sizeof h->path, "%s", f->path);
+    h->left = t->nbytes > 0 ? (uint64_t)t->nbytes : 0;
+    char *argv[] = {NULL, "--read", f->path, r->name, t->role, NULL};
+    msp_err rc = msp_helper_spawn(f->path, argv, &h->pid, &h->fd);
+    if (rc) {
+        free(h);
+        return rc;
+    }
+    *out = h;
+    return MSP_OK;
+}
+
+msp_err msp_contained_stream_read(struct msp_helper_stream *h, void *buf, size_t n)
+{
+    unsigned char *p = buf;
+    msp_err rc = MSP_OK;
+    if (h->fd < 0)
+        return msp_fail(MSP_ERR_FORMAT, "file %s: the reader helper has ended", h->path);
+    while (n) {
+        if (!h->frame_left) {
+            unsigned char hd[5];
+            int e = msp_hs_get(h, hd, sizeof hd, &rc);
+            if (e < 0)
+                return rc;
+            if (e > 0)
+                return msp_hs_ended(h, NULL, 0);
+            uint32_t len = (uint32_t)hd[1] | (uint32_t)hd[2] << 8 | (uint32_t)hd[3] << 16 |
+                           (uint32_t)hd[4] << 24;
+            if (hd[0] == 'X' && len <= 64 * 1024) {
+                unsigned char ans[64 * 1024];
+                e = msp_hs_get(h, ans, len, &rc);
+                if (e < 0)
+                    return rc;
+                return msp_hs_ended(h, e ? NULL : ans, e ? 0 : len);
+            }
+            if (hd[0] != 'D' || !len || len > h->left)
+                return msp_fail(MSP_ERR_FORMAT, "file %s: the reader helper sent a malformed "
+                                "frame (%u bytes, %llu due)", h->path, (unsigned)len,
+                                (unsigned long long)h->left);
+            h->frame_left = len;
+        }
+        size_t k = h->frame_left < n ? h->frame_left : n;
+        int e = msp_hs_get(h, p, k, &rc);
+        if (e < 0)
+            return rc;
+        if (e > 0)
+            return msp_hs_ended(h, NULL, 0);
+        p += k;
+        n -= k;
+        h->frame_left -= (uint32_t)k;
+        h->left -= k;
+    }
+    return MSP_OK;
+}
+
+void msp_contained_stream_close(struct msp_helper_stream *h)
+{
+    if (!h)
+        return;
+    if (h->fd >= 0)
+        close(h->fd);
+    if (h->pid > 0) {
+        if (h->left)
+            kill(h->pid, SIGKILL); /* not read to the end: nothing more is wanted */
+        (void)msp_reap(h->pid);
+    }
+    free(h);
 }

@@ -110,8 +110,13 @@ msp_err msp_dump_from_wire(const char *path, const unsigned char *buf, size_t n,
 /* The caller's side: fill f (path set) from the helper's catalogue of it;
  * attrs receives record i's attributes at [i]. */
 msp_err msp_contained_open(msp_dump_file_t *f, int64_t file_size, struct msp_rattrs **attrs);
-/* A tensor without a plain offset, read by the helper into dst (t->nbytes). */
-msp_err msp_contained_read(msp_dump_file_t *f, const msp_record_info_t *r,
-                           const msp_tensor_info_t *t, void *dst);
+/* A tensor without a plain offset, sent by the helper (msprobe-catalogue
+ * --read) in frames as it reads it block by block; read exactly n bytes at a
+ * time, in order. Close kills a helper not yet done. */
+struct msp_helper_stream;
+msp_err msp_contained_stream_open(msp_dump_file_t *f, const msp_record_info_t *r,
+                                  const msp_tensor_info_t *t, struct msp_helper_stream **out);
+msp_err msp_contained_stream_read(struct msp_helper_stream *h, void *buf, size_t n);
+void msp_contained_stream_close(struct msp_helper_stream *h);
 
 #endif

@@ -1049,6 +1049,291 @@ msp_err msp_read_check(const msp_tensor_info_t *t, int has_data, size_t buf_size
     return MSP_OK;
 }
 
+/* ---- tensors a block at a time -------------------------------------------- */
+
+/* A block of a chunked or compressed dataset: whole rows of the deepest
+ * dimension whose row still fits, never crossing an index of the dimensions
+ * above it, so each block is one hyperslab. */
+#define MSP_STREAM_BLOCK ((size_t)4 << 20)
+
+enum { MSP_STREAM_PREAD, MSP_STREAM_BUFFER, MSP_STREAM_H5, MSP_STREAM_HELPER };
+
+struct msp_tensor_stream {
+    int kind;
+    char where[700];
+    uint64_t total, done; /* bytes */
+    int fd;               /* pread: the file's descriptor, at offset */
+    int64_t offset;
+    unsigned char *buf;   /* buffer/h5: bytes [at, have) not yet given */
+    size_t have, at;
+    hid_t d, fs, mt;      /* h5: the dataset, its space, the native type */
+    int nd;
+    hsize_t shape[H5S_MAX_RANK];
+    size_t esize;
+    uint64_t elem;        /* h5: elements read so far */
+    struct msp_helper_stream *helper;
+};
+
+/* Reads the next block of an in-process HDF5 dataset into s->buf. */
+static msp_err msp_stream_h5_fill(msp_tensor_stream_t *s)
+{
+    uint64_t inner = 1;
+    int d = s->nd - 1;
+    /* deepest dimension whose rows (the product of the dimensions below) fit */
+    while (d > 0 && inner * s->shape[d] * s->esize <= MSP_STREAM_BLOCK) {
+        inner *= s->shape[d];
+        d--;
+    }
+    hsize_t start[H5S_MAX_RANK], count[H5S_MAX_RANK];
+    uint64_t rest = s->elem;
+    for (int i = s->nd - 1; i >= 0; i--) {
+        start[i] = (hsize_t)(rest % s->shape[i]);
+        rest /= s->shape[i];
+        count[i] = 1;
+    }
+    uint64_t k = 1;
+    if (s->nd > 0) {
+        for (int i = d + 1; i < s->nd; i++) {
+            start[i] = 0; /* aligned: blocks advance by whole rows of dimension d */
+            count[i] = s->shape[i];
+        }
+        uint64_t fit = MSP_STREAM_BLOCK / (inner * s->esize);
+        k = s->shape[d] - start[d];
+        if (fit >= 1 && k > fit)
+            k = fit;
+        count[d] = (hsize_t)k;
+    }
+    uint64_t n = k * inner;
+    msp_err rc = MSP_OK;
+    msp_h5_lock();
+    hid_t ms = H5Screate_simple(1, (hsize_t[]){(hsize_t)n}, NULL);
+    int ok = ms >= 0 &&
+             (s->nd == 0 || H5Sselect_hyperslab(s->fs, H5S_SELECT_SET, start, NULL, count,
+                                                NULL) >= 0) &&
+             H5Dread(s->d, s->mt, ms, s->nd == 0 ? H5S_ALL : s->fs, H5P_DEFAULT, s->buf) >= 0;
+    if (!ok)
+        rc = msp_h5_fail(MSP_ERR_FORMAT, "%s: cannot read elements %llu to %llu", s->where,
+                         (unsigned long long)s->elem, (unsigned long long)(s->elem + n));
+    if (ms >= 0)
+        H5Sclose(ms);
+    msp_h5_unlock();
+    s->elem += n;
+    s->have = (size_t)(n * s->esize);
+    s->at = 0;
+    return rc;
+}
+
+/* The chunk cache a stream needs: the chunks one block's rows cross, so
+ * each chunk is decompressed once however many blocks touch it (libhdf5's
+ * default 1 MiB would decompress a bigger chunk again for every block), at
+ * most 64 MiB. Reopens s->d with it; keeps the default on any failure. */
+static void msp_stream_h5_cache(msp_tensor_stream_t *s)
+{
+    hid_t dcpl = H5Dget_create_plist(s->d);
+    hsize_t cd[H5S_MAX_RANK];
+    int cn = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED
+                 ? H5Pget_chunk(dcpl, H5S_MAX_RANK, cd) : -1;
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    if (cn != s->nd || cn <= 0)
+        return;
+    /* the block's deepest dimension, as msp_stream_h5_fill picks it */
+    uint64_t inner = 1;
+    int d = s->nd - 1;
+    while (d > 0 && inner * s->shape[d] * s->esize <= MSP_STREAM_BLOCK) {
+        inner *= s->shape[d];
+        d--;
+    }
+    double need = (double)s->esize;
+    for (int i = 0; i < s->nd; i++) {
+        uint64_t c = cd[i] ? cd[i] : 1;
+        uint64_t span = i <= d ? c : (s->shape[i] + c - 1) / c * c;
+        need *= (double)span;
+    }
+    double cap = (double)((size_t)64 << 20), floor_ = (double)((size_t)1 << 20);
+    size_t bytes = (size_t)(need * 2 < floor_ ? floor_ : need * 2 > cap ? cap : need * 2);
+    hid_t dapl = H5Pcreate(H5P_DATASET_ACCESS);
+    if (dapl < 0)
+        return;
+    if (H5Pset_chunk_cache(dapl, 12421, bytes, 1.0) >= 0) {
+        hid_t again = H5Dopen2(s->d, ".", dapl);
+        if (again >= 0) {
+            H5Dclose(s->d);
+            s->d = again;
+        }
+    }
+    H5Pclose(dapl);
+    H5Eclear2(H5E_DEFAULT);
+}
+
+static msp_err msp_stream_h5_open(msp_dump_file_t *f, const msp_record_info_t *r,
+                                  const msp_tensor_info_t *t, msp_tensor_stream_t *s)
+{
+    struct msp_dump_impl *im = msp_impl(f);
+    msp_err rc = MSP_OK;
+    hid_t g = -1, ft = -1;
+    msp_h5_lock();
+    g = H5Gopen2(im->file, r->name, H5P_DEFAULT);
+    s->d = g >= 0 ? H5Dopen2(g, t->role, H5P_DEFAULT) : -1;
+    ft = s->d >= 0 ? H5Dget_type(s->d) : -1;
+    s->fs = s->d >= 0 ? H5Dget_space(s->d) : -1;
+    int nd = s->fs >= 0 ? H5Sget_simple_extent_ndims(s->fs) : -1;
+    if (ft < 0 || nd < 0) {
+        rc = msp_h5_fail(MSP_ERR_NOT_FOUND, "%s: cannot open the dataset", s->where);
+        goto done;
+    }
+    if (H5Sget_simple_extent_npoints(s->fs) != t->numel) {
+        rc = msp_fail(MSP_ERR_FORMAT, "%s: dataset has %lld elements, catalogue says %lld",
+                      s->where, (long long)H5Sget_simple_extent_npoints(s->fs),
+                      (long long)t->numel);
+        goto done;
+    }
+    s->nd = nd;
+    H5Sget_simple_extent_dims(s->fs, s->shape, NULL);
+    H5T_class_t fc = H5Tget_class(ft);
+    if (t->dtype == MSP_DTYPE_BOOL && fc == H5T_INTEGER)
+        s->mt = H5Tcopy(H5T_NATIVE_UINT8);
+    else if (t->dtype == MSP_DTYPE_BOOL && fc == H5T_ENUM)
+        s->mt = H5Tget_native_type(ft, H5T_DIR_ASCEND); /* enums convert by member name */
+    else
+        s->mt = msp_h5_type_for(t->dtype);
+    s->esize = msp_dtype_size(t->dtype);
+    if (s->mt < 0 || !s->esize) {
+        rc = msp_h5_fail(MSP_ERR_FORMAT, "%s: cannot read the data as %s", s->where,
+                         t->dtype_name);
+        goto done;
+    }
+    msp_stream_h5_cache(s);
+    /* one block: a row that fits, or a single element of an oversized one */
+    size_t cap = MSP_STREAM_BLOCK > s->esize ? MSP_STREAM_BLOCK : s->esize;
+    if (!(s->buf = malloc(cap)))
+        rc = msp_fail(MSP_ERR_NOMEM, "%s: out of memory", s->where);
+done:
+    if (ft >= 0)
+        H5Tclose(ft);
+    if (g >= 0)
+        H5Gclose(g);
+    msp_h5_unlock();
+    return rc;
+}
+
+msp_err msp_tensor_stream_open(msp_dump_file_t *f, const msp_record_info_t *r,
+                               const msp_tensor_info_t *t, msp_tensor_stream_t **out)
+{
+    if (!out)
+        return msp_fail(MSP_ERR_USAGE, "msp_tensor_stream_open: out is NULL");
+    *out = NULL;
+    if (!f || !r || !t)
+        return msp_fail(MSP_ERR_USAGE, "msp_tensor_stream_open: file, record and tensor are "
+                        "required");
+    msp_tensor_stream_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return msp_fail(MSP_ERR_NOMEM, "out of memory");
+    s->d = s->fs = s->mt = -1;
+    s->fd = -1;
+    snprintf(s->where, sizeof s->where, "file %s: record %s: %s", f->path, r->name, t->role);
+    msp_err rc = msp_read_check(t, t->has_data, (size_t)t->nbytes, s->where);
+    s->total = t->nbytes > 0 ? (uint64_t)t->nbytes : 0;
+    if (rc || !s->total) {
+        s->kind = MSP_STREAM_BUFFER;
+    } else if (msp_msprobe_owns(f)) {
+        /* a .pt or .npy of its own: loaded whole, as its parser reads it */
+        s->kind = MSP_STREAM_BUFFER;
+        if (!(s->buf = malloc((size_t)s->total)))
+            rc = msp_fail(MSP_ERR_NOMEM, "%s: out of memory for %llu bytes", s->where,
+                          (unsigned long long)s->total);
+        else if (!(rc = msp_msprobe_read_tensor(f, r, t, s->buf, (size_t)s->total)))
+            s->have = (size_t)s->total;
+    } else if (t->offset >= 0) {
+        s->kind = MSP_STREAM_PREAD;
+        s->fd = msp_impl(f)->fd;
+        s->offset = t->offset;
+    } else if (msp_impl(f)->file < 0) {
+        s->kind = MSP_STREAM_HELPER;
+        rc = msp_contained_stream_open(f, r, t, &s->helper);
+    } else {
+        s->kind = MSP_STREAM_H5;
+        rc = msp_stream_h5_open(f, r, t, s);
+    }
+    if (rc) {
+        msp_tensor_stream_close(s);
+        return rc;
+    }
+    *out = s;
+    return MSP_OK;
+}
+
+msp_err msp_tensor_stream_read(msp_tensor_stream_t *s, void *buf, size_t n)
+{
+    if (!s || (!buf && n))
+        return msp_fail(MSP_ERR_USAGE, "msp_tensor_stream_read: stream and buffer are required");
+    if (n > s->total - s->done)
+        return msp_fail(MSP_ERR_USAGE, "%s: %zu bytes asked, %llu left", s->where, n,
+                        (unsigned long long)(s->total - s->done));
+    msp_err rc = MSP_OK;
+    unsigned char *p = buf;
+    switch (s->kind) {
+    case MSP_STREAM_PREAD:
+        rc = msp_pread_all(s->fd, p, n, s->offset + (int64_t)s->done, s->where);
+        break;
+    case MSP_STREAM_HELPER:
+        rc = msp_contained_stream_read(s->helper, p, n);
+        break;
+    default:
+        for (size_t left = n; left && !rc;) {
+            if (s->at == s->have) {
+                if (s->kind != MSP_STREAM_H5) {
+                    rc = msp_fail(MSP_ERR_INTERNAL, "%s: stream ran dry", s->where);
+                    break;
+                }
+                if ((rc = msp_stream_h5_fill(s)))
+                    break;
+            }
+            size_t k = s->have - s->at < left ? s->have - s->at : left;
+            memcpy(p, s->buf + s->at, k);
+            s->at += k;
+            p += k;
+            left -= k;
+        }
+    }
+    if (!rc)
+        s->done += n;
+    return rc;
+}
+
+void msp_tensor_stream_close(msp_tensor_stream_t *s)
+{
+    if (!s)
+        return;
+    if (s->helper)
+        msp_contained_stream_close(s->helper);
+    if (s->d >= 0 || s->fs >= 0 || s->mt >= 0) {
+        msp_h5_lock();
+        if (s->mt >= 0)
+            H5Tclose(s->mt);
+        if (s->fs >= 0)
+            H5Sclose(s->fs);
+        if (s->d >= 0)
+            H5Dclose(s->d);
+        msp_h5_unlock();
+    }
+    free(s->buf);
+    free(s);
+}
+
+/* A whole tensor through a stream: what the reader helper sends, in blocks. */
+static msp_err msp_stream_read_whole(msp_dump_file_t *f, const msp_record_info_t *r,
+                                     const msp_tensor_info_t *t, void *buf)
+{
+    msp_tensor_stream_t *s;
+    msp_err rc = msp_tensor_stream_open(f, r, t, &s);
+    if (rc)
+        return rc;
+    rc = msp_tensor_stream_read(s, buf, (size_t)s->total);
+    msp_tensor_stream_close(s);
+    return rc;
+}
+
 msp_err msp_dump_read_tensor(msp_dump_file_t *f, const msp_record_info_t *r,
                              const msp_tensor_info_t *t, void *buf, size_t buf_size)
 {
@@ -1068,7 +1353,7 @@ msp_err msp_dump_read_tensor(msp_dump_file_t *f, const msp_record_info_t *r,
     if (t->offset >= 0)
         return msp_pread_all(im->fd, buf, (size_t)t->nbytes, t->offset, where);
     if (im->file < 0)
-        return msp_contained_read(f, r, t, buf);
+        return msp_stream_read_whole(f, r, t, buf);
 
     msp_err rc = MSP_OK;
     hid_t g = -1, d = -1, ft = -1, mt = -1, s = -1;

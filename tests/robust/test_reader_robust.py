@@ -106,6 +106,56 @@ class Readers(unittest.TestCase):
         self.assert_clean_failure(p, p0)
         self.assertIn("refused", p.stderr)
 
+    def test_compressed_tensor_is_compared_in_blocks(self):
+        # 64 MiB a side, gzip in 256 KiB chunks: compare streams it from the
+        # reader helper a block at a time, so neither compare nor the helper
+        # holds the whole tensor (before: both sides whole in compare, and
+        # the whole tensor in each helper)
+        n = 16 << 20
+        x = (np.arange(n, dtype=np.int64) % 1000).astype("<f4") / np.float32(7)
+        y = x.copy()
+        y[12_345_678] += np.float32(0.5)
+        y[n - 1] -= np.float32(0.25)
+        paths = []
+        for name, data in (("b.h5", x), ("c.h5", y)):
+            p0 = self.path(name)
+            with h5py.File(p0, "w") as f:
+                f.attrs.update(format="msprobe-dump", format_version=np.int64(1),
+                               framework="pytorch", task="tensor", dump_mode="api",
+                               step=np.int64(0), rank=np.int64(0), world_size=np.int64(1))
+                g = f.create_group("Torch.add.0.forward")
+                g.attrs["order"] = np.int64(0)
+                d = g.create_dataset("output.0", data=data.reshape(4096, 4096),
+                                     chunks=(16, 4096), compression="gzip")
+                d.attrs["dtype"] = "torch.float32"
+            paths.append(p0)
+            self.assertLess(os.path.getsize(p0), n * 4 // 4)  # stored compressed
+        probe = ("import resource, subprocess, sys\n"
+                 "p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL)\n"
+                 "print(p.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
+        env = dict(os.environ, OMP_NUM_THREADS="2")
+        p = subprocess.run(["/usr/bin/python3", "-c", probe, BIN, "compare", "-b", paths[0], "-c",
+                            paths[1], "-o", self.path("out")], capture_output=True, text=True,
+                           timeout=120, env=env)
+        rc, maxrss_kib = (int(v) for v in p.stdout.split())
+        self.assertIn(rc, (0, 1), p.stderr)
+        # the largest process of the run (compare or a helper) stays far below
+        # one side's 64 MiB
+        self.assertLess(maxrss_kib, 48 << 10, "peak RSS %d KiB" % maxrss_kib)
+        ws = openpyxl.load_workbook(self.path("out", "result.xlsx"))["details"]
+        hdr = [c.value for c in ws[1]]
+        rows = [r for r in ws.iter_rows(min_row=2, values_only=True)
+                if r[hdr.index("NPU Name")] == "Torch.add.0.forward.output.0"]
+        self.assertEqual(len(rows), 1)
+        row = rows[0]
+        d = y.astype(np.float64) - x.astype(np.float64)
+        self.assertAlmostEqual(float(row[hdr.index("MaxAbsErr")]), np.abs(d).max(), places=6)
+        cos = float(np.dot(x, y.astype(np.float64)) /
+                    (np.linalg.norm(x.astype(np.float64)) * np.linalg.norm(y.astype(np.float64))))
+        self.assertAlmostEqual(float(row[hdr.index("Cosine")]), cos, places=9)
+        self.assertEqual(float(row[hdr.index("NPU max")]), float(y.max()))
+        self.assertEqual(float(row[hdr.index("Bench min")]), float(x.min()))
+
     def copy_npu(self):
         root = self.path("c")
         shutil.copytree(os.path.join(FIX, "npu"), root)
@@ -172,7 +222,10 @@ class Readers(unittest.TestCase):
         real = os.path.join(os.path.dirname(BIN), "msprobe-catalogue")
         wrapper = self.path("shrinking-helper")
         with open(wrapper, "w") as f:
-            f.write('#!/bin/sh\n"%s" "$@"; rc=$?\ntruncate -s 20000 "%s"\nexit $rc\n' % (real, c))
+            # only once c itself is parsed: the other files' helpers run at
+            # the same time (both sides, and the next pair while this one reads)
+            f.write('#!/bin/sh\n"%s" "$@"; rc=$?\n[ "$2" = "%s" ] && truncate -s 20000 "%s"\n'
+                    'exit $rc\n' % (real, c, c))
         os.chmod(wrapper, 0o755)
         bench = os.path.join(FIX, "bench")
         for io in ({}, {"MSPROBE_CATALOGUE_HELPER": wrapper}):
