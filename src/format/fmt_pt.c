@@ -14,6 +14,9 @@
 #include <string.h>
 #include <zip.h>
 
+/* The most a broadcast (stride 0) view is expanded to. */
+#define MSP_PT_VIEW_MAX ((uint64_t)1 << 30)
+
 enum msp_pv_kind { PV_NONE, PV_BOOL, PV_INT, PV_STR, PV_GLOBAL, PV_TUPLE, PV_DICT, PV_PERSID,
                    PV_TENSOR, PV_MARK };
 
@@ -433,19 +436,38 @@ msp_err msp_pt_load(const char *path, msp_raw_tensor_t *out)
     size_t es = msp_dtype_size(d.dtype);
     if ((rc = pt_read_member(z, st_idx, (size_t)1 << 40, &store, &store_len, path)))
         goto cleanup;
-    /* Every element the size/stride view reaches must lie in the storage. */
+    /* Every element the size/stride view reaches must lie in the storage.
+     * The pickle's integers are anything a file says: no product or sum of
+     * them may overflow on the way. */
     int64_t numel = 1, last = d.offset;
-    for (int i = 0; i < d.ndim; i++) {
+    int past = d.offset < 0;
+    for (int i = 0; i < d.ndim && !past; i++) {
         if (d.size[i] < 0 || d.stride[i] < 0) {
             rc = msp_fail(MSP_ERR_UNSUPPORTED, "file %s: negative size or stride", path);
             goto cleanup;
         }
+        if (d.size[i] && numel > INT64_MAX / d.size[i]) {
+            rc = msp_fail(MSP_ERR_FORMAT, "file %s: tensor size with more than 2^63 elements",
+                          path);
+            goto cleanup;
+        }
         numel *= d.size[i];
-        last += (d.size[i] ? d.size[i] - 1 : 0) * d.stride[i];
+        if (d.size[i] > 1 && d.stride[i] > (INT64_MAX - last) / (d.size[i] - 1))
+            past = 1;
+        else if (d.size[i] > 1)
+            last += (d.size[i] - 1) * d.stride[i];
     }
-    if (d.offset < 0 || (numel && (uint64_t)(last + 1) * es > store_len)) {
+    if (past || (numel && (uint64_t)last >= store_len / es)) {
         rc = msp_fail(MSP_ERR_FORMAT, "file %s: the tensor view reaches past its storage of %zu "
                       "bytes", path, store_len);
+        goto cleanup;
+    }
+    /* A view holds at most its storage's elements unless strides overlap
+     * (a broadcast, stride 0), which is expanded here only up to a bound. */
+    if ((uint64_t)numel > store_len / es && (uint64_t)numel > MSP_PT_VIEW_MAX / es) {
+        rc = msp_fail(MSP_ERR_LIMIT, "file %s: a broadcast view of %lld elements expands its "
+                      "%zu-byte storage past the %llu bytes msprobe-c reads", path,
+                      (long long)numel, store_len, (unsigned long long)MSP_PT_VIEW_MAX);
         goto cleanup;
     }
     out->dtype = d.dtype;
@@ -460,7 +482,7 @@ msp_err msp_pt_load(const char *path, msp_raw_tensor_t *out)
      * storage's layout). */
     int contiguous = 1;
     int64_t expect = 1;
-    for (int i = d.ndim; i-- > 0;) {
+    for (int i = d.ndim; numel && i-- > 0;) { /* empty: other sizes may overflow expect */
         if (d.size[i] != 1 && d.stride[i] != expect)
             contiguous = 0;
         expect *= d.size[i] ? d.size[i] : 1;
