@@ -12,6 +12,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zip.h>
 
 /* The most a broadcast (stride 0) view is expanded to. */
@@ -94,7 +95,8 @@ static msp_pv_t *pk_tuple(msp_pk_t *k, long n)
     t->items = calloc(t->n ? t->n : 1, sizeof *t->items);
     if (!t->items)
         return NULL;
-    memcpy(t->items, k->stack + base, t->n * sizeof *t->items);
+    if (t->n) /* the stack is still NULL when the pickle starts with ')' */
+        memcpy(t->items, k->stack + base, t->n * sizeof *t->items);
     k->sp = n < 0 ? base - 1 : base;
     return t;
 }
@@ -352,18 +354,32 @@ nomem:
 #undef PUSH
 }
 
-static msp_err pt_read_member(zip_t *z, zip_int64_t idx, size_t max, unsigned char **out,
-                              size_t *len, const char *path)
+/* Member idx of z (of a file of file_size bytes) read whole, if at most max
+ * bytes. The sizes in the zip directory are the file's word: a member may
+ * not declare more than its compressed bytes, which lie in the file, can
+ * expand to (stored, as torch writes: the same; deflate: 1032:1 at most),
+ * so a few flipped bits cannot make us allocate gigabytes. */
+static msp_err pt_read_member(zip_t *z, zip_int64_t idx, size_t max, uint64_t file_size,
+                              unsigned char **out, size_t *len, const char *path)
 {
     zip_stat_t st;
     *out = NULL;
-    if (zip_stat_index(z, (zip_uint64_t)idx, 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE))
+    const zip_uint64_t need = ZIP_STAT_SIZE | ZIP_STAT_COMP_SIZE | ZIP_STAT_COMP_METHOD;
+    if (zip_stat_index(z, (zip_uint64_t)idx, 0, &st) != 0 || (st.valid & need) != need)
         return msp_fail(MSP_ERR_FORMAT, "file %s: unreadable zip member", path);
     char shown[200];
     msp_fg_clean(shown, sizeof shown, st.valid & ZIP_STAT_NAME ? st.name : "?");
     if (st.size > max)
         return msp_fail(MSP_ERR_LIMIT, "file %s: zip member %s is larger than expected", path,
                         shown);
+    if (st.comp_size > file_size)
+        return msp_fail(MSP_ERR_FORMAT, "file %s: zip member %s declares %llu compressed bytes "
+                        "in a file of %llu (a damaged zip?)", path, shown,
+                        (unsigned long long)st.comp_size, (unsigned long long)file_size);
+    if (st.size > (st.comp_method == ZIP_CM_STORE ? st.comp_size : st.comp_size * 1032 + 64))
+        return msp_fail(MSP_ERR_FORMAT, "file %s: zip member %s declares %llu bytes, more "
+                        "than its %llu compressed bytes can hold (a damaged zip?)", path, shown,
+                        (unsigned long long)st.size, (unsigned long long)st.comp_size);
     unsigned char *b = malloc(st.size ? st.size : 1);
     zip_file_t *zf = b ? zip_fopen_index(z, (zip_uint64_t)idx, 0) : NULL;
     zip_int64_t got = zf ? zip_fread(zf, b, st.size) : -1;
@@ -389,7 +405,9 @@ msp_err msp_pt_load(const char *path, msp_raw_tensor_t *out)
     msp_pk_t k = {.path = path};
     msp_pt_desc_t d;
     memset(&d, 0, sizeof d);
+    struct stat fst;
     zip_t *z = zip_open(path, ZIP_RDONLY, &zerr);
+    uint64_t file_size = z && stat(path, &fst) == 0 ? (uint64_t)fst.st_size : 0;
     if (!z)
         return msp_fail(zerr == ZIP_ER_NOENT ? MSP_ERR_NOT_FOUND : MSP_ERR_FORMAT,
                         "file %s: not a torch.save zip file (libzip error %d); the legacy "
@@ -408,7 +426,7 @@ msp_err msp_pt_load(const char *path, msp_raw_tensor_t *out)
         if (nm && l >= 10 && strcmp(nm + l - 10, "/byteorder") == 0) {
             unsigned char *bo = NULL;
             size_t bl = 0;
-            if (pt_read_member(z, i, 16, &bo, &bl, path) == MSP_OK &&
+            if (pt_read_member(z, i, 16, file_size, &bo, &bl, path) == MSP_OK &&
                 !(bl == 6 && memcmp(bo, "little", 6) == 0)) {
                 free(bo);
                 rc = msp_fail(MSP_ERR_UNSUPPORTED, "file %s: big-endian storage is not "
@@ -423,7 +441,7 @@ msp_err msp_pt_load(const char *path, msp_raw_tensor_t *out)
                       "file", path);
         goto cleanup;
     }
-    if ((rc = pt_read_member(z, pk_idx, 1u << 20, &pkl, &pkl_len, path)) ||
+    if ((rc = pt_read_member(z, pk_idx, 1u << 20, file_size, &pkl, &pkl_len, path)) ||
         (rc = pk_run(&k, pkl, pkl_len, &d)))
         goto cleanup;
     char member[600];
@@ -434,7 +452,8 @@ msp_err msp_pt_load(const char *path, msp_raw_tensor_t *out)
         goto cleanup;
     }
     size_t es = msp_dtype_size(d.dtype);
-    if ((rc = pt_read_member(z, st_idx, (size_t)1 << 40, &store, &store_len, path)))
+    if ((rc = pt_read_member(z, st_idx, (size_t)1 << 40, file_size, &store, &store_len,
+                              path)))
         goto cleanup;
     /* Every element the size/stride view reaches must lie in the storage.
      * The pickle's integers are anything a file says: no product or sum of

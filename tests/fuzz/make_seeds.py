@@ -239,6 +239,20 @@ def pk_tensor(storage="FloatStorage", numel=6, offset=0, size=(2, 3), stride=(3,
             + b"\x89ccollections\nOrderedDict\n)RtR.")
 
 
+def zip_size_lie(data, member, size, comp_size=None):
+    """data with the central directory's sizes of member overwritten."""
+    d = bytearray(data)
+    i = d.find(b"PK\x01\x02")
+    while i >= 0:
+        nl = struct.unpack_from("<H", d, i + 28)[0]
+        if bytes(d[i + 46:i + 46 + nl]).endswith(member):
+            struct.pack_into("<I", d, i + 24, size)
+            if comp_size is not None:
+                struct.pack_into("<I", d, i + 20, comp_size)
+        i = d.find(b"PK\x01\x02", i + 4)
+    return bytes(d)
+
+
 def pt_seeds():
     import torch
     g = torch.Generator().manual_seed(5)
@@ -263,6 +277,9 @@ def pt_seeds():
             write("pt", name[:-3] + ".pkl", pkl_of(data))
     good = pt_bytes(a)
     write("pt", "truncated_zip.pt", good[:len(good) // 2])
+    write("pt", "zip_member_size_lie.pt", zip_size_lie(good, b"data/0", 0xF0000000))
+    write("pt", "zip_member_comp_size_lie.pt",
+          zip_size_lie(good, b"data/0", 0xF0000000, 0xF0000000))
     write("pt", "bad_zip.pt", b"PK\x03\x04" + b"\xff" * 60)
     write("pt", "hand_f32.pkl", pk_tensor())
     write("pt", "negative_offset.pkl", pk_tensor(offset=-1))
@@ -278,6 +295,7 @@ def pt_seeds():
     write("pt", "unknown_storage.pkl", pk_tensor(storage="ComplexFloatStorage"))
     write("pt", "missing_storage_key.pkl", pk_tensor(key="7"))
     write("pt", "calls_os_system.pkl", b"\x80\x02cos\nsystem\n" + pk_str("true") + b"\x85R.")
+    write("pt", "empty_tuple_on_empty_stack.pkl", b"\x80\x02).")
     write("pt", "memo_get_unset.pkl", b"\x80\x02h\x05.")
     write("pt", "unknown_opcode.pkl", b"\x80\x02]q\x00.")
 
@@ -325,6 +343,8 @@ def point_data_names(text, ext):
             for e in v.values():
                 walk(e)
     walk(doc["data"])
+    # msprobe writes the absolute path; the seed must not change per run
+    doc["dump_data_dir"] = "/data/msprobe_dump/step0/rank0/dump_tensor_data"
     return json.dumps(doc, indent=1)
 
 
