@@ -195,11 +195,15 @@ static msp_err msp_ms_tensor(struct msp_ms_build *b, const cJSON *o, const char 
     t->numel = 1;
     if (cJSON_IsArray(sh)) {
         for (const cJSON *e = sh->child; e; e = e->next) {
-            if (!cJSON_IsNumber(e) || e->valuedouble < 0 || t->ndim >= MSP_MAX_NDIM)
+            /* 2^62 bounds each extent so the cast is defined; the product
+             * is checked too, as nbytes follows from it */
+            int64_t v = cJSON_IsNumber(e) && e->valuedouble >= 0 && e->valuedouble < 0x1p62
+                            ? (int64_t)e->valuedouble : -1;
+            if (v < 0 || t->ndim >= MSP_MAX_NDIM || (v && t->numel > INT64_MAX / 8 / v))
                 return msp_fail(MSP_ERR_FORMAT, "file %s: record %s: %s: bad shape",
                                 b->json_path, b->rec, role);
-            t->shape[t->ndim++] = (int64_t)e->valuedouble;
-            t->numel *= (int64_t)e->valuedouble;
+            t->shape[t->ndim++] = v;
+            t->numel *= v;
         }
     }
     t->nbytes = t->numel * (int64_t)msp_dtype_size(t->dtype);
@@ -349,7 +353,8 @@ static void msp_ms_stacks(msp_dump_file_t *f, const char *dir)
     size_t len = 0;
     cJSON *root = NULL;
     if (!p || msp_read_file(p, MSP_MS_JSON_MAX, &text, &len) != MSP_OK ||
-        !(q = msp_ms_quote_specials(text, len)) || !(root = cJSON_Parse(q)))
+        !(q = msp_ms_quote_specials(text, len)) || !(root = cJSON_Parse(q)) ||
+        !cJSON_IsObject(root)) /* an array's items have no names to match */
         goto cleanup;
     for (const cJSON *e = root->child; e; e = e->next) {
         const cJSON *names = NULL, *frames = NULL;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 void msp_raw_free(msp_raw_tensor_t *r)
 {
@@ -127,7 +128,20 @@ msp_err msp_npy_load(const char *path, msp_raw_tensor_t *out)
         out->numel *= v;
         p = end;
     }
-    size_t nbytes = (size_t)out->numel * msp_dtype_size(out->dtype);
+    /* The header is not trusted with the allocation: the elements it
+     * declares must be in the file (which also keeps the byte count from
+     * overflowing). */
+    struct stat st;
+    off_t here = ftello(fp);
+    size_t es = msp_dtype_size(out->dtype);
+    if (fstat(fileno(fp), &st) != 0 || here < 0 || st.st_size < here ||
+        (uint64_t)out->numel > (uint64_t)(st.st_size - here) / es) {
+        rc = msp_fail(MSP_ERR_FORMAT, "file %s: the .npy header promises %lld elements of %zu "
+                      "bytes, more than the file holds (truncated?)", path,
+                      (long long)out->numel, es);
+        goto cleanup;
+    }
+    size_t nbytes = (size_t)out->numel * es;
     if (!(out->data = malloc(nbytes ? nbytes : 1))) {
         rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", path);
         goto cleanup;
@@ -137,7 +151,6 @@ msp_err msp_npy_load(const char *path, msp_raw_tensor_t *out)
                       "promises (truncated?)", path, nbytes);
     if (!rc && fortran && out->ndim > 1) {
         /* numpy.save of a transposed array: column-major; gather into C order */
-        size_t es = msp_dtype_size(out->dtype);
         unsigned char *c = malloc(nbytes ? nbytes : 1);
         if (!c) {
             rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", path);

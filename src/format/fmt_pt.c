@@ -12,7 +12,11 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zip.h>
+
+/* The most a broadcast (stride 0) view is expanded to. */
+#define MSP_PT_VIEW_MAX ((uint64_t)1 << 30)
 
 enum msp_pv_kind { PV_NONE, PV_BOOL, PV_INT, PV_STR, PV_GLOBAL, PV_TUPLE, PV_DICT, PV_PERSID,
                    PV_TENSOR, PV_MARK };
@@ -91,7 +95,8 @@ static msp_pv_t *pk_tuple(msp_pk_t *k, long n)
     t->items = calloc(t->n ? t->n : 1, sizeof *t->items);
     if (!t->items)
         return NULL;
-    memcpy(t->items, k->stack + base, t->n * sizeof *t->items);
+    if (t->n) /* the stack is still NULL when the pickle starts with ')' */
+        memcpy(t->items, k->stack + base, t->n * sizeof *t->items);
     k->sp = n < 0 ? base - 1 : base;
     return t;
 }
@@ -349,18 +354,32 @@ nomem:
 #undef PUSH
 }
 
-static msp_err pt_read_member(zip_t *z, zip_int64_t idx, size_t max, unsigned char **out,
-                              size_t *len, const char *path)
+/* Member idx of z (of a file of file_size bytes) read whole, if at most max
+ * bytes. The sizes in the zip directory are the file's word: a member may
+ * not declare more than its compressed bytes, which lie in the file, can
+ * expand to (stored, as torch writes: the same; deflate: 1032:1 at most),
+ * so a few flipped bits cannot make us allocate gigabytes. */
+static msp_err pt_read_member(zip_t *z, zip_int64_t idx, size_t max, uint64_t file_size,
+                              unsigned char **out, size_t *len, const char *path)
 {
     zip_stat_t st;
     *out = NULL;
-    if (zip_stat_index(z, (zip_uint64_t)idx, 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE))
+    const zip_uint64_t need = ZIP_STAT_SIZE | ZIP_STAT_COMP_SIZE | ZIP_STAT_COMP_METHOD;
+    if (zip_stat_index(z, (zip_uint64_t)idx, 0, &st) != 0 || (st.valid & need) != need)
         return msp_fail(MSP_ERR_FORMAT, "file %s: unreadable zip member", path);
     char shown[200];
     msp_fg_clean(shown, sizeof shown, st.valid & ZIP_STAT_NAME ? st.name : "?");
     if (st.size > max)
         return msp_fail(MSP_ERR_LIMIT, "file %s: zip member %s is larger than expected", path,
                         shown);
+    if (st.comp_size > file_size)
+        return msp_fail(MSP_ERR_FORMAT, "file %s: zip member %s declares %llu compressed bytes "
+                        "in a file of %llu (a damaged zip?)", path, shown,
+                        (unsigned long long)st.comp_size, (unsigned long long)file_size);
+    if (st.size > (st.comp_method == ZIP_CM_STORE ? st.comp_size : st.comp_size * 1032 + 64))
+        return msp_fail(MSP_ERR_FORMAT, "file %s: zip member %s declares %llu bytes, more "
+                        "than its %llu compressed bytes can hold (a damaged zip?)", path, shown,
+                        (unsigned long long)st.size, (unsigned long long)st.comp_size);
     unsigned char *b = malloc(st.size ? st.size : 1);
     zip_file_t *zf = b ? zip_fopen_index(z, (zip_uint64_t)idx, 0) : NULL;
     zip_int64_t got = zf ? zip_fread(zf, b, st.size) : -1;
@@ -386,7 +405,9 @@ msp_err msp_pt_load(const char *path, msp_raw_tensor_t *out)
     msp_pk_t k = {.path = path};
     msp_pt_desc_t d;
     memset(&d, 0, sizeof d);
+    struct stat fst;
     zip_t *z = zip_open(path, ZIP_RDONLY, &zerr);
+    uint64_t file_size = z && stat(path, &fst) == 0 ? (uint64_t)fst.st_size : 0;
     if (!z)
         return msp_fail(zerr == ZIP_ER_NOENT ? MSP_ERR_NOT_FOUND : MSP_ERR_FORMAT,
                         "file %s: not a torch.save zip file (libzip error %d); the legacy "
@@ -405,7 +426,7 @@ msp_err msp_pt_load(const char *path, msp_raw_tensor_t *out)
         if (nm && l >= 10 && strcmp(nm + l - 10, "/byteorder") == 0) {
             unsigned char *bo = NULL;
             size_t bl = 0;
-            if (pt_read_member(z, i, 16, &bo, &bl, path) == MSP_OK &&
+            if (pt_read_member(z, i, 16, file_size, &bo, &bl, path) == MSP_OK &&
                 !(bl == 6 && memcmp(bo, "little", 6) == 0)) {
                 free(bo);
                 rc = msp_fail(MSP_ERR_UNSUPPORTED, "file %s: big-endian storage is not "
@@ -420,7 +441,7 @@ msp_err msp_pt_load(const char *path, msp_raw_tensor_t *out)
                       "file", path);
         goto cleanup;
     }
-    if ((rc = pt_read_member(z, pk_idx, 1u << 20, &pkl, &pkl_len, path)) ||
+    if ((rc = pt_read_member(z, pk_idx, 1u << 20, file_size, &pkl, &pkl_len, path)) ||
         (rc = pk_run(&k, pkl, pkl_len, &d)))
         goto cleanup;
     char member[600];
@@ -431,21 +452,41 @@ msp_err msp_pt_load(const char *path, msp_raw_tensor_t *out)
         goto cleanup;
     }
     size_t es = msp_dtype_size(d.dtype);
-    if ((rc = pt_read_member(z, st_idx, (size_t)1 << 40, &store, &store_len, path)))
+    if ((rc = pt_read_member(z, st_idx, (size_t)1 << 40, file_size, &store, &store_len,
+                              path)))
         goto cleanup;
-    /* Every element the size/stride view reaches must lie in the storage. */
+    /* Every element the size/stride view reaches must lie in the storage.
+     * The pickle's integers are anything a file says: no product or sum of
+     * them may overflow on the way. */
     int64_t numel = 1, last = d.offset;
-    for (int i = 0; i < d.ndim; i++) {
+    int past = d.offset < 0;
+    for (int i = 0; i < d.ndim && !past; i++) {
         if (d.size[i] < 0 || d.stride[i] < 0) {
             rc = msp_fail(MSP_ERR_UNSUPPORTED, "file %s: negative size or stride", path);
             goto cleanup;
         }
+        if (d.size[i] && numel > INT64_MAX / d.size[i]) {
+            rc = msp_fail(MSP_ERR_FORMAT, "file %s: tensor size with more than 2^63 elements",
+                          path);
+            goto cleanup;
+        }
         numel *= d.size[i];
-        last += (d.size[i] ? d.size[i] - 1 : 0) * d.stride[i];
+        if (d.size[i] > 1 && d.stride[i] > (INT64_MAX - last) / (d.size[i] - 1))
+            past = 1;
+        else if (d.size[i] > 1)
+            last += (d.size[i] - 1) * d.stride[i];
     }
-    if (d.offset < 0 || (numel && (uint64_t)(last + 1) * es > store_len)) {
+    if (past || (numel && (uint64_t)last >= store_len / es)) {
         rc = msp_fail(MSP_ERR_FORMAT, "file %s: the tensor view reaches past its storage of %zu "
                       "bytes", path, store_len);
+        goto cleanup;
+    }
+    /* A view holds at most its storage's elements unless strides overlap
+     * (a broadcast, stride 0), which is expanded here only up to a bound. */
+    if ((uint64_t)numel > store_len / es && (uint64_t)numel > MSP_PT_VIEW_MAX / es) {
+        rc = msp_fail(MSP_ERR_LIMIT, "file %s: a broadcast view of %lld elements expands its "
+                      "%zu-byte storage past the %llu bytes msprobe-c reads", path,
+                      (long long)numel, store_len, (unsigned long long)MSP_PT_VIEW_MAX);
         goto cleanup;
     }
     out->dtype = d.dtype;
@@ -460,7 +501,7 @@ msp_err msp_pt_load(const char *path, msp_raw_tensor_t *out)
      * storage's layout). */
     int contiguous = 1;
     int64_t expect = 1;
-    for (int i = d.ndim; i-- > 0;) {
+    for (int i = d.ndim; numel && i-- > 0;) { /* empty: other sizes may overflow expect */
         if (d.size[i] != 1 && d.stride[i] != expect)
             contiguous = 0;
         expect *= d.size[i] ? d.size[i] : 1;

@@ -10,6 +10,19 @@ replays them on every build). One directory per fuzz target:
   reader_wire/ msprobe-catalogue's      -> tests/format/fmt_wire_fuzz.c
             answers for the committed fixtures (needs a build: MSPROBE_CATALOGUE
             names the helper, default build/src/cli/msprobe-catalogue)
+  npy/      numpy.save files (v1/v2/v3  -> tests/format/fmt_npy_fuzz.c
+            headers, Fortran order, 0-d, empty) and broken headers
+  pt/       torch.save files ("PK...")   -> tests/format/fmt_pt_fuzz.c
+            and data.pkl alone (*.pkl: the target zips it with a 4 KiB
+            storage), broken zips and pickles
+  msprobe_json/ dump.json texts in        -> tests/format/fmt_msprobe_fuzz.c
+            msprobe's layout (tests/lib/msprobe_layout.py and by hand), some
+            followed by NUL + stack.json + NUL + construct.json; data_name
+            points at the files that target makes (f32.npy, i64.npy,
+            short.npy, f32.pt)
+
+npy/, pt/ and msprobe_json/ need numpy and torch: run this with the Python
+that has them (/usr/bin/python3 here).
 
 Other files there, named for what they broke, are inputs libFuzzer found
 (e.g. cc_pack/pip_without_packages_or_python.bin: qsort of a NULL array);
@@ -19,11 +32,15 @@ import glob
 import io
 import json
 import os
+import struct
 import subprocess
+import sys
+import tempfile
 import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SEEDS = os.path.join(HERE, "seeds")
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 
 CONFIG = {
     "seed_format.json": """{
@@ -115,6 +132,286 @@ def main():
         write("reader_wire", f"{side}_{step}.bin", out)
     write("reader_wire", "error.bin", b"MSPE" + (4).to_bytes(8, "little")
           + (5).to_bytes(4, "little") + b"oops!")
+    npy_seeds()
+    pt_seeds()
+    msprobe_seeds()
+
+
+
+def npy_bytes(a, version=None):
+    import numpy as np
+    buf = io.BytesIO()
+    if version is None:
+        np.save(buf, a)
+    else:
+        np.lib.format.write_array(buf, a, version=version)
+    return buf.getvalue()
+
+
+def npy_header(header, body=b"", version=1):
+    """A .npy with a hand-written header dict (padded as numpy pads it)."""
+    h = header.encode()
+    hl = 2 if version == 1 else 4
+    pad = (-(6 + 2 + hl + len(h) + 1)) % 64
+    h += b" " * pad + b"\n"
+    return (b"\x93NUMPY" + bytes([version, 0]) + len(h).to_bytes(hl, "little") + h + body)
+
+
+def npy_seeds():
+    import numpy as np
+    r = np.random.default_rng(3)
+    f32 = r.standard_normal((2, 3)).astype(np.float32)
+    write("npy", "f32_2x3.npy", npy_bytes(f32))
+    write("npy", "f16_vector.npy", npy_bytes(r.standard_normal(7).astype(np.float16)))
+    write("npy", "f64_fortran.npy", npy_bytes(np.asfortranarray(r.standard_normal((3, 4)))))
+    write("npy", "i32_3d.npy", npy_bytes(np.arange(24, dtype=np.int32).reshape(2, 3, 4)))
+    write("npy", "i8_signed.npy", npy_bytes(np.array([-128, -1, 0, 127], dtype=np.int8)))
+    write("npy", "i16_fortran_3d.npy",
+          npy_bytes(np.asfortranarray(np.arange(24, dtype=np.int16).reshape(2, 3, 4))))
+    write("npy", "i64_scalar_0d.npy", npy_bytes(np.array(-(1 << 40), dtype=np.int64)))
+    write("npy", "u8_empty.npy", npy_bytes(np.zeros((0, 3), dtype=np.uint8)))
+    write("npy", "bool_mask.npy", npy_bytes(np.array([[True, False], [False, True]])))
+    write("npy", "v2_header.npy", npy_bytes(f32, version=(2, 0)))
+    write("npy", "v3_header.npy", npy_bytes(np.arange(5, dtype=np.float64), version=(3, 0)))
+    write("npy", "big_endian_refused.npy", npy_bytes(np.arange(4, dtype=">f4")))
+    write("npy", "complex_refused.npy", npy_bytes(np.zeros(2, dtype=np.complex64)))
+    good = npy_bytes(f32)
+    # hand-made: every one must be refused naming the file
+    write("npy", "truncated_header.npy", good[:40])
+    write("npy", "truncated_data.npy", good[:-5])
+    write("npy", "bad_magic.npy", b"\x93NUMPX" + good[6:])
+    write("npy", "version9.npy", good[:6] + b"\x09" + good[7:])
+    write("npy", "header_len_past_end.npy", good[:8] + b"\xff\xff" + good[10:])
+    write("npy", "huge_shape.npy",
+          npy_header("{'descr': '<f8', 'fortran_order': False, 'shape': (1099511627776,), }",
+                     b"\0" * 8))
+    write("npy", "shape_overflow.npy",
+          npy_header("{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 4), }",
+                     b"\0" * 16))
+    write("npy", "shape_bytes_overflow.npy",
+          npy_header("{'descr': '<f8', 'fortran_order': False, 'shape': (2305843009213693952,), }",
+                     b"\0" * 16))
+    write("npy", "fortran_shape_overflow.npy",
+          npy_header("{'descr': '<f4', 'fortran_order': True, 'shape': (1099511627776, "
+                     "1099511627776, 0), }"))
+    write("npy", "negative_shape.npy",
+          npy_header("{'descr': '<f4', 'fortran_order': False, 'shape': (-1, 2), }", b"\0" * 8))
+    write("npy", "no_shape.npy", npy_header("{'descr': '<f4', 'fortran_order': False, }"))
+    write("npy", "fortran_maybe.npy",
+          npy_header("{'descr': '<f4', 'fortran_order': Maybe, 'shape': (1,), }", b"\0" * 4))
+    write("npy", "too_many_dims.npy",
+          npy_header("{'descr': '|u1', 'fortran_order': False, 'shape': (%s), }"
+                     % ("1, " * 40), b"\0"))
+
+
+def pt_bytes(obj):
+    import torch
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    return buf.getvalue()
+
+
+def pkl_of(pt):
+    with zipfile.ZipFile(io.BytesIO(pt)) as z:
+        return z.read(next(n for n in z.namelist() if n.endswith("/data.pkl")))
+
+
+def pk_str(s):
+    b = s.encode()
+    return b"X" + struct.pack("<I", len(b)) + b
+
+
+def pk_int(v):
+    if 0 <= v < 256:
+        return b"K" + bytes([v])
+    if -(1 << 31) <= v < (1 << 31):
+        return b"J" + struct.pack("<i", v)
+    return b"\x8a\x08" + struct.pack("<q", v)
+
+
+def pk_tensor(storage="FloatStorage", numel=6, offset=0, size=(2, 3), stride=(3, 1), key="0"):
+    """The pickle torch.save writes for one tensor, by hand (values chosen to
+    break the reader's arithmetic)."""
+    tup = lambda vs: b"(" + b"".join(pk_int(v) for v in vs) + b"t"
+    return (b"\x80\x02ctorch._utils\n_rebuild_tensor_v2\n(("
+            + pk_str("storage") + b"ctorch\n" + storage.encode() + b"\n" + pk_str(key)
+            + pk_str("cpu") + pk_int(numel) + b"tQ" + pk_int(offset) + tup(size) + tup(stride)
+            + b"\x89ccollections\nOrderedDict\n)RtR.")
+
+
+def zip_size_lie(data, member, size, comp_size=None):
+    """data with the central directory's sizes of member overwritten."""
+    d = bytearray(data)
+    i = d.find(b"PK\x01\x02")
+    while i >= 0:
+        nl = struct.unpack_from("<H", d, i + 28)[0]
+        if bytes(d[i + 46:i + 46 + nl]).endswith(member):
+            struct.pack_into("<I", d, i + 24, size)
+            if comp_size is not None:
+                struct.pack_into("<I", d, i + 20, comp_size)
+        i = d.find(b"PK\x01\x02", i + 4)
+    return bytes(d)
+
+
+def pt_seeds():
+    import torch
+    g = torch.Generator().manual_seed(5)
+    a = torch.randn(2, 3, generator=g)
+    big = torch.randn(6, 8, generator=g, dtype=torch.float64)
+    files = {
+        "f32_2x3.pt": a,
+        "bf16.pt": a.to(torch.bfloat16),
+        "f16_scalar_0d.pt": torch.tensor(1.5, dtype=torch.float16),
+        "transposed.pt": torch.randn(4, 3, generator=g).t(),
+        "slice_of_storage.pt": big[2:5, 1:7:2],
+        "i64_vector.pt": torch.arange(-3, 5, dtype=torch.int64),
+        "bool.pt": torch.tensor([True, False, True]),
+        "u8_empty.pt": torch.zeros(0, 4, dtype=torch.uint8),
+        "dict_refused.pt": {"w": a},
+        "list_refused.pt": [a, a],
+    }
+    for name, obj in files.items():
+        data = pt_bytes(obj)
+        write("pt", name, data)
+        if name in ("f32_2x3.pt", "transposed.pt", "slice_of_storage.pt", "bf16.pt"):
+            write("pt", name[:-3] + ".pkl", pkl_of(data))
+    good = pt_bytes(a)
+    write("pt", "truncated_zip.pt", good[:len(good) // 2])
+    write("pt", "zip_member_size_lie.pt", zip_size_lie(good, b"data/0", 0xF0000000))
+    write("pt", "zip_member_comp_size_lie.pt",
+          zip_size_lie(good, b"data/0", 0xF0000000, 0xF0000000))
+    write("pt", "bad_zip.pt", b"PK\x03\x04" + b"\xff" * 60)
+    write("pt", "hand_f32.pkl", pk_tensor())
+    write("pt", "negative_offset.pkl", pk_tensor(offset=-1))
+    write("pt", "negative_stride.pkl", pk_tensor(stride=(-3, 1)))
+    write("pt", "offset_past_storage.pkl", pk_tensor(offset=4090))
+    write("pt", "huge_offset.pkl", pk_tensor(offset=(1 << 62) + 1000, size=(1,), stride=(1,)))
+    write("pt", "stride_overflow.pkl", pk_tensor(size=(4, 1), stride=(1 << 62, 1)))
+    write("pt", "numel_overflow.pkl", pk_tensor(size=(1 << 32, 1 << 32), stride=(0, 0)))
+    write("pt", "view_bytes_overflow.pkl", pk_tensor(size=(1 << 31, 1 << 31), stride=(0, 0)))
+    write("pt", "empty_dim_overflow.pkl",
+          pk_tensor(size=(0, 1 << 40, 1 << 40), stride=(0, 0, 0)))
+    write("pt", "huge_broadcast_view.pkl", pk_tensor(size=(1 << 20, 1 << 20), stride=(0, 0)))
+    write("pt", "unknown_storage.pkl", pk_tensor(storage="ComplexFloatStorage"))
+    write("pt", "missing_storage_key.pkl", pk_tensor(key="7"))
+    write("pt", "calls_os_system.pkl", b"\x80\x02cos\nsystem\n" + pk_str("true") + b"\x85R.")
+    write("pt", "empty_tuple_on_empty_stack.pkl", b"\x80\x02).")
+    write("pt", "memo_get_unset.pkl", b"\x80\x02h\x05.")
+    write("pt", "unknown_opcode.pkl", b"\x80\x02]q\x00.")
+
+
+def layout_jsons(task, fmt="npy", summary_mode="statistics", **kw):
+    """dump.json (and stack.json, construct.json) as msprobe_layout writes them."""
+    import msprobe_layout as ML
+    import torch
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(2, 3, generator=g)
+    w = torch.randn(2, 3, generator=g)
+    recs = [("Functional.linear.0.forward",
+             {"input_args": [x, w, None], "input_kwargs": {"bias": None, "scale": 0.5},
+              "output": [x + w]}),
+            ("Tensor.to.0.forward", {"input_args": [x], "output": [x.to(torch.bfloat16)]}),
+            ("Torch.cat.0.forward", {"input_args": [[x, w], 0], "output": [torch.cat([x, w])]}),
+            ("Torch.arange.0.forward", {"input_args": [4], "output": [torch.arange(4)]}),
+            ("Functional.linear.0.backward", {"input": [x], "output": [w, None]})]
+    with tempfile.TemporaryDirectory() as d:
+        rdir = ML.write(d, recs, task=task, fmt=fmt, summary_mode=summary_mode,
+                        stacks=[(["File \"t.py\", line 3, in f", "y = linear(x)"],
+                                 ["Functional.linear.0.forward"])],
+                        construct={"Functional.linear.0.forward": "Module.fc.Linear.forward.0"},
+                        **kw)
+        out = []
+        for name in ("dump.json", "stack.json", "construct.json"):
+            with open(os.path.join(rdir, name)) as fh:
+                out.append(fh.read())
+    return out
+
+
+def point_data_names(text, ext):
+    """data_name of each tensor -> a file the fuzz target makes, by shape."""
+    doc = json.loads(text)
+
+    def walk(v):
+        if isinstance(v, list):
+            for e in v:
+                walk(e)
+        elif isinstance(v, dict):
+            if "data_name" in v:
+                v["data_name"] = ("i64" if v["shape"] == [4] else "f32") + ext
+                if v["shape"] not in ([4], [2, 3]):
+                    v["data_name"] = "short.npy"
+            for e in v.values():
+                walk(e)
+    walk(doc["data"])
+    # msprobe writes the absolute path; the seed must not change per run
+    doc["dump_data_dir"] = "/data/msprobe_dump/step0/rank0/dump_tensor_data"
+    return json.dumps(doc, indent=1)
+
+
+MS_RECORD = {"input_args": [{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2, 3],
+                             "Max": 2.0, "Min": -1.0, "Mean": 0.5, "Norm": 3.0,
+                             "requires_grad": False, "data_name": "f32.npy"}],
+             "output": [{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2, 3],
+                         "Max": 5.0, "Min": -4.0, "Mean": 0.9, "Norm": 8.0,
+                         "requires_grad": True, "data_name": "f32.pt"}]}
+
+
+def ms_doc(data, task="tensor", level="L1"):
+    return json.dumps({"task": task, "level": level, "framework": "pytorch", "data": data},
+                      indent=1)
+
+
+def msprobe_seeds():
+    dump, stack, construct = layout_jsons("tensor", fmt="npy")
+    write("msprobe_json", "tensor_npy_with_stack_construct.json",
+          point_data_names(dump, ".npy") + "\0" + stack + "\0" + construct)
+    dump, stack, construct = layout_jsons("tensor", fmt="pt", level="module")
+    write("msprobe_json", "tensor_pt_level_l0.json", point_data_names(dump, ".pt"))
+    dump, stack, _ = layout_jsons("statistics")
+    write("msprobe_json", "statistics_stack.json", dump + "\0" + stack)
+    dump, _, _ = layout_jsons("statistics", summary_mode="md5")
+    write("msprobe_json", "statistics_md5.json", dump)
+    dump, _, _ = layout_jsons("statistics", summary_mode="md5-only", level="api")
+    write("msprobe_json", "md5_only.json", dump)
+    write("msprobe_json", "hand_npy_pt.json", ms_doc({"Functional.relu.0.forward": MS_RECORD}))
+    specials = ms_doc({"Functional.exp.0.forward": {"input_args": [
+        {"type": "torch.Tensor", "dtype": "torch.float16", "shape": [3], "Max": "__inf",
+         "Min": "__ninf", "Mean": "__nan", "Norm": "__inf", "requires_grad": False}]}},
+        task="statistics", level="mix")
+    specials = (specials.replace('"__inf"', "Infinity").replace('"__ninf"', "-Infinity")
+                .replace('"__nan"', "NaN"))
+    write("msprobe_json", "nan_infinity_bare.json", specials)
+    nested = {"input_args": [[[dict(MS_RECORD["input_args"][0], data_name="i64.npy",
+                                    dtype="torch.int64", shape=[4])], None],
+                             {"type": "int", "value": 3}, {"type": "slice", "value": [0, 2, None]},
+                             None],
+              "input_kwargs": {"dim": {"type": "int", "value": -1},
+                               "weight": dict(MS_RECORD["input_args"][0], dtype="torch.bfloat16"),
+                               "out": None, "flag": {"type": "bool"}},
+              "parameters": {"weight": MS_RECORD["input_args"][0]},
+              "output": MS_RECORD["output"][0]}
+    old_stack = json.dumps({"Torch.nested.0.forward": ["File \"a.py\", line 1", "f()"]})
+    write("msprobe_json", "nested_kwargs_nulls_old_stack.json",
+          ms_doc({"Torch.nested.0.forward": nested}) + "\0" + old_stack)
+    # hand-made: each must be refused, or read without crashing
+    write("msprobe_json", "invalid_json.json", '{"data": {"a": ')
+    write("msprobe_json", "no_data.json", '{"task": "tensor", "level": "L1"}')
+    write("msprobe_json", "record_not_object.json", ms_doc({"r": [1, 2]}))
+    write("msprobe_json", "bad_md5.json", ms_doc({"r": {"output": [dict(
+        MS_RECORD["output"][0], md5="xyz")]}}))
+    write("msprobe_json", "negative_shape.json", ms_doc({"r": {"output": [dict(
+        MS_RECORD["output"][0], shape=[-2, 3])]}}))
+    write("msprobe_json", "huge_shape.json", ms_doc({"r": {"output": [dict(
+        MS_RECORD["output"][0], shape=[1 << 40, 1 << 40, 1 << 40])]}}))
+    write("msprobe_json", "shape_1e300.json", ms_doc({"r": {"output": [dict(
+        MS_RECORD["output"][0], shape=[1e300])]}}))
+    write("msprobe_json", "shape_mismatch_and_short_npy.json", ms_doc({"r": {"input_args": [
+        dict(MS_RECORD["input_args"][0], shape=[4, 4]),
+        dict(MS_RECORD["input_args"][0], shape=[3], dtype="torch.float64", data_name="short.npy"),
+        dict(MS_RECORD["input_args"][0], data_name="../dump.json"),
+        dict(MS_RECORD["input_args"][0], data_name="missing.npy")]}}))
+    write("msprobe_json", "stack_json_array.json",
+          ms_doc({"r": MS_RECORD}) + "\0" + '[["x"], "y"]' + "\0" + '["r"]')
 
 
 if __name__ == "__main__":
