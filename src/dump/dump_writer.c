@@ -181,7 +181,10 @@ int msp_dq_rec_add_tensor(msp_dq_rec_t *r, const char *role, msp_dtype_t dt, int
         memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
     t->data = data;
     t->nbytes = nbytes;
-    snprintf(t->device, sizeof t->device, "%s", device ? device : "cpu");
+    const char *dev = device ? device : "cpu";
+    size_t dn = strnlen(dev, sizeof t->device - 1);
+    memcpy(t->device, dev, dn); /* per tensor: no snprintf */
+    t->device[dn] = '\0';
     t->requires_grad = requires_grad;
     r->bytes += nbytes;
     r->nt++;

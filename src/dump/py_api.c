@@ -17,6 +17,23 @@
 #include <structmember.h>
 
 _Thread_local int msp_t_depth;
+/* Names looked up on every wrapped call, interned once: PyObject_GetAttrString
+ * and PyObject_CallMethod make a string object per lookup (bench/dump). */
+static PyObject *s_grad_fn, *s_requires_grad, *s_next_functions, *s_variable, *s_register_hook;
+
+static PyObject *interned(PyObject **slot, const char *text)
+{
+    if (!*slot)
+        *slot = PyUnicode_InternFromString(text);
+    return *slot;
+}
+
+static PyObject *attr_named(PyObject *o, PyObject **slot, const char *text)
+{
+    PyObject *name = interned(slot, text);
+    return name ? PyObject_GetAttr(o, name) : NULL;
+}
+
 static _Thread_local int t_trigger_depth; /* nested optimizer.step / backward calls */
 static _Thread_local int t_import_depth;
 static size_t g_npending; /* api_list callables outside torch not wrapped yet */
@@ -280,7 +297,7 @@ static PyObject *first_grad_fn(PyObject *out, PyObject *args, const bwd_inputs_t
                 PyErr_Clear();
                 break;
             }
-            PyObject *g = msp_is_tensor(it) ? PyObject_GetAttrString(it, "grad_fn") : NULL;
+            PyObject *g = msp_is_tensor(it) ? attr_named(it, &s_grad_fn, "grad_fn") : NULL;
             if (g && g != Py_None)
                 cand = it;
             else
@@ -303,7 +320,7 @@ static PyObject *first_grad_fn(PyObject *out, PyObject *args, const bwd_inputs_t
             Py_DECREF(cand);
             return g;
         }
-    PyObject *g = PyObject_GetAttrString(cand, "grad_fn");
+    PyObject *g = attr_named(cand, &s_grad_fn, "grad_fn");
     Py_DECREF(cand);
     if (!g) {
         PyErr_Clear();
@@ -414,7 +431,7 @@ static PyObject *inplace_grad_fn(PyObject *t, const bwd_inputs_t *in)
     for (int j = 0; j < in->n; j++)
         if (in->t[j] == t)
             before = in->node[j];
-    PyObject *g = PyObject_GetAttrString(t, "grad_fn");
+    PyObject *g = attr_named(t, &s_grad_fn, "grad_fn");
     if (!g) {
         PyErr_Clear();
         return NULL;
@@ -430,7 +447,7 @@ static void note_input(msp_bwd_state_t *st, bwd_inputs_t *in, const char *role, 
 {
     if (!msp_is_tensor(a))
         return;
-    PyObject *rg = PyObject_GetAttrString(a, "requires_grad");
+    PyObject *rg = attr_named(a, &s_requires_grad, "requires_grad");
     int need = rg && PyObject_IsTrue(rg) == 1;
     Py_XDECREF(rg);
     if (!need) {
@@ -440,7 +457,7 @@ static void note_input(msp_bwd_state_t *st, bwd_inputs_t *in, const char *role, 
     }
     if (in->n >= MSP_BWD_MAX_IN)
         return;
-    PyObject *g = PyObject_GetAttrString(a, "grad_fn");
+    PyObject *g = attr_named(a, &s_grad_fn, "grad_fn");
     if (!g)
         PyErr_Clear();
     if (g == Py_None)
@@ -521,7 +538,7 @@ static int input_of(const bwd_inputs_t *in, PyObject *m)
             return j;
     if (!is_accumulate(m))
         return -1;
-    PyObject *v = PyObject_GetAttrString(m, "variable");
+    PyObject *v = attr_named(m, &s_variable, "variable");
     int found = -1;
     for (int j = 0; v && j < in->n && found < 0; j++)
         if (!in->node[j] && in->t[j] == v)
@@ -547,7 +564,8 @@ static msp_bwd_hook_t *hook_new(msp_bwd_state_t *st, int is_out)
 
 static int register_hook(PyObject *node, msp_bwd_hook_t *h)
 {
-    PyObject *handle = PyObject_CallMethod(node, "register_hook", "O", (PyObject *)h);
+    PyObject *name = interned(&s_register_hook, "register_hook");
+    PyObject *handle = name ? PyObject_CallMethodObjArgs(node, name, (PyObject *)h, NULL) : NULL;
     if (!handle) {
         msp_py_warn_error("grad hook", "cannot hook the backward of an API; its backward is "
                           "not dumped");
@@ -583,7 +601,7 @@ static void hook_backward(msp_bwd_state_t *st, bwd_inputs_t *in, PyObject *out_n
     while (head < nn && in->n > 0) {
         PyObject *n = nodes[head];
         msp_bwd_hook_t *h = hooks[head++];
-        PyObject *next = PyObject_GetAttrString(n, "next_functions");
+        PyObject *next = attr_named(n, &s_next_functions, "next_functions");
         Py_ssize_t ne = next && PyTuple_Check(next) ? PyTuple_Size(next) : 0;
         for (Py_ssize_t k = 0; k < ne; k++) {
             PyObject *edge = PyTuple_GetItem(next, k);
@@ -648,6 +666,28 @@ static int64_t next_index(msp_wrap_t *w)
     return w->count++;
 }
 
+/* "NAME.IDX.DIR" without snprintf (once or twice per wrapped call), cut to
+ * size as snprintf would. */
+static void call_name(char *buf, size_t size, const char *api, int64_t idx, const char *dir)
+{
+    char num[24];
+    size_t k = sizeof num;
+    uint64_t v = idx < 0 ? 0 : (uint64_t)idx;
+    do {
+        num[--k] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    const char *parts[5] = {api, ".", num + k, ".", dir};
+    size_t lens[5] = {strlen(api), 1, sizeof num - k, 1, strlen(dir)};
+    size_t at = 0;
+    for (int i = 0; i < 5 && at + 1 < size; i++) {
+        size_t n = lens[i] < size - 1 - at ? lens[i] : size - 1 - at;
+        memcpy(buf + at, parts[i], n);
+        at += n;
+    }
+    buf[at] = '\0';
+}
+
 static PyObject *api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
 {
     if (!msp_g.dumping || msp_t_depth > 0 || msp_g.disabled)
@@ -663,7 +703,7 @@ static PyObject *api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
     in.n = 0;
     msp_t_depth++;
     if (w->dirs & MSP_DIR_FORWARD) {
-        snprintf(name, sizeof name, "%s.%lld.forward", w->name, (long long)idx);
+        call_name(name, sizeof name, w->name, idx, "forward");
         /* Inputs are copied before the call: an op that writes into its input
          * (F.relu(x, inplace=True), all_reduce) must show what it was given. */
         if ((r = msp_dq_rec_new(name))) {
@@ -678,7 +718,7 @@ static PyObject *api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
         int enabled = ge && PyObject_IsTrue(ge) == 1;
         Py_XDECREF(ge);
         PyErr_Clear();
-        snprintf(name, sizeof name, "%s.%lld.backward", w->name, (long long)idx);
+        call_name(name, sizeof name, w->name, idx, "backward");
         if (enabled && (st = state_new(name)))
             collect_inputs(st, &in, args, kw);
     }

@@ -443,6 +443,9 @@ static int msp_role_wanted(const char *role)
     return (roles & (strncmp(role, "output", 6) == 0 ? MSP_ROLE_OUTPUT : MSP_ROLE_INPUT)) != 0;
 }
 
+/* "record/role not dumped", for add_tensor's warnings only. */
+#define WHAT (what[0] ? what : (snprintf(what, sizeof what, "%s/%s not dumped", r->name, role), what))
+
 static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
 {
     if (!msp_role_wanted(role))
@@ -453,7 +456,7 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
     char device[24] = "cpu";
     int rg = 0;
 
-    snprintf(what, sizeof what, "%s/%s not dumped", r->name, role);
+    what[0] = '\0'; /* written when a warning needs it (WHAT): not per tensor */
     PyObject *v = PyObject_GetAttr(t, s_requires_grad);
     if (v) {
         rg = PyObject_IsTrue(v) == 1;
@@ -465,7 +468,7 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
         obj_text(layout, 0, name, sizeof name);
         snprintf(kind, sizeof kind, "layout %s", name);
         msp_shim_warn_once(kind, "%s: layout %s is not supported (dense tensors only); such "
-                           "tensors are skipped", what, name);
+                           "tensors are skipped", WHAT, name);
         Py_DECREF(layout);
         goto cleanup;
     }
@@ -546,11 +549,11 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
         char kind[80];
         snprintf(kind, sizeof kind, "dtype %s", name);
         msp_shim_warn_once(kind, "%s: dtype %s is not supported; such tensors are skipped",
-                           what, name);
+                           WHAT, name);
         goto cleanup;
     }
     if (x->ndim > MSP_MAX_NDIM) {
-        msp_shim_warn_once("ndim", "%s: %d dimensions (at most %d supported)", what,
+        msp_shim_warn_once("ndim", "%s: %d dimensions (at most %d supported)", WHAT,
                            (int)x->ndim, MSP_MAX_NDIM);
         goto cleanup;
     }
@@ -566,7 +569,7 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
     size_t nbytes = numel * esize;
     void *buf = msp_dq_buf_get(nbytes);
     if (!buf) {
-        msp_shim_warn_once("nomem", "%s: out of memory copying %zu bytes", what, nbytes);
+        msp_shim_warn_once("nomem", "%s: out of memory copying %zu bytes", WHAT, nbytes);
         goto cleanup;
     }
     const char *src = (const char *)x->data + x->byte_offset;
@@ -582,7 +585,7 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
             strided_copy(buf, src, x->ndim, x->shape, x->strides, esize, 0);
     }
     if (msp_dq_rec_add_tensor(r, role, mdt, x->ndim, x->shape, buf, nbytes, device, rg) != 0) {
-        msp_shim_warn_once("nomem", "%s: out of memory", what);
+        msp_shim_warn_once("nomem", "%s: out of memory", WHAT);
         goto cleanup; /* buf went back to the queue */
     }
     if (later)
@@ -606,7 +609,7 @@ pyfail:
         if (nl)
             *nl = '\0';
         snprintf(kind, sizeof kind, "read %.40s", text);
-        msp_shim_warn_once(kind, "%s: %s; such tensors are skipped", what, text);
+        msp_shim_warn_once(kind, "%s: %s; such tensors are skipped", WHAT, text);
         Py_XDECREF(type);
         Py_XDECREF(val);
         Py_XDECREF(tb);
