@@ -1349,50 +1349,11 @@ msp_err msp_dump_read_tensor(msp_dump_file_t *f, const msp_record_info_t *r,
         return prc;
     if (t->nbytes == 0)
         return MSP_OK;
-    struct msp_dump_impl *im = msp_impl(f);
     if (t->offset >= 0)
-        return msp_pread_all(im->fd, buf, (size_t)t->nbytes, t->offset, where);
-    if (im->file < 0)
-        return msp_stream_read_whole(f, r, t, buf);
-
-    msp_err rc = MSP_OK;
-    hid_t g = -1, d = -1, ft = -1, mt = -1, s = -1;
-    msp_h5_lock();
-    g = H5Gopen2(im->file, r->name, H5P_DEFAULT);
-    d = g >= 0 ? H5Dopen2(g, t->role, H5P_DEFAULT) : -1;
-    ft = d >= 0 ? H5Dget_type(d) : -1;
-    s = d >= 0 ? H5Dget_space(d) : -1;
-    if (s < 0 || ft < 0) {
-        rc = msp_h5_fail(MSP_ERR_NOT_FOUND, "%s: cannot open the dataset", where);
-        goto cleanup;
-    }
-    if (H5Sget_simple_extent_npoints(s) != t->numel) {
-        rc = msp_fail(MSP_ERR_FORMAT, "%s: dataset has %lld elements, catalogue says %lld", where,
-                      (long long)H5Sget_simple_extent_npoints(s), (long long)t->numel);
-        goto cleanup;
-    }
-    H5T_class_t fc = H5Tget_class(ft);
-    if (t->dtype == MSP_DTYPE_BOOL && fc == H5T_INTEGER)
-        mt = H5Tcopy(H5T_NATIVE_UINT8);
-    else if (t->dtype == MSP_DTYPE_BOOL && fc == H5T_ENUM)
-        mt = H5Tget_native_type(ft, H5T_DIR_ASCEND); /* enums convert by member name */
-    else
-        mt = msp_h5_type_for(t->dtype);
-    if (mt < 0 || H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0)
-        rc = msp_h5_fail(MSP_ERR_FORMAT, "%s: cannot read the data as %s", where, t->dtype_name);
-cleanup:
-    if (mt >= 0)
-        H5Tclose(mt);
-    if (s >= 0)
-        H5Sclose(s);
-    if (ft >= 0)
-        H5Tclose(ft);
-    if (d >= 0)
-        H5Dclose(d);
-    if (g >= 0)
-        H5Gclose(g);
-    msp_h5_unlock();
-    return rc;
+        return msp_pread_all(msp_impl(f)->fd, buf, (size_t)t->nbytes, t->offset, where);
+    /* chunked, compressed or converted: a block at a time, here or in the
+     * reader helper when the file is contained */
+    return msp_stream_read_whole(f, r, t, buf);
 }
 
 
