@@ -19,6 +19,8 @@ BIN = os.environ["MSPROBE_BIN"]
 SRC = os.environ["MSPROBE_SOURCE_DIR"]
 FIX = os.path.join(SRC, "fixtures")
 NPU = os.path.join(FIX, "npu", "step1", "rank0", "dump.h5")
+# under ASan, freed memory sits in its quarantine (256 MiB): RSS says nothing then
+SANITIZED = b"libasan" in subprocess.run(["ldd", BIN], capture_output=True).stdout
 
 
 def run(*args, timeout=60, env=None):
@@ -141,7 +143,8 @@ class Readers(unittest.TestCase):
         self.assertIn(rc, (0, 1), p.stderr)
         # the largest process of the run (compare or a helper) stays far below
         # one side's 64 MiB
-        self.assertLess(maxrss_kib, 48 << 10, "peak RSS %d KiB" % maxrss_kib)
+        if not SANITIZED:
+            self.assertLess(maxrss_kib, 48 << 10, "peak RSS %d KiB" % maxrss_kib)
         ws = openpyxl.load_workbook(self.path("out", "result.xlsx"))["details"]
         hdr = [c.value for c in ws[1]]
         rows = [r for r in ws.iter_rows(min_row=2, values_only=True)
