@@ -279,6 +279,15 @@ static int cmp_job_small(const cmp_job_t *j)
            (uint64_t)j->bt->nbytes < CMP_SMALL_UNIT_BYTES;
 }
 
+/* One unit's metrics and both sides' CRC-32, its bytes in memory. */
+static void cmp_unit_run(const cmp_job_t *j, cmp_item_t *it, const unsigned char *nb,
+                         const unsigned char *bb, size_t m)
+{
+    cmp_acc_run(j->ndt, nb, j->bdt, bb, m, j->rtol, j->atol, j->side, &it->acc);
+    it->crc[0] = msp_crc32(0, nb, m * msp_dtype_size(j->ndt));
+    it->crc[1] = msp_crc32(0, bb, m * msp_dtype_size(j->bdt));
+}
+
 static void cmp_do_item(cmp_ctx_t *cx, cmp_item_t *it, unsigned char *nbuf, unsigned char *bbuf)
 {
     cmp_job_t *j = &cx->jobs[it->job];
@@ -294,10 +303,7 @@ static void cmp_do_item(cmp_ctx_t *cx, cmp_item_t *it, unsigned char *nbuf, unsi
             cmp_map_populate(cx->cmap, no, m * nsz);
             cmp_map_populate(cx->bmap, bo, m * bsz);
         }
-        cmp_acc_run(j->ndt, cx->cmap + no, j->bdt, cx->bmap + bo, m, j->rtol, j->atol, j->side,
-                    &it->acc);
-        it->crc[0] = msp_crc32(0, cx->cmap + no, m * nsz);
-        it->crc[1] = msp_crc32(0, cx->bmap + bo, m * bsz);
+        cmp_unit_run(j, it, cx->cmap + no, cx->bmap + bo, m);
         if (!small) {
             cmp_map_release(cx->cmap, no, m * nsz);
             cmp_map_release(cx->bmap, bo, m * bsz);
@@ -314,10 +320,8 @@ static void cmp_do_item(cmp_ctx_t *cx, cmp_item_t *it, unsigned char *nbuf, unsi
         it->err_side = 1;
         return;
     }
-    cmp_acc_run(j->ndt, nbuf, j->bdt, bbuf, m, j->rtol, j->atol, j->side, &it->acc);
     /* The bytes are in cache now: checking them costs little (bench/compare). */
-    it->crc[0] = msp_crc32(0, nbuf, m * nsz);
-    it->crc[1] = msp_crc32(0, bbuf, m * bsz);
+    cmp_unit_run(j, it, nbuf, bbuf, m);
 }
 
 static msp_err cmp_item_error(const cmp_ctx_t *cx, const cmp_item_t *it)
@@ -339,6 +343,18 @@ static uint64_t cmp_item_elems(const cmp_job_t *job, size_t unit)
 {
     uint64_t first = (uint64_t)unit * job->unit;
     return job->numel - first < job->unit ? job->numel - first : job->unit;
+}
+
+/* A compared unit into its job, units in order: metrics merged, each
+ * side's CRC extended by the unit's. Returns the unit's bytes (both sides). */
+static uint64_t cmp_unit_merge(cmp_job_t *job, const cmp_item_t *it)
+{
+    uint64_t m = cmp_item_elems(job, it->unit);
+    size_t nsz = msp_dtype_size(job->ndt), bsz = msp_dtype_size(job->bdt);
+    cmp_acc_merge(&job->acc, &it->acc);
+    job->crc[0] = (uint32_t)crc32_combine(job->crc[0], it->crc[0], (z_off_t)(m * nsz));
+    job->crc[1] = (uint32_t)crc32_combine(job->crc[1], it->crc[1], (z_off_t)(m * bsz));
+    return m * (nsz + bsz);
 }
 
 /* All jobs whose both sides have a file offset (mapped or pread), in windows of units. */
@@ -396,14 +412,7 @@ static msp_err cmp_run_offset_jobs(cmp_ctx_t *cx, uint64_t *bytes_done)
         for (size_t i = 0; i < n; i++) {
             if (items[i].err)
                 return cmp_item_error(cx, &items[i]);
-            cmp_job_t *job = &cx->jobs[items[i].job];
-            cmp_acc_merge(&job->acc, &items[i].acc);
-            /* units arrive in order: extend each side's CRC by this one's */
-            uint64_t m = cmp_item_elems(job, items[i].unit);
-            job->crc[0] = (uint32_t)crc32_combine(job->crc[0], items[i].crc[0],
-                                                  (z_off_t)(m * msp_dtype_size(job->ndt)));
-            job->crc[1] = (uint32_t)crc32_combine(job->crc[1], items[i].crc[1],
-                                                  (z_off_t)(m * msp_dtype_size(job->bdt)));
+            (void)cmp_unit_merge(&cx->jobs[items[i].job], &items[i]);
         }
         *bytes_done += wbytes;
         if (cx->o->progress && wbytes)
@@ -443,23 +452,14 @@ static msp_err cmp_run_stream_jobs(cmp_ctx_t *cx, uint64_t *bytes_done)
 #pragma omp parallel for schedule(static, 1) num_threads(cx->nthreads) if (w > 1)
             for (size_t i = 0; i < w; i++) {
                 unsigned char *nb = cx->bufs + i * 2 * cx->chunk;
-                size_t m = (size_t)cmp_item_elems(job, u + i);
+                items[i].unit = u + i;
                 cmp_acc_init(&items[i].acc);
-                cmp_acc_run(job->ndt, nb, job->bdt, nb + cx->chunk, m, job->rtol, job->atol,
-                            job->side, &items[i].acc);
-                items[i].crc[0] = msp_crc32(0, nb, m * nsz);
-                items[i].crc[1] = msp_crc32(0, nb + cx->chunk, m * bsz);
+                cmp_unit_run(job, &items[i], nb, nb + cx->chunk,
+                             (size_t)cmp_item_elems(job, u + i));
             }
             uint64_t wbytes = 0;
-            for (size_t i = 0; i < w; i++) {
-                uint64_t m = cmp_item_elems(job, u + i);
-                cmp_acc_merge(&job->acc, &items[i].acc);
-                job->crc[0] = (uint32_t)crc32_combine(job->crc[0], items[i].crc[0],
-                                                      (z_off_t)(m * nsz));
-                job->crc[1] = (uint32_t)crc32_combine(job->crc[1], items[i].crc[1],
-                                                      (z_off_t)(m * bsz));
-                wbytes += m * (nsz + bsz);
-            }
+            for (size_t i = 0; i < w; i++)
+                wbytes += cmp_unit_merge(job, &items[i]);
             *bytes_done += wbytes;
             if (cx->o->progress && wbytes)
                 cx->o->progress(wbytes, cx->o->progress_ud);

@@ -432,8 +432,6 @@ static msp_err msp_helper_run(const char *path, char *argv[], size_t cap,
     msp_err src = msp_helper_spawn(path, argv, &pid, &rfd);
     if (src)
         return src;
-    int fds[2] = {rfd, -1};
-
     size_t n = 0, room = 64 << 10;
     unsigned char *buf = malloc(room);
     double deadline = msp_now() + msp_helper_timeout();
@@ -444,7 +442,7 @@ static msp_err msp_helper_run(const char *path, char *argv[], size_t cap,
             timed_out = 1;
             break;
         }
-        struct pollfd p = {fds[0], POLLIN, 0};
+        struct pollfd p = {rfd, POLLIN, 0};
         int pr = poll(&p, 1, (int)(left * 1000) + 1);
         if (pr < 0 && errno == EINTR)
             continue;
@@ -464,14 +462,14 @@ static msp_err msp_helper_run(const char *path, char *argv[], size_t cap,
             buf = b;
             room = nr;
         }
-        ssize_t k = read(fds[0], buf + n, room - n);
+        ssize_t k = read(rfd, buf + n, room - n);
         if (k < 0 && errno == EINTR)
             continue;
         if (k <= 0)
             break;
         n += (size_t)k;
     }
-    close(fds[0]);
+    close(rfd);
     if (timed_out || too_big || nomem)
         kill(pid, SIGKILL);
     int st = msp_reap(pid);

@@ -1070,20 +1070,31 @@ struct msp_tensor_stream {
     int nd;
     hsize_t shape[H5S_MAX_RANK];
     size_t esize;
+    int bdim;             /* h5: blocks are whole rows of this dimension, */
+    uint64_t inner;       /* each row this many elements (msp_stream_h5_rows) */
     uint64_t elem;        /* h5: elements read so far */
     struct msp_helper_stream *helper;
 };
 
-/* Reads the next block of an in-process HDF5 dataset into s->buf. */
-static msp_err msp_stream_h5_fill(msp_tensor_stream_t *s)
+/* The dimension a block takes whole rows of: the shallowest one whose rows
+ * (the product of the dimensions below it) still fit in a block. */
+static void msp_stream_h5_rows(msp_tensor_stream_t *s)
 {
     uint64_t inner = 1;
     int d = s->nd - 1;
-    /* deepest dimension whose rows (the product of the dimensions below) fit */
     while (d > 0 && inner * s->shape[d] * s->esize <= MSP_STREAM_BLOCK) {
         inner *= s->shape[d];
         d--;
     }
+    s->bdim = d;
+    s->inner = inner;
+}
+
+/* Reads the next block of an in-process HDF5 dataset into s->buf. */
+static msp_err msp_stream_h5_fill(msp_tensor_stream_t *s)
+{
+    int d = s->bdim;
+    uint64_t inner = s->inner;
     hsize_t start[H5S_MAX_RANK], count[H5S_MAX_RANK];
     uint64_t rest = s->elem;
     for (int i = s->nd - 1; i >= 0; i--) {
@@ -1126,8 +1137,9 @@ static msp_err msp_stream_h5_fill(msp_tensor_stream_t *s)
 /* The chunk cache a stream needs: the chunks one block's rows cross, so
  * each chunk is decompressed once however many blocks touch it (libhdf5's
  * default 1 MiB would decompress a bigger chunk again for every block), at
- * most 64 MiB. Reopens s->d with it; keeps the default on any failure. */
-static void msp_stream_h5_cache(msp_tensor_stream_t *s)
+ * most 64 MiB. Reopens s->d (g/role) with it; keeps the default on any
+ * failure. */
+static void msp_stream_h5_cache(msp_tensor_stream_t *s, hid_t g, const char *role)
 {
     hid_t dcpl = H5Dget_create_plist(s->d);
     hsize_t cd[H5S_MAX_RANK];
@@ -1137,13 +1149,7 @@ static void msp_stream_h5_cache(msp_tensor_stream_t *s)
         H5Pclose(dcpl);
     if (cn != s->nd || cn <= 0)
         return;
-    /* the block's deepest dimension, as msp_stream_h5_fill picks it */
-    uint64_t inner = 1;
-    int d = s->nd - 1;
-    while (d > 0 && inner * s->shape[d] * s->esize <= MSP_STREAM_BLOCK) {
-        inner *= s->shape[d];
-        d--;
-    }
+    int d = s->bdim;
     double need = (double)s->esize;
     for (int i = 0; i < s->nd; i++) {
         uint64_t c = cd[i] ? cd[i] : 1;
@@ -1156,7 +1162,7 @@ static void msp_stream_h5_cache(msp_tensor_stream_t *s)
     if (dapl < 0)
         return;
     if (H5Pset_chunk_cache(dapl, 12421, bytes, 1.0) >= 0) {
-        hid_t again = H5Dopen2(s->d, ".", dapl);
+        hid_t again = H5Dopen2(g, role, dapl);
         if (again >= 0) {
             H5Dclose(s->d);
             s->d = again;
@@ -1203,7 +1209,8 @@ static msp_err msp_stream_h5_open(msp_dump_file_t *f, const msp_record_info_t *r
                          t->dtype_name);
         goto done;
     }
-    msp_stream_h5_cache(s);
+    msp_stream_h5_rows(s);
+    msp_stream_h5_cache(s, g, t->role);
     /* one block: a row that fits, or a single element of an oversized one */
     size_t cap = MSP_STREAM_BLOCK > s->esize ? MSP_STREAM_BLOCK : s->esize;
     if (!(s->buf = malloc(cap)))
