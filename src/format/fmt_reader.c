@@ -479,13 +479,18 @@ static msp_err msp_walk_dtype(hid_t d, hid_t ftype, int null_space, msp_tensor_i
 
 /* Data kept outside the file (external storage: any path, /etc/passwd or
  * /dev/zero) or assembled from other files (virtual layout) is never read. */
-static msp_err msp_check_storage(hid_t d, const char *where)
+/* plain (may be NULL): set to whether the data is contiguous and unfiltered,
+ * read from the same creation properties (copying them is a good part of a
+ * dataset's check). */
+static msp_err msp_check_storage(hid_t d, const char *where, int *plain)
 {
     hid_t dcpl = H5Dget_create_plist(d);
     if (dcpl < 0)
         return msp_h5_fail(MSP_ERR_FORMAT, "%s: cannot read the dataset's layout", where);
     int external = H5Pget_external_count(dcpl);
     H5D_layout_t layout = H5Pget_layout(dcpl);
+    if (plain)
+        *plain = layout == H5D_CONTIGUOUS && H5Pget_nfilters(dcpl) == 0;
     H5Pclose(dcpl);
     if (external != 0)
         return msp_fail(MSP_ERR_FORMAT, "%s: the dataset's data is stored in other files "
@@ -541,7 +546,8 @@ static msp_err msp_verify_index(msp_dump_file_t *f)
                 return msp_h5_fail(MSP_ERR_FORMAT, "%s: the row names a dataset the file does "
                                    "not have", where);
             }
-            msp_err rc = msp_check_storage(d, where);
+            int plain = 0;
+            msp_err rc = msp_check_storage(d, where, &plain);
             hid_t s = rc ? -1 : H5Dget_space(d), ft = rc ? -1 : H5Dget_type(d);
             hsize_t dims[MSP_MAX_NDIM];
             int nd = s >= 0 ? H5Sget_simple_extent_ndims(s) : -1;
@@ -561,11 +567,6 @@ static msp_err msp_verify_index(msp_dump_file_t *f)
                               "dataset stores %zu", where, t->dtype_name,
                               msp_dtype_size(t->dtype), H5Tget_size(ft));
             if (!rc && t->offset >= 0) {
-                hid_t dcpl = H5Dget_create_plist(d);
-                int plain = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CONTIGUOUS &&
-                            H5Pget_nfilters(dcpl) == 0;
-                if (dcpl >= 0)
-                    H5Pclose(dcpl);
                 haddr_t a = H5Dget_offset(d);
                 if (!plain || a == HADDR_UNDEF || (int64_t)(a + im->userblock) != t->offset ||
                     H5Dget_storage_size(d) != (hsize_t)t->nbytes)
@@ -705,7 +706,7 @@ static msp_err msp_walk_tensor(msp_dump_file_t *f, hid_t g, const char *rec, con
         t->producer = NULL;
     }
     t->offset = -1;
-    if (t->has_data && ((rc = msp_check_storage(d, where)) ||
+    if (t->has_data && ((rc = msp_check_storage(d, where, NULL)) ||
                         (rc = msp_walk_offset(d, f, t, exact))))
         goto cleanup;
     if (t->has_data && t->offset < 0)
