@@ -5,23 +5,44 @@
  *
  *   msprobe-catalogue -- FILE
  *   msprobe-catalogue --read FILE RECORD ROLE
+ *   msprobe-catalogue --serve
+ *
+ * --serve answers catalogue requests on its stdin/stdout (a socket) one at a
+ * time, each in a child forked for that file alone: the child is what
+ * `-- FILE` would be, so a file's crash or hang still ends in a process of
+ * its own, while the program start and libhdf5's initialisation (most of a
+ * helper's few ms) are paid once per server, not once per file. The server
+ * itself never opens a dump file.
  *
  * Not for people: msprobe runs it. Exit 0 with an answer on stdout, or 2
  * with an error message in the wire form. */
 #include "fmt_internal.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 /* The limits a parse may use: CPU seconds and address space
  * (MSPROBE_READER_MEMORY_MB, default 4096). Under a sanitizer the address
  * space is the sanitizer's own business. */
-static void msp_limit_self(void)
+static void msp_limit_cpu(void)
 {
     struct rlimit cpu = {120, 121};
     setrlimit(RLIMIT_CPU, &cpu);
+}
+
+static void msp_limit_self(void)
+{
+    msp_limit_cpu();
 #if !defined(__SANITIZE_ADDRESS__) && !defined(MSP_HAS_ASAN)
     const char *e = getenv("MSPROBE_READER_MEMORY_MB");
     long mb = e ? strtol(e, NULL, 10) : 0;
@@ -106,21 +127,186 @@ static int msp_send_tensor(const char *path, const char *record, const char *rol
     return !bad && fflush(stdout) == 0 ? 0 : 2;
 }
 
+/* -- FILE: the verified catalogue, or an error answer (exit 2). */
+static int msp_send_catalogue(const char *path)
+{
+    msp_dump_file_t *f;
+    msp_err rc = msp_dump_open_local(path, &f);
+    if (rc)
+        return msp_answer_error(rc);
+    int bad = msp_wire_put_file(stdout, f);
+    msp_dump_close(f);
+    return bad || fflush(stdout) != 0 ? 2 : 0;
+}
+
+/* ---- --serve ------------------------------------------------------------------ */
+
+static int msp_full_read(int fd, void *p, size_t n)
+{
+    unsigned char *q = p;
+    while (n) {
+        ssize_t k = read(fd, q, n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return -1;
+        q += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+static int msp_full_write(int fd, const void *p, size_t n)
+{
+    const unsigned char *q = p;
+    while (n) {
+        ssize_t k = write(fd, q, n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return -1;
+        q += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+static double msp_mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The child for one request: `-- FILE` with stdout on the pipe. It dies with
+ * the server (a killed server leaves no parse running). */
+static void msp_serve_child(int out, const char *path, pid_t server)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != server)
+        _exit(2);
+    int null = open("/dev/null", O_RDONLY);
+    if (dup2(out, 1) < 0 || null < 0 || dup2(null, 0) < 0)
+        _exit(2);
+    msp_limit_cpu(); /* its own CPU time starts at zero */
+    exit(msp_send_catalogue(path));
+}
+
+/* One request: the child's answer (at most cap bytes, within timeout
+ * seconds) and how it ended, as fmt_contain.c's msp_serve_reply reads it:
+ *   "MSPR" u32 kind (MSP_SERVE_*), i32 wait status, u64 n, n bytes. */
+static int msp_serve_one(const char *path, uint64_t cap, double timeout)
+{
+    uint32_t kind = MSP_SERVE_ENDED;
+    int32_t status = 0;
+    size_t n = 0, room = 0;
+    unsigned char *buf = NULL;
+    int p[2];
+    pid_t child = -1;
+    if (pipe2(p, O_CLOEXEC) != 0) {
+        kind = MSP_SERVE_FAILED;
+        status = errno;
+    } else if ((child = fork()) < 0) {
+        kind = MSP_SERVE_FAILED;
+        status = errno;
+        close(p[0]);
+        close(p[1]);
+    } else if (child == 0) {
+        msp_serve_child(p[1], path, getppid());
+    } else {
+        close(p[1]);
+        double deadline = msp_mono() + timeout;
+        for (;;) {
+            double left = deadline - msp_mono();
+            if (left <= 0) {
+                kind = MSP_SERVE_TIMEOUT;
+                break;
+            }
+            struct pollfd pf = {p[0], POLLIN, 0};
+            int pr = poll(&pf, 1, (int)(left * 1000) + 1);
+            if (pr <= 0)
+                continue;
+            if (n == room) {
+                if (room >= cap) {
+                    kind = MSP_SERVE_TOO_BIG;
+                    break;
+                }
+                size_t nr = room ? room * 2 : 64 << 10;
+                nr = nr < cap ? nr : (size_t)cap;
+                unsigned char *b = realloc(buf, nr);
+                if (!b) {
+                    kind = MSP_SERVE_FAILED;
+                    status = ENOMEM;
+                    break;
+                }
+                buf = b;
+                room = nr;
+            }
+            ssize_t k = read(p[0], buf + n, room - n);
+            if (k < 0 && errno == EINTR)
+                continue;
+            if (k <= 0)
+                break;
+            n += (size_t)k;
+        }
+        close(p[0]);
+        if (kind != MSP_SERVE_ENDED)
+            kill(child, SIGKILL);
+        int st = 0;
+        while (waitpid(child, &st, 0) < 0 && errno == EINTR)
+            ;
+        if (kind == MSP_SERVE_ENDED)
+            status = st;
+    }
+    if (kind != MSP_SERVE_ENDED)
+        n = 0;
+    unsigned char hd[20] = "MSPR";
+    uint64_t n64 = n;
+    memcpy(hd + 4, &kind, 4);
+    memcpy(hd + 8, &status, 4);
+    memcpy(hd + 12, &n64, 8);
+    int bad = msp_full_write(1, hd, sizeof hd) || msp_full_write(1, buf, n);
+    free(buf);
+    return bad ? -1 : 0;
+}
+
+/* Requests until the caller closes the socket:
+ *   "MSPQ" u64 cap, f64 timeout (s), u32 path length, path bytes. */
+static int msp_serve(void)
+{
+    signal(SIGPIPE, SIG_IGN); /* a caller gone mid-answer: a write error, then exit */
+    H5open();                 /* once, here: each child inherits it initialised */
+    for (;;) {
+        unsigned char hd[24];
+        if (msp_full_read(0, hd, sizeof hd))
+            return 0;
+        uint64_t cap;
+        double timeout;
+        uint32_t len;
+        memcpy(&cap, hd + 4, 8);
+        memcpy(&timeout, hd + 12, 8);
+        memcpy(&len, hd + 20, 4);
+        if (memcmp(hd, "MSPQ", 4) != 0 || len == 0 || len >= 65536 || !(timeout > 0))
+            return 2;
+        char path[65536];
+        if (msp_full_read(0, path, len))
+            return 2;
+        path[len] = '\0';
+        if (msp_serve_one(path, cap, timeout))
+            return 2;
+    }
+}
+
 int main(int argc, char **argv)
 {
     msp_limit_self();
-    if (argc == 3 && strcmp(argv[1], "--") == 0) {
-        msp_dump_file_t *f;
-        msp_err rc = msp_dump_open_local(argv[2], &f);
-        if (rc)
-            return msp_answer_error(rc);
-        int bad = msp_wire_put_file(stdout, f);
-        msp_dump_close(f);
-        return bad ? 2 : 0;
-    }
+    if (argc == 3 && strcmp(argv[1], "--") == 0)
+        return msp_send_catalogue(argv[2]);
     if (argc == 5 && strcmp(argv[1], "--read") == 0)
         return msp_send_tensor(argv[2], argv[3], argv[4]);
+    if (argc == 2 && strcmp(argv[1], "--serve") == 0)
+        return msp_serve();
     fprintf(stderr, "msprobe-catalogue: the reader helper msprobe runs; not for direct use\n"
-                    "usage: msprobe-catalogue -- FILE | --read FILE RECORD ROLE\n");
+                    "usage: msprobe-catalogue -- FILE | --read FILE RECORD ROLE | --serve\n");
     return 2;
 }

@@ -9,6 +9,13 @@
  * bytes at a verified offset are then read here with pread; the rare tensor
  * without one (chunked, compressed, converted) is read by the helper too.
  *
+ * Catalogues come from a few long-lived `msprobe-catalogue --serve`
+ * processes (one per thread asking at the same time, at most
+ * MSP_SERVERS), each of which forks a child per file: the child is the
+ * per-file helper, crash for crash, but starts in a fraction of a
+ * millisecond instead of the several a fresh program (loader, libhdf5's
+ * initialisation) takes. MSPROBE_READER_SERVER=0 spawns a helper per file.
+ *
  * Wire form, all integers little-endian as on every platform we build for:
  *   "MSPC" u32 version, then the file, its records, tensors and attributes
  *   (see msp_wire_put_file); or "MSPE" i64 code, str detail for an error.
@@ -19,11 +26,13 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -333,24 +342,22 @@ static double msp_helper_timeout(void)
     return e && end != e && s > 0 ? s : 60.0;
 }
 
-/* Starts the helper with argv (argv[0] is set here), its stdout on *rfd. */
-static msp_err msp_helper_spawn(const char *path, char *argv[], pid_t *pid, int *rfd)
+/* Starts the helper with argv (argv[0] is set here), io[0] as its stdin
+ * (-1: /dev/null) and io[1] as its stdout. */
+static msp_err msp_helper_spawn_fds(const char *path, char *argv[], const int io[2], pid_t *pid)
 {
     char *helper = msp_helper_path();
     if (!helper)
         return msp_fail(MSP_ERR_INTERNAL, "file %s: cannot find msprobe-catalogue, the helper "
                         "that parses dump files out of harm's way (install it next to msprobe "
                         "or set MSPROBE_CATALOGUE_HELPER)", path);
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) {
-        free(helper);
-        return msp_fail(MSP_ERR_IO, "file %s: cannot start the reader helper: %s", path,
-                        strerror(errno));
-    }
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    if (io[0] >= 0)
+        posix_spawn_file_actions_adddup2(&fa, io[0], 0);
+    else
+        posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, io[1], 1);
     posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
     /* Nothing else of ours: libhdf5 opens files without O_CLOEXEC, and a
      * helper holding another thread's dump file would hold its lock too. */
@@ -367,15 +374,30 @@ static msp_err msp_helper_spawn(const char *path, char *argv[], pid_t *pid, int 
     int e = posix_spawn(pid, helper, &fa, &at, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&at);
-    close(fds[1]);
     if (e != 0) {
-        close(fds[0]);
         msp_err rc = msp_fail(MSP_ERR_IO, "file %s: cannot start the reader helper %s: %s", path,
                               helper, strerror(e));
         free(helper);
         return rc;
     }
     free(helper);
+    return MSP_OK;
+}
+
+/* Starts the helper with argv, its stdout on *rfd. */
+static msp_err msp_helper_spawn(const char *path, char *argv[], pid_t *pid, int *rfd)
+{
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0)
+        return msp_fail(MSP_ERR_IO, "file %s: cannot start the reader helper: %s", path,
+                        strerror(errno));
+    int io[2] = {-1, fds[1]};
+    msp_err rc = msp_helper_spawn_fds(path, argv, io, pid);
+    close(fds[1]);
+    if (rc) {
+        close(fds[0]);
+        return rc;
+    }
     *rfd = fds[0];
     return MSP_OK;
 }
@@ -492,15 +514,205 @@ static msp_err msp_helper_run(const char *path, char *argv[], size_t cap,
     return MSP_OK;
 }
 
+/* ---- the catalogue servers --------------------------------------------------- */
+
+#define MSP_SERVERS 4
+struct msp_server {
+    pid_t pid; /* 0: not running */
+    int fd;    /* our end of its socket */
+    int busy;  /* a thread is talking to it */
+};
+static pthread_mutex_t msp_srv_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct msp_server msp_srv[MSP_SERVERS];
+static pid_t msp_srv_owner; /* the process that started them (a fork's child must not share) */
+
+static int msp_server_wanted(void)
+{
+    const char *e = getenv("MSPROBE_READER_SERVER");
+    return !(e && strcmp(e, "0") == 0);
+}
+
+/* A server slot for this thread, started if need be; NULL when all are busy
+ * or none can start (the caller then spawns a helper for the file). */
+static struct msp_server *msp_server_take(const char *path)
+{
+    pthread_mutex_lock(&msp_srv_mu);
+    if (msp_srv_owner != getpid()) { /* inherited through fork: the parent's, not ours */
+        for (int i = 0; i < MSP_SERVERS; i++) {
+            if (msp_srv[i].pid > 0)
+                close(msp_srv[i].fd);
+            msp_srv[i] = (struct msp_server){0, -1, 0};
+        }
+        msp_srv_owner = getpid();
+    }
+    struct msp_server *s = NULL;
+    for (int i = 0; i < MSP_SERVERS && !s; i++)
+        if (msp_srv[i].pid > 0 && !msp_srv[i].busy)
+            s = &msp_srv[i];
+    for (int i = 0; i < MSP_SERVERS && !s; i++)
+        if (msp_srv[i].pid <= 0 && !msp_srv[i].busy)
+            s = &msp_srv[i];
+    if (s)
+        s->busy = 1;
+    pthread_mutex_unlock(&msp_srv_mu);
+    if (!s || s->pid > 0)
+        return s;
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+        goto fail;
+    char *argv[] = {NULL, "--serve", NULL};
+    int fds[2] = {sv[1], sv[1]};
+    if (msp_helper_spawn_fds(path, argv, fds, &s->pid) != MSP_OK) {
+        close(sv[0]);
+        close(sv[1]);
+        goto fail;
+    }
+    close(sv[1]);
+    s->fd = sv[0];
+    return s;
+fail:
+    pthread_mutex_lock(&msp_srv_mu);
+    s->pid = 0;
+    s->busy = 0;
+    pthread_mutex_unlock(&msp_srv_mu);
+    return NULL;
+}
+
+/* A server that misbehaved (or that we stopped waiting for) is killed; the
+ * next request starts another. */
+static void msp_server_give(struct msp_server *s, int kill_it)
+{
+    if (kill_it && s->pid > 0) {
+        close(s->fd);
+        kill(s->pid, SIGKILL);
+        (void)msp_reap(s->pid);
+        s->pid = 0;
+        s->fd = -1;
+    }
+    pthread_mutex_lock(&msp_srv_mu);
+    s->busy = 0;
+    pthread_mutex_unlock(&msp_srv_mu);
+}
+
+static int msp_send_all(int fd, const void *p, size_t n)
+{
+    const unsigned char *q = p;
+    while (n) {
+        ssize_t k = send(fd, q, n, MSG_NOSIGNAL);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return -1;
+        q += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* Exactly n bytes from the server before the deadline; -1 on EOF or error,
+ * -2 past the deadline. */
+static int msp_recv_all(int fd, void *p, size_t n, double deadline)
+{
+    unsigned char *q = p;
+    while (n) {
+        double left = deadline - msp_now();
+        if (left <= 0)
+            return -2;
+        struct pollfd pf = {fd, POLLIN, 0};
+        int pr = poll(&pf, 1, (int)(left * 1000) + 1);
+        if (pr <= 0)
+            continue;
+        ssize_t k = read(fd, q, n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return -1;
+        q += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* The catalogue of path through a server: 1 when no server could take it
+ * (the caller spawns a helper), else 0 with *rc the outcome as
+ * msp_helper_run reports it. */
+static int msp_server_run(const char *path, size_t cap, unsigned char **out, size_t *out_n,
+                          msp_err *rc)
+{
+    size_t len = strlen(path);
+    if (len == 0 || len >= 65536)
+        return 1;
+    struct msp_server *s = msp_server_take(path);
+    if (!s)
+        return 1;
+    double timeout = msp_helper_timeout();
+    unsigned char hd[24] = "MSPQ";
+    uint64_t cap64 = cap;
+    uint32_t len32 = (uint32_t)len;
+    memcpy(hd + 4, &cap64, 8);
+    memcpy(hd + 12, &timeout, 8);
+    memcpy(hd + 20, &len32, 4);
+    if (msp_send_all(s->fd, hd, sizeof hd) || msp_send_all(s->fd, path, len)) {
+        msp_server_give(s, 1); /* it died idle: a fresh one can still do this file */
+        return 1;
+    }
+    /* the server kills the child at the timeout; this margin is for the server */
+    double deadline = msp_now() + timeout + 5.0;
+    unsigned char rp[20];
+    int e = msp_recv_all(s->fd, rp, sizeof rp, deadline);
+    uint32_t kind = 0;
+    int32_t status = 0;
+    uint64_t n = 0;
+    if (!e) {
+        memcpy(&kind, rp + 4, 4);
+        memcpy(&status, rp + 8, 4);
+        memcpy(&n, rp + 12, 8);
+        if (memcmp(rp, "MSPR", 4) != 0 || kind > MSP_SERVE_FAILED || n > cap)
+            e = -1;
+    }
+    unsigned char *buf = NULL;
+    if (!e && n) {
+        buf = malloc((size_t)n);
+        e = buf ? msp_recv_all(s->fd, buf, (size_t)n, deadline) : -3;
+    }
+    msp_server_give(s, e != 0);
+    if (e == -3)
+        *rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory reading the catalogue", path);
+    else if (e == -2)
+        *rc = msp_timeout_error(path);
+    else if (e)
+        *rc = msp_fail(MSP_ERR_FORMAT, "file %s: the reader helper's server failed (it ended "
+                       "or answered out of turn)", path);
+    else if (kind == MSP_SERVE_TIMEOUT)
+        *rc = msp_timeout_error(path);
+    else if (kind == MSP_SERVE_TOO_BIG)
+        *rc = msp_fail(MSP_ERR_FORMAT, "file %s: corrupt or not a dump (its catalogue exceeds "
+                       "%zu bytes)", path, cap);
+    else if (kind == MSP_SERVE_FAILED)
+        *rc = msp_fail(MSP_ERR_IO, "file %s: cannot start the reader helper: %s", path,
+                       strerror(status));
+    else
+        *rc = msp_helper_status(path, status, buf, (size_t)n);
+    if (*rc) {
+        free(buf);
+        return 0;
+    }
+    *out = buf;
+    *out_n = (size_t)n;
+    return 0;
+}
+
 msp_err msp_contained_open(msp_dump_file_t *f, int64_t file_size, struct msp_rattrs **attrs)
 {
     size_t cap = MSP_WIRE_MIN_CAP;
     if (file_size > 0 && (uint64_t)file_size < (SIZE_MAX - cap) / MSP_WIRE_PER_FILE_BYTE)
         cap += (size_t)file_size * MSP_WIRE_PER_FILE_BYTE;
     char *argv[] = {NULL, "--", f->path, NULL};
-    unsigned char *buf;
-    size_t n;
-    msp_err rc = msp_helper_run(f->path, argv, cap, &buf, &n);
+    unsigned char *buf = NULL;
+    size_t n = 0;
+    msp_err rc = MSP_OK;
+    if (!msp_server_wanted() || msp_server_run(f->path, cap, &buf, &n, &rc))
+        rc = msp_helper_run(f->path, argv, cap, &buf, &n);
     if (rc)
         return rc;
     rc = msp_wire_get_file(buf, n, f, attrs);

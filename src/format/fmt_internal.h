@@ -110,6 +110,10 @@ msp_err msp_dump_from_wire(const char *path, const unsigned char *buf, size_t n,
 /* The caller's side: fill f (path set) from the helper's catalogue of it;
  * attrs receives record i's attributes at [i]. */
 msp_err msp_contained_open(msp_dump_file_t *f, int64_t file_size, struct msp_rattrs **attrs);
+/* How a request to `msprobe-catalogue --serve` ended (its "MSPR" reply):
+ * the child's wait status, the child killed at the timeout, its answer over
+ * the cap, or the server could not run it (errno in the status field). */
+enum { MSP_SERVE_ENDED = 0, MSP_SERVE_TIMEOUT = 1, MSP_SERVE_TOO_BIG = 2, MSP_SERVE_FAILED = 3 };
 /* A tensor without a plain offset, sent by the helper (msprobe-catalogue
  * --read) in frames as it reads it block by block; read exactly n bytes at a
  * time, in order. Close kills a helper not yet done. */

@@ -8,6 +8,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
+import time
 import unittest
 import zlib
 
@@ -54,6 +55,55 @@ class Readers(unittest.TestCase):
         p = run("ls", c)
         self.assert_clean_failure(p, c)
         self.assertIn("corrupt or not a dump", p.stderr)
+
+    def test_one_server_parses_every_file_and_a_crash_stays_with_its_file(self):
+        # Six steps, the third one the segfaulting file: each file is
+        # parsed in a process of its own (the crash is named, the steps after
+        # it are listed) while the helper program starts once, not six times.
+        for s in range(6):
+            os.makedirs(self.path("root", "step%d" % s, "rank0"))
+            shutil.copy(NPU, self.path("root", "step%d" % s, "rank0", "dump.h5"))
+        bad = self.path("root", "step2", "rank0", "dump.h5")
+        with open(bad, "r+b") as f:
+            f.seek(68942)
+            f.write(b"\x02")
+        real = os.path.join(os.path.dirname(BIN), "msprobe-catalogue")
+        log, wrapper = self.path("starts.log"), self.path("counting-helper")
+        with open(wrapper, "w") as f:
+            f.write('#!/bin/sh\necho "$@" >> "%s"\nexec "%s" "$@"\n' % (log, real))
+        os.chmod(wrapper, 0o755)
+        tag = "msprobe-test-%d-%s" % (os.getpid(), os.path.basename(self.d))
+        p = run("ls", self.path("root"), env={"MSPROBE_CATALOGUE_HELPER": wrapper,
+                                              "MSPROBE_TEST_TAG": tag})
+        self.assertGreaterEqual(p.returncode, 0, "killed by a signal: " + p.stderr)
+        self.assertIn(bad, p.stderr)
+        self.assertIn("corrupt or not a dump", p.stderr)
+        with h5py.File(NPU, "r") as f:
+            n_records = len([k for k in f.keys() if k != "index"])
+        headers = [l for l in p.stdout.splitlines() if l.startswith("step ")]
+        listed = sorted(l.split(": ")[1].split()[0] for l in headers)
+        self.assertEqual(listed, sorted(self.path("root", "step%d" % s, "rank0", "dump.h5")
+                                        for s in (0, 1, 3, 4, 5)))
+        for l in headers:
+            self.assertIn("records=%d" % n_records, l)
+        with open(log) as f:
+            starts = f.read().split("\n")[:-1]
+        self.assertTrue(starts and all(s == "--serve" for s in starts), starts)
+        self.assertLessEqual(len(starts), 2, starts)
+        # the servers end with the program that started them
+        for _ in range(50):
+            left = []
+            for pid in filter(str.isdigit, os.listdir("/proc")):
+                try:
+                    with open("/proc/%s/environ" % pid, "rb") as f:
+                        if tag.encode() in f.read():
+                            left.append(pid)
+                except OSError:
+                    pass
+            if not left:
+                break
+            time.sleep(0.05)
+        self.assertEqual(left, [])
 
     def test_fifo_named_dump_h5_does_not_hang(self):
         os.makedirs(self.path("step0", "rank0"))
@@ -231,7 +281,8 @@ class Readers(unittest.TestCase):
                     'exit $rc\n' % (real, c, c))
         os.chmod(wrapper, 0o755)
         bench = os.path.join(FIX, "bench")
-        for io in ({}, {"MSPROBE_CATALOGUE_HELPER": wrapper}):
+        # one helper per file (no server), so the wrapper sees each file
+        for io in ({}, {"MSPROBE_CATALOGUE_HELPER": wrapper, "MSPROBE_READER_SERVER": "0"}):
             p = run("compare", "-b", bench, "-c", root, "-o", self.path("out"), env=io)
             if not io:
                 self.assertIn(p.returncode, (0, 1), p.stderr)
