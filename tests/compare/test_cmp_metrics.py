@@ -293,6 +293,52 @@ class MetricsCase(unittest.TestCase):
         self.assertEqual(rows["Torch.add.0.forward.input.0"]["cosine"],
                          rows["Torch.add.0.forward.input.1"]["cosine"])
 
+    def test_float32_kernels_agree_on_tails_zeros_and_thresholds(self):
+        # float32 pairs have a hand-written AVX-512 loop (16 elements a round,
+        # masked tails, counts from compare masks) beside the compiler's loop
+        # (MSPROBE_COMPARE_NO_AVX512=1). Both against numpy: the per-element
+        # arithmetic is the same, so max errors and counts are exact, for
+        # every tail length, bench zeros (the eps rule) and relative errors
+        # sitting on the 0.001 / 0.005 thresholds; with the side statistics
+        # from the attributes and computed (no attributes).
+        tensors_b, tensors_n = {}, {}
+        for k, size in enumerate((2, 7, 15, 16, 17, 31, 4095, 4096, 4097, 12_345)):
+            b = self.rng.standard_normal(size).astype(np.float32)
+            b[self.rng.random(size) < 0.3] = 0
+            n = (b * (1 + self.rng.standard_normal(size) * 3e-3)).astype(np.float32)
+            edge = self.rng.random(size)
+            n[edge < 0.1] = (b * np.float32(1.001))[edge < 0.1]
+            n[(edge >= 0.1) & (edge < 0.2)] = (b * np.float32(1.005))[(edge >= 0.1) & (edge < 0.2)]
+            zeros = b == 0
+            n[zeros] = (self.rng.standard_normal(int(zeros.sum())) * 1e-7).astype(np.float32)
+            tensors_b["input.%d" % k], tensors_n["input.%d" % k] = b, n
+        bp, cp = os.path.join(self.d, "b.h5"), os.path.join(self.d, "c.h5")
+        for with_stats in (True, False):
+            H.write_dump(bp, [("Torch.add.0.forward", tensors_b)], with_stats=with_stats)
+            H.write_dump(cp, [("Torch.add.0.forward", tensors_n)], with_stats=with_stats)
+            got = []
+            for generic in ("0", "1"):
+                os.environ["MSPROBE_COMPARE_NO_AVX512"] = generic
+                try:
+                    rows, _, _ = H.run_driver(bp, cp, "--chunk", "65536")
+                finally:
+                    del os.environ["MSPROBE_COMPARE_NO_AVX512"]
+                got.append(rows)
+                for row in rows:
+                    role = row["npu_name"].rsplit(".", 2)[-2] + "." + row["npu_name"].rsplit(".", 1)[-1]
+                    n, b = tensors_n[role], tensors_b[role]
+                    self.check_row(row, n, b)
+                    ref = H.ref_metrics(n, b)
+                    self.assertEqual(row["max_abs_err"], ref["max_abs_err"], role)
+                    self.assertEqual(row["max_rel_err"], ref["max_rel_err"], role)
+            for r_fast, r_generic in zip(*got):
+                for k in ("max_abs_err", "max_rel_err", "one_thousandth_ratio",
+                          "five_thousandths_ratio", "agree", "npu_max", "npu_min", "bench_max",
+                          "bench_min"):
+                    self.assertEqual(r_fast[k], r_generic[k], k)
+                for k in ("cosine", "euc_dist", "npu_mean", "npu_norm"):
+                    self.assertClose(r_fast[k], r_generic[k], rel=1e-12, what=k)
+
     def test_results_do_not_depend_on_threads_or_io(self):
         b = self.rng.standard_normal(700_001).astype(np.float32)
         n = (b * (1 + self.rng.standard_normal(b.size) * 1e-4)).astype(np.float32)
