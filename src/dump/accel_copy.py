@@ -11,8 +11,14 @@ the device), so the host buffers are complete when read. record_stream
 keeps the caching allocator from reusing a tensor's memory before the side
 stream has read it.
 
+stats() serves the statistics task: a device tensor's statistics are
+computed on its device, on the same side stream, and only the six numbers
+come back (max, min, sum, norm, NaN count, Inf count, as float64), so a step
+moves a few bytes a tensor across the bus instead of every activation.
+
 Never imported on a CPU-only run: the shim loads this file at the first
-tensor that is not on the CPU.
+tensor that is not on the CPU (or, for tests, when MSPROBE_TEST_HOST_COPY or
+MSPROBE_TEST_DEVICE_STATS sends CPU tensors through it).
 """
 import torch
 
@@ -27,13 +33,55 @@ def start(t):
     dev = t.device
     if dev.type != "cuda":  # ROCm builds report "cuda" too
         return t.cpu(), None
+    side = _side_for(dev)
+    with torch.cuda.stream(side):
+        host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+        host.copy_(t, non_blocking=True)
+        ev = torch.cuda.Event()
+        ev.record(side)
+    t.record_stream(side)
+    return host, ev
+
+
+def _side_for(dev):
     side = _streams.get(dev)
     if side is None:
         side = _streams[dev] = torch.cuda.Stream(device=dev)
     side.wait_stream(torch.cuda.current_stream(dev))
+    return side
+
+
+def _stats_of(t):
+    x = t.detach()
+    if x.dtype == torch.bool:
+        x = x.to(torch.uint8)
+    elif x.dtype == torch.float16 and x.device.type == "cpu":
+        x = x.float()  # exact; torch 1.13 has no CPU aminmax for half (the tests' path)
+    lo, hi = torch.aminmax(x)
+    total = torch.sum(x, dtype=torch.float64)
+    if x.is_floating_point():
+        norm = torch.linalg.vector_norm(x, dtype=torch.float64)
+        nan = torch.isnan(x).sum()
+        inf = torch.isinf(x).sum()
+        return torch.stack([hi.double(), lo.double(), total, norm, nan.double(), inf.double()])
+    norm = torch.linalg.vector_norm(x.double())
+    return torch.stack([hi.double(), lo.double(), total, norm])
+
+
+def stats(t):
+    """Queue the statistics of tensor t (not empty) on its device. Returns
+    (host, event): host is a float64 tensor [max, min, sum, norm] plus
+    [NaN count, Inf count] for floating types, complete once
+    event.synchronize() returned; event is None when it was computed
+    synchronously (a CPU tensor, in the tests)."""
+    dev = t.device
+    if dev.type != "cuda":
+        return _stats_of(t), None
+    side = _side_for(dev)
     with torch.cuda.stream(side):
-        host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
-        host.copy_(t, non_blocking=True)
+        res = _stats_of(t)
+        host = torch.empty(res.shape, dtype=torch.float64, pin_memory=True)
+        host.copy_(res, non_blocking=True)
         ev = torch.cuda.Event()
         ev.record(side)
     t.record_stream(side)

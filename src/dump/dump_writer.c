@@ -594,6 +594,8 @@ static void *stats_main(void *arg)
 
         for (size_t i = 0; r->kind == MSP_DQ_RECORD && i < r->nt; i++) {
             msp_dq_tensor_t *t = &r->t[i];
+            if (t->stats_given)
+                continue;
             size_t es = msp_dtype_size(t->dtype);
             msp_stats_compute(t->dtype, t->data, es ? t->nbytes / es : 0, &t->stats);
             t->has_stats = 1;

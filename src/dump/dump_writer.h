@@ -20,6 +20,8 @@ typedef struct msp_dq_tensor {
     int requires_grad;
     msp_stats_t stats;    /* filled by the statistics thread */
     int has_stats;
+    int stats_given;      /* stats computed where the tensor lives (no data): the
+                             statistics thread leaves them */
     char *producer;       /* malloc'd "RECORD/ROLE" this input was the output of, or NULL */
 } msp_dq_tensor_t;
 

@@ -31,13 +31,21 @@ typedef struct pend {
     size_t nbytes;
     PyObject *cap;     /* keeps the host tensor alive */
     PyObject *event;   /* NULL: the copy was synchronous */
+    msp_dq_rec_t *rec; /* statistics computed on the device (src: float64s, nbytes of
+                          them): they go to rec->t[ti], not into a buffer */
+    size_t ti;
 } pend_t;
 static _Thread_local pend_t *t_pend;
 static _Thread_local size_t t_npend, t_cappend;
 static _Thread_local int t_batch; /* nesting of msp_rec_add_* calls */
-static PyObject *g_accel_start;
+static PyObject *g_accel_start, *g_accel_stats;
 static int g_accel_state; /* 0 not loaded, 1 loaded, -1 failed: synchronous .cpu() */
 static int g_host_copy_test;
+/* The statistics task computes a device tensor's statistics on its device
+ * (accel_copy.py's stats()); MSPROBE_DEVICE_STATS=0 copies the tensor to the
+ * host instead, as the other tasks do. MSPROBE_TEST_DEVICE_STATS sends CPU
+ * tensors through that path too, so that the tests check its values. */
+static int g_dev_stats, g_dev_stats_test;
 
 /* ---- producer links ---------------------------------------------------------
  * Within a dumped step, every forward output written is noted as
@@ -193,6 +201,10 @@ int msp_tensor_init(PyObject *torch)
     s_dtype = PyUnicode_InternFromString("dtype");
     s_version = PyUnicode_InternFromString("_version");
     g_host_copy_test = msp_env_flag("MSPROBE_TEST_HOST_COPY");
+    const char *ds = getenv("MSPROBE_DEVICE_STATS");
+    g_dev_stats = msp_g.have_cfg && msp_g.cfg.task == MSP_TASK_STATISTICS &&
+                  !(ds && strcmp(ds, "0") == 0);
+    g_dev_stats_test = g_dev_stats && msp_env_flag("MSPROBE_TEST_DEVICE_STATS");
     if (!s_version || !g_tensor_type || !g_detach || !g_view || !g_cpu || !g_to_dlpack || !g_bool || !g_uint8 ||
         !g_strided || !s_layout || !s_requires_grad || !s_dtype)
         return -1;
@@ -307,9 +319,11 @@ static int accel_ready(void)
     if (g_accel_state == 0) {
         PyObject *ns = msp_py_run_source(msp_accel_copy_py, "msprobe_accel_copy");
         g_accel_start = ns ? PyDict_GetItemString(ns, "start") : NULL;
+        g_accel_stats = ns ? PyDict_GetItemString(ns, "stats") : NULL;
         Py_XINCREF(g_accel_start);
+        Py_XINCREF(g_accel_stats);
         Py_XDECREF(ns);
-        g_accel_state = g_accel_start ? 1 : -1;
+        g_accel_state = g_accel_start && g_accel_stats ? 1 : -1;
         if (!g_accel_start)
             msp_py_warn_error("accel copy", "cannot set up asynchronous copies of device "
                               "tensors; they are copied synchronously (training waits)");
@@ -369,7 +383,29 @@ static void pend_push(void *buf, const void *src, size_t nbytes, PyObject *cap, 
 {
     Py_INCREF(cap);
     Py_XINCREF(event);
-    t_pend[t_npend++] = (pend_t){buf, src, nbytes, cap, event};
+    t_pend[t_npend++] = (pend_t){buf, src, nbytes, cap, event, NULL, 0};
+}
+
+/* rec->t[ti]'s statistics from stats()'s float64s: max, min, sum, norm, and
+ * for floating types the NaN and Inf counts; NaN anywhere makes the four
+ * values NaN, as msp_stats_compute does on the host. */
+static void stats_from_device(msp_dq_tensor_t *t, const double *v, size_t nv)
+{
+    uint64_t numel = 1;
+    for (int i = 0; i < t->ndim; i++)
+        numel *= (uint64_t)t->shape[i];
+    msp_stats_t *st = &t->stats;
+    memset(st, 0, sizeof *st); /* crc32 0: not known (no bytes were read) */
+    st->nan_count = nv >= 6 ? (int64_t)v[4] : 0;
+    st->inf_count = nv >= 6 ? (int64_t)v[5] : 0;
+    if (st->nan_count > 0) {
+        st->max = st->min = st->mean = st->norm = NAN;
+    } else {
+        st->max = v[0];
+        st->min = v[1];
+        st->mean = v[2] / (double)numel;
+        st->norm = v[3];
+    }
 }
 
 /* Wait for one copy; 0 when its bytes can be read. */
@@ -392,10 +428,20 @@ static void pend_flush(void)
     PyErr_Fetch(&t, &v, &tb);
     for (size_t i = 0; i < t_npend; i++) {
         pend_t *p = &t_pend[i];
-        if (wait_copy(p->event) == 0)
+        if (p->rec) {
+            msp_dq_tensor_t *dt = &p->rec->t[p->ti];
+            if (wait_copy(p->event) == 0) {
+                stats_from_device(dt, p->src, p->nbytes);
+            } else {
+                memset(&dt->stats, 0, sizeof dt->stats);
+                dt->stats.max = dt->stats.min = dt->stats.mean = dt->stats.norm = NAN;
+            }
+            dt->has_stats = 1;
+        } else if (wait_copy(p->event) == 0) {
             memcpy(p->buf, p->src, p->nbytes);
-        else
+        } else {
             memset(p->buf, 0, p->nbytes);
+        }
         Py_XDECREF(p->event);
         Py_DECREF(p->cap);
     }
@@ -443,6 +489,51 @@ static int msp_role_wanted(const char *role)
     return (roles & (strncmp(role, "output", 6) == 0 ? MSP_ROLE_OUTPUT : MSP_ROLE_INPUT)) != 0;
 }
 
+/* The statistics task and a tensor on an accelerator (or any tensor under
+ * MSPROBE_TEST_DEVICE_STATS): its statistics are computed where it lives by
+ * accel_copy.py's stats() and only they are read, at this call's flush. 1
+ * when the tensor was added so; 0 to read it as the other tasks do. */
+static int dev_stats(msp_dq_rec_t *r, const char *role, PyObject *d, msp_dtype_t mdt,
+                     const msp_dl_tensor_t *x, const char *device, int rg)
+{
+    if (mdt == MSP_DTYPE_INVALID || x->ndim > MSP_MAX_NDIM)
+        return 0;
+    for (int i = 0; i < x->ndim; i++)
+        if (x->shape[i] == 0)
+            return 0; /* empty: nothing to compute, the host path says so */
+    if (!accel_ready() || pend_reserve() != 0)
+        return 0;
+    PyObject *pair = call1(g_accel_stats, d), *cap = NULL;
+    msp_dl_managed_t *hm = NULL;
+    if (pair && PyTuple_Check(pair) && PyTuple_Size(pair) == 2 &&
+        (cap = call1(g_to_dlpack, PyTuple_GetItem(pair, 0))))
+        hm = PyCapsule_GetPointer(cap, "dltensor");
+    const msp_dl_tensor_t *h = hm ? &hm->dl_tensor : NULL;
+    size_t nv = h && h->ndim == 1 ? (size_t)h->shape[0] : 0;
+    if (!h || (nv != 4 && nv != 6) || h->dtype.code != MSP_DL_FLOAT || h->dtype.bits != 64 ||
+        (h->device.device_type != MSP_DL_CPU && h->device.device_type != MSP_DL_CUDA_HOST) ||
+        (h->strides && h->strides[0] != 1)) {
+        msp_py_warn_error("device stats", "cannot compute a tensor's statistics on its device; "
+                          "copying it to the host instead");
+        Py_XDECREF(cap);
+        Py_XDECREF(pair);
+        return 0;
+    }
+    int ok = msp_dq_rec_add_tensor(r, role, mdt, x->ndim, x->shape, NULL, 0, device, rg) == 0;
+    if (ok) {
+        r->t[r->nt - 1].stats_given = 1;
+        PyObject *ev = PyTuple_GetItem(pair, 1);
+        pend_push(NULL, (const char *)h->data + h->byte_offset, nv, cap, ev == Py_None ? NULL : ev);
+        t_pend[t_npend - 1].rec = r;
+        t_pend[t_npend - 1].ti = r->nt - 1;
+    } else {
+        msp_shim_warn_once("nomem", "%s/%s not dumped: out of memory", r->name, role);
+    }
+    Py_DECREF(cap);
+    Py_DECREF(pair);
+    return 1;
+}
+
 /* "record/role not dumped", for add_tensor's warnings only. */
 #define WHAT (what[0] ? what : (snprintf(what, sizeof what, "%s/%s not dumped", r->name, role), what))
 
@@ -455,6 +546,7 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
     PyObject *d = NULL, *cap = NULL, *dt = NULL;
     char device[24] = "cpu";
     int rg = 0;
+    const msp_dl_tensor_t *x_links = NULL; /* the shape links are noted with */
 
     what[0] = '\0'; /* written when a warning needs it (WHAT): not per tensor */
     PyObject *v = PyObject_GetAttr(t, s_requires_grad);
@@ -524,6 +616,18 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
         goto pyfail;
     /* Where the tensor itself lives (not a host copy): its identity for links. */
     const void *where = (const char *)mt->dl_tensor.data + mt->dl_tensor.byte_offset;
+    int dtp0 = mt->dl_tensor.device.device_type;
+    if (g_dev_stats && !event &&
+        (dtp0 == MSP_DL_CUDA || dtp0 == MSP_DL_ROCM || (g_dev_stats_test && dtp0 == MSP_DL_CPU))) {
+        if (dtp0 != MSP_DL_CPU)
+            snprintf(device, sizeof device, "cuda:%d", mt->dl_tensor.device.device_id);
+        const msp_dl_tensor_t *x0 = &mt->dl_tensor;
+        if (dev_stats(r, role, d, dt == g_bool ? MSP_DTYPE_BOOL : dl_to_msp(x0->dtype), x0,
+                      device, rg)) {
+            x_links = x0;
+            goto links;
+        }
+    }
     if (mt->dl_tensor.device.device_type != MSP_DL_CPU || (g_host_copy_test && !event &&
                                                             strcmp(device, "cpu") == 0)) {
         int dtp = mt->dl_tensor.device.device_type, id = mt->dl_tensor.device.device_id;
@@ -590,10 +694,12 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
     }
     if (later)
         pend_push(buf, src, nbytes, cap, event);
+    x_links = x;
+links:
     if (msp_t_links == MSP_LINK_FIND) {
-        r->t[r->nt - 1].producer = link_find(t, where, x->ndim, x->shape);
+        r->t[r->nt - 1].producer = link_find(t, where, x_links->ndim, x_links->shape);
     } else if (msp_t_links == MSP_LINK_NOTE) {
-        link_note(r->name, role, t, where, x->ndim, x->shape);
+        link_note(r->name, role, t, where, x_links->ndim, x_links->shape);
     }
     goto cleanup;
 

@@ -10,6 +10,40 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dumptest as dt  # noqa: E402
 
+# Re-run by ctest with MSPROBE_TEST_DEVICE_STATS=1: every tensor takes the
+# path of accelerator tensors, statistics computed by torch where the tensor
+# lives and only they read (accel_copy.py stats()); no byte is read there, so
+# the CRC-32 is 0, "not known".
+DEVICE_PATH = os.environ.get("MSPROBE_TEST_DEVICE_STATS") == "1"
+
+SPECIAL = r"""
+import sys, numpy as np, torch
+torch.manual_seed(0)
+vals = {
+    "f32": torch.randn(1000),
+    "f32_nan": torch.tensor([1.0, float("nan"), -2.0, 3.0]),
+    "f32_inf": torch.tensor([1.0, float("inf"), -2.0, float("-inf"), 5.0]),
+    "f32_posinf": torch.tensor([1.0, float("inf"), -2.0]),
+    "bf16": torch.randn(333).to(torch.bfloat16),
+    "f16": (torch.randn(257) * 100).to(torch.float16),
+    "f64": torch.randn(77, dtype=torch.float64),
+    "i64": torch.randint(-1000, 1000, (500,)),
+    "i32": torch.randint(-7, 9, (31,), dtype=torch.int32),
+    "u8": torch.randint(0, 255, (64,), dtype=torch.uint8),
+    "bool": torch.rand(50) > 0.5,
+    "nc": torch.randn(8, 6).t(),
+}
+order = sorted(vals)
+opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+for step in range(2):
+    for k in order:
+        torch.clone(vals[k])
+    opt.step()
+np.savez(sys.argv[1], **{k: vals[k].float().numpy() if vals[k].dtype == torch.bfloat16
+                         else vals[k].numpy() for k in order})
+print(",".join(order))
+"""
+
 
 class Statistics(dt.ShimCase):
     def test_statistics_equal_numpy(self):
@@ -41,7 +75,7 @@ class Statistics(dt.ShimCase):
                                            atol=0))
                 self.assertEqual(int(t["nan_count"]), int(np.isnan(x).sum()))
                 self.assertEqual(int(t["inf_count"]), int(np.isinf(x).sum()))
-                self.assertEqual(int(t["crc32"]), zlib.crc32(a.tobytes()))
+                self.assertEqual(int(t["crc32"]), 0 if DEVICE_PATH else zlib.crc32(a.tobytes()))
                 self.assertEqual(list(t["shape"]), list(a.shape))
                 checked += 1
         self.assertEqual(checked, 7)
@@ -56,6 +90,45 @@ class Statistics(dt.ShimCase):
                 if name != "index":
                     self.assertTrue(set(g.attrs) - {"order"}, name + ": group without arguments")
             self.assertNotIn("Functional.linear.1.forward", f)  # three tensors, no arguments
+
+    def test_special_values_and_every_dtype(self):
+        # NaN (all four statistics NaN, as torch's), +-Inf, 16-bit floats,
+        # integers, bool (as 0/1) and a transposed (non-contiguous) tensor,
+        # against numpy over the values the script saved
+        cfg = self.write_config(dt.config("./s", mode="api", steps="1", task="statistics",
+                                          api_list=[("torch.clone", "forward")]))
+        with open(self.path("special.py"), "w") as f:
+            f.write(SPECIAL)
+        p = self.run_cmd([dt.PYTHON, self.path("special.py"), self.path("vals.npz")], cfg)
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        order = p.stdout.strip().split(",")
+        vals = np.load(self.path("vals.npz"))
+        files = dt.dump_files(self.path("s"))
+        recs, _ = dt.read_dump(files[(1, 0)])
+        for i, key in enumerate(order):
+            with self.subTest(tensor=key):
+                t = recs["Torch.clone.%d.forward" % i]["tattrs"]["input.0"]
+                x = vals[key].astype(np.float64)
+                nan = int(np.isnan(x).sum())
+                self.assertEqual(int(t["nan_count"]), nan)
+                self.assertEqual(int(t["inf_count"]), int(np.isinf(x).sum()))
+                if nan:
+                    for k in ("max", "min", "mean", "norm"):
+                        self.assertTrue(np.isnan(float(t[k])), k)
+                    continue
+                self.assertEqual(float(t["max"]), x.max())
+                self.assertEqual(float(t["min"]), x.min())
+                with np.errstate(invalid="ignore"):
+                    mean, norm = x.mean(), np.sqrt((x * x).sum())
+                if np.isnan(mean):
+                    self.assertTrue(np.isnan(float(t["mean"])))
+                else:
+                    self.assertTrue(np.isclose(float(t["mean"]), mean, rtol=1e-9, atol=1e-12))
+                self.assertTrue(np.isclose(float(t["norm"]), norm, rtol=1e-9, atol=0))
+                raw = vals[key] if key != "nc" else np.ascontiguousarray(vals[key])
+                if key not in ("bf16",):  # saved as float32 above: not its bytes
+                    self.assertEqual(int(t["crc32"]),
+                                     0 if DEVICE_PATH else zlib.crc32(raw.tobytes()))
 
 
 if __name__ == "__main__":
