@@ -86,3 +86,14 @@ def stats(t):
         ev.record(side)
     t.record_stream(side)
     return host, ev
+
+
+# torch.compile: while a compiled function runs, TorchDynamo compiles every
+# Python frame it meets, these too when a wrapped call inside it reads a
+# device tensor; record_stream cannot be compiled, so each such copy failed
+# and fell back to a synchronous one. The shim's own frames are not model
+# code: they run as they are (torch >= 2.1; older torch has no such hook).
+_compiler = getattr(torch, "compiler", None)
+if _compiler is not None and hasattr(_compiler, "disable"):
+    start = _compiler.disable(start)
+    stats = _compiler.disable(stats)
