@@ -12,7 +12,7 @@ keeps the caching allocator from reusing a tensor's memory before the side
 stream has read it.
 
 stats() serves the statistics task: a device tensor's statistics are
-computed on its device, on the same side stream, and only the six numbers
+computed on its device, on the current stream, and only the six numbers
 come back (max, min, sum, norm, NaN count, Inf count, as float64), so a step
 moves a few bytes a tensor across the bus instead of every activation.
 
@@ -57,13 +57,15 @@ def _stats_of(t):
         x = x.to(torch.uint8)
     elif x.dtype == torch.float16 and x.device.type == "cpu":
         x = x.float()  # exact; torch 1.13 has no CPU aminmax for half (the tests' path)
+    # each line one kernel launch, the counts summed straight into float64:
+    # launches, not bytes, are what this costs per tensor
     lo, hi = torch.aminmax(x)
     total = torch.sum(x, dtype=torch.float64)
     if x.is_floating_point():
         norm = torch.linalg.vector_norm(x, dtype=torch.float64)
-        nan = torch.isnan(x).sum()
-        inf = torch.isinf(x).sum()
-        return torch.stack([hi.double(), lo.double(), total, norm, nan.double(), inf.double()])
+        nan = torch.isnan(x).sum(dtype=torch.float64)
+        inf = torch.isinf(x).sum(dtype=torch.float64)
+        return torch.stack([hi.double(), lo.double(), total, norm, nan, inf])
     norm = torch.linalg.vector_norm(x.double())
     return torch.stack([hi.double(), lo.double(), total, norm])
 
@@ -73,18 +75,17 @@ def stats(t):
     (host, event): host is a float64 tensor [max, min, sum, norm] plus
     [NaN count, Inf count] for floating types, complete once
     event.synchronize() returned; event is None when it was computed
-    synchronously (a CPU tensor, in the tests)."""
-    dev = t.device
-    if dev.type != "cuda":
+    synchronously (a CPU tensor, in the tests). The reductions are queued on
+    the current stream, after the work that made t: they read t where the
+    training's own kernels would, so no side stream, wait or record_stream
+    is needed (each costs as much as a launch)."""
+    if t.device.type != "cuda":
         return _stats_of(t), None
-    side = _side_for(dev)
-    with torch.cuda.stream(side):
-        res = _stats_of(t)
-        host = torch.empty(res.shape, dtype=torch.float64, pin_memory=True)
-        host.copy_(res, non_blocking=True)
-        ev = torch.cuda.Event()
-        ev.record(side)
-    t.record_stream(side)
+    res = _stats_of(t)
+    host = torch.empty(res.shape, dtype=torch.float64, pin_memory=True)
+    host.copy_(res, non_blocking=True)
+    ev = torch.cuda.Event()
+    ev.record()
     return host, ev
 
 
