@@ -70,17 +70,32 @@ def _stats_of(t):
     return torch.stack([hi.double(), lo.double(), total, norm])
 
 
+class _LateEvent:
+    """A CPU tensor's statistics (MSPROBE_TEST_DEVICE_STATS only: CPU tensors
+    never come here otherwise) 'arrive' after a few polls, as a GPU's do, so
+    that the tests exercise the shim holding records back until they do."""
+
+    def __init__(self):
+        self.polls = 0
+
+    def query(self):
+        self.polls += 1
+        return self.polls > 3
+
+    def synchronize(self):
+        self.polls = 4
+
+
 def stats(t):
     """Queue the statistics of tensor t (not empty) on its device. Returns
     (host, event): host is a float64 tensor [max, min, sum, norm] plus
     [NaN count, Inf count] for floating types, complete once
-    event.synchronize() returned; event is None when it was computed
-    synchronously (a CPU tensor, in the tests). The reductions are queued on
+    event.synchronize() returned. The reductions are queued on
     the current stream, after the work that made t: they read t where the
     training's own kernels would, so no side stream, wait or record_stream
     is needed (each costs as much as a launch)."""
     if t.device.type != "cuda":
-        return _stats_of(t), None
+        return _stats_of(t), _LateEvent()
     res = _stats_of(t)
     host = torch.empty(res.shape, dtype=torch.float64, pin_memory=True)
     host.copy_(res, non_blocking=True)

@@ -105,6 +105,14 @@ extern _Thread_local int msp_t_links;
 void msp_links_reset(void);
 /* Stamp step/rank/order and queue it. */
 void msp_rec_submit(msp_dq_rec_t *r);
+/* A record that will not be submitted: forgets its device statistics still
+ * in flight, then frees it. */
+void msp_rec_drop(msp_dq_rec_t *r);
+/* Waits for every device statistic in flight and submits the records held
+ * for them, in order: before a step ends and before the process exits. */
+void msp_dev_drain(void);
+/* A forked child: the parent's pending statistics and held records are not its own. */
+void msp_dev_forget_after_fork(void);
 /* Clear a pending Python error, as one warning. */
 void msp_py_warn_error(const char *kind, const char *what);
 

@@ -39,6 +39,8 @@ typedef struct msp_dq_rec {
     size_t na, cap_a;
     size_t bytes;         /* tensor bytes held; what the queue bound counts */
     int stats_ready;      /* the statistics thread is done with it */
+    int dev_pending;      /* statistics still being computed on a device: the
+                             shim holds the record back until they are in */
     struct msp_dq_rec *next;
 } msp_dq_rec_t;
 

@@ -724,7 +724,7 @@ static PyObject *api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
     }
     PyObject *out = PyObject_Call(w->orig, args, kw);
     if (!out) {
-        msp_dq_rec_free(r);
+        msp_rec_drop(r);
         free_inputs(&in);
         Py_XDECREF(st);
         msp_t_depth--;

@@ -189,7 +189,7 @@ static void walk_root(PyObject *root)
 static void frame_drop(struct mod_frame *f)
 {
     msp_bwd_cancel(f->pending);
-    msp_dq_rec_free(f->rec);
+    msp_rec_drop(f->rec);
     f->pending = NULL;
     f->rec = NULL;
 }

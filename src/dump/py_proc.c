@@ -264,6 +264,7 @@ static void atfork_child(void)
      * not exist here, so its state is dropped, not joined. */
     msp_g.disabled = 1;
     msp_dq_forget_after_fork();
+    msp_dev_forget_after_fork();
 }
 
 static PyObject *py_atexit(PyObject *self, PyObject *unused)
@@ -277,6 +278,7 @@ static PyObject *py_atexit(PyObject *self, PyObject *unused)
     if (lt && PyType_Check(lt) && PyObject_IsSubclass(lt, PyExc_KeyboardInterrupt) == 1)
         g_keyboard_interrupt = 1;
     PyErr_Clear();
+    msp_dev_drain();
     msp_ev_exit("exit");
     Py_RETURN_NONE;
 }
@@ -288,6 +290,7 @@ static PyObject *os_exit_hook(PyObject *self, PyObject *args, PyObject *kwargs)
     /* Only a call that will really end the process (one status argument):
      * a wrong call raises from the real function and training goes on. */
     if (nargs == 1 && getpid() == msp_g.pid) {
+        msp_dev_drain();
         msp_ev_exit("os._exit");
         Py_BEGIN_ALLOW_THREADS
         finish_dump();
@@ -306,6 +309,7 @@ static PyObject *on_sigterm(PyObject *self, PyObject *args)
     (void)self;
     (void)args;
     if (getpid() == msp_g.pid && !g_dump_done) {
+        msp_dev_drain();
         msp_ev_exit("SIGTERM");
         Py_BEGIN_ALLOW_THREADS
         finish_dump();

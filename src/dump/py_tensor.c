@@ -31,9 +31,6 @@ typedef struct pend {
     size_t nbytes;
     PyObject *cap;     /* keeps the host tensor alive */
     PyObject *event;   /* NULL: the copy was synchronous */
-    msp_dq_rec_t *rec; /* statistics computed on the device (src: float64s, nbytes of
-                          them): they go to rec->t[ti], not into a buffer */
-    size_t ti;
 } pend_t;
 static _Thread_local pend_t *t_pend;
 static _Thread_local size_t t_npend, t_cappend;
@@ -383,29 +380,7 @@ static void pend_push(void *buf, const void *src, size_t nbytes, PyObject *cap, 
 {
     Py_INCREF(cap);
     Py_XINCREF(event);
-    t_pend[t_npend++] = (pend_t){buf, src, nbytes, cap, event, NULL, 0};
-}
-
-/* rec->t[ti]'s statistics from stats()'s float64s: max, min, sum, norm, and
- * for floating types the NaN and Inf counts; NaN anywhere makes the four
- * values NaN, as msp_stats_compute does on the host. */
-static void stats_from_device(msp_dq_tensor_t *t, const double *v, size_t nv)
-{
-    uint64_t numel = 1;
-    for (int i = 0; i < t->ndim; i++)
-        numel *= (uint64_t)t->shape[i];
-    msp_stats_t *st = &t->stats;
-    memset(st, 0, sizeof *st); /* crc32 0: not known (no bytes were read) */
-    st->nan_count = nv >= 6 ? (int64_t)v[4] : 0;
-    st->inf_count = nv >= 6 ? (int64_t)v[5] : 0;
-    if (st->nan_count > 0) {
-        st->max = st->min = st->mean = st->norm = NAN;
-    } else {
-        st->max = v[0];
-        st->min = v[1];
-        st->mean = v[2] / (double)numel;
-        st->norm = v[3];
-    }
+    t_pend[t_npend++] = (pend_t){buf, src, nbytes, cap, event};
 }
 
 /* Wait for one copy; 0 when its bytes can be read. */
@@ -428,16 +403,7 @@ static void pend_flush(void)
     PyErr_Fetch(&t, &v, &tb);
     for (size_t i = 0; i < t_npend; i++) {
         pend_t *p = &t_pend[i];
-        if (p->rec) {
-            msp_dq_tensor_t *dt = &p->rec->t[p->ti];
-            if (wait_copy(p->event) == 0) {
-                stats_from_device(dt, p->src, p->nbytes);
-            } else {
-                memset(&dt->stats, 0, sizeof dt->stats);
-                dt->stats.max = dt->stats.min = dt->stats.mean = dt->stats.norm = NAN;
-            }
-            dt->has_stats = 1;
-        } else if (wait_copy(p->event) == 0) {
+        if (wait_copy(p->event) == 0) {
             memcpy(p->buf, p->src, p->nbytes);
         } else {
             memset(p->buf, 0, p->nbytes);
@@ -448,6 +414,178 @@ static void pend_flush(void)
     t_npend = 0;
     PyErr_Clear();
     PyErr_Restore(t, v, tb);
+}
+
+/* ---- device statistics in flight ---------------------------------------------
+ * A device tensor's statistics (statistics task) are queued on its stream and
+ * come back in pinned memory when the GPU gets there. Waiting for them at the
+ * end of each call would make the CPU wait for the GPU at every call; instead
+ * the record is held back (g_held, in submission order) and the numbers are
+ * collected as their events complete: polled at each submission, waited for
+ * when too many records are held, before a step ends and before exit. The
+ * GIL guards both queues. */
+typedef struct dpend {
+    msp_dq_rec_t *rec;
+    size_t ti;          /* rec->t[ti] */
+    const double *v;    /* the pinned float64s */
+    size_t nv;
+    PyObject *cap, *event;
+} dpend_t;
+static dpend_t *g_dp;
+static size_t g_dp_head, g_ndp, g_capdp;
+static msp_dq_rec_t **g_held;
+static size_t g_held_head, g_nheld, g_capheld;
+#define MSP_DEV_HELD_MAX 512 /* records held before the oldest are waited for */
+
+/* t's statistics from stats()'s float64s (max, min, sum, norm, and for
+ * floating types the NaN and Inf counts); NULL: the copy failed, all NaN.
+ * NaN anywhere makes the four values NaN, as msp_stats_compute does. */
+static void dev_fill(msp_dq_tensor_t *t, const double *v, size_t nv)
+{
+    uint64_t numel = 1;
+    for (int i = 0; i < t->ndim; i++)
+        numel *= (uint64_t)t->shape[i];
+    msp_stats_t *st = &t->stats;
+    memset(st, 0, sizeof *st); /* crc32 0: not known (no bytes were read) */
+    st->nan_count = v && nv >= 6 ? (int64_t)v[4] : 0;
+    st->inf_count = v && nv >= 6 ? (int64_t)v[5] : 0;
+    if (!v || st->nan_count > 0) {
+        st->max = st->min = st->mean = st->norm = NAN;
+    } else {
+        st->max = v[0];
+        st->min = v[1];
+        st->mean = v[2] / (double)numel;
+        st->norm = v[3];
+    }
+    t->has_stats = 1;
+}
+
+/* Queue rec->t[ti]'s statistics in flight: 0, or -1 (then the caller waits). */
+static int dev_queue(msp_dq_rec_t *rec, size_t ti, const double *v, size_t nv, PyObject *cap,
+                     PyObject *event)
+{
+    if (g_ndp == g_capdp) {
+        size_t nc = g_capdp ? 2 * g_capdp : 256;
+        dpend_t *n = realloc(g_dp, nc * sizeof *n);
+        if (!n)
+            return -1;
+        g_dp = n;
+        g_capdp = nc;
+    }
+    Py_INCREF(cap);
+    Py_INCREF(event);
+    g_dp[g_ndp++] = (dpend_t){rec, ti, v, nv, cap, event};
+    rec->dev_pending++;
+    return 0;
+}
+
+/* 1 when the event's work is done (query() without waiting), 0 if not yet. */
+static int dev_done(PyObject *event)
+{
+    PyObject *r = PyObject_CallMethod(event, "query", NULL);
+    int done = r ? PyObject_IsTrue(r) == 1 : 1; /* a broken event: wait_copy will say */
+    Py_XDECREF(r);
+    PyErr_Clear();
+    return done;
+}
+
+/* Collect statistics in queue order: those already back, or (wait) all. */
+static void dev_poll(int wait)
+{
+    PyObject *et, *ev, *etb;
+    PyErr_Fetch(&et, &ev, &etb);
+    while (g_dp_head < g_ndp) {
+        dpend_t *p = &g_dp[g_dp_head];
+        if (!wait && !dev_done(p->event))
+            break;
+        msp_dq_tensor_t *t = &p->rec->t[p->ti];
+        if (wait_copy(p->event) == 0)
+            dev_fill(t, p->v, p->nv);
+        else
+            dev_fill(t, NULL, 0);
+        p->rec->dev_pending--;
+        Py_DECREF(p->event);
+        Py_DECREF(p->cap);
+        g_dp_head++;
+    }
+    if (g_dp_head == g_ndp)
+        g_dp_head = g_ndp = 0;
+    PyErr_Restore(et, ev, etb);
+}
+
+/* Submit the held records whose statistics are all in, oldest first. */
+static void held_release(void)
+{
+    while (g_held_head < g_nheld && g_held[g_held_head]->dev_pending == 0)
+        msp_dq_push(g_held[g_held_head++]);
+    if (g_held_head == g_nheld)
+        g_held_head = g_nheld = 0;
+}
+
+/* 1 when r was held back (statistics of its own, or older records held). */
+static int held_add(msp_dq_rec_t *r)
+{
+    if (!r->dev_pending && g_held_head == g_nheld)
+        return 0;
+    if (g_nheld == g_capheld) {
+        if (g_held_head > 0) {
+            memmove(g_held, g_held + g_held_head, (g_nheld - g_held_head) * sizeof *g_held);
+            g_nheld -= g_held_head;
+            g_held_head = 0;
+        }
+    }
+    if (g_nheld == g_capheld) {
+        size_t nc = g_capheld ? 2 * g_capheld : 64;
+        msp_dq_rec_t **n = realloc(g_held, nc * sizeof *n);
+        if (!n) { /* keep the order: everything in, then this one */
+            msp_dev_drain();
+            return 0;
+        }
+        g_held = n;
+        g_capheld = nc;
+    }
+    g_held[g_nheld++] = r;
+    dev_poll(0);
+    held_release();
+    if (g_nheld - g_held_head > MSP_DEV_HELD_MAX) {
+        dev_poll(1);
+        held_release();
+    }
+    return 1;
+}
+
+void msp_dev_drain(void)
+{
+    if (g_ndp == 0 && g_nheld == 0)
+        return;
+    dev_poll(1);
+    held_release();
+}
+
+void msp_dev_forget_after_fork(void)
+{
+    /* the parent's: neither waited for nor freed here (this process dumps nothing) */
+    g_dp_head = g_ndp = 0;
+    g_held_head = g_nheld = 0;
+}
+
+void msp_rec_drop(msp_dq_rec_t *r)
+{
+    if (r && r->dev_pending) {
+        size_t k = g_dp_head;
+        for (size_t i = g_dp_head; i < g_ndp; i++) {
+            if (g_dp[i].rec == r) {
+                Py_DECREF(g_dp[i].event);
+                Py_DECREF(g_dp[i].cap);
+            } else {
+                g_dp[k++] = g_dp[i];
+            }
+        }
+        g_ndp = k;
+        if (g_dp_head == g_ndp)
+            g_dp_head = g_ndp = 0;
+    }
+    msp_dq_rec_free(r);
 }
 
 static void batch_begin(void)
@@ -521,11 +659,16 @@ static int dev_stats(msp_dq_rec_t *r, const char *role, PyObject *d, msp_dtype_t
     }
     int ok = msp_dq_rec_add_tensor(r, role, mdt, x->ndim, x->shape, NULL, 0, device, rg) == 0;
     if (ok) {
-        r->t[r->nt - 1].stats_given = 1;
+        msp_dq_tensor_t *dt = &r->t[r->nt - 1];
+        dt->stats_given = 1;
         PyObject *ev = PyTuple_GetItem(pair, 1);
-        pend_push(NULL, (const char *)h->data + h->byte_offset, nv, cap, ev == Py_None ? NULL : ev);
-        t_pend[t_npend - 1].rec = r;
-        t_pend[t_npend - 1].ti = r->nt - 1;
+        const double *v = (const double *)(const void *)((const char *)h->data + h->byte_offset);
+        if (ev == Py_None || dev_queue(r, r->nt - 1, v, nv, cap, ev) != 0) {
+            if (ev != Py_None && wait_copy(ev) != 0)
+                dev_fill(dt, NULL, 0);
+            else
+                dev_fill(dt, v, nv);
+        }
     } else {
         msp_shim_warn_once("nomem", "%s/%s not dumped: out of memory", r->name, role);
     }
@@ -867,15 +1010,16 @@ static int in_dataloader_worker(void)
 void msp_rec_submit(msp_dq_rec_t *r)
 {
     if (in_dataloader_worker()) {
-        msp_dq_rec_free(r);
+        msp_rec_drop(r);
         return;
     }
     r->step = msp_g.step;
     r->rank = msp_current_rank();
     if (!msp_rec_wanted(r)) {
-        msp_dq_rec_free(r);
+        msp_rec_drop(r);
         return;
     }
     r->order = msp_g.order++;
-    msp_dq_push(r);
+    if (!held_add(r))
+        msp_dq_push(r);
 }

@@ -105,6 +105,14 @@ class Statistics(dt.ShimCase):
         vals = np.load(self.path("vals.npz"))
         files = dt.dump_files(self.path("s"))
         recs, _ = dt.read_dump(files[(1, 0)])
+        # records are written in call order (the device path holds them back
+        # until their statistics are in, and must keep the order)
+        import h5py
+        with h5py.File(files[(1, 0)], "r") as f:
+            rows = [int(o) for o in f["index"]["order"]]
+        self.assertEqual(rows, sorted(rows))
+        self.assertEqual(sorted(recs), sorted("Torch.clone.%d.forward" % i
+                                              for i in range(len(order))))
         for i, key in enumerate(order):
             with self.subTest(tensor=key):
                 t = recs["Torch.clone.%d.forward" % i]["tattrs"]["input.0"]
