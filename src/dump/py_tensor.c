@@ -365,14 +365,10 @@ static int to_host(PyObject **d, PyObject **event)
 /* Room for one more pending read: 0, else -1 (then read at once). */
 static int pend_reserve(void)
 {
-    if (t_npend == t_cappend) {
-        size_t nc = t_cappend ? 2 * t_cappend : 16;
-        pend_t *np = realloc(t_pend, nc * sizeof *np);
-        if (!np)
-            return -1;
-        t_pend = np;
-        t_cappend = nc;
-    }
+    pend_t *np = msp_grow(t_pend, &t_cappend, t_npend, sizeof *np, 16);
+    if (!np)
+        return -1;
+    t_pend = np;
     return 0;
 }
 
@@ -464,14 +460,10 @@ static void dev_fill(msp_dq_tensor_t *t, const double *v, size_t nv)
 static int dev_queue(msp_dq_rec_t *rec, size_t ti, const double *v, size_t nv, PyObject *cap,
                      PyObject *event)
 {
-    if (g_ndp == g_capdp) {
-        size_t nc = g_capdp ? 2 * g_capdp : 256;
-        dpend_t *n = realloc(g_dp, nc * sizeof *n);
-        if (!n)
-            return -1;
-        g_dp = n;
-        g_capdp = nc;
-    }
+    dpend_t *n = msp_grow(g_dp, &g_capdp, g_ndp, sizeof *n, 256);
+    if (!n)
+        return -1;
+    g_dp = n;
     Py_INCREF(cap);
     Py_INCREF(event);
     g_dp[g_ndp++] = (dpend_t){rec, ti, v, nv, cap, event};
@@ -534,16 +526,12 @@ static int held_add(msp_dq_rec_t *r)
             g_held_head = 0;
         }
     }
-    if (g_nheld == g_capheld) {
-        size_t nc = g_capheld ? 2 * g_capheld : 64;
-        msp_dq_rec_t **n = realloc(g_held, nc * sizeof *n);
-        if (!n) { /* keep the order: everything in, then this one */
-            msp_dev_drain();
-            return 0;
-        }
-        g_held = n;
-        g_capheld = nc;
+    msp_dq_rec_t **n = msp_grow(g_held, &g_capheld, g_nheld, sizeof *n, 64);
+    if (!n) { /* keep the order: everything in, then this one */
+        msp_dev_drain();
+        return 0;
     }
+    g_held = n;
     g_held[g_nheld++] = r;
     dev_poll(0);
     held_release();

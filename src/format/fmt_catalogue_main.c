@@ -28,7 +28,6 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 /* The limits a parse may use: CPU seconds and address space
@@ -141,43 +140,6 @@ static int msp_send_catalogue(const char *path)
 
 /* ---- --serve ------------------------------------------------------------------ */
 
-static int msp_full_read(int fd, void *p, size_t n)
-{
-    unsigned char *q = p;
-    while (n) {
-        ssize_t k = read(fd, q, n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return -1;
-        q += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
-static int msp_full_write(int fd, const void *p, size_t n)
-{
-    const unsigned char *q = p;
-    while (n) {
-        ssize_t k = write(fd, q, n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return -1;
-        q += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
-static double msp_mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* The child for one request: `-- FILE` with stdout on the pipe. It dies with
  * the server (a killed server leaves no parse running). */
 static void msp_serve_child(int out, const char *path, pid_t server)
@@ -215,9 +177,9 @@ static int msp_serve_one(const char *path, uint64_t cap, double timeout)
         msp_serve_child(p[1], path, getppid());
     } else {
         close(p[1]);
-        double deadline = msp_mono() + timeout;
+        double deadline = msp_monotonic() + timeout;
         for (;;) {
-            double left = deadline - msp_mono();
+            double left = deadline - msp_monotonic();
             if (left <= 0) {
                 kind = MSP_SERVE_TIMEOUT;
                 break;
@@ -265,7 +227,7 @@ static int msp_serve_one(const char *path, uint64_t cap, double timeout)
     memcpy(hd + 4, &kind, 4);
     memcpy(hd + 8, &status, 4);
     memcpy(hd + 12, &n64, 8);
-    int bad = msp_full_write(1, hd, sizeof hd) || msp_full_write(1, buf, n);
+    int bad = msp_fd_exact(1, hd, sizeof hd, 1, 0) || msp_fd_exact(1, buf, n, 1, 0);
     free(buf);
     return bad ? -1 : 0;
 }
@@ -278,7 +240,7 @@ static int msp_serve(void)
     H5open();                 /* once, here: each child inherits it initialised */
     for (;;) {
         unsigned char hd[24];
-        if (msp_full_read(0, hd, sizeof hd))
+        if (msp_fd_exact(0, hd, sizeof hd, 0, 0))
             return 0;
         uint64_t cap;
         double timeout;
@@ -289,7 +251,7 @@ static int msp_serve(void)
         if (memcmp(hd, "MSPQ", 4) != 0 || len == 0 || len >= 65536 || !(timeout > 0))
             return 2;
         char path[65536];
-        if (msp_full_read(0, path, len))
+        if (msp_fd_exact(0, path, len, 0, 0))
             return 2;
         path[len] = '\0';
         if (msp_serve_one(path, cap, timeout))

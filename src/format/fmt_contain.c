@@ -594,11 +594,23 @@ static void msp_server_give(struct msp_server *s, int kill_it)
     pthread_mutex_unlock(&msp_srv_mu);
 }
 
-static int msp_send_all(int fd, const void *p, size_t n)
+/* Exactly n bytes from fd (to it with out: send() without SIGPIPE, so fd
+ * is a socket), each wait for data bounded by deadline (msp_monotonic()
+ * seconds; 0: none). 0, -1 on EOF or error, -2 past the deadline. Both ends
+ * of the catalogue server's socket use it. */
+int msp_fd_exact(int fd, void *p, size_t n, int out, double deadline)
 {
-    const unsigned char *q = p;
+    unsigned char *q = p;
     while (n) {
-        ssize_t k = send(fd, q, n, MSG_NOSIGNAL);
+        if (deadline > 0 && !out) {
+            double left = deadline - msp_now();
+            if (left <= 0)
+                return -2;
+            struct pollfd pf = {fd, POLLIN, 0};
+            if (poll(&pf, 1, (int)(left * 1000) + 1) <= 0)
+                continue;
+        }
+        ssize_t k = out ? send(fd, q, n, MSG_NOSIGNAL) : read(fd, q, n);
         if (k < 0 && errno == EINTR)
             continue;
         if (k <= 0)
@@ -609,28 +621,9 @@ static int msp_send_all(int fd, const void *p, size_t n)
     return 0;
 }
 
-/* Exactly n bytes from the server before the deadline; -1 on EOF or error,
- * -2 past the deadline. */
-static int msp_recv_all(int fd, void *p, size_t n, double deadline)
+double msp_monotonic(void)
 {
-    unsigned char *q = p;
-    while (n) {
-        double left = deadline - msp_now();
-        if (left <= 0)
-            return -2;
-        struct pollfd pf = {fd, POLLIN, 0};
-        int pr = poll(&pf, 1, (int)(left * 1000) + 1);
-        if (pr <= 0)
-            continue;
-        ssize_t k = read(fd, q, n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return -1;
-        q += k;
-        n -= (size_t)k;
-    }
-    return 0;
+    return msp_now();
 }
 
 /* The catalogue of path through a server: 1 when no server could take it
@@ -652,14 +645,14 @@ static int msp_server_run(const char *path, size_t cap, unsigned char **out, siz
     memcpy(hd + 4, &cap64, 8);
     memcpy(hd + 12, &timeout, 8);
     memcpy(hd + 20, &len32, 4);
-    if (msp_send_all(s->fd, hd, sizeof hd) || msp_send_all(s->fd, path, len)) {
+    if (msp_fd_exact(s->fd, hd, sizeof hd, 1, 0) || msp_fd_exact(s->fd, (char *)path, len, 1, 0)) {
         msp_server_give(s, 1); /* it died idle: a fresh one can still do this file */
         return 1;
     }
     /* the server kills the child at the timeout; this margin is for the server */
     double deadline = msp_now() + timeout + 5.0;
     unsigned char rp[20];
-    int e = msp_recv_all(s->fd, rp, sizeof rp, deadline);
+    int e = msp_fd_exact(s->fd, rp, sizeof rp, 0, deadline);
     uint32_t kind = 0;
     int32_t status = 0;
     uint64_t n = 0;
@@ -673,7 +666,7 @@ static int msp_server_run(const char *path, size_t cap, unsigned char **out, siz
     unsigned char *buf = NULL;
     if (!e && n) {
         buf = malloc((size_t)n);
-        e = buf ? msp_recv_all(s->fd, buf, (size_t)n, deadline) : -3;
+        e = buf ? msp_fd_exact(s->fd, buf, (size_t)n, 0, deadline) : -3;
     }
     msp_server_give(s, e != 0);
     if (e == -3)

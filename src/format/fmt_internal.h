@@ -114,6 +114,10 @@ msp_err msp_contained_open(msp_dump_file_t *f, int64_t file_size, struct msp_rat
  * the child's wait status, the child killed at the timeout, its answer over
  * the cap, or the server could not run it (errno in the status field). */
 enum { MSP_SERVE_ENDED = 0, MSP_SERVE_TIMEOUT = 1, MSP_SERVE_TOO_BIG = 2, MSP_SERVE_FAILED = 3 };
+/* Exactly n bytes from fd, or to it with out (a socket), each wait bounded by
+ * deadline (msp_monotonic() seconds, 0: none): 0, -1 EOF/error, -2 timeout. */
+int msp_fd_exact(int fd, void *p, size_t n, int out, double deadline);
+double msp_monotonic(void);
 /* A tensor without a plain offset, sent by the helper (msprobe-catalogue
  * --read) in frames as it reads it block by block; read exactly n bytes at a
  * time, in order. Close kills a helper not yet done. */
