@@ -1,9 +1,10 @@
-/* Reading torch tensors without changing them: DLPack capsule of the tensor
- * itself (detached alias only where needed), copy of the bytes into a queue
- * record. CPU tensors
- * are read in place; others are copied to host first. bool goes through a
- * uint8 view because torch 1.13's DLPack refuses bool. The capsule's own
- * destructor calls the DLPack deleter when we drop our reference. */
+/* Reading torch tensors without changing them, then a copy of the bytes into
+ * a queue record. Dense CPU tensors of the dtypes we know are read in place
+ * from data_ptr(), shape and (when not contiguous) stride(). Everything else
+ * goes through a DLPack capsule of the tensor itself (detached alias only
+ * where needed); tensors not on the CPU are copied to host first. bool goes
+ * through a uint8 view there because torch 1.13's DLPack refuses bool. The
+ * capsule's own destructor calls the DLPack deleter when we drop our reference. */
 #include "dump_py.h"
 #include "dlpack.h"
 
@@ -12,6 +13,38 @@
 
 static PyObject *g_tensor_type, *g_detach, *g_view, *g_cpu, *g_to_dlpack;
 static PyObject *g_bool, *g_uint8, *g_strided, *s_requires_grad, *s_dtype, *s_layout, *s_version;
+
+/* ---- CPU tensors read without DLPack ----------------------------------------
+ * A DLPack capsule costs a call that builds an ATen alias, a managed struct and
+ * a capsule, and a deleter call when it goes: about 1 us a tensor, the largest
+ * share of the shim's own time on a loop of small ops. A dense CPU tensor of a
+ * dtype we know says where its bytes are in four cheap calls instead (is_cpu,
+ * shape, data_ptr(), is_contiguous(); stride() only when it is not). Anything
+ * else, or anything unexpected, takes the DLPack path, which is unchanged. */
+static PyObject *g_data_ptr, *g_is_contiguous, *g_stride, *s_is_cpu, *s_shape;
+static int g_direct_ok; /* this torch has what the direct read needs */
+static struct {
+    const char *name;
+    msp_dtype_t dtype;
+    PyObject *obj;
+} g_dtypes[] = {
+    {"float32", MSP_DTYPE_FLOAT32, NULL}, {"float16", MSP_DTYPE_FLOAT16, NULL},
+    {"bfloat16", MSP_DTYPE_BFLOAT16, NULL}, {"float64", MSP_DTYPE_FLOAT64, NULL},
+    {"int64", MSP_DTYPE_INT64, NULL},     {"int32", MSP_DTYPE_INT32, NULL},
+    {"int16", MSP_DTYPE_INT16, NULL},     {"int8", MSP_DTYPE_INT8, NULL},
+    {"uint8", MSP_DTYPE_UINT8, NULL},     {"bool", MSP_DTYPE_BOOL, NULL},
+};
+#define MSP_NDTYPES (sizeof g_dtypes / sizeof g_dtypes[0])
+
+/* Where a tensor's bytes are, as the copy needs them. */
+typedef struct tview {
+    const char *src;                 /* first element */
+    int ndim;
+    int64_t shape[MSP_MAX_NDIM];
+    const int64_t *strides;          /* in elements; NULL: C-contiguous */
+    int64_t stride_buf[MSP_MAX_NDIM];
+    msp_dtype_t dtype;
+} tview_t;
 
 _Thread_local int msp_t_links;
 
@@ -196,6 +229,17 @@ int msp_tensor_init(PyObject *torch)
     if (!s_version || !g_tensor_type || !g_detach || !g_view || !g_cpu || !g_to_dlpack || !g_bool || !g_uint8 ||
         !g_strided || !s_layout || !s_requires_grad || !s_dtype)
         return -1;
+    g_data_ptr = attr_path(torch, "Tensor.data_ptr");
+    g_is_contiguous = attr_path(torch, "Tensor.is_contiguous");
+    g_stride = attr_path(torch, "Tensor.stride");
+    s_is_cpu = PyUnicode_InternFromString("is_cpu");
+    s_shape = PyUnicode_InternFromString("shape");
+    PyObject *has_is_cpu = g_tensor_type && s_is_cpu ? PyObject_GetAttr(g_tensor_type, s_is_cpu) : NULL;
+    g_direct_ok = g_data_ptr && g_is_contiguous && g_stride && has_is_cpu && s_shape;
+    Py_XDECREF(has_is_cpu);
+    for (size_t i = 0; i < MSP_NDTYPES && g_direct_ok; i++)
+        g_direct_ok = (g_dtypes[i].obj = attr_path(torch, g_dtypes[i].name)) != NULL;
+    PyErr_Clear(); /* an older torch without one of them: DLPack only */
     return 0;
 }
 
@@ -443,6 +487,66 @@ static int msp_role_wanted(const char *role)
     return (roles & (strncmp(role, "output", 6) == 0 ? MSP_ROLE_OUTPUT : MSP_ROLE_INPUT)) != 0;
 }
 
+/* int64 items of a tuple (torch.Size, stride()) into out; 0, or -1 when it is
+ * not such a tuple of n items. */
+static int int_tuple(PyObject *tup, int n, int64_t *out)
+{
+    if (!tup || !PyTuple_Check(tup) || PyTuple_Size(tup) != n)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        out[i] = PyLong_AsLongLong(PyTuple_GetItem(tup, i));
+        if (out[i] == -1 && PyErr_Occurred())
+            return -1;
+    }
+    return 0;
+}
+
+/* The bytes of a dense CPU tensor t of dtype object dt, without DLPack: 1 and
+ * *v filled, or 0 (no error set) when t must take the DLPack path. */
+static int read_direct(PyObject *t, PyObject *dt, tview_t *v)
+{
+    if (!g_direct_ok || g_host_copy_test) /* that test sends CPU tensors through the host copy */
+        return 0;
+    v->dtype = MSP_DTYPE_INVALID;
+    for (size_t i = 0; i < MSP_NDTYPES; i++)
+        if (g_dtypes[i].obj == dt)
+            v->dtype = g_dtypes[i].dtype;
+    if (v->dtype == MSP_DTYPE_INVALID)
+        return 0;
+    int ok = 0;
+    PyObject *cpu = PyObject_GetAttr(t, s_is_cpu);
+    PyObject *shape = cpu == Py_True ? PyObject_GetAttr(t, s_shape) : NULL;
+    PyObject *ptr = NULL, *contig = NULL, *strides = NULL;
+    Py_ssize_t nd = shape && PyTuple_Check(shape) ? PyTuple_Size(shape) : -1;
+    if (nd < 0 || nd > MSP_MAX_NDIM || int_tuple(shape, (int)nd, v->shape) != 0)
+        goto out;
+    v->ndim = (int)nd;
+    if (!(ptr = call1(g_data_ptr, t)) || !(contig = call1(g_is_contiguous, t)))
+        goto out;
+    v->src = PyLong_AsVoidPtr(ptr);
+    if (PyErr_Occurred())
+        goto out;
+    v->strides = NULL;
+    if (contig != Py_True) {
+        if (int_tuple(strides = call1(g_stride, t), v->ndim, v->stride_buf) != 0)
+            goto out;
+        v->strides = v->stride_buf;
+    }
+    int64_t numel = 1;
+    for (int i = 0; i < v->ndim; i++)
+        numel *= v->shape[i];
+    ok = numel == 0 || v->src != NULL; /* storage-less tensors: let DLPack say why */
+out:
+    Py_XDECREF(strides);
+    Py_XDECREF(contig);
+    Py_XDECREF(ptr);
+    Py_XDECREF(shape);
+    Py_XDECREF(cpu);
+    if (PyErr_Occurred())
+        PyErr_Clear();
+    return ok;
+}
+
 /* "record/role not dumped", for add_tensor's warnings only. */
 #define WHAT (what[0] ? what : (snprintf(what, sizeof what, "%s/%s not dumped", r->name, role), what))
 
@@ -455,6 +559,7 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
     PyObject *d = NULL, *cap = NULL, *dt = NULL;
     char device[24] = "cpu";
     int rg = 0;
+    const void *where = NULL; /* the tensor's own bytes (not a host copy): its identity for links */
 
     what[0] = '\0'; /* written when a warning needs it (WHAT): not per tensor */
     PyObject *v = PyObject_GetAttr(t, s_requires_grad);
@@ -474,14 +579,17 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
     }
     Py_XDECREF(layout);
     dt = PyObject_GetAttr(t, s_dtype);
+    if (!dt)
+        goto pyfail;
+    tview_t x;
+    if (read_direct(t, dt, &x))
+        goto have_view;
     /* DLPack reads the tensor as it is (torch's to_dlpack neither checks
      * requires_grad nor records a graph): a detached alias is needed only
      * before .cpu(), which would otherwise join the autograd graph. Saves a
      * tensor object per tensor read. */
     d = t;
     Py_INCREF(d);
-    if (!dt)
-        goto pyfail;
     if (dt == g_bool) {
         PyObject *u8 = PyObject_CallFunctionObjArgs(g_view, d, g_uint8, NULL);
         Py_DECREF(d);
@@ -522,8 +630,7 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
     msp_dl_managed_t *mt = PyCapsule_GetPointer(cap, "dltensor");
     if (!mt)
         goto pyfail;
-    /* Where the tensor itself lives (not a host copy): its identity for links. */
-    const void *where = (const char *)mt->dl_tensor.data + mt->dl_tensor.byte_offset;
+    where = (const char *)mt->dl_tensor.data + mt->dl_tensor.byte_offset;
     if (mt->dl_tensor.device.device_type != MSP_DL_CPU || (g_host_copy_test && !event &&
                                                             strcmp(device, "cpu") == 0)) {
         int dtp = mt->dl_tensor.device.device_type, id = mt->dl_tensor.device.device_id;
@@ -541,9 +648,9 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
         if (!(mt = PyCapsule_GetPointer(cap, "dltensor")))
             goto pyfail;
     }
-    const msp_dl_tensor_t *x = &mt->dl_tensor;
-    msp_dtype_t mdt = dt == g_bool ? MSP_DTYPE_BOOL : dl_to_msp(x->dtype);
-    if (mdt == MSP_DTYPE_INVALID) {
+    const msp_dl_tensor_t *dl = &mt->dl_tensor;
+    x.dtype = dt == g_bool ? MSP_DTYPE_BOOL : dl_to_msp(dl->dtype);
+    if (x.dtype == MSP_DTYPE_INVALID) {
         char name[64];
         obj_text(dt, 0, name, sizeof name);
         char kind[80];
@@ -552,19 +659,27 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
                            WHAT, name);
         goto cleanup;
     }
-    if (x->ndim > MSP_MAX_NDIM) {
+    if (dl->ndim > MSP_MAX_NDIM) {
         msp_shim_warn_once("ndim", "%s: %d dimensions (at most %d supported)", WHAT,
-                           (int)x->ndim, MSP_MAX_NDIM);
+                           (int)dl->ndim, MSP_MAX_NDIM);
         goto cleanup;
     }
-    size_t esize = msp_dtype_size(mdt), numel = 1;
+    x.ndim = dl->ndim;
+    if (x.ndim > 0)
+        memcpy(x.shape, dl->shape, (size_t)x.ndim * sizeof *x.shape);
+    x.strides = dl->strides;
+    x.src = (const char *)dl->data + dl->byte_offset;
+have_view:
+    if (!where)
+        where = x.src; /* read in place */
+    size_t esize = msp_dtype_size(x.dtype), numel = 1;
     int contiguous = 1;
     int64_t expect = 1;
-    for (int i = x->ndim - 1; i >= 0; i--) {
-        numel *= (size_t)x->shape[i];
-        if (x->strides && x->shape[i] != 1 && x->strides[i] != expect)
+    for (int i = x.ndim - 1; i >= 0; i--) {
+        numel *= (size_t)x.shape[i];
+        if (x.strides && x.shape[i] != 1 && x.strides[i] != expect)
             contiguous = 0;
-        expect *= x->shape[i];
+        expect *= x.shape[i];
     }
     size_t nbytes = numel * esize;
     void *buf = msp_dq_buf_get(nbytes);
@@ -572,7 +687,7 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
         msp_shim_warn_once("nomem", "%s: out of memory copying %zu bytes", WHAT, nbytes);
         goto cleanup;
     }
-    const char *src = (const char *)x->data + x->byte_offset;
+    const char *src = x.src;
     /* A copy still in flight (or, under MSPROBE_TEST_HOST_COPY, any host copy):
      * its bytes are read when this call's tensors have all been asked for. */
     int later = nbytes && contiguous && (event || g_host_copy_test) && pend_reserve() == 0;
@@ -582,18 +697,18 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
         else if (contiguous)
             memcpy(buf, src, nbytes);
         else
-            strided_copy(buf, src, x->ndim, x->shape, x->strides, esize, 0);
+            strided_copy(buf, src, x.ndim, x.shape, x.strides, esize, 0);
     }
-    if (msp_dq_rec_add_tensor(r, role, mdt, x->ndim, x->shape, buf, nbytes, device, rg) != 0) {
+    if (msp_dq_rec_add_tensor(r, role, x.dtype, x.ndim, x.shape, buf, nbytes, device, rg) != 0) {
         msp_shim_warn_once("nomem", "%s: out of memory", WHAT);
         goto cleanup; /* buf went back to the queue */
     }
     if (later)
         pend_push(buf, src, nbytes, cap, event);
     if (msp_t_links == MSP_LINK_FIND) {
-        r->t[r->nt - 1].producer = link_find(t, where, x->ndim, x->shape);
+        r->t[r->nt - 1].producer = link_find(t, where, x.ndim, x.shape);
     } else if (msp_t_links == MSP_LINK_NOTE) {
-        link_note(r->name, role, t, where, x->ndim, x->shape);
+        link_note(r->name, role, t, where, x.ndim, x.shape);
     }
     goto cleanup;
 

@@ -215,5 +215,52 @@ class TorchScript(dt.ShimCase):
         self.assertNotIn("Functional.relu.1.forward", recs)
 
 
+LAYOUTS = r"""
+import sys
+import numpy as np
+import torch
+torch.manual_seed(0)
+base = torch.randn(6, 8) * 100
+cases = {}
+for name in ["float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8",
+             "uint8", "bool"]:
+    x = base > 0 if name == "bool" else base.to(getattr(torch, name))
+    cases[name + ".t"] = x.t()                 # transposed
+    cases[name + ".step"] = x[::2, 1::3]       # strided, with a storage offset
+    cases[name + ".offset"] = x[1:3]           # contiguous, with a storage offset
+cases["expand"] = torch.arange(4.).view(4, 1).expand(4, 5)  # stride 0
+cases["empty"] = torch.empty(0, 3)
+cases["empty_t"] = torch.empty(3, 0).t()
+cases["scalar"] = torch.tensor(2.5)
+cases["permute"] = torch.randn(2, 3, 4).permute(2, 0, 1)
+cases["requires_grad_t"] = torch.randn(3, 4, requires_grad=True).t()
+saved = {}
+for k, v in cases.items():
+    torch.clone(v)
+    a = v.detach()
+    saved[k] = (a.float() if a.dtype == torch.bfloat16 else a).numpy().copy()
+np.savez(sys.argv[1], **saved)
+"""
+
+
+class Layouts(dt.ShimCase):
+    def test_every_dtype_strided_offset_empty_and_scalar_inputs_bit_identical(self):
+        # CPU tensors are read in place (py_tensor.c's direct read); under
+        # MSPROBE_TEST_HOST_COPY the same tensors take the DLPack host-copy path
+        cfg = self.write_config(dt.config("./d", steps="all", trigger="manual"))
+        shim = self.run_cmd([dt.PYTHON, "-c", LAYOUTS, "rec.npz"], cfg)
+        self.assertEqual((shim.returncode, shim.stderr), (0, ""))
+        rec = np.load(self.path("rec.npz"))
+        recs, _ = dt.read_dump(dt.dump_files(self.path("d"))[(0, 0)])
+        for i, key in enumerate(rec.files):
+            with self.subTest(case=key):
+                name = "Torch.clone.%d.forward" % i
+                dt.assert_same(self, recs[name]["input.0"], rec[key], name + " " + key)
+                want = "torch." + (key.split(".")[0] if "." in key else "float32")
+                self.assertEqual(recs[name]["tattrs"]["input.0"]["dtype"], want)
+                self.assertEqual(recs[name]["tattrs"]["input.0"]["device"], "cpu")
+        self.assertEqual(len(rec.files), 36)
+
+
 if __name__ == "__main__":
     unittest.main()
