@@ -38,6 +38,7 @@ typedef struct msp_dq_rec {
     size_t bytes;         /* tensor bytes held; what the queue bound counts */
     int stats_ready;      /* the statistics thread is done with it */
     struct msp_dq_rec *next;
+    struct msp_dq_strs *strs; /* where name, roles and attributes are kept */
 } msp_dq_rec_t;
 
 enum { MSP_DQ_RECORD = 0, MSP_DQ_END_STEP = 1, MSP_DQ_SHUTDOWN = 2 };
@@ -62,6 +63,9 @@ void msp_dq_set_world_size(int64_t world_size);
 void *msp_dq_buf_get(size_t nbytes);
 void msp_dq_buf_put(void *buf, size_t nbytes);
 
+/* Records and small buffers freed by the writer are kept for the next ones
+ * (a bounded number): the training thread then allocates nothing in the
+ * steady state, and no malloc arena is shared with the writer's frees. */
 msp_dq_rec_t *msp_dq_rec_new(const char *name);
 /* Takes ownership of data (from msp_dq_buf_get). Returns 0, or -1 on OOM (data freed). */
 int msp_dq_rec_add_tensor(msp_dq_rec_t *r, const char *role, msp_dtype_t dt, int ndim,
