@@ -405,7 +405,7 @@ static msp_bwd_state_t *state_new(const char *name)
         PyErr_Clear();
         return NULL;
     }
-    snprintf(st->name, sizeof st->name, "%s", name);
+    msp_role_at(st->name, sizeof st->name, name, -1);
     st->done = st->nin = st->nnone = st->pending = 0;
     memset(st->in_grads, 0, sizeof st->in_grads);
     st->out_grads = NULL;
@@ -452,7 +452,7 @@ static void note_input(msp_bwd_state_t *st, bwd_inputs_t *in, const char *role, 
     Py_XDECREF(rg);
     if (!need) {
         if (st->nnone < MSP_BWD_MAX_IN)
-            snprintf(st->none_role[st->nnone++], sizeof st->none_role[0], "%s", role);
+            msp_role_at(st->none_role[st->nnone++], sizeof st->none_role[0], role, -1);
         return;
     }
     if (in->n >= MSP_BWD_MAX_IN)
@@ -465,7 +465,7 @@ static void note_input(msp_bwd_state_t *st, bwd_inputs_t *in, const char *role, 
     Py_INCREF(a);
     in->t[in->n] = a;
     in->node[in->n] = g;
-    snprintf(st->role[in->n], sizeof st->role[0], "%s", role);
+    msp_role_at(st->role[in->n], sizeof st->role[0], role, -1);
     in->n++;
     st->nin = in->n;
 }
@@ -476,7 +476,7 @@ static void collect_inputs(msp_bwd_state_t *st, bwd_inputs_t *in, PyObject *args
     Py_ssize_t n = PyTuple_Size(args);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *a = PyTuple_GetItem(args, i);
-        snprintf(role, sizeof role, "output.%zd", i);
+        msp_role_at(role, sizeof role, "output", i);
         if (PyList_Check(a) || PyTuple_Check(a)) {
             Py_ssize_t m = PySequence_Size(a);
             for (Py_ssize_t k = 0; k < m && k < MSP_BWD_MAX_IN; k++) {
@@ -486,7 +486,7 @@ static void collect_inputs(msp_bwd_state_t *st, bwd_inputs_t *in, PyObject *args
                     break;
                 }
                 char sub[48];
-                snprintf(sub, sizeof sub, "output.%zd.%zd", i, k);
+                msp_role_at(sub, sizeof sub, role, k);
                 note_input(st, in, sub, it);
                 Py_DECREF(it);
             }
@@ -804,7 +804,7 @@ void msp_bwd_finish(msp_bwd_pending_t *p, const char *name, PyObject *out, PyObj
 {
     if (!p)
         return;
-    snprintf(p->st->name, sizeof p->st->name, "%s", name);
+    msp_role_at(p->st->name, sizeof p->st->name, name, -1);
     PyObject *node = first_grad_fn(out, args, &p->in);
     if (node)
         hook_backward(p->st, &p->in, node, MSP_BWD_MAX_MODULE_NODES);

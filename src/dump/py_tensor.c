@@ -188,6 +188,32 @@ static char *link_find(PyObject *t, const void *ptr, int ndim, const int64_t *sh
     return out;
 }
 
+void msp_role_at(char *buf, size_t size, const char *prefix, int64_t idx)
+{
+    if (!size)
+        return;
+    size_t n = strlen(prefix);
+    if (n > size - 1)
+        n = size - 1;
+    memcpy(buf, prefix, n);
+    if (idx >= 0 && n + 1 < size) {
+        char num[24];
+        size_t k = sizeof num;
+        uint64_t v = (uint64_t)idx;
+        do {
+            num[--k] = (char)('0' + v % 10);
+            v /= 10;
+        } while (v);
+        buf[n++] = '.';
+        size_t m = sizeof num - k;
+        if (m > size - 1 - n)
+            m = size - 1 - n;
+        memcpy(buf + n, num + k, m);
+        n += m;
+    }
+    buf[n] = '\0';
+}
+
 static PyObject *attr_path(PyObject *root, const char *dotted)
 {
     char buf[128];
@@ -790,7 +816,7 @@ static void add_value(msp_dq_rec_t *r, const char *role, PyObject *o, int depth)
                 break;
             }
             char sub[128];
-            snprintf(sub, sizeof sub, "%s.%zd", role, i);
+            msp_role_at(sub, sizeof sub, role, i);
             add_value(r, sub, it, depth + 1);
             Py_DECREF(it);
         }
@@ -805,7 +831,7 @@ void msp_rec_add_args(msp_dq_rec_t *r, PyObject *args, PyObject *kw)
     batch_begin();
     Py_ssize_t n = args ? PyTuple_Size(args) : 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        snprintf(role, sizeof role, "input.%zd", i);
+        msp_role_at(role, sizeof role, "input", i);
         add_value(r, role, PyTuple_GetItem(args, i), 0);
     }
     if (kw && PyDict_Check(kw)) {
@@ -841,13 +867,13 @@ static void add_output(msp_dq_rec_t *r, PyObject *out, const char *prefix)
                 PyErr_Clear();
                 break;
             }
-            snprintf(role, sizeof role, "%s.%zd", prefix, i);
+            msp_role_at(role, sizeof role, prefix, i);
             add_value(r, role, it, 1);
             Py_DECREF(it);
         }
         return;
     }
-    snprintf(role, sizeof role, "%s.0", prefix);
+    msp_role_at(role, sizeof role, prefix, 0);
     add_value(r, role, out, 1);
 }
 
