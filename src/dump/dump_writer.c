@@ -49,9 +49,13 @@ static struct {
  * record: on a loop of small ops, one wake-up per record (a futex call and a
  * context switch on each side) cost the training thread more than the
  * statistics. Big tensors still start at once: their statistics and write
- * should overlap the training that follows (MSPROBE_SYNC=1 waits for them). */
-#define MSP_WAKE_BATCH 32
-#define MSP_WAKE_BYTES ((size_t)512 << 10)
+ * should overlap the training that follows (MSPROBE_SYNC=1 waits for them).
+ * 32 records / 512 KB still woke it ~45 times a step of the LSTM cell loop
+ * (1200 records, 22 MB); 128 / 2 MB: ~11, and the futex wakes left the
+ * training thread's profile. The statistics thread wakes the writer in the
+ * same batches (it used to on every record). */
+#define MSP_WAKE_BATCH 128
+#define MSP_WAKE_BYTES ((size_t)2 << 20)
 
 /* ---- buffer pool ------------------------------------------------------ */
 
@@ -688,6 +692,7 @@ static void *writer_main(void *arg)
 static void *stats_main(void *arg)
 {
     (void)arg;
+    unsigned unannounced = 0; /* records ready since the writer was last woken */
     for (;;) {
         pthread_mutex_lock(&q.mu);
         while (!q.stats_next) {
@@ -711,7 +716,13 @@ static void *stats_main(void *arg)
         r->stats_ready = 1;
         q.stats_next = r->next;
         int last = r->kind == MSP_DQ_SHUTDOWN;
-        pthread_cond_broadcast(&q.not_empty);
+        /* The writer in batches too: when this thread runs out of work, at a
+         * marker, or when memory should be released soon. */
+        if (++unannounced >= MSP_WAKE_BATCH || !q.stats_next || r->kind != MSP_DQ_RECORD ||
+            q.bytes >= q.cap / 2) {
+            unannounced = 0;
+            pthread_cond_broadcast(&q.not_empty);
+        }
         pthread_mutex_unlock(&q.mu);
         if (last)
             return NULL;
