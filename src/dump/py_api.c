@@ -398,9 +398,21 @@ static PyObject *bwd_hook_call(PyObject *self, PyObject *args, PyObject *kw)
     Py_RETURN_NONE; /* never replaces the gradients */
 }
 
+/* Backward states freed (GIL held) and kept for the next calls: at ~3.6 KB
+ * each is too big for pymalloc, and one per wrapped call came from glibc's
+ * malloc (free, consolidation) on the training thread. */
+#define MSP_SPARE_STATES 256
+static msp_bwd_state_t *g_spare_states[MSP_SPARE_STATES];
+static int g_nspare_states;
+
 static msp_bwd_state_t *state_new(const char *name)
 {
-    msp_bwd_state_t *st = PyObject_New(msp_bwd_state_t, g_state_type);
+    msp_bwd_state_t *st = NULL;
+    if (g_nspare_states > 0)
+        st = (msp_bwd_state_t *)PyObject_Init((PyObject *)g_spare_states[--g_nspare_states],
+                                              g_state_type);
+    else
+        st = PyObject_New(msp_bwd_state_t, g_state_type);
     if (!st) {
         PyErr_Clear();
         return NULL;
@@ -1118,8 +1130,12 @@ static void state_dealloc(PyObject *self)
     Py_XDECREF(st->out_grads);
     for (int j = 0; j < MSP_BWD_MAX_IN; j++)
         Py_XDECREF(st->in_grads[j]);
-    freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
-    f(self);
+    if (g_nspare_states < MSP_SPARE_STATES) {
+        g_spare_states[g_nspare_states++] = st; /* PyObject_Init makes it an object again */
+    } else {
+        freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+        f(self);
+    }
     Py_DECREF(tp);
 }
 
