@@ -207,7 +207,7 @@ static struct {
     int n;
 } spare = {PTHREAD_MUTEX_INITIALIZER, NULL, 0};
 
-static char *rec_strdup(msp_dq_rec_t *r, const char *s)
+char *msp_dq_rec_strdup(msp_dq_rec_t *r, const char *s)
 {
     size_t len = strlen(s) + 1;
     msp_dq_strs_t *b = r->strs;
@@ -241,7 +241,7 @@ msp_dq_rec_t *msp_dq_rec_new(const char *name)
     } else if (!(r = calloc(1, sizeof *r))) {
         return NULL;
     }
-    if (name && !(r->name = rec_strdup(r, name))) {
+    if (name && !(r->name = msp_dq_rec_strdup(r, name))) {
         msp_dq_rec_free(r);
         return NULL;
     }
@@ -264,7 +264,7 @@ int msp_dq_rec_add_tensor(msp_dq_rec_t *r, const char *role, msp_dtype_t dt, int
     }
     msp_dq_tensor_t *t = &r->t[r->nt];
     memset(t, 0, sizeof *t);
-    if (!(t->role = rec_strdup(r, role))) {
+    if (!(t->role = msp_dq_rec_strdup(r, role))) {
         msp_dq_buf_put(data, nbytes);
         return -1;
     }
@@ -294,7 +294,7 @@ int msp_dq_rec_add_attr(msp_dq_rec_t *r, const char *key, const char *value)
         r->a = a;
         r->cap_a = cap;
     }
-    char *k = rec_strdup(r, key), *v = k ? rec_strdup(r, value) : NULL;
+    char *k = msp_dq_rec_strdup(r, key), *v = k ? msp_dq_rec_strdup(r, value) : NULL;
     if (!v)
         return -1;
     r->a[r->na].key = k;
@@ -307,10 +307,8 @@ void msp_dq_rec_free(msp_dq_rec_t *r)
 {
     if (!r)
         return;
-    for (size_t i = 0; i < r->nt; i++) {
-        free(r->t[i].producer);
+    for (size_t i = 0; i < r->nt; i++)
         msp_dq_buf_put(r->t[i].data, r->t[i].nbytes);
-    }
     /* Kept for a next record: its arrays and its first string block, empty. */
     msp_dq_strs_t *keep = r->strs;
     while (keep && keep->next) {

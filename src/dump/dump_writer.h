@@ -20,7 +20,7 @@ typedef struct msp_dq_tensor {
     int requires_grad;
     msp_stats_t stats;    /* filled by the statistics thread */
     int has_stats;
-    char *producer;       /* malloc'd "RECORD/ROLE" this input was the output of, or NULL */
+    char *producer;       /* "RECORD/ROLE" this input was the output of (msp_dq_rec_strdup), or NULL */
 } msp_dq_tensor_t;
 
 typedef struct msp_dq_attr {
@@ -72,6 +72,8 @@ int msp_dq_rec_add_tensor(msp_dq_rec_t *r, const char *role, msp_dtype_t dt, int
                           const int64_t *shape, void *data, size_t nbytes, const char *device,
                           int requires_grad);
 int msp_dq_rec_add_attr(msp_dq_rec_t *r, const char *key, const char *value);
+/* A copy of s that lives as long as the record; NULL on OOM. */
+char *msp_dq_rec_strdup(msp_dq_rec_t *r, const char *s);
 void msp_dq_rec_free(msp_dq_rec_t *r);
 
 /* Queue a record (ownership passes); waits only while the queue is full. */
