@@ -13,6 +13,7 @@
 #include "dump_py.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -70,13 +71,12 @@ static struct {
     size_t bytes, cap;
 } pool = {PTHREAD_MUTEX_INITIALIZER, {NULL}, {0}, 0, 0, (size_t)128 << 20};
 
-/* Smaller buffers come in power-of-two classes from 64 B to 64 KB, each a
- * LIFO list linked through the buffers themselves. A loop of small ops
- * (~2400 tensors a step of an LSTM cell) otherwise mallocs each on the
+/* Smaller buffers come in classes of a quarter octave from 64 B to 64 KB,
+ * each a LIFO list linked through the buffers themselves. A loop of small
+ * ops (~2400 tensors a step of an LSTM cell) otherwise mallocs each on the
  * training thread and frees it on the writer: the arena's lock, its
  * consolidation and fresh pages showed as ~3% of the training thread. */
-#define MSP_SMALL_SHIFT 6
-#define MSP_SMALL_CLASSES 11
+#define MSP_SMALL_CLASSES 41
 
 static struct {
     pthread_mutex_t mu;
@@ -84,54 +84,63 @@ static struct {
     size_t bytes, cap;
 } small = {PTHREAD_MUTEX_INITIALIZER, {NULL}, 0, (size_t)32 << 20};
 
+/* Class 0: 64 B; then 2^k * (1.25, 1.5, 1.75, 2) for k = 6..15. */
 static int small_class(size_t nbytes)
 {
-    int c = 0;
-    while (((size_t)1 << (MSP_SMALL_SHIFT + c)) < nbytes)
-        c++;
-    return c;
+    if (nbytes <= 64)
+        return 0;
+    int k = 6;
+    while (((size_t)2 << k) < nbytes)
+        k++;
+    size_t quarter = (size_t)1 << (k - 2);
+    return (k - 6) * 4 + (int)((nbytes - 1 - ((size_t)1 << k)) / quarter) + 1;
 }
 
-void *msp_dq_buf_get(size_t nbytes)
+static size_t class_size(int c)
 {
-    if (nbytes < MSP_POOL_MIN) {
-        int c = small_class(nbytes);
+    if (c == 0)
+        return 64;
+    int k = (c - 1) / 4 + 6, j = (c - 1) % 4;
+    return ((size_t)1 << k) + (size_t)(j + 1) * ((size_t)1 << (k - 2));
+}
+
+static void *block_get(size_t size)
+{
+    if (size < MSP_POOL_MIN) {
+        int c = small_class(size);
         pthread_mutex_lock(&small.mu);
         void *b = small.head[c];
         if (b) {
             small.head[c] = *(void **)b;
-            small.bytes -= (size_t)1 << (MSP_SMALL_SHIFT + c);
+            small.bytes -= class_size(c);
         }
         pthread_mutex_unlock(&small.mu);
-        return b ? b : malloc((size_t)1 << (MSP_SMALL_SHIFT + c));
+        return b ? b : malloc(class_size(c));
     }
     pthread_mutex_lock(&pool.mu);
     for (int i = pool.n - 1; i >= 0; i--)
-        if (pool.size[i] == nbytes) {
+        if (pool.size[i] == size) {
             void *b = pool.buf[i];
             pool.n--;
             pool.buf[i] = pool.buf[pool.n];
             pool.size[i] = pool.size[pool.n];
-            pool.bytes -= nbytes;
+            pool.bytes -= size;
             pthread_mutex_unlock(&pool.mu);
             return b;
         }
     pthread_mutex_unlock(&pool.mu);
-    return malloc(nbytes);
+    return malloc(size);
 }
 
-void msp_dq_buf_put(void *buf, size_t nbytes)
+static void block_put(void *buf, size_t size)
 {
-    if (!buf)
-        return;
-    if (nbytes < MSP_POOL_MIN) {
-        int c = small_class(nbytes);
-        size_t size = (size_t)1 << (MSP_SMALL_SHIFT + c);
+    if (size < MSP_POOL_MIN) {
+        int c = small_class(size);
         pthread_mutex_lock(&small.mu);
-        if (small.bytes + size <= small.cap) {
+        if (small.bytes + class_size(c) <= small.cap) {
             *(void **)buf = small.head[c];
             small.head[c] = buf;
-            small.bytes += size;
+            small.bytes += class_size(c);
             buf = NULL;
         }
         pthread_mutex_unlock(&small.mu);
@@ -140,21 +149,64 @@ void msp_dq_buf_put(void *buf, size_t nbytes)
     }
     pthread_mutex_lock(&pool.mu);
     /* Full pool: the oldest buffer makes room (shapes of past steps go first). */
-    while (pool.n > 0 && (pool.n == MSP_POOL_SLOTS || pool.bytes + nbytes > pool.cap)) {
+    while (pool.n > 0 && (pool.n == MSP_POOL_SLOTS || pool.bytes + size > pool.cap)) {
         free(pool.buf[0]);
         pool.bytes -= pool.size[0];
         pool.n--;
         memmove(pool.buf, pool.buf + 1, (size_t)pool.n * sizeof *pool.buf);
         memmove(pool.size, pool.size + 1, (size_t)pool.n * sizeof *pool.size);
     }
-    if (pool.bytes + nbytes <= pool.cap) {
+    if (pool.bytes + size <= pool.cap) {
         pool.buf[pool.n] = buf;
-        pool.size[pool.n++] = nbytes;
-        pool.bytes += nbytes;
+        pool.size[pool.n++] = size;
+        pool.bytes += size;
         buf = NULL;
     }
     pthread_mutex_unlock(&pool.mu);
     free(buf);
+}
+
+/* Every tensor buffer follows a header: a reference count (a buffer is
+ * shared by the tensors of several records when their bytes are the same,
+ * see py_tensor.c) and the statistics of its bytes once computed, so that
+ * a shared buffer's are computed once. 64 bytes keep the data aligned. */
+#define MSP_BUF_HDR 64
+typedef struct buf_hdr {
+    atomic_int refs;
+    int has_stats;       /* statistics thread only */
+    msp_stats_t stats;
+} buf_hdr_t;
+_Static_assert(sizeof(buf_hdr_t) <= MSP_BUF_HDR, "buffer header too big");
+
+static buf_hdr_t *hdr_of(void *buf)
+{
+    return (buf_hdr_t *)(void *)((char *)buf - MSP_BUF_HDR);
+}
+
+void *msp_dq_buf_get(size_t nbytes)
+{
+    char *b = block_get(nbytes + MSP_BUF_HDR);
+    if (!b)
+        return NULL;
+    buf_hdr_t *h = (buf_hdr_t *)(void *)b;
+    atomic_init(&h->refs, 1);
+    h->has_stats = 0;
+    return b + MSP_BUF_HDR;
+}
+
+void *msp_dq_buf_ref(void *buf)
+{
+    atomic_fetch_add_explicit(&hdr_of(buf)->refs, 1, memory_order_relaxed);
+    return buf;
+}
+
+void msp_dq_buf_put(void *buf, size_t nbytes)
+{
+    if (!buf)
+        return;
+    buf_hdr_t *h = hdr_of(buf);
+    if (atomic_fetch_sub_explicit(&h->refs, 1, memory_order_acq_rel) == 1)
+        block_put(h, nbytes + MSP_BUF_HDR);
 }
 
 /* ---- records ----------------------------------------------------------- */
@@ -705,8 +757,17 @@ static void *stats_main(void *arg)
 
         for (size_t i = 0; r->kind == MSP_DQ_RECORD && i < r->nt; i++) {
             msp_dq_tensor_t *t = &r->t[i];
-            size_t es = msp_dtype_size(t->dtype);
-            msp_stats_compute(t->dtype, t->data, es ? t->nbytes / es : 0, &t->stats);
+            buf_hdr_t *h = t->data ? hdr_of(t->data) : NULL;
+            if (h && h->has_stats) { /* a buffer shared with an earlier tensor */
+                t->stats = h->stats;
+            } else {
+                size_t es = msp_dtype_size(t->dtype);
+                msp_stats_compute(t->dtype, t->data, es ? t->nbytes / es : 0, &t->stats);
+                if (h) {
+                    h->stats = t->stats;
+                    h->has_stats = 1;
+                }
+            }
             t->has_stats = 1;
         }
 

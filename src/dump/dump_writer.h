@@ -61,6 +61,9 @@ void msp_dq_set_world_size(int64_t world_size);
  * size: the same shapes recur every step, and reusing resident pages saves
  * the training thread the page faults of fresh memory. */
 void *msp_dq_buf_get(size_t nbytes);
+/* One more owner of buf (from msp_dq_buf_get): each owner puts it once, and
+ * it goes back to the pool with the last. Shared bytes must not change. */
+void *msp_dq_buf_ref(void *buf);
 void msp_dq_buf_put(void *buf, size_t nbytes);
 
 /* Records and small buffers freed by the writer are kept for the next ones
