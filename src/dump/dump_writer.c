@@ -169,7 +169,7 @@ static void block_put(void *buf, size_t size)
 /* Every tensor buffer follows a header: a reference count (a buffer is
  * shared by the tensors of several records when their bytes are the same,
  * see py_tensor.c) and the statistics of its bytes once computed, so that
- * a shared buffer's are computed once. 64 bytes keep the data aligned. */
+ * a shared buffer's are computed once. 64 bytes keep malloc's alignment. */
 #define MSP_BUF_HDR 64
 typedef struct buf_hdr {
     atomic_int refs;
