@@ -103,6 +103,10 @@ enum { MSP_LINK_OFF = 0, MSP_LINK_FIND, MSP_LINK_NOTE };
 extern _Thread_local int msp_t_links;
 /* Forget every noted output (step end). */
 void msp_links_reset(void);
+/* "PREFIX.IDX" into buf, cut to size as snprintf would; without snprintf
+ * (several roles a wrapped call, where glibc's vfprintf showed in profiles).
+ * idx < 0: PREFIX alone. */
+void msp_role_at(char *buf, size_t size, const char *prefix, int64_t idx);
 /* Stamp step/rank/order and queue it. */
 void msp_rec_submit(msp_dq_rec_t *r);
 /* A record that will not be submitted: forgets its device statistics still

@@ -22,7 +22,7 @@ typedef struct msp_dq_tensor {
     int has_stats;
     int stats_given;      /* stats computed where the tensor lives (no data): the
                              statistics thread leaves them */
-    char *producer;       /* malloc'd "RECORD/ROLE" this input was the output of, or NULL */
+    char *producer;       /* "RECORD/ROLE" this input was the output of (msp_dq_rec_strdup), or NULL */
 } msp_dq_tensor_t;
 
 typedef struct msp_dq_attr {
@@ -42,6 +42,7 @@ typedef struct msp_dq_rec {
     int dev_pending;      /* statistics still being computed on a device: the
                              shim holds the record back until they are in */
     struct msp_dq_rec *next;
+    struct msp_dq_strs *strs; /* where name, roles and attributes are kept */
 } msp_dq_rec_t;
 
 enum { MSP_DQ_RECORD = 0, MSP_DQ_END_STEP = 1, MSP_DQ_SHUTDOWN = 2 };
@@ -64,14 +65,22 @@ void msp_dq_set_world_size(int64_t world_size);
  * size: the same shapes recur every step, and reusing resident pages saves
  * the training thread the page faults of fresh memory. */
 void *msp_dq_buf_get(size_t nbytes);
+/* One more owner of buf (from msp_dq_buf_get): each owner puts it once, and
+ * it goes back to the pool with the last. Shared bytes must not change. */
+void *msp_dq_buf_ref(void *buf);
 void msp_dq_buf_put(void *buf, size_t nbytes);
 
+/* Records and small buffers freed by the writer are kept for the next ones
+ * (a bounded number): the training thread then allocates nothing in the
+ * steady state, and no malloc arena is shared with the writer's frees. */
 msp_dq_rec_t *msp_dq_rec_new(const char *name);
 /* Takes ownership of data (from msp_dq_buf_get). Returns 0, or -1 on OOM (data freed). */
 int msp_dq_rec_add_tensor(msp_dq_rec_t *r, const char *role, msp_dtype_t dt, int ndim,
                           const int64_t *shape, void *data, size_t nbytes, const char *device,
                           int requires_grad);
 int msp_dq_rec_add_attr(msp_dq_rec_t *r, const char *key, const char *value);
+/* A copy of s that lives as long as the record; NULL on OOM. */
+char *msp_dq_rec_strdup(msp_dq_rec_t *r, const char *s);
 void msp_dq_rec_free(msp_dq_rec_t *r);
 
 /* Queue a record (ownership passes); waits only while the queue is full. */

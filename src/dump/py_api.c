@@ -398,14 +398,26 @@ static PyObject *bwd_hook_call(PyObject *self, PyObject *args, PyObject *kw)
     Py_RETURN_NONE; /* never replaces the gradients */
 }
 
+/* Backward states freed (GIL held) and kept for the next calls: at ~3.6 KB
+ * each is too big for pymalloc, and one per wrapped call came from glibc's
+ * malloc (free, consolidation) on the training thread. */
+#define MSP_SPARE_STATES 256
+static msp_bwd_state_t *g_spare_states[MSP_SPARE_STATES];
+static int g_nspare_states;
+
 static msp_bwd_state_t *state_new(const char *name)
 {
-    msp_bwd_state_t *st = PyObject_New(msp_bwd_state_t, g_state_type);
+    msp_bwd_state_t *st = NULL;
+    if (g_nspare_states > 0)
+        st = (msp_bwd_state_t *)PyObject_Init((PyObject *)g_spare_states[--g_nspare_states],
+                                              g_state_type);
+    else
+        st = PyObject_New(msp_bwd_state_t, g_state_type);
     if (!st) {
         PyErr_Clear();
         return NULL;
     }
-    snprintf(st->name, sizeof st->name, "%s", name);
+    msp_role_at(st->name, sizeof st->name, name, -1);
     st->done = st->nin = st->nnone = st->pending = 0;
     memset(st->in_grads, 0, sizeof st->in_grads);
     st->out_grads = NULL;
@@ -452,7 +464,7 @@ static void note_input(msp_bwd_state_t *st, bwd_inputs_t *in, const char *role, 
     Py_XDECREF(rg);
     if (!need) {
         if (st->nnone < MSP_BWD_MAX_IN)
-            snprintf(st->none_role[st->nnone++], sizeof st->none_role[0], "%s", role);
+            msp_role_at(st->none_role[st->nnone++], sizeof st->none_role[0], role, -1);
         return;
     }
     if (in->n >= MSP_BWD_MAX_IN)
@@ -465,7 +477,7 @@ static void note_input(msp_bwd_state_t *st, bwd_inputs_t *in, const char *role, 
     Py_INCREF(a);
     in->t[in->n] = a;
     in->node[in->n] = g;
-    snprintf(st->role[in->n], sizeof st->role[0], "%s", role);
+    msp_role_at(st->role[in->n], sizeof st->role[0], role, -1);
     in->n++;
     st->nin = in->n;
 }
@@ -476,7 +488,7 @@ static void collect_inputs(msp_bwd_state_t *st, bwd_inputs_t *in, PyObject *args
     Py_ssize_t n = PyTuple_Size(args);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *a = PyTuple_GetItem(args, i);
-        snprintf(role, sizeof role, "output.%zd", i);
+        msp_role_at(role, sizeof role, "output", i);
         if (PyList_Check(a) || PyTuple_Check(a)) {
             Py_ssize_t m = PySequence_Size(a);
             for (Py_ssize_t k = 0; k < m && k < MSP_BWD_MAX_IN; k++) {
@@ -486,7 +498,7 @@ static void collect_inputs(msp_bwd_state_t *st, bwd_inputs_t *in, PyObject *args
                     break;
                 }
                 char sub[48];
-                snprintf(sub, sizeof sub, "output.%zd.%zd", i, k);
+                msp_role_at(sub, sizeof sub, role, k);
                 note_input(st, in, sub, it);
                 Py_DECREF(it);
             }
@@ -804,7 +816,7 @@ void msp_bwd_finish(msp_bwd_pending_t *p, const char *name, PyObject *out, PyObj
 {
     if (!p)
         return;
-    snprintf(p->st->name, sizeof p->st->name, "%s", name);
+    msp_role_at(p->st->name, sizeof p->st->name, name, -1);
     PyObject *node = first_grad_fn(out, args, &p->in);
     if (node)
         hook_backward(p->st, &p->in, node, MSP_BWD_MAX_MODULE_NODES);
@@ -1118,8 +1130,12 @@ static void state_dealloc(PyObject *self)
     Py_XDECREF(st->out_grads);
     for (int j = 0; j < MSP_BWD_MAX_IN; j++)
         Py_XDECREF(st->in_grads[j]);
-    freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
-    f(self);
+    if (g_nspare_states < MSP_SPARE_STATES) {
+        g_spare_states[g_nspare_states++] = st; /* PyObject_Init makes it an object again */
+    } else {
+        freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+        f(self);
+    }
     Py_DECREF(tp);
 }
 

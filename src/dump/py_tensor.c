@@ -1,9 +1,10 @@
-/* Reading torch tensors without changing them: DLPack capsule of the tensor
- * itself (detached alias only where needed), copy of the bytes into a queue
- * record. CPU tensors
- * are read in place; others are copied to host first. bool goes through a
- * uint8 view because torch 1.13's DLPack refuses bool. The capsule's own
- * destructor calls the DLPack deleter when we drop our reference. */
+/* Reading torch tensors without changing them, then a copy of the bytes into
+ * a queue record. Dense CPU tensors of the dtypes we know are read in place
+ * from data_ptr(), shape and (when not contiguous) stride(). Everything else
+ * goes through a DLPack capsule of the tensor itself (detached alias only
+ * where needed); tensors not on the CPU are copied to host first. bool goes
+ * through a uint8 view there because torch 1.13's DLPack refuses bool. The
+ * capsule's own destructor calls the DLPack deleter when we drop our reference. */
 #include "dump_py.h"
 #include "dlpack.h"
 
@@ -12,6 +13,38 @@
 
 static PyObject *g_tensor_type, *g_detach, *g_view, *g_cpu, *g_to_dlpack;
 static PyObject *g_bool, *g_uint8, *g_strided, *s_requires_grad, *s_dtype, *s_layout, *s_version;
+
+/* ---- CPU tensors read without DLPack ----------------------------------------
+ * A DLPack capsule costs a call that builds an ATen alias, a managed struct and
+ * a capsule, and a deleter call when it goes: about 1 us a tensor, the largest
+ * share of the shim's own time on a loop of small ops. A dense CPU tensor of a
+ * dtype we know says where its bytes are in four cheap calls instead (is_cpu,
+ * shape, data_ptr(), is_contiguous(); stride() only when it is not). Anything
+ * else, or anything unexpected, takes the DLPack path, which is unchanged. */
+static PyObject *g_data_ptr, *g_is_contiguous, *g_stride, *s_is_cpu, *s_shape;
+static int g_direct_ok; /* this torch has what the direct read needs */
+static struct {
+    const char *name;
+    msp_dtype_t dtype;
+    PyObject *obj;
+} g_dtypes[] = {
+    {"float32", MSP_DTYPE_FLOAT32, NULL}, {"float16", MSP_DTYPE_FLOAT16, NULL},
+    {"bfloat16", MSP_DTYPE_BFLOAT16, NULL}, {"float64", MSP_DTYPE_FLOAT64, NULL},
+    {"int64", MSP_DTYPE_INT64, NULL},     {"int32", MSP_DTYPE_INT32, NULL},
+    {"int16", MSP_DTYPE_INT16, NULL},     {"int8", MSP_DTYPE_INT8, NULL},
+    {"uint8", MSP_DTYPE_UINT8, NULL},     {"bool", MSP_DTYPE_BOOL, NULL},
+};
+#define MSP_NDTYPES (sizeof g_dtypes / sizeof g_dtypes[0])
+
+/* Where a tensor's bytes are, as the copy needs them. */
+typedef struct tview {
+    const char *src;                 /* first element */
+    int ndim;
+    int64_t shape[MSP_MAX_NDIM];
+    const int64_t *strides;          /* in elements; NULL: C-contiguous */
+    int64_t stride_buf[MSP_MAX_NDIM];
+    msp_dtype_t dtype;
+} tview_t;
 
 _Thread_local int msp_t_links;
 
@@ -52,16 +85,43 @@ static int g_dev_stats, g_dev_stats_test;
  * to the entry for its storage and shape when that output is still alive (so
  * its memory cannot have been reused) and the version counter has not moved.
  * Later notes replace earlier ones: the outermost wrapper, which finishes
- * last, wins. Only weak references: the table keeps no tensor alive. */
-static PyObject *g_by_id, *g_by_mem;
-static int64_t g_links_step = -1;
+ * last, wins. Only weak references: the table keeps no tensor alive.
+ *
+ * The tables are C (open addressing on entry numbers; names and shapes in
+ * growing arrays), not Python dicts of tuples: a note cost a formatted str,
+ * a tuple, a key tuple of ints and two dict stores, ~2400 times a step on a
+ * loop of small ops. */
+typedef struct link_entry {
+    PyObject *ref;          /* weak reference to the output */
+    const void *id;         /* the object, as its id */
+    const void *ptr;        /* its data */
+    int64_t version;
+    int ndim;
+    size_t shape_at, name_at; /* into g_links.shapes, g_links.names */
+    uint64_t mem_hash;
+} link_entry_t;
+
+static struct {
+    int64_t step;
+    link_entry_t *e;
+    size_t n, cap;
+    uint32_t *by_id, *by_mem; /* entry number + 1; 0: empty */
+    size_t slots;             /* a power of two, > 2 n */
+    int64_t *shapes;
+    size_t nshapes, cap_shapes;
+    char *names;
+    size_t nnames, cap_names;
+} g_links = {-1, NULL, 0, 0, NULL, NULL, 0, NULL, 0, 0, NULL, 0, 0};
 
 void msp_links_reset(void)
 {
-    if (g_by_id)
-        PyDict_Clear(g_by_id);
-    if (g_by_mem)
-        PyDict_Clear(g_by_mem);
+    for (size_t i = 0; i < g_links.n; i++)
+        Py_XDECREF(g_links.e[i].ref);
+    g_links.n = g_links.nshapes = g_links.nnames = 0;
+    if (g_links.slots) {
+        memset(g_links.by_id, 0, g_links.slots * sizeof *g_links.by_id);
+        memset(g_links.by_mem, 0, g_links.slots * sizeof *g_links.by_mem);
+    }
 }
 
 static int64_t tensor_version(PyObject *t)
@@ -76,88 +136,255 @@ static int64_t tensor_version(PyObject *t)
     return n;
 }
 
-static PyObject *mem_key(const void *ptr, int ndim, const int64_t *shape)
+static uint64_t mix64(uint64_t h)
 {
-    PyObject *k = PyTuple_New(ndim + 1);
-    if (!k)
-        return NULL;
-    PyTuple_SetItem(k, 0, PyLong_FromVoidPtr((void *)(uintptr_t)ptr));
-    for (int i = 0; i < ndim; i++)
-        PyTuple_SetItem(k, i + 1, PyLong_FromLongLong(shape[i]));
-    for (int i = 0; i <= ndim; i++)
-        if (!PyTuple_GetItem(k, i)) {
-            Py_DECREF(k);
-            return NULL;
-        }
-    return k;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    return h;
 }
 
-/* The entry's tensor when it is still alive, borrowed; NULL otherwise. */
-static PyObject *entry_alive(PyObject *e)
+static uint64_t mem_hash(const void *ptr, int ndim, const int64_t *shape)
 {
-    PyObject *ref = e ? PyTuple_GetItem(e, 0) : NULL;
-    PyObject *o = ref ? PyWeakref_GetObject(ref) : NULL;
-    return o && o != Py_None ? o : NULL;
+    uint64_t h = mix64((uint64_t)(uintptr_t)ptr);
+    for (int i = 0; i < ndim; i++)
+        h = mix64(h ^ (uint64_t)shape[i]) + (uint64_t)i;
+    return h;
+}
+
+static int mem_equal(const link_entry_t *e, const void *ptr, int ndim, const int64_t *shape)
+{
+    return e->ptr == ptr && e->ndim == ndim &&
+           (ndim == 0 || memcmp(g_links.shapes + e->shape_at, shape, (size_t)ndim * sizeof *shape) == 0);
+}
+
+/* The slot of key (id, or ptr and shape) in a table: its entry's or the empty one. */
+static size_t slot_by_id(const void *id)
+{
+    size_t mask = g_links.slots - 1, i = (size_t)mix64((uint64_t)(uintptr_t)id) & mask;
+    while (g_links.by_id[i] && g_links.e[g_links.by_id[i] - 1].id != id)
+        i = (i + 1) & mask;
+    return i;
+}
+
+static size_t slot_by_mem(uint64_t h, const void *ptr, int ndim, const int64_t *shape)
+{
+    size_t mask = g_links.slots - 1, i = (size_t)h & mask;
+    while (g_links.by_mem[i] && !mem_equal(&g_links.e[g_links.by_mem[i] - 1], ptr, ndim, shape))
+        i = (i + 1) & mask;
+    return i;
+}
+
+/* Room for one more entry in the tables (rehashed when they grow); 0 or -1. */
+static int links_reserve(void)
+{
+    if (2 * (g_links.n + 1) < g_links.slots)
+        return 0;
+    size_t slots = g_links.slots ? 2 * g_links.slots : 1024;
+    uint32_t *by_id = calloc(slots, sizeof *by_id), *by_mem = calloc(slots, sizeof *by_mem);
+    if (!by_id || !by_mem || g_links.n >= UINT32_MAX - 1) {
+        free(by_id);
+        free(by_mem);
+        return -1;
+    }
+    /* Each old slot's entry goes to its key's place in the new tables. */
+    uint32_t *old_id = g_links.by_id, *old_mem = g_links.by_mem;
+    size_t old_slots = g_links.slots;
+    g_links.by_id = by_id;
+    g_links.by_mem = by_mem;
+    g_links.slots = slots;
+    for (size_t i = 0; i < old_slots; i++) {
+        if (old_id[i])
+            by_id[slot_by_id(g_links.e[old_id[i] - 1].id)] = old_id[i];
+        if (old_mem[i]) {
+            const link_entry_t *e = &g_links.e[old_mem[i] - 1];
+            by_mem[slot_by_mem(e->mem_hash, e->ptr, e->ndim, g_links.shapes + e->shape_at)] =
+                old_mem[i];
+        }
+    }
+    free(old_id);
+    free(old_mem);
+    return 0;
+}
+
+/* Grow *buf (of *cap items of size item) to hold need items; 0 or -1. */
+static int grow(void **buf, size_t *cap, size_t need, size_t item)
+{
+    if (need <= *cap)
+        return 0;
+    size_t nc = *cap ? *cap : 256;
+    while (nc < need)
+        nc *= 2;
+    void *nb = realloc(*buf, nc * item);
+    if (!nb)
+        return -1;
+    *buf = nb;
+    *cap = nc;
+    return 0;
 }
 
 static void link_note(const char *rec, const char *role, PyObject *t, const void *ptr, int ndim,
                       const int64_t *shape)
 {
-    if (g_links_step != msp_g.step) {
+    if (g_links.step != msp_g.step) {
         msp_links_reset();
-        g_links_step = msp_g.step;
+        g_links.step = msp_g.step;
     }
-    if ((!g_by_id && !(g_by_id = PyDict_New())) || (!g_by_mem && !(g_by_mem = PyDict_New())))
-        goto out;
+    size_t lr = strlen(rec), lo = strlen(role);
+    if (links_reserve() != 0 ||
+        grow((void **)&g_links.e, &g_links.cap, g_links.n + 1, sizeof *g_links.e) != 0 ||
+        grow((void **)&g_links.shapes, &g_links.cap_shapes, g_links.nshapes + (size_t)ndim,
+             sizeof *g_links.shapes) != 0 ||
+        grow((void **)&g_links.names, &g_links.cap_names, g_links.nnames + lr + lo + 2, 1) != 0)
+        return;
     PyObject *ref = PyWeakref_NewRef(t, NULL);
-    PyObject *name = ref ? PyUnicode_FromFormat("%s/%s", rec, role) : NULL;
-    PyObject *e = name ? Py_BuildValue("(OOL)", ref, name, (long long)tensor_version(t)) : NULL;
-    PyObject *kid = e ? PyLong_FromVoidPtr(t) : NULL;
-    PyObject *kmem = kid ? mem_key(ptr, ndim, shape) : NULL;
-    if (kmem) {
-        PyDict_SetItem(g_by_id, kid, e);
-        PyDict_SetItem(g_by_mem, kmem, e);
-    }
-    Py_XDECREF(kmem);
-    Py_XDECREF(kid);
-    Py_XDECREF(e);
-    Py_XDECREF(name);
-    Py_XDECREF(ref);
-out:
-    if (PyErr_Occurred())
+    if (!ref) {
         PyErr_Clear();
+        return;
+    }
+    link_entry_t *e = &g_links.e[g_links.n];
+    e->ref = ref;
+    e->id = t;
+    e->ptr = ptr;
+    e->version = tensor_version(t);
+    e->ndim = ndim;
+    e->shape_at = g_links.nshapes;
+    if (ndim > 0)
+        memcpy(g_links.shapes + g_links.nshapes, shape, (size_t)ndim * sizeof *shape);
+    g_links.nshapes += (size_t)ndim;
+    e->name_at = g_links.nnames;
+    char *name = g_links.names + g_links.nnames;
+    memcpy(name, rec, lr);
+    name[lr] = '/';
+    memcpy(name + lr + 1, role, lo + 1);
+    g_links.nnames += lr + lo + 2;
+    e->mem_hash = mem_hash(ptr, ndim, shape);
+    uint32_t num = (uint32_t)++g_links.n;
+    g_links.by_id[slot_by_id(t)] = num;
+    g_links.by_mem[slot_by_mem(e->mem_hash, ptr, ndim, shape)] = num;
 }
 
-/* malloc'd "RECORD/ROLE" of the output t is, or NULL. */
-static char *link_find(PyObject *t, const void *ptr, int ndim, const int64_t *shape)
+/* The entry's tensor when it is still alive, borrowed; NULL otherwise. */
+static PyObject *entry_alive(const link_entry_t *e)
 {
-    if (g_links_step != msp_g.step || !g_by_id)
+    PyObject *o = PyWeakref_GetObject(e->ref);
+    return o && o != Py_None ? o : NULL;
+}
+
+/* "RECORD/ROLE" of the output t is (in the links' own storage, valid until
+ * the next note), or NULL. */
+static const char *link_find(PyObject *t, const void *ptr, int ndim, const int64_t *shape)
+{
+    if (g_links.step != msp_g.step || !g_links.n)
         return NULL;
-    PyObject *e = NULL;
-    PyObject *kid = PyLong_FromVoidPtr(t);
-    PyObject *hit = kid ? PyDict_GetItem(g_by_id, kid) : NULL;
-    Py_XDECREF(kid);
-    if (hit && entry_alive(hit) == t) {
-        e = hit;
+    const link_entry_t *hit = NULL;
+    uint32_t k = g_links.by_id[slot_by_id(t)];
+    if (k && entry_alive(&g_links.e[k - 1]) == t) {
+        hit = &g_links.e[k - 1];
     } else {
-        PyObject *kmem = mem_key(ptr, ndim, shape);
-        hit = kmem ? PyDict_GetItem(g_by_mem, kmem) : NULL;
-        Py_XDECREF(kmem);
-        if (hit && entry_alive(hit)) {
-            PyObject *v = PyTuple_GetItem(hit, 2);
-            long long was = v ? PyLong_AsLongLong(v) : -2;
-            if (was >= 0 && was == tensor_version(t))
-                e = hit;
-        }
+        k = g_links.by_mem[slot_by_mem(mem_hash(ptr, ndim, shape), ptr, ndim, shape)];
+        const link_entry_t *m = k ? &g_links.e[k - 1] : NULL;
+        if (m && entry_alive(m) && m->version >= 0 && m->version == tensor_version(t))
+            hit = m;
     }
-    char *out = NULL;
-    PyObject *b = e ? PyUnicode_AsUTF8String(PyTuple_GetItem(e, 1)) : NULL;
-    if (b)
-        out = strdup(PyBytes_AsString(b));
-    Py_XDECREF(b);
     if (PyErr_Occurred())
         PyErr_Clear();
-    return out;
+    return hit ? g_links.names + hit->name_at : NULL;
+}
+
+/* ---- copies shared between records -----------------------------------------
+ * Within a step the same bytes are read again and again: a weight by every
+ * call that takes it, an op's output as the next op's input, a grad as an
+ * output of one backward record and an input of the next (12 of the 22 MB
+ * read a step on the LSTM cell loop). A CPU tensor read in place is compared
+ * with the last copy made from the same address (same dtype and size); when
+ * the bytes are equal the record shares that buffer: a memcmp of memory
+ * still in cache instead of a copy into a cold buffer, and the statistics
+ * thread computes its statistics once. Equal bytes: the same records and
+ * statistics, whatever the version counters say. The table holds at most
+ * MSP_RECENT_BYTES of buffers, dropped when a new step starts. */
+#define MSP_RECENT_SLOTS 512
+#define MSP_RECENT_MAX ((size_t)4 << 20)    /* larger copies are not kept */
+#define MSP_RECENT_BYTES ((size_t)32 << 20)
+
+typedef struct recent {
+    const void *src;
+    void *buf;          /* a reference of ours (msp_dq_buf_ref), or NULL */
+    size_t nbytes;
+    msp_dtype_t dtype;
+} recent_t;
+static recent_t g_recent[MSP_RECENT_SLOTS];
+static size_t g_recent_bytes;
+static int64_t g_recent_step = -1;
+
+static recent_t *recent_slot(const void *src)
+{
+    return &g_recent[mix64((uint64_t)(uintptr_t)src) & (MSP_RECENT_SLOTS - 1)];
+}
+
+static void recent_drop(recent_t *e)
+{
+    if (e->buf) {
+        msp_dq_buf_put(e->buf, e->nbytes);
+        g_recent_bytes -= e->nbytes;
+        e->buf = NULL;
+    }
+}
+
+/* A new reference to the last copy of these bytes, or NULL. */
+static void *recent_find(const void *src, size_t nbytes, msp_dtype_t dtype)
+{
+    if (g_recent_step != msp_g.step) {
+        for (size_t i = 0; i < MSP_RECENT_SLOTS; i++)
+            recent_drop(&g_recent[i]);
+        g_recent_step = msp_g.step;
+        return NULL;
+    }
+    const recent_t *e = recent_slot(src);
+    if (e->buf && e->src == src && e->nbytes == nbytes && e->dtype == dtype &&
+        memcmp(e->buf, src, nbytes) == 0)
+        return msp_dq_buf_ref(e->buf);
+    return NULL;
+}
+
+/* buf now holds a copy of the nbytes at src. */
+static void recent_keep(const void *src, size_t nbytes, msp_dtype_t dtype, void *buf)
+{
+    recent_t *e = recent_slot(src);
+    recent_drop(e);
+    if (g_recent_bytes + nbytes > MSP_RECENT_BYTES)
+        return;
+    e->src = src;
+    e->buf = msp_dq_buf_ref(buf);
+    e->nbytes = nbytes;
+    e->dtype = dtype;
+    g_recent_bytes += nbytes;
+}
+
+void msp_role_at(char *buf, size_t size, const char *prefix, int64_t idx)
+{
+    if (!size)
+        return;
+    size_t n = strlen(prefix);
+    if (n > size - 1)
+        n = size - 1;
+    memcpy(buf, prefix, n);
+    if (idx >= 0 && n + 1 < size) {
+        char num[24];
+        size_t k = sizeof num;
+        uint64_t v = (uint64_t)idx;
+        do {
+            num[--k] = (char)('0' + v % 10);
+            v /= 10;
+        } while (v);
+        buf[n++] = '.';
+        size_t m = sizeof num - k;
+        if (m > size - 1 - n)
+            m = size - 1 - n;
+        memcpy(buf + n, num + k, m);
+        n += m;
+    }
+    buf[n] = '\0';
 }
 
 static PyObject *attr_path(PyObject *root, const char *dotted)
@@ -205,6 +432,17 @@ int msp_tensor_init(PyObject *torch)
     if (!s_version || !g_tensor_type || !g_detach || !g_view || !g_cpu || !g_to_dlpack || !g_bool || !g_uint8 ||
         !g_strided || !s_layout || !s_requires_grad || !s_dtype)
         return -1;
+    g_data_ptr = attr_path(torch, "Tensor.data_ptr");
+    g_is_contiguous = attr_path(torch, "Tensor.is_contiguous");
+    g_stride = attr_path(torch, "Tensor.stride");
+    s_is_cpu = PyUnicode_InternFromString("is_cpu");
+    s_shape = PyUnicode_InternFromString("shape");
+    PyObject *has_is_cpu = g_tensor_type && s_is_cpu ? PyObject_GetAttr(g_tensor_type, s_is_cpu) : NULL;
+    g_direct_ok = g_data_ptr && g_is_contiguous && g_stride && has_is_cpu && s_shape;
+    Py_XDECREF(has_is_cpu);
+    for (size_t i = 0; i < MSP_NDTYPES && g_direct_ok; i++)
+        g_direct_ok = (g_dtypes[i].obj = attr_path(torch, g_dtypes[i].name)) != NULL;
+    PyErr_Clear(); /* an older torch without one of them: DLPack only */
     return 0;
 }
 
@@ -665,6 +903,66 @@ static int dev_stats(msp_dq_rec_t *r, const char *role, PyObject *d, msp_dtype_t
     return 1;
 }
 
+/* int64 items of a tuple (torch.Size, stride()) into out; 0, or -1 when it is
+ * not such a tuple of n items. */
+static int int_tuple(PyObject *tup, int n, int64_t *out)
+{
+    if (!tup || !PyTuple_Check(tup) || PyTuple_Size(tup) != n)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        out[i] = PyLong_AsLongLong(PyTuple_GetItem(tup, i));
+        if (out[i] == -1 && PyErr_Occurred())
+            return -1;
+    }
+    return 0;
+}
+
+/* The bytes of a dense CPU tensor t of dtype object dt, without DLPack: 1 and
+ * *v filled, or 0 (no error set) when t must take the DLPack path. */
+static int read_direct(PyObject *t, PyObject *dt, tview_t *v)
+{
+    if (!g_direct_ok || g_host_copy_test || g_dev_stats_test) /* those tests send CPU */
+        return 0;                                               /* tensors the device's way */
+    v->dtype = MSP_DTYPE_INVALID;
+    for (size_t i = 0; i < MSP_NDTYPES; i++)
+        if (g_dtypes[i].obj == dt)
+            v->dtype = g_dtypes[i].dtype;
+    if (v->dtype == MSP_DTYPE_INVALID)
+        return 0;
+    int ok = 0;
+    PyObject *cpu = PyObject_GetAttr(t, s_is_cpu);
+    PyObject *shape = cpu == Py_True ? PyObject_GetAttr(t, s_shape) : NULL;
+    PyObject *ptr = NULL, *contig = NULL, *strides = NULL;
+    Py_ssize_t nd = shape && PyTuple_Check(shape) ? PyTuple_Size(shape) : -1;
+    if (nd < 0 || nd > MSP_MAX_NDIM || int_tuple(shape, (int)nd, v->shape) != 0)
+        goto out;
+    v->ndim = (int)nd;
+    if (!(ptr = call1(g_data_ptr, t)) || !(contig = call1(g_is_contiguous, t)))
+        goto out;
+    v->src = PyLong_AsVoidPtr(ptr);
+    if (PyErr_Occurred())
+        goto out;
+    v->strides = NULL;
+    if (contig != Py_True) {
+        if (int_tuple(strides = call1(g_stride, t), v->ndim, v->stride_buf) != 0)
+            goto out;
+        v->strides = v->stride_buf;
+    }
+    int64_t numel = 1;
+    for (int i = 0; i < v->ndim; i++)
+        numel *= v->shape[i];
+    ok = numel == 0 || v->src != NULL; /* storage-less tensors: let DLPack say why */
+out:
+    Py_XDECREF(strides);
+    Py_XDECREF(contig);
+    Py_XDECREF(ptr);
+    Py_XDECREF(shape);
+    Py_XDECREF(cpu);
+    if (PyErr_Occurred())
+        PyErr_Clear();
+    return ok;
+}
+
 /* "record/role not dumped", for add_tensor's warnings only. */
 #define WHAT (what[0] ? what : (snprintf(what, sizeof what, "%s/%s not dumped", r->name, role), what))
 
@@ -677,7 +975,7 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
     PyObject *d = NULL, *cap = NULL, *dt = NULL;
     char device[24] = "cpu";
     int rg = 0;
-    const msp_dl_tensor_t *x_links = NULL; /* the shape links are noted with */
+    const void *where = NULL; /* the tensor's own bytes (not a host copy): its identity for links */
 
     what[0] = '\0'; /* written when a warning needs it (WHAT): not per tensor */
     PyObject *v = PyObject_GetAttr(t, s_requires_grad);
@@ -697,14 +995,17 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
     }
     Py_XDECREF(layout);
     dt = PyObject_GetAttr(t, s_dtype);
+    if (!dt)
+        goto pyfail;
+    tview_t x;
+    if (read_direct(t, dt, &x))
+        goto have_view;
     /* DLPack reads the tensor as it is (torch's to_dlpack neither checks
      * requires_grad nor records a graph): a detached alias is needed only
      * before .cpu(), which would otherwise join the autograd graph. Saves a
      * tensor object per tensor read. */
     d = t;
     Py_INCREF(d);
-    if (!dt)
-        goto pyfail;
     if (dt == g_bool) {
         PyObject *u8 = PyObject_CallFunctionObjArgs(g_view, d, g_uint8, NULL);
         Py_DECREF(d);
@@ -745,8 +1046,7 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
     msp_dl_managed_t *mt = PyCapsule_GetPointer(cap, "dltensor");
     if (!mt)
         goto pyfail;
-    /* Where the tensor itself lives (not a host copy): its identity for links. */
-    const void *where = (const char *)mt->dl_tensor.data + mt->dl_tensor.byte_offset;
+    where = (const char *)mt->dl_tensor.data + mt->dl_tensor.byte_offset;
     int dtp0 = mt->dl_tensor.device.device_type;
     if (g_dev_stats && !event &&
         (dtp0 == MSP_DL_CUDA || dtp0 == MSP_DL_ROCM || (g_dev_stats_test && dtp0 == MSP_DL_CPU))) {
@@ -755,7 +1055,8 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
         const msp_dl_tensor_t *x0 = &mt->dl_tensor;
         if (dev_stats(r, role, d, dt == g_bool ? MSP_DTYPE_BOOL : dl_to_msp(x0->dtype), x0,
                       device, rg)) {
-            x_links = x0;
+            x.ndim = x0->ndim;
+            memcpy(x.shape, x0->shape, (size_t)x0->ndim * sizeof *x.shape);
             goto links;
         }
     }
@@ -776,9 +1077,9 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
         if (!(mt = PyCapsule_GetPointer(cap, "dltensor")))
             goto pyfail;
     }
-    const msp_dl_tensor_t *x = &mt->dl_tensor;
-    msp_dtype_t mdt = dt == g_bool ? MSP_DTYPE_BOOL : dl_to_msp(x->dtype);
-    if (mdt == MSP_DTYPE_INVALID) {
+    const msp_dl_tensor_t *dl = &mt->dl_tensor;
+    x.dtype = dt == g_bool ? MSP_DTYPE_BOOL : dl_to_msp(dl->dtype);
+    if (x.dtype == MSP_DTYPE_INVALID) {
         char name[64];
         obj_text(dt, 0, name, sizeof name);
         char kind[80];
@@ -787,50 +1088,65 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
                            WHAT, name);
         goto cleanup;
     }
-    if (x->ndim > MSP_MAX_NDIM) {
+    if (dl->ndim > MSP_MAX_NDIM) {
         msp_shim_warn_once("ndim", "%s: %d dimensions (at most %d supported)", WHAT,
-                           (int)x->ndim, MSP_MAX_NDIM);
+                           (int)dl->ndim, MSP_MAX_NDIM);
         goto cleanup;
     }
-    size_t esize = msp_dtype_size(mdt), numel = 1;
+    x.ndim = dl->ndim;
+    if (x.ndim > 0)
+        memcpy(x.shape, dl->shape, (size_t)x.ndim * sizeof *x.shape);
+    x.strides = dl->strides;
+    x.src = (const char *)dl->data + dl->byte_offset;
+have_view:
+    if (!where)
+        where = x.src; /* read in place */
+    size_t esize = msp_dtype_size(x.dtype), numel = 1;
     int contiguous = 1;
     int64_t expect = 1;
-    for (int i = x->ndim - 1; i >= 0; i--) {
-        numel *= (size_t)x->shape[i];
-        if (x->strides && x->shape[i] != 1 && x->strides[i] != expect)
+    for (int i = x.ndim - 1; i >= 0; i--) {
+        numel *= (size_t)x.shape[i];
+        if (x.strides && x.shape[i] != 1 && x.strides[i] != expect)
             contiguous = 0;
-        expect *= x->shape[i];
+        expect *= x.shape[i];
     }
     size_t nbytes = numel * esize;
-    void *buf = msp_dq_buf_get(nbytes);
-    if (!buf) {
+    const char *src = x.src;
+    /* Bytes read in place may be those of a recent copy (see recent_find). */
+    int shareable = nbytes && nbytes <= MSP_RECENT_MAX && contiguous && !event &&
+                    !g_host_copy_test && d == NULL;
+    void *buf = shareable ? recent_find(src, nbytes, x.dtype) : NULL;
+    int shared = buf != NULL;
+    if (!buf && !(buf = msp_dq_buf_get(nbytes))) {
         msp_shim_warn_once("nomem", "%s: out of memory copying %zu bytes", WHAT, nbytes);
         goto cleanup;
     }
-    const char *src = (const char *)x->data + x->byte_offset;
     /* A copy still in flight (or, under MSPROBE_TEST_HOST_COPY, any host copy):
      * its bytes are read when this call's tensors have all been asked for. */
     int later = nbytes && contiguous && (event || g_host_copy_test) && pend_reserve() == 0;
-    if (nbytes && !later) {
+    if (nbytes && !later && !shared) {
         if (wait_copy(event) != 0)
             memset(buf, 0, nbytes);
         else if (contiguous)
             memcpy(buf, src, nbytes);
         else
-            strided_copy(buf, src, x->ndim, x->shape, x->strides, esize, 0);
+            strided_copy(buf, src, x.ndim, x.shape, x.strides, esize, 0);
     }
-    if (msp_dq_rec_add_tensor(r, role, mdt, x->ndim, x->shape, buf, nbytes, device, rg) != 0) {
+    if (msp_dq_rec_add_tensor(r, role, x.dtype, x.ndim, x.shape, buf, nbytes, device, rg) != 0) {
         msp_shim_warn_once("nomem", "%s: out of memory", WHAT);
         goto cleanup; /* buf went back to the queue */
     }
+    if (shareable && !shared)
+        recent_keep(src, nbytes, x.dtype, buf);
     if (later)
         pend_push(buf, src, nbytes, cap, event);
-    x_links = x;
 links:
     if (msp_t_links == MSP_LINK_FIND) {
-        r->t[r->nt - 1].producer = link_find(t, where, x_links->ndim, x_links->shape);
+        const char *producer = link_find(t, where, x.ndim, x.shape);
+        if (producer)
+            r->t[r->nt - 1].producer = msp_dq_rec_strdup(r, producer);
     } else if (msp_t_links == MSP_LINK_NOTE) {
-        link_note(r->name, role, t, where, x_links->ndim, x_links->shape);
+        link_note(r->name, role, t, where, x.ndim, x.shape);
     }
     goto cleanup;
 
@@ -912,7 +1228,7 @@ static void add_value(msp_dq_rec_t *r, const char *role, PyObject *o, int depth)
                 break;
             }
             char sub[128];
-            snprintf(sub, sizeof sub, "%s.%zd", role, i);
+            msp_role_at(sub, sizeof sub, role, i);
             add_value(r, sub, it, depth + 1);
             Py_DECREF(it);
         }
@@ -927,7 +1243,7 @@ void msp_rec_add_args(msp_dq_rec_t *r, PyObject *args, PyObject *kw)
     batch_begin();
     Py_ssize_t n = args ? PyTuple_Size(args) : 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        snprintf(role, sizeof role, "input.%zd", i);
+        msp_role_at(role, sizeof role, "input", i);
         add_value(r, role, PyTuple_GetItem(args, i), 0);
     }
     if (kw && PyDict_Check(kw)) {
@@ -963,13 +1279,13 @@ static void add_output(msp_dq_rec_t *r, PyObject *out, const char *prefix)
                 PyErr_Clear();
                 break;
             }
-            snprintf(role, sizeof role, "%s.%zd", prefix, i);
+            msp_role_at(role, sizeof role, prefix, i);
             add_value(r, role, it, 1);
             Py_DECREF(it);
         }
         return;
     }
-    snprintf(role, sizeof role, "%s.0", prefix);
+    msp_role_at(role, sizeof role, prefix, 0);
     add_value(r, role, out, 1);
 }
 

@@ -215,5 +215,108 @@ class TorchScript(dt.ShimCase):
         self.assertNotIn("Functional.relu.1.forward", recs)
 
 
+LAYOUTS = r"""
+import sys
+import numpy as np
+import torch
+torch.manual_seed(0)
+base = torch.randn(6, 8) * 100
+cases = {}
+for name in ["float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8",
+             "uint8", "bool"]:
+    x = base > 0 if name == "bool" else base.to(getattr(torch, name))
+    cases[name + ".t"] = x.t()                 # transposed
+    cases[name + ".step"] = x[::2, 1::3]       # strided, with a storage offset
+    cases[name + ".offset"] = x[1:3]           # contiguous, with a storage offset
+cases["expand"] = torch.arange(4.).view(4, 1).expand(4, 5)  # stride 0
+cases["empty"] = torch.empty(0, 3)
+cases["empty_t"] = torch.empty(3, 0).t()
+cases["scalar"] = torch.tensor(2.5)
+cases["permute"] = torch.randn(2, 3, 4).permute(2, 0, 1)
+cases["requires_grad_t"] = torch.randn(3, 4, requires_grad=True).t()
+saved = {}
+for k, v in cases.items():
+    torch.clone(v)
+    a = v.detach()
+    saved[k] = (a.float() if a.dtype == torch.bfloat16 else a).numpy().copy()
+np.savez(sys.argv[1], **saved)
+"""
+
+
+class Layouts(dt.ShimCase):
+    def test_every_dtype_strided_offset_empty_and_scalar_inputs_bit_identical(self):
+        # CPU tensors are read in place (py_tensor.c's direct read); under
+        # MSPROBE_TEST_HOST_COPY the same tensors take the DLPack host-copy path
+        cfg = self.write_config(dt.config("./d", steps="all", trigger="manual"))
+        shim = self.run_cmd([dt.PYTHON, "-c", LAYOUTS, "rec.npz"], cfg)
+        self.assertEqual((shim.returncode, shim.stderr), (0, ""))
+        rec = np.load(self.path("rec.npz"))
+        recs, _ = dt.read_dump(dt.dump_files(self.path("d"))[(0, 0)])
+        for i, key in enumerate(rec.files):
+            with self.subTest(case=key):
+                name = "Torch.clone.%d.forward" % i
+                dt.assert_same(self, recs[name]["input.0"], rec[key], name + " " + key)
+                want = "torch." + (key.split(".")[0] if "." in key else "float32")
+                self.assertEqual(recs[name]["tattrs"]["input.0"]["dtype"], want)
+                self.assertEqual(recs[name]["tattrs"]["input.0"]["device"], "cpu")
+        self.assertEqual(len(rec.files), 36)
+
+
+REREAD = r"""
+import sys
+import numpy as np
+import torch
+import torch.nn.functional as F
+torch.manual_seed(0)
+w = torch.randn(6, 4)
+x = torch.randn(3, 4)
+saved = {}
+def keep(key, t):
+    saved[key] = t.detach().numpy().copy()
+for i in range(3):                 # the same weight, read by three calls
+    keep("w%d" % i, w)
+    y = F.linear(x, w)             # Functional.linear.i  input.1 = w
+    keep("y%d" % i, y)
+    z = F.relu(y)                  # Functional.relu.i    input.0 = y, as written
+    keep("z%d" % i, z)
+w.numpy()[0, 0] += 1.0             # bytes change through numpy: no torch call, no version bump
+keep("w3", w)
+F.linear(x, w)                     # Functional.linear.3
+y.numpy()[1, 2] = 7.0              # y changes through a numpy view
+keep("y4", y)
+F.relu(y)                          # Functional.relu.3
+e = torch.zeros(2, 2)
+f = torch.zeros(2, 2)              # equal bytes elsewhere
+F.relu(e); F.relu(f)               # Functional.relu.4, .5
+np.savez(sys.argv[1], **saved)
+"""
+
+
+class Reread(dt.ShimCase):
+    def test_tensors_read_again_dump_their_bytes_at_each_read(self):
+        # A tensor read again with the same bytes shares the earlier copy
+        # (py_tensor.c); changed bytes, with or without a version bump, are
+        # copied again. Each read against what the script saw itself.
+        cfg = self.write_config(dt.config("./d", steps="all", trigger="manual"))
+        shim = self.run_cmd([dt.PYTHON, "-c", REREAD, "rec.npz"], cfg)
+        self.assertEqual((shim.returncode, shim.stderr), (0, ""))
+        rec = np.load(self.path("rec.npz"))
+        recs, _ = dt.read_dump(dt.dump_files(self.path("d"))[(0, 0)])
+        same = lambda name, role, key: dt.assert_same(  # noqa: E731
+            self, recs[name][role], rec[key], "%s %s" % (name, role))
+        for i in range(3):
+            same("Functional.linear.%d.forward" % i, "input.1", "w%d" % i)
+            same("Functional.linear.%d.forward" % i, "output.0", "y%d" % i)
+            same("Functional.relu.%d.forward" % i, "input.0", "y%d" % i)
+            same("Functional.relu.%d.forward" % i, "output.0", "z%d" % i)
+        same("Functional.linear.3.forward", "input.1", "w3")
+        same("Functional.relu.3.forward", "input.0", "y4")
+        self.assertNotEqual(rec["w3"].tobytes(), rec["w2"].tobytes())
+        self.assertNotEqual(rec["y4"].tobytes(), rec["y2"].tobytes())
+        for i in (4, 5):
+            dt.assert_same(self, recs["Functional.relu.%d.forward" % i]["input.0"],
+                           np.zeros((2, 2), np.float32), "relu.%d zeros" % i)
+
+
 if __name__ == "__main__":
     unittest.main()
