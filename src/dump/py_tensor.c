@@ -9,7 +9,9 @@
 #include "dlpack.h"
 
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
+#include <unistd.h>
 
 static PyObject *g_tensor_type, *g_detach, *g_view, *g_cpu, *g_to_dlpack;
 static PyObject *g_bool, *g_uint8, *g_strided, *s_requires_grad, *s_dtype, *s_layout, *s_version;
@@ -669,6 +671,8 @@ static dpend_t *g_dp;
 static size_t g_dp_head, g_ndp, g_capdp;
 static msp_dq_rec_t **g_held;
 static size_t g_held_head, g_nheld, g_capheld;
+static int g_dev_polling; /* a dev_poll is running (perhaps waiting, GIL released) */
+static pthread_t g_dev_poller; /* in that thread */
 #define MSP_DEV_HELD_MAX 512 /* records held before the oldest are waited for */
 
 /* t's statistics from stats()'s float64s (max, min, sum, norm, and for
@@ -722,25 +726,34 @@ static int dev_done(PyObject *event)
 /* Collect statistics in queue order: those already back, or (wait) all. */
 static void dev_poll(int wait)
 {
+    /* query() and synchronize() may let another thread run (they release the
+     * GIL): that thread may queue more (g_dp moves: entries are found again
+     * by index after each call) or drop a record (its entries lose their
+     * record), but it does not poll while this poll runs. */
+    if (g_dev_polling)
+        return;
+    g_dev_polling = 1;
+    g_dev_poller = pthread_self();
     PyObject *et, *ev, *etb;
     PyErr_Fetch(&et, &ev, &etb);
     while (g_dp_head < g_ndp) {
-        dpend_t *p = &g_dp[g_dp_head];
-        if (!wait && !dev_done(p->event))
+        size_t i = g_dp_head;
+        if (!wait && g_dp[i].rec && !dev_done(g_dp[i].event))
             break;
-        msp_dq_tensor_t *t = &p->rec->t[p->ti];
-        if (wait_copy(p->event) == 0)
-            dev_fill(t, p->v, p->nv);
-        else
-            dev_fill(t, NULL, 0);
-        p->rec->dev_pending--;
+        int ok = g_dp[i].rec && wait_copy(g_dp[i].event) == 0;
+        dpend_t *p = &g_dp[i];
+        if (p->rec) {
+            dev_fill(&p->rec->t[p->ti], ok ? p->v : NULL, p->nv);
+            p->rec->dev_pending--;
+        }
         Py_DECREF(p->event);
         Py_DECREF(p->cap);
-        g_dp_head++;
+        g_dp_head = i + 1;
     }
     if (g_dp_head == g_ndp)
         g_dp_head = g_ndp = 0;
     PyErr_Restore(et, ev, etb);
+    g_dev_polling = 0;
 }
 
 /* Submit the held records whose statistics are all in, oldest first. */
@@ -784,6 +797,13 @@ void msp_dev_drain(void)
 {
     if (g_ndp == 0 && g_nheld == 0)
         return;
+    /* another thread's poll: let it finish first (this thread's own, from a
+     * signal handler run inside it: nothing to wait for, it goes on after) */
+    while (g_dev_polling && !pthread_equal(g_dev_poller, pthread_self())) {
+        Py_BEGIN_ALLOW_THREADS
+        usleep(200);
+        Py_END_ALLOW_THREADS
+    }
     dev_poll(1);
     held_release();
 }
@@ -797,20 +817,12 @@ void msp_dev_forget_after_fork(void)
 
 void msp_rec_drop(msp_dq_rec_t *r)
 {
-    if (r && r->dev_pending) {
-        size_t k = g_dp_head;
-        for (size_t i = g_dp_head; i < g_ndp; i++) {
-            if (g_dp[i].rec == r) {
-                Py_DECREF(g_dp[i].event);
-                Py_DECREF(g_dp[i].cap);
-            } else {
-                g_dp[k++] = g_dp[i];
-            }
+    /* its statistics in flight lose their record; the next poll releases them */
+    for (size_t i = g_dp_head; r && r->dev_pending && i < g_ndp; i++)
+        if (g_dp[i].rec == r) {
+            g_dp[i].rec = NULL;
+            r->dev_pending--;
         }
-        g_ndp = k;
-        if (g_dp_head == g_ndp)
-            g_dp_head = g_ndp = 0;
-    }
     msp_dq_rec_free(r);
 }
 

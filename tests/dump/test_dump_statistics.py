@@ -45,6 +45,26 @@ print(",".join(order))
 """
 
 
+THREADS = r"""
+import sys, threading, torch
+N = 300
+opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+def work(seed):
+    g = torch.Generator().manual_seed(seed)
+    for i in range(N):
+        torch.clone(torch.randn(64, generator=g))
+for step in range(3):
+    ts = [threading.Thread(target=work, args=(step * 10 + k,)) for k in range(2)]
+    for t in ts:
+        t.start()
+    for i in range(N):
+        torch.clone(torch.full((8,), float(i)))
+    for t in ts:
+        t.join()
+    opt.step()
+"""
+
+
 class Statistics(dt.ShimCase):
     def test_statistics_equal_numpy(self):
         cfg = self.write_config(dt.config("./s", mode="mix", steps="1", task="statistics"))
@@ -137,6 +157,35 @@ class Statistics(dt.ShimCase):
                 if key not in ("bf16",):  # saved as float32 above: not its bytes
                     self.assertEqual(int(t["crc32"]),
                                      0 if DEVICE_PATH else zlib.crc32(raw.tobytes()))
+
+    def test_three_threads_calling_at_once(self):
+        # Under MSPROBE_TEST_DEVICE_STATS a record waits for its statistics,
+        # polled from every thread that records (and the poll lets other
+        # threads run): the shim crashed (SIGSEGV) here before it found its
+        # queue again by index after each poll. Every record is written, in
+        # order, with the main thread's values (i repeated 8 times) intact.
+        cfg = self.write_config(dt.config("./s", mode="api", steps="all", task="statistics",
+                                          api_list=[("torch.clone", "forward")]))
+        with open(self.path("threads.py"), "w") as f:
+            f.write(THREADS)
+        p = self.run_cmd([dt.PYTHON, self.path("threads.py")], cfg)
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        import h5py
+        files = dt.dump_files(self.path("s"))
+        self.assertEqual(sorted(files), [(0, 0), (1, 0), (2, 0)])
+        for key in sorted(files):
+            with h5py.File(files[key], "r") as f:
+                idx = f["index"][()]
+            self.assertEqual(len(idx), 900 * 2)  # 3 threads x 300 calls, input and output
+            order = [int(o) for o in idx["order"]]
+            self.assertEqual(order, sorted(order))
+            consts = sorted({float(r["max"]) for r in idx
+                             if int(r["shape"][0]) == 8 and r["max"] == r["min"]})
+            self.assertEqual(consts, [float(i) for i in range(300)])
+            for r in idx:
+                if int(r["shape"][0]) == 8 and r["max"] == r["min"]:
+                    self.assertEqual(float(r["mean"]), float(r["max"]))
+                    self.assertTrue(np.isclose(float(r["norm"]), np.sqrt(8) * float(r["max"])))
 
 
 if __name__ == "__main__":
