@@ -20,7 +20,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,13 +154,13 @@ static void msp_serve_child(int out, const char *path, pid_t server)
 }
 
 /* One request: the child's answer (at most cap bytes, within timeout
- * seconds) and how it ended, as fmt_contain.c's msp_serve_reply reads it:
+ * seconds) and how it ended, as fmt_contain.c's msp_server_run reads it:
  *   "MSPR" u32 kind (MSP_SERVE_*), i32 wait status, u64 n, n bytes. */
 static int msp_serve_one(const char *path, uint64_t cap, double timeout)
 {
     uint32_t kind = MSP_SERVE_ENDED;
     int32_t status = 0;
-    size_t n = 0, room = 0;
+    size_t n = 0;
     unsigned char *buf = NULL;
     int p[2];
     pid_t child = -1;
@@ -177,40 +176,7 @@ static int msp_serve_one(const char *path, uint64_t cap, double timeout)
         msp_serve_child(p[1], path, getppid());
     } else {
         close(p[1]);
-        double deadline = msp_monotonic() + timeout;
-        for (;;) {
-            double left = deadline - msp_monotonic();
-            if (left <= 0) {
-                kind = MSP_SERVE_TIMEOUT;
-                break;
-            }
-            struct pollfd pf = {p[0], POLLIN, 0};
-            int pr = poll(&pf, 1, (int)(left * 1000) + 1);
-            if (pr <= 0)
-                continue;
-            if (n == room) {
-                if (room >= cap) {
-                    kind = MSP_SERVE_TOO_BIG;
-                    break;
-                }
-                size_t nr = room ? room * 2 : 64 << 10;
-                nr = nr < cap ? nr : (size_t)cap;
-                unsigned char *b = realloc(buf, nr);
-                if (!b) {
-                    kind = MSP_SERVE_FAILED;
-                    status = ENOMEM;
-                    break;
-                }
-                buf = b;
-                room = nr;
-            }
-            ssize_t k = read(p[0], buf + n, room - n);
-            if (k < 0 && errno == EINTR)
-                continue;
-            if (k <= 0)
-                break;
-            n += (size_t)k;
-        }
+        kind = (uint32_t)msp_collect(p[0], (size_t)cap, msp_monotonic() + timeout, &buf, &n);
         close(p[0]);
         if (kind != MSP_SERVE_ENDED)
             kill(child, SIGKILL);
@@ -220,8 +186,6 @@ static int msp_serve_one(const char *path, uint64_t cap, double timeout)
         if (kind == MSP_SERVE_ENDED)
             status = st;
     }
-    if (kind != MSP_SERVE_ENDED)
-        n = 0;
     unsigned char hd[20] = "MSPR";
     uint64_t n64 = n;
     memcpy(hd + 4, &kind, 4);

@@ -326,7 +326,7 @@ static char *msp_helper_path(void)
     return NULL;
 }
 
-static double msp_now(void)
+double msp_monotonic(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -442,6 +442,78 @@ static msp_err msp_timeout_error(const char *path)
                     msp_helper_timeout());
 }
 
+/* Reads fd to its end into *out (malloc'd, at most cap bytes), each wait
+ * bounded by deadline (msp_monotonic() seconds): MSP_SERVE_ENDED at the end
+ * of the data; else MSP_SERVE_TIMEOUT, MSP_SERVE_TOO_BIG or MSP_SERVE_NOMEM,
+ * nothing kept. A helper's answer, here and in the catalogue server. */
+int msp_collect(int fd, size_t cap, double deadline, unsigned char **out, size_t *out_n)
+{
+    size_t n = 0, room = 0;
+    unsigned char *buf = NULL;
+    int kind = MSP_SERVE_ENDED;
+    for (;;) {
+        double left = deadline - msp_monotonic();
+        if (left <= 0) {
+            kind = MSP_SERVE_TIMEOUT;
+            break;
+        }
+        struct pollfd p = {fd, POLLIN, 0};
+        int pr = poll(&p, 1, (int)(left * 1000) + 1);
+        if (pr == 0 || (pr < 0 && errno == EINTR))
+            continue;
+        if (n == room) {
+            if (room >= cap) {
+                kind = MSP_SERVE_TOO_BIG;
+                break;
+            }
+            size_t nr = room ? room * 2 : (size_t)64 << 10;
+            nr = nr < cap ? nr : cap;
+            unsigned char *nb = realloc(buf, nr);
+            if (!nb) {
+                kind = MSP_SERVE_NOMEM;
+                break;
+            }
+            buf = nb;
+            room = nr;
+        }
+        ssize_t k = read(fd, buf + n, room - n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            break;
+        n += (size_t)k;
+    }
+    if (kind != MSP_SERVE_ENDED) {
+        free(buf);
+        buf = NULL;
+        n = 0;
+    }
+    *out = buf;
+    *out_n = n;
+    return kind;
+}
+
+/* What a helper's end means for the caller: kind as msp_collect (or the
+ * server) reports it, status its wait status (MSP_SERVE_FAILED: an errno). */
+static msp_err msp_serve_outcome(const char *path, int kind, int status,
+                                 const unsigned char *buf, size_t n, size_t cap)
+{
+    switch (kind) {
+    case MSP_SERVE_ENDED:
+        return msp_helper_status(path, status, buf, n);
+    case MSP_SERVE_TIMEOUT:
+        return msp_timeout_error(path);
+    case MSP_SERVE_TOO_BIG:
+        return msp_fail(MSP_ERR_FORMAT, "file %s: corrupt or not a dump (its catalogue exceeds "
+                        "%zu bytes)", path, cap);
+    case MSP_SERVE_NOMEM:
+        return msp_fail(MSP_ERR_NOMEM, "file %s: out of memory reading the catalogue", path);
+    default:
+        return msp_fail(MSP_ERR_IO, "file %s: cannot start the reader helper: %s", path,
+                        strerror(status));
+    }
+}
+
 /* Runs the helper with argv, collecting at most cap bytes of its answer
  * into *out. */
 static msp_err msp_helper_run(const char *path, char *argv[], size_t cap,
@@ -454,57 +526,14 @@ static msp_err msp_helper_run(const char *path, char *argv[], size_t cap,
     msp_err src = msp_helper_spawn(path, argv, &pid, &rfd);
     if (src)
         return src;
-    size_t n = 0, room = 64 << 10;
-    unsigned char *buf = malloc(room);
-    double deadline = msp_now() + msp_helper_timeout();
-    int timed_out = 0, too_big = 0, nomem = !buf;
-    while (buf) {
-        double left = deadline - msp_now();
-        if (left <= 0) {
-            timed_out = 1;
-            break;
-        }
-        struct pollfd p = {rfd, POLLIN, 0};
-        int pr = poll(&p, 1, (int)(left * 1000) + 1);
-        if (pr < 0 && errno == EINTR)
-            continue;
-        if (pr == 0)
-            continue;
-        if (n == room) {
-            if (room >= cap) {
-                too_big = 1;
-                break;
-            }
-            size_t nr = room * 2 < cap ? room * 2 : cap;
-            unsigned char *b = realloc(buf, nr);
-            if (!b) {
-                nomem = 1;
-                break;
-            }
-            buf = b;
-            room = nr;
-        }
-        ssize_t k = read(rfd, buf + n, room - n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            break;
-        n += (size_t)k;
-    }
+    unsigned char *buf;
+    size_t n;
+    int kind = msp_collect(rfd, cap, msp_monotonic() + msp_helper_timeout(), &buf, &n);
     close(rfd);
-    if (timed_out || too_big || nomem)
+    if (kind != MSP_SERVE_ENDED)
         kill(pid, SIGKILL);
     int st = msp_reap(pid);
-    msp_err rc = MSP_OK;
-    if (nomem)
-        rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory reading the catalogue", path);
-    else if (timed_out)
-        rc = msp_timeout_error(path);
-    else if (too_big)
-        rc = msp_fail(MSP_ERR_FORMAT, "file %s: corrupt or not a dump (its catalogue exceeds "
-                      "%zu bytes)", path, cap);
-    else
-        rc = msp_helper_status(path, st, buf, n);
+    msp_err rc = msp_serve_outcome(path, kind, st, buf, n, cap);
     if (rc) {
         free(buf);
         return rc;
@@ -603,7 +632,7 @@ int msp_fd_exact(int fd, void *p, size_t n, int out, double deadline)
     unsigned char *q = p;
     while (n) {
         if (deadline > 0 && !out) {
-            double left = deadline - msp_now();
+            double left = deadline - msp_monotonic();
             if (left <= 0)
                 return -2;
             struct pollfd pf = {fd, POLLIN, 0};
@@ -619,11 +648,6 @@ int msp_fd_exact(int fd, void *p, size_t n, int out, double deadline)
         n -= (size_t)k;
     }
     return 0;
-}
-
-double msp_monotonic(void)
-{
-    return msp_now();
 }
 
 /* The catalogue of path through a server: 1 when no server could take it
@@ -650,7 +674,7 @@ static int msp_server_run(const char *path, size_t cap, unsigned char **out, siz
         return 1;
     }
     /* the server kills the child at the timeout; this margin is for the server */
-    double deadline = msp_now() + timeout + 5.0;
+    double deadline = msp_monotonic() + timeout + 5.0;
     unsigned char rp[20];
     int e = msp_fd_exact(s->fd, rp, sizeof rp, 0, deadline);
     uint32_t kind = 0;
@@ -660,7 +684,7 @@ static int msp_server_run(const char *path, size_t cap, unsigned char **out, siz
         memcpy(&kind, rp + 4, 4);
         memcpy(&status, rp + 8, 4);
         memcpy(&n, rp + 12, 8);
-        if (memcmp(rp, "MSPR", 4) != 0 || kind > MSP_SERVE_FAILED || n > cap)
+        if (memcmp(rp, "MSPR", 4) != 0 || kind > MSP_SERVE_NOMEM || n > cap)
             e = -1;
     }
     unsigned char *buf = NULL;
@@ -676,16 +700,8 @@ static int msp_server_run(const char *path, size_t cap, unsigned char **out, siz
     else if (e)
         *rc = msp_fail(MSP_ERR_FORMAT, "file %s: the reader helper's server failed (it ended "
                        "or answered out of turn)", path);
-    else if (kind == MSP_SERVE_TIMEOUT)
-        *rc = msp_timeout_error(path);
-    else if (kind == MSP_SERVE_TOO_BIG)
-        *rc = msp_fail(MSP_ERR_FORMAT, "file %s: corrupt or not a dump (its catalogue exceeds "
-                       "%zu bytes)", path, cap);
-    else if (kind == MSP_SERVE_FAILED)
-        *rc = msp_fail(MSP_ERR_IO, "file %s: cannot start the reader helper: %s", path,
-                       strerror(status));
     else
-        *rc = msp_helper_status(path, status, buf, (size_t)n);
+        *rc = msp_serve_outcome(path, (int)kind, status, buf, (size_t)n, cap);
     if (*rc) {
         free(buf);
         return 0;

@@ -110,10 +110,20 @@ msp_err msp_dump_from_wire(const char *path, const unsigned char *buf, size_t n,
 /* The caller's side: fill f (path set) from the helper's catalogue of it;
  * attrs receives record i's attributes at [i]. */
 msp_err msp_contained_open(msp_dump_file_t *f, int64_t file_size, struct msp_rattrs **attrs);
-/* How a request to `msprobe-catalogue --serve` ended (its "MSPR" reply):
- * the child's wait status, the child killed at the timeout, its answer over
- * the cap, or the server could not run it (errno in the status field). */
-enum { MSP_SERVE_ENDED = 0, MSP_SERVE_TIMEOUT = 1, MSP_SERVE_TOO_BIG = 2, MSP_SERVE_FAILED = 3 };
+/* How a helper's answer ended (msp_collect; a `msprobe-catalogue --serve`
+ * "MSPR" reply): the helper's wait status, the helper killed at the timeout,
+ * its answer over the cap, the server could not run it (errno in the status
+ * field), or no memory for the answer. */
+enum {
+    MSP_SERVE_ENDED = 0,
+    MSP_SERVE_TIMEOUT = 1,
+    MSP_SERVE_TOO_BIG = 2,
+    MSP_SERVE_FAILED = 3,
+    MSP_SERVE_NOMEM = 4
+};
+/* A helper's answer on fd, to its end, at most cap bytes, each wait bounded
+ * by deadline: MSP_SERVE_ENDED with *out malloc'd, else the reason (nothing kept). */
+int msp_collect(int fd, size_t cap, double deadline, unsigned char **out, size_t *out_n);
 /* Exactly n bytes from fd, or to it with out (a socket), each wait bounded by
  * deadline (msp_monotonic() seconds, 0: none): 0, -1 EOF/error, -2 timeout. */
 int msp_fd_exact(int fd, void *p, size_t n, int out, double deadline);
