@@ -33,7 +33,10 @@ def start(t):
     dev = t.device
     if dev.type != "cuda":  # ROCm builds report "cuda" too
         return t.cpu(), None
-    side = _side_for(dev)
+    side = _streams.get(dev)
+    if side is None:
+        side = _streams[dev] = torch.cuda.Stream(device=dev)
+    side.wait_stream(torch.cuda.current_stream(dev))
     with torch.cuda.stream(side):
         host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
         host.copy_(t, non_blocking=True)
@@ -41,14 +44,6 @@ def start(t):
         ev.record(side)
     t.record_stream(side)
     return host, ev
-
-
-def _side_for(dev):
-    side = _streams.get(dev)
-    if side is None:
-        side = _streams[dev] = torch.cuda.Stream(device=dev)
-    side.wait_stream(torch.cuda.current_stream(dev))
-    return side
 
 
 def _stats_of(t):

@@ -148,6 +148,7 @@ void msp_ev_step_end(int64_t step)
  * worker, a pool child or the resource tracker never writes a pack). */
 void msp_ev_exit(const char *how)
 {
+    msp_dev_drain(); /* records held for device statistics, before anything ends */
     msp_api_exit_report(); /* api_list entries never dumped: one warning */
     if (g_exit_done || !events_on())
         return;
@@ -278,7 +279,6 @@ static PyObject *py_atexit(PyObject *self, PyObject *unused)
     if (lt && PyType_Check(lt) && PyObject_IsSubclass(lt, PyExc_KeyboardInterrupt) == 1)
         g_keyboard_interrupt = 1;
     PyErr_Clear();
-    msp_dev_drain();
     msp_ev_exit("exit");
     Py_RETURN_NONE;
 }
@@ -290,7 +290,6 @@ static PyObject *os_exit_hook(PyObject *self, PyObject *args, PyObject *kwargs)
     /* Only a call that will really end the process (one status argument):
      * a wrong call raises from the real function and training goes on. */
     if (nargs == 1 && getpid() == msp_g.pid) {
-        msp_dev_drain();
         msp_ev_exit("os._exit");
         Py_BEGIN_ALLOW_THREADS
         finish_dump();
@@ -309,7 +308,6 @@ static PyObject *on_sigterm(PyObject *self, PyObject *args)
     (void)self;
     (void)args;
     if (getpid() == msp_g.pid && !g_dump_done) {
-        msp_dev_drain();
         msp_ev_exit("SIGTERM");
         Py_BEGIN_ALLOW_THREADS
         finish_dump();

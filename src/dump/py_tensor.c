@@ -209,22 +209,6 @@ static int links_reserve(void)
     return 0;
 }
 
-/* Grow *buf (of *cap items of size item) to hold need items; 0 or -1. */
-static int grow(void **buf, size_t *cap, size_t need, size_t item)
-{
-    if (need <= *cap)
-        return 0;
-    size_t nc = *cap ? *cap : 256;
-    while (nc < need)
-        nc *= 2;
-    void *nb = realloc(*buf, nc * item);
-    if (!nb)
-        return -1;
-    *buf = nb;
-    *cap = nc;
-    return 0;
-}
-
 static void link_note(const char *rec, const char *role, PyObject *t, const void *ptr, int ndim,
                       const int64_t *shape)
 {
@@ -233,12 +217,22 @@ static void link_note(const char *rec, const char *role, PyObject *t, const void
         g_links.step = msp_g.step;
     }
     size_t lr = strlen(rec), lo = strlen(role);
-    if (links_reserve() != 0 ||
-        grow((void **)&g_links.e, &g_links.cap, g_links.n + 1, sizeof *g_links.e) != 0 ||
-        grow((void **)&g_links.shapes, &g_links.cap_shapes, g_links.nshapes + (size_t)ndim,
-             sizeof *g_links.shapes) != 0 ||
-        grow((void **)&g_links.names, &g_links.cap_names, g_links.nnames + lr + lo + 2, 1) != 0)
+    if (links_reserve() != 0)
         return;
+    link_entry_t *ne = msp_grow(g_links.e, &g_links.cap, g_links.n, sizeof *ne, 256);
+    if (!ne)
+        return;
+    g_links.e = ne;
+    /* room for items nshapes .. nshapes + ndim - 1, and the name with its '/' and NUL */
+    int64_t *ns = msp_grow(g_links.shapes, &g_links.cap_shapes, g_links.nshapes + (size_t)ndim,
+                           sizeof *ns, 256);
+    if (!ns)
+        return;
+    g_links.shapes = ns;
+    char *nn = msp_grow(g_links.names, &g_links.cap_names, g_links.nnames + lr + lo + 1, 1, 256);
+    if (!nn)
+        return;
+    g_links.names = nn;
     PyObject *ref = PyWeakref_NewRef(t, NULL);
     if (!ref) {
         PyErr_Clear();
@@ -639,11 +633,10 @@ static void pend_flush(void)
     PyErr_Fetch(&t, &v, &tb);
     for (size_t i = 0; i < t_npend; i++) {
         pend_t *p = &t_pend[i];
-        if (wait_copy(p->event) == 0) {
+        if (wait_copy(p->event) == 0)
             memcpy(p->buf, p->src, p->nbytes);
-        } else {
+        else
             memset(p->buf, 0, p->nbytes);
-        }
         Py_XDECREF(p->event);
         Py_DECREF(p->cap);
     }
@@ -770,12 +763,10 @@ static int held_add(msp_dq_rec_t *r)
 {
     if (!r->dev_pending && g_held_head == g_nheld)
         return 0;
-    if (g_nheld == g_capheld) {
-        if (g_held_head > 0) {
-            memmove(g_held, g_held + g_held_head, (g_nheld - g_held_head) * sizeof *g_held);
-            g_nheld -= g_held_head;
-            g_held_head = 0;
-        }
+    if (g_nheld == g_capheld && g_held_head > 0) { /* full: released ones make room */
+        memmove(g_held, g_held + g_held_head, (g_nheld - g_held_head) * sizeof *g_held);
+        g_nheld -= g_held_head;
+        g_held_head = 0;
     }
     msp_dq_rec_t **n = msp_grow(g_held, &g_capheld, g_nheld, sizeof *n, 64);
     if (!n) { /* keep the order: everything in, then this one */
@@ -867,17 +858,16 @@ static int msp_role_wanted(const char *role)
 
 /* The statistics task and a tensor on an accelerator (or any tensor under
  * MSPROBE_TEST_DEVICE_STATS): its statistics are computed where it lives by
- * accel_copy.py's stats() and only they are read, at this call's flush. 1
- * when the tensor was added so; 0 to read it as the other tasks do. */
-static int dev_stats(msp_dq_rec_t *r, const char *role, PyObject *d, msp_dtype_t mdt,
-                     const msp_dl_tensor_t *x, const char *device, int rg)
+ * accel_copy.py's stats() and only they are read, when they arrive (the
+ * record is held until then: held_add). 1 when the tensor was added so; 0
+ * to read it as the other tasks do. */
+static int dev_stats(msp_dq_rec_t *r, const char *role, PyObject *d, const tview_t *x,
+                     const char *device, int rg)
 {
-    if (mdt == MSP_DTYPE_INVALID || x->ndim > MSP_MAX_NDIM)
-        return 0;
     for (int i = 0; i < x->ndim; i++)
         if (x->shape[i] == 0)
             return 0; /* empty: nothing to compute, the host path says so */
-    if (!accel_ready() || pend_reserve() != 0)
+    if (!accel_ready())
         return 0;
     PyObject *pair = call1(g_accel_stats, d), *cap = NULL;
     msp_dl_managed_t *hm = NULL;
@@ -895,7 +885,7 @@ static int dev_stats(msp_dq_rec_t *r, const char *role, PyObject *d, msp_dtype_t
         Py_XDECREF(pair);
         return 0;
     }
-    int ok = msp_dq_rec_add_tensor(r, role, mdt, x->ndim, x->shape, NULL, 0, device, rg) == 0;
+    int ok = msp_dq_rec_add_tensor(r, role, x->dtype, x->ndim, x->shape, NULL, 0, device, rg) == 0;
     if (ok) {
         msp_dq_tensor_t *dt = &r->t[r->nt - 1];
         dt->stats_given = 1;
@@ -1059,36 +1049,6 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
     if (!mt)
         goto pyfail;
     where = (const char *)mt->dl_tensor.data + mt->dl_tensor.byte_offset;
-    int dtp0 = mt->dl_tensor.device.device_type;
-    if (g_dev_stats && !event &&
-        (dtp0 == MSP_DL_CUDA || dtp0 == MSP_DL_ROCM || (g_dev_stats_test && dtp0 == MSP_DL_CPU))) {
-        if (dtp0 != MSP_DL_CPU)
-            snprintf(device, sizeof device, "cuda:%d", mt->dl_tensor.device.device_id);
-        const msp_dl_tensor_t *x0 = &mt->dl_tensor;
-        if (dev_stats(r, role, d, dt == g_bool ? MSP_DTYPE_BOOL : dl_to_msp(x0->dtype), x0,
-                      device, rg)) {
-            x.ndim = x0->ndim;
-            memcpy(x.shape, x0->shape, (size_t)x0->ndim * sizeof *x.shape);
-            goto links;
-        }
-    }
-    if (mt->dl_tensor.device.device_type != MSP_DL_CPU || (g_host_copy_test && !event &&
-                                                            strcmp(device, "cpu") == 0)) {
-        int dtp = mt->dl_tensor.device.device_type, id = mt->dl_tensor.device.device_id;
-        if (dtp == MSP_DL_CUDA)
-            snprintf(device, sizeof device, "cuda:%d", id);
-        else if (dtp == MSP_DL_ROCM)
-            snprintf(device, sizeof device, "cuda:%d", id); /* torch's name on ROCm */
-        else if (dtp != MSP_DL_CPU)
-            snprintf(device, sizeof device, "dl%d:%d", dtp, id);
-        Py_CLEAR(cap);
-        if (to_host(&d, &event) != 0)
-            goto pyfail;
-        if (!(cap = call1(g_to_dlpack, d)))
-            goto pyfail;
-        if (!(mt = PyCapsule_GetPointer(cap, "dltensor")))
-            goto pyfail;
-    }
     const msp_dl_tensor_t *dl = &mt->dl_tensor;
     x.dtype = dt == g_bool ? MSP_DTYPE_BOOL : dl_to_msp(dl->dtype);
     if (x.dtype == MSP_DTYPE_INVALID) {
@@ -1108,6 +1068,25 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
     x.ndim = dl->ndim;
     if (x.ndim > 0)
         memcpy(x.shape, dl->shape, (size_t)x.ndim * sizeof *x.shape);
+    int dtp = dl->device.device_type;
+    if (dtp == MSP_DL_CUDA || dtp == MSP_DL_ROCM) /* torch's name on ROCm too */
+        snprintf(device, sizeof device, "cuda:%d", dl->device.device_id);
+    else if (dtp != MSP_DL_CPU)
+        snprintf(device, sizeof device, "dl%d:%d", dtp, dl->device.device_id);
+    if (g_dev_stats && !event &&
+        (dtp == MSP_DL_CUDA || dtp == MSP_DL_ROCM || (g_dev_stats_test && dtp == MSP_DL_CPU)) &&
+        dev_stats(r, role, d, &x, device, rg))
+        goto links;
+    if (dtp != MSP_DL_CPU || (g_host_copy_test && !event && strcmp(device, "cpu") == 0)) {
+        Py_CLEAR(cap);
+        if (to_host(&d, &event) != 0)
+            goto pyfail;
+        if (!(cap = call1(g_to_dlpack, d)))
+            goto pyfail;
+        if (!(mt = PyCapsule_GetPointer(cap, "dltensor")))
+            goto pyfail;
+        dl = &mt->dl_tensor; /* the host copy: same dtype and shape, C order */
+    }
     x.strides = dl->strides;
     x.src = (const char *)dl->data + dl->byte_offset;
 have_view:
