@@ -332,12 +332,10 @@ cmp_f32_block_avx512(const float *np, const float *bp, size_t cnt, double rtol, 
 static int cmp_f32_avx512_ok(void)
 {
     static int ok = -1; /* benign race: every thread computes the same value */
-    if (ok < 0) {
-        const char *e = getenv("MSPROBE_COMPARE_NO_AVX512");
-        ok = !(e && strcmp(e, "1") == 0) && __builtin_cpu_supports("avx512f") &&
+    if (ok < 0)
+        ok = !msp_env_flag("MSPROBE_COMPARE_NO_AVX512") && __builtin_cpu_supports("avx512f") &&
              __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
              __builtin_cpu_supports("popcnt");
-    }
     return ok;
 }
 #endif
