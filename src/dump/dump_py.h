@@ -120,6 +120,16 @@ void msp_dev_forget_after_fork(void);
 /* Clear a pending Python error, as one warning. */
 void msp_py_warn_error(const char *kind, const char *what);
 
+/* ---- call context beside the arguments (py_args.c) ---- */
+void msp_args_init(PyObject *torch);
+/* Around adding one call's arguments: a tensor argument that is the object
+ * of an earlier one gets the attribute "alias.<role>" = its first role. */
+void msp_alias_begin(void);
+void msp_alias_end(void);
+void msp_alias_note(msp_dq_rec_t *r, const char *role, PyObject *o);
+/* The attribute "autocast" when autocast is on for the call. */
+void msp_rec_add_autocast(msp_dq_rec_t *r);
+
 /* ---- API wrappers (py_api.c) ---- */
 int msp_api_types_init(void);
 /* Replace every selected API of torch; 0 on success. */
@@ -139,6 +149,18 @@ typedef struct msp_bwd_pending msp_bwd_pending_t;
 msp_bwd_pending_t *msp_bwd_begin(PyObject *args);
 void msp_bwd_finish(msp_bwd_pending_t *p, const char *name, PyObject *out, PyObject *args);
 void msp_bwd_cancel(msp_bwd_pending_t *p);
+
+/* ---- optimizer records (py_optim.c) ----
+ * begin: before optimizer.step() runs (GIL held), NULL when no record is
+ * made (step not dumped, an api_list, MSPROBE_DUMP_OPTIMIZER=0); finish: after
+ * it returned, submits the record and frees p; cancel: the step raised. */
+typedef struct msp_opt_pending msp_opt_pending_t;
+msp_opt_pending_t *msp_opt_begin(PyObject *optimizer);
+void msp_opt_finish(msp_opt_pending_t *p);
+void msp_opt_cancel(msp_opt_pending_t *p);
+/* The global optimizer post hook (torch >= 2) fired inside a wrapped step:
+ * 1 when the step's end is left to that wrapper, 0 when the caller ends it. */
+int msp_trigger_defer_step_end(void);
 
 /* ---- modules (py_module.c) ---- */
 int msp_module_install(PyObject *torch);

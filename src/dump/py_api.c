@@ -722,6 +722,7 @@ static PyObject *api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
             msp_t_links = MSP_LINK_FIND;
             msp_rec_add_args(r, args, kw);
             msp_t_links = MSP_LINK_OFF;
+            msp_rec_add_autocast(r);
         }
     }
     if ((w->dirs & MSP_DIR_BACKWARD) && strncmp(w->name, "Distributed.", 12) != 0 &&
@@ -836,20 +837,53 @@ void msp_bwd_cancel(msp_bwd_pending_t *p)
 }
 
 /* optimizer.step(), Tensor.backward(), autograd.backward(): a step ends when
- * the outermost of them returns. */
+ * the outermost of them returns. The outermost optimizer.step() is also
+ * recorded (py_optim.c), and what it calls is not: its in-place updates are
+ * the record. A step given a closure (LBFGS) runs the model inside: those
+ * calls are recorded as usual. */
+static int g_end_deferred; /* the global post hook fired inside a wrapped step */
+
+int msp_trigger_defer_step_end(void)
+{
+    if (t_trigger_depth == 0)
+        return 0;
+    g_end_deferred = 1;
+    return 1;
+}
+
 static PyObject *trigger_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
 {
+    msp_opt_pending_t *op = NULL;
+    int quiet = 0;
+    if (w->kind == MSP_W_OPT_STEP && t_trigger_depth == 0 && PyTuple_Size(args) >= 1) {
+        op = msp_opt_begin(PyTuple_GetItem(args, 0));
+        PyObject *closure = kw ? PyDict_GetItemString(kw, "closure") : NULL;
+        quiet = PyTuple_Size(args) == 1 && (!closure || closure == Py_None);
+    }
     t_trigger_depth++;
+    msp_t_depth += quiet;
     PyObject *out = PyObject_Call(w->orig, args, kw);
+    msp_t_depth -= quiet;
     t_trigger_depth--;
-    if (out && t_trigger_depth == 0 && !msp_g.disabled)
+    if (op) {
+        PyObject *et, *ev, *etb;
+        PyErr_Fetch(&et, &ev, &etb);
+        if (out)
+            msp_opt_finish(op);
+        else
+            msp_opt_cancel(op);
+        PyErr_Restore(et, ev, etb);
+    }
+    int ends = w->kind != MSP_W_OPT_STEP || msp_g.opt_step_by_init || g_end_deferred;
+    if (t_trigger_depth == 0)
+        g_end_deferred = 0;
+    if (out && t_trigger_depth == 0 && ends && !msp_g.disabled)
         msp_step_end();
     return out;
 }
 
-/* Optimizer.__init__: raises the runtime's "optimizer created" event, and on
- * torch without a global step hook makes sure the class of each new
- * optimizer has its step wrapped once. */
+/* Optimizer.__init__: raises the runtime's "optimizer created" event and
+ * makes sure the class of each new optimizer has its step wrapped once. */
 static PyObject *opt_init_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
 {
     PyObject *out = PyObject_Call(w->orig, args, kw);
@@ -857,8 +891,8 @@ static PyObject *opt_init_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
         return out;
     /* runtime event (py_proc.c): config_check records the optimizer */
     msp_ev_optimizer_created(PyTuple_GetItem(args, 0));
-    if (!msp_g.opt_step_by_init)
-        return out;
+    /* Every optimizer class has its step wrapped once: its step is a record
+     * (py_optim.c), and on torch 1.13 it also ends the step (opt_step_by_init). */
     PyObject *cls = (PyObject *)Py_TYPE(PyTuple_GetItem(args, 0));
     PyObject *step = PyObject_GetAttrString(cls, "step");
     if (step && !msp_is_wrap(step)) {

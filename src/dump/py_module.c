@@ -32,6 +32,7 @@ static _Thread_local struct mod_frame {
     msp_bwd_pending_t *pending;
     msp_dq_rec_t *rec;
     int64_t n;
+    int64_t order_begin; /* the step's order counter when the forward began */
 } t_frame[MSP_MOD_STACK];
 static PyObject *g_info;      /* module -> (prefix str, dirs int) for selected modules */
 static PyObject *g_roots;     /* root modules already walked */
@@ -227,6 +228,7 @@ static PyObject *pre_hook(PyObject *self, PyObject *args)
                 snprintf(name, sizeof name, "%s.forward.%lld", PyBytes_AsString(pb),
                          (long long)f->n);
                 if ((f->rec = msp_dq_rec_new(name))) {
+                    f->order_begin = msp_g.order;
                     msp_t_links = MSP_LINK_FIND;
                     msp_rec_add_output(f->rec, in, "input");
                     msp_t_links = MSP_LINK_OFF;
@@ -248,7 +250,7 @@ static PyObject *post_hook(PyObject *self, PyObject *args)
     (void)self;
     if (msp_g.disabled)
         Py_RETURN_NONE;
-    struct mod_frame f = {NULL, NULL, 0};
+    struct mod_frame f = {NULL, NULL, 0, 0};
     if (t_mod_depth > 0 && t_mod_depth < MSP_MOD_STACK) {
         f = t_frame[t_mod_depth];
         t_frame[t_mod_depth].pending = NULL;
@@ -265,6 +267,11 @@ static PyObject *post_hook(PyObject *self, PyObject *args)
     if (pb) {
         msp_t_depth++;
         if (f.rec) {
+            /* Records with order in [order_begin, order) ran inside this
+             * forward (msprobe-dump(5)): compare judges a module by them. */
+            char ob[24];
+            snprintf(ob, sizeof ob, "%lld", (long long)f.order_begin);
+            msp_dq_rec_add_attr(f.rec, "order_begin", ob);
             msp_t_links = MSP_LINK_NOTE;
             msp_rec_add_output(f.rec, out, "output");
             msp_t_links = MSP_LINK_OFF;

@@ -120,7 +120,7 @@ static PyObject *opt_post_hook(PyObject *self, PyObject *args)
 {
     (void)self;
     (void)args;
-    if (!msp_g.disabled)
+    if (!msp_g.disabled && !msp_trigger_defer_step_end())
         msp_step_end();
     Py_RETURN_NONE;
 }
@@ -166,13 +166,16 @@ int msp_step_install(PyObject *torch)
     }
     if (rc != 0)
         msp_py_warn_error("step", "cannot hook the end of a step; every record goes to step 0");
-    if (msp_g.cc_on) {
-        /* The "optimizer created" event: the same single wrapper of Optimizer.__init__. */
+    if (!msp_g.opt_step_by_init || rc != 0) {
+        /* One wrapper of Optimizer.__init__ for every trigger: the "optimizer
+         * created" event (config_check) and each class's step wrapped, which
+         * makes the optimizer records (py_optim.c). */
         PyObject *om = PyImport_ImportModule("torch.optim.optimizer");
         PyObject *oc = om ? PyObject_GetAttrString(om, "Optimizer") : NULL;
         if (!oc || wrap_attr(oc, "__init__", MSP_W_OPT_INIT, 1) != 0)
             msp_py_warn_error("optimizer", "cannot watch optimizers: config_check's "
-                              "hyperparameters will be incomplete");
+                              "hyperparameters will be incomplete and optimizer steps are "
+                              "not recorded");
         Py_XDECREF(oc);
         Py_XDECREF(om);
     }

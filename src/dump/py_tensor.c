@@ -1165,9 +1165,12 @@ cleanup:
     Py_XDECREF(dt);
 }
 
+/* A non-tensor argument as its repr, the text a replay rebuilds it from
+ * (msprobe-dump(5), ARGUMENTS); a repr longer than the buffer is cut and ends
+ * in "...", and such a call is not replayed. */
 static void add_attr(msp_dq_rec_t *r, const char *role, PyObject *o)
 {
-    char text[256];
+    char text[1024];
     if (o == Py_None)
         snprintf(text, sizeof text, "None");
     else
@@ -1187,6 +1190,7 @@ void msp_rec_add_value(msp_dq_rec_t *r, const char *role, PyObject *o, int depth
 static void add_value(msp_dq_rec_t *r, const char *role, PyObject *o, int depth)
 {
     if (msp_is_tensor(o)) {
+        msp_alias_note(r, role, o);
         add_tensor(r, role, o);
         return;
     }
@@ -1232,6 +1236,7 @@ void msp_rec_add_args(msp_dq_rec_t *r, PyObject *args, PyObject *kw)
 {
     char role[128];
     batch_begin();
+    msp_alias_begin();
     Py_ssize_t n = args ? PyTuple_Size(args) : 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         msp_role_at(role, sizeof role, "input", i);
@@ -1247,6 +1252,7 @@ void msp_rec_add_args(msp_dq_rec_t *r, PyObject *args, PyObject *kw)
             add_value(r, role, v, 0);
         }
     }
+    msp_alias_end();
     batch_end();
 }
 
