@@ -29,6 +29,7 @@ static int bench_compare(int argc, char **argv)
         return 2;
     msp_compare_opts_t o;
     msp_compare_opts_default(&o);
+    o.replay = MSP_REPLAY_OFF; /* the metric engine's speed, not the replay worker's */
     if (argc > 4)
         o.threads = atoi(argv[4]);
     if (argc > 5)

@@ -41,7 +41,18 @@ typedef struct msp_compare_opts {
                                   (= MSP_IO_PREAD), MSP_IO_PREAD or MSP_IO_MMAP; same results;
                                   a mapped file that shrinks while read raises SIGBUS */
     int top;                   /* suspects marked in the report (5); <= 0: all */
+    /* Replay (msprobe-compare(1), REPLAY): re-run records of a tensor dump on
+     * the CPU in a Python worker with torch. */
+    int replay;                /* MSP_REPLAY_AUTO (records whose outputs differ, most
+                                  suspicious first), MSP_REPLAY_OFF, MSP_REPLAY_ALL */
+    double replay_budget;      /* seconds of wall time for replay (60); <= 0: no limit */
+    const char *replay_python; /* the Python to run it; NULL: $MSPROBE_PYTHON, else the
+                                  build's default (MSP_DEFAULT_PYTHON) */
+    void (*replay_progress)(size_t done, size_t total, void *ud); /* may be NULL */
+    void *replay_progress_ud;
 } msp_compare_opts_t;
+
+enum { MSP_REPLAY_AUTO = 0, MSP_REPLAY_OFF = 1, MSP_REPLAY_ALL = 2 };
 
 enum { MSP_IO_DEFAULT = 0, MSP_IO_PREAD = 1, MSP_IO_MMAP = 2 };
 
@@ -59,6 +70,15 @@ typedef enum msp_cause {
     MSP_CAUSE_INTRODUCED = 1, /* output error clearly above its inputs' and its precision's floor */
     MSP_CAUSE_INHERITED = 2   /* output error explained by the error its inputs carry */
 } msp_cause_t;
+
+/* What replay said of a record. */
+typedef enum msp_replay_verdict {
+    MSP_RV_NONE = 0,        /* not replayed (off, outputs equal, not a tensor dump) */
+    MSP_RV_INTRODUCED = 1,  /* its output departs from the replay of its own inputs */
+    MSP_RV_INHERITED = 2,   /* the replay of its own inputs reproduces its output */
+    MSP_RV_SKIPPED = 3,     /* cannot be replayed; replay_note says why */
+    MSP_RV_UNFINISHED = 4   /* the time budget ran out first */
+} msp_replay_verdict_t;
 
 typedef enum msp_highlight {
     MSP_HL_NONE = 0,
@@ -121,6 +141,20 @@ typedef struct msp_record_cmp {
     int suspect_rank;          /* 1-based place among the suspects, 0 if none */
     char *npu_stack;           /* the call stack the compare side recorded (msprobe's
                                   stack.json; record attribute "stack"), NULL if none */
+    int64_t order_begin;       /* module forward records: records of this step and rank
+                                  with order in [order_begin, order) ran inside it
+                                  (attribute order_begin); -1 when unknown */
+    char *arg_diff;            /* first non-tensor argument (or optimizer
+                                  hyperparameter) that differs between the sides,
+                                  "kwarg.eps: bench 1e-05, NPU 1.0"; NULL if none */
+    msp_replay_verdict_t replay;
+    double replay_err;         /* worst output's ||npu - R64|| / ||R64|| */
+    double replay_ref;         /* what the same-dtype replay departs from R64 (e_ref) */
+    char *replay_note;         /* how it was replayed ("autocast bfloat16") or why not */
+    int explained_by;          /* module records: 1 when records inside it explain its
+                                  error (it is then never a suspect) */
+    int tier;                  /* suspects: 0 decisive (replay, a changed argument),
+                                  1 from error ratios alone */
 } msp_record_cmp_t;
 
 /* A ranked suspect: a record that introduced error, or a gap between a
@@ -150,6 +184,12 @@ typedef struct msp_compare_result {
     size_t n_unpaired;
     msp_suspect_t *suspects;   /* most likely first; every introduced record and gap */
     size_t n_suspects;
+    /* replay summary */
+    size_t replay_candidates;  /* records chosen for replay */
+    size_t replay_done;        /* replayed (introduced + inherited) */
+    size_t replay_introduced, replay_inherited, replay_skipped, replay_unfinished;
+    double replay_seconds;     /* wall time spent replaying */
+    char *replay_unavailable;  /* why replay did not run at all, NULL if it ran or was off */
 } msp_compare_result_t;
 
 /* bench and cmp: two dump.h5 files, two rank dirs (holding dump.h5), two step

@@ -29,6 +29,8 @@ enum {
     MSP_OPT_ABS_FAIL,
     MSP_OPT_STATS_WARN,
     MSP_OPT_TOP,
+    MSP_OPT_REPLAY,
+    MSP_OPT_REPLAY_BUDGET,
 };
 
 static const msp_opt_t msp_compare_opts[] = {
@@ -46,6 +48,10 @@ static const msp_opt_t msp_compare_opts[] = {
     {MSP_OPT_ABS_FAIL, "abs-fail", "X", "verdict No if MaxAbsErr > X (1)"},
     {MSP_OPT_STATS_WARN, "stats-warn", "X", "statistics dumps: Warning if a relative difference > X (0.5)"},
     {MSP_OPT_TOP, "top", "N", "suspects listed and marked in the report (default 5)"},
+    {MSP_OPT_REPLAY, "replay", "MODE", "re-run records on the CPU to settle the culprit: auto "
+     "(records whose outputs differ, most suspicious first), all, or off (default auto)"},
+    {MSP_OPT_REPLAY_BUDGET, "replay-budget", "SEC", "wall-time budget of replay in seconds, 0 "
+     "for none (default 60)"},
     {'q', "quiet", NULL, "print only the root-cause line"},
     {'h', "help", NULL, "this help"},
     {0, NULL, NULL, NULL},
@@ -103,6 +109,21 @@ static uint64_t msp_dump_size(const char *path)
 static void msp_compare_progress(uint64_t inc, void *ud)
 {
     msp_progress_add(ud, inc);
+}
+
+/* Replay's bar starts with its first record (the compare bar is done by then). */
+typedef struct {
+    msp_progress_t *bar;
+    size_t done;
+} msp_replay_bar_t;
+
+static void msp_replay_progress(size_t done, size_t total, void *ud)
+{
+    msp_replay_bar_t *rb = ud;
+    if (!rb->bar)
+        rb->bar = msp_progress_new(stderr, "replaying", total);
+    msp_progress_add(rb->bar, done - rb->done);
+    rb->done = done;
 }
 
 /* ---- output ---------------------------------------------------------- */
@@ -170,6 +191,25 @@ static void msp_print_root_cause(const msp_compare_result_t *res)
     fputs(")\n", stdout);
 }
 
+/* "replay: S s, N records replayed (I introduced, H inherited), K not
+ * replayable, U left by the budget; compare T s" or why it did not run. */
+static void msp_print_replay(const msp_compare_result_t *res, const msp_compare_opts_t *o,
+                             double total)
+{
+    if (o->replay == MSP_REPLAY_OFF)
+        return;
+    if (res->replay_unavailable) {
+        printf("replay: not run: %s\n", res->replay_unavailable);
+        return;
+    }
+    if (!res->replay_candidates && !res->replay_skipped)
+        return;
+    printf("replay: %.3f s, %zu records replayed (%zu introduced, %zu inherited), %zu not "
+           "replayable, %zu left by the %g s budget; compare %.3f s\n",
+           res->replay_seconds, res->replay_done, res->replay_introduced, res->replay_inherited,
+           res->replay_skipped, res->replay_unfinished, o->replay_budget, total);
+}
+
 /* The ranked suspects, most likely first, after the root-cause line. */
 static void msp_print_suspects(const msp_compare_result_t *res, int top)
 {
@@ -186,10 +226,10 @@ static void msp_print_suspects(const msp_compare_result_t *res, int top)
         size_t rl = strlen(rec->name);
         const char *role = tn && strncmp(tn, rec->name, rl) == 0 && tn[rl] == '.' ? tn + rl + 1 : "";
         printf("  %zu. step %lld rank %lld %s%s%s%s: input err %.3g, output err %.3g, "
-               "amplification %.3g\n     %s\n",
+               "amplification %.3g, #%lld in execution order\n     %s\n",
                i + 1, (long long)rec->step, (long long)rec->rank, s->is_gap ? "before " : "",
                rec->name, role[0] ? " " : "", role, s->in_err, s->out_err, s->amplification,
-               s->reason);
+               (long long)rec->order, s->reason);
     }
 }
 
@@ -287,6 +327,22 @@ int msp_cmd_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
             opts.top = (int)n;
             break;
         }
+        case MSP_OPT_REPLAY:
+            if (strcmp(optarg, "auto") == 0)
+                opts.replay = MSP_REPLAY_AUTO;
+            else if (strcmp(optarg, "off") == 0)
+                opts.replay = MSP_REPLAY_OFF;
+            else if (strcmp(optarg, "all") == 0)
+                opts.replay = MSP_REPLAY_ALL;
+            else
+                return msp_compare_usage_error("--replay: '%s' is not auto, all or off", optarg);
+            break;
+        case MSP_OPT_REPLAY_BUDGET:
+            if ((rc = msp_parse_double("--replay-budget", optarg, &opts.replay_budget)))
+                return rc;
+            if (opts.replay_budget < 0)
+                return msp_compare_usage_error("--replay-budget: '%s' is negative", optarg);
+            break;
         case 'q':
             quiet = 1;
             break;
@@ -314,10 +370,14 @@ int msp_cmd_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
         bar = msp_progress_new(stderr, "comparing", msp_dump_size(bench) + msp_dump_size(cmp));
     opts.progress = bar ? msp_compare_progress : NULL;
     opts.progress_ud = bar;
+    msp_replay_bar_t rbar = {NULL, 0};
+    opts.replay_progress = bar ? msp_replay_progress : NULL;
+    opts.replay_progress_ud = &rbar;
     double t0 = msp_now_s();
     msp_err err = msp_compare_run(bench, cmp, &opts, &res);
     double elapsed = msp_now_s() - t0;
     msp_progress_finish(bar);
+    msp_progress_finish(rbar.bar);
     if (err != MSP_OK) {
         rc = msp_report_error(err);
         goto cleanup;
@@ -343,11 +403,12 @@ int msp_cmd_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
     if (!quiet) {
         char done[32], rate[32];
         msp_human_bytes(done, sizeof done, (double)res->bytes_compared);
-        msp_human_bytes(rate, sizeof rate,
-                        elapsed > 0 ? (double)res->bytes_compared / elapsed : 0.0);
+        double t_cmp = elapsed - res->replay_seconds;
+        msp_human_bytes(rate, sizeof rate, t_cmp > 0 ? (double)res->bytes_compared / t_cmp : 0.0);
         printf("pairs %zu, records %zu, tensors %zu, failing records %zu\n", res->n_pairs,
                res->n_records, res->n_tensors, failing);
-        printf("compared %s in %.3f s (%s/s)\n", done, elapsed, rate);
+        printf("compared %s in %.3f s (%s/s)\n", done, elapsed - res->replay_seconds, rate);
+        msp_print_replay(res, &opts, elapsed);
     }
     msp_print_root_cause(res);
     if (!quiet) {

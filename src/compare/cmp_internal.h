@@ -66,6 +66,10 @@ int cmp_level_keeps(msp_level_t level, const char *name);
 /* Name with the call index removed: "Functional.conv2d.0.forward" -> "Functional.conv2d.forward". */
 char *cmp_fuzzy_key(const char *name);
 int cmp_is_forward(const char *name);
+/* "Torch.empty_like" when name (a record, or "RECORD/ROLE") is a call of an
+ * allocator that leaves memory uninitialized (empty, empty_like,
+ * empty_strided, new_empty, new_empty_strided), else NULL. Static storage. */
+const char *cmp_uninit_api(const char *name);
 /* Row order and pairing use format's one role order (msp_role_cmp). */
 #define cmp_role_cmp msp_role_cmp
 
@@ -111,9 +115,29 @@ void cmp_record_finish(msp_record_cmp_t *rec, msp_tensor_cmp_t *tensors);
 double cmp_unit_roundoff(const char *dtype);
 /* Relative error a dtype of unit roundoff u explains (0 for exact dtypes). */
 double cmp_floor_for(double u);
+/* "X.backward" / "Module.m.T.backward.0" -> the forward record's name
+ * (malloc'd), NULL when name has no backward token. */
+char *cmp_forward_name(const char *name);
+
+/* Replay (cmp_replay.c; msprobe-compare(1), REPLAY): an output introduced
+ * error when its distance from the float64 replay of its own inputs exceeds
+ * CMP_REPLAY_FACTOR times the same-dtype replay's distance and
+ * CMP_REPLAY_ULPS unit roundoffs of its dtype. */
+#define CMP_REPLAY_FACTOR 4.0
+#define CMP_REPLAY_ULPS 4.0
+/* Replay the records chosen by o->replay within o->replay_budget, filling
+ * each record's replay fields and res's replay summary. Replay that cannot
+ * start (no Python with torch) is one warning and res->replay_unavailable. */
+msp_err cmp_replay_run(msp_compare_result_t *res, const cmp_file_pair_t *fps, size_t nfp,
+                       const msp_compare_opts_t *o);
+
 /* Judge each backward record again with its forward record's input and
  * output errors counted as inputs (what the forward saved for it). */
 msp_err cmp_link_backward(msp_compare_result_t *res);
+/* Module records judged by the records inside them (order_begin): floor of
+ * the coarsest dtype computed inside; explained_by when something inside
+ * accounts for the error. Runs after replay, before ranking. */
+msp_err cmp_judge_modules(msp_compare_result_t *res);
 /* Rank every introduced record and producer gap into res->suspects and mark
  * the first top of them (opts->top) on the records. */
 msp_err cmp_rank_suspects(msp_compare_result_t *res, int top);

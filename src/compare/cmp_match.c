@@ -49,6 +49,19 @@ int cmp_is_forward(const char *name)
     return 0;
 }
 
+const char *cmp_uninit_api(const char *name)
+{
+    static const char *const apis[] = {"Torch.empty", "Torch.empty_like", "Torch.empty_strided",
+                                       "Tensor.new_empty", "Tensor.new_empty_strided"};
+    for (size_t i = 0; i < sizeof apis / sizeof apis[0]; i++) {
+        size_t n = strlen(apis[i]);
+        /* "Torch.empty_like.1.forward", never "Torch.empty_likeX" */
+        if (!strncmp(name, apis[i], n) && name[n] == '.' && name[n + 1] >= '0' && name[n + 1] <= '9')
+            return apis[i];
+    }
+    return NULL;
+}
+
 char *cmp_fuzzy_key(const char *name)
 {
     /* tokens split on '.'; drop the all-digit token next to forward/backward:

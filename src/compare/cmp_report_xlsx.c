@@ -41,9 +41,10 @@ static const double msp_details_width_stats[] = {
 static const char *const msp_summary_cols[] = {
     "Step", "Rank", "Name", "Bench Name", "Order", "Worst Output Cosine",
     "Worst Output MaxAbsErr", "Accuracy Reached or Not", "Error Origin", "Root Cause",
-    "Details",
+    "Details", "Replay", "Replay Error", "Replay Bound", "Changed Argument", "Reason",
 };
-static const double msp_summary_width[] = {7, 7, 48, 48, 8, 14, 14, 12, 12, 12, 16};
+static const double msp_summary_width[] = {7, 7, 48, 48, 8, 14, 14, 12, 12, 12, 16,
+                                           24, 12, 12, 32, 60};
 
 #define MSP_NCOLS(a) (sizeof(a) / sizeof((a)[0]))
 _Static_assert(MSP_NCOLS(msp_details_width_tensor) == CMP_DETAILS_NCOLS_TENSOR,
@@ -313,8 +314,45 @@ static void msp_write_details(msp_xlsx_t *x, const msp_compare_result_t *res,
 
 /* ---- summary --------------------------------------------------------- */
 
+/* Replay, Replay Error, Replay Bound, Changed Argument and Reason, from column c. */
+static void msp_put_replay(msp_xlsx_t *x, lxw_worksheet *ws, const char *sheet, lxw_row_t r,
+                           lxw_col_t c, const msp_record_cmp_t *rec, const char *reason,
+                           lxw_format *f)
+{
+    char *text = NULL;
+    const char *note = rec->replay_note ? rec->replay_note : "";
+    switch (rec->replay) {
+    case MSP_RV_INTRODUCED:
+        text = msp_asprintf("introduced (%s)", note);
+        break;
+    case MSP_RV_INHERITED:
+        text = msp_asprintf("inherited (%s)", note);
+        break;
+    case MSP_RV_SKIPPED:
+        text = msp_asprintf("not replayable: %s", note);
+        break;
+    case MSP_RV_UNFINISHED:
+        text = msp_asprintf("not replayed: budget");
+        break;
+    default:
+        break;
+    }
+    int judged = rec->replay == MSP_RV_INTRODUCED || rec->replay == MSP_RV_INHERITED;
+    msp_put_str(x, ws, sheet, r, c++, text ? text : "", f);
+    msp_put_num(x, ws, sheet, r, c++, judged ? rec->replay_err : NAN, f);
+    msp_put_num(x, ws, sheet, r, c++, judged ? rec->replay_ref : NAN, f);
+    msp_put_str(x, ws, sheet, r, c++, rec->arg_diff ? rec->arg_diff : "", f);
+    msp_put_str(x, ws, sheet, r, c++, reason ? reason : "", f);
+    free(text);
+}
+
 static void msp_write_summary(msp_xlsx_t *x, const msp_compare_result_t *res, size_t *first_seq)
 {
+    /* each record's reason: the first suspect line that names it */
+    const char **reasons = calloc(res->n_records + 1, sizeof *reasons);
+    for (size_t k = res->n_suspects; reasons && k-- > 0;)
+        if (res->suspects[k].record >= 0 && (size_t)res->suspects[k].record < res->n_records)
+            reasons[res->suspects[k].record] = res->suspects[k].reason;
     size_t nsheets = msp_sheet_count(res->n_records);
     size_t i = 0;
     for (size_t s = 0; s < nsheets && x->err == LXW_NO_ERROR; s++) {
@@ -348,6 +386,7 @@ static void msp_write_summary(msp_xlsx_t *x, const msp_compare_result_t *res, si
             else if (rec->suspect_rank > 0)
                 snprintf(mark, sizeof mark, "suspect %d", rec->suspect_rank);
             msp_put_str(x, ws, sheet, r, c++, mark, f);
+            msp_put_replay(x, ws, sheet, r, c + 1, rec, reasons ? reasons[i] : NULL, f);
             if (rec->n_tensors == 0) {
                 msp_put_str(x, ws, sheet, r, c++, "", f);
                 continue;
@@ -373,6 +412,7 @@ static void msp_write_summary(msp_xlsx_t *x, const msp_compare_result_t *res, si
             }
         }
     }
+    free(reasons);
 }
 
 /* ---- entry point ----------------------------------------------------- */

@@ -11,6 +11,7 @@
  * one pair at a time, and compared in parallel over the same units. */
 #include "cmp_internal.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -48,6 +49,8 @@ void msp_compare_opts_default(msp_compare_opts_t *o)
     o->abs_fail = 1.0;
     o->stats_warn = 0.5;
     o->top = 5;
+    o->replay = MSP_REPLAY_AUTO;
+    o->replay_budget = 60.0;
 }
 
 void msp_compare_result_free(msp_compare_result_t *r)
@@ -58,7 +61,10 @@ void msp_compare_result_free(msp_compare_result_t *r)
         free(r->records[i].name);
         free(r->records[i].bench_name);
         free(r->records[i].npu_stack);
+        free(r->records[i].arg_diff);
+        free(r->records[i].replay_note);
     }
+    free(r->replay_unavailable);
     for (size_t i = 0; i < r->n_tensors; i++) {
         free(r->tensors[i].npu_name);
         free(r->tensors[i].bench_name);
@@ -91,6 +97,9 @@ static msp_err cmp_new_record(cmp_build_t *bld, size_t *idx)
         return msp_fail(MSP_ERR_NOMEM, "compare: out of memory for %zu records", r->n_records + 1);
     r->records = nv;
     *idx = r->n_records++;
+    memset(&nv[*idx], 0, sizeof nv[*idx]);
+    nv[*idx].order_begin = -1;
+    nv[*idx].replay_err = nv[*idx].replay_ref = NAN;
     return MSP_OK;
 }
 
@@ -655,6 +664,7 @@ static msp_err cmp_tensor_row(cmp_ctx_t *cx, cmp_build_t *bld, const msp_record_
     if ((n && !t->npu_name) || (b && !t->bench_name))
         return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
     cmp_side_stats(t, n, b);
+    const char *uninit = t->is_output ? cmp_uninit_api(nrec ? nrec->name : brec->name) : NULL;
     if (!t->is_output) {
         const char *prod = n && n->producer ? n->producer : (b ? b->producer : NULL);
         if (prod && !(t->producer = strdup(prod)))
@@ -665,6 +675,19 @@ static msp_err cmp_tensor_row(cmp_ctx_t *cx, cmp_build_t *bld, const msp_record_
          * not record made it (or it is a leaf: a parameter, the data) */
         if (!prod && cx->has_producers && msp_dtype_is_float(n ? n->dtype : b->dtype))
             t->gap = 2;
+        /* what an allocator of uninitialized memory returned, not written since */
+        if (prod && !t->gap)
+            uninit = cmp_uninit_api(prod);
+    }
+    if (uninit) {
+        /* garbage on both sides: nothing to compare, nothing to judge */
+        t->gap = 0;
+        t->verdict = MSP_VERDICT_YES;
+        t->highlight = MSP_HL_NONE;
+        char msg[200];
+        snprintf(msg, sizeof msg, "uninitialized memory (%s): its values mean nothing, not "
+                 "compared", uninit);
+        return cmp_set_message(t, msg);
     }
     if (n && n->has_stats &&
         (n->stats.nan_count > 0 || n->stats.inf_count > 0 ||
@@ -771,27 +794,95 @@ static msp_err cmp_sorted_tensors(const msp_record_info_t *r, const msp_tensor_i
     return MSP_OK;
 }
 
-/* The "stack" attribute of a record (msprobe's stack.json), or NULL. Only a
- * msprobe directory (dump.json) carries one: HDF5 files are not asked. */
-static char *cmp_record_stack(msp_dump_file_t *f, const msp_record_info_t *r)
+/* A record attribute that is a call argument (input.*, kwarg.*) or an
+ * optimizer's hyperparameter (group.*, class), the ones a changed value of
+ * which changes what the call computes. */
+static int cmp_is_arg_key(const char *k)
 {
-    size_t pl = f && r ? strlen(f->path) : 0;
-    if (pl < 9 || strcmp(f->path + pl - 9, "dump.json") != 0)
-        return NULL;
-    char **k = NULL, **v = NULL, *out = NULL;
-    size_t n = 0;
-    if (msp_dump_record_attrs(f, r, &k, &v, &n) != MSP_OK) {
-        msp_clear_error();
-        return NULL;
+    return !strncmp(k, "input", 5) || !strncmp(k, "kwarg", 5) || !strncmp(k, "group.", 6) ||
+           !strcmp(k, "class");
+}
+
+/* A repr with a memory address in it (<function f at 0x7f...>) differs from
+ * run to run: compare them without the address. */
+static int cmp_arg_equal(const char *a, const char *b)
+{
+    for (;;) {
+        const char *pa = strstr(a, " at 0x"), *pb = strstr(b, " at 0x");
+        size_t la = pa ? (size_t)(pa - a) : strlen(a), lb = pb ? (size_t)(pb - b) : strlen(b);
+        if (la != lb || strncmp(a, b, la) != 0 || !pa != !pb)
+            return 0;
+        if (!pa)
+            return 1;
+        a = pa + 6;
+        b = pb + 6;
+        while (isxdigit((unsigned char)*a))
+            a++;
+        while (isxdigit((unsigned char)*b))
+            b++;
     }
-    for (size_t i = 0; i < n && !out; i++)
-        if (strcmp(k[i], "stack") == 0) {
-            out = v[i];
-            v[i] = NULL;
+}
+
+static const char *cmp_attr_get(char **k, char **v, size_t n, const char *key)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(k[i], key))
+            return v[i];
+    return NULL;
+}
+
+/* Record attributes both sides share: the compare side's "stack" (msprobe's
+ * stack.json), "order_begin" (module forward records), and the first
+ * argument whose text differs between the sides (arg_diff). */
+static msp_err cmp_record_attrs(cmp_ctx_t *cx, msp_record_cmp_t *rec,
+                                const msp_record_info_t *brec, const msp_record_info_t *crec)
+{
+    char **bk = NULL, **bv = NULL, **ck = NULL, **cv = NULL;
+    size_t bn = 0, cn = 0;
+    msp_err rc = MSP_OK;
+    rec->order_begin = -1;
+    if (crec && msp_dump_record_attrs(cx->cf, crec, &ck, &cv, &cn) != MSP_OK)
+        msp_clear_error();
+    if (brec && msp_dump_record_attrs(cx->bf, brec, &bk, &bv, &bn) != MSP_OK)
+        msp_clear_error();
+    const char *st = cmp_attr_get(ck, cv, cn, "stack");
+    if (st && !(rec->npu_stack = strdup(st)))
+        rc = MSP_ERR_NOMEM;
+    const char *ob = crec ? cmp_attr_get(ck, cv, cn, "order_begin")
+                          : cmp_attr_get(bk, bv, bn, "order_begin");
+    if (ob) {
+        char *end;
+        long long v = strtoll(ob, &end, 10);
+        if (end != ob && !*end && v >= 0)
+            rec->order_begin = v;
+    }
+    for (int side = 0; side < 2 && brec && crec && !rec->arg_diff && !rc; side++) {
+        /* keys of the compare side first, then those only the bench has */
+        char **k = side ? bk : ck, **v = side ? bv : cv;
+        size_t n = side ? bn : cn;
+        for (size_t i = 0; i < n && !rec->arg_diff; i++) {
+            if (!cmp_is_arg_key(k[i]))
+                continue;
+            const char *other = side ? cmp_attr_get(ck, cv, cn, k[i]) : cmp_attr_get(bk, bv, bn, k[i]);
+            if (side && other)
+                continue;
+            if (other && cmp_arg_equal(v[i], other))
+                continue;
+            char *bo = NULL, *co = NULL;
+            const char *bt = msp_utf8_clean(side ? v[i] : (other ? other : "<absent>"), 120, &bo);
+            const char *ct = msp_utf8_clean(side ? "<absent>" : v[i], 120, &co);
+            rec->arg_diff = msp_asprintf("%s: bench %s, NPU %s", k[i], bt ? bt : "?", ct ? ct : "?");
+            free(bo);
+            free(co);
+            if (!rec->arg_diff)
+                rc = MSP_ERR_NOMEM;
         }
-    msp_free_strings(k, n);
-    msp_free_strings(v, n);
-    return out;
+    }
+    msp_free_strings(bk, bn);
+    msp_free_strings(bv, bn);
+    msp_free_strings(ck, cn);
+    msp_free_strings(cv, cn);
+    return rc ? msp_fail(rc, "compare: out of memory") : MSP_OK;
 }
 
 static msp_err cmp_record_rows(cmp_ctx_t *cx, cmp_build_t *bld, int64_t step, int64_t rank,
@@ -810,7 +901,8 @@ static msp_err cmp_record_rows(cmp_ctx_t *cx, cmp_build_t *bld, int64_t step, in
     rec->step = step;
     rec->rank = rank;
     rec->order = crec ? crec->order : brec->order;
-    rec->npu_stack = crec ? cmp_record_stack(cx->cf, crec) : NULL;
+    if ((rc = cmp_record_attrs(cx, rec, brec, crec)))
+        return rc;
     rec->first_tensor = bld->res->n_tensors;
     const msp_tensor_info_t **bt = NULL, **ct = NULL;
     if ((rc = cmp_sorted_tensors(brec, &bt)) || (rc = cmp_sorted_tensors(crec, &ct)))
@@ -1162,7 +1254,8 @@ msp_err msp_compare_run(const char *bench, const char *cmp, const msp_compare_op
         if (rec->verdict != MSP_VERDICT_YES)
             res->n_failed++;
     }
-    if (!(rc = cmp_link_backward(res)))
+    if (!(rc = cmp_link_backward(res)) && !(rc = cmp_replay_run(res, fps, nfp, opts)) &&
+        !(rc = cmp_judge_modules(res)))
         rc = cmp_rank_suspects(res, opts->top);
 cleanup:
     cmp_mapping_free(&map);

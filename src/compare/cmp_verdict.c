@@ -184,8 +184,7 @@ static int cmp_rec_key_cmp(const void *x, const void *y)
     return strcmp(a->name, b->name);
 }
 
-/* "X.backward" / "Module.m.T.backward.0" -> the forward record's name. */
-static char *cmp_forward_name(const char *name)
+char *cmp_forward_name(const char *name)
 {
     const char *p = NULL, *q = name;
     while ((q = strstr(q, "backward")) != NULL) {
@@ -256,27 +255,203 @@ msp_err cmp_link_backward(msp_compare_result_t *res)
     return rc;
 }
 
+/* ---- records by name ---------------------------------------------------------- */
+
+/* res's records sorted by step, rank, name, for lookups by name. */
+typedef struct cmp_rec_index {
+    const msp_record_cmp_t **v;
+    size_t n;
+} cmp_rec_index_t;
+
+static msp_err cmp_index_build(const msp_compare_result_t *res, cmp_rec_index_t *ix)
+{
+    ix->n = res->n_records;
+    ix->v = calloc(ix->n + 1, sizeof *ix->v);
+    if (!ix->v)
+        return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
+    for (size_t i = 0; i < ix->n; i++)
+        ix->v[i] = &res->records[i];
+    qsort(ix->v, ix->n, sizeof *ix->v, cmp_rec_key_cmp);
+    return MSP_OK;
+}
+
+static msp_record_cmp_t *cmp_index_find(const cmp_rec_index_t *ix, int64_t step, int64_t rank,
+                                        const char *name)
+{
+    size_t lo = 0, hi = ix->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const msp_record_cmp_t *m = ix->v[mid];
+        int c = m->step != step ? (m->step < step ? -1 : 1)
+                : m->rank != rank ? (m->rank < rank ? -1 : 1)
+                                  : strcmp(m->name, name);
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    const msp_record_cmp_t *f = lo < ix->n ? ix->v[lo] : NULL;
+    return f && f->step == step && f->rank == rank && !strcmp(f->name, name)
+               ? (msp_record_cmp_t *)f
+               : NULL;
+}
+
+/* "X.forward" / "Module.m.T.forward.0" -> the backward record's name. */
+static char *cmp_backward_name(const char *name)
+{
+    const char *p = NULL, *q = name;
+    while ((q = strstr(q, "forward")) != NULL) {
+        if ((q == name || q[-1] == '.') && (q[7] == '\0' || q[7] == '.'))
+            p = q;
+        q += 7;
+    }
+    if (!p)
+        return NULL;
+    return msp_asprintf("%.*sbackward%s", (int)(p - name), name, p + 7);
+}
+
+/* ---- modules, judged by what is inside them -------------------------------------- */
+
+static int cmp_is_module(const msp_record_cmp_t *r)
+{
+    return strncmp(r->name, "Module.", 7) == 0;
+}
+
+/* Whether record x, inside a module, accounts for an error e of the module:
+ * it made error itself, or it already carries error near e. */
+static int cmp_explains(const msp_record_cmp_t *x, double e)
+{
+    if (x->replay == MSP_RV_INTRODUCED)
+        return 1;
+    if (x->cause == MSP_CAUSE_INTRODUCED && x->replay != MSP_RV_INHERITED && !x->explained_by)
+        return 1;
+    if (x->arg_diff && x->out_err > x->floor)
+        return 1;
+    return !isnan(x->out_err) && CMP_AMPLIFY * x->out_err >= e;
+}
+
+/* Module span order: innermost (shortest) first, so an outer module sees
+ * its inner modules already judged. */
+static int cmp_span_order(const void *x, const void *y)
+{
+    const msp_record_cmp_t *a = *(const msp_record_cmp_t *const *)x;
+    const msp_record_cmp_t *b = *(const msp_record_cmp_t *const *)y;
+    int64_t sa = a->order - a->order_begin, sb = b->order - b->order_begin;
+    return sa != sb ? (sa < sb ? -1 : 1) : (a < b ? -1 : a > b);
+}
+
+/* The records of rec's step and rank with order in [from, to), in res's
+ * order (records sort by step, rank, order): first index, count. */
+static size_t cmp_span(const msp_compare_result_t *res, const msp_record_cmp_t *rec, int64_t from,
+                       int64_t to, size_t *count)
+{
+    size_t lo = 0, hi = res->n_records;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const msp_record_cmp_t *m = &res->records[mid];
+        int before = m->step != rec->step ? m->step < rec->step
+                     : m->rank != rec->rank ? m->rank < rec->rank
+                                            : m->order < from;
+        if (before)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    size_t end = lo;
+    while (end < res->n_records && res->records[end].step == rec->step &&
+           res->records[end].rank == rec->rank && res->records[end].order < to)
+        end++;
+    *count = end - lo;
+    return lo;
+}
+
+/* One module record against the records that ran inside it (fwd: its own
+ * span; for its backward record, the backward records of what ran inside
+ * its forward). Its floor becomes that of the coarsest dtype computed
+ * inside; it is explained (never a suspect) when something inside accounts
+ * for its error. */
+static void cmp_judge_module(msp_compare_result_t *res, const cmp_rec_index_t *ix,
+                             msp_record_cmp_t *m, const msp_record_cmp_t *fwd)
+{
+    size_t n = 0, first = cmp_span(res, fwd, fwd->order_begin, fwd->order, &n);
+    double floor = m->floor;
+    int explained = 0, inside = 0;
+    for (size_t i = first; i < first + n; i++) {
+        const msp_record_cmp_t *x = &res->records[i];
+        if (x == fwd)
+            continue;
+        const msp_record_cmp_t *y = x;
+        char *bw = NULL;
+        if (m != fwd) { /* the backward of what ran inside */
+            bw = cmp_backward_name(x->name);
+            y = bw ? cmp_index_find(ix, x->step, x->rank, bw) : NULL;
+            free(bw);
+            floor = fmax(floor, x->floor); /* forward compute dtype counts too */
+            if (!y)
+                continue;
+        }
+        inside = 1;
+        floor = fmax(floor, y->floor);
+        if (cmp_explains(y, m->out_err))
+            explained = 1;
+    }
+    if (!inside)
+        return;
+    m->floor = floor;
+    cmp_judge(m, cmp_out_discrete(m, res->tensors));
+    m->explained_by = explained && m->cause == MSP_CAUSE_INTRODUCED;
+}
+
+msp_err cmp_judge_modules(msp_compare_result_t *res)
+{
+    size_t nm = 0;
+    const msp_record_cmp_t **mods = calloc(res->n_records + 1, sizeof *mods);
+    cmp_rec_index_t ix = {0};
+    msp_err rc = mods ? cmp_index_build(res, &ix)
+                      : msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
+    if (rc) {
+        free(mods);
+        return rc;
+    }
+    for (size_t i = 0; i < res->n_records; i++) {
+        const msp_record_cmp_t *r = &res->records[i];
+        if (cmp_is_module(r) && cmp_is_forward(r->name) && r->order_begin >= 0 &&
+            r->order_begin <= r->order)
+            mods[nm++] = r;
+    }
+    qsort(mods, nm, sizeof *mods, cmp_span_order);
+    for (size_t i = 0; i < nm; i++) {
+        msp_record_cmp_t *f = (msp_record_cmp_t *)mods[i];
+        cmp_judge_module(res, &ix, f, f);
+        char *bw = cmp_backward_name(f->name);
+        msp_record_cmp_t *b = bw ? cmp_index_find(&ix, f->step, f->rank, bw) : NULL;
+        free(bw);
+        if (b)
+            cmp_judge_module(res, &ix, b, f);
+    }
+    free(ix.v);
+    free(mods);
+    return MSP_OK;
+}
+
 /* ---- ranked suspects ------------------------------------------------------ */
 
 /* The row of "RECORD/ROLE" among the records of the same step and rank. */
-static long cmp_find_producer_row(const msp_compare_result_t *res, const msp_record_cmp_t *at,
-                                  const char *producer)
+static long cmp_find_producer_row(const msp_compare_result_t *res, const cmp_rec_index_t *ix,
+                                  const msp_record_cmp_t *at, const char *producer)
 {
     const char *slash = strrchr(producer, '/');
     if (!slash)
         return -1;
-    size_t rl = (size_t)(slash - producer);
-    for (size_t r = 0; r < res->n_records; r++) {
-        const msp_record_cmp_t *p = &res->records[r];
-        if (p->step != at->step || p->rank != at->rank || strlen(p->name) != rl ||
-            strncmp(p->name, producer, rl) != 0)
-            continue;
-        for (size_t k = 0; k < p->n_tensors; k++) {
-            const msp_tensor_cmp_t *t = &res->tensors[p->first_tensor + k];
-            const char *nm = t->npu_name ? t->npu_name : t->bench_name;
-            if (nm && strlen(nm) > rl + 1 && strcmp(nm + rl + 1, slash + 1) == 0)
-                return (long)(p->first_tensor + k);
-        }
+    char *name = msp_asprintf("%.*s", (int)(slash - producer), producer);
+    const msp_record_cmp_t *p = name ? cmp_index_find(ix, at->step, at->rank, name) : NULL;
+    size_t rl = name ? strlen(name) : 0;
+    free(name);
+    for (size_t k = 0; p && k < p->n_tensors; k++) {
+        const msp_tensor_cmp_t *t = &res->tensors[p->first_tensor + k];
+        const char *nm = t->npu_name ? t->npu_name : t->bench_name;
+        if (nm && strlen(nm) > rl + 1 && strcmp(nm + rl + 1, slash + 1) == 0)
+            return (long)(p->first_tensor + k);
     }
     return -1;
 }
@@ -300,40 +475,30 @@ static const char *cmp_floor_dtype(double fl)
                                           : "exact";
 }
 
-static int cmp_is_backward_rec(const msp_record_cmp_t *r)
-{
-    return !cmp_is_forward(r->name);
-}
-
 /* A suspect with its record, for sorting (qsort has no user pointer). */
 typedef struct cmp_ranked {
     const msp_record_cmp_t *rec;
     msp_suspect_t s;
+    int tier;
 } cmp_ranked_t;
 
-/* Earliest step and rank first; the forward pass before the backward pass (so
- * a backward origin is found in backward order, after any forward one); inside
- * a pass the strongest evidence first, then execution order. */
+/* Earliest step first; inside a step, decisive evidence (replay, a changed
+ * argument) before ratios alone, then execution order: blame goes to the
+ * earliest record that introduced error, as the records ran (forward,
+ * backward and optimizer alike). */
 static int cmp_suspect_order(const void *x, const void *y)
 {
-    const msp_suspect_t *a = &((const cmp_ranked_t *)x)->s, *b = &((const cmp_ranked_t *)y)->s;
-    const msp_record_cmp_t *ra = ((const cmp_ranked_t *)x)->rec;
-    const msp_record_cmp_t *rb = ((const cmp_ranked_t *)y)->rec;
+    const cmp_ranked_t *a = x, *b = y;
+    const msp_record_cmp_t *ra = a->rec, *rb = b->rec;
     if (ra->step != rb->step)
         return ra->step < rb->step ? -1 : 1;
-    if (ra->rank != rb->rank)
-        return ra->rank < rb->rank ? -1 : 1;
-    int pa = cmp_is_backward_rec(ra), pb = cmp_is_backward_rec(rb);
-    if (pa != pb)
-        return pa - pb;
-    double sa = isnan(a->score) ? 0.0 : a->score, sb = isnan(b->score) ? 0.0 : b->score;
-    if (sa > sb)
-        return -1;
-    if (sa < sb)
-        return 1;
+    if (a->tier != b->tier)
+        return a->tier < b->tier ? -1 : 1;
     if (ra->order != rb->order)
         return ra->order < rb->order ? -1 : 1;
-    return a->is_gap == b->is_gap ? 0 : (a->is_gap ? -1 : 1);
+    if (ra->rank != rb->rank)
+        return ra->rank < rb->rank ? -1 : 1;
+    return a->s.is_gap == b->s.is_gap ? 0 : (a->s.is_gap ? -1 : 1);
 }
 
 static char *cmp_fmt_err(double e, char *buf, size_t cap)
@@ -360,8 +525,10 @@ static msp_err cmp_push_suspect(msp_compare_result_t *res, size_t *cap, const ms
 }
 
 /* An input no recorded op produced (gap 2) is judged against the worst error
- * any output recorded before it in its step carries (seen) and the floor of
- * the coarsest dtype in that step (the unrecorded op's precision is unknown). */
+ * any output recorded before it carries (seen: gradients, optimizer updates
+ * and the previous step included, since an unrecorded op may combine any of
+ * them) and the floor of the coarsest dtype in that step (the unrecorded
+ * op's precision is unknown). */
 static msp_err cmp_orphan_suspect(msp_compare_result_t *res, size_t *cap, size_t r, size_t ti,
                                   double seen, double step_floor)
 {
@@ -375,11 +542,11 @@ static msp_err cmp_orphan_suspect(msp_compare_result_t *res, size_t *cap, size_t
                        seen > 0.0 ? t->rel_err / seen : INFINITY,
                        base > 0.0 ? t->rel_err / base : INFINITY, NULL};
     s.reason = msp_asprintf("%sno recorded op produced %s.%s: an op msprobe did not record "
-                            "(such as torch._VF.lstm) made it; its error %s is above anything "
-                            "recorded before it in this step (%s)",
+                            "(a custom kernel, an in-place update) made it; its error %s is "
+                            "above %gx anything recorded before it (%s)",
                             s.from_stats ? "statistics only: " : "", rec->name,
                             cmp_role_of(t, rec), cmp_fmt_err(t->rel_err, a, sizeof a),
-                            cmp_fmt_err(seen, b, sizeof b));
+                            CMP_AMPLIFY, cmp_fmt_err(seen, b, sizeof b));
     return cmp_push_suspect(res, cap, &s);
 }
 
@@ -404,15 +571,116 @@ static double cmp_prev_step_worst(const msp_compare_result_t *res, size_t r)
     return worst;
 }
 
+/* The reason line of a record that introduced error; its tier in *tier.
+ * NULL reason with tier -1: not a suspect. */
+static char *cmp_record_reason(const msp_compare_result_t *res, const msp_record_cmp_t *rec,
+                               int *tier)
+{
+    char a[32], b[32], fl[32];
+    const char *pre = res->stats_mode ? "statistics only: " : "";
+    double ein = isnan(rec->in_err) ? 0.0 : rec->in_err;
+    *tier = -1;
+    if (rec->replay == MSP_RV_INTRODUCED) {
+        *tier = 0;
+        return msp_asprintf("replay: its output is %s from the float64 replay of its own "
+                            "compare-side inputs, above the %s that rounding in its dtype "
+                            "explains (replayed %s); it introduced the error%s%s",
+                            cmp_fmt_err(rec->replay_err, a, sizeof a),
+                            cmp_fmt_err(rec->replay_ref, b, sizeof b),
+                            rec->replay_note && *rec->replay_note ? rec->replay_note : "",
+                            rec->arg_diff ? "; argument " : "", rec->arg_diff ? rec->arg_diff : "");
+    }
+    if (rec->replay == MSP_RV_INHERITED || rec->explained_by)
+        return NULL;
+    if (rec->arg_diff && rec->out_err > rec->floor) {
+        *tier = 0;
+        return msp_asprintf("%sthe call's arguments differ (%s) and its output error %s is "
+                            "above the %s floor %s", pre, rec->arg_diff,
+                            cmp_fmt_err(rec->out_err, a, sizeof a), cmp_floor_dtype(rec->floor),
+                            cmp_fmt_err(rec->floor, fl, sizeof fl));
+    }
+    if (rec->cause != MSP_CAUSE_INTRODUCED)
+        return NULL;
+    /* identical inputs and a different output decide as much as replay does */
+    *tier = !isnan(rec->in_err) && !(rec->in_err > 0.0) ? 0 : 1;
+    char note[300] = "";
+    if (rec->replay == MSP_RV_SKIPPED || rec->replay == MSP_RV_UNFINISHED)
+        snprintf(note, sizeof note, " (not replayed: %s)",
+                 rec->replay_note ? rec->replay_note : "?");
+    if (ein > 0.0)
+        return msp_asprintf("%soutput error %s is %.3gx its worst input's %s, above the %s "
+                            "floor %s%s",
+                            pre, cmp_fmt_err(rec->out_err, a, sizeof a), rec->out_err / ein,
+                            cmp_fmt_err(ein, b, sizeof b), cmp_floor_dtype(rec->floor),
+                            cmp_fmt_err(rec->floor, fl, sizeof fl), note);
+    if (isnan(rec->in_err))
+        return msp_asprintf("%sno comparable input; output error %s is above the %s floor %s%s",
+                            pre, cmp_fmt_err(rec->out_err, a, sizeof a),
+                            cmp_floor_dtype(rec->floor), cmp_fmt_err(rec->floor, fl, sizeof fl),
+                            note);
+    return msp_asprintf("%sinputs identical on both sides; output error %s is above the %s "
+                        "floor %s%s",
+                        pre, cmp_fmt_err(rec->out_err, a, sizeof a), cmp_floor_dtype(rec->floor),
+                        cmp_fmt_err(rec->floor, fl, sizeof fl), note);
+}
+
+/* The gap suspects of one record's inputs: an input that differs from its
+ * own producer's output on the same side (gap 1), changed by something
+ * msprobe did not record, is a suspect only when its error is above
+ * CMP_AMPLIFY times both its producer's and anything recorded before it. */
+static msp_err cmp_gap_suspects(msp_compare_result_t *res, const cmp_rec_index_t *ix,
+                                size_t *cap, size_t r, double seen, double step_floor)
+{
+    const msp_record_cmp_t *rec = &res->records[r];
+    char a[32], b[32];
+    for (size_t k = 0; k < rec->n_tensors; k++) {
+        size_t ti = rec->first_tensor + k;
+        const msp_tensor_cmp_t *t = &res->tensors[ti];
+        if (t->is_output || !t->gap || isnan(t->rel_err))
+            continue;
+        msp_err rc = MSP_OK;
+        if (t->gap == 2) {
+            rc = cmp_orphan_suspect(res, cap, r, ti, seen, step_floor);
+        } else {
+            long pr = t->producer ? cmp_find_producer_row(res, ix, rec, t->producer) : -1;
+            double ein = pr >= 0 ? res->tensors[pr].rel_err : NAN;
+            double known = fmax(isnan(ein) ? 0.0 : ein, seen);
+            double fl = cmp_floor_for(cmp_row_unit(t));
+            double base = fmax(CMP_AMPLIFY * known, fl);
+            if (!(t->rel_err > base))
+                continue;
+            msp_suspect_t s = {(long)r, (long)ti, 1, res->stats_mode != 0, ein, t->rel_err,
+                               isnan(ein) || ein <= 0.0 ? INFINITY : t->rel_err / ein,
+                               base > 0.0 ? t->rel_err / base : INFINITY, NULL};
+            s.reason = msp_asprintf("%sgap between %s and %s.%s: the input differs from its "
+                                    "producer's output on the same side, so something msprobe "
+                                    "did not record (an un-wrapped op, an in-place update, a "
+                                    "custom kernel) changed it; error %s -> %s, above %gx "
+                                    "anything recorded before it",
+                                    s.from_stats ? "statistics only: " : "", t->producer,
+                                    rec->name, cmp_role_of(t, rec), cmp_fmt_err(ein, a, sizeof a),
+                                    cmp_fmt_err(t->rel_err, b, sizeof b), CMP_AMPLIFY);
+            rc = cmp_push_suspect(res, cap, &s);
+        }
+        if (rc)
+            return rc;
+    }
+    return MSP_OK;
+}
+
 msp_err cmp_rank_suspects(msp_compare_result_t *res, int top)
 {
     size_t cap = 0;
-    char a[32], b[32];
     double seen = 0.0, step_floor = 0.0;
-    for (size_t r = 0; r < res->n_records; r++) {
+    cmp_rec_index_t ix = {0};
+    msp_err rc = cmp_index_build(res, &ix);
+    int *tiers = NULL;
+    size_t tcap = 0;
+    for (size_t r = 0; r < res->n_records && !rc; r++) {
         msp_record_cmp_t *rec = &res->records[r];
         rec->suspect_rank = 0;
         rec->is_root_cause = 0;
+        rec->tier = -1;
         if (r == 0 || rec->step != rec[-1].step || rec->rank != rec[-1].rank) {
             /* parameters and optimizer state have no producer in a step and
              * carry what the earlier steps' gradients put into them: start
@@ -424,90 +692,56 @@ msp_err cmp_rank_suspects(msp_compare_result_t *res, int top)
                  q++)
                 step_floor = fmax(step_floor, res->records[q].floor);
         }
-        for (size_t k = 0; k < rec->n_tensors; k++) {
-            size_t ti = rec->first_tensor + k;
-            const msp_tensor_cmp_t *t = &res->tensors[ti];
-            if (t->is_output || t->gap != 2 || isnan(t->rel_err))
-                continue;
-            msp_err rc = cmp_orphan_suspect(res, &cap, r, ti, seen, step_floor);
-            if (rc)
-                return rc;
+        size_t before = res->n_suspects;
+        if ((rc = cmp_gap_suspects(res, &ix, &cap, r, seen, step_floor)))
+            break;
+        int tier = -1;
+        char *reason = cmp_record_reason(res, rec, &tier);
+        if (reason) {
+            long worst = -1;
+            for (size_t k = 0; k < rec->n_tensors; k++) {
+                const msp_tensor_cmp_t *t = &res->tensors[rec->first_tensor + k];
+                if (t->is_output && !isnan(t->rel_err) &&
+                    (worst < 0 || t->rel_err > res->tensors[worst].rel_err))
+                    worst = (long)(rec->first_tensor + k);
+            }
+            double ein = isnan(rec->in_err) ? 0.0 : rec->in_err;
+            msp_suspect_t s = {(long)r, worst, 0, res->stats_mode != 0, rec->in_err,
+                               rec->out_err, ein > 0.0 ? rec->out_err / ein : INFINITY,
+                               rec->score, reason};
+            rec->tier = tier;
+            rc = cmp_push_suspect(res, &cap, &s);
         }
+        /* tiers of the suspects just pushed: gaps come from ratios alone */
+        int *nt = rc ? NULL : msp_grow(tiers, &tcap, res->n_suspects, sizeof *tiers, 16);
+        if (!rc && !nt)
+            rc = msp_fail(MSP_ERR_NOMEM, "compare: out of memory for suspects");
+        if (rc)
+            break;
+        tiers = nt;
+        for (size_t i = before; i < res->n_suspects; i++)
+            tiers[i] = res->suspects[i].is_gap ? 1 : tier;
         if (!isnan(rec->out_err) && !isinf(rec->out_err))
             seen = fmax(seen, rec->out_err);
-        for (size_t k = 0; k < rec->n_tensors; k++) {
-            size_t ti = rec->first_tensor + k;
-            const msp_tensor_cmp_t *t = &res->tensors[ti];
-            if (t->is_output || t->gap != 1 || isnan(t->rel_err))
-                continue;
-            /* an input that differs from its own producer's output on the same
-             * side: something unrecorded changed it in between */
-            long pr = t->producer ? cmp_find_producer_row(res, rec, t->producer) : -1;
-            double ein = pr >= 0 ? res->tensors[pr].rel_err : NAN;
-            double fl = cmp_floor_for(cmp_row_unit(t));
-            double base = fmax(CMP_AMPLIFY * (isnan(ein) ? 0.0 : ein), fl);
-            if (!(t->rel_err > base))
-                continue;
-            msp_suspect_t s = {(long)r, (long)ti, 1, res->stats_mode != 0, ein, t->rel_err,
-                               isnan(ein) || ein <= 0.0 ? INFINITY : t->rel_err / ein,
-                               base > 0.0 ? t->rel_err / base : INFINITY, NULL};
-            s.reason = msp_asprintf("%sgap between %s and %s.%s: the input differs from its "
-                                    "producer's output on the same side, so something msprobe "
-                                    "did not record (an un-wrapped op, an in-place update, a "
-                                    "custom kernel) changed it; error %s -> %s",
-                                    s.from_stats ? "statistics only: " : "", t->producer,
-                                    rec->name, cmp_role_of(t, rec), cmp_fmt_err(ein, a, sizeof a),
-                                    cmp_fmt_err(t->rel_err, b, sizeof b));
-            msp_err rc = cmp_push_suspect(res, &cap, &s);
-            if (rc)
-                return rc;
-        }
-        if (rec->cause != MSP_CAUSE_INTRODUCED)
-            continue;
-        long worst = -1;
-        for (size_t k = 0; k < rec->n_tensors; k++) {
-            const msp_tensor_cmp_t *t = &res->tensors[rec->first_tensor + k];
-            if (t->is_output && !isnan(t->rel_err) &&
-                (worst < 0 || t->rel_err > res->tensors[worst].rel_err))
-                worst = (long)(rec->first_tensor + k);
-        }
-        double ein = isnan(rec->in_err) ? 0.0 : rec->in_err;
-        char fl[32];
-        msp_suspect_t s = {(long)r, worst, 0, res->stats_mode != 0, rec->in_err, rec->out_err,
-                           ein > 0.0 ? rec->out_err / ein : INFINITY, rec->score, NULL};
-        const char *pre = s.from_stats ? "statistics only: " : "";
-        if (ein > 0.0)
-            s.reason = msp_asprintf("%soutput error %s is %.3gx its worst input's %s, above the "
-                                    "%s floor %s",
-                                    pre, cmp_fmt_err(rec->out_err, a, sizeof a), s.amplification,
-                                    cmp_fmt_err(ein, b, sizeof b), cmp_floor_dtype(rec->floor),
-                                    cmp_fmt_err(rec->floor, fl, sizeof fl));
-        else if (isnan(rec->in_err))
-            s.reason = msp_asprintf("%sno comparable input; output error %s is above the %s floor %s",
-                                    pre, cmp_fmt_err(rec->out_err, a, sizeof a),
-                                    cmp_floor_dtype(rec->floor),
-                                    cmp_fmt_err(rec->floor, fl, sizeof fl));
-        else
-            s.reason = msp_asprintf("%sinputs identical on both sides; output error %s is above "
-                                    "the %s floor %s",
-                                    pre, cmp_fmt_err(rec->out_err, a, sizeof a),
-                                    cmp_floor_dtype(rec->floor),
-                                    cmp_fmt_err(rec->floor, fl, sizeof fl));
-        msp_err rc = cmp_push_suspect(res, &cap, &s);
-        if (rc)
-            return rc;
     }
-    if (res->n_suspects > 1) {
+    if (!rc && res->n_suspects > 1) {
         cmp_ranked_t *v = calloc(res->n_suspects, sizeof *v);
-        if (!v)
-            return msp_fail(MSP_ERR_NOMEM, "compare: out of memory for suspects");
-        for (size_t i = 0; i < res->n_suspects; i++)
-            v[i] = (cmp_ranked_t){&res->records[res->suspects[i].record], res->suspects[i]};
-        qsort(v, res->n_suspects, sizeof *v, cmp_suspect_order);
-        for (size_t i = 0; i < res->n_suspects; i++)
-            res->suspects[i] = v[i].s;
-        free(v);
+        if (!v) {
+            rc = msp_fail(MSP_ERR_NOMEM, "compare: out of memory for suspects");
+        } else {
+            for (size_t i = 0; i < res->n_suspects; i++)
+                v[i] = (cmp_ranked_t){&res->records[res->suspects[i].record], res->suspects[i],
+                                      tiers[i]};
+            qsort(v, res->n_suspects, sizeof *v, cmp_suspect_order);
+            for (size_t i = 0; i < res->n_suspects; i++)
+                res->suspects[i] = v[i].s;
+            free(v);
+        }
     }
+    free(tiers);
+    free(ix.v);
+    if (rc)
+        return rc;
     for (size_t i = 0; i < res->n_suspects && (top <= 0 || i < (size_t)top); i++) {
         msp_record_cmp_t *rec = &res->records[res->suspects[i].record];
         if (!rec->suspect_rank)

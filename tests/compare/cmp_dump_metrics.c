@@ -77,7 +77,10 @@ int main(int argc, char **argv)
         {"level", required_argument, NULL, 'l'},     {"cos-warn", required_argument, NULL, 1},
         {"abs-warn", required_argument, NULL, 2},    {"cos-fail", required_argument, NULL, 3},
         {"abs-fail", required_argument, NULL, 4},    {"stats-warn", required_argument, NULL, 5},
-        {"io", required_argument, NULL, 6},          {NULL, 0, NULL, 0}};
+        {"io", required_argument, NULL, 6},          {"replay", required_argument, NULL, 7},
+        {NULL, 0, NULL, 0}};
+    /* the engine's rules on hand-made data: replay only when a test asks */
+    o.replay = MSP_REPLAY_OFF;
     int c;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
@@ -95,6 +98,10 @@ int main(int argc, char **argv)
         case 4: o.abs_fail = atof(optarg); break;
         case 5: o.stats_warn = atof(optarg); break;
         case 6: o.io_mode = !strcmp(optarg, "pread") ? MSP_IO_PREAD : MSP_IO_MMAP; break;
+        case 7:
+            o.replay = !strcmp(optarg, "auto") ? MSP_REPLAY_AUTO
+                       : !strcmp(optarg, "all") ? MSP_REPLAY_ALL : MSP_REPLAY_OFF;
+            break;
         default: return 2;
         }
     }

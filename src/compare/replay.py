@@ -1,0 +1,676 @@
+"""msprobe's replay worker: re-runs recorded calls on the CPU.
+
+compare (src/compare/cmp_replay.c) starts this with a Python that has torch
+(`python -c <this source>`) and sends it jobs on stdin; it answers one JSON
+line per job on stdout. A job is one record of the compare side: an API's
+forward call, its backward, or an optimizer step, with the compare side's
+tensors (inputs, and what the compare side computed) and the non-tensor
+arguments of the bench side (so a changed argument shows). For each output
+the worker computes:
+
+  R64   the call re-run in float64 on the compare side's inputs
+  Rn    the call re-run in the compare side's own dtypes (under CPU autocast
+        when that is how the compare side got its output dtypes): what that
+        dtype's rounding alone does, on the CPU's own kernels
+  e_cmp = ||compare output - R64|| / ||R64||
+  e_ref = ||Rn - R64|| / ||R64||
+
+and compare decides: introduced when e_cmp is well above e_ref (see
+msprobe-compare(1), REPLAY). Integer and bool outputs give the share of
+elements that differ instead of a norm.
+
+The bench side's tensors, when the job carries them, are replayed too, as a
+check that the call is rebuilt exactly: a record whose bench output the
+replay of the bench inputs does not reproduce is not judged by replay.
+
+Wire format. In: frames of [u32 little-endian length][JSON header] followed by
+the raw bytes of each tensor the header lists, in order (C order, the dump's
+native little-endian bytes); a length of 0 ends the session. Out: first a
+line {"ready": torch version} (or {"error": why}), then per job
+{"id", "status": "ok"|"skip", "reason", "mode", "outputs": [{"role", "e_cmp",
+"e_ref", "u", "float"}]}. Infinite errors are sent as 1e300, unknown as -1.
+
+Nothing in a job is executed as code: arguments are rebuilt from their repr
+text by a literal parser (numbers, strings, None/True/False, tuples, lists,
+dicts, slices, torch dtypes/devices/sizes/layouts/memory formats), and only
+torch's own functions, Tensor methods, _VF kernels and torch.optim classes
+are called.
+"""
+import ast
+import json
+import math
+import struct
+import sys
+
+
+class Skip(Exception):
+    """The record cannot be replayed; the message says why."""
+
+
+RANDOM = {"dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
+          "feature_alpha_dropout", "rrelu", "gumbel_softmax", "bernoulli", "multinomial",
+          "normal", "poisson", "rand", "rand_like", "randn", "randn_like", "randint",
+          "randint_like", "randperm", "uniform", "native_dropout", "fused_dropout",
+          "exponential", "geometric", "log_normal", "cauchy", "random"}
+UNINITIALIZED = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"}
+
+torch = None
+
+
+# ---- arguments from their repr text ------------------------------------------
+
+_NAMES = {"None": None, "True": True, "False": False, "nan": float("nan"),
+          "inf": float("inf"), "Ellipsis": Ellipsis}
+_TORCH_KINDS = ()
+
+
+def _attr_chain(node):
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return list(reversed(parts))
+    return None
+
+
+def _lit(node):
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Tuple):
+        return tuple(_lit(e) for e in node.elts)
+    if isinstance(node, ast.List):
+        return [_lit(e) for e in node.elts]
+    if isinstance(node, ast.Dict):
+        return {_lit(k): _lit(v) for k, v in zip(node.keys, node.values)}
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        v = _lit(node.operand)
+        return -v if isinstance(node.op, ast.USub) else +v
+    if isinstance(node, ast.Name) and node.id in _NAMES:
+        return _NAMES[node.id]
+    if isinstance(node, ast.Attribute):
+        chain = _attr_chain(node)
+        if chain and chain[0] == "torch" and len(chain) == 2:
+            v = getattr(torch, chain[1], None)
+            if isinstance(v, _TORCH_KINDS):
+                return v
+    if isinstance(node, ast.Call):
+        chain = _attr_chain(node.func)
+        args = [_lit(a) for a in node.args]
+        kw = {k.arg: _lit(k.value) for k in node.keywords}
+        if chain == ["slice"]:
+            return slice(*args)
+        if chain in (["device"], ["torch", "device"]):
+            return torch.device(*args, **kw)
+        if chain == ["torch", "Size"]:
+            return torch.Size(*args)
+    raise ValueError("not a literal")
+
+
+def parse_value(key, text):
+    try:
+        return _lit(ast.parse(text, mode="eval").body)
+    except (SyntaxError, ValueError, TypeError) as e:
+        raise Skip("argument %s = %s cannot be rebuilt (%s)" % (key, text[:80], e))
+
+
+# ---- tensors ---------------------------------------------------------------
+
+def decode(raw, dtype, shape):
+    dt = getattr(torch, dtype.split(".")[-1], None)
+    if not isinstance(dt, torch.dtype):
+        raise Skip("dtype %s is not known to this torch" % dtype)
+    if len(raw) == 0:
+        return torch.empty(shape, dtype=dt)
+    return torch.frombuffer(bytearray(raw), dtype=dt).reshape(shape)
+
+
+def cast(v, fn):
+    if torch.is_tensor(v):
+        return fn(v)
+    if isinstance(v, tuple) and not hasattr(v, "_fields"):
+        return tuple(cast(x, fn) for x in v)
+    if isinstance(v, list):
+        return [cast(x, fn) for x in v]
+    if isinstance(v, dict):
+        return {k: cast(x, fn) for k, x in v.items()}
+    return v
+
+
+def to64(t):
+    return t.double() if t.is_floating_point() else t.clone()
+
+
+def same(t):
+    return t.clone()
+
+
+# ---- the call ----------------------------------------------------------------
+
+def resolve(name):
+    parts = name.split(".")
+    if len(parts) < 4:
+        raise Skip("record name %s is not PREFIX.API.N.PASS" % name)
+    prefix, api = parts[0], ".".join(parts[1:-2])
+    base = api.split(".")[-1]
+    if prefix in ("Distributed",):
+        raise Skip("communication op: not replayed in one process")
+    if prefix == "Custom":
+        raise Skip("custom callable: not replayed")
+    if prefix in ("NPU", "Aten", "Module", "Jit", "MindSpeed"):
+        raise Skip("%s record: no CPU kernel to replay it" % prefix)
+    owner = {"Functional": torch.nn.functional, "Torch": torch, "Tensor": torch.Tensor,
+             "VF": torch._VF}.get(prefix)
+    if owner is None or "." in api:
+        raise Skip("%s: not an API this worker knows" % name)
+    fn = getattr(owner, api, None)
+    if fn is None or not callable(fn):
+        raise Skip("%s.%s does not exist in torch %s" % (prefix, api, torch.__version__))
+    if base in UNINITIALIZED:
+        raise Skip("allocator of uninitialized memory: nothing to replay")
+    return prefix, api, fn
+
+
+class Leaf:
+    """A recorded value, told apart from the dicts that stand for containers."""
+    __slots__ = ("v",)
+
+    def __init__(self, v):
+        self.v = v
+
+
+def _insert(tree, path, value, role):
+    node = tree
+    for k in path[:-1]:
+        node = node.setdefault(k, {})
+        if not isinstance(node, dict):
+            raise Skip("argument %s is both a value and a container" % role)
+    if path[-1] in node:
+        raise Skip("argument %s recorded twice" % role)
+    node[path[-1]] = Leaf(value)
+
+
+def _rebuild(node, role):
+    if isinstance(node, Leaf):
+        return node.v
+    n = max(node) + 1
+    missing = [i for i in range(n) if i not in node]
+    if missing:
+        raise Skip("argument %s.%d was not recorded" % (role, missing[0]))
+    return tuple(_rebuild(node[i], "%s.%d" % (role, i)) for i in range(n))
+
+
+def call_tensors(tensors, args_text, rec, fc=None):
+    """The record's argument tensors by role, each cast once by fc, with every
+    "alias.<role>" role the very object of the role it names."""
+    objs = {}
+    for (r, role), t in tensors.items():
+        if r == rec and (role.startswith("input.") or role.startswith("kwarg.")):
+            objs[role] = t if fc is None else fc(t)
+    for key, target in args_text.items():
+        if key.startswith("alias.") and key[6:] in objs and target in objs:
+            objs[key[6:]] = objs[target]
+    return objs
+
+
+def build_call(objs, args_text):
+    """Positional and keyword arguments from roles input.N[.M] / kwarg.NAME[.M]:
+    tensors from objs (role -> tensor), non-tensor values from args_text."""
+    pos, kw = {}, {}
+    items = list(objs.items())
+    have = set(objs)
+    for key, text in args_text.items():
+        if (key.startswith("input.") or key.startswith("kwarg.")) and key not in have:
+            if text.startswith("<") and text.endswith(">"):
+                raise Skip("argument %s was recorded as %s" % (key, text))
+            items.append((key, parse_value(key, text)))
+    for role, v in items:
+        parts = role.split(".")
+        try:
+            if parts[0] == "input":
+                _insert(pos, [int(p) for p in parts[1:]], v, role)
+            else:
+                _insert(kw, [parts[1]] + [int(p) for p in parts[2:]], v, role)
+        except ValueError:
+            raise Skip("role %s is not a call argument" % role)
+    args = list(_rebuild(pos, "input")) if pos else []
+    kwargs = {k: _rebuild(v, "kwarg." + k) for k, v in kw.items()}
+    return args, kwargs
+
+
+def flatten_out(out):
+    res = {}
+
+    def walk(v, role, depth):
+        if torch.is_tensor(v):
+            res[role] = v
+        elif isinstance(v, (tuple, list)) and depth < 3:
+            for i, it in enumerate(v):
+                walk(it, "%s.%d" % (role, i), depth + 1)
+
+    if isinstance(out, (tuple, list)):
+        for i, it in enumerate(out):
+            walk(it, "output.%d" % i, 1)
+    else:
+        walk(out, "output.0", 1)
+    return res
+
+
+INPLACE_DUNDER = {"__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__",
+                  "__ifloordiv__", "__imod__", "__ipow__", "__iand__", "__ior__", "__ixor__",
+                  "__ilshift__", "__irshift__", "__imatmul__"}
+
+
+def run(fn, api, args, kwargs):
+    inplace = api.endswith("_") or api in INPLACE_DUNDER
+    if inplace:
+        args = list(args)
+        args[0] = args[0].clone()
+    out = fn(*args, **kwargs)
+    if inplace and (out is None or out is args[0]):
+        out = args[0]
+    return flatten_out(out)
+
+
+def check_random(api, kwargs, args):
+    base = api.lower()
+    if base not in RANDOM and not base.startswith("rand"):
+        return
+    if "dropout" in base:
+        p = kwargs.get("p", args[1] if len(args) > 1 else 0.5)
+        training = kwargs.get("training", args[2] if len(args) > 2 else True)
+        if p == 0 or training is False:
+            return
+    raise Skip("random op: its draws cannot be repeated")
+
+
+def low_float(dtypes):
+    order = [torch.bfloat16, torch.float16]
+    for d in order:
+        if d in dtypes:
+            return d
+    return None
+
+
+class Mode:
+    """How the compare side computed: its inputs as recorded, under CPU
+    autocast to a low precision, or with floating inputs cast to it."""
+
+    def __init__(self, name, low=None, autocast=False):
+        self.name, self.low, self.autocast = name, low, autocast
+
+    def fcast(self):
+        if self.low is None or self.autocast:
+            return None
+        low = self.low
+        return lambda t: t.to(low) if t.is_floating_point() else t.clone()
+
+    def context(self):
+        import contextlib
+        import warnings
+        if not self.autocast:
+            return contextlib.nullcontext()
+        stack = contextlib.ExitStack()
+        stack.enter_context(warnings.catch_warnings())
+        warnings.simplefilter("ignore")
+        stack.enter_context(torch.autocast("cpu", dtype=self.low))
+        return stack
+
+
+def recorded_autocast(args_text):
+    """The dtype the record says autocast used (the "autocast" attribute,
+    "cpu:torch.bfloat16,cuda:torch.float16": the CPU's first), or None."""
+    text = args_text.get("autocast", "")
+    found = None
+    for part in text.split(","):
+        dev, _, dt = part.partition(":")
+        d = getattr(torch, dt.split(".")[-1], None) if dt else None
+        if isinstance(d, torch.dtype) and (found is None or dev == "cpu"):
+            found = d
+    return found
+
+
+def choose_mode(call, want, args_text=None):
+    """The first mode in which call(mode) returns outputs of the dtypes the
+    compare side recorded (want: role -> dtype). A record that says it ran
+    under autocast is replayed so (CPU autocast, else its inputs cast)."""
+    ac = recorded_autocast(args_text or {})
+    if ac is not None:
+        tag = str(ac).replace("torch.", "")
+        modes = [Mode("autocast " + tag, ac, True), Mode("inputs cast to " + tag, ac)]
+    else:
+        modes = [Mode("as recorded")]
+        low = low_float(set(want.values()))
+        if low is not None:
+            tag = str(low).replace("torch.", "")
+            modes += [Mode("autocast " + tag, low, True), Mode("inputs cast to " + tag, low)]
+    tried = []
+    for m in modes:
+        try:
+            out = call(m)
+        except Skip:
+            raise
+        except Exception as e:  # mixed dtypes outside autocast, for one
+            tried.append("%s: %s" % (m.name, str(e).splitlines()[0][:80] if str(e) else "error"))
+            continue
+        if all(out.get(r) is not None and out[r].dtype == d for r, d in want.items()):
+            return m, out
+        tried.append("%s: output dtypes differ" % m.name)
+    raise Skip("the compare side's output dtypes cannot be reproduced (%s)" % "; ".join(tried))
+
+
+# ---- errors -------------------------------------------------------------------
+
+UNIT = {}
+
+
+def unit_roundoff(dt):
+    if not UNIT:
+        UNIT.update({torch.float64: 2.0 ** -53, torch.float32: 2.0 ** -24,
+                     torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8})
+    return UNIT.get(dt, 0.0)
+
+
+def rel_err(x, ref):
+    """||x - ref|| / ||ref|| in float64; NaN/Inf must sit at the same places."""
+    if x.shape != ref.shape:
+        raise Skip("replayed output has shape %s, the recorded one %s: the call is not "
+                   "rebuilt exactly" % (list(ref.shape), list(x.shape)))
+    if not (x.is_floating_point() or ref.is_floating_point()):
+        if x.numel() == 0:
+            return 0.0
+        return float((x.to(torch.int64) != ref.to(torch.int64)).double().mean())
+    a, b = x.double().reshape(-1), ref.double().reshape(-1)
+    fa, fb = torch.isfinite(a), torch.isfinite(b)
+    both_nan = torch.isnan(a) & torch.isnan(b)
+    same_inf = (~fa) & (~fb) & (a == b)
+    if not bool((fa & fb | both_nan | same_inf).all()):
+        return math.inf
+    keep = fa & fb
+    d = (a[keep] - b[keep]).norm()
+    n = b[keep].norm()
+    if float(n) == 0.0:
+        return 0.0 if float(d) == 0.0 else math.inf
+    return float(d / n)
+
+
+def wire(e):
+    if e is None or (isinstance(e, float) and math.isnan(e)):
+        return -1.0
+    return 1e300 if math.isinf(e) else e
+
+
+def judge(recorded, r64, rn, mode):
+    outs = []
+    for role, c in recorded.items():
+        if role not in r64 or role not in rn:
+            raise Skip("the replay returns no %s" % role)
+        outs.append({"role": role, "e_cmp": wire(rel_err(c, r64[role])),
+                     "e_ref": wire(rel_err(rn[role], r64[role])),
+                     "u": unit_roundoff(c.dtype), "float": bool(c.is_floating_point())})
+    if not outs:
+        raise Skip("no output tensor to judge")
+    return {"status": "ok", "mode": mode, "outputs": outs}
+
+
+# ---- jobs ----------------------------------------------------------------------
+
+def replay_forward(job, tensors):
+    prefix, api, fn = resolve(job["name"])
+    args_text = job["args"]
+    recorded = {role: t for (r, role), t in tensors.items()
+                if r == "f" and role.startswith("output")}
+    args, kwargs = build_call(call_tensors(tensors, args_text, "f"), args_text)
+    check_random(api, kwargs, args)
+    want = {r: t.dtype for r, t in recorded.items()}
+
+    def call(mode):
+        fc = mode.fcast() if isinstance(mode, Mode) else mode
+        a, k = build_call(call_tensors(tensors, args_text, "f", fc), args_text)
+        if isinstance(mode, Mode):
+            with mode.context():
+                return run(fn, api, a, k)
+        return run(fn, api, a, k)
+
+    with torch.no_grad():
+        r64 = call(to64)
+        mode, rn = choose_mode(call, want, args_text)
+    return judge(recorded, r64, rn, mode.name)
+
+
+def _grad_role(fwd_role):
+    # forward input.N[.M] <-> backward output.N[.M]; kwarg.NAME <-> output.kwarg.NAME
+    if fwd_role.startswith("input."):
+        return "output." + fwd_role[len("input."):]
+    return "output." + fwd_role
+
+
+def replay_backward(job, tensors):
+    prefix, api, fn = resolve(job["forward"])
+    fwd_args = job["args"]
+    grads_in = {role: t for (r, role), t in tensors.items() if r == "b" and role.startswith("input")}
+    recorded = {role: t for (r, role), t in tensors.items() if r == "b" and role.startswith("output")}
+    if not grads_in:
+        raise Skip("the backward record holds no incoming gradient")
+    args, kwargs = build_call(call_tensors(tensors, fwd_args, "f"), fwd_args)
+    check_random(api, kwargs, args)
+    # the forward's output dtypes say how the compare side computed (autocast)
+    fwd_want = {r: getattr(torch, d.split(".")[-1]) for r, d in job.get("forward_dtypes", {}).items()}
+    # roles whose gradient was recorded (an aliased tensor is one leaf: see call)
+    grad_roles = [role for (r, role) in tensors if r == "f" and _grad_role(role) in recorded]
+
+    def forward(fc, grad):
+        def leaf(t):
+            v = t if fc is None else fc(t)
+            if grad and v.is_floating_point():
+                v = v.detach().clone().requires_grad_(True)
+            return v
+        objs = call_tensors(tensors, fwd_args, "f", leaf)
+        a, k = build_call(objs, fwd_args)
+        return objs, run(fn, api, a, k)
+
+    def call(mode):
+        import contextlib
+        fc = mode.fcast() if isinstance(mode, Mode) else mode
+        ctx = mode.context() if isinstance(mode, Mode) else contextlib.nullcontext()
+        with ctx, torch.enable_grad():
+            objs, out = forward(fc, True)
+            outs, gos = [], []
+            for role, o in out.items():
+                g = grads_in.get("input" + role[len("output"):])
+                if g is not None and o.requires_grad:
+                    outs.append(o)
+                    gos.append((g if fc is None else fc(g)).to(o.dtype))
+            roles = [r for r in grad_roles if objs[r].requires_grad]
+            leaves, seen = [], set()
+            for r in roles:  # an aliased tensor is one leaf
+                if id(objs[r]) not in seen:
+                    seen.add(id(objs[r]))
+                    leaves.append(objs[r])
+            if not outs or not leaves:
+                raise Skip("no output of the forward call takes a gradient")
+            gr = torch.autograd.grad(outs, leaves, gos, allow_unused=True)
+        by_obj = {id(t): g for t, g in zip(leaves, gr)}
+        res = {}
+        for r in roles:
+            g = by_obj.get(id(objs[r]))
+            if g is not None:
+                res[_grad_role(r)] = g
+        return res
+
+    def fwd_only(mode):
+        with torch.no_grad(), mode.context():
+            return forward(mode.fcast(), False)[1]
+
+    r64 = call(to64)
+    if fwd_want:
+        mode, _ = choose_mode(fwd_only, fwd_want, fwd_args)
+        rn = call(mode)
+    else:
+        mode, rn = choose_mode(call, {r: t.dtype for r, t in recorded.items()}, fwd_args)
+    recorded = {r: t for r, t in recorded.items() if r in r64}
+    return judge(recorded, r64, rn, mode.name)
+
+
+def replay_optimizer(job, tensors):
+    args = job["args"]
+    path = args.get("class", "")
+    mod, _, qual = path.rpartition(".")
+    if not mod.startswith("torch.optim") or not qual.isidentifier():
+        raise Skip("optimizer class %s: only torch.optim optimizers are replayed" % (path or "?"))
+    import importlib
+    cls = getattr(importlib.import_module(mod), qual, None)
+    if cls is None:
+        raise Skip("%s does not exist in torch %s" % (path, torch.__version__))
+    groups = []
+    g = 0
+    while "group.%d.params" % g in args:
+        hp = {}
+        for k, text in args.items():
+            pre = "group.%d." % g
+            if k.startswith(pre) and k != pre + "params":
+                hp[k[len(pre):]] = parse_value(k, text)
+        for (r, role), t in tensors.items():
+            pre = "group.%d." % g
+            if r == "f" and role.startswith(pre):
+                hp[role[len(pre):]] = t
+        groups.append((int(args["group.%d.params" % g]), hp))
+        g += 1
+    if not groups:
+        raise Skip("the record names no parameter group")
+    prm, grd, state = {}, {}, {}
+    for (r, role), t in tensors.items():
+        p = role.split(".")
+        if r != "f":
+            continue
+        if role.startswith("input.param."):
+            prm[int(p[2])] = t
+        elif role.startswith("input.grad."):
+            grd[int(p[2])] = t
+        elif role.startswith("input.state."):
+            state.setdefault(int(p[2]), {})[".".join(p[3:])] = t
+    for k, text in args.items():
+        if k.startswith("input.state."):
+            p = k.split(".")
+            state.setdefault(int(p[2]), {})[".".join(p[3:])] = parse_value(k, text)
+    recorded = {role: t for (r, role), t in tensors.items() if r == "f" and role.startswith("output.param.")}
+
+    def call(fcast):
+        f = fcast or same
+        ps = {}
+        for i, t in prm.items():
+            if i not in grd:
+                raise Skip("parameter %d has no recorded gradient" % i)
+            p = torch.nn.Parameter(f(t).clone())
+            p.grad = f(grd[i]).clone()
+            ps[i] = p
+        pg, hps, start = [], [], 0
+        for n, hp in groups:
+            mine = [ps[i] for i in range(start, start + n) if i in ps]
+            start += n
+            if mine:
+                pg.append({"params": mine})
+                hps.append(hp)
+        opt = cls(pg)
+        for group, hp in zip(opt.param_groups, hps):
+            group.update({k: (f(v) if torch.is_tensor(v) else v) for k, v in hp.items()})
+        for i, p in ps.items():
+            if i in state:
+                opt.state[p] = {k: (f(v).clone() if torch.is_tensor(v) else v)
+                                for k, v in state[i].items()}
+        opt.step()
+        return {"output.param.%d" % i: p.detach() for i, p in ps.items()}
+
+    with torch.no_grad():
+        r64 = call(to64)
+        rn = call(None)
+    return judge(recorded, r64, rn, "as recorded")
+
+
+def replay_side(job, tensors):
+    kind = job.get("kind")
+    if kind == "forward":
+        return replay_forward(job, tensors)
+    if kind == "backward":
+        return replay_backward(job, tensors)
+    if kind == "optimizer":
+        return replay_optimizer(job, tensors)
+    raise Skip("unknown job kind %s" % kind)
+
+
+def replay(job, tensors):
+    """The compare side's tensors are tagged "f"/"b" (forward, backward
+    record), the bench side's "F"/"B". The compare side is judged; the bench
+    side, when sent, is replayed the same way with the same (bench) arguments
+    as a check that the call is rebuilt exactly: its answer goes under
+    "bench"."""
+    args = job.get("args", {})
+    cmp = {k: t for k, t in tensors.items() if k[0].islower()}
+    res = replay_side(dict(job, args=dict(args, **job.get("context", {}))), cmp)
+    bench = {(k[0].lower(), k[1]): t for k, t in tensors.items() if k[0].isupper()}
+    if bench:
+        bjob = dict(job, args=dict(args, **job.get("bench_context", {})),
+                    forward_dtypes=job.get("bench_forward_dtypes", {}))
+        try:
+            res["bench"] = replay_side(bjob, bench)
+        except Skip as e:
+            res["bench"] = {"status": "skip", "reason": str(e)}
+        except Exception as e:
+            res["bench"] = {"status": "skip", "reason": "replay failed: %s: %s" % (
+                type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "")}
+    return res
+
+
+def read_exact(f, n):
+    buf = bytearray()
+    while len(buf) < n:
+        b = f.read(n - len(buf))
+        if not b:
+            raise EOFError
+        buf += b
+    return bytes(buf)
+
+
+def main():
+    global torch, _TORCH_KINDS
+    out = sys.stdout
+    try:
+        import torch as t
+        torch = t
+        _TORCH_KINDS = (torch.dtype, torch.layout, torch.memory_format)
+    except Exception as e:
+        out.write(json.dumps({"error": "cannot import torch: %s" % e}) + "\n")
+        out.flush()
+        return 1
+    torch.set_grad_enabled(False)
+    out.write(json.dumps({"ready": torch.__version__}) + "\n")
+    out.flush()
+    inp = sys.stdin.buffer
+    while True:
+        try:
+            n = struct.unpack("<I", read_exact(inp, 4))[0]
+            if n == 0:
+                return 0
+            job = json.loads(read_exact(inp, n))
+            tensors = {}
+            for t in job["tensors"]:
+                raw = read_exact(inp, int(t["nbytes"]))
+                tensors[(t["rec"], t["role"])] = (t, raw)
+        except EOFError:
+            return 0
+        try:
+            tensors = {k: decode(raw, t["dtype"], t["shape"]) for k, (t, raw) in tensors.items()}
+            res = replay(job, tensors)
+        except Skip as e:
+            res = {"status": "skip", "reason": str(e)}
+        except Exception as e:
+            res = {"status": "skip", "reason": "replay failed: %s: %s" %
+                   (type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "")}
+        res["id"] = job.get("id")
+        out.write(json.dumps(res, allow_nan=False) + "\n")
+        out.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
