@@ -1,21 +1,27 @@
 """Training script for the culprit scenarios: real model code, two steps.
 
-Run as `python3 culprit_models.py MODEL NOISE PLANT` under the msprobe preload
-shim (the test and bench/culprit set LD_PRELOAD and MSPROBE_PATH). It trains
-MODEL for two optimizer steps on fixed random data and prints the losses.
+Run as `python3 culprit_models.py MODEL NOISE PLANT [OPTIMIZER]` under the
+msprobe preload shim (the test and bench/culprit set LD_PRELOAD and
+MSPROBE_PATH). It trains MODEL for two optimizer steps on fixed random data and
+prints the losses.
 
 MODEL  resnet (torchvision resnet18), vit (torchvision VisionTransformer),
-       lstm (nn.LSTM language model), gpt (a small GPT written here).
+       lstm (nn.LSTM language model), gpt (a small GPT written here),
+       mlp (LayerNorm, Linear, GELU, Linear).
 NOISE  bench: the trusted run (fp32, 2 threads, mkldnn on);
        none:  the same as bench;
        fp32:  "other hardware": 1 thread and mkldnn off (ULP noise everywhere);
        bf16:  torch.autocast("cpu", bfloat16) around forward and loss.
 PLANT  none, or one changed argument of exactly one call:
-       gelu_tanh    GELU approximate="tanh" in one block (gpt, vit)
+       gelu_tanh    GELU approximate="tanh" in one block (gpt, vit, mlp)
        ln_eps       eps=1.0 in one LayerNorm (gpt, vit)
        attn_scale   attention scale 1/d instead of 1/sqrt(d) in one block (gpt)
        smoothing    cross_entropy label_smoothing=0.3 (every model)
        bn_eps       eps=1.0 in one BatchNorm (resnet)
+       wd           the optimizer's weight_decay 0.1 instead of its default
+                    (first effect: the parameters of step 1)
+       opt_eps      the optimizer's eps 1e-3 instead of 1e-8 (adam, adamw)
+OPTIMIZER sgd (plain, the default), sgdm (momentum 0.9), adam, adamw.
 Nothing here knows msprobe: the plant is an argument, which the shim records
 as a record attribute, so the test finds the planted record from the dumps.
 """
@@ -94,6 +100,21 @@ class LSTMLM(nn.Module):
         return self.head(h)
 
 
+class MLP(nn.Module):
+    """LayerNorm, Linear, GELU: the smallest model whose Adam state showed as
+    optimizer-state gaps before optimizer steps were records."""
+
+    def __init__(self, plant, d=32, classes=10):
+        super().__init__()
+        self.ln = nn.LayerNorm(d)
+        self.fc1 = nn.Linear(d, 64)
+        self.act = nn.GELU(approximate="tanh" if plant == "gelu_tanh" else "none")
+        self.fc2 = nn.Linear(64, classes)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(self.ln(x))))
+
+
 def build(model, plant):
     """(module, inputs, targets, number of classes) with fixed seeds."""
     torch.manual_seed(0)
@@ -122,6 +143,10 @@ def build(model, plant):
         m = LSTMLM()
         x = torch.randint(0, 50, (4, 16))
         y = torch.randint(0, 50, (4, 16))
+    elif model == "mlp":
+        m = MLP(plant)
+        x = torch.randn(16, 32)
+        y = torch.randint(0, 10, (16,))
     elif model == "gpt":
         m = GPT(plant)
         x = torch.randint(0, 64, (4, 16))
@@ -131,15 +156,34 @@ def build(model, plant):
     return m, x, y
 
 
+def optimizer(name, params, plant):
+    """The optimizer the script trains with; the plant changes one hyperparameter."""
+    kw = {}
+    if plant == "wd":
+        kw["weight_decay"] = 0.1
+    if plant == "opt_eps":
+        kw["eps"] = 1e-3
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=0.05, **kw)
+    if name == "sgdm":
+        return torch.optim.SGD(params, lr=0.05, momentum=0.9, **kw)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=1e-3, **kw)
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=1e-3, **kw)
+    raise SystemExit("unknown optimizer " + name)
+
+
 def main(argv):
     model, noise, plant = argv[1], argv[2], argv[3]
+    opt_name = argv[4] if len(argv) > 4 else "sgd"
     if noise == "fp32":
         torch.set_num_threads(1)
         torch.backends.mkldnn.enabled = False
     else:
         torch.set_num_threads(2)
     m, x, y = build(model, plant)
-    opt = torch.optim.SGD(m.parameters(), lr=0.05)
+    opt = optimizer(opt_name, m.parameters(), plant)
     smoothing = 0.3 if plant == "smoothing" else 0.0
     for step in range(STEPS):
         opt.zero_grad()

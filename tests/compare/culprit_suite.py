@@ -10,6 +10,7 @@ import csv
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -37,39 +38,64 @@ SCENARIOS = [
 ]
 
 
-def config(dump_path):
-    return {"dump": {"common_dump_settings": {"dump_mode": "api", "dump_path": dump_path,
-                                              "dump_iter": "all", "task": "tensor"},
+def config(dump_path, level="api", task="tensor"):
+    return {"dump": {"common_dump_settings": {"dump_mode": level, "dump_path": dump_path,
+                                              "dump_iter": "all", "task": task},
                      "api_list": []}}
 
 
-def run_dump(work, model, noise, plant):
-    """Dump one run into work/<model>-<noise>-<plant>; returns that dump root."""
-    tag = "%s-%s-%s" % (model, noise, plant)
+def full(sc):
+    """A scenario as (model, noise, plant, optimizer, level); the short form
+    (model, noise, plant) trains with plain SGD and dumps at api level."""
+    return tuple(sc) + ("sgd", "api")[len(sc) - 3:]
+
+
+def bench_of(sc):
+    """The trusted run a scenario is compared against: same model, optimizer, level."""
+    m, _, _, opt, level = full(sc)
+    return (m, "bench", "none", opt, level)
+
+
+def tag_of(sc):
+    m, noise, plant, opt, level = full(sc)
+    tag = "%s-%s-%s" % (m, noise, plant)
+    if opt != "sgd":
+        tag += "-" + opt
+    if level != "api":
+        tag += "-" + level
+    return tag
+
+
+def run_dump(work, model, noise, plant, opt="sgd", level="api"):
+    """Dump one run into work/<tag>; returns that dump root."""
+    tag = tag_of((model, noise, plant, opt, level))
     root = os.path.join(work, tag)
     if os.path.isdir(root):
         return root
     cfg = os.path.join(work, tag + ".json")
     with open(cfg, "w") as f:
-        json.dump(config(root), f)
+        json.dump(config(root, level), f)
     env = dict(os.environ, LD_PRELOAD=PRELOAD, MSPROBE_PATH=cfg, OMP_NUM_THREADS="2")
     env.pop("MSPROBE_LOG_FILE", None)
-    p = subprocess.run([PYTHON, MODELS, model, noise, plant], cwd=work, env=env,
-                       capture_output=True, text=True, timeout=600)
+    p = subprocess.run([PYTHON, MODELS, model, noise, plant, opt], cwd=work, env=env,
+                       capture_output=True, text=True, timeout=900)
     if p.returncode != 0:
+        shutil.rmtree(root, ignore_errors=True)
         raise RuntimeError("%s failed:\n%s" % (tag, p.stderr[-3000:]))
     return root
 
 
 def run_dumps(work, runs, jobs=2):
-    """Dump several (model, noise, plant) runs, jobs at a time."""
+    """Dump several scenarios' runs, jobs at a time."""
     with ThreadPoolExecutor(max_workers=jobs) as ex:
-        list(ex.map(lambda r: run_dump(work, *r), runs))
+        list(ex.map(lambda r: run_dump(work, *full(r)), runs))
 
 
 def _string_attrs(g):
+    """A record's arguments: its attributes but its order and the autocast
+    state it ran under (the noise of a bf16 run, not a plant)."""
     return {k: (v.decode() if isinstance(v, bytes) else str(v))
-            for k, v in g.attrs.items() if k != "order"}
+            for k, v in g.attrs.items() if k not in ("order", "autocast")}
 
 
 def planted_record(bench_root, cmp_root):
@@ -161,20 +187,58 @@ def msprobe8_suspects(csv_path):
     return red + yellow
 
 
+# The innermost module around each plant, from the model code in
+# culprit_models.py (module level has no API records to name).
+PLANT_MODULE = {
+    ("gpt", "gelu_tanh"): "Module.blocks.1.Block.forward.0",
+    ("gpt", "ln_eps"): "Module.blocks.1.Block.forward.0",
+    ("gpt", "attn_scale"): "Module.blocks.1.Block.forward.0",
+    ("vit", "ln_eps"): "Module.encoder.layers.encoder_layer_1.ln_2.LayerNorm.forward.0",
+    ("vit", "gelu_tanh"): "Module.encoder.layers.encoder_layer_1.mlp.1.GELU.forward.0",
+    ("resnet", "bn_eps"): "Module.layer1.0.bn1.BatchNorm2d.forward.0",
+}
+
+
+def planted_optimizer(bench_root, cmp_root):
+    """The step-0 optimizer record whose recorded hyperparameters differ, or None."""
+    with h5py.File(os.path.join(bench_root, "step0", "rank0", "dump.h5"), "r") as b, \
+            h5py.File(os.path.join(cmp_root, "step0", "rank0", "dump.h5"), "r") as c:
+        for name in c.keys():
+            if name.startswith("Optimizer.") and isinstance(c[name], h5py.Group) and \
+                    name in b and _string_attrs(b[name]) != _string_attrs(c[name]):
+                return name
+    return None
+
+
+def expected(sc, b, c):
+    """The record a scenario's plant should be named by, or None for a control."""
+    m, _, plant, _, level = full(sc)
+    if plant == "none":
+        return None
+    if plant in ("wd", "opt_eps"):
+        return planted_optimizer(b, c)
+    if level == "module":
+        return PLANT_MODULE.get((m, plant))
+    return planted_record(b, c)
+
+
 def score(work, scenarios=SCENARIOS, jobs=2):
     """Dump and compare every scenario; returns one dict per scenario."""
-    runs = sorted({(m, "bench", "none") for m, _, _ in scenarios} | set(scenarios))
+    scenarios = [full(s) for s in scenarios]
+    runs = sorted({bench_of(s) for s in scenarios} | set(scenarios))
     run_dumps(work, runs, jobs)
     results = []
-    for model, noise, plant in scenarios:
-        b = run_dump(work, model, "bench", "none")
-        c = run_dump(work, model, noise, plant)
-        out = os.path.join(work, "cmp-%s-%s-%s" % (model, noise, plant))
+    for sc in scenarios:
+        model, noise, plant, opt, level = sc
+        b = run_dump(work, *bench_of(sc))
+        c = run_dump(work, *sc)
+        out = os.path.join(work, "cmp-" + tag_of(sc))
         rc, ours, stdout = compare(b, c, out)
         base = msprobe8_suspects(os.path.join(out, "result.csv"))
-        want = planted_record(b, c) if plant != "none" else None
-        results.append({"model": model, "noise": noise, "plant": plant, "planted": want,
-                        "ours": ours, "msprobe8": base, "rc": rc, "stdout": stdout})
+        want = expected(sc, b, c)
+        results.append({"model": model, "noise": noise, "plant": plant, "opt": opt,
+                        "level": level, "planted": want, "ours": ours, "msprobe8": base,
+                        "rc": rc, "stdout": stdout})
     return results
 
 
@@ -190,5 +254,6 @@ if __name__ == "__main__":
         if keep:
             os.makedirs(keep, exist_ok=True)
         for r in score(keep or d, [tuple(a.split(":")) for a in sys.argv[1:]] or SCENARIOS):
-            print(r["model"], r["noise"], r["plant"], r["planted"], r["ours"][:3],
-                  r["msprobe8"][:3])
+            print(r["model"], r["noise"], r["plant"], r["opt"], r["level"], r["planted"])
+            print("   ours:", r["ours"][:5])
+            print("   8.x: ", r["msprobe8"][:3])

@@ -67,6 +67,28 @@ class OriginCase(unittest.TestCase):
         self.assertAlmostEqual(s["suspects"][0]["out_err"], rel(y_bad, y), places=6)
         self.assertAlmostEqual(s["suspects"][0]["in_err"], max(rel(xn, x), rel(wn, w)), places=6)
 
+    def test_the_earliest_introduced_record_comes_first_whatever_its_strength(self):
+        # two records introduce error in one step: the weaker ran first, so the
+        # root cause is it, and the list keeps execution order
+        x = f32(512, 20)
+        y = (x * 2).astype(np.float32)
+        z = np.tanh(y).astype(np.float32)
+        y_bad = noisy(y, 3e-5, 21)
+        z_bad = noisy(np.tanh(y_bad).astype(np.float32), 0.5, 22)
+        # tanh's strength (out / 8 in) is far above mul's (out / floor)
+        self.assertGreater(rel(z_bad, z) / (8 * rel(y_bad, y)), 10 * rel(y_bad, y) / FLOOR32)
+        self.assertGreater(rel(y_bad, y), FLOOR32)
+        recs, s = self.run_pair(
+            [("Tensor.mul.0.forward", {"input.0": x, "output.0": y}),
+             ("Torch.tanh.0.forward", {"input.0": y, "output.0": z})],
+            [("Tensor.mul.0.forward", {"input.0": x, "output.0": y_bad}),
+             ("Torch.tanh.0.forward", {"input.0": y_bad, "output.0": z_bad})])
+        self.assertEqual(recs["Tensor.mul.0.forward"]["cause"], "introduced")
+        self.assertEqual(recs["Torch.tanh.0.forward"]["cause"], "introduced")
+        self.assertEqual(s["root_record"], "Tensor.mul.0.forward")
+        self.assertEqual([x["record"] for x in s["suspects"]],
+                         ["Tensor.mul.0.forward", "Torch.tanh.0.forward"])
+
     def test_noise_carried_through_is_inherited(self):
         x = f32(4096, 6)
         xn = noisy(x, 3e-3, 7)
@@ -150,7 +172,8 @@ class OriginCase(unittest.TestCase):
         # the CLI's root-cause line and ranked list name the changed input
         p = subprocess.run([os.environ.get("MSPROBE_BIN", "msprobe"), "compare", "-b",
                             os.path.join(self.d, "b.h5"), "-c", os.path.join(self.d, "c.h5"),
-                            "-o", os.path.join(self.d, "out")], capture_output=True, text=True)
+                            "-o", os.path.join(self.d, "out"), "--replay", "off"],
+                           capture_output=True, text=True)
         self.assertIn("first introduced error: step 0 rank 0 before Torch.tanh.0.forward input.0 (",
                       p.stdout)
         self.assertIn("  1. step 0 rank 0 before Torch.tanh.0.forward input.0: input err 0, "
