@@ -155,6 +155,8 @@ typedef struct msp_record_cmp {
                                   error (it is then never a suspect) */
     int tier;                  /* suspects: 0 decisive (replay, a changed argument),
                                   1 from error ratios alone */
+    double autocast_u;         /* unit roundoff of the autocast dtype the record ran
+                                  under (attribute autocast), 0 when none */
 } msp_record_cmp_t;
 
 /* A ranked suspect: a record that introduced error, or a gap between a

@@ -224,7 +224,9 @@ static void msp_print_suspects(const msp_compare_result_t *res, int top)
         const msp_tensor_cmp_t *t = s->tensor >= 0 ? &res->tensors[s->tensor] : NULL;
         const char *tn = t ? (t->npu_name ? t->npu_name : t->bench_name) : NULL;
         size_t rl = strlen(rec->name);
-        const char *role = tn && strncmp(tn, rec->name, rl) == 0 && tn[rl] == '.' ? tn + rl + 1 : "";
+        /* the worst output's role; a tensor of another record (a module named
+         * for what its own code did to a child's input) by its full name */
+        const char *role = !tn ? "" : strncmp(tn, rec->name, rl) == 0 && tn[rl] == '.' ? tn + rl + 1 : tn;
         printf("  %zu. step %lld rank %lld %s%s%s%s: input err %.3g, output err %.3g, "
                "amplification %.3g, #%lld in execution order\n     %s\n",
                i + 1, (long long)rec->step, (long long)rec->rank, s->is_gap ? "before " : "",

@@ -134,6 +134,9 @@ msp_err cmp_replay_run(msp_compare_result_t *res, const cmp_file_pair_t *fps, si
 /* Judge each backward record again with its forward record's input and
  * output errors counted as inputs (what the forward saved for it). */
 msp_err cmp_link_backward(msp_compare_result_t *res);
+/* Module records hide their parameters: in a step after an optimizer record,
+ * the worst parameter error it wrote counts as an input error of theirs. */
+msp_err cmp_module_params(msp_compare_result_t *res);
 /* Module records judged by the records inside them (order_begin): floor of
  * the coarsest dtype computed inside; explained_by when something inside
  * accounts for the error. Runs after replay, before ranking. */

@@ -11,11 +11,14 @@
 int cmp_level_keeps(msp_level_t level, const char *name)
 {
     int is_module = strncmp(name, "Module.", 7) == 0;
+    /* optimizer steps are neither: both levels keep them (they carry the
+     * parameters' error into the next step) */
+    int is_optimizer = strncmp(name, "Optimizer.", 10) == 0;
     switch (level) {
     case MSP_LEVEL_API:
         return !is_module;
     case MSP_LEVEL_MODULE:
-        return is_module;
+        return is_module || is_optimizer;
     default:
         return 1;
     }

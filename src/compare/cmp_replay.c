@@ -477,7 +477,7 @@ static double rp_worst(const cJSON *outs, double *thr_out, int *over)
     return worst;
 }
 
-/* Turn the worker's answer into rec's verdict. */
+/* Turn the worker's answer for the compare side into rec's verdict. */
 static void rp_apply(msp_record_cmp_t *rec, const cJSON *ans)
 {
     const cJSON *st = cJSON_GetObjectItemCaseSensitive(ans, "status");
@@ -486,31 +486,6 @@ static void rp_apply(msp_record_cmp_t *rec, const cJSON *ans)
         rec->replay = MSP_RV_SKIPPED;
         rec->replay_note = strdup(cJSON_IsString(why) ? why->valuestring : "not replayed");
         return;
-    }
-    /* the bench side's replay must reproduce the bench output, or the call
-     * is not rebuilt exactly and replay has nothing to say */
-    const cJSON *bench = cJSON_GetObjectItemCaseSensitive(ans, "bench");
-    if (bench) {
-        const cJSON *bst = cJSON_GetObjectItemCaseSensitive(bench, "status");
-        const cJSON *bwhy = cJSON_GetObjectItemCaseSensitive(bench, "reason");
-        double bthr = 0.0;
-        int bover = 0;
-        double be = cJSON_IsString(bst) && !strcmp(bst->valuestring, "ok")
-                        ? rp_worst(cJSON_GetObjectItemCaseSensitive(bench, "outputs"), &bthr, &bover)
-                        : -1.0;
-        if (be < 0.0 || bover) {
-            char eb[32], tb[32];
-            snprintf(eb, sizeof eb, "%.3g", be);
-            snprintf(tb, sizeof tb, "%.3g", bthr);
-            rec->replay = MSP_RV_SKIPPED;
-            rec->replay_note =
-                be < 0.0 ? msp_asprintf("the bench side cannot be replayed (%s)",
-                                        cJSON_IsString(bwhy) ? bwhy->valuestring : "?")
-                         : msp_asprintf("the call is not rebuilt exactly: the replay of the bench "
-                                        "side's own inputs is %s from its output (bound %s)",
-                                        eb, tb);
-            return;
-        }
     }
     const cJSON *mode = cJSON_GetObjectItemCaseSensitive(ans, "mode");
     double worst_thr = 0.0;
@@ -526,6 +501,32 @@ static void rp_apply(msp_record_cmp_t *rec, const cJSON *ans)
     rec->replay_err = worst;
     rec->replay_ref = worst_thr;
     rec->replay_note = strdup(cJSON_IsString(mode) ? mode->valuestring : "");
+}
+
+/* The bench side's replay must reproduce the bench output, or the call is
+ * not rebuilt exactly and replay has nothing to say of rec. */
+static void rp_validate(msp_record_cmp_t *rec, const cJSON *ans)
+{
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(ans, "status");
+    const cJSON *why = cJSON_GetObjectItemCaseSensitive(ans, "reason");
+    double thr = 0.0;
+    int over = 0;
+    double e = cJSON_IsString(st) && !strcmp(st->valuestring, "ok")
+                   ? rp_worst(cJSON_GetObjectItemCaseSensitive(ans, "outputs"), &thr, &over)
+                   : -1.0;
+    if (e >= 0.0 && !over)
+        return;
+    char eb[32], tb[32];
+    snprintf(eb, sizeof eb, "%.3g", e);
+    snprintf(tb, sizeof tb, "%.3g", thr);
+    free(rec->replay_note);
+    rec->replay = MSP_RV_SKIPPED;
+    rec->replay_err = rec->replay_ref = NAN;
+    rec->replay_note =
+        e < 0.0 ? msp_asprintf("the bench side cannot be replayed (%s)",
+                               cJSON_IsString(why) ? why->valuestring : "?")
+                : msp_asprintf("the call is not rebuilt exactly: the replay of the bench side's "
+                               "own inputs is %s from its output (bound %s)", eb, tb);
 }
 
 typedef struct rp_cand {
@@ -558,30 +559,111 @@ static double rp_priority(const msp_record_cmp_t *r)
     return isnan(r->out_err) ? 0.0 : fmin(r->out_err, 1.0) * 0.5;
 }
 
-/* Build and run one job; 0 done (answer applied), -1 worker gone, -2 time up. */
+/* One side of a record: f its file; fwd the record (or a backward record's
+ * forward), bwd the backward record or NULL. */
+typedef struct rp_side_in {
+    msp_dump_file_t *f;
+    const msp_record_info_t *fwd, *bwd;
+} rp_side_in_t;
+
+/* Send one side's job and read the answer into *ans. 0, -1 worker gone, -2
+ * time up; *why set (and nothing sent) when the job cannot be built. */
+static int rp_side(rp_worker_t *w, size_t id, const char *kind, const char *name,
+                   const cJSON *args, const rp_side_in_t *in, double deadline, void *buf,
+                   size_t bufsz, cJSON **ans, const char **why)
+{
+    rp_tensor_t *tv = NULL;
+    size_t nt = 0, cap = 0;
+    uint64_t bytes = 0;
+    char *text = NULL;
+    int r = 0;
+    *ans = NULL;
+    cJSON *job = cJSON_CreateObject(), *arr = cJSON_CreateArray();
+    cJSON *a = cJSON_Duplicate(args, 1);
+    if (!job || !arr || !a) {
+        *why = "out of memory";
+        goto done;
+    }
+    /* this side's context: the autocast it ran under, its aliases */
+    rp_add_attrs(NULL, a, in->f, in->fwd);
+    if (in->bwd) {
+        cJSON_AddStringToObject(job, "forward", in->fwd->name);
+        cJSON *fd = cJSON_AddObjectToObject(job, "forward_dtypes");
+        for (size_t i = 0; fd && i < in->fwd->n_tensors; i++)
+            if (!strncmp(in->fwd->tensors[i].role, "output", 6))
+                cJSON_AddStringToObject(fd, in->fwd->tensors[i].role,
+                                        msp_dtype_name(in->fwd->tensors[i].dtype));
+        *why = rp_add_tensors(arr, &tv, &nt, &cap, in->fwd, "f", 1, &bytes);
+        if (!*why)
+            *why = rp_add_tensors(arr, &tv, &nt, &cap, in->bwd, "b", 0, &bytes);
+    } else {
+        *why = rp_add_tensors(arr, &tv, &nt, &cap, in->fwd, "f", 0, &bytes);
+    }
+    if (*why)
+        goto done;
+    if (bytes > RP_MAX_JOB_BYTES) {
+        *why = "its tensors are too large to replay (over 2 GiB)";
+        goto done;
+    }
+    cJSON_AddNumberToObject(job, "id", (double)id);
+    cJSON_AddStringToObject(job, "kind", kind);
+    cJSON_AddStringToObject(job, "name", name);
+    cJSON_AddItemToObject(job, "args", a);
+    cJSON_AddItemToObject(job, "tensors", arr);
+    a = arr = NULL;
+    if (!(text = cJSON_PrintUnformatted(job))) {
+        *why = "out of memory";
+        goto done;
+    }
+    uint32_t len = (uint32_t)strlen(text);
+    if ((r = rp_send(w, &len, sizeof len, deadline)) || (r = rp_send(w, text, len, deadline)))
+        goto done;
+    for (size_t i = 0; i < nt && !r; i++) {
+        r = rp_send_tensor(w, in->f, &tv[i], buf, bufsz, deadline);
+        if (r == -3) {
+            /* the worker waits for bytes it will not get: start afresh */
+            *why = "a tensor of it cannot be read";
+            r = -1;
+        }
+    }
+    if (r || (r = rp_recv_line(w, deadline)))
+        goto done;
+    *ans = cJSON_Parse(w->line);
+    rp_consume_line(w);
+    if (!*ans)
+        r = -1;
+done:
+    free(text);
+    free(tv);
+    cJSON_Delete(job);
+    cJSON_Delete(arr);
+    cJSON_Delete(a);
+    return r;
+}
+
+/* Replay one record: the compare side, judged; then, when it is called
+ * introduced and the bench side holds tensors, the bench side as the check
+ * that the call is rebuilt exactly. 0 done, -1 worker gone, -2 time up. */
 static int rp_job(rp_worker_t *w, msp_record_cmp_t *rec, size_t id, rp_file_t *files,
                   const char *kind, double deadline, void *buf, size_t bufsz)
 {
     const char *why = NULL;
-    rp_tensor_t *tv = NULL;
-    size_t nt = 0, cap = 0;
-    uint64_t bytes = 0;
-    char *fw = NULL, *bfw = NULL, *text = NULL;
+    char *fw = NULL, *bfw = NULL;
     int r = 0;
-    size_t ncmp = 0; /* tv[0..ncmp) from the compare file, the rest from the bench file */
-    cJSON *job = cJSON_CreateObject(), *args = cJSON_CreateObject(), *arr = cJSON_CreateArray();
-    if (!job || !args || !arr) {
-        why = "out of memory";
-        goto done;
-    }
+    cJSON *ans = NULL, *args = cJSON_CreateObject();
     const msp_record_info_t *crec = rp_find(files->cf, files->cnames, rec->name);
     const msp_record_info_t *brec = rp_find(files->bf, files->bnames, rec->bench_name);
     const msp_record_info_t *cf = crec, *bfr = brec;
+    int bwd = !strcmp(kind, "backward");
+    if (!args) {
+        why = "out of memory";
+        goto done;
+    }
     if (!crec) {
         why = "the record is missing on the compare side";
         goto done;
     }
-    if (!strcmp(kind, "backward")) {
+    if (bwd) {
         fw = cmp_forward_name(rec->name);
         bfw = rec->bench_name ? cmp_forward_name(rec->bench_name) : NULL;
         cf = rp_find(files->cf, files->cnames, fw);
@@ -590,103 +672,33 @@ static int rp_job(rp_worker_t *w, msp_record_cmp_t *rec, size_t id, rp_file_t *f
             why = "its forward record was not dumped";
             goto done;
         }
-        cJSON_AddStringToObject(job, "forward", fw);
-        /* its output dtypes tell how each side computed (autocast) */
-        for (int side = 0; side < 2; side++) {
-            const msp_record_info_t *x = side ? bfr : cf;
-            cJSON *fd = x ? cJSON_AddObjectToObject(job, side ? "bench_forward_dtypes"
-                                                               : "forward_dtypes")
-                          : NULL;
-            for (size_t i = 0; fd && i < x->n_tensors; i++)
-                if (!strncmp(x->tensors[i].role, "output", 6))
-                    cJSON_AddStringToObject(fd, x->tensors[i].role,
-                                            msp_dtype_name(x->tensors[i].dtype));
-        }
     }
     /* the bench side's non-tensor arguments, the compare side's where it has none */
-    rp_add_attrs(args, cJSON_AddObjectToObject(job, "bench_context"), files->bf, bfr);
-    rp_add_attrs(args, cJSON_AddObjectToObject(job, "context"), files->cf, cf);
-    if (!strcmp(kind, "backward")) {
-        why = rp_add_tensors(arr, &tv, &nt, &cap, cf, "f", 1, &bytes);
-        if (!why)
-            why = rp_add_tensors(arr, &tv, &nt, &cap, crec, "b", 0, &bytes);
-    } else {
-        why = rp_add_tensors(arr, &tv, &nt, &cap, crec, "f", 0, &bytes);
-    }
-    if (why)
+    rp_add_attrs(args, NULL, files->bf, bfr);
+    rp_add_attrs(args, NULL, files->cf, cf);
+    rp_side_in_t cin = {files->cf, cf, bwd ? crec : NULL};
+    if ((r = rp_side(w, id, kind, rec->name, args, &cin, deadline, buf, bufsz, &ans, &why)) || why)
         goto done;
-    /* the bench side too, when it holds the data: the check that the call is
-     * rebuilt exactly (a statistics bench dump goes without it) */
-    ncmp = nt;
-    if (bfr && brec) {
-        cJSON *barr = cJSON_CreateArray();
-        size_t n0 = nt;
-        uint64_t b0 = bytes;
-        const char *bwhy = !barr ? "out of memory"
-                           : !strcmp(kind, "backward")
-                               ? rp_add_tensors(barr, &tv, &nt, &cap, bfr, "F", 1, &bytes)
-                               : rp_add_tensors(barr, &tv, &nt, &cap, brec, "F", 0, &bytes);
-        if (!bwhy && !strcmp(kind, "backward"))
-            bwhy = rp_add_tensors(barr, &tv, &nt, &cap, brec, "B", 0, &bytes);
-        cJSON *it;
-        if (!bwhy) {
-            while ((it = cJSON_DetachItemFromArray(barr, 0)) != NULL)
-                cJSON_AddItemToArray(arr, it);
-        } else {
-            nt = n0;
-            bytes = b0;
-        }
-        cJSON_Delete(barr);
-    }
-    if (bytes > RP_MAX_JOB_BYTES) {
-        why = "its tensors are too large to replay (over 2 GiB)";
-        goto done;
-    }
-    cJSON_AddNumberToObject(job, "id", (double)id);
-    cJSON_AddStringToObject(job, "kind", kind);
-    cJSON_AddStringToObject(job, "name", rec->name);
-    cJSON_AddItemToObject(job, "args", args);
-    cJSON_AddItemToObject(job, "tensors", arr);
-    args = arr = NULL;
-    if (!(text = cJSON_PrintUnformatted(job))) {
-        why = "out of memory";
-        goto done;
-    }
-    uint32_t len = (uint32_t)strlen(text);
-    if ((r = rp_send(w, &len, sizeof len, deadline)) || (r = rp_send(w, text, len, deadline)))
-        goto done;
-    for (size_t i = 0; i < nt && !r; i++) {
-        r = rp_send_tensor(w, i < ncmp ? files->cf : files->bf, &tv[i], buf, bufsz, deadline);
-        if (r == -3) {
-            /* the worker waits for bytes it will not get: start afresh */
-            why = "a tensor of it cannot be read";
-            r = -1;
-        }
-    }
-    if (r)
-        goto done;
-    if ((r = rp_recv_line(w, deadline)))
-        goto done;
-    cJSON *ans = cJSON_Parse(w->line);
-    rp_consume_line(w);
-    if (!ans) {
-        r = -1;
-        goto done;
-    }
     rp_apply(rec, ans);
     cJSON_Delete(ans);
+    ans = NULL;
+    if (rec->replay != MSP_RV_INTRODUCED || !bfr || (bwd && !brec))
+        goto done;
+    rp_side_in_t bin = {files->bf, bfr, bwd ? brec : NULL};
+    const char *bwhy = NULL;
+    if ((r = rp_side(w, id, kind, rec->name, args, &bin, deadline, buf, bufsz, &ans, &bwhy)))
+        goto done;
+    if (!bwhy) /* a bench side without data (statistics) cannot check: the verdict stands */
+        rp_validate(rec, ans);
 done:
     if (why && !rec->replay_note) {
         rec->replay = MSP_RV_SKIPPED;
         rec->replay_note = strdup(why);
     }
-    free(text);
-    free(tv);
     free(fw);
     free(bfw);
-    cJSON_Delete(job);
+    cJSON_Delete(ans);
     cJSON_Delete(args);
-    cJSON_Delete(arr);
     return r;
 }
 

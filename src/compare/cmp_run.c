@@ -848,6 +848,20 @@ static msp_err cmp_record_attrs(cmp_ctx_t *cx, msp_record_cmp_t *rec,
     const char *st = cmp_attr_get(ck, cv, cn, "stack");
     if (st && !(rec->npu_stack = strdup(st)))
         rc = MSP_ERR_NOMEM;
+    /* autocast on either side: the record computed at that dtype's precision */
+    for (int side = 0; side < 2; side++) {
+        const char *ac = side ? cmp_attr_get(bk, bv, bn, "autocast") : cmp_attr_get(ck, cv, cn, "autocast");
+        while (ac && *ac) {
+            const char *colon = strchr(ac, ':'), *comma = strchr(ac, ',');
+            if (colon && (!comma || colon < comma)) {
+                char dt[48];
+                size_t len = comma ? (size_t)(comma - colon - 1) : strlen(colon + 1);
+                snprintf(dt, sizeof dt, "%.*s", (int)(len < sizeof dt ? len : sizeof dt - 1), colon + 1);
+                rec->autocast_u = fmax(rec->autocast_u, cmp_unit_roundoff(dt));
+            }
+            ac = comma ? comma + 1 : NULL;
+        }
+    }
     const char *ob = crec ? cmp_attr_get(ck, cv, cn, "order_begin")
                           : cmp_attr_get(bk, bv, bn, "order_begin");
     if (ob) {
@@ -1254,7 +1268,8 @@ msp_err msp_compare_run(const char *bench, const char *cmp, const msp_compare_op
         if (rec->verdict != MSP_VERDICT_YES)
             res->n_failed++;
     }
-    if (!(rc = cmp_link_backward(res)) && !(rc = cmp_replay_run(res, fps, nfp, opts)) &&
+    if (!(rc = cmp_module_params(res)) && !(rc = cmp_link_backward(res)) &&
+        !(rc = cmp_replay_run(res, fps, nfp, opts)) &&
         !(rc = cmp_judge_modules(res)))
         rc = cmp_rank_suspects(res, opts->top);
 cleanup:

@@ -142,7 +142,8 @@ void cmp_record_finish(msp_record_cmp_t *rec, msp_tensor_cmp_t *tensors)
                 in_min_cos = isnan(in_min_cos) ? t->cosine : fmin(in_min_cos, t->cosine);
         }
     }
-    rec->floor = cmp_floor_for(unit);
+    /* under autocast the op computed at the autocast dtype, whatever its tensors' */
+    rec->floor = cmp_floor_for(fmax(unit, rec->autocast_u));
     cmp_judge(rec, out_discrete);
 
     for (size_t i = 0; i < n; i++) {
@@ -308,6 +309,59 @@ static char *cmp_backward_name(const char *name)
     if (!p)
         return NULL;
     return msp_asprintf("%.*sbackward%s", (int)(p - name), name, p + 7);
+}
+
+/* ---- parameters a module record does not show --------------------------------- */
+
+static int cmp_is_optimizer(const msp_record_cmp_t *r)
+{
+    return strncmp(r->name, "Optimizer.", 10) == 0;
+}
+
+msp_err cmp_module_params(msp_compare_result_t *res)
+{
+    /* Records sort by step, rank, order: walk each rank's steps, carrying the
+     * worst parameter error the last optimizer step of that rank wrote. */
+    size_t r = 0;
+    while (r < res->n_records) {
+        size_t q = r;
+        while (q < res->n_records && res->records[q].step == res->records[r].step &&
+               res->records[q].rank == res->records[r].rank)
+            q++;
+        /* the latest earlier step of this rank that has an optimizer record */
+        double p = 0.0;
+        int found = 0;
+        for (size_t k = r; k-- > 0 && !found;) {
+            const msp_record_cmp_t *x = &res->records[k];
+            if (x->rank != res->records[r].rank || x->step == res->records[r].step)
+                continue;
+            if (cmp_is_optimizer(x) && !isnan(x->out_err)) {
+                p = fmax(p, x->out_err);
+                /* every optimizer record of that step */
+                for (size_t j = k; j-- > 0;) {
+                    const msp_record_cmp_t *y = &res->records[j];
+                    if (y->step != x->step)
+                        break;
+                    if (y->rank == x->rank && cmp_is_optimizer(y) && !isnan(y->out_err))
+                        p = fmax(p, y->out_err);
+                }
+                found = 1;
+            }
+        }
+        if (p > 0.0 && !isinf(p)) {
+            /* a module computes with parameters it does not show as inputs: the
+             * error the optimizer wrote into them is an input error of it */
+            for (size_t k = r; k < q; k++) {
+                msp_record_cmp_t *m = &res->records[k];
+                if (strncmp(m->name, "Module.", 7) != 0)
+                    continue;
+                m->in_err = isnan(m->in_err) ? p : fmax(m->in_err, p);
+                cmp_judge(m, cmp_out_discrete(m, res->tensors));
+            }
+        }
+        r = q;
+    }
+    return MSP_OK;
 }
 
 /* ---- modules, judged by what is inside them -------------------------------------- */
@@ -524,6 +578,57 @@ static msp_err cmp_push_suspect(msp_compare_result_t *res, size_t *cap, const ms
     return MSP_OK;
 }
 
+/* The innermost module forward record of rec's step and rank that ran rec
+ * (a module record) inside it, or -1. */
+static long cmp_enclosing_module(const msp_compare_result_t *res, size_t r)
+{
+    const msp_record_cmp_t *rec = &res->records[r];
+    if (strncmp(rec->name, "Module.", 7) != 0 || rec->order_begin < 0 || !cmp_is_forward(rec->name))
+        return -1;
+    long best = -1;
+    int64_t span = INT64_MAX;
+    for (size_t k = 0; k < res->n_records; k++) {
+        const msp_record_cmp_t *e = &res->records[k];
+        if (k == r || e->step != rec->step || e->rank != rec->rank || e->order_begin < 0 ||
+            strncmp(e->name, "Module.", 7) != 0 || !cmp_is_forward(e->name))
+            continue;
+        if (e->order_begin <= rec->order_begin && rec->order <= e->order &&
+            e->order - e->order_begin < span) {
+            span = e->order - e->order_begin;
+            best = (long)k;
+        }
+    }
+    return best;
+}
+
+/* A changed or unproduced input of a module record was made by code of the
+ * module around it that msprobe did not record (its own forward, between
+ * its children): name that module, once. 1 when it was named so. */
+static int cmp_gap_to_module(msp_compare_result_t *res, size_t *cap, size_t r, size_t ti,
+                             double known, double base, msp_err *rc)
+{
+    long e = cmp_enclosing_module(res, r);
+    if (e < 0)
+        return 0;
+    for (size_t i = 0; i < res->n_suspects; i++)
+        if (res->suspects[i].record == e && !res->suspects[i].is_gap)
+            return 1;
+    const msp_record_cmp_t *rec = &res->records[r], *m = &res->records[e];
+    const msp_tensor_cmp_t *t = &res->tensors[ti];
+    char a[32], b[32];
+    msp_suspect_t s = {e, (long)ti, 0, res->stats_mode != 0, known, t->rel_err,
+                       known > 0.0 ? t->rel_err / known : INFINITY,
+                       base > 0.0 ? t->rel_err / base : INFINITY, NULL};
+    s.reason = msp_asprintf("%sits own code, outside the modules it calls, made %s.%s: error %s, "
+                            "above %gx anything recorded before it (%s)",
+                            s.from_stats ? "statistics only: " : "", rec->name,
+                            cmp_role_of(t, rec), cmp_fmt_err(t->rel_err, a, sizeof a), CMP_AMPLIFY,
+                            cmp_fmt_err(known, b, sizeof b));
+    (void)m;
+    *rc = cmp_push_suspect(res, cap, &s);
+    return 1;
+}
+
 /* An input no recorded op produced (gap 2) is judged against the worst error
  * any output recorded before it carries (seen: gradients, optimizer updates
  * and the previous step included, since an unrecorded op may combine any of
@@ -537,6 +642,9 @@ static msp_err cmp_orphan_suspect(msp_compare_result_t *res, size_t *cap, size_t
     double base = fmax(CMP_AMPLIFY * seen, step_floor);
     if (!(t->rel_err > base))
         return MSP_OK;
+    msp_err rc = MSP_OK;
+    if (cmp_gap_to_module(res, cap, r, ti, seen, base, &rc))
+        return rc;
     char a[32], b[32];
     msp_suspect_t s = {(long)r, (long)ti, 1, res->stats_mode != 0, seen, t->rel_err,
                        seen > 0.0 ? t->rel_err / seen : INFINITY,
@@ -599,10 +707,14 @@ static char *cmp_record_reason(const msp_compare_result_t *res, const msp_record
                             cmp_fmt_err(rec->out_err, a, sizeof a), cmp_floor_dtype(rec->floor),
                             cmp_fmt_err(rec->floor, fl, sizeof fl));
     }
-    if (rec->cause != MSP_CAUSE_INTRODUCED)
+    /* An optimizer's update can normalise each element by its gradient's size
+     * (Adam): its output error is no multiple of its inputs'. Replay or a
+     * changed hyperparameter decides it, ratios never. */
+    if (rec->cause != MSP_CAUSE_INTRODUCED || cmp_is_optimizer(rec))
         return NULL;
-    /* identical inputs and a different output decide as much as replay does */
-    *tier = !isnan(rec->in_err) && !(rec->in_err > 0.0) ? 0 : 1;
+    /* identical inputs and a different output decide as much as replay does
+     * (not for a module, whose parameters are inputs it does not show) */
+    *tier = !isnan(rec->in_err) && !(rec->in_err > 0.0) && strncmp(rec->name, "Module.", 7) ? 0 : 1;
     char note[300] = "";
     if (rec->replay == MSP_RV_SKIPPED || rec->replay == MSP_RV_UNFINISHED)
         snprintf(note, sizeof note, " (not replayed: %s)",
@@ -649,6 +761,11 @@ static msp_err cmp_gap_suspects(msp_compare_result_t *res, const cmp_rec_index_t
             double base = fmax(CMP_AMPLIFY * known, fl);
             if (!(t->rel_err > base))
                 continue;
+            if (cmp_gap_to_module(res, cap, r, ti, known, base, &rc)) {
+                if (rc)
+                    return rc;
+                continue;
+            }
             msp_suspect_t s = {(long)r, (long)ti, 1, res->stats_mode != 0, ein, t->rel_err,
                                isnan(ein) || ein <= 0.0 ? INFINITY : t->rel_err / ein,
                                base > 0.0 ? t->rel_err / base : INFINITY, NULL};
@@ -695,6 +812,7 @@ msp_err cmp_rank_suspects(msp_compare_result_t *res, int top)
         size_t before = res->n_suspects;
         if ((rc = cmp_gap_suspects(res, &ix, &cap, r, seen, step_floor)))
             break;
+        size_t gaps_end = res->n_suspects;
         int tier = -1;
         char *reason = cmp_record_reason(res, rec, &tier);
         if (reason) {
@@ -712,7 +830,6 @@ msp_err cmp_rank_suspects(msp_compare_result_t *res, int top)
             rec->tier = tier;
             rc = cmp_push_suspect(res, &cap, &s);
         }
-        /* tiers of the suspects just pushed: gaps come from ratios alone */
         int *nt = rc ? NULL : msp_grow(tiers, &tcap, res->n_suspects, sizeof *tiers, 16);
         if (!rc && !nt)
             rc = msp_fail(MSP_ERR_NOMEM, "compare: out of memory for suspects");
@@ -720,7 +837,7 @@ msp_err cmp_rank_suspects(msp_compare_result_t *res, int top)
             break;
         tiers = nt;
         for (size_t i = before; i < res->n_suspects; i++)
-            tiers[i] = res->suspects[i].is_gap ? 1 : tier;
+            tiers[i] = i < gaps_end ? 1 : tier; /* gaps come from ratios alone */
         if (!isnan(rec->out_err) && !isinf(rec->out_err))
             seen = fmax(seen, rec->out_err);
     }

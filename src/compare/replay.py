@@ -19,9 +19,9 @@ and compare decides: introduced when e_cmp is well above e_ref (see
 msprobe-compare(1), REPLAY). Integer and bool outputs give the share of
 elements that differ instead of a norm.
 
-The bench side's tensors, when the job carries them, are replayed too, as a
-check that the call is rebuilt exactly: a record whose bench output the
-replay of the bench inputs does not reproduce is not judged by replay.
+compare sends the bench side of a record it finds introduced as a second
+job, the check that the call is rebuilt exactly: a record whose bench output
+the replay of the bench inputs does not reproduce is not judged by replay.
 
 Wire format. In: frames of [u32 little-endian length][JSON header] followed by
 the raw bytes of each tensor the header lists, in order (C order, the dump's
@@ -600,26 +600,11 @@ def replay_side(job, tensors):
 
 
 def replay(job, tensors):
-    """The compare side's tensors are tagged "f"/"b" (forward, backward
-    record), the bench side's "F"/"B". The compare side is judged; the bench
-    side, when sent, is replayed the same way with the same (bench) arguments
-    as a check that the call is rebuilt exactly: its answer goes under
-    "bench"."""
-    args = job.get("args", {})
-    cmp = {k: t for k, t in tensors.items() if k[0].islower()}
-    res = replay_side(dict(job, args=dict(args, **job.get("context", {}))), cmp)
-    bench = {(k[0].lower(), k[1]): t for k, t in tensors.items() if k[0].isupper()}
-    if bench:
-        bjob = dict(job, args=dict(args, **job.get("bench_context", {})),
-                    forward_dtypes=job.get("bench_forward_dtypes", {}))
-        try:
-            res["bench"] = replay_side(bjob, bench)
-        except Skip as e:
-            res["bench"] = {"status": "skip", "reason": str(e)}
-        except Exception as e:
-            res["bench"] = {"status": "skip", "reason": "replay failed: %s: %s" % (
-                type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "")}
-    return res
+    """One side of a record (compare does the compare side, and the bench side
+    as its check): tensors tagged "f" (the record, or a backward record's
+    forward) and "b" (the backward record); job["args"] the bench side's
+    arguments with this side's context (autocast, aliases)."""
+    return replay_side(job, tensors)
 
 
 def read_exact(f, n):

@@ -87,10 +87,10 @@ static void patch_torch_now(PyObject *torch)
             return;
         }
     }
-    if (msp_g.have_cfg && msp_g.cfg.has_dump && msp_g.api_on) {
+    if (msp_g.have_cfg && msp_g.cfg.has_dump)
         msp_args_init(torch);
+    if (msp_g.have_cfg && msp_g.cfg.has_dump && msp_g.api_on)
         msp_patch_torch(torch);
-    }
     msp_module_install(torch);
     msp_step_install(torch);
     msp_proc_install(torch);

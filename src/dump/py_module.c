@@ -232,6 +232,7 @@ static PyObject *pre_hook(PyObject *self, PyObject *args)
                     msp_t_links = MSP_LINK_FIND;
                     msp_rec_add_output(f->rec, in, "input");
                     msp_t_links = MSP_LINK_OFF;
+                    msp_rec_add_autocast(f->rec);
                 }
             }
             if (dirs & MSP_DIR_BACKWARD)

@@ -68,7 +68,9 @@ class MsprobeConfigJson(dt.ShimCase):
                 recs, attrs = dt.read_dump(files[(1, 0)])
                 self.assertEqual(attrs["task"], task)
                 self.assertEqual(attrs["dump_mode"], mode)
-                apis = [n for n in recs if not n.startswith("Module.")]
+                # optimizer steps are records at every level
+                self.assertIn("Optimizer.SGD.0.step", recs)
+                apis = [n for n in recs if not n.startswith(("Module.", "Optimizer."))]
                 mods = [n for n in recs if n.startswith("Module.")]
                 self.assertEqual(bool(apis), mode != "module", sorted(recs))
                 self.assertEqual(bool(mods), mode != "api", sorted(recs))

@@ -290,7 +290,9 @@ class OneModule(OpsCase):
         cfg = self.write_config(dt.config("./d", mode="module", steps="0"))
         saw = self.run_both(ONE, cfg)
         recs = self.step_file("d", 0)
-        self.assertEqual(set(recs), {"Module.Linear.forward.0", "Module.Linear.backward.0"})
+        # the model's one module, and the optimizer step (a record at every level)
+        self.assertEqual(set(recs), {"Module.Linear.forward.0", "Module.Linear.backward.0",
+                                     "Optimizer.SGD.0.step"})
         f, b = recs["Module.Linear.forward.0"], recs["Module.Linear.backward.0"]
         dt.assert_same(self, f["input.0"], saw["x"], "input")
         dt.assert_same(self, f["output.0"], saw["out"], "output")
