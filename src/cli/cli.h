@@ -3,6 +3,8 @@
  *   0  success (compare/config_check: everything passed)
  *   1  compare or config_check found a failing record or item
  *   2  usage error, or bad input (missing path, malformed file, bad config)
+ *   3  compare: the report is written but incomplete or contradicted (a step
+ *      could not be read, or tensor data fails its stored CRC-32)
  */
 #ifndef MSPROBE_CLI_H
 #define MSPROBE_CLI_H
@@ -12,6 +14,7 @@
 #define MSP_EXIT_OK 0
 #define MSP_EXIT_FAIL 1
 #define MSP_EXIT_USAGE 2
+#define MSP_EXIT_INCOMPLETE 3
 
 typedef struct msp_cli_ctx {
     const char *framework; /* from -f; "pytorch" */

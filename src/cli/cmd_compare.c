@@ -59,7 +59,8 @@ static const msp_cmd_doc_t msp_compare_doc = {
              "BENCH and CMP are two dump.h5 files, two rank directories, or two dump roots\n"
              "(step{N}/rank{R}/dump.h5, paired by step and rank).\n",
     .tail = "Exit status: 0 every record passed, 1 some record is No or Warning,\n"
-            "2 usage error or bad input. See msprobe-compare(1).\n",
+            "2 usage error or bad input, 3 report written but a step could not be read\n"
+            "or tensor data fails its stored CRC-32 (named on stdout). See msprobe-compare(1).\n",
     .opts = msp_compare_opts,
 };
 
@@ -349,6 +350,17 @@ int msp_cmd_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
                res->n_records, res->n_tensors, failing);
         printf("compared %s in %.3f s (%s/s)\n", done, elapsed, rate);
     }
+    /* What was not compared, or not as stored, is said on stdout whatever
+     * -q says: it changes what the verdicts mean, and the exit status. */
+    for (size_t i = 0; i < res->n_unread; i++)
+        printf("not compared: %s\n", res->unread[i]);
+    if (res->n_crc_bad)
+        printf("damaged: %zu tensor%s fail%s the CRC-32 stored in its dump (named in "
+               "Err_message): the dump is damaged\n", res->n_crc_bad,
+               res->n_crc_bad == 1 ? "" : "s", res->n_crc_bad == 1 ? "s" : "");
+    if (res->n_unread)
+        printf("incomplete: %zu step/rank file%s could not be read; the verdicts below "
+               "cover the rest only\n", res->n_unread, res->n_unread == 1 ? "" : "s");
     msp_print_root_cause(res);
     if (!quiet) {
         printf("report: %s/result.xlsx\n", out_dir);
@@ -356,7 +368,9 @@ int msp_cmd_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
             printf("report: %s/result.csv\n", out_dir);
         msp_print_suspects(res, opts.top);
     }
-    rc = failing ? MSP_EXIT_FAIL : MSP_EXIT_OK;
+    rc = res->n_unread || res->n_crc_bad ? MSP_EXIT_INCOMPLETE
+         : failing                       ? MSP_EXIT_FAIL
+                                         : MSP_EXIT_OK;
 
 cleanup:
     msp_compare_result_free(res);

@@ -1258,7 +1258,7 @@ msp_err msp_tensor_stream_open(msp_dump_file_t *f, const msp_record_info_t *r,
         s->offset = t->offset;
     } else if (msp_impl(f)->file < 0) {
         s->kind = MSP_STREAM_HELPER;
-        rc = msp_contained_stream_open(f, r, t, &s->helper);
+        rc = msp_contained_stream_open(f, im_file_size(f), r, t, &s->helper);
     } else {
         s->kind = MSP_STREAM_H5;
         rc = msp_stream_h5_open(f, r, t, s);
