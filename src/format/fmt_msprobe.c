@@ -199,6 +199,8 @@ static msp_err msp_ms_tensor(struct msp_ms_build *b, const cJSON *o, const char 
              * is checked too, as nbytes follows from it */
             int64_t v = cJSON_IsNumber(e) && e->valuedouble >= 0 && e->valuedouble < 0x1p62
                             ? (int64_t)e->valuedouble : -1;
+            if (v >= 0 && (double)v < e->valuedouble) /* 3.7 is no extent, nor 3 */
+                v = -1;
             if (v < 0 || t->ndim >= MSP_MAX_NDIM || (v && t->numel > INT64_MAX / 8 / v))
                 return msp_fail(MSP_ERR_FORMAT, "file %s: record %s: %s: bad shape",
                                 b->json_path, b->rec, role);
@@ -490,11 +492,20 @@ msp_err msp_msprobe_open(const char *json_path, msp_dump_file_t **out)
         rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", json_path);
         goto cleanup;
     }
-    root = cJSON_Parse(q);
-    const cJSON *data = root ? cJSON_GetObjectItemCaseSensitive(root, "data") : NULL;
+    /* one JSON value and nothing after it: a second document or garbage
+     * appended is a damaged file, not an empty one */
+    const char *parse_end = NULL;
+    root = cJSON_ParseWithOpts(q, &parse_end, 1);
+    if (!root) {
+        rc = msp_fail(MSP_ERR_FORMAT, "file %s: not a msprobe dump.json (invalid JSON, or data "
+                      "after the JSON value, near byte %td)", json_path,
+                      parse_end ? parse_end - q : (ptrdiff_t)0);
+        goto cleanup;
+    }
+    const cJSON *data = cJSON_GetObjectItemCaseSensitive(root, "data");
     if (!cJSON_IsObject(data)) {
-        rc = msp_fail(MSP_ERR_FORMAT, "file %s: not a msprobe dump.json (%s)", json_path,
-                      root ? "no \"data\" object" : "invalid JSON");
+        rc = msp_fail(MSP_ERR_FORMAT, "file %s: not a msprobe dump.json (no \"data\" object)",
+                      json_path);
         goto cleanup;
     }
     const cJSON *task = cJSON_GetObjectItemCaseSensitive(root, "task");

@@ -424,13 +424,16 @@ msp_err msp_pt_load(const char *path, msp_raw_tensor_t *out)
             prefix[l - 8] = '\0';
         }
         if (nm && l >= 10 && strcmp(nm + l - 10, "/byteorder") == 0) {
+            /* anything but exactly "little" (an unreadable or over-long
+             * member included) may be big-endian data: refused, never read
+             * as little-endian */
             unsigned char *bo = NULL;
             size_t bl = 0;
-            if (pt_read_member(z, i, 16, file_size, &bo, &bl, path) == MSP_OK &&
+            if (pt_read_member(z, i, 16, file_size, &bo, &bl, path) != MSP_OK ||
                 !(bl == 6 && memcmp(bo, "little", 6) == 0)) {
                 free(bo);
-                rc = msp_fail(MSP_ERR_UNSUPPORTED, "file %s: big-endian storage is not "
-                              "supported", path);
+                rc = msp_fail(MSP_ERR_UNSUPPORTED, "file %s: its byteorder member is not "
+                              "\"little\": big-endian or unknown storage is not supported", path);
                 goto cleanup;
             }
             free(bo);
