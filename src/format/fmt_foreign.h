@@ -34,11 +34,15 @@ typedef struct msp_raw_tensor {
 /* NumPy .npy, format versions 1, 2 and 3: little-endian or single-byte
  * element types numpy shares with torch, C order. */
 msp_err msp_npy_load(const char *path, msp_raw_tensor_t *out);
+/* The same from fd, already open on path (closed here, whatever happens). */
+msp_err msp_npy_load_fd(int fd, const char *path, msp_raw_tensor_t *out);
 /* torch.save of one plain tensor (zip: data.pkl + data/<key>): the pickle is
  * read by a small interpreter of the opcodes torch emits for
  * torch._utils._rebuild_tensor_v2; nothing in it is ever executed, and
  * anything outside that subset is refused with an error naming the file. */
 msp_err msp_pt_load(const char *path, msp_raw_tensor_t *out);
+/* The same from fd, already open on path (closed here, whatever happens). */
+msp_err msp_pt_load_fd(int fd, const char *path, msp_raw_tensor_t *out);
 void msp_raw_free(msp_raw_tensor_t *r);
 
 /* Path of a msprobe dump.json when `path` is one, or is a directory holding

@@ -10,9 +10,12 @@
  * else (another callable, another opcode) is refused naming the file. */
 #include "fmt_foreign.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zip.h>
 
 /* The most a broadcast (stride 0) view is expanded to. */
@@ -398,6 +401,16 @@ static msp_err pt_read_member(zip_t *z, zip_int64_t idx, size_t max, uint64_t fi
 msp_err msp_pt_load(const char *path, msp_raw_tensor_t *out)
 {
     memset(out, 0, sizeof *out);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return msp_fail(errno == ENOENT ? MSP_ERR_NOT_FOUND : MSP_ERR_IO, "file %s: %s", path,
+                        strerror(errno));
+    return msp_pt_load_fd(fd, path, out);
+}
+
+msp_err msp_pt_load_fd(int fd, const char *path, msp_raw_tensor_t *out)
+{
+    memset(out, 0, sizeof *out);
     int zerr = 0;
     msp_err rc = MSP_OK;
     unsigned char *pkl = NULL, *store = NULL;
@@ -406,12 +419,13 @@ msp_err msp_pt_load(const char *path, msp_raw_tensor_t *out)
     msp_pt_desc_t d;
     memset(&d, 0, sizeof d);
     struct stat fst;
-    zip_t *z = zip_open(path, ZIP_RDONLY, &zerr);
-    uint64_t file_size = z && stat(path, &fst) == 0 ? (uint64_t)fst.st_size : 0;
-    if (!z)
-        return msp_fail(zerr == ZIP_ER_NOENT ? MSP_ERR_NOT_FOUND : MSP_ERR_FORMAT,
-                        "file %s: not a torch.save zip file (libzip error %d); the legacy "
-                        "non-zip format is not supported", path, zerr);
+    uint64_t file_size = fstat(fd, &fst) == 0 ? (uint64_t)fst.st_size : 0;
+    zip_t *z = zip_fdopen(fd, ZIP_RDONLY, &zerr); /* owns fd once open */
+    if (!z) {
+        close(fd);
+        return msp_fail(MSP_ERR_FORMAT, "file %s: not a torch.save zip file (libzip error %d); "
+                        "the legacy non-zip format is not supported", path, zerr);
+    }
     /* <name>/data.pkl: <name> is whatever the saving file was called */
     zip_int64_t pk_idx = -1, n = zip_get_num_entries(z, 0);
     char prefix[512] = "";
