@@ -11,6 +11,9 @@
 
 #include "msprobe/common.h"
 
+#include <stdarg.h>
+#include <stdio.h>
+
 #define MSP_EXIT_OK 0
 #define MSP_EXIT_FAIL 1
 #define MSP_EXIT_USAGE 2
@@ -65,6 +68,12 @@ int msp_cmd_usage_error(const msp_cmd_doc_t *d, const char *fmt, ...) MSP_PRINTF
 
 /* "msprobe: <formatted>\n" on stderr. */
 void msp_errorf(const char *fmt, ...) MSP_PRINTF(1, 2);
+/* printf to out with everything printed made fit for a terminal
+ * (msp_term_clean, newlines kept): names and values from a dump or a pack
+ * can hold escape sequences (ESC ] 0; ... BEL retitles a terminal, ESC [ 2 J
+ * clears it). Every line that carries such text is printed through it. */
+int msp_tprintf(FILE *out, const char *fmt, ...) MSP_PRINTF(2, 3);
+int msp_tvprintf(FILE *out, const char *fmt, va_list ap) MSP_PRINTF(2, 0);
 /* "msprobe: warning: <formatted>\n" on stderr unless quiet. */
 void msp_warnf(const msp_cli_ctx_t *ctx, const char *fmt, ...) MSP_PRINTF(2, 3);
 /* Print msp_last_error() (or msp_strerror(rc)) as an error; returns MSP_EXIT_USAGE. */
