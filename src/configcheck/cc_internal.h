@@ -85,6 +85,12 @@ typedef struct msp_cc_member {
 /* Write members into zip_path atomically (zip_path.tmp.<pid>, then rename).
  * The parent directory is created when missing. */
 msp_err msp_cc_pack_write(const char *zip_path, const msp_cc_member_t *members, size_t n);
+/* The same under a name no other pack has: want, else want's stem with -1,
+ * -2, ... (up to -999) before its extension; the name is taken atomically
+ * (rename without replace, or a hard link), so processes writing at once
+ * each keep their own pack. *chosen receives the name taken (malloc'd). */
+msp_err msp_cc_pack_write_new(const char *want, const msp_cc_member_t *members, size_t n,
+                              char **chosen);
 
 /* "a/b.zip" + rank 3 -> "a/b_rank3.zip"; no ".zip" suffix -> "a/b_rank3". */
 char *msp_cc_rank_path(const char *zip_path, int64_t rank);
