@@ -37,8 +37,9 @@ static PyObject *attr_named(PyObject *o, PyObject **slot, const char *text)
 static _Thread_local int t_trigger_depth; /* nested optimizer.step / backward calls */
 static _Thread_local int t_import_depth;
 static size_t g_npending; /* api_list callables outside torch not wrapped yet */
-/* What became of each api_list entry, for the warning at exit. */
-enum { E_NONE = 0, E_UNKNOWN, E_PENDING, E_WRAPPED, E_BAD };
+/* What became of each api_list entry, for the warning at exit (E_UNKNOWN_SAID:
+ * unknown, and said so before training). */
+enum { E_NONE = 0, E_UNKNOWN, E_PENDING, E_WRAPPED, E_BAD, E_UNKNOWN_SAID };
 static unsigned char *g_estate;
 
 typedef struct msp_wrap {
@@ -1312,6 +1313,37 @@ static void wrap_attr(PyObject *mod, const char *name, int kind)
     PyErr_Clear();
 }
 
+/* Where an api_list entry was written, for messages: its config key and
+ * text ("statistics.list[0] \"Functional.conv2e.0.forward\""). */
+static const char *entry_key(const msp_api_sel_t *e, char *buf, size_t size)
+{
+    if (e->key)
+        return e->key;
+    snprintf(buf, size, "\"%s\"", e->name);
+    return buf;
+}
+
+/* A name this torch does not have, said when torch is patched (before any
+ * training), naming the key the user wrote it under; the exit report then
+ * leaves it out. Spawned children that may yet become ranks say it at exit. */
+static void warn_unknown_now(const msp_config_t *c)
+{
+    if (!g_estate || msp_g.disabled || getpid() != msp_g.pid || msp_g.mp_child)
+        return;
+    for (size_t i = 0; i < c->n_api_list; i++) {
+        if (g_estate[i] != E_UNKNOWN)
+            continue;
+        char kb[300];
+        const char *near = msp_api_near(c->api_list[i].name);
+        msp_shim_msg("warning: %s: %s: not an API of this torch%s%s%s; nothing is dumped for "
+                     "it", c->source ? c->source : "config", entry_key(&c->api_list[i], kb, sizeof kb),
+                     near ? " (did you mean \"" : " that msprobe dumps (see msprobe dump "
+                                                  "--list-apis)",
+                     near ? near : "", near ? "\"?)" : "");
+        g_estate[i] = E_UNKNOWN_SAID;
+    }
+}
+
 int msp_patch_torch(PyObject *torch)
 {
     g_grad_enabled = PyObject_GetAttrString(torch, "is_grad_enabled");
@@ -1332,6 +1364,7 @@ int msp_patch_torch(PyObject *torch)
             }
             patch_one(torch, c->api_list[i].name, c->api_list[i].dirs, 1);
         }
+    warn_unknown_now(c);
     size_t nl;
     const char *const *l = active_list(&nl);
     if (!explicit_api && c->n_api_list == 0)
@@ -1591,30 +1624,31 @@ void msp_api_exit_report(void)
     done = 1;
     msp_custom_resolve(); /* imported by importlib.import_module since the last import */
     const msp_config_t *c = &msp_g.cfg;
-    char *m = NULL, item[640];
+    char *m = NULL, item[640], kb[300];
     size_t len = 0, cap = 0;
     for (size_t i = 0; i < c->n_api_list; i++) {
-        const char *n = c->api_list[i].name;
+        const char *n = c->api_list[i].name, *k = entry_key(&c->api_list[i], kb, sizeof kb);
         item[0] = '\0';
         if (g_estate[i] == E_UNKNOWN) {
             const char *near = msp_api_near(n);
             if (near)
-                snprintf(item, sizeof item, "\"%s\" (not an API of this torch; did you mean "
-                         "\"%s\"?)", n, near);
+                snprintf(item, sizeof item, "%s (not an API of this torch; did you mean "
+                         "\"%s\"?)", k, near);
             else
-                snprintf(item, sizeof item, "\"%s\" (not an API of this torch that msprobe "
-                         "dumps: see msprobe dump --list-apis)", n);
+                snprintf(item, sizeof item, "%s (not an API of this torch that msprobe "
+                         "dumps: see msprobe dump --list-apis)", k);
         } else if (g_estate[i] == E_PENDING && !msp_module_entry_matched(i)) {
-            snprintf(item, sizeof item, "\"%s\" (no module of the model has that path, and no "
-                     "imported module has that callable)", n);
+            snprintf(item, sizeof item, "%s (no module of the model has that path, and no "
+                     "imported module has that callable)", k);
         } else if (g_estate[i] == E_BAD && !msp_module_entry_matched(i)) {
-            snprintf(item, sizeof item, "\"%s\" (found, but not a function or method msprobe "
-                     "can wrap)", n);
+            snprintf(item, sizeof item, "%s (found, but not a function or method msprobe "
+                     "can wrap)", k);
         }
         if (item[0])
             add_item(&m, &len, &cap, item);
     }
     if (m)
-        msp_shim_msg("warning: dump.api_list names what this run never dumped: %s", m);
+        msp_shim_msg("warning: %s names what this run never dumped: %s",
+                     c->source ? c->source : "the config", m);
     free(m);
 }
