@@ -157,6 +157,8 @@ int msp_cmd_config_check(msp_cli_ctx_t *ctx, int argc, char **argv)
         if (!python || !*python)
             python = "/usr/bin/python3";
         const char *pack = out ? out : "config_check_pack.zip";
+        if (msp_cc_salt_refused())
+            msp_warnf(ctx, "config_check: %s", MSP_CC_SALT_WEAK_WARNING);
         msp_err rc = msp_cc_static_pack(python, pack);
         if (rc != MSP_OK)
             return msp_report_error(rc);

@@ -50,6 +50,9 @@ char *msp_cc_redact_value(const char *key, const char *val);
 /* "none", or a keyed fingerprint of MSPROBE_SECRET_SALT (16 hex digits of
  * HMAC(salt, "msprobe salt id")) so two packs tell whether their salts agree. */
 char *msp_cc_salt_id(void);
+/* A salt is set and strong enough: secrets are stored as keyed hashes (see
+ * msp_cc_salt_refused in msprobe/configcheck.h). */
+int msp_cc_salt_in_use(void);
 /* MSP_CC_SECRET_NONE, _NOT_STORED (also the old "<hidden>") or _HASHED
  * (also an old pack's "sha256:" value). */
 int msp_cc_secret_kind(const char *stored);

@@ -24,8 +24,7 @@ static int msp_cc_cmp_str(const void *a, const void *b)
 
 cJSON *msp_cc_env_json(char *const *envp)
 {
-    const char *user_salt = getenv("MSPROBE_SECRET_SALT");
-    int custom = user_salt && *user_salt;
+    int custom = msp_cc_salt_in_use(); /* a weak salt is refused: as none */
     char *salt_id = msp_cc_salt_id();
     size_t n = 0;
     while (envp && envp[n])

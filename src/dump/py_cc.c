@@ -520,6 +520,8 @@ static void msp_cc_write(const char *when)
     if (!msp_cc.pip)
         msp_cc.pip = msp_cc_pip_json();
     env = msp_cc_env_json(environ);
+    if (msp_cc_salt_refused())
+        msp_shim_warn_once("config_check_salt", "config_check: %s", MSP_CC_SALT_WEAK_WARNING);
     manifest = msp_cc_manifest_json("run", rank, world, msp_cc_item_names, MSP_CC_N_ITEMS);
     random = msp_cc_ref_object("calls", msp_cc.calls);
     weights = msp_cc_ref_object("tensors", msp_cc.weights);
