@@ -375,7 +375,7 @@ static msp_err cmp_orphan_suspect(msp_compare_result_t *res, size_t *cap, size_t
                        seen > 0.0 ? t->rel_err / seen : INFINITY,
                        base > 0.0 ? t->rel_err / base : INFINITY, NULL};
     s.reason = msp_asprintf("%sno recorded op produced %s.%s: an op msprobe did not record "
-                            "(such as torch._VF.lstm) made it; its error %s is above anything "
+                            "(a custom kernel, or an API outside the dump's list) made it; its error %s is above anything "
                             "recorded before it in this step (%s)",
                             s.from_stats ? "statistics only: " : "", rec->name,
                             cmp_role_of(t, rec), cmp_fmt_err(t->rel_err, a, sizeof a),
