@@ -17,6 +17,7 @@
 #include <structmember.h>
 
 _Thread_local int msp_t_depth;
+_Thread_local int msp_t_data_depth;
 /* Names looked up on every wrapped call, interned once: PyObject_GetAttrString
  * and PyObject_CallMethod make a string object per lookup (bench/dump). */
 static PyObject *s_grad_fn, *s_requires_grad, *s_next_functions, *s_variable, *s_register_hook;
@@ -931,7 +932,9 @@ static PyObject *compile_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
 static PyObject *norecord_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
 {
     msp_t_depth++;
+    msp_t_data_depth++;
     PyObject *out = PyObject_Call(w->orig, args, kw);
+    msp_t_data_depth--;
     msp_t_depth--;
     return out;
 }

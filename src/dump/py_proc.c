@@ -187,7 +187,9 @@ static PyObject *msp_ev_call(PyObject *orig, const char *name, PyObject *args, P
     t_seed_depth += seed;
     PyObject *out = PyObject_Call(orig, args, kw);
     t_seed_depth -= seed;
-    if (!out || msp_t_depth > 0 || !events_on())
+    /* the shim's own calls raise no event; data loading (a dataset seeding
+     * each sample, as torchvision's FakeData does) is the script's own */
+    if (!out || msp_t_depth > msp_t_data_depth || !events_on())
         return out;
     if (seed && t_seed_depth == 0) {
         saved_t s = enter_listener();
