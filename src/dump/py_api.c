@@ -939,8 +939,126 @@ static PyObject *norecord_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
     return out;
 }
 
+/* ---- Dataset constructors: data preparation, not model calls ---------------- */
+
+/* A Dataset's constructor prepares data (torchvision's MNIST reads the whole
+ * set and views it with Tensor.view: most of a step's bytes): nothing it runs
+ * is the model's. The own __init__ of each Dataset subclass is wrapped like a
+ * DataLoader fetch: those that exist when torch is patched (a script that
+ * imports torchvision first), and through Dataset.__init_subclass__ those
+ * defined later. */
+static PyObject *g_dataset_cls;       /* torch.utils.data.Dataset */
+static PyObject *g_ds_subclass_orig;  /* Dataset's own __init_subclass__, if it had one */
+static PyObject *g_ds_function_type;  /* types.FunctionType (the limited API has no check) */
+
+static PyObject *builtin_named(const char *name)
+{
+    PyObject *b = PyEval_GetBuiltins(); /* borrowed */
+    PyObject *o = b ? PyDict_GetItemString(b, name) : NULL;
+    Py_XINCREF(o);
+    return o;
+}
+
+static void wrap_dataset_init(PyObject *cls)
+{
+    PyObject *dict = PyObject_GetAttrString(cls, "__dict__");
+    PyObject *init = dict ? PyMapping_GetItemString(dict, "__init__") : NULL;
+    PyErr_Clear();
+    if (init && g_ds_function_type && (PyObject *)Py_TYPE(init) == g_ds_function_type) {
+        PyObject *w = msp_wrap_new(init, "__init__", MSP_W_NORECORD, 0, 1);
+        if (!w || PyObject_SetAttrString(cls, "__init__", w) < 0)
+            PyErr_Clear(); /* a class that refuses it: its constructor may be dumped */
+        Py_XDECREF(w);
+    }
+    Py_XDECREF(init);
+    Py_XDECREF(dict);
+}
+
+static void wrap_dataset_tree(PyObject *cls, int depth)
+{
+    if (depth > 64)
+        return;
+    wrap_dataset_init(cls);
+    PyObject *subs = PyObject_CallMethod(cls, "__subclasses__", NULL);
+    Py_ssize_t n = subs && PyList_Check(subs) ? PyList_Size(subs) : 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        wrap_dataset_tree(PyList_GetItem(subs, i), depth + 1);
+    Py_XDECREF(subs);
+    PyErr_Clear();
+}
+
+/* Dataset.__init_subclass__(cls, **kw): wraps the new class's constructor,
+ * then does what the next __init_subclass__ in line does. */
+static PyObject *ds_init_subclass(PyObject *self, PyObject *args, PyObject *kw)
+{
+    (void)self;
+    PyObject *cls = PyTuple_Size(args) > 0 ? PyTuple_GetItem(args, 0) : NULL;
+    if (!cls || !PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "__init_subclass__ expects the new class");
+        return NULL;
+    }
+    wrap_dataset_init(cls);
+    PyObject *next = NULL;
+    if (g_ds_subclass_orig) {
+        next = PyObject_CallMethod(g_ds_subclass_orig, "__get__", "OO", Py_None, cls);
+    } else {
+        PyObject *super_type = builtin_named("super");
+        PyObject *sup = super_type ? PyObject_CallFunctionObjArgs(super_type, g_dataset_cls,
+                                                                  cls, NULL)
+                                   : NULL;
+        next = sup ? PyObject_GetAttrString(sup, "__init_subclass__") : NULL;
+        Py_XDECREF(sup);
+        Py_XDECREF(super_type);
+    }
+    PyObject *empty = next ? PyTuple_New(0) : NULL;
+    PyObject *out = empty ? PyObject_Call(next, empty, kw) : NULL;
+    Py_XDECREF(empty);
+    Py_XDECREF(next);
+    return out;
+}
+
+static PyMethodDef g_ds_subclass_def = {"__init_subclass__", (PyCFunction)(void (*)(void))ds_init_subclass,
+                                        METH_VARARGS | METH_KEYWORDS, NULL};
+
+static void patch_datasets(PyObject *data_module)
+{
+    if (g_dataset_cls)
+        return;
+    PyObject *ds = PyObject_GetAttrString(data_module, "Dataset");
+    PyObject *dict = ds ? PyObject_GetAttrString(ds, "__dict__") : NULL;
+    PyObject *fn = ds ? PyCFunction_NewEx(&g_ds_subclass_def, NULL, NULL) : NULL;
+    PyObject *classmethod = builtin_named("classmethod");
+    PyObject *cm = fn && classmethod ? PyObject_CallFunctionObjArgs(classmethod, fn, NULL) : NULL;
+    Py_XDECREF(classmethod);
+    PyObject *types = PyImport_ImportModule("types");
+    if (types && !g_ds_function_type)
+        g_ds_function_type = PyObject_GetAttrString(types, "FunctionType");
+    Py_XDECREF(types);
+    PyErr_Clear();
+    if (ds && dict && cm) {
+        g_ds_subclass_orig = PyMapping_GetItemString(dict, "__init_subclass__");
+        PyErr_Clear();
+        g_dataset_cls = ds;
+        Py_INCREF(ds);
+        if (PyObject_SetAttrString(ds, "__init_subclass__", cm) < 0)
+            msp_py_warn_error("dataset", "cannot hook Dataset subclasses; what a dataset's "
+                              "constructor computes may be dumped as model calls");
+        wrap_dataset_tree(ds, 0);
+    }
+    Py_XDECREF(cm);
+    Py_XDECREF(fn);
+    Py_XDECREF(dict);
+    Py_XDECREF(ds);
+    PyErr_Clear();
+}
+
 void msp_patch_dataloader(void)
 {
+    PyObject *data = PyImport_ImportModule("torch.utils.data");
+    if (data)
+        patch_datasets(data);
+    Py_XDECREF(data);
+    PyErr_Clear();
     PyObject *m = PyImport_ImportModule("torch.utils.data.dataloader");
     PyObject *cls = m ? PyObject_GetAttrString(m, "_BaseDataLoaderIter") : NULL;
     PyObject *next = cls ? PyObject_GetAttrString(cls, "__next__") : NULL;
