@@ -926,10 +926,19 @@ static int enqueue(msp_dq_rec_t *r)
     return 1;
 }
 
+static atomic_ullong g_backward_pushed;
+
 void msp_dq_push(msp_dq_rec_t *r)
 {
     r->kind = MSP_DQ_RECORD;
+    if (r->name && strstr(r->name, ".backward"))
+        atomic_fetch_add_explicit(&g_backward_pushed, 1, memory_order_relaxed);
     enqueue(r);
+}
+
+uint64_t msp_dq_backward_records(void)
+{
+    return (uint64_t)atomic_load_explicit(&g_backward_pushed, memory_order_relaxed);
 }
 
 void msp_dq_end_step(int64_t step)

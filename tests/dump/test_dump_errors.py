@@ -136,7 +136,7 @@ print(outs)
 class OddTensors(dt.ShimCase):
     def check_lines(self, lines):
         """Each kind of warning once as it happens, then at exit how often each
-        fired and that no step ever ended. 3 calls: matmul(a, a) has 3 complex
+        fired. 3 calls: matmul(a, a) has 3 complex
         tensors each (2 inputs, the output), matmul(sparse, b) 1 sparse input."""
         first = [l for l in lines if l.startswith("msprobe: warning:") and "times in all" not in l
                  and "no step ended" not in l]
@@ -149,10 +149,9 @@ class OddTensors(dt.ShimCase):
             text = w[len("msprobe: warning: "):]
             n = 3 * 3 if "complex64" in w else 3 * 1
             self.assertIn("msprobe: warning: fired %d times in all: %s" % (n, text), counts)
-        ends = [l for l in lines if "no step ended" in l]
-        self.assertEqual(len(ends), 1, lines)
-        self.assertIn("the whole run was step 0: set step_trigger", ends[0])
-        self.assertEqual(len(lines), 5, lines)
+        # no backward pass ran: no training to which a step_trigger would apply
+        self.assertEqual([l for l in lines if "no step ended" in l], [], lines)
+        self.assertEqual(len(lines), 4, lines)
 
     def test_one_warning_per_kind_and_results_unchanged(self):
         cfg = self.write_config(dt.config("./d", api_list=[("torch.matmul", "forward")]))
