@@ -178,20 +178,10 @@ static int msp_serve_one(const char *path, uint64_t cap, double timeout)
         msp_serve_child(p[1], path, getppid());
     } else {
         close(p[1]);
-        kind = (uint32_t)msp_collect(p[0], (size_t)cap, msp_monotonic() + timeout, &buf, &n);
+        int k = msp_collect(p[0], (size_t)cap, msp_monotonic() + timeout, &buf, &n);
         close(p[0]);
-        int st = 0, gone = 0;
-        if (kind == MSP_SERVE_TIMEOUT) { /* a stopped child is not a hung parse */
-            int w = msp_stopped_or_reaped(child, &st);
-            kind = w == 1 ? MSP_SERVE_STOPPED : kind;
-            gone = w == 2;
-        }
-        if (!gone) {
-            if (kind != MSP_SERVE_ENDED)
-                kill(child, SIGKILL);
-            while (waitpid(child, &st, 0) < 0 && errno == EINTR)
-                ;
-        }
+        int st = msp_helper_end(child, &k);
+        kind = (uint32_t)k;
         if (kind == MSP_SERVE_ENDED)
             status = st;
     }

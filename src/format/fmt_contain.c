@@ -485,7 +485,9 @@ static msp_err msp_timeout_error(const char *path, double timeout)
                     "sets another)", path, timeout);
 }
 
-int msp_stopped_or_reaped(pid_t pid, int *status)
+/* Whether child pid is stopped (1), or has ended and is reaped with its
+ * status in *status (2), or neither (0); never blocks. */
+static int msp_stopped_or_reaped(pid_t pid, int *status)
 {
     int st = 0;
     pid_t r;
@@ -548,6 +550,21 @@ int msp_collect(int fd, size_t cap, double deadline, unsigned char **out, size_t
     return kind;
 }
 
+int msp_helper_end(pid_t pid, int *kind)
+{
+    int st = 0;
+    if (*kind == MSP_SERVE_TIMEOUT) { /* a stopped helper is not a hung parse */
+        int w = msp_stopped_or_reaped(pid, &st);
+        if (w == 2)
+            return st;
+        if (w == 1)
+            *kind = MSP_SERVE_STOPPED;
+    }
+    if (*kind != MSP_SERVE_ENDED)
+        kill(pid, SIGKILL);
+    return msp_reap(pid);
+}
+
 /* What a helper's end means for the caller: kind as msp_collect (or the
  * server) reports it, status its wait status (MSP_SERVE_FAILED: an errno);
  * *outside as msp_helper_status sets it. */
@@ -591,17 +608,7 @@ static msp_err msp_helper_run(const char *path, char *argv[], size_t cap, double
     size_t n;
     int kind = msp_collect(rfd, cap, msp_monotonic() + timeout, &buf, &n);
     close(rfd);
-    int st = 0, gone = 0;
-    if (kind == MSP_SERVE_TIMEOUT) {
-        int w = msp_stopped_or_reaped(pid, &st);
-        kind = w == 1 ? MSP_SERVE_STOPPED : kind;
-        gone = w == 2;
-    }
-    if (!gone) {
-        if (kind != MSP_SERVE_ENDED)
-            kill(pid, SIGKILL);
-        st = msp_reap(pid);
-    }
+    int st = msp_helper_end(pid, &kind);
     msp_err rc = msp_serve_outcome(path, kind, st, buf, n, cap, timeout, outside);
     if (rc) {
         free(buf);

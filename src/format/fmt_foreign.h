@@ -31,6 +31,9 @@ typedef struct msp_raw_tensor {
     void *data; /* malloc'd, numel * msp_dtype_size(dtype) bytes */
 } msp_raw_tensor_t;
 
+/* path opened for reading by one of the loaders below (their path forms,
+ * for tools and fuzzing; a dump's files are opened by msp_msprobe_*). */
+msp_err msp_foreign_open(const char *path, int *fd);
 /* NumPy .npy, format versions 1, 2 and 3: little-endian or single-byte
  * element types numpy shares with torch, C order. */
 msp_err msp_npy_load(const char *path, msp_raw_tensor_t *out);

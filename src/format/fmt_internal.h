@@ -129,9 +129,10 @@ double msp_helper_timeout(int64_t file_size);
 /* poll()'s timeout for `left` seconds: 0 when none is left, -1 (no limit)
  * for a time too large for an int of milliseconds (inf, 1e300). */
 int msp_poll_ms(double left);
-/* Whether child pid is stopped (1), or has ended and is reaped with its
- * status in *status (2), or neither (0); never blocks. */
-int msp_stopped_or_reaped(pid_t pid, int *status);
+/* After msp_collect on helper pid's answer: its wait status, the helper
+ * killed first unless it ended; a helper found stopped at the timeout turns
+ * *kind into MSP_SERVE_STOPPED (not a hung parse). */
+int msp_helper_end(pid_t pid, int *kind);
 /* A helper's answer on fd, to its end, at most cap bytes, each wait bounded
  * by deadline: MSP_SERVE_ENDED with *out malloc'd, else the reason (nothing kept). */
 int msp_collect(int fd, size_t cap, double deadline, unsigned char **out, size_t *out_n);

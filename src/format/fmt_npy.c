@@ -46,14 +46,21 @@ static const char *msp_npy_key(const char *h, const char *key)
     return p;
 }
 
+msp_err msp_foreign_open(const char *path, int *fd)
+{
+    *fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (*fd < 0)
+        return msp_fail(errno == ENOENT ? MSP_ERR_NOT_FOUND : MSP_ERR_IO, "file %s: %s", path,
+                        strerror(errno));
+    return MSP_OK;
+}
+
 msp_err msp_npy_load(const char *path, msp_raw_tensor_t *out)
 {
     memset(out, 0, sizeof *out);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return msp_fail(errno == ENOENT ? MSP_ERR_NOT_FOUND : MSP_ERR_IO, "file %s: %s", path,
-                        strerror(errno));
-    return msp_npy_load_fd(fd, path, out);
+    int fd;
+    msp_err rc = msp_foreign_open(path, &fd);
+    return rc ? rc : msp_npy_load_fd(fd, path, out);
 }
 
 msp_err msp_npy_load_fd(int fd, const char *path, msp_raw_tensor_t *out)

@@ -401,11 +401,9 @@ static msp_err pt_read_member(zip_t *z, zip_int64_t idx, size_t max, uint64_t fi
 msp_err msp_pt_load(const char *path, msp_raw_tensor_t *out)
 {
     memset(out, 0, sizeof *out);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return msp_fail(errno == ENOENT ? MSP_ERR_NOT_FOUND : MSP_ERR_IO, "file %s: %s", path,
-                        strerror(errno));
-    return msp_pt_load_fd(fd, path, out);
+    int fd;
+    msp_err rc = msp_foreign_open(path, &fd);
+    return rc ? rc : msp_pt_load_fd(fd, path, out);
 }
 
 msp_err msp_pt_load_fd(int fd, const char *path, msp_raw_tensor_t *out)
