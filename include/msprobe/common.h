@@ -129,6 +129,13 @@ char *msp_asprintf(const char *fmt, ...) MSP_PRINTF(1, 2);
  * caller to free; *owned is NULL when s is returned. NULL s reads as "".
  * NULL on out of memory. */
 const char *msp_utf8_clean(const char *s, size_t max_bytes, char **owned);
+/* Text fit for a terminal: anything a terminal would take as a command (C0
+ * controls but tab, and newline when newlines is set; DEL; the C1 controls
+ * U+0080..U+009F) and every byte that is not UTF-8 becomes "\xNN"; the rest
+ * is kept. Returns s itself when it is fit, else a malloc'd copy also stored
+ * in *owned (the caller frees *owned); "?" when out of memory. Names and
+ * values from a dump or a pack pass through it before they are printed. */
+const char *msp_term_clean(const char *s, int newlines, char **owned);
 
 #ifdef __cplusplus
 }

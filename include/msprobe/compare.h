@@ -184,6 +184,10 @@ typedef struct msp_compare_result {
     char **unpaired;           /* "step N rank R only in the bench dump (path)", one per
                                   step/rank present on one side only (also logged as warnings) */
     size_t n_unpaired;
+    char **unread;             /* "step N rank R skipped: why", one per step/rank whose file
+                                  could not be read (also in unpaired): the report is incomplete */
+    size_t n_unread;
+    size_t n_crc_bad;          /* tensors whose data fails the CRC-32 its dump stores */
     msp_suspect_t *suspects;   /* most likely first; every introduced record and gap */
     size_t n_suspects;
     /* replay summary */

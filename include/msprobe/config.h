@@ -49,6 +49,9 @@ typedef enum msp_step_trigger {
 typedef struct msp_api_sel {
     char *name;        /* "torch.nn.functional.conv2d" or a module path "layer1.0.conv1" */
     unsigned dirs;     /* MSP_DIR_FORWARD | MSP_DIR_BACKWARD */
+    char *key;         /* where the user wrote it, as messages name it:
+                          "statistics.list[0] \"Functional.conv2e.0.forward\"" or
+                          "dump.api_list[0].name \"torch.foo\"" (NULL when built by hand) */
 } msp_api_sel_t;
 
 /* A set of steps: inclusive ranges; all=1 selects every step. */

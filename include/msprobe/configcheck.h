@@ -39,6 +39,18 @@ extern const char *const msp_cc_item_names[MSP_CC_N_ITEMS];
  * importlib.metadata.distributions() as JSON. Atomic write of zip_path. */
 msp_err msp_cc_static_pack(const char *python, const char *zip_path);
 
+/* 1 when MSPROBE_SECRET_SALT is set but too weak to key anything (under 16
+ * characters, fewer than 10 distinct, under 64 bits by its own character
+ * frequencies): a guess would find it from what a pack stores (a salt_id, or
+ * the keyed hash of any value an attacker knows), and then every short
+ * password hashed with it. Such a salt is not used: secrets are not stored,
+ * as without a salt, and the caller warns (MSP_CC_SALT_WEAK_WARNING). */
+int msp_cc_salt_refused(void);
+#define MSP_CC_SALT_WEAK_WARNING                                                              \
+    "MSPROBE_SECRET_SALT is too weak to key hashes (a guess would find it from the pack; "   \
+    "use 16 or more random characters, e.g. $(openssl rand -hex 32)): secret values are not " \
+    "stored"
+
 typedef struct msp_cc_options {
     /* Env keys compared: NULL for the built-in list, else a comma-separated
      * list ("K1,K2,NCCL_*") or the path of a file with one key per line

@@ -3,15 +3,21 @@
  *   0  success (compare/config_check: everything passed)
  *   1  compare or config_check found a failing record or item
  *   2  usage error, or bad input (missing path, malformed file, bad config)
+ *   3  compare: the report is written but incomplete or contradicted (a step
+ *      could not be read, or tensor data fails its stored CRC-32)
  */
 #ifndef MSPROBE_CLI_H
 #define MSPROBE_CLI_H
 
 #include "msprobe/common.h"
 
+#include <stdarg.h>
+#include <stdio.h>
+
 #define MSP_EXIT_OK 0
 #define MSP_EXIT_FAIL 1
 #define MSP_EXIT_USAGE 2
+#define MSP_EXIT_INCOMPLETE 3
 
 typedef struct msp_cli_ctx {
     const char *framework; /* from -f; "pytorch" */
@@ -62,6 +68,12 @@ int msp_cmd_usage_error(const msp_cmd_doc_t *d, const char *fmt, ...) MSP_PRINTF
 
 /* "msprobe: <formatted>\n" on stderr. */
 void msp_errorf(const char *fmt, ...) MSP_PRINTF(1, 2);
+/* printf to out with everything printed made fit for a terminal
+ * (msp_term_clean, newlines kept): names and values from a dump or a pack
+ * can hold escape sequences (ESC ] 0; ... BEL retitles a terminal, ESC [ 2 J
+ * clears it). Every line that carries such text is printed through it. */
+int msp_tprintf(FILE *out, const char *fmt, ...) MSP_PRINTF(2, 3);
+int msp_tvprintf(FILE *out, const char *fmt, va_list ap) MSP_PRINTF(2, 0);
 /* "msprobe: warning: <formatted>\n" on stderr unless quiet. */
 void msp_warnf(const msp_cli_ctx_t *ctx, const char *fmt, ...) MSP_PRINTF(2, 3);
 /* Print msp_last_error() (or msp_strerror(rc)) as an error; returns MSP_EXIT_USAGE. */

@@ -65,7 +65,8 @@ static const msp_cmd_doc_t msp_compare_doc = {
              "BENCH and CMP are two dump.h5 files, two rank directories, or two dump roots\n"
              "(step{N}/rank{R}/dump.h5, paired by step and rank).\n",
     .tail = "Exit status: 0 every record passed, 1 some record is No or Warning,\n"
-            "2 usage error or bad input. See msprobe-compare(1).\n",
+            "2 usage error or bad input, 3 report written but a step could not be read\n"
+            "or tensor data fails its stored CRC-32 (named on stdout). See msprobe-compare(1).\n",
     .opts = msp_compare_opts,
 };
 
@@ -146,13 +147,13 @@ static void msp_human_bytes(char *buf, size_t n, double b)
 static void msp_print_metric(const char *label, double v, int fixed)
 {
     if (isnan(v))
-        printf("%s N/A", label);
+        msp_tprintf(stdout, "%s N/A", label);
     else if (isinf(v))
-        printf("%s %s", label, v > 0 ? "inf" : "-inf");
+        msp_tprintf(stdout, "%s %s", label, v > 0 ? "inf" : "-inf");
     else if (fixed)
-        printf("%s %.6f", label, v);
+        msp_tprintf(stdout, "%s %.6f", label, v);
     else
-        printf("%s %.6g", label, v);
+        msp_tprintf(stdout, "%s %.6g", label, v);
 }
 
 /* "first introduced error: step S rank R RECORD ROLE (cosine C, max abs err M)"
@@ -160,13 +161,13 @@ static void msp_print_metric(const char *label, double v, int fixed)
 static void msp_print_root_cause(const msp_compare_result_t *res)
 {
     if (res->root_record < 0 || (size_t)res->root_record >= res->n_records) {
-        printf("no introduced error found\n");
+        msp_tprintf(stdout, "no introduced error found\n");
         return;
     }
     const msp_record_cmp_t *rec = &res->records[res->root_record];
     /* a producer gap names the input that changed: "before RECORD ROLE" */
     int gap = res->n_suspects && res->suspects[0].is_gap;
-    printf("first introduced error: step %lld rank %lld %s%s", (long long)rec->step,
+    msp_tprintf(stdout, "first introduced error: step %lld rank %lld %s%s", (long long)rec->step,
            (long long)rec->rank, gap ? "before " : "", rec->name ? rec->name : "?");
     const msp_tensor_cmp_t *t = NULL;
     if (res->root_tensor >= 0 && (size_t)res->root_tensor < res->n_tensors)
@@ -176,9 +177,9 @@ static void msp_print_root_cause(const msp_compare_result_t *res)
         size_t rl = rec->name ? strlen(rec->name) : 0;
         /* The tensor name is "<record>.<role>": print the role alone. */
         if (tn && rl && strncmp(tn, rec->name, rl) == 0 && tn[rl] == '.')
-            printf(" %s", tn + rl + 1);
+            msp_tprintf(stdout, " %s", tn + rl + 1);
         else if (tn)
-            printf(" %s", tn);
+            msp_tprintf(stdout, " %s", tn);
     }
     fputs(" (", stdout);
     if (res->stats_mode && t) {
@@ -199,12 +200,12 @@ static void msp_print_replay(const msp_compare_result_t *res, const msp_compare_
     if (o->replay == MSP_REPLAY_OFF)
         return;
     if (res->replay_unavailable) {
-        printf("replay: not run: %s\n", res->replay_unavailable);
+        msp_tprintf(stdout, "replay: not run: %s\n", res->replay_unavailable);
         return;
     }
     if (!res->replay_candidates && !res->replay_skipped)
         return;
-    printf("replay: %.3f s, %zu records replayed (%zu introduced, %zu inherited), %zu not "
+    msp_tprintf(stdout, "replay: %.3f s, %zu records replayed (%zu introduced, %zu inherited), %zu not "
            "replayable, %zu left by the %g s budget; compare %.3f s\n",
            res->replay_seconds, res->replay_done, res->replay_introduced, res->replay_inherited,
            res->replay_skipped, res->replay_unfinished, o->replay_budget, total);
@@ -216,7 +217,7 @@ static void msp_print_suspects(const msp_compare_result_t *res, int top)
     if (!res->n_suspects)
         return;
     size_t n = res->n_suspects < (size_t)top ? res->n_suspects : (size_t)top;
-    printf("suspects (%zu of %zu, most likely first; error = ||npu-bench||/||bench||):\n", n,
+    msp_tprintf(stdout, "suspects (%zu of %zu, most likely first; error = ||npu-bench||/||bench||):\n", n,
            res->n_suspects);
     for (size_t i = 0; i < n; i++) {
         const msp_suspect_t *s = &res->suspects[i];
@@ -227,7 +228,7 @@ static void msp_print_suspects(const msp_compare_result_t *res, int top)
         /* the worst output's role; a tensor of another record (a module named
          * for what its own code did to a child's input) by its full name */
         const char *role = !tn ? "" : strncmp(tn, rec->name, rl) == 0 && tn[rl] == '.' ? tn + rl + 1 : tn;
-        printf("  %zu. step %lld rank %lld %s%s%s%s: input err %.3g, output err %.3g, "
+        msp_tprintf(stdout, "  %zu. step %lld rank %lld %s%s%s%s: input err %.3g, output err %.3g, "
                "amplification %.3g, #%lld in execution order\n     %s\n",
                i + 1, (long long)rec->step, (long long)rec->rank, s->is_gap ? "before " : "",
                rec->name, role[0] ? " " : "", role, s->in_err, s->out_err, s->amplification,
@@ -407,19 +408,32 @@ int msp_cmd_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
         msp_human_bytes(done, sizeof done, (double)res->bytes_compared);
         double t_cmp = elapsed - res->replay_seconds;
         msp_human_bytes(rate, sizeof rate, t_cmp > 0 ? (double)res->bytes_compared / t_cmp : 0.0);
-        printf("pairs %zu, records %zu, tensors %zu, failing records %zu\n", res->n_pairs,
+        msp_tprintf(stdout, "pairs %zu, records %zu, tensors %zu, failing records %zu\n", res->n_pairs,
                res->n_records, res->n_tensors, failing);
-        printf("compared %s in %.3f s (%s/s)\n", done, elapsed - res->replay_seconds, rate);
+        msp_tprintf(stdout, "compared %s in %.3f s (%s/s)\n", done, elapsed - res->replay_seconds, rate);
         msp_print_replay(res, &opts, elapsed);
     }
+    /* What was not compared, or not as stored, is said on stdout whatever
+     * -q says: it changes what the verdicts mean, and the exit status. */
+    for (size_t i = 0; i < res->n_unread; i++)
+        msp_tprintf(stdout, "not compared: %s\n", res->unread[i]);
+    if (res->n_crc_bad)
+        msp_tprintf(stdout, "damaged: %zu tensor%s fail%s the CRC-32 stored in its dump (named in "
+               "Err_message): the dump is damaged\n", res->n_crc_bad,
+               res->n_crc_bad == 1 ? "" : "s", res->n_crc_bad == 1 ? "s" : "");
+    if (res->n_unread)
+        msp_tprintf(stdout, "incomplete: %zu step/rank file%s could not be read; the verdicts below "
+               "cover the rest only\n", res->n_unread, res->n_unread == 1 ? "" : "s");
     msp_print_root_cause(res);
     if (!quiet) {
-        printf("report: %s/result.xlsx\n", out_dir);
+        msp_tprintf(stdout, "report: %s/result.xlsx\n", out_dir);
         if (csv)
-            printf("report: %s/result.csv\n", out_dir);
+            msp_tprintf(stdout, "report: %s/result.csv\n", out_dir);
         msp_print_suspects(res, opts.top);
     }
-    rc = failing ? MSP_EXIT_FAIL : MSP_EXIT_OK;
+    rc = res->n_unread || res->n_crc_bad ? MSP_EXIT_INCOMPLETE
+         : failing                       ? MSP_EXIT_FAIL
+                                         : MSP_EXIT_OK;
 
 cleanup:
     msp_compare_result_free(res);

@@ -51,7 +51,7 @@ static void msp_cc_print_indented(const char *indent, const char *text)
     for (const char *p = text, *first = text;;) {
         const char *e = strchr(p, '\n');
         int n = (int)(e ? (size_t)(e - p) : strlen(p));
-        printf("%*s%.*s\n", (int)w, p == first ? indent : "", n, p);
+        msp_tprintf(stdout, "%*s%.*s\n", (int)w, p == first ? indent : "", n, p);
         if (!e)
             break;
         p = e + 1;
@@ -74,30 +74,30 @@ static int msp_cc_cli_compare(const msp_cli_ctx_t *ctx, const char *bench, const
     }
     int failed = msp_cc_result_failed(r);
     if (ctx->verbosity > 0 || failed) {
-        printf("config_check: bench %s, cmp %s\n", bench, cmp);
+        msp_tprintf(stdout, "config_check: bench %s, cmp %s\n", bench, cmp);
         for (int i = 0; i < MSP_CC_N_ITEMS; i++) {
             const msp_cc_item_result_t *it = &r->items[i];
             const char *st = it->status == MSP_CC_PASS ? "pass" : it->status == MSP_CC_FAIL ? "FAIL" : "n/a";
-            printf("  %-16s %s", it->name, st);
+            msp_tprintf(stdout, "  %-16s %s", it->name, st);
             if (it->n_failed)
-                printf("  %zu difference%s", it->n_failed, it->n_failed == 1 ? "" : "s");
+                msp_tprintf(stdout, "  %zu difference%s", it->n_failed, it->n_failed == 1 ? "" : "s");
             if (it->n_warnings)
-                printf("  (%zu warning%s)", it->n_warnings, it->n_warnings == 1 ? "" : "s");
+                msp_tprintf(stdout, "  (%zu warning%s)", it->n_warnings, it->n_warnings == 1 ? "" : "s");
             if (it->n_info)
-                printf("  (%zu info%s)", it->n_info, ctx->verbosity > 1 ? "" : ", -v lists");
+                msp_tprintf(stdout, "  (%zu info%s)", it->n_info, ctx->verbosity > 1 ? "" : ", -v lists");
             putchar('\n');
             if (it->status == MSP_CC_FAIL && it->note)
-                printf("      %s\n", it->note);
+                msp_tprintf(stdout, "      %s\n", it->note);
             for (size_t j = 0; j < it->n_failed && j < MSP_CC_SHOW_FAILED; j++)
                 msp_cc_print_indented("      ", it->failed[j]);
             if (it->n_failed > MSP_CC_SHOW_FAILED)
-                printf("      ... %zu more in the report\n", it->n_failed - MSP_CC_SHOW_FAILED);
+                msp_tprintf(stdout, "      ... %zu more in the report\n", it->n_failed - MSP_CC_SHOW_FAILED);
             for (size_t j = 0; ctx->verbosity > 1 && j < it->n_info && j < MSP_CC_SHOW_FAILED; j++)
                 msp_cc_print_indented("      info: ", it->info[j]);
             if (ctx->verbosity > 1 && it->n_info > MSP_CC_SHOW_FAILED)
-                printf("      info: ... %zu more in the report\n", it->n_info - MSP_CC_SHOW_FAILED);
+                msp_tprintf(stdout, "      info: ... %zu more in the report\n", it->n_info - MSP_CC_SHOW_FAILED);
         }
-        printf("report: %s/result.xlsx\n", out);
+        msp_tprintf(stdout, "report: %s/result.xlsx\n", out);
     }
     msp_cc_result_free(r);
     return failed ? MSP_EXIT_FAIL : MSP_EXIT_OK;
@@ -157,11 +157,13 @@ int msp_cmd_config_check(msp_cli_ctx_t *ctx, int argc, char **argv)
         if (!python || !*python)
             python = "/usr/bin/python3";
         const char *pack = out ? out : "config_check_pack.zip";
+        if (msp_cc_salt_refused())
+            msp_warnf(ctx, "config_check: %s", MSP_CC_SALT_WEAK_WARNING);
         msp_err rc = msp_cc_static_pack(python, pack);
         if (rc != MSP_OK)
             return msp_report_error(rc);
         if (ctx->verbosity > 0)
-            printf("config_check: wrote %s (env and pip; Python %s)\n", pack, python);
+            msp_tprintf(stdout, "config_check: wrote %s (env and pip; Python %s)\n", pack, python);
         return MSP_EXIT_OK;
     }
     if (argc - optind != 1) {

@@ -49,19 +49,23 @@ static void msp_ls_tensor(const msp_tensor_info_t *t)
 {
     char shape[MSP_SHAPE_STR_MAX];
     msp_shape_str(t->shape, t->ndim, shape, sizeof shape);
-    printf("    %-16s %-15s %-20s", t->role, t->dtype_name, shape);
+    char *owned = NULL;
+    /* a name from the file on one line: its newlines spelled out too */
+    msp_tprintf(stdout, "    %-16s %-15s %-20s", msp_term_clean(t->role, 0, &owned), t->dtype_name,
+                shape);
+    free(owned);
     char b[4][32];
     if (t->has_stats)
-        printf(" max=%-12s min=%-12s mean=%-12s norm=%-12s nan=%" PRId64 " inf=%" PRId64,
+        msp_tprintf(stdout, " max=%-12s min=%-12s mean=%-12s norm=%-12s nan=%" PRId64 " inf=%" PRId64,
                msp_ls_num(t->stats.max, b[0], sizeof b[0]),
                msp_ls_num(t->stats.min, b[1], sizeof b[1]),
                msp_ls_num(t->stats.mean, b[2], sizeof b[2]),
                msp_ls_num(t->stats.norm, b[3], sizeof b[3]), t->stats.nan_count,
                t->stats.inf_count);
     else
-        printf(" no statistics");
+        msp_tprintf(stdout, " no statistics");
     if (!t->has_data)
-        printf("  no data");
+        msp_tprintf(stdout, "  no data");
     putchar('\n');
 }
 
@@ -74,7 +78,7 @@ static int msp_ls_file(const char *path)
     size_t n_tensors = 0;
     for (size_t i = 0; i < f->n_records; i++)
         n_tensors += f->records[i].n_tensors;
-    printf("step %" PRId64 " rank %" PRId64 ": %s  task=%s mode=%s framework=%s %s  "
+    msp_tprintf(stdout, "step %" PRId64 " rank %" PRId64 ": %s  task=%s mode=%s framework=%s %s  "
            "records=%zu tensors=%zu%s\n",
            f->step, f->rank, f->path, f->task[0] ? f->task : "-",
            f->dump_mode[0] ? f->dump_mode : "-", f->framework[0] ? f->framework : "-",
@@ -83,14 +87,20 @@ static int msp_ls_file(const char *path)
     int status = MSP_EXIT_OK;
     for (size_t i = 0; i < f->n_records; i++) {
         const msp_record_info_t *r = &f->records[i];
-        printf("  %s  order=%" PRId64 "\n", r->name, r->order);
+        char *owned = NULL;
+        msp_tprintf(stdout, "  %s  order=%" PRId64 "\n", msp_term_clean(r->name, 0, &owned),
+                    r->order);
+        free(owned);
         char **keys = NULL, **values = NULL;
         size_t n = 0;
         if (msp_dump_record_attrs(f, r, &keys, &values, &n) != MSP_OK) {
             status = msp_report_error(MSP_ERR_FORMAT);
         } else {
-            for (size_t k = 0; k < n; k++)
-                printf("    %-16s = %s\n", keys[k], values[k]);
+            for (size_t k = 0; k < n; k++) {
+                msp_tprintf(stdout, "    %-16s = %s\n", msp_term_clean(keys[k], 0, &owned),
+                            values[k]);
+                free(owned);
+            }
         }
         msp_free_strings(keys, n);
         msp_free_strings(values, n);

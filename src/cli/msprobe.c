@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 struct msp_command {
@@ -54,12 +55,39 @@ static void msp_usage(FILE *out)
     msp_cmd_help(&d, out);
 }
 
+int msp_tvprintf(FILE *out, const char *fmt, va_list ap)
+{
+    char small[1024], *big = NULL, *owned = NULL;
+    va_list aq;
+    va_copy(aq, ap);
+    int n = vsnprintf(small, sizeof small, fmt, aq);
+    va_end(aq);
+    const char *text = small;
+    if (n >= (int)sizeof small && (big = malloc((size_t)n + 1))) {
+        vsnprintf(big, (size_t)n + 1, fmt, ap);
+        text = big;
+    }
+    int r = n < 0 ? n : fputs(msp_term_clean(text, 1, &owned), out);
+    free(owned);
+    free(big);
+    return r < 0 ? r : n;
+}
+
+int msp_tprintf(FILE *out, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = msp_tvprintf(out, fmt, ap);
+    va_end(ap);
+    return n;
+}
+
 void msp_errorf(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     fputs("msprobe: ", stderr);
-    vfprintf(stderr, fmt, ap);
+    msp_tvprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
 }
@@ -71,7 +99,7 @@ void msp_warnf(const msp_cli_ctx_t *ctx, const char *fmt, ...)
     va_list ap;
     va_start(ap, fmt);
     fputs("msprobe: warning: ", stderr);
-    vfprintf(stderr, fmt, ap);
+    msp_tvprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
 }
@@ -87,7 +115,7 @@ static void msp_cli_log_sink(msp_log_level_t level, const char *msg, void *ud)
 {
     (void)ud;
     static const char *const names[] = {"error: ", "warning: ", "", "debug: "};
-    fprintf(stderr, "msprobe: %s%s\n", names[level], msg);
+    msp_tprintf(stderr, "msprobe: %s%s\n", names[level], msg);
 }
 
 void msp_cli_install_log(const msp_cli_ctx_t *ctx)

@@ -177,11 +177,20 @@ static msp_err msp_cfg_string(const msp_cfg_walk_t *w, const cJSON *it, const ch
     return MSP_OK;
 }
 
-/* An integer in [min, 2^53]: beyond that a double no longer holds it exactly. */
+/* An integer in [min, 2^53 - 1]: from 2^53 on a double no longer holds
+ * every integer, so 9007199254740993 would arrive as ...992, silently. */
 static msp_err msp_cfg_int(const msp_cfg_walk_t *w, const cJSON *it, const char *path,
                            const char *what, int64_t min, int64_t *out)
 {
     *out = min; /* defined on the error path too, as for msp_cfg_enum */
+    /* 2^53 .. 2^63: an integer the writer meant, perhaps rounded already */
+    if (cJSON_IsNumber(it) && it->valuedouble >= MSP_JSON_INT_MAX && it->valuedouble < 0x1p63) {
+        char desc[96];
+        msp_cfg_describe(it, desc, sizeof desc);
+        return msp_cfg_fail(w, path, "expected %s, got %s (JSON numbers are exact only up to "
+                            "9007199254740991: a larger one may already be rounded; a step "
+                            "may be written as a string, \"9007199254740993\")", what, desc);
+    }
     if (cJSON_IsNumber(it)) {
         double v = it->valuedouble;
         if (isfinite(v) && v >= (double)min && v <= MSP_JSON_INT_MAX) {
@@ -383,6 +392,14 @@ static msp_err msp_cfg_dump_iter(const msp_cfg_walk_t *w, const cJSON *it, const
     return MSP_OK;
 }
 
+/* An api_list entry's place for messages: its key and the text written there. */
+static char *msp_cfg_entry_key(const char *path, const char *text)
+{
+    char shown[160];
+    msp_cfg_quote(shown, sizeof shown, text);
+    return msp_asprintf("%s \"%s\"", path, shown);
+}
+
 static msp_err msp_cfg_api_entry(const msp_cfg_walk_t *w, const cJSON *e, const char *path,
                                  msp_api_sel_t *sel)
 {
@@ -405,6 +422,8 @@ static msp_err msp_cfg_api_entry(const msp_cfg_walk_t *w, const cJSON *e, const 
     rc = msp_cfg_string(w, m[0], sub, "a non-empty API or module name", &sel->name);
     if (rc != MSP_OK)
         return rc;
+    if (!(sel->key = msp_cfg_entry_key(sub, m[0]->valuestring)))
+        return msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w->source);
     for (const char *c = sel->name; *c; c++)
         if (isspace((unsigned char)*c) || (unsigned char)*c < 0x20)
             return msp_cfg_expected(w, sub, "an API or module name without spaces", m[0]);
@@ -675,10 +694,13 @@ static msp_err msp_ms_list_entry(const msp_cfg_walk_t *w, const cJSON *e, const 
     } else if (!is_module && tail_n) {
         keep--; /* "matmul.3" */
     }
-    if (keep == 0) {
+    int empty = keep == 0;
+    for (size_t i = 0; i < keep; i++)
+        empty |= parts[i][0] == '\0';
+    if (empty) { /* "Module.", "Functional..forward": no name would match it */
         free(name);
-        return msp_cfg_expected(w, path, "an API or module name like \"Functional.conv2d.0.forward\"",
-                                e);
+        return msp_cfg_expected(w, path, "an API or module name like \"Functional.conv2d.0.forward\" "
+                                "(an empty name between dots selects nothing)", e);
     }
     for (size_t i = 1; i < keep; i++)
         parts[i][-1] = '.';
@@ -751,6 +773,8 @@ static msp_err msp_ms_section(const msp_cfg_walk_t *w, const cJSON *sec, const c
             cfg->n_api_list = i + 1;
             if ((rc = msp_ms_list_entry(w, e, esub, &cfg->api_list[i])) != MSP_OK)
                 return rc;
+            if (!(cfg->api_list[i].key = msp_cfg_entry_key(esub, e->valuestring)))
+                return msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w->source);
         }
     }
     if (m[2]) {
@@ -1252,8 +1276,10 @@ void msp_config_free(msp_config_t *cfg)
 {
     if (!cfg)
         return;
-    for (size_t i = 0; i < cfg->n_api_list; i++)
+    for (size_t i = 0; i < cfg->n_api_list; i++) {
         free(cfg->api_list[i].name);
+        free(cfg->api_list[i].key);
+    }
     free(cfg->api_list);
     free(cfg->source);
     free(cfg->dump_path);

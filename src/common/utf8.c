@@ -108,3 +108,56 @@ const char *msp_utf8_clean(const char *s, size_t max_bytes, char **owned)
     *owned = out;
     return out;
 }
+
+/* A character a terminal shows as itself: printable ASCII, tab and (when
+ * allowed) newline, and any valid code point past the C1 controls. */
+static int msp_term_ok(unsigned cp, int newlines)
+{
+    if (cp < 0x20)
+        return cp == '\t' || (newlines && cp == '\n');
+    return cp != 0x7f && !(cp >= 0x80 && cp < 0xa0);
+}
+
+const char *msp_term_clean(const char *s, int newlines, char **owned)
+{
+    *owned = NULL;
+    if (!s)
+        return "";
+    size_t n = strlen(s);
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0, bad;
+    unsigned cp;
+    for (size_t l; i < n && (l = msp_utf8_char(p + i, n - i, &cp, &bad)) &&
+                   msp_term_ok(cp, newlines);)
+        i += l;
+    if (i == n)
+        return s;
+    /* Worst case every byte becomes \xNN (4 bytes). */
+    char *out = n < SIZE_MAX / 4 ? malloc(n * 4 + 1) : NULL;
+    if (!out)
+        return "?";
+    memcpy(out, s, i);
+    size_t o = i;
+    static const char hex[] = "0123456789abcdef";
+    while (i < n) {
+        size_t l = msp_utf8_char(p + i, n - i, &cp, &bad);
+        if (l && msp_term_ok(cp, newlines)) {
+            memcpy(out + o, p + i, l);
+            o += l;
+            i += l;
+            continue;
+        }
+        /* ESC, BEL, a C1 control (a CSI of its own) or a stray byte: its
+         * bytes spelled out, so nothing reaches the terminal as a command */
+        for (size_t k = 0, m = l ? l : 1; k < m; k++) {
+            out[o++] = '\\';
+            out[o++] = 'x';
+            out[o++] = hex[p[i + k] >> 4];
+            out[o++] = hex[p[i + k] & 15];
+        }
+        i += l ? l : 1;
+    }
+    out[o] = '\0';
+    *owned = out;
+    return out;
+}

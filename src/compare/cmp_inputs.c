@@ -35,9 +35,23 @@ static const char *cmp_kind_name(msp_dump_tree_kind_t k)
                               : (k == MSP_TREE_STEP ? "a step dir" : "a dump root");
 }
 
-/* One line in *only and one warning: a step/rank on one side only, or one
- * skipped because its file cannot be read. */
-static msp_err cmp_note(char ***only, size_t *n_only, const char *side, const msp_dump_entry_t *r)
+static msp_err cmp_push_line(char ***v, size_t *n, const char *s)
+{
+    char *c = strdup(s);
+    char **nv = c ? realloc(*v, (*n + 1) * sizeof *nv) : NULL;
+    if (!nv) {
+        free(c);
+        return msp_fail(MSP_ERR_NOMEM, "out of memory");
+    }
+    *v = nv;
+    nv[(*n)++] = c;
+    return MSP_OK;
+}
+
+/* One line in res->unpaired and one warning: a step/rank on one side only,
+ * or one skipped because its file cannot be read (that one in res->unread
+ * too: the comparison is then incomplete, and the exit status says so). */
+static msp_err cmp_note(msp_compare_result_t *res, const char *side, const msp_dump_entry_t *r)
 {
     char *s, k[24] = "";
     if (r->writer)
@@ -53,24 +67,22 @@ static msp_err cmp_note(char ***only, size_t *n_only, const char *side, const ms
                          (long long)r->rank, k, r->path, r->error);
     if (!s)
         return msp_fail(MSP_ERR_NOMEM, "out of memory");
-    char **nv = realloc(*only, (*n_only + 1) * sizeof *nv);
-    if (!nv) {
-        free(s);
-        return msp_fail(MSP_ERR_NOMEM, "out of memory");
-    }
-    *only = nv;
-    nv[(*n_only)++] = s;
-    msp_log(MSP_LOG_WARN, "%s; not compared", s);
-    return MSP_OK;
+    msp_err rc = cmp_push_line(&res->unpaired, &res->n_unpaired, s);
+    if (!rc && r->error)
+        rc = cmp_push_line(&res->unread, &res->n_unread, s);
+    if (!rc)
+        msp_log(MSP_LOG_WARN, "%s; not compared", s);
+    free(s);
+    return rc;
 }
 
-msp_err cmp_note_skipped(char ***only, size_t *n_only, const cmp_file_pair_t *fp,
+msp_err cmp_note_skipped(msp_compare_result_t *res, const cmp_file_pair_t *fp,
                          const char *detail)
 {
     int bench_bad = strstr(detail, fp->bench) != NULL;
     msp_dump_entry_t e = {fp->step, fp->rank, fp->writer, bench_bad ? fp->bench : fp->cmp,
                           (char *)detail};
-    return cmp_note(only, n_only, bench_bad ? "bench" : "compare", &e);
+    return cmp_note(res, bench_bad ? "bench" : "compare", &e);
 }
 
 
@@ -86,13 +98,11 @@ static msp_err cmp_scan(const char *path, const char *what, msp_dump_tree_t *t)
 }
 
 msp_err cmp_resolve_inputs(const char *bench, const char *cmp, cmp_file_pair_t **pairs_out,
-                           size_t *n_out, char ***only, size_t *n_only)
+                           size_t *n_out, msp_compare_result_t *res)
 {
     msp_dump_tree_t b = {0}, c = {0};
     cmp_file_pair_t *pairs = NULL;
     size_t np = 0;
-    *only = NULL;
-    *n_only = 0;
     msp_err rc = cmp_scan(bench, "bench", &b);
     if (!rc)
         rc = cmp_scan(cmp, "compare", &c);
@@ -122,18 +132,18 @@ msp_err cmp_resolve_inputs(const char *bench, const char *cmp, cmp_file_pair_t *
             o = 0;
         if (o < 0) {
             i++;
-            if ((rc = cmp_note(only, n_only, "bench", x)))
+            if ((rc = cmp_note(res, "bench", x)))
                 goto cleanup;
         } else if (o > 0) {
             j++;
-            if ((rc = cmp_note(only, n_only, "compare", y)))
+            if ((rc = cmp_note(res, "compare", y)))
                 goto cleanup;
         } else {
             i++;
             j++;
             if (x->error || y->error) {
-                if ((x->error && (rc = cmp_note(only, n_only, "bench", x))) ||
-                    (y->error && (rc = cmp_note(only, n_only, "compare", y))))
+                if ((x->error && (rc = cmp_note(res, "bench", x))) ||
+                    (y->error && (rc = cmp_note(res, "compare", y))))
                     goto cleanup;
                 continue;
             }

@@ -87,11 +87,11 @@ typedef struct cmp_file_pair {
  * here: a pair whose file cannot be read is skipped when it is opened
  * (cmp_note_skipped), so each file is parsed once. */
 msp_err cmp_resolve_inputs(const char *bench, const char *cmp, cmp_file_pair_t **pairs,
-                           size_t *n_pairs, char ***only, size_t *n_only);
+                           size_t *n_pairs, msp_compare_result_t *res);
 void cmp_file_pairs_free(cmp_file_pair_t *p, size_t n);
 /* A pair from directories skipped because a file cannot be read (detail:
- * why, naming it): one warning and one line in *only. */
-msp_err cmp_note_skipped(char ***only, size_t *n_only, const cmp_file_pair_t *fp,
+ * why, naming it): one warning and one line in res->unpaired and res->unread. */
+msp_err cmp_note_skipped(msp_compare_result_t *res, const cmp_file_pair_t *fp,
                          const char *detail);
 
 /* ---- verdicts ---------------------------------------------------------- */

@@ -77,6 +77,9 @@ void msp_compare_result_free(msp_compare_result_t *r)
     for (size_t i = 0; i < r->n_unpaired; i++)
         free(r->unpaired[i]);
     free(r->unpaired);
+    for (size_t i = 0; i < r->n_unread; i++)
+        free(r->unread[i]);
+    free(r->unread);
     free(r->records);
     free(r->tensors);
     free(r);
@@ -494,8 +497,9 @@ static msp_err cmp_run_stream_jobs(cmp_ctx_t *cx, uint64_t *bytes_done)
 }
 
 /* The stored CRC-32 (0: the file gave none) against the bytes compared: a
- * flipped bit in a tensor's data is named on its row, not compared silently. */
-static void cmp_check_crc(msp_tensor_cmp_t *t, const cmp_job_t *job)
+ * flipped bit in a tensor's data is named on its row, not compared silently.
+ * 1 when a side fails it. */
+static int cmp_check_crc(msp_tensor_cmp_t *t, const cmp_job_t *job)
 {
     const msp_tensor_info_t *side[2] = {job->nt, job->bt};
     static const char *const who[2] = {"NPU", "bench"};
@@ -509,8 +513,9 @@ static void cmp_check_crc(msp_tensor_cmp_t *t, const cmp_job_t *job)
                  (unsigned)job->crc[k]);
         cmp_set_message(t, msg);
         t->highlight = MSP_HL_RED;
-        return;
+        return 1;
     }
+    return 0;
 }
 
 static msp_err cmp_add_job(cmp_ctx_t *cx, size_t row, const msp_record_info_t *nrec,
@@ -977,7 +982,7 @@ static void cmp_finish_jobs(cmp_ctx_t *cx, msp_compare_result_t *res)
             cmp_tensor_verdict(t, cx->o, scalar);
         if (m.message)
             cmp_set_message(t, m.message);
-        cmp_check_crc(t, job);
+        res->n_crc_bad += (size_t)cmp_check_crc(t, job);
     }
 }
 
@@ -1089,7 +1094,7 @@ static msp_err cmp_file_pair(cmp_ctx_t *cx, cmp_build_t *bld, const cmp_file_pai
         if (fp->in_tree && rc != MSP_ERR_NOMEM) {
             char detail[1024];
             snprintf(detail, sizeof detail, "%s", msp_last_error());
-            rc = cmp_note_skipped(&bld->res->unpaired, &bld->res->n_unpaired, fp, detail);
+            rc = cmp_note_skipped(bld->res, fp, detail);
         }
         goto cleanup;
     }
@@ -1225,8 +1230,7 @@ msp_err msp_compare_run(const char *bench, const char *cmp, const msp_compare_op
         return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
     bld.res->root_record = -1;
     bld.res->root_tensor = -1;
-    if ((rc = cmp_resolve_inputs(bench, cmp, &fps, &nfp, &bld.res->unpaired,
-                                 &bld.res->n_unpaired)))
+    if ((rc = cmp_resolve_inputs(bench, cmp, &fps, &nfp, bld.res)))
         goto cleanup;
     if (opts->mapping_path && (rc = cmp_mapping_load(opts->mapping_path, &map)))
         goto cleanup;

@@ -650,8 +650,9 @@ static msp_err cmp_orphan_suspect(msp_compare_result_t *res, size_t *cap, size_t
                        seen > 0.0 ? t->rel_err / seen : INFINITY,
                        base > 0.0 ? t->rel_err / base : INFINITY, NULL};
     s.reason = msp_asprintf("%sno recorded op produced %s.%s: an op msprobe did not record "
-                            "(a custom kernel, an in-place update) made it; its error %s is "
-                            "above %gx anything recorded before it (%s)",
+                            "(a custom kernel, an in-place update, an API outside the dump's "
+                            "list) made it; its error %s is above %gx anything recorded before "
+                            "it (%s)",
                             s.from_stats ? "statistics only: " : "", rec->name,
                             cmp_role_of(t, rec), cmp_fmt_err(t->rel_err, a, sizeof a),
                             CMP_AMPLIFY, cmp_fmt_err(seen, b, sizeof b));

@@ -50,6 +50,9 @@ char *msp_cc_redact_value(const char *key, const char *val);
 /* "none", or a keyed fingerprint of MSPROBE_SECRET_SALT (16 hex digits of
  * HMAC(salt, "msprobe salt id")) so two packs tell whether their salts agree. */
 char *msp_cc_salt_id(void);
+/* A salt is set and strong enough: secrets are stored as keyed hashes (see
+ * msp_cc_salt_refused in msprobe/configcheck.h). */
+int msp_cc_salt_in_use(void);
 /* MSP_CC_SECRET_NONE, _NOT_STORED (also the old "<hidden>") or _HASHED
  * (also an old pack's "sha256:" value). */
 int msp_cc_secret_kind(const char *stored);
@@ -85,6 +88,12 @@ typedef struct msp_cc_member {
 /* Write members into zip_path atomically (zip_path.tmp.<pid>, then rename).
  * The parent directory is created when missing. */
 msp_err msp_cc_pack_write(const char *zip_path, const msp_cc_member_t *members, size_t n);
+/* The same under a name no other pack has: want, else want's stem with -1,
+ * -2, ... (up to -999) before its extension; the name is taken atomically
+ * (rename without replace, or a hard link), so processes writing at once
+ * each keep their own pack. *chosen receives the name taken (malloc'd). */
+msp_err msp_cc_pack_write_new(const char *want, const msp_cc_member_t *members, size_t n,
+                              char **chosen);
 
 /* "a/b.zip" + rank 3 -> "a/b_rank3.zip"; no ".zip" suffix -> "a/b_rank3". */
 char *msp_cc_rank_path(const char *zip_path, int64_t rank);

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,8 +24,7 @@ static int msp_cc_cmp_str(const void *a, const void *b)
 
 cJSON *msp_cc_env_json(char *const *envp)
 {
-    const char *user_salt = getenv("MSPROBE_SECRET_SALT");
-    int custom = user_salt && *user_salt;
+    int custom = msp_cc_salt_in_use(); /* a weak salt is refused: as none */
     char *salt_id = msp_cc_salt_id();
     size_t n = 0;
     while (envp && envp[n])
@@ -138,16 +138,12 @@ static msp_err msp_cc_make_parent(const char *path)
     return rc;
 }
 
-msp_err msp_cc_pack_write(const char *zip_path, const msp_cc_member_t *members, size_t n)
+/* The members zipped into tmp (a fresh file). */
+static msp_err msp_cc_zip_members(const char *zip_path, const char *tmp,
+                                  const msp_cc_member_t *members, size_t n)
 {
     msp_err rc = MSP_OK;
     zip_t *za = NULL;
-    char *tmp = NULL;
-    if ((rc = msp_cc_make_parent(zip_path)) != MSP_OK)
-        return rc;
-    tmp = msp_atomic_tmp_name(zip_path);
-    if (!tmp)
-        return msp_fail(MSP_ERR_NOMEM, "out of memory");
     int zerr = 0;
     za = zip_open(tmp, ZIP_CREATE | ZIP_TRUNCATE, &zerr);
     if (!za) {
@@ -180,10 +176,79 @@ msp_err msp_cc_pack_write(const char *zip_path, const msp_cc_member_t *members, 
         goto cleanup;
     }
     za = NULL;
-    rc = msp_atomic_commit(tmp, zip_path);
 cleanup:
     if (za)
         zip_discard(za);
+    if (rc)
+        unlink(tmp);
+    return rc;
+}
+
+msp_err msp_cc_pack_write(const char *zip_path, const msp_cc_member_t *members, size_t n)
+{
+    msp_err rc = msp_cc_make_parent(zip_path);
+    if (rc != MSP_OK)
+        return rc;
+    char *tmp = msp_atomic_tmp_name(zip_path);
+    if (!tmp)
+        return msp_fail(MSP_ERR_NOMEM, "out of memory");
+    if (!(rc = msp_cc_zip_members(zip_path, tmp, members, n)))
+        rc = msp_atomic_commit(tmp, zip_path);
+    free(tmp);
+    return rc;
+}
+
+/* tmp moved to path unless path exists: 0, 1 when it exists, -1 (errno). */
+static int msp_cc_claim(const char *tmp, const char *path)
+{
+    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) == 0)
+        return 0;
+    if (errno == EEXIST)
+        return 1;
+    if (errno != EINVAL && errno != ENOSYS)
+        return -1;
+    /* a filesystem without RENAME_NOREPLACE: link() never replaces either */
+    if (link(tmp, path) == 0) {
+        unlink(tmp);
+        return 0;
+    }
+    return errno == EEXIST ? 1 : -1;
+}
+
+msp_err msp_cc_pack_write_new(const char *want, const msp_cc_member_t *members, size_t n,
+                              char **chosen)
+{
+    *chosen = NULL;
+    msp_err rc = msp_cc_make_parent(want);
+    if (rc != MSP_OK)
+        return rc;
+    char *tmp = msp_atomic_tmp_name(want);
+    if (!tmp)
+        return msp_fail(MSP_ERR_NOMEM, "out of memory");
+    if ((rc = msp_cc_zip_members(want, tmp, members, n))) {
+        free(tmp);
+        return rc;
+    }
+    const char *dot = strrchr(want, '.'), *slash = strrchr(want, '/');
+    size_t stem = dot && (!slash || dot > slash) ? (size_t)(dot - want) : strlen(want);
+    for (int k = 0; k < 1000 && !rc; k++) {
+        char *path = k ? msp_asprintf("%.*s-%d%s", (int)stem, want, k, want + stem)
+                       : strdup(want);
+        int c = path ? msp_cc_claim(tmp, path) : -1;
+        if (c == 0) {
+            *chosen = path;
+            break;
+        }
+        if (c < 0)
+            rc = path ? msp_fail(MSP_ERR_IO, "cannot write %s: %s", path, strerror(errno))
+                      : msp_fail(MSP_ERR_NOMEM, "out of memory");
+        free(path);
+    }
+    if (!rc && !*chosen)
+        rc = msp_fail(MSP_ERR_IO, "cannot write %s: it and %.*s-1 to -999 exist already", want,
+                      (int)stem, want);
+    if (rc)
+        unlink(tmp);
     free(tmp);
     return rc;
 }

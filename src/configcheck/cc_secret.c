@@ -9,8 +9,10 @@
 #include "cc_internal.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* Substrings (upper case, '-' read as '_') marking a name whose value must
  * not be stored in clear. Over-matching costs a comparison, never a leak. */
@@ -202,11 +204,176 @@ static int msp_cc_is_jwt_at(const char *s)
     return k == 2 && seg[0] >= 10 && seg[1] >= 10;
 }
 
+static int msp_cc_number_name_is_secret(const char *key);
+
+/* Values already found secret in one place (the argument after --password),
+ * so that the same text elsewhere (argparse's namespace field "password",
+ * or "p" for -p) is found too, whatever its name there. */
+#define MSP_CC_REMEMBER_MAX 256
+static pthread_mutex_t msp_cc_known_mu = PTHREAD_MUTEX_INITIALIZER;
+static char *msp_cc_known[MSP_CC_REMEMBER_MAX];
+static size_t msp_cc_n_known;
+
+static void msp_cc_secret_remember(const char *v)
+{
+    if (!v || strlen(v) < 4) /* "1", "yes": too common to hide everywhere */
+        return;
+    pthread_mutex_lock(&msp_cc_known_mu);
+    int have = 0;
+    for (size_t i = 0; i < msp_cc_n_known && !have; i++)
+        have = strcmp(msp_cc_known[i], v) == 0;
+    if (!have && msp_cc_n_known < MSP_CC_REMEMBER_MAX &&
+        (msp_cc_known[msp_cc_n_known] = strdup(v)))
+        msp_cc_n_known++;
+    pthread_mutex_unlock(&msp_cc_known_mu);
+}
+
+static int msp_cc_is_remembered(const char *v)
+{
+    pthread_mutex_lock(&msp_cc_known_mu);
+    int have = 0;
+    for (size_t i = 0; i < msp_cc_n_known && !have; i++)
+        have = strcmp(msp_cc_known[i], v) == 0;
+    pthread_mutex_unlock(&msp_cc_known_mu);
+    return have;
+}
+
+/* A name of a key=value pair inside a value that says its value is secret:
+ * what msp_cc_key_is_secret says, and PWD (ODBC's Pwd=; as a variable's own
+ * name it is the shell's working directory, so only here). */
+static int msp_cc_pair_name_is_secret(const char *name, size_t n)
+{
+    char buf[128];
+    while (n && *name == '-') { /* -Dx.keyStorePassword, --token */
+        name++;
+        n--;
+    }
+    if (!n || n >= sizeof buf)
+        return 0;
+    memcpy(buf, name, n);
+    buf[n] = '\0';
+    return msp_cc_key_is_secret(buf) || strcasecmp(buf, "pwd") == 0;
+}
+
+static int msp_cc_all_digits(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (s[i] < '0' || s[i] > '9')
+            return 0;
+    return n > 0;
+}
+
+/* name=value (or "name: value") pairs anywhere in v whose name says secret:
+ * a libpq conninfo ("host=db password=x"), an ODBC or ADO string
+ * ("...;Password=x;"), JVM options (-Djavax.net.ssl.keyStorePassword=x), a
+ * JAAS line, an option glued to its value (--token=x). A number under a name
+ * that only says key or token (max_tokens=100) is a count, not a secret. */
+static int msp_cc_has_secret_pair(const char *v)
+{
+    for (const char *p = v; *p; p++) {
+        int colon = *p == ':' && p[1] == ' ';
+        if (*p != '=' && !colon)
+            continue;
+        const char *e = p;
+        while (e > v && (msp_cc_is_alnum(e[-1]) || e[-1] == '_' || e[-1] == '.' || e[-1] == '-'))
+            e--;
+        size_t nl = (size_t)(p - e);
+        const char *val = p + 1 + colon;
+        while (*val == '"' || *val == '\'' || (colon && *val == ' '))
+            val++;
+        size_t vl = strcspn(val, " \t\r\n;&,\"'");
+        if (!nl || !vl || !msp_cc_pair_name_is_secret(e, nl))
+            continue;
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)(nl < sizeof name ? nl : sizeof name - 1), e);
+        if (msp_cc_all_digits(val, vl) && !msp_cc_number_name_is_secret(name))
+            continue;
+        return 1;
+    }
+    return 0;
+}
+
+/* Names of options whose value is an identifier a config compare needs
+ * (a commit, a run id), not a key, however random it looks. */
+static int msp_cc_flag_is_id(const char *flag)
+{
+    static const char *const ids[] = {"COMMIT", "SHA", "REV", "HASH", "UUID", "ID", "VERSION",
+                                      "CKPT", "CHECKPOINT", "RUN", "SEED", "TAG", "BRANCH"};
+    char up[64];
+    size_t n = strlen(flag);
+    if (n >= sizeof up)
+        n = sizeof up - 1;
+    for (size_t i = 0; i < n; i++)
+        up[i] = (char)((flag[i] >= 'a' && flag[i] <= 'z') ? flag[i] - 32 : flag[i]);
+    up[n] = '\0';
+    for (size_t i = 0; i < MSP_CC_N(ids); i++)
+        if (strstr(up, ids[i]))
+            return 1;
+    return 0;
+}
+
+/* A long key after a flag: 32 or more hex digits (a W&B or API key, an
+ * HMAC secret) or a random-looking run. */
+static int msp_cc_looks_like_key(const char *s)
+{
+    size_t n = strlen(s), hex = 0;
+    while (hex < n && ((s[hex] >= '0' && s[hex] <= '9') || (s[hex] >= 'a' && s[hex] <= 'f') ||
+                       (s[hex] >= 'A' && s[hex] <= 'F')))
+        hex++;
+    return (hex == n && n >= 32) || msp_cc_run_is_random(s, n);
+}
+
+/* Whether the argument after option `flag` is secret: the option's name
+ * says so (--password X, unless X is the next long option); -p X, as
+ * sshpass, mysql and most tools take a password (X no number: -p 8080 is a
+ * port); or X looks like a key and the option names no identifier
+ * (--wandb 0123...cdef). */
+static int msp_cc_flag_hides(const char *flag, const char *next)
+{
+    if (!flag || flag[0] != '-' || !flag[1] || strchr(flag, '=') || !next)
+        return 0;
+    if (next[0] == '-' && next[1] == '-' && next[2] >= 'a' && next[2] <= 'z')
+        return 0;
+    if (msp_cc_key_is_secret(flag))
+        return 1;
+    if (strcmp(flag, "-p") == 0 && next[0] && next[0] != '-' &&
+        !msp_cc_all_digits(next, strlen(next)))
+        return 1;
+    return !msp_cc_flag_is_id(flag) && msp_cc_looks_like_key(next);
+}
+
+/* A command line inside a value (RUN_CMD="sshpass -p X ssh ...",
+ * NB="jupyter notebook --NotebookApp.token X"), split at blanks. */
+static int msp_cc_cmdline_is_secret(const char *v)
+{
+    char buf[4096];
+    if (!strchr(v, ' ') || strlen(v) >= sizeof buf)
+        return 0;
+    strcpy(buf, v);
+    char *words[256];
+    size_t n = 0;
+    for (char *s = strtok(buf, " \t\r\n"); s && n < MSP_CC_N(words); s = strtok(NULL, " \t\r\n"))
+        words[n++] = s;
+    int pw_tool = 0; /* after sshpass or mysql*, -pX is a password glued to -p */
+    for (size_t i = 0; i < n; i++) {
+        const char *w = words[i], *base = strrchr(w, '/');
+        base = base ? base + 1 : w;
+        if (!strcmp(base, "sshpass") || !strncmp(base, "mysql", 5))
+            pw_tool = 1;
+        else if (pw_tool && w[0] == '-' && w[1] == 'p' && w[2])
+            return 1;
+        if (i + 1 < n && msp_cc_flag_hides(w, words[i + 1]))
+            return 1;
+    }
+    return 0;
+}
+
 int msp_cc_value_is_secret(const char *v)
 {
     if (!v || !*v)
         return 0;
-    if (msp_cc_url_is_secret(v))
+    if (msp_cc_url_is_secret(v) || msp_cc_has_secret_pair(v) || msp_cc_cmdline_is_secret(v) ||
+        msp_cc_is_remembered(v))
         return 1;
     if (strstr(v, "-----BEGIN") || strstr(v, "PRIVATE KEY"))
         return 1;
@@ -275,10 +442,39 @@ static void msp_cc_hmac_sha256(const char *key, size_t klen, const char *msg, si
     msp_cc_sha256_hex(&s, hex);
 }
 
+/* A salt no guess finds. Whatever a pack stores that depends on the salt
+ * (salt_id, and the keyed hash of any value an attacker knows, such as
+ * TOKENIZERS_PARALLELISM=false) lets anyone holding the pack test guesses
+ * offline; a guessed salt then gives away every short password hashed with
+ * it. So a salt is used only when guessing is hopeless: at least 16
+ * characters, 10 of them distinct, and 64 bits by its own character
+ * frequencies ("msprobe", "password123", "msprobe-msprobe-msprobe" are
+ * not). */
+static int msp_cc_salt_strong(const char *s)
+{
+    size_t n = strlen(s), distinct = 0;
+    unsigned char seen[256] = {0};
+    for (size_t i = 0; i < n; i++)
+        if (!seen[(unsigned char)s[i]]++)
+            distinct++;
+    return n >= 16 && distinct >= 10 && msp_cc_entropy(s, n) * (double)n >= 64.0;
+}
+
 static const char *msp_cc_salt(void)
 {
     const char *s = getenv("MSPROBE_SECRET_SALT");
-    return s && *s ? s : NULL;
+    return s && *s && msp_cc_salt_strong(s) ? s : NULL;
+}
+
+int msp_cc_salt_refused(void)
+{
+    const char *s = getenv("MSPROBE_SECRET_SALT");
+    return s && *s && !msp_cc_salt_strong(s);
+}
+
+int msp_cc_salt_in_use(void)
+{
+    return msp_cc_salt() != NULL;
 }
 
 char *msp_cc_secret_stored(const char *val)
@@ -393,18 +589,20 @@ cJSON *msp_cc_redact_argv(const char *const *argv, size_t n)
             /* --token=X, --db-url=postgres://u:pw@h/db */
             char *name = strndup(t, (size_t)(eq - t));
             char *r = name ? msp_cc_redact_value(name, eq + 1) : NULL;
-            if (r)
+            if (r) {
                 out = msp_asprintf("%s=%s", name, r);
+                msp_cc_secret_remember(eq + 1);
+            }
             free(r);
             free(name);
-        } else if ((hide_next && !(t[0] == '-' && t[1] == '-' && t[2] >= 'a' && t[2] <= 'z')) ||
-                   msp_cc_value_is_secret(t)) {
+        } else if (hide_next || msp_cc_value_is_secret(t)) {
             /* After --password any value is hidden, unless it is the next long option. */
             out = msp_cc_secret_stored(t);
+            msp_cc_secret_remember(t);
         }
         cJSON_AddItemToArray(args, cJSON_CreateString(out ? out : t));
         free(out);
-        hide_next = t[0] == '-' && t[1] && !eq && msp_cc_key_is_secret(t);
+        hide_next = i + 1 < n && !eq && msp_cc_flag_hides(t, argv[i + 1]);
     }
     return args;
 }

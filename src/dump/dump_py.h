@@ -74,6 +74,10 @@ extern msp_shim_t msp_g;
 /* Nesting depth of wrapped calls on this thread: only depth 0 is recorded, and
  * the shim raises it around its own torch calls so they are never recorded. */
 extern _Thread_local int msp_t_depth;
+/* The part of msp_t_depth that is data loading (a DataLoader fetch, a
+ * Dataset's constructor): not recorded as model calls, but the script's
+ * own code all the same, so its events (a per-sample seed call) still count. */
+extern _Thread_local int msp_t_data_depth;
 
 /* ---- messages (py_log.c): "msprobe: ..." to stderr or MSPROBE_LOG_FILE; any thread ---- */
 void msp_shim_log_init(void);

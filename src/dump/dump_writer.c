@@ -403,6 +403,65 @@ void msp_dq_rec_free(msp_dq_rec_t *r)
  * the status it was exiting with, skipping that handler. */
 static volatile int g_write_failed;
 
+/* Steps that lost records to a failed write (a full disk, an unwritable
+ * directory), kept as ranges by the writer thread and said once at
+ * shutdown, so the user knows which steps to dump again: a first warning
+ * alone names only the first failure. dropped: no file for the step. */
+#define MSP_LOST_RANGES 64
+struct lost_range {
+    int64_t first, last;
+    int dropped;
+};
+static struct lost_range g_lost[MSP_LOST_RANGES];
+static size_t g_nlost;
+static int g_lost_more;
+
+static void note_lost(int64_t step, int dropped)
+{
+    if (g_nlost && g_lost[g_nlost - 1].last == step) {
+        if (g_lost[g_nlost - 1].first == step)
+            g_lost[g_nlost - 1].dropped |= dropped;
+        else if (dropped && !g_lost[g_nlost - 1].dropped) { /* split off the last step */
+            g_lost[g_nlost - 1].last--;
+            if (g_nlost < MSP_LOST_RANGES)
+                g_lost[g_nlost++] = (struct lost_range){step, step, 1};
+        }
+        return;
+    }
+    if (g_nlost && g_lost[g_nlost - 1].last + 1 == step && g_lost[g_nlost - 1].dropped == dropped) {
+        g_lost[g_nlost - 1].last = step;
+        return;
+    }
+    if (g_nlost == MSP_LOST_RANGES) {
+        g_lost_more = 1;
+        return;
+    }
+    g_lost[g_nlost++] = (struct lost_range){step, step, dropped};
+}
+
+/* "steps 2-3 dropped (no dump file), 5 incomplete (records missing)" */
+static void say_lost(void)
+{
+    if (!g_nlost)
+        return;
+    char buf[2048];
+    size_t n = 0;
+    for (size_t i = 0; i < g_nlost && n < sizeof buf - 64; i++) {
+        int k = g_lost[i].first == g_lost[i].last
+                    ? snprintf(buf + n, sizeof buf - n, "%s%lld", i ? ", " : "",
+                               (long long)g_lost[i].first)
+                    : snprintf(buf + n, sizeof buf - n, "%s%lld-%lld", i ? ", " : "",
+                               (long long)g_lost[i].first, (long long)g_lost[i].last);
+        n += (size_t)k;
+        k = snprintf(buf + n, sizeof buf - n, " %s",
+                     g_lost[i].dropped ? "dropped (no dump file)" : "incomplete (records missing)");
+        n += (size_t)k;
+    }
+    msp_shim_msg("warning: writes failed (disk full or unwritable), and these steps were lost: "
+                 "%s%s; dump them again (dump_iter) once there is room",
+                 buf, g_lost_more ? ", and more" : "");
+}
+
 static void exit_guard(int status, void *arg)
 {
     (void)arg;
@@ -552,6 +611,7 @@ static void close_file(wstate_t *s)
     if (msp_writer_close(s->w) != MSP_OK && (g_write_failed = 1)) {
         msp_shim_warn_once("io", "cannot finish step %lld's dump file: %s; that step is "
                            "dropped", (long long)s->step, msp_last_error());
+        note_lost(s->step, 1);
         drop_part(s);
         forget_file(s);
         return;
@@ -559,6 +619,7 @@ static void close_file(wstate_t *s)
     char *final = msp_asprintf("%s/dump.h5", s->dir);
     if (!final) {
         msp_shim_warn_once("nomem", "out of memory finishing a dump file; step dropped");
+        note_lost(s->step, 1);
         drop_part(s);
     } else if (link(s->part, final) != 0) {
         int e = errno;
@@ -568,6 +629,7 @@ static void close_file(wstate_t *s)
         else
             msp_shim_warn_once("io", "cannot name %s: %s; step %lld is dropped", final,
                                strerror(e), (long long)s->step);
+        note_lost(s->step, 1);
         unlink(s->part);
     } else {
         unlink(s->part);
@@ -617,6 +679,8 @@ cleanup:
     if (!ok) {
         s->failed_step = step;
         s->failed_rank = rank;
+        if (rname)
+            note_lost(step, 1);
     } else {
         s->step = step;
         s->rank = rank;
@@ -639,6 +703,7 @@ static void write_record(wstate_t *s, msp_dq_rec_t *r)
     msp_err rc = msp_writer_begin_record(s->w, r->name, r->order);
     if (rc != MSP_OK) {
         msp_shim_warn_once("record", "record %s not written: %s", r->name, msp_last_error());
+        note_lost(r->step, 0);
         return;
     }
     for (size_t i = 0; i < r->nt && rc == MSP_OK; i++) {
@@ -649,16 +714,20 @@ static void write_record(wstate_t *s, msp_dq_rec_t *r)
         if (q.statistics && t->has_stats)
             in.data = NULL;
         rc = msp_writer_add_tensor(s->w, &in);
-        if (rc != MSP_OK && (g_write_failed = 1))
+        if (rc != MSP_OK && (g_write_failed = 1)) {
             msp_shim_warn_once(rc == MSP_ERR_IO || rc == MSP_ERR_HDF5 ? "io" : "tensor",
                                "%s/%s not written: %s", r->name, t->role, msp_last_error());
+            note_lost(r->step, 0);
+        }
     }
     for (size_t i = 0; i < r->na; i++)
         if (msp_writer_set_attr(s->w, r->a[i].key, r->a[i].value) != MSP_OK)
             msp_shim_warn_once("attr", "%s: attribute %s not written: %s", r->name, r->a[i].key,
                                msp_last_error());
-    if (msp_writer_end_record(s->w) != MSP_OK)
+    if (msp_writer_end_record(s->w) != MSP_OK) {
         msp_shim_warn_once("record", "record %s not finished: %s", r->name, msp_last_error());
+        note_lost(r->step, 0);
+    }
 }
 
 static double mono_now(void)
@@ -857,10 +926,19 @@ static int enqueue(msp_dq_rec_t *r)
     return 1;
 }
 
+static atomic_ullong g_backward_pushed;
+
 void msp_dq_push(msp_dq_rec_t *r)
 {
     r->kind = MSP_DQ_RECORD;
+    if (r->name && strstr(r->name, ".backward"))
+        atomic_fetch_add_explicit(&g_backward_pushed, 1, memory_order_relaxed);
     enqueue(r);
+}
+
+uint64_t msp_dq_backward_records(void)
+{
+    return (uint64_t)atomic_load_explicit(&g_backward_pushed, memory_order_relaxed);
 }
 
 void msp_dq_end_step(int64_t step)
@@ -903,6 +981,7 @@ void msp_dq_shutdown(void)
     pthread_mutex_lock(&q.mu);
     q.started = 0;
     pthread_mutex_unlock(&q.mu);
+    say_lost(); /* the writer thread is joined: its ranges are final */
 }
 
 void msp_dq_forget_after_fork(void)

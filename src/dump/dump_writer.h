@@ -85,6 +85,8 @@ void msp_dq_rec_free(msp_dq_rec_t *r);
 
 /* Queue a record (ownership passes); waits only while the queue is full. */
 void msp_dq_push(msp_dq_rec_t *r);
+/* How many backward records were pushed: training ran (a backward pass). */
+uint64_t msp_dq_backward_records(void);
 /* Close the file of `step` once everything queued before is written. */
 void msp_dq_end_step(int64_t step);
 /* Write out everything queued, close the last file, stop the thread. */

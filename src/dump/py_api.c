@@ -17,6 +17,7 @@
 #include <structmember.h>
 
 _Thread_local int msp_t_depth;
+_Thread_local int msp_t_data_depth;
 /* Names looked up on every wrapped call, interned once: PyObject_GetAttrString
  * and PyObject_CallMethod make a string object per lookup (bench/dump). */
 static PyObject *s_grad_fn, *s_requires_grad, *s_next_functions, *s_variable, *s_register_hook;
@@ -37,8 +38,9 @@ static PyObject *attr_named(PyObject *o, PyObject **slot, const char *text)
 static _Thread_local int t_trigger_depth; /* nested optimizer.step / backward calls */
 static _Thread_local int t_import_depth;
 static size_t g_npending; /* api_list callables outside torch not wrapped yet */
-/* What became of each api_list entry, for the warning at exit. */
-enum { E_NONE = 0, E_UNKNOWN, E_PENDING, E_WRAPPED, E_BAD };
+/* What became of each api_list entry, for the warning at exit (E_UNKNOWN_SAID:
+ * unknown, and said so before training). */
+enum { E_NONE = 0, E_UNKNOWN, E_PENDING, E_WRAPPED, E_BAD, E_UNKNOWN_SAID };
 static unsigned char *g_estate;
 
 typedef struct msp_wrap {
@@ -964,13 +966,133 @@ static PyObject *compile_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
 static PyObject *norecord_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
 {
     msp_t_depth++;
+    msp_t_data_depth++;
     PyObject *out = PyObject_Call(w->orig, args, kw);
+    msp_t_data_depth--;
     msp_t_depth--;
     return out;
 }
 
+/* ---- Dataset constructors: data preparation, not model calls ---------------- */
+
+/* A Dataset's constructor prepares data (torchvision's MNIST reads the whole
+ * set and views it with Tensor.view: most of a step's bytes): nothing it runs
+ * is the model's. The own __init__ of each Dataset subclass is wrapped like a
+ * DataLoader fetch: those that exist when torch is patched (a script that
+ * imports torchvision first), and through Dataset.__init_subclass__ those
+ * defined later. */
+static PyObject *g_dataset_cls;       /* torch.utils.data.Dataset */
+static PyObject *g_ds_subclass_orig;  /* Dataset's own __init_subclass__, if it had one */
+static PyObject *g_ds_function_type;  /* types.FunctionType (the limited API has no check) */
+
+static PyObject *builtin_named(const char *name)
+{
+    PyObject *b = PyEval_GetBuiltins(); /* borrowed */
+    PyObject *o = b ? PyDict_GetItemString(b, name) : NULL;
+    Py_XINCREF(o);
+    return o;
+}
+
+static void wrap_dataset_init(PyObject *cls)
+{
+    PyObject *dict = PyObject_GetAttrString(cls, "__dict__");
+    PyObject *init = dict ? PyMapping_GetItemString(dict, "__init__") : NULL;
+    PyErr_Clear();
+    if (init && g_ds_function_type && (PyObject *)Py_TYPE(init) == g_ds_function_type) {
+        PyObject *w = msp_wrap_new(init, "__init__", MSP_W_NORECORD, 0, 1);
+        if (!w || PyObject_SetAttrString(cls, "__init__", w) < 0)
+            PyErr_Clear(); /* a class that refuses it: its constructor may be dumped */
+        Py_XDECREF(w);
+    }
+    Py_XDECREF(init);
+    Py_XDECREF(dict);
+}
+
+static void wrap_dataset_tree(PyObject *cls, int depth)
+{
+    if (depth > 64)
+        return;
+    wrap_dataset_init(cls);
+    PyObject *subs = PyObject_CallMethod(cls, "__subclasses__", NULL);
+    Py_ssize_t n = subs && PyList_Check(subs) ? PyList_Size(subs) : 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        wrap_dataset_tree(PyList_GetItem(subs, i), depth + 1);
+    Py_XDECREF(subs);
+    PyErr_Clear();
+}
+
+/* Dataset.__init_subclass__(cls, **kw): wraps the new class's constructor,
+ * then does what the next __init_subclass__ in line does. */
+static PyObject *ds_init_subclass(PyObject *self, PyObject *args, PyObject *kw)
+{
+    (void)self;
+    PyObject *cls = PyTuple_Size(args) > 0 ? PyTuple_GetItem(args, 0) : NULL;
+    if (!cls || !PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "__init_subclass__ expects the new class");
+        return NULL;
+    }
+    wrap_dataset_init(cls);
+    PyObject *next = NULL;
+    if (g_ds_subclass_orig) {
+        next = PyObject_CallMethod(g_ds_subclass_orig, "__get__", "OO", Py_None, cls);
+    } else {
+        PyObject *super_type = builtin_named("super");
+        PyObject *sup = super_type ? PyObject_CallFunctionObjArgs(super_type, g_dataset_cls,
+                                                                  cls, NULL)
+                                   : NULL;
+        next = sup ? PyObject_GetAttrString(sup, "__init_subclass__") : NULL;
+        Py_XDECREF(sup);
+        Py_XDECREF(super_type);
+    }
+    PyObject *empty = next ? PyTuple_New(0) : NULL;
+    PyObject *out = empty ? PyObject_Call(next, empty, kw) : NULL;
+    Py_XDECREF(empty);
+    Py_XDECREF(next);
+    return out;
+}
+
+static PyMethodDef g_ds_subclass_def = {"__init_subclass__", (PyCFunction)(void (*)(void))ds_init_subclass,
+                                        METH_VARARGS | METH_KEYWORDS, NULL};
+
+static void patch_datasets(PyObject *data_module)
+{
+    if (g_dataset_cls)
+        return;
+    PyObject *ds = PyObject_GetAttrString(data_module, "Dataset");
+    PyObject *dict = ds ? PyObject_GetAttrString(ds, "__dict__") : NULL;
+    PyObject *fn = ds ? PyCFunction_NewEx(&g_ds_subclass_def, NULL, NULL) : NULL;
+    PyObject *classmethod = builtin_named("classmethod");
+    PyObject *cm = fn && classmethod ? PyObject_CallFunctionObjArgs(classmethod, fn, NULL) : NULL;
+    Py_XDECREF(classmethod);
+    PyObject *types = PyImport_ImportModule("types");
+    if (types && !g_ds_function_type)
+        g_ds_function_type = PyObject_GetAttrString(types, "FunctionType");
+    Py_XDECREF(types);
+    PyErr_Clear();
+    if (ds && dict && cm) {
+        g_ds_subclass_orig = PyMapping_GetItemString(dict, "__init_subclass__");
+        PyErr_Clear();
+        g_dataset_cls = ds;
+        Py_INCREF(ds);
+        if (PyObject_SetAttrString(ds, "__init_subclass__", cm) < 0)
+            msp_py_warn_error("dataset", "cannot hook Dataset subclasses; what a dataset's "
+                              "constructor computes may be dumped as model calls");
+        wrap_dataset_tree(ds, 0);
+    }
+    Py_XDECREF(cm);
+    Py_XDECREF(fn);
+    Py_XDECREF(dict);
+    Py_XDECREF(ds);
+    PyErr_Clear();
+}
+
 void msp_patch_dataloader(void)
 {
+    PyObject *data = PyImport_ImportModule("torch.utils.data");
+    if (data)
+        patch_datasets(data);
+    Py_XDECREF(data);
+    PyErr_Clear();
     PyObject *m = PyImport_ImportModule("torch.utils.data.dataloader");
     PyObject *cls = m ? PyObject_GetAttrString(m, "_BaseDataLoaderIter") : NULL;
     PyObject *next = cls ? PyObject_GetAttrString(cls, "__next__") : NULL;
@@ -1346,6 +1468,37 @@ static void wrap_attr(PyObject *mod, const char *name, int kind)
     PyErr_Clear();
 }
 
+/* Where an api_list entry was written, for messages: its config key and
+ * text ("statistics.list[0] \"Functional.conv2e.0.forward\""). */
+static const char *entry_key(const msp_api_sel_t *e, char *buf, size_t size)
+{
+    if (e->key)
+        return e->key;
+    snprintf(buf, size, "\"%s\"", e->name);
+    return buf;
+}
+
+/* A name this torch does not have, said when torch is patched (before any
+ * training), naming the key the user wrote it under; the exit report then
+ * leaves it out. Spawned children that may yet become ranks say it at exit. */
+static void warn_unknown_now(const msp_config_t *c)
+{
+    if (!g_estate || msp_g.disabled || getpid() != msp_g.pid || msp_g.mp_child)
+        return;
+    for (size_t i = 0; i < c->n_api_list; i++) {
+        if (g_estate[i] != E_UNKNOWN)
+            continue;
+        char kb[300];
+        const char *near = msp_api_near(c->api_list[i].name);
+        msp_shim_msg("warning: %s: %s: not an API of this torch%s%s%s; nothing is dumped for "
+                     "it", c->source ? c->source : "config", entry_key(&c->api_list[i], kb, sizeof kb),
+                     near ? " (did you mean \"" : " that msprobe dumps (see msprobe dump "
+                                                  "--list-apis)",
+                     near ? near : "", near ? "\"?)" : "");
+        g_estate[i] = E_UNKNOWN_SAID;
+    }
+}
+
 int msp_patch_torch(PyObject *torch)
 {
     g_grad_enabled = PyObject_GetAttrString(torch, "is_grad_enabled");
@@ -1366,6 +1519,7 @@ int msp_patch_torch(PyObject *torch)
             }
             patch_one(torch, c->api_list[i].name, c->api_list[i].dirs, 1);
         }
+    warn_unknown_now(c);
     size_t nl;
     const char *const *l = active_list(&nl);
     if (!explicit_api && c->n_api_list == 0)
@@ -1625,30 +1779,31 @@ void msp_api_exit_report(void)
     done = 1;
     msp_custom_resolve(); /* imported by importlib.import_module since the last import */
     const msp_config_t *c = &msp_g.cfg;
-    char *m = NULL, item[640];
+    char *m = NULL, item[640], kb[300];
     size_t len = 0, cap = 0;
     for (size_t i = 0; i < c->n_api_list; i++) {
-        const char *n = c->api_list[i].name;
+        const char *n = c->api_list[i].name, *k = entry_key(&c->api_list[i], kb, sizeof kb);
         item[0] = '\0';
         if (g_estate[i] == E_UNKNOWN) {
             const char *near = msp_api_near(n);
             if (near)
-                snprintf(item, sizeof item, "\"%s\" (not an API of this torch; did you mean "
-                         "\"%s\"?)", n, near);
+                snprintf(item, sizeof item, "%s (not an API of this torch; did you mean "
+                         "\"%s\"?)", k, near);
             else
-                snprintf(item, sizeof item, "\"%s\" (not an API of this torch that msprobe "
-                         "dumps: see msprobe dump --list-apis)", n);
+                snprintf(item, sizeof item, "%s (not an API of this torch that msprobe "
+                         "dumps: see msprobe dump --list-apis)", k);
         } else if (g_estate[i] == E_PENDING && !msp_module_entry_matched(i)) {
-            snprintf(item, sizeof item, "\"%s\" (no module of the model has that path, and no "
-                     "imported module has that callable)", n);
+            snprintf(item, sizeof item, "%s (no module of the model has that path, and no "
+                     "imported module has that callable)", k);
         } else if (g_estate[i] == E_BAD && !msp_module_entry_matched(i)) {
-            snprintf(item, sizeof item, "\"%s\" (found, but not a function or method msprobe "
-                     "can wrap)", n);
+            snprintf(item, sizeof item, "%s (found, but not a function or method msprobe "
+                     "can wrap)", k);
         }
         if (item[0])
             add_item(&m, &len, &cap, item);
     }
     if (m)
-        msp_shim_msg("warning: dump.api_list names what this run never dumped: %s", m);
+        msp_shim_msg("warning: %s names what this run never dumped: %s",
+                     c->source ? c->source : "the config", m);
     free(m);
 }

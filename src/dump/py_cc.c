@@ -479,28 +479,28 @@ static cJSON *msp_cc_ref_object(const char *key, cJSON *arr)
     return o;
 }
 
-/* The pack's name for this process, chosen at its first write: a pack that
+/* The pack's name for this process, taken at its first write: a pack that
  * exists already (another process's or an earlier run's) is never replaced;
- * this process then writes NAME-1.zip (NAME-2.zip, ...) with a warning. */
-static char *msp_cc_own_path(const char *want)
+ * this process then writes NAME-1.zip (NAME-2.zip, ...) with a warning. The
+ * name is taken atomically when the pack is written (msp_cc_pack_write_new):
+ * processes of one rank exiting together each keep their pack. Later writes
+ * of this process replace its own. */
+static char *g_cc_chosen;
+
+static msp_err msp_cc_write_pack(const char *want, const msp_cc_member_t *members, size_t n,
+                                 const char **path)
 {
-    static char *chosen;
-    if (chosen)
-        return strdup(chosen);
-    struct stat st;
-    char *path = strdup(want);
-    const char *dot = strrchr(want, '.');
-    const char *slash = strrchr(want, '/');
-    size_t stem = dot && (!slash || dot > slash) ? (size_t)(dot - want) : strlen(want);
-    for (int k = 1; path && lstat(path, &st) == 0 && k < 1000; k++) {
-        free(path);
-        path = msp_asprintf("%.*s-%d%s", (int)stem, want, k, want + stem);
+    if (g_cc_chosen) {
+        *path = g_cc_chosen;
+        return msp_cc_pack_write(g_cc_chosen, members, n);
     }
-    if (path && strcmp(path, want) != 0)
+    msp_err rc = msp_cc_pack_write_new(want, members, n, &g_cc_chosen);
+    *path = g_cc_chosen ? g_cc_chosen : want;
+    if (!rc && strcmp(g_cc_chosen, want) != 0)
         msp_shim_warn_once("config_check_exists", "config_check: %s exists and is never "
-                           "replaced; this process (pid %ld) writes %s", want, (long)getpid(), path);
-    chosen = path ? strdup(path) : NULL;
-    return path;
+                           "replaced; this process (pid %ld) writes %s", want, (long)getpid(),
+                           g_cc_chosen);
+    return rc;
 }
 
 static void msp_cc_write(const char *when)
@@ -509,16 +509,19 @@ static void msp_cc_write(const char *when)
     cJSON *manifest = NULL, *env = NULL, *random = NULL, *weights = NULL, *dataset = NULL, *hyper = NULL;
     /* The runtime's rank rule (RANK, LOCAL_RANK, then torch.distributed), as the dump's. */
     int64_t rank = msp_current_rank(), world = msp_cc_env_int("WORLD_SIZE", -1);
-    int rank_set = msp_g.rank_final;
+    /* _rank<R> when there are ranks to tell apart, or the launcher named
+     * one: not for a single process that merely initialised a world of 1 */
+    int rank_named = getenv("RANK") || getenv("LOCAL_RANK");
     if (world < 0)
         world = msp_cc_dist("get_world_size");
     if (world < 1)
         world = 1;
-    want = (rank_set || world > 1) ? msp_cc_rank_path(msp_cc.zip_path, rank) : strdup(msp_cc.zip_path);
-    char *path = want ? msp_cc_own_path(want) : NULL;
+    want = (rank_named || world > 1) ? msp_cc_rank_path(msp_cc.zip_path, rank) : strdup(msp_cc.zip_path);
     if (!msp_cc.pip)
         msp_cc.pip = msp_cc_pip_json();
     env = msp_cc_env_json(environ);
+    if (msp_cc_salt_refused())
+        msp_shim_warn_once("config_check_salt", "config_check: %s", MSP_CC_SALT_WEAK_WARNING);
     manifest = msp_cc_manifest_json("run", rank, world, msp_cc_item_names, MSP_CC_N_ITEMS);
     random = msp_cc_ref_object("calls", msp_cc.calls);
     weights = msp_cc_ref_object("tensors", msp_cc.weights);
@@ -526,7 +529,7 @@ static void msp_cc_write(const char *when)
     hyper = msp_cc_hyper_json();
     if (manifest)
         cJSON_AddStringToObject(manifest, "written_at", when);
-    if (!path || !env || !manifest || !random || !weights || !dataset || !hyper || !msp_cc.pip) {
+    if (!want || !env || !manifest || !random || !weights || !dataset || !hyper || !msp_cc.pip) {
         msp_cc_warn(msp_cc.pip ? "out of memory building the pack" : "cannot list installed packages");
     } else {
         msp_cc_member_t members[] = {
@@ -534,7 +537,8 @@ static void msp_cc_write(const char *when)
             {"dataset.json", dataset},   {"weights.json", weights}, {"random.json", random},
             {"hyperparameters.json", hyper},
         };
-        if (msp_cc_pack_write(path, members, sizeof members / sizeof members[0]) != MSP_OK)
+        const char *path = want;
+        if (msp_cc_write_pack(want, members, sizeof members / sizeof members[0], &path) != MSP_OK)
             msp_cc_warn(msp_last_error());
         else
             msp_log(MSP_LOG_INFO, "config_check: wrote %s (%s)", path, when);
@@ -545,7 +549,6 @@ static void msp_cc_write(const char *when)
     cJSON_Delete(weights);
     cJSON_Delete(dataset);
     cJSON_Delete(hyper);
-    free(path);
     free(want);
 }
 

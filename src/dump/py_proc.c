@@ -10,6 +10,7 @@
  * warnings' counts. Ctrl-C keeps its exit status and SIGTERM its signal. */
 #include "dump_py.h"
 
+#include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -187,7 +188,9 @@ static PyObject *msp_ev_call(PyObject *orig, const char *name, PyObject *args, P
     t_seed_depth += seed;
     PyObject *out = PyObject_Call(orig, args, kw);
     t_seed_depth -= seed;
-    if (!out || msp_t_depth > 0 || !events_on())
+    /* the shim's own calls raise no event; data loading (a dataset seeding
+     * each sample, as torchvision's FakeData does) is the script's own */
+    if (!out || msp_t_depth > msp_t_data_depth || !events_on())
         return out;
     if (seed && t_seed_depth == 0) {
         saved_t s = enter_listener();
@@ -223,6 +226,55 @@ PyObject *msp_ev_dispatch(PyObject *orig, const char *name, PyObject *args, PyOb
 
 /* ---- ways out ------------------------------------------------------------ */
 
+/* A spawned child that trained (ended steps) but may not write (it joined
+ * no process group: mnist_hogwild's mp.Process trainers) leaves a note
+ * beside the dump for the process that started it, which says in one line
+ * at its exit how many such processes there were:
+ *   DUMP_PATH/.undumped.<parent pid>.<child pid>  holding its step count. */
+static void note_undumped_child(void)
+{
+    if (!msp_g.mp_child || msp_g.joined_group || msp_g.step == 0 || !msp_g.have_cfg ||
+        !msp_g.cfg.has_dump || !msp_g.cfg.dump_path)
+        return;
+    char *p = msp_asprintf("%s/.undumped.%ld.%ld", msp_g.cfg.dump_path, (long)getppid(),
+                           (long)getpid());
+    char text[32];
+    int n = snprintf(text, sizeof text, "%lld\n", (long long)msp_g.step);
+    if (p && msp_mkdirs(msp_g.cfg.dump_path) == MSP_OK)
+        (void)msp_write_file_atomic(p, text, (size_t)n);
+    msp_clear_error();
+    free(p);
+}
+
+/* The notes of this process's undumped children, counted and removed:
+ * how many, and their steps in all. */
+static int count_undumped_children(int64_t *steps)
+{
+    *steps = 0;
+    if (!msp_g.have_cfg || !msp_g.cfg.has_dump || !msp_g.cfg.dump_path)
+        return 0;
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, ".undumped.%ld.", (long)getpid());
+    DIR *d = opendir(msp_g.cfg.dump_path);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
+            continue;
+        char *p = msp_asprintf("%s/%s", msp_g.cfg.dump_path, e->d_name), *text = NULL;
+        if (p && msp_read_file(p, 64, &text, NULL) == MSP_OK)
+            *steps += strtoll(text, NULL, 10);
+        if (p)
+            unlink(p);
+        free(text);
+        free(p);
+        n++;
+    }
+    if (d)
+        closedir(d);
+    msp_clear_error();
+    return n;
+}
+
 /* The writer drained, the last file in place, then what only the end can say.
  * No Python here: it also runs after the interpreter is finalised. */
 static void finish_dump(void)
@@ -233,9 +285,26 @@ static void finish_dump(void)
     int wrote = msp_proc_may_write();
     msp_g.disabled = 1;
     msp_dq_shutdown();
-    /* "manual": the script said it ends steps itself; one step can be what it meant. */
+    if (!wrote)
+        note_undumped_child();
+    int64_t child_steps = 0;
+    int children = wrote ? count_undumped_children(&child_steps) : 0;
+    if (children)
+        msp_shim_msg("warning: %d process%s this one started (multiprocessing, spawn) ran "
+                     "training (%lld steps in all) and %s not dumped: a spawned process "
+                     "writes only once it joins a process group; to dump %s, call "
+                     "torch.distributed.init_process_group in %s (each a rank, as "
+                     "torch.multiprocessing.spawn ranks are), or run %s as a script of its own "
+                     "under msprobe dump",
+                     children, children == 1 ? "" : "es", (long long)child_steps,
+                     children == 1 ? "was" : "were", children == 1 ? "it" : "them",
+                     children == 1 ? "it" : "each", children == 1 ? "it" : "each");
+    /* "manual": the script said it ends steps itself; one step can be what it
+     * meant. Only a run that trained (a backward pass was recorded) gets the
+     * step_trigger advice: not one that crashed before training, nor a parent
+     * whose children trained. */
     if (wrote && msp_g.have_cfg && msp_g.cfg.has_dump && msp_g.step == 0 && msp_g.order > 0 &&
-        msp_g.cfg.step_trigger != MSP_STEP_MANUAL)
+        msp_g.cfg.step_trigger != MSP_STEP_MANUAL && msp_dq_backward_records() > 0)
         msp_shim_msg("warning: no step ended in this run (step_trigger \"%s\"), so the whole "
                      "run was step 0: set step_trigger (\"backward\", \"forward\") in "
                      "msprobe.json, or call msprobe_step() where a step ends",

@@ -20,6 +20,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -176,13 +178,10 @@ static int msp_serve_one(const char *path, uint64_t cap, double timeout)
         msp_serve_child(p[1], path, getppid());
     } else {
         close(p[1]);
-        kind = (uint32_t)msp_collect(p[0], (size_t)cap, msp_monotonic() + timeout, &buf, &n);
+        int k = msp_collect(p[0], (size_t)cap, msp_monotonic() + timeout, &buf, &n);
         close(p[0]);
-        if (kind != MSP_SERVE_ENDED)
-            kill(child, SIGKILL);
-        int st = 0;
-        while (waitpid(child, &st, 0) < 0 && errno == EINTR)
-            ;
+        int st = msp_helper_end(child, &k);
+        kind = (uint32_t)k;
         if (kind == MSP_SERVE_ENDED)
             status = st;
     }
@@ -223,9 +222,39 @@ static int msp_serve(void)
     }
 }
 
+/* The caller gone (our stdout's other end closed: POLLERR on a pipe, POLLHUP
+ * on a socket) means nothing will read an answer: no parse may outlive it,
+ * however long its time limit (MSPROBE_READER_TIMEOUT=inf). A server's
+ * children die with it (PR_SET_PDEATHSIG). */
+static void *msp_watch_caller(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        struct pollfd p = {1, 0, 0};
+        int r = poll(&p, 1, -1);
+        if (r > 0 && (p.revents & (POLLERR | POLLHUP | POLLNVAL)))
+            _exit(2);
+        if (r < 0 && errno != EINTR)
+            return NULL;
+    }
+}
+
+static void msp_start_watch(void)
+{
+    pthread_attr_t at;
+    pthread_t th;
+    if (pthread_attr_init(&at) != 0)
+        return;
+    pthread_attr_setstacksize(&at, (size_t)256 << 10);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    (void)pthread_create(&th, &at, msp_watch_caller, NULL);
+    pthread_attr_destroy(&at);
+}
+
 int main(int argc, char **argv)
 {
     msp_limit_self();
+    msp_start_watch();
     if (argc == 3 && strcmp(argv[1], "--") == 0)
         return msp_send_catalogue(argv[2]);
     if (argc == 5 && strcmp(argv[1], "--read") == 0)

@@ -333,13 +333,32 @@ double msp_monotonic(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Seconds the helper may take (MSPROBE_READER_TIMEOUT, default 60). */
-static double msp_helper_timeout(void)
+/* Seconds the helper may take for a file of file_size bytes:
+ * MSPROBE_READER_TIMEOUT when set ("inf": no limit), else a short floor and
+ * one second more per MSP_TIMEOUT_BYTES_PER_S. A healthy file parses in
+ * milliseconds (its metadata is a small part of it); a fixed minute would
+ * make every hung parse of a small file cost that minute. */
+#define MSP_TIMEOUT_FLOOR_S 10.0
+#define MSP_TIMEOUT_BYTES_PER_S (16.0 * 1024 * 1024)
+
+double msp_helper_timeout(int64_t file_size)
 {
     const char *e = getenv("MSPROBE_READER_TIMEOUT");
     char *end;
     double s = e ? strtod(e, &end) : 0;
-    return e && end != e && s > 0 ? s : 60.0;
+    if (e && end != e && s > 0) /* NaN is not > 0 */
+        return s;
+    return MSP_TIMEOUT_FLOOR_S + (file_size > 0 ? (double)file_size / MSP_TIMEOUT_BYTES_PER_S : 0);
+}
+
+int msp_poll_ms(double left)
+{
+    if (!(left > 0))
+        return 0;
+    /* a deadline of 1e300 or inf: converting it to int would be undefined */
+    if (left >= (double)(INT_MAX / 1000 - 1))
+        return -1;
+    return (int)(left * 1000.0) + 1;
 }
 
 /* Starts the helper with argv (argv[0] is set here), io[0] as its stdin
@@ -364,9 +383,16 @@ static msp_err msp_helper_spawn_fds(const char *path, char *argv[], const int io
     posix_spawn_file_actions_addclosefrom_np(&fa, 3);
     posix_spawnattr_t at;
     posix_spawnattr_init(&at);
+    /* Only SIGPIPE (a helper whose caller is gone dies writing to it) and
+     * SIGCHLD (the server waits for its children) are reset; every other
+     * disposition stays as exec keeps it: SIGHUP ignored under nohup, SIGINT
+     * in a background job. Resetting them all let a terminal's hangup kill
+     * the helpers of a compare that nohup was keeping alive. */
     sigset_t none, dfl;
     sigemptyset(&none);
-    sigfillset(&dfl);
+    sigemptyset(&dfl);
+    sigaddset(&dfl, SIGPIPE);
+    sigaddset(&dfl, SIGCHLD);
     posix_spawnattr_setsigmask(&at, &none);
     posix_spawnattr_setsigdefault(&at, &dfl);
     posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
@@ -402,10 +428,27 @@ static msp_err msp_helper_spawn(const char *path, char *argv[], pid_t *pid, int 
     return MSP_OK;
 }
 
-/* What the helper's end says: its signal, an MSPE answer in buf (exit 2),
- * or another failing status; MSP_OK for a clean exit. */
-static msp_err msp_helper_status(const char *path, int st, const unsigned char *buf, size_t n)
+/* A signal a parse does not raise itself (a fault, an abort, its CPU limit)
+ * but someone sends: the OOM killer's SIGKILL, a hangup, an interrupt. */
+static int msp_signal_from_outside(int sig)
 {
+    return sig == SIGKILL || sig == SIGHUP || sig == SIGTERM || sig == SIGINT ||
+           sig == SIGQUIT || sig == SIGPIPE || sig == SIGUSR1 || sig == SIGUSR2 ||
+           sig == SIGALRM;
+}
+
+/* What the helper's end says: its signal, an MSPE answer in buf (exit 2),
+ * or another failing status; MSP_OK for a clean exit. *outside is set when
+ * the end says nothing about the file (a signal sent from outside). */
+static msp_err msp_helper_status(const char *path, int st, const unsigned char *buf, size_t n,
+                                 int *outside)
+{
+    if (WIFSIGNALED(st) && msp_signal_from_outside(WTERMSIG(st))) {
+        *outside = 1;
+        return msp_fail(MSP_ERR_IO, "file %s: the reader helper was killed by signal %d (%s) "
+                        "from outside while parsing it", path, WTERMSIG(st),
+                        strsignal(WTERMSIG(st)));
+    }
     if (WIFSIGNALED(st))
         return msp_fail(MSP_ERR_FORMAT, "file %s: corrupt or not a dump (libhdf5 was killed by "
                         "signal %d, %s, parsing it)", path, WTERMSIG(st),
@@ -435,11 +478,25 @@ static int msp_reap(pid_t pid)
     return st;
 }
 
-static msp_err msp_timeout_error(const char *path)
+static msp_err msp_timeout_error(const char *path, double timeout)
 {
     return msp_fail(MSP_ERR_FORMAT, "file %s: corrupt or not a dump (parsing it took more "
-                    "than %.0f s; MSPROBE_READER_TIMEOUT sets the limit)", path,
-                    msp_helper_timeout());
+                    "than %.0f s, the limit for a file of its size; MSPROBE_READER_TIMEOUT "
+                    "sets another)", path, timeout);
+}
+
+/* Whether child pid is stopped (1), or has ended and is reaped with its
+ * status in *status (2), or neither (0); never blocks. */
+static int msp_stopped_or_reaped(pid_t pid, int *status)
+{
+    int st = 0;
+    pid_t r;
+    while ((r = waitpid(pid, &st, WNOHANG | WUNTRACED)) < 0 && errno == EINTR)
+        ;
+    if (r != pid)
+        return 0;
+    *status = st;
+    return WIFSTOPPED(st) ? 1 : 2;
 }
 
 /* Reads fd to its end into *out (malloc'd, at most cap bytes), each wait
@@ -458,7 +515,7 @@ int msp_collect(int fd, size_t cap, double deadline, unsigned char **out, size_t
             break;
         }
         struct pollfd p = {fd, POLLIN, 0};
-        int pr = poll(&p, 1, (int)(left * 1000) + 1);
+        int pr = poll(&p, 1, msp_poll_ms(left));
         if (pr == 0 || (pr < 0 && errno == EINTR))
             continue;
         if (n == room) {
@@ -493,16 +550,37 @@ int msp_collect(int fd, size_t cap, double deadline, unsigned char **out, size_t
     return kind;
 }
 
+int msp_helper_end(pid_t pid, int *kind)
+{
+    int st = 0;
+    if (*kind == MSP_SERVE_TIMEOUT) { /* a stopped helper is not a hung parse */
+        int w = msp_stopped_or_reaped(pid, &st);
+        if (w == 2)
+            return st;
+        if (w == 1)
+            *kind = MSP_SERVE_STOPPED;
+    }
+    if (*kind != MSP_SERVE_ENDED)
+        kill(pid, SIGKILL);
+    return msp_reap(pid);
+}
+
 /* What a helper's end means for the caller: kind as msp_collect (or the
- * server) reports it, status its wait status (MSP_SERVE_FAILED: an errno). */
+ * server) reports it, status its wait status (MSP_SERVE_FAILED: an errno);
+ * *outside as msp_helper_status sets it. */
 static msp_err msp_serve_outcome(const char *path, int kind, int status,
-                                 const unsigned char *buf, size_t n, size_t cap)
+                                 const unsigned char *buf, size_t n, size_t cap, double timeout,
+                                 int *outside)
 {
     switch (kind) {
     case MSP_SERVE_ENDED:
-        return msp_helper_status(path, status, buf, n);
+        return msp_helper_status(path, status, buf, n, outside);
     case MSP_SERVE_TIMEOUT:
-        return msp_timeout_error(path);
+        return msp_timeout_error(path, timeout);
+    case MSP_SERVE_STOPPED:
+        *outside = 1;
+        return msp_fail(MSP_ERR_IO, "file %s: the reader helper was stopped (SIGSTOP or a "
+                        "debugger) for the whole %.0f s it had to parse it", path, timeout);
     case MSP_SERVE_TOO_BIG:
         return msp_fail(MSP_ERR_FORMAT, "file %s: corrupt or not a dump (its catalogue exceeds "
                         "%zu bytes)", path, cap);
@@ -515,9 +593,9 @@ static msp_err msp_serve_outcome(const char *path, int kind, int status,
 }
 
 /* Runs the helper with argv, collecting at most cap bytes of its answer
- * into *out. */
-static msp_err msp_helper_run(const char *path, char *argv[], size_t cap,
-                              unsigned char **out, size_t *out_n)
+ * into *out within timeout seconds. */
+static msp_err msp_helper_run(const char *path, char *argv[], size_t cap, double timeout,
+                              unsigned char **out, size_t *out_n, int *outside)
 {
     *out = NULL;
     *out_n = 0;
@@ -528,12 +606,10 @@ static msp_err msp_helper_run(const char *path, char *argv[], size_t cap,
         return src;
     unsigned char *buf;
     size_t n;
-    int kind = msp_collect(rfd, cap, msp_monotonic() + msp_helper_timeout(), &buf, &n);
+    int kind = msp_collect(rfd, cap, msp_monotonic() + timeout, &buf, &n);
     close(rfd);
-    if (kind != MSP_SERVE_ENDED)
-        kill(pid, SIGKILL);
-    int st = msp_reap(pid);
-    msp_err rc = msp_serve_outcome(path, kind, st, buf, n, cap);
+    int st = msp_helper_end(pid, &kind);
+    msp_err rc = msp_serve_outcome(path, kind, st, buf, n, cap, timeout, outside);
     if (rc) {
         free(buf);
         return rc;
@@ -636,7 +712,7 @@ int msp_fd_exact(int fd, void *p, size_t n, int out, double deadline)
             if (left <= 0)
                 return -2;
             struct pollfd pf = {fd, POLLIN, 0};
-            if (poll(&pf, 1, (int)(left * 1000) + 1) <= 0)
+            if (poll(&pf, 1, msp_poll_ms(left)) <= 0)
                 continue;
         }
         ssize_t k = out ? send(fd, q, n, MSG_NOSIGNAL) : read(fd, q, n);
@@ -652,9 +728,10 @@ int msp_fd_exact(int fd, void *p, size_t n, int out, double deadline)
 
 /* The catalogue of path through a server: 1 when no server could take it
  * (the caller spawns a helper), else 0 with *rc the outcome as
- * msp_helper_run reports it. */
-static int msp_server_run(const char *path, size_t cap, unsigned char **out, size_t *out_n,
-                          msp_err *rc)
+ * msp_helper_run reports it; a server that died, stopped or answered out of
+ * turn sets *outside (its answer says nothing about the file). */
+static int msp_server_run(const char *path, size_t cap, double timeout, unsigned char **out,
+                          size_t *out_n, msp_err *rc, int *outside)
 {
     size_t len = strlen(path);
     if (len == 0 || len >= 65536)
@@ -662,7 +739,6 @@ static int msp_server_run(const char *path, size_t cap, unsigned char **out, siz
     struct msp_server *s = msp_server_take(path);
     if (!s)
         return 1;
-    double timeout = msp_helper_timeout();
     unsigned char hd[24] = "MSPQ";
     uint64_t cap64 = cap;
     uint32_t len32 = (uint32_t)len;
@@ -684,7 +760,7 @@ static int msp_server_run(const char *path, size_t cap, unsigned char **out, siz
         memcpy(&kind, rp + 4, 4);
         memcpy(&status, rp + 8, 4);
         memcpy(&n, rp + 12, 8);
-        if (memcmp(rp, "MSPR", 4) != 0 || kind > MSP_SERVE_NOMEM || n > cap)
+        if (memcmp(rp, "MSPR", 4) != 0 || kind > MSP_SERVE_STOPPED || n > cap)
             e = -1;
     }
     unsigned char *buf = NULL;
@@ -695,13 +771,17 @@ static int msp_server_run(const char *path, size_t cap, unsigned char **out, siz
     msp_server_give(s, e != 0);
     if (e == -3)
         *rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory reading the catalogue", path);
-    else if (e == -2)
-        *rc = msp_timeout_error(path);
-    else if (e)
-        *rc = msp_fail(MSP_ERR_FORMAT, "file %s: the reader helper's server failed (it ended "
+    else if (e == -2) {
+        *outside = 1;
+        *rc = msp_fail(MSP_ERR_IO, "file %s: the reader helper's server did not answer within "
+                       "%.0f s (stopped, or starved of CPU)", path, timeout + 5.0);
+    } else if (e) {
+        *outside = 1;
+        *rc = msp_fail(MSP_ERR_IO, "file %s: the reader helper's server failed (it ended "
                        "or answered out of turn)", path);
-    else
-        *rc = msp_serve_outcome(path, (int)kind, status, buf, (size_t)n, cap);
+    } else {
+        *rc = msp_serve_outcome(path, (int)kind, status, buf, (size_t)n, cap, timeout, outside);
+    }
     if (*rc) {
         free(buf);
         return 0;
@@ -709,6 +789,17 @@ static int msp_server_run(const char *path, size_t cap, unsigned char **out, siz
     *out = buf;
     *out_n = (size_t)n;
     return 0;
+}
+
+/* The last error without its leading "file PATH: " (it is said once). */
+static void msp_detail_of(const char *path, char *buf, size_t size)
+{
+    const char *e = msp_last_error();
+    size_t pl = strlen(path);
+    if (strncmp(e, "file ", 5) == 0 && strncmp(e + 5, path, pl) == 0 && e[5 + pl] == ':' &&
+        e[6 + pl] == ' ')
+        e += 7 + pl;
+    snprintf(buf, size, "%s", e);
 }
 
 msp_err msp_contained_open(msp_dump_file_t *f, int64_t file_size, struct msp_rattrs **attrs)
@@ -720,8 +811,26 @@ msp_err msp_contained_open(msp_dump_file_t *f, int64_t file_size, struct msp_rat
     unsigned char *buf = NULL;
     size_t n = 0;
     msp_err rc = MSP_OK;
-    if (!msp_server_wanted() || msp_server_run(f->path, cap, &buf, &n, &rc))
-        rc = msp_helper_run(f->path, argv, cap, &buf, &n);
+    double timeout = msp_helper_timeout(file_size);
+    int outside = 0;
+    if (!msp_server_wanted() || msp_server_run(f->path, cap, timeout, &buf, &n, &rc, &outside))
+        rc = msp_helper_run(f->path, argv, cap, timeout, &buf, &n, &outside);
+    if (rc && outside) {
+        /* Killed, stopped or hung up from outside (the OOM killer, a closed
+         * terminal): that says nothing of the file. Once more, on a helper
+         * of its own; a second such end is an error that says so, never a
+         * verdict on the file. */
+        char first[1024], second[1024];
+        msp_detail_of(f->path, first, sizeof first);
+        outside = 0;
+        rc = msp_helper_run(f->path, argv, cap, timeout, &buf, &n, &outside);
+        if (rc && outside) {
+            msp_detail_of(f->path, second, sizeof second);
+            rc = msp_fail(MSP_ERR_IO, "file %s: not read: its reader helper failed twice for "
+                          "reasons outside the file (%s; then, on a fresh helper: %s)", f->path,
+                          first, second);
+        }
+    }
     if (rc)
         return rc;
     rc = msp_wire_get_file(buf, n, f, attrs);
@@ -736,6 +845,7 @@ msp_err msp_contained_open(msp_dump_file_t *f, int64_t file_size, struct msp_rat
  * length and an MSPE error answer (then exit 2). */
 struct msp_helper_stream {
     char path[PATH_MAX];
+    double timeout;
     pid_t pid;
     int fd;
     uint32_t frame_left;
@@ -749,11 +859,11 @@ static int msp_hs_get(struct msp_helper_stream *h, void *dst, size_t n, msp_err 
     unsigned char *p = dst;
     while (n) {
         struct pollfd pf = {h->fd, POLLIN, 0};
-        int pr = poll(&pf, 1, (int)(msp_helper_timeout() * 1000) + 1);
+        int pr = poll(&pf, 1, msp_poll_ms(h->timeout));
         if (pr < 0 && errno == EINTR)
             continue;
         if (pr == 0) {
-            *rc = msp_timeout_error(h->path);
+            *rc = msp_timeout_error(h->path, h->timeout);
             return -1;
         }
         ssize_t k = read(h->fd, p, n);
@@ -774,20 +884,23 @@ static msp_err msp_hs_ended(struct msp_helper_stream *h, const unsigned char *an
     h->fd = -1;
     int st = msp_reap(h->pid);
     h->pid = -1;
-    msp_err rc = msp_helper_status(h->path, st, ans, n);
+    int outside = 0;
+    msp_err rc = msp_helper_status(h->path, st, ans, n, &outside);
     if (!rc)
         rc = msp_fail(MSP_ERR_FORMAT, "file %s: the reader helper ended %llu bytes before the "
                       "tensor's end", h->path, (unsigned long long)h->left);
     return rc;
 }
 
-msp_err msp_contained_stream_open(msp_dump_file_t *f, const msp_record_info_t *r,
-                                  const msp_tensor_info_t *t, struct msp_helper_stream **out)
+msp_err msp_contained_stream_open(msp_dump_file_t *f, int64_t file_size,
+                                  const msp_record_info_t *r, const msp_tensor_info_t *t,
+                                  struct msp_helper_stream **out)
 {
     struct msp_helper_stream *h = calloc(1, sizeof *h);
     if (!h)
         return msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", f->path);
     snprintf(h->path, sizeof h->path, "%s", f->path);
+    h->timeout = msp_helper_timeout(file_size);
     h->left = t->nbytes > 0 ? (uint64_t)t->nbytes : 0;
     char *argv[] = {NULL, "--read", f->path, r->name, t->role, NULL};
     msp_err rc = msp_helper_spawn(f->path, argv, &h->pid, &h->fd);

@@ -31,14 +31,21 @@ typedef struct msp_raw_tensor {
     void *data; /* malloc'd, numel * msp_dtype_size(dtype) bytes */
 } msp_raw_tensor_t;
 
+/* path opened for reading by one of the loaders below (their path forms,
+ * for tools and fuzzing; a dump's files are opened by msp_msprobe_*). */
+msp_err msp_foreign_open(const char *path, int *fd);
 /* NumPy .npy, format versions 1, 2 and 3: little-endian or single-byte
  * element types numpy shares with torch, C order. */
 msp_err msp_npy_load(const char *path, msp_raw_tensor_t *out);
+/* The same from fd, already open on path (closed here, whatever happens). */
+msp_err msp_npy_load_fd(int fd, const char *path, msp_raw_tensor_t *out);
 /* torch.save of one plain tensor (zip: data.pkl + data/<key>): the pickle is
  * read by a small interpreter of the opcodes torch emits for
  * torch._utils._rebuild_tensor_v2; nothing in it is ever executed, and
  * anything outside that subset is refused with an error naming the file. */
 msp_err msp_pt_load(const char *path, msp_raw_tensor_t *out);
+/* The same from fd, already open on path (closed here, whatever happens). */
+msp_err msp_pt_load_fd(int fd, const char *path, msp_raw_tensor_t *out);
 void msp_raw_free(msp_raw_tensor_t *r);
 
 /* Path of a msprobe dump.json when `path` is one, or is a directory holding

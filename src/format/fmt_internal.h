@@ -86,6 +86,7 @@ extern const char *const msp_index_columns[];
 /* ---- contained reading (fmt_contain.c) ---- */
 
 #include <stdio.h>
+#include <sys/types.h>
 
 /* A record's attributes as the reader helper sent them. */
 struct msp_rattrs {
@@ -119,8 +120,19 @@ enum {
     MSP_SERVE_TIMEOUT = 1,
     MSP_SERVE_TOO_BIG = 2,
     MSP_SERVE_FAILED = 3,
-    MSP_SERVE_NOMEM = 4
+    MSP_SERVE_NOMEM = 4,
+    MSP_SERVE_STOPPED = 5 /* found stopped (SIGSTOP) at the timeout, then killed */
 };
+/* Seconds a helper may take for a file of file_size bytes (the environment's
+ * MSPROBE_READER_TIMEOUT, else a floor that grows with the size). */
+double msp_helper_timeout(int64_t file_size);
+/* poll()'s timeout for `left` seconds: 0 when none is left, -1 (no limit)
+ * for a time too large for an int of milliseconds (inf, 1e300). */
+int msp_poll_ms(double left);
+/* After msp_collect on helper pid's answer: its wait status, the helper
+ * killed first unless it ended; a helper found stopped at the timeout turns
+ * *kind into MSP_SERVE_STOPPED (not a hung parse). */
+int msp_helper_end(pid_t pid, int *kind);
 /* A helper's answer on fd, to its end, at most cap bytes, each wait bounded
  * by deadline: MSP_SERVE_ENDED with *out malloc'd, else the reason (nothing kept). */
 int msp_collect(int fd, size_t cap, double deadline, unsigned char **out, size_t *out_n);
@@ -132,8 +144,9 @@ double msp_monotonic(void);
  * --read) in frames as it reads it block by block; read exactly n bytes at a
  * time, in order. Close kills a helper not yet done. */
 struct msp_helper_stream;
-msp_err msp_contained_stream_open(msp_dump_file_t *f, const msp_record_info_t *r,
-                                  const msp_tensor_info_t *t, struct msp_helper_stream **out);
+msp_err msp_contained_stream_open(msp_dump_file_t *f, int64_t file_size,
+                                  const msp_record_info_t *r, const msp_tensor_info_t *t,
+                                  struct msp_helper_stream **out);
 msp_err msp_contained_stream_read(struct msp_helper_stream *h, void *buf, size_t n);
 void msp_contained_stream_close(struct msp_helper_stream *h);
 

@@ -10,34 +10,57 @@
  * input_kwargs[k] -> kwarg.k, output[i] -> output.i, backward input/output
  * likewise, parameters[k] -> parameters.k, nested lists -> input.1.0.
  * Statistics come from the JSON (Max, Min, Mean, Norm; md5 = the CRC-32 in
- * hex); tensor data, when saved, from the .pt / .npy named by data_name. */
+ * hex); tensor data, when saved, from the .pt / .npy named by data_name.
+ *
+ * These files come from anywhere: each one is opened without following a
+ * symbolic link (a link could point anywhere on the machine), must be a
+ * regular file (a FIFO would block, a device never end) no larger than a
+ * cap, and a data_name is a plain name inside dump_tensor_data/ (no '/', no
+ * ".."). dump.json is never held as one parsed tree (cJSON's takes some 20
+ * times the text): a small scanner checks its structure and walks "data"
+ * record by record, each record parsed alone; stack.json and construct.json
+ * likewise, matched to records through a sorted name index. */
 #include "fmt_foreign.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define MSP_MS_JSON_MAX ((size_t)1 << 31)
+/* One record (or one stack.json / construct.json entry) of the JSON text:
+ * real ones take kilobytes; parsed alone, this bounds the tree cJSON builds. */
+#define MSP_MS_ENTRY_MAX ((size_t)16 << 20)
+/* A tensor data file: far above any tensor msprobe saves, and the loaders
+ * check every size their headers declare against the file's own. */
+#define MSP_MS_DATA_MAX ((uint64_t)64 << 30)
+#define MSP_MS_DEPTH_MAX 512
 
 struct msp_ms_attr {
     char *key, *value;
 };
 
 struct msp_ms_record {
-    char **files;              /* per tensor, in catalogue order; NULL when no data */
+    char **files;              /* per tensor, in catalogue order: its data_name (a bare
+                                  name checked when read), or NULL when no data */
     struct msp_ms_attr *attrs; /* non-tensor arguments, construct.json's parent */
     size_t n_attrs;
-    char *stack;               /* stack.json, frames joined by '\n' */
+    const char *stack;         /* stack.json, frames joined by '\n' (in the impl's pool) */
 };
 
 struct msp_ms_impl {
     unsigned magic;
     struct msp_ms_record *recs;
+    size_t recs_cap;
+    char **stacks; /* the distinct stacks, shared by the records that name them */
+    size_t n_stacks, stacks_cap;
 };
 
 #define MSP_MS_MAGIC 0x6d73706au
@@ -58,6 +81,8 @@ char *msp_msprobe_json_for(const char *path)
     struct stat st;
     if (!path || stat(path, &st) != 0)
         return NULL;
+    /* a directory's dump.json is taken even when it is a link or no regular
+     * file: opening it then says why it is refused */
     if (S_ISREG(st.st_mode)) {
         const char *base = strrchr(path, '/');
         base = base ? base + 1 : path;
@@ -66,7 +91,7 @@ char *msp_msprobe_json_for(const char *path)
     if (!S_ISDIR(st.st_mode))
         return NULL;
     char *j = msp_asprintf("%s/dump.json", path);
-    if (j && (stat(j, &st) != 0 || !S_ISREG(st.st_mode))) {
+    if (j && lstat(j, &st) != 0) {
         free(j);
         return NULL;
     }
@@ -199,6 +224,8 @@ static msp_err msp_ms_tensor(struct msp_ms_build *b, const cJSON *o, const char 
              * is checked too, as nbytes follows from it */
             int64_t v = cJSON_IsNumber(e) && e->valuedouble >= 0 && e->valuedouble < 0x1p62
                             ? (int64_t)e->valuedouble : -1;
+            if (v >= 0 && (double)v < e->valuedouble) /* 3.7 is no extent, nor 3 */
+                v = -1;
             if (v < 0 || t->ndim >= MSP_MAX_NDIM || (v && t->numel > INT64_MAX / 8 / v))
                 return msp_fail(MSP_ERR_FORMAT, "file %s: record %s: %s: bad shape",
                                 b->json_path, b->rec, role);
@@ -235,18 +262,15 @@ static msp_err msp_ms_tensor(struct msp_ms_build *b, const cJSON *o, const char 
     }
     const cJSON *rg = cJSON_GetObjectItemCaseSensitive(o, "requires_grad");
     t->requires_grad = cJSON_IsTrue(rg);
+    /* A named data file is data: one that is missing, is no regular file,
+     * is a link or lies outside dump_tensor_data/ is an error when the
+     * tensor is read (msp_msprobe_read_tensor), never a quiet "no data"
+     * that would turn the comparison into one of statistics. */
     const cJSON *dn = cJSON_GetObjectItemCaseSensitive(o, "data_name");
-    if (cJSON_IsString(dn) && dn->valuestring[0] && !strchr(dn->valuestring, '/')) {
-        char *p = msp_asprintf("%s/dump_tensor_data/%s", b->dir, dn->valuestring);
-        struct stat st;
-        if (!p)
+    if (cJSON_IsString(dn) && dn->valuestring[0]) {
+        if (!(b->files[b->n - 1] = strdup(dn->valuestring)))
             return msp_fail(MSP_ERR_NOMEM, "out of memory");
-        if (stat(p, &st) == 0 && S_ISREG(st.st_mode)) {
-            b->files[b->n - 1] = p;
-            t->has_data = t->dtype != MSP_DTYPE_INVALID;
-        } else {
-            free(p);
-        }
+        t->has_data = t->dtype != MSP_DTYPE_INVALID;
     }
     return MSP_OK;
 }
@@ -334,6 +358,14 @@ static msp_err msp_ms_record(msp_dump_file_t *f, struct msp_ms_record *mr, const
             free(s);
         }
     }
+    /* trimmed to size: a catalogue of 100,000 records would otherwise keep
+     * room for 8 tensors in each */
+    if (b.n && b.n < b.cap) {
+        msp_tensor_info_t *nt = realloc(b.t, b.n * sizeof *nt);
+        char **nf = realloc(b.files, b.n * sizeof *nf);
+        b.t = nt ? nt : b.t;
+        b.files = nf ? nf : b.files;
+    }
     r->tensors = b.t;
     r->n_tensors = b.n;
     mr->files = b.files;
@@ -342,64 +374,6 @@ static msp_err msp_ms_record(msp_dump_file_t *f, struct msp_ms_record *mr, const
     *saw_md5 |= b.saw_md5;
     *saw_stats |= b.saw_stats;
     return rc;
-}
-
-/* stack.json: {"0": [[record, ...], stack], ...} (msprobe 8+), where stack
- * is a list of frames or one string; or the older {record: [frames]}. */
-static void msp_ms_stacks(msp_dump_file_t *f, const char *dir)
-{
-    struct msp_ms_impl *im = f->impl;
-    char *p = msp_asprintf("%s/stack.json", dir), *text = NULL, *q = NULL;
-    size_t len = 0;
-    cJSON *root = NULL;
-    if (!p || msp_read_file(p, MSP_MS_JSON_MAX, &text, &len) != MSP_OK ||
-        !(q = msp_ms_quote_specials(text, len)) || !(root = cJSON_Parse(q)) ||
-        !cJSON_IsObject(root)) /* an array's items have no names to match */
-        goto cleanup;
-    for (const cJSON *e = root->child; e; e = e->next) {
-        const cJSON *names = NULL, *frames = NULL;
-        if (cJSON_IsArray(e) && cJSON_GetArraySize(e) == 2 && cJSON_IsArray(e->child)) {
-            names = e->child;
-            frames = e->child->next;
-        } else {
-            frames = e;
-        }
-        size_t flen = 1;
-        char *joined = NULL;
-        if (cJSON_IsString(frames)) {
-            joined = strdup(frames->valuestring);
-        } else if (cJSON_IsArray(frames)) {
-            for (const cJSON *s = frames->child; s; s = s->next)
-                flen += cJSON_IsString(s) ? strlen(s->valuestring) + 1 : 0;
-            if ((joined = calloc(1, flen)))
-                for (const cJSON *s = frames->child; s; s = s->next)
-                    if (cJSON_IsString(s)) {
-                        if (*joined)
-                            strcat(joined, "\n");
-                        strcat(joined, s->valuestring);
-                    }
-        }
-        if (!joined)
-            continue;
-        for (size_t i = 0; i < f->n_records; i++) {
-            int hit = 0;
-            if (names) {
-                for (const cJSON *n = names->child; n && !hit; n = n->next)
-                    hit = cJSON_IsString(n) && !strcmp(n->valuestring, f->records[i].name);
-            } else {
-                hit = !strcmp(e->string, f->records[i].name);
-            }
-            if (hit && !im->recs[i].stack)
-                im->recs[i].stack = strdup(joined);
-        }
-        free(joined);
-    }
-cleanup:
-    cJSON_Delete(root);
-    free(q);
-    free(text);
-    free(p);
-    msp_clear_error();
 }
 
 void msp_msprobe_close(msp_dump_file_t *f)
@@ -424,11 +398,12 @@ void msp_msprobe_close(msp_dump_file_t *f)
                 free(im->recs[i].attrs[k].value);
             }
             free(im->recs[i].attrs);
-            free(im->recs[i].stack);
         }
     }
-    if (im)
+    if (im) {
         free(im->recs);
+        msp_free_strings(im->stacks, im->n_stacks);
+    }
     free(im);
     free(f->records);
     free(f->path);
@@ -462,12 +437,502 @@ static int64_t msp_ms_dir_number(const char *path, int up, const char *prefix)
     return v;
 }
 
+/* ---- the files of a rank directory --------------------------------------- */
+
+/* name under dirfd (or a path with AT_FDCWD) opened for reading, checked as
+ * every file of a msprobe dump is: no link, a regular file, at most cap
+ * bytes. shown names it in messages. */
+static msp_err msp_ms_open_file(int dirfd, const char *name, const char *shown, uint64_t cap,
+                                int *fd_out, uint64_t *size)
+{
+    *fd_out = -1;
+    int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0 && errno == ELOOP)
+        return msp_fail(MSP_ERR_FORMAT, "file %s: a symbolic link: refused (a dump's files "
+                        "must lie inside its directory)", shown);
+    if (fd < 0)
+        return msp_fail(errno == ENOENT || errno == ENOTDIR ? MSP_ERR_NOT_FOUND : MSP_ERR_IO,
+                        "file %s: %s", shown, strerror(errno));
+    struct stat st;
+    msp_err rc = MSP_OK;
+    if (fstat(fd, &st) != 0)
+        rc = msp_fail(MSP_ERR_IO, "file %s: %s", shown, strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        rc = msp_fail(MSP_ERR_FORMAT, "file %s: not a regular file (a FIFO, socket, device or "
+                      "directory): refused", shown);
+    else if ((uint64_t)st.st_size > cap)
+        rc = msp_fail(MSP_ERR_LIMIT, "file %s: %lld bytes, more than the %llu such a file may "
+                      "take: refused", shown, (long long)st.st_size, (unsigned long long)cap);
+    if (rc) {
+        close(fd);
+        return rc;
+    }
+    *fd_out = fd;
+    *size = (uint64_t)st.st_size;
+    return MSP_OK;
+}
+
+/* A JSON file of the dump (path) read whole, checked as above. */
+static msp_err msp_ms_slurp(const char *path, char **text, size_t *len)
+{
+    int fd;
+    uint64_t size = 0;
+    *text = NULL;
+    *len = 0;
+    msp_err rc = msp_ms_open_file(AT_FDCWD, path, path, MSP_MS_JSON_MAX, &fd, &size);
+    if (rc)
+        return rc;
+    char *buf = malloc((size_t)size + 1);
+    size_t n = 0;
+    if (!buf)
+        rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory for %llu bytes", path,
+                      (unsigned long long)size);
+    while (!rc && n < size) { /* a file that shrinks meanwhile is read as it now is */
+        ssize_t k = read(fd, buf + n, (size_t)size - n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0)
+            rc = msp_fail(MSP_ERR_IO, "file %s: %s", path, strerror(errno));
+        if (k <= 0)
+            break;
+        n += (size_t)k;
+    }
+    close(fd);
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    buf[n] = '\0';
+    *text = buf;
+    *len = n;
+    return MSP_OK;
+}
+
+/* ---- a scanner for the structure of a JSON text ---------------------------- */
+
+/* Checks one JSON value's structure and steps over it without building it:
+ * strings (escapes stepped over), numbers and bare words (true, NaN,
+ * -Infinity: Python's json writes those), arrays and objects to a bounded
+ * depth. The values that matter are parsed later, one small span at a time. */
+struct msp_js {
+    const char *p, *end;
+    int depth;
+};
+
+static void msp_js_ws(struct msp_js *s)
+{
+    while (s->p < s->end && (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r'))
+        s->p++;
+}
+
+static int msp_js_string(struct msp_js *s)
+{
+    if (s->p >= s->end || *s->p != '"')
+        return -1;
+    for (s->p++; s->p < s->end;) {
+        unsigned char c = (unsigned char)*s->p++;
+        if (c == '"')
+            return 0;
+        if (c == '\\') {
+            if (s->p >= s->end)
+                return -1;
+            s->p++;
+        } else if (c < 0x20) {
+            return -1;
+        }
+    }
+    return -1;
+}
+
+static int msp_js_value(struct msp_js *s)
+{
+    msp_js_ws(s);
+    if (s->p >= s->end)
+        return -1;
+    char open = *s->p;
+    if (open == '"')
+        return msp_js_string(s);
+    if (open != '{' && open != '[') {
+        const char *start = s->p;
+        while (s->p < s->end && (isalnum((unsigned char)*s->p) || *s->p == '+' ||
+                                 *s->p == '-' || *s->p == '.'))
+            s->p++;
+        return s->p > start ? 0 : -1;
+    }
+    if (++s->depth > MSP_MS_DEPTH_MAX)
+        return -1;
+    char close = open == '{' ? '}' : ']';
+    s->p++;
+    msp_js_ws(s);
+    if (s->p < s->end && *s->p == close) {
+        s->p++;
+        s->depth--;
+        return 0;
+    }
+    for (;;) {
+        if (open == '{') {
+            msp_js_ws(s);
+            if (msp_js_string(s))
+                return -1;
+            msp_js_ws(s);
+            if (s->p >= s->end || *s->p != ':')
+                return -1;
+            s->p++;
+        }
+        if (msp_js_value(s))
+            return -1;
+        msp_js_ws(s);
+        if (s->p >= s->end)
+            return -1;
+        if (*s->p == ',') {
+            s->p++;
+            continue;
+        }
+        if (*s->p != close)
+            return -1;
+        s->p++;
+        s->depth--;
+        return 0;
+    }
+}
+
+/* Each member of the object at s->p: fn(key_start, member_end, value_start,
+ * ud), the member's text being key_start..member_end ("key": value). Stops
+ * at fn's first error. 1: not an object or malformed (s->p where). */
+typedef msp_err (*msp_js_member_fn)(const char *key, const char *end, const char *value,
+                                    void *ud);
+
+static int msp_js_members(struct msp_js *s, msp_js_member_fn fn, void *ud, msp_err *rc)
+{
+    *rc = MSP_OK;
+    msp_js_ws(s);
+    if (s->p >= s->end || *s->p != '{')
+        return 1;
+    s->p++;
+    msp_js_ws(s);
+    if (s->p < s->end && *s->p == '}') {
+        s->p++;
+        return 0;
+    }
+    s->depth++;
+    for (;;) {
+        msp_js_ws(s);
+        const char *key = s->p;
+        if (msp_js_string(s))
+            return 1;
+        msp_js_ws(s);
+        if (s->p >= s->end || *s->p != ':')
+            return 1;
+        s->p++;
+        msp_js_ws(s);
+        const char *value = s->p;
+        if (msp_js_value(s))
+            return 1;
+        if ((*rc = fn(key, s->p, value, ud)))
+            return 0;
+        msp_js_ws(s);
+        if (s->p < s->end && *s->p == ',') {
+            s->p++;
+            continue;
+        }
+        if (s->p < s->end && *s->p == '}') {
+            s->p++;
+            s->depth--;
+            return 0;
+        }
+        return 1;
+    }
+}
+
+/* The member key..end as an object of its own, {"key": value}, parsed (NaN
+ * and friends quoted first): the tree of one member only. NULL when it does
+ * not parse or is over MSP_MS_ENTRY_MAX (*too_big). */
+static cJSON *msp_js_member_tree(const char *key, const char *end, int *too_big)
+{
+    size_t n = (size_t)(end - key);
+    *too_big = n > MSP_MS_ENTRY_MAX;
+    if (*too_big)
+        return NULL;
+    char *wrapped = malloc(n + 3);
+    if (!wrapped)
+        return NULL;
+    wrapped[0] = '{';
+    memcpy(wrapped + 1, key, n);
+    wrapped[n + 1] = '}';
+    wrapped[n + 2] = '\0';
+    char *q = msp_ms_quote_specials(wrapped, n + 2);
+    free(wrapped);
+    cJSON *o = q ? cJSON_Parse(q) : NULL;
+    free(q);
+    if (o && (!o->child || o->child->next || !o->child->string)) {
+        cJSON_Delete(o);
+        o = NULL;
+    }
+    return o;
+}
+
+/* ---- dump.json ------------------------------------------------------------- */
+
+struct msp_ms_load {
+    msp_dump_file_t *f;
+    const char *dir;
+    const char *text; /* for offsets in messages */
+    size_t rec_cap;   /* f->records; im->recs_cap: im->recs */
+    int64_t order;
+    int saw_md5, saw_stats, saw_data;
+    char task[64], level[64], framework[64];
+};
+
+/* Room for one more record in f->records and im->recs. */
+static msp_err msp_ms_room(struct msp_ms_load *L)
+{
+    msp_dump_file_t *f = L->f;
+    struct msp_ms_impl *im = f->impl;
+    msp_record_info_t *r = msp_grow(f->records, &L->rec_cap, f->n_records, sizeof *r, 64);
+    if (r)
+        f->records = r;
+    struct msp_ms_record *m = r ? msp_grow(im->recs, &im->recs_cap, f->n_records, sizeof *m, 64)
+                                : NULL;
+    if (!m)
+        return msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", f->path);
+    im->recs = m;
+    return MSP_OK;
+}
+
+/* One member of "data": a record, parsed alone. */
+static msp_err msp_ms_data_member(const char *key, const char *end, const char *value, void *ud)
+{
+    struct msp_ms_load *L = ud;
+    msp_dump_file_t *f = L->f;
+    struct msp_ms_impl *im = f->impl;
+    (void)value;
+    int too_big = 0;
+    cJSON *o = msp_js_member_tree(key, end, &too_big);
+    if (!o)
+        return too_big ? msp_fail(MSP_ERR_LIMIT, "file %s: the record at byte %td takes %td "
+                                  "bytes, more than the %zu one record may take", f->path,
+                                  key - L->text, end - key, MSP_MS_ENTRY_MAX)
+                       : msp_fail(MSP_ERR_FORMAT, "file %s: the record at byte %td is not "
+                                  "valid JSON", f->path, key - L->text);
+    const cJSON *rec = o->child;
+    msp_err rc = MSP_OK;
+    if (!cJSON_IsObject(rec)) {
+        char shown[200];
+        msp_fg_clean(shown, sizeof shown, rec->string);
+        rc = msp_fail(MSP_ERR_FORMAT, "file %s: record %s is not an object", f->path, shown);
+    } else if (!(rc = msp_ms_room(L))) {
+        rc = msp_ms_record(f, &im->recs[f->n_records], rec, L->dir, L->order++, &L->saw_md5,
+                           &L->saw_stats);
+    }
+    cJSON_Delete(o);
+    return rc;
+}
+
+/* A short string value of the top level ("task", "level", "framework"). */
+static void msp_ms_top_string(const cJSON *v, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s", cJSON_IsString(v) ? v->valuestring : "");
+}
+
+/* One member of the top-level object: "data" walked record by record, the
+ * few others that matter parsed, the rest only checked. */
+static msp_err msp_ms_top_member(const char *key, const char *end, const char *value, void *ud)
+{
+    struct msp_ms_load *L = ud;
+    /* the key alone, decoded (escapes and all) */
+    struct msp_js k = {key, value, 0};
+    while (k.p < k.end && *k.p != ':')
+        k.p++;
+    cJSON *name = cJSON_ParseWithLength(key, (size_t)(k.p - key));
+    const char *nm = cJSON_IsString(name) ? name->valuestring : "";
+    msp_err rc = MSP_OK;
+    if (strcmp(nm, "data") == 0) {
+        if (L->saw_data++) {
+            rc = msp_fail(MSP_ERR_FORMAT, "file %s: two \"data\" objects", L->f->path);
+        } else {
+            struct msp_js d = {value, end, 0};
+            if (msp_js_members(&d, msp_ms_data_member, L, &rc) && !rc)
+                rc = msp_fail(MSP_ERR_FORMAT, "file %s: not a msprobe dump.json (\"data\" is "
+                              "not an object)", L->f->path);
+        }
+    } else if (!strcmp(nm, "task") || !strcmp(nm, "level") || !strcmp(nm, "framework")) {
+        int too_big;
+        cJSON *o = msp_js_member_tree(key, end, &too_big);
+        const cJSON *v = o ? o->child : NULL;
+        msp_ms_top_string(v, !strcmp(nm, "task") ? L->task : nm[0] == 'l' ? L->level
+                                                                             : L->framework,
+                          sizeof L->task);
+        cJSON_Delete(o);
+    }
+    cJSON_Delete(name);
+    return rc;
+}
+
+static int msp_ms_name_idx_cmp(const void *a, const void *b, void *ud)
+{
+    const msp_dump_file_t *f = ud;
+    return strcmp(f->records[*(const size_t *)a].name, f->records[*(const size_t *)b].name);
+}
+
+/* Record indices in name order, for the lookups of stack.json and
+ * construct.json (each entry found in log time, not by a walk of all). */
+struct msp_ms_names {
+    const msp_dump_file_t *f;
+    size_t *idx;
+};
+
+static long msp_ms_find(const struct msp_ms_names *nx, const char *name)
+{
+    size_t lo = 0, hi = nx->f->n_records;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(nx->f->records[nx->idx[mid]].name, name);
+        if (c == 0)
+            return (long)nx->idx[mid];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -1;
+}
+
+/* ---- stack.json, construct.json ----------------------------------------------- */
+
+struct msp_ms_extra {
+    msp_dump_file_t *f;
+    const struct msp_ms_names *nx;
+};
+
+/* stack.json: {"0": [[record, ...], stack], ...} (msprobe 8+), where stack
+ * is a list of frames or one string; or the older {record: [frames]}. */
+static msp_err msp_ms_stack_member(const char *key, const char *end, const char *value, void *ud)
+{
+    struct msp_ms_extra *X = ud;
+    struct msp_ms_impl *im = X->f->impl;
+    (void)value;
+    int too_big;
+    cJSON *o = msp_js_member_tree(key, end, &too_big);
+    if (!o)
+        return MSP_OK; /* optional: an entry that does not parse names no stack */
+    const cJSON *e = o->child, *names = NULL, *frames = NULL;
+    if (cJSON_IsArray(e) && cJSON_GetArraySize(e) == 2 && cJSON_IsArray(e->child)) {
+        names = e->child;
+        frames = e->child->next;
+    } else {
+        frames = e;
+    }
+    size_t flen = 1;
+    char *joined = NULL;
+    if (cJSON_IsString(frames)) {
+        joined = strdup(frames->valuestring);
+    } else if (cJSON_IsArray(frames)) {
+        for (const cJSON *s = frames->child; s; s = s->next)
+            flen += cJSON_IsString(s) ? strlen(s->valuestring) + 1 : 0;
+        if ((joined = calloc(1, flen))) {
+            char *w = joined;
+            for (const cJSON *s = frames->child; s; s = s->next)
+                if (cJSON_IsString(s)) {
+                    if (w > joined)
+                        *w++ = '\n';
+                    size_t l = strlen(s->valuestring);
+                    memcpy(w, s->valuestring, l + 1);
+                    w += l;
+                }
+        }
+    }
+    msp_err rc = MSP_OK;
+    char **pool = joined ? msp_grow(im->stacks, &im->stacks_cap, im->n_stacks, sizeof *pool, 16)
+                         : NULL;
+    if (!pool) {
+        free(joined);
+        cJSON_Delete(o);
+        return frames && (cJSON_IsString(frames) || cJSON_IsArray(frames))
+                   ? msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", X->f->path)
+                   : MSP_OK;
+    }
+    im->stacks = pool;
+    pool[im->n_stacks++] = joined;
+    if (names) {
+        for (const cJSON *n = names->child; n; n = n->next) {
+            long i = cJSON_IsString(n) ? msp_ms_find(X->nx, n->valuestring) : -1;
+            if (i >= 0 && !im->recs[i].stack)
+                im->recs[i].stack = joined;
+        }
+    } else {
+        long i = msp_ms_find(X->nx, e->string);
+        if (i >= 0 && !im->recs[i].stack)
+            im->recs[i].stack = joined;
+    }
+    cJSON_Delete(o);
+    return rc;
+}
+
+/* construct.json: {record: parent record}, each parent an attribute. */
+static msp_err msp_ms_construct_member(const char *key, const char *end, const char *value,
+                                       void *ud)
+{
+    struct msp_ms_extra *X = ud;
+    struct msp_ms_impl *im = X->f->impl;
+    (void)value;
+    int too_big;
+    cJSON *o = msp_js_member_tree(key, end, &too_big);
+    const cJSON *par = o ? o->child : NULL;
+    long i = cJSON_IsString(par) ? msp_ms_find(X->nx, par->string) : -1;
+    msp_err rc = MSP_OK;
+    if (i >= 0) {
+        struct msp_ms_record *mr = &im->recs[i];
+        struct msp_ms_attr *na = realloc(mr->attrs, (mr->n_attrs + 1) * sizeof *na);
+        if (na) {
+            mr->attrs = na;
+            na[mr->n_attrs].key = strdup("parent");
+            na[mr->n_attrs].value = strdup(par->valuestring);
+            if (na[mr->n_attrs].key && na[mr->n_attrs].value) {
+                mr->n_attrs++;
+            } else {
+                free(na[mr->n_attrs].key);
+                free(na[mr->n_attrs].value);
+                na = NULL;
+            }
+        }
+        if (!na)
+            rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", X->f->path);
+    }
+    cJSON_Delete(o);
+    return rc;
+}
+
+/* An optional JSON file of the rank directory, walked entry by entry. Its
+ * absence is no error, nor is content that does not parse (it only adds
+ * context); a link, a FIFO or an oversized file is. */
+static msp_err msp_ms_optional(const char *dir, const char *name, msp_js_member_fn fn,
+                               struct msp_ms_extra *X)
+{
+    char *p = msp_asprintf("%s/%s", dir, name), *text = NULL;
+    size_t len = 0;
+    if (!p)
+        return msp_fail(MSP_ERR_NOMEM, "out of memory");
+    msp_err rc = msp_ms_slurp(p, &text, &len);
+    if (rc == MSP_ERR_NOT_FOUND) {
+        msp_clear_error();
+        rc = MSP_OK;
+    } else if (!rc) {
+        struct msp_js s = {text, text + len, 0};
+        msp_err frc = MSP_OK;
+        (void)msp_js_members(&s, fn, X, &frc);
+        rc = frc;
+    }
+    free(text);
+    free(p);
+    return rc;
+}
+
 msp_err msp_msprobe_open(const char *json_path, msp_dump_file_t **out)
 {
     *out = NULL;
-    char *text = NULL, *q = NULL, *dir = NULL;
+    char *text = NULL, *dir = NULL;
     size_t len = 0;
-    cJSON *root = NULL;
+    size_t *order = NULL;
     msp_dump_file_t *f = calloc(1, sizeof *f);
     struct msp_ms_impl *im = calloc(1, sizeof *im);
     msp_err rc = MSP_OK;
@@ -484,85 +949,66 @@ msp_err msp_msprobe_open(const char *json_path, msp_dump_file_t **out)
         *slash = '\0';
     else
         strcpy(dir, ".");
-    if ((rc = msp_read_file(json_path, MSP_MS_JSON_MAX, &text, &len)) != MSP_OK)
+    if ((rc = msp_ms_slurp(json_path, &text, &len)) != MSP_OK)
         goto cleanup;
-    if (!(q = msp_ms_quote_specials(text, len))) {
-        rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", json_path);
-        goto cleanup;
-    }
-    root = cJSON_Parse(q);
-    const cJSON *data = root ? cJSON_GetObjectItemCaseSensitive(root, "data") : NULL;
-    if (!cJSON_IsObject(data)) {
-        rc = msp_fail(MSP_ERR_FORMAT, "file %s: not a msprobe dump.json (%s)", json_path,
-                      root ? "no \"data\" object" : "invalid JSON");
+    struct msp_ms_load L = {.f = f, .dir = dir, .text = text};
+    struct msp_js s = {text, text + len, 0};
+    msp_err mrc = MSP_OK;
+    int bad = msp_js_members(&s, msp_ms_top_member, &L, &mrc);
+    if (mrc) {
+        rc = mrc;
         goto cleanup;
     }
-    const cJSON *task = cJSON_GetObjectItemCaseSensitive(root, "task");
-    const cJSON *level = cJSON_GetObjectItemCaseSensitive(root, "level");
-    const cJSON *fw = cJSON_GetObjectItemCaseSensitive(root, "framework");
-    snprintf(f->task, sizeof f->task, "%s", cJSON_IsString(task) ? task->valuestring : "");
-    const char *lv = cJSON_IsString(level) ? level->valuestring : "";
-    snprintf(f->dump_mode, sizeof f->dump_mode, "%s",
+    msp_js_ws(&s);
+    /* one JSON value and nothing after it: a second document or garbage
+     * appended is a damaged file, not an empty one */
+    if (bad || s.p != s.end) {
+        rc = msp_fail(MSP_ERR_FORMAT, "file %s: not a msprobe dump.json (invalid JSON, or data "
+                      "after the JSON value, near byte %td)", json_path, s.p - text);
+        goto cleanup;
+    }
+    if (!L.saw_data) {
+        rc = msp_fail(MSP_ERR_FORMAT, "file %s: not a msprobe dump.json (no \"data\" object)",
+                      json_path);
+        goto cleanup;
+    }
+    free(text); /* the catalogue is built: the text is not needed any more */
+    text = NULL;
+    snprintf(f->task, sizeof f->task, "%.*s", (int)sizeof f->task - 1, L.task);
+    const char *lv = L.level;
+    snprintf(f->dump_mode, sizeof f->dump_mode, "%.*s", (int)sizeof f->dump_mode - 1,
              !strcmp(lv, "L0") ? "module" : !strcmp(lv, "L1") ? "api" : !strcmp(lv, "mix") ? "mix" : lv);
-    snprintf(f->framework, sizeof f->framework, "%s", cJSON_IsString(fw) ? fw->valuestring : "");
+    snprintf(f->framework, sizeof f->framework, "%.*s", (int)sizeof f->framework - 1,
+             L.framework);
     f->step = msp_ms_dir_number(json_path, 2, "step");
     f->rank = msp_ms_dir_number(json_path, 1, "rank");
     f->world_size = -1;
-    size_t n = (size_t)cJSON_GetArraySize(data);
-    f->records = calloc(n ? n : 1, sizeof *f->records);
-    im->recs = calloc(n ? n : 1, sizeof *im->recs);
-    if (!f->records || !im->recs) {
+    /* summary_mode md5 on the statistics task: compared on the CRC-32 */
+    if (L.saw_md5 && !strcmp(f->task, "statistics"))
+        snprintf(f->task, sizeof f->task, "md5");
+    order = malloc((f->n_records ? f->n_records : 1) * sizeof *order);
+    if (!order) {
         rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", json_path);
         goto cleanup;
     }
-    int saw_md5 = 0, saw_stats = 0;
-    int64_t order = 0;
-    for (const cJSON *rec = data->child; rec && !rc; rec = rec->next) {
-        if (!cJSON_IsObject(rec)) {
-            rc = msp_fail(MSP_ERR_FORMAT, "file %s: record %s is not an object", json_path,
-                          rec->string ? rec->string : "?");
-            break;
+    for (size_t i = 0; i < f->n_records; i++)
+        order[i] = i;
+    qsort_r(order, f->n_records, sizeof *order, msp_ms_name_idx_cmp, f);
+    for (size_t i = 1; i < f->n_records; i++)
+        if (!strcmp(f->records[order[i - 1]].name, f->records[order[i]].name)) {
+            char shown[200];
+            msp_fg_clean(shown, sizeof shown, f->records[order[i]].name);
+            rc = msp_fail(MSP_ERR_FORMAT, "file %s: record %s appears twice in \"data\"",
+                          json_path, shown);
+            goto cleanup;
         }
-        rc = msp_ms_record(f, &im->recs[f->n_records], rec, dir, order++, &saw_md5, &saw_stats);
-    }
-    if (rc)
+    struct msp_ms_names nx = {f, order};
+    struct msp_ms_extra X = {f, &nx};
+    if ((rc = msp_ms_optional(dir, "stack.json", msp_ms_stack_member, &X)) ||
+        (rc = msp_ms_optional(dir, "construct.json", msp_ms_construct_member, &X)))
         goto cleanup;
-    /* summary_mode md5 on the statistics task: compared on the CRC-32 */
-    if (saw_md5 && !strcmp(f->task, "statistics"))
-        snprintf(f->task, sizeof f->task, "md5");
-    (void)saw_stats;
-    msp_ms_stacks(f, dir);
-    /* construct.json: each record's parent module, as an attribute */
-    char *cp = msp_asprintf("%s/construct.json", dir), *ct = NULL;
-    size_t cl = 0;
-    cJSON *croot = NULL;
-    if (cp && msp_read_file(cp, MSP_MS_JSON_MAX, &ct, &cl) == MSP_OK && (croot = cJSON_Parse(ct))) {
-        for (size_t i = 0; i < f->n_records; i++) {
-            const cJSON *par = cJSON_GetObjectItemCaseSensitive(croot, f->records[i].name);
-            if (!cJSON_IsString(par))
-                continue;
-            struct msp_ms_record *mr = &im->recs[i];
-            struct msp_ms_attr *na = realloc(mr->attrs, (mr->n_attrs + 1) * sizeof *na);
-            if (!na)
-                break;
-            mr->attrs = na;
-            na[mr->n_attrs].key = strdup("parent");
-            na[mr->n_attrs].value = strdup(par->valuestring);
-            if (na[mr->n_attrs].key && na[mr->n_attrs].value)
-                mr->n_attrs++;
-            else {
-                free(na[mr->n_attrs].key);
-                free(na[mr->n_attrs].value);
-            }
-        }
-    }
-    cJSON_Delete(croot);
-    free(ct);
-    free(cp);
-    msp_clear_error();
 cleanup:
-    cJSON_Delete(root);
-    free(q);
+    free(order);
     free(text);
     free(dir);
     if (rc) {
@@ -606,6 +1052,47 @@ static void msp_ms_put(msp_dtype_t dt, unsigned char *p, double v)
     }
 }
 
+/* A plain name: no '/', not "." or "..": it can only name a file right in
+ * dump_tensor_data/. */
+static int msp_ms_plain_name(const char *n)
+{
+    return n[0] && !strchr(n, '/') && strcmp(n, ".") != 0 && strcmp(n, "..") != 0;
+}
+
+/* The data file `name` of the dump json_path, loaded: a plain name, opened
+ * in dump_tensor_data/ (itself no link) as every file of the dump is. file
+ * receives its path for messages. */
+static msp_err msp_ms_open_data(const char *json_path, const char *name, const char *where,
+                                char *file, size_t file_size, msp_raw_tensor_t *raw)
+{
+    char shown[256];
+    msp_fg_clean(shown, sizeof shown, name);
+    const char *slash = strrchr(json_path, '/');
+    int dl = slash ? (int)(slash - json_path) : 1;
+    const char *dir = slash ? json_path : ".";
+    snprintf(file, file_size, "%.*s/dump_tensor_data/%s", dl, dir, shown);
+    if (!msp_ms_plain_name(name))
+        return msp_fail(MSP_ERR_FORMAT, "%s: data_name \"%s\" is not a plain file name in "
+                        "dump_tensor_data/ (no '/', no \"..\"): refused", where, shown);
+    char tdir[PATH_MAX];
+    snprintf(tdir, sizeof tdir, "%.*s/dump_tensor_data", dl, dir);
+    int dfd = open(tdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0)
+        return msp_fail(errno == ENOENT ? MSP_ERR_NOT_FOUND : MSP_ERR_FORMAT, "%s: %s: %s",
+                        where, tdir, errno == ELOOP || errno == ENOTDIR
+                                         ? "not a directory of the dump (a link?): refused"
+                                         : strerror(errno));
+    int fd = -1;
+    uint64_t size = 0;
+    msp_err rc = msp_ms_open_file(dfd, name, file, MSP_MS_DATA_MAX, &fd, &size);
+    close(dfd);
+    if (rc)
+        return rc;
+    size_t fl = strlen(name);
+    return fl > 4 && !strcmp(name + fl - 4, ".npy") ? msp_npy_load_fd(fd, file, raw)
+                                                    : msp_pt_load_fd(fd, file, raw);
+}
+
 msp_err msp_msprobe_read_tensor(msp_dump_file_t *f, const msp_record_info_t *r,
                                 const msp_tensor_info_t *t, void *buf, size_t buf_size)
 {
@@ -615,14 +1102,13 @@ msp_err msp_msprobe_read_tensor(msp_dump_file_t *f, const msp_record_info_t *r,
     snprintf(where, sizeof where, "file %s: record %s: %s", f->path, r->name, t->role);
     if (ri >= f->n_records || ti >= r->n_tensors)
         return msp_fail(MSP_ERR_USAGE, "%s: not a tensor of this file", where);
-    const char *file = im->recs[ri].files[ti];
-    msp_err prc = msp_read_check(t, t->has_data && file, buf_size, where);
+    const char *name = im->recs[ri].files[ti];
+    msp_err prc = msp_read_check(t, t->has_data && name, buf_size, where);
     if (prc)
         return prc;
-    size_t fl = strlen(file);
     msp_raw_tensor_t raw;
-    msp_err rc = fl > 4 && !strcmp(file + fl - 4, ".npy") ? msp_npy_load(file, &raw)
-                                                          : msp_pt_load(file, &raw);
+    char file[PATH_MAX + 64];
+    msp_err rc = msp_ms_open_data(f->path, name, where, file, sizeof file, &raw);
     if (rc)
         return rc;
     if (raw.numel != t->numel) {

@@ -4,9 +4,11 @@
 #include "fmt_foreign.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 void msp_raw_free(msp_raw_tensor_t *r)
@@ -44,15 +46,34 @@ static const char *msp_npy_key(const char *h, const char *key)
     return p;
 }
 
+msp_err msp_foreign_open(const char *path, int *fd)
+{
+    *fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (*fd < 0)
+        return msp_fail(errno == ENOENT ? MSP_ERR_NOT_FOUND : MSP_ERR_IO, "file %s: %s", path,
+                        strerror(errno));
+    return MSP_OK;
+}
+
 msp_err msp_npy_load(const char *path, msp_raw_tensor_t *out)
+{
+    memset(out, 0, sizeof *out);
+    int fd;
+    msp_err rc = msp_foreign_open(path, &fd);
+    return rc ? rc : msp_npy_load_fd(fd, path, out);
+}
+
+msp_err msp_npy_load_fd(int fd, const char *path, msp_raw_tensor_t *out)
 {
     memset(out, 0, sizeof *out);
     msp_err rc = MSP_OK;
     char *hdr = NULL;
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
-        return msp_fail(errno == ENOENT ? MSP_ERR_NOT_FOUND : MSP_ERR_IO, "file %s: %s", path,
-                        strerror(errno));
+    FILE *fp = fdopen(fd, "rb");
+    if (!fp) {
+        rc = msp_fail(MSP_ERR_IO, "file %s: %s", path, strerror(errno));
+        close(fd);
+        return rc;
+    }
     unsigned char pre[12];
     if (fread(pre, 1, 10, fp) != 10 || memcmp(pre, "\x93NUMPY", 6) != 0) {
         rc = msp_fail(MSP_ERR_FORMAT, "file %s: not a .npy file (no \\x93NUMPY magic)", path);

@@ -10,9 +10,12 @@
  * else (another callable, another opcode) is refused naming the file. */
 #include "fmt_foreign.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zip.h>
 
 /* The most a broadcast (stride 0) view is expanded to. */
@@ -398,6 +401,14 @@ static msp_err pt_read_member(zip_t *z, zip_int64_t idx, size_t max, uint64_t fi
 msp_err msp_pt_load(const char *path, msp_raw_tensor_t *out)
 {
     memset(out, 0, sizeof *out);
+    int fd;
+    msp_err rc = msp_foreign_open(path, &fd);
+    return rc ? rc : msp_pt_load_fd(fd, path, out);
+}
+
+msp_err msp_pt_load_fd(int fd, const char *path, msp_raw_tensor_t *out)
+{
+    memset(out, 0, sizeof *out);
     int zerr = 0;
     msp_err rc = MSP_OK;
     unsigned char *pkl = NULL, *store = NULL;
@@ -406,12 +417,13 @@ msp_err msp_pt_load(const char *path, msp_raw_tensor_t *out)
     msp_pt_desc_t d;
     memset(&d, 0, sizeof d);
     struct stat fst;
-    zip_t *z = zip_open(path, ZIP_RDONLY, &zerr);
-    uint64_t file_size = z && stat(path, &fst) == 0 ? (uint64_t)fst.st_size : 0;
-    if (!z)
-        return msp_fail(zerr == ZIP_ER_NOENT ? MSP_ERR_NOT_FOUND : MSP_ERR_FORMAT,
-                        "file %s: not a torch.save zip file (libzip error %d); the legacy "
-                        "non-zip format is not supported", path, zerr);
+    uint64_t file_size = fstat(fd, &fst) == 0 ? (uint64_t)fst.st_size : 0;
+    zip_t *z = zip_fdopen(fd, ZIP_RDONLY, &zerr); /* owns fd once open */
+    if (!z) {
+        close(fd);
+        return msp_fail(MSP_ERR_FORMAT, "file %s: not a torch.save zip file (libzip error %d); "
+                        "the legacy non-zip format is not supported", path, zerr);
+    }
     /* <name>/data.pkl: <name> is whatever the saving file was called */
     zip_int64_t pk_idx = -1, n = zip_get_num_entries(z, 0);
     char prefix[512] = "";
@@ -424,13 +436,16 @@ msp_err msp_pt_load(const char *path, msp_raw_tensor_t *out)
             prefix[l - 8] = '\0';
         }
         if (nm && l >= 10 && strcmp(nm + l - 10, "/byteorder") == 0) {
+            /* anything but exactly "little" (an unreadable or over-long
+             * member included) may be big-endian data: refused, never read
+             * as little-endian */
             unsigned char *bo = NULL;
             size_t bl = 0;
-            if (pt_read_member(z, i, 16, file_size, &bo, &bl, path) == MSP_OK &&
+            if (pt_read_member(z, i, 16, file_size, &bo, &bl, path) != MSP_OK ||
                 !(bl == 6 && memcmp(bo, "little", 6) == 0)) {
                 free(bo);
-                rc = msp_fail(MSP_ERR_UNSUPPORTED, "file %s: big-endian storage is not "
-                              "supported", path);
+                rc = msp_fail(MSP_ERR_UNSUPPORTED, "file %s: its byteorder member is not "
+                              "\"little\": big-endian or unknown storage is not supported", path);
                 goto cleanup;
             }
             free(bo);

@@ -347,6 +347,14 @@ static msp_err msp_load_index(msp_dump_file_t *f, hid_t d)
                           f->path, i);
             goto cleanup;
         }
+        if (i && rows[i - 1].record && rows[i - 1].role &&
+            strcmp(rows[i - 1].record, row->record) == 0 &&
+            strcmp(rows[i - 1].role, row->role) == 0) {
+            rc = msp_fail(MSP_ERR_FORMAT, "file %s: /index: record %s: %s has two rows: the "
+                          "table does not describe the file", f->path, row->record,
+                          row->role[0] ? row->role : "(the record's marker row)");
+            goto cleanup;
+        }
         msp_record_info_t *r = f->n_records ? &f->records[f->n_records - 1] : NULL;
         if (!r || strcmp(r->name, row->record) != 0) {
             msp_record_info_t *nr = msp_grow(f->records, &cap, f->n_records, sizeof *nr, 16);
@@ -520,77 +528,159 @@ static msp_err msp_check_expansion(hid_t d, const msp_tensor_info_t *t, const ch
     return MSP_OK;
 }
 
-/* Each /index row with data, checked against the dataset it names: the
- * dataset exists, keeps its data in this file, has the row's shape and
- * element size, and a row's offset is the dataset's own contiguous storage
- * of exactly nbytes. Runs where libhdf5 may fail safely (the reader helper). */
+/* How many datasets group g holds: its link count when that is all of them
+ * (as msprobe writes groups), else those counted one by one. -1: error. */
+static long msp_count_datasets(hid_t g, size_t expect, const char *where)
+{
+    H5G_info_t gi;
+    if (H5Gget_info(g, &gi) < 0)
+        return -1;
+    if (gi.nlinks == expect)
+        return (long)expect;
+    struct msp_names ns;
+    if (msp_children(g, H5O_TYPE_DATASET, &ns, where) != MSP_OK)
+        return -1;
+    long n = (long)ns.sv.n;
+    msp_free_strings(ns.sv.v, ns.sv.n);
+    return n;
+}
+
+/* The dtype a row names against the dataset's own: its stored type (data),
+ * else its dtype attribute (statistics only). */
+static msp_err msp_verify_row_dtype(hid_t d, hid_t ft, const msp_tensor_info_t *t,
+                                    const char *where)
+{
+    char desc[64], attr[64];
+    int exact = 0;
+    if (t->has_data) {
+        msp_dtype_t stored = msp_h5_dtype_of(ft, &exact, desc, sizeof desc);
+        if (stored && t->dtype != stored &&
+            !(stored == MSP_DTYPE_UINT8 && t->dtype == MSP_DTYPE_BOOL))
+            return msp_fail(MSP_ERR_FORMAT, "%s: the row says dtype %s, the dataset stores %s",
+                            where, t->dtype_name, desc);
+        return MSP_OK;
+    }
+    int r = msp_h5_attr_get_str(d, "dtype", attr, sizeof attr, where);
+    if (r < 0)
+        return MSP_ERR_FORMAT;
+    if (r > 0 && strcmp(attr, t->dtype_name) != 0 &&
+        !(t->dtype && msp_dtype_from_name(attr) == t->dtype))
+        return msp_fail(MSP_ERR_FORMAT, "%s: the row says dtype %s, the dataset's dtype "
+                        "attribute %.40s", where, t->dtype_name, attr);
+    return MSP_OK;
+}
+
+/* One row against its dataset d (see msp_verify_index). */
+static msp_err msp_verify_row(msp_dump_file_t *f, hid_t d, const msp_tensor_info_t *t,
+                              const char *where)
+{
+    struct msp_dump_impl *im = msp_impl(f);
+    int plain = 0;
+    msp_err rc = t->has_data ? msp_check_storage(d, where, &plain) : MSP_OK;
+    hid_t s = rc ? -1 : H5Dget_space(d), ft = rc ? -1 : H5Dget_type(d);
+    hsize_t dims[MSP_MAX_NDIM];
+    int nd = s >= 0 ? H5Sget_simple_extent_ndims(s) : -1;
+    if (!rc && (s < 0 || ft < 0 || nd < 0 || nd > MSP_MAX_NDIM))
+        rc = msp_h5_fail(MSP_ERR_FORMAT, "%s: cannot read the dataset's shape", where);
+    if (!rc && (H5Sget_simple_extent_type(s) != H5S_NULL) != t->has_data)
+        rc = msp_fail(MSP_ERR_FORMAT, "%s: the row says the tensor has %sdata, the dataset "
+                      "holds %s", where, t->has_data ? "" : "no ", t->has_data ? "none" : "some");
+    if (!rc)
+        rc = msp_verify_row_dtype(d, ft, t, where);
+    if (!rc && t->has_data) {
+        H5Sget_simple_extent_dims(s, dims, NULL);
+        int same = nd == t->ndim;
+        for (int k = 0; same && k < nd; k++)
+            same = (int64_t)dims[k] == t->shape[k];
+        if (!same)
+            rc = msp_fail(MSP_ERR_FORMAT, "%s: the row's shape differs from the dataset's",
+                          where);
+        if (!rc && t->dtype && H5Tget_size(ft) != msp_dtype_size(t->dtype))
+            rc = msp_fail(MSP_ERR_FORMAT, "%s: the row says %s (%zu bytes an element), the "
+                          "dataset stores %zu", where, t->dtype_name, msp_dtype_size(t->dtype),
+                          H5Tget_size(ft));
+        if (!rc && t->offset >= 0) {
+            haddr_t a = H5Dget_offset(d);
+            if (!plain || a == HADDR_UNDEF || (int64_t)(a + im->userblock) != t->offset ||
+                H5Dget_storage_size(d) != (hsize_t)t->nbytes)
+                rc = msp_fail(MSP_ERR_FORMAT, "%s: the row says %lld bytes at offset %lld, the "
+                              "dataset's own storage differs", where, (long long)t->nbytes,
+                              (long long)t->offset);
+        } else if (!rc) {
+            rc = msp_check_expansion(d, t, where);
+        }
+    }
+    if (s >= 0)
+        H5Sclose(s);
+    if (ft >= 0)
+        H5Tclose(ft);
+    return rc;
+}
+
+/* Each /index row checked against the dataset it names, and the table
+ * against the file: a row with data names a dataset that holds data of the
+ * row's dtype, shape and element size, kept in this file, and a row's
+ * offset is the dataset's own contiguous storage of exactly nbytes; a row
+ * without data names no dataset (msprobe writes none) or one without data
+ * whose dtype attribute is the row's. Every record group and dataset of the
+ * file has its row (an empty /index is no empty file), and no row appears
+ * twice (msp_load_index). Runs where libhdf5 may fail safely (the reader
+ * helper). */
 static msp_err msp_verify_index(msp_dump_file_t *f)
 {
     struct msp_dump_impl *im = msp_impl(f);
     char where[700];
-    for (size_t i = 0; i < f->n_records; i++) {
+    struct msp_names groups;
+    snprintf(where, sizeof where, "file %s", f->path);
+    msp_err rc = msp_children(im->file, H5O_TYPE_GROUP, &groups, where);
+    if (rc)
+        return rc;
+    size_t n_groups = groups.sv.n, found = 0;
+    msp_free_strings(groups.sv.v, groups.sv.n);
+    for (size_t i = 0; i < f->n_records && !rc; i++) {
         msp_record_info_t *r = &f->records[i];
-        hid_t g = -1;
-        for (size_t j = 0; j < r->n_tensors; j++) {
+        snprintf(where, sizeof where, "file %s: /index: record %s", f->path, r->name);
+        htri_t has_g = H5Lexists(im->file, r->name, H5P_DEFAULT);
+        hid_t g = has_g > 0 ? H5Gopen2(im->file, r->name, H5P_DEFAULT) : -1;
+        size_t n_sets = 0, n_data = 0;
+        found += g >= 0;
+        for (size_t j = 0; j < r->n_tensors && !rc; j++) {
             msp_tensor_info_t *t = &r->tensors[j];
-            if (!t->has_data)
-                continue;
+            n_data += t->has_data;
             snprintf(where, sizeof where, "file %s: /index: record %s: %s", f->path, r->name,
                      t->role);
-            if (g < 0 && (g = H5Gopen2(im->file, r->name, H5P_DEFAULT)) < 0)
-                return msp_h5_fail(MSP_ERR_FORMAT, "%s: the row names a record the file does "
-                                   "not have", where);
-            hid_t d = H5Dopen2(g, t->role, H5P_DEFAULT);
-            if (d < 0) {
-                H5Gclose(g);
-                return msp_h5_fail(MSP_ERR_FORMAT, "%s: the row names a dataset the file does "
-                                   "not have", where);
+            htri_t has_d = g >= 0 ? H5Lexists(g, t->role, H5P_DEFAULT) : 0;
+            hid_t d = has_d > 0 ? H5Dopen2(g, t->role, H5P_DEFAULT) : -1;
+            if (d < 0 && t->has_data) {
+                rc = msp_h5_fail(MSP_ERR_FORMAT, "%s: the row names a dataset the file does "
+                                 "not have", where);
+                break;
             }
-            int plain = 0;
-            msp_err rc = msp_check_storage(d, where, &plain);
-            hid_t s = rc ? -1 : H5Dget_space(d), ft = rc ? -1 : H5Dget_type(d);
-            hsize_t dims[MSP_MAX_NDIM];
-            int nd = s >= 0 ? H5Sget_simple_extent_ndims(s) : -1;
-            if (!rc && (s < 0 || ft < 0 || nd < 0 || nd > MSP_MAX_NDIM))
-                rc = msp_h5_fail(MSP_ERR_FORMAT, "%s: cannot read the dataset's shape", where);
-            if (!rc) {
-                H5Sget_simple_extent_dims(s, dims, NULL);
-                int same = nd == t->ndim;
-                for (int k = 0; same && k < nd; k++)
-                    same = (int64_t)dims[k] == t->shape[k];
-                if (!same)
-                    rc = msp_fail(MSP_ERR_FORMAT, "%s: the row's shape differs from the "
-                                  "dataset's", where);
-            }
-            if (!rc && t->dtype && H5Tget_size(ft) != msp_dtype_size(t->dtype))
-                rc = msp_fail(MSP_ERR_FORMAT, "%s: the row says %s (%zu bytes an element), the "
-                              "dataset stores %zu", where, t->dtype_name,
-                              msp_dtype_size(t->dtype), H5Tget_size(ft));
-            if (!rc && t->offset >= 0) {
-                haddr_t a = H5Dget_offset(d);
-                if (!plain || a == HADDR_UNDEF || (int64_t)(a + im->userblock) != t->offset ||
-                    H5Dget_storage_size(d) != (hsize_t)t->nbytes)
-                    rc = msp_fail(MSP_ERR_FORMAT, "%s: the row says %lld bytes at offset %lld, "
-                                  "the dataset's own storage differs", where,
-                                  (long long)t->nbytes, (long long)t->offset);
-            } else if (!rc) {
-                rc = msp_check_expansion(d, t, where);
-            }
-            if (s >= 0)
-                H5Sclose(s);
-            if (ft >= 0)
-                H5Tclose(ft);
+            H5Eclear2(H5E_DEFAULT);
+            if (d < 0)
+                continue; /* statistics only: the row is all there is */
+            n_sets++;
+            rc = msp_verify_row(f, d, t, where);
             H5Dclose(d);
-            if (rc) {
-                H5Gclose(g);
-                H5Eclear2(H5E_DEFAULT);
-                return rc;
-            }
         }
+        if (!rc && g < 0 && n_data)
+            rc = msp_fail(MSP_ERR_FORMAT, "file %s: /index: record %s: the row names a record "
+                          "the file does not have", f->path, r->name);
+        snprintf(where, sizeof where, "file %s: /index: record %s", f->path, r->name);
+        long held = !rc && g >= 0 ? msp_count_datasets(g, n_sets, where) : (long)n_sets;
+        if (!rc && held < 0)
+            rc = msp_h5_fail(MSP_ERR_FORMAT, "%s: cannot list its datasets", where);
+        else if (!rc && held != (long)n_sets)
+            rc = msp_fail(MSP_ERR_FORMAT, "%s: the record's group holds %ld datasets, the "
+                          "table names %zu of them", where, held, n_sets);
         if (g >= 0)
             H5Gclose(g);
     }
-    return MSP_OK;
+    if (!rc && found != n_groups)
+        rc = msp_fail(MSP_ERR_FORMAT, "file %s: /index names %zu of the file's %zu record "
+                      "groups: the table does not describe the file", f->path, found, n_groups);
+    H5Eclear2(H5E_DEFAULT);
+    return rc;
 }
 
 static msp_err msp_walk_offset(hid_t d, msp_dump_file_t *f, msp_tensor_info_t *t, int exact)
@@ -1258,7 +1348,7 @@ msp_err msp_tensor_stream_open(msp_dump_file_t *f, const msp_record_info_t *r,
         s->offset = t->offset;
     } else if (msp_impl(f)->file < 0) {
         s->kind = MSP_STREAM_HELPER;
-        rc = msp_contained_stream_open(f, r, t, &s->helper);
+        rc = msp_contained_stream_open(f, im_file_size(f), r, t, &s->helper);
     } else {
         s->kind = MSP_STREAM_H5;
         rc = msp_stream_h5_open(f, r, t, s);

@@ -50,8 +50,15 @@ class BadStepsCase(unittest.TestCase):
     def test_compare_skips_each_bad_step_with_one_warning_and_compares_the_rest(self):
         p = subprocess.run([BIN, "compare", "-b", self.bench, "-c", self.cmp, "-o", self.out],
                            capture_output=True, text=True)
-        # the intact step was compared: the verdicts decide (random data: 1)
-        self.assertIn(p.returncode, (0, 1), p.stderr)
+        # the intact step was compared, the two bad ones were not: exit 3, and
+        # stdout names each step not compared
+        self.assertEqual(p.returncode, 3, p.stderr)
+        not_compared = [ln for ln in p.stdout.splitlines() if ln.startswith("not compared: ")]
+        self.assertEqual(len(not_compared), 2, p.stdout)
+        self.assertTrue(not_compared[0].startswith("not compared: step 1 rank 0"), p.stdout)
+        self.assertIn(self.truncated, not_compared[0])
+        self.assertTrue(not_compared[1].startswith("not compared: step 2 rank 0"), p.stdout)
+        self.assertIn(self.empty, not_compared[1])
         warnings = [ln for ln in p.stderr.splitlines() if ln.startswith("msprobe: warning:")]
         for bad, why in ((self.truncated, "truncated"), (self.empty, "")):
             mine = [ln for ln in warnings if bad in ln]

@@ -215,6 +215,9 @@ class OriginCase(unittest.TestCase):
         self.assertEqual(first["tensor"], "Functional.linear.0.forward.input.0")
         self.assertAlmostEqual(first["out_err"], rel(h_bad, h), places=6)
         self.assertIn("no recorded op produced Functional.linear.0.forward.input.0", first["reason"])
+        # torch._VF.lstm is recorded now: no longer the example of an unrecorded op
+        self.assertNotIn("_VF", first["reason"])
+        self.assertIn("an API outside the dump's list", first["reason"])
         # the leaves without a producer (the weight, the indices) are clean: no other suspect
         self.assertEqual(len(s["suspects"]), 1)
         # without producer links in the dump nothing can be said about the region

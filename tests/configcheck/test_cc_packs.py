@@ -8,7 +8,7 @@ import tempfile
 import unittest
 import zipfile
 
-from cc_testlib import (PYTHON, clean_env, msprobe, read_member, secret_hash, sheet_header, sheet_rows,
+from cc_testlib import (UNSTORED, PYTHON, clean_env, msprobe, read_member, secret_hash, sheet_header, sheet_rows,
                         summary)
 
 MANIFEST = {"format": "msprobe-config-check", "format_version": 1, "tool": "msprobe", "tool_version": "x",
@@ -63,15 +63,27 @@ class StaticPack(unittest.TestCase):
     def test_user_salt_changes_the_hash_and_is_not_stored(self):
         with tempfile.TemporaryDirectory() as d:
             pack = os.path.join(d, "s.zip")
-            env = clean_env(API_KEY="abc123", MSPROBE_SECRET_SALT="pepper")
+            salt = "pepper-9f3Kq2Lw7xZa"  # strong enough to be used (a guess would not find it)
+            env = clean_env(API_KEY="abc123", MSPROBE_SECRET_SALT=salt)
             r = msprobe("config_check", "-d", "-o", pack, env=env)
             self.assertEqual(r.returncode, 0, r.stderr)
             e = read_member(pack, "env.json")
-            self.assertEqual(e["vars"]["API_KEY"], secret_hash("API_KEY", "abc123", b"pepper"))
+            self.assertEqual(e["vars"]["API_KEY"], secret_hash("API_KEY", "abc123", salt.encode()))
             self.assertEqual(e["salt"], "MSPROBE_SECRET_SALT")
             self.assertNotIn("MSPROBE_SECRET_SALT", e["vars"])
             with zipfile.ZipFile(pack) as z:
-                self.assertFalse(any(b"pepper" in z.read(n) for n in z.namelist()))
+                self.assertFalse(any(salt.encode() in z.read(n) for n in z.namelist()))
+
+    def test_weak_user_salt_is_refused_with_a_warning(self):
+        with tempfile.TemporaryDirectory() as d:
+            pack = os.path.join(d, "s.zip")
+            r = msprobe("config_check", "-d", "-o", pack,
+                        env=clean_env(API_KEY="abc123", MSPROBE_SECRET_SALT="pepper"))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("MSPROBE_SECRET_SALT is too weak", r.stderr)
+            e = read_member(pack, "env.json")
+            self.assertEqual((e["salt"], e["salt_id"], e["vars"]["API_KEY"]),
+                             ("none", "none", UNSTORED))
 
     def test_two_static_packs_differing_in_a_listed_key_fail_env_only(self):
         with tempfile.TemporaryDirectory() as d:

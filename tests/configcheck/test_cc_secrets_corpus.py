@@ -63,6 +63,32 @@ def corpus(tag):
         ("NOTIFY_TARGET", "https://discord.com/api/webhooks/%d/%s" % (g.randrange(10**17, 10**18), rnd(g, 60)), None),
         ("BILLING", "sk_live_" + rnd(g, 24), None),
         ("MAPS", "AIza" + rnd(g, 35), None),
+        # found by value patterns, under names that say nothing of secrets: the
+        # third field is the secret inside the value, which must not leak either
+    ]
+    sec = lambda p: "%s%s%s" % (p, tag, rnd(g, 8))  # noqa: E731
+    hx = lambda n: "".join(g.choice(hexd) for _ in range(n))  # noqa: E731
+    s = [sec("Pg"), sec("Ks"), sec("Ss"), tag + hx(24), tag + hx(24), tag + hx(24), sec("My"),
+         sec("Od"), sec("Ad"), sec("Kf"), hx(40), sec("Ml"), sec("Ld"), sec("Mn")]
+    env += [
+        ("DB_CONN", "host=db.internal port=5432 dbname=prod user=app password=%s sslmode=require" % s[0],
+         s[0]),
+        ("JAVA_TOOL_OPTIONS", "-Xmx2g -Djavax.net.ssl.keyStore=/etc/ks.jks "
+         "-Djavax.net.ssl.keyStorePassword=%s" % s[1], s[1]),
+        ("RUN_CMD", "sshpass -p %s ssh deploy@10.0.0.5 ./train.sh" % s[2], s[2]),
+        ("NB_CMD", "jupyter notebook --no-browser --NotebookApp.token=%s" % s[3], s[3]),
+        ("NB_SERVER", "jupyter lab --ip 0.0.0.0 --ServerApp.token %s --port 8888" % s[4], s[4]),
+        ("NB_LINK", "http://127.0.0.1:8888/lab?token=%s" % s[5], s[5]),
+        ("MYSQL_CMD", "mysql -h db -u root -p%s prod" % s[6], s[6]),
+        ("ODBC_STRING", "Driver={ODBC Driver 18};Server=tcp:sql.example.net,1433;Database=prod;Uid=app;"
+         "Pwd=%s;" % s[7], s[7]),
+        ("ADO_STRING", "Data Source=sql01;Initial Catalog=prod;User ID=svc;Password=%s;" % s[8], s[8]),
+        ("KAFKA_OPTS", 'org.apache.kafka.common.security.plain.PlainLoginModule required '
+         'username="svc" password="%s";' % s[9], s[9]),
+        ("TRAIN_ARGS", "--wandb %s --lr 0.1" % s[10], s[10]),
+        ("MAIL_CFG", "user: ops\npassword: %s\nhost: smtp" % s[11], s[11]),
+        ("LDAP_BIND", "cn=admin,dc=example,dc=com secret=%s" % s[12], s[12]),
+        ("MINIO_ARGS", "--access-key=svc --secret-key=%s" % s[13], s[13]),
     ]
     argv = [
         ("--db-url", "postgres://u:Arg%s%s@h/db" % (tag, rnd(g, 8)), None),
@@ -73,7 +99,17 @@ def corpus(tag):
         ("--hf-token", "hf_" + rnd(g, 34, string.ascii_letters), None),
         ("--webhook", "https://hooks.slack.com/services/T1/B1/" + rnd(g, 24), None),
         ("", "https://deploy:Pos%s%s@git.example.com/repo.git" % (tag, rnd(g, 8)), None),
+        ("-p", sec("Pp"), None),
+        ("--conn", None, None),
+        ("--wandb", hx(40), None),
+        ("--jdbc", None, None),
+        ("--dsn", None, None),
     ]
+    pw = [sec("Cn"), sec("Jd"), sec("Ds")]
+    composite = {"--conn": ("Server=tcp:sql,1433;Database=prod;User Id=app;Password=%s;" % pw[0], pw[0]),
+                 "--jdbc": ("jdbc:postgresql://db:5432/prod?user=app&password=%s" % pw[1], pw[1]),
+                 "--dsn": ("user=app password=%s host=db" % pw[2], pw[2])}
+    argv = [(k, *composite[k]) if k in composite else (k, v, n) for k, v, n in argv]
     out = [("env", k, v, n or v) for k, v, n in env] + [("argv", k, v, n or v) for k, v, n in argv]
     return out
 
@@ -116,8 +152,10 @@ class SecretsCorpus(unittest.TestCase):
         cls.packs = {}
         # a, b: no salt; sa, sa2 (same secrets), sb (other secrets): one salt.
         cls.salt = "s4lt-" + rnd(random.Random(os.getpid()), 20)
+        cls.weak_salt = "msprobe"  # found at once by a guess: refused
+        cls.stderr = {}
         for name, tag, salt in (("a", "a", None), ("b", "b", None), ("sa", "a", cls.salt), ("sa2", "a", cls.salt),
-                                ("sb", "b", cls.salt)):
+                                ("sb", "b", cls.salt), ("weak", "a", cls.weak_salt)):
             cases = cls.cases[tag]
             extra = {k: v for w, k, v, _ in cases if w == "env"}
             extra.update({"OMP_NUM_THREADS": "2", "GIT_COMMIT": "4b825dc642cb6eb9a060e54bf8d69288fbee4904",
@@ -128,6 +166,7 @@ class SecretsCorpus(unittest.TestCase):
             r = run_under_shim([SCRIPT] + argv_of(cases), z, d, **extra)
             assert r.returncode == 0, r.stderr
             cls.terminal += [r.stdout, r.stderr]
+            cls.stderr[name] = r.stderr
             cls.packs[name] = z
         cls.xlsx = {}
         for a, b in (("a", "b"), ("sa", "sa2"), ("sa", "sb"), ("a", "sa")):
@@ -145,7 +184,7 @@ class SecretsCorpus(unittest.TestCase):
         cls.tmp.cleanup()
 
     def test_corpus_is_large_enough(self):
-        self.assertGreaterEqual(len(self.cases["a"]), 30)
+        self.assertGreaterEqual(len(self.cases["a"]), 50)
 
     def test_no_secret_in_any_pack_member(self):
         bad = forbidden(self.cases["a"]) | forbidden(self.cases["b"])
@@ -199,6 +238,26 @@ class SecretsCorpus(unittest.TestCase):
         db = [v for w, k, v, _ in self.cases["a"] if k == "--db-url"][0]
         self.assertEqual(ns["db_url"], "hmac-sha256:" + hmac.new(self.salt.encode(), db.encode(),
                                                                  hashlib.sha256).hexdigest())
+
+    def test_weak_salt_is_refused_so_nothing_keyed_by_it_is_stored(self):
+        # salt_id or the keyed hash of a value anyone knows would let a guess
+        # of "msprobe" be tested offline, and then the passwords reversed
+        self.assertIn("MSPROBE_SECRET_SALT is too weak", self.stderr["weak"])
+        env = read_member(self.packs["weak"], "env.json")
+        self.assertEqual((env["salt"], env["salt_id"]), ("none", "none"))
+        for w, k, v, _ in self.cases["a"]:
+            if w == "env":
+                self.assertEqual(env["vars"][k], UNSTORED, k)
+        key = self.weak_salt.encode()
+        keyed = {hmac.new(key, b"msprobe salt id", hashlib.sha256).hexdigest()[:16]}
+        keyed |= {hmac.new(key, v.encode(), hashlib.sha256).hexdigest()
+                  for _, _, v, _ in self.cases["a"]}
+        keyed |= {hmac.new(key, v.encode(), hashlib.sha256).hexdigest()
+                  for v in ("false", "true", "1", "0", "2")}
+        with zipfile.ZipFile(self.packs["weak"]) as zf:
+            text = b"".join(zf.read(m) for m in zf.namelist()).decode()
+        self.assertNotIn("hmac-sha256:", text)
+        self.assertEqual([h for h in keyed if h in text], [])
 
     def test_harmless_values_stay_in_clear(self):
         env = read_member(self.packs["a"], "env.json")["vars"]

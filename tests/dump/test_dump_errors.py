@@ -40,23 +40,58 @@ class ConfigErrors(dt.ShimCase):
         cfg = self.write_config({"dump": {"common_dump_settings": {"task": True}}}, "t.json")
         self.expect_exit2(cfg, "t.json", "task")
 
-    def test_unknown_api_warned_once_at_exit_with_near_match(self):
-        # Which APIs exist is this torch's business: the run goes on, and the
-        # names it never found are one warning at exit, with near matches.
+    def test_unknown_api_warned_at_start_naming_its_key_with_near_match(self):
+        # Which APIs exist is this torch's business: the run goes on, and each
+        # name this torch lacks is one warning when torch is imported, before
+        # the script trains, naming the key it was written under.
         cfg = self.write_config(dt.config("./d", trigger="manual", api_list=[
             ("torch.nn.functional.conv2", "forward"), ("torch.nn.functional.linear", "forward"),
             ("torch.nn.functional.matmul", "forward")]), "u.json")
-        p = self.run_cmd([dt.PYTHON, "-c", "import torch\n" + MARK], cfg)
+        script = "import sys, torch\nprint('TRAINING STARTS', file=sys.stderr)\n" + MARK
+        p = self.run_cmd([dt.PYTHON, "-c", script], cfg)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertTrue(os.path.exists(self.path("script_ran")))
         lines = p.stderr.strip().splitlines()
-        self.assertEqual(len(lines), 1, p.stderr)
-        self.assertTrue(lines[0].startswith("msprobe: warning: dump.api_list"), lines[0])
-        self.assertIn('"torch.nn.functional.conv2" (not an API of this torch; did you mean '
-                      '"torch.nn.functional.conv2d"?)', lines[0])
-        self.assertIn('"torch.nn.functional.matmul" (not an API of this torch; did you mean '
-                      '"torch.matmul"?)', lines[0])
-        self.assertNotIn('"torch.nn.functional.linear"', lines[0])
+        self.assertEqual(len(lines), 3, p.stderr)
+        self.assertEqual(lines[2], "TRAINING STARTS")  # both warnings came before it
+        self.assertEqual(lines[0], 'msprobe: warning: %s: dump.api_list[0].name '
+                         '"torch.nn.functional.conv2": not an API of this torch (did you mean '
+                         '"torch.nn.functional.conv2d"?); nothing is dumped for it' % cfg)
+        self.assertEqual(lines[1], 'msprobe: warning: %s: dump.api_list[2].name '
+                         '"torch.nn.functional.matmul": not an API of this torch (did you mean '
+                         '"torch.matmul"?); nothing is dumped for it' % cfg)
+
+    def test_misspelt_api_in_msprobe_config_json_is_warned_at_start_under_list(self):
+        cfg = self.write_config({"task": "statistics", "dump_path": "./d", "rank": [], "step": [0],
+                                 "level": "L1", "statistics": {
+                                     "list": ["Functional.relu.0.forward",
+                                              "Functional.conv2e.0.forward"]}}, "config.json")
+        script = "import sys, torch\nprint('TRAINING STARTS', file=sys.stderr)\n" + MARK
+        p = self.run_cmd([dt.PYTHON, "-c", script], cfg)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        lines = p.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 2, p.stderr)
+        self.assertEqual(lines[1], "TRAINING STARTS")
+        self.assertIn('config.json: statistics.list[1] "Functional.conv2e.0.forward": not an API '
+                      'of this torch (did you mean "torch.nn.functional.conv2d"?)', lines[0])
+        self.assertNotIn("api_list", p.stderr)  # a key config.json does not have
+
+    def test_empty_module_name_in_list_is_refused(self):
+        for bad in ("Module.", "Functional.", "Module..forward"):
+            with self.subTest(bad=bad):
+                cfg = self.write_config({"task": "statistics", "dump_path": "./d", "rank": [],
+                                         "step": [0], "level": "L0",
+                                         "statistics": {"list": [bad]}}, "config.json")
+                self.expect_exit2(cfg, "config.json", "statistics.list[0]", '"%s"' % bad,
+                                  "empty name")
+
+    def test_step_past_two_to_the_53_is_refused_not_rounded(self):
+        cfg = self.write_config('{"task": "statistics", "dump_path": "./d", "rank": [], '
+                                '"step": [9007199254740993], "level": "L1"}', "config.json")
+        self.expect_exit2(cfg, "config.json", "step[0]", "9007199254740991", "as a string")
+        cfg = self.write_config({"dump": {"common_dump_settings": {
+            "dump_iter": 9007199254740993}}}, "s.json")
+        self.expect_exit2(cfg, "s.json", "dump_iter", "exact only up to 9007199254740991")
 
     def test_malformed_api_name_stops_the_run(self):
         for bad in ("torch.nn..conv2d", "torch.nn.functional.conv2d.", "torch.nn.functional.gelu()",
@@ -101,7 +136,7 @@ print(outs)
 class OddTensors(dt.ShimCase):
     def check_lines(self, lines):
         """Each kind of warning once as it happens, then at exit how often each
-        fired and that no step ever ended. 3 calls: matmul(a, a) has 3 complex
+        fired. 3 calls: matmul(a, a) has 3 complex
         tensors each (2 inputs, the output), matmul(sparse, b) 1 sparse input."""
         first = [l for l in lines if l.startswith("msprobe: warning:") and "times in all" not in l
                  and "no step ended" not in l]
@@ -114,10 +149,9 @@ class OddTensors(dt.ShimCase):
             text = w[len("msprobe: warning: "):]
             n = 3 * 3 if "complex64" in w else 3 * 1
             self.assertIn("msprobe: warning: fired %d times in all: %s" % (n, text), counts)
-        ends = [l for l in lines if "no step ended" in l]
-        self.assertEqual(len(ends), 1, lines)
-        self.assertIn("the whole run was step 0: set step_trigger", ends[0])
-        self.assertEqual(len(lines), 5, lines)
+        # no backward pass ran: no training to which a step_trigger would apply
+        self.assertEqual([l for l in lines if "no step ended" in l], [], lines)
+        self.assertEqual(len(lines), 4, lines)
 
     def test_one_warning_per_kind_and_results_unchanged(self):
         cfg = self.write_config(dt.config("./d", api_list=[("torch.matmul", "forward")]))

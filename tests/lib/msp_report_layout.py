@@ -5,7 +5,8 @@ here by hand, not taken from msprobe's sources."""
 
 SUMMARY_HEADER = ["Step", "Rank", "Name", "Bench Name", "Order", "Worst Output Cosine",
                   "Worst Output MaxAbsErr", "Accuracy Reached or Not", "Error Origin",
-                  "Root Cause", "Details"]
+                  "Root Cause", "Details", "Replay", "Replay Error", "Replay Bound",
+                  "Changed Argument", "Reason"]
 # details sheets and result.csv of a tensor dump
 TENSOR_HEADER = ["NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape",
                  "Bench Tensor Shape", "Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr",
