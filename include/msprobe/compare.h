@@ -51,7 +51,10 @@ void msp_compare_opts_default(msp_compare_opts_t *opts);
 typedef enum msp_verdict {
     MSP_VERDICT_YES = 0,
     MSP_VERDICT_NO = 1,
-    MSP_VERDICT_WARNING = 2   /* statistics mode only */
+    MSP_VERDICT_WARNING = 2,  /* statistics mode only */
+    MSP_VERDICT_NA = 3        /* "N/A": a record found on one side only when the other side
+                                 is msprobe's own dump (its wrap lists differ by version);
+                                 not a failure, as msprobe reports it */
 } msp_verdict_t;
 
 typedef enum msp_cause {

@@ -56,6 +56,8 @@ const char *cmp_verdict_text(msp_verdict_t v)
         return "No";
     case MSP_VERDICT_WARNING:
         return "Warning";
+    case MSP_VERDICT_NA:
+        return "N/A";
     }
     return "No";
 }

@@ -78,6 +78,11 @@ typedef struct msp_bwd_state {
     char none_role[MSP_BWD_MAX_IN][48];      /* tensor inputs needing no grad */
     PyObject *in_grads[MSP_BWD_MAX_IN];
     PyObject *out_grads;
+    /* msprobe's view of the same backward (see add_node_view): the grads the
+     * output node hands on, in autograd order, and for each the op's input
+     * its edge reaches directly (-1: none, or an inner node of the op) */
+    PyObject *node_grads;
+    signed char node_in[MSP_BWD_MAX_IN];
 } msp_bwd_state_t;
 
 typedef struct msp_bwd_hook {
@@ -333,6 +338,57 @@ static PyObject *first_grad_fn(PyObject *out, PyObject *args, const bwd_inputs_t
     return g;
 }
 
+/* The output node's grad_inputs, kept for add_node_view (API records only:
+ * msprobe takes a module's backward from its full backward hook, in
+ * argument order, as we do). */
+static void note_node_grads(msp_bwd_state_t *st, const msp_bwd_hook_t *h, PyObject *gin)
+{
+    if (strncmp(st->name, "Module.", 7) == 0 || !PyTuple_Check(gin))
+        return;
+    Py_XDECREF(st->node_grads);
+    Py_INCREF(gin);
+    st->node_grads = gin;
+    memset(st->node_in, -1, sizeof st->node_in);
+    for (int e = 0; e < h->nedges; e++)
+        if (h->edge_k[e] < MSP_BWD_MAX_IN)
+            st->node_in[h->edge_k[e]] = (signed char)h->edge_j[e];
+}
+
+/* msprobe records an API's backward outputs as the grads its output node
+ * (grad_fn) hands on, in autograd order: linear's addmm gives bias, input,
+ * weight.t(); cross_entropy's NllLoss the grad of its inner log_softmax. We
+ * record the grads of the op's own inputs, in argument order. So that a dump
+ * of ours compares with msprobe's, the record also says, in the attribute
+ * "grad_fn_outputs", what msprobe's output.K would be for each K: one of our
+ * roles (that input's grad, when the edge reaches it directly and alone),
+ * "grad_fn.K" (a dataset of its own, when it is a grad inside the op) or
+ * "None". Compare uses it only against msprobe's dumps. */
+static void add_node_view(msp_dq_rec_t *r, msp_bwd_state_t *st)
+{
+    Py_ssize_t n = st->node_grads ? PyTuple_Size(st->node_grads) : 0;
+    if (n <= 0 || n > MSP_BWD_MAX_IN)
+        return;
+    char map[MSP_BWD_MAX_IN * 52] = "", role[48];
+    size_t at = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *g = PyTuple_GetItem(st->node_grads, k);
+        int j = st->node_in[k];
+        const char *name = "None";
+        if (g && g != Py_None && j >= 0 && j < st->nin && st->in_grads[j] == g) {
+            name = st->role[j]; /* the same tensor object: no sum, no copy */
+        } else if (g && msp_is_tensor(g)) {
+            msp_role_at(role, sizeof role, "grad_fn", k);
+            msp_rec_add_value(r, role, g, 1);
+            name = role;
+        }
+        int w = snprintf(map + at, sizeof map - at, "%s%s", k ? "," : "", name);
+        if (w < 0 || (size_t)w >= sizeof map - at)
+            return;
+        at += (size_t)w;
+    }
+    msp_dq_rec_add_attr(r, "grad_fn_outputs", map);
+}
+
 static void submit_backward(msp_bwd_state_t *st)
 {
     if (st->done || msp_g.disabled || !msp_g.dumping)
@@ -348,9 +404,11 @@ static void submit_backward(msp_bwd_state_t *st)
             msp_rec_add_value(r, st->role[j], st->in_grads[j], 1);
     for (int j = 0; j < st->nnone; j++)
         msp_dq_rec_add_attr(r, st->none_role[j], "None");
+    add_node_view(r, st);
     msp_rec_submit(r);
     /* The bytes are copied: do not keep the grads alive with the graph. */
     Py_CLEAR(st->out_grads);
+    Py_CLEAR(st->node_grads);
     for (int j = 0; j < st->nin; j++)
         Py_CLEAR(st->in_grads[j]);
 }
@@ -370,6 +428,7 @@ static PyObject *bwd_hook_call(PyObject *self, PyObject *args, PyObject *kw)
         Py_XDECREF(st->out_grads);
         Py_INCREF(gout);
         st->out_grads = gout;
+        note_node_grads(st, h, gin);
     }
     for (int e = 0; e < h->nedges; e++) {
         PyObject *g = PyTuple_Check(gin) ? PyTuple_GetItem(gin, h->edge_k[e]) : NULL;
@@ -421,6 +480,7 @@ static msp_bwd_state_t *state_new(const char *name)
     st->done = st->nin = st->nnone = st->pending = 0;
     memset(st->in_grads, 0, sizeof st->in_grads);
     st->out_grads = NULL;
+    st->node_grads = NULL;
     return st;
 }
 
@@ -1128,6 +1188,7 @@ static void state_dealloc(PyObject *self)
     PyTypeObject *tp = Py_TYPE(self);
     msp_bwd_state_t *st = (msp_bwd_state_t *)self;
     Py_XDECREF(st->out_grads);
+    Py_XDECREF(st->node_grads);
     for (int j = 0; j < MSP_BWD_MAX_IN; j++)
         Py_XDECREF(st->in_grads[j]);
     if (g_nspare_states < MSP_SPARE_STATES) {

@@ -462,6 +462,26 @@ static int64_t msp_ms_dir_number(const char *path, int up, const char *prefix)
     return v;
 }
 
+/* 1 when the file's directory is msprobe's single-process one: "rank"
+ * (8.x) or "proc<PID>" (26), both rank 0. */
+static int msp_ms_single_process_dir(const char *path)
+{
+    const char *end = strrchr(path, '/'), *start = end;
+    if (!end)
+        return 0;
+    while (start > path && start[-1] != '/')
+        start--;
+    size_t n = (size_t)(end - start);
+    if (n == 4 && strncmp(start, "rank", 4) == 0)
+        return 1;
+    if (n <= 4 || strncmp(start, "proc", 4) != 0)
+        return 0;
+    for (const char *c = start + 4; c < end; c++)
+        if (!isdigit((unsigned char)*c))
+            return 0;
+    return 1;
+}
+
 msp_err msp_msprobe_open(const char *json_path, msp_dump_file_t **out)
 {
     *out = NULL;
@@ -507,6 +527,8 @@ msp_err msp_msprobe_open(const char *json_path, msp_dump_file_t **out)
     snprintf(f->framework, sizeof f->framework, "%s", cJSON_IsString(fw) ? fw->valuestring : "");
     f->step = msp_ms_dir_number(json_path, 2, "step");
     f->rank = msp_ms_dir_number(json_path, 1, "rank");
+    if (f->rank < 0 && msp_ms_single_process_dir(json_path))
+        f->rank = 0;
     f->world_size = -1;
     size_t n = (size_t)cJSON_GetArraySize(data);
     f->records = calloc(n ? n : 1, sizeof *f->records);
