@@ -41,6 +41,10 @@ typedef struct msp_compare_opts {
                                   (= MSP_IO_PREAD), MSP_IO_PREAD or MSP_IO_MMAP; same results;
                                   a mapped file that shrinks while read raises SIGBUS */
     int top;                   /* suspects marked in the report (5); <= 0: all */
+    const char *cell_mapping_path; /* msprobe's cell_mapping.yaml, or NULL: "NPU: BENCH" lines,
+                                  each a module's "name.Class" (the whole of it, else the
+                                  first place it appears in a compare-side module record's
+                                  name) renamed before matching */
 } msp_compare_opts_t;
 
 enum { MSP_IO_DEFAULT = 0, MSP_IO_PREAD = 1, MSP_IO_MMAP = 2 };

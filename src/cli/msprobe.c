@@ -144,6 +144,12 @@ int main(int argc, char **argv)
             return msp_commands[i].fn(&ctx, sub_argc, sub_argv);
         }
     }
+    if (strcmp(name, "merge_result") == 0) {
+        /* msprobe 26 merges per-rank compare_result xlsx files into one */
+        msp_errorf("merge_result: not needed here: 'msprobe compare -b BENCH_ROOT -c CMP_ROOT' "
+                   "(two dump roots or step dirs) reports every step and rank in one result.xlsx");
+        return MSP_EXIT_USAGE;
+    }
     msp_errorf("unknown command '%s' (try 'msprobe --help')", name);
     return MSP_EXIT_USAGE;
 }

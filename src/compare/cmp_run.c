@@ -218,6 +218,7 @@ typedef struct cmp_ctx {
     int use_mmap;
     int has_producers;   /* either file of the pair carries producer links */
     const msp_record_info_t **bnames, **cnames; /* records by name, for producer lookups */
+    const cmp_mapping_t *map; /* --mapping, or NULL */
     const unsigned char *bmap, *cmap; /* whole-file read-only maps, or NULL */
     size_t bmap_len, cmap_len;
     cmp_job_t *jobs;
@@ -850,6 +851,37 @@ static int cmp_grad_fn_view(msp_dump_file_t *f, const msp_record_info_t *r, cmp_
  * msprobe's dump (cmp_grad_fn_view); our grad_fn.* copies are compared only
  * then. The views point into r; the caller frees *out. */
 static msp_err cmp_record_view(msp_dump_file_t *f, const msp_record_info_t *r, int other_is_msprobe,
+                               cmp_view_t **out, size_t *n_out);
+
+/* The bench record's tensors a data_mapping line pairs under another role
+ * (msprobe's -dm: "...forward.input.0: ...forward.input.1") take that role. */
+static void cmp_view_remap(const cmp_mapping_t *map, const msp_record_info_t *brec,
+                           const msp_record_info_t *crec, cmp_view_t *v, size_t n)
+{
+    if (!map || !brec || !crec)
+        return;
+    int any = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *to = cmp_mapping_role(map, brec->name, crec->name, cmp_view_role(&v[i]));
+        if (to && strlen(to) < sizeof v[i].as_role) {
+            snprintf(v[i].as_role, sizeof v[i].as_role, "%s", to);
+            any = 1;
+        }
+    }
+    /* a bench tensor whose role another one took pairs with nothing */
+    for (size_t i = 0; any && i < n; i++) {
+        if (v[i].as_role[0])
+            continue;
+        for (size_t j = 0; j < n; j++)
+            if (j != i && v[j].as_role[0] && !strcmp(v[j].as_role, v[i].t->role)) {
+                snprintf(v[i].as_role, sizeof v[i].as_role, "~%s", v[i].t->role);
+                break;
+            }
+    }
+    qsort(v, n, sizeof *v, cmp_view_order);
+}
+
+static msp_err cmp_record_view(msp_dump_file_t *f, const msp_record_info_t *r, int other_is_msprobe,
                                cmp_view_t **out, size_t *n_out)
 {
     *out = NULL;
@@ -901,6 +933,7 @@ static msp_err cmp_record_rows(cmp_ctx_t *cx, cmp_build_t *bld, int64_t step, in
     if ((rc = cmp_record_view(cx->bf, brec, cmp_is_msprobe_dump(cx->cf), &bt, &nb)) ||
         (rc = cmp_record_view(cx->cf, crec, cmp_is_msprobe_dump(cx->bf), &ct, &nc)))
         goto cleanup;
+    cmp_view_remap(cx->map, brec, crec, bt, nb);
     while (!rc && (i < nb || j < nc)) {
         int o = i == nb ? 1
                 : (j == nc ? -1 : cmp_role_cmp(cmp_view_role(&bt[i]), cmp_view_role(&ct[j])));
@@ -1181,6 +1214,25 @@ cleanup:
     return rc;
 }
 
+/* A mapping line that named a record no file pair holds changed nothing:
+ * say so, once a line (a typo would otherwise pass in silence). */
+static void cmp_mapping_warn_unused(const msp_compare_opts_t *o, const cmp_mapping_t *map)
+{
+    for (size_t i = 0; i < map->n; i++) {
+        const cmp_map_entry_t *e = &map->e[i];
+        if (e->bench_seen && e->cmp_seen)
+            continue;
+        if (e->cell)
+            msp_log(MSP_LOG_WARN, "cell mapping file %s:%zu: no %s module record has \"%s\"; the "
+                    "line matched nothing", o->cell_mapping_path, e->line,
+                    e->cmp_seen ? "bench" : "compare", e->cmp_seen ? e->bench : e->cmp);
+        else
+            msp_log(MSP_LOG_WARN, "mapping file %s:%zu: %s record %s is in no %s dump; the line "
+                    "matched nothing", o->mapping_path, e->line, e->cmp_seen ? "bench" : "compare",
+                    e->cmp_seen ? e->bench : e->cmp, e->cmp_seen ? "bench" : "compare");
+    }
+}
+
 msp_err msp_compare_run(const char *bench, const char *cmp, const msp_compare_opts_t *opts,
                         msp_compare_result_t **out)
 {
@@ -1210,7 +1262,10 @@ msp_err msp_compare_run(const char *bench, const char *cmp, const msp_compare_op
         goto cleanup;
     if (opts->mapping_path && (rc = cmp_mapping_load(opts->mapping_path, &map)))
         goto cleanup;
+    if (opts->cell_mapping_path && (rc = cmp_mapping_load_cell(opts->cell_mapping_path, &map)))
+        goto cleanup;
     cx.o = opts;
+    cx.map = map.n ? &map : NULL;
     cx.chunk = opts->chunk_bytes ? opts->chunk_bytes : CMP_DEFAULT_CHUNK;
     if (cx.chunk < 64 * 1024)
         cx.chunk = 64 * 1024;
@@ -1234,6 +1289,7 @@ msp_err msp_compare_run(const char *bench, const char *cmp, const msp_compare_op
     }
     cmp_prefetch_drop(&pf[0]);
     cmp_prefetch_drop(&pf[1]);
+    cmp_mapping_warn_unused(opts, &map);
     if (!rc && !cx.pairs_done)
         rc = msp_fail(MSP_ERR_MISMATCH,
                       "bench %s and compare %s share no readable step/rank: nothing to compare",
