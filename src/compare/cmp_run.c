@@ -197,6 +197,7 @@ typedef struct cmp_job {
     int side;      /* 1: compute side statistics; 0: both sides have them as attributes */
     cmp_acc_t acc;
     uint32_t crc[2]; /* CRC-32 of the bytes read: npu, bench (checked against the files') */
+    char *read_error; /* a tensor file that cannot be read (msprobe's .pt): its row's error */
 } cmp_job_t;
 
 typedef struct cmp_item {
@@ -436,6 +437,19 @@ static msp_err cmp_run_offset_jobs(cmp_ctx_t *cx, uint64_t *bytes_done)
     return MSP_OK;
 }
 
+/* One tensor file of a directory dump that is missing, truncated or not a
+ * tensor (msprobe's .pt/.npy) is that row's error; the rest is compared as
+ * usual. Returns what the caller goes on with. */
+static msp_err cmp_job_read_failed(cmp_job_t *job, msp_err rc)
+{
+    if (!rc || rc == MSP_ERR_NOMEM)
+        return rc;
+    free(job->read_error);
+    job->read_error = strdup(msp_last_error());
+    msp_clear_error();
+    return job->read_error ? MSP_OK : msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
+}
+
 /* Jobs with a side that has no plain offset (chunked, compressed, converted
  * or msprobe-directory data): both sides streamed a window of units at a
  * time, read in order into the threads' buffers and compared in parallel,
@@ -481,6 +495,7 @@ static msp_err cmp_run_stream_jobs(cmp_ctx_t *cx, uint64_t *bytes_done)
         }
         msp_tensor_stream_close(ns);
         msp_tensor_stream_close(bs);
+        rc = cmp_job_read_failed(job, rc);
     }
     return rc;
 }
@@ -957,6 +972,14 @@ static void cmp_finish_jobs(cmp_ctx_t *cx, msp_compare_result_t *res)
     for (size_t j = 0; j < cx->n_jobs; j++) {
         cmp_job_t *job = &cx->jobs[j];
         msp_tensor_cmp_t *t = &res->tensors[job->row];
+        if (job->read_error) { /* metrics stay N/A, verdict No */
+            char *msg = msp_asprintf("tensor data cannot be read: %s", job->read_error);
+            cmp_set_message(t, msg ? msg : job->read_error);
+            free(msg);
+            free(job->read_error);
+            job->read_error = NULL;
+            continue;
+        }
         msp_metrics_t m;
         int scalar = job->numel == 1;
         cmp_acc_finish(&job->acc, scalar, &m);
@@ -1193,6 +1216,10 @@ static msp_err cmp_file_pair(cmp_ctx_t *cx, cmp_build_t *bld, const cmp_file_pai
         goto cleanup;
     cmp_finish_jobs(cx, bld->res);
 cleanup:
+    for (size_t j = 0; j < cx->n_jobs; j++) {
+        free(cx->jobs[j].read_error);
+        cx->jobs[j].read_error = NULL;
+    }
     if (cx->bmap)
         munmap((void *)cx->bmap, cx->bmap_len);
     if (cx->cmap)

@@ -101,6 +101,48 @@ class SingleProcessRoots(unittest.TestCase):
         self.assertTrue(p.stdout.startswith("step 0 rank 1: "), p.stdout[:200])
 
 
+class OneBadTensorFile(unittest.TestCase):
+    """A missing .pt and a truncated .pt in msprobe's dump: each is its own
+    row's error; every other row is compared as usual (real data)."""
+
+    def test_missing_and_truncated_pt_are_one_row_each(self):
+        with tempfile.TemporaryDirectory() as d:
+            good = os.path.dirname(dump_json(os.path.join(FIX, "v26"))[0])
+            bad = os.path.join(d, "bad")
+            shutil.copytree(good, bad)
+            data = os.path.join(bad, "dump_tensor_data")
+            missing = os.path.join(data, "Functional.relu.0.forward.input.0.pt")
+            cut = os.path.join(data, "Functional.gelu.0.forward.output.0.pt")
+            os.remove(missing)
+            with open(cut, "rb") as f:
+                head = f.read(300)
+            with open(cut, "wb") as f:
+                f.write(head)
+            out = os.path.join(d, "o")
+            p = msprobe("compare", "-b", good, "-c", bad, "-o", out, "--csv")
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn("failing records 2", p.stdout)
+            got = csv_rows(out)
+            self.assertIn("Cosine", got[0])  # a tensor compare, not statistics
+            with open(os.path.join(good, "dump.json")) as f:
+                n_tensors = sum(1 for r in json.load(f)["data"].values()
+                                for k in ("input_args", "input_kwargs", "input", "output")
+                                for x in (r.get(k) or []) if isinstance(x, dict) and "dtype" in x)
+            self.assertEqual(len(got), n_tensors)
+            bad_rows = {r["NPU Name"]: r for r in got if r["Accuracy Reached or Not"] != "Yes"}
+            self.assertEqual(set(bad_rows), {"Functional.relu.0.forward.input.0",
+                                             "Functional.gelu.0.forward.output.0"})
+            for name, path in (("Functional.relu.0.forward.input.0", missing),
+                               ("Functional.gelu.0.forward.output.0", cut)):
+                r = bad_rows[name]
+                self.assertTrue(r["Err_message"].startswith("tensor data cannot be read: file " +
+                                                            path), r["Err_message"])
+                self.assertEqual((r["Cosine"], r["MaxAbsErr"]), ("N/A", "N/A"))
+            for r in got:
+                if r["NPU Name"] not in bad_rows and r["Cosine"] != "N/A":
+                    self.assertEqual(r["MaxAbsErr"], "0", r["NPU Name"])
+
+
 @unittest.skipUnless(PRELOAD and os.path.exists(PRELOAD), "MSPROBE_PRELOAD_LIB not set (ctest)")
 class MixedDumpsOfOneRun(unittest.TestCase):
     """Our shim dumps the run msprobe dumped; the two dumps agree."""
