@@ -24,7 +24,7 @@ typedef enum msp_level {
 
 typedef struct msp_compare_opts {
     msp_level_t level;
-    int fuzzy;                 /* also match by API name without call index, in order, equal shapes */
+    int fuzzy;                 /* match by name without call index, in order, equal shapes (not by exact name) */
     const char *mapping_path;  /* optional file of "bench_record_name cmp_record_name" lines */
     int threads;               /* 0 = OpenMP default */
     /* verdict: No if (cos < cos_warn && max_abs > abs_warn) || cos < cos_fail || max_abs > abs_fail || N/A */
@@ -169,11 +169,12 @@ typedef struct msp_compare_result {
  * msp_last_error() names the file, record or mapping line at fault.
  *
  * Matching (catalogues only, no tensor data): --mapping pairs first, then
- * equal names, then with opts->fuzzy the same name without its call index
+ * equal names, or with opts->fuzzy (instead) the same name without its call index
  * ("Torch.matmul.3.forward" ~ "Torch.matmul.forward", "Module.fc.Linear.
  * forward.2" ~ "Module.fc.Linear.forward"), each compare record taking the
  * first bench record after the last one taken with equal roles and shapes.
- * Mapping file: one "bench_name cmp_name" pair a line, '#' starts a comment;
+ * Mapping file: one "bench_name cmp_name" pair a line, or msprobe's
+ * data_mapping.yaml "npu_tensor: bench_tensor" (see cmp_mapping_load), '#' starts a comment;
  * any other line is MSP_ERR_USAGE naming file:line. Inside a record pair,
  * tensors pair by role. Rows are ordered input.*, kwarg.*, output.*.
  *

@@ -40,7 +40,7 @@ static const msp_opt_t msp_compare_opts[] = {
     {'c', "compare", "PATH", "dump of the run under suspicion (compare side)"},
     {'o', "output", "DIR", "report directory (default ./compare_result)"},
     {'l', "level", "LEVEL", "records to compare: api, module or all (default all)"},
-    {MSP_OPT_FUZZY, "fuzzy", NULL, "also match API calls by name and order, ignoring the call index"},
+    {MSP_OPT_FUZZY, "fuzzy", NULL, "match records by order, name without call index and shapes"},
     {MSP_OPT_MAPPING, "mapping", "FILE", "extra pairs, one \"bench_record cmp_record\" per line,\n"
                                          "or msprobe's data_mapping.yaml (\"npu_tensor: bench_tensor\")"},
     {MSP_OPT_CELL_MAPPING, "cell-mapping", "FILE", "msprobe's cell_mapping.yaml: compare-side module\n"

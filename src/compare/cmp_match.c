@@ -1,7 +1,7 @@
 /* Record matching between the two sides of one file pair: --mapping pairs
- * first, then exact names, then (with --fuzzy) the same API/module without its
- * call index, aligned in execution order where the tensor shapes agree. Only
- * the catalogue is consulted, never tensor data. */
+ * first, then exact names, or (with --fuzzy, instead of exact names) the same
+ * API/module without its call index, aligned in execution order where the
+ * tensor shapes agree. Only the catalogue is consulted, never tensor data. */
 #include "cmp_internal.h"
 
 #include <ctype.h>
@@ -430,7 +430,10 @@ msp_err cmp_match_records(const msp_dump_file_t *bf, const msp_dump_file_t *cf,
             c_match[c] = b + 1;
         }
     }
-    for (size_t i = 0; i < nc; i++) {
+    /* With --fuzzy, names are not trusted: one extra call on one side moves
+     * every later index of that API, and relu.1 is then bench's relu.0 (as
+     * msprobe's -f/-fm: order, name without index and shapes decide). */
+    for (size_t i = 0; !opts->fuzzy && i < nc; i++) {
         long c = cv[i].idx;
         if (c_match[c])
             continue;

@@ -5,8 +5,9 @@ it is clean. Kept small: the fixtures are committed.
 
     python msprobe_seeded_model.py [STEPS] [--extra-relu]
 
---extra-relu adds one F.relu call at the start of the forward (a call-index
-shift for fuzzy matching). With run(debugger) a caller wraps each step in
+--extra-relu adds one F.relu call at the start of the forward, on a spare
+buffer whose result is unused: the same values, every later F.relu call one
+index up (a call-index shift for fuzzy matching). With run(debugger) a caller wraps each step in
 msprobe's PrecisionDebugger start/stop/step."""
 import sys
 
@@ -23,11 +24,12 @@ class Net(nn.Module):
         self.norm = nn.LayerNorm(8)
         self.proj = nn.Linear(8, 8)
         self.head = nn.Linear(8, 3)
+        self.register_buffer("spare", torch.zeros(1))
 
     def forward(self, ids):
-        h = self.emb(ids)                      # [4, 5, 8]
         if self.extra_relu:
-            h = F.relu(h) + h.detach() * 0     # same values, one more relu call
+            F.relu(self.spare)                 # one more relu call, nothing else
+        h = self.emb(ids)                      # [4, 5, 8]
         h = self.norm(h)
         h = F.gelu(self.proj(h))               # linear on a 3-d input
         h = torch.matmul(h, h.transpose(1, 2)).softmax(-1) @ h

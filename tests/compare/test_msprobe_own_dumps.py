@@ -101,6 +101,37 @@ class SingleProcessRoots(unittest.TestCase):
         self.assertTrue(p.stdout.startswith("step 0 rank 1: "), p.stdout[:200])
 
 
+class FuzzyCallIndexShift(unittest.TestCase):
+    """msprobe 8.3.3 dumped the run twice, once with one more F.relu call
+    first: every later relu is one index up. --fuzzy (and msprobe's -f/-fm)
+    pairs them all by order, name without index and shape."""
+
+    def test_fuzzy_pairs_across_a_call_index_shift(self):
+        bench, cmp = os.path.join(FIX, "v833"), os.path.join(FIX, "v833_extra_relu")
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "o")
+            p = msprobe("compare", "-b", bench, "-c", cmp, "-o", out, "--csv")
+            self.assertEqual(p.returncode, 1)  # by name: relu.0 is not relu.0
+            for flag in ("--fuzzy", "-f", "-fm"):
+                with self.subTest(flag=flag):
+                    p = msprobe("compare", "-b", bench, "-c", cmp, "-o", out, "--csv", flag)
+                    self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+                    got = csv_rows(out)
+                    pairs = {r["NPU Name"]: r["Bench Name"] for r in got}
+                    self.assertEqual(pairs["Functional.relu.1.forward.input.0"],
+                                     "Functional.relu.0.forward.input.0")
+                    self.assertEqual(pairs["Functional.relu.1.backward.output.0"],
+                                     "Functional.relu.0.backward.output.0")
+                    # the extra call is the one record without a partner
+                    alone = {r["NPU Name"].rsplit(".", 2)[0] for r in got
+                             if r["Bench Name"] == "N/A"}
+                    self.assertEqual(alone, {"Functional.relu.0.forward"})
+                    self.assertFalse([r for r in got if r["NPU Name"] == "N/A"])
+                    for r in got:
+                        if r["Bench Name"] != "N/A":
+                            self.assertEqual(r["MaxAbsErr"], "0", r["NPU Name"])
+
+
 class OneBadTensorFile(unittest.TestCase):
     """A missing .pt and a truncated .pt in msprobe's dump: each is its own
     row's error; every other row is compared as usual (real data)."""
