@@ -61,6 +61,13 @@ typedef enum msp_verdict {
                                  not a failure, as msprobe reports it */
 } msp_verdict_t;
 
+/* msprobe 26's "Result" of a row and of a record (msprobe-compare(1), RESULT). */
+typedef enum msp_result {
+    MSP_RESULT_PASS = 0,
+    MSP_RESULT_WARNING = 1,
+    MSP_RESULT_ERROR = 2
+} msp_result_t;
+
 typedef enum msp_cause {
     MSP_CAUSE_NONE = 0,       /* outputs agree, or not a forward record */
     MSP_CAUSE_INTRODUCED = 1, /* output error clearly above its inputs' and its precision's floor */
@@ -106,6 +113,14 @@ typedef struct msp_tensor_cmp {
                                   output: something unrecorded changed it in between;
                                   2: the dump records producers but none for this float
                                   input: an unrecorded op (or a leaf) made it */
+    msp_result_t result;       /* msprobe 26's rules, row by row; its reasons are appended
+                                  to err_message ("error: The shape of NPU and Bench ...") */
+    char *npu_data_name, *bench_data_name; /* where the data is: msprobe's .pt/.npy file
+                                  name, "/RECORD/ROLE" in our dump.h5; NULL: no data */
+    uint32_t npu_crc32, bench_crc32; /* CRC-32 of the data as the dump says (msprobe's
+                                  "md5"), 0 when it does not */
+    int npu_nonfinite, bench_nonfinite; /* that side holds NaN or Inf (its statistics or
+                                  its data say so) */
 } msp_tensor_cmp_t;
 
 /* One row of the summary sheet. */
@@ -128,6 +143,12 @@ typedef struct msp_record_cmp {
     int suspect_rank;          /* 1-based place among the suspects, 0 if none */
     char *npu_stack;           /* the call stack the compare side recorded (msprobe's
                                   stack.json; record attribute "stack"), NULL if none */
+    msp_result_t result;       /* worst Result of its rows */
+    char *arg_diff;            /* forward record: the non-tensor arguments that differ
+                                  ("kwarg.stride: NPU (2, 2), bench (1, 1)"), NULL if none */
+    int setup_differs;         /* a non-tensor argument or a requires_grad differs: the two
+                                  runs did not do the same thing; fails the compare
+                                  whatever the metrics */
 } msp_record_cmp_t;
 
 /* A ranked suspect: a record that introduced error, or a gap between a

@@ -193,6 +193,9 @@ typedef struct msp_tensor_info {
     int64_t nbytes;              /* numel * element size */
     char device[32];             /* "" when the file does not say */
     int requires_grad;
+    char *data_name;             /* msprobe's own dump: the tensor file's name
+                                    (dump.json's data_name); NULL otherwise. Freed by
+                                    msp_dump_close. */
     char *producer;              /* "RECORD/ROLE" of the earlier forward output this
                                     tensor is (msprobe-dump(5) attribute 'producer' or
                                     the /index column); NULL when unknown. Freed by

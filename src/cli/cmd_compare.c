@@ -410,8 +410,9 @@ static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
      * sheet shows, so stdout and the report cannot disagree. */
     size_t failing = 0;
     for (size_t i = 0; i < res->n_records; i++)
-        failing += res->records[i].verdict != MSP_VERDICT_YES &&
-                   res->records[i].verdict != MSP_VERDICT_NA;
+        failing += (res->records[i].verdict != MSP_VERDICT_YES &&
+                    res->records[i].verdict != MSP_VERDICT_NA) ||
+                   res->records[i].setup_differs;
     if (!quiet) {
         char done[32], rate[32];
         msp_human_bytes(done, sizeof done, (double)res->bytes_compared);

@@ -108,6 +108,14 @@ void cmp_file_pairs_free(cmp_file_pair_t *p, size_t n);
 msp_err cmp_note_skipped(char ***only, size_t *n_only, const cmp_file_pair_t *fp,
                          const char *detail);
 
+/* ---- msprobe 26's Result (cmp_result.c) ---------------------------------- */
+
+/* Each row's and record's Result by msprobe 26's checkers (md5: the dumps
+ * hold CRC-32 only), their findings appended to the rows' Err_message; a
+ * record whose non-tensor arguments (arg_diff) or a requires_grad differ
+ * gets setup_differs. Run once every record is finished. */
+msp_err cmp_apply_results(msp_compare_result_t *res, int md5);
+
 /* ---- verdicts ---------------------------------------------------------- */
 
 void cmp_tensor_verdict(msp_tensor_cmp_t *t, const msp_compare_opts_t *opts, int stats_row);

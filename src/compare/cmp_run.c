@@ -58,12 +58,15 @@ void msp_compare_result_free(msp_compare_result_t *r)
         free(r->records[i].name);
         free(r->records[i].bench_name);
         free(r->records[i].npu_stack);
+        free(r->records[i].arg_diff);
     }
     for (size_t i = 0; i < r->n_tensors; i++) {
         free(r->tensors[i].npu_name);
         free(r->tensors[i].bench_name);
         free(r->tensors[i].err_message);
         free(r->tensors[i].producer);
+        free(r->tensors[i].npu_data_name);
+        free(r->tensors[i].bench_data_name);
     }
     for (size_t i = 0; i < r->n_suspects; i++)
         free(r->suspects[i].reason);
@@ -220,6 +223,7 @@ typedef struct cmp_ctx {
     int has_producers;   /* either file of the pair carries producer links */
     const msp_record_info_t **bnames, **cnames; /* records by name, for producer lookups */
     const cmp_mapping_t *map; /* --mapping, or NULL */
+    int md5;                  /* some pair was of md5 (hash-only) dumps */
     const unsigned char *bmap, *cmap; /* whole-file read-only maps, or NULL */
     size_t bmap_len, cmap_len;
     cmp_job_t *jobs;
@@ -650,6 +654,37 @@ static int cmp_is_msprobe_dump(const msp_dump_file_t *f)
     return pl >= 9 && strcmp(f->path + pl - 9, "dump.json") == 0;
 }
 
+/* Where each side's data is (Data_name), its CRC-32 (msprobe's md5) and
+ * whether its statistics hold NaN/Inf. */
+static msp_err cmp_row_sources(msp_tensor_cmp_t *t, const msp_record_info_t *nrec,
+                               const msp_tensor_info_t *n, const msp_record_info_t *brec,
+                               const msp_tensor_info_t *b)
+{
+    const msp_record_info_t *rs[2] = {nrec, brec};
+    const msp_tensor_info_t *ts[2] = {n, b};
+    char **names[2] = {&t->npu_data_name, &t->bench_data_name};
+    uint32_t *crcs[2] = {&t->npu_crc32, &t->bench_crc32};
+    int *bad[2] = {&t->npu_nonfinite, &t->bench_nonfinite};
+    for (int k = 0; k < 2; k++) {
+        const msp_tensor_info_t *x = ts[k];
+        if (!x)
+            continue;
+        *crcs[k] = x->stats.crc32;
+        *bad[k] = x->has_stats && x->numel > 0 &&
+                  (x->stats.nan_count > 0 || x->stats.inf_count > 0 || !isfinite(x->stats.max) ||
+                   !isfinite(x->stats.min));
+        if (x->data_name)
+            *names[k] = strdup(x->data_name);
+        else if (x->has_data)
+            *names[k] = msp_asprintf("/%s/%s", rs[k]->name, x->role);
+        else
+            continue;
+        if (!*names[k])
+            return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
+    }
+    return MSP_OK;
+}
+
 /* One tensor row; n or b may be NULL (missing on that side). Either fills the
  * row completely or queues a data job that will. */
 static msp_err cmp_tensor_row(cmp_ctx_t *cx, cmp_build_t *bld, const msp_record_info_t *nrec,
@@ -678,6 +713,8 @@ static msp_err cmp_tensor_row(cmp_ctx_t *cx, cmp_build_t *bld, const msp_record_
     }
     if ((n && !t->npu_name) || (b && !t->bench_name))
         return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
+    if ((rc = cmp_row_sources(t, nrec, n, brec, b)))
+        return rc;
     cmp_side_stats(t, n, b);
     if (!t->is_output) {
         const char *prod = n && n->producer ? n->producer : (b ? b->producer : NULL);
@@ -925,6 +962,59 @@ static msp_err cmp_record_view(msp_dump_file_t *f, const msp_record_info_t *r, i
     return MSP_OK;
 }
 
+/* Two spellings of one value: equal as numbers, or as text ignoring case
+ * (Python's True, JSON's true). */
+static int cmp_same_value(const char *a, const char *b)
+{
+    char *ea, *eb;
+    double x = strtod(a, &ea), y = strtod(b, &eb);
+    if (ea != a && eb != b && !*ea && !*eb)
+        return (isnan(x) && isnan(y)) || !(x < y || x > y);
+    return strcasecmp(a, b) == 0;
+}
+
+/* The non-tensor arguments (record attributes input.* and kwarg.*) both
+ * records hold with different values: "kwarg.stride: NPU (2, 2), bench
+ * (1, 1)", joined by "; "; NULL when none differ. */
+static msp_err cmp_arg_diff(msp_dump_file_t *bf, const msp_record_info_t *brec,
+                            msp_dump_file_t *cf, const msp_record_info_t *crec, char **out)
+{
+    char **bk = NULL, **bv = NULL, **ck = NULL, **cv = NULL, *acc = NULL;
+    size_t nb = 0, nc = 0;
+    msp_err rc = MSP_OK;
+    *out = NULL;
+    if (msp_dump_record_attrs(bf, brec, &bk, &bv, &nb) != MSP_OK ||
+        msp_dump_record_attrs(cf, crec, &ck, &cv, &nc) != MSP_OK) {
+        msp_clear_error(); /* attributes unreadable: nothing to say about them */
+        goto cleanup;
+    }
+    for (size_t i = 0; i < nc && !rc; i++) {
+        if (strncmp(ck[i], "input.", 6) != 0 && strncmp(ck[i], "kwarg.", 6) != 0)
+            continue;
+        for (size_t j = 0; j < nb; j++) {
+            if (strcmp(ck[i], bk[j]) != 0 || cmp_same_value(cv[i], bv[j]))
+                continue;
+            char *next = msp_asprintf("%s%s%s: NPU %s, bench %s", acc ? acc : "", acc ? "; " : "",
+                                      ck[i], cv[i], bv[j]);
+            if (!next)
+                rc = msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
+            free(acc);
+            acc = next;
+            break;
+        }
+    }
+cleanup:
+    msp_free_strings(bk, nb);
+    msp_free_strings(bv, nb);
+    msp_free_strings(ck, nc);
+    msp_free_strings(cv, nc);
+    if (rc)
+        free(acc);
+    else
+        *out = acc;
+    return rc;
+}
+
 static msp_err cmp_record_rows(cmp_ctx_t *cx, cmp_build_t *bld, int64_t step, int64_t rank,
                                const msp_record_info_t *brec, const msp_record_info_t *crec,
                                int stats_file)
@@ -942,6 +1032,9 @@ static msp_err cmp_record_rows(cmp_ctx_t *cx, cmp_build_t *bld, int64_t step, in
     rec->rank = rank;
     rec->order = crec ? crec->order : brec->order;
     rec->npu_stack = crec ? cmp_record_stack(cx->cf, crec) : NULL;
+    if (brec && crec && cmp_is_forward(crec->name) &&
+        (rc = cmp_arg_diff(cx->bf, brec, cx->cf, crec, &rec->arg_diff)))
+        return rc;
     rec->first_tensor = bld->res->n_tensors;
     cmp_view_t *bt = NULL, *ct = NULL;
     size_t nb = 0, nc = 0, i = 0, j = 0;
@@ -1005,6 +1098,8 @@ static void cmp_finish_jobs(cmp_ctx_t *cx, msp_compare_result_t *res)
         else
             t->rel_err = cmp_rel(sqrt(job->acc.dd), sqrt(job->acc.bb));
         t->highlight = job->acc.n_nan || job->acc.n_inf ? MSP_HL_RED : MSP_HL_NONE;
+        t->npu_nonfinite |= job->acc.n_nan || job->acc.n_inf;
+        t->bench_nonfinite |= job->acc.b_nan || job->acc.b_inf;
         t->agree = m.agree;
         t->bytes = (uint64_t)job->nt->nbytes + (uint64_t)job->bt->nbytes;
         if (job->numel == 0)
@@ -1171,6 +1266,7 @@ static msp_err cmp_file_pair(cmp_ctx_t *cx, cmp_build_t *bld, const cmp_file_pai
     }
     if (stats_file)
         bld->res->stats_mode = 1;
+    cx->md5 |= stats_file == 2;
     if ((rc = cmp_match_records(cx->bf, cx->cf, cx->o, map, &pairs, &np)))
         goto cleanup;
     refs = calloc(np + 1, sizeof *refs);
@@ -1325,10 +1421,13 @@ msp_err msp_compare_run(const char *bench, const char *cmp, const msp_compare_op
         goto cleanup;
     msp_compare_result_t *res = bld.res;
     res->n_pairs = cx.pairs_done;
+    if ((rc = cmp_apply_results(res, cx.md5)))
+        goto cleanup;
     for (size_t r = 0; r < res->n_records; r++) {
         msp_record_cmp_t *rec = &res->records[r];
         cmp_record_finish(rec, res->tensors);
-        if (rec->verdict != MSP_VERDICT_YES && rec->verdict != MSP_VERDICT_NA)
+        if ((rec->verdict != MSP_VERDICT_YES && rec->verdict != MSP_VERDICT_NA) ||
+            rec->setup_differs)
             res->n_failed++;
     }
     if (!(rc = cmp_link_backward(res)))

@@ -247,6 +247,8 @@ static msp_err msp_ms_tensor(struct msp_ms_build *b, const cJSON *o, const char 
              * read (compare: its row's), not a statistics-only tensor */
             b->files[b->n - 1] = p;
             t->has_data = t->dtype != MSP_DTYPE_INVALID;
+            if (!(t->data_name = strdup(dn->valuestring)))
+                return msp_fail(MSP_ERR_NOMEM, "out of memory");
         } else {
             free(p);
         }
@@ -284,8 +286,12 @@ static msp_err msp_ms_walk(struct msp_ms_build *b, const cJSON *it, const char *
         cJSON_GetObjectItemCaseSensitive(it, "dtype"))
         return msp_ms_tensor(b, it, role);
     const cJSON *val = cJSON_GetObjectItemCaseSensitive(it, "value");
-    char *txt = cJSON_IsString(val) ? strdup(val->valuestring)
-                                    : val ? cJSON_PrintUnformatted(val) : strdup("None");
+    /* torch.memory_format has no value but a format: written as Python's repr */
+    const cJSON *fmt = val ? NULL : cJSON_GetObjectItemCaseSensitive(it, "format");
+    char *txt = cJSON_IsString(val)   ? strdup(val->valuestring)
+                : val                 ? cJSON_PrintUnformatted(val)
+                : cJSON_IsString(fmt) ? msp_asprintf("torch.%s", fmt->valuestring)
+                                      : strdup("None");
     if (!txt)
         return msp_fail(MSP_ERR_NOMEM, "out of memory");
     rc = msp_ms_attr_add(b, role, txt);
@@ -416,6 +422,7 @@ void msp_msprobe_close(msp_dump_file_t *f)
         for (size_t j = 0; j < r->n_tensors; j++) {
             free(r->tensors[j].role);
             free(r->tensors[j].producer);
+            free(r->tensors[j].data_name);
             if (im && im->recs)
                 free(im->recs[i].files[j]);
         }
