@@ -126,8 +126,10 @@ static msp_err cmp_result_record(msp_record_cmp_t *rec, msp_tensor_cmp_t *t0, in
         if (!matched || rc)
             continue;
         if (t->npu_requires_grad >= 0 && t->bench_requires_grad >= 0 &&
-            t->npu_requires_grad != t->bench_requires_grad)
+            t->npu_requires_grad != t->bench_requires_grad) {
             rc = cmp_mark(t, MSP_RESULT_ERROR, CMP_MSG_REQGRAD);
+            rec->setup_differs = 1;
+        }
         if (!rc && strcmp(t->npu_dtype, t->bench_dtype) != 0 && !strstr(t->bench_name, "qkv") &&
             !strstr(t->bench_name, "gate_up"))
             rc = cmp_mark(t, MSP_RESULT_ERROR, CMP_MSG_DTYPE);
@@ -137,8 +139,10 @@ static msp_err cmp_result_record(msp_record_cmp_t *rec, msp_tensor_cmp_t *t0, in
     if (rc || mode == 2 || !n)
         return rc;
     /* the record's non-tensor arguments, on its first row */
-    if (rec->arg_diff && ignore == CMP_IGNORE_NONE)
+    if (rec->arg_diff && ignore == CMP_IGNORE_NONE) {
         rc = cmp_mark(&t0[0], MSP_RESULT_ERROR, CMP_MSG_PARAMS);
+        rec->setup_differs = 1;
+    }
     msp_tensor_cmp_t *out0 = NULL;
     for (size_t i = 0; i < n && !out0; i++)
         if (t0[i].is_output)
@@ -174,18 +178,14 @@ msp_err cmp_apply_results(msp_compare_result_t *res, int md5)
     for (size_t r = 0; r < res->n_records; r++) {
         msp_record_cmp_t *rec = &res->records[r];
         msp_tensor_cmp_t *t0 = res->tensors + rec->first_tensor;
+        rec->setup_differs = 0;
         msp_err rc = cmp_result_record(rec, t0, mode);
         if (rc)
             return rc;
         rec->result = MSP_RESULT_PASS;
-        for (size_t i = 0; i < rec->n_tensors; i++) {
+        for (size_t i = 0; i < rec->n_tensors; i++)
             if (t0[i].result > rec->result)
                 rec->result = t0[i].result;
-            if (t0[i].npu_requires_grad >= 0 && t0[i].bench_requires_grad >= 0 &&
-                t0[i].npu_requires_grad != t0[i].bench_requires_grad)
-                rec->setup_differs = 1;
-        }
-        rec->setup_differs |= rec->arg_diff != NULL;
     }
     return MSP_OK;
 }

@@ -962,19 +962,67 @@ static msp_err cmp_record_view(msp_dump_file_t *f, const msp_record_info_t *r, i
     return MSP_OK;
 }
 
-/* Two spellings of one value: equal as numbers, or as text ignoring case
- * (Python's True, JSON's true). */
-static int cmp_same_value(const char *a, const char *b)
+/* A Python scalar argument as msprobe 26 checks them: a number, a bool, or
+ * a tuple or list of those ("2", "True", "(2, 2)", "[1, 1]"); its values
+ * into v (at most max). -1 for anything else (a string, a dtype, None). */
+static int cmp_scalars(const char *s, double *v, int max)
 {
-    char *ea, *eb;
-    double x = strtod(a, &ea), y = strtod(b, &eb);
-    if (ea != a && eb != b && !*ea && !*eb)
-        return (isnan(x) && isnan(y)) || !(x < y || x > y);
-    return strcasecmp(a, b) == 0;
+    int n = 0, open = 0;
+    while (*s == ' ')
+        s++;
+    if (*s == '(' || *s == '[') {
+        open = *s == '(' ? ')' : ']';
+        s++;
+    }
+    for (;;) {
+        while (*s == ' ')
+            s++;
+        if (open && *s == open && s[1] == '\0')
+            return n;
+        char *end;
+        double x;
+        if (!strncasecmp(s, "true", 4) || !strncasecmp(s, "false", 5)) {
+            x = (*s == 't' || *s == 'T');
+            end = (char *)s + (x > 0.5 ? 4 : 5);
+        } else {
+            x = strtod(s, &end);
+            if (end == s)
+                return -1;
+        }
+        if (n == max)
+            return -1;
+        v[n++] = x;
+        s = end;
+        while (*s == ' ')
+            s++;
+        if (!open)
+            return *s ? -1 : n;
+        if (*s == ',')
+            s++;
+        else if (*s != open)
+            return -1;
+    }
 }
 
-/* The non-tensor arguments (record attributes input.* and kwarg.*) both
- * records hold with different values: "kwarg.stride: NPU (2, 2), bench
+/* Whether two spellings of an argument differ as msprobe's check sees them:
+ * both scalars (or lists of them) with other values; anything else is not
+ * compared (1e-05 and 0.00001, True and true are the same). */
+static int cmp_args_differ(const char *a, const char *b)
+{
+    double x[16], y[16];
+    int n = cmp_scalars(a, x, 16), m = cmp_scalars(b, y, 16);
+    if (n < 0 || m < 0)
+        return 0;
+    if (n != m)
+        return 1;
+    for (int i = 0; i < n; i++)
+        if (!(isnan(x[i]) && isnan(y[i])) && (x[i] < y[i] || x[i] > y[i]))
+            return 1;
+    return 0;
+}
+
+/* The scalar non-tensor arguments (record attributes input.* and kwarg.*)
+ * both records hold with different values: "kwarg.stride: NPU (2, 2), bench
  * (1, 1)", joined by "; "; NULL when none differ. */
 static msp_err cmp_arg_diff(msp_dump_file_t *bf, const msp_record_info_t *brec,
                             msp_dump_file_t *cf, const msp_record_info_t *crec, char **out)
@@ -992,7 +1040,7 @@ static msp_err cmp_arg_diff(msp_dump_file_t *bf, const msp_record_info_t *brec,
         if (strncmp(ck[i], "input.", 6) != 0 && strncmp(ck[i], "kwarg.", 6) != 0)
             continue;
         for (size_t j = 0; j < nb; j++) {
-            if (strcmp(ck[i], bk[j]) != 0 || cmp_same_value(cv[i], bv[j]))
+            if (strcmp(ck[i], bk[j]) != 0 || !cmp_args_differ(cv[i], bv[j]))
                 continue;
             char *next = msp_asprintf("%s%s%s: NPU %s, bench %s", acc ? acc : "", acc ? "; " : "",
                                       ck[i], cv[i], bv[j]);

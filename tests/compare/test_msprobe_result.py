@@ -148,11 +148,25 @@ class ResultRules(unittest.TestCase):
                 self.assertEqual(p.returncode, 1, p.stdout)
                 self.assertIn("failing records 1", p.stdout)
                 self.assertEqual({r["Accuracy Reached or Not"] for r in rows.values()}, {"Yes"})
-        # the same value written two ways is the same argument
+        # the same value written two ways is the same argument; msprobe checks
+        # Python scalars only: a dtype (bf16 against fp32) is not a finding
         b, c = self.pair(recs, recs)
-        set_attrs(b, {"Functional.conv2d.0.forward": {"kwarg.eps": "1e-05", "kwarg.flag": "True"}})
-        set_attrs(c, {"Functional.conv2d.0.forward": {"kwarg.eps": "0.00001", "kwarg.flag": "true"}})
-        p, _ = compare(b, c, os.path.join(self.d, "o"))
+        set_attrs(b, {"Functional.conv2d.0.forward": {
+            "kwarg.eps": "1e-05", "kwarg.flag": "True", "kwarg.size": "(2, 2)",
+            "kwarg.dtype": "torch.float32", "input.2": "None"}})
+        set_attrs(c, {"Functional.conv2d.0.forward": {
+            "kwarg.eps": "0.00001", "kwarg.flag": "true", "kwarg.size": "[2, 2]",
+            "kwarg.dtype": "torch.bfloat16", "input.2": "cpu"}})
+        p, rows = compare(b, c, os.path.join(self.d, "o"))
+        self.assertEqual(p.returncode, 0, p.stdout)
+        self.assertEqual({r["Result"] for r in rows.values()}, {"pass"})
+        # an exempt API (Tensor.to: msprobe skips it) does not fail either
+        to = [("Tensor.to.0.forward", {"input.0": self.x, "output.0": self.y})]
+        b, c = self.pair(to, to)
+        set_attrs(b, {"Tensor.to.0.forward": {"input.1": "2"}},
+                  {("Tensor.to.0.forward", "output.0"): 1})
+        set_attrs(c, {"Tensor.to.0.forward": {"input.1": "3"}})
+        p, rows = compare(b, c, os.path.join(self.d, "o"))
         self.assertEqual(p.returncode, 0, p.stdout)
 
     def test_data_name_and_md5_columns(self):
