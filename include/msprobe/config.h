@@ -49,6 +49,9 @@ typedef enum msp_step_trigger {
 typedef struct msp_api_sel {
     char *name;        /* "torch.nn.functional.conv2d" or a module path "layer1.0.conv1" */
     unsigned dirs;     /* MSP_DIR_FORWARD | MSP_DIR_BACKWARD */
+    int has_call;      /* 1: only call number `call` of it in each step (msprobe's
+                          "Functional.relu.1.forward"); 0: every call */
+    int64_t call;
 } msp_api_sel_t;
 
 /* A set of steps: inclusive ranges; all=1 selects every step. */

@@ -616,18 +616,33 @@ static int msp_ms_digits(const char *q)
     return 1;
 }
 
+/* A call index ("3") as a number; 0 when it does not fit. */
+static int msp_ms_call(const char *digits, int64_t *call)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(digits, &end, 10);
+    if (errno || *end || v < 0)
+        return 0;
+    *call = v;
+    return 1;
+}
+
 /* A list entry in msprobe's naming ("Functional.conv2d.0.forward",
  * "Torch.matmul", "Tensor.add.1.backward", "Module.layer1.0.conv1.Conv2d.forward.0")
- * becomes our api_list entry: the API or module path, every call of it, in
- * the direction the name gives (both when it gives none). A name already in
- * our spelling ("torch.nn.functional.relu", "layer1.0.conv1") passes as is. */
+ * becomes our api_list entry: the API or module path, the call the name
+ * gives (every call when it gives none), in the direction the name gives
+ * (both when it gives none). "NPU.npu_rms_norm" names torch_npu.npu_rms_norm.
+ * A name already in our spelling ("torch.nn.functional.relu",
+ * "layer1.0.conv1") passes as is; so does msprobe's "Aten.add.0.forward",
+ * which names nothing here and is reported at exit. */
 static msp_err msp_ms_list_entry(const msp_cfg_walk_t *w, const cJSON *e, const char *path,
                                  msp_api_sel_t *sel)
 {
     static const struct { const char *prefix, *ours; } map[] = {
         {"Functional.", "torch.nn.functional."}, {"Torch.", "torch."},
         {"Tensor.", "torch.Tensor."}, {"Distributed.", "torch.distributed."},
-        {"Module.", ""}};
+        {"NPU.", "torch_npu."}, {"Module.", ""}};
     if (!cJSON_IsString(e) || !e->valuestring[0])
         return msp_cfg_expected(w, path, "an API or module name like \"Functional.conv2d.0.forward\"",
                                 e);
@@ -665,15 +680,22 @@ static msp_err msp_ms_list_entry(const msp_cfg_walk_t *w, const cJSON *e, const 
     /* API: X[.N][.forward|.backward]; module: path.Class.forward|backward.N */
     int tail_n = keep > 1 && msp_ms_digits(parts[keep - 1]);
     size_t d = keep - (size_t)tail_n; /* where a direction would be */
+    /* the call index, when the name gives one, selects that call alone, as
+     * msprobe matches the whole record name */
     if (d > 1 && (strcmp(parts[d - 1], "forward") == 0 || strcmp(parts[d - 1], "backward") == 0)) {
         sel->dirs = parts[d - 1][0] == 'f' ? MSP_DIR_FORWARD : MSP_DIR_BACKWARD;
         keep = d - 1;
+        if (is_module && tail_n)
+            sel->has_call = msp_ms_call(parts[np - 1], &sel->call); /* "...forward.0" */
         if (is_module && keep > 1)
             keep--; /* the class name */
-        else if (!is_module && keep > 1 && msp_ms_digits(parts[keep - 1]))
+        else if (!is_module && keep > 1 && msp_ms_digits(parts[keep - 1])) {
             keep--; /* "conv2d.0.forward" */
+            sel->has_call = msp_ms_call(parts[keep], &sel->call);
+        }
     } else if (!is_module && tail_n) {
         keep--; /* "matmul.3" */
+        sel->has_call = msp_ms_call(parts[keep], &sel->call);
     }
     if (keep == 0) {
         free(name);

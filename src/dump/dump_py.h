@@ -74,6 +74,9 @@ extern msp_shim_t msp_g;
 /* Nesting depth of wrapped calls on this thread: only depth 0 is recorded, and
  * the shim raises it around its own torch calls so they are never recorded. */
 extern _Thread_local int msp_t_depth;
+/* Forwards running on this thread of modules the api_list names, in mix mode:
+ * every API called inside them is recorded (py_module.c, py_api.c). */
+extern _Thread_local int msp_t_listed;
 
 /* ---- messages (py_log.c): "msprobe: ..." to stderr or MSPROBE_LOG_FILE; any thread ---- */
 void msp_shim_log_init(void);

@@ -41,6 +41,8 @@ static size_t g_npending; /* api_list callables outside torch not wrapped yet */
 enum { E_NONE = 0, E_UNKNOWN, E_PENDING, E_WRAPPED, E_BAD };
 static unsigned char *g_estate;
 
+#define MSP_SEL_CALLS 16
+
 typedef struct msp_wrap {
     PyObject_HEAD
     PyObject *orig;
@@ -50,6 +52,11 @@ typedef struct msp_wrap {
     int bind;
     int64_t count_step, count;
     PyObject *weaklist;   /* TorchScript keys a WeakKeyDictionary by function */
+    /* calls selected one by one (msprobe's "Functional.relu.1.forward"), in
+     * the directions beside each; dirs above holds what every call gets */
+    int nsel;
+    int64_t sel_call[MSP_SEL_CALLS];
+    unsigned char sel_dirs[MSP_SEL_CALLS];
 } msp_wrap_t;
 
 typedef struct msp_bound {
@@ -760,6 +767,42 @@ static void call_name(char *buf, size_t size, const char *api, int64_t idx, cons
     buf[at] = '\0';
 }
 
+/* What an api_list entry asks of wrapper w: every call in its directions,
+ * or the one call it names. Past MSP_SEL_CALLS single calls, every call. */
+static void add_selection(msp_wrap_t *w, unsigned dirs, const msp_api_sel_t *sel)
+{
+    if (!sel || !sel->has_call) {
+        w->dirs |= dirs;
+        return;
+    }
+    for (int i = 0; i < w->nsel; i++)
+        if (w->sel_call[i] == sel->call) {
+            w->sel_dirs[i] |= (unsigned char)dirs;
+            return;
+        }
+    if (w->nsel == MSP_SEL_CALLS) {
+        msp_shim_warn_once(w->name, "more than %d single calls of %s listed; every call of it "
+                           "is dumped", MSP_SEL_CALLS, w->name);
+        w->dirs |= dirs;
+        return;
+    }
+    w->sel_call[w->nsel] = sel->call;
+    w->sel_dirs[w->nsel++] = (unsigned char)dirs;
+}
+
+/* The directions call number idx of w is recorded in: its own, a single
+ * call's, and both inside a module the list names at level mix. */
+static unsigned call_dirs(const msp_wrap_t *w, int64_t idx)
+{
+    unsigned d = w->dirs;
+    for (int i = 0; i < w->nsel; i++)
+        if (w->sel_call[i] == idx)
+            d |= w->sel_dirs[i];
+    if (msp_t_listed > 0)
+        d |= MSP_DIR_FORWARD | MSP_DIR_BACKWARD;
+    return d;
+}
+
 static PyObject *api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
 {
     if (!msp_g.dumping || msp_t_depth > 0 || msp_g.disabled)
@@ -769,12 +812,15 @@ static PyObject *api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
     int max_nodes = strncmp(w->name, "VF.", 3) == 0 ? MSP_BWD_MAX_MODULE_NODES : MSP_BWD_MAX_NODES;
     char name[224];
     int64_t idx = next_index(w);
+    unsigned dirs = call_dirs(w, idx);
+    if (!dirs)
+        return PyObject_Call(w->orig, args, kw);
     msp_dq_rec_t *r = NULL;
     msp_bwd_state_t *st = NULL;
     bwd_inputs_t in;
     in.n = 0;
     msp_t_depth++;
-    if (w->dirs & MSP_DIR_FORWARD) {
+    if (dirs & MSP_DIR_FORWARD) {
         call_name(name, sizeof name, w->name, idx, "forward");
         /* Inputs are copied before the call: an op that writes into its input
          * (F.relu(x, inplace=True), all_reduce) must show what it was given. */
@@ -784,7 +830,7 @@ static PyObject *api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
             msp_t_links = MSP_LINK_OFF;
         }
     }
-    if ((w->dirs & MSP_DIR_BACKWARD) && strncmp(w->name, "Distributed.", 12) != 0 &&
+    if ((dirs & MSP_DIR_BACKWARD) && strncmp(w->name, "Distributed.", 12) != 0 &&
         g_grad_enabled) {
         PyObject *ge = PyObject_CallFunctionObjArgs(g_grad_enabled, NULL);
         int enabled = ge && PyObject_IsTrue(ge) == 1;
@@ -1264,6 +1310,7 @@ PyObject *msp_wrap_new(PyObject *orig, const char *name, int kind, unsigned dirs
     w->count_step = -1;
     w->count = 0;
     w->weaklist = NULL;
+    w->nsel = 0;
     return (PyObject *)w;
 }
 
@@ -1303,7 +1350,8 @@ static PyObject *owner_object(PyObject *torch, const char *path)
     return NULL;
 }
 
-static int patch_one(PyObject *torch, const char *full, unsigned dirs, int explicit_entry)
+static int patch_one(PyObject *torch, const char *full, unsigned dirs, int explicit_entry,
+                     const msp_api_sel_t *sel)
 {
     for (size_t s = 0; s < sizeof g_spaces / sizeof g_spaces[0]; s++) {
         size_t pl = strlen(g_spaces[s].path);
@@ -1322,11 +1370,13 @@ static int patch_one(PyObject *torch, const char *full, unsigned dirs, int expli
             if (explicit_entry)
                 msp_shim_warn_once(full, "%s does not exist in this torch; not dumped", full);
         } else if (msp_is_wrap(orig)) {
-            ((msp_wrap_t *)orig)->dirs |= dirs;
+            add_selection((msp_wrap_t *)orig, dirs, sel);
         } else {
             char name[96];
             snprintf(name, sizeof name, "%s.%s", g_spaces[s].prefix, attr);
-            PyObject *w = msp_wrap_new(orig, name, MSP_W_API, dirs, g_spaces[s].bind);
+            PyObject *w = msp_wrap_new(orig, name, MSP_W_API, 0, g_spaces[s].bind);
+            if (w)
+                add_selection((msp_wrap_t *)w, dirs, sel);
             if (!w || PyObject_SetAttrString(owner, attr, w) < 0) {
                 msp_py_warn_error("patch", "cannot wrap an API; it is not dumped");
                 rc = -1;
@@ -1391,13 +1441,21 @@ int msp_patch_torch(PyObject *torch)
                     g_estate[i] = E_UNKNOWN;
                 continue;
             }
-            patch_one(torch, c->api_list[i].name, c->api_list[i].dirs, 1);
+            patch_one(torch, c->api_list[i].name, c->api_list[i].dirs, 1, &c->api_list[i]);
         }
     size_t nl;
     const char *const *l = active_list(&nl);
     if (!explicit_api && c->n_api_list == 0)
         for (size_t i = 0; i < nl; i++)
-            patch_one(torch, l[i], MSP_DIR_FORWARD | MSP_DIR_BACKWARD, 0);
+            patch_one(torch, l[i], MSP_DIR_FORWARD | MSP_DIR_BACKWARD, 0, NULL);
+    /* mix mode, a module in the list: the APIs called inside it are dumped
+     * too (msprobe's level mix), so every API is wrapped, selected by none */
+    int lists_module = 0;
+    for (size_t i = 0; i < c->n_api_list; i++)
+        lists_module |= strncmp(c->api_list[i].name, "torch.", 6) != 0;
+    if (c->n_api_list && lists_module && c->dump_mode == MSP_DUMP_MIX)
+        for (size_t i = 0; i < nl; i++)
+            patch_one(torch, l[i], 0, 0, NULL);
     if (g_npatched > 0) {
         PyObject *jit = PyImport_ImportModule("torch.jit");
         if (jit)
@@ -1582,13 +1640,19 @@ static void resolve_one(size_t i, PyObject *mods)
     g_estate[i] = E_BAD;
     int is_class = PyType_Check(owner);
     if (msp_is_wrap(obj)) { /* listed twice, or one function under two names */
-        ((msp_wrap_t *)obj)->dirs |= e->dirs;
+        add_selection((msp_wrap_t *)obj, e->dirs, e);
         g_estate[i] = E_WRAPPED;
     } else if (PyCallable_Check(obj) && !PyType_Check(obj) &&
                (!is_class || class_attr_is_function(owner, attr))) {
         char name[160];
-        snprintf(name, sizeof name, "Custom.%s", e->name);
-        PyObject *w = msp_wrap_new(obj, name, MSP_W_API, e->dirs, is_class);
+        /* torch_npu's functions keep msprobe's record names: NPU.npu_rms_norm */
+        if (strncmp(e->name, "torch_npu.", 10) == 0)
+            snprintf(name, sizeof name, "NPU.%s", e->name + 10);
+        else
+            snprintf(name, sizeof name, "Custom.%s", e->name);
+        PyObject *w = msp_wrap_new(obj, name, MSP_W_API, 0, is_class);
+        if (w)
+            add_selection((msp_wrap_t *)w, e->dirs, e);
         if (w && PyObject_SetAttrString(owner, attr, w) == 0)
             g_estate[i] = E_WRAPPED;
         Py_XDECREF(w);
@@ -1671,6 +1735,13 @@ void msp_api_exit_report(void)
         } else if (g_estate[i] == E_BAD && !msp_module_entry_matched(i)) {
             snprintf(item, sizeof item, "\"%s\" (found, but not a function or method msprobe "
                      "can wrap)", n);
+        } else if (g_estate[i] == E_NONE && strncmp(n, "torch.", 6) != 0 &&
+                   !msp_module_entry_matched(i)) {
+            if (strncmp(n, "Aten.", 5) == 0)
+                snprintf(item, sizeof item, "\"%s\" (msprobe's aten-level record: torch.ops.aten "
+                         "is not wrapped here; the Torch. or Tensor. API that called it is)", n);
+            else
+                snprintf(item, sizeof item, "\"%s\" (no module of the model has that path)", n);
         }
         if (item[0])
             add_item(&m, &len, &cap, item);

@@ -108,5 +108,82 @@ class MsprobeConfigJson(dt.ShimCase):
         self.check_input(recs, "statistics")
 
 
+LIST_SCRIPT = r'''
+import torch, torch.nn as nn, torch.nn.functional as F
+torch.manual_seed(0)
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+    def forward(self, x):
+        return F.gelu(self.fc(F.relu(x)))
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.pre = nn.Linear(4, 4)
+        self.block = Block()
+    def forward(self, x):
+        return F.relu(self.block(F.relu(self.pre(x))))
+net = Net()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+x = torch.randn(2, 4)
+loss = net(x).sum()
+loss.backward()
+opt.step()
+print("loss %.9g" % loss.item())
+'''
+
+
+class MsprobeListSemantics(dt.ShimCase):
+    """msprobe's "list": a full record name selects that call alone; a module
+    at level mix dumps the APIs called inside it; NPU./Aten. names say why
+    they dumped nothing."""
+
+    def run_list(self, entries, level="L1", name="d"):
+        cfg = {"task": "statistics", "dump_path": "./" + name, "step": [0], "level": level,
+               "statistics": {"list": entries, "data_mode": ["all"]}}
+        path = self.write_config(json.dumps(cfg), name=name + ".json")
+        with open(self.path("t.py"), "w") as f:
+            f.write(LIST_SCRIPT)
+        p = self.run_cmd([dt.PYTHON, "t.py"], path)
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        files = dt.dump_files(self.path(name))
+        recs = dt.read_dump(files[(0, 0)])[0] if files else {}
+        return p, recs
+
+    def test_call_index_is_respected(self):
+        # F.relu runs three times: pre's output (0), inside block (1), last (2)
+        _, recs = self.run_list(["Functional.relu.1.forward"])
+        self.assertEqual(sorted(recs), ["Functional.relu.1.forward"])
+        _, recs = self.run_list(["Functional.relu.2.backward", "Functional.relu.0.forward"],
+                                name="e")
+        self.assertEqual(sorted(recs), ["Functional.relu.0.forward",
+                                        "Functional.relu.2.backward"])
+        # no index: every call, both directions (as before)
+        _, recs = self.run_list(["Functional.relu"], name="f")
+        self.assertEqual(sorted(recs), sorted("Functional.relu.%d.%s" % (i, d)
+                                              for i in range(3) for d in ("forward", "backward")))
+
+    def test_module_at_level_mix_dumps_the_apis_inside_it(self):
+        _, recs = self.run_list(["Module.block.Block.forward.0"], level="mix")
+        # the module record, and what ran inside its forward: its Linear's
+        # F.linear, the relu and gelu around it, and their backward records
+        self.assertIn("Module.block.Block.forward.0", recs)
+        self.assertNotIn("Module.block.Block.backward.0", recs)
+        apis = sorted(n for n in recs if not n.startswith("Module."))
+        self.assertEqual(apis, ["Functional.gelu.0.backward", "Functional.gelu.0.forward",
+                                "Functional.linear.1.backward", "Functional.linear.1.forward",
+                                "Functional.relu.1.backward", "Functional.relu.1.forward"])
+
+    def test_npu_and_aten_entries_say_why_nothing_was_dumped(self):
+        p, recs = self.run_list(["NPU.npu_rms_norm.0.forward", "Aten.add.0.forward"])
+        self.assertEqual(recs, {})
+        self.assertIn("dump.api_list names what this run never dumped", p.stderr)
+        self.assertIn('"torch_npu.npu_rms_norm" (no module of the model has that path, and no '
+                      'imported module has that callable)', p.stderr)
+        self.assertIn('"Aten.add.0.forward" (msprobe\'s aten-level record: torch.ops.aten is not '
+                      'wrapped here', p.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()
