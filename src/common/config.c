@@ -535,11 +535,11 @@ static msp_err msp_cfg_config_check(const msp_cfg_walk_t *w, const cJSON *cc, ms
 /* Keys of msprobe's config.json that change nothing here: accepted, and
  * listed once as ignored so the user knows they had no effect. */
 static const char *const msp_ms_ignored_top[] = {
-    "extra_info", "async_dump", "dump_enable", "precision", "risk_level", "framework",
+    "async_dump", "precision", "risk_level", "framework",
     "is_deterministic", "enable_dataloader", "acc_check", "run_ut", "overflow_check",
     "free_benchmark", "grad_probe", "structure", "exception_dump", "online_run_ut"};
 static const char *const msp_ms_ignored_section[] = {
-    "tensor_list", "device", "file_format", "bench_path", "diff_nums", "overflow_nums",
+    "device", "file_format", "bench_path", "diff_nums", "overflow_nums",
     "check_mode"};
 
 static int msp_ms_in(const char *const *v, size_t n, const char *k)
@@ -726,7 +726,8 @@ static msp_err msp_ms_strings(const msp_cfg_walk_t *w, const cJSON *it, const ch
 static msp_err msp_ms_section(const msp_cfg_walk_t *w, const cJSON *sec, const char *name,
                               msp_config_t *cfg)
 {
-    static const char *const keys[] = {"scope", "list", "data_mode", "summary_mode"};
+    static const char *const keys[] = {"scope", "list", "data_mode", "summary_mode",
+                                       "tensor_list"};
     msp_err rc = msp_cfg_object(w, sec, name);
     if (rc != MSP_OK)
         return rc;
@@ -748,7 +749,7 @@ static msp_err msp_ms_section(const msp_cfg_walk_t *w, const cJSON *sec, const c
                 return rc;
         } else {
             return msp_cfg_fail(w, sub, "unknown key (expected scope, list, data_mode, "
-                                        "summary_mode, or one msprobe documents)");
+                                        "summary_mode, tensor_list, or one msprobe documents)");
         }
     }
     char sub[300];
@@ -798,6 +799,24 @@ static msp_err msp_ms_section(const msp_cfg_walk_t *w, const cJSON *sec, const c
         cfg->dump_dirs = all || !dirs ? MSP_DIR_FORWARD | MSP_DIR_BACKWARD : dirs;
         cfg->dump_roles = all || !roles ? MSP_ROLE_INPUT | MSP_ROLE_OUTPUT : roles;
     }
+    if (m[4]) { /* names whose records keep their data in a statistics dump */
+        snprintf(sub, sizeof sub, "%s.tensor_list", name);
+        if ((rc = msp_ms_strings(w, m[4], sub)) != MSP_OK)
+            return rc;
+        size_t n = (size_t)cJSON_GetArraySize(m[4]), i = 0;
+        if (n && !(cfg->tensor_list = calloc(n, sizeof *cfg->tensor_list)))
+            return msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w->source);
+        for (const cJSON *e = m[4]->child; e; e = e->next, i++) {
+            if (!e->valuestring[0]) {
+                char esub[320];
+                snprintf(esub, sizeof esub, "%s[%zu]", sub, i);
+                return msp_cfg_expected(w, esub, "an API or module name", e);
+            }
+            if (!(cfg->tensor_list[i] = strdup(e->valuestring)))
+                return msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w->source);
+            cfg->n_tensor_list = i + 1;
+        }
+    }
     if (m[3]) {
         static const char *const sm[] = {"statistics", "md5"};
         int k;
@@ -814,7 +833,7 @@ static msp_err msp_ms_section(const msp_cfg_walk_t *w, const cJSON *sec, const c
 static msp_err msp_cfg_msprobe(const msp_cfg_walk_t *w, const cJSON *root, msp_config_t *cfg)
 {
     static const char *const keys[] = {"task", "dump_path", "rank", "step", "level",
-                                       "statistics", "tensor"};
+                                       "statistics", "tensor", "dump_enable", "extra_info"};
     const cJSON *m[MSP_NELEM(keys)] = {0};
     msp_err rc = MSP_OK;
     cfg->msprobe_format = 1;
@@ -868,6 +887,17 @@ static msp_err msp_cfg_msprobe(const msp_cfg_walk_t *w, const cJSON *root, msp_c
         return rc;
     if (other && (rc = msp_ms_ignore(w, cfg, other->string)) != MSP_OK)
         return rc;
+    /* dump_enable false: nothing is dumped (msprobe re-reads it while the run
+     * goes on; here it is read once, when training starts) */
+    for (int k = 7; k <= 8; k++)
+        if (m[k] && !cJSON_IsBool(m[k]))
+            return msp_cfg_expected(w, keys[k], "true or false", m[k]);
+    if (m[7] && cJSON_IsFalse(m[7])) {
+        cfg->dump_disabled = 1;
+        cfg->has_dump = 0;
+    }
+    if (m[8])
+        cfg->stacks = cJSON_IsTrue(m[8]);
     return MSP_OK;
 }
 
@@ -1157,6 +1187,7 @@ msp_err msp_config_parse(const char *text, const char *source, msp_config_t *cfg
     cfg->step_trigger = MSP_STEP_OPTIMIZER;
     cfg->cc_write_at_step = -1;
     cfg->cc_dataset_batches = 1;
+    cfg->stacks = 1;
     cfg->source = strdup(w.source);
     cfg->dump_path = strdup("./msprobe_dump_data");
     cfg->cc_output_zip_path = strdup("./config_check_pack.zip");
@@ -1285,5 +1316,8 @@ void msp_config_free(msp_config_t *cfg)
     for (size_t i = 0; i < cfg->n_ignored; i++)
         free(cfg->ignored[i]);
     free(cfg->ignored);
+    for (size_t i = 0; i < cfg->n_tensor_list; i++)
+        free(cfg->tensor_list[i]);
+    free(cfg->tensor_list);
     memset(cfg, 0, sizeof *cfg);
 }

@@ -815,13 +815,18 @@ static int cmp_rec_ref_order(const void *x, const void *y)
     return strcmp(a->name, b->name);
 }
 
-/* The "stack" attribute of a record (msprobe's stack.json), or NULL. Only a
- * msprobe directory (dump.json) carries one: HDF5 files are not asked. */
+/* The "stack" attribute of a record: msprobe's stack.json, or the call site
+ * our shim recorded, where "@RECORD" names the record of the same file that
+ * carries the text (msprobe-dump(5)); NULL when none. */
+static char *cmp_record_stack_ref(msp_dump_file_t *f, const msp_record_info_t *r, int depth);
+
 static char *cmp_record_stack(msp_dump_file_t *f, const msp_record_info_t *r)
 {
-    size_t pl = f && r ? strlen(f->path) : 0;
-    if (pl < 9 || strcmp(f->path + pl - 9, "dump.json") != 0)
-        return NULL;
+    return f && r ? cmp_record_stack_ref(f, r, 0) : NULL;
+}
+
+static char *cmp_record_stack_ref(msp_dump_file_t *f, const msp_record_info_t *r, int depth)
+{
     char **k = NULL, **v = NULL, *out = NULL;
     size_t n = 0;
     if (msp_dump_record_attrs(f, r, &k, &v, &n) != MSP_OK) {
@@ -835,6 +840,14 @@ static char *cmp_record_stack(msp_dump_file_t *f, const msp_record_info_t *r)
         }
     msp_free_strings(k, n);
     msp_free_strings(v, n);
+    if (out && out[0] == '@') { /* the text is on the first record that had it */
+        const msp_record_info_t *to = NULL;
+        for (size_t i = 0; i < f->n_records && !to && depth < 2; i++)
+            if (strcmp(f->records[i].name, out + 1) == 0)
+                to = &f->records[i];
+        free(out);
+        out = to ? cmp_record_stack_ref(f, to, depth + 1) : NULL;
+    }
     return out;
 }
 

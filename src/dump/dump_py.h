@@ -123,6 +123,14 @@ void msp_dev_forget_after_fork(void);
 /* Clear a pending Python error, as one warning. */
 void msp_py_warn_error(const char *kind, const char *what);
 
+/* ---- call sites (py_stack.c) ---- */
+/* The user code's frames of the current call (torch's own skipped), as text
+ * to put in a record's `stack` (malloc'd), or NULL (off, or none found). */
+char *msp_stack_capture(void);
+/* At submit: r->stack becomes the record's attribute "stack", or "@RECORD"
+ * when an earlier record of this step carries the same text. */
+void msp_stack_commit(msp_dq_rec_t *r);
+
 /* ---- API wrappers (py_api.c) ---- */
 int msp_api_types_init(void);
 /* Replace every selected API of torch; 0 on success. */
@@ -154,6 +162,8 @@ void msp_step_end(void);
 int64_t msp_current_rank(void);
 /* Whether the step now starting is dumped (dump_iter, and this process may write). */
 int msp_step_wanted(int64_t step);
+/* At exit: one warning naming the dump_iter steps the run never reached. */
+void msp_step_exit_report(void);
 
 /* ---- one runtime: process identity, events, exit (py_proc.c) ----
  *

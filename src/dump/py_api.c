@@ -90,6 +90,7 @@ typedef struct msp_bwd_state {
      * its edge reaches directly (-1: none, or an inner node of the op) */
     PyObject *node_grads;
     signed char node_in[MSP_BWD_MAX_IN];
+    char *stack;                             /* the call site (py_stack.c), or NULL */
 } msp_bwd_state_t;
 
 typedef struct msp_bwd_hook {
@@ -412,6 +413,8 @@ static void submit_backward(msp_bwd_state_t *st)
     for (int j = 0; j < st->nnone; j++)
         msp_dq_rec_add_attr(r, st->none_role[j], "None");
     add_node_view(r, st);
+    r->stack = st->stack;
+    st->stack = NULL;
     msp_rec_submit(r);
     /* The bytes are copied: do not keep the grads alive with the graph. */
     Py_CLEAR(st->out_grads);
@@ -488,6 +491,7 @@ static msp_bwd_state_t *state_new(const char *name)
     memset(st->in_grads, 0, sizeof st->in_grads);
     st->out_grads = NULL;
     st->node_grads = NULL;
+    st->stack = NULL;
     return st;
 }
 
@@ -819,6 +823,7 @@ static PyObject *api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
     msp_bwd_state_t *st = NULL;
     bwd_inputs_t in;
     in.n = 0;
+    char *stack = msp_stack_capture(); /* before the depth rises: the caller's frames */
     msp_t_depth++;
     if (dirs & MSP_DIR_FORWARD) {
         call_name(name, sizeof name, w->name, idx, "forward");
@@ -828,6 +833,7 @@ static PyObject *api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
             msp_t_links = MSP_LINK_FIND;
             msp_rec_add_args(r, args, kw);
             msp_t_links = MSP_LINK_OFF;
+            r->stack = stack ? strdup(stack) : NULL;
         }
     }
     if ((dirs & MSP_DIR_BACKWARD) && strncmp(w->name, "Distributed.", 12) != 0 &&
@@ -837,9 +843,13 @@ static PyObject *api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
         Py_XDECREF(ge);
         PyErr_Clear();
         call_name(name, sizeof name, w->name, idx, "backward");
-        if (enabled && (st = state_new(name)))
+        if (enabled && (st = state_new(name))) {
             collect_inputs(st, &in, args, kw);
+            st->stack = stack;
+            stack = NULL;
+        }
     }
+    free(stack);
     PyObject *out = PyObject_Call(w->orig, args, kw);
     if (!out) {
         msp_rec_drop(r);
@@ -1235,6 +1245,8 @@ static void state_dealloc(PyObject *self)
     msp_bwd_state_t *st = (msp_bwd_state_t *)self;
     Py_XDECREF(st->out_grads);
     Py_XDECREF(st->node_grads);
+    free(st->stack);
+    st->stack = NULL;
     for (int j = 0; j < MSP_BWD_MAX_IN; j++)
         Py_XDECREF(st->in_grads[j]);
     if (g_nspare_states < MSP_SPARE_STATES) {

@@ -279,6 +279,7 @@ static PyObject *pre_hook(PyObject *self, PyObject *args)
                     msp_t_links = MSP_LINK_FIND;
                     msp_rec_add_output(f->rec, in, "input");
                     msp_t_links = MSP_LINK_OFF;
+                    f->rec->stack = msp_stack_capture();
                 }
             }
             if (dirs & MSP_DIR_BACKWARD)
