@@ -447,7 +447,7 @@ static msp_err msp_cfg_dump(const msp_cfg_walk_t *w, const cJSON *dump, msp_conf
 {
     static const char *const dkeys[] = {"common_dump_settings", "api_list"};
     static const char *const skeys[] = {"dump_mode", "dump_path", "dump_iter", "task",
-                                        "step_trigger", "rank"};
+                                        "step_trigger", "rank", "stack"};
     static const char *const modes[] = {"api", "module", "mix"};
     static const char *const tasks[] = {"tensor", "statistics", "md5"};
     static const char *const triggers[] = {"optimizer", "backward", "forward", "manual"};
@@ -494,6 +494,11 @@ static msp_err msp_cfg_dump(const msp_cfg_walk_t *w, const cJSON *dump, msp_conf
         if (s[5] && (rc = msp_cfg_dump_iter(w, s[5], "dump.common_dump_settings.rank",
                                             &cfg->ranks)) != MSP_OK)
             return rc;
+        /* each record's call site (msprobe's extra_info) */
+        if (s[6] && !cJSON_IsBool(s[6]))
+            return msp_cfg_expected(w, "dump.common_dump_settings.stack", "true or false", s[6]);
+        if (s[6])
+            cfg->stacks = cJSON_IsTrue(s[6]);
     }
     if (d[1])
         return msp_cfg_api_list(w, d[1], cfg);

@@ -86,62 +86,138 @@ static int skipped(const char *f)
            strncmp(f, "msprobe_", 8) == 0;
 }
 
-char *msp_stack_capture(void)
+static PyObject *s_f_code, *s_f_lineno, *s_f_back, *s_co_filename, *s_co_name;
+
+static PyObject *attr(PyObject *o, PyObject **slot, const char *name)
 {
-    if (!msp_g.cfg.stacks || stack_setup() != 1)
-        return NULL;
+    if (!*slot)
+        *slot = PyUnicode_InternFromString(name);
+    return *slot ? PyObject_GetAttr(o, *slot) : NULL;
+}
+
+/* Per code object: NULL to skip its frames (torch's own), else "File F, line "
+ * and ", in FUNC" as a (bytes, bytes) tuple. Borrowed from g_codes. */
+static PyObject *g_codes;
+
+static PyObject *code_info(PyObject *code)
+{
+    PyObject *info = PyDict_GetItem(g_codes, code); /* borrowed */
+    if (info)
+        return info == Py_None ? NULL : info;
+    PyObject *fname = attr(code, &s_co_filename, "co_filename");
+    PyObject *func = attr(code, &s_co_name, "co_name");
+    PyObject *fb = fname ? PyUnicode_AsUTF8String(fname) : NULL;
+    PyObject *nb = func ? PyUnicode_AsUTF8String(func) : NULL;
+    info = Py_None;
+    if (fb && nb && !skipped(PyBytes_AsString(fb)))
+        info = Py_BuildValue("(OO)", fname, nb);
+    if (info && PyDict_Size(g_codes) < 100000)
+        PyDict_SetItem(g_codes, code, info);
+    if (info && info != Py_None)
+        Py_DECREF(info); /* the dict holds it */
+    Py_XDECREF(nb);
+    Py_XDECREF(fb);
+    Py_XDECREF(func);
+    Py_XDECREF(fname);
+    PyErr_Clear();
+    info = PyDict_GetItem(g_codes, code);
+    return info == Py_None ? NULL : info;
+}
+
+/* The text of a call site given as ((code, line), ...) innermost first: made
+ * once, then found in g_texts. New reference (a str) or NULL. */
+static PyObject *g_texts;
+
+static PyObject *site_text(PyObject *key)
+{
+    PyObject *t = PyDict_GetItem(g_texts, key);
+    if (t) {
+        Py_INCREF(t);
+        return t;
+    }
     char *text = malloc(MSP_STACK_TEXT);
     if (!text)
         return NULL;
     size_t at = 0;
-    int kept = 0;
     text[0] = '\0';
+    for (Py_ssize_t i = 0; i < PyTuple_Size(key); i++) {
+        PyObject *e = PyTuple_GetItem(key, i);
+        PyObject *info = PyDict_GetItem(g_codes, PyTuple_GetItem(e, 0));
+        if (!info || info == Py_None)
+            continue;
+        PyObject *fname = PyTuple_GetItem(info, 0), *lineno = PyTuple_GetItem(e, 1);
+        PyObject *fb = PyUnicode_AsUTF8String(fname);
+        PyObject *src = source_line(fname, lineno);
+        PyObject *sb = src ? PyUnicode_AsUTF8String(src) : NULL;
+        int n = fb ? snprintf(text + at, MSP_STACK_TEXT - at, "%sFile %s, line %ld, in %s%s%s",
+                              at ? "\n" : "", PyBytes_AsString(fb), PyLong_AsLong(lineno),
+                              PyBytes_AsString(PyTuple_GetItem(info, 1)),
+                              sb && PyBytes_Size(sb) ? "\n    " : "", sb ? PyBytes_AsString(sb) : "")
+                   : -1;
+        Py_XDECREF(sb);
+        Py_XDECREF(src);
+        Py_XDECREF(fb);
+        if (n < 0 || (size_t)n >= MSP_STACK_TEXT - at) {
+            text[at] = '\0'; /* this frame does not fit: the text ends before it */
+            break;
+        }
+        at += (size_t)n;
+    }
+    t = at ? PyUnicode_FromString(text) : NULL;
+    free(text);
+    if (t && PyDict_Size(g_texts) < 100000)
+        PyDict_SetItem(g_texts, key, t);
+    PyErr_Clear();
+    return t;
+}
+
+char *msp_stack_capture(void)
+{
+    if (!msp_g.cfg.stacks || stack_setup() != 1)
+        return NULL;
+    if ((!g_codes && !(g_codes = PyDict_New())) || (!g_texts && !(g_texts = PyDict_New()))) {
+        PyErr_Clear();
+        return NULL;
+    }
     msp_t_depth++;
+    PyObject *sites[MSP_STACK_FRAMES];
+    int kept = 0;
     PyObject *frame = PyObject_CallFunction(g_getframe, "i", 0);
     for (int walked = 0; frame && frame != Py_None && kept < MSP_STACK_FRAMES &&
                          walked < MSP_STACK_WALK;
          walked++) {
-        PyObject *code = PyObject_GetAttrString(frame, "f_code");
-        PyObject *fname = code ? PyObject_GetAttrString(code, "co_filename") : NULL;
-        PyObject *func = code ? PyObject_GetAttrString(code, "co_name") : NULL;
-        PyObject *lineno = PyObject_GetAttrString(frame, "f_lineno");
-        PyObject *fb = fname ? PyUnicode_AsUTF8String(fname) : NULL;
-        PyObject *nb = func ? PyUnicode_AsUTF8String(func) : NULL;
-        if (fb && nb && lineno && !skipped(PyBytes_AsString(fb))) {
-            PyObject *src = source_line(fname, lineno);
-            PyObject *sb = src ? PyUnicode_AsUTF8String(src) : NULL;
-            int n = snprintf(text + at, MSP_STACK_TEXT - at, "%sFile %s, line %ld, in %s%s%s",
-                             kept ? "\n" : "", PyBytes_AsString(fb), PyLong_AsLong(lineno),
-                             PyBytes_AsString(nb), sb && PyBytes_Size(sb) ? "\n    " : "",
-                             sb ? PyBytes_AsString(sb) : "");
-            Py_XDECREF(sb);
-            Py_XDECREF(src);
-            if (n < 0 || (size_t)n >= MSP_STACK_TEXT - at) {
-                text[at] = '\0'; /* this frame does not fit: the text ends before it */
-                kept = MSP_STACK_FRAMES;
-            } else {
-                at += (size_t)n;
-                kept++;
-            }
+        PyObject *code = attr(frame, &s_f_code, "f_code");
+        if (code && code_info(code)) {
+            PyObject *lineno = attr(frame, &s_f_lineno, "f_lineno");
+            PyObject *e = lineno ? PyTuple_Pack(2, code, lineno) : NULL;
+            if (e)
+                sites[kept++] = e;
+            Py_XDECREF(lineno);
         }
-        PyObject *back = PyObject_GetAttrString(frame, "f_back");
-        Py_XDECREF(nb);
-        Py_XDECREF(fb);
-        Py_XDECREF(lineno);
-        Py_XDECREF(func);
-        Py_XDECREF(fname);
         Py_XDECREF(code);
+        PyObject *back = attr(frame, &s_f_back, "f_back");
         Py_DECREF(frame);
         frame = back;
     }
     Py_XDECREF(frame);
+    char *out = NULL;
+    PyObject *key = kept ? PyTuple_New(kept) : NULL;
+    for (int i = 0; i < kept; i++) {
+        if (key)
+            PyTuple_SetItem(key, i, sites[i]); /* steals */
+        else
+            Py_DECREF(sites[i]);
+    }
+    PyObject *t = key ? site_text(key) : NULL;
+    PyObject *tb = t ? PyUnicode_AsUTF8String(t) : NULL;
+    if (tb)
+        out = strdup(PyBytes_AsString(tb));
+    Py_XDECREF(tb);
+    Py_XDECREF(t);
+    Py_XDECREF(key);
     PyErr_Clear();
     msp_t_depth--;
-    if (!at) {
-        free(text);
-        return NULL;
-    }
-    return text;
+    return out;
 }
 
 void msp_stack_commit(msp_dq_rec_t *r)
