@@ -294,6 +294,17 @@ typedef struct msp_dump_tree {
 msp_err msp_dump_tree_scan(const char *path, int check, msp_dump_tree_t *out);
 void msp_dump_tree_free(msp_dump_tree_t *t);
 
+/* ---- export to msprobe's own layout -------------------------------------- */
+
+/* Rewrite our dump at path (a file, rank or step dir, or a root) in msprobe's
+ * own layout under out_dir, for msprobe's own tools: stepN/rankR/dump.json,
+ * stack.json, construct.json and dump_tensor_data/<record>.<input|output>.<i>.pt
+ * (torch.save's format; npy: numpy's .npy, bfloat16 as float32). Backward
+ * records list their outputs in msprobe's autograd order (grad_fn_outputs).
+ * A statistics or md5 dump gets no tensor files. *n_files: dumps written.
+ * Errors name the file; a dump that is msprobe's already is MSP_ERR_USAGE. */
+msp_err msp_export_msprobe(const char *path, const char *out_dir, int npy, size_t *n_files);
+
 #ifdef __cplusplus
 }
 #endif

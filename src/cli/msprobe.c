@@ -18,6 +18,7 @@ static const struct msp_command msp_commands[] = {
     {"compare", msp_cmd_compare, "compare two dumps into result.xlsx; print the first op that introduced an error"},
     {"config_check", msp_cmd_config_check, "pack a run's configuration (-d) or compare two packs (-c)"},
     {"ls", msp_cmd_ls, "list the records and tensors of a dump"},
+    {"export", msp_cmd_export, "write a dump in msprobe's own layout (dump.json, .pt)"},
 };
 
 static const msp_opt_t msp_global_opts[] = {

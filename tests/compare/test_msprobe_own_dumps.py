@@ -227,6 +227,58 @@ class MixedDumpsOfOneRun(unittest.TestCase):
                     self.assertEqual({k for k in theirs_recs - paired_recs
                                       if not k.startswith(self.NOT_WRAPPED_BY_ALL)}, set())
 
+    def test_export_writes_what_msprobe_wrote(self):
+        """msprobe export rewrites our dump in msprobe's layout: every record
+        msprobe 26 wrote of this run is there with the same structure, dtypes,
+        shapes and (torch.load'ed) values, backward outputs in autograd order."""
+        import torch
+        out = os.path.join(self.tmp.name, "exported")
+        p = msprobe("export", "-o", out, self.ours)
+        self.assertEqual((p.returncode, p.stderr), (0, ""))
+        self.assertEqual(p.stdout, "exported 1 dump to %s\n" % out)
+        mine_path = os.path.join(out, "step0", "rank0", "dump.json")
+        with open(mine_path) as f:
+            mine = json.load(f)
+        theirs_path, theirs = dump_json(os.path.join(FIX, "v26"))
+        self.assertEqual((mine["task"], mine["level"], mine["framework"]), ("tensor", "L1", "pytorch"))
+        checked = 0
+
+        def walk(a, b, where):
+            nonlocal checked
+            if isinstance(a, list):
+                self.assertIsInstance(b, list, where)
+                self.assertEqual(len(a), len(b), where)
+                for i, (x, y) in enumerate(zip(a, b)):
+                    walk(x, y, "%s[%d]" % (where, i))
+            elif isinstance(a, dict) and a.get("type") == "torch.Tensor":
+                self.assertEqual((b["dtype"], b["shape"]), (a["dtype"], a["shape"]), where)
+                ta = torch.load(os.path.join(os.path.dirname(theirs_path), "dump_tensor_data",
+                                             a["data_name"]))
+                tb = torch.load(os.path.join(out, "step0", "rank0", "dump_tensor_data",
+                                             b["data_name"]))
+                self.assertTrue(torch.equal(ta, tb), where)
+                checked += 1
+            elif isinstance(a, dict) and "type" not in a:  # kwargs
+                self.assertEqual(sorted(a), sorted(b), where)
+                for k in a:
+                    walk(a[k], b[k], where + "." + k)
+            elif a is None:
+                self.assertIsNone(b, where)
+
+        for name, rec in theirs["data"].items():
+            self.assertIn(name, mine["data"])
+            self.assertEqual(sorted(rec), sorted(mine["data"][name]), name)
+            for key in rec:
+                walk(rec[key], mine["data"][name][key], name + "." + key)
+        self.assertGreater(checked, 60)
+        # and compare reads it back as it reads msprobe's: clean against both
+        for other in (os.path.join(FIX, "v26"), self.ours):
+            p = msprobe("compare", "-b", other, "-c", out, "-o", os.path.join(self.tmp.name, "x"))
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        p = msprobe("export", "-o", os.path.join(self.tmp.name, "again"), out)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("is msprobe's own layout already", p.stderr)
+
     def test_our_call_sites_fill_npu_stack_info(self):
         out = os.path.join(self.tmp.name, "os")
         p = msprobe("compare", "-b", os.path.join(FIX, "v26"), "-c", self.ours, "-o", out, "--csv")
