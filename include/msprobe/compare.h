@@ -24,7 +24,7 @@ typedef enum msp_level {
 
 typedef struct msp_compare_opts {
     msp_level_t level;
-    int fuzzy;                 /* also match by API name without call index, in order, equal shapes */
+    int fuzzy;                 /* match by name without call index, in order, equal shapes (not by exact name) */
     const char *mapping_path;  /* optional file of "bench_record_name cmp_record_name" lines */
     int threads;               /* 0 = OpenMP default */
     /* verdict: No if (cos < cos_warn && max_abs > abs_warn) || cos < cos_fail || max_abs > abs_fail || N/A */
@@ -50,6 +50,10 @@ typedef struct msp_compare_opts {
                                   build's default (MSP_DEFAULT_PYTHON) */
     void (*replay_progress)(size_t done, size_t total, void *ud); /* may be NULL */
     void *replay_progress_ud;
+    const char *cell_mapping_path; /* msprobe's cell_mapping.yaml, or NULL: "NPU: BENCH" lines,
+                                  each a module's "name.Class" (the whole of it, else the
+                                  first place it appears in a compare-side module record's
+                                  name) renamed before matching */
 } msp_compare_opts_t;
 
 enum { MSP_REPLAY_AUTO = 0, MSP_REPLAY_OFF = 1, MSP_REPLAY_ALL = 2 };
@@ -62,8 +66,18 @@ void msp_compare_opts_default(msp_compare_opts_t *opts);
 typedef enum msp_verdict {
     MSP_VERDICT_YES = 0,
     MSP_VERDICT_NO = 1,
-    MSP_VERDICT_WARNING = 2   /* statistics mode only */
+    MSP_VERDICT_WARNING = 2,  /* statistics mode only */
+    MSP_VERDICT_NA = 3        /* "N/A": a record found on one side only when the other side
+                                 is msprobe's own dump (its wrap lists differ by version);
+                                 not a failure, as msprobe reports it */
 } msp_verdict_t;
+
+/* msprobe 26's "Result" of a row and of a record (msprobe-compare(1), RESULT). */
+typedef enum msp_result {
+    MSP_RESULT_PASS = 0,
+    MSP_RESULT_WARNING = 1,
+    MSP_RESULT_ERROR = 2
+} msp_result_t;
 
 typedef enum msp_cause {
     MSP_CAUSE_NONE = 0,       /* outputs agree, or not a forward record */
@@ -119,6 +133,14 @@ typedef struct msp_tensor_cmp {
                                   output: something unrecorded changed it in between;
                                   2: the dump records producers but none for this float
                                   input: an unrecorded op (or a leaf) made it */
+    msp_result_t result;       /* msprobe 26's rules, row by row; its reasons are appended
+                                  to err_message ("error: The shape of NPU and Bench ...") */
+    char *npu_data_name, *bench_data_name; /* where the data is: msprobe's .pt/.npy file
+                                  name, "/RECORD/ROLE" in our dump.h5; NULL: no data */
+    uint32_t npu_crc32, bench_crc32; /* CRC-32 of the data as the dump says (msprobe's
+                                  "md5"), 0 when it does not */
+    int npu_nonfinite, bench_nonfinite; /* that side holds NaN or Inf (its statistics or
+                                  its data say so) */
 } msp_tensor_cmp_t;
 
 /* One row of the summary sheet. */
@@ -144,9 +166,9 @@ typedef struct msp_record_cmp {
     int64_t order_begin;       /* module forward records: records of this step and rank
                                   with order in [order_begin, order) ran inside it
                                   (attribute order_begin); -1 when unknown */
-    char *arg_diff;            /* first non-tensor argument (or optimizer
-                                  hyperparameter) that differs between the sides,
-                                  "kwarg.eps: bench 1e-05, NPU 1.0"; NULL if none */
+    char *arg_diff;            /* the non-tensor arguments (and optimizer hyperparameters)
+                                  that differ between the sides, "kwarg.stride: NPU (2, 2),
+                                  bench (1, 1)" joined by "; "; NULL if none */
     msp_replay_verdict_t replay;
     double replay_err;         /* worst output's ||npu - R64|| / ||R64|| */
     double replay_ref;         /* what the same-dtype replay departs from R64 (e_ref) */
@@ -157,6 +179,12 @@ typedef struct msp_record_cmp {
                                   1 from error ratios alone */
     double autocast_u;         /* unit roundoff of the autocast dtype the record ran
                                   under (attribute autocast), 0 when none */
+    int args_scalar_differ;    /* one of arg_diff's arguments is a Python scalar (or a
+                                  tuple of them): msprobe 26's check of arguments */
+    msp_result_t result;       /* worst Result of its rows */
+    int setup_differs;         /* a scalar argument or a requires_grad differs: the two
+                                  runs did not do the same thing; fails the compare
+                                  whatever the metrics */
 } msp_record_cmp_t;
 
 /* A ranked suspect: a record that introduced error, or a gap between a
@@ -188,6 +216,9 @@ typedef struct msp_compare_result {
                                   could not be read (also in unpaired): the report is incomplete */
     size_t n_unread;
     size_t n_crc_bad;          /* tensors whose data fails the CRC-32 its dump stores */
+    size_t n_unreadable;       /* tensors whose data file cannot be read (msprobe's .pt
+                                  missing, truncated, refused): their rows' error */
+    char *first_unreadable;    /* "RECORD.ROLE: why" of the first of them, or NULL */
     msp_suspect_t *suspects;   /* most likely first; every introduced record and gap */
     size_t n_suspects;
     /* replay summary */
@@ -208,11 +239,12 @@ typedef struct msp_compare_result {
  * msp_last_error() names the file, record or mapping line at fault.
  *
  * Matching (catalogues only, no tensor data): --mapping pairs first, then
- * equal names, then with opts->fuzzy the same name without its call index
+ * equal names, or with opts->fuzzy (instead) the same name without its call index
  * ("Torch.matmul.3.forward" ~ "Torch.matmul.forward", "Module.fc.Linear.
  * forward.2" ~ "Module.fc.Linear.forward"), each compare record taking the
  * first bench record after the last one taken with equal roles and shapes.
- * Mapping file: one "bench_name cmp_name" pair a line, '#' starts a comment;
+ * Mapping file: one "bench_name cmp_name" pair a line, or msprobe's
+ * data_mapping.yaml "npu_tensor: bench_tensor" (see cmp_mapping_load), '#' starts a comment;
  * any other line is MSP_ERR_USAGE naming file:line. Inside a record pair,
  * tensors pair by role. Rows are ordered input.*, kwarg.*, output.*.
  *

@@ -52,6 +52,9 @@ typedef struct msp_api_sel {
     char *key;         /* where the user wrote it, as messages name it:
                           "statistics.list[0] \"Functional.conv2e.0.forward\"" or
                           "dump.api_list[0].name \"torch.foo\"" (NULL when built by hand) */
+    int has_call;      /* 1: only call number `call` of it in each step (msprobe's
+                          "Functional.relu.1.forward"); 0: every call */
+    int64_t call;
 } msp_api_sel_t;
 
 /* A set of steps: inclusive ranges; all=1 selects every step. */
@@ -81,6 +84,13 @@ typedef struct msp_config {
     unsigned dump_roles;          /* MSP_ROLE_* tensors kept; default both */
 
     int msprobe_format;           /* 1: read from msprobe's own config.json layout */
+    int dump_disabled;            /* msprobe's dump_enable false: has_dump is 0, nothing is
+                                     dumped (the shim says so once) */
+    int stacks;                   /* record each call site (attribute "stack"); default 1,
+                                     msprobe's extra_info */
+    char **tensor_list;           /* msprobe's tensor_list: a statistics dump keeps the data
+                                     of the records whose name holds one of these */
+    size_t n_tensor_list;
     char **ignored;               /* msprobe keys accepted but not applied ("async_dump",
                                      "acc_check", "tensor.bench_path"), for one notice */
     size_t n_ignored;

@@ -193,6 +193,9 @@ typedef struct msp_tensor_info {
     int64_t nbytes;              /* numel * element size */
     char device[32];             /* "" when the file does not say */
     int requires_grad;
+    char *data_name;             /* msprobe's own dump: the tensor file's name
+                                    (dump.json's data_name); NULL otherwise. Freed by
+                                    msp_dump_close. */
     char *producer;              /* "RECORD/ROLE" of the earlier forward output this
                                     tensor is (msprobe-dump(5) attribute 'producer' or
                                     the /index column); NULL when unknown. Freed by
@@ -290,6 +293,17 @@ typedef struct msp_dump_tree {
  * msp_dump_tree_free (NULL-safe; also after a failure). */
 msp_err msp_dump_tree_scan(const char *path, int check, msp_dump_tree_t *out);
 void msp_dump_tree_free(msp_dump_tree_t *t);
+
+/* ---- export to msprobe's own layout -------------------------------------- */
+
+/* Rewrite our dump at path (a file, rank or step dir, or a root) in msprobe's
+ * own layout under out_dir, for msprobe's own tools: stepN/rankR/dump.json,
+ * stack.json, construct.json and dump_tensor_data/<record>.<input|output>.<i>.pt
+ * (torch.save's format; npy: numpy's .npy, bfloat16 as float32). Backward
+ * records list their outputs in msprobe's autograd order (grad_fn_outputs).
+ * A statistics or md5 dump gets no tensor files. *n_files: dumps written.
+ * Errors name the file; a dump that is msprobe's already is MSP_ERR_USAGE. */
+msp_err msp_export_msprobe(const char *path, const char *out_dir, int npy, size_t *n_files);
 
 #ifdef __cplusplus
 }

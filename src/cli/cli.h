@@ -30,6 +30,7 @@ int msp_cmd_compare(msp_cli_ctx_t *ctx, int argc, char **argv);
 int msp_cmd_ls(msp_cli_ctx_t *ctx, int argc, char **argv);
 int msp_cmd_dump(msp_cli_ctx_t *ctx, int argc, char **argv);
 int msp_cmd_config_check(msp_cli_ctx_t *ctx, int argc, char **argv);
+int msp_cmd_export(msp_cli_ctx_t *ctx, int argc, char **argv);
 
 /* ---- option tables ------------------------------------------------------ */
 
@@ -65,6 +66,23 @@ void msp_cmd_help(const msp_cmd_doc_t *d, FILE *out);
 /* "msprobe: CMD: <formatted> (try 'msprobe CMD --help')" on stderr; returns
  * MSP_EXIT_USAGE. */
 int msp_cmd_usage_error(const msp_cmd_doc_t *d, const char *fmt, ...) MSP_PRINTF(2, 3);
+
+/* ---- msprobe's own compare flags (cmd_compare_msprobe.c) --------------- */
+
+typedef struct msp_compare_argv {
+    int argc;
+    char **argv; /* NULL-terminated; its strings are the caller's argv's */
+} msp_compare_argv_t;
+/* argv with msprobe 26's and 8.x's compare flags rewritten to ours (-tp ->
+ * -c, -gp -> -b, -fm/-f -> --fuzzy, -dm -> --mapping, -i -> --input-json,
+ * ...); flags whose request is always met (-s, -da, --xlsx) dropped, those
+ * meaningless for PyTorch dumps (-am, -lm) dropped with a note on stderr.
+ * MSP_EXIT_OK, or MSP_EXIT_USAGE after printing the error. */
+int msp_compare_argv(const msp_cli_ctx_t *ctx, int argc, char **argv, msp_compare_argv_t *out);
+void msp_compare_argv_free(msp_compare_argv_t *a);
+/* Read msprobe 8.x's compare.json: *bench and *cmp (malloc'd) from
+ * bench_path and npu_path; is_print_compare_log ORed into *print_log. */
+int msp_compare_input_json(const char *path, char **bench, char **cmp, int *print_log);
 
 /* "msprobe: <formatted>\n" on stderr. */
 void msp_errorf(const char *fmt, ...) MSP_PRINTF(1, 2);

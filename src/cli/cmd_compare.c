@@ -31,6 +31,10 @@ enum {
     MSP_OPT_TOP,
     MSP_OPT_REPLAY,
     MSP_OPT_REPLAY_BUDGET,
+    MSP_OPT_CELL_MAPPING,
+    MSP_OPT_PRINT_LOG,
+    MSP_OPT_INPUT_JSON,
+    MSP_OPT_MODE,
 };
 
 static const msp_opt_t msp_compare_opts[] = {
@@ -38,8 +42,11 @@ static const msp_opt_t msp_compare_opts[] = {
     {'c', "compare", "PATH", "dump of the run under suspicion (compare side)"},
     {'o', "output", "DIR", "report directory (default ./compare_result)"},
     {'l', "level", "LEVEL", "records to compare: api, module or all (default all)"},
-    {MSP_OPT_FUZZY, "fuzzy", NULL, "also match API calls by name and order, ignoring the call index"},
-    {MSP_OPT_MAPPING, "mapping", "FILE", "extra pairs, one \"bench_record cmp_record\" per line"},
+    {MSP_OPT_FUZZY, "fuzzy", NULL, "match records by order, name without call index and shapes"},
+    {MSP_OPT_MAPPING, "mapping", "FILE", "extra pairs, one \"bench_record cmp_record\" per line,\n"
+                                         "or msprobe's data_mapping.yaml (\"npu_tensor: bench_tensor\")"},
+    {MSP_OPT_CELL_MAPPING, "cell-mapping", "FILE", "msprobe's cell_mapping.yaml: compare-side module\n"
+                                                   "names renamed to the bench's before matching"},
     {MSP_OPT_CSV, "csv", NULL, "also write OUT/result.csv"},
     {MSP_OPT_THREADS, "threads", "N", "worker threads (default: all cores)"},
     {MSP_OPT_COS_WARN, "cos-warn", "X", "verdict No if Cosine < X and MaxAbsErr > --abs-warn (0.99)"},
@@ -52,6 +59,9 @@ static const msp_opt_t msp_compare_opts[] = {
      "(records whose outputs differ, most suspicious first), all, or off (default auto)"},
     {MSP_OPT_REPLAY_BUDGET, "replay-budget", "SEC", "wall-time budget of replay in seconds, 0 "
      "for none (default 60)"},
+    {MSP_OPT_PRINT_LOG, "print-log", NULL, "also print one line per compared tensor"},
+    {MSP_OPT_INPUT_JSON, "input-json", "FILE", "bench and compare dumps from msprobe 8.x's compare.json"},
+    {MSP_OPT_MODE, "mode", "MODE", "msprobe 26's -m: only \"auto\" (what compare does)"},
     {'q', "quiet", NULL, "print only the root-cause line"},
     {'h', "help", NULL, "this help"},
     {0, NULL, NULL, NULL},
@@ -64,7 +74,10 @@ static const msp_cmd_doc_t msp_compare_doc = {
              "operators that added the most error (ranked suspects; the first is the root cause).\n"
              "BENCH and CMP are two dump.h5 files, two rank directories, or two dump roots\n"
              "(step{N}/rank{R}/dump.h5, paired by step and rank).\n",
-    .tail = "Exit status: 0 every record passed, 1 some record is No or Warning,\n"
+    .tail = "msprobe's own flags work too: 26's -tp/-gp/-fm/-dm/-cm/-da/-tensor_log/--xlsx/-m,\n"
+            "8.x's -i compare.json/-s/-f/-c/-hl (table in msprobe-compare(1)).\n"
+            "\n"
+            "Exit status: 0 every record passed, 1 some record is No or Warning,\n"
             "2 usage error or bad input, 3 report written but a step could not be read\n"
             "or tensor data fails its stored CRC-32 (named on stdout). See msprobe-compare(1).\n",
     .opts = msp_compare_opts,
@@ -253,12 +266,49 @@ static int msp_check_path(const char *what, const char *path)
     return MSP_EXIT_OK;
 }
 
+/* --print-log (msprobe's -tensor_log): one line per compared tensor. */
+static void msp_print_tensor_log(const msp_compare_result_t *res)
+{
+    for (size_t i = 0; i < res->n_tensors; i++) {
+        const msp_tensor_cmp_t *t = &res->tensors[i];
+        printf("%s vs %s:", t->npu_name ? t->npu_name : "N/A", t->bench_name ? t->bench_name : "N/A");
+        if (res->stats_mode)
+            msp_print_metric(" max diff", t->max_diff, 0);
+        else {
+            msp_print_metric(" cosine", t->cosine, 1);
+            msp_print_metric(", max abs err", t->max_abs_err, 0);
+        }
+        printf(", %s%s%s\n", t->verdict == MSP_VERDICT_YES ? "Yes"
+                              : t->verdict == MSP_VERDICT_NO ? "No"
+                              : t->verdict == MSP_VERDICT_WARNING ? "Warning" : "N/A",
+               t->err_message && *t->err_message ? ": " : "", t->err_message ? t->err_message : "");
+    }
+}
+
+static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv);
+/* The paths of an 8.x compare.json (--input-json), freed after the run. */
+static char *msp_json_bench, *msp_json_cmp;
+
 int msp_cmd_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
+{
+    msp_compare_argv_t ca;
+    int rc = msp_compare_argv(ctx, argc, argv, &ca);
+    if (rc)
+        return rc;
+    rc = msp_compare_main(ctx, ca.argc, ca.argv);
+    msp_compare_argv_free(&ca);
+    free(msp_json_bench);
+    free(msp_json_cmp);
+    msp_json_bench = msp_json_cmp = NULL;
+    return rc;
+}
+
+static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
 {
     msp_compare_opts_t opts;
     msp_compare_opts_default(&opts);
     const char *bench = NULL, *cmp = NULL, *out_dir = "./compare_result";
-    int csv = 0, quiet = ctx->verbosity == 0;
+    int csv = 0, quiet = ctx->verbosity == 0, print_log = 0;
 
     int c, rc;
     while ((c = msp_opt_next(&msp_compare_doc, argc, argv)) != -1) {
@@ -346,6 +396,25 @@ int msp_cmd_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
             if (opts.replay_budget < 0)
                 return msp_compare_usage_error("--replay-budget: '%s' is negative", optarg);
             break;
+        case MSP_OPT_CELL_MAPPING:
+            opts.cell_mapping_path = optarg;
+            break;
+        case MSP_OPT_PRINT_LOG:
+            print_log = 1;
+            break;
+        case MSP_OPT_INPUT_JSON:
+            free(msp_json_bench);
+            free(msp_json_cmp);
+            if ((rc = msp_compare_input_json(optarg, &msp_json_bench, &msp_json_cmp, &print_log)))
+                return rc;
+            bench = bench ? bench : msp_json_bench;
+            cmp = cmp ? cmp : msp_json_cmp;
+            break;
+        case MSP_OPT_MODE:
+            if (strcmp(optarg, "auto") != 0)
+                return msp_compare_usage_error("--mode: '%s' is not supported: only 'auto' (two "
+                                               "PyTorch dumps)", optarg);
+            break;
         case 'q':
             quiet = 1;
             break;
@@ -363,6 +432,8 @@ int msp_cmd_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
     if ((rc = msp_check_path("bench dump", bench)) || (rc = msp_check_path("compare dump", cmp)))
         return rc;
     if (opts.mapping_path && (rc = msp_check_path("mapping file", opts.mapping_path)))
+        return rc;
+    if (opts.cell_mapping_path && (rc = msp_check_path("cell mapping file", opts.cell_mapping_path)))
         return rc;
 
     msp_compare_result_t *res = NULL;
@@ -402,7 +473,9 @@ int msp_cmd_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
      * sheet shows, so stdout and the report cannot disagree. */
     size_t failing = 0;
     for (size_t i = 0; i < res->n_records; i++)
-        failing += res->records[i].verdict != MSP_VERDICT_YES;
+        failing += (res->records[i].verdict != MSP_VERDICT_YES &&
+                    res->records[i].verdict != MSP_VERDICT_NA) ||
+                   res->records[i].setup_differs;
     if (!quiet) {
         char done[32], rate[32];
         msp_human_bytes(done, sizeof done, (double)res->bytes_compared);
@@ -421,6 +494,10 @@ int msp_cmd_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
         msp_tprintf(stdout, "damaged: %zu tensor%s fail%s the CRC-32 stored in its dump (named in "
                "Err_message): the dump is damaged\n", res->n_crc_bad,
                res->n_crc_bad == 1 ? "" : "s", res->n_crc_bad == 1 ? "s" : "");
+    if (res->n_unreadable)
+        msp_tprintf(stdout, "not read: %zu tensor%s could not be read (named in Err_message), "
+                    "first %s\n", res->n_unreadable, res->n_unreadable == 1 ? "" : "s",
+                    res->first_unreadable ? res->first_unreadable : "?");
     if (res->n_unread)
         msp_tprintf(stdout, "incomplete: %zu step/rank file%s could not be read; the verdicts below "
                "cover the rest only\n", res->n_unread, res->n_unread == 1 ? "" : "s");
@@ -431,7 +508,9 @@ int msp_cmd_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
             msp_tprintf(stdout, "report: %s/result.csv\n", out_dir);
         msp_print_suspects(res, opts.top);
     }
-    rc = res->n_unread || res->n_crc_bad ? MSP_EXIT_INCOMPLETE
+    if (print_log)
+        msp_print_tensor_log(res);
+    rc = res->n_unread || res->n_crc_bad || res->n_unreadable ? MSP_EXIT_INCOMPLETE
          : failing                       ? MSP_EXIT_FAIL
                                          : MSP_EXIT_OK;
 

@@ -339,10 +339,18 @@ int msp_cmd_dump(msp_cli_ctx_t *ctx, int argc, char **argv)
     /* Only reached when exec failed; the shell's codes: 127 not found, 126 not runnable. */
     int err = errno;
     ex = (err == ENOENT || err == ENOTDIR) ? MSP_EXIT_NOTFOUND : MSP_EXIT_NOEXEC;
+    /* "msprobe dump -- train.py": a script named without its interpreter. */
+    size_t cl = strlen(cmd[0]);
+    const char *hint = cl > 3 && strcmp(cmd[0] + cl - 3, ".py") == 0
+                           ? "; run a Python script through its interpreter: msprobe dump -- "
+                             "python "
+                           : NULL;
     if (err == ENOENT && !strchr(cmd[0], '/'))
-        msp_errorf("dump: %s: command not found (not in PATH)", cmd[0]);
+        msp_errorf("dump: %s: command not found (not in PATH)%s%s", cmd[0], hint ? hint : "",
+                   hint ? cmd[0] : "");
     else
-        msp_errorf("dump: cannot run %s: %s", cmd[0], strerror(err));
+        msp_errorf("dump: cannot run %s: %s%s%s", cmd[0], strerror(err), hint ? hint : "",
+                   hint ? cmd[0] : "");
 cleanup:
     msp_config_free(&cfg);
     free(cfgpath);

@@ -19,6 +19,7 @@ static const struct msp_command msp_commands[] = {
     {"compare", msp_cmd_compare, "compare two dumps into result.xlsx; print the first op that introduced an error"},
     {"config_check", msp_cmd_config_check, "pack a run's configuration (-d) or compare two packs (-c)"},
     {"ls", msp_cmd_ls, "list the records and tensors of a dump"},
+    {"export", msp_cmd_export, "write a dump in msprobe's own layout (dump.json, .pt)"},
 };
 
 static const msp_opt_t msp_global_opts[] = {
@@ -171,6 +172,12 @@ int main(int argc, char **argv)
             optind = 0;
             return msp_commands[i].fn(&ctx, sub_argc, sub_argv);
         }
+    }
+    if (strcmp(name, "merge_result") == 0) {
+        /* msprobe 26 merges per-rank compare_result xlsx files into one */
+        msp_errorf("merge_result: not needed here: 'msprobe compare -b BENCH_ROOT -c CMP_ROOT' "
+                   "(two dump roots or step dirs) reports every step and rank in one result.xlsx");
+        return MSP_EXIT_USAGE;
     }
     msp_errorf("unknown command '%s' (try 'msprobe --help')", name);
     return MSP_EXIT_USAGE;

@@ -466,7 +466,7 @@ static msp_err msp_cfg_dump(const msp_cfg_walk_t *w, const cJSON *dump, msp_conf
 {
     static const char *const dkeys[] = {"common_dump_settings", "api_list"};
     static const char *const skeys[] = {"dump_mode", "dump_path", "dump_iter", "task",
-                                        "step_trigger", "rank"};
+                                        "step_trigger", "rank", "stack"};
     static const char *const modes[] = {"api", "module", "mix"};
     static const char *const tasks[] = {"tensor", "statistics", "md5"};
     static const char *const triggers[] = {"optimizer", "backward", "forward", "manual"};
@@ -513,6 +513,11 @@ static msp_err msp_cfg_dump(const msp_cfg_walk_t *w, const cJSON *dump, msp_conf
         if (s[5] && (rc = msp_cfg_dump_iter(w, s[5], "dump.common_dump_settings.rank",
                                             &cfg->ranks)) != MSP_OK)
             return rc;
+        /* each record's call site (msprobe's extra_info) */
+        if (s[6] && !cJSON_IsBool(s[6]))
+            return msp_cfg_expected(w, "dump.common_dump_settings.stack", "true or false", s[6]);
+        if (s[6])
+            cfg->stacks = cJSON_IsTrue(s[6]);
     }
     if (d[1])
         return msp_cfg_api_list(w, d[1], cfg);
@@ -554,11 +559,11 @@ static msp_err msp_cfg_config_check(const msp_cfg_walk_t *w, const cJSON *cc, ms
 /* Keys of msprobe's config.json that change nothing here: accepted, and
  * listed once as ignored so the user knows they had no effect. */
 static const char *const msp_ms_ignored_top[] = {
-    "extra_info", "async_dump", "dump_enable", "precision", "risk_level", "framework",
+    "async_dump", "precision", "risk_level", "framework",
     "is_deterministic", "enable_dataloader", "acc_check", "run_ut", "overflow_check",
     "free_benchmark", "grad_probe", "structure", "exception_dump", "online_run_ut"};
 static const char *const msp_ms_ignored_section[] = {
-    "tensor_list", "device", "file_format", "bench_path", "diff_nums", "overflow_nums",
+    "device", "file_format", "bench_path", "diff_nums", "overflow_nums",
     "check_mode"};
 
 static int msp_ms_in(const char *const *v, size_t n, const char *k)
@@ -635,18 +640,33 @@ static int msp_ms_digits(const char *q)
     return 1;
 }
 
+/* A call index ("3") as a number; 0 when it does not fit. */
+static int msp_ms_call(const char *digits, int64_t *call)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(digits, &end, 10);
+    if (errno || *end || v < 0)
+        return 0;
+    *call = v;
+    return 1;
+}
+
 /* A list entry in msprobe's naming ("Functional.conv2d.0.forward",
  * "Torch.matmul", "Tensor.add.1.backward", "Module.layer1.0.conv1.Conv2d.forward.0")
- * becomes our api_list entry: the API or module path, every call of it, in
- * the direction the name gives (both when it gives none). A name already in
- * our spelling ("torch.nn.functional.relu", "layer1.0.conv1") passes as is. */
+ * becomes our api_list entry: the API or module path, the call the name
+ * gives (every call when it gives none), in the direction the name gives
+ * (both when it gives none). "NPU.npu_rms_norm" names torch_npu.npu_rms_norm.
+ * A name already in our spelling ("torch.nn.functional.relu",
+ * "layer1.0.conv1") passes as is; so does msprobe's "Aten.add.0.forward",
+ * which names nothing here and is reported at exit. */
 static msp_err msp_ms_list_entry(const msp_cfg_walk_t *w, const cJSON *e, const char *path,
                                  msp_api_sel_t *sel)
 {
     static const struct { const char *prefix, *ours; } map[] = {
         {"Functional.", "torch.nn.functional."}, {"Torch.", "torch."},
         {"Tensor.", "torch.Tensor."}, {"Distributed.", "torch.distributed."},
-        {"Module.", ""}};
+        {"NPU.", "torch_npu."}, {"Module.", ""}};
     if (!cJSON_IsString(e) || !e->valuestring[0])
         return msp_cfg_expected(w, path, "an API or module name like \"Functional.conv2d.0.forward\"",
                                 e);
@@ -684,15 +704,22 @@ static msp_err msp_ms_list_entry(const msp_cfg_walk_t *w, const cJSON *e, const 
     /* API: X[.N][.forward|.backward]; module: path.Class.forward|backward.N */
     int tail_n = keep > 1 && msp_ms_digits(parts[keep - 1]);
     size_t d = keep - (size_t)tail_n; /* where a direction would be */
+    /* the call index, when the name gives one, selects that call alone, as
+     * msprobe matches the whole record name */
     if (d > 1 && (strcmp(parts[d - 1], "forward") == 0 || strcmp(parts[d - 1], "backward") == 0)) {
         sel->dirs = parts[d - 1][0] == 'f' ? MSP_DIR_FORWARD : MSP_DIR_BACKWARD;
         keep = d - 1;
+        if (is_module && tail_n)
+            sel->has_call = msp_ms_call(parts[np - 1], &sel->call); /* "...forward.0" */
         if (is_module && keep > 1)
             keep--; /* the class name */
-        else if (!is_module && keep > 1 && msp_ms_digits(parts[keep - 1]))
+        else if (!is_module && keep > 1 && msp_ms_digits(parts[keep - 1])) {
             keep--; /* "conv2d.0.forward" */
+            sel->has_call = msp_ms_call(parts[keep], &sel->call);
+        }
     } else if (!is_module && tail_n) {
         keep--; /* "matmul.3" */
+        sel->has_call = msp_ms_call(parts[keep], &sel->call);
     }
     int empty = keep == 0;
     for (size_t i = 0; i < keep; i++)
@@ -726,7 +753,8 @@ static msp_err msp_ms_strings(const msp_cfg_walk_t *w, const cJSON *it, const ch
 static msp_err msp_ms_section(const msp_cfg_walk_t *w, const cJSON *sec, const char *name,
                               msp_config_t *cfg)
 {
-    static const char *const keys[] = {"scope", "list", "data_mode", "summary_mode"};
+    static const char *const keys[] = {"scope", "list", "data_mode", "summary_mode",
+                                       "tensor_list"};
     msp_err rc = msp_cfg_object(w, sec, name);
     if (rc != MSP_OK)
         return rc;
@@ -748,7 +776,7 @@ static msp_err msp_ms_section(const msp_cfg_walk_t *w, const cJSON *sec, const c
                 return rc;
         } else {
             return msp_cfg_fail(w, sub, "unknown key (expected scope, list, data_mode, "
-                                        "summary_mode, or one msprobe documents)");
+                                        "summary_mode, tensor_list, or one msprobe documents)");
         }
     }
     char sub[300];
@@ -800,6 +828,24 @@ static msp_err msp_ms_section(const msp_cfg_walk_t *w, const cJSON *sec, const c
         cfg->dump_dirs = all || !dirs ? MSP_DIR_FORWARD | MSP_DIR_BACKWARD : dirs;
         cfg->dump_roles = all || !roles ? MSP_ROLE_INPUT | MSP_ROLE_OUTPUT : roles;
     }
+    if (m[4]) { /* names whose records keep their data in a statistics dump */
+        snprintf(sub, sizeof sub, "%s.tensor_list", name);
+        if ((rc = msp_ms_strings(w, m[4], sub)) != MSP_OK)
+            return rc;
+        size_t n = (size_t)cJSON_GetArraySize(m[4]), i = 0;
+        if (n && !(cfg->tensor_list = calloc(n, sizeof *cfg->tensor_list)))
+            return msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w->source);
+        for (const cJSON *e = m[4]->child; e; e = e->next, i++) {
+            if (!e->valuestring[0]) {
+                char esub[320];
+                snprintf(esub, sizeof esub, "%s[%zu]", sub, i);
+                return msp_cfg_expected(w, esub, "an API or module name", e);
+            }
+            if (!(cfg->tensor_list[i] = strdup(e->valuestring)))
+                return msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w->source);
+            cfg->n_tensor_list = i + 1;
+        }
+    }
     if (m[3]) {
         static const char *const sm[] = {"statistics", "md5"};
         int k;
@@ -816,7 +862,7 @@ static msp_err msp_ms_section(const msp_cfg_walk_t *w, const cJSON *sec, const c
 static msp_err msp_cfg_msprobe(const msp_cfg_walk_t *w, const cJSON *root, msp_config_t *cfg)
 {
     static const char *const keys[] = {"task", "dump_path", "rank", "step", "level",
-                                       "statistics", "tensor"};
+                                       "statistics", "tensor", "dump_enable", "extra_info"};
     const cJSON *m[MSP_NELEM(keys)] = {0};
     msp_err rc = MSP_OK;
     cfg->msprobe_format = 1;
@@ -870,6 +916,17 @@ static msp_err msp_cfg_msprobe(const msp_cfg_walk_t *w, const cJSON *root, msp_c
         return rc;
     if (other && (rc = msp_ms_ignore(w, cfg, other->string)) != MSP_OK)
         return rc;
+    /* dump_enable false: nothing is dumped (msprobe re-reads it while the run
+     * goes on; here it is read once, when training starts) */
+    for (int k = 7; k <= 8; k++)
+        if (m[k] && !cJSON_IsBool(m[k]))
+            return msp_cfg_expected(w, keys[k], "true or false", m[k]);
+    if (m[7] && cJSON_IsFalse(m[7])) {
+        cfg->dump_disabled = 1;
+        cfg->has_dump = 0;
+    }
+    if (m[8])
+        cfg->stacks = cJSON_IsTrue(m[8]);
     return MSP_OK;
 }
 
@@ -1159,6 +1216,7 @@ msp_err msp_config_parse(const char *text, const char *source, msp_config_t *cfg
     cfg->step_trigger = MSP_STEP_OPTIMIZER;
     cfg->cc_write_at_step = -1;
     cfg->cc_dataset_batches = 1;
+    cfg->stacks = 1;
     cfg->source = strdup(w.source);
     cfg->dump_path = strdup("./msprobe_dump_data");
     cfg->cc_output_zip_path = strdup("./config_check_pack.zip");
@@ -1289,5 +1347,8 @@ void msp_config_free(msp_config_t *cfg)
     for (size_t i = 0; i < cfg->n_ignored; i++)
         free(cfg->ignored[i]);
     free(cfg->ignored);
+    for (size_t i = 0; i < cfg->n_tensor_list; i++)
+        free(cfg->tensor_list[i]);
+    free(cfg->tensor_list);
     memset(cfg, 0, sizeof *cfg);
 }

@@ -41,8 +41,15 @@ void cmp_acc_finish(const cmp_acc_t *a, int is_scalar, msp_metrics_t *out);
 /* ---- matching ---------------------------------------------------------- */
 
 typedef struct cmp_map_entry {
-    char *bench;
+    char *bench;               /* record names */
     char *cmp;
+    /* a line of msprobe's data_mapping.yaml names tensors: their roles
+     * (ours: "input.0", "kwarg.w", "output.1"); NULL for a record line */
+    char *bench_role, *cmp_role;
+    size_t line;
+    int bench_seen, cmp_seen;  /* set by cmp_match_records: the name was found */
+    int cell;                  /* a cell_mapping.yaml line: cmp and bench are the
+                                  "name.Class" (or a part of it) of module records */
 } cmp_map_entry_t;
 
 typedef struct cmp_mapping {
@@ -50,8 +57,19 @@ typedef struct cmp_mapping {
     size_t n;
 } cmp_mapping_t;
 
+/* Lines "bench_record cmp_record" (ours), or msprobe's data_mapping.yaml
+ * "NPU_TENSOR: BENCH_TENSOR" (compare side first, full tensor names such as
+ * Functional.linear.0.forward.input.0; quotes allowed), mixed freely; '#'
+ * starts a comment. */
 msp_err cmp_mapping_load(const char *path, cmp_mapping_t *out);
 void cmp_mapping_free(cmp_mapping_t *m);
+/* Append the lines of msprobe's cell_mapping.yaml ("NPU: BENCH") to out as
+ * cell entries; an error names file:line. */
+msp_err cmp_mapping_load_cell(const char *path, cmp_mapping_t *out);
+/* The role a data_mapping entry gives bench tensor `role` of the record pair
+ * (bench_rec, cmp_rec), or NULL. */
+const char *cmp_mapping_role(const cmp_mapping_t *m, const char *bench_rec, const char *cmp_rec,
+                             const char *role);
 
 /* One matched (or one-sided) record pair; indexes into the files' records, -1 if absent. */
 typedef struct cmp_pair {
@@ -93,6 +111,14 @@ void cmp_file_pairs_free(cmp_file_pair_t *p, size_t n);
  * why, naming it): one warning and one line in res->unpaired and res->unread. */
 msp_err cmp_note_skipped(msp_compare_result_t *res, const cmp_file_pair_t *fp,
                          const char *detail);
+
+/* ---- msprobe 26's Result (cmp_result.c) ---------------------------------- */
+
+/* Each row's and record's Result by msprobe 26's checkers (md5: the dumps
+ * hold CRC-32 only), their findings appended to the rows' Err_message; a
+ * record whose non-tensor arguments (arg_diff) or a requires_grad differ
+ * gets setup_differs. Run once every record is finished. */
+msp_err cmp_apply_results(msp_compare_result_t *res, int md5);
 
 /* ---- verdicts ---------------------------------------------------------- */
 

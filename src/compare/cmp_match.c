@@ -1,7 +1,7 @@
 /* Record matching between the two sides of one file pair: --mapping pairs
- * first, then exact names, then (with --fuzzy) the same API/module without its
- * call index, aligned in execution order where the tensor shapes agree. Only
- * the catalogue is consulted, never tensor data. */
+ * first, then exact names, or (with --fuzzy, instead of exact names) the same
+ * API/module without its call index, aligned in execution order where the
+ * tensor shapes agree. Only the catalogue is consulted, never tensor data. */
 #include "cmp_internal.h"
 
 #include <ctype.h>
@@ -117,10 +117,74 @@ void cmp_mapping_free(cmp_mapping_t *m)
     for (size_t i = 0; i < m->n; i++) {
         free(m->e[i].bench);
         free(m->e[i].cmp);
+        free(m->e[i].bench_role);
+        free(m->e[i].cmp_role);
     }
     free(m->e);
     m->e = NULL;
     m->n = 0;
+}
+
+/* msprobe's tensor name into our record and role: the record ends at its
+ * direction (".forward", ".backward", a module's call index after it), the
+ * rest is the role; msprobe's "input.<name>" of a keyword argument is our
+ * "kwarg.<name>". *role NULL: the name is a record's. */
+static msp_err cmp_split_tensor(const char *name, char **rec, char **role)
+{
+    *rec = *role = NULL;
+    const char *end = NULL;
+    for (const char *p = name; (p = strchr(p, '.')) != NULL; p++) {
+        size_t l = !strncmp(p, ".forward", 8) ? 8 : !strncmp(p, ".backward", 9) ? 9 : 0;
+        if (l && (p[l] == '.' || p[l] == '\0'))
+            end = p + l;
+    }
+    if (end && *end == '.' && isdigit((unsigned char)end[1])) { /* Module...forward.0 */
+        const char *q = end + 1;
+        while (isdigit((unsigned char)*q))
+            q++;
+        if (*q == '.' || *q == '\0')
+            end = q;
+    }
+    if (!end || !*end || end == name || !end[1]) {
+        *rec = strdup(name);
+        return *rec ? MSP_OK : msp_fail(MSP_ERR_NOMEM, "out of memory");
+    }
+    *rec = strndup(name, (size_t)(end - name));
+    const char *r = end + 1;
+    if (!strncmp(r, "input.", 6) && r[6] && !isdigit((unsigned char)r[6]))
+        *role = msp_asprintf("kwarg.%s", r + 6);
+    else
+        *role = strdup(r);
+    if (!*rec || !*role) {
+        free(*rec);
+        free(*role);
+        *rec = *role = NULL;
+        return msp_fail(MSP_ERR_NOMEM, "out of memory");
+    }
+    return MSP_OK;
+}
+
+/* A data_mapping.yaml token without its quotes and YAML's trailing colon. */
+static char *cmp_yaml_name(char *t)
+{
+    size_t n = strlen(t);
+    if (n && t[n - 1] == ':')
+        t[--n] = '\0';
+    if (n >= 2 && (t[0] == '\'' || t[0] == '"') && t[n - 1] == t[0]) {
+        t[n - 1] = '\0';
+        t++;
+    }
+    return t;
+}
+
+const char *cmp_mapping_role(const cmp_mapping_t *m, const char *bench_rec, const char *cmp_rec,
+                             const char *role)
+{
+    for (size_t i = 0; m && i < m->n; i++)
+        if (m->e[i].bench_role && !strcmp(m->e[i].bench_role, role) &&
+            !strcmp(m->e[i].bench, bench_rec) && !strcmp(m->e[i].cmp, cmp_rec))
+            return m->e[i].cmp_role;
+    return NULL;
 }
 
 msp_err cmp_mapping_load(const char *path, cmp_mapping_t *out)
@@ -153,10 +217,16 @@ msp_err cmp_mapping_load(const char *path, cmp_mapping_t *out)
         }
         if (nt == 0)
             continue;
-        if (nt != 2) {
+        /* msprobe's data_mapping.yaml: "NPU_NAME: BENCH_NAME" */
+        int yaml = nt == 2 && strlen(tok[0]) > 1 && tok[0][strlen(tok[0]) - 1] == ':';
+        if (yaml) {
+            tok[0] = cmp_yaml_name(tok[0]);
+            tok[1] = cmp_yaml_name(tok[1]);
+        }
+        if (nt != 2 || (yaml && (!*tok[0] || !*tok[1]))) {
             rc = msp_fail(MSP_ERR_USAGE,
-                          "mapping file %s:%zu: expected two names \"bench_name cmp_name\", "
-                          "found %d field%s",
+                          "mapping file %s:%zu: expected two names \"bench_name cmp_name\" "
+                          "(or msprobe's data_mapping \"npu_name: bench_name\"), found %d field%s",
                           path, lineno, nt, nt == 1 ? "" : "s");
             goto cleanup;
         }
@@ -166,10 +236,30 @@ msp_err cmp_mapping_load(const char *path, cmp_mapping_t *out)
             goto cleanup;
         }
         out->e = ne;
-        out->e[out->n].bench = strdup(tok[0]);
-        out->e[out->n].cmp = strdup(tok[1]);
-        out->n++;
-        if (!out->e[out->n - 1].bench || !out->e[out->n - 1].cmp) {
+        cmp_map_entry_t *e = &out->e[out->n++];
+        memset(e, 0, sizeof *e);
+        e->line = lineno;
+        if (yaml) {
+            char *crole = NULL, *brole = NULL;
+            if ((rc = cmp_split_tensor(tok[0], &e->cmp, &crole)) ||
+                (rc = cmp_split_tensor(tok[1], &e->bench, &brole))) {
+                free(crole);
+                goto cleanup;
+            }
+            if (!crole != !brole) {
+                free(crole);
+                free(brole);
+                rc = msp_fail(MSP_ERR_USAGE, "mapping file %s:%zu: one side names a tensor, the "
+                              "other a record", path, lineno);
+                goto cleanup;
+            }
+            e->cmp_role = crole;
+            e->bench_role = brole;
+            continue;
+        }
+        e->bench = strdup(tok[0]);
+        e->cmp = strdup(tok[1]);
+        if (!e->bench || !e->cmp) {
             rc = msp_fail(MSP_ERR_NOMEM, "mapping file %s: out of memory", path);
             goto cleanup;
         }
@@ -179,6 +269,88 @@ cleanup:
     if (rc)
         cmp_mapping_free(out);
     return rc;
+}
+
+msp_err cmp_mapping_load_cell(const char *path, cmp_mapping_t *out)
+{
+    char *text = NULL;
+    size_t len = 0, cap = out->n, lineno = 0;
+    msp_err rc = msp_read_file(path, (size_t)64 << 20, &text, &len);
+    if (rc)
+        return rc;
+    char *save = NULL;
+    for (char *line = text; line && !rc; line = save) {
+        char *nl = strchr(line, '\n');
+        save = nl ? nl + 1 : NULL;
+        if (nl)
+            *nl = '\0';
+        lineno++;
+        char *hash = strchr(line, '#');
+        if (hash)
+            *hash = '\0';
+        char *colon = strchr(line, ':'), *sp = NULL;
+        char *a = colon ? strtok_r(line, " \t\r:", &sp) : strtok_r(line, " \t\r", &sp);
+        if (!a)
+            continue;
+        char *b = colon ? strtok_r(colon + 1, " \t\r", &sp) : NULL;
+        if (!colon || !b || strtok_r(NULL, " \t\r", &sp) || (colon < a)) {
+            rc = msp_fail(MSP_ERR_USAGE, "cell mapping file %s:%zu: expected \"npu_name.Class: "
+                          "bench_name.Class\"", path, lineno);
+            break;
+        }
+        a = cmp_yaml_name(a);
+        b = cmp_yaml_name(b);
+        cmp_map_entry_t *ne = msp_grow(out->e, &cap, out->n, sizeof *ne, 16);
+        if (!ne || !*a || !*b) {
+            rc = ne ? msp_fail(MSP_ERR_USAGE, "cell mapping file %s:%zu: empty name", path, lineno)
+                    : msp_fail(MSP_ERR_NOMEM, "cell mapping file %s: out of memory", path);
+            break;
+        }
+        out->e = ne;
+        cmp_map_entry_t *e = &out->e[out->n++];
+        memset(e, 0, sizeof *e);
+        e->line = lineno;
+        e->cell = 1;
+        if (!(e->cmp = strdup(a)) || !(e->bench = strdup(b)))
+            rc = msp_fail(MSP_ERR_NOMEM, "cell mapping file %s: out of memory", path);
+    }
+    free(text);
+    return rc;
+}
+
+/* A compare-side module record's name with its "name.Class" renamed by the
+ * cell entries of map (the whole of it first, else the first entry found
+ * in it, its first place), or NULL. */
+static char *cmp_cell_rename(const cmp_mapping_t *map, const char *name)
+{
+    if (!map || strncmp(name, "Module.", 7) != 0)
+        return NULL;
+    const char *mid = name + 7, *end = NULL;
+    for (const char *p = mid; (p = strchr(p, '.')) != NULL; p++)
+        if (!strncmp(p, ".forward", 8) || !strncmp(p, ".backward", 9) ||
+            !strncmp(p, ".parameters_grad", 16))
+            end = p;
+    if (!end)
+        return NULL;
+    size_t ml = (size_t)(end - mid);
+    cmp_map_entry_t *hit = NULL;
+    const char *at = NULL;
+    for (size_t i = 0; i < map->n && !hit; i++)
+        if (map->e[i].cell && strlen(map->e[i].cmp) == ml && !strncmp(mid, map->e[i].cmp, ml)) {
+            hit = &map->e[i];
+            at = mid;
+        }
+    for (size_t i = 0; i < map->n && !hit; i++) {
+        const char *f = map->e[i].cell ? strstr(mid, map->e[i].cmp) : NULL;
+        if (f && f + strlen(map->e[i].cmp) <= end) {
+            hit = &map->e[i];
+            at = f;
+        }
+    }
+    if (!hit)
+        return NULL;
+    hit->cmp_seen = 1;
+    return msp_asprintf("%.*s%s%s", (int)(at - name), name, hit->bench, at + strlen(hit->cmp));
 }
 
 /* ---- matching ------------------------------------------------------------ */
@@ -260,7 +432,11 @@ msp_err cmp_match_records(const msp_dump_file_t *bf, const msp_dump_file_t *cf,
 
     if (map) {
         for (size_t m = 0; m < map->n; m++) {
+            if (map->e[m].cell)
+                continue;
             long bi = cmp_find(bv, nb, map->e[m].bench), ci = cmp_find(cv, nc, map->e[m].cmp);
+            map->e[m].bench_seen |= bi >= 0;
+            map->e[m].cmp_seen |= ci >= 0;
             if (bi < 0 || ci < 0)
                 continue;
             long b = bv[bi].idx, c = cv[ci].idx;
@@ -270,13 +446,30 @@ msp_err cmp_match_records(const msp_dump_file_t *bf, const msp_dump_file_t *cf,
             c_match[c] = b + 1;
         }
     }
-    for (size_t i = 0; i < nc; i++) {
+    /* With --fuzzy, names are not trusted: one extra call on one side moves
+     * every later index of that API, and relu.1 is then bench's relu.0 (as
+     * msprobe's -f/-fm: order, name without index and shapes decide). */
+    for (size_t i = 0; !opts->fuzzy && i < nc; i++) {
         long c = cv[i].idx;
         if (c_match[c])
             continue;
         long bi = cmp_find(bv, nb, cv[i].name);
         if (bi < 0 || b_used[bv[bi].idx])
             continue;
+        b_used[bv[bi].idx] = c + 1;
+        c_match[c] = bv[bi].idx + 1;
+    }
+    /* msprobe's cell_mapping: module records under another name or class */
+    for (size_t i = 0; map && i < nc; i++) {
+        long c = cv[i].idx;
+        char *renamed = c_match[c] ? NULL : cmp_cell_rename(map, cv[i].name);
+        long bi = renamed ? cmp_find(bv, nb, renamed) : -1;
+        free(renamed);
+        if (bi < 0 || b_used[bv[bi].idx])
+            continue;
+        for (size_t m = 0; m < map->n; m++)
+            if (map->e[m].cell && strstr(bv[bi].name, map->e[m].bench))
+                map->e[m].bench_seen = 1;
         b_used[bv[bi].idx] = c + 1;
         c_match[c] = bv[bi].idx + 1;
     }

@@ -6,18 +6,24 @@
 
 #include <stddef.h>
 
-/* Details columns: msprobe's names, then Error Origin, Step, Rank, then
- * msprobe 26's three Requires_grad columns and NPU_Stack_Info (filled on a
- * record's first row, as msprobe does). The sizes are part of the
+/* Details columns: msprobe's names (8.x's "Accuracy Reached or Not" with 26's
+ * "Result" beside it), then Error Origin, Step, Rank, then msprobe 26's
+ * three Requires_grad columns and NPU_Stack_Info (filled on a record's first
+ * row, as msprobe does), then 8.x's Data_name and 26's NPU MD5, BENCH MD5. The sizes are part of the
  * declaration so a list that drifts fails to compile. */
-#define CMP_DETAILS_NCOLS_TENSOR 29
-#define CMP_DETAILS_NCOLS_STATS 31
+#define CMP_DETAILS_NCOLS_TENSOR 33
+#define CMP_DETAILS_NCOLS_STATS 35
 extern const char *const cmp_details_cols_tensor[CMP_DETAILS_NCOLS_TENSOR];
 extern const char *const cmp_details_cols_stats[CMP_DETAILS_NCOLS_STATS];
 
 /* "Yes" / "No" / "Warning", and "introduced" / "inherited" / "". */
 const char *cmp_verdict_text(msp_verdict_t v);
 const char *cmp_cause_text(msp_cause_t c);
+/* msprobe 26's "pass" / "warning" / "error". */
+const char *cmp_result_text(msp_result_t r);
+/* "['npu', 'bench']" data names ("-1": no data); a CRC-32 as 8 hex digits ("N/A": 0). */
+void cmp_data_name_text(const msp_tensor_cmp_t *t, char *buf, size_t size);
+void cmp_md5_text(uint32_t crc, char *buf, size_t size);
 /* "True" / "False" / "N/A" (v < 0), and whether both sides agree on requires_grad. */
 const char *cmp_bool_text(int v);
 const char *cmp_rg_consistent_text(const msp_tensor_cmp_t *t);

@@ -11,16 +11,18 @@ const char *const cmp_details_cols_tensor[] = {
     "Bench Tensor Shape", "Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr",
     "One Thousandth Err Ratio", "Five Thousandths Err Ratio", "NPU max", "NPU min",
     "NPU mean", "NPU l2norm", "Bench max", "Bench min", "Bench mean", "Bench l2norm",
-    "Accuracy Reached or Not", "Err_message", "Error Origin", "Step", "Rank",
+    "Accuracy Reached or Not", "Result", "Err_message", "Error Origin", "Step", "Rank",
     "NPU Requires_grad", "Bench Requires_grad", "Requires_grad Consistent", "NPU_Stack_Info",
+    "Data_name", "NPU MD5", "BENCH MD5",
 };
 const char *const cmp_details_cols_stats[] = {
     "NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape",
     "Bench Tensor Shape", "Max diff", "Min diff", "Mean diff", "L2norm diff",
     "MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr", "NPU max",
     "NPU min", "NPU mean", "NPU l2norm", "Bench max", "Bench min", "Bench mean",
-    "Bench l2norm", "Accuracy Reached or Not", "Err_message", "Error Origin", "Step", "Rank",
-    "NPU Requires_grad", "Bench Requires_grad", "Requires_grad Consistent", "NPU_Stack_Info",
+    "Bench l2norm", "Accuracy Reached or Not", "Result", "Err_message", "Error Origin", "Step",
+    "Rank", "NPU Requires_grad", "Bench Requires_grad", "Requires_grad Consistent",
+    "NPU_Stack_Info", "Data_name", "NPU MD5", "BENCH MD5",
 };
 
 /* msprobe 26's Requires_grad columns: "True"/"False", "N/A" for a missing side. */
@@ -56,8 +58,32 @@ const char *cmp_verdict_text(msp_verdict_t v)
         return "No";
     case MSP_VERDICT_WARNING:
         return "Warning";
+    case MSP_VERDICT_NA:
+        return "N/A";
     }
     return "No";
+}
+
+const char *cmp_result_text(msp_result_t r)
+{
+    return r == MSP_RESULT_ERROR ? "error" : r == MSP_RESULT_WARNING ? "warning" : "pass";
+}
+
+/* msprobe 8.x's Data_name: "['npu file', 'bench file']", "-1" for a side
+ * without data. */
+void cmp_data_name_text(const msp_tensor_cmp_t *t, char *buf, size_t size)
+{
+    snprintf(buf, size, "['%s', '%s']", t->npu_data_name ? t->npu_data_name : "-1",
+             t->bench_data_name ? t->bench_data_name : "-1");
+}
+
+/* msprobe's md5 column: the CRC-32 in 8 hex digits, "N/A" when unknown. */
+void cmp_md5_text(uint32_t crc, char *buf, size_t size)
+{
+    if (crc)
+        snprintf(buf, size, "%08x", (unsigned)crc);
+    else
+        snprintf(buf, size, "N/A");
 }
 
 const char *cmp_cause_text(msp_cause_t c)

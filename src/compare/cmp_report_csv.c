@@ -92,6 +92,7 @@ static void msp_csv_row(FILE *f, int stats, const msp_tensor_cmp_t *t, const msp
     for (size_t i = 0; i < MSP_CSV_NCOLS(side); i++)
         msp_csv_num(f, side[i]);
     msp_csv_field(f, cmp_verdict_text(t->verdict), 0);
+    msp_csv_field(f, cmp_result_text(t->result), 0);
     msp_csv_field(f, t->err_message, 0);
     if (rec) {
         msp_csv_field(f, cmp_cause_text(rec->cause), 0);
@@ -103,6 +104,13 @@ static void msp_csv_row(FILE *f, int stats, const msp_tensor_cmp_t *t, const msp
     msp_csv_field(f, cmp_bool_text(t->bench_requires_grad), 0);
     msp_csv_field(f, cmp_rg_consistent_text(t), 0);
     msp_csv_field(f, rec && first && rec->npu_stack ? rec->npu_stack : "", 0);
+    char text[1024];
+    cmp_data_name_text(t, text, sizeof text);
+    msp_csv_field(f, text, 0);
+    cmp_md5_text(t->npu_crc32, text, sizeof text);
+    msp_csv_field(f, text, 0);
+    cmp_md5_text(t->bench_crc32, text, sizeof text);
+    msp_csv_field(f, text, 0);
     fputs_unlocked("\r\n", f);
 }
 

@@ -32,18 +32,18 @@
 
 static const double msp_details_width_tensor[] = {
     44, 44, 16, 16, 18, 18, 12, 12, 12, 14, 14, 14, 12, 12, 12, 12, 12, 12, 12, 12,
-    12, 36, 12, 7, 7, 12, 12, 14, 40,
+    12, 9, 36, 12, 7, 7, 12, 12, 14, 40, 40, 10, 10,
 };
 static const double msp_details_width_stats[] = {
     44, 44, 16, 16, 18, 18, 12, 12, 12, 12, 14, 14, 14, 14, 12, 12, 12, 12, 12, 12, 12, 12,
-    12, 36, 12, 7, 7, 12, 12, 14, 40,
+    12, 9, 36, 12, 7, 7, 12, 12, 14, 40, 40, 10, 10,
 };
 static const char *const msp_summary_cols[] = {
     "Step", "Rank", "Name", "Bench Name", "Order", "Worst Output Cosine",
     "Worst Output MaxAbsErr", "Accuracy Reached or Not", "Error Origin", "Root Cause",
-    "Details", "Replay", "Replay Error", "Replay Bound", "Changed Argument", "Reason",
+    "Details", "Result", "Replay", "Replay Error", "Replay Bound", "Changed Argument", "Reason",
 };
-static const double msp_summary_width[] = {7, 7, 48, 48, 8, 14, 14, 12, 12, 12, 16,
+static const double msp_summary_width[] = {7, 7, 48, 48, 8, 14, 14, 12, 12, 12, 16, 9,
                                            24, 12, 12, 32, 60};
 
 #define MSP_NCOLS(a) (sizeof(a) / sizeof((a)[0]))
@@ -240,6 +240,7 @@ static void msp_details_row(msp_xlsx_t *x, lxw_worksheet *ws, const char *sheet,
     for (size_t i = 0; i < MSP_NCOLS(side); i++)
         msp_put_num(x, ws, sheet, r, c++, side[i], f);
     msp_put_str(x, ws, sheet, r, c++, cmp_verdict_text(t->verdict), f);
+    msp_put_str(x, ws, sheet, r, c++, cmp_result_text(t->result), f);
     msp_put_str(x, ws, sheet, r, c++, t->err_message, f);
     if (ctx->rec) {
         msp_put_str(x, ws, sheet, r, c++, cmp_cause_text(ctx->rec->cause), f);
@@ -254,6 +255,13 @@ static void msp_details_row(msp_xlsx_t *x, lxw_worksheet *ws, const char *sheet,
     msp_put_str(x, ws, sheet, r, c++, cmp_rg_consistent_text(t), f);
     msp_put_str(x, ws, sheet, r, c++,
                 ctx->rec && ctx->first && ctx->rec->npu_stack ? ctx->rec->npu_stack : "", f);
+    char text[1024];
+    cmp_data_name_text(t, text, sizeof text);
+    msp_put_str(x, ws, sheet, r, c++, text, f);
+    cmp_md5_text(t->npu_crc32, text, sizeof text);
+    msp_put_str(x, ws, sheet, r, c++, text, f);
+    cmp_md5_text(t->bench_crc32, text, sizeof text);
+    msp_put_str(x, ws, sheet, r, c++, text, f);
 }
 
 /* Where a record's first details row lands: sheet index and 1-based row. */
@@ -386,7 +394,9 @@ static void msp_write_summary(msp_xlsx_t *x, const msp_compare_result_t *res, si
             else if (rec->suspect_rank > 0)
                 snprintf(mark, sizeof mark, "suspect %d", rec->suspect_rank);
             msp_put_str(x, ws, sheet, r, c++, mark, f);
-            msp_put_replay(x, ws, sheet, r, c + 1, rec, reasons ? reasons[i] : NULL, f);
+            /* msprobe 26's Result after the link column, then replay's */
+            msp_put_str(x, ws, sheet, r, c + 1, cmp_result_text(rec->result), f);
+            msp_put_replay(x, ws, sheet, r, c + 2, rec, reasons ? reasons[i] : NULL, f);
             if (rec->n_tensors == 0) {
                 msp_put_str(x, ws, sheet, r, c++, "", f);
                 continue;

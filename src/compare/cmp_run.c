@@ -70,6 +70,8 @@ void msp_compare_result_free(msp_compare_result_t *r)
         free(r->tensors[i].bench_name);
         free(r->tensors[i].err_message);
         free(r->tensors[i].producer);
+        free(r->tensors[i].npu_data_name);
+        free(r->tensors[i].bench_data_name);
     }
     for (size_t i = 0; i < r->n_suspects; i++)
         free(r->suspects[i].reason);
@@ -80,6 +82,7 @@ void msp_compare_result_free(msp_compare_result_t *r)
     for (size_t i = 0; i < r->n_unread; i++)
         free(r->unread[i]);
     free(r->unread);
+    free(r->first_unreadable);
     free(r->records);
     free(r->tensors);
     free(r);
@@ -209,6 +212,7 @@ typedef struct cmp_job {
     int side;      /* 1: compute side statistics; 0: both sides have them as attributes */
     cmp_acc_t acc;
     uint32_t crc[2]; /* CRC-32 of the bytes read: npu, bench (checked against the files') */
+    char *read_error; /* a tensor file that cannot be read (msprobe's .pt): its row's error */
 } cmp_job_t;
 
 typedef struct cmp_item {
@@ -230,6 +234,8 @@ typedef struct cmp_ctx {
     int use_mmap;
     int has_producers;   /* either file of the pair carries producer links */
     const msp_record_info_t **bnames, **cnames; /* records by name, for producer lookups */
+    const cmp_mapping_t *map; /* --mapping, or NULL */
+    int md5;                  /* some pair was of md5 (hash-only) dumps */
     const unsigned char *bmap, *cmap; /* whole-file read-only maps, or NULL */
     size_t bmap_len, cmap_len;
     cmp_job_t *jobs;
@@ -447,6 +453,19 @@ static msp_err cmp_run_offset_jobs(cmp_ctx_t *cx, uint64_t *bytes_done)
     return MSP_OK;
 }
 
+/* One tensor file of a directory dump that is missing, truncated or not a
+ * tensor (msprobe's .pt/.npy) is that row's error; the rest is compared as
+ * usual. Returns what the caller goes on with. */
+static msp_err cmp_job_read_failed(cmp_job_t *job, msp_err rc)
+{
+    if (!rc || rc == MSP_ERR_NOMEM)
+        return rc;
+    free(job->read_error);
+    job->read_error = strdup(msp_last_error());
+    msp_clear_error();
+    return job->read_error ? MSP_OK : msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
+}
+
 /* Jobs with a side that has no plain offset (chunked, compressed, converted
  * or msprobe-directory data): both sides streamed a window of units at a
  * time, read in order into the threads' buffers and compared in parallel,
@@ -492,6 +511,7 @@ static msp_err cmp_run_stream_jobs(cmp_ctx_t *cx, uint64_t *bytes_done)
         }
         msp_tensor_stream_close(ns);
         msp_tensor_stream_close(bs);
+        rc = cmp_job_read_failed(job, rc);
     }
     return rc;
 }
@@ -584,6 +604,12 @@ static const msp_record_info_t **cmp_by_name(const msp_dump_file_t *f)
     return v;
 }
 
+/* Key: a record's name. */
+static int cmp_name_key(const void *key, const void *elem)
+{
+    return strcmp(key, (*(const msp_record_info_t *const *)elem)->name);
+}
+
 /* Key: "RECORD/ROLE" compared by its RECORD part. */
 static int cmp_producer_key(const void *key, const void *elem)
 {
@@ -641,6 +667,44 @@ static char *cmp_join(const char *rec, const char *role)
     return msp_asprintf("%s.%s", rec, role);
 }
 
+/* A dump of msprobe's own (dump.json) rather than ours. */
+static int cmp_is_msprobe_dump(const msp_dump_file_t *f)
+{
+    size_t pl = f && f->path ? strlen(f->path) : 0;
+    return pl >= 9 && strcmp(f->path + pl - 9, "dump.json") == 0;
+}
+
+/* Where each side's data is (Data_name), its CRC-32 (msprobe's md5) and
+ * whether its statistics hold NaN/Inf. */
+static msp_err cmp_row_sources(msp_tensor_cmp_t *t, const msp_record_info_t *nrec,
+                               const msp_tensor_info_t *n, const msp_record_info_t *brec,
+                               const msp_tensor_info_t *b)
+{
+    const msp_record_info_t *rs[2] = {nrec, brec};
+    const msp_tensor_info_t *ts[2] = {n, b};
+    char **names[2] = {&t->npu_data_name, &t->bench_data_name};
+    uint32_t *crcs[2] = {&t->npu_crc32, &t->bench_crc32};
+    int *bad[2] = {&t->npu_nonfinite, &t->bench_nonfinite};
+    for (int k = 0; k < 2; k++) {
+        const msp_tensor_info_t *x = ts[k];
+        if (!x)
+            continue;
+        *crcs[k] = x->stats.crc32;
+        *bad[k] = x->has_stats && x->numel > 0 &&
+                  (x->stats.nan_count > 0 || x->stats.inf_count > 0 || !isfinite(x->stats.max) ||
+                   !isfinite(x->stats.min));
+        if (x->data_name)
+            *names[k] = strdup(x->data_name);
+        else if (x->has_data)
+            *names[k] = msp_asprintf("/%s/%s", rs[k]->name, x->role);
+        else
+            continue;
+        if (!*names[k])
+            return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
+    }
+    return MSP_OK;
+}
+
 /* One tensor row; n or b may be NULL (missing on that side). Either fills the
  * row completely or queues a data job that will. */
 static msp_err cmp_tensor_row(cmp_ctx_t *cx, cmp_build_t *bld, const msp_record_info_t *nrec,
@@ -653,7 +717,8 @@ static msp_err cmp_tensor_row(cmp_ctx_t *cx, cmp_build_t *bld, const msp_record_
         return rc;
     msp_tensor_cmp_t *t = &bld->res->tensors[idx];
     const char *role = n ? n->role : b->role;
-    t->is_output = strncmp(role, "output", 6) == 0;
+    /* grad_fn.K: a backward output as msprobe records it (cmp_record_view) */
+    t->is_output = strncmp(role, "output", 6) == 0 || strncmp(role, "grad_fn.", 8) == 0;
     t->npu_requires_grad = n ? n->requires_grad != 0 : -1;
     t->bench_requires_grad = b ? b->requires_grad != 0 : -1;
     if (n) {
@@ -668,6 +733,8 @@ static msp_err cmp_tensor_row(cmp_ctx_t *cx, cmp_build_t *bld, const msp_record_
     }
     if ((n && !t->npu_name) || (b && !t->bench_name))
         return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
+    if ((rc = cmp_row_sources(t, nrec, n, brec, b)))
+        return rc;
     cmp_side_stats(t, n, b);
     const char *uninit = t->is_output ? cmp_uninit_api(nrec ? nrec->name : brec->name) : NULL;
     if (!t->is_output) {
@@ -703,6 +770,11 @@ static msp_err cmp_tensor_row(cmp_ctx_t *cx, cmp_build_t *bld, const msp_record_
                           : !brec ? "record missing in bench dump"
                           : !n   ? "tensor missing in NPU record"
                                  : "tensor missing in bench record";
+        /* msprobe's versions wrap different APIs (8.x torch.ones_like, 26
+         * not): against msprobe's own dump a record of one side is N/A,
+         * as msprobe reports it, not a failure */
+        if ((!nrec || !brec) && (cmp_is_msprobe_dump(cx->bf) || cmp_is_msprobe_dump(cx->cf)))
+            t->verdict = MSP_VERDICT_NA;
         return cmp_set_message(t, msg);
     }
     if (!cmp_same_shape(n, b)) {
@@ -777,28 +849,6 @@ static int cmp_rec_ref_order(const void *x, const void *y)
     return strcmp(a->name, b->name);
 }
 
-static int cmp_tensor_ptr_order(const void *x, const void *y)
-{
-    const msp_tensor_info_t *a = *(const msp_tensor_info_t *const *)x;
-    const msp_tensor_info_t *b = *(const msp_tensor_info_t *const *)y;
-    return cmp_role_cmp(a->role, b->role);
-}
-
-static msp_err cmp_sorted_tensors(const msp_record_info_t *r, const msp_tensor_info_t ***out)
-{
-    *out = NULL;
-    if (!r)
-        return MSP_OK;
-    const msp_tensor_info_t **v = calloc(r->n_tensors + 1, sizeof *v);
-    if (!v)
-        return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
-    for (size_t i = 0; i < r->n_tensors; i++)
-        v[i] = &r->tensors[i];
-    qsort(v, r->n_tensors, sizeof *v, cmp_tensor_ptr_order);
-    *out = v;
-    return MSP_OK;
-}
-
 /* A record attribute that is a call argument (input.*, kwarg.*) or an
  * optimizer's hyperparameter (group.*, class), the ones a changed value of
  * which changes what the call computes. */
@@ -836,9 +886,221 @@ static const char *cmp_attr_get(char **k, char **v, size_t n, const char *key)
     return NULL;
 }
 
-/* Record attributes both sides share: the compare side's "stack" (msprobe's
- * stack.json), "order_begin" (module forward records), and the first
- * argument whose text differs between the sides (arg_diff). */
+/* The "stack" attribute of a record: msprobe's stack.json, or the call site
+ * our shim recorded, where "@RECORD" names the record of the same file that
+ * carries the text (msprobe-dump(5)); NULL when none. byname: f's records
+ * sorted by name (cmp_by_name), for the reference. */
+static char *cmp_record_stack(msp_dump_file_t *f, const msp_record_info_t **byname,
+                              const char *text)
+{
+    if (!text || text[0] != '@')
+        return text ? strdup(text) : NULL;
+    const msp_record_info_t **hit =
+        byname ? bsearch(text + 1, byname, f->n_records, sizeof *byname, cmp_name_key) : NULL;
+    char **k = NULL, **v = NULL, *out = NULL;
+    size_t n = 0;
+    if (!hit || msp_dump_record_attrs(f, *hit, &k, &v, &n) != MSP_OK) {
+        msp_clear_error();
+        return NULL;
+    }
+    const char *to = cmp_attr_get(k, v, n, "stack");
+    if (to && to[0] != '@') /* the shim never refers to a reference */
+        out = strdup(to);
+    msp_free_strings(k, n);
+    msp_free_strings(v, n);
+    return out;
+}
+
+/* A tensor of a record under the role it pairs by: its own, or as_role. */
+typedef struct cmp_view {
+    const msp_tensor_info_t *t;
+    char as_role[32];
+} cmp_view_t;
+
+static const char *cmp_view_role(const cmp_view_t *v)
+{
+    return v->as_role[0] ? v->as_role : v->t->role;
+}
+
+static int cmp_view_order(const void *x, const void *y)
+{
+    return cmp_role_cmp(cmp_view_role(x), cmp_view_role(y));
+}
+
+/* Our backward record r seen as msprobe dumps it (add_node_view in the
+ * shim): output.K is what the attribute "grad_fn_outputs" names at K, our
+ * other grads are not compared. 0 when r carries no such attribute. */
+static int cmp_grad_fn_view(msp_dump_file_t *f, const msp_record_info_t *r, cmp_view_t *v, size_t n,
+                            size_t *kept)
+{
+    char **k = NULL, **val = NULL, *map = NULL;
+    size_t na = 0;
+    if (msp_dump_record_attrs(f, r, &k, &val, &na) != MSP_OK) {
+        msp_clear_error();
+        return 0;
+    }
+    for (size_t i = 0; i < na && !map; i++)
+        if (strcmp(k[i], "grad_fn_outputs") == 0) {
+            map = val[i];
+            val[i] = NULL;
+        }
+    msp_free_strings(k, na);
+    msp_free_strings(val, na);
+    if (!map)
+        return 0;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *role = v[i].t->role;
+        int grad = strncmp(role, "output.", 7) == 0 || strncmp(role, "grad_fn.", 8) == 0;
+        long pos = -1, at = 0;
+        for (const char *p = map; grad && *p && pos < 0; at++) {
+            size_t len = strcspn(p, ",");
+            if (len == strlen(role) && strncmp(p, role, len) == 0)
+                pos = at;
+            p += len + (p[len] == ',');
+        }
+        if (grad && pos < 0)
+            continue; /* a grad msprobe's record does not hold */
+        v[m] = v[i];
+        if (pos >= 0)
+            snprintf(v[m].as_role, sizeof v[m].as_role, "output.%ld", pos);
+        m++;
+    }
+    free(map);
+    *kept = m;
+    return 1;
+}
+
+/* The tensors of r (NULL: none) in pairing order, each under the role it
+ * pairs by: its own, except for one of our backward records compared with
+ * msprobe's dump (cmp_grad_fn_view); our grad_fn.* copies are compared only
+ * then. The views point into r; the caller frees *out. */
+static msp_err cmp_record_view(msp_dump_file_t *f, const msp_record_info_t *r, int other_is_msprobe,
+                               cmp_view_t **out, size_t *n_out);
+
+/* The bench record's tensors a data_mapping line pairs under another role
+ * (msprobe's -dm: "...forward.input.0: ...forward.input.1") take that role. */
+static void cmp_view_remap(const cmp_mapping_t *map, const msp_record_info_t *brec,
+                           const msp_record_info_t *crec, cmp_view_t *v, size_t n)
+{
+    if (!map || !brec || !crec)
+        return;
+    int any = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *to = cmp_mapping_role(map, brec->name, crec->name, cmp_view_role(&v[i]));
+        if (to && strlen(to) < sizeof v[i].as_role) {
+            snprintf(v[i].as_role, sizeof v[i].as_role, "%s", to);
+            any = 1;
+        }
+    }
+    /* a bench tensor whose role another one took pairs with nothing */
+    for (size_t i = 0; any && i < n; i++) {
+        if (v[i].as_role[0])
+            continue;
+        for (size_t j = 0; j < n; j++)
+            if (j != i && v[j].as_role[0] && !strcmp(v[j].as_role, v[i].t->role)) {
+                snprintf(v[i].as_role, sizeof v[i].as_role, "~%s", v[i].t->role);
+                break;
+            }
+    }
+    qsort(v, n, sizeof *v, cmp_view_order);
+}
+
+static msp_err cmp_record_view(msp_dump_file_t *f, const msp_record_info_t *r, int other_is_msprobe,
+                               cmp_view_t **out, size_t *n_out)
+{
+    *out = NULL;
+    *n_out = 0;
+    if (!r)
+        return MSP_OK;
+    cmp_view_t *v = calloc(r->n_tensors + 1, sizeof *v);
+    if (!v)
+        return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
+    size_t n = 0;
+    for (size_t i = 0; i < r->n_tensors; i++)
+        v[n++] = (cmp_view_t){&r->tensors[i], ""};
+    size_t rl = strlen(r->name);
+    int backward = rl > 9 && strcmp(r->name + rl - 9, ".backward") == 0;
+    if (!(other_is_msprobe && !cmp_is_msprobe_dump(f) && backward &&
+          cmp_grad_fn_view(f, r, v, n, &n))) {
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++)
+            if (strncmp(v[i].t->role, "grad_fn.", 8) != 0)
+                v[m++] = v[i];
+        n = m;
+    }
+    qsort(v, n, sizeof *v, cmp_view_order);
+    *out = v;
+    *n_out = n;
+    return MSP_OK;
+}
+
+/* A Python scalar argument as msprobe 26 checks them: a number, a bool, or
+ * a tuple or list of those ("2", "True", "(2, 2)", "[1, 1]"); its values
+ * into v (at most max). -1 for anything else (a string, a dtype, None). */
+static int cmp_scalars(const char *s, double *v, int max)
+{
+    int n = 0, open = 0;
+    while (*s == ' ')
+        s++;
+    if (*s == '(' || *s == '[') {
+        open = *s == '(' ? ')' : ']';
+        s++;
+    }
+    for (;;) {
+        while (*s == ' ')
+            s++;
+        if (open && *s == open && s[1] == '\0')
+            return n;
+        char *end;
+        double x;
+        if (!strncasecmp(s, "true", 4) || !strncasecmp(s, "false", 5)) {
+            x = (*s == 't' || *s == 'T');
+            end = (char *)s + (x > 0.5 ? 4 : 5);
+        } else {
+            x = strtod(s, &end);
+            if (end == s)
+                return -1;
+        }
+        if (n == max)
+            return -1;
+        v[n++] = x;
+        s = end;
+        while (*s == ' ')
+            s++;
+        if (!open)
+            return *s ? -1 : n;
+        if (*s == ',')
+            s++;
+        else if (*s != open)
+            return -1;
+    }
+}
+
+/* Whether two spellings of an argument differ as msprobe's check sees them:
+ * both scalars (or lists of them) with other values; anything else is not
+ * compared (1e-05 and 0.00001, True and true are the same). */
+static int cmp_args_differ(const char *a, const char *b)
+{
+    double x[16], y[16];
+    int n = cmp_scalars(a, x, 16), m = cmp_scalars(b, y, 16);
+    if (n < 0 || m < 0)
+        return 0;
+    if (n != m)
+        return 1;
+    for (int i = 0; i < n; i++)
+        if (!(isnan(x[i]) && isnan(y[i])) && (x[i] < y[i] || x[i] > y[i]))
+            return 1;
+    return 0;
+}
+
+/* Record attributes both sides share: the compare side's call site
+ * ("stack"), "order_begin" (module forward records), the autocast dtype
+ * (either side's), and the arguments and optimizer hyperparameters that
+ * differ between the sides: arg_diff lists them ("kwarg.stride: NPU (2, 2),
+ * bench (1, 1)", joined by "; "), numbers compared as numbers (1e-05 is
+ * 0.00001) and other text without memory addresses; args_scalar_differ when
+ * one of them is a Python scalar (or a tuple of them), msprobe 26's check. */
 static msp_err cmp_record_attrs(cmp_ctx_t *cx, msp_record_cmp_t *rec,
                                 const msp_record_info_t *brec, const msp_record_info_t *crec)
 {
@@ -851,7 +1113,7 @@ static msp_err cmp_record_attrs(cmp_ctx_t *cx, msp_record_cmp_t *rec,
     if (brec && msp_dump_record_attrs(cx->bf, brec, &bk, &bv, &bn) != MSP_OK)
         msp_clear_error();
     const char *st = cmp_attr_get(ck, cv, cn, "stack");
-    if (st && !(rec->npu_stack = strdup(st)))
+    if (st && !(rec->npu_stack = cmp_record_stack(cx->cf, cx->cnames, st)) && st[0] != '@')
         rc = MSP_ERR_NOMEM;
     /* autocast on either side: the record computed at that dtype's precision */
     for (int side = 0; side < 2; side++) {
@@ -875,28 +1137,35 @@ static msp_err cmp_record_attrs(cmp_ctx_t *cx, msp_record_cmp_t *rec,
         if (end != ob && !*end && v >= 0)
             rec->order_begin = v;
     }
-    for (int side = 0; side < 2 && brec && crec && !rec->arg_diff && !rc; side++) {
+    char *acc = NULL;
+    for (int side = 0; side < 2 && brec && crec && !rc; side++) {
         /* keys of the compare side first, then those only the bench has */
         char **k = side ? bk : ck, **v = side ? bv : cv;
         size_t n = side ? bn : cn;
-        for (size_t i = 0; i < n && !rec->arg_diff; i++) {
+        for (size_t i = 0; i < n && !rc; i++) {
             if (!cmp_is_arg_key(k[i]))
                 continue;
             const char *other = side ? cmp_attr_get(ck, cv, cn, k[i]) : cmp_attr_get(bk, bv, bn, k[i]);
             if (side && other)
                 continue;
-            if (other && cmp_arg_equal(v[i], other))
+            double x[16];
+            int scalar = other && cmp_scalars(v[i], x, 16) >= 0 && cmp_scalars(other, x, 16) >= 0;
+            if (other && (scalar ? !cmp_args_differ(v[i], other) : cmp_arg_equal(v[i], other)))
                 continue;
-            char *bo = NULL, *co = NULL;
+            rec->args_scalar_differ |= scalar;
+            char *no = NULL, *bo = NULL;
+            const char *nt = msp_utf8_clean(side ? "<absent>" : v[i], 120, &no);
             const char *bt = msp_utf8_clean(side ? v[i] : (other ? other : "<absent>"), 120, &bo);
-            const char *ct = msp_utf8_clean(side ? "<absent>" : v[i], 120, &co);
-            rec->arg_diff = msp_asprintf("%s: bench %s, NPU %s", k[i], bt ? bt : "?", ct ? ct : "?");
+            char *next = msp_asprintf("%s%s%s: NPU %s, bench %s", acc ? acc : "", acc ? "; " : "",
+                                      k[i], nt ? nt : "?", bt ? bt : "?");
+            free(no);
             free(bo);
-            free(co);
-            if (!rec->arg_diff)
+            free(acc);
+            if (!(acc = next))
                 rc = MSP_ERR_NOMEM;
         }
     }
+    rec->arg_diff = acc;
     msp_free_strings(bk, bn);
     msp_free_strings(bv, bn);
     msp_free_strings(ck, cn);
@@ -923,18 +1192,21 @@ static msp_err cmp_record_rows(cmp_ctx_t *cx, cmp_build_t *bld, int64_t step, in
     if ((rc = cmp_record_attrs(cx, rec, brec, crec)))
         return rc;
     rec->first_tensor = bld->res->n_tensors;
-    const msp_tensor_info_t **bt = NULL, **ct = NULL;
-    if ((rc = cmp_sorted_tensors(brec, &bt)) || (rc = cmp_sorted_tensors(crec, &ct)))
+    cmp_view_t *bt = NULL, *ct = NULL;
+    size_t nb = 0, nc = 0, i = 0, j = 0;
+    if ((rc = cmp_record_view(cx->bf, brec, cmp_is_msprobe_dump(cx->cf), &bt, &nb)) ||
+        (rc = cmp_record_view(cx->cf, crec, cmp_is_msprobe_dump(cx->bf), &ct, &nc)))
         goto cleanup;
-    size_t nb = brec ? brec->n_tensors : 0, nc = crec ? crec->n_tensors : 0, i = 0, j = 0;
+    cmp_view_remap(cx->map, brec, crec, bt, nb);
     while (!rc && (i < nb || j < nc)) {
-        int o = i == nb ? 1 : (j == nc ? -1 : cmp_role_cmp(bt[i]->role, ct[j]->role));
+        int o = i == nb ? 1
+                : (j == nc ? -1 : cmp_role_cmp(cmp_view_role(&bt[i]), cmp_view_role(&ct[j])));
         if (o < 0) {
-            rc = cmp_tensor_row(cx, bld, crec, NULL, brec, bt[i++], stats_file);
+            rc = cmp_tensor_row(cx, bld, crec, NULL, brec, bt[i++].t, stats_file);
         } else if (o > 0) {
-            rc = cmp_tensor_row(cx, bld, crec, ct[j++], brec, NULL, stats_file);
+            rc = cmp_tensor_row(cx, bld, crec, ct[j++].t, brec, NULL, stats_file);
         } else {
-            rc = cmp_tensor_row(cx, bld, crec, ct[j++], brec, bt[i++], stats_file);
+            rc = cmp_tensor_row(cx, bld, crec, ct[j++].t, brec, bt[i++].t, stats_file);
         }
     }
     bld->res->records[ri].n_tensors = bld->res->n_tensors - bld->res->records[ri].first_tensor;
@@ -949,6 +1221,18 @@ static void cmp_finish_jobs(cmp_ctx_t *cx, msp_compare_result_t *res)
     for (size_t j = 0; j < cx->n_jobs; j++) {
         cmp_job_t *job = &cx->jobs[j];
         msp_tensor_cmp_t *t = &res->tensors[job->row];
+        if (job->read_error) { /* metrics stay N/A, verdict No */
+            char *msg = msp_asprintf("tensor data cannot be read: %s", job->read_error);
+            cmp_set_message(t, msg ? msg : job->read_error);
+            free(msg);
+            if (!res->n_unreadable++)
+                res->first_unreadable = msp_asprintf("%s: %s", t->npu_name ? t->npu_name
+                                                     : t->bench_name ? t->bench_name : "?",
+                                                     job->read_error);
+            free(job->read_error);
+            job->read_error = NULL;
+            continue;
+        }
         msp_metrics_t m;
         int scalar = job->numel == 1;
         cmp_acc_finish(&job->acc, scalar, &m);
@@ -974,6 +1258,8 @@ static void cmp_finish_jobs(cmp_ctx_t *cx, msp_compare_result_t *res)
         else
             t->rel_err = cmp_rel(sqrt(job->acc.dd), sqrt(job->acc.bb));
         t->highlight = job->acc.n_nan || job->acc.n_inf ? MSP_HL_RED : MSP_HL_NONE;
+        t->npu_nonfinite |= job->acc.n_nan || job->acc.n_inf;
+        t->bench_nonfinite |= job->acc.b_nan || job->acc.b_inf;
         t->agree = m.agree;
         t->bytes = (uint64_t)job->nt->nbytes + (uint64_t)job->bt->nbytes;
         if (job->numel == 0)
@@ -1133,13 +1419,14 @@ static msp_err cmp_file_pair(cmp_ctx_t *cx, cmp_build_t *bld, const cmp_file_pai
     int stats_file = !strcmp(cx->bf->task, "md5") || !strcmp(cx->cf->task, "md5") ? 2
                      : !strcmp(cx->bf->task, "statistics") || !strcmp(cx->cf->task, "statistics");
     cx->has_producers = cmp_file_has_producers(cx->bf) || cmp_file_has_producers(cx->cf);
-    if (cx->has_producers && (!(cx->bnames = cmp_by_name(cx->bf)) ||
-                              !(cx->cnames = cmp_by_name(cx->cf)))) {
+    /* records by name: producer links and call-site references look them up */
+    if (!(cx->bnames = cmp_by_name(cx->bf)) || !(cx->cnames = cmp_by_name(cx->cf))) {
         rc = msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
         goto cleanup;
     }
     if (stats_file)
         bld->res->stats_mode = 1;
+    cx->md5 |= stats_file == 2;
     if ((rc = cmp_match_records(cx->bf, cx->cf, cx->o, map, &pairs, &np)))
         goto cleanup;
     refs = calloc(np + 1, sizeof *refs);
@@ -1185,6 +1472,10 @@ static msp_err cmp_file_pair(cmp_ctx_t *cx, cmp_build_t *bld, const cmp_file_pai
         goto cleanup;
     cmp_finish_jobs(cx, bld->res);
 cleanup:
+    for (size_t j = 0; j < cx->n_jobs; j++) {
+        free(cx->jobs[j].read_error);
+        cx->jobs[j].read_error = NULL;
+    }
     if (cx->bmap)
         munmap((void *)cx->bmap, cx->bmap_len);
     if (cx->cmap)
@@ -1204,6 +1495,25 @@ cleanup:
     free(pairs);
     free(refs);
     return rc;
+}
+
+/* A mapping line that named a record no file pair holds changed nothing:
+ * say so, once a line (a typo would otherwise pass in silence). */
+static void cmp_mapping_warn_unused(const msp_compare_opts_t *o, const cmp_mapping_t *map)
+{
+    for (size_t i = 0; i < map->n; i++) {
+        const cmp_map_entry_t *e = &map->e[i];
+        if (e->bench_seen && e->cmp_seen)
+            continue;
+        if (e->cell)
+            msp_log(MSP_LOG_WARN, "cell mapping file %s:%zu: no %s module record has \"%s\"; the "
+                    "line matched nothing", o->cell_mapping_path, e->line,
+                    e->cmp_seen ? "bench" : "compare", e->cmp_seen ? e->bench : e->cmp);
+        else
+            msp_log(MSP_LOG_WARN, "mapping file %s:%zu: %s record %s is in no %s dump; the line "
+                    "matched nothing", o->mapping_path, e->line, e->cmp_seen ? "bench" : "compare",
+                    e->cmp_seen ? e->bench : e->cmp, e->cmp_seen ? "bench" : "compare");
+    }
 }
 
 msp_err msp_compare_run(const char *bench, const char *cmp, const msp_compare_opts_t *opts,
@@ -1234,7 +1544,10 @@ msp_err msp_compare_run(const char *bench, const char *cmp, const msp_compare_op
         goto cleanup;
     if (opts->mapping_path && (rc = cmp_mapping_load(opts->mapping_path, &map)))
         goto cleanup;
+    if (opts->cell_mapping_path && (rc = cmp_mapping_load_cell(opts->cell_mapping_path, &map)))
+        goto cleanup;
     cx.o = opts;
+    cx.map = map.n ? &map : NULL;
     cx.chunk = opts->chunk_bytes ? opts->chunk_bytes : CMP_DEFAULT_CHUNK;
     if (cx.chunk < 64 * 1024)
         cx.chunk = 64 * 1024;
@@ -1258,6 +1571,7 @@ msp_err msp_compare_run(const char *bench, const char *cmp, const msp_compare_op
     }
     cmp_prefetch_drop(&pf[0]);
     cmp_prefetch_drop(&pf[1]);
+    cmp_mapping_warn_unused(opts, &map);
     if (!rc && !cx.pairs_done)
         rc = msp_fail(MSP_ERR_MISMATCH,
                       "bench %s and compare %s share no readable step/rank: nothing to compare",
@@ -1266,10 +1580,13 @@ msp_err msp_compare_run(const char *bench, const char *cmp, const msp_compare_op
         goto cleanup;
     msp_compare_result_t *res = bld.res;
     res->n_pairs = cx.pairs_done;
+    if ((rc = cmp_apply_results(res, cx.md5)))
+        goto cleanup;
     for (size_t r = 0; r < res->n_records; r++) {
         msp_record_cmp_t *rec = &res->records[r];
         cmp_record_finish(rec, res->tensors);
-        if (rec->verdict != MSP_VERDICT_YES)
+        if ((rec->verdict != MSP_VERDICT_YES && rec->verdict != MSP_VERDICT_NA) ||
+            rec->setup_differs)
             res->n_failed++;
     }
     if (!(rc = cmp_module_params(res)) && !(rc = cmp_link_backward(res)) &&

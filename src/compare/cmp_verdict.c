@@ -91,6 +91,16 @@ static int cmp_out_discrete(const msp_record_cmp_t *rec, const msp_tensor_cmp_t 
     return 0;
 }
 
+/* A record whose every row is N/A (MSP_VERDICT_NA) is N/A itself. */
+static void cmp_record_na(msp_record_cmp_t *rec, const msp_tensor_cmp_t *t0, size_t n)
+{
+    size_t na = 0;
+    for (size_t i = 0; i < n; i++)
+        na += t0[i].verdict == MSP_VERDICT_NA;
+    if (n && na == n)
+        rec->verdict = MSP_VERDICT_NA;
+}
+
 void cmp_record_finish(msp_record_cmp_t *rec, msp_tensor_cmp_t *tensors)
 {
     msp_tensor_cmp_t *t0 = tensors + rec->first_tensor;
@@ -145,6 +155,7 @@ void cmp_record_finish(msp_record_cmp_t *rec, msp_tensor_cmp_t *tensors)
     /* under autocast the op computed at the autocast dtype, whatever its tensors' */
     rec->floor = cmp_floor_for(fmax(unit, rec->autocast_u));
     cmp_judge(rec, out_discrete);
+    cmp_record_na(rec, t0, n);
 
     for (size_t i = 0; i < n; i++) {
         msp_tensor_cmp_t *t = &t0[i];

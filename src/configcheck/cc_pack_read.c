@@ -130,6 +130,29 @@ static msp_err msp_cc_parse_member(const char *pack, const char *name, const cha
     return MSP_OK;
 }
 
+/* Python msprobe's config_check writes its items as members named after
+ * them, without extension (env, pip) or as directories (dataset/...), and no
+ * manifest.json: every member is one of those. */
+static int msp_cc_is_python_msprobe_pack(zip_t *za, zip_int64_t n)
+{
+    static const char *const items[] = {"env", "pip", "random", "dataset", "weights",
+                                        "hyperparameters"};
+    int seen = 0;
+    for (zip_int64_t i = 0; i < n; i++) {
+        const char *name = zip_get_name(za, (zip_uint64_t)i, 0);
+        if (!name)
+            return 0;
+        size_t k = 0, len = strcspn(name, "/");
+        while (k < sizeof items / sizeof items[0] &&
+               !(strlen(items[k]) == len && strncmp(name, items[k], len) == 0))
+            k++;
+        if (k == sizeof items / sizeof items[0])
+            return 0;
+        seen = 1;
+    }
+    return seen;
+}
+
 static msp_err msp_cc_check_manifest(const char *pack, const cJSON *m)
 {
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(m, "format");
@@ -226,6 +249,15 @@ static msp_err msp_cc_pack_read_za(zip_t *za, const char *path, size_t max_membe
             }
             found[slot] = i;
         }
+    }
+    if (found[MSP_CC_N_ITEMS] < 0 && msp_cc_is_python_msprobe_pack(za, n)) {
+        rc = msp_fail(MSP_ERR_FORMAT,
+                      "pack %s: a pack of Huawei's Python msprobe config_check (members env, pip, "
+                      "...; no manifest.json), not one of msprobe-c's: compare two such packs with "
+                      "Python msprobe's own config_check -c, or make both packs here (msprobe "
+                      "config_check -d, or msprobe.json's config_check section)",
+                      path);
+        goto cleanup;
     }
     if (found[MSP_CC_N_ITEMS] < 0) {
         rc = msp_fail(MSP_ERR_FORMAT, "pack %s: member manifest.json: missing; not a config_check pack", path);

@@ -11,10 +11,21 @@ How the list is made:
     __torch_function__, i.e. functions with tensor semantics. Classes, dtypes,
     factories with no tensor input (zeros, randn, arange...) and utilities
     are not in it.
-  * Dropped: in-place variants (trailing "_", and __i*__ operators), which
-    mutate their input; anything private ("_x"); a hand list of calls that
-    compute nothing a precision debugger wants (shape/metadata queries,
-    conversions to Python objects, autograd plumbing, printing).
+  * Kept: in-place Tensor methods (trailing "_"), the in-place operators
+    (__iadd__ ...) and __setitem__, as msprobe wraps them: an optimizer's
+    param.add_(...) or x[mask] = 0 changes values, and unrecorded it would
+    show only as a gap in the data flow. The shim copies their inputs before
+    the call runs. Not kept among them: those that compute nothing
+    (requires_grad_, share_memory_, detach_, rename_, set_, resize/sparse
+    bookkeeping, apply_/map_ which run Python callables) and those that
+    overwrite a tensor from nothing or copy whole tensors in (uniform_,
+    normal_, random_, bernoulli_, cauchy_, exponential_, geometric_,
+    log_normal_, fill_, zero_, copy_): the dump's step 0 starts before the
+    model is built, so they would record every parameter at its init and at
+    load_state_dict.
+  * Dropped: anything private ("_x"); a hand list of calls that compute
+    nothing a precision debugger wants (shape/metadata queries, conversions
+    to Python objects, autograd plumbing, printing).
   * Kept dunder operators: the arithmetic, matmul, comparison, bitwise and
     __getitem__ operators, so "a + b" or "x[0]" is dumped as Tensor.__add__.
   * Added by hand: torch.distributed collectives (not overridable, so not in
@@ -31,6 +42,21 @@ OPERATORS = {
     "__neg__", "__abs__", "__invert__", "__and__", "__rand__", "__or__", "__ror__",
     "__xor__", "__rxor__", "__lshift__", "__rlshift__", "__rshift__", "__rrshift__",
     "__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__", "__getitem__",
+    "__setitem__",
+}
+# in-place operators: not in torch's overridable list under their own names
+INPLACE_OPERATORS = {
+    "__iadd__", "__isub__", "__imul__", "__imatmul__", "__itruediv__", "__idiv__",
+    "__ifloordiv__", "__imod__", "__ipow__", "__iand__", "__ior__", "__ixor__",
+    "__ilshift__", "__irshift__",
+}
+# in-place methods left out (see above)
+INPLACE_SKIPPED = {
+    "requires_grad_", "share_memory_", "detach_", "rename_", "set_", "apply_", "map_",
+    "map2_", "resize_", "resize_as_", "resize_as_sparse_", "sparse_resize_",
+    "sparse_resize_and_clear_", "as_strided_",
+    "uniform_", "normal_", "random_", "bernoulli_", "cauchy_", "exponential_", "geometric_",
+    "log_normal_", "fill_", "zero_", "copy_",
 }
 NOT_COMPUTE = {
     # metadata and Python conversions
@@ -50,7 +76,7 @@ NOT_COMPUTE = {
     "__len__", "__iter__", "__bool__", "__index__", "__int__", "__float__",
     "__complex__", "__format__", "__repr__", "__hash__", "__reduce_ex__",
     "__setstate__", "__deepcopy__", "__dir__", "__contains__", "__array__",
-    "__array_wrap__", "__reversed__", "__setitem__", "__long__", "__nonzero__",
+    "__array_wrap__", "__reversed__", "__long__", "__nonzero__",
     # torch namespace utilities that take tensors but compute nothing
     "is_tensor", "is_storage", "numel", "result_type", "can_cast", "promote_types",
     "broadcast_shapes", "typename", "is_grad_enabled", "get_default_dtype",
@@ -69,8 +95,10 @@ VF = ["lstm", "gru", "rnn_tanh", "rnn_relu", "lstm_cell", "gru_cell", "rnn_tanh_
 def keep(name, ns):
     if name in OPERATORS:
         return ns == "torch.Tensor"
-    if name.startswith("_") or name.endswith("_") or name in NOT_COMPUTE:
+    if name.startswith("_") or name in NOT_COMPUTE:
         return False
+    if name.endswith("_"):
+        return ns == "torch.Tensor" and name not in INPLACE_SKIPPED
     return True
 
 
@@ -105,6 +133,8 @@ def _discover(torch, F, ov):
             if id(attr) not in ids or not callable(attr) or isinstance(attr, type):
                 continue
             names.append(ns + "." + name)
+    names += ["torch.Tensor." + n for n in sorted(INPLACE_OPERATORS)
+              if callable(getattr(torch.Tensor, n, None))]
     names += ["torch.distributed." + n for n in DISTRIBUTED if not n.startswith("_")]
     from torch import _VF
     names += ["torch._VF." + n for n in VF if callable(getattr(_VF, n, None))]

@@ -78,6 +78,9 @@ extern _Thread_local int msp_t_depth;
  * Dataset's constructor): not recorded as model calls, but the script's
  * own code all the same, so its events (a per-sample seed call) still count. */
 extern _Thread_local int msp_t_data_depth;
+/* Forwards running on this thread of modules the api_list names, in mix mode:
+ * every API called inside them is recorded (py_module.c, py_api.c). */
+extern _Thread_local int msp_t_listed;
 
 /* ---- messages (py_log.c): "msprobe: ..." to stderr or MSPROBE_LOG_FILE; any thread ---- */
 void msp_shim_log_init(void);
@@ -133,6 +136,13 @@ void msp_alias_end(void);
 void msp_alias_note(msp_dq_rec_t *r, const char *role, PyObject *o);
 /* The attribute "autocast" when autocast is on for the call. */
 void msp_rec_add_autocast(msp_dq_rec_t *r);
+/* ---- call sites (py_stack.c) ---- */
+/* The user code's frames of the current call (torch's own skipped), as text
+ * to put in a record's `stack` (malloc'd), or NULL (off, or none found). */
+char *msp_stack_capture(void);
+/* At submit: r->stack becomes the record's attribute "stack", or "@RECORD"
+ * when an earlier record of this step carries the same text. */
+void msp_stack_commit(msp_dq_rec_t *r);
 
 /* ---- API wrappers (py_api.c) ---- */
 int msp_api_types_init(void);
@@ -177,6 +187,8 @@ void msp_step_end(void);
 int64_t msp_current_rank(void);
 /* Whether the step now starting is dumped (dump_iter, and this process may write). */
 int msp_step_wanted(int64_t step);
+/* At exit: one warning naming the dump_iter steps the run never reached. */
+void msp_step_exit_report(void);
 
 /* ---- one runtime: process identity, events, exit (py_proc.c) ----
  *

@@ -290,6 +290,8 @@ msp_dq_rec_t *msp_dq_rec_new(const char *name)
     if (r) {
         /* Emptied by msp_dq_rec_free; only its arrays and one string block remain. */
         r->next = NULL;
+        r->keep_data = 0;
+        r->stack = NULL;
     } else if (!(r = calloc(1, sizeof *r))) {
         return NULL;
     }
@@ -359,6 +361,8 @@ void msp_dq_rec_free(msp_dq_rec_t *r)
 {
     if (!r)
         return;
+    free(r->stack);
+    r->stack = NULL;
     for (size_t i = 0; i < r->nt; i++)
         msp_dq_buf_put(r->t[i].data, r->t[i].nbytes);
     /* Kept for a next record: its arrays and its first string block, empty. */
@@ -711,7 +715,7 @@ static void write_record(wstate_t *s, msp_dq_rec_t *r)
         msp_tensor_in_t in = {t->role, t->dtype, t->ndim, t->shape, t->data,
                               t->has_stats ? &t->stats : NULL, t->device, t->requires_grad,
                               t->producer};
-        if (q.statistics && t->has_stats)
+        if (q.statistics && t->has_stats && !r->keep_data)
             in.data = NULL;
         rc = msp_writer_add_tensor(s->w, &in);
         if (rc != MSP_OK && (g_write_failed = 1)) {

@@ -41,6 +41,10 @@ typedef struct msp_dq_rec {
     int stats_ready;      /* the statistics thread is done with it */
     int dev_pending;      /* statistics still being computed on a device: the
                              shim holds the record back until they are in */
+    int keep_data;        /* a statistics dump keeps this record's data too
+                             (msprobe's tensor_list); set at submit */
+    char *stack;          /* malloc'd call-site text, turned into the attribute
+                             "stack" at submit (py_stack.c); freed with the record */
     struct msp_dq_rec *next;
     struct msp_dq_strs *strs; /* where name, roles and attributes are kept */
 } msp_dq_rec_t;

@@ -43,6 +43,8 @@ static size_t g_npending; /* api_list callables outside torch not wrapped yet */
 enum { E_NONE = 0, E_UNKNOWN, E_PENDING, E_WRAPPED, E_BAD, E_UNKNOWN_SAID };
 static unsigned char *g_estate;
 
+#define MSP_SEL_CALLS 16
+
 typedef struct msp_wrap {
     PyObject_HEAD
     PyObject *orig;
@@ -52,6 +54,11 @@ typedef struct msp_wrap {
     int bind;
     int64_t count_step, count;
     PyObject *weaklist;   /* TorchScript keys a WeakKeyDictionary by function */
+    /* calls selected one by one (msprobe's "Functional.relu.1.forward"), in
+     * the directions beside each; dirs above holds what every call gets */
+    int nsel;
+    int64_t sel_call[MSP_SEL_CALLS];
+    unsigned char sel_dirs[MSP_SEL_CALLS];
 } msp_wrap_t;
 
 typedef struct msp_bound {
@@ -80,6 +87,12 @@ typedef struct msp_bwd_state {
     char none_role[MSP_BWD_MAX_IN][48];      /* tensor inputs needing no grad */
     PyObject *in_grads[MSP_BWD_MAX_IN];
     PyObject *out_grads;
+    /* msprobe's view of the same backward (see add_node_view): the grads the
+     * output node hands on, in autograd order, and for each the op's input
+     * its edge reaches directly (-1: none, or an inner node of the op) */
+    PyObject *node_grads;
+    signed char node_in[MSP_BWD_MAX_IN];
+    char *stack;                             /* the call site (py_stack.c), or NULL */
 } msp_bwd_state_t;
 
 typedef struct msp_bwd_hook {
@@ -335,6 +348,57 @@ static PyObject *first_grad_fn(PyObject *out, PyObject *args, const bwd_inputs_t
     return g;
 }
 
+/* The output node's grad_inputs, kept for add_node_view (API records only:
+ * msprobe takes a module's backward from its full backward hook, in
+ * argument order, as we do). */
+static void note_node_grads(msp_bwd_state_t *st, const msp_bwd_hook_t *h, PyObject *gin)
+{
+    if (strncmp(st->name, "Module.", 7) == 0 || !PyTuple_Check(gin))
+        return;
+    Py_XDECREF(st->node_grads);
+    Py_INCREF(gin);
+    st->node_grads = gin;
+    memset(st->node_in, -1, sizeof st->node_in);
+    for (int e = 0; e < h->nedges; e++)
+        if (h->edge_k[e] < MSP_BWD_MAX_IN)
+            st->node_in[h->edge_k[e]] = (signed char)h->edge_j[e];
+}
+
+/* msprobe records an API's backward outputs as the grads its output node
+ * (grad_fn) hands on, in autograd order: linear's addmm gives bias, input,
+ * weight.t(); cross_entropy's NllLoss the grad of its inner log_softmax. We
+ * record the grads of the op's own inputs, in argument order. So that a dump
+ * of ours compares with msprobe's, the record also says, in the attribute
+ * "grad_fn_outputs", what msprobe's output.K would be for each K: one of our
+ * roles (that input's grad, when the edge reaches it directly and alone),
+ * "grad_fn.K" (a dataset of its own, when it is a grad inside the op) or
+ * "None". Compare uses it only against msprobe's dumps. */
+static void add_node_view(msp_dq_rec_t *r, msp_bwd_state_t *st)
+{
+    Py_ssize_t n = st->node_grads ? PyTuple_Size(st->node_grads) : 0;
+    if (n <= 0 || n > MSP_BWD_MAX_IN)
+        return;
+    char map[MSP_BWD_MAX_IN * 52] = "", role[48];
+    size_t at = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *g = PyTuple_GetItem(st->node_grads, k);
+        int j = st->node_in[k];
+        const char *name = "None";
+        if (g && g != Py_None && j >= 0 && j < st->nin && st->in_grads[j] == g) {
+            name = st->role[j]; /* the same tensor object: no sum, no copy */
+        } else if (g && msp_is_tensor(g)) {
+            msp_role_at(role, sizeof role, "grad_fn", k);
+            msp_rec_add_value(r, role, g, 1);
+            name = role;
+        }
+        int w = snprintf(map + at, sizeof map - at, "%s%s", k ? "," : "", name);
+        if (w < 0 || (size_t)w >= sizeof map - at)
+            return;
+        at += (size_t)w;
+    }
+    msp_dq_rec_add_attr(r, "grad_fn_outputs", map);
+}
+
 static void submit_backward(msp_bwd_state_t *st)
 {
     if (st->done || msp_g.disabled || !msp_g.dumping)
@@ -350,9 +414,13 @@ static void submit_backward(msp_bwd_state_t *st)
             msp_rec_add_value(r, st->role[j], st->in_grads[j], 1);
     for (int j = 0; j < st->nnone; j++)
         msp_dq_rec_add_attr(r, st->none_role[j], "None");
+    add_node_view(r, st);
+    r->stack = st->stack;
+    st->stack = NULL;
     msp_rec_submit(r);
     /* The bytes are copied: do not keep the grads alive with the graph. */
     Py_CLEAR(st->out_grads);
+    Py_CLEAR(st->node_grads);
     for (int j = 0; j < st->nin; j++)
         Py_CLEAR(st->in_grads[j]);
 }
@@ -372,6 +440,7 @@ static PyObject *bwd_hook_call(PyObject *self, PyObject *args, PyObject *kw)
         Py_XDECREF(st->out_grads);
         Py_INCREF(gout);
         st->out_grads = gout;
+        note_node_grads(st, h, gin);
     }
     for (int e = 0; e < h->nedges; e++) {
         PyObject *g = PyTuple_Check(gin) ? PyTuple_GetItem(gin, h->edge_k[e]) : NULL;
@@ -423,6 +492,8 @@ static msp_bwd_state_t *state_new(const char *name)
     st->done = st->nin = st->nnone = st->pending = 0;
     memset(st->in_grads, 0, sizeof st->in_grads);
     st->out_grads = NULL;
+    st->node_grads = NULL;
+    st->stack = NULL;
     return st;
 }
 
@@ -702,6 +773,42 @@ static void call_name(char *buf, size_t size, const char *api, int64_t idx, cons
     buf[at] = '\0';
 }
 
+/* What an api_list entry asks of wrapper w: every call in its directions,
+ * or the one call it names. Past MSP_SEL_CALLS single calls, every call. */
+static void add_selection(msp_wrap_t *w, unsigned dirs, const msp_api_sel_t *sel)
+{
+    if (!sel || !sel->has_call) {
+        w->dirs |= dirs;
+        return;
+    }
+    for (int i = 0; i < w->nsel; i++)
+        if (w->sel_call[i] == sel->call) {
+            w->sel_dirs[i] |= (unsigned char)dirs;
+            return;
+        }
+    if (w->nsel == MSP_SEL_CALLS) {
+        msp_shim_warn_once(w->name, "more than %d single calls of %s listed; every call of it "
+                           "is dumped", MSP_SEL_CALLS, w->name);
+        w->dirs |= dirs;
+        return;
+    }
+    w->sel_call[w->nsel] = sel->call;
+    w->sel_dirs[w->nsel++] = (unsigned char)dirs;
+}
+
+/* The directions call number idx of w is recorded in: its own, a single
+ * call's, and both inside a module the list names at level mix. */
+static unsigned call_dirs(const msp_wrap_t *w, int64_t idx)
+{
+    unsigned d = w->dirs;
+    for (int i = 0; i < w->nsel; i++)
+        if (w->sel_call[i] == idx)
+            d |= w->sel_dirs[i];
+    if (msp_t_listed > 0)
+        d |= MSP_DIR_FORWARD | MSP_DIR_BACKWARD;
+    return d;
+}
+
 static PyObject *api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
 {
     if (!msp_g.dumping || msp_t_depth > 0 || msp_g.disabled)
@@ -711,12 +818,16 @@ static PyObject *api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
     int max_nodes = strncmp(w->name, "VF.", 3) == 0 ? MSP_BWD_MAX_MODULE_NODES : MSP_BWD_MAX_NODES;
     char name[224];
     int64_t idx = next_index(w);
+    unsigned dirs = call_dirs(w, idx);
+    if (!dirs)
+        return PyObject_Call(w->orig, args, kw);
     msp_dq_rec_t *r = NULL;
     msp_bwd_state_t *st = NULL;
     bwd_inputs_t in;
     in.n = 0;
+    char *stack = msp_stack_capture(); /* before the depth rises: the caller's frames */
     msp_t_depth++;
-    if (w->dirs & MSP_DIR_FORWARD) {
+    if (dirs & MSP_DIR_FORWARD) {
         call_name(name, sizeof name, w->name, idx, "forward");
         /* Inputs are copied before the call: an op that writes into its input
          * (F.relu(x, inplace=True), all_reduce) must show what it was given. */
@@ -725,18 +836,23 @@ static PyObject *api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
             msp_rec_add_args(r, args, kw);
             msp_t_links = MSP_LINK_OFF;
             msp_rec_add_autocast(r);
+            r->stack = stack ? strdup(stack) : NULL;
         }
     }
-    if ((w->dirs & MSP_DIR_BACKWARD) && strncmp(w->name, "Distributed.", 12) != 0 &&
+    if ((dirs & MSP_DIR_BACKWARD) && strncmp(w->name, "Distributed.", 12) != 0 &&
         g_grad_enabled) {
         PyObject *ge = PyObject_CallFunctionObjArgs(g_grad_enabled, NULL);
         int enabled = ge && PyObject_IsTrue(ge) == 1;
         Py_XDECREF(ge);
         PyErr_Clear();
         call_name(name, sizeof name, w->name, idx, "backward");
-        if (enabled && (st = state_new(name)))
+        if (enabled && (st = state_new(name))) {
             collect_inputs(st, &in, args, kw);
+            st->stack = stack;
+            stack = NULL;
+        }
     }
+    free(stack);
     PyObject *out = PyObject_Call(w->orig, args, kw);
     if (!out) {
         msp_rec_drop(r);
@@ -1284,6 +1400,9 @@ static void state_dealloc(PyObject *self)
     PyTypeObject *tp = Py_TYPE(self);
     msp_bwd_state_t *st = (msp_bwd_state_t *)self;
     Py_XDECREF(st->out_grads);
+    Py_XDECREF(st->node_grads);
+    free(st->stack);
+    st->stack = NULL;
     for (int j = 0; j < MSP_BWD_MAX_IN; j++)
         Py_XDECREF(st->in_grads[j]);
     if (g_nspare_states < MSP_SPARE_STATES) {
@@ -1359,6 +1478,7 @@ PyObject *msp_wrap_new(PyObject *orig, const char *name, int kind, unsigned dirs
     w->count_step = -1;
     w->count = 0;
     w->weaklist = NULL;
+    w->nsel = 0;
     return (PyObject *)w;
 }
 
@@ -1398,7 +1518,8 @@ static PyObject *owner_object(PyObject *torch, const char *path)
     return NULL;
 }
 
-static int patch_one(PyObject *torch, const char *full, unsigned dirs, int explicit_entry)
+static int patch_one(PyObject *torch, const char *full, unsigned dirs, int explicit_entry,
+                     const msp_api_sel_t *sel)
 {
     for (size_t s = 0; s < sizeof g_spaces / sizeof g_spaces[0]; s++) {
         size_t pl = strlen(g_spaces[s].path);
@@ -1417,11 +1538,13 @@ static int patch_one(PyObject *torch, const char *full, unsigned dirs, int expli
             if (explicit_entry)
                 msp_shim_warn_once(full, "%s does not exist in this torch; not dumped", full);
         } else if (msp_is_wrap(orig)) {
-            ((msp_wrap_t *)orig)->dirs |= dirs;
+            add_selection((msp_wrap_t *)orig, dirs, sel);
         } else {
             char name[96];
             snprintf(name, sizeof name, "%s.%s", g_spaces[s].prefix, attr);
-            PyObject *w = msp_wrap_new(orig, name, MSP_W_API, dirs, g_spaces[s].bind);
+            PyObject *w = msp_wrap_new(orig, name, MSP_W_API, 0, g_spaces[s].bind);
+            if (w)
+                add_selection((msp_wrap_t *)w, dirs, sel);
             if (!w || PyObject_SetAttrString(owner, attr, w) < 0) {
                 msp_py_warn_error("patch", "cannot wrap an API; it is not dumped");
                 rc = -1;
@@ -1517,14 +1640,22 @@ int msp_patch_torch(PyObject *torch)
                     g_estate[i] = E_UNKNOWN;
                 continue;
             }
-            patch_one(torch, c->api_list[i].name, c->api_list[i].dirs, 1);
+            patch_one(torch, c->api_list[i].name, c->api_list[i].dirs, 1, &c->api_list[i]);
         }
     warn_unknown_now(c);
     size_t nl;
     const char *const *l = active_list(&nl);
     if (!explicit_api && c->n_api_list == 0)
         for (size_t i = 0; i < nl; i++)
-            patch_one(torch, l[i], MSP_DIR_FORWARD | MSP_DIR_BACKWARD, 0);
+            patch_one(torch, l[i], MSP_DIR_FORWARD | MSP_DIR_BACKWARD, 0, NULL);
+    /* mix mode, a module in the list: the APIs called inside it are dumped
+     * too (msprobe's level mix), so every API is wrapped, selected by none */
+    int lists_module = 0;
+    for (size_t i = 0; i < c->n_api_list; i++)
+        lists_module |= strncmp(c->api_list[i].name, "torch.", 6) != 0;
+    if (c->n_api_list && lists_module && c->dump_mode == MSP_DUMP_MIX)
+        for (size_t i = 0; i < nl; i++)
+            patch_one(torch, l[i], 0, 0, NULL);
     if (g_npatched > 0) {
         PyObject *jit = PyImport_ImportModule("torch.jit");
         if (jit)
@@ -1709,13 +1840,19 @@ static void resolve_one(size_t i, PyObject *mods)
     g_estate[i] = E_BAD;
     int is_class = PyType_Check(owner);
     if (msp_is_wrap(obj)) { /* listed twice, or one function under two names */
-        ((msp_wrap_t *)obj)->dirs |= e->dirs;
+        add_selection((msp_wrap_t *)obj, e->dirs, e);
         g_estate[i] = E_WRAPPED;
     } else if (PyCallable_Check(obj) && !PyType_Check(obj) &&
                (!is_class || class_attr_is_function(owner, attr))) {
         char name[160];
-        snprintf(name, sizeof name, "Custom.%s", e->name);
-        PyObject *w = msp_wrap_new(obj, name, MSP_W_API, e->dirs, is_class);
+        /* torch_npu's functions keep msprobe's record names: NPU.npu_rms_norm */
+        if (strncmp(e->name, "torch_npu.", 10) == 0)
+            snprintf(name, sizeof name, "NPU.%s", e->name + 10);
+        else
+            snprintf(name, sizeof name, "Custom.%s", e->name);
+        PyObject *w = msp_wrap_new(obj, name, MSP_W_API, 0, is_class);
+        if (w)
+            add_selection((msp_wrap_t *)w, e->dirs, e);
         if (w && PyObject_SetAttrString(owner, attr, w) == 0)
             g_estate[i] = E_WRAPPED;
         Py_XDECREF(w);
@@ -1798,6 +1935,13 @@ void msp_api_exit_report(void)
         } else if (g_estate[i] == E_BAD && !msp_module_entry_matched(i)) {
             snprintf(item, sizeof item, "%s (found, but not a function or method msprobe "
                      "can wrap)", k);
+        } else if (g_estate[i] == E_NONE && strncmp(n, "torch.", 6) != 0 &&
+                   !msp_module_entry_matched(i)) {
+            if (strncmp(n, "Aten.", 5) == 0)
+                snprintf(item, sizeof item, "%s (msprobe's aten-level record: torch.ops.aten "
+                         "is not wrapped here; the Torch. or Tensor. API that called it is)", k);
+            else
+                snprintf(item, sizeof item, "%s (no module of the model has that path)", k);
         }
         if (item[0])
             add_item(&m, &len, &cap, item);

@@ -177,6 +177,8 @@ int msp_py_boot(void)
                      keys ? keys : "some keys");
         free(keys);
     }
+    if (msp_g.have_cfg && c->dump_disabled)
+        msp_shim_msg("%s: dump_enable is false: nothing is dumped", c->source ? c->source : path);
     msp_g.cc_on = cc_env || (msp_g.have_cfg && c->has_config_check);
 
     if (msp_g.have_cfg && c->has_dump) {

@@ -26,6 +26,7 @@
 #include <string.h>
 
 static _Thread_local int t_mod_depth;
+_Thread_local int msp_t_listed;
 #define MSP_MOD_STACK 256
 /* What the pre hook at each depth started for the post hook to finish. */
 static _Thread_local struct mod_frame {
@@ -33,6 +34,7 @@ static _Thread_local struct mod_frame {
     msp_dq_rec_t *rec;
     int64_t n;
     int64_t order_begin; /* the step's order counter when the forward began */
+    int listed; /* counted in msp_t_listed */
 } t_frame[MSP_MOD_STACK];
 static PyObject *g_info;      /* module -> (prefix str, dirs int) for selected modules */
 static PyObject *g_roots;     /* root modules already walked */
@@ -60,9 +62,13 @@ int msp_module_entry_matched(size_t i)
     return g_matched && i < msp_g.cfg.n_api_list && g_matched[i];
 }
 
-static unsigned module_dirs(const char *path)
+/* The directions every call of the module at path is recorded in; *calls
+ * gets a tuple of (call, dirs) for the entries that name one call of it
+ * (msprobe's "Module.fc.Linear.forward.0"), NULL when none do. */
+static unsigned module_dirs(const char *path, PyObject **calls)
 {
     const msp_config_t *c = &msp_g.cfg;
+    *calls = NULL;
     if (c->n_api_list == 0)
         return MSP_DIR_FORWARD | MSP_DIR_BACKWARD;
     if (!g_matched)
@@ -70,10 +76,34 @@ static unsigned module_dirs(const char *path)
     unsigned d = 0;
     for (size_t i = 0; i < c->n_api_list; i++)
         if (strncmp(c->api_list[i].name, "torch.", 6) != 0 && path_matches(path, c->api_list[i].name)) {
-            d |= c->api_list[i].dirs;
+            if (!c->api_list[i].has_call)
+                d |= c->api_list[i].dirs;
+            else if ((*calls || (*calls = PyList_New(0)))) {
+                PyObject *e = Py_BuildValue("(LI)", (long long)c->api_list[i].call,
+                                            c->api_list[i].dirs);
+                if (e)
+                    PyList_Append(*calls, e);
+                Py_XDECREF(e);
+            }
             if (g_matched)
                 g_matched[i] = 1;
         }
+    PyErr_Clear();
+    return d;
+}
+
+/* A module's directions for its call n: every call's and that call's. */
+static unsigned module_call_dirs(PyObject *info, int64_t n)
+{
+    unsigned d = (unsigned)PyLong_AsUnsignedLong(PyTuple_GetItem(info, 1));
+    PyObject *calls = PyTuple_GetItem(info, 2);
+    Py_ssize_t k = calls && PyList_Check(calls) ? PyList_Size(calls) : 0;
+    for (Py_ssize_t i = 0; i < k; i++) {
+        PyObject *e = PyList_GetItem(calls, i);
+        if (PyLong_AsLongLong(PyTuple_GetItem(e, 0)) == n)
+            d |= (unsigned)PyLong_AsUnsignedLong(PyTuple_GetItem(e, 1));
+    }
+    PyErr_Clear();
     return d;
 }
 
@@ -170,9 +200,11 @@ static void walk_root(PyObject *root)
         names_for(ns, PyBytes_AsString(PyTuple_GetItem(e, 1)),
                   PyBytes_AsString(PyTuple_GetItem(e, 2)), prefix, sizeof prefix, match,
                   sizeof match);
-        unsigned dirs = module_dirs(match);
-        PyObject *pv = dirs ? PyUnicode_FromString(prefix) : NULL;
-        PyObject *val = pv ? Py_BuildValue("(OI)", pv, dirs) : NULL;
+        PyObject *calls = NULL;
+        unsigned dirs = module_dirs(match, &calls);
+        PyObject *pv = dirs || calls ? PyUnicode_FromString(prefix) : NULL;
+        PyObject *val = pv ? Py_BuildValue("(OIO)", pv, dirs, calls ? calls : Py_None) : NULL;
+        Py_XDECREF(calls);
         if (val && PyDict_SetItem(g_info, PyTuple_GetItem(e, 0), val) == 0)
             PyDict_SetItem(g_used, pv, Py_True);
         Py_XDECREF(val);
@@ -193,6 +225,20 @@ static void frame_drop(struct mod_frame *f)
     msp_rec_drop(f->rec);
     f->pending = NULL;
     f->rec = NULL;
+    if (f->listed && msp_t_listed > 0)
+        msp_t_listed--;
+    f->listed = 0;
+}
+
+/* In mix mode a module the api_list names opens a span in which every API
+ * is recorded (msprobe's level mix: a module in "list" dumps what runs
+ * inside it); its frame closes the span. */
+static void frame_listed(struct mod_frame *f)
+{
+    if (msp_g.cfg.dump_mode == MSP_DUMP_MIX && msp_g.cfg.n_api_list > 0) {
+        f->listed = 1;
+        msp_t_listed++;
+    }
 }
 
 static PyObject *pre_hook(PyObject *self, PyObject *args)
@@ -218,11 +264,14 @@ static PyObject *pre_hook(PyObject *self, PyObject *args)
         frame_drop(f); /* left by a forward that raised */
         PyObject *info = g_record && msp_g.dumping && msp_t_depth == 0 && mod && in &&
                                  PyTuple_Check(in) ? PyDict_GetItem(g_info, mod) : NULL;
-        unsigned dirs = info ? (unsigned)PyLong_AsUnsignedLong(PyTuple_GetItem(info, 1)) : 0;
-        PyObject *pb = dirs ? PyUnicode_AsUTF8String(PyTuple_GetItem(info, 0)) : NULL;
+        PyObject *pb = info ? PyUnicode_AsUTF8String(PyTuple_GetItem(info, 0)) : NULL;
+        unsigned dirs = 0;
         if (pb) {
             msp_t_depth++;
             f->n = bump(g_fwd_count, mod);
+            dirs = module_call_dirs(info, f->n);
+            if (dirs)
+                frame_listed(f);
             if (dirs & MSP_DIR_FORWARD) {
                 char name[600];
                 snprintf(name, sizeof name, "%s.forward.%lld", PyBytes_AsString(pb),
@@ -233,6 +282,7 @@ static PyObject *pre_hook(PyObject *self, PyObject *args)
                     msp_rec_add_output(f->rec, in, "input");
                     msp_t_links = MSP_LINK_OFF;
                     msp_rec_add_autocast(f->rec);
+                    f->rec->stack = msp_stack_capture();
                 }
             }
             if (dirs & MSP_DIR_BACKWARD)
@@ -251,11 +301,12 @@ static PyObject *post_hook(PyObject *self, PyObject *args)
     (void)self;
     if (msp_g.disabled)
         Py_RETURN_NONE;
-    struct mod_frame f = {NULL, NULL, 0, 0};
+    struct mod_frame f = {NULL, NULL, 0, 0, 0};
     if (t_mod_depth > 0 && t_mod_depth < MSP_MOD_STACK) {
         f = t_frame[t_mod_depth];
         t_frame[t_mod_depth].pending = NULL;
         t_frame[t_mod_depth].rec = NULL;
+        t_frame[t_mod_depth].listed = 0;
     }
     if (t_mod_depth > 0)
         t_mod_depth--;
@@ -305,8 +356,12 @@ void msp_module_step_reset(void)
     if (g_fwd_count)
         PyDict_Clear(g_fwd_count);
     /* A forward that raised never reached its post hook. */
-    if (msp_g.cfg.step_trigger != MSP_STEP_FORWARD)
+    if (msp_g.cfg.step_trigger != MSP_STEP_FORWARD) {
         t_mod_depth = 0;
+        msp_t_listed = 0;
+        for (int i = 0; i < MSP_MOD_STACK; i++)
+            t_frame[i].listed = 0;
+    }
 }
 
 int msp_module_install(PyObject *torch)

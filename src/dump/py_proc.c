@@ -151,6 +151,7 @@ void msp_ev_exit(const char *how)
 {
     msp_dev_drain(); /* records held for device statistics, before anything ends */
     msp_api_exit_report(); /* api_list entries never dumped: one warning */
+    msp_step_exit_report(); /* dump_iter steps never reached: one warning */
     if (g_exit_done || !events_on())
         return;
     g_exit_done = 1;

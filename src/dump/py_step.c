@@ -91,6 +91,42 @@ void msp_step_end(void)
     msp_module_step_reset();
 }
 
+/* At exit: the steps of dump_iter the run never reached, in one warning (an
+ * empty dump directory says nothing about why). */
+void msp_step_exit_report(void)
+{
+    static int done;
+    const msp_step_set_t *s = &msp_g.cfg.dump_iter;
+    if (done || !msp_g.have_cfg || !msp_g.cfg.has_dump || s->all || !msp_proc_may_write() ||
+        !msp_g.torch_seen)
+        return;
+    done = 1;
+    char list[512] = "";
+    size_t at = 0;
+    for (size_t i = 0; i < s->n_ranges && at < sizeof list - 32; i++) {
+        const msp_step_range_t *r = &s->ranges[i];
+        if (r->last <= msp_g.step)
+            continue;
+        int64_t first = r->first > msp_g.step ? r->first : msp_g.step + 1;
+        int n = first == r->last
+                    ? snprintf(list + at, sizeof list - at, "%s%lld", at ? ", " : "",
+                               (long long)first)
+                    : snprintf(list + at, sizeof list - at, "%s%lld-%lld", at ? ", " : "",
+                               (long long)first, (long long)r->last);
+        if (n > 0)
+            at += (size_t)n < sizeof list - at ? (size_t)n : sizeof list - at - 1;
+    }
+    if (at)
+        msp_shim_msg("warning: %s: step %s of the dump never reached: the run ended in step "
+                     "%lld (steps count from 0, one per %s)", msp_g.cfg.source ? msp_g.cfg.source
+                                                                                : "config",
+                     list, (long long)msp_g.step,
+                     msp_g.cfg.step_trigger == MSP_STEP_BACKWARD  ? "backward()"
+                     : msp_g.cfg.step_trigger == MSP_STEP_FORWARD ? "root forward"
+                     : msp_g.cfg.step_trigger == MSP_STEP_MANUAL  ? "step() call"
+                                                                  : "optimizer.step()");
+}
+
 MSP_EXPORT void msp_py_step(void);
 void msp_py_step(void)
 {

@@ -856,6 +856,17 @@ static int msp_role_wanted(const char *role)
     return (roles & (strncmp(role, "output", 6) == 0 ? MSP_ROLE_OUTPUT : MSP_ROLE_INPUT)) != 0;
 }
 
+/* msprobe's tensor_list: whether a statistics dump keeps the data of record
+ * `name` (one of the list's names is part of it, as msprobe matches). */
+static int keep_data(const char *name)
+{
+    const msp_config_t *c = &msp_g.cfg;
+    for (size_t i = 0; name && i < c->n_tensor_list; i++)
+        if (strstr(name, c->tensor_list[i]))
+            return 1;
+    return 0;
+}
+
 /* The statistics task and a tensor on an accelerator (or any tensor under
  * MSPROBE_TEST_DEVICE_STATS): its statistics are computed where it lives by
  * accel_copy.py's stats() and only they are read, when they arrive (the
@@ -1073,7 +1084,7 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
         snprintf(device, sizeof device, "cuda:%d", dl->device.device_id);
     else if (dtp != MSP_DL_CPU)
         snprintf(device, sizeof device, "dl%d:%d", dtp, dl->device.device_id);
-    if (g_dev_stats && !event &&
+    if (g_dev_stats && !event && !keep_data(r->name) &&
         (dtp == MSP_DL_CUDA || dtp == MSP_DL_ROCM || (g_dev_stats_test && dtp == MSP_DL_CPU)) &&
         dev_stats(r, role, d, &x, device, rg))
         goto links;
@@ -1310,6 +1321,7 @@ static int in_dataloader_worker(void)
 
 void msp_rec_submit(msp_dq_rec_t *r)
 {
+    r->keep_data = keep_data(r->name);
     if (in_dataloader_worker()) {
         msp_rec_drop(r);
         return;
@@ -1321,6 +1333,7 @@ void msp_rec_submit(msp_dq_rec_t *r)
         return;
     }
     r->order = msp_g.order++;
+    msp_stack_commit(r);
     if (!held_add(r))
         msp_dq_push(r);
 }

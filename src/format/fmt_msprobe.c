@@ -169,6 +169,7 @@ struct msp_ms_build {
     struct msp_ms_attr *a;
     size_t na, acap;
     int saw_md5, saw_stats;
+    int tensor_task; /* task "tensor": every data_name is a file it saved */
 };
 
 static msp_err msp_ms_attr_add(struct msp_ms_build *b, const char *key, const char *value)
@@ -271,6 +272,8 @@ static msp_err msp_ms_tensor(struct msp_ms_build *b, const cJSON *o, const char 
         if (!(b->files[b->n - 1] = strdup(dn->valuestring)))
             return msp_fail(MSP_ERR_NOMEM, "out of memory");
         t->has_data = t->dtype != MSP_DTYPE_INVALID;
+        if (!(t->data_name = strdup(dn->valuestring)))
+            return msp_fail(MSP_ERR_NOMEM, "out of memory");
     }
     return MSP_OK;
 }
@@ -305,8 +308,12 @@ static msp_err msp_ms_walk(struct msp_ms_build *b, const cJSON *it, const char *
         cJSON_GetObjectItemCaseSensitive(it, "dtype"))
         return msp_ms_tensor(b, it, role);
     const cJSON *val = cJSON_GetObjectItemCaseSensitive(it, "value");
-    char *txt = cJSON_IsString(val) ? strdup(val->valuestring)
-                                    : val ? cJSON_PrintUnformatted(val) : strdup("None");
+    /* torch.memory_format has no value but a format: written as Python's repr */
+    const cJSON *fmt = val ? NULL : cJSON_GetObjectItemCaseSensitive(it, "format");
+    char *txt = cJSON_IsString(val)   ? strdup(val->valuestring)
+                : val                 ? cJSON_PrintUnformatted(val)
+                : cJSON_IsString(fmt) ? msp_asprintf("torch.%s", fmt->valuestring)
+                                      : strdup("None");
     if (!txt)
         return msp_fail(MSP_ERR_NOMEM, "out of memory");
     rc = msp_ms_attr_add(b, role, txt);
@@ -335,7 +342,8 @@ static msp_err msp_ms_record(msp_dump_file_t *f, struct msp_ms_record *mr, const
         return msp_fail(MSP_ERR_NOMEM, "out of memory");
     r->order = order;
     f->n_records++;
-    struct msp_ms_build b = {.json_path = f->path, .dir = dir, .rec = rec->string};
+    struct msp_ms_build b = {.json_path = f->path, .dir = dir, .rec = rec->string,
+                             .tensor_task = !strcmp(f->task, "tensor")};
     msp_err rc = MSP_OK;
     for (const cJSON *m = rec->child; m && !rc; m = m->next) {
         const char *k = m->string;
@@ -386,6 +394,7 @@ void msp_msprobe_close(msp_dump_file_t *f)
         for (size_t j = 0; j < r->n_tensors; j++) {
             free(r->tensors[j].role);
             free(r->tensors[j].producer);
+            free(r->tensors[j].data_name);
             if (im && im->recs)
                 free(im->recs[i].files[j]);
         }
@@ -927,6 +936,26 @@ static msp_err msp_ms_optional(const char *dir, const char *name, msp_js_member_
     return rc;
 }
 
+/* 1 when the file's directory is msprobe's single-process one: "rank"
+ * (8.x) or "proc<PID>" (26), both rank 0. */
+static int msp_ms_single_process_dir(const char *path)
+{
+    const char *end = strrchr(path, '/'), *start = end;
+    if (!end)
+        return 0;
+    while (start > path && start[-1] != '/')
+        start--;
+    size_t n = (size_t)(end - start);
+    if (n == 4 && strncmp(start, "rank", 4) == 0)
+        return 1;
+    if (n <= 4 || strncmp(start, "proc", 4) != 0)
+        return 0;
+    for (const char *c = start + 4; c < end; c++)
+        if (!isdigit((unsigned char)*c))
+            return 0;
+    return 1;
+}
+
 msp_err msp_msprobe_open(const char *json_path, msp_dump_file_t **out)
 {
     *out = NULL;
@@ -982,6 +1011,8 @@ msp_err msp_msprobe_open(const char *json_path, msp_dump_file_t **out)
              L.framework);
     f->step = msp_ms_dir_number(json_path, 2, "step");
     f->rank = msp_ms_dir_number(json_path, 1, "rank");
+    if (f->rank < 0 && msp_ms_single_process_dir(json_path))
+        f->rank = 0;
     f->world_size = -1;
     /* summary_mode md5 on the statistics task: compared on the CRC-32 */
     if (L.saw_md5 && !strcmp(f->task, "statistics"))

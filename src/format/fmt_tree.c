@@ -70,8 +70,24 @@ static msp_err msp_tree_add(msp_dump_tree_t *t, size_t *cap, int64_t step, int64
     return MSP_OK;
 }
 
+/* msprobe's directories of a process that knew no rank: 8.x writes
+ * stepN/rank/, 26 stepN/proc<PID>/. Both are rank 0 (a single process);
+ * *pid gets the PID of a proc<PID> directory, -1 for "rank". -1 otherwise. */
+static int64_t msp_tree_single_process(const char *name, int64_t *pid)
+{
+    if (strcmp(name, "rank") == 0) {
+        *pid = -1;
+        return 0;
+    }
+    if (strncmp(name, "proc", 4) != 0 || (*pid = msp_tree_digits(name + 4, name + strlen(name))) < 0)
+        return -1;
+    return 0;
+}
+
 /* Calls fn(t, cap, subdir, number, writer, arg) for each subdirectory of dir
- * named prefix<digits> (for "rank" also prefix<digits>-<K>); *seen counts them. */
+ * named prefix<digits> (for "rank" also prefix<digits>-<K>, and msprobe's
+ * "rank" and "proc<PID>", see msp_tree_single_process, with writer -1 - PID
+ * for a proc directory until msp_tree_step numbers them); *seen counts them. */
 typedef msp_err (*msp_tree_fn)(msp_dump_tree_t *t, size_t *cap, const char *sub, int64_t num,
                                int64_t writer, int64_t arg);
 
@@ -85,8 +101,12 @@ static msp_err msp_tree_each(msp_dump_tree_t *t, size_t *cap, const char *dir,
     struct dirent *e;
     while (!rc && (e = readdir(d)) != NULL) {
         int64_t writer = 0;
-        int64_t num = msp_tree_number(e->d_name, prefix,
-                                      strcmp(prefix, "rank") == 0 ? &writer : NULL);
+        int is_rank = strcmp(prefix, "rank") == 0;
+        int64_t num = msp_tree_number(e->d_name, prefix, is_rank ? &writer : NULL), pid = -1;
+        if (num < 0 && is_rank && msp_tree_single_process(e->d_name, &pid) == 0) {
+            num = 0;
+            writer = pid >= 0 ? -1 - pid : 0;
+        }
         if (num < 0)
             continue;
         char *sub = msp_asprintf("%s/%s", dir, e->d_name);
@@ -104,8 +124,26 @@ static msp_err msp_tree_each(msp_dump_tree_t *t, size_t *cap, const char *dir,
     return rc;
 }
 
+/* 1 when dir holds a ".dump.h5.PID.part" file: what a killed run left
+ * (msprobe-dump(5)); readers ignore it. */
+static int msp_tree_only_part(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int found = 0;
+    struct dirent *e;
+    while (d && !found && (e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        found = strncmp(e->d_name, ".dump.h5.", 9) == 0 && n > 14 &&
+                strcmp(e->d_name + n - 5, ".part") == 0;
+    }
+    if (d)
+        closedir(d);
+    return found;
+}
+
 /* A rank directory of step `step`: its dump.h5, else msprobe's dump.json,
- * else an entry for the directory itself saying it holds neither. */
+ * else an entry for the directory itself saying it holds neither (none when
+ * it holds only an unfinished .part file). */
 static msp_err msp_tree_rank(msp_dump_tree_t *t, size_t *cap, const char *rank_dir, int64_t rank,
                              int64_t writer, int64_t step)
 {
@@ -120,6 +158,8 @@ static msp_err msp_tree_rank(msp_dump_tree_t *t, size_t *cap, const char *rank_d
         p = msp_asprintf("%s/dump.json", rank_dir);
         if (p && !msp_tree_is_file(p)) {
             free(p);
+            if (msp_tree_only_part(rank_dir))
+                return MSP_OK;
             return msp_tree_add(t, cap, step, rank, writer, strdup(rank_dir),
                                 "holds neither dump.h5 (msprobe-c) nor dump.json (msprobe)");
         }
@@ -127,13 +167,31 @@ static msp_err msp_tree_rank(msp_dump_tree_t *t, size_t *cap, const char *rank_d
     return msp_tree_add(t, cap, step, rank, writer, p, NULL);
 }
 
+/* msprobe 26's proc<PID> directories of one step, added from index `from`
+ * on with writer -1 - PID: numbered 0, 1, ... in PID order (each a process
+ * of its own, as rank{R}-{K} are). */
+static void msp_tree_number_procs(msp_dump_tree_t *t, size_t from)
+{
+    for (int64_t k = 0;; k++) {
+        msp_dump_entry_t *low = NULL;
+        for (size_t i = from; i < t->n_files; i++)
+            if (t->files[i].writer < 0 && (!low || t->files[i].writer > low->writer))
+                low = &t->files[i]; /* the smallest PID: the largest -1 - PID */
+        if (!low)
+            return;
+        low->writer = k;
+    }
+}
+
 static msp_err msp_tree_step(msp_dump_tree_t *t, size_t *cap, const char *step_dir, int64_t step,
                              int64_t unused, int64_t unused2)
 {
     (void)unused;
     (void)unused2;
-    size_t ranks = 0;
-    return msp_tree_each(t, cap, step_dir, "rank", msp_tree_rank, step, &ranks);
+    size_t ranks = 0, from = t->n_files;
+    msp_err rc = msp_tree_each(t, cap, step_dir, "rank", msp_tree_rank, step, &ranks);
+    msp_tree_number_procs(t, from);
+    return rc;
 }
 
 static int msp_tree_entry_cmp(const void *a, const void *b)
@@ -183,8 +241,11 @@ static msp_err msp_tree_walk(const char *path, msp_dump_tree_t *t, size_t *cap)
     /* a step directory: rank{R}/dump.h5 right inside */
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
-    if ((rc = msp_tree_each(t, cap, path, "rank", msp_tree_rank, msp_tree_number(base, "step", NULL),
-                            &ranks)))
+    size_t from = t->n_files;
+    rc = msp_tree_each(t, cap, path, "rank", msp_tree_rank, msp_tree_number(base, "step", NULL),
+                       &ranks);
+    msp_tree_number_procs(t, from);
+    if (rc)
         return rc;
     if (ranks) {
         t->kind = MSP_TREE_STEP;
@@ -192,7 +253,7 @@ static msp_err msp_tree_walk(const char *path, msp_dump_tree_t *t, size_t *cap)
     }
     return msp_fail(MSP_ERR_NOT_FOUND,
                     "%s: no dump here: expected dump.h5 or dump.json, rank*/dump.h5 or step*/rank*/dump.h5 "
-                    "(or dump.json)",
+                    "(or dump.json; msprobe's rank/ and proc<PID>/ directories too)",
                     path);
 }
 

@@ -196,7 +196,7 @@ class CompareReport(unittest.TestCase):
         n_tensors = sum(len(r["rows"]) for r in self.exp)
         self.assertEqual(s.max_row, 1 + len(self.exp))
         self.assertEqual(d.max_row, 1 + n_tensors)
-        for ws, cols, rows in ((s, "P", len(self.exp)), (d, "AC", n_tensors)):
+        for ws, cols, rows in ((s, "Q", len(self.exp)), (d, "AG", n_tensors)):
             self.assertEqual(ws.freeze_panes, "A2")
             self.assertEqual(ws.auto_filter.ref, f"A1:{cols}{rows + 1}")
 

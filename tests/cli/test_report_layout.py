@@ -236,7 +236,7 @@ class ReportLayout(unittest.TestCase):
                 else:
                     self.assertEqual(float(v[h]), want, f"{t['npu_name']} {h}")
         rec4 = spec["records"][4]
-        self.assertEqual(rows[1 + rec4["first_tensor"]][-6:-4], ["1", "3"])
+        self.assertEqual(rows[1 + rec4["first_tensor"]][-9:-7], ["1", "3"])  # Step, Rank
 
     def test_rows_past_a_full_sheet_continue_on_numbered_sheets(self):
         """With 4 data rows per sheet (Excel's 1,048,575 lowered for the test),

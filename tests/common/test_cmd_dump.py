@@ -158,6 +158,19 @@ class DumpLauncher(LauncherCase):
         self.assertEqual(r.stderr, "msprobe: dump: cannot run ./script.sh: Permission denied\n")
         self.assertFalse(os.path.exists(os.path.join(self.dir, "marker")))
 
+    def test_python_script_without_interpreter_gets_a_hint(self):
+        self.write("train.py", "print('never')\n")
+        hint = "; run a Python script through its interpreter: msprobe dump -- python "
+        r = self.run_dump(["-c", "good.json", "--", "./train.py"])
+        self.assertEqual(r.returncode, 126)
+        self.assertEqual(r.stderr, "msprobe: dump: cannot run ./train.py: Permission denied"
+                         + hint + "./train.py\n")
+        r = self.run_dump(["-c", "good.json", "--", "train.py"],
+                          env=self.env(PATH=os.environ.get("PATH", "/usr/bin")))
+        self.assertEqual(r.returncode, 127)
+        self.assertEqual(r.stderr, "msprobe: dump: train.py: command not found (not in PATH)"
+                         + hint + "train.py\n")
+
     # ---- checks before anything runs ---------------------------------------
 
     def test_bad_config_stops_before_the_command(self):

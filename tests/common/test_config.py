@@ -191,7 +191,7 @@ class RejectsInvalidConfigs(ConfigCase):
         self.assertRejects(
             '{"dump": {"common_dump_settings": {"dump_modee": "api"}}}',
             CDS + ".dump_modee: unknown key (expected dump_mode, dump_path, dump_iter, task, "
-            "step_trigger or rank)")
+            "step_trigger, rank or stack)")
         self.assertRejects('{"dump": {"level": "L1"}}',
                            F + ": dump.level: unknown key (expected common_dump_settings or api_list)")
         self.assertRejects(
@@ -431,7 +431,7 @@ class AcceptsMsprobeConfigJson(ConfigCase):
                                dump_path="./dump_path", task="statistics")
         self.assertEqual(got["msprobe_format"], "1")
         self.assertEqual(got["rank"], "all")
-        self.assertEqual(got["ignored"], "extra_info,async_dump,acc_check,tensor")
+        self.assertEqual(got["ignored"], "async_dump,acc_check,tensor")  # extra_info applies
 
     def assertLoads(self, text, **expected):
         rc, got = self.load(text, name="config.json")
@@ -498,7 +498,7 @@ class AcceptsMsprobeConfigJson(ConfigCase):
              'config.json: statistics.summary_mode: expected "statistics" or "md5", got "xor"'),
             ('{"task": "tensor", "tensor": {"lists": []}}',
              'config.json: tensor.lists: unknown key (expected scope, list, data_mode, '
-             'summary_mode, or one msprobe documents)'),
+             'summary_mode, tensor_list, or one msprobe documents)'),
         )
         for text, detail in cases:
             with self.subTest(text=text):

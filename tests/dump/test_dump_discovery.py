@@ -230,10 +230,10 @@ class Callables(dt.ShimCase):
         for step in (0, 1):
             recs, _ = dt.read_dump(files[(step, 0)])
             # Only the outermost call: what the custom functions call inside is not recorded.
-            self.assertEqual(set(recs), {"Custom.torch_npu.npu_rms_norm.0.forward",
-                                         "Custom.torch_npu.npu_rms_norm.0.backward",
+            self.assertEqual(set(recs), {"NPU.npu_rms_norm.0.forward",
+                                         "NPU.npu_rms_norm.0.backward",
                                          "Custom.userpkg.ops.scaled_gelu.0.forward"})
-            f = recs["Custom.torch_npu.npu_rms_norm.0.forward"]
+            f = recs["NPU.npu_rms_norm.0.forward"]
             x = f["input.0"].astype(np.float64)
             g = f["input.1"].astype(np.float64)
             if step == 0:  # gamma as created; step 1 sees it after one SGD update
@@ -249,7 +249,7 @@ class Callables(dt.ShimCase):
                                        rtol=1e-5, atol=1e-6)
             # loss = mean(out^2): its grads flow back into the rms norm: check the
             # grad of gamma, sum over rows of dy * x * rstd, from the recorded dy.
-            b = recs["Custom.torch_npu.npu_rms_norm.0.backward"]
+            b = recs["NPU.npu_rms_norm.0.backward"]
             dy = b["input.0"].astype(np.float64)
             np.testing.assert_allclose(b["output.1"], (dy * x * rstd).sum(0), rtol=1e-4,
                                        atol=1e-6)

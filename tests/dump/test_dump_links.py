@@ -19,12 +19,12 @@ with torch.no_grad():
     h = F.linear(x, w1)          # Functional.linear.0
     a = F.relu(h)                # Functional.relu.0      input.0 <- linear.0
     y = F.linear(a, w2)          # Functional.linear.1    input.0 <- relu.0
-    a.mul_(2)                    # not wrapped (in-place variants never are)
+    a.fill_(2.0)                 # not wrapped (fills from nothing never are)
     z = F.linear(a, w2)          # Functional.linear.2    same object: <- relu.0
     d = y.detach()               # another object, same storage and version
     s = F.softmax(d, dim=1)      # Functional.softmax.0   input.0 <- linear.1
     e = z.detach()
-    e.add_(1)                    # moves the version counter z and e share
+    e.fill_(1.0)                 # moves the version counter z and e share
     t = F.softmax(e, dim=1)      # Functional.softmax.1   no producer
     u = F.softmax(z, dim=1)      # Functional.softmax.2   same object: <- linear.2
     v = torch.cat([h, a], 1)     # Torch.cat.0            input.0.0 <- linear.0, input.0.1 <- relu.0
@@ -85,14 +85,14 @@ class Links(dt.ShimCase):
                 continue
             dt.assert_same(self, recs[rec][role], recs[prec][prole], rec + " " + role)
         # ...except where an op msprobe does not see changed it in between
-        # (a.mul_(2); e.add_(1) through another object on z's storage): the
+        # (a.fill_(2); e.fill_(1) through another object on z's storage): the
         # link stays, so a reader can see that gap
         relu_out = recs["Functional.relu.0.forward"]["output.0"]
-        dt.assert_same(self, recs["Functional.linear.2.forward"]["input.0"], relu_out * 2,
-                       "input changed in place after its producer")
+        dt.assert_same(self, recs["Functional.linear.2.forward"]["input.0"],
+                       np.full_like(relu_out, 2), "input changed in place after its producer")
+        z_out = recs["Functional.linear.2.forward"]["output.0"]
         dt.assert_same(self, recs["Functional.softmax.2.forward"]["input.0"],
-                       recs["Functional.linear.2.forward"]["output.0"] + np.float32(1),
-                       "input changed through another view after its producer")
+                       np.ones_like(z_out), "input changed through another view after its producer")
         # the /index column says the same; "" where unknown, outputs included
         self.assertEqual({k: v for k, v in index.items() if v}, links)
         self.assertEqual(index[("Functional.softmax.1.forward", "input.0")], "")

@@ -67,7 +67,10 @@ for step in range(3):
 
 class Statistics(dt.ShimCase):
     def test_statistics_equal_numpy(self):
-        cfg = self.write_config(dt.config("./s", mode="mix", steps="1", task="statistics"))
+        # call sites off: they would give every record a group (checked below)
+        c = dt.config("./s", mode="mix", steps="1", task="statistics")
+        c["dump"]["common_dump_settings"]["stack"] = False
+        cfg = self.write_config(c)
         self.train(["--steps", "2", "--record", "rec"], cfg)
         rec = np.load(self.path("rec", "record.npz"))
         files = dt.dump_files(self.path("s"))
@@ -110,6 +113,12 @@ class Statistics(dt.ShimCase):
                 if name != "index":
                     self.assertTrue(set(g.attrs) - {"order"}, name + ": group without arguments")
             self.assertNotIn("Functional.linear.1.forward", f)  # three tensors, no arguments
+        # with call sites, the records that had no group carry their "stack"
+        c["dump"]["common_dump_settings"]["stack"] = True
+        c["dump"]["common_dump_settings"]["dump_path"] = "./s2"
+        self.train(["--steps", "2", "--record", "rec2"], self.write_config(c, name="s2.json"))
+        with h5py.File(dt.dump_files(self.path("s2"))[(1, 0)], "r") as f:
+            self.assertIn("stack", f["Functional.linear.1.forward"].attrs)
 
     def test_special_values_and_every_dtype(self):
         # NaN (all four statistics NaN, as torch's), +-Inf, 16-bit floats,

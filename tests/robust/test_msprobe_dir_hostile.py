@@ -70,7 +70,7 @@ class Hostile(unittest.TestCase):
             rows = {r[hdr.index("NPU Name")]: r for r in ws.iter_rows(min_row=2, values_only=True)}
             row = rows[REC + ".input.0"]
             text += str(row[hdr.index("Err_message")])
-            self.assertIsNone(row[hdr.index("Cosine")])  # nothing compared on that row
+            self.assertIn(row[hdr.index("Cosine")], (None, "N/A"))  # nothing compared on that row
         self.assertIn(named, text)
         self.assertIn(why, text)
         self.assertNotIn("1e+06", text)

@@ -1,0 +1,649 @@
+/* Our dump rewritten in msprobe's own layout, so that msprobe's own tools
+ * (its compare, visualization, monitor) read it:
+ *
+ *   OUT/stepN/rankR/dump.json         task, level, framework, dump_data_dir, data
+ *   OUT/stepN/rankR/stack.json        {"0": [[records], [frames]], ...}
+ *   OUT/stepN/rankR/construct.json    {} (parents are not recorded here)
+ *   OUT/stepN/rankR/dump_tensor_data/<record>.<input|output>.<i>.pt (or .npy)
+ *
+ * Roles map back as msprobe-dump(5), "MSPROBE'S OWN DIRECTORIES", reads them
+ * the other way: input.i -> input_args[i], kwarg.k -> input_kwargs[k],
+ * output.i -> output[i], nested roles to nested lists; backward records put
+ * their outputs in msprobe's autograd order (grad_fn_outputs). A .pt is what
+ * torch.save writes for one plain tensor (a stored zip: data.pkl calling
+ * torch._utils._rebuild_tensor_v2, data/0, version); a .npy is format 1.0,
+ * bfloat16 written as float32 (msprobe's dtype field keeps bfloat16). */
+#include "msprobe/format.h"
+
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zip.h>
+
+/* ---- tensor files ---------------------------------------------------------- */
+
+typedef struct msp_xbuf {
+    unsigned char *p;
+    size_t n, cap;
+    int oom;
+} msp_xbuf_t;
+
+static void xb_put(msp_xbuf_t *b, const void *d, size_t n)
+{
+    if (b->oom)
+        return;
+    if (b->n + n > b->cap) {
+        size_t nc = b->cap ? b->cap * 2 : 256;
+        while (nc < b->n + n)
+            nc *= 2;
+        unsigned char *np = realloc(b->p, nc);
+        if (!np) {
+            b->oom = 1;
+            return;
+        }
+        b->p = np;
+        b->cap = nc;
+    }
+    memcpy(b->p + b->n, d, n);
+    b->n += n;
+}
+
+static void xb_byte(msp_xbuf_t *b, unsigned char c)
+{
+    xb_put(b, &c, 1);
+}
+
+static void pk_str(msp_xbuf_t *b, const char *s) /* BINUNICODE */
+{
+    uint32_t n = (uint32_t)strlen(s);
+    unsigned char h[5] = {'X', (unsigned char)n, (unsigned char)(n >> 8), (unsigned char)(n >> 16),
+                          (unsigned char)(n >> 24)};
+    xb_put(b, h, 5);
+    xb_put(b, s, n);
+}
+
+static void pk_global(msp_xbuf_t *b, const char *mod, const char *name)
+{
+    xb_byte(b, 'c');
+    xb_put(b, mod, strlen(mod));
+    xb_byte(b, '\n');
+    xb_put(b, name, strlen(name));
+    xb_byte(b, '\n');
+}
+
+static void pk_int(msp_xbuf_t *b, int64_t v) /* BININT, else LONG1 */
+{
+    if (v >= INT32_MIN && v <= INT32_MAX) {
+        uint32_t u = (uint32_t)(int32_t)v;
+        unsigned char h[5] = {'J', (unsigned char)u, (unsigned char)(u >> 8),
+                              (unsigned char)(u >> 16), (unsigned char)(u >> 24)};
+        xb_put(b, h, 5);
+        return;
+    }
+    unsigned char h[10] = {0x8a, 8};
+    uint64_t u = (uint64_t)v;
+    for (int i = 0; i < 8; i++)
+        h[2 + i] = (unsigned char)(u >> (8 * i));
+    xb_put(b, h, 10);
+}
+
+static void pk_ints(msp_xbuf_t *b, const int64_t *v, int n)
+{
+    if (n == 0) {
+        xb_byte(b, ')'); /* EMPTY_TUPLE */
+        return;
+    }
+    xb_byte(b, '(');
+    for (int i = 0; i < n; i++)
+        pk_int(b, v[i]);
+    xb_byte(b, 't');
+}
+
+static const char *msp_storage_name(msp_dtype_t dt)
+{
+    switch (dt) {
+    case MSP_DTYPE_FLOAT32: return "FloatStorage";
+    case MSP_DTYPE_FLOAT16: return "HalfStorage";
+    case MSP_DTYPE_BFLOAT16: return "BFloat16Storage";
+    case MSP_DTYPE_FLOAT64: return "DoubleStorage";
+    case MSP_DTYPE_INT8: return "CharStorage";
+    case MSP_DTYPE_INT16: return "ShortStorage";
+    case MSP_DTYPE_INT32: return "IntStorage";
+    case MSP_DTYPE_INT64: return "LongStorage";
+    case MSP_DTYPE_UINT8: return "ByteStorage";
+    case MSP_DTYPE_BOOL: return "BoolStorage";
+    default: return NULL;
+    }
+}
+
+/* torch.save of one contiguous tensor: a zip with stored entries, as torch
+ * writes it (torch.load and our fmt_pt.c read it). */
+static msp_err msp_write_pt(const char *path, const msp_tensor_info_t *t, const void *data)
+{
+    msp_xbuf_t pk = {0};
+    int64_t stride[MSP_MAX_NDIM];
+    int64_t s = 1;
+    for (int d = t->ndim; d-- > 0;) {
+        stride[d] = s;
+        s *= t->shape[d] ? t->shape[d] : 1;
+    }
+    xb_put(&pk, "\x80\x02", 2);
+    pk_global(&pk, "torch._utils", "_rebuild_tensor_v2");
+    xb_put(&pk, "((", 2);
+    pk_str(&pk, "storage");
+    pk_global(&pk, "torch", msp_storage_name(t->dtype));
+    pk_str(&pk, "0");
+    pk_str(&pk, "cpu");
+    pk_int(&pk, t->numel);
+    xb_put(&pk, "tQ", 2); /* TUPLE, BINPERSID */
+    pk_int(&pk, 0);
+    pk_ints(&pk, t->shape, t->ndim);
+    pk_ints(&pk, stride, t->ndim);
+    xb_byte(&pk, t->requires_grad ? 0x88 : 0x89);
+    pk_global(&pk, "collections", "OrderedDict");
+    xb_put(&pk, ")Rt", 3); /* EMPTY_TUPLE, REDUCE, TUPLE */
+    xb_put(&pk, "R.", 2);  /* REDUCE, STOP */
+    if (pk.oom) {
+        free(pk.p);
+        return msp_fail(MSP_ERR_NOMEM, "export: out of memory");
+    }
+    /* the zip's inner directory is the file's name, as torch.save names it */
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t bl = strlen(base);
+    char dirname[256];
+    snprintf(dirname, sizeof dirname, "%.*s", (int)(bl > 3 && !strcmp(base + bl - 3, ".pt")
+                                                        ? bl - 3 : bl), base);
+    int zerr = 0;
+    msp_err rc = MSP_OK;
+    zip_t *z = zip_open(path, ZIP_CREATE | ZIP_TRUNCATE, &zerr);
+    if (!z) {
+        free(pk.p);
+        return msp_fail(MSP_ERR_IO, "export: cannot create %s (libzip error %d)", path, zerr);
+    }
+    struct { const char *name; const void *d; size_t n; } ent[3] = {
+        {"data.pkl", pk.p, pk.n}, {"data/0", data, (size_t)t->nbytes}, {"version", "3\n", 2}};
+    for (int i = 0; i < 3 && !rc; i++) {
+        char name[300];
+        snprintf(name, sizeof name, "%s/%s", dirname, ent[i].name);
+        zip_source_t *src = zip_source_buffer(z, ent[i].d, ent[i].n, 0);
+        zip_int64_t idx = src ? zip_file_add(z, name, src, ZIP_FL_ENC_UTF_8) : -1;
+        if (idx < 0) {
+            zip_source_free(src);
+            rc = msp_fail(MSP_ERR_IO, "export: %s: cannot add %s: %s", path, name, zip_strerror(z));
+        } else {
+            zip_set_file_compression(z, (zip_uint64_t)idx, ZIP_CM_STORE, 0);
+        }
+    }
+    if (!rc && zip_close(z) != 0) {
+        rc = msp_fail(MSP_ERR_IO, "export: cannot write %s: %s", path, zip_strerror(z));
+        zip_discard(z);
+    } else if (rc) {
+        zip_discard(z);
+    }
+    free(pk.p);
+    return rc;
+}
+
+/* numpy.save, format 1.0; bfloat16 as float32. */
+static msp_err msp_write_npy(const char *path, const msp_tensor_info_t *t, const void *data)
+{
+    static const struct { msp_dtype_t dt; const char *descr; } map[] = {
+        {MSP_DTYPE_FLOAT32, "<f4"}, {MSP_DTYPE_FLOAT16, "<f2"}, {MSP_DTYPE_BFLOAT16, "<f4"},
+        {MSP_DTYPE_FLOAT64, "<f8"}, {MSP_DTYPE_INT8, "|i1"}, {MSP_DTYPE_INT16, "<i2"},
+        {MSP_DTYPE_INT32, "<i4"}, {MSP_DTYPE_INT64, "<i8"}, {MSP_DTYPE_UINT8, "|u1"},
+        {MSP_DTYPE_BOOL, "|b1"}};
+    const char *descr = NULL;
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (map[i].dt == t->dtype)
+            descr = map[i].descr;
+    char shape[MSP_SHAPE_STR_MAX + 8] = "(";
+    for (int d = 0; d < t->ndim; d++)
+        snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%lld%s",
+                 (long long)t->shape[d], t->ndim == 1 ? "," : d + 1 < t->ndim ? ", " : "");
+    strcat(shape, ")");
+    char head[1024];
+    int hl = snprintf(head, sizeof head, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }",
+                      descr, shape);
+    size_t total = 10 + (size_t)hl + 1, pad = (64 - total % 64) % 64;
+    msp_err rc = MSP_OK;
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return msp_fail(MSP_ERR_IO, "export: cannot create %s: %s", path, strerror(errno));
+    uint16_t hlen = (uint16_t)((size_t)hl + pad + 1);
+    unsigned char magic[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)hlen,
+                               (unsigned char)(hlen >> 8)};
+    fwrite(magic, 1, 10, f);
+    fwrite(head, 1, (size_t)hl, f);
+    for (size_t i = 0; i < pad; i++)
+        fputc(' ', f);
+    fputc('\n', f);
+    if (t->dtype == MSP_DTYPE_BFLOAT16) {
+        const uint16_t *b = data;
+        for (int64_t i = 0; i < t->numel; i++) {
+            float v = msp_bf16_to_float(b[i]);
+            fwrite(&v, 4, 1, f);
+        }
+    } else {
+        fwrite(data, 1, (size_t)t->nbytes, f);
+    }
+    if (ferror(f) | fclose(f))
+        rc = msp_fail(MSP_ERR_IO, "export: cannot write %s: %s", path, strerror(errno ? errno : EIO));
+    return rc;
+}
+
+/* ---- dump.json -------------------------------------------------------------- */
+
+/* Python's json writes NaN and infinities bare; so does msprobe, and its
+ * readers expect them (ours reads both forms). */
+static cJSON *msp_xnum(double v)
+{
+    if (isnan(v))
+        return cJSON_CreateRaw("NaN");
+    if (isinf(v))
+        return cJSON_CreateRaw(v > 0 ? "Infinity" : "-Infinity");
+    return cJSON_CreateNumber(v);
+}
+
+/* A non-tensor argument (our attribute: Python's repr) as msprobe writes it. */
+static cJSON *msp_xvalue(const char *s)
+{
+    cJSON *o;
+    char *end;
+    if (!strcmp(s, "None"))
+        return cJSON_CreateNull();
+    if (!strcmp(s, "True") || !strcmp(s, "False")) {
+        o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "type", "bool");
+        cJSON_AddBoolToObject(o, "value", s[0] == 'T');
+        return o;
+    }
+    long long iv = strtoll(s, &end, 10);
+    if (*s && !*end) {
+        o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "type", "int");
+        cJSON_AddNumberToObject(o, "value", (double)iv);
+        return o;
+    }
+    double dv = strtod(s, &end);
+    if (*s && !*end) {
+        o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "type", "float");
+        cJSON_AddItemToObject(o, "value", msp_xnum(dv));
+        return o;
+    }
+    if ((s[0] == '(' || s[0] == '[') && strlen(s) >= 2) { /* a tuple of scalars */
+        cJSON *arr = cJSON_CreateArray();
+        char *copy = strdup(s + 1);
+        if (copy) {
+            copy[strlen(copy) - 1] = '\0';
+            char *sp = NULL;
+            for (char *tok = strtok_r(copy, ", ", &sp); tok; tok = strtok_r(NULL, ", ", &sp))
+                cJSON_AddItemToArray(arr, msp_xvalue(tok));
+            free(copy);
+        }
+        return arr;
+    }
+    o = cJSON_CreateObject();
+    if (!strncmp(s, "torch.", 6) && strstr(s, "_format")) {
+        cJSON_AddStringToObject(o, "type", "torch.memory_format");
+        cJSON_AddStringToObject(o, "format", s + 6);
+    } else {
+        cJSON_AddStringToObject(o, "type", !strncmp(s, "torch.", 6) ? "torch.dtype" : "str");
+        cJSON_AddStringToObject(o, "value", s);
+    }
+    return o;
+}
+
+/* arr[i], created (as null fillers up to it) when missing; replaced by v. */
+static void msp_xset(cJSON *arr, size_t i, cJSON *v)
+{
+    while ((size_t)cJSON_GetArraySize(arr) <= i)
+        cJSON_AddItemToArray(arr, cJSON_CreateNull());
+    cJSON_ReplaceItemInArray(arr, (int)i, v);
+}
+
+/* Place v under the role path rest ("3", "1.0", "name") in container c. */
+static void msp_xplace(cJSON *c, const char *rest, cJSON *v)
+{
+    char head[256];
+    size_t hl = strcspn(rest, ".");
+    snprintf(head, sizeof head, "%.*s", (int)hl, rest);
+    const char *tail = rest[hl] ? rest + hl + 1 : NULL;
+    int num = hl > 0;
+    for (size_t i = 0; i < hl; i++)
+        num &= isdigit((unsigned char)rest[i]) != 0;
+    if (cJSON_IsArray(c) && num) {
+        size_t i = (size_t)strtoull(head, NULL, 10);
+        if (!tail) {
+            msp_xset(c, i, v);
+            return;
+        }
+        cJSON *sub = cJSON_GetArrayItem(c, (int)i);
+        if (!cJSON_IsArray(sub)) {
+            sub = cJSON_CreateArray();
+            msp_xset(c, i, sub);
+        }
+        msp_xplace(sub, tail, v);
+        return;
+    }
+    if (cJSON_IsObject(c)) {
+        if (!tail) {
+            cJSON_DeleteItemFromObject(c, head);
+            cJSON_AddItemToObject(c, head, v);
+            return;
+        }
+        cJSON *sub = cJSON_GetObjectItemCaseSensitive(c, head);
+        if (!cJSON_IsArray(sub)) {
+            sub = cJSON_CreateArray();
+            cJSON_AddItemToObject(c, head, sub);
+        }
+        msp_xplace(sub, tail, v);
+        return;
+    }
+    cJSON_Delete(v);
+}
+
+typedef struct msp_xctx {
+    msp_dump_file_t *f;
+    const char *data_dir;
+    int npy, with_data, md5;
+    void *buf;
+    size_t buf_size;
+} msp_xctx_t;
+
+static msp_err msp_xtensor(msp_xctx_t *x, const msp_record_info_t *r, const msp_tensor_info_t *t,
+                           const char *io, const char *pos, cJSON **out)
+{
+    cJSON *o = cJSON_CreateObject();
+    *out = o;
+    if (!o)
+        return msp_fail(MSP_ERR_NOMEM, "export: out of memory");
+    cJSON *shape = cJSON_CreateArray();
+    for (int d = 0; d < t->ndim; d++)
+        cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->shape[d]));
+    cJSON_AddStringToObject(o, "type", "torch.Tensor");
+    cJSON_AddStringToObject(o, "dtype", t->dtype_name);
+    cJSON_AddItemToObject(o, "shape", shape);
+    if (t->has_stats) {
+        cJSON_AddItemToObject(o, "Max", msp_xnum(t->stats.max));
+        cJSON_AddItemToObject(o, "Min", msp_xnum(t->stats.min));
+        cJSON_AddItemToObject(o, "Mean", msp_xnum(t->stats.mean));
+        cJSON_AddItemToObject(o, "Norm", msp_xnum(t->stats.norm));
+    }
+    cJSON_AddBoolToObject(o, "requires_grad", t->requires_grad != 0);
+    if (x->md5) {
+        char h[16];
+        snprintf(h, sizeof h, "%08x", (unsigned)t->stats.crc32);
+        cJSON_AddStringToObject(o, "md5", h);
+    }
+    if (!x->with_data || !t->has_data || !msp_storage_name(t->dtype))
+        return MSP_OK;
+    char name[700], *path = NULL;
+    snprintf(name, sizeof name, "%s.%s.%s.%s", r->name, io, pos, x->npy ? "npy" : "pt");
+    for (char *c = name; *c; c++)
+        if (*c == '/')
+            *c = '_';
+    if ((size_t)t->nbytes > x->buf_size) {
+        void *nb = realloc(x->buf, (size_t)t->nbytes ? (size_t)t->nbytes : 1);
+        if (!nb)
+            return msp_fail(MSP_ERR_NOMEM, "export: out of memory for %lld bytes",
+                            (long long)t->nbytes);
+        x->buf = nb;
+        x->buf_size = (size_t)t->nbytes;
+    }
+    msp_err rc = msp_dump_read_tensor(x->f, r, t, x->buf, x->buf_size);
+    if (!rc && !(path = msp_asprintf("%s/%s", x->data_dir, name)))
+        rc = msp_fail(MSP_ERR_NOMEM, "export: out of memory");
+    if (!rc)
+        rc = x->npy ? msp_write_npy(path, t, x->buf) : msp_write_pt(path, t, x->buf);
+    free(path);
+    if (!rc)
+        cJSON_AddStringToObject(o, "data_name", name);
+    return rc;
+}
+
+/* One record as msprobe writes it into dump.json's "data". */
+static msp_err msp_xrecord(msp_xctx_t *x, const msp_record_info_t *r, cJSON *data, cJSON *stacks)
+{
+    char **keys = NULL, **vals = NULL, *map = NULL, *stack = NULL;
+    size_t na = 0;
+    msp_err rc = msp_dump_record_attrs(x->f, r, &keys, &vals, &na);
+    if (rc)
+        return rc;
+    int backward = strstr(r->name, ".backward") != NULL;
+    cJSON *rec = cJSON_CreateObject();
+    cJSON *in = cJSON_CreateArray(), *kw = backward ? NULL : cJSON_CreateObject();
+    cJSON *out = cJSON_CreateArray();
+    for (size_t i = 0; i < na; i++) {
+        if (!strcmp(keys[i], "grad_fn_outputs"))
+            map = vals[i];
+        else if (!strcmp(keys[i], "stack"))
+            stack = vals[i];
+        else if (!strncmp(keys[i], "input.", 6))
+            msp_xplace(in, keys[i] + 6, msp_xvalue(vals[i]));
+        else if (kw && !strncmp(keys[i], "kwarg.", 6))
+            msp_xplace(kw, keys[i] + 6, msp_xvalue(vals[i]));
+    }
+    for (size_t j = 0; j < r->n_tensors && !rc; j++) {
+        const msp_tensor_info_t *t = &r->tensors[j];
+        const char *role = t->role;
+        cJSON *v = NULL;
+        char pos[64] = "";
+        if (!strncmp(role, "input.", 6)) {
+            if (!(rc = msp_xtensor(x, r, t, "input", role + 6, &v)))
+                msp_xplace(in, role + 6, v);
+            continue;
+        }
+        if (kw && !strncmp(role, "kwarg.", 6)) {
+            if (!(rc = msp_xtensor(x, r, t, "input", role + 6, &v)))
+                msp_xplace(kw, role + 6, v);
+            continue;
+        }
+        int is_out = !strncmp(role, "output.", 7), is_node = !strncmp(role, "grad_fn.", 8);
+        if (!is_out && !is_node)
+            continue;
+        if (backward && map) { /* msprobe's autograd order: output.K is what map names at K */
+            long at = 0, k = -1;
+            for (const char *p = map; *p && k < 0; at++) {
+                size_t len = strcspn(p, ",");
+                if (len == strlen(role) && !strncmp(p, role, len))
+                    k = at;
+                p += len + (p[len] == ',');
+            }
+            if (k < 0)
+                continue;
+            snprintf(pos, sizeof pos, "%ld", k);
+        } else if (is_out) {
+            snprintf(pos, sizeof pos, "%s", role + 7);
+        } else {
+            continue;
+        }
+        if (!(rc = msp_xtensor(x, r, t, "output", pos, &v)))
+            msp_xplace(out, pos, v);
+        else
+            cJSON_Delete(v);
+    }
+    if (backward) {
+        if (map && map[0]) { /* a grad the node hands on as None stays a null in its place */
+            size_t n = 1;
+            for (const char *p = map; *p; p++)
+                n += *p == ',';
+            if ((size_t)cJSON_GetArraySize(out) < n)
+                msp_xset(out, n - 1, cJSON_CreateNull());
+        }
+        cJSON_AddItemToObject(rec, "input", in);
+        cJSON_AddItemToObject(rec, "output", out);
+    } else {
+        cJSON_AddItemToObject(rec, "input_args", in);
+        cJSON_AddItemToObject(rec, "input_kwargs", kw);
+        cJSON_AddItemToObject(rec, "output", out);
+    }
+    cJSON_AddItemToObject(data, r->name, rec);
+    if (stack) { /* "@RECORD": the text of that record */
+        const char *text = stack;
+        cJSON *hit = NULL;
+        if (text[0] == '@') {
+            for (cJSON *e = stacks->child; e && !hit; e = e->next)
+                for (cJSON *n = e->child->child; n && !hit; n = n->next)
+                    if (!strcmp(n->valuestring, text + 1))
+                        hit = e;
+        } else {
+            for (cJSON *e = stacks->child; e && !hit; e = e->next)
+                if (!strcmp(e->child->next->valuestring, text))
+                    hit = e;
+            if (!hit) {
+                hit = cJSON_CreateArray();
+                cJSON_AddItemToArray(hit, cJSON_CreateArray());
+                cJSON_AddItemToArray(hit, cJSON_CreateString(text));
+                char key[32];
+                snprintf(key, sizeof key, "%d", cJSON_GetArraySize(stacks));
+                cJSON_AddItemToObject(stacks, key, hit);
+            }
+        }
+        if (hit)
+            cJSON_AddItemToArray(hit->child, cJSON_CreateString(r->name));
+    }
+    msp_free_strings(keys, na);
+    msp_free_strings(vals, na);
+    return rc;
+}
+
+/* stack.json holds each call site's frames as msprobe writes them:
+ * "File F, line N, in FUNC, \n code". */
+static void msp_xframes(cJSON *stacks)
+{
+    for (cJSON *e = stacks->child; e; e = e->next) {
+        cJSON *textv = e->child->next;
+        cJSON *frames = cJSON_CreateArray();
+        char *text = strdup(textv->valuestring), *save = NULL;
+        char frame[2048] = "";
+        for (char *line = text ? strtok_r(text, "\n", &save) : NULL; line;
+             line = strtok_r(NULL, "\n", &save)) {
+            if (!strncmp(line, "File ", 5)) {
+                if (frame[0])
+                    cJSON_AddItemToArray(frames, cJSON_CreateString(frame));
+                snprintf(frame, sizeof frame, "%s", line);
+            } else {
+                while (*line == ' ')
+                    line++;
+                size_t fl = strlen(frame);
+                snprintf(frame + fl, sizeof frame - fl, ", \n %s", line);
+            }
+        }
+        if (frame[0])
+            cJSON_AddItemToArray(frames, cJSON_CreateString(frame));
+        free(text);
+        cJSON_ReplaceItemInArray(e, 1, frames);
+    }
+}
+
+static msp_err msp_xwrite_json(const char *dir, const char *name, cJSON *j)
+{
+    char *text = cJSON_Print(j);
+    char *path = msp_asprintf("%s/%s", dir, name);
+    msp_err rc = text && path ? msp_write_file_atomic(path, text, strlen(text))
+                              : msp_fail(MSP_ERR_NOMEM, "export: out of memory");
+    free(text);
+    free(path);
+    return rc;
+}
+
+static msp_err msp_export_file(const char *in, int64_t step, int64_t rank, const char *out_dir,
+                               int npy)
+{
+    msp_dump_file_t *f = NULL;
+    char *dir = NULL, *data_dir = NULL;
+    cJSON *root = NULL, *stacks = NULL;
+    msp_xctx_t x = {0};
+    msp_err rc = msp_dump_open(in, &f);
+    if (rc)
+        return rc;
+    size_t pl = strlen(f->path);
+    if (pl >= 9 && !strcmp(f->path + pl - 9, "dump.json")) {
+        rc = msp_fail(MSP_ERR_USAGE, "export: %s is msprobe's own layout already", f->path);
+        goto cleanup;
+    }
+    if (step < 0)
+        step = f->step >= 0 ? f->step : 0;
+    if (rank < 0)
+        rank = f->rank >= 0 ? f->rank : 0;
+    dir = msp_asprintf("%s/step%lld/rank%lld", out_dir, (long long)step, (long long)rank);
+    data_dir = dir ? msp_asprintf("%s/dump_tensor_data", dir) : NULL;
+    if (!dir || !data_dir) {
+        rc = msp_fail(MSP_ERR_NOMEM, "export: out of memory");
+        goto cleanup;
+    }
+    x.f = f;
+    x.data_dir = data_dir;
+    x.npy = npy;
+    x.with_data = !strcmp(f->task, "tensor");
+    x.md5 = !strcmp(f->task, "md5");
+    if ((rc = msp_mkdirs(x.with_data ? data_dir : dir)))
+        goto cleanup;
+    root = cJSON_CreateObject();
+    stacks = cJSON_CreateObject();
+    cJSON *data = cJSON_CreateObject();
+    if (!root || !stacks || !data) {
+        cJSON_Delete(data);
+        rc = msp_fail(MSP_ERR_NOMEM, "export: out of memory");
+        goto cleanup;
+    }
+    cJSON_AddStringToObject(root, "task", x.with_data ? "tensor" : "statistics");
+    cJSON_AddStringToObject(root, "level", !strcmp(f->dump_mode, "module") ? "L0"
+                                           : !strcmp(f->dump_mode, "mix") ? "mix" : "L1");
+    cJSON_AddStringToObject(root, "framework", "pytorch");
+    char *abs = x.with_data ? realpath(data_dir, NULL) : NULL;
+    if (abs)
+        cJSON_AddStringToObject(root, "dump_data_dir", abs);
+    else
+        cJSON_AddNullToObject(root, "dump_data_dir");
+    free(abs);
+    cJSON_AddItemToObject(root, "data", data);
+    /* optimizer steps have no place in msprobe's layout (its dump records
+     * the calls a step makes; ours keeps the step as one record) */
+    for (size_t i = 0; i < f->n_records && !rc; i++)
+        if (strncmp(f->records[i].name, "Optimizer.", 10) != 0)
+            rc = msp_xrecord(&x, &f->records[i], data, stacks);
+    if (rc)
+        goto cleanup;
+    msp_xframes(stacks);
+    cJSON *construct = cJSON_CreateObject();
+    if (!(rc = msp_xwrite_json(dir, "dump.json", root)) &&
+        !(rc = msp_xwrite_json(dir, "stack.json", stacks)))
+        rc = msp_xwrite_json(dir, "construct.json", construct);
+    cJSON_Delete(construct);
+cleanup:
+    cJSON_Delete(root);
+    cJSON_Delete(stacks);
+    free(x.buf);
+    free(dir);
+    free(data_dir);
+    msp_dump_close(f);
+    return rc;
+}
+
+msp_err msp_export_msprobe(const char *path, const char *out_dir, int npy, size_t *n_files)
+{
+    msp_dump_tree_t t;
+    *n_files = 0;
+    msp_err rc = msp_dump_tree_scan(path, 0, &t);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < t.n_files && !rc; i++) {
+        if (t.files[i].error) {
+            rc = msp_fail(MSP_ERR_FORMAT, "export: %s: %s", t.files[i].path, t.files[i].error);
+            break;
+        }
+        if (t.files[i].writer) /* rank{R}-{K}: a second writer of rank R */
+            continue;
+        if (!(rc = msp_export_file(t.files[i].path, t.files[i].step, t.files[i].rank, out_dir, npy)))
+            (*n_files)++;
+    }
+    msp_dump_tree_free(&t);
+    return rc;
+}
