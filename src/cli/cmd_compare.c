@@ -29,6 +29,7 @@ enum {
     MSP_OPT_ABS_FAIL,
     MSP_OPT_STATS_WARN,
     MSP_OPT_TOP,
+    MSP_OPT_NO_HTML,
 };
 
 static const msp_opt_t msp_compare_opts[] = {
@@ -39,6 +40,7 @@ static const msp_opt_t msp_compare_opts[] = {
     {MSP_OPT_FUZZY, "fuzzy", NULL, "also match API calls by name and order, ignoring the call index"},
     {MSP_OPT_MAPPING, "mapping", "FILE", "extra pairs, one \"bench_record cmp_record\" per line"},
     {MSP_OPT_CSV, "csv", NULL, "also write OUT/result.csv"},
+    {MSP_OPT_NO_HTML, "no-html", NULL, "do not write OUT/result.html (the charts page)"},
     {MSP_OPT_THREADS, "threads", "N", "worker threads (default: all cores)"},
     {MSP_OPT_COS_WARN, "cos-warn", "X", "verdict No if Cosine < X and MaxAbsErr > --abs-warn (0.99)"},
     {MSP_OPT_ABS_WARN, "abs-warn", "X", "(0.001)"},
@@ -215,7 +217,7 @@ int msp_cmd_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
     msp_compare_opts_t opts;
     msp_compare_opts_default(&opts);
     const char *bench = NULL, *cmp = NULL, *out_dir = "./compare_result";
-    int csv = 0, quiet = ctx->verbosity == 0;
+    int csv = 0, html = 1, quiet = ctx->verbosity == 0;
 
     int c, rc;
     while ((c = msp_opt_next(&msp_compare_doc, argc, argv)) != -1) {
@@ -247,6 +249,9 @@ int msp_cmd_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
             break;
         case MSP_OPT_CSV:
             csv = 1;
+            break;
+        case MSP_OPT_NO_HTML:
+            html = 0;
             break;
         case MSP_OPT_THREADS: {
             char *end = NULL;
@@ -334,6 +339,11 @@ int msp_cmd_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
         rc = msp_report_error(err);
         goto cleanup;
     }
+    msp_html_opts_t hopts = {.bench = bench, .cmp = cmp};
+    if (html && (err = msp_report_write_html(res, out_dir, &hopts)) != MSP_OK) {
+        rc = msp_report_error(err);
+        goto cleanup;
+    }
 
     /* Count failures from the records themselves: the same rows the summary
      * sheet shows, so stdout and the report cannot disagree. */
@@ -354,6 +364,8 @@ int msp_cmd_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
         printf("report: %s/result.xlsx\n", out_dir);
         if (csv)
             printf("report: %s/result.csv\n", out_dir);
+        if (html)
+            printf("report: %s/result.html\n", out_dir);
         msp_print_suspects(res, opts.top);
     }
     rc = failing ? MSP_EXIT_FAIL : MSP_EXIT_OK;

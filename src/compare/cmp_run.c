@@ -58,6 +58,7 @@ void msp_compare_result_free(msp_compare_result_t *r)
         free(r->records[i].name);
         free(r->records[i].bench_name);
         free(r->records[i].npu_stack);
+        free(r->records[i].parent);
     }
     for (size_t i = 0; i < r->n_tensors; i++) {
         free(r->tensors[i].npu_name);
@@ -771,27 +772,36 @@ static msp_err cmp_sorted_tensors(const msp_record_info_t *r, const msp_tensor_i
     return MSP_OK;
 }
 
-/* The "stack" attribute of a record (msprobe's stack.json), or NULL. Only a
- * msprobe directory (dump.json) carries one: HDF5 files are not asked. */
-static char *cmp_record_stack(msp_dump_file_t *f, const msp_record_info_t *r)
+/* The "stack" attribute of a record (msprobe's stack.json) and its "parent"
+ * (the module it ran in: msprobe's construct.json, or our module and mix
+ * dumps), each NULL when absent. Files that carry neither (HDF5 dumps of API
+ * records only) are not asked. */
+static void cmp_record_attrs(msp_dump_file_t *f, const msp_record_info_t *r, char **stack,
+                             char **parent)
 {
+    *stack = *parent = NULL;
     size_t pl = f && r ? strlen(f->path) : 0;
-    if (pl < 9 || strcmp(f->path + pl - 9, "dump.json") != 0)
-        return NULL;
-    char **k = NULL, **v = NULL, *out = NULL;
+    int ms_dir = pl >= 9 && strcmp(f->path + pl - 9, "dump.json") == 0;
+    if (!f || !r || (!ms_dir && strcmp(f->dump_mode, "mix") != 0 &&
+                     strcmp(f->dump_mode, "module") != 0))
+        return;
+    char **k = NULL, **v = NULL;
     size_t n = 0;
     if (msp_dump_record_attrs(f, r, &k, &v, &n) != MSP_OK) {
         msp_clear_error();
-        return NULL;
+        return;
     }
-    for (size_t i = 0; i < n && !out; i++)
-        if (strcmp(k[i], "stack") == 0) {
-            out = v[i];
+    for (size_t i = 0; i < n; i++) {
+        char **to = ms_dir && strcmp(k[i], "stack") == 0 ? stack
+                    : strcmp(k[i], "parent") == 0     ? parent
+                                                      : NULL;
+        if (to && !*to) {
+            *to = v[i];
             v[i] = NULL;
         }
+    }
     msp_free_strings(k, n);
     msp_free_strings(v, n);
-    return out;
 }
 
 static msp_err cmp_record_rows(cmp_ctx_t *cx, cmp_build_t *bld, int64_t step, int64_t rank,
@@ -810,7 +820,7 @@ static msp_err cmp_record_rows(cmp_ctx_t *cx, cmp_build_t *bld, int64_t step, in
     rec->step = step;
     rec->rank = rank;
     rec->order = crec ? crec->order : brec->order;
-    rec->npu_stack = crec ? cmp_record_stack(cx->cf, crec) : NULL;
+    cmp_record_attrs(crec ? cx->cf : NULL, crec, &rec->npu_stack, &rec->parent);
     rec->first_tensor = bld->res->n_tensors;
     const msp_tensor_info_t **bt = NULL, **ct = NULL;
     if ((rc = cmp_sorted_tensors(brec, &bt)) || (rc = cmp_sorted_tensors(crec, &ct)))

@@ -194,6 +194,22 @@ static void frame_drop(struct mod_frame *f)
     f->rec = NULL;
 }
 
+/* The record of the innermost module forward in flight on this thread below
+ * depth (frames 1..depth-1), or NULL: the "parent" attribute of a record
+ * (msprobe-dump(5)), msprobe's construct.json in the file itself. */
+static const char *module_in_flight(int depth)
+{
+    for (int d = (depth < MSP_MOD_STACK ? depth : MSP_MOD_STACK) - 1; d >= 1; d--)
+        if (t_frame[d].rec)
+            return t_frame[d].rec->name;
+    return NULL;
+}
+
+const char *msp_module_parent(void)
+{
+    return module_in_flight(t_mod_depth + 1);
+}
+
 static PyObject *pre_hook(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -227,6 +243,9 @@ static PyObject *pre_hook(PyObject *self, PyObject *args)
                 snprintf(name, sizeof name, "%s.forward.%lld", PyBytes_AsString(pb),
                          (long long)f->n);
                 if ((f->rec = msp_dq_rec_new(name))) {
+                    const char *parent = module_in_flight(depth);
+                    if (parent)
+                        msp_dq_rec_add_attr(f->rec, "parent", parent);
                     msp_t_links = MSP_LINK_FIND;
                     msp_rec_add_output(f->rec, in, "input");
                     msp_t_links = MSP_LINK_OFF;
