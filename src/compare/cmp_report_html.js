@@ -277,6 +277,8 @@
   function isModule(i) { return R.name[i].slice(0, 7) === 'Module.'; }
 
   var tree = null;     /* {key, label, recs: [...], kids: [...], parent, worst, li} */
+  var nodeByRec = {};  /* listed position -> its tree node */
+  var KIDS_SHOWN = 500; /* children rendered at a time; a button shows more */
   function buildTree(k) {
     var s = series[k], key = blockOf(s.step, s.rank), rows = blocks[key] || [], names = byName[key] || {};
     var nodes = {}, rootNode = {key: '', label: 'step ' + s.step + ' rank ' + s.rank, recs: [], kids: [], parent: null};
@@ -290,19 +292,19 @@
     if (hasModules) {
       /* module forward records are the nodes */
       rows.forEach(function (i) { if (isModule(i) && R.dir[i] !== 1) node(R.name[i], R.name[i].replace(/^Module\./, '')); });
-      var pathOf = {};
-      Object.keys(nodes).forEach(function (n) { var m = MODRE.exec(n); pathOf[n] = m ? m[1] : ''; });
+      /* module path -> node, for nesting by dotted path when the dump does
+         not say which module ran in which */
+      var byPath = {};
+      Object.keys(nodes).forEach(function (n) { var m = MODRE.exec(n); if (m && !(m[1] in byPath)) byPath[m[1]] = nodes[n]; });
       Object.keys(nodes).forEach(function (n) {
         var i = names[n], p = null;
         if (i !== undefined && R.parent[i] >= 0) p = nodes[R.name[R.parent[i]]] || null;
         else if (!hasParent) {
-          /* no parent attribute: nest by dotted module path */
-          var path = pathOf[n], best = null;
-          Object.keys(nodes).forEach(function (o) {
-            var q = pathOf[o];
-            if (o !== n && q && path.length > q.length && path.slice(0, q.length + 1) === q + '.' && (!best || q.length > pathOf[best].length)) best = o;
-          });
-          p = best ? nodes[best] : null;
+          var m = MODRE.exec(n), path = m ? m[1] : '';
+          for (var cut = path.lastIndexOf('.'); !p && cut > 0; cut = path.lastIndexOf('.', cut - 1)) {
+            var q = byPath[path.slice(0, cut)];
+            if (q && q !== nodes[n]) p = q;
+          }
         }
         nodes[n].parent = p || rootNode;
         nodes[n].parent.kids.push(nodes[n]);
@@ -334,6 +336,8 @@
       return w;
     }
     worst(rootNode);
+    nodeByRec = {};
+    (function index(n) { n.recs.forEach(function (i) { nodeByRec[i] = n; }); n.kids.forEach(index); })(rootNode);
     return rootNode;
   }
   function nodeMarks(n) {
@@ -375,15 +379,27 @@
     n.span = span;
     return li;
   }
-  function renderKids(n, ul) {
-    if (n.rendered) return;
-    n.rendered = true;
-    n.kids.forEach(function (c) { ul.appendChild(renderNode(c)); });
+  function renderKids(n, ul, upto) {
+    var want = Math.min(n.kids.length, Math.max(upto || 0, KIDS_SHOWN));
+    n.shown = n.shown || 0;
+    if (n.more) { n.more.remove(); n.more = null; }
+    for (; n.shown < want; n.shown++) ul.appendChild(renderNode(n.kids[n.shown]));
+    if (n.shown < n.kids.length) {
+      var left = n.kids.length - n.shown;
+      n.more = el('li', null, [el('button', {type: 'button', text: 'show ' + Math.min(left, KIDS_SHOWN) + ' more of ' + left})]);
+      n.more.firstChild.addEventListener('click', function () { renderKids(n, ul, n.shown + KIDS_SHOWN); });
+      ul.appendChild(n.more);
+    }
   }
   function openTo(n) {
     var chain = [];
     for (var p = n; p; p = p.parent) chain.unshift(p);
-    chain.forEach(function (p) { if (p.det) { renderKids(p, p.ul); p.det.open = true; } });
+    chain.forEach(function (p, k) {
+      if (!p.det) return;
+      var next = chain[k + 1], at = next ? p.kids.indexOf(next) + 1 : 0;
+      renderKids(p, p.ul, at);
+      p.det.open = true;
+    });
   }
   function drawTree(k) {
     tree = buildTree(k);
@@ -397,11 +413,7 @@
     D.suspects.forEach(function (s) { if (!first && s.rec >= 0 && blockOf(R.step[s.rec], R.rank[s.rec]) === blockOf(series[k].step, series[k].rank)) first = s.rec; });
     if (first !== null) { var n = nodeOfRecord(first); if (n) openTo(n); }
   }
-  function nodeOfRecord(i) {
-    var found = null;
-    (function walk(n) { if (found) return; if (n.recs.indexOf(i) >= 0) { found = n; return; } n.kids.forEach(walk); })(tree);
-    return found;
-  }
+  function nodeOfRecord(i) { return nodeByRec[i] || null; }
   function recordTable(list, hi) {
     var t = el('table', {id: 'records-table'});
     t.appendChild(el('tr', null, ['Record', 'Order', 'Dir', 'Input err', 'Output err', 'Floor', 'Worst Cosine', 'Worst MaxAbsErr', 'Verdict', 'Origin'].map(function (h) { return el('th', {text: h}); })));

@@ -37,21 +37,22 @@ SCENARIOS = [
 ]
 
 
-def config(dump_path):
-    return {"dump": {"common_dump_settings": {"dump_mode": "api", "dump_path": dump_path,
+def config(dump_path, mode="api"):
+    return {"dump": {"common_dump_settings": {"dump_mode": mode, "dump_path": dump_path,
                                               "dump_iter": "all", "task": "tensor"},
                      "api_list": []}}
 
 
-def run_dump(work, model, noise, plant):
-    """Dump one run into work/<model>-<noise>-<plant>; returns that dump root."""
-    tag = "%s-%s-%s" % (model, noise, plant)
+def run_dump(work, model, noise, plant, mode="api"):
+    """Dump one run into work/<model>-<noise>-<plant>[-<mode>] (dump_mode api
+    unless mode says mix or module); returns that dump root."""
+    tag = "%s-%s-%s" % (model, noise, plant) + ("" if mode == "api" else "-" + mode)
     root = os.path.join(work, tag)
     if os.path.isdir(root):
         return root
     cfg = os.path.join(work, tag + ".json")
     with open(cfg, "w") as f:
-        json.dump(config(root), f)
+        json.dump(config(root, mode), f)
     env = dict(os.environ, LD_PRELOAD=PRELOAD, MSPROBE_PATH=cfg, OMP_NUM_THREADS="2")
     env.pop("MSPROBE_LOG_FILE", None)
     p = subprocess.run([PYTHON, MODELS, model, noise, plant], cwd=work, env=env,
