@@ -6,6 +6,7 @@
 #include "cmp_report.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <xlsxwriter.h>
 
 /* Excel 2007 draws at most 32,000 points a series; past that, per bucket of
@@ -57,8 +58,12 @@ static lxw_error cmp_error_flow(lxw_workbook *wb, const msp_compare_result_t *re
             e = worksheet_write_number(ws, r, 1, (double)rec->rank, NULL);
         if (!e)
             e = worksheet_write_number(ws, r, 2, (double)rec->order, NULL);
-        if (!e)
-            e = worksheet_write_string(ws, r, 3, rec->name, NULL);
+        if (!e) {
+            char *owned = NULL; /* a record name is the dump's bytes: valid UTF-8 for the XML */
+            const char *name = msp_utf8_clean(rec->name, 32767, &owned);
+            e = name ? worksheet_write_string(ws, r, 3, name, NULL) : LXW_ERROR_MEMORY_MALLOC_FAILED;
+            free(owned);
+        }
         if (!e)
             e = cmp_flow_num(ws, r, 4, rec->out_err);
         if (!e)
