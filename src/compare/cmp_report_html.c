@@ -188,60 +188,51 @@ static int cmp_html_listing(cmp_html_t *h)
     return 0;
 }
 
-static int cmp_name_cmp(const void *a, const void *b, void *ud)
-{
-    const msp_compare_result_t *res = ud;
-    return strcmp(res->records[*(const size_t *)a].name, res->records[*(const size_t *)b].name);
-}
-
-/* Each listed record's parent module as a listed position (-1: none, or not
- * listed), looked up by name inside its step and rank. */
-static int cmp_html_parents(cmp_html_t *h, long *parent)
-{
-    const msp_compare_result_t *res = h->res;
-    size_t *byname = malloc((res->n_records ? res->n_records : 1) * sizeof *byname);
-    if (!byname)
-        return -1;
-    for (size_t i = 0; i < res->n_records; i++)
-        parent[i] = -1;
-    for (size_t b = 0; b < h->n_blk; b++) {
-        size_t s = h->blk_start[b], n = h->blk_end[b] - s;
-        int any = 0;
-        for (size_t i = s; i < s + n; i++) {
-            byname[i - s] = i;
-            any |= res->records[i].parent != NULL;
-        }
-        if (!any)
-            continue;
-        qsort_r(byname, n, sizeof *byname, cmp_name_cmp, (void *)res);
-        for (size_t i = s; i < s + n; i++) {
-            const char *p = res->records[i].parent;
-            size_t lo = 0, hi = n;
-            while (p && lo < hi) {
-                size_t mid = lo + (hi - lo) / 2;
-                int c = strcmp(res->records[byname[mid]].name, p);
-                if (c == 0) {
-                    parent[i] = h->pos[byname[mid]];
-                    break;
-                }
-                if (c < 0)
-                    lo = mid + 1;
-                else
-                    hi = mid;
-            }
-        }
-    }
-    free(byname);
-    return 0;
-}
-
-/* ---- JSON ------------------------------------------------------------- */
-
 static void cmp_key(msp_buf_t *b, const char *k)
 {
     msp_buf_json_str(b, k);
     msp_buf_put(b, ":", 1);
 }
+
+static int cmp_parent_cmp(const void *a, const void *b, void *ud)
+{
+    const msp_compare_result_t *res = ud;
+    return strcmp(res->records[*(const size_t *)a].parent, res->records[*(const size_t *)b].parent);
+}
+
+/* "pnames": the distinct parent modules of the listed records, and "pidx":
+ * each listed record's parent as an index into them (-1: none). By name, so
+ * that the tree can show a module even when its own record is not compared
+ * (-l api). */
+static int cmp_html_parents(msp_buf_t *b, const cmp_html_t *h, long *pidx)
+{
+    const msp_compare_result_t *res = h->res;
+    size_t *by = malloc((h->n_listed ? h->n_listed : 1) * sizeof *by), n = 0;
+    if (!by)
+        return -1;
+    for (size_t k = 0; k < h->n_listed; k++) {
+        pidx[h->listed[k]] = -1;
+        if (res->records[h->listed[k]].parent)
+            by[n++] = h->listed[k];
+    }
+    qsort_r(by, n, sizeof *by, cmp_parent_cmp, (void *)res);
+    cmp_key(b, "pnames");
+    msp_buf_put(b, "[", 1);
+    long id = -1;
+    for (size_t k = 0; k < n; k++) {
+        if (k == 0 || strcmp(res->records[by[k]].parent, res->records[by[k - 1]].parent) != 0) {
+            if (++id)
+                msp_buf_put(b, ",", 1);
+            msp_buf_json_str(b, res->records[by[k]].parent);
+        }
+        pidx[by[k]] = id;
+    }
+    msp_buf_puts(b, "],");
+    free(by);
+    return 0;
+}
+
+/* ---- JSON ------------------------------------------------------------- */
 
 /* One column of the listed records: "key":[v, ...]. */
 typedef enum { COL_STR, COL_INT, COL_NUM } cmp_col_kind_t;
@@ -308,8 +299,11 @@ static void cmp_html_records(msp_buf_t *b, const cmp_html_t *h, long *tmp)
     for (size_t i = 0; i < res->n_records; i++)
         tmp[i] = h->charted[i];
     cmp_col_small(b, h, "charted", tmp);
-    cmp_html_parents((cmp_html_t *)h, tmp);
-    cmp_key(b, "parent");
+    if (cmp_html_parents(b, h, tmp) != 0) {
+        b->oom = 1;
+        return;
+    }
+    cmp_key(b, "pidx");
     msp_buf_put(b, "[", 1);
     for (size_t k = 0; k < h->n_listed && !b->oom; k++)
         msp_buf_printf(b, k ? ",%ld" : "%ld", tmp[h->listed[k]]);

@@ -279,41 +279,56 @@
   var tree = null;     /* {key, label, recs: [...], kids: [...], parent, worst, li} */
   var nodeByRec = {};  /* listed position -> its tree node */
   var KIDS_SHOWN = 500; /* children rendered at a time; a button shows more */
+  function pname(i) { return R.pidx[i] >= 0 ? R.pnames[R.pidx[i]] : null; }
   function buildTree(k) {
     var s = series[k], key = blockOf(s.step, s.rank), rows = blocks[key] || [], names = byName[key] || {};
     var nodes = {}, rootNode = {key: '', label: 'step ' + s.step + ' rank ' + s.rank, recs: [], kids: [], parent: null};
-    var hasParent = rows.some(function (i) { return R.parent[i] >= 0; });
-    var hasModules = rows.some(isModule);
+    var hasParent = rows.some(function (i) { return pname(i) !== null; });
+    var hasModules = hasParent || rows.some(isModule);
     function node(keyName, label) {
       if (!nodes[keyName]) nodes[keyName] = {key: keyName, label: label, recs: [], kids: [], parent: null};
       return nodes[keyName];
     }
+    /* the module an API record ran in: its own parent, or its forward's */
+    function moduleOf(i) {
+      var p = pname(i);
+      if (p === null && R.dir[i] === 1) { var f = names[forwardName(R.name[i])]; if (f !== undefined) p = pname(f); }
+      return p;
+    }
     var note;
     if (hasModules) {
-      /* module forward records are the nodes */
-      rows.forEach(function (i) { if (isModule(i) && R.dir[i] !== 1) node(R.name[i], R.name[i].replace(/^Module\./, '')); });
-      /* module path -> node, for nesting by dotted path when the dump does
-         not say which module ran in which */
-      var byPath = {};
-      Object.keys(nodes).forEach(function (n) { var m = MODRE.exec(n); if (m && !(m[1] in byPath)) byPath[m[1]] = nodes[n]; });
+      /* nodes: module forward records, and every module named as a parent
+         (its own record may not be compared: -l api) */
+      rows.forEach(function (i) {
+        if (isModule(i) && R.dir[i] !== 1) node(R.name[i], R.name[i].replace(/^Module\./, ''));
+        var p = pname(i);
+        if (p !== null) node(p, p.replace(/^Module\./, ''));
+      });
+      var byPath = {}, roots = [];
+      Object.keys(nodes).forEach(function (n) {
+        var m = MODRE.exec(n);
+        if (m && !(m[1] in byPath)) byPath[m[1]] = nodes[n];
+        if (!m && MODROOT.exec(n)) roots.push(nodes[n]);
+      });
       Object.keys(nodes).forEach(function (n) {
         var i = names[n], p = null;
-        if (i !== undefined && R.parent[i] >= 0) p = nodes[R.name[R.parent[i]]] || null;
-        else if (!hasParent) {
+        if (i !== undefined && pname(i) !== null) p = nodes[pname(i)];
+        if (!p) {
+          /* nest by dotted module path, else under the one root model */
           var m = MODRE.exec(n), path = m ? m[1] : '';
           for (var cut = path.lastIndexOf('.'); !p && cut > 0; cut = path.lastIndexOf('.', cut - 1)) {
             var q = byPath[path.slice(0, cut)];
             if (q && q !== nodes[n]) p = q;
           }
+          if (!p && m && roots.length === 1) p = roots[0];
         }
         nodes[n].parent = p || rootNode;
         nodes[n].parent.kids.push(nodes[n]);
       });
       rows.forEach(function (i) {
-        var fwd = forwardName(R.name[i]);
-        if (isModule(i)) { (nodes[fwd] || rootNode).recs.push(i); return; }
-        var f = names[fwd], p = f !== undefined && R.parent[f] >= 0 ? nodes[R.name[R.parent[f]]] : null;
-        (p || rootNode).recs.push(i);
+        if (isModule(i)) { (nodes[forwardName(R.name[i])] || rootNode).recs.push(i); return; }
+        var p = moduleOf(i);
+        (p !== null && nodes[p] ? nodes[p] : rootNode).recs.push(i);
       });
       note = hasParent ? 'Modules nest as the model nests them; API records sit under the module they ran in (dump attribute parent).'
                        : 'Modules nest by their dotted path; this dump does not say which module each API call ran in (dumps of dump_mode mix do).';
