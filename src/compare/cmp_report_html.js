@@ -505,7 +505,7 @@
       var plots = el('div', {cls: 'plots'});
       var hc = el('canvas', {cls: 'hist'}), sc = el('canvas', {cls: 'scatter'});
       plots.appendChild(el('div', null, [el('div', {cls: 'note', text: '|compare \u2212 bench| over all ' + s.sample.numel + ' elements'}), el('div', {cls: 'chartbox small'}, [hc])]));
-      plots.appendChild(el('div', null, [el('div', {cls: 'note', text: 'bench vs compare, every ' + s.sample.stride + (s.sample.stride === 1 ? 'st' : 'th') + ' element (' + s.sample.npu.length + ' of ' + s.sample.numel + ', at most ' + D.sample_points + ')'}), el('div', {cls: 'chartbox small'}, [sc])]));
+      plots.appendChild(el('div', null, [el('div', {cls: 'note', text: 'bench vs compare: ' + (s.sample.stride === 1 ? 'every element' : '1 in every ' + s.sample.stride + ' elements') + ' (' + s.sample.npu.length + ' of ' + s.sample.numel + ', at most ' + D.sample_points + ')'}), el('div', {cls: 'chartbox small'}, [sc])]));
       card.appendChild(plots);
       card._plots = function () { drawSample(s.sample, hc, sc); };
     } else if (s.sample_why) {
@@ -550,7 +550,7 @@
       el('p', {cls: 'note', text: 'Output error per step of the ' + D.trend.lines.length + ' records with the largest error in any step (suspects first), followed by name.'})]);
     main.appendChild(trSec);
     var tc = el('canvas', {id: 'trend-canvas', 'data-lines': String(D.trend.lines.length)});
-    trSec.appendChild(el('div', {cls: 'chartbox'}, [tc]));
+    trSec.appendChild(el('div', {cls: 'chartbox tall'}, [tc]));
     var pal = ['#c62828', '#1f6fd1', '#e07b00', '#2e7d32', '#6a1b9a', '#00838f', '#8d6e63', '#5c6bc0', '#ad1457', '#9e9d24', '#455a64', '#f9a825', '#4e342e', '#00695c', '#283593'];
     new Chart(tc.getContext('2d'), {type: 'line', data: {labels: D.trend.steps.map(function (s) { return 'step ' + s; }),
       datasets: D.trend.lines.map(function (l, k) {
