@@ -412,11 +412,16 @@ static msp_err cmp_html_suspects(msp_buf_t *b, const cmp_html_t *h)
     } else {
         for (size_t i = 0; i < res->n_suspects; i++)
             if (res->suspects[i].record >= 0 &&
+                (size_t)res->suspects[i].record < res->n_records &&
                 res->records[res->suspects[i].record].suspect_rank > 0)
                 n = i + 1;
     }
     if (n > res->n_suspects)
         n = res->n_suspects;
+    for (size_t i = 0; i < n; i++) /* a suspect names a record of the result */
+        if (res->suspects[i].record < 0 || (size_t)res->suspects[i].record >= res->n_records)
+            return msp_fail(MSP_ERR_INTERNAL, "report: suspect %zu names record %ld of %zu", i + 1,
+                            res->suspects[i].record, res->n_records);
     if (n > CMP_HTML_MAX_CARDS)
         n = CMP_HTML_MAX_CARDS;
     msp_tensor_sample_t *samples = NULL;
@@ -502,9 +507,7 @@ static void cmp_html_series(msp_buf_t *b, const cmp_html_t *h)
     cmp_key(b, "series");
     msp_buf_put(b, "[", 1);
     for (size_t k = 0; k < h->n_blk && !b->oom; k++) {
-        size_t s = h->blk_start[k], e = h->blk_end[k], np = 0;
-        for (size_t i = s; i < e; i++)
-            np += h->charted[i];
+        size_t s = h->blk_start[k], e = h->blk_end[k];
         msp_buf_printf(b, "%s{\"step\":%lld,\"rank\":%lld,\"records\":%zu,\"aggregated\":%d,"
                           "\"points\":[",
                        k ? "," : "", (long long)res->records[s].step,
@@ -517,7 +520,6 @@ static void cmp_html_series(msp_buf_t *b, const cmp_html_t *h)
                 first = 0;
             }
         msp_buf_puts(b, "]}");
-        (void)np;
     }
     msp_buf_puts(b, "],");
 }
@@ -562,11 +564,11 @@ static msp_err cmp_html_trend(msp_buf_t *b, const cmp_html_t *h)
         }
         for (size_t s = 0; s < res->n_suspects && nt < 5; s++) {
             long r = res->suspects[s].record;
-            int dup = 0;
-            for (size_t j = 0; j < nt; j++)
+            int dup = r < 0 || (size_t)r >= res->n_records;
+            for (size_t j = 0; j < nt && !dup; j++)
                 dup |= strcmp(res->records[top[j]].name, res->records[r].name) == 0 &&
                        res->records[top[j]].rank == res->records[r].rank;
-            if (!dup && r >= 0)
+            if (!dup)
                 top[nt++] = (size_t)r;
         }
         for (size_t i = 0; i < res->n_records; i++)

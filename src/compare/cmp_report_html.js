@@ -214,6 +214,7 @@
         'data-place': String(place || 0)},
         [place ? el('a', {href: '#suspect-' + place, text: label}) : label]));
     });
+    flowCanvas.setAttribute('data-charted', String(s.points.length));
     flowCanvas.setAttribute('data-points', String(flowChart.data.datasets.slice(1, 7).reduce(function (a, d) { return a + d.data.length; }, 0)));
   }
   function zoomTo(lo, hi) {
