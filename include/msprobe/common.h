@@ -151,10 +151,12 @@ void msp_buf_json_num(msp_buf_t *b, double v, int digits);
 void msp_buf_free(msp_buf_t *b); /* NULL-safe; leaves b empty */
 
 /* Write path atomically as one HTML page that opens offline, with no file
- * beside it: title, css in <style>, data (JSON text, made with msp_buf_json_*
- * so that it holds no "</") in <script type="application/json" id="msp-data">,
- * Chart.js (Debian's libjs-chart.js, embedded into msprobe at build time),
- * then js. The directory of path must exist. */
+ * beside it: title, the shared style (html_base.css) then css in <style>,
+ * data (JSON text, made with msp_buf_json_* so that it holds no '<') in
+ * <script type="application/json" id="msp-data">, Chart.js (Debian's
+ * libjs-chart.js, embedded into msprobe at build time), then the shared
+ * script (html_base.js: MSP.el, MSP.data, MSP.done) and js. The directory of
+ * path must exist. */
 msp_err msp_html_write_page(const char *path, const char *title, const char *css,
                             const char *data, size_t data_len, const char *js);
 /* The Chart.js version embedded, e.g. "3.9.1" ("" if its banner lacks one). */

@@ -11,9 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Generated from chart.min.js (src/common/CMakeLists.txt). */
+/* Generated from chart.min.js, html_base.css and html_base.js
+ * (src/common/CMakeLists.txt). */
 extern const char msp_html_chartjs[];
 extern const size_t msp_html_chartjs_len;
+extern const char msp_html_base_css[];
+extern const char msp_html_base_js[];
 
 static int msp_buf_reserve(msp_buf_t *b, size_t more)
 {
@@ -168,7 +171,8 @@ msp_err msp_html_write_page(const char *path, const char *title, const char *css
         return msp_fail(MSP_ERR_USAGE, "html page: missing argument");
     /* The page's own parts are ours; a "</script" in them would end the
      * element early, and the data is built by msp_buf_json_*, which escapes '<'. */
-    if (strstr(js, "</script") || memchr(data, '<', data_len) ||
+    if (strstr(js, "</script") || strstr(msp_html_base_js, "</script") ||
+        memchr(data, '<', data_len) ||
         strstr(msp_html_chartjs, "</script"))
         return msp_fail(MSP_ERR_INTERNAL, "html page %s: a script part holds \"<\"", path);
     msp_buf_t b = {0};
@@ -179,6 +183,7 @@ msp_err msp_html_write_page(const char *path, const char *title, const char *css
     msp_buf_puts(&b, "<title>");
     msp_html_escape(&b, title);
     msp_buf_puts(&b, "</title>\n<style>\n");
+    msp_buf_puts(&b, msp_html_base_css);
     msp_buf_puts(&b, css);
     msp_buf_puts(&b, "</style>\n</head>\n<body>\n<noscript>This report draws its charts with "
                      "JavaScript (embedded in this file: it needs no network).</noscript>\n"
@@ -190,6 +195,7 @@ msp_err msp_html_write_page(const char *path, const char *title, const char *css
                    msp_html_chartjs_version());
     msp_buf_put(&b, msp_html_chartjs, msp_html_chartjs_len);
     msp_buf_puts(&b, "\n</script>\n<script>\n");
+    msp_buf_puts(&b, msp_html_base_js);
     msp_buf_puts(&b, js);
     msp_buf_puts(&b, "\n</script>\n</body>\n</html>\n");
     msp_err rc;

@@ -6,15 +6,7 @@
 (function () {
   'use strict';
   var t0 = performance.now();
-  var errors = [];
-  function noteError(msg) {
-    errors.push(String(msg));
-    var el = document.getElementById('msp-errors');
-    if (el) el.textContent = errors.join('\n');
-  }
-  window.addEventListener('error', function (e) { noteError(e.message || e); });
-
-  var D = JSON.parse(document.getElementById('msp-data').textContent);
+  var D = MSP.data(), el = MSP.el;
   var R = D.rec;
   var NL = R.name.length;
   var DIRS = ['forward', 'backward', 'optimizer'];
@@ -23,17 +15,6 @@
   var YMIN = 1e-10;  /* log axis: an error of exactly 0 is drawn here */
 
   /* ---- small helpers ---- */
-  function el(tag, attrs, kids) {
-    var e = document.createElement(tag);
-    if (attrs) for (var k in attrs) {
-      if (k === 'text') e.textContent = attrs[k];
-      else if (k === 'cls') e.className = attrs[k];
-      else if (k.slice(0, 2) === 'on') e.addEventListener(k.slice(2), attrs[k]);
-      else e.setAttribute(k, attrs[k]);
-    }
-    (kids || []).forEach(function (c) { if (c != null) e.appendChild(typeof c === 'string' ? document.createTextNode(c) : c); });
-    return e;
-  }
   function fmt(v, digits) {
     if (v === null || v === undefined || Number.isNaN(v)) return 'N/A';
     if (v === Infinity) return 'inf';
@@ -574,6 +555,5 @@
   sel.addEventListener('change', drawAll);
   drawAll();
   Array.prototype.forEach.call(document.querySelectorAll('.card'), function (c) { if (c._plots) c._plots(); });
-  document.body.setAttribute('data-render-ms', String(Math.round(performance.now() - t0)));
-  document.body.setAttribute('data-ready', errors.length ? 'error' : '1');
+  MSP.done({'data-render-ms': String(Math.round(performance.now() - t0))});
 })();

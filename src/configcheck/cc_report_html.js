@@ -3,23 +3,7 @@
  * into msprobe at build time; runs offline from the file. */
 (function () {
   'use strict';
-  var errors = [];
-  window.addEventListener('error', function (e) {
-    errors.push(String(e.message || e));
-    var el = document.getElementById('msp-errors');
-    if (el) el.textContent = errors.join('\n');
-  });
-  var D = JSON.parse(document.getElementById('msp-data').textContent);
-  function el(tag, attrs, kids) {
-    var e = document.createElement(tag);
-    if (attrs) for (var k in attrs) {
-      if (k === 'text') e.textContent = attrs[k];
-      else if (k === 'cls') e.className = attrs[k];
-      else e.setAttribute(k, attrs[k]);
-    }
-    (kids || []).forEach(function (c) { if (c != null) e.appendChild(typeof c === 'string' ? document.createTextNode(c) : c); });
-    return e;
-  }
+  var D = MSP.data(), el = MSP.el;
   function badge(st) { return el('span', {cls: 'badge ' + (st === 'n/a' ? 'na' : st), text: st === 'fail' ? 'FAIL' : st}); }
   function cellText(v) { return v === null ? '' : v === true ? 'TRUE' : v === false ? 'FALSE' : String(v); }
 
@@ -85,5 +69,5 @@
     main.appendChild(sec);
   });
   document.body.appendChild(el('footer', {text: 'msprobe ' + D.version + ' \u2022 drawn with Chart.js ' + (Chart.version || '') + ' (embedded; this file needs no network)'}));
-  document.body.setAttribute('data-ready', errors.length ? 'error' : '1');
+  MSP.done();
 })();
