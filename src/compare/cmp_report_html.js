@@ -313,7 +313,7 @@
         (p !== null && nodes[p] ? nodes[p] : rootNode).recs.push(i);
       });
       note = hasParent ? 'Modules nest as the model nests them; API records sit under the module they ran in (dump attribute parent).'
-                       : 'Modules nest by their dotted path; this dump does not say which module each API call ran in (dumps of dump_mode mix do).';
+                       : 'Modules nest by their dotted path; this dump does not say which module each API call ran in (tensor dumps of dump_mode mix do).';
     } else {
       /* API records only: one node per API */
       rows.forEach(function (i) {

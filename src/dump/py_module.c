@@ -207,6 +207,10 @@ static const char *module_in_flight(int depth)
 
 const char *msp_module_parent(void)
 {
+    /* Statistics and md5 records are /index rows alone: an attribute would
+     * cost each record a group (~100 us); only tensor dumps carry parent. */
+    if (msp_g.cfg.task != MSP_TASK_TENSOR)
+        return NULL;
     return module_in_flight(t_mod_depth + 1);
 }
 
@@ -243,7 +247,8 @@ static PyObject *pre_hook(PyObject *self, PyObject *args)
                 snprintf(name, sizeof name, "%s.forward.%lld", PyBytes_AsString(pb),
                          (long long)f->n);
                 if ((f->rec = msp_dq_rec_new(name))) {
-                    const char *parent = module_in_flight(depth);
+                    const char *parent =
+                        msp_g.cfg.task == MSP_TASK_TENSOR ? module_in_flight(depth) : NULL;
                     if (parent)
                         msp_dq_rec_add_attr(f->rec, "parent", parent);
                     msp_t_links = MSP_LINK_FIND;
