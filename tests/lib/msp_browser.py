@@ -31,10 +31,18 @@ def _argv(extra, budget_ms):
     return argv + extra
 
 
+def _env():
+    """The browser is not under test: no preloaded shim or sanitizer runtime
+    (the sanitizer pass of scripts/test.sh puts libasan in LD_PRELOAD)."""
+    return {k: v for k, v in os.environ.items()
+            if k not in ("LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS")
+            and not k.startswith("MSPROBE_")}
+
+
 def _run(extra, url, budget_ms, timeout):
     with tempfile.TemporaryDirectory(prefix="msp-chromium-") as profile:
         p = subprocess.run(_argv(extra + ["--user-data-dir=" + profile], budget_ms) + [url],
-                           capture_output=True, text=True, timeout=timeout)
+                           capture_output=True, text=True, timeout=timeout, env=_env())
     if p.returncode != 0:
         raise RuntimeError("chromium failed (%d): %s" % (p.returncode, p.stderr[-2000:]))
     console = [l for l in p.stderr.splitlines() if ":CONSOLE" in l]
