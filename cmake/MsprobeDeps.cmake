@@ -25,6 +25,13 @@ endif()
 
 find_package(Threads REQUIRED)
 
+# Chart.js draws the charts of the HTML reports; its minified build is embedded
+# into msprobe at build time (src/common), so a report never loads it at run time.
+find_file(MSP_CHARTJS chart.min.js PATHS /usr/share/javascript/chart.js NO_DEFAULT_PATH)
+if(NOT MSP_CHARTJS)
+  message(FATAL_ERROR "Chart.js not found: apt-get install libjs-chart.js")
+endif()
+
 # Python headers only: the Python-side library never links libpython.
 pkg_check_modules(PYDEV QUIET python3)
 if(NOT PYDEV_FOUND)

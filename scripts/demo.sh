@@ -7,9 +7,11 @@
 #   3. msprobe config_check on the two packs, msprobe compare on the two dumps:
 #      bf16 noise alone: no operator introduced error beyond bf16's floor.
 #   4. a small GPT (tests/compare/culprit_models.py) in fp32 and under bf16 with
-#      one LayerNorm eps planted: compare ranks the suspects, the plant first.
+#      one LayerNorm eps planted: compare ranks the suspects, the plant first,
+#      and draws them in compare_planted/result.html (its path is the last line).
 # Results land in OUT (default ./out): bench_dump/, npu_dump/, *_pack.zip,
-# config_check/result.xlsx, compare/result.xlsx, gpt_*_dump/, compare_planted/result.xlsx.
+# config_check/result.{xlsx,html}, compare/result.{xlsx,html}, gpt_*_dump/,
+# compare_planted/result.{xlsx,html}.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 out=$(mkdir -p "${1:-$here/out}" && cd "${1:-$here/out}" && pwd)
@@ -57,7 +59,7 @@ rm -rf "$out"/gpt_bench_dump "$out"/gpt_planted_dump "$out"/compare_planted
 gpt="$here/tests/compare/culprit_models.py"
 for side in gpt_bench gpt_planted; do
   cat > "$out/$side.json" <<JSON
-{ "dump": { "common_dump_settings": { "dump_mode": "api", "dump_path": "$out/${side}_dump",
+{ "dump": { "common_dump_settings": { "dump_mode": "mix", "dump_path": "$out/${side}_dump",
                                       "dump_iter": "all", "task": "tensor" },
             "api_list": [] } }
 JSON
@@ -65,7 +67,13 @@ done
 echo "== planted run: small GPT, bf16 autocast, one LayerNorm eps=1.0"
 "$msprobe" dump -c "$out/gpt_bench.json" -- "$py" "$gpt" gpt bench none
 "$msprobe" dump -c "$out/gpt_planted.json" -- "$py" "$gpt" gpt bf16 ln_eps
+# The dumps are mix (APIs and modules): each API record names the module it ran
+# in, so the page's model tree shows the GPT's modules; -l api ranks the API
+# calls alone (a module under autocast computes in bf16 inside while its
+# outputs are fp32, which the ranking of whole modules does not weigh yet).
 echo "== compare (planted)"
-rc=0; "$msprobe" compare -b "$out/gpt_bench_dump" -c "$out/gpt_planted_dump" -o "$out/compare_planted" --top 3 || rc=$?
+rc=0; "$msprobe" compare -l api -b "$out/gpt_bench_dump" -c "$out/gpt_planted_dump" -o "$out/compare_planted" --top 3 || rc=$?
 [ "$rc" -le 1 ] || exit "$rc"
 echo "== done: $out/compare/result.xlsx, $out/compare_planted/result.xlsx, $out/config_check/result.xlsx"
+echo "== the planted run's page (open it in a browser; it needs no network):"
+echo "$out/compare_planted/result.html"

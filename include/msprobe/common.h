@@ -137,6 +137,38 @@ const char *msp_utf8_clean(const char *s, size_t max_bytes, char **owned);
  * values from a dump or a pack pass through it before they are printed. */
 const char *msp_term_clean(const char *s, int newlines, char **owned);
 
+/* ---- text buffers and self-contained HTML pages (html.c) ---------------- */
+
+/* A growable text buffer. Appends never fail loudly: out of memory sets oom,
+ * later appends do nothing, and the writer checks oom once at the end. */
+typedef struct msp_buf {
+    char *data;   /* NUL-terminated once anything was appended; NULL before */
+    size_t len, cap;
+    int oom;
+} msp_buf_t;
+void msp_buf_put(msp_buf_t *b, const char *s, size_t n);
+void msp_buf_puts(msp_buf_t *b, const char *s);
+void msp_buf_printf(msp_buf_t *b, const char *fmt, ...) MSP_PRINTF(2, 3);
+/* s (NULL reads as "") as a JSON string literal, cleaned as msp_utf8_clean
+ * does, with '<', '>' and '&' escaped so that it is safe inside <script>. */
+void msp_buf_json_str(msp_buf_t *b, const char *s);
+/* v as a JSON number with digits significant digits (17: the exact double);
+ * NaN as null, +-Inf as +-1e999 (JSON.parse reads them as +-Infinity). */
+void msp_buf_json_num(msp_buf_t *b, double v, int digits);
+void msp_buf_free(msp_buf_t *b); /* NULL-safe; leaves b empty */
+
+/* Write path atomically as one HTML page that opens offline, with no file
+ * beside it: title, the shared style (html_base.css) then css in <style>,
+ * data (JSON text, made with msp_buf_json_* so that it holds no '<') in
+ * <script type="application/json" id="msp-data">, Chart.js (Debian's
+ * libjs-chart.js, embedded into msprobe at build time), then the shared
+ * script (html_base.js: MSP.el, MSP.data, MSP.done) and js. The directory of
+ * path must exist. */
+msp_err msp_html_write_page(const char *path, const char *title, const char *css,
+                            const char *data, size_t data_len, const char *js);
+/* The Chart.js version embedded, e.g. "3.9.1" ("" if its banner lacks one). */
+const char *msp_html_chartjs_version(void);
+
 #ifdef __cplusplus
 }
 #endif

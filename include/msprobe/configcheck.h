@@ -98,6 +98,9 @@ msp_err msp_cc_compare(const char *bench_zip, const char *cmp_zip, const msp_cc_
 int msp_cc_result_failed(const msp_cc_result_t *r);
 /* Write out_dir/result.xlsx atomically (out_dir is created when missing). */
 msp_err msp_cc_report_write(const msp_cc_result_t *r, const char *out_dir);
+/* Write out_dir/result.html atomically: the same items, pass/fail and
+ * differences as one page that opens offline (msprobe-config_check(1)). */
+msp_err msp_cc_report_write_html(const msp_cc_result_t *r, const char *out_dir);
 void msp_cc_result_free(msp_cc_result_t *r); /* NULL-safe */
 
 #ifdef __cplusplus

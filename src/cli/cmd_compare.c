@@ -35,6 +35,7 @@ enum {
     MSP_OPT_PRINT_LOG,
     MSP_OPT_INPUT_JSON,
     MSP_OPT_MODE,
+    MSP_OPT_NO_HTML,
 };
 
 static const msp_opt_t msp_compare_opts[] = {
@@ -48,6 +49,7 @@ static const msp_opt_t msp_compare_opts[] = {
     {MSP_OPT_CELL_MAPPING, "cell-mapping", "FILE", "msprobe's cell_mapping.yaml: compare-side module\n"
                                                    "names renamed to the bench's before matching"},
     {MSP_OPT_CSV, "csv", NULL, "also write OUT/result.csv"},
+    {MSP_OPT_NO_HTML, "no-html", NULL, "do not write OUT/result.html (the charts page)"},
     {MSP_OPT_THREADS, "threads", "N", "worker threads (default: all cores)"},
     {MSP_OPT_COS_WARN, "cos-warn", "X", "verdict No if Cosine < X and MaxAbsErr > --abs-warn (0.99)"},
     {MSP_OPT_ABS_WARN, "abs-warn", "X", "(0.001)"},
@@ -308,7 +310,7 @@ static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
     msp_compare_opts_t opts;
     msp_compare_opts_default(&opts);
     const char *bench = NULL, *cmp = NULL, *out_dir = "./compare_result";
-    int csv = 0, quiet = ctx->verbosity == 0, print_log = 0;
+    int csv = 0, html = 1, quiet = ctx->verbosity == 0, print_log = 0;
 
     int c, rc;
     while ((c = msp_opt_next(&msp_compare_doc, argc, argv)) != -1) {
@@ -340,6 +342,9 @@ static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
             break;
         case MSP_OPT_CSV:
             csv = 1;
+            break;
+        case MSP_OPT_NO_HTML:
+            html = 0;
             break;
         case MSP_OPT_THREADS: {
             char *end = NULL;
@@ -468,6 +473,11 @@ static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
         rc = msp_report_error(err);
         goto cleanup;
     }
+    msp_html_opts_t hopts = {.bench = bench, .cmp = cmp};
+    if (html && (err = msp_report_write_html(res, out_dir, &hopts)) != MSP_OK) {
+        rc = msp_report_error(err);
+        goto cleanup;
+    }
 
     /* Count failures from the records themselves: the same rows the summary
      * sheet shows, so stdout and the report cannot disagree. */
@@ -506,6 +516,8 @@ static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
         msp_tprintf(stdout, "report: %s/result.xlsx\n", out_dir);
         if (csv)
             msp_tprintf(stdout, "report: %s/result.csv\n", out_dir);
+        if (html)
+            msp_tprintf(stdout, "report: %s/result.html\n", out_dir);
         msp_print_suspects(res, opts.top);
     }
     if (print_log)

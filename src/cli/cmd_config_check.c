@@ -11,7 +11,7 @@
 
 #define MSP_CC_SHOW_FAILED 20
 
-enum { MSP_OPT_ENV_KEYS = 256, MSP_OPT_MAX_MEMBER, MSP_OPT_ALIASES };
+enum { MSP_OPT_ENV_KEYS = 256, MSP_OPT_MAX_MEMBER, MSP_OPT_ALIASES, MSP_OPT_NO_HTML };
 
 static const msp_opt_t msp_cc_opts[] = {
     {'d', "static", NULL, "pack env and pip of the current environment\n"
@@ -24,6 +24,7 @@ static const msp_opt_t msp_cc_opts[] = {
     {MSP_OPT_ALIASES, "aliases", "FILE", "more hyperparameter spellings: JSON\n"
                                          "{\"canonical\": [\"alias\", ...]}"},
     {MSP_OPT_MAX_MEMBER, "max-member-mib", "N", "refuse packs whose members exceed N MiB, alone or together (default 64)"},
+    {MSP_OPT_NO_HTML, "no-html", NULL, "-c: do not write OUTDIR/result.html (the report page)"},
     {'h', "help", NULL, "this help"},
     {0, NULL, NULL, NULL},
 };
@@ -59,7 +60,7 @@ static void msp_cc_print_indented(const char *indent, const char *text)
 }
 
 static int msp_cc_cli_compare(const msp_cli_ctx_t *ctx, const char *bench, const char *cmp, const char *out,
-                              const msp_cc_options_t *opt)
+                              const msp_cc_options_t *opt, int html)
 {
     msp_cc_result_t *r = NULL;
     msp_err rc = msp_cc_compare(bench, cmp, opt, &r);
@@ -68,7 +69,8 @@ static int msp_cc_cli_compare(const msp_cli_ctx_t *ctx, const char *bench, const
     if (r->salt_mismatch)
         msp_warnf(ctx, "the packs hashed secret env values with different salts; set the same MSPROBE_SECRET_SALT "
                        "for both runs to compare them");
-    if ((rc = msp_cc_report_write(r, out)) != MSP_OK) {
+    if ((rc = msp_cc_report_write(r, out)) != MSP_OK ||
+        (html && (rc = msp_cc_report_write_html(r, out)) != MSP_OK)) {
         msp_cc_result_free(r);
         return msp_report_error(rc);
     }
@@ -98,6 +100,8 @@ static int msp_cc_cli_compare(const msp_cli_ctx_t *ctx, const char *bench, const
                 msp_tprintf(stdout, "      info: ... %zu more in the report\n", it->n_info - MSP_CC_SHOW_FAILED);
         }
         msp_tprintf(stdout, "report: %s/result.xlsx\n", out);
+        if (html)
+            msp_tprintf(stdout, "report: %s/result.html\n", out);
     }
     msp_cc_result_free(r);
     return failed ? MSP_EXIT_FAIL : MSP_EXIT_OK;
@@ -105,7 +109,7 @@ static int msp_cc_cli_compare(const msp_cli_ctx_t *ctx, const char *bench, const
 
 int msp_cmd_config_check(msp_cli_ctx_t *ctx, int argc, char **argv)
 {
-    int do_static = 0;
+    int do_static = 0, html = 1;
     const char *bench = NULL, *out = NULL;
     msp_cc_options_t opt = {0};
     int c;
@@ -125,6 +129,9 @@ int msp_cmd_config_check(msp_cli_ctx_t *ctx, int argc, char **argv)
             break;
         case MSP_OPT_ALIASES:
             opt.aliases_file = optarg;
+            break;
+        case MSP_OPT_NO_HTML:
+            html = 0;
             break;
         case MSP_OPT_MAX_MEMBER: {
             char *end = NULL;
@@ -171,5 +178,5 @@ int msp_cmd_config_check(msp_cli_ctx_t *ctx, int argc, char **argv)
                    argc - optind == 0 ? "" : "s");
         return MSP_EXIT_USAGE;
     }
-    return msp_cc_cli_compare(ctx, bench, argv[optind], out ? out : ".", &opt);
+    return msp_cc_cli_compare(ctx, bench, argv[optind], out ? out : ".", &opt, html);
 }

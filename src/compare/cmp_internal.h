@@ -35,6 +35,8 @@ size_t cmp_unit_elems(msp_dtype_t ndt, msp_dtype_t bdt, size_t chunk_bytes);
  * blocks free of NaN/Inf skip them (the side fields of a are then partial). */
 void cmp_acc_run(msp_dtype_t ndt, const void *n, msp_dtype_t bdt, const void *b, size_t count,
                  double rtol, double atol, int side, cmp_acc_t *a);
+/* Element i of native data of dtype dt as a double (the kernel's own load). */
+double cmp_load_at(msp_dtype_t dt, const void *p, size_t i);
 /* Turn an accumulator into metrics. is_scalar: 0-d or one element. */
 void cmp_acc_finish(const cmp_acc_t *a, int is_scalar, msp_metrics_t *out);
 

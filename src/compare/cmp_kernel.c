@@ -133,6 +133,11 @@ static inline __attribute__((always_inline)) double cmp_load(msp_dtype_t dt,
     }
 }
 
+double cmp_load_at(msp_dtype_t dt, const void *p, size_t i)
+{
+    return cmp_load(dt, p, i);
+}
+
 /* ---- the two loops ------------------------------------------------------ */
 
 /* The simd pragma below is a hint shared by every dtype pair; clang reports the

@@ -39,4 +39,11 @@ msp_err cmp_report_check_ranges(const msp_compare_result_t *res);
  * thread-safe, set it before writing. */
 void cmp_report_set_rows_per_sheet(size_t rows);
 
+/* Sheets "error_flow" (a native chart) and "error_flow_data" (its rows: the
+ * first step and rank's records by execution order), cmp_report_xlsx_chart.c.
+ * Takes an lxw_workbook; declared without its header so that only the xlsx
+ * writers include libxlsxwriter. */
+struct lxw_workbook;
+int cmp_xlsx_error_flow(struct lxw_workbook *wb, const msp_compare_result_t *res);
+
 #endif

@@ -487,6 +487,8 @@ msp_err msp_report_write_xlsx(const msp_compare_result_t *res, const char *out_d
     msp_write_summary(&x, res, first_seq);
     if (x.err == LXW_NO_ERROR)
         msp_write_details(&x, res, claimed);
+    if (x.err == LXW_NO_ERROR)
+        msp_xlsx_note(&x, (lxw_error)cmp_xlsx_error_flow(x.wb, res), "error_flow", 0);
     if (x.err != LXW_NO_ERROR) {
         rc = msp_fail(MSP_ERR_XLSX, "cannot write %s: sheet %s row %zu: %s", path, x.err_sheet,
                       x.err_row + 1, lxw_strerror(x.err));

@@ -63,6 +63,7 @@ void msp_compare_result_free(msp_compare_result_t *r)
         free(r->records[i].npu_stack);
         free(r->records[i].arg_diff);
         free(r->records[i].replay_note);
+        free(r->records[i].parent);
     }
     free(r->replay_unavailable);
     for (size_t i = 0; i < r->n_tensors; i++) {
@@ -1114,6 +1115,10 @@ static msp_err cmp_record_attrs(cmp_ctx_t *cx, msp_record_cmp_t *rec,
         msp_clear_error();
     const char *st = cmp_attr_get(ck, cv, cn, "stack");
     if (st && !(rec->npu_stack = cmp_record_stack(cx->cf, cx->cnames, st)) && st[0] != '@')
+        rc = MSP_ERR_NOMEM;
+    /* the module it ran in (msprobe's construct.json, our module and mix dumps) */
+    const char *pa = cmp_attr_get(ck, cv, cn, "parent");
+    if (pa && !(rec->parent = strdup(pa)))
         rc = MSP_ERR_NOMEM;
     /* autocast on either side: the record computed at that dtype's precision */
     for (int side = 0; side < 2; side++) {

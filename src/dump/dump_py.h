@@ -42,6 +42,9 @@ void msp_custom_setup(void);
 void msp_custom_resolve(void);
 int msp_custom_pending(void);
 void msp_api_exit_report(void);
+/* The forward record of the innermost recorded module running on this thread
+ * (module and mix modes), or NULL: an API record's "parent" attribute. */
+const char *msp_module_parent(void);
 /* Whether api_list entry i named a module of the model (py_module.c). */
 int msp_module_entry_matched(size_t i);
 /* Closest entry by edit distance, or NULL when nothing is close. */

@@ -832,6 +832,9 @@ static PyObject *api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
         /* Inputs are copied before the call: an op that writes into its input
          * (F.relu(x, inplace=True), all_reduce) must show what it was given. */
         if ((r = msp_dq_rec_new(name))) {
+            const char *parent = msp_module_parent();
+            if (parent)
+                msp_dq_rec_add_attr(r, "parent", parent);
             msp_t_links = MSP_LINK_FIND;
             msp_rec_add_args(r, args, kw);
             msp_t_links = MSP_LINK_OFF;

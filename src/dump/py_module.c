@@ -241,6 +241,26 @@ static void frame_listed(struct mod_frame *f)
     }
 }
 
+/* The record of the innermost module forward in flight on this thread below
+ * depth (frames 1..depth-1), or NULL: the "parent" attribute of a record
+ * (msprobe-dump(5)), msprobe's construct.json in the file itself. */
+static const char *module_in_flight(int depth)
+{
+    for (int d = (depth < MSP_MOD_STACK ? depth : MSP_MOD_STACK) - 1; d >= 1; d--)
+        if (t_frame[d].rec)
+            return t_frame[d].rec->name;
+    return NULL;
+}
+
+const char *msp_module_parent(void)
+{
+    /* Statistics and md5 records are /index rows alone: an attribute would
+     * cost each record a group (~100 us); only tensor dumps carry parent. */
+    if (msp_g.cfg.task != MSP_TASK_TENSOR)
+        return NULL;
+    return module_in_flight(t_mod_depth + 1);
+}
+
 static PyObject *pre_hook(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -278,6 +298,10 @@ static PyObject *pre_hook(PyObject *self, PyObject *args)
                          (long long)f->n);
                 if ((f->rec = msp_dq_rec_new(name))) {
                     f->order_begin = msp_g.order;
+                    const char *parent =
+                        msp_g.cfg.task == MSP_TASK_TENSOR ? module_in_flight(depth) : NULL;
+                    if (parent)
+                        msp_dq_rec_add_attr(f->rec, "parent", parent);
                     msp_t_links = MSP_LINK_FIND;
                     msp_rec_add_output(f->rec, in, "input");
                     msp_t_links = MSP_LINK_OFF;

@@ -189,7 +189,7 @@ class CompareReport(unittest.TestCase):
         self.assertIn(line + "\n", self.proc.stdout)
 
     def test_sheets_headers_frozen_pane_and_filters(self):
-        self.assertEqual(self.wb.sheetnames, ["summary", "details"])
+        self.assertEqual(self.wb.sheetnames, ["summary", "details", "error_flow", "error_flow_data"])
         s, d = self.wb["summary"], self.wb["details"]
         self.assertEqual([c.value for c in s[1]], SUMMARY_HEADER)
         self.assertEqual([c.value for c in d[1]], DETAILS_HEADER)

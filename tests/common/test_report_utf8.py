@@ -34,7 +34,9 @@ def expected(raw, cap=0):
 def openpyxl_strings(path):
     import openpyxl
     wb = openpyxl.load_workbook(path, read_only=True)
-    out = [c for ws in wb.worksheets for row in ws.iter_rows(values_only=True) for c in row if isinstance(c, str)]
+    # chart sheets (error_flow) hold no cells
+    out = [c for ws in wb.worksheets if hasattr(ws, "iter_rows")
+           for row in ws.iter_rows(values_only=True) for c in row if isinstance(c, str)]
     wb.close()
     return out
 
