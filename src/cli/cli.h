@@ -24,6 +24,7 @@ int msp_cmd_compare(msp_cli_ctx_t *ctx, int argc, char **argv);
 int msp_cmd_ls(msp_cli_ctx_t *ctx, int argc, char **argv);
 int msp_cmd_dump(msp_cli_ctx_t *ctx, int argc, char **argv);
 int msp_cmd_config_check(msp_cli_ctx_t *ctx, int argc, char **argv);
+int msp_cmd_overflow_check(msp_cli_ctx_t *ctx, int argc, char **argv);
 
 /* ---- option tables ------------------------------------------------------ */
 
