@@ -359,6 +359,49 @@ static msp_err ov_judge(ov_step_t *s, size_t ri, size_t j, size_t *comm_cap)
     return MSP_OK;
 }
 
+static int ov_rec_name_cmp(const void *x, const void *y)
+{
+    return strcmp((*(const ov_rec_t *const *)x)->r->name, (*(const ov_rec_t *const *)y)->r->name);
+}
+
+/* A backward record also reads what its forward saved (its inputs and
+ * outputs), which the backward record does not hold: a forward that held
+ * NaN/Inf makes the backward's inputs abnormal. */
+static msp_err ov_link_backward(ov_rank_t *rk)
+{
+    ov_rec_t **idx = malloc((rk->n + 1) * sizeof *idx);
+    if (!idx)
+        return msp_fail(MSP_ERR_NOMEM, "out of memory");
+    for (size_t j = 0; j < rk->n; j++)
+        idx[j] = &rk->recs[j];
+    qsort(idx, rk->n, sizeof *idx, ov_rec_name_cmp);
+    msp_err rc = MSP_OK;
+    for (size_t j = 0; j < rk->n && rc == MSP_OK; j++) {
+        ov_rec_t *x = &rk->recs[j];
+        if (x->in_bad || cmp_is_forward(x->r->name))
+            continue;
+        char *fw = cmp_forward_name(x->r->name);
+        if (!fw)
+            continue;
+        msp_record_info_t probe_r = {.name = fw};
+        ov_rec_t probe = {.r = &probe_r};
+        const ov_rec_t *pp = &probe;
+        ov_rec_t **hit = bsearch(&pp, idx, rk->n, sizeof *idx, ov_rec_name_cmp);
+        int bad = hit ? (*hit)->in_bad | (*hit)->out_bad : 0;
+        if (bad) {
+            x->in_bad = bad;
+            if (!(x->in_note = msp_asprintf("its forward %s held %s", fw,
+                                            bad == (OV_NAN | OV_INF) ? "NaN and Inf"
+                                            : bad & OV_NAN           ? "NaN"
+                                                                     : "Inf")))
+                rc = msp_fail(MSP_ERR_NOMEM, "out of memory");
+        }
+        free(fw);
+    }
+    free(idx);
+    return rc;
+}
+
 /* ---- groups and time ------------------------------------------------------------- */
 
 static const ov_step_t *ov_sort_step; /* qsort has no user pointer */
@@ -593,7 +636,10 @@ static const msp_tensor_info_t *ov_first_bad_output(const msp_record_info_t *r)
     return NULL;
 }
 
-/* Why the record's finite inputs gave NaN/Inf, from what the statistics say. */
+/* Why the record's finite inputs gave NaN/Inf, from what the statistics say:
+ * the API's own domain errors first (log or sqrt of a negative, log of zero,
+ * x/0), then overflow past the output dtype's range, then an invalid
+ * operation inside the op. */
 static char *ov_reason(const msp_record_info_t *r, int bad, int is_comm)
 {
     static const char *const logs[] = {"log", "log2", "log10", "log_", "log2_", "log10_", NULL};
@@ -622,18 +668,52 @@ static char *ov_reason(const msp_record_info_t *r, int bad, int is_comm)
     if (out && (out->stats.nan_count || out->stats.inf_count))
         snprintf(counts, sizeof counts, " (%s: %" PRId64 " NaN, %" PRId64 " Inf of %" PRId64 ")",
                  out->role, out->stats.nan_count, out->stats.inf_count, out->numel);
-    int backward = !cmp_is_forward(r->name) && strstr(r->name, ".backward") != NULL;
+    int fwd = cmp_is_forward(r->name) || strstr(r->name, ".backward") == NULL;
+    int neg = low && low->stats.min < 0.0;
+    char nan_why[160] = "", inf_why[160] = "";
+    const char *lr = low ? low->role : "input";
+    double lmin = low ? low->stats.min : 0.0;
+    if (fwd && ov_in(api, logs)) {
+        if (neg)
+            snprintf(nan_why, sizeof nan_why, "log of a negative number (%s min %.6g)", lr, lmin);
+        if (has_zero)
+            snprintf(inf_why, sizeof inf_why, "log of zero is -inf (%s holds 0)", lr);
+    } else if (fwd && !strncmp(api, "log1p", 5)) {
+        if (low && low->stats.min < -1.0)
+            snprintf(nan_why, sizeof nan_why, "log1p of a number below -1 (%s min %.6g)", lr, lmin);
+    } else if (fwd && ov_in(api, sqrts)) {
+        if (neg)
+            snprintf(nan_why, sizeof nan_why, "square root of a negative number (%s min %.6g)",
+                     lr, lmin);
+        if (has_zero && api[0] == 'r')
+            snprintf(inf_why, sizeof inf_why, "rsqrt of zero is inf (%s holds 0)", lr);
+    } else if (fwd && ov_in(api, pows)) {
+        if (neg)
+            snprintf(nan_why, sizeof nan_why, "a negative base to a fractional power (%s min "
+                     "%.6g)", lr, lmin);
+    } else if (fwd && ov_in(api, arcs)) {
+        if (max_abs > 1.0)
+            snprintf(nan_why, sizeof nan_why, "%s outside [-1, 1] (largest magnitude %.6g)", api,
+                     max_abs);
+    } else if (fwd && ov_in(api, divs) && has_zero) {
+        snprintf(nan_why, sizeof nan_why, "0/0 (the inputs hold zeros)");
+        snprintf(inf_why, sizeof inf_why, "a division by zero (an input holds zeros)");
+    } else if (fwd && ov_in(api, exps) && low) {
+        snprintf(inf_why, sizeof inf_why, "overflow: exp of finite inputs up to %.6g exceeds %s's "
+                 "range (largest finite %.6g, exp above %.4g)", max_abs, dname, lim, log(lim));
+    }
+    if (!(bad & OV_INF))
+        inf_why[0] = '\0';
+    if (!(bad & OV_NAN))
+        nan_why[0] = '\0';
+    if (nan_why[0] && inf_why[0])
+        return msp_asprintf("NaN and Inf from finite inputs: %s; %s%s", nan_why, inf_why, counts);
+    if (nan_why[0] && !(bad & OV_INF))
+        return msp_asprintf("NaN from finite inputs: %s%s", nan_why, counts);
+    if (inf_why[0] && !(bad & OV_NAN))
+        return msp_asprintf("%s%s%s", strncmp(inf_why, "overflow", 8) ? "Inf from finite inputs: "
+                                                                      : "", inf_why, counts);
     if (bad == OV_INF) {
-        if (!backward && ov_in(api, logs) && low && !(low->stats.min < 0.0 || low->stats.min > 0.0))
-            return msp_asprintf("Inf from finite inputs: log of zero is -inf (%s min 0)%s",
-                                low->role, counts);
-        if (!backward && ov_in(api, divs) && has_zero)
-            return msp_asprintf("Inf from finite inputs: a division by zero (an input holds "
-                                "zeros)%s", counts);
-        if (!backward && ov_in(api, exps) && low)
-            return msp_asprintf("overflow: exp of finite inputs up to %.6g exceeds %s's range "
-                                "(largest finite %.6g, exp above %.4g)%s",
-                                max_abs, dname, lim, log(lim), counts);
         if (is_comm)
             return msp_asprintf("overflow: the reduction of finite inputs (largest magnitude "
                                 "%.6g) exceeded %s's range (largest finite %.6g)%s",
@@ -642,28 +722,13 @@ static char *ov_reason(const msp_record_info_t *r, int bad, int is_comm)
                             "past %s's largest finite value %.6g%s",
                             max_abs, dname, lim, counts);
     }
-    if (bad == OV_NAN) {
-        if (!backward && ov_in(api, sqrts) && low && low->stats.min < 0.0)
-            return msp_asprintf("NaN from finite inputs: square root of a negative number "
-                                "(%s min %.6g)%s", low->role, low->stats.min, counts);
-        if (!backward && ov_in(api, logs) && low && low->stats.min < 0.0)
-            return msp_asprintf("NaN from finite inputs: log of a negative number (%s min "
-                                "%.6g)%s", low->role, low->stats.min, counts);
-        if (!backward && !strncmp(api, "log1p", 5) && low && low->stats.min < -1.0)
-            return msp_asprintf("NaN from finite inputs: log1p of a number below -1 (%s min "
-                                "%.6g)%s", low->role, low->stats.min, counts);
-        if (!backward && ov_in(api, pows) && low && low->stats.min < 0.0)
-            return msp_asprintf("NaN from finite inputs: a negative base to a fractional "
-                                "power (%s min %.6g)%s", low->role, low->stats.min, counts);
-        if (!backward && ov_in(api, arcs) && low && max_abs > 1.0)
-            return msp_asprintf("NaN from finite inputs: %s outside [-1, 1] (largest "
-                                "magnitude %.6g)%s", api, max_abs, counts);
-        if (!backward && ov_in(api, divs) && has_zero)
-            return msp_asprintf("NaN from finite inputs: 0/0 (the inputs hold zeros)%s", counts);
+    if (bad == OV_NAN)
         return msp_asprintf("NaN from finite inputs: an invalid operation inside the op (0/0, "
                             "log or sqrt of a negative, or inf - inf / 0 * inf after an "
                             "intermediate overflow)%s", counts);
-    }
+    if (nan_why[0] || inf_why[0])
+        return msp_asprintf("NaN and Inf from finite inputs: %s%s", nan_why[0] ? nan_why : inf_why,
+                            counts);
     return msp_asprintf("overflow and NaN from finite inputs: an intermediate result "
                         "overflowed %s (largest finite %.6g) and then made NaN (inf - inf, "
                         "0 * inf)%s", dname, lim, counts);
@@ -1043,10 +1108,13 @@ static msp_err ov_analyse(ov_step_t *s, int64_t step, msp_overflow_result_t *res
 {
     msp_err rc = MSP_OK;
     size_t comm_cap = 0;
-    for (size_t ri = 0; ri < s->n_ranks; ri++)
+    for (size_t ri = 0; ri < s->n_ranks; ri++) {
         for (size_t j = 0; j < s->ranks[ri].n; j++)
             if ((rc = ov_judge(s, ri, j, &comm_cap)) != MSP_OK)
                 return rc;
+        if ((rc = ov_link_backward(&s->ranks[ri])) != MSP_OK)
+            return rc;
+    }
     if ((rc = ov_groups(s)) != MSP_OK)
         return rc;
     /* each rank's first anomaly: where it made the NaN/Inf or received it */
@@ -1056,6 +1124,15 @@ static msp_err ov_analyse(ov_step_t *s, int64_t step, msp_overflow_result_t *res
     long abn_ri = -1;
     for (size_t ri = 0; ri < s->n_ranks; ri++) {
         ov_rank_t *rk = &s->ranks[ri];
+        /* A module's parameters are not among its recorded inputs: NaN
+         * parameters would make it look like an origin. Where the dump
+         * holds API records too, the ones that ran inside it decide. */
+        int has_api = 0;
+        for (size_t j = 0; j < rk->n && !has_api; j++)
+            has_api = strncmp(rk->recs[j].r->name, "Module.", 7) != 0;
+        for (size_t j = 0; j < rk->n && has_api; j++)
+            if (!strncmp(rk->recs[j].r->name, "Module.", 7))
+                rk->recs[j].ignored = 1;
         rk->first = rk->first_abnormal = -1;
         rk->from_rank = -1;
         for (size_t j = 0; j < rk->n && rk->first < 0; j++) {
