@@ -94,6 +94,117 @@ msp_err msp_overflow_write_json(const msp_overflow_result_t *res, const char *ou
                                 char **written);
 void msp_overflow_result_free(msp_overflow_result_t *res); /* NULL-safe */
 
+/* ---- acc_check and api_precision_compare ------------------------------------- */
+
+/* A verdict of msprobe's precision standards. */
+typedef enum msp_acc_status {
+    MSP_ACC_NONE = 0,      /* no row (an API without backward): " " in the CSVs */
+    MSP_ACC_PASS = 1,
+    MSP_ACC_WARNING = 2,
+    MSP_ACC_ERROR = 3,
+    MSP_ACC_SKIP = 4       /* not replayed or not judged; the message says why */
+} msp_acc_status_t;
+
+/* msprobe's metric columns of accuracy_checking_details_*.csv, in order. */
+enum {
+    MSP_ACC_COSINE = 0,    /* 余弦相似度 */
+    MSP_ACC_MAX_ABS,       /* 最大绝对误差 */
+    MSP_ACC_HUNDREDTH,     /* 双百指标: share of elements with relative error < 0.01 */
+    MSP_ACC_THOUSANDTH,    /* 双千指标: < 0.001 */
+    MSP_ACC_TEN_THOUSANDTH, /* 双万指标: < 0.0001 */
+    MSP_ACC_ERROR_RATE,    /* 二进制一致错误率: share of elements not bit-equal */
+    MSP_ACC_EB,            /* 误差均衡性: |#above - #below| / n */
+    MSP_ACC_RMSE,          /* 均方根误差 */
+    MSP_ACC_SMALL_VALUE,   /* 小值域错误占比 */
+    MSP_ACC_MAX_REL,       /* 相对误差最大值 */
+    MSP_ACC_MEAN_REL,      /* 相对误差平均值 */
+    MSP_ACC_INF_NAN,       /* inf/nan错误率 */
+    MSP_ACC_REL_ERR_RATIO, /* 相对误差错误率 */
+    MSP_ACC_ABS_ERR_RATIO, /* 绝对误差错误率 */
+    MSP_ACC_MAX_ULP,       /* ULP误差最大值 */
+    MSP_ACC_MEAN_ULP,      /* ULP误差平均值 */
+    MSP_ACC_ULP_PROPORTION, /* ULP误差大于阈值占比 */
+    MSP_ACC_NMETRICS
+};
+
+/* One output of one record: a row of the details CSV. */
+typedef struct msp_acc_output {
+    char *name;                /* "Functional.conv2d.0.forward.output.0" */
+    char bench_dtype[24];      /* "torch.float64" (the replay) */
+    char device_dtype[24];     /* the recorded output's dtype */
+    char shape[96];            /* "(4, 8)", msprobe's tuple text */
+    double metric[MSP_ACC_NMETRICS]; /* valid where (have >> i) & 1 */
+    unsigned have;
+    const char *standard;      /* "benchmark", "absolute threshold", "binary consistency",
+                                  "ULP error", "dual thousandths", or NULL (not judged) */
+    msp_acc_status_t status;   /* by the standard of its API and dtype (see
+                                  msprobe-acc_check(1), JUDGING) */
+    char *message;             /* never NULL */
+} msp_acc_output_t;
+
+/* One API (forward and backward records together): a row of the result CSV. */
+typedef struct msp_acc_api {
+    char *name;                /* "Functional.conv2d.0" */
+    msp_acc_status_t forward, backward;
+    char *message;             /* why it was skipped, or ""; never NULL */
+    size_t first, n;           /* its outputs: outputs[first .. first + n) */
+} msp_acc_api_t;
+
+typedef struct msp_acc_opts {
+    int workers;               /* replay workers run in parallel; <= 0: one per CPU, at most 8 */
+    const char *python;        /* NULL: $MSPROBE_PYTHON, else the build's default */
+    /* "NAME=pkg.mod.fn": replay Custom.NAME records (api_list callables outside
+     * torch) with the function named, imported in the worker */
+    const char *const *references;
+    size_t n_references;
+    void (*progress)(size_t done, size_t total, void *ud); /* may be NULL; any thread */
+    void *progress_ud;
+} msp_acc_opts_t;
+
+typedef struct msp_acc_result {
+    char *path;                /* the dump file checked */
+    msp_acc_api_t *apis;       /* in execution order of their first record */
+    size_t n_apis;
+    msp_acc_output_t *outputs;
+    size_t n_outputs;
+    size_t records, replayed, skipped; /* records sent to replay, answered ok, skipped */
+    size_t pass, warning, error;       /* outputs by status */
+    double seconds;            /* wall time of the replay */
+    int workers;               /* workers that ran */
+} msp_acc_result_t;
+
+/* Replay every API record (forward, backward, optimizer step) of one tensor
+ * dump (a dump file or a rank directory; ours or msprobe's) on the CPU in
+ * float64, in opts->workers parallel workers, and judge each output by
+ * msprobe's precision standard for its API and dtype. A record that cannot
+ * be replayed is an API row with SKIP and the reason. MSP_ERR_USAGE for a
+ * path holding several dump files or a statistics dump; MSP_ERR_UNSUPPORTED
+ * when no worker starts (no Python with torch). */
+msp_err msp_acc_check(const char *path, const msp_acc_opts_t *opts, msp_acc_result_t **out);
+/* Write out_dir/accuracy_checking_result_{stamp}.csv and
+ * accuracy_checking_details_{stamp}.csv (msprobe's columns; created,
+ * atomically); stamp is YYYYmmddHHMMSS of now. The paths go to *result_path
+ * and *details_path (malloc'd) when not NULL. */
+msp_err msp_acc_write_csv(const msp_acc_result_t *res, const char *out_dir, char **result_path,
+                          char **details_path);
+void msp_acc_result_free(msp_acc_result_t *res); /* NULL-safe */
+
+/* api_precision_compare: the rows of two details CSVs (an NPU run's and a
+ * GPU run's acc_check, msprobe's or ours) paired by API Name and judged by
+ * msprobe's standard of each API (ratios NPU/GPU where the standard compares
+ * the devices). Writes out_dir/api_precision_compare_result_{stamp}.csv and
+ * api_precision_compare_details_{stamp}.csv. Counts of APIs by forward
+ * verdict go to the pass/warning/error/skip counters when not NULL. A CSV
+ * without msprobe's required columns is MSP_ERR_FORMAT naming the file and
+ * the columns. */
+typedef struct msp_apc_summary {
+    size_t apis, pass, warning, error, skip, unmatched;
+    char *result_path, *details_path; /* malloc'd */
+} msp_apc_summary_t;
+msp_err msp_api_precision_compare(const char *npu_csv, const char *gpu_csv, const char *out_dir,
+                                  msp_apc_summary_t *summary);
+void msp_apc_summary_free(msp_apc_summary_t *s); /* NULL-safe */
+
 #ifdef __cplusplus
 }
 #endif

@@ -19,6 +19,8 @@ static const struct msp_command msp_commands[] = {
     {"config_check", msp_cmd_config_check, "pack a run's configuration (-d) or compare two packs (-c)"},
     {"ls", msp_cmd_ls, "list the records and tensors of a dump"},
     {"overflow_check", msp_cmd_overflow_check, "find where the first NaN or Inf came from, on which rank"},
+    {"acc_check", msp_cmd_acc_check, "replay every API of a tensor dump in float64 and judge it by msprobe's standards"},
+    {"api_precision_compare", msp_cmd_api_precision_compare, "judge an NPU run's acc_check against a GPU run's"},
 };
 
 static const msp_opt_t msp_global_opts[] = {

@@ -20,6 +20,7 @@
 
 extern char **environ;
 extern const char msp_replay_py[];
+extern const char msp_replay_acc_py[];
 
 #ifndef MSP_DEFAULT_PYTHON
 #define MSP_DEFAULT_PYTHON "python3"
@@ -182,8 +183,11 @@ char *cmp_worker_start(cmp_worker_t *w, const char *python, double deadline)
     sigemptyset(&none);
     posix_spawnattr_setsigmask(&at, &none);
     posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK);
-    char *argv[] = {(char *)python, (char *)"-c", (char *)msp_replay_py, NULL};
-    int e = posix_spawnp(&w->pid, python, &fa, &at, argv, environ);
+    /* one script: acc_check's metrics, then the worker that calls them */
+    char *src = msp_asprintf("%s\n%s", msp_replay_acc_py, msp_replay_py);
+    char *argv[] = {(char *)python, (char *)"-c", src, NULL};
+    int e = src ? posix_spawnp(&w->pid, python, &fa, &at, argv, environ) : ENOMEM;
+    free(src);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&at);
     close(sv[1]);

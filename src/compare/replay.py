@@ -29,6 +29,12 @@ native little-endian bytes); a length of 0 ends the session. Out: first a
 line {"ready": torch version} (or {"error": why}), then per job
 {"id", "status": "ok"|"skip", "reason", "mode", "outputs": [{"role", "e_cmp",
 "e_ref", "u", "float"}]}. Infinite errors are sent as 1e300, unknown as -1.
+A job with "acc": true (acc_check) also gets, per output, "acc": {"dtype",
+"shape", "dev", "ref"}: msprobe's precision-standard metrics of the output
+and of the same-dtype replay, each against R64 (acc_metrics, from
+replay_acc.py, which the worker runs before this source). A job's
+"references" ({custom name: "pkg.mod.fn"}, from acc_check --reference) lets
+a Custom record be replayed with the function the user names.
 
 Nothing in a job is executed as code: arguments are rebuilt from their repr
 text by a literal parser (numbers, strings, None/True/False, tuples, lists,
@@ -148,7 +154,22 @@ def same(t):
 
 # ---- the call ----------------------------------------------------------------
 
-def resolve(name):
+def load_reference(path):
+    """The function a dotted path names ("pkg.mod.fn"), imported here: what
+    acc_check's --reference gives a Custom record to be replayed with. The
+    user names it; nothing in a dump does."""
+    import importlib
+    mod, _, attr = path.rpartition(".")
+    try:
+        fn = getattr(importlib.import_module(mod), attr, None) if mod else None
+    except Exception as e:
+        raise Skip("reference %s cannot be imported: %s" % (path, str(e).splitlines()[0][:120]))
+    if fn is None or not callable(fn):
+        raise Skip("reference %s is not a function" % path)
+    return fn
+
+
+def resolve(name, refs=None):
     parts = name.split(".")
     if len(parts) < 4:
         raise Skip("record name %s is not PREFIX.API.N.PASS" % name)
@@ -156,6 +177,8 @@ def resolve(name):
     base = api.split(".")[-1]
     if prefix in ("Distributed",):
         raise Skip("communication op: not replayed in one process")
+    if prefix == "Custom" and refs and api in refs:
+        return prefix, base, load_reference(refs[api])
     if prefix == "Custom":
         raise Skip("custom callable: not replayed")
     if prefix in ("NPU", "Aten", "Module", "Jit", "MindSpeed"):
@@ -401,7 +424,7 @@ def wire(e):
     return 1e300 if math.isinf(e) else e
 
 
-def judge(recorded, r64, rn, mode):
+def judge(recorded, r64, rn, mode, acc=False):
     outs = []
     for role, c in recorded.items():
         if role not in r64 or role not in rn:
@@ -409,6 +432,10 @@ def judge(recorded, r64, rn, mode):
         outs.append({"role": role, "e_cmp": wire(rel_err(c, r64[role])),
                      "e_ref": wire(rel_err(rn[role], r64[role])),
                      "u": unit_roundoff(c.dtype), "float": bool(c.is_floating_point())})
+        if acc:  # acc_check: msprobe's metrics of the output and of the same-dtype replay
+            outs[-1]["acc"] = {"dtype": str(c.dtype), "shape": list(c.shape),
+                               "dev": acc_metrics(c, r64[role]),
+                               "ref": acc_metrics(rn[role].to(c.dtype), r64[role])}
     if not outs:
         raise Skip("no output tensor to judge")
     return {"status": "ok", "mode": mode, "outputs": outs}
@@ -417,7 +444,7 @@ def judge(recorded, r64, rn, mode):
 # ---- jobs ----------------------------------------------------------------------
 
 def replay_forward(job, tensors):
-    prefix, api, fn = resolve(job["name"])
+    prefix, api, fn = resolve(job["name"], job.get("references"))
     args_text = job["args"]
     recorded = {role: t for (r, role), t in tensors.items()
                 if r == "f" and role.startswith("output")}
@@ -436,7 +463,7 @@ def replay_forward(job, tensors):
     with torch.no_grad():
         r64 = call(to64)
         mode, rn = choose_mode(call, want, args_text)
-    return judge(recorded, r64, rn, mode.name)
+    return judge(recorded, r64, rn, mode.name, job.get("acc"))
 
 
 def _grad_role(fwd_role):
@@ -447,7 +474,7 @@ def _grad_role(fwd_role):
 
 
 def replay_backward(job, tensors):
-    prefix, api, fn = resolve(job["forward"])
+    prefix, api, fn = resolve(job["forward"], job.get("references"))
     fwd_args = job["args"]
     grads_in = {role: t for (r, role), t in tensors.items() if r == "b" and role.startswith("input")}
     recorded = {role: t for (r, role), t in tensors.items() if r == "b" and role.startswith("output")}
@@ -510,7 +537,7 @@ def replay_backward(job, tensors):
     else:
         mode, rn = choose_mode(call, {r: t.dtype for r, t in recorded.items()}, fwd_args)
     recorded = {r: t for r, t in recorded.items() if r in r64}
-    return judge(recorded, r64, rn, mode.name)
+    return judge(recorded, r64, rn, mode.name, job.get("acc"))
 
 
 def replay_optimizer(job, tensors):
@@ -585,7 +612,7 @@ def replay_optimizer(job, tensors):
     with torch.no_grad():
         r64 = call(to64)
         rn = call(None)
-    return judge(recorded, r64, rn, "as recorded")
+    return judge(recorded, r64, rn, "as recorded", job.get("acc"))
 
 
 def replay_side(job, tensors):
