@@ -193,8 +193,8 @@ void msp_acc_result_free(msp_acc_result_t *res); /* NULL-safe */
  * GPU run's acc_check, msprobe's or ours) paired by API Name and judged by
  * msprobe's standard of each API (ratios NPU/GPU where the standard compares
  * the devices). Writes out_dir/api_precision_compare_result_{stamp}.csv and
- * api_precision_compare_details_{stamp}.csv. Counts of APIs by forward
- * verdict go to the pass/warning/error/skip counters when not NULL. A CSV
+ * api_precision_compare_details_{stamp}.csv. APIs are counted in *summary by
+ * the worse verdict of their forward and backward rows. A CSV
  * without msprobe's required columns is MSP_ERR_FORMAT naming the file and
  * the columns. */
 typedef struct msp_apc_summary {
