@@ -390,7 +390,7 @@ static msp_err acc_judge_output(msp_acc_result_t *res, size_t *cap, const char *
     o->have = dh & acc_shown(std, dtype, is_float);
     if (std != CMP_STD_NONE) {
         cmp_apc_verdict_t v;
-        cmp_acc_judge(std, dtype, api, o->metric, dh, ref, rh, &v);
+        cmp_acc_judge(std, dtype, api, o->metric, dh, ref, rh, 1, &v);
         o->standard = cmp_std_name(std);
         o->status = v.result;
         o->message = msp_asprintf("%s%s%s", cmp_std_name(std), v.msg[0] ? ": " : "", v.msg);

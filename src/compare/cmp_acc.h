@@ -62,9 +62,13 @@ typedef struct cmp_apc_verdict {
  * reference device; acc_check: the same-dtype CPU replay) are msprobe's
  * metric columns (MSP_ACC_*) with their have bits. dtype and api as for
  * cmp_acc_standard. A metric the standard needs that is not there makes the
- * result MSP_ACC_SKIP with the reason. */
+ * result MSP_ACC_SKIP with the reason. same_kernel (acc_check): gpu is a
+ * correct kernel of npu's own dtype, so a tie with it passes (msprobe's ULP
+ * rule asks the NPU to beat the GPU), and an output that misses a standard
+ * judged on the NPU alone is a warning when gpu misses it too (the dtype
+ * cannot meet it), as msprobe's first pass warns on float16/bfloat16. */
 void cmp_acc_judge(cmp_std_t std, const char *dtype, const char *api, const double *npu,
-                   unsigned npu_have, const double *gpu, unsigned gpu_have,
+                   unsigned npu_have, const double *gpu, unsigned gpu_have, int same_kernel,
                    cmp_apc_verdict_t *out);
 /* msprobe's first-pass rule of acc_check's Status (cosine, max abs error,
  * dual hundredths/thousandths/ten-thousandths), for outputs no standard

@@ -251,11 +251,11 @@ static void apc_judge_row(const apc_file_t *npu, size_t nr, const apc_file_t *gp
     double nm[MSP_ACC_NMETRICS], gm[MSP_ACC_NMETRICS];
     unsigned nh = apc_metrics(npu, nr, nm), gh = apc_metrics(gpu, gr, gm);
     cmp_std_t std = cmp_acc_standard(base, dtype);
-    cmp_acc_judge(std, dtype, base, nm, nh, gm, gh, v);
+    cmp_acc_judge(std, dtype, base, nm, nh, gm, gh, 0, v);
     if (v->result == MSP_ACC_SKIP && std != CMP_STD_BENCHMARK && std != CMP_STD_BINARY &&
         std != CMP_STD_NONE) {
         cmp_apc_verdict_t b;
-        cmp_acc_judge(CMP_STD_BENCHMARK, dtype, base, nm, nh, gm, gh, &b);
+        cmp_acc_judge(CMP_STD_BENCHMARK, dtype, base, nm, nh, gm, gh, 0, &b);
         if (b.result != MSP_ACC_SKIP)
             *v = b;
     }

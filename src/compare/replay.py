@@ -286,8 +286,10 @@ INPLACE_DUNDER = {"__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv
 
 
 def run(fn, api, args, kwargs):
-    inplace = api.endswith("_") or api in INPLACE_DUNDER
-    if inplace:
+    # F.relu(x, inplace=True) writes x too: on a copy, so a leaf that takes a
+    # gradient (backward replay) is never written in place
+    inplace = api.endswith("_") or api in INPLACE_DUNDER or kwargs.get("inplace") is True
+    if inplace and args and torch.is_tensor(args[0]):
         args = list(args)
         args[0] = args[0].clone()
     out = fn(*args, **kwargs)
@@ -488,9 +490,13 @@ def replay_backward(job, tensors):
     grad_roles = [role for (r, role) in tensors if r == "f" and _grad_role(role) in recorded]
 
     def forward(fc, grad):
+        # only the inputs whose gradient was recorded take one: batch_norm's
+        # running statistics, for one, must not
+        wants = {id(t) for (r, role), t in tensors.items() if r == "f" and role in grad_roles}
+
         def leaf(t):
             v = t if fc is None else fc(t)
-            if grad and v.is_floating_point():
+            if grad and v.is_floating_point() and id(t) in wants:
                 v = v.detach().clone().requires_grad_(True)
             return v
         objs = call_tensors(tensors, fwd_args, "f", leaf)
@@ -597,7 +603,10 @@ def replay_optimizer(job, tensors):
             mine = [ps[i] for i in range(start, start + n) if i in ps]
             start += n
             if mine:
-                pg.append({"params": mine})
+                # each group carries its hyperparameters from the start: SGD
+                # (torch < 2) has no default lr and refuses a group without one
+                pg.append(dict({k: (f(v) if torch.is_tensor(v) else v) for k, v in hp.items()},
+                               params=mine))
                 hps.append(hp)
         opt = cls(pg)
         for group, hp in zip(opt.param_groups, hps):

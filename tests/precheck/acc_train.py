@@ -1,7 +1,14 @@
-"""A small real training step for acc_check's tests: conv2d, relu, flatten,
-linear, a custom kernel (nan_kernels.mul, planted wrong unless
-NAN_KERNEL_ULPS=0), division, addition, dropout (random: not replayable),
-linear and cross_entropy, then SGD; float32 on the CPU. One step."""
+"""Small real training steps for acc_check's tests, float32 on the CPU:
+
+    acc_train.py          conv2d, relu, flatten, linear, a custom kernel
+                          (nan_kernels.mul, planted wrong unless NAN_KERNEL_ULPS=0),
+                          division, addition, dropout (random: not replayable),
+                          linear and cross_entropy, then SGD; one step
+    acc_train.py bn       conv2d, batch_norm (running statistics), relu in place,
+                          linear, cross_entropy, SGD with momentum; two steps
+"""
+import sys
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -28,5 +35,21 @@ def main():
     print("loss %.6f" % loss.item())
 
 
+def bn():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(inplace=True),
+                          nn.Flatten(), nn.Linear(4 * 6 * 6, 5))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    gen = torch.Generator().manual_seed(2)
+    for step in range(2):
+        x = torch.randn(6, 3, 8, 8, generator=gen)
+        y = torch.randint(0, 5, (6,), generator=gen)
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        print("step %d loss %.6f" % (step, loss.item()))
+
+
 if __name__ == "__main__":
-    main()
+    bn() if sys.argv[1:] == ["bn"] else main()
