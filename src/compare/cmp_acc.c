@@ -471,7 +471,8 @@ static msp_err acc_collect(acc_run_t *run, const msp_dump_file_t *f, msp_acc_res
             const cJSON *why = cJSON_GetObjectItemCaseSensitive(ans, "reason");
             const char *reason = job->why            ? job->why
                                  : cJSON_IsString(why) ? why->valuestring
-                                                       : "not replayed";
+                                                       : "not replayed: the replay workers "
+                                                         "stopped before it";
             msp_acc_output_t *o = NULL;
             res->skipped++;
             if ((rc = acc_add_output(res, &ocap, rec->name, "output.0", &o)) == MSP_OK) {

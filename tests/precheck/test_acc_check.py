@@ -306,6 +306,26 @@ class AccCheck(unittest.TestCase):
         self.assertEqual(len(sgd), n)
         self.assertTrue(all(r["Status"] == "pass" for r in sgd), sgd)
 
+    def test_msprobes_own_dump_layout_is_replayed(self):
+        import torch
+        import msprobe_layout
+        root = os.path.join(WORK, "msprobe-layout")
+        torch.manual_seed(3)
+        x, w, b = torch.randn(4, 5), torch.randn(3, 5), torch.randn(3)
+        rd = msprobe_layout.write(root, [
+            ("Functional.linear.0.forward", {"input_args": [x, w, b],
+                                             "output": [torch.nn.functional.linear(x, w, b)]}),
+            ("Torch.mul.0.forward", {"input_args": [x, x], "output": [x * x * (1 + 2 ** -18)]}),
+        ], task="tensor", level="api")
+        p, res, det, _ = acc_check(os.path.join(rd, "dump.json"))
+        self.assertEqual(p.returncode, 1, p.stderr)
+        got = {r["API name"]: r["Forward Test Success"] for r in res}
+        self.assertEqual(got, {"Functional.linear.0": "pass", "Torch.mul.0": "error"})
+        row = next(r for r in det if r["API Name"] == "Functional.linear.0.forward.output.0")
+        d = torch.nn.functional.linear(x, w, b).numpy()
+        want = msprobe_metrics(d, x.double().numpy() @ w.double().numpy().T + b.double().numpy())
+        self.assertAlmostEqual(float(row["ULP误差平均值"]), want["ULP误差平均值"], places=9)
+
     def test_statistics_dump_and_several_files_are_refused(self):
         rd = dump("stats", task="statistics")
         p, _, _, _ = acc_check(rd)
