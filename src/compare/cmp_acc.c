@@ -76,17 +76,7 @@ static const char *acc_kind(const char *name, const cJSON *refs, const char **wh
             return NULL;
         }
     }
-    if (!strncmp(name, "Optimizer.", 10))
-        return "optimizer";
-    if (cmp_is_forward(name))
-        return "forward";
-    char *fw = cmp_forward_name(name);
-    if (fw) {
-        free(fw);
-        return "backward";
-    }
-    *why = "not a forward, backward or optimizer record";
-    return NULL;
+    return cmp_job_kind(name, why);
 }
 
 /* Build, send and answer one job; 0 done (answer or why set), -1 worker gone,

@@ -131,17 +131,7 @@ static const char *rp_kind(const char *name, const char **why)
             *why = no[i][1];
             return NULL;
         }
-    if (!strncmp(name, "Optimizer.", 10))
-        return "optimizer";
-    if (cmp_is_forward(name))
-        return "forward";
-    char *fw = cmp_forward_name(name);
-    if (fw) {
-        free(fw);
-        return "backward";
-    }
-    *why = "not a forward, backward or optimizer record";
-    return NULL;
+    return cmp_job_kind(name, why);
 }
 
 /* The worst output of one side's answer: its e_cmp, the threshold it is held

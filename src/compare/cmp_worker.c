@@ -256,6 +256,21 @@ const msp_record_info_t *cmp_name_find(const msp_dump_file_t *f, const msp_recor
 
 /* ---- the pieces of a job ---------------------------------------------------- */
 
+const char *cmp_job_kind(const char *name, const char **why)
+{
+    if (!strncmp(name, "Optimizer.", 10))
+        return "optimizer";
+    if (cmp_is_forward(name))
+        return "forward";
+    char *fw = cmp_forward_name(name);
+    if (fw) {
+        free(fw);
+        return "backward";
+    }
+    *why = "not a forward, backward or optimizer record";
+    return NULL;
+}
+
 /* A record's attributes into args (those not there yet), except the call's
  * context (autocast, alias.*), which goes to ctx: each side is replayed in
  * its own context but with the bench side's arguments. */

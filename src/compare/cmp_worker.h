@@ -49,6 +49,10 @@ const msp_record_info_t **cmp_name_index(const msp_dump_file_t *f);
 const msp_record_info_t *cmp_name_find(const msp_dump_file_t *f, const msp_record_info_t **idx,
                                        const char *name);
 
+/* The job a record of an API makes: "optimizer" (Optimizer.*), "forward",
+ * "backward"; NULL with *why (static) for a name that is none of them. */
+const char *cmp_job_kind(const char *name, const char **why);
+
 /* One tensor a job sends: which record and which tensor of it. */
 typedef struct cmp_job_tensor {
     const msp_record_info_t *rec;
