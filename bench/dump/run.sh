@@ -6,6 +6,8 @@
 #       in small ops, unrolled over 32 time steps (~400 API calls a step)
 #   the cost per wrapped call outside dumped steps, in us   target <= 1 us
 #   the time the shim takes at boot to discover the APIs of this torch
+#   (e) task overflow_check, every API, every step, on a run without NaN:
+#       what leaving it on until the first anomaly costs (nothing is written)
 #   (c) full tensors of every API, every step: write throughput against the
 #       raw sequential write speed of the same disk (dd, same byte count):
 #       the writer with MSPROBE_SYNC=1 (each step's file on disk when it
@@ -32,6 +34,7 @@ cfg() { # task steps file
 cfg tensor 999999 none.json
 cfg statistics all stats.json
 cfg tensor all tensor.json
+cfg overflow_check all ovf.json
 
 field() { "$py" -c "import json,sys; print(json.loads(sys.argv[1])['$2'])" "$1"; }
 now() { date +%s.%N; }
@@ -47,12 +50,13 @@ run_shim() { # config [sync]
 # Interleave plain and shim runs; keep the best (least disturbed) median of each.
 best() { "$py" -c "import sys; print(min(float(x) for x in sys.argv[1:]))" "$@"; }
 plain_all=""; a_all=""; b_all=""; c_all=""; c_tp=""; c_wtp=""; c_wcpu=""; d_wtp=""; d_all=""
-plain_cpu=""; a_cpu=""; b_cpu=""; c_cpu=""
+plain_cpu=""; a_cpu=""; b_cpu=""; c_cpu=""; e_all=""; e_cpu=""
 i=0
 while [ $i -lt "$rounds" ]; do
   out=$(run_plain); plain_all="$plain_all $(field "$out" median_ms)"; plain_cpu="$plain_cpu $(field "$out" cpu_ms)"
   out=$(run_shim none.json); a_all="$a_all $(field "$out" median_ms)"; a_cpu="$a_cpu $(field "$out" cpu_ms)"
   out=$(run_shim stats.json); b_all="$b_all $(field "$out" median_ms)"; b_cpu="$b_cpu $(field "$out" cpu_ms)"
+  out=$(run_shim ovf.json); e_all="$e_all $(field "$out" median_ms)"; e_cpu="$e_cpu $(field "$out" cpu_ms)"
   rm -f "$work/shim.log"
   out=$(run_shim tensor.json); end=$(now)
   # "msprobe: writer: N bytes of tensors in S s busy (R MB/s), C s of it on a CPU"
@@ -71,6 +75,7 @@ while [ $i -lt "$rounds" ]; do
 done
 plain=$(best $plain_all); a=$(best $a_all); b=$(best $b_all); c=$(best $c_all)
 pc=$(best $plain_cpu); ac=$(best $a_cpu); bc=$(best $b_cpu); cc=$(best $c_cpu)
+e=$(best $e_all); ec=$(best $e_cpu)
 tp=$("$py" -c "import sys; print(max(float(x) for x in sys.argv[1:]))" $c_tp)
 wtp=$("$py" -c "import sys; print(max(float(x) for x in sys.argv[1:]))" $c_wtp)
 wcpu=$("$py" -c "import sys; print(max([float(x) for x in sys.argv[1:]] or [0]))" $c_wcpu)
@@ -86,16 +91,17 @@ run_lstm() { # [config]
     MSPROBE_PATH=$1 LD_PRELOAD=$lib "$py" "$here/steptime.py" --model lstmcell --steps "$steps"
   fi
 }
-l_plain=""; l_a=""; l_b=""; l_c=""; l_tp=""; l_tb=""
+l_plain=""; l_a=""; l_b=""; l_c=""; l_tp=""; l_tb=""; l_e=""
 i=0
 while [ $i -lt "$rounds" ]; do
   out=$(run_lstm ""); l_plain="$l_plain $(field "$out" median_ms)"; l_tp="$l_tp $(field "$out" thread_cpu_ms)"
   l_a="$l_a $(field "$(run_lstm none.json)" median_ms)"
   out=$(run_lstm stats.json); l_b="$l_b $(field "$out" median_ms)"; l_tb="$l_tb $(field "$out" thread_cpu_ms)"
   l_c="$l_c $(field "$(run_lstm tensor.json)" median_ms)"
+  l_e="$l_e $(field "$(run_lstm ovf.json)" median_ms)"
   i=$((i + 1))
 done
-lp=$(best $l_plain); la=$(best $l_a); lb=$(best $l_b); lc=$(best $l_c)
+lp=$(best $l_plain); la=$(best $l_a); lb=$(best $l_b); lc=$(best $l_c); le=$(best $l_e)
 ltp=$(best $l_tp); ltb=$(best $l_tb)
 
 # What one API call costs outside the dumped steps, measured on tiny tensors
@@ -128,7 +134,7 @@ raw_direct=$(raw oflag=direct)
 
 "$py" - "$plain" "$a" "$b" "$c" "$tp" "$raw_best" "$raw_sync" "$bytes" "$steps" "$wtp" \
   "$pc" "$ac" "$bc" "$cc" "$cc_plain" "$cc_shim" "$wcpu" "$dtp" "$d" "$raw_direct" \
-  "$lp" "$la" "$lb" "$lc" "$ltp" "$ltb" "$discovery" <<'PY'
+  "$lp" "$la" "$lb" "$lc" "$ltp" "$ltb" "$discovery" "$e" "$ec" "$le" <<'PY'
 import json, sys
 plain, a, b, c, tp, raw, raw_sync, nbytes, steps, wtp, pc, ac, bc, cc = map(float, sys.argv[1:15])
 cp, cs = json.loads(sys.argv[15]), json.loads(sys.argv[16])
@@ -148,6 +154,10 @@ print("  (b) statistics, every API, every step   %8.2f ms %.3fx   %8.2f ms %.3fx
 print("  (c) tensor, every API, every step       %8.2f ms %.3fx   %8.2f ms %.3fx"
       % (c, c / plain, cc, cc / pc))
 print("      with MSPROBE_SYNC=1                 %8.2f ms %.3fx" % (d, d / plain))
+e, ec, le = map(float, sys.argv[28:31])
+print("  (e) task overflow_check, no NaN         %8.2f ms %.3fx   %8.2f ms %.3fx  (every call's"
+      % (e, e / plain, ec, ec / pc))
+print("      tensors copied and checked, nothing written: its cost until the first anomaly)")
 print("      the disk, %.1f MB: dd conv=fdatasync %.0f MB/s, dd oflag=direct %.0f MB/s"
       % (nbytes / 1e6, raw_sync, raw_direct))
 print("      writer while busy, each step's file on disk at close (MSPROBE_SYNC=1):")
@@ -170,6 +180,7 @@ print("      the training thread's own CPU in (b): %.2f ms %.3fx (the rest of th
       % (ltb, ltb / ltp))
 print("      waiting for the writer thread: step end waits for the previous step's file)")
 print("  (c) tensor, every API, every step       %8.2f ms %.3fx" % (lc, lc / lp))
+print("  (e) task overflow_check, no NaN         %8.2f ms %.3fx" % (le, le / lp))
 print("      load average while measuring: %s" % open("/proc/loadavg").read().split()[0])
 PY
 [ -n "${BENCH_DIR:-}" ] || rm -rf "$work"

@@ -25,8 +25,10 @@ typedef enum msp_dump_mode {
 typedef enum msp_task {
     MSP_TASK_TENSOR = 0,
     MSP_TASK_STATISTICS = 1,
-    MSP_TASK_MD5 = 2  /* hash-only: what statistics stores (the crc32 included), compared
+    MSP_TASK_MD5 = 2, /* hash-only: what statistics stores (the crc32 included), compared
                          by crc32 alone; msprobe's summary_mode "md5" */
+    MSP_TASK_OVERFLOW = 3 /* "overflow_check": tensors of the calls whose outputs hold
+                             NaN/Inf and of the call before each, up to overflow_nums */
 } msp_task_t;
 
 /* What ends a step. */
@@ -76,6 +78,9 @@ typedef struct msp_config {
     char *dump_path;              /* default "./msprobe_dump_data" */
     msp_step_set_t dump_iter;     /* default all */
     msp_task_t task;              /* default tensor */
+    int64_t overflow_nums;        /* task overflow_check: calls with NaN/Inf outputs recorded
+                                     before it stops looking (msprobe's overflow_nums);
+                                     -1 unlimited; default 1 */
     msp_step_trigger_t step_trigger; /* default optimizer */
     msp_api_sel_t *api_list;      /* empty = every supported API */
     size_t n_api_list;

@@ -31,6 +31,9 @@ int msp_cmd_ls(msp_cli_ctx_t *ctx, int argc, char **argv);
 int msp_cmd_dump(msp_cli_ctx_t *ctx, int argc, char **argv);
 int msp_cmd_config_check(msp_cli_ctx_t *ctx, int argc, char **argv);
 int msp_cmd_export(msp_cli_ctx_t *ctx, int argc, char **argv);
+int msp_cmd_overflow_check(msp_cli_ctx_t *ctx, int argc, char **argv);
+int msp_cmd_acc_check(msp_cli_ctx_t *ctx, int argc, char **argv);
+int msp_cmd_api_precision_compare(msp_cli_ctx_t *ctx, int argc, char **argv);
 
 /* ---- option tables ------------------------------------------------------ */
 

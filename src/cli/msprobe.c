@@ -20,6 +20,9 @@ static const struct msp_command msp_commands[] = {
     {"config_check", msp_cmd_config_check, "pack a run's configuration (-d) or compare two packs (-c)"},
     {"ls", msp_cmd_ls, "list the records and tensors of a dump"},
     {"export", msp_cmd_export, "write a dump in msprobe's own layout (dump.json, .pt)"},
+    {"overflow_check", msp_cmd_overflow_check, "find where the first NaN or Inf came from, on which rank"},
+    {"acc_check", msp_cmd_acc_check, "replay every API of a tensor dump in float64 and judge it by msprobe's standards"},
+    {"api_precision_compare", msp_cmd_api_precision_compare, "judge an NPU run's acc_check against a GPU run's"},
 };
 
 static const msp_opt_t msp_global_opts[] = {
@@ -49,8 +52,12 @@ static void msp_usage(FILE *out)
     /* The commands table sits between the description and the options. */
     msp_cmd_doc_t d = msp_global_doc;
     fprintf(out, "%s\n\n%s\nCommands:\n", d.usage, d.about);
+    int width = 13;
     for (size_t i = 0; i < sizeof msp_commands / sizeof msp_commands[0]; i++)
-        fprintf(out, "  %-13s %s\n", msp_commands[i].name, msp_commands[i].help);
+        if ((int)strlen(msp_commands[i].name) > width)
+            width = (int)strlen(msp_commands[i].name);
+    for (size_t i = 0; i < sizeof msp_commands / sizeof msp_commands[0]; i++)
+        fprintf(out, "  %-*s %s\n", width, msp_commands[i].name, msp_commands[i].help);
     d.usage = d.about = NULL;
     d.options_title = "Global options";
     msp_cmd_help(&d, out);

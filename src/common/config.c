@@ -462,13 +462,30 @@ static msp_err msp_cfg_api_list(const msp_cfg_walk_t *w, const cJSON *it, msp_co
     return MSP_OK;
 }
 
+/* overflow_nums: a count >= 1, or -1 for no limit; only with task overflow_check. */
+static msp_err msp_cfg_overflow_nums(const msp_cfg_walk_t *w, const cJSON *it, const char *path,
+                                     msp_config_t *cfg)
+{
+    const char *what = "a number of overflows >= 1, or -1 for no limit";
+    int64_t v;
+    msp_err rc = msp_cfg_int(w, it, path, what, -1, &v);
+    if (rc != MSP_OK)
+        return rc;
+    if (v == 0)
+        return msp_cfg_expected(w, path, what, it);
+    if (cfg->task != MSP_TASK_OVERFLOW)
+        return msp_cfg_fail(w, path, "applies only to task \"overflow_check\"");
+    cfg->overflow_nums = v;
+    return MSP_OK;
+}
+
 static msp_err msp_cfg_dump(const msp_cfg_walk_t *w, const cJSON *dump, msp_config_t *cfg)
 {
     static const char *const dkeys[] = {"common_dump_settings", "api_list"};
     static const char *const skeys[] = {"dump_mode", "dump_path", "dump_iter", "task",
-                                        "step_trigger", "rank", "stack"};
+                                        "step_trigger", "rank", "stack", "overflow_nums"};
     static const char *const modes[] = {"api", "module", "mix"};
-    static const char *const tasks[] = {"tensor", "statistics", "md5"};
+    static const char *const tasks[] = {"tensor", "statistics", "md5", "overflow_check"};
     static const char *const triggers[] = {"optimizer", "backward", "forward", "manual"};
     const cJSON *d[MSP_NELEM(dkeys)], *s[MSP_NELEM(skeys)];
     int k;
@@ -518,6 +535,9 @@ static msp_err msp_cfg_dump(const msp_cfg_walk_t *w, const cJSON *dump, msp_conf
             return msp_cfg_expected(w, "dump.common_dump_settings.stack", "true or false", s[6]);
         if (s[6])
             cfg->stacks = cJSON_IsTrue(s[6]);
+        if (s[7] && (rc = msp_cfg_overflow_nums(w, s[7], "dump.common_dump_settings.overflow_nums",
+                                                cfg)) != MSP_OK)
+            return rc;
     }
     if (d[1])
         return msp_cfg_api_list(w, d[1], cfg);
@@ -560,7 +580,7 @@ static msp_err msp_cfg_config_check(const msp_cfg_walk_t *w, const cJSON *cc, ms
  * listed once as ignored so the user knows they had no effect. */
 static const char *const msp_ms_ignored_top[] = {
     "async_dump", "precision", "risk_level", "framework",
-    "is_deterministic", "enable_dataloader", "acc_check", "run_ut", "overflow_check",
+    "is_deterministic", "enable_dataloader", "acc_check", "run_ut",
     "free_benchmark", "grad_probe", "structure", "exception_dump", "online_run_ut"};
 static const char *const msp_ms_ignored_section[] = {
     "device", "file_format", "bench_path", "diff_nums", "overflow_nums",
@@ -859,10 +879,31 @@ static msp_err msp_ms_section(const msp_cfg_walk_t *w, const cJSON *sec, const c
     return MSP_OK;
 }
 
+/* The "overflow_check" section of task overflow_check: overflow_nums (check_mode
+ * is MindSpore's). */
+static msp_err msp_ms_overflow_section(const msp_cfg_walk_t *w, const cJSON *sec,
+                                       msp_config_t *cfg)
+{
+    msp_err rc = msp_cfg_object(w, sec, "overflow_check");
+    for (const cJSON *c = sec->child; c && rc == MSP_OK; c = c->next) {
+        char sub[300], key[80];
+        msp_cfg_quote(key, sizeof key, c->string);
+        snprintf(sub, sizeof sub, "overflow_check.%s", key);
+        if (!strcmp(c->string, "overflow_nums"))
+            rc = msp_cfg_overflow_nums(w, c, sub, cfg);
+        else if (!strcmp(c->string, "check_mode"))
+            rc = msp_ms_ignore(w, cfg, sub);
+        else
+            rc = msp_cfg_fail(w, sub, "unknown key (expected overflow_nums or check_mode)");
+    }
+    return rc;
+}
+
 static msp_err msp_cfg_msprobe(const msp_cfg_walk_t *w, const cJSON *root, msp_config_t *cfg)
 {
     static const char *const keys[] = {"task", "dump_path", "rank", "step", "level",
-                                       "statistics", "tensor", "dump_enable", "extra_info"};
+                                       "statistics", "tensor", "overflow_check", "dump_enable",
+                                       "extra_info"};
     const cJSON *m[MSP_NELEM(keys)] = {0};
     msp_err rc = MSP_OK;
     cfg->msprobe_format = 1;
@@ -889,7 +930,7 @@ static msp_err msp_cfg_msprobe(const msp_cfg_walk_t *w, const cJSON *root, msp_c
         }
     }
     if (m[0]) {
-        static const char *const tasks[] = {"tensor", "statistics", "md5"};
+        static const char *const tasks[] = {"tensor", "statistics", "md5", "overflow_check"};
         int k;
         if ((rc = msp_cfg_enum(w, m[0], "task", tasks, MSP_NELEM(tasks), &k)) != MSP_OK)
             return rc;
@@ -909,24 +950,29 @@ static msp_err msp_cfg_msprobe(const msp_cfg_walk_t *w, const cJSON *root, msp_c
             return rc;
         cfg->dump_mode = (msp_dump_mode_t)k; /* L1 = api, L0 = module, mix */
     }
-    /* The section of the task in use applies; the other one is ignored. */
-    const cJSON *own = cfg->task == MSP_TASK_TENSOR ? m[6] : m[5];
-    const cJSON *other = cfg->task == MSP_TASK_TENSOR ? m[5] : m[6];
+    /* The section of the task in use applies; the others are ignored. */
+    int ovf = cfg->task == MSP_TASK_OVERFLOW;
+    const cJSON *own = ovf ? NULL : cfg->task == MSP_TASK_TENSOR ? m[6] : m[5];
     if (own && (rc = msp_ms_section(w, own, own->string, cfg)) != MSP_OK)
         return rc;
-    if (other && (rc = msp_ms_ignore(w, cfg, other->string)) != MSP_OK)
+    if (ovf && m[7] && (rc = msp_ms_overflow_section(w, m[7], cfg)) != MSP_OK)
         return rc;
+    /* the other tasks' sections change nothing here */
+    for (size_t i = 5; i <= 7; i++)
+        if (m[i] && m[i] != own && !(ovf && i == 7) &&
+            (rc = msp_ms_ignore(w, cfg, m[i]->string)) != MSP_OK)
+            return rc;
     /* dump_enable false: nothing is dumped (msprobe re-reads it while the run
      * goes on; here it is read once, when training starts) */
-    for (int k = 7; k <= 8; k++)
+    for (int k = 8; k <= 9; k++)
         if (m[k] && !cJSON_IsBool(m[k]))
             return msp_cfg_expected(w, keys[k], "true or false", m[k]);
-    if (m[7] && cJSON_IsFalse(m[7])) {
+    if (m[8] && cJSON_IsFalse(m[8])) {
         cfg->dump_disabled = 1;
         cfg->has_dump = 0;
     }
-    if (m[8])
-        cfg->stacks = cJSON_IsTrue(m[8]);
+    if (m[9])
+        cfg->stacks = cJSON_IsTrue(m[9]);
     return MSP_OK;
 }
 
@@ -1213,6 +1259,7 @@ msp_err msp_config_parse(const char *text, const char *source, msp_config_t *cfg
     cfg->dump_dirs = MSP_DIR_FORWARD | MSP_DIR_BACKWARD;
     cfg->dump_roles = MSP_ROLE_INPUT | MSP_ROLE_OUTPUT;
     cfg->task = MSP_TASK_TENSOR;
+    cfg->overflow_nums = 1;
     cfg->step_trigger = MSP_STEP_OPTIMIZER;
     cfg->cc_write_at_step = -1;
     cfg->cc_dataset_batches = 1;

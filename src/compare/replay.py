@@ -29,6 +29,12 @@ native little-endian bytes); a length of 0 ends the session. Out: first a
 line {"ready": torch version} (or {"error": why}), then per job
 {"id", "status": "ok"|"skip", "reason", "mode", "outputs": [{"role", "e_cmp",
 "e_ref", "u", "float"}]}. Infinite errors are sent as 1e300, unknown as -1.
+A job with "acc": true (acc_check) also gets, per output, "acc": {"dtype",
+"shape", "dev", "ref"}: msprobe's precision-standard metrics of the output
+and of the same-dtype replay, each against R64 (acc_metrics, from
+replay_acc.py, which the worker runs before this source). A job's
+"references" ({custom name: "pkg.mod.fn"}, from acc_check --reference) lets
+a Custom record be replayed with the function the user names.
 
 Nothing in a job is executed as code: arguments are rebuilt from their repr
 text by a literal parser (numbers, strings, None/True/False, tuples, lists,
@@ -148,7 +154,22 @@ def same(t):
 
 # ---- the call ----------------------------------------------------------------
 
-def resolve(name):
+def load_reference(path):
+    """The function a dotted path names ("pkg.mod.fn"), imported here: what
+    acc_check's --reference gives a Custom record to be replayed with. The
+    user names it; nothing in a dump does."""
+    import importlib
+    mod, _, attr = path.rpartition(".")
+    try:
+        fn = getattr(importlib.import_module(mod), attr, None) if mod else None
+    except Exception as e:
+        raise Skip("reference %s cannot be imported: %s" % (path, str(e).splitlines()[0][:120]))
+    if fn is None or not callable(fn):
+        raise Skip("reference %s is not a function" % path)
+    return fn
+
+
+def resolve(name, refs=None):
     parts = name.split(".")
     if len(parts) < 4:
         raise Skip("record name %s is not PREFIX.API.N.PASS" % name)
@@ -156,6 +177,8 @@ def resolve(name):
     base = api.split(".")[-1]
     if prefix in ("Distributed",):
         raise Skip("communication op: not replayed in one process")
+    if prefix == "Custom" and refs and api in refs:
+        return prefix, base, load_reference(refs[api])
     if prefix == "Custom":
         raise Skip("custom callable: not replayed")
     if prefix in ("NPU", "Aten", "Module", "Jit", "MindSpeed"):
@@ -263,8 +286,10 @@ INPLACE_DUNDER = {"__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv
 
 
 def run(fn, api, args, kwargs):
-    inplace = api.endswith("_") or api in INPLACE_DUNDER
-    if inplace:
+    # F.relu(x, inplace=True) writes x too: on a copy, so a leaf that takes a
+    # gradient (backward replay) is never written in place
+    inplace = api.endswith("_") or api in INPLACE_DUNDER or kwargs.get("inplace") is True
+    if inplace and args and torch.is_tensor(args[0]):
         args = list(args)
         args[0] = args[0].clone()
     out = fn(*args, **kwargs)
@@ -401,7 +426,7 @@ def wire(e):
     return 1e300 if math.isinf(e) else e
 
 
-def judge(recorded, r64, rn, mode):
+def judge(recorded, r64, rn, mode, acc=False):
     outs = []
     for role, c in recorded.items():
         if role not in r64 or role not in rn:
@@ -409,6 +434,10 @@ def judge(recorded, r64, rn, mode):
         outs.append({"role": role, "e_cmp": wire(rel_err(c, r64[role])),
                      "e_ref": wire(rel_err(rn[role], r64[role])),
                      "u": unit_roundoff(c.dtype), "float": bool(c.is_floating_point())})
+        if acc:  # acc_check: msprobe's metrics of the output and of the same-dtype replay
+            outs[-1]["acc"] = {"dtype": str(c.dtype), "shape": list(c.shape),
+                               "dev": acc_metrics(c, r64[role]),
+                               "ref": acc_metrics(rn[role].to(c.dtype), r64[role])}
     if not outs:
         raise Skip("no output tensor to judge")
     return {"status": "ok", "mode": mode, "outputs": outs}
@@ -417,7 +446,7 @@ def judge(recorded, r64, rn, mode):
 # ---- jobs ----------------------------------------------------------------------
 
 def replay_forward(job, tensors):
-    prefix, api, fn = resolve(job["name"])
+    prefix, api, fn = resolve(job["name"], job.get("references"))
     args_text = job["args"]
     recorded = {role: t for (r, role), t in tensors.items()
                 if r == "f" and role.startswith("output")}
@@ -436,7 +465,7 @@ def replay_forward(job, tensors):
     with torch.no_grad():
         r64 = call(to64)
         mode, rn = choose_mode(call, want, args_text)
-    return judge(recorded, r64, rn, mode.name)
+    return judge(recorded, r64, rn, mode.name, job.get("acc"))
 
 
 def _grad_role(fwd_role):
@@ -447,7 +476,7 @@ def _grad_role(fwd_role):
 
 
 def replay_backward(job, tensors):
-    prefix, api, fn = resolve(job["forward"])
+    prefix, api, fn = resolve(job["forward"], job.get("references"))
     fwd_args = job["args"]
     grads_in = {role: t for (r, role), t in tensors.items() if r == "b" and role.startswith("input")}
     recorded = {role: t for (r, role), t in tensors.items() if r == "b" and role.startswith("output")}
@@ -461,9 +490,13 @@ def replay_backward(job, tensors):
     grad_roles = [role for (r, role) in tensors if r == "f" and _grad_role(role) in recorded]
 
     def forward(fc, grad):
+        # only the inputs whose gradient was recorded take one: batch_norm's
+        # running statistics, for one, must not
+        wants = {id(t) for (r, role), t in tensors.items() if r == "f" and role in grad_roles}
+
         def leaf(t):
             v = t if fc is None else fc(t)
-            if grad and v.is_floating_point():
+            if grad and v.is_floating_point() and id(t) in wants:
                 v = v.detach().clone().requires_grad_(True)
             return v
         objs = call_tensors(tensors, fwd_args, "f", leaf)
@@ -510,7 +543,7 @@ def replay_backward(job, tensors):
     else:
         mode, rn = choose_mode(call, {r: t.dtype for r, t in recorded.items()}, fwd_args)
     recorded = {r: t for r, t in recorded.items() if r in r64}
-    return judge(recorded, r64, rn, mode.name)
+    return judge(recorded, r64, rn, mode.name, job.get("acc"))
 
 
 def replay_optimizer(job, tensors):
@@ -570,7 +603,10 @@ def replay_optimizer(job, tensors):
             mine = [ps[i] for i in range(start, start + n) if i in ps]
             start += n
             if mine:
-                pg.append({"params": mine})
+                # each group carries its hyperparameters from the start: SGD
+                # (torch < 2) has no default lr and refuses a group without one
+                pg.append(dict({k: (f(v) if torch.is_tensor(v) else v) for k, v in hp.items()},
+                               params=mine))
                 hps.append(hp)
         opt = cls(pg)
         for group, hp in zip(opt.param_groups, hps):
@@ -585,7 +621,7 @@ def replay_optimizer(job, tensors):
     with torch.no_grad():
         r64 = call(to64)
         rn = call(None)
-    return judge(recorded, r64, rn, "as recorded")
+    return judge(recorded, r64, rn, "as recorded", job.get("acc"))
 
 
 def replay_side(job, tensors):

@@ -34,6 +34,8 @@ static struct {
     pthread_t sthread;
     char *dump_path, *task, *dump_mode, *framework_version;
     int statistics, durable;
+    int overflow;                  /* task overflow_check (msp_dq_params_t) */
+    int64_t overflow_nums;
     size_t cap;
     int64_t world_size;
     pthread_cond_t ended;          /* an END_STEP marker went through */
@@ -43,7 +45,7 @@ static struct {
     size_t unsignalled_bytes;      /* and their tensor bytes */
 } q = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
        PTHREAD_COND_INITIALIZER, NULL, NULL, 0, 0, 0, 0, PTHREAD_COND_INITIALIZER, NULL, 0,
-       NULL, NULL, NULL, NULL, 0, 0, 0, 1, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, 0};
+       NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 1, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, 0};
 
 /* The statistics thread is woken once per this many records or bytes (or at
  * once for a step end, shutdown, or a queue filling up), not for every
@@ -219,6 +221,8 @@ int msp_dq_init(const msp_dq_params_t *p)
     q.framework_version = strdup("unknown");
     q.statistics = p->statistics;
     q.durable = p->durable;
+    q.overflow = p->overflow;
+    q.overflow_nums = p->overflow_nums;
     q.cap = p->queue_bytes ? p->queue_bytes : (size_t)256 << 20;
     pool.cap = q.cap / 2;
     small.cap = q.cap / 8;
@@ -734,6 +738,60 @@ static void write_record(wstate_t *s, msp_dq_rec_t *r)
     }
 }
 
+/* ---- task overflow_check (writer thread only) ------------------------ */
+
+/* The writer holds back the last record whose outputs are finite: when the
+ * next one's outputs hold NaN or Inf, both are written (the call that made it
+ * and the call before, which fed it); otherwise the held one is dropped. */
+static struct {
+    msp_dq_rec_t *held;
+    int64_t found;           /* records with NaN/Inf outputs written */
+} ovf;
+static atomic_int ovf_done; /* overflow_nums reached: nothing more is written */
+
+int msp_dq_accepting(void)
+{
+    return !atomic_load_explicit(&ovf_done, memory_order_relaxed);
+}
+
+static int outputs_abnormal(const msp_dq_rec_t *r)
+{
+    for (size_t i = 0; i < r->nt; i++) {
+        const msp_dq_tensor_t *t = &r->t[i];
+        if (t->has_stats && !strncmp(t->role, "output", 6) &&
+            (t->stats.nan_count > 0 || t->stats.inf_count > 0))
+            return 1;
+    }
+    return 0;
+}
+
+static void ovf_drop_held(void)
+{
+    msp_dq_rec_free(ovf.held);
+    ovf.held = NULL;
+}
+
+/* Take record r; 1 when it is held (the caller must not free it). Its bytes
+ * leave the queue's count either way: a held record is not waiting, and the
+ * training thread must not wait on it. */
+static int ovf_take(wstate_t *s, msp_dq_rec_t *r)
+{
+    if (atomic_load_explicit(&ovf_done, memory_order_relaxed))
+        return 0;
+    if (!outputs_abnormal(r)) {
+        ovf_drop_held();
+        ovf.held = r;
+        return 1;
+    }
+    if (ovf.held && ovf.held->step == r->step && ovf.held->rank == r->rank)
+        write_record(s, ovf.held);
+    ovf_drop_held();
+    write_record(s, r);
+    if (q.overflow_nums > 0 && ++ovf.found >= q.overflow_nums)
+        atomic_store_explicit(&ovf_done, 1, memory_order_relaxed);
+    return 0;
+}
+
 static double mono_now(void)
 {
     struct timespec ts;
@@ -773,15 +831,19 @@ static void *writer_main(void *arg)
             q.tail = NULL;
         pthread_mutex_unlock(&q.mu);
 
-        int kind = r->kind;
+        int kind = r->kind, held = 0;
+        size_t bytes = r->bytes;
         double t0 = stats ? mono_now() : 0, c0 = stats ? cpu_now() : 0;
-        if (kind == MSP_DQ_RECORD)
+        if (kind != MSP_DQ_RECORD && q.overflow)
+            ovf_drop_held(); /* the call before belongs to the same step */
+        if (kind == MSP_DQ_RECORD && q.overflow)
+            held = ovf_take(&s, r);
+        else if (kind == MSP_DQ_RECORD)
             write_record(&s, r);
         else if (kind == MSP_DQ_END_STEP && s.w && s.step == r->step)
             close_file(&s);
         else if (kind == MSP_DQ_SHUTDOWN)
             close_file(&s);
-        size_t bytes = r->bytes;
         if (stats) {
             busy += mono_now() - t0;
             oncpu += cpu_now() - c0;
@@ -791,7 +853,8 @@ static void *writer_main(void *arg)
             msp_shim_msg("writer: %llu bytes of tensors in %.3f s busy (%.0f MB/s), %.3f s of it "
                          "on a CPU", (unsigned long long)written, busy,
                          busy > 0 ? (double)written / busy / 1e6 : 0.0, oncpu);
-        msp_dq_rec_free(r);
+        if (!held)
+            msp_dq_rec_free(r);
 
         /* The bytes are released only now that they are freed: the bound is
          * on memory held, not on records waiting. */
@@ -1019,4 +1082,7 @@ void msp_dq_forget_after_fork(void)
     spare.n = 0;
     q.started = 0;
     q.busy = 0;
+    ovf.held = NULL;
+    ovf.found = 0;
+    atomic_store(&ovf_done, 0);
 }

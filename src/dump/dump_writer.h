@@ -57,6 +57,9 @@ typedef struct msp_dq_params {
     const char *task, *dump_mode;
     size_t queue_bytes;      /* bound on tensor bytes waiting */
     int durable;             /* each step's file is on disk when it closes */
+    int overflow;            /* task overflow_check: write only records whose outputs
+                                hold NaN/Inf, each with the record before it */
+    int64_t overflow_nums;   /* overflow: stop after this many (-1: never) */
 } msp_dq_params_t;
 
 /* Copies what it needs; starts the thread lazily at the first push. */
@@ -86,6 +89,10 @@ int msp_dq_rec_add_attr(msp_dq_rec_t *r, const char *key, const char *value);
 /* A copy of s that lives as long as the record; NULL on OOM. */
 char *msp_dq_rec_strdup(msp_dq_rec_t *r, const char *s);
 void msp_dq_rec_free(msp_dq_rec_t *r);
+
+/* Task overflow_check: 0 once overflow_nums records with NaN/Inf outputs have
+ * been written (nothing more will be), else 1. Any thread, no lock. */
+int msp_dq_accepting(void);
 
 /* Queue a record (ownership passes); waits only while the queue is full. */
 void msp_dq_push(msp_dq_rec_t *r);

@@ -811,7 +811,7 @@ static unsigned call_dirs(const msp_wrap_t *w, int64_t idx)
 
 static PyObject *api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
 {
-    if (!msp_g.dumping || msp_t_depth > 0 || msp_g.disabled)
+    if (!msp_g.dumping || msp_t_depth > 0 || msp_g.disabled || !msp_dq_accepting())
         return PyObject_Call(w->orig, args, kw);
 
     /* An RNN op (_VF.lstm) is one call but, on CPU, a whole graph of nodes. */

@@ -48,7 +48,7 @@ static void print_contains(const msp_step_set_t *s, int n, char **steps)
 int main(int argc, char **argv)
 {
     static const char *const modes[] = {"api", "module", "mix"};
-    static const char *const tasks[] = {"tensor", "statistics", "md5"};
+    static const char *const tasks[] = {"tensor", "statistics", "md5", "overflow_check"};
     static const char *const triggers[] = {"optimizer", "backward", "forward", "manual"};
     static const char *const dirs[] = {"none", "forward", "backward", "all"};
     if (argc >= 3 && strcmp(argv[1], "-s") == 0) {
@@ -75,6 +75,7 @@ int main(int argc, char **argv)
     printf("dump_path=%s\n", cfg.dump_path);
     print_steps("dump_iter", &cfg.dump_iter);
     printf("task=%s\n", tasks[cfg.task]);
+    printf("overflow_nums=%lld\n", (long long)cfg.overflow_nums);
     printf("step_trigger=%s\n", triggers[cfg.step_trigger]);
     printf("api_list=%zu\n", cfg.n_api_list);
     for (size_t i = 0; i < cfg.n_api_list; i++)

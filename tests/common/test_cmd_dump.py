@@ -177,7 +177,7 @@ class DumpLauncher(LauncherCase):
         self.write("bad.json", '{"dump": {"common_dump_settings": {"task": "tensors"}}}')
         r = self.run_dump(["-c", "bad.json", "--", "touch", "marker"])
         self.assertNotRun(r, 'msprobe: bad.json: dump.common_dump_settings.task: expected '
-                             '"tensor", "statistics" or "md5", got "tensors"\n')
+                             '"tensor", "statistics", "md5" or "overflow_check", got "tensors"\n')
         self.write("bad.json", '{"dump": {"common_dump_settings": {"task": "tensor",}}}')
         r = self.run_dump(["-c", "bad.json", "--", "touch", "marker"])
         self.assertNotRun(r, "msprobe: bad.json:1:53: invalid JSON: comma before '}' (JSON "

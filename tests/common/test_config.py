@@ -127,9 +127,25 @@ class AcceptsValidConfigs(ConfigCase):
         for trig in ("optimizer", "backward", "forward", "manual"):
             self.assertLoads('{"dump": {"common_dump_settings": {"step_trigger": "%s"}}}' % trig,
                              has_dump="1", step_trigger=trig)
-        for task in ("tensor", "statistics"):
+        for task in ("tensor", "statistics", "overflow_check"):
             self.assertLoads('{"dump": {"common_dump_settings": {"task": "%s"}}}' % task,
-                             has_dump="1", task=task)
+                             has_dump="1", task=task, overflow_nums="1")
+
+    def test_overflow_nums_in_both_layouts(self):
+        self.assertLoads('{"dump": {"common_dump_settings": {"task": "overflow_check", '
+                         '"overflow_nums": -1}}}', has_dump="1", task="overflow_check",
+                         overflow_nums="-1")
+        self.assertLoads('{"task": "overflow_check", "overflow_check": {"overflow_nums": 3, '
+                         '"check_mode": "all"}, "tensor": {"list": []}}',
+                         has_dump="1", task="overflow_check", overflow_nums="3",
+                         msprobe_format="1")
+        self.assertRejects('{"dump": {"common_dump_settings": {"task": "tensor", '
+                           '"overflow_nums": 2}}}',
+                           CDS + '.overflow_nums: applies only to task "overflow_check"')
+        self.assertRejects('{"dump": {"common_dump_settings": {"task": "overflow_check", '
+                           '"overflow_nums": 1.5}}}',
+                           CDS + '.overflow_nums: expected a number of overflows >= 1, or -1 for '
+                           'no limit, got number 1.5')
 
     def test_dump_iter_forms_select_the_right_steps(self):
         cases = [  # (JSON value, printed set, steps in, steps out)
@@ -191,7 +207,7 @@ class RejectsInvalidConfigs(ConfigCase):
         self.assertRejects(
             '{"dump": {"common_dump_settings": {"dump_modee": "api"}}}',
             CDS + ".dump_modee: unknown key (expected dump_mode, dump_path, dump_iter, task, "
-            "step_trigger, rank or stack)")
+            "step_trigger, rank, stack or overflow_nums)")
         self.assertRejects('{"dump": {"level": "L1"}}',
                            F + ": dump.level: unknown key (expected common_dump_settings or api_list)")
         self.assertRejects(
@@ -213,7 +229,7 @@ class RejectsInvalidConfigs(ConfigCase):
 
     def test_bad_enum_values(self):
         self.assertRejects('{"dump": {"common_dump_settings": {"task": "tensors"}}}',
-                           CDS + ': task: expected "tensor", "statistics" or "md5", got "tensors"'
+                           CDS + ': task: expected "tensor", "statistics", "md5" or "overflow_check", got "tensors"'
                            .replace(": task", ".task"))
         self.assertRejects('{"dump": {"common_dump_settings": {"dump_mode": "API"}}}',
                            CDS + '.dump_mode: expected "api", "module" or "mix", got "API"')
@@ -226,7 +242,7 @@ class RejectsInvalidConfigs(ConfigCase):
             F + ': dump.api_list[0].api_type: expected "forward", "backward", "all" or "both", '
             'got "fw"')
         self.assertRejects('{"dump": {"common_dump_settings": {"task": 1}}}',
-                           CDS + '.task: expected "tensor", "statistics" or "md5", got number 1')
+                           CDS + '.task: expected "tensor", "statistics", "md5" or "overflow_check", got number 1')
 
     def test_wrong_types(self):
         cases = [
@@ -478,8 +494,15 @@ class AcceptsMsprobeConfigJson(ConfigCase):
             ('{"task": "tensor", "dump_paht": "x"}', 'config.json: dump_paht: unknown key '
              "(msprobe's config.json keys are task, dump_path, rank, step, level, statistics, "
              "tensor, ...; ours are dump and config_check)"),
-            ('{"task": "overflow_check"}',
-             'config.json: task: expected "tensor", "statistics" or "md5", got "overflow_check"'),
+            ('{"task": "free_benchmark"}',
+             'config.json: task: expected "tensor", "statistics", "md5" or "overflow_check", '
+             'got "free_benchmark"'),
+            ('{"task": "overflow_check", "overflow_check": {"overflow_num": 2}}',
+             'config.json: overflow_check.overflow_num: unknown key (expected overflow_nums or '
+             'check_mode)'),
+            ('{"task": "overflow_check", "overflow_check": {"overflow_nums": 0}}',
+             'config.json: overflow_check.overflow_nums: expected a number of overflows >= 1, or '
+             '-1 for no limit, got number 0'),
             ('{"task": "tensor", "level": "L2"}',
              'config.json: level: expected "L1", "L0" or "mix", got "L2"'),
             ('{"task": "tensor", "rank": "0"}', 'config.json: rank: expected a list of numbers '

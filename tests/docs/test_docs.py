@@ -9,7 +9,8 @@ import unittest
 
 SRC = os.environ["MSPROBE_SOURCE_DIR"]
 BIN = os.environ["MSPROBE_BIN"]
-COMMANDS = ["compare", "config_check", "dump", "ls", "export"]
+COMMANDS = ["compare", "config_check", "dump", "ls", "export", "overflow_check", "acc_check",
+            "api_precision_compare"]
 
 
 class DocsTest(unittest.TestCase):
@@ -56,7 +57,10 @@ class DocsTest(unittest.TestCase):
                     ("compare", "msprobe-compare.1", "OPTIONS"),
                     ("config_check", "msprobe-config_check.1", "OPTIONS"),
                     ("dump", "msprobe-dump.1", "OPTIONS"),
-                    ("export", "msprobe-export.1", "OPTIONS")]
+                    ("export", "msprobe-export.1", "OPTIONS"),
+                    ("overflow_check", "msprobe-overflow_check.1", "OPTIONS"),
+                    ("acc_check", "msprobe-acc_check.1", "OPTIONS"),
+                    ("api_precision_compare", "msprobe-api_precision_compare.1", "OPTIONS")]
 
     @staticmethod
     def help_options(cmd):
@@ -97,7 +101,9 @@ class DocsTest(unittest.TestCase):
     def test_every_usage_error_starts_with_msprobe(self):
         for args in (["--bogus"], ["-f"], [], ["compare", "--bogus"], ["compare", "-b"],
                      ["config_check", "--bogus"], ["config_check", "-o"], ["dump", "--bogus"],
-                     ["ls", "--bogus"], ["ls", "-x"], ["ls"]):
+                     ["ls", "--bogus"], ["ls", "-x"], ["ls"], ["overflow_check"],
+                     ["overflow_check", "--bogus"], ["acc_check"], ["acc_check", "-n", "x"],
+                     ["api_precision_compare", "-npu"]):
             with self.subTest(args=args):
                 r = subprocess.run([BIN, *args], capture_output=True, text=True)
                 self.assertEqual(r.returncode, 2)

@@ -1,0 +1,309 @@
+/* msprobe acc_check and msprobe api_precision_compare: msprobe's API
+ * pre-check. acc_check replays every API record of a tensor dump on the CPU
+ * in float64 (msp_acc_check) and writes accuracy_checking_result_*.csv and
+ * accuracy_checking_details_*.csv; api_precision_compare judges an NPU run's
+ * details against a GPU run's (msp_api_precision_compare).
+ *
+ * msprobe spells some options with one dash and several letters (-api_info,
+ * -npu, -gpu); they are read as their long forms. The stdout lines are
+ * documented in msprobe-acc_check(1). */
+#include "cli.h"
+
+#include "msprobe/precheck.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+enum {
+    MSP_OPT_API_INFO = 256,
+    MSP_OPT_PYTHON,
+    MSP_OPT_REFERENCE,
+    MSP_OPT_SHOW,
+    MSP_OPT_NPU,
+    MSP_OPT_GPU,
+};
+
+static const msp_opt_t msp_acc_opts[] = {
+    {'d', "dump", "DUMP", "the tensor dump to check: a dump file (dump.h5, or msprobe's\n"
+                          "dump.json) or its rank directory"},
+    {MSP_OPT_API_INFO, "api_info_file", "FILE", "msprobe's name for -d (also -api_info FILE)"},
+    {'o', "out_path", "DIR", "where the two CSVs go (default ./)"},
+    {'n', "workers", "N", "replay workers in parallel (default: one per CPU, at most 8)"},
+    {MSP_OPT_PYTHON, "python", "PATH", "the Python with torch that replays (default:\n"
+                                       "$MSPROBE_PYTHON, else the build's)"},
+    {MSP_OPT_REFERENCE, "reference", "NAME=FUNC", "replay Custom.NAME records (api_list callables\n"
+                                                  "outside torch) with the Python function FUNC\n"
+                                                  "(pkg.module.function); repeatable"},
+    {MSP_OPT_SHOW, "show", "N", "outputs that miss their standard listed on stdout (default 20)"},
+    {'q', "quiet", NULL, "print only the summary line"},
+    {'h', "help", NULL, "this help"},
+    {0, NULL, NULL, NULL},
+};
+
+static const msp_cmd_doc_t msp_acc_doc = {
+    .cmd = "acc_check",
+    .usage = "Usage: msprobe acc_check -d DUMP [-o OUT] [-n WORKERS] [--reference NAME=FUNC]",
+    .about = "msprobe's API pre-check: replay every API record of a tensor dump on the CPU\n"
+             "in float64 with its recorded inputs and arguments, judge each output by\n"
+             "msprobe's precision standard for its API and dtype (absolute threshold,\n"
+             "benchmark comparison, binary consistency, ULP error, dual thousandths), and\n"
+             "write accuracy_checking_result_{time}.csv and accuracy_checking_details_{time}.csv.\n",
+    .tail = "Exit status: 0 every output meets its standard, 1 some output does not,\n"
+            "2 usage error or bad input. See msprobe-acc_check(1).\n",
+    .opts = msp_acc_opts,
+    .help_width = 22,
+};
+
+static const msp_opt_t msp_apc_opts[] = {
+    {MSP_OPT_NPU, "npu_csv_path", "CSV", "accuracy_checking_details_*.csv of the run under\n"
+                                         "suspicion (also -npu CSV)"},
+    {MSP_OPT_GPU, "gpu_csv_path", "CSV", "the same of the trusted run (also -gpu CSV)"},
+    {'o', "out_path", "DIR", "where the two CSVs go (default ./)"},
+    {'q', "quiet", NULL, "print only the summary line"},
+    {'h', "help", NULL, "this help"},
+    {0, NULL, NULL, NULL},
+};
+
+static const msp_cmd_doc_t msp_apc_doc = {
+    .cmd = "api_precision_compare",
+    .usage = "Usage: msprobe api_precision_compare -npu NPU_DETAILS -gpu GPU_DETAILS [-o OUT]",
+    .about = "Judge each API of two acc_check details CSVs by msprobe's precision standard,\n"
+             "the run under suspicion (NPU) against the trusted one (GPU), and write\n"
+             "api_precision_compare_result_{time}.csv and api_precision_compare_details_{time}.csv.\n",
+    .tail = "Exit status: 0 every API passes, 1 some API does not, 2 usage error or bad\n"
+            "input. See msprobe-acc_check(1).\n",
+    .opts = msp_apc_opts,
+    .help_width = 22,
+};
+
+/* msprobe's one-dash long options, as getopt_long reads them. */
+static char **msp_acc_argv(int argc, char **argv)
+{
+    static const char *const map[][2] = {{"-api_info", "--api_info_file"},
+                                         {"-npu", "--npu_csv_path"},
+                                         {"-gpu", "--gpu_csv_path"}};
+    char **v = calloc((size_t)argc + 1, sizeof *v);
+    for (int i = 0; v && i < argc; i++) {
+        v[i] = argv[i];
+        for (size_t k = 0; k < sizeof map / sizeof map[0]; k++)
+            if (!strcmp(argv[i], map[k][0]))
+                v[i] = (char *)map[k][1];
+    }
+    return v;
+}
+
+static int msp_acc_whole(const msp_cmd_doc_t *d, const char *opt, const char *s, long lo, long hi,
+                         long *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long n = strtol(s, &end, 10);
+    if (!*s || *end || errno || n < lo || n > hi)
+        return msp_cmd_usage_error(d, "%s: '%s' is not a whole number from %ld to %ld", opt, s,
+                                   lo, hi);
+    *out = n;
+    return MSP_EXIT_OK;
+}
+
+/* Called from the replay threads, in any order: the bar only moves forward. */
+static void msp_acc_progress(size_t done, size_t total, void *ud)
+{
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static size_t shown;
+    (void)total;
+    pthread_mutex_lock(&mu);
+    if (done > shown) {
+        msp_progress_add(ud, done - shown);
+        shown = done;
+    }
+    pthread_mutex_unlock(&mu);
+}
+
+static const char *msp_acc_status_word(msp_acc_status_t s)
+{
+    static const char *const w[] = {" ", "pass", "warning", "error", "SKIP"};
+    return w[s];
+}
+
+int msp_cmd_acc_check(msp_cli_ctx_t *ctx, int argc, char **argv)
+{
+    char **av = msp_acc_argv(argc, argv);
+    const char **refs = calloc((size_t)argc + 1, sizeof *refs);
+    const char *dump = NULL, *out_dir = ".";
+    size_t nrefs = 0;
+    long workers = 0, show = 20;
+    int quiet = ctx->verbosity == 0, rc = MSP_EXIT_OK, c;
+    msp_acc_opts_t opts;
+    memset(&opts, 0, sizeof opts);
+    if (!av || !refs) {
+        msp_errorf("acc_check: out of memory");
+        free(av);
+        free(refs);
+        return MSP_EXIT_USAGE;
+    }
+    while ((c = msp_opt_next(&msp_acc_doc, argc, av)) != -1) {
+        switch (c) {
+        case 'd':
+        case MSP_OPT_API_INFO:
+            dump = optarg;
+            break;
+        case 'o':
+            out_dir = optarg;
+            break;
+        case 'n':
+            if ((rc = msp_acc_whole(&msp_acc_doc, "--workers", optarg, 1, 64, &workers)))
+                goto done;
+            break;
+        case MSP_OPT_PYTHON:
+            opts.python = optarg;
+            break;
+        case MSP_OPT_REFERENCE:
+            if (!strchr(optarg, '=') || optarg[0] == '=' || !strchr(strchr(optarg, '=') + 1, '.')) {
+                rc = msp_cmd_usage_error(&msp_acc_doc, "--reference: '%s' is not NAME=pkg.module."
+                                         "function", optarg);
+                goto done;
+            }
+            refs[nrefs++] = optarg;
+            break;
+        case MSP_OPT_SHOW:
+            if ((rc = msp_acc_whole(&msp_acc_doc, "--show", optarg, 0, 1000000, &show)))
+                goto done;
+            break;
+        case 'q':
+            quiet = 1;
+            break;
+        case 'h':
+            msp_cmd_help(&msp_acc_doc, stdout);
+            goto done;
+        default:
+            rc = MSP_EXIT_USAGE;
+            goto done;
+        }
+    }
+    if (optind < argc) {
+        rc = msp_cmd_usage_error(&msp_acc_doc, "unexpected argument '%s'", av[optind]);
+        goto done;
+    }
+    if (!dump) {
+        rc = msp_cmd_usage_error(&msp_acc_doc, "-d DUMP is required");
+        goto done;
+    }
+    struct stat st;
+    if (stat(dump, &st) != 0) {
+        msp_errorf("acc_check: cannot open '%s': %s", dump, strerror(errno));
+        rc = MSP_EXIT_USAGE;
+        goto done;
+    }
+    opts.workers = (int)workers;
+    opts.references = refs;
+    opts.n_references = nrefs;
+    msp_progress_t *bar = NULL;
+    if (!quiet && isatty(fileno(stderr))) {
+        msp_dump_file_t *f = NULL;
+        if (msp_dump_open(dump, &f) == MSP_OK)
+            bar = msp_progress_new(stderr, "replaying", f->n_records);
+        msp_clear_error();
+        msp_dump_close(f);
+    }
+    opts.progress = bar ? msp_acc_progress : NULL;
+    opts.progress_ud = bar;
+    msp_acc_result_t *res = NULL;
+    char *rpath = NULL, *dpath = NULL;
+    msp_err err = msp_acc_check(dump, &opts, &res);
+    msp_progress_finish(bar);
+    if (err == MSP_OK)
+        err = msp_acc_write_csv(res, out_dir, &rpath, &dpath);
+    if (err != MSP_OK) {
+        rc = msp_report_error(err);
+        msp_acc_result_free(res);
+        goto done;
+    }
+    printf("acc_check: %zu records of %s replayed in %.3f s by %d worker%s (%.1f records/s); "
+           "%zu skipped\n", res->records, res->path, res->seconds, res->workers,
+           res->workers == 1 ? "" : "s", res->seconds > 0 ? (double)res->records / res->seconds : 0.0,
+           res->skipped);
+    printf("outputs: %zu pass, %zu warning, %zu error\n", res->pass, res->warning, res->error);
+    if (!quiet) {
+        long listed = 0;
+        for (size_t i = 0; i < res->n_outputs && listed < show; i++) {
+            const msp_acc_output_t *o = &res->outputs[i];
+            if (o->status != MSP_ACC_ERROR && o->status != MSP_ACC_WARNING)
+                continue;
+            printf("  %s %s: %s\n", msp_acc_status_word(o->status), o->name, o->message);
+            listed++;
+        }
+        printf("result: %s\ndetails: %s\n", rpath, dpath);
+    }
+    rc = res->error || res->warning ? MSP_EXIT_FAIL : MSP_EXIT_OK;
+    free(rpath);
+    free(dpath);
+    msp_acc_result_free(res);
+done:
+    free(av);
+    free(refs);
+    fflush(stdout);
+    return rc;
+}
+
+int msp_cmd_api_precision_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
+{
+    char **av = msp_acc_argv(argc, argv);
+    const char *npu = NULL, *gpu = NULL, *out_dir = ".";
+    int quiet = ctx->verbosity == 0, rc = MSP_EXIT_OK, c;
+    if (!av) {
+        msp_errorf("api_precision_compare: out of memory");
+        return MSP_EXIT_USAGE;
+    }
+    while ((c = msp_opt_next(&msp_apc_doc, argc, av)) != -1) {
+        switch (c) {
+        case MSP_OPT_NPU:
+            npu = optarg;
+            break;
+        case MSP_OPT_GPU:
+            gpu = optarg;
+            break;
+        case 'o':
+            out_dir = optarg;
+            break;
+        case 'q':
+            quiet = 1;
+            break;
+        case 'h':
+            msp_cmd_help(&msp_apc_doc, stdout);
+            goto done;
+        default:
+            rc = MSP_EXIT_USAGE;
+            goto done;
+        }
+    }
+    if (optind < argc) {
+        rc = msp_cmd_usage_error(&msp_apc_doc, "unexpected argument '%s'", av[optind]);
+        goto done;
+    }
+    if (!npu || !gpu) {
+        rc = msp_cmd_usage_error(&msp_apc_doc, "%s is required", !npu ? "-npu CSV" : "-gpu CSV");
+        goto done;
+    }
+    msp_apc_summary_t s;
+    msp_err err = msp_api_precision_compare(npu, gpu, out_dir, &s);
+    if (err != MSP_OK) {
+        rc = msp_report_error(err);
+        msp_apc_summary_free(&s);
+        goto done;
+    }
+    printf("api_precision_compare: %zu APIs: %zu pass, %zu warning, %zu error, %zu skipped; %zu "
+           "rows not in the GPU CSV\n", s.apis, s.pass, s.warning, s.error, s.skip, s.unmatched);
+    if (!quiet)
+        printf("result: %s\ndetails: %s\n", s.result_path, s.details_path);
+    rc = s.error || s.warning ? MSP_EXIT_FAIL : MSP_EXIT_OK;
+    msp_apc_summary_free(&s);
+done:
+    free(av);
+    fflush(stdout);
+    return rc;
+}

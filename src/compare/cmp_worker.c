@@ -1,0 +1,353 @@
+/* The replay worker and its transport (cmp_worker.h): the process, the
+ * socket it is fed through (not a pipe: a worker that dies mid-job must give
+ * an error here, not a SIGPIPE), and the pieces of a job every caller sends
+ * the same way (a record's attributes and tensors). */
+#include "cmp_worker.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+extern const char msp_replay_py[];
+extern const char msp_replay_acc_py[];
+
+#ifndef MSP_DEFAULT_PYTHON
+#define MSP_DEFAULT_PYTHON "python3"
+#endif
+
+const char *cmp_worker_python(const char *opt)
+{
+    const char *py = opt;
+    if (!py || !*py)
+        py = getenv("MSPROBE_PYTHON");
+    if (!py || !*py)
+        py = MSP_DEFAULT_PYTHON;
+    return py;
+}
+
+double cmp_worker_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The last bytes the worker wrote to stderr, one line, for a message. */
+void cmp_worker_err_tail(const cmp_worker_t *w, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    if (w->err_fd < 0)
+        return;
+    off_t end = lseek(w->err_fd, 0, SEEK_END);
+    off_t from = end > (off_t)(n - 1) ? end - (off_t)(n - 1) : 0;
+    ssize_t got = pread(w->err_fd, buf, n - 1, from);
+    buf[got > 0 ? got : 0] = '\0';
+    for (char *p = buf; *p; p++)
+        if (*p == '\n' || *p == '\r' || *p == '\t')
+            *p = ' ';
+}
+
+void cmp_worker_stop(cmp_worker_t *w)
+{
+    if (w->pid > 0) {
+        uint32_t zero = 0;
+        if (w->fd >= 0)
+            (void)send(w->fd, &zero, sizeof zero, MSG_NOSIGNAL | MSG_DONTWAIT);
+        for (int i = 0; i < 50; i++) { /* 0.5 s to leave on its own */
+            if (waitpid(w->pid, NULL, WNOHANG) == w->pid) {
+                w->pid = 0;
+                break;
+            }
+            struct timespec ts = {0, 10 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        if (w->pid > 0) {
+            kill(w->pid, SIGKILL);
+            waitpid(w->pid, NULL, 0);
+        }
+    }
+    if (w->fd >= 0)
+        close(w->fd);
+    if (w->err_fd >= 0)
+        close(w->err_fd);
+    free(w->line);
+    memset(w, 0, sizeof *w);
+    w->fd = w->err_fd = -1;
+}
+
+/* Send n bytes by the deadline: 0, -1 (worker gone), -2 (time up). */
+int cmp_worker_send(cmp_worker_t *w, const void *p, size_t n, double deadline)
+{
+    const char *c = p;
+    while (n) {
+        double left = deadline > 0 ? deadline - cmp_worker_now() : 1e9;
+        if (left <= 0)
+            return -2;
+        struct pollfd pf = {w->fd, POLLOUT, 0};
+        int r = poll(&pf, 1, left > 1e6 ? -1 : (int)(left * 1000) + 1);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return r == 0 ? -2 : -1;
+        ssize_t k = send(w->fd, c, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (k <= 0)
+            return -1;
+        c += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* One answer line (NUL-terminated, without its newline) in w->line:
+ * 0, -1 (worker gone), -2 (time up). */
+int cmp_worker_recv_line(cmp_worker_t *w, double deadline)
+{
+    for (;;) {
+        char *nl = w->len ? memchr(w->line, '\n', w->len) : NULL;
+        if (nl) {
+            *nl = '\0';
+            return 0;
+        }
+        if (w->len + 4097 > w->cap) {
+            char *nb = msp_grow(w->line, &w->cap, w->len + 4097, 1, 8192);
+            if (!nb || w->cap > ((size_t)64 << 20))
+                return -1;
+            w->line = nb;
+        }
+        double left = deadline > 0 ? deadline - cmp_worker_now() : 1e9;
+        if (left <= 0)
+            return -2;
+        struct pollfd pf = {w->fd, POLLIN, 0};
+        int r = poll(&pf, 1, left > 1e6 ? -1 : (int)(left * 1000) + 1);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return r == 0 ? -2 : -1;
+        ssize_t k = recv(w->fd, w->line + w->len, w->cap - w->len - 1, MSG_DONTWAIT);
+        if (k < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (k <= 0)
+            return -1;
+        w->len += (size_t)k;
+    }
+}
+
+/* Drop the line just read from the buffer. */
+void cmp_worker_consume_line(cmp_worker_t *w)
+{
+    size_t used = strlen(w->line) + 1;
+    memmove(w->line, w->line + used, w->len - used);
+    w->len -= used;
+}
+
+/* Start the worker and wait for its "ready" line; NULL, or why not
+ * (malloc'd). */
+char *cmp_worker_start(cmp_worker_t *w, const char *python, double deadline)
+{
+    memset(w, 0, sizeof *w);
+    w->fd = w->err_fd = -1;
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+        return msp_asprintf("cannot make a socket for the replay worker: %s", strerror(errno));
+    FILE *tf = tmpfile();
+    int efd = tf ? dup(fileno(tf)) : -1;
+    if (tf)
+        fclose(tf);
+    if (efd >= 0)
+        (void)fcntl(efd, F_SETFD, FD_CLOEXEC);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, sv[1], 0);
+    posix_spawn_file_actions_adddup2(&fa, sv[1], 1);
+    if (efd >= 0)
+        posix_spawn_file_actions_adddup2(&fa, efd, 2);
+    else
+        posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+    posix_spawnattr_t at;
+    posix_spawnattr_init(&at);
+    sigset_t none;
+    sigemptyset(&none);
+    posix_spawnattr_setsigmask(&at, &none);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK);
+    /* one script: acc_check's metrics, then the worker that calls them */
+    char *src = msp_asprintf("%s\n%s", msp_replay_acc_py, msp_replay_py);
+    char *argv[] = {(char *)python, (char *)"-c", src, NULL};
+    int e = src ? posix_spawnp(&w->pid, python, &fa, &at, argv, environ) : ENOMEM;
+    free(src);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&at);
+    close(sv[1]);
+    w->fd = sv[0];
+    w->err_fd = efd;
+    if (e != 0) {
+        w->pid = 0;
+        cmp_worker_stop(w);
+        return msp_asprintf("cannot start %s: %s (set MSPROBE_PYTHON to a Python with torch)",
+                            python, strerror(e));
+    }
+    int r = cmp_worker_recv_line(w, deadline);
+    if (r != 0) {
+        char tail[300];
+        cmp_worker_err_tail(w, tail, sizeof tail);
+        cmp_worker_stop(w);
+        return r == -2 ? msp_asprintf("%s did not start replay within the time budget", python)
+                       : msp_asprintf("%s exited before replaying anything%s%s", python,
+                                      tail[0] ? ": " : "", tail);
+    }
+    cJSON *j = cJSON_Parse(w->line);
+    cJSON *err = cJSON_GetObjectItemCaseSensitive(j, "error");
+    char *why = NULL;
+    if (!j || !cJSON_GetObjectItemCaseSensitive(j, "ready"))
+        why = msp_asprintf("%s: %s (set MSPROBE_PYTHON to a Python with torch)", python,
+                           cJSON_IsString(err) ? err->valuestring : "not a replay worker");
+    cJSON_Delete(j);
+    cmp_worker_consume_line(w);
+    if (why)
+        cmp_worker_stop(w);
+    return why;
+}
+
+/* ---- records by name ------------------------------------------------------ */
+
+static int cmp_name_cmp(const void *x, const void *y)
+{
+    return strcmp((*(const msp_record_info_t *const *)x)->name,
+                  (*(const msp_record_info_t *const *)y)->name);
+}
+
+static int cmp_name_key_cmp(const void *key, const void *elem)
+{
+    return strcmp(key, (*(const msp_record_info_t *const *)elem)->name);
+}
+
+const msp_record_info_t **cmp_name_index(const msp_dump_file_t *f)
+{
+    const msp_record_info_t **v = calloc(f->n_records + 1, sizeof *v);
+    if (!v)
+        return NULL;
+    for (size_t i = 0; i < f->n_records; i++)
+        v[i] = &f->records[i];
+    qsort(v, f->n_records, sizeof *v, cmp_name_cmp);
+    return v;
+}
+
+const msp_record_info_t *cmp_name_find(const msp_dump_file_t *f, const msp_record_info_t **idx,
+                                        const char *name)
+{
+    if (!f || !idx || !name)
+        return NULL;
+    const msp_record_info_t **hit = bsearch(name, idx, f->n_records, sizeof *idx, cmp_name_key_cmp);
+    return hit ? *hit : NULL;
+}
+
+/* ---- the pieces of a job ---------------------------------------------------- */
+
+const char *cmp_job_kind(const char *name, const char **why)
+{
+    if (!strncmp(name, "Optimizer.", 10))
+        return "optimizer";
+    if (cmp_is_forward(name))
+        return "forward";
+    char *fw = cmp_forward_name(name);
+    if (fw) {
+        free(fw);
+        return "backward";
+    }
+    *why = "not a forward, backward or optimizer record";
+    return NULL;
+}
+
+/* A record's attributes into args (those not there yet), except the call's
+ * context (autocast, alias.*), which goes to ctx: each side is replayed in
+ * its own context but with the bench side's arguments. */
+int cmp_job_add_attrs(cJSON *args, cJSON *ctx, msp_dump_file_t *f, const msp_record_info_t *r)
+{
+    char **k = NULL, **v = NULL;
+    size_t n = 0;
+    if (!r)
+        return 0;
+    if (msp_dump_record_attrs(f, r, &k, &v, &n) != MSP_OK) {
+        msp_clear_error();
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        cJSON *into = !strcmp(k[i], "autocast") || !strncmp(k[i], "alias.", 6) ? ctx : args;
+        if (into && !cJSON_GetObjectItemCaseSensitive(into, k[i]))
+            cJSON_AddStringToObject(into, k[i], v[i]);
+    }
+    msp_free_strings(k, n);
+    msp_free_strings(v, n);
+    return 0;
+}
+
+/* List rec's tensors (the roles inputs_only allows) in the header and in v. */
+const char *cmp_job_add_tensors(cJSON *arr, cmp_job_tensor_t **v, size_t *n, size_t *cap,
+                                  const msp_record_info_t *rec, const char *tag, int inputs_only,
+                                  uint64_t *bytes)
+{
+    for (size_t i = 0; i < rec->n_tensors; i++) {
+        const msp_tensor_info_t *t = &rec->tensors[i];
+        if (inputs_only && !strncmp(t->role, "output", 6))
+            continue;
+        if (!t->has_data)
+            return "the compare side holds statistics only for it";
+        if (t->dtype == MSP_DTYPE_INVALID || !msp_dtype_size(t->dtype))
+            return "a tensor of a dtype msprobe cannot read";
+        cmp_job_tensor_t *nv = msp_grow(*v, cap, *n, sizeof **v, 16);
+        cJSON *o = cJSON_CreateObject();
+        cJSON *sh = cJSON_CreateArray();
+        if (!nv || !o || !sh) {
+            cJSON_Delete(o);
+            cJSON_Delete(sh);
+            return "out of memory";
+        }
+        *v = nv;
+        nv[(*n)++] = (cmp_job_tensor_t){rec, t};
+        for (int d = 0; d < t->ndim; d++)
+            cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)t->shape[d]));
+        cJSON_AddStringToObject(o, "rec", tag);
+        cJSON_AddStringToObject(o, "role", t->role);
+        cJSON_AddStringToObject(o, "dtype", msp_dtype_name(t->dtype));
+        cJSON_AddItemToObject(o, "shape", sh);
+        cJSON_AddNumberToObject(o, "nbytes", (double)t->nbytes);
+        cJSON_AddItemToArray(arr, o);
+        *bytes += (uint64_t)t->nbytes;
+    }
+    return NULL;
+}
+
+/* Stream one tensor's bytes to the worker: 0, -1 gone, -2 time up, -3 read error. */
+int cmp_worker_send_tensor(cmp_worker_t *w, msp_dump_file_t *f, const cmp_job_tensor_t *x, void *buf,
+                          size_t bufsz, double deadline)
+{
+    msp_tensor_stream_t *s = NULL;
+    if (msp_tensor_stream_open(f, x->rec, x->t, &s) != MSP_OK)
+        return -3;
+    uint64_t left = (uint64_t)x->t->nbytes;
+    int r = 0;
+    while (left && !r) {
+        size_t n = left < bufsz ? (size_t)left : bufsz;
+        if (msp_tensor_stream_read(s, buf, n) != MSP_OK) {
+            r = -3;
+            break;
+        }
+        r = cmp_worker_send(w, buf, n, deadline);
+        left -= n;
+    }
+    msp_tensor_stream_close(s);
+    return r;
+}

@@ -1,0 +1,75 @@
+/* The replay worker (replay.py in a Python with torch) and its transport,
+ * private to src/compare: compare's replay (cmp_replay.c) and acc_check
+ * (cmp_acc.c) both start workers, send them jobs and read their answers
+ * through these.
+ *
+ * A job is a frame: [u32 little-endian length][JSON header], then the raw
+ * bytes of each tensor the header lists; a length of 0 ends the session. The
+ * worker answers one JSON line per job (replay.py's docstring has the
+ * fields). */
+#ifndef MSPROBE_CMP_WORKER_H
+#define MSPROBE_CMP_WORKER_H
+
+#include "cmp_internal.h"
+
+#include <cjson/cJSON.h>
+#include <sys/types.h>
+
+typedef struct cmp_worker {
+    pid_t pid;
+    int fd;            /* our end of the socket: jobs out, answers in */
+    int err_fd;        /* its stderr (an unlinked temp file) */
+    char *line;        /* answer buffer */
+    size_t len, cap;
+} cmp_worker_t;
+
+/* CLOCK_MONOTONIC in seconds: the clock of every deadline below. */
+double cmp_worker_now(void);
+/* The Python to run replay.py: opt when set, else $MSPROBE_PYTHON, else the
+ * build's default (MSP_DEFAULT_PYTHON). */
+const char *cmp_worker_python(const char *opt);
+/* Start the worker and wait for its "ready" line (deadline 0: none); NULL,
+ * or why not (malloc'd; the worker is then stopped). */
+char *cmp_worker_start(cmp_worker_t *w, const char *python, double deadline);
+/* Ask it to leave (0.5 s), else kill it; reap; close; w is zeroed with fds -1. */
+void cmp_worker_stop(cmp_worker_t *w);
+/* Send n bytes by the deadline: 0, -1 (worker gone), -2 (time up). */
+int cmp_worker_send(cmp_worker_t *w, const void *p, size_t n, double deadline);
+/* One answer line (NUL-terminated, without its newline) in w->line:
+ * 0, -1 (worker gone), -2 (time up). */
+int cmp_worker_recv_line(cmp_worker_t *w, double deadline);
+/* Drop the line just read from the buffer. */
+void cmp_worker_consume_line(cmp_worker_t *w);
+/* The last bytes the worker wrote to stderr, one line, for a message. */
+void cmp_worker_err_tail(const cmp_worker_t *w, char *buf, size_t n);
+
+/* A file's records sorted by name (n_records + 1 slots), for cmp_name_find;
+ * NULL on out of memory. */
+const msp_record_info_t **cmp_name_index(const msp_dump_file_t *f);
+const msp_record_info_t *cmp_name_find(const msp_dump_file_t *f, const msp_record_info_t **idx,
+                                       const char *name);
+
+/* The job a record of an API makes: "optimizer" (Optimizer.*), "forward",
+ * "backward"; NULL with *why (static) for a name that is none of them. */
+const char *cmp_job_kind(const char *name, const char **why);
+
+/* One tensor a job sends: which record and which tensor of it. */
+typedef struct cmp_job_tensor {
+    const msp_record_info_t *rec;
+    const msp_tensor_info_t *t;
+} cmp_job_tensor_t;
+
+/* A record's attributes into args (those not there yet), except the call's
+ * context (autocast, alias.*), which goes to ctx (may be NULL: dropped).
+ * 0, or -1 when they cannot be read. */
+int cmp_job_add_attrs(cJSON *args, cJSON *ctx, msp_dump_file_t *f, const msp_record_info_t *r);
+/* List rec's tensors (inputs only when inputs_only) in the header array arr,
+ * tagged tag, and in *v; NULL, or why the record cannot be sent (static). */
+const char *cmp_job_add_tensors(cJSON *arr, cmp_job_tensor_t **v, size_t *n, size_t *cap,
+                                const msp_record_info_t *rec, const char *tag, int inputs_only,
+                                uint64_t *bytes);
+/* Stream one tensor's bytes to the worker: 0, -1 gone, -2 time up, -3 read error. */
+int cmp_worker_send_tensor(cmp_worker_t *w, msp_dump_file_t *f, const cmp_job_tensor_t *x,
+                           void *buf, size_t bufsz, double deadline);
+
+#endif
