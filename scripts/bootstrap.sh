@@ -9,7 +9,8 @@ shift || true
 
 pkgs=(cmake make gcc pkg-config binutils libhdf5-dev libcjson-dev libzip-dev
       libxlsxwriter-dev zlib1g-dev python3-dev python3-torch python3-h5py
-      python3-numpy python3-openpyxl python3-torchvision man-db groff-base)
+      python3-numpy python3-openpyxl python3-torchvision man-db groff-base
+      openmpi-bin libopenmpi-dev)
 # CC=clang (scripts/test.sh's clang build) needs clang and its OpenMP runtime.
 case "${CC:-}" in clang*) pkgs+=(clang libomp-dev) ;; esac
 missing=()

@@ -94,6 +94,22 @@ void cmp_file_pairs_free(cmp_file_pair_t *p, size_t n);
 msp_err cmp_note_skipped(char ***only, size_t *n_only, const cmp_file_pair_t *fp,
                          const char *detail);
 
+/* ---- one pair at a time (cmp_run.c) --------------------------------------- */
+
+/* The metric engine: read buffers, the mapping file, and the reader helpers
+ * of the pair being opened next. */
+typedef struct cmp_engine cmp_engine_t;
+msp_err cmp_engine_open(const msp_compare_opts_t *opts, cmp_engine_t **out);
+/* Compare fp's two files into res, appending records (by order) and tensor
+ * rows: their metrics, not yet the record verdicts (cmp_record_finish). A
+ * pair from directories whose file cannot be read adds a line to
+ * res->unpaired instead (*compared 0). next, when not NULL, is the pair the
+ * caller compares after this one: its files are opened meanwhile. Sets
+ * res->stats_mode and adds to res->bytes_compared. */
+msp_err cmp_engine_pair(cmp_engine_t *e, msp_compare_result_t *res, const cmp_file_pair_t *fp,
+                        const cmp_file_pair_t *next, int *compared);
+void cmp_engine_close(cmp_engine_t *e); /* NULL-safe */
+
 /* ---- verdicts ---------------------------------------------------------- */
 
 void cmp_tensor_verdict(msp_tensor_cmp_t *t, const msp_compare_opts_t *opts, int stats_row);
@@ -130,6 +146,11 @@ char *cmp_forward_name(const char *name);
  * start (no Python with torch) is one warning and res->replay_unavailable. */
 msp_err cmp_replay_run(msp_compare_result_t *res, const cmp_file_pair_t *fps, size_t nfp,
                        const msp_compare_opts_t *o);
+/* Whether cmp_replay_run would replay r, and then its priority (higher
+ * first; ties go to the earlier record). A record it never could replay is
+ * marked MSP_RV_SKIPPED with its replay_note here. The one rule, so that a
+ * streamed compare (cmp_stream.c) chooses as msp_compare_run does. */
+int cmp_replay_choose(msp_record_cmp_t *r, const msp_compare_opts_t *o, double *prio);
 
 /* Judge each backward record again with its forward record's input and
  * output errors counted as inputs (what the forward saved for it). */
@@ -141,5 +162,67 @@ msp_err cmp_judge_modules(msp_compare_result_t *res);
 /* Rank every introduced record and producer gap into res->suspects and mark
  * the first top of them (opts->top) on the records. */
 msp_err cmp_rank_suspects(msp_compare_result_t *res, int top);
+
+/* ---- a pair's result as bytes (cmp_spool.c) ------------------------------- */
+
+/* Pack part (records, tensors, suspects, unpaired lines and its counts) into
+ * *out (malloc'd); unpack checks every length and index. */
+msp_err cmp_part_pack(const msp_compare_result_t *part, unsigned char **out, size_t *len);
+msp_err cmp_part_unpack(const unsigned char *buf, size_t len, msp_compare_result_t **out);
+/* An unlinked temp file of packed parts in dir (NULL: $TMPDIR, else /tmp). */
+typedef struct cmp_spool cmp_spool_t;
+msp_err cmp_spool_open(const char *dir, cmp_spool_t **out);
+msp_err cmp_spool_put(cmp_spool_t *s, const msp_compare_result_t *part);
+msp_err cmp_spool_put_packed(cmp_spool_t *s, const unsigned char *buf, size_t len);
+size_t cmp_spool_count(const cmp_spool_t *s);
+msp_err cmp_spool_get(const cmp_spool_t *s, size_t i, msp_compare_result_t **part);
+msp_err cmp_spool_get_packed(const cmp_spool_t *s, size_t i, unsigned char **out, size_t *len);
+void cmp_spool_close(cmp_spool_t *s); /* NULL-safe */
+
+/* ---- a streamed compare's result, for the report writers (cmp_stream.c) ---- */
+
+size_t cmp_tree_parts(const msp_compare_tree_t *t);
+/* Part i's first global record and tensor row, its step and rank (-1 when empty). */
+void cmp_tree_part_info(const msp_compare_tree_t *t, size_t i, size_t *rec_base,
+                        size_t *ten_base, int64_t *step, int64_t *rank);
+/* Part i's records and rows (the caller frees), with the report's marks. */
+msp_err cmp_tree_load(const msp_compare_tree_t *t, size_t i, msp_compare_result_t **part);
+/* The reason of a global record (the first suspect that names it), NULL. */
+const char *cmp_tree_reason(const msp_compare_tree_t *t, size_t record);
+/* The root cause's row, as a global tensor index; -1 if none. */
+long cmp_tree_root_tensor(const msp_compare_tree_t *t);
+
+/* ---- the ranks as one (cmp_ranks.c; msprobe-compare(1), RANKS) ---------- */
+
+/* A communication record (Distributed.*.forward) as the cross-rank pass needs it. */
+typedef struct cmp_comm {
+    int64_t step, rank, order;
+    char *name;                /* record name */
+    char *group;               /* its group's ranks ("0-3"), NULL if unknown */
+    int64_t peer;              /* -1 if none */
+    double in_err, out_err, floor;
+} cmp_comm_t;
+
+typedef struct cmp_comm_set {
+    cmp_comm_t *v;
+    size_t n, cap;
+} cmp_comm_set_t;
+
+/* Add part's communication records to cs (copies). */
+msp_err cmp_comm_collect(cmp_comm_set_t *cs, const msp_compare_result_t *part);
+void cmp_comm_set_free(cmp_comm_set_t *cs);
+/* Add part's records to res->ranks (sorted by rank; *cap its capacity):
+ * pairs, records, tensors, failing records, worst Cosine. */
+msp_err cmp_rank_stats_add(msp_compare_result_t *res, size_t *cap, const msp_compare_result_t *part);
+/* The cross-rank pass, after cmp_rank_suspects: suspects whose error came
+ * in from another rank through a communication record are annotated
+ * (via_comm, from_rank, reason) and move behind the rest of their step
+ * (stable); marks (suspect_rank, is_root_cause for the first top, <= 0 all),
+ * root_record/root_tensor, each rank's origin and first_rank follow the new
+ * order. Needs res->ranks filled (cmp_rank_stats_add) and the records the
+ * suspects name; cs holds every communication record of the compare. */
+msp_err cmp_ranks_order(msp_compare_result_t *res, const cmp_comm_set_t *cs, int top);
+/* The same on a whole result (msp_compare_run). */
+msp_err cmp_ranks_whole(msp_compare_result_t *res, int top);
 
 #endif

@@ -558,6 +558,22 @@ static double rp_priority(const msp_record_cmp_t *r)
     return isnan(r->out_err) ? 0.0 : fmin(r->out_err, 1.0) * 0.5;
 }
 
+int cmp_replay_choose(msp_record_cmp_t *r, const msp_compare_opts_t *o, double *prio)
+{
+    int differs = !isnan(r->out_err) && r->out_err > 0.0;
+    if (o->replay == MSP_REPLAY_OFF || !r->bench_name ||
+        (!differs && o->replay != MSP_REPLAY_ALL) || isnan(r->out_err))
+        return 0;
+    const char *why = NULL;
+    if (!rp_kind(r->name, &why)) {
+        r->replay = MSP_RV_SKIPPED;
+        r->replay_note = strdup(why);
+        return 0;
+    }
+    *prio = rp_priority(r);
+    return 1;
+}
+
 /* Build and run one job; 0 done (answer applied), -1 worker gone, -2 time up. */
 static int rp_job(rp_worker_t *w, msp_record_cmp_t *rec, size_t id, rp_file_t *files,
                   const char *kind, double deadline, void *buf, size_t bufsz)
@@ -702,17 +718,9 @@ msp_err cmp_replay_run(msp_compare_result_t *res, const cmp_file_pair_t *fps, si
         return msp_fail(MSP_ERR_NOMEM, "compare: out of memory for replay");
     size_t nc = 0;
     for (size_t i = 0; i < res->n_records; i++) {
-        msp_record_cmp_t *r = &res->records[i];
-        int differs = !isnan(r->out_err) && r->out_err > 0.0;
-        if (!r->bench_name || (!differs && o->replay != MSP_REPLAY_ALL) || isnan(r->out_err))
-            continue;
-        const char *why = NULL;
-        if (!rp_kind(r->name, &why)) {
-            r->replay = MSP_RV_SKIPPED;
-            r->replay_note = strdup(why);
-            continue;
-        }
-        cand[nc++] = (rp_cand_t){i, rp_priority(r)};
+        double prio;
+        if (cmp_replay_choose(&res->records[i], o, &prio))
+            cand[nc++] = (rp_cand_t){i, prio};
     }
     res->replay_candidates = nc;
     if (!nc) {

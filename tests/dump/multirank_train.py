@@ -16,8 +16,9 @@ the log says so, and the layer does the same with all_gather / all_reduce.
 
 Environment: T_STEPS (3), T_KILL_RANK / T_KILL_STEP (that rank SIGKILLs
 itself when that step begins), T_LOG_DIR (where the logs go; none: no log),
-T_NOISE (a factor applied to rank 2's column-parallel output, to plant an
-error on one rank). Prints "rank R step S loss HEX" per step.
+T_WNOISE (a relative change of rank 2's slice of the tensor-parallel fc1
+weight, the error planted on one rank: it reaches rank 3 only through the
+group's communication). Prints "rank R step S loss HEX" per step.
 """
 import datetime
 import os
@@ -35,7 +36,7 @@ STEPS = int(os.environ.get("T_STEPS", "3"))
 KILL_RANK = int(os.environ.get("T_KILL_RANK", "-1"))
 KILL_STEP = int(os.environ.get("T_KILL_STEP", "-1"))
 LOG_DIR = os.environ.get("T_LOG_DIR", "")
-NOISE = float(os.environ.get("T_NOISE", "0"))
+WNOISE = float(os.environ.get("T_WNOISE", "0"))
 TP = 2
 
 
@@ -89,7 +90,11 @@ class TPMLP(nn.Module):
         w1 = torch.randn(hidden, d, generator=g) * 0.3
         w2 = torch.randn(d, hidden, generator=g) * 0.3
         h = hidden // len(ranks)
-        self.w1 = nn.Parameter(w1[self.pos * h:(self.pos + 1) * h].clone())
+        w1 = w1[self.pos * h:(self.pos + 1) * h].clone()
+        if WNOISE and self.me == 2:  # through numpy: no torch call, the same records
+            a = w1.numpy()
+            a *= 1 + WNOISE * np.random.default_rng(3).standard_normal(a.shape).astype(np.float32)
+        self.w1 = nn.Parameter(w1)
         self.w2 = nn.Parameter(w2[:, self.pos * h:(self.pos + 1) * h].clone())
 
     def forward(self, x):
@@ -100,8 +105,6 @@ class TPMLP(nn.Module):
         LOG.add("broadcast", self.gtext, root, 1, before, [("output.0", x)])
 
         h = F.gelu(x @ self.w1.t())
-        if NOISE and self.me == 2:
-            h = h * NOISE
         # every rank's hidden slice, gathered along dim 0 (the layout the
         # next layer of a real model would take it in)
         hd = h.detach().contiguous()
