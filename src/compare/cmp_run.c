@@ -1212,6 +1212,7 @@ struct cmp_engine {
     cmp_prefetch_t pf[2];
     const cmp_file_pair_t *pf_fp[2]; /* the pair each prefetch slot is opening */
     cmp_build_t bld;
+    const void *last_rec, *last_ten;  /* bld.res's arrays when last seen */
 };
 
 msp_err cmp_engine_open(const msp_compare_opts_t *opts, cmp_engine_t **out)
@@ -1267,14 +1268,17 @@ msp_err cmp_engine_pair(cmp_engine_t *e, msp_compare_result_t *res, const cmp_fi
         return msp_fail(MSP_ERR_INTERNAL, "compare: no free slot to open %s", fp->cmp);
     if (next && next != fp)
         (void)cmp_engine_slot(e, next); /* opened while this pair is compared */
-    if (e->bld.res != res) {
-        /* a result of the caller's: its arrays grow from what they hold */
+    if (e->bld.res != res || e->last_rec != res->records || e->last_ten != res->tensors) {
+        /* another result (a new one may sit where a freed one was): its
+         * arrays grow from what they hold */
         e->bld.res = res;
         e->bld.cap_rec = res->n_records;
         e->bld.cap_ten = res->n_tensors;
     }
     size_t before = e->cx.pairs_done;
     msp_err rc = cmp_file_pair(&e->cx, &e->bld, fp, &e->pf[s], e->map.n ? &e->map : NULL);
+    e->last_rec = res->records;
+    e->last_ten = res->tensors;
     e->pf_fp[s] = NULL;
     *compared = e->cx.pairs_done > before;
     return rc;
