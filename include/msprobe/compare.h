@@ -341,6 +341,9 @@ const msp_compare_result_t *msp_compare_tree_head(const msp_compare_tree_t *t);
 /* Records, tensor rows and failing records of the whole tree. */
 void msp_compare_tree_totals(const msp_compare_tree_t *t, size_t *records, size_t *tensors,
                              size_t *failing);
+/* How many processes shared the compare; *pairs (may be NULL) gets the step x
+ * rank pairs each was given. Process 0 only. */
+int msp_compare_tree_processes(const msp_compare_tree_t *t, const size_t **pairs);
 void msp_compare_tree_free(msp_compare_tree_t *t); /* NULL-safe */
 /* The reports of a tree (msprobe-compare(1), REPORT): as msp_report_write_xlsx
  * and _csv write them for the same result, one pair in memory at a time;

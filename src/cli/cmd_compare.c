@@ -459,6 +459,14 @@ int msp_cmd_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
         printf("pairs %zu, records %zu, tensors %zu, failing records %zu\n", res->n_pairs,
                n_records, n_tensors, failing);
         printf("compared %s in %.3f s (%s/s)\n", done, elapsed - res->replay_seconds, rate);
+        const size_t *each = NULL;
+        int nproc = msp_compare_tree_processes(tree, &each);
+        if (nproc > 1 && each) {
+            printf("processes: %d, pairs each:", nproc);
+            for (int p = 0; p < nproc; p++)
+                printf("%s %zu", p ? "," : "", each[p]);
+            printf("\n");
+        }
         msp_print_replay(res, &opts, elapsed);
     }
     msp_print_root_cause(res);

@@ -48,6 +48,8 @@ struct msp_compare_tree {
     cmp_mark_t *marks;           /* by record */
     size_t n_marks;
     long root_tensor;            /* global */
+    size_t *proc_pairs;          /* pairs each process compared */
+    int n_procs;
 };
 
 static double cmp_now(void)
@@ -1073,6 +1075,7 @@ void msp_compare_tree_free(msp_compare_tree_t *t)
     free(t->part_rank);
     free(t->part_step);
     free(t->marks);
+    free(t->proc_pairs);
     free(t);
 }
 
@@ -1126,6 +1129,12 @@ msp_err msp_compare_stream(const char *bench, const char *cmp, const msp_compare
     if (!rc && st.n_out > 1)
         qsort(st.out, st.n_out, sizeof *st.out, cmp_outcome_order);
     if (!rc && t->is_root) {
+        t->n_procs = alone ? 1 : net->size;
+        if (!(t->proc_pairs = calloc((size_t)t->n_procs, sizeof *t->proc_pairs)))
+            rc = cmp_oom();
+        for (size_t i = 0; !rc && i < st.plan.nfp; i++)
+            if (st.plan.owner[i] >= 0 && st.plan.owner[i] < t->n_procs)
+                t->proc_pairs[st.plan.owner[i]]++;
         for (size_t i = 0; i < st.plan.n_only && !rc; i++)
             rc = cmp_push_line(&t->head->unpaired, &t->head->n_unpaired, st.plan.only[i]);
         if (!rc && st.replay_unavailable &&
@@ -1234,6 +1243,13 @@ void msp_compare_tree_totals(const msp_compare_tree_t *t, size_t *records, size_
         *tensors = t ? t->n_tensors : 0;
     if (failing)
         *failing = t ? t->n_failed : 0;
+}
+
+int msp_compare_tree_processes(const msp_compare_tree_t *t, const size_t **pairs)
+{
+    if (pairs)
+        *pairs = t ? t->proc_pairs : NULL;
+    return t ? t->n_procs : 0;
 }
 
 size_t cmp_tree_parts(const msp_compare_tree_t *t)
