@@ -103,11 +103,14 @@ msp_err cmp_engine_open(const msp_compare_opts_t *opts, cmp_engine_t **out);
 /* Compare fp's two files into res, appending records (by order) and tensor
  * rows: their metrics, not yet the record verdicts (cmp_record_finish). A
  * pair from directories whose file cannot be read adds a line to
- * res->unpaired instead (*compared 0). next, when not NULL, is the pair the
- * caller compares after this one: its files are opened meanwhile. Sets
- * res->stats_mode and adds to res->bytes_compared. */
+ * res->unpaired instead (*compared 0). ahead[0..n_ahead) (NULL entries
+ * allowed) are the pairs the caller compares next, in order: the first
+ * cmp_engine_ahead() of them are opened meanwhile. Sets res->stats_mode and
+ * adds to res->bytes_compared. */
 msp_err cmp_engine_pair(cmp_engine_t *e, msp_compare_result_t *res, const cmp_file_pair_t *fp,
-                        const cmp_file_pair_t *next, int *compared);
+                        const cmp_file_pair_t *const *ahead, size_t n_ahead, int *compared);
+/* How many pairs the engine opens ahead. */
+size_t cmp_engine_ahead(const cmp_engine_t *e);
 void cmp_engine_close(cmp_engine_t *e); /* NULL-safe */
 
 /* ---- verdicts ---------------------------------------------------------- */

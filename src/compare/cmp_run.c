@@ -1206,11 +1206,17 @@ cleanup:
 
 /* ---- one pair at a time (msp_compare_run, and cmp_stream.c's parts) ---------- */
 
+/* Pairs opened ahead of the one compared: one, or two where there are cores
+ * for it (each pair's two files are parsed by two reader helpers at once,
+ * and fmt_contain.c runs four helpers at most). */
+#define CMP_AHEAD_MAX 2
+#define CMP_SLOTS (CMP_AHEAD_MAX + 1)
+
 struct cmp_engine {
     cmp_ctx_t cx;
     cmp_mapping_t map;
-    cmp_prefetch_t pf[2];
-    const cmp_file_pair_t *pf_fp[2]; /* the pair each prefetch slot is opening */
+    cmp_prefetch_t pf[CMP_SLOTS];
+    const cmp_file_pair_t *pf_fp[CMP_SLOTS]; /* the pair each prefetch slot is opening */
     cmp_build_t bld;
     const void *last_rec, *last_ten;  /* bld.res's arrays when last seen */
 };
@@ -1245,12 +1251,17 @@ msp_err cmp_engine_open(const msp_compare_opts_t *opts, cmp_engine_t **out)
     return MSP_OK;
 }
 
+size_t cmp_engine_ahead(const cmp_engine_t *e)
+{
+    return e->cx.nthreads >= 4 ? CMP_AHEAD_MAX : 1;
+}
+
 static int cmp_engine_slot(cmp_engine_t *e, const cmp_file_pair_t *fp)
 {
-    for (int s = 0; s < 2; s++)
+    for (int s = 0; s < CMP_SLOTS; s++)
         if (e->pf[s].active && e->pf_fp[s] == fp)
             return s;
-    for (int s = 0; s < 2; s++)
+    for (int s = 0; s < CMP_SLOTS; s++)
         if (!e->pf[s].active) {
             cmp_prefetch_start(&e->pf[s], fp);
             e->pf_fp[s] = fp;
@@ -1260,14 +1271,16 @@ static int cmp_engine_slot(cmp_engine_t *e, const cmp_file_pair_t *fp)
 }
 
 msp_err cmp_engine_pair(cmp_engine_t *e, msp_compare_result_t *res, const cmp_file_pair_t *fp,
-                        const cmp_file_pair_t *next, int *compared)
+                        const cmp_file_pair_t *const *ahead, size_t n_ahead, int *compared)
 {
     *compared = 0;
     int s = cmp_engine_slot(e, fp);
     if (s < 0)
         return msp_fail(MSP_ERR_INTERNAL, "compare: no free slot to open %s", fp->cmp);
-    if (next && next != fp)
-        (void)cmp_engine_slot(e, next); /* opened while this pair is compared */
+    /* opened while this pair is compared */
+    for (size_t k = 0; k < n_ahead && k < cmp_engine_ahead(e); k++)
+        if (ahead[k] && ahead[k] != fp)
+            (void)cmp_engine_slot(e, ahead[k]);
     if (e->bld.res != res || e->last_rec != res->records || e->last_ten != res->tensors) {
         /* another result (a new one may sit where a freed one was): its
          * arrays grow from what they hold */
@@ -1288,8 +1301,8 @@ void cmp_engine_close(cmp_engine_t *e)
 {
     if (!e)
         return;
-    cmp_prefetch_drop(&e->pf[0]);
-    cmp_prefetch_drop(&e->pf[1]);
+    for (int s = 0; s < CMP_SLOTS; s++)
+        cmp_prefetch_drop(&e->pf[s]);
     cmp_mapping_free(&e->map);
     free(e->cx.bufs);
     free(e->cx.items);
@@ -1326,7 +1339,10 @@ msp_err msp_compare_run(const char *bench, const char *cmp, const msp_compare_op
         goto cleanup;
     for (size_t i = 0; i < nfp && !rc; i++) {
         int compared = 0;
-        rc = cmp_engine_pair(eng, res, &fps[i], i + 1 < nfp ? &fps[i + 1] : NULL, &compared);
+        const cmp_file_pair_t *ahead[CMP_AHEAD_MAX] = {NULL};
+        for (size_t k = 0; k < CMP_AHEAD_MAX && i + 1 + k < nfp; k++)
+            ahead[k] = &fps[i + 1 + k];
+        rc = cmp_engine_pair(eng, res, &fps[i], ahead, CMP_AHEAD_MAX, &compared);
         done += (size_t)compared;
     }
     cmp_engine_close(eng);

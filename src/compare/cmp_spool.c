@@ -11,6 +11,7 @@
 #include "cmp_internal.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +20,7 @@
 _Static_assert(sizeof(msp_record_cmp_t) == 208,
                "msp_record_cmp_t changed: update cmp_rec_strs() and this size");
 _Static_assert(sizeof(msp_tensor_cmp_t) == 536,
-               "msp_tensor_cmp_t changed: update cmp_ten_strs() and this size");
+               "msp_tensor_cmp_t changed: update cmp_part_pack's tensor rows and this size");
 _Static_assert(sizeof(msp_suspect_t) == 64,
                "msp_suspect_t changed: update the suspect's strings and this size");
 
@@ -36,13 +37,13 @@ static void cmp_rec_strs(msp_record_cmp_t *r, char **f[6])
     f[5] = &r->comm_group;
 }
 
-static void cmp_ten_strs(msp_tensor_cmp_t *t, char **f[4])
-{
-    f[0] = &t->npu_name;
-    f[1] = &t->bench_name;
-    f[2] = &t->err_message;
-    f[3] = &t->producer;
-}
+/* A tensor row: its names (npu_name, bench_name), its fixed text fields
+ * (npu_dtype .. bench_shape) and, after them, numbers and two more strings
+ * (err_message, producer) that the packing writes out by name. */
+#define CMP_TEN_FIXED_END offsetof(msp_tensor_cmp_t, npu_requires_grad)
+_Static_assert(offsetof(msp_tensor_cmp_t, npu_dtype) == 2 * sizeof(char *) &&
+                   offsetof(msp_tensor_cmp_t, bench_shape) + 96 == CMP_TEN_FIXED_END,
+               "msp_tensor_cmp_t's layout changed: update cmp_part_pack's tensor rows");
 
 /* ---- packing ------------------------------------------------------------- */
 
@@ -115,17 +116,19 @@ msp_err cmp_part_pack(const msp_compare_result_t *part, unsigned char **out, siz
     }
     cmp_put_u64(&b, part->n_tensors);
     for (size_t i = 0; i < part->n_tensors; i++) {
-        msp_tensor_cmp_t t = part->tensors[i];
-        char **f[4];
-        cmp_ten_strs(&t, f);
-        char *keep[4];
-        for (int k = 0; k < 4; k++) {
-            keep[k] = *f[k];
-            *f[k] = NULL;
-        }
-        cmp_put(&b, &t, sizeof t);
-        for (int k = 0; k < 4; k++)
-            cmp_put_str(&b, keep[k]);
+        /* the fixed text fields (dtype, shape: 272 bytes, mostly zeros) go as
+         * strings, the rest of the struct as it is: half the bytes a row */
+        const msp_tensor_cmp_t *t = &part->tensors[i];
+        const unsigned char *raw = (const unsigned char *)t;
+        cmp_put(&b, raw + CMP_TEN_FIXED_END, sizeof *t - CMP_TEN_FIXED_END);
+        cmp_put_str(&b, t->npu_dtype);
+        cmp_put_str(&b, t->bench_dtype);
+        cmp_put_str(&b, t->npu_shape);
+        cmp_put_str(&b, t->bench_shape);
+        cmp_put_str(&b, t->npu_name);
+        cmp_put_str(&b, t->bench_name);
+        cmp_put_str(&b, t->err_message);
+        cmp_put_str(&b, t->producer);
     }
     cmp_put_u64(&b, part->n_suspects);
     for (size_t i = 0; i < part->n_suspects; i++) {
@@ -201,6 +204,21 @@ static char *cmp_get_str(cmp_rd_t *r, int *oom)
     return s;
 }
 
+/* A string into a fixed field of cap bytes (longer than the field: damaged). */
+static void cmp_get_fixed(cmp_rd_t *r, char *dst, size_t cap)
+{
+    uint64_t n = cmp_get_u64(r);
+    memset(dst, 0, cap);
+    if (r->bad || n == 0)
+        return;
+    if (n > cap || n - 1 > r->n - r->at) {
+        r->bad = 1;
+        return;
+    }
+    memcpy(dst, r->p + r->at, (size_t)n - 1);
+    r->at += (size_t)n - 1;
+}
+
 msp_err cmp_part_unpack(const unsigned char *buf, size_t len, msp_compare_result_t **out)
 {
     cmp_rd_t r = {buf, len, 0, 0};
@@ -234,18 +252,21 @@ msp_err cmp_part_unpack(const unsigned char *buf, size_t len, msp_compare_result
         for (int k = 0; k < 6; k++)
             *f[k] = cmp_get_str(&r, &oom);
     }
-    size_t nt = cmp_get_count(&r, sizeof(msp_tensor_cmp_t));
+    size_t nt = cmp_get_count(&r, sizeof(msp_tensor_cmp_t) - CMP_TEN_FIXED_END + 8 * 8);
     if (nt && !oom && !(p->tensors = calloc(nt, sizeof *p->tensors)))
         oom = 1;
     for (size_t i = 0; p->tensors && i < nt && !r.bad; i++, p->n_tensors++) {
         msp_tensor_cmp_t *t = &p->tensors[i];
-        cmp_get(&r, t, sizeof *t);
-        char **f[4];
-        cmp_ten_strs(t, f);
-        for (int k = 0; k < 4; k++)
-            *f[k] = NULL;
-        for (int k = 0; k < 4; k++)
-            *f[k] = cmp_get_str(&r, &oom);
+        cmp_get(&r, (unsigned char *)t + CMP_TEN_FIXED_END, sizeof *t - CMP_TEN_FIXED_END);
+        t->err_message = t->producer = NULL; /* the packing process's: never followed */
+        cmp_get_fixed(&r, t->npu_dtype, sizeof t->npu_dtype);
+        cmp_get_fixed(&r, t->bench_dtype, sizeof t->bench_dtype);
+        cmp_get_fixed(&r, t->npu_shape, sizeof t->npu_shape);
+        cmp_get_fixed(&r, t->bench_shape, sizeof t->bench_shape);
+        t->npu_name = cmp_get_str(&r, &oom);
+        t->bench_name = cmp_get_str(&r, &oom);
+        t->err_message = cmp_get_str(&r, &oom);
+        t->producer = cmp_get_str(&r, &oom);
         if (!t->err_message && !(t->err_message = strdup("")))
             oom = 1;
     }

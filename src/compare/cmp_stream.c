@@ -463,10 +463,14 @@ static void cmp_stream_progress(size_t done, size_t total, void *ud)
         st->user_progress(st->progress_base + done, st->n_cands, st->user_progress_ud);
 }
 
-/* Phase A for the pairs this process owns. */
-static msp_err cmp_phase_a(cmp_stream_t *st)
+typedef struct cmp_finish cmp_finish_t;
+static msp_err cmp_finish_part(cmp_finish_t *f, msp_compare_result_t *part);
+
+/* Phase A for the pairs this process owns. With fin (one process, no
+ * replay) each pair goes on to phase B at once, and no spool is needed. */
+static msp_err cmp_phase_a(cmp_stream_t *st, cmp_finish_t *fin)
 {
-    msp_err rc = cmp_spool_open(st->o->spool_dir, &st->a);
+    msp_err rc = fin ? MSP_OK : cmp_spool_open(st->o->spool_dir, &st->a);
     cmp_engine_t *eng = NULL;
     st->a_index = calloc(st->plan.nfp + 1, sizeof *st->a_index);
     if (!rc && !st->a_index)
@@ -482,17 +486,18 @@ static msp_err cmp_phase_a(cmp_stream_t *st)
     for (size_t i = 0; i < st->plan.nfp && !rc; i++) {
         if (st->plan.owner[i] != st->me)
             continue;
-        const cmp_file_pair_t *next = NULL;
-        for (size_t j = i + 1; j < st->plan.nfp && !next; j++)
+        const cmp_file_pair_t *ahead[2] = {NULL, NULL};
+        size_t na = 0;
+        for (size_t j = i + 1; j < st->plan.nfp && na < 2; j++)
             if (st->plan.owner[j] == st->me)
-                next = &st->plan.fps[j];
+                ahead[na++] = &st->plan.fps[j];
         msp_compare_result_t *part = cmp_result_new();
         int compared = 0;
         if (!part) {
             rc = cmp_oom();
             break;
         }
-        rc = cmp_engine_pair(eng, part, &st->plan.fps[i], next, &compared);
+        rc = cmp_engine_pair(eng, part, &st->plan.fps[i], ahead, na, &compared);
         part->n_pairs = (size_t)compared;
         for (size_t r = 0; !rc && r < part->n_records; r++)
             cmp_record_finish(&part->records[r], part->tensors);
@@ -505,7 +510,9 @@ static msp_err cmp_phase_a(cmp_stream_t *st)
                 st->n_cands++;
             }
         }
-        if (!rc) {
+        if (!rc && fin) {
+            rc = cmp_finish_part(fin, part);
+        } else if (!rc) {
             st->a_index[i] = cmp_spool_count(st->a);
             rc = cmp_spool_put(st->a, part);
         }
@@ -705,7 +712,7 @@ typedef struct cmp_prev {
     double worst;
 } cmp_prev_t;
 
-typedef struct cmp_finish {
+struct cmp_finish {
     msp_compare_tree_t *t;
     msp_compare_result_t *head;
     size_t cap_rec, cap_ten, cap_sus, cap_ranks;
@@ -715,7 +722,7 @@ typedef struct cmp_finish {
     cmp_prev_t *prev;                          /* per rank: its last step with records */
     size_t n_prev, cap_prev;
     int top;
-} cmp_finish_t;
+};
 
 static cmp_prev_t *cmp_prev_of(cmp_finish_t *f, int64_t rank)
 {
@@ -1116,9 +1123,19 @@ msp_err msp_compare_stream(const char *bench, const char *cmp, const msp_compare
         return cmp_oom();
     }
     rc = cmp_stream_plan(bench, cmp, net, &st.plan);
+    /* alone and without replay, each pair is finished as soon as compared */
+    int fused = alone && opts->replay == MSP_REPLAY_OFF;
+    fin.t = t;
+    fin.head = t->head;
+    fin.top = opts->top;
+    /* the steps and ranks one side lacks come first, as msp_compare_run lists them */
+    for (size_t i = 0; !rc && t->is_root && i < st.plan.n_only; i++)
+        rc = cmp_push_line(&t->head->unpaired, &t->head->n_unpaired, st.plan.only[i]);
+    if (!rc && fused)
+        rc = cmp_spool_open(opts->spool_dir, &t->spool);
     if (!rc)
-        rc = cmp_phase_a(&st);
-    if (!rc)
+        rc = cmp_phase_a(&st, fused ? &fin : NULL);
+    if (!rc && !fused)
         rc = cmp_phase_r(&st);
     if (alone && t->head) {
         t->head->replay_candidates = st.n_cands;
@@ -1135,17 +1152,12 @@ msp_err msp_compare_stream(const char *bench, const char *cmp, const msp_compare
         for (size_t i = 0; !rc && i < st.plan.nfp; i++)
             if (st.plan.owner[i] >= 0 && st.plan.owner[i] < t->n_procs)
                 t->proc_pairs[st.plan.owner[i]]++;
-        for (size_t i = 0; i < st.plan.n_only && !rc; i++)
-            rc = cmp_push_line(&t->head->unpaired, &t->head->n_unpaired, st.plan.only[i]);
         if (!rc && st.replay_unavailable &&
             !(t->head->replay_unavailable = strdup(st.replay_unavailable)))
             rc = cmp_oom();
-        fin.t = t;
-        fin.head = t->head;
-        fin.top = opts->top;
-        if (!rc)
+        if (!rc && !fused)
             rc = cmp_spool_open(opts->spool_dir, &t->spool);
-        for (size_t i = 0; i < st.plan.nfp; i++) {
+        for (size_t i = 0; i < st.plan.nfp && !fused; i++) {
             unsigned char *buf = NULL;
             size_t len = 0;
             msp_err r2 = MSP_OK;
