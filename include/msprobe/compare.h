@@ -359,6 +359,18 @@ msp_err msp_report_write_xlsx(const msp_compare_result_t *res, const char *out_d
 /* Write out_dir/result.csv (details rows, same columns), atomically. */
 msp_err msp_report_write_csv(const msp_compare_result_t *res, const char *out_dir);
 
+/* msprobe's merge_result (msprobe-merge_result(1)): the metrics of the APIs
+ * config_path names, from the compare results in input_dir (msprobe's
+ * compare_result_rank{N}-rank{N}_{timestamp}.xlsx, or msprobe compare's
+ * result.csv / result.xlsx / result_rank{R}.xlsx), one sheet per compare
+ * index and one column per rank, into out_dir/multi_ranks_compare_merge.xlsx
+ * (atomically). info (may be NULL) gets what was merged. */
+typedef struct msp_merge_info {
+    size_t files, ranks, rows, sheets;
+} msp_merge_info_t;
+msp_err msp_merge_result(const char *input_dir, const char *out_dir, const char *config_path,
+                         msp_merge_info_t *info);
+
 /* Metric kernel, exposed for tests and benchmarks: compare count native
  * elements of n (compare side) and b (bench side), any pair of supported
  * dtypes, unaligned pointers allowed, with the row rules of msp_compare_run

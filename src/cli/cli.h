@@ -35,6 +35,7 @@ int msp_cli_mpi_built(void);
 int msp_cmd_ls(msp_cli_ctx_t *ctx, int argc, char **argv);
 int msp_cmd_dump(msp_cli_ctx_t *ctx, int argc, char **argv);
 int msp_cmd_config_check(msp_cli_ctx_t *ctx, int argc, char **argv);
+int msp_cmd_merge_result(msp_cli_ctx_t *ctx, int argc, char **argv);
 
 /* ---- option tables ------------------------------------------------------ */
 

@@ -18,6 +18,7 @@ static const struct msp_command msp_commands[] = {
     {"compare", msp_cmd_compare, "compare two dumps into result.xlsx; print the first op that introduced an error"},
     {"config_check", msp_cmd_config_check, "pack a run's configuration (-d) or compare two packs (-c)"},
     {"ls", msp_cmd_ls, "list the records and tensors of a dump"},
+    {"merge_result", msp_cmd_merge_result, "put chosen APIs' compare metrics of every rank side by side"},
 };
 
 static const msp_opt_t msp_global_opts[] = {

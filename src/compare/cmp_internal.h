@@ -195,6 +195,19 @@ const char *cmp_tree_reason(const msp_compare_tree_t *t, size_t record);
 /* The root cause's row, as a global tensor index; -1 if none. */
 long cmp_tree_root_tensor(const msp_compare_tree_t *t);
 
+/* ---- compare results read back (cmp_xlsx_read.c, for merge_result) ------ */
+
+typedef struct cmp_xlsx cmp_xlsx_t;
+/* Open path's workbook: its sheet list and shared strings. */
+msp_err cmp_xlsx_open(const char *path, cmp_xlsx_t **out);
+size_t cmp_xlsx_sheet_count(const cmp_xlsx_t *x);
+const char *cmp_xlsx_sheet_name(const cmp_xlsx_t *x, size_t i);
+/* Each row of sheet i, in order: n cells as text (numbers as written; an
+ * empty cell NULL). A non-zero return stops the reading and is returned. */
+typedef msp_err (*cmp_xlsx_row_cb)(void *ud, size_t row, size_t n, const char *const *cells);
+msp_err cmp_xlsx_rows(cmp_xlsx_t *x, size_t sheet, cmp_xlsx_row_cb cb, void *ud);
+void cmp_xlsx_close(cmp_xlsx_t *x); /* NULL-safe */
+
 /* ---- the ranks as one (cmp_ranks.c; msprobe-compare(1), RANKS) ---------- */
 
 /* A communication record (Distributed.*.forward) as the cross-rank pass needs it. */

@@ -9,7 +9,7 @@ import unittest
 
 SRC = os.environ["MSPROBE_SOURCE_DIR"]
 BIN = os.environ["MSPROBE_BIN"]
-COMMANDS = ["compare", "config_check", "dump", "ls"]
+COMMANDS = ["compare", "config_check", "dump", "ls", "merge_result"]
 
 
 class DocsTest(unittest.TestCase):
@@ -55,7 +55,8 @@ class DocsTest(unittest.TestCase):
     OPTION_PAGES = [(None, "msprobe.1", "GLOBAL OPTIONS"),
                     ("compare", "msprobe-compare.1", "OPTIONS"),
                     ("config_check", "msprobe-config_check.1", "OPTIONS"),
-                    ("dump", "msprobe-dump.1", "OPTIONS")]
+                    ("dump", "msprobe-dump.1", "OPTIONS"),
+                    ("merge_result", "msprobe-merge_result.1", "OPTIONS")]
 
     @staticmethod
     def help_options(cmd):
