@@ -133,7 +133,7 @@ srows=$(field tensors "$small")
 echo "== summary (load average $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores)"
 printf 'statistics tree:  %s ranks x %s steps, %s tensor rows\n' "$RANKS" "$STEPS" "$rows"
 printf '  one process:    %.1f s wall (compare %s s, %.1f us a row; reports the rest), peak RSS %s MiB\n' \
-    "$one_wall" "$one_cmp" "$(echo "1e6 * $one_cmp / $rows" | bc -l)" "$one_rss"
+    "$one_wall" "$one_cmp" "$(echo "1000000 * $one_cmp / $rows" | bc -l)" "$one_rss"
 if [ -n "$mpi_wall" ]; then
     printf '  mpirun -np %s:   %.1f s wall (compare %s s)\n' "$NP" "$mpi_wall" "$mpi_cmp"
 fi
@@ -141,10 +141,10 @@ printf '  peak RSS:       %s MiB everything in memory, %s MiB a pair at a time (
     "$(field rss_mib "$whole")" "$(field rss_mib "$tree")" "$(field rss_mib "$quarter")"
 printf 'tensor subset:    %s rows of %s elements, %s MB: %.3f GB/s; %.1f us a row\n' "$srows" \
     "$NUMEL" "$(echo "$(field bytes "$small") / 1000000" | bc)" "$(field gbps "$small")" \
-    "$(echo "1e6 * $(field seconds "$small") / $srows" | bc -l)"
+    "$(echo "1000000 * $(field seconds "$small") / $srows" | bc -l)"
 printf '  large tensors:  %s MB: %.3f GB/s\n' "$(echo "$(field bytes "$large") / 1000000" | bc)" \
     "$(field gbps "$large")"
 printf '  catalogues:     %s files in %.1f s one after the other: %.1f us a tensor row (libhdf5 checking /index)\n' \
-    "$nfiles" "$cat_s" "$(echo "1e6 * $cat_s / $srows" | bc -l)"
+    "$nfiles" "$cat_s" "$(echo "1000000 * $cat_s / $srows" | bc -l)"
 printf '  compare itself: %.1f s of CPU: %.1f us a row\n' "$(field cpu_s "$small")" \
-    "$(echo "1e6 * $(field cpu_s "$small") / $srows" | bc -l)"
+    "$(echo "1000000 * $(field cpu_s "$small") / $srows" | bc -l)"

@@ -182,6 +182,27 @@ msp_err cmp_spool_get(const cmp_spool_t *s, size_t i, msp_compare_result_t **par
 msp_err cmp_spool_get_packed(const cmp_spool_t *s, size_t i, unsigned char **out, size_t *len);
 void cmp_spool_close(cmp_spool_t *s); /* NULL-safe */
 
+/* ---- who compares what (cmp_plan.c; msprobe-compare(1), MPI) ------------- */
+
+typedef struct cmp_plan {
+    cmp_file_pair_t *fps;  /* every pair of the tree, by step, rank, writer (this process's
+                              paths for the pairs it owns; NULL paths for the others') */
+    size_t nfp;
+    int *owner;            /* per pair: the process that compares it */
+    char **only;           /* one-sided and unreadable steps/ranks, one line each */
+    size_t n_only;
+} cmp_plan_t;
+
+/* Resolve bench and cmp as this process sees them and, with net (more than
+ * one process), agree with the others on every pair of the tree and its
+ * owner: a process that sees both of its files, the ranks dealt out in turn
+ * among those that see them. Collective under net. */
+msp_err cmp_stream_plan(const char *bench, const char *cmp, const msp_compare_net_t *net,
+                        cmp_plan_t *plan);
+void cmp_plan_free(cmp_plan_t *p);
+/* Append a copy of s to *v. */
+msp_err cmp_line_push(char ***v, size_t *n, const char *s);
+
 /* ---- a streamed compare's result, for the report writers (cmp_stream.c) ---- */
 
 size_t cmp_tree_parts(const msp_compare_tree_t *t);
