@@ -353,6 +353,8 @@ void msp_compare_tree_free(msp_compare_tree_t *t); /* NULL-safe */
  * keeps the ranks and the suspects. */
 msp_err msp_report_tree_xlsx(const msp_compare_tree_t *t, const char *out_dir);
 msp_err msp_report_tree_csv(const msp_compare_tree_t *t, const char *out_dir);
+/* The workbooks and, with csv, result.csv, written at the same time. */
+msp_err msp_report_tree_write(const msp_compare_tree_t *t, const char *out_dir, int csv);
 
 /* Write out_dir/result.xlsx (atomically: temp file then rename). out_dir is created. */
 msp_err msp_report_write_xlsx(const msp_compare_result_t *res, const char *out_dir);

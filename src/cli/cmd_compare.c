@@ -443,8 +443,7 @@ int msp_cmd_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
         rc = MSP_EXIT_USAGE;
         goto cleanup;
     }
-    if ((err = msp_report_tree_xlsx(tree, out_dir)) != MSP_OK ||
-        (csv && (err = msp_report_tree_csv(tree, out_dir)) != MSP_OK)) {
+    if ((err = msp_report_tree_write(tree, out_dir, csv)) != MSP_OK) {
         rc = msp_report_error(err);
         goto cleanup;
     }
