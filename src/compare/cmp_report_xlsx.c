@@ -16,6 +16,8 @@
 
 #include <errno.h>
 #include <math.h>
+#include <omp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -793,6 +795,67 @@ static void msp_tree_first_row_link(const void *ud, int64_t rank, char *buf, siz
     buf[0] = '\0';
 }
 
+/* One rank's workbook, result_rank{R}.xlsx. */
+static msp_err msp_rank_book(const msp_compare_tree_t *t, const char *out_dir, int64_t rank)
+{
+    size_t np = cmp_tree_parts(t), n = 0, rr, rt, rp;
+    size_t *parts = calloc(np + 1, sizeof *parts);
+    if (!parts)
+        return msp_fail(MSP_ERR_NOMEM, "out of memory writing the report in %s", out_dir);
+    for (size_t i = 0; i < np; i++) {
+        int64_t r;
+        cmp_tree_part_info(t, i, NULL, NULL, NULL, &r);
+        if (r == rank)
+            parts[n++] = i;
+    }
+    msp_tree_count(t, rank, &rr, &rt, &rp);
+    msp_treesrc_t rs = {t, parts, n};
+    cmp_source_t one = {msp_compare_tree_head(t), rr, rt, n, msp_tree_load, msp_tree_unload,
+                        msp_tree_reason, cmp_tree_root_tensor(t), &rs};
+    char file[64];
+    snprintf(file, sizeof file, "result_rank%lld.xlsx", (long long)rank);
+    msp_book_t b = {&one, 0, 0, msp_compare_tree_head(t), NULL, NULL, rt};
+    msp_err rc = msp_write_book(out_dir, file, &b);
+    free(parts);
+    return rc;
+}
+
+/* Threads taking the next rank until none is left; the error of the lowest
+ * rank that failed is the one reported. */
+typedef struct msp_rank_books {
+    const msp_compare_tree_t *t;
+    const char *out_dir;
+    size_t next;
+    pthread_mutex_t mu;
+    msp_err rc;
+    size_t failed_at;
+    char detail[1024];
+} msp_rank_books_t;
+
+static void *msp_rank_books_main(void *arg)
+{
+    msp_rank_books_t *rb = arg;
+    const msp_compare_result_t *head = msp_compare_tree_head(rb->t);
+    for (;;) {
+        pthread_mutex_lock(&rb->mu);
+        size_t k = rb->next++;
+        int stop = rb->rc != MSP_OK;
+        pthread_mutex_unlock(&rb->mu);
+        if (stop || k >= head->n_ranks)
+            return NULL;
+        msp_err rc = msp_rank_book(rb->t, rb->out_dir, head->ranks[k].rank);
+        if (rc) {
+            pthread_mutex_lock(&rb->mu);
+            if (k < rb->failed_at) {
+                rb->failed_at = k;
+                rb->rc = rc;
+                snprintf(rb->detail, sizeof rb->detail, "%s", msp_last_error());
+            }
+            pthread_mutex_unlock(&rb->mu);
+        }
+    }
+}
+
 msp_err msp_report_tree_xlsx(const msp_compare_tree_t *t, const char *out_dir)
 {
     const msp_compare_result_t *head = msp_compare_tree_head(t);
@@ -812,30 +875,21 @@ msp_err msp_report_tree_xlsx(const msp_compare_tree_t *t, const char *out_dir)
         msp_book_t b = {&all, head->n_ranks > 1, 0, head, msp_tree_first_row_link, t, nten};
         return msp_write_book(out_dir, "result.xlsx", &b);
     }
-    size_t *parts = calloc(nparts + 1, sizeof *parts);
-    if (!parts)
-        return msp_fail(MSP_ERR_NOMEM, "out of memory writing the report in %s", out_dir);
-    for (size_t k = 0; k < head->n_ranks && !rc; k++) {
-        int64_t rank = head->ranks[k].rank;
-        size_t n = 0, rr, rt, rp;
-        for (size_t i = 0; i < cmp_tree_parts(t); i++) {
-            int64_t r;
-            cmp_tree_part_info(t, i, NULL, NULL, NULL, &r);
-            if (r == rank)
-                parts[n++] = i;
-        }
-        msp_tree_count(t, rank, &rr, &rt, &rp);
-        msp_treesrc_t rs = {t, parts, n};
-        cmp_source_t one = {head, rr, rt, n, msp_tree_load, msp_tree_unload, msp_tree_reason,
-                            cmp_tree_root_tensor(t), &rs};
-        char file[64];
-        snprintf(file, sizeof file, "result_rank%lld.xlsx", (long long)rank);
-        msp_book_t b = {&one, 0, 0, head, NULL, NULL, rt};
-        rc = msp_write_book(out_dir, file, &b);
-    }
-    free(parts);
-    if (rc)
-        return rc;
+    /* the ranks' workbooks are independent: written by a few threads at once */
+    msp_rank_books_t rb = {t, out_dir, 0, PTHREAD_MUTEX_INITIALIZER, MSP_OK, SIZE_MAX, ""};
+    int nth = omp_get_max_threads();
+    nth = nth < 1 ? 1 : nth > 8 ? 8 : nth;
+    if ((size_t)nth > head->n_ranks)
+        nth = (int)head->n_ranks;
+    pthread_t th[8];
+    int started = 0;
+    for (int i = 1; i < nth; i++)
+        started += pthread_create(&th[started], NULL, msp_rank_books_main, &rb) == 0;
+    msp_rank_books_main(&rb);
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    if (rb.rc)
+        return msp_fail(rb.rc, "%s", rb.detail);
     msp_book_t top = {NULL, 1, 1, head, msp_book_link, NULL, 0};
     return msp_write_book(out_dir, "result.xlsx", &top);
 }
