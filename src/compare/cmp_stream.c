@@ -729,7 +729,8 @@ static msp_err cmp_sort_suspects(cmp_finish_t *f)
     }
     for (size_t i = 0; i < n; i++)
         sv[i] = h->suspects[idx[i]];
-    memcpy(h->suspects, sv, n * sizeof *sv);
+    if (n)
+        memcpy(h->suspects, sv, n * sizeof *sv);
     free(idx);
     free(tmp);
     free(sv);
