@@ -47,7 +47,8 @@ static msp_err msp_mpi_allgather(void *ud, const void *mine, size_t len, void **
     if (len > INT32_MAX)
         return msp_fail(MSP_ERR_USAGE, "MPI: %zu bytes to share is too much", len);
     int mine_n = (int)len;
-    int *counts = calloc((size_t)size, sizeof *counts), *displs = calloc((size_t)size, sizeof *displs);
+    int *counts = calloc((size_t)size, sizeof *counts);
+    int *displs = calloc((size_t)size, sizeof *displs);
     if (!counts || !displs) {
         free(counts);
         free(displs);

@@ -192,8 +192,8 @@ static void msp_print_root_cause(const msp_compare_result_t *res)
 }
 
 /* With several ranks: "ranks: N, error first on rank R (step S RECORD); inherited
- * through communication by rank R2 (from rank R via RECORD), ..." or "ranks: N,
- * no introduced error", and the ranks that neither introduced nor received one. */
+ * through communication by rank R2 from rank R via RECORD, ...; K other ranks
+ * introduced error of their own", or "ranks: N, no introduced error". */
 static void msp_print_ranks(const msp_compare_result_t *res, int quiet)
 {
     if (res->n_ranks <= 1 || quiet)
@@ -206,16 +206,16 @@ static void msp_print_ranks(const msp_compare_result_t *res, int quiet)
     const msp_rank_summary_t *f = &res->ranks[res->first_rank];
     printf(", error first on rank %lld (step %lld %s)", (long long)f->rank,
            (long long)f->at_step, f->at ? f->at : "?");
-    size_t shown = 0, inherited = 0;
+    size_t shown = 0;
     for (size_t i = 0; i < res->n_ranks; i++) {
         const msp_rank_summary_t *k = &res->ranks[i];
         if (k->origin != MSP_ORIGIN_INHERITED)
             continue;
         if (shown < 8)
-            printf("%s rank %lld from rank %lld via %s", shown ? "," : "; inherited through communication by",
-                   (long long)k->rank, (long long)k->from_rank, k->at ? k->at : "?");
+            printf("%s rank %lld from rank %lld via %s",
+                   shown ? "," : "; inherited through communication by", (long long)k->rank,
+                   (long long)k->from_rank, k->at ? k->at : "?");
         shown++;
-        inherited++;
     }
     if (shown > 8)
         printf(" and %zu more", shown - 8);
@@ -225,7 +225,6 @@ static void msp_print_ranks(const msp_compare_result_t *res, int quiet)
     if (other)
         printf("; %zu other rank%s introduced error of %s own", other, other == 1 ? "" : "s",
                other == 1 ? "its" : "their");
-    (void)inherited;
     printf("\n");
 }
 

@@ -342,7 +342,8 @@ msp_err cmp_ranks_order(msp_compare_result_t *res, const cmp_comm_set_t *cs, int
     if (rc)
         return rc;
     msp_suspect_t *tmp = calloc(res->n_suspects + 1, sizeof *tmp);
-    int64_t *from = calloc(res->n_suspects + 1, sizeof *from), *ftmp = calloc(res->n_suspects + 1, sizeof *ftmp);
+    int64_t *from = calloc(res->n_suspects + 1, sizeof *from);
+    int64_t *ftmp = calloc(res->n_suspects + 1, sizeof *ftmp);
     if (!tmp || !from || !ftmp) {
         free(in);
         free(tmp);

@@ -853,7 +853,8 @@ msp_err msp_compare_stream(const char *bench, const char *cmp, const msp_compare
         return msp_fail(MSP_ERR_USAGE, "msp_compare_stream: out is NULL");
     *out = NULL;
     if (!bench || !cmp)
-        return msp_fail(MSP_ERR_USAGE, "compare: both a bench (-b) and a compare (-c) path are needed");
+        return msp_fail(MSP_ERR_USAGE,
+                        "compare: both a bench (-b) and a compare (-c) path are needed");
     if (!opts) {
         msp_compare_opts_default(&defaults);
         opts = &defaults;
