@@ -78,20 +78,27 @@ msp_err cmp_comm_collect(cmp_comm_set_t *cs, const msp_compare_result_t *part)
     return MSP_OK;
 }
 
+/* Where rank is, or would go, in res->ranks (sorted by rank). */
+static size_t cmp_rank_place(const msp_compare_result_t *res, int64_t rank)
+{
+    size_t lo = 0, hi = res->n_ranks;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (res->ranks[mid].rank < rank)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 msp_err cmp_rank_stats_add(msp_compare_result_t *res, size_t *cap, const msp_compare_result_t *part)
 {
     int64_t last_step = INT64_MIN, last_rank = INT64_MIN;
     for (size_t i = 0; i < part->n_records; i++) {
         const msp_record_cmp_t *r = &part->records[i];
-        /* ranks are few: a binary search keeps them sorted by rank */
-        size_t lo = 0, hi = res->n_ranks;
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            if (res->ranks[mid].rank < r->rank)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
+        /* kept sorted by rank: find its place */
+        size_t lo = cmp_rank_place(res, r->rank);
         if (lo == res->n_ranks || res->ranks[lo].rank != r->rank) {
             msp_rank_summary_t *nv = msp_grow(res->ranks, cap, res->n_ranks, sizeof *nv, 8);
             if (!nv)
@@ -318,14 +325,7 @@ static const cmp_inflow_t *cmp_inflow_at(const cmp_inflow_t *in, size_t n, int64
 
 static msp_rank_summary_t *cmp_rank_of(msp_compare_result_t *res, int64_t rank)
 {
-    size_t lo = 0, hi = res->n_ranks;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (res->ranks[mid].rank < rank)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = cmp_rank_place(res, rank);
     return lo < res->n_ranks && res->ranks[lo].rank == rank ? &res->ranks[lo] : NULL;
 }
 

@@ -17,8 +17,8 @@
 
 /* Caps on what one workbook may make us hold or read. */
 #define CMP_XLSX_MAX_PART ((zip_uint64_t)64 << 30)  /* a sheet's XML, read as a stream */
-#define CMP_XLSX_MAX_SMALL ((size_t)64 << 20)       /* workbook.xml, its rels */
-#define CMP_XLSX_MAX_STRINGS ((size_t)1 << 30)      /* the shared strings, in bytes */
+#define CMP_XLSX_MAX_SMALL ((zip_uint64_t)64 << 20)  /* workbook.xml, its rels */
+#define CMP_XLSX_MAX_STRINGS ((zip_uint64_t)1 << 30) /* the shared strings, in bytes */
 #define CMP_XLSX_MAX_ROW ((size_t)16 << 20)         /* one <row> element */
 #define CMP_XLSX_MAX_COLS 16384                     /* Excel's own */
 
@@ -36,8 +36,9 @@ static msp_err cmp_xlsx_fail(const cmp_xlsx_t *x, const char *part, const char *
     return msp_fail(MSP_ERR_FORMAT, "file %s: %s: %s", x->path, part, what);
 }
 
-/* A whole small part into memory (NUL-terminated). */
-static msp_err cmp_xlsx_slurp(cmp_xlsx_t *x, const char *part, char **out, size_t *len, int must)
+/* A whole part into memory (NUL-terminated), at most cap bytes. */
+static msp_err cmp_xlsx_slurp(cmp_xlsx_t *x, const char *part, zip_uint64_t cap, char **out,
+                              size_t *len, int must)
 {
     *out = NULL;
     *len = 0;
@@ -45,8 +46,11 @@ static msp_err cmp_xlsx_slurp(cmp_xlsx_t *x, const char *part, char **out, size_
     zip_stat_init(&st);
     if (zip_stat(x->za, part, 0, &st) != 0)
         return must ? cmp_xlsx_fail(x, part, "missing: not a workbook") : MSP_OK;
-    if (!(st.valid & ZIP_STAT_SIZE) || st.size > CMP_XLSX_MAX_SMALL)
-        return cmp_xlsx_fail(x, part, "too large (over 64 MiB)");
+    if (!(st.valid & ZIP_STAT_SIZE) || st.size > cap) {
+        char why[64];
+        snprintf(why, sizeof why, "too large (over %llu MiB)", (unsigned long long)(cap >> 20));
+        return cmp_xlsx_fail(x, part, why);
+    }
     zip_file_t *zf = zip_fopen(x->za, part, 0);
     char *buf = malloc((size_t)st.size + 1);
     if (!zf || !buf) {
@@ -218,9 +222,9 @@ static msp_err cmp_xlsx_sheets(cmp_xlsx_t *x)
 {
     char *wb = NULL, *rels = NULL;
     size_t wl, rl;
-    msp_err rc = cmp_xlsx_slurp(x, "xl/workbook.xml", &wb, &wl, 1);
+    msp_err rc = cmp_xlsx_slurp(x, "xl/workbook.xml", CMP_XLSX_MAX_SMALL, &wb, &wl, 1);
     if (!rc)
-        rc = cmp_xlsx_slurp(x, "xl/_rels/workbook.xml.rels", &rels, &rl, 1);
+        rc = cmp_xlsx_slurp(x, "xl/_rels/workbook.xml.rels", CMP_XLSX_MAX_SMALL, &rels, &rl, 1);
     size_t cap = 0;
     for (const char *p = wb; !rc && p && (p = strstr(p, "<sheet ")) != NULL;) {
         const char *gt = strchr(p, '>');
@@ -277,41 +281,25 @@ static msp_err cmp_xlsx_sheets(cmp_xlsx_t *x)
 
 static msp_err cmp_xlsx_shared(cmp_xlsx_t *x)
 {
-    zip_stat_t st;
-    zip_stat_init(&st);
     const char *part = "xl/sharedStrings.xml";
-    if (zip_stat(x->za, part, 0, &st) != 0)
-        return MSP_OK; /* none: libxlsxwriter's constant_memory writes inline strings */
-    if (!(st.valid & ZIP_STAT_SIZE) || st.size > CMP_XLSX_MAX_STRINGS)
-        return cmp_xlsx_fail(x, part, "too large (over 1 GiB)");
-    zip_file_t *zf = zip_fopen(x->za, part, 0);
-    char *buf = malloc((size_t)st.size + 1);
-    if (!zf || !buf) {
-        if (zf)
-            zip_fclose(zf);
-        free(buf);
-        return zf ? msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", x->path)
-                  : cmp_xlsx_fail(x, part, "cannot be opened");
-    }
-    zip_int64_t got = zip_fread(zf, buf, st.size);
-    zip_fclose(zf);
-    if (got < 0 || (zip_uint64_t)got != st.size) {
-        free(buf);
-        return cmp_xlsx_fail(x, part, "cannot be read (damaged zip member)");
-    }
-    buf[got] = '\0';
-    msp_err rc = MSP_OK;
+    char *buf = NULL;
+    size_t blen = 0;
+    /* none: libxlsxwriter's constant_memory writes inline strings */
+    msp_err rc = cmp_xlsx_slurp(x, part, CMP_XLSX_MAX_STRINGS, &buf, &blen, 0);
+    if (rc || !buf)
+        return rc;
     size_t cap = 0;
     for (const char *p = buf; (p = strstr(p, "<si")) != NULL;) {
         if (p[3] != '>' && p[3] != ' ') {
             p += 3;
             continue;
         }
-        const char *end = strstr(p, "</si>"), *self = strstr(p, "/>"), *gt = strchr(p, '>');
+        const char *gt = strchr(p, '>');
+        const char *end = gt && gt[-1] != '/' ? strstr(gt, "</si>") : NULL;
         char *s;
-        if (gt && self && self + 1 == gt) { /* <si/> */
+        if (gt && gt[-1] == '/') { /* <si/> */
             s = strdup("");
-            end = gt - 4;
+            end = gt - 4; /* so that end + 5 is just past it */
         } else if (!end) {
             rc = cmp_xlsx_fail(x, part, "a string item does not end");
             break;
