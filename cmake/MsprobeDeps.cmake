@@ -38,3 +38,18 @@ if(NOT PYDEV_FOUND)
   message(FATAL_ERROR "Python headers not found: apt-get install python3-dev")
 endif()
 message(STATUS "Python headers: ${PYDEV_INCLUDE_DIRS}")
+
+# MPI (Debian: openmpi-bin libopenmpi-dev) for `mpirun msprobe compare`: used
+# when found, left out otherwise (msprobe-compare(1), MPI).
+option(MSPROBE_MPI "Build compare's MPI support when MPI is found" ON)
+set(MSP_HAVE_MPI OFF)
+if(MSPROBE_MPI)
+  find_package(MPI COMPONENTS C QUIET)
+  if(MPI_C_FOUND)
+    set(MSP_HAVE_MPI ON)
+    find_program(MSP_MPIRUN NAMES mpirun mpiexec HINTS ${MPI_C_COMPILER_DIR})
+    message(STATUS "MPI: ${MPI_C_LIB_NAMES} ${MPI_C_VERSION} (compare across nodes; mpirun: ${MSP_MPIRUN})")
+  else()
+    message(STATUS "MPI not found: compare runs on one machine (apt-get install libopenmpi-dev openmpi-bin)")
+  endif()
+endif()

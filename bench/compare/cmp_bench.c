@@ -3,6 +3,10 @@
  *   cmp_bench compare BENCH CMP [THREADS [CHUNK_BYTES [pread|mmap]]]
  *       times msp_compare_run; prints one line "compare seconds=.. bytes=.. gbps=..
  *       rss_mib=.. records=.. tensors=.. root=.."
+ *   cmp_bench tree BENCH CMP [THREADS [OUT]]
+ *       times msp_compare_stream (a pair in memory at a time), and with OUT the
+ *       reports written from it too; prints "tree seconds=.. report_s=.. rss_mib=..
+ *       records=.. tensors=.." (the RSS is the whole run's peak)
  *   cmp_bench membw BYTES [THREADS]
  *       the machine's read bandwidth: an OpenMP read-only reduction over a
  *       buffer of BYTES (best of 5); prints "membw seconds=.. bytes=.. gbps=.." */
@@ -54,6 +58,46 @@ static int bench_compare(int argc, char **argv)
            (double)ru.ru_maxrss / 1024.0, r->n_records, r->n_tensors,
            r->root_record >= 0 ? r->records[r->root_record].name : "none", ru.ru_nvcsw, ru.ru_nivcsw);
     msp_compare_result_free(r);
+    return 0;
+}
+
+static int bench_tree(int argc, char **argv)
+{
+    if (argc < 4)
+        return 2;
+    msp_compare_opts_t o;
+    msp_compare_opts_default(&o);
+    o.replay = MSP_REPLAY_OFF;
+    if (argc > 4)
+        o.threads = atoi(argv[4]);
+    msp_compare_tree_t *t = NULL;
+    double t0 = now();
+    msp_err rc = msp_compare_stream(argv[2], argv[3], &o, NULL, &t);
+    double dt = now() - t0, rt = 0;
+    if (!rc && argc > 5) {
+        double r0 = now();
+        if (!(rc = msp_report_tree_xlsx(t, argv[5])))
+            rc = msp_report_tree_csv(t, argv[5]);
+        rt = now() - r0;
+    }
+    if (rc) {
+        fprintf(stderr, "cmp_bench: %s\n", msp_last_error());
+        msp_compare_tree_free(t);
+        return 1;
+    }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
+                 (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
+    size_t nr, nt;
+    msp_compare_tree_totals(t, &nr, &nt, NULL);
+    const msp_compare_result_t *h = msp_compare_tree_head(t);
+    printf("tree seconds=%.4f report_s=%.4f cpu_s=%.4f bytes=%llu gbps=%.3f rss_mib=%.1f "
+           "records=%zu tensors=%zu root=%s\n",
+           dt, rt, cpu, (unsigned long long)h->bytes_compared, (double)h->bytes_compared / dt / 1e9,
+           (double)ru.ru_maxrss / 1024.0, nr, nt,
+           h->root_record >= 0 ? h->records[h->root_record].name : "none");
+    msp_compare_tree_free(t);
     return 0;
 }
 
@@ -137,9 +181,12 @@ int main(int argc, char **argv)
         return bench_kernel(argc, argv);
     if (argc >= 2 && !strcmp(argv[1], "compare"))
         return bench_compare(argc, argv);
+    if (argc >= 2 && !strcmp(argv[1], "tree"))
+        return bench_tree(argc, argv);
     if (argc >= 2 && !strcmp(argv[1], "membw"))
         return bench_membw(argc, argv);
     fprintf(stderr, "usage: cmp_bench compare BENCH CMP [THREADS [CHUNK_BYTES [pread|mmap]]]\n"
+                    "       cmp_bench tree BENCH CMP [THREADS [OUT]]\n"
                     "       cmp_bench membw BYTES [THREADS]\n");
     return 2;
 }

@@ -16,8 +16,11 @@
  *   msprobe-gen --out DIR [--steps N] [--ranks R] [--layers L] [--numel E |
  *               --size-mb MB] [--dtype fp32|fp16|bf16] [--plant K] [--magnitude M]
  *               [--plant-step S] [--plant-rank R] [--seed S] [--no-backward] [--modules]
+ *               [--task tensor|statistics]
  *
- * writes DIR/bench/step{N}/rank{R}/dump.h5 and DIR/npu/step{N}/rank{R}/dump.h5. */
+ * writes DIR/bench/step{N}/rank{R}/dump.h5 and DIR/npu/step{N}/rank{R}/dump.h5;
+ * --task statistics writes what a statistics dump holds (each tensor's
+ * max, min, mean, norm and CRC-32 as attributes, no data). */
 #include "msprobe/format.h"
 
 #include <getopt.h>
@@ -37,6 +40,7 @@ typedef struct gen_opts {
     double magnitude;
     uint64_t seed;
     int backward, modules;
+    int stats_only;   /* --task statistics */
 } gen_opts_t;
 
 /* splitmix64: fast, and a pure function of (seed, stream, index) */
@@ -99,17 +103,24 @@ typedef struct gen_side {
     msp_writer_t *w;
     msp_dtype_t dt;
     const char *path;
+    int stats_only;
 } gen_side_t;
 
 static int gen_add(gen_side_t *s, const char *role, const void *data, int64_t n)
 {
     msp_tensor_in_t t = {0};
+    msp_stats_t st;
     t.role = role;
     t.dtype = s->dt;
     t.ndim = 1;
     t.shape = &n;
     t.data = data;
     t.device = "cpu";
+    if (s->stats_only) {
+        msp_stats_compute(s->dt, data, (size_t)n, &st);
+        t.data = NULL;
+        t.stats = &st;
+    }
     if (msp_writer_add_tensor(s->w, &t)) {
         fprintf(stderr, "msprobe-gen: %s: %s\n", s->path, msp_last_error());
         return -1;
@@ -146,7 +157,8 @@ static int gen_one(const gen_opts_t *o, int step, int rank)
     float *wc = malloc((size_t)E * 4), *tmp = malloc((size_t)E * 4), *yb = malloc((size_t)E * 4);
     float *yc = malloc((size_t)E * 4);
     void *pxc = malloc((size_t)E * cs), *pwc = malloc((size_t)E * cs), *pyc = malloc((size_t)E * cs);
-    gen_side_t b = {NULL, MSP_DTYPE_FLOAT32, NULL}, c = {NULL, o->dtype, NULL};
+    gen_side_t b = {NULL, MSP_DTYPE_FLOAT32, NULL, o->stats_only},
+               c = {NULL, o->dtype, NULL, o->stats_only};
     char *bp = NULL, *cp = NULL;
     if (!xb || !xc || !w || !wc || !tmp || !yb || !yc || !pxc || !pwc || !pyc) {
         fprintf(stderr, "msprobe-gen: out of memory for %lld elements\n", (long long)E);
@@ -168,7 +180,8 @@ static int gen_one(const gen_opts_t *o, int step, int rank)
     }
     b.path = bp;
     c.path = cp;
-    msp_dump_meta_t meta = {"pytorch", "1.13.1", "tensor", "mix", step, rank, o->ranks};
+    msp_dump_meta_t meta = {"pytorch", "1.13.1", o->stats_only ? "statistics" : "tensor", "mix",
+                            step, rank, o->ranks};
     if (msp_writer_open(bp, &meta, &b.w) || msp_writer_open(cp, &meta, &c.w)) {
         fprintf(stderr, "msprobe-gen: %s\n", msp_last_error());
         goto cleanup;
@@ -276,14 +289,14 @@ static void gen_usage(FILE *f)
             "usage: msprobe-gen --out DIR [--steps N] [--ranks R] [--layers L]\n"
             "                   [--numel E | --size-mb MB] [--dtype fp32|fp16|bf16]\n"
             "                   [--plant K] [--magnitude M] [--plant-step S] [--plant-rank R]\n"
-            "                   [--seed S] [--no-backward] [--modules]\n"
+            "                   [--seed S] [--no-backward] [--modules] [--task tensor|statistics]\n"
             "Writes DIR/bench/step{N}/rank{R}/dump.h5 (float32) and DIR/npu/... (--dtype).\n"
             "--size-mb sets E so that the smaller side holds at least MB megabytes.\n");
 }
 
 int main(int argc, char **argv)
 {
-    gen_opts_t o = {NULL, 1, 1, 8, 4096, 0.0, MSP_DTYPE_BFLOAT16, -1, 0, 0, 0.05, 1, 1, 0};
+    gen_opts_t o = {NULL, 1, 1, 8, 4096, 0.0, MSP_DTYPE_BFLOAT16, -1, 0, 0, 0.05, 1, 1, 0, 0};
     static const struct option lo[] = {
         {"out", required_argument, NULL, 'o'},        {"steps", required_argument, NULL, 's'},
         {"ranks", required_argument, NULL, 'r'},      {"layers", required_argument, NULL, 'L'},
@@ -292,6 +305,7 @@ int main(int argc, char **argv)
         {"magnitude", required_argument, NULL, 'm'},  {"plant-step", required_argument, NULL, 'P'},
         {"plant-rank", required_argument, NULL, 'R'}, {"seed", required_argument, NULL, 'x'},
         {"no-backward", no_argument, NULL, 'B'},      {"modules", no_argument, NULL, 'M'},
+        {"task", required_argument, NULL, 'T'},
         {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -318,6 +332,13 @@ int main(int argc, char **argv)
         case 'x': o.seed = strtoull(optarg, NULL, 10); break;
         case 'B': o.backward = 0; break;
         case 'M': o.modules = 1; break;
+        case 'T':
+            if (strcmp(optarg, "tensor") && strcmp(optarg, "statistics")) {
+                fprintf(stderr, "msprobe-gen: --task %s: use tensor or statistics\n", optarg);
+                return 2;
+            }
+            o.stats_only = !strcmp(optarg, "statistics");
+            break;
         case 'h': gen_usage(stdout); return 0;
         default: gen_usage(stderr); return 2;
         }

@@ -54,6 +54,8 @@ typedef struct msp_compare_opts {
                                   each a module's "name.Class" (the whole of it, else the
                                   first place it appears in a compare-side module record's
                                   name) renamed before matching */
+    const char *spool_dir;     /* msp_compare_stream's temporary file goes here (unlinked at
+                                  once); NULL: $TMPDIR, else /tmp */
 } msp_compare_opts_t;
 
 enum { MSP_REPLAY_AUTO = 0, MSP_REPLAY_OFF = 1, MSP_REPLAY_ALL = 2 };
@@ -188,6 +190,10 @@ typedef struct msp_record_cmp {
     char *parent;              /* compare-side record of the module it ran in (record
                                   attribute "parent": module and mix dumps, msprobe's
                                   construct.json), NULL if none */
+    char *comm_group;          /* Distributed records: the global ranks of the call's
+                                  process group ("0-3", attribute group), NULL if unknown */
+    int64_t comm_peer;         /* Distributed records: the rank at the other end (attribute
+                                  peer), -1 if none */
 } msp_record_cmp_t;
 
 /* A ranked suspect: a record that introduced error, or a gap between a
@@ -200,6 +206,26 @@ typedef struct msp_suspect {
     double in_err, out_err, amplification, score;
     char *reason;              /* one line, never NULL */
 } msp_suspect_t;
+
+/* One rank of the compared tree, as the ranks sheet shows it (msprobe-compare(1),
+ * RANKS): its counts, and where its error came from. */
+typedef struct msp_rank_summary {
+    int64_t rank;
+    size_t pairs, records, tensors, failing;
+    double worst_cosine;       /* min over its records' worst output Cosine, NaN if none */
+    long first_suspect;        /* index into suspects of its first suspect, -1 if none */
+    int origin;                /* MSP_ORIGIN_* below */
+    int64_t from_rank;         /* MSP_ORIGIN_INHERITED: the rank the error came from */
+    int64_t at_step, at_order; /* where its error begins (its first suspect, or where it
+                                  came in); -1 when none */
+    char *at;                  /* that record's name; NULL when none */
+} msp_rank_summary_t;
+
+enum {
+    MSP_ORIGIN_NONE = 0,       /* no record of it introduced or received error */
+    MSP_ORIGIN_INTRODUCED = 1, /* its first error is one of its own suspects */
+    MSP_ORIGIN_INHERITED = 2   /* its first error came in through a communication record */
+};
 
 typedef struct msp_compare_result {
     int stats_mode;            /* 1 if either side is a statistics-only dump */
@@ -230,6 +256,13 @@ typedef struct msp_compare_result {
     size_t replay_introduced, replay_inherited, replay_skipped, replay_unfinished;
     double replay_seconds;     /* wall time spent replaying */
     char *replay_unavailable;  /* why replay did not run at all, NULL if it ran or was off */
+    int64_t *suspect_from;     /* parallel to suspects, set by the cross-rank pass
+                                  (msprobe-compare(1), RANKS): the rank whose error a
+                                  communication record only passed on (that suspect
+                                  inherited it), -1 for every other suspect; NULL before */
+    msp_rank_summary_t *ranks; /* one per rank compared, by rank (the cross-rank pass) */
+    size_t n_ranks;
+    long first_rank;           /* index into ranks of the rank the error started on, -1 */
 } msp_compare_result_t;
 
 /* bench and cmp: two dump.h5 files, two rank dirs (holding dump.h5), two step
@@ -305,6 +338,71 @@ msp_err msp_compare_run(const char *bench, const char *cmp, const msp_compare_op
                         msp_compare_result_t **out);
 void msp_compare_result_free(msp_compare_result_t *res); /* NULL-safe */
 
+/* ---- a whole tree, one pair in memory at a time, on one or many processes ----
+ *
+ * msp_compare_stream computes what msp_compare_run computes (the same rows,
+ * suspects, marks and ranks; replay's answers too while its budget lasts)
+ * holding one step x rank pair in memory at a time: finished pairs go to an
+ * unlinked temporary file in opts->spool_dir, and the reports are written
+ * from it (msprobe-compare(1), SCALE). With net, the processes of one launch
+ * share the work (msprobe-compare(1), MPI): each compares the pairs whose
+ * files it sees (the plan in cmp_stream.c), and process 0 gathers them in
+ * (step, rank) order and alone gets a tree holding the result; every other
+ * process gets a tree with nothing in it (msp_compare_tree_is_root 0). Every
+ * process must call it with the same arguments. */
+
+/* How the processes of one compare talk (an MPI launch). Each operation
+ * returns MSP_OK or an error with its message set. */
+typedef struct msp_compare_net {
+    int rank, size;            /* this process, and how many there are */
+    void *ud;
+    /* collective: every process gives len bytes; *all gets them all, one after
+     * the other by process (malloc'd), lens[p] the length of process p's */
+    msp_err (*allgather)(void *ud, const void *mine, size_t len, void **all, size_t *lens);
+    /* point to point, blocking; recv's *buf is malloc'd (len 0 allowed) */
+    msp_err (*send)(void *ud, int to, const void *buf, size_t len);
+    msp_err (*recv)(void *ud, int from, void **buf, size_t *len);
+} msp_compare_net_t;
+
+typedef struct msp_compare_tree msp_compare_tree_t;
+
+/* net may be NULL (one process). On success *out is the caller's
+ * (msp_compare_tree_free); on failure NULL, and every process of a launch
+ * fails with the first failing process's error. */
+msp_err msp_compare_stream(const char *bench, const char *cmp, const msp_compare_opts_t *opts,
+                           const msp_compare_net_t *net, msp_compare_tree_t **out);
+/* 1 on the process that holds the result (process 0). */
+int msp_compare_tree_is_root(const msp_compare_tree_t *t);
+/* Everything of the result but its rows: stats_mode, n_pairs, bytes_compared,
+ * unpaired, n_failed, replay's summary, suspects with root_record/root_tensor,
+ * ranks and first_rank. Its records and tensors are copies of those the
+ * suspects name (so suspects[i].record indexes them), not the tree's. NULL
+ * on the other processes. */
+const msp_compare_result_t *msp_compare_tree_head(const msp_compare_tree_t *t);
+/* Records, tensor rows and failing records of the whole tree. */
+void msp_compare_tree_totals(const msp_compare_tree_t *t, size_t *records, size_t *tensors,
+                             size_t *failing);
+/* How many processes shared the compare; *pairs (may be NULL) gets the step x
+ * rank pairs each was given. Process 0 only. */
+int msp_compare_tree_processes(const msp_compare_tree_t *t, const size_t **pairs);
+void msp_compare_tree_free(msp_compare_tree_t *t); /* NULL-safe */
+/* The whole tree as one result (every part's records and rows, the head's
+ * suspects and root at their places), for what needs it all at once (the
+ * HTML report, --print-log); *out NULL when the tree has more than
+ * max_records records, or on a process other than 0. */
+msp_err msp_compare_tree_whole(const msp_compare_tree_t *t, size_t max_records,
+                               msp_compare_result_t **out);
+/* The reports of a tree (msprobe-compare(1), REPORT): as msp_report_write_xlsx
+ * and _csv write them for the same result, one pair in memory at a time;
+ * result.xlsx has the ranks sheet first when there are several ranks, and
+ * when the details would not fit one sheet, one workbook per rank
+ * (result_rank{R}.xlsx) holds its summary and details while result.xlsx
+ * keeps the ranks and the suspects. */
+msp_err msp_report_tree_xlsx(const msp_compare_tree_t *t, const char *out_dir);
+msp_err msp_report_tree_csv(const msp_compare_tree_t *t, const char *out_dir);
+/* The workbooks and, with csv, result.csv, written at the same time. */
+msp_err msp_report_tree_write(const msp_compare_tree_t *t, const char *out_dir, int csv);
+
 /* Write out_dir/result.xlsx (atomically: temp file then rename). out_dir is created. */
 msp_err msp_report_write_xlsx(const msp_compare_result_t *res, const char *out_dir);
 /* Write out_dir/result.csv (details rows, same columns), atomically. */
@@ -357,6 +455,17 @@ typedef struct msp_html_opts {
  * opts may be NULL. */
 msp_err msp_report_write_html(const msp_compare_result_t *res, const char *out_dir,
                               const msp_html_opts_t *opts);
+/* msprobe's merge_result (msprobe-merge_result(1)): the metrics of the APIs
+ * config_path names, from the compare results in input_dir (msprobe's
+ * compare_result_rank{N}-rank{N}_{timestamp}.xlsx, or msprobe compare's
+ * result.csv / result.xlsx / result_rank{R}.xlsx), one sheet per compare
+ * index and one column per rank, into out_dir/multi_ranks_compare_merge.xlsx
+ * (atomically). info (may be NULL) gets what was merged. */
+typedef struct msp_merge_info {
+    size_t files, ranks, rows, sheets;
+} msp_merge_info_t;
+msp_err msp_merge_result(const char *input_dir, const char *out_dir, const char *config_path,
+                         msp_merge_info_t *info);
 
 /* Metric kernel, exposed for tests and benchmarks: compare count native
  * elements of n (compare side) and b (bench side), any pair of supported

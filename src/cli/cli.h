@@ -27,6 +27,17 @@ typedef struct msp_cli_ctx {
 typedef int (*msp_cmd_fn)(msp_cli_ctx_t *ctx, int argc, char **argv);
 
 int msp_cmd_compare(msp_cli_ctx_t *ctx, int argc, char **argv);
+
+/* ---- MPI (cli_mpi.c; msprobe-compare(1), MPI) ----------------------------- */
+
+struct msp_compare_net;
+/* The network of this MPI launch (MPI started here), or NULL when no MPI
+ * launcher started this process or msprobe was built without MPI. */
+const struct msp_compare_net *msp_cli_mpi_start(int *argc, char ***argv);
+/* Ends MPI if started; returns process 0's exit status on every process. */
+int msp_cli_mpi_finish(int code);
+/* 1 when built with MPI. */
+int msp_cli_mpi_built(void);
 int msp_cmd_ls(msp_cli_ctx_t *ctx, int argc, char **argv);
 int msp_cmd_dump(msp_cli_ctx_t *ctx, int argc, char **argv);
 int msp_cmd_config_check(msp_cli_ctx_t *ctx, int argc, char **argv);
@@ -34,6 +45,7 @@ int msp_cmd_export(msp_cli_ctx_t *ctx, int argc, char **argv);
 int msp_cmd_overflow_check(msp_cli_ctx_t *ctx, int argc, char **argv);
 int msp_cmd_acc_check(msp_cli_ctx_t *ctx, int argc, char **argv);
 int msp_cmd_api_precision_compare(msp_cli_ctx_t *ctx, int argc, char **argv);
+int msp_cmd_merge_result(msp_cli_ctx_t *ctx, int argc, char **argv);
 
 /* ---- option tables ------------------------------------------------------ */
 

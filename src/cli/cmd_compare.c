@@ -18,6 +18,9 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Records the HTML report and --print-log take at most (msprobe-compare(1)). */
+#define MSP_WHOLE_MAX_RECORDS 200000
+
 enum {
     MSP_OPT_FUZZY = 256,
     MSP_OPT_MAPPING,
@@ -205,6 +208,43 @@ static void msp_print_root_cause(const msp_compare_result_t *res)
         msp_print_metric(", max abs err", t ? t->max_abs_err : rec->worst_max_abs, 0);
     }
     fputs(")\n", stdout);
+}
+
+/* With several ranks: "ranks: N, error first on rank R (step S RECORD); inherited
+ * through communication by rank R2 from rank R via RECORD, ...; K other ranks
+ * introduced error of their own", or "ranks: N, no introduced error". */
+static void msp_print_ranks(const msp_compare_result_t *res, int quiet)
+{
+    if (res->n_ranks <= 1 || quiet)
+        return;
+    printf("ranks: %zu", res->n_ranks);
+    if (res->first_rank < 0 || (size_t)res->first_rank >= res->n_ranks) {
+        printf(", no introduced error\n");
+        return;
+    }
+    const msp_rank_summary_t *f = &res->ranks[res->first_rank];
+    printf(", error first on rank %lld (step %lld %s)", (long long)f->rank,
+           (long long)f->at_step, f->at ? f->at : "?");
+    size_t shown = 0;
+    for (size_t i = 0; i < res->n_ranks; i++) {
+        const msp_rank_summary_t *k = &res->ranks[i];
+        if (k->origin != MSP_ORIGIN_INHERITED)
+            continue;
+        if (shown < 8)
+            printf("%s rank %lld from rank %lld via %s",
+                   shown ? "," : "; inherited through communication by", (long long)k->rank,
+                   (long long)k->from_rank, k->at ? k->at : "?");
+        shown++;
+    }
+    if (shown > 8)
+        printf(" and %zu more", shown - 8);
+    size_t other = 0;
+    for (size_t i = 0; i < res->n_ranks; i++)
+        other += res->ranks[i].origin == MSP_ORIGIN_INTRODUCED && (long)i != res->first_rank;
+    if (other)
+        printf("; %zu other rank%s introduced error of %s own", other, other == 1 ? "" : "s",
+               other == 1 ? "its" : "their");
+    printf("\n");
 }
 
 /* "replay: S s, N records replayed (I introduced, H inherited), K not
@@ -441,7 +481,17 @@ static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
     if (opts.cell_mapping_path && (rc = msp_check_path("cell mapping file", opts.cell_mapping_path)))
         return rc;
 
-    msp_compare_result_t *res = NULL;
+    /* Under mpirun/srun the processes share the work; process 0 reports
+     * (msprobe-compare(1), MPI). */
+    const msp_compare_net_t *net = msp_cli_mpi_start(&argc, &argv);
+    int root = !net || net->rank == 0;
+    if (!root) {
+        quiet = 1;
+        msp_log_set_sink(NULL, NULL, MSP_LOG_ERROR); /* process 0 speaks for all */
+    }
+    msp_compare_tree_t *tree = NULL;
+    const msp_compare_result_t *res = NULL;
+    msp_compare_result_t *whole = NULL;
     /* A bar only for a person watching: not in quiet mode, not into a pipe
      * (and then the dump trees are not even walked for their size). */
     msp_progress_t *bar = NULL;
@@ -453,47 +503,69 @@ static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
     opts.replay_progress = bar ? msp_replay_progress : NULL;
     opts.replay_progress_ud = &rbar;
     double t0 = msp_now_s();
-    msp_err err = msp_compare_run(bench, cmp, &opts, &res);
+    msp_err err = msp_compare_stream(bench, cmp, &opts, net, &tree);
     double elapsed = msp_now_s() - t0;
     msp_progress_finish(bar);
     msp_progress_finish(rbar.bar);
     if (err != MSP_OK) {
-        rc = msp_report_error(err);
+        rc = root ? msp_report_error(err) : MSP_EXIT_USAGE;
         goto cleanup;
     }
-    if (res->n_records == 0) {
+    if (!root) {
+        rc = MSP_EXIT_OK; /* process 0's status is everyone's (msp_cli_mpi_finish) */
+        goto cleanup;
+    }
+    res = msp_compare_tree_head(tree);
+    size_t n_records = 0, n_tensors = 0, failing = 0;
+    msp_compare_tree_totals(tree, &n_records, &n_tensors, &failing);
+    if (n_records == 0) {
         msp_errorf("compare: nothing to compare: no %srecords in %s and %s",
                    opts.level == MSP_LEVEL_API ? "API " : opts.level == MSP_LEVEL_MODULE ? "module " : "",
                    bench, cmp);
         rc = MSP_EXIT_USAGE;
         goto cleanup;
     }
-    if ((err = msp_report_write_xlsx(res, out_dir)) != MSP_OK ||
-        (csv && (err = msp_report_write_csv(res, out_dir)) != MSP_OK)) {
+    if ((err = msp_report_tree_write(tree, out_dir, csv)) != MSP_OK) {
+        rc = msp_report_error(err);
+        goto cleanup;
+    }
+    /* result.html and --print-log need every record at once: past this many
+     * records the page is not written (the workbook and csv hold them all) */
+    if ((html || print_log) && (err = msp_compare_tree_whole(tree, MSP_WHOLE_MAX_RECORDS,
+                                                             &whole)) != MSP_OK) {
         rc = msp_report_error(err);
         goto cleanup;
     }
     msp_html_opts_t hopts = {.bench = bench, .cmp = cmp};
-    if (html && (err = msp_report_write_html(res, out_dir, &hopts)) != MSP_OK) {
+    if (html && whole && (err = msp_report_write_html(whole, out_dir, &hopts)) != MSP_OK) {
         rc = msp_report_error(err);
         goto cleanup;
     }
+    if (html && !whole) {
+        msp_errorf("warning: result.html not written: %zu records, over the %d a page holds "
+                   "(result.xlsx and result.csv have them all)", n_records, MSP_WHOLE_MAX_RECORDS);
+        html = 0;
+    }
 
-    /* Count failures from the records themselves: the same rows the summary
-     * sheet shows, so stdout and the report cannot disagree. */
-    size_t failing = 0;
-    for (size_t i = 0; i < res->n_records; i++)
-        failing += (res->records[i].verdict != MSP_VERDICT_YES &&
-                    res->records[i].verdict != MSP_VERDICT_NA) ||
-                   res->records[i].setup_differs;
+    /* failing counts the records the summary sheet shows as not Yes, so
+     * stdout and the report cannot disagree. */
     if (!quiet) {
         char done[32], rate[32];
         msp_human_bytes(done, sizeof done, (double)res->bytes_compared);
         double t_cmp = elapsed - res->replay_seconds;
         msp_human_bytes(rate, sizeof rate, t_cmp > 0 ? (double)res->bytes_compared / t_cmp : 0.0);
-        msp_tprintf(stdout, "pairs %zu, records %zu, tensors %zu, failing records %zu\n", res->n_pairs,
-               res->n_records, res->n_tensors, failing);
-        msp_tprintf(stdout, "compared %s in %.3f s (%s/s)\n", done, elapsed - res->replay_seconds, rate);
+        msp_tprintf(stdout, "pairs %zu, records %zu, tensors %zu, failing records %zu\n",
+                    res->n_pairs, n_records, n_tensors, failing);
+        msp_tprintf(stdout, "compared %s in %.3f s (%s/s)\n", done, elapsed - res->replay_seconds,
+                    rate);
+        const size_t *each = NULL;
+        int nproc = msp_compare_tree_processes(tree, &each);
+        if (nproc > 1 && each) {
+            msp_tprintf(stdout, "processes: %d, pairs each:", nproc);
+            for (int p = 0; p < nproc; p++)
+                msp_tprintf(stdout, "%s %zu", p ? "," : "", each[p]);
+            msp_tprintf(stdout, "\n");
+        }
         msp_print_replay(res, &opts, elapsed);
     }
     /* What was not compared, or not as stored, is said on stdout whatever
@@ -512,6 +584,7 @@ static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
         msp_tprintf(stdout, "incomplete: %zu step/rank file%s could not be read; the verdicts below "
                "cover the rest only\n", res->n_unread, res->n_unread == 1 ? "" : "s");
     msp_print_root_cause(res);
+    msp_print_ranks(res, quiet);
     if (!quiet) {
         msp_tprintf(stdout, "report: %s/result.xlsx\n", out_dir);
         if (csv)
@@ -520,14 +593,18 @@ static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
             msp_tprintf(stdout, "report: %s/result.html\n", out_dir);
         msp_print_suspects(res, opts.top);
     }
-    if (print_log)
-        msp_print_tensor_log(res);
+    if (print_log && whole)
+        msp_print_tensor_log(whole);
+    else if (print_log)
+        msp_errorf("warning: --print-log: %zu records, over the %d it prints", n_records,
+                   MSP_WHOLE_MAX_RECORDS);
     rc = res->n_unread || res->n_crc_bad || res->n_unreadable ? MSP_EXIT_INCOMPLETE
          : failing                       ? MSP_EXIT_FAIL
                                          : MSP_EXIT_OK;
 
 cleanup:
-    msp_compare_result_free(res);
+    msp_compare_result_free(whole);
+    msp_compare_tree_free(tree);
     fflush(stdout);
-    return rc;
+    return msp_cli_mpi_finish(rc);
 }

@@ -23,6 +23,7 @@ static const struct msp_command msp_commands[] = {
     {"overflow_check", msp_cmd_overflow_check, "find where the first NaN or Inf came from, on which rank"},
     {"acc_check", msp_cmd_acc_check, "replay every API of a tensor dump in float64 and judge it by msprobe's standards"},
     {"api_precision_compare", msp_cmd_api_precision_compare, "judge an NPU run's acc_check against a GPU run's"},
+    {"merge_result", msp_cmd_merge_result, "put chosen APIs' compare metrics of every rank side by side"},
 };
 
 static const msp_opt_t msp_global_opts[] = {
@@ -179,12 +180,6 @@ int main(int argc, char **argv)
             optind = 0;
             return msp_commands[i].fn(&ctx, sub_argc, sub_argv);
         }
-    }
-    if (strcmp(name, "merge_result") == 0) {
-        /* msprobe 26 merges per-rank compare_result xlsx files into one */
-        msp_errorf("merge_result: not needed here: 'msprobe compare -b BENCH_ROOT -c CMP_ROOT' "
-                   "(two dump roots or step dirs) reports every step and rank in one result.xlsx");
-        return MSP_EXIT_USAGE;
     }
     msp_errorf("unknown command '%s' (try 'msprobe --help')", name);
     return MSP_EXIT_USAGE;

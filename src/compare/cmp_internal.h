@@ -121,6 +121,26 @@ msp_err cmp_note_skipped(msp_compare_result_t *res, const cmp_file_pair_t *fp,
  * record whose non-tensor arguments (arg_diff) or a requires_grad differ
  * gets setup_differs. Run once every record is finished. */
 msp_err cmp_apply_results(msp_compare_result_t *res, int md5);
+/* ---- one pair at a time (cmp_run.c) --------------------------------------- */
+
+/* The metric engine: read buffers, the mapping file, and the reader helpers
+ * of the pair being opened next. */
+typedef struct cmp_engine cmp_engine_t;
+msp_err cmp_engine_open(const msp_compare_opts_t *opts, cmp_engine_t **out);
+/* Compare fp's two files into res, appending records (by order) and tensor
+ * rows: their metrics, not yet the record verdicts (cmp_record_finish). A
+ * pair from directories whose file cannot be read adds a line to
+ * res->unpaired instead (*compared 0). ahead[0..n_ahead) (NULL entries
+ * allowed) are the pairs the caller compares next, in order: the first
+ * cmp_engine_ahead() of them are opened meanwhile. Sets res->stats_mode and
+ * adds to res->bytes_compared. */
+msp_err cmp_engine_pair(cmp_engine_t *e, msp_compare_result_t *res, const cmp_file_pair_t *fp,
+                        const cmp_file_pair_t *const *ahead, size_t n_ahead, int *compared);
+/* How many pairs the engine opens ahead. */
+size_t cmp_engine_ahead(const cmp_engine_t *e);
+/* Whether a pair it compared was of md5 (hash-only) dumps. */
+int cmp_engine_md5(const cmp_engine_t *e);
+void cmp_engine_close(cmp_engine_t *e); /* NULL-safe */
 
 /* ---- verdicts ---------------------------------------------------------- */
 
@@ -158,13 +178,20 @@ char *cmp_forward_name(const char *name);
  * start (no Python with torch) is one warning and res->replay_unavailable. */
 msp_err cmp_replay_run(msp_compare_result_t *res, const cmp_file_pair_t *fps, size_t nfp,
                        const msp_compare_opts_t *o);
+/* Whether cmp_replay_run would replay r, and then its priority (higher
+ * first; ties go to the earlier record). A record it never could replay is
+ * marked MSP_RV_SKIPPED with its replay_note here. The one rule, so that a
+ * streamed compare (cmp_stream.c) chooses as msp_compare_run does. */
+int cmp_replay_choose(msp_record_cmp_t *r, const msp_compare_opts_t *o, double *prio);
 
 /* Judge each backward record again with its forward record's input and
  * output errors counted as inputs (what the forward saved for it). */
 msp_err cmp_link_backward(msp_compare_result_t *res);
 /* Module records hide their parameters: in a step after an optimizer record,
- * the worst parameter error it wrote counts as an input error of theirs. */
-msp_err cmp_module_params(msp_compare_result_t *res);
+ * the worst parameter error it wrote counts as an input error of theirs.
+ * seed: that error for a step whose earlier step res does not hold (a
+ * streamed compare's part), 0 when none. */
+msp_err cmp_module_params(msp_compare_result_t *res, double seed);
 /* Module records judged by the records inside them (order_begin): floor of
  * the coarsest dtype computed inside; explained_by when something inside
  * accounts for the error. Runs after replay, before ranking. */
@@ -172,5 +199,101 @@ msp_err cmp_judge_modules(msp_compare_result_t *res);
 /* Rank every introduced record and producer gap into res->suspects and mark
  * the first top of them (opts->top) on the records. */
 msp_err cmp_rank_suspects(msp_compare_result_t *res, int top);
+
+/* ---- a pair's result as bytes (cmp_spool.c) ------------------------------- */
+
+/* Pack part (records, tensors, suspects, unpaired lines and its counts) into
+ * *out (malloc'd); unpack checks every length and index. */
+msp_err cmp_part_pack(const msp_compare_result_t *part, unsigned char **out, size_t *len);
+msp_err cmp_part_unpack(const unsigned char *buf, size_t len, msp_compare_result_t **out);
+/* An unlinked temp file of packed parts in dir (NULL: $TMPDIR, else /tmp). */
+typedef struct cmp_spool cmp_spool_t;
+msp_err cmp_spool_open(const char *dir, cmp_spool_t **out);
+msp_err cmp_spool_put(cmp_spool_t *s, const msp_compare_result_t *part);
+msp_err cmp_spool_put_packed(cmp_spool_t *s, const unsigned char *buf, size_t len);
+size_t cmp_spool_count(const cmp_spool_t *s);
+msp_err cmp_spool_get(const cmp_spool_t *s, size_t i, msp_compare_result_t **part);
+msp_err cmp_spool_get_packed(const cmp_spool_t *s, size_t i, unsigned char **out, size_t *len);
+void cmp_spool_close(cmp_spool_t *s); /* NULL-safe */
+
+/* ---- who compares what (cmp_plan.c; msprobe-compare(1), MPI) ------------- */
+
+typedef struct cmp_plan {
+    cmp_file_pair_t *fps;  /* every pair of the tree, by step, rank, writer (this process's
+                              paths for the pairs it owns; NULL paths for the others') */
+    size_t nfp;
+    int *owner;            /* per pair: the process that compares it */
+    char **only;           /* one-sided and unreadable steps/ranks, one line each */
+    size_t n_only;
+} cmp_plan_t;
+
+/* Resolve bench and cmp as this process sees them and, with net (more than
+ * one process), agree with the others on every pair of the tree and its
+ * owner: a process that sees both of its files, the ranks dealt out in turn
+ * among those that see them. Collective under net. */
+msp_err cmp_stream_plan(const char *bench, const char *cmp, const msp_compare_net_t *net,
+                        cmp_plan_t *plan);
+void cmp_plan_free(cmp_plan_t *p);
+/* Append a copy of s to *v. */
+msp_err cmp_line_push(char ***v, size_t *n, const char *s);
+
+/* ---- a streamed compare's result, for the report writers (cmp_stream.c) ---- */
+
+size_t cmp_tree_parts(const msp_compare_tree_t *t);
+/* Part i's first global record and tensor row, its step and rank (-1 when empty). */
+void cmp_tree_part_info(const msp_compare_tree_t *t, size_t i, size_t *rec_base,
+                        size_t *ten_base, int64_t *step, int64_t *rank);
+/* Part i's records and rows (the caller frees), with the report's marks. */
+msp_err cmp_tree_load(const msp_compare_tree_t *t, size_t i, msp_compare_result_t **part);
+/* The reason of a global record (the first suspect that names it), NULL. */
+const char *cmp_tree_reason(const msp_compare_tree_t *t, size_t record);
+/* The root cause's row, as a global tensor index; -1 if none. */
+long cmp_tree_root_tensor(const msp_compare_tree_t *t);
+
+/* ---- compare results read back (cmp_xlsx_read.c, for merge_result) ------ */
+
+typedef struct cmp_xlsx cmp_xlsx_t;
+/* Open path's workbook: its sheet list and shared strings. */
+msp_err cmp_xlsx_open(const char *path, cmp_xlsx_t **out);
+size_t cmp_xlsx_sheet_count(const cmp_xlsx_t *x);
+const char *cmp_xlsx_sheet_name(const cmp_xlsx_t *x, size_t i);
+/* Each row of sheet i, in order: n cells as text (numbers as written; an
+ * empty cell NULL). A non-zero return stops the reading and is returned. */
+typedef msp_err (*cmp_xlsx_row_cb)(void *ud, size_t row, size_t n, const char *const *cells);
+msp_err cmp_xlsx_rows(cmp_xlsx_t *x, size_t sheet, cmp_xlsx_row_cb cb, void *ud);
+void cmp_xlsx_close(cmp_xlsx_t *x); /* NULL-safe */
+
+/* ---- the ranks as one (cmp_ranks.c; msprobe-compare(1), RANKS) ---------- */
+
+/* A communication record (Distributed.*.forward) as the cross-rank pass needs it. */
+typedef struct cmp_comm {
+    int64_t step, rank, order;
+    char *name;                /* record name */
+    char *group;               /* its group's ranks ("0-3"), NULL if unknown */
+    int64_t peer;              /* -1 if none */
+    double in_err, out_err, floor;
+} cmp_comm_t;
+
+typedef struct cmp_comm_set {
+    cmp_comm_t *v;
+    size_t n, cap;
+} cmp_comm_set_t;
+
+/* Add part's communication records to cs (copies). */
+msp_err cmp_comm_collect(cmp_comm_set_t *cs, const msp_compare_result_t *part);
+void cmp_comm_set_free(cmp_comm_set_t *cs);
+/* Add part's records to res->ranks (sorted by rank; *cap its capacity):
+ * pairs, records, tensors, failing records, worst Cosine. */
+msp_err cmp_rank_stats_add(msp_compare_result_t *res, size_t *cap, const msp_compare_result_t *part);
+/* The cross-rank pass, after cmp_rank_suspects: suspects whose error came
+ * in from another rank through a communication record are annotated
+ * (via_comm, from_rank, reason) and move behind the rest of their step
+ * (stable); marks (suspect_rank, is_root_cause for the first top, <= 0 all),
+ * root_record/root_tensor, each rank's origin and first_rank follow the new
+ * order. Needs res->ranks filled (cmp_rank_stats_add) and the records the
+ * suspects name; cs holds every communication record of the compare. */
+msp_err cmp_ranks_order(msp_compare_result_t *res, const cmp_comm_set_t *cs, int top);
+/* The same on a whole result (msp_compare_run). */
+msp_err cmp_ranks_whole(msp_compare_result_t *res, int top);
 
 #endif

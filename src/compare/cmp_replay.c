@@ -333,6 +333,22 @@ done:
     return r;
 }
 
+int cmp_replay_choose(msp_record_cmp_t *r, const msp_compare_opts_t *o, double *prio)
+{
+    int differs = !isnan(r->out_err) && r->out_err > 0.0;
+    if (o->replay == MSP_REPLAY_OFF || !r->bench_name ||
+        (!differs && o->replay != MSP_REPLAY_ALL) || isnan(r->out_err))
+        return 0;
+    const char *why = NULL;
+    if (!rp_kind(r->name, &why)) {
+        r->replay = MSP_RV_SKIPPED;
+        r->replay_note = strdup(why);
+        return 0;
+    }
+    *prio = rp_priority(r);
+    return 1;
+}
+
 /* Replay one record: the compare side, judged; then, when it is called
  * introduced and the bench side holds tensors, the bench side as the check
  * that the call is rebuilt exactly. 0 done, -1 worker gone, -2 time up. */
@@ -406,17 +422,9 @@ msp_err cmp_replay_run(msp_compare_result_t *res, const cmp_file_pair_t *fps, si
         return msp_fail(MSP_ERR_NOMEM, "compare: out of memory for replay");
     size_t nc = 0;
     for (size_t i = 0; i < res->n_records; i++) {
-        msp_record_cmp_t *r = &res->records[i];
-        int differs = !isnan(r->out_err) && r->out_err > 0.0;
-        if (!r->bench_name || (!differs && o->replay != MSP_REPLAY_ALL) || isnan(r->out_err))
-            continue;
-        const char *why = NULL;
-        if (!rp_kind(r->name, &why)) {
-            r->replay = MSP_RV_SKIPPED;
-            r->replay_note = strdup(why);
-            continue;
-        }
-        cand[nc++] = (rp_cand_t){i, rp_priority(r)};
+        double prio;
+        if (cmp_replay_choose(&res->records[i], o, &prio))
+            cand[nc++] = (rp_cand_t){i, prio};
     }
     res->replay_candidates = nc;
     if (!nc) {

@@ -3,6 +3,7 @@
 #define MSPROBE_CMP_REPORT_H
 
 #include "msprobe/compare.h"
+#include "cmp_internal.h"
 
 #include <stddef.h>
 
@@ -29,6 +30,23 @@ const char *cmp_bool_text(int v);
 const char *cmp_rg_consistent_text(const msp_tensor_cmp_t *t);
 /* A statistics-mode relative error (a percentage) as "x%", NaN as "N/A". */
 void cmp_percent_text(double v, char *buf, size_t size);
+
+/* What a report is written from: a whole result (one part), or a streamed
+ * compare's parts, loaded one at a time (rows of records in (step, rank,
+ * order) order either way). */
+typedef struct cmp_source {
+    const msp_compare_result_t *head; /* stats_mode (and the rest but its rows) */
+    size_t n_records, n_tensors;      /* rows over the parts written */
+    size_t n_parts;
+    /* part i and the global index of its first record and tensor row */
+    msp_err (*load)(const struct cmp_source *src, size_t i, msp_compare_result_t **part,
+                    size_t *rec_base, size_t *ten_base);
+    void (*unload)(const struct cmp_source *src, msp_compare_result_t *part);
+    /* the summary's Reason of a global record, NULL for none */
+    const char *(*reason)(const struct cmp_source *src, size_t record);
+    long root_tensor;                 /* global row of the root cause, -1 */
+    const void *ud;
+} cmp_source_t;
 
 /* MSP_ERR_INTERNAL if a record's tensor range lies outside res->tensors. */
 msp_err cmp_report_check_ranges(const msp_compare_result_t *res);

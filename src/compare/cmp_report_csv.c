@@ -8,6 +8,8 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -114,27 +116,17 @@ static void msp_csv_row(FILE *f, int stats, const msp_tensor_cmp_t *t, const msp
     fputs_unlocked("\r\n", f);
 }
 
-msp_err msp_report_write_csv(const msp_compare_result_t *res, const char *out_dir)
+/* Every details row of src, as the details sheets hold them. */
+static msp_err msp_csv_write(const cmp_source_t *src, const char *out_dir)
 {
-    if (!res || !out_dir)
-        return msp_fail(MSP_ERR_USAGE, "report: no result or no output directory");
     msp_err rc = msp_mkdirs(out_dir);
     if (rc != MSP_OK)
         return rc;
-    if ((rc = cmp_report_check_ranges(res)) != MSP_OK)
-        return rc;
-
     FILE *f = NULL;
-    unsigned char *claimed = NULL;
     char *path = msp_asprintf("%s/result.csv", out_dir);
     char *tmp = path ? msp_atomic_tmp_name(path) : NULL;
     if (!path || !tmp) {
         rc = msp_fail(MSP_ERR_NOMEM, "out of memory writing the report in %s", out_dir);
-        goto cleanup;
-    }
-    claimed = calloc(res->n_tensors ? res->n_tensors : 1, 1);
-    if (!claimed) {
-        rc = msp_fail(MSP_ERR_NOMEM, "out of memory writing %s", path);
         goto cleanup;
     }
     f = fopen(tmp, "w");
@@ -145,42 +137,147 @@ msp_err msp_report_write_csv(const msp_compare_result_t *res, const char *out_di
     setvbuf(f, NULL, _IOFBF, 1 << 16);
     flockfile(f); /* one writer: the _unlocked calls below skip a lock per character */
 
-    int stats = res->stats_mode != 0;
+    int stats = src->head->stats_mode != 0;
     const char *const *cols = stats ? cmp_details_cols_stats : cmp_details_cols_tensor;
     size_t ncols = stats ? CMP_DETAILS_NCOLS_STATS : CMP_DETAILS_NCOLS_TENSOR;
     for (size_t c = 0; c < ncols; c++)
         msp_csv_field(f, cols[c], c == 0);
     fputs("\r\n", f);
-    /* Same row order as the details sheet: records in execution order, then
-     * any tensor no record claims. */
-    for (size_t i = 0; i < res->n_records; i++) {
-        const msp_record_cmp_t *rec = &res->records[i];
-        for (size_t k = 0; k < rec->n_tensors; k++) {
-            claimed[rec->first_tensor + k] = 1;
-            msp_csv_row(f, stats, &res->tensors[rec->first_tensor + k], rec, k == 0);
+    /* Same row order as the details sheet: each part's records in execution
+     * order, then any tensor no record of it claims. */
+    for (size_t p = 0; p < src->n_parts && !rc; p++) {
+        msp_compare_result_t *part = NULL;
+        size_t rb, tb;
+        if ((rc = src->load(src, p, &part, &rb, &tb)))
+            break;
+        unsigned char *claimed = NULL;
+        if (!(rc = cmp_report_check_ranges(part)) &&
+            !(claimed = calloc(part->n_tensors + 1, 1)))
+            rc = msp_fail(MSP_ERR_NOMEM, "out of memory writing %s", path);
+        for (size_t i = 0; !rc && i < part->n_records; i++) {
+            const msp_record_cmp_t *rec = &part->records[i];
+            for (size_t k = 0; k < rec->n_tensors; k++) {
+                claimed[rec->first_tensor + k] = 1;
+                msp_csv_row(f, stats, &part->tensors[rec->first_tensor + k], rec, k == 0);
+            }
         }
+        for (size_t t = 0; !rc && t < part->n_tensors; t++)
+            if (!claimed[t])
+                msp_csv_row(f, stats, &part->tensors[t], NULL, 0);
+        free(claimed);
+        src->unload(src, part);
     }
-    for (size_t t = 0; t < res->n_tensors; t++)
-        if (!claimed[t])
-            msp_csv_row(f, stats, &res->tensors[t], NULL, 0);
 
     funlockfile(f);
     int werr = ferror(f);
     int cerr = fclose(f);
     f = NULL;
-    if (werr || cerr != 0) {
+    if (!rc && (werr || cerr != 0))
         rc = msp_fail(MSP_ERR_IO, "cannot write %s: %s", tmp, strerror(errno ? errno : EIO));
-        goto cleanup;
-    }
-    rc = msp_atomic_commit(tmp, path);
+    if (!rc)
+        rc = msp_atomic_commit(tmp, path);
 
 cleanup:
     if (f)
         fclose(f);
     if (rc != MSP_OK)
         msp_atomic_discard(tmp);
-    free(claimed);
     free(tmp);
     free(path);
     return rc;
+}
+
+static msp_err msp_csv_whole_load(const cmp_source_t *src, size_t i, msp_compare_result_t **part,
+                                  size_t *rec_base, size_t *ten_base)
+{
+    (void)i;
+    *part = (msp_compare_result_t *)src->head;
+    *rec_base = *ten_base = 0;
+    return MSP_OK;
+}
+
+static void msp_csv_whole_unload(const cmp_source_t *src, msp_compare_result_t *part)
+{
+    (void)src;
+    (void)part;
+}
+
+msp_err msp_report_write_csv(const msp_compare_result_t *res, const char *out_dir)
+{
+    if (!res || !out_dir)
+        return msp_fail(MSP_ERR_USAGE, "report: no result or no output directory");
+    cmp_source_t src = {res, res->n_records, res->n_tensors, 1, msp_csv_whole_load,
+                        msp_csv_whole_unload, NULL, res->root_tensor, NULL};
+    return msp_csv_write(&src, out_dir);
+}
+
+static msp_err msp_csv_tree_load(const cmp_source_t *src, size_t i, msp_compare_result_t **part,
+                                 size_t *rec_base, size_t *ten_base)
+{
+    const msp_compare_tree_t *t = src->ud;
+    cmp_tree_part_info(t, i, rec_base, ten_base, NULL, NULL);
+    return cmp_tree_load(t, i, part);
+}
+
+static void msp_csv_tree_unload(const cmp_source_t *src, msp_compare_result_t *part)
+{
+    (void)src;
+    msp_compare_result_free(part);
+}
+
+msp_err msp_report_tree_csv(const msp_compare_tree_t *t, const char *out_dir)
+{
+    const msp_compare_result_t *head = msp_compare_tree_head(t);
+    if (!head || !out_dir)
+        return msp_fail(MSP_ERR_USAGE, "report: no result or no output directory");
+    size_t nr, nt;
+    msp_compare_tree_totals(t, &nr, &nt, NULL);
+    cmp_source_t src = {head, nr, nt, cmp_tree_parts(t), msp_csv_tree_load, msp_csv_tree_unload,
+                        NULL, cmp_tree_root_tensor(t), t};
+    return msp_csv_write(&src, out_dir);
+}
+
+/* ---- both reports at once ------------------------------------------------------ */
+
+typedef struct msp_csv_job {
+    const msp_compare_tree_t *t;
+    const char *out_dir;
+    msp_err rc;
+    char detail[1024];
+} msp_csv_job_t;
+
+static void *msp_csv_main(void *arg)
+{
+    msp_csv_job_t *j = arg;
+    j->rc = msp_report_tree_csv(j->t, j->out_dir);
+    if (j->rc)
+        snprintf(j->detail, sizeof j->detail, "%s", msp_last_error());
+    return NULL;
+}
+
+msp_err msp_report_tree_write(const msp_compare_tree_t *t, const char *out_dir, int csv)
+{
+    if (!msp_compare_tree_head(t) || !out_dir)
+        return msp_fail(MSP_ERR_USAGE, "report: no result or no output directory");
+    msp_err rc = msp_mkdirs(out_dir);
+    if (rc || !csv)
+        return rc ? rc : msp_report_tree_xlsx(t, out_dir);
+    /* the csv on a thread of its own while the workbooks are written: each
+     * reads the spool on its own and writes its own files */
+    msp_csv_job_t j = {t, out_dir, MSP_OK, ""};
+    pthread_t th;
+    int threaded = pthread_create(&th, NULL, msp_csv_main, &j) == 0;
+    rc = msp_report_tree_xlsx(t, out_dir);
+    char xdetail[1024] = "";
+    if (rc)
+        snprintf(xdetail, sizeof xdetail, "%s", msp_last_error());
+    if (threaded)
+        pthread_join(th, NULL);
+    else
+        msp_csv_main(&j);
+    if (rc)
+        return msp_fail(rc, "%s", xdetail);
+    if (j.rc)
+        return msp_fail(j.rc, "%s", j.detail);
+    return MSP_OK;
 }

@@ -16,6 +16,8 @@
 
 #include <errno.h>
 #include <math.h>
+#include <omp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -264,60 +266,11 @@ static void msp_details_row(msp_xlsx_t *x, lxw_worksheet *ws, const char *sheet,
     msp_put_str(x, ws, sheet, r, c++, text, f);
 }
 
-/* Where a record's first details row lands: sheet index and 1-based row. */
+/* Where a details row lands: sheet index and 1-based row. */
 static void msp_details_pos(size_t seq, size_t *sheet, size_t *row1)
 {
     *sheet = seq / msp_xlsx_data_rows;
     *row1 = seq % msp_xlsx_data_rows + 2; /* +1 header, +1 one-based */
-}
-
-static void msp_write_details(msp_xlsx_t *x, const msp_compare_result_t *res,
-                              const unsigned char *claimed)
-{
-    int stats = res->stats_mode != 0;
-    const char *const *cols = stats ? cmp_details_cols_stats : cmp_details_cols_tensor;
-    const double *widths = stats ? msp_details_width_stats : msp_details_width_tensor;
-    size_t ncols = stats ? CMP_DETAILS_NCOLS_STATS : CMP_DETAILS_NCOLS_TENSOR;
-    size_t nsheets = msp_sheet_count(res->n_tensors);
-
-    size_t seq = 0;                 /* details row, over all details sheets */
-    size_t rec_i = 0, t_i = 0;      /* walking records, then unclaimed tensors */
-    size_t unclaimed = 0;           /* next tensor to test for being unclaimed */
-    for (size_t s = 0; s < nsheets && x->err == LXW_NO_ERROR; s++) {
-        char name[32];
-        msp_sheet_name(name, sizeof name, "details", s);
-        size_t rows = msp_sheet_rows(res->n_tensors, s);
-        lxw_worksheet *ws = msp_add_sheet(x, name, cols, widths, ncols, rows);
-        if (!ws)
-            return;
-        const char *sheet = name;
-        for (size_t k = 0; k < rows && x->err == LXW_NO_ERROR; k++, seq++) {
-            const msp_tensor_cmp_t *t = NULL;
-            msp_row_ctx_t ctx = {NULL, 0, 0};
-            /* In record order first, each record's tensors in their order... */
-            while (rec_i < res->n_records && t_i >= res->records[rec_i].n_tensors) {
-                rec_i++;
-                t_i = 0;
-            }
-            if (rec_i < res->n_records) {
-                const msp_record_cmp_t *rec = &res->records[rec_i];
-                size_t ti = rec->first_tensor + t_i++;
-                t = &res->tensors[ti];
-                ctx.rec = rec;
-                ctx.first = t_i == 1;
-                ctx.bold = rec->is_root_cause &&
-                           (res->root_tensor >= 0 ? (long)ti == res->root_tensor : t_i == 1);
-            } else {
-                /* ...then any tensor no record claims, so no row is lost. */
-                while (unclaimed < res->n_tensors && claimed[unclaimed])
-                    unclaimed++;
-                if (unclaimed >= res->n_tensors)
-                    break; /* overlapping ranges: fewer rows than tensors */
-                t = &res->tensors[unclaimed++];
-            }
-            msp_details_row(x, ws, sheet, (lxw_row_t)(k + 1), stats, t, &ctx);
-        }
-    }
 }
 
 /* ---- summary --------------------------------------------------------- */
@@ -354,96 +307,310 @@ static void msp_put_replay(msp_xlsx_t *x, lxw_worksheet *ws, const char *sheet, 
     free(text);
 }
 
-static void msp_write_summary(msp_xlsx_t *x, const msp_compare_result_t *res, size_t *first_seq)
+/* ---- summary and details, a part at a time -------------------------------- */
+
+/* The summary's and the details' sheets, made up front in their order (a
+ * sheet's place is fixed when it is added), then filled a part at a time:
+ * in constant_memory mode each sheet is written top to bottom on its own. */
+typedef struct msp_sheets {
+    lxw_worksheet **sum, **det;
+    size_t n_sum, n_det;
+    size_t seq_rec, seq_ten;   /* summary / details data rows written */
+    size_t links;              /* summary rows given a link so far */
+} msp_sheets_t;
+
+static int msp_make_sheets(msp_xlsx_t *x, const cmp_source_t *src, msp_sheets_t *sh)
 {
-    /* each record's reason: the first suspect line that names it */
-    const char **reasons = calloc(res->n_records + 1, sizeof *reasons);
-    for (size_t k = res->n_suspects; reasons && k-- > 0;)
-        if (res->suspects[k].record >= 0 && (size_t)res->suspects[k].record < res->n_records)
-            reasons[res->suspects[k].record] = res->suspects[k].reason;
-    size_t nsheets = msp_sheet_count(res->n_records);
-    size_t i = 0;
-    for (size_t s = 0; s < nsheets && x->err == LXW_NO_ERROR; s++) {
+    int stats = src->head->stats_mode != 0;
+    sh->n_sum = msp_sheet_count(src->n_records);
+    sh->n_det = msp_sheet_count(src->n_tensors);
+    sh->sum = calloc(sh->n_sum, sizeof *sh->sum);
+    sh->det = calloc(sh->n_det, sizeof *sh->det);
+    if (!sh->sum || !sh->det) {
+        msp_xlsx_note(x, LXW_ERROR_MEMORY_MALLOC_FAILED, "summary", 0);
+        return -1;
+    }
+    for (size_t s = 0; s < sh->n_sum; s++) {
         char name[32];
         msp_sheet_name(name, sizeof name, "summary", s);
-        size_t rows = msp_sheet_rows(res->n_records, s);
-        lxw_worksheet *ws = msp_add_sheet(x, name, msp_summary_cols, msp_summary_width,
-                                          MSP_NCOLS(msp_summary_cols), rows);
-        if (!ws)
-            return;
-        const char *sheet = name;
-        for (size_t k = 0; k < rows && x->err == LXW_NO_ERROR; k++, i++) {
-            const msp_record_cmp_t *rec = &res->records[i];
-            lxw_row_t r = (lxw_row_t)(k + 1);
-            int bold = rec->is_root_cause != 0;
-            unsigned h = (unsigned)rec->highlight <= MSP_HL_RED ? (unsigned)rec->highlight : 0;
-            lxw_format *f = msp_fmt(x, rec->highlight, bold);
-            lxw_col_t c = 0;
-            msp_put_num(x, ws, sheet, r, c++, (double)rec->step, f);
-            msp_put_num(x, ws, sheet, r, c++, (double)rec->rank, f);
-            msp_put_str(x, ws, sheet, r, c++, rec->name, f);
-            msp_put_str(x, ws, sheet, r, c++, rec->bench_name ? rec->bench_name : "N/A", f);
-            msp_put_num(x, ws, sheet, r, c++, (double)rec->order, f);
-            msp_put_num(x, ws, sheet, r, c++, rec->worst_cosine, f);
-            msp_put_num(x, ws, sheet, r, c++, rec->worst_max_abs, f);
-            msp_put_str(x, ws, sheet, r, c++, cmp_verdict_text(rec->verdict), f);
-            msp_put_str(x, ws, sheet, r, c++, cmp_cause_text(rec->cause), f);
-            char mark[32] = "";
-            if (rec->is_root_cause)
-                snprintf(mark, sizeof mark, "ROOT CAUSE");
-            else if (rec->suspect_rank > 0)
-                snprintf(mark, sizeof mark, "suspect %d", rec->suspect_rank);
-            msp_put_str(x, ws, sheet, r, c++, mark, f);
-            /* msprobe 26's Result after the link column, then replay's */
-            msp_put_str(x, ws, sheet, r, c + 1, cmp_result_text(rec->result), f);
-            msp_put_replay(x, ws, sheet, r, c + 2, rec, reasons ? reasons[i] : NULL, f);
-            if (rec->n_tensors == 0) {
-                msp_put_str(x, ws, sheet, r, c++, "", f);
-                continue;
-            }
-            size_t dsheet, drow;
-            msp_details_pos(first_seq[i], &dsheet, &drow);
-            char target[32], text[64];
-            msp_sheet_name(target, sizeof target, "details", dsheet);
-            snprintf(text, sizeof text, "%s!A%zu", target, drow);
-            if (k < MSP_XLSX_MAX_URLS) {
-                char url[96];
-                snprintf(url, sizeof url, "internal:%s", text);
-                msp_xlsx_note(x, worksheet_write_url_opt(ws, r, c, url, x->link[h][bold], text,
-                                                         NULL),
-                              sheet, r);
-            } else {
-                /* Excel keeps at most 65530 hyperlinks per sheet; a formula has no cap. */
-                char formula[160];
-                snprintf(formula, sizeof formula, "=HYPERLINK(\"#%s\",\"%s\")", text, text);
-                msp_xlsx_note(x, worksheet_write_formula_str(ws, r, c, formula,
-                                                             x->link[h][bold], text),
-                              sheet, r);
-            }
-        }
+        if (!(sh->sum[s] = msp_add_sheet(x, name, msp_summary_cols, msp_summary_width,
+                                         MSP_NCOLS(msp_summary_cols),
+                                         msp_sheet_rows(src->n_records, s))))
+            return -1;
     }
-    free(reasons);
+    for (size_t s = 0; s < sh->n_det; s++) {
+        char name[32];
+        msp_sheet_name(name, sizeof name, "details", s);
+        if (!(sh->det[s] = msp_add_sheet(x, name,
+                                         stats ? cmp_details_cols_stats : cmp_details_cols_tensor,
+                                         stats ? msp_details_width_stats : msp_details_width_tensor,
+                                         stats ? CMP_DETAILS_NCOLS_STATS : CMP_DETAILS_NCOLS_TENSOR,
+                                         msp_sheet_rows(src->n_tensors, s))))
+            return -1;
+    }
+    return 0;
 }
 
-/* ---- entry point ----------------------------------------------------- */
-
-msp_err msp_report_write_xlsx(const msp_compare_result_t *res, const char *out_dir)
+static void msp_next_details_row(msp_xlsx_t *x, msp_sheets_t *sh, int stats,
+                                 const msp_tensor_cmp_t *t, const msp_row_ctx_t *ctx)
 {
-    if (!res || !out_dir)
-        return msp_fail(MSP_ERR_USAGE, "report: no result or no output directory");
-    msp_err rc = msp_mkdirs(out_dir);
-    if (rc != MSP_OK)
-        return rc;
-    rc = cmp_report_check_ranges(res);
-    if (rc != MSP_OK)
-        return rc;
+    size_t s, row1;
+    msp_details_pos(sh->seq_ten, &s, &row1);
+    if (s >= sh->n_det) {
+        msp_xlsx_note(x, LXW_ERROR_WORKSHEET_INDEX_OUT_OF_RANGE, "details", sh->seq_ten);
+        return;
+    }
+    char name[32];
+    msp_sheet_name(name, sizeof name, "details", s);
+    msp_details_row(x, sh->det[s], name, (lxw_row_t)(row1 - 1), stats, t, ctx);
+    sh->seq_ten++;
+}
 
+static void msp_summary_row(msp_xlsx_t *x, msp_sheets_t *sh, const msp_record_cmp_t *rec,
+                            const char *reason)
+{
+    size_t s = sh->seq_rec / msp_xlsx_data_rows;
+    if (s >= sh->n_sum) {
+        msp_xlsx_note(x, LXW_ERROR_WORKSHEET_INDEX_OUT_OF_RANGE, "summary", sh->seq_rec);
+        return;
+    }
+    lxw_worksheet *ws = sh->sum[s];
+    char sheet[32];
+    msp_sheet_name(sheet, sizeof sheet, "summary", s);
+    lxw_row_t r = (lxw_row_t)(sh->seq_rec % msp_xlsx_data_rows + 1);
+    int bold = rec->is_root_cause != 0;
+    unsigned h = (unsigned)rec->highlight <= MSP_HL_RED ? (unsigned)rec->highlight : 0;
+    lxw_format *f = msp_fmt(x, rec->highlight, bold);
+    lxw_col_t c = 0;
+    msp_put_num(x, ws, sheet, r, c++, (double)rec->step, f);
+    msp_put_num(x, ws, sheet, r, c++, (double)rec->rank, f);
+    msp_put_str(x, ws, sheet, r, c++, rec->name, f);
+    msp_put_str(x, ws, sheet, r, c++, rec->bench_name ? rec->bench_name : "N/A", f);
+    msp_put_num(x, ws, sheet, r, c++, (double)rec->order, f);
+    msp_put_num(x, ws, sheet, r, c++, rec->worst_cosine, f);
+    msp_put_num(x, ws, sheet, r, c++, rec->worst_max_abs, f);
+    msp_put_str(x, ws, sheet, r, c++, cmp_verdict_text(rec->verdict), f);
+    msp_put_str(x, ws, sheet, r, c++, cmp_cause_text(rec->cause), f);
+    char mark[32] = "";
+    if (rec->is_root_cause)
+        snprintf(mark, sizeof mark, "ROOT CAUSE");
+    else if (rec->suspect_rank > 0)
+        snprintf(mark, sizeof mark, "suspect %d", rec->suspect_rank);
+    msp_put_str(x, ws, sheet, r, c++, mark, f);
+    /* msprobe 26's Result after the link column, then replay's */
+    msp_put_str(x, ws, sheet, r, c + 1, cmp_result_text(rec->result), f);
+    msp_put_replay(x, ws, sheet, r, c + 2, rec, reason, f);
+    sh->seq_rec++;
+    if (rec->n_tensors == 0) {
+        msp_put_str(x, ws, sheet, r, c++, "", f);
+        return;
+    }
+    /* its rows start where the details stand now */
+    size_t dsheet, drow;
+    msp_details_pos(sh->seq_ten, &dsheet, &drow);
+    char target[32], text[64];
+    msp_sheet_name(target, sizeof target, "details", dsheet);
+    snprintf(text, sizeof text, "%s!A%zu", target, drow);
+    if (sh->links++ < MSP_XLSX_MAX_URLS) {
+        char url[96];
+        snprintf(url, sizeof url, "internal:%s", text);
+        msp_xlsx_note(x, worksheet_write_url_opt(ws, r, c, url, x->link[h][bold], text, NULL),
+                      sheet, r);
+    } else {
+        /* Excel keeps at most 65530 hyperlinks per sheet; a formula has no cap. */
+        char formula[160];
+        snprintf(formula, sizeof formula, "=HYPERLINK(\"#%s\",\"%s\")", text, text);
+        msp_xlsx_note(x, worksheet_write_formula_str(ws, r, c, formula, x->link[h][bold], text),
+                      sheet, r);
+    }
+}
+
+/* One part's rows: each record's summary row, then its details rows; the
+ * tensors no record claims last. */
+static msp_err msp_write_part(msp_xlsx_t *x, msp_sheets_t *sh, const cmp_source_t *src,
+                              const msp_compare_result_t *part, size_t rec_base, size_t ten_base)
+{
+    msp_err rc = cmp_report_check_ranges(part);
+    if (rc)
+        return rc;
+    int stats = src->head->stats_mode != 0;
+    unsigned char *claimed = calloc(part->n_tensors + 1, 1);
+    if (!claimed)
+        return msp_fail(MSP_ERR_NOMEM, "out of memory writing the report");
+    for (size_t i = 0; i < part->n_records && x->err == LXW_NO_ERROR; i++) {
+        const msp_record_cmp_t *rec = &part->records[i];
+        /* a new summary sheet starts its own count of hyperlinks */
+        if (sh->seq_rec % msp_xlsx_data_rows == 0)
+            sh->links = 0;
+        msp_summary_row(x, sh, rec, src->reason(src, rec_base + i));
+        for (size_t k = 0; k < rec->n_tensors && x->err == LXW_NO_ERROR; k++) {
+            size_t ti = rec->first_tensor + k;
+            claimed[ti] = 1;
+            msp_row_ctx_t ctx = {rec, 0, k == 0};
+            ctx.bold = rec->is_root_cause && (src->root_tensor >= 0
+                                                  ? (long)(ten_base + ti) == src->root_tensor
+                                                  : k == 0);
+            msp_next_details_row(x, sh, stats, &part->tensors[ti], &ctx);
+        }
+    }
+    for (size_t t = 0; t < part->n_tensors && x->err == LXW_NO_ERROR; t++) {
+        if (claimed[t])
+            continue;
+        msp_row_ctx_t ctx = {NULL, 0, 0};
+        msp_next_details_row(x, sh, stats, &part->tensors[t], &ctx);
+    }
+    free(claimed);
+    return MSP_OK;
+}
+
+static msp_err msp_write_rows(msp_xlsx_t *x, const cmp_source_t *src)
+{
+    msp_sheets_t sh = {0};
+    msp_err rc = MSP_OK;
+    if (msp_make_sheets(x, src, &sh) == 0) {
+        for (size_t i = 0; i < src->n_parts && !rc && x->err == LXW_NO_ERROR; i++) {
+            msp_compare_result_t *part = NULL;
+            size_t rb = 0, tb = 0;
+            if ((rc = src->load(src, i, &part, &rb, &tb)))
+                break;
+            rc = msp_write_part(x, &sh, src, part, rb, tb);
+            src->unload(src, part);
+        }
+    }
+    free(sh.sum);
+    free(sh.det);
+    return rc;
+}
+
+/* ---- the ranks sheet and the suspects sheet ------------------------------------- */
+
+static const char *const msp_ranks_cols[] = {
+    "Rank", "Pairs", "Records", "Tensors", "Failing Records", "Worst Output Cosine",
+    "Error Origin", "From Rank", "Step", "Record", "First Suspect", "Details",
+};
+static const double msp_ranks_width[] = {7, 7, 10, 10, 10, 14, 14, 9, 7, 48, 12, 24};
+
+static const char *msp_origin_text(int origin)
+{
+    return origin == MSP_ORIGIN_INTRODUCED ? "introduced"
+           : origin == MSP_ORIGIN_INHERITED ? "inherited" : "none";
+}
+
+/* One row per rank: its counts and where its error began (msprobe-compare(1),
+ * RANKS). link(rank, buf) gives the Details cell's target, or "" for none. */
+static void msp_write_ranks(msp_xlsx_t *x, const msp_compare_result_t *head,
+                            void (*link)(const void *ud, int64_t rank, char *buf, size_t n),
+                            const void *ud)
+{
+    lxw_worksheet *ws = msp_add_sheet(x, "ranks", msp_ranks_cols, msp_ranks_width,
+                                      MSP_NCOLS(msp_ranks_cols), head->n_ranks);
+    for (size_t i = 0; ws && i < head->n_ranks && x->err == LXW_NO_ERROR; i++) {
+        const msp_rank_summary_t *k = &head->ranks[i];
+        lxw_row_t r = (lxw_row_t)(i + 1);
+        int first = head->first_rank == (long)i;
+        lxw_format *f = msp_fmt(x, k->origin == MSP_ORIGIN_INTRODUCED ? MSP_HL_RED
+                                   : k->origin == MSP_ORIGIN_INHERITED ? MSP_HL_YELLOW
+                                                                      : MSP_HL_NONE, first);
+        lxw_col_t c = 0;
+        msp_put_num(x, ws, "ranks", r, c++, (double)k->rank, f);
+        msp_put_num(x, ws, "ranks", r, c++, (double)k->pairs, f);
+        msp_put_num(x, ws, "ranks", r, c++, (double)k->records, f);
+        msp_put_num(x, ws, "ranks", r, c++, (double)k->tensors, f);
+        msp_put_num(x, ws, "ranks", r, c++, (double)k->failing, f);
+        msp_put_num(x, ws, "ranks", r, c++, k->worst_cosine, f);
+        char origin[48];
+        snprintf(origin, sizeof origin, "%s%s", msp_origin_text(k->origin),
+                 first ? " (first)" : "");
+        msp_put_str(x, ws, "ranks", r, c++, origin, f);
+        if (k->origin == MSP_ORIGIN_INHERITED)
+            msp_put_num(x, ws, "ranks", r, c++, (double)k->from_rank, f);
+        else
+            msp_put_str(x, ws, "ranks", r, c++, "", f);
+        if (k->at_step >= 0)
+            msp_put_num(x, ws, "ranks", r, c++, (double)k->at_step, f);
+        else
+            msp_put_str(x, ws, "ranks", r, c++, "", f);
+        msp_put_str(x, ws, "ranks", r, c++, k->at ? k->at : "", f);
+        if (k->first_suspect >= 0)
+            msp_put_num(x, ws, "ranks", r, c++, (double)k->first_suspect + 1, f);
+        else
+            msp_put_str(x, ws, "ranks", r, c++, "", f);
+        char target[96] = "";
+        link(ud, k->rank, target, sizeof target);
+        if (target[0]) {
+            char url[128];
+            snprintf(url, sizeof url, "%s%s", strchr(target, '!') ? "internal:" : "", target);
+            msp_xlsx_note(x, worksheet_write_url_opt(ws, r, c, url, x->link[0][first], target,
+                                                     NULL), "ranks", r);
+        } else {
+            msp_put_str(x, ws, "ranks", r, c, "", f);
+        }
+    }
+}
+
+static const char *const msp_suspects_cols[] = {
+    "#", "Step", "Rank", "Name", "Tensor", "Input Err", "Output Err", "Amplification",
+    "Order", "From Rank", "Reason",
+};
+static const double msp_suspects_width[] = {6, 7, 7, 48, 20, 12, 12, 14, 8, 9, 80};
+
+/* The ranked suspects, for a tree whose summaries live in one workbook per rank. */
+static void msp_write_suspects(msp_xlsx_t *x, const msp_compare_result_t *head)
+{
+    lxw_worksheet *ws = msp_add_sheet(x, "suspects", msp_suspects_cols, msp_suspects_width,
+                                      MSP_NCOLS(msp_suspects_cols), head->n_suspects);
+    for (size_t i = 0; ws && i < head->n_suspects && x->err == LXW_NO_ERROR; i++) {
+        const msp_suspect_t *s = &head->suspects[i];
+        const msp_record_cmp_t *rec = &head->records[s->record];
+        const msp_tensor_cmp_t *t = s->tensor >= 0 ? &head->tensors[s->tensor] : NULL;
+        const char *tn = t ? (t->npu_name ? t->npu_name : t->bench_name) : NULL;
+        size_t rl = strlen(rec->name);
+        const char *role = tn && !strncmp(tn, rec->name, rl) && tn[rl] == '.' ? tn + rl + 1 : "";
+        lxw_row_t r = (lxw_row_t)(i + 1);
+        lxw_format *f = msp_fmt(x, MSP_HL_NONE, i == 0);
+        lxw_col_t c = 0;
+        msp_put_num(x, ws, "suspects", r, c++, (double)i + 1, f);
+        msp_put_num(x, ws, "suspects", r, c++, (double)rec->step, f);
+        msp_put_num(x, ws, "suspects", r, c++, (double)rec->rank, f);
+        char *name = msp_asprintf("%s%s", s->is_gap ? "before " : "", rec->name);
+        msp_put_str(x, ws, "suspects", r, c++, name ? name : rec->name, f);
+        free(name);
+        msp_put_str(x, ws, "suspects", r, c++, role, f);
+        msp_put_num(x, ws, "suspects", r, c++, s->in_err, f);
+        msp_put_num(x, ws, "suspects", r, c++, s->out_err, f);
+        msp_put_num(x, ws, "suspects", r, c++, s->amplification, f);
+        msp_put_num(x, ws, "suspects", r, c++, (double)rec->order, f);
+        int64_t from = head->suspect_from ? head->suspect_from[i] : -1;
+        if (from >= 0)
+            msp_put_num(x, ws, "suspects", r, c++, (double)from, f);
+        else
+            msp_put_str(x, ws, "suspects", r, c++, "", f);
+        msp_put_str(x, ws, "suspects", r, c++, s->reason, f);
+    }
+}
+
+/* ---- workbooks ------------------------------------------------------------ */
+
+/* What goes into one workbook. */
+typedef struct msp_book {
+    const cmp_source_t *rows;  /* summary and details; NULL: none */
+    int ranks_sheet;           /* the ranks sheet first */
+    int suspects_sheet;        /* the suspects sheet after it */
+    const msp_compare_result_t *head;
+    const msp_compare_result_t *chart; /* the first step's records for the error-flow
+                                          chart sheet, or NULL: no chart */
+    void (*link)(const void *ud, int64_t rank, char *buf, size_t n);
+    const void *link_ud;
+    size_t zip64_rows;         /* details rows the workbook holds */
+} msp_book_t;
+
+static msp_err msp_write_book(const char *out_dir, const char *file, const msp_book_t *b)
+{
     msp_xlsx_t x = {0};
-    char *path = msp_asprintf("%s/result.xlsx", out_dir);
+    msp_err rc = MSP_OK;
+    char *path = msp_asprintf("%s/%s", out_dir, file);
     char *tmp = path ? msp_atomic_tmp_name(path) : NULL;
     char *tmpdir = strdup(out_dir);
-    size_t *first_seq = NULL;
-    unsigned char *claimed = NULL;
     int tmp_written = 0;
     if (!path || !tmp || !tmpdir) {
         rc = msp_fail(MSP_ERR_NOMEM, "out of memory writing the report in %s", out_dir);
@@ -455,28 +622,12 @@ msp_err msp_report_write_xlsx(const msp_compare_result_t *res, const char *out_d
         rc = msp_fail(MSP_ERR_IO, "cannot write %s: %s", path, strerror(errno));
         goto cleanup;
     }
-
-    /* Each record's first details row, in the order the details are written. */
-    first_seq = calloc(res->n_records ? res->n_records : 1, sizeof *first_seq);
-    claimed = calloc(res->n_tensors ? res->n_tensors : 1, 1);
-    if (!first_seq || !claimed) {
-        rc = msp_fail(MSP_ERR_NOMEM, "out of memory writing %s", path);
-        goto cleanup;
-    }
-    size_t seq = 0;
-    for (size_t i = 0; i < res->n_records; i++) {
-        first_seq[i] = seq;
-        seq += res->records[i].n_tensors;
-        for (size_t k = 0; k < res->records[i].n_tensors; k++)
-            claimed[res->records[i].first_tensor + k] = 1;
-    }
-
     lxw_workbook_options opts = {
         .constant_memory = LXW_TRUE,
         .tmpdir = tmpdir,
         /* About 1 KiB of XML per details row: past a million rows the parts
          * may pass 4 GiB, which needs ZIP64 (older Excel warns about it). */
-        .use_zip64 = res->n_tensors > 1000000 ? LXW_TRUE : LXW_FALSE,
+        .use_zip64 = b->zip64_rows > 1000000 ? LXW_TRUE : LXW_FALSE,
     };
     x.wb = workbook_new_opt(tmp, &opts);
     if (!x.wb) {
@@ -484,14 +635,19 @@ msp_err msp_report_write_xlsx(const msp_compare_result_t *res, const char *out_d
         goto cleanup;
     }
     msp_xlsx_formats(&x);
-    msp_write_summary(&x, res, first_seq);
-    if (x.err == LXW_NO_ERROR)
-        msp_write_details(&x, res, claimed);
-    if (x.err == LXW_NO_ERROR)
-        msp_xlsx_note(&x, (lxw_error)cmp_xlsx_error_flow(x.wb, res), "error_flow", 0);
-    if (x.err != LXW_NO_ERROR) {
-        rc = msp_fail(MSP_ERR_XLSX, "cannot write %s: sheet %s row %zu: %s", path, x.err_sheet,
-                      x.err_row + 1, lxw_strerror(x.err));
+    if (b->ranks_sheet)
+        msp_write_ranks(&x, b->head, b->link, b->link_ud);
+    if (b->suspects_sheet && x.err == LXW_NO_ERROR)
+        msp_write_suspects(&x, b->head);
+    if (b->rows && x.err == LXW_NO_ERROR)
+        rc = msp_write_rows(&x, b->rows);
+    /* the error-flow chart of the first step compared (cmp_report_xlsx_chart.c) */
+    if (!rc && b->chart && x.err == LXW_NO_ERROR)
+        msp_xlsx_note(&x, (lxw_error)cmp_xlsx_error_flow(x.wb, b->chart), "error_flow", 0);
+    if (rc || x.err != LXW_NO_ERROR) {
+        if (!rc)
+            rc = msp_fail(MSP_ERR_XLSX, "cannot write %s: sheet %s row %zu: %s", path,
+                          x.err_sheet, x.err_row + 1, lxw_strerror(x.err));
         lxw_workbook_free(x.wb);
         x.wb = NULL;
         goto cleanup;
@@ -505,14 +661,262 @@ msp_err msp_report_write_xlsx(const msp_compare_result_t *res, const char *out_d
     }
     tmp_written = 0;
     rc = msp_atomic_commit(tmp, path);
-
 cleanup:
     if (tmp_written)
         msp_atomic_discard(tmp);
-    free(first_seq);
-    free(claimed);
     free(tmpdir);
     free(tmp);
     free(path);
+    return rc;
+}
+
+/* ---- a whole result --------------------------------------------------------- */
+
+typedef struct msp_whole {
+    const msp_compare_result_t *res;
+    const char **reasons; /* per record: the first suspect line that names it */
+} msp_whole_t;
+
+static msp_err msp_whole_load(const cmp_source_t *src, size_t i, msp_compare_result_t **part,
+                              size_t *rec_base, size_t *ten_base)
+{
+    (void)i;
+    const msp_whole_t *w = src->ud;
+    *part = (msp_compare_result_t *)w->res;
+    *rec_base = *ten_base = 0;
+    return MSP_OK;
+}
+
+static void msp_whole_unload(const cmp_source_t *src, msp_compare_result_t *part)
+{
+    (void)src;
+    (void)part;
+}
+
+static const char *msp_whole_reason(const cmp_source_t *src, size_t record)
+{
+    const msp_whole_t *w = src->ud;
+    return w->reasons && record < w->res->n_records ? w->reasons[record] : NULL;
+}
+
+/* The ranks sheet's Details of a whole result: the rank's first summary row. */
+static void msp_whole_link(const void *ud, int64_t rank, char *buf, size_t n)
+{
+    const msp_compare_result_t *res = ud;
+    for (size_t i = 0; i < res->n_records; i++)
+        if (res->records[i].rank == rank) {
+            char name[32];
+            msp_sheet_name(name, sizeof name, "summary", i / msp_xlsx_data_rows);
+            snprintf(buf, n, "%s!A%zu", name, i % msp_xlsx_data_rows + 2);
+            return;
+        }
+    buf[0] = '\0';
+}
+
+msp_err msp_report_write_xlsx(const msp_compare_result_t *res, const char *out_dir)
+{
+    if (!res || !out_dir)
+        return msp_fail(MSP_ERR_USAGE, "report: no result or no output directory");
+    msp_err rc = msp_mkdirs(out_dir);
+    if (rc != MSP_OK)
+        return rc;
+    if ((rc = cmp_report_check_ranges(res)) != MSP_OK)
+        return rc;
+    msp_whole_t w = {res, calloc(res->n_records + 1, sizeof(const char *))};
+    if (!w.reasons)
+        return msp_fail(MSP_ERR_NOMEM, "out of memory writing the report in %s", out_dir);
+    for (size_t k = res->n_suspects; k-- > 0;)
+        if (res->suspects[k].record >= 0 && (size_t)res->suspects[k].record < res->n_records)
+            w.reasons[res->suspects[k].record] = res->suspects[k].reason;
+    cmp_source_t src = {res, res->n_records, res->n_tensors, 1, msp_whole_load,
+                        msp_whole_unload, msp_whole_reason, res->root_tensor, &w};
+    msp_book_t b = {&src, res->n_ranks > 1, 0, res, res, msp_whole_link, res, res->n_tensors};
+    rc = msp_write_book(out_dir, "result.xlsx", &b);
+    free(w.reasons);
+    return rc;
+}
+
+/* ---- a streamed tree ----------------------------------------------------------- */
+
+typedef struct msp_treesrc {
+    const msp_compare_tree_t *t;
+    const size_t *parts;  /* the parts written, NULL: all */
+    size_t n;
+} msp_treesrc_t;
+
+static msp_err msp_tree_load(const cmp_source_t *src, size_t i, msp_compare_result_t **part,
+                             size_t *rec_base, size_t *ten_base)
+{
+    const msp_treesrc_t *ts = src->ud;
+    size_t p = ts->parts ? ts->parts[i] : i;
+    cmp_tree_part_info(ts->t, p, rec_base, ten_base, NULL, NULL);
+    return cmp_tree_load(ts->t, p, part);
+}
+
+static void msp_tree_unload(const cmp_source_t *src, msp_compare_result_t *part)
+{
+    (void)src;
+    msp_compare_result_free(part);
+}
+
+static const char *msp_tree_reason(const cmp_source_t *src, size_t record)
+{
+    const msp_treesrc_t *ts = src->ud;
+    return cmp_tree_reason(ts->t, record);
+}
+
+/* Records and rows of the parts of one rank (rank < 0: all). */
+static void msp_tree_count(const msp_compare_tree_t *t, int64_t rank, size_t *recs, size_t *tens,
+                           size_t *parts)
+{
+    size_t n = cmp_tree_parts(t), total_r, total_t;
+    msp_compare_tree_totals(t, &total_r, &total_t, NULL);
+    *recs = *tens = *parts = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t rb, tb, rb2 = total_r, tb2 = total_t;
+        int64_t r;
+        cmp_tree_part_info(t, i, &rb, &tb, NULL, &r);
+        if (i + 1 < n)
+            cmp_tree_part_info(t, i + 1, &rb2, &tb2, NULL, NULL);
+        if (rank >= 0 && r != rank)
+            continue;
+        *recs += rb2 - rb;
+        *tens += tb2 - tb;
+        (*parts)++;
+    }
+}
+
+static void msp_book_link(const void *ud, int64_t rank, char *buf, size_t n)
+{
+    (void)ud;
+    snprintf(buf, n, "result_rank%lld.xlsx", (long long)rank);
+}
+
+static void msp_tree_first_row_link(const void *ud, int64_t rank, char *buf, size_t n)
+{
+    const msp_compare_tree_t *t = ud;
+    size_t np = cmp_tree_parts(t);
+    for (size_t i = 0; i < np; i++) {
+        size_t rb;
+        int64_t r;
+        cmp_tree_part_info(t, i, &rb, NULL, NULL, &r);
+        if (r != rank)
+            continue;
+        char name[32];
+        msp_sheet_name(name, sizeof name, "summary", rb / msp_xlsx_data_rows);
+        snprintf(buf, n, "%s!A%zu", name, rb % msp_xlsx_data_rows + 2);
+        return;
+    }
+    buf[0] = '\0';
+}
+
+/* One rank's workbook, result_rank{R}.xlsx. */
+static msp_err msp_rank_book(const msp_compare_tree_t *t, const char *out_dir, int64_t rank)
+{
+    size_t np = cmp_tree_parts(t), n = 0, rr, rt, rp;
+    size_t *parts = calloc(np + 1, sizeof *parts);
+    if (!parts)
+        return msp_fail(MSP_ERR_NOMEM, "out of memory writing the report in %s", out_dir);
+    for (size_t i = 0; i < np; i++) {
+        int64_t r;
+        cmp_tree_part_info(t, i, NULL, NULL, NULL, &r);
+        if (r == rank)
+            parts[n++] = i;
+    }
+    msp_tree_count(t, rank, &rr, &rt, &rp);
+    msp_treesrc_t rs = {t, parts, n};
+    cmp_source_t one = {msp_compare_tree_head(t), rr, rt, n, msp_tree_load, msp_tree_unload,
+                        msp_tree_reason, cmp_tree_root_tensor(t), &rs};
+    char file[64];
+    snprintf(file, sizeof file, "result_rank%lld.xlsx", (long long)rank);
+    msp_book_t b = {&one, 0, 0, msp_compare_tree_head(t), NULL, NULL, NULL, rt};
+    msp_err rc = msp_write_book(out_dir, file, &b);
+    free(parts);
+    return rc;
+}
+
+/* Threads taking the next rank until none is left; the error of the lowest
+ * rank that failed is the one reported. */
+typedef struct msp_rank_books {
+    const msp_compare_tree_t *t;
+    const char *out_dir;
+    size_t next;
+    pthread_mutex_t mu;
+    msp_err rc;
+    size_t failed_at;
+    char detail[1024];
+} msp_rank_books_t;
+
+static void *msp_rank_books_main(void *arg)
+{
+    msp_rank_books_t *rb = arg;
+    const msp_compare_result_t *head = msp_compare_tree_head(rb->t);
+    for (;;) {
+        pthread_mutex_lock(&rb->mu);
+        size_t k = rb->next++;
+        int stop = rb->rc != MSP_OK;
+        pthread_mutex_unlock(&rb->mu);
+        if (stop || k >= head->n_ranks)
+            return NULL;
+        msp_err rc = msp_rank_book(rb->t, rb->out_dir, head->ranks[k].rank);
+        if (rc) {
+            pthread_mutex_lock(&rb->mu);
+            if (k < rb->failed_at) {
+                rb->failed_at = k;
+                rb->rc = rc;
+                snprintf(rb->detail, sizeof rb->detail, "%s", msp_last_error());
+            }
+            pthread_mutex_unlock(&rb->mu);
+        }
+    }
+}
+
+msp_err msp_report_tree_xlsx(const msp_compare_tree_t *t, const char *out_dir)
+{
+    const msp_compare_result_t *head = msp_compare_tree_head(t);
+    if (!head || !out_dir)
+        return msp_fail(MSP_ERR_USAGE, "report: no result or no output directory");
+    msp_err rc = msp_mkdirs(out_dir);
+    if (rc != MSP_OK)
+        return rc;
+    size_t nrec, nten, nparts;
+    msp_tree_count(t, -1, &nrec, &nten, &nparts);
+    msp_treesrc_t ts = {t, NULL, nparts};
+    cmp_source_t all = {head, nrec, nten, nparts, msp_tree_load, msp_tree_unload,
+                        msp_tree_reason, cmp_tree_root_tensor(t), &ts};
+    /* One workbook while the details fit one sheet; past that one per rank,
+     * as msprobe writes them, each fitting as far as a rank can. */
+    /* the first pair (the first step compared) draws the error-flow chart */
+    msp_compare_result_t *first = NULL;
+    if (cmp_tree_parts(t) && cmp_tree_load(t, 0, &first) != MSP_OK) {
+        msp_clear_error(); /* a report without the chart */
+        first = NULL;
+    }
+    if (nten <= msp_xlsx_data_rows || head->n_ranks <= 1) {
+        msp_book_t b = {&all, head->n_ranks > 1, 0, head, first, msp_tree_first_row_link, t, nten};
+        rc = msp_write_book(out_dir, "result.xlsx", &b);
+        msp_compare_result_free(first);
+        return rc;
+    }
+    /* the ranks' workbooks are independent: written by a few threads at once */
+    msp_rank_books_t rb = {t, out_dir, 0, PTHREAD_MUTEX_INITIALIZER, MSP_OK, SIZE_MAX, ""};
+    int nth = omp_get_max_threads();
+    nth = nth < 1 ? 1 : nth > 8 ? 8 : nth;
+    if ((size_t)nth > head->n_ranks)
+        nth = (int)head->n_ranks;
+    pthread_t th[8];
+    int started = 0;
+    for (int i = 1; i < nth; i++)
+        started += pthread_create(&th[started], NULL, msp_rank_books_main, &rb) == 0;
+    msp_rank_books_main(&rb);
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    if (rb.rc) {
+        msp_compare_result_free(first);
+        return msp_fail(rb.rc, "%s", rb.detail);
+    }
+    msp_book_t top = {NULL, 1, 1, head, first, msp_book_link, NULL, 0};
+    rc = msp_write_book(out_dir, "result.xlsx", &top);
+    msp_compare_result_free(first);
     return rc;
 }

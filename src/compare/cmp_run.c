@@ -64,7 +64,11 @@ void msp_compare_result_free(msp_compare_result_t *r)
         free(r->records[i].arg_diff);
         free(r->records[i].replay_note);
         free(r->records[i].parent);
+        free(r->records[i].comm_group);
     }
+    for (size_t i = 0; i < r->n_ranks; i++)
+        free(r->ranks[i].at);
+    free(r->ranks);
     free(r->replay_unavailable);
     for (size_t i = 0; i < r->n_tensors; i++) {
         free(r->tensors[i].npu_name);
@@ -77,6 +81,7 @@ void msp_compare_result_free(msp_compare_result_t *r)
     for (size_t i = 0; i < r->n_suspects; i++)
         free(r->suspects[i].reason);
     free(r->suspects);
+    free(r->suspect_from);
     for (size_t i = 0; i < r->n_unpaired; i++)
         free(r->unpaired[i]);
     free(r->unpaired);
@@ -107,6 +112,7 @@ static msp_err cmp_new_record(cmp_build_t *bld, size_t *idx)
     memset(&nv[*idx], 0, sizeof nv[*idx]);
     nv[*idx].order_begin = -1;
     nv[*idx].replay_err = nv[*idx].replay_ref = NAN;
+    nv[*idx].comm_peer = -1;
     return MSP_OK;
 }
 
@@ -1134,6 +1140,17 @@ static msp_err cmp_record_attrs(cmp_ctx_t *cx, msp_record_cmp_t *rec,
             ac = comma ? comma + 1 : NULL;
         }
     }
+    /* where a Distributed call ran (the cross-rank pass, cmp_ranks.c) */
+    const char *grp = crec ? cmp_attr_get(ck, cv, cn, "group") : cmp_attr_get(bk, bv, bn, "group");
+    if (grp && !strncmp(rec->name, "Distributed.", 12) && !(rec->comm_group = strdup(grp)))
+        rc = MSP_ERR_NOMEM;
+    const char *peer = crec ? cmp_attr_get(ck, cv, cn, "peer") : cmp_attr_get(bk, bv, bn, "peer");
+    if (peer && !strncmp(rec->name, "Distributed.", 12)) {
+        char *end;
+        long long v = strtoll(peer, &end, 10);
+        if (end != peer && !*end && v >= 0)
+            rec->comm_peer = v;
+    }
     const char *ob = crec ? cmp_attr_get(ck, cv, cn, "order_begin")
                           : cmp_attr_get(bk, bv, bn, "order_begin");
     if (ob) {
@@ -1521,15 +1538,130 @@ static void cmp_mapping_warn_unused(const msp_compare_opts_t *o, const cmp_mappi
     }
 }
 
+/* ---- one pair at a time (msp_compare_run, and cmp_stream.c's parts) ---------- */
+
+/* Pairs opened ahead of the one compared: one, or two where there are cores
+ * for it (each pair's two files are parsed by two reader helpers at once,
+ * and fmt_contain.c runs four helpers at most). */
+#define CMP_AHEAD_MAX 2
+#define CMP_SLOTS (CMP_AHEAD_MAX + 1)
+
+struct cmp_engine {
+    cmp_ctx_t cx;
+    cmp_mapping_t map;
+    cmp_prefetch_t pf[CMP_SLOTS];
+    const cmp_file_pair_t *pf_fp[CMP_SLOTS]; /* the pair each prefetch slot is opening */
+    cmp_build_t bld;
+    const void *last_rec, *last_ten;  /* bld.res's arrays when last seen */
+};
+
+msp_err cmp_engine_open(const msp_compare_opts_t *opts, cmp_engine_t **out)
+{
+    *out = NULL;
+    cmp_engine_t *e = calloc(1, sizeof *e);
+    if (!e)
+        return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
+    msp_err rc = MSP_OK;
+    if ((opts->mapping_path && (rc = cmp_mapping_load(opts->mapping_path, &e->map))) ||
+        (opts->cell_mapping_path && (rc = cmp_mapping_load_cell(opts->cell_mapping_path, &e->map)))) {
+        cmp_mapping_free(&e->map);
+        free(e);
+        return rc;
+    }
+    cmp_ctx_t *cx = &e->cx;
+    cx->o = opts;
+    cx->map = e->map.n ? &e->map : NULL;
+    cx->chunk = opts->chunk_bytes ? opts->chunk_bytes : CMP_DEFAULT_CHUNK;
+    if (cx->chunk < 64 * 1024)
+        cx->chunk = 64 * 1024;
+    cx->chunk = (cx->chunk + 63) & ~(size_t)63;
+    cx->nthreads = opts->threads > 0 ? opts->threads : omp_get_max_threads();
+    if (cx->nthreads < 1)
+        cx->nthreads = 1;
+    cx->bufs = aligned_alloc(64, (size_t)cx->nthreads * 2 * cx->chunk);
+    cx->items = calloc(CMP_WINDOW_UNITS, sizeof *cx->items);
+    if (!cx->bufs || !cx->items) {
+        cmp_engine_close(e);
+        return msp_fail(MSP_ERR_NOMEM, "compare: out of memory for read buffers");
+    }
+    *out = e;
+    return MSP_OK;
+}
+
+size_t cmp_engine_ahead(const cmp_engine_t *e)
+{
+    return e->cx.nthreads >= 4 ? CMP_AHEAD_MAX : 1;
+}
+
+static int cmp_engine_slot(cmp_engine_t *e, const cmp_file_pair_t *fp)
+{
+    for (int s = 0; s < CMP_SLOTS; s++)
+        if (e->pf[s].active && e->pf_fp[s] == fp)
+            return s;
+    for (int s = 0; s < CMP_SLOTS; s++)
+        if (!e->pf[s].active) {
+            cmp_prefetch_start(&e->pf[s], fp);
+            e->pf_fp[s] = fp;
+            return s;
+        }
+    return -1; /* both busy with other pairs: not how the callers use it */
+}
+
+msp_err cmp_engine_pair(cmp_engine_t *e, msp_compare_result_t *res, const cmp_file_pair_t *fp,
+                        const cmp_file_pair_t *const *ahead, size_t n_ahead, int *compared)
+{
+    *compared = 0;
+    int s = cmp_engine_slot(e, fp);
+    if (s < 0)
+        return msp_fail(MSP_ERR_INTERNAL, "compare: no free slot to open %s", fp->cmp);
+    /* opened while this pair is compared */
+    for (size_t k = 0; k < n_ahead && k < cmp_engine_ahead(e); k++)
+        if (ahead[k] && ahead[k] != fp)
+            (void)cmp_engine_slot(e, ahead[k]);
+    if (e->bld.res != res || e->last_rec != res->records || e->last_ten != res->tensors) {
+        /* another result (a new one may sit where a freed one was): its
+         * arrays grow from what they hold */
+        e->bld.res = res;
+        e->bld.cap_rec = res->n_records;
+        e->bld.cap_ten = res->n_tensors;
+    }
+    size_t before = e->cx.pairs_done;
+    msp_err rc = cmp_file_pair(&e->cx, &e->bld, fp, &e->pf[s], e->map.n ? &e->map : NULL);
+    e->last_rec = res->records;
+    e->last_ten = res->tensors;
+    e->pf_fp[s] = NULL;
+    *compared = e->cx.pairs_done > before;
+    return rc;
+}
+
+int cmp_engine_md5(const cmp_engine_t *e)
+{
+    return e && e->cx.md5;
+}
+
+void cmp_engine_close(cmp_engine_t *e)
+{
+    if (!e)
+        return;
+    for (int s = 0; s < CMP_SLOTS; s++)
+        cmp_prefetch_drop(&e->pf[s]);
+    if (e->cx.pairs_done)
+        cmp_mapping_warn_unused(e->cx.o, &e->map);
+    cmp_mapping_free(&e->map);
+    free(e->cx.bufs);
+    free(e->cx.items);
+    free(e->cx.jobs);
+    free(e);
+}
+
 msp_err msp_compare_run(const char *bench, const char *cmp, const msp_compare_opts_t *opts,
                         msp_compare_result_t **out)
 {
     msp_compare_opts_t defaults;
     cmp_file_pair_t *fps = NULL;
-    size_t nfp = 0;
-    cmp_mapping_t map = {0};
-    cmp_ctx_t cx = {0};
-    cmp_build_t bld = {0};
+    size_t nfp = 0, done = 0;
+    cmp_engine_t *eng = NULL;
+    msp_compare_result_t *res = NULL;
     msp_err rc = MSP_OK;
     if (!out)
         return msp_fail(MSP_ERR_USAGE, "msp_compare_run: out is NULL");
@@ -1540,52 +1672,34 @@ msp_err msp_compare_run(const char *bench, const char *cmp, const msp_compare_op
         msp_compare_opts_default(&defaults);
         opts = &defaults;
     }
-    bld.res = calloc(1, sizeof *bld.res);
-    if (!bld.res)
+    res = calloc(1, sizeof *res);
+    if (!res)
         return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
-    bld.res->root_record = -1;
-    bld.res->root_tensor = -1;
-    if ((rc = cmp_resolve_inputs(bench, cmp, &fps, &nfp, bld.res)))
+    res->root_record = -1;
+    res->root_tensor = -1;
+    res->first_rank = -1;
+    if ((rc = cmp_resolve_inputs(bench, cmp, &fps, &nfp, res)) ||
+        (rc = cmp_engine_open(opts, &eng)))
         goto cleanup;
-    if (opts->mapping_path && (rc = cmp_mapping_load(opts->mapping_path, &map)))
-        goto cleanup;
-    if (opts->cell_mapping_path && (rc = cmp_mapping_load_cell(opts->cell_mapping_path, &map)))
-        goto cleanup;
-    cx.o = opts;
-    cx.map = map.n ? &map : NULL;
-    cx.chunk = opts->chunk_bytes ? opts->chunk_bytes : CMP_DEFAULT_CHUNK;
-    if (cx.chunk < 64 * 1024)
-        cx.chunk = 64 * 1024;
-    cx.chunk = (cx.chunk + 63) & ~(size_t)63;
-    cx.nthreads = opts->threads > 0 ? opts->threads : omp_get_max_threads();
-    if (cx.nthreads < 1)
-        cx.nthreads = 1;
-    cx.bufs = aligned_alloc(64, (size_t)cx.nthreads * 2 * cx.chunk);
-    cx.items = calloc(CMP_WINDOW_UNITS, sizeof *cx.items);
-    if (!cx.bufs || !cx.items) {
-        rc = msp_fail(MSP_ERR_NOMEM, "compare: out of memory for read buffers");
-        goto cleanup;
-    }
-    cmp_prefetch_t pf[2] = {0};
-    if (nfp)
-        cmp_prefetch_start(&pf[0], &fps[0]);
     for (size_t i = 0; i < nfp && !rc; i++) {
-        if (i + 1 < nfp)
-            cmp_prefetch_start(&pf[(i + 1) % 2], &fps[i + 1]);
-        rc = cmp_file_pair(&cx, &bld, &fps[i], &pf[i % 2], map.n ? &map : NULL);
+        int compared = 0;
+        const cmp_file_pair_t *ahead[CMP_AHEAD_MAX] = {NULL};
+        for (size_t k = 0; k < CMP_AHEAD_MAX && i + 1 + k < nfp; k++)
+            ahead[k] = &fps[i + 1 + k];
+        rc = cmp_engine_pair(eng, res, &fps[i], ahead, CMP_AHEAD_MAX, &compared);
+        done += (size_t)compared;
     }
-    cmp_prefetch_drop(&pf[0]);
-    cmp_prefetch_drop(&pf[1]);
-    cmp_mapping_warn_unused(opts, &map);
-    if (!rc && !cx.pairs_done)
+    int md5 = cmp_engine_md5(eng);
+    cmp_engine_close(eng);
+    eng = NULL;
+    if (!rc && !done)
         rc = msp_fail(MSP_ERR_MISMATCH,
                       "bench %s and compare %s share no readable step/rank: nothing to compare",
                       bench, cmp);
     if (rc)
         goto cleanup;
-    msp_compare_result_t *res = bld.res;
-    res->n_pairs = cx.pairs_done;
-    if ((rc = cmp_apply_results(res, cx.md5)))
+    res->n_pairs = done;
+    if ((rc = cmp_apply_results(res, md5)))
         goto cleanup;
     for (size_t r = 0; r < res->n_records; r++) {
         msp_record_cmp_t *rec = &res->records[r];
@@ -1594,20 +1708,17 @@ msp_err msp_compare_run(const char *bench, const char *cmp, const msp_compare_op
             rec->setup_differs)
             res->n_failed++;
     }
-    if (!(rc = cmp_module_params(res)) && !(rc = cmp_link_backward(res)) &&
-        !(rc = cmp_replay_run(res, fps, nfp, opts)) &&
-        !(rc = cmp_judge_modules(res)))
-        rc = cmp_rank_suspects(res, opts->top);
+    if (!(rc = cmp_link_backward(res)) && !(rc = cmp_replay_run(res, fps, nfp, opts)) &&
+        !(rc = cmp_module_params(res, 0.0)) && !(rc = cmp_judge_modules(res)) &&
+        !(rc = cmp_rank_suspects(res, opts->top)))
+        rc = cmp_ranks_whole(res, opts->top);
 cleanup:
-    cmp_mapping_free(&map);
+    cmp_engine_close(eng);
     cmp_file_pairs_free(fps, nfp);
-    free(cx.bufs);
-    free(cx.items);
-    free(cx.jobs);
     if (rc) {
-        msp_compare_result_free(bld.res);
+        msp_compare_result_free(res);
         return rc;
     }
-    *out = bld.res;
+    *out = res;
     return MSP_OK;
 }

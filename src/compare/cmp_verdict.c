@@ -329,7 +329,7 @@ static int cmp_is_optimizer(const msp_record_cmp_t *r)
     return strncmp(r->name, "Optimizer.", 10) == 0;
 }
 
-msp_err cmp_module_params(msp_compare_result_t *res)
+msp_err cmp_module_params(msp_compare_result_t *res, double seed)
 {
     /* Records sort by step, rank, order: walk each rank's steps, carrying the
      * worst parameter error the last optimizer step of that rank wrote. */
@@ -359,6 +359,8 @@ msp_err cmp_module_params(msp_compare_result_t *res)
                 found = 1;
             }
         }
+        if (!found)
+            p = seed; /* a part of a streamed compare: the rank's step before it */
         if (p > 0.0 && !isinf(p)) {
             /* a module computes with parameters it does not show as inputs: the
              * error the optimizer wrote into them is an input error of it */

@@ -147,6 +147,15 @@ char *msp_stack_capture(void);
  * when an earlier record of this step carries the same text. */
 void msp_stack_commit(msp_dq_rec_t *r);
 
+/* ---- torch.distributed calls (py_dist.c) ----
+ * The attributes "group" (the global ranks of the call's process group, as
+ * ranges: "0-3") and "peer" (the rank at the other end: send's dst, recv's
+ * src, a rooted collective's src or dst), when they can be told. api is the
+ * record's API name ("Distributed.send"), fn the wrapped function, out what
+ * it returned. GIL held; never raises. */
+void msp_dist_add_context(msp_dq_rec_t *r, const char *api, PyObject *fn, PyObject *args,
+                          PyObject *kw, PyObject *out);
+
 /* ---- API wrappers (py_api.c) ---- */
 int msp_api_types_init(void);
 /* Replace every selected API of torch; 0 on success. */

@@ -880,6 +880,7 @@ static PyObject *api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
             }
             if (out != Py_None && msp_is_tensor(out))
                 msp_rec_add_output(r, out, "output.ret");
+            msp_dist_add_context(r, w->name, w->orig, args, kw, out);
         } else {
             msp_rec_add_output(r, out, "output");
         }

@@ -10,7 +10,7 @@ import unittest
 SRC = os.environ["MSPROBE_SOURCE_DIR"]
 BIN = os.environ["MSPROBE_BIN"]
 COMMANDS = ["compare", "config_check", "dump", "ls", "export", "overflow_check", "acc_check",
-            "api_precision_compare"]
+            "api_precision_compare", "merge_result"]
 
 
 class DocsTest(unittest.TestCase):
@@ -60,7 +60,8 @@ class DocsTest(unittest.TestCase):
                     ("export", "msprobe-export.1", "OPTIONS"),
                     ("overflow_check", "msprobe-overflow_check.1", "OPTIONS"),
                     ("acc_check", "msprobe-acc_check.1", "OPTIONS"),
-                    ("api_precision_compare", "msprobe-api_precision_compare.1", "OPTIONS")]
+                    ("api_precision_compare", "msprobe-api_precision_compare.1", "OPTIONS"),
+                    ("merge_result", "msprobe-merge_result.1", "OPTIONS")]
 
     @staticmethod
     def help_options(cmd):

@@ -1,0 +1,150 @@
+#!/bin/sh
+# Compare at scale (a benchmark, not a test): a generated tree of RANKS ranks
+# x STEPS steps, timed in one run, side by side:
+#   - statistics dumps, LAYERS forward + LAYERS backward records a rank and
+#     step (5,000 with the defaults, 12,500 tensor rows): msprobe compare
+#     alone and under `mpirun -np NP`, reports included; peak RSS of
+#     msp_compare_run (everything in memory) against msp_compare_stream (a
+#     pair at a time) on the whole tree and on a quarter of its ranks;
+#   - a tensor subset, SMALL_LAYERS records a rank and step of NUMEL-element
+#     tensors (small: 4 KiB fp32 against 2 KiB bf16), against a few large
+#     tensors of the same total bytes: the per-tensor cost, split into the
+#     reader helper's catalogue (msprobe-catalogue, libhdf5 opening every
+#     dataset to check /index) and compare's own.
+# Prints one summary at the end; deletes the trees (WORK keeps them when set).
+#
+#   bench/compare/tree.sh [BUILD_DIR]
+#     env: RANKS=64 STEPS=2 LAYERS=2500 SMALL_LAYERS=250 NUMEL=1024 NP=2 WORK=
+set -eu
+HERE=$(cd "$(dirname "$0")" && pwd)
+BUILD=${1:-$HERE/../../build}
+RANKS=${RANKS:-64}
+STEPS=${STEPS:-2}
+LAYERS=${LAYERS:-2500}
+SMALL_LAYERS=${SMALL_LAYERS:-250}
+NUMEL=${NUMEL:-1024}
+NP=${NP:-2}
+GEN=$BUILD/bench/compare/msprobe-gen
+CB=$BUILD/bench/compare/cmp_bench
+MSP=$BUILD/src/cli/msprobe
+CAT=$BUILD/src/cli/msprobe-catalogue
+for b in "$GEN" "$CB" "$MSP" "$CAT"; do
+    [ -x "$b" ] || { echo "tree.sh: $b not built (cmake --build $BUILD)" >&2; exit 2; }
+done
+KEEP=${WORK:-}
+WORK=${WORK:-$(mktemp -d "${TMPDIR:-/var/tmp}/msprobe-tree-bench.XXXXXX")}
+[ -n "$KEEP" ] || trap 'rm -rf "$WORK"' EXIT INT TERM
+mkdir -p "$WORK"
+
+field() { # field NAME LINE
+    echo "$2" | tr ' ' '\n' | sed -n "s/^$1=//p"
+}
+now() { date +%s.%N; }
+rss_of() { # rss_of FILE: peak RSS in MiB from /usr/bin/time -v output
+    sed -n 's/.*Maximum resident set size (kbytes): //p' "$1" | awk '{printf "%.1f", $1 / 1024}'
+}
+
+if [ ! -d "$WORK/stats" ]; then
+    echo "== generating $RANKS ranks x $STEPS steps: statistics, $((2 * LAYERS)) records a rank and step"
+    "$GEN" --out "$WORK/stats" --steps "$STEPS" --ranks "$RANKS" --layers "$LAYERS" --numel 256 \
+        --task statistics --dtype bf16 --plant $((LAYERS / 3)) --plant-step $((STEPS - 1)) \
+        --plant-rank $((RANKS / 2 + 5)) --magnitude 0.3 --seed 5
+    echo "== generating the tensor subset: $((2 * SMALL_LAYERS)) records of $NUMEL elements"
+    "$GEN" --out "$WORK/small" --steps "$STEPS" --ranks "$RANKS" --layers "$SMALL_LAYERS" \
+        --numel "$NUMEL" --dtype bf16 --plant $((SMALL_LAYERS / 3)) --plant-step $((STEPS - 1)) \
+        --plant-rank $((RANKS / 2 + 5)) --magnitude 0.3 --seed 5
+    # the same bytes in 16 large tensors a side and step
+    big=$((RANKS * SMALL_LAYERS * NUMEL / 8))
+    "$GEN" --out "$WORK/large" --steps "$STEPS" --ranks 2 --layers 4 --numel "$big" \
+        --dtype bf16 --seed 5
+    # a quarter of the ranks, for memory against tree size
+    mkdir -p "$WORK/quarter/bench" "$WORK/quarter/npu"
+    for side in bench npu; do
+        s=0
+        while [ $s -lt "$STEPS" ]; do
+            mkdir -p "$WORK/quarter/$side/step$s"
+            r=0
+            while [ $r -lt $((RANKS / 4)) ]; do
+                mkdir -p "$WORK/quarter/$side/step$s/rank$r"
+                ln "$WORK/stats/$side/step$s/rank$r/dump.h5" "$WORK/quarter/$side/step$s/rank$r/"
+                r=$((r + 1))
+            done
+            s=$((s + 1))
+        done
+    done
+fi
+du -sh "$WORK/stats/bench" "$WORK/stats/npu" "$WORK/small/bench" "$WORK/small/npu" \
+    "$WORK/large/bench" "$WORK/large/npu"
+cat "$WORK"/stats/*/*/*/dump.h5 "$WORK"/small/*/*/*/dump.h5 "$WORK"/large/*/*/*/dump.h5 >/dev/null
+
+echo "== statistics tree: msprobe compare, one process (reports included)"
+rm -rf "$WORK/out1"
+t0=$(now)
+/usr/bin/time -v -o "$WORK/time1" "$MSP" compare -b "$WORK/stats/bench" -c "$WORK/stats/npu" \
+    -o "$WORK/out1" --csv --replay off > "$WORK/stdout1" || [ $? -eq 1 ]
+t1=$(now)
+cat "$WORK/stdout1" | sed -n '1,6p'
+one_wall=$(echo "$t1 - $t0" | bc -l)
+one_cmp=$(sed -n 's/^compared .* in \([0-9.]*\) s.*/\1/p' "$WORK/stdout1")
+one_rss=$(rss_of "$WORK/time1")
+
+echo "== statistics tree: mpirun -np $NP msprobe compare (reports included)"
+mpi_wall=""
+if command -v mpirun >/dev/null 2>&1 && ldd "$MSP" | grep -q libmpi; then
+    root=""
+    [ "$(id -u)" = 0 ] && root="--allow-run-as-root"
+    rm -rf "$WORK/outn"
+    t0=$(now)
+    OMPI_MCA_btl=self,tcp mpirun $root --oversubscribe -np "$NP" "$MSP" compare \
+        -b "$WORK/stats/bench" -c "$WORK/stats/npu" -o "$WORK/outn" --csv --replay off \
+        > "$WORK/stdoutn" || [ $? -eq 1 ]
+    t1=$(now)
+    sed -n '1,4p' "$WORK/stdoutn"
+    mpi_wall=$(echo "$t1 - $t0" | bc -l)
+    mpi_cmp=$(sed -n 's/^compared .* in \([0-9.]*\) s.*/\1/p' "$WORK/stdoutn")
+    cmp -s "$WORK/out1/result.csv" "$WORK/outn/result.csv" && same=identical || same=DIFFERENT
+    echo "result.csv against one process: $same"
+else
+    echo "(msprobe built without MPI, or no mpirun: skipped)"
+fi
+
+echo "== memory: everything in memory against a pair at a time"
+whole=$("$CB" compare "$WORK/stats/bench" "$WORK/stats/npu")
+echo "msp_compare_run, $RANKS ranks:    $whole"
+tree=$("$CB" tree "$WORK/stats/bench" "$WORK/stats/npu")
+echo "msp_compare_stream, $RANKS ranks: $tree"
+quarter=$("$CB" tree "$WORK/quarter/bench" "$WORK/quarter/npu")
+echo "msp_compare_stream, $((RANKS / 4)) ranks: $quarter"
+
+echo "== tensors: small against large, the same bytes"
+small=$("$CB" tree "$WORK/small/bench" "$WORK/small/npu")
+echo "small: $small"
+large=$("$CB" tree "$WORK/large/bench" "$WORK/large/npu")
+echo "large: $large"
+# the reader helper's part: every file's catalogue, one after the other
+nfiles=$(find "$WORK/small" -name dump.h5 | wc -l)
+t0=$(now)
+find "$WORK/small" -name dump.h5 | while read -r f; do "$CAT" -- "$f" > /dev/null; done
+t1=$(now)
+cat_s=$(echo "$t1 - $t0" | bc -l)
+
+rows=$(field tensors "$tree")
+srows=$(field tensors "$small")
+echo "== summary (load average $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores)"
+printf 'statistics tree:  %s ranks x %s steps, %s tensor rows\n' "$RANKS" "$STEPS" "$rows"
+printf '  one process:    %.1f s wall (compare %s s, %.1f us a row; reports the rest), peak RSS %s MiB\n' \
+    "$one_wall" "$one_cmp" "$(echo "1000000 * $one_cmp / $rows" | bc -l)" "$one_rss"
+if [ -n "$mpi_wall" ]; then
+    printf '  mpirun -np %s:   %.1f s wall (compare %s s)\n' "$NP" "$mpi_wall" "$mpi_cmp"
+fi
+printf '  peak RSS:       %s MiB everything in memory, %s MiB a pair at a time (%s MiB on a quarter of the ranks)\n' \
+    "$(field rss_mib "$whole")" "$(field rss_mib "$tree")" "$(field rss_mib "$quarter")"
+printf 'tensor subset:    %s rows of %s elements, %s MB: %.3f GB/s; %.1f us a row\n' "$srows" \
+    "$NUMEL" "$(echo "$(field bytes "$small") / 1000000" | bc)" "$(field gbps "$small")" \
+    "$(echo "1000000 * $(field seconds "$small") / $srows" | bc -l)"
+printf '  large tensors:  %s MB: %.3f GB/s\n' "$(echo "$(field bytes "$large") / 1000000" | bc)" \
+    "$(field gbps "$large")"
+printf '  catalogues:     %s files in %.1f s one after the other: %.1f us a tensor row (libhdf5 checking /index)\n' \
+    "$nfiles" "$cat_s" "$(echo "1000000 * $cat_s / $srows" | bc -l)"
+printf '  compare itself: %.1f s of CPU: %.1f us a row\n' "$(field cpu_s "$small")" \
+    "$(echo "1000000 * $(field cpu_s "$small") / $srows" | bc -l)"

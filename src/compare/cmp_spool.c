@@ -1,0 +1,445 @@
+/* A pair's result as bytes, and a file of them.
+ *
+ * A streamed compare (cmp_stream.c) keeps one step x rank pair in memory at a
+ * time: each finished pair is packed here and appended to a spool file (an
+ * unlinked temp file: nothing is left behind whatever happens), and read back
+ * when the report is written. The same bytes travel between the processes of
+ * an MPI compare. Both ends are this very binary, so the fixed part of each
+ * struct is copied as it is and only its strings are written out; the
+ * asserts below stop the build when a struct changes, until the lists of
+ * its strings here are brought up to date. */
+#include "cmp_internal.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+_Static_assert(sizeof(msp_record_cmp_t) == 240,
+               "msp_record_cmp_t changed: update cmp_rec_strs() and this size");
+_Static_assert(sizeof(msp_tensor_cmp_t) == 568,
+               "msp_tensor_cmp_t changed: update cmp_part_pack's tensor rows and this size");
+_Static_assert(sizeof(msp_suspect_t) == 64,
+               "msp_suspect_t changed: update the suspect's strings and this size");
+
+#define CMP_PART_MAGIC 0x3174726170707370ull /* "psppart1" */
+
+/* The string fields of each struct, in a fixed order. */
+#define CMP_REC_STRS 7
+static void cmp_rec_strs(msp_record_cmp_t *r, char **f[CMP_REC_STRS])
+{
+    f[0] = &r->name;
+    f[1] = &r->bench_name;
+    f[2] = &r->npu_stack;
+    f[3] = &r->arg_diff;
+    f[4] = &r->replay_note;
+    f[5] = &r->comm_group;
+    f[6] = &r->parent;
+}
+
+/* A tensor row: its names (npu_name, bench_name), its fixed text fields
+ * (npu_dtype .. bench_shape) and, after them, numbers and four more strings
+ * (err_message, producer, npu_data_name, bench_data_name) that the packing
+ * writes out by name. */
+#define CMP_TEN_FIXED_END offsetof(msp_tensor_cmp_t, npu_requires_grad)
+_Static_assert(offsetof(msp_tensor_cmp_t, npu_dtype) == 2 * sizeof(char *) &&
+                   offsetof(msp_tensor_cmp_t, bench_shape) + 96 == CMP_TEN_FIXED_END,
+               "msp_tensor_cmp_t's layout changed: update cmp_part_pack's tensor rows");
+
+/* ---- packing ------------------------------------------------------------- */
+
+typedef struct cmp_buf {
+    unsigned char *p;
+    size_t n, cap;
+    int oom;
+} cmp_buf_t;
+
+static void cmp_put(cmp_buf_t *b, const void *src, size_t len)
+{
+    if (b->oom)
+        return;
+    if (b->n + len > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->n + len)
+            cap *= 2;
+        unsigned char *np = realloc(b->p, cap);
+        if (!np) {
+            b->oom = 1;
+            return;
+        }
+        b->p = np;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, src, len);
+    b->n += len;
+}
+
+static void cmp_put_u64(cmp_buf_t *b, uint64_t v)
+{
+    cmp_put(b, &v, sizeof v);
+}
+
+/* A string: its length + 1 (0 for NULL), then its bytes. */
+static void cmp_put_str(cmp_buf_t *b, const char *s)
+{
+    uint64_t n = s ? strlen(s) + 1 : 0;
+    cmp_put_u64(b, n);
+    if (n > 1)
+        cmp_put(b, s, (size_t)n - 1);
+}
+
+msp_err cmp_part_pack(const msp_compare_result_t *part, unsigned char **out, size_t *len)
+{
+    cmp_buf_t b = {0};
+    *out = NULL;
+    *len = 0;
+    cmp_put_u64(&b, CMP_PART_MAGIC);
+    cmp_put_u64(&b, (uint64_t)part->stats_mode);
+    cmp_put_u64(&b, part->n_pairs);
+    cmp_put_u64(&b, part->bytes_compared);
+    cmp_put_u64(&b, part->n_failed);
+    cmp_put_u64(&b, part->n_unpaired);
+    for (size_t i = 0; i < part->n_unpaired; i++)
+        cmp_put_str(&b, part->unpaired[i]);
+    cmp_put_u64(&b, part->n_unread);
+    for (size_t i = 0; i < part->n_unread; i++)
+        cmp_put_str(&b, part->unread[i]);
+    cmp_put_u64(&b, part->n_crc_bad);
+    cmp_put_u64(&b, part->n_unreadable);
+    cmp_put_str(&b, part->first_unreadable);
+    cmp_put_u64(&b, part->n_records);
+    for (size_t i = 0; i < part->n_records; i++) {
+        msp_record_cmp_t r = part->records[i];
+        char **f[CMP_REC_STRS];
+        cmp_rec_strs(&r, f);
+        char *keep[CMP_REC_STRS];
+        for (int k = 0; k < CMP_REC_STRS; k++) {
+            keep[k] = *f[k];
+            *f[k] = NULL;
+        }
+        cmp_put(&b, &r, sizeof r);
+        for (int k = 0; k < CMP_REC_STRS; k++)
+            cmp_put_str(&b, keep[k]);
+    }
+    cmp_put_u64(&b, part->n_tensors);
+    for (size_t i = 0; i < part->n_tensors; i++) {
+        /* the fixed text fields (dtype, shape: 272 bytes, mostly zeros) go as
+         * strings, the rest of the struct as it is: half the bytes a row */
+        const msp_tensor_cmp_t *t = &part->tensors[i];
+        const unsigned char *raw = (const unsigned char *)t;
+        cmp_put(&b, raw + CMP_TEN_FIXED_END, sizeof *t - CMP_TEN_FIXED_END);
+        cmp_put_str(&b, t->npu_dtype);
+        cmp_put_str(&b, t->bench_dtype);
+        cmp_put_str(&b, t->npu_shape);
+        cmp_put_str(&b, t->bench_shape);
+        cmp_put_str(&b, t->npu_name);
+        cmp_put_str(&b, t->bench_name);
+        cmp_put_str(&b, t->err_message);
+        cmp_put_str(&b, t->producer);
+        cmp_put_str(&b, t->npu_data_name);
+        cmp_put_str(&b, t->bench_data_name);
+    }
+    cmp_put_u64(&b, part->n_suspects);
+    for (size_t i = 0; i < part->n_suspects; i++) {
+        msp_suspect_t s = part->suspects[i];
+        s.reason = NULL;
+        cmp_put(&b, &s, sizeof s);
+        cmp_put_str(&b, part->suspects[i].reason);
+    }
+    if (b.oom) {
+        free(b.p);
+        return msp_fail(MSP_ERR_NOMEM, "compare: out of memory packing a pair's result");
+    }
+    *out = b.p;
+    *len = b.n;
+    return MSP_OK;
+}
+
+/* ---- unpacking -------------------------------------------------------------- */
+
+typedef struct cmp_rd {
+    const unsigned char *p;
+    size_t n, at;
+    int bad;
+} cmp_rd_t;
+
+static void cmp_get(cmp_rd_t *r, void *dst, size_t len)
+{
+    if (r->bad || len > r->n - r->at) {
+        r->bad = 1;
+        memset(dst, 0, len);
+        return;
+    }
+    memcpy(dst, r->p + r->at, len);
+    r->at += len;
+}
+
+static uint64_t cmp_get_u64(cmp_rd_t *r)
+{
+    uint64_t v = 0;
+    cmp_get(r, &v, sizeof v);
+    return v;
+}
+
+/* A count of items of at least min_bytes each that the rest can hold. */
+static size_t cmp_get_count(cmp_rd_t *r, size_t min_bytes)
+{
+    uint64_t n = cmp_get_u64(r);
+    if (r->bad || n > (r->n - r->at) / (min_bytes ? min_bytes : 1)) {
+        r->bad = 1;
+        return 0;
+    }
+    return (size_t)n;
+}
+
+static char *cmp_get_str(cmp_rd_t *r, int *oom)
+{
+    uint64_t n = cmp_get_u64(r);
+    if (r->bad || n == 0)
+        return NULL;
+    if (n - 1 > r->n - r->at) {
+        r->bad = 1;
+        return NULL;
+    }
+    char *s = malloc((size_t)n);
+    if (!s) {
+        *oom = 1;
+        r->at += (size_t)n - 1;
+        return NULL;
+    }
+    memcpy(s, r->p + r->at, (size_t)n - 1);
+    s[n - 1] = '\0';
+    r->at += (size_t)n - 1;
+    return s;
+}
+
+/* A string into a fixed field of cap bytes (longer than the field: damaged). */
+static void cmp_get_fixed(cmp_rd_t *r, char *dst, size_t cap)
+{
+    uint64_t n = cmp_get_u64(r);
+    memset(dst, 0, cap);
+    if (r->bad || n == 0)
+        return;
+    if (n > cap || n - 1 > r->n - r->at) {
+        r->bad = 1;
+        return;
+    }
+    memcpy(dst, r->p + r->at, (size_t)n - 1);
+    r->at += (size_t)n - 1;
+}
+
+msp_err cmp_part_unpack(const unsigned char *buf, size_t len, msp_compare_result_t **out)
+{
+    cmp_rd_t r = {buf, len, 0, 0};
+    int oom = 0;
+    *out = NULL;
+    msp_compare_result_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return msp_fail(MSP_ERR_NOMEM, "compare: out of memory reading a pair's result");
+    p->root_record = p->root_tensor = p->first_rank = -1;
+    if (cmp_get_u64(&r) != CMP_PART_MAGIC)
+        r.bad = 1;
+    p->stats_mode = (int)cmp_get_u64(&r);
+    p->n_pairs = (size_t)cmp_get_u64(&r);
+    p->bytes_compared = cmp_get_u64(&r);
+    p->n_failed = (size_t)cmp_get_u64(&r);
+    size_t nu = cmp_get_count(&r, 8);
+    if (nu && !(p->unpaired = calloc(nu, sizeof *p->unpaired)))
+        oom = 1;
+    for (size_t i = 0; p->unpaired && i < nu; i++, p->n_unpaired++)
+        p->unpaired[i] = cmp_get_str(&r, &oom);
+    size_t nun = cmp_get_count(&r, 8);
+    if (nun && !(p->unread = calloc(nun, sizeof *p->unread)))
+        oom = 1;
+    for (size_t i = 0; p->unread && i < nun; i++, p->n_unread++)
+        p->unread[i] = cmp_get_str(&r, &oom);
+    p->n_crc_bad = (size_t)cmp_get_u64(&r);
+    p->n_unreadable = (size_t)cmp_get_u64(&r);
+    p->first_unreadable = cmp_get_str(&r, &oom);
+    size_t nr = cmp_get_count(&r, sizeof(msp_record_cmp_t));
+    if (nr && !oom && !(p->records = calloc(nr, sizeof *p->records)))
+        oom = 1;
+    for (size_t i = 0; p->records && i < nr && !r.bad; i++, p->n_records++) {
+        msp_record_cmp_t *rec = &p->records[i];
+        cmp_get(&r, rec, sizeof *rec);
+        char **f[CMP_REC_STRS];
+        cmp_rec_strs(rec, f);
+        for (int k = 0; k < CMP_REC_STRS; k++)
+            *f[k] = NULL; /* pointers of the packing process: never followed */
+        for (int k = 0; k < CMP_REC_STRS; k++)
+            *f[k] = cmp_get_str(&r, &oom);
+    }
+    size_t nt = cmp_get_count(&r, sizeof(msp_tensor_cmp_t) - CMP_TEN_FIXED_END + 10 * 8);
+    if (nt && !oom && !(p->tensors = calloc(nt, sizeof *p->tensors)))
+        oom = 1;
+    for (size_t i = 0; p->tensors && i < nt && !r.bad; i++, p->n_tensors++) {
+        msp_tensor_cmp_t *t = &p->tensors[i];
+        cmp_get(&r, (unsigned char *)t + CMP_TEN_FIXED_END, sizeof *t - CMP_TEN_FIXED_END);
+        /* the packing process's pointers: never followed */
+        t->err_message = t->producer = t->npu_data_name = t->bench_data_name = NULL;
+        cmp_get_fixed(&r, t->npu_dtype, sizeof t->npu_dtype);
+        cmp_get_fixed(&r, t->bench_dtype, sizeof t->bench_dtype);
+        cmp_get_fixed(&r, t->npu_shape, sizeof t->npu_shape);
+        cmp_get_fixed(&r, t->bench_shape, sizeof t->bench_shape);
+        t->npu_name = cmp_get_str(&r, &oom);
+        t->bench_name = cmp_get_str(&r, &oom);
+        t->err_message = cmp_get_str(&r, &oom);
+        t->producer = cmp_get_str(&r, &oom);
+        t->npu_data_name = cmp_get_str(&r, &oom);
+        t->bench_data_name = cmp_get_str(&r, &oom);
+        if (!t->err_message && !(t->err_message = strdup("")))
+            oom = 1;
+    }
+    size_t ns = cmp_get_count(&r, sizeof(msp_suspect_t));
+    if (ns && !oom && !(p->suspects = calloc(ns, sizeof *p->suspects)))
+        oom = 1;
+    for (size_t i = 0; p->suspects && i < ns && !r.bad; i++, p->n_suspects++) {
+        cmp_get(&r, &p->suspects[i], sizeof p->suspects[i]);
+        p->suspects[i].reason = cmp_get_str(&r, &oom);
+        if (!p->suspects[i].reason && !(p->suspects[i].reason = strdup("")))
+            oom = 1;
+    }
+    /* every index must land inside the arrays it names */
+    for (size_t i = 0; !r.bad && i < p->n_records; i++)
+        if (p->records[i].first_tensor > p->n_tensors ||
+            p->records[i].n_tensors > p->n_tensors - p->records[i].first_tensor)
+            r.bad = 1;
+    for (size_t i = 0; !r.bad && i < p->n_suspects; i++)
+        if (p->suspects[i].record < 0 || (size_t)p->suspects[i].record >= p->n_records ||
+            p->suspects[i].tensor >= (long)p->n_tensors)
+            r.bad = 1;
+    if (oom || r.bad || r.at != r.n) {
+        msp_compare_result_free(p);
+        return oom ? msp_fail(MSP_ERR_NOMEM, "compare: out of memory reading a pair's result")
+                   : msp_fail(MSP_ERR_INTERNAL, "compare: a pair's packed result is damaged "
+                                                "(%zu bytes, stopped at %zu)", len, r.at);
+    }
+    *out = p;
+    return MSP_OK;
+}
+
+/* ---- the spool file -------------------------------------------------------- */
+
+struct cmp_spool {
+    int fd;
+    uint64_t end;
+    uint64_t *off; /* part i: [off[i], off[i + 1]) */
+    size_t n, cap;
+};
+
+msp_err cmp_spool_open(const char *dir, cmp_spool_t **out)
+{
+    *out = NULL;
+    if (!dir || !*dir)
+        dir = getenv("TMPDIR");
+    if (!dir || !*dir)
+        dir = "/tmp";
+    char *path = msp_asprintf("%s/.msprobe-compare-spool.XXXXXX", dir);
+    cmp_spool_t *s = calloc(1, sizeof *s);
+    if (!path || !s) {
+        free(path);
+        free(s);
+        return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
+    }
+    s->fd = mkostemp(path, O_CLOEXEC);
+    if (s->fd < 0) {
+        msp_err rc = msp_fail(MSP_ERR_IO, "compare: cannot create a temporary file in %s: %s "
+                              "(set TMPDIR to a writable directory)", dir, strerror(errno));
+        free(path);
+        free(s);
+        return rc;
+    }
+    unlink(path); /* gone with the last descriptor, whatever happens */
+    free(path);
+    *out = s;
+    return MSP_OK;
+}
+
+msp_err cmp_spool_put(cmp_spool_t *s, const msp_compare_result_t *part)
+{
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    msp_err rc = cmp_part_pack(part, &buf, &len);
+    if (!rc)
+        rc = cmp_spool_put_packed(s, buf, len);
+    free(buf);
+    return rc;
+}
+
+msp_err cmp_spool_put_packed(cmp_spool_t *s, const unsigned char *buf, size_t len)
+{
+    uint64_t *nv = msp_grow(s->off, &s->cap, s->n + 1, sizeof *nv, 64);
+    if (!nv)
+        return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
+    s->off = nv;
+    s->off[s->n] = s->end;
+    size_t done = 0;
+    while (done < len) {
+        ssize_t w = pwrite(s->fd, buf + done, len - done, (off_t)(s->end + done));
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return msp_fail(MSP_ERR_IO, "compare: cannot write its temporary file: %s",
+                            w < 0 ? strerror(errno) : "no space");
+        done += (size_t)w;
+    }
+    s->end += len;
+    s->n++;
+    s->off[s->n] = s->end;
+    return MSP_OK;
+}
+
+size_t cmp_spool_count(const cmp_spool_t *s)
+{
+    return s ? s->n : 0;
+}
+
+msp_err cmp_spool_get_packed(const cmp_spool_t *s, size_t i, unsigned char **out, size_t *len)
+{
+    *out = NULL;
+    *len = 0;
+    if (i >= s->n)
+        return msp_fail(MSP_ERR_INTERNAL, "compare: no part %zu in the spool", i);
+    size_t n = (size_t)(s->off[i + 1] - s->off[i]);
+    unsigned char *buf = malloc(n ? n : 1);
+    if (!buf)
+        return msp_fail(MSP_ERR_NOMEM, "compare: out of memory reading back %zu bytes", n);
+    size_t done = 0;
+    while (done < n) {
+        ssize_t r = pread(s->fd, buf + done, n - done, (off_t)(s->off[i] + done));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            free(buf);
+            return msp_fail(MSP_ERR_IO, "compare: cannot read back its temporary file: %s",
+                            r < 0 ? strerror(errno) : "short read");
+        }
+        done += (size_t)r;
+    }
+    *out = buf;
+    *len = n;
+    return MSP_OK;
+}
+
+msp_err cmp_spool_get(const cmp_spool_t *s, size_t i, msp_compare_result_t **part)
+{
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    msp_err rc = cmp_spool_get_packed(s, i, &buf, &len);
+    if (!rc)
+        rc = cmp_part_unpack(buf, len, part);
+    free(buf);
+    return rc;
+}
+
+void cmp_spool_close(cmp_spool_t *s)
+{
+    if (!s)
+        return;
+    if (s->fd >= 0)
+        close(s->fd);
+    free(s->off);
+    free(s);
+}
