@@ -117,8 +117,18 @@ void msp_links_reset(void);
  * (several roles a wrapped call, where glibc's vfprintf showed in profiles).
  * idx < 0: PREFIX alone. */
 void msp_role_at(char *buf, size_t size, const char *prefix, int64_t idx);
-/* Stamp step/rank/order and queue it. */
+/* Stamp step/rank/order and queue it (or hold it: py_prep.c). */
 void msp_rec_submit(msp_dq_rec_t *r);
+/* Stamp its order and queue it now (a record held back and let go). */
+void msp_rec_queue(msp_dq_rec_t *r);
+
+/* ---- data preparation (py_prep.c): records before the model first runs ---- */
+/* 1 when r is held back (it is data preparation until the model runs). */
+int msp_prep_hold(msp_dq_rec_t *r);
+/* A root module's forward begins: the held records are dropped, holding ends. */
+void msp_prep_model_started(void);
+/* Step end and exit: the held records are queued in order (no model ran). */
+void msp_prep_release(void);
 /* A record that will not be submitted: forgets its device statistics still
  * in flight, then frees it. */
 void msp_rec_drop(msp_dq_rec_t *r);

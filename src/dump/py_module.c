@@ -277,8 +277,10 @@ static PyObject *pre_hook(PyObject *self, PyObject *args)
     }
     /* runtime event (py_proc.c): a root module is about to run (config_check);
      * not for modules a DataLoader fetch calls */
-    if (depth == 1 && mod && in && msp_t_depth == 0)
+    if (depth == 1 && mod && in && msp_t_depth == 0) {
+        msp_prep_model_started(); /* what came before was data preparation (py_prep.c) */
         msp_ev_root_forward(mod, in);
+    }
     if (depth < MSP_MOD_STACK) {
         struct mod_frame *f = &t_frame[depth];
         frame_drop(f); /* left by a forward that raised */
@@ -394,7 +396,9 @@ int msp_module_install(PyObject *torch)
     /* Every mode: what a DataLoader computes is never the model's. */
     msp_patch_dataloader();
     g_record = msp_g.module_on;
-    if (!g_record && msp_g.cfg.step_trigger != MSP_STEP_FORWARD && !msp_g.cc_on)
+    /* the dump needs them too: a root forward ends data preparation (py_prep.c) */
+    if (!g_record && msp_g.cfg.step_trigger != MSP_STEP_FORWARD && !msp_g.cc_on &&
+        !(msp_g.have_cfg && msp_g.cfg.has_dump))
         return 0; /* config_check's root-forward event needs these same hooks */
     g_info = PyDict_New();
     g_roots = PyDict_New();

@@ -149,6 +149,7 @@ void msp_ev_step_end(int64_t step)
  * worker, a pool child or the resource tracker never writes a pack). */
 void msp_ev_exit(const char *how)
 {
+    msp_prep_release(); /* a script that never ran a module: its records are its dump */
     msp_dev_drain(); /* records held for device statistics, before anything ends */
     msp_api_exit_report(); /* api_list entries never dumped: one warning */
     msp_step_exit_report(); /* dump_iter steps never reached: one warning */

@@ -92,6 +92,7 @@ void msp_step_end(void)
     if (msp_g.disabled)
         return;
     if (msp_g.dumping) {
+        msp_prep_release(); /* no model ran in this step: what it held is the step's */
         msp_dev_drain(); /* the step's records held for device statistics go first */
         /* Waits for the previous step's file (bounded lag): no Python needed. */
         Py_BEGIN_ALLOW_THREADS

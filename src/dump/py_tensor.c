@@ -1332,6 +1332,13 @@ void msp_rec_submit(msp_dq_rec_t *r)
         msp_rec_drop(r);
         return;
     }
+    if (msp_prep_hold(r)) /* before the model first runs: data preparation (py_prep.c) */
+        return;
+    msp_rec_queue(r);
+}
+
+void msp_rec_queue(msp_dq_rec_t *r)
+{
     r->order = msp_g.order++;
     msp_stack_commit(r);
     if (!held_add(r))

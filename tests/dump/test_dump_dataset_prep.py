@@ -4,7 +4,10 @@ Tensor.view (90 of a 288 MiB step with the real files); a script's own
 Dataset subclass may compute in its constructor too. Nothing a Dataset's
 constructor runs is recorded, whether torchvision is imported before or
 after torch, while the model's calls are (read back with h5py). The MNIST
-files are written here in the idx format torchvision reads, 16 images."""
+files are written here in the idx format torchvision reads, 16 images.
+Calls the script makes before its model first runs (normalising a dataset
+held in a tensor) are data preparation too, while a script with no module
+at all keeps every call."""
 import os
 import sys
 import unittest
@@ -81,6 +84,79 @@ class DatasetPrep(dt.ShimCase):
                 for name in recs:
                     self.assertFalse(name.startswith(("Tensor.view", "Torch.arange", "Tensor.long",
                                                       "Tensor.sum")), name)
+
+
+BEFORE_MODEL = r"""
+import sys, torch, torch.nn.functional as F
+torch.manual_seed(0)
+data = torch.randn(64, 8)
+mean, std = data.mean(0), data.std(0)       # data preparation: the whole set
+data = (data - mean) / std
+target = torch.randint(0, 2, (64,))
+model = torch.nn.Linear(8, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(2):
+    opt.zero_grad()
+    loss = F.cross_entropy(model(data), target)
+    loss.backward()
+    opt.step()
+    print("loss %.9g" % loss.item())
+"""
+
+NO_MODULE = r"""
+import torch, torch.nn.functional as F
+torch.manual_seed(0)
+x = torch.randn(16, 8)
+w = torch.randn(8, 2, requires_grad=True)
+opt = torch.optim.SGD([w], lr=0.1)
+for step in range(2):
+    opt.zero_grad()
+    loss = F.relu(x.matmul(w)).sum()
+    loss.backward()
+    opt.step()
+    print("loss %.9g" % loss.item())
+"""
+
+
+class BeforeTheModel(dt.ShimCase):
+    def dump(self, source, root, env=None):
+        script = self.path(root + ".py")
+        with open(script, "w") as f:
+            f.write(source)
+        cfg = self.write_config(dt.config("./" + root, task="statistics"))
+        plain = self.run_cmd([dt.PYTHON, script], preload=False)
+        shim = self.run_cmd([dt.PYTHON, script], cfg, env_extra=env)
+        self.assertEqual(shim.returncode, 0, shim.stderr[-3000:])
+        self.assertEqual(shim.stdout, plain.stdout, "the shim changed training")
+        return shim, dt.read_dump(dt.dump_files(self.path(root))[(0, 0)])[0]
+
+    def test_calls_before_the_first_forward_are_data_preparation(self):
+        shim, recs = self.dump(BEFORE_MODEL, "prep")
+        by_order = sorted(recs, key=lambda r: int(recs[r]["attrs"]["order"]))
+        # the model's own first call comes first, numbered from 0
+        self.assertEqual(by_order[0], "Functional.linear.0.forward", by_order[:4])
+        self.assertEqual(int(recs[by_order[0]]["attrs"]["order"]), 0)
+        for name in recs:  # mean, std, - and / over the whole set are not there
+            self.assertFalse(name.startswith(("Tensor.mean", "Tensor.std", "Tensor.__sub__",
+                                              "Tensor.__truediv__")), name)
+        # four calls: mean, std, the subtraction and the division
+        self.assertIn("msprobe: 4 calls made before the model's first forward are data "
+                      "preparation and are not dumped", shim.stderr)
+
+    def test_the_switch_keeps_them(self):
+        _, recs = self.dump(BEFORE_MODEL, "kept", env={"MSPROBE_DUMP_DATA_PREP": "1"})
+        for api in ("Tensor.mean.0.forward", "Tensor.std.0.forward", "Tensor.__sub__.0.forward",
+                    "Tensor.__truediv__.0.forward"):
+            self.assertIn(api, recs)
+
+    def test_a_script_without_modules_keeps_every_call(self):
+        shim, recs = self.dump(NO_MODULE, "functional")
+        for api in ("Tensor.matmul.0.forward", "Functional.relu.0.forward",
+                    "Functional.relu.0.backward", "Tensor.sum.0.forward"):
+            self.assertIn(api, recs)
+        by_order = sorted(int(r["attrs"]["order"]) for r in recs.values())
+        self.assertEqual(by_order, list(range(len(by_order))))  # in order, none lost
+        self.assertNotIn("data preparation", shim.stderr)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,94 @@
+/* Data preparation is not the model (msprobe-dump(1), DATA PREPARATION).
+ *
+ * Calls a script makes before its model first runs (building a dataset,
+ * normalising the whole of it, making a table of inputs) are data
+ * preparation, not model ops: a dump of them can be the biggest part of a
+ * step (torchvision's MNIST views its whole dataset). So until the forward
+ * of a root module first begins in this process, each record is held back
+ * here instead of queued; when that forward begins the held records are
+ * dropped (one line says how many). A script that never runs a module (a
+ * purely functional one) loses nothing: at the end of each step and at exit
+ * the held records go to the queue in their order. Holding is bounded: past
+ * MSP_PREP_MAX_BYTES of tensor data or MSP_PREP_MAX_RECORDS records the held
+ * records are queued and holding stops. MSPROBE_DUMP_DATA_PREP=1 keeps them
+ * all, and so does an api_list (what it names is wanted wherever it is
+ * called). The calls inside a Dataset's constructor or a DataLoader fetch are
+ * never recorded in the first place (py_api.c). */
+#include "dump_py.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MSP_PREP_MAX_BYTES ((size_t)64 << 20)
+#define MSP_PREP_MAX_RECORDS 65536
+
+static msp_dq_rec_t *g_head, *g_tail;
+static size_t g_n, g_bytes;
+static int g_done = -1; /* -1 unknown yet; 1: holding is over (model ran, gave up, or off) */
+static uint64_t g_dropped;
+
+static int prep_off(void)
+{
+    if (g_done < 0) {
+        /* an api_list names what the user wants, wherever it is called */
+        const char *v = getenv("MSPROBE_DUMP_DATA_PREP");
+        g_done = (v && *v && strcmp(v, "0") != 0) || (msp_g.have_cfg && msp_g.cfg.n_api_list > 0);
+    }
+    return g_done;
+}
+
+int msp_prep_hold(msp_dq_rec_t *r)
+{
+    if (prep_off())
+        return 0;
+    if (g_n >= MSP_PREP_MAX_RECORDS || g_bytes + r->bytes > MSP_PREP_MAX_BYTES) {
+        /* too much to hold: keep it all, in order, from here on */
+        msp_prep_release();
+        g_done = 1;
+        return 0;
+    }
+    r->next = NULL;
+    if (g_tail)
+        g_tail->next = r;
+    else
+        g_head = r;
+    g_tail = r;
+    g_n++;
+    g_bytes += r->bytes;
+    return 1;
+}
+
+void msp_prep_release(void)
+{
+    msp_dq_rec_t *r = g_head;
+    g_head = g_tail = NULL;
+    g_n = g_bytes = 0;
+    while (r) {
+        msp_dq_rec_t *next = r->next;
+        r->next = NULL;
+        msp_rec_queue(r);
+        r = next;
+    }
+}
+
+void msp_prep_model_started(void)
+{
+    if (prep_off())
+        return;
+    g_done = 1;
+    msp_dq_rec_t *r = g_head;
+    g_head = g_tail = NULL;
+    g_n = g_bytes = 0;
+    while (r) {
+        msp_dq_rec_t *next = r->next;
+        r->next = NULL;
+        msp_rec_drop(r);
+        g_dropped++;
+        r = next;
+    }
+    if (g_dropped)
+        msp_shim_msg("%llu call%s made before the model's first forward %s data preparation "
+                     "and %s not dumped (MSPROBE_DUMP_DATA_PREP=1 keeps them)",
+                     (unsigned long long)g_dropped, g_dropped == 1 ? "" : "s",
+                     g_dropped == 1 ? "is" : "are", g_dropped == 1 ? "is" : "are");
+}
