@@ -103,21 +103,27 @@ static void pk_ints(msp_xbuf_t *b, const int64_t *v, int n)
     xb_byte(b, 't');
 }
 
+/* The storage class torch.save names for each dtype. A table rather than a
+ * switch of literals: gcc's -Warray-bounds (Release, inlined into
+ * msp_write_pt) took the switch's shortest literal as the bound of every
+ * strlen of its result and failed the build. */
+static const struct {
+    msp_dtype_t dtype;
+    const char *name;
+} msp_storage_names[] = {
+    {MSP_DTYPE_FLOAT32, "FloatStorage"}, {MSP_DTYPE_FLOAT16, "HalfStorage"},
+    {MSP_DTYPE_BFLOAT16, "BFloat16Storage"}, {MSP_DTYPE_FLOAT64, "DoubleStorage"},
+    {MSP_DTYPE_INT8, "CharStorage"}, {MSP_DTYPE_INT16, "ShortStorage"},
+    {MSP_DTYPE_INT32, "IntStorage"}, {MSP_DTYPE_INT64, "LongStorage"},
+    {MSP_DTYPE_UINT8, "ByteStorage"}, {MSP_DTYPE_BOOL, "BoolStorage"},
+};
+
 static const char *msp_storage_name(msp_dtype_t dt)
 {
-    switch (dt) {
-    case MSP_DTYPE_FLOAT32: return "FloatStorage";
-    case MSP_DTYPE_FLOAT16: return "HalfStorage";
-    case MSP_DTYPE_BFLOAT16: return "BFloat16Storage";
-    case MSP_DTYPE_FLOAT64: return "DoubleStorage";
-    case MSP_DTYPE_INT8: return "CharStorage";
-    case MSP_DTYPE_INT16: return "ShortStorage";
-    case MSP_DTYPE_INT32: return "IntStorage";
-    case MSP_DTYPE_INT64: return "LongStorage";
-    case MSP_DTYPE_UINT8: return "ByteStorage";
-    case MSP_DTYPE_BOOL: return "BoolStorage";
-    default: return NULL;
-    }
+    for (size_t i = 0; i < sizeof msp_storage_names / sizeof msp_storage_names[0]; i++)
+        if (msp_storage_names[i].dtype == dt)
+            return msp_storage_names[i].name;
+    return NULL;
 }
 
 /* torch.save of one contiguous tensor: a zip with stored entries, as torch
