@@ -137,6 +137,18 @@ const char *msp_utf8_clean(const char *s, size_t max_bytes, char **owned);
  * values from a dump or a pack pass through it before they are printed. */
 const char *msp_term_clean(const char *s, int newlines, char **owned);
 
+/* A piece of outside text (a config value, the tail of a child's stderr) fit
+ * for a one-line message, copied into dst (cap bytes, always NUL-ended): at
+ * most max bytes of s, up to its end or, with MSP_EXCERPT_LINE, its first
+ * newline; each control character and DEL shown as '?' (with
+ * MSP_EXCERPT_BLANKS, tab, CR and newline as ' '); "..." after it when
+ * MSP_EXCERPT_MARK is set and s went on (then at most cap - 4 bytes of s, to
+ * leave room for it). dst may be s itself. */
+#define MSP_EXCERPT_LINE 1u
+#define MSP_EXCERPT_BLANKS 2u
+#define MSP_EXCERPT_MARK 4u
+void msp_excerpt(char *dst, size_t cap, const char *s, size_t max, unsigned flags);
+
 /* ---- text buffers and self-contained HTML pages (html.c) ---------------- */
 
 /* A growable text or byte buffer. Appends never fail loudly: out of memory

@@ -141,6 +141,10 @@ int msp_fd_collect(int fd, size_t cap, double deadline, unsigned char **out, siz
         if (k <= 0)
             break;
         msp_buf_grew(&b, (size_t)k);
+        if (b.len >= cap) { /* cap bytes: too big whatever follows, so say so now */
+            kind = MSP_CHILD_TOO_BIG;
+            break;
+        }
     }
     if (kind == MSP_CHILD_ENDED && !msp_buf_room(&b, 0, &(size_t){0}))
         kind = MSP_CHILD_NOMEM; /* nothing read: room for the NUL */

@@ -46,9 +46,7 @@ void cmp_worker_err_tail(const cmp_worker_t *w, char *buf, size_t n)
     off_t from = end > (off_t)(n - 1) ? end - (off_t)(n - 1) : 0;
     ssize_t got = pread(w->err_fd, buf, n - 1, from);
     buf[got > 0 ? got : 0] = '\0';
-    for (char *p = buf; *p; p++)
-        if (*p == '\n' || *p == '\r' || *p == '\t')
-            *p = ' ';
+    msp_excerpt(buf, n, buf, n - 1, MSP_EXCERPT_BLANKS);
 }
 
 void cmp_worker_stop(cmp_worker_t *w)

@@ -265,10 +265,12 @@ static msp_err msp_cc_run_python(const char *python, char **out)
     const size_t limit = (size_t)64 << 20;
     if (pipe2(fds, O_CLOEXEC) != 0)
         return msp_fail(MSP_ERR_IO, "pipe: %s", strerror(errno));
-    char *argv[] = {(char *)python, (char *)"-c", (char *)MSP_CC_PIP_SCRIPT_PRINT, NULL};
+    char *script = msp_asprintf("%sprint(result)\n", msp_cc_pip_py);
+    char *argv[] = {(char *)python, (char *)"-c", script, NULL};
     msp_child_t c = {.argv = argv, .in = MSP_CHILD_INHERIT, .out = fds[1],
                      .err = MSP_CHILD_INHERIT};
-    int err = msp_child_start(&c);
+    int err = script ? msp_child_start(&c) : ENOMEM;
+    free(script);
     close(fds[1]);
     if (err != 0) {
         close(fds[0]);
