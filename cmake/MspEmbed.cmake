@@ -1,6 +1,8 @@
-# Files embedded into the binary at build time, so that what a report page
-# needs (Chart.js from Debian's libjs-chart.js, the page's own script and
-# style) is in msprobe itself and never looked up when a report is written.
+# Files embedded into the binary at build time, the one way msprobe does it:
+# what a report page needs (Chart.js from Debian's libjs-chart.js, the page's
+# own script and style) and the Python sources msprobe runs (the replay worker,
+# the shim's API rules, the pip listing) are in msprobe itself and never looked
+# up at run time.
 #
 #   msp_embed(OUT_C SYMBOL INPUT): a custom command writing OUT_C, which defines
 #   `const char SYMBOL[]` (the bytes of INPUT, NUL-terminated) and

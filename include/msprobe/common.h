@@ -137,15 +137,38 @@ const char *msp_utf8_clean(const char *s, size_t max_bytes, char **owned);
  * values from a dump or a pack pass through it before they are printed. */
 const char *msp_term_clean(const char *s, int newlines, char **owned);
 
+/* A piece of outside text (a config value, the tail of a child's stderr) fit
+ * for a one-line message, copied into dst (cap bytes, always NUL-ended): at
+ * most max bytes of s, up to its end or, with MSP_EXCERPT_LINE, its first
+ * newline; each control character and DEL shown as '?' (with
+ * MSP_EXCERPT_BLANKS, tab, CR and newline as ' '); "..." after it when
+ * MSP_EXCERPT_MARK is set and s went on (then at most cap - 4 bytes of s, to
+ * leave room for it). dst may be s itself. */
+#define MSP_EXCERPT_LINE 1u
+#define MSP_EXCERPT_BLANKS 2u
+#define MSP_EXCERPT_MARK 4u
+void msp_excerpt(char *dst, size_t cap, const char *s, size_t max, unsigned flags);
+
 /* ---- text buffers and self-contained HTML pages (html.c) ---------------- */
 
-/* A growable text buffer. Appends never fail loudly: out of memory sets oom,
- * later appends do nothing, and the writer checks oom once at the end. */
+/* A growable text or byte buffer. Appends never fail loudly: out of memory
+ * sets oom, later appends do nothing, and the writer checks oom once at the
+ * end. With max set (curl's dynbuf: a size that comes from outside always
+ * gets a cap), growing past max bytes sets too_big as well as oom. */
 typedef struct msp_buf {
     char *data;   /* NUL-terminated once anything was appended; NULL before */
     size_t len, cap;
     int oom;
+    int too_big;  /* an append would have passed max */
+    size_t max;   /* 0: no cap */
+    size_t first; /* the first allocation (0: 4 KiB) */
 } msp_buf_t;
+/* Free room at the end of b for a read into it: a pointer to at least one
+ * byte (up to want, or more) with *room the bytes free (never past max), or
+ * NULL with oom (and too_big at max) set. msp_buf_grew then counts the n
+ * bytes written there and keeps the NUL. */
+char *msp_buf_room(msp_buf_t *b, size_t want, size_t *room);
+void msp_buf_grew(msp_buf_t *b, size_t n);
 void msp_buf_put(msp_buf_t *b, const char *s, size_t n);
 void msp_buf_puts(msp_buf_t *b, const char *s);
 void msp_buf_printf(msp_buf_t *b, const char *fmt, ...) MSP_PRINTF(2, 3);

@@ -39,6 +39,12 @@ typedef enum msp_step_trigger {
     MSP_STEP_MANUAL = 3     /* only the exported step() */
 } msp_step_trigger_t;
 
+/* Each enum's names as msprobe.json and the dump file write them, indexed
+ * by value: msp_task_names[MSP_TASK_MD5] is "md5". */
+extern const char *const msp_dump_mode_names[3];
+extern const char *const msp_task_names[4];
+extern const char *const msp_step_trigger_names[4];
+
 /* Roles a dump keeps (msprobe's data_mode "input" / "output"): input.* and
  * kwarg.* are inputs, output.* outputs. */
 #define MSP_ROLE_INPUT 1u

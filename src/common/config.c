@@ -22,6 +22,10 @@
 
 #define MSP_NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
+const char *const msp_dump_mode_names[3] = {"api", "module", "mix"};
+const char *const msp_task_names[4] = {"tensor", "statistics", "md5", "overflow_check"};
+const char *const msp_step_trigger_names[4] = {"optimizer", "backward", "forward", "manual"};
+
 static const char msp_step_set_hint[] =
     "expected a step set like \"10|20\", \"5-8\", \"1|3-5\" or \"all\"";
 
@@ -29,17 +33,7 @@ static const char msp_step_set_hint[] =
  * so a binary file or a huge string cannot wreck the terminal. */
 static void msp_cfg_quote(char *dst, size_t cap, const char *s)
 {
-    size_t n = 0, i = 0;
-    const size_t limit = cap > 8 ? cap - 6 : 0;
-    if (cap == 0)
-        return;
-    for (; s[i] && n < limit; i++)
-        dst[n++] = ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) ? '?' : s[i];
-    if (s[i] && limit) {
-        memcpy(dst + n, "...", 3);
-        n += 3;
-    }
-    dst[n] = '\0';
+    msp_excerpt(dst, cap, s, cap > 8 ? cap - 6 : 0, MSP_EXCERPT_MARK);
 }
 
 typedef struct msp_cfg_walk {
@@ -484,9 +478,6 @@ static msp_err msp_cfg_dump(const msp_cfg_walk_t *w, const cJSON *dump, msp_conf
     static const char *const dkeys[] = {"common_dump_settings", "api_list"};
     static const char *const skeys[] = {"dump_mode", "dump_path", "dump_iter", "task",
                                         "step_trigger", "rank", "stack", "overflow_nums"};
-    static const char *const modes[] = {"api", "module", "mix"};
-    static const char *const tasks[] = {"tensor", "statistics", "md5", "overflow_check"};
-    static const char *const triggers[] = {"optimizer", "backward", "forward", "manual"};
     const cJSON *d[MSP_NELEM(dkeys)], *s[MSP_NELEM(skeys)];
     int k;
     msp_err rc = msp_cfg_object(w, dump, "dump");
@@ -503,8 +494,8 @@ static msp_err msp_cfg_dump(const msp_cfg_walk_t *w, const cJSON *dump, msp_conf
         if (rc != MSP_OK)
             return rc;
         if (s[0]) {
-            if ((rc = msp_cfg_enum(w, s[0], "dump.common_dump_settings.dump_mode", modes,
-                                   MSP_NELEM(modes), &k)) != MSP_OK)
+            if ((rc = msp_cfg_enum(w, s[0], "dump.common_dump_settings.dump_mode",
+                                   msp_dump_mode_names, MSP_NELEM(msp_dump_mode_names), &k)) != MSP_OK)
                 return rc;
             cfg->dump_mode = (msp_dump_mode_t)k;
         }
@@ -515,14 +506,14 @@ static msp_err msp_cfg_dump(const msp_cfg_walk_t *w, const cJSON *dump, msp_conf
                                             &cfg->dump_iter)) != MSP_OK)
             return rc;
         if (s[3]) {
-            if ((rc = msp_cfg_enum(w, s[3], "dump.common_dump_settings.task", tasks,
-                                   MSP_NELEM(tasks), &k)) != MSP_OK)
+            if ((rc = msp_cfg_enum(w, s[3], "dump.common_dump_settings.task", msp_task_names,
+                                   MSP_NELEM(msp_task_names), &k)) != MSP_OK)
                 return rc;
             cfg->task = (msp_task_t)k;
         }
         if (s[4]) {
-            if ((rc = msp_cfg_enum(w, s[4], "dump.common_dump_settings.step_trigger", triggers,
-                                   MSP_NELEM(triggers), &k)) != MSP_OK)
+            if ((rc = msp_cfg_enum(w, s[4], "dump.common_dump_settings.step_trigger",
+                                   msp_step_trigger_names, MSP_NELEM(msp_step_trigger_names), &k)) != MSP_OK)
                 return rc;
             cfg->step_trigger = (msp_step_trigger_t)k;
         }
@@ -930,9 +921,9 @@ static msp_err msp_cfg_msprobe(const msp_cfg_walk_t *w, const cJSON *root, msp_c
         }
     }
     if (m[0]) {
-        static const char *const tasks[] = {"tensor", "statistics", "md5", "overflow_check"};
         int k;
-        if ((rc = msp_cfg_enum(w, m[0], "task", tasks, MSP_NELEM(tasks), &k)) != MSP_OK)
+        if ((rc = msp_cfg_enum(w, m[0], "task", msp_task_names, MSP_NELEM(msp_task_names), &k)) !=
+            MSP_OK)
             return rc;
         cfg->task = (msp_task_t)k;
     }
@@ -1222,10 +1213,7 @@ static msp_err msp_cfg_syntax(const char *source, const char *text, size_t cjson
                         "column %zu is never closed)",
                         source, line, col, text[sc.open], oline, ocol);
     }
-    size_t n = 0;
-    for (size_t i = sc.pos; text[i] && text[i] != '\n' && n < 24; i++)
-        near[n++] = (unsigned char)text[i] < 0x20 ? '?' : text[i];
-    near[n] = '\0';
+    msp_excerpt(near, sizeof near, text + sc.pos, 24, MSP_EXCERPT_LINE);
     return msp_fail(MSP_ERR_CONFIG, "%s:%zu:%zu: invalid JSON: %s, near '%s'", source, line, col,
                     sc.why, near);
 }
@@ -1235,11 +1223,8 @@ static msp_err msp_cfg_trailing(const char *source, const char *text, size_t off
 {
     size_t line, col;
     char near[48];
-    size_t n = 0;
     msp_cfg_line_col(text, off, &line, &col);
-    for (size_t i = off; text[i] && text[i] != '\n' && n < 24; i++)
-        near[n++] = (unsigned char)text[i] < 0x20 ? '?' : text[i];
-    near[n] = '\0';
+    msp_excerpt(near, sizeof near, text + off, 24, MSP_EXCERPT_LINE);
     return msp_fail(MSP_ERR_CONFIG,
                     "%s:%zu:%zu: invalid JSON: text after the end of the top-level object, near '%s'",
                     source, line, col, near);

@@ -79,54 +79,37 @@ msp_err msp_read_file(const char *path, size_t max_bytes, char **out, size_t *le
     if (len)
         *len = 0;
     msp_err rc = MSP_OK;
-    char *buf = NULL;
     FILE *f = fopen(path, "rb");
     if (!f)
         return msp_fail(errno == ENOENT ? MSP_ERR_NOT_FOUND : MSP_ERR_IO, "cannot open %s: %s",
                         path, strerror(errno));
-    size_t cap = 4096, n = 0;
-    buf = malloc(cap + 1);
-    if (!buf) {
-        rc = msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", path);
-        goto cleanup;
-    }
+    /* At most max_bytes + 1: reading one byte past the limit is how a
+     * file of exactly max_bytes is told from a larger one. */
+    msp_buf_t b = {.max = max_bytes < SIZE_MAX ? max_bytes + 1 : 0, .first = 4097};
     for (;;) {
-        if (n == cap) {
-            /* Grow to at most max_bytes + 1: reading one byte past the limit is
-             * how a file of exactly max_bytes is told from a larger one. */
-            if (cap > max_bytes) {
-                rc = msp_fail(MSP_ERR_LIMIT, "%s is larger than %zu bytes", path, max_bytes);
-                goto cleanup;
-            }
-            cap = cap * 2 > max_bytes ? max_bytes + 1 : cap * 2;
-            char *nb = realloc(buf, cap + 1);
-            if (!nb) {
-                rc = msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", path);
-                goto cleanup;
-            }
-            buf = nb;
+        size_t room;
+        char *at = msp_buf_room(&b, 4096, &room);
+        if (!at) {
+            rc = b.too_big ? msp_fail(MSP_ERR_LIMIT, "%s is larger than %zu bytes", path, max_bytes)
+                           : msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", path);
+            goto cleanup;
         }
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
+        size_t got = fread(at, 1, room, f);
+        msp_buf_grew(&b, got);
         if (got == 0) {
-            if (ferror(f)) {
+            if (ferror(f))
                 rc = msp_fail(MSP_ERR_IO, "cannot read %s: %s", path, strerror(errno));
-                goto cleanup;
-            }
             break;
         }
     }
-    if (n > max_bytes) {
-        rc = msp_fail(MSP_ERR_LIMIT, "%s is larger than %zu bytes", path, max_bytes);
-        goto cleanup;
+    if (rc == MSP_OK) {
+        *out = b.data;
+        if (len)
+            *len = b.len;
+        b.data = NULL;
     }
-    buf[n] = '\0';
-    *out = buf;
-    buf = NULL;
-    if (len)
-        *len = n;
 cleanup:
-    free(buf);
+    msp_buf_free(&b);
     fclose(f);
     return rc;
 }

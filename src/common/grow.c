@@ -1,7 +1,10 @@
-/* The one doubling-array growth every module uses, overflow-checked once here. */
+/* Growable memory, overflow-checked once here: msp_grow for arrays, msp_buf
+ * for text and bytes (with a cap where the size comes from outside). */
 #include "msprobe/common.h"
 
+#include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,3 +27,98 @@ void *msp_grow(void *items, size_t *cap, size_t n, size_t elem, size_t first_cap
     *cap = c;
     return q;
 }
+
+/* Room for more bytes and the NUL; past b->max (when set) is too big. */
+static int msp_buf_reserve(msp_buf_t *b, size_t more)
+{
+    if (b->oom)
+        return 0;
+    if (more > SIZE_MAX - b->len - 1 || (b->max && more > b->max - b->len)) {
+        b->too_big = b->max != 0;
+        b->oom = 1;
+        return 0;
+    }
+    size_t need = b->len + more + 1;
+    if (need <= b->cap)
+        return 1;
+    size_t cap = b->cap ? b->cap : b->first ? b->first : 4096;
+    while (cap < need)
+        cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+    if (b->max && cap > b->max + 1)
+        cap = b->max + 1;
+    char *p = realloc(b->data, cap);
+    if (!p) {
+        b->oom = 1;
+        return 0;
+    }
+    b->data = p;
+    b->cap = cap;
+    return 1;
+}
+
+char *msp_buf_room(msp_buf_t *b, size_t want, size_t *room)
+{
+    if (b->max && !b->oom && b->len >= b->max) {
+        b->too_big = b->oom = 1;
+        return NULL;
+    }
+    if (b->max && want > b->max - b->len)
+        want = b->max - b->len;
+    if (!msp_buf_reserve(b, want))
+        return NULL;
+    size_t r = b->cap - b->len - 1;
+    *room = b->max && r > b->max - b->len ? b->max - b->len : r;
+    return b->data + b->len;
+}
+
+void msp_buf_grew(msp_buf_t *b, size_t n)
+{
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+void msp_buf_put(msp_buf_t *b, const char *s, size_t n)
+{
+    if (!msp_buf_reserve(b, n))
+        return;
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+void msp_buf_puts(msp_buf_t *b, const char *s)
+{
+    msp_buf_put(b, s, strlen(s));
+}
+
+void msp_buf_printf(msp_buf_t *b, const char *fmt, ...)
+{
+    char small[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        b->oom = 1;
+        return;
+    }
+    if ((size_t)n < sizeof small) {
+        msp_buf_put(b, small, (size_t)n);
+        return;
+    }
+    if (!msp_buf_reserve(b, (size_t)n))
+        return;
+    va_start(ap, fmt);
+    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+void msp_buf_free(msp_buf_t *b)
+{
+    if (!b)
+        return;
+    free(b->data);
+    memset(b, 0, sizeof *b);
+}
+

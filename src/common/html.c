@@ -7,7 +7,6 @@
 #include "msprobe/common.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,67 +16,6 @@ extern const char msp_html_chartjs[];
 extern const size_t msp_html_chartjs_len;
 extern const char msp_html_base_css[];
 extern const char msp_html_base_js[];
-
-static int msp_buf_reserve(msp_buf_t *b, size_t more)
-{
-    if (b->oom)
-        return 0;
-    if (more > SIZE_MAX - b->len - 1) {
-        b->oom = 1;
-        return 0;
-    }
-    size_t need = b->len + more + 1;
-    if (need <= b->cap)
-        return 1;
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < need)
-        cap = cap > SIZE_MAX / 2 ? need : cap * 2;
-    char *p = realloc(b->data, cap);
-    if (!p) {
-        b->oom = 1;
-        return 0;
-    }
-    b->data = p;
-    b->cap = cap;
-    return 1;
-}
-
-void msp_buf_put(msp_buf_t *b, const char *s, size_t n)
-{
-    if (!msp_buf_reserve(b, n))
-        return;
-    memcpy(b->data + b->len, s, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-}
-
-void msp_buf_puts(msp_buf_t *b, const char *s)
-{
-    msp_buf_put(b, s, strlen(s));
-}
-
-void msp_buf_printf(msp_buf_t *b, const char *fmt, ...)
-{
-    char small[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(small, sizeof small, fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-        b->oom = 1;
-        return;
-    }
-    if ((size_t)n < sizeof small) {
-        msp_buf_put(b, small, (size_t)n);
-        return;
-    }
-    if (!msp_buf_reserve(b, (size_t)n))
-        return;
-    va_start(ap, fmt);
-    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
-}
 
 void msp_buf_json_str(msp_buf_t *b, const char *s)
 {
@@ -127,14 +65,6 @@ void msp_buf_json_num(msp_buf_t *b, double v, int digits)
         msp_buf_puts(b, v > 0 ? "1e999" : "-1e999");
     else
         msp_buf_printf(b, "%.*g", digits < 1 ? 1 : digits > 17 ? 17 : digits, v);
-}
-
-void msp_buf_free(msp_buf_t *b)
-{
-    if (!b)
-        return;
-    free(b->data);
-    memset(b, 0, sizeof *b);
 }
 
 const char *msp_html_chartjs_version(void)

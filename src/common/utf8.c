@@ -161,3 +161,23 @@ const char *msp_term_clean(const char *s, int newlines, char **owned)
     *owned = out;
     return out;
 }
+
+void msp_excerpt(char *dst, size_t cap, const char *s, size_t max, unsigned flags)
+{
+    if (cap == 0)
+        return;
+    size_t most = !(flags & MSP_EXCERPT_MARK) ? cap - 1 : cap > 4 ? cap - 4 : 0;
+    if (max > most)
+        max = most;
+    size_t n = 0;
+    for (; s[n] && n < max && !((flags & MSP_EXCERPT_LINE) && s[n] == '\n'); n++) {
+        unsigned char c = (unsigned char)s[n];
+        int blank = (flags & MSP_EXCERPT_BLANKS) && (c == '\n' || c == '\r' || c == '\t');
+        dst[n] = blank ? ' ' : (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+    }
+    if ((flags & MSP_EXCERPT_MARK) && s[n] && n) {
+        memcpy(dst + n, "...", 3);
+        n += 3;
+    }
+    dst[n] = '\0';
+}

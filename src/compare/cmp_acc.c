@@ -11,6 +11,7 @@
  * driven by a thread of its own with its own handle on the dump. */
 #include "cmp_acc.h"
 #include "cmp_worker.h"
+#include "msprobe/proc.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -138,7 +139,7 @@ static int acc_one(acc_run_t *run, cmp_worker_t *w, msp_dump_file_t *f,
         why = "out of memory";
         goto done;
     }
-    double deadline = cmp_worker_now() + ACC_JOB_SECONDS;
+    double deadline = msp_monotonic() + ACC_JOB_SECONDS;
     uint32_t len = (uint32_t)strlen(text);
     if ((r = cmp_worker_send(w, &len, sizeof len, deadline)) ||
         (r = cmp_worker_send(w, text, len, deadline)))
@@ -200,7 +201,7 @@ static void *acc_thread(void *arg)
                                                buf ? msp_last_error() : "out of memory"));
         goto out;
     }
-    char *why = cmp_worker_start(&w, run->python, cmp_worker_now() + ACC_JOB_SECONDS);
+    char *why = cmp_worker_start(&w, run->python, msp_monotonic() + ACC_JOB_SECONDS);
     if (why) {
         acc_note_start_error(run, why);
         goto out;
@@ -230,7 +231,7 @@ static void *acc_thread(void *arg)
                                                   tail[0] ? ": " : "", tail);
             char *again = starts < ACC_MAX_STARTS
                               ? cmp_worker_start(&w, run->python,
-                                                 cmp_worker_now() + ACC_JOB_SECONDS)
+                                                 msp_monotonic() + ACC_JOB_SECONDS)
                               : msp_asprintf("the replay worker died %d times", starts);
             starts++;
             if (again) {
@@ -635,7 +636,7 @@ msp_err msp_acc_check(const char *path, const msp_acc_opts_t *opts, msp_acc_resu
         nw = ACC_MAX_WORKERS;
     if ((size_t)nw > to_replay)
         nw = to_replay ? (int)to_replay : 0;
-    double t0 = cmp_worker_now();
+    double t0 = msp_monotonic();
     if (nw && !(th = calloc((size_t)nw, sizeof *th))) {
         rc = msp_fail(MSP_ERR_NOMEM, "out of memory");
         goto done;
@@ -646,7 +647,7 @@ msp_err msp_acc_check(const char *path, const msp_acc_opts_t *opts, msp_acc_resu
             nt++;
     for (int i = 0; i < nt; i++)
         pthread_join(th[i], NULL);
-    res->seconds = cmp_worker_now() - t0;
+    res->seconds = msp_monotonic() - t0;
     res->workers = run.started;
     res->records = run.njobs;
     if (nw && !run.started) {

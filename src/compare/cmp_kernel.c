@@ -10,6 +10,8 @@
  * time (target_clones), so the default build needs no -march flag. */
 #include "cmp_internal.h"
 
+#include "msprobe/cpu.h"
+
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -17,7 +19,7 @@
 
 #define CMP_BLOCK 4096 /* elements per fast/slow decision */
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#if defined(MSP_CPU_X86) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
 #define CMP_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define CMP_CLONES
@@ -225,7 +227,7 @@ cmp_fast_block(msp_dtype_t ndt, const unsigned char *np, msp_dtype_t bdt, const 
     return 1;
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__)
+#if defined(MSP_CPU_X86) && !defined(__SANITIZE_ADDRESS__)
 #include <immintrin.h>
 #define CMP_HAVE_F32_AVX512 1
 /* float32 against float32 (nearly every real pair), written for AVX-512:
@@ -332,17 +334,6 @@ cmp_f32_block_avx512(const float *np, const float *bp, size_t cnt, double rtol, 
 }
 #undef CMP_F32_HALF
 
-/* MSPROBE_COMPARE_NO_AVX512=1 keeps the compiler-vectorised loop for every
- * pair (the tests compare the two). */
-static int cmp_f32_avx512_ok(void)
-{
-    static int ok = -1; /* benign race: every thread computes the same value */
-    if (ok < 0)
-        ok = !msp_env_flag("MSPROBE_COMPARE_NO_AVX512") && __builtin_cpu_supports("avx512f") &&
-             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-             __builtin_cpu_supports("popcnt");
-    return ok;
-}
 #endif
 
 /* Every rule, element by element: side statistics see the raw values; NaN/Inf
@@ -431,7 +422,7 @@ CMP_CLONES static int cmp_run_float(msp_dtype_t ndt, const unsigned char *n, msp
 {
     size_t nsz = msp_dtype_size(ndt), bsz = msp_dtype_size(bdt);
 #ifdef CMP_HAVE_F32_AVX512
-    if (ndt == MSP_DTYPE_FLOAT32 && bdt == MSP_DTYPE_FLOAT32 && cmp_f32_avx512_ok()) {
+    if (ndt == MSP_DTYPE_FLOAT32 && bdt == MSP_DTYPE_FLOAT32 && msp_cpu_use(MSP_CPU_CMP_AVX512)) {
         for (size_t off = 0; off < count; off += CMP_BLOCK) {
             size_t m = count - off < CMP_BLOCK ? count - off : CMP_BLOCK;
             const unsigned char *nb = n + off * 4, *bb_ = b + off * 4;

@@ -512,17 +512,16 @@ static msp_err cmp_merge_csv(cmp_merge_t *m, const char *path)
         }
         if (!end_field) {
             if (flen + 2 > fcap) {
-                size_t nc = fcap ? fcap * 2 : 256;
-                char *nf = nc <= ((size_t)1 << 24) ? realloc(field, nc) : NULL;
+                char *nf = flen + 2 <= ((size_t)1 << 24)
+                               ? msp_grow(field, &fcap, flen + 1, 1, 256) : NULL;
                 if (!nf) {
-                    rc = nc > ((size_t)1 << 24)
+                    rc = flen + 2 > ((size_t)1 << 24)
                              ? msp_fail(MSP_ERR_FORMAT, "%s: row %zu: a field over 16 MiB",
                                         path, row + 1)
                              : msp_fail(MSP_ERR_NOMEM, "out of memory");
                     break;
                 }
                 field = nf;
-                fcap = nc;
             }
             field[flen++] = (char)c;
             continue;

@@ -35,37 +35,21 @@ void cmp_plan_free(cmp_plan_t *p)
 static msp_err cmp_plan_pack(const cmp_file_pair_t *fps, size_t n, char **only, size_t n_only,
                              char **out, size_t *len)
 {
-    size_t cap = 64, at = 0;
-    char *b = malloc(cap);
-    if (!b)
-        return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
+    msp_buf_t b = {0};
+    msp_buf_put(&b, "", 0); /* no line at all is still a message */
     for (size_t i = 0; i < n + n_only; i++) {
-        char key[96];
-        const char *line = key;
         if (i < n)
-            snprintf(key, sizeof key, "%lld %lld %lld", (long long)fps[i].step,
-                     (long long)fps[i].rank, (long long)fps[i].writer);
+            msp_buf_printf(&b, "%lld %lld %lld\n", (long long)fps[i].step,
+                           (long long)fps[i].rank, (long long)fps[i].writer);
         else
-            line = only[i - n];
-        size_t l = strlen(line) + (i >= n) + 1;
-        if (at + l + 1 > cap) {
-            while (at + l + 1 > cap)
-                cap *= 2;
-            char *nb = realloc(b, cap);
-            if (!nb) {
-                free(b);
-                return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
-            }
-            b = nb;
-        }
-        if (i >= n)
-            b[at++] = '!';
-        memcpy(b + at, line, strlen(line));
-        at += strlen(line);
-        b[at++] = '\n';
+            msp_buf_printf(&b, "!%s\n", only[i - n]);
     }
-    *out = b;
-    *len = at;
+    if (b.oom) {
+        msp_buf_free(&b);
+        return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
+    }
+    *out = b.data;
+    *len = b.len;
     return MSP_OK;
 }
 

@@ -32,7 +32,7 @@
  * (acc_check runs the same worker); the names this file has always used. */
 typedef cmp_worker_t rp_worker_t;
 typedef cmp_job_tensor_t rp_tensor_t;
-#define rp_now cmp_worker_now
+#define rp_now msp_monotonic
 #define rp_start cmp_worker_start
 #define rp_stop cmp_worker_stop
 #define rp_send cmp_worker_send

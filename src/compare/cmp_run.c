@@ -549,14 +549,10 @@ static msp_err cmp_add_job(cmp_ctx_t *cx, size_t row, const msp_record_info_t *n
                            const msp_tensor_info_t *nt, const msp_record_info_t *brec,
                            const msp_tensor_info_t *bt)
 {
-    if (cx->n_jobs == cx->cap_jobs) {
-        size_t nc = cx->cap_jobs ? cx->cap_jobs * 2 : 256;
-        cmp_job_t *nv = realloc(cx->jobs, nc * sizeof *nv);
-        if (!nv)
-            return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
-        cx->jobs = nv;
-        cx->cap_jobs = nc;
-    }
+    cmp_job_t *nv = msp_grow(cx->jobs, &cx->cap_jobs, cx->n_jobs, sizeof *nv, 256);
+    if (!nv)
+        return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
+    cx->jobs = nv;
     cmp_job_t *j = &cx->jobs[cx->n_jobs++];
     memset(j, 0, sizeof *j);
     j->row = row;

@@ -50,39 +50,19 @@ _Static_assert(offsetof(msp_tensor_cmp_t, npu_dtype) == 2 * sizeof(char *) &&
 
 /* ---- packing ------------------------------------------------------------- */
 
-typedef struct cmp_buf {
-    unsigned char *p;
-    size_t n, cap;
-    int oom;
-} cmp_buf_t;
-
-static void cmp_put(cmp_buf_t *b, const void *src, size_t len)
+/* packed bytes go into an msp_buf_t (bytes, not text: hence void *) */
+static void cmp_put(msp_buf_t *b, const void *src, size_t len)
 {
-    if (b->oom)
-        return;
-    if (b->n + len > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->n + len)
-            cap *= 2;
-        unsigned char *np = realloc(b->p, cap);
-        if (!np) {
-            b->oom = 1;
-            return;
-        }
-        b->p = np;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, src, len);
-    b->n += len;
+    msp_buf_put(b, src, len);
 }
 
-static void cmp_put_u64(cmp_buf_t *b, uint64_t v)
+static void cmp_put_u64(msp_buf_t *b, uint64_t v)
 {
     cmp_put(b, &v, sizeof v);
 }
 
 /* A string: its length + 1 (0 for NULL), then its bytes. */
-static void cmp_put_str(cmp_buf_t *b, const char *s)
+static void cmp_put_str(msp_buf_t *b, const char *s)
 {
     uint64_t n = s ? strlen(s) + 1 : 0;
     cmp_put_u64(b, n);
@@ -92,7 +72,7 @@ static void cmp_put_str(cmp_buf_t *b, const char *s)
 
 msp_err cmp_part_pack(const msp_compare_result_t *part, unsigned char **out, size_t *len)
 {
-    cmp_buf_t b = {0};
+    msp_buf_t b = {0};
     *out = NULL;
     *len = 0;
     cmp_put_u64(&b, CMP_PART_MAGIC);
@@ -149,11 +129,11 @@ msp_err cmp_part_pack(const msp_compare_result_t *part, unsigned char **out, siz
         cmp_put_str(&b, part->suspects[i].reason);
     }
     if (b.oom) {
-        free(b.p);
+        msp_buf_free(&b);
         return msp_fail(MSP_ERR_NOMEM, "compare: out of memory packing a pair's result");
     }
-    *out = b.p;
-    *len = b.n;
+    *out = (unsigned char *)b.data;
+    *len = b.len;
     return MSP_OK;
 }
 

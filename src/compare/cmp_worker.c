@@ -4,12 +4,13 @@
  * the same way (a record's attributes and tensors). */
 #include "cmp_worker.h"
 
+#include "msprobe/proc.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +19,6 @@
 #include <time.h>
 #include <unistd.h>
 
-extern char **environ;
 extern const char msp_replay_py[];
 extern const char msp_replay_acc_py[];
 
@@ -36,13 +36,6 @@ const char *cmp_worker_python(const char *opt)
     return py;
 }
 
-double cmp_worker_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* The last bytes the worker wrote to stderr, one line, for a message. */
 void cmp_worker_err_tail(const cmp_worker_t *w, char *buf, size_t n)
 {
@@ -53,9 +46,7 @@ void cmp_worker_err_tail(const cmp_worker_t *w, char *buf, size_t n)
     off_t from = end > (off_t)(n - 1) ? end - (off_t)(n - 1) : 0;
     ssize_t got = pread(w->err_fd, buf, n - 1, from);
     buf[got > 0 ? got : 0] = '\0';
-    for (char *p = buf; *p; p++)
-        if (*p == '\n' || *p == '\r' || *p == '\t')
-            *p = ' ';
+    msp_excerpt(buf, n, buf, n - 1, MSP_EXCERPT_BLANKS);
 }
 
 void cmp_worker_stop(cmp_worker_t *w)
@@ -89,26 +80,7 @@ void cmp_worker_stop(cmp_worker_t *w)
 /* Send n bytes by the deadline: 0, -1 (worker gone), -2 (time up). */
 int cmp_worker_send(cmp_worker_t *w, const void *p, size_t n, double deadline)
 {
-    const char *c = p;
-    while (n) {
-        double left = deadline > 0 ? deadline - cmp_worker_now() : 1e9;
-        if (left <= 0)
-            return -2;
-        struct pollfd pf = {w->fd, POLLOUT, 0};
-        int r = poll(&pf, 1, left > 1e6 ? -1 : (int)(left * 1000) + 1);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return r == 0 ? -2 : -1;
-        ssize_t k = send(w->fd, c, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (k < 0 && (errno == EINTR || errno == EAGAIN))
-            continue;
-        if (k <= 0)
-            return -1;
-        c += k;
-        n -= (size_t)k;
-    }
-    return 0;
+    return msp_fd_exact(w->fd, (void *)p, n, 1, deadline);
 }
 
 /* One answer line (NUL-terminated, without its newline) in w->line:
@@ -127,11 +99,11 @@ int cmp_worker_recv_line(cmp_worker_t *w, double deadline)
                 return -1;
             w->line = nb;
         }
-        double left = deadline > 0 ? deadline - cmp_worker_now() : 1e9;
+        double left = deadline > 0 ? deadline - msp_monotonic() : INFINITY;
         if (left <= 0)
             return -2;
         struct pollfd pf = {w->fd, POLLIN, 0};
-        int r = poll(&pf, 1, left > 1e6 ? -1 : (int)(left * 1000) + 1);
+        int r = poll(&pf, 1, msp_poll_ms(left));
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)
@@ -168,28 +140,14 @@ char *cmp_worker_start(cmp_worker_t *w, const char *python, double deadline)
         fclose(tf);
     if (efd >= 0)
         (void)fcntl(efd, F_SETFD, FD_CLOEXEC);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, sv[1], 0);
-    posix_spawn_file_actions_adddup2(&fa, sv[1], 1);
-    if (efd >= 0)
-        posix_spawn_file_actions_adddup2(&fa, efd, 2);
-    else
-        posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addclosefrom_np(&fa, 3);
-    posix_spawnattr_t at;
-    posix_spawnattr_init(&at);
-    sigset_t none;
-    sigemptyset(&none);
-    posix_spawnattr_setsigmask(&at, &none);
-    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK);
     /* one script: acc_check's metrics, then the worker that calls them */
     char *src = msp_asprintf("%s\n%s", msp_replay_acc_py, msp_replay_py);
     char *argv[] = {(char *)python, (char *)"-c", src, NULL};
-    int e = src ? posix_spawnp(&w->pid, python, &fa, &at, argv, environ) : ENOMEM;
+    msp_child_t c = {.argv = argv, .search_path = 1, .in = sv[1], .out = sv[1],
+                     .err = efd >= 0 ? efd : MSP_CHILD_DEVNULL};
+    int e = src ? msp_child_start(&c) : ENOMEM;
+    w->pid = c.pid;
     free(src);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&at);
     close(sv[1]);
     w->fd = sv[0];
     w->err_fd = efd;

@@ -12,6 +12,8 @@
 
 #include "cmp_internal.h"
 
+#include "msprobe/proc.h" /* every deadline below is msp_monotonic() seconds */
+
 #include <cjson/cJSON.h>
 #include <sys/types.h>
 
@@ -23,8 +25,6 @@ typedef struct cmp_worker {
     size_t len, cap;
 } cmp_worker_t;
 
-/* CLOCK_MONOTONIC in seconds: the clock of every deadline below. */
-double cmp_worker_now(void);
 /* The Python to run replay.py: opt when set, else $MSPROBE_PYTHON, else the
  * build's default (MSP_DEFAULT_PYTHON). */
 const char *cmp_worker_python(const char *opt);

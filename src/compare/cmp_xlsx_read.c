@@ -144,16 +144,10 @@ static int cmp_xml_text(const char *p, const char *end, char **acc, size_t *len,
                 }
             }
         }
-        if (*len + ulen + 1 > *cap) {
-            size_t nc = *cap ? *cap * 2 : 64;
-            while (nc < *len + ulen + 1)
-                nc *= 2;
-            char *nb = realloc(*acc, nc);
-            if (!nb)
-                return -1;
-            *acc = nb;
-            *cap = nc;
-        }
+        char *nb = msp_grow(*acc, cap, *len + ulen, 1, 64);
+        if (!nb)
+            return -1;
+        *acc = nb;
         memcpy(*acc + *len, utf, ulen);
         *len += ulen;
         (*acc)[*len] = '\0';
@@ -452,20 +446,13 @@ static int cmp_xlsx_row(cmp_xlsx_t *x, const char *part, const char *p, const ch
         }
         free(type);
         if (text) {
-            if ((size_t)col >= rs->cap) {
-                size_t nc = rs->cap ? rs->cap : 32;
-                while (nc <= (size_t)col)
-                    nc *= 2;
-                char **nv = realloc(rs->cells, nc * sizeof *nv);
-                if (!nv) {
-                    free(text);
-                    *rc = msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", x->path);
-                    return -1;
-                }
-                memset(nv + rs->cap, 0, (nc - rs->cap) * sizeof *nv);
-                rs->cells = nv;
-                rs->cap = nc;
+            char **nv = msp_grow(rs->cells, &rs->cap, (size_t)col, sizeof *nv, 32);
+            if (!nv) {
+                free(text);
+                *rc = msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", x->path);
+                return -1;
             }
+            rs->cells = nv;
             free(rs->cells[col]);
             rs->cells[col] = text;
             if ((size_t)col + 1 > rs->n)

@@ -123,30 +123,11 @@ cJSON *msp_cc_json_double(double v);
 int msp_cc_json_get_double(const cJSON *item, double *out);
 
 
-/* Lists importlib.metadata.distributions() (first of each normalised name, as
- * import would resolve it) into a JSON string `result`. Run in-process by the
- * collectors and by `msprobe config_check -d` through MSPROBE_PYTHON -c. */
-#define MSP_CC_PIP_SCRIPT \
-    "import json, re, sys\n" \
-    "try:\n" \
-    "    from importlib import metadata as _m\n" \
-    "    _d = list(_m.distributions())\n" \
-    "except Exception:\n" \
-    "    _d = []\n" \
-    "_seen = {}\n" \
-    "for _x in _d:\n" \
-    "    try:\n" \
-    "        _n = _x.metadata[\"Name\"]\n" \
-    "        _v = _x.version\n" \
-    "    except Exception:\n" \
-    "        continue\n" \
-    "    if not _n:\n" \
-    "        continue\n" \
-    "    _k = re.sub(r\"[-_.]+\", \"-\", _n).lower()\n" \
-    "    if _k not in _seen:\n" \
-    "        _seen[_k] = {\"name\": _n, \"version\": str(_v)}\n" \
-    "result = json.dumps({\"python\": \"%d.%d.%d\" % tuple(sys.version_info[:3]), \"executable\": sys.executable, \"packages\": [_seen[k] for k in sorted(_seen)]})\n"
-#define MSP_CC_PIP_SCRIPT_PRINT MSP_CC_PIP_SCRIPT "print(result)\n"
+/* cc_pip.py, embedded: lists importlib.metadata.distributions() (first of
+ * each normalised name, as import would resolve it) into a JSON string
+ * `result`. Run in-process by the collectors and by `msprobe config_check -d`
+ * through MSPROBE_PYTHON -c (with a print of result after it). */
+extern const char msp_cc_pip_py[];
 
 /* ---- pack reading ------------------------------------------------------ */
 

@@ -44,30 +44,19 @@ static msp_err msp_cc_read_member(zip_t *za, zip_uint64_t idx, const char *pack,
     if (!zf)
         return msp_fail(MSP_ERR_ZIP, "pack %s: member %s: cannot open: %s", pack, name, zip_strerror(za));
     /* The declared size is only a hint: read at most max_member + 1 bytes. */
-    size_t cap = (size_t)(size < max_member ? size : max_member) + 1;
-    char *buf = malloc(cap + 1);
-    size_t len = 0;
-    if (!buf) {
-        rc = msp_fail(MSP_ERR_NOMEM, "pack %s: member %s: out of memory", pack, name);
-        goto cleanup;
-    }
+    msp_buf_t b = {.max = max_member + 1,
+                   .first = (size_t)(size < max_member ? size : max_member) + 2};
     for (;;) {
-        if (len == cap) {
-            if (cap > max_member) {
-                rc = msp_fail(MSP_ERR_LIMIT, "pack %s: member %s: larger than the %zu-byte limit", pack, name,
-                              max_member);
-                goto cleanup;
-            }
-            size_t ncap = cap * 2 > max_member + 1 ? max_member + 1 : cap * 2;
-            char *nb = realloc(buf, ncap + 1);
-            if (!nb) {
-                rc = msp_fail(MSP_ERR_NOMEM, "pack %s: member %s: out of memory", pack, name);
-                goto cleanup;
-            }
-            buf = nb;
-            cap = ncap;
+        size_t room;
+        char *at = msp_buf_room(&b, b.first, &room);
+        if (!at) {
+            rc = b.too_big ? msp_fail(MSP_ERR_LIMIT, "pack %s: member %s: larger than the "
+                                      "%zu-byte limit", pack, name, max_member)
+                           : msp_fail(MSP_ERR_NOMEM, "pack %s: member %s: out of memory", pack,
+                                      name);
+            goto cleanup;
         }
-        zip_int64_t got = zip_fread(zf, buf + len, cap - len);
+        zip_int64_t got = zip_fread(zf, at, room);
         if (got < 0) {
             rc = msp_fail(MSP_ERR_ZIP, "pack %s: member %s: cannot read: %s", pack, name,
                           zip_file_strerror(zf));
@@ -75,18 +64,13 @@ static msp_err msp_cc_read_member(zip_t *za, zip_uint64_t idx, const char *pack,
         }
         if (got == 0)
             break;
-        len += (size_t)got;
+        msp_buf_grew(&b, (size_t)got);
     }
-    if (len > max_member) {
-        rc = msp_fail(MSP_ERR_LIMIT, "pack %s: member %s: larger than the %zu-byte limit", pack, name, max_member);
-        goto cleanup;
-    }
-    buf[len] = '\0';
-    *out = buf;
-    *outlen = len;
-    buf = NULL;
+    *out = b.data;
+    *outlen = b.len;
+    b.data = NULL;
 cleanup:
-    free(buf);
+    msp_buf_free(&b);
     zip_fclose(zf);
     return rc;
 }

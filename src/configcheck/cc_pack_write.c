@@ -1,12 +1,12 @@
 /* Building and writing packs: env with secrets hashed, the manifest, the
  * atomic zip write, and the static pack (-d). No Python is linked here. */
 #include "cc_internal.h"
+#include "msprobe/proc.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
+#include <math.h>
 #include <stdio.h>
-#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -260,18 +260,17 @@ static msp_err msp_cc_run_python(const char *python, char **out)
     *out = NULL;
     msp_err rc = MSP_OK;
     int fds[2] = {-1, -1};
-    char *buf = NULL;
-    size_t cap = 0, len = 0;
+    unsigned char *buf = NULL;
+    size_t len = 0;
     const size_t limit = (size_t)64 << 20;
     if (pipe2(fds, O_CLOEXEC) != 0)
         return msp_fail(MSP_ERR_IO, "pipe: %s", strerror(errno));
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-    char *argv[] = {(char *)python, (char *)"-c", (char *)MSP_CC_PIP_SCRIPT_PRINT, NULL};
-    pid_t pid;
-    int err = posix_spawn(&pid, python, &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
+    char *script = msp_asprintf("%sprint(result)\n", msp_cc_pip_py);
+    char *argv[] = {(char *)python, (char *)"-c", script, NULL};
+    msp_child_t c = {.argv = argv, .in = MSP_CHILD_INHERIT, .out = fds[1],
+                     .err = MSP_CHILD_INHERIT};
+    int err = script ? msp_child_start(&c) : ENOMEM;
+    free(script);
     close(fds[1]);
     if (err != 0) {
         close(fds[0]);
@@ -279,32 +278,15 @@ static msp_err msp_cc_run_python(const char *python, char **out)
                         "cannot run %s: %s (set MSPROBE_PYTHON to a Python interpreter)", python,
                         strerror(err));
     }
-    for (;;) {
-        if (len + 4096 + 1 > cap) {
-            cap = cap ? cap * 2 : 65536;
-            char *nb = realloc(buf, cap);
-            if (!nb) {
-                rc = msp_fail(MSP_ERR_NOMEM, "out of memory reading %s output", python);
-                break;
-            }
-            buf = nb;
-        }
-        ssize_t got = read(fds[0], buf + len, cap - len - 1);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0)
-            break;
-        len += (size_t)got;
-        if (len > limit) {
-            rc = msp_fail(MSP_ERR_LIMIT, "%s printed more than %zu bytes listing packages", python, limit);
-            kill(pid, SIGKILL);
-            break;
-        }
-    }
+    /* no deadline: pip's listing takes what it takes (the user waits for it) */
+    int kind = msp_fd_collect(fds[0], limit + 1, INFINITY, &buf, &len);
+    if (kind == MSP_CHILD_TOO_BIG)
+        rc = msp_fail(MSP_ERR_LIMIT, "%s printed more than %zu bytes listing packages", python,
+                      limit);
+    else if (kind != MSP_CHILD_ENDED)
+        rc = msp_fail(MSP_ERR_NOMEM, "out of memory reading %s output", python);
     close(fds[0]);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
+    int status = msp_child_end(c.pid, &kind);
     if (rc == MSP_OK && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
         rc = msp_fail(MSP_ERR_PYTHON, "%s failed listing installed packages (exit status %d)", python,
                       WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
@@ -312,8 +294,7 @@ static msp_err msp_cc_run_python(const char *python, char **out)
         free(buf);
         return rc;
     }
-    buf[len] = '\0';
-    *out = buf;
+    *out = (char *)buf;
     return MSP_OK;
 }
 

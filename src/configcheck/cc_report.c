@@ -41,18 +41,16 @@ size_t msp_cc_table_add_row(msp_cc_table_t *t, int level)
 {
     if (!t)
         return (size_t)-1;
-    if (t->nrows == t->cap) {
-        size_t ncap = t->cap ? t->cap * 2 : 32;
-        msp_cc_cell_t *nc = realloc(t->cells, ncap * t->ncols * sizeof *nc);
-        if (!nc)
-            return (size_t)-1;
-        t->cells = nc;
-        int *nl = realloc(t->levels, ncap * sizeof *nl);
-        if (!nl)
-            return (size_t)-1;
-        t->levels = nl;
-        t->cap = ncap;
-    }
+    size_t cc = t->cap, cl = t->cap; /* two arrays, one length: a row of cells, a level */
+    msp_cc_cell_t *nc = msp_grow(t->cells, &cc, t->nrows, t->ncols * sizeof *nc, 32);
+    if (!nc)
+        return (size_t)-1;
+    t->cells = nc;
+    int *nl = msp_grow(t->levels, &cl, t->nrows, sizeof *nl, 32);
+    if (!nl)
+        return (size_t)-1;
+    t->levels = nl;
+    t->cap = cc;
     memset(&t->cells[t->nrows * t->ncols], 0, t->ncols * sizeof *t->cells);
     t->levels[t->nrows] = level;
     return t->nrows++;

@@ -2,11 +2,12 @@
  * pulling a crypto library into the preload shim. */
 #include "cc_internal.h"
 
+#include "msprobe/cpu.h"
+
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <cpuid.h>
+#ifdef MSP_CPU_X86
 #include <immintrin.h>
 #define MSP_SHA_X86 1
 #endif
@@ -105,26 +106,12 @@ __attribute__((target("sha,sse4.1,ssse3"))) static void msp_sha_blocks_ni(uint32
     _mm_storeu_si128((__m128i *)&h[4], st1);
 }
 
-static int msp_sha_have_ni(void)
-{
-    static int have = -1;
-    if (have < 0) {
-        unsigned a, b, c, d;
-        int ni = 0;
-        if (__get_cpuid(1, &a, &b, &c, &d) && (c & bit_SSE4_1) && (c & bit_SSSE3) &&
-            __get_cpuid_count(7, 0, &a, &b, &c, &d))
-            ni = (b >> 29) & 1;
-        const char *off = getenv("MSPROBE_NO_SHA_NI"); /* lets the tests check both paths */
-        have = ni && !(off && *off == '1');
-    }
-    return have;
-}
 #endif
 
 static void msp_sha_blocks(uint32_t h[8], const unsigned char *p, size_t nblocks)
 {
 #ifdef MSP_SHA_X86
-    if (msp_sha_have_ni()) {
+    if (msp_cpu_use(MSP_CPU_SHA_NI)) {
         msp_sha_blocks_ni(h, p, nblocks);
         return;
     }

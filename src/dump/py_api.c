@@ -1895,23 +1895,6 @@ int msp_custom_pending(void)
     return g_npending > 0;
 }
 
-/* Append `"name" (why)` to a growing "; "-separated message. */
-static void add_item(char **m, size_t *len, size_t *cap, const char *item)
-{
-    size_t il = strlen(item);
-    if (*len + il + 3 > *cap) {
-        size_t nc = *cap ? *cap : 512;
-        while (*len + il + 3 > nc)
-            nc *= 2;
-        char *nm = realloc(*m, nc);
-        if (!nm)
-            return;
-        *m = nm;
-        *cap = nc;
-    }
-    *len += (size_t)snprintf(*m + *len, *cap - *len, "%s%s", *len ? "; " : "", item);
-}
-
 void msp_api_exit_report(void)
 {
     static int done;
@@ -1920,8 +1903,8 @@ void msp_api_exit_report(void)
     done = 1;
     msp_custom_resolve(); /* imported by importlib.import_module since the last import */
     const msp_config_t *c = &msp_g.cfg;
-    char *m = NULL, item[640], kb[300];
-    size_t len = 0, cap = 0;
+    char item[640], kb[300];
+    msp_buf_t m = {0}; /* `"name" (why)` items, "; "-separated */
     for (size_t i = 0; i < c->n_api_list; i++) {
         const char *n = c->api_list[i].name, *k = entry_key(&c->api_list[i], kb, sizeof kb);
         item[0] = '\0';
@@ -1948,10 +1931,10 @@ void msp_api_exit_report(void)
                 snprintf(item, sizeof item, "%s (no module of the model has that path)", k);
         }
         if (item[0])
-            add_item(&m, &len, &cap, item);
+            msp_buf_printf(&m, "%s%s", m.len ? "; " : "", item);
     }
-    if (m)
+    if (m.data)
         msp_shim_msg("warning: %s names what this run never dumped: %s",
-                     c->source ? c->source : "the config", m);
-    free(m);
+                     c->source ? c->source : "the config", m.data);
+    msp_buf_free(&m);
 }

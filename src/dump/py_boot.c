@@ -220,11 +220,9 @@ int msp_py_boot(void)
         const char *qenv = getenv("MSPROBE_QUEUE_MB");
         if (qenv && atol(qenv) > 0)
             qmb = (size_t)atol(qenv);
-        static const char *const modes[] = {"api", "module", "mix"};
-        static const char *const tasks[] = {"tensor", "statistics", "md5", "overflow_check"};
         msp_dq_params_t p = {c->dump_path,
                              c->task == MSP_TASK_STATISTICS || c->task == MSP_TASK_MD5,
-                             tasks[c->task], modes[c->dump_mode], qmb << 20,
+                             msp_task_names[c->task], msp_dump_mode_names[c->dump_mode], qmb << 20,
                              msp_env_flag("MSPROBE_SYNC"), c->task == MSP_TASK_OVERFLOW,
                              c->overflow_nums};
         if (msp_dq_init(&p) != 0)

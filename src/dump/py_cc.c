@@ -415,7 +415,7 @@ static cJSON *msp_cc_pip_json(void)
     if (!globals)
         goto cleanup;
     PyDict_SetItemString(globals, "__builtins__", PyEval_GetBuiltins());
-    code = Py_CompileString(MSP_CC_PIP_SCRIPT, "<msprobe config_check pip>", Py_file_input);
+    code = Py_CompileString(msp_cc_pip_py, "<msprobe config_check pip>", Py_file_input);
     if (code)
         res = PyEval_EvalCode(code, globals, globals);
     PyObject *text = res ? PyDict_GetItemString(globals, "result") : NULL;

@@ -18,6 +18,8 @@
  * with an error message in the wire form. */
 #include "fmt_internal.h"
 
+#include "msprobe/proc.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -157,20 +159,20 @@ static void msp_serve_child(int out, const char *path, pid_t server)
 
 /* One request: the child's answer (at most cap bytes, within timeout
  * seconds) and how it ended, as fmt_contain.c's msp_server_run reads it:
- *   "MSPR" u32 kind (MSP_SERVE_*), i32 wait status, u64 n, n bytes. */
+ *   "MSPR" u32 kind (MSP_CHILD_*), i32 wait status, u64 n, n bytes. */
 static int msp_serve_one(const char *path, uint64_t cap, double timeout)
 {
-    uint32_t kind = MSP_SERVE_ENDED;
+    uint32_t kind = MSP_CHILD_ENDED;
     int32_t status = 0;
     size_t n = 0;
     unsigned char *buf = NULL;
     int p[2];
     pid_t child = -1;
     if (pipe2(p, O_CLOEXEC) != 0) {
-        kind = MSP_SERVE_FAILED;
+        kind = MSP_CHILD_FAILED;
         status = errno;
     } else if ((child = fork()) < 0) {
-        kind = MSP_SERVE_FAILED;
+        kind = MSP_CHILD_FAILED;
         status = errno;
         close(p[0]);
         close(p[1]);
@@ -178,11 +180,11 @@ static int msp_serve_one(const char *path, uint64_t cap, double timeout)
         msp_serve_child(p[1], path, getppid());
     } else {
         close(p[1]);
-        int k = msp_collect(p[0], (size_t)cap, msp_monotonic() + timeout, &buf, &n);
+        int k = msp_fd_collect(p[0], (size_t)cap, msp_monotonic() + timeout, &buf, &n);
         close(p[0]);
-        int st = msp_helper_end(child, &k);
+        int st = msp_child_end(child, &k);
         kind = (uint32_t)k;
-        if (kind == MSP_SERVE_ENDED)
+        if (kind == MSP_CHILD_ENDED)
             status = st;
     }
     unsigned char hd[20] = "MSPR";

@@ -22,23 +22,21 @@
  *   str = u32 length + bytes (no NUL); i64, f64 = 8 bytes. */
 #include "fmt_internal.h"
 
+#include "msprobe/proc.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
-
-extern char **environ;
 
 #define MSP_WIRE_VERSION 1u
 /* A catalogue is a few hundred bytes a tensor; a file holds at least one
@@ -326,13 +324,6 @@ static char *msp_helper_path(void)
     return NULL;
 }
 
-double msp_monotonic(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Seconds the helper may take for a file of file_size bytes:
  * MSPROBE_READER_TIMEOUT when set ("inf": no limit), else a short floor and
  * one second more per MSP_TIMEOUT_BYTES_PER_S. A healthy file parses in
@@ -351,55 +342,21 @@ double msp_helper_timeout(int64_t file_size)
     return MSP_TIMEOUT_FLOOR_S + (file_size > 0 ? (double)file_size / MSP_TIMEOUT_BYTES_PER_S : 0);
 }
 
-int msp_poll_ms(double left)
-{
-    if (!(left > 0))
-        return 0;
-    /* a deadline of 1e300 or inf: converting it to int would be undefined */
-    if (left >= (double)(INT_MAX / 1000 - 1))
-        return -1;
-    return (int)(left * 1000.0) + 1;
-}
-
-/* Starts the helper with argv (argv[0] is set here), io[0] as its stdin
- * (-1: /dev/null) and io[1] as its stdout. */
-static msp_err msp_helper_spawn_fds(const char *path, char *argv[], const int io[2], pid_t *pid)
+/* Starts the helper with argv (argv[0] is set here), in as its stdin
+ * (MSP_CHILD_DEVNULL or a descriptor) and out as its stdout; its stderr is
+ * /dev/null, and nothing else of ours is open in it (msp_child_start):
+ * libhdf5 opens files without O_CLOEXEC, and a helper holding another
+ * thread's dump file would hold its lock too. */
+static msp_err msp_helper_spawn_fds(const char *path, char *argv[], int in, int out, pid_t *pid)
 {
     char *helper = msp_helper_path();
     if (!helper)
         return msp_fail(MSP_ERR_INTERNAL, "file %s: cannot find msprobe-catalogue, the helper "
                         "that parses dump files out of harm's way (install it next to msprobe "
                         "or set MSPROBE_CATALOGUE_HELPER)", path);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    if (io[0] >= 0)
-        posix_spawn_file_actions_adddup2(&fa, io[0], 0);
-    else
-        posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, io[1], 1);
-    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-    /* Nothing else of ours: libhdf5 opens files without O_CLOEXEC, and a
-     * helper holding another thread's dump file would hold its lock too. */
-    posix_spawn_file_actions_addclosefrom_np(&fa, 3);
-    posix_spawnattr_t at;
-    posix_spawnattr_init(&at);
-    /* Only SIGPIPE (a helper whose caller is gone dies writing to it) and
-     * SIGCHLD (the server waits for its children) are reset; every other
-     * disposition stays as exec keeps it: SIGHUP ignored under nohup, SIGINT
-     * in a background job. Resetting them all let a terminal's hangup kill
-     * the helpers of a compare that nohup was keeping alive. */
-    sigset_t none, dfl;
-    sigemptyset(&none);
-    sigemptyset(&dfl);
-    sigaddset(&dfl, SIGPIPE);
-    sigaddset(&dfl, SIGCHLD);
-    posix_spawnattr_setsigmask(&at, &none);
-    posix_spawnattr_setsigdefault(&at, &dfl);
-    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
     argv[0] = helper;
-    int e = posix_spawn(pid, helper, &fa, &at, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&at);
+    msp_child_t c = {.argv = argv, .in = in, .out = out, .err = MSP_CHILD_DEVNULL};
+    int e = msp_child_start(&c);
     if (e != 0) {
         msp_err rc = msp_fail(MSP_ERR_IO, "file %s: cannot start the reader helper %s: %s", path,
                               helper, strerror(e));
@@ -407,6 +364,7 @@ static msp_err msp_helper_spawn_fds(const char *path, char *argv[], const int io
         return rc;
     }
     free(helper);
+    *pid = c.pid;
     return MSP_OK;
 }
 
@@ -417,8 +375,7 @@ static msp_err msp_helper_spawn(const char *path, char *argv[], pid_t *pid, int 
     if (pipe2(fds, O_CLOEXEC) != 0)
         return msp_fail(MSP_ERR_IO, "file %s: cannot start the reader helper: %s", path,
                         strerror(errno));
-    int io[2] = {-1, fds[1]};
-    msp_err rc = msp_helper_spawn_fds(path, argv, io, pid);
+    msp_err rc = msp_helper_spawn_fds(path, argv, MSP_CHILD_DEVNULL, fds[1], pid);
     close(fds[1]);
     if (rc) {
         close(fds[0]);
@@ -470,14 +427,6 @@ static msp_err msp_helper_status(const char *path, int st, const unsigned char *
     return MSP_OK;
 }
 
-static int msp_reap(pid_t pid)
-{
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-        ;
-    return st;
-}
-
 static msp_err msp_timeout_error(const char *path, double timeout)
 {
     return msp_fail(MSP_ERR_FORMAT, "file %s: corrupt or not a dump (parsing it took more "
@@ -485,106 +434,26 @@ static msp_err msp_timeout_error(const char *path, double timeout)
                     "sets another)", path, timeout);
 }
 
-/* Whether child pid is stopped (1), or has ended and is reaped with its
- * status in *status (2), or neither (0); never blocks. */
-static int msp_stopped_or_reaped(pid_t pid, int *status)
-{
-    int st = 0;
-    pid_t r;
-    while ((r = waitpid(pid, &st, WNOHANG | WUNTRACED)) < 0 && errno == EINTR)
-        ;
-    if (r != pid)
-        return 0;
-    *status = st;
-    return WIFSTOPPED(st) ? 1 : 2;
-}
-
-/* Reads fd to its end into *out (malloc'd, at most cap bytes), each wait
- * bounded by deadline (msp_monotonic() seconds): MSP_SERVE_ENDED at the end
- * of the data; else MSP_SERVE_TIMEOUT, MSP_SERVE_TOO_BIG or MSP_SERVE_NOMEM,
- * nothing kept. A helper's answer, here and in the catalogue server. */
-int msp_collect(int fd, size_t cap, double deadline, unsigned char **out, size_t *out_n)
-{
-    size_t n = 0, room = 0;
-    unsigned char *buf = NULL;
-    int kind = MSP_SERVE_ENDED;
-    for (;;) {
-        double left = deadline - msp_monotonic();
-        if (left <= 0) {
-            kind = MSP_SERVE_TIMEOUT;
-            break;
-        }
-        struct pollfd p = {fd, POLLIN, 0};
-        int pr = poll(&p, 1, msp_poll_ms(left));
-        if (pr == 0 || (pr < 0 && errno == EINTR))
-            continue;
-        if (n == room) {
-            if (room >= cap) {
-                kind = MSP_SERVE_TOO_BIG;
-                break;
-            }
-            size_t nr = room ? room * 2 : (size_t)64 << 10;
-            nr = nr < cap ? nr : cap;
-            unsigned char *nb = realloc(buf, nr);
-            if (!nb) {
-                kind = MSP_SERVE_NOMEM;
-                break;
-            }
-            buf = nb;
-            room = nr;
-        }
-        ssize_t k = read(fd, buf + n, room - n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            break;
-        n += (size_t)k;
-    }
-    if (kind != MSP_SERVE_ENDED) {
-        free(buf);
-        buf = NULL;
-        n = 0;
-    }
-    *out = buf;
-    *out_n = n;
-    return kind;
-}
-
-int msp_helper_end(pid_t pid, int *kind)
-{
-    int st = 0;
-    if (*kind == MSP_SERVE_TIMEOUT) { /* a stopped helper is not a hung parse */
-        int w = msp_stopped_or_reaped(pid, &st);
-        if (w == 2)
-            return st;
-        if (w == 1)
-            *kind = MSP_SERVE_STOPPED;
-    }
-    if (*kind != MSP_SERVE_ENDED)
-        kill(pid, SIGKILL);
-    return msp_reap(pid);
-}
-
 /* What a helper's end means for the caller: kind as msp_collect (or the
- * server) reports it, status its wait status (MSP_SERVE_FAILED: an errno);
+ * server) reports it, status its wait status (MSP_CHILD_FAILED: an errno);
  * *outside as msp_helper_status sets it. */
 static msp_err msp_serve_outcome(const char *path, int kind, int status,
                                  const unsigned char *buf, size_t n, size_t cap, double timeout,
                                  int *outside)
 {
     switch (kind) {
-    case MSP_SERVE_ENDED:
+    case MSP_CHILD_ENDED:
         return msp_helper_status(path, status, buf, n, outside);
-    case MSP_SERVE_TIMEOUT:
+    case MSP_CHILD_TIMEOUT:
         return msp_timeout_error(path, timeout);
-    case MSP_SERVE_STOPPED:
+    case MSP_CHILD_STOPPED:
         *outside = 1;
         return msp_fail(MSP_ERR_IO, "file %s: the reader helper was stopped (SIGSTOP or a "
                         "debugger) for the whole %.0f s it had to parse it", path, timeout);
-    case MSP_SERVE_TOO_BIG:
+    case MSP_CHILD_TOO_BIG:
         return msp_fail(MSP_ERR_FORMAT, "file %s: corrupt or not a dump (its catalogue exceeds "
                         "%zu bytes)", path, cap);
-    case MSP_SERVE_NOMEM:
+    case MSP_CHILD_NOMEM:
         return msp_fail(MSP_ERR_NOMEM, "file %s: out of memory reading the catalogue", path);
     default:
         return msp_fail(MSP_ERR_IO, "file %s: cannot start the reader helper: %s", path,
@@ -606,9 +475,9 @@ static msp_err msp_helper_run(const char *path, char *argv[], size_t cap, double
         return src;
     unsigned char *buf;
     size_t n;
-    int kind = msp_collect(rfd, cap, msp_monotonic() + timeout, &buf, &n);
+    int kind = msp_fd_collect(rfd, cap, msp_monotonic() + timeout, &buf, &n);
     close(rfd);
-    int st = msp_helper_end(pid, &kind);
+    int st = msp_child_end(pid, &kind);
     msp_err rc = msp_serve_outcome(path, kind, st, buf, n, cap, timeout, outside);
     if (rc) {
         free(buf);
@@ -666,8 +535,7 @@ static struct msp_server *msp_server_take(const char *path)
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
         goto fail;
     char *argv[] = {NULL, "--serve", NULL};
-    int fds[2] = {sv[1], sv[1]};
-    if (msp_helper_spawn_fds(path, argv, fds, &s->pid) != MSP_OK) {
+    if (msp_helper_spawn_fds(path, argv, sv[1], sv[1], &s->pid) != MSP_OK) {
         close(sv[0]);
         close(sv[1]);
         goto fail;
@@ -690,40 +558,13 @@ static void msp_server_give(struct msp_server *s, int kill_it)
     if (kill_it && s->pid > 0) {
         close(s->fd);
         kill(s->pid, SIGKILL);
-        (void)msp_reap(s->pid);
+        (void)msp_child_wait(s->pid);
         s->pid = 0;
         s->fd = -1;
     }
     pthread_mutex_lock(&msp_srv_mu);
     s->busy = 0;
     pthread_mutex_unlock(&msp_srv_mu);
-}
-
-/* Exactly n bytes from fd (to it with out: send() without SIGPIPE, so fd
- * is a socket), each wait for data bounded by deadline (msp_monotonic()
- * seconds; 0: none). 0, -1 on EOF or error, -2 past the deadline. Both ends
- * of the catalogue server's socket use it. */
-int msp_fd_exact(int fd, void *p, size_t n, int out, double deadline)
-{
-    unsigned char *q = p;
-    while (n) {
-        if (deadline > 0 && !out) {
-            double left = deadline - msp_monotonic();
-            if (left <= 0)
-                return -2;
-            struct pollfd pf = {fd, POLLIN, 0};
-            if (poll(&pf, 1, msp_poll_ms(left)) <= 0)
-                continue;
-        }
-        ssize_t k = out ? send(fd, q, n, MSG_NOSIGNAL) : read(fd, q, n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return -1;
-        q += k;
-        n -= (size_t)k;
-    }
-    return 0;
 }
 
 /* The catalogue of path through a server: 1 when no server could take it
@@ -760,7 +601,7 @@ static int msp_server_run(const char *path, size_t cap, double timeout, unsigned
         memcpy(&kind, rp + 4, 4);
         memcpy(&status, rp + 8, 4);
         memcpy(&n, rp + 12, 8);
-        if (memcmp(rp, "MSPR", 4) != 0 || kind > MSP_SERVE_STOPPED || n > cap)
+        if (memcmp(rp, "MSPR", 4) != 0 || kind > MSP_CHILD_STOPPED || n > cap)
             e = -1;
     }
     unsigned char *buf = NULL;
@@ -882,7 +723,7 @@ static msp_err msp_hs_ended(struct msp_helper_stream *h, const unsigned char *an
 {
     close(h->fd);
     h->fd = -1;
-    int st = msp_reap(h->pid);
+    int st = msp_child_wait(h->pid);
     h->pid = -1;
     int outside = 0;
     msp_err rc = msp_helper_status(h->path, st, ans, n, &outside);
@@ -964,7 +805,7 @@ void msp_contained_stream_close(struct msp_helper_stream *h)
     if (h->pid > 0) {
         if (h->left)
             kill(h->pid, SIGKILL); /* not read to the end: nothing more is wanted */
-        (void)msp_reap(h->pid);
+        (void)msp_child_wait(h->pid);
     }
     free(h);
 }

@@ -2,6 +2,8 @@
  * and CRC-32: plain C, no HDF5, safe from any thread. */
 #include "msprobe/format.h"
 
+#include "msprobe/cpu.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <pthread.h>
@@ -148,7 +150,7 @@ void msp_shape_str(const int64_t *shape, int ndim, char *buf, size_t size)
  * Barrett reduction to 32. Constants are the paper's bit-reflected k1..k5
  * and mu/P for the gzip polynomial 0x04C11DB7. About 3x zlib's table code;
  * every result is checked against zlib in the tests. */
-#if defined(__x86_64__) && defined(__GNUC__)
+#ifdef MSP_CPU_X86
 #include <immintrin.h>
 #define MSP_HAVE_CLMUL 1 /* x86-64: PCLMUL CRC and AVX2 statistics, chosen at run time */
 
@@ -242,45 +244,19 @@ msp_crc32_vclmul(uint32_t state, const unsigned char *p, size_t len, size_t *use
     return msp_crc32_clmul(0, folded, sizeof folded);
 }
 
-/* MSPROBE_FORMAT_PORTABLE=1 forces the portable code paths (zlib CRC,
- * 4-lane statistics) so the tests can check them on a CPU that has more. */
-static int msp_portable(void)
-{
-    return msp_env_flag("MSPROBE_FORMAT_PORTABLE");
-}
-
-static int msp_clmul_ok(void)
-{
-    static int ok = -1; /* benign race: every thread computes the same value */
-    if (ok < 0)
-        ok = !msp_portable() && __builtin_cpu_supports("pclmul") &&
-             __builtin_cpu_supports("sse4.1");
-    return ok;
-}
-
-/* MSPROBE_FORMAT_NO_AVX512=1 keeps the 128-bit folding (tests check both). */
-static int msp_vclmul_ok(void)
-{
-    static int ok = -1;
-    if (ok < 0)
-        ok = msp_clmul_ok() && !msp_env_flag("MSPROBE_FORMAT_NO_AVX512") &&
-             __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-             __builtin_cpu_supports("vpclmulqdq");
-    return ok;
-}
 #endif
 
 uint32_t msp_crc32(uint32_t crc, const void *buf, size_t len)
 {
     const unsigned char *p = buf;
 #ifdef MSP_HAVE_CLMUL
-    if (len >= 512 && msp_vclmul_ok()) {
+    if (len >= 512 && msp_cpu_use(MSP_CPU_CRC_VCLMUL)) {
         size_t used;
         crc = ~msp_crc32_vclmul(~crc, p, len, &used);
         p += used;
         len -= used;
     }
-    if (len >= 64 && msp_clmul_ok()) {
+    if (len >= 64 && msp_cpu_use(MSP_CPU_CRC_CLMUL)) {
         size_t chunk = len & ~(size_t)15;
         crc = ~msp_crc32_clmul(~crc, p, chunk);
         p += chunk;
@@ -465,19 +441,12 @@ __attribute__((target("avx2,fma"))) static void msp_f32_block_avx2(const float *
     msp_acc_merge(a, &r);
 }
 
-static int msp_avx2_ok(void)
-{
-    static int ok = -1; /* benign race: every thread computes the same value */
-    if (ok < 0)
-        ok = !msp_portable() && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    return ok;
-}
 #endif
 
 static void msp_f32_block(const float *p, size_t n, struct msp_acc *a)
 {
 #ifdef MSP_HAVE_CLMUL
-    if (msp_avx2_ok()) {
+    if (msp_cpu_use(MSP_CPU_STATS_AVX2)) {
         msp_f32_block_avx2(p, n, a);
         return;
     }

@@ -26,38 +26,18 @@
 
 /* ---- tensor files ---------------------------------------------------------- */
 
-typedef struct msp_xbuf {
-    unsigned char *p;
-    size_t n, cap;
-    int oom;
-} msp_xbuf_t;
-
-static void xb_put(msp_xbuf_t *b, const void *d, size_t n)
+/* pickle bytes go into an msp_buf_t (bytes, not text: hence void *) */
+static void xb_put(msp_buf_t *b, const void *d, size_t n)
 {
-    if (b->oom)
-        return;
-    if (b->n + n > b->cap) {
-        size_t nc = b->cap ? b->cap * 2 : 256;
-        while (nc < b->n + n)
-            nc *= 2;
-        unsigned char *np = realloc(b->p, nc);
-        if (!np) {
-            b->oom = 1;
-            return;
-        }
-        b->p = np;
-        b->cap = nc;
-    }
-    memcpy(b->p + b->n, d, n);
-    b->n += n;
+    msp_buf_put(b, d, n);
 }
 
-static void xb_byte(msp_xbuf_t *b, unsigned char c)
+static void xb_byte(msp_buf_t *b, unsigned char c)
 {
     xb_put(b, &c, 1);
 }
 
-static void pk_str(msp_xbuf_t *b, const char *s) /* BINUNICODE */
+static void pk_str(msp_buf_t *b, const char *s) /* BINUNICODE */
 {
     uint32_t n = (uint32_t)strlen(s);
     unsigned char h[5] = {'X', (unsigned char)n, (unsigned char)(n >> 8), (unsigned char)(n >> 16),
@@ -66,7 +46,7 @@ static void pk_str(msp_xbuf_t *b, const char *s) /* BINUNICODE */
     xb_put(b, s, n);
 }
 
-static void pk_global(msp_xbuf_t *b, const char *mod, const char *name)
+static void pk_global(msp_buf_t *b, const char *mod, const char *name)
 {
     xb_byte(b, 'c');
     xb_put(b, mod, strlen(mod));
@@ -75,7 +55,7 @@ static void pk_global(msp_xbuf_t *b, const char *mod, const char *name)
     xb_byte(b, '\n');
 }
 
-static void pk_int(msp_xbuf_t *b, int64_t v) /* BININT, else LONG1 */
+static void pk_int(msp_buf_t *b, int64_t v) /* BININT, else LONG1 */
 {
     if (v >= INT32_MIN && v <= INT32_MAX) {
         uint32_t u = (uint32_t)(int32_t)v;
@@ -91,7 +71,7 @@ static void pk_int(msp_xbuf_t *b, int64_t v) /* BININT, else LONG1 */
     xb_put(b, h, 10);
 }
 
-static void pk_ints(msp_xbuf_t *b, const int64_t *v, int n)
+static void pk_ints(msp_buf_t *b, const int64_t *v, int n)
 {
     if (n == 0) {
         xb_byte(b, ')'); /* EMPTY_TUPLE */
@@ -130,7 +110,7 @@ static const char *msp_storage_name(msp_dtype_t dt)
  * writes it (torch.load and our fmt_pt.c read it). */
 static msp_err msp_write_pt(const char *path, const msp_tensor_info_t *t, const void *data)
 {
-    msp_xbuf_t pk = {0};
+    msp_buf_t pk = {0};
     int64_t stride[MSP_MAX_NDIM];
     int64_t s = 1;
     for (int d = t->ndim; d-- > 0;) {
@@ -154,7 +134,7 @@ static msp_err msp_write_pt(const char *path, const msp_tensor_info_t *t, const 
     xb_put(&pk, ")Rt", 3); /* EMPTY_TUPLE, REDUCE, TUPLE */
     xb_put(&pk, "R.", 2);  /* REDUCE, STOP */
     if (pk.oom) {
-        free(pk.p);
+        msp_buf_free(&pk);
         return msp_fail(MSP_ERR_NOMEM, "export: out of memory");
     }
     /* the zip's inner directory is the file's name, as torch.save names it */
@@ -168,11 +148,11 @@ static msp_err msp_write_pt(const char *path, const msp_tensor_info_t *t, const 
     msp_err rc = MSP_OK;
     zip_t *z = zip_open(path, ZIP_CREATE | ZIP_TRUNCATE, &zerr);
     if (!z) {
-        free(pk.p);
+        msp_buf_free(&pk);
         return msp_fail(MSP_ERR_IO, "export: cannot create %s (libzip error %d)", path, zerr);
     }
     struct { const char *name; const void *d; size_t n; } ent[3] = {
-        {"data.pkl", pk.p, pk.n}, {"data/0", data, (size_t)t->nbytes}, {"version", "3\n", 2}};
+        {"data.pkl", pk.data, pk.len}, {"data/0", data, (size_t)t->nbytes}, {"version", "3\n", 2}};
     for (int i = 0; i < 3 && !rc; i++) {
         char name[300];
         snprintf(name, sizeof name, "%s/%s", dirname, ent[i].name);
@@ -191,7 +171,7 @@ static msp_err msp_write_pt(const char *path, const msp_tensor_info_t *t, const 
     } else if (rc) {
         zip_discard(z);
     }
-    free(pk.p);
+    msp_buf_free(&pk);
     return rc;
 }
 

@@ -111,35 +111,9 @@ msp_err msp_dump_from_wire(const char *path, const unsigned char *buf, size_t n,
 /* The caller's side: fill f (path set) from the helper's catalogue of it;
  * attrs receives record i's attributes at [i]. */
 msp_err msp_contained_open(msp_dump_file_t *f, int64_t file_size, struct msp_rattrs **attrs);
-/* How a helper's answer ended (msp_collect; a `msprobe-catalogue --serve`
- * "MSPR" reply): the helper's wait status, the helper killed at the timeout,
- * its answer over the cap, the server could not run it (errno in the status
- * field), or no memory for the answer. */
-enum {
-    MSP_SERVE_ENDED = 0,
-    MSP_SERVE_TIMEOUT = 1,
-    MSP_SERVE_TOO_BIG = 2,
-    MSP_SERVE_FAILED = 3,
-    MSP_SERVE_NOMEM = 4,
-    MSP_SERVE_STOPPED = 5 /* found stopped (SIGSTOP) at the timeout, then killed */
-};
 /* Seconds a helper may take for a file of file_size bytes (the environment's
  * MSPROBE_READER_TIMEOUT, else a floor that grows with the size). */
 double msp_helper_timeout(int64_t file_size);
-/* poll()'s timeout for `left` seconds: 0 when none is left, -1 (no limit)
- * for a time too large for an int of milliseconds (inf, 1e300). */
-int msp_poll_ms(double left);
-/* After msp_collect on helper pid's answer: its wait status, the helper
- * killed first unless it ended; a helper found stopped at the timeout turns
- * *kind into MSP_SERVE_STOPPED (not a hung parse). */
-int msp_helper_end(pid_t pid, int *kind);
-/* A helper's answer on fd, to its end, at most cap bytes, each wait bounded
- * by deadline: MSP_SERVE_ENDED with *out malloc'd, else the reason (nothing kept). */
-int msp_collect(int fd, size_t cap, double deadline, unsigned char **out, size_t *out_n);
-/* Exactly n bytes from fd, or to it with out (a socket), each wait bounded by
- * deadline (msp_monotonic() seconds, 0: none): 0, -1 EOF/error, -2 timeout. */
-int msp_fd_exact(int fd, void *p, size_t n, int out, double deadline);
-double msp_monotonic(void);
 /* A tensor without a plain offset, sent by the helper (msprobe-catalogue
  * --read) in frames as it reads it block by block; read exactly n bytes at a
  * time, in order. Close kills a helper not yet done. */

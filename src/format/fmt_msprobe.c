@@ -174,14 +174,10 @@ struct msp_ms_build {
 
 static msp_err msp_ms_attr_add(struct msp_ms_build *b, const char *key, const char *value)
 {
-    if (b->na == b->acap) {
-        size_t nc = b->acap ? b->acap * 2 : 8;
-        struct msp_ms_attr *na = realloc(b->a, nc * sizeof *na);
-        if (!na)
-            return msp_fail(MSP_ERR_NOMEM, "out of memory");
-        b->a = na;
-        b->acap = nc;
-    }
+    struct msp_ms_attr *na = msp_grow(b->a, &b->acap, b->na, sizeof *na, 8);
+    if (!na)
+        return msp_fail(MSP_ERR_NOMEM, "out of memory");
+    b->a = na;
     b->a[b->na].key = strdup(key);
     b->a[b->na].value = strdup(value);
     if (!b->a[b->na].key || !b->a[b->na].value) {
@@ -195,17 +191,15 @@ static msp_err msp_ms_attr_add(struct msp_ms_build *b, const char *key, const ch
 
 static msp_err msp_ms_tensor(struct msp_ms_build *b, const cJSON *o, const char *role)
 {
-    if (b->n == b->cap) {
-        size_t nc = b->cap ? b->cap * 2 : 8;
-        msp_tensor_info_t *nt = realloc(b->t, nc * sizeof *nt);
-        char **nf = nt ? realloc(b->files, nc * sizeof *nf) : NULL;
-        if (nt)
-            b->t = nt;
-        if (!nt || !nf)
-            return msp_fail(MSP_ERR_NOMEM, "out of memory");
-        b->files = nf;
-        b->cap = nc;
-    }
+    size_t ct = b->cap, cf = b->cap; /* two arrays, one length */
+    msp_tensor_info_t *nt = msp_grow(b->t, &ct, b->n, sizeof *nt, 8);
+    char **nf = nt ? msp_grow(b->files, &cf, b->n, sizeof *nf, 8) : NULL;
+    if (nt)
+        b->t = nt;
+    if (!nt || !nf)
+        return msp_fail(MSP_ERR_NOMEM, "out of memory");
+    b->files = nf;
+    b->cap = ct;
     msp_tensor_info_t *t = &b->t[b->n];
     memset(t, 0, sizeof *t);
     b->files[b->n] = NULL;

@@ -57,16 +57,12 @@ static int pk_push(msp_pk_t *k, msp_pv_t *v)
 {
     if (!v)
         return -1;
-    if (k->sp == k->cap) {
-        size_t nc = k->cap ? k->cap * 2 : 32;
-        if (nc > 4096)
-            return -1;
-        msp_pv_t **ns = realloc(k->stack, nc * sizeof *ns);
-        if (!ns)
-            return -1;
-        k->stack = ns;
-        k->cap = nc;
-    }
+    if (k->sp >= 4096) /* a pickle nested deeper is not a tensor's */
+        return -1;
+    msp_pv_t **ns = msp_grow(k->stack, &k->cap, k->sp, sizeof *ns, 32);
+    if (!ns)
+        return -1;
+    k->stack = ns;
     k->stack[k->sp++] = v;
     return 0;
 }

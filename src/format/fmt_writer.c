@@ -405,18 +405,14 @@ static msp_err msp_writer_push_row(msp_writer_t *w, struct msp_index_row *r,
                                    const char *producer)
 {
     char *p = strdup(producer ? producer : "");
-    if (!p || w->n_rows == w->cap_rows) {
-        size_t cap = w->cap_rows ? w->cap_rows * 2 : 256;
-        struct msp_wrow *n = p ? realloc(w->rows, cap * sizeof *n) : NULL;
-        if (!n) {
-            free(p);
-            msp_row_free(r);
-            return msp_fail(MSP_ERR_NOMEM, "file %s: record %s: out of memory for /index",
-                            w->path, w->record);
-        }
-        w->rows = n;
-        w->cap_rows = cap;
+    struct msp_wrow *n = p ? msp_grow(w->rows, &w->cap_rows, w->n_rows, sizeof *n, 256) : NULL;
+    if (!n) {
+        free(p);
+        msp_row_free(r);
+        return msp_fail(MSP_ERR_NOMEM, "file %s: record %s: out of memory for /index",
+                        w->path, w->record);
     }
+    w->rows = n;
     w->rows[w->n_rows].r = *r;
     w->rows[w->n_rows++].producer = p;
     return MSP_OK;
