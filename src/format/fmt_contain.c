@@ -501,9 +501,11 @@ static int msp_stopped_or_reaped(pid_t pid, int *status)
 
 /* Reads fd to its end into *out (malloc'd, at most cap bytes), each wait
  * bounded by deadline (msp_monotonic() seconds): MSP_SERVE_ENDED at the end
- * of the data; else MSP_SERVE_TIMEOUT, MSP_SERVE_TOO_BIG or MSP_SERVE_NOMEM,
- * nothing kept. A helper's answer, here and in the catalogue server. */
-int msp_collect(int fd, size_t cap, double deadline, unsigned char **out, size_t *out_n)
+ * of the data; else MSP_SERVE_TIMEOUT, MSP_SERVE_TOO_BIG, MSP_SERVE_NOMEM or
+ * (watch hung up) MSP_SERVE_WATCH_GONE, nothing kept. A helper's answer, here
+ * and in the catalogue server. */
+int msp_collect(int fd, int watch, size_t cap, double deadline, unsigned char **out,
+                size_t *out_n)
 {
     size_t n = 0, room = 0;
     unsigned char *buf = NULL;
@@ -514,10 +516,14 @@ int msp_collect(int fd, size_t cap, double deadline, unsigned char **out, size_t
             kind = MSP_SERVE_TIMEOUT;
             break;
         }
-        struct pollfd p = {fd, POLLIN, 0};
-        int pr = poll(&p, 1, msp_poll_ms(left));
+        struct pollfd p[2] = {{fd, POLLIN, 0}, {watch, 0, 0}}; /* poll skips fd -1 */
+        int pr = poll(p, 2, msp_poll_ms(left));
         if (pr == 0 || (pr < 0 && errno == EINTR))
             continue;
+        if (p[1].revents & (POLLERR | POLLHUP | POLLNVAL)) {
+            kind = MSP_SERVE_WATCH_GONE;
+            break;
+        }
         if (n == room) {
             if (room >= cap) {
                 kind = MSP_SERVE_TOO_BIG;
@@ -606,7 +612,7 @@ static msp_err msp_helper_run(const char *path, char *argv[], size_t cap, double
         return src;
     unsigned char *buf;
     size_t n;
-    int kind = msp_collect(rfd, cap, msp_monotonic() + timeout, &buf, &n);
+    int kind = msp_collect(rfd, -1, cap, msp_monotonic() + timeout, &buf, &n);
     close(rfd);
     int st = msp_helper_end(pid, &kind);
     msp_err rc = msp_serve_outcome(path, kind, st, buf, n, cap, timeout, outside);

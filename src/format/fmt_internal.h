@@ -121,7 +121,8 @@ enum {
     MSP_SERVE_TOO_BIG = 2,
     MSP_SERVE_FAILED = 3,
     MSP_SERVE_NOMEM = 4,
-    MSP_SERVE_STOPPED = 5 /* found stopped (SIGSTOP) at the timeout, then killed */
+    MSP_SERVE_STOPPED = 5, /* found stopped (SIGSTOP) at the timeout, then killed */
+    MSP_SERVE_WATCH_GONE = 6 /* msp_collect's watched descriptor hung up (never on the wire) */
 };
 /* Seconds a helper may take for a file of file_size bytes (the environment's
  * MSPROBE_READER_TIMEOUT, else a floor that grows with the size). */
@@ -134,8 +135,11 @@ int msp_poll_ms(double left);
  * *kind into MSP_SERVE_STOPPED (not a hung parse). */
 int msp_helper_end(pid_t pid, int *kind);
 /* A helper's answer on fd, to its end, at most cap bytes, each wait bounded
- * by deadline: MSP_SERVE_ENDED with *out malloc'd, else the reason (nothing kept). */
-int msp_collect(int fd, size_t cap, double deadline, unsigned char **out, size_t *out_n);
+ * by deadline: MSP_SERVE_ENDED with *out malloc'd, else the reason (nothing kept).
+ * watch (-1: none) is a descriptor whose hang-up ends the wait early as
+ * MSP_SERVE_WATCH_GONE: the catalogue server's caller. */
+int msp_collect(int fd, int watch, size_t cap, double deadline, unsigned char **out,
+                size_t *out_n);
 /* Exactly n bytes from fd, or to it with out (a socket), each wait bounded by
  * deadline (msp_monotonic() seconds, 0: none): 0, -1 EOF/error, -2 timeout. */
 int msp_fd_exact(int fd, void *p, size_t n, int out, double deadline);
