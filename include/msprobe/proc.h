@@ -49,13 +49,17 @@ enum {
     MSP_CHILD_TOO_BIG = 2, /* more than the cap */
     MSP_CHILD_FAILED = 3,  /* the child could not be started (an errno goes with it) */
     MSP_CHILD_NOMEM = 4,   /* no memory for the answer */
-    MSP_CHILD_STOPPED = 5  /* found stopped (SIGSTOP, a debugger) at the deadline, then killed */
+    MSP_CHILD_STOPPED = 5, /* found stopped (SIGSTOP, a debugger) at the deadline, then killed */
+    MSP_CHILD_WATCH_GONE = 6 /* msp_fd_collect's watched descriptor hung up first */
 };
 
 /* Reads fd to its end: fewer than cap bytes, each wait bounded by deadline
  * (msp_monotonic() seconds). MSP_CHILD_ENDED with *out malloc'd (NUL-
- * terminated, the NUL not counted in *out_n); else the reason, nothing kept. */
-int msp_fd_collect(int fd, size_t cap, double deadline, unsigned char **out, size_t *out_n);
+ * terminated, the NUL not counted in *out_n); else the reason, nothing kept.
+ * watch (-1: none): a descriptor whose hang-up ends the wait first
+ * (MSP_CHILD_WATCH_GONE), as the catalogue server watches its caller. */
+int msp_fd_collect(int fd, int watch, size_t cap, double deadline, unsigned char **out,
+                   size_t *out_n);
 
 /* After msp_fd_collect on child pid's output ended as *kind: its wait
  * status, the child killed first unless its output ended; one found stopped

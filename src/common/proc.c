@@ -115,7 +115,8 @@ int msp_child_end(pid_t pid, int *kind)
     return msp_child_wait(pid);
 }
 
-int msp_fd_collect(int fd, size_t cap, double deadline, unsigned char **out, size_t *out_n)
+int msp_fd_collect(int fd, int watch, size_t cap, double deadline, unsigned char **out,
+                   size_t *out_n)
 {
     msp_buf_t b = {.max = cap, .first = (size_t)64 << 10};
     int kind = MSP_CHILD_ENDED;
@@ -125,10 +126,14 @@ int msp_fd_collect(int fd, size_t cap, double deadline, unsigned char **out, siz
             kind = MSP_CHILD_TIMEOUT;
             break;
         }
-        struct pollfd p = {fd, POLLIN, 0};
-        int pr = poll(&p, 1, msp_poll_ms(left));
+        struct pollfd p[2] = {{fd, POLLIN, 0}, {watch, 0, 0}}; /* poll skips fd -1 */
+        int pr = poll(p, 2, msp_poll_ms(left));
         if (pr == 0 || (pr < 0 && errno == EINTR))
             continue;
+        if (p[1].revents & (POLLERR | POLLHUP | POLLNVAL)) {
+            kind = MSP_CHILD_WATCH_GONE;
+            break;
+        }
         size_t room;
         char *at = msp_buf_room(&b, (size_t)64 << 10, &room);
         if (!at) {

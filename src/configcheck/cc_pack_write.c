@@ -279,7 +279,7 @@ static msp_err msp_cc_run_python(const char *python, char **out)
                         strerror(err));
     }
     /* no deadline: pip's listing takes what it takes (the user waits for it) */
-    int kind = msp_fd_collect(fds[0], limit + 1, INFINITY, &buf, &len);
+    int kind = msp_fd_collect(fds[0], -1, limit + 1, INFINITY, &buf, &len);
     if (kind == MSP_CHILD_TOO_BIG)
         rc = msp_fail(MSP_ERR_LIMIT, "%s printed more than %zu bytes listing packages", python,
                       limit);

@@ -180,7 +180,13 @@ static int msp_serve_one(const char *path, uint64_t cap, double timeout)
         msp_serve_child(p[1], path, getppid());
     } else {
         close(p[1]);
-        int k = msp_fd_collect(p[0], (size_t)cap, msp_monotonic() + timeout, &buf, &n);
+        /* the caller gone (our stdout's other end closed: POLLERR on a
+         * pipe, POLLHUP on a socket) means nothing will read an answer: no
+         * parse may outlive it, however long its time limit
+         * (MSPROBE_READER_TIMEOUT=inf); the child dies with us */
+        int k = msp_fd_collect(p[0], 1, (size_t)cap, msp_monotonic() + timeout, &buf, &n);
+        if (k == MSP_CHILD_WATCH_GONE)
+            _exit(2);
         close(p[0]);
         int st = msp_child_end(child, &k);
         kind = (uint32_t)k;
@@ -226,8 +232,11 @@ static int msp_serve(void)
 
 /* The caller gone (our stdout's other end closed: POLLERR on a pipe, POLLHUP
  * on a socket) means nothing will read an answer: no parse may outlive it,
- * however long its time limit (MSPROBE_READER_TIMEOUT=inf). A server's
- * children die with it (PR_SET_PDEATHSIG). */
+ * however long its time limit (MSPROBE_READER_TIMEOUT=inf). A one-file
+ * helper watches from a thread; a server watches in its own wait for a
+ * child's answer instead and stays single-threaded, because it forks: a
+ * child forked while another thread held a lock (AddressSanitizer's
+ * allocator, at that thread's start) would hang on it. */
 static void *msp_watch_caller(void *arg)
 {
     (void)arg;
@@ -256,7 +265,8 @@ static void msp_start_watch(void)
 int main(int argc, char **argv)
 {
     msp_limit_self();
-    msp_start_watch();
+    if (!(argc == 2 && strcmp(argv[1], "--serve") == 0))
+        msp_start_watch();
     if (argc == 3 && strcmp(argv[1], "--") == 0)
         return msp_send_catalogue(argv[2]);
     if (argc == 5 && strcmp(argv[1], "--read") == 0)

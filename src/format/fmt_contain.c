@@ -475,7 +475,7 @@ static msp_err msp_helper_run(const char *path, char *argv[], size_t cap, double
         return src;
     unsigned char *buf;
     size_t n;
-    int kind = msp_fd_collect(rfd, cap, msp_monotonic() + timeout, &buf, &n);
+    int kind = msp_fd_collect(rfd, -1, cap, msp_monotonic() + timeout, &buf, &n);
     close(rfd);
     int st = msp_child_end(pid, &kind);
     msp_err rc = msp_serve_outcome(path, kind, st, buf, n, cap, timeout, outside);

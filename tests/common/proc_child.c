@@ -39,7 +39,7 @@ static int run_sh(const char *script, size_t cap, double timeout, char **out, si
         return -1;
     }
     unsigned char *buf;
-    int kind = msp_fd_collect(p[0], cap, msp_monotonic() + timeout, &buf, n);
+    int kind = msp_fd_collect(p[0], -1, cap, msp_monotonic() + timeout, &buf, n);
     close(p[0]);
     *st = msp_child_end(c.pid, &kind);
     *out = (char *)buf;

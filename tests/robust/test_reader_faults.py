@@ -13,6 +13,7 @@ from an undisturbed run of the same compare, read back with openpyxl."""
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -211,6 +212,23 @@ class Limits(unittest.TestCase):
         self.assertIn(self.hang, p.stderr)
         self.assertIn("took more than 10 s", p.stderr)  # the floor: the file is 92 KiB
         self.assertLess(took, 30)  # was 60 s for every file
+
+    def test_a_server_forks_from_one_thread(self):
+        # A server forks a child per file: a second thread (the old caller
+        # watch) could hold a lock at the fork that the child then waits on
+        # forever; under AddressSanitizer that was its allocator's, one
+        # catalogue in ~30 hung until the time limit.
+        a, b = socket.socketpair()
+        p = subprocess.Popen([REAL, "--serve"], stdin=b, stdout=b, stderr=subprocess.DEVNULL)
+        b.close()
+        try:
+            time.sleep(0.5)  # past its start, where the watch began
+            with open("/proc/%d/status" % p.pid) as f:
+                threads = [ln.split()[1] for ln in f if ln.startswith("Threads:")]
+            self.assertEqual(threads, ["1"])
+        finally:
+            a.close()  # the caller gone: the server ends
+            self.assertEqual(p.wait(timeout=30), 0)
 
     def test_helpers_die_with_a_killed_caller_whatever_the_time_limit(self):
         for limit in ("inf", "1e300"):
