@@ -50,6 +50,10 @@ typedef struct cmp_source {
 
 /* MSP_ERR_INTERNAL if a record's tensor range lies outside res->tensors. */
 msp_err cmp_report_check_ranges(const msp_compare_result_t *res);
+/* What every writer of a whole result checks first: a result and a folder
+ * given, the folder made, the result's ranges sound (MSP_ERR_USAGE or the
+ * failure, already recorded). */
+msp_err cmp_report_begin(const msp_compare_result_t *res, const char *out_dir);
 
 /* Data rows per sheet before "details" continues in "details_2" (and
  * "summary" in "summary_2"). 0 restores Excel's limit, 1,048,575. Only tests

@@ -113,3 +113,11 @@ msp_err cmp_report_check_ranges(const msp_compare_result_t *res)
     }
     return MSP_OK;
 }
+
+msp_err cmp_report_begin(const msp_compare_result_t *res, const char *out_dir)
+{
+    if (!res || !out_dir)
+        return msp_fail(MSP_ERR_USAGE, "report: no result or no output directory");
+    msp_err rc = msp_mkdirs(out_dir);
+    return rc != MSP_OK ? rc : cmp_report_check_ranges(res);
+}

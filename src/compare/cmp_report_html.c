@@ -637,12 +637,8 @@ static msp_err cmp_html_trend(msp_buf_t *b, const cmp_html_t *h)
 msp_err msp_report_write_html(const msp_compare_result_t *res, const char *out_dir,
                               const msp_html_opts_t *opts)
 {
-    if (!res || !out_dir)
-        return msp_fail(MSP_ERR_USAGE, "report: no result or no output directory");
-    msp_err rc = msp_mkdirs(out_dir);
+    msp_err rc = cmp_report_begin(res, out_dir);
     if (rc != MSP_OK)
-        return rc;
-    if ((rc = cmp_report_check_ranges(res)) != MSP_OK)
         return rc;
     cmp_html_t h = {.res = res};
     if (opts)

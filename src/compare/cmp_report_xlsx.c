@@ -715,12 +715,8 @@ static void msp_whole_link(const void *ud, int64_t rank, char *buf, size_t n)
 
 msp_err msp_report_write_xlsx(const msp_compare_result_t *res, const char *out_dir)
 {
-    if (!res || !out_dir)
-        return msp_fail(MSP_ERR_USAGE, "report: no result or no output directory");
-    msp_err rc = msp_mkdirs(out_dir);
+    msp_err rc = cmp_report_begin(res, out_dir);
     if (rc != MSP_OK)
-        return rc;
-    if ((rc = cmp_report_check_ranges(res)) != MSP_OK)
         return rc;
     msp_whole_t w = {res, calloc(res->n_records + 1, sizeof(const char *))};
     if (!w.reasons)

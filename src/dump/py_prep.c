@@ -58,16 +58,29 @@ int msp_prep_hold(msp_dq_rec_t *r)
     return 1;
 }
 
-void msp_prep_release(void)
+/* Empties the hold; returns what it held, in order, for the caller to pass
+ * on one by one (queued or dropped). */
+static msp_dq_rec_t *prep_take(void)
 {
     msp_dq_rec_t *r = g_head;
     g_head = g_tail = NULL;
     g_n = g_bytes = 0;
-    while (r) {
-        msp_dq_rec_t *next = r->next;
-        r->next = NULL;
+    return r;
+}
+
+/* The next held record, r detached from the list. */
+static msp_dq_rec_t *prep_next(msp_dq_rec_t *r)
+{
+    msp_dq_rec_t *next = r->next;
+    r->next = NULL;
+    return next;
+}
+
+void msp_prep_release(void)
+{
+    for (msp_dq_rec_t *r = prep_take(), *next; r; r = next) {
+        next = prep_next(r);
         msp_rec_queue(r);
-        r = next;
     }
 }
 
@@ -76,15 +89,10 @@ void msp_prep_model_started(void)
     if (prep_off())
         return;
     g_done = 1;
-    msp_dq_rec_t *r = g_head;
-    g_head = g_tail = NULL;
-    g_n = g_bytes = 0;
-    while (r) {
-        msp_dq_rec_t *next = r->next;
-        r->next = NULL;
+    for (msp_dq_rec_t *r = prep_take(), *next; r; r = next) {
+        next = prep_next(r);
         msp_rec_drop(r);
         g_dropped++;
-        r = next;
     }
     if (g_dropped)
         msp_shim_msg("%llu call%s made before the model's first forward %s data preparation "
