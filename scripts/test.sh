@@ -34,7 +34,12 @@ gcc -static -O2 -o "$here/build-asan/asan-python" "$here/scripts/asan_python.c"
   -DMSPROBE_PYTHON="$here/build-asan/asan-python"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir "$here/build-asan" --output-on-failure -j"$jobs" -LE preload
-MSP_ASAN_RT=$(gcc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+# libstdc++ right after the runtime: ASan finds the real __cxa_throw when it
+# starts, and torch throws C++ exceptions that Python turns into errors (gloo's
+# missing all_gather_into_tensor in the four-rank test); with libstdc++ loaded
+# later, the first throw stops the process in an ASan CHECK.
+MSP_ASAN_RT="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libstdc++.so.6)" \
+  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir "$here/build-asan" --output-on-failure -j"$jobs" -L preload \
   -E '^(dump_preload_harmless_outside_torch|dump_writing_processes_one_runtime)$'

@@ -276,8 +276,14 @@ class UninitializedMemory(unittest.TestCase):
                 h5py.File(os.path.join(b, "step0", "rank0", "dump.h5"), "r") as fb:
             emp = sorted(k for k in fa.keys() if k.startswith("Torch.empty_like."))
             self.assertTrue(emp)
-            self.assertFalse(all(np.array_equal(fa[k]["output.0"][()], fb[k]["output.0"][()],
-                                                equal_nan=True) for k in emp))
+            same = all(np.array_equal(fa[k]["output.0"][()], fb[k]["output.0"][()],
+                                      equal_nan=True) for k in emp)
+            # AddressSanitizer's allocator fills new memory with one byte
+            # (malloc_fill_byte), so under scripts/test.sh's sanitizer pass
+            # the garbage is the same in both runs; the verdicts below are
+            # checked all the same
+            if "MSP_ASAN_RT" not in os.environ:
+                self.assertFalse(same)
         out = os.path.join(WORK, "cmp-dist")
         p = subprocess.run([S.BIN, "compare", "-b", a, "-c", b, "-o", out, "--csv"],
                            capture_output=True, text=True, timeout=600)
