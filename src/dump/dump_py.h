@@ -15,6 +15,7 @@
 #include "msprobe/config.h"
 #include "msprobe/format.h"
 #include "dump_writer.h"
+#include "shim_log.h"
 
 #define MSP_EXPORT __attribute__((visibility("default")))
 
@@ -85,15 +86,7 @@ extern _Thread_local int msp_t_data_depth;
  * every API called inside them is recorded (py_module.c, py_api.c). */
 extern _Thread_local int msp_t_listed;
 
-/* ---- messages (py_log.c): "msprobe: ..." to stderr or MSPROBE_LOG_FILE; any thread ---- */
-void msp_shim_log_init(void);
-void msp_shim_msg(const char *fmt, ...) MSP_PRINTF(1, 2);
-/* "msprobe: warning: ..." the first time `kind` is seen; afterwards only counted. */
-void msp_shim_warn_once(const char *kind, const char *fmt, ...) MSP_PRINTF(2, 3);
-/* How often `kind` fired so far. */
-uint64_t msp_shim_warn_count(const char *kind);
-/* At exit: one line per kind that fired more than once, with its count. */
-void msp_shim_warn_summary(void);
+/* ---- messages: shim_log.h (py_log.c) ---- */
 
 /* ---- tensors (py_tensor.c) ---- */
 int msp_tensor_init(PyObject *torch);
