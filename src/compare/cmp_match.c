@@ -187,6 +187,23 @@ const char *cmp_mapping_role(const cmp_mapping_t *m, const char *bench_rec, cons
     return NULL;
 }
 
+/* The next line of a mapping file read into memory, cut off at its newline
+ * and at a '#' comment; *rest moves past it (NULL after the last). */
+static char *cmp_cut_line(char **rest)
+{
+    char *line = *rest;
+    if (!line)
+        return NULL;
+    char *nl = strchr(line, '\n');
+    *rest = nl ? nl + 1 : NULL;
+    if (nl)
+        *nl = '\0';
+    char *hash = strchr(line, '#');
+    if (hash)
+        *hash = '\0';
+    return line;
+}
+
 msp_err cmp_mapping_load(const char *path, cmp_mapping_t *out)
 {
     out->e = NULL;
@@ -197,16 +214,9 @@ msp_err cmp_mapping_load(const char *path, cmp_mapping_t *out)
     if (rc)
         return rc;
     size_t lineno = 0;
-    char *save = NULL;
-    for (char *line = text; line; line = save) {
-        char *nl = strchr(line, '\n');
-        save = nl ? nl + 1 : NULL;
-        if (nl)
-            *nl = '\0';
+    char *rest = text;
+    for (char *line; (line = cmp_cut_line(&rest));) {
         lineno++;
-        char *hash = strchr(line, '#');
-        if (hash)
-            *hash = '\0';
         char *tok[3] = {NULL, NULL, NULL};
         int nt = 0;
         char *sp = NULL;
@@ -278,16 +288,9 @@ msp_err cmp_mapping_load_cell(const char *path, cmp_mapping_t *out)
     msp_err rc = msp_read_file(path, (size_t)64 << 20, &text, &len);
     if (rc)
         return rc;
-    char *save = NULL;
-    for (char *line = text; line && !rc; line = save) {
-        char *nl = strchr(line, '\n');
-        save = nl ? nl + 1 : NULL;
-        if (nl)
-            *nl = '\0';
+    char *rest = text;
+    for (char *line; !rc && (line = cmp_cut_line(&rest));) {
         lineno++;
-        char *hash = strchr(line, '#');
-        if (hash)
-            *hash = '\0';
         char *colon = strchr(line, ':'), *sp = NULL;
         char *a = colon ? strtok_r(line, " \t\r:", &sp) : strtok_r(line, " \t\r", &sp);
         if (!a)
