@@ -17,7 +17,6 @@
 #include "dump_py.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 #define MSP_PREP_MAX_BYTES ((size_t)64 << 20)
 #define MSP_PREP_MAX_RECORDS 65536
@@ -31,8 +30,8 @@ static int prep_off(void)
 {
     if (g_done < 0) {
         /* an api_list names what the user wants, wherever it is called */
-        const char *v = getenv("MSPROBE_DUMP_DATA_PREP");
-        g_done = (v && *v && strcmp(v, "0") != 0) || (msp_g.have_cfg && msp_g.cfg.n_api_list > 0);
+        g_done = msp_env_flag("MSPROBE_DUMP_DATA_PREP") ||
+                 (msp_g.have_cfg && msp_g.cfg.n_api_list > 0);
     }
     return g_done;
 }
