@@ -6,14 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static int failures;
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);             \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "msp_check.h"
 
 int main(void)
 {

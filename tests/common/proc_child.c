@@ -15,14 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int failures;
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);             \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "msp_check.h"
 
 /* Runs sh -c script with its stdout collected (cap bytes, timeout seconds). */
 static int run_sh(const char *script, size_t cap, double timeout, char **out, size_t *n, int *st)
