@@ -5,6 +5,7 @@
 #define MSPROBE_CMP_ACC_H
 
 #include "msprobe/precheck.h"
+#include "cmp_report.h"
 
 #include <stdio.h>
 
@@ -83,8 +84,7 @@ msp_acc_status_t cmp_acc_status_parse(const char *s);
 
 /* ---- CSV text (RFC 4180: quoted when needed, CRLF line ends) ---- */
 
-/* One field; a comma before it unless first. */
-void cmp_csv_field(FILE *f, const char *s, int first);
+/* One field: cmp_csv_field (cmp_report.h), the details csv's writer. */
 /* A metric as msprobe writes it ("%.14f"), or " " when absent. */
 void cmp_csv_metric(FILE *f, double v, int have);
 void cmp_csv_end_row(FILE *f);

@@ -451,28 +451,6 @@ msp_acc_status_t cmp_acc_status_parse(const char *s)
 
 /* ---- CSV ------------------------------------------------------------------------------ */
 
-void cmp_csv_field(FILE *f, const char *s, int first)
-{
-    if (!first)
-        fputc(',', f);
-    char *owned = NULL;
-    s = msp_utf8_clean(s ? s : "", 0, &owned);
-    if (!s)
-        return;
-    if (!strpbrk(s, ",\"\r\n")) {
-        fputs(s, f);
-    } else {
-        fputc('"', f);
-        for (const char *p = s; *p; p++) {
-            if (*p == '"')
-                fputc('"', f);
-            fputc(*p, f);
-        }
-        fputc('"', f);
-    }
-    free(owned);
-}
-
 void cmp_csv_metric(FILE *f, double v, int have)
 {
     char buf[64];

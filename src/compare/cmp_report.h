@@ -6,6 +6,7 @@
 #include "cmp_internal.h"
 
 #include <stddef.h>
+#include <stdio.h>
 
 /* Details columns: msprobe's names (8.x's "Accuracy Reached or Not" with 26's
  * "Result" beside it), then Error Origin, Step, Rank, then msprobe 26's
@@ -54,6 +55,10 @@ msp_err cmp_report_check_ranges(const msp_compare_result_t *res);
  * given, the folder made, the result's ranges sound (MSP_ERR_USAGE or the
  * failure, already recorded). */
 msp_err cmp_report_begin(const msp_compare_result_t *res, const char *out_dir);
+/* One RFC 4180 field of a csv (result.csv, acc_check's csvs): a comma before it
+ * unless first; quoted when it holds a comma, quote or line break; invalid
+ * UTF-8 cleaned; NULL is empty. The FILE is one thread's (unlocked writes). */
+void cmp_csv_field(FILE *f, const char *s, int first);
 
 /* Data rows per sheet before "details" continues in "details_2" (and
  * "summary" in "summary_2"). 0 restores Excel's limit, 1,048,575. Only tests

@@ -17,12 +17,12 @@
 
 #define MSP_CSV_NCOLS(a) (sizeof(a) / sizeof((a)[0]))
 
-static void msp_csv_field(FILE *f, const char *s, int first)
+void cmp_csv_field(FILE *f, const char *s, int first)
 {
     if (!first)
         fputc_unlocked(',', f);
     char *owned = NULL;
-    s = msp_utf8_clean(s, 0, &owned); /* csv is read as UTF-8: no invalid bytes */
+    s = msp_utf8_clean(s ? s : "", 0, &owned); /* csv is read as UTF-8: no invalid bytes */
     if (!s)
         return;
     if (strpbrk(s, ",\"\r\n") == NULL) {
@@ -66,12 +66,12 @@ static void msp_csv_row(FILE *f, int stats, const msp_tensor_cmp_t *t, const msp
                         int first)
 {
     int has_npu = t->npu_name != NULL, has_bench = t->bench_name != NULL;
-    msp_csv_field(f, has_npu ? t->npu_name : "N/A", 1);
-    msp_csv_field(f, has_bench ? t->bench_name : "N/A", 0);
-    msp_csv_field(f, has_npu || *t->npu_dtype ? t->npu_dtype : "N/A", 0);
-    msp_csv_field(f, has_bench || *t->bench_dtype ? t->bench_dtype : "N/A", 0);
-    msp_csv_field(f, has_npu || *t->npu_shape ? t->npu_shape : "N/A", 0);
-    msp_csv_field(f, has_bench || *t->bench_shape ? t->bench_shape : "N/A", 0);
+    cmp_csv_field(f, has_npu ? t->npu_name : "N/A", 1);
+    cmp_csv_field(f, has_bench ? t->bench_name : "N/A", 0);
+    cmp_csv_field(f, has_npu || *t->npu_dtype ? t->npu_dtype : "N/A", 0);
+    cmp_csv_field(f, has_bench || *t->bench_dtype ? t->bench_dtype : "N/A", 0);
+    cmp_csv_field(f, has_npu || *t->npu_shape ? t->npu_shape : "N/A", 0);
+    cmp_csv_field(f, has_bench || *t->bench_shape ? t->bench_shape : "N/A", 0);
     if (stats) {
         const double v[] = {t->max_diff, t->min_diff, t->mean_diff, t->norm_diff};
         for (size_t i = 0; i < MSP_CSV_NCOLS(v); i++)
@@ -81,7 +81,7 @@ static void msp_csv_row(FILE *f, int stats, const msp_tensor_cmp_t *t, const msp
         for (size_t i = 0; i < MSP_CSV_NCOLS(rel); i++) {
             char pct[48];
             cmp_percent_text(rel[i], pct, sizeof pct);
-            msp_csv_field(f, pct, 0);
+            cmp_csv_field(f, pct, 0);
         }
     } else {
         const double v[] = {t->cosine, t->euc_dist, t->max_abs_err, t->max_rel_err,
@@ -93,26 +93,26 @@ static void msp_csv_row(FILE *f, int stats, const msp_tensor_cmp_t *t, const msp
                            t->bench_max, t->bench_min, t->bench_mean, t->bench_norm};
     for (size_t i = 0; i < MSP_CSV_NCOLS(side); i++)
         msp_csv_num(f, side[i]);
-    msp_csv_field(f, cmp_verdict_text(t->verdict), 0);
-    msp_csv_field(f, cmp_result_text(t->result), 0);
-    msp_csv_field(f, t->err_message, 0);
+    cmp_csv_field(f, cmp_verdict_text(t->verdict), 0);
+    cmp_csv_field(f, cmp_result_text(t->result), 0);
+    cmp_csv_field(f, t->err_message, 0);
     if (rec) {
-        msp_csv_field(f, cmp_cause_text(rec->cause), 0);
+        cmp_csv_field(f, cmp_cause_text(rec->cause), 0);
         fprintf(f, ",%lld,%lld", (long long)rec->step, (long long)rec->rank);
     } else {
         fputs_unlocked(",,,", f);
     }
-    msp_csv_field(f, cmp_bool_text(t->npu_requires_grad), 0);
-    msp_csv_field(f, cmp_bool_text(t->bench_requires_grad), 0);
-    msp_csv_field(f, cmp_rg_consistent_text(t), 0);
-    msp_csv_field(f, rec && first && rec->npu_stack ? rec->npu_stack : "", 0);
+    cmp_csv_field(f, cmp_bool_text(t->npu_requires_grad), 0);
+    cmp_csv_field(f, cmp_bool_text(t->bench_requires_grad), 0);
+    cmp_csv_field(f, cmp_rg_consistent_text(t), 0);
+    cmp_csv_field(f, rec && first && rec->npu_stack ? rec->npu_stack : "", 0);
     char text[1024];
     cmp_data_name_text(t, text, sizeof text);
-    msp_csv_field(f, text, 0);
+    cmp_csv_field(f, text, 0);
     cmp_md5_text(t->npu_crc32, text, sizeof text);
-    msp_csv_field(f, text, 0);
+    cmp_csv_field(f, text, 0);
     cmp_md5_text(t->bench_crc32, text, sizeof text);
-    msp_csv_field(f, text, 0);
+    cmp_csv_field(f, text, 0);
     fputs_unlocked("\r\n", f);
 }
 
@@ -141,7 +141,7 @@ static msp_err msp_csv_write(const cmp_source_t *src, const char *out_dir)
     const char *const *cols = stats ? cmp_details_cols_stats : cmp_details_cols_tensor;
     size_t ncols = stats ? CMP_DETAILS_NCOLS_STATS : CMP_DETAILS_NCOLS_TENSOR;
     for (size_t c = 0; c < ncols; c++)
-        msp_csv_field(f, cols[c], c == 0);
+        cmp_csv_field(f, cols[c], c == 0);
     fputs("\r\n", f);
     /* Same row order as the details sheet: each part's records in execution
      * order, then any tensor no record of it claims. */
