@@ -120,9 +120,11 @@ def cmd_check(a):
         print("conv1 output.0 stats (stats run):", st, " from tensor run data:", want)
         if st[0] != want[0] or st[1] != want[1]:
             bad("conv1 output max/min of the statistics run differ from the tensor run's data")
-        for got, w, n in ((st[2], want[2], "mean"), (st[3], want[3], "norm")):
-            if abs(got - w) > 1e-9 * max(1.0, abs(w)):
-                bad(f"conv1 output {n}: {got!r} vs {w!r}")
+        # documented (accel_copy.py): float32 within a window's row, float64 across
+        if abs(st[2] - want[2]) > 1e-6 * np.abs(out).mean():
+            bad(f"conv1 output mean: {st[2]!r} vs {want[2]!r}")
+        if abs(st[3] - want[3]) > 1e-6 * want[3]:
+            bad(f"conv1 output norm: {st[3]!r} vs {want[3]!r}")
     print("RESULT", "ok" if ok else "failed")
     sys.exit(0 if ok else 1)
 
@@ -147,9 +149,11 @@ def _first_conv(f, idx, a, x, bad):
     print("input.0 stats dumped:", got, " numpy:", want)
     if got[0] != want[0] or got[1] != want[1]:
         bad("input.0 max/min differ from the fed batch")
-    for g_, w, n in ((got[2], want[2], "mean"), (got[3], want[3], "norm")):
-        if abs(g_ - w) > 1e-9 * max(1.0, abs(w)):
-            bad(f"input.0 {n}: {g_!r} vs numpy {w!r}")
+    tol = 1e-6 if a.task == "statistics" else 1e-9  # device statistics: accel_copy.py
+    if abs(got[2] - want[2]) > tol * max(np.abs(x).mean(), 1e-300):
+        bad(f"input.0 mean: {got[2]!r} vs numpy {want[2]!r}")
+    if abs(got[3] - want[3]) > tol * want[3]:
+        bad(f"input.0 norm: {got[3]!r} vs numpy {want[3]!r}")
     x32 = x.astype(np.float32)
     crc = zlib.crc32(x32.tobytes())
     if a.task == "statistics" and int(r["crc32"]) == 0:

@@ -130,6 +130,27 @@ void msp_rec_drop(msp_dq_rec_t *r);
 void msp_dev_drain(void);
 /* A forked child: the parent's pending statistics and held records are not its own. */
 void msp_dev_forget_after_fork(void);
+/* ---- device statistics (py_devstats.c) ----
+ * The statistics task and a tensor on an accelerator (or any tensor under
+ * MSPROBE_TEST_DEVICE_STATS): its statistics are computed where it lives and
+ * only they are read, when they arrive; its record is held until then. 1 when
+ * tensor d (dtype, shape, device as the dump names it) was added to r so; 0 to
+ * read it as the other tasks do. */
+int msp_dev_stats_add(msp_dq_rec_t *r, const char *role, PyObject *d, msp_dtype_t dtype, int ndim,
+                      const int64_t *shape, const char *device, int rg);
+/* The end of one call's tensors (inputs, or outputs): those taken since go
+ * into the windows, in one launch per device. */
+void msp_dev_call_end(void);
+/* 1 when r was held back (statistics of its own in flight, or older records held). */
+int msp_dev_hold(msp_dq_rec_t *r);
+/* What py_devstats.c uses of py_tensor.c: a function of accel_copy.py
+ * (borrowed; NULL with the error set), to_dlpack (new reference), waiting for
+ * a copy's event (0: done; -1: a warning was given), and whether the task
+ * computes statistics on devices (*test: CPU tensors too, for the tests). */
+PyObject *msp_accel_fn(const char *name);
+PyObject *msp_to_dlpack(PyObject *t);
+int msp_wait_event(PyObject *event);
+int msp_dev_stats_on(int *test);
 /* Clear a pending Python error, as one warning. */
 void msp_py_warn_error(const char *kind, const char *what);
 

@@ -545,21 +545,41 @@ static PyObject *call1(PyObject *fn, PyObject *a)
     return PyObject_CallFunctionObjArgs(fn, a, NULL);
 }
 
+static PyObject *g_accel_ns;
+
 static int accel_ready(void)
 {
     if (g_accel_state == 0) {
-        PyObject *ns = msp_py_run_source(msp_accel_copy_py, "msprobe_accel_copy");
+        PyObject *ns = g_accel_ns = msp_py_run_source(msp_accel_copy_py, "msprobe_accel_copy");
         g_accel_start = ns ? PyDict_GetItemString(ns, "start") : NULL;
         g_accel_stats = ns ? PyDict_GetItemString(ns, "stats") : NULL;
         Py_XINCREF(g_accel_start);
         Py_XINCREF(g_accel_stats);
-        Py_XDECREF(ns);
         g_accel_state = g_accel_start && g_accel_stats ? 1 : -1;
         if (!g_accel_start)
             msp_py_warn_error("accel copy", "cannot set up asynchronous copies of device "
                               "tensors; they are copied synchronously (training waits)");
     }
     return g_accel_state == 1;
+}
+
+PyObject *msp_accel_fn(const char *name)
+{
+    PyObject *f = accel_ready() ? PyDict_GetItemString(g_accel_ns, name) : NULL;
+    if (!f && !PyErr_Occurred())
+        PyErr_Format(PyExc_RuntimeError, "accel_copy.py has no %s", name);
+    return f;
+}
+
+PyObject *msp_to_dlpack(PyObject *t)
+{
+    return call1(g_to_dlpack, t);
+}
+
+int msp_dev_stats_on(int *test)
+{
+    *test = g_dev_stats_test;
+    return g_dev_stats;
 }
 
 /* Replace *d (a new reference to the tensor to read) by a host copy of it;
@@ -614,7 +634,7 @@ static void pend_push(void *buf, const void *src, size_t nbytes, PyObject *cap, 
 }
 
 /* Wait for one copy; 0 when its bytes can be read. */
-static int wait_copy(PyObject *event)
+int msp_wait_event(PyObject *event)
 {
     PyObject *r = event ? PyObject_CallMethod(event, "synchronize", NULL) : NULL;
     if (event && !r) {
@@ -633,7 +653,7 @@ static void pend_flush(void)
     PyErr_Fetch(&t, &v, &tb);
     for (size_t i = 0; i < t_npend; i++) {
         pend_t *p = &t_pend[i];
-        if (wait_copy(p->event) == 0)
+        if (msp_wait_event(p->event) == 0)
             memcpy(p->buf, p->src, p->nbytes);
         else
             memset(p->buf, 0, p->nbytes);
@@ -645,178 +665,6 @@ static void pend_flush(void)
     PyErr_Restore(t, v, tb);
 }
 
-/* ---- device statistics in flight ---------------------------------------------
- * A device tensor's statistics (statistics task) are queued on its stream and
- * come back in pinned memory when the GPU gets there. Waiting for them at the
- * end of each call would make the CPU wait for the GPU at every call; instead
- * the record is held back (g_held, in submission order) and the numbers are
- * collected as their events complete: polled at each submission, waited for
- * when too many records are held, before a step ends and before exit. The
- * GIL guards both queues. */
-typedef struct dpend {
-    msp_dq_rec_t *rec;
-    size_t ti;          /* rec->t[ti] */
-    const double *v;    /* the pinned float64s */
-    size_t nv;
-    PyObject *cap, *event;
-} dpend_t;
-static dpend_t *g_dp;
-static size_t g_dp_head, g_ndp, g_capdp;
-static msp_dq_rec_t **g_held;
-static size_t g_held_head, g_nheld, g_capheld;
-static int g_dev_polling; /* a dev_poll is running (perhaps waiting, GIL released) */
-static pthread_t g_dev_poller; /* in that thread */
-#define MSP_DEV_HELD_MAX 512 /* records held before the oldest are waited for */
-
-/* t's statistics from stats()'s float64s (max, min, sum, norm, and for
- * floating types the NaN and Inf counts); NULL: the copy failed, all NaN.
- * NaN anywhere makes the four values NaN, as msp_stats_compute does. */
-static void dev_fill(msp_dq_tensor_t *t, const double *v, size_t nv)
-{
-    uint64_t numel = 1;
-    for (int i = 0; i < t->ndim; i++)
-        numel *= (uint64_t)t->shape[i];
-    msp_stats_t *st = &t->stats;
-    memset(st, 0, sizeof *st); /* crc32 0: not known (no bytes were read) */
-    st->nan_count = v && nv >= 6 ? (int64_t)v[4] : 0;
-    st->inf_count = v && nv >= 6 ? (int64_t)v[5] : 0;
-    if (!v || st->nan_count > 0) {
-        st->max = st->min = st->mean = st->norm = NAN;
-    } else {
-        st->max = v[0];
-        st->min = v[1];
-        st->mean = v[2] / (double)numel;
-        st->norm = v[3];
-    }
-    t->has_stats = 1;
-}
-
-/* Queue rec->t[ti]'s statistics in flight: 0, or -1 (then the caller waits). */
-static int dev_queue(msp_dq_rec_t *rec, size_t ti, const double *v, size_t nv, PyObject *cap,
-                     PyObject *event)
-{
-    dpend_t *n = msp_grow(g_dp, &g_capdp, g_ndp, sizeof *n, 256);
-    if (!n)
-        return -1;
-    g_dp = n;
-    Py_INCREF(cap);
-    Py_INCREF(event);
-    g_dp[g_ndp++] = (dpend_t){rec, ti, v, nv, cap, event};
-    rec->dev_pending++;
-    return 0;
-}
-
-/* 1 when the event's work is done (query() without waiting), 0 if not yet. */
-static int dev_done(PyObject *event)
-{
-    PyObject *r = PyObject_CallMethod(event, "query", NULL);
-    int done = r ? PyObject_IsTrue(r) == 1 : 1; /* a broken event: wait_copy will say */
-    Py_XDECREF(r);
-    PyErr_Clear();
-    return done;
-}
-
-/* Collect statistics in queue order: those already back, or (wait) all. */
-static void dev_poll(int wait)
-{
-    /* query() and synchronize() may let another thread run (they release the
-     * GIL): that thread may queue more (g_dp moves: entries are found again
-     * by index after each call) or drop a record (its entries lose their
-     * record), but it does not poll while this poll runs. */
-    if (g_dev_polling)
-        return;
-    g_dev_polling = 1;
-    g_dev_poller = pthread_self();
-    PyObject *et, *ev, *etb;
-    PyErr_Fetch(&et, &ev, &etb);
-    while (g_dp_head < g_ndp) {
-        size_t i = g_dp_head;
-        if (!wait && g_dp[i].rec && !dev_done(g_dp[i].event))
-            break;
-        int ok = g_dp[i].rec && wait_copy(g_dp[i].event) == 0;
-        dpend_t *p = &g_dp[i];
-        if (p->rec) {
-            dev_fill(&p->rec->t[p->ti], ok ? p->v : NULL, p->nv);
-            p->rec->dev_pending--;
-        }
-        Py_DECREF(p->event);
-        Py_DECREF(p->cap);
-        g_dp_head = i + 1;
-    }
-    if (g_dp_head == g_ndp)
-        g_dp_head = g_ndp = 0;
-    PyErr_Restore(et, ev, etb);
-    g_dev_polling = 0;
-}
-
-/* Submit the held records whose statistics are all in, oldest first. */
-static void held_release(void)
-{
-    while (g_held_head < g_nheld && g_held[g_held_head]->dev_pending == 0)
-        msp_dq_push(g_held[g_held_head++]);
-    if (g_held_head == g_nheld)
-        g_held_head = g_nheld = 0;
-}
-
-/* 1 when r was held back (statistics of its own, or older records held). */
-static int held_add(msp_dq_rec_t *r)
-{
-    if (!r->dev_pending && g_held_head == g_nheld)
-        return 0;
-    if (g_nheld == g_capheld && g_held_head > 0) { /* full: released ones make room */
-        memmove(g_held, g_held + g_held_head, (g_nheld - g_held_head) * sizeof *g_held);
-        g_nheld -= g_held_head;
-        g_held_head = 0;
-    }
-    msp_dq_rec_t **n = msp_grow(g_held, &g_capheld, g_nheld, sizeof *n, 64);
-    if (!n) { /* keep the order: everything in, then this one */
-        msp_dev_drain();
-        return 0;
-    }
-    g_held = n;
-    g_held[g_nheld++] = r;
-    dev_poll(0);
-    held_release();
-    if (g_nheld - g_held_head > MSP_DEV_HELD_MAX) {
-        dev_poll(1);
-        held_release();
-    }
-    return 1;
-}
-
-void msp_dev_drain(void)
-{
-    if (g_ndp == 0 && g_nheld == 0)
-        return;
-    /* another thread's poll: let it finish first (this thread's own, from a
-     * signal handler run inside it: nothing to wait for, it goes on after) */
-    while (g_dev_polling && !pthread_equal(g_dev_poller, pthread_self())) {
-        Py_BEGIN_ALLOW_THREADS
-        usleep(200);
-        Py_END_ALLOW_THREADS
-    }
-    dev_poll(1);
-    held_release();
-}
-
-void msp_dev_forget_after_fork(void)
-{
-    /* the parent's: neither waited for nor freed here (this process dumps nothing) */
-    g_dp_head = g_ndp = 0;
-    g_held_head = g_nheld = 0;
-}
-
-void msp_rec_drop(msp_dq_rec_t *r)
-{
-    /* its statistics in flight lose their record; the next poll releases them */
-    for (size_t i = g_dp_head; r && r->dev_pending && i < g_ndp; i++)
-        if (g_dp[i].rec == r) {
-            g_dp[i].rec = NULL;
-            r->dev_pending--;
-        }
-    msp_dq_rec_free(r);
-}
-
 static void batch_begin(void)
 {
     t_batch++;
@@ -824,8 +672,11 @@ static void batch_begin(void)
 
 static void batch_end(void)
 {
-    if (--t_batch == 0 && t_npend > 0)
-        pend_flush();
+    if (--t_batch == 0) {
+        if (t_npend > 0)
+            pend_flush();
+        msp_dev_call_end();
+    }
 }
 
 /* The config's rank selection and direction filter (msprobe's rank and
@@ -865,55 +716,6 @@ static int keep_data(const char *name)
         if (strstr(name, c->tensor_list[i]))
             return 1;
     return 0;
-}
-
-/* The statistics task and a tensor on an accelerator (or any tensor under
- * MSPROBE_TEST_DEVICE_STATS): its statistics are computed where it lives by
- * accel_copy.py's stats() and only they are read, when they arrive (the
- * record is held until then: held_add). 1 when the tensor was added so; 0
- * to read it as the other tasks do. */
-static int dev_stats(msp_dq_rec_t *r, const char *role, PyObject *d, const tview_t *x,
-                     const char *device, int rg)
-{
-    for (int i = 0; i < x->ndim; i++)
-        if (x->shape[i] == 0)
-            return 0; /* empty: nothing to compute, the host path says so */
-    if (!accel_ready())
-        return 0;
-    PyObject *pair = call1(g_accel_stats, d), *cap = NULL;
-    msp_dl_managed_t *hm = NULL;
-    if (pair && PyTuple_Check(pair) && PyTuple_Size(pair) == 2 &&
-        (cap = call1(g_to_dlpack, PyTuple_GetItem(pair, 0))))
-        hm = PyCapsule_GetPointer(cap, "dltensor");
-    const msp_dl_tensor_t *h = hm ? &hm->dl_tensor : NULL;
-    size_t nv = h && h->ndim == 1 ? (size_t)h->shape[0] : 0;
-    if (!h || (nv != 4 && nv != 6) || h->dtype.code != MSP_DL_FLOAT || h->dtype.bits != 64 ||
-        (h->device.device_type != MSP_DL_CPU && h->device.device_type != MSP_DL_CUDA_HOST) ||
-        (h->strides && h->strides[0] != 1)) {
-        msp_py_warn_error("device stats", "cannot compute a tensor's statistics on its device; "
-                          "copying it to the host instead");
-        Py_XDECREF(cap);
-        Py_XDECREF(pair);
-        return 0;
-    }
-    int ok = msp_dq_rec_add_tensor(r, role, x->dtype, x->ndim, x->shape, NULL, 0, device, rg) == 0;
-    if (ok) {
-        msp_dq_tensor_t *dt = &r->t[r->nt - 1];
-        dt->stats_given = 1;
-        PyObject *ev = PyTuple_GetItem(pair, 1);
-        const double *v = (const double *)(const void *)((const char *)h->data + h->byte_offset);
-        if (ev == Py_None || dev_queue(r, r->nt - 1, v, nv, cap, ev) != 0) {
-            if (ev != Py_None && wait_copy(ev) != 0)
-                dev_fill(dt, NULL, 0);
-            else
-                dev_fill(dt, v, nv);
-        }
-    } else {
-        msp_shim_warn_once("nomem", "%s/%s not dumped: out of memory", r->name, role);
-    }
-    Py_DECREF(cap);
-    Py_DECREF(pair);
-    return 1;
 }
 
 /* int64 items of a tuple (torch.Size, stride()) into out; 0, or -1 when it is
@@ -1086,7 +888,7 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
         snprintf(device, sizeof device, "dl%d:%d", dtp, dl->device.device_id);
     if (g_dev_stats && !event && !keep_data(r->name) &&
         (dtp == MSP_DL_CUDA || dtp == MSP_DL_ROCM || (g_dev_stats_test && dtp == MSP_DL_CPU)) &&
-        dev_stats(r, role, d, &x, device, rg))
+        msp_dev_stats_add(r, role, d, x.dtype, x.ndim, x.shape, device, rg))
         goto links;
     if (dtp != MSP_DL_CPU || (g_host_copy_test && !event && strcmp(device, "cpu") == 0)) {
         Py_CLEAR(cap);
@@ -1127,7 +929,7 @@ have_view:
      * its bytes are read when this call's tensors have all been asked for. */
     int later = nbytes && contiguous && (event || g_host_copy_test) && pend_reserve() == 0;
     if (nbytes && !later && !shared) {
-        if (wait_copy(event) != 0)
+        if (msp_wait_event(event) != 0)
             memset(buf, 0, nbytes);
         else if (contiguous)
             memcpy(buf, src, nbytes);
@@ -1341,6 +1143,6 @@ void msp_rec_queue(msp_dq_rec_t *r)
 {
     r->order = msp_g.order++;
     msp_stack_commit(r);
-    if (!held_add(r))
+    if (!msp_dev_hold(r))
         msp_dq_push(r);
 }

@@ -1,0 +1,718 @@
+/* Statistics of accelerator tensors, computed where they live (statistics task).
+ *
+ * Only the numbers come back, never the tensor, and the CPU never waits for
+ * the GPU inside a step: a record whose statistics are in flight is held back
+ * (in submission order) and submitted when they arrive, polled at each
+ * submission and waited for when too many records are held, before a step
+ * ends and before exit.
+ *
+ * Two ways, both in accel_copy.py:
+ * - windows (float32, bfloat16, float16): each call's tensors are copied in
+ *   one launch into a window, a float32 buffer per device; a full window, or
+ *   one whose records must be written, is reduced in a fixed number of
+ *   launches and read back in one copy. Rows of CHUNK elements give max, min,
+ *   sum and norm; rows that hold a boundary between tensors are gathered and
+ *   reduced piece by piece. This file cuts the window into rows and pieces
+ *   and combines the partial results of each tensor in float64.
+ * - one tensor at a time (stats(): other dtypes, a tensor larger than a
+ *   window): about ten launches, the float64 results read back.
+ * The GIL guards every queue here. */
+#include "dump_py.h"
+#include "dlpack.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MSP_DEV_HELD_FLUSH 1024   /* records held: the open windows are reduced */
+#define MSP_DEV_HELD_MAX 16384    /* records held: the oldest are waited for */
+#define MSP_WIN_INFLIGHT 2        /* windows reduced, results not yet read, per process */
+
+/* ---- one tensor at a time ---------------------------------------------------- */
+typedef struct dpend {
+    msp_dq_rec_t *rec;  /* NULL: the record was dropped */
+    size_t ti;          /* rec->t[ti] */
+    const double *v;    /* the pinned float64s */
+    size_t nv;
+    PyObject *cap, *event;
+} dpend_t;
+static dpend_t *g_dp;
+static size_t g_dp_head, g_ndp, g_capdp;
+
+/* ---- windows ------------------------------------------------------------------ */
+typedef struct seg {
+    msp_dq_rec_t *rec;  /* NULL: the record was dropped */
+    size_t ti;
+    int64_t off, n;     /* in the window */
+    int64_t c0, c1;     /* whole rows [c0, c1) */
+    int64_t ph, pt;     /* head and tail pieces, -1: none */
+} seg_t;
+
+typedef struct win {
+    struct win *next;   /* flushed windows, oldest first */
+    char device[24];
+    PyObject *buf;      /* float32, cap elements */
+    PyObject *ws;       /* its stream (accel_copy.py's win_new), or None */
+    int64_t cap, used;
+    int busy;           /* puts in progress (the GIL is let go inside them) */
+    int retired;        /* no more puts: flushed when busy falls to 0 */
+    seg_t *seg;
+    size_t nseg, capseg;
+    /* once flushed */
+    PyObject *host, *hcap, *event;
+    const double *v;    /* [4][width]: max, min, sum, norm of rows, then pieces */
+    int64_t nrows, width;
+} win_t;
+
+static win_t *g_open[8];            /* one open window per device, by creation */
+static size_t g_nopen;
+static size_t g_nretired;           /* retired windows not yet flushed */
+static win_t *g_flushed, **g_flushed_tail = &g_flushed;
+static size_t g_nflushed;
+static int64_t g_chunk, g_wincap;  /* elements; 0: windows not set up yet */
+static int g_alone;                /* MSPROBE_DEVICE_STATS_ALONE: no windows (bench/gpu) */
+
+/* The tensors of the call being added on this thread, put at its end. */
+typedef struct wput {
+    msp_dq_rec_t *rec;
+    size_t ti;
+    PyObject *t;
+    int64_t n;
+    char device[24];
+} wput_t;
+static _Thread_local wput_t *t_put;
+static _Thread_local size_t t_nput, t_capput;
+
+static msp_dq_rec_t **g_held;
+static size_t g_held_head, g_nheld, g_capheld;
+static int g_dev_polling;      /* a dev_poll is running (perhaps waiting, GIL released) */
+static pthread_t g_dev_poller; /* in that thread */
+
+/* Call accel_copy.py's name(*args) (args: a new reference, taken); its
+ * torch calls are the shim's own, never recorded. */
+static PyObject *call_fn(const char *name, PyObject *args)
+{
+    PyObject *f = msp_accel_fn(name);
+    msp_t_depth++;
+    PyObject *r = f && args ? PyObject_CallObject(f, args) : NULL;
+    msp_t_depth--;
+    Py_XDECREF(args);
+    return r;
+}
+
+/* t's statistics from [max, min, sum, norm] and for floating types the NaN
+ * and Inf counts; NULL: they could not be had, all NaN. NaN anywhere makes
+ * the four values NaN, as msp_stats_compute does. */
+static void dev_fill(msp_dq_tensor_t *t, const double *v, size_t nv)
+{
+    uint64_t numel = 1;
+    for (int i = 0; i < t->ndim; i++)
+        numel *= (uint64_t)t->shape[i];
+    msp_stats_t *st = &t->stats;
+    memset(st, 0, sizeof *st); /* crc32 0: not known (no bytes were read) */
+    st->nan_count = v && nv >= 6 ? (int64_t)v[4] : 0;
+    st->inf_count = v && nv >= 6 ? (int64_t)v[5] : 0;
+    if (!v || st->nan_count > 0) {
+        st->max = st->min = st->mean = st->norm = NAN;
+    } else {
+        st->max = v[0];
+        st->min = v[1];
+        st->mean = v[2] / (double)numel;
+        st->norm = v[3];
+    }
+    t->has_stats = 1;
+}
+
+/* The float64s of a host tensor's DLPack capsule: 1-D, nv in {4, 6} (or
+ * want elements when want > 0), CPU or pinned memory; NULL otherwise. */
+static const double *host_doubles(PyObject *cap, size_t *nv, size_t want)
+{
+    msp_dl_managed_t *hm = cap ? PyCapsule_GetPointer(cap, "dltensor") : NULL;
+    const msp_dl_tensor_t *h = hm ? &hm->dl_tensor : NULL;
+    size_t n = 1;
+    for (int i = 0; h && i < h->ndim; i++)
+        n *= (size_t)h->shape[i];
+    if (!h || h->dtype.code != MSP_DL_FLOAT || h->dtype.bits != 64 ||
+        (h->device.device_type != MSP_DL_CPU && h->device.device_type != MSP_DL_CUDA_HOST) ||
+        (want ? n != want : (h->ndim != 1 || (n != 4 && n != 6))))
+        return NULL;
+    if (h->strides) { /* C order only */
+        int64_t expect = 1;
+        for (int i = h->ndim - 1; i >= 0; i--) {
+            if (h->shape[i] != 1 && h->strides[i] != expect)
+                return NULL;
+            expect *= h->shape[i];
+        }
+    }
+    *nv = n;
+    return (const double *)(const void *)((const char *)h->data + h->byte_offset);
+}
+
+/* 1 when the event's work is done (query() without waiting), 0 if not yet. */
+static int dev_done(PyObject *event)
+{
+    PyObject *r = PyObject_CallMethod(event, "query", NULL);
+    int done = r ? PyObject_IsTrue(r) == 1 : 1; /* a broken event: the wait will say */
+    Py_XDECREF(r);
+    PyErr_Clear();
+    return done;
+}
+
+/* ---- windows: filling ---------------------------------------------------------- */
+
+static void windows_setup(int test)
+{
+    if (g_chunk)
+        return;
+    /* The tests send small CPU tensors: small rows and windows, so that their
+     * tensors span rows and fill windows. */
+    g_chunk = test ? 64 : 8192;
+    g_alone = msp_env_flag("MSPROBE_DEVICE_STATS_ALONE");
+    int64_t mb = 1024;
+    const char *e = getenv("MSPROBE_DEVICE_STATS_MB");
+    if (e && *e) {
+        char *end;
+        long long v = strtoll(e, &end, 10);
+        if (*end == '\0' && v >= 1)
+            mb = v;
+        else
+            msp_shim_warn_once("stats_mb", "MSPROBE_DEVICE_STATS_MB=%s is not a number of "
+                               "MiB >= 1; using %lld", e, (long long)mb);
+    }
+    g_wincap = test ? 64 * 64 : mb * 1024 * 1024 / 4;
+    g_wincap -= g_wincap % g_chunk;
+    if (g_wincap < g_chunk)
+        g_wincap = g_chunk;
+}
+
+static void win_free(win_t *w)
+{
+    Py_XDECREF(w->buf);
+    Py_XDECREF(w->ws);
+    Py_XDECREF(w->host);
+    Py_XDECREF(w->hcap);
+    Py_XDECREF(w->event);
+    free(w->seg);
+    free(w);
+}
+
+static void dev_poll(int wait);
+
+/* Rows and pieces of w's segments; the lists for win_flush. 0, or -1. */
+static int win_cut(win_t *w, PyObject **idx, PyObject **plens)
+{
+    const int64_t C = g_chunk;
+    *idx = PyList_New(0);
+    *plens = PyList_New(0);
+    if (!*idx || !*plens)
+        return -1;
+    int64_t np = 0, last = -1;
+#define PIECE(row, len)                                                                    \
+    do {                                                                                   \
+        if ((row) != last) {                                                               \
+            PyObject *o_ = PyLong_FromLongLong(row);                                       \
+            if (!o_ || PyList_Append(*idx, o_) != 0) {                                     \
+                Py_XDECREF(o_);                                                            \
+                return -1;                                                                 \
+            }                                                                              \
+            Py_DECREF(o_);                                                                 \
+            last = (row);                                                                  \
+        }                                                                                  \
+        PyObject *l_ = PyLong_FromLongLong(len);                                           \
+        if (!l_ || PyList_Append(*plens, l_) != 0) {                                       \
+            Py_XDECREF(l_);                                                                \
+            return -1;                                                                     \
+        }                                                                                  \
+        Py_DECREF(l_);                                                                     \
+        np++;                                                                              \
+    } while (0)
+    for (size_t i = 0; i < w->nseg; i++) {
+        seg_t *s = &w->seg[i];
+        int64_t o = s->off, e = s->off + s->n;
+        int64_t a = (o + C - 1) / C, b = e / C;
+        s->ph = s->pt = -1;
+        s->c0 = s->c1 = 0;
+        if (a > b) { /* inside one row */
+            s->ph = np;
+            PIECE(o / C, e - o);
+            continue;
+        }
+        if (o % C) {
+            s->ph = np;
+            PIECE(o / C, a * C - o);
+        }
+        s->c0 = a;
+        s->c1 = b;
+        if (e % C) {
+            s->pt = np;
+            PIECE(b, e - b * C);
+        }
+    }
+    if (w->used % C) /* the rest of the last row: never written, not read */
+        PIECE(w->used / C, C - w->used % C);
+#undef PIECE
+    w->nrows = (w->used + C - 1) / C;
+    w->width = w->nrows + np;
+    return 0;
+}
+
+/* Reduce w (launches queued; nothing waited for) and append it to the
+ * flushed list; it leaves the open ones. */
+static void win_flush(win_t *w)
+{
+    PyObject *idx = NULL, *plens = NULL, *pair = NULL;
+    size_t nv = 0;
+    if (w->used > 0 && win_cut(w, &idx, &plens) == 0 &&
+        (pair = call_fn("win_flush", Py_BuildValue("(OOLLOO)", w->buf, w->ws, (long long)w->nrows,
+                                                    (long long)g_chunk, idx, plens))) &&
+        PyTuple_Check(pair) && PyTuple_Size(pair) == 2) {
+        w->host = PyTuple_GetItem(pair, 0);
+        w->event = PyTuple_GetItem(pair, 1);
+        Py_INCREF(w->host);
+        Py_INCREF(w->event);
+        if ((w->hcap = msp_to_dlpack(w->host)))
+            w->v = host_doubles(w->hcap, &nv, (size_t)(4 * w->width));
+    }
+    if (w->used > 0 && !w->v)
+        msp_py_warn_error("device stats", "cannot reduce a window of device tensors; their "
+                          "statistics are dumped as NaN");
+    PyErr_Clear();
+    Py_XDECREF(idx);
+    Py_XDECREF(plens);
+    Py_XDECREF(pair);
+    w->next = NULL;
+    *g_flushed_tail = w;
+    g_flushed_tail = &w->next;
+    g_nflushed++;
+}
+
+/* No more puts into w: it leaves the open ones, and is reduced now or, when
+ * a put is in progress, by that put's end. */
+static void win_retire(win_t *w)
+{
+    for (size_t i = 0; i < g_nopen; i++)
+        if (g_open[i] == w) {
+            g_open[i] = g_open[--g_nopen];
+            break;
+        }
+    if (w->busy) {
+        w->retired = 1;
+        g_nretired++;
+    } else {
+        win_flush(w);
+    }
+}
+
+/* The open window of device with room for n more elements, opened if needed
+ * (fresh: the current stream's); NULL when none can be had. */
+static win_t *win_for(const char *device, int64_t n, int fresh)
+{
+    win_t *w = NULL;
+    for (size_t i = 0; i < g_nopen; i++)
+        if (strcmp(g_open[i]->device, device) == 0)
+            w = g_open[i];
+    if (w && !fresh && w->used + n <= w->cap)
+        return w;
+    if (w)
+        win_retire(w);
+    while (g_nflushed >= MSP_WIN_INFLIGHT && g_flushed && !g_dev_polling)
+        dev_poll(1); /* memory: the GPU is two windows behind; wait for it */
+    if (g_nopen == sizeof g_open / sizeof g_open[0])
+        win_retire(g_open[0]);
+    w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    snprintf(w->device, sizeof w->device, "%s", device);
+    w->cap = g_wincap;
+    PyObject *pair = call_fn("win_new", Py_BuildValue("(sL)", device, (long long)w->cap));
+    if (pair && PyTuple_Check(pair) && PyTuple_Size(pair) == 2) {
+        w->buf = PyTuple_GetItem(pair, 0);
+        w->ws = PyTuple_GetItem(pair, 1);
+        Py_INCREF(w->buf);
+        Py_INCREF(w->ws);
+    }
+    Py_XDECREF(pair);
+    if (!w->buf) {
+        msp_py_warn_error("device stats", "cannot allocate a window for device statistics "
+                          "(MSPROBE_DEVICE_STATS_MB sets its size); their statistics are "
+                          "dumped as NaN");
+        free(w);
+        return NULL;
+    }
+    g_open[g_nopen++] = w;
+    return w;
+}
+
+/* Puts [i, j) (one device, n elements: they fit a window) into a window:
+ * their place is taken first, then the copy is made (other threads may run
+ * during it). 1: put; 0: the window is another stream's (nothing put); -1:
+ * failed (their statistics are NaN). */
+static int win_put(win_t *w, size_t i, size_t j, int64_t n)
+{
+    PyObject *ts = PyList_New((Py_ssize_t)(j - i));
+    seg_t *ns = ts ? msp_grow(w->seg, &w->capseg, w->nseg + (j - i) - 1, sizeof *ns, 64) : NULL;
+    if (!ns) {
+        Py_XDECREF(ts);
+        return -1;
+    }
+    w->seg = ns;
+    size_t s0 = w->nseg;
+    int64_t off = w->used;
+    for (size_t k = i; k < j; k++) {
+        Py_INCREF(t_put[k].t);
+        PyList_SetItem(ts, (Py_ssize_t)(k - i), t_put[k].t);
+        w->seg[w->nseg++] = (seg_t){t_put[k].rec, t_put[k].ti, w->used, t_put[k].n, 0, 0, -1, -1};
+        w->used += t_put[k].n;
+    }
+    w->busy++;
+    PyObject *r = call_fn("win_put", Py_BuildValue("(OOLLO)", w->buf, w->ws, (long long)off,
+                                                   (long long)n, ts));
+    w->busy--;
+    Py_DECREF(ts);
+    int rc = r == Py_True ? 1 : r == Py_False ? 0 : -1;
+    Py_XDECREF(r);
+    if (rc != 1) /* the place stays, a hole of no record's: the put is made elsewhere */
+        for (size_t k = s0; k < s0 + (j - i); k++)
+            w->seg[k].rec = NULL;
+    if (rc == 0)
+        win_retire(w); /* a new window for the current stream */
+    else if (w->retired && w->busy == 0) {
+        w->retired = 0;
+        g_nretired--;
+        win_flush(w);
+    }
+    return rc;
+}
+
+void msp_dev_call_end(void)
+{
+    if (t_nput == 0)
+        return;
+    PyObject *et, *ev, *etb;
+    PyErr_Fetch(&et, &ev, &etb);
+    size_t i = 0;
+    while (i < t_nput) {
+        /* the longest run from i on one device that fits one window */
+        int64_t n = t_put[i].n;
+        size_t j = i + 1;
+        while (j < t_nput && strcmp(t_put[j].device, t_put[i].device) == 0 &&
+               n + t_put[j].n <= g_wincap)
+            n += t_put[j++].n;
+        int rc = -1;
+        for (int fresh = 0; fresh < 2 && rc != 1; fresh++) {
+            win_t *w = win_for(t_put[i].device, n, fresh);
+            if (!w)
+                break;
+            if ((rc = win_put(w, i, j, n)) < 0) {
+                msp_py_warn_error("device stats", "cannot copy device tensors into a "
+                                  "window; their statistics are dumped as NaN");
+                break;
+            }
+        }
+        if (rc != 1)
+            for (size_t k = i; k < j; k++)
+                if (t_put[k].rec) {
+                    dev_fill(&t_put[k].rec->t[t_put[k].ti], NULL, 0);
+                    t_put[k].rec->dev_pending--;
+                }
+        i = j;
+    }
+    for (size_t k = 0; k < t_nput; k++)
+        Py_DECREF(t_put[k].t);
+    t_nput = 0;
+    PyErr_Restore(et, ev, etb);
+}
+
+/* ---- windows: results -------------------------------------------------------------- */
+
+/* Segment s's statistics from w's results into its tensor. */
+static void seg_fill(win_t *w, const seg_t *s, int ok)
+{
+    msp_dq_tensor_t *t = &s->rec->t[s->ti];
+    if (!ok || !w->v) {
+        dev_fill(t, NULL, 0);
+        return;
+    }
+    const double *mx = w->v, *mn = w->v + w->width, *sm = mx + 2 * w->width,
+                 *nr = mx + 3 * w->width;
+    double v[6] = {-INFINITY, INFINITY, 0, 0, 0, 0}, sq = 0;
+    int finite = 1;
+    int64_t cols[2] = {s->ph < 0 ? -1 : w->nrows + s->ph, s->pt < 0 ? -1 : w->nrows + s->pt};
+#define TAKE(c)                                                                            \
+    do {                                                                                   \
+        if (mx[c] > v[0])                                                                  \
+            v[0] = mx[c];                                                                  \
+        if (mn[c] < v[1])                                                                  \
+            v[1] = mn[c];                                                                  \
+        v[2] += sm[c];                                                                     \
+        sq += nr[c] * nr[c];                                                               \
+        finite &= isfinite(sm[c]) && isfinite(nr[c]);                                      \
+    } while (0)
+    for (int64_t c = s->c0; c < s->c1; c++)
+        TAKE(c);
+    for (int k = 0; k < 2; k++)
+        if (cols[k] >= 0)
+            TAKE(cols[k]);
+#undef TAKE
+    v[3] = sqrt(sq);
+    /* NaN, Inf, a float32 sum or square that overflowed, or squares that all
+     * underflowed: read the tensor again, exactly (rare; waits for it) */
+    if (!finite || !isfinite(v[2]) || !isfinite(sq) || (!(sq > 0) && (fabs(v[0]) > 0 || fabs(v[1]) > 0))) {
+        PyObject *h = call_fn("win_exact", Py_BuildValue("(OLL)", w->buf, (long long)s->off,
+                                                         (long long)s->n));
+        PyObject *cap = h ? msp_to_dlpack(h) : NULL;
+        size_t nv = 0;
+        const double *e = host_doubles(cap, &nv, 0);
+        if (!e)
+            msp_py_warn_error("device stats", "cannot read a device tensor's statistics "
+                              "again; they are dumped as NaN");
+        dev_fill(t, e, nv);
+        Py_XDECREF(cap);
+        Py_XDECREF(h);
+        PyErr_Clear();
+        return;
+    }
+    dev_fill(t, v, 6);
+}
+
+/* ---- polling ---------------------------------------------------------------------- */
+
+/* Collect statistics in queue order: those already back, or (wait) all. */
+static void dev_poll(int wait)
+{
+    /* query() and synchronize() may let another thread run (they release the
+     * GIL): that thread may queue more (g_dp moves: entries are found again
+     * by index after each call; windows join the end of their list) or drop a
+     * record (its entries lose their record), but it does not poll while this
+     * poll runs. */
+    if (g_dev_polling)
+        return;
+    g_dev_polling = 1;
+    g_dev_poller = pthread_self();
+    PyObject *et, *ev, *etb;
+    PyErr_Fetch(&et, &ev, &etb);
+    while (g_dp_head < g_ndp) {
+        size_t i = g_dp_head;
+        if (!wait && g_dp[i].rec && !dev_done(g_dp[i].event))
+            break;
+        int ok = g_dp[i].rec && msp_wait_event(g_dp[i].event) == 0;
+        dpend_t *p = &g_dp[i];
+        if (p->rec) {
+            dev_fill(&p->rec->t[p->ti], ok ? p->v : NULL, p->nv);
+            p->rec->dev_pending--;
+        }
+        Py_DECREF(p->event);
+        Py_DECREF(p->cap);
+        g_dp_head = i + 1;
+    }
+    if (g_dp_head == g_ndp)
+        g_dp_head = g_ndp = 0;
+    while (g_flushed) {
+        win_t *w = g_flushed;
+        if (w->event && !wait && !dev_done(w->event))
+            break;
+        int ok = w->event && msp_wait_event(w->event) == 0;
+        for (size_t i = 0; i < w->nseg; i++) {
+            seg_t *s = &w->seg[i];
+            if (s->rec) {
+                seg_fill(w, s, ok);
+                s->rec->dev_pending--;
+            }
+        }
+        g_flushed = w->next;
+        if (!g_flushed)
+            g_flushed_tail = &g_flushed;
+        g_nflushed--;
+        win_free(w);
+    }
+    PyErr_Restore(et, ev, etb);
+    g_dev_polling = 0;
+}
+
+/* Submit the held records whose statistics are all in, oldest first. */
+static void held_release(void)
+{
+    while (g_held_head < g_nheld && g_held[g_held_head]->dev_pending == 0)
+        msp_dq_push(g_held[g_held_head++]);
+    if (g_held_head == g_nheld)
+        g_held_head = g_nheld = 0;
+}
+
+static void flush_open(void)
+{
+    while (g_nopen > 0)
+        win_retire(g_open[g_nopen - 1]);
+}
+
+int msp_dev_hold(msp_dq_rec_t *r)
+{
+    if (!r->dev_pending && g_held_head == g_nheld)
+        return 0;
+    if (g_nheld == g_capheld && g_held_head > 0) { /* full: released ones make room */
+        memmove(g_held, g_held + g_held_head, (g_nheld - g_held_head) * sizeof *g_held);
+        g_nheld -= g_held_head;
+        g_held_head = 0;
+    }
+    msp_dq_rec_t **n = msp_grow(g_held, &g_capheld, g_nheld, sizeof *n, 64);
+    if (!n) { /* keep the order: everything in, then this one */
+        msp_dev_drain();
+        return 0;
+    }
+    g_held = n;
+    g_held[g_nheld++] = r;
+    size_t held = g_nheld - g_held_head;
+    if (held > MSP_DEV_HELD_FLUSH && held % MSP_DEV_HELD_FLUSH == 1)
+        flush_open(); /* their results start coming; nothing waits */
+    dev_poll(0);
+    held_release();
+    if (g_nheld - g_held_head > MSP_DEV_HELD_MAX) {
+        flush_open();
+        dev_poll(1);
+        held_release();
+    }
+    return 1;
+}
+
+void msp_dev_drain(void)
+{
+    if (g_ndp == 0 && g_nheld == 0 && g_nopen == 0 && !g_flushed && !g_nretired)
+        return;
+    flush_open();
+    /* another thread's poll, or put into a retired window: let it finish
+     * first (this thread's own, from a signal handler run inside it: nothing
+     * to wait for, it goes on after) */
+    while ((g_dev_polling && !pthread_equal(g_dev_poller, pthread_self())) ||
+           (g_nretired && !g_dev_polling)) {
+        Py_BEGIN_ALLOW_THREADS
+        usleep(200);
+        Py_END_ALLOW_THREADS
+    }
+    dev_poll(1);
+    held_release();
+}
+
+void msp_dev_forget_after_fork(void)
+{
+    /* the parent's: neither waited for nor freed here (this process dumps nothing) */
+    g_dp_head = g_ndp = 0;
+    g_held_head = g_nheld = 0;
+    g_nopen = 0;
+    g_nretired = 0;
+    g_flushed = NULL;
+    g_flushed_tail = &g_flushed;
+    g_nflushed = 0;
+    t_nput = 0;
+}
+
+static void win_forget(win_t *w, msp_dq_rec_t *r)
+{
+    for (size_t i = 0; r->dev_pending && i < w->nseg; i++)
+        if (w->seg[i].rec == r) {
+            w->seg[i].rec = NULL;
+            r->dev_pending--;
+        }
+}
+
+void msp_rec_drop(msp_dq_rec_t *r)
+{
+    /* its statistics in flight lose their record; the next poll releases them */
+    for (size_t i = g_dp_head; r && r->dev_pending && i < g_ndp; i++)
+        if (g_dp[i].rec == r) {
+            g_dp[i].rec = NULL;
+            r->dev_pending--;
+        }
+    for (size_t i = 0; r && r->dev_pending && i < t_nput; i++)
+        if (t_put[i].rec == r) {
+            t_put[i].rec = NULL;
+            r->dev_pending--;
+        }
+    for (size_t i = 0; r && r->dev_pending && i < g_nopen; i++)
+        win_forget(g_open[i], r);
+    for (win_t *w = g_flushed; r && r->dev_pending && w; w = w->next)
+        win_forget(w, r);
+    msp_dq_rec_free(r);
+}
+
+/* ---- adding a tensor ------------------------------------------------------------- */
+
+/* One tensor alone: stats() queues its reductions; 1, or 0 to read it on the host. */
+static int dev_alone(msp_dq_rec_t *r, const char *role, PyObject *d, msp_dtype_t dtype, int ndim,
+                     const int64_t *shape, const char *device, int rg)
+{
+    PyObject *pair = call_fn("stats", Py_BuildValue("(O)", d)), *cap = NULL;
+    const double *v = NULL;
+    size_t nv = 0;
+    if (pair && PyTuple_Check(pair) && PyTuple_Size(pair) == 2 &&
+        (cap = msp_to_dlpack(PyTuple_GetItem(pair, 0))))
+        v = host_doubles(cap, &nv, 0);
+    if (!v) {
+        msp_py_warn_error("device stats", "cannot compute a tensor's statistics on its device; "
+                          "copying it to the host instead");
+        Py_XDECREF(cap);
+        Py_XDECREF(pair);
+        return 0;
+    }
+    if (msp_dq_rec_add_tensor(r, role, dtype, ndim, shape, NULL, 0, device, rg) == 0) {
+        msp_dq_tensor_t *dt = &r->t[r->nt - 1];
+        dt->stats_given = 1;
+        PyObject *ev = PyTuple_GetItem(pair, 1);
+        dpend_t *n = ev != Py_None ? msp_grow(g_dp, &g_capdp, g_ndp, sizeof *n, 256) : NULL;
+        if (n) {
+            g_dp = n;
+            Py_INCREF(cap);
+            Py_INCREF(ev);
+            g_dp[g_ndp++] = (dpend_t){r, r->nt - 1, v, nv, cap, ev};
+            r->dev_pending++;
+        } else if (ev != Py_None && msp_wait_event(ev) != 0) {
+            dev_fill(dt, NULL, 0);
+        } else {
+            dev_fill(dt, v, nv);
+        }
+    } else {
+        msp_shim_warn_once("nomem", "%s/%s not dumped: out of memory", r->name, role);
+    }
+    Py_DECREF(cap);
+    Py_DECREF(pair);
+    return 1;
+}
+
+int msp_dev_stats_add(msp_dq_rec_t *r, const char *role, PyObject *d, msp_dtype_t dtype, int ndim,
+                      const int64_t *shape, const char *device, int rg)
+{
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++)
+        n *= shape[i];
+    if (n == 0)
+        return 0; /* empty: nothing to compute, the host path says so */
+    if (!msp_accel_fn("stats")) {
+        PyErr_Clear();
+        return 0;
+    }
+    int test;
+    msp_dev_stats_on(&test);
+    windows_setup(test);
+    int windowed = (dtype == MSP_DTYPE_FLOAT32 || dtype == MSP_DTYPE_BFLOAT16 ||
+                    dtype == MSP_DTYPE_FLOAT16) && n <= g_wincap && !g_alone;
+    if (!windowed)
+        return dev_alone(r, role, d, dtype, ndim, shape, device, rg);
+    wput_t *np = msp_grow(t_put, &t_capput, t_nput, sizeof *np, 16);
+    if (!np)
+        return dev_alone(r, role, d, dtype, ndim, shape, device, rg);
+    t_put = np;
+    if (msp_dq_rec_add_tensor(r, role, dtype, ndim, shape, NULL, 0, device, rg) != 0) {
+        msp_shim_warn_once("nomem", "%s/%s not dumped: out of memory", r->name, role);
+        return 1;
+    }
+    r->t[r->nt - 1].stats_given = 1;
+    wput_t *p = &t_put[t_nput++];
+    p->rec = r;
+    p->ti = r->nt - 1;
+    Py_INCREF(d);
+    p->t = d;
+    p->n = n;
+    snprintf(p->device, sizeof p->device, "%s", device);
+    r->dev_pending++;
+    return 1;
+}
