@@ -170,7 +170,8 @@ def cmd_train(a):
         prof = None
         if i == a.profile_step and a.device.startswith("cuda"):
             from torch.profiler import ProfilerActivity, profile
-            prof = profile(activities=[ProfilerActivity.CUDA])
+            acts = [ProfilerActivity.CUDA] + ([ProfilerActivity.CPU] if a.profile_table else [])
+            prof = profile(activities=acts)
             prof.__enter__()
         sync()
         t0 = time.perf_counter()
@@ -188,6 +189,12 @@ def cmd_train(a):
             n = sum(1 for e in prof.events()
                     if str(getattr(e, "device_type", "")).endswith("CUDA"))
             print("KERNELS", n, flush=True)
+            if a.profile_table:
+                ka = prof.key_averages()
+                print(ka.table(sort_by="self_cpu_time_total", row_limit=a.profile_table))
+                key = "self_cuda_time_total" if hasattr(ka[0], "self_cuda_time_total") \
+                    else "self_device_time_total"
+                print(ka.table(sort_by=key, row_limit=a.profile_table), flush=True)
         if i >= a.warmup:
             times.append(dt)
         print("LOSS", i, float(lv).hex(), flush=True)
@@ -316,6 +323,11 @@ def cmd_run(a):
             last = a.warmup + a.steps - 1
             key = f"{model}_{dtype}"
             res = {"plain": run("plain", model, dtype, profile=last)}
+            again = run("plain again", model, dtype)
+            if again["losses"] != res["plain"]["losses"]:
+                print("  plain runs differ from each other: this model's kernels are not "
+                      "deterministic here, losses cannot be compared", flush=True)
+                res["plain"]["nondet"] = True
             res["stats"] = run("stats", model, dtype, cfg(key + "_stats", "statistics", "all"),
                                profile=last)
             if not a.skip_alone:
@@ -341,6 +353,8 @@ def cmd_run(a):
                 if mode.startswith("stats") and r["kernels"] is not None and n_rec:
                     lpt = (r["kernels"] - base["kernels"]) / n_rec
                 note = "losses identical" if same else "LOSSES DIFFER"
+                if not same and base.get("nondet"):
+                    note = "losses differ (so do two plain runs)"
                 if mode == "tensor":
                     print("  " + check_stats(os.path.join(work, key + "_stats"),
                                              os.path.join(work, key + "_tensor"), a.warmup),
@@ -374,6 +388,8 @@ def main():
     t.add_argument("--warmup", type=int, default=5)
     t.add_argument("--steps", type=int, default=20)
     t.add_argument("--profile-step", type=int, default=-1)
+    t.add_argument("--profile-table", type=int, default=0,
+                   help="with --profile-step: print the N costliest operations (CPU and CUDA)")
     r = sub.add_parser("run")
     r.add_argument("--msprobe", required=True)
     r.add_argument("--models", default="resnet18,llama")

@@ -28,7 +28,7 @@
 
 #define MSP_DEV_HELD_FLUSH 1024   /* records held: the open windows are reduced */
 #define MSP_DEV_HELD_MAX 16384    /* records held: the oldest are waited for */
-#define MSP_WIN_INFLIGHT 2        /* windows reduced, results not yet read, per process */
+#define MSP_WIN_INFLIGHT 2        /* windows reduced, results not yet read: a third waits */
 
 /* ---- one tensor at a time ---------------------------------------------------- */
 typedef struct dpend {
@@ -168,10 +168,12 @@ static void windows_setup(int test)
         return;
     /* The tests send small CPU tensors: small rows and windows, so that their
      * tensors span rows and fill windows. */
+    const char *e = getenv("MSPROBE_DEVICE_STATS_MB");
+    if (e && *e)
+        test = 0; /* sizes as on a device (profiling the CPU path) */
     g_chunk = test ? 64 : 8192;
     g_alone = msp_env_flag("MSPROBE_DEVICE_STATS_ALONE");
     int64_t mb = 1024;
-    const char *e = getenv("MSPROBE_DEVICE_STATS_MB");
     if (e && *e) {
         char *end;
         long long v = strtoll(e, &end, 10);

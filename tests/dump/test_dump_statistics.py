@@ -52,6 +52,9 @@ vals = {
     "u8": torch.randint(0, 255, (64,), dtype=torch.uint8),
     "bool": torch.rand(50) > 0.5,
     "nc": torch.randn(8, 6).t(),
+    "big": torch.randn(5000),          # larger than a window of the tests: alone
+    "huge": torch.randn(100) * 1e20,   # float32 squares overflow: read again exactly
+    "tiny": torch.randn(100) * 1e-25,  # float32 squares underflow: read again exactly
 }
 order = sorted(vals)
 opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
@@ -207,6 +210,59 @@ class Statistics(dt.ShimCase):
                 if int(r["shape"][0]) == 8 and r["max"] == r["min"]:
                     self.assertEqual(float(r["mean"]), float(r["max"]))
                     self.assertTrue(np.isclose(float(r["norm"]), np.sqrt(8) * float(r["max"])))
+
+
+LAUNCHES = r"""
+import sys, torch, torchvision
+from torch.profiler import profile, ProfilerActivity
+torch.manual_seed(0)
+m = torchvision.models.resnet18(num_classes=10)
+opt = torch.optim.SGD(m.parameters(), lr=0.01)
+x, y = torch.randn(2, 3, 32, 32), torch.randint(0, 10, (2,))
+for step in range(2):
+    if step == 1:
+        prof = profile(activities=[ProfilerActivity.CPU])
+        prof.__enter__()
+    opt.zero_grad()
+    torch.nn.functional.cross_entropy(m(x), y).backward()
+    opt.step()
+prof.__exit__(None, None, None)
+counts = {}
+for e in prof.events():
+    counts[e.name] = counts.get(e.name, 0) + 1
+for k in ("aten::aminmax", "aten::var_mean", "aten::cat", "aten::isnan"):
+    print(k, counts.get(k, 0))
+"""
+
+
+@unittest.skipUnless(DEVICE_PATH, "the device path only")
+class FewLaunches(dt.ShimCase):
+    def test_statistics_of_many_tensors_in_few_reductions(self):
+        # Device statistics are reduced a window at a time, not a tensor at a
+        # time (about ten launches each: aminmax, sum, norm, isnan, isinf...):
+        # with a window of 64 MiB, one step of resnet18 (~750 tensors) takes a
+        # handful of aminmax and var_mean, no isnan, and one copy (cat) per
+        # call. Counted by torch's profiler in the training process itself.
+        cfg = self.write_config(dt.config("./s", mode="api", steps="1", task="statistics"))
+        with open(self.path("launches.py"), "w") as f:
+            f.write(LAUNCHES)
+        p = self.run_cmd([dt.PYTHON, self.path("launches.py")], cfg,
+                         env_extra={"MSPROBE_DEVICE_STATS_MB": "64"})
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        n = {ln.split()[0]: int(ln.split()[1]) for ln in p.stdout.splitlines() if ln.startswith("aten::")}
+        import h5py
+        files = dt.dump_files(self.path("s"))
+        with h5py.File(files[(1, 0)], "r") as f:
+            idx = f["index"][()]
+        tensors = sum(1 for r in idx if r["role"])
+        self.assertGreater(tensors, 500)
+        # resnet18 at 32x32, batch 2: ~70 M float elements a step (weights, their
+        # gradients, momentum...), 16 M a window
+        # (and one aminmax a tensor of integers: the labels, alone)
+        self.assertLessEqual(n["aten::aminmax"], 60, n)
+        self.assertLessEqual(n["aten::var_mean"], 20, n)
+        self.assertEqual(n["aten::isnan"], 0, n)
+        self.assertLess(n["aten::cat"], tensors, n)
 
 
 if __name__ == "__main__":
