@@ -143,16 +143,25 @@ int msp_dev_stats_add(msp_dq_rec_t *r, const char *role, PyObject *d, msp_dtype_
 void msp_dev_call_end(void);
 /* 1 when r was held back (statistics of its own in flight, or older records held). */
 int msp_dev_hold(msp_dq_rec_t *r);
-/* What py_devstats.c uses of py_tensor.c: a function of accel_copy.py
- * (borrowed; NULL with the error set), to_dlpack (new reference), waiting for
- * a copy's event (0: done; -1: a warning was given), and whether the task
- * computes statistics on devices (*test: CPU tensors too, for the tests). */
+/* Whether the task computes statistics on devices (MSPROBE_DEVICE_STATS,
+ * the config's task; *test: CPU tensors too, MSPROBE_TEST_DEVICE_STATS), read
+ * once by msp_dev_stats_init (from msp_tensor_init). */
+void msp_dev_stats_init(void);
+int msp_dev_stats_enabled(int *test);
+
+/* ---- accel_copy.py (py_accel.c): loaded at the first device tensor ----
+ * A function of it (borrowed; NULL with the error set: then the caller copies
+ * synchronously), to_dlpack (new reference), and waiting for a copy's event
+ * (0: done; -1: a warning was given). msp_accel_init: torch's to_dlpack. */
+void msp_accel_init(PyObject *to_dlpack);
 PyObject *msp_accel_fn(const char *name);
 PyObject *msp_to_dlpack(PyObject *t);
 int msp_wait_event(PyObject *event);
-int msp_dev_stats_on(int *test);
-/* Clear a pending Python error, as one warning. */
+
+/* Clear a pending Python error, as one warning (py_log.c). */
 void msp_py_warn_error(const char *kind, const char *what);
+/* Text of a Python object into buf (UTF-8, cut with "..."); never raises. */
+void msp_obj_text(PyObject *o, int use_repr, char *buf, size_t n);
 
 /* ---- call context beside the arguments (py_args.c) ---- */
 void msp_args_init(PyObject *torch);

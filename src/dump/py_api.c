@@ -16,8 +16,6 @@
 
 #include <structmember.h>
 
-_Thread_local int msp_t_depth;
-_Thread_local int msp_t_data_depth;
 /* Names looked up on every wrapped call, interned once: PyObject_GetAttrString
  * and PyObject_CallMethod make a string object per lookup (bench/dump). */
 static PyObject *s_grad_fn, *s_requires_grad, *s_next_functions, *s_variable, *s_register_hook;
@@ -154,22 +152,6 @@ static double now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-PyObject *msp_py_run_source(const char *src, const char *name)
-{
-    PyObject *bi = PyImport_ImportModule("builtins");
-    PyObject *ns = PyDict_New();
-    PyObject *nm = PyUnicode_FromString(name);
-    PyObject *r = NULL;
-    if (bi && ns && nm && PyDict_SetItemString(ns, "__name__", nm) == 0)
-        r = PyObject_CallMethod(bi, "exec", "sO", src, ns);
-    Py_XDECREF(nm);
-    Py_XDECREF(bi);
-    if (!r)
-        Py_CLEAR(ns);
-    Py_XDECREF(r);
-    return ns;
 }
 
 /* Run api_discover.py's discover(torch); a list of str, or NULL with an error set. */

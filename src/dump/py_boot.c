@@ -11,7 +11,6 @@
 #include <string.h>
 #include <unistd.h>
 
-msp_shim_t msp_g;
 static PyObject *g_builtins, *g_orig_import;
 static int g_torch_done;
 

@@ -639,6 +639,22 @@ void msp_rec_drop(msp_dq_rec_t *r)
 
 /* ---- adding a tensor ------------------------------------------------------------- */
 
+static int g_on, g_test;
+
+void msp_dev_stats_init(void)
+{
+    const char *ds = getenv("MSPROBE_DEVICE_STATS");
+    g_on = msp_g.have_cfg && msp_g.cfg.task == MSP_TASK_STATISTICS && !(ds && strcmp(ds, "0") == 0);
+    g_test = g_on && msp_env_flag("MSPROBE_TEST_DEVICE_STATS");
+}
+
+int msp_dev_stats_enabled(int *test)
+{
+    *test = g_test;
+    return g_on;
+}
+
+
 /* One tensor alone: stats() queues its reductions; 1, or 0 to read it on the host. */
 static int dev_alone(msp_dq_rec_t *r, const char *role, PyObject *d, msp_dtype_t dtype, int ndim,
                      const int64_t *shape, const char *device, int rg)
@@ -692,9 +708,7 @@ int msp_dev_stats_add(msp_dq_rec_t *r, const char *role, PyObject *d, msp_dtype_
         PyErr_Clear();
         return 0;
     }
-    int test;
-    msp_dev_stats_on(&test);
-    windows_setup(test);
+    windows_setup(g_test);
     int windowed = (dtype == MSP_DTYPE_FLOAT32 || dtype == MSP_DTYPE_BFLOAT16 ||
                     dtype == MSP_DTYPE_FLOAT16) && n <= g_wincap && !g_alone;
     if (!windowed)

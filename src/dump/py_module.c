@@ -26,7 +26,6 @@
 #include <string.h>
 
 static _Thread_local int t_mod_depth;
-_Thread_local int msp_t_listed;
 #define MSP_MOD_STACK 256
 /* What the pre hook at each depth started for the post hook to finish. */
 static _Thread_local struct mod_frame {

@@ -48,7 +48,6 @@ typedef struct tview {
     msp_dtype_t dtype;
 } tview_t;
 
-_Thread_local int msp_t_links;
 
 /* ---- accelerator tensors ------------------------------------------------------
  * A tensor that is not on the CPU is copied by accel_copy.py's start(): on a
@@ -70,8 +69,6 @@ typedef struct pend {
 static _Thread_local pend_t *t_pend;
 static _Thread_local size_t t_npend, t_cappend;
 static _Thread_local int t_batch; /* nesting of msp_rec_add_* calls */
-static PyObject *g_accel_start, *g_accel_stats;
-static int g_accel_state; /* 0 not loaded, 1 loaded, -1 failed: synchronous .cpu() */
 static int g_host_copy_test;
 /* The statistics task computes a device tensor's statistics on its device
  * (accel_copy.py's stats()); MSPROBE_DEVICE_STATS=0 copies the tensor to the
@@ -413,6 +410,7 @@ int msp_tensor_init(PyObject *torch)
         Py_XDECREF(m);
         g_to_dlpack = attr_path(torch, "utils.dlpack.to_dlpack");
     }
+    msp_accel_init(g_to_dlpack);
     g_bool = attr_path(torch, "bool");
     g_uint8 = attr_path(torch, "uint8");
     g_strided = attr_path(torch, "strided");
@@ -421,10 +419,8 @@ int msp_tensor_init(PyObject *torch)
     s_dtype = PyUnicode_InternFromString("dtype");
     s_version = PyUnicode_InternFromString("_version");
     g_host_copy_test = msp_env_flag("MSPROBE_TEST_HOST_COPY");
-    const char *ds = getenv("MSPROBE_DEVICE_STATS");
-    g_dev_stats = msp_g.have_cfg && msp_g.cfg.task == MSP_TASK_STATISTICS &&
-                  !(ds && strcmp(ds, "0") == 0);
-    g_dev_stats_test = g_dev_stats && msp_env_flag("MSPROBE_TEST_DEVICE_STATS");
+    msp_dev_stats_init();
+    g_dev_stats = msp_dev_stats_enabled(&g_dev_stats_test);
     if (!s_version || !g_tensor_type || !g_detach || !g_view || !g_cpu || !g_to_dlpack || !g_bool || !g_uint8 ||
         !g_strided || !s_layout || !s_requires_grad || !s_dtype)
         return -1;
@@ -455,45 +451,6 @@ int msp_is_tensor(PyObject *o)
         return 0;
     }
     return r;
-}
-
-/* Text of a Python object into buf (UTF-8, truncated); never raises. */
-static void obj_text(PyObject *o, int use_repr, char *buf, size_t n)
-{
-    buf[0] = '\0';
-    PyObject *s = use_repr ? PyObject_Repr(o) : PyObject_Str(o);
-    PyObject *b = s ? PyUnicode_AsUTF8String(s) : NULL;
-    if (b) {
-        const char *c = PyBytes_AsString(b);
-        if (c) {
-            size_t len = strlen(c);
-            if (len >= n && n > 4) {
-                memcpy(buf, c, n - 4);
-                memcpy(buf + n - 4, "...", 4);
-            } else {
-                snprintf(buf, n, "%s", c);
-            }
-        }
-    }
-    Py_XDECREF(b);
-    Py_XDECREF(s);
-    if (PyErr_Occurred())
-        PyErr_Clear();
-}
-
-void msp_py_warn_error(const char *kind, const char *what)
-{
-    PyObject *type, *val, *tb;
-    char text[256] = "";
-    PyErr_Fetch(&type, &val, &tb);
-    if (val)
-        obj_text(val, 0, text, sizeof text);
-    else if (type)
-        obj_text(type, 0, text, sizeof text);
-    Py_XDECREF(type);
-    Py_XDECREF(val);
-    Py_XDECREF(tb);
-    msp_shim_warn_once(kind, "%s: %s", what, text);
 }
 
 static msp_dtype_t dl_to_msp(msp_dl_dtype_t d)
@@ -545,43 +502,6 @@ static PyObject *call1(PyObject *fn, PyObject *a)
     return PyObject_CallFunctionObjArgs(fn, a, NULL);
 }
 
-static PyObject *g_accel_ns;
-
-static int accel_ready(void)
-{
-    if (g_accel_state == 0) {
-        PyObject *ns = g_accel_ns = msp_py_run_source(msp_accel_copy_py, "msprobe_accel_copy");
-        g_accel_start = ns ? PyDict_GetItemString(ns, "start") : NULL;
-        g_accel_stats = ns ? PyDict_GetItemString(ns, "stats") : NULL;
-        Py_XINCREF(g_accel_start);
-        Py_XINCREF(g_accel_stats);
-        g_accel_state = g_accel_start && g_accel_stats ? 1 : -1;
-        if (!g_accel_start)
-            msp_py_warn_error("accel copy", "cannot set up asynchronous copies of device "
-                              "tensors; they are copied synchronously (training waits)");
-    }
-    return g_accel_state == 1;
-}
-
-PyObject *msp_accel_fn(const char *name)
-{
-    PyObject *f = accel_ready() ? PyDict_GetItemString(g_accel_ns, name) : NULL;
-    if (!f && !PyErr_Occurred())
-        PyErr_Format(PyExc_RuntimeError, "accel_copy.py has no %s", name);
-    return f;
-}
-
-PyObject *msp_to_dlpack(PyObject *t)
-{
-    return call1(g_to_dlpack, t);
-}
-
-int msp_dev_stats_on(int *test)
-{
-    *test = g_dev_stats_test;
-    return g_dev_stats;
-}
-
 /* Replace *d (a new reference to the tensor to read) by a host copy of it;
  * *event: the copy's event when it is still in flight, else NULL. */
 static int to_host(PyObject **d, PyObject **event)
@@ -593,8 +513,9 @@ static int to_host(PyObject **d, PyObject **event)
     Py_DECREF(*d);
     *d = alias;
     PyObject *host = NULL;
-    if (accel_ready()) {
-        PyObject *pair = call1(g_accel_start, *d);
+    PyObject *start = msp_accel_fn("start");
+    if (start) {
+        PyObject *pair = call1(start, *d);
         if (pair && PyTuple_Check(pair) && PyTuple_Size(pair) == 2) {
             host = PyTuple_GetItem(pair, 0);
             PyObject *ev = PyTuple_GetItem(pair, 1);
@@ -608,6 +529,8 @@ static int to_host(PyObject **d, PyObject **event)
                               "copying it synchronously");
         }
         Py_XDECREF(pair);
+    } else {
+        PyErr_Clear(); /* accel_copy.py did not load (said once): synchronously */
     }
     if (!host && !(host = call1(g_cpu, *d)))
         return -1;
@@ -631,19 +554,6 @@ static void pend_push(void *buf, const void *src, size_t nbytes, PyObject *cap, 
     Py_INCREF(cap);
     Py_XINCREF(event);
     t_pend[t_npend++] = (pend_t){buf, src, nbytes, cap, event};
-}
-
-/* Wait for one copy; 0 when its bytes can be read. */
-int msp_wait_event(PyObject *event)
-{
-    PyObject *r = event ? PyObject_CallMethod(event, "synchronize", NULL) : NULL;
-    if (event && !r) {
-        msp_py_warn_error("accel sync", "cannot wait for the copy of a device tensor; its "
-                          "values are dumped as zeros");
-        return -1;
-    }
-    Py_XDECREF(r);
-    return 0;
 }
 
 /* Every copy of this call complete, then its bytes into the queue buffers. */
@@ -801,7 +711,7 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
     PyObject *layout = PyObject_GetAttr(t, s_layout);
     if (layout && layout != g_strided) {
         char name[64], kind[80];
-        obj_text(layout, 0, name, sizeof name);
+        msp_obj_text(layout, 0, name, sizeof name);
         snprintf(kind, sizeof kind, "layout %s", name);
         msp_shim_warn_once(kind, "%s: layout %s is not supported (dense tensors only); such "
                            "tensors are skipped", WHAT, name);
@@ -844,7 +754,7 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
         PyObject *dev = PyObject_GetAttrString(t, "device");
         char dname[24] = "cpu";
         if (dev)
-            obj_text(dev, 0, dname, sizeof dname);
+            msp_obj_text(dev, 0, dname, sizeof dname);
         Py_XDECREF(dev);
         PyErr_Clear();
         if (strncmp(dname, "cpu", 3) == 0) {
@@ -866,7 +776,7 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
     x.dtype = dt == g_bool ? MSP_DTYPE_BOOL : dl_to_msp(dl->dtype);
     if (x.dtype == MSP_DTYPE_INVALID) {
         char name[64];
-        obj_text(dt, 0, name, sizeof name);
+        msp_obj_text(dt, 0, name, sizeof name);
         char kind[80];
         snprintf(kind, sizeof kind, "dtype %s", name);
         msp_shim_warn_once(kind, "%s: dtype %s is not supported; such tensors are skipped",
@@ -961,7 +871,7 @@ pyfail:
         char text[160] = "", kind[48];
         PyErr_Fetch(&type, &val, &tb);
         if (val)
-            obj_text(val, 0, text, sizeof text);
+            msp_obj_text(val, 0, text, sizeof text);
         char *nl = strchr(text, '\n');
         if (nl)
             *nl = '\0';
@@ -987,7 +897,7 @@ static void add_attr(msp_dq_rec_t *r, const char *role, PyObject *o)
     if (o == Py_None)
         snprintf(text, sizeof text, "None");
     else
-        obj_text(o, 1, text, sizeof text);
+        msp_obj_text(o, 1, text, sizeof text);
     msp_dq_rec_add_attr(r, role, text);
 }
 
@@ -1060,7 +970,7 @@ void msp_rec_add_args(msp_dq_rec_t *r, PyObject *args, PyObject *kw)
         Py_ssize_t pos = 0;
         while (PyDict_Next(kw, &pos, &k, &v)) {
             char key[96];
-            obj_text(k, 0, key, sizeof key);
+            msp_obj_text(k, 0, key, sizeof key);
             snprintf(role, sizeof role, "kwarg.%s", key);
             add_value(r, role, v, 0);
         }

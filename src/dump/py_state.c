@@ -1,0 +1,26 @@
+/* The shim's shared state (dump_py.h says what each is) and the one helper
+ * every layer uses to run embedded Python: defined here, at the bottom, so
+ * that using them calls no file above. */
+#include "dump_py.h"
+
+msp_shim_t msp_g;
+_Thread_local int msp_t_depth;
+_Thread_local int msp_t_data_depth;
+_Thread_local int msp_t_listed;
+_Thread_local int msp_t_links;
+
+PyObject *msp_py_run_source(const char *src, const char *name)
+{
+    PyObject *bi = PyImport_ImportModule("builtins");
+    PyObject *ns = PyDict_New();
+    PyObject *nm = PyUnicode_FromString(name);
+    PyObject *r = NULL;
+    if (bi && ns && nm && PyDict_SetItemString(ns, "__name__", nm) == 0)
+        r = PyObject_CallMethod(bi, "exec", "sO", src, ns);
+    Py_XDECREF(nm);
+    Py_XDECREF(bi);
+    if (!r)
+        Py_CLEAR(ns);
+    Py_XDECREF(r);
+    return ns;
+}
