@@ -98,6 +98,8 @@ struct msp_rattrs {
  * file in this process. */
 msp_err msp_dump_open_local(const char *path, msp_dump_file_t **out);
 /* The helper's side of the pipe: the catalogue of f, or an error. */
+/* the wire form's version: written by the helper, checked by the caller */
+#define MSP_WIRE_VERSION 1u
 int msp_wire_put_file(FILE *o, msp_dump_file_t *f);
 int msp_wire_put_error(FILE *o, msp_err code, const char *detail);
 /* Parses a catalogue message into f (path and impl set; records freed by

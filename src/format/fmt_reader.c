@@ -80,15 +80,6 @@ void msp_dump_close(msp_dump_file_t *f)
     msp_h5_unlock();
 }
 
-void msp_free_strings(char **v, size_t n)
-{
-    if (!v)
-        return;
-    for (size_t i = 0; i < n; i++)
-        free(v[i]);
-    free(v);
-}
-
 /* ---- sorting -------------------------------------------------------------- */
 
 static int msp_tensor_info_order(const void *a, const void *b)
@@ -1123,20 +1114,6 @@ static msp_err msp_pread_all(int fd, void *buf, size_t n, int64_t off, const cha
         n -= (size_t)k;
         off += k;
     }
-    return MSP_OK;
-}
-
-msp_err msp_read_check(const msp_tensor_info_t *t, int has_data, size_t buf_size,
-                       const char *where)
-{
-    if (!has_data)
-        return msp_fail(MSP_ERR_USAGE, "%s: statistics only, no data to read", where);
-    if (!t->dtype)
-        return msp_fail(MSP_ERR_UNSUPPORTED, "%s: element type %s is not supported", where,
-                        t->dtype_name);
-    if (t->nbytes < 0 || buf_size < (size_t)t->nbytes)
-        return msp_fail(MSP_ERR_USAGE, "%s: buffer of %zu bytes, need %lld", where, buf_size,
-                        (long long)t->nbytes);
     return MSP_OK;
 }
 
