@@ -9,6 +9,8 @@ For each model and dtype, the same training script runs
                many calls' tensors per launch: py_devstats.c)
   stats-alone  the same, each tensor reduced alone (MSPROBE_DEVICE_STATS_ALONE=1:
                the path before windows, about ten launches a tensor)
+  records-only every call recorded, no statistics computed (MSPROBE_DEVICE_STATS_SKIP=1,
+               NaN written): what the shim's recording costs by itself
   tensor       task tensor, two steps (resnet18 only: each step writes GBs)
 and prints the median step time of each against plain, the losses compared
 (bit-identical, or the run says which differ), and, from one profiled step,
@@ -334,6 +336,10 @@ def cmd_run(a):
                 res["stats-alone"] = run("stats-alone", model, dtype,
                                          cfg(key + "_alone", "statistics", "all"),
                                          env={"MSPROBE_DEVICE_STATS_ALONE": "1"}, profile=last)
+            # what recording every call costs, statistics left out: the shim's own share
+            res["records-only"] = run("records-only", model, dtype,
+                                      cfg(key + "_rec", "statistics", "all"),
+                                      env={"MSPROBE_DEVICE_STATS_SKIP": "1"})
             if model == "resnet18" and not a.skip_tensor:
                 # two dumped steps, right after warm-up: their times are TIMES[0:2]
                 res["tensor"] = run("tensor", model, dtype,

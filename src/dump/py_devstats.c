@@ -73,6 +73,7 @@ static win_t *g_flushed, **g_flushed_tail = &g_flushed;
 static size_t g_nflushed;
 static int64_t g_chunk, g_wincap;  /* elements; 0: windows not set up yet */
 static int g_alone;                /* MSPROBE_DEVICE_STATS_ALONE: no windows (bench/gpu) */
+static int g_skip;                 /* MSPROBE_DEVICE_STATS_SKIP: records, no statistics (bench/gpu) */
 
 /* The tensors of the call being added on this thread, put at its end. */
 typedef struct wput {
@@ -173,6 +174,7 @@ static void windows_setup(int test)
         test = 0; /* sizes as on a device (profiling the CPU path) */
     g_chunk = test ? 64 : 8192;
     g_alone = msp_env_flag("MSPROBE_DEVICE_STATS_ALONE");
+    g_skip = msp_env_flag("MSPROBE_DEVICE_STATS_SKIP");
     int64_t mb = 1024;
     if (e && *e) {
         char *end;
@@ -709,6 +711,13 @@ int msp_dev_stats_add(msp_dq_rec_t *r, const char *role, PyObject *d, msp_dtype_
         return 0;
     }
     windows_setup(g_test);
+    if (g_skip) { /* what recording costs without statistics: they are NaN */
+        if (msp_dq_rec_add_tensor(r, role, dtype, ndim, shape, NULL, 0, device, rg) == 0) {
+            r->t[r->nt - 1].stats_given = 1;
+            dev_fill(&r->t[r->nt - 1], NULL, 0);
+        }
+        return 1;
+    }
     int windowed = (dtype == MSP_DTYPE_FLOAT32 || dtype == MSP_DTYPE_BFLOAT16 ||
                     dtype == MSP_DTYPE_FLOAT16) && n <= g_wincap && !g_alone;
     if (!windowed)
