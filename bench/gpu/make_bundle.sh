@@ -13,7 +13,9 @@
 # libmsprobe_py.so uses the limited C API (3.8), so a build made here loads in
 # the remote Python 3.12. Then, with the device tool, from the repository root:
 #   run(command="bash .dev/gpu_check.sh", carry=[".dev"], timeout_s=400)
-# (GC_STEPS="b e" for a subset; see gpu_check.sh). It writes summary.txt and
+# (GC_STEPS="b e" for a subset; see gpu_check.sh), and the overhead benchmark
+#   run(command="bash .dev/gpubench.sh", carry=[".dev"], timeout_s=480)
+# (gpubench.py's header). gpu_check.sh writes summary.txt and
 # logs.tar.gz to $OUT. GC_DEVICE=cpu PY=/usr/bin/python3 OUT=/tmp/o runs the
 # same checks on the CPU here.
 set -euo pipefail
@@ -25,6 +27,7 @@ D=$(cd "$D" && pwd)
 rm -rf "$D/bin" "$D/lib" "$D/build" "$D/py" "$D/gpu"
 mkdir -p "$D/bin" "$D/lib" "$D/py" "$D/gpu"
 install -m755 "$HERE/gpu_check.sh" "$D/gpu_check.sh"
+install -m755 "$HERE/gpubench.sh" "$D/gpubench.sh"
 install -m644 "$HERE/gc.py" "$D/gpu/gc.py"
 install -m755 "$B/src/cli/msprobe" "$B/src/cli/msprobe-catalogue" "$D/bin/"
 install -m755 "$B/src/dump/libmsprobe_preload.so" "$B/src/dump/libmsprobe_py.so" "$D/lib/"
