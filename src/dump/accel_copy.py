@@ -119,13 +119,7 @@ def stats(t):
 _C = getattr(torch, "_C", None)
 
 
-def _nograd():
-    return torch.no_grad()
-
-
 _grad_on = getattr(torch, "is_grad_enabled", None)
-
-
 _set_grad = getattr(_C, "_set_grad_enabled", None) or (lambda on: torch.set_grad_enabled(on))
 
 
@@ -180,7 +174,7 @@ def win_flush(buf, ws, nchunks, chunk, idx, plens):
 
 
 def _reduce(buf, nchunks, chunk, idx, plens):
-    with _nograd():
+    with torch.no_grad():
         rows = buf.narrow(0, 0, nchunks * chunk).view(nchunks, chunk)
         # two passes over the window: aminmax, and var_mean (Welford) for the
         # sum and the sum of squares together
@@ -206,7 +200,7 @@ def _reduce(buf, nchunks, chunk, idx, plens):
 def win_exact(buf, off, n):
     """The exact statistics of buf[off:off+n] (as stats()), on the host now:
     the rare tensor whose window results were not finite."""
-    with _nograd():
+    with torch.no_grad():
         return _stats_of(buf.narrow(0, off, n)).cpu()
 
 

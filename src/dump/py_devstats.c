@@ -53,9 +53,9 @@ typedef struct seg {
 typedef struct win {
     struct win *next;   /* flushed windows, oldest first */
     char device[24];
-    PyObject *buf;      /* float32, cap elements */
+    PyObject *buf;      /* float32, g_wincap elements */
     PyObject *ws;       /* its stream (accel_copy.py's win_new), or None */
-    int64_t cap, used;
+    int64_t used;       /* of g_wincap elements */
     int busy;           /* puts in progress (the GIL is let go inside them) */
     int retired;        /* no more puts: flushed when busy falls to 0 */
     seg_t *seg;
@@ -71,7 +71,8 @@ static size_t g_nopen;
 static size_t g_nretired;           /* retired windows not yet flushed */
 static win_t *g_flushed, **g_flushed_tail = &g_flushed;
 static size_t g_nflushed;
-static int64_t g_chunk, g_wincap;  /* elements; 0: windows not set up yet */
+static int g_on, g_test;           /* msp_dev_stats_init */
+static int64_t g_chunk, g_wincap;  /* elements (setup()) */
 static int g_alone;                /* MSPROBE_DEVICE_STATS_ALONE: no windows (bench/gpu) */
 static int g_skip;                 /* MSPROBE_DEVICE_STATS_SKIP: records, no statistics (bench/gpu) */
 
@@ -163,10 +164,16 @@ static int dev_done(PyObject *event)
 
 /* ---- windows: filling ---------------------------------------------------------- */
 
-static void windows_setup(int test)
+/* Once: accel_copy.py loaded (else 0: tensors go the host's way), the
+ * windows' sizes and the bench switches read. */
+static int setup(void)
 {
-    if (g_chunk)
-        return;
+    static int ok = -1;
+    if (ok >= 0)
+        return ok;
+    ok = msp_accel_fn("stats") != NULL;
+    PyErr_Clear();
+    int test = g_test;
     /* The tests send small CPU tensors: small rows and windows, so that their
      * tensors span rows and fill windows. */
     const char *e = getenv("MSPROBE_DEVICE_STATS_MB");
@@ -189,6 +196,7 @@ static void windows_setup(int test)
     g_wincap -= g_wincap % g_chunk;
     if (g_wincap < g_chunk)
         g_wincap = g_chunk;
+    return ok;
 }
 
 static void win_free(win_t *w)
@@ -204,34 +212,38 @@ static void win_free(win_t *w)
 
 static void dev_poll(int wait);
 
+/* The lists win_cut builds: rows holding pieces, and the pieces' lengths. */
+typedef struct cut {
+    PyObject *idx, *plens;
+    int64_t np, last; /* pieces so far; the row of the last one */
+} cut_t;
+
+static int list_add(PyObject *list, int64_t v)
+{
+    PyObject *o = PyLong_FromLongLong(v);
+    int rc = o ? PyList_Append(list, o) : -1;
+    Py_XDECREF(o);
+    return rc;
+}
+
+/* One piece of len elements in row: its number, or -1 (a Python error). */
+static int64_t cut_piece(cut_t *c, int64_t row, int64_t len)
+{
+    if (row != c->last) {
+        if (list_add(c->idx, row) != 0)
+            return -1;
+        c->last = row;
+    }
+    return list_add(c->plens, len) != 0 ? -1 : c->np++;
+}
+
 /* Rows and pieces of w's segments; the lists for win_flush. 0, or -1. */
 static int win_cut(win_t *w, PyObject **idx, PyObject **plens)
 {
     const int64_t C = g_chunk;
-    *idx = PyList_New(0);
-    *plens = PyList_New(0);
-    if (!*idx || !*plens)
+    cut_t c = {*idx = PyList_New(0), *plens = PyList_New(0), 0, -1};
+    if (!c.idx || !c.plens)
         return -1;
-    int64_t np = 0, last = -1;
-#define PIECE(row, len)                                                                    \
-    do {                                                                                   \
-        if ((row) != last) {                                                               \
-            PyObject *o_ = PyLong_FromLongLong(row);                                       \
-            if (!o_ || PyList_Append(*idx, o_) != 0) {                                     \
-                Py_XDECREF(o_);                                                            \
-                return -1;                                                                 \
-            }                                                                              \
-            Py_DECREF(o_);                                                                 \
-            last = (row);                                                                  \
-        }                                                                                  \
-        PyObject *l_ = PyLong_FromLongLong(len);                                           \
-        if (!l_ || PyList_Append(*plens, l_) != 0) {                                       \
-            Py_XDECREF(l_);                                                                \
-            return -1;                                                                     \
-        }                                                                                  \
-        Py_DECREF(l_);                                                                     \
-        np++;                                                                              \
-    } while (0)
     for (size_t i = 0; i < w->nseg; i++) {
         seg_t *s = &w->seg[i];
         int64_t o = s->off, e = s->off + s->n;
@@ -239,26 +251,22 @@ static int win_cut(win_t *w, PyObject **idx, PyObject **plens)
         s->ph = s->pt = -1;
         s->c0 = s->c1 = 0;
         if (a > b) { /* inside one row */
-            s->ph = np;
-            PIECE(o / C, e - o);
+            if ((s->ph = cut_piece(&c, o / C, e - o)) < 0)
+                return -1;
             continue;
         }
-        if (o % C) {
-            s->ph = np;
-            PIECE(o / C, a * C - o);
-        }
+        if (o % C && (s->ph = cut_piece(&c, o / C, a * C - o)) < 0)
+            return -1;
         s->c0 = a;
         s->c1 = b;
-        if (e % C) {
-            s->pt = np;
-            PIECE(b, e - b * C);
-        }
+        if (e % C && (s->pt = cut_piece(&c, b, e - b * C)) < 0)
+            return -1;
     }
-    if (w->used % C) /* the rest of the last row: never written, not read */
-        PIECE(w->used / C, C - w->used % C);
-#undef PIECE
+    /* the rest of the last row: never written, not read */
+    if (w->used % C && cut_piece(&c, w->used / C, C - w->used % C) < 0)
+        return -1;
     w->nrows = (w->used + C - 1) / C;
-    w->width = w->nrows + np;
+    w->width = w->nrows + c.np;
     return 0;
 }
 
@@ -317,7 +325,7 @@ static win_t *win_for(const char *device, int64_t n, int fresh)
     for (size_t i = 0; i < g_nopen; i++)
         if (strcmp(g_open[i]->device, device) == 0)
             w = g_open[i];
-    if (w && !fresh && w->used + n <= w->cap)
+    if (w && !fresh && w->used + n <= g_wincap)
         return w;
     if (w)
         win_retire(w);
@@ -329,8 +337,7 @@ static win_t *win_for(const char *device, int64_t n, int fresh)
     if (!w)
         return NULL;
     snprintf(w->device, sizeof w->device, "%s", device);
-    w->cap = g_wincap;
-    PyObject *pair = call_fn("win_new", Py_BuildValue("(sL)", device, (long long)w->cap));
+    PyObject *pair = call_fn("win_new", Py_BuildValue("(sL)", device, (long long)g_wincap));
     if (pair && PyTuple_Check(pair) && PyTuple_Size(pair) == 2) {
         w->buf = PyTuple_GetItem(pair, 0);
         w->ws = PyTuple_GetItem(pair, 1);
@@ -641,8 +648,6 @@ void msp_rec_drop(msp_dq_rec_t *r)
 
 /* ---- adding a tensor ------------------------------------------------------------- */
 
-static int g_on, g_test;
-
 void msp_dev_stats_init(void)
 {
     const char *ds = getenv("MSPROBE_DEVICE_STATS");
@@ -656,6 +661,17 @@ int msp_dev_stats_enabled(int *test)
     return g_on;
 }
 
+/* Add a tensor whose statistics this file gives: it, or NULL (said once). */
+static msp_dq_tensor_t *add_given(msp_dq_rec_t *r, const char *role, msp_dtype_t dtype, int ndim,
+                                  const int64_t *shape, const char *device, int rg)
+{
+    if (msp_dq_rec_add_tensor(r, role, dtype, ndim, shape, NULL, 0, device, rg) != 0) {
+        msp_shim_warn_once("nomem", "%s/%s not dumped: out of memory", r->name, role);
+        return NULL;
+    }
+    r->t[r->nt - 1].stats_given = 1;
+    return &r->t[r->nt - 1];
+}
 
 /* One tensor alone: stats() queues its reductions; 1, or 0 to read it on the host. */
 static int dev_alone(msp_dq_rec_t *r, const char *role, PyObject *d, msp_dtype_t dtype, int ndim,
@@ -674,9 +690,8 @@ static int dev_alone(msp_dq_rec_t *r, const char *role, PyObject *d, msp_dtype_t
         Py_XDECREF(pair);
         return 0;
     }
-    if (msp_dq_rec_add_tensor(r, role, dtype, ndim, shape, NULL, 0, device, rg) == 0) {
-        msp_dq_tensor_t *dt = &r->t[r->nt - 1];
-        dt->stats_given = 1;
+    msp_dq_tensor_t *dt = add_given(r, role, dtype, ndim, shape, device, rg);
+    if (dt) {
         PyObject *ev = PyTuple_GetItem(pair, 1);
         dpend_t *n = ev != Py_None ? msp_grow(g_dp, &g_capdp, g_ndp, sizeof *n, 256) : NULL;
         if (n) {
@@ -690,8 +705,6 @@ static int dev_alone(msp_dq_rec_t *r, const char *role, PyObject *d, msp_dtype_t
         } else {
             dev_fill(dt, v, nv);
         }
-    } else {
-        msp_shim_warn_once("nomem", "%s/%s not dumped: out of memory", r->name, role);
     }
     Py_DECREF(cap);
     Py_DECREF(pair);
@@ -706,16 +719,12 @@ int msp_dev_stats_add(msp_dq_rec_t *r, const char *role, PyObject *d, msp_dtype_
         n *= shape[i];
     if (n == 0)
         return 0; /* empty: nothing to compute, the host path says so */
-    if (!msp_accel_fn("stats")) {
-        PyErr_Clear();
+    if (!setup())
         return 0;
-    }
-    windows_setup(g_test);
     if (g_skip) { /* what recording costs without statistics: they are NaN */
-        if (msp_dq_rec_add_tensor(r, role, dtype, ndim, shape, NULL, 0, device, rg) == 0) {
-            r->t[r->nt - 1].stats_given = 1;
-            dev_fill(&r->t[r->nt - 1], NULL, 0);
-        }
+        msp_dq_tensor_t *dt = add_given(r, role, dtype, ndim, shape, device, rg);
+        if (dt)
+            dev_fill(dt, NULL, 0);
         return 1;
     }
     int windowed = (dtype == MSP_DTYPE_FLOAT32 || dtype == MSP_DTYPE_BFLOAT16 ||
@@ -726,11 +735,8 @@ int msp_dev_stats_add(msp_dq_rec_t *r, const char *role, PyObject *d, msp_dtype_
     if (!np)
         return dev_alone(r, role, d, dtype, ndim, shape, device, rg);
     t_put = np;
-    if (msp_dq_rec_add_tensor(r, role, dtype, ndim, shape, NULL, 0, device, rg) != 0) {
-        msp_shim_warn_once("nomem", "%s/%s not dumped: out of memory", r->name, role);
+    if (!add_given(r, role, dtype, ndim, shape, device, rg))
         return 1;
-    }
-    r->t[r->nt - 1].stats_given = 1;
     wput_t *p = &t_put[t_nput++];
     p->rec = r;
     p->ti = r->nt - 1;

@@ -48,7 +48,6 @@ typedef struct tview {
     msp_dtype_t dtype;
 } tview_t;
 
-
 /* ---- accelerator tensors ------------------------------------------------------
  * A tensor that is not on the CPU is copied by accel_copy.py's start(): on a
  * side stream, non-blocking, into pinned host memory (see that file). Its
