@@ -17,16 +17,22 @@ import subprocess
 import sys
 
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
 def objects(build):
     for o in sorted(glob.glob(os.path.join(build, "src", "**", "*.o"), recursive=True)):
         rel = os.path.relpath(o, build)
-        # src/dump/CMakeFiles/msprobe_py.dir/py_api.c.o -> src/dump/py_api.c
+        # src/dump/CMakeFiles/msprobe_py.dir/py_wrap.c.o -> src/dump/py_wrap.c
         parts = rel.split(os.sep)
         if "CMakeFiles" not in parts:
             continue
         i = parts.index("CMakeFiles")
         name = parts[-1][:-2] if parts[-1].endswith(".o") else parts[-1]
         src = "/".join(parts[:i] + [name])
+        # an object left behind by a source since removed (or renamed) is not a file of src/
+        if not any(os.path.exists(os.path.join(root, src)) for root in (REPO, build)):
+            continue
         yield src, o
 
 

@@ -1,5 +1,17 @@
 /* Internals shared by the Python side of the dump shim (libmsprobe_py.so).
- * Built against the limited API so one binary loads into every CPython >= 3.8. */
+ * Built against the limited API so one binary loads into every CPython >= 3.8.
+ *
+ * Its layers, each calling only those below it (scripts/callgraph.py checks):
+ *   state and messages     py_state.c, py_log.c (shim_log.h: no Python)
+ *   helpers                py_accel.c, py_stack.c, py_args.c, py_dist.c, py_apilist.c
+ *   identity, events       py_ident.c, py_events.c (listeners, never called by name)
+ *   records                py_devstats.c < py_prep.c < py_tensor.c, py_optim.c
+ *   the wrapper type       py_wrap.c (handlers registered per kind), py_bwd.c
+ *   steps                  py_step.c (layers above watch a step's end)
+ *   calls                  py_module.c < py_apirec.c, py_patch.c
+ *   runtime                py_proc.c (process identity, ways out), py_cc*.c (a listener)
+ *   boot                   py_boot.c
+ * The writer (dump_writer.c) is below them all, and has no Python. */
 #ifndef MSP_DUMP_PY_H
 #define MSP_DUMP_PY_H
 
@@ -19,7 +31,7 @@
 
 #define MSP_EXPORT __attribute__((visibility("default")))
 
-/* ---- the API list (py_api.c) ----
+/* ---- the API list (py_apilist.c) ----
  * Discovered at boot from the running torch by api_discover.py (compiled in
  * as msp_api_discover_py); the table of torch 1.13 (api_table.c) is the
  * fallback when discovery fails or MSPROBE_API_TABLE=1. */
@@ -28,28 +40,26 @@ extern const size_t msp_api_table_len;
 extern const char msp_api_discover_py[];
 extern const char msp_accel_copy_py[];
 /* exec Python source src in a fresh namespace named name: the namespace
- * dict (new reference), or NULL with the error set. */
+ * dict (new reference), or NULL with the error set (py_state.c). */
 PyObject *msp_py_run_source(const char *src, const char *name);
 /* Discover once (GIL held); 1: discovered, 2: the table is used. */
 int msp_api_discover(PyObject *torch);
 /* Whether name is in the list in use (the table until discovery ran). */
 int msp_api_known(const char *name);
+/* The sorted list in use, *n names. */
+const char *const *msp_api_list(size_t *n);
 /* Write "NAME<TAB>RECORD" lines of this torch's list to path; 0 on success. */
 int msp_api_write_list(PyObject *torch, const char *path);
-/* api_list entries naming callables outside torch (see py_api.c): set up at
- * boot, wrapped as their modules finish importing, reported at exit (one
- * warning naming every entry this run never dumped, torch names included). */
-void msp_custom_setup(void);
-void msp_custom_resolve(void);
-int msp_custom_pending(void);
-void msp_api_exit_report(void);
-/* The forward record of the innermost recorded module running on this thread
- * (module and mix modes), or NULL: an API record's "parent" attribute. */
-const char *msp_module_parent(void);
-/* Whether api_list entry i named a module of the model (py_module.c). */
-int msp_module_entry_matched(size_t i);
 /* Closest entry by edit distance, or NULL when nothing is close. */
 const char *msp_api_near(const char *name);
+/* The namespace a full API name is in ("torch.nn.functional." holds
+ * "torch.nn.functional.relu", attribute "relu", records "Functional.relu"),
+ * or NULL; *attr: what follows the namespace. */
+typedef struct msp_api_space {
+    const char *path, *prefix;
+    int bind; /* its functions are methods (torch.Tensor) */
+} msp_api_space_t;
+const msp_api_space_t *msp_api_space(const char *full, const char **attr);
 
 /* ---- shared state; touched with the GIL held unless noted ---- */
 typedef struct msp_shim {
@@ -83,71 +93,14 @@ extern _Thread_local int msp_t_depth;
  * own code all the same, so its events (a per-sample seed call) still count. */
 extern _Thread_local int msp_t_data_depth;
 /* Forwards running on this thread of modules the api_list names, in mix mode:
- * every API called inside them is recorded (py_module.c, py_api.c). */
+ * every API called inside them is recorded (py_module.c, py_apirec.c). */
 extern _Thread_local int msp_t_listed;
 
 /* ---- messages: shim_log.h (py_log.c) ---- */
-
-/* ---- tensors (py_tensor.c) ---- */
-int msp_tensor_init(PyObject *torch);
-int msp_is_tensor(PyObject *o);
-/* Add o under role: a tensor (bytes copied), a list/tuple (roles "role.i"),
- * or anything else as a string attribute. Never raises. */
-void msp_rec_add_value(msp_dq_rec_t *r, const char *role, PyObject *o, int depth);
-/* Add every positional arg as input.i and keyword as kwarg.k. */
-void msp_rec_add_args(msp_dq_rec_t *r, PyObject *args, PyObject *kw);
-/* Add a return value: tuple/list -> output.i, else output.0. */
-void msp_rec_add_output(msp_dq_rec_t *r, PyObject *out, const char *prefix);
-/* Producer links (see msprobe-dump(5)): while msp_t_links is MSP_LINK_FIND,
- * each tensor added gets the "RECORD/ROLE" of the earlier forward output it is;
- * while MSP_LINK_NOTE, each tensor added is noted as an output of its record.
- * Set by the forward paths only, around adding inputs and outputs. */
-enum { MSP_LINK_OFF = 0, MSP_LINK_FIND, MSP_LINK_NOTE };
-extern _Thread_local int msp_t_links;
-/* Forget every noted output (step end). */
-void msp_links_reset(void);
-/* "PREFIX.IDX" into buf, cut to size as snprintf would; without snprintf
- * (several roles a wrapped call, where glibc's vfprintf showed in profiles).
- * idx < 0: PREFIX alone. */
-void msp_role_at(char *buf, size_t size, const char *prefix, int64_t idx);
-/* Stamp step/rank/order and queue it (or hold it: py_prep.c). */
-void msp_rec_submit(msp_dq_rec_t *r);
-/* Stamp its order and queue it now (a record held back and let go). */
-void msp_rec_queue(msp_dq_rec_t *r);
-
-/* ---- data preparation (py_prep.c): records before the model first runs ---- */
-/* 1 when r is held back (it is data preparation until the model runs). */
-int msp_prep_hold(msp_dq_rec_t *r);
-/* A root module's forward begins: the held records are dropped, holding ends. */
-void msp_prep_model_started(void);
-/* Step end and exit: the held records are queued in order (no model ran). */
-void msp_prep_release(void);
-/* A record that will not be submitted: forgets its device statistics still
- * in flight, then frees it. */
-void msp_rec_drop(msp_dq_rec_t *r);
-/* Waits for every device statistic in flight and submits the records held
- * for them, in order: before a step ends and before the process exits. */
-void msp_dev_drain(void);
-/* A forked child: the parent's pending statistics and held records are not its own. */
-void msp_dev_forget_after_fork(void);
-/* ---- device statistics (py_devstats.c) ----
- * The statistics task and a tensor on an accelerator (or any tensor under
- * MSPROBE_TEST_DEVICE_STATS): its statistics are computed where it lives and
- * only they are read, when they arrive; its record is held until then. 1 when
- * tensor d (dtype, shape, device as the dump names it) was added to r so; 0 to
- * read it as the other tasks do. */
-int msp_dev_stats_add(msp_dq_rec_t *r, const char *role, PyObject *d, msp_dtype_t dtype, int ndim,
-                      const int64_t *shape, const char *device, int rg);
-/* The end of one call's tensors (inputs, or outputs): those taken since go
- * into the windows, in one launch per device. */
-void msp_dev_call_end(void);
-/* 1 when r was held back (statistics of its own in flight, or older records held). */
-int msp_dev_hold(msp_dq_rec_t *r);
-/* Whether the task computes statistics on devices (MSPROBE_DEVICE_STATS,
- * the config's task; *test: CPU tensors too, MSPROBE_TEST_DEVICE_STATS), read
- * once by msp_dev_stats_init (from msp_tensor_init). */
-void msp_dev_stats_init(void);
-int msp_dev_stats_enabled(int *test);
+/* Clear a pending Python error, as one warning (py_log.c). */
+void msp_py_warn_error(const char *kind, const char *what);
+/* Text of a Python object into buf (UTF-8, cut with "..."); never raises. */
+void msp_obj_text(PyObject *o, int use_repr, char *buf, size_t n);
 
 /* ---- accel_copy.py (py_accel.c): loaded at the first device tensor ----
  * A function of it (borrowed; NULL with the error set: then the caller copies
@@ -157,11 +110,6 @@ void msp_accel_init(PyObject *to_dlpack);
 PyObject *msp_accel_fn(const char *name);
 PyObject *msp_to_dlpack(PyObject *t);
 int msp_wait_event(PyObject *event);
-
-/* Clear a pending Python error, as one warning (py_log.c). */
-void msp_py_warn_error(const char *kind, const char *what);
-/* Text of a Python object into buf (UTF-8, cut with "..."); never raises. */
-void msp_obj_text(PyObject *o, int use_repr, char *buf, size_t n);
 
 /* ---- call context beside the arguments (py_args.c) ---- */
 void msp_args_init(PyObject *torch);
@@ -189,65 +137,20 @@ void msp_stack_commit(msp_dq_rec_t *r);
 void msp_dist_add_context(msp_dq_rec_t *r, const char *api, PyObject *fn, PyObject *args,
                           PyObject *kw, PyObject *out);
 
-/* ---- API wrappers (py_api.c) ---- */
-int msp_api_types_init(void);
-/* Replace every selected API of torch; 0 on success. */
-int msp_patch_torch(PyObject *torch);
-enum { MSP_W_API = 0, MSP_W_OPT_INIT, MSP_W_OPT_STEP, MSP_W_STEP_TRIGGER, MSP_W_IMPORT,
-       MSP_W_JIT, MSP_W_NORECORD, MSP_W_EVENT, MSP_W_COMPILE };
-/* A C callable replacing orig. bind: behaves like a method in a class dict. */
-PyObject *msp_wrap_new(PyObject *orig, const char *name, int kind, unsigned dirs, int bind);
-int msp_is_wrap(PyObject *o);
-/* Nothing is recorded while a DataLoader iterator fetches a batch in this
- * process (dataset transforms, __getitem__, collate): they are not the model. */
-void msp_patch_dataloader(void);
-
-/* Backward record of a module call: inputs noted before the call (begin; NULL
- * when grad is off), output node walked after it (finish, which frees). */
-typedef struct msp_bwd_pending msp_bwd_pending_t;
-msp_bwd_pending_t *msp_bwd_begin(PyObject *args);
-void msp_bwd_finish(msp_bwd_pending_t *p, const char *name, PyObject *out, PyObject *args);
-void msp_bwd_cancel(msp_bwd_pending_t *p);
-
-/* ---- optimizer records (py_optim.c) ----
- * begin: before optimizer.step() runs (GIL held), NULL when no record is
- * made (step not dumped, an api_list, MSPROBE_DUMP_OPTIMIZER=0); finish: after
- * it returned, submits the record and frees p; cancel: the step raised. */
-typedef struct msp_opt_pending msp_opt_pending_t;
-msp_opt_pending_t *msp_opt_begin(PyObject *optimizer);
-void msp_opt_finish(msp_opt_pending_t *p);
-void msp_opt_cancel(msp_opt_pending_t *p);
-/* The global optimizer post hook (torch >= 2) fired inside a wrapped step:
- * 1 when the step's end is left to that wrapper, 0 when the caller ends it. */
-int msp_trigger_defer_step_end(void);
-
-/* ---- modules (py_module.c) ---- */
-int msp_module_install(PyObject *torch);
-void msp_module_step_reset(void);
-
-/* ---- steps (py_step.c) ---- */
-int msp_step_install(PyObject *torch);
-/* End the current step (GIL held). */
-void msp_step_end(void);
-int64_t msp_current_rank(void);
-/* Whether the step now starting is dumped (dump_iter, and this process may write). */
-int msp_step_wanted(int64_t step);
-/* At exit: one warning naming the dump_iter steps the run never reached. */
-void msp_step_exit_report(void);
-
-/* ---- one runtime: process identity, events, exit (py_proc.c) ----
+/* ---- who this process is (py_ident.c) ----
  *
  * Which processes write: the booted process once it imported torch, and the
  * ranks it starts; never forked children (DataLoader workers), spawn-pool
  * children that join no process group, multiprocessing helpers (resource
  * tracker, forkserver) or a Python that never imports torch. */
 int msp_proc_may_write(void);
-/* At boot, before anything is patched: recognise multiprocessing helpers and
- * spawn children from the command line; install the exit and SIGTERM paths. */
-void msp_proc_boot(void);
-/* Once torch is patched: wrap what the runtime's events need. */
-void msp_proc_install(PyObject *torch);
+/* torch, for the rank (once; at step install). */
+void msp_ident_init(PyObject *torch);
+int64_t msp_current_rank(void);
+/* Whether the step now starting is dumped (dump_iter, and this process may write). */
+int msp_step_wanted(int64_t step);
 
+/* ---- events (py_events.c) ---- */
 /* Listeners of the runtime's events (config_check's collectors). Each
  * callback runs with the GIL held, in a writing process only, with the
  * shim's re-entrancy depth raised (what it calls is not dumped); a NULL
@@ -262,12 +165,6 @@ typedef struct msp_listener {
     void (*args_parsed)(PyObject *ns); /* an outermost ArgumentParser.parse_known_args returned */
 } msp_listener_t;
 int msp_listen(const msp_listener_t *l);
-/* Wrap argparse.ArgumentParser.parse_known_args (parse_args calls it), so
- * listeners see each namespace the script parses; 0 on success. */
-int msp_proc_wrap_argparse(PyObject *argparse_module);
-/* After each outermost import (py_boot.c): patch torch once it is complete,
- * and tell the listeners. */
-void msp_after_import(void);
 void msp_ev_after_import(void);
 void msp_ev_optimizer_created(PyObject *optimizer);
 void msp_ev_root_forward(PyObject *module, PyObject *input);
@@ -275,6 +172,142 @@ void msp_ev_step_end(int64_t step);
 void msp_ev_exit(const char *how);
 /* The call of an MSP_W_EVENT wrapper (seed functions, init_process_group). */
 PyObject *msp_ev_dispatch(PyObject *orig, const char *name, PyObject *args, PyObject *kw);
+
+/* ---- device statistics (py_devstats.c) ----
+ * The statistics task and a tensor on an accelerator (or any tensor under
+ * MSPROBE_TEST_DEVICE_STATS): its statistics are computed where it lives and
+ * only they are read, when they arrive; its record is held until then. 1 when
+ * tensor d (dtype, shape, device as the dump names it) was added to r so; 0 to
+ * read it as the other tasks do. */
+int msp_dev_stats_add(msp_dq_rec_t *r, const char *role, PyObject *d, msp_dtype_t dtype, int ndim,
+                      const int64_t *shape, const char *device, int rg);
+/* The end of one call's tensors (inputs, or outputs): those taken since go
+ * into the windows, in one launch per device. */
+void msp_dev_call_end(void);
+/* 1 when r was held back (statistics of its own in flight, or older records held). */
+int msp_dev_hold(msp_dq_rec_t *r);
+/* Whether the task computes statistics on devices (MSPROBE_DEVICE_STATS,
+ * the config's task; *test: CPU tensors too, MSPROBE_TEST_DEVICE_STATS), read
+ * once by msp_dev_stats_init (from msp_tensor_init). */
+void msp_dev_stats_init(void);
+int msp_dev_stats_enabled(int *test);
+
+/* ---- data preparation (py_prep.c): records before the model first runs ---- */
+/* Stamp its order and queue it now (a record submitted, or held back and let go). */
+void msp_rec_queue(msp_dq_rec_t *r);
+/* 1 when r is held back (it is data preparation until the model runs). */
+int msp_prep_hold(msp_dq_rec_t *r);
+/* A root module's forward begins: the held records are dropped, holding ends. */
+void msp_prep_model_started(void);
+/* Step end and exit: the held records are queued in order (no model ran). */
+void msp_prep_release(void);
+/* A record that will not be submitted: forgets its device statistics still
+ * in flight, then frees it. */
+void msp_rec_drop(msp_dq_rec_t *r);
+/* Waits for every device statistic in flight and submits the records held
+ * for them, in order: before a step ends and before the process exits. */
+void msp_dev_drain(void);
+/* A forked child: the parent's pending statistics and held records are not its own. */
+void msp_dev_forget_after_fork(void);
+/* ---- tensors (py_tensor.c) ---- */
+int msp_tensor_init(PyObject *torch);
+int msp_is_tensor(PyObject *o);
+/* Add o under role: a tensor (bytes copied), a list/tuple (roles "role.i"),
+ * or anything else as a string attribute. Never raises. */
+void msp_rec_add_value(msp_dq_rec_t *r, const char *role, PyObject *o, int depth);
+/* Add every positional arg as input.i and keyword as kwarg.k. */
+void msp_rec_add_args(msp_dq_rec_t *r, PyObject *args, PyObject *kw);
+/* Add a return value: tuple/list -> output.i, else output.0. */
+void msp_rec_add_output(msp_dq_rec_t *r, PyObject *out, const char *prefix);
+/* Producer links (see msprobe-dump(5)): while msp_t_links is MSP_LINK_FIND,
+ * each tensor added gets the "RECORD/ROLE" of the earlier forward output it is;
+ * while MSP_LINK_NOTE, each tensor added is noted as an output of its record.
+ * Set by the forward paths only, around adding inputs and outputs. */
+enum { MSP_LINK_OFF = 0, MSP_LINK_FIND, MSP_LINK_NOTE };
+extern _Thread_local int msp_t_links;
+/* Forget every noted output (step end). */
+void msp_links_reset(void);
+/* "PREFIX.IDX" into buf, cut to size as snprintf would; without snprintf
+ * (several roles a wrapped call, where glibc's vfprintf showed in profiles).
+ * idx < 0: PREFIX alone. */
+void msp_role_at(char *buf, size_t size, const char *prefix, int64_t idx);
+/* Stamp step/rank/order and queue it (or hold it: py_prep.c). */
+void msp_rec_submit(msp_dq_rec_t *r);
+
+/* ---- optimizer records (py_optim.c) ----
+ * begin: before optimizer.step() runs (GIL held), NULL when no record is
+ * made (step not dumped, an api_list, MSPROBE_DUMP_OPTIMIZER=0); finish: after
+ * it returned, submits the record and frees p; cancel: the step raised. */
+typedef struct msp_opt_pending msp_opt_pending_t;
+msp_opt_pending_t *msp_opt_begin(PyObject *optimizer);
+void msp_opt_finish(msp_opt_pending_t *p);
+void msp_opt_cancel(msp_opt_pending_t *p);
+/* ---- the wrapper type (py_wrap.c; its handlers: py_wrap.h) ---- */
+int msp_wrap_types_init(void);
+enum { MSP_W_API = 0, MSP_W_OPT_INIT, MSP_W_OPT_STEP, MSP_W_STEP_TRIGGER, MSP_W_IMPORT,
+       MSP_W_JIT, MSP_W_NORECORD, MSP_W_EVENT, MSP_W_COMPILE, MSP_W_NKINDS };
+/* A C callable replacing orig. bind: behaves like a method in a class dict. */
+PyObject *msp_wrap_new(PyObject *orig, const char *name, int kind, unsigned dirs, int bind);
+int msp_is_wrap(PyObject *o);
+
+/* ---- backward records (py_bwd.c) ----
+ * Of an API or a module call: the inputs noted before the call (begin; NULL
+ * when grad is off: nothing to record; name NULL: named at finish; *stack,
+ * the call site, is taken when not NULL), the call's own part of the graph
+ * hooked after it (finish, at most max_nodes nodes; frees p), or nothing
+ * (cancel: the call raised; its error stays set). */
+#define MSP_BWD_MAX_NODES 64          /* an API's own part of the graph */
+#define MSP_BWD_MAX_MODULE_NODES 8192 /* a module's: a whole block of layers */
+int msp_bwd_types_init(void);
+/* torch.is_grad_enabled, found once (else at the first begin); 0 on success. */
+int msp_bwd_init(PyObject *torch);
+typedef struct msp_bwd_pending msp_bwd_pending_t;
+msp_bwd_pending_t *msp_bwd_begin(const char *name, PyObject *args, PyObject *kw, char **stack);
+void msp_bwd_finish(msp_bwd_pending_t *p, const char *name, PyObject *out, PyObject *args,
+                    int max_nodes);
+void msp_bwd_cancel(msp_bwd_pending_t *p);
+
+/* ---- steps (py_step.c) ---- */
+int msp_step_install(PyObject *torch);
+/* End the current step (GIL held). */
+void msp_step_end(void);
+/* fn runs at the end of each step, once the next step is set up (a layer
+ * above resets what it counts per step). */
+void msp_step_watch(void (*fn)(void));
+/* At exit: one warning naming the dump_iter steps the run never reached. */
+void msp_step_exit_report(void);
+
+/* ---- modules (py_module.c) ---- */
+int msp_module_install(PyObject *torch);
+/* The forward record of the innermost recorded module running on this thread
+ * (module and mix modes), or NULL: an API record's "parent" attribute. */
+const char *msp_module_parent(void);
+/* Whether api_list entry i named a module of the model. */
+int msp_module_entry_matched(size_t i);
+
+/* ---- patching (py_patch.c; API records: py_apirec.c) ---- */
+/* Replace every selected API of torch; 0 on success. */
+int msp_patch_torch(PyObject *torch);
+/* Nothing is recorded while a DataLoader iterator fetches a batch in this
+ * process (dataset transforms, __getitem__, collate): they are not the model. */
+void msp_patch_dataloader(void);
+/* api_list entries naming callables outside torch: set up at boot, wrapped
+ * as their modules finish importing, reported at exit (one warning naming
+ * every entry this run never dumped, torch names included). */
+void msp_custom_setup(void);
+void msp_custom_resolve(void);
+int msp_custom_pending(void);
+void msp_api_exit_report(void);
+
+/* ---- process identity and ways out (py_proc.c) ---- */
+/* At boot, before anything is patched: recognise multiprocessing helpers and
+ * spawn children from the command line; install the exit and SIGTERM paths. */
+void msp_proc_boot(void);
+/* Once torch is patched: wrap what the runtime's events need. */
+void msp_proc_install(PyObject *torch);
+/* Wrap argparse.ArgumentParser.parse_known_args (parse_args calls it), so
+ * listeners see each namespace the script parses; 0 on success. */
+int msp_proc_wrap_argparse(PyObject *argparse_module);
 /* Replace owner.attr by a wrapper raising the seed event as `api` ("torch.manual_seed"). */
 int msp_proc_wrap_seed(PyObject *owner, const char *attr, const char *api);
 

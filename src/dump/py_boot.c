@@ -3,7 +3,7 @@
  * run yet. This is the one place the shim may end the process: a bad config
  * is reported ("msprobe: <file>: <what>") and SystemExit(2) is raised from the
  * audit hook, so Python exits with status 2 before training starts. */
-#include "dump_py.h"
+#include "py_wrap.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -13,6 +13,25 @@
 
 static PyObject *g_builtins, *g_orig_import;
 static int g_torch_done;
+static _Thread_local int t_import_depth;
+
+static void after_import(void);
+
+/* builtins.__import__ (MSP_W_IMPORT): torch patched once it is complete,
+ * api_list callables wrapped as their modules finish importing. */
+static PyObject *import_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
+{
+    t_import_depth++;
+    PyObject *out = PyObject_Call(w->orig, args, kw);
+    t_import_depth--;
+    /* At every depth: a package that imports a listed module and binds its
+     * function (from vendor import fn) must bind our wrapper. */
+    if (out && msp_custom_pending() && !msp_g.disabled)
+        msp_custom_resolve();
+    if (out && t_import_depth == 0 && !msp_g.disabled)
+        after_import();
+    return out;
+}
 
 
 static int fail_boot(const char *msg)
@@ -90,6 +109,7 @@ static void patch_torch_now(PyObject *torch)
         msp_args_init(torch);
     if (msp_g.have_cfg && msp_g.cfg.has_dump && msp_g.api_on)
         msp_patch_torch(torch);
+    msp_patch_dataloader(); /* every mode: what a DataLoader computes is never the model's */
     msp_module_install(torch);
     msp_step_install(torch);
     msp_proc_install(torch);
@@ -99,7 +119,7 @@ static void patch_torch_now(PyObject *torch)
 }
 
 /* After each outermost import statement: patch torch once it is fully there. */
-void msp_after_import(void)
+static void after_import(void)
 {
     PyObject *exc_t, *exc_v, *exc_tb;
     PyErr_Fetch(&exc_t, &exc_v, &exc_tb);
@@ -233,7 +253,8 @@ int msp_py_boot(void)
     if (msp_g.have_cfg && c->has_dump)
         msp_custom_setup();
 
-    if (msp_api_types_init() != 0) {
+    msp_wrap_handle(MSP_W_IMPORT, import_call);
+    if (msp_wrap_types_init() != 0 || msp_bwd_types_init() != 0) {
         msp_py_warn_error("boot", "cannot set up the shim; nothing is dumped");
         msp_g.disabled = 1;
         return 0;
@@ -266,6 +287,6 @@ int msp_py_boot(void)
     Py_DECREF(hook);
     msp_g.booted = 1;
     msp_custom_resolve();  /* modules imported before the script (sitecustomize) */
-    msp_after_import(); /* torch may already be there (sitecustomize) */
+    after_import(); /* torch may already be there (sitecustomize) */
     return 0;
 }

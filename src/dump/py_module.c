@@ -311,7 +311,7 @@ static PyObject *pre_hook(PyObject *self, PyObject *args)
                 }
             }
             if (dirs & MSP_DIR_BACKWARD)
-                f->pending = msp_bwd_begin(in);
+                f->pending = msp_bwd_begin(NULL, in, NULL, NULL);
             msp_t_depth--;
         }
         Py_XDECREF(pb);
@@ -358,7 +358,8 @@ static PyObject *post_hook(PyObject *self, PyObject *args)
         if (f.pending) {
             char name[600];
             snprintf(name, sizeof name, "%s.backward.%lld", PyBytes_AsString(pb), (long long)f.n);
-            msp_bwd_finish(f.pending, name, out, PyTuple_Check(in) ? in : NULL);
+            msp_bwd_finish(f.pending, name, out, PyTuple_Check(in) ? in : NULL,
+                           MSP_BWD_MAX_MODULE_NODES);
             f.pending = NULL;
         }
         msp_t_depth--;
@@ -375,9 +376,9 @@ static PyObject *post_hook(PyObject *self, PyObject *args)
 static PyMethodDef g_pre_def = {"msprobe_module_pre_hook", pre_hook, METH_VARARGS, NULL};
 static PyMethodDef g_post_def = {"msprobe_module_hook", post_hook, METH_VARARGS, NULL};
 
-void msp_module_step_reset(void)
+/* A step ended (py_step.c). */
+static void step_reset(void)
 {
-    msp_links_reset();
     if (g_fwd_count)
         PyDict_Clear(g_fwd_count);
     /* A forward that raised never reached its post hook. */
@@ -392,8 +393,7 @@ void msp_module_step_reset(void)
 int msp_module_install(PyObject *torch)
 {
     (void)torch;
-    /* Every mode: what a DataLoader computes is never the model's. */
-    msp_patch_dataloader();
+    msp_step_watch(step_reset);
     g_record = msp_g.module_on;
     /* the dump needs them too: a root forward ends data preparation (py_prep.c) */
     if (!g_record && msp_g.cfg.step_trigger != MSP_STEP_FORWARD && !msp_g.cc_on &&

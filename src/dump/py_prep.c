@@ -13,7 +13,7 @@
  * records are queued and holding stops. MSPROBE_DUMP_DATA_PREP=1 keeps them
  * all, and so does an api_list (what it names is wanted wherever it is
  * called). The calls inside a Dataset's constructor or a DataLoader fetch are
- * never recorded in the first place (py_api.c). */
+ * never recorded in the first place (py_patch.c). */
 #include "dump_py.h"
 
 #include <stdlib.h>
@@ -73,6 +73,14 @@ static msp_dq_rec_t *prep_next(msp_dq_rec_t *r)
     msp_dq_rec_t *next = r->next;
     r->next = NULL;
     return next;
+}
+
+void msp_rec_queue(msp_dq_rec_t *r)
+{
+    r->order = msp_g.order++;
+    msp_stack_commit(r);
+    if (!msp_dev_hold(r))
+        msp_dq_push(r);
 }
 
 void msp_prep_release(void)

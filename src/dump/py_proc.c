@@ -1,14 +1,13 @@
-/* The runtime's process identity, events and ways out.
+/* The runtime's process identity and ways out; the wrappers that raise its
+ * events (py_events.c).
  *
- * Identity: which process may write (see msp_proc_may_write in dump_py.h).
- * Events: the dump side raises them (optimizer created, root forward, step
- * end, exit, seed calls, imports); listeners such as config_check's
- * collectors act on them instead of patching torch a second time.
+ * Identity: spawn children and multiprocessing's helpers are told apart
+ * from the command line at boot (which process may write: py_ident.c).
  * Ways out: a normal exit (Python's atexit, then Py_AtExit), os._exit, and
  * SIGTERM all end with the same steps: listeners' exit (the config_check
  * pack), then the writer drained and its last file in place, then the
  * warnings' counts. Ctrl-C keeps its exit status and SIGTERM its signal. */
-#include "dump_py.h"
+#include "py_wrap.h"
 
 #include <dirent.h>
 #include <pthread.h>
@@ -17,21 +16,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#define MSP_MAX_LISTENERS 4
-static msp_listener_t g_listeners[MSP_MAX_LISTENERS];
-static int g_nlisteners;
-static int g_exit_done, g_dump_done;
+static int g_dump_done;
 static volatile int g_keyboard_interrupt; /* the script ended with an unhandled Ctrl-C */
-static _Thread_local int t_seed_depth;   /* seed calls made by seed functions */
 static PyObject *g_orig_os_exit;
 
 /* ---- identity ----------------------------------------------------------- */
-
-int msp_proc_may_write(void)
-{
-    return !msp_g.disabled && getpid() == msp_g.pid && msp_g.torch_seen &&
-           (!msp_g.mp_child || msp_g.joined_group);
-}
 
 /* The command line as the interpreter got it (sys.orig_argv, Python >= 3.10),
  * else sys.argv, which at boot still holds what follows -c. */
@@ -63,170 +52,18 @@ static void classify_command_line(void)
     PyErr_Clear();
 }
 
-/* ---- events --------------------------------------------------------------- */
+/* ---- ways out ------------------------------------------------------------ */
 
-int msp_listen(const msp_listener_t *l)
-{
-    if (g_nlisteners == MSP_MAX_LISTENERS)
-        return -1;
-    g_listeners[g_nlisteners++] = *l;
-    return 0;
-}
-
-/* The fork guard of every event: forked children and disabled processes are silent. */
-static int events_on(void)
-{
-    return g_nlisteners > 0 && !msp_g.disabled && getpid() == msp_g.pid;
-}
-
-/* Listeners run with the training's pending exception set aside and the
- * shim's depth raised: nothing they call is dumped or raises into training. */
-typedef struct saved {
-    PyObject *t, *v, *tb;
-} saved_t;
-
-static saved_t enter_listener(void)
-{
-    saved_t s;
-    PyErr_Fetch(&s.t, &s.v, &s.tb);
-    msp_t_depth++;
-    return s;
-}
-
-static void leave_listener(saved_t s)
-{
-    msp_t_depth--;
-    if (PyErr_Occurred())
-        PyErr_Clear();
-    PyErr_Restore(s.t, s.v, s.tb);
-}
-
-void msp_ev_after_import(void)
-{
-    if (!events_on())
-        return;
-    saved_t s = enter_listener();
-    for (int i = 0; i < g_nlisteners; i++)
-        if (g_listeners[i].after_import)
-            g_listeners[i].after_import();
-    leave_listener(s);
-}
-
-void msp_ev_optimizer_created(PyObject *optimizer)
-{
-    if (!events_on() || !optimizer)
-        return;
-    saved_t s = enter_listener();
-    for (int i = 0; i < g_nlisteners; i++)
-        if (g_listeners[i].optimizer_created)
-            g_listeners[i].optimizer_created(optimizer);
-    leave_listener(s);
-}
-
-void msp_ev_root_forward(PyObject *module, PyObject *input)
-{
-    if (!events_on() || !module || !input || msp_t_depth > 0)
-        return;
-    saved_t s = enter_listener();
-    for (int i = 0; i < g_nlisteners; i++)
-        if (g_listeners[i].root_forward)
-            g_listeners[i].root_forward(module, input);
-    leave_listener(s);
-}
-
-void msp_ev_step_end(int64_t step)
-{
-    if (!events_on())
-        return;
-    saved_t s = enter_listener();
-    for (int i = 0; i < g_nlisteners; i++)
-        if (g_listeners[i].step_end)
-            g_listeners[i].step_end(step);
-    leave_listener(s);
-}
-
-/* Once per process, and only where this process may write (a DataLoader
- * worker, a pool child or the resource tracker never writes a pack). */
-void msp_ev_exit(const char *how)
+/* Every way out: what the dump still holds goes to the writer, the warnings
+ * only the end can give, then the listeners' exit (the config_check pack). */
+static void run_exit(const char *how)
 {
     msp_prep_release(); /* a script that never ran a module: its records are its dump */
     msp_dev_drain(); /* records held for device statistics, before anything ends */
     msp_api_exit_report(); /* api_list entries never dumped: one warning */
     msp_step_exit_report(); /* dump_iter steps never reached: one warning */
-    if (g_exit_done || !events_on())
-        return;
-    g_exit_done = 1;
-    if (!msp_proc_may_write())
-        return;
-    saved_t s = enter_listener();
-    for (int i = 0; i < g_nlisteners; i++)
-        if (g_listeners[i].exit)
-            g_listeners[i].exit(how);
-    leave_listener(s);
+    msp_ev_exit(how);
 }
-
-/* parse_known_args: the namespace of the outermost call (a subparser's own
- * call parses into a scratch namespace that the outer one then absorbs). */
-static _Thread_local int t_parse_depth;
-static PyObject *parse_call(PyObject *orig, PyObject *args, PyObject *kw)
-{
-    t_parse_depth++;
-    PyObject *out = PyObject_Call(orig, args, kw);
-    t_parse_depth--;
-    if (!out || t_parse_depth > 0 || msp_t_depth > 0 || !events_on() || !PyTuple_Check(out) ||
-        PyTuple_Size(out) < 1)
-        return out;
-    saved_t s = enter_listener();
-    for (int i = 0; i < g_nlisteners; i++)
-        if (g_listeners[i].args_parsed)
-            g_listeners[i].args_parsed(PyTuple_GetItem(out, 0));
-    leave_listener(s);
-    return out;
-}
-
-static PyObject *msp_ev_call(PyObject *orig, const char *name, PyObject *args, PyObject *kw)
-{
-    int seed = strncmp(name, "seed:", 5) == 0;
-    t_seed_depth += seed;
-    PyObject *out = PyObject_Call(orig, args, kw);
-    t_seed_depth -= seed;
-    /* the shim's own calls raise no event; data loading (a dataset seeding
-     * each sample, as torchvision's FakeData does) is the script's own */
-    if (!out || msp_t_depth > msp_t_data_depth || !events_on())
-        return out;
-    if (seed && t_seed_depth == 0) {
-        saved_t s = enter_listener();
-        for (int i = 0; i < g_nlisteners; i++)
-            if (g_listeners[i].seed)
-                g_listeners[i].seed(name + 5, args, kw);
-        leave_listener(s);
-    }
-    return out;
-}
-
-/* torch.distributed.init_process_group: a spawned child that joins a process
- * group is a rank (torch.multiprocessing.spawn): it writes from now on. */
-static PyObject *group_call(PyObject *orig, PyObject *args, PyObject *kw)
-{
-    PyObject *out = PyObject_Call(orig, args, kw);
-    if (out && !msp_g.disabled && getpid() == msp_g.pid) {
-        msp_g.joined_group = 1;
-        msp_g.rank_step = -1;
-        msp_g.dumping = msp_step_wanted(msp_g.step);
-    }
-    return out;
-}
-
-PyObject *msp_ev_dispatch(PyObject *orig, const char *name, PyObject *args, PyObject *kw)
-{
-    if (strcmp(name, "init_process_group") == 0)
-        return group_call(orig, args, kw);
-    if (strcmp(name, "parse_known_args") == 0)
-        return parse_call(orig, args, kw);
-    return msp_ev_call(orig, name, args, kw);
-}
-
-/* ---- ways out ------------------------------------------------------------ */
 
 /* A spawned child that trained (ended steps) but may not write (it joined
  * no process group: mnist_hogwild's mp.Process trainers) leaves a note
@@ -350,7 +187,7 @@ static PyObject *py_atexit(PyObject *self, PyObject *unused)
     if (lt && PyType_Check(lt) && PyObject_IsSubclass(lt, PyExc_KeyboardInterrupt) == 1)
         g_keyboard_interrupt = 1;
     PyErr_Clear();
-    msp_ev_exit("exit");
+    run_exit("exit");
     Py_RETURN_NONE;
 }
 
@@ -361,7 +198,7 @@ static PyObject *os_exit_hook(PyObject *self, PyObject *args, PyObject *kwargs)
     /* Only a call that will really end the process (one status argument):
      * a wrong call raises from the real function and training goes on. */
     if (nargs == 1 && getpid() == msp_g.pid) {
-        msp_ev_exit("os._exit");
+        run_exit("os._exit");
         Py_BEGIN_ALLOW_THREADS
         finish_dump();
         Py_END_ALLOW_THREADS
@@ -379,7 +216,7 @@ static PyObject *on_sigterm(PyObject *self, PyObject *args)
     (void)self;
     (void)args;
     if (getpid() == msp_g.pid && !g_dump_done) {
-        msp_ev_exit("SIGTERM");
+        run_exit("SIGTERM");
         Py_BEGIN_ALLOW_THREADS
         finish_dump();
         Py_END_ALLOW_THREADS
@@ -457,9 +294,15 @@ void msp_proc_boot(void)
     PyErr_Clear();
 }
 
+static PyObject *event_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
+{
+    return msp_ev_dispatch(w->orig, w->name, args, kw);
+}
+
 /* bind: orig is a function in a class dict, and the wrapper must bind like one. */
 static int wrap_event_as(PyObject *owner, const char *attr, const char *name, int bind)
 {
+    msp_wrap_handle(MSP_W_EVENT, event_call);
     PyObject *orig = owner ? PyObject_GetAttrString(owner, attr) : NULL;
     int rc = -1;
     if (orig && msp_is_wrap(orig)) {

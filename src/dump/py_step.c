@@ -1,90 +1,28 @@
-/* Steps and ranks.
+/* Steps.
  *
  * A step ends at optimizer.step() (default), at the outermost backward()
  * (step_trigger "backward"), at the end of a root module's forward
- * ("forward"), or when the script calls the exported msprobe_step(). Whether
- * the new step is dumped is decided once, here, so a call in a step outside
- * dump_iter tests one flag. */
-#include "dump_py.h"
+ * ("forward", py_module.c), or when the script calls the exported
+ * msprobe_step(). Whether the new step is dumped is decided once, here, so a
+ * call in a step outside dump_iter tests one flag. The wrappers of
+ * optimizer.step(), backward() and Optimizer.__init__ are this file's kinds. */
+#include "py_wrap.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static PyObject *g_torch;
+#define MSP_STEP_WATCHERS 4
+static void (*g_watchers[MSP_STEP_WATCHERS])(void);
+static int g_nwatchers;
 
-static int env_int(const char *name, int64_t *out)
+void msp_step_watch(void (*fn)(void))
 {
-    const char *v = getenv(name);
-    if (!v || !*v)
-        return 0;
-    char *end;
-    long long x = strtoll(v, &end, 10);
-    if (*end || x < 0)
-        return 0;
-    *out = x;
-    return 1;
-}
-
-/* RANK / LOCAL_RANK win; otherwise torch.distributed once initialised; looked
- * up at most once per step until known for good. */
-int64_t msp_current_rank(void)
-{
-    if (msp_g.rank_final || msp_g.rank_step == msp_g.step)
-        return msp_g.rank;
-    msp_g.rank_step = msp_g.step;
-    if (env_int("RANK", &msp_g.rank) || env_int("LOCAL_RANK", &msp_g.rank)) {
-        msp_g.rank_final = 1;
-        int64_t ws;
-        if (env_int("WORLD_SIZE", &ws))
-            msp_dq_set_world_size(ws);
-        return msp_g.rank;
-    }
-    if (!g_torch)
-        return msp_g.rank;
-    msp_t_depth++;
-    PyObject *dist = PyObject_GetAttrString(g_torch, "distributed");
-    PyObject *init = dist ? PyObject_CallMethod(dist, "is_available", NULL) : NULL;
-    if (init && PyObject_IsTrue(init) == 1) {
-        Py_DECREF(init);
-        init = PyObject_CallMethod(dist, "is_initialized", NULL);
-        if (init && PyObject_IsTrue(init) == 1) {
-            PyObject *r = PyObject_CallMethod(dist, "get_rank", NULL);
-            PyObject *ws = PyObject_CallMethod(dist, "get_world_size", NULL);
-            if (r && ws) {
-                msp_g.rank = PyLong_AsLongLong(r);
-                msp_dq_set_world_size(PyLong_AsLongLong(ws));
-                msp_g.rank_final = 1;
-            }
-            Py_XDECREF(r);
-            Py_XDECREF(ws);
-        }
-    }
-    Py_XDECREF(init);
-    Py_XDECREF(dist);
-    if (PyErr_Occurred())
-        PyErr_Clear();
-    msp_t_depth--;
-    return msp_g.rank;
-}
-
-int msp_step_wanted(int64_t step)
-{
-    if (!(msp_g.have_cfg && msp_g.cfg.has_dump &&
-          msp_step_set_contains(&msp_g.cfg.dump_iter, step) && msp_proc_may_write()))
-        return 0;
-    /* A rank outside the config's rank set, once its rank is known, runs with
-     * every hook passing straight through: nothing of it is read or copied,
-     * so it trains at full speed. Until then records are only filtered when
-     * submitted. */
-    int64_t rank = msp_current_rank();
-    if (msp_g.rank_final && !msp_step_set_contains(&msp_g.cfg.ranks, rank)) {
-        static int told;
-        if (!told++)
-            msp_shim_msg("rank %lld is not in the config's rank set: it dumps nothing and its "
-                         "calls pass straight through", (long long)rank);
-        return 0;
-    }
-    return 1;
+    for (int i = 0; i < g_nwatchers; i++)
+        if (g_watchers[i] == fn)
+            return;
+    if (g_nwatchers < MSP_STEP_WATCHERS)
+        g_watchers[g_nwatchers++] = fn;
 }
 
 void msp_step_end(void)
@@ -103,7 +41,9 @@ void msp_step_end(void)
     msp_g.step++;
     msp_g.order = 0;
     msp_g.dumping = msp_step_wanted(msp_g.step);
-    msp_module_step_reset();
+    msp_links_reset();
+    for (int i = 0; i < g_nwatchers; i++)
+        g_watchers[i]();
 }
 
 /* At exit: the steps of dump_iter the run never reached, in one warning (an
@@ -152,6 +92,78 @@ void msp_py_step(void)
     PyGILState_Release(st);
 }
 
+static _Thread_local int t_trigger_depth; /* nested optimizer.step / backward calls */
+/* optimizer.step(), Tensor.backward(), autograd.backward(): a step ends when
+ * the outermost of them returns. The outermost optimizer.step() is also
+ * recorded (py_optim.c), and what it calls is not: its in-place updates are
+ * the record. A step given a closure (LBFGS) runs the model inside: those
+ * calls are recorded as usual. */
+static int g_end_deferred; /* the global post hook fired inside a wrapped step */
+
+static int trigger_defer_step_end(void)
+{
+    if (t_trigger_depth == 0)
+        return 0;
+    g_end_deferred = 1;
+    return 1;
+}
+
+static PyObject *trigger_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
+{
+    msp_opt_pending_t *op = NULL;
+    int quiet = 0;
+    if (w->kind == MSP_W_OPT_STEP && t_trigger_depth == 0 && PyTuple_Size(args) >= 1) {
+        op = msp_opt_begin(PyTuple_GetItem(args, 0));
+        PyObject *closure = kw ? PyDict_GetItemString(kw, "closure") : NULL;
+        quiet = PyTuple_Size(args) == 1 && (!closure || closure == Py_None);
+    }
+    t_trigger_depth++;
+    msp_t_depth += quiet;
+    PyObject *out = PyObject_Call(w->orig, args, kw);
+    msp_t_depth -= quiet;
+    t_trigger_depth--;
+    if (op) {
+        PyObject *et, *ev, *etb;
+        PyErr_Fetch(&et, &ev, &etb);
+        if (out)
+            msp_opt_finish(op);
+        else
+            msp_opt_cancel(op);
+        PyErr_Restore(et, ev, etb);
+    }
+    int ends = w->kind != MSP_W_OPT_STEP || msp_g.opt_step_by_init || g_end_deferred;
+    if (t_trigger_depth == 0)
+        g_end_deferred = 0;
+    if (out && t_trigger_depth == 0 && ends && !msp_g.disabled)
+        msp_step_end();
+    return out;
+}
+
+/* Optimizer.__init__: raises the runtime's "optimizer created" event and
+ * makes sure the class of each new optimizer has its step wrapped once. */
+static PyObject *opt_init_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
+{
+    PyObject *out = PyObject_Call(w->orig, args, kw);
+    if (!out || PyTuple_Size(args) < 1)
+        return out;
+    /* runtime event (py_proc.c): config_check records the optimizer */
+    msp_ev_optimizer_created(PyTuple_GetItem(args, 0));
+    /* Every optimizer class has its step wrapped once: its step is a record
+     * (py_optim.c), and on torch 1.13 it also ends the step (opt_step_by_init). */
+    PyObject *cls = (PyObject *)Py_TYPE(PyTuple_GetItem(args, 0));
+    PyObject *step = PyObject_GetAttrString(cls, "step");
+    if (step && !msp_is_wrap(step)) {
+        PyObject *nw = msp_wrap_new(step, "step", MSP_W_OPT_STEP, 0, 1);
+        if (!nw || PyObject_SetAttrString(cls, "step", nw) < 0)
+            msp_py_warn_error("optimizer", "cannot hook optimizer.step(); steps will not advance");
+        Py_XDECREF(nw);
+    }
+    Py_XDECREF(step);
+    if (PyErr_Occurred())
+        PyErr_Clear();
+    return out;
+}
+
 static int wrap_attr(PyObject *owner, const char *attr, int kind, int bind)
 {
     PyObject *orig = PyObject_GetAttrString(owner, attr);
@@ -171,7 +183,7 @@ static PyObject *opt_post_hook(PyObject *self, PyObject *args)
 {
     (void)self;
     (void)args;
-    if (!msp_g.disabled && !msp_trigger_defer_step_end())
+    if (!msp_g.disabled && !trigger_defer_step_end())
         msp_step_end();
     Py_RETURN_NONE;
 }
@@ -180,8 +192,10 @@ static PyMethodDef g_opt_hook_def = {"msprobe_step_hook", opt_post_hook, METH_VA
 
 int msp_step_install(PyObject *torch)
 {
-    g_torch = torch;
-    Py_INCREF(torch);
+    msp_ident_init(torch);
+    msp_wrap_handle(MSP_W_OPT_STEP, trigger_call);
+    msp_wrap_handle(MSP_W_STEP_TRIGGER, trigger_call);
+    msp_wrap_handle(MSP_W_OPT_INIT, opt_init_call);
     int rc = 0;
     PyObject *m = NULL, *fn = NULL, *cls = NULL;
     switch (msp_g.cfg.step_trigger) {

@@ -1047,11 +1047,3 @@ void msp_rec_submit(msp_dq_rec_t *r)
         return;
     msp_rec_queue(r);
 }
-
-void msp_rec_queue(msp_dq_rec_t *r)
-{
-    r->order = msp_g.order++;
-    msp_stack_commit(r);
-    if (!msp_dev_hold(r))
-        msp_dq_push(r);
-}

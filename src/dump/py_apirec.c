@@ -1,0 +1,129 @@
+/* API records: the handler of MSP_W_API wrappers (py_wrap.c), which the
+ * patching (py_patch.c) puts in place of each selected torch API.
+ *
+ * Outside the steps of dump_iter a call costs the wrapper's dispatch and a
+ * flag test. Inside, only the outermost wrapped call of a nest is recorded
+ * (thread-local depth), named "<Prefix>.<api>.<n>.forward" with n counting
+ * that API's calls within the step; its backward record is py_bwd.c's. */
+#include "py_wrap.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int64_t next_index(msp_wrap_t *w)
+{
+    if (w->count_step != msp_g.step) {
+        w->count_step = msp_g.step;
+        w->count = 0;
+    }
+    return w->count++;
+}
+
+/* "NAME.IDX.DIR" without snprintf (once or twice per wrapped call), cut to
+ * size as snprintf would. */
+static void call_name(char *buf, size_t size, const char *api, int64_t idx, const char *dir)
+{
+    char num[24];
+    size_t k = sizeof num;
+    uint64_t v = idx < 0 ? 0 : (uint64_t)idx;
+    do {
+        num[--k] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    const char *parts[5] = {api, ".", num + k, ".", dir};
+    size_t lens[5] = {strlen(api), 1, sizeof num - k, 1, strlen(dir)};
+    size_t at = 0;
+    for (int i = 0; i < 5 && at + 1 < size; i++) {
+        size_t n = lens[i] < size - 1 - at ? lens[i] : size - 1 - at;
+        memcpy(buf + at, parts[i], n);
+        at += n;
+    }
+    buf[at] = '\0';
+}
+
+/* The directions call number idx of w is recorded in: its own, a single
+ * call's, and both inside a module the list names at level mix. */
+static unsigned call_dirs(const msp_wrap_t *w, int64_t idx)
+{
+    unsigned d = w->dirs;
+    for (int i = 0; i < w->nsel; i++)
+        if (w->sel_call[i] == idx)
+            d |= w->sel_dirs[i];
+    if (msp_t_listed > 0)
+        d |= MSP_DIR_FORWARD | MSP_DIR_BACKWARD;
+    return d;
+}
+
+PyObject *msp_api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
+{
+    if (!msp_g.dumping || msp_t_depth > 0 || msp_g.disabled || !msp_dq_accepting())
+        return PyObject_Call(w->orig, args, kw);
+
+    /* An RNN op (_VF.lstm) is one call but, on CPU, a whole graph of nodes. */
+    int max_nodes = strncmp(w->name, "VF.", 3) == 0 ? MSP_BWD_MAX_MODULE_NODES : MSP_BWD_MAX_NODES;
+    char name[224];
+    int64_t idx = next_index(w);
+    unsigned dirs = call_dirs(w, idx);
+    if (!dirs)
+        return PyObject_Call(w->orig, args, kw);
+    msp_dq_rec_t *r = NULL;
+    msp_bwd_pending_t *bwd = NULL;
+    char *stack = msp_stack_capture(); /* before the depth rises: the caller's frames */
+    msp_t_depth++;
+    if (dirs & MSP_DIR_FORWARD) {
+        call_name(name, sizeof name, w->name, idx, "forward");
+        /* Inputs are copied before the call: an op that writes into its input
+         * (F.relu(x, inplace=True), all_reduce) must show what it was given. */
+        if ((r = msp_dq_rec_new(name))) {
+            const char *parent = msp_module_parent();
+            if (parent)
+                msp_dq_rec_add_attr(r, "parent", parent);
+            msp_t_links = MSP_LINK_FIND;
+            msp_rec_add_args(r, args, kw);
+            msp_t_links = MSP_LINK_OFF;
+            msp_rec_add_autocast(r);
+            r->stack = stack ? strdup(stack) : NULL;
+        }
+    }
+    if ((dirs & MSP_DIR_BACKWARD) && strncmp(w->name, "Distributed.", 12) != 0) {
+        call_name(name, sizeof name, w->name, idx, "backward");
+        bwd = msp_bwd_begin(name, args, kw, &stack);
+    }
+    free(stack);
+    PyObject *out = PyObject_Call(w->orig, args, kw);
+    if (!out) {
+        msp_rec_drop(r);
+        msp_bwd_cancel(bwd);
+        msp_t_depth--;
+        return NULL;
+    }
+    PyObject *exc_t, *exc_v, *exc_tb;
+    PyErr_Fetch(&exc_t, &exc_v, &exc_tb); /* nothing pending normally; keep it if so */
+    if (r) {
+        msp_t_links = MSP_LINK_NOTE;
+        if (strncmp(w->name, "Distributed.", 12) == 0) {
+            /* Collectives write their result into their tensor arguments. */
+            char role[64];
+            Py_ssize_t n = PyTuple_Size(args);
+            for (Py_ssize_t i = 0; i < n; i++) {
+                PyObject *a = PyTuple_GetItem(args, i);
+                snprintf(role, sizeof role, "output.%zd", i);
+                if (msp_is_tensor(a) || PyList_Check(a))
+                    msp_rec_add_value(r, role, a, 0);
+            }
+            if (out != Py_None && msp_is_tensor(out))
+                msp_rec_add_output(r, out, "output.ret");
+            msp_dist_add_context(r, w->name, w->orig, args, kw, out);
+        } else {
+            msp_rec_add_output(r, out, "output");
+        }
+        msp_t_links = MSP_LINK_OFF;
+        msp_rec_submit(r);
+    }
+    msp_bwd_finish(bwd, NULL, out, args, max_nodes);
+    msp_t_depth--;
+    if (PyErr_Occurred())
+        PyErr_Clear();
+    PyErr_Restore(exc_t, exc_v, exc_tb);
+    return out;
+}

@@ -1,0 +1,98 @@
+/* Who this process is, for the dump: whether it may write (see
+ * msp_proc_may_write in dump_py.h), its rank, and whether the step now
+ * starting is dumped. The bottom of the runtime: it calls only the state. */
+#include "dump_py.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+int msp_proc_may_write(void)
+{
+    return !msp_g.disabled && getpid() == msp_g.pid && msp_g.torch_seen &&
+           (!msp_g.mp_child || msp_g.joined_group);
+}
+
+static PyObject *g_torch;
+
+void msp_ident_init(PyObject *torch)
+{
+    if (!g_torch) {
+        g_torch = torch;
+        Py_INCREF(torch);
+    }
+}
+
+static int env_int(const char *name, int64_t *out)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return 0;
+    char *end;
+    long long x = strtoll(v, &end, 10);
+    if (*end || x < 0)
+        return 0;
+    *out = x;
+    return 1;
+}
+
+/* RANK / LOCAL_RANK win; otherwise torch.distributed once initialised; looked
+ * up at most once per step until known for good. */
+int64_t msp_current_rank(void)
+{
+    if (msp_g.rank_final || msp_g.rank_step == msp_g.step)
+        return msp_g.rank;
+    msp_g.rank_step = msp_g.step;
+    if (env_int("RANK", &msp_g.rank) || env_int("LOCAL_RANK", &msp_g.rank)) {
+        msp_g.rank_final = 1;
+        int64_t ws;
+        if (env_int("WORLD_SIZE", &ws))
+            msp_dq_set_world_size(ws);
+        return msp_g.rank;
+    }
+    if (!g_torch)
+        return msp_g.rank;
+    msp_t_depth++;
+    PyObject *dist = PyObject_GetAttrString(g_torch, "distributed");
+    PyObject *init = dist ? PyObject_CallMethod(dist, "is_available", NULL) : NULL;
+    if (init && PyObject_IsTrue(init) == 1) {
+        Py_DECREF(init);
+        init = PyObject_CallMethod(dist, "is_initialized", NULL);
+        if (init && PyObject_IsTrue(init) == 1) {
+            PyObject *r = PyObject_CallMethod(dist, "get_rank", NULL);
+            PyObject *ws = PyObject_CallMethod(dist, "get_world_size", NULL);
+            if (r && ws) {
+                msp_g.rank = PyLong_AsLongLong(r);
+                msp_dq_set_world_size(PyLong_AsLongLong(ws));
+                msp_g.rank_final = 1;
+            }
+            Py_XDECREF(r);
+            Py_XDECREF(ws);
+        }
+    }
+    Py_XDECREF(init);
+    Py_XDECREF(dist);
+    if (PyErr_Occurred())
+        PyErr_Clear();
+    msp_t_depth--;
+    return msp_g.rank;
+}
+
+int msp_step_wanted(int64_t step)
+{
+    if (!(msp_g.have_cfg && msp_g.cfg.has_dump &&
+          msp_step_set_contains(&msp_g.cfg.dump_iter, step) && msp_proc_may_write()))
+        return 0;
+    /* A rank outside the config's rank set, once its rank is known, runs with
+     * every hook passing straight through: nothing of it is read or copied,
+     * so it trains at full speed. Until then records are only filtered when
+     * submitted. */
+    int64_t rank = msp_current_rank();
+    if (msp_g.rank_final && !msp_step_set_contains(&msp_g.cfg.ranks, rank)) {
+        static int told;
+        if (!told++)
+            msp_shim_msg("rank %lld is not in the config's rank set: it dumps nothing and its "
+                         "calls pass straight through", (long long)rank);
+        return 0;
+    }
+    return 1;
+}
