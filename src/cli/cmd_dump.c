@@ -329,7 +329,10 @@ int msp_cmd_dump(msp_cli_ctx_t *ctx, int argc, char **argv)
         msp_errorf("dump: %s: %s", cfgpath, abscfg ? "out of memory" : strerror(errno));
         goto cleanup;
     }
-    if (setenv("MSPROBE_PATH", abscfg, 1) != 0 || setenv("LD_PRELOAD", preload, 1) != 0) {
+    /* -q and -v reach the shim: its library messages at the same level. */
+    const char verbose[2] = {(char)('0' + (ctx->verbosity > 3 ? 3 : ctx->verbosity)), '\0'};
+    if (setenv("MSPROBE_PATH", abscfg, 1) != 0 || setenv("LD_PRELOAD", preload, 1) != 0 ||
+        (ctx->verbosity != 1 && setenv("MSPROBE_VERBOSE", verbose, 1) != 0)) {
         msp_errorf("dump: cannot set the environment: %s", strerror(errno));
         goto cleanup;
     }

@@ -22,6 +22,15 @@ static struct {
     uint64_t count;
 } g_kinds[MSP_MAX_KINDS];
 static int g_nkinds;
+/* The library's own messages (msp_log: config_check's collectors, the pack
+ * writer) become the shim's lines; any thread. */
+static void lib_sink(msp_log_level_t level, const char *msg, void *ud)
+{
+    (void)ud;
+    static const char *const names[] = {"error: ", "warning: ", "", "debug: "};
+    msp_shim_msg("%s%s", names[level], msg);
+}
+
 void msp_shim_log_init(void)
 {
     const char *f = getenv("MSPROBE_LOG_FILE");
@@ -30,6 +39,11 @@ void msp_shim_log_init(void)
         if (fd >= 0)
             g_fd = fd;
     }
+    /* MSPROBE_VERBOSE as msprobe's -q/-v set it: 0 errors, 1 warnings (the
+     * default), 2 information, 3 debug. */
+    const char *v = getenv("MSPROBE_VERBOSE");
+    int level = v && *v >= '0' && *v <= '3' && !v[1] ? *v - '0' : 1;
+    msp_log_set_sink(lib_sink, NULL, (msp_log_level_t)level);
 }
 
 MSP_PRINTF(2, 0) static void vmsg(const char *prefix, const char *fmt, va_list ap)
