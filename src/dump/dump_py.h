@@ -5,7 +5,7 @@
  *   state and messages     py_state.c, py_log.c (shim_log.h: no Python)
  *   helpers                py_accel.c, py_stack.c, py_args.c, py_dist.c, py_apilist.c
  *   identity, events       py_ident.c, py_events.c (listeners, never called by name)
- *   records                py_devstats.c < py_prep.c < py_tensor.c, py_optim.c
+ *   records                py_devstats.c < py_prep.c, py_links.c < py_tensor.c, py_optim.c
  *   the wrapper type       py_wrap.c (handlers registered per kind), py_bwd.c
  *   steps                  py_step.c (layers above watch a step's end)
  *   calls                  py_module.c < py_apirec.c, py_patch.c
@@ -30,6 +30,15 @@
 #include "shim_log.h"
 
 #define MSP_EXPORT __attribute__((visibility("default")))
+
+/* A 64-bit mixer for the shim's hash tables (addresses into slots). */
+static inline uint64_t msp_mix64(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    return h;
+}
 
 /* ---- the API list (py_apilist.c) ----
  * Discovered at boot from the running torch by api_discover.py (compiled in
@@ -225,8 +234,13 @@ void msp_rec_add_output(msp_dq_rec_t *r, PyObject *out, const char *prefix);
  * Set by the forward paths only, around adding inputs and outputs. */
 enum { MSP_LINK_OFF = 0, MSP_LINK_FIND, MSP_LINK_NOTE };
 extern _Thread_local int msp_t_links;
-/* Forget every noted output (step end). */
+/* Forget every noted output (step end). py_links.c: */
 void msp_links_reset(void);
+/* Note t (data at ptr, shape) as output `role` of record `rec`. */
+void msp_link_note(const char *rec, const char *role, PyObject *t, const void *ptr, int ndim,
+                   const int64_t *shape);
+/* "RECORD/ROLE" of the earlier output t is (valid until the next note), or NULL. */
+const char *msp_link_find(PyObject *t, const void *ptr, int ndim, const int64_t *shape);
 /* "PREFIX.IDX" into buf, cut to size as snprintf would; without snprintf
  * (several roles a wrapped call, where glibc's vfprintf showed in profiles).
  * idx < 0: PREFIX alone. */
