@@ -11,7 +11,8 @@
  *   calls                  py_module.c < py_apirec.c, py_patch.c
  *   runtime                py_proc.c (process identity, ways out), py_cc*.c (a listener)
  *   boot                   py_boot.c
- * The writer (dump_writer.c) is below them all, and has no Python. */
+ * The writer (dump_writer.c, its memory dump_pool.c) is below them all, and
+ * has no Python. */
 #ifndef MSP_DUMP_PY_H
 #define MSP_DUMP_PY_H
 

@@ -76,6 +76,13 @@ void *msp_dq_buf_get(size_t nbytes);
  * it goes back to the pool with the last. Shared bytes must not change. */
 void *msp_dq_buf_ref(void *buf);
 void msp_dq_buf_put(void *buf, size_t nbytes);
+/* The writer's side of the pool (dump_pool.c): the statistics of buf's bytes
+ * once computed (1 and *out; 0: not yet; the statistics thread only), the
+ * pool's caps in bytes, and a forked child's fresh, empty pool. */
+int msp_dq_buf_stats(void *buf, msp_stats_t *out);
+void msp_dq_buf_set_stats(void *buf, const msp_stats_t *s);
+void msp_dq_pool_caps(size_t big, size_t small_bytes);
+void msp_dq_pool_forget_after_fork(void);
 
 /* Records and small buffers freed by the writer are kept for the next ones
  * (a bounded number): the training thread then allocates nothing in the
