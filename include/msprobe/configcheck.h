@@ -29,7 +29,10 @@ extern "C" {
 #define MSP_CC_DEFAULT_MAX_MEMBER ((size_t)64 << 20)
 #define MSP_CC_BYTES_PER_VALUE 64
 
-/* Items in report order. */
+/* Items in report order: their names in msp_cc_item_names, their pack
+ * members in cc_pack_read.c, their diffs in cc_diff.c's driver. */
+enum { MSP_CC_ITEM_ENV, MSP_CC_ITEM_PIP, MSP_CC_ITEM_DATASET, MSP_CC_ITEM_WEIGHTS,
+       MSP_CC_ITEM_RANDOM, MSP_CC_ITEM_HYPER };
 #define MSP_CC_N_ITEMS 6
 extern const char *const msp_cc_item_names[MSP_CC_N_ITEMS];
 

@@ -559,8 +559,8 @@ msp_err msp_cc_diff_hyper(const msp_cc_pack_t *b, const msp_cc_pack_t *c, const 
         return msp_fail(MSP_ERR_NOMEM, "out of memory");
     if ((rc = msp_cc_aliases_load(opt ? opt->aliases_file : NULL, &al)) != MSP_OK)
         goto cleanup;
-    if ((rc = msp_cc_hp_collect(b->items[5], &al, &lb)) != MSP_OK ||
-        (rc = msp_cc_hp_collect(c->items[5], &al, &lc)) != MSP_OK)
+    if ((rc = msp_cc_hp_collect(b->items[MSP_CC_ITEM_HYPER], &al, &lb)) != MSP_OK ||
+        (rc = msp_cc_hp_collect(c->items[MSP_CC_ITEM_HYPER], &al, &lc)) != MSP_OK)
         goto cleanup;
     size_t nb = msp_cc_hp_sort_last(&lb), nc = msp_cc_hp_sort_last(&lc);
     if (!(pairs = calloc(nb + nc + 1, sizeof *pairs))) {

@@ -1,6 +1,7 @@
 /* An item's result lines (failed, info, a difference shown whole) and the
- * on/off words of hyperparameters: what the diff of every item (cc_diff.c,
- * cc_hyper.c) writes with. Calls neither. */
+ * on/off words of hyperparameters, key patterns and JSON string fields:
+ * what the diff of every item (cc_env.c, cc_diff.c, cc_hyper.c) writes and
+ * reads with. Calls none of them. */
 #include "cc_internal.h"
 
 #include <stdarg.h>
@@ -100,4 +101,29 @@ int msp_cc_bool_word(const char *s)
         if (strcasecmp(s, f[i]) == 0)
             return 0;
     return -1;
+}
+
+int msp_cc_pattern_match(const char *const *pats, size_t n, const char *key)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(pats[i]);
+        if (len && pats[i][len - 1] == '*') {
+            if (strncmp(key, pats[i], len - 1) == 0)
+                return 1;
+        } else if (strcmp(key, pats[i]) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+const char *msp_cc_str(const cJSON *obj, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+int msp_cc_streq(const char *a, const char *b)
+{
+    return a && b && strcmp(a, b) == 0;
 }
