@@ -6,7 +6,8 @@
 #define PY_SSIZE_T_CLEAN
 #include "dump_py.h"
 
-#include "cc_internal.h"
+#include "msprobe/ccpack.h"
+#include "msprobe/configcheck.h"
 
 /* UTF-8 copy of str(o) (or of o itself when it is a str); NULL on failure
  * with the Python error cleared. Caller frees. */
