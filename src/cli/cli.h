@@ -52,12 +52,30 @@ int msp_cmd_merge_result(msp_cli_ctx_t *ctx, int argc, char **argv);
 /* One option of a command. getopt_long's table, the optstring, the option
  * lines of --help and the usage errors all come from an array of these
  * ending in {0}; tests/docs checks each man page lists the same options. */
+/* How msp_opt_next stores an option bound to a variable (git's OPT_STRING,
+ * OPT_BOOL): such an option is never returned to the caller's switch, which
+ * keeps only the options that need more than storing. */
+enum {
+    MSP_OPT_CALLER = 0, /* returned: the caller handles it */
+    MSP_OPT_STRING,     /* const char **: the value (optarg) */
+    MSP_OPT_TRUE,       /* int *: 1 */
+    MSP_OPT_FALSE,      /* int *: 0 */
+    MSP_OPT_DOUBLE,     /* double *: a finite number, else "--NAME: 'V' is not a number" */
+};
+/* A table row: MSP_OPT(ID, NAME, ARG, HELP) for an option the caller handles,
+ * MSP_OPT(ID, NAME, ARG, HELP, MSP_BIND(STRING, &args.bench)) for one stored
+ * into its variable (static storage) as it comes. The table ends with {.id = 0}. */
+#define MSP_OPT(id_, name_, arg_, ...) {.id = (id_), .name = (name_), .arg = (arg_), .help = __VA_ARGS__}
+#define MSP_BIND(kind, ptr) .bind = MSP_OPT_##kind, .to = (void *)(ptr)
+
 typedef struct msp_opt {
     int id;           /* what msp_opt_next returns: the short letter, or >= 256 for
                          an option with a long name only */
     const char *name; /* long name, without "--" */
     const char *arg;  /* the value's placeholder in --help ("PATH"); NULL: a flag */
     const char *help; /* help text; '\n' continues it on an indented line */
+    int bind;         /* MSP_OPT_CALLER, or how the option is stored into `to` */
+    void *to;
 } msp_opt_t;
 
 typedef struct msp_cmd_doc {
@@ -72,9 +90,10 @@ typedef struct msp_cmd_doc {
 } msp_cmd_doc_t;
 
 #define MSP_OPT_ERROR (-2)
-/* The next option's id; -1 at the end of the options (optind is then the
- * first operand); MSP_OPT_ERROR after printing the usage error for an
- * unknown option or a missing value. */
+/* The next option's id that is not bound (bound ones are stored as they come);
+ * -1 at the end of the options (optind is then the first operand);
+ * MSP_OPT_ERROR after printing the usage error for an unknown option, a
+ * missing value or a bound value that is not of its kind. */
 int msp_opt_next(const msp_cmd_doc_t *d, int argc, char **argv);
 /* --help from the table, on out. */
 void msp_cmd_help(const msp_cmd_doc_t *d, FILE *out);

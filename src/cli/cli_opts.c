@@ -1,10 +1,16 @@
 /* One option table per command (git's parse-options): the getopt_long table
  * and optstring, the option lines of --help and the usage errors are all made
  * from it, so an option cannot be parsed but undocumented, or documented but
- * unknown. tests/docs checks each man page against the same tables. */
+ * unknown. An option that is only stored (a path, a flag, a number) is bound
+ * to its variable in the table and stored here; the command's switch keeps
+ * the options that need checks of their own. tests/docs checks each man page
+ * against the same tables. */
 #include "cli.h"
 
+#include <errno.h>
 #include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
 #include <stdarg.h>
 #include <string.h>
 
@@ -64,6 +70,41 @@ int msp_cmd_usage_error(const msp_cmd_doc_t *d, const char *fmt, ...)
     return MSP_EXIT_USAGE;
 }
 
+static const msp_opt_t *msp_opt_of(const msp_cmd_doc_t *d, int id)
+{
+    for (const msp_opt_t *o = d->opts; o && o->name; o++)
+        if (o->id == id)
+            return o;
+    return NULL;
+}
+
+/* A bound option's value into its variable; -1 after the usage error. */
+static int msp_opt_store(const msp_cmd_doc_t *d, const msp_opt_t *o, const char *value)
+{
+    switch (o->bind) {
+    case MSP_OPT_STRING:
+        *(const char **)o->to = value;
+        return 0;
+    case MSP_OPT_TRUE:
+    case MSP_OPT_FALSE:
+        *(int *)o->to = o->bind == MSP_OPT_TRUE;
+        return 0;
+    case MSP_OPT_DOUBLE: {
+        char *end = NULL;
+        errno = 0;
+        double v = strtod(value, &end);
+        if (end == value || *end != '\0' || errno == ERANGE || !isfinite(v)) {
+            msp_cmd_usage_error(d, "--%s: '%s' is not a number", o->name, value);
+            return -1;
+        }
+        *(double *)o->to = v;
+        return 0;
+    }
+    default:
+        return 0;
+    }
+}
+
 int msp_opt_next(const msp_cmd_doc_t *d, int argc, char **argv)
 {
     struct option lo[MSP_OPT_MAX + 1];
@@ -86,7 +127,12 @@ int msp_opt_next(const msp_cmd_doc_t *d, int argc, char **argv)
     lo[n] = (struct option){NULL, 0, NULL, 0};
     shorts[k] = '\0';
     opterr = 0; /* our one-line "msprobe: " messages, not getopt's */
-    int c = getopt_long(argc, argv, shorts, lo, NULL);
+    int c;
+    const msp_opt_t *o;
+    while ((c = getopt_long(argc, argv, shorts, lo, NULL)) != -1 && (o = msp_opt_of(d, c)) &&
+           o->bind != MSP_OPT_CALLER)
+        if (msp_opt_store(d, o, optarg) != 0)
+            return MSP_OPT_ERROR;
     if (c == ':') {
         if (optopt > 0 && optopt < 256)
             msp_cmd_usage_error(d, "option -%c needs a value", optopt);

@@ -28,21 +28,32 @@ enum {
     MSP_OPT_GPU,
 };
 
+/* The options as parsed (bound in the tables below). */
+typedef struct msp_acc_args {
+    const char *dump, *out_dir, *python, *npu, *gpu;
+    int quiet;
+} msp_acc_args_t;
+static msp_acc_args_t msp_aa;
+
 static const msp_opt_t msp_acc_opts[] = {
-    {'d', "dump", "DUMP", "the tensor dump to check: a dump file (dump.h5, or msprobe's\n"
-                          "dump.json) or its rank directory"},
-    {MSP_OPT_API_INFO, "api_info_file", "FILE", "msprobe's name for -d (also -api_info FILE)"},
-    {'o', "out_path", "DIR", "where the two CSVs go (default ./)"},
-    {'n', "workers", "N", "replay workers in parallel (default: one per CPU, at most 8)"},
-    {MSP_OPT_PYTHON, "python", "PATH", "the Python with torch that replays (default:\n"
-                                       "$MSPROBE_PYTHON, else the build's)"},
-    {MSP_OPT_REFERENCE, "reference", "NAME=FUNC", "replay Custom.NAME records (api_list callables\n"
-                                                  "outside torch) with the Python function FUNC\n"
-                                                  "(pkg.module.function); repeatable"},
-    {MSP_OPT_SHOW, "show", "N", "outputs that miss their standard listed on stdout (default 20)"},
-    {'q', "quiet", NULL, "print only the summary line"},
-    {'h', "help", NULL, "this help"},
-    {0, NULL, NULL, NULL},
+    MSP_OPT('d', "dump", "DUMP", "the tensor dump to check: a dump file (dump.h5, or msprobe's\n"
+            "dump.json) or its rank directory", MSP_BIND(STRING, &msp_aa.dump)),
+    MSP_OPT(MSP_OPT_API_INFO, "api_info_file", "FILE",
+            "msprobe's name for -d (also -api_info FILE)", MSP_BIND(STRING, &msp_aa.dump)),
+    MSP_OPT('o', "out_path", "DIR", "where the two CSVs go (default ./)",
+            MSP_BIND(STRING, &msp_aa.out_dir)),
+    MSP_OPT('n', "workers", "N", "replay workers in parallel (default: one per CPU, at most 8)"),
+    MSP_OPT(MSP_OPT_PYTHON, "python", "PATH", "the Python with torch that replays (default:\n"
+            "$MSPROBE_PYTHON, else the build's)", MSP_BIND(STRING, &msp_aa.python)),
+    MSP_OPT(MSP_OPT_REFERENCE, "reference", "NAME=FUNC",
+            "replay Custom.NAME records (api_list callables\n"
+            "outside torch) with the Python function FUNC\n"
+            "(pkg.module.function); repeatable"),
+    MSP_OPT(MSP_OPT_SHOW, "show", "N",
+            "outputs that miss their standard listed on stdout (default 20)"),
+    MSP_OPT('q', "quiet", NULL, "print only the summary line", MSP_BIND(TRUE, &msp_aa.quiet)),
+    MSP_OPT('h', "help", NULL, "this help"),
+    {.id = 0},
 };
 
 static const msp_cmd_doc_t msp_acc_doc = {
@@ -60,13 +71,16 @@ static const msp_cmd_doc_t msp_acc_doc = {
 };
 
 static const msp_opt_t msp_apc_opts[] = {
-    {MSP_OPT_NPU, "npu_csv_path", "CSV", "accuracy_checking_details_*.csv of the run under\n"
-                                         "suspicion (also -npu CSV)"},
-    {MSP_OPT_GPU, "gpu_csv_path", "CSV", "the same of the trusted run (also -gpu CSV)"},
-    {'o', "out_path", "DIR", "where the two CSVs go (default ./)"},
-    {'q', "quiet", NULL, "print only the summary line"},
-    {'h', "help", NULL, "this help"},
-    {0, NULL, NULL, NULL},
+    MSP_OPT(MSP_OPT_NPU, "npu_csv_path", "CSV",
+            "accuracy_checking_details_*.csv of the run under\n"
+            "suspicion (also -npu CSV)", MSP_BIND(STRING, &msp_aa.npu)),
+    MSP_OPT(MSP_OPT_GPU, "gpu_csv_path", "CSV", "the same of the trusted run (also -gpu CSV)",
+            MSP_BIND(STRING, &msp_aa.gpu)),
+    MSP_OPT('o', "out_path", "DIR", "where the two CSVs go (default ./)",
+            MSP_BIND(STRING, &msp_aa.out_dir)),
+    MSP_OPT('q', "quiet", NULL, "print only the summary line", MSP_BIND(TRUE, &msp_aa.quiet)),
+    MSP_OPT('h', "help", NULL, "this help"),
+    {.id = 0},
 };
 
 static const msp_cmd_doc_t msp_apc_doc = {
@@ -134,10 +148,10 @@ int msp_cmd_acc_check(msp_cli_ctx_t *ctx, int argc, char **argv)
 {
     char **av = msp_acc_argv(argc, argv);
     const char **refs = calloc((size_t)argc + 1, sizeof *refs);
-    const char *dump = NULL, *out_dir = ".";
+    msp_aa = (msp_acc_args_t){.out_dir = ".", .quiet = ctx->verbosity == 0};
     size_t nrefs = 0;
     long workers = 0, show = 20;
-    int quiet = ctx->verbosity == 0, rc = MSP_EXIT_OK, c;
+    int rc = MSP_EXIT_OK, c;
     msp_acc_opts_t opts;
     memset(&opts, 0, sizeof opts);
     if (!av || !refs) {
@@ -148,19 +162,9 @@ int msp_cmd_acc_check(msp_cli_ctx_t *ctx, int argc, char **argv)
     }
     while ((c = msp_opt_next(&msp_acc_doc, argc, av)) != -1) {
         switch (c) {
-        case 'd':
-        case MSP_OPT_API_INFO:
-            dump = optarg;
-            break;
-        case 'o':
-            out_dir = optarg;
-            break;
         case 'n':
             if ((rc = msp_acc_whole(&msp_acc_doc, "--workers", optarg, 1, 64, &workers)))
                 goto done;
-            break;
-        case MSP_OPT_PYTHON:
-            opts.python = optarg;
             break;
         case MSP_OPT_REFERENCE:
             if (!strchr(optarg, '=') || optarg[0] == '=' || !strchr(strchr(optarg, '=') + 1, '.')) {
@@ -174,9 +178,6 @@ int msp_cmd_acc_check(msp_cli_ctx_t *ctx, int argc, char **argv)
             if ((rc = msp_acc_whole(&msp_acc_doc, "--show", optarg, 0, 1000000, &show)))
                 goto done;
             break;
-        case 'q':
-            quiet = 1;
-            break;
         case 'h':
             msp_cmd_help(&msp_acc_doc, stdout);
             goto done;
@@ -185,6 +186,9 @@ int msp_cmd_acc_check(msp_cli_ctx_t *ctx, int argc, char **argv)
             goto done;
         }
     }
+    const char *dump = msp_aa.dump, *out_dir = msp_aa.out_dir;
+    int quiet = msp_aa.quiet;
+    opts.python = msp_aa.python;
     if (optind < argc) {
         rc = msp_cmd_usage_error(&msp_acc_doc, "unexpected argument '%s'", av[optind]);
         goto done;
@@ -253,26 +257,14 @@ done:
 int msp_cmd_api_precision_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
 {
     char **av = msp_acc_argv(argc, argv);
-    const char *npu = NULL, *gpu = NULL, *out_dir = ".";
-    int quiet = ctx->verbosity == 0, rc = MSP_EXIT_OK, c;
+    msp_aa = (msp_acc_args_t){.out_dir = ".", .quiet = ctx->verbosity == 0};
+    int rc = MSP_EXIT_OK, c;
     if (!av) {
         msp_errorf("api_precision_compare: out of memory");
         return MSP_EXIT_USAGE;
     }
     while ((c = msp_opt_next(&msp_apc_doc, argc, av)) != -1) {
         switch (c) {
-        case MSP_OPT_NPU:
-            npu = optarg;
-            break;
-        case MSP_OPT_GPU:
-            gpu = optarg;
-            break;
-        case 'o':
-            out_dir = optarg;
-            break;
-        case 'q':
-            quiet = 1;
-            break;
         case 'h':
             msp_cmd_help(&msp_apc_doc, stdout);
             goto done;
@@ -281,6 +273,8 @@ int msp_cmd_api_precision_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
             goto done;
         }
     }
+    const char *npu = msp_aa.npu, *gpu = msp_aa.gpu, *out_dir = msp_aa.out_dir;
+    int quiet = msp_aa.quiet;
     if (optind < argc) {
         rc = msp_cmd_usage_error(&msp_apc_doc, "unexpected argument '%s'", av[optind]);
         goto done;

@@ -41,35 +41,64 @@ enum {
     MSP_OPT_NO_HTML,
 };
 
+/* The options as parsed: those that are only stored are bound to their field
+ * in the table below; the others are checked in msp_compare_main's switch. */
+typedef struct msp_compare_args {
+    const char *bench, *cmp, *out_dir;
+    int csv, html, quiet, print_log;
+    msp_compare_opts_t opts;
+} msp_compare_args_t;
+static msp_compare_args_t msp_ca;
+
 static const msp_opt_t msp_compare_opts[] = {
-    {'b', "bench", "PATH", "dump of the trusted run (bench side)"},
-    {'c', "compare", "PATH", "dump of the run under suspicion (compare side)"},
-    {'o', "output", "DIR", "report directory (default ./compare_result)"},
-    {'l', "level", "LEVEL", "records to compare: api, module or all (default all)"},
-    {MSP_OPT_FUZZY, "fuzzy", NULL, "match records by order, name without call index and shapes"},
-    {MSP_OPT_MAPPING, "mapping", "FILE", "extra pairs, one \"bench_record cmp_record\" per line,\n"
-                                         "or msprobe's data_mapping.yaml (\"npu_tensor: bench_tensor\")"},
-    {MSP_OPT_CELL_MAPPING, "cell-mapping", "FILE", "msprobe's cell_mapping.yaml: compare-side module\n"
-                                                   "names renamed to the bench's before matching"},
-    {MSP_OPT_CSV, "csv", NULL, "also write OUT/result.csv"},
-    {MSP_OPT_NO_HTML, "no-html", NULL, "do not write OUT/result.html (the charts page)"},
-    {MSP_OPT_THREADS, "threads", "N", "worker threads (default: all cores)"},
-    {MSP_OPT_COS_WARN, "cos-warn", "X", "verdict No if Cosine < X and MaxAbsErr > --abs-warn (0.99)"},
-    {MSP_OPT_ABS_WARN, "abs-warn", "X", "(0.001)"},
-    {MSP_OPT_COS_FAIL, "cos-fail", "X", "verdict No if Cosine < X (0.9)"},
-    {MSP_OPT_ABS_FAIL, "abs-fail", "X", "verdict No if MaxAbsErr > X (1)"},
-    {MSP_OPT_STATS_WARN, "stats-warn", "X", "statistics dumps: Warning if a relative difference > X (0.5)"},
-    {MSP_OPT_TOP, "top", "N", "suspects listed and marked in the report (default 5)"},
-    {MSP_OPT_REPLAY, "replay", "MODE", "re-run records on the CPU to settle the culprit: auto "
-     "(records whose outputs differ, most suspicious first), all, or off (default auto)"},
-    {MSP_OPT_REPLAY_BUDGET, "replay-budget", "SEC", "wall-time budget of replay in seconds, 0 "
-     "for none (default 60)"},
-    {MSP_OPT_PRINT_LOG, "print-log", NULL, "also print one line per compared tensor"},
-    {MSP_OPT_INPUT_JSON, "input-json", "FILE", "bench and compare dumps from msprobe 8.x's compare.json"},
-    {MSP_OPT_MODE, "mode", "MODE", "msprobe 26's -m: only \"auto\" (what compare does)"},
-    {'q', "quiet", NULL, "print only the root-cause line"},
-    {'h', "help", NULL, "this help"},
-    {0, NULL, NULL, NULL},
+    MSP_OPT('b', "bench", "PATH", "dump of the trusted run (bench side)",
+            MSP_BIND(STRING, &msp_ca.bench)),
+    MSP_OPT('c', "compare", "PATH", "dump of the run under suspicion (compare side)",
+            MSP_BIND(STRING, &msp_ca.cmp)),
+    MSP_OPT('o', "output", "DIR", "report directory (default ./compare_result)",
+            MSP_BIND(STRING, &msp_ca.out_dir)),
+    MSP_OPT('l', "level", "LEVEL", "records to compare: api, module or all (default all)"),
+    MSP_OPT(MSP_OPT_FUZZY, "fuzzy", NULL,
+            "match records by order, name without call index and shapes",
+            MSP_BIND(TRUE, &msp_ca.opts.fuzzy)),
+    MSP_OPT(MSP_OPT_MAPPING, "mapping", "FILE",
+            "extra pairs, one \"bench_record cmp_record\" per line,\n"
+            "or msprobe's data_mapping.yaml (\"npu_tensor: bench_tensor\")",
+            MSP_BIND(STRING, &msp_ca.opts.mapping_path)),
+    MSP_OPT(MSP_OPT_CELL_MAPPING, "cell-mapping", "FILE",
+            "msprobe's cell_mapping.yaml: compare-side module\n"
+            "names renamed to the bench's before matching",
+            MSP_BIND(STRING, &msp_ca.opts.cell_mapping_path)),
+    MSP_OPT(MSP_OPT_CSV, "csv", NULL, "also write OUT/result.csv", MSP_BIND(TRUE, &msp_ca.csv)),
+    MSP_OPT(MSP_OPT_NO_HTML, "no-html", NULL, "do not write OUT/result.html (the charts page)",
+            MSP_BIND(FALSE, &msp_ca.html)),
+    MSP_OPT(MSP_OPT_THREADS, "threads", "N", "worker threads (default: all cores)"),
+    MSP_OPT(MSP_OPT_COS_WARN, "cos-warn", "X",
+            "verdict No if Cosine < X and MaxAbsErr > --abs-warn (0.99)",
+            MSP_BIND(DOUBLE, &msp_ca.opts.cos_warn)),
+    MSP_OPT(MSP_OPT_ABS_WARN, "abs-warn", "X", "(0.001)", MSP_BIND(DOUBLE, &msp_ca.opts.abs_warn)),
+    MSP_OPT(MSP_OPT_COS_FAIL, "cos-fail", "X", "verdict No if Cosine < X (0.9)",
+            MSP_BIND(DOUBLE, &msp_ca.opts.cos_fail)),
+    MSP_OPT(MSP_OPT_ABS_FAIL, "abs-fail", "X", "verdict No if MaxAbsErr > X (1)",
+            MSP_BIND(DOUBLE, &msp_ca.opts.abs_fail)),
+    MSP_OPT(MSP_OPT_STATS_WARN, "stats-warn", "X",
+            "statistics dumps: Warning if a relative difference > X (0.5)",
+            MSP_BIND(DOUBLE, &msp_ca.opts.stats_warn)),
+    MSP_OPT(MSP_OPT_TOP, "top", "N", "suspects listed and marked in the report (default 5)"),
+    MSP_OPT(MSP_OPT_REPLAY, "replay", "MODE",
+            "re-run records on the CPU to settle the culprit: auto "
+            "(records whose outputs differ, most suspicious first), all, or off (default auto)"),
+    MSP_OPT(MSP_OPT_REPLAY_BUDGET, "replay-budget", "SEC",
+            "wall-time budget of replay in seconds, 0 "
+            "for none (default 60)"),
+    MSP_OPT(MSP_OPT_PRINT_LOG, "print-log", NULL, "also print one line per compared tensor",
+            MSP_BIND(TRUE, &msp_ca.print_log)),
+    MSP_OPT(MSP_OPT_INPUT_JSON, "input-json", "FILE",
+            "bench and compare dumps from msprobe 8.x's compare.json"),
+    MSP_OPT(MSP_OPT_MODE, "mode", "MODE", "msprobe 26's -m: only \"auto\" (what compare does)"),
+    MSP_OPT('q', "quiet", NULL, "print only the root-cause line", MSP_BIND(TRUE, &msp_ca.quiet)),
+    MSP_OPT('h', "help", NULL, "this help"),
+    {.id = 0},
 };
 
 static const msp_cmd_doc_t msp_compare_doc = {
@@ -347,44 +376,22 @@ int msp_cmd_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
 
 static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
 {
-    msp_compare_opts_t opts;
-    msp_compare_opts_default(&opts);
-    const char *bench = NULL, *cmp = NULL, *out_dir = "./compare_result";
-    int csv = 0, html = 1, quiet = ctx->verbosity == 0, print_log = 0;
+    msp_ca = (msp_compare_args_t){.out_dir = "./compare_result", .html = 1,
+                                  .quiet = ctx->verbosity == 0};
+    msp_compare_opts_default(&msp_ca.opts);
 
     int c, rc;
     while ((c = msp_opt_next(&msp_compare_doc, argc, argv)) != -1) {
         switch (c) {
-        case 'b':
-            bench = optarg;
-            break;
-        case 'c':
-            cmp = optarg;
-            break;
-        case 'o':
-            out_dir = optarg;
-            break;
         case 'l':
             if (strcmp(optarg, "api") == 0)
-                opts.level = MSP_LEVEL_API;
+                msp_ca.opts.level = MSP_LEVEL_API;
             else if (strcmp(optarg, "module") == 0)
-                opts.level = MSP_LEVEL_MODULE;
+                msp_ca.opts.level = MSP_LEVEL_MODULE;
             else if (strcmp(optarg, "all") == 0)
-                opts.level = MSP_LEVEL_ALL;
+                msp_ca.opts.level = MSP_LEVEL_ALL;
             else
                 return msp_compare_usage_error("-l: '%s' is not api, module or all", optarg);
-            break;
-        case MSP_OPT_FUZZY:
-            opts.fuzzy = 1;
-            break;
-        case MSP_OPT_MAPPING:
-            opts.mapping_path = optarg;
-            break;
-        case MSP_OPT_CSV:
-            csv = 1;
-            break;
-        case MSP_OPT_NO_HTML:
-            html = 0;
             break;
         case MSP_OPT_THREADS: {
             char *end = NULL;
@@ -393,75 +400,47 @@ static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
             if (end == optarg || *end || errno || n < 1 || n > 4096)
                 return msp_compare_usage_error("--threads: '%s' is not a whole number from 1 to 4096",
                                                optarg);
-            opts.threads = (int)n;
+            msp_ca.opts.threads = (int)n;
             break;
         }
-        case MSP_OPT_COS_WARN:
-            if ((rc = msp_parse_double("--cos-warn", optarg, &opts.cos_warn)))
-                return rc;
-            break;
-        case MSP_OPT_ABS_WARN:
-            if ((rc = msp_parse_double("--abs-warn", optarg, &opts.abs_warn)))
-                return rc;
-            break;
-        case MSP_OPT_COS_FAIL:
-            if ((rc = msp_parse_double("--cos-fail", optarg, &opts.cos_fail)))
-                return rc;
-            break;
-        case MSP_OPT_ABS_FAIL:
-            if ((rc = msp_parse_double("--abs-fail", optarg, &opts.abs_fail)))
-                return rc;
-            break;
-        case MSP_OPT_STATS_WARN:
-            if ((rc = msp_parse_double("--stats-warn", optarg, &opts.stats_warn)))
-                return rc;
-            break;
         case MSP_OPT_TOP: {
             char *end = NULL;
             long n = strtol(optarg, &end, 10);
             if (!*optarg || *end || n < 1 || n > 100000)
                 return msp_compare_usage_error("--top: '%s' is not a whole number from 1 to 100000",
                                                optarg);
-            opts.top = (int)n;
+            msp_ca.opts.top = (int)n;
             break;
         }
         case MSP_OPT_REPLAY:
             if (strcmp(optarg, "auto") == 0)
-                opts.replay = MSP_REPLAY_AUTO;
+                msp_ca.opts.replay = MSP_REPLAY_AUTO;
             else if (strcmp(optarg, "off") == 0)
-                opts.replay = MSP_REPLAY_OFF;
+                msp_ca.opts.replay = MSP_REPLAY_OFF;
             else if (strcmp(optarg, "all") == 0)
-                opts.replay = MSP_REPLAY_ALL;
+                msp_ca.opts.replay = MSP_REPLAY_ALL;
             else
                 return msp_compare_usage_error("--replay: '%s' is not auto, all or off", optarg);
             break;
         case MSP_OPT_REPLAY_BUDGET:
-            if ((rc = msp_parse_double("--replay-budget", optarg, &opts.replay_budget)))
+            if ((rc = msp_parse_double("--replay-budget", optarg, &msp_ca.opts.replay_budget)))
                 return rc;
-            if (opts.replay_budget < 0)
+            if (msp_ca.opts.replay_budget < 0)
                 return msp_compare_usage_error("--replay-budget: '%s' is negative", optarg);
-            break;
-        case MSP_OPT_CELL_MAPPING:
-            opts.cell_mapping_path = optarg;
-            break;
-        case MSP_OPT_PRINT_LOG:
-            print_log = 1;
             break;
         case MSP_OPT_INPUT_JSON:
             free(msp_json_bench);
             free(msp_json_cmp);
-            if ((rc = msp_compare_input_json(optarg, &msp_json_bench, &msp_json_cmp, &print_log)))
+            if ((rc = msp_compare_input_json(optarg, &msp_json_bench, &msp_json_cmp,
+                                             &msp_ca.print_log)))
                 return rc;
-            bench = bench ? bench : msp_json_bench;
-            cmp = cmp ? cmp : msp_json_cmp;
+            msp_ca.bench = msp_ca.bench ? msp_ca.bench : msp_json_bench;
+            msp_ca.cmp = msp_ca.cmp ? msp_ca.cmp : msp_json_cmp;
             break;
         case MSP_OPT_MODE:
             if (strcmp(optarg, "auto") != 0)
                 return msp_compare_usage_error("--mode: '%s' is not supported: only 'auto' (two "
                                                "PyTorch dumps)", optarg);
-            break;
-        case 'q':
-            quiet = 1;
             break;
         case 'h':
             msp_cmd_help(&msp_compare_doc, stdout);
@@ -470,6 +449,9 @@ static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
             return MSP_EXIT_USAGE;
         }
     }
+    msp_compare_opts_t opts = msp_ca.opts;
+    const char *bench = msp_ca.bench, *cmp = msp_ca.cmp, *out_dir = msp_ca.out_dir;
+    int csv = msp_ca.csv, html = msp_ca.html, quiet = msp_ca.quiet, print_log = msp_ca.print_log;
     if (optind < argc)
         return msp_compare_usage_error("unexpected argument '%s'", argv[optind]);
     if (!bench || !cmp)

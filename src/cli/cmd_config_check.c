@@ -13,20 +13,32 @@
 
 enum { MSP_OPT_ENV_KEYS = 256, MSP_OPT_MAX_MEMBER, MSP_OPT_ALIASES, MSP_OPT_NO_HTML };
 
+/* The options as parsed (bound in the table below). */
+typedef struct msp_check_args {
+    int do_static, html;
+    const char *bench, *out;
+    msp_cc_options_t opt;
+} msp_check_args_t;
+static msp_check_args_t msp_ka;
+
 static const msp_opt_t msp_cc_opts[] = {
-    {'d', "static", NULL, "pack env and pip of the current environment\n"
-                          "(Python: $MSPROBE_PYTHON, default /usr/bin/python3)"},
-    {'c', "compare", "BENCH CMP", "compare two packs into OUTDIR/result.xlsx"},
-    {'o', "output", "PATH", "the pack (-d, default ./config_check_pack.zip) or the\n"
-                            "report directory (-c, default .)"},
-    {MSP_OPT_ENV_KEYS, "env-keys", "SPEC", "env keys compared: K1,K2,PREFIX_* or a file of keys,\n"
-                                           "one a line; \"*\" compares every key"},
-    {MSP_OPT_ALIASES, "aliases", "FILE", "more hyperparameter spellings: JSON\n"
-                                         "{\"canonical\": [\"alias\", ...]}"},
-    {MSP_OPT_MAX_MEMBER, "max-member-mib", "N", "refuse packs whose members exceed N MiB, alone or together (default 64)"},
-    {MSP_OPT_NO_HTML, "no-html", NULL, "-c: do not write OUTDIR/result.html (the report page)"},
-    {'h', "help", NULL, "this help"},
-    {0, NULL, NULL, NULL},
+    MSP_OPT('d', "static", NULL, "pack env and pip of the current environment\n"
+            "(Python: $MSPROBE_PYTHON, default /usr/bin/python3)", MSP_BIND(TRUE, &msp_ka.do_static)),
+    MSP_OPT('c', "compare", "BENCH CMP", "compare two packs into OUTDIR/result.xlsx",
+            MSP_BIND(STRING, &msp_ka.bench)),
+    MSP_OPT('o', "output", "PATH", "the pack (-d, default ./config_check_pack.zip) or the\n"
+            "report directory (-c, default .)", MSP_BIND(STRING, &msp_ka.out)),
+    MSP_OPT(MSP_OPT_ENV_KEYS, "env-keys", "SPEC",
+            "env keys compared: K1,K2,PREFIX_* or a file of keys,\n"
+            "one a line; \"*\" compares every key", MSP_BIND(STRING, &msp_ka.opt.env_keys)),
+    MSP_OPT(MSP_OPT_ALIASES, "aliases", "FILE", "more hyperparameter spellings: JSON\n"
+            "{\"canonical\": [\"alias\", ...]}", MSP_BIND(STRING, &msp_ka.opt.aliases_file)),
+    MSP_OPT(MSP_OPT_MAX_MEMBER, "max-member-mib", "N",
+            "refuse packs whose members exceed N MiB, alone or together (default 64)"),
+    MSP_OPT(MSP_OPT_NO_HTML, "no-html", NULL,
+            "-c: do not write OUTDIR/result.html (the report page)", MSP_BIND(FALSE, &msp_ka.html)),
+    MSP_OPT('h', "help", NULL, "this help"),
+    {.id = 0},
 };
 
 static const msp_cmd_doc_t msp_cc_doc = {
@@ -109,30 +121,10 @@ static int msp_cc_cli_compare(const msp_cli_ctx_t *ctx, const char *bench, const
 
 int msp_cmd_config_check(msp_cli_ctx_t *ctx, int argc, char **argv)
 {
-    int do_static = 0, html = 1;
-    const char *bench = NULL, *out = NULL;
-    msp_cc_options_t opt = {0};
+    msp_ka = (msp_check_args_t){.html = 1};
     int c;
     while ((c = msp_opt_next(&msp_cc_doc, argc, argv)) != -1) {
         switch (c) {
-        case 'd':
-            do_static = 1;
-            break;
-        case 'c':
-            bench = optarg;
-            break;
-        case 'o':
-            out = optarg;
-            break;
-        case MSP_OPT_ENV_KEYS:
-            opt.env_keys = optarg;
-            break;
-        case MSP_OPT_ALIASES:
-            opt.aliases_file = optarg;
-            break;
-        case MSP_OPT_NO_HTML:
-            html = 0;
-            break;
         case MSP_OPT_MAX_MEMBER: {
             char *end = NULL;
             unsigned long long mib = strtoull(optarg, &end, 10);
@@ -141,7 +133,7 @@ int msp_cmd_config_check(msp_cli_ctx_t *ctx, int argc, char **argv)
                            optarg);
                 return MSP_EXIT_USAGE;
             }
-            opt.max_member_bytes = (size_t)(mib << 20);
+            msp_ka.opt.max_member_bytes = (size_t)(mib << 20);
             break;
         }
         case 'h':
@@ -151,6 +143,9 @@ int msp_cmd_config_check(msp_cli_ctx_t *ctx, int argc, char **argv)
             return MSP_EXIT_USAGE;
         }
     }
+    int do_static = msp_ka.do_static, html = msp_ka.html;
+    const char *bench = msp_ka.bench, *out = msp_ka.out;
+    msp_cc_options_t opt = msp_ka.opt;
     if (do_static == !!bench) {
         msp_errorf("config_check: give exactly one of -d (pack this environment) or -c BENCH.zip CMP.zip");
         return MSP_EXIT_USAGE;

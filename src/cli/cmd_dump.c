@@ -19,11 +19,21 @@
 #define MSP_EXIT_NOEXEC 126
 #define MSP_EXIT_NOTFOUND 127
 
+/* The options as parsed (bound in the table below). */
+static struct {
+    const char *config;
+    int list_apis;
+} msp_da;
+
 static const msp_opt_t msp_dump_opts[] = {
-    {'c', "config", "FILE", "msprobe.json to use (default: $MSPROBE_PATH,\nelse ./msprobe.json)"},
-    {256, "list-apis", NULL, "print the APIs the shim dumps under this torch\n(runs PYTHON, default python3, with the shim)"},
-    {'h', "help", NULL, "this help"},
-    {0, NULL, NULL, NULL},
+    MSP_OPT('c', "config", "FILE",
+            "msprobe.json to use (default: $MSPROBE_PATH,\nelse ./msprobe.json)",
+            MSP_BIND(STRING, &msp_da.config)),
+    MSP_OPT(256, "list-apis", NULL,
+            "print the APIs the shim dumps under this torch\n(runs PYTHON, default python3, with the shim)",
+            MSP_BIND(TRUE, &msp_da.list_apis)),
+    MSP_OPT('h', "help", NULL, "this help"),
+    {.id = 0},
 };
 
 static const msp_cmd_doc_t msp_dump_doc = {
@@ -280,28 +290,23 @@ cleanup:
 
 int msp_cmd_dump(msp_cli_ctx_t *ctx, int argc, char **argv)
 {
-    int list_apis = 0;
-    const char *opt_config = NULL;
+    msp_da.config = NULL;
+    msp_da.list_apis = 0;
     char *cfgpath = NULL, *abscfg = NULL, *lib = NULL, *preload = NULL;
     msp_config_t cfg = {0};
     int ex = MSP_EXIT_USAGE, c;
 
     while ((c = msp_opt_next(&msp_dump_doc, argc, argv)) != -1) {
         switch (c) {
-        case 'c':
-            opt_config = optarg;
-            break;
         case 'h':
             msp_cmd_help(&msp_dump_doc, stdout);
             return MSP_EXIT_OK;
-        case 256:
-            list_apis = 1;
-            break;
         default:
             return MSP_EXIT_USAGE;
         }
     }
-    if (list_apis)
+    const char *opt_config = msp_da.config;
+    if (msp_da.list_apis)
         return msp_dump_list_apis(argv + optind);
     if (optind >= argc) {
         msp_errorf("dump: no command to run (e.g. msprobe dump -- python train.py)");

@@ -6,11 +6,19 @@
 #include <getopt.h>
 #include <stdio.h>
 
+/* The options as parsed (bound in the table below). */
+static struct {
+    const char *out;
+    int npy;
+} msp_ea;
+
 static const msp_opt_t msp_export_opts[] = {
-    {'o', "output", "DIR", "where msprobe's layout is written (required)"},
-    {256, "npy", NULL, "tensor files as numpy .npy instead of torch .pt"},
-    {'h', "help", NULL, "this help"},
-    {0, NULL, NULL, NULL},
+    MSP_OPT('o', "output", "DIR", "where msprobe's layout is written (required)",
+            MSP_BIND(STRING, &msp_ea.out)),
+    MSP_OPT(256, "npy", NULL, "tensor files as numpy .npy instead of torch .pt",
+            MSP_BIND(TRUE, &msp_ea.npy)),
+    MSP_OPT('h', "help", NULL, "this help"),
+    {.id = 0},
 };
 
 static const msp_cmd_doc_t msp_export_doc = {
@@ -30,16 +38,11 @@ static const msp_cmd_doc_t msp_export_doc = {
 
 int msp_cmd_export(msp_cli_ctx_t *ctx, int argc, char **argv)
 {
-    const char *out = NULL;
-    int npy = 0, c;
+    msp_ea.out = NULL;
+    msp_ea.npy = 0;
+    int c;
     while ((c = msp_opt_next(&msp_export_doc, argc, argv)) != -1) {
         switch (c) {
-        case 'o':
-            out = optarg;
-            break;
-        case 256:
-            npy = 1;
-            break;
         case 'h':
             msp_cmd_help(&msp_export_doc, stdout);
             return MSP_EXIT_OK;
@@ -47,6 +50,8 @@ int msp_cmd_export(msp_cli_ctx_t *ctx, int argc, char **argv)
             return MSP_EXIT_USAGE;
         }
     }
+    const char *out = msp_ea.out;
+    int npy = msp_ea.npy;
     if (optind != argc - 1)
         return msp_cmd_usage_error(&msp_export_doc, "expected exactly one DUMP");
     if (!out)

@@ -13,8 +13,8 @@
 #include <sys/stat.h>
 
 static const msp_opt_t msp_ls_opts[] = {
-    {'h', "help", NULL, "this help"},
-    {0, NULL, NULL, NULL},
+    MSP_OPT('h', "help", NULL, "this help"),
+    {.id = 0},
 };
 
 static const msp_cmd_doc_t msp_ls_doc = {

@@ -11,14 +11,21 @@
 
 enum { MSP_OPT_CONFIG_PATH = 256 };
 
+/* The options as parsed (bound in the table below). */
+static struct {
+    const char *in, *out, *config;
+} msp_ma;
+
 static const msp_opt_t msp_merge_opts[] = {
-    {'i', "input_dir", "DIR", "directory of compare results: msprobe's per-rank\n"
-     "workbooks, or what msprobe compare wrote"},
-    {'o', "output_dir", "DIR", "where multi_ranks_compare_merge.xlsx goes"},
-    {MSP_OPT_CONFIG_PATH, "config-path", "FILE", "YAML naming the APIs (api) and the\n"
-     "metrics (compare_index) to merge; -config FILE\nas msprobe spells it works too"},
-    {'h', "help", NULL, "this help"},
-    {0, NULL, NULL, NULL},
+    MSP_OPT('i', "input_dir", "DIR", "directory of compare results: msprobe's per-rank\n"
+            "workbooks, or what msprobe compare wrote", MSP_BIND(STRING, &msp_ma.in)),
+    MSP_OPT('o', "output_dir", "DIR", "where multi_ranks_compare_merge.xlsx goes",
+            MSP_BIND(STRING, &msp_ma.out)),
+    MSP_OPT(MSP_OPT_CONFIG_PATH, "config-path", "FILE", "YAML naming the APIs (api) and the\n"
+            "metrics (compare_index) to merge; -config FILE\nas msprobe spells it works too",
+            MSP_BIND(STRING, &msp_ma.config)),
+    MSP_OPT('h', "help", NULL, "this help"),
+    {.id = 0},
 };
 
 static const msp_cmd_doc_t msp_merge_doc = {
@@ -36,7 +43,7 @@ static const msp_cmd_doc_t msp_merge_doc = {
 
 int msp_cmd_merge_result(msp_cli_ctx_t *ctx, int argc, char **argv)
 {
-    const char *in = NULL, *out = NULL, *config = NULL;
+    msp_ma.in = msp_ma.out = msp_ma.config = NULL;
     /* msprobe spells the config option "-config": take it as --config-path */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--"))
@@ -47,15 +54,6 @@ int msp_cmd_merge_result(msp_cli_ctx_t *ctx, int argc, char **argv)
     int c;
     while ((c = msp_opt_next(&msp_merge_doc, argc, argv)) != -1) {
         switch (c) {
-        case 'i':
-            in = optarg;
-            break;
-        case 'o':
-            out = optarg;
-            break;
-        case MSP_OPT_CONFIG_PATH:
-            config = optarg;
-            break;
         case 'h':
             msp_cmd_help(&msp_merge_doc, stdout);
             return MSP_EXIT_OK;
@@ -63,6 +61,7 @@ int msp_cmd_merge_result(msp_cli_ctx_t *ctx, int argc, char **argv)
             return MSP_EXIT_USAGE;
         }
     }
+    const char *in = msp_ma.in, *out = msp_ma.out, *config = msp_ma.config;
     if (optind < argc)
         return msp_cmd_usage_error(&msp_merge_doc, "unexpected argument '%s'", argv[optind]);
     if (!in || !out || !config)

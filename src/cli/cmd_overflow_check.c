@@ -18,15 +18,26 @@
 
 enum { MSP_OPT_STEPS = 256 };
 
+/* The options as parsed (bound in the table below). */
+static struct {
+    const char *in, *out_dir, *steps_text;
+    int quiet;
+} msp_oa;
+
 static const msp_opt_t msp_ovf_opts[] = {
-    {'i', "input_path", "PATH", "dump to scan: a dump root, a step or rank directory, or a dump\n"
-                                "file; ours (dump.h5) or msprobe's (dump.json)"},
-    {'o', "output_path", "DIR", "where anomaly_analyze_{timestamp}.json goes (default ./output)"},
-    {MSP_OPT_STEPS, "steps", "STEPS", "steps of a dump root to scan, \"0-9\", \"3|5\" or \"all\"\n"
-                                      "(default all); the first step with an origin is named"},
-    {'q', "quiet", NULL, "print only the origin line"},
-    {'h', "help", NULL, "this help"},
-    {0, NULL, NULL, NULL},
+    MSP_OPT('i', "input_path", "PATH",
+            "dump to scan: a dump root, a step or rank directory, or a dump\n"
+            "file; ours (dump.h5) or msprobe's (dump.json)", MSP_BIND(STRING, &msp_oa.in)),
+    MSP_OPT('o', "output_path", "DIR",
+            "where anomaly_analyze_{timestamp}.json goes (default ./output)",
+            MSP_BIND(STRING, &msp_oa.out_dir)),
+    MSP_OPT(MSP_OPT_STEPS, "steps", "STEPS",
+            "steps of a dump root to scan, \"0-9\", \"3|5\" or \"all\"\n"
+            "(default all); the first step with an origin is named",
+            MSP_BIND(STRING, &msp_oa.steps_text)),
+    MSP_OPT('q', "quiet", NULL, "print only the origin line", MSP_BIND(TRUE, &msp_oa.quiet)),
+    MSP_OPT('h', "help", NULL, "this help"),
+    {.id = 0},
 };
 
 static const msp_cmd_doc_t msp_ovf_doc = {
@@ -72,23 +83,12 @@ static void msp_ovf_print(const msp_overflow_result_t *res, const char *report, 
 
 int msp_cmd_overflow_check(msp_cli_ctx_t *ctx, int argc, char **argv)
 {
-    const char *in = NULL, *out_dir = "./output", *steps_text = NULL;
-    int quiet = ctx->verbosity == 0;
+    msp_oa.in = msp_oa.steps_text = NULL;
+    msp_oa.out_dir = "./output";
+    msp_oa.quiet = ctx->verbosity == 0;
     int c;
     while ((c = msp_opt_next(&msp_ovf_doc, argc, argv)) != -1) {
         switch (c) {
-        case 'i':
-            in = optarg;
-            break;
-        case 'o':
-            out_dir = optarg;
-            break;
-        case MSP_OPT_STEPS:
-            steps_text = optarg;
-            break;
-        case 'q':
-            quiet = 1;
-            break;
         case 'h':
             msp_cmd_help(&msp_ovf_doc, stdout);
             return MSP_EXIT_OK;
@@ -96,6 +96,8 @@ int msp_cmd_overflow_check(msp_cli_ctx_t *ctx, int argc, char **argv)
             return MSP_EXIT_USAGE;
         }
     }
+    const char *in = msp_oa.in, *out_dir = msp_oa.out_dir, *steps_text = msp_oa.steps_text;
+    int quiet = msp_oa.quiet;
     if (optind < argc)
         return msp_cmd_usage_error(&msp_ovf_doc, "unexpected argument '%s'", argv[optind]);
     if (!in)

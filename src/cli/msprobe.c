@@ -27,12 +27,12 @@ static const struct msp_command msp_commands[] = {
 };
 
 static const msp_opt_t msp_global_opts[] = {
-    {'f', "framework", "NAME", "framework of the dumps; only \"pytorch\" (default)"},
-    {'v', "verbose", NULL, "more messages (repeat for debug)"},
-    {'q', "quiet", NULL, "errors only"},
-    {'h', "help", NULL, "this help; \"msprobe <command> --help\" for a command"},
-    {'V', "version", NULL, "print the version"},
-    {0, NULL, NULL, NULL},
+    MSP_OPT('f', "framework", "NAME", "framework of the dumps; only \"pytorch\" (default)"),
+    MSP_OPT('v', "verbose", NULL, "more messages (repeat for debug)"),
+    MSP_OPT('q', "quiet", NULL, "errors only"),
+    MSP_OPT('h', "help", NULL, "this help; \"msprobe <command> --help\" for a command"),
+    MSP_OPT('V', "version", NULL, "print the version"),
+    {.id = 0},
 };
 
 static const msp_cmd_doc_t msp_global_doc = {
