@@ -81,9 +81,6 @@ typedef struct msp_shim {
     int64_t step;
     int dumping;              /* the current step is in dump_iter and dump is configured */
     int64_t order;            /* records made in this step */
-    int64_t rank, world_size;
-    int rank_final;
-    int64_t rank_step;        /* step for which rank was last looked up */
     int cc_on;
     pid_t pid;
     /* process identity (py_proc.c) */
@@ -91,7 +88,6 @@ typedef struct msp_shim {
     int mp_child;             /* a multiprocessing spawn child: writes only once it
                                  joins a process group (torch.multiprocessing.spawn ranks) */
     int joined_group;         /* torch.distributed.init_process_group returned */
-    int opt_step_by_init;     /* Optimizer.__init__ wraps each class's step (torch < 2) */
 } msp_shim_t;
 
 extern msp_shim_t msp_g;
@@ -157,6 +153,9 @@ int msp_proc_may_write(void);
 /* torch, for the rank (once; at step install). */
 void msp_ident_init(PyObject *torch);
 int64_t msp_current_rank(void);
+/* torch.distributed.init_process_group returned: a spawned child is a rank
+ * from now on, its rank is looked up again, and the step may be dumped. */
+void msp_ident_joined_group(void);
 /* Whether the step now starting is dumped (dump_iter, and this process may write). */
 int msp_step_wanted(int64_t step);
 

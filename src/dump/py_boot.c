@@ -150,7 +150,6 @@ int msp_py_boot(void)
 {
     msp_shim_log_init();
     msp_g.pid = getpid();
-    msp_g.rank_step = -1;
     const char *env = getenv("MSPROBE_PATH");
     const char *path = (env && *env) ? env : (access("msprobe.json", F_OK) == 0 ? "msprobe.json"
                                                                                : NULL);

@@ -157,9 +157,7 @@ static PyObject *group_call(PyObject *orig, PyObject *args, PyObject *kw)
 {
     PyObject *out = PyObject_Call(orig, args, kw);
     if (out && !msp_g.disabled && getpid() == msp_g.pid) {
-        msp_g.joined_group = 1;
-        msp_g.rank_step = -1;
-        msp_g.dumping = msp_step_wanted(msp_g.step);
+        msp_ident_joined_group();
     }
     return out;
 }

@@ -13,6 +13,10 @@ int msp_proc_may_write(void)
 }
 
 static PyObject *g_torch;
+/* The rank: from the environment or torch.distributed, looked up at most once
+ * a step (g_rank_step) until known for good (g_rank_final). */
+static int64_t g_rank, g_rank_step = -1;
+static int g_rank_final;
 
 void msp_ident_init(PyObject *torch)
 {
@@ -39,18 +43,18 @@ static int env_int(const char *name, int64_t *out)
  * up at most once per step until known for good. */
 int64_t msp_current_rank(void)
 {
-    if (msp_g.rank_final || msp_g.rank_step == msp_g.step)
-        return msp_g.rank;
-    msp_g.rank_step = msp_g.step;
-    if (env_int("RANK", &msp_g.rank) || env_int("LOCAL_RANK", &msp_g.rank)) {
-        msp_g.rank_final = 1;
+    if (g_rank_final || g_rank_step == msp_g.step)
+        return g_rank;
+    g_rank_step = msp_g.step;
+    if (env_int("RANK", &g_rank) || env_int("LOCAL_RANK", &g_rank)) {
+        g_rank_final = 1;
         int64_t ws;
         if (env_int("WORLD_SIZE", &ws))
             msp_dq_set_world_size(ws);
-        return msp_g.rank;
+        return g_rank;
     }
     if (!g_torch)
-        return msp_g.rank;
+        return g_rank;
     msp_t_depth++;
     PyObject *dist = PyObject_GetAttrString(g_torch, "distributed");
     PyObject *init = dist ? PyObject_CallMethod(dist, "is_available", NULL) : NULL;
@@ -61,9 +65,9 @@ int64_t msp_current_rank(void)
             PyObject *r = PyObject_CallMethod(dist, "get_rank", NULL);
             PyObject *ws = PyObject_CallMethod(dist, "get_world_size", NULL);
             if (r && ws) {
-                msp_g.rank = PyLong_AsLongLong(r);
+                g_rank = PyLong_AsLongLong(r);
                 msp_dq_set_world_size(PyLong_AsLongLong(ws));
-                msp_g.rank_final = 1;
+                g_rank_final = 1;
             }
             Py_XDECREF(r);
             Py_XDECREF(ws);
@@ -74,7 +78,7 @@ int64_t msp_current_rank(void)
     if (PyErr_Occurred())
         PyErr_Clear();
     msp_t_depth--;
-    return msp_g.rank;
+    return g_rank;
 }
 
 int msp_step_wanted(int64_t step)
@@ -87,7 +91,7 @@ int msp_step_wanted(int64_t step)
      * so it trains at full speed. Until then records are only filtered when
      * submitted. */
     int64_t rank = msp_current_rank();
-    if (msp_g.rank_final && !msp_step_set_contains(&msp_g.cfg.ranks, rank)) {
+    if (g_rank_final && !msp_step_set_contains(&msp_g.cfg.ranks, rank)) {
         static int told;
         if (!told++)
             msp_shim_msg("rank %lld is not in the config's rank set: it dumps nothing and its "
@@ -95,4 +99,11 @@ int msp_step_wanted(int64_t step)
         return 0;
     }
     return 1;
+}
+
+void msp_ident_joined_group(void)
+{
+    msp_g.joined_group = 1;
+    g_rank_step = -1; /* its rank is torch.distributed's now */
+    msp_g.dumping = msp_step_wanted(msp_g.step);
 }

@@ -92,6 +92,8 @@ void msp_py_step(void)
     PyGILState_Release(st);
 }
 
+/* torch 1.13: Optimizer.__init__ wraps each class's step, which ends the step. */
+static int g_opt_step_by_init;
 static _Thread_local int t_trigger_depth; /* nested optimizer.step / backward calls */
 /* optimizer.step(), Tensor.backward(), autograd.backward(): a step ends when
  * the outermost of them returns. The outermost optimizer.step() is also
@@ -131,7 +133,7 @@ static PyObject *trigger_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
             msp_opt_cancel(op);
         PyErr_Restore(et, ev, etb);
     }
-    int ends = w->kind != MSP_W_OPT_STEP || msp_g.opt_step_by_init || g_end_deferred;
+    int ends = w->kind != MSP_W_OPT_STEP || g_opt_step_by_init || g_end_deferred;
     if (t_trigger_depth == 0)
         g_end_deferred = 0;
     if (out && t_trigger_depth == 0 && ends && !msp_g.disabled)
@@ -217,7 +219,7 @@ int msp_step_install(PyObject *torch)
         /* torch 1.13: subclasses define their own step, which Optimizer.__init__
          * already rewraps for the profiler; wrap each class's step there. */
         cls = PyObject_GetAttrString(m, "Optimizer");
-        msp_g.opt_step_by_init = 1;
+        g_opt_step_by_init = 1;
         rc = cls ? wrap_attr(cls, "__init__", MSP_W_OPT_INIT, 1) : -1;
         break;
     case MSP_STEP_BACKWARD:
@@ -231,7 +233,7 @@ int msp_step_install(PyObject *torch)
     }
     if (rc != 0)
         msp_py_warn_error("step", "cannot hook the end of a step; every record goes to step 0");
-    if (!msp_g.opt_step_by_init || rc != 0) {
+    if (!g_opt_step_by_init || rc != 0) {
         /* One wrapper of Optimizer.__init__ for every trigger: the "optimizer
          * created" event (config_check) and each class's step wrapped, which
          * makes the optimizer records (py_optim.c). */
