@@ -91,6 +91,15 @@ typedef struct msp_shim {
 } msp_shim_t;
 
 extern msp_shim_t msp_g;
+/* The tests' switches, read once at boot, in one place (not documented to
+ * users): MSPROBE_TEST_HOST_COPY sends CPU tensors through the accelerator
+ * copy path (py_tensor.c), MSPROBE_TEST_DEVICE_STATS through the device
+ * statistics (py_devstats.c), so both run on a machine without a GPU. */
+typedef struct msp_test_hooks {
+    int host_copy, device_stats;
+} msp_test_hooks_t;
+extern msp_test_hooks_t msp_test;
+void msp_test_hooks_init(void);
 /* Nesting depth of wrapped calls on this thread: only depth 0 is recorded, and
  * the shim raises it around its own torch calls so they are never recorded. */
 extern _Thread_local int msp_t_depth;

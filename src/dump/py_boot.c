@@ -149,6 +149,7 @@ MSP_EXPORT int msp_py_boot(void);
 int msp_py_boot(void)
 {
     msp_shim_log_init();
+    msp_test_hooks_init();
     msp_g.pid = getpid();
     const char *env = getenv("MSPROBE_PATH");
     const char *path = (env && *env) ? env : (access("msprobe.json", F_OK) == 0 ? "msprobe.json"

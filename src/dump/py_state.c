@@ -8,6 +8,13 @@ _Thread_local int msp_t_depth;
 _Thread_local int msp_t_data_depth;
 _Thread_local int msp_t_listed;
 _Thread_local int msp_t_links;
+msp_test_hooks_t msp_test;
+
+void msp_test_hooks_init(void)
+{
+    msp_test.host_copy = msp_env_flag("MSPROBE_TEST_HOST_COPY");
+    msp_test.device_stats = msp_env_flag("MSPROBE_TEST_DEVICE_STATS");
+}
 
 PyObject *msp_py_run_source(const char *src, const char *name)
 {

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 static PyObject *g_tensor_type, *g_detach, *g_view, *g_cpu, *g_to_dlpack;
-static PyObject *g_bool, *g_uint8, *g_strided, *s_requires_grad, *s_dtype, *s_layout, *s_version;
+static PyObject *g_bool, *g_uint8, *g_strided, *s_requires_grad, *s_dtype, *s_layout;
 
 /* ---- CPU tensors read without DLPack ----------------------------------------
  * A DLPack capsule costs a call that builds an ATen alias, a managed struct and
@@ -68,7 +68,6 @@ typedef struct pend {
 static _Thread_local pend_t *t_pend;
 static _Thread_local size_t t_npend, t_cappend;
 static _Thread_local int t_batch; /* nesting of msp_rec_add_* calls */
-static int g_host_copy_test;
 /* The statistics task computes a device tensor's statistics on its device
  * (accel_copy.py's stats()); MSPROBE_DEVICE_STATS=0 copies the tensor to the
  * host instead, as the other tasks do. MSPROBE_TEST_DEVICE_STATS sends CPU
@@ -207,11 +206,9 @@ int msp_tensor_init(PyObject *torch)
     s_layout = PyUnicode_InternFromString("layout");
     s_requires_grad = PyUnicode_InternFromString("requires_grad");
     s_dtype = PyUnicode_InternFromString("dtype");
-    s_version = PyUnicode_InternFromString("_version");
-    g_host_copy_test = msp_env_flag("MSPROBE_TEST_HOST_COPY");
     msp_dev_stats_init();
     g_dev_stats = msp_dev_stats_enabled(&g_dev_stats_test);
-    if (!s_version || !g_tensor_type || !g_detach || !g_view || !g_cpu || !g_to_dlpack || !g_bool || !g_uint8 ||
+    if (!g_tensor_type || !g_detach || !g_view || !g_cpu || !g_to_dlpack || !g_bool || !g_uint8 ||
         !g_strided || !s_layout || !s_requires_grad || !s_dtype)
         return -1;
     g_data_ptr = attr_path(torch, "Tensor.data_ptr");
@@ -436,7 +433,7 @@ static int int_tuple(PyObject *tup, int n, int64_t *out)
  * *v filled, or 0 (no error set) when t must take the DLPack path. */
 static int read_direct(PyObject *t, PyObject *dt, tview_t *v)
 {
-    if (!g_direct_ok || g_host_copy_test || g_dev_stats_test) /* those tests send CPU */
+    if (!g_direct_ok || msp_test.host_copy || g_dev_stats_test) /* those tests send CPU */
         return 0;                                               /* tensors the device's way */
     v->dtype = MSP_DTYPE_INVALID;
     for (size_t i = 0; i < MSP_NDTYPES; i++)
@@ -590,7 +587,7 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
         (dtp == MSP_DL_CUDA || dtp == MSP_DL_ROCM || (g_dev_stats_test && dtp == MSP_DL_CPU)) &&
         msp_dev_stats_add(r, role, d, x.dtype, x.ndim, x.shape, device, rg))
         goto links;
-    if (dtp != MSP_DL_CPU || (g_host_copy_test && !event && strcmp(device, "cpu") == 0)) {
+    if (dtp != MSP_DL_CPU || (msp_test.host_copy && !event && strcmp(device, "cpu") == 0)) {
         Py_CLEAR(cap);
         if (to_host(&d, &event) != 0)
             goto pyfail;
@@ -618,7 +615,7 @@ have_view:
     const char *src = x.src;
     /* Bytes read in place may be those of a recent copy (see recent_find). */
     int shareable = nbytes && nbytes <= MSP_RECENT_MAX && contiguous && !event &&
-                    !g_host_copy_test && d == NULL;
+                    !msp_test.host_copy && d == NULL;
     void *buf = shareable ? recent_find(src, nbytes, x.dtype) : NULL;
     int shared = buf != NULL;
     if (!buf && !(buf = msp_dq_buf_get(nbytes))) {
@@ -627,7 +624,7 @@ have_view:
     }
     /* A copy still in flight (or, under MSPROBE_TEST_HOST_COPY, any host copy):
      * its bytes are read when this call's tensors have all been asked for. */
-    int later = nbytes && contiguous && (event || g_host_copy_test) && pend_reserve() == 0;
+    int later = nbytes && contiguous && (event || msp_test.host_copy) && pend_reserve() == 0;
     if (nbytes && !later && !shared) {
         if (msp_wait_event(event) != 0)
             memset(buf, 0, nbytes);
