@@ -246,14 +246,12 @@ int msp_dq_rec_add_tensor(msp_dq_rec_t *r, const char *role, msp_dtype_t dt, int
                           int requires_grad)
 {
     if (r->nt == r->cap_t) {
-        size_t cap = r->cap_t ? 2 * r->cap_t : 4;
-        msp_dq_tensor_t *t = realloc(r->t, cap * sizeof *t);
+        msp_dq_tensor_t *t = msp_grow(r->t, &r->cap_t, r->nt, sizeof *t, 4);
         if (!t) {
             msp_dq_buf_put(data, nbytes);
             return -1;
         }
         r->t = t;
-        r->cap_t = cap;
     }
     msp_dq_tensor_t *t = &r->t[r->nt];
     memset(t, 0, sizeof *t);
@@ -280,12 +278,10 @@ int msp_dq_rec_add_tensor(msp_dq_rec_t *r, const char *role, msp_dtype_t dt, int
 int msp_dq_rec_add_attr(msp_dq_rec_t *r, const char *key, const char *value)
 {
     if (r->na == r->cap_a) {
-        size_t cap = r->cap_a ? 2 * r->cap_a : 4;
-        msp_dq_attr_t *a = realloc(r->a, cap * sizeof *a);
+        msp_dq_attr_t *a = msp_grow(r->a, &r->cap_a, r->na, sizeof *a, 4);
         if (!a)
             return -1;
         r->a = a;
-        r->cap_a = cap;
     }
     char *k = msp_dq_rec_strdup(r, key), *v = k ? msp_dq_rec_strdup(r, value) : NULL;
     if (!v)

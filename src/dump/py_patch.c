@@ -298,15 +298,9 @@ static int patch_one(PyObject *torch, const char *full, unsigned dirs, int expli
             msp_py_warn_error("patch", "cannot wrap an API; it is not dumped");
             rc = -1;
         } else if (strlen(attr) < sizeof g_patched[0].attr) {
-            if (g_npatched == g_cap_patched) {
-                size_t cap = g_cap_patched ? 2 * g_cap_patched : 256;
-                patched_t *np = realloc(g_patched, cap * sizeof *np);
-                if (np) {
-                    g_patched = np;
-                    g_cap_patched = cap;
-                }
-            }
-            if (g_npatched < g_cap_patched) {
+            patched_t *np = msp_grow(g_patched, &g_cap_patched, g_npatched, sizeof *np, 256);
+            if (np) {
+                g_patched = np;
                 patched_t *p = &g_patched[g_npatched++];
                 Py_INCREF(owner);
                 Py_INCREF(w);
