@@ -1,11 +1,12 @@
-/* msprobe.json loader: comments blanked in place (offsets kept, so an error's
- * position is the line:column of the user's file), cJSON for the tree, then a
- * strict walk where every object lists its keys, so a typo is an error rather
- * than a silently ignored setting. */
+/* msprobe.json loader: the text becomes a tree (config_json.c), then a strict
+ * walk over a table of every key a layout has, so a typo is an error rather
+ * than a silently ignored setting; each value is checked as its key's kind
+ * says (config_value.c). */
 #include "config_internal.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -19,48 +20,77 @@ const char *const msp_dump_mode_names[3] = {"api", "module", "mix"};
 const char *const msp_task_names[4] = {"tensor", "statistics", "md5", "overflow_check"};
 const char *const msp_step_trigger_names[4] = {"optimizer", "backward", "forward", "manual"};
 
+/* ---- the tables ----------------------------------------------------------- */
 
-/* Checks every member name against `keys`: unknown or repeated names are errors
- * (cJSON keeps duplicates as siblings; the later one would otherwise be ignored).
- * found[i] receives the member for keys[i], or NULL. */
-static msp_err msp_cfg_members(const msp_cfg_walk_t *w, const cJSON *obj, const char *path,
-                               const char *const *keys, size_t nkeys, const cJSON **found)
+/* What a key takes. */
+typedef enum msp_cfg_kind {
+    MSP_CFG_OBJECT, /* an object; its keys are the entries one level under its path */
+    MSP_CFG_LIST,   /* an array, stored as `count` elements of `elem_size` bytes; each
+                       element is the entry PATH[] */
+    MSP_CFG_STRING, /* a non-empty string, copied (char *) */
+    MSP_CFG_BOOL,   /* true or false (int) */
+    MSP_CFG_INT,    /* an integer from `min` to 2^53 - 1 (int64_t) */
+    MSP_CFG_ENUM,   /* one of `names`, stored as values[i], or i without values (an int,
+                       or an enum or unsigned of its size) */
+    MSP_CFG_STEPS,  /* a step set: "10|20", "5-8", "all", 7, [1, 5] (msp_step_set_t) */
+    MSP_CFG_CUSTOM  /* `set` checks the value and stores it */
+} msp_cfg_kind_t;
+
+#define MSP_CFG_REQUIRED 1u /* absent is an error: "missing (note)" */
+#define MSP_CFG_NONZERO 2u  /* INT: 0 is refused too */
+#define MSP_CFG_FILE 4u     /* STRING: a file's path, so not one ending in '/' */
+
+typedef struct msp_cfg_key msp_cfg_key_t;
+
+/* One key of a layout. A layout is one table of these; the walk reads an
+ * object's keys in the table's order, whatever the file's, so one key may
+ * depend on another read before it (overflow_nums on task). */
+struct msp_cfg_key {
+    const char *path;       /* "dump.common_dump_settings.task"; the elements of the list
+                               at P are the entry "P[]", their keys "P[].name"; the root
+                               object is "" */
+    msp_cfg_kind_t kind;
+    size_t off;             /* where the value goes: an offset into what the enclosing
+                               object fills (msp_config_t, or an element of a list) */
+    const char *what;       /* "expected WHAT, got ..." */
+    unsigned flags;         /* MSP_CFG_REQUIRED, ... */
+    int64_t min;            /* INT */
+    const char *const *names; /* ENUM, and CUSTOM entries that take a name */
+    size_t n_names;
+    const int *values;      /* ENUM: what each name stores; NULL: its index */
+    const char *note;       /* REQUIRED: why, in "missing (...)" */
+    /* the key applies only when only(config read so far) holds; where it does
+     * not, its value is checked, then refused with only_why */
+    int (*only)(const msp_config_t *cfg);
+    const char *only_why;
+    void (*init)(void *dst); /* OBJECT: when present, the defaults of what it fills */
+    size_t count;           /* LIST: offset of the element count (size_t) */
+    size_t elem_size;       /* LIST: size of one element */
+    /* CUSTOM: check it and store it in dst, what the enclosing object fills */
+    msp_err (*set)(const msp_cfg_walk_t *w, const msp_cfg_key_t *k, const cJSON *it,
+                   const char *path, void *dst);
+};
+
+/* offsetof(S, f), refused at compile time unless f has type T. */
+#define MSP_CFG_AT(S, f, T) (offsetof(S, f) + 0 * sizeof(_Generic(((S *)0)->f, T: 1)))
+/* offsetof(S, f) for an ENUM entry, refused unless f has the size of an int. */
+#define MSP_CFG_ENUM_AT(S, f) \
+    (offsetof(S, f) + 0 * sizeof(char[sizeof(((S *)0)->f) == sizeof(int) ? 1 : -1]))
+
+/* The most entries a table may have (the walk keeps one slot for each). */
+#define MSP_CFG_MAX_KEYS 64
+
+/* A path: a key's quoted name (under 80 bytes) below at most a few known keys
+ * and indexes. */
+#define MSP_CFG_PATH_MAX 320
+
+static const char msp_cfg_overflow_what[] = "a number of overflows >= 1, or -1 for no limit";
+static const char msp_cfg_overflow_only[] = "applies only to task \"overflow_check\"";
+
+static int msp_cfg_task_overflow(const msp_config_t *cfg)
 {
-    for (size_t k = 0; k < nkeys; k++)
-        found[k] = NULL;
-    for (const cJSON *m = obj->child; m; m = m->next) {
-        size_t k = 0;
-        while (k < nkeys && strcmp(m->string, keys[k]) != 0)
-            k++;
-        char key[80], sub[256];
-        msp_cfg_quote(key, sizeof key, m->string);
-        if (*path)
-            snprintf(sub, sizeof sub, "%s.%s", path, key);
-        else
-            snprintf(sub, sizeof sub, "%s", key);
-        if (k == nkeys) {
-            char list[256] = "";
-            size_t used = 0;
-            for (size_t j = 0; j < nkeys && used < sizeof list; j++) {
-                int n = snprintf(list + used, sizeof list - used, "%s%s",
-                                 j == 0 ? "" : (j + 1 == nkeys ? " or " : ", "), keys[j]);
-                if (n < 0)
-                    break;
-                used += (size_t)n;
-            }
-            return msp_cfg_fail(w, sub, "unknown key (expected %s)", list);
-        }
-        if (found[k])
-            return msp_cfg_fail(w, sub, "duplicate key (each key may appear once)");
-        found[k] = m;
-    }
-    return MSP_OK;
+    return cfg->task == MSP_TASK_OVERFLOW;
 }
-
-
-
-/* ---- sections ----------------------------------------------------------- */
-
 
 /* An api_list entry's place for messages: its key and the text written there. */
 static char *msp_cfg_entry_key(const char *path, const char *text)
@@ -70,66 +100,267 @@ static char *msp_cfg_entry_key(const char *path, const char *text)
     return msp_asprintf("%s \"%s\"", path, shown);
 }
 
-static msp_err msp_cfg_api_entry(const msp_cfg_walk_t *w, const cJSON *e, const char *path,
-                                 msp_api_sel_t *sel)
+/* ---- our msprobe.json ----------------------------------------------------- */
+
+static void msp_cfg_dump_on(void *dst)
 {
-    static const char *const keys[] = {"name", "api_type"};
-    static const char *const types[] = {"forward", "backward", "all", "both"};
-    static const unsigned dirs[] = {MSP_DIR_FORWARD, MSP_DIR_BACKWARD,
-                                    MSP_DIR_FORWARD | MSP_DIR_BACKWARD,
-                                    MSP_DIR_FORWARD | MSP_DIR_BACKWARD};
-    const cJSON *m[MSP_NELEM(keys)];
-    char sub[300];
-    msp_err rc = msp_cfg_object(w, e, path);
-    if (rc == MSP_OK)
-        rc = msp_cfg_members(w, e, path, keys, MSP_NELEM(keys), m);
+    ((msp_config_t *)dst)->has_dump = 1;
+}
+
+static void msp_cfg_config_check_on(void *dst)
+{
+    ((msp_config_t *)dst)->has_config_check = 1;
+}
+
+static void msp_cfg_api_sel_init(void *dst)
+{
+    ((msp_api_sel_t *)dst)->dirs = MSP_DIR_FORWARD | MSP_DIR_BACKWARD;
+}
+
+/* api_list[].name: a name without spaces, and where it was written. */
+static msp_err msp_cfg_api_name(const msp_cfg_walk_t *w, const msp_cfg_key_t *k, const cJSON *it,
+                                const char *path, void *dst)
+{
+    msp_api_sel_t *sel = dst;
+    msp_err rc = msp_cfg_string(w, it, path, k->what, &sel->name);
     if (rc != MSP_OK)
         return rc;
-    snprintf(sub, sizeof sub, "%s.name", path);
-    if (!m[0])
-        return msp_cfg_fail(w, sub, "missing (each api_list entry needs a name, e.g. "
-                                    "\"torch.nn.functional.conv2d\" or \"layer1.0.conv1\")");
-    rc = msp_cfg_string(w, m[0], sub, "a non-empty API or module name", &sel->name);
-    if (rc != MSP_OK)
-        return rc;
-    if (!(sel->key = msp_cfg_entry_key(sub, m[0]->valuestring)))
+    if (!(sel->key = msp_cfg_entry_key(path, it->valuestring)))
         return msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w->source);
     for (const char *c = sel->name; *c; c++)
         if (isspace((unsigned char)*c) || (unsigned char)*c < 0x20)
-            return msp_cfg_expected(w, sub, "an API or module name without spaces", m[0]);
-    sel->dirs = MSP_DIR_FORWARD | MSP_DIR_BACKWARD;
-    if (m[1]) {
-        int k;
-        snprintf(sub, sizeof sub, "%s.api_type", path);
-        rc = msp_cfg_enum(w, m[1], sub, types, MSP_NELEM(types), &k);
+            return msp_cfg_expected(w, path, "an API or module name without spaces", it);
+    return MSP_OK;
+}
+
+static const char *const msp_cfg_api_types[] = {"forward", "backward", "all", "both"};
+static const int msp_cfg_api_dirs[] = {MSP_DIR_FORWARD, MSP_DIR_BACKWARD,
+                                       MSP_DIR_FORWARD | MSP_DIR_BACKWARD,
+                                       MSP_DIR_FORWARD | MSP_DIR_BACKWARD};
+_Static_assert(MSP_NELEM(msp_cfg_api_types) == MSP_NELEM(msp_cfg_api_dirs), "a value per name");
+
+/* Shorthands for the tables. */
+#define KEY(p, k) .path = (p), .kind = MSP_CFG_##k
+#define CFG(f, T) MSP_CFG_AT(msp_config_t, f, T)
+#define CFG_ENUM(f) MSP_CFG_ENUM_AT(msp_config_t, f)
+#define NAMES(a) .names = (a), .n_names = MSP_NELEM(a)
+
+/* msprobe.json (see msprobe.json(5)). */
+static const msp_cfg_key_t msp_cfg_ours[] = {
+    {KEY("", OBJECT)},
+    {KEY("dump", OBJECT), .init = msp_cfg_dump_on},
+    {KEY("dump.common_dump_settings", OBJECT)},
+    {KEY("dump.common_dump_settings.dump_mode", ENUM), .off = CFG_ENUM(dump_mode),
+     NAMES(msp_dump_mode_names)},
+    {KEY("dump.common_dump_settings.dump_path", STRING), .off = CFG(dump_path, char *),
+     .what = "a non-empty directory path"},
+    {KEY("dump.common_dump_settings.dump_iter", STEPS), .off = CFG(dump_iter, msp_step_set_t)},
+    {KEY("dump.common_dump_settings.task", ENUM), .off = CFG_ENUM(task), NAMES(msp_task_names)},
+    {KEY("dump.common_dump_settings.step_trigger", ENUM), .off = CFG_ENUM(step_trigger),
+     NAMES(msp_step_trigger_names)},
+    /* ranks take the step-set syntax: "0|2", "0-3", [0, 2], "all" */
+    {KEY("dump.common_dump_settings.rank", STEPS), .off = CFG(ranks, msp_step_set_t)},
+    /* each record's call site (msprobe's extra_info) */
+    {KEY("dump.common_dump_settings.stack", BOOL), .off = CFG(stacks, int)},
+    {KEY("dump.common_dump_settings.overflow_nums", INT), .off = CFG(overflow_nums, int64_t),
+     .what = msp_cfg_overflow_what, .min = -1, .flags = MSP_CFG_NONZERO,
+     .only = msp_cfg_task_overflow, .only_why = msp_cfg_overflow_only},
+    {KEY("dump.api_list", LIST), .off = CFG(api_list, msp_api_sel_t *),
+     .count = CFG(n_api_list, size_t), .elem_size = sizeof(msp_api_sel_t),
+     .what = "an array of {\"name\": ..., \"api_type\": ...}"},
+    {KEY("dump.api_list[]", OBJECT), .init = msp_cfg_api_sel_init},
+    {KEY("dump.api_list[].name", CUSTOM), .set = msp_cfg_api_name,
+     .what = "a non-empty API or module name", .flags = MSP_CFG_REQUIRED,
+     .note = "each api_list entry needs a name, e.g. \"torch.nn.functional.conv2d\" or "
+             "\"layer1.0.conv1\""},
+    {KEY("dump.api_list[].api_type", ENUM), .off = MSP_CFG_ENUM_AT(msp_api_sel_t, dirs),
+     NAMES(msp_cfg_api_types), .values = msp_cfg_api_dirs},
+    {KEY("config_check", OBJECT), .init = msp_cfg_config_check_on},
+    {KEY("config_check.output_zip_path", STRING), .off = CFG(cc_output_zip_path, char *),
+     .what = "a non-empty file path", .flags = MSP_CFG_FILE},
+    /* -1 is accepted as the spelled-out default ("only at exit") */
+    {KEY("config_check.write_at_step", INT), .off = CFG(cc_write_at_step, int64_t),
+     .what = "a step number >= 0 (or -1: only at exit)", .min = -1},
+    {KEY("config_check.dataset_batches", INT), .off = CFG(cc_dataset_batches, int64_t),
+     .what = "an integer >= 1", .min = 1},
+};
+_Static_assert(MSP_NELEM(msp_cfg_ours) <= MSP_CFG_MAX_KEYS, "raise MSP_CFG_MAX_KEYS");
+
+/* ---- the walk ------------------------------------------------------------- */
+
+/* k's name when it is a key of the object whose entries are under `under`
+ * (one level down: "dump.api_list" is a key of "dump", "dump.api_list[]" is not). */
+static const char *msp_cfg_key_name(const msp_cfg_key_t *k, const char *under)
+{
+    size_t n = strlen(under);
+    const char *name = k->path;
+    if (n) {
+        if (strncmp(name, under, n) != 0 || name[n] != '.')
+            return NULL;
+        name += n + 1;
+    }
+    return *name && !strpbrk(name, ".[") ? name : NULL;
+}
+
+/* path.name, or name at the top. */
+static void msp_cfg_sub(char *dst, size_t cap, const char *path, const char *name)
+{
+    if (*path)
+        snprintf(dst, cap, "%s.%s", path, name);
+    else
+        snprintf(dst, cap, "%s", name);
+}
+
+/* "unknown key (expected a, b or c)", the keys of obj in the table's order. */
+static msp_err msp_cfg_unknown(const msp_cfg_walk_t *w, const msp_cfg_key_t *obj,
+                               const char *path)
+{
+    const char *names[MSP_CFG_MAX_KEYS];
+    size_t n = 0;
+    for (size_t i = 0; i < w->n_keys; i++)
+        if ((names[n] = msp_cfg_key_name(&w->keys[i], obj->path)) != NULL)
+            n++;
+    char list[256] = "";
+    size_t used = 0;
+    for (size_t j = 0; j < n && used < sizeof list; j++) {
+        int len = snprintf(list + used, sizeof list - used, "%s%s",
+                           j == 0 ? "" : (j + 1 == n ? " or " : ", "), names[j]);
+        if (len < 0)
+            break;
+        used += (size_t)len;
+    }
+    return msp_cfg_fail(w, path, "unknown key (expected %s)", list);
+}
+
+static msp_err msp_cfg_value(const msp_cfg_walk_t *w, const msp_cfg_key_t *k, const cJSON *it,
+                             const char *path, void *dst);
+
+/* Every member's name is checked first (an unknown or repeated one is an
+ * error: cJSON keeps repeats as siblings, and the later one would otherwise
+ * be ignored), then the values, in the table's order. */
+static msp_err msp_cfg_walk_object(const msp_cfg_walk_t *w, const msp_cfg_key_t *obj,
+                                   const cJSON *it, const char *path, void *dst)
+{
+    const cJSON *found[MSP_CFG_MAX_KEYS] = {0};
+    char sub[MSP_CFG_PATH_MAX];
+    msp_err rc = msp_cfg_object(w, it, path);
+    if (rc != MSP_OK)
+        return rc;
+    if (obj->init)
+        obj->init(dst);
+    for (const cJSON *m = it->child; m; m = m->next) {
+        size_t i = 0;
+        for (const char *name; i < w->n_keys; i++)
+            if ((name = msp_cfg_key_name(&w->keys[i], obj->path)) && strcmp(name, m->string) == 0)
+                break;
+        char key[80];
+        msp_cfg_quote(key, sizeof key, m->string);
+        msp_cfg_sub(sub, sizeof sub, path, key);
+        if (i == w->n_keys)
+            return msp_cfg_unknown(w, obj, sub);
+        if (found[i])
+            return msp_cfg_fail(w, sub, "duplicate key (each key may appear once)");
+        found[i] = m;
+    }
+    for (size_t i = 0; i < w->n_keys; i++) {
+        const msp_cfg_key_t *k = &w->keys[i];
+        const char *name = msp_cfg_key_name(k, obj->path);
+        if (!name)
+            continue;
+        msp_cfg_sub(sub, sizeof sub, path, name);
+        if (!found[i]) {
+            if (k->flags & MSP_CFG_REQUIRED)
+                return msp_cfg_fail(w, sub, "missing (%s)", k->note);
+            continue;
+        }
+        rc = msp_cfg_value(w, k, found[i], sub, dst);
+        if (rc == MSP_OK && k->only && !k->only(w->cfg))
+            rc = msp_cfg_fail(w, sub, "%s", k->only_why);
         if (rc != MSP_OK)
             return rc;
-        sel->dirs = dirs[k];
     }
     return MSP_OK;
 }
 
-static msp_err msp_cfg_api_list(const msp_cfg_walk_t *w, const cJSON *it, msp_config_t *cfg)
+/* The elements, each as the entry PATH[], into a fresh array. */
+static msp_err msp_cfg_walk_list(const msp_cfg_walk_t *w, const msp_cfg_key_t *k,
+                                 const cJSON *it, const char *path, void *dst)
 {
-    const char *path = "dump.api_list";
     if (!cJSON_IsArray(it))
-        return msp_cfg_expected(w, path, "an array of {\"name\": ..., \"api_type\": ...}", it);
-    size_t n = (size_t)cJSON_GetArraySize(it);
+        return msp_cfg_expected(w, path, k->what, it);
+    const msp_cfg_key_t *elem = NULL;
+    size_t plen = strlen(k->path);
+    for (size_t i = 0; i < w->n_keys && !elem; i++)
+        if (strncmp(w->keys[i].path, k->path, plen) == 0 && strcmp(w->keys[i].path + plen, "[]") == 0)
+            elem = &w->keys[i];
+    if (!elem)
+        return msp_fail(MSP_ERR_INTERNAL, "%s: %s: no entry for its elements", w->source, path);
+    size_t n = (size_t)cJSON_GetArraySize(it), i = 0;
     if (n == 0)
         return MSP_OK;
-    cfg->api_list = calloc(n, sizeof *cfg->api_list);
-    if (!cfg->api_list)
+    char *items = calloc(n, k->elem_size);
+    if (!items)
         return msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w->source);
-    size_t i = 0;
+    memcpy((char *)dst + k->off, &items, sizeof items);
     for (const cJSON *e = it->child; e; e = e->next, i++) {
-        char sub[64];
+        char sub[MSP_CFG_PATH_MAX];
         snprintf(sub, sizeof sub, "%s[%zu]", path, i);
-        cfg->n_api_list = i + 1; /* so msp_config_free releases a partial entry */
-        msp_err rc = msp_cfg_api_entry(w, e, sub, &cfg->api_list[i]);
+        *(size_t *)((char *)dst + k->count) = i + 1; /* so msp_config_free releases a partial
+                                                        element */
+        msp_err rc = msp_cfg_value(w, elem, e, sub, items + i * k->elem_size);
         if (rc != MSP_OK)
             return rc;
     }
     return MSP_OK;
+}
+
+/* One value as its entry says, into dst (what the enclosing object fills). */
+static msp_err msp_cfg_value(const msp_cfg_walk_t *w, const msp_cfg_key_t *k, const cJSON *it,
+                             const char *path, void *dst)
+{
+    char *at = (char *)dst + k->off;
+    msp_err rc = MSP_OK;
+    switch (k->kind) {
+    case MSP_CFG_OBJECT:
+        return msp_cfg_walk_object(w, k, it, path, dst);
+    case MSP_CFG_LIST:
+        return msp_cfg_walk_list(w, k, it, path, dst);
+    case MSP_CFG_STRING: {
+        char **s = (char **)(void *)at;
+        rc = msp_cfg_string(w, it, path, k->what, s);
+        if (rc == MSP_OK && (k->flags & MSP_CFG_FILE) && (*s)[strlen(*s) - 1] == '/')
+            rc = msp_cfg_expected(w, path, "a file path, not a directory (ending in '/')", it);
+        return rc;
+    }
+    case MSP_CFG_BOOL:
+        if (!cJSON_IsBool(it))
+            return msp_cfg_expected(w, path, "true or false", it);
+        *(int *)(void *)at = cJSON_IsTrue(it);
+        return MSP_OK;
+    case MSP_CFG_INT: {
+        int64_t v;
+        rc = msp_cfg_int(w, it, path, k->what, k->min, &v);
+        if (rc == MSP_OK && (k->flags & MSP_CFG_NONZERO) && v == 0)
+            rc = msp_cfg_expected(w, path, k->what, it);
+        if (rc == MSP_OK)
+            *(int64_t *)(void *)at = v;
+        return rc;
+    }
+    case MSP_CFG_ENUM: {
+        int i;
+        rc = msp_cfg_enum(w, it, path, k->names, k->n_names, &i);
+        if (rc == MSP_OK) {
+            int v = k->values ? k->values[i] : i;
+            memcpy(at, &v, sizeof v);
+        }
+        return rc;
+    }
+    case MSP_CFG_STEPS:
+        return msp_cfg_steps(w, it, path, (msp_step_set_t *)(void *)at);
+    case MSP_CFG_CUSTOM:
+        return k->set(w, k, it, path, dst);
+    }
+    return msp_fail(MSP_ERR_INTERNAL, "%s: %s: no such kind of key", w->source, path);
 }
 
 /* overflow_nums: a count >= 1, or -1 for no limit; only with task overflow_check. */
@@ -146,98 +377,6 @@ static msp_err msp_cfg_overflow_nums(const msp_cfg_walk_t *w, const cJSON *it, c
     if (cfg->task != MSP_TASK_OVERFLOW)
         return msp_cfg_fail(w, path, "applies only to task \"overflow_check\"");
     cfg->overflow_nums = v;
-    return MSP_OK;
-}
-
-static msp_err msp_cfg_dump(const msp_cfg_walk_t *w, const cJSON *dump, msp_config_t *cfg)
-{
-    static const char *const dkeys[] = {"common_dump_settings", "api_list"};
-    static const char *const skeys[] = {"dump_mode", "dump_path", "dump_iter", "task",
-                                        "step_trigger", "rank", "stack", "overflow_nums"};
-    const cJSON *d[MSP_NELEM(dkeys)], *s[MSP_NELEM(skeys)];
-    int k;
-    msp_err rc = msp_cfg_object(w, dump, "dump");
-    if (rc == MSP_OK)
-        rc = msp_cfg_members(w, dump, "dump", dkeys, MSP_NELEM(dkeys), d);
-    if (rc != MSP_OK)
-        return rc;
-    cfg->has_dump = 1;
-    if (d[0]) {
-        const char *base = "dump.common_dump_settings";
-        rc = msp_cfg_object(w, d[0], base);
-        if (rc == MSP_OK)
-            rc = msp_cfg_members(w, d[0], base, skeys, MSP_NELEM(skeys), s);
-        if (rc != MSP_OK)
-            return rc;
-        if (s[0]) {
-            if ((rc = msp_cfg_enum(w, s[0], "dump.common_dump_settings.dump_mode",
-                                   msp_dump_mode_names, MSP_NELEM(msp_dump_mode_names), &k)) != MSP_OK)
-                return rc;
-            cfg->dump_mode = (msp_dump_mode_t)k;
-        }
-        if (s[1] && (rc = msp_cfg_string(w, s[1], "dump.common_dump_settings.dump_path",
-                                         "a non-empty directory path", &cfg->dump_path)) != MSP_OK)
-            return rc;
-        if (s[2] && (rc = msp_cfg_steps(w, s[2], "dump.common_dump_settings.dump_iter",
-                                            &cfg->dump_iter)) != MSP_OK)
-            return rc;
-        if (s[3]) {
-            if ((rc = msp_cfg_enum(w, s[3], "dump.common_dump_settings.task", msp_task_names,
-                                   MSP_NELEM(msp_task_names), &k)) != MSP_OK)
-                return rc;
-            cfg->task = (msp_task_t)k;
-        }
-        if (s[4]) {
-            if ((rc = msp_cfg_enum(w, s[4], "dump.common_dump_settings.step_trigger",
-                                   msp_step_trigger_names, MSP_NELEM(msp_step_trigger_names), &k)) != MSP_OK)
-                return rc;
-            cfg->step_trigger = (msp_step_trigger_t)k;
-        }
-        /* Ranks take the step-set syntax: "0|2", "0-3", [0, 2], "all". */
-        if (s[5] && (rc = msp_cfg_steps(w, s[5], "dump.common_dump_settings.rank",
-                                            &cfg->ranks)) != MSP_OK)
-            return rc;
-        /* each record's call site (msprobe's extra_info) */
-        if (s[6] && !cJSON_IsBool(s[6]))
-            return msp_cfg_expected(w, "dump.common_dump_settings.stack", "true or false", s[6]);
-        if (s[6])
-            cfg->stacks = cJSON_IsTrue(s[6]);
-        if (s[7] && (rc = msp_cfg_overflow_nums(w, s[7], "dump.common_dump_settings.overflow_nums",
-                                                cfg)) != MSP_OK)
-            return rc;
-    }
-    if (d[1])
-        return msp_cfg_api_list(w, d[1], cfg);
-    return MSP_OK;
-}
-
-static msp_err msp_cfg_config_check(const msp_cfg_walk_t *w, const cJSON *cc, msp_config_t *cfg)
-{
-    static const char *const keys[] = {"output_zip_path", "write_at_step", "dataset_batches"};
-    const cJSON *m[MSP_NELEM(keys)];
-    msp_err rc = msp_cfg_object(w, cc, "config_check");
-    if (rc == MSP_OK)
-        rc = msp_cfg_members(w, cc, "config_check", keys, MSP_NELEM(keys), m);
-    if (rc != MSP_OK)
-        return rc;
-    cfg->has_config_check = 1;
-    if (m[0]) {
-        const char *key = "config_check.output_zip_path";
-        if ((rc = msp_cfg_string(w, m[0], key, "a non-empty file path",
-                                 &cfg->cc_output_zip_path)) != MSP_OK)
-            return rc;
-        size_t n = strlen(cfg->cc_output_zip_path);
-        if (cfg->cc_output_zip_path[n - 1] == '/')
-            return msp_cfg_expected(w, key, "a file path, not a directory (ending in '/')", m[0]);
-    }
-    /* -1 is accepted as the spelled-out default ("only at exit"). */
-    if (m[1] && (rc = msp_cfg_int(w, m[1], "config_check.write_at_step",
-                                  "a step number >= 0 (or -1: only at exit)", -1,
-                                  &cfg->cc_write_at_step)) != MSP_OK)
-        return rc;
-    if (m[2] && (rc = msp_cfg_int(w, m[2], "config_check.dataset_batches",
-                                  "an integer >= 1", 1, &cfg->cc_dataset_batches)) != MSP_OK)
-        return rc;
     return MSP_OK;
 }
 
@@ -591,7 +730,7 @@ msp_err msp_config_parse(const char *text, const char *source, msp_config_t *cfg
     msp_err rc = MSP_OK;
     char *buf = NULL;
     cJSON *root = NULL;
-    msp_cfg_walk_t w = {.source = source ? source : "msprobe.json"};
+    msp_cfg_walk_t w = {.source = source ? source : "msprobe.json", .cfg = cfg};
 
     memset(cfg, 0, sizeof *cfg);
     cfg->dump_mode = MSP_DUMP_API;
@@ -628,8 +767,6 @@ msp_err msp_config_parse(const char *text, const char *source, msp_config_t *cfg
                       w.source, desc);
         goto cleanup;
     }
-    static const char *const keys[] = {"dump", "config_check"};
-    const cJSON *m[MSP_NELEM(keys)];
     if (!cJSON_GetObjectItemCaseSensitive(root, "dump") &&
         !cJSON_GetObjectItemCaseSensitive(root, "config_check") &&
         (cJSON_GetObjectItemCaseSensitive(root, "task") ||
@@ -638,11 +775,9 @@ msp_err msp_config_parse(const char *text, const char *source, msp_config_t *cfg
         rc = msp_cfg_msprobe(&w, root, cfg);
         goto cleanup;
     }
-    rc = msp_cfg_members(&w, root, "", keys, MSP_NELEM(keys), m);
-    if (rc == MSP_OK && m[0])
-        rc = msp_cfg_dump(&w, m[0], cfg);
-    if (rc == MSP_OK && m[1])
-        rc = msp_cfg_config_check(&w, m[1], cfg);
+    w.keys = msp_cfg_ours;
+    w.n_keys = MSP_NELEM(msp_cfg_ours);
+    rc = msp_cfg_walk_object(&w, &msp_cfg_ours[0], root, "", cfg);
 cleanup:
     cJSON_Delete(root);
     free(buf);

@@ -16,8 +16,13 @@
 
 /* ---- config_value.c ------------------------------------------------------ */
 
+/* A walk over one file's tree: what the messages name, and (for config.c)
+ * the config being filled and the layout's table of keys. */
 typedef struct msp_cfg_walk {
-    const char *source; /* file name in messages */
+    const char *source;             /* file name in messages */
+    msp_config_t *cfg;
+    const struct msp_cfg_key *keys; /* config.c */
+    size_t n_keys;
 } msp_cfg_walk_t;
 
 /* Quote user text for a message: bounded, control characters shown as '?',
