@@ -33,18 +33,25 @@ typedef enum msp_cfg_kind {
     MSP_CFG_ENUM,   /* one of `names`, stored as values[i], or i without values (an int,
                        or an enum or unsigned of its size) */
     MSP_CFG_STEPS,  /* a step set: "10|20", "5-8", "all", 7, [1, 5] (msp_step_set_t) */
+    MSP_CFG_MS_STEPS, /* msprobe's rank/step list: [1, "0", "4-6"], [] = all (msp_step_set_t) */
+    MSP_CFG_IGNORED, /* accepted, changes nothing: named in cfg->ignored */
     MSP_CFG_CUSTOM  /* `set` checks the value and stores it */
 } msp_cfg_kind_t;
 
 #define MSP_CFG_REQUIRED 1u /* absent is an error: "missing (note)" */
 #define MSP_CFG_NONZERO 2u  /* INT: 0 is refused too */
 #define MSP_CFG_FILE 4u     /* STRING: a file's path, so not one ending in '/' */
+#define MSP_CFG_STRINGS 8u  /* LIST: every element a string, checked before any is read */
+#define MSP_CFG_AS_MET 16u  /* OBJECT: each member read when met, in the file's order, and
+                               a key may repeat (msprobe's overflow_check section) */
+#define MSP_CFG_TELLS 32u   /* a top-level key that tells this layout from the other */
 
 typedef struct msp_cfg_key msp_cfg_key_t;
 
 /* One key of a layout. A layout is one table of these; the walk reads an
  * object's keys in the table's order, whatever the file's, so one key may
- * depend on another read before it (overflow_nums on task). */
+ * depend on another read before it (overflow_nums on task, a task's section
+ * on task). */
 struct msp_cfg_key {
     const char *path;       /* "dump.common_dump_settings.task"; the elements of the list
                                at P are the entry "P[]", their keys "P[].name"; the root
@@ -55,15 +62,20 @@ struct msp_cfg_key {
     const char *what;       /* "expected WHAT, got ..." */
     unsigned flags;         /* MSP_CFG_REQUIRED, ... */
     int64_t min;            /* INT */
-    const char *const *names; /* ENUM, and CUSTOM entries that take a name */
+    const char *const *names; /* ENUM */
     size_t n_names;
     const int *values;      /* ENUM: what each name stores; NULL: its index */
-    const char *note;       /* REQUIRED: why, in "missing (...)" */
+    const char *note;       /* the message's "(...)": REQUIRED: why, in "missing (...)";
+                               OBJECT: in "unknown key (...)" instead of the list of its
+                               keys */
     /* the key applies only when only(config read so far) holds; where it does
-     * not, its value is checked, then refused with only_why */
+     * not, its value is checked, then refused with only_why, or, without
+     * only_why, left unread and named as ignored after the object's other keys */
     int (*only)(const msp_config_t *cfg);
     const char *only_why;
     void (*init)(void *dst); /* OBJECT: when present, the defaults of what it fills */
+    const char *keys;       /* OBJECT: the path its keys are under, when not its own
+                               (two sections taking the same keys) */
     size_t count;           /* LIST: offset of the element count (size_t) */
     size_t elem_size;       /* LIST: size of one element */
     /* CUSTOM: check it and store it in dst, what the enclosing object fills */
@@ -148,7 +160,7 @@ _Static_assert(MSP_NELEM(msp_cfg_api_types) == MSP_NELEM(msp_cfg_api_dirs), "a v
 /* msprobe.json (see msprobe.json(5)). */
 static const msp_cfg_key_t msp_cfg_ours[] = {
     {KEY("", OBJECT)},
-    {KEY("dump", OBJECT), .init = msp_cfg_dump_on},
+    {KEY("dump", OBJECT), .init = msp_cfg_dump_on, .flags = MSP_CFG_TELLS},
     {KEY("dump.common_dump_settings", OBJECT)},
     {KEY("dump.common_dump_settings.dump_mode", ENUM), .off = CFG_ENUM(dump_mode),
      NAMES(msp_dump_mode_names)},
@@ -175,7 +187,7 @@ static const msp_cfg_key_t msp_cfg_ours[] = {
              "\"layer1.0.conv1\""},
     {KEY("dump.api_list[].api_type", ENUM), .off = MSP_CFG_ENUM_AT(msp_api_sel_t, dirs),
      NAMES(msp_cfg_api_types), .values = msp_cfg_api_dirs},
-    {KEY("config_check", OBJECT), .init = msp_cfg_config_check_on},
+    {KEY("config_check", OBJECT), .init = msp_cfg_config_check_on, .flags = MSP_CFG_TELLS},
     {KEY("config_check.output_zip_path", STRING), .off = CFG(cc_output_zip_path, char *),
      .what = "a non-empty file path", .flags = MSP_CFG_FILE},
     /* -1 is accepted as the spelled-out default ("only at exit") */
@@ -186,232 +198,102 @@ static const msp_cfg_key_t msp_cfg_ours[] = {
 };
 _Static_assert(MSP_NELEM(msp_cfg_ours) <= MSP_CFG_MAX_KEYS, "raise MSP_CFG_MAX_KEYS");
 
-/* ---- the walk ------------------------------------------------------------- */
+/* ---- msprobe's config.json ------------------------------------------------ */
 
-/* k's name when it is a key of the object whose entries are under `under`
- * (one level down: "dump.api_list" is a key of "dump", "dump.api_list[]" is not). */
-static const char *msp_cfg_key_name(const msp_cfg_key_t *k, const char *under)
+/* msprobe's defaults: task statistics, level L1. */
+static void msp_ms_defaults(void *dst)
 {
-    size_t n = strlen(under);
-    const char *name = k->path;
-    if (n) {
-        if (strncmp(name, under, n) != 0 || name[n] != '.')
-            return NULL;
-        name += n + 1;
+    msp_config_t *cfg = dst;
+    cfg->msprobe_format = 1;
+    cfg->has_dump = 1;
+    cfg->task = MSP_TASK_STATISTICS;
+}
+
+/* The section of the task in use applies (statistics for md5; overflow_check
+ * has its own); the others change nothing here. */
+static int msp_ms_task_statistics(const msp_config_t *cfg)
+{
+    return cfg->task != MSP_TASK_TENSOR && cfg->task != MSP_TASK_OVERFLOW;
+}
+
+static int msp_ms_task_tensor(const msp_config_t *cfg)
+{
+    return cfg->task == MSP_TASK_TENSOR;
+}
+
+/* dump_enable false: nothing is dumped (msprobe re-reads it while the run
+ * goes on; here it is read once, when training starts). */
+static msp_err msp_ms_dump_enable(const msp_cfg_walk_t *w, const msp_cfg_key_t *k,
+                                  const cJSON *it, const char *path, void *dst)
+{
+    msp_config_t *cfg = dst;
+    (void)k;
+    if (!cJSON_IsBool(it))
+        return msp_cfg_expected(w, path, "true or false", it);
+    if (cJSON_IsFalse(it)) {
+        cfg->dump_disabled = 1;
+        cfg->has_dump = 0;
     }
-    return *name && !strpbrk(name, ".[") ? name : NULL;
+    return MSP_OK;
 }
 
-/* path.name, or name at the top. */
-static void msp_cfg_sub(char *dst, size_t cap, const char *path, const char *name)
+/* scope: accepted when empty. */
+static msp_err msp_ms_scope(const msp_cfg_walk_t *w, const msp_cfg_key_t *k, const cJSON *it,
+                            const char *path, void *dst)
 {
-    if (*path)
-        snprintf(dst, cap, "%s.%s", path, name);
-    else
-        snprintf(dst, cap, "%s", name);
+    (void)k;
+    (void)dst;
+    msp_err rc = msp_cfg_strings(w, it, path);
+    if (rc == MSP_OK && it->child)
+        rc = msp_cfg_fail(w, path, "a scope range (start and end record) is not supported; "
+                                   "name the APIs or modules in \"list\" instead");
+    return rc;
 }
 
-/* "unknown key (expected a, b or c)", the keys of obj in the table's order. */
-static msp_err msp_cfg_unknown(const msp_cfg_walk_t *w, const msp_cfg_key_t *obj,
-                               const char *path)
+/* data_mode: the directions and roles a dump keeps. */
+static msp_err msp_ms_data_mode(const msp_cfg_walk_t *w, const msp_cfg_key_t *k,
+                                const cJSON *it, const char *path, void *dst)
 {
-    const char *names[MSP_CFG_MAX_KEYS];
-    size_t n = 0;
-    for (size_t i = 0; i < w->n_keys; i++)
-        if ((names[n] = msp_cfg_key_name(&w->keys[i], obj->path)) != NULL)
-            n++;
-    char list[256] = "";
-    size_t used = 0;
-    for (size_t j = 0; j < n && used < sizeof list; j++) {
-        int len = snprintf(list + used, sizeof list - used, "%s%s",
-                           j == 0 ? "" : (j + 1 == n ? " or " : ", "), names[j]);
-        if (len < 0)
-            break;
-        used += (size_t)len;
+    static const char *const modes[] = {"all", "forward", "backward", "input", "output"};
+    msp_config_t *cfg = dst;
+    (void)k;
+    msp_err rc = msp_cfg_strings(w, it, path);
+    if (rc != MSP_OK)
+        return rc;
+    unsigned dirs = 0, roles = 0;
+    int all = !it->child;
+    size_t i = 0;
+    for (const cJSON *e = it->child; e; e = e->next, i++) {
+        char esub[MSP_CFG_PATH_MAX];
+        int m;
+        snprintf(esub, sizeof esub, "%s[%zu]", path, i);
+        if ((rc = msp_cfg_enum(w, e, esub, modes, MSP_NELEM(modes), &m)) != MSP_OK)
+            return rc;
+        all |= m == 0;
+        dirs |= m == 1 ? MSP_DIR_FORWARD : m == 2 ? MSP_DIR_BACKWARD : 0;
+        roles |= m == 3 ? MSP_ROLE_INPUT : m == 4 ? MSP_ROLE_OUTPUT : 0;
     }
-    return msp_cfg_fail(w, path, "unknown key (expected %s)", list);
+    if (all && it->child && cJSON_GetArraySize(it) > 1)
+        return msp_cfg_fail(w, path, "\"all\" cannot be combined with other modes");
+    cfg->dump_dirs = all || !dirs ? MSP_DIR_FORWARD | MSP_DIR_BACKWARD : dirs;
+    cfg->dump_roles = all || !roles ? MSP_ROLE_INPUT | MSP_ROLE_OUTPUT : roles;
+    return MSP_OK;
 }
 
-static msp_err msp_cfg_value(const msp_cfg_walk_t *w, const msp_cfg_key_t *k, const cJSON *it,
-                             const char *path, void *dst);
-
-/* Every member's name is checked first (an unknown or repeated one is an
- * error: cJSON keeps repeats as siblings, and the later one would otherwise
- * be ignored), then the values, in the table's order. */
-static msp_err msp_cfg_walk_object(const msp_cfg_walk_t *w, const msp_cfg_key_t *obj,
+/* summary_mode md5 with task statistics is task md5; tensor + md5 is the
+ * tensor task: it stores the crc32 anyway. */
+static msp_err msp_ms_summary_mode(const msp_cfg_walk_t *w, const msp_cfg_key_t *k,
                                    const cJSON *it, const char *path, void *dst)
 {
-    const cJSON *found[MSP_CFG_MAX_KEYS] = {0};
-    char sub[MSP_CFG_PATH_MAX];
-    msp_err rc = msp_cfg_object(w, it, path);
-    if (rc != MSP_OK)
-        return rc;
-    if (obj->init)
-        obj->init(dst);
-    for (const cJSON *m = it->child; m; m = m->next) {
-        size_t i = 0;
-        for (const char *name; i < w->n_keys; i++)
-            if ((name = msp_cfg_key_name(&w->keys[i], obj->path)) && strcmp(name, m->string) == 0)
-                break;
-        char key[80];
-        msp_cfg_quote(key, sizeof key, m->string);
-        msp_cfg_sub(sub, sizeof sub, path, key);
-        if (i == w->n_keys)
-            return msp_cfg_unknown(w, obj, sub);
-        if (found[i])
-            return msp_cfg_fail(w, sub, "duplicate key (each key may appear once)");
-        found[i] = m;
-    }
-    for (size_t i = 0; i < w->n_keys; i++) {
-        const msp_cfg_key_t *k = &w->keys[i];
-        const char *name = msp_cfg_key_name(k, obj->path);
-        if (!name)
-            continue;
-        msp_cfg_sub(sub, sizeof sub, path, name);
-        if (!found[i]) {
-            if (k->flags & MSP_CFG_REQUIRED)
-                return msp_cfg_fail(w, sub, "missing (%s)", k->note);
-            continue;
-        }
-        rc = msp_cfg_value(w, k, found[i], sub, dst);
-        if (rc == MSP_OK && k->only && !k->only(w->cfg))
-            rc = msp_cfg_fail(w, sub, "%s", k->only_why);
-        if (rc != MSP_OK)
-            return rc;
-    }
-    return MSP_OK;
+    static const char *const sm[] = {"statistics", "md5"};
+    msp_config_t *cfg = dst;
+    int m;
+    (void)k;
+    msp_err rc = msp_cfg_enum(w, it, path, sm, MSP_NELEM(sm), &m);
+    if (rc == MSP_OK && m == 1 && cfg->task == MSP_TASK_STATISTICS)
+        cfg->task = MSP_TASK_MD5;
+    return rc;
 }
-
-/* The elements, each as the entry PATH[], into a fresh array. */
-static msp_err msp_cfg_walk_list(const msp_cfg_walk_t *w, const msp_cfg_key_t *k,
-                                 const cJSON *it, const char *path, void *dst)
-{
-    if (!cJSON_IsArray(it))
-        return msp_cfg_expected(w, path, k->what, it);
-    const msp_cfg_key_t *elem = NULL;
-    size_t plen = strlen(k->path);
-    for (size_t i = 0; i < w->n_keys && !elem; i++)
-        if (strncmp(w->keys[i].path, k->path, plen) == 0 && strcmp(w->keys[i].path + plen, "[]") == 0)
-            elem = &w->keys[i];
-    if (!elem)
-        return msp_fail(MSP_ERR_INTERNAL, "%s: %s: no entry for its elements", w->source, path);
-    size_t n = (size_t)cJSON_GetArraySize(it), i = 0;
-    if (n == 0)
-        return MSP_OK;
-    char *items = calloc(n, k->elem_size);
-    if (!items)
-        return msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w->source);
-    memcpy((char *)dst + k->off, &items, sizeof items);
-    for (const cJSON *e = it->child; e; e = e->next, i++) {
-        char sub[MSP_CFG_PATH_MAX];
-        snprintf(sub, sizeof sub, "%s[%zu]", path, i);
-        *(size_t *)((char *)dst + k->count) = i + 1; /* so msp_config_free releases a partial
-                                                        element */
-        msp_err rc = msp_cfg_value(w, elem, e, sub, items + i * k->elem_size);
-        if (rc != MSP_OK)
-            return rc;
-    }
-    return MSP_OK;
-}
-
-/* One value as its entry says, into dst (what the enclosing object fills). */
-static msp_err msp_cfg_value(const msp_cfg_walk_t *w, const msp_cfg_key_t *k, const cJSON *it,
-                             const char *path, void *dst)
-{
-    char *at = (char *)dst + k->off;
-    msp_err rc = MSP_OK;
-    switch (k->kind) {
-    case MSP_CFG_OBJECT:
-        return msp_cfg_walk_object(w, k, it, path, dst);
-    case MSP_CFG_LIST:
-        return msp_cfg_walk_list(w, k, it, path, dst);
-    case MSP_CFG_STRING: {
-        char **s = (char **)(void *)at;
-        rc = msp_cfg_string(w, it, path, k->what, s);
-        if (rc == MSP_OK && (k->flags & MSP_CFG_FILE) && (*s)[strlen(*s) - 1] == '/')
-            rc = msp_cfg_expected(w, path, "a file path, not a directory (ending in '/')", it);
-        return rc;
-    }
-    case MSP_CFG_BOOL:
-        if (!cJSON_IsBool(it))
-            return msp_cfg_expected(w, path, "true or false", it);
-        *(int *)(void *)at = cJSON_IsTrue(it);
-        return MSP_OK;
-    case MSP_CFG_INT: {
-        int64_t v;
-        rc = msp_cfg_int(w, it, path, k->what, k->min, &v);
-        if (rc == MSP_OK && (k->flags & MSP_CFG_NONZERO) && v == 0)
-            rc = msp_cfg_expected(w, path, k->what, it);
-        if (rc == MSP_OK)
-            *(int64_t *)(void *)at = v;
-        return rc;
-    }
-    case MSP_CFG_ENUM: {
-        int i;
-        rc = msp_cfg_enum(w, it, path, k->names, k->n_names, &i);
-        if (rc == MSP_OK) {
-            int v = k->values ? k->values[i] : i;
-            memcpy(at, &v, sizeof v);
-        }
-        return rc;
-    }
-    case MSP_CFG_STEPS:
-        return msp_cfg_steps(w, it, path, (msp_step_set_t *)(void *)at);
-    case MSP_CFG_CUSTOM:
-        return k->set(w, k, it, path, dst);
-    }
-    return msp_fail(MSP_ERR_INTERNAL, "%s: %s: no such kind of key", w->source, path);
-}
-
-/* overflow_nums: a count >= 1, or -1 for no limit; only with task overflow_check. */
-static msp_err msp_cfg_overflow_nums(const msp_cfg_walk_t *w, const cJSON *it, const char *path,
-                                     msp_config_t *cfg)
-{
-    const char *what = "a number of overflows >= 1, or -1 for no limit";
-    int64_t v;
-    msp_err rc = msp_cfg_int(w, it, path, what, -1, &v);
-    if (rc != MSP_OK)
-        return rc;
-    if (v == 0)
-        return msp_cfg_expected(w, path, what, it);
-    if (cfg->task != MSP_TASK_OVERFLOW)
-        return msp_cfg_fail(w, path, "applies only to task \"overflow_check\"");
-    cfg->overflow_nums = v;
-    return MSP_OK;
-}
-
-/* ---- msprobe's config.json ---------------------------------------------- */
-
-/* Keys of msprobe's config.json that change nothing here: accepted, and
- * listed once as ignored so the user knows they had no effect. */
-static const char *const msp_ms_ignored_top[] = {
-    "async_dump", "precision", "risk_level", "framework",
-    "is_deterministic", "enable_dataloader", "acc_check", "run_ut",
-    "free_benchmark", "grad_probe", "structure", "exception_dump", "online_run_ut"};
-static const char *const msp_ms_ignored_section[] = {
-    "device", "file_format", "bench_path", "diff_nums", "overflow_nums",
-    "check_mode"};
-
-static int msp_ms_in(const char *const *v, size_t n, const char *k)
-{
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(v[i], k) == 0)
-            return 1;
-    return 0;
-}
-
-static msp_err msp_ms_ignore(const msp_cfg_walk_t *w, msp_config_t *cfg, const char *key)
-{
-    char **nv = realloc(cfg->ignored, (cfg->n_ignored + 1) * sizeof *nv);
-    if (!nv)
-        return msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w->source);
-    cfg->ignored = nv;
-    if (!(nv[cfg->n_ignored] = strdup(key)))
-        return msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w->source);
-    cfg->n_ignored++;
-    return MSP_OK;
-}
-
 
 static int msp_ms_digits(const char *q)
 {
@@ -518,211 +400,334 @@ static msp_err msp_ms_list_entry(const msp_cfg_walk_t *w, const cJSON *e, const 
     return MSP_OK;
 }
 
-/* The task's own section ("statistics" or "tensor"). */
-static msp_err msp_ms_section(const msp_cfg_walk_t *w, const cJSON *sec, const char *name,
-                              msp_config_t *cfg)
+/* <task>.list[i]: the entry, and where it was written. */
+static msp_err msp_ms_list_name(const msp_cfg_walk_t *w, const msp_cfg_key_t *k, const cJSON *it,
+                                const char *path, void *dst)
 {
-    static const char *const keys[] = {"scope", "list", "data_mode", "summary_mode",
-                                       "tensor_list"};
-    msp_err rc = msp_cfg_object(w, sec, name);
-    if (rc != MSP_OK)
-        return rc;
-    const cJSON *m[MSP_NELEM(keys)] = {0};
-    for (const cJSON *c = sec->child; c; c = c->next) {
-        char sub[300], key[80];
-        msp_cfg_quote(key, sizeof key, c->string);
-        snprintf(sub, sizeof sub, "%s.%s", name, key);
-        size_t k = 0;
-        while (k < MSP_NELEM(keys) && strcmp(c->string, keys[k]) != 0)
-            k++;
-        if (k < MSP_NELEM(keys)) {
-            if (m[k])
-                return msp_cfg_fail(w, sub, "duplicate key (each key may appear once)");
-            m[k] = c;
-        } else if (msp_ms_in(msp_ms_ignored_section, MSP_NELEM(msp_ms_ignored_section),
-                             c->string)) {
-            if ((rc = msp_ms_ignore(w, cfg, sub)) != MSP_OK)
-                return rc;
-        } else {
-            return msp_cfg_fail(w, sub, "unknown key (expected scope, list, data_mode, "
-                                        "summary_mode, tensor_list, or one msprobe documents)");
-        }
+    msp_api_sel_t *sel = dst;
+    (void)k;
+    msp_err rc = msp_ms_list_entry(w, it, path, sel);
+    if (rc == MSP_OK && !(sel->key = msp_cfg_entry_key(path, it->valuestring)))
+        rc = msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w->source);
+    return rc;
+}
+
+static const char *const msp_ms_levels[] = {"L1", "L0", "mix"};
+_Static_assert(MSP_DUMP_API == 0 && MSP_DUMP_MODULE == 1 && MSP_DUMP_MIX == 2,
+               "L1 = api, L0 = module, mix = mix");
+
+static const char msp_ms_section_keys[] =
+    "expected scope, list, data_mode, summary_mode, tensor_list, or one msprobe documents";
+
+/* Huawei msprobe's python/msprobe/config.json (see msprobe.json(5), MSPROBE'S
+ * CONFIG.JSON). Keys that change nothing here are accepted and listed once
+ * as ignored, so the user knows they had no effect. */
+static const msp_cfg_key_t msp_cfg_msprobe[] = {
+    {KEY("", OBJECT), .init = msp_ms_defaults,
+     .note = "msprobe's config.json keys are task, dump_path, rank, step, level, statistics, "
+             "tensor, ...; ours are dump and config_check"},
+    {KEY("task", ENUM), .off = CFG_ENUM(task), NAMES(msp_task_names), .flags = MSP_CFG_TELLS},
+    {KEY("dump_path", STRING), .off = CFG(dump_path, char *),
+     .what = "a non-empty directory path", .flags = MSP_CFG_TELLS},
+    {KEY("rank", MS_STEPS), .off = CFG(ranks, msp_step_set_t)},
+    {KEY("step", MS_STEPS), .off = CFG(dump_iter, msp_step_set_t)},
+    {KEY("level", ENUM), .off = CFG_ENUM(dump_mode), NAMES(msp_ms_levels),
+     .flags = MSP_CFG_TELLS},
+    {KEY("statistics", OBJECT), .keys = "<task>", .only = msp_ms_task_statistics,
+     .note = msp_ms_section_keys},
+    {KEY("tensor", OBJECT), .keys = "<task>", .only = msp_ms_task_tensor,
+     .note = msp_ms_section_keys},
+    /* read as met, and a key may repeat there (check_mode is MindSpore's) */
+    {KEY("overflow_check", OBJECT), .flags = MSP_CFG_AS_MET, .only = msp_cfg_task_overflow},
+    {KEY("overflow_check.overflow_nums", INT), .off = CFG(overflow_nums, int64_t),
+     .what = msp_cfg_overflow_what, .min = -1, .flags = MSP_CFG_NONZERO,
+     .only = msp_cfg_task_overflow, .only_why = msp_cfg_overflow_only},
+    {KEY("overflow_check.check_mode", IGNORED)},
+    {KEY("dump_enable", CUSTOM), .set = msp_ms_dump_enable},
+    {KEY("extra_info", BOOL), .off = CFG(stacks, int)},
+    {KEY("async_dump", IGNORED)},
+    {KEY("precision", IGNORED)},
+    {KEY("risk_level", IGNORED)},
+    {KEY("framework", IGNORED)},
+    {KEY("is_deterministic", IGNORED)},
+    {KEY("enable_dataloader", IGNORED)},
+    {KEY("acc_check", IGNORED)},
+    {KEY("run_ut", IGNORED)},
+    {KEY("free_benchmark", IGNORED)},
+    {KEY("grad_probe", IGNORED)},
+    {KEY("structure", IGNORED)},
+    {KEY("exception_dump", IGNORED)},
+    {KEY("online_run_ut", IGNORED)},
+    /* <task>: the keys of the section the task reads (statistics or tensor) */
+    {KEY("<task>.scope", CUSTOM), .set = msp_ms_scope},
+    {KEY("<task>.list", LIST), .off = CFG(api_list, msp_api_sel_t *),
+     .count = CFG(n_api_list, size_t), .elem_size = sizeof(msp_api_sel_t),
+     .what = "a list of strings", .flags = MSP_CFG_STRINGS},
+    {KEY("<task>.list[]", CUSTOM), .set = msp_ms_list_name},
+    {KEY("<task>.data_mode", CUSTOM), .set = msp_ms_data_mode},
+    /* names whose records keep their data in a statistics dump */
+    {KEY("<task>.tensor_list", LIST), .off = CFG(tensor_list, char **),
+     .count = CFG(n_tensor_list, size_t), .elem_size = sizeof(char *),
+     .what = "a list of strings", .flags = MSP_CFG_STRINGS},
+    {KEY("<task>.tensor_list[]", STRING), .off = 0 /* the element is a char * */,
+     .what = "an API or module name"},
+    {KEY("<task>.summary_mode", CUSTOM), .set = msp_ms_summary_mode},
+    {KEY("<task>.device", IGNORED)},
+    {KEY("<task>.file_format", IGNORED)},
+    {KEY("<task>.bench_path", IGNORED)},
+    {KEY("<task>.diff_nums", IGNORED)},
+    {KEY("<task>.overflow_nums", IGNORED)},
+    {KEY("<task>.check_mode", IGNORED)},
+};
+_Static_assert(MSP_NELEM(msp_cfg_msprobe) <= MSP_CFG_MAX_KEYS, "raise MSP_CFG_MAX_KEYS");
+
+/* ---- the walk ------------------------------------------------------------- */
+
+/* Where obj's keys are in the table. */
+static const char *msp_cfg_under(const msp_cfg_key_t *obj)
+{
+    return obj->keys ? obj->keys : obj->path;
+}
+
+/* k's name when it is a key of the object whose entries are under `under`
+ * (one level down: "dump.api_list" is a key of "dump", "dump.api_list[]" is not). */
+static const char *msp_cfg_key_name(const msp_cfg_key_t *k, const char *under)
+{
+    size_t n = strlen(under);
+    const char *name = k->path;
+    if (n) {
+        if (strncmp(name, under, n) != 0 || name[n] != '.')
+            return NULL;
+        name += n + 1;
     }
-    char sub[300];
-    if (m[0]) {
-        snprintf(sub, sizeof sub, "%s.scope", name);
-        if ((rc = msp_cfg_strings(w, m[0], sub)) != MSP_OK)
-            return rc;
-        if (m[0]->child)
-            return msp_cfg_fail(w, sub, "a scope range (start and end record) is not supported; "
-                                        "name the APIs or modules in \"list\" instead");
+    return *name && !strpbrk(name, ".[") ? name : NULL;
+}
+
+/* path.name, or name at the top. */
+static void msp_cfg_sub(char *dst, size_t cap, const char *path, const char *name)
+{
+    if (*path)
+        snprintf(dst, cap, "%s.%s", path, name);
+    else
+        snprintf(dst, cap, "%s", name);
+}
+
+/* "unknown key (expected a, b or c)", the keys of obj in the table's order,
+ * or obj's own note. */
+static msp_err msp_cfg_unknown(const msp_cfg_walk_t *w, const msp_cfg_key_t *obj,
+                               const char *path)
+{
+    if (obj->note)
+        return msp_cfg_fail(w, path, "unknown key (%s)", obj->note);
+    const char *names[MSP_CFG_MAX_KEYS];
+    size_t n = 0;
+    for (size_t i = 0; i < w->n_keys; i++)
+        if ((names[n] = msp_cfg_key_name(&w->keys[i], msp_cfg_under(obj))) != NULL)
+            n++;
+    char list[256] = "";
+    size_t used = 0;
+    for (size_t j = 0; j < n && used < sizeof list; j++) {
+        int len = snprintf(list + used, sizeof list - used, "%s%s",
+                           j == 0 ? "" : (j + 1 == n ? " or " : ", "), names[j]);
+        if (len < 0)
+            break;
+        used += (size_t)len;
     }
-    if (m[1]) {
-        snprintf(sub, sizeof sub, "%s.list", name);
-        if ((rc = msp_cfg_strings(w, m[1], sub)) != MSP_OK)
-            return rc;
-        size_t n = (size_t)cJSON_GetArraySize(m[1]), i = 0;
-        if (n && !(cfg->api_list = calloc(n, sizeof *cfg->api_list)))
-            return msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w->source);
-        for (const cJSON *e = m[1]->child; e; e = e->next, i++) {
-            char esub[320];
-            snprintf(esub, sizeof esub, "%s[%zu]", sub, i);
-            cfg->n_api_list = i + 1;
-            if ((rc = msp_ms_list_entry(w, e, esub, &cfg->api_list[i])) != MSP_OK)
-                return rc;
-            if (!(cfg->api_list[i].key = msp_cfg_entry_key(esub, e->valuestring)))
-                return msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w->source);
-        }
-    }
-    if (m[2]) {
-        static const char *const modes[] = {"all", "forward", "backward", "input", "output"};
-        snprintf(sub, sizeof sub, "%s.data_mode", name);
-        if ((rc = msp_cfg_strings(w, m[2], sub)) != MSP_OK)
-            return rc;
-        unsigned dirs = 0, roles = 0;
-        int all = !m[2]->child;
-        size_t i = 0;
-        for (const cJSON *e = m[2]->child; e; e = e->next, i++) {
-            char esub[320];
-            int k;
-            snprintf(esub, sizeof esub, "%s[%zu]", sub, i);
-            if ((rc = msp_cfg_enum(w, e, esub, modes, MSP_NELEM(modes), &k)) != MSP_OK)
-                return rc;
-            all |= k == 0;
-            dirs |= k == 1 ? MSP_DIR_FORWARD : k == 2 ? MSP_DIR_BACKWARD : 0;
-            roles |= k == 3 ? MSP_ROLE_INPUT : k == 4 ? MSP_ROLE_OUTPUT : 0;
-        }
-        if (all && m[2]->child && cJSON_GetArraySize(m[2]) > 1)
-            return msp_cfg_fail(w, sub, "\"all\" cannot be combined with other modes");
-        cfg->dump_dirs = all || !dirs ? MSP_DIR_FORWARD | MSP_DIR_BACKWARD : dirs;
-        cfg->dump_roles = all || !roles ? MSP_ROLE_INPUT | MSP_ROLE_OUTPUT : roles;
-    }
-    if (m[4]) { /* names whose records keep their data in a statistics dump */
-        snprintf(sub, sizeof sub, "%s.tensor_list", name);
-        if ((rc = msp_cfg_strings(w, m[4], sub)) != MSP_OK)
-            return rc;
-        size_t n = (size_t)cJSON_GetArraySize(m[4]), i = 0;
-        if (n && !(cfg->tensor_list = calloc(n, sizeof *cfg->tensor_list)))
-            return msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w->source);
-        for (const cJSON *e = m[4]->child; e; e = e->next, i++) {
-            if (!e->valuestring[0]) {
-                char esub[320];
-                snprintf(esub, sizeof esub, "%s[%zu]", sub, i);
-                return msp_cfg_expected(w, esub, "an API or module name", e);
-            }
-            if (!(cfg->tensor_list[i] = strdup(e->valuestring)))
-                return msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w->source);
-            cfg->n_tensor_list = i + 1;
-        }
-    }
-    if (m[3]) {
-        static const char *const sm[] = {"statistics", "md5"};
-        int k;
-        snprintf(sub, sizeof sub, "%s.summary_mode", name);
-        if ((rc = msp_cfg_enum(w, m[3], sub, sm, MSP_NELEM(sm), &k)) != MSP_OK)
-            return rc;
-        /* tensor + md5 is the tensor task: it stores the crc32 anyway */
-        if (k == 1 && cfg->task == MSP_TASK_STATISTICS)
-            cfg->task = MSP_TASK_MD5;
-    }
+    return msp_cfg_fail(w, path, "unknown key (expected %s)", list);
+}
+
+/* A key accepted that changes nothing, for the one notice that names them. */
+static msp_err msp_cfg_ignore(const msp_cfg_walk_t *w, const char *path)
+{
+    msp_config_t *cfg = w->cfg;
+    char **nv = realloc(cfg->ignored, (cfg->n_ignored + 1) * sizeof *nv);
+    if (!nv)
+        return msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w->source);
+    cfg->ignored = nv;
+    if (!(nv[cfg->n_ignored] = strdup(path)))
+        return msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w->source);
+    cfg->n_ignored++;
     return MSP_OK;
 }
 
-/* The "overflow_check" section of task overflow_check: overflow_nums (check_mode
- * is MindSpore's). */
-static msp_err msp_ms_overflow_section(const msp_cfg_walk_t *w, const cJSON *sec,
-                                       msp_config_t *cfg)
+static msp_err msp_cfg_value(const msp_cfg_walk_t *w, const msp_cfg_key_t *k, const cJSON *it,
+                             const char *path, void *dst);
+
+/* Whether k, present, is left unread and named as ignored. */
+static int msp_cfg_passed_over(const msp_cfg_walk_t *w, const msp_cfg_key_t *k)
 {
-    msp_err rc = msp_cfg_object(w, sec, "overflow_check");
-    for (const cJSON *c = sec->child; c && rc == MSP_OK; c = c->next) {
-        char sub[300], key[80];
-        msp_cfg_quote(key, sizeof key, c->string);
-        snprintf(sub, sizeof sub, "overflow_check.%s", key);
-        if (!strcmp(c->string, "overflow_nums"))
-            rc = msp_cfg_overflow_nums(w, c, sub, cfg);
-        else if (!strcmp(c->string, "check_mode"))
-            rc = msp_ms_ignore(w, cfg, sub);
+    return k->kind == MSP_CFG_IGNORED || (k->only && !k->only_why && !k->only(w->cfg));
+}
+
+/* A present key: its value read, then refused if it does not apply. */
+static msp_err msp_cfg_member(const msp_cfg_walk_t *w, const msp_cfg_key_t *k, const cJSON *it,
+                              const char *path, void *dst)
+{
+    if (msp_cfg_passed_over(w, k))
+        return msp_cfg_ignore(w, path);
+    msp_err rc = msp_cfg_value(w, k, it, path, dst);
+    if (rc == MSP_OK && k->only && !k->only(w->cfg))
+        rc = msp_cfg_fail(w, path, "%s", k->only_why);
+    return rc;
+}
+
+/* Every member's name is checked first (an unknown or repeated one is an
+ * error: cJSON keeps repeats as siblings, and the later one would otherwise
+ * be ignored; an IGNORED key is named as met), then the values, in the
+ * table's order; keys that do not apply are named last. An AS_MET object
+ * reads each member as it meets it instead. */
+static msp_err msp_cfg_walk_object(const msp_cfg_walk_t *w, const msp_cfg_key_t *obj,
+                                   const cJSON *it, const char *path, void *dst)
+{
+    const char *under = msp_cfg_under(obj);
+    const cJSON *found[MSP_CFG_MAX_KEYS] = {0};
+    unsigned char later[MSP_CFG_MAX_KEYS] = {0};
+    char sub[MSP_CFG_PATH_MAX];
+    msp_err rc = msp_cfg_object(w, it, path);
+    if (rc != MSP_OK)
+        return rc;
+    if (obj->init)
+        obj->init(dst);
+    for (const cJSON *m = it->child; m && rc == MSP_OK; m = m->next) {
+        size_t i = 0;
+        for (const char *name; i < w->n_keys; i++)
+            if ((name = msp_cfg_key_name(&w->keys[i], under)) && strcmp(name, m->string) == 0)
+                break;
+        char key[80];
+        msp_cfg_quote(key, sizeof key, m->string);
+        msp_cfg_sub(sub, sizeof sub, path, key);
+        if (i == w->n_keys)
+            rc = msp_cfg_unknown(w, obj, sub);
+        else if ((obj->flags & MSP_CFG_AS_MET) || w->keys[i].kind == MSP_CFG_IGNORED)
+            rc = msp_cfg_member(w, &w->keys[i], m, sub, dst);
+        else if (found[i])
+            rc = msp_cfg_fail(w, sub, "duplicate key (each key may appear once)");
         else
-            rc = msp_cfg_fail(w, sub, "unknown key (expected overflow_nums or check_mode)");
+            found[i] = m;
+    }
+    for (size_t i = 0; i < w->n_keys && rc == MSP_OK; i++) {
+        const msp_cfg_key_t *k = &w->keys[i];
+        const char *name = msp_cfg_key_name(k, under);
+        if (!name)
+            continue;
+        msp_cfg_sub(sub, sizeof sub, path, name);
+        if (!found[i]) {
+            if (k->flags & MSP_CFG_REQUIRED)
+                rc = msp_cfg_fail(w, sub, "missing (%s)", k->note);
+        } else if (msp_cfg_passed_over(w, k)) {
+            later[i] = 1;
+        } else {
+            rc = msp_cfg_member(w, k, found[i], sub, dst);
+        }
+    }
+    for (size_t i = 0; i < w->n_keys && rc == MSP_OK; i++) {
+        if (later[i]) {
+            msp_cfg_sub(sub, sizeof sub, path, msp_cfg_key_name(&w->keys[i], under));
+            rc = msp_cfg_ignore(w, sub);
+        }
     }
     return rc;
 }
 
-static msp_err msp_cfg_msprobe(const msp_cfg_walk_t *w, const cJSON *root, msp_config_t *cfg)
+/* The elements, each as the entry PATH[], into a fresh array. */
+static msp_err msp_cfg_walk_list(const msp_cfg_walk_t *w, const msp_cfg_key_t *k,
+                                 const cJSON *it, const char *path, void *dst)
 {
-    static const char *const keys[] = {"task", "dump_path", "rank", "step", "level",
-                                       "statistics", "tensor", "overflow_check", "dump_enable",
-                                       "extra_info"};
-    const cJSON *m[MSP_NELEM(keys)] = {0};
-    msp_err rc = MSP_OK;
-    cfg->msprobe_format = 1;
-    cfg->has_dump = 1;
-    /* msprobe's default task is statistics, its default level L1 */
-    cfg->task = MSP_TASK_STATISTICS;
-    for (const cJSON *c = root->child; c; c = c->next) {
-        char key[80];
-        msp_cfg_quote(key, sizeof key, c->string);
-        size_t k = 0;
-        while (k < MSP_NELEM(keys) && strcmp(c->string, keys[k]) != 0)
-            k++;
-        if (k < MSP_NELEM(keys)) {
-            if (m[k])
-                return msp_cfg_fail(w, key, "duplicate key (each key may appear once)");
-            m[k] = c;
-        } else if (msp_ms_in(msp_ms_ignored_top, MSP_NELEM(msp_ms_ignored_top), c->string)) {
-            if ((rc = msp_ms_ignore(w, cfg, key)) != MSP_OK)
-                return rc;
-        } else {
-            return msp_cfg_fail(w, key, "unknown key (msprobe's config.json keys are task, "
-                                        "dump_path, rank, step, level, statistics, tensor, ...; "
-                                        "ours are dump and config_check)");
-        }
-    }
-    if (m[0]) {
-        int k;
-        if ((rc = msp_cfg_enum(w, m[0], "task", msp_task_names, MSP_NELEM(msp_task_names), &k)) !=
-            MSP_OK)
+    if (!cJSON_IsArray(it))
+        return msp_cfg_expected(w, path, k->what, it);
+    if (k->flags & MSP_CFG_STRINGS) {
+        msp_err rc = msp_cfg_strings(w, it, path);
+        if (rc != MSP_OK)
             return rc;
-        cfg->task = (msp_task_t)k;
     }
-    if (m[1] && (rc = msp_cfg_string(w, m[1], "dump_path", "a non-empty directory path",
-                                     &cfg->dump_path)) != MSP_OK)
-        return rc;
-    if (m[2] && (rc = msp_cfg_ms_steps(w, m[2], "rank", &cfg->ranks)) != MSP_OK)
-        return rc;
-    if (m[3] && (rc = msp_cfg_ms_steps(w, m[3], "step", &cfg->dump_iter)) != MSP_OK)
-        return rc;
-    if (m[4]) {
-        static const char *const levels[] = {"L1", "L0", "mix"};
-        int k;
-        if ((rc = msp_cfg_enum(w, m[4], "level", levels, MSP_NELEM(levels), &k)) != MSP_OK)
+    const msp_cfg_key_t *elem = NULL;
+    size_t plen = strlen(k->path);
+    for (size_t i = 0; i < w->n_keys && !elem; i++)
+        if (strncmp(w->keys[i].path, k->path, plen) == 0 && strcmp(w->keys[i].path + plen, "[]") == 0)
+            elem = &w->keys[i];
+    if (!elem)
+        return msp_fail(MSP_ERR_INTERNAL, "%s: %s: no entry for its elements", w->source, path);
+    size_t n = (size_t)cJSON_GetArraySize(it), i = 0;
+    if (n == 0)
+        return MSP_OK;
+    char *items = calloc(n, k->elem_size);
+    if (!items)
+        return msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w->source);
+    memcpy((char *)dst + k->off, &items, sizeof items);
+    for (const cJSON *e = it->child; e; e = e->next, i++) {
+        char sub[MSP_CFG_PATH_MAX];
+        snprintf(sub, sizeof sub, "%s[%zu]", path, i);
+        *(size_t *)((char *)dst + k->count) = i + 1; /* so msp_config_free releases a partial
+                                                        element */
+        msp_err rc = msp_cfg_value(w, elem, e, sub, items + i * k->elem_size);
+        if (rc != MSP_OK)
             return rc;
-        cfg->dump_mode = (msp_dump_mode_t)k; /* L1 = api, L0 = module, mix */
     }
-    /* The section of the task in use applies; the others are ignored. */
-    int ovf = cfg->task == MSP_TASK_OVERFLOW;
-    const cJSON *own = ovf ? NULL : cfg->task == MSP_TASK_TENSOR ? m[6] : m[5];
-    if (own && (rc = msp_ms_section(w, own, own->string, cfg)) != MSP_OK)
-        return rc;
-    if (ovf && m[7] && (rc = msp_ms_overflow_section(w, m[7], cfg)) != MSP_OK)
-        return rc;
-    /* the other tasks' sections change nothing here */
-    for (size_t i = 5; i <= 7; i++)
-        if (m[i] && m[i] != own && !(ovf && i == 7) &&
-            (rc = msp_ms_ignore(w, cfg, m[i]->string)) != MSP_OK)
-            return rc;
-    /* dump_enable false: nothing is dumped (msprobe re-reads it while the run
-     * goes on; here it is read once, when training starts) */
-    for (int k = 8; k <= 9; k++)
-        if (m[k] && !cJSON_IsBool(m[k]))
-            return msp_cfg_expected(w, keys[k], "true or false", m[k]);
-    if (m[8] && cJSON_IsFalse(m[8])) {
-        cfg->dump_disabled = 1;
-        cfg->has_dump = 0;
-    }
-    if (m[9])
-        cfg->stacks = cJSON_IsTrue(m[9]);
     return MSP_OK;
+}
+
+/* One value as its entry says, into dst (what the enclosing object fills). */
+static msp_err msp_cfg_value(const msp_cfg_walk_t *w, const msp_cfg_key_t *k, const cJSON *it,
+                             const char *path, void *dst)
+{
+    char *at = (char *)dst + k->off;
+    msp_err rc = MSP_OK;
+    switch (k->kind) {
+    case MSP_CFG_OBJECT:
+        return msp_cfg_walk_object(w, k, it, path, dst);
+    case MSP_CFG_LIST:
+        return msp_cfg_walk_list(w, k, it, path, dst);
+    case MSP_CFG_STRING: {
+        char **s = (char **)(void *)at;
+        rc = msp_cfg_string(w, it, path, k->what, s);
+        if (rc == MSP_OK && (k->flags & MSP_CFG_FILE) && (*s)[strlen(*s) - 1] == '/')
+            rc = msp_cfg_expected(w, path, "a file path, not a directory (ending in '/')", it);
+        return rc;
+    }
+    case MSP_CFG_BOOL:
+        if (!cJSON_IsBool(it))
+            return msp_cfg_expected(w, path, "true or false", it);
+        *(int *)(void *)at = cJSON_IsTrue(it);
+        return MSP_OK;
+    case MSP_CFG_INT: {
+        int64_t v;
+        rc = msp_cfg_int(w, it, path, k->what, k->min, &v);
+        if (rc == MSP_OK && (k->flags & MSP_CFG_NONZERO) && v == 0)
+            rc = msp_cfg_expected(w, path, k->what, it);
+        if (rc == MSP_OK)
+            *(int64_t *)(void *)at = v;
+        return rc;
+    }
+    case MSP_CFG_ENUM: {
+        int i;
+        rc = msp_cfg_enum(w, it, path, k->names, k->n_names, &i);
+        if (rc == MSP_OK) {
+            int v = k->values ? k->values[i] : i;
+            memcpy(at, &v, sizeof v);
+        }
+        return rc;
+    }
+    case MSP_CFG_STEPS:
+        return msp_cfg_steps(w, it, path, (msp_step_set_t *)(void *)at);
+    case MSP_CFG_MS_STEPS:
+        return msp_cfg_ms_steps(w, it, path, (msp_step_set_t *)(void *)at);
+    case MSP_CFG_IGNORED:
+        return msp_cfg_ignore(w, path);
+    case MSP_CFG_CUSTOM:
+        return k->set(w, k, it, path, dst);
+    }
+    return msp_fail(MSP_ERR_INTERNAL, "%s: %s: no such kind of key", w->source, path);
+}
+
+/* Whether root has a top-level key that tells the layout of keys[] (TELLS). */
+static int msp_cfg_tells(const msp_cfg_key_t *keys, size_t n, const cJSON *root)
+{
+    for (const cJSON *m = root->child; m; m = m->next)
+        for (size_t i = 0; i < n; i++)
+            if ((keys[i].flags & MSP_CFG_TELLS) && msp_cfg_key_name(&keys[i], "") &&
+                strcmp(keys[i].path, m->string) == 0)
+                return 1;
+    return 0;
 }
 
 msp_err msp_config_parse(const char *text, const char *source, msp_config_t *cfg)
@@ -767,17 +772,17 @@ msp_err msp_config_parse(const char *text, const char *source, msp_config_t *cfg
                       w.source, desc);
         goto cleanup;
     }
-    if (!cJSON_GetObjectItemCaseSensitive(root, "dump") &&
-        !cJSON_GetObjectItemCaseSensitive(root, "config_check") &&
-        (cJSON_GetObjectItemCaseSensitive(root, "task") ||
-         cJSON_GetObjectItemCaseSensitive(root, "dump_path") ||
-         cJSON_GetObjectItemCaseSensitive(root, "level"))) {
-        rc = msp_cfg_msprobe(&w, root, cfg);
-        goto cleanup;
+    /* msprobe's layout is told by its keys, and only where none of ours is there */
+    const msp_cfg_key_t *keys = msp_cfg_ours;
+    size_t n_keys = MSP_NELEM(msp_cfg_ours);
+    if (!msp_cfg_tells(msp_cfg_ours, MSP_NELEM(msp_cfg_ours), root) &&
+        msp_cfg_tells(msp_cfg_msprobe, MSP_NELEM(msp_cfg_msprobe), root)) {
+        keys = msp_cfg_msprobe;
+        n_keys = MSP_NELEM(msp_cfg_msprobe);
     }
-    w.keys = msp_cfg_ours;
-    w.n_keys = MSP_NELEM(msp_cfg_ours);
-    rc = msp_cfg_walk_object(&w, &msp_cfg_ours[0], root, "", cfg);
+    w.keys = keys;
+    w.n_keys = n_keys;
+    rc = msp_cfg_walk_object(&w, &keys[0], root, "", cfg);
 cleanup:
     cJSON_Delete(root);
     free(buf);
