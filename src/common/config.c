@@ -1,24 +1,19 @@
-/* msprobe.json loader: comments blanked in place (offsets kept, so an error's
- * position is the line:column of the user's file), cJSON for the tree, then a
- * strict walk where every object lists its keys, so a typo is an error rather
- * than a silently ignored setting. */
-#include "msprobe/config.h"
+/* msprobe.json loader: the text becomes a tree (config_json.c), then a strict
+ * walk (config_walk.c) over the table of every key its layout has, so a typo
+ * is an error rather than a silently ignored setting. The two layouts, ours
+ * and msprobe's config.json, are the two tables here. */
+#include "config_internal.h"
 
-#include <cjson/cJSON.h>
 #include <ctype.h>
 #include <errno.h>
-#include <math.h>
-#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 /* A config is a few hundred bytes; anything this large is a wrong path. */
 #define MSP_CONFIG_MAX_BYTES (16u * 1024u * 1024u)
-/* Bounds the memory a hostile "1|2|3|..." can claim. */
-#define MSP_STEP_SET_MAX_RANGES 65536u
-/* Largest integer a JSON number (a double in cJSON) carries exactly. */
-#define MSP_JSON_INT_MAX 9007199254740992.0
 
 #define MSP_NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -26,364 +21,14 @@ const char *const msp_dump_mode_names[3] = {"api", "module", "mix"};
 const char *const msp_task_names[4] = {"tensor", "statistics", "md5", "overflow_check"};
 const char *const msp_step_trigger_names[4] = {"optimizer", "backward", "forward", "manual"};
 
-static const char msp_step_set_hint[] =
-    "expected a step set like \"10|20\", \"5-8\", \"1|3-5\" or \"all\"";
+/* ---- what both layouts share ---------------------------------------------- */
 
-/* Quote user text for a message: bounded, control characters shown as '?',
- * so a binary file or a huge string cannot wreck the terminal. */
-static void msp_cfg_quote(char *dst, size_t cap, const char *s)
+static const char msp_cfg_overflow_what[] = "a number of overflows >= 1, or -1 for no limit";
+static const char msp_cfg_overflow_only[] = "applies only to task \"overflow_check\"";
+
+static int msp_cfg_task_overflow(const msp_config_t *cfg)
 {
-    msp_excerpt(dst, cap, s, cap > 8 ? cap - 6 : 0, MSP_EXCERPT_MARK);
-}
-
-typedef struct msp_cfg_walk {
-    const char *source;
-} msp_cfg_walk_t;
-
-static msp_err msp_cfg_fail(const msp_cfg_walk_t *w, const char *path, const char *fmt, ...)
-    MSP_PRINTF(3, 4);
-static msp_err msp_cfg_fail(const msp_cfg_walk_t *w, const char *path, const char *fmt, ...)
-{
-    char msg[768];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return msp_fail(MSP_ERR_CONFIG, "%s: %s: %s", w->source, path, msg);
-}
-
-/* "got ..." part of a type error: the JSON type, or the value when it is short. */
-static void msp_cfg_describe(const cJSON *it, char *buf, size_t cap)
-{
-    if (cJSON_IsString(it)) {
-        char q[64];
-        msp_cfg_quote(q, sizeof q, it->valuestring);
-        snprintf(buf, cap, "\"%s\"", q);
-    } else if (cJSON_IsNumber(it)) {
-        /* Shortest of %.15g / %.17g that reads back as the same double. */
-        char num[40];
-        snprintf(num, sizeof num, "%.15g", it->valuedouble);
-        double back = strtod(num, NULL);
-        if (back < it->valuedouble || back > it->valuedouble)
-            snprintf(num, sizeof num, "%.17g", it->valuedouble);
-        snprintf(buf, cap, "number %s", num);
-    } else if (cJSON_IsArray(it)) {
-        snprintf(buf, cap, "an array");
-    } else if (cJSON_IsObject(it)) {
-        snprintf(buf, cap, "an object");
-    } else if (cJSON_IsTrue(it)) {
-        snprintf(buf, cap, "true");
-    } else if (cJSON_IsFalse(it)) {
-        snprintf(buf, cap, "false");
-    } else if (cJSON_IsNull(it)) {
-        snprintf(buf, cap, "null");
-    } else {
-        snprintf(buf, cap, "an invalid value");
-    }
-}
-
-static msp_err msp_cfg_expected(const msp_cfg_walk_t *w, const char *path, const char *what,
-                                const cJSON *got)
-{
-    char desc[96];
-    msp_cfg_describe(got, desc, sizeof desc);
-    return msp_cfg_fail(w, path, "expected %s, got %s", what, desc);
-}
-
-/* Checks every member name against `keys`: unknown or repeated names are errors
- * (cJSON keeps duplicates as siblings; the later one would otherwise be ignored).
- * found[i] receives the member for keys[i], or NULL. */
-static msp_err msp_cfg_members(const msp_cfg_walk_t *w, const cJSON *obj, const char *path,
-                               const char *const *keys, size_t nkeys, const cJSON **found)
-{
-    for (size_t k = 0; k < nkeys; k++)
-        found[k] = NULL;
-    for (const cJSON *m = obj->child; m; m = m->next) {
-        size_t k = 0;
-        while (k < nkeys && strcmp(m->string, keys[k]) != 0)
-            k++;
-        char key[80], sub[256];
-        msp_cfg_quote(key, sizeof key, m->string);
-        if (*path)
-            snprintf(sub, sizeof sub, "%s.%s", path, key);
-        else
-            snprintf(sub, sizeof sub, "%s", key);
-        if (k == nkeys) {
-            char list[256] = "";
-            size_t used = 0;
-            for (size_t j = 0; j < nkeys && used < sizeof list; j++) {
-                int n = snprintf(list + used, sizeof list - used, "%s%s",
-                                 j == 0 ? "" : (j + 1 == nkeys ? " or " : ", "), keys[j]);
-                if (n < 0)
-                    break;
-                used += (size_t)n;
-            }
-            return msp_cfg_fail(w, sub, "unknown key (expected %s)", list);
-        }
-        if (found[k])
-            return msp_cfg_fail(w, sub, "duplicate key (each key may appear once)");
-        found[k] = m;
-    }
-    return MSP_OK;
-}
-
-static msp_err msp_cfg_object(const msp_cfg_walk_t *w, const cJSON *it, const char *path)
-{
-    return cJSON_IsObject(it) ? MSP_OK : msp_cfg_expected(w, path, "an object { ... }", it);
-}
-
-/* One of `names` (index into *out); message lists the choices. */
-static msp_err msp_cfg_enum(const msp_cfg_walk_t *w, const cJSON *it, const char *path,
-                            const char *const *names, size_t n, int *out)
-{
-    *out = 0; /* defined on the error path too (gcc -O2 cannot see that one returns non-zero) */
-    if (cJSON_IsString(it)) {
-        for (size_t i = 0; i < n; i++) {
-            if (strcmp(it->valuestring, names[i]) == 0) {
-                *out = (int)i;
-                return MSP_OK;
-            }
-        }
-    }
-    char what[256];
-    size_t used = 0;
-    for (size_t i = 0; i < n && used < sizeof what; i++) {
-        int k = snprintf(what + used, sizeof what - used, "%s\"%s\"",
-                         i == 0 ? "" : (i + 1 == n ? " or " : ", "), names[i]);
-        if (k < 0)
-            break;
-        used += (size_t)k;
-    }
-    return msp_cfg_expected(w, path, what, it);
-}
-
-/* A non-empty string; *out is a fresh copy. */
-static msp_err msp_cfg_string(const msp_cfg_walk_t *w, const cJSON *it, const char *path,
-                              const char *what, char **out)
-{
-    if (!cJSON_IsString(it) || it->valuestring[0] == '\0')
-        return msp_cfg_expected(w, path, what, it);
-    char *s = strdup(it->valuestring);
-    if (!s)
-        return msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w->source);
-    free(*out);
-    *out = s;
-    return MSP_OK;
-}
-
-/* An integer in [min, 2^53 - 1]: from 2^53 on a double no longer holds
- * every integer, so 9007199254740993 would arrive as ...992, silently. */
-static msp_err msp_cfg_int(const msp_cfg_walk_t *w, const cJSON *it, const char *path,
-                           const char *what, int64_t min, int64_t *out)
-{
-    *out = min; /* defined on the error path too, as for msp_cfg_enum */
-    /* 2^53 .. 2^63: an integer the writer meant, perhaps rounded already */
-    if (cJSON_IsNumber(it) && it->valuedouble >= MSP_JSON_INT_MAX && it->valuedouble < 0x1p63) {
-        char desc[96];
-        msp_cfg_describe(it, desc, sizeof desc);
-        return msp_cfg_fail(w, path, "expected %s, got %s (JSON numbers are exact only up to "
-                            "9007199254740991: a larger one may already be rounded; a step "
-                            "may be written as a string, \"9007199254740993\")", what, desc);
-    }
-    if (cJSON_IsNumber(it)) {
-        double v = it->valuedouble;
-        if (isfinite(v) && v >= (double)min && v <= MSP_JSON_INT_MAX) {
-            int64_t i = (int64_t)v;
-            double frac = v - (double)i;
-            if (!(frac > 0.0) && !(frac < 0.0)) {
-                *out = i;
-                return MSP_OK;
-            }
-        }
-    }
-    return msp_cfg_expected(w, path, what, it);
-}
-
-/* ---- step sets ---------------------------------------------------------- */
-
-static msp_err msp_step_set_add(msp_step_set_t *s, int64_t first, int64_t last, size_t *cap)
-{
-    if (s->n_ranges == *cap) {
-        if (*cap >= MSP_STEP_SET_MAX_RANGES)
-            return msp_fail(MSP_ERR_LIMIT, "more than %u steps or ranges in one step set",
-                            MSP_STEP_SET_MAX_RANGES);
-        msp_step_range_t *r = msp_grow(s->ranges, cap, s->n_ranges, sizeof *r, 4);
-        if (!r)
-            return msp_fail(MSP_ERR_NOMEM, "out of memory parsing a step set");
-        s->ranges = r;
-    }
-    s->ranges[s->n_ranges].first = first;
-    s->ranges[s->n_ranges].last = last;
-    s->n_ranges++;
-    return MSP_OK;
-}
-
-/* Digits only (no sign, no spaces inside); advances *p. */
-static int msp_step_number(const char **p, int64_t *out)
-{
-    const char *s = *p;
-    if (!isdigit((unsigned char)*s))
-        return 0;
-    int64_t v = 0;
-    for (; isdigit((unsigned char)*s); s++) {
-        int d = *s - '0';
-        if (v > (INT64_MAX - d) / 10)
-            return -1;
-        v = v * 10 + d;
-    }
-    *p = s;
-    *out = v;
-    return 1;
-}
-
-static const char *msp_skip_blank(const char *s)
-{
-    while (*s == ' ' || *s == '\t')
-        s++;
-    return s;
-}
-
-msp_err msp_step_set_parse(const char *text, msp_step_set_t *out)
-{
-    msp_step_set_t s = {0};
-    size_t cap = 0;
-    msp_err rc = MSP_OK;
-    char quoted[64];
-    msp_cfg_quote(quoted, sizeof quoted, text ? text : "");
-    *out = s;
-    const char *p = msp_skip_blank(text ? text : "");
-    if (*p == '\0' || (strncmp(p, "all", 3) == 0 && *msp_skip_blank(p + 3) == '\0')) {
-        out->all = 1;
-        return MSP_OK;
-    }
-    for (;;) {
-        int64_t first, last;
-        p = msp_skip_blank(p);
-        const char *tok = p;
-        int got = msp_step_number(&p, &first);
-        if (got == 0) {
-            const char *why = *tok == '-' ? "a negative step"
-                              : (*tok == '|' || *tok == '\0') ? "an empty entry"
-                                                               : "not a step number";
-            rc = msp_fail(MSP_ERR_CONFIG, "%s, got \"%s\" (%s at offset %zu)", msp_step_set_hint,
-                          quoted, why, (size_t)(tok - text));
-            goto cleanup;
-        }
-        if (got < 0) {
-            rc = msp_fail(MSP_ERR_CONFIG, "%s, got \"%s\" (step number too large)",
-                          msp_step_set_hint, quoted);
-            goto cleanup;
-        }
-        last = first;
-        p = msp_skip_blank(p);
-        if (*p == '-') {
-            p = msp_skip_blank(p + 1);
-            got = msp_step_number(&p, &last);
-            if (got <= 0) {
-                rc = msp_fail(MSP_ERR_CONFIG, "%s, got \"%s\" (%s)", msp_step_set_hint, quoted,
-                              got < 0 ? "step number too large"
-                                      : "a range needs an end step, as in \"5-8\"");
-                goto cleanup;
-            }
-            if (last < first) {
-                rc = msp_fail(MSP_ERR_CONFIG,
-                              "%s, got \"%s\" (range %lld-%lld ends before it starts)",
-                              msp_step_set_hint, quoted, (long long)first, (long long)last);
-                goto cleanup;
-            }
-            p = msp_skip_blank(p);
-        }
-        rc = msp_step_set_add(&s, first, last, &cap);
-        if (rc != MSP_OK)
-            goto cleanup;
-        if (*p == '\0')
-            break;
-        if (*p != '|') {
-            rc = msp_fail(MSP_ERR_CONFIG, "%s, got \"%s\" (unexpected '%c' at offset %zu)",
-                          msp_step_set_hint, quoted, isprint((unsigned char)*p) ? *p : '?',
-                          (size_t)(p - text));
-            goto cleanup;
-        }
-        p++;
-    }
-    *out = s;
-    return MSP_OK;
-cleanup:
-    msp_step_set_free(&s);
-    return rc;
-}
-
-int msp_step_set_contains(const msp_step_set_t *s, int64_t step)
-{
-    if (!s)
-        return 0;
-    if (s->all)
-        return 1;
-    for (size_t i = 0; i < s->n_ranges; i++)
-        if (step >= s->ranges[i].first && step <= s->ranges[i].last)
-            return 1;
-    return 0;
-}
-
-void msp_step_set_free(msp_step_set_t *s)
-{
-    if (!s)
-        return;
-    free(s->ranges);
-    s->ranges = NULL;
-    s->n_ranges = 0;
-    s->all = 0;
-}
-
-/* ---- sections ----------------------------------------------------------- */
-
-static msp_err msp_cfg_dump_iter(const msp_cfg_walk_t *w, const cJSON *it, const char *path,
-                                 msp_step_set_t *out)
-{
-    msp_step_set_t s = {0};
-    msp_err rc = MSP_OK;
-    if (cJSON_IsString(it)) {
-        rc = msp_step_set_parse(it->valuestring, &s);
-        if (rc != MSP_OK) {
-            /* msp_fail writes the buffer msp_last_error() points into. */
-            char detail[512];
-            snprintf(detail, sizeof detail, "%s", msp_last_error());
-            return rc == MSP_ERR_CONFIG || rc == MSP_ERR_LIMIT ? msp_cfg_fail(w, path, "%s", detail)
-                                                               : rc;
-        }
-    } else if (cJSON_IsNumber(it)) {
-        int64_t v;
-        size_t cap = 0;
-        rc = msp_cfg_int(w, it, path, "a step set like \"10|20\", \"5-8\", \"all\" or a step number >= 0", 0, &v);
-        if (rc == MSP_OK)
-            rc = msp_step_set_add(&s, v, v, &cap);
-    } else if (cJSON_IsArray(it) && it->child) {
-        size_t cap = 0, i = 0;
-        for (const cJSON *e = it->child; e && rc == MSP_OK; e = e->next, i++) {
-            int64_t v;
-            char sub[300];
-            snprintf(sub, sizeof sub, "%s[%zu]", path, i);
-            rc = msp_cfg_int(w, e, sub, "a step number >= 0", 0, &v);
-            if (rc == MSP_OK)
-                rc = msp_step_set_add(&s, v, v, &cap);
-        }
-    } else {
-        return msp_cfg_expected(
-            w, path,
-            "a step set like \"10|20\", \"5-8\", \"1|3-5\" or \"all\", a step number, or a non-empty array of step numbers",
-            it);
-    }
-    if (rc != MSP_OK) {
-        msp_step_set_free(&s);
-        if (rc != MSP_ERR_LIMIT)
-            return rc;
-        char detail[512];
-        snprintf(detail, sizeof detail, "%s", msp_last_error());
-        return msp_cfg_fail(w, path, "%s", detail);
-    }
-    msp_step_set_free(out);
-    *out = s;
-    return MSP_OK;
+    return cfg->task == MSP_TASK_OVERFLOW;
 }
 
 /* An api_list entry's place for messages: its key and the text written there. */
@@ -394,251 +39,187 @@ static char *msp_cfg_entry_key(const char *path, const char *text)
     return msp_asprintf("%s \"%s\"", path, shown);
 }
 
-static msp_err msp_cfg_api_entry(const msp_cfg_walk_t *w, const cJSON *e, const char *path,
-                                 msp_api_sel_t *sel)
+/* ---- our msprobe.json ----------------------------------------------------- */
+
+static void msp_cfg_dump_on(void *dst)
 {
-    static const char *const keys[] = {"name", "api_type"};
-    static const char *const types[] = {"forward", "backward", "all", "both"};
-    static const unsigned dirs[] = {MSP_DIR_FORWARD, MSP_DIR_BACKWARD,
-                                    MSP_DIR_FORWARD | MSP_DIR_BACKWARD,
-                                    MSP_DIR_FORWARD | MSP_DIR_BACKWARD};
-    const cJSON *m[MSP_NELEM(keys)];
-    char sub[300];
-    msp_err rc = msp_cfg_object(w, e, path);
-    if (rc == MSP_OK)
-        rc = msp_cfg_members(w, e, path, keys, MSP_NELEM(keys), m);
+    ((msp_config_t *)dst)->has_dump = 1;
+}
+
+static void msp_cfg_config_check_on(void *dst)
+{
+    ((msp_config_t *)dst)->has_config_check = 1;
+}
+
+static void msp_cfg_api_sel_init(void *dst)
+{
+    ((msp_api_sel_t *)dst)->dirs = MSP_DIR_FORWARD | MSP_DIR_BACKWARD;
+}
+
+/* api_list[].name: a name without spaces, and where it was written. */
+static msp_err msp_cfg_api_name(const msp_cfg_walk_t *w, const msp_cfg_key_t *k, const cJSON *it,
+                                const char *path, void *dst)
+{
+    msp_api_sel_t *sel = dst;
+    msp_err rc = msp_cfg_string(w, it, path, k->what, &sel->name);
     if (rc != MSP_OK)
         return rc;
-    snprintf(sub, sizeof sub, "%s.name", path);
-    if (!m[0])
-        return msp_cfg_fail(w, sub, "missing (each api_list entry needs a name, e.g. "
-                                    "\"torch.nn.functional.conv2d\" or \"layer1.0.conv1\")");
-    rc = msp_cfg_string(w, m[0], sub, "a non-empty API or module name", &sel->name);
-    if (rc != MSP_OK)
-        return rc;
-    if (!(sel->key = msp_cfg_entry_key(sub, m[0]->valuestring)))
+    if (!(sel->key = msp_cfg_entry_key(path, it->valuestring)))
         return msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w->source);
     for (const char *c = sel->name; *c; c++)
         if (isspace((unsigned char)*c) || (unsigned char)*c < 0x20)
-            return msp_cfg_expected(w, sub, "an API or module name without spaces", m[0]);
-    sel->dirs = MSP_DIR_FORWARD | MSP_DIR_BACKWARD;
-    if (m[1]) {
-        int k;
-        snprintf(sub, sizeof sub, "%s.api_type", path);
-        rc = msp_cfg_enum(w, m[1], sub, types, MSP_NELEM(types), &k);
-        if (rc != MSP_OK)
-            return rc;
-        sel->dirs = dirs[k];
+            return msp_cfg_expected(w, path, "an API or module name without spaces", it);
+    return MSP_OK;
+}
+
+static const char *const msp_cfg_api_types[] = {"forward", "backward", "all", "both"};
+static const int msp_cfg_api_dirs[] = {MSP_DIR_FORWARD, MSP_DIR_BACKWARD,
+                                       MSP_DIR_FORWARD | MSP_DIR_BACKWARD,
+                                       MSP_DIR_FORWARD | MSP_DIR_BACKWARD};
+_Static_assert(MSP_NELEM(msp_cfg_api_types) == MSP_NELEM(msp_cfg_api_dirs), "a value per name");
+
+/* Shorthands for the tables. */
+#define KEY(p, k) .path = (p), .kind = MSP_CFG_##k
+#define CFG(f, T) MSP_CFG_AT(msp_config_t, f, T)
+#define CFG_ENUM(f) MSP_CFG_ENUM_AT(msp_config_t, f)
+#define NAMES(a) .names = (a), .n_names = MSP_NELEM(a)
+
+/* msprobe.json (see msprobe.json(5)). */
+static const msp_cfg_key_t msp_cfg_ours[] = {
+    {KEY("", OBJECT)},
+    {KEY("dump", OBJECT), .init = msp_cfg_dump_on, .flags = MSP_CFG_TELLS},
+    {KEY("dump.common_dump_settings", OBJECT)},
+    {KEY("dump.common_dump_settings.dump_mode", ENUM), .off = CFG_ENUM(dump_mode),
+     NAMES(msp_dump_mode_names)},
+    {KEY("dump.common_dump_settings.dump_path", STRING), .off = CFG(dump_path, char *),
+     .what = "a non-empty directory path"},
+    {KEY("dump.common_dump_settings.dump_iter", STEPS), .off = CFG(dump_iter, msp_step_set_t)},
+    {KEY("dump.common_dump_settings.task", ENUM), .off = CFG_ENUM(task), NAMES(msp_task_names)},
+    {KEY("dump.common_dump_settings.step_trigger", ENUM), .off = CFG_ENUM(step_trigger),
+     NAMES(msp_step_trigger_names)},
+    /* ranks take the step-set syntax: "0|2", "0-3", [0, 2], "all" */
+    {KEY("dump.common_dump_settings.rank", STEPS), .off = CFG(ranks, msp_step_set_t)},
+    /* each record's call site (msprobe's extra_info) */
+    {KEY("dump.common_dump_settings.stack", BOOL), .off = CFG(stacks, int)},
+    {KEY("dump.common_dump_settings.overflow_nums", INT), .off = CFG(overflow_nums, int64_t),
+     .what = msp_cfg_overflow_what, .min = -1, .flags = MSP_CFG_NONZERO,
+     .only = msp_cfg_task_overflow, .only_why = msp_cfg_overflow_only},
+    {KEY("dump.api_list", LIST), .off = CFG(api_list, msp_api_sel_t *),
+     .count = CFG(n_api_list, size_t), .elem_size = sizeof(msp_api_sel_t),
+     .what = "an array of {\"name\": ..., \"api_type\": ...}"},
+    {KEY("dump.api_list[]", OBJECT), .init = msp_cfg_api_sel_init},
+    {KEY("dump.api_list[].name", CUSTOM), .set = msp_cfg_api_name,
+     .what = "a non-empty API or module name", .flags = MSP_CFG_REQUIRED,
+     .note = "each api_list entry needs a name, e.g. \"torch.nn.functional.conv2d\" or "
+             "\"layer1.0.conv1\""},
+    {KEY("dump.api_list[].api_type", ENUM), .off = MSP_CFG_ENUM_AT(msp_api_sel_t, dirs),
+     NAMES(msp_cfg_api_types), .values = msp_cfg_api_dirs},
+    {KEY("config_check", OBJECT), .init = msp_cfg_config_check_on, .flags = MSP_CFG_TELLS},
+    {KEY("config_check.output_zip_path", STRING), .off = CFG(cc_output_zip_path, char *),
+     .what = "a non-empty file path", .flags = MSP_CFG_FILE},
+    /* -1 is accepted as the spelled-out default ("only at exit") */
+    {KEY("config_check.write_at_step", INT), .off = CFG(cc_write_at_step, int64_t),
+     .what = "a step number >= 0 (or -1: only at exit)", .min = -1},
+    {KEY("config_check.dataset_batches", INT), .off = CFG(cc_dataset_batches, int64_t),
+     .what = "an integer >= 1", .min = 1},
+};
+_Static_assert(MSP_NELEM(msp_cfg_ours) <= MSP_CFG_MAX_KEYS, "raise MSP_CFG_MAX_KEYS");
+
+/* ---- msprobe's config.json ------------------------------------------------ */
+
+/* msprobe's defaults: task statistics, level L1. */
+static void msp_ms_defaults(void *dst)
+{
+    msp_config_t *cfg = dst;
+    cfg->msprobe_format = 1;
+    cfg->has_dump = 1;
+    cfg->task = MSP_TASK_STATISTICS;
+}
+
+/* The section of the task in use applies (statistics for md5; overflow_check
+ * has its own); the others change nothing here. */
+static int msp_ms_task_statistics(const msp_config_t *cfg)
+{
+    return cfg->task != MSP_TASK_TENSOR && cfg->task != MSP_TASK_OVERFLOW;
+}
+
+static int msp_ms_task_tensor(const msp_config_t *cfg)
+{
+    return cfg->task == MSP_TASK_TENSOR;
+}
+
+/* dump_enable false: nothing is dumped (msprobe re-reads it while the run
+ * goes on; here it is read once, when training starts). */
+static msp_err msp_ms_dump_enable(const msp_cfg_walk_t *w, const msp_cfg_key_t *k,
+                                  const cJSON *it, const char *path, void *dst)
+{
+    msp_config_t *cfg = dst;
+    (void)k;
+    if (!cJSON_IsBool(it))
+        return msp_cfg_expected(w, path, "true or false", it);
+    if (cJSON_IsFalse(it)) {
+        cfg->dump_disabled = 1;
+        cfg->has_dump = 0;
     }
     return MSP_OK;
 }
 
-static msp_err msp_cfg_api_list(const msp_cfg_walk_t *w, const cJSON *it, msp_config_t *cfg)
+/* scope: accepted when empty. */
+static msp_err msp_ms_scope(const msp_cfg_walk_t *w, const msp_cfg_key_t *k, const cJSON *it,
+                            const char *path, void *dst)
 {
-    const char *path = "dump.api_list";
-    if (!cJSON_IsArray(it))
-        return msp_cfg_expected(w, path, "an array of {\"name\": ..., \"api_type\": ...}", it);
-    size_t n = (size_t)cJSON_GetArraySize(it);
-    if (n == 0)
-        return MSP_OK;
-    cfg->api_list = calloc(n, sizeof *cfg->api_list);
-    if (!cfg->api_list)
-        return msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w->source);
+    (void)k;
+    (void)dst;
+    msp_err rc = msp_cfg_strings(w, it, path);
+    if (rc == MSP_OK && it->child)
+        rc = msp_cfg_fail(w, path, "a scope range (start and end record) is not supported; "
+                                   "name the APIs or modules in \"list\" instead");
+    return rc;
+}
+
+/* data_mode: the directions and roles a dump keeps. */
+static msp_err msp_ms_data_mode(const msp_cfg_walk_t *w, const msp_cfg_key_t *k,
+                                const cJSON *it, const char *path, void *dst)
+{
+    static const char *const modes[] = {"all", "forward", "backward", "input", "output"};
+    msp_config_t *cfg = dst;
+    (void)k;
+    msp_err rc = msp_cfg_strings(w, it, path);
+    if (rc != MSP_OK)
+        return rc;
+    unsigned dirs = 0, roles = 0;
+    int all = !it->child;
     size_t i = 0;
     for (const cJSON *e = it->child; e; e = e->next, i++) {
-        char sub[64];
-        snprintf(sub, sizeof sub, "%s[%zu]", path, i);
-        cfg->n_api_list = i + 1; /* so msp_config_free releases a partial entry */
-        msp_err rc = msp_cfg_api_entry(w, e, sub, &cfg->api_list[i]);
-        if (rc != MSP_OK)
+        char esub[MSP_CFG_PATH_MAX];
+        int m;
+        snprintf(esub, sizeof esub, "%s[%zu]", path, i);
+        if ((rc = msp_cfg_enum(w, e, esub, modes, MSP_NELEM(modes), &m)) != MSP_OK)
             return rc;
+        all |= m == 0;
+        dirs |= m == 1 ? MSP_DIR_FORWARD : m == 2 ? MSP_DIR_BACKWARD : 0;
+        roles |= m == 3 ? MSP_ROLE_INPUT : m == 4 ? MSP_ROLE_OUTPUT : 0;
     }
+    if (all && it->child && cJSON_GetArraySize(it) > 1)
+        return msp_cfg_fail(w, path, "\"all\" cannot be combined with other modes");
+    cfg->dump_dirs = all || !dirs ? MSP_DIR_FORWARD | MSP_DIR_BACKWARD : dirs;
+    cfg->dump_roles = all || !roles ? MSP_ROLE_INPUT | MSP_ROLE_OUTPUT : roles;
     return MSP_OK;
 }
 
-/* overflow_nums: a count >= 1, or -1 for no limit; only with task overflow_check. */
-static msp_err msp_cfg_overflow_nums(const msp_cfg_walk_t *w, const cJSON *it, const char *path,
-                                     msp_config_t *cfg)
+/* summary_mode md5 with task statistics is task md5; tensor + md5 is the
+ * tensor task: it stores the crc32 anyway. */
+static msp_err msp_ms_summary_mode(const msp_cfg_walk_t *w, const msp_cfg_key_t *k,
+                                   const cJSON *it, const char *path, void *dst)
 {
-    const char *what = "a number of overflows >= 1, or -1 for no limit";
-    int64_t v;
-    msp_err rc = msp_cfg_int(w, it, path, what, -1, &v);
-    if (rc != MSP_OK)
-        return rc;
-    if (v == 0)
-        return msp_cfg_expected(w, path, what, it);
-    if (cfg->task != MSP_TASK_OVERFLOW)
-        return msp_cfg_fail(w, path, "applies only to task \"overflow_check\"");
-    cfg->overflow_nums = v;
-    return MSP_OK;
-}
-
-static msp_err msp_cfg_dump(const msp_cfg_walk_t *w, const cJSON *dump, msp_config_t *cfg)
-{
-    static const char *const dkeys[] = {"common_dump_settings", "api_list"};
-    static const char *const skeys[] = {"dump_mode", "dump_path", "dump_iter", "task",
-                                        "step_trigger", "rank", "stack", "overflow_nums"};
-    const cJSON *d[MSP_NELEM(dkeys)], *s[MSP_NELEM(skeys)];
-    int k;
-    msp_err rc = msp_cfg_object(w, dump, "dump");
-    if (rc == MSP_OK)
-        rc = msp_cfg_members(w, dump, "dump", dkeys, MSP_NELEM(dkeys), d);
-    if (rc != MSP_OK)
-        return rc;
-    cfg->has_dump = 1;
-    if (d[0]) {
-        const char *base = "dump.common_dump_settings";
-        rc = msp_cfg_object(w, d[0], base);
-        if (rc == MSP_OK)
-            rc = msp_cfg_members(w, d[0], base, skeys, MSP_NELEM(skeys), s);
-        if (rc != MSP_OK)
-            return rc;
-        if (s[0]) {
-            if ((rc = msp_cfg_enum(w, s[0], "dump.common_dump_settings.dump_mode",
-                                   msp_dump_mode_names, MSP_NELEM(msp_dump_mode_names), &k)) != MSP_OK)
-                return rc;
-            cfg->dump_mode = (msp_dump_mode_t)k;
-        }
-        if (s[1] && (rc = msp_cfg_string(w, s[1], "dump.common_dump_settings.dump_path",
-                                         "a non-empty directory path", &cfg->dump_path)) != MSP_OK)
-            return rc;
-        if (s[2] && (rc = msp_cfg_dump_iter(w, s[2], "dump.common_dump_settings.dump_iter",
-                                            &cfg->dump_iter)) != MSP_OK)
-            return rc;
-        if (s[3]) {
-            if ((rc = msp_cfg_enum(w, s[3], "dump.common_dump_settings.task", msp_task_names,
-                                   MSP_NELEM(msp_task_names), &k)) != MSP_OK)
-                return rc;
-            cfg->task = (msp_task_t)k;
-        }
-        if (s[4]) {
-            if ((rc = msp_cfg_enum(w, s[4], "dump.common_dump_settings.step_trigger",
-                                   msp_step_trigger_names, MSP_NELEM(msp_step_trigger_names), &k)) != MSP_OK)
-                return rc;
-            cfg->step_trigger = (msp_step_trigger_t)k;
-        }
-        /* Ranks take the step-set syntax: "0|2", "0-3", [0, 2], "all". */
-        if (s[5] && (rc = msp_cfg_dump_iter(w, s[5], "dump.common_dump_settings.rank",
-                                            &cfg->ranks)) != MSP_OK)
-            return rc;
-        /* each record's call site (msprobe's extra_info) */
-        if (s[6] && !cJSON_IsBool(s[6]))
-            return msp_cfg_expected(w, "dump.common_dump_settings.stack", "true or false", s[6]);
-        if (s[6])
-            cfg->stacks = cJSON_IsTrue(s[6]);
-        if (s[7] && (rc = msp_cfg_overflow_nums(w, s[7], "dump.common_dump_settings.overflow_nums",
-                                                cfg)) != MSP_OK)
-            return rc;
-    }
-    if (d[1])
-        return msp_cfg_api_list(w, d[1], cfg);
-    return MSP_OK;
-}
-
-static msp_err msp_cfg_config_check(const msp_cfg_walk_t *w, const cJSON *cc, msp_config_t *cfg)
-{
-    static const char *const keys[] = {"output_zip_path", "write_at_step", "dataset_batches"};
-    const cJSON *m[MSP_NELEM(keys)];
-    msp_err rc = msp_cfg_object(w, cc, "config_check");
-    if (rc == MSP_OK)
-        rc = msp_cfg_members(w, cc, "config_check", keys, MSP_NELEM(keys), m);
-    if (rc != MSP_OK)
-        return rc;
-    cfg->has_config_check = 1;
-    if (m[0]) {
-        const char *key = "config_check.output_zip_path";
-        if ((rc = msp_cfg_string(w, m[0], key, "a non-empty file path",
-                                 &cfg->cc_output_zip_path)) != MSP_OK)
-            return rc;
-        size_t n = strlen(cfg->cc_output_zip_path);
-        if (cfg->cc_output_zip_path[n - 1] == '/')
-            return msp_cfg_expected(w, key, "a file path, not a directory (ending in '/')", m[0]);
-    }
-    /* -1 is accepted as the spelled-out default ("only at exit"). */
-    if (m[1] && (rc = msp_cfg_int(w, m[1], "config_check.write_at_step",
-                                  "a step number >= 0 (or -1: only at exit)", -1,
-                                  &cfg->cc_write_at_step)) != MSP_OK)
-        return rc;
-    if (m[2] && (rc = msp_cfg_int(w, m[2], "config_check.dataset_batches",
-                                  "an integer >= 1", 1, &cfg->cc_dataset_batches)) != MSP_OK)
-        return rc;
-    return MSP_OK;
-}
-
-/* ---- msprobe's config.json ---------------------------------------------- */
-
-/* Keys of msprobe's config.json that change nothing here: accepted, and
- * listed once as ignored so the user knows they had no effect. */
-static const char *const msp_ms_ignored_top[] = {
-    "async_dump", "precision", "risk_level", "framework",
-    "is_deterministic", "enable_dataloader", "acc_check", "run_ut",
-    "free_benchmark", "grad_probe", "structure", "exception_dump", "online_run_ut"};
-static const char *const msp_ms_ignored_section[] = {
-    "device", "file_format", "bench_path", "diff_nums", "overflow_nums",
-    "check_mode"};
-
-static int msp_ms_in(const char *const *v, size_t n, const char *k)
-{
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(v[i], k) == 0)
-            return 1;
-    return 0;
-}
-
-static msp_err msp_ms_ignore(const msp_cfg_walk_t *w, msp_config_t *cfg, const char *key)
-{
-    char **nv = realloc(cfg->ignored, (cfg->n_ignored + 1) * sizeof *nv);
-    if (!nv)
-        return msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w->source);
-    cfg->ignored = nv;
-    if (!(nv[cfg->n_ignored] = strdup(key)))
-        return msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w->source);
-    cfg->n_ignored++;
-    return MSP_OK;
-}
-
-/* msprobe's rank / step lists: [1, "0", "4-6"]; [] = all. */
-static msp_err msp_ms_set(const msp_cfg_walk_t *w, const cJSON *it, const char *path,
-                          msp_step_set_t *out)
-{
-    static const char what[] = "a list of numbers >= 0, numeric strings or ranges like "
-                               "[0, \"2\", \"4-6\"] ([] = all)";
-    if (!cJSON_IsArray(it))
-        return msp_cfg_expected(w, path, what, it);
-    msp_step_set_t s = {0};
-    size_t cap = 0, i = 0;
-    msp_err rc = MSP_OK;
-    if (!it->child)
-        s.all = 1;
-    for (const cJSON *e = it->child; e && rc == MSP_OK; e = e->next, i++) {
-        char sub[300];
-        snprintf(sub, sizeof sub, "%s[%zu]", path, i);
-        int64_t v;
-        if (cJSON_IsNumber(e)) {
-            if ((rc = msp_cfg_int(w, e, sub, "a number >= 0", 0, &v)) == MSP_OK)
-                rc = msp_step_set_add(&s, v, v, &cap);
-        } else if (cJSON_IsString(e) && e->valuestring[0] && !strchr(e->valuestring, '|') &&
-                   strcmp(e->valuestring, "all") != 0) {
-            msp_step_set_t one = {0};
-            if (msp_step_set_parse(e->valuestring, &one) != MSP_OK || one.all) {
-                msp_step_set_free(&one);
-                rc = msp_cfg_expected(w, sub, "a number or a range like \"4-6\"", e);
-                break;
-            }
-            for (size_t k = 0; k < one.n_ranges && rc == MSP_OK; k++)
-                rc = msp_step_set_add(&s, one.ranges[k].first, one.ranges[k].last, &cap);
-            msp_step_set_free(&one);
-        } else {
-            rc = msp_cfg_expected(w, sub, "a number or a range like \"4-6\"", e);
-        }
-    }
-    if (rc != MSP_OK) {
-        msp_step_set_free(&s);
-        return rc;
-    }
-    msp_step_set_free(out);
-    *out = s;
-    return MSP_OK;
+    static const char *const sm[] = {"statistics", "md5"};
+    msp_config_t *cfg = dst;
+    int m;
+    (void)k;
+    msp_err rc = msp_cfg_enum(w, it, path, sm, MSP_NELEM(sm), &m);
+    if (rc == MSP_OK && m == 1 && cfg->task == MSP_TASK_STATISTICS)
+        cfg->task = MSP_TASK_MD5;
+    return rc;
 }
 
 static int msp_ms_digits(const char *q)
@@ -746,497 +327,96 @@ static msp_err msp_ms_list_entry(const msp_cfg_walk_t *w, const cJSON *e, const 
     return MSP_OK;
 }
 
-static msp_err msp_ms_strings(const msp_cfg_walk_t *w, const cJSON *it, const char *path)
+/* <task>.list[i]: the entry, and where it was written. */
+static msp_err msp_ms_list_name(const msp_cfg_walk_t *w, const msp_cfg_key_t *k, const cJSON *it,
+                                const char *path, void *dst)
 {
-    if (!cJSON_IsArray(it))
-        return msp_cfg_expected(w, path, "a list of strings", it);
-    size_t i = 0;
-    for (const cJSON *e = it->child; e; e = e->next, i++)
-        if (!cJSON_IsString(e)) {
-            char sub[340]; /* a path of up to 300 bytes and an index */
-            snprintf(sub, sizeof sub, "%.300s[%zu]", path, i);
-            return msp_cfg_expected(w, sub, "a string", e);
-        }
-    return MSP_OK;
-}
-
-/* The task's own section ("statistics" or "tensor"). */
-static msp_err msp_ms_section(const msp_cfg_walk_t *w, const cJSON *sec, const char *name,
-                              msp_config_t *cfg)
-{
-    static const char *const keys[] = {"scope", "list", "data_mode", "summary_mode",
-                                       "tensor_list"};
-    msp_err rc = msp_cfg_object(w, sec, name);
-    if (rc != MSP_OK)
-        return rc;
-    const cJSON *m[MSP_NELEM(keys)] = {0};
-    for (const cJSON *c = sec->child; c; c = c->next) {
-        char sub[300], key[80];
-        msp_cfg_quote(key, sizeof key, c->string);
-        snprintf(sub, sizeof sub, "%s.%s", name, key);
-        size_t k = 0;
-        while (k < MSP_NELEM(keys) && strcmp(c->string, keys[k]) != 0)
-            k++;
-        if (k < MSP_NELEM(keys)) {
-            if (m[k])
-                return msp_cfg_fail(w, sub, "duplicate key (each key may appear once)");
-            m[k] = c;
-        } else if (msp_ms_in(msp_ms_ignored_section, MSP_NELEM(msp_ms_ignored_section),
-                             c->string)) {
-            if ((rc = msp_ms_ignore(w, cfg, sub)) != MSP_OK)
-                return rc;
-        } else {
-            return msp_cfg_fail(w, sub, "unknown key (expected scope, list, data_mode, "
-                                        "summary_mode, tensor_list, or one msprobe documents)");
-        }
-    }
-    char sub[300];
-    if (m[0]) {
-        snprintf(sub, sizeof sub, "%s.scope", name);
-        if ((rc = msp_ms_strings(w, m[0], sub)) != MSP_OK)
-            return rc;
-        if (m[0]->child)
-            return msp_cfg_fail(w, sub, "a scope range (start and end record) is not supported; "
-                                        "name the APIs or modules in \"list\" instead");
-    }
-    if (m[1]) {
-        snprintf(sub, sizeof sub, "%s.list", name);
-        if ((rc = msp_ms_strings(w, m[1], sub)) != MSP_OK)
-            return rc;
-        size_t n = (size_t)cJSON_GetArraySize(m[1]), i = 0;
-        if (n && !(cfg->api_list = calloc(n, sizeof *cfg->api_list)))
-            return msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w->source);
-        for (const cJSON *e = m[1]->child; e; e = e->next, i++) {
-            char esub[320];
-            snprintf(esub, sizeof esub, "%s[%zu]", sub, i);
-            cfg->n_api_list = i + 1;
-            if ((rc = msp_ms_list_entry(w, e, esub, &cfg->api_list[i])) != MSP_OK)
-                return rc;
-            if (!(cfg->api_list[i].key = msp_cfg_entry_key(esub, e->valuestring)))
-                return msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w->source);
-        }
-    }
-    if (m[2]) {
-        static const char *const modes[] = {"all", "forward", "backward", "input", "output"};
-        snprintf(sub, sizeof sub, "%s.data_mode", name);
-        if ((rc = msp_ms_strings(w, m[2], sub)) != MSP_OK)
-            return rc;
-        unsigned dirs = 0, roles = 0;
-        int all = !m[2]->child;
-        size_t i = 0;
-        for (const cJSON *e = m[2]->child; e; e = e->next, i++) {
-            char esub[320];
-            int k;
-            snprintf(esub, sizeof esub, "%s[%zu]", sub, i);
-            if ((rc = msp_cfg_enum(w, e, esub, modes, MSP_NELEM(modes), &k)) != MSP_OK)
-                return rc;
-            all |= k == 0;
-            dirs |= k == 1 ? MSP_DIR_FORWARD : k == 2 ? MSP_DIR_BACKWARD : 0;
-            roles |= k == 3 ? MSP_ROLE_INPUT : k == 4 ? MSP_ROLE_OUTPUT : 0;
-        }
-        if (all && m[2]->child && cJSON_GetArraySize(m[2]) > 1)
-            return msp_cfg_fail(w, sub, "\"all\" cannot be combined with other modes");
-        cfg->dump_dirs = all || !dirs ? MSP_DIR_FORWARD | MSP_DIR_BACKWARD : dirs;
-        cfg->dump_roles = all || !roles ? MSP_ROLE_INPUT | MSP_ROLE_OUTPUT : roles;
-    }
-    if (m[4]) { /* names whose records keep their data in a statistics dump */
-        snprintf(sub, sizeof sub, "%s.tensor_list", name);
-        if ((rc = msp_ms_strings(w, m[4], sub)) != MSP_OK)
-            return rc;
-        size_t n = (size_t)cJSON_GetArraySize(m[4]), i = 0;
-        if (n && !(cfg->tensor_list = calloc(n, sizeof *cfg->tensor_list)))
-            return msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w->source);
-        for (const cJSON *e = m[4]->child; e; e = e->next, i++) {
-            if (!e->valuestring[0]) {
-                char esub[320];
-                snprintf(esub, sizeof esub, "%s[%zu]", sub, i);
-                return msp_cfg_expected(w, esub, "an API or module name", e);
-            }
-            if (!(cfg->tensor_list[i] = strdup(e->valuestring)))
-                return msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w->source);
-            cfg->n_tensor_list = i + 1;
-        }
-    }
-    if (m[3]) {
-        static const char *const sm[] = {"statistics", "md5"};
-        int k;
-        snprintf(sub, sizeof sub, "%s.summary_mode", name);
-        if ((rc = msp_cfg_enum(w, m[3], sub, sm, MSP_NELEM(sm), &k)) != MSP_OK)
-            return rc;
-        /* tensor + md5 is the tensor task: it stores the crc32 anyway */
-        if (k == 1 && cfg->task == MSP_TASK_STATISTICS)
-            cfg->task = MSP_TASK_MD5;
-    }
-    return MSP_OK;
-}
-
-/* The "overflow_check" section of task overflow_check: overflow_nums (check_mode
- * is MindSpore's). */
-static msp_err msp_ms_overflow_section(const msp_cfg_walk_t *w, const cJSON *sec,
-                                       msp_config_t *cfg)
-{
-    msp_err rc = msp_cfg_object(w, sec, "overflow_check");
-    for (const cJSON *c = sec->child; c && rc == MSP_OK; c = c->next) {
-        char sub[300], key[80];
-        msp_cfg_quote(key, sizeof key, c->string);
-        snprintf(sub, sizeof sub, "overflow_check.%s", key);
-        if (!strcmp(c->string, "overflow_nums"))
-            rc = msp_cfg_overflow_nums(w, c, sub, cfg);
-        else if (!strcmp(c->string, "check_mode"))
-            rc = msp_ms_ignore(w, cfg, sub);
-        else
-            rc = msp_cfg_fail(w, sub, "unknown key (expected overflow_nums or check_mode)");
-    }
+    msp_api_sel_t *sel = dst;
+    (void)k;
+    msp_err rc = msp_ms_list_entry(w, it, path, sel);
+    if (rc == MSP_OK && !(sel->key = msp_cfg_entry_key(path, it->valuestring)))
+        rc = msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w->source);
     return rc;
 }
 
-static msp_err msp_cfg_msprobe(const msp_cfg_walk_t *w, const cJSON *root, msp_config_t *cfg)
-{
-    static const char *const keys[] = {"task", "dump_path", "rank", "step", "level",
-                                       "statistics", "tensor", "overflow_check", "dump_enable",
-                                       "extra_info"};
-    const cJSON *m[MSP_NELEM(keys)] = {0};
-    msp_err rc = MSP_OK;
-    cfg->msprobe_format = 1;
-    cfg->has_dump = 1;
-    /* msprobe's default task is statistics, its default level L1 */
-    cfg->task = MSP_TASK_STATISTICS;
-    for (const cJSON *c = root->child; c; c = c->next) {
-        char key[80];
-        msp_cfg_quote(key, sizeof key, c->string);
-        size_t k = 0;
-        while (k < MSP_NELEM(keys) && strcmp(c->string, keys[k]) != 0)
-            k++;
-        if (k < MSP_NELEM(keys)) {
-            if (m[k])
-                return msp_cfg_fail(w, key, "duplicate key (each key may appear once)");
-            m[k] = c;
-        } else if (msp_ms_in(msp_ms_ignored_top, MSP_NELEM(msp_ms_ignored_top), c->string)) {
-            if ((rc = msp_ms_ignore(w, cfg, key)) != MSP_OK)
-                return rc;
-        } else {
-            return msp_cfg_fail(w, key, "unknown key (msprobe's config.json keys are task, "
-                                        "dump_path, rank, step, level, statistics, tensor, ...; "
-                                        "ours are dump and config_check)");
-        }
-    }
-    if (m[0]) {
-        int k;
-        if ((rc = msp_cfg_enum(w, m[0], "task", msp_task_names, MSP_NELEM(msp_task_names), &k)) !=
-            MSP_OK)
-            return rc;
-        cfg->task = (msp_task_t)k;
-    }
-    if (m[1] && (rc = msp_cfg_string(w, m[1], "dump_path", "a non-empty directory path",
-                                     &cfg->dump_path)) != MSP_OK)
-        return rc;
-    if (m[2] && (rc = msp_ms_set(w, m[2], "rank", &cfg->ranks)) != MSP_OK)
-        return rc;
-    if (m[3] && (rc = msp_ms_set(w, m[3], "step", &cfg->dump_iter)) != MSP_OK)
-        return rc;
-    if (m[4]) {
-        static const char *const levels[] = {"L1", "L0", "mix"};
-        int k;
-        if ((rc = msp_cfg_enum(w, m[4], "level", levels, MSP_NELEM(levels), &k)) != MSP_OK)
-            return rc;
-        cfg->dump_mode = (msp_dump_mode_t)k; /* L1 = api, L0 = module, mix */
-    }
-    /* The section of the task in use applies; the others are ignored. */
-    int ovf = cfg->task == MSP_TASK_OVERFLOW;
-    const cJSON *own = ovf ? NULL : cfg->task == MSP_TASK_TENSOR ? m[6] : m[5];
-    if (own && (rc = msp_ms_section(w, own, own->string, cfg)) != MSP_OK)
-        return rc;
-    if (ovf && m[7] && (rc = msp_ms_overflow_section(w, m[7], cfg)) != MSP_OK)
-        return rc;
-    /* the other tasks' sections change nothing here */
-    for (size_t i = 5; i <= 7; i++)
-        if (m[i] && m[i] != own && !(ovf && i == 7) &&
-            (rc = msp_ms_ignore(w, cfg, m[i]->string)) != MSP_OK)
-            return rc;
-    /* dump_enable false: nothing is dumped (msprobe re-reads it while the run
-     * goes on; here it is read once, when training starts) */
-    for (int k = 8; k <= 9; k++)
-        if (m[k] && !cJSON_IsBool(m[k]))
-            return msp_cfg_expected(w, keys[k], "true or false", m[k]);
-    if (m[8] && cJSON_IsFalse(m[8])) {
-        cfg->dump_disabled = 1;
-        cfg->has_dump = 0;
-    }
-    if (m[9])
-        cfg->stacks = cJSON_IsTrue(m[9]);
-    return MSP_OK;
-}
+static const char *const msp_ms_levels[] = {"L1", "L0", "mix"};
+_Static_assert(MSP_DUMP_API == 0 && MSP_DUMP_MODULE == 1 && MSP_DUMP_MIX == 2,
+               "L1 = api, L0 = module, mix = mix");
 
-/* ---- text --------------------------------------------------------------- */
+static const char msp_ms_section_keys[] =
+    "expected scope, list, data_mode, summary_mode, tensor_list, or one msprobe documents";
 
-static void msp_cfg_line_col(const char *text, size_t off, size_t *line, size_t *col)
-{
-    size_t l = 1, c = 1;
-    for (size_t i = 0; i < off && text[i]; i++) {
-        if (text[i] == '\n') {
-            l++;
-            c = 1;
-        } else {
-            c++;
-        }
-    }
-    *line = l;
-    *col = c;
-}
-
-/* Blank out // and block comments in place, outside strings. Newlines stay, so
- * every offset in the result is the offset in the user's file. Returns the
- * offset of an unterminated block comment, or (size_t)-1; *nul_escape gets
- * the offset of the first \u0000 inside a string, or (size_t)-1. */
-static size_t msp_cfg_strip_comments(char *s, size_t *nul_escape)
-{
-    int in_str = 0;
-    *nul_escape = (size_t)-1;
-    for (size_t i = 0; s[i]; i++) {
-        if (in_str) {
-            /* cJSON would end the C string at \u0000 and drop the rest silently. */
-            if (s[i] == '\\' && strncmp(s + i + 1, "u0000", 5) == 0 && *nul_escape == (size_t)-1)
-                *nul_escape = i;
-            if (s[i] == '\\' && s[i + 1])
-                i++;
-            else if (s[i] == '"')
-                in_str = 0;
-        } else if (s[i] == '"') {
-            in_str = 1;
-        } else if (s[i] == '/' && s[i + 1] == '/') {
-            for (; s[i] && s[i] != '\n'; i++)
-                s[i] = ' ';
-            if (!s[i])
-                break;
-        } else if (s[i] == '/' && s[i + 1] == '*') {
-            size_t start = i;
-            s[i] = s[i + 1] = ' ';
-            for (i += 2; s[i] && !(s[i] == '*' && s[i + 1] == '/'); i++)
-                if (s[i] != '\n')
-                    s[i] = ' ';
-            if (!s[i])
-                return start;
-            s[i] = s[i + 1] = ' ';
-            i++;
-        }
-    }
-    return (size_t)-1;
-}
-
-/* cJSON says only where it gave up, often one character late. When it fails,
- * this scanner (same grammar and leniencies as cJSON 1.7) walks the text again
- * to say where and why: line:column matter more to a user than the parse. */
-typedef struct msp_json_scan {
-    const char *s;
-    size_t pos;        /* error offset */
-    const char *why;
-    size_t open;       /* unclosed '{' or '[' when the text ended, or (size_t)-1 */
-} msp_json_scan_t;
-
-#define MSP_JSON_MAX_DEPTH 1000 /* CJSON_NESTING_LIMIT */
-
-static void msp_scan_ws(msp_json_scan_t *sc)
-{
-    while (sc->s[sc->pos] && (unsigned char)sc->s[sc->pos] <= 32)
-        sc->pos++;
-}
-
-static int msp_scan_err(msp_json_scan_t *sc, const char *why)
-{
-    sc->why = sc->s[sc->pos] ? why : "unexpected end of file";
-    return 0;
-}
-
-static int msp_scan_hex4(const char *p, unsigned *out)
-{
-    unsigned v = 0;
-    for (int i = 0; i < 4; i++) {
-        char c = p[i];
-        if (!isxdigit((unsigned char)c))
-            return 0;
-        v = v * 16 + (unsigned)(isdigit((unsigned char)c) ? c - '0' : (c | 0x20) - 'a' + 10);
-    }
-    *out = v;
-    return 1;
-}
-
-static int msp_scan_string(msp_json_scan_t *sc)
-{
-    size_t start = sc->pos++;
-    for (;;) {
-        char c = sc->s[sc->pos];
-        if (c == '\0') {
-            sc->pos = start;
-            sc->why = "string never closed (missing '\"')";
-            return 0;
-        }
-        if (c == '"') {
-            sc->pos++;
-            return 1;
-        }
-        if (c != '\\') {
-            sc->pos++;
-            continue;
-        }
-        char e = sc->s[sc->pos + 1];
-        unsigned u, lo;
-        if (e && strchr("\"\\/bfnrt", e)) {
-            sc->pos += 2;
-        } else if (e == 'u' && msp_scan_hex4(sc->s + sc->pos + 2, &u) && !(u >= 0xDC00 && u <= 0xDFFF)) {
-            if (u >= 0xD800 && u <= 0xDBFF) {
-                const char *n = sc->s + sc->pos + 6;
-                if (n[0] != '\\' || n[1] != 'u' || !msp_scan_hex4(n + 2, &lo) || lo < 0xDC00 ||
-                    lo > 0xDFFF)
-                    return msp_scan_err(sc, "\\u escape of a lone UTF-16 surrogate");
-                sc->pos += 6;
-            }
-            sc->pos += 6;
-        } else {
-            return msp_scan_err(sc, "invalid escape (allowed: \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)");
-        }
-    }
-}
-
-static int msp_scan_value(msp_json_scan_t *sc, int depth);
-
-/* Object or array: the same loop with different brackets. */
-static int msp_scan_container(msp_json_scan_t *sc, int depth)
-{
-    int is_obj = sc->s[sc->pos] == '{';
-    char close = is_obj ? '}' : ']';
-    size_t open = sc->pos;
-    if (depth >= MSP_JSON_MAX_DEPTH)
-        return msp_scan_err(sc, "nested more than 1000 levels deep");
-    sc->pos++;
-    msp_scan_ws(sc);
-    if (sc->s[sc->pos] == close) {
-        sc->pos++;
-        return 1;
-    }
-    for (;;) {
-        msp_scan_ws(sc);
-        if (!sc->s[sc->pos]) {
-            sc->open = open;
-            return msp_scan_err(sc, "");
-        }
-        if (is_obj) {
-            char c = sc->s[sc->pos];
-            if (c != '"')
-                return msp_scan_err(sc, c == '}' ? "comma before '}' (JSON allows no trailing comma)"
-                                        : c == '\'' ? "keys need double quotes, not single"
-                                                    : "expected a key in double quotes");
-            if (!msp_scan_string(sc))
-                return 0;
-            msp_scan_ws(sc);
-            if (sc->s[sc->pos] != ':') {
-                if (!sc->s[sc->pos])
-                    sc->open = open;
-                return msp_scan_err(sc, "expected ':' after the key");
-            }
-            sc->pos++;
-        } else if (sc->s[sc->pos] == ']') {
-            return msp_scan_err(sc, "comma before ']' (JSON allows no trailing comma)");
-        }
-        if (!msp_scan_value(sc, depth + 1))
-            return 0;
-        msp_scan_ws(sc);
-        char c = sc->s[sc->pos];
-        if (c == close) {
-            sc->pos++;
-            return 1;
-        }
-        if (c != ',') {
-            if (!c)
-                sc->open = open;
-            return msp_scan_err(sc, is_obj ? "expected ',' or '}' (a comma missing?)"
-                                           : "expected ',' or ']' (a comma missing?)");
-        }
-        sc->pos++;
-    }
-}
-
-static int msp_scan_value(msp_json_scan_t *sc, int depth)
-{
-    static const char *const lits[] = {"true", "false", "null"};
-    msp_scan_ws(sc);
-    const char *p = sc->s + sc->pos;
-    if (*p == '{' || *p == '[')
-        return msp_scan_container(sc, depth);
-    if (*p == '"')
-        return msp_scan_string(sc);
-    if (*p == '-' || isdigit((unsigned char)*p)) {
-        /* cJSON hands the run of number characters to strtod. */
-        char num[64];
-        size_t n = 0;
-        while (n < sizeof num - 1 && p[n] && strchr("0123456789+-eE.", p[n]))
-            n++;
-        memcpy(num, p, n);
-        num[n] = '\0';
-        char *end;
-        (void)strtod(num, &end);
-        if (end == num)
-            return msp_scan_err(sc, "invalid number");
-        sc->pos += (size_t)(end - num);
-        return 1;
-    }
-    for (size_t i = 0; i < MSP_NELEM(lits); i++) {
-        if (strncmp(p, lits[i], strlen(lits[i])) == 0) {
-            sc->pos += strlen(lits[i]);
-            return 1;
-        }
-    }
-    return msp_scan_err(sc, *p == '\'' ? "strings need double quotes, not single"
-                                       : "expected a value (object, array, \"string\", number, "
-                                         "true, false or null)");
-}
-
-/* cJSON refused `text`: report where and why, as FILE:LINE:COLUMN. */
-static msp_err msp_cfg_syntax(const char *source, const char *text, size_t cjson_off)
-{
-    msp_json_scan_t sc = {.s = text, .open = (size_t)-1};
-    size_t line, col;
-    char near[48];
-    if (msp_scan_value(&sc, 0)) {
-        /* Our scanner accepts what cJSON refused: keep cJSON's position. */
-        sc.pos = cjson_off;
-        sc.why = "cannot be parsed";
-    }
-    msp_cfg_line_col(text, sc.pos, &line, &col);
-    if (text[sc.pos] == '\0') {
-        if (sc.open == (size_t)-1)
-            return msp_fail(MSP_ERR_CONFIG, "%s:%zu:%zu: invalid JSON: unexpected end of file",
-                            source, line, col);
-        size_t oline, ocol;
-        msp_cfg_line_col(text, sc.open, &oline, &ocol);
-        return msp_fail(MSP_ERR_CONFIG,
-                        "%s:%zu:%zu: invalid JSON: unexpected end of file (the '%c' at line %zu, "
-                        "column %zu is never closed)",
-                        source, line, col, text[sc.open], oline, ocol);
-    }
-    msp_excerpt(near, sizeof near, text + sc.pos, 24, MSP_EXCERPT_LINE);
-    return msp_fail(MSP_ERR_CONFIG, "%s:%zu:%zu: invalid JSON: %s, near '%s'", source, line, col,
-                    sc.why, near);
-}
-
-/* Text after the top-level value (cJSON parsed a prefix of the file). */
-static msp_err msp_cfg_trailing(const char *source, const char *text, size_t off)
-{
-    size_t line, col;
-    char near[48];
-    msp_cfg_line_col(text, off, &line, &col);
-    msp_excerpt(near, sizeof near, text + off, 24, MSP_EXCERPT_LINE);
-    return msp_fail(MSP_ERR_CONFIG,
-                    "%s:%zu:%zu: invalid JSON: text after the end of the top-level object, near '%s'",
-                    source, line, col, near);
-}
+/* Huawei msprobe's python/msprobe/config.json (see msprobe.json(5), MSPROBE'S
+ * CONFIG.JSON). Keys that change nothing here are accepted and listed once
+ * as ignored, so the user knows they had no effect. */
+static const msp_cfg_key_t msp_cfg_msprobe[] = {
+    {KEY("", OBJECT), .init = msp_ms_defaults,
+     .note = "msprobe's config.json keys are task, dump_path, rank, step, level, statistics, "
+             "tensor, ...; ours are dump and config_check"},
+    {KEY("task", ENUM), .off = CFG_ENUM(task), NAMES(msp_task_names), .flags = MSP_CFG_TELLS},
+    {KEY("dump_path", STRING), .off = CFG(dump_path, char *),
+     .what = "a non-empty directory path", .flags = MSP_CFG_TELLS},
+    {KEY("rank", MS_STEPS), .off = CFG(ranks, msp_step_set_t)},
+    {KEY("step", MS_STEPS), .off = CFG(dump_iter, msp_step_set_t)},
+    {KEY("level", ENUM), .off = CFG_ENUM(dump_mode), NAMES(msp_ms_levels),
+     .flags = MSP_CFG_TELLS},
+    {KEY("statistics", OBJECT), .keys = "<task>", .only = msp_ms_task_statistics,
+     .note = msp_ms_section_keys},
+    {KEY("tensor", OBJECT), .keys = "<task>", .only = msp_ms_task_tensor,
+     .note = msp_ms_section_keys},
+    /* read as met, and a key may repeat there (check_mode is MindSpore's) */
+    {KEY("overflow_check", OBJECT), .flags = MSP_CFG_AS_MET, .only = msp_cfg_task_overflow},
+    {KEY("overflow_check.overflow_nums", INT), .off = CFG(overflow_nums, int64_t),
+     .what = msp_cfg_overflow_what, .min = -1, .flags = MSP_CFG_NONZERO,
+     .only = msp_cfg_task_overflow, .only_why = msp_cfg_overflow_only},
+    {KEY("overflow_check.check_mode", IGNORED)},
+    {KEY("dump_enable", CUSTOM), .set = msp_ms_dump_enable},
+    {KEY("extra_info", BOOL), .off = CFG(stacks, int)},
+    {KEY("async_dump", IGNORED)},
+    {KEY("precision", IGNORED)},
+    {KEY("risk_level", IGNORED)},
+    {KEY("framework", IGNORED)},
+    {KEY("is_deterministic", IGNORED)},
+    {KEY("enable_dataloader", IGNORED)},
+    {KEY("acc_check", IGNORED)},
+    {KEY("run_ut", IGNORED)},
+    {KEY("free_benchmark", IGNORED)},
+    {KEY("grad_probe", IGNORED)},
+    {KEY("structure", IGNORED)},
+    {KEY("exception_dump", IGNORED)},
+    {KEY("online_run_ut", IGNORED)},
+    /* <task>: the keys of the section the task reads (statistics or tensor) */
+    {KEY("<task>.scope", CUSTOM), .set = msp_ms_scope},
+    {KEY("<task>.list", LIST), .off = CFG(api_list, msp_api_sel_t *),
+     .count = CFG(n_api_list, size_t), .elem_size = sizeof(msp_api_sel_t),
+     .what = "a list of strings", .flags = MSP_CFG_STRINGS},
+    {KEY("<task>.list[]", CUSTOM), .set = msp_ms_list_name},
+    {KEY("<task>.data_mode", CUSTOM), .set = msp_ms_data_mode},
+    /* names whose records keep their data in a statistics dump */
+    {KEY("<task>.tensor_list", LIST), .off = CFG(tensor_list, char **),
+     .count = CFG(n_tensor_list, size_t), .elem_size = sizeof(char *),
+     .what = "a list of strings", .flags = MSP_CFG_STRINGS},
+    {KEY("<task>.tensor_list[]", STRING), .off = 0 /* the element is a char * */,
+     .what = "an API or module name"},
+    {KEY("<task>.summary_mode", CUSTOM), .set = msp_ms_summary_mode},
+    {KEY("<task>.device", IGNORED)},
+    {KEY("<task>.file_format", IGNORED)},
+    {KEY("<task>.bench_path", IGNORED)},
+    {KEY("<task>.diff_nums", IGNORED)},
+    {KEY("<task>.overflow_nums", IGNORED)},
+    {KEY("<task>.check_mode", IGNORED)},
+};
+_Static_assert(MSP_NELEM(msp_cfg_msprobe) <= MSP_CFG_MAX_KEYS, "raise MSP_CFG_MAX_KEYS");
 
 msp_err msp_config_parse(const char *text, const char *source, msp_config_t *cfg)
 {
     msp_err rc = MSP_OK;
     char *buf = NULL;
     cJSON *root = NULL;
-    msp_cfg_walk_t w = {.source = source ? source : "msprobe.json"};
+    msp_cfg_walk_t w = {.source = source ? source : "msprobe.json", .cfg = cfg};
 
+    /* every key's default, whichever layout is read (msprobe's own differ:
+     * its root's init) */
     memset(cfg, 0, sizeof *cfg);
     cfg->dump_mode = MSP_DUMP_API;
     cfg->dump_iter.all = 1;
@@ -1261,41 +441,9 @@ msp_err msp_config_parse(const char *text, const char *source, msp_config_t *cfg
         rc = msp_fail(MSP_ERR_USAGE, "%s: no text to parse", w.source);
         goto cleanup;
     }
-    size_t nul_escape, unterminated = msp_cfg_strip_comments(buf, &nul_escape);
-    if (unterminated != (size_t)-1) {
-        size_t line, col;
-        msp_cfg_line_col(buf, unterminated, &line, &col);
-        rc = msp_fail(MSP_ERR_CONFIG, "%s:%zu:%zu: invalid JSON: comment \"/*\" is never closed",
-                      w.source, line, col);
+    rc = msp_cfg_json_parse(buf, w.source, &root);
+    if (rc != MSP_OK)
         goto cleanup;
-    }
-    if (nul_escape != (size_t)-1) {
-        size_t line, col;
-        msp_cfg_line_col(buf, nul_escape, &line, &col);
-        rc = msp_fail(MSP_ERR_CONFIG, "%s:%zu:%zu: \\u0000 (a NUL character) is not allowed in "
-                      "a string", w.source, line, col);
-        goto cleanup;
-    }
-    const char *p = buf;
-    while (isspace((unsigned char)*p))
-        p++;
-    if (*p == '\0') {
-        rc = msp_fail(MSP_ERR_CONFIG, "%s: empty file (expected a JSON object such as "
-                                      "{\"dump\": {...}})", w.source);
-        goto cleanup;
-    }
-    const char *end = NULL;
-    root = cJSON_ParseWithOpts(buf, &end, 0);
-    if (!root) {
-        rc = msp_cfg_syntax(w.source, buf, end ? (size_t)(end - buf) : 0);
-        goto cleanup;
-    }
-    while (isspace((unsigned char)*end))
-        end++;
-    if (*end) {
-        rc = msp_cfg_trailing(w.source, buf, (size_t)(end - buf));
-        goto cleanup;
-    }
     if (!cJSON_IsObject(root)) {
         char desc[96];
         msp_cfg_describe(root, desc, sizeof desc);
@@ -1304,21 +452,15 @@ msp_err msp_config_parse(const char *text, const char *source, msp_config_t *cfg
                       w.source, desc);
         goto cleanup;
     }
-    static const char *const keys[] = {"dump", "config_check"};
-    const cJSON *m[MSP_NELEM(keys)];
-    if (!cJSON_GetObjectItemCaseSensitive(root, "dump") &&
-        !cJSON_GetObjectItemCaseSensitive(root, "config_check") &&
-        (cJSON_GetObjectItemCaseSensitive(root, "task") ||
-         cJSON_GetObjectItemCaseSensitive(root, "dump_path") ||
-         cJSON_GetObjectItemCaseSensitive(root, "level"))) {
-        rc = msp_cfg_msprobe(&w, root, cfg);
-        goto cleanup;
+    /* msprobe's layout is told by its keys, and only where none of ours is there */
+    w.keys = msp_cfg_ours;
+    w.n_keys = MSP_NELEM(msp_cfg_ours);
+    if (!msp_cfg_tells(msp_cfg_ours, MSP_NELEM(msp_cfg_ours), root) &&
+        msp_cfg_tells(msp_cfg_msprobe, MSP_NELEM(msp_cfg_msprobe), root)) {
+        w.keys = msp_cfg_msprobe;
+        w.n_keys = MSP_NELEM(msp_cfg_msprobe);
     }
-    rc = msp_cfg_members(&w, root, "", keys, MSP_NELEM(keys), m);
-    if (rc == MSP_OK && m[0])
-        rc = msp_cfg_dump(&w, m[0], cfg);
-    if (rc == MSP_OK && m[1])
-        rc = msp_cfg_config_check(&w, m[1], cfg);
+    rc = msp_cfg_walk(&w, root, cfg);
 cleanup:
     cJSON_Delete(root);
     free(buf);

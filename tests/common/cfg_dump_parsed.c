@@ -78,12 +78,22 @@ int main(int argc, char **argv)
     printf("overflow_nums=%lld\n", (long long)cfg.overflow_nums);
     printf("step_trigger=%s\n", triggers[cfg.step_trigger]);
     printf("api_list=%zu\n", cfg.n_api_list);
-    for (size_t i = 0; i < cfg.n_api_list; i++)
+    for (size_t i = 0; i < cfg.n_api_list; i++) {
         printf("api[%zu]=%s %s\n", i, cfg.api_list[i].name, dirs[cfg.api_list[i].dirs & 3u]);
+        printf("api_key[%zu]=%s\n", i, cfg.api_list[i].key ? cfg.api_list[i].key : "(none)");
+        if (cfg.api_list[i].has_call)
+            printf("api_call[%zu]=%lld\n", i, (long long)cfg.api_list[i].call);
+    }
     print_steps("rank", &cfg.ranks);
     printf("dump_dirs=%s\n", dirs[cfg.dump_dirs & 3u]);
     printf("dump_roles=%s\n", cfg.dump_roles == 3u ? "all" : cfg.dump_roles == 1u ? "input" : "output");
     printf("msprobe_format=%d\n", cfg.msprobe_format);
+    printf("dump_disabled=%d\n", cfg.dump_disabled);
+    printf("stacks=%d\n", cfg.stacks);
+    printf("tensor_list=");
+    for (size_t i = 0; i < cfg.n_tensor_list; i++)
+        printf("%s%s", i ? "," : "", cfg.tensor_list[i]);
+    printf("\n");
     printf("ignored=");
     for (size_t i = 0; i < cfg.n_ignored; i++)
         printf("%s%s", i ? "," : "", cfg.ignored[i]);

@@ -1,7 +1,8 @@
 /* The msprobe.json parser against hostile input. Two builds of one file:
  *  - libFuzzer:  clang -g -D_GNU_SOURCE -DMSP_LIBFUZZER -fsanitize=fuzzer,address,undefined
  *                -Iinclude -Ibuild/include tests/common/cfg_fuzz.c
- *                src/common/{config,error,fsutil,grow,log}.c -lcjson -lm -o cfg_fuzz
+ *                src/common/{config,config_walk,config_value,config_json,error,fsutil,grow,
+ *                log,utf8}.c -lcjson -lm -o cfg_fuzz
  *                then: cfg_fuzz CORPUS (start it from a copy of tests/fuzz/seeds/config)
  *  - ctest:      a deterministic mutation run over a small corpus (argv[1] =
  *                iterations), so every build exercises the same invariants;

@@ -191,6 +191,18 @@ class AcceptsValidConfigs(ConfigCase):
                          has_config_check="1", dataset_batches="100", write_at_step="4")
         self.assertLoads('{"config_check": {"write_at_step": -1}}', has_config_check="1")
 
+    def test_stack_rank_and_where_each_entry_was_written(self):
+        got = self.assertLoads('{"dump": {"common_dump_settings": {"stack": false, "rank": [3, 1]}, '
+                               '"api_list": [{"name": "torch.matmul"}, {"name": "fc1", '
+                               '"api_type": "forward"}]}}', has_dump="1", api_list="2")
+        self.assertEqual((got["stacks"], got["rank"]), ("0", "3|1"))
+        self.assertEqual(got["api_key[0]"], 'dump.api_list[0].name "torch.matmul"')
+        self.assertEqual(got["api_key[1]"], 'dump.api_list[1].name "fc1"')
+        self.assertNotIn("api_call[0]", got)  # our api_list names every call
+        got = self.assertLoads('{"dump": {"common_dump_settings": {"stack": true}}}', has_dump="1")
+        self.assertEqual(got["stacks"], "1")
+        self.assertEqual(self.assertLoads("{}")["stacks"], "1")  # default on
+
     def test_empty_api_list_means_every_api(self):
         self.assertLoads('{"dump": {"api_list": []}}', has_dump="1", api_list="0")
 
@@ -291,6 +303,34 @@ class RejectsInvalidConfigs(ConfigCase):
         for text, detail in cases:
             with self.subTest(text=text):
                 self.assertRejects(text, detail)
+
+    def test_bad_stack_and_rank(self):
+        self.assertRejects('{"dump": {"common_dump_settings": {"stack": "no"}}}',
+                           CDS + '.stack: expected true or false, got "no"')
+        self.assertRejects('{"dump": {"common_dump_settings": {"stack": 0}}}',
+                           CDS + ".stack: expected true or false, got number 0")
+        self.assertRejects('{"dump": {"common_dump_settings": {"rank": [0, -1]}}}',
+                           CDS + ".rank[1]: expected a step number >= 0, got number -1")
+        self.assertRejects('{"dump": {"common_dump_settings": {"rank": "2-1"}}}',
+                           CDS + f'.rank: {ITER_HINT}, got "2-1" (range 2-1 ends before it starts)')
+
+    def test_first_error_in_key_order(self):
+        # the table's order, not the file's: dump_mode is checked before task
+        self.assertRejects('{"dump": {"common_dump_settings": {"task": "x", "dump_mode": "y"}}}',
+                           CDS + '.dump_mode: expected "api", "module" or "mix", got "y"')
+        # every key of an object is known before any value is read
+        self.assertRejects('{"dump": {"common_dump_settings": {"task": "x", "tsk": 1}}}',
+                           CDS + ".tsk: unknown key (expected dump_mode, dump_path, dump_iter, "
+                           "task, step_trigger, rank, stack or overflow_nums)")
+        # overflow_nums is read after task, wherever the file puts it
+        self.assertLoads('{"dump": {"common_dump_settings": {"overflow_nums": 4, '
+                         '"task": "overflow_check"}}}', has_dump="1", task="overflow_check",
+                         overflow_nums="4")
+        # dump is read in full before config_check
+        self.assertRejects('{"config_check": {"write_at_step": "x"}, '
+                           '"dump": {"api_list": [{"name": ""}]}}',
+                           F + ': dump.api_list[0].name: expected a non-empty API or module '
+                           'name, got ""')
 
     def test_bad_dump_iter_values(self):
         any_form = (CDS + '.dump_iter: expected a step set like "10|20", "5-8", "1|3-5" or '
@@ -470,6 +510,53 @@ class AcceptsMsprobeConfigJson(ConfigCase):
         # tensor + md5 keeps the data: the crc32 is stored anyway
         self.assertLoads('{"task": "tensor", "tensor": {"summary_mode": "md5"}}', has_dump="1")
 
+    def test_extra_info_and_dump_enable(self):
+        got = self.assertLoads('{"task": "tensor", "extra_info": false}', has_dump="1")
+        self.assertEqual((got["stacks"], got["dump_disabled"]), ("0", "0"))
+        got = self.assertLoads('{"task": "tensor", "dump_enable": false}', has_dump="0")
+        self.assertEqual((got["stacks"], got["dump_disabled"]), ("1", "1"))
+        got = self.assertLoads('{"task": "tensor", "dump_enable": true}', has_dump="1")
+        self.assertEqual(got["dump_disabled"], "0")
+
+    def test_tensor_list(self):
+        got = self.assertLoads('{"task": "statistics", "statistics": {"tensor_list": '
+                               '["Functional.linear", "Module.fc1"]}}', has_dump="1",
+                               task="statistics")
+        self.assertEqual(got["tensor_list"], "Functional.linear,Module.fc1")
+        got = self.assertLoads('{"task": "statistics", "statistics": {"tensor_list": []}}',
+                               has_dump="1", task="statistics")
+        self.assertEqual(got["tensor_list"], "")
+
+    def test_ignored_keys_in_order(self):
+        # top-level keys as the file has them, then the task's section, then the
+        # sections of other tasks (which are not read at all: "statistics": 5)
+        got = self.assertLoads(
+            '{"async_dump": false, "task": "tensor", "overflow_check": {"x": 1}, '
+            '"tensor": {"device": "npu", "list": [], "overflow_nums": 2, "bench_path": "b"}, '
+            '"statistics": 5, "precision": "high"}', has_dump="1", overflow_nums="1")
+        self.assertEqual(got["ignored"], "async_dump,precision,tensor.device,"
+                         "tensor.overflow_nums,tensor.bench_path,statistics,overflow_check")
+        got = self.assertLoads('{"task": "overflow_check", "overflow_check": {"check_mode": "all"}, '
+                               '"tensor": {}, "statistics": {}}', has_dump="1",
+                               task="overflow_check")
+        self.assertEqual(got["ignored"], "overflow_check.check_mode,statistics,tensor")
+
+    def test_list_names_give_the_call_and_direction(self):
+        got = self.assertLoads(
+            '{"task": "tensor", "tensor": {"list": ["Functional.conv2d.0.forward", '
+            '"Tensor.add.1.backward", "Torch.matmul.3", "Module.layer1.0.conv1.Conv2d.forward.2", '
+            '"NPU.npu_rms_norm.0.forward", "Distributed.all_reduce", "torch.nn.functional.relu", '
+            '"layer2.fc", "Module.fc.Linear.backward"]}}', has_dump="1", api_list="9")
+        want = [("torch.nn.functional.conv2d forward", "0"), ("torch.Tensor.add backward", "1"),
+                ("torch.matmul all", "3"), ("layer1.0.conv1 forward", "2"),
+                ("torch_npu.npu_rms_norm forward", "0"), ("torch.distributed.all_reduce all", None),
+                ("torch.nn.functional.relu all", None), ("layer2.fc all", None),
+                ("fc backward", None)]
+        for i, (api, call) in enumerate(want):
+            self.assertEqual((got[f"api[{i}]"], got.get(f"api_call[{i}]")), (api, call), i)
+        self.assertEqual(got["api_key[0]"], 'tensor.list[0] "Functional.conv2d.0.forward"')
+        self.assertEqual(got["api_key[8]"], 'tensor.list[8] "Module.fc.Linear.backward"')
+
     def test_list_and_data_mode(self):
         got = self.assertLoads(
             '{"task": "tensor", "tensor": {"list": ["Functional.conv2d.0.forward", '
@@ -522,6 +609,37 @@ class AcceptsMsprobeConfigJson(ConfigCase):
             ('{"task": "tensor", "tensor": {"lists": []}}',
              'config.json: tensor.lists: unknown key (expected scope, list, data_mode, '
              'summary_mode, tensor_list, or one msprobe documents)'),
+            ('{"task": "tensor", "task": "tensor"}',
+             "config.json: task: duplicate key (each key may appear once)"),
+            ('{"task": "tensor", "tensor": {"list": [], "list": []}}',
+             "config.json: tensor.list: duplicate key (each key may appear once)"),
+            ('{"task": "tensor", "extra_info": 1}',
+             "config.json: extra_info: expected true or false, got number 1"),
+            ('{"task": "tensor", "dump_enable": "no"}',
+             'config.json: dump_enable: expected true or false, got "no"'),
+            ('{"task": "tensor", "tensor": {"data_mode": ["all", "input"]}}',
+             'config.json: tensor.data_mode: "all" cannot be combined with other modes'),
+            ('{"task": "tensor", "tensor": {"data_mode": "all"}}',
+             'config.json: tensor.data_mode: expected a list of strings, got "all"'),
+            ('{"task": "tensor", "tensor": {"list": ["Module."]}}',
+             'config.json: tensor.list[0]: expected an API or module name like '
+             '"Functional.conv2d.0.forward" (an empty name between dots selects nothing), '
+             'got "Module."'),
+            ('{"task": "tensor", "tensor": {"list": ["Torch.matmul", 3]}}',
+             "config.json: tensor.list[1]: expected a string, got number 3"),
+            ('{"task": "statistics", "statistics": {"tensor_list": ["Functional.linear", ""]}}',
+             'config.json: statistics.tensor_list[1]: expected an API or module name, got ""'),
+            ('{"task": "tensor", "rank": [0, -1]}',
+             "config.json: rank[1]: expected a number >= 0, got number -1"),
+            ('{"task": "tensor", "step": ["1|2"]}',
+             'config.json: step[0]: expected a number or a range like "4-6", got "1|2"'),
+            ('{"task": "tensor", "dump_path": ""}',
+             'config.json: dump_path: expected a non-empty directory path, got ""'),
+            ('{"task": "tensor", "tensor": []}',
+             "config.json: tensor: expected an object { ... }, got an array"),
+            # a file with one of our sections is ours, whatever else it has
+            ('{"task": "tensor", "dump": {}}',
+             "config.json: task: unknown key (expected dump or config_check)"),
         )
         for text, detail in cases:
             with self.subTest(text=text):
