@@ -142,6 +142,91 @@ size_t cmp_engine_ahead(const cmp_engine_t *e);
 int cmp_engine_md5(const cmp_engine_t *e);
 void cmp_engine_close(cmp_engine_t *e); /* NULL-safe */
 
+/* ---- the engine's parts (cmp_data.c, cmp_rows.c, cmp_attrs.c; cmp_run.c) --- */
+
+/* A window of units is compared in one parallel loop: at most this many units
+ * and bytes (both sides; also the granularity of progress reports). */
+#define CMP_WINDOW_UNITS 4096
+#define CMP_WINDOW_BYTES ((uint64_t)256 << 20)
+
+/* The result a file pair's rows are appended to, with its arrays' capacities. */
+typedef struct cmp_build {
+    msp_compare_result_t *res;
+    size_t cap_rec, cap_ten;
+} cmp_build_t;
+
+/* One tensor pair's data, compared a unit (chunk_bytes per side) at a time. */
+typedef struct cmp_job {
+    size_t row;
+    msp_dtype_t ndt, bdt;
+    const msp_record_info_t *nrec, *brec;
+    const msp_tensor_info_t *nt, *bt;
+    uint64_t numel;
+    size_t unit, n_units;
+    double rtol, atol;
+    int side;      /* 1: compute side statistics; 0: both sides have them as attributes */
+    cmp_acc_t acc;
+    uint32_t crc[2]; /* CRC-32 of the bytes read: npu, bench (checked against the files') */
+    char *read_error; /* a tensor file that cannot be read (msprobe's .pt): its row's error */
+} cmp_job_t;
+
+/* One unit of a job, compared by one thread; merged into its job in unit order. */
+typedef struct cmp_item {
+    size_t job, unit;
+    cmp_acc_t acc;
+    int err;       /* errno of a failed read, or -1 for a short read */
+    int err_side;  /* 0 npu, 1 bench */
+    uint32_t crc[2]; /* of this unit's bytes: npu, bench */
+} cmp_item_t;
+
+/* The file pair being compared: its files, maps, rows' jobs and the threads'
+ * read buffers (the engine's, kept from pair to pair). */
+typedef struct cmp_ctx {
+    const msp_compare_opts_t *o;
+    size_t pairs_done; /* file pairs compared (not skipped) */
+    size_t chunk;
+    int nthreads;
+    unsigned char *bufs; /* nthreads x 2 x chunk */
+    msp_dump_file_t *bf, *cf;
+    int bfd, cfd;
+    int use_mmap;
+    int has_producers;   /* either file of the pair carries producer links */
+    const msp_record_info_t **bnames, **cnames; /* records by name, for producer lookups */
+    const cmp_mapping_t *map; /* --mapping, or NULL */
+    int md5;                  /* some pair was of md5 (hash-only) dumps */
+    const unsigned char *bmap, *cmap; /* whole-file read-only maps, or NULL */
+    size_t bmap_len, cmap_len;
+    cmp_job_t *jobs;
+    size_t n_jobs, cap_jobs;
+    cmp_item_t *items;
+} cmp_ctx_t;
+
+/* Queue a data job for tensor row `row` (both sides have data to compare). */
+msp_err cmp_add_job(cmp_ctx_t *cx, size_t row, const msp_record_info_t *nrec,
+                    const msp_tensor_info_t *nt, const msp_record_info_t *brec,
+                    const msp_tensor_info_t *bt);
+/* Run the jobs whose both sides have a file offset (mapped or pread), then
+ * those streamed through the format module; each adds the bytes it compared
+ * to *bytes_done. A failed read of a directory dump's tensor file is its
+ * job's read_error; other errors stop the pair. */
+msp_err cmp_run_offset_jobs(cmp_ctx_t *cx, uint64_t *bytes_done);
+msp_err cmp_run_stream_jobs(cmp_ctx_t *cx, uint64_t *bytes_done);
+/* f's records sorted by name (NULL only when out of memory; the caller frees). */
+const msp_record_info_t **cmp_by_name(const msp_dump_file_t *f);
+/* Whether any tensor of f carries a producer link. */
+int cmp_file_has_producers(const msp_dump_file_t *f);
+/* Append the record row of brec/crec (either NULL when one-sided) and its
+ * tensor rows to bld, queueing data jobs on cx. stats_file: 1 a statistics
+ * dump on either side, 2 an md5 dump. */
+msp_err cmp_record_rows(cmp_ctx_t *cx, cmp_build_t *bld, int64_t step, int64_t rank,
+                        const msp_record_info_t *brec, const msp_record_info_t *crec,
+                        int stats_file);
+/* The finished jobs' metrics onto their rows: verdicts, CRC checks, unreadable data. */
+void cmp_finish_jobs(cmp_ctx_t *cx, msp_compare_result_t *res);
+/* The attributes of brec and crec (either NULL) that rec carries (cmp_attrs.c). */
+msp_err cmp_record_attrs(cmp_ctx_t *cx, msp_record_cmp_t *rec, const msp_record_info_t *brec,
+                         const msp_record_info_t *crec);
+
 /* ---- verdicts ---------------------------------------------------------- */
 
 void cmp_tensor_verdict(msp_tensor_cmp_t *t, const msp_compare_opts_t *opts, int stats_row);
