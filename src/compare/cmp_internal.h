@@ -381,4 +381,34 @@ msp_err cmp_ranks_order(msp_compare_result_t *res, const cmp_comm_set_t *cs, int
 /* The same on a whole result (msp_compare_run). */
 msp_err cmp_ranks_whole(msp_compare_result_t *res, int top);
 
+/* ---- overflow_check's records (cmp_overflow_rec.c, cmp_overflow_json.c) --- */
+
+struct cJSON;
+struct msp_anomaly_node;
+
+enum { OV_NAN = 1, OV_INF = 2 };
+/* Split a record name into its API and call index (0: not an API record). */
+int ov_split_name(const char *name, char *api, size_t n, long *call);
+/* What a role or argument name is: an input (input.*, kwarg.*), an output,
+ * an out= buffer (holds what the call wrote); role under base ("input.0.1"
+ * under "input.0"). */
+int ov_is_input(const char *role);
+int ov_is_output(const char *role);
+int ov_is_out_buffer(const char *role);
+int ov_role_under(const char *role, const char *base);
+/* OV_NAN | OV_INF held by a tensor (its counts or statistics); whether an
+ * argument is itself inf or nan ("-inf", "[0.0, inf]"). */
+int ov_tensor_bad(const msp_tensor_info_t *t);
+int ov_text_bad(const char *v);
+/* r's attributes as a cJSON object of strings (NULL on failure), and one of them. */
+struct cJSON *ov_attrs(msp_dump_file_t *f, const msp_record_info_t *r);
+const char *ov_attr(const struct cJSON *attrs, const char *key);
+/* The reason line of an origin (bad: what its outputs hold), malloc'd. */
+char *ov_reason(const msp_record_info_t *r, int bad, int is_comm);
+/* node (of record r of f, in step) as msprobe's node JSON, malloc'd; NULL
+ * when out of memory. */
+char *ov_node_json(msp_dump_file_t *f, const msp_record_info_t *r, int64_t step,
+                   const struct msp_anomaly_node *node);
+
+
 #endif
