@@ -322,7 +322,7 @@ void cmp_plan_free(cmp_plan_t *p);
 /* Append a copy of s to *v. */
 msp_err cmp_line_push(char ***v, size_t *n, const char *s);
 
-/* ---- a streamed compare's result, for the report writers (cmp_stream.c) ---- */
+/* ---- a streamed compare's result, for the report writers (cmp_tree.c) ------ */
 
 size_t cmp_tree_parts(const msp_compare_tree_t *t);
 /* Part i's first global record and tensor row, its step and rank (-1 when empty). */
@@ -380,6 +380,56 @@ msp_err cmp_rank_stats_add(msp_compare_result_t *res, size_t *cap, const msp_com
 msp_err cmp_ranks_order(msp_compare_result_t *res, const cmp_comm_set_t *cs, int top);
 /* The same on a whole result (msp_compare_run). */
 msp_err cmp_ranks_whole(msp_compare_result_t *res, int top);
+
+/* ---- a streamed compare's tree and phase B (cmp_tree.c; cmp_stream.c) ------ */
+
+typedef struct cmp_mark cmp_mark_t;
+typedef struct cmp_prev cmp_prev_t;
+
+struct msp_compare_tree {
+    int is_root;
+    msp_compare_result_t *head;  /* suspects with copies of their records and rows */
+    size_t n_records, n_tensors, n_failed; /* totals over the tree */
+    cmp_spool_t *spool;          /* the final parts, in (step, rank) order */
+    size_t n_parts;
+    size_t *rec_base, *ten_base; /* per part */
+    int64_t *part_rank, *part_step;
+    cmp_mark_t *marks;           /* by record */
+    size_t n_marks;
+    long root_tensor;            /* global */
+    size_t *head_rec, *head_ten; /* the global index of each head record and row copy */
+    size_t *proc_pairs;          /* pairs each process compared */
+    int n_procs;
+};
+
+/* Phase B's state: the tree it fills and what it keeps between pairs. */
+typedef struct cmp_finish cmp_finish_t;
+struct cmp_finish {
+    msp_compare_tree_t *t;
+    msp_compare_result_t *head;
+    size_t cap_rec, cap_ten, cap_sus, cap_ranks;
+    size_t *head_rec_global, *head_ten_global; /* per head copy */
+    int *tiers;                                /* per head suspect */
+    cmp_comm_set_t comm;
+    cmp_prev_t *prev;                          /* per rank: its last step with records */
+    size_t n_prev, cap_prev;
+    int top;
+};
+
+/* An empty result (no root record, tensor or first rank), NULL when out of memory. */
+msp_compare_result_t *cmp_result_new(void);
+/* The out-of-memory error, recorded. */
+msp_err cmp_oom(void);
+/* A copy of s (NULL stays NULL); *oom set when the copy fails. */
+char *cmp_dup(const char *s, int *oom);
+/* A copy of src into dst, first_tensor 0; stack, parent and tensors left
+ * out when lean (replay needs none of them). */
+msp_err cmp_copy_record(msp_record_cmp_t *dst, const msp_record_cmp_t *src, int lean);
+/* One finished pair (phase A's, replay's answers applied) into f's tree;
+ * part's suspects move to the head. */
+msp_err cmp_finish_part(cmp_finish_t *f, msp_compare_result_t *part);
+/* After the last pair: one order of suspects, the cross-rank pass, the marks. */
+msp_err cmp_finish_tree(cmp_finish_t *f);
 
 /* ---- overflow_check's records (cmp_overflow_rec.c, cmp_overflow_json.c) --- */
 
