@@ -285,6 +285,19 @@ msp_err cmp_judge_modules(msp_compare_result_t *res);
  * the first top of them (opts->top) on the records. */
 msp_err cmp_rank_suspects(msp_compare_result_t *res, int top);
 
+/* What cmp_suspects.c borrows from cmp_verdict.c: res's records sorted by
+ * step, rank, name, for lookups by name (the caller frees ix.v); a row's unit
+ * roundoff (its coarser side's dtype); whether a record is an optimizer's. */
+typedef struct cmp_rec_index {
+    const msp_record_cmp_t **v;
+    size_t n;
+} cmp_rec_index_t;
+msp_err cmp_index_build(const msp_compare_result_t *res, cmp_rec_index_t *ix);
+msp_record_cmp_t *cmp_index_find(const cmp_rec_index_t *ix, int64_t step, int64_t rank,
+                                 const char *name);
+double cmp_row_unit(const msp_tensor_cmp_t *t);
+int cmp_is_optimizer(const msp_record_cmp_t *r);
+
 /* ---- a pair's result as bytes (cmp_spool.c) ------------------------------- */
 
 /* Pack part (records, tensors, suspects, unpaired lines and its counts) into
