@@ -361,6 +361,22 @@ typedef msp_err (*cmp_xlsx_row_cb)(void *ud, size_t row, size_t n, const char *c
 msp_err cmp_xlsx_rows(cmp_xlsx_t *x, size_t sheet, cmp_xlsx_row_cb cb, void *ud);
 void cmp_xlsx_close(cmp_xlsx_t *x); /* NULL-safe */
 
+/* ---- merge_result's config (cmp_merge_cfg.c, for cmp_merge.c) ------------- */
+
+/* The APIs named (a row is kept when its NPU Name contains one) and the
+ * compare indexes (columns) to merge. */
+typedef struct cmp_merge_cfg {
+    char **api;
+    size_t n_api;
+    char **index;     /* NULL: every index of the compare's kind */
+    size_t n_index;
+} cmp_merge_cfg_t;
+/* Free the n strings of v and v. */
+void cmp_strv_free(char **v, size_t n);
+void cmp_merge_cfg_free(cmp_merge_cfg_t *c);
+/* Read path's config into *c (freed on error); an error names the line. */
+msp_err cmp_merge_cfg_load(const char *path, cmp_merge_cfg_t *c);
+
 /* ---- the ranks as one (cmp_ranks.c; msprobe-compare(1), RANKS) ---------- */
 
 /* A communication record (Distributed.*.forward) as the cross-rank pass needs it. */
