@@ -142,6 +142,91 @@ size_t cmp_engine_ahead(const cmp_engine_t *e);
 int cmp_engine_md5(const cmp_engine_t *e);
 void cmp_engine_close(cmp_engine_t *e); /* NULL-safe */
 
+/* ---- the engine's parts (cmp_data.c, cmp_rows.c, cmp_attrs.c; cmp_run.c) --- */
+
+/* A window of units is compared in one parallel loop: at most this many units
+ * and bytes (both sides; also the granularity of progress reports). */
+#define CMP_WINDOW_UNITS 4096
+#define CMP_WINDOW_BYTES ((uint64_t)256 << 20)
+
+/* The result a file pair's rows are appended to, with its arrays' capacities. */
+typedef struct cmp_build {
+    msp_compare_result_t *res;
+    size_t cap_rec, cap_ten;
+} cmp_build_t;
+
+/* One tensor pair's data, compared a unit (chunk_bytes per side) at a time. */
+typedef struct cmp_job {
+    size_t row;
+    msp_dtype_t ndt, bdt;
+    const msp_record_info_t *nrec, *brec;
+    const msp_tensor_info_t *nt, *bt;
+    uint64_t numel;
+    size_t unit, n_units;
+    double rtol, atol;
+    int side;      /* 1: compute side statistics; 0: both sides have them as attributes */
+    cmp_acc_t acc;
+    uint32_t crc[2]; /* CRC-32 of the bytes read: npu, bench (checked against the files') */
+    char *read_error; /* a tensor file that cannot be read (msprobe's .pt): its row's error */
+} cmp_job_t;
+
+/* One unit of a job, compared by one thread; merged into its job in unit order. */
+typedef struct cmp_item {
+    size_t job, unit;
+    cmp_acc_t acc;
+    int err;       /* errno of a failed read, or -1 for a short read */
+    int err_side;  /* 0 npu, 1 bench */
+    uint32_t crc[2]; /* of this unit's bytes: npu, bench */
+} cmp_item_t;
+
+/* The file pair being compared: its files, maps, rows' jobs and the threads'
+ * read buffers (the engine's, kept from pair to pair). */
+typedef struct cmp_ctx {
+    const msp_compare_opts_t *o;
+    size_t pairs_done; /* file pairs compared (not skipped) */
+    size_t chunk;
+    int nthreads;
+    unsigned char *bufs; /* nthreads x 2 x chunk */
+    msp_dump_file_t *bf, *cf;
+    int bfd, cfd;
+    int use_mmap;
+    int has_producers;   /* either file of the pair carries producer links */
+    const msp_record_info_t **bnames, **cnames; /* records by name, for producer lookups */
+    const cmp_mapping_t *map; /* --mapping, or NULL */
+    int md5;                  /* some pair was of md5 (hash-only) dumps */
+    const unsigned char *bmap, *cmap; /* whole-file read-only maps, or NULL */
+    size_t bmap_len, cmap_len;
+    cmp_job_t *jobs;
+    size_t n_jobs, cap_jobs;
+    cmp_item_t *items;
+} cmp_ctx_t;
+
+/* Queue a data job for tensor row `row` (both sides have data to compare). */
+msp_err cmp_add_job(cmp_ctx_t *cx, size_t row, const msp_record_info_t *nrec,
+                    const msp_tensor_info_t *nt, const msp_record_info_t *brec,
+                    const msp_tensor_info_t *bt);
+/* Run the jobs whose both sides have a file offset (mapped or pread), then
+ * those streamed through the format module; each adds the bytes it compared
+ * to *bytes_done. A failed read of a directory dump's tensor file is its
+ * job's read_error; other errors stop the pair. */
+msp_err cmp_run_offset_jobs(cmp_ctx_t *cx, uint64_t *bytes_done);
+msp_err cmp_run_stream_jobs(cmp_ctx_t *cx, uint64_t *bytes_done);
+/* f's records sorted by name (NULL only when out of memory; the caller frees). */
+const msp_record_info_t **cmp_by_name(const msp_dump_file_t *f);
+/* Whether any tensor of f carries a producer link. */
+int cmp_file_has_producers(const msp_dump_file_t *f);
+/* Append the record row of brec/crec (either NULL when one-sided) and its
+ * tensor rows to bld, queueing data jobs on cx. stats_file: 1 a statistics
+ * dump on either side, 2 an md5 dump. */
+msp_err cmp_record_rows(cmp_ctx_t *cx, cmp_build_t *bld, int64_t step, int64_t rank,
+                        const msp_record_info_t *brec, const msp_record_info_t *crec,
+                        int stats_file);
+/* The finished jobs' metrics onto their rows: verdicts, CRC checks, unreadable data. */
+void cmp_finish_jobs(cmp_ctx_t *cx, msp_compare_result_t *res);
+/* The attributes of brec and crec (either NULL) that rec carries (cmp_attrs.c). */
+msp_err cmp_record_attrs(cmp_ctx_t *cx, msp_record_cmp_t *rec, const msp_record_info_t *brec,
+                         const msp_record_info_t *crec);
+
 /* ---- verdicts ---------------------------------------------------------- */
 
 void cmp_tensor_verdict(msp_tensor_cmp_t *t, const msp_compare_opts_t *opts, int stats_row);
@@ -200,6 +285,19 @@ msp_err cmp_judge_modules(msp_compare_result_t *res);
  * the first top of them (opts->top) on the records. */
 msp_err cmp_rank_suspects(msp_compare_result_t *res, int top);
 
+/* What cmp_suspects.c borrows from cmp_verdict.c: res's records sorted by
+ * step, rank, name, for lookups by name (the caller frees ix.v); a row's unit
+ * roundoff (its coarser side's dtype); whether a record is an optimizer's. */
+typedef struct cmp_rec_index {
+    const msp_record_cmp_t **v;
+    size_t n;
+} cmp_rec_index_t;
+msp_err cmp_index_build(const msp_compare_result_t *res, cmp_rec_index_t *ix);
+msp_record_cmp_t *cmp_index_find(const cmp_rec_index_t *ix, int64_t step, int64_t rank,
+                                 const char *name);
+double cmp_row_unit(const msp_tensor_cmp_t *t);
+int cmp_is_optimizer(const msp_record_cmp_t *r);
+
 /* ---- a pair's result as bytes (cmp_spool.c) ------------------------------- */
 
 /* Pack part (records, tensors, suspects, unpaired lines and its counts) into
@@ -237,7 +335,7 @@ void cmp_plan_free(cmp_plan_t *p);
 /* Append a copy of s to *v. */
 msp_err cmp_line_push(char ***v, size_t *n, const char *s);
 
-/* ---- a streamed compare's result, for the report writers (cmp_stream.c) ---- */
+/* ---- a streamed compare's result, for the report writers (cmp_tree.c) ------ */
 
 size_t cmp_tree_parts(const msp_compare_tree_t *t);
 /* Part i's first global record and tensor row, its step and rank (-1 when empty). */
@@ -262,6 +360,22 @@ const char *cmp_xlsx_sheet_name(const cmp_xlsx_t *x, size_t i);
 typedef msp_err (*cmp_xlsx_row_cb)(void *ud, size_t row, size_t n, const char *const *cells);
 msp_err cmp_xlsx_rows(cmp_xlsx_t *x, size_t sheet, cmp_xlsx_row_cb cb, void *ud);
 void cmp_xlsx_close(cmp_xlsx_t *x); /* NULL-safe */
+
+/* ---- merge_result's config (cmp_merge_cfg.c, for cmp_merge.c) ------------- */
+
+/* The APIs named (a row is kept when its NPU Name contains one) and the
+ * compare indexes (columns) to merge. */
+typedef struct cmp_merge_cfg {
+    char **api;
+    size_t n_api;
+    char **index;     /* NULL: every index of the compare's kind */
+    size_t n_index;
+} cmp_merge_cfg_t;
+/* Free the n strings of v and v. */
+void cmp_strv_free(char **v, size_t n);
+void cmp_merge_cfg_free(cmp_merge_cfg_t *c);
+/* Read path's config into *c (freed on error); an error names the line. */
+msp_err cmp_merge_cfg_load(const char *path, cmp_merge_cfg_t *c);
 
 /* ---- the ranks as one (cmp_ranks.c; msprobe-compare(1), RANKS) ---------- */
 
@@ -295,5 +409,85 @@ msp_err cmp_rank_stats_add(msp_compare_result_t *res, size_t *cap, const msp_com
 msp_err cmp_ranks_order(msp_compare_result_t *res, const cmp_comm_set_t *cs, int top);
 /* The same on a whole result (msp_compare_run). */
 msp_err cmp_ranks_whole(msp_compare_result_t *res, int top);
+
+/* ---- a streamed compare's tree and phase B (cmp_tree.c; cmp_stream.c) ------ */
+
+typedef struct cmp_mark cmp_mark_t;
+typedef struct cmp_prev cmp_prev_t;
+
+struct msp_compare_tree {
+    int is_root;
+    msp_compare_result_t *head;  /* suspects with copies of their records and rows */
+    size_t n_records, n_tensors, n_failed; /* totals over the tree */
+    cmp_spool_t *spool;          /* the final parts, in (step, rank) order */
+    size_t n_parts;
+    size_t *rec_base, *ten_base; /* per part */
+    int64_t *part_rank, *part_step;
+    cmp_mark_t *marks;           /* by record */
+    size_t n_marks;
+    long root_tensor;            /* global */
+    size_t *head_rec, *head_ten; /* the global index of each head record and row copy */
+    size_t *proc_pairs;          /* pairs each process compared */
+    int n_procs;
+};
+
+/* Phase B's state: the tree it fills and what it keeps between pairs. */
+typedef struct cmp_finish cmp_finish_t;
+struct cmp_finish {
+    msp_compare_tree_t *t;
+    msp_compare_result_t *head;
+    size_t cap_rec, cap_ten, cap_sus, cap_ranks;
+    size_t *head_rec_global, *head_ten_global; /* per head copy */
+    int *tiers;                                /* per head suspect */
+    cmp_comm_set_t comm;
+    cmp_prev_t *prev;                          /* per rank: its last step with records */
+    size_t n_prev, cap_prev;
+    int top;
+};
+
+/* An empty result (no root record, tensor or first rank), NULL when out of memory. */
+msp_compare_result_t *cmp_result_new(void);
+/* The out-of-memory error, recorded. */
+msp_err cmp_oom(void);
+/* A copy of s (NULL stays NULL); *oom set when the copy fails. */
+char *cmp_dup(const char *s, int *oom);
+/* A copy of src into dst, first_tensor 0; stack, parent and tensors left
+ * out when lean (replay needs none of them). */
+msp_err cmp_copy_record(msp_record_cmp_t *dst, const msp_record_cmp_t *src, int lean);
+/* One finished pair (phase A's, replay's answers applied) into f's tree;
+ * part's suspects move to the head. */
+msp_err cmp_finish_part(cmp_finish_t *f, msp_compare_result_t *part);
+/* After the last pair: one order of suspects, the cross-rank pass, the marks. */
+msp_err cmp_finish_tree(cmp_finish_t *f);
+
+/* ---- overflow_check's records (cmp_overflow_rec.c, cmp_overflow_json.c) --- */
+
+struct cJSON;
+struct msp_anomaly_node;
+
+enum { OV_NAN = 1, OV_INF = 2 };
+/* Split a record name into its API and call index (0: not an API record). */
+int ov_split_name(const char *name, char *api, size_t n, long *call);
+/* What a role or argument name is: an input (input.*, kwarg.*), an output,
+ * an out= buffer (holds what the call wrote); role under base ("input.0.1"
+ * under "input.0"). */
+int ov_is_input(const char *role);
+int ov_is_output(const char *role);
+int ov_is_out_buffer(const char *role);
+int ov_role_under(const char *role, const char *base);
+/* OV_NAN | OV_INF held by a tensor (its counts or statistics); whether an
+ * argument is itself inf or nan ("-inf", "[0.0, inf]"). */
+int ov_tensor_bad(const msp_tensor_info_t *t);
+int ov_text_bad(const char *v);
+/* r's attributes as a cJSON object of strings (NULL on failure), and one of them. */
+struct cJSON *ov_attrs(msp_dump_file_t *f, const msp_record_info_t *r);
+const char *ov_attr(const struct cJSON *attrs, const char *key);
+/* The reason line of an origin (bad: what its outputs hold), malloc'd. */
+char *ov_reason(const msp_record_info_t *r, int bad, int is_comm);
+/* node (of record r of f, in step) as msprobe's node JSON, malloc'd; NULL
+ * when out of memory. */
+char *ov_node_json(msp_dump_file_t *f, const msp_record_info_t *r, int64_t step,
+                   const struct msp_anomaly_node *node);
+
 
 #endif

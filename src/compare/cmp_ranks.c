@@ -15,7 +15,7 @@
  * root's for broadcast and scatter, the sender's for recv.
  *
  * The pass reads only the suspects, the records they name and the
- * communication records, so a streamed compare (cmp_stream.c) runs it on
+ * communication records, so a streamed compare (cmp_tree.c) runs it on
  * what it kept of each pair. */
 #include "cmp_internal.h"
 

@@ -73,4 +73,28 @@ void cmp_report_set_rows_per_sheet(size_t rows);
 struct lxw_workbook;
 int cmp_xlsx_error_flow(struct lxw_workbook *wb, const msp_compare_result_t *res);
 
+/* ---- workbooks (cmp_report_xlsx.c writes them, cmp_report_xlsx_books.c
+ * chooses them) ---------------------------------------------------------- */
+
+/* Data rows per sheet (cmp_report_set_rows_per_sheet). */
+extern size_t cmp_xlsx_data_rows;
+/* "details", "details_2", ...: the name of sheet index of base. */
+void cmp_sheet_name(char *buf, size_t n, const char *base, size_t index);
+
+/* What goes into one workbook. */
+typedef struct cmp_book {
+    const cmp_source_t *rows;  /* summary and details; NULL: none */
+    int ranks_sheet;           /* the ranks sheet first */
+    int suspects_sheet;        /* the suspects sheet after it */
+    const msp_compare_result_t *head;
+    const msp_compare_result_t *chart; /* the first step's records for the error-flow
+                                          chart sheet, or NULL: no chart */
+    void (*link)(const void *ud, int64_t rank, char *buf, size_t n);
+    const void *link_ud;
+    size_t zip64_rows;         /* details rows the workbook holds */
+} cmp_book_t;
+/* Write b as out_dir/file (a temp file, then renamed): the error names the
+ * sheet and row where libxlsxwriter failed. */
+msp_err cmp_write_book(const char *out_dir, const char *file, const cmp_book_t *b);
+
 #endif

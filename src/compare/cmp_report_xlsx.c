@@ -9,6 +9,8 @@
  * Colours (documented in msprobe-compare(1)): red rows use Excel's "Bad" fill
  * 0xFFC7CE, yellow rows its "Neutral" fill 0xFFEB9C; msprobe paints the same
  * rules in pure red/yellow, which hides the text on most screens.
+ *
+ * Which workbooks a result makes, and what goes into each: cmp_report_xlsx_books.c.
  */
 #include "msprobe/compare.h"
 
@@ -16,8 +18,6 @@
 
 #include <errno.h>
 #include <math.h>
-#include <omp.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -54,11 +54,11 @@ _Static_assert(MSP_NCOLS(msp_details_width_tensor) == CMP_DETAILS_NCOLS_TENSOR,
 _Static_assert(MSP_NCOLS(msp_details_width_stats) == CMP_DETAILS_NCOLS_STATS,
                "one width per statistics-mode details column");
 
-static size_t msp_xlsx_data_rows = MSP_XLSX_SHEET_ROWS;
+size_t cmp_xlsx_data_rows = MSP_XLSX_SHEET_ROWS;
 
 void cmp_report_set_rows_per_sheet(size_t rows)
 {
-    msp_xlsx_data_rows = rows && rows < MSP_XLSX_SHEET_ROWS ? rows : MSP_XLSX_SHEET_ROWS;
+    cmp_xlsx_data_rows = rows && rows < MSP_XLSX_SHEET_ROWS ? rows : MSP_XLSX_SHEET_ROWS;
 }
 
 typedef struct msp_xlsx {
@@ -157,7 +157,7 @@ static void msp_xlsx_formats(msp_xlsx_t *x)
 }
 
 /* "details", "details_2", ... : a sheet holds at most LXW_ROW_MAX rows. */
-static void msp_sheet_name(char *buf, size_t n, const char *base, size_t index)
+void cmp_sheet_name(char *buf, size_t n, const char *base, size_t index)
 {
     if (index == 0)
         snprintf(buf, n, "%s", base);
@@ -169,15 +169,15 @@ static void msp_sheet_name(char *buf, size_t n, const char *base, size_t index)
  * rows of sheet s. */
 static size_t msp_sheet_count(size_t total)
 {
-    return total ? (total - 1) / msp_xlsx_data_rows + 1 : 1;
+    return total ? (total - 1) / cmp_xlsx_data_rows + 1 : 1;
 }
 
 static size_t msp_sheet_rows(size_t total, size_t s)
 {
-    if (total <= s * msp_xlsx_data_rows)
+    if (total <= s * cmp_xlsx_data_rows)
         return 0;
-    size_t rows = total - s * msp_xlsx_data_rows;
-    return rows > msp_xlsx_data_rows ? msp_xlsx_data_rows : rows;
+    size_t rows = total - s * cmp_xlsx_data_rows;
+    return rows > cmp_xlsx_data_rows ? cmp_xlsx_data_rows : rows;
 }
 
 static lxw_worksheet *msp_add_sheet(msp_xlsx_t *x, const char *name, const char *const *cols,
@@ -269,8 +269,8 @@ static void msp_details_row(msp_xlsx_t *x, lxw_worksheet *ws, const char *sheet,
 /* Where a details row lands: sheet index and 1-based row. */
 static void msp_details_pos(size_t seq, size_t *sheet, size_t *row1)
 {
-    *sheet = seq / msp_xlsx_data_rows;
-    *row1 = seq % msp_xlsx_data_rows + 2; /* +1 header, +1 one-based */
+    *sheet = seq / cmp_xlsx_data_rows;
+    *row1 = seq % cmp_xlsx_data_rows + 2; /* +1 header, +1 one-based */
 }
 
 /* ---- summary --------------------------------------------------------- */
@@ -332,7 +332,7 @@ static int msp_make_sheets(msp_xlsx_t *x, const cmp_source_t *src, msp_sheets_t 
     }
     for (size_t s = 0; s < sh->n_sum; s++) {
         char name[32];
-        msp_sheet_name(name, sizeof name, "summary", s);
+        cmp_sheet_name(name, sizeof name, "summary", s);
         if (!(sh->sum[s] = msp_add_sheet(x, name, msp_summary_cols, msp_summary_width,
                                          MSP_NCOLS(msp_summary_cols),
                                          msp_sheet_rows(src->n_records, s))))
@@ -340,7 +340,7 @@ static int msp_make_sheets(msp_xlsx_t *x, const cmp_source_t *src, msp_sheets_t 
     }
     for (size_t s = 0; s < sh->n_det; s++) {
         char name[32];
-        msp_sheet_name(name, sizeof name, "details", s);
+        cmp_sheet_name(name, sizeof name, "details", s);
         if (!(sh->det[s] = msp_add_sheet(x, name,
                                          stats ? cmp_details_cols_stats : cmp_details_cols_tensor,
                                          stats ? msp_details_width_stats : msp_details_width_tensor,
@@ -361,7 +361,7 @@ static void msp_next_details_row(msp_xlsx_t *x, msp_sheets_t *sh, int stats,
         return;
     }
     char name[32];
-    msp_sheet_name(name, sizeof name, "details", s);
+    cmp_sheet_name(name, sizeof name, "details", s);
     msp_details_row(x, sh->det[s], name, (lxw_row_t)(row1 - 1), stats, t, ctx);
     sh->seq_ten++;
 }
@@ -369,15 +369,15 @@ static void msp_next_details_row(msp_xlsx_t *x, msp_sheets_t *sh, int stats,
 static void msp_summary_row(msp_xlsx_t *x, msp_sheets_t *sh, const msp_record_cmp_t *rec,
                             const char *reason)
 {
-    size_t s = sh->seq_rec / msp_xlsx_data_rows;
+    size_t s = sh->seq_rec / cmp_xlsx_data_rows;
     if (s >= sh->n_sum) {
         msp_xlsx_note(x, LXW_ERROR_WORKSHEET_INDEX_OUT_OF_RANGE, "summary", sh->seq_rec);
         return;
     }
     lxw_worksheet *ws = sh->sum[s];
     char sheet[32];
-    msp_sheet_name(sheet, sizeof sheet, "summary", s);
-    lxw_row_t r = (lxw_row_t)(sh->seq_rec % msp_xlsx_data_rows + 1);
+    cmp_sheet_name(sheet, sizeof sheet, "summary", s);
+    lxw_row_t r = (lxw_row_t)(sh->seq_rec % cmp_xlsx_data_rows + 1);
     int bold = rec->is_root_cause != 0;
     unsigned h = (unsigned)rec->highlight <= MSP_HL_RED ? (unsigned)rec->highlight : 0;
     lxw_format *f = msp_fmt(x, rec->highlight, bold);
@@ -409,7 +409,7 @@ static void msp_summary_row(msp_xlsx_t *x, msp_sheets_t *sh, const msp_record_cm
     size_t dsheet, drow;
     msp_details_pos(sh->seq_ten, &dsheet, &drow);
     char target[32], text[64];
-    msp_sheet_name(target, sizeof target, "details", dsheet);
+    cmp_sheet_name(target, sizeof target, "details", dsheet);
     snprintf(text, sizeof text, "%s!A%zu", target, drow);
     if (sh->links++ < MSP_XLSX_MAX_URLS) {
         char url[96];
@@ -440,7 +440,7 @@ static msp_err msp_write_part(msp_xlsx_t *x, msp_sheets_t *sh, const cmp_source_
     for (size_t i = 0; i < part->n_records && x->err == LXW_NO_ERROR; i++) {
         const msp_record_cmp_t *rec = &part->records[i];
         /* a new summary sheet starts its own count of hyperlinks */
-        if (sh->seq_rec % msp_xlsx_data_rows == 0)
+        if (sh->seq_rec % cmp_xlsx_data_rows == 0)
             sh->links = 0;
         msp_summary_row(x, sh, rec, src->reason(src, rec_base + i));
         for (size_t k = 0; k < rec->n_tensors && x->err == LXW_NO_ERROR; k++) {
@@ -591,20 +591,7 @@ static void msp_write_suspects(msp_xlsx_t *x, const msp_compare_result_t *head)
 
 /* ---- workbooks ------------------------------------------------------------ */
 
-/* What goes into one workbook. */
-typedef struct msp_book {
-    const cmp_source_t *rows;  /* summary and details; NULL: none */
-    int ranks_sheet;           /* the ranks sheet first */
-    int suspects_sheet;        /* the suspects sheet after it */
-    const msp_compare_result_t *head;
-    const msp_compare_result_t *chart; /* the first step's records for the error-flow
-                                          chart sheet, or NULL: no chart */
-    void (*link)(const void *ud, int64_t rank, char *buf, size_t n);
-    const void *link_ud;
-    size_t zip64_rows;         /* details rows the workbook holds */
-} msp_book_t;
-
-static msp_err msp_write_book(const char *out_dir, const char *file, const msp_book_t *b)
+msp_err cmp_write_book(const char *out_dir, const char *file, const cmp_book_t *b)
 {
     msp_xlsx_t x = {0};
     msp_err rc = MSP_OK;
@@ -667,252 +654,5 @@ cleanup:
     free(tmpdir);
     free(tmp);
     free(path);
-    return rc;
-}
-
-/* ---- a whole result --------------------------------------------------------- */
-
-typedef struct msp_whole {
-    const msp_compare_result_t *res;
-    const char **reasons; /* per record: the first suspect line that names it */
-} msp_whole_t;
-
-static msp_err msp_whole_load(const cmp_source_t *src, size_t i, msp_compare_result_t **part,
-                              size_t *rec_base, size_t *ten_base)
-{
-    (void)i;
-    const msp_whole_t *w = src->ud;
-    *part = (msp_compare_result_t *)w->res;
-    *rec_base = *ten_base = 0;
-    return MSP_OK;
-}
-
-static void msp_whole_unload(const cmp_source_t *src, msp_compare_result_t *part)
-{
-    (void)src;
-    (void)part;
-}
-
-static const char *msp_whole_reason(const cmp_source_t *src, size_t record)
-{
-    const msp_whole_t *w = src->ud;
-    return w->reasons && record < w->res->n_records ? w->reasons[record] : NULL;
-}
-
-/* The ranks sheet's Details of a whole result: the rank's first summary row. */
-static void msp_whole_link(const void *ud, int64_t rank, char *buf, size_t n)
-{
-    const msp_compare_result_t *res = ud;
-    for (size_t i = 0; i < res->n_records; i++)
-        if (res->records[i].rank == rank) {
-            char name[32];
-            msp_sheet_name(name, sizeof name, "summary", i / msp_xlsx_data_rows);
-            snprintf(buf, n, "%s!A%zu", name, i % msp_xlsx_data_rows + 2);
-            return;
-        }
-    buf[0] = '\0';
-}
-
-msp_err msp_report_write_xlsx(const msp_compare_result_t *res, const char *out_dir)
-{
-    msp_err rc = cmp_report_begin(res, out_dir);
-    if (rc != MSP_OK)
-        return rc;
-    msp_whole_t w = {res, calloc(res->n_records + 1, sizeof(const char *))};
-    if (!w.reasons)
-        return msp_fail(MSP_ERR_NOMEM, "out of memory writing the report in %s", out_dir);
-    for (size_t k = res->n_suspects; k-- > 0;)
-        if (res->suspects[k].record >= 0 && (size_t)res->suspects[k].record < res->n_records)
-            w.reasons[res->suspects[k].record] = res->suspects[k].reason;
-    cmp_source_t src = {res, res->n_records, res->n_tensors, 1, msp_whole_load,
-                        msp_whole_unload, msp_whole_reason, res->root_tensor, &w};
-    msp_book_t b = {&src, res->n_ranks > 1, 0, res, res, msp_whole_link, res, res->n_tensors};
-    rc = msp_write_book(out_dir, "result.xlsx", &b);
-    free(w.reasons);
-    return rc;
-}
-
-/* ---- a streamed tree ----------------------------------------------------------- */
-
-typedef struct msp_treesrc {
-    const msp_compare_tree_t *t;
-    const size_t *parts;  /* the parts written, NULL: all */
-    size_t n;
-} msp_treesrc_t;
-
-static msp_err msp_tree_load(const cmp_source_t *src, size_t i, msp_compare_result_t **part,
-                             size_t *rec_base, size_t *ten_base)
-{
-    const msp_treesrc_t *ts = src->ud;
-    size_t p = ts->parts ? ts->parts[i] : i;
-    cmp_tree_part_info(ts->t, p, rec_base, ten_base, NULL, NULL);
-    return cmp_tree_load(ts->t, p, part);
-}
-
-static void msp_tree_unload(const cmp_source_t *src, msp_compare_result_t *part)
-{
-    (void)src;
-    msp_compare_result_free(part);
-}
-
-static const char *msp_tree_reason(const cmp_source_t *src, size_t record)
-{
-    const msp_treesrc_t *ts = src->ud;
-    return cmp_tree_reason(ts->t, record);
-}
-
-/* Records and rows of the parts of one rank (rank < 0: all). */
-static void msp_tree_count(const msp_compare_tree_t *t, int64_t rank, size_t *recs, size_t *tens,
-                           size_t *parts)
-{
-    size_t n = cmp_tree_parts(t), total_r, total_t;
-    msp_compare_tree_totals(t, &total_r, &total_t, NULL);
-    *recs = *tens = *parts = 0;
-    for (size_t i = 0; i < n; i++) {
-        size_t rb, tb, rb2 = total_r, tb2 = total_t;
-        int64_t r;
-        cmp_tree_part_info(t, i, &rb, &tb, NULL, &r);
-        if (i + 1 < n)
-            cmp_tree_part_info(t, i + 1, &rb2, &tb2, NULL, NULL);
-        if (rank >= 0 && r != rank)
-            continue;
-        *recs += rb2 - rb;
-        *tens += tb2 - tb;
-        (*parts)++;
-    }
-}
-
-static void msp_book_link(const void *ud, int64_t rank, char *buf, size_t n)
-{
-    (void)ud;
-    snprintf(buf, n, "result_rank%lld.xlsx", (long long)rank);
-}
-
-static void msp_tree_first_row_link(const void *ud, int64_t rank, char *buf, size_t n)
-{
-    const msp_compare_tree_t *t = ud;
-    size_t np = cmp_tree_parts(t);
-    for (size_t i = 0; i < np; i++) {
-        size_t rb;
-        int64_t r;
-        cmp_tree_part_info(t, i, &rb, NULL, NULL, &r);
-        if (r != rank)
-            continue;
-        char name[32];
-        msp_sheet_name(name, sizeof name, "summary", rb / msp_xlsx_data_rows);
-        snprintf(buf, n, "%s!A%zu", name, rb % msp_xlsx_data_rows + 2);
-        return;
-    }
-    buf[0] = '\0';
-}
-
-/* One rank's workbook, result_rank{R}.xlsx. */
-static msp_err msp_rank_book(const msp_compare_tree_t *t, const char *out_dir, int64_t rank)
-{
-    size_t np = cmp_tree_parts(t), n = 0, rr, rt, rp;
-    size_t *parts = calloc(np + 1, sizeof *parts);
-    if (!parts)
-        return msp_fail(MSP_ERR_NOMEM, "out of memory writing the report in %s", out_dir);
-    for (size_t i = 0; i < np; i++) {
-        int64_t r;
-        cmp_tree_part_info(t, i, NULL, NULL, NULL, &r);
-        if (r == rank)
-            parts[n++] = i;
-    }
-    msp_tree_count(t, rank, &rr, &rt, &rp);
-    msp_treesrc_t rs = {t, parts, n};
-    cmp_source_t one = {msp_compare_tree_head(t), rr, rt, n, msp_tree_load, msp_tree_unload,
-                        msp_tree_reason, cmp_tree_root_tensor(t), &rs};
-    char file[64];
-    snprintf(file, sizeof file, "result_rank%lld.xlsx", (long long)rank);
-    msp_book_t b = {&one, 0, 0, msp_compare_tree_head(t), NULL, NULL, NULL, rt};
-    msp_err rc = msp_write_book(out_dir, file, &b);
-    free(parts);
-    return rc;
-}
-
-/* Threads taking the next rank until none is left; the error of the lowest
- * rank that failed is the one reported. */
-typedef struct msp_rank_books {
-    const msp_compare_tree_t *t;
-    const char *out_dir;
-    size_t next;
-    pthread_mutex_t mu;
-    msp_err rc;
-    size_t failed_at;
-    char detail[1024];
-} msp_rank_books_t;
-
-static void *msp_rank_books_main(void *arg)
-{
-    msp_rank_books_t *rb = arg;
-    const msp_compare_result_t *head = msp_compare_tree_head(rb->t);
-    for (;;) {
-        pthread_mutex_lock(&rb->mu);
-        size_t k = rb->next++;
-        int stop = rb->rc != MSP_OK;
-        pthread_mutex_unlock(&rb->mu);
-        if (stop || k >= head->n_ranks)
-            return NULL;
-        msp_err rc = msp_rank_book(rb->t, rb->out_dir, head->ranks[k].rank);
-        if (rc) {
-            pthread_mutex_lock(&rb->mu);
-            if (k < rb->failed_at) {
-                rb->failed_at = k;
-                rb->rc = rc;
-                snprintf(rb->detail, sizeof rb->detail, "%s", msp_last_error());
-            }
-            pthread_mutex_unlock(&rb->mu);
-        }
-    }
-}
-
-msp_err msp_report_tree_xlsx(const msp_compare_tree_t *t, const char *out_dir)
-{
-    const msp_compare_result_t *head = msp_compare_tree_head(t);
-    if (!head || !out_dir)
-        return msp_fail(MSP_ERR_USAGE, "report: no result or no output directory");
-    msp_err rc = msp_mkdirs(out_dir);
-    if (rc != MSP_OK)
-        return rc;
-    size_t nrec, nten, nparts;
-    msp_tree_count(t, -1, &nrec, &nten, &nparts);
-    msp_treesrc_t ts = {t, NULL, nparts};
-    cmp_source_t all = {head, nrec, nten, nparts, msp_tree_load, msp_tree_unload,
-                        msp_tree_reason, cmp_tree_root_tensor(t), &ts};
-    /* One workbook while the details fit one sheet; past that one per rank,
-     * as msprobe writes them, each fitting as far as a rank can. */
-    /* the first pair (the first step compared) draws the error-flow chart */
-    msp_compare_result_t *first = NULL;
-    if (cmp_tree_parts(t) && cmp_tree_load(t, 0, &first) != MSP_OK) {
-        msp_clear_error(); /* a report without the chart */
-        first = NULL;
-    }
-    if (nten <= msp_xlsx_data_rows || head->n_ranks <= 1) {
-        msp_book_t b = {&all, head->n_ranks > 1, 0, head, first, msp_tree_first_row_link, t, nten};
-        rc = msp_write_book(out_dir, "result.xlsx", &b);
-        msp_compare_result_free(first);
-        return rc;
-    }
-    /* the ranks' workbooks are independent: written by a few threads at once */
-    msp_rank_books_t rb = {t, out_dir, 0, PTHREAD_MUTEX_INITIALIZER, MSP_OK, SIZE_MAX, ""};
-    int nth = omp_get_max_threads();
-    nth = nth < 1 ? 1 : nth > 8 ? 8 : nth;
-    if ((size_t)nth > head->n_ranks)
-        nth = (int)head->n_ranks;
-    pthread_t th[8];
-    int started = 0;
-    for (int i = 1; i < nth; i++)
-        started += pthread_create(&th[started], NULL, msp_rank_books_main, &rb) == 0;
-    msp_rank_books_main(&rb);
-    for (int i = 0; i < started; i++)
-        pthread_join(th[i], NULL);
-    if (rb.rc) {
-        msp_compare_result_free(first);
-        return msp_fail(rb.rc, "%s", rb.detail);
-    }
-    msp_book_t top = {NULL, 1, 1, head, first, msp_book_link, NULL, 0};
-    rc = msp_write_book(out_dir, "result.xlsx", &top);
-    msp_compare_result_free(first);
     return rc;
 }

@@ -1,0 +1,232 @@
+/* Record attributes both sides share, put on a record row: the compare
+ * side's call site, the module it ran in, autocast, a Distributed call's
+ * group and peer, order_begin, and the arguments and hyperparameters that
+ * differ between the sides (arg_diff; msprobe 26's scalar check). */
+#include "cmp_internal.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A record attribute that is a call argument (input.*, kwarg.*) or an
+ * optimizer's hyperparameter (group.*, class), the ones a changed value of
+ * which changes what the call computes. */
+static int cmp_is_arg_key(const char *k)
+{
+    return !strncmp(k, "input", 5) || !strncmp(k, "kwarg", 5) || !strncmp(k, "group.", 6) ||
+           !strcmp(k, "class");
+}
+
+/* A repr with a memory address in it (<function f at 0x7f...>) differs from
+ * run to run: compare them without the address. */
+static int cmp_arg_equal(const char *a, const char *b)
+{
+    for (;;) {
+        const char *pa = strstr(a, " at 0x"), *pb = strstr(b, " at 0x");
+        size_t la = pa ? (size_t)(pa - a) : strlen(a), lb = pb ? (size_t)(pb - b) : strlen(b);
+        if (la != lb || strncmp(a, b, la) != 0 || !pa != !pb)
+            return 0;
+        if (!pa)
+            return 1;
+        a = pa + 6;
+        b = pb + 6;
+        while (isxdigit((unsigned char)*a))
+            a++;
+        while (isxdigit((unsigned char)*b))
+            b++;
+    }
+}
+
+static const char *cmp_attr_get(char **k, char **v, size_t n, const char *key)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(k[i], key))
+            return v[i];
+    return NULL;
+}
+
+/* Key: a record's name. */
+static int cmp_name_key(const void *key, const void *elem)
+{
+    return strcmp(key, (*(const msp_record_info_t *const *)elem)->name);
+}
+
+/* The "stack" attribute of a record: msprobe's stack.json, or the call site
+ * our shim recorded, where "@RECORD" names the record of the same file that
+ * carries the text (msprobe-dump(5)); NULL when none. byname: f's records
+ * sorted by name (cmp_by_name), for the reference. */
+static char *cmp_record_stack(msp_dump_file_t *f, const msp_record_info_t **byname,
+                              const char *text)
+{
+    if (!text || text[0] != '@')
+        return text ? strdup(text) : NULL;
+    const msp_record_info_t **hit =
+        byname ? bsearch(text + 1, byname, f->n_records, sizeof *byname, cmp_name_key) : NULL;
+    char **k = NULL, **v = NULL, *out = NULL;
+    size_t n = 0;
+    if (!hit || msp_dump_record_attrs(f, *hit, &k, &v, &n) != MSP_OK) {
+        msp_clear_error();
+        return NULL;
+    }
+    const char *to = cmp_attr_get(k, v, n, "stack");
+    if (to && to[0] != '@') /* the shim never refers to a reference */
+        out = strdup(to);
+    msp_free_strings(k, n);
+    msp_free_strings(v, n);
+    return out;
+}
+
+/* A Python scalar argument as msprobe 26 checks them: a number, a bool, or
+ * a tuple or list of those ("2", "True", "(2, 2)", "[1, 1]"); its values
+ * into v (at most max). -1 for anything else (a string, a dtype, None). */
+static int cmp_scalars(const char *s, double *v, int max)
+{
+    int n = 0, open = 0;
+    while (*s == ' ')
+        s++;
+    if (*s == '(' || *s == '[') {
+        open = *s == '(' ? ')' : ']';
+        s++;
+    }
+    for (;;) {
+        while (*s == ' ')
+            s++;
+        if (open && *s == open && s[1] == '\0')
+            return n;
+        char *end;
+        double x;
+        if (!strncasecmp(s, "true", 4) || !strncasecmp(s, "false", 5)) {
+            x = (*s == 't' || *s == 'T');
+            end = (char *)s + (x > 0.5 ? 4 : 5);
+        } else {
+            x = strtod(s, &end);
+            if (end == s)
+                return -1;
+        }
+        if (n == max)
+            return -1;
+        v[n++] = x;
+        s = end;
+        while (*s == ' ')
+            s++;
+        if (!open)
+            return *s ? -1 : n;
+        if (*s == ',')
+            s++;
+        else if (*s != open)
+            return -1;
+    }
+}
+
+/* Whether two spellings of an argument differ as msprobe's check sees them:
+ * both scalars (or lists of them) with other values; anything else is not
+ * compared (1e-05 and 0.00001, True and true are the same). */
+static int cmp_args_differ(const char *a, const char *b)
+{
+    double x[16], y[16];
+    int n = cmp_scalars(a, x, 16), m = cmp_scalars(b, y, 16);
+    if (n < 0 || m < 0)
+        return 0;
+    if (n != m)
+        return 1;
+    for (int i = 0; i < n; i++)
+        if (!(isnan(x[i]) && isnan(y[i])) && (x[i] < y[i] || x[i] > y[i]))
+            return 1;
+    return 0;
+}
+
+/* Record attributes both sides share: the compare side's call site
+ * ("stack"), "order_begin" (module forward records), the autocast dtype
+ * (either side's), and the arguments and optimizer hyperparameters that
+ * differ between the sides: arg_diff lists them ("kwarg.stride: NPU (2, 2),
+ * bench (1, 1)", joined by "; "), numbers compared as numbers (1e-05 is
+ * 0.00001) and other text without memory addresses; args_scalar_differ when
+ * one of them is a Python scalar (or a tuple of them), msprobe 26's check. */
+msp_err cmp_record_attrs(cmp_ctx_t *cx, msp_record_cmp_t *rec,
+                         const msp_record_info_t *brec, const msp_record_info_t *crec)
+{
+    char **bk = NULL, **bv = NULL, **ck = NULL, **cv = NULL;
+    size_t bn = 0, cn = 0;
+    msp_err rc = MSP_OK;
+    rec->order_begin = -1;
+    if (crec && msp_dump_record_attrs(cx->cf, crec, &ck, &cv, &cn) != MSP_OK)
+        msp_clear_error();
+    if (brec && msp_dump_record_attrs(cx->bf, brec, &bk, &bv, &bn) != MSP_OK)
+        msp_clear_error();
+    const char *st = cmp_attr_get(ck, cv, cn, "stack");
+    if (st && !(rec->npu_stack = cmp_record_stack(cx->cf, cx->cnames, st)) && st[0] != '@')
+        rc = MSP_ERR_NOMEM;
+    /* the module it ran in (msprobe's construct.json, our module and mix dumps) */
+    const char *pa = cmp_attr_get(ck, cv, cn, "parent");
+    if (pa && !(rec->parent = strdup(pa)))
+        rc = MSP_ERR_NOMEM;
+    /* autocast on either side: the record computed at that dtype's precision */
+    for (int side = 0; side < 2; side++) {
+        const char *ac = side ? cmp_attr_get(bk, bv, bn, "autocast") : cmp_attr_get(ck, cv, cn, "autocast");
+        while (ac && *ac) {
+            const char *colon = strchr(ac, ':'), *comma = strchr(ac, ',');
+            if (colon && (!comma || colon < comma)) {
+                char dt[48];
+                size_t len = comma ? (size_t)(comma - colon - 1) : strlen(colon + 1);
+                snprintf(dt, sizeof dt, "%.*s", (int)(len < sizeof dt ? len : sizeof dt - 1), colon + 1);
+                rec->autocast_u = fmax(rec->autocast_u, cmp_unit_roundoff(dt));
+            }
+            ac = comma ? comma + 1 : NULL;
+        }
+    }
+    /* where a Distributed call ran (the cross-rank pass, cmp_ranks.c) */
+    const char *grp = crec ? cmp_attr_get(ck, cv, cn, "group") : cmp_attr_get(bk, bv, bn, "group");
+    if (grp && !strncmp(rec->name, "Distributed.", 12) && !(rec->comm_group = strdup(grp)))
+        rc = MSP_ERR_NOMEM;
+    const char *peer = crec ? cmp_attr_get(ck, cv, cn, "peer") : cmp_attr_get(bk, bv, bn, "peer");
+    if (peer && !strncmp(rec->name, "Distributed.", 12)) {
+        char *end;
+        long long v = strtoll(peer, &end, 10);
+        if (end != peer && !*end && v >= 0)
+            rec->comm_peer = v;
+    }
+    const char *ob = crec ? cmp_attr_get(ck, cv, cn, "order_begin")
+                          : cmp_attr_get(bk, bv, bn, "order_begin");
+    if (ob) {
+        char *end;
+        long long v = strtoll(ob, &end, 10);
+        if (end != ob && !*end && v >= 0)
+            rec->order_begin = v;
+    }
+    char *acc = NULL;
+    for (int side = 0; side < 2 && brec && crec && !rc; side++) {
+        /* keys of the compare side first, then those only the bench has */
+        char **k = side ? bk : ck, **v = side ? bv : cv;
+        size_t n = side ? bn : cn;
+        for (size_t i = 0; i < n && !rc; i++) {
+            if (!cmp_is_arg_key(k[i]))
+                continue;
+            const char *other = side ? cmp_attr_get(ck, cv, cn, k[i]) : cmp_attr_get(bk, bv, bn, k[i]);
+            if (side && other)
+                continue;
+            double x[16];
+            int scalar = other && cmp_scalars(v[i], x, 16) >= 0 && cmp_scalars(other, x, 16) >= 0;
+            if (other && (scalar ? !cmp_args_differ(v[i], other) : cmp_arg_equal(v[i], other)))
+                continue;
+            rec->args_scalar_differ |= scalar;
+            char *no = NULL, *bo = NULL;
+            const char *nt = msp_utf8_clean(side ? "<absent>" : v[i], 120, &no);
+            const char *bt = msp_utf8_clean(side ? v[i] : (other ? other : "<absent>"), 120, &bo);
+            char *next = msp_asprintf("%s%s%s: NPU %s, bench %s", acc ? acc : "", acc ? "; " : "",
+                                      k[i], nt ? nt : "?", bt ? bt : "?");
+            free(no);
+            free(bo);
+            free(acc);
+            if (!(acc = next))
+                rc = MSP_ERR_NOMEM;
+        }
+    }
+    rec->arg_diff = acc;
+    msp_free_strings(bk, bn);
+    msp_free_strings(bv, bn);
+    msp_free_strings(ck, cn);
+    msp_free_strings(cv, cn);
+    return rc ? msp_fail(rc, "compare: out of memory") : MSP_OK;
+}

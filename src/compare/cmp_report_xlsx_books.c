@@ -1,0 +1,261 @@
+/* result.xlsx's workbooks and what goes into each (cmp_report_xlsx.c writes
+ * them): a whole result's one workbook; a streamed tree's one while its
+ * details fit a sheet or it has one rank, else one workbook per rank
+ * (result_rank{R}.xlsx, a few written at once) and result.xlsx with the
+ * ranks and suspects sheets linking to them. */
+#include "msprobe/compare.h"
+
+#include "cmp_report.h"
+
+#include <omp.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* ---- a whole result --------------------------------------------------------- */
+
+typedef struct msp_whole {
+    const msp_compare_result_t *res;
+    const char **reasons; /* per record: the first suspect line that names it */
+} msp_whole_t;
+
+static msp_err msp_whole_load(const cmp_source_t *src, size_t i, msp_compare_result_t **part,
+                              size_t *rec_base, size_t *ten_base)
+{
+    (void)i;
+    const msp_whole_t *w = src->ud;
+    *part = (msp_compare_result_t *)w->res;
+    *rec_base = *ten_base = 0;
+    return MSP_OK;
+}
+
+static void msp_whole_unload(const cmp_source_t *src, msp_compare_result_t *part)
+{
+    (void)src;
+    (void)part;
+}
+
+static const char *msp_whole_reason(const cmp_source_t *src, size_t record)
+{
+    const msp_whole_t *w = src->ud;
+    return w->reasons && record < w->res->n_records ? w->reasons[record] : NULL;
+}
+
+/* The ranks sheet's Details of a whole result: the rank's first summary row. */
+static void msp_whole_link(const void *ud, int64_t rank, char *buf, size_t n)
+{
+    const msp_compare_result_t *res = ud;
+    for (size_t i = 0; i < res->n_records; i++)
+        if (res->records[i].rank == rank) {
+            char name[32];
+            cmp_sheet_name(name, sizeof name, "summary", i / cmp_xlsx_data_rows);
+            snprintf(buf, n, "%s!A%zu", name, i % cmp_xlsx_data_rows + 2);
+            return;
+        }
+    buf[0] = '\0';
+}
+
+msp_err msp_report_write_xlsx(const msp_compare_result_t *res, const char *out_dir)
+{
+    msp_err rc = cmp_report_begin(res, out_dir);
+    if (rc != MSP_OK)
+        return rc;
+    msp_whole_t w = {res, calloc(res->n_records + 1, sizeof(const char *))};
+    if (!w.reasons)
+        return msp_fail(MSP_ERR_NOMEM, "out of memory writing the report in %s", out_dir);
+    for (size_t k = res->n_suspects; k-- > 0;)
+        if (res->suspects[k].record >= 0 && (size_t)res->suspects[k].record < res->n_records)
+            w.reasons[res->suspects[k].record] = res->suspects[k].reason;
+    cmp_source_t src = {res, res->n_records, res->n_tensors, 1, msp_whole_load,
+                        msp_whole_unload, msp_whole_reason, res->root_tensor, &w};
+    cmp_book_t b = {&src, res->n_ranks > 1, 0, res, res, msp_whole_link, res, res->n_tensors};
+    rc = cmp_write_book(out_dir, "result.xlsx", &b);
+    free(w.reasons);
+    return rc;
+}
+
+/* ---- a streamed tree ----------------------------------------------------------- */
+
+typedef struct msp_treesrc {
+    const msp_compare_tree_t *t;
+    const size_t *parts;  /* the parts written, NULL: all */
+    size_t n;
+} msp_treesrc_t;
+
+static msp_err msp_tree_load(const cmp_source_t *src, size_t i, msp_compare_result_t **part,
+                             size_t *rec_base, size_t *ten_base)
+{
+    const msp_treesrc_t *ts = src->ud;
+    size_t p = ts->parts ? ts->parts[i] : i;
+    cmp_tree_part_info(ts->t, p, rec_base, ten_base, NULL, NULL);
+    return cmp_tree_load(ts->t, p, part);
+}
+
+static void msp_tree_unload(const cmp_source_t *src, msp_compare_result_t *part)
+{
+    (void)src;
+    msp_compare_result_free(part);
+}
+
+static const char *msp_tree_reason(const cmp_source_t *src, size_t record)
+{
+    const msp_treesrc_t *ts = src->ud;
+    return cmp_tree_reason(ts->t, record);
+}
+
+/* Records and rows of the parts of one rank (rank < 0: all). */
+static void msp_tree_count(const msp_compare_tree_t *t, int64_t rank, size_t *recs, size_t *tens,
+                           size_t *parts)
+{
+    size_t n = cmp_tree_parts(t), total_r, total_t;
+    msp_compare_tree_totals(t, &total_r, &total_t, NULL);
+    *recs = *tens = *parts = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t rb, tb, rb2 = total_r, tb2 = total_t;
+        int64_t r;
+        cmp_tree_part_info(t, i, &rb, &tb, NULL, &r);
+        if (i + 1 < n)
+            cmp_tree_part_info(t, i + 1, &rb2, &tb2, NULL, NULL);
+        if (rank >= 0 && r != rank)
+            continue;
+        *recs += rb2 - rb;
+        *tens += tb2 - tb;
+        (*parts)++;
+    }
+}
+
+static void msp_book_link(const void *ud, int64_t rank, char *buf, size_t n)
+{
+    (void)ud;
+    snprintf(buf, n, "result_rank%lld.xlsx", (long long)rank);
+}
+
+static void msp_tree_first_row_link(const void *ud, int64_t rank, char *buf, size_t n)
+{
+    const msp_compare_tree_t *t = ud;
+    size_t np = cmp_tree_parts(t);
+    for (size_t i = 0; i < np; i++) {
+        size_t rb;
+        int64_t r;
+        cmp_tree_part_info(t, i, &rb, NULL, NULL, &r);
+        if (r != rank)
+            continue;
+        char name[32];
+        cmp_sheet_name(name, sizeof name, "summary", rb / cmp_xlsx_data_rows);
+        snprintf(buf, n, "%s!A%zu", name, rb % cmp_xlsx_data_rows + 2);
+        return;
+    }
+    buf[0] = '\0';
+}
+
+/* One rank's workbook, result_rank{R}.xlsx. */
+static msp_err msp_rank_book(const msp_compare_tree_t *t, const char *out_dir, int64_t rank)
+{
+    size_t np = cmp_tree_parts(t), n = 0, rr, rt, rp;
+    size_t *parts = calloc(np + 1, sizeof *parts);
+    if (!parts)
+        return msp_fail(MSP_ERR_NOMEM, "out of memory writing the report in %s", out_dir);
+    for (size_t i = 0; i < np; i++) {
+        int64_t r;
+        cmp_tree_part_info(t, i, NULL, NULL, NULL, &r);
+        if (r == rank)
+            parts[n++] = i;
+    }
+    msp_tree_count(t, rank, &rr, &rt, &rp);
+    msp_treesrc_t rs = {t, parts, n};
+    cmp_source_t one = {msp_compare_tree_head(t), rr, rt, n, msp_tree_load, msp_tree_unload,
+                        msp_tree_reason, cmp_tree_root_tensor(t), &rs};
+    char file[64];
+    snprintf(file, sizeof file, "result_rank%lld.xlsx", (long long)rank);
+    cmp_book_t b = {&one, 0, 0, msp_compare_tree_head(t), NULL, NULL, NULL, rt};
+    msp_err rc = cmp_write_book(out_dir, file, &b);
+    free(parts);
+    return rc;
+}
+
+/* Threads taking the next rank until none is left; the error of the lowest
+ * rank that failed is the one reported. */
+typedef struct msp_rank_books {
+    const msp_compare_tree_t *t;
+    const char *out_dir;
+    size_t next;
+    pthread_mutex_t mu;
+    msp_err rc;
+    size_t failed_at;
+    char detail[1024];
+} msp_rank_books_t;
+
+static void *msp_rank_books_main(void *arg)
+{
+    msp_rank_books_t *rb = arg;
+    const msp_compare_result_t *head = msp_compare_tree_head(rb->t);
+    for (;;) {
+        pthread_mutex_lock(&rb->mu);
+        size_t k = rb->next++;
+        int stop = rb->rc != MSP_OK;
+        pthread_mutex_unlock(&rb->mu);
+        if (stop || k >= head->n_ranks)
+            return NULL;
+        msp_err rc = msp_rank_book(rb->t, rb->out_dir, head->ranks[k].rank);
+        if (rc) {
+            pthread_mutex_lock(&rb->mu);
+            if (k < rb->failed_at) {
+                rb->failed_at = k;
+                rb->rc = rc;
+                snprintf(rb->detail, sizeof rb->detail, "%s", msp_last_error());
+            }
+            pthread_mutex_unlock(&rb->mu);
+        }
+    }
+}
+
+msp_err msp_report_tree_xlsx(const msp_compare_tree_t *t, const char *out_dir)
+{
+    const msp_compare_result_t *head = msp_compare_tree_head(t);
+    if (!head || !out_dir)
+        return msp_fail(MSP_ERR_USAGE, "report: no result or no output directory");
+    msp_err rc = msp_mkdirs(out_dir);
+    if (rc != MSP_OK)
+        return rc;
+    size_t nrec, nten, nparts;
+    msp_tree_count(t, -1, &nrec, &nten, &nparts);
+    msp_treesrc_t ts = {t, NULL, nparts};
+    cmp_source_t all = {head, nrec, nten, nparts, msp_tree_load, msp_tree_unload,
+                        msp_tree_reason, cmp_tree_root_tensor(t), &ts};
+    /* One workbook while the details fit one sheet; past that one per rank,
+     * as msprobe writes them, each fitting as far as a rank can. */
+    /* the first pair (the first step compared) draws the error-flow chart */
+    msp_compare_result_t *first = NULL;
+    if (cmp_tree_parts(t) && cmp_tree_load(t, 0, &first) != MSP_OK) {
+        msp_clear_error(); /* a report without the chart */
+        first = NULL;
+    }
+    if (nten <= cmp_xlsx_data_rows || head->n_ranks <= 1) {
+        cmp_book_t b = {&all, head->n_ranks > 1, 0, head, first, msp_tree_first_row_link, t, nten};
+        rc = cmp_write_book(out_dir, "result.xlsx", &b);
+        msp_compare_result_free(first);
+        return rc;
+    }
+    /* the ranks' workbooks are independent: written by a few threads at once */
+    msp_rank_books_t rb = {t, out_dir, 0, PTHREAD_MUTEX_INITIALIZER, MSP_OK, SIZE_MAX, ""};
+    int nth = omp_get_max_threads();
+    nth = nth < 1 ? 1 : nth > 8 ? 8 : nth;
+    if ((size_t)nth > head->n_ranks)
+        nth = (int)head->n_ranks;
+    pthread_t th[8];
+    int started = 0;
+    for (int i = 1; i < nth; i++)
+        started += pthread_create(&th[started], NULL, msp_rank_books_main, &rb) == 0;
+    msp_rank_books_main(&rb);
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    if (rb.rc) {
+        msp_compare_result_free(first);
+        return msp_fail(rb.rc, "%s", rb.detail);
+    }
+    cmp_book_t top = {NULL, 1, 1, head, first, msp_book_link, NULL, 0};
+    rc = cmp_write_book(out_dir, "result.xlsx", &top);
+    msp_compare_result_free(first);
+    return rc;
+}

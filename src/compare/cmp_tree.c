@@ -1,0 +1,554 @@
+/* A streamed compare's result (msp_compare_tree_t): phase B on process 0
+ * (cmp_stream.c hands it each pair in (step, rank) order: modules, the pair's
+ * suspects, the final spool; suspects, communication records and rank counts
+ * kept in the head), then one order of suspects, the cross-rank pass and the
+ * marks; and what the CLI and the report writers read from it, a part at a
+ * time or whole when small. */
+#include "cmp_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A global record of the final spool and how the report marks it. */
+struct cmp_mark {
+    size_t record;      /* global record index */
+    int suspect_rank;
+    int is_root_cause;
+    const char *reason; /* the first suspect line that names it (owned by head) */
+};
+
+msp_compare_result_t *cmp_result_new(void)
+{
+    msp_compare_result_t *r = calloc(1, sizeof *r);
+    if (r)
+        r->root_record = r->root_tensor = r->first_rank = -1;
+    return r;
+}
+
+msp_err cmp_oom(void)
+{
+    return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
+}
+
+/* ---- copies ------------------------------------------------------------- */
+
+char *cmp_dup(const char *s, int *oom)
+{
+    if (!s)
+        return NULL;
+    char *d = strdup(s);
+    if (!d)
+        *oom = 1;
+    return d;
+}
+
+/* A record's copy; stack and tensors left out when lean (replay needs neither). */
+msp_err cmp_copy_record(msp_record_cmp_t *dst, const msp_record_cmp_t *src, int lean)
+{
+    int oom = 0;
+    *dst = *src;
+    dst->name = cmp_dup(src->name, &oom);
+    dst->bench_name = cmp_dup(src->bench_name, &oom);
+    dst->npu_stack = lean ? NULL : cmp_dup(src->npu_stack, &oom);
+    dst->arg_diff = cmp_dup(src->arg_diff, &oom);
+    dst->replay_note = cmp_dup(src->replay_note, &oom);
+    dst->comm_group = cmp_dup(src->comm_group, &oom);
+    dst->parent = lean ? NULL : cmp_dup(src->parent, &oom);
+    dst->first_tensor = 0;
+    dst->n_tensors = lean ? 0 : src->n_tensors;
+    return oom ? cmp_oom() : MSP_OK;
+}
+
+static msp_err cmp_copy_tensor(msp_tensor_cmp_t *dst, const msp_tensor_cmp_t *src)
+{
+    int oom = 0;
+    *dst = *src;
+    dst->npu_name = cmp_dup(src->npu_name, &oom);
+    dst->bench_name = cmp_dup(src->bench_name, &oom);
+    dst->err_message = cmp_dup(src->err_message ? src->err_message : "", &oom);
+    dst->producer = cmp_dup(src->producer, &oom);
+    dst->npu_data_name = cmp_dup(src->npu_data_name, &oom);
+    dst->bench_data_name = cmp_dup(src->bench_data_name, &oom);
+    return oom ? cmp_oom() : MSP_OK;
+}
+
+/* ---- phase B, on process 0 ----------------------------------------------------- */
+
+struct cmp_prev {
+    int64_t rank, step;
+    double worst;
+    double opt; /* the worst parameter error its optimizer records wrote (cmp_module_params) */
+};
+
+static cmp_prev_t *cmp_prev_of(cmp_finish_t *f, int64_t rank)
+{
+    for (size_t i = 0; i < f->n_prev; i++) /* ranks of the tree, a handful to thousands */
+        if (f->prev[i].rank == rank)
+            return &f->prev[i];
+    return NULL;
+}
+
+/* cmp_rank_suspects on one pair, seeded with the worst output error of the
+ * rank's previous step: a record standing for that step sits before the
+ * pair's, and goes again after. */
+static msp_err cmp_part_suspects(cmp_finish_t *f, msp_compare_result_t *part)
+{
+    if (!part->n_records)
+        return MSP_OK;
+    const msp_record_cmp_t *first = &part->records[0];
+    cmp_prev_t *pv = cmp_prev_of(f, first->rank);
+    int ghost = pv && pv->step != first->step;
+    if (ghost) {
+        msp_record_cmp_t *nv = realloc(part->records, (part->n_records + 1) * sizeof *nv);
+        if (!nv)
+            return cmp_oom();
+        part->records = nv;
+        memmove(&nv[1], &nv[0], part->n_records * sizeof *nv);
+        memset(&nv[0], 0, sizeof nv[0]);
+        nv[0].name = (char *)"";
+        nv[0].step = pv->step;
+        nv[0].rank = pv->rank;
+        nv[0].order = -1;
+        nv[0].worst_cosine = nv[0].worst_max_abs = NAN;
+        nv[0].in_err = NAN;
+        nv[0].out_err = pv->worst;
+        nv[0].order_begin = -1;
+        nv[0].replay_err = nv[0].replay_ref = NAN;
+        nv[0].comm_peer = -1;
+        nv[0].tier = -1;
+        part->n_records++;
+    }
+    msp_err rc = cmp_rank_suspects(part, 0);
+    if (ghost) {
+        memmove(&part->records[0], &part->records[1],
+                (part->n_records - 1) * sizeof *part->records);
+        part->n_records--;
+        for (size_t i = 0; i < part->n_suspects; i++)
+            part->suspects[i].record--;
+        if (part->root_record >= 0)
+            part->root_record--;
+    }
+    return rc;
+}
+
+/* One finished pair: its suspects (copies) and communication records kept,
+ * its counts added, its marks cleared, and into the final spool. */
+msp_err cmp_finish_part(cmp_finish_t *f, msp_compare_result_t *part)
+{
+    msp_compare_tree_t *t = f->t;
+    msp_compare_result_t *h = f->head;
+    /* module records count the parameters the rank's last optimizer step wrote */
+    const cmp_prev_t *before = part->n_records ? cmp_prev_of(f, part->records[0].rank) : NULL;
+    msp_err rc = cmp_module_params(part, before ? before->opt : 0.0);
+    if (!rc)
+        rc = cmp_judge_modules(part);
+    if (!rc)
+        rc = cmp_part_suspects(f, part);
+    long *copy_of = part->n_suspects ? malloc(part->n_records * sizeof *copy_of) : NULL;
+    if (!rc && part->n_suspects && !copy_of)
+        rc = cmp_oom();
+    for (size_t i = 0; copy_of && i < part->n_records; i++)
+        copy_of[i] = -1;
+    for (size_t k = 0; !rc && k < part->n_suspects; k++) {
+        const msp_suspect_t *s = &part->suspects[k];
+        if (copy_of[s->record] < 0) {
+            msp_record_cmp_t *nv = msp_grow(h->records, &f->cap_rec, h->n_records, sizeof *nv, 16);
+            size_t *g = nv ? realloc(f->head_rec_global, f->cap_rec * sizeof *g) : NULL;
+            if (!nv || !g) {
+                if (nv)
+                    h->records = nv;
+                rc = cmp_oom();
+                break;
+            }
+            h->records = nv;
+            f->head_rec_global = g;
+            if ((rc = cmp_copy_record(&h->records[h->n_records], &part->records[s->record], 0)))
+                break;
+            /* only the rows a suspect names are kept: the record claims none */
+            h->records[h->n_records].n_tensors = 0;
+            g[h->n_records] = t->n_records + (size_t)s->record;
+            copy_of[s->record] = (long)h->n_records++;
+        }
+        long ten = -1;
+        if (s->tensor >= 0) {
+            msp_tensor_cmp_t *nv = msp_grow(h->tensors, &f->cap_ten, h->n_tensors, sizeof *nv, 16);
+            size_t *g = nv ? realloc(f->head_ten_global, f->cap_ten * sizeof *g) : NULL;
+            if (!nv || !g) {
+                if (nv)
+                    h->tensors = nv;
+                rc = cmp_oom();
+                break;
+            }
+            h->tensors = nv;
+            f->head_ten_global = g;
+            if ((rc = cmp_copy_tensor(&h->tensors[h->n_tensors], &part->tensors[s->tensor])))
+                break;
+            g[h->n_tensors] = t->n_tensors + (size_t)s->tensor;
+            ten = (long)h->n_tensors++;
+        }
+        msp_suspect_t *nv = msp_grow(h->suspects, &f->cap_sus, h->n_suspects, sizeof *nv, 16);
+        int *tv = nv ? realloc(f->tiers, f->cap_sus * sizeof *tv) : NULL;
+        if (!nv || !tv) {
+            if (nv)
+                h->suspects = nv;
+            rc = cmp_oom();
+            break;
+        }
+        h->suspects = nv;
+        f->tiers = tv;
+        msp_suspect_t c = *s;
+        c.record = copy_of[s->record];
+        c.tensor = ten;
+        if (!(c.reason = strdup(s->reason ? s->reason : ""))) {
+            rc = cmp_oom();
+            break;
+        }
+        /* cmp_rank_suspects's tiers: gaps from ratios alone, records their own */
+        tv[h->n_suspects] = s->is_gap ? 1 : part->records[s->record].tier;
+        h->suspects[h->n_suspects++] = c;
+    }
+    free(copy_of);
+    if (!rc)
+        rc = cmp_comm_collect(&f->comm, part);
+    if (!rc)
+        rc = cmp_rank_stats_add(h, &f->cap_ranks, part);
+    if (!rc && part->n_records) {
+        /* the rank's worst output error of this step, for its next step */
+        double worst = 0.0, opt = 0.0;
+        for (size_t i = 0; i < part->n_records; i++) {
+            double e = part->records[i].out_err;
+            if (!isnan(e) && !isinf(e))
+                worst = fmax(worst, e);
+            if (!isnan(e) && !strncmp(part->records[i].name, "Optimizer.", 10))
+                opt = fmax(opt, e);
+        }
+        cmp_prev_t *pv = cmp_prev_of(f, part->records[0].rank);
+        if (!pv) {
+            cmp_prev_t *nv = msp_grow(f->prev, &f->cap_prev, f->n_prev, sizeof *nv, 16);
+            if (!nv) {
+                rc = cmp_oom();
+            } else {
+                f->prev = nv;
+                pv = &f->prev[f->n_prev++];
+                memset(pv, 0, sizeof *pv);
+            }
+        }
+        if (pv)
+            *pv = (cmp_prev_t){part->records[0].rank, part->records[0].step, worst,
+                               opt > 0.0 ? opt : pv->opt};
+    }
+    for (size_t i = 0; !rc && i < part->n_unpaired; i++)
+        rc = cmp_line_push(&h->unpaired, &h->n_unpaired, part->unpaired[i]);
+    for (size_t i = 0; !rc && i < part->n_unread; i++)
+        rc = cmp_line_push(&h->unread, &h->n_unread, part->unread[i]);
+    if (!rc && part->first_unreadable && !h->first_unreadable &&
+        !(h->first_unreadable = strdup(part->first_unreadable)))
+        rc = cmp_oom();
+    if (rc)
+        return rc;
+    h->n_crc_bad += part->n_crc_bad;
+    h->n_unreadable += part->n_unreadable;
+    h->stats_mode |= part->stats_mode;
+    h->n_pairs += part->n_pairs;
+    h->bytes_compared += part->bytes_compared;
+    for (size_t i = 0; i < part->n_records; i++) {
+        msp_record_cmp_t *r = &part->records[i];
+        /* as msp_compare_run counts them (n_failed): N/A is no failure, a
+         * changed setup is one */
+        t->n_failed += (r->verdict != MSP_VERDICT_YES && r->verdict != MSP_VERDICT_NA) ||
+                       r->setup_differs;
+        switch (r->replay) {
+        case MSP_RV_INTRODUCED: h->replay_introduced++; break;
+        case MSP_RV_INHERITED: h->replay_inherited++; break;
+        case MSP_RV_SKIPPED: h->replay_skipped++; break;
+        case MSP_RV_UNFINISHED: h->replay_unfinished++; break;
+        default: break;
+        }
+        r->suspect_rank = 0;
+        r->is_root_cause = 0;
+    }
+    /* the part's suspects live on in the head; the report marks from there */
+    for (size_t i = 0; i < part->n_suspects; i++)
+        free(part->suspects[i].reason);
+    free(part->suspects);
+    part->suspects = NULL;
+    part->n_suspects = 0;
+    part->root_record = part->root_tensor = -1;
+    size_t *rb = realloc(t->rec_base, (t->n_parts + 1) * sizeof *rb);
+    if (rb)
+        t->rec_base = rb;
+    size_t *tb = realloc(t->ten_base, (t->n_parts + 1) * sizeof *tb);
+    if (tb)
+        t->ten_base = tb;
+    int64_t *pr = realloc(t->part_rank, (t->n_parts + 1) * sizeof *pr);
+    if (pr)
+        t->part_rank = pr;
+    int64_t *ps = realloc(t->part_step, (t->n_parts + 1) * sizeof *ps);
+    if (ps)
+        t->part_step = ps;
+    if (!rb || !tb || !pr || !ps)
+        return cmp_oom();
+    t->rec_base[t->n_parts] = t->n_records;
+    t->ten_base[t->n_parts] = t->n_tensors;
+    t->part_rank[t->n_parts] = part->n_records ? part->records[0].rank : -1;
+    t->part_step[t->n_parts] = part->n_records ? part->records[0].step : -1;
+    t->n_parts++;
+    t->n_records += part->n_records;
+    t->n_tensors += part->n_tensors;
+    return cmp_spool_put(t->spool, part);
+}
+
+/* cmp_rank_suspects's order over every pair's suspects (each pair's already
+ * in it): step, tier, execution order, rank, a gap before its record. Stable. */
+static int cmp_sus_before(const cmp_finish_t *f, size_t a, size_t b)
+{
+    const msp_compare_result_t *h = f->head;
+    const msp_record_cmp_t *ra = &h->records[h->suspects[a].record];
+    const msp_record_cmp_t *rb = &h->records[h->suspects[b].record];
+    if (ra->step != rb->step)
+        return ra->step < rb->step;
+    if (f->tiers[a] != f->tiers[b])
+        return f->tiers[a] < f->tiers[b];
+    if (ra->order != rb->order)
+        return ra->order < rb->order;
+    if (ra->rank != rb->rank)
+        return ra->rank < rb->rank;
+    return h->suspects[a].is_gap && !h->suspects[b].is_gap;
+}
+
+static msp_err cmp_sort_suspects(cmp_finish_t *f)
+{
+    msp_compare_result_t *h = f->head;
+    size_t n = h->n_suspects;
+    size_t *idx = calloc(n + 1, sizeof *idx), *tmp = calloc(n + 1, sizeof *tmp);
+    msp_suspect_t *sv = calloc(n + 1, sizeof *sv);
+    if (!idx || !tmp || !sv) {
+        free(idx);
+        free(tmp);
+        free(sv);
+        return cmp_oom();
+    }
+    for (size_t i = 0; i < n; i++)
+        idx[i] = i;
+    /* bottom-up merge sort: stable */
+    for (size_t w = 1; w < n; w *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * w) {
+            size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            size_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi)
+                tmp[k++] = cmp_sus_before(f, idx[j], idx[i]) ? idx[j++] : idx[i++];
+            while (i < mid)
+                tmp[k++] = idx[i++];
+            while (j < hi)
+                tmp[k++] = idx[j++];
+        }
+        size_t *s = idx;
+        idx = tmp;
+        tmp = s;
+    }
+    for (size_t i = 0; i < n; i++)
+        sv[i] = h->suspects[idx[i]];
+    if (n)
+        memcpy(h->suspects, sv, n * sizeof *sv);
+    free(idx);
+    free(tmp);
+    free(sv);
+    return MSP_OK;
+}
+
+static int cmp_mark_order(const void *x, const void *y)
+{
+    const cmp_mark_t *a = x, *b = y;
+    return a->record < b->record ? -1 : a->record > b->record;
+}
+
+/* After every pair: one order of suspects, the cross-rank pass, the marks. */
+msp_err cmp_finish_tree(cmp_finish_t *f)
+{
+    msp_compare_tree_t *t = f->t;
+    msp_compare_result_t *h = f->head;
+    msp_err rc = cmp_sort_suspects(f);
+    if (!rc)
+        rc = cmp_ranks_order(h, &f->comm, f->top);
+    if (rc)
+        return rc;
+    t->marks = calloc(h->n_records + 1, sizeof *t->marks);
+    if (!t->marks)
+        return cmp_oom();
+    for (size_t i = 0; i < h->n_records; i++)
+        t->marks[i] = (cmp_mark_t){f->head_rec_global[i], h->records[i].suspect_rank,
+                                   h->records[i].is_root_cause, NULL};
+    for (size_t k = h->n_suspects; k-- > 0;)
+        t->marks[h->suspects[k].record].reason = h->suspects[k].reason;
+    t->n_marks = h->n_records;
+    qsort(t->marks, t->n_marks, sizeof *t->marks, cmp_mark_order);
+    t->head_rec = malloc((h->n_records + 1) * sizeof *t->head_rec);
+    t->head_ten = malloc((h->n_tensors + 1) * sizeof *t->head_ten);
+    if (!t->head_rec || !t->head_ten)
+        return cmp_oom();
+    if (h->n_records)
+        memcpy(t->head_rec, f->head_rec_global, h->n_records * sizeof *t->head_rec);
+    if (h->n_tensors)
+        memcpy(t->head_ten, f->head_ten_global, h->n_tensors * sizeof *t->head_ten);
+    t->root_tensor = h->root_tensor >= 0 ? (long)f->head_ten_global[h->root_tensor] : -1;
+    return MSP_OK;
+}
+
+/* ---- entry points ---------------------------------------------------------- */
+
+/* ---- entry points ---------------------------------------------------------- */
+
+void msp_compare_tree_free(msp_compare_tree_t *t)
+{
+    if (!t)
+        return;
+    msp_compare_result_free(t->head);
+    cmp_spool_close(t->spool);
+    free(t->rec_base);
+    free(t->ten_base);
+    free(t->part_rank);
+    free(t->part_step);
+    free(t->marks);
+    free(t->head_rec);
+    free(t->head_ten);
+    free(t->proc_pairs);
+    free(t);
+}
+
+msp_err msp_compare_tree_whole(const msp_compare_tree_t *t, size_t max_records,
+                               msp_compare_result_t **out)
+{
+    *out = NULL;
+    if (!t || !t->is_root || !t->head || t->n_records > max_records)
+        return MSP_OK;
+    const msp_compare_result_t *h = t->head;
+    msp_compare_result_t *w = cmp_result_new();
+    msp_err rc = w ? MSP_OK : cmp_oom();
+    if (!rc && (!(w->records = calloc(t->n_records + 1, sizeof *w->records)) ||
+                !(w->tensors = calloc(t->n_tensors + 1, sizeof *w->tensors)) ||
+                !(w->suspects = calloc(h->n_suspects + 1, sizeof *w->suspects))))
+        rc = cmp_oom();
+    for (size_t i = 0; !rc && i < t->n_parts; i++) {
+        msp_compare_result_t *p = NULL;
+        if ((rc = cmp_tree_load(t, i, &p)))
+            break;
+        size_t base = w->n_tensors;
+        for (size_t k = 0; !rc && k < p->n_tensors && w->n_tensors < t->n_tensors; k++)
+            if (!(rc = cmp_copy_tensor(&w->tensors[w->n_tensors], &p->tensors[k])))
+                w->n_tensors++;
+        for (size_t r = 0; !rc && r < p->n_records && w->n_records < t->n_records; r++) {
+            msp_record_cmp_t *d = &w->records[w->n_records];
+            if (!(rc = cmp_copy_record(d, &p->records[r], 0))) {
+                d->first_tensor = base + p->records[r].first_tensor;
+                w->n_records++;
+            }
+        }
+        msp_compare_result_free(p);
+    }
+    if (!rc) {
+        w->stats_mode = h->stats_mode;
+        w->n_pairs = h->n_pairs;
+        w->n_failed = t->n_failed;
+        w->bytes_compared = h->bytes_compared;
+        w->first_rank = h->first_rank;
+        w->root_tensor = t->root_tensor;
+        w->root_record = h->root_record >= 0 ? (long)t->head_rec[h->root_record] : -1;
+        for (size_t k = 0; !rc && k < h->n_suspects; k++) {
+            msp_suspect_t s = h->suspects[k];
+            s.record = (long)t->head_rec[s.record];
+            s.tensor = s.tensor >= 0 ? (long)t->head_ten[s.tensor] : -1;
+            if (!(s.reason = strdup(h->suspects[k].reason ? h->suspects[k].reason : "")))
+                rc = cmp_oom();
+            else
+                w->suspects[w->n_suspects++] = s;
+        }
+    }
+    if (rc) {
+        msp_compare_result_free(w);
+        return rc;
+    }
+    *out = w;
+    return MSP_OK;
+}
+
+/* ---- what the CLI and the reports read -------------------------------------- */
+
+int msp_compare_tree_is_root(const msp_compare_tree_t *t)
+{
+    return t && t->is_root;
+}
+
+const msp_compare_result_t *msp_compare_tree_head(const msp_compare_tree_t *t)
+{
+    return t ? t->head : NULL;
+}
+
+void msp_compare_tree_totals(const msp_compare_tree_t *t, size_t *records, size_t *tensors,
+                             size_t *failing)
+{
+    if (records)
+        *records = t ? t->n_records : 0;
+    if (tensors)
+        *tensors = t ? t->n_tensors : 0;
+    if (failing)
+        *failing = t ? t->n_failed : 0;
+}
+
+int msp_compare_tree_processes(const msp_compare_tree_t *t, const size_t **pairs)
+{
+    if (pairs)
+        *pairs = t ? t->proc_pairs : NULL;
+    return t ? t->n_procs : 0;
+}
+
+size_t cmp_tree_parts(const msp_compare_tree_t *t)
+{
+    return t->n_parts;
+}
+
+void cmp_tree_part_info(const msp_compare_tree_t *t, size_t i, size_t *rec_base,
+                        size_t *ten_base, int64_t *step, int64_t *rank)
+{
+    if (rec_base)
+        *rec_base = t->rec_base[i];
+    if (ten_base)
+        *ten_base = t->ten_base[i];
+    if (step)
+        *step = t->part_step[i];
+    if (rank)
+        *rank = t->part_rank[i];
+}
+
+long cmp_tree_root_tensor(const msp_compare_tree_t *t)
+{
+    return t->root_tensor;
+}
+
+static const cmp_mark_t *cmp_tree_mark(const msp_compare_tree_t *t, size_t record)
+{
+    cmp_mark_t key = {record, 0, 0, NULL};
+    return bsearch(&key, t->marks, t->n_marks, sizeof *t->marks, cmp_mark_order);
+}
+
+const char *cmp_tree_reason(const msp_compare_tree_t *t, size_t record)
+{
+    const cmp_mark_t *m = cmp_tree_mark(t, record);
+    return m ? m->reason : NULL;
+}
+
+msp_err cmp_tree_load(const msp_compare_tree_t *t, size_t i, msp_compare_result_t **part)
+{
+    msp_err rc = cmp_spool_get(t->spool, i, part);
+    if (rc)
+        return rc;
+    msp_compare_result_t *p = *part;
+    for (size_t r = 0; r < p->n_records; r++) {
+        const cmp_mark_t *m = cmp_tree_mark(t, t->rec_base[i] + r);
+        if (m) {
+            p->records[r].suspect_rank = m->suspect_rank;
+            p->records[r].is_root_cause = m->is_root_cause;
+        }
+    }
+    return MSP_OK;
+}
