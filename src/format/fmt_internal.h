@@ -106,6 +106,9 @@ int msp_wire_put_error(FILE *o, msp_err code, const char *detail);
  * msp_dump_close); exposed for the fuzz target. */
 msp_err msp_wire_get_file(const unsigned char *buf, size_t n, msp_dump_file_t *f,
                           struct msp_rattrs **attrs);
+/* An error answer after its "MSPE": its code and detail (malloc'd, or NULL);
+ * -1 when the answer is short or malformed (fmt_contain_get.c). */
+int msp_wire_get_error(const unsigned char *buf, size_t n, int64_t *code, char **detail);
 /* A file object from a catalogue message alone (no descriptor): the fuzz
  * target's entry. */
 msp_err msp_dump_from_wire(const char *path, const unsigned char *buf, size_t n,
