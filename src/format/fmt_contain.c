@@ -17,7 +17,13 @@
  * initialisation) takes. MSPROBE_READER_SERVER=0 spawns a helper per file.
  *
  * The wire form is written by the helper (fmt_contain_put.c, which reads the
- * file with the in-process reader) and read by fmt_contain_get.c. */
+ * file with the in-process reader) and read by fmt_contain_get.c.
+ *
+ * The contained backend (msp_reader_contained, fmt_backend.h) at the end of
+ * this file is what msp_dump_open uses for every HDF5 dump: its catalogue
+ * and record attributes come whole from the helper; tensor bytes at an
+ * offset are read here, the others streamed by the helper. */
+#include "fmt_backend.h"
 #include "fmt_internal.h"
 
 #include "msprobe/proc.h"
@@ -400,7 +406,10 @@ static void msp_detail_of(const char *path, char *buf, size_t size)
     snprintf(buf, size, "%s", e);
 }
 
-msp_err msp_contained_open(msp_dump_file_t *f, int64_t file_size, struct msp_rattrs **attrs)
+/* The caller's side: fill f (path set) from the helper's catalogue of it;
+ * attrs receives record i's attributes at [i]. */
+static msp_err msp_contained_open(msp_dump_file_t *f, int64_t file_size,
+                                  struct msp_rattrs **attrs)
 {
     size_t cap = MSP_WIRE_MIN_CAP;
     if (file_size > 0 && (uint64_t)file_size < (SIZE_MAX - cap) / MSP_WIRE_PER_FILE_BYTE)
@@ -490,9 +499,13 @@ static msp_err msp_hs_ended(struct msp_helper_stream *h, const unsigned char *an
     return rc;
 }
 
-msp_err msp_contained_stream_open(msp_dump_file_t *f, int64_t file_size,
-                                  const msp_record_info_t *r, const msp_tensor_info_t *t,
-                                  struct msp_helper_stream **out)
+/* A tensor without a plain offset, sent by the helper (msprobe-catalogue
+ * --read) in frames as it reads it block by block; read exactly n bytes at a
+ * time, in order. Close kills a helper not yet done. */
+static msp_err msp_contained_stream_open(msp_dump_file_t *f, int64_t file_size,
+                                         const msp_record_info_t *r,
+                                         const msp_tensor_info_t *t,
+                                         struct msp_helper_stream **out)
 {
     struct msp_helper_stream *h = calloc(1, sizeof *h);
     if (!h)
@@ -510,7 +523,7 @@ msp_err msp_contained_stream_open(msp_dump_file_t *f, int64_t file_size,
     return MSP_OK;
 }
 
-msp_err msp_contained_stream_read(struct msp_helper_stream *h, void *buf, size_t n)
+static msp_err msp_contained_stream_read(struct msp_helper_stream *h, void *buf, size_t n)
 {
     unsigned char *p = buf;
     msp_err rc = MSP_OK;
@@ -553,7 +566,7 @@ msp_err msp_contained_stream_read(struct msp_helper_stream *h, void *buf, size_t
     return MSP_OK;
 }
 
-void msp_contained_stream_close(struct msp_helper_stream *h)
+static void msp_contained_stream_close(struct msp_helper_stream *h)
 {
     if (!h)
         return;
@@ -566,3 +579,160 @@ void msp_contained_stream_close(struct msp_helper_stream *h)
     }
     free(h);
 }
+
+/* ---- the contained backend ---------------------------------------------------- */
+
+struct msp_ct_impl {
+    struct msp_dump_base base; /* first: the table */
+    int fd;                    /* -1 for a catalogue from the wire alone */
+    int64_t file_size;
+    struct msp_rattrs *attrs;  /* record i's attributes at [i], as the helper sent them */
+};
+
+static void msp_ct_close(msp_dump_file_t *f)
+{
+    struct msp_ct_impl *im = f->impl;
+    /* No libhdf5 call here, but the lock as the in-process backend's close
+     * takes it: closing a file does the same in either mode (the first lock
+     * in a thread also turns libhdf5's error printing off). */
+    msp_h5_lock();
+    if (im) {
+        if (im->fd >= 0)
+            close(im->fd);
+        for (size_t i = 0; im->attrs && i < f->n_records; i++) {
+            msp_free_strings(im->attrs[i].k, im->attrs[i].n);
+            msp_free_strings(im->attrs[i].v, im->attrs[i].n);
+        }
+        free(im->attrs);
+        free(im);
+    }
+    msp_dump_free(f);
+    msp_h5_unlock();
+}
+
+/* An empty file object for path: no descriptor yet. */
+static msp_err msp_ct_alloc(const char *path, msp_dump_file_t **out)
+{
+    msp_err rc = msp_dump_alloc(path, &msp_reader_contained, sizeof(struct msp_ct_impl), out);
+    if (!rc)
+        ((struct msp_ct_impl *)(*out)->impl)->fd = -1;
+    return rc;
+}
+
+static msp_err msp_ct_open(const char *path, msp_dump_file_t **out)
+{
+    struct stat sb;
+    msp_dump_file_t *f;
+    *out = NULL;
+    msp_err rc = msp_dump_stat(path, &sb);
+    if (rc || (rc = msp_dump_check_regular(path, &sb)) || (rc = msp_ct_alloc(path, &f)))
+        return rc;
+    struct msp_ct_impl *im = f->impl;
+    im->file_size = (int64_t)sb.st_size;
+    if (!(rc = msp_dump_open_fd(path, &im->fd)))
+        rc = msp_contained_open(f, im->file_size, &im->attrs);
+    if (rc) {
+        msp_ct_close(f);
+        return rc;
+    }
+    *out = f;
+    return MSP_OK;
+}
+
+msp_err msp_dump_from_wire(const char *path, const unsigned char *buf, size_t n,
+                           msp_dump_file_t **out)
+{
+    msp_dump_file_t *f;
+    msp_err rc = msp_ct_alloc(path, &f);
+    if (rc)
+        return rc;
+    struct msp_ct_impl *im = f->impl;
+    rc = msp_wire_get_file(buf, n, f, &im->attrs);
+    if (rc) {
+        msp_ct_close(f);
+        return rc;
+    }
+    *out = f;
+    return MSP_OK;
+}
+
+static msp_err msp_attrs_copy(const struct msp_rattrs *a, char ***keys, char ***values,
+                              size_t *n, const char *where)
+{
+    char **ks = calloc(a->n ? a->n : 1, sizeof *ks), **vs = calloc(a->n ? a->n : 1, sizeof *vs);
+    int ok = ks && vs;
+    for (size_t i = 0; ok && i < a->n; i++)
+        ok = (ks[i] = strdup(a->k[i] ? a->k[i] : "")) && (vs[i] = strdup(a->v[i] ? a->v[i] : ""));
+    if (!ok) {
+        msp_free_strings(ks, ks ? a->n : 0);
+        msp_free_strings(vs, vs ? a->n : 0);
+        return msp_fail(MSP_ERR_NOMEM, "%s: out of memory", where);
+    }
+    *keys = ks;
+    *values = vs;
+    *n = a->n;
+    return MSP_OK;
+}
+
+/* The helper sent them with the catalogue. */
+static msp_err msp_ct_record_attrs(msp_dump_file_t *f, const msp_record_info_t *r, char ***keys,
+                                   char ***values, size_t *n)
+{
+    char where[700];
+    snprintf(where, sizeof where, "file %s: record %s", f->path, r->name);
+    struct msp_ct_impl *im = f->impl;
+    return msp_attrs_copy(&im->attrs[r - f->records], keys, values, n, where);
+}
+
+static msp_err msp_stream_helper_read(msp_tensor_stream_t *s, void *buf, size_t n)
+{
+    return msp_contained_stream_read(s->state, buf, n);
+}
+
+static void msp_stream_helper_close(msp_tensor_stream_t *s)
+{
+    msp_contained_stream_close(s->state);
+}
+
+static const msp_stream_ops_t msp_stream_helper = {msp_stream_helper_read,
+                                                   msp_stream_helper_close};
+
+static msp_err msp_ct_stream_open(msp_dump_file_t *f, const msp_record_info_t *r,
+                                  const msp_tensor_info_t *t, msp_tensor_stream_t *s)
+{
+    struct msp_ct_impl *im = f->impl;
+    if (t->offset >= 0) {
+        msp_stream_pread(s, im->fd, t->offset);
+        return MSP_OK;
+    }
+    struct msp_helper_stream *h = NULL;
+    s->ops = &msp_stream_helper;
+    msp_err rc = msp_contained_stream_open(f, im->file_size, r, t, &h);
+    s->state = h;
+    return rc;
+}
+
+static msp_err msp_ct_read_tensor(msp_dump_file_t *f, const msp_record_info_t *r,
+                                  const msp_tensor_info_t *t, void *buf, size_t buf_size)
+{
+    struct msp_ct_impl *im = f->impl;
+    return msp_read_tensor_fd(f, im->fd, r, t, buf, buf_size, msp_ct_stream_open);
+}
+
+/* Takes every path no backend before it took. */
+static int msp_ct_probe(const char *path, char **file)
+{
+    (void)path;
+    *file = NULL;
+    return 1;
+}
+
+const msp_reader_ops_t msp_reader_contained = {
+    .name = "hdf5-contained",
+    .probe = msp_ct_probe,
+    .open = msp_ct_open,
+    .read_tensor = msp_ct_read_tensor,
+    .stream_open = msp_ct_stream_open,
+    .record_attrs = msp_ct_record_attrs,
+    .close = msp_ct_close,
+};

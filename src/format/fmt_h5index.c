@@ -49,7 +49,7 @@ static msp_err msp_tensor_from_row(msp_dump_file_t *f, const struct msp_index_ro
     char where[700];
     snprintf(where, sizeof where, "file %s: /index: record %s: %s", f->path, row->record,
              row->role);
-    struct msp_dump_impl *im = msp_impl(f);
+    struct msp_h5_impl *im = msp_impl(f);
     if (!(t->role = strdup(row->role)))
         return msp_fail(MSP_ERR_NOMEM, "%s: out of memory", where);
     t->dtype = msp_dtype_from_name(row->dtype);
@@ -310,7 +310,7 @@ static msp_err msp_verify_row_dtype(hid_t d, hid_t ft, const msp_tensor_info_t *
 static msp_err msp_verify_row(msp_dump_file_t *f, hid_t d, const msp_tensor_info_t *t,
                               const char *where)
 {
-    struct msp_dump_impl *im = msp_impl(f);
+    struct msp_h5_impl *im = msp_impl(f);
     int plain = 0;
     msp_err rc = t->has_data ? msp_check_storage(d, where, &plain) : MSP_OK;
     hid_t s = rc ? -1 : H5Dget_space(d), ft = rc ? -1 : H5Dget_type(d);
@@ -364,7 +364,7 @@ static msp_err msp_verify_row(msp_dump_file_t *f, hid_t d, const msp_tensor_info
  * helper). */
 msp_err msp_verify_index(msp_dump_file_t *f)
 {
-    struct msp_dump_impl *im = msp_impl(f);
+    struct msp_h5_impl *im = msp_impl(f);
     char where[700];
     struct msp_names groups;
     snprintf(where, sizeof where, "file %s", f->path);

@@ -1,21 +1,22 @@
-/* Private to the in-process HDF5 reader: the private part of its files and
- * the catalogue loaders it calls, from /index (fmt_h5index.c) or by walking
- * the record groups (fmt_h5walk.c). Every function here runs with the HDF5
- * lock held. */
+/* Private to the in-process HDF5 backend (fmt_h5read.c): the private part
+ * of its files and the catalogue loaders it calls, from /index
+ * (fmt_h5index.c) or by walking the record groups (fmt_h5walk.c). Every
+ * function here runs with the HDF5 lock held. */
 #ifndef MSP_FMT_H5READ_H
 #define MSP_FMT_H5READ_H
 
+#include "fmt_backend.h"
 #include "fmt_internal.h"
 
-struct msp_dump_impl {
-    hid_t file;        /* -1 when the catalogue came from the reader helper */
+struct msp_h5_impl {
+    struct msp_dump_base base; /* first: the table */
+    hid_t file;
     int fd;
     int64_t file_size;
     hsize_t userblock; /* HDF5 addresses are relative to the end of it */
-    struct msp_rattrs *attrs; /* contained: record i's attributes at [i] */
 };
 
-static inline struct msp_dump_impl *msp_impl(msp_dump_file_t *f)
+static inline struct msp_h5_impl *msp_impl(msp_dump_file_t *f)
 {
     return f->impl;
 }

@@ -149,7 +149,7 @@ msp_err msp_check_expansion(hid_t d, const msp_tensor_info_t *t, const char *whe
 
 static msp_err msp_walk_offset(hid_t d, msp_dump_file_t *f, msp_tensor_info_t *t, int exact)
 {
-    struct msp_dump_impl *im = msp_impl(f);
+    struct msp_h5_impl *im = msp_impl(f);
     hid_t dcpl = H5Dget_create_plist(d);
     t->offset = -1;
     if (dcpl < 0)

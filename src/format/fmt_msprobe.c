@@ -20,6 +20,7 @@
  * times the text): a small scanner checks its structure and walks "data"
  * record by record, each record parsed alone; stack.json and construct.json
  * likewise, matched to records through a sorted name index. */
+#include "fmt_backend.h"
 #include "fmt_foreign.h"
 #include "fmt_msjson.h"   /* opening the dump's files, scanning their JSON */
 #include "fmt_msrecord.h" /* one record of "data" into the catalogue */
@@ -41,27 +42,16 @@
 #define MSP_MS_DATA_MAX ((uint64_t)64 << 30)
 
 struct msp_ms_impl {
-    unsigned magic;
+    struct msp_dump_base base; /* first: the table */
     struct msp_ms_record *recs;
     size_t recs_cap;
     char **stacks; /* the distinct stacks, shared by the records that name them */
     size_t n_stacks, stacks_cap;
 };
 
-#define MSP_MS_MAGIC 0x6d73706au
-
-int msp_msprobe_owns(const msp_dump_file_t *f)
-{
-    /* The HDF5 reader's impl begins with an hid_t; ours with a magic that
-     * reader never stores there. The path check alone would do; both are
-     * cheap and make a mix-up impossible. */
-    const char *base = f && f->path ? strrchr(f->path, '/') : NULL;
-    base = base ? base + 1 : (f ? f->path : NULL);
-    return f && f->impl && base && strcmp(base, "dump.json") == 0 &&
-           ((const struct msp_ms_impl *)f->impl)->magic == MSP_MS_MAGIC;
-}
-
-char *msp_msprobe_json_for(const char *path)
+/* Path of a msprobe dump.json when `path` is one, or is a directory holding
+ * one (malloc'd), else NULL. */
+static char *msp_msprobe_json_for(const char *path)
 {
     struct stat st;
     if (!path || stat(path, &st) != 0)
@@ -83,7 +73,7 @@ char *msp_msprobe_json_for(const char *path)
     return j;
 }
 
-void msp_msprobe_close(msp_dump_file_t *f)
+static void msp_msprobe_close(msp_dump_file_t *f)
 {
     if (!f)
         return;
@@ -436,7 +426,7 @@ msp_err msp_msprobe_open(const char *json_path, msp_dump_file_t **out)
         rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", json_path);
         goto cleanup;
     }
-    im->magic = MSP_MS_MAGIC;
+    im->base.ops = &msp_reader_msprobe;
     f->impl = im;
     char *slash = strrchr(dir, '/');
     if (slash)
@@ -589,8 +579,9 @@ static msp_err msp_ms_open_data(const char *json_path, const char *name, const c
                                                     : msp_pt_load_fd(fd, file, raw);
 }
 
-msp_err msp_msprobe_read_tensor(msp_dump_file_t *f, const msp_record_info_t *r,
-                                const msp_tensor_info_t *t, void *buf, size_t buf_size)
+static msp_err msp_msprobe_read_tensor(msp_dump_file_t *f, const msp_record_info_t *r,
+                                       const msp_tensor_info_t *t, void *buf,
+                                       size_t buf_size)
 {
     struct msp_ms_impl *im = f->impl;
     size_t ri = (size_t)(r - f->records), ti = (size_t)(t - r->tensors);
@@ -623,8 +614,8 @@ msp_err msp_msprobe_read_tensor(msp_dump_file_t *f, const msp_record_info_t *r,
     return rc;
 }
 
-msp_err msp_msprobe_record_attrs(msp_dump_file_t *f, const msp_record_info_t *r, char ***keys,
-                                 char ***values, size_t *n)
+static msp_err msp_msprobe_record_attrs(msp_dump_file_t *f, const msp_record_info_t *r,
+                                        char ***keys, char ***values, size_t *n)
 {
     struct msp_ms_impl *im = f->impl;
     size_t ri = (size_t)(r - f->records);
@@ -654,7 +645,7 @@ nomem:
 
 char *msp_msprobe_stack(const msp_dump_file_t *f, const char *record)
 {
-    if (!msp_msprobe_owns(f))
+    if (!f || msp_reader_of(f) != &msp_reader_msprobe)
         return NULL;
     const struct msp_ms_impl *im = f->impl;
     for (size_t i = 0; i < f->n_records; i++)
@@ -662,3 +653,33 @@ char *msp_msprobe_stack(const msp_dump_file_t *f, const char *record)
             return im->recs[i].stack ? strdup(im->recs[i].stack) : NULL;
     return NULL;
 }
+
+/* A .pt or .npy of its own: loaded whole, as its parser reads it. */
+static msp_err msp_msprobe_stream_open(msp_dump_file_t *f, const msp_record_info_t *r,
+                                       const msp_tensor_info_t *t, msp_tensor_stream_t *s)
+{
+    msp_err rc = MSP_OK;
+    if (!(s->buf = malloc((size_t)s->total)))
+        rc = msp_fail(MSP_ERR_NOMEM, "%s: out of memory for %llu bytes", s->where,
+                      (unsigned long long)s->total);
+    else if (!(rc = msp_msprobe_read_tensor(f, r, t, s->buf, (size_t)s->total)))
+        s->have = (size_t)s->total;
+    return rc;
+}
+
+/* Takes a dump.json, or a directory holding one. */
+static int msp_msprobe_probe(const char *path, char **file)
+{
+    *file = msp_msprobe_json_for(path);
+    return *file != NULL;
+}
+
+const msp_reader_ops_t msp_reader_msprobe = {
+    .name = "msprobe-dir",
+    .probe = msp_msprobe_probe,
+    .open = msp_msprobe_open,
+    .read_tensor = msp_msprobe_read_tensor,
+    .stream_open = msp_msprobe_stream_open,
+    .record_attrs = msp_msprobe_record_attrs,
+    .close = msp_msprobe_close,
+};
