@@ -146,8 +146,8 @@ msp_err msp_read_tensor_fd(msp_dump_file_t *f, int fd, const msp_record_info_t *
  * bytes, zeroed but for the table; step, rank and world_size -1. */
 msp_err msp_dump_alloc(const char *path, const msp_reader_ops_t *ops, size_t impl_size,
                        msp_dump_file_t **out);
-/* Frees what the front of every HDF5 file object holds, after its private
- * part: the records and their tensors, the path, f itself. */
+/* What an HDF5 backend's file object holds besides its private part (freed
+ * first, by the backend): the records and their tensors, the path, f. */
 void msp_dump_free(msp_dump_file_t *f);
 /* stat() of a dump file's path: MSP_ERR_NOT_FOUND or MSP_ERR_IO naming it. */
 msp_err msp_dump_stat(const char *path, struct stat *sb);
