@@ -16,6 +16,7 @@
  *
  * Not for people: msprobe runs it. Exit 0 with an answer on stdout, or 2
  * with an error message in the wire form. */
+#include "fmt_backend.h" /* msp_dump_open_local */
 #include "fmt_internal.h"
 
 #include "msprobe/proc.h"

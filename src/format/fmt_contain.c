@@ -17,7 +17,13 @@
  * initialisation) takes. MSPROBE_READER_SERVER=0 spawns a helper per file.
  *
  * The wire form is written by the helper (fmt_contain_put.c, which reads the
- * file with the in-process reader) and read here. */
+ * file with the in-process reader) and read by fmt_contain_get.c.
+ *
+ * The contained backend (msp_reader_contained, fmt_backend.h) at the end of
+ * this file is what msp_dump_open uses for every HDF5 dump: its catalogue
+ * and record attributes come whole from the helper; tensor bytes at an
+ * offset are read here, the others streamed by the helper. */
+#include "fmt_backend.h"
 #include "fmt_internal.h"
 
 #include "msprobe/proc.h"
@@ -41,169 +47,6 @@
  * real file and stops a helper that was tricked into producing garbage. */
 #define MSP_WIRE_MIN_CAP ((size_t)16 << 20)
 #define MSP_WIRE_PER_FILE_BYTE 8
-
-/* ---- reading (in the caller) --------------------------------------------------- */
-
-struct msp_wire {
-    const unsigned char *p, *end;
-    int bad;
-};
-
-static void msp_get(struct msp_wire *w, void *dst, size_t n)
-{
-    if (w->bad || (size_t)(w->end - w->p) < n) {
-        w->bad = 1;
-        memset(dst, 0, n);
-        return;
-    }
-    memcpy(dst, w->p, n);
-    w->p += n;
-}
-
-static int64_t msp_get_i64(struct msp_wire *w)
-{
-    int64_t v;
-    msp_get(w, &v, sizeof v);
-    return v;
-}
-
-static double msp_get_f64(struct msp_wire *w)
-{
-    double v;
-    msp_get(w, &v, sizeof v);
-    return v;
-}
-
-/* malloc'd string, NULL for a NULL (or on a short or bad message: w->bad) */
-static char *msp_get_str(struct msp_wire *w)
-{
-    uint32_t n;
-    msp_get(w, &n, sizeof n);
-    if (w->bad || n == UINT32_MAX)
-        return NULL;
-    if ((size_t)(w->end - w->p) < n) {
-        w->bad = 1;
-        return NULL;
-    }
-    char *s = malloc((size_t)n + 1);
-    if (!s) {
-        w->bad = 1;
-        return NULL;
-    }
-    memcpy(s, w->p, n);
-    s[n] = '\0';
-    w->p += n;
-    return s;
-}
-
-static void msp_get_buf(struct msp_wire *w, char *buf, size_t size)
-{
-    char *s = msp_get_str(w);
-    snprintf(buf, size, "%s", s ? s : "");
-    free(s);
-}
-
-/* A count that fits in what is left of the message (each item takes at
- * least min_bytes), else w->bad: no allocation follows a lie. */
-static size_t msp_get_count(struct msp_wire *w, size_t min_bytes)
-{
-    int64_t n = msp_get_i64(w);
-    if (w->bad || n < 0 || (uint64_t)n > (size_t)(w->end - w->p) / min_bytes) {
-        w->bad = 1;
-        return 0;
-    }
-    return (size_t)n;
-}
-
-static void msp_get_tensor(struct msp_wire *w, msp_tensor_info_t *t)
-{
-    t->role = msp_get_str(w);
-    t->dtype = (msp_dtype_t)msp_get_i64(w);
-    msp_get_buf(w, t->dtype_name, sizeof t->dtype_name);
-    int64_t nd = msp_get_i64(w);
-    if (nd < 0 || nd > MSP_MAX_NDIM || !t->role || t->dtype < 0 || t->dtype >= MSP_DTYPE_COUNT_) {
-        w->bad = 1;
-        return;
-    }
-    t->ndim = (int)nd;
-    for (int d = 0; d < t->ndim; d++)
-        t->shape[d] = msp_get_i64(w);
-    t->numel = msp_get_i64(w);
-    t->has_data = msp_get_i64(w) != 0;
-    t->has_stats = msp_get_i64(w) != 0;
-    t->stats.max = msp_get_f64(w);
-    t->stats.min = msp_get_f64(w);
-    t->stats.mean = msp_get_f64(w);
-    t->stats.norm = msp_get_f64(w);
-    t->stats.nan_count = msp_get_i64(w);
-    t->stats.inf_count = msp_get_i64(w);
-    t->stats.crc32 = (uint32_t)msp_get_i64(w);
-    t->offset = msp_get_i64(w);
-    t->nbytes = msp_get_i64(w);
-    msp_get_buf(w, t->device, sizeof t->device);
-    t->requires_grad = msp_get_i64(w) != 0;
-    t->producer = msp_get_str(w);
-}
-
-/* Fills f (path and impl already set) from a catalogue message; the
- * record attributes go to attrs[i] for record i. */
-msp_err msp_wire_get_file(const unsigned char *buf, size_t n, msp_dump_file_t *f,
-                          struct msp_rattrs **attrs)
-{
-    struct msp_wire w = {buf, buf + n, 0};
-    uint32_t v = 0;
-    if (n < 4 || memcmp(buf, "MSPC", 4) != 0)
-        return msp_fail(MSP_ERR_INTERNAL, "file %s: the reader helper gave no catalogue",
-                        f->path);
-    w.p += 4;
-    msp_get(&w, &v, sizeof v);
-    if (v != MSP_WIRE_VERSION)
-        return msp_fail(MSP_ERR_INTERNAL, "file %s: the reader helper speaks version %u, not %u "
-                        "(msprobe-catalogue from another msprobe?)", f->path, v,
-                        MSP_WIRE_VERSION);
-    msp_get_buf(&w, f->framework, sizeof f->framework);
-    msp_get_buf(&w, f->framework_version, sizeof f->framework_version);
-    msp_get_buf(&w, f->task, sizeof f->task);
-    msp_get_buf(&w, f->dump_mode, sizeof f->dump_mode);
-    f->step = msp_get_i64(&w);
-    f->rank = msp_get_i64(&w);
-    f->world_size = msp_get_i64(&w);
-    f->has_index = msp_get_i64(&w) != 0;
-    size_t nr = msp_get_count(&w, 28);
-    f->records = calloc(nr ? nr : 1, sizeof *f->records);
-    *attrs = calloc(nr ? nr : 1, sizeof **attrs);
-    if (!f->records || !*attrs)
-        return msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", f->path);
-    for (size_t i = 0; i < nr && !w.bad; i++) {
-        msp_record_info_t *r = &f->records[i];
-        struct msp_rattrs *ra = &(*attrs)[i];
-        f->n_records = i + 1;
-        r->name = msp_get_str(&w);
-        r->order = msp_get_i64(&w);
-        size_t nt = msp_get_count(&w, 160);
-        size_t na = msp_get_count(&w, 8);
-        if (!r->name)
-            w.bad = 1;
-        ra->k = calloc(na ? na : 1, sizeof *ra->k);
-        ra->v = calloc(na ? na : 1, sizeof *ra->v);
-        r->tensors = calloc(nt ? nt : 1, sizeof *r->tensors);
-        if (!ra->k || !ra->v || !r->tensors)
-            return msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", f->path);
-        for (size_t a = 0; a < na && !w.bad; a++) {
-            ra->n = a + 1;
-            ra->k[a] = msp_get_str(&w);
-            ra->v[a] = msp_get_str(&w);
-        }
-        for (size_t j = 0; j < nt && !w.bad; j++) {
-            r->n_tensors = j + 1;
-            msp_get_tensor(&w, &r->tensors[j]);
-        }
-    }
-    if (w.bad || w.p != w.end)
-        return msp_fail(MSP_ERR_INTERNAL, "file %s: the reader helper's answer is malformed",
-                        f->path);
-    return MSP_OK;
-}
 
 /* ---- the helper process -------------------------------------------------------- */
 
@@ -331,10 +174,10 @@ static msp_err msp_helper_status(const char *path, int st, const unsigned char *
                         "signal %d, %s, parsing it)", path, WTERMSIG(st),
                         strsignal(WTERMSIG(st)));
     if (WIFEXITED(st) && WEXITSTATUS(st) == 2 && n >= 4 && memcmp(buf, "MSPE", 4) == 0) {
-        struct msp_wire w = {buf + 4, buf + n, 0};
-        int64_t code = msp_get_i64(&w);
-        char *detail = msp_get_str(&w);
-        if (w.bad || code <= 0 || code > MSP_ERR_INTERNAL)
+        int64_t code;
+        char *detail;
+        int bad = msp_wire_get_error(buf + 4, n - 4, &code, &detail);
+        if (bad || code <= 0 || code > MSP_ERR_INTERNAL)
             code = MSP_ERR_FORMAT;
         msp_err rc = msp_fail((msp_err)code, "%s", detail ? detail : "the reader helper failed");
         free(detail);
@@ -563,7 +406,10 @@ static void msp_detail_of(const char *path, char *buf, size_t size)
     snprintf(buf, size, "%s", e);
 }
 
-msp_err msp_contained_open(msp_dump_file_t *f, int64_t file_size, struct msp_rattrs **attrs)
+/* The caller's side: fill f (path set) from the helper's catalogue of it;
+ * attrs receives record i's attributes at [i]. */
+static msp_err msp_contained_open(msp_dump_file_t *f, int64_t file_size,
+                                  struct msp_rattrs **attrs)
 {
     size_t cap = MSP_WIRE_MIN_CAP;
     if (file_size > 0 && (uint64_t)file_size < (SIZE_MAX - cap) / MSP_WIRE_PER_FILE_BYTE)
@@ -653,9 +499,13 @@ static msp_err msp_hs_ended(struct msp_helper_stream *h, const unsigned char *an
     return rc;
 }
 
-msp_err msp_contained_stream_open(msp_dump_file_t *f, int64_t file_size,
-                                  const msp_record_info_t *r, const msp_tensor_info_t *t,
-                                  struct msp_helper_stream **out)
+/* A tensor without a plain offset, sent by the helper (msprobe-catalogue
+ * --read) in frames as it reads it block by block; read exactly n bytes at a
+ * time, in order. Close kills a helper not yet done. */
+static msp_err msp_contained_stream_open(msp_dump_file_t *f, int64_t file_size,
+                                         const msp_record_info_t *r,
+                                         const msp_tensor_info_t *t,
+                                         struct msp_helper_stream **out)
 {
     struct msp_helper_stream *h = calloc(1, sizeof *h);
     if (!h)
@@ -673,7 +523,7 @@ msp_err msp_contained_stream_open(msp_dump_file_t *f, int64_t file_size,
     return MSP_OK;
 }
 
-msp_err msp_contained_stream_read(struct msp_helper_stream *h, void *buf, size_t n)
+static msp_err msp_contained_stream_read(struct msp_helper_stream *h, void *buf, size_t n)
 {
     unsigned char *p = buf;
     msp_err rc = MSP_OK;
@@ -716,7 +566,7 @@ msp_err msp_contained_stream_read(struct msp_helper_stream *h, void *buf, size_t
     return MSP_OK;
 }
 
-void msp_contained_stream_close(struct msp_helper_stream *h)
+static void msp_contained_stream_close(struct msp_helper_stream *h)
 {
     if (!h)
         return;
@@ -729,3 +579,160 @@ void msp_contained_stream_close(struct msp_helper_stream *h)
     }
     free(h);
 }
+
+/* ---- the contained backend ---------------------------------------------------- */
+
+struct msp_ct_impl {
+    struct msp_dump_base base; /* first: the table */
+    int fd;                    /* -1 for a catalogue from the wire alone */
+    int64_t file_size;
+    struct msp_rattrs *attrs;  /* record i's attributes at [i], as the helper sent them */
+};
+
+static void msp_ct_close(msp_dump_file_t *f)
+{
+    struct msp_ct_impl *im = f->impl;
+    /* No libhdf5 call here, but the lock as the in-process backend's close
+     * takes it: closing a file does the same in either mode (the first lock
+     * in a thread also turns libhdf5's error printing off). */
+    msp_h5_lock();
+    if (im) {
+        if (im->fd >= 0)
+            close(im->fd);
+        for (size_t i = 0; im->attrs && i < f->n_records; i++) {
+            msp_free_strings(im->attrs[i].k, im->attrs[i].n);
+            msp_free_strings(im->attrs[i].v, im->attrs[i].n);
+        }
+        free(im->attrs);
+        free(im);
+    }
+    msp_dump_free(f);
+    msp_h5_unlock();
+}
+
+/* An empty file object for path: no descriptor yet. */
+static msp_err msp_ct_alloc(const char *path, msp_dump_file_t **out)
+{
+    msp_err rc = msp_dump_alloc(path, &msp_reader_contained, sizeof(struct msp_ct_impl), out);
+    if (!rc)
+        ((struct msp_ct_impl *)(*out)->impl)->fd = -1;
+    return rc;
+}
+
+static msp_err msp_ct_open(const char *path, msp_dump_file_t **out)
+{
+    struct stat sb;
+    msp_dump_file_t *f;
+    *out = NULL;
+    msp_err rc = msp_dump_stat(path, &sb);
+    if (rc || (rc = msp_dump_check_regular(path, &sb)) || (rc = msp_ct_alloc(path, &f)))
+        return rc;
+    struct msp_ct_impl *im = f->impl;
+    im->file_size = (int64_t)sb.st_size;
+    if (!(rc = msp_dump_open_fd(path, &im->fd)))
+        rc = msp_contained_open(f, im->file_size, &im->attrs);
+    if (rc) {
+        msp_ct_close(f);
+        return rc;
+    }
+    *out = f;
+    return MSP_OK;
+}
+
+msp_err msp_dump_from_wire(const char *path, const unsigned char *buf, size_t n,
+                           msp_dump_file_t **out)
+{
+    msp_dump_file_t *f;
+    msp_err rc = msp_ct_alloc(path, &f);
+    if (rc)
+        return rc;
+    struct msp_ct_impl *im = f->impl;
+    rc = msp_wire_get_file(buf, n, f, &im->attrs);
+    if (rc) {
+        msp_ct_close(f);
+        return rc;
+    }
+    *out = f;
+    return MSP_OK;
+}
+
+static msp_err msp_attrs_copy(const struct msp_rattrs *a, char ***keys, char ***values,
+                              size_t *n, const char *where)
+{
+    char **ks = calloc(a->n ? a->n : 1, sizeof *ks), **vs = calloc(a->n ? a->n : 1, sizeof *vs);
+    int ok = ks && vs;
+    for (size_t i = 0; ok && i < a->n; i++)
+        ok = (ks[i] = strdup(a->k[i] ? a->k[i] : "")) && (vs[i] = strdup(a->v[i] ? a->v[i] : ""));
+    if (!ok) {
+        msp_free_strings(ks, ks ? a->n : 0);
+        msp_free_strings(vs, vs ? a->n : 0);
+        return msp_fail(MSP_ERR_NOMEM, "%s: out of memory", where);
+    }
+    *keys = ks;
+    *values = vs;
+    *n = a->n;
+    return MSP_OK;
+}
+
+/* The helper sent them with the catalogue. */
+static msp_err msp_ct_record_attrs(msp_dump_file_t *f, const msp_record_info_t *r, char ***keys,
+                                   char ***values, size_t *n)
+{
+    char where[700];
+    snprintf(where, sizeof where, "file %s: record %s", f->path, r->name);
+    struct msp_ct_impl *im = f->impl;
+    return msp_attrs_copy(&im->attrs[r - f->records], keys, values, n, where);
+}
+
+static msp_err msp_stream_helper_read(msp_tensor_stream_t *s, void *buf, size_t n)
+{
+    return msp_contained_stream_read(s->state, buf, n);
+}
+
+static void msp_stream_helper_close(msp_tensor_stream_t *s)
+{
+    msp_contained_stream_close(s->state);
+}
+
+static const msp_stream_ops_t msp_stream_helper = {msp_stream_helper_read,
+                                                   msp_stream_helper_close};
+
+static msp_err msp_ct_stream_open(msp_dump_file_t *f, const msp_record_info_t *r,
+                                  const msp_tensor_info_t *t, msp_tensor_stream_t *s)
+{
+    struct msp_ct_impl *im = f->impl;
+    if (t->offset >= 0) {
+        msp_stream_pread(s, im->fd, t->offset);
+        return MSP_OK;
+    }
+    struct msp_helper_stream *h = NULL;
+    s->ops = &msp_stream_helper;
+    msp_err rc = msp_contained_stream_open(f, im->file_size, r, t, &h);
+    s->state = h;
+    return rc;
+}
+
+static msp_err msp_ct_read_tensor(msp_dump_file_t *f, const msp_record_info_t *r,
+                                  const msp_tensor_info_t *t, void *buf, size_t buf_size)
+{
+    struct msp_ct_impl *im = f->impl;
+    return msp_read_tensor_fd(f, im->fd, r, t, buf, buf_size, msp_ct_stream_open);
+}
+
+/* Takes every path no backend before it took. */
+static int msp_ct_probe(const char *path, char **file)
+{
+    (void)path;
+    *file = NULL;
+    return 1;
+}
+
+const msp_reader_ops_t msp_reader_contained = {
+    .name = "hdf5-contained",
+    .probe = msp_ct_probe,
+    .open = msp_ct_open,
+    .read_tensor = msp_ct_read_tensor,
+    .stream_open = msp_ct_stream_open,
+    .record_attrs = msp_ct_record_attrs,
+    .close = msp_ct_close,
+};

@@ -1,15 +1,11 @@
 /* Private to src/format: reading msprobe's (the Python tool's) own dump
- * directories, stepN/rankN/dump.json with dump_tensor_data/ holding .npy or .pt files.
- * fmt_reader.c and fmt_tree.c reach this through the few calls below only. */
+ * directories, stepN/rankN/dump.json with dump_tensor_data/ holding .npy or .pt files:
+ * what fmt_msprobe.c and the .npy / .pt loaders share. The reader reaches
+ * that backend through its table (fmt_backend.h) only. */
 #ifndef MSP_FMT_FOREIGN_H
 #define MSP_FMT_FOREIGN_H
 
 #include "msprobe/format.h"
-
-/* The checks every tensor read starts with (data present, a known element
- * type, a big enough buffer); where names the tensor. */
-msp_err msp_read_check(const msp_tensor_info_t *t, int has_data, size_t buf_size,
-                       const char *where);
 
 /* Text from a foreign file, made safe for a message: printable ASCII only
  * (anything else becomes '?'), cut to fit dst. */
@@ -48,18 +44,10 @@ msp_err msp_pt_load(const char *path, msp_raw_tensor_t *out);
 msp_err msp_pt_load_fd(int fd, const char *path, msp_raw_tensor_t *out);
 void msp_raw_free(msp_raw_tensor_t *r);
 
-/* Path of a msprobe dump.json when `path` is one, or is a directory holding
- * one (malloc'd), else NULL. */
-char *msp_msprobe_json_for(const char *path);
-/* The msprobe side of msp_dump_open / read_tensor / record_attrs / close,
- * for a file f whose f->path is a dump.json. */
-int msp_msprobe_owns(const msp_dump_file_t *f);
+/* The msprobe backend's open (msp_reader_msprobe, fmt_backend.h) for the
+ * fuzz target: json_path is the dump.json itself. Everything else on the
+ * file goes through msp_dump_read_tensor, msp_dump_close and the rest. */
 msp_err msp_msprobe_open(const char *json_path, msp_dump_file_t **out);
-msp_err msp_msprobe_read_tensor(msp_dump_file_t *f, const msp_record_info_t *r,
-                                const msp_tensor_info_t *t, void *buf, size_t buf_size);
-msp_err msp_msprobe_record_attrs(msp_dump_file_t *f, const msp_record_info_t *r, char ***keys,
-                                 char ***values, size_t *n);
-void msp_msprobe_close(msp_dump_file_t *f);
 /* The call stack msprobe recorded for a record (stack.json), one frame per
  * line, or NULL (malloc'd). */
 char *msp_msprobe_stack(const msp_dump_file_t *f, const char *record);

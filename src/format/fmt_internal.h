@@ -83,7 +83,7 @@ hid_t msp_h5_index_type(int packed);
 extern const char *const msp_index_columns[];
 
 
-/* ---- contained reading (fmt_contain.c) ---- */
+/* ---- contained reading (fmt_contain.c, fmt_contain_get.c, fmt_contain_put.c) ---- */
 
 #include <stdio.h>
 #include <sys/types.h>
@@ -94,36 +94,20 @@ struct msp_rattrs {
     size_t n;
 };
 
-/* The in-process reader (what msprobe-catalogue runs): libhdf5 parses the
- * file in this process. */
-msp_err msp_dump_open_local(const char *path, msp_dump_file_t **out);
 /* The helper's side of the pipe: the catalogue of f, or an error. */
 /* the wire form's version: written by the helper, checked by the caller */
 #define MSP_WIRE_VERSION 1u
 int msp_wire_put_file(FILE *o, msp_dump_file_t *f);
 int msp_wire_put_error(FILE *o, msp_err code, const char *detail);
 /* Parses a catalogue message into f (path and impl set; records freed by
- * msp_dump_close); exposed for the fuzz target. */
+ * msp_dump_close). */
 msp_err msp_wire_get_file(const unsigned char *buf, size_t n, msp_dump_file_t *f,
                           struct msp_rattrs **attrs);
-/* A file object from a catalogue message alone (no descriptor): the fuzz
- * target's entry. */
-msp_err msp_dump_from_wire(const char *path, const unsigned char *buf, size_t n,
-                           msp_dump_file_t **out);
-/* The caller's side: fill f (path set) from the helper's catalogue of it;
- * attrs receives record i's attributes at [i]. */
-msp_err msp_contained_open(msp_dump_file_t *f, int64_t file_size, struct msp_rattrs **attrs);
+/* An error answer after its "MSPE": its code and detail (malloc'd, or NULL);
+ * -1 when the answer is short or malformed (fmt_contain_get.c). */
+int msp_wire_get_error(const unsigned char *buf, size_t n, int64_t *code, char **detail);
 /* Seconds a helper may take for a file of file_size bytes (the environment's
  * MSPROBE_READER_TIMEOUT, else a floor that grows with the size). */
 double msp_helper_timeout(int64_t file_size);
-/* A tensor without a plain offset, sent by the helper (msprobe-catalogue
- * --read) in frames as it reads it block by block; read exactly n bytes at a
- * time, in order. Close kills a helper not yet done. */
-struct msp_helper_stream;
-msp_err msp_contained_stream_open(msp_dump_file_t *f, int64_t file_size,
-                                  const msp_record_info_t *r, const msp_tensor_info_t *t,
-                                  struct msp_helper_stream **out);
-msp_err msp_contained_stream_read(struct msp_helper_stream *h, void *buf, size_t n);
-void msp_contained_stream_close(struct msp_helper_stream *h);
 
 #endif

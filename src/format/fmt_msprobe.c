@@ -20,7 +20,10 @@
  * times the text): a small scanner checks its structure and walks "data"
  * record by record, each record parsed alone; stack.json and construct.json
  * likewise, matched to records through a sorted name index. */
+#include "fmt_backend.h"
 #include "fmt_foreign.h"
+#include "fmt_msjson.h"   /* opening the dump's files, scanning their JSON */
+#include "fmt_msrecord.h" /* one record of "data" into the catalogue */
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -34,49 +37,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MSP_MS_JSON_MAX ((size_t)1 << 31)
-/* One record (or one stack.json / construct.json entry) of the JSON text:
- * real ones take kilobytes; parsed alone, this bounds the tree cJSON builds. */
-#define MSP_MS_ENTRY_MAX ((size_t)16 << 20)
 /* A tensor data file: far above any tensor msprobe saves, and the loaders
  * check every size their headers declare against the file's own. */
 #define MSP_MS_DATA_MAX ((uint64_t)64 << 30)
-#define MSP_MS_DEPTH_MAX 512
-
-struct msp_ms_attr {
-    char *key, *value;
-};
-
-struct msp_ms_record {
-    char **files;              /* per tensor, in catalogue order: its data_name (a bare
-                                  name checked when read), or NULL when no data */
-    struct msp_ms_attr *attrs; /* non-tensor arguments, construct.json's parent */
-    size_t n_attrs;
-    const char *stack;         /* stack.json, frames joined by '\n' (in the impl's pool) */
-};
 
 struct msp_ms_impl {
-    unsigned magic;
+    struct msp_dump_base base; /* first: the table */
     struct msp_ms_record *recs;
     size_t recs_cap;
     char **stacks; /* the distinct stacks, shared by the records that name them */
     size_t n_stacks, stacks_cap;
 };
 
-#define MSP_MS_MAGIC 0x6d73706au
-
-int msp_msprobe_owns(const msp_dump_file_t *f)
-{
-    /* The HDF5 reader's impl begins with an hid_t; ours with a magic that
-     * reader never stores there. The path check alone would do; both are
-     * cheap and make a mix-up impossible. */
-    const char *base = f && f->path ? strrchr(f->path, '/') : NULL;
-    base = base ? base + 1 : (f ? f->path : NULL);
-    return f && f->impl && base && strcmp(base, "dump.json") == 0 &&
-           ((const struct msp_ms_impl *)f->impl)->magic == MSP_MS_MAGIC;
-}
-
-char *msp_msprobe_json_for(const char *path)
+/* Path of a msprobe dump.json when `path` is one, or is a directory holding
+ * one (malloc'd), else NULL. */
+static char *msp_msprobe_json_for(const char *path)
 {
     struct stat st;
     if (!path || stat(path, &st) != 0)
@@ -98,287 +73,7 @@ char *msp_msprobe_json_for(const char *path)
     return j;
 }
 
-/* Python's json writes NaN, Infinity and -Infinity bare; cJSON refuses
- * them, so they become the strings "NaN", "Infinity", "-Infinity". */
-static char *msp_ms_quote_specials(const char *in, size_t len)
-{
-    char *out = malloc(len * 2 + 16), *o = out;
-    if (!out)
-        return NULL;
-    int in_str = 0;
-    for (size_t i = 0; i < len; i++) {
-        char c = in[i];
-        if (in_str) {
-            *o++ = c;
-            if (c == '\\' && i + 1 < len)
-                *o++ = in[++i];
-            else if (c == '"')
-                in_str = 0;
-            continue;
-        }
-        if (c == '"') {
-            in_str = 1;
-        } else {
-            static const char *const tok[] = {"NaN", "Infinity", "-Infinity"};
-            size_t t = 0;
-            while (t < 3 && strncmp(in + i, tok[t], strlen(tok[t])) != 0)
-                t++;
-            if (t < 3) {
-                size_t tl = strlen(tok[t]);
-                *o++ = '"';
-                memcpy(o, tok[t], tl);
-                o += tl;
-                *o++ = '"';
-                i += tl - 1;
-                continue;
-            }
-        }
-        *o++ = c;
-    }
-    *o = '\0';
-    return out;
-}
-
-static int msp_ms_num(const cJSON *it, double *out)
-{
-    if (cJSON_IsNumber(it)) {
-        *out = it->valuedouble;
-        return 1;
-    }
-    if (cJSON_IsString(it)) {
-        const char *s = it->valuestring;
-        if (!strcmp(s, "NaN") || !strcasecmp(s, "nan"))
-            *out = NAN;
-        else if (!strcmp(s, "Infinity") || !strcasecmp(s, "inf"))
-            *out = INFINITY;
-        else if (!strcmp(s, "-Infinity") || !strcasecmp(s, "-inf"))
-            *out = -INFINITY;
-        else
-            return 0;
-        return 1;
-    }
-    return 0;
-}
-
-/* Building one record: growing tensor and attribute lists. */
-struct msp_ms_build {
-    const char *json_path, *dir, *rec;
-    msp_tensor_info_t *t;
-    char **files;
-    size_t n, cap;
-    struct msp_ms_attr *a;
-    size_t na, acap;
-    int saw_md5, saw_stats;
-    int tensor_task; /* task "tensor": every data_name is a file it saved */
-};
-
-static msp_err msp_ms_attr_add(struct msp_ms_build *b, const char *key, const char *value)
-{
-    struct msp_ms_attr *na = msp_grow(b->a, &b->acap, b->na, sizeof *na, 8);
-    if (!na)
-        return msp_fail(MSP_ERR_NOMEM, "out of memory");
-    b->a = na;
-    b->a[b->na].key = strdup(key);
-    b->a[b->na].value = strdup(value);
-    if (!b->a[b->na].key || !b->a[b->na].value) {
-        free(b->a[b->na].key);
-        free(b->a[b->na].value);
-        return msp_fail(MSP_ERR_NOMEM, "out of memory");
-    }
-    b->na++;
-    return MSP_OK;
-}
-
-static msp_err msp_ms_tensor(struct msp_ms_build *b, const cJSON *o, const char *role)
-{
-    size_t ct = b->cap, cf = b->cap; /* two arrays, one length */
-    msp_tensor_info_t *nt = msp_grow(b->t, &ct, b->n, sizeof *nt, 8);
-    char **nf = nt ? msp_grow(b->files, &cf, b->n, sizeof *nf, 8) : NULL;
-    if (nt)
-        b->t = nt;
-    if (!nt || !nf)
-        return msp_fail(MSP_ERR_NOMEM, "out of memory");
-    b->files = nf;
-    b->cap = ct;
-    msp_tensor_info_t *t = &b->t[b->n];
-    memset(t, 0, sizeof *t);
-    b->files[b->n] = NULL;
-    if (!(t->role = strdup(role)))
-        return msp_fail(MSP_ERR_NOMEM, "out of memory");
-    b->n++;
-    t->offset = -1;
-    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(o, "dtype");
-    snprintf(t->dtype_name, sizeof t->dtype_name, "%s",
-             cJSON_IsString(dt) ? dt->valuestring : "unknown");
-    t->dtype = msp_dtype_from_name(t->dtype_name);
-    const cJSON *sh = cJSON_GetObjectItemCaseSensitive(o, "shape");
-    t->numel = 1;
-    if (cJSON_IsArray(sh)) {
-        for (const cJSON *e = sh->child; e; e = e->next) {
-            /* 2^62 bounds each extent so the cast is defined; the product
-             * is checked too, as nbytes follows from it */
-            int64_t v = cJSON_IsNumber(e) && e->valuedouble >= 0 && e->valuedouble < 0x1p62
-                            ? (int64_t)e->valuedouble : -1;
-            if (v >= 0 && (double)v < e->valuedouble) /* 3.7 is no extent, nor 3 */
-                v = -1;
-            if (v < 0 || t->ndim >= MSP_MAX_NDIM || (v && t->numel > INT64_MAX / 8 / v))
-                return msp_fail(MSP_ERR_FORMAT, "file %s: record %s: %s: bad shape",
-                                b->json_path, b->rec, role);
-            t->shape[t->ndim++] = v;
-            t->numel *= v;
-        }
-    }
-    t->nbytes = t->numel * (int64_t)msp_dtype_size(t->dtype);
-    double v[4];
-    static const char *const keys[4] = {"Max", "Min", "Mean", "Norm"};
-    int have = 0;
-    for (int i = 0; i < 4; i++)
-        have += msp_ms_num(cJSON_GetObjectItemCaseSensitive(o, keys[i]), &v[i]);
-    if (have == 4) {
-        t->has_stats = 1;
-        b->saw_stats = 1;
-        t->stats.max = v[0];
-        t->stats.min = v[1];
-        t->stats.mean = v[2];
-        t->stats.norm = v[3];
-    }
-    const cJSON *md5 = cJSON_GetObjectItemCaseSensitive(o, "md5");
-    if (cJSON_IsString(md5)) {
-        char *end;
-        unsigned long c = strtoul(md5->valuestring, &end, 16);
-        if (*end || end == md5->valuestring || c > 0xffffffffUL) {
-            char shown[64];
-            msp_fg_clean(shown, sizeof shown, md5->valuestring);
-            return msp_fail(MSP_ERR_FORMAT, "file %s: record %s: %s: md5 \"%s\" is not a "
-                            "CRC-32 in hex", b->json_path, b->rec, role, shown);
-        }
-        t->stats.crc32 = (uint32_t)c;
-        b->saw_md5 = 1;
-    }
-    const cJSON *rg = cJSON_GetObjectItemCaseSensitive(o, "requires_grad");
-    t->requires_grad = cJSON_IsTrue(rg);
-    /* A named data file is data: one that is missing, is no regular file,
-     * is a link or lies outside dump_tensor_data/ is an error when the
-     * tensor is read (msp_msprobe_read_tensor), never a quiet "no data"
-     * that would turn the comparison into one of statistics. */
-    const cJSON *dn = cJSON_GetObjectItemCaseSensitive(o, "data_name");
-    if (cJSON_IsString(dn) && dn->valuestring[0]) {
-        if (!(b->files[b->n - 1] = strdup(dn->valuestring)))
-            return msp_fail(MSP_ERR_NOMEM, "out of memory");
-        t->has_data = t->dtype != MSP_DTYPE_INVALID;
-        if (!(t->data_name = strdup(dn->valuestring)))
-            return msp_fail(MSP_ERR_NOMEM, "out of memory");
-    }
-    return MSP_OK;
-}
-
-static msp_err msp_ms_walk(struct msp_ms_build *b, const cJSON *it, const char *role, int top)
-{
-    char sub[512];
-    msp_err rc = MSP_OK;
-    if (cJSON_IsArray(it)) {
-        size_t i = 0;
-        for (const cJSON *e = it->child; e && !rc; e = e->next, i++) {
-            snprintf(sub, sizeof sub, "%s.%zu", role, i);
-            rc = msp_ms_walk(b, e, sub, 0);
-        }
-        return rc;
-    }
-    if (!cJSON_IsObject(it))
-        return MSP_OK; /* null: an absent optional argument */
-    const cJSON *type = cJSON_GetObjectItemCaseSensitive(it, "type");
-    if (!cJSON_IsString(type)) { /* kwargs or parameters: a dict of arguments */
-        for (const cJSON *e = it->child; e && !rc; e = e->next) {
-            snprintf(sub, sizeof sub, "%s.%s", role, e->string);
-            rc = msp_ms_walk(b, e, sub, 0);
-        }
-        return rc;
-    }
-    if (top) { /* a bare single output is our output.0 */
-        snprintf(sub, sizeof sub, "%s.0", role);
-        role = sub;
-    }
-    if (cJSON_GetObjectItemCaseSensitive(it, "shape") &&
-        cJSON_GetObjectItemCaseSensitive(it, "dtype"))
-        return msp_ms_tensor(b, it, role);
-    const cJSON *val = cJSON_GetObjectItemCaseSensitive(it, "value");
-    /* torch.memory_format has no value but a format: written as Python's repr */
-    const cJSON *fmt = val ? NULL : cJSON_GetObjectItemCaseSensitive(it, "format");
-    char *txt = cJSON_IsString(val)   ? strdup(val->valuestring)
-                : val                 ? cJSON_PrintUnformatted(val)
-                : cJSON_IsString(fmt) ? msp_asprintf("torch.%s", fmt->valuestring)
-                                      : strdup("None");
-    if (!txt)
-        return msp_fail(MSP_ERR_NOMEM, "out of memory");
-    rc = msp_ms_attr_add(b, role, txt);
-    free(txt);
-    return rc;
-}
-
-struct msp_ms_sortable {
-    msp_tensor_info_t t;
-    char *file;
-};
-
-static int msp_ms_role_order(const void *a, const void *b)
-{
-    return msp_role_cmp(((const struct msp_ms_sortable *)a)->t.role,
-                        ((const struct msp_ms_sortable *)b)->t.role);
-}
-
-static msp_err msp_ms_record(msp_dump_file_t *f, struct msp_ms_record *mr, const cJSON *rec,
-                             const char *dir, int64_t order, int *saw_md5, int *saw_stats)
-{
-    msp_record_info_t *r = &f->records[f->n_records];
-    memset(r, 0, sizeof *r);
-    memset(mr, 0, sizeof *mr);
-    if (!(r->name = strdup(rec->string)))
-        return msp_fail(MSP_ERR_NOMEM, "out of memory");
-    r->order = order;
-    f->n_records++;
-    struct msp_ms_build b = {.json_path = f->path, .dir = dir, .rec = rec->string,
-                             .tensor_task = !strcmp(f->task, "tensor")};
-    msp_err rc = MSP_OK;
-    for (const cJSON *m = rec->child; m && !rc; m = m->next) {
-        const char *k = m->string;
-        const char *role = !strcmp(k, "input_args") ? "input"
-                           : !strcmp(k, "input_kwargs") ? "kwarg" : k;
-        rc = msp_ms_walk(&b, m, role, !strcmp(role, "output") || !strcmp(role, "input"));
-    }
-    if (!rc && b.n > 1) {
-        struct msp_ms_sortable *s = malloc(b.n * sizeof *s);
-        if (!s) {
-            rc = msp_fail(MSP_ERR_NOMEM, "out of memory");
-        } else {
-            for (size_t i = 0; i < b.n; i++)
-                s[i] = (struct msp_ms_sortable){b.t[i], b.files[i]};
-            qsort(s, b.n, sizeof *s, msp_ms_role_order);
-            for (size_t i = 0; i < b.n; i++) {
-                b.t[i] = s[i].t;
-                b.files[i] = s[i].file;
-            }
-            free(s);
-        }
-    }
-    /* trimmed to size: a catalogue of 100,000 records would otherwise keep
-     * room for 8 tensors in each */
-    if (b.n && b.n < b.cap) {
-        msp_tensor_info_t *nt = realloc(b.t, b.n * sizeof *nt);
-        char **nf = realloc(b.files, b.n * sizeof *nf);
-        b.t = nt ? nt : b.t;
-        b.files = nf ? nf : b.files;
-    }
-    r->tensors = b.t;
-    r->n_tensors = b.n;
-    mr->files = b.files;
-    mr->attrs = b.a;
-    mr->n_attrs = b.na;
-    *saw_md5 |= b.saw_md5;
-    *saw_stats |= b.saw_stats;
-    return rc;
-}
-
-void msp_msprobe_close(msp_dump_file_t *f)
+static void msp_msprobe_close(msp_dump_file_t *f)
 {
     if (!f)
         return;
@@ -438,240 +133,6 @@ static int64_t msp_ms_dir_number(const char *path, int up, const char *prefix)
         v = v * 10 + (*c - '0');
     }
     return v;
-}
-
-/* ---- the files of a rank directory --------------------------------------- */
-
-/* name under dirfd (or a path with AT_FDCWD) opened for reading, checked as
- * every file of a msprobe dump is: no link, a regular file, at most cap
- * bytes. shown names it in messages. */
-static msp_err msp_ms_open_file(int dirfd, const char *name, const char *shown, uint64_t cap,
-                                int *fd_out, uint64_t *size)
-{
-    *fd_out = -1;
-    int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0 && errno == ELOOP)
-        return msp_fail(MSP_ERR_FORMAT, "file %s: a symbolic link: refused (a dump's files "
-                        "must lie inside its directory)", shown);
-    if (fd < 0)
-        return msp_fail(errno == ENOENT || errno == ENOTDIR ? MSP_ERR_NOT_FOUND : MSP_ERR_IO,
-                        "file %s: %s", shown, strerror(errno));
-    struct stat st;
-    msp_err rc = MSP_OK;
-    if (fstat(fd, &st) != 0)
-        rc = msp_fail(MSP_ERR_IO, "file %s: %s", shown, strerror(errno));
-    else if (!S_ISREG(st.st_mode))
-        rc = msp_fail(MSP_ERR_FORMAT, "file %s: not a regular file (a FIFO, socket, device or "
-                      "directory): refused", shown);
-    else if ((uint64_t)st.st_size > cap)
-        rc = msp_fail(MSP_ERR_LIMIT, "file %s: %lld bytes, more than the %llu such a file may "
-                      "take: refused", shown, (long long)st.st_size, (unsigned long long)cap);
-    if (rc) {
-        close(fd);
-        return rc;
-    }
-    *fd_out = fd;
-    *size = (uint64_t)st.st_size;
-    return MSP_OK;
-}
-
-/* A JSON file of the dump (path) read whole, checked as above. */
-static msp_err msp_ms_slurp(const char *path, char **text, size_t *len)
-{
-    int fd;
-    uint64_t size = 0;
-    *text = NULL;
-    *len = 0;
-    msp_err rc = msp_ms_open_file(AT_FDCWD, path, path, MSP_MS_JSON_MAX, &fd, &size);
-    if (rc)
-        return rc;
-    char *buf = malloc((size_t)size + 1);
-    size_t n = 0;
-    if (!buf)
-        rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory for %llu bytes", path,
-                      (unsigned long long)size);
-    while (!rc && n < size) { /* a file that shrinks meanwhile is read as it now is */
-        ssize_t k = read(fd, buf + n, (size_t)size - n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0)
-            rc = msp_fail(MSP_ERR_IO, "file %s: %s", path, strerror(errno));
-        if (k <= 0)
-            break;
-        n += (size_t)k;
-    }
-    close(fd);
-    if (rc) {
-        free(buf);
-        return rc;
-    }
-    buf[n] = '\0';
-    *text = buf;
-    *len = n;
-    return MSP_OK;
-}
-
-/* ---- a scanner for the structure of a JSON text ---------------------------- */
-
-/* Checks one JSON value's structure and steps over it without building it:
- * strings (escapes stepped over), numbers and bare words (true, NaN,
- * -Infinity: Python's json writes those), arrays and objects to a bounded
- * depth. The values that matter are parsed later, one small span at a time. */
-struct msp_js {
-    const char *p, *end;
-    int depth;
-};
-
-static void msp_js_ws(struct msp_js *s)
-{
-    while (s->p < s->end && (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r'))
-        s->p++;
-}
-
-static int msp_js_string(struct msp_js *s)
-{
-    if (s->p >= s->end || *s->p != '"')
-        return -1;
-    for (s->p++; s->p < s->end;) {
-        unsigned char c = (unsigned char)*s->p++;
-        if (c == '"')
-            return 0;
-        if (c == '\\') {
-            if (s->p >= s->end)
-                return -1;
-            s->p++;
-        } else if (c < 0x20) {
-            return -1;
-        }
-    }
-    return -1;
-}
-
-static int msp_js_value(struct msp_js *s)
-{
-    msp_js_ws(s);
-    if (s->p >= s->end)
-        return -1;
-    char open = *s->p;
-    if (open == '"')
-        return msp_js_string(s);
-    if (open != '{' && open != '[') {
-        const char *start = s->p;
-        while (s->p < s->end && (isalnum((unsigned char)*s->p) || *s->p == '+' ||
-                                 *s->p == '-' || *s->p == '.'))
-            s->p++;
-        return s->p > start ? 0 : -1;
-    }
-    if (++s->depth > MSP_MS_DEPTH_MAX)
-        return -1;
-    char close = open == '{' ? '}' : ']';
-    s->p++;
-    msp_js_ws(s);
-    if (s->p < s->end && *s->p == close) {
-        s->p++;
-        s->depth--;
-        return 0;
-    }
-    for (;;) {
-        if (open == '{') {
-            msp_js_ws(s);
-            if (msp_js_string(s))
-                return -1;
-            msp_js_ws(s);
-            if (s->p >= s->end || *s->p != ':')
-                return -1;
-            s->p++;
-        }
-        if (msp_js_value(s))
-            return -1;
-        msp_js_ws(s);
-        if (s->p >= s->end)
-            return -1;
-        if (*s->p == ',') {
-            s->p++;
-            continue;
-        }
-        if (*s->p != close)
-            return -1;
-        s->p++;
-        s->depth--;
-        return 0;
-    }
-}
-
-/* Each member of the object at s->p: fn(key_start, member_end, value_start,
- * ud), the member's text being key_start..member_end ("key": value). Stops
- * at fn's first error. 1: not an object or malformed (s->p where). */
-typedef msp_err (*msp_js_member_fn)(const char *key, const char *end, const char *value,
-                                    void *ud);
-
-static int msp_js_members(struct msp_js *s, msp_js_member_fn fn, void *ud, msp_err *rc)
-{
-    *rc = MSP_OK;
-    msp_js_ws(s);
-    if (s->p >= s->end || *s->p != '{')
-        return 1;
-    s->p++;
-    msp_js_ws(s);
-    if (s->p < s->end && *s->p == '}') {
-        s->p++;
-        return 0;
-    }
-    s->depth++;
-    for (;;) {
-        msp_js_ws(s);
-        const char *key = s->p;
-        if (msp_js_string(s))
-            return 1;
-        msp_js_ws(s);
-        if (s->p >= s->end || *s->p != ':')
-            return 1;
-        s->p++;
-        msp_js_ws(s);
-        const char *value = s->p;
-        if (msp_js_value(s))
-            return 1;
-        if ((*rc = fn(key, s->p, value, ud)))
-            return 0;
-        msp_js_ws(s);
-        if (s->p < s->end && *s->p == ',') {
-            s->p++;
-            continue;
-        }
-        if (s->p < s->end && *s->p == '}') {
-            s->p++;
-            s->depth--;
-            return 0;
-        }
-        return 1;
-    }
-}
-
-/* The member key..end as an object of its own, {"key": value}, parsed (NaN
- * and friends quoted first): the tree of one member only. NULL when it does
- * not parse or is over MSP_MS_ENTRY_MAX (*too_big). */
-static cJSON *msp_js_member_tree(const char *key, const char *end, int *too_big)
-{
-    size_t n = (size_t)(end - key);
-    *too_big = n > MSP_MS_ENTRY_MAX;
-    if (*too_big)
-        return NULL;
-    char *wrapped = malloc(n + 3);
-    if (!wrapped)
-        return NULL;
-    wrapped[0] = '{';
-    memcpy(wrapped + 1, key, n);
-    wrapped[n + 1] = '}';
-    wrapped[n + 2] = '\0';
-    char *q = msp_ms_quote_specials(wrapped, n + 2);
-    free(wrapped);
-    cJSON *o = q ? cJSON_Parse(q) : NULL;
-    free(q);
-    if (o && (!o->child || o->child->next || !o->child->string)) {
-        cJSON_Delete(o);
-        o = NULL;
-    }
-    return o;
 }
 
 /* ---- dump.json ------------------------------------------------------------- */
@@ -965,7 +426,7 @@ msp_err msp_msprobe_open(const char *json_path, msp_dump_file_t **out)
         rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", json_path);
         goto cleanup;
     }
-    im->magic = MSP_MS_MAGIC;
+    im->base.ops = &msp_reader_msprobe;
     f->impl = im;
     char *slash = strrchr(dir, '/');
     if (slash)
@@ -1118,8 +579,9 @@ static msp_err msp_ms_open_data(const char *json_path, const char *name, const c
                                                     : msp_pt_load_fd(fd, file, raw);
 }
 
-msp_err msp_msprobe_read_tensor(msp_dump_file_t *f, const msp_record_info_t *r,
-                                const msp_tensor_info_t *t, void *buf, size_t buf_size)
+static msp_err msp_msprobe_read_tensor(msp_dump_file_t *f, const msp_record_info_t *r,
+                                       const msp_tensor_info_t *t, void *buf,
+                                       size_t buf_size)
 {
     struct msp_ms_impl *im = f->impl;
     size_t ri = (size_t)(r - f->records), ti = (size_t)(t - r->tensors);
@@ -1152,8 +614,8 @@ msp_err msp_msprobe_read_tensor(msp_dump_file_t *f, const msp_record_info_t *r,
     return rc;
 }
 
-msp_err msp_msprobe_record_attrs(msp_dump_file_t *f, const msp_record_info_t *r, char ***keys,
-                                 char ***values, size_t *n)
+static msp_err msp_msprobe_record_attrs(msp_dump_file_t *f, const msp_record_info_t *r,
+                                        char ***keys, char ***values, size_t *n)
 {
     struct msp_ms_impl *im = f->impl;
     size_t ri = (size_t)(r - f->records);
@@ -1183,7 +645,7 @@ nomem:
 
 char *msp_msprobe_stack(const msp_dump_file_t *f, const char *record)
 {
-    if (!msp_msprobe_owns(f))
+    if (!f || msp_reader_of(f) != &msp_reader_msprobe)
         return NULL;
     const struct msp_ms_impl *im = f->impl;
     for (size_t i = 0; i < f->n_records; i++)
@@ -1191,3 +653,33 @@ char *msp_msprobe_stack(const msp_dump_file_t *f, const char *record)
             return im->recs[i].stack ? strdup(im->recs[i].stack) : NULL;
     return NULL;
 }
+
+/* A .pt or .npy of its own: loaded whole, as its parser reads it. */
+static msp_err msp_msprobe_stream_open(msp_dump_file_t *f, const msp_record_info_t *r,
+                                       const msp_tensor_info_t *t, msp_tensor_stream_t *s)
+{
+    msp_err rc = MSP_OK;
+    if (!(s->buf = malloc((size_t)s->total)))
+        rc = msp_fail(MSP_ERR_NOMEM, "%s: out of memory for %llu bytes", s->where,
+                      (unsigned long long)s->total);
+    else if (!(rc = msp_msprobe_read_tensor(f, r, t, s->buf, (size_t)s->total)))
+        s->have = (size_t)s->total;
+    return rc;
+}
+
+/* Takes a dump.json, or a directory holding one. */
+static int msp_msprobe_probe(const char *path, char **file)
+{
+    *file = msp_msprobe_json_for(path);
+    return *file != NULL;
+}
+
+const msp_reader_ops_t msp_reader_msprobe = {
+    .name = "msprobe-dir",
+    .probe = msp_msprobe_probe,
+    .open = msp_msprobe_open,
+    .read_tensor = msp_msprobe_read_tensor,
+    .stream_open = msp_msprobe_stream_open,
+    .record_attrs = msp_msprobe_record_attrs,
+    .close = msp_msprobe_close,
+};

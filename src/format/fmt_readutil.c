@@ -1,9 +1,17 @@
-/* What every reader backend (fmt_reader.c's HDF5, fmt_msprobe.c's
- * directories, the contained helper) shares, below all of them. */
-#include "fmt_internal.h"
-#include "fmt_foreign.h"
+/* What every reader backend (fmt_h5read.c's in-process HDF5, fmt_contain.c's
+ * contained HDF5, fmt_msprobe.c's directories) shares, below all of them
+ * (fmt_backend.h): the checks and reads of tensor bytes, the stream every
+ * kind of tensor stream shares, and the file object of an HDF5 dump. */
+#include "fmt_backend.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 void msp_free_strings(char **v, size_t n)
 {
@@ -25,5 +33,222 @@ msp_err msp_read_check(const msp_tensor_info_t *t, int has_data, size_t buf_size
     if (t->nbytes < 0 || buf_size < (size_t)t->nbytes)
         return msp_fail(MSP_ERR_USAGE, "%s: buffer of %zu bytes, need %lld", where, buf_size,
                         (long long)t->nbytes);
+    return MSP_OK;
+}
+
+/* ---- data --------------------------------------------------------------------- */
+
+msp_err msp_pread_all(int fd, void *buf, size_t n, int64_t off, const char *where)
+{
+    char *p = buf;
+    while (n > 0) {
+        ssize_t k = pread(fd, p, n, (off_t)off);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0)
+            return msp_fail(MSP_ERR_IO, "%s: read failed: %s", where, strerror(errno));
+        if (k == 0)
+            return msp_fail(MSP_ERR_FORMAT, "%s: file ends inside the tensor data (truncated?)",
+                            where);
+        p += k;
+        n -= (size_t)k;
+        off += k;
+    }
+    return MSP_OK;
+}
+
+/* ---- tensors a block at a time -------------------------------------------- */
+
+msp_err msp_stream_drain(msp_tensor_stream_t *s, unsigned char *p, size_t n,
+                         msp_err (*fill)(msp_tensor_stream_t *s))
+{
+    msp_err rc = MSP_OK;
+    for (size_t left = n; left && !rc;) {
+        if (s->at == s->have) {
+            if (!fill) {
+                rc = msp_fail(MSP_ERR_INTERNAL, "%s: stream ran dry", s->where);
+                break;
+            }
+            if ((rc = fill(s)))
+                break;
+        }
+        size_t k = s->have - s->at < left ? s->have - s->at : left;
+        memcpy(p, s->buf + s->at, k);
+        s->at += k;
+        p += k;
+        left -= k;
+    }
+    return rc;
+}
+
+static msp_err msp_stream_buffer_read(msp_tensor_stream_t *s, void *buf, size_t n)
+{
+    return msp_stream_drain(s, buf, n, NULL);
+}
+
+const msp_stream_ops_t msp_stream_buffer = {msp_stream_buffer_read, NULL};
+
+static msp_err msp_stream_pread_read(msp_tensor_stream_t *s, void *buf, size_t n)
+{
+    return msp_pread_all(s->fd, buf, n, s->offset + (int64_t)s->done, s->where);
+}
+
+static const msp_stream_ops_t msp_stream_pread_ops = {msp_stream_pread_read, NULL};
+
+void msp_stream_pread(msp_tensor_stream_t *s, int fd, int64_t offset)
+{
+    s->ops = &msp_stream_pread_ops;
+    s->fd = fd;
+    s->offset = offset;
+}
+
+msp_err msp_stream_new(const msp_dump_file_t *f, const msp_record_info_t *r,
+                       const msp_tensor_info_t *t, msp_tensor_stream_t **out)
+{
+    *out = NULL;
+    msp_tensor_stream_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return msp_fail(MSP_ERR_NOMEM, "out of memory");
+    s->ops = &msp_stream_buffer;
+    s->fd = -1;
+    snprintf(s->where, sizeof s->where, "file %s: record %s: %s", f->path, r->name, t->role);
+    msp_err rc = msp_read_check(t, t->has_data, (size_t)t->nbytes, s->where);
+    s->total = t->nbytes > 0 ? (uint64_t)t->nbytes : 0;
+    if (rc) {
+        msp_stream_free(s);
+        return rc;
+    }
+    *out = s;
+    return MSP_OK;
+}
+
+msp_err msp_stream_next(msp_tensor_stream_t *s, void *buf, size_t n)
+{
+    if (n > s->total - s->done)
+        return msp_fail(MSP_ERR_USAGE, "%s: %zu bytes asked, %llu left", s->where, n,
+                        (unsigned long long)(s->total - s->done));
+    msp_err rc = s->ops->read(s, buf, n);
+    if (!rc)
+        s->done += n;
+    return rc;
+}
+
+void msp_stream_free(msp_tensor_stream_t *s)
+{
+    if (!s)
+        return;
+    if (s->ops->close)
+        s->ops->close(s);
+    free(s->buf);
+    free(s);
+}
+
+/* A whole tensor through a stream of the backend's own: what the reader
+ * helper sends, in blocks. */
+static msp_err msp_stream_read_whole(msp_dump_file_t *f, const msp_record_info_t *r,
+                                     const msp_tensor_info_t *t, void *buf,
+                                     msp_stream_open_fn stream_open)
+{
+    msp_tensor_stream_t *s;
+    msp_err rc = msp_stream_new(f, r, t, &s);
+    if (rc)
+        return rc;
+    if (s->total && (rc = stream_open(f, r, t, s))) {
+        msp_stream_free(s);
+        return rc;
+    }
+    rc = msp_stream_next(s, buf, (size_t)s->total);
+    msp_stream_free(s);
+    return rc;
+}
+
+msp_err msp_read_tensor_fd(msp_dump_file_t *f, int fd, const msp_record_info_t *r,
+                           const msp_tensor_info_t *t, void *buf, size_t buf_size,
+                           msp_stream_open_fn stream_open)
+{
+    char where[700];
+    snprintf(where, sizeof where, "file %s: record %s: %s", f->path, r->name, t->role);
+    msp_err prc = msp_read_check(t, t->has_data, buf_size, where);
+    if (prc)
+        return prc;
+    if (t->nbytes == 0)
+        return MSP_OK;
+    if (t->offset >= 0)
+        return msp_pread_all(fd, buf, (size_t)t->nbytes, t->offset, where);
+    /* chunked, compressed or converted: a block at a time, here or in the
+     * reader helper when the file is contained */
+    return msp_stream_read_whole(f, r, t, buf, stream_open);
+}
+
+/* ---- the file object of an HDF5 dump ---------------------------------------- */
+
+static void msp_record_free(msp_record_info_t *r)
+{
+    for (size_t i = 0; i < r->n_tensors; i++) {
+        free(r->tensors[i].role);
+        free(r->tensors[i].producer);
+    }
+    free(r->tensors);
+    free(r->name);
+}
+
+void msp_dump_free(msp_dump_file_t *f)
+{
+    for (size_t i = 0; i < f->n_records; i++)
+        msp_record_free(&f->records[i]);
+    free(f->records);
+    free(f->path);
+    free(f);
+}
+
+msp_err msp_dump_alloc(const char *path, const msp_reader_ops_t *ops, size_t impl_size,
+                       msp_dump_file_t **out)
+{
+    *out = NULL;
+    msp_dump_file_t *f = calloc(1, sizeof *f);
+    struct msp_dump_base *im = calloc(1, impl_size);
+    if (!f || !im || !(f->path = strdup(path))) {
+        free(f ? f->path : NULL);
+        free(f);
+        free(im);
+        return msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", path);
+    }
+    f->impl = im;
+    im->ops = ops;
+    f->step = f->rank = f->world_size = -1;
+    *out = f;
+    return MSP_OK;
+}
+
+msp_err msp_dump_stat(const char *path, struct stat *sb)
+{
+    if (stat(path, sb) != 0)
+        return msp_fail(errno == ENOENT || errno == ENOTDIR ? MSP_ERR_NOT_FOUND : MSP_ERR_IO,
+                        "file %s: %s", path, strerror(errno));
+    return MSP_OK;
+}
+
+msp_err msp_dump_check_regular(const char *path, const struct stat *sb)
+{
+    if (S_ISDIR(sb->st_mode))
+        return msp_fail(MSP_ERR_FORMAT, "file %s: is a directory, not a dump file", path);
+    /* A FIFO or a device would hang or never end: regular files only. */
+    if (!S_ISREG(sb->st_mode))
+        return msp_fail(MSP_ERR_FORMAT, "file %s: not a regular file (a FIFO, socket or "
+                        "device), not a dump file", path);
+    return MSP_OK;
+}
+
+msp_err msp_dump_open_fd(const char *path, int *fd)
+{
+    *fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (*fd < 0)
+        return msp_fail(MSP_ERR_IO, "file %s: %s", path, strerror(errno));
+    struct stat now;
+    if (fstat(*fd, &now) != 0 || !S_ISREG(now.st_mode)) { /* swapped since stat() */
+        close(*fd);
+        *fd = -1;
+        return msp_fail(MSP_ERR_FORMAT, "file %s: not a regular file, not a dump file", path);
+    }
     return MSP_OK;
 }

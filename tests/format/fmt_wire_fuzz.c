@@ -1,10 +1,10 @@
 /* Fuzz target: the catalogue message msprobe-catalogue sends back
- * (fmt_contain.c). The caller parses it with bounds checks at every field;
+ * (fmt_contain_get.c). The caller parses it with bounds checks at every field;
  * no input may crash it, leak, or make it allocate more than the message
  * can describe. Seeds: tests/fuzz/seeds/reader_wire (real answers for the
  * committed fixtures, made by make_seeds.py). libFuzzer:
  *   clang -fsanitize=fuzzer,address ... fuzz_reader_wire tests/fuzz/seeds/reader_wire */
-#include "fmt_internal.h"
+#include "fmt_backend.h" /* msp_dump_from_wire */
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,0 +1,420 @@
+/* The catalogue of an HDF5 dump from its /index table, and the table checked
+ * against the file it describes (the in-process reader, fmt_h5read.h). */
+#include "fmt_h5read.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- catalogue from /index -------------------------------------------------- */
+
+/* 1: /index usable (all columns present), 0: absent or not ours, -1 error. */
+int msp_index_usable(hid_t file, hid_t *dset)
+{
+    *dset = -1;
+    htri_t ex = H5Lexists(file, "index", H5P_DEFAULT);
+    if (ex <= 0)
+        return ex < 0 ? -1 : 0;
+    H5O_info_t oi;
+    if (H5Oget_info_by_name2(file, "index", &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0)
+        return -1;
+    if (oi.type != H5O_TYPE_DATASET)
+        return 0;
+    hid_t d = H5Dopen2(file, "index", H5P_DEFAULT);
+    if (d < 0)
+        return -1;
+    hid_t t = H5Dget_type(d);
+    int ok = t >= 0 && H5Tget_class(t) == H5T_COMPOUND;
+    for (int i = 0; ok && msp_index_columns[i]; i++)
+        ok = H5Tget_member_index(t, msp_index_columns[i]) >= 0;
+    if (t >= 0)
+        H5Tclose(t);
+    if (!ok) {
+        H5Dclose(d);
+        return 0;
+    }
+    *dset = d;
+    return 1;
+}
+
+static int msp_row_cmp(const void *a, const void *b)
+{
+    const struct msp_index_row *x = a, *y = b;
+    int c = strcmp(x->record ? x->record : "", y->record ? y->record : "");
+    return c ? c : msp_role_cmp(x->role ? x->role : "", y->role ? y->role : "");
+}
+
+static msp_err msp_tensor_from_row(msp_dump_file_t *f, const struct msp_index_row *row,
+                                   msp_tensor_info_t *t)
+{
+    char where[700];
+    snprintf(where, sizeof where, "file %s: /index: record %s: %s", f->path, row->record,
+             row->role);
+    struct msp_h5_impl *im = msp_impl(f);
+    if (!(t->role = strdup(row->role)))
+        return msp_fail(MSP_ERR_NOMEM, "%s: out of memory", where);
+    t->dtype = msp_dtype_from_name(row->dtype);
+    snprintf(t->dtype_name, sizeof t->dtype_name, "%s",
+             t->dtype ? msp_dtype_name(t->dtype) : row->dtype ? row->dtype : "");
+    if (row->ndim < 0 || row->ndim > MSP_MAX_NDIM || row->shape.len != (size_t)row->ndim)
+        return msp_fail(MSP_ERR_FORMAT, "%s: ndim %d does not match its shape of %zu entries",
+                        where, (int)row->ndim, row->shape.len);
+    t->ndim = row->ndim;
+    if (t->ndim)
+        memcpy(t->shape, row->shape.p, sizeof(int64_t) * (size_t)t->ndim);
+    msp_err rc = msp_shape_size(t->shape, t->ndim, msp_dtype_size(t->dtype), &t->numel,
+                                &t->nbytes, where);
+    if (rc)
+        return rc;
+    t->has_data = row->has_data != 0;
+    t->has_stats = 1;
+    t->stats.max = row->max;
+    t->stats.min = row->min;
+    t->stats.mean = row->mean;
+    t->stats.norm = row->norm;
+    t->stats.nan_count = row->nan_count;
+    t->stats.inf_count = row->inf_count;
+    t->stats.crc32 = row->crc32;
+    /* Written by us at creation time; still check the bounds so a damaged
+     * index falls back to H5Dread instead of reading past the end. */
+    t->offset = -1;
+    if (t->has_data && t->dtype && t->nbytes > 0 && row->offset >= 0 &&
+        row->offset <= im->file_size - t->nbytes)
+        t->offset = row->offset;
+    snprintf(t->device, sizeof t->device, "%s", row->device ? row->device : "");
+    t->requires_grad = row->requires_grad != 0;
+    return MSP_OK;
+}
+
+/* ---- producer links (msprobe-dump(5) 'producer') ------------------------------ */
+
+struct msp_producer_row {
+    char *record, *role, *producer;
+};
+
+/* Transfer properties for the /index reads: libhdf5 callocs a conversion
+ * background buffer of the transfer buffer's size (1 MiB by default) for
+ * every compound read, most of a reader helper's page faults; 64 KiB rows
+ * at a time cost no more. Created once per process (the helper reads one
+ * file; an in-process reader keeps it for the next). */
+static hid_t msp_small_dxpl(void)
+{
+    static hid_t dxpl = -1;
+    if (dxpl < 0) {
+        hid_t p = H5Pcreate(H5P_DATASET_XFER);
+        if (p >= 0 && H5Pset_buffer(p, 64 * 1024, NULL, NULL) < 0) {
+            H5Pclose(p);
+            p = -1;
+        }
+        dxpl = p >= 0 ? p : H5P_DEFAULT;
+    }
+    return dxpl;
+}
+
+static int msp_record_name_cmp(const void *key, const void *elem)
+{
+    return strcmp(key, ((const msp_record_info_t *)elem)->name);
+}
+
+/* The optional /index column 'producer', read by name into its own compound so
+ * that files without it (older dumps, hand-written ones) load as before. Call
+ * while f->records is still in name order. */
+msp_err msp_load_index_producers(msp_dump_file_t *f, hid_t d)
+{
+    msp_err rc = MSP_OK;
+    hid_t ft = H5Dget_type(d);
+    int has = ft >= 0 && H5Tget_member_index(ft, "producer") >= 0;
+    if (ft >= 0)
+        H5Tclose(ft);
+    if (!has) {
+        H5Eclear2(H5E_DEFAULT);
+        return MSP_OK;
+    }
+    hid_t str = H5Tcopy(H5T_C_S1);
+    H5Tset_size(str, H5T_VARIABLE);
+    H5Tset_cset(str, H5T_CSET_UTF8);
+    hid_t mt = H5Tcreate(H5T_COMPOUND, sizeof(struct msp_producer_row));
+    H5Tinsert(mt, "record", HOFFSET(struct msp_producer_row, record), str);
+    H5Tinsert(mt, "role", HOFFSET(struct msp_producer_row, role), str);
+    H5Tinsert(mt, "producer", HOFFSET(struct msp_producer_row, producer), str);
+    hid_t s = H5Dget_space(d);
+    hssize_t n = s >= 0 ? H5Sget_simple_extent_npoints(s) : -1;
+    struct msp_producer_row *rows = n > 0 ? calloc((size_t)n, sizeof *rows) : NULL;
+    if (n > 0 && !rows) {
+        rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory for /index producers", f->path);
+        goto cleanup;
+    }
+    if (n > 0 && H5Dread(d, mt, H5S_ALL, H5S_ALL, msp_small_dxpl(), rows) < 0) {
+        free(rows);
+        rows = NULL;
+        rc = msp_h5_fail(MSP_ERR_FORMAT, "file %s: cannot read the /index column producer",
+                         f->path);
+        goto cleanup;
+    }
+    for (hssize_t i = 0; rows && i < n; i++) {
+        const struct msp_producer_row *row = &rows[i];
+        if (!row->record || !row->role || !row->producer || !row->producer[0])
+            continue;
+        msp_record_info_t *r = bsearch(row->record, f->records, f->n_records, sizeof *r,
+                                       msp_record_name_cmp);
+        for (size_t k = 0; r && k < r->n_tensors; k++) {
+            if (strcmp(r->tensors[k].role, row->role) != 0 || r->tensors[k].producer)
+                continue;
+            if (!(r->tensors[k].producer = strdup(row->producer)))
+                rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", f->path);
+            break;
+        }
+    }
+cleanup:
+    if (rows) {
+        H5Dvlen_reclaim(mt, s, H5P_DEFAULT, rows);
+        free(rows);
+    }
+    if (s >= 0)
+        H5Sclose(s);
+    H5Tclose(mt);
+    H5Tclose(str);
+    return rc;
+}
+
+msp_err msp_load_index(msp_dump_file_t *f, hid_t d)
+{
+    msp_err rc = MSP_OK;
+    hid_t mt = msp_h5_index_type(0), s = H5Dget_space(d);
+    struct msp_index_row *rows = NULL;
+    hssize_t n = s >= 0 ? H5Sget_simple_extent_npoints(s) : -1;
+    size_t cap = 0;
+    int read_ok = 0;
+    if (mt < 0 || n < 0) {
+        rc = msp_h5_fail(MSP_ERR_FORMAT, "file %s: cannot read /index", f->path);
+        goto cleanup;
+    }
+    /* A packed row takes over 64 bytes on disk (six variable-length
+     * references alone take 96): a count no file of this size can hold is
+     * a lie, refused before any allocation follows it. */
+    if (n > im_file_size(f) / 64) {
+        rc = msp_fail(MSP_ERR_FORMAT, "file %s: /index declares %lld rows, more than a file of "
+                      "%lld bytes can hold", f->path, (long long)n, (long long)im_file_size(f));
+        goto cleanup;
+    }
+    rows = calloc(n ? (size_t)n : 1, sizeof *rows);
+    if (!rows) {
+        rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory for /index (%lld rows)", f->path,
+                      (long long)n);
+        goto cleanup;
+    }
+    if (n > 0 && H5Dread(d, mt, H5S_ALL, H5S_ALL, msp_small_dxpl(), rows) < 0) {
+        rc = msp_h5_fail(MSP_ERR_FORMAT, "file %s: cannot read /index", f->path);
+        goto cleanup;
+    }
+    read_ok = 1;
+    qsort(rows, (size_t)n, sizeof *rows, msp_row_cmp);
+    for (size_t i = 0; i < (size_t)n; i++) {
+        struct msp_index_row *row = &rows[i];
+        if (!row->record || !row->role) {
+            rc = msp_fail(MSP_ERR_FORMAT, "file %s: /index row %zu has no record or role",
+                          f->path, i);
+            goto cleanup;
+        }
+        if (i && rows[i - 1].record && rows[i - 1].role &&
+            strcmp(rows[i - 1].record, row->record) == 0 &&
+            strcmp(rows[i - 1].role, row->role) == 0) {
+            rc = msp_fail(MSP_ERR_FORMAT, "file %s: /index: record %s: %s has two rows: the "
+                          "table does not describe the file", f->path, row->record,
+                          row->role[0] ? row->role : "(the record's marker row)");
+            goto cleanup;
+        }
+        msp_record_info_t *r = f->n_records ? &f->records[f->n_records - 1] : NULL;
+        if (!r || strcmp(r->name, row->record) != 0) {
+            msp_record_info_t *nr = msp_grow(f->records, &cap, f->n_records, sizeof *nr, 16);
+            if (!nr) {
+                rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", f->path);
+                goto cleanup;
+            }
+            f->records = nr;
+            r = &f->records[f->n_records++];
+            r->order = row->order;
+            if (!(r->name = strdup(row->record))) {
+                rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", f->path);
+                goto cleanup;
+            }
+        }
+        if (!row->role[0])
+            continue; /* marker row of a record without tensors */
+        size_t tcap = r->n_tensors; /* grow by one: rows per record are few */
+        msp_tensor_info_t *nt = realloc(r->tensors, (tcap + 1) * sizeof *nt);
+        if (!nt) {
+            rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", f->path);
+            goto cleanup;
+        }
+        r->tensors = nt;
+        memset(&nt[r->n_tensors], 0, sizeof *nt);
+        rc = msp_tensor_from_row(f, row, &nt[r->n_tensors]);
+        r->n_tensors++; /* counted even on failure so its role is freed */
+        if (rc)
+            goto cleanup;
+    }
+cleanup:
+    if (rows && read_ok && n > 0)
+        H5Dvlen_reclaim(mt, s, H5P_DEFAULT, rows);
+    free(rows);
+    if (s >= 0)
+        H5Sclose(s);
+    if (mt >= 0)
+        H5Tclose(mt);
+    return rc;
+}
+
+/* How many datasets group g holds: its link count when that is all of them
+ * (as msprobe writes groups), else those counted one by one. -1: error. */
+static long msp_count_datasets(hid_t g, size_t expect, const char *where)
+{
+    H5G_info_t gi;
+    if (H5Gget_info(g, &gi) < 0)
+        return -1;
+    if (gi.nlinks == expect)
+        return (long)expect;
+    struct msp_names ns;
+    if (msp_children(g, H5O_TYPE_DATASET, &ns, where) != MSP_OK)
+        return -1;
+    long n = (long)ns.sv.n;
+    msp_free_strings(ns.sv.v, ns.sv.n);
+    return n;
+}
+
+/* The dtype a row names against the dataset's own: its stored type (data),
+ * else its dtype attribute (statistics only). */
+static msp_err msp_verify_row_dtype(hid_t d, hid_t ft, const msp_tensor_info_t *t,
+                                    const char *where)
+{
+    char desc[64], attr[64];
+    int exact = 0;
+    if (t->has_data) {
+        msp_dtype_t stored = msp_h5_dtype_of(ft, &exact, desc, sizeof desc);
+        if (stored && t->dtype != stored &&
+            !(stored == MSP_DTYPE_UINT8 && t->dtype == MSP_DTYPE_BOOL))
+            return msp_fail(MSP_ERR_FORMAT, "%s: the row says dtype %s, the dataset stores %s",
+                            where, t->dtype_name, desc);
+        return MSP_OK;
+    }
+    int r = msp_h5_attr_get_str(d, "dtype", attr, sizeof attr, where);
+    if (r < 0)
+        return MSP_ERR_FORMAT;
+    if (r > 0 && strcmp(attr, t->dtype_name) != 0 &&
+        !(t->dtype && msp_dtype_from_name(attr) == t->dtype))
+        return msp_fail(MSP_ERR_FORMAT, "%s: the row says dtype %s, the dataset's dtype "
+                        "attribute %.40s", where, t->dtype_name, attr);
+    return MSP_OK;
+}
+
+/* One row against its dataset d (see msp_verify_index). */
+static msp_err msp_verify_row(msp_dump_file_t *f, hid_t d, const msp_tensor_info_t *t,
+                              const char *where)
+{
+    struct msp_h5_impl *im = msp_impl(f);
+    int plain = 0;
+    msp_err rc = t->has_data ? msp_check_storage(d, where, &plain) : MSP_OK;
+    hid_t s = rc ? -1 : H5Dget_space(d), ft = rc ? -1 : H5Dget_type(d);
+    hsize_t dims[MSP_MAX_NDIM];
+    int nd = s >= 0 ? H5Sget_simple_extent_ndims(s) : -1;
+    if (!rc && (s < 0 || ft < 0 || nd < 0 || nd > MSP_MAX_NDIM))
+        rc = msp_h5_fail(MSP_ERR_FORMAT, "%s: cannot read the dataset's shape", where);
+    if (!rc && (H5Sget_simple_extent_type(s) != H5S_NULL) != t->has_data)
+        rc = msp_fail(MSP_ERR_FORMAT, "%s: the row says the tensor has %sdata, the dataset "
+                      "holds %s", where, t->has_data ? "" : "no ", t->has_data ? "none" : "some");
+    if (!rc)
+        rc = msp_verify_row_dtype(d, ft, t, where);
+    if (!rc && t->has_data) {
+        H5Sget_simple_extent_dims(s, dims, NULL);
+        int same = nd == t->ndim;
+        for (int k = 0; same && k < nd; k++)
+            same = (int64_t)dims[k] == t->shape[k];
+        if (!same)
+            rc = msp_fail(MSP_ERR_FORMAT, "%s: the row's shape differs from the dataset's",
+                          where);
+        if (!rc && t->dtype && H5Tget_size(ft) != msp_dtype_size(t->dtype))
+            rc = msp_fail(MSP_ERR_FORMAT, "%s: the row says %s (%zu bytes an element), the "
+                          "dataset stores %zu", where, t->dtype_name, msp_dtype_size(t->dtype),
+                          H5Tget_size(ft));
+        if (!rc && t->offset >= 0) {
+            haddr_t a = H5Dget_offset(d);
+            if (!plain || a == HADDR_UNDEF || (int64_t)(a + im->userblock) != t->offset ||
+                H5Dget_storage_size(d) != (hsize_t)t->nbytes)
+                rc = msp_fail(MSP_ERR_FORMAT, "%s: the row says %lld bytes at offset %lld, the "
+                              "dataset's own storage differs", where, (long long)t->nbytes,
+                              (long long)t->offset);
+        } else if (!rc) {
+            rc = msp_check_expansion(d, t, where);
+        }
+    }
+    if (s >= 0)
+        H5Sclose(s);
+    if (ft >= 0)
+        H5Tclose(ft);
+    return rc;
+}
+
+/* Each /index row checked against the dataset it names, and the table
+ * against the file: a row with data names a dataset that holds data of the
+ * row's dtype, shape and element size, kept in this file, and a row's
+ * offset is the dataset's own contiguous storage of exactly nbytes; a row
+ * without data names no dataset (msprobe writes none) or one without data
+ * whose dtype attribute is the row's. Every record group and dataset of the
+ * file has its row (an empty /index is no empty file), and no row appears
+ * twice (msp_load_index). Runs where libhdf5 may fail safely (the reader
+ * helper). */
+msp_err msp_verify_index(msp_dump_file_t *f)
+{
+    struct msp_h5_impl *im = msp_impl(f);
+    char where[700];
+    struct msp_names groups;
+    snprintf(where, sizeof where, "file %s", f->path);
+    msp_err rc = msp_children(im->file, H5O_TYPE_GROUP, &groups, where);
+    if (rc)
+        return rc;
+    size_t n_groups = groups.sv.n, found = 0;
+    msp_free_strings(groups.sv.v, groups.sv.n);
+    for (size_t i = 0; i < f->n_records && !rc; i++) {
+        msp_record_info_t *r = &f->records[i];
+        snprintf(where, sizeof where, "file %s: /index: record %s", f->path, r->name);
+        htri_t has_g = H5Lexists(im->file, r->name, H5P_DEFAULT);
+        hid_t g = has_g > 0 ? H5Gopen2(im->file, r->name, H5P_DEFAULT) : -1;
+        size_t n_sets = 0, n_data = 0;
+        found += g >= 0;
+        for (size_t j = 0; j < r->n_tensors && !rc; j++) {
+            msp_tensor_info_t *t = &r->tensors[j];
+            n_data += t->has_data;
+            snprintf(where, sizeof where, "file %s: /index: record %s: %s", f->path, r->name,
+                     t->role);
+            htri_t has_d = g >= 0 ? H5Lexists(g, t->role, H5P_DEFAULT) : 0;
+            hid_t d = has_d > 0 ? H5Dopen2(g, t->role, H5P_DEFAULT) : -1;
+            if (d < 0 && t->has_data) {
+                rc = msp_h5_fail(MSP_ERR_FORMAT, "%s: the row names a dataset the file does "
+                                 "not have", where);
+                break;
+            }
+            H5Eclear2(H5E_DEFAULT);
+            if (d < 0)
+                continue; /* statistics only: the row is all there is */
+            n_sets++;
+            rc = msp_verify_row(f, d, t, where);
+            H5Dclose(d);
+        }
+        if (!rc && g < 0 && n_data)
+            rc = msp_fail(MSP_ERR_FORMAT, "file %s: /index: record %s: the row names a record "
+                          "the file does not have", f->path, r->name);
+        snprintf(where, sizeof where, "file %s: /index: record %s", f->path, r->name);
+        long held = !rc && g >= 0 ? msp_count_datasets(g, n_sets, where) : (long)n_sets;
+        if (!rc && held < 0)
+            rc = msp_h5_fail(MSP_ERR_FORMAT, "%s: cannot list its datasets", where);
+        else if (!rc && held != (long)n_sets)
+            rc = msp_fail(MSP_ERR_FORMAT, "%s: the record's group holds %ld datasets, the "
+                          "table names %zu of them", where, held, n_sets);
+        if (g >= 0)
+            H5Gclose(g);
+    }
+    if (!rc && found != n_groups)
+        rc = msp_fail(MSP_ERR_FORMAT, "file %s: /index names %zu of the file's %zu record "
+                      "groups: the table does not describe the file", f->path, found, n_groups);
+    H5Eclear2(H5E_DEFAULT);
+    return rc;
+}
