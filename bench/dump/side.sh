@@ -10,7 +10,9 @@
 #   and the cost of one wrapped call outside the dumped steps,
 # runs under BASE's library, then HEAD's, and a plain run for reference.
 # Prints each build's best median step (least disturbed round) and HEAD/BASE;
-# within 1.03 is what a refactor should keep.
+# within 1.03 is what a refactor should keep. The shim's own lines go to
+# BENCH_DIR/shim.log. On a machine with few cores, OMP_NUM_THREADS=1 steadies
+# the CNN's step times.
 # Usage: bench/dump/side.sh BASE_PRELOAD_LIB HEAD_PRELOAD_LIB
 #        (env: PYTHON, STEPS (default 20), ROUNDS (default 3), BENCH_DIR)
 set -eu
@@ -42,7 +44,8 @@ one() {
   if [ -z "$2" ]; then
     out=$("$py" "$here/steptime.py" --model "$1" --steps "$steps")
   else
-    out=$(MSPROBE_PATH=$3 LD_PRELOAD=$2 "$py" "$here/steptime.py" --model "$1" --steps "$steps")
+    out=$(MSPROBE_LOG_FILE=$work/shim.log MSPROBE_PATH=$3 LD_PRELOAD=$2 \
+      "$py" "$here/steptime.py" --model "$1" --steps "$steps")
   fi
   "$py" -c "import json,sys; print(json.loads(sys.argv[1])['median_ms'])" "$out"
 }
@@ -61,7 +64,8 @@ while [ $i -lt "$rounds" ]; do
   for side in base head; do
     lib=$base
     [ $side = head ] && lib=$head
-    echo "call.$side $(MSPROBE_PATH=a.json LD_PRELOAD=$lib "$py" "$here/callcost.py" |
+    echo "call.$side $(MSPROBE_LOG_FILE=$work/shim.log MSPROBE_PATH=a.json LD_PRELOAD=$lib \
+      "$py" "$here/callcost.py" |
       "$py" -c "import json,sys; d=json.load(sys.stdin); print(d['relu_ns'], d['add_ns'])")" >> results.txt
   done
   i=$((i + 1))
