@@ -5,7 +5,8 @@
  *   state and messages     py_state.c, py_log.c (shim_log.h: no Python)
  *   helpers                py_accel.c, py_stack.c, py_args.c, py_dist.c, py_apilist.c
  *   identity, events       py_ident.c, py_events.c (listeners, never called by name)
- *   records                py_devstats.c < py_prep.c, py_links.c < py_tensor.c, py_optim.c
+ *   records                py_devstats.c < py_prep.c, py_links.c, py_recent.c < py_tensor.c,
+ *                          py_optim.c
  *   the wrapper type       py_wrap.c (handlers registered per kind), py_bwd.c
  *   steps                  py_step.c (layers above watch a step's end)
  *   calls                  py_module.c < py_apirec.c, py_patch.c
@@ -250,6 +251,12 @@ void msp_link_note(const char *rec, const char *role, PyObject *t, const void *p
                    const int64_t *shape);
 /* "RECORD/ROLE" of the earlier output t is (valid until the next note), or NULL. */
 const char *msp_link_find(PyObject *t, const void *ptr, int ndim, const int64_t *shape);
+/* Copies shared between records (py_recent.c): the buffer of a copy made in
+ * this step from the same nbytes of dtype at src whose bytes are still
+ * equal (a new reference to it), or NULL; and a copy just made, kept. */
+void *msp_recent_find(const void *src, size_t nbytes, msp_dtype_t dtype);
+void msp_recent_keep(const void *src, size_t nbytes, msp_dtype_t dtype, void *buf);
+#define MSP_RECENT_MAX ((size_t)4 << 20) /* larger copies are not kept */
 /* "PREFIX.IDX" into buf, cut to size as snprintf would; without snprintf
  * (several roles a wrapped call, where glibc's vfprintf showed in profiles).
  * idx < 0: PREFIX alone. */

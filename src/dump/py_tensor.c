@@ -74,75 +74,6 @@ static _Thread_local int t_batch; /* nesting of msp_rec_add_* calls */
  * tensors through that path too, so that the tests check its values. */
 static int g_dev_stats, g_dev_stats_test;
 
-/* ---- copies shared between records -----------------------------------------
- * Within a step the same bytes are read again and again: a weight by every
- * call that takes it, an op's output as the next op's input, a grad as an
- * output of one backward record and an input of the next (12 of the 22 MB
- * read a step on the LSTM cell loop). A CPU tensor read in place is compared
- * with the last copy made from the same address (same dtype and size); when
- * the bytes are equal the record shares that buffer: a memcmp of memory
- * still in cache instead of a copy into a cold buffer, and the statistics
- * thread computes its statistics once. Equal bytes: the same records and
- * statistics, whatever the version counters say. The table holds at most
- * MSP_RECENT_BYTES of buffers, dropped when a new step starts. */
-#define MSP_RECENT_SLOTS 512
-#define MSP_RECENT_MAX ((size_t)4 << 20)    /* larger copies are not kept */
-#define MSP_RECENT_BYTES ((size_t)32 << 20)
-
-typedef struct recent {
-    const void *src;
-    void *buf;          /* a reference of ours (msp_dq_buf_ref), or NULL */
-    size_t nbytes;
-    msp_dtype_t dtype;
-} recent_t;
-static recent_t g_recent[MSP_RECENT_SLOTS];
-static size_t g_recent_bytes;
-static int64_t g_recent_step = -1;
-
-static recent_t *recent_slot(const void *src)
-{
-    return &g_recent[msp_mix64((uint64_t)(uintptr_t)src) & (MSP_RECENT_SLOTS - 1)];
-}
-
-static void recent_drop(recent_t *e)
-{
-    if (e->buf) {
-        msp_dq_buf_put(e->buf, e->nbytes);
-        g_recent_bytes -= e->nbytes;
-        e->buf = NULL;
-    }
-}
-
-/* A new reference to the last copy of these bytes, or NULL. */
-static void *recent_find(const void *src, size_t nbytes, msp_dtype_t dtype)
-{
-    if (g_recent_step != msp_g.step) {
-        for (size_t i = 0; i < MSP_RECENT_SLOTS; i++)
-            recent_drop(&g_recent[i]);
-        g_recent_step = msp_g.step;
-        return NULL;
-    }
-    const recent_t *e = recent_slot(src);
-    if (e->buf && e->src == src && e->nbytes == nbytes && e->dtype == dtype &&
-        memcmp(e->buf, src, nbytes) == 0)
-        return msp_dq_buf_ref(e->buf);
-    return NULL;
-}
-
-/* buf now holds a copy of the nbytes at src. */
-static void recent_keep(const void *src, size_t nbytes, msp_dtype_t dtype, void *buf)
-{
-    recent_t *e = recent_slot(src);
-    recent_drop(e);
-    if (g_recent_bytes + nbytes > MSP_RECENT_BYTES)
-        return;
-    e->src = src;
-    e->buf = msp_dq_buf_ref(buf);
-    e->nbytes = nbytes;
-    e->dtype = dtype;
-    g_recent_bytes += nbytes;
-}
-
 void msp_role_at(char *buf, size_t size, const char *prefix, int64_t idx)
 {
     if (!size)
@@ -613,10 +544,10 @@ have_view:
     }
     size_t nbytes = numel * esize;
     const char *src = x.src;
-    /* Bytes read in place may be those of a recent copy (see recent_find). */
+    /* Bytes read in place may be those of a recent copy (see msp_recent_find). */
     int shareable = nbytes && nbytes <= MSP_RECENT_MAX && contiguous && !event &&
                     !msp_test.host_copy && d == NULL;
-    void *buf = shareable ? recent_find(src, nbytes, x.dtype) : NULL;
+    void *buf = shareable ? msp_recent_find(src, nbytes, x.dtype) : NULL;
     int shared = buf != NULL;
     if (!buf && !(buf = msp_dq_buf_get(nbytes))) {
         msp_shim_warn_once("nomem", "%s: out of memory copying %zu bytes", WHAT, nbytes);
@@ -638,7 +569,7 @@ have_view:
         goto cleanup; /* buf went back to the queue */
     }
     if (shareable && !shared)
-        recent_keep(src, nbytes, x.dtype, buf);
+        msp_recent_keep(src, nbytes, x.dtype, buf);
     if (later)
         pend_push(buf, src, nbytes, cap, event);
 links:
