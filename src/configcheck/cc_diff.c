@@ -107,9 +107,12 @@ static int msp_cc_same_release(const char *a, const char *b)
     return la == lb && strncmp(a, b, la) == 0;
 }
 
-static msp_err msp_cc_diff_pip(const msp_cc_pack_t *b, const msp_cc_pack_t *c, int cross, msp_cc_item_result_t *it)
+static msp_err msp_cc_diff_pip(const msp_cc_pack_t *b, const msp_cc_pack_t *c, int item,
+                               const msp_cc_options_t *opt, msp_cc_result_t *r, msp_cc_item_result_t *it)
 {
+    (void)item, (void)opt, (void)r;
     static const char *const cols[] = {"package", "bench version", "cmp version", "level"};
+    int cross = msp_cc_cross_platform(b, c);
     msp_err rc = MSP_OK;
     msp_cc_pkgs_t pk = {0};
     if (!(it->table = msp_cc_table_new(cols, 4)))
@@ -311,8 +314,10 @@ static void msp_cc_random_row(msp_cc_item_result_t *it, const msp_cc_group_t *g)
     free(where);
 }
 
-static msp_err msp_cc_diff_random(const msp_cc_pack_t *b, const msp_cc_pack_t *c, msp_cc_item_result_t *it)
+static msp_err msp_cc_diff_random(const msp_cc_pack_t *b, const msp_cc_pack_t *c, int item,
+                                  const msp_cc_options_t *opt, msp_cc_result_t *r, msp_cc_item_result_t *it)
 {
+    (void)item, (void)opt, (void)r;
     static const char *const cols[] = {"api",       "location",  "function", "bench_calls",
                                        "cmp_calls", "bench_value", "cmp_value", "equal",
                                        "differing_calls", "first_differing_call", "bench_value_changes",
@@ -466,8 +471,10 @@ static void msp_cc_tensor_row(msp_cc_item_result_t *it, const cJSON *be, const c
     free(cs);
 }
 
-static msp_err msp_cc_diff_tensors(const msp_cc_pack_t *b, const msp_cc_pack_t *c, int idx, msp_cc_item_result_t *it)
+static msp_err msp_cc_diff_tensors(const msp_cc_pack_t *b, const msp_cc_pack_t *c, int idx,
+                                   const msp_cc_options_t *opt, msp_cc_result_t *r, msp_cc_item_result_t *it)
 {
+    (void)opt, (void)r;
     static const char *const cols[] = {"name",      "bench_shape", "cmp_shape",    "bench_dtype",
                                        "cmp_dtype", "bench_hash",  "cmp_hash",     "max_rel_diff",
                                        "min_rel_diff", "mean_rel_diff", "norm_rel_diff", "equal"};
@@ -515,6 +522,19 @@ cleanup:
 /* 1 when exactly one of the packs comes from an NPU run (see msp_cc_platform). */
 /* ---- driver ------------------------------------------------------------- */
 
+/* Each item's diff, by item (msprobe/configcheck.h): its name is
+ * msp_cc_item_names[i], its pack member msp_cc_item_members[i]
+ * (cc_pack_read.c); the collectors that fill it run in the training process
+ * (the shim's py_cc.c) or, for env and pip, in `msprobe config_check -d`. */
+typedef msp_err (*msp_cc_diff_fn)(const msp_cc_pack_t *b, const msp_cc_pack_t *c, int item,
+                                  const msp_cc_options_t *opt, msp_cc_result_t *r,
+                                  msp_cc_item_result_t *it);
+static const msp_cc_diff_fn msp_cc_diffs[MSP_CC_N_ITEMS] = {
+    [MSP_CC_ITEM_ENV] = msp_cc_diff_env,         [MSP_CC_ITEM_PIP] = msp_cc_diff_pip,
+    [MSP_CC_ITEM_DATASET] = msp_cc_diff_tensors, [MSP_CC_ITEM_WEIGHTS] = msp_cc_diff_tensors,
+    [MSP_CC_ITEM_RANDOM] = msp_cc_diff_random,   [MSP_CC_ITEM_HYPER] = msp_cc_diff_hyper,
+};
+
 msp_err msp_cc_compare_packs(const msp_cc_pack_t *b, const msp_cc_pack_t *c, const msp_cc_options_t *opt,
                              msp_cc_result_t **out)
 {
@@ -541,25 +561,7 @@ msp_err msp_cc_compare_packs(const msp_cc_pack_t *b, const msp_cc_pack_t *c, con
                                     b->items[i] ? c->path : b->path);
             continue;
         }
-        switch (i) {
-        case MSP_CC_ITEM_ENV:
-            rc = msp_cc_diff_env(b, c, opt, r, it);
-            break;
-        case MSP_CC_ITEM_PIP:
-            rc = msp_cc_diff_pip(b, c, msp_cc_cross_platform(b, c), it);
-            break;
-        case MSP_CC_ITEM_DATASET:
-        case MSP_CC_ITEM_WEIGHTS:
-            rc = msp_cc_diff_tensors(b, c, i, it);
-            break;
-        case MSP_CC_ITEM_RANDOM:
-            rc = msp_cc_diff_random(b, c, it);
-            break;
-        default:
-            rc = msp_cc_diff_hyper(b, c, opt, it);
-            break;
-        }
-        if (rc != MSP_OK)
+        if ((rc = msp_cc_diffs[i](b, c, i, opt, r, it)) != MSP_OK)
             break;
     }
     if (rc != MSP_OK) {

@@ -320,9 +320,10 @@ static void msp_cc_env_mapped(msp_cc_item_result_t *it, const msp_cc_env_map_t *
     free(cs);
 }
 
-msp_err msp_cc_diff_env(const msp_cc_pack_t *b, const msp_cc_pack_t *c, const msp_cc_options_t *opt,
-                               msp_cc_result_t *r, msp_cc_item_result_t *it)
+msp_err msp_cc_diff_env(const msp_cc_pack_t *b, const msp_cc_pack_t *c, int item,
+                        const msp_cc_options_t *opt, msp_cc_result_t *r, msp_cc_item_result_t *it)
 {
+    (void)item;
     static const char *const cols[] = {"key", "bench_value", "cmp_value", "level"};
     msp_err rc = MSP_OK;
     msp_cc_keys_t keys = {0};

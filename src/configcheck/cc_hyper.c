@@ -545,9 +545,10 @@ static void msp_cc_hp_row(msp_cc_item_result_t *it, const msp_cc_hp_t *b, const 
     free(label);
 }
 
-msp_err msp_cc_diff_hyper(const msp_cc_pack_t *b, const msp_cc_pack_t *c, const msp_cc_options_t *opt,
-                          msp_cc_item_result_t *it)
+msp_err msp_cc_diff_hyper(const msp_cc_pack_t *b, const msp_cc_pack_t *c, int item,
+                          const msp_cc_options_t *opt, msp_cc_result_t *r, msp_cc_item_result_t *it)
 {
+    (void)item, (void)r;
     static const char *const cols[] = {"name", "bench_value", "cmp_value", "equal", "level", "bench_name",
                                        "cmp_name"};
     msp_cc_hps_t lb = {0}, lc = {0};

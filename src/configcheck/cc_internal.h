@@ -83,14 +83,15 @@ int msp_cc_pattern_match(const char *const *pats, size_t n, const char *key);
 /* obj's string field key, or NULL; two strings both there and equal. */
 const char *msp_cc_str(const cJSON *obj, const char *key);
 int msp_cc_streq(const char *a, const char *b);
-/* The env item (cc_env.c); opt may be NULL. */
-msp_err msp_cc_diff_env(const msp_cc_pack_t *b, const msp_cc_pack_t *c, const msp_cc_options_t *opt,
-                        msp_cc_result_t *r, msp_cc_item_result_t *it);
+/* The items' diffs (cc_diff.c's table calls them): b against c into it, for
+ * item `item` of r; opt may be NULL. The env item (cc_env.c): */
+msp_err msp_cc_diff_env(const msp_cc_pack_t *b, const msp_cc_pack_t *c, int item,
+                        const msp_cc_options_t *opt, msp_cc_result_t *r, msp_cc_item_result_t *it);
 /* Whether one pack comes from an NPU and the other not (env, else pip). */
 int msp_cc_cross_platform(const msp_cc_pack_t *b, const msp_cc_pack_t *c);
-/* The hyperparameters item (cc_hyper.c); opt may be NULL. */
-msp_err msp_cc_diff_hyper(const msp_cc_pack_t *b, const msp_cc_pack_t *c, const msp_cc_options_t *opt,
-                          msp_cc_item_result_t *it);
+/* The hyperparameters item (cc_hyper.c). */
+msp_err msp_cc_diff_hyper(const msp_cc_pack_t *b, const msp_cc_pack_t *c, int item,
+                          const msp_cc_options_t *opt, msp_cc_result_t *r, msp_cc_item_result_t *it);
 
 
 #endif

@@ -326,6 +326,19 @@ static hssize_t msp_h5_attr_npoints(hid_t a)
     return n;
 }
 
+/* The end of an attribute reader: its attribute, type and memory type
+ * closed (those opened), and its result. */
+static int attr_done(hid_t a, hid_t t, hid_t m, int ret)
+{
+    if (m >= 0)
+        H5Tclose(m);
+    if (t >= 0)
+        H5Tclose(t);
+    if (a >= 0)
+        H5Aclose(a);
+    return ret;
+}
+
 int msp_h5_attr_get_text(hid_t obj, const char *key, char **out, const char *where)
 {
     hid_t a = -1, t = -1, m = -1;
@@ -387,13 +400,7 @@ int msp_h5_attr_get_text(hid_t obj, const char *key, char **out, const char *whe
     }
     ret = 1;
 cleanup:
-    if (m >= 0)
-        H5Tclose(m);
-    if (t >= 0)
-        H5Tclose(t);
-    if (a >= 0)
-        H5Aclose(a);
-    return ret;
+    return attr_done(a, t, m, ret);
 }
 
 int msp_h5_attr_get_str(hid_t obj, const char *key, char *buf, size_t size, const char *where)
@@ -462,13 +469,7 @@ static int msp_h5_attr_read_num(hid_t obj, const char *key, int want_float, void
     }
     ret = 1;
 cleanup:
-    if (m >= 0)
-        H5Tclose(m);
-    if (t >= 0)
-        H5Tclose(t);
-    if (a >= 0)
-        H5Aclose(a);
-    return ret;
+    return attr_done(a, t, m, ret);
 }
 
 int msp_h5_attr_get_i64(hid_t obj, const char *key, int64_t *out, const char *where)
