@@ -14,7 +14,8 @@
 # BENCH_DIR/shim.log. On a machine with few cores, OMP_NUM_THREADS=1 steadies
 # the CNN's step times.
 # Usage: bench/dump/side.sh BASE_PRELOAD_LIB HEAD_PRELOAD_LIB
-#        (env: PYTHON, STEPS (default 20), ROUNDS (default 3), BENCH_DIR)
+#        (env: PYTHON, STEPS (default 20), ROUNDS (default 3), MODELS (default
+#        "cnn lstmcell"), BENCH_DIR)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 [ $# -eq 2 ] || { echo "usage: $0 BASE_PRELOAD_LIB HEAD_PRELOAD_LIB" >&2; exit 2; }
@@ -26,6 +27,7 @@ head=$(realpath "$2")
 py=${PYTHON:-/usr/bin/python3}
 steps=${STEPS:-20}
 rounds=${ROUNDS:-3}
+models=${MODELS:-cnn lstmcell}
 work=${BENCH_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/msp-bench-side.XXXXXX")}
 mkdir -p "$work"
 cd "$work"
@@ -54,11 +56,17 @@ one() {
 : > results.txt
 i=0
 while [ $i -lt "$rounds" ]; do
-  for model in cnn lstmcell; do
+  # Odd rounds run HEAD first, so that running second favours neither build.
+  order="base head"
+  [ $((i % 2)) = 1 ] && order="head base"
+  for model in $models; do
     echo "$model.plain $(one $model "" "")" >> results.txt
     for c in a b c; do
-      echo "$model.$c.base $(one $model "$base" $c.json)" >> results.txt
-      echo "$model.$c.head $(one $model "$head" $c.json)" >> results.txt
+      for side in $order; do
+        lib=$base
+        [ $side = head ] && lib=$head
+        echo "$model.$c.$side $(one $model "$lib" $c.json)" >> results.txt
+      done
     done
   done
   for side in base head; do
@@ -85,6 +93,8 @@ print("  BASE %s\n  HEAD %s" % (sys.argv[1], sys.argv[2]))
 names = {"a": "(a) no step selected, all APIs wrapped", "b": "(b) statistics, every API, every step",
          "c": "(c) tensor, every API, every step"}
 for model, title in (("cnn", "examples/train.py's Net, batch 64"), ("lstmcell", "LSTM cell loop in small ops")):
+    if model + ".plain" not in runs:
+        continue
     p = best(model + ".plain")
     print("%s: plain %.2f ms" % (title, p))
     print("  %-40s %9s %9s %9s" % ("", "BASE ms", "HEAD ms", "HEAD/BASE"))
