@@ -235,10 +235,7 @@ int msp_py_boot(void)
             lists_module |= strncmp(c->api_list[i].name, "torch.", 6) != 0;
         msp_g.module_on = c->dump_mode == MSP_DUMP_MODULE || c->dump_mode == MSP_DUMP_MIX ||
                           lists_module;
-        size_t qmb = 256;
-        const char *qenv = getenv("MSPROBE_QUEUE_MB");
-        if (qenv && atol(qenv) > 0)
-            qmb = (size_t)atol(qenv);
+        size_t qmb = (size_t)msp_env_mib("MSPROBE_QUEUE_MB", 256);
         msp_dq_params_t p = {c->dump_path,
                              c->task == MSP_TASK_STATISTICS || c->task == MSP_TASK_MD5,
                              msp_task_names[c->task], msp_dump_mode_names[c->dump_mode], qmb << 20,

@@ -182,16 +182,7 @@ static int setup(void)
     g_chunk = test ? 64 : 8192;
     g_alone = msp_env_flag("MSPROBE_DEVICE_STATS_ALONE");
     g_skip = msp_env_flag("MSPROBE_DEVICE_STATS_SKIP");
-    int64_t mb = 1024;
-    if (e && *e) {
-        char *end;
-        long long v = strtoll(e, &end, 10);
-        if (*end == '\0' && v >= 1)
-            mb = v;
-        else
-            msp_shim_warn_once("stats_mb", "MSPROBE_DEVICE_STATS_MB=%s is not a number of "
-                               "MiB >= 1; using %lld", e, (long long)mb);
-    }
+    int64_t mb = msp_env_mib("MSPROBE_DEVICE_STATS_MB", 1024);
     g_wincap = test ? 64 * 64 : mb * 1024 * 1024 / 4;
     g_wincap -= g_wincap % g_chunk;
     if (g_wincap < g_chunk)

@@ -3,6 +3,7 @@
  * and the training thread never interleave mid-line. */
 #include "dump_py.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -160,4 +161,19 @@ void msp_py_warn_error(const char *kind, const char *what)
     Py_XDECREF(val);
     Py_XDECREF(tb);
     msp_shim_warn_once(kind, "%s: %s", what, text);
+}
+
+int64_t msp_env_mib(const char *name, int64_t dflt)
+{
+    const char *e = getenv(name);
+    if (!e || !*e)
+        return dflt;
+    char *end;
+    errno = 0;
+    long long v = strtoll(e, &end, 10);
+    if (end != e && *end == '\0' && errno == 0 && v >= 1 && v <= (1LL << 20))
+        return v;
+    msp_shim_warn_once(name, "%s=%s is not a number of MiB from 1 to 1048576; using %lld", name,
+                       e, (long long)dflt);
+    return dflt;
 }

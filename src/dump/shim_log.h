@@ -16,5 +16,9 @@ void msp_shim_warn_once(const char *kind, const char *fmt, ...) MSP_PRINTF(2, 3)
 uint64_t msp_shim_warn_count(const char *kind);
 /* At exit: one line per kind that fired more than once, with its count. */
 void msp_shim_warn_summary(void);
+/* A size in MiB from the environment variable `name`: dflt when it is unset
+ * or empty; a value that is not a whole number from 1 to 1048576 (1 TiB)
+ * costs one warning naming the variable and its value, and dflt. */
+int64_t msp_env_mib(const char *name, int64_t dflt);
 
 #endif

@@ -181,6 +181,33 @@ class OddTensors(dt.ShimCase):
         self.assertEqual(p.stderr, "")
 
 
+class EnvSizes(dt.ShimCase):
+    """A size the environment gives the shim (MSPROBE_QUEUE_MB) that is not a
+    whole number of MiB costs one warning naming it, and the run goes on with
+    the default: the same losses, the same dump."""
+
+    def run_with(self, value):
+        cfg = self.write_config(dt.config("./d_%s" % value, steps="0"))
+        return self.train(["--steps", "2", "--print-losses"], cfg,
+                          env_extra={"MSPROBE_QUEUE_MB": value})
+
+    def test_bad_value_warned_once_and_the_default_used(self):
+        plain = self.train(["--steps", "2", "--print-losses"], preload=False)
+        self.assertEqual(len(dt.losses(plain.stdout)), 2, plain.stdout)
+        for value in ("lots", "0", "-5", "12MB", "2000000"):
+            p = self.run_with(value)
+            self.assertEqual(dt.losses(p.stdout), dt.losses(plain.stdout), value)
+            self.assertEqual(p.stderr.splitlines(),
+                             ["msprobe: warning: MSPROBE_QUEUE_MB=%s is not a number of MiB "
+                              "from 1 to 1048576; using 256" % value], value)
+            self.assertIn((0, 0), dt.dump_files(self.path("d_%s" % value)), value)
+
+    def test_good_value_says_nothing(self):
+        p = self.run_with("64")
+        self.assertEqual(p.stderr, "")
+        self.assertIn((0, 0), dt.dump_files(self.path("d_64")))
+
+
 class DiskFull(dt.ShimCase):
     def test_full_disk_leaves_no_broken_or_empty_file_and_changes_nothing(self):
         small = self.path("small")
