@@ -546,13 +546,24 @@ static int grad_on(void)
     return enabled;
 }
 
+/* Pendings let go (GIL held) and kept for the next calls, as the states are
+ * (g_spare_states): one per recorded API call would otherwise come from
+ * malloc on the training thread. */
+#define MSP_SPARE_PENDING 64
+static msp_bwd_pending_t *g_spare_pending[MSP_SPARE_PENDING];
+static int g_nspare_pending;
+
 msp_bwd_pending_t *msp_bwd_begin(const char *name, PyObject *args, PyObject *kw, char **stack)
 {
     if (!grad_on())
         return NULL;
-    msp_bwd_pending_t *p = calloc(1, sizeof *p);
-    if (!p || !(p->st = state_new(name ? name : "?"))) {
-        free(p);
+    msp_bwd_pending_t *p = g_nspare_pending > 0 ? g_spare_pending[--g_nspare_pending]
+                                                : malloc(sizeof *p);
+    if (!p)
+        return NULL;
+    p->in.n = 0;
+    if (!(p->st = state_new(name ? name : "?"))) {
+        msp_bwd_cancel(p);
         return NULL;
     }
     collect_inputs(p->st, &p->in, args, kw);
@@ -585,7 +596,10 @@ void msp_bwd_cancel(msp_bwd_pending_t *p)
         return;
     free_inputs(&p->in);
     Py_XDECREF(p->st);
-    free(p);
+    if (g_nspare_pending < MSP_SPARE_PENDING)
+        g_spare_pending[g_nspare_pending++] = p;
+    else
+        free(p);
 }
 
 static void bwd_dealloc(PyObject *self)
