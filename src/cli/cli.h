@@ -95,6 +95,9 @@ typedef struct msp_cmd_doc {
  * MSP_OPT_ERROR after printing the usage error for an unknown option, a
  * missing value or a bound value that is not of its kind. */
 int msp_opt_next(const msp_cmd_doc_t *d, int argc, char **argv);
+/* A finite number from value into *out: MSP_EXIT_OK, or MSP_EXIT_USAGE after
+ * "OPT: 'VALUE' is not a number" (what a DOUBLE-bound option says). */
+int msp_opt_double(const msp_cmd_doc_t *d, const char *opt, const char *value, double *out);
 /* --help from the table, on out. */
 void msp_cmd_help(const msp_cmd_doc_t *d, FILE *out);
 /* "msprobe: CMD: <formatted> (try 'msprobe CMD --help')" on stderr; returns

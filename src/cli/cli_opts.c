@@ -78,6 +78,17 @@ static const msp_opt_t *msp_opt_of(const msp_cmd_doc_t *d, int id)
     return NULL;
 }
 
+int msp_opt_double(const msp_cmd_doc_t *d, const char *opt, const char *value, double *out)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(value, &end);
+    if (end == value || *end != '\0' || errno == ERANGE || !isfinite(v))
+        return msp_cmd_usage_error(d, "%s: '%s' is not a number", opt, value);
+    *out = v;
+    return MSP_EXIT_OK;
+}
+
 /* A bound option's value into its variable; -1 after the usage error. */
 static int msp_opt_store(const msp_cmd_doc_t *d, const msp_opt_t *o, const char *value)
 {
@@ -90,15 +101,9 @@ static int msp_opt_store(const msp_cmd_doc_t *d, const msp_opt_t *o, const char 
         *(int *)o->to = o->bind == MSP_OPT_TRUE;
         return 0;
     case MSP_OPT_DOUBLE: {
-        char *end = NULL;
-        errno = 0;
-        double v = strtod(value, &end);
-        if (end == value || *end != '\0' || errno == ERANGE || !isfinite(v)) {
-            msp_cmd_usage_error(d, "--%s: '%s' is not a number", o->name, value);
-            return -1;
-        }
-        *(double *)o->to = v;
-        return 0;
+        char opt[72];
+        snprintf(opt, sizeof opt, "--%s", o->name);
+        return msp_opt_double(d, opt, value, (double *)o->to) == MSP_EXIT_OK ? 0 : -1;
     }
     default:
         return 0;

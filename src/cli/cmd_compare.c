@@ -120,17 +120,6 @@ static const msp_cmd_doc_t msp_compare_doc = {
 /* One line on stderr and exit status 2, for everything the user typed wrong. */
 #define msp_compare_usage_error(...) msp_cmd_usage_error(&msp_compare_doc, __VA_ARGS__)
 
-static int msp_parse_double(const char *opt, const char *s, double *out)
-{
-    char *end = NULL;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || *end != '\0' || errno == ERANGE || !isfinite(v))
-        return msp_compare_usage_error("%s: '%s' is not a number", opt, s);
-    *out = v;
-    return MSP_EXIT_OK;
-}
-
 /* ---- progress: the total is estimated from the size of the .h5 files ---- */
 
 static uint64_t msp_h5_bytes; /* nftw has no user pointer */
@@ -423,7 +412,8 @@ static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
                 return msp_compare_usage_error("--replay: '%s' is not auto, all or off", optarg);
             break;
         case MSP_OPT_REPLAY_BUDGET:
-            if ((rc = msp_parse_double("--replay-budget", optarg, &msp_ca.opts.replay_budget)))
+            if ((rc = msp_opt_double(&msp_compare_doc, "--replay-budget", optarg,
+                                     &msp_ca.opts.replay_budget)))
                 return rc;
             if (msp_ca.opts.replay_budget < 0)
                 return msp_compare_usage_error("--replay-budget: '%s' is negative", optarg);

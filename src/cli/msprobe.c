@@ -67,8 +67,7 @@ static void msp_usage(FILE *out)
 static void msp_cli_log_sink(msp_log_level_t level, const char *msg, void *ud)
 {
     (void)ud;
-    static const char *const names[] = {"error: ", "warning: ", "", "debug: "};
-    msp_tprintf(stderr, "msprobe: %s%s\n", names[level], msg);
+    msp_tprintf(stderr, "msprobe: %s%s\n", msp_log_prefix(level), msg);
 }
 
 void msp_cli_install_log(const msp_cli_ctx_t *ctx)
