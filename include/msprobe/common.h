@@ -73,6 +73,8 @@ typedef enum msp_log_level {
 typedef void (*msp_log_fn)(msp_log_level_t level, const char *msg, void *ud);
 void msp_log_set_sink(msp_log_fn fn, void *ud, msp_log_level_t max_level);
 void msp_log(msp_log_level_t level, const char *fmt, ...) MSP_PRINTF(2, 3);
+/* What a sink puts before a message of `level`: "error: ", "warning: ", "", "debug: ". */
+const char *msp_log_prefix(msp_log_level_t level);
 
 /* ---- progress --------------------------------------------------------- */
 

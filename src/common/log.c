@@ -26,3 +26,9 @@ void msp_log(msp_log_level_t level, const char *fmt, ...)
     va_end(ap);
     msp_sink(level, buf, msp_sink_ud);
 }
+
+const char *msp_log_prefix(msp_log_level_t level)
+{
+    static const char *const names[] = {"error: ", "warning: ", "", "debug: "};
+    return level >= MSP_LOG_ERROR && level <= MSP_LOG_DEBUG ? names[level] : "";
+}

@@ -28,8 +28,7 @@ static int g_nkinds;
 static void lib_sink(msp_log_level_t level, const char *msg, void *ud)
 {
     (void)ud;
-    static const char *const names[] = {"error: ", "warning: ", "", "debug: "};
-    msp_shim_msg("%s%s", names[level], msg);
+    msp_shim_msg("%s%s", msp_log_prefix(level), msg);
 }
 
 void msp_shim_log_init(void)
