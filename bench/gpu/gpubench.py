@@ -33,11 +33,11 @@ import sys
 import time
 
 
-def build(torch, model, device):
+def build(torch, model, device, tiny=False):
     if model == "resnet18":
         import torchvision
         m = torchvision.models.resnet18(num_classes=1000)
-        batch, size = 32, 224
+        batch, size = (2, 32) if tiny else (32, 224)
 
         def data(g):
             x = torch.randn(batch, 3, size, size, generator=g)
@@ -49,10 +49,11 @@ def build(torch, model, device):
         opt = lambda ps: torch.optim.SGD(ps, lr=0.01, momentum=0.9)  # noqa: E731
         return m.to(device), data, loss_fn, opt
     # a small Llama-style decoder from a config, random weights
-    vocab, seq, batch = 32000, 512, 8
-    kw = dict(vocab_size=vocab, hidden_size=1024, intermediate_size=2816,
-              num_hidden_layers=8, num_attention_heads=16, num_key_value_heads=8,
-              max_position_embeddings=seq)
+    vocab, seq, batch = (512, 16, 2) if tiny else (32000, 512, 8)
+    kw = dict(vocab_size=vocab, hidden_size=64 if tiny else 1024,
+              intermediate_size=176 if tiny else 2816,
+              num_hidden_layers=8, num_attention_heads=4 if tiny else 16,
+              num_key_value_heads=2 if tiny else 8, max_position_embeddings=seq)
     try:
         from transformers import LlamaConfig, LlamaForCausalLM
         try:
@@ -157,7 +158,7 @@ def cmd_train(a):
     torch.backends.cudnn.deterministic = True
     torch.backends.cudnn.benchmark = False
     torch.manual_seed(0)
-    model, data, loss_fn, make_opt = build(torch, a.model, a.device)
+    model, data, loss_fn, make_opt = build(torch, a.model, a.device, a.size == "tiny")
     opt = make_opt(model.parameters())
     g = torch.Generator().manual_seed(1)
     amp = a.dtype == "bf16"
@@ -170,9 +171,13 @@ def cmd_train(a):
         x, y = data(g)
         x, y = x.to(a.device), y.to(a.device)
         prof = None
-        if i == a.profile_step and a.device.startswith("cuda"):
+        cuda = a.device.startswith("cuda")
+        if i == a.profile_step:
             from torch.profiler import ProfilerActivity, profile
-            acts = [ProfilerActivity.CUDA] + ([ProfilerActivity.CPU] if a.profile_table else [])
+            # on the CPU, the operations the CPU runs stand for the kernels
+            acts = [ProfilerActivity.CUDA] if cuda else []
+            if a.profile_table or not cuda:
+                acts.append(ProfilerActivity.CPU)
             prof = profile(activities=acts)
             prof.__enter__()
         sync()
@@ -188,8 +193,9 @@ def cmd_train(a):
         dt = time.perf_counter() - t0
         if prof is not None:
             prof.__exit__(None, None, None)
+            kind = "CUDA" if cuda else "CPU"
             n = sum(1 for e in prof.events()
-                    if str(getattr(e, "device_type", "")).endswith("CUDA"))
+                    if str(getattr(e, "device_type", "")).endswith(kind))
             print("KERNELS", n, flush=True)
             if a.profile_table:
                 ka = prof.key_averages()
@@ -303,11 +309,14 @@ def cmd_run(a):
 
     def run(tag, model, dtype, config=None, env=None, steps=None, profile=-1):
         argv = [py, me, "train", "--model", model, "--dtype", dtype, "--device", a.device,
-                "--warmup", str(a.warmup), "--steps", str(steps or a.steps),
+                "--size", a.size, "--warmup", str(a.warmup), "--steps", str(steps or a.steps),
                 "--profile-step", str(profile)]
         if config:
             argv = [a.msprobe, "dump", "-c", config, "--"] + argv
         e = dict(os.environ, **(env or {}))
+        if config and a.device_path:
+            # CPU tensors down the device path, with a device's window sizes
+            e.update(MSPROBE_TEST_DEVICE_STATS="1", MSPROBE_DEVICE_STATS_MB="1024")
         t0 = time.time()
         p = subprocess.run(argv, capture_output=True, text=True, env=e, timeout=a.timeout)
         r = parse(p.stdout)
@@ -394,6 +403,7 @@ def main():
     t.add_argument("--warmup", type=int, default=5)
     t.add_argument("--steps", type=int, default=20)
     t.add_argument("--profile-step", type=int, default=-1)
+    t.add_argument("--size", choices=("full", "tiny"), default="full")
     t.add_argument("--profile-table", type=int, default=0,
                    help="with --profile-step: print the N costliest operations (CPU and CUDA)")
     r = sub.add_parser("run")
@@ -407,6 +417,11 @@ def main():
     r.add_argument("--timeout", type=int, default=300)
     r.add_argument("--skip-alone", action="store_true")
     r.add_argument("--skip-tensor", action="store_true")
+    r.add_argument("--size", choices=("full", "tiny"), default="full",
+                   help="tiny: small shapes, a step made of launches (the CPU proxy)")
+    r.add_argument("--device-path", action="store_true",
+                   help="with --device cpu: CPU tensors take the device path "
+                   "(MSPROBE_TEST_DEVICE_STATS=1), so its CPU cost is measured here")
     a = p.parse_args()
     (cmd_train if a.cmd == "train" else cmd_run)(a)
 

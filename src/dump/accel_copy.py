@@ -143,14 +143,17 @@ _raw_stream = getattr(_C, "_cuda_getCurrentRawStream", _raw_stream)
 
 def win_put(buf, ws, off, n, ts):
     """Copy tensors ts (n elements together) into buf[off:off+n], in order,
-    on the current stream: one launch for all of them. False (nothing done)
-    when the current stream is not the window's."""
-    if ws is not None and _raw_stream(ws[1]) != ws[2]:
-        return False
+    in one launch, on the window's stream: the stream their calls ran on
+    (py_devstats.c opens a new window when the current stream changes), which
+    may no longer be the current one when their copy waited."""
     grad = _grad_on()  # out= refuses inputs that require grad; no_grad() costs more
     _set_grad(False)
     try:
-        torch.cat([t.reshape(-1) for t in ts], out=buf.narrow(0, off, n))
+        if ws is not None and _raw_stream(ws[1]) != ws[2]:
+            with torch.cuda.stream(ws[0]):
+                torch.cat([t.reshape(-1) for t in ts], out=buf.narrow(0, off, n))
+        else:
+            torch.cat([t.reshape(-1) for t in ts], out=buf.narrow(0, off, n))
     finally:
         _set_grad(grad)
     return True
@@ -180,20 +183,24 @@ def _reduce(buf, nchunks, chunk, idx, plens):
         # sum and the sum of squares together
         mn, mx = torch.aminmax(rows, dim=1)
         var, mean = torch.var_mean(rows, dim=1, correction=0)
-        parts = [torch.stack([mx, mn, mean * chunk, ((var + mean * mean) * chunk).sqrt()])]
+        parts = [torch.stack([mx, mn, mean * chunk, ((var + mean * mean) * chunk).sqrt()]).double()]
         if plens:
             dev = buf.device
             pin = dev.type == "cuda"
             i = torch.tensor(idx, dtype=torch.int64, pin_memory=pin).to(dev, non_blocking=True)
             ln = torch.tensor(plens, dtype=torch.int64, pin_memory=pin).to(dev, non_blocking=True)
             g = rows.index_select(0, i).view(-1)
+            # sums in float64: a piece is summed one element after another
+            # (a float32 sum of 512 ones drifts by 1e-6), and the pieces are
+            # a few rows a tensor, not the window
+            gd = g.double()
             # unsafe: the check that lengths sum to g's size would read them
             # back (a wait for the GPU); they do by construction
             parts.append(torch.stack([
-                torch.segment_reduce(g, "max", lengths=ln, unsafe=True),
-                torch.segment_reduce(g, "min", lengths=ln, unsafe=True),
-                torch.segment_reduce(g, "sum", lengths=ln, unsafe=True),
-                torch.segment_reduce(g * g, "sum", lengths=ln, unsafe=True).sqrt()]))
+                torch.segment_reduce(g, "max", lengths=ln, unsafe=True).double(),
+                torch.segment_reduce(g, "min", lengths=ln, unsafe=True).double(),
+                torch.segment_reduce(gd, "sum", lengths=ln, unsafe=True),
+                torch.segment_reduce(gd * gd, "sum", lengths=ln, unsafe=True).sqrt()]))
         return torch.cat(parts, dim=1) if len(parts) > 1 else parts[0]
 
 

@@ -126,6 +126,9 @@ void msp_accel_init(PyObject *to_dlpack);
 PyObject *msp_accel_fn(const char *name);
 PyObject *msp_to_dlpack(PyObject *t);
 int msp_wait_event(PyObject *event);
+/* A tensor's version counter (_version: every in-place write moves it), or
+ * -1 when it has none (inference mode); never raises. */
+int64_t msp_tensor_version(PyObject *t);
 
 /* ---- call context beside the arguments (py_args.c) ---- */
 void msp_args_init(PyObject *torch);
@@ -200,9 +203,17 @@ PyObject *msp_ev_dispatch(PyObject *orig, const char *name, PyObject *args, PyOb
  * read it as the other tasks do. */
 int msp_dev_stats_add(msp_dq_rec_t *r, const char *role, PyObject *d, msp_dtype_t dtype, int ndim,
                       const int64_t *shape, const char *device, int rg);
-/* The end of one call's tensors (inputs, or outputs): those taken since go
- * into the windows, in one launch per device. */
+/* The end of one call's tensors (inputs, or outputs): those taken since take
+ * their places in the windows. They are copied now, with every tensor that
+ * waits, unless msp_t_dev_defer was set for them (then they wait for more). */
 void msp_dev_call_end(void);
+extern _Thread_local int msp_t_dev_defer;
+/* Launch the copies of every tensor that waits: before a call that may write
+ * into tensors, and a step trigger. */
+void msp_dev_put_pending(void);
+/* 1 when tensors may wait (device statistics in windows, deferring not
+ * turned off): worth asking whether a call writes into its arguments. */
+int msp_dev_defers(void);
 /* 1 when r was held back (statistics of its own in flight, or older records held). */
 int msp_dev_hold(msp_dq_rec_t *r);
 /* Whether the task computes statistics on devices (MSPROBE_DEVICE_STATS,
@@ -234,6 +245,9 @@ int msp_is_tensor(PyObject *o);
 /* Add o under role: a tensor (bytes copied), a list/tuple (roles "role.i"),
  * or anything else as a string attribute. Never raises. */
 void msp_rec_add_value(msp_dq_rec_t *r, const char *role, PyObject *o, int depth);
+/* o is a float32, bfloat16 or float16 tensor, or (depth 0) a list or tuple
+ * holding one: what device statistics put in windows. */
+int msp_has_float_tensor(PyObject *o, int depth);
 /* Add every positional arg as input.i and keyword as kwarg.k. */
 void msp_rec_add_args(msp_dq_rec_t *r, PyObject *args, PyObject *kw);
 /* Add a return value: tuple/list -> output.i, else output.0. */

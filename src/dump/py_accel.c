@@ -28,6 +28,23 @@ PyObject *msp_accel_fn(const char *name)
     return f;
 }
 
+int64_t msp_tensor_version(PyObject *t)
+{
+    static PyObject *s_version;
+    if (!s_version && !(s_version = PyUnicode_InternFromString("_version"))) {
+        PyErr_Clear();
+        return -1;
+    }
+    PyObject *v = PyObject_GetAttr(t, s_version);
+    int64_t n = v ? PyLong_AsLongLong(v) : -1;
+    Py_XDECREF(v);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        n = -1;
+    }
+    return n;
+}
+
 PyObject *msp_to_dlpack(PyObject *t)
 {
     return PyObject_CallFunctionObjArgs(g_to_dlpack, t, NULL);

@@ -54,6 +54,112 @@ static unsigned call_dirs(const msp_wrap_t *w, int64_t idx)
     return d;
 }
 
+/* ---- calls that write into what they are given ----
+ * Device statistics let a call's tensors wait for a later copy
+ * (py_devstats.c); a call that may write into a tensor it is given must
+ * have them, and every tensor that waits, copied before it runs. It may when
+ * its name says so (add_, __iadd__, __setitem__, a collective, batch norm's
+ * running statistics), when it is given out= or inplace=True (or True as a
+ * later argument: F.relu(x, True)), or when its first call did: that call's
+ * inputs are copied first and their versions compared after it. A call given
+ * no float tensor cannot write what waits (other dtypes never wait). */
+static const char *const g_inplace_dunders[] = {
+    "__iadd__", "__isub__", "__imul__", "__itruediv__", "__idiv__", "__ifloordiv__",
+    "__imod__", "__ipow__", "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__",
+    "__imatmul__", "__setitem__", NULL};
+
+static int writes_by_name(const char *name)
+{
+    const char *dot = strrchr(name, '.'), *last = dot ? dot + 1 : name;
+    size_t n = strlen(last);
+    if (strncmp(name, "Distributed.", 12) == 0 || strstr(last, "batch_norm") ||
+        strstr(last, "instance_norm"))
+        return 1;
+    if (n >= 2 && last[n - 1] == '_' && last[n - 2] != '_')
+        return 1; /* add_, relu_, clip_grad_norm_ */
+    for (int i = 0; g_inplace_dunders[i]; i++)
+        if (strcmp(last, g_inplace_dunders[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* A call that writes only tensors of other dtypes (num_batches_tracked.add_(1))
+ * has nothing to do with the windows: what waits there may wait on. */
+static int gives_floats(PyObject *args, PyObject *kw)
+{
+    for (Py_ssize_t i = 0; i < PyTuple_Size(args); i++)
+        if (msp_has_float_tensor(PyTuple_GetItem(args, i), 0))
+            return 1;
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (kw && PyDict_Check(kw) && PyDict_Next(kw, &pos, &k, &v))
+        if (msp_has_float_tensor(v, 0))
+            return 1;
+    return 0;
+}
+
+static int may_write(msp_wrap_t *w, PyObject *args, PyObject *kw)
+{
+    if (!w->writes_known) {
+        w->writes_known = 1;
+        w->writes = writes_by_name(w->name) ? 1 : 2; /* 2: not known yet (its first call tells) */
+    }
+    if (w->writes != 0)
+        return gives_floats(args, kw);
+    if (kw && PyDict_Check(kw)) {
+        PyObject *o = PyDict_GetItemString(kw, "out"), *ip = PyDict_GetItemString(kw, "inplace");
+        if ((o && o != Py_None) || (ip && PyObject_IsTrue(ip) == 1))
+            return gives_floats(args, kw);
+        PyErr_Clear();
+    }
+    Py_ssize_t n = PyTuple_Size(args);
+    for (Py_ssize_t i = 1; i < n; i++)
+        if (PyTuple_GetItem(args, i) == Py_True)
+            return gives_floats(args, kw);
+    return 0;
+}
+
+#define MSP_VER_MAX 32
+typedef struct vers {
+    PyObject *t[MSP_VER_MAX]; /* borrowed: the call's arguments hold them */
+    int64_t v[MSP_VER_MAX];
+    int n;
+} vers_t;
+
+static void vers_take(vers_t *vs, PyObject *o, int depth)
+{
+    if (vs->n < MSP_VER_MAX && msp_is_tensor(o)) {
+        vs->t[vs->n] = o;
+        vs->v[vs->n++] = msp_tensor_version(o);
+    } else if (depth == 0 && PyTuple_Check(o)) {
+        for (Py_ssize_t i = 0; i < PyTuple_Size(o); i++)
+            vers_take(vs, PyTuple_GetItem(o, i), 1);
+    } else if (depth == 0 && PyList_Check(o)) {
+        for (Py_ssize_t i = 0; i < PyList_Size(o); i++)
+            vers_take(vs, PyList_GetItem(o, i), 1);
+    }
+}
+
+/* The versions of the tensors a call is given, before it runs. */
+static void vers_before(vers_t *vs, PyObject *args, PyObject *kw)
+{
+    vs->n = 0;
+    for (Py_ssize_t i = 0; i < PyTuple_Size(args); i++)
+        vers_take(vs, PyTuple_GetItem(args, i), 0);
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (kw && PyDict_Check(kw) && PyDict_Next(kw, &pos, &k, &v))
+        vers_take(vs, v, 0);
+}
+
+static int vers_moved(const vers_t *vs)
+{
+    for (int i = 0; i < vs->n; i++)
+        if (msp_tensor_version(vs->t[i]) != vs->v[i])
+            return 1;
+    return 0;
+}
+
 PyObject *msp_api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
 {
     if (!msp_g.dumping || msp_t_depth > 0 || msp_g.disabled || !msp_dq_accepting())
@@ -64,8 +170,12 @@ PyObject *msp_api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
     char name[224];
     int64_t idx = next_index(w);
     unsigned dirs = call_dirs(w, idx);
-    if (!dirs)
+    int defers = msp_dev_defers(), writes = defers && may_write(w, args, kw);
+    if (!dirs) {
+        if (writes)
+            msp_dev_put_pending();
         return PyObject_Call(w->orig, args, kw);
+    }
     msp_dq_rec_t *r = NULL;
     msp_bwd_pending_t *bwd = NULL;
     char *stack = msp_stack_capture(); /* before the depth rises: the caller's frames */
@@ -79,7 +189,9 @@ PyObject *msp_api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
             if (parent)
                 msp_dq_rec_add_attr(r, "parent", parent);
             msp_t_links = MSP_LINK_FIND;
+            msp_t_dev_defer = defers && !writes;
             msp_rec_add_args(r, args, kw);
+            msp_t_dev_defer = 0;
             msp_t_links = MSP_LINK_OFF;
             msp_rec_add_autocast(r);
             r->stack = stack ? strdup(stack) : NULL;
@@ -90,7 +202,15 @@ PyObject *msp_api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
         bwd = msp_bwd_begin(name, args, kw, &stack);
     }
     free(stack);
+    vers_t vs;
+    int check = defers && w->writes == 2; /* its first call: does it write? */
+    if (writes)
+        msp_dev_put_pending();
+    if (check)
+        vers_before(&vs, args, kw);
     PyObject *out = PyObject_Call(w->orig, args, kw);
+    if (check && out)
+        w->writes = vers_moved(&vs);
     if (!out) {
         msp_rec_drop(r);
         msp_bwd_cancel(bwd);
@@ -101,6 +221,7 @@ PyObject *msp_api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
     PyErr_Fetch(&exc_t, &exc_v, &exc_tb); /* nothing pending normally; keep it if so */
     if (r) {
         msp_t_links = MSP_LINK_NOTE;
+        msp_t_dev_defer = defers;
         if (strncmp(w->name, "Distributed.", 12) == 0) {
             /* Collectives write their result into their tensor arguments. */
             char role[64];
@@ -118,6 +239,7 @@ PyObject *msp_api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
             msp_rec_add_output(r, out, "output");
         }
         msp_t_links = MSP_LINK_OFF;
+        msp_t_dev_defer = 0;
         msp_rec_submit(r);
     }
     msp_bwd_finish(bwd, NULL, out, args, max_nodes);

@@ -7,15 +7,29 @@
  * ends and before exit.
  *
  * Two ways, both in accel_copy.py:
- * - windows (float32, bfloat16, float16): each call's tensors are copied in
- *   one launch into a window, a float32 buffer per device; a full window, or
- *   one whose records must be written, is reduced in a fixed number of
- *   launches and read back in one copy. Rows of CHUNK elements give max, min,
+ * - windows (float32, bfloat16, float16): tensors take their place in a
+ *   window, a float32 buffer per device, when their call adds them, and are
+ *   copied into it many at a time, in one launch (see "Deferred copies"
+ *   below); a full window, or one whose records must be written, is reduced
+ *   in a fixed number of launches and read back in one copy. Rows of CHUNK elements give max, min,
  *   sum and norm; rows that hold a boundary between tensors are gathered and
  *   reduced piece by piece. This file cuts the window into rows and pieces
  *   and combines the partial results of each tensor in float64.
  * - one tensor at a time (stats(): other dtypes, a tensor larger than a
  *   window): about ten launches, the float64 results read back.
+ *
+ * Deferred copies. A launch costs the CPU about as much as recording the
+ * call (10-20 us), so the tensors of many calls go in one copy: an API
+ * call's outputs, its inputs when it does not write into them, and backward
+ * records' gradients (msp_t_dev_defer) wait in their window, with a
+ * reference (the memory cannot be reused) and their version counter, until
+ * MSP_PUT_TENSORS of them or MSP_PUT_ELEMS elements wait, or something may
+ * write into them: a call that may (msp_dev_put_pending: by its name, its
+ * out=/inplace, or as learned at its first call), any other kind of record
+ * (modules, optimizers: their batches are copied at once and take the
+ * waiting ones with them), a step trigger, a window reduced, another
+ * stream. A version that moved all the same (a write msprobe does not
+ * record) is said once, and from then on every batch is copied at its end.
  * The GIL guards every queue here. */
 #include "dump_py.h"
 #include "dlpack.h"
@@ -29,6 +43,8 @@
 #define MSP_DEV_HELD_FLUSH 1024   /* records held: the open windows are reduced */
 #define MSP_DEV_HELD_MAX 16384    /* records held: the oldest are waited for */
 #define MSP_WIN_INFLIGHT 2        /* windows reduced, results not yet read: a third waits */
+#define MSP_PUT_TENSORS 64        /* tensors waiting in a window: copied, in one launch */
+#define MSP_PUT_ELEMS (16 << 20)  /* elements waiting in a window (memory kept alive): copied */
 
 /* ---- one tensor at a time ---------------------------------------------------- */
 typedef struct dpend {
@@ -48,6 +64,9 @@ typedef struct seg {
     int64_t off, n;     /* in the window */
     int64_t c0, c1;     /* whole rows [c0, c1) */
     int64_t ph, pt;     /* head and tail pieces, -1: none */
+    PyObject *t;        /* the tensor, until its copy is launched (win_issue) */
+    int64_t ver;        /* its version counter when added; -1: copied at once */
+    int bad;            /* its copy failed: statistics NaN */
 } seg_t;
 
 typedef struct win {
@@ -55,11 +74,15 @@ typedef struct win {
     char device[24];
     PyObject *buf;      /* float32, g_wincap elements */
     PyObject *ws;       /* its stream (accel_copy.py's win_new), or None */
+    PyObject *dev_index;    /* ws's device index (an int), or NULL (the CPU) */
+    unsigned long long raw; /* ws's raw handle: the current stream is compared to it */
     int64_t used;       /* of g_wincap elements */
-    int busy;           /* puts in progress (the GIL is let go inside them) */
-    int retired;        /* no more puts: flushed when busy falls to 0 */
+    int busy;           /* copies being launched (the GIL is let go inside them) */
+    int retired;        /* no more segments: flushed when all are copied and busy is 0 */
     seg_t *seg;
     size_t nseg, capseg;
+    size_t issued;      /* segments [0, issued) have their copy launched */
+    int64_t waiting;    /* elements of the segments not yet copied */
     /* once flushed */
     PyObject *host, *hcap, *event;
     const double *v;    /* [4][width]: max, min, sum, norm of rows, then pieces */
@@ -75,6 +98,9 @@ static int g_on, g_test;           /* msp_dev_stats_init */
 static int64_t g_chunk, g_wincap;  /* elements (setup()) */
 static int g_alone;                /* MSPROBE_DEVICE_STATS_ALONE: no windows (bench/gpu) */
 static int g_skip;                 /* MSPROBE_DEVICE_STATS_SKIP: records, no statistics (bench/gpu) */
+static int g_defer_off;            /* MSPROBE_DEVICE_STATS_DEFER=0, or a version moved: no waiting */
+static PyObject *g_raw_stream;     /* accel_copy.py's _raw_stream(device index) */
+_Thread_local int msp_t_dev_defer;
 
 /* The tensors of the call being added on this thread, put at its end. */
 typedef struct wput {
@@ -182,6 +208,10 @@ static int setup(void)
     g_chunk = test ? 64 : 8192;
     g_alone = msp_env_flag("MSPROBE_DEVICE_STATS_ALONE");
     g_skip = msp_env_flag("MSPROBE_DEVICE_STATS_SKIP");
+    const char *df = getenv("MSPROBE_DEVICE_STATS_DEFER");
+    g_defer_off = df && strcmp(df, "0") == 0;
+    g_raw_stream = ok ? msp_accel_fn("_raw_stream") : NULL;
+    PyErr_Clear();
     int64_t mb = msp_env_mib("MSPROBE_DEVICE_STATS_MB", 1024);
     g_wincap = test ? 64 * 64 : mb * 1024 * 1024 / 4;
     g_wincap -= g_wincap % g_chunk;
@@ -192,8 +222,11 @@ static int setup(void)
 
 static void win_free(win_t *w)
 {
+    for (size_t i = 0; i < w->nseg; i++)
+        Py_XDECREF(w->seg[i].t);
     Py_XDECREF(w->buf);
     Py_XDECREF(w->ws);
+    Py_XDECREF(w->dev_index);
     Py_XDECREF(w->host);
     Py_XDECREF(w->hcap);
     Py_XDECREF(w->event);
@@ -262,7 +295,7 @@ static int win_cut(win_t *w, PyObject **idx, PyObject **plens)
 }
 
 /* Reduce w (launches queued; nothing waited for) and append it to the
- * flushed list; it leaves the open ones. */
+ * flushed list; it left the open ones, and its copies are all launched. */
 static void win_flush(win_t *w)
 {
     PyObject *idx = NULL, *plens = NULL, *pair = NULL;
@@ -291,8 +324,25 @@ static void win_flush(win_t *w)
     g_nflushed++;
 }
 
-/* No more puts into w: it leaves the open ones, and is reduced now or, when
- * a put is in progress, by that put's end. */
+static void win_issue(win_t *w);
+
+/* A retired window: its waiting copies launched, then reduced, unless a
+ * launch is in progress (its end comes back here). */
+static void win_settle(win_t *w)
+{
+    if (w->busy)
+        return;
+    if (w->issued < w->nseg) {
+        win_issue(w);
+        return;
+    }
+    w->retired = 0;
+    g_nretired--;
+    win_flush(w);
+}
+
+/* No more segments in w: it leaves the open ones, and is reduced once its
+ * copies are launched. */
 static void win_retire(win_t *w)
 {
     for (size_t i = 0; i < g_nopen; i++)
@@ -300,23 +350,32 @@ static void win_retire(win_t *w)
             g_open[i] = g_open[--g_nopen];
             break;
         }
-    if (w->busy) {
-        w->retired = 1;
-        g_nretired++;
-    } else {
-        win_flush(w);
-    }
+    w->retired = 1;
+    g_nretired++;
+    win_settle(w);
 }
 
-/* The open window of device with room for n more elements, opened if needed
- * (fresh: the current stream's); NULL when none can be had. */
-static win_t *win_for(const char *device, int64_t n, int fresh)
+/* The current stream of w's device is still w's (always, on the CPU). */
+static int win_same_stream(win_t *w)
+{
+    if (!w->dev_index || !g_raw_stream)
+        return 1;
+    PyObject *r = PyObject_CallFunctionObjArgs(g_raw_stream, w->dev_index, NULL);
+    unsigned long long raw = r ? PyLong_AsUnsignedLongLongMask(r) : 0;
+    Py_XDECREF(r);
+    PyErr_Clear();
+    return r && raw == w->raw;
+}
+
+/* The open window of device, on the current stream, with room for n more
+ * elements, opened if needed; NULL when none can be had. */
+static win_t *win_for(const char *device, int64_t n)
 {
     win_t *w = NULL;
     for (size_t i = 0; i < g_nopen; i++)
         if (strcmp(g_open[i]->device, device) == 0)
             w = g_open[i];
-    if (w && !fresh && w->used + n <= g_wincap)
+    if (w && w->used + n <= g_wincap && win_same_stream(w))
         return w;
     if (w)
         win_retire(w);
@@ -334,63 +393,119 @@ static win_t *win_for(const char *device, int64_t n, int fresh)
         w->ws = PyTuple_GetItem(pair, 1);
         Py_INCREF(w->buf);
         Py_INCREF(w->ws);
+        if (PyTuple_Check(w->ws) && PyTuple_Size(w->ws) == 3) {
+            w->dev_index = PyTuple_GetItem(w->ws, 1);
+            Py_INCREF(w->dev_index);
+            w->raw = PyLong_AsUnsignedLongLongMask(PyTuple_GetItem(w->ws, 2));
+        }
     }
     Py_XDECREF(pair);
+    PyErr_Clear();
     if (!w->buf) {
         msp_py_warn_error("device stats", "cannot allocate a window for device statistics "
                           "(MSPROBE_DEVICE_STATS_MB sets its size); their statistics are "
                           "dumped as NaN");
-        free(w);
+        win_free(w);
         return NULL;
     }
     g_open[g_nopen++] = w;
     return w;
 }
 
-/* Puts [i, j) (one device, n elements: they fit a window) into a window:
- * their place is taken first, then the copy is made (other threads may run
- * during it). 1: put; 0: the window is another stream's (nothing put); -1:
- * failed (their statistics are NaN). */
-static int win_put(win_t *w, size_t i, size_t j, int64_t n)
+/* A deferred tensor whose version moved before its copy: written in place
+ * by something msprobe did not see. Its statistics are those after the
+ * write; from now on nothing waits. */
+static void seg_changed(const seg_t *s)
 {
-    PyObject *ts = PyList_New((Py_ssize_t)(j - i));
-    seg_t *ns = ts ? msp_grow(w->seg, &w->capseg, w->nseg + (j - i) - 1, sizeof *ns, 64) : NULL;
-    if (!ns) {
-        Py_XDECREF(ts);
+    if (g_defer_off)
+        return; /* said for the first; the others of its launch went the same way */
+    g_defer_off = 1;
+    const msp_dq_tensor_t *t = &s->rec->t[s->ti];
+    msp_shim_warn_once("devstats-changed",
+                       "%s/%s was written in place after its call returned and before its "
+                       "statistics were taken, by code msprobe does not record; its statistics "
+                       "are those after the write. From now on the tensors of each call are "
+                       "copied when it returns (MSPROBE_DEVICE_STATS_DEFER=0 does so from the "
+                       "start)", s->rec->name, t->role);
+}
+
+/* Launch the copy of w's segments not yet copied, all in one. Their places
+ * are taken: other threads may add segments while the GIL is let go. */
+static void win_issue(win_t *w)
+{
+    size_t a = w->issued, b = w->nseg;
+    if (a < b) {
+        w->issued = b;
+        PyObject *ts = PyList_New((Py_ssize_t)(b - a));
+        int64_t off = w->seg[a].off, n = 0;
+        for (size_t k = a; k < b; k++) {
+            seg_t *s = &w->seg[k];
+            if (s->ver >= 0 && s->rec && msp_tensor_version(s->t) != s->ver)
+                seg_changed(s);
+            n += s->n;
+            if (ts)
+                PyList_SetItem(ts, (Py_ssize_t)(k - a), s->t);
+            else
+                Py_DECREF(s->t);
+            s->t = NULL;
+        }
+        w->waiting -= n;
+        PyObject *r = NULL;
+        if (ts) {
+            w->busy++;
+            r = call_fn("win_put", Py_BuildValue("(OOLLO)", w->buf, w->ws, (long long)off,
+                                                 (long long)n, ts));
+            w->busy--;
+            Py_DECREF(ts);
+        }
+        if (r != Py_True) {
+            msp_py_warn_error("device stats", "cannot copy device tensors into a window; their "
+                              "statistics are dumped as NaN");
+            for (size_t k = a; k < b; k++)
+                w->seg[k].bad = 1;
+        }
+        Py_XDECREF(r);
+        PyErr_Clear();
+    }
+    if (w->retired)
+        win_settle(w);
+}
+
+/* Puts [i, j) of this thread's batch (one device, n elements: they fit a
+ * window) in w: their places taken, the tensors held (defer: with their
+ * versions) until their copy. */
+static int win_add(win_t *w, size_t i, size_t j, int64_t n, int defer)
+{
+    seg_t *ns = msp_grow(w->seg, &w->capseg, w->nseg + (j - i) - 1, sizeof *ns, 64);
+    if (!ns)
         return -1;
-    }
     w->seg = ns;
-    size_t s0 = w->nseg;
-    int64_t off = w->used;
     for (size_t k = i; k < j; k++) {
-        Py_INCREF(t_put[k].t);
-        PyList_SetItem(ts, (Py_ssize_t)(k - i), t_put[k].t);
-        w->seg[w->nseg++] = (seg_t){t_put[k].rec, t_put[k].ti, w->used, t_put[k].n, 0, 0, -1, -1};
+        int64_t ver = defer ? msp_tensor_version(t_put[k].t) : -1;
+        w->seg[w->nseg++] = (seg_t){t_put[k].rec, t_put[k].ti, w->used, t_put[k].n, 0, 0, -1, -1,
+                                    t_put[k].t, ver, 0};
+        t_put[k].t = NULL;
         w->used += t_put[k].n;
+        if (defer && ver < 0)
+            defer = 0; /* no version to check (inference mode): copied now */
     }
-    w->busy++;
-    PyObject *r = call_fn("win_put", Py_BuildValue("(OOLLO)", w->buf, w->ws, (long long)off,
-                                                   (long long)n, ts));
-    w->busy--;
-    Py_DECREF(ts);
-    int rc = r == Py_True ? 1 : r == Py_False ? 0 : -1;
-    Py_XDECREF(r);
-    if (rc != 1) /* the place stays, a hole of no record's: the put is made elsewhere */
-        for (size_t k = s0; k < s0 + (j - i); k++)
-            w->seg[k].rec = NULL;
-    if (rc == 0)
-        win_retire(w); /* a new window for the current stream */
-    else if (w->retired && w->busy == 0) {
-        w->retired = 0;
-        g_nretired--;
-        win_flush(w);
-    }
-    return rc;
+    w->waiting += n;
+    return defer;
+}
+
+void msp_dev_put_pending(void)
+{
+    for (size_t i = 0; i < g_nopen; i++)
+        if (g_open[i]->issued < g_open[i]->nseg) {
+            win_issue(g_open[i]);
+            i = (size_t)-1; /* the open windows may have changed meanwhile */
+        }
 }
 
 void msp_dev_call_end(void)
 {
-    if (t_nput == 0)
+    int defer = msp_t_dev_defer && !g_defer_off;
+    if (t_nput == 0 && (defer || !g_nopen))
         return;
     PyObject *et, *ev, *etb;
     PyErr_Fetch(&et, &ev, &etb);
@@ -402,28 +517,27 @@ void msp_dev_call_end(void)
         while (j < t_nput && strcmp(t_put[j].device, t_put[i].device) == 0 &&
                n + t_put[j].n <= g_wincap)
             n += t_put[j++].n;
-        int rc = -1;
-        for (int fresh = 0; fresh < 2 && rc != 1; fresh++) {
-            win_t *w = win_for(t_put[i].device, n, fresh);
-            if (!w)
-                break;
-            if ((rc = win_put(w, i, j, n)) < 0) {
-                msp_py_warn_error("device stats", "cannot copy device tensors into a "
-                                  "window; their statistics are dumped as NaN");
-                break;
-            }
-        }
-        if (rc != 1)
+        win_t *w = win_for(t_put[i].device, n);
+        int rc = w ? win_add(w, i, j, n, defer) : -1;
+        if (rc < 0) {
+            if (w)
+                msp_shim_warn_once("nomem", "device statistics: out of memory; they are "
+                                   "dumped as NaN");
             for (size_t k = i; k < j; k++)
                 if (t_put[k].rec) {
                     dev_fill(&t_put[k].rec->t[t_put[k].ti], NULL, 0);
                     t_put[k].rec->dev_pending--;
                 }
+        } else if (!rc || w->nseg - w->issued >= MSP_PUT_TENSORS || w->waiting >= MSP_PUT_ELEMS) {
+            win_issue(w);
+        }
         i = j;
     }
     for (size_t k = 0; k < t_nput; k++)
-        Py_DECREF(t_put[k].t);
+        Py_XDECREF(t_put[k].t);
     t_nput = 0;
+    if (!defer)
+        msp_dev_put_pending(); /* what waits goes with them */
     PyErr_Restore(et, ev, etb);
 }
 
@@ -450,7 +564,8 @@ static void seg_fill(win_t *w, const seg_t *s, int ok)
             v[1] = mn[c];                                                                  \
         v[2] += sm[c];                                                                     \
         sq += nr[c] * nr[c];                                                               \
-        finite &= isfinite(sm[c]) && isfinite(nr[c]);                                      \
+        finite &= isfinite(sm[c]) && isfinite(nr[c]) &&                                    \
+                  (nr[c] > 0 || !(fabs(mx[c]) > 0 || fabs(mn[c]) > 0)); /* underflow */ \
     } while (0)
     for (int64_t c = s->c0; c < s->c1; c++)
         TAKE(c);
@@ -459,9 +574,10 @@ static void seg_fill(win_t *w, const seg_t *s, int ok)
             TAKE(cols[k]);
 #undef TAKE
     v[3] = sqrt(sq);
-    /* NaN, Inf, a float32 sum or square that overflowed, or squares that all
-     * underflowed: read the tensor again, exactly (rare; waits for it) */
-    if (!finite || !isfinite(v[2]) || !isfinite(sq) || (!(sq > 0) && (fabs(v[0]) > 0 || fabs(v[1]) > 0))) {
+    /* NaN, Inf, a float32 sum or square that overflowed, or a row or piece
+     * whose squares all underflowed: read the tensor again, exactly (rare;
+     * waits for it) */
+    if (!finite || !isfinite(v[2]) || !isfinite(sq)) {
         PyObject *h = call_fn("win_exact", Py_BuildValue("(OLL)", w->buf, (long long)s->off,
                                                          (long long)s->n));
         PyObject *cap = h ? msp_to_dlpack(h) : NULL;
@@ -519,7 +635,7 @@ static void dev_poll(int wait)
         for (size_t i = 0; i < w->nseg; i++) {
             seg_t *s = &w->seg[i];
             if (s->rec) {
-                seg_fill(w, s, ok);
+                seg_fill(w, s, ok && !s->bad);
                 s->rec->dev_pending--;
             }
         }
@@ -644,6 +760,11 @@ void msp_dev_stats_init(void)
     const char *ds = getenv("MSPROBE_DEVICE_STATS");
     g_on = msp_g.have_cfg && msp_g.cfg.task == MSP_TASK_STATISTICS && !(ds && strcmp(ds, "0") == 0);
     g_test = g_on && msp_test.device_stats;
+}
+
+int msp_dev_defers(void)
+{
+    return g_on && !g_defer_off && !g_alone && !g_skip;
 }
 
 int msp_dev_stats_enabled(int *test)

@@ -52,23 +52,6 @@ void msp_links_reset(void)
     }
 }
 
-static int64_t tensor_version(PyObject *t)
-{
-    static PyObject *s_version;
-    if (!s_version && !(s_version = PyUnicode_InternFromString("_version"))) {
-        PyErr_Clear();
-        return -1;
-    }
-    PyObject *v = PyObject_GetAttr(t, s_version);
-    int64_t n = v ? PyLong_AsLongLong(v) : -1;
-    Py_XDECREF(v);
-    if (PyErr_Occurred()) {
-        PyErr_Clear();
-        n = -1;
-    }
-    return n;
-}
-
 static uint64_t mem_hash(const void *ptr, int ndim, const int64_t *shape)
 {
     uint64_t h = msp_mix64((uint64_t)(uintptr_t)ptr);
@@ -165,7 +148,7 @@ void msp_link_note(const char *rec, const char *role, PyObject *t, const void *p
     e->ref = ref;
     e->id = t;
     e->ptr = ptr;
-    e->version = tensor_version(t);
+    e->version = msp_tensor_version(t);
     e->ndim = ndim;
     e->shape_at = g_links.nshapes;
     if (ndim > 0)
@@ -203,7 +186,7 @@ const char *msp_link_find(PyObject *t, const void *ptr, int ndim, const int64_t 
     } else {
         k = g_links.by_mem[slot_by_mem(mem_hash(ptr, ndim, shape), ptr, ndim, shape)];
         const link_entry_t *m = k ? &g_links.e[k - 1] : NULL;
-        if (m && entry_alive(m) && m->version >= 0 && m->version == tensor_version(t))
+        if (m && entry_alive(m) && m->version >= 0 && m->version == msp_tensor_version(t))
             hit = m;
     }
     if (PyErr_Occurred())

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 static PyObject *g_tensor_type, *g_detach, *g_view, *g_cpu, *g_to_dlpack;
+static PyObject *g_floats[3]; /* the dtypes device statistics put in windows */
 static PyObject *g_bool, *g_uint8, *g_strided, *s_requires_grad, *s_dtype, *s_layout;
 
 /* ---- CPU tensors read without DLPack ----------------------------------------
@@ -132,6 +133,9 @@ int msp_tensor_init(PyObject *torch)
     }
     msp_accel_init(g_to_dlpack);
     g_bool = attr_path(torch, "bool");
+    g_floats[0] = attr_path(torch, "float32");
+    g_floats[1] = attr_path(torch, "bfloat16");
+    g_floats[2] = attr_path(torch, "float16");
     g_uint8 = attr_path(torch, "uint8");
     g_strided = attr_path(torch, "strided");
     s_layout = PyUnicode_InternFromString("layout");
@@ -620,6 +624,29 @@ static void add_attr(msp_dq_rec_t *r, const char *role, PyObject *o)
 }
 
 static void add_value(msp_dq_rec_t *r, const char *role, PyObject *o, int depth);
+
+int msp_has_float_tensor(PyObject *o, int depth)
+{
+    if (msp_is_tensor(o)) {
+        PyObject *dt = PyObject_GetAttr(o, s_dtype);
+        int f = dt && (dt == g_floats[0] || dt == g_floats[1] || dt == g_floats[2]);
+        Py_XDECREF(dt);
+        PyErr_Clear();
+        return f;
+    }
+    if (depth < 1 && (PyTuple_Check(o) || PyList_Check(o))) {
+        Py_ssize_t n = PySequence_Size(o);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *it = PySequence_GetItem(o, i);
+            int f = it && msp_has_float_tensor(it, depth + 1);
+            Py_XDECREF(it);
+            if (f)
+                return 1;
+        }
+        PyErr_Clear();
+    }
+    return 0;
+}
 
 void msp_rec_add_value(msp_dq_rec_t *r, const char *role, PyObject *o, int depth)
 {

@@ -216,6 +216,7 @@ PyObject *msp_wrap_new(PyObject *orig, const char *name, int kind, unsigned dirs
     w->count = 0;
     w->weaklist = NULL;
     w->nsel = 0;
+    w->writes_known = w->writes = 0;
     return (PyObject *)w;
 }
 

@@ -23,6 +23,9 @@ typedef struct msp_wrap {
     int nsel;
     int64_t sel_call[MSP_SEL_CALLS];
     unsigned char sel_dirs[MSP_SEL_CALLS];
+    /* whether a call may write into the tensors it is given (py_apirec.c):
+     * by its name, or as seen at its first call */
+    unsigned char writes_known, writes;
 } msp_wrap_t;
 
 /* The handler of one kind: runs w->orig with args and kw, and what the kind

@@ -239,9 +239,13 @@ class FewLaunches(dt.ShimCase):  # run by the device-path configuration only (be
     def test_statistics_of_many_tensors_in_few_reductions(self):
         # Device statistics are reduced a window at a time, not a tensor at a
         # time (about ten launches each: aminmax, sum, norm, isnan, isinf...):
-        # with a window of 64 MiB, one step of resnet18 (~750 tensors) takes a
-        # handful of aminmax and var_mean, no isnan, and one copy (cat) per
-        # call. Counted by torch's profiler in the training process itself.
+        # with a window of 64 MiB, one step of resnet18 (~700 tensors) takes a
+        # handful of aminmax and var_mean, no isnan, and a copy (cat) per call
+        # that writes into what it is given (batch norm, ReLU(inplace=True),
+        # +=): the other calls' tensors wait for those copies (about 80 for
+        # ~45 such calls a step, where each call's inputs and outputs took one
+        # each before: ~590). Counted by torch's profiler in the training
+        # process itself; torch.stack counts as a cat too.
         cfg = self.write_config(dt.config("./s", mode="api", steps="1", task="statistics"))
         with open(self.path("launches.py"), "w") as f:
             f.write(LAUNCHES)
@@ -261,7 +265,7 @@ class FewLaunches(dt.ShimCase):  # run by the device-path configuration only (be
         self.assertLessEqual(n["aten::aminmax"], 60, n)
         self.assertLessEqual(n["aten::var_mean"], 20, n)
         self.assertEqual(n["aten::isnan"], 0, n)
-        self.assertLess(n["aten::cat"], tensors, n)
+        self.assertLessEqual(n["aten::cat"], tensors // 4, n)
 
 
 if not DEVICE_PATH:

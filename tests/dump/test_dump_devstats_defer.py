@@ -1,0 +1,166 @@
+"""Device statistics copy the tensors of many calls in one launch
+(py_devstats.c, "Deferred copies"): a tensor waits in its window, and a call
+that writes into what it is given has every waiting tensor copied first. The
+statistics must still be those of the values each call saw and made.
+
+Run by ctest with MSPROBE_TEST_DEVICE_STATS=1 (CPU tensors take the device
+path) and windows of a device's size, so that tensors do wait."""
+import os
+import sys
+import unittest
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dumptest as dt  # noqa: E402
+
+DEVICE_PATH = os.environ.get("MSPROBE_TEST_DEVICE_STATS") == "1"
+SIZES = {"MSPROBE_DEVICE_STATS_MB": "64"}
+
+# Each write below comes after the call whose output it changes; the script
+# keeps a copy of what each call saw (exp) for numpy.
+WRITES = r"""
+import sys, numpy as np, torch
+import torch.nn.functional as F
+torch.manual_seed(0)
+opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+W = torch.randn(50, 8) * 3
+exp = {}
+for step in range(2):
+    x = torch.randn(1000)
+    y = torch.mul(x, 2)
+    exp["mul0"] = y.numpy().copy()
+    y.add_(1)                                  # by its name
+    z = torch.mul(y, 3)
+    exp["mul1"] = z.numpy().copy()
+    F.relu(z, inplace=True)                    # inplace=True
+    w2 = torch.mul(z, -1.5) + 0.25
+    exp["add0"] = w2.numpy().copy()
+    F.relu(w2, True)                           # True as a later argument
+    exp["W0"] = W.numpy().copy()
+    # renorms rows of W: a write seen at its first call
+    F.embedding(torch.tensor([1, 2, 3]) + 20 * step, W, max_norm=1.0)
+    exp["W1"] = W.numpy().copy()
+    F.embedding(torch.tensor([4, 5, 6]) + 20 * step, W, max_norm=1.0)
+    exp["W2"] = W.numpy().copy()
+    v = torch.mul(x, 4)
+    exp["mul3"] = v.numpy().copy()
+    v[3:7] = 100                               # __setitem__
+    a = torch.randn(4, 3, 5)
+    rm, rv = torch.randn(3), torch.rand(3) + 0.5
+    exp["rm"] = rm.numpy().copy()
+    F.batch_norm(a, rm, rv, training=True)     # writes its running statistics
+    u = torch.mul(x, 5)
+    exp["mul5"] = u.numpy().copy()
+    torch.ops.aten.add_(u, 1)                  # a write no wrapper sees
+    torch.mul(u, 1)
+    opt.step()
+np.savez(sys.argv[1], **exp)
+"""
+
+# torchvision's resnet18 (ReLU(inplace=True), out += identity, batch norm)
+# under AdamW: the same two steps, dumped once with tensors and once with
+# statistics.
+RESNET = r"""
+import torch, torchvision
+torch.manual_seed(0)
+m = torchvision.models.resnet18(num_classes=10)
+opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
+g = torch.Generator().manual_seed(1)
+for step in range(2):
+    x, y = torch.randn(2, 3, 32, 32, generator=g), torch.randint(0, 10, (2,), generator=g)
+    opt.zero_grad()
+    torch.nn.functional.cross_entropy(m(x), y).backward()
+    opt.step()
+"""
+
+
+def stats_of(test, t, x, what):
+    """t (a dumped row) against numpy over x: max and min exact, mean and
+    norm within the device path's documented tolerance."""
+    x = np.asarray(x, dtype=np.float64).ravel()
+    test.assertEqual(float(t["max"]), x.max(), what)
+    test.assertEqual(float(t["min"]), x.min(), what)
+    test.assertLessEqual(abs(float(t["mean"]) - x.mean()), 1e-6 * np.abs(x).mean() + 1e-30, what)
+    test.assertTrue(np.isclose(float(t["norm"]), np.sqrt((x * x).sum()), rtol=1e-6, atol=0), what)
+
+
+class Deferred(dt.ShimCase):
+    def run_writes(self, env=None):
+        cfg = self.write_config(dt.config("./s", mode="api", steps="1", task="statistics"))
+        with open(self.path("writes.py"), "w") as f:
+            f.write(WRITES)
+        p = self.run_cmd([dt.PYTHON, self.path("writes.py"), self.path("exp.npz")], cfg,
+                         env_extra=dict(SIZES, **(env or {})))
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        recs, _ = dt.read_dump(dt.dump_files(self.path("s"))[(1, 0)])
+        return p, recs, np.load(self.path("exp.npz"))
+
+    def test_a_call_that_writes_sees_and_leaves_what_it_was_given(self):
+        p, recs, e = self.run_writes()
+        relu = lambda a: np.maximum(a, 0)  # noqa: E731
+        for rec, role, x in (
+                ("Torch.mul.0.forward", "output.0", e["mul0"]),
+                ("Tensor.add_.0.forward", "input.0", e["mul0"]),
+                ("Tensor.add_.0.forward", "output.0", e["mul0"] + np.float32(1)),
+                ("Torch.mul.1.forward", "output.0", e["mul1"]),
+                ("Functional.relu.0.forward", "input.0", e["mul1"]),
+                ("Functional.relu.0.forward", "output.0", relu(e["mul1"])),
+                ("Tensor.__add__.0.forward", "output.0", e["add0"]),
+                ("Functional.relu.1.forward", "input.0", e["add0"]),
+                ("Functional.embedding.0.forward", "input.1", e["W0"]),
+                ("Functional.embedding.1.forward", "input.1", e["W1"]),
+                ("Torch.mul.3.forward", "output.0", e["mul3"]),
+                ("Tensor.__setitem__.0.forward", "input.0", e["mul3"]),
+                ("Functional.batch_norm.0.forward", "input.1", e["rm"])):
+            with self.subTest(record=rec, role=role):
+                stats_of(self, recs[rec]["tattrs"][role], x, rec + "/" + role)
+        # each renorm changed W's norm: the checks above tell before from after
+        norms = [np.sqrt((e[k].astype(np.float64) ** 2).sum()) for k in ("W0", "W1", "W2")]
+        self.assertTrue(norms[0] > norms[1] > norms[2], norms)
+        # the write torch.ops.aten.add_ made unseen: said once, naming the
+        # tensor; its statistics are after the write, as documented
+        said = [ln for ln in p.stderr.splitlines() if "written in place" in ln]
+        self.assertEqual(len(said), 1, p.stderr[-2000:])
+        self.assertIn("Torch.mul.4.forward/output.0", said[0])
+        stats_of(self, recs["Torch.mul.4.forward"]["tattrs"]["output.0"], e["mul5"] + np.float32(1),
+                 "after the unseen write")
+
+    def test_no_waiting_copies_each_call_when_it_returns(self):
+        p, recs, e = self.run_writes({"MSPROBE_DEVICE_STATS_DEFER": "0"})
+        self.assertNotIn("written in place", p.stderr)
+        stats_of(self, recs["Torch.mul.4.forward"]["tattrs"]["output.0"], e["mul5"], "mul.4")
+        stats_of(self, recs["Functional.relu.0.forward"]["tattrs"]["input.0"], e["mul1"], "relu")
+
+    def test_every_tensor_of_a_resnet18_adamw_step_as_its_tensor_dump_says(self):
+        with open(self.path("resnet.py"), "w") as f:
+            f.write(RESNET)
+        runs = {}
+        for task in ("tensor", "statistics"):
+            cfg = self.write_config(dt.config("./" + task, mode="api", steps="1", task=task),
+                                    name=task + ".json")
+            p = self.run_cmd([dt.PYTHON, self.path("resnet.py")], cfg, env_extra=SIZES)
+            self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+            self.assertNotIn("written in place", p.stderr)
+            runs[task], _ = dt.read_dump(dt.dump_files(self.path(task))[(1, 0)])
+        data, stats = runs["tensor"], runs["statistics"]
+        self.assertEqual(sorted(data), sorted(stats))
+        checked = 0
+        for rec in sorted(stats):
+            for role, t in stats[rec]["tattrs"].items():
+                a = data[rec].get(role)
+                if a is None or a.dtype.kind != "f" or a.size == 0:
+                    continue
+                stats_of(self, t, a, rec + "/" + role)
+                checked += 1
+        # forward and backward records of ~60 layers, and AdamW's parameters,
+        # gradients and moments before and after its step
+        self.assertGreater(checked, 700)
+        self.assertTrue(any(r.startswith("Optimizer.AdamW") for r in stats))
+
+
+if not DEVICE_PATH:
+    del Deferred
+
+if __name__ == "__main__":
+    unittest.main()
