@@ -2,11 +2,18 @@
 
     python3 bench/gpu/gpubench.py run --msprobe BIN [--models resnet18,llama]
         [--dtypes fp32,bf16] [--steps N] [--warmup W] [--work DIR]
+        [--device cpu --size tiny --device-path]
+
+The last three make a CPU proxy where no GPU is lent: small shapes, so that a
+step is made of launches, and CPU tensors down the device-statistics path
+(its CPU share measured; "launch/tensor" then counts the CPU's operations).
 
 For each model and dtype, the same training script runs
   plain        without the shim
   stats        task statistics, every step (statistics computed on the GPU,
                many calls' tensors per launch: py_devstats.c)
+  stats-percall the same, each call's tensors copied into the window when it
+               returns (MSPROBE_DEVICE_STATS_DEFER=0: the way before copies waited)
   stats-alone  the same, each tensor reduced alone (MSPROBE_DEVICE_STATS_ALONE=1:
                the path before windows, about ten launches a tensor)
   records-only every call recorded, no statistics computed (MSPROBE_DEVICE_STATS_SKIP=1,
@@ -341,6 +348,9 @@ def cmd_run(a):
                 res["plain"]["nondet"] = True
             res["stats"] = run("stats", model, dtype, cfg(key + "_stats", "statistics", "all"),
                                profile=last)
+            res["stats-percall"] = run("stats-percall", model, dtype,
+                                       cfg(key + "_percall", "statistics", "all"),
+                                       env={"MSPROBE_DEVICE_STATS_DEFER": "0"}, profile=last)
             if not a.skip_alone:
                 res["stats-alone"] = run("stats-alone", model, dtype,
                                          cfg(key + "_alone", "statistics", "all"),
