@@ -30,6 +30,9 @@
  * waiting ones with them), a step trigger, a window reduced, another
  * stream. A version that moved all the same (a write msprobe does not
  * record) is said once, and from then on every batch is copied at its end.
+ * A tensor added while it waits, unchanged (an output given to the next
+ * call), shares the waiting copy: a segment with dup set, no bytes of its
+ * own (about a third of a transformer step's elements).
  * The GIL guards every queue here. */
 #include "dump_py.h"
 #include "dlpack.h"
@@ -67,6 +70,8 @@ typedef struct seg {
     PyObject *t;        /* the tensor, until its copy is launched (win_issue) */
     int64_t ver;        /* its version counter when added; -1: copied at once */
     int bad;            /* its copy failed: statistics NaN */
+    int64_t dup;        /* -1, or the earlier segment of the same tensor, unchanged:
+                           this one shares its copy (no bytes of its own) */
 } seg_t;
 
 typedef struct win {
@@ -82,6 +87,7 @@ typedef struct win {
     seg_t *seg;
     size_t nseg, capseg;
     size_t issued;      /* segments [0, issued) have their copy launched */
+    size_t *hs, nhs;    /* segments by tensor (index + 1; 0: empty), while they wait */
     int64_t waiting;    /* elements of the segments not yet copied */
     /* once flushed */
     PyObject *host, *hcap, *event;
@@ -227,6 +233,7 @@ static void win_free(win_t *w)
     Py_XDECREF(w->buf);
     Py_XDECREF(w->ws);
     Py_XDECREF(w->dev_index);
+    free(w->hs);
     Py_XDECREF(w->host);
     Py_XDECREF(w->hcap);
     Py_XDECREF(w->event);
@@ -270,6 +277,14 @@ static int win_cut(win_t *w, PyObject **idx, PyObject **plens)
         return -1;
     for (size_t i = 0; i < w->nseg; i++) {
         seg_t *s = &w->seg[i];
+        if (s->dup >= 0) { /* its copy's rows and pieces (cut already: it came first) */
+            const seg_t *d = &w->seg[s->dup];
+            s->c0 = d->c0;
+            s->c1 = d->c1;
+            s->ph = d->ph;
+            s->pt = d->pt;
+            continue;
+        }
         int64_t o = s->off, e = s->off + s->n;
         int64_t a = (o + C - 1) / C, b = e / C;
         s->ph = s->pt = -1;
@@ -434,17 +449,24 @@ static void seg_changed(const seg_t *s)
 static void win_issue(win_t *w)
 {
     size_t a = w->issued, b = w->nseg;
-    if (a < b) {
-        w->issued = b;
-        PyObject *ts = PyList_New((Py_ssize_t)(b - a));
-        int64_t off = w->seg[a].off, n = 0;
-        for (size_t k = a; k < b; k++) {
+    size_t nt = 0;
+    for (size_t k = a; k < b; k++)
+        nt += w->seg[k].dup < 0;
+    w->issued = b;
+    if (nt > 0) {
+        PyObject *ts = PyList_New((Py_ssize_t)nt);
+        int64_t off = -1, n = 0;
+        for (size_t k = a, at = 0; k < b; k++) {
             seg_t *s = &w->seg[k];
+            if (s->dup >= 0)
+                continue;
             if (s->ver >= 0 && s->rec && msp_tensor_version(s->t) != s->ver)
                 seg_changed(s);
+            if (off < 0)
+                off = s->off;
             n += s->n;
             if (ts)
-                PyList_SetItem(ts, (Py_ssize_t)(k - a), s->t);
+                PyList_SetItem(ts, (Py_ssize_t)at++, s->t);
             else
                 Py_DECREF(s->t);
             s->t = NULL;
@@ -471,25 +493,72 @@ static void win_issue(win_t *w)
         win_settle(w);
 }
 
-/* Puts [i, j) of this thread's batch (one device, n elements: they fit a
- * window) in w: their places taken, the tensors held (defer: with their
- * versions) until their copy. */
-static int win_add(win_t *w, size_t i, size_t j, int64_t n, int defer)
+/* The segment that holds t and waits for its copy, or -1. */
+static int64_t win_lookup(const win_t *w, PyObject *t)
+{
+    if (!w->nhs)
+        return -1;
+    size_t mask = w->nhs - 1;
+    for (size_t i = (size_t)msp_mix64((uint64_t)(uintptr_t)t) & mask; w->hs[i]; i = (i + 1) & mask)
+        if (w->seg[w->hs[i] - 1].t == t)
+            return (int64_t)(w->hs[i] - 1);
+    return -1;
+}
+
+/* Segment k (w->seg[k].t set) can be found by its tensor; a full table is
+ * rebuilt from the segments still waiting. */
+static void win_index(win_t *w, size_t k)
+{
+    if (2 * (w->nseg + 1) > w->nhs) {
+        size_t cap = w->nhs ? w->nhs : 256;
+        while (cap < 4 * (w->nseg + 1))
+            cap *= 2;
+        size_t *hs = calloc(cap, sizeof *hs);
+        if (!hs)
+            return; /* not found later: copied again, no harm */
+        free(w->hs);
+        w->hs = hs;
+        w->nhs = cap;
+        for (size_t j = w->issued; j < w->nseg; j++)
+            if (j != k && w->seg[j].t && w->seg[j].dup < 0)
+                win_index(w, j);
+    }
+    size_t mask = w->nhs - 1, i = (size_t)msp_mix64((uint64_t)(uintptr_t)w->seg[k].t) & mask;
+    while (w->hs[i])
+        i = (i + 1) & mask;
+    w->hs[i] = k + 1;
+}
+
+/* Puts [i, j) of this thread's batch (one device, n elements at most: they
+ * fit a window) in w: their places taken, the tensors held (defer: with
+ * their versions) until their copy. A tensor that already waits there,
+ * unchanged (an earlier call's output given to this one), shares that copy. */
+static int win_add(win_t *w, size_t i, size_t j, int defer)
 {
     seg_t *ns = msp_grow(w->seg, &w->capseg, w->nseg + (j - i) - 1, sizeof *ns, 64);
     if (!ns)
         return -1;
     w->seg = ns;
     for (size_t k = i; k < j; k++) {
-        int64_t ver = defer ? msp_tensor_version(t_put[k].t) : -1;
-        w->seg[w->nseg++] = (seg_t){t_put[k].rec, t_put[k].ti, w->used, t_put[k].n, 0, 0, -1, -1,
-                                    t_put[k].t, ver, 0};
+        PyObject *t = t_put[k].t;
+        int64_t ver = defer ? msp_tensor_version(t) : -1, m = win_lookup(w, t);
+        if (m >= 0 && w->seg[m].ver >= 0 && ver < 0)
+            ver = msp_tensor_version(t);
+        if (m >= 0 && (w->seg[m].ver < 0 || w->seg[m].ver == ver)) {
+            /* waiting since its call (version unchanged), or given twice to this one */
+            w->seg[w->nseg++] = (seg_t){t_put[k].rec, t_put[k].ti, w->seg[m].off, w->seg[m].n,
+                                        0, 0, -1, -1, NULL, -1, 0, m};
+            continue;
+        }
+        w->seg[w->nseg] = (seg_t){t_put[k].rec, t_put[k].ti, w->used, t_put[k].n, 0, 0, -1, -1,
+                                  t, defer ? ver : -1, 0, -1};
         t_put[k].t = NULL;
+        win_index(w, w->nseg++);
         w->used += t_put[k].n;
+        w->waiting += t_put[k].n;
         if (defer && ver < 0)
             defer = 0; /* no version to check (inference mode): copied now */
     }
-    w->waiting += n;
     return defer;
 }
 
@@ -518,7 +587,7 @@ void msp_dev_call_end(void)
                n + t_put[j].n <= g_wincap)
             n += t_put[j++].n;
         win_t *w = win_for(t_put[i].device, n);
-        int rc = w ? win_add(w, i, j, n, defer) : -1;
+        int rc = w ? win_add(w, i, j, defer) : -1;
         if (rc < 0) {
             if (w)
                 msp_shim_warn_once("nomem", "device statistics: out of memory; they are "
@@ -635,7 +704,7 @@ static void dev_poll(int wait)
         for (size_t i = 0; i < w->nseg; i++) {
             seg_t *s = &w->seg[i];
             if (s->rec) {
-                seg_fill(w, s, ok && !s->bad);
+                seg_fill(w, s, ok && !(s->dup >= 0 ? w->seg[s->dup].bad : s->bad));
                 s->rec->dev_pending--;
             }
         }

@@ -75,6 +75,30 @@ for step in range(2):
 """
 
 
+# A chain of calls, each given the last one's output: profiled, the elements
+# the shim's copies (aten::cat) take, and what the chain holds.
+CHAIN = r"""
+import torch
+from torch.profiler import profile, ProfilerActivity
+opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+for step in range(2):
+    x = torch.randn(1000)
+    if step == 1:
+        prof = profile(activities=[ProfilerActivity.CPU], record_shapes=True)
+        prof.__enter__()
+    for i in range(40):
+        x = torch.mul(x, 1.01)
+    if step == 1:
+        prof.__exit__(None, None, None)
+        n = 0
+        for e in prof.events():  # cat(tensors, dim, out=): the out's shape is the last
+            if e.name == "aten::cat" and e.input_shapes and len(e.input_shapes[-1]) == 1:
+                n += e.input_shapes[-1][0]
+        print("CAT_ELEMENTS", n)
+    opt.step()
+"""
+
+
 def stats_of(test, t, x, what):
     """t (a dumped row) against numpy over x: max and min exact, mean and
     norm within the device path's documented tolerance."""
@@ -131,6 +155,27 @@ class Deferred(dt.ShimCase):
         self.assertNotIn("written in place", p.stderr)
         stats_of(self, recs["Torch.mul.4.forward"]["tattrs"]["output.0"], e["mul5"], "mul.4")
         stats_of(self, recs["Functional.relu.0.forward"]["tattrs"]["input.0"], e["mul1"], "relu")
+
+    def test_an_output_given_to_the_next_call_is_copied_once(self):
+        # 40 calls, each given the last one's output: 41 tensors, 80 inputs
+        # and outputs. An input that is an earlier call's output, unchanged,
+        # shares its copy in the window, so 41 tensors of 1000 elements are
+        # copied, not 80 (the profile ends before the step's last copy).
+        cfg = self.write_config(dt.config("./s", mode="api", steps="1", task="statistics"))
+        with open(self.path("chain.py"), "w") as f:
+            f.write(CHAIN)
+        p = self.run_cmd([dt.PYTHON, self.path("chain.py")], cfg, env_extra=SIZES)
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        n = [int(ln.split()[1]) for ln in p.stdout.splitlines() if ln.startswith("CAT_ELEMENTS")]
+        self.assertEqual(len(n), 1, p.stdout)
+        self.assertGreaterEqual(n[0], 20 * 1000)  # the copies were seen
+        self.assertLessEqual(n[0], 41 * 1000)
+        recs, _ = dt.read_dump(dt.dump_files(self.path("s"))[(1, 0)])
+        for i in range(1, 40):  # each input has the statistics of the output before it
+            a = recs["Torch.mul.%d.forward" % i]["tattrs"]["input.0"]
+            b = recs["Torch.mul.%d.forward" % (i - 1)]["tattrs"]["output.0"]
+            for k in ("max", "min", "mean", "norm"):
+                self.assertEqual(float(a[k]), float(b[k]), (i, k))
 
     def test_every_tensor_of_a_resnet18_adamw_step_as_its_tensor_dump_says(self):
         with open(self.path("resnet.py"), "w") as f:
