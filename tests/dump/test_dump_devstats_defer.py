@@ -13,6 +13,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dumptest as dt  # noqa: E402
+import msp_launch  # noqa: E402
 
 DEVICE_PATH = os.environ.get("MSPROBE_TEST_DEVICE_STATS") == "1"
 SIZES = {"MSPROBE_DEVICE_STATS_MB": "64"}
@@ -177,6 +178,44 @@ class Deferred(dt.ShimCase):
             for k in ("max", "min", "mean", "norm"):
                 self.assertEqual(float(a[k]), float(b[k]), (i, k))
 
+    def compare_every_tensor(self, data, stats):
+        """Every float tensor of the statistics dump against numpy over the
+        same tensor of the tensor dump; how many were checked."""
+        self.assertEqual(sorted(data), sorted(stats))
+        checked = 0
+        for rec in sorted(stats):
+            for role, t in stats[rec]["tattrs"].items():
+                a = data[rec].get(role)
+                if a is None or a.dtype.kind != "f" or a.size == 0:
+                    continue
+                stats_of(self, t, a, rec + "/" + role)
+                checked += 1
+        return checked
+
+    def test_four_ranks_ddp_and_collectives_as_their_tensor_dump_says(self):
+        # multirank_train.py: SqueezeNet under DistributedDataParallel (its
+        # reducer writes gradients from C++), broadcast, all_gather,
+        # all_reduce, send/recv; four ranks over gloo, run twice
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "multirank_train.py")
+        runs = {}
+        for task in ("tensor", "statistics"):
+            root = self.path(task)
+            os.makedirs(os.path.join(root, "log"))
+            cfg = self.write_config(dt.config(os.path.join(root, "dump"), mode="api", steps="1",
+                                              task=task), name=task + ".json")
+            env = dict(os.environ, OMP_NUM_THREADS="1", T_STEPS="2",
+                       T_LOG_DIR=os.path.join(root, "log"), LD_PRELOAD=dt.PRELOAD,
+                       MSPROBE_PATH=cfg, **SIZES)
+            env.pop("MSPROBE_LOG_FILE", None)
+            r = msp_launch.launch(script, 4, env, root, timeout=600).check()
+            for err in r.errs:
+                self.assertNotIn("written in place", err)
+            runs[task] = [dt.read_dump(dt.dump_files(os.path.join(root, "dump"))[(1, k)])[0]
+                          for k in range(4)]
+        checked = sum(self.compare_every_tensor(d, s)
+                      for d, s in zip(runs["tensor"], runs["statistics"]))
+        self.assertGreater(checked, 2000)
+
     def test_every_tensor_of_a_resnet18_adamw_step_as_its_tensor_dump_says(self):
         with open(self.path("resnet.py"), "w") as f:
             f.write(RESNET)
@@ -188,20 +227,11 @@ class Deferred(dt.ShimCase):
             self.assertEqual(p.returncode, 0, p.stderr[-3000:])
             self.assertNotIn("written in place", p.stderr)
             runs[task], _ = dt.read_dump(dt.dump_files(self.path(task))[(1, 0)])
-        data, stats = runs["tensor"], runs["statistics"]
-        self.assertEqual(sorted(data), sorted(stats))
-        checked = 0
-        for rec in sorted(stats):
-            for role, t in stats[rec]["tattrs"].items():
-                a = data[rec].get(role)
-                if a is None or a.dtype.kind != "f" or a.size == 0:
-                    continue
-                stats_of(self, t, a, rec + "/" + role)
-                checked += 1
+        checked = self.compare_every_tensor(runs["tensor"], runs["statistics"])
         # forward and backward records of ~60 layers, and AdamW's parameters,
         # gradients and moments before and after its step
         self.assertGreater(checked, 700)
-        self.assertTrue(any(r.startswith("Optimizer.AdamW") for r in stats))
+        self.assertTrue(any(r.startswith("Optimizer.AdamW") for r in runs["statistics"]))
 
 
 if not DEVICE_PATH:
