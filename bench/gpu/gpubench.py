@@ -1,6 +1,6 @@
 """Dump overhead on a GPU, measured side by side in one run (not a test).
 
-    python3 bench/gpu/gpubench.py run --msprobe BIN [--models resnet18,llama]
+    python3 bench/gpu/gpubench.py run --msprobe BIN [--models resnet18,llama,mlp]
         [--dtypes fp32,bf16] [--steps N] [--warmup W] [--work DIR]
         [--device cpu --size tiny --device-path]
 
@@ -54,6 +54,20 @@ def build(torch, model, device, tiny=False):
         def loss_fn(m, x, y):
             return torch.nn.functional.cross_entropy(m(x), y)
         opt = lambda ps: torch.optim.SGD(ps, lr=0.01, momentum=0.9)  # noqa: E731
+        return m.to(device), data, loss_fn, opt
+    if model == "mlp":
+        # 100 Linear+Tanh layers: a step made of small calls, the shim's cost
+        # per call with little else (about 1000 tensors a step)
+        width, batch = (16, 4) if tiny else (256, 64)
+        m = torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(width, width),
+                                                      torch.nn.Tanh()) for _ in range(100)])
+
+        def data(g):
+            return torch.randn(batch, width, generator=g), torch.randn(batch, width, generator=g)
+
+        def loss_fn(m, x, y):
+            return torch.nn.functional.mse_loss(m(x), y)
+        opt = lambda ps: torch.optim.SGD(ps, lr=0.01)  # noqa: E731
         return m.to(device), data, loss_fn, opt
     # a small Llama-style decoder from a config, random weights
     vocab, seq, batch = (512, 16, 2) if tiny else (32000, 512, 8)
@@ -407,7 +421,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("train")
-    t.add_argument("--model", choices=("resnet18", "llama"), default="resnet18")
+    t.add_argument("--model", choices=("resnet18", "llama", "mlp"), default="resnet18")
     t.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32")
     t.add_argument("--device", default="cuda")
     t.add_argument("--warmup", type=int, default=5)
