@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 static PyObject *g_tensor_type, *g_detach, *g_view, *g_cpu, *g_to_dlpack;
+static PyObject *s_is_cuda, *g_get_device; /* read_dev_direct */
 static PyObject *g_floats[3]; /* the dtypes device statistics put in windows */
 static PyObject *g_bool, *g_uint8, *g_strided, *s_requires_grad, *s_dtype, *s_layout;
 
@@ -150,6 +151,8 @@ int msp_tensor_init(PyObject *torch)
     g_is_contiguous = attr_path(torch, "Tensor.is_contiguous");
     g_stride = attr_path(torch, "Tensor.stride");
     s_is_cpu = PyUnicode_InternFromString("is_cpu");
+    s_is_cuda = PyUnicode_InternFromString("is_cuda");
+    g_get_device = attr_path(torch, "Tensor.get_device");
     s_shape = PyUnicode_InternFromString("shape");
     PyObject *has_is_cpu = g_tensor_type && s_is_cpu ? PyObject_GetAttr(g_tensor_type, s_is_cpu) : NULL;
     g_direct_ok = g_data_ptr && g_is_contiguous && g_stride && has_is_cpu && s_shape;
@@ -410,6 +413,56 @@ out:
     return ok;
 }
 
+/* A tensor whose statistics are computed where it lives (a CUDA or ROCm
+ * tensor; under MSPROBE_TEST_DEVICE_STATS, a CPU one): its dtype, shape,
+ * device and data pointer without DLPack, which costs an as_strided, a
+ * TensorImpl and a capsule (about 5 us, the dearest part of recording such
+ * a tensor). 1 and v, device filled; 0 (no error set): the DLPack path. */
+static int read_dev_direct(PyObject *t, PyObject *dt, tview_t *v, char *device, size_t dsize)
+{
+    if (!g_direct_ok || !g_get_device || !s_is_cuda)
+        return 0;
+    v->dtype = MSP_DTYPE_INVALID;
+    for (size_t i = 0; i < MSP_NDTYPES; i++)
+        if (g_dtypes[i].obj == dt)
+            v->dtype = g_dtypes[i].dtype;
+    if (v->dtype == MSP_DTYPE_INVALID)
+        return 0;
+    int ok = 0;
+    long long index = -1;
+    PyObject *cuda = PyObject_GetAttr(t, s_is_cuda), *cpu = NULL, *shape = NULL, *ptr = NULL,
+             *dev = NULL;
+    if (cuda != Py_True && !(g_dev_stats_test && (cpu = PyObject_GetAttr(t, s_is_cpu)) == Py_True))
+        goto out;
+    shape = PyObject_GetAttr(t, s_shape);
+    Py_ssize_t nd = shape && PyTuple_Check(shape) ? PyTuple_Size(shape) : -1;
+    if (nd < 0 || nd > MSP_MAX_NDIM || int_tuple(shape, (int)nd, v->shape) != 0)
+        goto out;
+    v->ndim = (int)nd;
+    if (!(ptr = call1(g_data_ptr, t)) || (cuda == Py_True && !(dev = call1(g_get_device, t))))
+        goto out;
+    v->src = PyLong_AsVoidPtr(ptr);
+    if (dev)
+        index = PyLong_AsLongLong(dev);
+    if (PyErr_Occurred() || (cuda == Py_True && (index < 0 || index > 65535)))
+        goto out;
+    v->strides = NULL;
+    if (cuda == Py_True)
+        snprintf(device, dsize, "cuda:%d", (int)index); /* torch's name on ROCm too */
+    else
+        snprintf(device, dsize, "cpu");
+    ok = 1;
+out:
+    Py_XDECREF(dev);
+    Py_XDECREF(ptr);
+    Py_XDECREF(shape);
+    Py_XDECREF(cpu);
+    Py_XDECREF(cuda);
+    if (PyErr_Occurred())
+        PyErr_Clear();
+    return ok;
+}
+
 /* "record/role not dumped", for add_tensor's warnings only. */
 #define WHAT (what[0] ? what : (snprintf(what, sizeof what, "%s/%s not dumped", r->name, role), what))
 
@@ -445,6 +498,13 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
     if (!dt)
         goto pyfail;
     tview_t x;
+    if (g_dev_stats && !keep_data(r->name) && read_dev_direct(t, dt, &x, device, sizeof device)) {
+        if (msp_dev_stats_add(r, role, t, x.dtype, x.ndim, x.shape, device, rg)) {
+            where = x.src;
+            goto links;
+        }
+        snprintf(device, sizeof device, "cpu"); /* not taken (empty): as any tensor */
+    }
     if (read_direct(t, dt, &x))
         goto have_view;
     /* DLPack reads the tensor as it is (torch's to_dlpack neither checks

@@ -230,7 +230,7 @@ prof.__exit__(None, None, None)
 counts = {}
 for e in prof.events():
     counts[e.name] = counts.get(e.name, 0) + 1
-for k in ("aten::aminmax", "aten::var_mean", "aten::cat", "aten::isnan"):
+for k in ("aten::aminmax", "aten::var_mean", "aten::cat", "aten::isnan", "aten::as_strided"):
     print(k, counts.get(k, 0))
 """
 
@@ -266,6 +266,10 @@ class FewLaunches(dt.ShimCase):  # run by the device-path configuration only (be
         self.assertLessEqual(n["aten::var_mean"], 20, n)
         self.assertEqual(n["aten::isnan"], 0, n)
         self.assertLessEqual(n["aten::cat"], tensors // 4, n)
+        # a tensor's shape, device and address are read without DLPack, whose
+        # export made a view (as_strided) of each: ~1070 a step before, ~380
+        # now (the flat views the copies take, and the model's own 7)
+        self.assertLessEqual(n["aten::as_strided"], tensors * 3 // 4, n)
 
 
 if not DEVICE_PATH:
