@@ -4,7 +4,10 @@
 #   python3 bench/gpu/gpubench.py run --msprobe .dev/bin/msprobe "$@"
 # printing to stdout and to $OUT/gpubench.txt when OUT is set. From the
 # repository root, with the device tool:
-#   run(command="bash .dev/gpubench.sh", carry=[".dev"], timeout_s=480)
+#   run(command="bash .dev/gpubench.sh --skip-alone --models resnet18,llama,mlp",
+#       carry=[".dev"], timeout_s=540)
+# (--skip-alone: the per-tensor path of before windows, 20x a step, is known;
+# leaving it out keeps the run inside one device call)
 set -u
 DEV=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(dirname "$DEV")
