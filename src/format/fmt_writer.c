@@ -44,6 +44,10 @@ struct msp_writer {
     hid_t gcpl;
     struct msp_wrow *rows;
     size_t n_rows, cap_rows;
+    /* The open record's roles by hash (row index + 1), once it has many (an
+     * optimizer's record holds four a parameter): emptied at its end. */
+    size_t *roles;
+    size_t n_roles, cap_roles;
     int fd;           /* HDF5's own descriptor (sec2 driver), for preallocation; -1: none */
     int64_t prealloc_end; /* file blocks are reserved up to here */
     int no_prealloc;  /* the filesystem cannot reserve blocks */
@@ -114,6 +118,7 @@ static void msp_writer_free(msp_writer_t *w)
         free(w->rows[i].producer);
     }
     free(w->rows);
+    free(w->roles);
     for (size_t i = 0; i < w->cap_names; i++)
         free(w->names[i]);
     free(w->names);
@@ -158,6 +163,57 @@ static int msp_names_add(msp_writer_t *w, const char *name)
         return -1;
     w->n_names++;
     return 1;
+}
+
+#define MSP_ROLES_SCAN 16 /* a record with fewer rows: its roles are compared one by one */
+
+/* Row i (of the open record) can be found by its role; a full table is
+ * rebuilt from the record's rows. -1: out of memory. */
+static int msp_roles_add(msp_writer_t *w, size_t i)
+{
+    if (2 * (w->n_roles + 1) > w->cap_roles) {
+        size_t cap = w->cap_roles ? 2 * w->cap_roles : 256;
+        size_t *t = calloc(cap, sizeof *t);
+        if (!t)
+            return -1;
+        free(w->roles);
+        w->roles = t;
+        w->cap_roles = cap;
+        w->n_roles = 0;
+        for (size_t k = w->record_row; k < i; k++) /* those indexed before i */
+            if (msp_roles_add(w, k) != 0)
+                return -1;
+    }
+    size_t j = (size_t)msp_name_hash(w->rows[i].r.role) & (w->cap_roles - 1);
+    while (w->roles[j])
+        j = (j + 1) & (w->cap_roles - 1);
+    w->roles[j] = i + 1;
+    w->n_roles++;
+    return 0;
+}
+
+/* Whether the open record already has a row for role. */
+static int msp_roles_has(msp_writer_t *w, const char *role)
+{
+    if (w->n_rows - w->record_row < MSP_ROLES_SCAN) {
+        for (size_t i = w->record_row; i < w->n_rows; i++)
+            if (strcmp(w->rows[i].r.role, role) == 0)
+                return 1;
+        return 0;
+    }
+    if (w->n_roles < w->n_rows - w->record_row) /* rows added since: indexed now */
+        for (size_t i = w->record_row + w->n_roles; i < w->n_rows; i++)
+            if (msp_roles_add(w, i) != 0) { /* no memory for the table: one by one */
+                for (size_t k = w->record_row; k < w->n_rows; k++)
+                    if (strcmp(w->rows[k].r.role, role) == 0)
+                        return 1;
+                return 0;
+            }
+    size_t j = (size_t)msp_name_hash(role) & (w->cap_roles - 1);
+    for (; w->roles[j]; j = (j + 1) & (w->cap_roles - 1))
+        if (strcmp(w->rows[w->roles[j] - 1].r.role, role) == 0)
+            return 1;
+    return 0;
 }
 
 static msp_err msp_writer_props(msp_writer_t *w)
@@ -307,6 +363,10 @@ msp_err msp_writer_begin_record(msp_writer_t *w, const char *record, int64_t ord
     w->order = order;
     w->record_tensors = 0;
     w->record_row = w->n_rows;
+    if (w->n_roles) { /* the last record's table */
+        memset(w->roles, 0, w->cap_roles * sizeof *w->roles);
+        w->n_roles = 0;
+    }
     return MSP_OK;
 }
 
@@ -474,10 +534,9 @@ msp_err msp_writer_add_tensor(msp_writer_t *w, const msp_tensor_in_t *t)
     }
     if (!t->data && !t->stats)
         return msp_fail(MSP_ERR_USAGE, "%s: neither data nor statistics given", where);
-    /* The record's rows so far are its roles (a record has few tensors). */
-    for (size_t i = w->record_row; i < w->n_rows; i++)
-        if (strcmp(w->rows[i].r.role, t->role) == 0)
-            return msp_fail(MSP_ERR_USAGE, "%s: role already written in this record", where);
+    /* The record's rows so far are its roles. */
+    if (msp_roles_has(w, t->role))
+        return msp_fail(MSP_ERR_USAGE, "%s: role already written in this record", where);
 
     /* Statistics are the expensive part for big tensors: never under the
      * HDF5 lock, and for big ones on a second thread during the write. */

@@ -400,6 +400,32 @@ static int msp_errors(const char *dir)
     msp_report("attr_twice_last_wins", msp_writer_set_attr(w, "kwarg.alpha", "2"));
     msp_report("end", msp_writer_end_record(w));
     msp_report("duplicate_record", msp_writer_begin_record(w, "Torch.add.0.forward", 2));
+    /* an optimizer's record: thousands of roles (looked up by hash past the first few) */
+    msp_stats_t st = {0};
+    msp_tensor_in_t p = {NULL, MSP_DTYPE_FLOAT32, 2, shape, NULL, &st, NULL, 0, NULL};
+    char role[64];
+    msp_report("many_begin", msp_writer_begin_record(w, "Optimizer.SGD.0.step", 3));
+    for (int i = 0; i < 3000; i++) {
+        snprintf(role, sizeof role, "input.param.%d", i);
+        p.role = role;
+        msp_err rc = msp_writer_add_tensor(w, &p);
+        if (rc != MSP_OK)
+            msp_report("many_roles", rc);
+    }
+    int again[] = {0, 7, 15, 16, 1500, 2999};
+    for (size_t i = 0; i < sizeof again / sizeof again[0]; i++) {
+        snprintf(role, sizeof role, "input.param.%d", again[i]);
+        p.role = role;
+        msp_report("many_role_again", msp_writer_add_tensor(w, &p));
+    }
+    p.role = "input.param.3000";
+    msp_report("many_new_role", msp_writer_add_tensor(w, &p));
+    msp_report("many_end", msp_writer_end_record(w));
+    /* the next record starts with no roles */
+    msp_report("after_many", msp_writer_begin_record(w, "Torch.add.1.forward", 4));
+    p.role = "input.param.7";
+    msp_report("after_many_role", msp_writer_add_tensor(w, &p));
+    msp_report("after_many_end", msp_writer_end_record(w));
     /* close ends nothing open, writes /index: the file must be complete */
     msp_report("close", msp_writer_close(w));
     msp_writer_close(NULL);

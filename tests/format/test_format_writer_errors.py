@@ -58,6 +58,25 @@ class WriterErrors(unittest.TestCase):
         self.expect("no_data_no_stats", USAGE, "input.1", "neither data nor statistics")
         self.expect("attr_order_reserved", USAGE, "'order'")
 
+    def test_a_role_twice_in_a_record_of_thousands(self):
+        # 3000 roles, then six of them again (the first few, compared one by
+        # one, and later ones, found by hash) and one new
+        self.assertNotIn("many_roles", self.by)
+        again = self.by["many_role_again"]
+        self.assertEqual([c for c, _ in again], [USAGE] * 6)
+        for (code, detail), k in zip(again, (0, 7, 15, 16, 1500, 2999)):
+            self.assertIn("Optimizer.SGD.0.step", detail)
+            self.assertIn("input.param.%d:" % k, detail)
+            self.assertIn("already", detail)
+        for name in ("many_begin", "many_new_role", "many_end", "after_many", "after_many_role",
+                     "after_many_end"):
+            self.expect(name, OK)
+        with h5py.File(self.path, "r") as f:
+            roles = [r["role"].decode() for r in f["index"][()]
+                     if r["record"].decode() == "Optimizer.SGD.0.step"]
+        self.assertEqual(len(roles), 3001)
+        self.assertEqual(len(set(roles)), 3001)
+
     def test_good_calls_succeed(self):
         for name in ("begin", "tensor", "end", "close"):
             self.expect(name, OK)
@@ -65,12 +84,15 @@ class WriterErrors(unittest.TestCase):
 
     def test_file_after_errors_is_complete(self):
         with h5py.File(self.path, "r") as f:
-            self.assertEqual(set(f), {"Torch.add.0.forward", "index"})
+            self.assertEqual(set(f), {"Torch.add.0.forward", "index"})  # the others: rows alone
             g = f["Torch.add.0.forward"]
             self.assertEqual(set(g), {"input.0"})
             np.testing.assert_array_equal(g["input.0"][()], [[1, 2], [3, 4]])
             self.assertEqual(g.attrs["kwarg.alpha"], "2")
-            self.assertEqual(len(f["index"]), 1)
+            # one row of Torch.add.0.forward; the optimizer's 3001 and the one after it
+            recs = [r["record"].decode() for r in f["index"][()]]
+            self.assertEqual(recs.count("Torch.add.0.forward"), 1)
+            self.assertEqual(len(recs), 1 + 3001 + 1)
             # NULL meta strings fall back to the documented defaults
             self.assertEqual((f.attrs["framework"], f.attrs["task"], f.attrs["dump_mode"],
                               f.attrs["framework_version"]), ("pytorch", "tensor", "api", ""))
