@@ -11,23 +11,25 @@
  *   window, a float32 buffer per device, when their call adds them, and are
  *   copied into it many at a time, in one launch (see "Deferred copies"
  *   below); a full window, or one whose records must be written, is reduced
- *   in a fixed number of launches and read back in one copy. Rows of CHUNK elements give max, min,
- *   sum and norm; rows that hold a boundary between tensors are gathered and
- *   reduced piece by piece. This file cuts the window into rows and pieces
- *   and combines the partial results of each tensor in float64.
+ *   in a fixed number of launches and read back in one copy. Rows of CHUNK
+ *   elements give max, min, sum and norm; rows that hold a boundary between
+ *   tensors are gathered and reduced piece by piece (summed in float64).
+ *   This file cuts the window into rows and pieces and combines the partial
+ *   results of each tensor in float64.
  * - one tensor at a time (stats(): other dtypes, a tensor larger than a
  *   window): about ten launches, the float64 results read back.
  *
  * Deferred copies. A launch costs the CPU about as much as recording the
  * call (10-20 us), so the tensors of many calls go in one copy: an API
- * call's outputs, its inputs when it does not write into them, and backward
- * records' gradients (msp_t_dev_defer) wait in their window, with a
- * reference (the memory cannot be reused) and their version counter, until
- * MSP_PUT_TENSORS of them or MSP_PUT_ELEMS elements wait, or something may
- * write into them: a call that may (msp_dev_put_pending: by its name, its
- * out=/inplace, or as learned at its first call), any other kind of record
- * (modules, optimizers: their batches are copied at once and take the
- * waiting ones with them), a step trigger, a window reduced, another
+ * call's outputs, its inputs when it does not write into them, backward
+ * records' gradients and optimizer records (msp_t_dev_defer) wait in their
+ * window, with a reference (the memory cannot be reused; a parameter's
+ * gradient held so is cloned by AccumulateGrad, not stolen) and their
+ * version counter, until MSP_PUT_TENSORS of them or MSP_PUT_ELEMS elements
+ * wait, or something may write into them: a call that may
+ * (msp_dev_put_pending: by its name, its out=/inplace, or as learned at its
+ * first call), a module's record (its batches are copied at once and take
+ * the waiting ones with them), a step trigger, a window reduced, another
  * stream. A version that moved all the same (a write msprobe does not
  * record) is said once, and from then on every batch is copied at its end.
  * A tensor added while it waits, unchanged (an output given to the next
