@@ -99,7 +99,9 @@ typedef struct win {
 
 static win_t *g_open[8];            /* one open window per device, by creation */
 static size_t g_nopen;
-static size_t g_nretired;           /* retired windows not yet flushed */
+static win_t **g_retired;           /* retired windows not yet flushed (a copy or
+                                       their reduction in progress) */
+static size_t g_nretired, g_capretired;
 static win_t *g_flushed, **g_flushed_tail = &g_flushed;
 static size_t g_nflushed;
 static int g_on, g_test;           /* msp_dev_stats_init */
@@ -354,8 +356,13 @@ static void win_settle(win_t *w)
         return;
     }
     w->retired = 0;
-    g_nretired--;
-    win_flush(w);
+    win_flush(w); /* lets the GIL go: w stays a retired one (found by msp_rec_drop) until it
+                     is a flushed one */
+    for (size_t i = 0; i < g_nretired; i++)
+        if (g_retired[i] == w) {
+            g_retired[i] = g_retired[--g_nretired];
+            break;
+        }
 }
 
 /* No more segments in w: it leaves the open ones, and is reduced once its
@@ -368,7 +375,11 @@ static void win_retire(win_t *w)
             break;
         }
     w->retired = 1;
-    g_nretired++;
+    win_t **nr = msp_grow(g_retired, &g_capretired, g_nretired, sizeof *nr, 8);
+    if (nr) {
+        g_retired = nr;
+        g_retired[g_nretired++] = w;
+    }
     win_settle(w);
 }
 
@@ -450,6 +461,10 @@ static void seg_changed(const seg_t *s)
  * are taken: other threads may add segments while the GIL is let go. */
 static void win_issue(win_t *w)
 {
+    /* busy from the first call that may let the GIL go (a tensor's last
+     * reference, a warning) to the last use of w: no other thread reduces,
+     * then frees, the window meanwhile */
+    w->busy++;
     size_t a = w->issued, b = w->nseg;
     size_t nt = 0;
     for (size_t k = a; k < b; k++)
@@ -467,30 +482,29 @@ static void win_issue(win_t *w)
             if (off < 0)
                 off = s->off;
             n += s->n;
-            if (ts)
-                PyList_SetItem(ts, (Py_ssize_t)at++, s->t);
-            else
-                Py_DECREF(s->t);
+            PyObject *t = s->t;
             s->t = NULL;
+            if (ts)
+                PyList_SetItem(ts, (Py_ssize_t)at++, t);
+            else
+                Py_DECREF(t); /* may run Python: s may have moved (w->seg grown) */
         }
         w->waiting -= n;
-        PyObject *r = NULL;
-        if (ts) {
-            w->busy++;
-            r = call_fn("win_put", Py_BuildValue("(OOLLO)", w->buf, w->ws, (long long)off,
-                                                 (long long)n, ts));
-            w->busy--;
-            Py_DECREF(ts);
-        }
-        if (r != Py_True) {
+        PyObject *r = ts ? call_fn("win_put", Py_BuildValue("(OOLLO)", w->buf, w->ws,
+                                                           (long long)off, (long long)n, ts))
+                         : NULL;
+        Py_XDECREF(ts);
+        int failed = r != Py_True;
+        Py_XDECREF(r);
+        if (failed) {
             msp_py_warn_error("device stats", "cannot copy device tensors into a window; their "
                               "statistics are dumped as NaN");
             for (size_t k = a; k < b; k++)
                 w->seg[k].bad = 1;
         }
-        Py_XDECREF(r);
         PyErr_Clear();
     }
+    w->busy--;
     if (w->retired)
         win_settle(w);
 }
@@ -819,6 +833,8 @@ void msp_rec_drop(msp_dq_rec_t *r)
         }
     for (size_t i = 0; r && r->dev_pending && i < g_nopen; i++)
         win_forget(g_open[i], r);
+    for (size_t i = 0; r && r->dev_pending && i < g_nretired; i++)
+        win_forget(g_retired[i], r);
     for (win_t *w = g_flushed; r && r->dev_pending && w; w = w->next)
         win_forget(w, r);
     msp_dq_rec_free(r);
