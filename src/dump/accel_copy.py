@@ -20,6 +20,8 @@ Never imported on a CPU-only run: the shim loads this file at the first
 tensor that is not on the CPU (or, for tests, when MSPROBE_TEST_HOST_COPY or
 MSPROBE_TEST_DEVICE_STATS sends CPU tensors through it).
 """
+import contextlib
+
 import torch
 
 _streams = {}   # torch.device -> side stream
@@ -117,6 +119,7 @@ def stats(t):
 # read again exactly from the window (win_exact) when its results arrive.
 
 _C = getattr(torch, "_C", None)
+_here = contextlib.nullcontext()  # the current stream: no switch
 
 
 _grad_on = getattr(torch, "is_grad_enabled", None)
@@ -149,10 +152,8 @@ def win_put(buf, ws, off, n, ts):
     grad = _grad_on()  # out= refuses inputs that require grad; no_grad() costs more
     _set_grad(False)
     try:
-        if ws is not None and _raw_stream(ws[1]) != ws[2]:
-            with torch.cuda.stream(ws[0]):
-                torch.cat([t.reshape(-1) for t in ts], out=buf.narrow(0, off, n))
-        else:
+        moved = ws is not None and _raw_stream(ws[1]) != ws[2]
+        with torch.cuda.stream(ws[0]) if moved else _here:
             torch.cat([t.reshape(-1) for t in ts], out=buf.narrow(0, off, n))
     finally:
         _set_grad(grad)

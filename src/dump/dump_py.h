@@ -214,6 +214,8 @@ void msp_dev_put_pending(void);
 /* 1 when tensors may wait (device statistics in windows, deferring not
  * turned off): worth asking whether a call writes into its arguments. */
 int msp_dev_defers(void);
+/* The dtypes that go into windows (and may wait there): float32, bfloat16, float16. */
+int msp_dev_windowed(msp_dtype_t dtype);
 /* 1 when r was held back (statistics of its own in flight, or older records held). */
 int msp_dev_hold(msp_dq_rec_t *r);
 /* Whether the task computes statistics on devices (MSPROBE_DEVICE_STATS,
@@ -245,8 +247,8 @@ int msp_is_tensor(PyObject *o);
 /* Add o under role: a tensor (bytes copied), a list/tuple (roles "role.i"),
  * or anything else as a string attribute. Never raises. */
 void msp_rec_add_value(msp_dq_rec_t *r, const char *role, PyObject *o, int depth);
-/* o is a float32, bfloat16 or float16 tensor, or (depth 0) a list or tuple
- * holding one: what device statistics put in windows. */
+/* o is a tensor of a dtype device statistics put in windows
+ * (msp_dev_windowed), or (depth 0) a list or tuple holding one. */
 int msp_has_float_tensor(PyObject *o, int depth);
 /* Add every positional arg as input.i and keyword as kwarg.k. */
 void msp_rec_add_args(msp_dq_rec_t *r, PyObject *args, PyObject *kw);

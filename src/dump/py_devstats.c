@@ -849,6 +849,11 @@ void msp_dev_stats_init(void)
     g_test = g_on && msp_test.device_stats;
 }
 
+int msp_dev_windowed(msp_dtype_t dtype)
+{
+    return dtype == MSP_DTYPE_FLOAT32 || dtype == MSP_DTYPE_BFLOAT16 || dtype == MSP_DTYPE_FLOAT16;
+}
+
 int msp_dev_defers(void)
 {
     return g_on && !g_defer_off && !g_alone && !g_skip;
@@ -926,8 +931,7 @@ int msp_dev_stats_add(msp_dq_rec_t *r, const char *role, PyObject *d, msp_dtype_
             dev_fill(dt, NULL, 0);
         return 1;
     }
-    int windowed = (dtype == MSP_DTYPE_FLOAT32 || dtype == MSP_DTYPE_BFLOAT16 ||
-                    dtype == MSP_DTYPE_FLOAT16) && n <= g_wincap && !g_alone;
+    int windowed = msp_dev_windowed(dtype) && n <= g_wincap && !g_alone;
     if (!windowed)
         return dev_alone(r, role, d, dtype, ndim, shape, device, rg);
     wput_t *np = msp_grow(t_put, &t_capput, t_nput, sizeof *np, 16);

@@ -15,7 +15,6 @@
 
 static PyObject *g_tensor_type, *g_detach, *g_view, *g_cpu, *g_to_dlpack;
 static PyObject *s_is_cuda, *g_get_device; /* read_dev_direct */
-static PyObject *g_floats[3]; /* the dtypes device statistics put in windows */
 static PyObject *g_bool, *g_uint8, *g_strided, *s_requires_grad, *s_dtype, *s_layout;
 
 /* ---- CPU tensors read without DLPack ----------------------------------------
@@ -134,9 +133,6 @@ int msp_tensor_init(PyObject *torch)
     }
     msp_accel_init(g_to_dlpack);
     g_bool = attr_path(torch, "bool");
-    g_floats[0] = attr_path(torch, "float32");
-    g_floats[1] = attr_path(torch, "bfloat16");
-    g_floats[2] = attr_path(torch, "float16");
     g_uint8 = attr_path(torch, "uint8");
     g_strided = attr_path(torch, "strided");
     s_layout = PyUnicode_InternFromString("layout");
@@ -157,8 +153,9 @@ int msp_tensor_init(PyObject *torch)
     PyObject *has_is_cpu = g_tensor_type && s_is_cpu ? PyObject_GetAttr(g_tensor_type, s_is_cpu) : NULL;
     g_direct_ok = g_data_ptr && g_is_contiguous && g_stride && has_is_cpu && s_shape;
     Py_XDECREF(has_is_cpu);
-    for (size_t i = 0; i < MSP_NDTYPES && g_direct_ok; i++)
-        g_direct_ok = (g_dtypes[i].obj = attr_path(torch, g_dtypes[i].name)) != NULL;
+    for (size_t i = 0; i < MSP_NDTYPES; i++) /* all of them: msp_has_float_tensor reads them */
+        if (!(g_dtypes[i].obj = attr_path(torch, g_dtypes[i].name)))
+            g_direct_ok = 0;
     PyErr_Clear(); /* an older torch without one of them: DLPack only */
     return 0;
 }
@@ -367,26 +364,39 @@ static int int_tuple(PyObject *tup, int n, int64_t *out)
     return 0;
 }
 
+/* The dump's dtype of torch dtype object dt, or MSP_DTYPE_INVALID. */
+static msp_dtype_t direct_dtype(PyObject *dt)
+{
+    for (size_t i = 0; i < MSP_NDTYPES; i++)
+        if (g_dtypes[i].obj == dt)
+            return g_dtypes[i].dtype;
+    return MSP_DTYPE_INVALID;
+}
+
+/* t.shape into v->ndim, v->shape: 0, or -1 (an error may be set). */
+static int direct_shape(PyObject *t, tview_t *v)
+{
+    PyObject *shape = PyObject_GetAttr(t, s_shape);
+    Py_ssize_t nd = shape && PyTuple_Check(shape) ? PyTuple_Size(shape) : -1;
+    int rc = nd < 0 || nd > MSP_MAX_NDIM || int_tuple(shape, (int)nd, v->shape) != 0 ? -1 : 0;
+    v->ndim = (int)nd;
+    Py_XDECREF(shape);
+    return rc;
+}
+
 /* The bytes of a dense CPU tensor t of dtype object dt, without DLPack: 1 and
  * *v filled, or 0 (no error set) when t must take the DLPack path. */
 static int read_direct(PyObject *t, PyObject *dt, tview_t *v)
 {
     if (!g_direct_ok || msp_test.host_copy || g_dev_stats_test) /* those tests send CPU */
         return 0;                                               /* tensors the device's way */
-    v->dtype = MSP_DTYPE_INVALID;
-    for (size_t i = 0; i < MSP_NDTYPES; i++)
-        if (g_dtypes[i].obj == dt)
-            v->dtype = g_dtypes[i].dtype;
-    if (v->dtype == MSP_DTYPE_INVALID)
+    if ((v->dtype = direct_dtype(dt)) == MSP_DTYPE_INVALID)
         return 0;
     int ok = 0;
     PyObject *cpu = PyObject_GetAttr(t, s_is_cpu);
-    PyObject *shape = cpu == Py_True ? PyObject_GetAttr(t, s_shape) : NULL;
     PyObject *ptr = NULL, *contig = NULL, *strides = NULL;
-    Py_ssize_t nd = shape && PyTuple_Check(shape) ? PyTuple_Size(shape) : -1;
-    if (nd < 0 || nd > MSP_MAX_NDIM || int_tuple(shape, (int)nd, v->shape) != 0)
+    if (cpu != Py_True || direct_shape(t, v) != 0)
         goto out;
-    v->ndim = (int)nd;
     if (!(ptr = call1(g_data_ptr, t)) || !(contig = call1(g_is_contiguous, t)))
         goto out;
     v->src = PyLong_AsVoidPtr(ptr);
@@ -406,7 +416,6 @@ out:
     Py_XDECREF(strides);
     Py_XDECREF(contig);
     Py_XDECREF(ptr);
-    Py_XDECREF(shape);
     Py_XDECREF(cpu);
     if (PyErr_Occurred())
         PyErr_Clear();
@@ -422,23 +431,15 @@ static int read_dev_direct(PyObject *t, PyObject *dt, tview_t *v, char *device, 
 {
     if (!g_direct_ok || !g_get_device || !s_is_cuda)
         return 0;
-    v->dtype = MSP_DTYPE_INVALID;
-    for (size_t i = 0; i < MSP_NDTYPES; i++)
-        if (g_dtypes[i].obj == dt)
-            v->dtype = g_dtypes[i].dtype;
-    if (v->dtype == MSP_DTYPE_INVALID)
+    if ((v->dtype = direct_dtype(dt)) == MSP_DTYPE_INVALID)
         return 0;
     int ok = 0;
     long long index = -1;
-    PyObject *cuda = PyObject_GetAttr(t, s_is_cuda), *cpu = NULL, *shape = NULL, *ptr = NULL,
-             *dev = NULL;
+    PyObject *cuda = PyObject_GetAttr(t, s_is_cuda), *cpu = NULL, *ptr = NULL, *dev = NULL;
     if (cuda != Py_True && !(g_dev_stats_test && (cpu = PyObject_GetAttr(t, s_is_cpu)) == Py_True))
         goto out;
-    shape = PyObject_GetAttr(t, s_shape);
-    Py_ssize_t nd = shape && PyTuple_Check(shape) ? PyTuple_Size(shape) : -1;
-    if (nd < 0 || nd > MSP_MAX_NDIM || int_tuple(shape, (int)nd, v->shape) != 0)
+    if (direct_shape(t, v) != 0)
         goto out;
-    v->ndim = (int)nd;
     if (!(ptr = call1(g_data_ptr, t)) || (cuda == Py_True && !(dev = call1(g_get_device, t))))
         goto out;
     v->src = PyLong_AsVoidPtr(ptr);
@@ -455,7 +456,6 @@ static int read_dev_direct(PyObject *t, PyObject *dt, tview_t *v, char *device, 
 out:
     Py_XDECREF(dev);
     Py_XDECREF(ptr);
-    Py_XDECREF(shape);
     Py_XDECREF(cpu);
     Py_XDECREF(cuda);
     if (PyErr_Occurred())
@@ -689,7 +689,7 @@ int msp_has_float_tensor(PyObject *o, int depth)
 {
     if (msp_is_tensor(o)) {
         PyObject *dt = PyObject_GetAttr(o, s_dtype);
-        int f = dt && (dt == g_floats[0] || dt == g_floats[1] || dt == g_floats[2]);
+        int f = dt && msp_dev_windowed(direct_dtype(dt));
         Py_XDECREF(dt);
         PyErr_Clear();
         return f;
