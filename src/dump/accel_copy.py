@@ -106,7 +106,8 @@ def stats(t):
 # 2.11); per-tensor reductions (aminmax, sum, norm, NaN and Inf counts: ten
 # launches) made the statistics task cost 17x a resnet18 step. Instead each
 # call's float tensors are copied, in one launch, into a window: one float32
-# buffer per device (bf16 and fp16 convert exactly). When it is full, or its
+# buffer per device (bf16 and fp16 convert exactly; float64, integer and bool
+# tensors go to a float64 one, exact too). When it is full, or its
 # records must be written, the window is reduced in a fixed number of
 # launches, whatever it holds: rows of CHUNK elements by aminmax and var_mean
 # (sum and norm); the chunks that hold a boundary between tensors are gathered and
@@ -126,11 +127,12 @@ _grad_on = getattr(torch, "is_grad_enabled", None)
 _set_grad = getattr(_C, "_set_grad_enabled", None) or (lambda on: torch.set_grad_enabled(on))
 
 
-def win_new(device, n):
-    """A window: (buf, ws): a float32 buffer of n elements on device, and
-    the stream it is written and reduced on, as (stream, device index, raw
-    handle), or None on the CPU."""
-    buf = torch.empty(n, dtype=torch.float32, device=device)
+def win_new(device, n, wide=0):
+    """A window: (buf, ws): a float32 buffer of n elements on device (wide:
+    float64, for float64, integer and bool tensors), and the stream it is
+    written and reduced on, as (stream, device index, raw handle), or None on
+    the CPU."""
+    buf = torch.empty(n, dtype=torch.float64 if wide else torch.float32, device=device)
     if buf.device.type != "cuda":
         return buf, None
     s = torch.cuda.current_stream(buf.device)

@@ -16,8 +16,15 @@
  *   tensors are gathered and reduced piece by piece (summed in float64).
  *   This file cuts the window into rows and pieces and combines the partial
  *   results of each tensor in float64.
- * - one tensor at a time (stats(): other dtypes, a tensor larger than a
- *   window): about ten launches, the float64 results read back.
+ * - wide windows (float64, the integer types, bool): the same in a float64
+ *   buffer per device (every value of these converts exactly, int64 up to
+ *   2^53, as the float64 results always did), copied when their call returns
+ *   (never waiting: a write into them, num_batches_tracked.add_(1), is not
+ *   one that makes the float windows' waiting tensors be copied). A step's
+ *   integer tensors are few and small (counters, labels, token ids): one copy
+ *   each instead of about ten launches each alone.
+ * - one tensor at a time (stats(): complex and other dtypes, a tensor larger
+ *   than its window): about ten launches, the float64 results read back.
  *
  * Deferred copies. A launch costs the CPU about as much as recording the
  * call (10-20 us), so the tensors of many calls go in one copy: an API
@@ -79,7 +86,8 @@ typedef struct seg {
 typedef struct win {
     struct win *next;   /* flushed windows, oldest first */
     char device[24];
-    PyObject *buf;      /* float32, g_wincap elements */
+    int wide;           /* float64, g_widecap elements (else float32, g_wincap) */
+    PyObject *buf;
     PyObject *ws;       /* its stream (accel_copy.py's win_new), or None */
     PyObject *dev_index;    /* ws's device index (an int), or NULL (the CPU) */
     unsigned long long raw; /* ws's raw handle: the current stream is compared to it */
@@ -106,6 +114,7 @@ static win_t *g_flushed, **g_flushed_tail = &g_flushed;
 static size_t g_nflushed;
 static int g_on, g_test;           /* msp_dev_stats_init */
 static int64_t g_chunk, g_wincap;  /* elements (setup()) */
+static int64_t g_widecap;          /* elements of a wide window */
 static int g_alone;                /* MSPROBE_DEVICE_STATS_ALONE: no windows (bench/gpu) */
 static int g_skip;                 /* MSPROBE_DEVICE_STATS_SKIP: records, no statistics (bench/gpu) */
 static int g_defer_off;            /* MSPROBE_DEVICE_STATS_DEFER=0, or a version moved: no waiting */
@@ -118,6 +127,7 @@ typedef struct wput {
     size_t ti;
     PyObject *t;
     int64_t n;
+    int wide;
     char device[24];
 } wput_t;
 static _Thread_local wput_t *t_put;
@@ -227,6 +237,10 @@ static int setup(void)
     g_wincap -= g_wincap % g_chunk;
     if (g_wincap < g_chunk)
         g_wincap = g_chunk;
+    g_widecap = g_wincap / 2 < (4 << 20) ? g_wincap / 2 : (4 << 20); /* at most 32 MiB */
+    g_widecap -= g_widecap % g_chunk;
+    if (g_widecap < g_chunk)
+        g_widecap = g_chunk;
     return ok;
 }
 
@@ -395,15 +409,16 @@ static int win_same_stream(win_t *w)
     return r && raw == w->raw;
 }
 
-/* The open window of device, on the current stream, with room for n more
- * elements, opened if needed; NULL when none can be had. */
-static win_t *win_for(const char *device, int64_t n)
+/* The open window of device (wide: a float64 one), on the current stream,
+ * with room for n more elements, opened if needed; NULL when none can be had. */
+static win_t *win_for(const char *device, int wide, int64_t n)
 {
     win_t *w = NULL;
+    int64_t cap = wide ? g_widecap : g_wincap;
     for (size_t i = 0; i < g_nopen; i++)
-        if (strcmp(g_open[i]->device, device) == 0)
+        if (g_open[i]->wide == wide && strcmp(g_open[i]->device, device) == 0)
             w = g_open[i];
-    if (w && w->used + n <= g_wincap && win_same_stream(w))
+    if (w && w->used + n <= cap && win_same_stream(w))
         return w;
     if (w)
         win_retire(w);
@@ -415,7 +430,8 @@ static win_t *win_for(const char *device, int64_t n)
     if (!w)
         return NULL;
     snprintf(w->device, sizeof w->device, "%s", device);
-    PyObject *pair = call_fn("win_new", Py_BuildValue("(sL)", device, (long long)g_wincap));
+    w->wide = wide;
+    PyObject *pair = call_fn("win_new", Py_BuildValue("(sLi)", device, (long long)cap, wide));
     if (pair && PyTuple_Check(pair) && PyTuple_Size(pair) == 2) {
         w->buf = PyTuple_GetItem(pair, 0);
         w->ws = PyTuple_GetItem(pair, 1);
@@ -596,14 +612,16 @@ void msp_dev_call_end(void)
     PyErr_Fetch(&et, &ev, &etb);
     size_t i = 0;
     while (i < t_nput) {
-        /* the longest run from i on one device that fits one window */
+        /* the longest run from i on one device and kind of window that fits one */
         int64_t n = t_put[i].n;
+        int wide = t_put[i].wide;
         size_t j = i + 1;
-        while (j < t_nput && strcmp(t_put[j].device, t_put[i].device) == 0 &&
-               n + t_put[j].n <= g_wincap)
+        while (j < t_nput && t_put[j].wide == wide &&
+               strcmp(t_put[j].device, t_put[i].device) == 0 &&
+               n + t_put[j].n <= (wide ? g_widecap : g_wincap))
             n += t_put[j++].n;
-        win_t *w = win_for(t_put[i].device, n);
-        int rc = w ? win_add(w, i, j, defer) : -1;
+        win_t *w = win_for(t_put[i].device, wide, n);
+        int rc = w ? win_add(w, i, j, defer && !wide) : -1;
         if (rc < 0) {
             if (w)
                 msp_shim_warn_once("nomem", "device statistics: out of memory; they are "
@@ -854,6 +872,18 @@ int msp_dev_windowed(msp_dtype_t dtype)
     return dtype == MSP_DTYPE_FLOAT32 || dtype == MSP_DTYPE_BFLOAT16 || dtype == MSP_DTYPE_FLOAT16;
 }
 
+/* The dtypes of wide windows: float64 holds each of their values exactly. */
+static int dev_wide(msp_dtype_t dtype)
+{
+    switch (dtype) {
+    case MSP_DTYPE_FLOAT64: case MSP_DTYPE_INT8: case MSP_DTYPE_INT16: case MSP_DTYPE_INT32:
+    case MSP_DTYPE_INT64: case MSP_DTYPE_UINT8: case MSP_DTYPE_BOOL:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 int msp_dev_defers(void)
 {
     return g_on && !g_defer_off && !g_alone && !g_skip;
@@ -931,7 +961,8 @@ int msp_dev_stats_add(msp_dq_rec_t *r, const char *role, PyObject *d, msp_dtype_
             dev_fill(dt, NULL, 0);
         return 1;
     }
-    int windowed = msp_dev_windowed(dtype) && n <= g_wincap && !g_alone;
+    int wide = dev_wide(dtype) && n <= g_widecap;
+    int windowed = ((msp_dev_windowed(dtype) && n <= g_wincap) || wide) && !g_alone;
     if (!windowed)
         return dev_alone(r, role, d, dtype, ndim, shape, device, rg);
     wput_t *np = msp_grow(t_put, &t_capput, t_nput, sizeof *np, 16);
@@ -946,6 +977,7 @@ int msp_dev_stats_add(msp_dq_rec_t *r, const char *role, PyObject *d, msp_dtype_
     Py_INCREF(d);
     p->t = d;
     p->n = n;
+    p->wide = wide;
     snprintf(p->device, sizeof p->device, "%s", device);
     r->dev_pending++;
     return 1;

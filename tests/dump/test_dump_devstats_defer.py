@@ -178,15 +178,16 @@ class Deferred(dt.ShimCase):
             for k in ("max", "min", "mean", "norm"):
                 self.assertEqual(float(a[k]), float(b[k]), (i, k))
 
-    def compare_every_tensor(self, data, stats):
-        """Every float tensor of the statistics dump against numpy over the
-        same tensor of the tensor dump; how many were checked."""
+    def compare_every_tensor(self, data, stats, kinds="f"):
+        """Every tensor of the statistics dump whose numpy dtype kind is in
+        kinds against numpy over the same tensor of the tensor dump; how many
+        were checked."""
         self.assertEqual(sorted(data), sorted(stats))
         checked = 0
         for rec in sorted(stats):
             for role, t in stats[rec]["tattrs"].items():
                 a = data[rec].get(role)
-                if a is None or a.dtype.kind != "f" or a.size == 0:
+                if a is None or a.dtype.kind not in kinds or a.size == 0:
                     continue
                 stats_of(self, t, a, rec + "/" + role)
                 checked += 1
@@ -231,6 +232,10 @@ class Deferred(dt.ShimCase):
         # forward and backward records of ~60 layers, and AdamW's parameters,
         # gradients and moments before and after its step
         self.assertGreater(checked, 700)
+        # integers in their float64 window: the labels, and each BatchNorm's
+        # num_batches_tracked before and after its add_(1)
+        self.assertGreaterEqual(self.compare_every_tensor(runs["tensor"], runs["statistics"],
+                                                          kinds="iub"), 41)
         self.assertTrue(any(r.startswith("Optimizer.AdamW") for r in runs["statistics"]))
 
 

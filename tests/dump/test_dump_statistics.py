@@ -261,15 +261,17 @@ class FewLaunches(dt.ShimCase):  # run by the device-path configuration only (be
         self.assertGreater(tensors, 500)
         # resnet18 at 32x32, batch 2: ~70 M float elements a step (weights, their
         # gradients, momentum...), 16 M a window
-        # (and one aminmax a tensor of integers: the labels, alone)
-        self.assertLessEqual(n["aten::aminmax"], 60, n)
+        # integer tensors (the labels, every BatchNorm's num_batches_tracked
+        # before and after its add_(1): 41 a step) go to a float64 window
+        # too: no tensor is reduced alone (about ten launches each)
+        self.assertLessEqual(n["aten::aminmax"], 20, n)
         self.assertLessEqual(n["aten::var_mean"], 20, n)
         self.assertEqual(n["aten::isnan"], 0, n)
         self.assertLessEqual(n["aten::cat"], tensors // 4, n)
         # a tensor's shape, device and address are read without DLPack, whose
         # export made a view (as_strided) of each: ~1070 a step before, ~380
         # now (the flat views the copies take, and the model's own 7)
-        self.assertLessEqual(n["aten::as_strided"], tensors * 3 // 4, n)
+        self.assertLessEqual(n["aten::as_strided"], tensors // 3, n)
 
 
 if not DEVICE_PATH:
