@@ -501,13 +501,26 @@ static double cpu_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* MSPROBE_WRITER_STATS=1: one line at exit with the writer's own throughput
+ * (bench/dump/run.sh compares it with dd), its time a step, and how long the
+ * training thread waited for the previous step's file (bench/gpu: is a step
+ * bound by the writer?). */
+static int writer_stats(void)
+{
+    static int on = -1;
+    if (on < 0)
+        on = msp_env_flag("MSPROBE_WRITER_STATS");
+    return on;
+}
+static double g_end_wait;    /* seconds msp_dq_end_step waited (q.mu) */
+static uint64_t g_steps_end; /* steps ended */
+
 static void *writer_main(void *arg)
 {
     (void)arg;
     wstate_t s = {NULL, -1, -1, -1, -1, NULL, NULL};
-    /* MSPROBE_WRITER_STATS=1: one line at exit with the writer's own throughput
-     * (bench/dump/run.sh compares it with dd). */
-    int stats = msp_env_flag("MSPROBE_WRITER_STATS");
+    pthread_setname_np(pthread_self(), "msprobe-writer"); /* top -H, perf, gdb */
+    int stats = writer_stats();
     double busy = 0, oncpu = 0;
     uint64_t written = 0;
     for (;;) {
@@ -542,10 +555,19 @@ static void *writer_main(void *arg)
             oncpu += cpu_now() - c0;
             written += bytes;
         }
-        if (stats && kind == MSP_DQ_SHUTDOWN)
+        if (stats && kind == MSP_DQ_SHUTDOWN) {
+            pthread_mutex_lock(&q.mu);
+            double waited = g_end_wait;
+            uint64_t steps = g_steps_end;
+            pthread_mutex_unlock(&q.mu);
             msp_shim_msg("writer: %llu bytes of tensors in %.3f s busy (%.0f MB/s), %.3f s of it "
-                         "on a CPU", (unsigned long long)written, busy,
-                         busy > 0 ? (double)written / busy / 1e6 : 0.0, oncpu);
+                         "on a CPU; %llu steps: %.2f ms busy a step, the training thread waited "
+                         "%.2f ms a step for the previous step's file",
+                         (unsigned long long)written, busy,
+                         busy > 0 ? (double)written / busy / 1e6 : 0.0, oncpu,
+                         (unsigned long long)steps, steps ? busy * 1e3 / (double)steps : 0.0,
+                         steps ? waited * 1e3 / (double)steps : 0.0);
+        }
         if (!held)
             msp_dq_rec_free(r);
 
@@ -571,6 +593,7 @@ static void *writer_main(void *arg)
 static void *stats_main(void *arg)
 {
     (void)arg;
+    pthread_setname_np(pthread_self(), "msprobe-stats");
     unsigned unannounced = 0; /* records ready since the writer was last woken */
     for (;;) {
         pthread_mutex_lock(&q.mu);
@@ -712,9 +735,15 @@ void msp_dq_end_step(int64_t step)
     /* Bounded lag: the previous step's file is in place before this step
      * returns (durable mode: this step's own file). */
     uint64_t need = q.durable ? mine : mine - 1;
+    int stats = writer_stats();
+    double t0 = stats ? mono_now() : 0;
     pthread_mutex_lock(&q.mu);
     while (q.started && q.ends_done < need)
         pthread_cond_wait(&q.ended, &q.mu);
+    if (stats) {
+        g_end_wait += mono_now() - t0;
+        g_steps_end++;
+    }
     pthread_mutex_unlock(&q.mu);
 }
 

@@ -57,6 +57,7 @@
 #define MSP_WIN_INFLIGHT 2        /* windows reduced, results not yet read: a third waits */
 #define MSP_PUT_TENSORS 64        /* tensors waiting in a window: copied, in one launch */
 #define MSP_PUT_ELEMS (16 << 20)  /* elements waiting in a window (memory kept alive): copied */
+#define MSP_DEV_POLL_EVERY 16     /* records held between two looks at the results */
 
 /* ---- one tensor at a time ---------------------------------------------------- */
 typedef struct dpend {
@@ -136,6 +137,7 @@ static _Thread_local size_t t_nput, t_capput;
 static msp_dq_rec_t **g_held;
 static size_t g_held_head, g_nheld, g_capheld;
 static int g_dev_polling;      /* a dev_poll is running (perhaps waiting, GIL released) */
+static unsigned g_hold_tick;   /* records held so far (msp_dev_hold polls every few) */
 static pthread_t g_dev_poller; /* in that thread */
 
 /* Call accel_copy.py's name(*args) (args: a new reference, taken); its
@@ -786,8 +788,12 @@ int msp_dev_hold(msp_dq_rec_t *r)
     size_t held = g_nheld - g_held_head;
     if (held > MSP_DEV_HELD_FLUSH && held % MSP_DEV_HELD_FLUSH == 1)
         flush_open(); /* their results start coming; nothing waits */
-    dev_poll(0);
-    held_release();
+    /* An event's query() costs a Python call and a driver call (5-10 us on
+     * an H100 host): asked every MSP_DEV_POLL_EVERY records, not at each */
+    if (++g_hold_tick % MSP_DEV_POLL_EVERY == 0) {
+        dev_poll(0);
+        held_release();
+    }
     if (g_nheld - g_held_head > MSP_DEV_HELD_MAX) {
         flush_open();
         dev_poll(1);
