@@ -95,9 +95,11 @@ extern msp_shim_t msp_g;
 /* The tests' switches, read once at boot, in one place (not documented to
  * users): MSPROBE_TEST_HOST_COPY sends CPU tensors through the accelerator
  * copy path (py_tensor.c), MSPROBE_TEST_DEVICE_STATS through the device
- * statistics (py_devstats.c), so both run on a machine without a GPU. */
+ * statistics (py_devstats.c), so both run on a machine without a GPU;
+ * MSPROBE_TEST_STACK_ATTRS walks call sites by frame attributes, the way of a
+ * Python without PyFrame_GetBack (py_stack.c). */
 typedef struct msp_test_hooks {
-    int host_copy, device_stats;
+    int host_copy, device_stats, stack_attrs;
 } msp_test_hooks_t;
 extern msp_test_hooks_t msp_test;
 void msp_test_hooks_init(void);

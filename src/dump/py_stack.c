@@ -14,6 +14,8 @@
  * calls is recorded. Turned off by msprobe's "extra_info": false. */
 #include "dump_py.h"
 
+#include <dlfcn.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +32,8 @@ static int g_ready;           /* 1 set up, -1 cannot be */
 /* dedup: this step's texts -> the record that carries each */
 static PyObject *g_seen;
 static int64_t g_seen_step = -1;
+
+static void frames_setup(void);
 
 static int stack_setup(void)
 {
@@ -57,6 +61,7 @@ static int stack_setup(void)
     Py_XDECREF(sys);
     if (g_getframe && g_getline && g_lines && g_seen && g_torch_dir[0])
         g_ready = 1;
+    frames_setup();
     PyErr_Clear();
     return g_ready;
 }
@@ -86,6 +91,13 @@ static int skipped(const char *f)
            strncmp(f, "msprobe_", 8) == 0;
 }
 
+/* Walking frames. CPython's own accessors where it has them (3.9+, found at
+ * run time: the limited API this file is built against lacks them), else the
+ * frame's attributes; a walk costs no Python call and no attribute lookup then. */
+static PyObject *(*p_get_frame)(void);       /* PyEval_GetFrame: borrowed */
+static PyObject *(*p_frame_back)(PyObject *); /* PyFrame_GetBack: new reference */
+static PyObject *(*p_frame_code)(PyObject *); /* PyFrame_GetCode: new reference */
+static int (*p_frame_line)(PyObject *);       /* PyFrame_GetLineNumber */
 static PyObject *s_f_code, *s_f_lineno, *s_f_back, *s_co_filename, *s_co_name;
 
 static PyObject *attr(PyObject *o, PyObject **slot, const char *name)
@@ -95,127 +107,259 @@ static PyObject *attr(PyObject *o, PyObject **slot, const char *name)
     return *slot ? PyObject_GetAttr(o, *slot) : NULL;
 }
 
-/* Per code object: NULL to skip its frames (torch's own), else "File F, line "
- * and ", in FUNC" as a (bytes, bytes) tuple. Borrowed from g_codes. */
-static PyObject *g_codes;
-
-static PyObject *code_info(PyObject *code)
+static void frames_setup(void)
 {
-    PyObject *info = PyDict_GetItem(g_codes, code); /* borrowed */
-    if (info)
-        return info == Py_None ? NULL : info;
+    p_get_frame = (PyObject * (*)(void)) dlsym(RTLD_DEFAULT, "PyEval_GetFrame");
+    p_frame_back = (PyObject * (*)(PyObject *)) dlsym(RTLD_DEFAULT, "PyFrame_GetBack");
+    p_frame_code = (PyObject * (*)(PyObject *)) dlsym(RTLD_DEFAULT, "PyFrame_GetCode");
+    p_frame_line = (int (*)(PyObject *))dlsym(RTLD_DEFAULT, "PyFrame_GetLineNumber");
+    if (!p_get_frame || !p_frame_back || !p_frame_code || !p_frame_line || msp_test.stack_attrs)
+        p_get_frame = NULL; /* all or none */
+}
+
+/* The innermost frame, a new reference (or NULL). */
+static PyObject *frame_top(void)
+{
+    if (p_get_frame) {
+        PyObject *f = p_get_frame();
+        Py_XINCREF(f);
+        return f;
+    }
+    PyObject *f = PyObject_CallFunction(g_getframe, "i", 0);
+    if (f == Py_None)
+        Py_CLEAR(f);
+    return f;
+}
+
+static PyObject *frame_back(PyObject *f)
+{
+    PyObject *b = p_get_frame ? p_frame_back(f) : attr(f, &s_f_back, "f_back");
+    if (b == Py_None)
+        Py_CLEAR(b);
+    return b;
+}
+
+static PyObject *frame_code(PyObject *f)
+{
+    return p_get_frame ? p_frame_code(f) : attr(f, &s_f_code, "f_code");
+}
+
+static long frame_line(PyObject *f)
+{
+    if (p_get_frame)
+        return p_frame_line(f);
+    PyObject *n = attr(f, &s_f_lineno, "f_lineno");
+    long v = n ? PyLong_AsLong(n) : -1;
+    Py_XDECREF(n);
+    return v;
+}
+
+/* Per code object, found by its address (the table holds a reference, so the
+ * address is not reused; a code object's own hash reads its whole bytecode
+ * and constants, each time): NULL to skip its frames (torch's own), else
+ * (filename, func as bytes). */
+typedef struct {
+    PyObject *code, *info; /* info: Py_None to skip */
+} code_slot_t;
+static code_slot_t *g_codes;
+static size_t g_ncodes, g_capcodes;
+
+static size_t ptr_hash(const void *p)
+{
+    return (size_t)msp_mix64((uint64_t)(uintptr_t)p);
+}
+
+static PyObject *code_new_info(PyObject *code)
+{
     PyObject *fname = attr(code, &s_co_filename, "co_filename");
     PyObject *func = attr(code, &s_co_name, "co_name");
     PyObject *fb = fname ? PyUnicode_AsUTF8String(fname) : NULL;
     PyObject *nb = func ? PyUnicode_AsUTF8String(func) : NULL;
-    info = Py_None;
+    PyObject *info = NULL;
     if (fb && nb && !skipped(PyBytes_AsString(fb)))
         info = Py_BuildValue("(OO)", fname, nb);
-    if (info && PyDict_Size(g_codes) < 100000)
-        PyDict_SetItem(g_codes, code, info);
-    if (info && info != Py_None)
-        Py_DECREF(info); /* the dict holds it */
     Py_XDECREF(nb);
     Py_XDECREF(fb);
     Py_XDECREF(func);
     Py_XDECREF(fname);
     PyErr_Clear();
-    info = PyDict_GetItem(g_codes, code);
+    if (!info) {
+        info = Py_None;
+        Py_INCREF(info);
+    }
+    return info;
+}
+
+/* Borrowed; NULL: a frame to skip. */
+static PyObject *code_info(PyObject *code)
+{
+    if (g_capcodes) {
+        for (size_t i = ptr_hash(code) & (g_capcodes - 1); g_codes[i].code;
+             i = (i + 1) & (g_capcodes - 1))
+            if (g_codes[i].code == code)
+                return g_codes[i].info == Py_None ? NULL : g_codes[i].info;
+    }
+    if (2 * (g_ncodes + 1) > g_capcodes && g_ncodes < 100000) {
+        size_t cap = g_capcodes ? 2 * g_capcodes : 1024;
+        code_slot_t *t = calloc(cap, sizeof *t);
+        if (t) {
+            for (size_t k = 0; k < g_capcodes; k++)
+                if (g_codes[k].code) {
+                    size_t i = ptr_hash(g_codes[k].code) & (cap - 1);
+                    while (t[i].code)
+                        i = (i + 1) & (cap - 1);
+                    t[i] = g_codes[k];
+                }
+            free(g_codes);
+            g_codes = t;
+            g_capcodes = cap;
+        }
+    }
+    PyObject *info = code_new_info(code);
+    if (2 * (g_ncodes + 1) > g_capcodes) { /* full (or no memory): not kept */
+        Py_DECREF(info); /* the caller's frame holds code, and info is only read now... */
+        return NULL;     /* ...so skip rather than hand out a dead reference */
+    }
+    size_t i = ptr_hash(code) & (g_capcodes - 1);
+    while (g_codes[i].code)
+        i = (i + 1) & (g_capcodes - 1);
+    Py_INCREF(code);
+    g_codes[i] = (code_slot_t){code, info};
+    g_ncodes++;
     return info == Py_None ? NULL : info;
 }
 
-/* The text of a call site given as ((code, line), ...) innermost first: made
- * once, then found in g_texts. New reference (a str) or NULL. */
-static PyObject *g_texts;
+/* The text of a call site, its kept frames innermost first as (code, line):
+ * made once, then found by those pointers and lines. */
+typedef struct {
+    PyObject *code; /* borrowed: g_codes holds it */
+    long line;
+} site_t;
+typedef struct {
+    site_t site[MSP_STACK_FRAMES];
+    int n;
+    char *text;
+} text_slot_t;
+static text_slot_t *g_texts;
+static size_t g_ntexts, g_captexts;
 
-static PyObject *site_text(PyObject *key)
+static size_t sites_hash(const site_t *s, int n)
 {
-    PyObject *t = PyDict_GetItem(g_texts, key);
-    if (t) {
-        Py_INCREF(t);
-        return t;
-    }
+    uint64_t h = (uint64_t)n;
+    for (int i = 0; i < n; i++)
+        h = msp_mix64(h ^ (uint64_t)(uintptr_t)s[i].code) ^ msp_mix64((uint64_t)s[i].line + h);
+    return (size_t)h;
+}
+
+static char *site_text_new(const site_t *s, int n)
+{
     char *text = malloc(MSP_STACK_TEXT);
     if (!text)
         return NULL;
     size_t at = 0;
     text[0] = '\0';
-    for (Py_ssize_t i = 0; i < PyTuple_Size(key); i++) {
-        PyObject *e = PyTuple_GetItem(key, i);
-        PyObject *info = PyDict_GetItem(g_codes, PyTuple_GetItem(e, 0));
-        if (!info || info == Py_None)
+    for (int i = 0; i < n; i++) {
+        PyObject *info = code_info(s[i].code);
+        if (!info)
             continue;
-        PyObject *fname = PyTuple_GetItem(info, 0), *lineno = PyTuple_GetItem(e, 1);
+        PyObject *fname = PyTuple_GetItem(info, 0), *lineno = PyLong_FromLong(s[i].line);
         PyObject *fb = PyUnicode_AsUTF8String(fname);
-        PyObject *src = source_line(fname, lineno);
+        PyObject *src = lineno ? source_line(fname, lineno) : NULL;
         PyObject *sb = src ? PyUnicode_AsUTF8String(src) : NULL;
-        int n = fb ? snprintf(text + at, MSP_STACK_TEXT - at, "%sFile %s, line %ld, in %s%s%s",
-                              at ? "\n" : "", PyBytes_AsString(fb), PyLong_AsLong(lineno),
+        int k = fb ? snprintf(text + at, MSP_STACK_TEXT - at, "%sFile %s, line %ld, in %s%s%s",
+                              at ? "\n" : "", PyBytes_AsString(fb), s[i].line,
                               PyBytes_AsString(PyTuple_GetItem(info, 1)),
                               sb && PyBytes_Size(sb) ? "\n    " : "", sb ? PyBytes_AsString(sb) : "")
                    : -1;
         Py_XDECREF(sb);
         Py_XDECREF(src);
         Py_XDECREF(fb);
-        if (n < 0 || (size_t)n >= MSP_STACK_TEXT - at) {
+        Py_XDECREF(lineno);
+        if (k < 0 || (size_t)k >= MSP_STACK_TEXT - at) {
             text[at] = '\0'; /* this frame does not fit: the text ends before it */
             break;
         }
-        at += (size_t)n;
+        at += (size_t)k;
     }
-    t = at ? PyUnicode_FromString(text) : NULL;
-    free(text);
-    if (t && PyDict_Size(g_texts) < 100000)
-        PyDict_SetItem(g_texts, key, t);
     PyErr_Clear();
-    return t;
+    if (!at) {
+        free(text);
+        return NULL;
+    }
+    char *t = realloc(text, at + 1);
+    return t ? t : text;
+}
+
+/* The text (owned by the table, or by the caller when *own is set). */
+static const char *site_text(const site_t *s, int n, int *own)
+{
+    *own = 0;
+    size_t h = sites_hash(s, n);
+    if (g_captexts) {
+        for (size_t i = h & (g_captexts - 1); g_texts[i].text; i = (i + 1) & (g_captexts - 1))
+            if (g_texts[i].n == n && memcmp(g_texts[i].site, s, (size_t)n * sizeof *s) == 0)
+                return g_texts[i].text;
+    }
+    char *text = site_text_new(s, n);
+    if (!text)
+        return NULL;
+    if (2 * (g_ntexts + 1) > g_captexts && g_ntexts < 100000) {
+        size_t cap = g_captexts ? 2 * g_captexts : 1024;
+        text_slot_t *t = calloc(cap, sizeof *t);
+        if (t) {
+            for (size_t k = 0; k < g_captexts; k++)
+                if (g_texts[k].text) {
+                    size_t i = sites_hash(g_texts[k].site, g_texts[k].n) & (cap - 1);
+                    while (t[i].text)
+                        i = (i + 1) & (cap - 1);
+                    t[i] = g_texts[k];
+                }
+            free(g_texts);
+            g_texts = t;
+            g_captexts = cap;
+        }
+    }
+    if (2 * (g_ntexts + 1) > g_captexts) {
+        *own = 1;
+        return text;
+    }
+    size_t i = h & (g_captexts - 1);
+    while (g_texts[i].text)
+        i = (i + 1) & (g_captexts - 1);
+    text_slot_t *e = &g_texts[i];
+    memset(e, 0, sizeof *e);
+    memcpy(e->site, s, (size_t)n * sizeof *s);
+    e->n = n;
+    e->text = text;
+    g_ntexts++;
+    return text;
 }
 
 char *msp_stack_capture(void)
 {
     if (!msp_g.cfg.stacks || stack_setup() != 1)
         return NULL;
-    if ((!g_codes && !(g_codes = PyDict_New())) || (!g_texts && !(g_texts = PyDict_New()))) {
-        PyErr_Clear();
-        return NULL;
-    }
     msp_t_depth++;
-    PyObject *sites[MSP_STACK_FRAMES];
+    site_t sites[MSP_STACK_FRAMES];
+    memset(sites, 0, sizeof sites);
     int kept = 0;
-    PyObject *frame = PyObject_CallFunction(g_getframe, "i", 0);
-    for (int walked = 0; frame && frame != Py_None && kept < MSP_STACK_FRAMES &&
-                         walked < MSP_STACK_WALK;
-         walked++) {
-        PyObject *code = attr(frame, &s_f_code, "f_code");
-        if (code && code_info(code)) {
-            PyObject *lineno = attr(frame, &s_f_lineno, "f_lineno");
-            PyObject *e = lineno ? PyTuple_Pack(2, code, lineno) : NULL;
-            if (e)
-                sites[kept++] = e;
-            Py_XDECREF(lineno);
+    PyObject *frame = frame_top();
+    for (int walked = 0; frame && kept < MSP_STACK_FRAMES && walked < MSP_STACK_WALK; walked++) {
+        PyObject *code = frame_code(frame);
+        if (code && code_info(code)) { /* g_codes holds code from now on */
+            sites[kept].code = code;
+            sites[kept++].line = frame_line(frame);
         }
         Py_XDECREF(code);
-        PyObject *back = attr(frame, &s_f_back, "f_back");
+        PyObject *back = frame_back(frame);
         Py_DECREF(frame);
         frame = back;
     }
     Py_XDECREF(frame);
-    char *out = NULL;
-    PyObject *key = kept ? PyTuple_New(kept) : NULL;
-    for (int i = 0; i < kept; i++) {
-        if (key)
-            PyTuple_SetItem(key, i, sites[i]); /* steals */
-        else
-            Py_DECREF(sites[i]);
-    }
-    PyObject *t = key ? site_text(key) : NULL;
-    PyObject *tb = t ? PyUnicode_AsUTF8String(t) : NULL;
-    if (tb)
-        out = strdup(PyBytes_AsString(tb));
-    Py_XDECREF(tb);
-    Py_XDECREF(t);
-    Py_XDECREF(key);
     PyErr_Clear();
+    int own = 0;
+    const char *t = kept ? site_text(sites, kept, &own) : NULL;
+    char *out = t ? (own ? (char *)t : strdup(t)) : NULL;
     msp_t_depth--;
     return out;
 }

@@ -220,12 +220,13 @@ class MsprobeDumpOptions(dt.ShimCase):
     """dump_enable, tensor_list, extra_info (call sites), a step never reached;
     in-place Tensor methods recorded with the inputs they were given."""
 
-    def run_opts(self, cfg, name="d", preload=True):
+    def run_opts(self, cfg, name="d", preload=True, env_extra=None):
         cfg = dict({"dump_path": "./" + name, "level": "L1"}, **cfg)
         path = self.write_config(json.dumps(cfg), name=name + ".json")
         with open(self.path("t.py"), "w") as f:
             f.write(OPTIONS_SCRIPT)
-        p = self.run_cmd([dt.PYTHON, "t.py", name + ".npz"], path, preload=preload)
+        p = self.run_cmd([dt.PYTHON, "t.py", name + ".npz"], path, preload=preload,
+                         env_extra=env_extra)
         self.assertEqual(p.returncode, 0, p.stderr[-3000:])
         return p, dt.dump_files(self.path(name)), np.load(self.path(name + ".npz"))
 
@@ -300,6 +301,13 @@ class MsprobeDumpOptions(dt.ShimCase):
         self.assertEqual(len(full), len(set(full)))  # each text once in the file
         for t in full:
             self.assertNotIn("torch/nn/", t)  # torch's own frames left out
+        # the frames walked by their attributes (a Python without
+        # PyFrame_GetBack) give the same texts
+        _, files, _ = self.run_opts({"task": "statistics", "step": [0]}, name="attrs",
+                                    env_extra={"MSPROBE_TEST_STACK_ATTRS": "1"})
+        by_attrs, _ = dt.read_dump(files[(0, 0)])
+        self.assertEqual({n: r["attrs"].get("stack") for n, r in by_attrs.items()},
+                         {n: r["attrs"].get("stack") for n, r in recs.items()})
         # extra_info false: no call sites
         _, files, _ = self.run_opts({"task": "statistics", "step": [0], "extra_info": False},
                                     name="nx")
