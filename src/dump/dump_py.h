@@ -202,9 +202,13 @@ PyObject *msp_ev_dispatch(PyObject *orig, const char *name, PyObject *args, PyOb
  * MSPROBE_TEST_DEVICE_STATS): its statistics are computed where it lives and
  * only they are read, when they arrive; its record is held until then. 1 when
  * tensor d (dtype, shape, device as the dump names it) was added to r so; 0 to
- * read it as the other tasks do. */
+ * read it as the other tasks do. ptr: its first element's address, and dense:
+ * its elements are exactly the memory from there (contiguous, or a permuted
+ * dense layout such as a transpose), so that a view of the same memory (a
+ * reshape, a flatten, a transpose) shares a waiting copy; NULL: unknown. */
 int msp_dev_stats_add(msp_dq_rec_t *r, const char *role, PyObject *d, msp_dtype_t dtype, int ndim,
-                      const int64_t *shape, const char *device, int rg);
+                      const int64_t *shape, const char *device, int rg, const void *ptr,
+                      int dense);
 /* The end of one call's tensors (inputs, or outputs): those taken since take
  * their places in the windows. They are copied now, with every tensor that
  * waits, unless msp_t_dev_defer was set for them (then they wait for more). */

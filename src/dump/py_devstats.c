@@ -80,8 +80,11 @@ typedef struct seg {
     PyObject *t;        /* the tensor, until its copy is launched (win_issue) */
     int64_t ver;        /* its version counter when added; -1: copied at once */
     int bad;            /* its copy failed: statistics NaN */
-    int64_t dup;        /* -1, or the earlier segment of the same tensor, unchanged:
-                           this one shares its copy (no bytes of its own) */
+    int64_t dup;        /* -1, or the earlier segment of the same tensor (or of the
+                           same dense memory: a view of it), unchanged: this one
+                           shares its copy (no bytes of its own) */
+    const void *ptr;    /* its first element, when dense (else NULL): found by it */
+    msp_dtype_t dtype;
 } seg_t;
 
 typedef struct win {
@@ -100,6 +103,7 @@ typedef struct win {
     size_t issued;      /* segments [0, issued) have their copy launched */
     size_t *hs, nhs;    /* segments by tensor (index + 1; 0: empty), while they wait */
     int64_t waiting;    /* elements of the segments not yet copied */
+    size_t nwaiting;    /* those segments, shared ones (dup) left out: tensors held */
     /* once flushed */
     PyObject *host, *hcap, *event;
     const double *v;    /* [4][width]: max, min, sum, norm of rows, then pieces */
@@ -129,6 +133,8 @@ typedef struct wput {
     PyObject *t;
     int64_t n;
     int wide;
+    const void *ptr; /* dense memory from here (else NULL) */
+    msp_dtype_t dtype;
     char device[24];
 } wput_t;
 static _Thread_local wput_t *t_put;
@@ -488,6 +494,7 @@ static void win_issue(win_t *w)
     for (size_t k = a; k < b; k++)
         nt += w->seg[k].dup < 0;
     w->issued = b;
+    w->nwaiting = w->nwaiting > nt ? w->nwaiting - nt : 0;
     if (nt > 0) {
         PyObject *ts = PyList_New((Py_ssize_t)nt);
         int64_t off = -1, n = 0;
@@ -527,15 +534,27 @@ static void win_issue(win_t *w)
         win_settle(w);
 }
 
-/* The segment that holds t and waits for its copy, or -1. */
-static int64_t win_lookup(const win_t *w, PyObject *t)
+/* Where a waiting segment is found: by its dense memory (a view of the same
+ * elements finds it too), else by its tensor. */
+static size_t seg_hash(PyObject *t, const void *ptr, int64_t n, msp_dtype_t dtype)
+{
+    return ptr ? (size_t)msp_mix64((uint64_t)(uintptr_t)ptr ^ (uint64_t)n << 8 ^ (uint64_t)dtype)
+               : (size_t)msp_mix64((uint64_t)(uintptr_t)t);
+}
+
+/* The segment that holds t (or the same dense elements) and waits for its
+ * copy, or -1. Its tensor is held while it waits: the memory is not reused. */
+static int64_t win_lookup(const win_t *w, PyObject *t, const void *ptr, int64_t n,
+                          msp_dtype_t dtype)
 {
     if (!w->nhs)
         return -1;
     size_t mask = w->nhs - 1;
-    for (size_t i = (size_t)msp_mix64((uint64_t)(uintptr_t)t) & mask; w->hs[i]; i = (i + 1) & mask)
-        if (w->seg[w->hs[i] - 1].t == t)
+    for (size_t i = seg_hash(t, ptr, n, dtype) & mask; w->hs[i]; i = (i + 1) & mask) {
+        const seg_t *s = &w->seg[w->hs[i] - 1];
+        if (s->t && (ptr ? s->ptr == ptr && s->n == n && s->dtype == dtype : s->t == t))
             return (int64_t)(w->hs[i] - 1);
+    }
     return -1;
 }
 
@@ -557,7 +576,8 @@ static void win_index(win_t *w, size_t k)
             if (j != k && w->seg[j].t && w->seg[j].dup < 0)
                 win_index(w, j);
     }
-    size_t mask = w->nhs - 1, i = (size_t)msp_mix64((uint64_t)(uintptr_t)w->seg[k].t) & mask;
+    const seg_t *s = &w->seg[k];
+    size_t mask = w->nhs - 1, i = seg_hash(s->t, s->ptr, s->n, s->dtype) & mask;
     while (w->hs[i])
         i = (i + 1) & mask;
     w->hs[i] = k + 1;
@@ -575,21 +595,23 @@ static int win_add(win_t *w, size_t i, size_t j, int defer)
     w->seg = ns;
     for (size_t k = i; k < j; k++) {
         PyObject *t = t_put[k].t;
-        int64_t ver = defer ? msp_tensor_version(t) : -1, m = win_lookup(w, t);
+        int64_t ver = defer ? msp_tensor_version(t) : -1;
+        int64_t m = win_lookup(w, t, t_put[k].ptr, t_put[k].n, t_put[k].dtype);
         if (m >= 0 && w->seg[m].ver >= 0 && ver < 0)
             ver = msp_tensor_version(t);
         if (m >= 0 && (w->seg[m].ver < 0 || w->seg[m].ver == ver)) {
             /* waiting since its call (version unchanged), or given twice to this one */
             w->seg[w->nseg++] = (seg_t){t_put[k].rec, t_put[k].ti, w->seg[m].off, w->seg[m].n,
-                                        0, 0, -1, -1, NULL, -1, 0, m};
+                                        0, 0, -1, -1, NULL, -1, 0, m, NULL, t_put[k].dtype};
             continue;
         }
         w->seg[w->nseg] = (seg_t){t_put[k].rec, t_put[k].ti, w->used, t_put[k].n, 0, 0, -1, -1,
-                                  t, defer ? ver : -1, 0, -1};
+                                  t, defer ? ver : -1, 0, -1, t_put[k].ptr, t_put[k].dtype};
         t_put[k].t = NULL;
         win_index(w, w->nseg++);
         w->used += t_put[k].n;
         w->waiting += t_put[k].n;
+        w->nwaiting++;
         if (defer && ver < 0)
             defer = 0; /* no version to check (inference mode): copied now */
     }
@@ -633,7 +655,7 @@ void msp_dev_call_end(void)
                     dev_fill(&t_put[k].rec->t[t_put[k].ti], NULL, 0);
                     t_put[k].rec->dev_pending--;
                 }
-        } else if (!rc || w->nseg - w->issued >= MSP_PUT_TENSORS || w->waiting >= MSP_PUT_ELEMS) {
+        } else if (!rc || w->nwaiting >= MSP_PUT_TENSORS || w->waiting >= MSP_PUT_ELEMS) {
             win_issue(w);
         }
         i = j;
@@ -952,7 +974,8 @@ static int dev_alone(msp_dq_rec_t *r, const char *role, PyObject *d, msp_dtype_t
 }
 
 int msp_dev_stats_add(msp_dq_rec_t *r, const char *role, PyObject *d, msp_dtype_t dtype, int ndim,
-                      const int64_t *shape, const char *device, int rg)
+                      const int64_t *shape, const char *device, int rg, const void *ptr,
+                      int dense)
 {
     int64_t n = 1;
     for (int i = 0; i < ndim; i++)
@@ -984,6 +1007,8 @@ int msp_dev_stats_add(msp_dq_rec_t *r, const char *role, PyObject *d, msp_dtype_
     p->t = d;
     p->n = n;
     p->wide = wide;
+    p->ptr = dense ? ptr : NULL;
+    p->dtype = dtype;
     snprintf(p->device, sizeof p->device, "%s", device);
     r->dev_pending++;
     return 1;

@@ -422,6 +422,30 @@ out:
     return ok;
 }
 
+/* The elements of a tensor of this shape and these strides (in elements;
+ * NULL: C-contiguous) are exactly numel consecutive ones: no overlap, no gap
+ * (a transpose or permute of a contiguous tensor is). */
+static int dense_layout(int ndim, const int64_t *shape, const int64_t *strides)
+{
+    if (!strides)
+        return 1;
+    int64_t expect = 1;
+    unsigned used = 0;
+    for (int k = 0; k < ndim; k++) { /* the dimension of the smallest stride not yet taken */
+        int best = -1;
+        for (int i = 0; i < ndim; i++)
+            if (!(used >> i & 1) && shape[i] != 1 && (best < 0 || strides[i] < strides[best]))
+                best = i;
+        if (best < 0)
+            break;
+        used |= 1u << best;
+        if (strides[best] != expect)
+            return 0;
+        expect *= shape[best];
+    }
+    return 1;
+}
+
 /* A tensor whose statistics are computed where it lives (a CUDA or ROCm
  * tensor; under MSPROBE_TEST_DEVICE_STATS, a CPU one): its dtype, shape,
  * device and data pointer without DLPack, which costs an as_strided, a
@@ -436,6 +460,7 @@ static int read_dev_direct(PyObject *t, PyObject *dt, tview_t *v, char *device, 
     int ok = 0;
     long long index = -1;
     PyObject *cuda = PyObject_GetAttr(t, s_is_cuda), *cpu = NULL, *ptr = NULL, *dev = NULL;
+    PyObject *contig = NULL, *strides = NULL;
     if (cuda != Py_True && !(g_dev_stats_test && (cpu = PyObject_GetAttr(t, s_is_cpu)) == Py_True))
         goto out;
     if (direct_shape(t, v) != 0)
@@ -447,13 +472,22 @@ static int read_dev_direct(PyObject *t, PyObject *dt, tview_t *v, char *device, 
         index = PyLong_AsLongLong(dev);
     if (PyErr_Occurred() || (cuda == Py_True && (index < 0 || index > 65535)))
         goto out;
-    v->strides = NULL;
+    v->strides = NULL; /* (the copy flattens it: only dense_layout reads them) */
+    if (!(contig = call1(g_is_contiguous, t)))
+        goto out;
+    if (contig != Py_True) {
+        if (int_tuple(strides = call1(g_stride, t), v->ndim, v->stride_buf) != 0)
+            goto out;
+        v->strides = v->stride_buf;
+    }
     if (cuda == Py_True)
         snprintf(device, dsize, "cuda:%d", (int)index); /* torch's name on ROCm too */
     else
         snprintf(device, dsize, "cpu");
     ok = 1;
 out:
+    Py_XDECREF(strides);
+    Py_XDECREF(contig);
     Py_XDECREF(dev);
     Py_XDECREF(ptr);
     Py_XDECREF(cpu);
@@ -499,7 +533,8 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
         goto pyfail;
     tview_t x;
     if (g_dev_stats && !keep_data(r->name) && read_dev_direct(t, dt, &x, device, sizeof device)) {
-        if (msp_dev_stats_add(r, role, t, x.dtype, x.ndim, x.shape, device, rg)) {
+        if (msp_dev_stats_add(r, role, t, x.dtype, x.ndim, x.shape, device, rg, x.src,
+                              dense_layout(x.ndim, x.shape, x.strides))) {
             where = x.src;
             goto links;
         }
@@ -580,7 +615,8 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
         snprintf(device, sizeof device, "dl%d:%d", dtp, dl->device.device_id);
     if (g_dev_stats && !event && !keep_data(r->name) &&
         (dtp == MSP_DL_CUDA || dtp == MSP_DL_ROCM || (g_dev_stats_test && dtp == MSP_DL_CPU)) &&
-        msp_dev_stats_add(r, role, d, x.dtype, x.ndim, x.shape, device, rg))
+        msp_dev_stats_add(r, role, d, x.dtype, x.ndim, x.shape, device, rg, where,
+                          dense_layout(x.ndim, x.shape, (const int64_t *)dl->strides)))
         goto links;
     if (dtp != MSP_DL_CPU || (msp_test.host_copy && !event && strcmp(device, "cpu") == 0)) {
         Py_CLEAR(cap);
