@@ -48,6 +48,10 @@ struct msp_writer {
      * optimizer's record holds four a parameter): emptied at its end. */
     size_t *roles;
     size_t n_roles, cap_roles;
+    /* The keys of the attributes set on the open record's group (by hash):
+     * only a key set twice is replaced, which costs HDF5 a lookup first. */
+    uint64_t *akeys;
+    size_t n_akeys, cap_akeys;
     int fd;           /* HDF5's own descriptor (sec2 driver), for preallocation; -1: none */
     int64_t prealloc_end; /* file blocks are reserved up to here */
     int no_prealloc;  /* the filesystem cannot reserve blocks */
@@ -118,6 +122,7 @@ static void msp_writer_free(msp_writer_t *w)
         free(w->rows[i].producer);
     }
     free(w->rows);
+    free(w->akeys);
     free(w->roles);
     for (size_t i = 0; i < w->cap_names; i++)
         free(w->names[i]);
@@ -645,10 +650,20 @@ msp_err msp_writer_set_attr(msp_writer_t *w, const char *key, const char *value)
                         "the reserved 'order')", w->path, w->record, key ? key : "(null)");
     char where[700];
     snprintf(where, sizeof where, "file %s: record %s", w->path, w->record);
+    uint64_t h = msp_name_hash(key);
+    int again = 0;
+    for (size_t i = 0; i < w->n_akeys && !again; i++)
+        again = w->akeys[i] == h; /* (or a collision: replaced all the same) */
+    uint64_t *ak = again ? w->akeys : msp_grow(w->akeys, &w->cap_akeys, w->n_akeys, sizeof *ak, 8);
+    if (!ak)
+        again = 1; /* no memory to remember it: the safe way */
+    else if (!again)
+        (w->akeys = ak)[w->n_akeys++] = h;
     msp_h5_lock();
     msp_err rc = msp_writer_group(w);
     if (!rc)
-        rc = msp_h5_attr_replace_str(w->group, key, value ? value : "", where);
+        rc = again ? msp_h5_attr_replace_str(w->group, key, value ? value : "", where)
+                   : msp_h5_attr_put_str(w->group, key, value ? value : "", where);
     msp_h5_unlock();
     return rc;
 }
@@ -681,6 +696,7 @@ static msp_err msp_writer_end_locked(msp_writer_t *w)
         rc = msp_h5_fail(MSP_ERR_HDF5, "file %s: record %s: cannot close its group", w->path,
                          w->record);
     w->group = -1;
+    w->n_akeys = 0;
     free(w->record);
     w->record = NULL;
     return rc;

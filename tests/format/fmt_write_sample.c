@@ -178,6 +178,8 @@ static int msp_write_sample(const char *path)
             msp_tensor_in_t t = {"output.0", MSP_DTYPE_FLOAT32, 2, shape, NULL, &st, "npu:0", 1,
                                  "Functional.conv2d.0.forward/output.0"};
             if (msp_check(msp_writer_add_tensor(w, &t), "stats-only") ||
+                /* set twice: the second value replaces the first */
+                msp_check(msp_writer_set_attr(w, "kwarg.alpha", "1"), "attr") ||
                 msp_check(msp_writer_set_attr(w, "kwarg.alpha", "2"), "attr") ||
                 msp_check(msp_writer_set_attr(w, "input.3", "None"), "attr"))
                 goto fail;
