@@ -2,6 +2,7 @@
 
     python3 bench/gpu/gpubench.py run --msprobe BIN [--models resnet18,llama,mlp]
         [--dtypes fp32,bf16] [--steps N] [--warmup W] [--work DIR]
+        [--skip-alone] [--skip-percall] [--skip-tensor] [--skip-again]
         [--device cpu --size tiny --device-path]
 
 The last three make a CPU proxy where no GPU is lent: small shapes, so that a
@@ -19,7 +20,8 @@ For each model and dtype, the same training script runs
   records-only every call recorded, no statistics computed (MSPROBE_DEVICE_STATS_SKIP=1,
                NaN written): what the shim's recording costs by itself
   tensor       task tensor, two steps (resnet18 only: each step writes GBs)
-and prints the median step time of each against plain, the losses compared
+and prints the median step time of each against plain, the writer's time a
+step and how long training waited for it (MSPROBE_WRITER_STATS), the losses compared
 (bit-identical, or the run says which differ), and, from one profiled step,
 the CUDA kernels launched per tensor recorded. Targets (issue 25): stats <=
 1.5x on both models, tensor <= 3x for resnet18. The tensor task's bound is
@@ -34,6 +36,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -335,6 +338,8 @@ def cmd_run(a):
         if config:
             argv = [a.msprobe, "dump", "-c", config, "--"] + argv
         e = dict(os.environ, **(env or {}))
+        if config:
+            e["MSPROBE_WRITER_STATS"] = "1"  # the writer's time a step, and the wait for it
         if config and a.device_path:
             # CPU tensors down the device path, with a device's window sizes
             e.update(MSPROBE_TEST_DEVICE_STATS="1", MSPROBE_DEVICE_STATS_MB="1024")
@@ -342,11 +347,15 @@ def cmd_run(a):
         p = subprocess.run(argv, capture_output=True, text=True, env=e, timeout=a.timeout)
         r = parse(p.stdout)
         r["rc"] = p.returncode
+        m = re.search(r"([0-9.]+) ms busy a step, the training thread waited ([0-9.]+) ms", p.stderr)
+        r["writer"] = (float(m.group(1)), float(m.group(2))) if m else None
         if p.returncode != 0 or r["times"] is None:
             print(f"  {tag}: rc {p.returncode}\n{p.stdout[-1500:]}\n{p.stderr[-3000:]}", flush=True)
         else:
+            w = (f", writer {r['writer'][0]:.2f} ms a step, waited for {r['writer'][1]:.2f}"
+                 if r["writer"] else "")
             print(f"  {tag}: {time.time() - t0:.0f}s, median step "
-                  f"{statistics.median(r['times']) * 1e3:.2f} ms", flush=True)
+                  f"{statistics.median(r['times']) * 1e3:.2f} ms{w}", flush=True)
         return r
 
     for model in a.models.split(","):
@@ -355,16 +364,17 @@ def cmd_run(a):
             last = a.warmup + a.steps - 1
             key = f"{model}_{dtype}"
             res = {"plain": run("plain", model, dtype, profile=last)}
-            again = run("plain again", model, dtype)
+            again = res["plain"] if a.skip_again else run("plain again", model, dtype)
             if again["losses"] != res["plain"]["losses"]:
                 print("  plain runs differ from each other: this model's kernels are not "
                       "deterministic here, losses cannot be compared", flush=True)
                 res["plain"]["nondet"] = True
             res["stats"] = run("stats", model, dtype, cfg(key + "_stats", "statistics", "all"),
                                profile=last)
-            res["stats-percall"] = run("stats-percall", model, dtype,
-                                       cfg(key + "_percall", "statistics", "all"),
-                                       env={"MSPROBE_DEVICE_STATS_DEFER": "0"}, profile=last)
+            if not a.skip_percall:
+                res["stats-percall"] = run("stats-percall", model, dtype,
+                                           cfg(key + "_percall", "statistics", "all"),
+                                           env={"MSPROBE_DEVICE_STATS_DEFER": "0"}, profile=last)
             if not a.skip_alone:
                 res["stats-alone"] = run("stats-alone", model, dtype,
                                          cfg(key + "_alone", "statistics", "all"),
@@ -392,6 +402,8 @@ def cmd_run(a):
                 if mode.startswith("stats") and r["kernels"] is not None and n_rec:
                     lpt = (r["kernels"] - base["kernels"]) / n_rec
                 note = "losses identical" if same else "LOSSES DIFFER"
+                if r.get("writer") and mode != "tensor":
+                    note += "; writer %.1f ms/step, waited %.1f" % r["writer"]
                 if not same and base.get("nondet"):
                     note = "losses differ (so do two plain runs)"
                 if mode == "tensor":
@@ -441,6 +453,9 @@ def main():
     r.add_argument("--timeout", type=int, default=300)
     r.add_argument("--skip-alone", action="store_true")
     r.add_argument("--skip-tensor", action="store_true")
+    r.add_argument("--skip-percall", action="store_true")
+    r.add_argument("--skip-again", action="store_true",
+                   help="no second plain run (whether this model's kernels are deterministic)")
     r.add_argument("--size", choices=("full", "tiny"), default="full",
                    help="tiny: small shapes, a step made of launches (the CPU proxy)")
     r.add_argument("--device-path", action="store_true",
