@@ -169,6 +169,29 @@ static size_t ptr_hash(const void *p)
     return (size_t)msp_mix64((uint64_t)(uintptr_t)p);
 }
 
+/* Both tables below: open addressing, a power-of-two capacity, a slot used
+ * when its first pointer is set. Doubles *cap (from 1024), placing the used
+ * slots again by hash(slot); unchanged when there is no memory. */
+static void table_grow(void **slots, size_t *cap, size_t size, size_t (*hash)(const void *))
+{
+    size_t ncap = *cap ? 2 * *cap : 1024;
+    char *t = calloc(ncap, size), *old = *slots;
+    if (!t)
+        return;
+    for (size_t k = 0; k < *cap; k++) {
+        const char *s = old + k * size;
+        if (!*(void *const *)(const void *)s)
+            continue;
+        size_t i = hash(s) & (ncap - 1);
+        while (*(void **)(void *)(t + i * size))
+            i = (i + 1) & (ncap - 1);
+        memcpy(t + i * size, s, size);
+    }
+    free(old);
+    *slots = t;
+    *cap = ncap;
+}
+
 static PyObject *code_new_info(PyObject *code)
 {
     PyObject *fname = attr(code, &s_co_filename, "co_filename");
@@ -190,6 +213,11 @@ static PyObject *code_new_info(PyObject *code)
     return info;
 }
 
+static size_t code_slot_hash(const void *slot)
+{
+    return ptr_hash(((const code_slot_t *)slot)->code);
+}
+
 /* Borrowed; NULL: a frame to skip. */
 static PyObject *code_info(PyObject *code)
 {
@@ -199,22 +227,8 @@ static PyObject *code_info(PyObject *code)
             if (g_codes[i].code == code)
                 return g_codes[i].info == Py_None ? NULL : g_codes[i].info;
     }
-    if (2 * (g_ncodes + 1) > g_capcodes && g_ncodes < 100000) {
-        size_t cap = g_capcodes ? 2 * g_capcodes : 1024;
-        code_slot_t *t = calloc(cap, sizeof *t);
-        if (t) {
-            for (size_t k = 0; k < g_capcodes; k++)
-                if (g_codes[k].code) {
-                    size_t i = ptr_hash(g_codes[k].code) & (cap - 1);
-                    while (t[i].code)
-                        i = (i + 1) & (cap - 1);
-                    t[i] = g_codes[k];
-                }
-            free(g_codes);
-            g_codes = t;
-            g_capcodes = cap;
-        }
-    }
+    if (2 * (g_ncodes + 1) > g_capcodes && g_ncodes < 100000)
+        table_grow((void **)&g_codes, &g_capcodes, sizeof *g_codes, code_slot_hash);
     PyObject *info = code_new_info(code);
     if (2 * (g_ncodes + 1) > g_capcodes) { /* full (or no memory): not kept */
         Py_DECREF(info); /* the caller's frame holds code, and info is only read now... */
@@ -236,9 +250,9 @@ typedef struct {
     long line;
 } site_t;
 typedef struct {
-    site_t site[MSP_STACK_FRAMES];
+    char *text; /* first: set when the slot is used (table_grow) */
     int n;
-    char *text;
+    site_t site[MSP_STACK_FRAMES];
 } text_slot_t;
 static text_slot_t *g_texts;
 static size_t g_ntexts, g_captexts;
@@ -249,6 +263,12 @@ static size_t sites_hash(const site_t *s, int n)
     for (int i = 0; i < n; i++)
         h = msp_mix64(h ^ (uint64_t)(uintptr_t)s[i].code) ^ msp_mix64((uint64_t)s[i].line + h);
     return (size_t)h;
+}
+
+static size_t text_slot_hash(const void *slot)
+{
+    const text_slot_t *e = slot;
+    return sites_hash(e->site, e->n);
 }
 
 static char *site_text_new(const site_t *s, int n)
@@ -303,22 +323,8 @@ static const char *site_text(const site_t *s, int n, int *own)
     char *text = site_text_new(s, n);
     if (!text)
         return NULL;
-    if (2 * (g_ntexts + 1) > g_captexts && g_ntexts < 100000) {
-        size_t cap = g_captexts ? 2 * g_captexts : 1024;
-        text_slot_t *t = calloc(cap, sizeof *t);
-        if (t) {
-            for (size_t k = 0; k < g_captexts; k++)
-                if (g_texts[k].text) {
-                    size_t i = sites_hash(g_texts[k].site, g_texts[k].n) & (cap - 1);
-                    while (t[i].text)
-                        i = (i + 1) & (cap - 1);
-                    t[i] = g_texts[k];
-                }
-            free(g_texts);
-            g_texts = t;
-            g_captexts = cap;
-        }
-    }
+    if (2 * (g_ntexts + 1) > g_captexts && g_ntexts < 100000)
+        table_grow((void **)&g_texts, &g_captexts, sizeof *g_texts, text_slot_hash);
     if (2 * (g_ntexts + 1) > g_captexts) {
         *own = 1;
         return text;

@@ -76,6 +76,16 @@ for step in range(2):
 """
 
 
+# The elements the shim's copies (aten::cat) took in the profile prof: a
+# script's "# CAT_ELEMENTS" line becomes this.
+CAT_ELEMENTS = r"""
+        n = 0
+        for e in prof.events():  # cat(tensors, dim, out=): the out's shape is the last
+            if e.name == "aten::cat" and e.input_shapes and len(e.input_shapes[-1]) == 1:
+                n += e.input_shapes[-1][0]
+        print("CAT_ELEMENTS", n)
+"""[1:]
+
 # A chain of calls, each given the last one's output: profiled, the elements
 # the shim's copies (aten::cat) take, and what the chain holds.
 CHAIN = r"""
@@ -92,12 +102,8 @@ for step in range(2):
     opt.step()  # the step's trigger: what waits is copied before it runs
     if step == 1:
         prof.__exit__(None, None, None)
-        n = 0
-        for e in prof.events():  # cat(tensors, dim, out=): the out's shape is the last
-            if e.name == "aten::cat" and e.input_shapes and len(e.input_shapes[-1]) == 1:
-                n += e.input_shapes[-1][0]
-        print("CAT_ELEMENTS", n)
-"""
+        # CAT_ELEMENTS
+""".replace("        # CAT_ELEMENTS\n", CAT_ELEMENTS)
 
 
 # Views of one tensor's memory (reshape, transpose, flatten, a leading slice):
@@ -125,13 +131,9 @@ for step in range(3):
     opt.step()  # the step's trigger: what waits is copied before it runs
     if step == 2:
         prof.__exit__(None, None, None)
-        n = 0
-        for e in prof.events():  # cat(tensors, dim, out=): the out's shape is the last
-            if e.name == "aten::cat" and e.input_shapes and len(e.input_shapes[-1]) == 1:
-                n += e.input_shapes[-1][0]
-        print("CAT_ELEMENTS", n)
+        # CAT_ELEMENTS
         np.savez(sys.argv[1], x=x.numpy(), **{k: v.numpy() for k, v in out.items()})
-"""
+""".replace("        # CAT_ELEMENTS\n", CAT_ELEMENTS)
 
 
 def stats_of(test, t, x, what):

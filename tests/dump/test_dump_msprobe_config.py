@@ -315,5 +315,37 @@ class MsprobeDumpOptions(dt.ShimCase):
         self.assertFalse([n for n, r in recs.items() if "stack" in r["attrs"]])
 
 
+    def test_call_sites_of_many_functions_each_their_own(self):
+        # 1500 functions (made by exec, with a file name of their own), each
+        # calling F.relu on its own line: the shim's tables of code objects
+        # and of call sites grow past their first size, and each record still
+        # names its function's line, then the loop's
+        script = "\n".join([
+            "import torch, torch.nn.functional as F",
+            "x = torch.ones(3)",
+            "opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)",
+            "src = '\\n'.join('def f%d():\\n    return F.relu(x)\\n' % i for i in range(1500))",
+            "ns = {'F': F, 'x': x}",
+            "exec(compile(src, 'gen.py', 'exec'), ns)",
+            "for step in range(2):",
+            "    for i in range(1500):",
+            "        ns['f%d' % i]()  # LOOP",
+            "    opt.step()", ""])
+        with open(self.path("many.py"), "w") as f:
+            f.write(script)
+        cfg = self.write_config(json.dumps({"task": "statistics", "dump_path": "./m", "level": "L1",
+                                            "step": [1]}), name="m.json")
+        p = self.run_cmd([dt.PYTHON, "many.py"], cfg)
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        recs, _ = dt.read_dump(dt.dump_files(self.path("m"))[(1, 0)])
+        loop = 1 + script.split("\n").index([l for l in script.split("\n") if "# LOOP" in l][0])
+        for i in range(1500):
+            # function i's return is line 3i+2 of gen.py (def, return, blank)
+            want = "File gen.py, line %d, in f%d\nFile %s, line %d, in <module>" % (
+                3 * i + 2, i, self.path("many.py"), loop)
+            self.assertTrue(recs["Functional.relu.%d.forward" % i]["attrs"]["stack"].startswith(want),
+                            (i, recs["Functional.relu.%d.forward" % i]["attrs"]["stack"][:200]))
+
+
 if __name__ == "__main__":
     unittest.main()
