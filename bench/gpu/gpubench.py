@@ -29,7 +29,8 @@ printed beside it: the bytes a step writes over the device-to-host copy
 bandwidth measured here.
 
     python3 bench/gpu/gpubench.py train --model M --dtype D [--steps N]
-        [--warmup W] [--profile-step K] [--device cuda]
+        [--warmup W] [--profile-step K] [--profile-table N] [--trace FILE]
+        [--device cuda]
 The training script itself: prints "LOSS i hex", "TIMES [...]" (seconds,
 after warm-up), and with --profile-step "KERNELS n" for that step."""
 import argparse
@@ -200,7 +201,7 @@ def cmd_train(a):
             from torch.profiler import ProfilerActivity, profile
             # on the CPU, the operations the CPU runs stand for the kernels
             acts = [ProfilerActivity.CUDA] if cuda else []
-            if a.profile_table or not cuda:
+            if a.profile_table or a.trace or not cuda:
                 acts.append(ProfilerActivity.CPU)
             prof = profile(activities=acts)
             prof.__enter__()
@@ -221,6 +222,8 @@ def cmd_train(a):
             n = sum(1 for e in prof.events()
                     if str(getattr(e, "device_type", "")).endswith(kind))
             print("KERNELS", n, flush=True)
+            if a.trace:  # the step's timeline (chrome://tracing, Perfetto): where it waits
+                prof.export_chrome_trace(a.trace)
             if a.profile_table:
                 ka = prof.key_averages()
                 print(ka.table(sort_by="self_cpu_time_total", row_limit=a.profile_table))
@@ -440,6 +443,8 @@ def main():
     t.add_argument("--steps", type=int, default=20)
     t.add_argument("--profile-step", type=int, default=-1)
     t.add_argument("--size", choices=("full", "tiny"), default="full")
+    t.add_argument("--trace", help="with --profile-step: write that step's timeline (CPU "
+                   "and CUDA, chrome trace JSON) to this file")
     t.add_argument("--profile-table", type=int, default=0,
                    help="with --profile-step: print the N costliest operations (CPU and CUDA)")
     r = sub.add_parser("run")
