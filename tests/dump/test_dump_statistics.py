@@ -47,6 +47,11 @@ vals = {
     "bf16": torch.randn(333).to(torch.bfloat16),
     "f16": (torch.randn(257) * 100).to(torch.float16),
     "f64": torch.randn(77, dtype=torch.float64),
+    # float64, integers and bool share a float64 window on a device: a NaN or
+    # Inf there is read again exactly, with its counts
+    "f64_nan": torch.tensor([1.0, float("nan"), -2.0], dtype=torch.float64),
+    "f64_inf": torch.tensor([1.0, float("inf"), -7.5, float("-inf")], dtype=torch.float64),
+    "i64_big": torch.tensor([2 ** 52 + 1, -(2 ** 52) - 3, 5]),
     "i64": torch.randint(-1000, 1000, (500,)),
     "i32": torch.randint(-7, 9, (31,), dtype=torch.int32),
     "u8": torch.randint(0, 255, (64,), dtype=torch.uint8),
