@@ -12,16 +12,7 @@ set -u
 DEV=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(dirname "$DEV")
 export PYTHONUNBUFFERED=1
-LIBD=/tmp/msplib
-rm -rf "$LIBD"; mkdir -p "$LIBD"
-LDCONFIG=$(command -v ldconfig || echo /sbin/ldconfig)
-cache=$("$LDCONFIG" -p 2>/dev/null)
-for f in "$DEV"/lib/*.so*; do
-    so=$(basename "$f")
-    case $so in libmsprobe_*) continue;; esac
-    grep -q "^[[:space:]]*$so " <<< "$cache" || ln -sf "$f" "$LIBD/$so"
-done
-export LD_LIBRARY_PATH=$LIBD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+. "$DEV/bundle_libs.sh"
 nvidia-smi -L 2>/dev/null
 python3 "$ROOT/bench/gpu/gpubench.py" run --msprobe "$DEV/bin/msprobe" --work /tmp/gpubench "$@" \
     2>&1 | tee "${OUT:-/tmp}/gpubench.txt"

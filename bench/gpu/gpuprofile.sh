@@ -16,16 +16,7 @@ ROOT=$(dirname "$DEV")
 cd "$ROOT"
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/gpuprofile}; mkdir -p "$OUT"
-LIBD=/tmp/msplib
-rm -rf "$LIBD"; mkdir -p "$LIBD"
-LDCONFIG=$(command -v ldconfig || echo /sbin/ldconfig)
-cache=$("$LDCONFIG" -p 2>/dev/null)
-for f in "$DEV"/lib/*.so*; do
-    so=$(basename "$f")
-    case $so in libmsprobe_*) continue;; esac
-    grep -q "^[[:space:]]*$so " <<< "$cache" || ln -sf "$f" "$LIBD/$so"
-done
-export LD_LIBRARY_PATH=$LIBD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+. "$DEV/bundle_libs.sh"
 M=$DEV/bin/msprobe
 W=/tmp/gpuprofile_work; rm -rf "$W"; mkdir -p "$W"
 printf '{"dump":{"common_dump_settings":{"dump_path":"%s","task":"statistics","dump_iter":"all","dump_mode":"api"}}}' \
