@@ -213,15 +213,21 @@ int msp_dev_stats_add(msp_dq_rec_t *r, const char *role, PyObject *d, msp_dtype_
  * their places in the windows. They are copied now, with every tensor that
  * waits, unless msp_t_dev_defer was set for them (then they wait for more). */
 void msp_dev_call_end(void);
+/* The kinds of window whose tensors may wait (MSP_DEV_*): float32 windows
+ * (float32, bfloat16, float16 tensors) and float64 ones (float64, integer and
+ * bool tensors). msp_t_dev_defer holds such a mask. */
+#define MSP_DEV_FLOAT 1
+#define MSP_DEV_WIDE 2
+#define MSP_DEV_ALL (MSP_DEV_FLOAT | MSP_DEV_WIDE)
 extern _Thread_local int msp_t_dev_defer;
-/* Launch the copies of every tensor that waits: before a call that may write
- * into tensors, and a step trigger. */
-void msp_dev_put_pending(void);
-/* 1 when tensors may wait (device statistics in windows, deferring not
- * turned off): worth asking whether a call writes into its arguments. */
+/* Launch the copies of every tensor that waits in windows of these kinds:
+ * before a call that may write into such tensors, and a step trigger (all). */
+void msp_dev_put_pending(int kinds);
+/* MSP_DEV_ALL when tensors may wait (device statistics in windows, deferring
+ * not turned off): worth asking whether a call writes into its arguments. */
 int msp_dev_defers(void);
-/* The dtypes that go into windows (and may wait there): float32, bfloat16, float16. */
-int msp_dev_windowed(msp_dtype_t dtype);
+/* The kind of window a tensor of this dtype goes to (and may wait in), or 0. */
+int msp_dev_kind(msp_dtype_t dtype);
 /* 1 when r was held back (statistics of its own in flight, or older records held). */
 int msp_dev_hold(msp_dq_rec_t *r);
 /* Whether the task computes statistics on devices (MSPROBE_DEVICE_STATS,
@@ -253,9 +259,9 @@ int msp_is_tensor(PyObject *o);
 /* Add o under role: a tensor (bytes copied), a list/tuple (roles "role.i"),
  * or anything else as a string attribute. Never raises. */
 void msp_rec_add_value(msp_dq_rec_t *r, const char *role, PyObject *o, int depth);
-/* o is a tensor of a dtype device statistics put in windows
- * (msp_dev_windowed), or (depth 0) a list or tuple holding one. */
-int msp_has_float_tensor(PyObject *o, int depth);
+/* The kinds of window (msp_dev_kind) of o's tensors: o a tensor, or (depth
+ * 0) a list or tuple of them; 0 when none. */
+int msp_window_kinds(PyObject *o, int depth);
 /* Add every positional arg as input.i and keyword as kwarg.k. */
 void msp_rec_add_args(msp_dq_rec_t *r, PyObject *args, PyObject *kw);
 /* Add a return value: tuple/list -> output.i, else output.0. */

@@ -83,21 +83,22 @@ static int writes_by_name(const char *name)
     return 0;
 }
 
-/* A call that writes only tensors of other dtypes (num_batches_tracked.add_(1))
- * has nothing to do with the windows: what waits there may wait on. */
-static int gives_floats(PyObject *args, PyObject *kw)
+/* The kinds of window (MSP_DEV_*) of the tensors a call is given: a call
+ * that writes must have what waits in those copied first, and only those
+ * (num_batches_tracked.add_(1) has nothing to do with the float windows). */
+static int gives_kinds(PyObject *args, PyObject *kw)
 {
-    for (Py_ssize_t i = 0; i < PyTuple_Size(args); i++)
-        if (msp_has_float_tensor(PyTuple_GetItem(args, i), 0))
-            return 1;
+    int kinds = 0;
+    for (Py_ssize_t i = 0; i < PyTuple_Size(args) && kinds != MSP_DEV_ALL; i++)
+        kinds |= msp_window_kinds(PyTuple_GetItem(args, i), 0);
     PyObject *k, *v;
     Py_ssize_t pos = 0;
-    while (kw && PyDict_Check(kw) && PyDict_Next(kw, &pos, &k, &v))
-        if (msp_has_float_tensor(v, 0))
-            return 1;
-    return 0;
+    while (kinds != MSP_DEV_ALL && kw && PyDict_Check(kw) && PyDict_Next(kw, &pos, &k, &v))
+        kinds |= msp_window_kinds(v, 0);
+    return kinds;
 }
 
+/* The kinds of window the call may write into (gives_kinds), or 0. */
 static int may_write(msp_wrap_t *w, PyObject *args, PyObject *kw)
 {
     if (!w->writes_known) {
@@ -105,17 +106,17 @@ static int may_write(msp_wrap_t *w, PyObject *args, PyObject *kw)
         w->writes = writes_by_name(w->name) ? 1 : 2; /* 2: not known yet (its first call tells) */
     }
     if (w->writes != 0)
-        return gives_floats(args, kw);
+        return gives_kinds(args, kw);
     if (kw && PyDict_Check(kw)) {
         PyObject *o = PyDict_GetItemString(kw, "out"), *ip = PyDict_GetItemString(kw, "inplace");
         if ((o && o != Py_None) || (ip && PyObject_IsTrue(ip) == 1))
-            return gives_floats(args, kw);
+            return gives_kinds(args, kw);
         PyErr_Clear();
     }
     Py_ssize_t n = PyTuple_Size(args);
     for (Py_ssize_t i = 1; i < n; i++)
         if (PyTuple_GetItem(args, i) == Py_True)
-            return gives_floats(args, kw);
+            return gives_kinds(args, kw);
     return 0;
 }
 
@@ -170,10 +171,10 @@ PyObject *msp_api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
     char name[224];
     int64_t idx = next_index(w);
     unsigned dirs = call_dirs(w, idx);
-    int defers = msp_dev_defers(), writes = defers && may_write(w, args, kw);
+    int defers = msp_dev_defers(), writes = defers ? may_write(w, args, kw) : 0;
     if (!dirs) {
         if (writes)
-            msp_dev_put_pending();
+            msp_dev_put_pending(writes);
         return PyObject_Call(w->orig, args, kw);
     }
     msp_dq_rec_t *r = NULL;
@@ -189,7 +190,7 @@ PyObject *msp_api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
             if (parent)
                 msp_dq_rec_add_attr(r, "parent", parent);
             msp_t_links = MSP_LINK_FIND;
-            msp_t_dev_defer = defers && !writes;
+            msp_t_dev_defer = defers & ~writes;
             msp_rec_add_args(r, args, kw);
             msp_t_dev_defer = 0;
             msp_t_links = MSP_LINK_OFF;
@@ -205,7 +206,7 @@ PyObject *msp_api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
     vers_t vs;
     int check = defers && w->writes == 2; /* its first call: does it write? */
     if (writes)
-        msp_dev_put_pending();
+        msp_dev_put_pending(writes);
     if (check)
         vers_before(&vs, args, kw);
     PyObject *out = PyObject_Call(w->orig, args, kw);

@@ -18,11 +18,12 @@
  *   results of each tensor in float64.
  * - wide windows (float64, the integer types, bool): the same in a float64
  *   buffer per device (every value of these converts exactly, int64 up to
- *   2^53, as the float64 results always did), copied when their call returns
- *   (never waiting: a write into them, num_batches_tracked.add_(1), is not
- *   one that makes the float windows' waiting tensors be copied). A step's
- *   integer tensors are few and small (counters, labels, token ids): one copy
- *   each instead of about ten launches each alone.
+ *   2^53, as the float64 results always did). Their tensors wait as the
+ *   float ones do; a call that writes only into them (num_batches_tracked
+ *   .add_(1)) has only the wide windows' waiting tensors copied first
+ *   (msp_dev_put_pending by kind). A step's integer tensors are few and small
+ *   (counters, labels, token ids): a copy shared by many instead of about ten
+ *   launches each alone.
  * - one tensor at a time (stats(): complex and other dtypes, a tensor larger
  *   than its window): about ten launches, the float64 results read back.
  *
@@ -618,10 +619,11 @@ static int win_add(win_t *w, size_t i, size_t j, int defer)
     return defer;
 }
 
-void msp_dev_put_pending(void)
+void msp_dev_put_pending(int kinds)
 {
     for (size_t i = 0; i < g_nopen; i++)
-        if (g_open[i]->issued < g_open[i]->nseg) {
+        if (g_open[i]->issued < g_open[i]->nseg &&
+            (kinds & (g_open[i]->wide ? MSP_DEV_WIDE : MSP_DEV_FLOAT))) {
             win_issue(g_open[i]);
             i = (size_t)-1; /* the open windows may have changed meanwhile */
         }
@@ -629,7 +631,7 @@ void msp_dev_put_pending(void)
 
 void msp_dev_call_end(void)
 {
-    int defer = msp_t_dev_defer && !g_defer_off;
+    int defer = g_defer_off ? 0 : msp_t_dev_defer; /* the kinds whose tensors wait */
     if (t_nput == 0 && (defer || !g_nopen))
         return;
     PyObject *et, *ev, *etb;
@@ -645,7 +647,7 @@ void msp_dev_call_end(void)
                n + t_put[j].n <= (wide ? g_widecap : g_wincap))
             n += t_put[j++].n;
         win_t *w = win_for(t_put[i].device, wide, n);
-        int rc = w ? win_add(w, i, j, defer && !wide) : -1;
+        int rc = w ? win_add(w, i, j, (defer & (wide ? MSP_DEV_WIDE : MSP_DEV_FLOAT)) != 0) : -1;
         if (rc < 0) {
             if (w)
                 msp_shim_warn_once("nomem", "device statistics: out of memory; they are "
@@ -664,7 +666,7 @@ void msp_dev_call_end(void)
         Py_XDECREF(t_put[k].t);
     t_nput = 0;
     if (!defer)
-        msp_dev_put_pending(); /* what waits goes with them */
+        msp_dev_put_pending(MSP_DEV_ALL); /* what waits goes with them */
     PyErr_Restore(et, ev, etb);
 }
 
@@ -895,18 +897,17 @@ void msp_dev_stats_init(void)
     g_test = g_on && msp_test.device_stats;
 }
 
-int msp_dev_windowed(msp_dtype_t dtype)
-{
-    return dtype == MSP_DTYPE_FLOAT32 || dtype == MSP_DTYPE_BFLOAT16 || dtype == MSP_DTYPE_FLOAT16;
-}
-
-/* The dtypes of wide windows: float64 holds each of their values exactly. */
-static int dev_wide(msp_dtype_t dtype)
+/* Float32 windows take the 16- and 32-bit floats (they convert exactly);
+ * wide (float64) ones float64 and the integers and bool, whose every value
+ * float64 holds exactly (int64 up to 2^53). */
+int msp_dev_kind(msp_dtype_t dtype)
 {
     switch (dtype) {
+    case MSP_DTYPE_FLOAT32: case MSP_DTYPE_BFLOAT16: case MSP_DTYPE_FLOAT16:
+        return MSP_DEV_FLOAT;
     case MSP_DTYPE_FLOAT64: case MSP_DTYPE_INT8: case MSP_DTYPE_INT16: case MSP_DTYPE_INT32:
     case MSP_DTYPE_INT64: case MSP_DTYPE_UINT8: case MSP_DTYPE_BOOL:
-        return 1;
+        return MSP_DEV_WIDE;
     default:
         return 0;
     }
@@ -914,7 +915,7 @@ static int dev_wide(msp_dtype_t dtype)
 
 int msp_dev_defers(void)
 {
-    return g_on && !g_defer_off && !g_alone && !g_skip;
+    return g_on && !g_defer_off && !g_alone && !g_skip ? MSP_DEV_ALL : 0;
 }
 
 int msp_dev_stats_enabled(int *test)
@@ -990,8 +991,8 @@ int msp_dev_stats_add(msp_dq_rec_t *r, const char *role, PyObject *d, msp_dtype_
             dev_fill(dt, NULL, 0);
         return 1;
     }
-    int wide = dev_wide(dtype) && n <= g_widecap;
-    int windowed = ((msp_dev_windowed(dtype) && n <= g_wincap) || wide) && !g_alone;
+    int kind = msp_dev_kind(dtype), wide = kind == MSP_DEV_WIDE && n <= g_widecap;
+    int windowed = ((kind == MSP_DEV_FLOAT && n <= g_wincap) || wide) && !g_alone;
     if (!windowed)
         return dev_alone(r, role, d, dtype, ndim, shape, device, rg);
     wput_t *np = msp_grow(t_put, &t_capput, t_nput, sizeof *np, 16);

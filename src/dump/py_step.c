@@ -120,7 +120,7 @@ static PyObject *trigger_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
         quiet = PyTuple_Size(args) == 1 && (!closure || closure == Py_None);
     }
     if (t_trigger_depth == 0)
-        msp_dev_put_pending(); /* the optimizer writes into what waits for its copy */
+        msp_dev_put_pending(MSP_DEV_ALL); /* the optimizer writes into what waits for its copy */
     t_trigger_depth++;
     msp_t_depth += quiet;
     PyObject *out = PyObject_Call(w->orig, args, kw);

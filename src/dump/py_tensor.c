@@ -153,7 +153,7 @@ int msp_tensor_init(PyObject *torch)
     PyObject *has_is_cpu = g_tensor_type && s_is_cpu ? PyObject_GetAttr(g_tensor_type, s_is_cpu) : NULL;
     g_direct_ok = g_data_ptr && g_is_contiguous && g_stride && has_is_cpu && s_shape;
     Py_XDECREF(has_is_cpu);
-    for (size_t i = 0; i < MSP_NDTYPES; i++) /* all of them: msp_has_float_tensor reads them */
+    for (size_t i = 0; i < MSP_NDTYPES; i++) /* all of them: msp_window_kinds reads them */
         if (!(g_dtypes[i].obj = attr_path(torch, g_dtypes[i].name)))
             g_direct_ok = 0;
     PyErr_Clear(); /* an older torch without one of them: DLPack only */
@@ -721,27 +721,27 @@ static void add_attr(msp_dq_rec_t *r, const char *role, PyObject *o)
 
 static void add_value(msp_dq_rec_t *r, const char *role, PyObject *o, int depth);
 
-int msp_has_float_tensor(PyObject *o, int depth)
+int msp_window_kinds(PyObject *o, int depth)
 {
     if (msp_is_tensor(o)) {
         PyObject *dt = PyObject_GetAttr(o, s_dtype);
-        int f = dt && msp_dev_windowed(direct_dtype(dt));
+        int k = dt ? msp_dev_kind(direct_dtype(dt)) : 0;
         Py_XDECREF(dt);
         PyErr_Clear();
-        return f;
+        return k;
     }
+    int kinds = 0;
     if (depth < 1 && (PyTuple_Check(o) || PyList_Check(o))) {
         Py_ssize_t n = PySequence_Size(o);
-        for (Py_ssize_t i = 0; i < n; i++) {
+        for (Py_ssize_t i = 0; i < n && kinds != MSP_DEV_ALL; i++) {
             PyObject *it = PySequence_GetItem(o, i);
-            int f = it && msp_has_float_tensor(it, depth + 1);
+            if (it)
+                kinds |= msp_window_kinds(it, depth + 1);
             Py_XDECREF(it);
-            if (f)
-                return 1;
         }
         PyErr_Clear();
     }
-    return 0;
+    return kinds;
 }
 
 void msp_rec_add_value(msp_dq_rec_t *r, const char *role, PyObject *o, int depth)

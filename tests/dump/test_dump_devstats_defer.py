@@ -51,6 +51,14 @@ for step in range(2):
     rm, rv = torch.randn(3), torch.rand(3) + 0.5
     exp["rm"] = rm.numpy().copy()
     F.batch_norm(a, rm, rv, training=True)     # writes its running statistics
+    c = torch.arange(7) * 3                    # int64: a float64 window, waiting too
+    exp["c0"] = c.numpy().copy()
+    d = torch.add(c, 2)
+    exp["d"] = d.numpy().copy()
+    c.add_(10)                                 # writes an int tensor: c copied first
+    exp["c1"] = c.numpy().copy()
+    e2 = torch.sub(c, 1)                       # c after the write, waiting again
+    exp["e2"] = e2.numpy().copy()
     u = torch.mul(x, 5)
     exp["mul5"] = u.numpy().copy()
     torch.ops.aten.add_(u, 1)                  # a write no wrapper sees
@@ -160,6 +168,17 @@ class Deferred(dt.ShimCase):
 
     def test_a_call_that_writes_sees_and_leaves_what_it_was_given(self):
         p, recs, e = self.run_writes()
+        # integers wait in their float64 window; writing one (add_) has them
+        # copied first, and leaves the float windows' waiting tensors alone
+        for rec, role, x in (
+                ("Torch.add.0.forward", "input.0", e["c0"]),
+                ("Torch.add.0.forward", "output.0", e["d"]),
+                ("Tensor.add_.1.forward", "input.0", e["c0"]),
+                ("Tensor.add_.1.forward", "output.0", e["c1"]),
+                ("Torch.sub.0.forward", "input.0", e["c1"]),
+                ("Torch.sub.0.forward", "output.0", e["e2"])):
+            with self.subTest(rec=rec, role=role):
+                stats_of(self, recs[rec]["tattrs"][role], x, rec + "/" + role)
         relu = lambda a: np.maximum(a, 0)  # noqa: E731
         for rec, role, x in (
                 ("Torch.mul.0.forward", "output.0", e["mul0"]),

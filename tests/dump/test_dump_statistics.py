@@ -249,7 +249,10 @@ class FewLaunches(dt.ShimCase):  # run by the device-path configuration only (be
         # that writes into what it is given (batch norm, ReLU(inplace=True),
         # +=): the other calls' tensors wait for those copies (about 80 for
         # ~45 such calls a step, where each call's inputs and outputs took one
-        # each before: ~590). Counted by torch's profiler in the training
+        # each before: ~590). The integers (each BatchNorm's num_batches_tracked
+        # and its add_(1), the labels) wait in their float64 window, copied when
+        # an add_ writes one: about 96 cats a step in all, 116 when they were
+        # copied at each call. Counted by torch's profiler in the training
         # process itself; torch.stack counts as a cat too.
         cfg = self.write_config(dt.config("./s", mode="api", steps="1", task="statistics"))
         with open(self.path("launches.py"), "w") as f:
@@ -272,7 +275,7 @@ class FewLaunches(dt.ShimCase):  # run by the device-path configuration only (be
         self.assertLessEqual(n["aten::aminmax"], 20, n)
         self.assertLessEqual(n["aten::var_mean"], 20, n)
         self.assertEqual(n["aten::isnan"], 0, n)
-        self.assertLessEqual(n["aten::cat"], tensors // 4, n)
+        self.assertLessEqual(n["aten::cat"], tensors // 6, n)
         # a tensor's shape, device and address are read without DLPack, whose
         # export made a view (as_strided) of each: ~1070 a step before, ~380
         # now (the flat views the copies take, and the model's own 7)
