@@ -384,6 +384,30 @@ static int direct_shape(PyObject *t, tview_t *v)
     return rc;
 }
 
+/* t.data_ptr() into v->src, and t's strides into v->strides when it is not
+ * C-contiguous (else NULL; v->ndim set): 0, or -1 (an error may be set). */
+static int direct_layout(PyObject *t, tview_t *v)
+{
+    PyObject *ptr = call1(g_data_ptr, t), *contig = ptr ? call1(g_is_contiguous, t) : NULL;
+    PyObject *strides = NULL;
+    int rc = -1;
+    v->strides = NULL;
+    if (contig)
+        v->src = PyLong_AsVoidPtr(ptr);
+    if (!contig || PyErr_Occurred()) {
+        /* rc stays -1 */
+    } else if (contig == Py_True) {
+        rc = 0;
+    } else if (int_tuple(strides = call1(g_stride, t), v->ndim, v->stride_buf) == 0) {
+        v->strides = v->stride_buf;
+        rc = 0;
+    }
+    Py_XDECREF(strides);
+    Py_XDECREF(contig);
+    Py_XDECREF(ptr);
+    return rc;
+}
+
 /* The bytes of a dense CPU tensor t of dtype object dt, without DLPack: 1 and
  * *v filled, or 0 (no error set) when t must take the DLPack path. */
 static int read_direct(PyObject *t, PyObject *dt, tview_t *v)
@@ -394,28 +418,13 @@ static int read_direct(PyObject *t, PyObject *dt, tview_t *v)
         return 0;
     int ok = 0;
     PyObject *cpu = PyObject_GetAttr(t, s_is_cpu);
-    PyObject *ptr = NULL, *contig = NULL, *strides = NULL;
-    if (cpu != Py_True || direct_shape(t, v) != 0)
+    if (cpu != Py_True || direct_shape(t, v) != 0 || direct_layout(t, v) != 0)
         goto out;
-    if (!(ptr = call1(g_data_ptr, t)) || !(contig = call1(g_is_contiguous, t)))
-        goto out;
-    v->src = PyLong_AsVoidPtr(ptr);
-    if (PyErr_Occurred())
-        goto out;
-    v->strides = NULL;
-    if (contig != Py_True) {
-        if (int_tuple(strides = call1(g_stride, t), v->ndim, v->stride_buf) != 0)
-            goto out;
-        v->strides = v->stride_buf;
-    }
     int64_t numel = 1;
     for (int i = 0; i < v->ndim; i++)
         numel *= v->shape[i];
     ok = numel == 0 || v->src != NULL; /* storage-less tensors: let DLPack say why */
 out:
-    Py_XDECREF(strides);
-    Py_XDECREF(contig);
-    Py_XDECREF(ptr);
     Py_XDECREF(cpu);
     if (PyErr_Occurred())
         PyErr_Clear();
@@ -459,37 +468,24 @@ static int read_dev_direct(PyObject *t, PyObject *dt, tview_t *v, char *device, 
         return 0;
     int ok = 0;
     long long index = -1;
-    PyObject *cuda = PyObject_GetAttr(t, s_is_cuda), *cpu = NULL, *ptr = NULL, *dev = NULL;
-    PyObject *contig = NULL, *strides = NULL;
+    PyObject *cuda = PyObject_GetAttr(t, s_is_cuda), *cpu = NULL, *dev = NULL;
     if (cuda != Py_True && !(g_dev_stats_test && (cpu = PyObject_GetAttr(t, s_is_cpu)) == Py_True))
         goto out;
-    if (direct_shape(t, v) != 0)
+    /* (the copy flattens it: only dense_layout reads the strides) */
+    if (direct_shape(t, v) != 0 || direct_layout(t, v) != 0 ||
+        (cuda == Py_True && !(dev = call1(g_get_device, t))))
         goto out;
-    if (!(ptr = call1(g_data_ptr, t)) || (cuda == Py_True && !(dev = call1(g_get_device, t))))
-        goto out;
-    v->src = PyLong_AsVoidPtr(ptr);
     if (dev)
         index = PyLong_AsLongLong(dev);
     if (PyErr_Occurred() || (cuda == Py_True && (index < 0 || index > 65535)))
         goto out;
-    v->strides = NULL; /* (the copy flattens it: only dense_layout reads them) */
-    if (!(contig = call1(g_is_contiguous, t)))
-        goto out;
-    if (contig != Py_True) {
-        if (int_tuple(strides = call1(g_stride, t), v->ndim, v->stride_buf) != 0)
-            goto out;
-        v->strides = v->stride_buf;
-    }
     if (cuda == Py_True)
         snprintf(device, dsize, "cuda:%d", (int)index); /* torch's name on ROCm too */
     else
         snprintf(device, dsize, "cpu");
     ok = 1;
 out:
-    Py_XDECREF(strides);
-    Py_XDECREF(contig);
     Py_XDECREF(dev);
-    Py_XDECREF(ptr);
     Py_XDECREF(cpu);
     Py_XDECREF(cuda);
     if (PyErr_Occurred())
