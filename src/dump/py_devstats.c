@@ -91,7 +91,7 @@ typedef struct seg {
 typedef struct win {
     struct win *next;   /* flushed windows, oldest first */
     char device[24];
-    int wide;           /* float64, g_widecap elements (else float32, g_wincap) */
+    int kind;           /* MSP_DEV_FLOAT (float32) or MSP_DEV_WIDE (float64), kind_cap elements */
     PyObject *buf;
     PyObject *ws;       /* its stream (accel_copy.py's win_new), or None */
     PyObject *dev_index;    /* ws's device index (an int), or NULL (the CPU) */
@@ -133,7 +133,7 @@ typedef struct wput {
     size_t ti;
     PyObject *t;
     int64_t n;
-    int wide;
+    int kind;        /* its window's (MSP_DEV_*) */
     const void *ptr; /* dense memory from here (else NULL) */
     msp_dtype_t dtype;
     char device[24];
@@ -251,6 +251,12 @@ static int setup(void)
     if (g_widecap < g_chunk)
         g_widecap = g_chunk;
     return ok;
+}
+
+/* The elements a window of this kind holds. */
+static int64_t kind_cap(int kind)
+{
+    return kind == MSP_DEV_WIDE ? g_widecap : g_wincap;
 }
 
 static void win_free(win_t *w)
@@ -418,14 +424,14 @@ static int win_same_stream(win_t *w)
     return r && raw == w->raw;
 }
 
-/* The open window of device (wide: a float64 one), on the current stream,
- * with room for n more elements, opened if needed; NULL when none can be had. */
-static win_t *win_for(const char *device, int wide, int64_t n)
+/* The open window of this kind on device, on the current stream, with room
+ * for n more elements, opened if needed; NULL when none can be had. */
+static win_t *win_for(const char *device, int kind, int64_t n)
 {
     win_t *w = NULL;
-    int64_t cap = wide ? g_widecap : g_wincap;
+    int64_t cap = kind_cap(kind);
     for (size_t i = 0; i < g_nopen; i++)
-        if (g_open[i]->wide == wide && strcmp(g_open[i]->device, device) == 0)
+        if (g_open[i]->kind == kind && strcmp(g_open[i]->device, device) == 0)
             w = g_open[i];
     if (w && w->used + n <= cap && win_same_stream(w))
         return w;
@@ -439,8 +445,9 @@ static win_t *win_for(const char *device, int wide, int64_t n)
     if (!w)
         return NULL;
     snprintf(w->device, sizeof w->device, "%s", device);
-    w->wide = wide;
-    PyObject *pair = call_fn("win_new", Py_BuildValue("(sLi)", device, (long long)cap, wide));
+    w->kind = kind;
+    PyObject *pair = call_fn("win_new", Py_BuildValue("(sLi)", device, (long long)cap,
+                                                      kind == MSP_DEV_WIDE));
     if (pair && PyTuple_Check(pair) && PyTuple_Size(pair) == 2) {
         w->buf = PyTuple_GetItem(pair, 0);
         w->ws = PyTuple_GetItem(pair, 1);
@@ -623,7 +630,7 @@ void msp_dev_put_pending(int kinds)
 {
     for (size_t i = 0; i < g_nopen; i++)
         if (g_open[i]->issued < g_open[i]->nseg &&
-            (kinds & (g_open[i]->wide ? MSP_DEV_WIDE : MSP_DEV_FLOAT))) {
+            (kinds & g_open[i]->kind)) {
             win_issue(g_open[i]);
             i = (size_t)-1; /* the open windows may have changed meanwhile */
         }
@@ -640,14 +647,13 @@ void msp_dev_call_end(void)
     while (i < t_nput) {
         /* the longest run from i on one device and kind of window that fits one */
         int64_t n = t_put[i].n;
-        int wide = t_put[i].wide;
+        int kind = t_put[i].kind;
         size_t j = i + 1;
-        while (j < t_nput && t_put[j].wide == wide &&
-               strcmp(t_put[j].device, t_put[i].device) == 0 &&
-               n + t_put[j].n <= (wide ? g_widecap : g_wincap))
+        while (j < t_nput && t_put[j].kind == kind &&
+               strcmp(t_put[j].device, t_put[i].device) == 0 && n + t_put[j].n <= kind_cap(kind))
             n += t_put[j++].n;
-        win_t *w = win_for(t_put[i].device, wide, n);
-        int rc = w ? win_add(w, i, j, (defer & (wide ? MSP_DEV_WIDE : MSP_DEV_FLOAT)) != 0) : -1;
+        win_t *w = win_for(t_put[i].device, kind, n);
+        int rc = w ? win_add(w, i, j, (defer & kind) != 0) : -1;
         if (rc < 0) {
             if (w)
                 msp_shim_warn_once("nomem", "device statistics: out of memory; they are "
@@ -991,9 +997,8 @@ int msp_dev_stats_add(msp_dq_rec_t *r, const char *role, PyObject *d, msp_dtype_
             dev_fill(dt, NULL, 0);
         return 1;
     }
-    int kind = msp_dev_kind(dtype), wide = kind == MSP_DEV_WIDE && n <= g_widecap;
-    int windowed = ((kind == MSP_DEV_FLOAT && n <= g_wincap) || wide) && !g_alone;
-    if (!windowed)
+    int kind = msp_dev_kind(dtype);
+    if (!kind || n > kind_cap(kind) || g_alone)
         return dev_alone(r, role, d, dtype, ndim, shape, device, rg);
     wput_t *np = msp_grow(t_put, &t_capput, t_nput, sizeof *np, 16);
     if (!np)
@@ -1007,7 +1012,7 @@ int msp_dev_stats_add(msp_dq_rec_t *r, const char *role, PyObject *d, msp_dtype_
     Py_INCREF(d);
     p->t = d;
     p->n = n;
-    p->wide = wide;
+    p->kind = kind;
     p->ptr = dense ? ptr : NULL;
     p->dtype = dtype;
     snprintf(p->device, sizeof p->device, "%s", device);
