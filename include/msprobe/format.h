@@ -1,11 +1,11 @@
 /* The msprobe dump file (HDF5), one per step and rank: dump_path/step{N}/rank{R}/dump.h5.
  * The full layout is documented in man/msprobe-dump.5 (msprobe-dump(5)); in short:
  *
- *   /                      attrs format="msprobe-dump", format_version=1, framework,
+ *   /                      attrs format="msprobe-dump", format_version=2, framework,
  *                          framework_version, task, dump_mode, step, rank, world_size
- *   /<record>              one group per record, e.g. "Functional.conv2d.0.forward",
- *                          "Module.layer1.0.conv1.Conv2d.forward.0"; attr order (int64)
- *                          plus one string attr per non-tensor argument (named like the role)
+ *   /<record>              a group per record that holds tensor data, e.g.
+ *                          "Functional.conv2d.0.forward", "Module.layer1.0.conv1.Conv2d.forward.0";
+ *                          attr order (int64)
  *   /<record>/<role>       one dataset per tensor: "input.0", "kwarg.weight", "output.0";
  *                          native element type (bf16 = HDF5 float, 8 exp / 7 mantissa bits),
  *                          contiguous, uncompressed; statistics-only tensors have a null
@@ -17,6 +17,10 @@
  *                          mean, norm, nan_count, inf_count, crc32, offset, nbytes,
  *                          device, requires_grad, producer (a record without tensors:
  *                          one row with an empty role)
+ *   /attrs                 compound table, one row per record attribute (a non-tensor
+ *                          argument named like its role, stack, ...): record, key, value,
+ *                          all UTF-8 strings. Version 1 files kept these as string
+ *                          attributes of the record groups; readers take either.
  *
  * This module is the only code that calls H5*. All functions here serialise on
  * one internal mutex, so they may be called from any thread; one writer or one
@@ -36,7 +40,7 @@ extern "C" {
 #endif
 
 #define MSP_FORMAT_NAME "msprobe-dump"
-#define MSP_FORMAT_VERSION 1
+#define MSP_FORMAT_VERSION 2
 #define MSP_MAX_NDIM 32
 
 typedef enum msp_dtype {
@@ -153,14 +157,16 @@ typedef struct msp_tensor_in {
  * disk with one H5Dwrite per tensor, unconverted; nothing is fsync'ed unless
  * msp_writer_set_durable is on. */
 msp_err msp_writer_open(const char *path, const msp_dump_meta_t *meta, msp_writer_t **out);
-/* Start a record group; tensors and attrs that follow go into it.
- * A record name that already exists in the file is an error. */
+/* Start a record; tensors and attrs that follow belong to it (a group is
+ * made only for tensor data). A record name that already exists in the
+ * file, or "index" or "attrs", is an error. */
 msp_err msp_writer_begin_record(msp_writer_t *w, const char *record, int64_t order);
 /* The data is written before this returns (the caller may reuse it). When
  * stats is NULL they are computed here, for tensors of 1 MiB or more on a
  * short-lived helper thread while the data is being written. */
 msp_err msp_writer_add_tensor(msp_writer_t *w, const msp_tensor_in_t *t);
-/* Non-tensor argument or any other record attribute (string value). */
+/* Non-tensor argument or any other record attribute (string value): a row
+ * of /attrs, written at close; a key set again replaces its value. */
 msp_err msp_writer_set_attr(msp_writer_t *w, const char *key, const char *value);
 msp_err msp_writer_end_record(msp_writer_t *w);
 /* Durable mode: tensor data is handed to the disk as it is written
@@ -250,7 +256,8 @@ msp_err msp_tensor_stream_open(msp_dump_file_t *f, const msp_record_info_t *r,
                                const msp_tensor_info_t *t, msp_tensor_stream_t **out);
 msp_err msp_tensor_stream_read(msp_tensor_stream_t *s, void *buf, size_t n);
 void msp_tensor_stream_close(msp_tensor_stream_t *s); /* NULL-safe */
-/* String attributes of a record other than "order" (non-tensor args), as
+/* A record's attributes other than "order" (non-tensor args, stack, ...):
+ * its /attrs rows, or in a version 1 file the attributes of its group, as
  * parallel arrays of malloc'd strings; caller frees with msp_free_strings. */
 msp_err msp_dump_record_attrs(msp_dump_file_t *f, const msp_record_info_t *r,
                               char ***keys, char ***values, size_t *n);

@@ -26,6 +26,12 @@ static void msp_dump_free_locked(msp_dump_file_t *f)
             H5Fclose(im->file);
         if (im->fd >= 0)
             close(im->fd);
+        for (size_t i = 0; i < im->n_attrs; i++) {
+            free(im->attrs[i].record);
+            free(im->attrs[i].key);
+            free(im->attrs[i].value);
+        }
+        free(im->attrs);
         free(im);
     }
     msp_dump_free(f);
@@ -66,6 +72,144 @@ static void msp_sort_catalogue(msp_dump_file_t *f)
         qsort(f->records, f->n_records, sizeof(msp_record_info_t), msp_record_info_order);
 }
 
+/* ---- /attrs ------------------------------------------------------------------ */
+
+static void *msp_attrs_alloc(size_t n, void *info)
+{
+    (void)info;
+    return malloc(n);
+}
+
+static void msp_attrs_free(void *p, void *info)
+{
+    (void)info;
+    free(p);
+}
+
+struct msp_attr_at {
+    struct msp_attr_row r;
+    size_t at; /* row number: keeps a record's rows in the order written */
+};
+
+static int msp_attr_at_order(const void *a, const void *b)
+{
+    const struct msp_attr_at *x = a, *y = b;
+    int c = strcmp(x->r.record, y->r.record);
+    return c ? c : (x->at > y->at) - (x->at < y->at);
+}
+
+/* The rows of /attrs, when the file has it: read whole (strings allocated
+ * with malloc, so that they are ours), sorted by record. */
+static msp_err msp_load_attrs(msp_dump_file_t *f)
+{
+    struct msp_h5_impl *im = f->impl;
+    /* Version 1 kept attributes on the record groups (where "attrs" could
+     * even name a record); a version 2 file without the table is read so too. */
+    htri_t has = im->version >= 2 ? H5Lexists(im->file, "attrs", H5P_DEFAULT) : 0;
+    if (has <= 0) {
+        H5Eclear2(H5E_DEFAULT);
+        return MSP_OK;
+    }
+    msp_err rc = MSP_OK;
+    hid_t d = H5Dopen2(im->file, "attrs", H5P_DEFAULT);
+    hid_t ft = d >= 0 ? H5Dget_type(d) : -1, sp = d >= 0 ? H5Dget_space(d) : -1;
+    hid_t mt = msp_h5_attrs_type(0), xf = H5Pcreate(H5P_DATASET_XFER);
+    struct msp_attr_at *at = NULL;
+    hssize_t n = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
+    int ok = ft >= 0 && H5Tget_class(ft) == H5T_COMPOUND && sp >= 0 &&
+             H5Sget_simple_extent_ndims(sp) == 1 && n >= 0;
+    for (int i = 0; ok && i < 3; i++) {
+        static const char *const cols[] = {"record", "key", "value"};
+        int m = H5Tget_member_index(ft, cols[i]);
+        hid_t c = m >= 0 ? H5Tget_member_type(ft, (unsigned)m) : -1;
+        ok = c >= 0 && H5Tget_class(c) == H5T_STRING && H5Tis_variable_str(c) > 0;
+        if (c >= 0)
+            H5Tclose(c);
+    }
+    if (!ok) {
+        rc = msp_h5_fail(MSP_ERR_FORMAT, "file %s: /attrs is not a one-dimensional table of "
+                         "(record, key, value) variable-length strings", f->path);
+        goto cleanup;
+    }
+    if (!(at = calloc(n ? (size_t)n : 1, sizeof *at)) ||
+        !(im->attrs = calloc(n ? (size_t)n : 1, sizeof *im->attrs))) {
+        rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory for /attrs (%lld rows)", f->path,
+                      (long long)n);
+        goto cleanup;
+    }
+    struct msp_attr_row *rows = im->attrs;
+    if (mt < 0 || xf < 0 ||
+        H5Pset_vlen_mem_manager(xf, msp_attrs_alloc, NULL, msp_attrs_free, NULL) < 0 ||
+        (n > 0 && H5Dread(d, mt, H5S_ALL, H5S_ALL, xf, rows) < 0)) {
+        rc = msp_h5_fail(MSP_ERR_FORMAT, "file %s: cannot read /attrs (%lld rows)", f->path,
+                         (long long)n);
+        goto cleanup;
+    }
+    im->n_attrs = (size_t)n;
+    for (size_t i = 0; i < im->n_attrs; i++) {
+        if (!rows[i].record || !rows[i].key || !rows[i].value) {
+            rc = msp_fail(MSP_ERR_FORMAT, "file %s: /attrs row %zu has a null string", f->path,
+                          i);
+            goto cleanup;
+        }
+        at[i] = (struct msp_attr_at){rows[i], i};
+    }
+    if (im->n_attrs > 1)
+        qsort(at, im->n_attrs, sizeof *at, msp_attr_at_order);
+    for (size_t i = 0; i < im->n_attrs; i++)
+        rows[i] = at[i].r;
+    im->has_attrs = 1;
+cleanup:
+    free(at);
+    if (xf >= 0)
+        H5Pclose(xf);
+    if (mt >= 0)
+        H5Tclose(mt);
+    if (sp >= 0)
+        H5Sclose(sp);
+    if (ft >= 0)
+        H5Tclose(ft);
+    if (d >= 0)
+        H5Dclose(d);
+    return rc;
+}
+
+/* A record's rows of /attrs as msp_dump_record_attrs gives them. */
+static msp_err msp_table_attrs(msp_dump_file_t *f, const msp_record_info_t *r, char ***keys,
+                               char ***values, size_t *n)
+{
+    struct msp_h5_impl *im = f->impl;
+    size_t lo = 0, hi = im->n_attrs;
+    while (lo < hi) { /* the first row of r, if any */
+        size_t mid = lo + (hi - lo) / 2;
+        if (strcmp(im->attrs[mid].record, r->name) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    size_t end = lo;
+    while (end < im->n_attrs && strcmp(im->attrs[end].record, r->name) == 0)
+        end++;
+    size_t m = end - lo;
+    char **ks = calloc(m ? m : 1, sizeof *ks), **vs = calloc(m ? m : 1, sizeof *vs);
+    for (size_t i = 0; ks && vs && i < m; i++)
+        if (!(ks[i] = strdup(im->attrs[lo + i].key)) ||
+            !(vs[i] = strdup(im->attrs[lo + i].value))) {
+            msp_free_strings(ks, m);
+            msp_free_strings(vs, m);
+            ks = vs = NULL;
+        }
+    if (!ks || !vs) {
+        free(ks);
+        free(vs);
+        return msp_fail(MSP_ERR_NOMEM, "file %s: record %s: out of memory", f->path, r->name);
+    }
+    *keys = ks;
+    *values = vs;
+    *n = m;
+    return MSP_OK;
+}
+
 /* ---- open ------------------------------------------------------------------- */
 
 static msp_err msp_root_attrs(msp_dump_file_t *f)
@@ -82,12 +226,14 @@ static msp_err msp_root_attrs(msp_dump_file_t *f)
     if (strcmp(fmt, MSP_FORMAT_NAME) != 0)
         return msp_fail(MSP_ERR_FORMAT, "file %s: root attribute format is '%s', expected '%s'",
                         f->path, fmt, MSP_FORMAT_NAME);
-    int64_t ver = MSP_FORMAT_VERSION;
+    int64_t ver = 1; /* absent: the first layout */
     if (msp_h5_attr_get_i64(root, "format_version", &ver, where) < 0)
         return MSP_ERR_FORMAT;
     if (ver > MSP_FORMAT_VERSION || ver < 1)
         return msp_fail(MSP_ERR_UNSUPPORTED, "file %s: format_version %lld; this msprobe reads "
-                        "version %d: upgrade msprobe", f->path, (long long)ver, MSP_FORMAT_VERSION);
+                        "versions 1 to %d: upgrade msprobe", f->path, (long long)ver,
+                        MSP_FORMAT_VERSION);
+    msp_impl(f)->version = ver;
     struct {
         const char *key;
         char *buf;
@@ -141,6 +287,8 @@ static msp_err msp_open_locked(msp_dump_file_t *f)
         H5Pclose(fcpl);
     }
     rc = msp_root_attrs(f);
+    if (!rc)
+        rc = msp_load_attrs(f);
     if (rc)
         return rc;
     hid_t idx = -1;
@@ -431,6 +579,8 @@ static msp_err msp_h5_record_attrs(msp_dump_file_t *f, const msp_record_info_t *
 {
     char where[700];
     snprintf(where, sizeof where, "file %s: record %s", f->path, r->name);
+    if (msp_impl(f)->has_attrs) /* read at open: no HDF5 call */
+        return msp_table_attrs(f, r, keys, values, n);
     msp_err rc = MSP_OK;
     struct msp_strvec an = {0};
     char **ks = NULL, **vs = NULL;

@@ -562,6 +562,22 @@ const char *const msp_index_columns[] = {
     "nan_count", "inf_count", "crc32", "offset", "nbytes", "device", "requires_grad", NULL,
 };
 
+hid_t msp_h5_attrs_type(int packed)
+{
+    hid_t str = msp_h5_vlen_str();
+    hid_t c = str >= 0 ? H5Tcreate(H5T_COMPOUND, sizeof(struct msp_attr_row)) : -1;
+    if (c >= 0 && (H5Tinsert(c, "record", offsetof(struct msp_attr_row, record), str) < 0 ||
+                   H5Tinsert(c, "key", offsetof(struct msp_attr_row, key), str) < 0 ||
+                   H5Tinsert(c, "value", offsetof(struct msp_attr_row, value), str) < 0 ||
+                   (packed && H5Tpack(c) < 0))) {
+        H5Tclose(c);
+        c = -1;
+    }
+    if (str >= 0)
+        H5Tclose(str);
+    return c;
+}
+
 hid_t msp_h5_index_type(int packed)
 {
     hid_t str = msp_h5_vlen_str();

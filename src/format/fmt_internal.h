@@ -82,6 +82,15 @@ hid_t msp_h5_index_type(int packed);
 /* Column names of /index, NULL-terminated. */
 extern const char *const msp_index_columns[];
 
+/* One row of /attrs (format_version 2): a record's attribute, UTF-8. */
+struct msp_attr_row {
+    char *record;
+    char *key;
+    char *value;
+};
+/* Compound type of struct msp_attr_row (packed as for msp_h5_index_type). */
+hid_t msp_h5_attrs_type(int packed);
+
 
 /* ---- contained reading (fmt_contain.c, fmt_contain_get.c, fmt_contain_put.c) ---- */
 

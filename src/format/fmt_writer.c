@@ -1,6 +1,7 @@
-/* Dump writer: one HDF5 file per step and rank, one group per record, one
- * contiguous dataset per tensor written with a single H5Dwrite in its
- * native type (no chunking, no conversion), /index written at close.
+/* Dump writer: one HDF5 file per step and rank, a group per record that
+ * holds tensor data, one contiguous dataset per tensor written with a single
+ * H5Dwrite in its native type (no chunking, no conversion); /index and
+ * /attrs (the records' attributes) written at close.
  *
  * Speed: tensor bytes go from the caller's buffer to pwrite() untouched;
  * metadata is kept small (1.8 object headers with compact attribute and
@@ -32,6 +33,7 @@ struct msp_writer {
     hid_t file;
     hid_t group;      /* the open record's group once it needs one, or -1 */
     char *record;     /* the open record's name, or NULL */
+    const char *record_name; /* the same, as kept in names (lives as long as w) */
     int64_t order;
     size_t record_tensors;
     size_t record_row; /* its first /index row */
@@ -48,10 +50,12 @@ struct msp_writer {
      * optimizer's record holds four a parameter): emptied at its end. */
     size_t *roles;
     size_t n_roles, cap_roles;
-    /* The keys of the attributes set on the open record's group (by hash):
-     * only a key set twice is replaced, which costs HDF5 a lookup first. */
-    uint64_t *akeys;
-    size_t n_akeys, cap_akeys;
+    /* /attrs rows, kept until close: an attribute on a record group cost
+     * HDF5 a group and an attribute (about 25 us a record), a row costs
+     * nothing until the one write at close. key and value are owned. */
+    struct msp_attr_row *attrs;
+    size_t n_attrs, cap_attrs;
+    size_t record_attr; /* the open record's first row */
     int fd;           /* HDF5's own descriptor (sec2 driver), for preallocation; -1: none */
     int64_t prealloc_end; /* file blocks are reserved up to here */
     int no_prealloc;  /* the filesystem cannot reserve blocks */
@@ -122,7 +126,11 @@ static void msp_writer_free(msp_writer_t *w)
         free(w->rows[i].producer);
     }
     free(w->rows);
-    free(w->akeys);
+    for (size_t i = 0; i < w->n_attrs; i++) {
+        free(w->attrs[i].key);
+        free(w->attrs[i].value);
+    }
+    free(w->attrs);
     free(w->roles);
     for (size_t i = 0; i < w->cap_names; i++)
         free(w->names[i]);
@@ -140,8 +148,9 @@ static uint64_t msp_name_hash(const char *s)
     return h;
 }
 
-/* Adds name to the file's record names: 1 added, 0 already there, -1 out of memory. */
-static int msp_names_add(msp_writer_t *w, const char *name)
+/* Adds name to the file's record names (*kept: its copy there): 1 added, 0
+ * already there, -1 out of memory. */
+static int msp_names_add(msp_writer_t *w, const char *name, const char **kept)
 {
     if (2 * (w->n_names + 1) > w->cap_names) {
         size_t cap = w->cap_names ? 2 * w->cap_names : 256;
@@ -166,6 +175,7 @@ static int msp_names_add(msp_writer_t *w, const char *name)
             return 0;
     if (!(w->names[j] = strdup(name)))
         return -1;
+    *kept = w->names[j];
     w->n_names++;
     return 1;
 }
@@ -346,14 +356,15 @@ msp_err msp_writer_begin_record(msp_writer_t *w, const char *record, int64_t ord
 {
     if (!w)
         return msp_fail(MSP_ERR_USAGE, "msp_writer_begin_record: no writer");
-    if (!msp_name_ok(record) || strcmp(record, "index") == 0)
+    if (!msp_name_ok(record) || strcmp(record, "index") == 0 || strcmp(record, "attrs") == 0)
         return msp_fail(MSP_ERR_USAGE, "file %s: invalid record name '%s' (empty, contains '/', or "
-                        "the reserved name 'index')", w->path, record ? record : "(null)");
+                        "a reserved name: 'index', 'attrs')", w->path, record ? record : "(null)");
     if (w->record)
         return msp_fail(MSP_ERR_USAGE, "file %s: record %s: begun while record %s is still open",
                         w->path, record, w->record);
     char *name = strdup(record);
-    int added = name ? msp_names_add(w, record) : -1;
+    const char *kept = NULL;
+    int added = name ? msp_names_add(w, record, &kept) : -1;
     if (added <= 0) {
         free(name);
         if (added < 0)
@@ -362,9 +373,11 @@ msp_err msp_writer_begin_record(msp_writer_t *w, const char *record, int64_t ord
                         record);
     }
     /* The group comes later, and only when the record needs one (tensor
-     * data or an attribute): a statistics-only record is /index rows alone,
-     * which saves most of a small tensor's cost (msprobe-dump(5)). */
+     * data): a statistics-only record is /index and /attrs rows alone, which
+     * saves most of a small tensor's cost (msprobe-dump(5)). */
     w->record = name;
+    w->record_name = kept;
+    w->record_attr = w->n_attrs;
     w->order = order;
     w->record_tensors = 0;
     w->record_row = w->n_rows;
@@ -648,24 +661,29 @@ msp_err msp_writer_set_attr(msp_writer_t *w, const char *key, const char *value)
     if (!key || !*key || strcmp(key, "order") == 0)
         return msp_fail(MSP_ERR_USAGE, "file %s: record %s: invalid attribute name '%s' (empty or "
                         "the reserved 'order')", w->path, w->record, key ? key : "(null)");
-    char where[700];
-    snprintf(where, sizeof where, "file %s: record %s", w->path, w->record);
-    uint64_t h = msp_name_hash(key);
-    int again = 0;
-    for (size_t i = 0; i < w->n_akeys && !again; i++)
-        again = w->akeys[i] == h; /* (or a collision: replaced all the same) */
-    uint64_t *ak = again ? w->akeys : msp_grow(w->akeys, &w->cap_akeys, w->n_akeys, sizeof *ak, 8);
-    if (!ak)
-        again = 1; /* no memory to remember it: the safe way */
-    else if (!again)
-        (w->akeys = ak)[w->n_akeys++] = h;
-    msp_h5_lock();
-    msp_err rc = msp_writer_group(w);
-    if (!rc)
-        rc = again ? msp_h5_attr_replace_str(w->group, key, value ? value : "", where)
-                   : msp_h5_attr_put_str(w->group, key, value ? value : "", where);
-    msp_h5_unlock();
-    return rc;
+    char *v = strdup(value ? value : "");
+    if (!v)
+        return msp_fail(MSP_ERR_NOMEM, "file %s: record %s: out of memory", w->path, w->record);
+    /* A key set again replaces its value (a record has a few keys; an
+     * optimizer's record about ten a parameter group). */
+    for (size_t i = w->record_attr; i < w->n_attrs; i++)
+        if (strcmp(w->attrs[i].key, key) == 0) {
+            free(w->attrs[i].value);
+            w->attrs[i].value = v;
+            return MSP_OK;
+        }
+    char *k = strdup(key);
+    struct msp_attr_row *t = k ? msp_grow(w->attrs, &w->cap_attrs, w->n_attrs, sizeof *t, 256)
+                               : NULL;
+    if (!t) {
+        free(k);
+        free(v);
+        return msp_fail(MSP_ERR_NOMEM, "file %s: record %s: out of memory for /attrs", w->path,
+                        w->record);
+    }
+    w->attrs = t;
+    w->attrs[w->n_attrs++] = (struct msp_attr_row){(char *)w->record_name, k, v};
+    return MSP_OK;
 }
 
 /* Call with the lock held. A record without tensors still gets one /index
@@ -696,7 +714,6 @@ static msp_err msp_writer_end_locked(msp_writer_t *w)
         rc = msp_h5_fail(MSP_ERR_HDF5, "file %s: record %s: cannot close its group", w->path,
                          w->record);
     w->group = -1;
-    w->n_akeys = 0;
     free(w->record);
     w->record = NULL;
     return rc;
@@ -749,14 +766,16 @@ static hid_t msp_wrow_type(int packed)
     return c;
 }
 
-static msp_err msp_writer_index(msp_writer_t *w)
+/* Writes the table name of n rows of row_size bytes (mt in memory, ft in
+ * the file) with one H5Dwrite; takes ft and mt (either may be -1: failed). */
+static msp_err msp_writer_table(msp_writer_t *w, const char *name, hid_t ft, hid_t mt,
+                                const void *rows, size_t n_rows, size_t row_size)
 {
     msp_err rc = MSP_OK;
-    hid_t ft = msp_wrow_type(1), mt = msp_wrow_type(0), s = -1, d = -1, dcpl = -1;
-    hid_t dxpl = -1;
-    hsize_t n = w->n_rows;
+    hid_t s = -1, d = -1, dcpl = -1, dxpl = -1;
+    hsize_t n = n_rows;
     if (ft < 0 || mt < 0) {
-        rc = msp_h5_fail(MSP_ERR_HDF5, "file %s: cannot build the /index type", w->path);
+        rc = msp_h5_fail(MSP_ERR_HDF5, "file %s: cannot build the /%s type", w->path, name);
         goto cleanup;
     }
     s = H5Screate_simple(1, &n, NULL);
@@ -765,20 +784,20 @@ static msp_err msp_writer_index(msp_writer_t *w)
     /* Conversion and background buffers sized for the rows (HDF5 wants some
      * slack above one row): the default 1 MiB pair is mapped, zeroed and
      * unmapped at every close, 4/5 of the time of a small step's /index. */
-    size_t buf = (size_t)n * sizeof(struct msp_wrow) * 2;
+    size_t buf = n_rows * row_size * 2;
     if (buf < MSP_INDEX_XFER_MIN)
         buf = MSP_INDEX_XFER_MIN;
     if (buf > MSP_INDEX_XFER_MAX)
         buf = MSP_INDEX_XFER_MAX;
     if (s < 0 || dcpl < 0 || dxpl < 0 || H5Pset_obj_track_times(dcpl, 0) < 0 ||
         H5Pset_buffer(dxpl, buf, NULL, NULL) < 0) {
-        rc = msp_h5_fail(MSP_ERR_HDF5, "file %s: cannot set up /index", w->path);
+        rc = msp_h5_fail(MSP_ERR_HDF5, "file %s: cannot set up /%s", w->path, name);
         goto cleanup;
     }
-    d = H5Dcreate2(w->file, "index", ft, s, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-    if (d < 0 || (n > 0 && H5Dwrite(d, mt, H5S_ALL, H5S_ALL, dxpl, w->rows) < 0))
-        rc = msp_h5_fail(MSP_ERR_IO, "file %s: cannot write /index (%llu rows; disk full?)",
-                         w->path, (unsigned long long)n);
+    d = H5Dcreate2(w->file, name, ft, s, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    if (d < 0 || (n > 0 && H5Dwrite(d, mt, H5S_ALL, H5S_ALL, dxpl, rows) < 0))
+        rc = msp_h5_fail(MSP_ERR_IO, "file %s: cannot write /%s (%llu rows; disk full?)",
+                         w->path, name, (unsigned long long)n);
 cleanup:
     if (d >= 0)
         H5Dclose(d);
@@ -801,7 +820,11 @@ msp_err msp_writer_close(msp_writer_t *w)
         return MSP_OK;
     msp_h5_lock();
     msp_err rc = msp_writer_end_locked(w);
-    msp_err rc2 = msp_writer_index(w);
+    msp_err rc2 = msp_writer_table(w, "index", msp_wrow_type(1), msp_wrow_type(0), w->rows,
+                                   w->n_rows, sizeof *w->rows);
+    if (!rc2)
+        rc2 = msp_writer_table(w, "attrs", msp_h5_attrs_type(1), msp_h5_attrs_type(0), w->attrs,
+                               w->n_attrs, sizeof *w->attrs);
     if (!rc)
         rc = rc2;
     /* H5Fclose flushes the metadata; a failure here means the file is

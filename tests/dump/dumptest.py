@@ -86,6 +86,7 @@ def dump_files(root):
 def read_dump(path):
     """{record: {"attrs": {...}, role: ndarray or None (statistics only)}}, root attrs."""
     import h5py
+    from msp_h5dump import record_attrs
     recs = {}
     with h5py.File(path, "r") as f:
         root = dict(f.attrs)
@@ -99,8 +100,8 @@ def read_dump(path):
                 rec["tattrs"][role] = {k: (v.decode() if isinstance(v, bytes) else v)
                                        for k, v in d.attrs.items()}
             recs[name] = rec
-        # Statistics-only tensors (and records with neither data nor
-        # arguments) are /index rows alone (msprobe-dump(5)).
+        # Statistics-only tensors (and records without data) are /index
+        # rows alone, and their attributes /attrs rows (msprobe-dump(5)).
         if "index" in f and isinstance(f["index"], h5py.Dataset):
             for row in f["index"][()]:
                 name = row["record"].decode()
@@ -119,6 +120,8 @@ def read_dump(path):
                     "requires_grad": bool(row["requires_grad"])}
                 if "producer" in row.dtype.names and row["producer"]:
                     rec["tattrs"][role]["producer"] = row["producer"].decode()
+        for name, a in record_attrs(f).items():
+            recs.setdefault(name, {"attrs": {}, "tattrs": {}})["attrs"].update(a)
     return recs, root
 
 

@@ -5,7 +5,7 @@ import zlib
 
 import numpy as np
 
-ROOT_ATTRS = {"format": "msprobe-dump", "format_version": 1, "framework": "pytorch",
+ROOT_ATTRS = {"format": "msprobe-dump", "format_version": 2, "framework": "pytorch",
               "framework_version": "1.13.1", "task": "tensor", "dump_mode": "mix",
               "step": 7, "rank": 3, "world_size": 8}
 

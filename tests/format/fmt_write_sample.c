@@ -379,6 +379,7 @@ static int msp_errors(const char *dir)
     msp_report("attr_outside_record", msp_writer_set_attr(w, "k", "v"));
     msp_report("end_without_begin", msp_writer_end_record(w));
     msp_report("record_named_index", msp_writer_begin_record(w, "index", 0));
+    msp_report("record_named_attrs", msp_writer_begin_record(w, "attrs", 0));
     msp_report("record_with_slash", msp_writer_begin_record(w, "a/b", 0));
     msp_report("begin", msp_writer_begin_record(w, "Torch.add.0.forward", 0));
     msp_report("begin_while_open", msp_writer_begin_record(w, "Torch.add.1.forward", 1));

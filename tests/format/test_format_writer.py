@@ -49,13 +49,20 @@ class WriterOutputReadByH5py(unittest.TestCase):
         for k, v in X.ROOT_ATTRS.items():
             self.assertEqual(self.f.attrs[k], v, k)
 
-    def test_records_are_groups_with_order(self):
-        names = {r for r, _, _ in X.RECORDS} | {X.EMPTY_RECORD[0]}
+    def test_records_with_data_are_groups_with_order(self):
+        # a record gets a group only for tensor data; every record's order
+        # is its /index rows' (msprobe-dump(5))
+        names = {r for r, _, specs in X.RECORDS if specs}
         groups = {k for k in self.f if isinstance(self.f[k], h5py.Group)}
         self.assertEqual(groups, names)
-        for rec, order, _ in X.RECORDS + [(X.EMPTY_RECORD[0], X.EMPTY_RECORD[1], [])]:
-            self.assertEqual(self.f[rec].attrs["order"], order)
-            self.assertEqual(self.f[rec].attrs["order"].dtype, np.int64)
+        orders = {}
+        for row in self.f["index"][()]:
+            orders.setdefault(row["record"].decode(), set()).add(int(row["order"]))
+        for rec, order, specs in X.RECORDS + [(X.EMPTY_RECORD[0], X.EMPTY_RECORD[1], [])]:
+            self.assertEqual(orders[rec], {order}, rec)
+            if specs:
+                self.assertEqual(self.f[rec].attrs["order"], order)
+                self.assertEqual(self.f[rec].attrs["order"].dtype, np.int64)
 
     def test_tensor_values_and_h5py_dtypes(self):
         h5py_dtype = {"torch.float32": np.float32, "torch.float16": np.float16,
@@ -138,11 +145,22 @@ class WriterOutputReadByH5py(unittest.TestCase):
         for r2, _, role2, *_ in X.all_tensors():
             self.assertNotIn("producer", self.f[r2][role2].attrs)
 
-    def test_non_tensor_arguments_are_string_attributes(self):
-        for rec, attrs in X.RECORD_ATTRS.items():
-            got = {k: v for k, v in self.f[rec].attrs.items() if k != "order"}
-            self.assertEqual(got, attrs)
-        self.assertEqual(len(self.f[X.EMPTY_RECORD[0]]), 0)
+    def test_non_tensor_arguments_are_rows_of_attrs(self):
+        # /attrs: one (record, key, value) row per attribute, in the order
+        # set; a key set twice ("kwarg.alpha": "1" then "2") is one row
+        # holding the last value; no attribute on any group but "order"
+        t = self.f["attrs"]
+        self.assertEqual(t.dtype.names, ("record", "key", "value"))
+        for col in t.dtype.names:
+            self.assertEqual(h5py.check_string_dtype(t.dtype[col]).encoding, "utf-8")
+        rows = [tuple(v.decode() for v in r) for r in t[()]]
+        want = [(rec, k, v) for rec, attrs in X.RECORD_ATTRS.items() for k, v in attrs.items()]
+        self.assertEqual(sorted(rows), sorted(want))
+        self.assertEqual(len(rows), len(set((r, k) for r, k, _ in rows)))
+        for name, g in self.f.items():
+            if isinstance(g, h5py.Group):
+                self.assertEqual(set(g.attrs), {"order"}, name)
+        self.assertNotIn(X.EMPTY_RECORD[0], self.f)
 
     def test_index_has_one_row_per_tensor_with_stats_and_offsets(self):
         idx = self.f["index"][()]

@@ -46,6 +46,7 @@ class WriterErrors(unittest.TestCase):
 
     def test_bad_record_names_and_nesting(self):
         self.expect("record_named_index", USAGE, "'index'")
+        self.expect("record_named_attrs", USAGE, "'attrs'")
         self.expect("record_with_slash", USAGE, "'a/b'")
         self.expect("begin_while_open", USAGE, "Torch.add.1.forward", "Torch.add.0.forward")
         self.expect("duplicate_record", USAGE, "Torch.add.0.forward", "already exists")
@@ -84,11 +85,14 @@ class WriterErrors(unittest.TestCase):
 
     def test_file_after_errors_is_complete(self):
         with h5py.File(self.path, "r") as f:
-            self.assertEqual(set(f), {"Torch.add.0.forward", "index"})  # the others: rows alone
+            # the others: rows alone
+            self.assertEqual(set(f), {"Torch.add.0.forward", "index", "attrs"})
             g = f["Torch.add.0.forward"]
             self.assertEqual(set(g), {"input.0"})
             np.testing.assert_array_equal(g["input.0"][()], [[1, 2], [3, 4]])
-            self.assertEqual(g.attrs["kwarg.alpha"], "2")
+            alpha = [r["value"].decode() for r in f["attrs"][()]
+                     if (r["record"], r["key"]) == (b"Torch.add.0.forward", b"kwarg.alpha")]
+            self.assertEqual(alpha, ["2"])  # set twice: one row, the last value
             # one row of Torch.add.0.forward; the optimizer's 3001 and the one after it
             recs = [r["record"].decode() for r in f["index"][()]]
             self.assertEqual(recs.count("Torch.add.0.forward"), 1)

@@ -147,6 +147,51 @@ def write_tensor(g, role, t, with_stats=True, stats_only=False):
     write_tensor_attrs(ds, dt_name, shape, st, raw, with_stats)
 
 
+def _text(v):
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def _attrs_table(f):
+    return (int(f.attrs.get("format_version", 1)) >= 2 and "attrs" in f
+            and isinstance(f["attrs"], h5py.Dataset))
+
+
+def record_attrs(f):
+    """{record: {key: value}} of an open dump file, read as msprobe-dump(5)
+    says: the rows of /attrs (format_version 2), else the attributes of each
+    record group (version 1); "order" left out."""
+    out = {}
+    if _attrs_table(f):
+        for row in f["attrs"][()]:
+            out.setdefault(_text(row["record"]), {})[_text(row["key"])] = _text(row["value"])
+        return out
+    for name, g in f.items():
+        if isinstance(g, h5py.Group):
+            a = {k: _text(v) for k, v in g.attrs.items() if k != "order"}
+            if a:
+                out[name] = a
+    return out
+
+
+def set_record_attr(f, record, key, value):
+    """Sets (or adds) a record's attribute in a file open for writing: its
+    /attrs row, the table written again, in a version 2 file; its group's
+    attribute in a version 1 file."""
+    if not _attrs_table(f):
+        f[record].attrs[key] = value
+        return
+    rows = [(_text(r["record"]), _text(r["key"]), _text(r["value"])) for r in f["attrs"][()]]
+    at = [i for i, r in enumerate(rows) if r[:2] == (record, key)]
+    if at:
+        rows[at[0]] = (record, key, value)
+    else:
+        rows.append((record, key, value))
+    vstr = h5py.string_dtype("utf-8")
+    arr = np.array(rows, dtype=[("record", vstr), ("key", vstr), ("value", vstr)])
+    del f["attrs"]
+    f.create_dataset("attrs", data=arr)
+
+
 def write_index(f, producers):
     """/index as msprobe-dump(5) describes it, one row per tensor dataset, with
     the 'producer' column ("" when unknown). Data offsets come from h5py."""
