@@ -16,6 +16,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import h5py
+from msp_h5dump import record_attrs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = os.path.join(HERE, "culprit_models.py")
@@ -91,22 +92,26 @@ def run_dumps(work, runs, jobs=2):
         list(ex.map(lambda r: run_dump(work, *full(r)), runs))
 
 
-def _string_attrs(g):
-    """A record's arguments: its attributes but its order and the autocast
-    state it ran under (the noise of a bf16 run, not a plant)."""
-    return {k: (v.decode() if isinstance(v, bytes) else str(v))
-            for k, v in g.attrs.items() if k not in ("order", "autocast")}
+def _string_attrs(attrs):
+    """A record's arguments: its attributes but the autocast state it ran
+    under (the noise of a bf16 run, not a plant)."""
+    return {k: v for k, v in attrs.items() if k != "autocast"}
+
+
+def _records(f):
+    """A step file's records in execution order, and their attributes."""
+    order = {r["record"].decode(): int(r["order"]) for r in f["index"][()]}
+    attrs = record_attrs(f)
+    return sorted(order, key=order.get), lambda name: _string_attrs(attrs.get(name, {}))
 
 
 def planted_record(bench_root, cmp_root):
     """The step-0 forward record whose non-tensor arguments differ, or None."""
     with h5py.File(os.path.join(bench_root, "step0", "rank0", "dump.h5"), "r") as b, \
             h5py.File(os.path.join(cmp_root, "step0", "rank0", "dump.h5"), "r") as c:
-        for name in sorted(c.keys(), key=lambda k: int(c[k].attrs.get("order", -1))
-                           if isinstance(c[k], h5py.Group) else -1):
-            if not isinstance(c[name], h5py.Group) or not name.endswith(".forward"):
-                continue
-            if name in b and _string_attrs(b[name]) != _string_attrs(c[name]):
+        (bnames, battrs), (cnames, cattrs) = _records(b), _records(c)
+        for name in cnames:
+            if name.endswith(".forward") and name in bnames and battrs(name) != cattrs(name):
                 return name
     return None
 
@@ -203,9 +208,10 @@ def planted_optimizer(bench_root, cmp_root):
     """The step-0 optimizer record whose recorded hyperparameters differ, or None."""
     with h5py.File(os.path.join(bench_root, "step0", "rank0", "dump.h5"), "r") as b, \
             h5py.File(os.path.join(cmp_root, "step0", "rank0", "dump.h5"), "r") as c:
-        for name in c.keys():
-            if name.startswith("Optimizer.") and isinstance(c[name], h5py.Group) and \
-                    name in b and _string_attrs(b[name]) != _string_attrs(c[name]):
+        (bnames, battrs), (cnames, cattrs) = _records(b), _records(c)
+        for name in cnames:
+            if name.startswith("Optimizer.") and name in bnames and \
+                    battrs(name) != cattrs(name):
                 return name
     return None
 

@@ -20,6 +20,7 @@ import tempfile
 import unittest
 
 import h5py
+from msp_h5dump import record_attrs
 import numpy as np
 import openpyxl
 
@@ -108,10 +109,11 @@ class OptimizerState(unittest.TestCase):
         with h5py.File(os.path.join(c, "step0", "rank0", "dump.h5"), "r") as f0, \
                 h5py.File(os.path.join(c, "step1", "rank0", "dump.h5"), "r") as f1:
             rec = f0["Optimizer.Adam.0.step"]
-            self.assertEqual(rec.attrs["class"], "torch.optim.adam.Adam")
-            self.assertEqual(rec.attrs["group.0.lr"], "0.001")
-            self.assertEqual(rec.attrs["group.0.betas"], "(0.9, 0.999)")
-            self.assertEqual(rec.attrs["group.0.params"], "6")
+            ra = record_attrs(f0)["Optimizer.Adam.0.step"]
+            self.assertEqual(ra["class"], "torch.optim.adam.Adam")
+            self.assertEqual(ra["group.0.lr"], "0.001")
+            self.assertEqual(ra["group.0.betas"], "(0.9, 0.999)")
+            self.assertEqual(ra["group.0.params"], "6")
             before = rec["input.param.0"][()]
             after = rec["output.param.0"][()]
             g = rec["input.grad.0"][()].astype(np.float64)
@@ -159,8 +161,8 @@ class Parameters(unittest.TestCase):
             # the hyperparameter that changed, named from the dump's own attributes
             with h5py.File(os.path.join(b, "step0", "rank0", "dump.h5"), "r") as fb, \
                     h5py.File(os.path.join(c, "step0", "rank0", "dump.h5"), "r") as fc:
-                diff = [k for k in fc[want].attrs if k != "order" and
-                        str(fc[want].attrs[k]) != str(fb[want].attrs.get(k))]
+                ca, ba = record_attrs(fc)[want], record_attrs(fb).get(want, {})
+                diff = [k for k in ca if ca[k] != ba.get(k)]
             self.assertEqual(len(diff), 1, diff)
             self.assertTrue(row["Changed Argument"].startswith(diff[0] + ":"), row)
 
@@ -190,10 +192,9 @@ class Modules(unittest.TestCase):
         # module's forward called: a Linear module holds exactly one linear call
         c = S.run_dump(WORK, "vit", "fp32", "ln_eps", "adamw", "mix")
         with h5py.File(os.path.join(c, "step0", "rank0", "dump.h5"), "r") as f:
-            order = {k: int(f[k].attrs["order"]) for k in f.keys()
-                     if isinstance(f[k], h5py.Group)}
-            lin = [k for k in f.keys() if k.startswith("Module.heads.head.Linear.forward.")][0]
-            lo, hi = int(f[lin].attrs["order_begin"]), order[lin]
+            order = {r["record"].decode(): int(r["order"]) for r in f["index"][()]}
+            lin = [k for k in order if k.startswith("Module.heads.head.Linear.forward.")][0]
+            lo, hi = int(record_attrs(f)[lin]["order_begin"]), order[lin]
             inside = sorted(k for k, o in order.items() if lo <= o < hi)
             self.assertEqual(len(inside), 1, inside)
             self.assertTrue(inside[0].startswith("Functional.linear."), inside)

@@ -25,6 +25,7 @@ import unittest
 import zipfile
 
 import h5py
+from msp_h5dump import record_attrs
 import numpy as np
 import openpyxl
 
@@ -121,9 +122,11 @@ def out_errors(run, step=0):
 
 
 def attrs(run, step=0):
+    """{record: its attributes and "order"}, of the records holding tensors."""
     with h5py.File(os.path.join(run.cmp, "step%d/rank0/dump.h5" % step), "r") as f:
-        return {k: {a: (v.decode() if isinstance(v, bytes) else v) for a, v in f[k].attrs.items()}
-                for k in f if isinstance(f[k], h5py.Group)}
+        ra = record_attrs(f)
+        return {r["record"].decode(): dict(ra.get(r["record"].decode(), {}), order=int(r["order"]))
+                for r in f["index"][()] if r["role"]}
 
 
 def details_rows(run):

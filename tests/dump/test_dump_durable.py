@@ -33,7 +33,8 @@ def data_ranges(path):
     out = []
     with h5py.File(path, "r") as f:
         def visit(name, obj):
-            if isinstance(obj, h5py.Dataset) and name != "index" and obj.shape is not None \
+            if isinstance(obj, h5py.Dataset) and name not in ("index", "attrs") \
+                    and obj.shape is not None \
                     and obj.size > 0:
                 off = obj.id.get_offset()
                 out.append((off, obj.id.get_storage_size()))

@@ -128,23 +128,25 @@ class Statistics(dt.ShimCase):
                 self.assertEqual(list(t["shape"]), list(a.shape))
                 checked += 1
         self.assertEqual(checked, 7)
-        # statistics are /index rows alone: no dataset besides /index, and a
-        # group only for a record with non-tensor arguments (~100 us saved a tensor)
+        # statistics are /index rows alone, arguments /attrs rows: no
+        # dataset besides the two tables and no group (~100 us saved a
+        # tensor, ~25 us a record)
         import h5py
+        from msp_h5dump import record_attrs
         with h5py.File(files[(1, 0)], "r") as f:
             datasets = []
             f.visititems(lambda n, o: datasets.append(n) if isinstance(o, h5py.Dataset) else None)
-            self.assertEqual(datasets, ["index"])
-            for name, g in f.items():
-                if name != "index":
-                    self.assertTrue(set(g.attrs) - {"order"}, name + ": group without arguments")
-            self.assertNotIn("Functional.linear.1.forward", f)  # three tensors, no arguments
-        # with call sites, the records that had no group carry their "stack"
+            self.assertEqual(sorted(datasets), ["attrs", "index"])
+            self.assertEqual(sorted(f), ["attrs", "index"])
+            self.assertNotIn("Functional.linear.1.forward", record_attrs(f))  # no arguments
+            self.assertIn("Functional.linear.1.forward",
+                          {r["record"].decode() for r in f["index"][()]})
+        # with call sites, the records that had no arguments carry their "stack"
         c["dump"]["common_dump_settings"]["stack"] = True
         c["dump"]["common_dump_settings"]["dump_path"] = "./s2"
         self.train(["--steps", "2", "--record", "rec2"], self.write_config(c, name="s2.json"))
         with h5py.File(dt.dump_files(self.path("s2"))[(1, 0)], "r") as f:
-            self.assertIn("stack", f["Functional.linear.1.forward"].attrs)
+            self.assertIn("stack", record_attrs(f)["Functional.linear.1.forward"])
 
     def test_special_values_and_every_dtype(self):
         # NaN (all four statistics NaN, as torch's), +-Inf, 16-bit floats,

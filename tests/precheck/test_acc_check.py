@@ -21,6 +21,7 @@ import tempfile
 import unittest
 
 import h5py
+from msp_h5dump import record_attrs
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -82,11 +83,11 @@ def tensors(rank_dir):
     """{record: {role: ndarray}} and {record: {attr: text}} with h5py."""
     data, attrs = {}, {}
     with h5py.File(os.path.join(rank_dir, "dump.h5"), "r") as f:
+        ra = record_attrs(f)
         for name, g in f.items():
             if isinstance(g, h5py.Group):
                 data[name] = {r: ds[()] for r, ds in g.items() if ds.shape is not None}
-                attrs[name] = {k: (v.decode() if isinstance(v, bytes) else str(v))
-                               for k, v in g.attrs.items()}
+                attrs[name] = dict(ra.get(name, {}), order=str(g.attrs["order"]))
     return data, attrs
 
 
@@ -302,7 +303,7 @@ class AccCheck(unittest.TestCase):
         # the step's rows: every parameter the optimizer wrote, by the benchmark
         sgd = [r for r in det if r["API Name"].startswith("Optimizer.SGD.0.step.output.param.")]
         with h5py.File(os.path.join(rd, "dump.h5"), "r") as f:
-            n = int(f["Optimizer.SGD.0.step"].attrs["group.0.params"])
+            n = int(record_attrs(f)["Optimizer.SGD.0.step"]["group.0.params"])
         self.assertEqual(len(sgd), n)
         self.assertTrue(all(r["Status"] == "pass" for r in sgd), sgd)
 
