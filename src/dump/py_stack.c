@@ -29,9 +29,19 @@ static PyObject *g_lines;     /* (filename, lineno) -> stripped source line */
 static char g_torch_dir[512]; /* ".../site-packages/torch/" */
 static int g_ready;           /* 1 set up, -1 cannot be */
 
-/* dedup: this step's texts -> the record that carries each */
-static PyObject *g_seen;
+/* dedup: this step's texts -> the record that carries each. Open
+ * addressing; a slot of an earlier step counts as free (the whole table
+ * turns over at once, so no chain of this step runs through one), and is
+ * reused with its buffers. Only touched with the GIL held. */
+typedef struct {
+    int64_t step; /* -1: never used */
+    uint64_t hash;
+    char *text, *first; /* malloc'd: the text, the record that carries it */
+} seen_t;
+static seen_t *g_seen;
+static size_t g_nseen, g_capseen;
 static int64_t g_seen_step = -1;
+#define MSP_SEEN_MAX 1000000
 
 static void frames_setup(void);
 
@@ -54,12 +64,11 @@ static int stack_setup(void)
     g_getframe = sys ? PyObject_GetAttrString(sys, "_getframe") : NULL;
     g_getline = lc ? PyObject_GetAttrString(lc, "getline") : NULL;
     g_lines = PyDict_New();
-    g_seen = PyDict_New();
     Py_XDECREF(fb);
     Py_XDECREF(file);
     Py_XDECREF(lc);
     Py_XDECREF(sys);
-    if (g_getframe && g_getline && g_lines && g_seen && g_torch_dir[0])
+    if (g_getframe && g_getline && g_lines && g_torch_dir[0])
         g_ready = 1;
     frames_setup();
     PyErr_Clear();
@@ -370,6 +379,54 @@ char *msp_stack_capture(void)
     return out;
 }
 
+static uint64_t text_hash(const char *t)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ull;
+    size_t n = strlen(t), i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, t + i, 8);
+        h = msp_mix64(h ^ w);
+    }
+    uint64_t w = 0;
+    memcpy(&w, t + i, n - i);
+    return msp_mix64(h ^ w ^ (uint64_t)n);
+}
+
+/* The slot of text in this step's table: its own, or the free one where it
+ * goes; NULL when the table cannot take it. */
+static seen_t *seen_slot(const char *text, uint64_t h)
+{
+    if (2 * (g_nseen + 1) > g_capseen) {
+        size_t ncap = g_capseen ? 2 * g_capseen : 1024;
+        seen_t *t = g_nseen < MSP_SEEN_MAX ? malloc(ncap * sizeof *t) : NULL;
+        if (!t)
+            return NULL;
+        for (size_t i = 0; i < ncap; i++)
+            t[i] = (seen_t){-1, 0, NULL, NULL};
+        for (size_t k = 0; k < g_capseen; k++) { /* this step's entries move; the rest go */
+            seen_t *e = &g_seen[k];
+            if (e->step != g_seen_step) {
+                free(e->text);
+                free(e->first);
+                continue;
+            }
+            size_t i = e->hash & (ncap - 1);
+            while (t[i].step == g_seen_step)
+                i = (i + 1) & (ncap - 1);
+            t[i] = *e;
+        }
+        free(g_seen);
+        g_seen = t;
+        g_capseen = ncap;
+    }
+    size_t i = h & (g_capseen - 1);
+    for (; g_seen[i].step == g_seen_step; i = (i + 1) & (g_capseen - 1))
+        if (g_seen[i].hash == h && strcmp(g_seen[i].text, text) == 0)
+            break;
+    return &g_seen[i];
+}
+
 void msp_stack_commit(msp_dq_rec_t *r)
 {
     char *text = r->stack;
@@ -377,25 +434,26 @@ void msp_stack_commit(msp_dq_rec_t *r)
     if (!text)
         return;
     if (g_seen_step != msp_g.step) { /* a new step is a new file */
-        PyDict_Clear(g_seen);
         g_seen_step = msp_g.step;
+        g_nseen = 0;
     }
-    PyObject *key = PyUnicode_FromString(text);
-    PyObject *first = key ? PyDict_GetItem(g_seen, key) : NULL; /* borrowed */
-    PyObject *fb = first ? PyUnicode_AsUTF8String(first) : NULL;
-    if (fb) {
+    uint64_t h = text_hash(text);
+    seen_t *e = seen_slot(text, h);
+    if (e && e->step == g_seen_step) {
         char ref[600];
-        snprintf(ref, sizeof ref, "@%s", PyBytes_AsString(fb));
+        snprintf(ref, sizeof ref, "@%s", e->first);
         msp_dq_rec_add_attr(r, "stack", ref);
-    } else {
-        msp_dq_rec_add_attr(r, "stack", text);
-        PyObject *name = key ? PyUnicode_FromString(r->name) : NULL;
-        if (name && PyDict_Size(g_seen) < 1000000)
-            PyDict_SetItem(g_seen, key, name);
-        Py_XDECREF(name);
+        free(text);
+        return;
     }
-    Py_XDECREF(fb);
-    Py_XDECREF(key);
-    PyErr_Clear();
+    msp_dq_rec_add_attr(r, "stack", text);
+    char *first = e && r->name ? strdup(r->name) : NULL;
+    if (first) { /* the slot keeps the text itself */
+        free(e->text);
+        free(e->first);
+        *e = (seen_t){g_seen_step, h, text, first};
+        g_nseen++;
+        return;
+    }
     free(text);
 }

@@ -334,17 +334,18 @@ class MsprobeDumpOptions(dt.ShimCase):
         with open(self.path("many.py"), "w") as f:
             f.write(script)
         cfg = self.write_config(json.dumps({"task": "statistics", "dump_path": "./m", "level": "L1",
-                                            "step": [1]}), name="m.json")
+                                            "step": [0, 1]}), name="m.json")
         p = self.run_cmd([dt.PYTHON, "many.py"], cfg)
         self.assertEqual(p.returncode, 0, p.stderr[-3000:])
-        recs, _ = dt.read_dump(dt.dump_files(self.path("m"))[(1, 0)])
         loop = 1 + script.split("\n").index([l for l in script.split("\n") if "# LOOP" in l][0])
-        for i in range(1500):
-            # function i's return is line 3i+2 of gen.py (def, return, blank)
-            want = "File gen.py, line %d, in f%d\nFile %s, line %d, in <module>" % (
-                3 * i + 2, i, self.path("many.py"), loop)
-            self.assertTrue(recs["Functional.relu.%d.forward" % i]["attrs"]["stack"].startswith(want),
-                            (i, recs["Functional.relu.%d.forward" % i]["attrs"]["stack"][:200]))
+        for step in (0, 1):  # each step's file holds each text once, whatever the last held
+            recs, _ = dt.read_dump(dt.dump_files(self.path("m"))[(step, 0)])
+            for i in range(1500):
+                # function i's return is line 3i+2 of gen.py (def, return, blank)
+                want = "File gen.py, line %d, in f%d\nFile %s, line %d, in <module>" % (
+                    3 * i + 2, i, self.path("many.py"), loop)
+                got = recs["Functional.relu.%d.forward" % i]["attrs"]["stack"]
+                self.assertTrue(got.startswith(want), (step, i, got[:200]))
 
 
 if __name__ == "__main__":
