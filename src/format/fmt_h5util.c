@@ -240,16 +240,6 @@ msp_err msp_h5_attr_put_str(hid_t obj, const char *key, const char *value, const
     return msp_h5_attr_put(obj, key, msp_h5_shared.str, msp_h5_shared.scalar, &value, where);
 }
 
-msp_err msp_h5_attr_replace_str(hid_t obj, const char *key, const char *value, const char *where)
-{
-    htri_t ex = H5Aexists(obj, key);
-    if (ex < 0)
-        return msp_h5_fail(MSP_ERR_HDF5, "%s: cannot look up attribute '%s'", where, key);
-    if (ex > 0 && H5Adelete(obj, key) < 0)
-        return msp_h5_fail(MSP_ERR_HDF5, "%s: cannot replace attribute '%s'", where, key);
-    return msp_h5_attr_put_str(obj, key, value, where);
-}
-
 static msp_err msp_h5_attr_put_scalar(hid_t obj, const char *key, hid_t type, const void *v,
                                       const char *where)
 {

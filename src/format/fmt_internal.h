@@ -34,10 +34,8 @@ msp_dtype_t msp_h5_dtype_of(hid_t t, int *exact, char *name, size_t name_size);
 /* Attribute helpers. All return MSP_OK or an msp_err with detail naming
  * `where` (e.g. "file x.h5: record R: input.0"). The put functions create
  * the attribute and fail if it exists (they are for objects just created:
- * no lookup first, which is a measurable cost at 11 attributes per tensor);
- * msp_h5_attr_replace_str overwrites. */
+ * no lookup first, which is a measurable cost at 11 attributes per tensor). */
 msp_err msp_h5_attr_put_str(hid_t obj, const char *key, const char *value, const char *where);
-msp_err msp_h5_attr_replace_str(hid_t obj, const char *key, const char *value, const char *where);
 msp_err msp_h5_attr_put_i64(hid_t obj, const char *key, int64_t v, const char *where);
 msp_err msp_h5_attr_put_f64(hid_t obj, const char *key, double v, const char *where);
 msp_err msp_h5_attr_put_u32(hid_t obj, const char *key, uint32_t v, const char *where);

@@ -32,8 +32,7 @@ struct msp_writer {
     char *path;
     hid_t file;
     hid_t group;      /* the open record's group once it needs one, or -1 */
-    char *record;     /* the open record's name, or NULL */
-    const char *record_name; /* the same, as kept in names (lives as long as w) */
+    const char *record; /* the open record's name (its copy in names), or NULL */
     int64_t order;
     size_t record_tensors;
     size_t record_row; /* its first /index row */
@@ -55,6 +54,8 @@ struct msp_writer {
      * nothing until the one write at close. key and value are owned. */
     struct msp_attr_row *attrs;
     size_t n_attrs, cap_attrs;
+    uint64_t *attr_keys; /* each row's key hashed: a key set again is found by it */
+    size_t cap_attr_keys;
     size_t record_attr; /* the open record's first row */
     int fd;           /* HDF5's own descriptor (sec2 driver), for preallocation; -1: none */
     int64_t prealloc_end; /* file blocks are reserved up to here */
@@ -131,11 +132,11 @@ static void msp_writer_free(msp_writer_t *w)
         free(w->attrs[i].value);
     }
     free(w->attrs);
+    free(w->attr_keys);
     free(w->roles);
     for (size_t i = 0; i < w->cap_names; i++)
         free(w->names[i]);
     free(w->names);
-    free(w->record);
     free(w->path);
     free(w);
 }
@@ -362,11 +363,9 @@ msp_err msp_writer_begin_record(msp_writer_t *w, const char *record, int64_t ord
     if (w->record)
         return msp_fail(MSP_ERR_USAGE, "file %s: record %s: begun while record %s is still open",
                         w->path, record, w->record);
-    char *name = strdup(record);
     const char *kept = NULL;
-    int added = name ? msp_names_add(w, record, &kept) : -1;
+    int added = msp_names_add(w, record, &kept);
     if (added <= 0) {
-        free(name);
         if (added < 0)
             return msp_fail(MSP_ERR_NOMEM, "file %s: record %s: out of memory", w->path, record);
         return msp_fail(MSP_ERR_USAGE, "file %s: record %s already exists in this file", w->path,
@@ -375,8 +374,7 @@ msp_err msp_writer_begin_record(msp_writer_t *w, const char *record, int64_t ord
     /* The group comes later, and only when the record needs one (tensor
      * data): a statistics-only record is /index and /attrs rows alone, which
      * saves most of a small tensor's cost (msprobe-dump(5)). */
-    w->record = name;
-    w->record_name = kept;
+    w->record = kept;
     w->record_attr = w->n_attrs;
     w->order = order;
     w->record_tensors = 0;
@@ -666,8 +664,9 @@ msp_err msp_writer_set_attr(msp_writer_t *w, const char *key, const char *value)
         return msp_fail(MSP_ERR_NOMEM, "file %s: record %s: out of memory", w->path, w->record);
     /* A key set again replaces its value (a record has a few keys; an
      * optimizer's record about ten a parameter group). */
+    uint64_t h = msp_name_hash(key);
     for (size_t i = w->record_attr; i < w->n_attrs; i++)
-        if (strcmp(w->attrs[i].key, key) == 0) {
+        if (w->attr_keys[i] == h && strcmp(w->attrs[i].key, key) == 0) {
             free(w->attrs[i].value);
             w->attrs[i].value = v;
             return MSP_OK;
@@ -675,14 +674,19 @@ msp_err msp_writer_set_attr(msp_writer_t *w, const char *key, const char *value)
     char *k = strdup(key);
     struct msp_attr_row *t = k ? msp_grow(w->attrs, &w->cap_attrs, w->n_attrs, sizeof *t, 256)
                                : NULL;
-    if (!t) {
+    uint64_t *hs = t ? msp_grow(w->attr_keys, &w->cap_attr_keys, w->n_attrs, sizeof *hs, 256)
+                     : NULL;
+    if (t)
+        w->attrs = t;
+    if (!hs) {
         free(k);
         free(v);
         return msp_fail(MSP_ERR_NOMEM, "file %s: record %s: out of memory for /attrs", w->path,
                         w->record);
     }
-    w->attrs = t;
-    w->attrs[w->n_attrs++] = (struct msp_attr_row){(char *)w->record_name, k, v};
+    w->attr_keys = hs;
+    w->attr_keys[w->n_attrs] = h;
+    w->attrs[w->n_attrs++] = (struct msp_attr_row){(char *)w->record, k, v};
     return MSP_OK;
 }
 
@@ -714,7 +718,6 @@ static msp_err msp_writer_end_locked(msp_writer_t *w)
         rc = msp_h5_fail(MSP_ERR_HDF5, "file %s: record %s: cannot close its group", w->path,
                          w->record);
     w->group = -1;
-    free(w->record);
     w->record = NULL;
     return rc;
 }

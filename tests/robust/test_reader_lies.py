@@ -65,6 +65,14 @@ class IndexLies(unittest.TestCase):
             rec, role = rows[i]["record"].decode(), rows[i]["role"].decode()
         self.assert_refused(rec, role, "the row says dtype torch.float16")
 
+    def test_attrs_table_of_the_wrong_type_is_refused(self):
+        # format_version 2 keeps records' attributes in /attrs: a table of
+        # three strings; anything else is named, never read as attributes
+        with h5py.File(self.c, "r+") as f:
+            f.attrs["format_version"] = np.int64(2)
+            f.create_dataset("attrs", data=np.arange(6, dtype=np.int64))
+        self.assert_refused("/attrs is not a one-dimensional table")
+
     def test_duplicate_row_is_refused(self):
         with h5py.File(self.c, "r+") as f:
             rows = f["index"][()]
