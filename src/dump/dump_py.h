@@ -97,9 +97,10 @@ extern msp_shim_t msp_g;
  * copy path (py_tensor.c), MSPROBE_TEST_DEVICE_STATS through the device
  * statistics (py_devstats.c), so both run on a machine without a GPU;
  * MSPROBE_TEST_STACK_ATTRS walks call sites by frame attributes, the way of a
- * Python without PyFrame_GetBack (py_stack.c). */
+ * Python without PyFrame_GetBack, and MSPROBE_TEST_STACK_LINES by their line
+ * numbers, the way of a Python without PyFrame_GetLasti (py_stack.c). */
 typedef struct msp_test_hooks {
-    int host_copy, device_stats, stack_attrs;
+    int host_copy, device_stats, stack_attrs, stack_lines;
 } msp_test_hooks_t;
 extern msp_test_hooks_t msp_test;
 void msp_test_hooks_init(void);

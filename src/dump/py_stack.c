@@ -107,6 +107,11 @@ static PyObject *(*p_get_frame)(void);       /* PyEval_GetFrame: borrowed */
 static PyObject *(*p_frame_back)(PyObject *); /* PyFrame_GetBack: new reference */
 static PyObject *(*p_frame_code)(PyObject *); /* PyFrame_GetCode: new reference */
 static int (*p_frame_line)(PyObject *);       /* PyFrame_GetLineNumber */
+/* 3.11+: where a frame is, as a byte offset in its code, in O(1); its line
+ * is looked up (a walk of the code's line table, some 4000 instructions a
+ * frame on a short function) only when a call site's text is first made. */
+static int (*p_frame_lasti)(PyObject *);      /* PyFrame_GetLasti */
+static int (*p_addr2line)(PyObject *, int);   /* PyCode_Addr2Line */
 static PyObject *s_f_code, *s_f_lineno, *s_f_back, *s_co_filename, *s_co_name;
 
 static PyObject *attr(PyObject *o, PyObject **slot, const char *name)
@@ -122,8 +127,12 @@ static void frames_setup(void)
     p_frame_back = (PyObject * (*)(PyObject *)) dlsym(RTLD_DEFAULT, "PyFrame_GetBack");
     p_frame_code = (PyObject * (*)(PyObject *)) dlsym(RTLD_DEFAULT, "PyFrame_GetCode");
     p_frame_line = (int (*)(PyObject *))dlsym(RTLD_DEFAULT, "PyFrame_GetLineNumber");
+    p_frame_lasti = (int (*)(PyObject *))dlsym(RTLD_DEFAULT, "PyFrame_GetLasti");
+    p_addr2line = (int (*)(PyObject *, int))dlsym(RTLD_DEFAULT, "PyCode_Addr2Line");
     if (!p_get_frame || !p_frame_back || !p_frame_code || !p_frame_line || msp_test.stack_attrs)
         p_get_frame = NULL; /* all or none */
+    if (!p_get_frame || !p_addr2line || msp_test.stack_lines)
+        p_frame_lasti = NULL;
 }
 
 /* The innermost frame, a new reference (or NULL). */
@@ -161,6 +170,23 @@ static long frame_line(PyObject *f)
     long v = n ? PyLong_AsLong(n) : -1;
     Py_XDECREF(n);
     return v;
+}
+
+/* A site's position in its code: a byte offset (>= 0) where the frame
+ * says it, else -(line) - 2 (line -1: unknown). */
+static long frame_pos(PyObject *f)
+{
+    if (p_frame_lasti) {
+        int at = p_frame_lasti(f);
+        if (at >= 0)
+            return at;
+    }
+    return -frame_line(f) - 2;
+}
+
+static long pos_line(PyObject *code, long pos)
+{
+    return pos >= 0 ? p_addr2line(code, (int)pos) : -pos - 2;
 }
 
 /* Per code object, found by its address (the table holds a reference, so the
@@ -252,11 +278,12 @@ static PyObject *code_info(PyObject *code)
     return info == Py_None ? NULL : info;
 }
 
-/* The text of a call site, its kept frames innermost first as (code, line):
- * made once, then found by those pointers and lines. */
+/* The text of a call site, its kept frames innermost first as (code,
+ * position): made once, then found by those pointers and positions. Two
+ * positions on one line make two slots of the same text. */
 typedef struct {
     PyObject *code; /* borrowed: g_codes holds it */
-    long line;
+    long pos;       /* frame_pos */
 } site_t;
 typedef struct {
     char *text; /* first: set when the slot is used (table_grow) */
@@ -270,7 +297,7 @@ static size_t sites_hash(const site_t *s, int n)
 {
     uint64_t h = (uint64_t)n;
     for (int i = 0; i < n; i++)
-        h = msp_mix64(h ^ (uint64_t)(uintptr_t)s[i].code) ^ msp_mix64((uint64_t)s[i].line + h);
+        h = msp_mix64(h ^ (uint64_t)(uintptr_t)s[i].code) ^ msp_mix64((uint64_t)s[i].pos + h);
     return (size_t)h;
 }
 
@@ -291,12 +318,13 @@ static char *site_text_new(const site_t *s, int n)
         PyObject *info = code_info(s[i].code);
         if (!info)
             continue;
-        PyObject *fname = PyTuple_GetItem(info, 0), *lineno = PyLong_FromLong(s[i].line);
+        long line = pos_line(s[i].code, s[i].pos);
+        PyObject *fname = PyTuple_GetItem(info, 0), *lineno = PyLong_FromLong(line);
         PyObject *fb = PyUnicode_AsUTF8String(fname);
         PyObject *src = lineno ? source_line(fname, lineno) : NULL;
         PyObject *sb = src ? PyUnicode_AsUTF8String(src) : NULL;
         int k = fb ? snprintf(text + at, MSP_STACK_TEXT - at, "%sFile %s, line %ld, in %s%s%s",
-                              at ? "\n" : "", PyBytes_AsString(fb), s[i].line,
+                              at ? "\n" : "", PyBytes_AsString(fb), line,
                               PyBytes_AsString(PyTuple_GetItem(info, 1)),
                               sb && PyBytes_Size(sb) ? "\n    " : "", sb ? PyBytes_AsString(sb) : "")
                    : -1;
@@ -363,7 +391,7 @@ char *msp_stack_capture(void)
         PyObject *code = frame_code(frame);
         if (code && code_info(code)) { /* g_codes holds code from now on */
             sites[kept].code = code;
-            sites[kept++].line = frame_line(frame);
+            sites[kept++].pos = frame_pos(frame);
         }
         Py_XDECREF(code);
         PyObject *back = frame_back(frame);

@@ -302,12 +302,14 @@ class MsprobeDumpOptions(dt.ShimCase):
         for t in full:
             self.assertNotIn("torch/nn/", t)  # torch's own frames left out
         # the frames walked by their attributes (a Python without
-        # PyFrame_GetBack) give the same texts
-        _, files, _ = self.run_opts({"task": "statistics", "step": [0]}, name="attrs",
-                                    env_extra={"MSPROBE_TEST_STACK_ATTRS": "1"})
-        by_attrs, _ = dt.read_dump(files[(0, 0)])
-        self.assertEqual({n: r["attrs"].get("stack") for n, r in by_attrs.items()},
-                         {n: r["attrs"].get("stack") for n, r in recs.items()})
+        # PyFrame_GetBack), or placed by line numbers (a Python without
+        # PyFrame_GetLasti), give the same texts
+        for name, env in (("attrs", "MSPROBE_TEST_STACK_ATTRS"), ("lines", "MSPROBE_TEST_STACK_LINES")):
+            _, files, _ = self.run_opts({"task": "statistics", "step": [0]}, name=name,
+                                        env_extra={env: "1"})
+            other, _ = dt.read_dump(files[(0, 0)])
+            self.assertEqual({n: r["attrs"].get("stack") for n, r in other.items()},
+                             {n: r["attrs"].get("stack") for n, r in recs.items()}, name)
         # extra_info false: no call sites
         _, files, _ = self.run_opts({"task": "statistics", "step": [0], "extra_info": False},
                                     name="nx")
