@@ -1,5 +1,6 @@
 /* Growable memory, overflow-checked once here: msp_grow for arrays, msp_buf
- * for text and bytes (with a cap where the size comes from outside). */
+ * for text and bytes (with a cap where the size comes from outside); and
+ * msp_str_add, text into a fixed buffer. */
 #include "msprobe/common.h"
 
 #include <stdarg.h>
@@ -7,6 +8,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+int msp_str_add(char *dst, size_t size, size_t *at, const char *src)
+{
+    if (*at >= size)
+        return -1;
+    size_t room = size - 1 - *at, n = strlen(src);
+    int cut = n > room;
+    if (cut)
+        n = room;
+    memcpy(dst + *at, src, n);
+    *at += n;
+    dst[*at] = '\0';
+    return cut ? -1 : 0;
+}
 
 void *msp_grow(void *items, size_t *cap, size_t n, size_t elem, size_t first_cap)
 {

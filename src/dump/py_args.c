@@ -37,14 +37,16 @@ void msp_alias_note(msp_dq_rec_t *r, const char *role, PyObject *o)
         return;
     for (int i = 0; i < t_nalias; i++)
         if (t_alias[i].obj == o) {
-            char key[160];
-            snprintf(key, sizeof key, "alias.%s", role);
+            char key[160] = "alias.";
+            size_t at = 6;
+            msp_str_add(key, sizeof key, &at, role);
             msp_dq_rec_add_attr(r, key, t_alias[i].role);
             return;
         }
     if (t_nalias < MSP_ALIAS_MAX) {
         t_alias[t_nalias].obj = o;
-        snprintf(t_alias[t_nalias].role, sizeof t_alias[t_nalias].role, "%s", role);
+        size_t at = 0;
+        msp_str_add(t_alias[t_nalias].role, sizeof t_alias[t_nalias].role, &at, role);
         t_nalias++;
     }
 }

@@ -162,10 +162,9 @@ static void add_node_view(msp_dq_rec_t *r, msp_bwd_state_t *st)
             msp_rec_add_value(r, role, g, 1);
             name = role;
         }
-        int w = snprintf(map + at, sizeof map - at, "%s%s", k ? "," : "", name);
-        if (w < 0 || (size_t)w >= sizeof map - at)
+        if ((k && msp_str_add(map, sizeof map, &at, ",") != 0) ||
+            msp_str_add(map, sizeof map, &at, name) != 0)
             return;
-        at += (size_t)w;
     }
     msp_dq_rec_add_attr(r, "grad_fn_outputs", map);
 }

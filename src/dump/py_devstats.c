@@ -1015,7 +1015,8 @@ int msp_dev_stats_add(msp_dq_rec_t *r, const char *role, PyObject *d, msp_dtype_
     p->kind = kind;
     p->ptr = dense ? ptr : NULL;
     p->dtype = dtype;
-    snprintf(p->device, sizeof p->device, "%s", device);
+    size_t at = 0;
+    msp_str_add(p->device, sizeof p->device, &at, device);
     r->dev_pending++;
     return 1;
 }

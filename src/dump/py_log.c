@@ -137,7 +137,8 @@ void msp_obj_text(PyObject *o, int use_repr, char *buf, size_t n)
                 memcpy(buf, c, n - 4);
                 memcpy(buf + n - 4, "...", 4);
             } else {
-                snprintf(buf, n, "%s", c);
+                size_t at = 0;
+                msp_str_add(buf, n, &at, c);
             }
         }
     }

@@ -468,8 +468,9 @@ void msp_stack_commit(msp_dq_rec_t *r)
     uint64_t h = text_hash(text);
     seen_t *e = seen_slot(text, h);
     if (e && e->step == g_seen_step) {
-        char ref[600];
-        snprintf(ref, sizeof ref, "@%s", e->first);
+        char ref[600] = "@";
+        size_t at = 1;
+        msp_str_add(ref, sizeof ref, &at, e->first);
         msp_dq_rec_add_attr(r, "stack", ref);
         free(text);
         return;

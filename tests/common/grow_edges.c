@@ -1,10 +1,12 @@
 /* msp_grow: growth keeps old items, zeroes new slots, and refuses a size that
- * would overflow instead of wrapping around. Expected values by hand. */
+ * would overflow instead of wrapping around. msp_str_add: text appended,
+ * cut to fit with its NUL, and the cut reported. Expected values by hand. */
 #include "msprobe/common.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "msp_check.h"
 
@@ -33,8 +35,21 @@ int main(void)
     CHECK(msp_grow(v, &cap, SIZE_MAX - 1, 1, 4) == NULL); /* count would overflow */
     CHECK(cap == 128 && v[99] == 297);                    /* and the array is intact */
     free(v);
+
+    char buf[8];
+    size_t at = 0;
+    CHECK(msp_str_add(buf, sizeof buf, &at, "@") == 0 && at == 1);
+    CHECK(msp_str_add(buf, sizeof buf, &at, "") == 0 && at == 1 && strcmp(buf, "@") == 0);
+    CHECK(msp_str_add(buf, sizeof buf, &at, "abcdef") == 0 && at == 7);
+    CHECK(strcmp(buf, "@abcdef") == 0); /* 7 bytes and the NUL: exactly full */
+    CHECK(msp_str_add(buf, sizeof buf, &at, "x") == -1 && at == 7 && strcmp(buf, "@abcdef") == 0);
+    at = 3;
+    CHECK(msp_str_add(buf, sizeof buf, &at, "123456") == -1 && at == 7);
+    CHECK(strcmp(buf, "@ab1234") == 0); /* cut after 4 of 6 */
+    at = 8; /* no room at all: nothing written */
+    CHECK(msp_str_add(buf, sizeof buf, &at, "y") == -1 && at == 8 && strcmp(buf, "@ab1234") == 0);
     if (failures)
         return 1;
-    printf("msp_grow: all checks passed\n");
+    printf("msp_grow, msp_str_add: all checks passed\n");
     return 0;
 }
