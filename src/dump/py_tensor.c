@@ -513,6 +513,23 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
         rg = PyObject_IsTrue(v) == 1;
         Py_DECREF(v);
     }
+    dt = PyObject_GetAttr(t, s_dtype);
+    if (!dt)
+        goto pyfail;
+    /* The direct ways read a tensor's data pointer, which only a strided
+     * tensor has (torch raises for sparse and mkldnn ones): the layout is
+     * looked at only on the way past them. */
+    tview_t x;
+    if (g_dev_stats && !keep_data(r->name) && read_dev_direct(t, dt, &x, device, sizeof device)) {
+        if (msp_dev_stats_add(r, role, t, x.dtype, x.ndim, x.shape, device, rg, x.src,
+                              dense_layout(x.ndim, x.shape, x.strides))) {
+            where = x.src;
+            goto links;
+        }
+        memcpy(device, "cpu", 4); /* not taken (empty): as any tensor */
+    }
+    if (read_direct(t, dt, &x))
+        goto have_view;
     PyObject *layout = PyObject_GetAttr(t, s_layout);
     if (layout && layout != g_strided) {
         char name[64], kind[80];
@@ -524,20 +541,6 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
         goto cleanup;
     }
     Py_XDECREF(layout);
-    dt = PyObject_GetAttr(t, s_dtype);
-    if (!dt)
-        goto pyfail;
-    tview_t x;
-    if (g_dev_stats && !keep_data(r->name) && read_dev_direct(t, dt, &x, device, sizeof device)) {
-        if (msp_dev_stats_add(r, role, t, x.dtype, x.ndim, x.shape, device, rg, x.src,
-                              dense_layout(x.ndim, x.shape, x.strides))) {
-            where = x.src;
-            goto links;
-        }
-        snprintf(device, sizeof device, "cpu"); /* not taken (empty): as any tensor */
-    }
-    if (read_direct(t, dt, &x))
-        goto have_view;
     /* DLPack reads the tensor as it is (torch's to_dlpack neither checks
      * requires_grad nor records a graph): a detached alias is needed only
      * before .cpu(), which would otherwise join the autograd graph. Saves a
