@@ -138,6 +138,7 @@ static msp_err msp_load_attrs(msp_dump_file_t *f)
         goto cleanup;
     }
     struct msp_attr_row *rows = im->attrs;
+    im->n_attrs = (size_t)n; /* rows are zeroed: whatever a failed read left is freed at close */
     if (mt < 0 || xf < 0 ||
         H5Pset_vlen_mem_manager(xf, msp_attrs_alloc, NULL, msp_attrs_free, NULL) < 0 ||
         (n > 0 && H5Dread(d, mt, H5S_ALL, H5S_ALL, xf, rows) < 0)) {
@@ -145,7 +146,6 @@ static msp_err msp_load_attrs(msp_dump_file_t *f)
                          (long long)n);
         goto cleanup;
     }
-    im->n_attrs = (size_t)n;
     for (size_t i = 0; i < im->n_attrs; i++) {
         if (!rows[i].record || !rows[i].key || !rows[i].value) {
             rc = msp_fail(MSP_ERR_FORMAT, "file %s: /attrs row %zu has a null string", f->path,
