@@ -257,8 +257,9 @@ msp_err msp_tensor_stream_open(msp_dump_file_t *f, const msp_record_info_t *r,
 msp_err msp_tensor_stream_read(msp_tensor_stream_t *s, void *buf, size_t n);
 void msp_tensor_stream_close(msp_tensor_stream_t *s); /* NULL-safe */
 /* A record's attributes other than "order" (non-tensor args, stack, ...):
- * its /attrs rows, or in a version 1 file the attributes of its group, as
- * parallel arrays of malloc'd strings; caller frees with msp_free_strings. */
+ * its /attrs rows, or in a version 1 file the attributes of its group, in
+ * key (byte) order either way, as parallel arrays of malloc'd strings;
+ * caller frees with msp_free_strings. */
 msp_err msp_dump_record_attrs(msp_dump_file_t *f, const msp_record_info_t *r,
                               char ***keys, char ***values, size_t *n);
 void msp_free_strings(char **v, size_t n);

@@ -88,18 +88,22 @@ static void msp_attrs_free(void *p, void *info)
 
 struct msp_attr_at {
     struct msp_attr_row r;
-    size_t at; /* row number: keeps a record's rows in the order written */
+    size_t at; /* row number: a key twice (a hand-made file) keeps its order */
 };
 
+/* By record, then key in byte order: the order HDF5 lists a version 1
+ * group's attributes in, so that both versions read alike. */
 static int msp_attr_at_order(const void *a, const void *b)
 {
     const struct msp_attr_at *x = a, *y = b;
     int c = strcmp(x->r.record, y->r.record);
+    if (!c)
+        c = strcmp(x->r.key, y->r.key);
     return c ? c : (x->at > y->at) - (x->at < y->at);
 }
 
 /* The rows of /attrs, when the file has it: read whole (strings allocated
- * with malloc, so that they are ours), sorted by record. */
+ * with malloc, so that they are ours), sorted by record and key. */
 static msp_err msp_load_attrs(msp_dump_file_t *f)
 {
     struct msp_h5_impl *im = f->impl;

@@ -15,8 +15,8 @@ struct msp_h5_impl {
     int64_t file_size;
     hsize_t userblock; /* HDF5 addresses are relative to the end of it */
     int64_t version;   /* root attribute format_version (1 when absent) */
-    /* /attrs (format_version 2), sorted by record and, within one, as
-     * written; has_attrs 0: the records' attributes are on their groups. */
+    /* /attrs (format_version 2), sorted by record, then key; has_attrs 0:
+     * the records' attributes are on their groups. */
     struct msp_attr_row *attrs;
     size_t n_attrs;
     int has_attrs;

@@ -106,6 +106,37 @@ class LsCli(unittest.TestCase):
                 self.assertEqual(line.endswith("no data"), not has_data)
         self.assertIn("no statistics", got["Functional.linear.0.forward"]["input.0"])
 
+    def test_attrs_table_lists_as_the_groups_did(self):
+        # the same attributes in a version 1 file (on the record groups, which
+        # HDF5 lists by name) and in a version 2 file (rows of /attrs, written
+        # in another order): the same listing, in key order
+        v1, v2 = os.path.join(self.tmp.name, "v1.h5"), os.path.join(self.tmp.name, "v2.h5")
+        H.write(v1)
+        rows = []
+        with h5py.File(v1, "a") as f:
+            g = f["Functional.linear.0.forward"]
+            for k in ("zeta", "mid", "alpha"):
+                g.attrs[k] = "value of " + k
+            for name, g in f.items():
+                for k, v in g.attrs.items():
+                    if k != "order":
+                        rows.append((name, k, str(v)))
+        shutil.copy(v1, v2)
+        with h5py.File(v2, "a") as f:
+            f.attrs["format_version"] = np.int64(2)
+            for name, k, _ in rows:
+                del f[name].attrs[k]
+            vstr = h5py.string_dtype("utf-8")
+            f.create_dataset("attrs", data=np.array(rows[::-1], dtype=[
+                ("record", vstr), ("key", vstr), ("value", vstr)]))
+        self.assertIn(("Functional.linear.0.forward", "zeta", "value of zeta"), rows)
+        a, b = ls(v1), ls(v2)
+        self.assertEqual((a.returncode, b.returncode), (0, 0), a.stderr + b.stderr)
+        self.assertEqual(a.stdout.replace(v1, "FILE"), b.stdout.replace(v2, "FILE"))
+        lines = [l.split()[0] for l in a.stdout.splitlines() if l.startswith("    ") and " = " in l]
+        self.assertEqual(lines[lines.index("alpha"):lines.index("alpha") + 4],
+                         ["alpha", "kwarg.bias", "mid", "zeta"])  # the hand file's, and ours
+
     def make_root(self):
         root = tempfile.mkdtemp(dir=self.tmp.name)
         for step, rank in [(10, 0), (2, 1), (2, 0), (0, 0)]:
