@@ -1,6 +1,7 @@
 /* Growable memory, overflow-checked once here: msp_grow for arrays, msp_buf
- * for text and bytes (with a cap where the size comes from outside); and
- * msp_str_add, text into a fixed buffer. */
+ * for text and bytes (with a cap where the size comes from outside); and two
+ * small text helpers: msp_str_add, text into a fixed buffer, and
+ * msp_str_hash for hash tables. */
 #include "msprobe/common.h"
 
 #include <stdarg.h>
@@ -21,6 +22,28 @@ int msp_str_add(char *dst, size_t size, size_t *at, const char *src)
     *at += n;
     dst[*at] = '\0';
     return cut ? -1 : 0;
+}
+
+static uint64_t msp_mix(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    return h;
+}
+
+uint64_t msp_str_hash(const char *s, uint64_t seed)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ seed;
+    size_t n = strlen(s), i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        h = msp_mix(h ^ w);
+    }
+    uint64_t w = 0;
+    memcpy(&w, s + i, n - i);
+    return msp_mix(h ^ w ^ (uint64_t)n);
 }
 
 void *msp_grow(void *items, size_t *cap, size_t n, size_t elem, size_t first_cap)

@@ -69,14 +69,6 @@ typedef struct cmp_merge {
     int header_seen;
 } cmp_merge_t;
 
-static uint64_t cmp_hash(const char *s, int64_t step)
-{
-    uint64_t h = 1469598103934665603ull ^ (uint64_t)step;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
 static msp_err cmp_merge_rehash(cmp_merge_t *m)
 {
     size_t n = m->n_hash ? m->n_hash * 2 : 1024;
@@ -84,7 +76,7 @@ static msp_err cmp_merge_rehash(cmp_merge_t *m)
     if (!h)
         return msp_fail(MSP_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < m->n_rows; i++) {
-        size_t k = (size_t)cmp_hash(m->rows[i].name, m->rows[i].step) & (n - 1);
+        size_t k = (size_t)msp_str_hash(m->rows[i].name, (uint64_t)m->rows[i].step) & (n - 1);
         while (h[k])
             k = (k + 1) & (n - 1);
         h[k] = i + 1;
@@ -100,7 +92,7 @@ static size_t cmp_merge_row(cmp_merge_t *m, const char *name, int64_t step)
 {
     if ((m->n_rows + 1) * 2 > m->n_hash && cmp_merge_rehash(m))
         return (size_t)-1;
-    size_t k = (size_t)cmp_hash(name, step) & (m->n_hash - 1);
+    size_t k = (size_t)msp_str_hash(name, (uint64_t)step) & (m->n_hash - 1);
     while (m->hash[k]) {
         const cmp_mrow_t *r = &m->rows[m->hash[k] - 1];
         if (r->step == step && !strcmp(r->name, name))

@@ -407,20 +407,6 @@ char *msp_stack_capture(void)
     return out;
 }
 
-static uint64_t text_hash(const char *t)
-{
-    uint64_t h = 0x9e3779b97f4a7c15ull;
-    size_t n = strlen(t), i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, t + i, 8);
-        h = msp_mix64(h ^ w);
-    }
-    uint64_t w = 0;
-    memcpy(&w, t + i, n - i);
-    return msp_mix64(h ^ w ^ (uint64_t)n);
-}
-
 /* The slot of text in this step's table: its own, or the free one where it
  * goes; NULL when the table cannot take it. */
 static seen_t *seen_slot(const char *text, uint64_t h)
@@ -465,7 +451,7 @@ void msp_stack_commit(msp_dq_rec_t *r)
         g_seen_step = msp_g.step;
         g_nseen = 0;
     }
-    uint64_t h = text_hash(text);
+    uint64_t h = msp_str_hash(text, 0);
     seen_t *e = seen_slot(text, h);
     if (e && e->step == g_seen_step) {
         char ref[600] = "@";

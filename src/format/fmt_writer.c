@@ -141,14 +141,6 @@ static void msp_writer_free(msp_writer_t *w)
     free(w);
 }
 
-static uint64_t msp_name_hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
 /* Adds name to the file's record names (*kept: its copy there): 1 added, 0
  * already there, -1 out of memory. */
 static int msp_names_add(msp_writer_t *w, const char *name, const char **kept)
@@ -161,7 +153,7 @@ static int msp_names_add(msp_writer_t *w, const char *name, const char **kept)
         for (size_t i = 0; i < w->cap_names; i++) {
             if (!w->names[i])
                 continue;
-            size_t j = (size_t)msp_name_hash(w->names[i]) & (cap - 1);
+            size_t j = (size_t)msp_str_hash(w->names[i], 0) & (cap - 1);
             while (t[j])
                 j = (j + 1) & (cap - 1);
             t[j] = w->names[i];
@@ -170,7 +162,7 @@ static int msp_names_add(msp_writer_t *w, const char *name, const char **kept)
         w->names = t;
         w->cap_names = cap;
     }
-    size_t j = (size_t)msp_name_hash(name) & (w->cap_names - 1);
+    size_t j = (size_t)msp_str_hash(name, 0) & (w->cap_names - 1);
     for (; w->names[j]; j = (j + 1) & (w->cap_names - 1))
         if (strcmp(w->names[j], name) == 0)
             return 0;
@@ -200,7 +192,7 @@ static int msp_roles_add(msp_writer_t *w, size_t i)
             if (msp_roles_add(w, k) != 0)
                 return -1;
     }
-    size_t j = (size_t)msp_name_hash(w->rows[i].r.role) & (w->cap_roles - 1);
+    size_t j = (size_t)msp_str_hash(w->rows[i].r.role, 0) & (w->cap_roles - 1);
     while (w->roles[j])
         j = (j + 1) & (w->cap_roles - 1);
     w->roles[j] = i + 1;
@@ -225,7 +217,7 @@ static int msp_roles_has(msp_writer_t *w, const char *role)
                         return 1;
                 return 0;
             }
-    size_t j = (size_t)msp_name_hash(role) & (w->cap_roles - 1);
+    size_t j = (size_t)msp_str_hash(role, 0) & (w->cap_roles - 1);
     for (; w->roles[j]; j = (j + 1) & (w->cap_roles - 1))
         if (strcmp(w->rows[w->roles[j] - 1].r.role, role) == 0)
             return 1;
@@ -664,7 +656,7 @@ msp_err msp_writer_set_attr(msp_writer_t *w, const char *key, const char *value)
         return msp_fail(MSP_ERR_NOMEM, "file %s: record %s: out of memory", w->path, w->record);
     /* A key set again replaces its value (a record has a few keys; an
      * optimizer's record about ten a parameter group). */
-    uint64_t h = msp_name_hash(key);
+    uint64_t h = msp_str_hash(key, 0);
     for (size_t i = w->record_attr; i < w->n_attrs; i++)
         if (w->attr_keys[i] == h && strcmp(w->attrs[i].key, key) == 0) {
             free(w->attrs[i].value);

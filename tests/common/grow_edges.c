@@ -1,6 +1,7 @@
 /* msp_grow: growth keeps old items, zeroes new slots, and refuses a size that
  * would overflow instead of wrapping around. msp_str_add: text appended,
- * cut to fit with its NUL, and the cut reported. Expected values by hand. */
+ * cut to fit with its NUL, and the cut reported; msp_str_hash: texts told
+ * apart. Expected values by hand. */
 #include "msprobe/common.h"
 
 #include <stdint.h>
@@ -48,8 +49,19 @@ int main(void)
     CHECK(strcmp(buf, "@ab1234") == 0); /* cut after 4 of 6 */
     at = 8; /* no room at all: nothing written */
     CHECK(msp_str_add(buf, sizeof buf, &at, "y") == -1 && at == 8 && strcmp(buf, "@ab1234") == 0);
+
+    /* msp_str_hash: the same text and seed, the same hash; a byte anywhere
+     * (the first word, the tail after the last whole word), the length or
+     * the seed changes it */
+    CHECK(msp_str_hash("Functional.relu.0.forward", 3) == msp_str_hash("Functional.relu.0.forward", 3));
+    CHECK(msp_str_hash("Functional.relu.0.forward", 3) != msp_str_hash("Functional.relu.0.forward", 4));
+    CHECK(msp_str_hash("abcdefgh1", 0) != msp_str_hash("abcdefgh2", 0));
+    CHECK(msp_str_hash("xbcdefgh1", 0) != msp_str_hash("abcdefgh1", 0));
+    CHECK(msp_str_hash("abcdefgh", 0) != msp_str_hash("abcdefghabcdefgh", 0));
+    CHECK(msp_str_hash("a", 0) != msp_str_hash("a\x01", 0));
+    CHECK(msp_str_hash("", 0) != msp_str_hash("", 1));
     if (failures)
         return 1;
-    printf("msp_grow, msp_str_add: all checks passed\n");
+    printf("msp_grow, msp_str_add, msp_str_hash: all checks passed\n");
     return 0;
 }
