@@ -34,9 +34,10 @@ static int g_ready;           /* 1 set up, -1 cannot be */
  * turns over at once, so no chain of this step runs through one), and is
  * reused with its buffers. Only touched with the GIL held. */
 typedef struct {
-    int64_t step; /* -1: never used */
+    char *text, *first; /* malloc'd: the text (first: the slot is used, as
+                           table_grow wants), the record that carries it */
+    int64_t step;
     uint64_t hash;
-    char *text, *first; /* malloc'd: the text, the record that carries it */
 } seen_t;
 static seen_t *g_seen;
 static size_t g_nseen, g_capseen;
@@ -407,35 +408,37 @@ char *msp_stack_capture(void)
     return out;
 }
 
+static size_t seen_slot_hash(const void *slot)
+{
+    return (size_t)((const seen_t *)slot)->hash;
+}
+
+/* A slot of this step's table (an earlier step's is free). */
+static int seen_now(const seen_t *e)
+{
+    return e->text && e->step == g_seen_step;
+}
+
 /* The slot of text in this step's table: its own, or the free one where it
  * goes; NULL when the table cannot take it. */
 static seen_t *seen_slot(const char *text, uint64_t h)
 {
     if (2 * (g_nseen + 1) > g_capseen) {
-        size_t ncap = g_capseen ? 2 * g_capseen : 1024;
-        seen_t *t = g_nseen < MSP_SEEN_MAX ? malloc(ncap * sizeof *t) : NULL;
-        if (!t)
+        if (g_nseen >= MSP_SEEN_MAX)
             return NULL;
-        for (size_t i = 0; i < ncap; i++)
-            t[i] = (seen_t){-1, 0, NULL, NULL};
-        for (size_t k = 0; k < g_capseen; k++) { /* this step's entries move; the rest go */
-            seen_t *e = &g_seen[k];
-            if (e->step != g_seen_step) {
-                free(e->text);
-                free(e->first);
-                continue;
+        for (size_t k = 0; k < g_capseen; k++) /* only this step's entries move */
+            if (g_seen[k].text && !seen_now(&g_seen[k])) {
+                free(g_seen[k].text);
+                free(g_seen[k].first);
+                g_seen[k] = (seen_t){NULL, NULL, 0, 0};
             }
-            size_t i = e->hash & (ncap - 1);
-            while (t[i].step == g_seen_step)
-                i = (i + 1) & (ncap - 1);
-            t[i] = *e;
-        }
-        free(g_seen);
-        g_seen = t;
-        g_capseen = ncap;
+        size_t cap = g_capseen;
+        table_grow((void **)&g_seen, &g_capseen, sizeof *g_seen, seen_slot_hash);
+        if (g_capseen == cap)
+            return NULL; /* no memory */
     }
     size_t i = h & (g_capseen - 1);
-    for (; g_seen[i].step == g_seen_step; i = (i + 1) & (g_capseen - 1))
+    for (; seen_now(&g_seen[i]); i = (i + 1) & (g_capseen - 1))
         if (g_seen[i].hash == h && strcmp(g_seen[i].text, text) == 0)
             break;
     return &g_seen[i];
@@ -453,7 +456,7 @@ void msp_stack_commit(msp_dq_rec_t *r)
     }
     uint64_t h = msp_str_hash(text, 0);
     seen_t *e = seen_slot(text, h);
-    if (e && e->step == g_seen_step) {
+    if (e && seen_now(e)) {
         char ref[600] = "@";
         size_t at = 1;
         msp_str_add(ref, sizeof ref, &at, e->first);
@@ -466,7 +469,7 @@ void msp_stack_commit(msp_dq_rec_t *r)
     if (first) { /* the slot keeps the text itself */
         free(e->text);
         free(e->first);
-        *e = (seen_t){g_seen_step, h, text, first};
+        *e = (seen_t){text, first, g_seen_step, h};
         g_nseen++;
         return;
     }
