@@ -173,25 +173,6 @@ def record_attrs(f):
     return out
 
 
-def set_record_attr(f, record, key, value):
-    """Sets (or adds) a record's attribute in a file open for writing: its
-    /attrs row, the table written again, in a version 2 file; its group's
-    attribute in a version 1 file."""
-    if not _attrs_table(f):
-        f[record].attrs[key] = value
-        return
-    rows = [(_text(r["record"]), _text(r["key"]), _text(r["value"])) for r in f["attrs"][()]]
-    at = [i for i, r in enumerate(rows) if r[:2] == (record, key)]
-    if at:
-        rows[at[0]] = (record, key, value)
-    else:
-        rows.append((record, key, value))
-    vstr = h5py.string_dtype("utf-8")
-    arr = np.array(rows, dtype=[("record", vstr), ("key", vstr), ("value", vstr)])
-    del f["attrs"]
-    f.create_dataset("attrs", data=arr)
-
-
 def write_index(f, producers):
     """/index as msprobe-dump(5) describes it, one row per tensor dataset, with
     the 'producer' column ("" when unknown). Data offsets come from h5py."""
