@@ -2,7 +2,7 @@
 
     python3 bench/gpu/gpubench.py run --msprobe BIN [--models resnet18,llama,mlp]
         [--dtypes fp32,bf16] [--steps N] [--warmup W] [--work DIR]
-        [--skip-alone] [--skip-percall] [--skip-tensor] [--skip-again]
+        [--skip-alone] [--skip-percall] [--skip-tensor] [--skip-again] [--bisect]
         [--device cpu --size tiny --device-path]
 
 The last three make a CPU proxy where no GPU is lent: small shapes, so that a
@@ -20,6 +20,12 @@ For each model and dtype, the same training script runs
   records-only every call recorded, no statistics computed (MSPROBE_DEVICE_STATS_SKIP=1,
                NaN written): what the shim's recording costs by itself
   tensor       task tensor, two steps (resnet18 only: each step writes GBs)
+and, with --bisect, where records-only's time goes:
+  idle         the shim loaded and torch patched, no step selected: what the
+               wrappers cost when they record nothing
+  rec-nostack  records-only without call sites ("stack": false)
+  rec-nobwd    records-only without backward records: the API list names
+               forward calls only ("list": forward names), so no grad_fn is hooked
 and prints the median step time of each against plain, the writer's time a
 step and how long training waited for it (MSPROBE_WRITER_STATS), the losses compared
 (bit-identical, or the run says which differ), and, from one profiled step,
@@ -326,12 +332,12 @@ def cmd_run(a):
     bw = d2h_gbps() if a.device.startswith("cuda") else float("inf")
     print(f"device-to-host copy, pinned: {bw:.1f} GB/s", flush=True)
 
-    def cfg(name, task, steps):
+    def cfg(name, task, steps, **extra):
         p = os.path.join(work, name + ".json")
         with open(p, "w") as f:
-            json.dump({"dump": {"common_dump_settings": {
+            json.dump({"dump": {"common_dump_settings": dict({
                 "dump_path": os.path.join(work, name), "task": task, "dump_iter": steps,
-                "dump_mode": "api"}}}, f)
+                "dump_mode": "api"}, **extra)}}, f)
         return p
 
     def run(tag, model, dtype, config=None, env=None, steps=None, profile=-1):
@@ -386,6 +392,16 @@ def cmd_run(a):
             res["records-only"] = run("records-only", model, dtype,
                                       cfg(key + "_rec", "statistics", "all"),
                                       env={"MSPROBE_DEVICE_STATS_SKIP": "1"})
+            if a.bisect:
+                never = str(a.warmup + a.steps + 1000)  # a step the run never reaches
+                res["idle"] = run("idle", model, dtype, cfg(key + "_idle", "statistics", never))
+                res["rec-nostack"] = run("rec-nostack", model, dtype,
+                                         cfg(key + "_nostack", "statistics", "all", stack=False),
+                                         env={"MSPROBE_DEVICE_STATS_SKIP": "1"})
+                res["rec-nobwd"] = run("rec-nobwd", model, dtype,
+                                       cfg(key + "_nobwd", "statistics", "all",
+                                           dump_mode="api_forward"),
+                                       env={"MSPROBE_DEVICE_STATS_SKIP": "1"})
             if model == "resnet18" and not a.skip_tensor:
                 # two dumped steps, right after warm-up: their times are TIMES[0:2]
                 res["tensor"] = run("tensor", model, dtype,
@@ -461,6 +477,8 @@ def main():
     r.add_argument("--skip-percall", action="store_true")
     r.add_argument("--skip-again", action="store_true",
                    help="no second plain run (whether this model's kernels are deterministic)")
+    r.add_argument("--bisect", action="store_true",
+                   help="also idle, rec-nostack and rec-nobwd: where records-only's time goes")
     r.add_argument("--size", choices=("full", "tiny"), default="full",
                    help="tiny: small shapes, a step made of launches (the CPU proxy)")
     r.add_argument("--device-path", action="store_true",

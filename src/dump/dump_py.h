@@ -92,6 +92,15 @@ typedef struct msp_shim {
 } msp_shim_t;
 
 extern msp_shim_t msp_g;
+
+/* The directions (MSP_DIR_*) whose records the config keeps (msprobe's
+ * data_mode forward / backward): what an API or module is hooked for when no
+ * list names it, and what msp_rec_wanted lets through. */
+static inline unsigned msp_dump_dirs(void)
+{
+    unsigned d = msp_g.have_cfg ? msp_g.cfg.dump_dirs : 0;
+    return d ? d : MSP_DIR_FORWARD | MSP_DIR_BACKWARD;
+}
 /* The tests' switches, read once at boot, in one place (not documented to
  * users): MSPROBE_TEST_HOST_COPY sends CPU tensors through the accelerator
  * copy path (py_tensor.c), MSPROBE_TEST_DEVICE_STATS through the device

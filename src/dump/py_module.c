@@ -69,7 +69,7 @@ static unsigned module_dirs(const char *path, PyObject **calls)
     const msp_config_t *c = &msp_g.cfg;
     *calls = NULL;
     if (c->n_api_list == 0)
-        return MSP_DIR_FORWARD | MSP_DIR_BACKWARD;
+        return msp_dump_dirs();
     if (!g_matched)
         g_matched = calloc(c->n_api_list, 1);
     unsigned d = 0;

@@ -386,9 +386,11 @@ int msp_patch_torch(PyObject *torch)
     warn_unknown_now(c);
     size_t nl;
     const char *const *l = msp_api_list(&nl);
+    /* data_mode forward: no grad_fn is hooked for backward records that
+     * would be dropped (the hook costs more than the forward's record) */
     if (!explicit_api && c->n_api_list == 0)
         for (size_t i = 0; i < nl; i++)
-            patch_one(torch, l[i], MSP_DIR_FORWARD | MSP_DIR_BACKWARD, 0, NULL);
+            patch_one(torch, l[i], msp_dump_dirs(), 0, NULL);
     /* mix mode, a module in the list: the APIs called inside it are dumped
      * too (msprobe's level mix), so every API is wrapped, selected by none */
     int lists_module = 0;

@@ -321,7 +321,7 @@ static int msp_rec_wanted(const msp_dq_rec_t *r)
         return 1;
     if (r->rank >= 0 && !msp_step_set_contains(&c->ranks, r->rank))
         return 0;
-    unsigned dirs = c->dump_dirs ? c->dump_dirs : MSP_DIR_FORWARD | MSP_DIR_BACKWARD;
+    unsigned dirs = msp_dump_dirs();
     if (dirs != (MSP_DIR_FORWARD | MSP_DIR_BACKWARD)) {
         int bwd = strstr(r->name, ".backward") != NULL;
         if (!(dirs & (bwd ? MSP_DIR_BACKWARD : MSP_DIR_FORWARD)))

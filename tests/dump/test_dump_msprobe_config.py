@@ -93,6 +93,43 @@ class MsprobeConfigJson(dt.ShimCase):
         for name, rec in recs.items():
             self.assertEqual(sorted(rec["tattrs"]), ["output.0"], name)
 
+    def test_data_mode_forward_hooks_no_backward(self):
+        # A backward record costs a hook on each call's grad_fn, registered
+        # through torch.autograd.Function._register_hook; with data_mode
+        # forward those records are dropped, so no hook may be registered.
+        # The script counts the registrations itself, during the dumped steps.
+        counting = SCRIPT.replace("for step in range(2):", """import torch.autograd
+calls = [0]
+orig = torch.autograd.Function._register_hook
+def counted(*a):
+    calls[0] += 1
+    return orig(*a)
+torch.autograd.Function._register_hook = counted
+for step in range(2):""") + 'print("REGISTERED", calls[0])\n'
+        for modes, hooked in ((["forward"], False), (["all"], True)):
+            with self.subTest(data_mode=modes):
+                root = "dm_" + modes[0]
+                cfg = {"task": "statistics", "dump_path": "./" + root, "rank": [], "step": [],
+                       "level": "L1", "statistics": {"list": [], "data_mode": modes}}
+                path = self.write_config(json.dumps(cfg), name="config.json")
+                with open(self.path("t.py"), "w") as f:
+                    f.write(counting)
+                p = self.run_cmd([dt.PYTHON, "t.py", "x.npy"], path)
+                self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+                registered = int(p.stdout.split("REGISTERED")[1].split()[0])
+                files = dt.dump_files(self.path(root))
+                recs, _ = dt.read_dump(files[(1, 0)])
+                bwd = sorted(r for r in recs if ".backward" in r)
+                fwd = sorted(r for r in recs if ".forward" in r)
+                self.assertIn("Functional.conv2d.0.forward", fwd)
+                if hooked:  # the count sees msprobe's hooks: each call's backward is recorded
+                    self.assertIn("Functional.conv2d.0.backward", bwd)
+                    self.assertGreaterEqual(registered, 2 * len(fwd) // 2)
+                else:
+                    self.assertEqual(bwd, [])
+                    self.assertEqual(registered, 0)
+                self.check_input(recs, "statistics")
+
     def test_published_sample_runs_a_dump(self):
         sample = {"task": "statistics", "dump_path": "./dump_path", "rank": [], "step": [],
                   "level": "L1", "extra_info": True, "async_dump": False,
