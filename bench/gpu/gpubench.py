@@ -24,8 +24,8 @@ and, with --bisect, where records-only's time goes:
   idle         the shim loaded and torch patched, no step selected: what the
                wrappers cost when they record nothing
   rec-nostack  records-only without call sites ("stack": false)
-  rec-nobwd    records-only without backward records: the API list names
-               forward calls only ("list": forward names), so no grad_fn is hooked
+  rec-nobwd    records-only without backward records (msprobe's data_mode
+               forward), so no grad_fn is hooked
 and prints the median step time of each against plain, the writer's time a
 step and how long training waited for it (MSPROBE_WRITER_STATS), the losses compared
 (bit-identical, or the run says which differ), and, from one profiled step,
@@ -398,9 +398,12 @@ def cmd_run(a):
                 res["rec-nostack"] = run("rec-nostack", model, dtype,
                                          cfg(key + "_nostack", "statistics", "all", stack=False),
                                          env={"MSPROBE_DEVICE_STATS_SKIP": "1"})
-                res["rec-nobwd"] = run("rec-nobwd", model, dtype,
-                                       cfg(key + "_nobwd", "statistics", "all",
-                                           dump_mode="api_forward"),
+                nobwd = os.path.join(work, key + "_nobwd.json")  # msprobe's config.json:
+                with open(nobwd, "w") as f:                     # it has data_mode
+                    json.dump({"task": "statistics", "level": "L1", "step": [],
+                               "dump_path": os.path.join(work, key + "_nobwd"),
+                               "statistics": {"list": [], "data_mode": ["forward"]}}, f)
+                res["rec-nobwd"] = run("rec-nobwd", model, dtype, nobwd,
                                        env={"MSPROBE_DEVICE_STATS_SKIP": "1"})
             if model == "resnet18" and not a.skip_tensor:
                 # two dumped steps, right after warm-up: their times are TIMES[0:2]
