@@ -127,6 +127,59 @@ print([x.hex() for x in w.grad.flatten().tolist()])
 """
 
 
+USER_HOOKS = r"""
+import sys, numpy as np, torch, torch.nn as nn
+from torch.utils.hooks import RemovableHandle
+torch.manual_seed(0)
+m = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+full = []
+m[2].register_full_backward_hook(lambda mod, gi, go: full.append(go[0].sum().item()))
+opt = torch.optim.SGD(m.parameters(), lr=0.1)
+x = torch.randn(3, 4)
+w = torch.randn(3, 2, requires_grad=True)
+seen = []
+for step in range(3):
+    opt.zero_grad()
+    before = RemovableHandle.next_id
+    y = torch.mul(m(x), w)
+    made = RemovableHandle.next_id - before  # the full backward hook's own handles
+    h = y.grad_fn.register_hook(lambda gi, go: seen.append((step, go[0].detach().clone())))
+    if step == 1:
+        h.remove()                           # removed: not called in step 1
+    before = RemovableHandle.next_id
+    loss = (y * y).sum()
+    loss.backward()
+    opt.step()
+    print("step", step, loss.item().hex(), "handles", made, RemovableHandle.next_id - before)
+print("seen", [s for s, _ in seen], "full", [v.hex() for v in full])
+np.save(sys.argv[1], seen[-1][1].numpy())
+"""
+
+
+class UserHooks(dt.ShimCase):
+    def test_users_hooks_on_hooked_nodes_run_and_remove_and_ours_make_no_handles(self):
+        # msprobe hooks each recorded call's grad_fn through its own
+        # Function._register_hook (no RemovableHandle: the dearest part of a
+        # record before); a user's hook on the same node, a removed one and a
+        # module's full backward hook must behave as without the shim
+        cfg = self.write_config(dt.config("./d", steps="all", trigger="manual", task="tensor"))
+        plain = self.run_cmd([dt.PYTHON, "-c", USER_HOOKS, "plain.npy"], preload=False)
+        shim = self.run_cmd([dt.PYTHON, "-c", USER_HOOKS, "shim.npy"], cfg)
+        self.assertEqual(plain.returncode, 0, plain.stderr)
+        self.assertEqual((shim.returncode, shim.stderr), (0, ""))
+        self.assertEqual(shim.stdout, plain.stdout)
+        # (the equal outputs include each step's count of RemovableHandles
+        # made: the full backward hook's own, and none of msprobe's)
+        self.assertIn("seen [0, 2]", plain.stdout)
+        self.assertIn("handles 2 0", plain.stdout)
+        recs, _ = dt.read_dump(dt.dump_files(self.path("d"))[(0, 0)])
+        mul = sorted(r for r in recs if r.startswith("Torch.mul.") and r.endswith(".backward"))
+        self.assertEqual(len(mul), 3, sorted(recs))
+        # the grad the user's hook saw in the last step is the record's input
+        last = "Torch.mul.%d.backward" % max(int(r.split(".")[2]) for r in mul)
+        dt.assert_same(self, recs[last]["input.0"], np.load(self.path("shim.npy")), last)
+
+
 class InPlace(dt.ShimCase):
     def test_inplace_writes_on_views_run_unchanged_with_every_api_dumped(self):
         # one step on purpose: "manual" keeps the exit's "whole run was step 0" hint quiet
