@@ -86,6 +86,7 @@ typedef struct seg {
                            shares its copy (no bytes of its own) */
     const void *ptr;    /* its first element, when dense (else NULL): found by it */
     msp_dtype_t dtype;
+    int flat;           /* one-dimensional: the copy takes it as it is (no reshape) */
 } seg_t;
 
 typedef struct win {
@@ -136,6 +137,7 @@ typedef struct wput {
     int kind;        /* its window's (MSP_DEV_*) */
     const void *ptr; /* dense memory from here (else NULL) */
     msp_dtype_t dtype;
+    int flat;        /* one-dimensional (seg_t's) */
     char device[24];
 } wput_t;
 static _Thread_local wput_t *t_put;
@@ -505,6 +507,8 @@ static void win_issue(win_t *w)
     w->nwaiting = w->nwaiting > nt ? w->nwaiting - nt : 0;
     if (nt > 0) {
         PyObject *ts = PyList_New((Py_ssize_t)nt);
+        PyObject *flat = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)nt);
+        char *fl = flat ? PyBytes_AsString(flat) : NULL;
         int64_t off = -1, n = 0;
         for (size_t k = a, at = 0; k < b; k++) {
             seg_t *s = &w->seg[k];
@@ -515,6 +519,8 @@ static void win_issue(win_t *w)
             if (off < 0)
                 off = s->off;
             n += s->n;
+            if (fl)
+                fl[at] = (char)s->flat;
             PyObject *t = s->t;
             s->t = NULL;
             if (ts)
@@ -523,9 +529,11 @@ static void win_issue(win_t *w)
                 Py_DECREF(t); /* may run Python: s may have moved (w->seg grown) */
         }
         w->waiting -= n;
-        PyObject *r = ts ? call_fn("win_put", Py_BuildValue("(OOLLO)", w->buf, w->ws,
-                                                           (long long)off, (long long)n, ts))
-                         : NULL;
+        PyObject *r = ts && fl ? call_fn("win_put", Py_BuildValue("(OOLLOO)", w->buf, w->ws,
+                                                                 (long long)off, (long long)n,
+                                                                 ts, flat))
+                               : NULL;
+        Py_XDECREF(flat);
         Py_XDECREF(ts);
         int failed = r != Py_True;
         Py_XDECREF(r);
@@ -610,11 +618,13 @@ static int win_add(win_t *w, size_t i, size_t j, int defer)
         if (m >= 0 && (w->seg[m].ver < 0 || w->seg[m].ver == ver)) {
             /* waiting since its call (version unchanged), or given twice to this one */
             w->seg[w->nseg++] = (seg_t){t_put[k].rec, t_put[k].ti, w->seg[m].off, w->seg[m].n,
-                                        0, 0, -1, -1, NULL, -1, 0, m, NULL, t_put[k].dtype};
+                                        0, 0, -1, -1, NULL, -1, 0, m, NULL, t_put[k].dtype,
+                                        0};
             continue;
         }
         w->seg[w->nseg] = (seg_t){t_put[k].rec, t_put[k].ti, w->used, t_put[k].n, 0, 0, -1, -1,
-                                  t, defer ? ver : -1, 0, -1, t_put[k].ptr, t_put[k].dtype};
+                                  t, defer ? ver : -1, 0, -1, t_put[k].ptr, t_put[k].dtype,
+                                  t_put[k].flat};
         t_put[k].t = NULL;
         win_index(w, w->nseg++);
         w->used += t_put[k].n;
@@ -1015,6 +1025,7 @@ int msp_dev_stats_add(msp_dq_rec_t *r, const char *role, PyObject *d, msp_dtype_
     p->kind = kind;
     p->ptr = dense ? ptr : NULL;
     p->dtype = dtype;
+    p->flat = ndim == 1;
     size_t at = 0;
     msp_str_add(p->device, sizeof p->device, &at, device);
     r->dev_pending++;

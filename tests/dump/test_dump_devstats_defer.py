@@ -155,6 +155,22 @@ def stats_of(test, t, x, what):
     test.assertTrue(np.isclose(float(t["norm"]), np.sqrt((x * x).sum()), rtol=1e-6, atol=0), what)
 
 
+# One-dimensional tensors, strided or not, go into the window's copy as
+# they are; the others are flattened first (accel_copy.py's win_put).
+SHAPES = r"""
+import sys, numpy as np, torch
+opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+torch.manual_seed(0)
+for step in range(2):
+    x = torch.randn(3000) * 5 - 2
+    out = {"step3": torch.neg(x[1::3]), "tail": torch.neg(x[2900:]),
+           "cube": torch.neg(x[:2880].view(12, 16, 15)), "scalar": torch.neg(x[7]),
+           "cols": torch.neg(x[:2000].view(40, 50)[:, 3])}
+    opt.step()
+np.savez(sys.argv[1], **{k: v.numpy() for k, v in out.items()})
+"""
+
+
 class Deferred(dt.ShimCase):
     def run_writes(self, env=None):
         cfg = self.write_config(dt.config("./s", mode="api", steps="1", task="statistics"))
@@ -230,6 +246,22 @@ class Deferred(dt.ShimCase):
             b = recs["Torch.mul.%d.forward" % (i - 1)]["tattrs"]["output.0"]
             for k in ("max", "min", "mean", "norm"):
                 self.assertEqual(float(a[k]), float(b[k]), (i, k))
+
+    def test_one_dimensional_tensors_strided_or_not_as_numpy_says(self):
+        cfg = self.write_config(dt.config("./s", mode="api", steps="1", task="statistics"))
+        with open(self.path("shapes.py"), "w") as f:
+            f.write(SHAPES)
+        p = self.run_cmd([dt.PYTHON, self.path("shapes.py"), self.path("o.npz")], cfg,
+                         env_extra=SIZES)
+        self.assertEqual((p.returncode, p.stderr), (0, ""))
+        e = np.load(self.path("o.npz"))
+        recs, _ = dt.read_dump(dt.dump_files(self.path("s"))[(1, 0)])
+        order = ["step3", "tail", "cube", "scalar", "cols"]
+        for i, key in enumerate(order):
+            r = recs["Torch.neg.%d.forward" % i]["tattrs"]
+            stats_of(self, r["output.0"], e[key], key)
+            stats_of(self, r["input.0"], -e[key], key + " input")
+            self.assertEqual([int(d) for d in r["output.0"]["shape"]], list(e[key].shape), key)
 
     def test_views_of_the_same_memory_share_one_copy(self):
         # 72 calls whose inputs and outputs are views of x (3200 elements):
