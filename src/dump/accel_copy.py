@@ -110,11 +110,12 @@ def stats(t):
 # tensors go to a float64 one, exact too). When it is full, or its
 # records must be written, the window is reduced in a fixed number of
 # launches, whatever it holds: rows of CHUNK elements by aminmax and var_mean
-# (sum and norm); the chunks that hold a boundary between tensors are gathered and
-# reduced piece by piece with segment_reduce. Only those partial results come
-# back, in one copy; py_devstats.c combines them in float64 per tensor.
-# Accumulation is float32 within a chunk or piece (as msprobe's own
-# statistics), float64 across them: mean within about 1e-6 of mean(|x|),
+# (mean and mean of squares); the chunks that hold a boundary between tensors
+# are gathered and reduced piece by piece with segment_reduce. Only those
+# partial results come back, in one copy; py_devstats.c combines them in
+# float64 per tensor (sums, roots). Accumulation is float32 within a row (as
+# msprobe's own statistics), float64 within a piece and across rows and
+# pieces: mean within about 1e-6 of mean(|x|),
 # norm within about 1e-6 relative, max and min exact. A tensor whose partial
 # results are not finite (NaN, Inf, an overflow) or whose squares underflow is
 # read again exactly from the window (win_exact) when its results arrive.
@@ -168,9 +169,10 @@ def win_put(buf, ws, off, n, ts, flat):
 def win_flush(buf, ws, nchunks, chunk, idx, plens):
     """Reduce the first nchunks rows of chunk elements of buf, and the pieces
     (lengths plens, in order) of the rows idx, on the window's stream.
-    Returns (host, event): host is float64 [4, nchunks + len(plens)] = max,
-    min, sum, norm of each row, then of each piece; complete once
-    event.synchronize() returned."""
+    Returns (host, event): host is float64 [4, nchunks + len(plens)]: max,
+    min, mean and mean of squares of each row, then max, min, sum and sum of
+    squares of each piece (py_devstats.c scales, adds and takes the root);
+    complete once event.synchronize() returned."""
     if ws is None:
         return _reduce(buf, nchunks, chunk, idx, plens).double(), _LateEvent()
     with torch.cuda.stream(ws[0]):
@@ -183,30 +185,32 @@ def win_flush(buf, ws, nchunks, chunk, idx, plens):
 
 
 def _reduce(buf, nchunks, chunk, idx, plens):
+    # each torch call here is a launch and about 10 us of the CPU's (a
+    # window's flush is about 20): what can be done in float64 on the host
+    # is (sums from means, roots)
     with torch.no_grad():
         rows = buf.narrow(0, 0, nchunks * chunk).view(nchunks, chunk)
         # two passes over the window: aminmax, and var_mean (Welford) for the
-        # sum and the sum of squares together
+        # mean and the mean of squares together (var + mean * mean)
         mn, mx = torch.aminmax(rows, dim=1)
         var, mean = torch.var_mean(rows, dim=1, correction=0)
-        parts = [torch.stack([mx, mn, mean * chunk, ((var + mean * mean) * chunk).sqrt()]).double()]
+        parts = [torch.stack([mx, mn, mean, torch.addcmul(var, mean, mean)]).double()]
         if plens:
             dev = buf.device
             pin = dev.type == "cuda"
             i = torch.tensor(idx, dtype=torch.int64, pin_memory=pin).to(dev, non_blocking=True)
             ln = torch.tensor(plens, dtype=torch.int64, pin_memory=pin).to(dev, non_blocking=True)
-            g = rows.index_select(0, i).view(-1)
-            # sums in float64: a piece is summed one element after another
-            # (a float32 sum of 512 ones drifts by 1e-6), and the pieces are
-            # a few rows a tensor, not the window
-            gd = g.double()
-            # unsafe: the check that lengths sum to g's size would read them
+            # in float64: a piece is summed one element after another (a
+            # float32 sum of 512 ones drifts by 1e-6), and the pieces are a
+            # few rows a tensor, not the window; max and min convert exactly
+            gd = rows.index_select(0, i).view(-1).double()
+            # unsafe: the check that lengths sum to gd's size would read them
             # back (a wait for the GPU); they do by construction
             parts.append(torch.stack([
-                torch.segment_reduce(g, "max", lengths=ln, unsafe=True).double(),
-                torch.segment_reduce(g, "min", lengths=ln, unsafe=True).double(),
+                torch.segment_reduce(gd, "max", lengths=ln, unsafe=True),
+                torch.segment_reduce(gd, "min", lengths=ln, unsafe=True),
                 torch.segment_reduce(gd, "sum", lengths=ln, unsafe=True),
-                torch.segment_reduce(gd * gd, "sum", lengths=ln, unsafe=True).sqrt()]))
+                torch.segment_reduce(gd * gd, "sum", lengths=ln, unsafe=True)]))
         return torch.cat(parts, dim=1) if len(parts) > 1 else parts[0]
 
 

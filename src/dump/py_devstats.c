@@ -108,7 +108,8 @@ typedef struct win {
     size_t nwaiting;    /* those segments, shared ones (dup) left out: tensors held */
     /* once flushed */
     PyObject *host, *hcap, *event;
-    const double *v;    /* [4][width]: max, min, sum, norm of rows, then pieces */
+    const double *v;    /* [4][width]: max, min, mean, mean of squares of rows,
+                           then max, min, sum, sum of squares of pieces */
     int64_t nrows, width;
 } win_t;
 
@@ -696,27 +697,29 @@ static void seg_fill(win_t *w, const seg_t *s, int ok)
         dev_fill(t, NULL, 0);
         return;
     }
+    /* a row's mean and mean of squares (float32) times its length, a piece's
+     * sum and sum of squares (float64) as they are */
     const double *mx = w->v, *mn = w->v + w->width, *sm = mx + 2 * w->width,
-                 *nr = mx + 3 * w->width;
+                 *sq2 = mx + 3 * w->width;
     double v[6] = {-INFINITY, INFINITY, 0, 0, 0, 0}, sq = 0;
     int finite = 1;
     int64_t cols[2] = {s->ph < 0 ? -1 : w->nrows + s->ph, s->pt < 0 ? -1 : w->nrows + s->pt};
-#define TAKE(c)                                                                            \
-    do {                                                                                   \
-        if (mx[c] > v[0])                                                                  \
-            v[0] = mx[c];                                                                  \
-        if (mn[c] < v[1])                                                                  \
-            v[1] = mn[c];                                                                  \
-        v[2] += sm[c];                                                                     \
-        sq += nr[c] * nr[c];                                                               \
-        finite &= isfinite(sm[c]) && isfinite(nr[c]) &&                                    \
-                  (nr[c] > 0 || !(fabs(mx[c]) > 0 || fabs(mn[c]) > 0)); /* underflow */ \
+#define TAKE(c, scale)                                                                        \
+    do {                                                                                      \
+        if (mx[c] > v[0])                                                                     \
+            v[0] = mx[c];                                                                     \
+        if (mn[c] < v[1])                                                                     \
+            v[1] = mn[c];                                                                     \
+        v[2] += sm[c] * (scale);                                                              \
+        sq += sq2[c] * (scale);                                                               \
+        finite &= isfinite(sm[c]) && isfinite(sq2[c]) &&                                      \
+                  (sq2[c] > 0 || !(fabs(mx[c]) > 0 || fabs(mn[c]) > 0)); /* underflow */    \
     } while (0)
     for (int64_t c = s->c0; c < s->c1; c++)
-        TAKE(c);
+        TAKE(c, (double)g_chunk);
     for (int k = 0; k < 2; k++)
         if (cols[k] >= 0)
-            TAKE(cols[k]);
+            TAKE(cols[k], 1.0);
 #undef TAKE
     v[3] = sqrt(sq);
     /* NaN, Inf, a float32 sum or square that overflowed, or a row or piece

@@ -60,6 +60,10 @@ vals = {
     "big": torch.randn(5000),          # larger than a window of the tests: alone
     "huge": torch.randn(100) * 1e20,   # float32 squares overflow: read again exactly
     "tiny": torch.randn(100) * 1e-25,  # float32 squares underflow: read again exactly
+    # the same over whole rows of a window (64 elements in the tests), whose
+    # mean of squares is float32, scaled on the host
+    "huge_rows": torch.randn(1000) * 1e20,
+    "tiny_rows": torch.randn(1000) * 1e-25,
 }
 order = sorted(vals)
 opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
@@ -238,7 +242,7 @@ counts = {}
 for e in prof.events():
     counts[e.name] = counts.get(e.name, 0) + 1
 for k in ("aten::aminmax", "aten::var_mean", "aten::cat", "aten::isnan", "aten::as_strided",
-          "aten::reshape"):
+          "aten::reshape", "aten::sqrt", "aten::mul"):
     print(k, counts.get(k, 0))
 """
 
@@ -277,6 +281,12 @@ class FewLaunches(dt.ShimCase):  # run by the device-path configuration only (be
         not_1d = sum(1 for r in idx if r["role"] and len(r["shape"]) != 1)
         self.assertLess(not_1d, tensors * 3 // 4)
         self.assertLessEqual(n["aten::reshape"], not_1d, n)
+        # a window's reduction launches what must run on the device: sums
+        # from means and the roots of sums of squares are the host's, in
+        # float64 (resnet18 and SGD call neither mul nor sqrt themselves; the
+        # pieces' squares are the one mul a window)
+        self.assertEqual(n["aten::sqrt"], 0, n)
+        self.assertLessEqual(n["aten::mul"], n["aten::var_mean"], n)
         # resnet18 at 32x32, batch 2: ~70 M float elements a step (weights, their
         # gradients, momentum...), 16 M a window
         # integer tensors (the labels, every BatchNorm's num_batches_tracked
