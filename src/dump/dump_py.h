@@ -101,6 +101,7 @@ static inline unsigned msp_dump_dirs(void)
     unsigned d = msp_g.have_cfg ? msp_g.cfg.dump_dirs : 0;
     return d ? d : MSP_DIR_FORWARD | MSP_DIR_BACKWARD;
 }
+
 /* The tests' switches, read once at boot, in one place (not documented to
  * users): MSPROBE_TEST_HOST_COPY sends CPU tensors through the accelerator
  * copy path (py_tensor.c), MSPROBE_TEST_DEVICE_STATS through the device

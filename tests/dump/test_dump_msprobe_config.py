@@ -122,9 +122,9 @@ for step in range(2):""") + 'print("REGISTERED", calls[0])\n'
                 bwd = sorted(r for r in recs if ".backward" in r)
                 fwd = sorted(r for r in recs if ".forward" in r)
                 self.assertIn("Functional.conv2d.0.forward", fwd)
-                if hooked:  # the count sees msprobe's hooks: each call's backward is recorded
+                if hooked:  # the count sees msprobe's hooks: one or more a backward record
                     self.assertIn("Functional.conv2d.0.backward", bwd)
-                    self.assertGreaterEqual(registered, 2 * len(fwd) // 2)
+                    self.assertGreaterEqual(registered, len(bwd))
                 else:
                     self.assertEqual(bwd, [])
                     self.assertEqual(registered, 0)
