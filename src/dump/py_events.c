@@ -52,48 +52,43 @@ static void leave_listener(saved_t s)
     PyErr_Restore(s.t, s.v, s.tb);
 }
 
+/* Each listener's handler of event EV, if it has one, called with the
+ * arguments given, between enter_listener and leave_listener. */
+#define RAISE(EV, ...)                                \
+    do {                                              \
+        saved_t s_ = enter_listener();                \
+        for (int i_ = 0; i_ < g_nlisteners; i_++)     \
+            if (g_listeners[i_].EV)                   \
+                g_listeners[i_].EV(__VA_ARGS__);      \
+        leave_listener(s_);                           \
+    } while (0)
+
 void msp_ev_after_import(void)
 {
     if (!events_on())
         return;
-    saved_t s = enter_listener();
-    for (int i = 0; i < g_nlisteners; i++)
-        if (g_listeners[i].after_import)
-            g_listeners[i].after_import();
-    leave_listener(s);
+    RAISE(after_import, );
 }
 
 void msp_ev_optimizer_created(PyObject *optimizer)
 {
     if (!events_on() || !optimizer)
         return;
-    saved_t s = enter_listener();
-    for (int i = 0; i < g_nlisteners; i++)
-        if (g_listeners[i].optimizer_created)
-            g_listeners[i].optimizer_created(optimizer);
-    leave_listener(s);
+    RAISE(optimizer_created, optimizer);
 }
 
 void msp_ev_root_forward(PyObject *module, PyObject *input)
 {
     if (!events_on() || !module || !input || msp_t_depth > 0)
         return;
-    saved_t s = enter_listener();
-    for (int i = 0; i < g_nlisteners; i++)
-        if (g_listeners[i].root_forward)
-            g_listeners[i].root_forward(module, input);
-    leave_listener(s);
+    RAISE(root_forward, module, input);
 }
 
 void msp_ev_step_end(int64_t step)
 {
     if (!events_on())
         return;
-    saved_t s = enter_listener();
-    for (int i = 0; i < g_nlisteners; i++)
-        if (g_listeners[i].step_end)
-            g_listeners[i].step_end(step);
-    leave_listener(s);
+    RAISE(step_end, step);
 }
 
 /* Once per process, and only where this process may write (a DataLoader
@@ -105,11 +100,7 @@ void msp_ev_exit(const char *how)
     g_exit_done = 1;
     if (!msp_proc_may_write())
         return;
-    saved_t s = enter_listener();
-    for (int i = 0; i < g_nlisteners; i++)
-        if (g_listeners[i].exit)
-            g_listeners[i].exit(how);
-    leave_listener(s);
+    RAISE(exit, how);
 }
 
 /* parse_known_args: the namespace of the outermost call (a subparser's own
@@ -123,11 +114,7 @@ static PyObject *parse_call(PyObject *orig, PyObject *args, PyObject *kw)
     if (!out || t_parse_depth > 0 || msp_t_depth > 0 || !events_on() || !PyTuple_Check(out) ||
         PyTuple_Size(out) < 1)
         return out;
-    saved_t s = enter_listener();
-    for (int i = 0; i < g_nlisteners; i++)
-        if (g_listeners[i].args_parsed)
-            g_listeners[i].args_parsed(PyTuple_GetItem(out, 0));
-    leave_listener(s);
+    RAISE(args_parsed, PyTuple_GetItem(out, 0));
     return out;
 }
 
@@ -142,11 +129,7 @@ static PyObject *msp_ev_call(PyObject *orig, const char *name, PyObject *args, P
     if (!out || msp_t_depth > msp_t_data_depth || !events_on())
         return out;
     if (seed && t_seed_depth == 0) {
-        saved_t s = enter_listener();
-        for (int i = 0; i < g_nlisteners; i++)
-            if (g_listeners[i].seed)
-                g_listeners[i].seed(name + 5, args, kw);
-        leave_listener(s);
+        RAISE(seed, name + 5, args, kw);
     }
     return out;
 }
