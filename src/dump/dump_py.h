@@ -355,6 +355,9 @@ const char *msp_module_parent(void);
 int msp_module_entry_matched(size_t i);
 
 /* ---- patching (py_patch.c; API records: py_apirec.c) ---- */
+/* The kinds of wrapper py_patch.c makes (API, JIT, compile, not recorded):
+ * registered once at boot, before any is made. */
+void msp_patch_kinds(void);
 /* Replace every selected API of torch; 0 on success. */
 int msp_patch_torch(PyObject *torch);
 /* Nothing is recorded while a DataLoader iterator fetches a batch in this

@@ -251,6 +251,7 @@ int msp_py_boot(void)
         msp_custom_setup();
 
     msp_wrap_handle(MSP_W_IMPORT, import_call);
+    msp_patch_kinds();
     if (msp_wrap_types_init() != 0 || msp_bwd_types_init() != 0) {
         msp_py_warn_error("boot", "cannot set up the shim; nothing is dumped");
         msp_g.disabled = 1;

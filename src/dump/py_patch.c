@@ -97,8 +97,7 @@ static PyObject *norecord_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
     return out;
 }
 
-/* The kinds of wrapper this file makes: registered before the first is made. */
-static void own_kinds(void)
+void msp_patch_kinds(void)
 {
     msp_wrap_handle(MSP_W_API, msp_api_call);
     msp_wrap_handle(MSP_W_JIT, jit_call);
@@ -221,7 +220,6 @@ static void patch_datasets(PyObject *data_module)
 
 void msp_patch_dataloader(void)
 {
-    own_kinds();
     PyObject *data = PyImport_ImportModule("torch.utils.data");
     if (data)
         patch_datasets(data);
@@ -367,7 +365,6 @@ int msp_patch_torch(PyObject *torch)
 {
     if (msp_bwd_init(torch) != 0)
         return -1;
-    own_kinds();
     PyErr_Clear();
     msp_api_discover(torch);
     const msp_config_t *c = &msp_g.cfg;
@@ -567,7 +564,6 @@ void msp_custom_resolve(void)
     PyErr_Fetch(&t, &v, &tb);
     PyObject *mods = PySys_GetObject("modules"); /* borrowed */
     if (mods && PyDict_Check(mods)) {
-        own_kinds();
         for (size_t i = 0; i < msp_g.cfg.n_api_list && g_npending > 0; i++)
             if (g_estate[i] == E_PENDING)
                 resolve_one(i, mods);
