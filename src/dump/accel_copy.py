@@ -166,17 +166,18 @@ def win_put(buf, ws, off, n, ts, flat):
     return True
 
 
-def win_flush(buf, ws, nchunks, chunk, idx, plens):
+def win_flush(buf, ws, nchunks, chunk, cuts, nidx):
     """Reduce the first nchunks rows of chunk elements of buf, and the pieces
-    (lengths plens, in order) of the rows idx, on the window's stream.
-    Returns (host, event): host is float64 [4, nchunks + len(plens)]: max,
-    min, mean and mean of squares of each row, then max, min, sum and sum of
-    squares of each piece (py_devstats.c scales, adds and takes the root);
-    complete once event.synchronize() returned."""
+    of some of them, on the window's stream. cuts: int64s (a bytearray), the
+    nidx rows that hold pieces, then the pieces' lengths, in order (empty:
+    no pieces). Returns (host, event): host is float64 [4, nchunks + pieces]:
+    max, min, mean and mean of squares of each row, then max, min, sum and
+    sum of squares of each piece (py_devstats.c scales, adds and takes the
+    root); complete once event.synchronize() returned."""
     if ws is None:
-        return _reduce(buf, nchunks, chunk, idx, plens).double(), _LateEvent()
+        return _reduce(buf, nchunks, chunk, cuts, nidx).double(), _LateEvent()
     with torch.cuda.stream(ws[0]):
-        res = _reduce(buf, nchunks, chunk, idx, plens)
+        res = _reduce(buf, nchunks, chunk, cuts, nidx)
         host = torch.empty(res.shape, dtype=torch.float64, pin_memory=True)
         host.copy_(res, non_blocking=True)
         ev = torch.cuda.Event()
@@ -184,7 +185,14 @@ def win_flush(buf, ws, nchunks, chunk, idx, plens):
         return host, ev
 
 
-def _reduce(buf, nchunks, chunk, idx, plens):
+def _int64s(b):
+    """A bytearray of native int64s as a CPU tensor (its own memory)."""
+    if hasattr(torch, "frombuffer"):
+        return torch.frombuffer(b, dtype=torch.int64)
+    return torch.tensor(memoryview(b).cast("q").tolist(), dtype=torch.int64)  # torch < 1.10
+
+
+def _reduce(buf, nchunks, chunk, cuts, nidx):
     # each torch call here is a launch and about 10 us of the CPU's (a
     # window's flush is about 20): what can be done in float64 on the host
     # is (sums from means, roots)
@@ -195,11 +203,13 @@ def _reduce(buf, nchunks, chunk, idx, plens):
         mn, mx = torch.aminmax(rows, dim=1)
         var, mean = torch.var_mean(rows, dim=1, correction=0)
         parts = [torch.stack([mx, mn, mean, torch.addcmul(var, mean, mean)]).double()]
-        if plens:
+        if len(cuts):
             dev = buf.device
-            pin = dev.type == "cuda"
-            i = torch.tensor(idx, dtype=torch.int64, pin_memory=pin).to(dev, non_blocking=True)
-            ln = torch.tensor(plens, dtype=torch.int64, pin_memory=pin).to(dev, non_blocking=True)
+            c = _int64s(cuts)
+            if dev.type == "cuda":  # pinned, so that the copy does not wait
+                c = c.pin_memory()
+            c = c.to(dev, non_blocking=True)
+            i, ln = c.narrow(0, 0, nidx), c.narrow(0, nidx, c.numel() - nidx)
             # in float64: a piece is summed one element after another (a
             # float32 sum of 512 ones drifts by 1e-6), and the pieces are a
             # few rows a tensor, not the window; max and min convert exactly

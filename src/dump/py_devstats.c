@@ -280,37 +280,46 @@ static void win_free(win_t *w)
 static void dev_poll(int wait);
 
 /* The lists win_cut builds: rows holding pieces, and the pieces' lengths. */
+/* The rows and pieces of a window's segments, as win_flush takes them:
+ * int64 row numbers (a row holding pieces, once), then int64 piece lengths,
+ * in one buffer. A Python list of ints each, parsed by torch.tensor, cost
+ * about 60 us a window of ~1000 pieces; a bytearray is read by frombuffer. */
 typedef struct cut {
-    PyObject *idx, *plens;
-    int64_t np, last; /* pieces so far; the row of the last one */
+    int64_t *rows, *lens;
+    size_t nrows, np, caprows, caplens;
+    int64_t last; /* the row of the last piece */
 } cut_t;
 
-static int list_add(PyObject *list, int64_t v)
+static void cut_free(cut_t *c)
 {
-    PyObject *o = PyLong_FromLongLong(v);
-    int rc = o ? PyList_Append(list, o) : -1;
-    Py_XDECREF(o);
-    return rc;
+    free(c->rows);
+    free(c->lens);
 }
 
-/* One piece of len elements in row: its number, or -1 (a Python error). */
+/* One piece of len elements in row: its number, or -1 (no memory). */
 static int64_t cut_piece(cut_t *c, int64_t row, int64_t len)
 {
     if (row != c->last) {
-        if (list_add(c->idx, row) != 0)
+        int64_t *r = msp_grow(c->rows, &c->caprows, c->nrows, sizeof *r, 64);
+        if (!r)
             return -1;
+        c->rows = r;
+        c->rows[c->nrows++] = row;
         c->last = row;
     }
-    return list_add(c->plens, len) != 0 ? -1 : c->np++;
+    int64_t *l = msp_grow(c->lens, &c->caplens, c->np, sizeof *l, 64);
+    if (!l)
+        return -1;
+    c->lens = l;
+    c->lens[c->np] = len;
+    return (int64_t)c->np++;
 }
 
-/* Rows and pieces of w's segments; the lists for win_flush. 0, or -1. */
-static int win_cut(win_t *w, PyObject **idx, PyObject **plens)
+/* Rows and pieces of w's segments into c. 0, or -1 (no memory). */
+static int win_cut(win_t *w, cut_t *c)
 {
     const int64_t C = g_chunk;
-    cut_t c = {*idx = PyList_New(0), *plens = PyList_New(0), 0, -1};
-    if (!c.idx || !c.plens)
-        return -1;
+    *c = (cut_t){.last = -1};
     for (size_t i = 0; i < w->nseg; i++) {
         seg_t *s = &w->seg[i];
         if (s->dup >= 0) { /* its copy's rows and pieces (cut already: it came first) */
@@ -326,34 +335,49 @@ static int win_cut(win_t *w, PyObject **idx, PyObject **plens)
         s->ph = s->pt = -1;
         s->c0 = s->c1 = 0;
         if (a > b) { /* inside one row */
-            if ((s->ph = cut_piece(&c, o / C, e - o)) < 0)
+            if ((s->ph = cut_piece(c, o / C, e - o)) < 0)
                 return -1;
             continue;
         }
-        if (o % C && (s->ph = cut_piece(&c, o / C, a * C - o)) < 0)
+        if (o % C && (s->ph = cut_piece(c, o / C, a * C - o)) < 0)
             return -1;
         s->c0 = a;
         s->c1 = b;
-        if (e % C && (s->pt = cut_piece(&c, b, e - b * C)) < 0)
+        if (e % C && (s->pt = cut_piece(c, b, e - b * C)) < 0)
             return -1;
     }
     /* the rest of the last row: never written, not read */
-    if (w->used % C && cut_piece(&c, w->used / C, C - w->used % C) < 0)
+    if (w->used % C && cut_piece(c, w->used / C, C - w->used % C) < 0)
         return -1;
     w->nrows = (w->used + C - 1) / C;
-    w->width = w->nrows + c.np;
+    w->width = w->nrows + (int64_t)c->np;
     return 0;
+}
+
+/* c's rows, then its lengths, as one bytearray (win_flush's cuts). */
+static PyObject *cut_bytes(const cut_t *c)
+{
+    size_t n = c->np ? c->nrows + c->np : 0;
+    PyObject *b = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(n * sizeof(int64_t)));
+    char *at = b ? PyByteArray_AsString(b) : NULL;
+    if (at && n) {
+        memcpy(at, c->rows, c->nrows * sizeof(int64_t));
+        memcpy(at + c->nrows * sizeof(int64_t), c->lens, c->np * sizeof(int64_t));
+    }
+    return b;
 }
 
 /* Reduce w (launches queued; nothing waited for) and append it to the
  * flushed list; it left the open ones, and its copies are all launched. */
 static void win_flush(win_t *w)
 {
-    PyObject *idx = NULL, *plens = NULL, *pair = NULL;
+    PyObject *cuts = NULL, *pair = NULL;
+    cut_t c = {0};
     size_t nv = 0;
-    if (w->used > 0 && win_cut(w, &idx, &plens) == 0 &&
-        (pair = call_fn("win_flush", Py_BuildValue("(OOLLOO)", w->buf, w->ws, (long long)w->nrows,
-                                                    (long long)g_chunk, idx, plens))) &&
+    if (w->used > 0 && win_cut(w, &c) == 0 && (cuts = cut_bytes(&c)) &&
+        (pair = call_fn("win_flush", Py_BuildValue("(OOLLOn)", w->buf, w->ws, (long long)w->nrows,
+                                                    (long long)g_chunk, cuts,
+                                                    (Py_ssize_t)c.nrows))) &&
         PyTuple_Check(pair) && PyTuple_Size(pair) == 2) {
         w->host = PyTuple_GetItem(pair, 0);
         w->event = PyTuple_GetItem(pair, 1);
@@ -366,8 +390,8 @@ static void win_flush(win_t *w)
         msp_py_warn_error("device stats", "cannot reduce a window of device tensors; their "
                           "statistics are dumped as NaN");
     PyErr_Clear();
-    Py_XDECREF(idx);
-    Py_XDECREF(plens);
+    cut_free(&c);
+    Py_XDECREF(cuts);
     Py_XDECREF(pair);
     w->next = NULL;
     *g_flushed_tail = w;
