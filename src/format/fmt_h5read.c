@@ -581,10 +581,10 @@ static herr_t msp_attr_name_cb(hid_t loc, const char *name, const H5A_info_t *ai
 static msp_err msp_h5_record_attrs(msp_dump_file_t *f, const msp_record_info_t *r, char ***keys,
                                    char ***values, size_t *n)
 {
-    char where[700];
-    snprintf(where, sizeof where, "file %s: record %s", f->path, r->name);
     if (msp_impl(f)->has_attrs) /* read at open: no HDF5 call */
         return msp_table_attrs(f, r, keys, values, n);
+    char where[700];
+    snprintf(where, sizeof where, "file %s: record %s", f->path, r->name);
     msp_err rc = MSP_OK;
     struct msp_strvec an = {0};
     char **ks = NULL, **vs = NULL;
