@@ -172,12 +172,17 @@ np.savez(sys.argv[1], **{k: v.numpy() for k, v in out.items()})
 
 
 class Deferred(dt.ShimCase):
+    def run_script(self, name, text, *args, steps="1", env=None):
+        """Script text as name.py, run under a statistics dump of these steps
+        (api mode, into ./s) with the tests' window sizes; the process."""
+        cfg = self.write_config(dt.config("./s", mode="api", steps=steps, task="statistics"))
+        with open(self.path(name + ".py"), "w") as f:
+            f.write(text)
+        return self.run_cmd([dt.PYTHON, self.path(name + ".py")] + [self.path(a) for a in args],
+                            cfg, env_extra=dict(SIZES, **(env or {})))
+
     def run_writes(self, env=None):
-        cfg = self.write_config(dt.config("./s", mode="api", steps="1", task="statistics"))
-        with open(self.path("writes.py"), "w") as f:
-            f.write(WRITES)
-        p = self.run_cmd([dt.PYTHON, self.path("writes.py"), self.path("exp.npz")], cfg,
-                         env_extra=dict(SIZES, **(env or {})))
+        p = self.run_script("writes", WRITES, "exp.npz", env=env)
         self.assertEqual(p.returncode, 0, p.stderr[-3000:])
         recs, _ = dt.read_dump(dt.dump_files(self.path("s"))[(1, 0)])
         return p, recs, np.load(self.path("exp.npz"))
@@ -231,10 +236,7 @@ class Deferred(dt.ShimCase):
         # and outputs. An input that is an earlier call's output, unchanged,
         # shares its copy in the window, so 41 tensors of 1000 elements are
         # copied, not 80 (and the optimizer's parameter of one element).
-        cfg = self.write_config(dt.config("./s", mode="api", steps="1", task="statistics"))
-        with open(self.path("chain.py"), "w") as f:
-            f.write(CHAIN)
-        p = self.run_cmd([dt.PYTHON, self.path("chain.py")], cfg, env_extra=SIZES)
+        p = self.run_script("chain", CHAIN)
         self.assertEqual(p.returncode, 0, p.stderr[-3000:])
         n = [int(ln.split()[1]) for ln in p.stdout.splitlines() if ln.startswith("CAT_ELEMENTS")]
         self.assertEqual(len(n), 1, p.stdout)
@@ -248,11 +250,7 @@ class Deferred(dt.ShimCase):
                 self.assertEqual(float(a[k]), float(b[k]), (i, k))
 
     def test_one_dimensional_tensors_strided_or_not_as_numpy_says(self):
-        cfg = self.write_config(dt.config("./s", mode="api", steps="1", task="statistics"))
-        with open(self.path("shapes.py"), "w") as f:
-            f.write(SHAPES)
-        p = self.run_cmd([dt.PYTHON, self.path("shapes.py"), self.path("o.npz")], cfg,
-                         env_extra=SIZES)
+        p = self.run_script("shapes", SHAPES, "o.npz")
         self.assertEqual((p.returncode, p.stderr), (0, ""))
         e = np.load(self.path("o.npz"))
         recs, _ = dt.read_dump(dt.dump_files(self.path("s"))[(1, 0)])
@@ -270,11 +268,7 @@ class Deferred(dt.ShimCase):
         # 1600 elements'); the strided slice x[:, ::2] (1600 other elements,
         # from the same address) does not. Before: about 100 copies of up to
         # 3200 elements.
-        cfg = self.write_config(dt.config("./s", mode="api", steps="1|2", task="statistics"))
-        with open(self.path("views.py"), "w") as f:
-            f.write(VIEWS)
-        p = self.run_cmd([dt.PYTHON, self.path("views.py"), self.path("v.npz")], cfg,
-                         env_extra=SIZES)
+        p = self.run_script("views", VIEWS, "v.npz", steps="1|2")
         self.assertEqual(p.returncode, 0, p.stderr[-3000:])
         n = [int(ln.split()[1]) for ln in p.stdout.splitlines() if ln.startswith("CAT_ELEMENTS")]
         self.assertEqual(len(n), 1, p.stdout)
