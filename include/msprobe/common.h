@@ -124,8 +124,16 @@ void *msp_grow(void *items, size_t *cap, size_t n, size_t elem, size_t first_cap
  * What snprintf(dst, size, "%s%s", ...) does on hot paths, without parsing
  * a format (about 1000 instructions a call in glibc). */
 int msp_str_add(char *dst, size_t size, size_t *at, const char *src);
+/* A 64-bit mixer for in-memory hash tables (addresses or words into slots). */
+static inline uint64_t msp_mix64(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    return h;
+}
 /* A 64-bit hash of the text s for in-memory tables (never stored), eight
- * bytes a round; seed tells apart keys that share a text. */
+ * bytes a round (msp_mix64); seed tells apart keys that share a text. */
 uint64_t msp_str_hash(const char *s, uint64_t seed);
 /* malloc'd printf. Returns NULL on OOM. */
 char *msp_asprintf(const char *fmt, ...) MSP_PRINTF(1, 2);

@@ -24,14 +24,6 @@ int msp_str_add(char *dst, size_t size, size_t *at, const char *src)
     return cut ? -1 : 0;
 }
 
-static uint64_t msp_mix(uint64_t h)
-{
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 33;
-    return h;
-}
-
 uint64_t msp_str_hash(const char *s, uint64_t seed)
 {
     uint64_t h = 0x9e3779b97f4a7c15ull ^ seed;
@@ -39,11 +31,11 @@ uint64_t msp_str_hash(const char *s, uint64_t seed)
     for (; i + 8 <= n; i += 8) {
         uint64_t w;
         memcpy(&w, s + i, 8);
-        h = msp_mix(h ^ w);
+        h = msp_mix64(h ^ w);
     }
     uint64_t w = 0;
     memcpy(&w, s + i, n - i);
-    return msp_mix(h ^ w ^ (uint64_t)n);
+    return msp_mix64(h ^ w ^ (uint64_t)n);
 }
 
 void *msp_grow(void *items, size_t *cap, size_t n, size_t elem, size_t first_cap)

@@ -33,15 +33,6 @@
 
 #define MSP_EXPORT __attribute__((visibility("default")))
 
-/* A 64-bit mixer for the shim's hash tables (addresses into slots). */
-static inline uint64_t msp_mix64(uint64_t h)
-{
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 33;
-    return h;
-}
-
 /* ---- the API list (py_apilist.c) ----
  * Discovered at boot from the running torch by api_discover.py (compiled in
  * as msp_api_discover_py); the table of torch 1.13 (api_table.c) is the

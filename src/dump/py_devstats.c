@@ -279,7 +279,6 @@ static void win_free(win_t *w)
 
 static void dev_poll(int wait);
 
-/* The lists win_cut builds: rows holding pieces, and the pieces' lengths. */
 /* The rows and pieces of a window's segments, as win_flush takes them:
  * int64 row numbers (a row holding pieces, once), then int64 piece lengths,
  * in one buffer. A Python list of ints each, parsed by torch.tensor, cost
