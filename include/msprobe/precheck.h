@@ -152,6 +152,8 @@ typedef struct msp_acc_api {
 
 typedef struct msp_acc_opts {
     int workers;               /* replay workers run in parallel; <= 0: one per CPU, at most 8 */
+    double budget;             /* seconds of wall time for the whole check: records not
+                                  started by then are skipped; 0: 600; < 0: no limit */
     const char *python;        /* NULL: $MSPROBE_PYTHON, else the build's default */
     /* "NAME=pkg.mod.fn": replay Custom.NAME records (api_list callables outside
      * torch) with the function named, imported in the worker */

@@ -32,6 +32,8 @@ typedef struct msp_child {
     char **argv;       /* NULL-terminated; argv[0] is the program */
     int search_path;   /* 1: look argv[0] up in PATH when it has no '/' */
     int in, out, err;  /* MSP_CHILD_* or a descriptor */
+    int new_group;     /* 1: the child leads a process group of its own (kill(-pid) ends
+                          it and whatever it forks) */
     pid_t pid;         /* set by msp_child_start */
 } msp_child_t;
 

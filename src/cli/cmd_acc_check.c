@@ -26,6 +26,7 @@ enum {
     MSP_OPT_SHOW,
     MSP_OPT_NPU,
     MSP_OPT_GPU,
+    MSP_OPT_BUDGET,
 };
 
 /* The options as parsed (bound in the tables below). */
@@ -51,6 +52,9 @@ static const msp_opt_t msp_acc_opts[] = {
             "(pkg.module.function); repeatable"),
     MSP_OPT(MSP_OPT_SHOW, "show", "N",
             "outputs that miss their standard listed on stdout (default 20)"),
+    MSP_OPT(MSP_OPT_BUDGET, "budget", "SECONDS",
+            "wall time for the whole check (default 600; 0: no\n"
+            "limit); records not started by then are skipped"),
     MSP_OPT('q', "quiet", NULL, "print only the summary line", MSP_BIND(TRUE, &msp_aa.quiet)),
     MSP_OPT('h', "help", NULL, "this help"),
     {.id = 0},
@@ -64,8 +68,8 @@ static const msp_cmd_doc_t msp_acc_doc = {
              "msprobe's precision standard for its API and dtype (absolute threshold,\n"
              "benchmark comparison, binary consistency, ULP error, dual thousandths), and\n"
              "write accuracy_checking_result_{time}.csv and accuracy_checking_details_{time}.csv.\n",
-    .tail = "Exit status: 0 every output meets its standard, 1 some output does not,\n"
-            "2 usage error or bad input. See msprobe-acc_check(1).\n",
+    .tail = "Exit status: 0 every output meets its standard, 1 some output does not or\n"
+            "no record could be checked, 2 usage error or bad input. See msprobe-acc_check(1).\n",
     .opts = msp_acc_opts,
     .help_width = 22,
 };
@@ -150,7 +154,7 @@ int msp_cmd_acc_check(msp_cli_ctx_t *ctx, int argc, char **argv)
     const char **refs = calloc((size_t)argc + 1, sizeof *refs);
     msp_aa = (msp_acc_args_t){.out_dir = ".", .quiet = ctx->verbosity == 0};
     size_t nrefs = 0;
-    long workers = 0, show = 20;
+    long workers = 0, show = 20, budget = 600;
     int rc = MSP_EXIT_OK, c;
     msp_acc_opts_t opts;
     memset(&opts, 0, sizeof opts);
@@ -176,6 +180,10 @@ int msp_cmd_acc_check(msp_cli_ctx_t *ctx, int argc, char **argv)
             break;
         case MSP_OPT_SHOW:
             if ((rc = msp_acc_whole(&msp_acc_doc, "--show", optarg, 0, 1000000, &show)))
+                goto done;
+            break;
+        case MSP_OPT_BUDGET:
+            if ((rc = msp_acc_whole(&msp_acc_doc, "--budget", optarg, 0, 10000000, &budget)))
                 goto done;
             break;
         case 'h':
@@ -204,6 +212,7 @@ int msp_cmd_acc_check(msp_cli_ctx_t *ctx, int argc, char **argv)
         goto done;
     }
     opts.workers = (int)workers;
+    opts.budget = budget > 0 ? (double)budget : -1.0;
     opts.references = refs;
     opts.n_references = nrefs;
     msp_progress_t *bar = NULL;
@@ -244,6 +253,11 @@ int msp_cmd_acc_check(msp_cli_ctx_t *ctx, int argc, char **argv)
         printf("result: %s\ndetails: %s\n", rpath, dpath);
     }
     rc = res->error || res->warning ? MSP_EXIT_FAIL : MSP_EXIT_OK;
+    if (res->replayed == 0) { /* an empty check is no pass */
+        msp_errorf("acc_check: nothing was checked: none of the %zu records of %s could be "
+                   "replayed (the details CSV says why for each)", res->records, res->path);
+        rc = MSP_EXIT_FAIL;
+    }
     free(rpath);
     free(dpath);
     msp_acc_result_free(res);

@@ -67,7 +67,12 @@ int msp_child_start(msp_child_t *c)
     sigaddset(&dfl, SIGCHLD);
     posix_spawnattr_setsigmask(&at, &none);
     posix_spawnattr_setsigdefault(&at, &dfl);
-    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
+    if (c->new_group) {
+        posix_spawnattr_setpgroup(&at, 0);
+        flags |= POSIX_SPAWN_SETPGROUP;
+    }
+    posix_spawnattr_setflags(&at, flags);
     pid_t pid;
     int e = c->search_path ? posix_spawnp(&pid, c->argv[0], &fa, &at, c->argv, environ)
                            : posix_spawn(&pid, c->argv[0], &fa, &at, c->argv, environ);

@@ -25,8 +25,13 @@
 
 /* A job's tensors together at most. */
 #define ACC_MAX_JOB_BYTES ((uint64_t)2 << 30)
-/* Seconds one record may take before its worker is replaced. */
-#define ACC_JOB_SECONDS 600.0
+/* Seconds of wall time one record may replay (the worker ends the job's
+ * child then: replay.py's job_limits); compare waits ACC_JOB_SLACK more
+ * before it replaces a worker that did not answer. */
+#define ACC_JOB_SECONDS 120.0
+#define ACC_JOB_SLACK 30.0
+/* The whole check's default budget of wall time (msp_acc_opts_t.budget). */
+#define ACC_BUDGET_SECONDS 600.0
 /* Workers started at most by one thread (a crash on one job restarts it). */
 #define ACC_MAX_STARTS 4
 #define ACC_MAX_WORKERS 8
@@ -45,6 +50,8 @@ typedef struct acc_run {
     size_t njobs;
     atomic_size_t next, done;
     const msp_acc_opts_t *opts;
+    double budget;         /* seconds for the whole check; <= 0: none */
+    double deadline;       /* msp_monotonic() seconds when the budget runs out; 0: none */
     pthread_mutex_t mu;
     char *start_error;     /* the first worker that could not start */
     int started;           /* workers that did */
@@ -127,6 +134,7 @@ static int acc_one(acc_run_t *run, cmp_worker_t *w, msp_dump_file_t *f,
     /* one dump: its arguments and its context (autocast, aliases) together */
     cmp_job_add_attrs(args, args, f, frec);
     cJSON_AddNumberToObject(j, "id", (double)id);
+    cmp_job_limits(j, bytes, run->deadline, ACC_JOB_SECONDS);
     cJSON_AddStringToObject(j, "kind", job->kind);
     cJSON_AddStringToObject(j, "name", rec->name);
     cJSON_AddTrueToObject(j, "acc");
@@ -139,7 +147,9 @@ static int acc_one(acc_run_t *run, cmp_worker_t *w, msp_dump_file_t *f,
         why = "out of memory";
         goto done;
     }
-    double deadline = msp_monotonic() + ACC_JOB_SECONDS;
+    double deadline = msp_monotonic() + ACC_JOB_SECONDS + ACC_JOB_SLACK;
+    if (run->deadline > 0 && run->deadline + ACC_JOB_SLACK < deadline)
+        deadline = run->deadline + ACC_JOB_SLACK;
     uint32_t len = (uint32_t)strlen(text);
     if ((r = cmp_worker_send(w, &len, sizeof len, deadline)) ||
         (r = cmp_worker_send(w, text, len, deadline)))
@@ -215,6 +225,12 @@ static void *acc_thread(void *arg)
         if (i >= run->njobs)
             break;
         acc_job_t *job = &run->jobs[i];
+        if (job->kind && run->deadline > 0 && msp_monotonic() >= run->deadline - 1.0 &&
+            !job->why) {
+            job->why = msp_asprintf("not checked: acc_check's budget of %g s ran out (--budget)",
+                                    run->budget);
+            job->kind = NULL;
+        }
         if (!job->kind) { /* skipped before replay */
             acc_progress(run);
             continue;
@@ -226,7 +242,7 @@ static void *acc_thread(void *arg)
             cmp_worker_stop(&w);
             if (!job->why)
                 job->why = r == -2 ? msp_asprintf("the replay took longer than %g s",
-                                                  ACC_JOB_SECONDS)
+                                                  ACC_JOB_SECONDS + ACC_JOB_SLACK)
                                    : msp_asprintf("the replay worker died on it%s%s",
                                                   tail[0] ? ": " : "", tail);
             char *again = starts < ACC_MAX_STARTS
@@ -628,6 +644,8 @@ msp_err msp_acc_check(const char *path, const msp_acc_opts_t *opts, msp_acc_resu
     run.path = res->path;
     run.python = cmp_worker_python(opts ? opts->python : NULL);
     run.opts = opts;
+    double budget = run.budget = opts && (opts->budget < 0 || opts->budget > 0) ? opts->budget
+                                                                       : ACC_BUDGET_SECONDS;
     size_t to_replay = 0;
     for (size_t i = 0; i < run.njobs; i++)
         to_replay += run.jobs[i].kind != NULL;
@@ -637,6 +655,7 @@ msp_err msp_acc_check(const char *path, const msp_acc_opts_t *opts, msp_acc_resu
     if ((size_t)nw > to_replay)
         nw = to_replay ? (int)to_replay : 0;
     double t0 = msp_monotonic();
+    run.deadline = budget > 0 ? t0 + budget : 0;
     if (nw && !(th = calloc((size_t)nw, sizeof *th))) {
         rc = msp_fail(MSP_ERR_NOMEM, "out of memory");
         goto done;

@@ -46,6 +46,8 @@ typedef cmp_job_tensor_t rp_tensor_t;
 #define rp_send_tensor cmp_worker_send_tensor
 /* One job's tensors together at most (both records of a backward job). */
 #define RP_MAX_JOB_BYTES ((uint64_t)2 << 30)
+/* A record may replay for a quarter of the budget, and no less than this. */
+#define RP_RECORD_MIN_SECONDS 10.0
 /* Workers started at most in one compare (a crash on one job restarts it). */
 #define RP_MAX_STARTS 4
 /* Files kept open while jobs move between step/rank pairs. */
@@ -261,8 +263,8 @@ typedef struct rp_side_in {
 /* Send one side's job and read the answer into *ans. 0, -1 worker gone, -2
  * time up; *why set (and nothing sent) when the job cannot be built. */
 static int rp_side(rp_worker_t *w, size_t id, const char *kind, const char *name,
-                   const cJSON *args, const rp_side_in_t *in, double deadline, void *buf,
-                   size_t bufsz, cJSON **ans, const char **why)
+                   const cJSON *args, const rp_side_in_t *in, double deadline, double per_record,
+                   void *buf, size_t bufsz, cJSON **ans, const char **why)
 {
     rp_tensor_t *tv = NULL;
     size_t nt = 0, cap = 0;
@@ -298,6 +300,7 @@ static int rp_side(rp_worker_t *w, size_t id, const char *kind, const char *name
         goto done;
     }
     cJSON_AddNumberToObject(job, "id", (double)id);
+    cmp_job_limits(job, bytes, deadline, per_record);
     cJSON_AddStringToObject(job, "kind", kind);
     cJSON_AddStringToObject(job, "name", name);
     cJSON_AddItemToObject(job, "args", a);
@@ -353,7 +356,7 @@ int cmp_replay_choose(msp_record_cmp_t *r, const msp_compare_opts_t *o, double *
  * introduced and the bench side holds tensors, the bench side as the check
  * that the call is rebuilt exactly. 0 done, -1 worker gone, -2 time up. */
 static int rp_job(rp_worker_t *w, msp_record_cmp_t *rec, size_t id, rp_file_t *files,
-                  const char *kind, double deadline, void *buf, size_t bufsz)
+                  const char *kind, double deadline, double per_record, void *buf, size_t bufsz)
 {
     const char *why = NULL;
     char *fw = NULL, *bfw = NULL;
@@ -385,7 +388,8 @@ static int rp_job(rp_worker_t *w, msp_record_cmp_t *rec, size_t id, rp_file_t *f
     rp_add_attrs(args, NULL, files->bf, bfr);
     rp_add_attrs(args, NULL, files->cf, cf);
     rp_side_in_t cin = {files->cf, cf, bwd ? crec : NULL};
-    if ((r = rp_side(w, id, kind, rec->name, args, &cin, deadline, buf, bufsz, &ans, &why)) || why)
+    if ((r = rp_side(w, id, kind, rec->name, args, &cin, deadline, per_record, buf, bufsz, &ans,
+                     &why)) || why)
         goto done;
     rp_apply(rec, ans);
     cJSON_Delete(ans);
@@ -394,7 +398,8 @@ static int rp_job(rp_worker_t *w, msp_record_cmp_t *rec, size_t id, rp_file_t *f
         goto done;
     rp_side_in_t bin = {files->bf, bfr, bwd ? brec : NULL};
     const char *bwhy = NULL;
-    if ((r = rp_side(w, id, kind, rec->name, args, &bin, deadline, buf, bufsz, &ans, &bwhy)))
+    if ((r = rp_side(w, id, kind, rec->name, args, &bin, deadline, per_record, buf, bufsz, &ans,
+                     &bwhy)))
         goto done;
     if (!bwhy) /* a bench side without data (statistics) cannot check: the verdict stands */
         rp_validate(rec, ans);
@@ -417,6 +422,10 @@ msp_err cmp_replay_run(msp_compare_result_t *res, const cmp_file_pair_t *fps, si
         return MSP_OK;
     double t0 = rp_now();
     double deadline = o->replay_budget > 0 ? t0 + o->replay_budget : 0;
+    /* one record that never ends (a dump can ask for that) leaves the rest
+     * of the budget to the others */
+    double per_record = o->replay_budget > 0 ? fmax(RP_RECORD_MIN_SECONDS, o->replay_budget / 4)
+                                             : 0;
     rp_cand_t *cand = calloc(res->n_records, sizeof *cand);
     if (!cand)
         return msp_fail(MSP_ERR_NOMEM, "compare: out of memory for replay");
@@ -462,7 +471,7 @@ msp_err cmp_replay_run(msp_compare_result_t *res, const cmp_file_pair_t *fps, si
         }
         const char *kwhy = NULL;
         const char *kind = rp_kind(r->name, &kwhy);
-        int rr = rp_job(&w, r, k, f, kind, deadline, buf, bufsz);
+        int rr = rp_job(&w, r, k, f, kind, deadline, per_record, buf, bufsz);
         if (rr == -2)
             break;
         if (rr == -1) {

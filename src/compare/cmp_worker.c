@@ -8,6 +8,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
@@ -21,6 +23,11 @@
 
 extern const char msp_replay_py[];
 extern const char msp_replay_acc_py[];
+extern const char msp_replay_apis_py[];
+
+/* The worker's rlimits on files (its stderr is a file) and descriptors. */
+#define CMP_WORKER_FSIZE ((long long)64 << 20)
+#define CMP_WORKER_NOFILE 256
 
 #ifndef MSP_DEFAULT_PYTHON
 #define MSP_DEFAULT_PYTHON "python3"
@@ -49,6 +56,14 @@ void cmp_worker_err_tail(const cmp_worker_t *w, char *buf, size_t n)
     msp_excerpt(buf, n, buf, n - 1, MSP_EXCERPT_BLANKS);
 }
 
+static int cmp_rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    (void)(flag == FTW_DP ? rmdir(path) : unlink(path));
+    return 0;
+}
+
 void cmp_worker_stop(cmp_worker_t *w)
 {
     if (w->pid > 0) {
@@ -57,21 +72,25 @@ void cmp_worker_stop(cmp_worker_t *w)
             (void)send(w->fd, &zero, sizeof zero, MSG_NOSIGNAL | MSG_DONTWAIT);
         for (int i = 0; i < 50; i++) { /* 0.5 s to leave on its own */
             if (waitpid(w->pid, NULL, WNOHANG) == w->pid) {
-                w->pid = 0;
+                w->pid = -w->pid; /* reaped: its group may still hold a job's child */
                 break;
             }
             struct timespec ts = {0, 10 * 1000 * 1000};
             nanosleep(&ts, NULL);
         }
-        if (w->pid > 0) {
-            kill(w->pid, SIGKILL);
+        /* the whole group: the worker and the child it forked for a job */
+        kill(-(w->pid > 0 ? w->pid : -w->pid), SIGKILL);
+        if (w->pid > 0)
             waitpid(w->pid, NULL, 0);
-        }
     }
     if (w->fd >= 0)
         close(w->fd);
     if (w->err_fd >= 0)
         close(w->err_fd);
+    if (w->dir) { /* what the worker wrote in its private directory goes with it */
+        nftw(w->dir, cmp_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        free(w->dir);
+    }
     free(w->line);
     memset(w, 0, sizeof *w);
     w->fd = w->err_fd = -1;
@@ -125,29 +144,76 @@ void cmp_worker_consume_line(cmp_worker_t *w)
     w->len -= used;
 }
 
+/* The worker's sandbox settings (replay.py's sandbox_enter): its private
+ * directory, our pid (it dies with us), the user's PYTHONPATH made absolute
+ * (python -I ignores the variable and the working directory), rlimits. */
+static char *cmp_worker_config(const char *dir)
+{
+    cJSON *c = cJSON_CreateObject();
+    cJSON *path = cJSON_AddArrayToObject(c, "path");
+    const char *pp = getenv("PYTHONPATH");
+    char cwd[PATH_MAX];
+    int have_cwd = getcwd(cwd, sizeof cwd) != NULL;
+    while (pp && *pp && path) {
+        size_t n = strcspn(pp, ":");
+        if (n && (pp[0] == '/' || have_cwd)) {
+            char *e = pp[0] == '/' ? msp_asprintf("%.*s", (int)n, pp)
+                                   : msp_asprintf("%s/%.*s", cwd, (int)n, pp);
+            if (e)
+                cJSON_AddItemToArray(path, cJSON_CreateString(e));
+            free(e);
+        }
+        pp += n + (pp[n] == ':');
+    }
+    cJSON_AddStringToObject(c, "dir", dir);
+    cJSON_AddNumberToObject(c, "parent", (double)getpid());
+    cJSON_AddNumberToObject(c, "fsize", (double)CMP_WORKER_FSIZE);
+    cJSON_AddNumberToObject(c, "nofile", CMP_WORKER_NOFILE);
+    char *text = cJSON_PrintUnformatted(c);
+    cJSON_Delete(c);
+    return text;
+}
+
 /* Start the worker and wait for its "ready" line; NULL, or why not
  * (malloc'd). */
 char *cmp_worker_start(cmp_worker_t *w, const char *python, double deadline)
 {
     memset(w, 0, sizeof *w);
     w->fd = w->err_fd = -1;
+    const char *tmp = getenv("TMPDIR");
+    w->dir = msp_asprintf("%s/msprobe-replay.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!w->dir || !mkdtemp(w->dir)) {
+        char *why = msp_asprintf("cannot make a private directory for the replay worker "
+                                 "(%s): %s", w->dir ? w->dir : "?", strerror(errno));
+        free(w->dir);
+        w->dir = NULL;
+        return why;
+    }
     int sv[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
-        return msp_asprintf("cannot make a socket for the replay worker: %s", strerror(errno));
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+        char *why = msp_asprintf("cannot make a socket for the replay worker: %s",
+                                 strerror(errno));
+        cmp_worker_stop(w);
+        return why;
+    }
     FILE *tf = tmpfile();
     int efd = tf ? dup(fileno(tf)) : -1;
     if (tf)
         fclose(tf);
     if (efd >= 0)
         (void)fcntl(efd, F_SETFD, FD_CLOEXEC);
-    /* one script: acc_check's metrics, then the worker that calls them */
-    char *src = msp_asprintf("%s\n%s", msp_replay_acc_py, msp_replay_py);
-    char *argv[] = {(char *)python, (char *)"-c", src, NULL};
+    /* one script: the shim's API rules, acc_check's metrics, then the worker
+     * that calls them; -I: no working directory, user site or PYTHON* on the
+     * path (a json.py beside a dump is never imported), -B: no .pyc written */
+    char *src = msp_asprintf("%s\n%s\n%s", msp_replay_apis_py, msp_replay_acc_py, msp_replay_py);
+    char *cfg = cmp_worker_config(w->dir);
+    char *argv[] = {(char *)python, (char *)"-I", (char *)"-B", (char *)"-c", src, cfg, NULL};
     msp_child_t c = {.argv = argv, .search_path = 1, .in = sv[1], .out = sv[1],
-                     .err = efd >= 0 ? efd : MSP_CHILD_DEVNULL};
-    int e = src ? msp_child_start(&c) : ENOMEM;
+                     .err = efd >= 0 ? efd : MSP_CHILD_DEVNULL, .new_group = 1};
+    int e = src && cfg ? msp_child_start(&c) : ENOMEM;
     w->pid = c.pid;
     free(src);
+    free(cfg);
     close(sv[1]);
     w->fd = sv[0];
     w->err_fd = efd;
@@ -168,15 +234,33 @@ char *cmp_worker_start(cmp_worker_t *w, const char *python, double deadline)
     }
     cJSON *j = cJSON_Parse(w->line);
     cJSON *err = cJSON_GetObjectItemCaseSensitive(j, "error");
+    cJSON *sb = cJSON_GetObjectItemCaseSensitive(j, "sandbox");
     char *why = NULL;
     if (!j || !cJSON_GetObjectItemCaseSensitive(j, "ready"))
         why = msp_asprintf("%s: %s (set MSPROBE_PYTHON to a Python with torch)", python,
                            cJSON_IsString(err) ? err->valuestring : "not a replay worker");
+    else if (cJSON_IsString(sb) && sb->valuestring[0])
+        msp_log(MSP_LOG_INFO, "replay worker sandbox: %s", sb->valuestring);
     cJSON_Delete(j);
     cmp_worker_consume_line(w);
     if (why)
         cmp_worker_stop(w);
     return why;
+}
+
+void cmp_job_limits(cJSON *job, uint64_t bytes, double deadline, double per_record)
+{
+    double left = per_record;
+    if (deadline > 0) {
+        double d = deadline - msp_monotonic();
+        left = left > 0 ? fmin(left, d) : d;
+    }
+    if (left > 0)
+        cJSON_AddNumberToObject(job, "limit_s", fmax(1.0, ceil(left)));
+    /* what replay needs grows with the job's tensors (float64 copies of the
+     * inputs and outputs, each mode's outputs, gradients); a dump that asks
+     * for more through its arguments is refused there */
+    cJSON_AddNumberToObject(job, "mem", (double)CMP_JOB_MEM_BASE + 16.0 * (double)bytes);
 }
 
 /* ---- records by name ------------------------------------------------------ */

@@ -18,7 +18,8 @@
 #include <sys/types.h>
 
 typedef struct cmp_worker {
-    pid_t pid;
+    pid_t pid;         /* it leads its own process group (its jobs' children are in it) */
+    char *dir;         /* its private working directory, the only place it may write */
     int fd;            /* our end of the socket: jobs out, answers in */
     int err_fd;        /* its stderr (an unlinked temp file) */
     char *line;        /* answer buffer */
@@ -31,8 +32,16 @@ const char *cmp_worker_python(const char *opt);
 /* Start the worker and wait for its "ready" line (deadline 0: none); NULL,
  * or why not (malloc'd; the worker is then stopped). */
 char *cmp_worker_start(cmp_worker_t *w, const char *python, double deadline);
-/* Ask it to leave (0.5 s), else kill it; reap; close; w is zeroed with fds -1. */
+/* Ask it to leave (0.5 s), then kill its process group; reap; remove its
+ * directory; close; w is zeroed with fds -1. */
 void cmp_worker_stop(cmp_worker_t *w);
+/* Memory a job may take beyond what the worker maps, before 16 bytes for
+ * each byte of its tensors (replay.py's job_limits sets it as RLIMIT_AS). */
+#define CMP_JOB_MEM_BASE ((uint64_t)1 << 30)
+/* A job's limits into its header: "limit_s", the wall time it may run (the
+ * sooner of per_record seconds and the deadline; none when both are <= 0),
+ * and "mem", the bytes it may map for tensors of `bytes` bytes. */
+void cmp_job_limits(cJSON *job, uint64_t bytes, double deadline, double per_record);
 /* Send n bytes by the deadline: 0, -1 (worker gone), -2 (time up). */
 int cmp_worker_send(cmp_worker_t *w, const void *p, size_t n, double deadline);
 /* One answer line (NUL-terminated, without its newline) in w->line:

@@ -36,11 +36,17 @@ replay_acc.py, which the worker runs before this source). A job's
 "references" ({custom name: "pkg.mod.fn"}, from acc_check --reference) lets
 a Custom record be replayed with the function the user names.
 
-Nothing in a job is executed as code: arguments are rebuilt from their repr
-text by a literal parser (numbers, strings, None/True/False, tuples, lists,
-dicts, slices, torch dtypes/devices/sizes/layouts/memory formats), and only
-torch's own functions, Tensor methods, _VF kernels and torch.optim classes
-are called.
+Nothing in a job is executed as code, and a dump is untrusted input (it may
+come from anyone): arguments are rebuilt from their repr text by a literal
+parser (numbers, strings, None/True/False, tuples, lists, dicts, slices,
+torch dtypes/devices/sizes/layouts/memory formats), a string only where the
+API's signature takes one and never a path; the only callables are the APIs
+the dump shim itself would wrap in this torch (api_discover.py's discover(),
+which compare runs before this source) less DENIED below, and torch.optim's
+optimizer classes. The worker is sandboxed (sandbox_enter, msprobe-compare(1),
+SECURITY): isolated Python, a private working directory, rlimits, Landlock
+where the kernel has it, its own process group, killed with compare; each job
+runs in a child forked for it (a clean state, its own time and memory limit).
 """
 import ast
 import json
@@ -61,6 +67,211 @@ RANDOM = {"dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
 UNINITIALIZED = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"}
 
 torch = None
+
+
+# ---- the sandbox -------------------------------------------------------------
+#
+# compare starts the worker as `python -I -B -c SRC CONFIG` in a new process
+# group (posix_spawn's SETPGROUP), CONFIG a JSON object: "dir" (a private
+# directory compare made and removes), "parent" (compare's pid), "path" (the
+# user's PYTHONPATH entries, absolute: -I drops the variable and the working
+# directory, where a dump's neighbour json.py would be imported from),
+# "fsize", "nofile" (rlimits). Everything below runs before torch is imported
+# and before any job is read.
+
+SANDBOX = {"landlock": None, "why": ""}
+
+# Landlock (linux/landlock.h, a stable ABI): syscall numbers are the same on
+# every architecture.
+_LL_CREATE, _LL_ADD, _LL_RESTRICT = 444, 445, 446
+_LL_EXECUTE, _LL_WRITE_FILE = 1 << 0, 1 << 1
+_LL_REMOVE_DIR, _LL_REMOVE_FILE, _LL_MAKE_CHAR, _LL_MAKE_DIR = 1 << 4, 1 << 5, 1 << 6, 1 << 7
+_LL_MAKE_REG, _LL_MAKE_SOCK, _LL_MAKE_FIFO, _LL_MAKE_BLOCK = 1 << 8, 1 << 9, 1 << 10, 1 << 11
+_LL_MAKE_SYM, _LL_REFER, _LL_TRUNCATE = 1 << 12, 1 << 13, 1 << 14
+_LL_NET_BIND, _LL_NET_CONNECT = 1, 2
+_LL_SCOPE_UNIX, _LL_SCOPE_SIGNAL = 1, 2
+
+
+def _libc():
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return ctypes, libc
+
+
+def _landlock(handled_fs, rules, net=False, scoped=False):
+    """Restrict this thread (and what it forks or execs) to the rights in
+    rules [(path, rights)] for the accesses in handled_fs; with net, no TCP
+    bind or connect; with scoped, no abstract unix socket or signal out of
+    the domain. The ABI version, or raises OSError."""
+    import os
+    ctypes, libc = _libc()
+    abi = libc.syscall(_LL_CREATE, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    if abi < 1:
+        e = ctypes.get_errno()
+        raise OSError(e, "landlock: %s" % os.strerror(e))
+    known = (_LL_EXECUTE | _LL_WRITE_FILE | _LL_REMOVE_DIR | _LL_REMOVE_FILE | _LL_MAKE_CHAR
+             | _LL_MAKE_DIR | _LL_MAKE_REG | _LL_MAKE_SOCK | _LL_MAKE_FIFO | _LL_MAKE_BLOCK
+             | _LL_MAKE_SYM | (_LL_REFER if abi >= 2 else 0) | (_LL_TRUNCATE if abi >= 3 else 0))
+    fs = handled_fs & known
+    attr = (ctypes.c_uint64 * 3)(fs, (_LL_NET_BIND | _LL_NET_CONNECT) if net and abi >= 4 else 0,
+                                 (_LL_SCOPE_UNIX | _LL_SCOPE_SIGNAL) if scoped and abi >= 6 else 0)
+    size = 24 if abi >= 6 else 16 if abi >= 4 else 8
+    fd = libc.syscall(_LL_CREATE, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
+    if fd < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, "landlock ruleset: %s" % os.strerror(e))
+    try:
+        for path, rights in rules:
+            pfd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            try:
+                # struct landlock_path_beneath_attr is packed: u64 then s32
+                rule = (ctypes.c_uint8 * 12).from_buffer_copy(
+                    struct.pack("<Qi", rights & fs, pfd))
+                if libc.syscall(_LL_ADD, ctypes.c_int(fd), ctypes.c_int(1), ctypes.byref(rule),
+                                ctypes.c_uint32(0)) != 0:
+                    e = ctypes.get_errno()
+                    raise OSError(e, "landlock rule for %s: %s" % (path, os.strerror(e)))
+            finally:
+                os.close(pfd)
+        if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+            raise OSError(ctypes.get_errno(), "no_new_privs")
+        if libc.syscall(_LL_RESTRICT, ctypes.c_int(fd), ctypes.c_uint32(0)) != 0:
+            e = ctypes.get_errno()
+            raise OSError(e, "landlock_restrict_self: %s" % os.strerror(e))
+    finally:
+        os.close(fd)
+    return abi
+
+
+def _die_with_parent(parent):
+    import os
+    import signal
+    ctypes, libc = _libc()
+    libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    if parent and os.getppid() != parent:  # it died before the line above
+        os._exit(0)
+
+
+def sandbox_enter(cfg):
+    """Before torch and before any job: tie the worker to compare, move it to
+    its private directory, set its rlimits and take away every write outside
+    that directory (Landlock, where the kernel has it). What could not be
+    done is said in SANDBOX["why"] (the ready line carries it)."""
+    import os
+    import resource
+    import signal
+    _die_with_parent(cfg.get("parent"))
+    for p in reversed(cfg.get("path") or []):
+        if isinstance(p, str) and os.path.isabs(p) and p not in sys.path:
+            sys.path.insert(1, p)
+    d = cfg.get("dir")
+    if d:
+        os.chdir(d)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past RLIMIT_FSIZE fails, no kill
+    for res, v in ((resource.RLIMIT_CORE, 0), (resource.RLIMIT_FSIZE, cfg.get("fsize")),
+                   (resource.RLIMIT_NOFILE, cfg.get("nofile"))):
+        if v is None:
+            continue
+        soft, hard = resource.getrlimit(res)
+        v = int(v) if hard == resource.RLIM_INFINITY else min(int(v), hard)
+        resource.setrlimit(res, (v, v))
+    writes = (_LL_WRITE_FILE | _LL_REMOVE_DIR | _LL_REMOVE_FILE | _LL_MAKE_CHAR | _LL_MAKE_DIR
+              | _LL_MAKE_REG | _LL_MAKE_SOCK | _LL_MAKE_FIFO | _LL_MAKE_BLOCK | _LL_MAKE_SYM
+              | _LL_REFER | _LL_TRUNCATE)
+    rules = [(d, writes)] if d else []
+    if os.path.exists(os.devnull):
+        rules.append((os.devnull, _LL_WRITE_FILE | _LL_TRUNCATE))
+    try:
+        SANDBOX["landlock"] = _landlock(writes, rules, net=True, scoped=True)
+    except (OSError, AttributeError) as e:
+        SANDBOX["why"] = "Landlock unavailable (%s): writes are not confined" % e
+
+
+def sandbox_no_exec():
+    """After torch is imported: no program can be executed any more (a
+    second Landlock layer that grants no EXECUTE anywhere)."""
+    if SANDBOX["landlock"] is None:
+        return
+    try:
+        _landlock(_LL_EXECUTE, [])
+    except OSError as e:
+        SANDBOX["why"] = "no second Landlock layer (%s): exec is not refused" % e
+
+
+def job_limits(job):
+    """In a job's child: its memory (RLIMIT_AS: what the worker maps now plus
+    job["mem"] bytes) and time (job["limit_s"] seconds of wall time, and that
+    times the threads torch may use of CPU time)."""
+    import os
+    import resource
+    import signal
+    mem = job.get("mem")
+    if isinstance(mem, (int, float)) and mem > 0:
+        with open("/proc/self/statm") as f:
+            base = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        lim = base + int(mem)
+        resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
+    lim_s = job.get("limit_s")
+    if isinstance(lim_s, (int, float)) and lim_s > 0:
+        secs = max(1, int(math.ceil(lim_s)))
+        signal.alarm(secs)
+        cpu = secs * max(1, torch.get_num_threads()) + 5
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
+
+
+# ---- what may be called --------------------------------------------------------
+
+# Never called, whatever a dump names and whatever the API list holds: the
+# list is torch's own overridable functions, and this is the guard should a
+# torch ever put one of these there.
+DENIED_WORDS = {"load", "save", "file", "open", "pickle", "exec", "eval", "system", "spawn",
+                "fork", "compile", "script", "hub", "library", "seed", "autocast",
+                "deterministic", "storage", "hook", "setattr", "delattr", "getattr", "stream",
+                "share", "pin", "memory", "thread", "threads", "env", "path", "dir", "module"}
+DENIED_PREFIXES = ("set_", "register", "use_", "get_")
+ALLOWED = set()       # "torch.nn.functional.gelu", ...: filled by main()
+ALLOWED_WHY = ""      # why none is, when discovery failed
+SIGNATURES = {}       # id(callable) -> torch.overrides' lambda with its signature
+
+
+def denied(full):
+    """Why the API full ("torch.Tensor.add") is never replayed, or None."""
+    name = full.rsplit(".", 1)[-1]
+    if name.startswith("__") and name.endswith("__"):
+        if name not in OPERATORS and name not in INPLACE_OPERATORS:
+            return "a Python protocol method"
+        return None
+    if name.startswith("_"):
+        return "a private name"
+    low = name.lower()
+    for w in low.split("_"):
+        if w in DENIED_WORDS:
+            return "a name holding %r (loaders, savers, files, processes, global state)" % w
+    if low.startswith(DENIED_PREFIXES):
+        return "a setter or getter of global state"
+    return None
+
+
+def allowed_apis():
+    """The APIs the dump shim would wrap in this torch (api_discover.py's
+    discover(), the same rules), less the denied ones."""
+    global ALLOWED_WHY
+    try:
+        names = discover(torch)
+    except Exception as e:
+        ALLOWED_WHY = "the API list of torch %s cannot be made (%s)" % (
+            torch.__version__, str(e).splitlines()[0][:120] if str(e) else type(e).__name__)
+        return set()
+    return {n for n in names if not denied(n)}
+
+
+def signatures():
+    try:
+        import torch.overrides as ov
+        return {id(f): lam for f, lam in ov.get_testing_overrides().items()}
+    except Exception:
+        return {}
 
 
 # ---- arguments from their repr text ------------------------------------------
@@ -114,11 +325,96 @@ def _lit(node):
     raise ValueError("not a literal")
 
 
+MAX_ARG_TEXT = 4096  # an argument's repr longer than this is not rebuilt
+
+
 def parse_value(key, text):
+    if len(text) > MAX_ARG_TEXT:
+        raise Skip("argument %s is %d characters long: over the %d rebuilt" %
+                   (key, len(text), MAX_ARG_TEXT))
     try:
         return _lit(ast.parse(text, mode="eval").body)
-    except (SyntaxError, ValueError, TypeError) as e:
+    except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError) as e:
         raise Skip("argument %s = %s cannot be rebuilt (%s)" % (key, text[:80], e))
+
+
+# Strings an API may take: the parameters whose name says so, or whose
+# default (in torch.overrides' signature of the API) is a string. A string
+# through *args/**kwargs may only name a device.
+STRING_PARAMS = {"reduction", "mode", "approximate", "padding", "padding_mode", "pad_mode",
+                 "rounding_mode", "nonlinearity", "indexing", "equation", "ord", "p", "norm",
+                 "side", "interpolation", "device"}
+_SAFE_TEXT = None
+_DEVICE_TEXT = None
+
+
+def _strings(v, where, out, depth=0):
+    if isinstance(v, str):
+        out.append((where, v))
+    elif isinstance(v, (tuple, list)) and depth < 4:
+        for i, x in enumerate(v):
+            _strings(x, where, out, depth + 1)
+    elif isinstance(v, dict) and depth < 4:
+        for k, x in v.items():
+            _strings(k, where, out, depth + 1)
+            _strings(x, where, out, depth + 1)
+
+
+def check_strings(fn, full, args, kwargs):
+    """A string argument only where the API's signature takes one, and never
+    one that is not a short setting word (a path, a module name, code)."""
+    global _SAFE_TEXT, _DEVICE_TEXT
+    import re
+    if _SAFE_TEXT is None:
+        _SAFE_TEXT = re.compile(r"[A-Za-z0-9_ ,.:+\-<>()\[\]]{0,128}\Z")
+        _DEVICE_TEXT = re.compile(r"(cpu|cuda|npu|meta|xpu|mps)(:[0-9]{1,4})?\Z")
+    found = []
+    for i, a in enumerate(args):
+        _strings(a, i, found)
+    for k, a in kwargs.items():
+        _strings(a, k, found)
+    if not found:
+        return
+    for where, v in found:
+        if not _SAFE_TEXT.match(v):
+            raise Skip("argument %s of %s is the string %r: no setting of an API looks so "
+                       "(msprobe-compare(1), SECURITY)" % (where, full, v[:60]))
+    import inspect
+    lam = SIGNATURES.get(id(fn))
+    try:
+        sig = inspect.signature(lam) if lam is not None else None
+    except (TypeError, ValueError):
+        sig = None
+    params = list(sig.parameters.values()) if sig else []
+    takes = {p.name for p in params if p.name in STRING_PARAMS or isinstance(p.default, str)}
+    if sig is None:
+        takes = STRING_PARAMS  # no signature known: a keyword's own name must say so
+    var = {p.name for p in params if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    bound = None
+    if sig is not None:
+        try:
+            bound = dict(sig.bind(*args, **kwargs).arguments)
+        except TypeError:
+            bound = None  # another overload: judged by whether the API takes strings at all
+    for where, v in found:
+        if bound is not None:
+            pname = next((n for n, x in bound.items() if _holds(x, v)), None)
+        else:
+            pname = where if isinstance(where, str) else None
+        if pname is not None and pname in takes:
+            continue
+        if pname is None and sig is not None and bound is None and takes:
+            continue  # a positional string of an overload of an API that takes strings
+        if (pname is None or pname in var) and _DEVICE_TEXT.match(v):
+            continue
+        raise Skip("argument %s of %s is the string %r where its signature takes none "
+                   "(msprobe-compare(1), SECURITY)" % (where, full, v[:60]))
+
+
+def _holds(x, v):
+    out = []
+    _strings(x, None, out)
+    return any(s is v or s == v for _, s in out)
 
 
 # ---- tensors ---------------------------------------------------------------
@@ -183,12 +479,24 @@ def resolve(name, refs=None):
         raise Skip("custom callable: not replayed")
     if prefix in ("NPU", "Aten", "Module", "Jit", "MindSpeed"):
         raise Skip("%s record: no CPU kernel to replay it" % prefix)
-    owner = {"Functional": torch.nn.functional, "Torch": torch, "Tensor": torch.Tensor,
-             "VF": torch._VF}.get(prefix)
-    if owner is None or "." in api:
+    space = {"Functional": "torch.nn.functional", "Torch": "torch", "Tensor": "torch.Tensor",
+             "VF": "torch._VF"}.get(prefix)
+    if space is None or "." in api:
         raise Skip("%s: not an API this worker knows" % name)
-    fn = getattr(owner, api, None)
-    if fn is None or not callable(fn):
+    full = space + "." + api
+    why = denied(full)
+    if why:
+        raise Skip("%s is never replayed: %s (msprobe-compare(1), SECURITY)" % (full, why))
+    if full not in ALLOWED:
+        raise Skip("%s is not an API the dump shim wraps in torch %s%s, so no dump of it "
+                   "is replayed (msprobe-compare(1), SECURITY)" % (
+                       full, torch.__version__, ": " + ALLOWED_WHY if ALLOWED_WHY else ""))
+    owner = {"torch.nn.functional": torch.nn.functional, "torch": torch,
+             "torch.Tensor": torch.Tensor, "torch._VF": torch._VF}[space]
+    fn = owner.__dict__.get(api) if space == "torch.Tensor" else vars(owner).get(api)
+    if fn is None and space in ("torch.Tensor", "torch._VF"):
+        fn = getattr(owner, api, None)
+    if fn is None or not callable(fn) or isinstance(fn, type):
         raise Skip("%s.%s does not exist in torch %s" % (prefix, api, torch.__version__))
     if base in UNINITIALIZED:
         raise Skip("allocator of uninitialized memory: nothing to replay")
@@ -452,6 +760,8 @@ def replay_forward(job, tensors):
                 if r == "f" and role.startswith("output")}
     args, kwargs = build_call(call_tensors(tensors, args_text, "f"), args_text)
     check_random(api, kwargs, args)
+    if prefix != "Custom":
+        check_strings(fn, "%s.%s" % (prefix, api), args, kwargs)
     want = {r: t.dtype for r, t in recorded.items()}
 
     def call(mode):
@@ -484,6 +794,8 @@ def replay_backward(job, tensors):
         raise Skip("the backward record holds no incoming gradient")
     args, kwargs = build_call(call_tensors(tensors, fwd_args, "f"), fwd_args)
     check_random(api, kwargs, args)
+    if prefix != "Custom":
+        check_strings(fn, "%s.%s" % (prefix, api), args, kwargs)
     # the forward's output dtypes say how the compare side computed (autocast)
     fwd_want = {r: getattr(torch, d.split(".")[-1]) for r, d in job.get("forward_dtypes", {}).items()}
     # roles whose gradient was recorded (an aliased tensor is one leaf: see call)
@@ -546,16 +858,31 @@ def replay_backward(job, tensors):
     return judge(recorded, r64, rn, mode.name, job.get("acc"))
 
 
+def optimizer_class(path):
+    """The torch.optim optimizer class path names ("torch.optim.adamw.AdamW"),
+    looked up among the modules torch has already imported: nothing a dump
+    names is imported, and only a subclass of torch.optim.Optimizer is."""
+    parts = path.split(".") if isinstance(path, str) else []
+    if len(parts) < 3 or parts[:2] != ["torch", "optim"] or \
+            not all(p.isidentifier() and not p.startswith("_") for p in parts[2:]):
+        raise Skip("optimizer class %s: only torch.optim optimizers are replayed" % (path or "?"))
+    obj = torch.optim
+    for p in parts[2:]:
+        if not isinstance(obj, type(torch)) or not obj.__name__.startswith("torch.optim"):
+            obj = None
+            break
+        obj = vars(obj).get(p)
+    base = torch.optim.Optimizer
+    if not (isinstance(obj, type) and issubclass(obj, base) and obj is not base
+            and obj.__module__.startswith("torch.optim")):
+        raise Skip("%s is not an optimizer of torch %s's torch.optim" % (path, torch.__version__))
+    return obj
+
+
 def replay_optimizer(job, tensors):
     args = job["args"]
     path = args.get("class", "")
-    mod, _, qual = path.rpartition(".")
-    if not mod.startswith("torch.optim") or not qual.isidentifier():
-        raise Skip("optimizer class %s: only torch.optim optimizers are replayed" % (path or "?"))
-    import importlib
-    cls = getattr(importlib.import_module(mod), qual, None)
-    if cls is None:
-        raise Skip("%s does not exist in torch %s" % (path, torch.__version__))
+    cls = optimizer_class(path)
     groups = []
     g = 0
     while "group.%d.params" % g in args:
@@ -653,19 +980,89 @@ def read_exact(f, n):
     return bytes(buf)
 
 
-def main():
-    global torch, _TORCH_KINDS
-    out = sys.stdout
+def run_job(job, tensors):
+    """One job in a child forked for it: a clean state (whatever a record
+    does to torch's or Python's state dies with the child), its own memory
+    and time limits. The answer, as a dict."""
+    import os
+    import signal
+    me = os.getpid()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: answer through the pipe, never return
+        os.close(r)
+        try:
+            _die_with_parent(me)
+            job_limits(job)
+            t = {k: decode(raw, d["dtype"], d["shape"]) for k, (d, raw) in tensors.items()}
+            res = replay(job, t)
+        except Skip as e:
+            res = {"status": "skip", "reason": str(e)}
+        except BaseException as e:
+            res = {"status": "skip", "reason": "replay failed: %s: %s" %
+                   (type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "")}
+        try:
+            data = json.dumps(res, allow_nan=False).encode()
+            while data:
+                data = data[os.write(w, data):]
+        finally:
+            os._exit(0)
+    os.close(w)
+    chunks = []
+    while True:
+        b = os.read(r, 1 << 16)
+        if not b:
+            break
+        chunks.append(b)
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    try:
+        return json.loads(b"".join(chunks))
+    except ValueError:
+        pass
+    lim = job.get("limit_s")
+    sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
+    if sig in (signal.SIGALRM, signal.SIGXCPU):
+        why = "the replay ran past its limit of %g s a record" % (lim or 0)
+    elif sig:
+        why = "the replay was ended by signal %d (%s)" % (sig, signal.Signals(sig).name)
+    else:
+        why = "the replay ended (exit %d) without an answer" % os.WEXITSTATUS(status)
+    return {"status": "skip", "reason": why}
+
+
+def setup():
+    """Import torch and list what may be called; None, or why not."""
+    global torch, _TORCH_KINDS, ALLOWED, SIGNATURES
     try:
         import torch as t
         torch = t
         _TORCH_KINDS = (torch.dtype, torch.layout, torch.memory_format)
     except Exception as e:
-        out.write(json.dumps({"error": "cannot import torch: %s" % e}) + "\n")
+        return "cannot import torch: %s" % e
+    torch.set_grad_enabled(False)
+    ALLOWED = allowed_apis()
+    SIGNATURES = signatures()
+    return None
+
+
+def main():
+    out = sys.stdout
+    try:
+        cfg = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+        sandbox_enter(cfg if isinstance(cfg, dict) else {})
+    except Exception as e:
+        out.write(json.dumps({"error": "cannot enter the sandbox: %s" % e}) + "\n")
         out.flush()
         return 1
-    torch.set_grad_enabled(False)
-    out.write(json.dumps({"ready": torch.__version__}) + "\n")
+    why = setup()
+    if why:
+        out.write(json.dumps({"error": why}) + "\n")
+        out.flush()
+        return 1
+    sandbox_no_exec()
+    out.write(json.dumps({"ready": torch.__version__, "apis": len(ALLOWED),
+                          "landlock": SANDBOX["landlock"], "sandbox": SANDBOX["why"]}) + "\n")
     out.flush()
     inp = sys.stdin.buffer
     while True:
@@ -680,14 +1077,7 @@ def main():
                 tensors[(t["rec"], t["role"])] = (t, raw)
         except EOFError:
             return 0
-        try:
-            tensors = {k: decode(raw, t["dtype"], t["shape"]) for k, (t, raw) in tensors.items()}
-            res = replay(job, tensors)
-        except Skip as e:
-            res = {"status": "skip", "reason": str(e)}
-        except Exception as e:
-            res = {"status": "skip", "reason": "replay failed: %s: %s" %
-                   (type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "")}
+        res = run_job(job, tensors)
         res["id"] = job.get("id")
         out.write(json.dumps(res, allow_nan=False) + "\n")
         out.flush()
