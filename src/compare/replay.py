@@ -866,12 +866,8 @@ def optimizer_class(path):
     if len(parts) < 3 or parts[:2] != ["torch", "optim"] or \
             not all(p.isidentifier() and not p.startswith("_") for p in parts[2:]):
         raise Skip("optimizer class %s: only torch.optim optimizers are replayed" % (path or "?"))
-    obj = torch.optim
-    for p in parts[2:]:
-        if not isinstance(obj, type(torch)) or not obj.__name__.startswith("torch.optim"):
-            obj = None
-            break
-        obj = vars(obj).get(p)
+    mod = sys.modules.get(".".join(parts[:-1]))  # imported by torch itself, or absent
+    obj = vars(mod).get(parts[-1]) if mod is not None else None
     base = torch.optim.Optimizer
     if not (isinstance(obj, type) and issubclass(obj, base) and obj is not base
             and obj.__module__.startswith("torch.optim")):
