@@ -162,6 +162,34 @@ class HostileDumps(unittest.TestCase):
         self.assertIn(q.returncode, (0, 1), q.stderr)
         self.assertFalse(os.path.exists(marker), q.stdout)
 
+    def test_msprobes_dump_json_with_quoted_path_arguments_runs_nothing(self):
+        import torch
+        import msprobe_layout
+        marker = os.path.join(self.work, "PWNED-json")
+        evil = os.path.join(self.work, "evil.pt")
+        with open(evil, "wb") as f:
+            f.write(pickle.dumps(Payload(marker), protocol=2))
+        keys = os.path.join(self.home, ".ssh", "authorized_keys")
+        x = torch.from_numpy(self.x)
+        for side in ("gpu", "npu"):
+            shift = 0.5 if side == "npu" else 0.0
+            msprobe_layout.write(os.path.join(self.work, side), [
+                # a str argument whose value is quoted reads back as a str literal
+                ("Torch.load.0.forward", {"input_args": ["'%s'" % evil],
+                                          "output": [x + shift]}),
+                ("Torch.save.0.forward", {"input_args": [x, "'%s'" % keys],
+                                          "output": [x + shift]}),
+                ("Functional.gelu.0.forward", {
+                    "input_args": [x], "output": [torch.from_numpy(
+                        gelu(self.x, tanh=side == "npu").astype(np.float32))]})])
+        p, rows, _ = self.compare("--replay", "all")
+        self.assertFalse(os.path.exists(marker), p.stdout)
+        self.assertFalse(os.path.exists(keys), p.stdout)
+        self.assertEqual(os.listdir(os.path.join(self.home, ".ssh")), [])
+        for name in ("Torch.load.0.forward", "Torch.save.0.forward"):
+            self.assert_refused(rows[name])
+        self.assert_gelu_introduced(rows)
+
     def test_savers_and_file_apis_write_nothing_outside_out(self):
         keys = os.path.join(self.home, ".ssh", "authorized_keys")
         big = os.path.join(self.work, "big.bin")
