@@ -7,9 +7,11 @@
 #   bench/culprit/run.sh [BUILD_DIR]     env: JOBS=2 CULPRIT_WORK=DIR (keep dumps)
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
-BUILD=${1:-$HERE/../../build}
+BUILD=$(cd "${1:-$HERE/../../build}" && pwd)  # absolute: the runs start in their own folders
 export MSPROBE_BIN=$BUILD/src/cli/msprobe
 export MSPROBE_PRELOAD_LIB=$BUILD/src/dump/libmsprobe_preload.so
+# culprit_suite imports the tests' own h5py reader (tests/lib)
+export PYTHONPATH=$HERE/../../tests/lib${PYTHONPATH:+:$PYTHONPATH}
 for f in "$MSPROBE_BIN" "$MSPROBE_PRELOAD_LIB"; do
     [ -e "$f" ] || { echo "run.sh: $f not built (cmake --build $BUILD)" >&2; exit 2; }
 done
