@@ -201,7 +201,7 @@ def sandbox_no_exec():
 
 def job_limits(job):
     """In a job's child: its memory (RLIMIT_AS: what the worker maps now plus
-    job["mem"] bytes) and time (job["limit_s"] seconds of wall time, and that
+    job["mem"] bytes, plus 72 MiB a thread of torch's) and time (job["limit_s"] seconds of wall time, and that
     times the threads torch may use of CPU time)."""
     import os
     import resource
@@ -210,7 +210,8 @@ def job_limits(job):
     if isinstance(mem, (int, float)) and mem > 0:
         with open("/proc/self/statm") as f:
             base = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-        lim = base + int(mem)
+        # each of torch's threads maps a stack and a malloc arena of its own
+        lim = base + int(mem) + max(1, torch.get_num_threads()) * (72 << 20)
         resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
     lim_s = job.get("limit_s")
     if isinstance(lim_s, (int, float)) and lim_s > 0:
