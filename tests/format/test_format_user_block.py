@@ -80,9 +80,11 @@ def h5py_bytes(path):
     return out
 
 
-def read_back(path):
-    """{(record, role): (CRC-32 of the bytes msprobe read, offset)} from fmt_read_dump."""
-    p = subprocess.run([READ_DUMP, path], capture_output=True, text=True, timeout=120)
+def read_back(path, inproc=False):
+    """{(record, role): (CRC-32 of the bytes msprobe read, offset)} from fmt_read_dump,
+    the file parsed in the reader helper (the default) or in-process."""
+    env = dict(os.environ, MSPROBE_READER_INPROC="1") if inproc else None
+    p = subprocess.run([READ_DUMP, path], capture_output=True, text=True, timeout=120, env=env)
     if p.returncode != 0:
         raise AssertionError(f"fmt_read_dump {path}: rc {p.returncode}: {p.stderr}")
     out = {}
@@ -131,13 +133,17 @@ class UserBlock(unittest.TestCase):
         with h5py.File(path, "r") as f:
             self.assertEqual(f.userblock_size, userblock_size)  # the file is what the test means
         want = h5py_bytes(path)
-        got = read_back(path)
-        self.assertEqual(set(got), set(want))
-        for key, raw in want.items():
-            crc, offset = got[key]
-            self.assertEqual(crc, zlib.crc32(raw), key)
-            if offset >= 0:  # a direct read: past the user block
-                self.assertGreaterEqual(offset, userblock_size, key)
+        for inproc in (False, True):
+            got = read_back(path, inproc)
+            self.assertEqual(set(got), set(want))
+            for key, raw in want.items():
+                crc, offset = got[key]
+                self.assertEqual(crc, zlib.crc32(raw), (key, inproc))
+                if offset >= 0:  # a direct read: past the user block
+                    self.assertGreaterEqual(offset, userblock_size, (key, inproc))
+            # every contiguous dataset is read directly (the gzip one is not)
+            direct = {k for k, (_, off) in got.items() if off >= 0}
+            self.assertEqual(direct, set(want) - {("Tensor.add.0.forward", "input.1")}, inproc)
 
     def test_user_block_dump_compares_identical_to_the_same_dump_without_one(self):
         for index in (False, True):

@@ -260,7 +260,6 @@ class Caps(unittest.TestCase):
         e.update({k: str(v) for k, v in kv.items()})
         return e
 
-    @unittest.skipIf(SANITIZED, "ASan keeps freed memory in quarantine: RSS says nothing")
     def test_more_records_than_the_cap_are_refused_at_once_naming_count_and_limit(self):
         n = self.MAX_RECORDS + 1
         size = self.write_records(n)
@@ -270,9 +269,10 @@ class Caps(unittest.TestCase):
                      "MSPROBE_DUMP_JSON_MAX_RECORDS"):
             self.assertIn(want, err)
         # the text and the program, no catalogue: building the 200,001 records
-        # first took 36 MB here against 13
-        self.assertLess(peak, 2 * size + (16 << 20), "peak RSS %d for a %d-byte dump.json"
-                        % (peak, size))
+        # first took 36 MB here against 13 (ASan's quarantine and shadow: no measure)
+        if not SANITIZED:
+            self.assertLess(peak, 2 * size + (16 << 20), "peak RSS %d for a %d-byte dump.json"
+                            % (peak, size))
         p = run("compare", "-b", self.rdir, "-c", self.rdir, "-o",
                 os.path.join(self.tmp.name, "out"))
         self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
@@ -291,7 +291,6 @@ class Caps(unittest.TestCase):
         self.assertEqual(p.returncode, 2, p.stderr)
         self.assertIn("11 records in \"data\", more than the 10", p.stderr)
 
-    @unittest.skipIf(SANITIZED, "ASan keeps freed memory in quarantine: RSS says nothing")
     def test_json_files_over_the_size_cap_are_refused_before_they_are_read(self):
         self.write_records(3)
         over = (self.MAX_MB << 20) + 1
@@ -309,7 +308,8 @@ class Caps(unittest.TestCase):
                 self.assertIn("file %s: %d bytes, more than the %d MiB" % (path, over, self.MAX_MB),
                               err)
                 self.assertIn("MSPROBE_DUMP_JSON_MAX_MB", err)
-                self.assertLess(peak, 64 << 20, "peak RSS %d: the file was read" % peak)
+                if not SANITIZED:  # a 1 GiB read would show whatever ASan adds
+                    self.assertLess(peak, 64 << 20, "peak RSS %d: the file was read" % peak)
         # a lower cap refuses a small file the same way
         size = self.write_records(100_000)
         p = subprocess.run([BIN, "ls", self.json], capture_output=True, text=True, timeout=60,
