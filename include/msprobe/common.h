@@ -92,7 +92,18 @@ typedef void (*msp_progress_cb)(uint64_t done_increment, void *ud);
 
 /* mkdir -p; returns MSP_ERR_IO with the failing component in the detail. */
 msp_err msp_mkdirs(const char *path);
-/* Read a whole file (NUL-terminated) up to max_bytes. Caller frees *out. */
+/* path opened read-only (close-on-exec) into *fd, only if it is a regular
+ * file: a FIFO would block the reader, a device never end. The open itself
+ * cannot block (O_NONBLOCK, cleared once the file is known to be regular).
+ * MSP_ERR_NOT_FOUND when missing; "PATH: not a regular file (...): refused",
+ * MSP_ERR_IO for a directory (reading one fails), MSP_ERR_USAGE for a FIFO,
+ * socket or device; *fd is -1 on every error. */
+msp_err msp_open_regular(const char *path, int *fd);
+/* The same verdict from stat(2), nothing opened: for a front end that checks
+ * the files its options name before any work starts. */
+msp_err msp_check_regular(const char *path);
+/* Read a whole regular file (msp_open_regular; NUL-terminated) up to
+ * max_bytes. Caller frees *out. */
 msp_err msp_read_file(const char *path, size_t max_bytes, char **out, size_t *len);
 /* Every file msprobe hands a user (reports, packs) is written under a temp
  * name and renamed into place, so a reader never sees half a file:

@@ -81,10 +81,15 @@ typedef struct msp_overflow_result {
 
 /* Scan path: a dump file, a rank directory, a step directory (every rank) or
  * a dump root (each step of opts->steps in order, stopping at the first step
- * with an origin); our HDF5 dumps (statistics or tensor task: the NaN/Inf
- * counts of every tensor) and msprobe's dump.json directories (Max/Min).
- * Nothing found is MSP_OK with found = 0. opts may be NULL. *out is owned by
- * the caller (msp_overflow_result_free); NULL on failure. */
+ * with an origin); our HDF5 dumps and msprobe's dump.json directories. A
+ * tensor whose data the dump holds is judged by its data (read, NaN and Inf
+ * counted, its CRC-32 checked), never by the statistics stored beside it; a
+ * statistics-only tensor by its NaN/Inf counts (msprobe's: Max/Min), and a
+ * file whose counts cannot be true (more than the tensor's elements) is
+ * refused naming the record: the error of a single file, a skipped file
+ * (res->skipped) in a directory. Nothing found is MSP_OK with found = 0.
+ * opts may be NULL. *out is owned by the caller (msp_overflow_result_free);
+ * NULL on failure. */
 msp_err msp_overflow_check(const char *path, const msp_overflow_opts_t *opts,
                            msp_overflow_result_t **out);
 /* Write out_dir/anomaly_analyze_{time_ns}.json (created; atomically):

@@ -98,6 +98,13 @@ int msp_opt_next(const msp_cmd_doc_t *d, int argc, char **argv);
 /* A finite number from value into *out: MSP_EXIT_OK, or MSP_EXIT_USAGE after
  * "OPT: 'VALUE' is not a number" (what a DOUBLE-bound option says). */
 int msp_opt_double(const msp_cmd_doc_t *d, const char *opt, const char *value, double *out);
+/* The file the option opt names (path), which the command will read: MSP_EXIT_OK
+ * when it is a regular file, else MSP_EXIT_USAGE after "msprobe: CMD: OPT: PATH:
+ * not a regular file (a FIFO, which would block): refused" (or why it cannot
+ * be opened). Only stat(2): nothing is opened, so a FIFO or device never
+ * blocks the command and no device sees an open. The readers check again
+ * as they open (msp_open_regular), for a file swapped meanwhile. */
+int msp_opt_file(const msp_cmd_doc_t *d, const char *opt, const char *path);
 /* --help from the table, on out. */
 void msp_cmd_help(const msp_cmd_doc_t *d, FILE *out);
 /* "msprobe: CMD: <formatted> (try 'msprobe CMD --help')" on stderr; returns

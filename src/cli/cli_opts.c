@@ -70,6 +70,14 @@ int msp_cmd_usage_error(const msp_cmd_doc_t *d, const char *fmt, ...)
     return MSP_EXIT_USAGE;
 }
 
+int msp_opt_file(const msp_cmd_doc_t *d, const char *opt, const char *path)
+{
+    if (msp_check_regular(path) == MSP_OK)
+        return MSP_EXIT_OK;
+    msp_errorf("%s%s%s: %s", d->cmd ? d->cmd : "", d->cmd ? ": " : "", opt, msp_last_error());
+    return MSP_EXIT_USAGE;
+}
+
 static const msp_opt_t *msp_opt_of(const msp_cmd_doc_t *d, int id)
 {
     for (const msp_opt_t *o = d->opts; o && o->name; o++)

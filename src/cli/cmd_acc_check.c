@@ -297,6 +297,9 @@ int msp_cmd_api_precision_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
         rc = msp_cmd_usage_error(&msp_apc_doc, "%s is required", !npu ? "-npu CSV" : "-gpu CSV");
         goto done;
     }
+    if ((rc = msp_opt_file(&msp_apc_doc, "--npu_csv_path", npu)) ||
+        (rc = msp_opt_file(&msp_apc_doc, "--gpu_csv_path", gpu)))
+        goto done;
     msp_apc_summary_t s;
     msp_err err = msp_api_precision_compare(npu, gpu, out_dir, &s);
     if (err != MSP_OK) {

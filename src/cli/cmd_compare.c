@@ -421,7 +421,9 @@ static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
         case MSP_OPT_INPUT_JSON:
             free(msp_json_bench);
             free(msp_json_cmp);
-            if ((rc = msp_compare_input_json(optarg, &msp_json_bench, &msp_json_cmp,
+            msp_json_bench = msp_json_cmp = NULL;
+            if ((rc = msp_opt_file(&msp_compare_doc, "--input-json", optarg)) ||
+                (rc = msp_compare_input_json(optarg, &msp_json_bench, &msp_json_cmp,
                                              &msp_ca.print_log)))
                 return rc;
             msp_ca.bench = msp_ca.bench ? msp_ca.bench : msp_json_bench;
@@ -448,9 +450,12 @@ static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
         return msp_compare_usage_error("%s is required", !bench ? "-b BENCH" : "-c CMP");
     if ((rc = msp_check_path("bench dump", bench)) || (rc = msp_check_path("compare dump", cmp)))
         return rc;
-    if (opts.mapping_path && (rc = msp_check_path("mapping file", opts.mapping_path)))
+    if (opts.mapping_path && ((rc = msp_check_path("mapping file", opts.mapping_path)) ||
+                              (rc = msp_opt_file(&msp_compare_doc, "--mapping", opts.mapping_path))))
         return rc;
-    if (opts.cell_mapping_path && (rc = msp_check_path("cell mapping file", opts.cell_mapping_path)))
+    if (opts.cell_mapping_path &&
+        ((rc = msp_check_path("cell mapping file", opts.cell_mapping_path)) ||
+         (rc = msp_opt_file(&msp_compare_doc, "--cell-mapping", opts.cell_mapping_path))))
         return rc;
 
     /* Under mpirun/srun the processes share the work; process 0 reports

@@ -8,6 +8,7 @@
 #include <getopt.h> /* optarg, optind */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define MSP_CC_SHOW_FAILED 20
 
@@ -173,5 +174,16 @@ int msp_cmd_config_check(msp_cli_ctx_t *ctx, int argc, char **argv)
                    argc - optind == 0 ? "" : "s");
         return MSP_EXIT_USAGE;
     }
+    int rc;
+    if ((rc = msp_opt_file(&msp_cc_doc, "-c BENCH", bench)) ||
+        (rc = msp_opt_file(&msp_cc_doc, "-c CMP", argv[optind])) ||
+        (opt.aliases_file && (rc = msp_opt_file(&msp_cc_doc, "--aliases", opt.aliases_file))))
+        return rc;
+    /* --env-keys names a file when it is one (msprobe-config_check(1)): a
+     * FIFO or device of that name is refused rather than read */
+    struct stat st;
+    if (opt.env_keys && !strchr(opt.env_keys, ',') && stat(opt.env_keys, &st) == 0 &&
+        !S_ISDIR(st.st_mode) && (rc = msp_opt_file(&msp_cc_doc, "--env-keys", opt.env_keys)))
+        return rc;
     return msp_cc_cli_compare(ctx, bench, argv[optind], out ? out : ".", &opt, html);
 }

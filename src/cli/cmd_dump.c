@@ -91,6 +91,13 @@ static int msp_dump_pick_config(const char *opt, char **out)
         msp_errorf("dump: out of memory");
         return MSP_EXIT_USAGE;
     }
+    /* a FIFO would block here and in every process the shim starts */
+    if (msp_opt_file(&msp_dump_doc, opt ? "-c" : env && *env ? "MSPROBE_PATH" : "msprobe.json",
+                     *out)) {
+        free(*out);
+        *out = NULL;
+        return MSP_EXIT_USAGE;
+    }
     return MSP_EXIT_OK;
 }
 

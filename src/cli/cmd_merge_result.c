@@ -67,6 +67,8 @@ int msp_cmd_merge_result(msp_cli_ctx_t *ctx, int argc, char **argv)
     if (!in || !out || !config)
         return msp_cmd_usage_error(&msp_merge_doc, "%s is required",
                                    !in ? "-i DIR" : !out ? "-o DIR" : "-config FILE");
+    if (msp_opt_file(&msp_merge_doc, "--config-path", config))
+        return MSP_EXIT_USAGE;
     msp_merge_info_t info;
     msp_err rc = msp_merge_result(in, out, config, &info);
     if (rc)

@@ -73,16 +73,65 @@ msp_err msp_sync_dir(const char *dir)
     return rc;
 }
 
+/* path's type, st from stat or fstat: MSP_OK for a regular file. */
+static msp_err msp_regular_verdict(const char *path, const struct stat *st)
+{
+    if (S_ISREG(st->st_mode))
+        return MSP_OK;
+    /* a directory: IO, as reading one fails (EISDIR) */
+    return msp_fail(S_ISDIR(st->st_mode) ? MSP_ERR_IO : MSP_ERR_USAGE,
+                    "%s: not a regular file (a %s): refused", path,
+                    S_ISDIR(st->st_mode)    ? "directory"
+                    : S_ISFIFO(st->st_mode) ? "FIFO, which would block"
+                    : S_ISSOCK(st->st_mode) ? "socket"
+                                            : "device, which may never end");
+}
+
+msp_err msp_check_regular(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return msp_fail(errno == ENOENT || errno == ENOTDIR ? MSP_ERR_NOT_FOUND : MSP_ERR_IO,
+                        "cannot open %s: %s", path, strerror(errno));
+    return msp_regular_verdict(path, &st);
+}
+
+msp_err msp_open_regular(const char *path, int *fd)
+{
+    *fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (*fd < 0)
+        return msp_fail(errno == ENOENT || errno == ENOTDIR ? MSP_ERR_NOT_FOUND : MSP_ERR_IO,
+                        "cannot open %s: %s", path, strerror(errno));
+    struct stat st;
+    msp_err rc = MSP_OK;
+    if (fstat(*fd, &st) != 0)
+        rc = msp_fail(MSP_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    else
+        rc = msp_regular_verdict(path, &st);
+    if (!rc && fcntl(*fd, F_SETFL, fcntl(*fd, F_GETFL) & ~O_NONBLOCK) != 0)
+        rc = msp_fail(MSP_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    if (rc) {
+        close(*fd);
+        *fd = -1;
+    }
+    return rc;
+}
+
 msp_err msp_read_file(const char *path, size_t max_bytes, char **out, size_t *len)
 {
     *out = NULL;
     if (len)
         *len = 0;
-    msp_err rc = MSP_OK;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return msp_fail(errno == ENOENT ? MSP_ERR_NOT_FOUND : MSP_ERR_IO, "cannot open %s: %s",
-                        path, strerror(errno));
+    int fd;
+    msp_err rc = msp_open_regular(path, &fd);
+    if (rc)
+        return rc;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        rc = msp_fail(MSP_ERR_NOMEM, "cannot read %s: %s", path, strerror(errno));
+        close(fd);
+        return rc;
+    }
     /* At most max_bytes + 1: reading one byte past the limit is how a
      * file of exactly max_bytes is told from a larger one. */
     msp_buf_t b = {.max = max_bytes < SIZE_MAX ? max_bytes + 1 : 0, .first = 4097};

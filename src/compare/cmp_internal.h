@@ -479,6 +479,12 @@ int ov_role_under(const char *role, const char *base);
  * argument is itself inf or nan ("-inf", "[0.0, inf]"). */
 int ov_tensor_bad(const msp_tensor_info_t *t);
 int ov_text_bad(const char *v);
+/* path opened for overflow_check (cmp_overflow_data.c): every tensor whose
+ * data the dump holds gets the statistics and NaN/Inf counts of that data
+ * (its CRC-32 checked); a statistics-only tensor whose counts cannot be true
+ * (above its element count, negative, NaN in an integer tensor) refuses the
+ * file, the error naming file, record and role. */
+msp_err ov_open_dump(const char *path, msp_dump_file_t **out);
 /* r's attributes as a cJSON object of strings (NULL on failure), and one of them. */
 struct cJSON *ov_attrs(msp_dump_file_t *f, const msp_record_info_t *r);
 const char *ov_attr(const struct cJSON *attrs, const char *key);

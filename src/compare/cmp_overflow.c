@@ -3,8 +3,8 @@
  *
  * Per rank, records are taken in execution order (attribute order: forward,
  * backward and optimizer records alike). A record is abnormal on a side when
- * one of its tensors holds NaN or Inf (the counts of our dumps, or a NaN or
- * infinite Max/Min in msprobe's), or when a non-tensor argument is itself
+ * one of its tensors holds NaN or Inf (in its data when the dump holds it, else
+ * by its counts or a NaN/infinite Max/Min), or when a non-tensor argument is itself
  * inf or nan (torch.full(..., -inf), masked_fill(mask, -inf): a mask made on
  * purpose, not an overflow). A rank's origin is its first record whose
  * inputs are finite and whose outputs are not.
@@ -19,7 +19,7 @@
  * directed op, the source); otherwise the communication itself made it (a
  * reduction that overflowed). The origin is the first record, in that order,
  * that made the NaN/Inf; the chain is the communication that carried it.
- * Records are read by cmp_overflow_rec.c, the nodes written by cmp_overflow_json.c. */
+ * Records read by cmp_overflow_rec.c, nodes written by cmp_overflow_json.c. */
 #include "cmp_internal.h"
 #include "msprobe/precheck.h"
 
@@ -710,7 +710,7 @@ static msp_err ov_step_run(const msp_dump_entry_t *e, size_t n, int single,
             continue;
         }
         msp_dump_file_t *f = NULL;
-        msp_err orc = msp_dump_open(e[i].path, &f);
+        msp_err orc = ov_open_dump(e[i].path, &f);
         if (orc != MSP_OK) {
             if (single) {
                 rc = orc;

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zip.h>
 
 /* Caps on what one workbook may make us hold or read. */
@@ -322,9 +323,15 @@ msp_err cmp_xlsx_open(const char *path, cmp_xlsx_t **out)
         free(x);
         return msp_fail(MSP_ERR_NOMEM, "out of memory");
     }
-    int zerr = 0;
-    x->za = zip_open(path, ZIP_RDONLY, &zerr);
+    int zerr = 0, fd = -1;
+    msp_err orc = msp_open_regular(path, &fd); /* libzip would block on a FIFO */
+    if (orc) {
+        cmp_xlsx_close(x);
+        return orc;
+    }
+    x->za = zip_fdopen(fd, ZIP_RDONLY, &zerr); /* owns fd once open */
     if (!x->za) {
+        close(fd);
         zip_error_t ze;
         zip_error_init_with_code(&ze, zerr);
         msp_err rc = msp_fail(MSP_ERR_FORMAT, "file %s: not a workbook (%s)", path,

@@ -2,9 +2,11 @@
  * any is parsed, read into memory with a cap, and nothing touches the disk. */
 #include "cc_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zip.h>
 
 const char *const msp_cc_item_names[MSP_CC_N_ITEMS] = {"env", "pip", "dataset", "weights", "random",
@@ -313,10 +315,18 @@ static msp_err msp_cc_open_error(const char *path, int zerr)
 msp_err msp_cc_pack_read(const char *path, size_t max_member, msp_cc_pack_t *out)
 {
     memset(out, 0, sizeof *out);
-    int zerr = 0;
-    zip_t *za = zip_open(path, ZIP_RDONLY | ZIP_CHECKCONS, &zerr);
-    if (!za)
+    int zerr = 0, fd = -1;
+    msp_err rc = msp_open_regular(path, &fd); /* a FIFO or device is no pack */
+    if (rc) {
+        char why[600];
+        snprintf(why, sizeof why, "%s", msp_last_error());
+        return msp_fail(rc, "pack: %s", why);
+    }
+    zip_t *za = zip_fdopen(fd, ZIP_RDONLY | ZIP_CHECKCONS, &zerr); /* owns fd once open */
+    if (!za) {
+        close(fd);
         return msp_cc_open_error(path, zerr);
+    }
     return msp_cc_pack_read_za(za, path, max_member, out);
 }
 

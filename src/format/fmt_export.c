@@ -12,17 +12,82 @@
  * their outputs in msprobe's autograd order (grad_fn_outputs). A .pt is what
  * torch.save writes for one plain tensor (a stored zip: data.pkl calling
  * torch._utils._rebuild_tensor_v2, data/0, version); a .npy is format 1.0,
- * bfloat16 written as float32 (msprobe's dtype field keeps bfloat16). */
+ * bfloat16 written as float32 (msprobe's dtype field keeps bfloat16).
+ *
+ * Nothing is written outside OUT, whatever OUT already holds: stepN, rankR
+ * and dump_tensor_data are made, or taken when they exist, one component at
+ * a time with no link followed (an existing link or non-directory there is
+ * refused), and every file is written through the directory descriptors so
+ * opened, to a temporary name made anew (O_EXCL, O_NOFOLLOW) and renamed over
+ * its own name: a link or a hard link already at that name is replaced, never
+ * written through. OUT itself is the user's to choose, link or not. */
 #include "msprobe/format.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zip.h>
+
+/* ---- where the files go -------------------------------------------------------- */
+
+/* Directory name under parent (shown: its path, for messages), made if it is
+ * not there, opened without following a link into *fd. */
+static msp_err msp_xdir(int parent, const char *name, const char *shown, int *fd)
+{
+    *fd = -1;
+    if (mkdirat(parent, name, 0777) != 0 && errno != EEXIST)
+        return msp_fail(MSP_ERR_IO, "export: cannot create %s: %s", shown, strerror(errno));
+    *fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (*fd >= 0)
+        return MSP_OK;
+    struct stat st;
+    int err = errno;
+    if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
+        return msp_fail(MSP_ERR_USAGE, "export: %s is a symbolic link: refused (export writes "
+                        "only inside -o and follows no link there; remove it, or export "
+                        "into an empty directory)", shown);
+    if (err == ENOTDIR || err == ELOOP)
+        return msp_fail(MSP_ERR_USAGE, "export: %s exists and is not a directory: refused",
+                        shown);
+    return msp_fail(MSP_ERR_IO, "export: cannot open %s: %s", shown, strerror(err));
+}
+
+/* What a file's bytes come from: fill writes them to f. */
+typedef msp_err (*msp_xfill_fn)(FILE *f, const char *shown, const void *ud);
+
+/* name in directory dfd (shown: the file's path, for messages), written by
+ * fill to a temporary name of its own, then renamed over name. */
+static msp_err msp_xput(int dfd, const char *name, const char *shown, msp_xfill_fn fill,
+                        const void *ud)
+{
+    char tmp[300];
+    snprintf(tmp, sizeof tmp, ".export.%ld.tmp", (long)getpid());
+    (void)unlinkat(dfd, tmp, 0); /* a stale one of a crashed run */
+    int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd < 0)
+        return msp_fail(MSP_ERR_IO, "export: cannot create %s: %s", shown, strerror(errno));
+    FILE *f = fdopen(fd, "wb");
+    msp_err rc = f ? fill(f, shown, ud)
+                   : msp_fail(MSP_ERR_IO, "export: cannot create %s: %s", shown, strerror(errno));
+    if (!f)
+        close(fd);
+    else if ((ferror(f) | fclose(f)) && !rc)
+        rc = msp_fail(MSP_ERR_IO, "export: cannot write %s: %s", shown,
+                      strerror(errno ? errno : EIO));
+    if (!rc && renameat(dfd, tmp, dfd, name) != 0)
+        rc = msp_fail(MSP_ERR_IO, "export: cannot write %s: %s", shown, strerror(errno));
+    if (rc)
+        (void)unlinkat(dfd, tmp, 0);
+    return rc;
+}
 
 /* ---- tensor files ---------------------------------------------------------- */
 
@@ -107,9 +172,16 @@ static const char *msp_storage_name(msp_dtype_t dt)
 }
 
 /* torch.save of one contiguous tensor: a zip with stored entries, as torch
- * writes it (torch.load and our fmt_pt.c read it). */
-static msp_err msp_write_pt(const char *path, const msp_tensor_info_t *t, const void *data)
+ * writes it (torch.load and our fmt_pt.c read it), as name in directory dfd
+ * (shown: its path). libzip takes a path: /proc/self/fd/DFD/name is that
+ * directory, whatever its path now leads to; libzip writes a temporary file
+ * beside name (mkstemp) and renames it over name, as msp_xput does. */
+static msp_err msp_write_pt(int dfd, const char *name, const char *shown,
+                            const msp_tensor_info_t *t, const void *data)
 {
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "/proc/self/fd/%d/%s", dfd, name) >= (int)sizeof path)
+        return msp_fail(MSP_ERR_IO, "export: cannot create %s: %s", shown, strerror(ENAMETOOLONG));
     msp_buf_t pk = {0};
     int64_t stride[MSP_MAX_NDIM];
     int64_t s = 1;
@@ -138,8 +210,7 @@ static msp_err msp_write_pt(const char *path, const msp_tensor_info_t *t, const 
         return msp_fail(MSP_ERR_NOMEM, "export: out of memory");
     }
     /* the zip's inner directory is the file's name, as torch.save names it */
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
+    const char *base = name;
     size_t bl = strlen(base);
     char dirname[256];
     snprintf(dirname, sizeof dirname, "%.*s", (int)(bl > 3 && !strcmp(base + bl - 3, ".pt")
@@ -149,24 +220,25 @@ static msp_err msp_write_pt(const char *path, const msp_tensor_info_t *t, const 
     zip_t *z = zip_open(path, ZIP_CREATE | ZIP_TRUNCATE, &zerr);
     if (!z) {
         msp_buf_free(&pk);
-        return msp_fail(MSP_ERR_IO, "export: cannot create %s (libzip error %d)", path, zerr);
+        return msp_fail(MSP_ERR_IO, "export: cannot create %s (libzip error %d)", shown, zerr);
     }
     struct { const char *name; const void *d; size_t n; } ent[3] = {
         {"data.pkl", pk.data, pk.len}, {"data/0", data, (size_t)t->nbytes}, {"version", "3\n", 2}};
     for (int i = 0; i < 3 && !rc; i++) {
-        char name[300];
-        snprintf(name, sizeof name, "%s/%s", dirname, ent[i].name);
+        char member[300];
+        snprintf(member, sizeof member, "%s/%s", dirname, ent[i].name);
         zip_source_t *src = zip_source_buffer(z, ent[i].d, ent[i].n, 0);
-        zip_int64_t idx = src ? zip_file_add(z, name, src, ZIP_FL_ENC_UTF_8) : -1;
+        zip_int64_t idx = src ? zip_file_add(z, member, src, ZIP_FL_ENC_UTF_8) : -1;
         if (idx < 0) {
             zip_source_free(src);
-            rc = msp_fail(MSP_ERR_IO, "export: %s: cannot add %s: %s", path, name, zip_strerror(z));
+            rc = msp_fail(MSP_ERR_IO, "export: %s: cannot add %s: %s", shown, member,
+                          zip_strerror(z));
         } else {
             zip_set_file_compression(z, (zip_uint64_t)idx, ZIP_CM_STORE, 0);
         }
     }
     if (!rc && zip_close(z) != 0) {
-        rc = msp_fail(MSP_ERR_IO, "export: cannot write %s: %s", path, zip_strerror(z));
+        rc = msp_fail(MSP_ERR_IO, "export: cannot write %s: %s", shown, zip_strerror(z));
         zip_discard(z);
     } else if (rc) {
         zip_discard(z);
@@ -176,8 +248,17 @@ static msp_err msp_write_pt(const char *path, const msp_tensor_info_t *t, const 
 }
 
 /* numpy.save, format 1.0; bfloat16 as float32. */
-static msp_err msp_write_npy(const char *path, const msp_tensor_info_t *t, const void *data)
+struct msp_xnpy {
+    const msp_tensor_info_t *t;
+    const void *data;
+};
+
+/* msp_xput's fill of a .npy: ud a struct msp_xnpy; f is closed by msp_xput. */
+static msp_err msp_fill_npy(FILE *f, const char *shown, const void *ud)
 {
+    const msp_tensor_info_t *t = ((const struct msp_xnpy *)ud)->t;
+    const void *data = ((const struct msp_xnpy *)ud)->data;
+    (void)shown;
     static const struct { msp_dtype_t dt; const char *descr; } map[] = {
         {MSP_DTYPE_FLOAT32, "<f4"}, {MSP_DTYPE_FLOAT16, "<f2"}, {MSP_DTYPE_BFLOAT16, "<f4"},
         {MSP_DTYPE_FLOAT64, "<f8"}, {MSP_DTYPE_INT8, "|i1"}, {MSP_DTYPE_INT16, "<i2"},
@@ -196,10 +277,6 @@ static msp_err msp_write_npy(const char *path, const msp_tensor_info_t *t, const
     int hl = snprintf(head, sizeof head, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }",
                       descr, shape);
     size_t total = 10 + (size_t)hl + 1, pad = (64 - total % 64) % 64;
-    msp_err rc = MSP_OK;
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return msp_fail(MSP_ERR_IO, "export: cannot create %s: %s", path, strerror(errno));
     uint16_t hlen = (uint16_t)((size_t)hl + pad + 1);
     unsigned char magic[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)hlen,
                                (unsigned char)(hlen >> 8)};
@@ -217,9 +294,7 @@ static msp_err msp_write_npy(const char *path, const msp_tensor_info_t *t, const
     } else {
         fwrite(data, 1, (size_t)t->nbytes, f);
     }
-    if (ferror(f) | fclose(f))
-        rc = msp_fail(MSP_ERR_IO, "export: cannot write %s: %s", path, strerror(errno ? errno : EIO));
-    return rc;
+    return MSP_OK; /* a failed write: ferror, which msp_xput checks */
 }
 
 /* ---- dump.json -------------------------------------------------------------- */
@@ -337,6 +412,7 @@ static void msp_xplace(cJSON *c, const char *rest, cJSON *v)
 typedef struct msp_xctx {
     msp_dump_file_t *f;
     const char *data_dir;
+    int data_fd; /* data_dir, opened by msp_xdir */
     int npy, with_data, md5;
     void *buf;
     size_t buf_size;
@@ -385,8 +461,10 @@ static msp_err msp_xtensor(msp_xctx_t *x, const msp_record_info_t *r, const msp_
     msp_err rc = msp_dump_read_tensor(x->f, r, t, x->buf, x->buf_size);
     if (!rc && !(path = msp_asprintf("%s/%s", x->data_dir, name)))
         rc = msp_fail(MSP_ERR_NOMEM, "export: out of memory");
+    struct msp_xnpy nd = {t, x->buf};
     if (!rc)
-        rc = x->npy ? msp_write_npy(path, t, x->buf) : msp_write_pt(path, t, x->buf);
+        rc = x->npy ? msp_xput(x->data_fd, name, path, msp_fill_npy, &nd)
+                    : msp_write_pt(x->data_fd, name, path, t, x->buf);
     free(path);
     if (!rc)
         cJSON_AddStringToObject(o, "data_name", name);
@@ -528,11 +606,19 @@ static void msp_xframes(cJSON *stacks)
     }
 }
 
-static msp_err msp_xwrite_json(const char *dir, const char *name, cJSON *j)
+static msp_err msp_fill_text(FILE *f, const char *shown, const void *ud)
+{
+    (void)shown;
+    fputs(ud, f);
+    return MSP_OK;
+}
+
+/* name in the rank directory rfd (dir: its path) holding j. */
+static msp_err msp_xwrite_json(int rfd, const char *dir, const char *name, cJSON *j)
 {
     char *text = cJSON_Print(j);
     char *path = msp_asprintf("%s/%s", dir, name);
-    msp_err rc = text && path ? msp_write_file_atomic(path, text, strlen(text))
+    msp_err rc = text && path ? msp_xput(rfd, name, path, msp_fill_text, text)
                               : msp_fail(MSP_ERR_NOMEM, "export: out of memory");
     free(text);
     free(path);
@@ -543,9 +629,10 @@ static msp_err msp_export_file(const char *in, int64_t step, int64_t rank, const
                                int npy)
 {
     msp_dump_file_t *f = NULL;
-    char *dir = NULL, *data_dir = NULL;
+    char *dir = NULL, *data_dir = NULL, *step_dir = NULL;
     cJSON *root = NULL, *stacks = NULL;
-    msp_xctx_t x = {0};
+    msp_xctx_t x = {.data_fd = -1};
+    int ofd = -1, sfd = -1, rfd = -1;
     msp_err rc = msp_dump_open(in, &f);
     if (rc)
         return rc;
@@ -558,7 +645,11 @@ static msp_err msp_export_file(const char *in, int64_t step, int64_t rank, const
         step = f->step >= 0 ? f->step : 0;
     if (rank < 0)
         rank = f->rank >= 0 ? f->rank : 0;
-    dir = msp_asprintf("%s/step%lld/rank%lld", out_dir, (long long)step, (long long)rank);
+    char sname[32], rname[32];
+    snprintf(sname, sizeof sname, "step%lld", (long long)step);
+    snprintf(rname, sizeof rname, "rank%lld", (long long)rank);
+    step_dir = msp_asprintf("%s/%s", out_dir, sname);
+    dir = step_dir ? msp_asprintf("%s/%s", step_dir, rname) : NULL;
     data_dir = dir ? msp_asprintf("%s/dump_tensor_data", dir) : NULL;
     if (!dir || !data_dir) {
         rc = msp_fail(MSP_ERR_NOMEM, "export: out of memory");
@@ -569,7 +660,14 @@ static msp_err msp_export_file(const char *in, int64_t step, int64_t rank, const
     x.npy = npy;
     x.with_data = !strcmp(f->task, "tensor");
     x.md5 = !strcmp(f->task, "md5");
-    if ((rc = msp_mkdirs(x.with_data ? data_dir : dir)))
+    if ((rc = msp_mkdirs(out_dir)))
+        goto cleanup;
+    if ((ofd = open(out_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+        rc = msp_fail(MSP_ERR_IO, "export: cannot open %s: %s", out_dir, strerror(errno));
+        goto cleanup;
+    }
+    if ((rc = msp_xdir(ofd, sname, step_dir, &sfd)) || (rc = msp_xdir(sfd, rname, dir, &rfd)) ||
+        (x.with_data && (rc = msp_xdir(rfd, "dump_tensor_data", data_dir, &x.data_fd))))
         goto cleanup;
     root = cJSON_CreateObject();
     stacks = cJSON_CreateObject();
@@ -599,9 +697,9 @@ static msp_err msp_export_file(const char *in, int64_t step, int64_t rank, const
         goto cleanup;
     msp_xframes(stacks);
     cJSON *construct = cJSON_CreateObject();
-    if (!(rc = msp_xwrite_json(dir, "dump.json", root)) &&
-        !(rc = msp_xwrite_json(dir, "stack.json", stacks)))
-        rc = msp_xwrite_json(dir, "construct.json", construct);
+    if (!(rc = msp_xwrite_json(rfd, dir, "dump.json", root)) &&
+        !(rc = msp_xwrite_json(rfd, dir, "stack.json", stacks)))
+        rc = msp_xwrite_json(rfd, dir, "construct.json", construct);
     cJSON_Delete(construct);
 cleanup:
     cJSON_Delete(root);
@@ -609,6 +707,11 @@ cleanup:
     free(x.buf);
     free(dir);
     free(data_dir);
+    free(step_dir);
+    const int fds[] = {ofd, sfd, rfd, x.data_fd};
+    for (size_t k = 0; k < sizeof fds / sizeof fds[0]; k++)
+        if (fds[k] >= 0)
+            close(fds[k]);
     msp_dump_close(f);
     return rc;
 }

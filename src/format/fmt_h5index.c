@@ -307,10 +307,8 @@ static msp_err msp_verify_row_dtype(hid_t d, hid_t ft, const msp_tensor_info_t *
 }
 
 /* One row against its dataset d (see msp_verify_index). */
-static msp_err msp_verify_row(msp_dump_file_t *f, hid_t d, const msp_tensor_info_t *t,
-                              const char *where)
+static msp_err msp_verify_row(hid_t d, const msp_tensor_info_t *t, const char *where)
 {
-    struct msp_h5_impl *im = msp_impl(f);
     int plain = 0;
     msp_err rc = t->has_data ? msp_check_storage(d, where, &plain) : MSP_OK;
     hid_t s = rc ? -1 : H5Dget_space(d), ft = rc ? -1 : H5Dget_type(d);
@@ -337,7 +335,7 @@ static msp_err msp_verify_row(msp_dump_file_t *f, hid_t d, const msp_tensor_info
                           H5Tget_size(ft));
         if (!rc && t->offset >= 0) {
             haddr_t a = H5Dget_offset(d);
-            if (!plain || a == HADDR_UNDEF || (int64_t)(a + im->userblock) != t->offset ||
+            if (!plain || a == HADDR_UNDEF || a != (haddr_t)t->offset ||
                 H5Dget_storage_size(d) != (hsize_t)t->nbytes)
                 rc = msp_fail(MSP_ERR_FORMAT, "%s: the row says %lld bytes at offset %lld, the "
                               "dataset's own storage differs", where, (long long)t->nbytes,
@@ -396,7 +394,7 @@ msp_err msp_verify_index(msp_dump_file_t *f)
             if (d < 0)
                 continue; /* statistics only: the row is all there is */
             n_sets++;
-            rc = msp_verify_row(f, d, t, where);
+            rc = msp_verify_row(d, t, where);
             H5Dclose(d);
         }
         if (!rc && g < 0 && n_data)

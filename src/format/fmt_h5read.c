@@ -285,11 +285,6 @@ static msp_err msp_open_locked(msp_dump_file_t *f)
         H5Pclose(fapl);
     if (rc)
         return rc;
-    hid_t fcpl = H5Fget_create_plist(im->file);
-    if (fcpl >= 0) {
-        H5Pget_userblock(fcpl, &im->userblock);
-        H5Pclose(fcpl);
-    }
     rc = msp_root_attrs(f);
     if (!rc)
         rc = msp_load_attrs(f);

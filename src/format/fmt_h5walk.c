@@ -165,8 +165,11 @@ static msp_err msp_walk_offset(hid_t d, msp_dump_file_t *f, msp_tensor_info_t *t
         H5Eclear2(H5E_DEFAULT);
         return MSP_OK; /* never written: H5Dread returns the fill value */
     }
-    int64_t off = (int64_t)(a + im->userblock);
-    if (off >= 0 && off <= im->file_size - t->nbytes)
+    /* H5Dget_offset is already a file offset: libhdf5 adds the superblock's
+     * base address (a user block, or bytes before the signature), which the
+     * dataset's own address is relative to. */
+    int64_t off = (int64_t)a;
+    if (a <= (haddr_t)INT64_MAX && off <= im->file_size - t->nbytes)
         t->offset = off;
     return MSP_OK;
 }

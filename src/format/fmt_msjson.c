@@ -13,7 +13,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MSP_MS_JSON_MAX ((size_t)1 << 31)
 #define MSP_MS_DEPTH_MAX 512
 
 /* Python's json writes NaN, Infinity and -Infinity bare; cJSON refuses
@@ -55,6 +54,33 @@ static char *msp_ms_quote_specials(const char *in, size_t len)
     }
     *o = '\0';
     return out;
+}
+
+/* ---- caps ------------------------------------------------------------------ */
+
+/* A positive whole number from the environment variable name, else dflt. */
+static uint64_t msp_ms_env_cap(const char *name, uint64_t dflt, uint64_t most)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return dflt;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (errno || *end || n == 0 || v[0] == '-')
+        return dflt;
+    return n > most ? most : (uint64_t)n;
+}
+
+uint64_t msp_ms_json_max_bytes(void)
+{
+    return msp_ms_env_cap("MSPROBE_DUMP_JSON_MAX_MB", MSP_MS_JSON_MAX_MB, (uint64_t)1 << 24) << 20;
+}
+
+size_t msp_ms_max_records(void)
+{
+    return (size_t)msp_ms_env_cap("MSPROBE_DUMP_JSON_MAX_RECORDS", MSP_MS_MAX_RECORDS,
+                                  (uint64_t)SIZE_MAX / 1024);
 }
 
 /* ---- the files of a rank directory --------------------------------------- */
@@ -99,9 +125,17 @@ msp_err msp_ms_slurp(const char *path, char **text, size_t *len)
     uint64_t size = 0;
     *text = NULL;
     *len = 0;
-    msp_err rc = msp_ms_open_file(AT_FDCWD, path, path, MSP_MS_JSON_MAX, &fd, &size);
+    uint64_t cap = msp_ms_json_max_bytes();
+    msp_err rc = msp_ms_open_file(AT_FDCWD, path, path, UINT64_MAX, &fd, &size);
     if (rc)
         return rc;
+    if (size > cap) { /* said before a byte is read: the size alone decides */
+        close(fd);
+        return msp_fail(MSP_ERR_LIMIT, "file %s: %llu bytes, more than the %llu MiB a JSON file "
+                        "of a msprobe dump may take: refused (MSPROBE_DUMP_JSON_MAX_MB raises "
+                        "the limit)", path, (unsigned long long)size,
+                        (unsigned long long)(cap >> 20));
+    }
     char *buf = malloc((size_t)size + 1);
     size_t n = 0;
     if (!buf)
@@ -246,6 +280,42 @@ int msp_js_members(struct msp_js *s, msp_js_member_fn fn, void *ud, msp_err *rc)
             return 0;
         }
         return 1;
+    }
+}
+
+long long msp_js_count_members(struct msp_js *s)
+{
+    msp_js_ws(s);
+    if (s->p >= s->end || *s->p != '{')
+        return -1;
+    s->p++;
+    msp_js_ws(s);
+    if (s->p < s->end && *s->p == '}') {
+        s->p++;
+        return 0;
+    }
+    s->depth++;
+    for (long long n = 1;; n++) {
+        msp_js_ws(s);
+        if (msp_js_string(s))
+            return -1;
+        msp_js_ws(s);
+        if (s->p >= s->end || *s->p != ':')
+            return -1;
+        s->p++;
+        if (msp_js_value(s))
+            return -1;
+        msp_js_ws(s);
+        if (s->p < s->end && *s->p == ',') {
+            s->p++;
+            continue;
+        }
+        if (s->p < s->end && *s->p == '}') {
+            s->p++;
+            s->depth--;
+            return n;
+        }
+        return -1;
     }
 }
 

@@ -18,7 +18,20 @@
  * bytes. shown names it in messages. */
 msp_err msp_ms_open_file(int dirfd, const char *name, const char *shown, uint64_t cap,
                          int *fd_out, uint64_t *size);
-/* A JSON file of the dump (path) read whole, checked as above. */
+/* The caps on what a msprobe dump directory may make the reader hold
+ * (msprobe-dump(5), "MSPROBE'S OWN DIRECTORIES"): bytes of one JSON file
+ * (dump.json, stack.json, construct.json), read whole, and records of
+ * dump.json's "data", each of which becomes a catalogue entry. Defaults
+ * MSP_MS_JSON_MAX_MB and MSP_MS_MAX_RECORDS; the environment variables
+ * MSPROBE_DUMP_JSON_MAX_MB and MSPROBE_DUMP_JSON_MAX_RECORDS (a positive
+ * whole number) replace them. */
+#define MSP_MS_JSON_MAX_MB 1024
+#define MSP_MS_MAX_RECORDS 200000
+uint64_t msp_ms_json_max_bytes(void);
+size_t msp_ms_max_records(void);
+
+/* A JSON file of the dump (path) read whole, checked as above, its size at
+ * most msp_ms_json_max_bytes(). */
 msp_err msp_ms_slurp(const char *path, char **text, size_t *len);
 
 /* Checks one JSON value's structure and steps over it without building it:
@@ -38,6 +51,10 @@ void msp_js_ws(struct msp_js *s);
 typedef msp_err (*msp_js_member_fn)(const char *key, const char *end, const char *value,
                                     void *ud);
 int msp_js_members(struct msp_js *s, msp_js_member_fn fn, void *ud, msp_err *rc);
+/* How many members the object at s->p has, its structure checked as
+ * msp_js_members does, nothing built; s->p moves past it. -1: not an object
+ * or malformed. */
+long long msp_js_count_members(struct msp_js *s);
 
 /* The member key..end as an object of its own, {"key": value}, parsed (NaN
  * and friends quoted first): the tree of one member only. NULL when it does

@@ -211,8 +211,17 @@ static msp_err msp_ms_top_member(const char *key, const char *end, const char *v
     const char *nm = cJSON_IsString(name) ? name->valuestring : "";
     msp_err rc = MSP_OK;
     if (strcmp(nm, "data") == 0) {
+        /* counted before a record is built: a dump.json of more records
+         * than the cap is refused with the memory of its text alone */
+        struct msp_js c = {value, end, 0};
+        long long n = msp_js_count_members(&c);
+        size_t cap = msp_ms_max_records();
         if (L->saw_data++) {
             rc = msp_fail(MSP_ERR_FORMAT, "file %s: two \"data\" objects", L->f->path);
+        } else if (n > 0 && (unsigned long long)n > cap) {
+            rc = msp_fail(MSP_ERR_LIMIT, "file %s: %lld records in \"data\", more than the %zu "
+                          "a dump.json may hold: refused (MSPROBE_DUMP_JSON_MAX_RECORDS raises "
+                          "the limit)", L->f->path, n, cap);
         } else {
             struct msp_js d = {value, end, 0};
             if (msp_js_members(&d, msp_ms_data_member, L, &rc) && !rc)

@@ -443,6 +443,19 @@ class RejectsInvalidConfigs(ConfigCase):
         self.assertEqual((rc, got["error"]), (2, "IO"))
         self.assertIn("d.json", got["detail"])
 
+    def test_fifo_and_device_are_refused_without_blocking(self):
+        # the loader the shim runs in every training process (issue 37): a
+        # FIFO as msprobe.json blocked it forever
+        fifo = os.path.join(self.tmp.name, "fifo.json")
+        os.mkfifo(fifo)
+        for path, kind in ((fifo, "a FIFO"), ("/dev/zero", "a device")):
+            r = subprocess.run([PARSED, path], cwd=self.tmp.name, capture_output=True, text=True,
+                               timeout=20)
+            got = dict(l.partition("=")[::2] for l in r.stdout.splitlines())
+            self.assertEqual((r.returncode, got.get("error")), (2, "USAGE"), got)
+            self.assertEqual(got["detail"].split(" (")[0], path + ": not a regular file")
+            self.assertIn(kind, got["detail"])
+
     def test_file_over_16_mib_is_refused(self):
         text = '{"dump": {}}' + " " * (16 * 1024 * 1024)
         self.assertRejects(text, F + ": larger than 16 MiB; not a msprobe.json")

@@ -205,15 +205,23 @@ def write_index(f, producers):
 
 
 def write_dump(path, records, task="tensor", step=0, rank=0, world_size=1, dump_mode="mix",
-               with_stats=True, stats_only=False, producers=None, index=False):
+               with_stats=True, stats_only=False, producers=None, index=False, userblock=b""):
     """records: list of (name, order, {role: tensor}), written in list order.
     with_stats=False leaves out the max/min/mean/norm/nan_count/inf_count/crc32
     attributes; stats_only: see write_tensor. producers: {(record, role):
     "RECORD/ROLE"} written as the tensor's 'producer' attribute, or, with
-    index=True, only as the /index column (the reader takes /index first)."""
+    index=True, only as the /index column (the reader takes /index first).
+    userblock: bytes put in an HDF5 user block (h5py's userblock_size, the
+    next power of two from 512 that holds them) at the start of the file;
+    every HDF5 address then counts from its end."""
     producers = producers or {}
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with h5py.File(path, "w") as f:
+    ub = 0
+    if userblock:
+        ub = 512
+        while ub < len(userblock):
+            ub *= 2
+    with h5py.File(path, "w", **({"userblock_size": ub} if ub else {})) as f:
         f.attrs["format"] = "msprobe-dump"
         f.attrs["format_version"] = np.int64(1)
         f.attrs["framework"] = "pytorch"
@@ -232,3 +240,6 @@ def write_dump(path, records, task="tensor", step=0, rank=0, world_size=1, dump_
                     g[role].attrs["producer"] = producers[(name, role)]
         if index:
             write_index(f, producers)
+    if ub:
+        with open(path, "r+b") as fh:
+            fh.write(userblock)

@@ -214,6 +214,130 @@ class OneRank(unittest.TestCase):
             self.assertIn(want, se)
 
 
+class StatisticsThatLie(unittest.TestCase):
+    """The counts and statistics stored beside a tensor are the file's claims
+    (issue 37, item 3): where the dump holds the data, the data decides; a
+    statistics-only dump's counts that cannot be true refuse the file."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="msp-ovf-lie-")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def path(self, *p):
+        return os.path.join(self.dir, *p)
+
+    def test_all_nan_data_whose_nan_count_says_0_is_still_the_origin(self):
+        x = ones()
+        nan = np.full(4, np.nan, F32)
+        d = dump(self.path("d.h5"), [
+            ("Torch.add.0.forward", {"input.0": x, "output.0": x}),
+            ("Torch.mul.0.forward", {"input.0": x, "output.0": nan}),
+        ])
+        with h5py.File(d, "r+") as f:  # every claim says finite
+            a = f["Torch.mul.0.forward/output.0"].attrs
+            a["nan_count"] = np.int64(0)
+            for k in ("max", "min", "mean", "norm"):
+                a[k] = np.float64(1.0)
+        rc, so, se = run("-i", d, "-o", self.path("out"))
+        self.assertEqual(rc, 1, so + se)
+        line = origin_line(so)
+        self.assertIn("rank 0 Torch.mul.0.forward (#1 in execution order)", line)
+        self.assertIn("(output.0: %d NaN, 0 Inf of %d)" % (int(np.isnan(nan).sum()), nan.size), line)
+        out = report(self.path("out"))["rank_0"][0]["data_info"]["output"][0]
+        self.assertEqual((out["nan_count"], out["Max"]), (int(np.isnan(nan).sum()), "nan"))
+
+    def test_inf_count_beyond_the_element_count_names_no_origin_when_data_is_there(self):
+        x = ones()
+        d = dump(self.path("d.h5"), [
+            ("Torch.add.0.forward", {"input.0": x, "output.0": x}),
+            ("Torch.mul.0.forward", {"input.0": x, "output.0": x * 2}),
+        ])
+        with h5py.File(d, "r+") as f:
+            f["Torch.mul.0.forward/output.0"].attrs["inf_count"] = np.int64(2 ** 62)
+        self.assertTrue(np.isfinite(x * 2).all())
+        rc, so, se = run("-i", d, "-o", self.path("out"))
+        self.assertEqual((rc, so), (0, "Cannot find any anomaly node, no need to generate "
+                                        "analyze file.\n"), se)
+
+    def test_statistics_dump_with_a_count_beyond_the_element_count_is_refused(self):
+        x = ones()
+        d = dump(self.path("d.h5"), [
+            ("Torch.add.0.forward", {"input.0": x, "output.0": x}),
+            ("Torch.mul.0.forward", {"input.0": x, "output.0": x * 2}),
+        ], stats_only=True)
+        with h5py.File(d, "r+") as f:
+            self.assertIsNone(f["Torch.mul.0.forward/output.0"].shape)
+            f["Torch.mul.0.forward/output.0"].attrs["inf_count"] = np.int64(2 ** 62)
+        rc, so, se = run("-i", d, "-o", self.path("out"))
+        self.assertEqual((rc, so), (2, ""), se)
+        for want in (d, "Torch.mul.0.forward", "output.0", "inf_count %d" % 2 ** 62,
+                     "for %d elements" % x.size, "refused"):
+            self.assertIn(want, se)
+        self.assertFalse(os.path.exists(self.path("out")))
+
+    def test_nan_counted_in_an_integer_statistics_tensor_is_refused(self):
+        d = dump(self.path("d.h5"), [
+            ("Torch.argmax.0.forward", {"input.0": ones(), "output.0": np.array([3, 1], np.int64)}),
+        ], stats_only=True)
+        with h5py.File(d, "r+") as f:
+            f["Torch.argmax.0.forward/output.0"].attrs["nan_count"] = np.int64(1)
+        rc, _, se = run("-i", d, "-o", self.path("out"))
+        self.assertEqual(rc, 2, se)
+        self.assertIn("Torch.argmax.0.forward: output.0", se)
+        self.assertIn("integer tensor", se)
+
+    def test_a_lying_rank_is_skipped_and_the_honest_one_still_analysed(self):
+        x = np.array([-1.0, 4.0], F32)
+        with np.errstate(invalid="ignore"):
+            y = np.sqrt(x)
+        step = self.path("step0")
+        dump(os.path.join(step, "rank0", "dump.h5"),
+             [("Torch.sqrt.0.forward", {"input.0": x, "output.0": y})], stats_only=True)
+        liar = dump(os.path.join(step, "rank1", "dump.h5"),
+                    [("Torch.add.0.forward", {"input.0": x, "output.0": x})], rank=1,
+                    stats_only=True)
+        with h5py.File(liar, "r+") as f:
+            f["Torch.add.0.forward/output.0"].attrs["nan_count"] = np.int64(x.size + 1)
+        rc, so, se = run("-i", step, "-o", self.path("out"))
+        self.assertEqual(rc, 1, so + se)
+        self.assertIn("origin: step 0 rank 0 Torch.sqrt.0.forward", so)
+        self.assertIn("skipped %s" % liar, se)
+        self.assertIn("nan_count %d" % (x.size + 1), se)
+
+    def test_data_that_fails_its_crc32_is_refused(self):
+        x = ones()
+        d = dump(self.path("d.h5"), [("Torch.mul.0.forward", {"input.0": x, "output.0": x})])
+        with h5py.File(d, "r+") as f:  # the data changed after the dump, the crc32 did not
+            f["Torch.mul.0.forward/output.0"][0] = np.float32(np.inf)
+        rc, _, se = run("-i", d, "-o", self.path("out"))
+        self.assertEqual(rc, 2, se)
+        self.assertIn("Torch.mul.0.forward: output.0: tensor data fails its CRC-32", se)
+
+    def test_msprobe_tensor_dir_whose_max_and_min_hide_nan_data(self):
+        import torch
+        import msprobe_layout
+        x = torch.tensor([1.0, 2.0, 3.0])
+        y = torch.full((3,), float("nan"))
+        rdir = msprobe_layout.write(self.dir, [
+            ("Torch.relu.0.forward", {"input_args": [x], "output": [x]}),
+            ("Torch.mul.0.forward", {"input_args": [x], "output": [y]}),
+        ], task="tensor")
+        path = os.path.join(rdir, "dump.json")
+        with open(path) as f:
+            doc = json.load(f)
+        out = doc["data"]["Torch.mul.0.forward"]["output"][0]
+        self.assertTrue(os.path.exists(os.path.join(rdir, "dump_tensor_data", out["data_name"])))
+        out.update(Max=3.0, Min=1.0, Mean=2.0, Norm=3.7)
+        with open(path, "w") as f:
+            json.dump(doc, f)
+        rc, so, se = run("-i", os.path.join(self.dir, "step0"), "-o", self.path("out"))
+        self.assertEqual(rc, 1, so + se)
+        self.assertIn("rank 0 Torch.mul.0.forward", origin_line(so))
+        self.assertIn("%d NaN" % int(torch.isnan(y).sum()), origin_line(so))
+
+
 class MsprobeLayout(unittest.TestCase):
     def test_msprobe_dump_json_dirs_are_read_and_construct_and_stack_carried(self):
         import torch

@@ -5,7 +5,8 @@ symbolic link out of it, no '/' or '..' in a data_name, no FIFO or device),
 so nothing outside the dump is ever read, nothing blocks, and a bad data file
 is an error naming it rather than a quiet fall-back to statistics;
 matching stack.json and construct.json to 100,000 records is quick; the
-reader's memory stays a small multiple of dump.json, not twenty times it.
+reader's memory stays a small multiple of dump.json, not twenty times it;
+dump.json's records and every JSON file's size are capped (issue 37).
 
 Dumps are written with tests/lib/msprobe_layout.py (torch.save, json)."""
 import json
@@ -208,6 +209,113 @@ class Scale(unittest.TestCase):
         # of JSON) and the program: was 22-26 times the file
         self.assertLess(peak, 6 * size + (48 << 20), "peak RSS %d for a %d-byte dump.json"
                         % (peak, size))
+
+
+def peak_rss(*args, env=None):
+    """(exit status, stderr, peak RSS in bytes) of msprobe ARGS, measured from
+    a small Python of its own (-S, no torch): RUSAGE_CHILDREN there is
+    msprobe's alone, not the image of this process it would be forked from."""
+    probe = ("import os, resource, subprocess, sys\n"
+             "p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, "
+             "stderr=subprocess.PIPE, text=True)\n"
+             "sys.stderr.write(p.stderr)\n"
+             "print(p.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
+    p = subprocess.run([sys.executable, "-S", "-c", probe, BIN, *args], capture_output=True,
+                       text=True, timeout=60, env=env)
+    rc, maxrss = map(int, p.stdout.split())
+    return rc, p.stderr, maxrss * 1024
+
+
+class Caps(unittest.TestCase):
+    """A dump.json of too many records, or a JSON file of the dump over its
+    size cap, is refused at once, with an error naming the file, the count
+    and the limit, before the reader spends memory on it (issue 37, item 3:
+    1,000,000 records took compare 588 s and 7.35 GB). The limits are
+    documented in msprobe-dump(5); the environment variables there raise
+    them."""
+
+    MAX_RECORDS = 200_000   # msprobe-dump(5)
+    MAX_MB = 1024           # msprobe-dump(5)
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.rdir = os.path.join(self.tmp.name, "step0", "rank0")
+        os.makedirs(self.rdir)
+        self.json = os.path.join(self.rdir, "dump.json")
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def write_records(self, n):
+        # the smallest records there are: the text, not the records, is what
+        # the reader may hold before it refuses
+        with open(self.json, "w") as f:
+            f.write('{"task": "statistics", "level": "L1", "framework": "pytorch", "data": {')
+            f.write(",".join('"Torch.add.%d.forward": {}' % i for i in range(n)))
+            f.write("}}")
+        return os.path.getsize(self.json)
+
+    def env(self, **kv):
+        e = dict(os.environ)
+        e.update({k: str(v) for k, v in kv.items()})
+        return e
+
+    def test_more_records_than_the_cap_are_refused_at_once_naming_count_and_limit(self):
+        n = self.MAX_RECORDS + 1
+        size = self.write_records(n)
+        rc, err, peak = peak_rss("ls", self.json)
+        self.assertEqual(rc, 2, err)
+        for want in (self.json, "%d records" % n, "more than the %d" % self.MAX_RECORDS,
+                     "MSPROBE_DUMP_JSON_MAX_RECORDS"):
+            self.assertIn(want, err)
+        # the text and the program, no catalogue: building the 200,001 records
+        # first took 36 MB here against 13 (ASan's quarantine and shadow: no measure)
+        if not SANITIZED:
+            self.assertLess(peak, 2 * size + (16 << 20), "peak RSS %d for a %d-byte dump.json"
+                            % (peak, size))
+        p = run("compare", "-b", self.rdir, "-c", self.rdir, "-o",
+                os.path.join(self.tmp.name, "out"))
+        self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+        self.assertIn("%d records" % n, p.stderr)
+
+    def test_the_record_cap_is_raised_and_lowered_by_its_variable(self):
+        n = self.MAX_RECORDS + 1
+        self.write_records(n)
+        p = subprocess.run([BIN, "ls", self.json], capture_output=True, text=True, timeout=60,
+                           env=self.env(MSPROBE_DUMP_JSON_MAX_RECORDS=n))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("records=%d" % n, p.stdout)
+        self.write_records(11)
+        p = subprocess.run([BIN, "ls", self.json], capture_output=True, text=True, timeout=60,
+                           env=self.env(MSPROBE_DUMP_JSON_MAX_RECORDS=10))
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("11 records in \"data\", more than the 10", p.stderr)
+
+    def test_json_files_over_the_size_cap_are_refused_before_they_are_read(self):
+        self.write_records(3)
+        over = (self.MAX_MB << 20) + 1
+        for name in ("dump.json", "stack.json", "construct.json"):
+            with self.subTest(file=name):
+                path = os.path.join(self.rdir, name)
+                with open(path, "ab") as f:  # sparse: no disk, 1 GiB + 1 byte of size
+                    f.truncate(over)
+                try:
+                    rc, err, peak = peak_rss("ls", self.rdir)
+                finally:
+                    os.unlink(path)
+                    self.write_records(3)
+                self.assertEqual(rc, 2, err)
+                self.assertIn("file %s: %d bytes, more than the %d MiB" % (path, over, self.MAX_MB),
+                              err)
+                self.assertIn("MSPROBE_DUMP_JSON_MAX_MB", err)
+                if not SANITIZED:  # a 1 GiB read would show whatever ASan adds
+                    self.assertLess(peak, 64 << 20, "peak RSS %d: the file was read" % peak)
+        # a lower cap refuses a small file the same way
+        size = self.write_records(100_000)
+        p = subprocess.run([BIN, "ls", self.json], capture_output=True, text=True, timeout=60,
+                           env=self.env(MSPROBE_DUMP_JSON_MAX_MB=1))
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("%d bytes, more than the 1 MiB" % size, p.stderr)
 
 
 if __name__ == "__main__":
