@@ -194,6 +194,8 @@ msp_err msp_cc_pack_write(const char *zip_path, const msp_cc_member_t *members, 
         return msp_fail(MSP_ERR_NOMEM, "out of memory");
     if (!(rc = msp_cc_zip_members(zip_path, tmp, members, n)))
         rc = msp_atomic_commit(tmp, zip_path);
+    else
+        msp_atomic_discard(tmp);
     free(tmp);
     return rc;
 }
@@ -226,6 +228,7 @@ msp_err msp_cc_pack_write_new(const char *want, const msp_cc_member_t *members, 
     if (!tmp)
         return msp_fail(MSP_ERR_NOMEM, "out of memory");
     if ((rc = msp_cc_zip_members(want, tmp, members, n))) {
+        msp_atomic_discard(tmp);
         free(tmp);
         return rc;
     }
@@ -247,8 +250,7 @@ msp_err msp_cc_pack_write_new(const char *want, const msp_cc_member_t *members, 
     if (!rc && !*chosen)
         rc = msp_fail(MSP_ERR_IO, "cannot write %s: it and %.*s-1 to -999 exist already", want,
                       (int)stem, want);
-    if (rc)
-        unlink(tmp);
+    msp_atomic_discard(tmp); /* removed on failure; once claimed, gone already */
     free(tmp);
     return rc;
 }
