@@ -59,9 +59,12 @@ cJSON *msp_cc_env_json(char *const *envp)
             continue;
         }
         cJSON *item;
-        char *stored = NULL;
-        if (msp_cc_key_is_secret(key) || msp_cc_value_is_secret(val)) {
-            if (!(stored = msp_cc_secret_stored(val))) {
+        int secret = 0;
+        /* whole (by key, or when secrets are all of it) or the secrets inside
+         * replaced by tags, the rest kept (msp_cc_redact_value) */
+        char *stored = msp_cc_redact_checked(key, val, &secret);
+        if (secret) {
+            if (!stored) {
                 free(key);
                 goto fail;
             }
