@@ -33,22 +33,44 @@ void msp_cc_sha256_hex(msp_cc_sha256_t *s, char hex[65]);
  * it holds a secret: TOKEN, SECRET, PASSWORD, KEY, CREDENTIAL, AUTH, DSN,
  * WEBHOOK, DB_URL, ... anywhere, or PASS, PAT, PW, PIN, CRED as a whole word. */
 int msp_cc_key_is_secret(const char *key);
-/* 1 if a value looks secret whatever its name: a URL with a password or a
- * token as userinfo, a credential query parameter or a webhook path; a known
- * token prefix (ghp_, github_pat_, glpat-, xox?-, AKIA, sk-, hf_, ...); a JWT;
- * a private key; "Bearer X"; a run of >= 20 mixed-case letters and digits
- * with near-random entropy. */
+/* 1 if a value holds a secret whatever its name (msprobe-config_check(1),
+ * SECRETS): a URL with a password or a token as userinfo, a credential query
+ * parameter or a webhook path; user:password@host; a name=value pair whose
+ * name says secret; "password x", "login user / x"; Authorization, Bearer and
+ * Basic credentials; a known token prefix (ghp_, github_pat_, glpat-, xox?-,
+ * AKIA, sk-, hf_, ...); a JWT; a private key; a run of >= 20 mixed-case
+ * letters and digits with near-random entropy or of >= 32 hex digits; the
+ * argument an option of a command line hides; a value argv made secret. */
 int msp_cc_value_is_secret(const char *val);
 
 #define MSP_CC_SECRET_UNSTORED "<secret: not stored>"
 #define MSP_CC_SECRET_HMAC "hmac-sha256:"
+/* A secret inside free text: "<secret hmac-sha256:" 16 hex digits ">", or
+ * MSP_CC_SECRET_UNSTORED without a salt, in its place. */
+#define MSP_CC_SECRET_TAG_HMAC "<secret hmac-sha256:"
 enum { MSP_CC_SECRET_NONE = 0, MSP_CC_SECRET_NOT_STORED = 1, MSP_CC_SECRET_HASHED = 2 };
 
 /* What a pack stores for a secret value (malloc'd): MSP_CC_SECRET_UNSTORED,
  * or with MSPROBE_SECRET_SALT set "hmac-sha256:<hex of HMAC(salt, value)>". */
 char *msp_cc_secret_stored(const char *val);
-/* msp_cc_secret_stored(val) if key or val looks secret, else NULL. */
+/* What a pack stores for a value (malloc'd), or NULL to store it as it is:
+ * msp_cc_secret_stored(val) when key looks secret, or when the secrets found
+ * in val cover all of it; else, when val holds secrets (msp_cc_value_is_secret),
+ * val with each one replaced by its tag (MSP_CC_SECRET_TAG_HMAC) and the rest
+ * kept, so that "login admin / hunter2 on the cluster" is packed as "login
+ * admin / <secret hmac-sha256:...> on the cluster". A value already in a
+ * stored form, or whose only secrets are tags, gives NULL (never masked
+ * twice). key may be NULL; a key naming an identifier (GIT_COMMIT, MODEL_SHA)
+ * keeps its hex and random-looking runs. */
 char *msp_cc_redact_value(const char *key, const char *val);
+/* For a stored text: MSP_CC_SECRET_NONE when it holds no tag (or is a whole
+ * stored form: msp_cc_secret_kind), _HASHED when every tag is a keyed hash,
+ * _NOT_STORED when one is not. */
+int msp_cc_secret_masked(const char *s);
+/* A stored value as a report shows it (malloc'd; NULL for NULL): "<secret>"
+ * for a whole stored form, the text with each tag as "<secret>", or the text
+ * itself. Never a hash. */
+char *msp_cc_secret_shown(const char *s);
 /* "none", or a keyed fingerprint of MSPROBE_SECRET_SALT (16 hex digits of
  * HMAC(salt, "msprobe salt id")) so two packs tell whether their salts agree. */
 char *msp_cc_salt_id(void);
@@ -58,8 +80,10 @@ int msp_cc_salt_in_use(void);
 /* MSP_CC_SECRET_NONE, _NOT_STORED (also the old "<hidden>") or _HASHED
  * (also an old pack's "sha256:" value). */
 int msp_cc_secret_kind(const char *stored);
-/* For two stored values (NULL = unset) of which one is a secret: "same",
- * "differs" or "not compared"; NULL when neither is a secret. */
+/* For two stored values (NULL = unset) of which one is a secret or holds a
+ * tag: "same", "differs" or "not compared"; NULL when neither does. Texts
+ * with tags differ when their readable parts differ, are the same when all
+ * of them, tags included, are equal keyed hashes, else are not compared. */
 const char *msp_cc_secret_verdict(const char *b, const char *c);
 /* In place: every string whose key (object member) or value looks secret,
  * and every number under a secret-looking key, becomes its stored form. */
@@ -71,8 +95,9 @@ cJSON *msp_cc_redact_argv(const char *const *argv, size_t n);
 
 /* The env member for `envp` (a NULL-terminated "K=V" array, e.g. environ):
  * {"salt": "none"|"MSPROBE_SECRET_SALT", "salt_id": ..., "hashed_keys": [...],
- * "vars": {K: V}}. Secret values (by key or by value) are stored as
- * msp_cc_secret_stored gives them; MSPROBE_SECRET_SALT itself is never stored.
+ * "vars": {K: V}}. Values are stored as msp_cc_redact_value gives them
+ * (whole, or with the secrets inside replaced by tags), and their keys listed
+ * in hashed_keys; MSPROBE_SECRET_SALT itself is never stored.
  * Returns NULL on OOM. */
 cJSON *msp_cc_env_json(char *const *envp);
 

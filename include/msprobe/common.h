@@ -111,10 +111,16 @@ msp_err msp_read_file(const char *path, size_t max_bytes, char **out, size_t *le
  * path (hidden, and on the same filesystem so the rename is atomic; malloc'd,
  * NULL on out of memory); msp_atomic_commit renames it over path, removing
  * it if that fails; msp_atomic_discard removes it after a failed write
- * (NULL-safe). */
+ * (NULL-safe), or forgets it once it was moved into place another way.
+ * Every name ends in exactly one commit or discard. */
 char *msp_atomic_tmp_name(const char *path);
 msp_err msp_atomic_commit(const char *tmp, const char *path);
 void msp_atomic_discard(const char *tmp);
+/* Removes every temp file of a name msp_atomic_tmp_name gave that is not
+ * committed or discarded yet (up to 16 at once). Async-signal-safe (it only
+ * calls unlink): for a handler that ends the process on SIGTERM, so a stopped
+ * command leaves no ".<name>.tmp.<pid>" behind. */
+void msp_atomic_unlink_pending(void);
 /* The whole of data written to path that way. */
 msp_err msp_write_file_atomic(const char *path, const void *data, size_t len);
 /* 1 if path is a directory, 0 otherwise. */

@@ -5,6 +5,9 @@
  *   2  usage error, or bad input (missing path, malformed file, bad config)
  *   3  compare: the report is written but incomplete or contradicted (a step
  *      could not be read, or tensor data fails its stored CRC-32)
+ *   4  compare under MPI: a process of the launch sent no sign of life for
+ *      --mpi-timeout seconds; the launch is ended
+ *   128+N  ended by signal N (SIGTERM, SIGINT, SIGHUP): cli_signal.c
  */
 #ifndef MSPROBE_CLI_H
 #define MSPROBE_CLI_H
@@ -18,6 +21,7 @@
 #define MSP_EXIT_FAIL 1
 #define MSP_EXIT_USAGE 2
 #define MSP_EXIT_INCOMPLETE 3
+#define MSP_EXIT_PEER 4
 
 typedef struct msp_cli_ctx {
     const char *framework; /* from -f; "pytorch" */
@@ -32,12 +36,41 @@ int msp_cmd_compare(msp_cli_ctx_t *ctx, int argc, char **argv);
 
 struct msp_compare_net;
 /* The network of this MPI launch (MPI started here), or NULL when no MPI
- * launcher started this process or msprobe was built without MPI. */
-const struct msp_compare_net *msp_cli_mpi_start(int *argc, char ***argv);
-/* Ends MPI if started; returns process 0's exit status on every process. */
+ * launcher started this process or msprobe was built without MPI. Its
+ * exchanges end, naming the process, once a process they need has sent no
+ * sign of life for timeout seconds (0: they wait forever). */
+const struct msp_compare_net *msp_cli_mpi_start(int *argc, char ***argv, double timeout);
+/* 1 once an exchange found a process silent: the error says which, every
+ * process that found it prints it, and msp_cli_mpi_finish ends the launch. */
+int msp_cli_mpi_broken(void);
+/* Ends MPI if started; returns process 0's exit status on every process. If
+ * a process fell silent it ends the launch instead (MPI_Abort with
+ * MSP_EXIT_PEER) and does not return. */
 int msp_cli_mpi_finish(int code);
 /* 1 when built with MPI. */
 int msp_cli_mpi_built(void);
+/* ---- stopped by a signal (cli_signal.c) ------------------------------------ */
+
+/* What became of the report when a signal ends the command. */
+enum {
+    MSP_STOP_NO_REPORT = 0, /* nothing written yet */
+    MSP_STOP_WRITING,       /* reports being written: some may be there, the rest not */
+    MSP_STOP_WRITTEN,       /* every report written */
+    MSP_STOP_OTHERS_WRITE   /* under MPI, a process other than 0: it writes none */
+};
+/* From now on SIGTERM, SIGINT and SIGHUP (those not ignored) end the process
+ * with one line on stderr, "msprobe: CMD: stopped by SIGTERM (signal 15)[ on
+ * process R of N]: no report written" (or what msp_cli_stop_stage says), the
+ * pending temp files removed (msp_atomic_unlink_pending), and then by the
+ * signal itself (status 128+N). cmd and out_dir must outlive the process. */
+void msp_cli_stop_arm(const char *cmd, const char *out_dir);
+void msp_cli_stop_stage(int stage);
+/* This process is rank of size (size > 1 adds "on process R of N"). */
+void msp_cli_stop_where(int rank, int size);
+/* Under MPI, process seen_by found process silent for seconds: the line says
+ * so (mpirun's SIGTERM that follows then explains itself). */
+void msp_cli_stop_peer_silent(int silent, int seen_by, int seconds);
+
 int msp_cmd_ls(msp_cli_ctx_t *ctx, int argc, char **argv);
 int msp_cmd_dump(msp_cli_ctx_t *ctx, int argc, char **argv);
 int msp_cmd_config_check(msp_cli_ctx_t *ctx, int argc, char **argv);

@@ -20,6 +20,10 @@
 
 /* Records the HTML report and --print-log take at most (msprobe-compare(1)). */
 #define MSP_WHOLE_MAX_RECORDS 200000
+/* --mpi-timeout's default: a process that is alive says so every second
+ * whatever it is doing, so two minutes of silence is a stopped or cut-off
+ * process, never a slow one (msprobe-compare(1), MPI). */
+#define MSP_MPI_TIMEOUT_DEFAULT 120.0
 
 enum {
     MSP_OPT_FUZZY = 256,
@@ -39,6 +43,7 @@ enum {
     MSP_OPT_INPUT_JSON,
     MSP_OPT_MODE,
     MSP_OPT_NO_HTML,
+    MSP_OPT_MPI_TIMEOUT,
 };
 
 /* The options as parsed: those that are only stored are bound to their field
@@ -46,6 +51,7 @@ enum {
 typedef struct msp_compare_args {
     const char *bench, *cmp, *out_dir;
     int csv, html, quiet, print_log;
+    double mpi_timeout;
     msp_compare_opts_t opts;
 } msp_compare_args_t;
 static msp_compare_args_t msp_ca;
@@ -96,6 +102,9 @@ static const msp_opt_t msp_compare_opts[] = {
     MSP_OPT(MSP_OPT_INPUT_JSON, "input-json", "FILE",
             "bench and compare dumps from msprobe 8.x's compare.json"),
     MSP_OPT(MSP_OPT_MODE, "mode", "MODE", "msprobe 26's -m: only \"auto\" (what compare does)"),
+    MSP_OPT(MSP_OPT_MPI_TIMEOUT, "mpi-timeout", "SEC",
+            "under mpirun/srun: a process silent for SEC seconds\n"
+            "is named and the launch ended (default 120; 0: never)"),
     MSP_OPT('q', "quiet", NULL, "print only the root-cause line", MSP_BIND(TRUE, &msp_ca.quiet)),
     MSP_OPT('h', "help", NULL, "this help"),
     {.id = 0},
@@ -113,7 +122,9 @@ static const msp_cmd_doc_t msp_compare_doc = {
             "\n"
             "Exit status: 0 every record passed, 1 some record is No or Warning,\n"
             "2 usage error or bad input, 3 report written but a step could not be read\n"
-            "or tensor data fails its stored CRC-32 (named on stdout). See msprobe-compare(1).\n",
+            "or tensor data fails its stored CRC-32 (named on stdout), 4 under MPI a\n"
+            "process sent no sign of life for --mpi-timeout seconds, 128+N stopped by\n"
+            "signal N (one line on stderr says so). See msprobe-compare(1).\n",
     .opts = msp_compare_opts,
 };
 
@@ -366,7 +377,8 @@ int msp_cmd_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
 static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
 {
     msp_ca = (msp_compare_args_t){.out_dir = "./compare_result", .html = 1,
-                                  .quiet = ctx->verbosity == 0};
+                                  .quiet = ctx->verbosity == 0,
+                                  .mpi_timeout = MSP_MPI_TIMEOUT_DEFAULT};
     msp_compare_opts_default(&msp_ca.opts);
 
     int c, rc;
@@ -429,6 +441,13 @@ static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
             msp_ca.bench = msp_ca.bench ? msp_ca.bench : msp_json_bench;
             msp_ca.cmp = msp_ca.cmp ? msp_ca.cmp : msp_json_cmp;
             break;
+        case MSP_OPT_MPI_TIMEOUT:
+            if ((rc = msp_opt_double(&msp_compare_doc, "--mpi-timeout", optarg,
+                                     &msp_ca.mpi_timeout)))
+                return rc;
+            if (msp_ca.mpi_timeout < 0)
+                return msp_compare_usage_error("--mpi-timeout: '%s' is negative", optarg);
+            break;
         case MSP_OPT_MODE:
             if (strcmp(optarg, "auto") != 0)
                 return msp_compare_usage_error("--mode: '%s' is not supported: only 'auto' (two "
@@ -458,13 +477,16 @@ static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
          (rc = msp_opt_file(&msp_compare_doc, "--cell-mapping", opts.cell_mapping_path))))
         return rc;
 
+    /* A signal from here on says so and leaves no temp file (EXIT STATUS). */
+    msp_cli_stop_arm("compare", out_dir);
     /* Under mpirun/srun the processes share the work; process 0 reports
      * (msprobe-compare(1), MPI). */
-    const msp_compare_net_t *net = msp_cli_mpi_start(&argc, &argv);
+    const msp_compare_net_t *net = msp_cli_mpi_start(&argc, &argv, msp_ca.mpi_timeout);
     int root = !net || net->rank == 0;
     if (!root) {
         quiet = 1;
         msp_log_set_sink(NULL, NULL, MSP_LOG_ERROR); /* process 0 speaks for all */
+        msp_cli_stop_stage(MSP_STOP_OTHERS_WRITE);
     }
     msp_compare_tree_t *tree = NULL;
     const msp_compare_result_t *res = NULL;
@@ -485,7 +507,10 @@ static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
     msp_progress_finish(bar);
     msp_progress_finish(rbar.bar);
     if (err != MSP_OK) {
-        rc = root ? msp_report_error(err) : MSP_EXIT_USAGE;
+        /* a silent process is named by every process that found it */
+        rc = root || msp_cli_mpi_broken() ? msp_report_error(err) : MSP_EXIT_USAGE;
+        if (msp_cli_mpi_broken())
+            rc = MSP_EXIT_PEER;
         goto cleanup;
     }
     if (!root) {
@@ -502,6 +527,7 @@ static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
         rc = MSP_EXIT_USAGE;
         goto cleanup;
     }
+    msp_cli_stop_stage(MSP_STOP_WRITING);
     if ((err = msp_report_tree_write(tree, out_dir, csv)) != MSP_OK) {
         rc = msp_report_error(err);
         goto cleanup;
@@ -523,6 +549,7 @@ static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
                    "(result.xlsx and result.csv have them all)", n_records, MSP_WHOLE_MAX_RECORDS);
         html = 0;
     }
+    msp_cli_stop_stage(MSP_STOP_WRITTEN);
 
     /* failing counts the records the summary sheet shows as not Yes, so
      * stdout and the report cannot disagree. */

@@ -163,28 +163,83 @@ cleanup:
     return rc;
 }
 
+/* The temp names handed out and not yet committed or discarded, for
+ * msp_atomic_unlink_pending: a signal handler may read them at any moment,
+ * so a slot is claimed (FREE -> BUSY), filled, and only then marked FULL;
+ * the handler unlinks FULL slots alone. A name that finds no free slot is
+ * simply not removed on a signal. */
+#define MSP_PENDING_SLOTS 16
+enum { MSP_SLOT_FREE = 0, MSP_SLOT_BUSY = 1, MSP_SLOT_FULL = 2 };
+static struct {
+    int state;
+    char path[4096];
+} msp_pending[MSP_PENDING_SLOTS];
+
+static void msp_pending_add(const char *tmp)
+{
+    if (strlen(tmp) >= sizeof msp_pending[0].path)
+        return;
+    for (int i = 0; i < MSP_PENDING_SLOTS; i++) {
+        int want = MSP_SLOT_FREE;
+        if (!__atomic_compare_exchange_n(&msp_pending[i].state, &want, MSP_SLOT_BUSY, 0,
+                                         __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+            continue;
+        strcpy(msp_pending[i].path, tmp);
+        __atomic_store_n(&msp_pending[i].state, MSP_SLOT_FULL, __ATOMIC_RELEASE);
+        return;
+    }
+}
+
+static void msp_pending_drop(const char *tmp)
+{
+    for (int i = 0; tmp && i < MSP_PENDING_SLOTS; i++) {
+        int want = MSP_SLOT_FULL;
+        if (__atomic_load_n(&msp_pending[i].state, __ATOMIC_ACQUIRE) != MSP_SLOT_FULL ||
+            strcmp(msp_pending[i].path, tmp) != 0 ||
+            !__atomic_compare_exchange_n(&msp_pending[i].state, &want, MSP_SLOT_BUSY, 0,
+                                         __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+            continue;
+        __atomic_store_n(&msp_pending[i].state, MSP_SLOT_FREE, __ATOMIC_RELEASE);
+        return;
+    }
+}
+
+void msp_atomic_unlink_pending(void)
+{
+    for (int i = 0; i < MSP_PENDING_SLOTS; i++)
+        if (__atomic_load_n(&msp_pending[i].state, __ATOMIC_ACQUIRE) == MSP_SLOT_FULL)
+            unlink(msp_pending[i].path);
+}
+
 char *msp_atomic_tmp_name(const char *path)
 {
     const char *slash = strrchr(path, '/');
-    if (!slash)
-        return msp_asprintf(".%s.tmp.%ld", path, (long)getpid());
-    return msp_asprintf("%.*s/.%s.tmp.%ld", (int)(slash - path), path, slash + 1,
-                        (long)getpid());
+    char *tmp = slash ? msp_asprintf("%.*s/.%s.tmp.%ld", (int)(slash - path), path, slash + 1,
+                                     (long)getpid())
+                      : msp_asprintf(".%s.tmp.%ld", path, (long)getpid());
+    if (tmp)
+        msp_pending_add(tmp);
+    return tmp;
 }
 
 msp_err msp_atomic_commit(const char *tmp, const char *path)
 {
-    if (rename(tmp, path) == 0)
+    if (rename(tmp, path) == 0) {
+        msp_pending_drop(tmp);
         return MSP_OK;
+    }
     msp_err rc = msp_fail(MSP_ERR_IO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
     unlink(tmp);
+    msp_pending_drop(tmp);
     return rc;
 }
 
 void msp_atomic_discard(const char *tmp)
 {
-    if (tmp)
+    if (tmp) {
         unlink(tmp);
+        msp_pending_drop(tmp);
+    }
 }
 
 msp_err msp_write_file_atomic(const char *path, const void *data, size_t len)

@@ -707,6 +707,7 @@ static msp_err acc_write(const char *path, const msp_acc_result_t *res, int deta
     if (!f) {
         msp_err rc = tmp ? msp_fail(MSP_ERR_IO, "cannot write %s: %s", tmp, strerror(errno))
                          : msp_fail(MSP_ERR_NOMEM, "out of memory");
+        msp_atomic_discard(tmp);
         free(tmp);
         return rc;
     }

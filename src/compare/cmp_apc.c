@@ -268,6 +268,7 @@ static msp_err apc_create(const char *path, char **tmp, FILE **f)
         return msp_fail(MSP_ERR_NOMEM, "out of memory");
     if (!(*f = fopen(*tmp, "w"))) {
         msp_err rc = msp_fail(MSP_ERR_IO, "cannot write %s: %s", *tmp, strerror(errno));
+        msp_atomic_discard(*tmp);
         free(*tmp);
         *tmp = NULL;
         return rc;

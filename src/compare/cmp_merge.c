@@ -511,11 +511,12 @@ static msp_err cmp_merge_write(cmp_merge_t *m, const char *out_dir)
     wb = NULL;
     if (err) {
         rc = msp_fail(MSP_ERR_XLSX, "cannot write %s: %s", path, lxw_strerror(err));
-        msp_atomic_discard(tmp);
         goto cleanup;
     }
     rc = msp_atomic_commit(tmp, path);
 cleanup:
+    if (rc != MSP_OK)
+        msp_atomic_discard(tmp);
     if (wb)
         lxw_workbook_free(wb);
     free(order);

@@ -598,7 +598,6 @@ msp_err cmp_write_book(const char *out_dir, const char *file, const cmp_book_t *
     char *path = msp_asprintf("%s/%s", out_dir, file);
     char *tmp = path ? msp_atomic_tmp_name(path) : NULL;
     char *tmpdir = strdup(out_dir);
-    int tmp_written = 0;
     if (!path || !tmp || !tmpdir) {
         rc = msp_fail(MSP_ERR_NOMEM, "out of memory writing the report in %s", out_dir);
         goto cleanup;
@@ -639,18 +638,16 @@ msp_err cmp_write_book(const char *out_dir, const char *file, const cmp_book_t *
         x.wb = NULL;
         goto cleanup;
     }
-    tmp_written = 1;
     lxw_error e = workbook_close(x.wb);
     x.wb = NULL;
     if (e != LXW_NO_ERROR) {
         rc = msp_fail(MSP_ERR_XLSX, "cannot write %s: %s", path, lxw_strerror(e));
         goto cleanup;
     }
-    tmp_written = 0;
     rc = msp_atomic_commit(tmp, path);
 cleanup:
-    if (tmp_written)
-        msp_atomic_discard(tmp);
+    if (rc != MSP_OK)
+        msp_atomic_discard(tmp); /* a name given ends in a commit or a discard */
     free(tmpdir);
     free(tmp);
     free(path);

@@ -300,9 +300,10 @@ static void msp_cc_env_mapped(msp_cc_item_result_t *it, const msp_cc_env_map_t *
     /* A platform switch whose value looks secret: never its stored form. */
     for (int s = 0; s < 2; s++) {
         char **shown = s ? &cs : &bs;
-        if (side[s] && msp_cc_secret_kind(side[s]->v) != MSP_CC_SECRET_NONE) {
+        if (side[s] && (msp_cc_secret_kind(side[s]->v) != MSP_CC_SECRET_NONE ||
+                        msp_cc_secret_masked(side[s]->v) != MSP_CC_SECRET_NONE)) {
             free(*shown);
-            *shown = strdup("<secret>");
+            *shown = msp_cc_secret_shown(side[s]->v);
         }
     }
     if (key && bs && cs) {
@@ -371,8 +372,12 @@ msp_err msp_cc_diff_env(const msp_cc_pack_t *b, const msp_cc_pack_t *c, int item
             if (r->salt_mismatch && strcmp(sv, "same") != 0 && x && y)
                 sv = "not compared";
             int differs = strcmp(sv, "differs") == 0;
-            msp_cc_env_row(it, differs ? MSP_CC_LEVEL_ERROR : MSP_CC_LEVEL_OK, key, x ? "<secret>" : "<unset>",
-                           y ? "<secret>" : "<unset>");
+            /* "<secret>", or a text with its secrets shown as <secret> */
+            char *xs = x ? msp_cc_secret_shown(x->v) : NULL, *ys = y ? msp_cc_secret_shown(y->v) : NULL;
+            msp_cc_env_row(it, differs ? MSP_CC_LEVEL_ERROR : MSP_CC_LEVEL_OK, key,
+                           x ? (xs ? xs : "<secret>") : "<unset>", y ? (ys ? ys : "<secret>") : "<unset>");
+            free(xs);
+            free(ys);
             msp_cc_table_set_str(it->table, it->table->nrows - 1, 3, sv);
             if (differs)
                 msp_cc_add_failed(it, "%s: secret %s", key, x && y ? "differs" : x ? "set on bench only" : "set on cmp only");

@@ -338,6 +338,10 @@ static char *msp_cc_args_text(const cJSON *args)
             if (t)
                 cJSON_SetValuestring(a, t);
             free(t);
+        } else if (msp_cc_secret_masked(v) != MSP_CC_SECRET_NONE) {
+            char *t = msp_cc_secret_shown(v); /* the text, its secrets as <secret> */
+            cJSON_SetValuestring(a, t ? t : "<secret>");
+            free(t);
         }
     }
     char *text = copy ? cJSON_PrintUnformatted(copy) : NULL;
@@ -499,8 +503,11 @@ static void msp_cc_hp_row(msp_cc_item_result_t *it, const msp_cc_hp_t *b, const 
         int same = strcmp(sv, "same") == 0, differs = strcmp(sv, "differs") == 0;
         size_t row = msp_cc_table_add_row(it->table, differs ? MSP_CC_LEVEL_ERROR : MSP_CC_LEVEL_OK);
         msp_cc_table_set_str(it->table, row, 0, any->name);
-        msp_cc_table_set_str(it->table, row, 1, b ? "<secret>" : "<missing>");
-        msp_cc_table_set_str(it->table, row, 2, c ? "<secret>" : "<missing>");
+        char *bs = b ? msp_cc_secret_shown(b->text) : NULL, *cs = c ? msp_cc_secret_shown(c->text) : NULL;
+        msp_cc_table_set_str(it->table, row, 1, b ? (bs ? bs : "<secret>") : "<missing>");
+        msp_cc_table_set_str(it->table, row, 2, c ? (cs ? cs : "<secret>") : "<missing>");
+        free(bs);
+        free(cs);
         msp_cc_table_set_bool(it->table, row, 3, same);
         msp_cc_table_set_str(it->table, row, 4, sv);
         msp_cc_table_set_str(it->table, row, 5, b ? b->src : "");

@@ -13,6 +13,36 @@
 
 /* SHA-256, secrets, pack building and tensor statistics: msprobe/ccpack.h. */
 
+/* ---- secrets inside a value (cc_secret.c, cc_secret_store.c) ------------ */
+
+/* Byte ranges [a, b) of a value. Past MSP_CC_SPANS_MAX ranges, overflow is
+ * set and the whole value counts as one secret. */
+#define MSP_CC_SPANS_MAX 64
+typedef struct msp_cc_span {
+    size_t a, b;
+} msp_cc_span_t;
+typedef struct msp_cc_spans {
+    msp_cc_span_t v[MSP_CC_SPANS_MAX];
+    size_t n;
+    int overflow;
+} msp_cc_spans_t;
+void msp_cc_span_add(msp_cc_spans_t *s, size_t a, size_t b);
+/* The tags already in s (a value masked before): never masked again. */
+void msp_cc_secret_tags(const char *s, msp_cc_spans_t *out);
+/* What stands in a text for the secret s[0..n): "<secret: not stored>", or
+ * "<secret hmac-sha256:HEX16>" with the first 16 hex digits of
+ * HMAC-SHA256(salt, s[0..n)) (malloc'd; NULL on OOM). */
+char *msp_cc_secret_tag(const char *s, size_t n);
+/* msp_cc_redact_value, with *secret set when val holds a secret (by key or
+ * by value): NULL with *secret set is out of memory, never "keep it". */
+char *msp_cc_redact_checked(const char *key, const char *val, int *secret);
+/* Forget the values msp_cc_redact_argv found secret (each is otherwise
+ * hidden wherever it appears for the life of the process): a fuzz target
+ * starts each input from nothing. */
+void msp_cc_secret_forget(void);
+/* Shannon entropy, bits per character, of s[0..n). */
+double msp_cc_entropy(const char *s, size_t n);
+
 /* ---- pack reading ------------------------------------------------------ */
 
 /* Member names of the items, in msp_cc_item_names order. */

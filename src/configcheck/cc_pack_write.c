@@ -59,9 +59,12 @@ cJSON *msp_cc_env_json(char *const *envp)
             continue;
         }
         cJSON *item;
-        char *stored = NULL;
-        if (msp_cc_key_is_secret(key) || msp_cc_value_is_secret(val)) {
-            if (!(stored = msp_cc_secret_stored(val))) {
+        int secret = 0;
+        /* whole (by key, or when secrets are all of it) or the secrets inside
+         * replaced by tags, the rest kept (msp_cc_redact_value) */
+        char *stored = msp_cc_redact_checked(key, val, &secret);
+        if (secret) {
+            if (!stored) {
                 free(key);
                 goto fail;
             }
@@ -194,6 +197,8 @@ msp_err msp_cc_pack_write(const char *zip_path, const msp_cc_member_t *members, 
         return msp_fail(MSP_ERR_NOMEM, "out of memory");
     if (!(rc = msp_cc_zip_members(zip_path, tmp, members, n)))
         rc = msp_atomic_commit(tmp, zip_path);
+    else
+        msp_atomic_discard(tmp);
     free(tmp);
     return rc;
 }
@@ -226,6 +231,7 @@ msp_err msp_cc_pack_write_new(const char *want, const msp_cc_member_t *members, 
     if (!tmp)
         return msp_fail(MSP_ERR_NOMEM, "out of memory");
     if ((rc = msp_cc_zip_members(want, tmp, members, n))) {
+        msp_atomic_discard(tmp);
         free(tmp);
         return rc;
     }
@@ -247,8 +253,7 @@ msp_err msp_cc_pack_write_new(const char *want, const msp_cc_member_t *members, 
     if (!rc && !*chosen)
         rc = msp_fail(MSP_ERR_IO, "cannot write %s: it and %.*s-1 to -999 exist already", want,
                       (int)stem, want);
-    if (rc)
-        unlink(tmp);
+    msp_atomic_discard(tmp); /* removed on failure; once claimed, gone already */
     free(tmp);
     return rc;
 }

@@ -1,11 +1,13 @@
-/* What a pack may keep of a value that looks secret: nothing, or a keyed hash.
+/* Which values, or which parts of a value, are secret (msprobe-config_check(1),
+ * SECRETS), and the pack's form of them (cc_secret_store.c).
  *
  * A secret is recognised by its name (env key, option, namespace field) and by
- * its value (credentials inside a URL, tokens by prefix and shape, JWTs, long
- * high-entropy runs), because a leaked DATABASE_URL or a --db-url argument does
- * not say "password" in its name. Without MSPROBE_SECRET_SALT nothing of the
- * value is stored; with it, HMAC-SHA256 keyed by the salt: an unkeyed or
- * public-salt hash of a short password is recovered by dictionary. */
+ * its value, because a leaked DATABASE_URL, a --db-url argument or a note
+ * saying "login admin / hunter2" does not say "password" in its name. A name
+ * that says secret hides the whole value. Found by value, only the secret
+ * itself is replaced (the password of a URL, the argument of sshpass -p, a
+ * token in a sentence), so that the rest of the text is still compared and
+ * read: every detector below gives the byte range of what it found. */
 #include "cc_internal.h"
 
 #include <math.h>
@@ -20,6 +22,7 @@ static const char *const msp_cc_secret_words[] = {
     "TOKEN",  "SECRET",  "PASSWORD", "PASSWD", "PASSPHRASE", "KEY",     "CREDENTIAL", "CREDS", "AUTH",
     "PRIVATE", "SALT",   "COOKIE",   "SESSION", "SIGNATURE", "CERT_PASS", "PWD_",    "_PWD",  "JWT",
     "WEBHOOK", "DB_URL", "DB_URI",   "DATABASE_URL", "DATABASE_URI", "DSN", "CONN_STR", "CONNECTION_STRING",
+    "PASSW0RD", "PASSCODE",
 };
 /* Whole words of a name (split at '_', '-', '.'): too short to match inside
  * other words (PASS in COMPASS, PAT in PATH). */
@@ -38,9 +41,14 @@ int msp_cc_key_is_secret(const char *key)
         up[i] = (char)((ch >= 'a' && ch <= 'z') ? ch - 32 : ch == '-' ? '_' : ch);
     }
     up[n] = '\0';
-    for (size_t i = 0; i < MSP_CC_N(msp_cc_secret_words); i++)
-        if (strstr(up, msp_cc_secret_words[i]))
-            return 1;
+    for (size_t i = 0; i < MSP_CC_N(msp_cc_secret_words); i++) {
+        /* AUTH, but not in AUTHOR (GIT_AUTHOR_NAME names a person; AUTHORIZATION
+         * and AUTHORITY still count) */
+        const char *w = msp_cc_secret_words[i];
+        for (const char *p = strstr(up, w); p; p = strstr(p + 1, w))
+            if (strcmp(w, "AUTH") != 0 || strncmp(p, "AUTHOR", 6) != 0 || p[6] == 'I')
+                return 1;
+    }
     for (const char *p = up; *p;) {
         size_t w = strcspn(p, "_.");
         for (size_t i = 0; i < MSP_CC_N(msp_cc_secret_tokens); i++)
@@ -53,9 +61,61 @@ int msp_cc_key_is_secret(const char *key)
     return 0;
 }
 
+/* Names whose value is an identifier a config compare needs (a commit, a
+ * run id, a digest), not a key, however random it looks: an option
+ * (--commit), an env key (GIT_COMMIT, MODEL_SHA256) or a namespace field. */
+static int msp_cc_name_is_id(const char *name)
+{
+    static const char *const ids[] = {"COMMIT", "SHA",   "REV",        "HASH", "UUID",   "ID",
+                                      "VERSION", "CKPT", "CHECKPOINT", "RUN",  "SEED",   "TAG",
+                                      "BRANCH", "DIGEST", "CHECKSUM",  "MD5",  "BUILD"};
+    char up[64];
+    size_t n = name ? strlen(name) : 0;
+    if (n >= sizeof up)
+        n = sizeof up - 1;
+    for (size_t i = 0; i < n; i++)
+        up[i] = (char)((name[i] >= 'a' && name[i] <= 'z') ? name[i] - 32 : name[i]);
+    up[n] = '\0';
+    for (size_t i = 0; n && i < MSP_CC_N(ids); i++)
+        if (strstr(up, ids[i]))
+            return 1;
+    return 0;
+}
+
+void msp_cc_span_add(msp_cc_spans_t *s, size_t a, size_t b)
+{
+    if (b <= a)
+        return;
+    if (s->n == MSP_CC_SPANS_MAX) {
+        s->overflow = 1;
+        return;
+    }
+    s->v[s->n++] = (msp_cc_span_t){a, b};
+}
+
 static int msp_cc_is_alnum(char c)
 {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+static int msp_cc_is_alpha(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+static int msp_cc_is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+static int msp_cc_is_hex(char c)
+{
+    return msp_cc_is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+static int msp_cc_is_blank(char c)
+{
+    return c == ' ' || c == '\t';
 }
 
 /* Characters of a token: base64/base64url and the separators tokens use. */
@@ -67,22 +127,26 @@ static int msp_cc_is_tokch(char c)
 static int msp_cc_ieq_prefix(const char *s, size_t n, const char *pre)
 {
     size_t k = strlen(pre);
-    if (n < k)
-        return 0;
-    for (size_t i = 0; i < k; i++) {
-        char a = s[i], b = pre[i];
-        if (a >= 'A' && a <= 'Z')
-            a = (char)(a + 32);
-        if (b >= 'A' && b <= 'Z')
-            b = (char)(b + 32);
-        if (a != b)
-            return 0;
-    }
-    return 1;
+    return n >= k && strncasecmp(s, pre, k) == 0;
 }
 
-/* Query parameters whose value is a credential. */
-static int msp_cc_query_is_secret(const char *q, size_t n)
+static int msp_cc_word_is(const char *w, size_t n, const char *word)
+{
+    return strlen(word) == n && strncasecmp(w, word, n) == 0;
+}
+
+static int msp_cc_all_digits(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!msp_cc_is_digit(s[i]))
+            return 0;
+    return n > 0;
+}
+
+/* ---- URLs ------------------------------------------------------------------ */
+
+/* The values of credential parameters in a query string q[0..n). */
+static void msp_cc_query_spans(const char *v, const char *q, size_t n, msp_cc_spans_t *out)
 {
     static const char *const names[] = {"token", "access_token", "api_key", "apikey", "key", "sig",
                                         "signature", "password", "pass", "pwd", "secret", "auth",
@@ -97,19 +161,18 @@ static int msp_cc_query_is_secret(const char *q, size_t n)
             size_t kl = (size_t)(eq - (q + i));
             for (size_t k = 0; k < MSP_CC_N(names); k++)
                 if (strlen(names[k]) == kl && msp_cc_ieq_prefix(q + i, kl, names[k]))
-                    return 1;
+                    msp_cc_span_add(out, (size_t)(eq + 1 - v), (size_t)(q + e - v));
         }
         i = e + 1;
     }
-    return 0;
 }
 
-/* Every URL in s: a password or a long token as userinfo
- * (postgres://u:pw@h/db, https://user:pw@proxy, Sentry's https://KEY@host/1),
- * a credential in the query string, or a webhook address (the path is the key). */
-static int msp_cc_url_is_secret(const char *s)
+/* Every URL in v: a password or a long token as userinfo (postgres://u:pw@h/db,
+ * Sentry's https://KEY@host/1), a credential in the query string, or the
+ * path of a webhook address (the path is the key). */
+static void msp_cc_url_spans(const char *v, msp_cc_spans_t *out)
 {
-    for (const char *p = strstr(s, "://"); p; p = strstr(p + 3, "://")) {
+    for (const char *p = strstr(v, "://"); p; p = strstr(p + 3, "://")) {
         const char *a = p + 3;
         size_t alen = strcspn(a, "/?# \t\r\n\"'<>");
         const char *at = NULL;
@@ -118,125 +181,67 @@ static int msp_cc_url_is_secret(const char *s)
                 at = a + i;
         if (at) {
             const char *colon = memchr(a, ':', (size_t)(at - a));
-            if ((colon && at - colon > 1) || at - a >= 16)
-                return 1;
+            if (colon && at - colon > 1)
+                msp_cc_span_add(out, (size_t)(colon + 1 - v), (size_t)(at - v));
+            else if (!colon && at - a >= 16)
+                msp_cc_span_add(out, (size_t)(a - v), (size_t)(at - v));
         }
         const char *host = at ? at + 1 : a;
         size_t hlen = (size_t)(a + alen - host);
         const char *rest = a + alen;
         size_t rlen = strcspn(rest, " \t\r\n\"'<>");
-        if ((hlen >= 15 && msp_cc_ieq_prefix(host, hlen, "hooks.slack.com")) ||
-            (hlen >= 15 && msp_cc_ieq_prefix(host, hlen, "discord.com")))
-            return 1;
-        for (size_t i = 0; i + 8 <= rlen; i++)
-            if (msp_cc_ieq_prefix(rest + i, rlen - i, "webhook"))
-                return 1;
-        const char *q = memchr(rest, '?', rlen);
-        if (q && msp_cc_query_is_secret(q + 1, (size_t)(rest + rlen - q - 1)))
-            return 1;
-    }
-    return 0;
-}
-
-/* Known token prefixes and the least length of what follows. */
-static const struct {
-    const char *pre;
-    size_t min_rest;
-} msp_cc_token_prefixes[] = {
-    {"ghp_", 20}, {"gho_", 20}, {"ghu_", 20}, {"ghs_", 20}, {"ghr_", 20}, {"github_pat_", 20},
-    {"glpat-", 16}, {"glrt-", 16}, {"gldt-", 16}, {"xoxb-", 10}, {"xoxa-", 10}, {"xoxp-", 10},
-    {"xoxr-", 10}, {"xoxs-", 10}, {"xapp-", 10}, {"sk-", 20}, {"sk_live_", 10}, {"sk_test_", 10},
-    {"rk_live_", 10}, {"hf_", 20}, {"npm_", 20}, {"pypi-", 20}, {"AIza", 30}, {"SG.", 20},
-    {"shpat_", 20}, {"dop_v1_", 20}, {"AKIA", 16}, {"ASIA", 16},
-};
-
-/* Shannon entropy (bits per character) of n bytes. */
-static double msp_cc_entropy(const char *s, size_t n)
-{
-    unsigned cnt[256] = {0};
-    for (size_t i = 0; i < n; i++)
-        cnt[(unsigned char)s[i]]++;
-    double h = 0;
-    for (size_t i = 0; i < 256; i++)
-        if (cnt[i]) {
-            double f = (double)cnt[i] / (double)n;
-            h -= f * log2(f);
+        int hook = msp_cc_ieq_prefix(host, hlen, "hooks.slack.com") ||
+                   msp_cc_ieq_prefix(host, hlen, "discord.com") ||
+                   msp_cc_ieq_prefix(host, hlen, "discordapp.com");
+        for (size_t i = 0; !hook && i + 7 <= rlen; i++)
+            hook = msp_cc_ieq_prefix(rest + i, rlen - i, "webhook");
+        if (hook && rlen > 1) {
+            msp_cc_span_add(out, (size_t)(rest + 1 - v), (size_t)(rest + rlen - v));
+            continue;
         }
-    return h;
+        const char *q = memchr(rest, '?', rlen);
+        if (q)
+            msp_cc_query_spans(v, q + 1, (size_t)(rest + rlen - q - 1), out);
+    }
 }
 
-/* A random-looking run: at least 20 characters mixing upper case, lower case
- * and digits, with entropy near that of random text of its length. Hex-only
- * identifiers (commit ids, UUIDs) stay below the bar: they are rarely secrets
- * and a config compare needs them. */
-static int msp_cc_run_is_random(const char *s, size_t n)
+/* user:password@host outside a URL (a scp or git remote, a broker address):
+ * the password, unless it reads as a version or port ("nginx:1.25@sha256:"). */
+static void msp_cc_userinfo_spans(const char *v, msp_cc_spans_t *out)
 {
-    if (n < 20)
-        return 0;
-    int up = 0, lo = 0, dg = 0;
-    for (size_t i = 0; i < n; i++) {
-        up |= s[i] >= 'A' && s[i] <= 'Z';
-        lo |= s[i] >= 'a' && s[i] <= 'z';
-        dg |= s[i] >= '0' && s[i] <= '9';
+    for (const char *at = strchr(v, '@'); at; at = strchr(at + 1, '@')) {
+        const char *h = at + 1;
+        size_t hl = 0;
+        int dot = 0;
+        while (msp_cc_is_alnum(h[hl]) || h[hl] == '.' || h[hl] == '-')
+            dot |= h[hl++] == '.';
+        if (!hl || !(dot || (h[hl] == ':' && msp_cc_is_digit(h[hl + 1])) ||
+                     (hl == 9 && strncasecmp(h, "localhost", 9) == 0)))
+            continue;
+        const char *pe = at, *ps = at;
+        while (ps > v && !msp_cc_is_blank(ps[-1]) && ps[-1] != ':' && ps[-1] != '@' && ps[-1] != '/' &&
+               ps[-1] != '\n' && ps[-1] != '"' && ps[-1] != '\'')
+            ps--;
+        if (ps == pe || ps == v || ps[-1] != ':')
+            continue;
+        const char *us = ps - 1;
+        while (us > v && (msp_cc_is_alnum(us[-1]) || strchr("._%+-", us[-1])))
+            us--;
+        if (us == ps - 1 || (us > v && us[-1] == '/')) /* scheme://: msp_cc_url_spans */
+            continue;
+        size_t pl = (size_t)(pe - ps);
+        size_t num = 0;
+        while (num < pl && (msp_cc_is_digit(ps[num]) || ps[num] == '.'))
+            num++;
+        if (num == pl)
+            continue;
+        msp_cc_span_add(out, (size_t)(ps - v), (size_t)(pe - v));
     }
-    if (!(up && lo && dg))
-        return 0;
-    double bar = 0.85 * log2((double)n);
-    if (bar > 4.5)
-        bar = 4.5;
-    return msp_cc_entropy(s, n) >= bar;
 }
 
-/* header.payload.signature, base64url, header starting {" (eyJ). */
-static int msp_cc_is_jwt_at(const char *s)
-{
-    if (strncmp(s, "eyJ", 3) != 0)
-        return 0;
-    size_t seg[3] = {0}, k = 0;
-    for (const char *p = s; k < 3; p++) {
-        if (msp_cc_is_alnum(*p) || *p == '_' || *p == '-')
-            seg[k]++;
-        else if (*p == '.' && k < 2)
-            k++;
-        else
-            break;
-    }
-    return k == 2 && seg[0] >= 10 && seg[1] >= 10;
-}
+/* ---- name=value pairs and credential words --------------------------------- */
 
 static int msp_cc_number_name_is_secret(const char *key);
-
-/* Values already found secret in one place (the argument after --password),
- * so that the same text elsewhere (argparse's namespace field "password",
- * or "p" for -p) is found too, whatever its name there. */
-#define MSP_CC_REMEMBER_MAX 256
-static pthread_mutex_t msp_cc_known_mu = PTHREAD_MUTEX_INITIALIZER;
-static char *msp_cc_known[MSP_CC_REMEMBER_MAX];
-static size_t msp_cc_n_known;
-
-static void msp_cc_secret_remember(const char *v)
-{
-    if (!v || strlen(v) < 4) /* "1", "yes": too common to hide everywhere */
-        return;
-    pthread_mutex_lock(&msp_cc_known_mu);
-    int have = 0;
-    for (size_t i = 0; i < msp_cc_n_known && !have; i++)
-        have = strcmp(msp_cc_known[i], v) == 0;
-    if (!have && msp_cc_n_known < MSP_CC_REMEMBER_MAX &&
-        (msp_cc_known[msp_cc_n_known] = strdup(v)))
-        msp_cc_n_known++;
-    pthread_mutex_unlock(&msp_cc_known_mu);
-}
-
-static int msp_cc_is_remembered(const char *v)
-{
-    pthread_mutex_lock(&msp_cc_known_mu);
-    int have = 0;
-    for (size_t i = 0; i < msp_cc_n_known && !have; i++)
-        have = strcmp(msp_cc_known[i], v) == 0;
-    pthread_mutex_unlock(&msp_cc_known_mu);
-    return have;
-}
 
 /* A name of a key=value pair inside a value that says its value is secret:
  * what msp_cc_key_is_secret says, and PWD (ODBC's Pwd=; as a variable's own
@@ -255,12 +260,31 @@ static int msp_cc_pair_name_is_secret(const char *name, size_t n)
     return msp_cc_key_is_secret(buf) || strcasecmp(buf, "pwd") == 0;
 }
 
-static int msp_cc_all_digits(const char *s, size_t n)
+/* The extent of a value starting at v[i]: to its closing quote when it opens
+ * with one (password="a b"), else to the first of stop (a blank and the
+ * separators of its kind of text). Sets *at to where it starts. */
+static size_t msp_cc_value_end(const char *v, size_t i, const char *stop, size_t *at)
 {
-    for (size_t i = 0; i < n; i++)
-        if (s[i] < '0' || s[i] > '9')
-            return 0;
-    return n > 0;
+    char q = v[i] == '"' || v[i] == '\'' ? v[i] : 0;
+    size_t s = i + (q != 0), e = s;
+    if (q)
+        while (v[e] && v[e] != q && v[e] != '\n')
+            e++;
+    else
+        e = s + strcspn(v + s, stop);
+    *at = s;
+    return e;
+}
+
+/* StrictHostKeyChecking=no, use_auth_token=true: a switch, not a secret. */
+static int msp_cc_is_switch(const char *s, size_t n)
+{
+    static const char *const words[] = {"true", "false", "yes", "no",    "on",      "off",
+                                        "none", "null",  "auto", "ask", "enabled", "disabled"};
+    for (size_t i = 0; i < MSP_CC_N(words); i++)
+        if (msp_cc_word_is(s, n, words[i]))
+            return 1;
+    return 0;
 }
 
 /* name=value (or "name: value") pairs anywhere in v whose name says secret:
@@ -268,7 +292,7 @@ static int msp_cc_all_digits(const char *s, size_t n)
  * ("...;Password=x;"), JVM options (-Djavax.net.ssl.keyStorePassword=x), a
  * JAAS line, an option glued to its value (--token=x). A number under a name
  * that only says key or token (max_tokens=100) is a count, not a secret. */
-static int msp_cc_has_secret_pair(const char *v)
+static void msp_cc_pair_spans(const char *v, msp_cc_spans_t *out)
 {
     for (const char *p = v; *p; p++) {
         int colon = *p == ':' && p[1] == ' ';
@@ -277,258 +301,642 @@ static int msp_cc_has_secret_pair(const char *v)
         const char *e = p;
         while (e > v && (msp_cc_is_alnum(e[-1]) || e[-1] == '_' || e[-1] == '.' || e[-1] == '-'))
             e--;
-        size_t nl = (size_t)(p - e);
-        const char *val = p + 1 + colon;
-        while (*val == '"' || *val == '\'' || (colon && *val == ' '))
-            val++;
-        size_t vl = strcspn(val, " \t\r\n;&,\"'");
-        if (!nl || !vl || !msp_cc_pair_name_is_secret(e, nl))
+        size_t nl = (size_t)(p - e), i = (size_t)(p + 1 - v), at;
+        while (colon && msp_cc_is_blank(v[i]))
+            i++;
+        size_t end = msp_cc_value_end(v, i, " \t\r\n;&,\"'", &at);
+        /* "Authorization: Bearer X" keeps its scheme: msp_cc_auth_spans */
+        if (!nl || end == at || !msp_cc_pair_name_is_secret(e, nl) ||
+            (nl == 13 && strncasecmp(e, "authorization", 13) == 0) ||
+            (nl == 19 && strncasecmp(e, "proxy-authorization", 19) == 0))
             continue;
         char name[128];
         snprintf(name, sizeof name, "%.*s", (int)(nl < sizeof name ? nl : sizeof name - 1), e);
-        if (msp_cc_all_digits(val, vl) && !msp_cc_number_name_is_secret(name))
+        if (msp_cc_all_digits(v + at, end - at) && !msp_cc_number_name_is_secret(name))
             continue;
-        return 1;
+        if (msp_cc_is_switch(v + at, end - at))
+            continue;
+        msp_cc_span_add(out, at, end);
     }
-    return 0;
 }
 
-/* Names of options whose value is an identifier a config compare needs
- * (a commit, a run id), not a key, however random it looks. */
-static int msp_cc_flag_is_id(const char *flag)
+/* A word that announces a password, and whether a blank alone may separate
+ * it from the password ("password hunter2"; "pass" and "pw" need '=' or ':'). */
+static const struct {
+    const char *word;
+    int blank;
+} msp_cc_pw_words[] = {
+    {"password", 1}, {"passwd", 1}, {"passw0rd", 1}, {"passwort", 1}, {"passphrase", 1},
+    {"passcode", 1}, {"pwd", 1},    {"pass", 0},     {"pw", 0},
+};
+
+/* What follows a blank after a password word reads as one: 4 characters or
+ * more with a digit, a symbol or an upper-case letter past the first, and no
+ * path ("password reset", "pwd /home" are not). */
+static int msp_cc_looks_like_password(const char *s, size_t n)
 {
-    static const char *const ids[] = {"COMMIT", "SHA", "REV", "HASH", "UUID", "ID", "VERSION",
-                                      "CKPT", "CHECKPOINT", "RUN", "SEED", "TAG", "BRANCH"};
-    char up[64];
-    size_t n = strlen(flag);
-    if (n >= sizeof up)
-        n = sizeof up - 1;
+    if (n < 4 || s[0] == '/' || s[0] == '~' || s[0] == '.' || s[0] == '<')
+        return 0;
     for (size_t i = 0; i < n; i++)
-        up[i] = (char)((flag[i] >= 'a' && flag[i] <= 'z') ? flag[i] - 32 : flag[i]);
-    up[n] = '\0';
-    for (size_t i = 0; i < MSP_CC_N(ids); i++)
-        if (strstr(up, ids[i]))
+        if (!msp_cc_is_alpha(s[i]) || (i && s[i] >= 'A' && s[i] <= 'Z'))
             return 1;
     return 0;
 }
 
+/* Trailing sentence punctuation is not part of a password at the end of a
+ * sentence ("the password is hunter2."). */
+static size_t msp_cc_trim_punct(const char *v, size_t a, size_t b)
+{
+    while (b > a + 1 && strchr(".,;:!?)]}", v[b - 1]))
+        b--;
+    return b;
+}
+
+/* A word of v starting at i: [A-Za-z0-9]+ not preceded by a letter or digit;
+ * its length, 0 if none starts there. */
+static size_t msp_cc_word_at(const char *v, size_t i)
+{
+    if (!msp_cc_is_alpha(v[i]) || (i && msp_cc_is_alnum(v[i - 1])))
+        return 0;
+    size_t n = 0;
+    while (msp_cc_is_alnum(v[i + n]))
+        n++;
+    return n;
+}
+
+/* "password hunter2", "password: hunter2", "passw0rd=x", "the password is x". */
+static void msp_cc_pw_word_spans(const char *v, size_t i, size_t n, msp_cc_spans_t *out)
+{
+    int blank_ok = -1;
+    for (size_t k = 0; k < MSP_CC_N(msp_cc_pw_words); k++)
+        if (msp_cc_word_is(v + i, n, msp_cc_pw_words[k].word))
+            blank_ok = msp_cc_pw_words[k].blank;
+    if (blank_ok < 0)
+        return;
+    size_t j = i + n, at;
+    while (msp_cc_is_blank(v[j]))
+        j++;
+    int sep = v[j] == '=' || v[j] == ':';
+    if (sep) {
+        j++;
+        while (msp_cc_is_blank(v[j]))
+            j++;
+    } else if (!blank_ok || j == i + n) {
+        return;
+    } else if ((v[j] == 'i' && v[j + 1] == 's' && msp_cc_is_blank(v[j + 2])) ||
+               (v[j] == 'w' && v[j + 1] == 'a' && v[j + 2] == 's' && msp_cc_is_blank(v[j + 3]))) {
+        j += v[j] == 'i' ? 3 : 4;
+        while (msp_cc_is_blank(v[j]))
+            j++;
+    }
+    size_t end = msp_cc_value_end(v, j, " \t\r\n,;&\"'", &at);
+    if (v[j] != '"' && v[j] != '\'')
+        end = msp_cc_trim_punct(v, at, end);
+    if (end == at || (!sep && !msp_cc_looks_like_password(v + at, end - at)))
+        return;
+    msp_cc_span_add(out, at, end);
+}
+
+/* "login admin / hunter2", "user: svc:Pw0rd", "credentials root/toor": the
+ * part after the user name's '/' or ':'. */
+static void msp_cc_login_spans(const char *v, size_t i, size_t n, msp_cc_spans_t *out)
+{
+    /* after login or credentials any second part; after user or account
+     * one that reads as a password ("user alice / team nlp" is not) */
+    static const struct {
+        const char *word;
+        int strict;
+    } words[] = {{"login", 0}, {"creds", 0}, {"credentials", 0}, {"credential", 0},
+                 {"user", 1},  {"username", 1}, {"account", 1}};
+    int hit = -1;
+    for (size_t k = 0; k < MSP_CC_N(words); k++)
+        if (msp_cc_word_is(v + i, n, words[k].word))
+            hit = words[k].strict;
+    if (hit < 0)
+        return;
+    size_t j = i + n;
+    while (msp_cc_is_blank(v[j]))
+        j++;
+    if (v[j] == ':' || v[j] == '=') {
+        j++;
+        while (msp_cc_is_blank(v[j]))
+            j++;
+    }
+    size_t us = j;
+    while (v[j] && !msp_cc_is_blank(v[j]) && !strchr("/:@\"'\r\n", v[j]))
+        j++;
+    if (j == us)
+        return;
+    while (msp_cc_is_blank(v[j]))
+        j++;
+    if (v[j] != '/' && v[j] != ':')
+        return;
+    j++;
+    while (msp_cc_is_blank(v[j]))
+        j++;
+    size_t ps = j;
+    while (v[j] && !msp_cc_is_blank(v[j]) && !strchr("\"'\r\n", v[j]))
+        j++;
+    size_t pe = msp_cc_trim_punct(v, ps, j);
+    size_t num = 0;
+    while (ps + num < pe && (msp_cc_is_digit(v[ps + num]) || v[ps + num] == '.'))
+        num++;
+    if (pe == ps || num == pe - ps || memchr(v + ps, '/', pe - ps) || v[ps] == '<' ||
+        (hit && !msp_cc_looks_like_password(v + ps, pe - ps)))
+        return;
+    msp_cc_span_add(out, ps, pe);
+}
+
+/* "Authorization: <scheme> X" (to the end of its line), "Bearer X" and
+ * "Basic X" (X base64 that is not a plain word). */
+static void msp_cc_auth_spans(const char *v, size_t i, size_t n, msp_cc_spans_t *out)
+{
+    size_t j = i + n;
+    if (msp_cc_word_is(v + i, n, "authorization") || msp_cc_word_is(v + i, n, "proxy-authorization")) {
+        while (msp_cc_is_blank(v[j]))
+            j++;
+        if (v[j] != ':' && v[j] != '=')
+            return;
+        j++;
+        while (msp_cc_is_blank(v[j]))
+            j++;
+        size_t w = 0;
+        while (msp_cc_is_alpha(v[j + w]))
+            w++;
+        if (w && w <= 12 && msp_cc_is_blank(v[j + w])) { /* the scheme stays readable */
+            j += w;
+            while (msp_cc_is_blank(v[j]))
+                j++;
+        }
+        size_t end = j + strcspn(v + j, "\r\n\"'");
+        if (v[j] != '<')
+            msp_cc_span_add(out, j, end);
+        return;
+    }
+    int bearer = msp_cc_word_is(v + i, n, "bearer"), basic = msp_cc_word_is(v + i, n, "basic");
+    if ((!bearer && !basic) || !msp_cc_is_blank(v[j]))
+        return;
+    while (msp_cc_is_blank(v[j]))
+        j++;
+    size_t s = j;
+    int up = 0, lo = 0, dg = 0, eq = 0;
+    while (msp_cc_is_alnum(v[j]) || (v[j] && strchr("-._~+/=", v[j]))) {
+        up |= v[j] >= 'A' && v[j] <= 'Z';
+        lo |= v[j] >= 'a' && v[j] <= 'z';
+        dg |= msp_cc_is_digit(v[j]);
+        eq |= v[j] == '=';
+        j++;
+    }
+    if (j - s >= 8 && (bearer || dg || eq || (up && lo)))
+        msp_cc_span_add(out, s, j);
+}
+
+/* ---- tokens ---------------------------------------------------------------- */
+
+/* Known token prefixes and the least length of what follows. */
+static const struct {
+    const char *pre;
+    size_t min_rest;
+} msp_cc_token_prefixes[] = {
+    {"ghp_", 20}, {"gho_", 20}, {"ghu_", 20}, {"ghs_", 20}, {"ghr_", 20}, {"github_pat_", 20},
+    {"glpat-", 16}, {"glrt-", 16}, {"gldt-", 16}, {"xoxb-", 10}, {"xoxa-", 10}, {"xoxp-", 10},
+    {"xoxr-", 10}, {"xoxs-", 10}, {"xapp-", 10}, {"sk-", 20}, {"sk_live_", 10}, {"sk_test_", 10},
+    {"rk_live_", 10}, {"hf_", 20}, {"npm_", 20}, {"pypi-", 20}, {"AIza", 30}, {"SG.", 20},
+    {"shpat_", 20}, {"dop_v1_", 20}, {"AKIA", 16}, {"ASIA", 16},
+};
+
+/* A random-looking run: at least 20 characters mixing upper case, lower case
+ * and digits, with entropy near that of random text of its length. */
+static int msp_cc_run_is_random(const char *s, size_t n)
+{
+    if (n < 20)
+        return 0;
+    int up = 0, lo = 0, dg = 0;
+    for (size_t i = 0; i < n; i++) {
+        up |= s[i] >= 'A' && s[i] <= 'Z';
+        lo |= s[i] >= 'a' && s[i] <= 'z';
+        dg |= s[i] >= '0' && s[i] <= '9';
+    }
+    if (!(up && lo && dg))
+        return 0;
+    double bar = 0.85 * log2((double)n);
+    if (bar > 4.5)
+        bar = 4.5;
+    return msp_cc_entropy(s, n) >= bar;
+}
+
+/* header.payload.signature, base64url, header starting {" (eyJ): its length,
+ * 0 if s starts no JWT. */
+static size_t msp_cc_jwt_at(const char *s)
+{
+    if (strncmp(s, "eyJ", 3) != 0)
+        return 0;
+    size_t seg[3] = {0}, k = 0;
+    const char *p = s;
+    for (; k < 3; p++) {
+        if (msp_cc_is_alnum(*p) || *p == '_' || *p == '-')
+            seg[k]++;
+        else if (*p == '.' && k < 2)
+            k++;
+        else
+            break;
+    }
+    return k == 2 && seg[0] >= 10 && seg[1] >= 10 ? (size_t)(p - s) : 0;
+}
+
+/* A run of 32 or more hex digits with both letters and digits at v[a..b)
+ * that is not labelled a digest ("sha256:", "md5=", "@sha256:"). */
+static int msp_cc_hex_key_at(const char *v, size_t a, size_t b)
+{
+    static const char *const labels[] = {"sha1", "sha224", "sha256", "sha384", "sha512", "md5",
+                                         "blake2b", "blake3", "xxh64", "crc32"};
+    int dg = 0, al = 0;
+    if (b - a < 32)
+        return 0;
+    for (size_t i = a; i < b; i++) {
+        if (!msp_cc_is_hex(v[i]))
+            return 0;
+        dg |= msp_cc_is_digit(v[i]);
+        al |= !msp_cc_is_digit(v[i]);
+    }
+    if (!(dg && al))
+        return 0;
+    if (a && (v[a - 1] == ':' || v[a - 1] == '=' || v[a - 1] == '-')) {
+        size_t e = a - 1, s = e;
+        while (s && msp_cc_is_alnum(v[s - 1]))
+            s--;
+        for (size_t k = 0; k < MSP_CC_N(labels); k++)
+            if (msp_cc_word_is(v + s, e - s, labels[k]))
+                return 0;
+    }
+    return 1;
+}
+
+/* Characters of a token piece: base64url and the separators tokens use;
+ * '=' separates pieces (name=value, base64's padding). */
+static int msp_cc_is_piecech(char c)
+{
+    return msp_cc_is_alnum(c) || c == '_' || c == '-' || c == '+';
+}
+
+/* Known prefixes, JWTs, random-looking runs and long hex keys, each judged
+ * on a piece of text between other characters and '=': in name=value the
+ * value alone (password=x, --secret-key=x), so that the name stays readable
+ * and a value replaced by its tag leaves the name judged as before. Under a
+ * name that says identifier, random-looking and hex runs are kept (a commit,
+ * a run id); prefixes and JWTs never are. */
+static void msp_cc_token_spans(const char *v, int id_name, msp_cc_spans_t *out)
+{
+    for (size_t i = 0; v[i];) {
+        if (!msp_cc_is_piecech(v[i])) {
+            i++;
+            continue;
+        }
+        size_t s = i;
+        while (msp_cc_is_piecech(v[i]))
+            i++;
+        size_t n = i - s, jwt = msp_cc_jwt_at(v + s);
+        if (jwt) {
+            msp_cc_span_add(out, s, s + jwt);
+            if (s + jwt > i)
+                i = s + jwt;
+            continue;
+        }
+        int hit = 0;
+        for (size_t k = 0; k < MSP_CC_N(msp_cc_token_prefixes) && !hit; k++) {
+            size_t kl = strlen(msp_cc_token_prefixes[k].pre), m = n;
+            /* SG. tokens have dots: measure from the prefix to the end of the word. */
+            if (strcmp(msp_cc_token_prefixes[k].pre, "SG.") == 0)
+                m = strcspn(v + s, " \t\r\n\"',;=");
+            if (m >= kl + msp_cc_token_prefixes[k].min_rest &&
+                strncmp(v + s, msp_cc_token_prefixes[k].pre, kl) == 0) {
+                msp_cc_span_add(out, s, s + m);
+                if (s + m > i)
+                    i = s + m;
+                hit = 1;
+            }
+        }
+        if (hit || id_name)
+            continue;
+        if (msp_cc_run_is_random(v + s, n)) {
+            msp_cc_span_add(out, s, i);
+            continue;
+        }
+        /* hex keys inside the piece (an API key after "key_", a hex secret) */
+        for (size_t a = s; a < i;) {
+            size_t b = a;
+            while (b < i && msp_cc_is_alnum(v[b]))
+                b++;
+            if (msp_cc_hex_key_at(v, a, b))
+                msp_cc_span_add(out, a, b);
+            a = b + 1;
+        }
+    }
+}
+
+/* A PEM block, from -----BEGIN to its -----END ...----- (or the end). */
+static void msp_cc_pem_spans(const char *v, msp_cc_spans_t *out)
+{
+    for (const char *b = strstr(v, "-----BEGIN"); b;) {
+        const char *e = strstr(b + 10, "-----END");
+        const char *close = e ? strstr(e + 8, "-----") : NULL;
+        size_t end = close ? (size_t)(close + 5 - v) : strlen(v);
+        msp_cc_span_add(out, (size_t)(b - v), end);
+        if (!close)
+            return;
+        b = strstr(close + 5, "-----BEGIN"); /* the next block, after this one's end */
+    }
+    if (strstr(v, "PRIVATE KEY") && !strstr(v, "-----BEGIN"))
+        msp_cc_span_add(out, 0, strlen(v));
+}
+
+/* ---- command lines ----------------------------------------------------------- */
+
 /* A long key after a flag: 32 or more hex digits (a W&B or API key, an
  * HMAC secret) or a random-looking run. */
-static int msp_cc_looks_like_key(const char *s)
+static int msp_cc_looks_like_key(const char *s, size_t n)
 {
-    size_t n = strlen(s), hex = 0;
-    while (hex < n && ((s[hex] >= '0' && s[hex] <= '9') || (s[hex] >= 'a' && s[hex] <= 'f') ||
-                       (s[hex] >= 'A' && s[hex] <= 'F')))
+    size_t hex = 0;
+    while (hex < n && msp_cc_is_hex(s[hex]))
         hex++;
     return (hex == n && n >= 32) || msp_cc_run_is_random(s, n);
 }
 
-/* Whether the argument after option `flag` is secret: the option's name
+/* Whether the argument after option flag[0..fl) is secret: the option's name
  * says so (--password X, unless X is the next long option); -p X, as
  * sshpass, mysql and most tools take a password (X no number: -p 8080 is a
  * port); or X looks like a key and the option names no identifier
  * (--wandb 0123...cdef). */
-static int msp_cc_flag_hides(const char *flag, const char *next)
+static int msp_cc_flag_hides(const char *flag, size_t fl, const char *next, size_t nl)
 {
-    if (!flag || flag[0] != '-' || !flag[1] || strchr(flag, '=') || !next)
+    char f[128];
+    if (!fl || flag[0] != '-' || fl < 2 || memchr(flag, '=', fl) || !nl || fl >= sizeof f)
         return 0;
-    if (next[0] == '-' && next[1] == '-' && next[2] >= 'a' && next[2] <= 'z')
+    if (next[0] == '-' && nl > 2 && next[1] == '-' && next[2] >= 'a' && next[2] <= 'z')
         return 0;
-    if (msp_cc_key_is_secret(flag))
+    memcpy(f, flag, fl);
+    f[fl] = '\0';
+    if (msp_cc_key_is_secret(f))
         return 1;
-    if (strcmp(flag, "-p") == 0 && next[0] && next[0] != '-' &&
-        !msp_cc_all_digits(next, strlen(next)))
+    if (strcmp(f, "-p") == 0 && next[0] != '-' && !msp_cc_all_digits(next, nl))
         return 1;
-    return !msp_cc_flag_is_id(flag) && msp_cc_looks_like_key(next);
+    /* a key is one token: -Dfile.encoding=UTF-8 after -Xmx4g is another option */
+    for (size_t i = 0; i < nl; i++)
+        if (!msp_cc_is_tokch(next[i]))
+            return 0;
+    return next[0] != '-' && !msp_cc_name_is_id(f) && msp_cc_looks_like_key(next, nl);
 }
 
 /* A command line inside a value (RUN_CMD="sshpass -p X ssh ...",
  * NB="jupyter notebook --NotebookApp.token X"), split at blanks. */
-static int msp_cc_cmdline_is_secret(const char *v)
+static void msp_cc_cmdline_spans(const char *v, msp_cc_spans_t *out)
 {
-    char buf[4096];
-    if (!strchr(v, ' ') || strlen(v) >= sizeof buf)
-        return 0;
-    strcpy(buf, v);
-    char *words[256];
-    size_t n = 0;
-    for (char *s = strtok(buf, " \t\r\n"); s && n < MSP_CC_N(words); s = strtok(NULL, " \t\r\n"))
-        words[n++] = s;
+    size_t ws[256], we[256], n = 0;
+    for (size_t i = 0; v[i] && n < MSP_CC_N(ws);) {
+        while (v[i] && strchr(" \t\r\n", v[i]))
+            i++;
+        if (!v[i])
+            break;
+        ws[n] = i;
+        while (v[i] && !strchr(" \t\r\n", v[i]))
+            i++;
+        we[n++] = i;
+    }
+    if (n < 2)
+        return;
     int pw_tool = 0; /* after sshpass or mysql*, -pX is a password glued to -p */
     for (size_t i = 0; i < n; i++) {
-        const char *w = words[i], *base = strrchr(w, '/');
-        base = base ? base + 1 : w;
-        if (!strcmp(base, "sshpass") || !strncmp(base, "mysql", 5))
+        const char *w = v + ws[i];
+        size_t wl = we[i] - ws[i], b = wl;
+        while (b && w[b - 1] != '/')
+            b--;
+        if ((wl - b == 7 && strncmp(w + b, "sshpass", 7) == 0) ||
+            (wl - b >= 5 && strncmp(w + b, "mysql", 5) == 0))
             pw_tool = 1;
-        else if (pw_tool && w[0] == '-' && w[1] == 'p' && w[2])
-            return 1;
-        if (i + 1 < n && msp_cc_flag_hides(w, words[i + 1]))
-            return 1;
+        else if (pw_tool && wl > 2 && w[0] == '-' && w[1] == 'p')
+            msp_cc_span_add(out, ws[i] + 2, we[i]);
+        if (i + 1 < n && msp_cc_flag_hides(w, wl, v + ws[i + 1], we[i + 1] - ws[i + 1]))
+            msp_cc_span_add(out, ws[i + 1], we[i + 1]);
     }
-    return 0;
+}
+
+/* ---- values found secret elsewhere ------------------------------------------- */
+
+/* Values already found secret in one place (the argument after --password),
+ * so that the same text elsewhere (argparse's namespace field "password",
+ * or "p" for -p) is found too, whatever its name there. */
+#define MSP_CC_REMEMBER_MAX 256
+static pthread_mutex_t msp_cc_known_mu = PTHREAD_MUTEX_INITIALIZER;
+static char *msp_cc_known[MSP_CC_REMEMBER_MAX];
+static size_t msp_cc_n_known;
+
+static void msp_cc_secret_remember(const char *v, size_t n)
+{
+    if (!v || n < 4) /* "1", "yes": too common to hide everywhere */
+        return;
+    pthread_mutex_lock(&msp_cc_known_mu);
+    int have = 0;
+    for (size_t i = 0; i < msp_cc_n_known && !have; i++)
+        have = strlen(msp_cc_known[i]) == n && strncmp(msp_cc_known[i], v, n) == 0;
+    if (!have && msp_cc_n_known < MSP_CC_REMEMBER_MAX &&
+        (msp_cc_known[msp_cc_n_known] = strndup(v, n)))
+        msp_cc_n_known++;
+    pthread_mutex_unlock(&msp_cc_known_mu);
+}
+
+/* A range found by its text alone (a remembered or repeated secret) grown
+ * to the whole token pieces it cuts into, so that what is left of a piece
+ * ("4b82...4904" before a secret glued to it) is never judged anew. */
+static void msp_cc_span_add_pieces(msp_cc_spans_t *out, const char *v, size_t a, size_t b)
+{
+    while (a && msp_cc_is_piecech(v[a - 1]) && msp_cc_is_piecech(v[a]))
+        a--;
+    while (b > a && v[b] && msp_cc_is_piecech(v[b - 1]) && msp_cc_is_piecech(v[b]))
+        b++;
+    msp_cc_span_add(out, a, b);
+}
+
+void msp_cc_secret_forget(void)
+{
+    pthread_mutex_lock(&msp_cc_known_mu);
+    for (size_t i = 0; i < msp_cc_n_known; i++)
+        free(msp_cc_known[i]);
+    msp_cc_n_known = 0;
+    pthread_mutex_unlock(&msp_cc_known_mu);
+}
+
+static void msp_cc_known_spans(const char *v, msp_cc_spans_t *out)
+{
+    pthread_mutex_lock(&msp_cc_known_mu);
+    for (size_t i = 0; i < msp_cc_n_known; i++) {
+        size_t kl = strlen(msp_cc_known[i]);
+        for (const char *p = strstr(v, msp_cc_known[i]); p; p = strstr(p + kl, msp_cc_known[i]))
+            msp_cc_span_add_pieces(out, v, (size_t)(p - v), (size_t)(p - v) + kl);
+    }
+    pthread_mutex_unlock(&msp_cc_known_mu);
+}
+
+/* ---- every secret of a value ---------------------------------------------- */
+
+static int msp_cc_cmp_span(const void *x, const void *y)
+{
+    const msp_cc_span_t *a = x, *b = y;
+    return (a->a > b->a) - (a->a < b->a);
+}
+
+/* Sorts out's ranges and merges those that overlap, dropping every range
+ * that touches one of tags. */
+static void msp_cc_spans_settle(msp_cc_spans_t *out, const msp_cc_spans_t *tags)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < out->n; i++) {
+        int touches = 0;
+        for (size_t t = 0; t < tags->n && !touches; t++)
+            touches = out->v[i].a < tags->v[t].b && tags->v[t].a < out->v[i].b;
+        if (!touches)
+            out->v[k++] = out->v[i];
+    }
+    out->n = k;
+    qsort(out->v, out->n, sizeof out->v[0], msp_cc_cmp_span);
+    k = 0;
+    for (size_t i = 0; i < out->n; i++) {
+        if (k && out->v[i].a <= out->v[k - 1].b) {
+            if (out->v[i].b > out->v[k - 1].b)
+                out->v[k - 1].b = out->v[i].b;
+        } else {
+            out->v[k++] = out->v[i];
+        }
+    }
+    out->n = k;
+}
+
+/* The secrets of v (under name key, which may be NULL), sorted and merged;
+ * none that touches a tag already there (a value masked before). A secret
+ * found once is a secret wherever else it stands in v, even where no
+ * detector would find it (a hex key repeated after "sha256:"). */
+static void msp_cc_find(const char *key, const char *v, msp_cc_spans_t *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!v || !*v || msp_cc_secret_kind(v) != MSP_CC_SECRET_NONE)
+        return;
+    msp_cc_url_spans(v, out);
+    msp_cc_userinfo_spans(v, out);
+    msp_cc_pair_spans(v, out);
+    msp_cc_cmdline_spans(v, out);
+    msp_cc_pem_spans(v, out);
+    msp_cc_token_spans(v, key && msp_cc_name_is_id(key), out);
+    msp_cc_known_spans(v, out);
+    for (size_t i = 0; v[i]; i++) {
+        size_t n = msp_cc_word_at(v, i);
+        if (!n)
+            continue;
+        msp_cc_pw_word_spans(v, i, n, out);
+        msp_cc_login_spans(v, i, n, out);
+        msp_cc_auth_spans(v, i, n + (v[i + n] == '-' ? 1 + msp_cc_word_at(v, i + n + 1) : 0), out);
+        i += n - 1;
+    }
+    msp_cc_spans_t tags = {0};
+    msp_cc_secret_tags(v, &tags);
+    msp_cc_spans_settle(out, &tags);
+    size_t found = out->n;
+    for (size_t i = 0; i < found; i++) {
+        size_t a = out->v[i].a, n = out->v[i].b - a;
+        if (n < 4)
+            continue;
+        for (const char *p = v; (p = memmem(p, strlen(p), v + a, n)); p++)
+            if ((size_t)(p - v) != a)
+                msp_cc_span_add_pieces(out, v, (size_t)(p - v), (size_t)(p - v) + n);
+    }
+    if (out->n != found)
+        msp_cc_spans_settle(out, &tags);
 }
 
 int msp_cc_value_is_secret(const char *v)
 {
-    if (!v || !*v)
-        return 0;
-    if (msp_cc_url_is_secret(v) || msp_cc_has_secret_pair(v) || msp_cc_cmdline_is_secret(v) ||
-        msp_cc_is_remembered(v))
-        return 1;
-    if (strstr(v, "-----BEGIN") || strstr(v, "PRIVATE KEY"))
-        return 1;
-    for (const char *p = v; *p;) {
-        if (!msp_cc_is_tokch(*p)) {
-            p++;
-            continue;
-        }
-        const char *start = p;
-        while (msp_cc_is_tokch(*p))
-            p++;
-        size_t n = (size_t)(p - start);
-        if (msp_cc_is_jwt_at(start))
-            return 1;
-        for (size_t i = 0; i < MSP_CC_N(msp_cc_token_prefixes); i++) {
-            size_t k = strlen(msp_cc_token_prefixes[i].pre);
-            /* SG. tokens have dots: measure from the prefix to the end of the word. */
-            size_t m = n;
-            if (strcmp(msp_cc_token_prefixes[i].pre, "SG.") == 0)
-                m = strcspn(start, " \t\r\n\"',;");
-            if (m >= k + msp_cc_token_prefixes[i].min_rest && strncmp(start, msp_cc_token_prefixes[i].pre, k) == 0)
-                return 1;
-        }
-        if (msp_cc_run_is_random(start, n))
-            return 1;
-        /* Authorization: Bearer X / Basic X */
-        if ((n == 6 && strncmp(start, "Bearer", 6) == 0) || (n == 5 && strncmp(start, "Basic", 5) == 0)) {
-            const char *q = p;
-            while (*q == ' ')
-                q++;
-            if (strlen(q) >= 8 && q > p)
-                return 1;
-        }
+    msp_cc_spans_t sp;
+    msp_cc_find(NULL, v, &sp);
+    return sp.n > 0 || sp.overflow;
+}
+
+/* v with its secrets (sp) replaced by tags, or the whole stored form of
+ * whole (the value v was made from) when they cover all of v; each secret
+ * remembered when remember is set. */
+static char *msp_cc_mask(const char *v, const msp_cc_spans_t *sp, int remember, const char *whole)
+{
+    size_t len = strlen(v);
+    if (sp->overflow || (sp->n == 1 && sp->v[0].a == 0 && sp->v[0].b == len)) {
+        if (remember)
+            msp_cc_secret_remember(whole, strlen(whole));
+        return msp_cc_secret_stored(whole);
     }
-    return 0;
-}
-
-static void msp_cc_hmac_sha256(const char *key, size_t klen, const char *msg, size_t mlen, char hex[65])
-{
-    unsigned char k[64] = {0}, pad[64], inner[32];
-    char ihex[65];
-    msp_cc_sha256_t s;
-    if (klen > 64) {
-        char khex[65];
-        msp_cc_sha256_init(&s);
-        msp_cc_sha256_update(&s, key, klen);
-        msp_cc_sha256_hex(&s, khex);
-        for (int i = 0; i < 32; i++)
-            k[i] = (unsigned char)strtoul((char[3]){khex[2 * i], khex[2 * i + 1], 0}, NULL, 16);
-    } else {
-        memcpy(k, key, klen);
+    msp_buf_t b = {0};
+    size_t at = 0;
+    for (size_t i = 0; i < sp->n; i++) {
+        char *tag = msp_cc_secret_tag(v + sp->v[i].a, sp->v[i].b - sp->v[i].a);
+        if (!tag) {
+            msp_buf_free(&b);
+            return NULL;
+        }
+        if (remember)
+            msp_cc_secret_remember(v + sp->v[i].a, sp->v[i].b - sp->v[i].a);
+        msp_buf_put(&b, v + at, sp->v[i].a - at);
+        msp_buf_puts(&b, tag);
+        free(tag);
+        at = sp->v[i].b;
     }
-    for (int i = 0; i < 64; i++)
-        pad[i] = k[i] ^ 0x36;
-    msp_cc_sha256_init(&s);
-    msp_cc_sha256_update(&s, pad, 64);
-    msp_cc_sha256_update(&s, msg, mlen);
-    msp_cc_sha256_hex(&s, ihex);
-    for (int i = 0; i < 32; i++)
-        inner[i] = (unsigned char)strtoul((char[3]){ihex[2 * i], ihex[2 * i + 1], 0}, NULL, 16);
-    for (int i = 0; i < 64; i++)
-        pad[i] = k[i] ^ 0x5c;
-    msp_cc_sha256_init(&s);
-    msp_cc_sha256_update(&s, pad, 64);
-    msp_cc_sha256_update(&s, inner, 32);
-    msp_cc_sha256_hex(&s, hex);
-}
-
-/* A salt no guess finds. Whatever a pack stores that depends on the salt
- * (salt_id, and the keyed hash of any value an attacker knows, such as
- * TOKENIZERS_PARALLELISM=false) lets anyone holding the pack test guesses
- * offline; a guessed salt then gives away every short password hashed with
- * it. So a salt is used only when guessing is hopeless: at least 16
- * characters, 10 of them distinct, and 64 bits by its own character
- * frequencies ("msprobe", "password123", "msprobe-msprobe-msprobe" are
- * not). */
-static int msp_cc_salt_strong(const char *s)
-{
-    size_t n = strlen(s), distinct = 0;
-    unsigned char seen[256] = {0};
-    for (size_t i = 0; i < n; i++)
-        if (!seen[(unsigned char)s[i]]++)
-            distinct++;
-    return n >= 16 && distinct >= 10 && msp_cc_entropy(s, n) * (double)n >= 64.0;
-}
-
-static const char *msp_cc_salt(void)
-{
-    const char *s = getenv("MSPROBE_SECRET_SALT");
-    return s && *s && msp_cc_salt_strong(s) ? s : NULL;
-}
-
-int msp_cc_salt_refused(void)
-{
-    const char *s = getenv("MSPROBE_SECRET_SALT");
-    return s && *s && !msp_cc_salt_strong(s);
-}
-
-int msp_cc_salt_in_use(void)
-{
-    return msp_cc_salt() != NULL;
-}
-
-char *msp_cc_secret_stored(const char *val)
-{
-    const char *salt = msp_cc_salt();
-    if (!salt)
-        return strdup(MSP_CC_SECRET_UNSTORED);
-    char hex[65];
-    msp_cc_hmac_sha256(salt, strlen(salt), val ? val : "", val ? strlen(val) : 0, hex);
-    return msp_asprintf("%s%s", MSP_CC_SECRET_HMAC, hex);
-}
-
-char *msp_cc_salt_id(void)
-{
-    const char *salt = msp_cc_salt();
-    if (!salt)
-        return strdup("none");
-    char hex[65];
-    msp_cc_hmac_sha256(salt, strlen(salt), "msprobe salt id", 15, hex);
-    return msp_asprintf("hmac-sha256:%.16s", hex);
-}
-
-int msp_cc_secret_kind(const char *stored)
-{
-    if (!stored)
-        return MSP_CC_SECRET_NONE;
-    if (strcmp(stored, MSP_CC_SECRET_UNSTORED) == 0 || strcmp(stored, "<hidden>") == 0)
-        return MSP_CC_SECRET_NOT_STORED;
-    if (strncmp(stored, MSP_CC_SECRET_HMAC, strlen(MSP_CC_SECRET_HMAC)) == 0 ||
-        (strncmp(stored, "sha256:", 7) == 0 && strlen(stored) == 71))
-        return MSP_CC_SECRET_HASHED;
-    return MSP_CC_SECRET_NONE;
-}
-
-const char *msp_cc_secret_verdict(const char *b, const char *c)
-{
-    int kb = msp_cc_secret_kind(b), kc = msp_cc_secret_kind(c);
-    if (kb == MSP_CC_SECRET_HASHED && kc == MSP_CC_SECRET_HASHED)
-        return strcmp(b, c) == 0 ? "same" : "differs";
-    if (kb == MSP_CC_SECRET_NONE && kc == MSP_CC_SECRET_NONE)
+    msp_buf_puts(&b, v + at);
+    if (b.oom) {
+        msp_buf_free(&b);
         return NULL;
-    /* One side missing and the other set: that much is known without the value. */
-    if (!b || !c)
-        return "differs";
-    return "not compared";
+    }
+    return b.data;
+}
+
+/* msp_cc_redact_value, remembering what it hides when remember is set;
+ * *secret (may be NULL) says whether val holds a secret, so that NULL for
+ * out of memory is told from NULL for "store it as it is". */
+static char *msp_cc_redact(const char *key, const char *val, int remember, int *secret)
+{
+    int dummy;
+    secret = secret ? secret : &dummy;
+    *secret = 0;
+    if (!val || msp_cc_secret_kind(val) != MSP_CC_SECRET_NONE)
+        return NULL; /* stored form already: redacting twice would hash the hash */
+    if (msp_cc_key_is_secret(key)) {
+        *secret = 1;
+        if (remember)
+            msp_cc_secret_remember(val, strlen(val));
+        return msp_cc_secret_stored(val);
+    }
+    msp_cc_spans_t sp;
+    msp_cc_find(key, val, &sp);
+    *secret = sp.n || sp.overflow;
+    if (!*secret)
+        return NULL;
+    /* Replacing a secret can change how the text around it reads (a URL's
+     * user part once its '@' is gone): the text is searched again until
+     * nothing more is found, so the stored form is final (redacting it
+     * again changes nothing), or, past a few rounds, stored whole. */
+    char *cur = msp_cc_mask(val, &sp, remember, val);
+    for (int round = 0; cur && msp_cc_secret_kind(cur) == MSP_CC_SECRET_NONE; round++) {
+        msp_cc_find(key, cur, &sp);
+        if (!sp.n && !sp.overflow)
+            return cur;
+        char *next = round < 4 ? msp_cc_mask(cur, &sp, remember, val) : msp_cc_secret_stored(val);
+        free(cur);
+        cur = next;
+    }
+    return cur;
 }
 
 char *msp_cc_redact_value(const char *key, const char *val)
 {
-    if (msp_cc_secret_kind(val) != MSP_CC_SECRET_NONE)
-        return NULL; /* stored form already: redacting twice would hash the hash */
-    if (msp_cc_key_is_secret(key) || msp_cc_value_is_secret(val))
-        return msp_cc_secret_stored(val);
-    return NULL;
+    return msp_cc_redact(key, val, 0, NULL);
+}
+
+char *msp_cc_redact_checked(const char *key, const char *val, int *secret)
+{
+    return msp_cc_redact(key, val, 0, secret);
 }
 
 /* Numbers are hyperparameters (num_key_value_heads, key_dim) unless their
@@ -577,32 +985,56 @@ void msp_cc_redact_json(cJSON *node, int depth)
     }
 }
 
+/* argv[i] as the pack keeps it (malloc'd), or NULL to keep it as it is;
+ * what it hides is remembered. hide: the option before it hides it. */
+static char *msp_cc_redact_arg(const char *t, int hide)
+{
+    char *out = NULL;
+    const char *eq = t[0] == '-' ? strchr(t, '=') : NULL;
+    if (eq) {
+        /* --token=X, --db-url=postgres://u:pw@h/db */
+        char *name = strndup(t, (size_t)(eq - t));
+        char *r = name ? msp_cc_redact(name, eq + 1, 1, NULL) : NULL;
+        if (r)
+            out = msp_asprintf("%s=%s", name, r);
+        free(r);
+        free(name);
+    } else if (hide) {
+        /* After --password any value is hidden, unless it is the next long option. */
+        out = msp_cc_secret_stored(t);
+        msp_cc_secret_remember(t, strlen(t));
+    } else {
+        out = msp_cc_redact(NULL, t, 1, NULL);
+    }
+    return out;
+}
+
+static int msp_cc_arg_hides_next(const char *const *argv, size_t n, size_t i)
+{
+    return i + 1 < n && !(argv[i][0] == '-' && strchr(argv[i], '=')) &&
+           msp_cc_flag_hides(argv[i], strlen(argv[i]), argv[i + 1], strlen(argv[i + 1]));
+}
+
 cJSON *msp_cc_redact_argv(const char *const *argv, size_t n)
 {
+    /* Every secret of the line is found first, so that one found in a later
+     * argument is hidden in an earlier one too (its text is remembered):
+     * until no new one is found, or a few rounds. */
+    for (int round = 0, grew = 1; grew && round < 4; round++) {
+        pthread_mutex_lock(&msp_cc_known_mu);
+        size_t known = msp_cc_n_known;
+        pthread_mutex_unlock(&msp_cc_known_mu);
+        for (size_t i = 0; i < n; i++)
+            free(msp_cc_redact_arg(argv[i], i && msp_cc_arg_hides_next(argv, n, i - 1)));
+        pthread_mutex_lock(&msp_cc_known_mu);
+        grew = msp_cc_n_known != known;
+        pthread_mutex_unlock(&msp_cc_known_mu);
+    }
     cJSON *args = cJSON_CreateArray();
-    int hide_next = 0;
     for (size_t i = 0; args && i < n; i++) {
-        const char *t = argv[i];
-        char *out = NULL;
-        const char *eq = t[0] == '-' ? strchr(t, '=') : NULL;
-        if (eq) {
-            /* --token=X, --db-url=postgres://u:pw@h/db */
-            char *name = strndup(t, (size_t)(eq - t));
-            char *r = name ? msp_cc_redact_value(name, eq + 1) : NULL;
-            if (r) {
-                out = msp_asprintf("%s=%s", name, r);
-                msp_cc_secret_remember(eq + 1);
-            }
-            free(r);
-            free(name);
-        } else if (hide_next || msp_cc_value_is_secret(t)) {
-            /* After --password any value is hidden, unless it is the next long option. */
-            out = msp_cc_secret_stored(t);
-            msp_cc_secret_remember(t);
-        }
-        cJSON_AddItemToArray(args, cJSON_CreateString(out ? out : t));
+        char *out = msp_cc_redact_arg(argv[i], i && msp_cc_arg_hides_next(argv, n, i - 1));
+        cJSON_AddItemToArray(args, cJSON_CreateString(out ? out : argv[i]));
         free(out);
-        hide_next = i + 1 < n && !eq && msp_cc_flag_hides(t, argv[i + 1]);
     }
     return args;
 }
