@@ -45,8 +45,11 @@ the dump shim itself would wrap in this torch (api_discover.py's discover(),
 which compare runs before this source) less DENIED below, and torch.optim's
 optimizer classes. The worker is sandboxed (sandbox_enter, msprobe-compare(1),
 SECURITY): isolated Python, a private working directory, rlimits, Landlock
-where the kernel has it, its own process group, killed with compare; each job
-runs in a child forked for it (a clean state, its own time and memory limit).
+where the kernel has it, its own process group, killed with compare. Jobs
+run in a child the worker forks (job_child), each under its own time and
+memory limit; the child is replaced after any record whose call fails or
+that changes what the next record would see (state_print), so every record
+starts from a clean state.
 """
 import ast
 import json
@@ -200,25 +203,57 @@ def sandbox_no_exec():
 
 
 def job_limits(job):
-    """In a job's child: its memory (RLIMIT_AS: what the worker maps now plus
-    job["mem"] bytes, plus 72 MiB a thread of torch's) and time (job["limit_s"] seconds of wall time, and that
-    times the threads torch may use of CPU time)."""
+    """In the job child, before a job: its memory (RLIMIT_AS's soft limit:
+    what the child maps now plus job["mem"] bytes, plus 72 MiB a thread of
+    torch's) and time (job["limit_s"] seconds of wall time, an alarm whose
+    default action ends the child, and that times torch's threads of CPU
+    time on top of what the child has used). job_limits_end() lifts them."""
     import os
     import resource
     import signal
+    threads = max(1, torch.get_num_threads())
     mem = job.get("mem")
     if isinstance(mem, (int, float)) and mem > 0:
         with open("/proc/self/statm") as f:
             base = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
         # each of torch's threads maps a stack and a malloc arena of its own
-        lim = base + int(mem) + max(1, torch.get_num_threads()) * (72 << 20)
-        resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
+        lim = base + int(mem) + threads * (72 << 20)
+        hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+        resource.setrlimit(resource.RLIMIT_AS, (lim if hard == resource.RLIM_INFINITY
+                                                else min(lim, hard), hard))
     lim_s = job.get("limit_s")
     if isinstance(lim_s, (int, float)) and lim_s > 0:
         secs = max(1, int(math.ceil(lim_s)))
         signal.alarm(secs)
-        cpu = secs * max(1, torch.get_num_threads()) + 5
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
+        used = resource.getrusage(resource.RUSAGE_SELF)
+        cpu = int(used.ru_utime + used.ru_stime) + secs * threads + 5
+        hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu if hard == resource.RLIM_INFINITY
+                                                 else min(cpu, hard), hard))
+
+
+def job_limits_end():
+    import resource
+    import signal
+    signal.alarm(0)
+    for res in (resource.RLIMIT_AS, resource.RLIMIT_CPU):
+        hard = resource.getrlimit(res)[1]
+        resource.setrlimit(res, (hard, hard))
+
+
+def state_print():
+    """What one record could change for the next: torch's global modes and
+    the callables replay looks up. A job child whose print changed is not
+    given another record."""
+    spaces = (vars(torch), vars(torch.nn.functional), torch.Tensor.__dict__)
+    return (torch.is_grad_enabled(), torch.get_default_dtype(), torch.is_autocast_enabled(),
+            torch.is_autocast_cpu_enabled(), torch.get_autocast_cpu_dtype(),
+            torch.get_num_threads(), torch.are_deterministic_algorithms_enabled(),
+            tuple(id(ns.get(n)) for ns in spaces for n in STATE_NAMES),
+            id(torch.nn), id(torch.nn.functional), id(torch.Tensor), id(torch.optim))
+
+
+STATE_NAMES = ()
 
 
 # ---- what may be called --------------------------------------------------------
@@ -967,70 +1002,132 @@ def replay(job, tensors):
     return replay_side(job, tensors)
 
 
-def read_exact(f, n):
+def read_fd(n):
+    """n bytes of the job stream (fd 0), read with no read-ahead: a job child
+    that dies leaves the stream at the next frame for the one after it."""
+    import os
     buf = bytearray()
     while len(buf) < n:
-        b = f.read(n - len(buf))
+        b = os.read(0, min(n - len(buf), 1 << 24))
         if not b:
             raise EOFError
         buf += b
     return bytes(buf)
 
 
-def run_job(job, tensors):
-    """One job in a child forked for it: a clean state (whatever a record
-    does to torch's or Python's state dies with the child), its own memory
-    and time limits. The answer, as a dict."""
+def read_job():
+    """The next frame: (job, {(rec, role): (tensor header, bytes)}), or None
+    at the end of the session."""
+    try:
+        n = struct.unpack("<I", read_fd(4))[0]
+        if n == 0:
+            return None
+        job = json.loads(read_fd(n))
+        tensors = {}
+        for t in job["tensors"]:
+            tensors[(t["rec"], t["role"])] = (t, read_fd(int(t["nbytes"])))
+    except EOFError:
+        return None
+    return job, tensors
+
+
+def job_child(out_fd, parent):
+    """A child of the worker that reads jobs from fd 0 and answers each on
+    out_fd ("S id" when it starts one, "A json" with the answer, "E" at the
+    end of the session). It replays until a record's call fails or changes
+    the state another record would see (state_print), then exits and the
+    worker forks a fresh one: every record starts from a clean state. A
+    record past its time or memory limit ends the child; the worker answers
+    for it. Never returns."""
+    import os
+
+    def say(tag, text=""):
+        data = ("%s %s\n" % (tag, text)).encode()
+        while data:
+            data = data[os.write(out_fd, data):]
+
+    try:
+        _die_with_parent(parent)
+        start = state_print()
+        while True:
+            got = read_job()
+            if got is None:
+                say("E")
+                break
+            job, raw = got
+            say("S", json.dumps(job.get("id")))
+            clean = True
+            try:
+                job_limits(job)
+                t = {k: decode(b, d["dtype"], d["shape"]) for k, (d, b) in raw.items()}
+                res = replay(job, t)
+            except Skip as e:
+                res = {"status": "skip", "reason": str(e)}
+            except BaseException as e:  # the call failed: no next record here
+                clean = False
+                res = {"status": "skip", "reason": "replay failed: %s: %s" %
+                       (type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "")}
+            finally:
+                job_limits_end()
+            del got, raw
+            res["id"] = job.get("id")
+            say("A", json.dumps(res, allow_nan=False))
+            if not clean or state_print() != start:
+                break
+    finally:
+        os._exit(0)
+
+
+def serve(out):
+    """The worker's loop: fork a job child, relay its answers, answer for a
+    record it died on, fork another while the session lasts."""
     import os
     import signal
     me = os.getpid()
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: answer through the pipe, never return
-        os.close(r)
-        try:
-            _die_with_parent(me)
-            job_limits(job)
-            t = {k: decode(raw, d["dtype"], d["shape"]) for k, (d, raw) in tensors.items()}
-            res = replay(job, t)
-        except Skip as e:
-            res = {"status": "skip", "reason": str(e)}
-        except BaseException as e:
-            res = {"status": "skip", "reason": "replay failed: %s: %s" %
-                   (type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "")}
-        try:
-            data = json.dumps(res, allow_nan=False).encode()
-            while data:
-                data = data[os.write(w, data):]
-        finally:
-            os._exit(0)
-    os.close(w)
-    chunks = []
     while True:
-        b = os.read(r, 1 << 16)
-        if not b:
-            break
-        chunks.append(b)
-    os.close(r)
-    _, status = os.waitpid(pid, 0)
-    try:
-        return json.loads(b"".join(chunks))
-    except ValueError:
-        pass
-    lim = job.get("limit_s")
-    sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
-    if sig in (signal.SIGALRM, signal.SIGXCPU):
-        why = "the replay ran past its limit of %g s a record" % (lim or 0)
-    elif sig:
-        why = "the replay was ended by signal %d (%s)" % (sig, signal.Signals(sig).name)
-    else:
-        why = "the replay ended (exit %d) without an answer" % os.WEXITSTATUS(status)
-    return {"status": "skip", "reason": why}
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            job_child(w, me)
+        os.close(w)
+        pending, ended, buf = None, False, b""
+        with os.fdopen(r, "rb", buffering=0) as f:
+            while True:
+                chunk = f.read(1 << 16)
+                if not chunk:
+                    break
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    tag, _, text = line.decode().partition(" ")
+                    if tag == "S":
+                        pending = json.loads(text)
+                    elif tag == "A":
+                        out.write(text + "\n")
+                        out.flush()
+                        pending = None
+                    elif tag == "E":
+                        ended = True
+        _, status = os.waitpid(pid, 0)
+        if ended:
+            return 0
+        if pending is None:
+            continue  # a child that had its fill: the next one reads on
+        sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
+        if sig in (signal.SIGALRM, signal.SIGXCPU):
+            why = "the replay ran past its time limit a record"
+        elif sig:
+            why = "the replay was ended by signal %d (%s)" % (sig, signal.Signals(sig).name)
+        else:
+            why = "the replay ended (exit %d) without an answer" % os.WEXITSTATUS(status)
+        out.write(json.dumps({"status": "skip", "reason": why, "id": pending}) + "\n")
+        out.flush()
 
 
 def setup():
     """Import torch and list what may be called; None, or why not."""
-    global torch, _TORCH_KINDS, ALLOWED, SIGNATURES
+    global torch, _TORCH_KINDS, ALLOWED, SIGNATURES, STATE_NAMES
     try:
         import torch as t
         torch = t
@@ -1040,6 +1137,7 @@ def setup():
     torch.set_grad_enabled(False)
     ALLOWED = allowed_apis()
     SIGNATURES = signatures()
+    STATE_NAMES = tuple(sorted({n.rsplit(".", 1)[-1] for n in ALLOWED}))
     return None
 
 
@@ -1061,23 +1159,7 @@ def main():
     out.write(json.dumps({"ready": torch.__version__, "apis": len(ALLOWED),
                           "landlock": SANDBOX["landlock"], "sandbox": SANDBOX["why"]}) + "\n")
     out.flush()
-    inp = sys.stdin.buffer
-    while True:
-        try:
-            n = struct.unpack("<I", read_exact(inp, 4))[0]
-            if n == 0:
-                return 0
-            job = json.loads(read_exact(inp, n))
-            tensors = {}
-            for t in job["tensors"]:
-                raw = read_exact(inp, int(t["nbytes"]))
-                tensors[(t["rec"], t["role"])] = (t, raw)
-        except EOFError:
-            return 0
-        res = run_job(job, tensors)
-        res["id"] = job.get("id")
-        out.write(json.dumps(res, allow_nan=False) + "\n")
-        out.flush()
+    return serve(out)
 
 
 if __name__ == "__main__":
