@@ -99,6 +99,9 @@ msp_err msp_mkdirs(const char *path);
  * MSP_ERR_IO for a directory (reading one fails), MSP_ERR_USAGE for a FIFO,
  * socket or device; *fd is -1 on every error. */
 msp_err msp_open_regular(const char *path, int *fd);
+/* msp_open_regular as a stdio stream opened with mode ("r", "rb") into *f;
+ * *f is NULL on every error (the open's, or MSP_ERR_IO naming path). */
+msp_err msp_fopen_regular(const char *path, const char *mode, FILE **f);
 /* The same verdict from stat(2), nothing opened: for a front end that checks
  * the files its options name before any work starts. */
 msp_err msp_check_regular(const char *path);

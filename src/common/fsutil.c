@@ -117,21 +117,29 @@ msp_err msp_open_regular(const char *path, int *fd)
     return rc;
 }
 
+msp_err msp_fopen_regular(const char *path, const char *mode, FILE **f)
+{
+    int fd;
+    msp_err rc = msp_open_regular(path, &fd);
+    *f = NULL;
+    if (rc)
+        return rc;
+    if (!(*f = fdopen(fd, mode))) {
+        rc = msp_fail(MSP_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+        close(fd);
+    }
+    return rc;
+}
+
 msp_err msp_read_file(const char *path, size_t max_bytes, char **out, size_t *len)
 {
     *out = NULL;
     if (len)
         *len = 0;
-    int fd;
-    msp_err rc = msp_open_regular(path, &fd);
+    FILE *f;
+    msp_err rc = msp_fopen_regular(path, "rb", &f);
     if (rc)
         return rc;
-    FILE *f = fdopen(fd, "rb");
-    if (!f) {
-        rc = msp_fail(MSP_ERR_NOMEM, "cannot read %s: %s", path, strerror(errno));
-        close(fd);
-        return rc;
-    }
     /* At most max_bytes + 1: reading one byte past the limit is how a
      * file of exactly max_bytes is told from a larger one. */
     msp_buf_t b = {.max = max_bytes < SIZE_MAX ? max_bytes + 1 : 0, .first = 4097};

@@ -275,15 +275,10 @@ static msp_err cmp_merge_xlsx(cmp_merge_t *m, const char *path, int64_t rank, in
 /* result.csv (RFC 4180, as msp_report_write_csv writes it) a row at a time. */
 static msp_err cmp_merge_csv(cmp_merge_t *m, const char *path)
 {
-    int fd;
-    msp_err orc = msp_open_regular(path, &fd);
+    FILE *f;
+    msp_err orc = msp_fopen_regular(path, "r", &f);
     if (orc)
         return orc;
-    FILE *f = fdopen(fd, "r");
-    if (!f) {
-        close(fd);
-        return msp_fail(MSP_ERR_IO, "cannot open %s: %s", path, strerror(errno));
-    }
     m->file = path;
     m->sheet = NULL;
     m->file_rank = -1;

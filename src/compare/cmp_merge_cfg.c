@@ -82,15 +82,10 @@ static msp_err cmp_yaml_push(const char *path, int line, char ***v, size_t *n, c
 msp_err cmp_merge_cfg_load(const char *path, cmp_merge_cfg_t *c)
 {
     memset(c, 0, sizeof *c);
-    int fd;
-    msp_err orc = msp_open_regular(path, &fd);
+    FILE *f;
+    msp_err orc = msp_fopen_regular(path, "r", &f);
     if (orc)
         return orc;
-    FILE *f = fdopen(fd, "r");
-    if (!f) {
-        close(fd);
-        return msp_fail(MSP_ERR_IO, "config %s: cannot open: %s", path, strerror(errno));
-    }
     char buf[4096];
     int line = 0, in = 0; /* in: 1 api, 2 compare_index */
     int seen_api = 0, seen_index = 0;

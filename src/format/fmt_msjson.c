@@ -283,40 +283,20 @@ int msp_js_members(struct msp_js *s, msp_js_member_fn fn, void *ud, msp_err *rc)
     }
 }
 
+static msp_err msp_js_count_one(const char *key, const char *end, const char *value, void *ud)
+{
+    (void)key;
+    (void)end;
+    (void)value;
+    ++*(long long *)ud;
+    return MSP_OK;
+}
+
 long long msp_js_count_members(struct msp_js *s)
 {
-    msp_js_ws(s);
-    if (s->p >= s->end || *s->p != '{')
-        return -1;
-    s->p++;
-    msp_js_ws(s);
-    if (s->p < s->end && *s->p == '}') {
-        s->p++;
-        return 0;
-    }
-    s->depth++;
-    for (long long n = 1;; n++) {
-        msp_js_ws(s);
-        if (msp_js_string(s))
-            return -1;
-        msp_js_ws(s);
-        if (s->p >= s->end || *s->p != ':')
-            return -1;
-        s->p++;
-        if (msp_js_value(s))
-            return -1;
-        msp_js_ws(s);
-        if (s->p < s->end && *s->p == ',') {
-            s->p++;
-            continue;
-        }
-        if (s->p < s->end && *s->p == '}') {
-            s->p++;
-            s->depth--;
-            return n;
-        }
-        return -1;
-    }
+    long long n = 0;
+    msp_err rc;
+    return msp_js_members(s, msp_js_count_one, &n, &rc) ? -1 : n;
 }
 
 /* The member key..end as an object of its own, {"key": value}, parsed (NaN

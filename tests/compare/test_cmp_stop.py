@@ -27,6 +27,7 @@ import time
 import unittest
 
 import numpy as np
+from msp_proc import children
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -54,20 +55,6 @@ def make_tree(root, seed, ranks=2, steps=2, records=150, numel=20000):
             H.write_dump(os.path.join(root, "step%d" % s, "rank%d" % r, "dump.h5"), recs,
                          step=s, rank=r, index=True)
     return root
-
-
-def children(pid):
-    out = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open("/proc/%s/stat" % d) as f:
-                    st = f.read()
-            except OSError:
-                continue
-            if int(st[st.rindex(")") + 2:].split()[1]) == pid:
-                out.append(int(d))
-    return out
 
 
 def alive(pid):

@@ -26,6 +26,7 @@ import numpy as np
 import openpyxl
 
 from msp_h5dump import write_dump
+from msp_proc import cmdline, descendants
 
 BIN = os.environ.get("MSPROBE_BIN", "msprobe")
 PYTHON = os.environ.get("MSPROBE_PYTHON", "/usr/bin/python3")
@@ -114,6 +115,14 @@ class HostileDumps(unittest.TestCase):
                     for k, v in a.items():
                         f[name].attrs[k] = v
         return os.path.join(self.work, "gpu"), os.path.join(self.work, "npu")
+
+    @staticmethod
+    def endless():
+        """torch.lobpcg with niter=-1 and tol=0: it never returns."""
+        a = np.eye(8, dtype=np.float32) * 2 + 0.1
+        return ("Torch.lobpcg.0.forward", {"input.0": a, "output.0": np.ones(1, np.float32),
+                                           "output.1": np.ones((8, 1), np.float32)},
+                {"kwarg.k": "1", "kwarg.niter": "-1", "kwarg.tol": "0"})
 
     def compare(self, *extra, cwd=None, timeout=300, check=True):
         out = os.path.join(self.work, "out")
@@ -248,10 +257,7 @@ class HostileDumps(unittest.TestCase):
         self.assert_gelu_introduced(rows)
 
     def test_a_record_that_never_ends_costs_its_limit_not_the_run(self):
-        a = np.eye(8, dtype=np.float32) * 2 + 0.1
-        lob = ("Torch.lobpcg.0.forward", {"input.0": a, "output.0": np.ones(1, np.float32),
-                                          "output.1": np.ones((8, 1), np.float32)},
-               {"kwarg.k": "1", "kwarg.niter": "-1", "kwarg.tol": "0"})
+        lob = self.endless()
         self.pair([lob])
         p, rows, took = self.compare("--replay-budget", "20")
         # a quarter of the budget, and no less than 10 s, for the endless record
@@ -291,40 +297,11 @@ class HostileDumps(unittest.TestCase):
             self.assert_refused(rows[name])
 
     def test_killing_compare_leaves_no_worker_behind(self):
-        a = np.eye(8, dtype=np.float32) * 2 + 0.1
-        lob = ("Torch.lobpcg.0.forward", {"input.0": a, "output.0": np.ones(1, np.float32),
-                                          "output.1": np.ones((8, 1), np.float32)},
-               {"kwarg.k": "1", "kwarg.niter": "-1", "kwarg.tol": "0"})
+        lob = self.endless()
         self.pair([lob])
         proc = subprocess.Popen([BIN, "compare", "-b", "gpu", "-c", "npu", "-o", "out"],
                                 cwd=self.work, env=self.env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
-
-        def cmdline(pid):
-            try:
-                with open("/proc/%d/cmdline" % pid, "rb") as f:
-                    return f.read()
-            except OSError:
-                return None
-
-        def descendants(root):
-            kids = {}
-            for d in os.listdir("/proc"):
-                if d.isdigit():
-                    try:
-                        with open("/proc/%s/stat" % d) as f:
-                            st = f.read()
-                    except OSError:
-                        continue
-                    fields = st[st.rindex(")") + 2:].split()
-                    if fields[0] != "Z":
-                        kids.setdefault(int(fields[1]), []).append(int(d))
-            out, todo = [], [root]
-            while todo:
-                for k in kids.get(todo.pop(), []):
-                    out.append(k)
-                    todo.append(k)
-            return out
 
         t0 = time.monotonic()
         while not descendants(proc.pid) and time.monotonic() - t0 < 60:
