@@ -22,6 +22,15 @@ BIN = os.environ["MSPROBE_BIN"]
 TIMEOUT = 30  # a hang check: each refusal comes before anything is read
 
 
+def sanitized_build():
+    cache = os.path.join(os.environ.get("MSPROBE_BUILD_DIR", ""), "CMakeCache.txt")
+    try:
+        with open(cache) as f:
+            return any(line.startswith("MSPROBE_SANITIZE:BOOL=ON") for line in f)
+    except OSError:
+        return False
+
+
 class OptionFiles(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -134,6 +143,10 @@ class OptionFiles(unittest.TestCase):
                 self.assertNotIn("not a regular file", p.stderr)
                 if "csv_path" in opt:  # read, and judged by its content
                     self.assertIn("not an acc_check details CSV", p.stderr)
+                elif a[0] == "dump" and sanitized_build():
+                    # past the check msprobe runs `true` with the shim preloaded, which
+                    # an ASan-built shim cannot join: that exit says nothing here
+                    self.assertNotIn("msprobe: dump:", p.stderr)
                 else:
                     self.assertIn(p.returncode, (0, 1), p.stderr)
 
