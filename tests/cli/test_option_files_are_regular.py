@@ -17,18 +17,10 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "lib"))
 import msp_h5dump as D  # noqa: E402
+from msp_build import sanitized_build
 
 BIN = os.environ["MSPROBE_BIN"]
 TIMEOUT = 30  # a hang check: each refusal comes before anything is read
-
-
-def sanitized_build():
-    cache = os.path.join(os.environ.get("MSPROBE_BUILD_DIR", ""), "CMakeCache.txt")
-    try:
-        with open(cache) as f:
-            return any(line.startswith("MSPROBE_SANITIZE:BOOL=ON") for line in f)
-    except OSError:
-        return False
 
 
 class OptionFiles(unittest.TestCase):

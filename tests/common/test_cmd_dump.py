@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import tempfile
 import unittest
+from msp_build import sanitized_build
 
 BIN = os.environ["MSPROBE_BIN"]
 
@@ -289,15 +290,6 @@ class DumpLauncher(LauncherCase):
                           env=self.env(MSPROBE_PRELOAD_LIB=os.path.join(self.dir, "a:b.so")))
         self.assertNotRun(r, f"msprobe: dump: MSPROBE_PRELOAD_LIB={self.dir}/a:b.so: cannot be "
                              "preloaded (the path may not contain spaces or colons)\n")
-
-
-def sanitized_build():
-    cache = os.path.join(os.environ.get("MSPROBE_BUILD_DIR", ""), "CMakeCache.txt")
-    try:
-        with open(cache) as f:
-            return any(line.startswith("MSPROBE_SANITIZE:BOOL=ON") for line in f)
-    except OSError:
-        return False
 
 
 REAL_SHIM = os.environ.get("MSPROBE_PRELOAD_LIB", "")
