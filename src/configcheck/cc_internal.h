@@ -43,6 +43,34 @@ void msp_cc_secret_forget(void);
 /* Shannon entropy, bits per character, of s[0..n). */
 double msp_cc_entropy(const char *s, size_t n);
 
+/* ---- span finders (cc_secret_find.c) and what they share with cc_secret.c */
+
+/* Names that say identifier (commit, digest, run id), not key; numbers
+ * under a name that says password, PIN, secret or token (cc_secret.c). */
+int msp_cc_name_is_id(const char *name);
+int msp_cc_number_name_is_secret(const char *key);
+/* Each adds to out the byte ranges of the secrets it finds in v: URL
+ * passwords and credential parameters, user:password@host, secret
+ * name=value pairs, secret command-line arguments, PEM blocks, tokens
+ * (id_name: v stands under a name that says identifier). */
+void msp_cc_url_spans(const char *v, msp_cc_spans_t *out);
+void msp_cc_userinfo_spans(const char *v, msp_cc_spans_t *out);
+void msp_cc_pair_spans(const char *v, msp_cc_spans_t *out);
+void msp_cc_cmdline_spans(const char *v, msp_cc_spans_t *out);
+void msp_cc_pem_spans(const char *v, msp_cc_spans_t *out);
+void msp_cc_token_spans(const char *v, int id_name, msp_cc_spans_t *out);
+/* The length of the word of v starting at i ([A-Za-z0-9]+ not preceded by
+ * a letter or digit), 0 if none; the finders run on the word v[i..i+n):
+ * password words, login words, Authorization/Bearer. */
+size_t msp_cc_word_at(const char *v, size_t i);
+void msp_cc_pw_word_spans(const char *v, size_t i, size_t n, msp_cc_spans_t *out);
+void msp_cc_login_spans(const char *v, size_t i, size_t n, msp_cc_spans_t *out);
+void msp_cc_auth_spans(const char *v, size_t i, size_t n, msp_cc_spans_t *out);
+/* A character of a token piece (base64url and the separators tokens use). */
+int msp_cc_is_piecech(char c);
+/* Whether the argument next[0..nl) after option flag[0..fl) is secret. */
+int msp_cc_flag_hides(const char *flag, size_t fl, const char *next, size_t nl);
+
 /* ---- pack reading ------------------------------------------------------ */
 
 /* Member names of the items, in msp_cc_item_names order. */
