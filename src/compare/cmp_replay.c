@@ -352,6 +352,40 @@ int cmp_replay_choose(msp_record_cmp_t *r, const msp_compare_opts_t *o, double *
     return 1;
 }
 
+/* Whether rec recorded a tensor under role. */
+static int rp_tensor_role(const msp_record_info_t *rec, const char *role)
+{
+    for (size_t i = 0; i < rec->n_tensors; i++)
+        if (!strcmp(rec->tensors[i].role, role))
+            return 1;
+    return 0;
+}
+
+/* Into args (which holds the bench side's non-tensor arguments), the compare
+ * side's arguments that the bench side recorded as tensors (it has no text
+ * for them), or all of them when there is no bench record. A keyword the
+ * bench call left out takes the API's own default in the replay, never the
+ * compare side's value: given on one side only, it is a changed argument,
+ * and replaying it from the compare side reproduced the change. */
+static void rp_add_cmp_attrs(cJSON *args, msp_dump_file_t *cf, const msp_record_info_t *crec,
+                             const msp_record_info_t *brec)
+{
+    cJSON *c = cJSON_CreateObject(), *it;
+    if (!c)
+        return;
+    rp_add_attrs(c, NULL, cf, crec);
+    cJSON_ArrayForEach(it, c)
+    {
+        if (cJSON_GetObjectItemCaseSensitive(args, it->string) ||
+            (brec && !rp_tensor_role(brec, it->string)))
+            continue;
+        cJSON *dup = cJSON_Duplicate(it, 0);
+        if (dup)
+            cJSON_AddItemToObject(args, it->string, dup);
+    }
+    cJSON_Delete(c);
+}
+
 /* Replay one record: the compare side, judged; then, when it is called
  * introduced and the bench side holds tensors, the bench side as the check
  * that the call is rebuilt exactly. 0 done, -1 worker gone, -2 time up. */
@@ -384,9 +418,8 @@ static int rp_job(rp_worker_t *w, msp_record_cmp_t *rec, size_t id, rp_file_t *f
             goto done;
         }
     }
-    /* the bench side's non-tensor arguments, the compare side's where it has none */
     rp_add_attrs(args, NULL, files->bf, bfr);
-    rp_add_attrs(args, NULL, files->cf, cf);
+    rp_add_cmp_attrs(args, files->cf, cf, bfr);
     rp_side_in_t cin = {files->cf, cf, bwd ? crec : NULL};
     if ((r = rp_side(w, id, kind, rec->name, args, &cin, deadline, per_record, buf, bufsz, &ans,
                      &why)) || why)
