@@ -28,19 +28,27 @@ static const char *const msp_cc_secret_words[] = {
  * other words (PASS in COMPASS, PAT in PATH). */
 static const char *const msp_cc_secret_tokens[] = {"PASS", "PAT", "PW", "PIN", "OTP", "CRED"};
 
+/* name in upper case into up (cap bytes, cut there, NUL-terminated), '-'
+ * as '_' when dash is set; its length (0 for NULL). */
+static size_t msp_cc_upper(const char *name, char *up, size_t cap, int dash)
+{
+    size_t n = name ? strlen(name) : 0;
+    if (n >= cap)
+        n = cap - 1;
+    for (size_t i = 0; i < n; i++) {
+        char ch = name[i];
+        up[i] = (char)((ch >= 'a' && ch <= 'z') ? ch - 32 : dash && ch == '-' ? '_' : ch);
+    }
+    up[n] = '\0';
+    return n;
+}
+
 int msp_cc_key_is_secret(const char *key)
 {
     if (!key)
         return 0;
-    size_t n = strlen(key);
     char up[256];
-    if (n >= sizeof up)
-        n = sizeof up - 1;
-    for (size_t i = 0; i < n; i++) {
-        char ch = key[i];
-        up[i] = (char)((ch >= 'a' && ch <= 'z') ? ch - 32 : ch == '-' ? '_' : ch);
-    }
-    up[n] = '\0';
+    msp_cc_upper(key, up, sizeof up, 1);
     for (size_t i = 0; i < MSP_CC_N(msp_cc_secret_words); i++) {
         /* AUTH, but not in AUTHOR (GIT_AUTHOR_NAME names a person; AUTHORIZATION
          * and AUTHORITY still count) */
@@ -70,12 +78,7 @@ int msp_cc_name_is_id(const char *name)
                                       "VERSION", "CKPT", "CHECKPOINT", "RUN",  "SEED",   "TAG",
                                       "BRANCH", "DIGEST", "CHECKSUM",  "MD5",  "BUILD"};
     char up[64];
-    size_t n = name ? strlen(name) : 0;
-    if (n >= sizeof up)
-        n = sizeof up - 1;
-    for (size_t i = 0; i < n; i++)
-        up[i] = (char)((name[i] >= 'a' && name[i] <= 'z') ? name[i] - 32 : name[i]);
-    up[n] = '\0';
+    size_t n = msp_cc_upper(name, up, sizeof up, 0);
     for (size_t i = 0; n && i < MSP_CC_N(ids); i++)
         if (strstr(up, ids[i]))
             return 1;
@@ -318,12 +321,7 @@ int msp_cc_number_name_is_secret(const char *key)
 {
     static const char *const words[] = {"PASS", "PIN", "SECRET", "TOKEN", "PWD", "OTP"};
     char up[128];
-    size_t n = key ? strlen(key) : 0;
-    if (n >= sizeof up)
-        n = sizeof up - 1;
-    for (size_t i = 0; i < n; i++)
-        up[i] = (char)((key[i] >= 'a' && key[i] <= 'z') ? key[i] - 32 : key[i]);
-    up[n] = '\0';
+    msp_cc_upper(key, up, sizeof up, 0);
     for (size_t i = 0; i < MSP_CC_N(words); i++)
         if (strstr(up, words[i]) && !strstr(up, "TOKENS") && !strstr(up, "SPINE"))
             return 1;
