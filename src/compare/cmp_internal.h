@@ -461,6 +461,10 @@ msp_err cmp_finish_part(cmp_finish_t *f, msp_compare_result_t *part);
 msp_err cmp_finish_tree(cmp_finish_t *f);
 
 /* ---- overflow_check's records (cmp_overflow_rec.c, cmp_overflow_json.c) --- */
+/* Free what an anomaly node owns and zero it (cmp_overflow_json.c, beside
+ * msp_overflow_result_free). */
+struct msp_anomaly_node;
+void cmp_ov_node_free(struct msp_anomaly_node *n);
 
 struct cJSON;
 struct msp_anomaly_node;

@@ -465,14 +465,6 @@ static const ov_comm_t *ov_sender(const ov_step_t *s, const ov_comm_t *c)
 
 /* ---- one step ---------------------------------------------------------------------------- */
 
-static void ov_node_free(msp_anomaly_node_t *n)
-{
-    free(n->record);
-    free(n->reason);
-    free(n->json);
-    memset(n, 0, sizeof *n);
-}
-
 static int ov_kind(int bad)
 {
     return bad == (OV_NAN | OV_INF) ? MSP_ANOM_INF_NAN : bad & OV_NAN ? MSP_ANOM_NAN : MSP_ANOM_INF;
@@ -501,7 +493,7 @@ static msp_err ov_make_node(const ov_step_t *s, size_t ri, size_t j, int role, i
     if (role != MSP_ANOM_SENT)
         out->json = ov_node_json(rk->f, x->r, step, out);
     if (!out->record || !out->reason || (role != MSP_ANOM_SENT && !out->json)) {
-        ov_node_free(out);
+        cmp_ov_node_free(out);
         return msp_fail(MSP_ERR_NOMEM, "out of memory");
     }
     return MSP_OK;
@@ -780,22 +772,4 @@ msp_err msp_overflow_check(const char *path, const msp_overflow_opts_t *opts,
     }
     *out = res;
     return MSP_OK;
-}
-
-void msp_overflow_result_free(msp_overflow_result_t *res)
-{
-    if (!res)
-        return;
-    ov_node_free(&res->origin);
-    for (size_t i = 0; i < res->n_chain; i++)
-        ov_node_free(&res->chain[i]);
-    for (size_t i = 0; i < res->n_ranks; i++)
-        ov_node_free(&res->ranks[i]);
-    free(res->chain);
-    free(res->ranks);
-    free(res->abnormal_input);
-    for (size_t i = 0; i < res->n_skipped; i++)
-        free(res->skipped[i]);
-    free(res->skipped);
-    free(res);
 }

@@ -355,3 +355,31 @@ done:
     cJSON_Delete(root);
     return rc;
 }
+
+/* ---- the result's ownership ------------------------------------------------ */
+
+void cmp_ov_node_free(msp_anomaly_node_t *n)
+{
+    free(n->record);
+    free(n->reason);
+    free(n->json);
+    memset(n, 0, sizeof *n);
+}
+
+void msp_overflow_result_free(msp_overflow_result_t *res)
+{
+    if (!res)
+        return;
+    cmp_ov_node_free(&res->origin);
+    for (size_t i = 0; i < res->n_chain; i++)
+        cmp_ov_node_free(&res->chain[i]);
+    for (size_t i = 0; i < res->n_ranks; i++)
+        cmp_ov_node_free(&res->ranks[i]);
+    free(res->chain);
+    free(res->ranks);
+    free(res->abnormal_input);
+    for (size_t i = 0; i < res->n_skipped; i++)
+        free(res->skipped[i]);
+    free(res->skipped);
+    free(res);
+}
