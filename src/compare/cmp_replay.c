@@ -9,7 +9,9 @@
  * time budget runs out. Its answers are numbers; the decision is made here:
  * a record introduced error when an output's e_cmp (its distance from the
  * float64 replay) exceeds CMP_REPLAY_FACTOR times e_ref (the same-dtype
- * replay's distance) and CMP_REPLAY_ULPS unit roundoffs of its dtype. */
+ * replay's distance), CMP_REPLAY_ULPS unit roundoffs of its dtype and, for a
+ * reducing op, e_kernel: what any correct kernel of it may differ by for its
+ * reduction length (replay.py, kernel_bounds). */
 #include "cmp_internal.h"
 #include "cmp_worker.h"
 
@@ -148,6 +150,8 @@ static double rp_worst(const cJSON *outs, double *thr_out, int *over)
         double e = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, "e_cmp"));
         double ref = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, "e_ref"));
         double u = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, "u"));
+        /* what any correct kernel of a reducing op may differ by (replay.py) */
+        double ker = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, "e_kernel"));
         int is_float = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "float"));
         if (isnan(e) || e < 0.0)
             continue;
@@ -158,6 +162,8 @@ static double rp_worst(const cJSON *outs, double *thr_out, int *over)
         if (ref >= 1e300)
             ref = INFINITY;
         double thr = fmax(CMP_REPLAY_FACTOR * ref, is_float ? CMP_REPLAY_ULPS * u : 0.0);
+        if (is_float && ker > 0.0 && ker < 1e300)
+            thr = fmax(thr, ker);
         double ratio = thr > 0.0 ? e / thr : (e > 0.0 ? INFINITY : 0.0);
         if (e > thr)
             *over = 1;
