@@ -177,8 +177,9 @@ typedef struct msp_record_cmp {
     char *replay_note;         /* how it was replayed ("autocast bfloat16") or why not */
     int explained_by;          /* module records: 1 when records inside it explain its
                                   error (it is then never a suspect) */
-    int tier;                  /* suspects: 0 decisive (replay, a changed argument),
-                                  1 from error ratios alone */
+    int tier;                  /* suspects: 0 decisive (replay, a changed argument, a
+                                  NaN made from finite inputs), 1 from error ratios
+                                  alone, 2 a changed argument replay did not confirm */
     double autocast_u;         /* unit roundoff of the autocast dtype the record ran
                                   under (attribute autocast), 0 when none */
     int args_scalar_differ;    /* one of arg_diff's arguments is a Python scalar (or a
@@ -194,6 +195,13 @@ typedef struct msp_record_cmp {
                                   process group ("0-3", attribute group), NULL if unknown */
     int64_t comm_peer;         /* Distributed records: the rank at the other end (attribute
                                   peer), -1 if none */
+    double arg_reldiff;        /* the largest relative difference of arg_diff's arguments
+                                  when each is one finite number on both sides; -1 when
+                                  one is not (text, a tuple, absent on a side); 0: none */
+    int args_are_data;         /* arg_diff's numbers differ by no more than the record's
+                                  input error (and 1 %): scalars computed from the run's
+                                  tensors (float(t.max()), t.item()), inputs with an error
+                                  of their own, not changed settings */
 } msp_record_cmp_t;
 
 /* A ranked suspect: a record that introduced error, or a gap between a

@@ -137,6 +137,18 @@ static int cmp_args_differ(const char *a, const char *b)
     return 0;
 }
 
+/* The running arg_reldiff (see compare.h) with one more differing argument:
+ * a and b its texts on the two sides (a NULL when absent on one). */
+static double cmp_arg_reldiff(double acc, const char *a, const char *b)
+{
+    double x, y;
+    if (acc < 0.0 || !a || cmp_scalars(a, &x, 1) != 1 || cmp_scalars(b, &y, 1) != 1 ||
+        !isfinite(x) || !isfinite(y))
+        return -1.0;
+    double m = fmax(fabs(x), fabs(y));
+    return fmax(acc, m > 0.0 ? fabs(x - y) / m : 0.0);
+}
+
 /* Record attributes both sides share: the compare side's call site
  * ("stack"), "order_begin" (module forward records), the autocast dtype
  * (either side's), and the arguments and optimizer hyperparameters that
@@ -151,6 +163,7 @@ msp_err cmp_record_attrs(cmp_ctx_t *cx, msp_record_cmp_t *rec,
     size_t bn = 0, cn = 0;
     msp_err rc = MSP_OK;
     rec->order_begin = -1;
+    rec->arg_reldiff = 0.0;
     if (crec && msp_dump_record_attrs(cx->cf, crec, &ck, &cv, &cn) != MSP_OK)
         msp_clear_error();
     if (brec && msp_dump_record_attrs(cx->bf, brec, &bk, &bv, &bn) != MSP_OK)
@@ -211,6 +224,7 @@ msp_err cmp_record_attrs(cmp_ctx_t *cx, msp_record_cmp_t *rec,
             if (other && (scalar ? !cmp_args_differ(v[i], other) : cmp_arg_equal(v[i], other)))
                 continue;
             rec->args_scalar_differ |= scalar;
+            rec->arg_reldiff = cmp_arg_reldiff(rec->arg_reldiff, other, v[i]);
             char *no = NULL, *bo = NULL;
             const char *nt = msp_utf8_clean(side ? "<absent>" : v[i], 120, &no);
             const char *bt = msp_utf8_clean(side ? v[i] : (other ? other : "<absent>"), 120, &bo);

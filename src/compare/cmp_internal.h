@@ -257,6 +257,10 @@ char *cmp_forward_name(const char *name);
  * CMP_REPLAY_FACTOR times the same-dtype replay's distance and
  * CMP_REPLAY_ULPS unit roundoffs of its dtype. */
 #define CMP_REPLAY_FACTOR 4.0
+/* The most a number argument computed from the run's tensors may differ by
+ * between the sides (relative), and still be taken for data: see
+ * msp_record_cmp_t.args_are_data. */
+#define CMP_DATA_ARG_MAX 1e-2
 #define CMP_REPLAY_ULPS 4.0
 /* Replay the records chosen by o->replay within o->replay_budget, filling
  * each record's replay fields and res's replay summary. Replay that cannot
@@ -284,6 +288,9 @@ msp_err cmp_judge_modules(msp_compare_result_t *res);
 /* Rank every introduced record and producer gap into res->suspects and mark
  * the first top of them (opts->top) on the records. */
 msp_err cmp_rank_suspects(msp_compare_result_t *res, int top);
+/* Drop the gaps after a NaN/Inf root that only carry its NaN on
+ * (cmp_suspects.c); the streamed compare runs it again over every step. */
+void cmp_drop_nan_echoes(msp_compare_result_t *res);
 
 /* What cmp_suspects.c borrows from cmp_verdict.c: res's records sorted by
  * step, rank, name, for lookups by name (the caller frees ix.v); a row's unit

@@ -338,6 +338,7 @@ msp_err cmp_ranks_order(msp_compare_result_t *res, const cmp_comm_set_t *cs, int
 {
     cmp_inflow_t *in = NULL;
     size_t ni = 0;
+    cmp_drop_nan_echoes(res); /* across steps: each pair dropped its own */
     msp_err rc = cmp_find_inflows(cs, &in, &ni);
     if (rc)
         return rc;

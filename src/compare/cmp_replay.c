@@ -252,7 +252,7 @@ static double rp_priority(const msp_record_cmp_t *r)
     double s = isnan(r->score) ? 0.0 : fmin(r->score, 1e6) / 1e6;
     if (r->cause == MSP_CAUSE_INTRODUCED)
         return 3.0 + s;
-    if (r->arg_diff)
+    if (r->arg_diff && !r->args_are_data)
         return 2.0 + s;
     if (r->out_err > r->floor)
         return 1.0 + s;
@@ -264,7 +264,39 @@ static double rp_priority(const msp_record_cmp_t *r)
 typedef struct rp_side_in {
     msp_dump_file_t *f;
     const msp_record_info_t *fwd, *bwd;
+    int own_numbers; /* the record's number arguments are data: this side's own */
 } rp_side_in_t;
+
+/* One number, nothing else ("0.73614", "-1e-05"). */
+static int rp_one_number(const char *s)
+{
+    char *end;
+    if (!s || !*s)
+        return 0;
+    (void)strtod(s, &end);
+    return end != s && !*end;
+}
+
+/* Into args, this side's own text of every number argument both sides
+ * have: numbers computed from the run's tensors are inputs, each side its own
+ * (msp_record_cmp_t.args_are_data). */
+static void rp_own_numbers(cJSON *args, msp_dump_file_t *f, const msp_record_info_t *r)
+{
+    cJSON *own = cJSON_CreateObject(), *it;
+    if (!own || cmp_job_add_attrs(own, NULL, f, r) != 0) {
+        cJSON_Delete(own);
+        return;
+    }
+    cJSON_ArrayForEach(it, own)
+    {
+        cJSON *have = cJSON_GetObjectItemCaseSensitive(args, it->string);
+        if (have && cJSON_IsString(have) && cJSON_IsString(it) && rp_one_number(have->valuestring) &&
+            rp_one_number(it->valuestring) && strcmp(have->valuestring, it->valuestring) != 0)
+            cJSON_ReplaceItemInObjectCaseSensitive(args, it->string,
+                                                   cJSON_CreateString(it->valuestring));
+    }
+    cJSON_Delete(own);
+}
 
 /* Send one side's job and read the answer into *ans. 0, -1 worker gone, -2
  * time up; *why set (and nothing sent) when the job cannot be built. */
@@ -286,6 +318,8 @@ static int rp_side(rp_worker_t *w, size_t id, const char *kind, const char *name
     }
     /* this side's context: the autocast it ran under, its aliases */
     rp_add_attrs(NULL, a, in->f, in->fwd);
+    if (in->own_numbers)
+        rp_own_numbers(a, in->f, in->fwd);
     if (in->bwd) {
         cJSON_AddStringToObject(job, "forward", in->fwd->name);
         cJSON *fd = cJSON_AddObjectToObject(job, "forward_dtypes");
@@ -426,7 +460,7 @@ static int rp_job(rp_worker_t *w, msp_record_cmp_t *rec, size_t id, rp_file_t *f
     }
     rp_add_attrs(args, NULL, files->bf, bfr);
     rp_add_cmp_attrs(args, files->cf, cf, bfr);
-    rp_side_in_t cin = {files->cf, cf, bwd ? crec : NULL};
+    rp_side_in_t cin = {files->cf, cf, bwd ? crec : NULL, rec->args_are_data};
     if ((r = rp_side(w, id, kind, rec->name, args, &cin, deadline, per_record, buf, bufsz, &ans,
                      &why)) || why)
         goto done;
@@ -435,7 +469,7 @@ static int rp_job(rp_worker_t *w, msp_record_cmp_t *rec, size_t id, rp_file_t *f
     ans = NULL;
     if (rec->replay != MSP_RV_INTRODUCED || !bfr || (bwd && !brec))
         goto done;
-    rp_side_in_t bin = {files->bf, bfr, bwd ? brec : NULL};
+    rp_side_in_t bin = {files->bf, bfr, bwd ? brec : NULL, 0};
     const char *bwhy = NULL;
     if ((r = rp_side(w, id, kind, rec->name, args, &bin, deadline, per_record, buf, bufsz, &ans,
                      &bwhy)))

@@ -287,7 +287,10 @@ static void msp_put_replay(msp_xlsx_t *x, lxw_worksheet *ws, const char *sheet, 
         text = msp_asprintf("introduced (%s)", note);
         break;
     case MSP_RV_INHERITED:
-        text = msp_asprintf("inherited (%s)", note);
+        /* a suspect all the same: its evidence stays (ROOT CAUSE) */
+        text = msp_asprintf("inherited (%s)%s", note,
+                            rec->cause == MSP_CAUSE_INTRODUCED ? "; kept as a suspect for its "
+                                                                 "evidence" : "");
         break;
     case MSP_RV_SKIPPED:
         text = msp_asprintf("not replayable: %s", note);

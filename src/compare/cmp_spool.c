@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-_Static_assert(sizeof(msp_record_cmp_t) == 240,
+_Static_assert(sizeof(msp_record_cmp_t) == 256,
                "msp_record_cmp_t changed: update cmp_rec_strs() and this size");
 _Static_assert(sizeof(msp_tensor_cmp_t) == 568,
                "msp_tensor_cmp_t changed: update cmp_part_pack's tensor rows and this size");

@@ -181,25 +181,70 @@ static msp_err cmp_orphan_suspect(msp_compare_result_t *res, size_t *cap, size_t
     return cmp_push_suspect(res, cap, &s);
 }
 
-/* The worst finite output error of the step before records[r]'s, on the same
- * rank (records are sorted by step, then rank); 0 when there is none. */
+/* The worst finite output error of the steps before records[r]'s, on the
+ * same rank (records are sorted by step, then rank); 0 when there is none.
+ * Every earlier step, not only the last: a parameter carries what any
+ * earlier update put into it, and two optimizers may take turns (a GAN's
+ * discriminator and generator steps). */
 static double cmp_prev_step_worst(const msp_compare_result_t *res, size_t r)
 {
     const msp_record_cmp_t *rec = &res->records[r];
     double worst = 0.0;
-    long prev_step = -1;
     for (size_t q = r; q-- > 0;) {
         const msp_record_cmp_t *p = &res->records[q];
         if (p->rank != rec->rank || p->step == rec->step)
             continue;
-        if (prev_step < 0)
-            prev_step = (long)p->step;
-        else if ((long)p->step != prev_step)
-            break;
         if (!isnan(p->out_err) && !isinf(p->out_err))
             worst = fmax(worst, p->out_err);
     }
     return worst;
+}
+
+/* A NaN or Inf the compare side's output holds and the bench's does not,
+ * while every input of the compare side is finite: the record made it. */
+static int cmp_nan_born(const msp_compare_result_t *res, const msp_record_cmp_t *rec)
+{
+    int born = 0;
+    if (isinf(rec->in_err)) /* a backward record: its forward's tensors count too */
+        return 0;
+    for (size_t k = 0; k < rec->n_tensors; k++) {
+        const msp_tensor_cmp_t *t = &res->tensors[rec->first_tensor + k];
+        if (!t->is_output && t->npu_nonfinite)
+            return 0;
+        born |= t->is_output && t->npu_nonfinite && !t->bench_nonfinite;
+    }
+    return born;
+}
+
+/* Evidence replay does not erase (msprobe-compare(1), ROOT CAUSE): a NaN/Inf
+ * made from finite inputs, and a changed argument (not numbers computed from
+ * the run's data) under an output above its floor. NULL when neither. */
+static char *cmp_kept_evidence(const msp_compare_result_t *res, const msp_record_cmp_t *rec,
+                               int *tier)
+{
+    char a[32], fl[32];
+    const char *pre = res->stats_mode ? "statistics only: " : "";
+    if (cmp_nan_born(res, rec)) {
+        *tier = 0;
+        return msp_asprintf("%sits output holds NaN/Inf where the bench's does not, from "
+                            "finite inputs: it made them%s%s", pre,
+                            rec->arg_diff ? "; argument " : "", rec->arg_diff ? rec->arg_diff : "");
+    }
+    if (!rec->arg_diff || rec->args_are_data || !(rec->out_err > rec->floor))
+        return NULL;
+    if (rec->replay != MSP_RV_INHERITED) {
+        *tier = 0;
+        return msp_asprintf("%sthe call's arguments differ (%s) and its output error %s is "
+                            "above the %s floor %s", pre, rec->arg_diff,
+                            cmp_fmt_err(rec->out_err, a, sizeof a), cmp_floor_dtype(rec->floor),
+                            cmp_fmt_err(rec->floor, fl, sizeof fl));
+    }
+    *tier = 2; /* replay lowers it: behind what it or the ratios found in its step */
+    return msp_asprintf("%sthe call's arguments differ (%s) and its output error %s is above "
+                        "the %s floor %s; the replay with the bench side's arguments "
+                        "reproduces its output, so the change may not be what made it",
+                        pre, rec->arg_diff, cmp_fmt_err(rec->out_err, a, sizeof a),
+                        cmp_floor_dtype(rec->floor), cmp_fmt_err(rec->floor, fl, sizeof fl));
 }
 
 /* The reason line of a record that introduced error; its tier in *tier.
@@ -211,6 +256,11 @@ static char *cmp_record_reason(const msp_compare_result_t *res, const msp_record
     const char *pre = res->stats_mode ? "statistics only: " : "";
     double ein = isnan(rec->in_err) ? 0.0 : rec->in_err;
     *tier = -1;
+    if (rec->replay != MSP_RV_INTRODUCED && !rec->explained_by) {
+        char *kept = cmp_kept_evidence(res, rec, tier);
+        if (kept || *tier >= 0)
+            return kept;
+    }
     if (rec->replay == MSP_RV_INTRODUCED) {
         *tier = 0;
         return msp_asprintf("replay: its output is %s from the float64 replay of its own "
@@ -223,13 +273,6 @@ static char *cmp_record_reason(const msp_compare_result_t *res, const msp_record
     }
     if (rec->replay == MSP_RV_INHERITED || rec->explained_by)
         return NULL;
-    if (rec->arg_diff && rec->out_err > rec->floor) {
-        *tier = 0;
-        return msp_asprintf("%sthe call's arguments differ (%s) and its output error %s is "
-                            "above the %s floor %s", pre, rec->arg_diff,
-                            cmp_fmt_err(rec->out_err, a, sizeof a), cmp_floor_dtype(rec->floor),
-                            cmp_fmt_err(rec->floor, fl, sizeof fl));
-    }
     /* An optimizer's update can normalise each element by its gradient's size
      * (Adam): its output error is no multiple of its inputs'. Replay or a
      * changed hyperparameter decides it, ratios never. */
@@ -308,6 +351,48 @@ static msp_err cmp_gap_suspects(msp_compare_result_t *res, const cmp_rec_index_t
     return MSP_OK;
 }
 
+/* After a NaN/Inf root, what it reaches: a gap whose error is itself
+ * non-finite on the same rank (an input no recorded op produced, a value
+ * changed between records) is the root's NaN arriving by a path msprobe did
+ * not record, not a cause of its own: dropped, so the suspects after a NaN
+ * root are the records it reaches, in order, or nothing. */
+void cmp_drop_nan_echoes(msp_compare_result_t *res)
+{
+    size_t keep = 0;
+    for (size_t i = 0; i < res->n_suspects; i++) {
+        msp_suspect_t *s = &res->suspects[i];
+        int echo = 0;
+        if (s->is_gap && !isfinite(s->out_err)) {
+            const msp_record_cmp_t *r = &res->records[s->record];
+            for (size_t j = 0; j < keep && !echo; j++) {
+                const msp_suspect_t *p = &res->suspects[j];
+                const msp_record_cmp_t *q = &res->records[p->record];
+                echo = !p->is_gap && !isfinite(p->out_err) && q->rank == r->rank &&
+                       q->step <= r->step;
+            }
+        }
+        if (echo)
+            free(s->reason);
+        else
+            res->suspects[keep++] = *s;
+    }
+    res->n_suspects = keep;
+}
+
+/* One verdict everywhere: the Error Origin of a record is "introduced"
+ * exactly when stdout names it as a suspect (not as a gap's consumer); a
+ * record the ratios called introduced that replay, a module's children or
+ * the optimizer rule cleared is "inherited", as the suspects say. */
+static void cmp_origin_from_suspects(msp_compare_result_t *res)
+{
+    for (size_t r = 0; r < res->n_records; r++)
+        if (res->records[r].cause == MSP_CAUSE_INTRODUCED)
+            res->records[r].cause = MSP_CAUSE_INHERITED;
+    for (size_t i = 0; i < res->n_suspects; i++)
+        if (!res->suspects[i].is_gap)
+            res->records[res->suspects[i].record].cause = MSP_CAUSE_INTRODUCED;
+}
+
 msp_err cmp_rank_suspects(msp_compare_result_t *res, int top)
 {
     size_t cap = 0;
@@ -324,7 +409,7 @@ msp_err cmp_rank_suspects(msp_compare_result_t *res, int top)
         if (r == 0 || rec->step != rec[-1].step || rec->rank != rec[-1].rank) {
             /* parameters and optimizer state have no producer in a step and
              * carry what the earlier steps' gradients put into them: start
-             * from the worst error of the previous step of this rank */
+             * from the worst error of the earlier steps of this rank */
             seen = cmp_prev_step_worst(res, r);
             step_floor = 0.0;
             for (size_t q = r; q < res->n_records && res->records[q].step == rec->step &&
@@ -382,6 +467,8 @@ msp_err cmp_rank_suspects(msp_compare_result_t *res, int top)
     free(ix.v);
     if (rc)
         return rc;
+    cmp_drop_nan_echoes(res);
+    cmp_origin_from_suspects(res);
     for (size_t i = 0; i < res->n_suspects && (top <= 0 || i < (size_t)top); i++) {
         msp_record_cmp_t *rec = &res->records[res->suspects[i].record];
         if (!rec->suspect_rank)

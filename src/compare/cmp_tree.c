@@ -234,9 +234,11 @@ msp_err cmp_finish_part(cmp_finish_t *f, msp_compare_result_t *part)
                 memset(pv, 0, sizeof *pv);
             }
         }
+        /* a parameter carries what any earlier step's update put into it (two
+         * optimizers take turns: a GAN's), so the worst runs over every step */
         if (pv)
-            *pv = (cmp_prev_t){part->records[0].rank, part->records[0].step, worst,
-                               opt > 0.0 ? opt : pv->opt};
+            *pv = (cmp_prev_t){part->records[0].rank, part->records[0].step,
+                               fmax(worst, pv->worst), opt > 0.0 ? opt : pv->opt};
     }
     for (size_t i = 0; !rc && i < part->n_unpaired; i++)
         rc = cmp_line_push(&h->unpaired, &h->n_unpaired, part->unpaired[i]);

@@ -156,6 +156,13 @@ void cmp_record_finish(msp_record_cmp_t *rec, msp_tensor_cmp_t *tensors)
     }
     /* under autocast the op computed at the autocast dtype, whatever its tensors' */
     rec->floor = cmp_floor_for(fmax(unit, rec->autocast_u));
+    /* numbers that differ by about what the tensors around them do were
+     * computed from them (clamp(min=float(t.min()))): an input, not a setting */
+    double ein = isnan(rec->in_err) ? 0.0 : rec->in_err;
+    rec->args_are_data = rec->arg_diff && rec->arg_reldiff > 0.0 &&
+                         rec->arg_reldiff <= fmin(CMP_DATA_ARG_MAX, fmax(ein, rec->floor));
+    if (rec->args_are_data)
+        rec->in_err = fmax(ein, rec->arg_reldiff);
     cmp_judge(rec, out_discrete);
     cmp_record_na(rec, t0, n);
 
@@ -388,7 +395,7 @@ static int cmp_explains(const msp_record_cmp_t *x, double e)
         return 1;
     if (x->cause == MSP_CAUSE_INTRODUCED && x->replay != MSP_RV_INHERITED && !x->explained_by)
         return 1;
-    if (x->arg_diff && x->out_err > x->floor)
+    if (x->arg_diff && !x->args_are_data && x->out_err > x->floor)
         return 1;
     return !isnan(x->out_err) && CMP_AMPLIFY * x->out_err >= e;
 }

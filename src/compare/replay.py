@@ -54,6 +54,7 @@ that changes what the next record would see (state_print), so every record
 starts from a clean state.
 """
 import ast
+import inspect
 import json
 import math
 import struct
@@ -631,10 +632,33 @@ INPLACE_DUNDER = {"__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv
                   "__ilshift__", "__irshift__", "__imatmul__"}
 
 
+def _inplace_at(fn):
+    """The position of fn's "inplace" parameter, or -1."""
+    if fn not in INPLACE_POS:
+        pos = -1
+        for f in (fn, SIGNATURES.get(id(fn))):
+            try:
+                names = list(inspect.signature(f).parameters) if f is not None else []
+            except (TypeError, ValueError):
+                names = []
+            if "inplace" in names:
+                pos = names.index("inplace")
+                break
+        INPLACE_POS[fn] = pos
+    return INPLACE_POS[fn]
+
+
+INPLACE_POS = {}
+
+
 def run(fn, api, args, kwargs):
-    # F.relu(x, inplace=True) writes x too: on a copy, so a leaf that takes a
-    # gradient (backward replay) is never written in place
+    # F.relu(x, inplace=True) (or F.leaky_relu(x, 0.2, True)) writes x too: on
+    # a copy, so a leaf that takes a gradient (backward replay) is never
+    # written in place
     inplace = api.endswith("_") or api in INPLACE_DUNDER or kwargs.get("inplace") is True
+    if not inplace and args:
+        at = _inplace_at(fn)
+        inplace = 0 <= at < len(args) and args[at] is True
     if inplace and args and torch.is_tensor(args[0]):
         args = list(args)
         args[0] = args[0].clone()
