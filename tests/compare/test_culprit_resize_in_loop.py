@@ -44,16 +44,15 @@ class ResizeInTheLoop(unittest.TestCase):
         a = F.interpolate(x, size=(64, 64), mode="bilinear", align_corners=False)
         b = F.interpolate(x, size=(64, 64), mode="bilinear", align_corners=True)
         self.assertGreater(float((a - b).norm() / a.norm()), 1e-3)  # float32: 6e-8
-        work = tempfile.mkdtemp(prefix="msp-resize-loop-")
-        bench, cmp = self.dump(work, "bench", False), self.dump(work, "cmp", True)
-        out = os.path.join(work, "out")
-        p = subprocess.run([BIN, "compare", "-b", bench, "-c", cmp, "-o", out],
-                           capture_output=True, text=True, timeout=600)
+        with tempfile.TemporaryDirectory(prefix="msp-resize-loop-") as work:
+            bench, cmp = self.dump(work, "bench", False), self.dump(work, "cmp", True)
+            p = subprocess.run([BIN, "compare", "-b", bench, "-c", cmp, "-o",
+                                os.path.join(work, "out")], capture_output=True, text=True,
+                               timeout=600)
         self.assertIn(p.returncode, (0, 1), p.stderr)
         first = [l for l in p.stdout.splitlines() if l.startswith("first introduced error")]
         self.assertTrue(first, p.stdout)
         self.assertIn("step 0 rank 0 Functional.interpolate.0.forward", first[0], p.stdout)
-
 
 if __name__ == "__main__":
     unittest.main()

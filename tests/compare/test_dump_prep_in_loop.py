@@ -73,13 +73,13 @@ class PrepInTheLoop(unittest.TestCase):
                    for s in (0, 1)]
 
     def check(self, step_fn):
-        work = tempfile.mkdtemp(prefix="msp-prep-loop-")
-        p, steps = self.dump(work, step_fn)
+        with tempfile.TemporaryDirectory(prefix="msp-prep-loop-") as work:
+            p, steps = self.dump(work, step_fn)
         x, resized = first_batch_resized()
         for step, recs in enumerate(steps):
             for name in ("Torch.flip.0.forward", "Functional.interpolate.0.forward",
                          "Functional.conv2d.0.forward"):
-                self.assertIn(name, recs, "step %d: %s" % (step, sorted(recs)[:8]))
+                self.assertTrue(name in recs, "step %d lacks %s: %s" % (step, name, sorted(recs)[:8]))
             # the flip and the resize come before the model's first op, in that order
             self.assertLess(recs["Torch.flip.0.forward"]["order"],
                             recs["Functional.interpolate.0.forward"]["order"])
