@@ -1,4 +1,4 @@
-/* Data preparation is not the model (msprobe-dump(1), DATA PREPARATION).
+/* Data preparation is not the model (msprobe-dump(1), WHAT GETS WRITTEN).
  *
  * Calls a script makes before its training loop (building a dataset,
  * normalising the whole of it, making a table of inputs) are data
