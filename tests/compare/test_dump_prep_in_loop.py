@@ -8,7 +8,8 @@ name the resize when it was the planted bug. Now the calls in the loop body
 before the model (a flip there, a resize in a function it calls) are dumped
 in step 0 as in step 1, under the same names, while the normalisation of the
 whole dataset at the top of the script is in neither step. The same holds
-when the loop body is itself a function the loop calls. Real training under
+when the loop body is itself a function the loop calls, and when places in
+the code are told by lines (a Python without frame offsets). Real training under
 the real shim (resize_in_loop_train.py), read back with h5py; the values
 expected are computed here with torch."""
 import json
@@ -54,7 +55,7 @@ def first_batch_resized():
 
 @unittest.skipUnless(PRELOAD, "the shim is not built")
 class PrepInTheLoop(unittest.TestCase):
-    def dump(self, work, step_fn):
+    def dump(self, work, step_fn, env_extra=None):
         root = os.path.join(work, "dump")
         cfg = os.path.join(work, "msprobe.json")
         with open(cfg, "w") as f:
@@ -64,7 +65,7 @@ class PrepInTheLoop(unittest.TestCase):
         env = dict(os.environ, OMP_NUM_THREADS="1", STEP_FN="1" if step_fn else "0")
         plain = subprocess.run([PYTHON, TRAIN], cwd=work, env=env, capture_output=True,
                                text=True, timeout=600)
-        env.update(LD_PRELOAD=PRELOAD, MSPROBE_PATH=cfg)
+        env.update(LD_PRELOAD=PRELOAD, MSPROBE_PATH=cfg, **(env_extra or {}))
         p = subprocess.run([PYTHON, TRAIN], cwd=work, env=env, capture_output=True, text=True,
                            timeout=600)
         self.assertEqual(p.returncode, 0, p.stderr[-3000:])
@@ -72,9 +73,9 @@ class PrepInTheLoop(unittest.TestCase):
         return p, [index_rows(os.path.join(root, "step%d" % s, "rank0", "dump.h5"))
                    for s in (0, 1)]
 
-    def check(self, step_fn):
+    def check(self, step_fn, env_extra=None):
         with tempfile.TemporaryDirectory(prefix="msp-prep-loop-") as work:
-            p, steps = self.dump(work, step_fn)
+            p, steps = self.dump(work, step_fn, env_extra)
         x, resized = first_batch_resized()
         for step, recs in enumerate(steps):
             for name in ("Torch.flip.0.forward", "Functional.interpolate.0.forward",
@@ -109,6 +110,10 @@ class PrepInTheLoop(unittest.TestCase):
 
     def test_a_step_function_called_from_the_loop_counts_as_its_body(self):
         self.check(step_fn=True)
+
+    def test_by_lines_as_on_a_python_without_frame_offsets(self):
+        # CPython < 3.11 has no PyFrame_GetLasti: places are lines there
+        self.check(step_fn=False, env_extra={"MSPROBE_TEST_STACK_LINES": "1"})
 
 
 if __name__ == "__main__":
