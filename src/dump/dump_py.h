@@ -150,6 +150,28 @@ char *msp_stack_capture(void);
 /* At submit: r->stack becomes the record's attribute "stack", or "@RECORD"
  * when an earlier record of this step carries the same text. */
 void msp_stack_commit(msp_dq_rec_t *r);
+/* Where data preparation ends (py_prep.c). A frame of the current call, by
+ * identity (never dereferenced: it may be gone when looked at), and where in
+ * its code it is. */
+typedef struct msp_frame_ref {
+    const void *frame, *code;
+    long pos;
+} msp_frame_ref_t;
+/* The loop that calls the model: a frame, and the range of its code that
+ * the innermost loop around its call covers. */
+typedef struct msp_frame_loop {
+    const void *frame, *code;
+    long lo, hi;
+} msp_frame_loop_t;
+/* The current call's frames, innermost first, at most max: how many (0 when
+ * frames cannot be walked). Costs no Python call. */
+int msp_stack_refs(msp_frame_ref_t *out, int max);
+/* As a root module's forward begins: the frame that calls it (torch's own
+ * skipped), or the nearest frame outwards from it, whose code has a loop
+ * around where it is; 1 with *loop set, 0 when no such frame is found. */
+int msp_stack_call_loop(msp_frame_loop_t *loop);
+/* Whether ref is loop's frame, at a place inside that loop. */
+int msp_stack_in_loop(const msp_frame_ref_t *ref, const msp_frame_loop_t *loop);
 
 /* ---- torch.distributed calls (py_dist.c) ----
  * The attributes "group" (the global ranks of the call's process group, as
@@ -243,7 +265,9 @@ int msp_dev_stats_enabled(int *test);
 void msp_rec_queue(msp_dq_rec_t *r);
 /* 1 when r is held back (it is data preparation until the model runs). */
 int msp_prep_hold(msp_dq_rec_t *r);
-/* A root module's forward begins: the held records are dropped, holding ends. */
+/* A root module's forward begins: the held records made in the loop that
+ * calls it, before the call, are queued in order; the rest are dropped;
+ * holding ends. */
 void msp_prep_model_started(void);
 /* Step end and exit: the held records are queued in order (no model ran). */
 void msp_prep_release(void);

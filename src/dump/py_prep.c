@@ -1,30 +1,92 @@
-/* Data preparation is not the model (msprobe-dump(1), DATA PREPARATION).
+/* Data preparation is not the model (msprobe-dump(1), WHAT GETS WRITTEN).
  *
- * Calls a script makes before its model first runs (building a dataset,
+ * Calls a script makes before its training loop (building a dataset,
  * normalising the whole of it, making a table of inputs) are data
  * preparation, not model ops: a dump of them can be the biggest part of a
- * step (torchvision's MNIST views its whole dataset). So until the forward
- * of a root module first begins in this process, each record is held back
- * here instead of queued; when that forward begins the held records are
- * dropped (one line says how many). A script that never runs a module (a
- * purely functional one) loses nothing: at the end of each step and at exit
- * the held records go to the queue in their order. Holding is bounded: past
- * MSP_PREP_MAX_BYTES of tensor data or MSP_PREP_MAX_RECORDS records the held
- * records are queued and holding stops. MSPROBE_DUMP_DATA_PREP=1 keeps them
- * all, and so does an api_list (what it names is wanted wherever it is
- * called). The calls inside a Dataset's constructor or a DataLoader fetch are
- * never recorded in the first place (py_patch.c). */
+ * step (torchvision's MNIST views its whole dataset). Calls in the loop's
+ * body before the model runs (resizing or normalising the batch, in the
+ * body or a function it calls) are the step's own, as they are in every
+ * later step. Which is which is told by where a call is made, once: until
+ * the forward of a root module first begins in this process, each record is
+ * held back here instead of queued, with the frames of its call (identities
+ * and positions, no references: msp_stack_refs). When that forward begins,
+ * the frame that calls it (or the nearest one outwards that has one) and the
+ * innermost loop of its code around the call are found
+ * (msp_stack_call_loop); a held record whose call passed through that very
+ * frame at a place inside that loop is loop body and is queued, in its
+ * order; the rest are dropped (one line says how many). No loop found (a
+ * model called once, at the top of the script): all are dropped. A script
+ * that never runs a module (a purely functional one) loses nothing: at the
+ * end of each step and at exit the held records go to the queue in their
+ * order. Holding is bounded: past MSP_PREP_MAX_BYTES of tensor data or
+ * MSP_PREP_MAX_RECORDS records the held records are queued and holding
+ * stops. MSPROBE_DUMP_DATA_PREP=1 keeps them all, and so does an api_list
+ * (what it names is wanted wherever it is called). The calls inside a
+ * Dataset's constructor or a DataLoader fetch are never recorded in the first
+ * place (py_patch.c).
+ *
+ * A pre-loop call of an API the loop body calls too still takes its number
+ * (records are named when made), so those loop-body records of step 0 are
+ * numbered after it, unlike step 1's. */
 #include "dump_py.h"
 
 #include <stdlib.h>
 
 #define MSP_PREP_MAX_BYTES ((size_t)64 << 20)
 #define MSP_PREP_MAX_RECORDS 65536
+#define MSP_PREP_FRAMES 64 /* frames kept of a held record's call */
 
 static msp_dq_rec_t *g_head, *g_tail;
 static size_t g_n, g_bytes;
 static int g_done = -1; /* -1 unknown yet; 1: holding is over (model ran, gave up, or off) */
 static uint64_t g_dropped;
+/* The frames of each held record's call: held record i has g_span[i].n of
+ * them, from g_refs[g_span[i].at]. */
+typedef struct {
+    size_t at;
+    int n;
+} span_t;
+static msp_frame_ref_t *g_refs;
+static span_t *g_span;
+static size_t g_nrefs, g_caprefs, g_capspans;
+
+/* Notes where held record number g_n is made (nothing when out of memory:
+ * then it counts as made outside the loop). */
+static void note_frames(void)
+{
+    span_t *span = msp_grow(g_span, &g_capspans, g_n, sizeof *g_span, 256);
+    if (!span)
+        return;
+    g_span = span;
+    span[g_n] = (span_t){g_nrefs, 0};
+    msp_frame_ref_t *refs =
+        msp_grow(g_refs, &g_caprefs, g_nrefs + MSP_PREP_FRAMES, sizeof *g_refs, 4096);
+    if (!refs)
+        return;
+    g_refs = refs;
+    span[g_n].n = msp_stack_refs(refs + g_nrefs, MSP_PREP_FRAMES);
+    g_nrefs += (size_t)span[g_n].n;
+}
+
+/* Whether held record i was made inside the loop. */
+static int made_in(size_t i, const msp_frame_loop_t *loop)
+{
+    if (i >= g_capspans)
+        return 0;
+    for (int k = 0; k < g_span[i].n; k++)
+        if (msp_stack_in_loop(&g_refs[g_span[i].at + (size_t)k], loop))
+            return 1;
+    return 0;
+}
+
+static void frames_free(void)
+{
+    free(g_refs);
+    free(g_span);
+    g_refs = NULL;
+    g_span = NULL;
+    g_nrefs = g_caprefs = g_capspans = 0;
+}
 
 static int prep_off(void)
 {
@@ -43,9 +105,11 @@ int msp_prep_hold(msp_dq_rec_t *r)
     if (g_n >= MSP_PREP_MAX_RECORDS || g_bytes + r->bytes > MSP_PREP_MAX_BYTES) {
         /* too much to hold: keep it all, in order, from here on */
         msp_prep_release();
+        frames_free();
         g_done = 1;
         return 0;
     }
+    note_frames();
     r->next = NULL;
     if (g_tail)
         g_tail->next = r;
@@ -64,6 +128,7 @@ static msp_dq_rec_t *prep_take(void)
     msp_dq_rec_t *r = g_head;
     g_head = g_tail = NULL;
     g_n = g_bytes = 0;
+    g_nrefs = 0;
     return r;
 }
 
@@ -96,11 +161,20 @@ void msp_prep_model_started(void)
     if (prep_off())
         return;
     g_done = 1;
-    for (msp_dq_rec_t *r = prep_take(), *next; r; r = next) {
+    msp_frame_loop_t loop;
+    int in_loop = g_head && msp_stack_call_loop(&loop);
+    size_t i = 0;
+    for (msp_dq_rec_t *r = g_head, *next; r; r = next, i++) {
         next = prep_next(r);
-        msp_rec_drop(r);
-        g_dropped++;
+        if (in_loop && made_in(i, &loop)) {
+            msp_rec_queue(r); /* the loop's body, before the model: the step's own */
+        } else {
+            msp_rec_drop(r);
+            g_dropped++;
+        }
     }
+    prep_take();
+    frames_free();
     if (g_dropped)
         msp_shim_msg("%llu call%s made before the model's first forward %s data preparation "
                      "and %s not dumped (MSPROBE_DUMP_DATA_PREP=1 keeps them)",

@@ -475,3 +475,113 @@ void msp_stack_commit(msp_dq_rec_t *r)
     }
     free(text);
 }
+
+/* ---- where data preparation ends (py_prep.c) ---- */
+
+int msp_stack_refs(msp_frame_ref_t *out, int max)
+{
+    if (stack_setup() != 1)
+        return 0;
+    msp_t_depth++;
+    int n = 0;
+    PyObject *frame = frame_top();
+    while (frame && n < max) {
+        PyObject *code = frame_code(frame);
+        out[n++] = (msp_frame_ref_t){frame, code, frame_pos(frame)};
+        Py_XDECREF(code); /* identities only from here on */
+        PyObject *back = frame_back(frame);
+        Py_DECREF(frame);
+        frame = back;
+    }
+    Py_XDECREF(frame);
+    PyErr_Clear();
+    msp_t_depth--;
+    return n;
+}
+
+/* loop(code, at): the innermost loop of code around position at (a byte
+ * offset, or -(line) - 2), as the positions (or lines) of its first and last
+ * instruction: a backward jump and its target; None outside every loop. */
+static const char g_loop_py[] =
+    "import dis\n"
+    "JUMPS = set(getattr(dis, 'hasjump', dis.hasjrel + dis.hasjabs))\n"
+    "def loop(code, at):\n"
+    "    starts = None\n"
+    "    if at < 0:\n"
+    "        at = -at - 2\n"
+    "        starts = [(o, l) for o, l in dis.findlinestarts(code) if l is not None]\n"
+    "    best = None\n"
+    "    for ins in dis.get_instructions(code):\n"
+    "        t = ins.argval\n"
+    "        if ins.opcode not in JUMPS or not isinstance(t, int) or t > ins.offset:\n"
+    "            continue\n"
+    "        lo, hi = t, ins.offset\n"
+    "        if starts is not None:\n"
+    "            ls = [l for o, l in starts if o <= lo][-1:] + [l for o, l in starts if lo < o <= hi]\n"
+    "            if not ls:\n"
+    "                continue\n"
+    "            lo, hi = min(ls), max(ls)\n"
+    "        if lo <= at <= hi and (best is None or hi - lo < best[1] - best[0]):\n"
+    "            best = (lo, hi)\n"
+    "    return best\n";
+
+/* The innermost loop around where frame f is, in *lo.. *hi (positions as
+ * frame_pos gives them, or lines when those are negative); 0: none. */
+static int loop_around(PyObject *code, long pos, long *lo, long *hi)
+{
+    static PyObject *fn; /* the helper, made once */
+    static int failed;
+    if (!fn && !failed) {
+        PyObject *ns = msp_py_run_source(g_loop_py, "msprobe_prep_loop");
+        fn = ns ? PyDict_GetItemString(ns, "loop") : NULL;
+        Py_XINCREF(fn);
+        Py_XDECREF(ns);
+        failed = !fn;
+    }
+    PyObject *r = fn ? PyObject_CallFunction(fn, "Ol", code, pos) : NULL;
+    int found = r && PyTuple_Check(r) && PyTuple_Size(r) == 2;
+    if (found) {
+        *lo = PyLong_AsLong(PyTuple_GetItem(r, 0));
+        *hi = PyLong_AsLong(PyTuple_GetItem(r, 1));
+    }
+    Py_XDECREF(r);
+    if (PyErr_Occurred()) {
+        msp_py_warn_error("data preparation", "finding the loop that runs the model");
+        found = 0;
+    }
+    return found;
+}
+
+int msp_stack_call_loop(msp_frame_loop_t *loop)
+{
+    if (stack_setup() != 1)
+        return 0;
+    msp_t_depth++;
+    int found = 0;
+    PyObject *frame = frame_top();
+    for (int walked = 0; frame && !found && walked < MSP_STACK_WALK; walked++) {
+        PyObject *code = frame_code(frame);
+        /* torch's frames (Module.__call__) and the shim's are not the caller */
+        if (code && code_info(code)) {
+            found = loop_around(code, frame_pos(frame), &loop->lo, &loop->hi);
+            loop->frame = frame;
+            loop->code = code;
+        }
+        Py_XDECREF(code);
+        PyObject *back = frame_back(frame);
+        Py_DECREF(frame);
+        frame = back;
+    }
+    Py_XDECREF(frame);
+    PyErr_Clear();
+    msp_t_depth--;
+    return found;
+}
+
+int msp_stack_in_loop(const msp_frame_ref_t *ref, const msp_frame_loop_t *loop)
+{
+    if (ref->frame != loop->frame || ref->code != loop->code)
+        return 0;
+    long at = ref->pos >= 0 ? ref->pos : -ref->pos - 2;
+    return loop->lo <= at && at <= loop->hi;
+}
