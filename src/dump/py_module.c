@@ -278,6 +278,7 @@ static PyObject *pre_hook(PyObject *self, PyObject *args)
      * not for modules a DataLoader fetch calls */
     if (depth == 1 && mod && in && msp_t_depth == 0) {
         msp_prep_model_started(); /* what came before was data preparation (py_prep.c) */
+        msp_params_root(mod);
         msp_ev_root_forward(mod, in);
     }
     if (depth < MSP_MOD_STACK) {
@@ -305,6 +306,7 @@ static PyObject *pre_hook(PyObject *self, PyObject *args)
                         msp_dq_rec_add_attr(f->rec, "parent", parent);
                     msp_t_links = MSP_LINK_FIND;
                     msp_rec_add_output(f->rec, in, "input");
+                    msp_params_add_module(f->rec, mod); /* parameters.NAME, as msprobe's */
                     msp_t_links = MSP_LINK_OFF;
                     msp_rec_add_autocast(f->rec);
                     f->rec->stack = msp_stack_capture();
