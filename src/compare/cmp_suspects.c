@@ -391,8 +391,11 @@ static msp_err cmp_gap_suspects(msp_compare_result_t *res, const cmp_rec_index_t
         if (t->is_output || !t->gap || isnan(t->rel_err))
             continue;
         size_t pl;
-        if (params_judged && cmp_param_of(rec, cmp_role_of(t, rec), &pl))
-            continue; /* a parameter: cmp_param_suspects judged it */
+        const char *role = cmp_role_of(t, rec);
+        /* a parameter: cmp_param_suspects judged it; a module's own one (a
+         * step whose step before is not compared) no code of it made */
+        if ((params_judged || !strncmp(role, "parameters.", 11)) && cmp_param_of(rec, role, &pl))
+            continue;
         msp_err rc = MSP_OK;
         if (t->gap == 2) {
             rc = cmp_orphan_suspect(res, cap, r, ti, seen, step_floor);

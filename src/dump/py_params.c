@@ -16,17 +16,11 @@ static PyObject *g_names;   /* id(tensor) -> (weakref, b"qualified.name") */
 static PyObject *g_walked;  /* id(root) -> weakref, roots listed in this step */
 static PyObject *g_first;   /* weakref to the first root ever listed */
 
-static void params_step_reset(void)
-{
-    if (g_names)
-        PyDict_Clear(g_names);
-    if (g_walked)
-        PyDict_Clear(g_walked);
-}
+static int64_t g_step = -1; /* the step the table is of (it holds the roots' tensors
+                               of that step: a later step lists them afresh) */
 
 int msp_params_install(void)
 {
-    msp_step_watch(params_step_reset);
     g_names = PyDict_New();
     g_walked = PyDict_New();
     return g_names && g_walked ? 0 : -1;
@@ -69,6 +63,11 @@ void msp_params_root(PyObject *root)
 {
     if (!g_names || !root || !msp_g.dumping)
         return;
+    if (g_step != msp_g.step) {
+        PyDict_Clear(g_names);
+        PyDict_Clear(g_walked);
+        g_step = msp_g.step;
+    }
     PyObject *key = PyLong_FromVoidPtr(root);
     PyObject *seen = key ? PyDict_GetItem(g_walked, key) : NULL;
     if (!key || (seen && PyWeakref_GetObject(seen) == root)) {
@@ -103,7 +102,7 @@ void msp_params_root(PyObject *root)
 
 const char *msp_param_name(PyObject *t)
 {
-    if (!g_names || !PyDict_Size(g_names))
+    if (!g_names || g_step != msp_g.step || !PyDict_Size(g_names))
         return NULL;
     PyObject *key = PyLong_FromVoidPtr(t);
     PyObject *val = key ? PyDict_GetItem(g_names, key) : NULL;
@@ -111,33 +110,4 @@ const char *msp_param_name(PyObject *t)
     if (!val || PyWeakref_GetObject(PyTuple_GetItem(val, 0)) != t)
         return NULL;
     return PyBytes_AsString(PyTuple_GetItem(val, 1));
-}
-
-void msp_params_add_module(msp_dq_rec_t *r, PyObject *mod)
-{
-    PyObject *kw = Py_BuildValue("{s:O}", "recurse", Py_False);
-    PyObject *fn = PyObject_GetAttrString(mod, "named_parameters");
-    PyObject *empty = PyTuple_New(0);
-    PyObject *it = fn && kw && empty ? PyObject_Call(fn, empty, kw) : NULL;
-    PyObject *iter = it ? PyObject_GetIter(it) : NULL;
-    PyObject *pair;
-    while (iter && (pair = PyIter_Next(iter)) != NULL) {
-        PyObject *name = PyTuple_Check(pair) && PyTuple_Size(pair) == 2 ? PyTuple_GetItem(pair, 0)
-                                                                         : NULL;
-        PyObject *nb = name ? PyUnicode_AsUTF8String(name) : NULL;
-        if (nb) {
-            char role[160];
-            snprintf(role, sizeof role, "parameters.%s", PyBytes_AsString(nb));
-            msp_rec_add_value(r, role, PyTuple_GetItem(pair, 1), 1);
-        }
-        Py_XDECREF(nb);
-        Py_DECREF(pair);
-    }
-    Py_XDECREF(iter);
-    Py_XDECREF(it);
-    Py_XDECREF(empty);
-    Py_XDECREF(fn);
-    Py_XDECREF(kw);
-    if (PyErr_Occurred())
-        PyErr_Clear();
 }

@@ -11,6 +11,7 @@ Environment:
   P_STEPS     steps (2)
   P_EXACT     1: one thread and mkldnn off (the control: no parameter differs,
               only the kernels' summation order may)
+  P_BF16      1: the forward under CPU autocast to bfloat16 (parameters stay float32)
 Each rank prints "rank R step S loss HEX" per step.
 """
 import os
@@ -56,8 +57,11 @@ else:
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
 g = torch.Generator().manual_seed(100 + rank)
 x, y = torch.randn(16, 32, generator=g), torch.randint(0, 10, (16,), generator=g)
+BF16 = os.environ.get("P_BF16", "0") == "1"
 for step in range(STEPS):
-    loss = F.cross_entropy(model(x), y)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=BF16):
+        logits = model(x)
+    loss = F.cross_entropy(logits.float(), y)
     opt.zero_grad()
     loss.backward()
     if DDP:

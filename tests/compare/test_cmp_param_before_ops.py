@@ -157,6 +157,20 @@ class ParameterBeforeAnyOp(unittest.TestCase):
         for r in summary(out):
             self.assertNotIn("differs before any op", r["Reason"] or "", r)
 
+    def test_bf16_autocast_against_float32_names_no_parameter(self):
+        b = dump(self.work, "b-bf16", "mix", P_SCALE=1)
+        c = dump(self.work, "c-bf16", "mix", P_SCALE=1, P_BF16=1)
+        # the premise, from the files: the parameters are float32 on both
+        # sides (autocast casts copies), and the ops' outputs are not
+        with h5py.File(os.path.join(c, "step1", "rank0", "dump.h5"), "r") as f:
+            g = f["Module.fc1.Linear.forward.0"]
+            self.assertEqual(g["parameters.weight"].attrs["dtype"], "torch.float32")
+            self.assertEqual(g["output.0"].attrs["dtype"], "torch.bfloat16")
+        out = os.path.join(self.work, "out-bf16")
+        stdout, first = compare(b, c, out)
+        self.assertNotIn("parameter", first, stdout)
+        self.assertNotIn("differs before any op", stdout)
+
 
 if __name__ == "__main__":
     unittest.main()
