@@ -150,6 +150,16 @@ class ParameterBeforeAnyOp(unittest.TestCase):
     def test_summation_order_alone_names_no_parameter(self):
         b = dump(self.work, "b-ctl", "api", ranks=2, P_SCALE=1)
         c = dump(self.work, "c-ctl", "api", ranks=2, P_SCALE=1, P_EXACT=1)
+        # the premise: the dump names the parameters (so compare could name
+        # one), and every weight is bit-identical at step 0 on both ranks
+        for rank in (0, 1):
+            with h5py.File(os.path.join(c, "step0", "rank%d" % rank, "dump.h5"), "r") as f:
+                attrs = {(r.decode(), k.decode()): v.decode() for r, k, v in f["attrs"][()]}
+            self.assertEqual(attrs[("Functional.linear.0.forward", "param.input.1")],
+                             "fc1.weight")
+            self.assertEqual(attrs[("Functional.linear.1.forward", "param.input.1")],
+                             "fc2.weight")
+            self.assertEqual(rel_err(weight_use(c, rank)[2], weight_use(b, rank)[2]), 0.0)
         out = os.path.join(self.work, "out-ctl")
         stdout, first = compare(b, c, out)
         self.assertNotIn("parameter", first, stdout)
@@ -166,6 +176,10 @@ class ParameterBeforeAnyOp(unittest.TestCase):
             g = f["Module.fc1.Linear.forward.0"]
             self.assertEqual(g["parameters.weight"].attrs["dtype"], "torch.float32")
             self.assertEqual(g["output.0"].attrs["dtype"], "torch.bfloat16")
+            wc = g["parameters.weight"][()]
+        # at step 1 the weight differs far beyond float32 rounding (2^-24):
+        # step 0's bf16 gradients updated it; the step before explains it
+        self.assertGreater(rel_err(wc, weight_use(b, 0, step=1)[2]), 1e-4)
         out = os.path.join(self.work, "out-bf16")
         stdout, first = compare(b, c, out)
         self.assertNotIn("parameter", first, stdout)
