@@ -125,6 +125,27 @@ class ParameterBeforeAnyOp(unittest.TestCase):
     def test_mix_level_names_the_scaled_weight(self):
         self.one_rank("mix")
 
+    def test_module_level_and_msprobe_layout_name_the_module_parameter(self):
+        b = dump(self.work, "b-module", "module", P_SCALE=1)
+        c = dump(self.work, "c-module", "module", P_SCALE=1.05)
+        rec, role, wc = weight_use(c, 0)
+        self.assertEqual((rec, role), ("Module.fc1.Linear.forward.0", "parameters.weight"))
+        self.assertAlmostEqual(rel_err(wc, weight_use(b, 0)[2]), 0.05, places=5)
+        # msprobe's own layout (dump.json, a "parameters" field, no param.*
+        # attributes): the name comes from the module's path
+        exp = os.path.join(self.work, "c-module-msprobe")
+        p = subprocess.run([BIN, "export", "-o", exp, c], capture_output=True, text=True,
+                           timeout=600)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(os.path.join(exp, "step0", "rank0", "dump.json")) as f:
+            entry = json.load(f)["data"][rec]
+        self.assertEqual(sorted(entry["parameters"]), ["bias", "weight"])
+        for cmp_side in (c, exp):
+            stdout, first = compare(b, cmp_side, os.path.join(self.work, "out-module"))
+            self.assertRegex(first, r"^first introduced error: step 0 rank 0 before %s %s, "
+                             r"parameter fc1\.weight " % (re.escape(rec), re.escape(role)),
+                             stdout)
+
     def test_two_ranks_name_the_weight_on_the_rank_it_differs(self):
         b = dump(self.work, "b-2r", "api", ranks=2, P_SCALE=1)
         c = dump(self.work, "c-2r", "api", ranks=2, P_SCALE=1.05, P_SCALE_RANK=1)
