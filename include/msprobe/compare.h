@@ -202,6 +202,9 @@ typedef struct msp_record_cmp {
                                   input error (and 1 %): scalars computed from the run's
                                   tensors (float(t.max()), t.item()), inputs with an error
                                   of their own, not changed settings */
+    char *params;              /* inputs that are a model's parameters or buffers, "ROLE=NAME"
+                                  lines ("input.1=fc1.weight"; attributes param.ROLE, module
+                                  records' parameters.NAME), NULL if none */
 } msp_record_cmp_t;
 
 /* A ranked suspect: a record that introduced error, or a gap between a
@@ -209,7 +212,9 @@ typedef struct msp_record_cmp {
 typedef struct msp_suspect {
     long record;               /* index into records (the consumer, for a gap) */
     long tensor;               /* worst output row (gap: the consumer's input row), -1 none */
-    int is_gap;                /* 1: "between PRODUCER and record.role" */
+    int is_gap;                /* 1: "between PRODUCER and record.role"; 2: a parameter
+                                  (or buffer) that differs before any op of its step used
+                                  it, record.role being its first use */
     int from_stats;            /* 1: judged from statistics only */
     double in_err, out_err, amplification, score;
     char *reason;              /* one line, never NULL */

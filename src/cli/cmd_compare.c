@@ -213,7 +213,7 @@ static void msp_print_root_cause(const msp_compare_result_t *res)
     }
     const msp_record_cmp_t *rec = &res->records[res->root_record];
     /* a producer gap names the input that changed: "before RECORD ROLE" */
-    int gap = res->n_suspects && res->suspects[0].is_gap;
+    int gap = res->n_suspects ? res->suspects[0].is_gap : 0;
     msp_tprintf(stdout, "first introduced error: step %lld rank %lld %s%s", (long long)rec->step,
            (long long)rec->rank, gap ? "before " : "", rec->name ? rec->name : "?");
     const msp_tensor_cmp_t *t = NULL;
@@ -223,10 +223,20 @@ static void msp_print_root_cause(const msp_compare_result_t *res)
         const char *tn = t->npu_name ? t->npu_name : t->bench_name;
         size_t rl = rec->name ? strlen(rec->name) : 0;
         /* The tensor name is "<record>.<role>": print the role alone. */
-        if (tn && rl && strncmp(tn, rec->name, rl) == 0 && tn[rl] == '.')
-            msp_tprintf(stdout, " %s", tn + rl + 1);
-        else if (tn)
-            msp_tprintf(stdout, " %s", tn);
+        const char *role = tn && rl && strncmp(tn, rec->name, rl) == 0 && tn[rl] == '.'
+                               ? tn + rl + 1 : tn;
+        if (role)
+            msp_tprintf(stdout, " %s", role);
+        /* a parameter that differed before any op used it: its name */
+        size_t n = role ? strlen(role) : 0;
+        for (const char *p = gap == 2 ? rec->params : NULL; p && *p && n;) {
+            const char *nl = strchr(p, '\n');
+            if (!nl)
+                break;
+            if (!strncmp(p, role, n) && p[n] == '=')
+                msp_tprintf(stdout, ", parameter %.*s", (int)(nl - p - n - 1), p + n + 1);
+            p = nl + 1;
+        }
     }
     fputs(" (", stdout);
     if (res->stats_mode && t) {

@@ -149,6 +149,43 @@ static double cmp_arg_reldiff(double acc, const char *a, const char *b)
     return fmax(acc, m > 0.0 ? fabs(x - y) / m : 0.0);
 }
 
+/* The record's inputs that are a model's parameters or buffers, "ROLE=NAME"
+ * lines: attributes param.ROLE of one side (the compare side's, else the
+ * bench's), and a module record's parameters.NAME roles, whose names come
+ * from the module's path in the record name ("Module.fc1.Linear.forward.0"
+ * -> fc1.NAME) where no attribute says, as in msprobe's own dumps. */
+static char *cmp_record_params(const msp_record_info_t *rec, char **k, char **v, size_t n,
+                               int *oom)
+{
+    msp_buf_t b = {0};
+    for (size_t i = 0; i < n; i++)
+        if (!strncmp(k[i], "param.", 6) && k[i][6] && v[i][0])
+            msp_buf_printf(&b, "%s=%s\n", k[i] + 6, v[i]);
+    /* "Module.<path>.<Class>.forward.<n>": the path, "" for the root */
+    const char *name = rec ? rec->name : "";
+    const char *fw = strstr(name, ".forward.");
+    const char *cls_dot = NULL;
+    for (const char *p = name + 7; fw && p < fw; p++)
+        if (*p == '.')
+            cls_dot = p;
+    for (size_t i = 0; rec && fw && !strncmp(name, "Module.", 7) && i < rec->n_tensors; i++) {
+        const char *role = rec->tensors[i].role;
+        char key[200];
+        snprintf(key, sizeof key, "param.%s", role);
+        if (strncmp(role, "parameters.", 11) || cmp_attr_get(k, v, n, key))
+            continue;
+        int plen = cls_dot ? (int)(cls_dot - (name + 7)) : 0;
+        msp_buf_printf(&b, "%s=%.*s%s%s\n", role, plen, name + 7, plen ? "." : "", role + 11);
+    }
+    if (b.oom || b.too_big)
+        *oom = 1;
+    if (!b.len || *oom) {
+        msp_buf_free(&b);
+        return NULL;
+    }
+    return b.data;
+}
+
 /* Record attributes both sides share: the compare side's call site
  * ("stack"), "order_begin" (module forward records), the autocast dtype
  * (either side's), and the arguments and optimizer hyperparameters that
@@ -200,6 +237,12 @@ msp_err cmp_record_attrs(cmp_ctx_t *cx, msp_record_cmp_t *rec,
         if (end != peer && !*end && v >= 0)
             rec->comm_peer = v;
     }
+    int oom = 0;
+    rec->params = crec ? cmp_record_params(crec, ck, cv, cn, &oom) : NULL;
+    if (!rec->params && brec && !oom)
+        rec->params = cmp_record_params(brec, bk, bv, bn, &oom);
+    if (oom)
+        rc = MSP_ERR_NOMEM;
     const char *ob = crec ? cmp_attr_get(ck, cv, cn, "order_begin")
                           : cmp_attr_get(bk, bv, bn, "order_begin");
     if (ob) {

@@ -553,7 +553,8 @@ static msp_err ov_analyse(ov_step_t *s, int64_t step, msp_overflow_result_t *res
     long abn_ri = -1;
     for (size_t ri = 0; ri < s->n_ranks; ri++) {
         ov_rank_t *rk = &s->ranks[ri];
-        /* A module's parameters are not among its recorded inputs: NaN
+        /* A module's parameters are not among the recorded inputs of older
+         * dumps (ours carry them as parameters.NAME since issue 38): NaN
          * parameters would make it look like an origin. Where the dump
          * holds API records too, the ones that ran inside it decide. */
         int has_api = 0;

@@ -218,6 +218,21 @@ static int cmp_producer_gap(const msp_dump_file_t *f, const msp_record_info_t **
     return 0;
 }
 
+/* t's producer when it names a record of f: a link to a record the file
+ * does not hold (a dump written before the shim dropped links to the data
+ * preparation records it did not write) says nothing about t. */
+static const char *cmp_producer_in(const msp_dump_file_t *f, const msp_record_info_t **byname,
+                                   const msp_tensor_info_t *t)
+{
+    if (!t || !t->producer || !strrchr(t->producer, '/'))
+        return NULL;
+    if (!f || !byname)
+        return t->producer;
+    return bsearch(t->producer, byname, f->n_records, sizeof *byname, cmp_producer_key)
+               ? t->producer
+               : NULL;
+}
+
 int cmp_file_has_producers(const msp_dump_file_t *f)
 {
     for (size_t r = 0; r < f->n_records; r++)
@@ -303,7 +318,9 @@ static msp_err cmp_tensor_row(cmp_ctx_t *cx, cmp_build_t *bld, const msp_record_
     cmp_side_stats(t, n, b);
     const char *uninit = t->is_output ? cmp_uninit_api(nrec ? nrec->name : brec->name) : NULL;
     if (!t->is_output) {
-        const char *prod = n && n->producer ? n->producer : (b ? b->producer : NULL);
+        const char *prod = cmp_producer_in(cx->cf, cx->cnames, n);
+        if (!prod)
+            prod = cmp_producer_in(cx->bf, cx->bnames, b);
         if (prod && !(t->producer = strdup(prod)))
             return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
         t->gap = (n && cmp_producer_gap(cx->cf, cx->cnames, n)) ||

@@ -42,6 +42,7 @@ void msp_compare_result_free(msp_compare_result_t *r)
         free(r->records[i].replay_note);
         free(r->records[i].parent);
         free(r->records[i].comm_group);
+        free(r->records[i].params);
     }
     for (size_t i = 0; i < r->n_ranks; i++)
         free(r->ranks[i].at);

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-_Static_assert(sizeof(msp_record_cmp_t) == 256,
+_Static_assert(sizeof(msp_record_cmp_t) == 264,
                "msp_record_cmp_t changed: update cmp_rec_strs() and this size");
 _Static_assert(sizeof(msp_tensor_cmp_t) == 568,
                "msp_tensor_cmp_t changed: update cmp_part_pack's tensor rows and this size");
@@ -27,7 +27,7 @@ _Static_assert(sizeof(msp_suspect_t) == 64,
 #define CMP_PART_MAGIC 0x3174726170707370ull /* "psppart1" */
 
 /* The string fields of each struct, in a fixed order. */
-#define CMP_REC_STRS 7
+#define CMP_REC_STRS 8
 static void cmp_rec_strs(msp_record_cmp_t *r, char **f[CMP_REC_STRS])
 {
     f[0] = &r->name;
@@ -37,6 +37,7 @@ static void cmp_rec_strs(msp_record_cmp_t *r, char **f[CMP_REC_STRS])
     f[4] = &r->replay_note;
     f[5] = &r->comm_group;
     f[6] = &r->parent;
+    f[7] = &r->params;
 }
 
 /* A tensor row: its names (npu_name, bench_name), its fixed text fields

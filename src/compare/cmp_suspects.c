@@ -1,5 +1,6 @@
 /* Ranked suspects (msprobe-compare(1), ROOT CAUSE): each record that
- * introduced error, and each input something msprobe did not record changed
+ * introduced error, each parameter that differs before any op of its step
+ * used it, and each input something msprobe did not record changed
  * (a producer gap, an op no one recorded, a module's own code), with its
  * reason line, in one order: earliest step, decisive evidence (replay, a
  * changed argument) before ratios, then execution order. The first of them
@@ -247,6 +248,121 @@ static char *cmp_kept_evidence(const msp_compare_result_t *res, const msp_record
                         cmp_floor_dtype(rec->floor), cmp_fmt_err(rec->floor, fl, sizeof fl));
 }
 
+/* ---- parameters that differ before any op of a step (issue 38, item 4) ---- */
+
+/* The parameter (or buffer) name of rec's input `role`, from rec->params
+ * ("ROLE=NAME" lines); its length in *len; NULL when it is none. */
+static const char *cmp_param_of(const msp_record_cmp_t *rec, const char *role, size_t *len)
+{
+    size_t rl = strlen(role);
+    for (const char *p = rec->params; p && *p;) {
+        const char *eq = strchr(p, '='), *nl = strchr(p, '\n');
+        if (!eq || !nl)
+            break;
+        if (eq < nl && (size_t)(eq - p) == rl && !strncmp(p, role, rl)) {
+            *len = (size_t)(nl - eq - 1);
+            return eq + 1;
+        }
+        p = nl + 1;
+    }
+    return NULL;
+}
+
+/* The step before records[r]'s that res holds for its rank, -1 if none
+ * (records sort by step, rank, order; a streamed part's stand-in record of
+ * the previous step counts). */
+static int64_t cmp_prev_step_of(const msp_compare_result_t *res, size_t r)
+{
+    const msp_record_cmp_t *rec = &res->records[r];
+    for (size_t q = r; q-- > 0;)
+        if (res->records[q].rank == rec->rank && res->records[q].step != rec->step)
+            return res->records[q].step;
+    return -1;
+}
+
+/* What a step's parameters are judged against: mode 0 not judged (a step
+ * whose step before is not compared: its updates may explain anything),
+ * 1 the rounding of their dtype (step 0: nothing ran before it), 2 also
+ * CMP_AMPLIFY times the worst error of the steps before (their updates). The
+ * names already used in the step: only a parameter's first use is judged. */
+typedef struct cmp_param_state {
+    int mode;
+    double prev_worst;
+    struct {
+        const char *s;
+        size_t n;
+    } *seen;
+    size_t n_seen, cap_seen;
+} cmp_param_state_t;
+
+static void cmp_param_step(cmp_param_state_t *ps, const msp_compare_result_t *res, size_t r,
+                           double prev_worst)
+{
+    int64_t prev = cmp_prev_step_of(res, r), step = res->records[r].step;
+    ps->mode = prev < 0 && step == 0 ? 1 : prev >= 0 && prev == step - 1 ? 2 : 0;
+    ps->prev_worst = prev_worst;
+    ps->n_seen = 0;
+}
+
+/* A parameter or buffer whose first use in its step already differs beyond
+ * what the step before (or, at step 0, rounding) explains was changed before
+ * any recorded op of the step read it (a checkpoint loaded differently,
+ * another seed): a suspect (is_gap 2) ahead of everything it feeds. */
+static msp_err cmp_param_suspects(msp_compare_result_t *res, size_t *cap, cmp_param_state_t *ps,
+                                  size_t r)
+{
+    const msp_record_cmp_t *rec = &res->records[r];
+    for (size_t k = 0; ps->mode && rec->params && k < rec->n_tensors; k++) {
+        size_t ti = rec->first_tensor + k, len = 0;
+        const msp_tensor_cmp_t *t = &res->tensors[ti];
+        const char *role = cmp_role_of(t, rec);
+        const char *name = t->is_output ? NULL : cmp_param_of(rec, role, &len);
+        int used = 0;
+        for (size_t i = 0; name && i < ps->n_seen && !used; i++)
+            used = ps->seen[i].n == len && !strncmp(ps->seen[i].s, name, len);
+        if (!name || used)
+            continue;
+        void *nv = msp_grow(ps->seen, &ps->cap_seen, ps->n_seen, sizeof *ps->seen, 64);
+        if (!nv)
+            return msp_fail(MSP_ERR_NOMEM, "compare: out of memory for suspects");
+        ps->seen = nv;
+        ps->seen[ps->n_seen].s = name;
+        ps->seen[ps->n_seen++].n = len;
+        double fl = cmp_floor_for(cmp_row_unit(t));
+        double known = ps->mode == 2 ? ps->prev_worst : 0.0;
+        double base = fmax(CMP_AMPLIFY * known, fl);
+        if (isnan(t->rel_err) || !(t->rel_err > base))
+            continue;
+        char a[32], b[32], c[32];
+        msp_suspect_t s = {(long)r, (long)ti, 2, res->stats_mode != 0, known, t->rel_err,
+                           known > 0.0 ? t->rel_err / known : INFINITY,
+                           base > 0.0 ? t->rel_err / base : INFINITY, NULL};
+        if (ps->mode == 1)
+            s.reason = msp_asprintf("%sparameter %.*s differs before any op of step %lld (rank "
+                                    "%lld): at its first use, %s %s, its error is %s, above the "
+                                    "%s rounding floor %s; it was different before training "
+                                    "(a checkpoint loaded differently, another seed or data)",
+                                    s.from_stats ? "statistics only: " : "", (int)len, name,
+                                    (long long)rec->step, (long long)rec->rank, rec->name, role,
+                                    cmp_fmt_err(t->rel_err, a, sizeof a),
+                                    cmp_floor_dtype(fl), cmp_fmt_err(fl, b, sizeof b));
+        else
+            s.reason = msp_asprintf("%sparameter %.*s differs before any op of step %lld (rank "
+                                    "%lld): at its first use, %s %s, its error is %s, above %gx "
+                                    "the worst error of the steps before (%s) and the %s floor %s: "
+                                    "something outside the recorded ops changed it between the "
+                                    "steps", s.from_stats ? "statistics only: " : "", (int)len,
+                                    name, (long long)rec->step, (long long)rec->rank, rec->name,
+                                    role, cmp_fmt_err(t->rel_err, a, sizeof a), CMP_AMPLIFY,
+                                    cmp_fmt_err(known, c, sizeof c),
+                                    cmp_floor_dtype(fl), cmp_fmt_err(fl, b, sizeof b));
+        msp_err rc = cmp_push_suspect(res, cap, &s);
+        if (rc)
+            return rc;
+    }
+    return MSP_OK;
+}
+
 /* The reason line of a record that introduced error; its tier in *tier.
  * NULL reason with tier -1: not a suspect. */
 static char *cmp_record_reason(const msp_compare_result_t *res, const msp_record_cmp_t *rec,
@@ -307,7 +423,8 @@ static char *cmp_record_reason(const msp_compare_result_t *res, const msp_record
  * msprobe did not record, is a suspect only when its error is above
  * CMP_AMPLIFY times both its producer's and anything recorded before it. */
 static msp_err cmp_gap_suspects(msp_compare_result_t *res, const cmp_rec_index_t *ix,
-                                size_t *cap, size_t r, double seen, double step_floor)
+                                size_t *cap, size_t r, double seen, double step_floor,
+                                int params_judged)
 {
     const msp_record_cmp_t *rec = &res->records[r];
     char a[32], b[32];
@@ -315,6 +432,12 @@ static msp_err cmp_gap_suspects(msp_compare_result_t *res, const cmp_rec_index_t
         size_t ti = rec->first_tensor + k;
         const msp_tensor_cmp_t *t = &res->tensors[ti];
         if (t->is_output || !t->gap || isnan(t->rel_err))
+            continue;
+        size_t pl;
+        const char *role = cmp_role_of(t, rec);
+        /* a parameter: cmp_param_suspects judged it; a module's own one (a
+         * step whose step before is not compared) no code of it made */
+        if ((params_judged || !strncmp(role, "parameters.", 11)) && cmp_param_of(rec, role, &pl))
             continue;
         msp_err rc = MSP_OK;
         if (t->gap == 2) {
@@ -401,6 +524,7 @@ msp_err cmp_rank_suspects(msp_compare_result_t *res, int top)
     msp_err rc = cmp_index_build(res, &ix);
     int *tiers = NULL;
     size_t tcap = 0;
+    cmp_param_state_t ps = {0};
     for (size_t r = 0; r < res->n_records && !rc; r++) {
         msp_record_cmp_t *rec = &res->records[r];
         rec->suspect_rank = 0;
@@ -416,9 +540,13 @@ msp_err cmp_rank_suspects(msp_compare_result_t *res, int top)
                                res->records[q].rank == rec->rank;
                  q++)
                 step_floor = fmax(step_floor, res->records[q].floor);
+            cmp_param_step(&ps, res, r, seen);
         }
         size_t before = res->n_suspects;
-        if ((rc = cmp_gap_suspects(res, &ix, &cap, r, seen, step_floor)))
+        if ((rc = cmp_param_suspects(res, &cap, &ps, r)))
+            break;
+        size_t params_end = res->n_suspects;
+        if ((rc = cmp_gap_suspects(res, &ix, &cap, r, seen, step_floor, ps.mode != 0)))
             break;
         size_t gaps_end = res->n_suspects;
         int tier = -1;
@@ -445,7 +573,8 @@ msp_err cmp_rank_suspects(msp_compare_result_t *res, int top)
             break;
         tiers = nt;
         for (size_t i = before; i < res->n_suspects; i++)
-            tiers[i] = i < gaps_end ? 1 : tier; /* gaps come from ratios alone */
+            /* a parameter is the earliest cause; gaps come from ratios alone */
+            tiers[i] = i < params_end ? 0 : i < gaps_end ? 1 : tier;
         if (!isnan(rec->out_err) && !isinf(rec->out_err))
             seen = fmax(seen, rec->out_err);
     }
@@ -464,6 +593,7 @@ msp_err cmp_rank_suspects(msp_compare_result_t *res, int top)
         }
     }
     free(tiers);
+    free(ps.seen);
     free(ix.v);
     if (rc)
         return rc;

@@ -55,6 +55,7 @@ msp_err cmp_copy_record(msp_record_cmp_t *dst, const msp_record_cmp_t *src, int 
     dst->replay_note = cmp_dup(src->replay_note, &oom);
     dst->comm_group = cmp_dup(src->comm_group, &oom);
     dst->parent = lean ? NULL : cmp_dup(src->parent, &oom);
+    dst->params = cmp_dup(src->params, &oom);
     dst->first_tensor = 0;
     dst->n_tensors = lean ? 0 : src->n_tensors;
     return oom ? cmp_oom() : MSP_OK;
@@ -204,8 +205,9 @@ msp_err cmp_finish_part(cmp_finish_t *f, msp_compare_result_t *part)
             rc = cmp_oom();
             break;
         }
-        /* cmp_rank_suspects's tiers: gaps from ratios alone, records their own */
-        tv[h->n_suspects] = s->is_gap ? 1 : part->records[s->record].tier;
+        /* cmp_rank_suspects's tiers: parameters first, gaps from ratios alone,
+         * records their own */
+        tv[h->n_suspects] = s->is_gap == 2 ? 0 : s->is_gap ? 1 : part->records[s->record].tier;
         h->suspects[h->n_suspects++] = c;
     }
     free(copy_of);

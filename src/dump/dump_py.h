@@ -305,6 +305,13 @@ void msp_link_note(const char *rec, const char *role, PyObject *t, const void *p
                    const int64_t *shape);
 /* "RECORD/ROLE" of the earlier output t is (valid until the next note), or NULL. */
 const char *msp_link_find(PyObject *t, const void *ptr, int ndim, const int64_t *shape);
+/* Parameter names (py_params.c; msprobe-dump(5), attribute param.ROLE):
+ * list a root module's parameters and buffers when its forward begins in a
+ * dumped step; the qualified name of t when it is one of them (valid until
+ * the step ends), else NULL. */
+int msp_params_install(void);
+void msp_params_root(PyObject *root);
+const char *msp_param_name(PyObject *t);
 /* Copies shared between records (py_recent.c): the buffer of a copy made in
  * this step from the same nbytes of dtype at src whose bytes are still
  * equal (a new reference to it), or NULL; and a copy just made, kept. */

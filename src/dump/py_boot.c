@@ -111,6 +111,8 @@ static void patch_torch_now(PyObject *torch)
         msp_patch_torch(torch);
     msp_patch_dataloader(); /* every mode: what a DataLoader computes is never the model's */
     msp_module_install(torch);
+    if (msp_params_install() != 0)
+        PyErr_Clear();
     msp_step_install(torch);
     msp_proc_install(torch);
     if (PyErr_Occurred())

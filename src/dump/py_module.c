@@ -260,6 +260,38 @@ const char *msp_module_parent(void)
     return module_in_flight(t_mod_depth + 1);
 }
 
+/* The module's own parameters (not its children's) as parameters.NAME, as
+ * msprobe's module records hold them; each gets its param.ROLE name through
+ * the producer-link pass (msp_t_links is MSP_LINK_FIND here). */
+static void module_params(msp_dq_rec_t *r, PyObject *mod)
+{
+    PyObject *kw = Py_BuildValue("{s:O}", "recurse", Py_False);
+    PyObject *fn = PyObject_GetAttrString(mod, "named_parameters");
+    PyObject *empty = PyTuple_New(0);
+    PyObject *it = fn && kw && empty ? PyObject_Call(fn, empty, kw) : NULL;
+    PyObject *iter = it ? PyObject_GetIter(it) : NULL;
+    PyObject *pair;
+    while (iter && (pair = PyIter_Next(iter)) != NULL) {
+        PyObject *name = PyTuple_Check(pair) && PyTuple_Size(pair) == 2 ? PyTuple_GetItem(pair, 0)
+                                                                         : NULL;
+        PyObject *nb = name ? PyUnicode_AsUTF8String(name) : NULL;
+        if (nb) {
+            char role[160];
+            snprintf(role, sizeof role, "parameters.%s", PyBytes_AsString(nb));
+            msp_rec_add_value(r, role, PyTuple_GetItem(pair, 1), 1);
+        }
+        Py_XDECREF(nb);
+        Py_DECREF(pair);
+    }
+    Py_XDECREF(iter);
+    Py_XDECREF(it);
+    Py_XDECREF(empty);
+    Py_XDECREF(fn);
+    Py_XDECREF(kw);
+    if (PyErr_Occurred())
+        PyErr_Clear();
+}
+
 static PyObject *pre_hook(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -278,6 +310,7 @@ static PyObject *pre_hook(PyObject *self, PyObject *args)
      * not for modules a DataLoader fetch calls */
     if (depth == 1 && mod && in && msp_t_depth == 0) {
         msp_prep_model_started(); /* what came before was data preparation (py_prep.c) */
+        msp_params_root(mod);
         msp_ev_root_forward(mod, in);
     }
     if (depth < MSP_MOD_STACK) {
@@ -305,6 +338,7 @@ static PyObject *pre_hook(PyObject *self, PyObject *args)
                         msp_dq_rec_add_attr(f->rec, "parent", parent);
                     msp_t_links = MSP_LINK_FIND;
                     msp_rec_add_output(f->rec, in, "input");
+                    module_params(f->rec, mod);
                     msp_t_links = MSP_LINK_OFF;
                     msp_rec_add_autocast(f->rec);
                     f->rec->stack = msp_stack_capture();

@@ -175,6 +175,10 @@ void msp_prep_model_started(void)
     }
     prep_take();
     frames_free();
+    /* no input may name a dropped record as its producer (a weight scaled
+     * in place before training would look produced by an op not in the file) */
+    if (g_dropped)
+        msp_links_reset();
     if (g_dropped)
         msp_shim_msg("%llu call%s made before the model's first forward %s data preparation "
                      "and %s not dumped (MSPROBE_DUMP_DATA_PREP=1 keeps them)",

@@ -676,6 +676,13 @@ links:
         const char *producer = msp_link_find(t, where, x.ndim, x.shape);
         if (producer)
             r->t[r->nt - 1].producer = msp_dq_rec_strdup(r, producer);
+        /* a model's parameter or buffer: its name (msprobe-dump(5), param.ROLE) */
+        const char *pname = msp_param_name(t);
+        if (pname) {
+            char key[160];
+            snprintf(key, sizeof key, "param.%s", role);
+            msp_dq_rec_add_attr(r, key, pname);
+        }
     } else if (msp_t_links == MSP_LINK_NOTE) {
         msp_link_note(r->name, role, t, where, x.ndim, x.shape);
     }

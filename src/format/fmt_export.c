@@ -8,7 +8,8 @@
  *
  * Roles map back as msprobe-dump(5), "MSPROBE'S OWN DIRECTORIES", reads them
  * the other way: input.i -> input_args[i], kwarg.k -> input_kwargs[k],
- * output.i -> output[i], nested roles to nested lists; backward records put
+ * output.i -> output[i], a module record's parameters.NAME -> parameters[NAME],
+ * nested roles to nested lists; backward records put
  * their outputs in msprobe's autograd order (grad_fn_outputs). A .pt is what
  * torch.save writes for one plain tensor (a stored zip: data.pkl calling
  * torch._utils._rebuild_tensor_v2, data/0, version); a .npy is format 1.0,
@@ -506,6 +507,17 @@ static msp_err msp_xrecord(msp_xctx_t *x, const msp_record_info_t *r, cJSON *dat
         if (kw && !strncmp(role, "kwarg.", 6)) {
             if (!(rc = msp_xtensor(x, r, t, "input", role + 6, &v)))
                 msp_xplace(kw, role + 6, v);
+            continue;
+        }
+        if (!backward && !strncmp(role, "parameters.", 11) && role[11]) {
+            /* a module record's own parameters: msprobe's "parameters" */
+            cJSON *ps = cJSON_GetObjectItemCaseSensitive(rec, "parameters");
+            if (!ps && (ps = cJSON_CreateObject()))
+                cJSON_AddItemToObject(rec, "parameters", ps);
+            if (!(rc = msp_xtensor(x, r, t, "parameters", role + 11, &v)) && ps)
+                cJSON_AddItemToObject(ps, role + 11, v);
+            else
+                cJSON_Delete(v);
             continue;
         }
         int is_out = !strncmp(role, "output.", 7), is_node = !strncmp(role, "grad_fn.", 8);
