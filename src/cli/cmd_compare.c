@@ -93,7 +93,8 @@ static const msp_opt_t msp_compare_opts[] = {
     MSP_OPT(MSP_OPT_TOP, "top", "N", "suspects listed and marked in the report (default 5)"),
     MSP_OPT(MSP_OPT_REPLAY, "replay", "MODE",
             "re-run records on the CPU to settle the culprit: auto "
-            "(records whose outputs differ, most suspicious first), all, or off (default auto)"),
+            "(records whose verdict a replay can change, most suspicious first), all "
+            "(every record whose outputs differ), or off (default auto)"),
     MSP_OPT(MSP_OPT_REPLAY_BUDGET, "replay-budget", "SEC",
             "wall-time budget of replay in seconds, 0 "
             "for none (default 60)"),

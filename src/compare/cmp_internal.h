@@ -257,6 +257,9 @@ char *cmp_forward_name(const char *name);
  * CMP_REPLAY_FACTOR times the same-dtype replay's distance and
  * CMP_REPLAY_ULPS unit roundoffs of its dtype. */
 #define CMP_REPLAY_FACTOR 4.0
+/* --replay auto leaves out records whose output error is under this many
+ * times their inputs' (cmp_replay.c, rp_in_doubt). */
+#define CMP_REPLAY_GROWTH 4.0
 /* The most a number argument computed from the run's tensors may differ by
  * between the sides (relative), and still be taken for data: see
  * msp_record_cmp_t.args_are_data. */

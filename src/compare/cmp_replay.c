@@ -376,11 +376,27 @@ done:
     return r;
 }
 
+/* Whether replay can change what compare says of r: a changed argument,
+ * what the ratio rule calls introduced (replay confirms or clears it), or an
+ * output whose error grew past CMP_REPLAY_GROWTH times its inputs' and an
+ * eighth of its floor (a low-precision op the ratios cannot judge, a kernel
+ * below its dtype hidden under noisy inputs). An output that carries about
+ * what its inputs brought is inherited whatever a replay says. */
+static int rp_in_doubt(const msp_record_cmp_t *r)
+{
+    double ein = isnan(r->in_err) ? 0.0 : r->in_err;
+    if ((r->arg_diff && !r->args_are_data) || r->cause == MSP_CAUSE_INTRODUCED)
+        return 1;
+    return r->out_err > CMP_REPLAY_GROWTH * ein && r->out_err > r->floor / 8.0;
+}
+
 int cmp_replay_choose(msp_record_cmp_t *r, const msp_compare_opts_t *o, double *prio)
 {
     int differs = !isnan(r->out_err) && r->out_err > 0.0;
     if (o->replay == MSP_REPLAY_OFF || !r->bench_name ||
         (!differs && o->replay != MSP_REPLAY_ALL) || isnan(r->out_err))
+        return 0;
+    if (o->replay != MSP_REPLAY_ALL && !rp_in_doubt(r))
         return 0;
     const char *why = NULL;
     if (!rp_kind(r->name, &why)) {
