@@ -187,6 +187,8 @@ typedef struct wstate {
     int64_t failed_step;   /* a step whose file could not be opened: drop its records */
     int64_t failed_rank;
     char *dir, *part;      /* rank directory and part file of the open file */
+    uint64_t serial;       /* of the open file, counted from 1: which APIs' /defaults
+                              rows it has (msp_dq_sig_t.file_mark) */
 } wstate_t;
 
 /* ---- rank directory claims (writer thread only) ----------------------- */
@@ -375,6 +377,7 @@ static int open_file(wstate_t *s, int64_t step, int64_t rank)
         goto cleanup;
     }
     msp_writer_set_durable(s->w, q.durable);
+    s->serial++;
     ok = 1;
 cleanup:
     if (!ok) {
@@ -420,6 +423,15 @@ static void write_record(wstate_t *s, msp_dq_rec_t *r)
                                "%s/%s not written: %s", r->name, t->role, msp_last_error());
             note_lost(r->step, 0);
         }
+    }
+    /* the API's signature, once a file: its rows are all a record costs */
+    msp_dq_sig_t *sig = r->sig;
+    if (sig && sig->file_mark != s->serial) {
+        sig->file_mark = s->serial;
+        if (msp_writer_add_defaults(s->w, sig->api, (const char *const *)sig->keys,
+                                    (const char *const *)sig->values, sig->n) != MSP_OK)
+            msp_shim_warn_once("attr", "%s: its signature is not written: %s", sig->api,
+                               msp_last_error());
     }
     for (size_t i = 0; i < r->na; i++)
         if (msp_writer_set_attr(s->w, r->a[i].key, r->a[i].value) != MSP_OK)
@@ -518,7 +530,7 @@ static uint64_t g_steps_end; /* steps ended */
 static void *writer_main(void *arg)
 {
     (void)arg;
-    wstate_t s = {NULL, -1, -1, -1, -1, NULL, NULL};
+    wstate_t s = {NULL, -1, -1, -1, -1, NULL, NULL, 0};
     pthread_setname_np(pthread_self(), "msprobe-writer"); /* top -H, perf, gdb */
     int stats = writer_stats();
     double busy = 0, oncpu = 0;
