@@ -122,6 +122,11 @@ uint64_t msp_dq_backward_records(void);
 void msp_dq_end_step(int64_t step);
 /* Write out everything queued, close the last file, stop the thread. */
 void msp_dq_shutdown(void);
+/* The writer thread's record of steps that lost records to a failed write
+ * (dump_lost.c): step lost one record or more (dropped: no file for it at
+ * all); said once, as ranges, at shutdown. Writer thread only. */
+void msp_dq_note_lost(int64_t step, int dropped);
+void msp_dq_say_lost(void);
 /* In a forked child: forget the parent's thread and queue without touching them. */
 void msp_dq_forget_after_fork(void);
 
