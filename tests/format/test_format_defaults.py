@@ -66,7 +66,8 @@ class DefaultsTable(unittest.TestCase):
 
     def good(self):
         vstr = h5py.string_dtype("utf-8")
-        rows = [("Functional.gelu", "approximate", "'none'"), ("Functional.gelu", "#1", "approximate"),
+        rows = [("Functional.gelu", "approximate", "'none'"),
+                ("Functional.gelu", "#1", "approximate"),
                 ("Functional.layer_norm", "eps", "1e-05"), ("Functional.gelu", "#0", "input"),
                 ("Functional.layer_norm", "#0", "input"), ("Functional.layer_norm", "#4", "eps"),
                 ("Functional.layer_normX", "eps", "9")]
