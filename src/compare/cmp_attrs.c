@@ -259,6 +259,10 @@ static msp_err cmp_arg_diff(msp_record_cmp_t *rec, const cmp_args_t *ca, const c
             rec->args_scalar_differ |= scalar;
             char *no = NULL, *bo = NULL, *od = NULL;
             const char *absent = dflt ? (od = msp_asprintf("%s (default)", dflt)) : "<absent>";
+            if (!absent) {
+                free(acc);
+                return MSP_ERR_NOMEM;
+            }
             const char *nt = msp_utf8_clean(side ? absent : a->v[i], 120, &no);
             const char *bt = msp_utf8_clean(side ? a->v[i] : (other ? other : absent), 120, &bo);
             char *next = msp_asprintf("%s%s%s: NPU %s, bench %s", acc ? acc : "", acc ? "; " : "",
