@@ -21,6 +21,11 @@
  *                          argument named like its role, stack, ...): record, key, value,
  *                          all UTF-8 strings. Version 1 files kept these as string
  *                          attributes of the record groups; readers take either.
+ *   /defaults              compound table like /attrs, one row per (API, parameter) for
+ *                          the APIs recorded in the file: record = the API
+ *                          ("Functional.gelu"), key "#K" = the K-th positional
+ *                          parameter's name, key NAME = the repr of NAME's default.
+ *                          Absent from older files.
  *
  * This module is the only code that calls H5*. All functions here serialise on
  * one internal mutex, so they may be called from any thread; one writer or one
@@ -159,7 +164,7 @@ typedef struct msp_tensor_in {
 msp_err msp_writer_open(const char *path, const msp_dump_meta_t *meta, msp_writer_t **out);
 /* Start a record; tensors and attrs that follow belong to it (a group is
  * made only for tensor data). A record name that already exists in the
- * file, or "index" or "attrs", is an error. */
+ * file, or "index", "attrs" or "defaults", is an error. */
 msp_err msp_writer_begin_record(msp_writer_t *w, const char *record, int64_t order);
 /* The data is written before this returns (the caller may reuse it). When
  * stats is NULL they are computed here, for tensors of 1 MiB or more on a
@@ -169,6 +174,12 @@ msp_err msp_writer_add_tensor(msp_writer_t *w, const msp_tensor_in_t *t);
  * of /attrs, written at close; a key set again replaces its value. */
 msp_err msp_writer_set_attr(msp_writer_t *w, const char *key, const char *value);
 msp_err msp_writer_end_record(msp_writer_t *w);
+/* The signature of API api ("Functional.gelu"): n rows of /defaults (keys
+ * "#K" = the K-th positional parameter's name, NAME = the repr of NAME's
+ * default; msprobe-dump(5)), copied, written at close. Any time the file is
+ * open, once per API: the writer does not look for repeats. */
+msp_err msp_writer_add_defaults(msp_writer_t *w, const char *api, const char *const *keys,
+                                const char *const *values, size_t n);
 /* Durable mode: tensor data is handed to the disk as it is written
  * (write-behind, so the disk works while the caller goes on) and close
  * returns only once the whole file is on stable storage (fdatasync), so a
@@ -262,6 +273,17 @@ void msp_tensor_stream_close(msp_tensor_stream_t *s); /* NULL-safe */
  * caller frees with msp_free_strings. */
 msp_err msp_dump_record_attrs(msp_dump_file_t *f, const msp_record_info_t *r,
                               char ***keys, char ***values, size_t *n);
+/* The signature of API api ("Functional.gelu", a record name without its
+ * ".N.forward"), as the dump's /defaults gives it (msprobe-dump(5), THE
+ * DEFAULTS TABLE): keys "#K" (value: the K-th positional parameter's name)
+ * and parameter names (value: the repr of that parameter's default), in
+ * key (byte) order, as parallel arrays of malloc'd strings the caller frees
+ * with msp_free_strings. *n 0 when the file has none for api: a file
+ * written before the table, msprobe's dump.json, an API the shim knew no
+ * signature of. A malformed /defaults fails msp_dump_open (naming the file
+ * and the table). */
+msp_err msp_dump_api_defaults(msp_dump_file_t *f, const char *api, char ***keys, char ***values,
+                              size_t *n);
 void msp_free_strings(char **v, size_t n);
 void msp_dump_close(msp_dump_file_t *f); /* NULL-safe */
 

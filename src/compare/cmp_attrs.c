@@ -1,7 +1,9 @@
 /* Record attributes both sides share, put on a record row: the compare
  * side's call site, the module it ran in, autocast, a Distributed call's
  * group and peer, order_begin, and the arguments and hyperparameters that
- * differ between the sides (arg_diff; msprobe 26's scalar check). */
+ * differ between the sides (arg_diff; msprobe 26's scalar check), each
+ * side's arguments completed first with the API's signature from the
+ * dumps' /defaults (msprobe-dump(5)). */
 #include "cmp_internal.h"
 
 #include <ctype.h>
@@ -186,12 +188,156 @@ static char *cmp_record_params(const msp_record_info_t *rec, char **k, char **v,
     return b.data;
 }
 
+/* A record's arguments completed with its API's signature: input.K that is
+ * not a tensor named by the K-th parameter ("kwarg.eps"), other keys as
+ * they are; the values the record's own (borrowed). */
+typedef struct cmp_args {
+    char **k;
+    const char **v;
+    size_t n;
+} cmp_args_t;
+
+static void cmp_args_free(cmp_args_t *a)
+{
+    msp_free_strings(a->k, a->n);
+    free(a->v);
+}
+
+/* The API of a forward API record ("Functional.gelu" of
+ * "Functional.gelu.0.forward") into buf; 0 for any other record. */
+static int cmp_api_of(const char *name, char *buf, size_t size)
+{
+    size_t len = strlen(name), suf = strlen(".forward");
+    if (len <= suf || strcmp(name + len - suf, ".forward") != 0 || !strncmp(name, "Module.", 7))
+        return 0;
+    size_t end = len - suf, d = end;
+    while (d > 0 && isdigit((unsigned char)name[d - 1]))
+        d--;
+    if (d == end || d < 2 || name[d - 1] != '.' || d - 1 >= size)
+        return 0;
+    snprintf(buf, size, "%.*s", (int)(d - 1), name);
+    return 1;
+}
+
+/* The signature of rec's API: the bench dump's /defaults rows for it, else
+ * the compare dump's (a file without the table has none: *n 0). */
+static void cmp_api_defaults(cmp_ctx_t *cx, const char *name, char ***k, char ***v, size_t *n)
+{
+    char api[256];
+    *k = *v = NULL;
+    *n = 0;
+    if (!cmp_api_of(name, api, sizeof api))
+        return;
+    if (msp_dump_api_defaults(cx->bf, api, k, v, n) != MSP_OK || !*n) {
+        msp_free_strings(*k, *n);
+        if (msp_dump_api_defaults(cx->cf, api, k, v, n) != MSP_OK) {
+            *k = *v = NULL;
+            *n = 0;
+        }
+    }
+    msp_clear_error();
+}
+
+/* The argument keys of one side (cmp_is_arg_key), positional ones named
+ * where the signature (dk, dv, dn) knows their parameter. */
+static msp_err cmp_args_complete(char **k, char **v, size_t n, char **dk, char **dv, size_t dn,
+                                 cmp_args_t *out)
+{
+    memset(out, 0, sizeof *out);
+    out->k = calloc(n ? n : 1, sizeof *out->k);
+    out->v = calloc(n ? n : 1, sizeof *out->v);
+    if (!out->k || !out->v)
+        return MSP_ERR_NOMEM;
+    for (size_t i = 0; i < n; i++) {
+        if (!cmp_is_arg_key(k[i]))
+            continue;
+        const char *name = NULL;
+        char pos[32];
+        size_t dig = strncmp(k[i], "input.", 6) ? 0 : strspn(k[i] + 6, "0123456789");
+        if (dig && !k[i][6 + dig] && dig < 20) {
+            snprintf(pos, sizeof pos, "#%s", k[i] + 6);
+            name = cmp_attr_get(dk, dv, dn, pos);
+        }
+        out->k[out->n] = name ? msp_asprintf("kwarg.%s", name) : strdup(k[i]);
+        out->v[out->n] = v[i];
+        if (!out->k[out->n])
+            return MSP_ERR_NOMEM;
+        out->n++;
+    }
+    return MSP_OK;
+}
+
+static const char *cmp_args_get(const cmp_args_t *a, const char *key)
+{
+    for (size_t i = 0; i < a->n; i++)
+        if (!strcmp(a->k[i], key))
+            return a->v[i];
+    return NULL;
+}
+
+/* Whether two spellings of one argument say the same; *scalar set when
+ * both are Python scalars (msprobe 26's check). */
+static int cmp_arg_same(const char *a, const char *b, int *scalar)
+{
+    double x[16];
+    *scalar = cmp_scalars(a, x, 16) >= 0 && cmp_scalars(b, x, 16) >= 0;
+    return *scalar ? !cmp_args_differ(a, b) : cmp_arg_equal(a, b);
+}
+
+/* arg_diff of rec: the compare side's arguments, then those only the bench
+ * has; an argument one side left out takes the API's default (dk, dv, dn),
+ * and is no difference when the other side gave that very value. */
+static msp_err cmp_arg_diff(msp_record_cmp_t *rec, const cmp_args_t *ca, const cmp_args_t *ba,
+                            char **dk, char **dv, size_t dn)
+{
+    char *acc = NULL;
+    for (int side = 0; side < 2; side++) {
+        const cmp_args_t *a = side ? ba : ca, *o = side ? ca : ba;
+        for (size_t i = 0; i < a->n; i++) {
+            const char *other = cmp_args_get(o, a->k[i]);
+            if (side && other)
+                continue;
+            /* absent on the other side: that side ran with the default */
+            const char *dflt = !other && !strncmp(a->k[i], "kwarg.", 6)
+                                   ? cmp_attr_get(dk, dv, dn, a->k[i] + 6)
+                                   : NULL;
+            const char *ov = other ? other : dflt;
+            int scalar = 0;
+            if (ov && cmp_arg_same(a->v[i], ov, &scalar))
+                continue;
+            rec->args_scalar_differ |= scalar;
+            rec->arg_reldiff = cmp_arg_reldiff(rec->arg_reldiff, other, a->v[i]);
+            char *no = NULL, *bo = NULL, *od = NULL;
+            const char *absent = dflt ? (od = msp_asprintf("%s (default)", dflt)) : "<absent>";
+            if (!absent) {
+                free(acc);
+                return MSP_ERR_NOMEM;
+            }
+            const char *nt = msp_utf8_clean(side ? absent : a->v[i], 120, &no);
+            const char *bt = msp_utf8_clean(side ? a->v[i] : (other ? other : absent), 120, &bo);
+            char *next = msp_asprintf("%s%s%s: NPU %s, bench %s", acc ? acc : "", acc ? "; " : "",
+                                      a->k[i], nt ? nt : "?", bt ? bt : "?");
+            free(no);
+            free(bo);
+            free(od);
+            free(acc);
+            if (!(acc = next))
+                return MSP_ERR_NOMEM;
+        }
+    }
+    rec->arg_diff = acc;
+    return MSP_OK;
+}
+
 /* Record attributes both sides share: the compare side's call site
  * ("stack"), "order_begin" (module forward records), the autocast dtype
  * (either side's), and the arguments and optimizer hyperparameters that
  * differ between the sides: arg_diff lists them ("kwarg.stride: NPU (2, 2),
  * bench (1, 1)", joined by "; "), numbers compared as numbers (1e-05 is
- * 0.00001) and other text without memory addresses; args_scalar_differ when
+ * 0.00001) and other text without memory addresses, after both sides are
+ * completed with the API's signature (a positional argument named, one left
+ * out taking its default: "kwarg.approximate: NPU 'tanh', bench 'none'
+ * (default)"; without /defaults, "<absent>"); args_scalar_differ when
  * one of them is a Python scalar (or a tuple of them), msprobe 26's check. */
 msp_err cmp_record_attrs(cmp_ctx_t *cx, msp_record_cmp_t *rec,
                          const msp_record_info_t *brec, const msp_record_info_t *crec)
@@ -251,36 +397,22 @@ msp_err cmp_record_attrs(cmp_ctx_t *cx, msp_record_cmp_t *rec,
         if (end != ob && !*end && v >= 0)
             rec->order_begin = v;
     }
-    char *acc = NULL;
-    for (int side = 0; side < 2 && brec && crec && !rc; side++) {
-        /* keys of the compare side first, then those only the bench has */
-        char **k = side ? bk : ck, **v = side ? bv : cv;
-        size_t n = side ? bn : cn;
-        for (size_t i = 0; i < n && !rc; i++) {
-            if (!cmp_is_arg_key(k[i]))
-                continue;
-            const char *other = side ? cmp_attr_get(ck, cv, cn, k[i]) : cmp_attr_get(bk, bv, bn, k[i]);
-            if (side && other)
-                continue;
-            double x[16];
-            int scalar = other && cmp_scalars(v[i], x, 16) >= 0 && cmp_scalars(other, x, 16) >= 0;
-            if (other && (scalar ? !cmp_args_differ(v[i], other) : cmp_arg_equal(v[i], other)))
-                continue;
-            rec->args_scalar_differ |= scalar;
-            rec->arg_reldiff = cmp_arg_reldiff(rec->arg_reldiff, other, v[i]);
-            char *no = NULL, *bo = NULL;
-            const char *nt = msp_utf8_clean(side ? "<absent>" : v[i], 120, &no);
-            const char *bt = msp_utf8_clean(side ? v[i] : (other ? other : "<absent>"), 120, &bo);
-            char *next = msp_asprintf("%s%s%s: NPU %s, bench %s", acc ? acc : "", acc ? "; " : "",
-                                      k[i], nt ? nt : "?", bt ? bt : "?");
-            free(no);
-            free(bo);
-            free(acc);
-            if (!(acc = next))
-                rc = MSP_ERR_NOMEM;
-        }
+    if (brec && crec && !rc) {
+        char **dk = NULL, **dv = NULL;
+        size_t dn = 0;
+        cmp_args_t ca, ba;
+        cmp_api_defaults(cx, rec->name, &dk, &dv, &dn);
+        rc = cmp_args_complete(ck, cv, cn, dk, dv, dn, &ca);
+        msp_err rc2 = cmp_args_complete(bk, bv, bn, dk, dv, dn, &ba);
+        if (!rc)
+            rc = rc2;
+        if (!rc)
+            rc = cmp_arg_diff(rec, &ca, &ba, dk, dv, dn);
+        cmp_args_free(&ca);
+        cmp_args_free(&ba);
+        msp_free_strings(dk, dn);
+        msp_free_strings(dv, dn);
     }
-    rec->arg_diff = acc;
     msp_free_strings(bk, bn);
     msp_free_strings(bv, bn);
     msp_free_strings(ck, cn);

@@ -231,6 +231,7 @@ msp_dq_rec_t *msp_dq_rec_new(const char *name)
         r->next = NULL;
         r->keep_data = 0;
         r->stack = NULL;
+        r->sig = NULL;
     } else if (!(r = calloc(1, sizeof *r))) {
         return NULL;
     }

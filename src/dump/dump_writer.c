@@ -104,65 +104,6 @@ void msp_dq_set_world_size(int64_t world_size)
  * the status it was exiting with, skipping that handler. */
 static volatile int g_write_failed;
 
-/* Steps that lost records to a failed write (a full disk, an unwritable
- * directory), kept as ranges by the writer thread and said once at
- * shutdown, so the user knows which steps to dump again: a first warning
- * alone names only the first failure. dropped: no file for the step. */
-#define MSP_LOST_RANGES 64
-struct lost_range {
-    int64_t first, last;
-    int dropped;
-};
-static struct lost_range g_lost[MSP_LOST_RANGES];
-static size_t g_nlost;
-static int g_lost_more;
-
-static void note_lost(int64_t step, int dropped)
-{
-    if (g_nlost && g_lost[g_nlost - 1].last == step) {
-        if (g_lost[g_nlost - 1].first == step)
-            g_lost[g_nlost - 1].dropped |= dropped;
-        else if (dropped && !g_lost[g_nlost - 1].dropped) { /* split off the last step */
-            g_lost[g_nlost - 1].last--;
-            if (g_nlost < MSP_LOST_RANGES)
-                g_lost[g_nlost++] = (struct lost_range){step, step, 1};
-        }
-        return;
-    }
-    if (g_nlost && g_lost[g_nlost - 1].last + 1 == step && g_lost[g_nlost - 1].dropped == dropped) {
-        g_lost[g_nlost - 1].last = step;
-        return;
-    }
-    if (g_nlost == MSP_LOST_RANGES) {
-        g_lost_more = 1;
-        return;
-    }
-    g_lost[g_nlost++] = (struct lost_range){step, step, dropped};
-}
-
-/* "steps 2-3 dropped (no dump file), 5 incomplete (records missing)" */
-static void say_lost(void)
-{
-    if (!g_nlost)
-        return;
-    char buf[2048];
-    size_t n = 0;
-    for (size_t i = 0; i < g_nlost && n < sizeof buf - 64; i++) {
-        int k = g_lost[i].first == g_lost[i].last
-                    ? snprintf(buf + n, sizeof buf - n, "%s%lld", i ? ", " : "",
-                               (long long)g_lost[i].first)
-                    : snprintf(buf + n, sizeof buf - n, "%s%lld-%lld", i ? ", " : "",
-                               (long long)g_lost[i].first, (long long)g_lost[i].last);
-        n += (size_t)k;
-        k = snprintf(buf + n, sizeof buf - n, " %s",
-                     g_lost[i].dropped ? "dropped (no dump file)" : "incomplete (records missing)");
-        n += (size_t)k;
-    }
-    msp_shim_msg("warning: writes failed (disk full or unwritable), and these steps were lost: "
-                 "%s%s; dump them again (dump_iter) once there is room",
-                 buf, g_lost_more ? ", and more" : "");
-}
-
 static void exit_guard(int status, void *arg)
 {
     (void)arg;
@@ -187,6 +128,8 @@ typedef struct wstate {
     int64_t failed_step;   /* a step whose file could not be opened: drop its records */
     int64_t failed_rank;
     char *dir, *part;      /* rank directory and part file of the open file */
+    uint64_t serial;       /* of the open file, counted from 1: which APIs' /defaults
+                              rows it has (msp_dq_sig_t.file_mark) */
 } wstate_t;
 
 /* ---- rank directory claims (writer thread only) ----------------------- */
@@ -312,7 +255,7 @@ static void close_file(wstate_t *s)
     if (msp_writer_close(s->w) != MSP_OK && (g_write_failed = 1)) {
         msp_shim_warn_once("io", "cannot finish step %lld's dump file: %s; that step is "
                            "dropped", (long long)s->step, msp_last_error());
-        note_lost(s->step, 1);
+        msp_dq_note_lost(s->step, 1);
         drop_part(s);
         forget_file(s);
         return;
@@ -320,7 +263,7 @@ static void close_file(wstate_t *s)
     char *final = msp_asprintf("%s/dump.h5", s->dir);
     if (!final) {
         msp_shim_warn_once("nomem", "out of memory finishing a dump file; step dropped");
-        note_lost(s->step, 1);
+        msp_dq_note_lost(s->step, 1);
         drop_part(s);
     } else if (link(s->part, final) != 0) {
         int e = errno;
@@ -330,7 +273,7 @@ static void close_file(wstate_t *s)
         else
             msp_shim_warn_once("io", "cannot name %s: %s; step %lld is dropped", final,
                                strerror(e), (long long)s->step);
-        note_lost(s->step, 1);
+        msp_dq_note_lost(s->step, 1);
         unlink(s->part);
     } else {
         unlink(s->part);
@@ -375,13 +318,14 @@ static int open_file(wstate_t *s, int64_t step, int64_t rank)
         goto cleanup;
     }
     msp_writer_set_durable(s->w, q.durable);
+    s->serial++;
     ok = 1;
 cleanup:
     if (!ok) {
         s->failed_step = step;
         s->failed_rank = rank;
         if (rname)
-            note_lost(step, 1);
+            msp_dq_note_lost(step, 1);
     } else {
         s->step = step;
         s->rank = rank;
@@ -404,7 +348,7 @@ static void write_record(wstate_t *s, msp_dq_rec_t *r)
     msp_err rc = msp_writer_begin_record(s->w, r->name, r->order);
     if (rc != MSP_OK) {
         msp_shim_warn_once("record", "record %s not written: %s", r->name, msp_last_error());
-        note_lost(r->step, 0);
+        msp_dq_note_lost(r->step, 0);
         return;
     }
     for (size_t i = 0; i < r->nt && rc == MSP_OK; i++) {
@@ -418,8 +362,17 @@ static void write_record(wstate_t *s, msp_dq_rec_t *r)
         if (rc != MSP_OK && (g_write_failed = 1)) {
             msp_shim_warn_once(rc == MSP_ERR_IO || rc == MSP_ERR_HDF5 ? "io" : "tensor",
                                "%s/%s not written: %s", r->name, t->role, msp_last_error());
-            note_lost(r->step, 0);
+            msp_dq_note_lost(r->step, 0);
         }
+    }
+    /* the API's signature, once a file: its rows are all a record costs */
+    msp_dq_sig_t *sig = r->sig;
+    if (sig && sig->file_mark != s->serial) {
+        sig->file_mark = s->serial;
+        if (msp_writer_add_defaults(s->w, sig->api, (const char *const *)sig->keys,
+                                    (const char *const *)sig->values, sig->n) != MSP_OK)
+            msp_shim_warn_once("attr", "%s: its signature is not written: %s", sig->api,
+                               msp_last_error());
     }
     for (size_t i = 0; i < r->na; i++)
         if (msp_writer_set_attr(s->w, r->a[i].key, r->a[i].value) != MSP_OK)
@@ -427,7 +380,7 @@ static void write_record(wstate_t *s, msp_dq_rec_t *r)
                                msp_last_error());
     if (msp_writer_end_record(s->w) != MSP_OK) {
         msp_shim_warn_once("record", "record %s not finished: %s", r->name, msp_last_error());
-        note_lost(r->step, 0);
+        msp_dq_note_lost(r->step, 0);
     }
 }
 
@@ -518,7 +471,7 @@ static uint64_t g_steps_end; /* steps ended */
 static void *writer_main(void *arg)
 {
     (void)arg;
-    wstate_t s = {NULL, -1, -1, -1, -1, NULL, NULL};
+    wstate_t s = {NULL, -1, -1, -1, -1, NULL, NULL, 0};
     pthread_setname_np(pthread_self(), "msprobe-writer"); /* top -H, perf, gdb */
     int stats = writer_stats();
     double busy = 0, oncpu = 0;
@@ -766,7 +719,7 @@ void msp_dq_shutdown(void)
     pthread_mutex_lock(&q.mu);
     q.started = 0;
     pthread_mutex_unlock(&q.mu);
-    say_lost(); /* the writer thread is joined: its ranges are final */
+    msp_dq_say_lost(); /* the writer thread is joined: its ranges are final */
 }
 
 void msp_dq_forget_after_fork(void)

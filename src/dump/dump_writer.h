@@ -29,6 +29,17 @@ typedef struct msp_dq_attr {
     char *key, *value;
 } msp_dq_attr_t;
 
+/* An API's signature as the dump's /defaults holds it (msprobe-dump(5)):
+ * made once per wrapped API at its first recorded call (py_sig.c) and never
+ * freed, so that every record of the API may point at it. file_mark is the
+ * writer thread's alone: the serial of the last file its rows went into. */
+typedef struct msp_dq_sig {
+    char *api;                 /* "Functional.gelu" */
+    size_t n;
+    char **keys, **values;     /* "#0" -> "input", "approximate" -> "'none'" */
+    uint64_t file_mark;
+} msp_dq_sig_t;
+
 typedef struct msp_dq_rec {
     int kind;             /* MSP_DQ_* */
     char *name;
@@ -45,6 +56,8 @@ typedef struct msp_dq_rec {
                              (msprobe's tensor_list); set at submit */
     char *stack;          /* malloc'd call-site text, turned into the attribute
                              "stack" at submit (py_stack.c); freed with the record */
+    msp_dq_sig_t *sig;    /* the API's signature, or NULL (not an API call, or none
+                             known); written once per file by the writer */
     struct msp_dq_rec *next;
     struct msp_dq_strs *strs; /* where name, roles and attributes are kept */
 } msp_dq_rec_t;
@@ -109,6 +122,11 @@ uint64_t msp_dq_backward_records(void);
 void msp_dq_end_step(int64_t step);
 /* Write out everything queued, close the last file, stop the thread. */
 void msp_dq_shutdown(void);
+/* The writer thread's record of steps that lost records to a failed write
+ * (dump_lost.c): step lost one record or more (dropped: no file for it at
+ * all); said once, as ranges, at shutdown. Writer thread only. */
+void msp_dq_note_lost(int64_t step, int dropped);
+void msp_dq_say_lost(void);
 /* In a forked child: forget the parent's thread and queue without touching them. */
 void msp_dq_forget_after_fork(void);
 

@@ -189,6 +189,7 @@ PyObject *msp_api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
             const char *parent = msp_module_parent();
             if (parent)
                 msp_dq_rec_add_attr(r, "parent", parent);
+            r->sig = msp_api_sig(w);
             msp_t_links = MSP_LINK_FIND;
             msp_t_dev_defer = defers & ~writes;
             msp_rec_add_args(r, args, kw);

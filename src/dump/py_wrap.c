@@ -217,6 +217,8 @@ PyObject *msp_wrap_new(PyObject *orig, const char *name, int kind, unsigned dirs
     w->weaklist = NULL;
     w->nsel = 0;
     w->writes_known = w->writes = 0;
+    w->sig_state = 0;
+    w->sig = NULL;
     return (PyObject *)w;
 }
 

@@ -26,6 +26,11 @@ typedef struct msp_wrap {
     /* whether a call may write into the tensors it is given (py_apirec.c):
      * by its name, or as seen at its first call */
     unsigned char writes_known, writes;
+    /* the API's signature for /defaults (py_sig.c): made at its first
+     * recorded call (sig_state 1 from then on), NULL when none is known;
+     * immortal, records point at it */
+    unsigned char sig_state;
+    msp_dq_sig_t *sig;
 } msp_wrap_t;
 
 /* The handler of one kind: runs w->orig with args and kw, and what the kind
@@ -35,5 +40,10 @@ void msp_wrap_handle(int kind, msp_wrap_fn fn);
 
 /* MSP_W_API (py_apirec.c): a torch API's call, recorded in the steps dumped. */
 PyObject *msp_api_call(msp_wrap_t *w, PyObject *args, PyObject *kw);
+
+/* w's signature (py_sig.c), made at the first call and kept; NULL when
+ * neither inspect nor torch's override table knows one. Holds the GIL; may
+ * run Python code (call with the shim's depth raised: nothing recorded). */
+msp_dq_sig_t *msp_api_sig(msp_wrap_t *w);
 
 #endif

@@ -29,6 +29,15 @@
 
 typedef struct msp_reader_ops msp_reader_ops_t;
 
+/* One row of a table keyed by record (/attrs: a record's attribute;
+ * /defaults: an API's parameter, its record the API's record-name prefix),
+ * UTF-8, each string malloc'd. */
+struct msp_attr_row {
+    char *record;
+    char *key;
+    char *value;
+};
+
 /* Makes stream s read tensor t of f (see stream_open below). */
 typedef msp_err (*msp_stream_open_fn)(msp_dump_file_t *f, const msp_record_info_t *r,
                                       const msp_tensor_info_t *t, msp_tensor_stream_t *s);
@@ -55,6 +64,10 @@ struct msp_reader_ops {
      * and *n 0 on entry). */
     msp_err (*record_attrs)(msp_dump_file_t *f, const msp_record_info_t *r, char ***keys,
                             char ***values, size_t *n);
+    /* Optional (NULL: the format has no signature defaults): the file's
+     * /defaults rows, sorted by record then key, borrowed for as long as f
+     * is open (*n 0: none, e.g. a file written before the table). */
+    msp_err (*api_defaults)(msp_dump_file_t *f, const struct msp_attr_row **rows, size_t *n);
     /* The file, its catalogue and f itself. */
     void (*close)(msp_dump_file_t *f);
 };
@@ -154,6 +167,13 @@ msp_err msp_dump_stat(const char *path, struct stat *sb);
 /* MSP_ERR_FORMAT unless sb (path's) is a regular file: a directory, a FIFO
  * or a device is no dump file (and a FIFO would hang). */
 msp_err msp_dump_check_regular(const char *path, const struct stat *sb);
+/* The rows of rows[0..n) (sorted by record) whose record is `record`, as
+ * parallel arrays of malloc'd strings in the table's order (none: *m 0);
+ * out of memory names where. */
+msp_err msp_rows_find(const struct msp_attr_row *rows, size_t n, const char *record,
+                      char ***keys, char ***values, size_t *m, const char *where);
+/* Frees rows[0..n) and their strings; NULL-safe. */
+void msp_rows_free(struct msp_attr_row *rows, size_t n);
 /* path opened for reading into *fd, still a regular file once open. */
 msp_err msp_dump_open_fd(const char *path, int *fd);
 

@@ -407,9 +407,10 @@ static void msp_detail_of(const char *path, char *buf, size_t size)
 }
 
 /* The caller's side: fill f (path set) from the helper's catalogue of it;
- * attrs receives record i's attributes at [i]. */
+ * attrs receives record i's attributes at [i], defs the /defaults rows. */
 static msp_err msp_contained_open(msp_dump_file_t *f, int64_t file_size,
-                                  struct msp_rattrs **attrs)
+                                  struct msp_rattrs **attrs, struct msp_attr_row **defs,
+                                  size_t *n_defs)
 {
     size_t cap = MSP_WIRE_MIN_CAP;
     if (file_size > 0 && (uint64_t)file_size < (SIZE_MAX - cap) / MSP_WIRE_PER_FILE_BYTE)
@@ -440,7 +441,7 @@ static msp_err msp_contained_open(msp_dump_file_t *f, int64_t file_size,
     }
     if (rc)
         return rc;
-    rc = msp_wire_get_file(buf, n, f, attrs);
+    rc = msp_wire_get_file(buf, n, f, attrs, defs, n_defs);
     free(buf);
     return rc;
 }
@@ -587,6 +588,8 @@ struct msp_ct_impl {
     int fd;                    /* -1 for a catalogue from the wire alone */
     int64_t file_size;
     struct msp_rattrs *attrs;  /* record i's attributes at [i], as the helper sent them */
+    struct msp_attr_row *defs; /* /defaults, sorted by record then key, as sent */
+    size_t n_defs;
 };
 
 static void msp_ct_close(msp_dump_file_t *f)
@@ -604,6 +607,7 @@ static void msp_ct_close(msp_dump_file_t *f)
             msp_free_strings(im->attrs[i].v, im->attrs[i].n);
         }
         free(im->attrs);
+        msp_rows_free(im->defs, im->n_defs);
         free(im);
     }
     msp_dump_free(f);
@@ -630,7 +634,7 @@ static msp_err msp_ct_open(const char *path, msp_dump_file_t **out)
     struct msp_ct_impl *im = f->impl;
     im->file_size = (int64_t)sb.st_size;
     if (!(rc = msp_dump_open_fd(path, &im->fd)))
-        rc = msp_contained_open(f, im->file_size, &im->attrs);
+        rc = msp_contained_open(f, im->file_size, &im->attrs, &im->defs, &im->n_defs);
     if (rc) {
         msp_ct_close(f);
         return rc;
@@ -647,7 +651,7 @@ msp_err msp_dump_from_wire(const char *path, const unsigned char *buf, size_t n,
     if (rc)
         return rc;
     struct msp_ct_impl *im = f->impl;
-    rc = msp_wire_get_file(buf, n, f, &im->attrs);
+    rc = msp_wire_get_file(buf, n, f, &im->attrs, &im->defs, &im->n_defs);
     if (rc) {
         msp_ct_close(f);
         return rc;
@@ -682,6 +686,15 @@ static msp_err msp_ct_record_attrs(msp_dump_file_t *f, const msp_record_info_t *
     snprintf(where, sizeof where, "file %s: record %s", f->path, r->name);
     struct msp_ct_impl *im = f->impl;
     return msp_attrs_copy(&im->attrs[r - f->records], keys, values, n, where);
+}
+
+static msp_err msp_ct_api_defaults(msp_dump_file_t *f, const struct msp_attr_row **rows,
+                                   size_t *n)
+{
+    struct msp_ct_impl *im = f->impl;
+    *rows = im->defs;
+    *n = im->n_defs;
+    return MSP_OK;
 }
 
 static msp_err msp_stream_helper_read(msp_tensor_stream_t *s, void *buf, size_t n)
@@ -734,5 +747,6 @@ const msp_reader_ops_t msp_reader_contained = {
     .read_tensor = msp_ct_read_tensor,
     .stream_open = msp_ct_stream_open,
     .record_attrs = msp_ct_record_attrs,
+    .api_defaults = msp_ct_api_defaults,
     .close = msp_ct_close,
 };

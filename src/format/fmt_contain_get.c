@@ -113,10 +113,35 @@ static void msp_get_tensor(struct msp_wire *w, msp_tensor_info_t *t)
     t->producer = msp_get_str(w);
 }
 
+/* The /defaults rows at the end of a catalogue message into *defs (*n_defs
+ * of them, each string set; sorted by the helper, which sends them sorted
+ * by record then key, and checked here so that lookups may rely on it). */
+static void msp_get_defaults(struct msp_wire *w, struct msp_attr_row **defs, size_t *n_defs)
+{
+    size_t nd = msp_get_count(w, 12);
+    if (w->bad || !(*defs = calloc(nd ? nd : 1, sizeof **defs))) {
+        w->bad = 1;
+        return;
+    }
+    for (size_t i = 0; i < nd && !w->bad; i++) {
+        struct msp_attr_row *d = &(*defs)[i];
+        *n_defs = i + 1;
+        d->record = msp_get_str(w);
+        d->key = msp_get_str(w);
+        d->value = msp_get_str(w);
+        if (!d->record || !d->key || !d->value)
+            w->bad = 1;
+        else if (i > 0 && strcmp((*defs)[i - 1].record, d->record) > 0)
+            w->bad = 1; /* out of order: a lookup would miss rows */
+    }
+}
+
 /* Fills f (path and impl already set) from a catalogue message; the
- * record attributes go to attrs[i] for record i. */
+ * record attributes go to attrs[i] for record i, the /defaults rows to
+ * *defs (freed by the caller with msp_rows_free, also on failure). */
 msp_err msp_wire_get_file(const unsigned char *buf, size_t n, msp_dump_file_t *f,
-                          struct msp_rattrs **attrs)
+                          struct msp_rattrs **attrs, struct msp_attr_row **defs,
+                          size_t *n_defs)
 {
     struct msp_wire w = {buf, buf + n, 0};
     uint32_t v = 0;
@@ -167,6 +192,8 @@ msp_err msp_wire_get_file(const unsigned char *buf, size_t n, msp_dump_file_t *f
             msp_get_tensor(&w, &r->tensors[j]);
         }
     }
+    if (!w.bad)
+        msp_get_defaults(&w, defs, n_defs);
     if (w.bad || w.p != w.end)
         return msp_fail(MSP_ERR_INTERNAL, "file %s: the reader helper's answer is malformed",
                         f->path);

@@ -2,8 +2,8 @@
  * in-process reader loaded, written to the caller in the wire form.
  *
  * Wire form, all integers little-endian as on every platform we build for:
- *   "MSPC" u32 version, then the file, its records, tensors and attributes
- *   (see msp_wire_put_file); or "MSPE" i64 code, str detail for an error.
+ *   "MSPC" u32 version, then the file, its records, tensors and attributes,
+ *   then the /defaults rows (see msp_wire_put_file); or "MSPE" i64 code, str detail for an error.
  *   str = u32 length + bytes (no NUL); i64, f64 = 8 bytes.
  * Only msprobe-catalogue calls this file; it uses the reader, which uses
  * fmt_contain.c, which never calls back here. */
@@ -87,5 +87,17 @@ int msp_wire_put_file(FILE *o, msp_dump_file_t *f)
         if (bad)
             return -1;
     }
+    /* i64 count, then (str api, str key, str value) per row of /defaults */
+    const msp_reader_ops_t *ops = msp_reader_of(f);
+    const struct msp_attr_row *rows = NULL;
+    size_t nd = 0;
+    if (!ops || !ops->api_defaults || ops->api_defaults(f, &rows, &nd) != MSP_OK)
+        nd = 0;
+    if (msp_put_i64(o, (int64_t)nd))
+        return -1;
+    for (size_t i = 0; i < nd; i++)
+        if (msp_put_str(o, rows[i].record) || msp_put_str(o, rows[i].key) ||
+            msp_put_str(o, rows[i].value))
+            return -1;
     return fflush(o) ? -1 : 0;
 }

@@ -26,12 +26,8 @@ static void msp_dump_free_locked(msp_dump_file_t *f)
             H5Fclose(im->file);
         if (im->fd >= 0)
             close(im->fd);
-        for (size_t i = 0; i < im->n_attrs; i++) {
-            free(im->attrs[i].record);
-            free(im->attrs[i].key);
-            free(im->attrs[i].value);
-        }
-        free(im->attrs);
+        msp_rows_free(im->attrs, im->n_attrs);
+        msp_rows_free(im->defs, im->n_defs);
         free(im);
     }
     msp_dump_free(f);
@@ -102,20 +98,16 @@ static int msp_attr_at_order(const void *a, const void *b)
     return c ? c : (x->at > y->at) - (x->at < y->at);
 }
 
-/* The rows of /attrs, when the file has it: read whole (strings allocated
- * with malloc, so that they are ours), sorted by record and key. */
-static msp_err msp_load_attrs(msp_dump_file_t *f)
+/* The rows of the table /name ((record, key, value) strings: /attrs,
+ * /defaults): read whole (strings allocated with malloc, so that they are
+ * ours), sorted by record and key. Whatever a failed read left in *out is
+ * freed with the file. */
+static msp_err msp_load_rows(msp_dump_file_t *f, const char *name, struct msp_attr_row **out,
+                             size_t *n_out)
 {
     struct msp_h5_impl *im = f->impl;
-    /* Version 1 kept attributes on the record groups (where "attrs" could
-     * even name a record); a version 2 file without the table is read so too. */
-    htri_t has = im->version >= 2 ? H5Lexists(im->file, "attrs", H5P_DEFAULT) : 0;
-    if (has <= 0) {
-        H5Eclear2(H5E_DEFAULT);
-        return MSP_OK;
-    }
     msp_err rc = MSP_OK;
-    hid_t d = H5Dopen2(im->file, "attrs", H5P_DEFAULT);
+    hid_t d = H5Dopen2(im->file, name, H5P_DEFAULT);
     hid_t ft = d >= 0 ? H5Dget_type(d) : -1, sp = d >= 0 ? H5Dget_space(d) : -1;
     hid_t mt = msp_h5_attrs_type(0), xf = H5Pcreate(H5P_DATASET_XFER);
     struct msp_attr_at *at = NULL;
@@ -131,38 +123,37 @@ static msp_err msp_load_attrs(msp_dump_file_t *f)
             H5Tclose(c);
     }
     if (!ok) {
-        rc = msp_h5_fail(MSP_ERR_FORMAT, "file %s: /attrs is not a one-dimensional table of "
-                         "(record, key, value) variable-length strings", f->path);
+        rc = msp_h5_fail(MSP_ERR_FORMAT, "file %s: /%s is not a one-dimensional table of "
+                         "(record, key, value) variable-length strings", f->path, name);
         goto cleanup;
     }
     if (!(at = calloc(n ? (size_t)n : 1, sizeof *at)) ||
-        !(im->attrs = calloc(n ? (size_t)n : 1, sizeof *im->attrs))) {
-        rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory for /attrs (%lld rows)", f->path,
-                      (long long)n);
+        !(*out = calloc(n ? (size_t)n : 1, sizeof **out))) {
+        rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory for /%s (%lld rows)", f->path,
+                      name, (long long)n);
         goto cleanup;
     }
-    struct msp_attr_row *rows = im->attrs;
-    im->n_attrs = (size_t)n; /* rows are zeroed: whatever a failed read left is freed at close */
+    struct msp_attr_row *rows = *out;
+    *n_out = (size_t)n; /* rows are zeroed: whatever a failed read left is freed at close */
     if (mt < 0 || xf < 0 ||
         H5Pset_vlen_mem_manager(xf, msp_attrs_alloc, NULL, msp_attrs_free, NULL) < 0 ||
         (n > 0 && H5Dread(d, mt, H5S_ALL, H5S_ALL, xf, rows) < 0)) {
-        rc = msp_h5_fail(MSP_ERR_FORMAT, "file %s: cannot read /attrs (%lld rows)", f->path,
+        rc = msp_h5_fail(MSP_ERR_FORMAT, "file %s: cannot read /%s (%lld rows)", f->path, name,
                          (long long)n);
         goto cleanup;
     }
-    for (size_t i = 0; i < im->n_attrs; i++) {
+    for (size_t i = 0; i < *n_out; i++) {
         if (!rows[i].record || !rows[i].key || !rows[i].value) {
-            rc = msp_fail(MSP_ERR_FORMAT, "file %s: /attrs row %zu has a null string", f->path,
-                          i);
+            rc = msp_fail(MSP_ERR_FORMAT, "file %s: /%s row %zu has a null string", f->path,
+                          name, i);
             goto cleanup;
         }
         at[i] = (struct msp_attr_at){rows[i], i};
     }
-    if (im->n_attrs > 1)
-        qsort(at, im->n_attrs, sizeof *at, msp_attr_at_order);
-    for (size_t i = 0; i < im->n_attrs; i++)
+    if (*n_out > 1)
+        qsort(at, *n_out, sizeof *at, msp_attr_at_order);
+    for (size_t i = 0; i < *n_out; i++)
         rows[i] = at[i].r;
-    im->has_attrs = 1;
 cleanup:
     free(at);
     if (xf >= 0)
@@ -178,40 +169,44 @@ cleanup:
     return rc;
 }
 
+/* /attrs, when the file has it. */
+static msp_err msp_load_attrs(msp_dump_file_t *f)
+{
+    struct msp_h5_impl *im = f->impl;
+    /* Version 1 kept attributes on the record groups (where "attrs" could
+     * even name a record); a version 2 file without the table is read so too. */
+    htri_t has = im->version >= 2 ? H5Lexists(im->file, "attrs", H5P_DEFAULT) : 0;
+    if (has <= 0) {
+        H5Eclear2(H5E_DEFAULT);
+        return MSP_OK;
+    }
+    msp_err rc = msp_load_rows(f, "attrs", &im->attrs, &im->n_attrs);
+    im->has_attrs = !rc;
+    return rc;
+}
+
+/* /defaults (msprobe-dump(5), THE DEFAULTS TABLE), when the file has it:
+ * files written before it have none, and their arguments compare as given.
+ * A version 1 file may have a record named "defaults": not the table. */
+static msp_err msp_load_defaults(msp_dump_file_t *f)
+{
+    struct msp_h5_impl *im = f->impl;
+    htri_t has = im->version >= 2 ? H5Lexists(im->file, "defaults", H5P_DEFAULT) : 0;
+    if (has <= 0) {
+        H5Eclear2(H5E_DEFAULT);
+        return MSP_OK;
+    }
+    return msp_load_rows(f, "defaults", &im->defs, &im->n_defs);
+}
+
 /* A record's rows of /attrs as msp_dump_record_attrs gives them. */
 static msp_err msp_table_attrs(msp_dump_file_t *f, const msp_record_info_t *r, char ***keys,
                                char ***values, size_t *n)
 {
     struct msp_h5_impl *im = f->impl;
-    size_t lo = 0, hi = im->n_attrs;
-    while (lo < hi) { /* the first row of r, if any */
-        size_t mid = lo + (hi - lo) / 2;
-        if (strcmp(im->attrs[mid].record, r->name) < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    size_t end = lo;
-    while (end < im->n_attrs && strcmp(im->attrs[end].record, r->name) == 0)
-        end++;
-    size_t m = end - lo;
-    char **ks = calloc(m ? m : 1, sizeof *ks), **vs = calloc(m ? m : 1, sizeof *vs);
-    for (size_t i = 0; ks && vs && i < m; i++)
-        if (!(ks[i] = strdup(im->attrs[lo + i].key)) ||
-            !(vs[i] = strdup(im->attrs[lo + i].value))) {
-            msp_free_strings(ks, m);
-            msp_free_strings(vs, m);
-            ks = vs = NULL;
-        }
-    if (!ks || !vs) {
-        free(ks);
-        free(vs);
-        return msp_fail(MSP_ERR_NOMEM, "file %s: record %s: out of memory", f->path, r->name);
-    }
-    *keys = ks;
-    *values = vs;
-    *n = m;
-    return MSP_OK;
+    char where[700];
+    snprintf(where, sizeof where, "file %s: record %s", f->path, r->name);
+    return msp_rows_find(im->attrs, im->n_attrs, r->name, keys, values, n, where);
 }
 
 /* ---- open ------------------------------------------------------------------- */
@@ -288,6 +283,8 @@ static msp_err msp_open_locked(msp_dump_file_t *f)
     rc = msp_root_attrs(f);
     if (!rc)
         rc = msp_load_attrs(f);
+    if (!rc)
+        rc = msp_load_defaults(f);
     if (rc)
         return rc;
     hid_t idx = -1;
@@ -634,6 +631,14 @@ cleanup:
     return MSP_OK;
 }
 
+static msp_err msp_h5_api_defaults(msp_dump_file_t *f, const struct msp_attr_row **rows,
+                                   size_t *n)
+{
+    *rows = msp_impl(f)->defs;
+    *n = msp_impl(f)->n_defs;
+    return MSP_OK;
+}
+
 /* Taken by msp_dump_open only when MSPROBE_READER_INPROC=1. */
 static int msp_h5_probe(const char *path, char **file)
 {
@@ -650,5 +655,6 @@ const msp_reader_ops_t msp_reader_hdf5 = {
     .read_tensor = msp_h5_read_tensor,
     .stream_open = msp_h5_stream_open,
     .record_attrs = msp_h5_record_attrs,
+    .api_defaults = msp_h5_api_defaults,
     .close = msp_h5_close,
 };

@@ -19,6 +19,10 @@ struct msp_h5_impl {
     struct msp_attr_row *attrs;
     size_t n_attrs;
     int has_attrs;
+    /* /defaults (the APIs' signature defaults), sorted by record, then key;
+     * none in files written before it. */
+    struct msp_attr_row *defs;
+    size_t n_defs;
 };
 
 static inline struct msp_h5_impl *msp_impl(msp_dump_file_t *f)

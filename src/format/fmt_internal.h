@@ -3,6 +3,7 @@
 #ifndef MSP_FMT_INTERNAL_H
 #define MSP_FMT_INTERNAL_H
 
+#include "fmt_backend.h" /* struct msp_attr_row */
 #include "msprobe/format.h"
 
 #include <hdf5.h>
@@ -80,13 +81,8 @@ hid_t msp_h5_index_type(int packed);
 /* Column names of /index, NULL-terminated. */
 extern const char *const msp_index_columns[];
 
-/* One row of /attrs (format_version 2): a record's attribute, UTF-8. */
-struct msp_attr_row {
-    char *record;
-    char *key;
-    char *value;
-};
-/* Compound type of struct msp_attr_row (packed as for msp_h5_index_type). */
+/* Compound type of struct msp_attr_row (fmt_backend.h; packed as for
+ * msp_h5_index_type): the rows of /attrs (format_version 2) and /defaults. */
 hid_t msp_h5_attrs_type(int packed);
 
 
@@ -103,13 +99,14 @@ struct msp_rattrs {
 
 /* The helper's side of the pipe: the catalogue of f, or an error. */
 /* the wire form's version: written by the helper, checked by the caller */
-#define MSP_WIRE_VERSION 1u
+#define MSP_WIRE_VERSION 2u
 int msp_wire_put_file(FILE *o, msp_dump_file_t *f);
 int msp_wire_put_error(FILE *o, msp_err code, const char *detail);
 /* Parses a catalogue message into f (path and impl set; records freed by
  * msp_dump_close). */
 msp_err msp_wire_get_file(const unsigned char *buf, size_t n, msp_dump_file_t *f,
-                          struct msp_rattrs **attrs);
+                          struct msp_rattrs **attrs, struct msp_attr_row **defs,
+                          size_t *n_defs);
 /* An error answer after its "MSPE": its code and detail (malloc'd, or NULL);
  * -1 when the answer is short or malformed (fmt_contain_get.c). */
 int msp_wire_get_error(const unsigned char *buf, size_t n, int64_t *code, char **detail);

@@ -5,6 +5,7 @@
  * from another, and no backend calls back here. */
 #include "fmt_backend.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 /* In the order they are asked; the last takes every path. */
@@ -57,6 +58,24 @@ msp_err msp_dump_record_attrs(msp_dump_file_t *f, const msp_record_info_t *r, ch
     *keys = *values = NULL;
     *n = 0;
     return msp_reader_of(f)->record_attrs(f, r, keys, values, n);
+}
+
+msp_err msp_dump_api_defaults(msp_dump_file_t *f, const char *api, char ***keys, char ***values,
+                              size_t *n)
+{
+    if (!f || !api || !keys || !values || !n)
+        return msp_fail(MSP_ERR_USAGE, "msp_dump_api_defaults: missing argument");
+    *keys = *values = NULL;
+    *n = 0;
+    const msp_reader_ops_t *ops = msp_reader_of(f);
+    const struct msp_attr_row *rows = NULL;
+    size_t nr = 0;
+    msp_err rc = ops->api_defaults ? ops->api_defaults(f, &rows, &nr) : MSP_OK;
+    if (rc)
+        return rc;
+    char where[700];
+    snprintf(where, sizeof where, "file %s: /defaults of %s", f->path, api);
+    return msp_rows_find(rows, nr, api, keys, values, n, where);
 }
 
 /* ---- tensors a block at a time -------------------------------------------- */

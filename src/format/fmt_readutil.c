@@ -22,6 +22,49 @@ void msp_free_strings(char **v, size_t n)
     free(v);
 }
 
+void msp_rows_free(struct msp_attr_row *rows, size_t n)
+{
+    for (size_t i = 0; rows && i < n; i++) {
+        free(rows[i].record);
+        free(rows[i].key);
+        free(rows[i].value);
+    }
+    free(rows);
+}
+
+msp_err msp_rows_find(const struct msp_attr_row *rows, size_t n, const char *record,
+                      char ***keys, char ***values, size_t *m, const char *where)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) { /* the first row of record, if any */
+        size_t mid = lo + (hi - lo) / 2;
+        if (strcmp(rows[mid].record, record) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    size_t end = lo;
+    while (end < n && strcmp(rows[end].record, record) == 0)
+        end++;
+    size_t k = end - lo;
+    char **ks = calloc(k ? k : 1, sizeof *ks), **vs = calloc(k ? k : 1, sizeof *vs);
+    for (size_t i = 0; ks && vs && i < k; i++)
+        if (!(ks[i] = strdup(rows[lo + i].key)) || !(vs[i] = strdup(rows[lo + i].value))) {
+            msp_free_strings(ks, k);
+            msp_free_strings(vs, k);
+            ks = vs = NULL;
+        }
+    if (!ks || !vs) {
+        free(ks);
+        free(vs);
+        return msp_fail(MSP_ERR_NOMEM, "%s: out of memory", where);
+    }
+    *keys = ks;
+    *values = vs;
+    *m = k;
+    return MSP_OK;
+}
+
 msp_err msp_read_check(const msp_tensor_info_t *t, int has_data, size_t buf_size,
                        const char *where)
 {

@@ -1,7 +1,8 @@
 /* Dump writer: one HDF5 file per step and rank, a group per record that
  * holds tensor data, one contiguous dataset per tensor written with a single
  * H5Dwrite in its native type (no chunking, no conversion); /index and
- * /attrs (the records' attributes) written at close.
+ * /attrs (the records' attributes) and /defaults (the APIs' signatures)
+ * written at close.
  *
  * Speed: tensor bytes go from the caller's buffer to pwrite() untouched;
  * metadata is kept small (1.8 object headers with compact attribute and
@@ -57,6 +58,9 @@ struct msp_writer {
     uint64_t *attr_keys; /* each row's key hashed: a key set again is found by it */
     size_t cap_attr_keys;
     size_t record_attr; /* the open record's first row */
+    /* /defaults rows (msp_writer_add_defaults), all strings owned */
+    struct msp_attr_row *defs;
+    size_t n_defs, cap_defs;
     int fd;           /* HDF5's own descriptor (sec2 driver), for preallocation; -1: none */
     int64_t prealloc_end; /* file blocks are reserved up to here */
     int no_prealloc;  /* the filesystem cannot reserve blocks */
@@ -132,6 +136,7 @@ static void msp_writer_free(msp_writer_t *w)
         free(w->attrs[i].value);
     }
     free(w->attrs);
+    msp_rows_free(w->defs, w->n_defs);
     free(w->attr_keys);
     free(w->roles);
     for (size_t i = 0; i < w->cap_names; i++)
@@ -349,9 +354,11 @@ msp_err msp_writer_begin_record(msp_writer_t *w, const char *record, int64_t ord
 {
     if (!w)
         return msp_fail(MSP_ERR_USAGE, "msp_writer_begin_record: no writer");
-    if (!msp_name_ok(record) || strcmp(record, "index") == 0 || strcmp(record, "attrs") == 0)
+    if (!msp_name_ok(record) || strcmp(record, "index") == 0 || strcmp(record, "attrs") == 0 ||
+        strcmp(record, "defaults") == 0)
         return msp_fail(MSP_ERR_USAGE, "file %s: invalid record name '%s' (empty, contains '/', or "
-                        "a reserved name: 'index', 'attrs')", w->path, record ? record : "(null)");
+                        "a reserved name: 'index', 'attrs', 'defaults')", w->path,
+                        record ? record : "(null)");
     if (w->record)
         return msp_fail(MSP_ERR_USAGE, "file %s: record %s: begun while record %s is still open",
                         w->path, record, w->record);
@@ -682,6 +689,29 @@ msp_err msp_writer_set_attr(msp_writer_t *w, const char *key, const char *value)
     return MSP_OK;
 }
 
+msp_err msp_writer_add_defaults(msp_writer_t *w, const char *api, const char *const *keys,
+                                const char *const *values, size_t n)
+{
+    if (!w || !api || !*api || (n && (!keys || !values)))
+        return msp_fail(MSP_ERR_USAGE, "msp_writer_add_defaults: missing argument");
+    for (size_t i = 0; i < n; i++) {
+        struct msp_attr_row *t = msp_grow(w->defs, &w->cap_defs, w->n_defs, sizeof *t, 64);
+        if (t)
+            w->defs = t;
+        struct msp_attr_row row = {t ? strdup(api) : NULL, t ? strdup(keys[i]) : NULL,
+                                   t ? strdup(values[i] ? values[i] : "") : NULL};
+        if (!row.record || !row.key || !row.value) {
+            free(row.record);
+            free(row.key);
+            free(row.value);
+            return msp_fail(MSP_ERR_NOMEM, "file %s: out of memory for /defaults of %s", w->path,
+                            api);
+        }
+        w->defs[w->n_defs++] = row;
+    }
+    return MSP_OK;
+}
+
 /* Call with the lock held. A record without tensors still gets one /index
  * row (empty role) so that the index lists every record. */
 static msp_err msp_writer_end_locked(msp_writer_t *w)
@@ -820,6 +850,10 @@ msp_err msp_writer_close(msp_writer_t *w)
     if (!rc2)
         rc2 = msp_writer_table(w, "attrs", msp_h5_attrs_type(1), msp_h5_attrs_type(0), w->attrs,
                                w->n_attrs, sizeof *w->attrs);
+    /* only where the shim gave signatures: a file without APIs has no table */
+    if (!rc2 && w->n_defs)
+        rc2 = msp_writer_table(w, "defaults", msp_h5_attrs_type(1), msp_h5_attrs_type(0),
+                               w->defs, w->n_defs, sizeof *w->defs);
     if (!rc)
         rc = rc2;
     /* H5Fclose flushes the metadata; a failure here means the file is

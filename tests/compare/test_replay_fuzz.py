@@ -31,9 +31,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RUNS = int(os.environ.get("MSP_FUZZ_RUNS", "10000"))
 
 # What the worker calls itself around a record's call: reading tensors from
-# bytes, casting, measuring errors. None is named by a record.
-PLUMBING = {"torch.is_tensor", "torch.frombuffer", "torch.empty", "torch.isfinite",
-            "torch.isnan", "torch.Tensor.clone", "torch.Tensor.double", "torch.Tensor.to",
+# bytes, casting, measuring errors, the random signs (a fixed generator) of a
+# kernel bound's perturbation. None is named by a record.
+PLUMBING = {"torch.is_tensor", "torch.randint", "torch.frombuffer", "torch.empty",
+            "torch.isfinite", "torch.isnan", "torch.Tensor.clone", "torch.Tensor.double",
+            "torch.Tensor.to",
             "torch.Tensor.reshape", "torch.Tensor.norm", "torch.Tensor.is_floating_point",
             "torch.Tensor.detach", "torch.Tensor.requires_grad_", "torch.Tensor.__getitem__",
             "torch.Tensor.__sub__", "torch.Tensor.__and__", "torch.Tensor.__or__",

@@ -33,7 +33,7 @@ def data_ranges(path):
     out = []
     with h5py.File(path, "r") as f:
         def visit(name, obj):
-            if isinstance(obj, h5py.Dataset) and name not in ("index", "attrs") \
+            if isinstance(obj, h5py.Dataset) and name not in ("index", "attrs", "defaults") \
                     and obj.shape is not None \
                     and obj.size > 0:
                 off = obj.id.get_offset()

@@ -132,16 +132,17 @@ class Statistics(dt.ShimCase):
                 self.assertEqual(list(t["shape"]), list(a.shape))
                 checked += 1
         self.assertEqual(checked, 7)
-        # statistics are /index rows alone, arguments /attrs rows: no
-        # dataset besides the two tables and no group (~100 us saved a
-        # tensor, ~25 us a record)
+        # statistics are /index rows alone, arguments /attrs rows, the
+        # APIs' signatures /defaults rows (once a file): no dataset besides
+        # the three tables and no group (~100 us saved a tensor, ~25 us a
+        # record)
         import h5py
         from msp_h5dump import record_attrs
         with h5py.File(files[(1, 0)], "r") as f:
             datasets = []
             f.visititems(lambda n, o: datasets.append(n) if isinstance(o, h5py.Dataset) else None)
-            self.assertEqual(sorted(datasets), ["attrs", "index"])
-            self.assertEqual(sorted(f), ["attrs", "index"])
+            self.assertEqual(sorted(datasets), ["attrs", "defaults", "index"])
+            self.assertEqual(sorted(f), ["attrs", "defaults", "index"])
             self.assertNotIn("Functional.linear.1.forward", record_attrs(f))  # no arguments
             self.assertIn("Functional.linear.1.forward",
                           {r["record"].decode() for r in f["index"][()]})

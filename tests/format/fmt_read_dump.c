@@ -5,6 +5,7 @@
  *   T record role dtype_name ndim shape has_data has_stats offset nbytes
  *     data_crc max min mean norm nan inf crc32 device requires_grad
  *   A record key value
+ *   D api key value        (fmt_read_dump FILE API...: msp_dump_api_defaults of each API)
  * data_crc: zlib CRC-32 of the bytes msp_dump_read_tensor returned ("-" if
  * no data); when offset >= 0 it also checks that pread() at offset gives
  * the same bytes. Exit 2 with the error on stderr if anything fails. */
@@ -25,8 +26,8 @@ static int msp_fail_out(const char *what)
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: fmt_read_dump FILE\n");
+    if (argc < 2) {
+        fprintf(stderr, "usage: fmt_read_dump FILE [API...]\n");
         return 2;
     }
     msp_dump_file_t *f = NULL;
@@ -83,6 +84,18 @@ int main(int argc, char **argv)
         }
         for (size_t a = 0; a < n; a++)
             printf("A\t%s\t%s\t%s\n", r->name, keys[a], values[a]);
+        msp_free_strings(keys, n);
+        msp_free_strings(values, n);
+    }
+    for (int a = 2; a < argc; a++) {
+        char **keys = NULL, **values = NULL;
+        size_t n = 0;
+        if (msp_dump_api_defaults(f, argv[a], &keys, &values, &n)) {
+            msp_dump_close(f);
+            return msp_fail_out("defaults");
+        }
+        for (size_t i = 0; i < n; i++)
+            printf("D\t%s\t%s\t%s\n", argv[a], keys[i], values[i]);
         msp_free_strings(keys, n);
         msp_free_strings(values, n);
     }

@@ -109,6 +109,20 @@ def write(sub, name, data):
         fh.write(data.encode() if isinstance(data, str) else data)
 
 
+def with_defaults(answer):
+    """A catalogue answer whose /defaults rows (its last section: i64 count,
+    then api, key, value strings) are two of F.gelu's, as the shim writes
+    them (msprobe-dump(5)); the fixtures predate the table."""
+    assert answer[-8:] == bytes(8), "a fixture with /defaults rows"
+
+    def s(t):
+        return len(t).to_bytes(4, "little") + t
+
+    rows = [(b"Functional.gelu", b"#0", b"input"), (b"Functional.gelu", b"approximate", b"'none'")]
+    return answer[:-8] + len(rows).to_bytes(8, "little") + b"".join(
+        s(a) + s(k) + s(v) for a, k, v in rows)
+
+
 def main():
     for name, text in CONFIG.items():
         write("config", name, text)
@@ -130,6 +144,8 @@ def main():
         side, step = path.split(os.sep)[-4:-2]
         out = subprocess.run([helper, "--", path], capture_output=True, check=True).stdout
         write("reader_wire", f"{side}_{step}.bin", out)
+        if (side, step) == ("npu", "step0"):
+            write("reader_wire", "npu_step0_with_defaults.bin", with_defaults(out))
     write("reader_wire", "error.bin", b"MSPE" + (4).to_bytes(8, "little")
           + (5).to_bytes(4, "little") + b"oops!")
     npy_seeds()
