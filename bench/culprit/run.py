@@ -56,15 +56,22 @@ def scenarios(levels, quick):
             opts = ["adamw"]
         for opt in opts:
             for m, plants in MODELS.items():
+                hidden = S.HIDDEN_PLANTS[m]
+                if quick:  # a few: each model's first hidden plant, at api level
+                    hidden = hidden[:1] if level == "api" else []
                 if level == "module":
                     plants = [p for p in plants if (m, p) in S.PLANT_MODULE]
+                    hidden = [p for p in hidden if (m, p) in S.PLANT_MODULE]
                 hp = ["wd"] + (["opt_eps"] if opt in ("adam", "adamw") else [])
                 for noise in ("fp32", "bf16"):
-                    for p in plants + hp:
+                    for p in plants + hidden + hp:
                         out.append((m, noise, p, opt, level))
                     out.append((m, noise, "none", opt, level))
+                # kernel control: only the CPU kernels differ (one per model in quick)
+                if not quick or level == "api":
+                    out.append((m, "kernel", "none", opt, level))
                 if level == "api" and not quick:
-                    for p in plants:
+                    for p in plants + hidden:
                         out.append((m, "none", p, opt, level))
     return out
 
@@ -118,8 +125,8 @@ def main():
         t0 = time.time()
         res = S.score(work, scen, jobs=int(os.environ.get("JOBS", "2")))
         t_all = time.time() - t0
-        print("%-6s %-6s %-5s %-10s %-6s %-40s %-7s %-7s %s" % (
-            "level", "opt", "noise", "plant", "model", "planted record", "ours", "8.x",
+        print("%-6s %-6s %-6s %-9s %-13s %-6s %-40s %-7s %-7s %s" % (
+            "level", "opt", "noise", "kind", "plant", "model", "planted record", "ours", "8.x",
             "ours first suspect"))
         tab = {}
         controls = {}
@@ -134,8 +141,8 @@ def main():
                 c[0] += 1
                 c[1] += not r["ours"]
                 c[2] += not r["msprobe8"]
-                print("%-6s %-6s %-5s %-10s %-6s %-40s %-7s %-7s %s" % (
-                    r["level"], r["opt"], r["noise"], "control", r["model"], "-",
+                print("%-6s %-6s %-6s %-9s %-13s %-6s %-40s %-7s %-7s %s" % (
+                    r["level"], r["opt"], r["noise"], "control", "-", r["model"], "-",
                     "clean" if not r["ours"] else "FALSE", "clean" if not r["msprobe8"] else "FALSE",
                     first))
                 continue
@@ -152,33 +159,35 @@ def main():
                     note = " (not scored: plant error %.2g < 10x %.2g)" % (with_p, without)
             o1, o5 = hit(r["ours"], want, 1), hit(r["ours"], want, 5)
             b1, b5 = hit(r["msprobe8"], want, 1), hit(r["msprobe8"], want, 5)
+            kd = S.kind(r["plant"])
             if not note:
-                for key in ((r["level"], r["opt"], group), (r["level"], "all", group),
-                            ("all", "all", group)):
+                for key in ((kd, r["level"], r["opt"], group), (kd, r["level"], "all", group),
+                            (kd, "all", "all", group), ("all", "all", "all", group)):
                     t = tab.setdefault(key, [0, 0, 0, 0, 0])
                     t[0] += 1
                     t[1] += o1
                     t[2] += o5
                     t[3] += b1
                     t[4] += b5
-            print("%-6s %-6s %-5s %-10s %-6s %-40s %-7s %-7s %s%s" % (
-                r["level"], r["opt"], r["noise"], r["plant"], r["model"], want[:40],
+            print("%-6s %-6s %-6s %-9s %-13s %-6s %-40s %-7s %-7s %s%s" % (
+                r["level"], r["opt"], r["noise"], kd, r["plant"], r["model"], want[:40],
                 "%s/%s" % ("Y" if o1 else "n", "Y" if o5 else "n"),
                 "%s/%s" % ("Y" if b1 else "n", "Y" if b5 else "n"), first, note))
         print()
         print("first-suspect accuracy (top-5 in brackets), scored planted scenarios:")
-        print("%-7s %-6s %-8s %6s %16s %18s" % ("level", "opt", "group", "scored", "msprobe",
-                                              "msprobe 8.x rules"))
-        for key in sorted(tab):
+        print("%-9s %-7s %-6s %-8s %6s %16s %18s" % ("kind", "level", "opt", "group", "scored",
+                                                    "msprobe", "msprobe 8.x rules"))
+        order = {"argument": 0, "hidden": 1, "optimizer": 2, "all": 3}
+        for key in sorted(tab, key=lambda k: (order[k[0]],) + k[1:]):
             n, o1, o5, b1, b5 = tab[key]
-            print("%-7s %-6s %-8s %6d %7.1f %% (%5.1f) %9.1f %% (%5.1f)" % (
-                key[0], key[1], key[2], n, 100.0 * o1 / n, 100.0 * o5 / n, 100.0 * b1 / n,
-                100.0 * b5 / n))
+            print("%-9s %-7s %-6s %-8s %6d %7.1f %% (%5.1f) %9.1f %% (%5.1f)" % (
+                key[0], key[1], key[2], key[3], n, 100.0 * o1 / n, 100.0 * o5 / n,
+                100.0 * b1 / n, 100.0 * b5 / n))
         print()
-        print("controls clean (noise, no plant):")
+        print("controls clean (noise, no plant; kernel: only the CPU kernels differ):")
         for key in sorted(controls):
             n, oc, bc = controls[key]
-            print("  %-6s %-6s %-5s msprobe %d/%d   msprobe 8.x rules %d/%d" % (
+            print("  %-6s %-6s %-6s msprobe %d/%d   msprobe 8.x rules %d/%d" % (
                 key[0], key[1], key[2], oc, n, bc, n))
         if unscored:
             print()
