@@ -57,8 +57,8 @@ def scenarios(levels, quick):
         for opt in opts:
             for m, plants in MODELS.items():
                 hidden = S.HIDDEN_PLANTS[m]
-                if quick:  # a few: each model's first hidden plant, at api level
-                    hidden = hidden[:1] if level == "api" else []
+                if quick:  # a few: each model's first two hidden plants, at api level
+                    hidden = hidden[:2] if level == "api" else []
                 if level == "module":
                     plants = [p for p in plants if (m, p) in S.PLANT_MODULE]
                     hidden = [p for p in hidden if (m, p) in S.PLANT_MODULE]

@@ -35,6 +35,11 @@ PLANT  none, or one changed argument of exactly one call:
                     layer1[0].bn1
        hid_smoothing torch._C._nn.cross_entropy_loss runs with
                     label_smoothing=0.3 under F.cross_entropy (every model)
+       hid_gelu_tanh F.gelu is the builtin itself, so aten::gelu's CPU kernel
+                    is overridden (torch.library) with the tanh
+                    approximation for one F.gelu(x) call (gpt: block 1; vit:
+                    the last encoder layer's GELU); autograd keeps the exact
+                    derivative, as a wrong forward kernel would
 OPTIMIZER sgd (plain, the default), sgdm (momentum 0.9), adam, adamw.
 Nothing here knows msprobe: an argument plant is an argument, which the shim
 records as a record attribute, so the test finds the planted record from the
@@ -44,6 +49,7 @@ the model code.
 import contextlib
 import math
 import sys
+import warnings
 
 import torch
 import torch.nn as nn
@@ -83,19 +89,38 @@ def ce_smoothed(x, y, weight, reduction, ignore_index, smoothing):
     return _CE(x, y, weight, reduction, ignore_index, 0.3)
 
 
-def swap_in_forward(module, owner, name, fn):
-    """owner.name is fn for the duration of module's forward, every call."""
-    state = {}
+def gelu_tanh_kernel(x, approximate="none"):
+    """aten::gelu's CPU kernel as a wrong device kernel: tanh whatever approximate says."""
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))))
 
-    def pre(mod, args):
-        state["old"] = getattr(owner, name)
-        setattr(owner, name, fn)
 
-    def post(mod, args, out):
-        setattr(owner, name, state.pop("old"))
+@contextlib.contextmanager
+def gelu_kernel_overridden():
+    """aten::gelu on CPU runs gelu_tanh_kernel inside the block; deleting the
+    library restores the builtin kernel."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "Overriding a previously registered kernel"
+        lib = torch.library.Library("aten", "IMPL")
+        lib.impl("gelu", gelu_tanh_kernel, "CPU")
+    try:
+        yield
+    finally:
+        del lib
 
-    module.register_forward_pre_hook(pre)
-    module.register_forward_hook(post)
+
+def in_forward(module, make_cm):
+    """The context make_cm() holds for the duration of module's forward, every call."""
+    held = []
+
+    def enter(mod, args):
+        held.append(make_cm())
+        held[-1].__enter__()
+
+    def leave(mod, args, out):
+        held.pop().__exit__(None, None, None)
+
+    module.register_forward_pre_hook(enter)
+    module.register_forward_hook(leave)
 
 
 class Block(nn.Module):
@@ -130,7 +155,11 @@ class Block(nn.Module):
         x = x + self.proj(y)
         h = F.layer_norm(x, (d,), self.ln2_w, self.ln2_b, eps=1e-5)
         approx = "tanh" if self.plant == "gelu_tanh" else "none"
-        x = x + self.out(F.gelu(self.fc(h), approximate=approx))
+        h = self.fc(h)
+        with gelu_kernel_overridden() if self.plant == "hid_gelu_tanh" else \
+                contextlib.nullcontext():
+            h = F.gelu(h, approximate=approx)
+        x = x + self.out(h)
         return x
 
 
@@ -189,7 +218,7 @@ def build(model, plant):
         if plant == "bn_eps":
             m.layer1[0].bn1.eps = 1.0
         elif plant == "hid_bn_eps":
-            swap_in_forward(m.layer1[0].bn1, torch, "batch_norm", bn_eps_1)
+            in_forward(m.layer1[0].bn1, lambda: swapped(torch, "batch_norm", bn_eps_1))
         x = torch.randn(4, 3, 32, 32)
         y = torch.randint(0, 10, (4,))
     elif model == "vit":
@@ -201,7 +230,11 @@ def build(model, plant):
         if plant == "ln_eps":
             last.ln_2.eps = 1.0
         elif plant == "hid_ln_eps":
-            swap_in_forward(last.ln_2, torch, "layer_norm", ln_eps_1)
+            in_forward(last.ln_2, lambda: swapped(torch, "layer_norm", ln_eps_1))
+        elif plant == "hid_gelu_tanh":
+            for mod in last.mlp.modules():
+                if isinstance(mod, nn.GELU):
+                    in_forward(mod, gelu_kernel_overridden)
         elif plant == "gelu_tanh":
             for mod in last.mlp.modules():
                 if isinstance(mod, nn.GELU):

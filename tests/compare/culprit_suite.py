@@ -100,8 +100,10 @@ def run_dumps(work, runs, jobs=2):
 
 def _string_attrs(attrs):
     """A record's arguments: its attributes but the autocast state it ran
-    under (the noise of a bf16 run, not a plant)."""
-    return {k: v for k, v in attrs.items() if k != "autocast"}
+    under (the noise of a bf16 run, not a plant) and its call site (a line
+    number of culprit_models.py: dumps kept in CULPRIT_WORK across an edit
+    of it differ there, and no plant is a call site)."""
+    return {k: v for k, v in attrs.items() if k not in ("autocast", "stack")}
 
 
 def _records(f):
@@ -210,22 +212,28 @@ PLANT_MODULE = {
     ("gpt", "hid_ln_eps"): "Module.blocks.1.Block.forward.0",
     ("vit", "hid_ln_eps"): "Module.encoder.layers.encoder_layer_1.ln_2.LayerNorm.forward.0",
     ("resnet", "hid_bn_eps"): "Module.layer1.0.bn1.BatchNorm2d.forward.0",
+    ("gpt", "hid_gelu_tanh"): "Module.blocks.1.Block.forward.0",
+    ("vit", "hid_gelu_tanh"): "Module.encoder.layers.encoder_layer_1.mlp.1.GELU.forward.0",
 }
 
 # A hidden plant's record at api and mix level, counted from the model code:
 # gpt's layer_norm calls run block 0 ln1, ln2, block 1 ln1 (planted); vit's
 # layer 0 ln_1, ln_2, layer 1 ln_1, ln_2 (planted); resnet's batch_norm calls
-# run the stem's bn1, then layer1[0].bn1 (planted); one cross_entropy a step.
+# run the stem's bn1, then layer1[0].bn1 (planted); one gelu a block or encoder
+# layer, the planted one in the last of two; one cross_entropy a step.
 HIDDEN_RECORD = {
     ("gpt", "hid_ln_eps"): "Functional.layer_norm.2.forward",
     ("vit", "hid_ln_eps"): "Functional.layer_norm.3.forward",
     ("resnet", "hid_bn_eps"): "Functional.batch_norm.1.forward",
+    ("gpt", "hid_gelu_tanh"): "Functional.gelu.1.forward",
+    ("vit", "hid_gelu_tanh"): "Functional.gelu.1.forward",
     ("gpt", "hid_smoothing"): "Functional.cross_entropy.0.forward",
     ("vit", "hid_smoothing"): "Functional.cross_entropy.0.forward",
     ("resnet", "hid_smoothing"): "Functional.cross_entropy.0.forward",
     ("lstm", "hid_smoothing"): "Functional.cross_entropy.0.forward",
 }
-HIDDEN_PLANTS = {"gpt": ["hid_ln_eps", "hid_smoothing"], "vit": ["hid_ln_eps", "hid_smoothing"],
+HIDDEN_PLANTS = {"gpt": ["hid_ln_eps", "hid_gelu_tanh", "hid_smoothing"],
+                 "vit": ["hid_ln_eps", "hid_gelu_tanh", "hid_smoothing"],
                  "resnet": ["hid_bn_eps", "hid_smoothing"], "lstm": ["hid_smoothing"]}
 
 
