@@ -7,23 +7,39 @@ Scenarios (tests/compare/culprit_suite.py trains them under the preload
 shim): torchvision resnet18 and VisionTransformer, an nn.LSTM language model
 and a small GPT; SGD, SGD with momentum, Adam and AdamW; dumped at api, mix
 and module level; the compare side with no noise, fp32 "other hardware"
-noise (1 thread, oneDNN off) or bf16 autocast; the plant one changed
-argument of one call (GELU approximation, a LayerNorm/BatchNorm eps, the
-attention scale, label smoothing) or one optimizer hyperparameter
-(weight_decay, eps), whose first effect is in step 1's parameters.
+noise (1 thread, oneDNN off) or bf16 autocast. Plants, by kind:
+  argument   one changed argument of one call (GELU approximation, a
+             LayerNorm/BatchNorm eps, the attention scale, label smoothing);
+             the planted record is the one whose recorded arguments differ
+  hidden     every recorded argument the same, the kernel below the
+             recorded API changed for one call, as a faulty device kernel
+             would (hid_*: torch.layer_norm / torch.batch_norm swapped for an
+             eps=1.0 one, torch._C._nn.cross_entropy_loss for a smoothed one,
+             aten::gelu's CPU kernel overridden with tanh by torch.library);
+             the planted record is named from the model code
+             (culprit_suite.HIDDEN_RECORD, PLANT_MODULE at module level)
+  optimizer  one optimizer hyperparameter (weight_decay, eps), whose first
+             effect is in step 1's parameters
+Controls (no plant) must name nothing: fp32 noise, bf16 autocast, and the
+kernel control: fp32's 1 thread and oneDNN off plus ATEN_CPU_CAPABILITY=default
+in the training process (the generic CPU kernels), so only kernels differ.
 
 Scored: every planted scenario with fp32 or no noise, and every bf16 one
 whose plant is visible at the planted op: its output error there is at least
 10x that op's error in the same bf16 run without the plant (h5py, step 0;
-an optimizer plant is always scored). Controls (noise, no plant) must name
-nothing. Held out: the scenarios marked HOLDOUT were never looked at while
-the rules were tuned; their accuracy is printed apart.
+an optimizer plant is always scored); hidden plants by the same rule.
+Accuracy is printed per kind (argument, hidden, optimizer) and over all.
+Held out: the scenarios marked HOLDOUT were never looked at while the rules
+were tuned; their accuracy is printed apart.
 
   first  the planted record (or its backward) is suspect 1
   top 5  it is among the first five suspects
 msprobe 8.x's list: red records in execution order, then yellow ones.
+The last lines: replay's share of compare's wall time, from compare's own
+summary line.
 Env: JOBS=2 CULPRIT_WORK=DIR (keep dumps between runs) CULPRIT_QUICK=1 (a
-small matrix) CULPRIT_LEVELS=api,mix,module.
+small matrix: AdamW only; hidden plants, two a model, and one kernel control
+a model at api level) CULPRIT_LEVELS=api,mix,module.
 """
 import os
 import re
