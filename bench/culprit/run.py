@@ -131,6 +131,16 @@ def hit(sus, want, k):
     return any(s[0] == 0 and s[2] in names and not s[3] for s in sus[:k])
 
 
+def first_suspect_lines(stdout):
+    """compare's lines for suspect 1 (the record, then its reason), or its
+    verdict line when it named none."""
+    lines = stdout.splitlines()
+    for i, line in enumerate(lines):
+        if re.match(r"^\s+1\. step ", line):
+            return [x.strip() for x in lines[i:i + 2]]
+    return [x.strip() for x in lines if "introduced error" in x][:1]
+
+
 def main():
     levels = os.environ.get("CULPRIT_LEVELS", "api,mix,module").split(",")
     scen = scenarios(levels, os.environ.get("CULPRIT_QUICK") == "1")
@@ -147,6 +157,7 @@ def main():
         tab = {}
         controls = {}
         unscored = []
+        wrong = []  # hidden plants missed and kernel controls not clean
         for r in res:
             sc = (r["model"], r["noise"], r["plant"], r["opt"], r["level"])
             first = ("%s@step%d" % (r["ours"][0][2], r["ours"][0][0])) if r["ours"] else "-"
@@ -159,8 +170,10 @@ def main():
                 c[2] += not r["msprobe8"]
                 print("%-6s %-6s %-6s %-9s %-13s %-6s %-40s %-7s %-7s %s" % (
                     r["level"], r["opt"], r["noise"], "control", "-", r["model"], "-",
-                    "clean" if not r["ours"] else "FALSE", "clean" if not r["msprobe8"] else "FALSE",
-                    first))
+                    "clean" if not r["ours"] else "FALSE",
+                    "clean" if not r["msprobe8"] else "FALSE", first))
+                if r["ours"] and r["noise"] == "kernel":
+                    wrong.append((sc, "no suspect", r["stdout"]))
                 continue
             want = r["planted"]
             note = ""
@@ -174,6 +187,8 @@ def main():
                                      (with_p, without)))
                     note = " (not scored: plant error %.2g < 10x %.2g)" % (with_p, without)
             o1, o5 = hit(r["ours"], want, 1), hit(r["ours"], want, 5)
+            if S.kind(r["plant"]) == "hidden" and not o1:
+                wrong.append((sc, want + note, r["stdout"]))
             b1, b5 = hit(r["msprobe8"], want, 1), hit(r["msprobe8"], want, 5)
             kd = S.kind(r["plant"])
             if not note:
@@ -210,6 +225,13 @@ def main():
             print("not scored (%d):" % len(unscored))
             for sc, why in unscored:
                 print("  %s: %s" % (":".join(sc), why))
+        if wrong:
+            print()
+            print("hidden plants not first and kernel controls not clean: what compare said")
+            for sc, want, out in wrong:
+                print("  %s (wanted: %s)" % (":".join(sc), want))
+                for line in first_suspect_lines(out):
+                    print("    " + line)
         # what replay costs: compare's own summary lines
         rt = [(float(m.group(1)), int(m.group(2)), float(m.group(3)))
               for r in res for m in [re.search(r"replay: ([0-9.]+) s, (\d+) records? replayed.*"
