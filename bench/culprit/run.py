@@ -7,23 +7,39 @@ Scenarios (tests/compare/culprit_suite.py trains them under the preload
 shim): torchvision resnet18 and VisionTransformer, an nn.LSTM language model
 and a small GPT; SGD, SGD with momentum, Adam and AdamW; dumped at api, mix
 and module level; the compare side with no noise, fp32 "other hardware"
-noise (1 thread, oneDNN off) or bf16 autocast; the plant one changed
-argument of one call (GELU approximation, a LayerNorm/BatchNorm eps, the
-attention scale, label smoothing) or one optimizer hyperparameter
-(weight_decay, eps), whose first effect is in step 1's parameters.
+noise (1 thread, oneDNN off) or bf16 autocast. Plants, by kind:
+  argument   one changed argument of one call (GELU approximation, a
+             LayerNorm/BatchNorm eps, the attention scale, label smoothing);
+             the planted record is the one whose recorded arguments differ
+  hidden     every recorded argument the same, the kernel below the
+             recorded API changed for one call, as a faulty device kernel
+             would (hid_*: torch.layer_norm / torch.batch_norm swapped for an
+             eps=1.0 one, torch._C._nn.cross_entropy_loss for a smoothed one,
+             aten::gelu's CPU kernel overridden with tanh by torch.library);
+             the planted record is named from the model code
+             (culprit_suite.HIDDEN_RECORD, PLANT_MODULE at module level)
+  optimizer  one optimizer hyperparameter (weight_decay, eps), whose first
+             effect is in step 1's parameters
+Controls (no plant) must name nothing: fp32 noise, bf16 autocast, and the
+kernel control: fp32's 1 thread and oneDNN off plus ATEN_CPU_CAPABILITY=default
+in the training process (the generic CPU kernels), so only kernels differ.
 
 Scored: every planted scenario with fp32 or no noise, and every bf16 one
 whose plant is visible at the planted op: its output error there is at least
 10x that op's error in the same bf16 run without the plant (h5py, step 0;
-an optimizer plant is always scored). Controls (noise, no plant) must name
-nothing. Held out: the scenarios marked HOLDOUT were never looked at while
-the rules were tuned; their accuracy is printed apart.
+an optimizer plant is always scored); hidden plants by the same rule.
+Accuracy is printed per kind (argument, hidden, optimizer) and over all.
+Held out: the scenarios marked HOLDOUT were never looked at while the rules
+were tuned; their accuracy is printed apart.
 
   first  the planted record (or its backward) is suspect 1
   top 5  it is among the first five suspects
 msprobe 8.x's list: red records in execution order, then yellow ones.
+The last lines: replay's share of compare's wall time, from compare's own
+summary line.
 Env: JOBS=2 CULPRIT_WORK=DIR (keep dumps between runs) CULPRIT_QUICK=1 (a
-small matrix) CULPRIT_LEVELS=api,mix,module.
+small matrix: AdamW only; hidden plants, two a model, and one kernel control
+a model at api level) CULPRIT_LEVELS=api,mix,module.
 """
 import os
 import re
@@ -56,15 +72,22 @@ def scenarios(levels, quick):
             opts = ["adamw"]
         for opt in opts:
             for m, plants in MODELS.items():
+                hidden = S.HIDDEN_PLANTS[m]
+                if quick:  # a few: each model's first two hidden plants, at api level
+                    hidden = hidden[:2] if level == "api" else []
                 if level == "module":
                     plants = [p for p in plants if (m, p) in S.PLANT_MODULE]
+                    hidden = [p for p in hidden if (m, p) in S.PLANT_MODULE]
                 hp = ["wd"] + (["opt_eps"] if opt in ("adam", "adamw") else [])
                 for noise in ("fp32", "bf16"):
-                    for p in plants + hp:
+                    for p in plants + hidden + hp:
                         out.append((m, noise, p, opt, level))
                     out.append((m, noise, "none", opt, level))
+                # kernel control: only the CPU kernels differ (one per model in quick)
+                if not quick or level == "api":
+                    out.append((m, "kernel", "none", opt, level))
                 if level == "api" and not quick:
-                    for p in plants:
+                    for p in plants + hidden:
                         out.append((m, "none", p, opt, level))
     return out
 
@@ -108,6 +131,16 @@ def hit(sus, want, k):
     return any(s[0] == 0 and s[2] in names and not s[3] for s in sus[:k])
 
 
+def first_suspect_lines(stdout):
+    """compare's lines for suspect 1 (the record, then its reason), or its
+    verdict line when it named none."""
+    lines = stdout.splitlines()
+    for i, line in enumerate(lines):
+        if re.match(r"^\s+1\. step ", line):
+            return [x.strip() for x in lines[i:i + 2]]
+    return [x.strip() for x in lines if "introduced error" in x][:1]
+
+
 def main():
     levels = os.environ.get("CULPRIT_LEVELS", "api,mix,module").split(",")
     scen = scenarios(levels, os.environ.get("CULPRIT_QUICK") == "1")
@@ -118,12 +151,13 @@ def main():
         t0 = time.time()
         res = S.score(work, scen, jobs=int(os.environ.get("JOBS", "2")))
         t_all = time.time() - t0
-        print("%-6s %-6s %-5s %-10s %-6s %-40s %-7s %-7s %s" % (
-            "level", "opt", "noise", "plant", "model", "planted record", "ours", "8.x",
+        print("%-6s %-6s %-6s %-9s %-13s %-6s %-40s %-7s %-7s %s" % (
+            "level", "opt", "noise", "kind", "plant", "model", "planted record", "ours", "8.x",
             "ours first suspect"))
         tab = {}
         controls = {}
         unscored = []
+        wrong = []  # hidden plants missed and kernel controls not clean
         for r in res:
             sc = (r["model"], r["noise"], r["plant"], r["opt"], r["level"])
             first = ("%s@step%d" % (r["ours"][0][2], r["ours"][0][0])) if r["ours"] else "-"
@@ -134,10 +168,12 @@ def main():
                 c[0] += 1
                 c[1] += not r["ours"]
                 c[2] += not r["msprobe8"]
-                print("%-6s %-6s %-5s %-10s %-6s %-40s %-7s %-7s %s" % (
-                    r["level"], r["opt"], r["noise"], "control", r["model"], "-",
-                    "clean" if not r["ours"] else "FALSE", "clean" if not r["msprobe8"] else "FALSE",
-                    first))
+                print("%-6s %-6s %-6s %-9s %-13s %-6s %-40s %-7s %-7s %s" % (
+                    r["level"], r["opt"], r["noise"], "control", "-", r["model"], "-",
+                    "clean" if not r["ours"] else "FALSE",
+                    "clean" if not r["msprobe8"] else "FALSE", first))
+                if r["ours"] and r["noise"] == "kernel":
+                    wrong.append((sc, "no suspect", r["stdout"]))
                 continue
             want = r["planted"]
             note = ""
@@ -151,40 +187,51 @@ def main():
                                      (with_p, without)))
                     note = " (not scored: plant error %.2g < 10x %.2g)" % (with_p, without)
             o1, o5 = hit(r["ours"], want, 1), hit(r["ours"], want, 5)
+            if S.kind(r["plant"]) == "hidden" and not o1:
+                wrong.append((sc, want + note, r["stdout"]))
             b1, b5 = hit(r["msprobe8"], want, 1), hit(r["msprobe8"], want, 5)
+            kd = S.kind(r["plant"])
             if not note:
-                for key in ((r["level"], r["opt"], group), (r["level"], "all", group),
-                            ("all", "all", group)):
+                for key in ((kd, r["level"], r["opt"], group), (kd, r["level"], "all", group),
+                            (kd, "all", "all", group), ("all", "all", "all", group)):
                     t = tab.setdefault(key, [0, 0, 0, 0, 0])
                     t[0] += 1
                     t[1] += o1
                     t[2] += o5
                     t[3] += b1
                     t[4] += b5
-            print("%-6s %-6s %-5s %-10s %-6s %-40s %-7s %-7s %s%s" % (
-                r["level"], r["opt"], r["noise"], r["plant"], r["model"], want[:40],
+            print("%-6s %-6s %-6s %-9s %-13s %-6s %-40s %-7s %-7s %s%s" % (
+                r["level"], r["opt"], r["noise"], kd, r["plant"], r["model"], want[:40],
                 "%s/%s" % ("Y" if o1 else "n", "Y" if o5 else "n"),
                 "%s/%s" % ("Y" if b1 else "n", "Y" if b5 else "n"), first, note))
         print()
         print("first-suspect accuracy (top-5 in brackets), scored planted scenarios:")
-        print("%-7s %-6s %-8s %6s %16s %18s" % ("level", "opt", "group", "scored", "msprobe",
-                                              "msprobe 8.x rules"))
-        for key in sorted(tab):
+        print("%-9s %-7s %-6s %-8s %6s %16s %18s" % ("kind", "level", "opt", "group", "scored",
+                                                    "msprobe", "msprobe 8.x rules"))
+        order = {"argument": 0, "hidden": 1, "optimizer": 2, "all": 3}
+        for key in sorted(tab, key=lambda k: (order[k[0]],) + k[1:]):
             n, o1, o5, b1, b5 = tab[key]
-            print("%-7s %-6s %-8s %6d %7.1f %% (%5.1f) %9.1f %% (%5.1f)" % (
-                key[0], key[1], key[2], n, 100.0 * o1 / n, 100.0 * o5 / n, 100.0 * b1 / n,
-                100.0 * b5 / n))
+            print("%-9s %-7s %-6s %-8s %6d %7.1f %% (%5.1f) %9.1f %% (%5.1f)" % (
+                key[0], key[1], key[2], key[3], n, 100.0 * o1 / n, 100.0 * o5 / n,
+                100.0 * b1 / n, 100.0 * b5 / n))
         print()
-        print("controls clean (noise, no plant):")
+        print("controls clean (noise, no plant; kernel: only the CPU kernels differ):")
         for key in sorted(controls):
             n, oc, bc = controls[key]
-            print("  %-6s %-6s %-5s msprobe %d/%d   msprobe 8.x rules %d/%d" % (
+            print("  %-6s %-6s %-6s msprobe %d/%d   msprobe 8.x rules %d/%d" % (
                 key[0], key[1], key[2], oc, n, bc, n))
         if unscored:
             print()
             print("not scored (%d):" % len(unscored))
             for sc, why in unscored:
                 print("  %s: %s" % (":".join(sc), why))
+        if wrong:
+            print()
+            print("hidden plants not first and kernel controls not clean: what compare said")
+            for sc, want, out in wrong:
+                print("  %s (wanted: %s)" % (":".join(sc), want))
+                for line in first_suspect_lines(out):
+                    print("    " + line)
         # what replay costs: compare's own summary lines
         rt = [(float(m.group(1)), int(m.group(2)), float(m.group(3)))
               for r in res for m in [re.search(r"replay: ([0-9.]+) s, (\d+) records? replayed.*"

@@ -11,6 +11,9 @@ MODEL  resnet (torchvision resnet18), vit (torchvision VisionTransformer),
 NOISE  bench: the trusted run (fp32, 2 threads, mkldnn on);
        none:  the same as bench;
        fp32:  "other hardware": 1 thread and mkldnn off (ULP noise everywhere);
+       kernel: fp32's, and the caller sets ATEN_CPU_CAPABILITY=default in
+              this process's environment (torch reads it at import): only
+              the CPU kernels differ from the bench run;
        bf16:  torch.autocast("cpu", bfloat16) around forward and loss.
 PLANT  none, or one changed argument of exactly one call:
        gelu_tanh    GELU approximate="tanh" in one block (gpt, vit, mlp)
@@ -21,18 +24,103 @@ PLANT  none, or one changed argument of exactly one call:
        wd           the optimizer's weight_decay 0.1 instead of its default
                     (first effect: the parameters of step 1)
        opt_eps      the optimizer's eps 1e-3 instead of 1e-8 (adam, adamw)
+       Hidden plants (hid_*) keep every argument the dump records and change
+       the kernel below the recorded API for one call, as a faulty device
+       kernel would: the builtin that torch.nn.functional calls is swapped
+       for that one call (one module's forward) and restored after it.
+       hid_ln_eps   torch.layer_norm runs with eps=1.0 under one
+                    F.layer_norm(..., eps=1e-5) (gpt: block 1's first
+                    LayerNorm; vit: the last encoder layer's ln_2)
+       hid_bn_eps   torch.batch_norm runs with eps=1.0 under resnet's
+                    layer1[0].bn1
+       hid_smoothing torch._C._nn.cross_entropy_loss runs with
+                    label_smoothing=0.3 under F.cross_entropy (every model)
+       hid_gelu_tanh F.gelu is the builtin itself, so aten::gelu's CPU kernel
+                    is overridden (torch.library) with the tanh
+                    approximation for one F.gelu(x) call (gpt: block 1; vit:
+                    the last encoder layer's GELU); autograd keeps the exact
+                    derivative, as a wrong forward kernel would
 OPTIMIZER sgd (plain, the default), sgdm (momentum 0.9), adam, adamw.
-Nothing here knows msprobe: the plant is an argument, which the shim records
-as a record attribute, so the test finds the planted record from the dumps.
+Nothing here knows msprobe: an argument plant is an argument, which the shim
+records as a record attribute, so the test finds the planted record from the
+dumps; a hidden plant's record is named by culprit_suite.HIDDEN_RECORD from
+the model code.
 """
+import contextlib
 import math
 import sys
+import warnings
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 STEPS = 2
+_VF = torch._C._VariableFunctions  # the builtins themselves, never recorded
+
+
+@contextlib.contextmanager
+def swapped(owner, name, fn):
+    """owner.name is fn inside the block, whatever it was (a shim wrapper or
+    the builtin) again after it."""
+    old = getattr(owner, name)
+    setattr(owner, name, fn)
+    try:
+        yield
+    finally:
+        setattr(owner, name, old)
+
+
+def ln_eps_1(x, shape, w, b, eps, cudnn):
+    """torch.layer_norm as F.layer_norm calls it, with eps 1.0 instead of eps."""
+    return _VF.layer_norm(x, shape, w, b, 1.0, cudnn)
+
+
+def bn_eps_1(x, w, b, rm, rv, training, momentum, eps, cudnn):
+    """torch.batch_norm as F.batch_norm calls it, with eps 1.0 instead of eps."""
+    return _VF.batch_norm(x, w, b, rm, rv, training, momentum, 1.0, cudnn)
+
+
+_CE = torch._C._nn.cross_entropy_loss
+
+
+def ce_smoothed(x, y, weight, reduction, ignore_index, smoothing):
+    """torch._C._nn.cross_entropy_loss with label smoothing 0.3 instead of smoothing."""
+    return _CE(x, y, weight, reduction, ignore_index, 0.3)
+
+
+def gelu_tanh_kernel(x, approximate="none"):
+    """aten::gelu's CPU kernel as a wrong device kernel: tanh whatever approximate says."""
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))))
+
+
+@contextlib.contextmanager
+def gelu_kernel_overridden():
+    """aten::gelu on CPU runs gelu_tanh_kernel inside the block; deleting the
+    library restores the builtin kernel."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "Overriding a previously registered kernel"
+        lib = torch.library.Library("aten", "IMPL")
+        lib.impl("gelu", gelu_tanh_kernel, "CPU")
+    try:
+        yield
+    finally:
+        del lib
+
+
+def in_forward(module, make_cm):
+    """The context make_cm() holds for the duration of module's forward, every call."""
+    held = []
+
+    def enter(mod, args):
+        held.append(make_cm())
+        held[-1].__enter__()
+
+    def leave(mod, args, out):
+        held.pop().__exit__(None, None, None)
+
+    module.register_forward_pre_hook(enter)
+    module.register_forward_hook(leave)
 
 
 class Block(nn.Module):
@@ -51,7 +139,9 @@ class Block(nn.Module):
         b, t, d = x.shape
         hd = d // self.heads
         eps1 = 1.0 if self.plant == "ln_eps" else 1e-5
-        h = F.layer_norm(x, (d,), self.ln1_w, self.ln1_b, eps=eps1)
+        with swapped(torch, "layer_norm", ln_eps_1) if self.plant == "hid_ln_eps" else \
+                contextlib.nullcontext():
+            h = F.layer_norm(x, (d,), self.ln1_w, self.ln1_b, eps=eps1)
         q, k, v = self.qkv(h).split(d, dim=2)
         q = q.reshape(b, t, self.heads, hd).transpose(1, 2)
         k = k.reshape(b, t, self.heads, hd).transpose(1, 2)
@@ -65,7 +155,11 @@ class Block(nn.Module):
         x = x + self.proj(y)
         h = F.layer_norm(x, (d,), self.ln2_w, self.ln2_b, eps=1e-5)
         approx = "tanh" if self.plant == "gelu_tanh" else "none"
-        x = x + self.out(F.gelu(self.fc(h), approximate=approx))
+        h = self.fc(h)
+        with gelu_kernel_overridden() if self.plant == "hid_gelu_tanh" else \
+                contextlib.nullcontext():
+            h = F.gelu(h, approximate=approx)
+        x = x + self.out(h)
         return x
 
 
@@ -123,6 +217,8 @@ def build(model, plant):
         m = torchvision.models.resnet18(num_classes=10)
         if plant == "bn_eps":
             m.layer1[0].bn1.eps = 1.0
+        elif plant == "hid_bn_eps":
+            in_forward(m.layer1[0].bn1, lambda: swapped(torch, "batch_norm", bn_eps_1))
         x = torch.randn(4, 3, 32, 32)
         y = torch.randint(0, 10, (4,))
     elif model == "vit":
@@ -133,6 +229,12 @@ def build(model, plant):
         last = m.encoder.layers[-1]
         if plant == "ln_eps":
             last.ln_2.eps = 1.0
+        elif plant == "hid_ln_eps":
+            in_forward(last.ln_2, lambda: swapped(torch, "layer_norm", ln_eps_1))
+        elif plant == "hid_gelu_tanh":
+            for mod in last.mlp.modules():
+                if isinstance(mod, nn.GELU):
+                    in_forward(mod, gelu_kernel_overridden)
         elif plant == "gelu_tanh":
             for mod in last.mlp.modules():
                 if isinstance(mod, nn.GELU):
@@ -177,7 +279,7 @@ def optimizer(name, params, plant):
 def main(argv):
     model, noise, plant = argv[1], argv[2], argv[3]
     opt_name = argv[4] if len(argv) > 4 else "sgd"
-    if noise == "fp32":
+    if noise in ("fp32", "kernel"):
         torch.set_num_threads(1)
         torch.backends.mkldnn.enabled = False
     else:
@@ -190,7 +292,9 @@ def main(argv):
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=noise == "bf16"):
             out = m(x)
             logits = out.reshape(-1, out.shape[-1])
-            loss = F.cross_entropy(logits, y.reshape(-1), label_smoothing=smoothing)
+            with swapped(torch._C._nn, "cross_entropy_loss", ce_smoothed) \
+                    if plant == "hid_smoothing" else contextlib.nullcontext():
+                loss = F.cross_entropy(logits, y.reshape(-1), label_smoothing=smoothing)
         loss.backward()
         opt.step()
         print("step %d loss %.6f" % (step, loss.item()), flush=True)
