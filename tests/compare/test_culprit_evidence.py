@@ -5,8 +5,9 @@ everywhere (issue 38, items 1, 8 and 9), on real training under the shim.
   torchvision's save_image(normalize=True) clamps and rescales by
   float(t.min()) and float(t.max()) of the generator's bf16 output. Those
   numbers are inputs, each side its own, not a changed setting: compare must
-  name no suspect, show them as changed arguments all the same, replay them
-  (and LeakyReLU(inplace=True)'s backward) with each side's own values.
+  name no suspect, show them as changed arguments all the same, and with
+  --replay all replay them (and LeakyReLU(inplace=True)'s backward) with each
+  side's own values.
 - A LayerNorm whose compare side takes eps=-10 makes NaN from finite inputs
   (nan_chain_train.py): it is the root, and what follows it is records its
   NaN reaches, never gaps that only carry the NaN on.
@@ -45,9 +46,9 @@ def dump(work, name, script, env_extra):
     return root
 
 
-def compare(b, c, out):
-    p = subprocess.run([BIN, "compare", "-b", b, "-c", c, "-o", out], capture_output=True,
-                       text=True, timeout=900)
+def compare(b, c, out, *extra):
+    p = subprocess.run([BIN, "compare", "-b", b, "-c", c, "-o", out] + list(extra),
+                       capture_output=True, text=True, timeout=900)
     assert p.returncode in (0, 1), p.stderr
     head = re.search(r"suspects \((\d+) of (\d+)", p.stdout)
     sus = [(int(m.group(1)), m.group(4), bool(m.group(3)))
@@ -96,7 +97,12 @@ class Evidence(unittest.TestCase):
                             self.assertLess(abs(mb - mc) / abs(mb), 1e-2)
                             clamps.append((int(step[4:]), name))
             self.assertTrue(clamps)
-            out, head, sus, summary = compare(b, c, os.path.join(work, "out"))
+            # --replay all: the default leaves out records no replay can change
+            # (these are among them); here their replay itself is under test
+            out, head, sus, summary = compare(b, c, os.path.join(work, "out"), "--replay", "all")
+            dflt, _, dsus, _ = compare(b, c, os.path.join(work, "out-auto"))
+        self.assertIn("no introduced error found", dflt, dflt)
+        self.assertEqual(dsus, [], dflt)
         self.assertIn("no introduced error found", out, out)
         self.assertEqual(sus, [], out)
         by = {(r["Step"], r["Name"]): r for r in summary}
