@@ -7,7 +7,6 @@ shim. Replay used to fill the bench call's missing keyword from the compare
 side, reproduced the tanh output, called the op "inherited" and compare said
 "no introduced error found". The plant is real: the two GELUs differ here by
 far more than float32 rounding (computed with torch below)."""
-import json
 import os
 import subprocess
 import tempfile
@@ -15,25 +14,17 @@ import unittest
 
 import openpyxl
 
+import msp_shim
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 BIN = os.environ.get("MSPROBE_BIN", "msprobe")
-PYTHON = os.environ.get("MSPROBE_PYTHON", "/usr/bin/python3")
 PRELOAD = os.environ.get("MSPROBE_PRELOAD_LIB", "")
 
 
 class DefaultedKeyword(unittest.TestCase):
     def dump(self, work, name, tanh):
-        root = os.path.join(work, name)
-        cfg = root + ".json"
-        with open(cfg, "w") as f:
-            json.dump({"dump": {"common_dump_settings": {
-                "dump_mode": "api", "dump_path": root, "dump_iter": "0", "task": "tensor"}}}, f)
-        env = dict(os.environ, LD_PRELOAD=PRELOAD, MSPROBE_PATH=cfg, OMP_NUM_THREADS="1",
-                   GELU_TANH="1" if tanh else "0")
-        p = subprocess.run([PYTHON, os.path.join(HERE, "defaulted_kwarg_train.py")], cwd=work,
-                           env=env, capture_output=True, text=True, timeout=600)
-        self.assertEqual(p.returncode, 0, p.stderr[-2000:])
-        return root
+        return msp_shim.dump(work, name, os.path.join(HERE, "defaulted_kwarg_train.py"),
+                             {"GELU_TANH": "1" if tanh else "0"})
 
     @unittest.skipUnless(PRELOAD, "the shim is not built")
     def test_gelu_with_approximate_on_one_side_only_is_introduced(self):

@@ -13,11 +13,9 @@ everywhere (issue 38, items 1, 8 and 9), on real training under the shim.
   NaN reaches, never gaps that only carry the NaN on.
 - In both, a record's Error Origin in result.xlsx is "introduced" exactly
   when stdout names it as a suspect."""
-import json
 import os
 import re
 import subprocess
-import sys
 import tempfile
 import unittest
 
@@ -25,25 +23,17 @@ import h5py
 import numpy as np
 import openpyxl
 
+import msp_shim
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 BIN = os.environ.get("MSPROBE_BIN", "msprobe")
-PYTHON = os.environ.get("MSPROBE_PYTHON", "/usr/bin/python3")
 PRELOAD = os.environ.get("MSPROBE_PRELOAD_LIB", "")
 SUSPECT = re.compile(r"^\s+\d+\. step (\d+) rank (\d+) (before )?(\S+)")
 
 
 def dump(work, name, script, env_extra):
-    root = os.path.join(work, name)
-    cfg = root + ".json"
-    with open(cfg, "w") as f:
-        json.dump({"dump": {"common_dump_settings": {
-            "dump_mode": "api", "dump_path": root, "dump_iter": "all", "task": "tensor"}}}, f)
-    env = dict(os.environ, LD_PRELOAD=PRELOAD, MSPROBE_PATH=cfg, OMP_NUM_THREADS="1",
-               **env_extra)
-    p = subprocess.run([PYTHON, os.path.join(HERE, script), work], cwd=work, env=env,
-                       capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, p.stderr[-2000:]
-    return root
+    return msp_shim.dump(work, name, os.path.join(HERE, script), env_extra, steps="all",
+                         args=[work])
 
 
 def compare(b, c, out, *extra):

@@ -10,31 +10,22 @@ compare side resizes with align_corners=True. The plant is real: the two
 resizes of the first batch differ far beyond float32 rounding (computed with
 torch below). Compare must say the error was first introduced by
 Functional.interpolate.0.forward of step 0."""
-import json
 import os
 import subprocess
 import tempfile
 import unittest
 
+import msp_shim
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 BIN = os.environ.get("MSPROBE_BIN", "msprobe")
-PYTHON = os.environ.get("MSPROBE_PYTHON", "/usr/bin/python3")
 PRELOAD = os.environ.get("MSPROBE_PRELOAD_LIB", "")
 
 
 class ResizeInTheLoop(unittest.TestCase):
     def dump(self, work, name, align):
-        root = os.path.join(work, name)
-        cfg = root + ".json"
-        with open(cfg, "w") as f:
-            json.dump({"dump": {"common_dump_settings": {
-                "dump_mode": "api", "dump_path": root, "dump_iter": "0", "task": "tensor"}}}, f)
-        env = dict(os.environ, LD_PRELOAD=PRELOAD, MSPROBE_PATH=cfg, OMP_NUM_THREADS="1",
-                   RESIZE_MODE="bilinear", RESIZE_ALIGN="1" if align else "0")
-        p = subprocess.run([PYTHON, os.path.join(HERE, "resize_in_loop_train.py")], cwd=work,
-                           env=env, capture_output=True, text=True, timeout=600)
-        self.assertEqual(p.returncode, 0, p.stderr[-2000:])
-        return root
+        return msp_shim.dump(work, name, os.path.join(HERE, "resize_in_loop_train.py"),
+                             {"RESIZE_MODE": "bilinear", "RESIZE_ALIGN": "1" if align else "0"})
 
     @unittest.skipUnless(PRELOAD, "the shim is not built")
     def test_align_corners_planted_before_the_model_is_named(self):
