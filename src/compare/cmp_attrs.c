@@ -230,6 +230,9 @@ static void cmp_api_defaults(cmp_ctx_t *cx, const char *name, char ***k, char **
         return;
     if (msp_dump_api_defaults(cx->bf, api, k, v, n) != MSP_OK || !*n) {
         msp_free_strings(*k, *n);
+        msp_free_strings(*v, *n);
+        *k = *v = NULL;
+        *n = 0;
         if (msp_dump_api_defaults(cx->cf, api, k, v, n) != MSP_OK) {
             *k = *v = NULL;
             *n = 0;
