@@ -158,6 +158,15 @@ static PyObject *frame_back(PyObject *f)
     return b;
 }
 
+/* One step down a walk of the stack: the frame below f (a new reference,
+ * NULL at the bottom), f's own reference given up. */
+static PyObject *frame_down(PyObject *f)
+{
+    PyObject *b = frame_back(f);
+    Py_DECREF(f);
+    return b;
+}
+
 static PyObject *frame_code(PyObject *f)
 {
     return p_get_frame ? p_frame_code(f) : attr(f, &s_f_code, "f_code");
@@ -395,9 +404,7 @@ char *msp_stack_capture(void)
             sites[kept++].pos = frame_pos(frame);
         }
         Py_XDECREF(code);
-        PyObject *back = frame_back(frame);
-        Py_DECREF(frame);
-        frame = back;
+        frame = frame_down(frame);
     }
     Py_XDECREF(frame);
     PyErr_Clear();
@@ -489,9 +496,7 @@ int msp_stack_refs(msp_frame_ref_t *out, int max)
         PyObject *code = frame_code(frame);
         out[n++] = (msp_frame_ref_t){frame, code, frame_pos(frame)};
         Py_XDECREF(code); /* identities only from here on */
-        PyObject *back = frame_back(frame);
-        Py_DECREF(frame);
-        frame = back;
+        frame = frame_down(frame);
     }
     Py_XDECREF(frame);
     PyErr_Clear();
@@ -568,9 +573,7 @@ int msp_stack_call_loop(msp_frame_loop_t *loop)
             loop->code = code;
         }
         Py_XDECREF(code);
-        PyObject *back = frame_back(frame);
-        Py_DECREF(frame);
-        frame = back;
+        frame = frame_down(frame);
     }
     Py_XDECREF(frame);
     PyErr_Clear();
