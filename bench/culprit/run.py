@@ -39,7 +39,8 @@ The last lines: replay's share of compare's wall time, from compare's own
 summary line.
 Env: JOBS=2 CULPRIT_WORK=DIR (keep dumps between runs) CULPRIT_QUICK=1 (a
 small matrix: AdamW only; hidden plants, two a model, and one kernel control
-a model at api level) CULPRIT_LEVELS=api,mix,module.
+a model at api level) CULPRIT_LEVELS=api,mix,module CULPRIT_OPTS=sgd,sgdm,adam,adamw
+(only those optimizers).
 """
 import os
 import re
@@ -70,6 +71,9 @@ def scenarios(levels, quick):
         opts = OPTS if level == "api" else ["sgd", "adamw"]
         if quick:
             opts = ["adamw"]
+        only = os.environ.get("CULPRIT_OPTS")
+        if only:
+            opts = [o for o in opts if o in only.split(",")]
         for opt in opts:
             for m, plants in MODELS.items():
                 hidden = S.HIDDEN_PLANTS[m]
