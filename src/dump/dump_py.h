@@ -282,12 +282,21 @@ void msp_dev_forget_after_fork(void);
 /* ---- tensors (py_tensor.c) ---- */
 int msp_tensor_init(PyObject *torch);
 int msp_is_tensor(PyObject *o);
-/* Add o under role: a tensor (bytes copied), a list/tuple (roles "role.i"),
- * or anything else as a string attribute. Never raises. */
-void msp_rec_add_value(msp_dq_rec_t *r, const char *role, PyObject *o, int depth);
 /* The kinds of window (msp_dev_kind) of o's tensors: o a tensor, or (depth
  * 0) a list or tuple of them; 0 when none. */
 int msp_window_kinds(PyObject *o, int depth);
+/* Add tensor t under role (its bytes copied, or its statistics on the
+ * device), between msp_tensor_batch_begin/end (pending host copies are
+ * flushed and device work ended at the outermost end). */
+void msp_rec_add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t);
+void msp_tensor_batch_begin(void);
+void msp_tensor_batch_end(void);
+/* msprobe's tensor_list: whether a statistics dump keeps record name's data. */
+int msp_keep_data(const char *name);
+/* ---- a call's values into its record (py_values.c) ---- */
+/* Add o under role: a tensor (bytes copied), a list/tuple (roles "role.i"),
+ * or anything else as a string attribute. Never raises. */
+void msp_rec_add_value(msp_dq_rec_t *r, const char *role, PyObject *o, int depth);
 /* Add every positional arg as input.i and keyword as kwarg.k. */
 void msp_rec_add_args(msp_dq_rec_t *r, PyObject *args, PyObject *kw);
 /* Add a return value: tuple/list -> output.i, else output.0. */

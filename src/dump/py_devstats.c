@@ -43,7 +43,11 @@
  * A tensor added while it waits, unchanged (an output given to the next
  * call), shares the waiting copy: a segment with dup set, no bytes of its
  * own (about a third of a transformer step's elements).
- * The GIL guards every queue here. */
+ * The GIL guards every queue here.
+ *
+ * Here: adding tensors to windows, launching their copies and reductions,
+ * one tensor at a time, and collecting what came back (dev_poll). A window's rows, pieces and results: py_devwin.c.
+ * Holding records until their statistics are in: py_devhold.c. */
 #include "dump_py.h"
 #include "dlpack.h"
 
@@ -53,165 +57,33 @@
 #include <string.h>
 #include <unistd.h>
 
-#define MSP_DEV_HELD_FLUSH 1024   /* records held: the open windows are reduced */
-#define MSP_DEV_HELD_MAX 16384    /* records held: the oldest are waited for */
-#define MSP_WIN_INFLIGHT 2        /* windows reduced, results not yet read: a third waits */
-#define MSP_PUT_TENSORS 64        /* tensors waiting in a window: copied, in one launch */
-#define MSP_PUT_ELEMS (16 << 20)  /* elements waiting in a window (memory kept alive): copied */
-#define MSP_DEV_POLL_EVERY 16     /* records held between two looks at the results */
 
-/* ---- one tensor at a time ---------------------------------------------------- */
-typedef struct dpend {
-    msp_dq_rec_t *rec;  /* NULL: the record was dropped */
-    size_t ti;          /* rec->t[ti] */
-    const double *v;    /* the pinned float64s */
-    size_t nv;
-    PyObject *cap, *event;
-} dpend_t;
-static dpend_t *g_dp;
-static size_t g_dp_head, g_ndp, g_capdp;
+#include "py_devstats.h"
 
-/* ---- windows ------------------------------------------------------------------ */
-typedef struct seg {
-    msp_dq_rec_t *rec;  /* NULL: the record was dropped */
-    size_t ti;
-    int64_t off, n;     /* in the window */
-    int64_t c0, c1;     /* whole rows [c0, c1) */
-    int64_t ph, pt;     /* head and tail pieces, -1: none */
-    PyObject *t;        /* the tensor, until its copy is launched (win_issue) */
-    int64_t ver;        /* its version counter when added; -1: copied at once */
-    int bad;            /* its copy failed: statistics NaN */
-    int64_t dup;        /* -1, or the earlier segment of the same tensor (or of the
-                           same dense memory: a view of it), unchanged: this one
-                           shares its copy (no bytes of its own) */
-    const void *ptr;    /* its first element, when dense (else NULL): found by it */
-    msp_dtype_t dtype;
-    int flat;           /* one-dimensional: the copy takes it as it is (no reshape) */
-} seg_t;
-
-typedef struct win {
-    struct win *next;   /* flushed windows, oldest first */
-    char device[24];
-    int kind;           /* MSP_DEV_FLOAT (float32) or MSP_DEV_WIDE (float64), kind_cap elements */
-    PyObject *buf;
-    PyObject *ws;       /* its stream (accel_copy.py's win_new), or None */
-    PyObject *dev_index;    /* ws's device index (an int), or NULL (the CPU) */
-    unsigned long long raw; /* ws's raw handle: the current stream is compared to it */
-    int64_t used;       /* of g_wincap elements */
-    int busy;           /* copies being launched (the GIL is let go inside them) */
-    int retired;        /* no more segments: flushed when all are copied and busy is 0 */
-    seg_t *seg;
-    size_t nseg, capseg;
-    size_t issued;      /* segments [0, issued) have their copy launched */
-    size_t *hs, nhs;    /* segments by tensor (index + 1; 0: empty), while they wait */
-    int64_t waiting;    /* elements of the segments not yet copied */
-    size_t nwaiting;    /* those segments, shared ones (dup) left out: tensors held */
-    /* once flushed */
-    PyObject *host, *hcap, *event;
-    const double *v;    /* [4][width]: max, min, mean, mean of squares of rows,
-                           then max, min, sum, sum of squares of pieces */
-    int64_t nrows, width;
-} win_t;
-
-static win_t *g_open[8];            /* one open window per device, by creation */
-static size_t g_nopen;
-static win_t **g_retired;           /* retired windows not yet flushed (a copy or
+dpend_t *g_dp;
+size_t g_dp_head, g_ndp, g_capdp;
+win_t *g_open[8];            /* one open window per device, by creation */
+size_t g_nopen;
+win_t **g_retired;           /* retired windows not yet flushed (a copy or
                                        their reduction in progress) */
-static size_t g_nretired, g_capretired;
-static win_t *g_flushed, **g_flushed_tail = &g_flushed;
-static size_t g_nflushed;
-static int g_on, g_test;           /* msp_dev_stats_init */
-static int64_t g_chunk, g_wincap;  /* elements (setup()) */
-static int64_t g_widecap;          /* elements of a wide window */
-static int g_alone;                /* MSPROBE_DEVICE_STATS_ALONE: no windows (bench/gpu) */
-static int g_skip;                 /* MSPROBE_DEVICE_STATS_SKIP: records, no statistics (bench/gpu) */
-static int g_defer_off;            /* MSPROBE_DEVICE_STATS_DEFER=0, or a version moved: no waiting */
-static PyObject *g_raw_stream;     /* accel_copy.py's _raw_stream(device index) */
+size_t g_nretired, g_capretired;
+win_t *g_flushed, **g_flushed_tail = &g_flushed;
+size_t g_nflushed;
+int g_on, g_test;           /* msp_dev_stats_init */
+int64_t g_wincap;  /* elements (setup()) */
+int64_t g_widecap;          /* elements of a wide window */
+int g_alone;                /* MSPROBE_DEVICE_STATS_ALONE: no windows (bench/gpu) */
+int g_skip;                 /* MSPROBE_DEVICE_STATS_SKIP: records, no statistics (bench/gpu) */
+int g_defer_off;            /* MSPROBE_DEVICE_STATS_DEFER=0, or a version moved: no waiting */
+PyObject *g_raw_stream;     /* accel_copy.py's _raw_stream(device index) */
 _Thread_local int msp_t_dev_defer;
-
-/* The tensors of the call being added on this thread, put at its end. */
-typedef struct wput {
-    msp_dq_rec_t *rec;
-    size_t ti;
-    PyObject *t;
-    int64_t n;
-    int kind;        /* its window's (MSP_DEV_*) */
-    const void *ptr; /* dense memory from here (else NULL) */
-    msp_dtype_t dtype;
-    int flat;        /* one-dimensional (seg_t's) */
-    char device[24];
-} wput_t;
-static _Thread_local wput_t *t_put;
-static _Thread_local size_t t_nput, t_capput;
-
-static msp_dq_rec_t **g_held;
-static size_t g_held_head, g_nheld, g_capheld;
-static int g_dev_polling;      /* a dev_poll is running (perhaps waiting, GIL released) */
-static unsigned g_hold_tick;   /* records held so far (msp_dev_hold polls every few) */
-static pthread_t g_dev_poller; /* in that thread */
-
-/* Call accel_copy.py's name(*args) (args: a new reference, taken); its
- * torch calls are the shim's own, never recorded. */
-static PyObject *call_fn(const char *name, PyObject *args)
-{
-    PyObject *f = msp_accel_fn(name);
-    msp_t_depth++;
-    PyObject *r = f && args ? PyObject_CallObject(f, args) : NULL;
-    msp_t_depth--;
-    Py_XDECREF(args);
-    return r;
-}
-
-/* t's statistics from [max, min, sum, norm] and for floating types the NaN
- * and Inf counts; NULL: they could not be had, all NaN. NaN anywhere makes
- * the four values NaN, as msp_stats_compute does. */
-static void dev_fill(msp_dq_tensor_t *t, const double *v, size_t nv)
-{
-    uint64_t numel = 1;
-    for (int i = 0; i < t->ndim; i++)
-        numel *= (uint64_t)t->shape[i];
-    msp_stats_t *st = &t->stats;
-    memset(st, 0, sizeof *st); /* crc32 0: not known (no bytes were read) */
-    st->nan_count = v && nv >= 6 ? (int64_t)v[4] : 0;
-    st->inf_count = v && nv >= 6 ? (int64_t)v[5] : 0;
-    if (!v || st->nan_count > 0) {
-        st->max = st->min = st->mean = st->norm = NAN;
-    } else {
-        st->max = v[0];
-        st->min = v[1];
-        st->mean = v[2] / (double)numel;
-        st->norm = v[3];
-    }
-    t->has_stats = 1;
-}
-
-/* The float64s of a host tensor's DLPack capsule: 1-D, nv in {4, 6} (or
- * want elements when want > 0), CPU or pinned memory; NULL otherwise. */
-static const double *host_doubles(PyObject *cap, size_t *nv, size_t want)
-{
-    msp_dl_managed_t *hm = cap ? PyCapsule_GetPointer(cap, "dltensor") : NULL;
-    const msp_dl_tensor_t *h = hm ? &hm->dl_tensor : NULL;
-    size_t n = 1;
-    for (int i = 0; h && i < h->ndim; i++)
-        n *= (size_t)h->shape[i];
-    if (!h || h->dtype.code != MSP_DL_FLOAT || h->dtype.bits != 64 ||
-        (h->device.device_type != MSP_DL_CPU && h->device.device_type != MSP_DL_CUDA_HOST) ||
-        (want ? n != want : (h->ndim != 1 || (n != 4 && n != 6))))
-        return NULL;
-    if (h->strides) { /* C order only */
-        int64_t expect = 1;
-        for (int i = h->ndim - 1; i >= 0; i--) {
-            if (h->shape[i] != 1 && h->strides[i] != expect)
-                return NULL;
-            expect *= h->shape[i];
-        }
-    }
-    *nv = n;
-    return (const double *)(const void *)((const char *)h->data + h->byte_offset);
-}
+_Thread_local wput_t *t_put;
+_Thread_local size_t t_nput, t_capput;
+int g_dev_polling;      /* a dev_poll is running (perhaps waiting, GIL released) */
+pthread_t g_dev_poller; /* in that thread */
 
 /* 1 when the event's work is done (query() without waiting), 0 if not yet. */
-static int dev_done(PyObject *event)
+int dev_done(PyObject *event)
 {
     PyObject *r = PyObject_CallMethod(event, "query", NULL);
     int done = r ? PyObject_IsTrue(r) == 1 : 1; /* a broken event: the wait will say */
@@ -262,7 +134,7 @@ static int64_t kind_cap(int kind)
     return kind == MSP_DEV_WIDE ? g_widecap : g_wincap;
 }
 
-static void win_free(win_t *w)
+void win_free(win_t *w)
 {
     for (size_t i = 0; i < w->nseg; i++)
         Py_XDECREF(w->seg[i].t);
@@ -277,94 +149,6 @@ static void win_free(win_t *w)
     free(w);
 }
 
-static void dev_poll(int wait);
-
-/* The rows and pieces of a window's segments, as win_flush takes them:
- * int64 row numbers (a row holding pieces, once), then int64 piece lengths,
- * in one buffer. A Python list of ints each, parsed by torch.tensor, cost
- * about 60 us a window of ~1000 pieces; a bytearray is read by frombuffer. */
-typedef struct cut {
-    int64_t *rows, *lens;
-    size_t nrows, np, caprows, caplens;
-    int64_t last; /* the row of the last piece */
-} cut_t;
-
-static void cut_free(cut_t *c)
-{
-    free(c->rows);
-    free(c->lens);
-}
-
-/* One piece of len elements in row: its number, or -1 (no memory). */
-static int64_t cut_piece(cut_t *c, int64_t row, int64_t len)
-{
-    if (row != c->last) {
-        int64_t *r = msp_grow(c->rows, &c->caprows, c->nrows, sizeof *r, 64);
-        if (!r)
-            return -1;
-        c->rows = r;
-        c->rows[c->nrows++] = row;
-        c->last = row;
-    }
-    int64_t *l = msp_grow(c->lens, &c->caplens, c->np, sizeof *l, 64);
-    if (!l)
-        return -1;
-    c->lens = l;
-    c->lens[c->np] = len;
-    return (int64_t)c->np++;
-}
-
-/* Rows and pieces of w's segments into c. 0, or -1 (no memory). */
-static int win_cut(win_t *w, cut_t *c)
-{
-    const int64_t C = g_chunk;
-    *c = (cut_t){.last = -1};
-    for (size_t i = 0; i < w->nseg; i++) {
-        seg_t *s = &w->seg[i];
-        if (s->dup >= 0) { /* its copy's rows and pieces (cut already: it came first) */
-            const seg_t *d = &w->seg[s->dup];
-            s->c0 = d->c0;
-            s->c1 = d->c1;
-            s->ph = d->ph;
-            s->pt = d->pt;
-            continue;
-        }
-        int64_t o = s->off, e = s->off + s->n;
-        int64_t a = (o + C - 1) / C, b = e / C;
-        s->ph = s->pt = -1;
-        s->c0 = s->c1 = 0;
-        if (a > b) { /* inside one row */
-            if ((s->ph = cut_piece(c, o / C, e - o)) < 0)
-                return -1;
-            continue;
-        }
-        if (o % C && (s->ph = cut_piece(c, o / C, a * C - o)) < 0)
-            return -1;
-        s->c0 = a;
-        s->c1 = b;
-        if (e % C && (s->pt = cut_piece(c, b, e - b * C)) < 0)
-            return -1;
-    }
-    /* the rest of the last row: never written, not read */
-    if (w->used % C && cut_piece(c, w->used / C, C - w->used % C) < 0)
-        return -1;
-    w->nrows = (w->used + C - 1) / C;
-    w->width = w->nrows + (int64_t)c->np;
-    return 0;
-}
-
-/* c's rows, then its lengths, as one bytearray (win_flush's cuts). */
-static PyObject *cut_bytes(const cut_t *c)
-{
-    size_t n = c->np ? c->nrows + c->np : 0;
-    PyObject *b = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(n * sizeof(int64_t)));
-    char *at = b ? PyByteArray_AsString(b) : NULL;
-    if (at && n) {
-        memcpy(at, c->rows, c->nrows * sizeof(int64_t));
-        memcpy(at + c->nrows * sizeof(int64_t), c->lens, c->np * sizeof(int64_t));
-    }
-    return b;
-}
 
 /* Reduce w (launches queued; nothing waited for) and append it to the
  * flushed list; it left the open ones, and its copies are all launched. */
@@ -422,7 +206,7 @@ static void win_settle(win_t *w)
 
 /* No more segments in w: it leaves the open ones, and is reduced once its
  * copies are launched. */
-static void win_retire(win_t *w)
+void win_retire(win_t *w)
 {
     for (size_t i = 0; i < g_nopen; i++)
         if (g_open[i] == w) {
@@ -710,66 +494,10 @@ void msp_dev_call_end(void)
     PyErr_Restore(et, ev, etb);
 }
 
-/* ---- windows: results -------------------------------------------------------------- */
-
-/* Segment s's statistics from w's results into its tensor. */
-static void seg_fill(win_t *w, const seg_t *s, int ok)
-{
-    msp_dq_tensor_t *t = &s->rec->t[s->ti];
-    if (!ok || !w->v) {
-        dev_fill(t, NULL, 0);
-        return;
-    }
-    /* a row's mean and mean of squares (float32) times its length, a piece's
-     * sum and sum of squares (float64) as they are */
-    const double *mx = w->v, *mn = w->v + w->width, *sm = mx + 2 * w->width,
-                 *sq2 = mx + 3 * w->width;
-    double v[6] = {-INFINITY, INFINITY, 0, 0, 0, 0}, sq = 0;
-    int finite = 1;
-    int64_t cols[2] = {s->ph < 0 ? -1 : w->nrows + s->ph, s->pt < 0 ? -1 : w->nrows + s->pt};
-#define TAKE(c, scale)                                                                        \
-    do {                                                                                      \
-        if (mx[c] > v[0])                                                                     \
-            v[0] = mx[c];                                                                     \
-        if (mn[c] < v[1])                                                                     \
-            v[1] = mn[c];                                                                     \
-        v[2] += sm[c] * (scale);                                                              \
-        sq += sq2[c] * (scale);                                                               \
-        finite &= isfinite(sm[c]) && isfinite(sq2[c]) &&                                      \
-                  (sq2[c] > 0 || !(fabs(mx[c]) > 0 || fabs(mn[c]) > 0)); /* underflow */    \
-    } while (0)
-    for (int64_t c = s->c0; c < s->c1; c++)
-        TAKE(c, (double)g_chunk);
-    for (int k = 0; k < 2; k++)
-        if (cols[k] >= 0)
-            TAKE(cols[k], 1.0);
-#undef TAKE
-    v[3] = sqrt(sq);
-    /* NaN, Inf, a float32 sum or square that overflowed, or a row or piece
-     * whose squares all underflowed: read the tensor again, exactly (rare;
-     * waits for it) */
-    if (!finite || !isfinite(v[2]) || !isfinite(sq)) {
-        PyObject *h = call_fn("win_exact", Py_BuildValue("(OLL)", w->buf, (long long)s->off,
-                                                         (long long)s->n));
-        PyObject *cap = h ? msp_to_dlpack(h) : NULL;
-        size_t nv = 0;
-        const double *e = host_doubles(cap, &nv, 0);
-        if (!e)
-            msp_py_warn_error("device stats", "cannot read a device tensor's statistics "
-                              "again; they are dumped as NaN");
-        dev_fill(t, e, nv);
-        Py_XDECREF(cap);
-        Py_XDECREF(h);
-        PyErr_Clear();
-        return;
-    }
-    dev_fill(t, v, 6);
-}
-
 /* ---- polling ---------------------------------------------------------------------- */
 
 /* Collect statistics in queue order: those already back, or (wait) all. */
-static void dev_poll(int wait)
+void dev_poll(int wait)
 {
     /* query() and synchronize() may let another thread run (they release the
      * GIL): that thread may queue more (g_dp moves: entries are found again
@@ -818,116 +546,6 @@ static void dev_poll(int wait)
     }
     PyErr_Restore(et, ev, etb);
     g_dev_polling = 0;
-}
-
-/* Submit the held records whose statistics are all in, oldest first. */
-static void held_release(void)
-{
-    while (g_held_head < g_nheld && g_held[g_held_head]->dev_pending == 0)
-        msp_dq_push(g_held[g_held_head++]);
-    if (g_held_head == g_nheld)
-        g_held_head = g_nheld = 0;
-}
-
-static void flush_open(void)
-{
-    while (g_nopen > 0)
-        win_retire(g_open[g_nopen - 1]);
-}
-
-int msp_dev_hold(msp_dq_rec_t *r)
-{
-    if (!r->dev_pending && g_held_head == g_nheld)
-        return 0;
-    if (g_nheld == g_capheld && g_held_head > 0) { /* full: released ones make room */
-        memmove(g_held, g_held + g_held_head, (g_nheld - g_held_head) * sizeof *g_held);
-        g_nheld -= g_held_head;
-        g_held_head = 0;
-    }
-    msp_dq_rec_t **n = msp_grow(g_held, &g_capheld, g_nheld, sizeof *n, 64);
-    if (!n) { /* keep the order: everything in, then this one */
-        msp_dev_drain();
-        return 0;
-    }
-    g_held = n;
-    g_held[g_nheld++] = r;
-    size_t held = g_nheld - g_held_head;
-    if (held > MSP_DEV_HELD_FLUSH && held % MSP_DEV_HELD_FLUSH == 1)
-        flush_open(); /* their results start coming; nothing waits */
-    /* An event's query() costs a Python call and a driver call (5-10 us on
-     * an H100 host): asked every MSP_DEV_POLL_EVERY records, not at each */
-    if (++g_hold_tick % MSP_DEV_POLL_EVERY == 0) {
-        dev_poll(0);
-        held_release();
-    }
-    if (g_nheld - g_held_head > MSP_DEV_HELD_MAX) {
-        flush_open();
-        dev_poll(1);
-        held_release();
-    }
-    return 1;
-}
-
-void msp_dev_drain(void)
-{
-    if (g_ndp == 0 && g_nheld == 0 && g_nopen == 0 && !g_flushed && !g_nretired)
-        return;
-    flush_open();
-    /* another thread's poll, or put into a retired window: let it finish
-     * first (this thread's own, from a signal handler run inside it: nothing
-     * to wait for, it goes on after) */
-    while ((g_dev_polling && !pthread_equal(g_dev_poller, pthread_self())) ||
-           (g_nretired && !g_dev_polling)) {
-        Py_BEGIN_ALLOW_THREADS
-        usleep(200);
-        Py_END_ALLOW_THREADS
-    }
-    dev_poll(1);
-    held_release();
-}
-
-void msp_dev_forget_after_fork(void)
-{
-    /* the parent's: neither waited for nor freed here (this process dumps nothing) */
-    g_dp_head = g_ndp = 0;
-    g_held_head = g_nheld = 0;
-    g_nopen = 0;
-    g_nretired = 0;
-    g_flushed = NULL;
-    g_flushed_tail = &g_flushed;
-    g_nflushed = 0;
-    t_nput = 0;
-}
-
-static void win_forget(win_t *w, msp_dq_rec_t *r)
-{
-    for (size_t i = 0; r->dev_pending && i < w->nseg; i++)
-        if (w->seg[i].rec == r) {
-            w->seg[i].rec = NULL;
-            r->dev_pending--;
-        }
-}
-
-void msp_rec_drop(msp_dq_rec_t *r)
-{
-    /* its statistics in flight lose their record; the next poll releases them */
-    for (size_t i = g_dp_head; r && r->dev_pending && i < g_ndp; i++)
-        if (g_dp[i].rec == r) {
-            g_dp[i].rec = NULL;
-            r->dev_pending--;
-        }
-    for (size_t i = 0; r && r->dev_pending && i < t_nput; i++)
-        if (t_put[i].rec == r) {
-            t_put[i].rec = NULL;
-            r->dev_pending--;
-        }
-    for (size_t i = 0; r && r->dev_pending && i < g_nopen; i++)
-        win_forget(g_open[i], r);
-    for (size_t i = 0; r && r->dev_pending && i < g_nretired; i++)
-        win_forget(g_retired[i], r);
-    for (win_t *w = g_flushed; r && r->dev_pending && w; w = w->next)
-        win_forget(w, r);
-    msp_dq_rec_free(r);
 }
 
 /* ---- adding a tensor ------------------------------------------------------------- */

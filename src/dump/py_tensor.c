@@ -297,37 +297,18 @@ static void pend_flush(void)
     PyErr_Restore(t, v, tb);
 }
 
-static void batch_begin(void)
+void msp_tensor_batch_begin(void)
 {
     t_batch++;
 }
 
-static void batch_end(void)
+void msp_tensor_batch_end(void)
 {
     if (--t_batch == 0) {
         if (t_npend > 0)
             pend_flush();
         msp_dev_call_end();
     }
-}
-
-/* The config's rank selection and direction filter (msprobe's rank and
- * data_mode forward/backward). Records are named "...forward", "...backward"
- * (APIs) or "...forward.N", "...backward.N" (modules). */
-static int msp_rec_wanted(const msp_dq_rec_t *r)
-{
-    const msp_config_t *c = &msp_g.cfg;
-    if (!msp_g.have_cfg)
-        return 1;
-    if (r->rank >= 0 && !msp_step_set_contains(&c->ranks, r->rank))
-        return 0;
-    unsigned dirs = msp_dump_dirs();
-    if (dirs != (MSP_DIR_FORWARD | MSP_DIR_BACKWARD)) {
-        int bwd = strstr(r->name, ".backward") != NULL;
-        if (!(dirs & (bwd ? MSP_DIR_BACKWARD : MSP_DIR_FORWARD)))
-            return 0;
-    }
-    return 1;
 }
 
 /* msprobe's data_mode input / output: input.* and kwarg.* are inputs. */
@@ -341,7 +322,7 @@ static int msp_role_wanted(const char *role)
 
 /* msprobe's tensor_list: whether a statistics dump keeps the data of record
  * `name` (one of the list's names is part of it, as msprobe matches). */
-static int keep_data(const char *name)
+int msp_keep_data(const char *name)
 {
     const msp_config_t *c = &msp_g.cfg;
     for (size_t i = 0; name && i < c->n_tensor_list; i++)
@@ -496,7 +477,7 @@ out:
 /* "record/role not dumped", for add_tensor's warnings only. */
 #define WHAT (what[0] ? what : (snprintf(what, sizeof what, "%s/%s not dumped", r->name, role), what))
 
-static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
+void msp_rec_add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
 {
     if (!msp_role_wanted(role))
         return;
@@ -520,7 +501,7 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
      * tensor has (torch raises for sparse and mkldnn ones): the layout is
      * looked at only on the way past them. */
     tview_t x;
-    if (g_dev_stats && !keep_data(r->name) && read_dev_direct(t, dt, &x, device, sizeof device)) {
+    if (g_dev_stats && !msp_keep_data(r->name) && read_dev_direct(t, dt, &x, device, sizeof device)) {
         if (msp_dev_stats_add(r, role, t, x.dtype, x.ndim, x.shape, device, rg, x.src,
                               dense_layout(x.ndim, x.shape, x.strides))) {
             where = x.src;
@@ -612,7 +593,7 @@ static void add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
         snprintf(device, sizeof device, "cuda:%d", dl->device.device_id);
     else if (dtp != MSP_DL_CPU)
         snprintf(device, sizeof device, "dl%d:%d", dtp, dl->device.device_id);
-    if (g_dev_stats && !event && !keep_data(r->name) &&
+    if (g_dev_stats && !event && !msp_keep_data(r->name) &&
         (dtp == MSP_DL_CUDA || dtp == MSP_DL_ROCM || (g_dev_stats_test && dtp == MSP_DL_CPU)) &&
         msp_dev_stats_add(r, role, d, x.dtype, x.ndim, x.shape, device, rg, where,
                           dense_layout(x.ndim, x.shape, (const int64_t *)dl->strides)))
@@ -712,21 +693,6 @@ cleanup:
     Py_XDECREF(dt);
 }
 
-/* A non-tensor argument as its repr, the text a replay rebuilds it from
- * (msprobe-dump(5), ARGUMENTS); a repr longer than the buffer is cut and ends
- * in "...", and such a call is not replayed. */
-static void add_attr(msp_dq_rec_t *r, const char *role, PyObject *o)
-{
-    char text[1024];
-    if (o == Py_None)
-        snprintf(text, sizeof text, "None");
-    else
-        msp_obj_text(o, 1, text, sizeof text);
-    msp_dq_rec_add_attr(r, role, text);
-}
-
-static void add_value(msp_dq_rec_t *r, const char *role, PyObject *o, int depth);
-
 int msp_window_kinds(PyObject *o, int depth)
 {
     if (msp_is_tensor(o)) {
@@ -748,150 +714,4 @@ int msp_window_kinds(PyObject *o, int depth)
         PyErr_Clear();
     }
     return kinds;
-}
-
-void msp_rec_add_value(msp_dq_rec_t *r, const char *role, PyObject *o, int depth)
-{
-    batch_begin();
-    add_value(r, role, o, depth);
-    batch_end();
-}
-
-static void add_value(msp_dq_rec_t *r, const char *role, PyObject *o, int depth)
-{
-    if (msp_is_tensor(o)) {
-        msp_alias_note(r, role, o);
-        add_tensor(r, role, o);
-        return;
-    }
-    if (PyTuple_Check(o) || PyList_Check(o)) {
-        Py_ssize_t n = PySequence_Size(o);
-        if (depth >= 3 || n > 256) {
-            char text[64];
-            snprintf(text, sizeof text, "<%s of %zd>", PyTuple_Check(o) ? "tuple" : "list", n);
-            msp_dq_rec_add_attr(r, role, text);
-            return;
-        }
-        int has_tensor = 0;
-        for (Py_ssize_t i = 0; i < n && !has_tensor; i++) {
-            PyObject *it = PySequence_GetItem(o, i);
-            if (!it) {
-                PyErr_Clear();
-                break;
-            }
-            has_tensor = msp_is_tensor(it) || PyTuple_Check(it) || PyList_Check(it);
-            Py_DECREF(it);
-        }
-        if (!has_tensor) {
-            add_attr(r, role, o);
-            return;
-        }
-        for (Py_ssize_t i = 0; i < n; i++) {
-            PyObject *it = PySequence_GetItem(o, i);
-            if (!it) {
-                PyErr_Clear();
-                break;
-            }
-            char sub[128];
-            msp_role_at(sub, sizeof sub, role, i);
-            add_value(r, sub, it, depth + 1);
-            Py_DECREF(it);
-        }
-        return;
-    }
-    add_attr(r, role, o);
-}
-
-void msp_rec_add_args(msp_dq_rec_t *r, PyObject *args, PyObject *kw)
-{
-    char role[128];
-    batch_begin();
-    msp_alias_begin();
-    Py_ssize_t n = args ? PyTuple_Size(args) : 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        msp_role_at(role, sizeof role, "input", i);
-        add_value(r, role, PyTuple_GetItem(args, i), 0);
-    }
-    if (kw && PyDict_Check(kw)) {
-        PyObject *k, *v;
-        Py_ssize_t pos = 0;
-        while (PyDict_Next(kw, &pos, &k, &v)) {
-            char key[96];
-            msp_obj_text(k, 0, key, sizeof key);
-            snprintf(role, sizeof role, "kwarg.%s", key);
-            add_value(r, role, v, 0);
-        }
-    }
-    msp_alias_end();
-    batch_end();
-}
-
-static void add_output(msp_dq_rec_t *r, PyObject *out, const char *prefix);
-
-void msp_rec_add_output(msp_dq_rec_t *r, PyObject *out, const char *prefix)
-{
-    batch_begin();
-    add_output(r, out, prefix);
-    batch_end();
-}
-
-static void add_output(msp_dq_rec_t *r, PyObject *out, const char *prefix)
-{
-    char role[128];
-    if (PyTuple_Check(out) || PyList_Check(out)) {
-        Py_ssize_t n = PySequence_Size(out);
-        for (Py_ssize_t i = 0; i < n; i++) {
-            PyObject *it = PySequence_GetItem(out, i);
-            if (!it) {
-                PyErr_Clear();
-                break;
-            }
-            msp_role_at(role, sizeof role, prefix, i);
-            add_value(r, role, it, 1);
-            Py_DECREF(it);
-        }
-        return;
-    }
-    msp_role_at(role, sizeof role, prefix, 0);
-    add_value(r, role, out, 1);
-}
-
-/* DataLoader workers started with spawn (not fork) are fresh Pythons that boot
- * the shim too; they must not dump (they would write the parent's files).
- * torch marks them with get_worker_info(); looked at once per step. */
-static int in_dataloader_worker(void)
-{
-    static int64_t checked_step = -1;
-    static int worker;
-    if (checked_step == msp_g.step)
-        return worker;
-    checked_step = msp_g.step;
-    PyObject *mods = PySys_GetObject("modules");
-    PyObject *m = mods ? PyDict_GetItemString(mods, "torch.utils.data._utils.worker") : NULL;
-    PyObject *info = m ? PyObject_CallMethod(m, "get_worker_info", NULL) : NULL;
-    worker = info && info != Py_None;
-    Py_XDECREF(info);
-    if (PyErr_Occurred())
-        PyErr_Clear();
-    if (worker)
-        msp_g.disabled = 1;
-    return worker;
-}
-
-void msp_rec_submit(msp_dq_rec_t *r)
-{
-    r->keep_data = keep_data(r->name);
-    if (in_dataloader_worker()) {
-        msp_rec_drop(r);
-        return;
-    }
-    r->step = msp_g.step;
-    r->rank = msp_current_rank();
-    if (!msp_rec_wanted(r)) {
-        msp_rec_drop(r);
-        return;
-    }
-    if (msp_prep_hold(r)) /* before the model first runs: data preparation (py_prep.c) */
-        return;
-    msp_rec_queue(r);
 }

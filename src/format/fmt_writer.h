@@ -1,0 +1,75 @@
+/* The dump writer's state, shared by fmt_writer.c (records and tensors into
+ * HDF5) and fmt_writer_disk.c (the file's space, syncs and closing tables).
+ * Private to the format module. */
+#ifndef MSP_FMT_WRITER_H
+#define MSP_FMT_WRITER_H
+
+#include "fmt_internal.h"
+
+/* An /index row as this writer keeps it: the columns every reader knows,
+ * then the producer column (absent from older files, so kept out of the
+ * shared row and type). */
+struct msp_wrow {
+    struct msp_index_row r;
+    char *producer; /* "" when unknown */
+};
+
+struct msp_writer {
+    char *path;
+    hid_t file;
+    hid_t group;      /* the open record's group once it needs one, or -1 */
+    const char *record; /* the open record's name (its copy in names), or NULL */
+    int64_t order;
+    size_t record_tensors;
+    size_t record_row; /* its first /index row */
+    /* Every record name begun in this file (open addressing, power of two):
+     * records without data have no group, so HDF5 cannot catch duplicates. */
+    char **names;
+    size_t n_names, cap_names;
+    hid_t types[MSP_DTYPE_COUNT_];
+    hid_t dcpl;       /* contiguous, allocated at creation, never filled */
+    hid_t gcpl;
+    struct msp_wrow *rows;
+    size_t n_rows, cap_rows;
+    /* The open record's roles by hash (row index + 1), once it has many (an
+     * optimizer's record holds four a parameter): emptied at its end. */
+    size_t *roles;
+    size_t n_roles, cap_roles;
+    /* /attrs rows, kept until close: an attribute on a record group cost
+     * HDF5 a group and an attribute (about 25 us a record), a row costs
+     * nothing until the one write at close. key and value are owned. */
+    struct msp_attr_row *attrs;
+    size_t n_attrs, cap_attrs;
+    uint64_t *attr_keys; /* each row's key hashed: a key set again is found by it */
+    size_t cap_attr_keys;
+    size_t record_attr; /* the open record's first row */
+    /* /defaults rows (msp_writer_add_defaults), all strings owned */
+    struct msp_attr_row *defs;
+    size_t n_defs, cap_defs;
+    int fd;           /* HDF5's own descriptor (sec2 driver), for preallocation; -1: none */
+    int64_t prealloc_end; /* file blocks are reserved up to here */
+    int no_prealloc;  /* the filesystem cannot reserve blocks */
+    int durable;      /* msp_writer_set_durable */
+};
+
+/* Objects above this many bytes start on a 4 KiB boundary: whole pages for
+ * the page cache and for readers that mmap or pread the raw data. */
+#define MSP_ALIGN_THRESHOLD (64 * 1024)
+#define MSP_ALIGN 4096
+#define MSP_META_BLOCK (64 * 1024)
+#define MSP_MDC_INITIAL (16 * 1024 * 1024)
+#define MSP_MDC_MAX (64 * 1024 * 1024)
+/* Tensor data goes into file space reserved ahead in steps of at least this
+ * much (see msp_writer_prealloc). */
+#define MSP_PREALLOC_STEP ((int64_t)64 * 1024 * 1024)
+#define MSP_INDEX_XFER_MIN ((size_t)16 * 1024)
+#define MSP_INDEX_XFER_MAX ((size_t)1024 * 1024) /* HDF5's default */
+
+void msp_writer_prealloc(msp_writer_t *w, int64_t off, int64_t n);
+void msp_writer_write_behind(msp_writer_t *w, int64_t off, int64_t n);
+msp_err msp_writer_finish_file(const char *path, int64_t prealloc_end, int durable);
+hid_t msp_wrow_type(int packed);
+msp_err msp_writer_table(msp_writer_t *w, const char *name, hid_t ft, hid_t mt,
+                         const void *rows, size_t n_rows, size_t row_size);
+
+#endif
