@@ -83,7 +83,7 @@ static char *cmp_record_stack(msp_dump_file_t *f, const msp_record_info_t **byna
 /* A Python scalar argument as msprobe 26 checks them: a number, a bool, or
  * a tuple or list of those ("2", "True", "(2, 2)", "[1, 1]"); its values
  * into v (at most max). -1 for anything else (a string, a dtype, None). */
-static int cmp_scalars(const char *s, double *v, int max)
+int cmp_scalars(const char *s, double *v, int max)
 {
     int n = 0, open = 0;
     while (*s == ' ')

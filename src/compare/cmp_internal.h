@@ -264,6 +264,9 @@ char *cmp_forward_name(const char *name);
  * between the sides (relative), and still be taken for data: see
  * msp_record_cmp_t.args_are_data. */
 #define CMP_DATA_ARG_MAX 1e-2
+/* The numbers of an argument's text ("1e-05", "(2, 2)", "True") into v, at
+ * most max: how many, or -1 when it is not numbers only (cmp_attrs.c). */
+int cmp_scalars(const char *s, double *v, int max);
 #define CMP_REPLAY_ULPS 4.0
 /* Replay the records chosen by o->replay within o->replay_budget, filling
  * each record's replay fields and res's replay summary. Replay that cannot

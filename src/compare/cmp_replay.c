@@ -267,16 +267,6 @@ typedef struct rp_side_in {
     int own_numbers; /* the record's number arguments are data: this side's own */
 } rp_side_in_t;
 
-/* One number, nothing else ("0.73614", "-1e-05"). */
-static int rp_one_number(const char *s)
-{
-    char *end;
-    if (!s || !*s)
-        return 0;
-    (void)strtod(s, &end);
-    return end != s && !*end;
-}
-
 /* Into args, this side's own text of every number argument both sides
  * have: numbers computed from the run's tensors are inputs, each side its own
  * (msp_record_cmp_t.args_are_data). */
@@ -290,8 +280,11 @@ static void rp_own_numbers(cJSON *args, msp_dump_file_t *f, const msp_record_inf
     cJSON_ArrayForEach(it, own)
     {
         cJSON *have = cJSON_GetObjectItemCaseSensitive(args, it->string);
-        if (have && cJSON_IsString(have) && cJSON_IsString(it) && rp_one_number(have->valuestring) &&
-            rp_one_number(it->valuestring) && strcmp(have->valuestring, it->valuestring) != 0)
+        double x;
+        /* the numbers cmp_arg_reldiff measured: one on each side */
+        if (have && cJSON_IsString(have) && cJSON_IsString(it) &&
+            cmp_scalars(have->valuestring, &x, 1) == 1 && cmp_scalars(it->valuestring, &x, 1) == 1 &&
+            strcmp(have->valuestring, it->valuestring) != 0)
             cJSON_ReplaceItemInObjectCaseSensitive(args, it->string,
                                                    cJSON_CreateString(it->valuestring));
     }

@@ -233,19 +233,16 @@ static char *cmp_kept_evidence(const msp_compare_result_t *res, const msp_record
     }
     if (!rec->arg_diff || rec->args_are_data || !(rec->out_err > rec->floor))
         return NULL;
-    if (rec->replay != MSP_RV_INHERITED) {
-        *tier = 0;
-        return msp_asprintf("%sthe call's arguments differ (%s) and its output error %s is "
-                            "above the %s floor %s", pre, rec->arg_diff,
-                            cmp_fmt_err(rec->out_err, a, sizeof a), cmp_floor_dtype(rec->floor),
-                            cmp_fmt_err(rec->floor, fl, sizeof fl));
-    }
-    *tier = 2; /* replay lowers it: behind what it or the ratios found in its step */
+    /* replay lowers it (tier 2): behind what it or the ratios found in its step */
+    int lowered = rec->replay == MSP_RV_INHERITED;
+    *tier = lowered ? 2 : 0;
     return msp_asprintf("%sthe call's arguments differ (%s) and its output error %s is above "
-                        "the %s floor %s; the replay with the bench side's arguments "
-                        "reproduces its output, so the change may not be what made it",
-                        pre, rec->arg_diff, cmp_fmt_err(rec->out_err, a, sizeof a),
-                        cmp_floor_dtype(rec->floor), cmp_fmt_err(rec->floor, fl, sizeof fl));
+                        "the %s floor %s%s", pre, rec->arg_diff,
+                        cmp_fmt_err(rec->out_err, a, sizeof a), cmp_floor_dtype(rec->floor),
+                        cmp_fmt_err(rec->floor, fl, sizeof fl),
+                        lowered ? "; the replay with the bench side's arguments reproduces its "
+                                  "output, so the change may not be what made it"
+                                : "");
 }
 
 /* ---- parameters that differ before any op of a step (issue 38, item 4) ---- */
