@@ -3,10 +3,11 @@
  *
  * Its layers, each calling only those below it (scripts/callgraph.py checks):
  *   state and messages     py_state.c, py_log.c (shim_log.h: no Python)
- *   helpers                py_accel.c, py_stack.c, py_args.c, py_dist.c, py_apilist.c
+ *   helpers                py_accel.c, py_stack.c, py_args.c, py_dist.c, py_apilist.c,
+ *                          py_sig.c
  *   identity, events       py_ident.c, py_events.c (listeners, never called by name)
- *   records                py_devstats.c < py_prep.c, py_links.c, py_recent.c < py_tensor.c,
- *                          py_optim.c
+ *   records                py_devwin.c < py_devstats.c < py_devhold.c < py_prep.c, py_links.c,
+ *                          py_recent.c, py_params.c < py_tensor.c < py_values.c, py_optim.c
  *   the wrapper type       py_wrap.c (handlers registered per kind), py_bwd.c
  *   steps                  py_step.c (layers above watch a step's end)
  *   calls                  py_module.c < py_apirec.c, py_patch.c
