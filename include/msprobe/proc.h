@@ -34,6 +34,8 @@ typedef struct msp_child {
     int in, out, err;  /* MSP_CHILD_* or a descriptor */
     int new_group;     /* 1: the child leads a process group of its own (kill(-pid) ends
                           it and whatever it forks) */
+    int fd3;           /* > 3: a descriptor the child gets as 3 (a listening socket);
+                          0: none, every descriptor from 3 up is closed */
     pid_t pid;         /* set by msp_child_start */
 } msp_child_t;
 

@@ -53,7 +53,11 @@ int msp_child_start(msp_child_t *c)
     msp_child_fd(&fa, c->in, 0, O_RDONLY);
     msp_child_fd(&fa, c->out, 1, O_WRONLY);
     msp_child_fd(&fa, c->err, 2, O_WRONLY);
-    posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+    /* above 3, so that the dup2 is never one onto itself (which would keep
+     * the descriptor's close-on-exec flag on some C libraries) */
+    if (c->fd3 > 3)
+        posix_spawn_file_actions_adddup2(&fa, c->fd3, 3);
+    posix_spawn_file_actions_addclosefrom_np(&fa, c->fd3 > 3 ? 4 : 3);
     posix_spawnattr_t at;
     posix_spawnattr_init(&at);
     /* Only SIGPIPE and SIGCHLD are reset; every other disposition stays as

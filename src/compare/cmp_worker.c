@@ -66,6 +66,26 @@ static int cmp_rm_entry(const char *path, const struct stat *st, int flag, struc
 
 void cmp_worker_stop(cmp_worker_t *w)
 {
+    if (w->kept) {
+        /* the session ends; the worker stays (a session's end, not a kill: the
+         * worker ends a session whose compare is gone on its own) */
+        uint32_t zero = 0;
+        if (w->fd >= 0 && send(w->fd, &zero, sizeof zero, MSG_NOSIGNAL | MSG_DONTWAIT) ==
+                              (ssize_t)sizeof zero) {
+            /* its end of the socket closes when the session has cleaned up
+             * (its directory removed): 1 s for that, as for a worker's exit */
+            (void)shutdown(w->fd, SHUT_WR);
+            double end = msp_monotonic() + 1.0;
+            char sink[256];
+            struct pollfd p = {w->fd, POLLIN, 0};
+            while (poll(&p, 1, msp_poll_ms(end - msp_monotonic())) > 0 &&
+                   read(w->fd, sink, sizeof sink) > 0)
+                ;
+        }
+        if (w->pid > 0) /* started here: reaped if it has already left */
+            (void)waitpid(w->pid, NULL, WNOHANG);
+        w->pid = 0;
+    }
     if (w->pid > 0) {
         uint32_t zero = 0;
         if (w->fd >= 0)
@@ -145,9 +165,12 @@ void cmp_worker_consume_line(cmp_worker_t *w)
 }
 
 /* The worker's sandbox settings (replay.py's sandbox_enter): its private
- * directory, our pid (it dies with us), the user's PYTHONPATH made absolute
- * (python -I ignores the variable and the working directory), rlimits. */
-static char *cmp_worker_config(const char *dir)
+ * directory (dir, when not NULL), the user's PYTHONPATH made absolute
+ * (python -I ignores the variable and the working directory), rlimits; and
+ * either our pid (keep 0: it dies with us) or how long it stays after its
+ * last session and its listening socket, descriptor 3 (replay.py's
+ * keep_serving). */
+static char *cmp_worker_config(const char *dir, double keep)
 {
     cJSON *c = cJSON_CreateObject();
     cJSON *path = cJSON_AddArrayToObject(c, "path");
@@ -165,13 +188,85 @@ static char *cmp_worker_config(const char *dir)
         }
         pp += n + (pp[n] == ':');
     }
-    cJSON_AddStringToObject(c, "dir", dir);
-    cJSON_AddNumberToObject(c, "parent", (double)getpid());
+    if (dir)
+        cJSON_AddStringToObject(c, "dir", dir);
+    if (keep > 0) {
+        cJSON_AddNumberToObject(c, "keep", keep);
+        cJSON_AddNumberToObject(c, "listen", 3);
+    } else {
+        cJSON_AddNumberToObject(c, "parent", (double)getpid());
+    }
     cJSON_AddNumberToObject(c, "fsize", (double)CMP_WORKER_FSIZE);
     cJSON_AddNumberToObject(c, "nofile", CMP_WORKER_NOFILE);
     char *text = cJSON_PrintUnformatted(c);
     cJSON_Delete(c);
     return text;
+}
+
+/* The worker's first line: "ready" (the session may start), else why not
+ * (malloc'd; the worker is not stopped here). */
+static char *cmp_worker_ready(cmp_worker_t *w, const char *python, double deadline)
+{
+    int r = cmp_worker_recv_line(w, deadline);
+    if (r != 0) {
+        char tail[300];
+        cmp_worker_err_tail(w, tail, sizeof tail);
+        return r == -2 ? msp_asprintf("%s did not start replay within the time budget", python)
+                       : msp_asprintf("%s exited before replaying anything%s%s", python,
+                                      tail[0] ? ": " : "", tail);
+    }
+    cJSON *j = cJSON_Parse(w->line);
+    cJSON *err = cJSON_GetObjectItemCaseSensitive(j, "error");
+    cJSON *sb = cJSON_GetObjectItemCaseSensitive(j, "sandbox");
+    cJSON *srv = cJSON_GetObjectItemCaseSensitive(j, "server");
+    cJSON *ses = cJSON_GetObjectItemCaseSensitive(j, "session");
+    char *why = NULL;
+    if (!j || !cJSON_GetObjectItemCaseSensitive(j, "ready")) {
+        why = msp_asprintf("%s: %s (set MSPROBE_PYTHON to a Python with torch)", python,
+                           cJSON_IsString(err) ? err->valuestring : "not a replay worker");
+    } else {
+        if (cJSON_IsString(sb) && sb->valuestring[0])
+            msp_log(MSP_LOG_INFO, "replay worker sandbox: %s", sb->valuestring);
+        w->server = cJSON_IsNumber(srv) ? (long)srv->valuedouble : 0;
+        w->session = cJSON_IsNumber(ses) ? (long)ses->valuedouble : 0;
+    }
+    cJSON_Delete(j);
+    cmp_worker_consume_line(w);
+    return why;
+}
+
+/* A session of the kept worker at sock, its stderr into err_fd: 0, or -1
+ * (nobody there; *lfd is then the socket bound here for a worker this
+ * compare starts, or -1 when none can be). */
+static int cmp_worker_join(cmp_worker_t *w, const char *sock, const char *python, int err_fd,
+                           double deadline, int *lfd)
+{
+    *lfd = -1;
+    for (int i = 0; i < 3; i++) {
+        int fd = cmp_keep_connect(sock);
+        if (fd >= 0) {
+            w->fd = fd;
+            char *why = cmp_keep_hello(fd, err_fd) == 0 ? cmp_worker_ready(w, python, deadline)
+                                                        : msp_asprintf("%s", strerror(errno));
+            if (!why) {
+                w->kept = 1;
+                msp_log(MSP_LOG_INFO, "replay: kept worker %ld, session %ld", w->server,
+                        w->session);
+                return 0;
+            }
+            msp_log(MSP_LOG_INFO, "replay: the kept worker at %s did not answer (%s): one "
+                                  "for this compare alone", sock, why);
+            free(why);
+            close(fd);
+            w->fd = -1;
+            w->len = 0;
+            return -1;
+        }
+        *lfd = cmp_keep_listen(sock);
+        if (*lfd >= 0 || errno != EADDRINUSE)
+            return -1;
+    }
+    return -1;
 }
 
 /* Start the worker and wait for its "ready" line; NULL, or why not
@@ -180,71 +275,91 @@ char *cmp_worker_start(cmp_worker_t *w, const char *python, double deadline)
 {
     memset(w, 0, sizeof *w);
     w->fd = w->err_fd = -1;
-    const char *tmp = getenv("TMPDIR");
-    w->dir = msp_asprintf("%s/msprobe-replay.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!w->dir || !mkdtemp(w->dir)) {
-        char *why = msp_asprintf("cannot make a private directory for the replay worker "
-                                 "(%s): %s", w->dir ? w->dir : "?", strerror(errno));
-        free(w->dir);
-        w->dir = NULL;
-        return why;
-    }
-    int sv[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
-        char *why = msp_asprintf("cannot make a socket for the replay worker: %s",
-                                 strerror(errno));
-        cmp_worker_stop(w);
-        return why;
-    }
     FILE *tf = tmpfile();
     int efd = tf ? dup(fileno(tf)) : -1;
     if (tf)
         fclose(tf);
     if (efd >= 0)
         (void)fcntl(efd, F_SETFD, FD_CLOEXEC);
+    w->err_fd = efd;
     /* one script: the shim's API rules, acc_check's metrics, then the worker
      * that calls them; -I: no working directory, user site or PYTHON* on the
      * path (a json.py beside a dump is never imported), -B: no .pyc written */
     char *src = msp_asprintf("%s\n%s\n%s", msp_replay_apis_py, msp_replay_acc_py, msp_replay_py);
-    char *cfg = cmp_worker_config(w->dir);
+    if (!src) {
+        cmp_worker_stop(w);
+        return msp_asprintf("out of memory");
+    }
+    double keep = cmp_keep_seconds();
+    char *sock = NULL, *kdir = NULL;
+    int lfd = -1;
+    if (keep > 0) {
+        char *kcfg = cmp_worker_config(NULL, keep);
+        sock = kcfg ? cmp_keep_place(python, src, kcfg, &kdir) : NULL;
+        free(kcfg);
+    }
+    if (sock && cmp_worker_join(w, sock, python, efd, deadline, &lfd) == 0) {
+        free(sock);
+        free(kdir);
+        free(src);
+        return NULL;
+    }
+    free(sock);
+    if (lfd < 0) { /* none kept: a worker of this compare's own, in a directory of its own */
+        free(kdir);
+        kdir = NULL;
+        keep = 0;
+        const char *tmp = getenv("TMPDIR");
+        w->dir = msp_asprintf("%s/msprobe-replay.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+        if (!w->dir || !mkdtemp(w->dir)) {
+            char *why = msp_asprintf("cannot make a private directory for the replay worker "
+                                     "(%s): %s", w->dir ? w->dir : "?", strerror(errno));
+            free(w->dir);
+            w->dir = NULL;
+            free(src);
+            cmp_worker_stop(w);
+            return why;
+        }
+    }
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+        char *why = msp_asprintf("cannot make a socket for the replay worker: %s",
+                                 strerror(errno));
+        free(src);
+        free(kdir);
+        if (lfd >= 0)
+            close(lfd);
+        cmp_worker_stop(w);
+        return why;
+    }
+    char *cfg = cmp_worker_config(kdir ? kdir : w->dir, keep);
     char *argv[] = {(char *)python, (char *)"-I", (char *)"-B", (char *)"-c", src, cfg, NULL};
     msp_child_t c = {.argv = argv, .search_path = 1, .in = sv[1], .out = sv[1],
-                     .err = efd >= 0 ? efd : MSP_CHILD_DEVNULL, .new_group = 1};
-    int e = src && cfg ? msp_child_start(&c) : ENOMEM;
+                     .err = efd >= 0 ? efd : MSP_CHILD_DEVNULL, .new_group = 1,
+                     .fd3 = lfd > 3 ? lfd : 0};
+    int e = cfg ? msp_child_start(&c) : ENOMEM;
     w->pid = c.pid;
     free(src);
     free(cfg);
+    free(kdir);
+    if (lfd >= 0)
+        close(lfd); /* the worker holds it now; the socket's name stays for the next compare */
     close(sv[1]);
     w->fd = sv[0];
-    w->err_fd = efd;
     if (e != 0) {
         w->pid = 0;
         cmp_worker_stop(w);
         return msp_asprintf("cannot start %s: %s (set MSPROBE_PYTHON to a Python with torch)",
                             python, strerror(e));
     }
-    int r = cmp_worker_recv_line(w, deadline);
-    if (r != 0) {
-        char tail[300];
-        cmp_worker_err_tail(w, tail, sizeof tail);
-        cmp_worker_stop(w);
-        return r == -2 ? msp_asprintf("%s did not start replay within the time budget", python)
-                       : msp_asprintf("%s exited before replaying anything%s%s", python,
-                                      tail[0] ? ": " : "", tail);
-    }
-    cJSON *j = cJSON_Parse(w->line);
-    cJSON *err = cJSON_GetObjectItemCaseSensitive(j, "error");
-    cJSON *sb = cJSON_GetObjectItemCaseSensitive(j, "sandbox");
-    char *why = NULL;
-    if (!j || !cJSON_GetObjectItemCaseSensitive(j, "ready"))
-        why = msp_asprintf("%s: %s (set MSPROBE_PYTHON to a Python with torch)", python,
-                           cJSON_IsString(err) ? err->valuestring : "not a replay worker");
-    else if (cJSON_IsString(sb) && sb->valuestring[0])
-        msp_log(MSP_LOG_INFO, "replay worker sandbox: %s", sb->valuestring);
-    cJSON_Delete(j);
-    cmp_worker_consume_line(w);
+    char *why = cmp_worker_ready(w, python, deadline);
     if (why)
         cmp_worker_stop(w);
+    else if (keep > 0) {
+        w->kept = 1;
+        msp_log(MSP_LOG_INFO, "replay: kept worker %ld started, session %ld (it stays %g s "
+                              "after its last session)", w->server, w->session, keep);
+    }
     return why;
 }
 

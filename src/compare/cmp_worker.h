@@ -24,16 +24,24 @@ typedef struct cmp_worker {
     int err_fd;        /* its stderr (an unlinked temp file) */
     char *line;        /* answer buffer */
     size_t len, cap;
+    int kept;          /* 1: a session of a kept worker (cmp_worker_keep.c): stopping ends
+                          the session, the worker stays for the next compare */
+    long server;       /* the kept worker's pid, and this compare's session number in it */
+    long session;
 } cmp_worker_t;
 
 /* The Python to run replay.py: opt when set, else $MSPROBE_PYTHON, else the
  * build's default (MSP_DEFAULT_PYTHON). */
 const char *cmp_worker_python(const char *opt);
 /* Start the worker and wait for its "ready" line (deadline 0: none); NULL,
- * or why not (malloc'd; the worker is then stopped). */
+ * or why not (malloc'd; the worker is then stopped). Unless
+ * MSPROBE_REPLAY_KEEP is 0, this is a session of a kept worker: one that a
+ * compare before this one left, or one started here that stays that many
+ * seconds after its last session (cmp_worker_keep.c). */
 char *cmp_worker_start(cmp_worker_t *w, const char *python, double deadline);
 /* Ask it to leave (0.5 s), then kill its process group; reap; remove its
- * directory; close; w is zeroed with fds -1. */
+ * directory; close; w is zeroed with fds -1. A kept worker's session is
+ * ended and the worker left for the next compare. */
 void cmp_worker_stop(cmp_worker_t *w);
 /* Memory a job may take beyond what the worker maps, before 16 bytes for
  * each byte of its tensors (replay.py's job_limits sets it as RLIMIT_AS). */
@@ -51,6 +59,21 @@ int cmp_worker_recv_line(cmp_worker_t *w, double deadline);
 void cmp_worker_consume_line(cmp_worker_t *w);
 /* The last bytes the worker wrote to stderr, one line, for a message. */
 void cmp_worker_err_tail(const cmp_worker_t *w, char *buf, size_t n);
+
+/* The kept worker (cmp_worker_keep.c). cmp_keep_seconds: how long a
+ * worker stays after its last session (MSPROBE_REPLAY_KEEP, default 60; 0:
+ * none is kept). cmp_keep_place: the socket of the worker for this Python,
+ * source, sandbox settings cfg and environment, and in *dir its working
+ * directory (both malloc'd), or NULL (logged) when none can be kept.
+ * cmp_keep_connect: a connection to it, or -1 with errno. cmp_keep_listen:
+ * the socket bound and listening, as a descriptor above 3, or -1 with errno
+ * (EADDRINUSE: a live worker holds it). cmp_keep_hello: a session's first
+ * message, which hands the worker err_fd for the session's stderr. */
+double cmp_keep_seconds(void);
+char *cmp_keep_place(const char *python, const char *src, const char *cfg, char **dir);
+int cmp_keep_connect(const char *path);
+int cmp_keep_listen(const char *path);
+int cmp_keep_hello(int fd, int err_fd);
 
 /* A file's records sorted by name (n_records + 1 slots), for cmp_name_find;
  * NULL on out of memory. */

@@ -167,7 +167,8 @@ def sandbox_enter(cfg):
     import os
     import resource
     import signal
-    _die_with_parent(cfg.get("parent"))
+    if cfg.get("parent"):  # a kept worker (cfg "keep") outlives the compare that started it
+        _die_with_parent(cfg.get("parent"))
     for p in reversed(cfg.get("path") or []):
         if isinstance(p, str) and os.path.isabs(p) and p not in sys.path:
             sys.path.insert(1, p)
@@ -1272,8 +1273,11 @@ def job_child(out_fd, parent):
 
 def serve(out):
     """The worker's loop: fork a job child, relay its answers, answer for a
-    record it died on, fork another while the session lasts."""
+    record it died on, fork another while the session lasts. A session whose
+    compare hangs up (killed, or gone past its budget) ends at once, its job
+    child killed: a kept worker has no parent death to end it."""
     import os
+    import select
     import signal
     me = os.getpid()
     while True:
@@ -1283,26 +1287,40 @@ def serve(out):
             os.close(r)
             job_child(w, me)
         os.close(w)
-        pending, ended, buf = None, False, b""
-        with os.fdopen(r, "rb", buffering=0) as f:
-            while True:
-                chunk = f.read(1 << 16)
-                if not chunk:
-                    break
-                buf += chunk
-                while b"\n" in buf:
-                    line, buf = buf.split(b"\n", 1)
-                    tag, _, text = line.decode().partition(" ")
-                    if tag == "S":
-                        pending = json.loads(text)
-                    elif tag == "A":
-                        out.write(text + "\n")
-                        out.flush()
-                        pending = None
-                    elif tag == "E":
-                        ended = True
+        pending, ended, gone, buf = None, False, False, b""
+        watch = select.poll()
+        watch.register(r, select.POLLIN)
+        watch.register(0, select.POLLRDHUP)
+        while not gone:
+            events = dict(watch.poll())
+            if events.get(0, 0) & (select.POLLRDHUP | select.POLLHUP | select.POLLERR):
+                gone = True
+                break
+            if r not in events:
+                continue
+            chunk = os.read(r, 1 << 16)
+            if not chunk:
+                break
+            buf += chunk
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                tag, _, text = line.decode().partition(" ")
+                if tag == "S":
+                    pending = json.loads(text)
+                elif tag == "A":
+                    out.write(text + "\n")
+                    out.flush()
+                    pending = None
+                elif tag == "E":
+                    ended = True
+        os.close(r)
+        if gone:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
         _, status = os.waitpid(pid, 0)
-        if ended:
+        if ended or gone:
             return 0
         if pending is None:
             continue  # a child that had its fill: the next one reads on
@@ -1315,6 +1333,134 @@ def serve(out):
             why = "the replay ended (exit %d) without an answer" % os.WEXITSTATUS(status)
         out.write(json.dumps({"status": "skip", "reason": why, "id": pending}) + "\n")
         out.flush()
+
+
+def ready_line(extra=None):
+    line = {"ready": torch.__version__, "apis": len(ALLOWED), "landlock": SANDBOX["landlock"],
+            "sandbox": SANDBOX["why"]}
+    line.update(extra or {})
+    return json.dumps(line) + "\n"
+
+
+def _session_dir():
+    """A session's own directory inside the kept worker's (its job children
+    write nowhere else), made before and removed after the session."""
+    import os
+    d = os.path.abspath("s%d" % os.getpid())
+    os.mkdir(d, 0o700)
+    os.chdir(d)
+    return d
+
+
+def _remove_tree(d):
+    import shutil
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def _hello(conn):
+    """A connecting compare's first message: one byte and, as SCM_RIGHTS,
+    the descriptor its session's stderr goes to. (the descriptor or None, ok);
+    refused when the peer is another user."""
+    import os
+    import socket
+    conn.settimeout(10)
+    pid, uid, gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                        struct.calcsize("3i")))
+    if uid != os.getuid():
+        return None, False
+    size = socket.CMSG_LEN(struct.calcsize("i"))
+    msg, anc, _flags, _addr = conn.recvmsg(1, size)
+    if msg != b"h":
+        return None, False
+    fds = []
+    for level, kind, data in anc:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds += list(struct.unpack("%di" % (len(data) // 4), data[:len(data) // 4 * 4]))
+    err = fds.pop(0) if fds else None
+    for fd in fds:
+        os.close(fd)
+    conn.settimeout(None)
+    return err, True
+
+
+def keep_serving(cfg, out):
+    """A kept worker (cfg "keep" seconds, cfg "listen" its socket, which
+    compare bound in a directory only its user may enter): torch is imported
+    once, and each compare's session is a child forked from here, the first
+    one on the descriptors compare started us with, the next ones on their
+    connections. It leaves after "keep" seconds without a session; compare
+    finds a socket nobody answers on and starts another."""
+    import os
+    import select
+    import socket
+    import time
+    keep = float(cfg.get("keep") or 0)
+    lst = socket.socket(fileno=int(cfg["listen"]))
+    me = os.getpid()
+    home = os.getcwd()
+    for name in os.listdir(home):  # sessions a kill left behind
+        _remove_tree(os.path.join(home, name))
+    live = set()
+    count = [0]
+
+    def session(conn, err):
+        count[0] += 1
+        pid = os.fork()
+        if pid:
+            return pid
+        try:
+            _die_with_parent(me)
+            lst.close()
+            if conn is not None:
+                os.dup2(conn, 0)
+                os.dup2(conn, 1)
+                os.close(conn)
+            if err is not None:
+                os.dup2(err, 2)
+                os.close(err)
+            d = _session_dir()
+            try:
+                if conn is not None:
+                    out.write(ready_line({"server": me, "session": count[0]}))
+                    out.flush()
+                serve(out)
+            finally:
+                os.chdir(home)
+                _remove_tree(d)
+        finally:
+            os._exit(0)
+
+    live.add(session(None, None))  # the compare that started us, on 0 and 1
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):  # nothing of that compare's is held once its session ends
+        os.dup2(null, fd)
+    os.close(null)
+    idle_since = time.monotonic()
+    while True:
+        for pid in list(live):
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                live.discard(pid)
+        if live:
+            idle_since = time.monotonic()
+        left = keep - (time.monotonic() - idle_since)
+        if not live and left <= 0:
+            return 0
+        ready, _, _ = select.select([lst], [], [], min(1.0, max(0.05, left)))
+        if not ready:
+            continue
+        try:
+            conn, _ = lst.accept()
+        except OSError:
+            continue
+        try:
+            err, ok = _hello(conn)
+        except (OSError, struct.error):
+            err, ok = None, False
+        if ok:
+            live.add(session(conn.fileno(), err))
+        if err is not None:
+            os.close(err)
+        conn.close()
 
 
 def setup():
@@ -1334,10 +1480,13 @@ def setup():
 
 
 def main():
+    import os
     out = sys.stdout
+    cfg = {}
     try:
         cfg = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
-        sandbox_enter(cfg if isinstance(cfg, dict) else {})
+        cfg = cfg if isinstance(cfg, dict) else {}
+        sandbox_enter(cfg)
     except Exception as e:
         out.write(json.dumps({"error": "cannot enter the sandbox: %s" % e}) + "\n")
         out.flush()
@@ -1348,10 +1497,10 @@ def main():
         out.flush()
         return 1
     sandbox_no_exec()
-    out.write(json.dumps({"ready": torch.__version__, "apis": len(ALLOWED),
-                          "landlock": SANDBOX["landlock"], "sandbox": SANDBOX["why"]}) + "\n")
+    kept = cfg.get("keep") and cfg.get("listen") is not None
+    out.write(ready_line({"server": os.getpid(), "session": 1} if kept else None))
     out.flush()
-    return serve(out)
+    return keep_serving(cfg, out) if kept else serve(out)
 
 
 if __name__ == "__main__":

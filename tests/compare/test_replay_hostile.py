@@ -84,7 +84,9 @@ class HostileDumps(unittest.TestCase):
         os.makedirs(os.path.join(self.home, ".ssh"))
         self.tmp = os.path.join(self.work, "tmp")
         os.makedirs(self.tmp)
-        self.env = dict(os.environ, HOME=self.home, TMPDIR=self.tmp)
+        # a worker kept 3 s after its last session (the default path, gone
+        # well before another test's)
+        self.env = dict(os.environ, HOME=self.home, TMPDIR=self.tmp, MSPROBE_REPLAY_KEEP="3")
         rng = np.random.default_rng(7)
         self.x = rng.standard_normal((4, 16)).astype(np.float32)
 
@@ -219,7 +221,15 @@ class HostileDumps(unittest.TestCase):
         self.assertFalse(os.path.exists(big))
         self.assertEqual(set(os.listdir(self.work)) - before, set())
         self.assertEqual(os.listdir(os.path.join(self.home, ".ssh")), [])
-        self.assertEqual(os.listdir(self.tmp), [])  # the worker's private directory went too
+        # the session's private directory went too: what stays is the kept
+        # worker's socket and its (empty) directory, in a directory of ours
+        kept = os.path.join(self.tmp, "msprobe-%d" % os.geteuid())
+        self.assertEqual(os.listdir(self.tmp), ["msprobe-%d" % os.geteuid()])
+        self.assertEqual(os.stat(kept).st_mode & 0o777, 0o700)
+        left = [(d, sorted(fs)) for d, _, fs in os.walk(kept) if d != kept]
+        self.assertEqual([(os.path.basename(d), fs) for d, fs in left],
+                         [(os.path.basename(d), []) for d, _ in left])
+        self.assertTrue(left and all(d.endswith(".d") for d, _ in left), left)
         for name in ("Torch.save.0.forward", "Tensor.save.0.forward", "Torch.from_file.0.forward"):
             self.assert_refused(rows[name])
         self.assert_gelu_introduced(rows)
@@ -245,6 +255,8 @@ class HostileDumps(unittest.TestCase):
                                                 "output.0": np.ones((1, 2, 6, 6), np.float32)},
                 {"kwarg.padding": repr((1 << 16, 1 << 16))})
         self.pair([pad, conv])
+        # a worker of this compare's own: the kernel counts its peak in ours
+        self.env["MSPROBE_REPLAY_KEEP"] = "0"
         before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
         p, rows, _ = self.compare("--replay", "all")
         peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss

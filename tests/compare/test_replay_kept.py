@@ -1,0 +1,145 @@
+"""The kept replay worker: torch is imported once for a run of compares.
+
+A replay worker stays MSPROBE_REPLAY_KEEP seconds after its last session and
+serves the compares that follow (msprobe-compare(1), REPLAY): the second
+compare of a pair must be a session of the first one's worker (same process,
+from /proc), a compare whose torch-related environment differs must get a
+worker of its own, the worker must leave when its time is up, and a socket
+directory that others may enter must never be used. Every compare must still
+name the planted op: F.gelu with approximate="tanh" on the compare side only,
+its error computed here in float64."""
+import math
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+import unittest
+
+import numpy as np
+import openpyxl
+
+from msp_h5dump import write_dump
+from msp_proc import descendants
+
+BIN = os.environ.get("MSPROBE_BIN", "msprobe")
+KEPT = re.compile(r"replay: kept worker (\d+)(?: started)?, session (\d+)")
+
+
+def gelu(x, tanh=False):
+    x = x.astype(np.float64)
+    if tanh:
+        return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    return 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
+
+
+def alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            st = f.read()
+    except OSError:
+        return False
+    return st[st.rindex(")") + 2] != "Z"
+
+
+class KeptWorker(unittest.TestCase):
+    def setUp(self):
+        self.work = tempfile.mkdtemp(prefix="msp-kept-")
+        self.tmp = os.path.join(self.work, "tmp")
+        os.makedirs(self.tmp)
+        self.env = dict(os.environ, TMPDIR=self.tmp, MSPROBE_REPLAY_KEEP="20")
+        self.env.pop("XDG_RUNTIME_DIR", None)
+        self.pids = set()
+        x = np.random.default_rng(3).standard_normal((8, 32)).astype(np.float32)
+        self.x = x
+        for side in ("gpu", "npu"):
+            out = gelu(x, tanh=(side == "npu")).astype(np.float32)
+            write_dump(os.path.join(self.work, side, "step0", "rank0", "dump.h5"),
+                       [("Functional.gelu.0.forward", 0, {"input.0": x, "output.0": out})])
+
+    def tearDown(self):
+        for pid in self.pids:  # leave no worker behind a failing test
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
+        shutil.rmtree(self.work, ignore_errors=True)
+
+    def compare(self, env=None):
+        out = os.path.join(self.work, "out")
+        shutil.rmtree(out, ignore_errors=True)
+        p = subprocess.run([BIN, "-v", "compare", "-b", "gpu", "-c", "npu", "-o", out],
+                           capture_output=True, text=True, timeout=300, env=env or self.env,
+                           cwd=self.work)
+        self.assertIn(p.returncode, (0, 1), p.stdout + p.stderr)
+        # the planted op, judged by replay
+        e = np.linalg.norm(gelu(self.x, True) - gelu(self.x)) / np.linalg.norm(gelu(self.x))
+        self.assertGreater(e, 1e-4)
+        wb = openpyxl.load_workbook(os.path.join(out, "result.xlsx"), read_only=True)
+        rows = list(wb["summary"].iter_rows(values_only=True))
+        row = dict(zip(rows[0], [r for r in rows[1:] if r[rows[0].index("Name")] ==
+                                 "Functional.gelu.0.forward"][0]))
+        self.assertTrue((row["Replay"] or "").startswith("introduced"), row)
+        m = KEPT.search(p.stderr)
+        if m:
+            self.pids.add(int(m.group(1)))
+        return p, (int(m.group(1)), int(m.group(2))) if m else None
+
+    def test_the_next_compare_is_a_session_of_the_same_worker_until_its_time_is_up(self):
+        p1, (pid1, s1) = self.compare()
+        self.assertEqual(s1, 1, p1.stderr)
+        self.assertIn("started", p1.stderr)
+        self.assertTrue(alive(pid1))  # the compare is over, its worker stays
+        p2, (pid2, s2) = self.compare()
+        self.assertEqual((pid2, s2), (pid1, 2), p2.stderr)
+        self.assertNotIn("started", p2.stderr)
+        # the socket and its directory: this user's alone
+        d = os.path.join(self.tmp, "msprobe-%d" % os.geteuid())
+        st = os.stat(d)
+        self.assertEqual((st.st_uid, st.st_mode & 0o777), (os.geteuid(), 0o700))
+        # another torch environment is another worker
+        other = dict(self.env, OMP_NUM_THREADS="1")
+        p3, (pid3, s3) = self.compare(other)
+        self.assertNotEqual(pid3, pid1)
+        self.assertEqual(s3, 1, p3.stderr)
+        # a short keep: the worker leaves that long after its last session
+        short = dict(self.env, MSPROBE_REPLAY_KEEP="1")
+        p4, (pid4, _) = self.compare(short)
+        self.assertNotIn(pid4, (pid1, pid3))
+        t0 = time.monotonic()
+        while alive(pid4) and time.monotonic() - t0 < 10:
+            time.sleep(0.2)
+        self.assertFalse(alive(pid4))
+        # the worker of the first two, still within its 20 s, still serves
+        p5, (pid5, s5) = self.compare()
+        self.assertEqual((pid5, s5), (pid1, 3), p5.stderr)
+
+    def test_keep_zero_leaves_no_process_and_no_socket(self):
+        env = dict(self.env, MSPROBE_REPLAY_KEEP="0")
+        proc = subprocess.Popen([BIN, "-v", "compare", "-b", "gpu", "-c", "npu", "-o", "out"],
+                                cwd=self.work, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        seen = set()
+        while proc.poll() is None:
+            seen |= set(descendants(proc.pid))
+            time.sleep(0.05)
+        out, err = proc.communicate()
+        self.assertIn(proc.returncode, (0, 1), out + err)
+        self.assertTrue(seen, "compare started no worker")
+        self.assertEqual([p for p in seen if alive(p)], [])
+        self.assertIsNone(KEPT.search(err), err)
+        self.assertEqual(os.listdir(self.tmp), [])
+
+    def test_a_socket_directory_others_may_enter_is_not_used(self):
+        d = os.path.join(self.tmp, "msprobe-%d" % os.geteuid())
+        os.makedirs(d)
+        os.chmod(d, 0o777)
+        p, kept = self.compare()
+        self.assertIsNone(kept, p.stderr)
+        self.assertIn("not a private one", p.stderr)
+        self.assertEqual(os.listdir(d), [])
+
+
+if __name__ == "__main__":
+    unittest.main()
