@@ -252,19 +252,21 @@ static void msp_print_root_cause(const msp_compare_result_t *res)
 
 /* With several ranks: "ranks: N, error first on rank R (step S RECORD); inherited
  * through communication by rank R2 from rank R via RECORD, ...; K other ranks
- * introduced error of their own", or "ranks: N, no introduced error". */
+ * introduced error of their own", or "ranks: N, no introduced error" (then
+ * the same inherited part when a rank's error, below every suspect's, came
+ * in through communication). */
 static void msp_print_ranks(const msp_compare_result_t *res, int quiet)
 {
     if (res->n_ranks <= 1 || quiet)
         return;
     printf("ranks: %zu", res->n_ranks);
     if (res->first_rank < 0 || (size_t)res->first_rank >= res->n_ranks) {
-        printf(", no introduced error\n");
-        return;
+        printf(", no introduced error");
+    } else {
+        const msp_rank_summary_t *f = &res->ranks[res->first_rank];
+        printf(", error first on rank %lld (step %lld %s)", (long long)f->rank,
+               (long long)f->at_step, f->at ? f->at : "?");
     }
-    const msp_rank_summary_t *f = &res->ranks[res->first_rank];
-    printf(", error first on rank %lld (step %lld %s)", (long long)f->rank,
-           (long long)f->at_step, f->at ? f->at : "?");
     size_t shown = 0;
     for (size_t i = 0; i < res->n_ranks; i++) {
         const msp_rank_summary_t *k = &res->ranks[i];
@@ -309,11 +311,16 @@ static void msp_print_replay(const msp_compare_result_t *res, const msp_compare_
 /* The ranked suspects, most likely first, after the root-cause line. */
 static void msp_print_suspects(const msp_compare_result_t *res, int top)
 {
-    if (!res->n_suspects)
+    /* a record that only passed another rank's error on is no suspect (the
+     * ranks line names it); the cross-rank pass put those last */
+    size_t own = 0;
+    while (own < res->n_suspects && !(res->suspect_from && res->suspect_from[own] >= 0))
+        own++;
+    if (!own)
         return;
-    size_t n = res->n_suspects < (size_t)top ? res->n_suspects : (size_t)top;
+    size_t n = own < (size_t)top ? own : (size_t)top;
     msp_tprintf(stdout, "suspects (%zu of %zu, most likely first; error = ||npu-bench||/||bench||):\n", n,
-           res->n_suspects);
+           own);
     for (size_t i = 0; i < n; i++) {
         const msp_suspect_t *s = &res->suspects[i];
         const msp_record_cmp_t *rec = &res->records[s->record];

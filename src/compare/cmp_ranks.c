@@ -375,21 +375,23 @@ msp_err cmp_ranks_order(msp_compare_result_t *res, const cmp_comm_set_t *cs, int
         s->reason = reason;
         from[i] = f->from;
     }
-    /* stable: inside each step, what came in from another rank goes last */
-    for (size_t i = 0; i < res->n_suspects && !rc;) {
-        int64_t step = res->records[res->suspects[i].record].step;
-        size_t j = i, k = 0;
-        while (j < res->n_suspects && res->records[res->suspects[j].record].step == step)
-            j++;
-        for (int pass = 0; pass < 2; pass++)
-            for (size_t m = i; m < j; m++)
-                if ((from[m] >= 0) == pass) {
-                    ftmp[k] = from[m];
-                    tmp[k++] = res->suspects[m];
-                }
-        memcpy(&res->suspects[i], tmp, k * sizeof *tmp);
-        memcpy(&from[i], ftmp, k * sizeof *ftmp);
-        i = j;
+    /* stable: what only came in from another rank goes after every suspect
+     * of a rank's own, and is no suspect itself: it inherited its error (its
+     * Error Origin says so, the suspects sheet keeps it with its From Rank),
+     * and it is never the root, even when the rank that brought the error
+     * has no suspect of its own (its error is its precision's, or below
+     * every floor there) */
+    size_t placed = 0, n_own = 0;
+    for (int pass = 0; pass < 2 && !rc; pass++)
+        for (size_t m = 0; m < res->n_suspects; m++)
+            if ((from[m] >= 0) == pass) {
+                ftmp[placed] = from[m];
+                tmp[placed++] = res->suspects[m];
+                n_own += !pass;
+            }
+    if (!rc && placed) {
+        memcpy(res->suspects, tmp, placed * sizeof *tmp);
+        memcpy(from, ftmp, placed * sizeof *ftmp);
     }
     free(tmp);
     free(ftmp);
@@ -406,13 +408,16 @@ msp_err cmp_ranks_order(msp_compare_result_t *res, const cmp_comm_set_t *cs, int
         rec->suspect_rank = 0;
         rec->is_root_cause = 0;
     }
-    for (size_t i = 0; i < res->n_suspects && (top <= 0 || i < (size_t)top); i++) {
+    for (size_t i = 0; i < n_own && (top <= 0 || i < (size_t)top); i++) {
         msp_record_cmp_t *rec = &res->records[res->suspects[i].record];
         if (!rec->suspect_rank)
             rec->suspect_rank = (int)i + 1;
     }
+    for (size_t i = n_own; i < res->n_suspects; i++)
+        if (!res->suspects[i].is_gap)
+            res->records[res->suspects[i].record].cause = MSP_CAUSE_INHERITED;
     res->root_record = res->root_tensor = -1;
-    if (res->n_suspects) {
+    if (n_own) {
         res->root_record = res->suspects[0].record;
         res->root_tensor = res->suspects[0].tensor;
         res->records[res->root_record].is_root_cause = 1;
@@ -463,7 +468,7 @@ msp_err cmp_ranks_order(msp_compare_result_t *res, const cmp_comm_set_t *cs, int
         if (res->ranks[i].origin != MSP_ORIGIN_NONE && !res->ranks[i].at)
             return msp_fail(MSP_ERR_NOMEM, "compare: out of memory for ranks");
     res->first_rank = -1;
-    if (res->n_suspects) {
+    if (n_own) {
         msp_rank_summary_t *k = cmp_rank_of(res, res->records[res->root_record].rank);
         res->first_rank = k ? (long)(k - res->ranks) : -1;
     }

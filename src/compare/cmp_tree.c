@@ -16,6 +16,7 @@ struct cmp_mark {
     int suspect_rank;
     int is_root_cause;
     const char *reason; /* the first suspect line that names it (owned by head) */
+    msp_cause_t cause;  /* its Error Origin after the cross-rank pass */
 };
 
 msp_compare_result_t *cmp_result_new(void)
@@ -382,7 +383,7 @@ msp_err cmp_finish_tree(cmp_finish_t *f)
         return cmp_oom();
     for (size_t i = 0; i < h->n_records; i++)
         t->marks[i] = (cmp_mark_t){f->head_rec_global[i], h->records[i].suspect_rank,
-                                   h->records[i].is_root_cause, NULL};
+                                   h->records[i].is_root_cause, NULL, h->records[i].cause};
     for (size_t k = h->n_suspects; k-- > 0;)
         t->marks[h->suspects[k].record].reason = h->suspects[k].reason;
     t->n_marks = h->n_records;
@@ -531,7 +532,7 @@ long cmp_tree_root_tensor(const msp_compare_tree_t *t)
 
 static const cmp_mark_t *cmp_tree_mark(const msp_compare_tree_t *t, size_t record)
 {
-    cmp_mark_t key = {record, 0, 0, NULL};
+    cmp_mark_t key = {record, 0, 0, NULL, MSP_CAUSE_NONE};
     return bsearch(&key, t->marks, t->n_marks, sizeof *t->marks, cmp_mark_order);
 }
 
@@ -552,6 +553,7 @@ msp_err cmp_tree_load(const msp_compare_tree_t *t, size_t i, msp_compare_result_
         if (m) {
             p->records[r].suspect_rank = m->suspect_rank;
             p->records[r].is_root_cause = m->is_root_cause;
+            p->records[r].cause = m->cause;
         }
     }
     return MSP_OK;

@@ -12,6 +12,9 @@ Environment:
   P_EXACT     1: one thread and mkldnn off (the control: no parameter differs,
               only the kernels' summation order may)
   P_BF16      1: the forward under CPU autocast to bfloat16 (parameters stay float32)
+              on P_SCALE_RANK's ranks (every rank when it is -1)
+  P_XSCALE    factor applied to the input batch on P_SCALE_RANK's ranks (1: none),
+              as a data pipeline that normalised differently would
 Each rank prints "rank R step S loss HEX" per step.
 """
 import os
@@ -57,7 +60,10 @@ else:
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
 g = torch.Generator().manual_seed(100 + rank)
 x, y = torch.randn(16, 32, generator=g), torch.randint(0, 10, (16,), generator=g)
-BF16 = os.environ.get("P_BF16", "0") == "1"
+XSCALE = float(os.environ.get("P_XSCALE", "1"))
+if XSCALE != 1.0 and SCALE_RANK in (-1, rank):
+    x = x * XSCALE
+BF16 = os.environ.get("P_BF16", "0") == "1" and SCALE_RANK in (-1, rank)
 for step in range(STEPS):
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=BF16):
         logits = model(x)
