@@ -24,6 +24,9 @@
 extern const char msp_replay_py[];
 extern const char msp_replay_acc_py[];
 extern const char msp_replay_apis_py[];
+extern const char msp_replay_args_py[];
+extern const char msp_replay_bound_py[];
+extern const char msp_replay_worker_py[];
 
 /* The worker's rlimits on files (its stderr is a file) and descriptors. */
 #define CMP_WORKER_FSIZE ((long long)64 << 20)
@@ -283,9 +286,11 @@ char *cmp_worker_start(cmp_worker_t *w, const char *python, double deadline)
         (void)fcntl(efd, F_SETFD, FD_CLOEXEC);
     w->err_fd = efd;
     /* one script: the shim's API rules, acc_check's metrics, then the worker
-     * that calls them; -I: no working directory, user site or PYTHON* on the
+     * that calls them (replay.py, its arguments, bound and process); -I: no working directory, user site or PYTHON* on the
      * path (a json.py beside a dump is never imported), -B: no .pyc written */
-    char *src = msp_asprintf("%s\n%s\n%s", msp_replay_apis_py, msp_replay_acc_py, msp_replay_py);
+    char *src = msp_asprintf("%s\n%s\n%s\n%s\n%s\n%s", msp_replay_apis_py, msp_replay_acc_py,
+                             msp_replay_py, msp_replay_args_py, msp_replay_bound_py,
+                             msp_replay_worker_py);
     if (!src) {
         cmp_worker_stop(w);
         return msp_asprintf("out of memory");
