@@ -467,6 +467,8 @@ static int rp_job(rp_worker_t *w, msp_record_cmp_t *rec, size_t id, rp_file_t *f
             goto done;
         }
     }
+    if (!cmp_worker_may_call(w, cf->name, &why))
+        goto done;
     rp_add_attrs(args, NULL, files->bf, bfr);
     rp_add_cmp_attrs(args, files->cf, cf, bfr);
     rp_side_in_t cin = {files->cf, cf, bwd ? crec : NULL, rec->args_are_data};

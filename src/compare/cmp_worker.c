@@ -115,8 +115,56 @@ void cmp_worker_stop(cmp_worker_t *w)
         free(w->dir);
     }
     free(w->line);
+    for (size_t i = 0; i < w->n_apis; i++)
+        free(w->apis[i]);
+    free(w->apis);
     memset(w, 0, sizeof *w);
     w->fd = w->err_fd = -1;
+}
+
+static int cmp_str_order(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The ready line's "replayable" list into w->apis, sorted (the worker sorts
+ * it; sorted again so that a bsearch never depends on its order). */
+static void cmp_worker_take_apis(cmp_worker_t *w, const cJSON *list)
+{
+    int n = cJSON_IsArray(list) ? cJSON_GetArraySize(list) : 0;
+    if (n <= 0 || !(w->apis = calloc((size_t)n, sizeof *w->apis)))
+        return;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, list)
+    {
+        if (cJSON_IsString(it) && (w->apis[w->n_apis] = strdup(it->valuestring)))
+            w->n_apis++;
+    }
+    qsort(w->apis, w->n_apis, sizeof *w->apis, cmp_str_order);
+}
+
+int cmp_worker_may_call(const cmp_worker_t *w, const char *name, const char **why)
+{
+    static const char *const checked[] = {"Functional.", "Tensor.", "Torch.", "VF."};
+    if (!w->apis)
+        return 1;
+    int ours = 0;
+    for (size_t i = 0; i < sizeof checked / sizeof checked[0]; i++)
+        ours |= !strncmp(name, checked[i], strlen(checked[i]));
+    /* PREFIX.API.N.PASS: the API is what lies between the prefix and the call number */
+    const char *dot = strchr(name, '.');
+    const char *num = dot ? strchr(dot + 1, '.') : NULL;
+    if (!ours || !num || (size_t)(num - name) >= 256)
+        return 1;
+    char api[256];
+    memcpy(api, name, (size_t)(num - name));
+    api[num - name] = '\0';
+    const char *key = api;
+    if (bsearch(&key, w->apis, w->n_apis, sizeof *w->apis, cmp_str_order))
+        return 1;
+    *why = "not an API this replay worker may call (msprobe-compare(1), SECURITY): its "
+           "tensors were not sent";
+    return 0;
 }
 
 /* Send n bytes by the deadline: 0, -1 (worker gone), -2 (time up). */
@@ -232,6 +280,7 @@ static char *cmp_worker_ready(cmp_worker_t *w, const char *python, double deadli
             msp_log(MSP_LOG_INFO, "replay worker sandbox: %s", sb->valuestring);
         w->server = cJSON_IsNumber(srv) ? (long)srv->valuedouble : 0;
         w->session = cJSON_IsNumber(ses) ? (long)ses->valuedouble : 0;
+        cmp_worker_take_apis(w, cJSON_GetObjectItemCaseSensitive(j, "replayable"));
     }
     cJSON_Delete(j);
     cmp_worker_consume_line(w);

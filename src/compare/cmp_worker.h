@@ -28,6 +28,9 @@ typedef struct cmp_worker {
                           the session, the worker stays for the next compare */
     long server;       /* the kept worker's pid, and this compare's session number in it */
     long session;
+    char **apis;       /* the record APIs it may call ("Functional.gelu"), sorted, from its
+                          ready line; NULL when it sent none (then resolve() alone decides) */
+    size_t n_apis;
 } cmp_worker_t;
 
 /* The Python to run replay.py: opt when set, else $MSPROBE_PYTHON, else the
@@ -39,6 +42,11 @@ const char *cmp_worker_python(const char *opt);
  * compare before this one left, or one started here that stays that many
  * seconds after its last session (cmp_worker_keep.c). */
 char *cmp_worker_start(cmp_worker_t *w, const char *python, double deadline);
+/* Whether the worker may call the API of record name ("Functional.gelu.0.forward"):
+ * 1, or 0 with *why (static) when its ready line's list says it may not, so
+ * that the record's tensors are never sent. Records of other prefixes
+ * (Optimizer, Custom) are the worker's to decide: 1. */
+int cmp_worker_may_call(const cmp_worker_t *w, const char *name, const char **why);
 /* Ask it to leave (0.5 s), then kill its process group; reap; remove its
  * directory; close; w is zeroed with fds -1. A kept worker's session is
  * ended and the worker left for the next compare. */

@@ -340,9 +340,25 @@ def serve(out):
         out.flush()
 
 
+PREFIX_OF = {"torch.nn.functional": "Functional", "torch.Tensor": "Tensor", "torch._VF": "VF",
+             "torch": "Torch"}
+
+
+def replayable():
+    """The record APIs ("Functional.gelu") this worker may call, sorted: the
+    ready line hands them to compare, which then knows a record it cannot
+    replay before sending its tensors (resolve() stays the check)."""
+    out = set()
+    for full in ALLOWED:
+        space, _, api = full.rpartition(".")
+        if space in PREFIX_OF and not denied(full) and api not in UNINITIALIZED:
+            out.add(PREFIX_OF[space] + "." + api)
+    return sorted(out)
+
+
 def ready_line(extra=None):
     line = {"ready": torch.__version__, "apis": len(ALLOWED), "landlock": SANDBOX["landlock"],
-            "sandbox": SANDBOX["why"]}
+            "sandbox": SANDBOX["why"], "replayable": replayable()}
     line.update(extra or {})
     return json.dumps(line) + "\n"
 

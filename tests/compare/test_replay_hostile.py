@@ -168,6 +168,8 @@ class HostileDumps(unittest.TestCase):
         self.assertFalse(os.path.exists(marker), p.stdout)
         self.assertIn(p.returncode, (0, 1), p.stdout + p.stderr)
         self.assert_refused(rows["Torch.load.0.forward"])
+        # known from the worker's list before anything of the record was sent
+        self.assertIn("its tensors were not sent", rows["Torch.load.0.forward"]["Reason"])
         self.assert_gelu_introduced(rows)
         # acc_check on the same hostile dump
         q = subprocess.run([BIN, "acc_check", "-d", os.path.join(c, "step0", "rank0"), "-o",
