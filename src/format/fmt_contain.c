@@ -406,9 +406,10 @@ static void msp_detail_of(const char *path, char *buf, size_t size)
     snprintf(buf, size, "%s", e);
 }
 
-/* The caller's side: fill f (path set) from the helper's catalogue of it;
+/* The caller's side: fill f (path set, open on fd) from the helper's
+ * catalogue of it, or the one it sent for the same unchanged file before;
  * attrs receives record i's attributes at [i], defs the /defaults rows. */
-static msp_err msp_contained_open(msp_dump_file_t *f, int64_t file_size,
+static msp_err msp_contained_open(msp_dump_file_t *f, int fd, int64_t file_size,
                                   struct msp_rattrs **attrs, struct msp_attr_row **defs,
                                   size_t *n_defs)
 {
@@ -419,6 +420,11 @@ static msp_err msp_contained_open(msp_dump_file_t *f, int64_t file_size,
     unsigned char *buf = NULL;
     size_t n = 0;
     msp_err rc = MSP_OK;
+    if (msp_cat_cache_get(fd, &buf, &n)) {
+        rc = msp_wire_get_file(buf, n, f, attrs, defs, n_defs);
+        free(buf);
+        return rc;
+    }
     double timeout = msp_helper_timeout(file_size);
     int outside = 0;
     if (!msp_server_wanted() || msp_server_run(f->path, cap, timeout, &buf, &n, &rc, &outside))
@@ -442,6 +448,8 @@ static msp_err msp_contained_open(msp_dump_file_t *f, int64_t file_size,
     if (rc)
         return rc;
     rc = msp_wire_get_file(buf, n, f, attrs, defs, n_defs);
+    if (!rc) /* an answer that parses: a catalogue, not an error */
+        msp_cat_cache_put(fd, buf, n);
     free(buf);
     return rc;
 }
@@ -634,7 +642,7 @@ static msp_err msp_ct_open(const char *path, msp_dump_file_t **out)
     struct msp_ct_impl *im = f->impl;
     im->file_size = (int64_t)sb.st_size;
     if (!(rc = msp_dump_open_fd(path, &im->fd)))
-        rc = msp_contained_open(f, im->file_size, &im->attrs, &im->defs, &im->n_defs);
+        rc = msp_contained_open(f, im->fd, im->file_size, &im->attrs, &im->defs, &im->n_defs);
     if (rc) {
         msp_ct_close(f);
         return rc;

@@ -110,6 +110,12 @@ msp_err msp_wire_get_file(const unsigned char *buf, size_t n, msp_dump_file_t *f
 /* An error answer after its "MSPE": its code and detail (malloc'd, or NULL);
  * -1 when the answer is short or malformed (fmt_contain_get.c). */
 int msp_wire_get_error(const unsigned char *buf, size_t n, int64_t *code, char **detail);
+/* The catalogue message of the file open on fd, when the helper already
+ * verified that same unchanged file in this process (fmt_contain_cache.c):
+ * 1 with a malloc'd copy in *buf, else 0. put keeps a copy of one the
+ * helper just sent. */
+int msp_cat_cache_get(int fd, unsigned char **buf, size_t *n);
+void msp_cat_cache_put(int fd, const unsigned char *buf, size_t n);
 /* Seconds a helper may take for a file of file_size bytes (the environment's
  * MSPROBE_READER_TIMEOUT, else a floor that grows with the size). */
 double msp_helper_timeout(int64_t file_size);
