@@ -202,15 +202,17 @@ STATE_NAMES = ()
 
 def read_fd(n):
     """n bytes of the job stream (fd 0), read with no read-ahead: a job child
-    that dies leaves the stream at the next frame for the one after it."""
+    that dies leaves the stream at the next frame for the one after it. A
+    bytearray read into in place (decode wraps it without a copy)."""
     import os
-    buf = bytearray()
-    while len(buf) < n:
-        b = os.read(0, min(n - len(buf), 1 << 24))
-        if not b:
+    buf = bytearray(n)
+    view, got = memoryview(buf), 0
+    while got < n:
+        k = os.readv(0, [view[got:got + (1 << 24)]])
+        if not k:
             raise EOFError
-        buf += b
-    return bytes(buf)
+        got += k
+    return buf
 
 
 def read_job():
@@ -220,7 +222,7 @@ def read_job():
         n = struct.unpack("<I", read_fd(4))[0]
         if n == 0:
             return None
-        job = json.loads(read_fd(n))
+        job = json.loads(bytes(read_fd(n)))
         tensors = {}
         for t in job["tensors"]:
             tensors[(t["rec"], t["role"])] = (t, read_fd(int(t["nbytes"])))
