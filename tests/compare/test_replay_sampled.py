@@ -1,0 +1,71 @@
+"""Replay of a large elementwise call judges every k-th element.
+
+A call whose output element i depends on input element i alone (add, mul,
+gelu, ...) and whose tensors all have the output's shape is replayed on
+every k-th element when they hold over 2^22 elements (msprobe-compare(1),
+REPLAY): the error over the sample estimates the whole tensor's. Here a
+planted gelu (the tanh approximation on the compare side, erf on the bench
+side) of 5,000,000 elements: replay must still call it introduced, say that
+it sampled, and report an error within 1 % of the one computed here in
+float64 over every element; a control of the same size (the same output on
+both sides) must not be introduced."""
+import math
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+import numpy as np
+import openpyxl
+
+from msp_h5dump import write_dump
+
+BIN = os.environ.get("MSPROBE_BIN", "msprobe")
+N = 5_000_000
+
+
+def gelu64(x, tanh):
+    x = x.astype(np.float64)
+    if tanh:
+        return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    return 0.5 * x * (1 + np.vectorize(math.erf, otypes=[np.float64])(x / math.sqrt(2)))
+
+
+class SampledReplay(unittest.TestCase):
+    def setUp(self):
+        self.work = tempfile.mkdtemp(prefix="msp-sampled-")
+
+    def tearDown(self):
+        shutil.rmtree(self.work, ignore_errors=True)
+
+    def test_a_large_elementwise_call_is_judged_on_a_sample_of_its_elements(self):
+        x = np.random.default_rng(11).standard_normal(N).astype(np.float32)
+        erf = gelu64(x, False)
+        tanh = gelu64(x, True)
+        for side, out in (("gpu", erf), ("npu", tanh)):
+            write_dump(os.path.join(self.work, side, "step0", "rank0", "dump.h5"),
+                       [("Functional.gelu.0.forward", 0,
+                         {"input.0": x, "output.0": out.astype(np.float32)}),
+                        ("Functional.gelu.1.forward", 1,
+                         {"input.0": x, "output.0": erf.astype(np.float32)})])
+        out = os.path.join(self.work, "out")
+        p = subprocess.run([BIN, "compare", "-b", "gpu", "-c", "npu", "-o", out, "--replay",
+                            "all"], capture_output=True, text=True, timeout=600, cwd=self.work)
+        self.assertIn(p.returncode, (0, 1), p.stdout + p.stderr)
+        wb = openpyxl.load_workbook(os.path.join(out, "result.xlsx"), read_only=True)
+        rows = list(wb["summary"].iter_rows(values_only=True))
+        by = {r[rows[0].index("Name")]: dict(zip(rows[0], r)) for r in rows[1:]}
+        plant = by["Functional.gelu.0.forward"]
+        self.assertTrue(plant["Replay"].startswith("introduced"), plant)
+        k = -(-N // (1 << 20))
+        self.assertIn("on every %dth element" % k, plant["Reason"] + (plant["Replay"] or ""))
+        # the compare side's float32 output against the float64 replay of its
+        # inputs, over every element, computed here
+        want = np.linalg.norm(tanh.astype(np.float32) - erf) / np.linalg.norm(erf)
+        self.assertAlmostEqual(plant["Replay Error"] / want, 1.0, delta=0.01)
+        self.assertNotEqual(by["Functional.gelu.1.forward"]["Error Origin"], "introduced")
+
+
+if __name__ == "__main__":
+    unittest.main()
