@@ -201,6 +201,9 @@ int msp_py_boot(void)
     if (msp_g.have_cfg && c->dump_disabled)
         msp_shim_msg("%s: dump_enable is false: nothing is dumped", c->source ? c->source : path);
     msp_g.cc_on = cc_env || (msp_g.have_cfg && c->has_config_check);
+    /* A script written against msprobe imports it: provide it, unless it is there. */
+    if (msp_g.have_cfg)
+        msp_debugger_install();
 
     if (msp_g.have_cfg && c->has_dump) {
         char *msg = NULL;
