@@ -13,7 +13,11 @@
  *              nothing is recorded outside start() .. stop().
  *   start(model)  records from now on; model, when given, is the root module
  *                 (py_module.c names its modules, and only its).
- *   stop(), step(), quiet(fn), warn(text). */
+ *   stop(), step(), quiet(fn), warn(text).
+ * In a process the shim found no config for, the stub boots this side when
+ * the script imports msprobe (msp_py_boot_script), and PrecisionDebugger's
+ * config_path is the config: the rest of the boot runs then (boot_late, a
+ * function of py_boot.c handed down: this layer calls none above it). */
 #include "dump_py.h"
 
 #include <limits.h>
@@ -99,14 +103,29 @@ static int take_config(const char *path, const char *text, const char *keys)
     return 0;
 }
 
+static int (*g_boot_late)(const char *path);
+
 static PyObject *dbg_configure(PyObject *self, PyObject *args)
 {
     (void)self;
     const char *path = NULL, *json = NULL, *keys = "";
     if (!PyArg_ParseTuple(args, "zzs", &path, &json, &keys))
         return NULL;
-    if (path && !same_file(path, msp_g.cfg.source) && take_config(path, NULL, NULL) != 0)
+    if (!msp_g.have_cfg) {
+        /* no config at boot: config_path is the config, and the boot is now */
+        if (!path) {
+            fail_exit("PrecisionDebugger(): no config_path, and no configuration was given to "
+                      "the shim (msprobe dump -c FILE, MSPROBE_PATH, ./msprobe.json)");
+            return NULL;
+        }
+        if (!g_boot_late || g_boot_late(path) != 0) {
+            if (!PyErr_Occurred())
+                fail_exit("PrecisionDebugger(): the shim cannot start");
+            return NULL;
+        }
+    } else if (path && !same_file(path, msp_g.cfg.source) && take_config(path, NULL, NULL) != 0) {
         return NULL;
+    }
     if (json && *json == '{' && json[1] != '}') {
         /* Read as msprobe's config.json; its layout is told by task, level or
          * dump_path: the config's task when the script gave none. */
@@ -192,8 +211,9 @@ static PyMethodDef g_defs[] = {
     {"_shim_warn", dbg_warn, METH_O, NULL},
 };
 
-void msp_debugger_install(void)
+void msp_debugger_install(int (*boot_late)(const char *path))
 {
+    g_boot_late = boot_late;
     PyObject *bi = PyImport_ImportModule("builtins");
     PyObject *ns = PyDict_New();
     PyObject *nm = PyUnicode_FromString("msprobe-c");

@@ -1,6 +1,7 @@
 """A training script written against Huawei msprobe's documented API
 (PrecisionDebugger, seed_all), as users have it: resnet18 on 32x32 random
-data, 4 steps of two optimizer steps each. argv: CONFIG [STEPS]: STEPS (e.g. "1,2")
+data, 4 steps of two optimizer steps each. argv: CONFIG [STEPS]: CONFIG is
+config_path ("-": none given), STEPS (e.g. "1,2")
 is passed as PrecisionDebugger(step=[...]), else the config's step decides.
 After stop() it runs a tanh and a mul that no dump may hold."""
 import sys
@@ -11,7 +12,7 @@ from msprobe.pytorch import PrecisionDebugger, seed_all
 
 seed_all(1234)
 kw = {"step": [int(s) for s in sys.argv[2].split(",")]} if len(sys.argv) > 2 else {}
-debugger = PrecisionDebugger(config_path=sys.argv[1], **kw)
+debugger = PrecisionDebugger(config_path=None if sys.argv[1] == "-" else sys.argv[1], **kw)
 torch.set_num_threads(1)
 model = torchvision.models.resnet18(num_classes=10)
 opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)

@@ -119,6 +119,37 @@ class PrecisionDebuggerScripts(dt.ShimCase):
         self.assertIn("msprobe: PrecisionDebugger(): step[0]: expected a number >= 0", p.stderr)
         self.assertFalse(os.path.exists(self.path("d")) and dt.dump_files(self.path("d")))
 
+    def test_config_path_alone_when_the_shim_has_no_config(self):
+        # no MSPROBE_PATH, no ./msprobe.json: the shim boots at `import msprobe`
+        # and the script's config_path is the config
+        cfg = self.write_config(ms_config(self.path("g"), [1, 2]), "config.json")
+        p = self.run_script([cfg])
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        files = dt.dump_files(self.path("g"))
+        self.assertEqual(sorted(files), [(1, 0), (2, 0)])
+        self.check_window(files)
+        self.assertEqual(losses(p.stdout), self.plain_losses())
+        p = self.run_script(["-"])
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("msprobe: PrecisionDebugger(): no config_path", p.stderr)
+        self.assertEqual(losses(p.stdout), [])
+
+    def test_no_config_loads_nothing_until_msprobe_is_imported(self):
+        probe = ("import sys\n"
+                 "def loaded():\n"
+                 "    return 'libmsprobe_py.so' in open('/proc/self/maps').read()\n"
+                 "import json, torch\n"
+                 "print(loaded())\n"
+                 "try:\n"
+                 "    import msprobe\n"
+                 "except ImportError:\n"
+                 "    pass\n"
+                 "print(loaded(), type(sys.modules.get('msprobe')).__name__)\n")
+        p = self.run_cmd([dt.PYTHON, "-c", probe])
+        self.assertEqual((p.returncode, p.stdout), (0, "False\nTrue module\n"), p.stderr)
+        p = self.run_cmd([dt.PYTHON, "-c", probe], preload=False)
+        self.assertEqual((p.returncode, p.stdout), (0, "False\nFalse NoneType\n"), p.stderr)
+
     def test_without_the_shim_the_script_cannot_import_msprobe(self):
         cfg = self.write_config(ms_config(self.path("e"), [1]), "config.json")
         p = self.run_script([cfg], cfg, preload=False)
