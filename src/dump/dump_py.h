@@ -427,10 +427,12 @@ int msp_proc_wrap_seed(PyObject *owner, const char *attr, const char *api);
 /* ---- msprobe's script API (py_debugger.c, msprobe_api.py) ----
  * Puts the modules msprobe and msprobe.pytorch (PrecisionDebugger, seed_all)
  * on sys.meta_path, last, for a script that imports them while Huawei's
- * msprobe is absent (boot, once the config is read). boot_late: when the
- * shim has no config yet, the boot to run with PrecisionDebugger's
- * config_path (0, or -1 with SystemExit set); NULL when it has one. */
-void msp_debugger_install(int (*boot_late)(const char *path));
+ * msprobe is absent (boot, once the config is read). When the shim has no
+ * config yet, the boot PrecisionDebugger runs: late_load reads its
+ * config_path into msp_g.cfg, late_boot goes on from there once the
+ * script's arguments are applied (each 0, or -1 with SystemExit set);
+ * both NULL when the shim has a config. */
+void msp_debugger_install(int (*late_load)(const char *path), int (*late_boot)(void));
 
 /* ---- config_check's collectors (py_cc.c): a listener of the runtime ---- */
 /* MSP_OK when off or set up; an error (message set) stops the run before

@@ -172,12 +172,16 @@ static int load_config(const char *path, int by_env)
 static int boot_with(const char *path, int cc_env);
 
 /* A script's PrecisionDebugger(config_path=...) in a process the shim found
- * no config for (msp_py_boot_script): the boot happens now. */
-static int boot_late(const char *path)
+ * no config for (msp_py_boot_script): the config is read, the script's
+ * arguments applied to it, and the boot goes on. */
+static int late_load(const char *path)
 {
-    if (load_config(path, 0) != 0)
-        return -1;
-    return boot_with(path, msp_env_flag("MSPROBE_CONFIG_CHECK"));
+    return load_config(path, 0);
+}
+
+static int late_boot(void)
+{
+    return boot_with(msp_g.cfg.source, msp_env_flag("MSPROBE_CONFIG_CHECK"));
 }
 
 static void boot_init(void)
@@ -194,7 +198,7 @@ MSP_EXPORT int msp_py_boot_script(void);
 int msp_py_boot_script(void)
 {
     boot_init();
-    msp_debugger_install(boot_late);
+    msp_debugger_install(late_load, late_boot);
     return 0;
 }
 
@@ -217,7 +221,7 @@ int msp_py_boot(void)
         return -1;
     /* A script written against msprobe imports it: provide it, unless it is there. */
     if (msp_g.have_cfg)
-        msp_debugger_install(NULL);
+        msp_debugger_install(NULL, NULL);
     return boot_with(path, cc_env);
 }
 

@@ -16,8 +16,10 @@
  *   stop(), step(), quiet(fn), warn(text).
  * In a process the shim found no config for, the stub boots this side when
  * the script imports msprobe (msp_py_boot_script), and PrecisionDebugger's
- * config_path is the config: the rest of the boot runs then (boot_late, a
- * function of py_boot.c handed down: this layer calls none above it). */
+ * config_path is the config, its task, dump_path, level and step arguments
+ * applied in full (nothing has started): the rest of the boot runs then
+ * (late_load, late_boot: functions of py_boot.c handed down, so this layer
+ * calls none above it). */
 #include "dump_py.h"
 
 #include <limits.h>
@@ -34,12 +36,12 @@ static int fail_exit(const char *msg)
     return -1;
 }
 
-/* Whether a and b name the same file (b may be NULL). */
+/* Whether a and b name the same file (NULL names none). */
 static int same_file(const char *a, const char *b)
 {
     char ra[PATH_MAX], rb[PATH_MAX];
-    if (!b)
-        return 0;
+    if (!a || !b)
+        return a == b;
     if (realpath(a, ra) && realpath(b, rb))
         return strcmp(ra, rb) == 0;
     return strcmp(a, b) == 0;
@@ -54,11 +56,28 @@ static int has_key(const char *keys, const char *k)
     return 0;
 }
 
+static void take_string(char **dst, char **src)
+{
+    free(*dst);
+    *dst = *src;
+    *src = NULL;
+}
+
 /* Take what may change while the shim runs from t (read from src; keys: those
- * it sets, NULL for all); one warning naming what differs and stays. */
-static void adopt(msp_config_t *t, const char *src, const char *keys)
+ * it sets, NULL for all); one warning naming what differs and stays. early:
+ * the dump has not started (a late boot), and level, task and dump_path are
+ * taken too. */
+static void adopt(msp_config_t *t, const char *src, const char *keys, int early)
 {
     msp_config_t *c = &msp_g.cfg;
+    if (early) {
+        if (has_key(keys, "level"))
+            c->dump_mode = t->dump_mode;
+        if (has_key(keys, "task"))
+            c->task = t->task;
+        if (has_key(keys, "dump_path"))
+            take_string(&c->dump_path, &t->dump_path);
+    }
     if (!keys || has_key(keys, "step")) {
         msp_step_set_free(&c->dump_iter);
         c->dump_iter = t->dump_iter;
@@ -74,7 +93,8 @@ static void adopt(msp_config_t *t, const char *src, const char *keys)
         strcat(what, ", level");
     if ((!keys || has_key(keys, "task")) && t->task != c->task)
         strcat(what, ", task");
-    if ((!keys || has_key(keys, "dump_path")) && !same_file(t->dump_path, c->dump_path))
+    if ((!keys || has_key(keys, "dump_path")) && t->dump_path && !same_file(t->dump_path,
+                                                                            c->dump_path))
         strcat(what, ", dump_path");
     if (!keys && t->n_api_list != c->n_api_list)
         strcat(what, ", the list");
@@ -85,7 +105,7 @@ static void adopt(msp_config_t *t, const char *src, const char *keys)
                      c->source ? c->source : "the config", strchr(what + 2, ',') ? "them" : "it");
 }
 
-static int take_config(const char *path, const char *text, const char *keys)
+static int take_config(const char *path, const char *text, const char *keys, int early)
 {
     msp_config_t t;
     msp_err rc = text ? msp_config_parse(text, path, &t) : msp_config_load(path, &t);
@@ -98,17 +118,19 @@ static int take_config(const char *path, const char *text, const char *keys)
         free(m);
         return -1;
     }
-    adopt(&t, path, keys);
+    adopt(&t, path, keys, early);
     msp_config_free(&t);
     return 0;
 }
 
-static int (*g_boot_late)(const char *path);
+static int (*g_late_load)(const char *path);
+static int (*g_late_boot)(void);
 
 static PyObject *dbg_configure(PyObject *self, PyObject *args)
 {
     (void)self;
     const char *path = NULL, *json = NULL, *keys = "";
+    int late = 0;
     if (!PyArg_ParseTuple(args, "zzs", &path, &json, &keys))
         return NULL;
     if (!msp_g.have_cfg) {
@@ -118,12 +140,14 @@ static PyObject *dbg_configure(PyObject *self, PyObject *args)
                       "the shim (msprobe dump -c FILE, MSPROBE_PATH, ./msprobe.json)");
             return NULL;
         }
-        if (!g_boot_late || g_boot_late(path) != 0) {
+        if (!g_late_load || g_late_load(path) != 0) {
             if (!PyErr_Occurred())
                 fail_exit("PrecisionDebugger(): the shim cannot start");
             return NULL;
         }
-    } else if (path && !same_file(path, msp_g.cfg.source) && take_config(path, NULL, NULL) != 0) {
+        late = 1;
+    } else if (path && !same_file(path, msp_g.cfg.source) &&
+               take_config(path, NULL, NULL, 0) != 0) {
         return NULL;
     }
     if (json && *json == '{' && json[1] != '}') {
@@ -133,10 +157,15 @@ static PyObject *dbg_configure(PyObject *self, PyObject *args)
                          ? NULL
                          : msp_asprintf("{\"task\": \"%s\", %s", msp_task_names[msp_g.cfg.task],
                                         json + 1);
-        int rc = take_config("PrecisionDebugger()", text ? text : json, keys);
+        int rc = take_config("PrecisionDebugger()", text ? text : json, keys, late);
         free(text);
         if (rc != 0)
             return NULL;
+    }
+    if (late && g_late_boot() != 0) {
+        if (!PyErr_Occurred())
+            fail_exit("PrecisionDebugger(): the shim cannot start");
+        return NULL;
     }
     msp_g.script_steps = 1;
     msp_g.paused = 1;
@@ -211,9 +240,10 @@ static PyMethodDef g_defs[] = {
     {"_shim_warn", dbg_warn, METH_O, NULL},
 };
 
-void msp_debugger_install(int (*boot_late)(const char *path))
+void msp_debugger_install(int (*late_load)(const char *path), int (*late_boot)(void))
 {
-    g_boot_late = boot_late;
+    g_late_load = late_load;
+    g_late_boot = late_boot;
     PyObject *bi = PyImport_ImportModule("builtins");
     PyObject *ns = PyDict_New();
     PyObject *nm = PyUnicode_FromString("msprobe-c");

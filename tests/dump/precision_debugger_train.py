@@ -2,7 +2,8 @@
 (PrecisionDebugger, seed_all), as users have it: resnet18 on 32x32 random
 data, 4 steps of two optimizer steps each. argv: CONFIG [STEPS]: CONFIG is
 config_path ("-": none given), STEPS (e.g. "1,2")
-is passed as PrecisionDebugger(step=[...]), else the config's step decides.
+is passed as PrecisionDebugger(step=[...]), else the config's step decides;
+NAME=VALUE arguments (dump_path=d, level=L1) are passed as they are.
 After stop() it runs a tanh and a mul that no dump may hold."""
 import sys
 
@@ -11,7 +12,12 @@ import torchvision
 from msprobe.pytorch import PrecisionDebugger, seed_all
 
 seed_all(1234)
-kw = {"step": [int(s) for s in sys.argv[2].split(",")]} if len(sys.argv) > 2 else {}
+kw = {}
+for a in sys.argv[2:]:
+    if "=" in a:                    # dump_path=..., level=..., task=...
+        kw[a.split("=", 1)[0]] = a.split("=", 1)[1]
+    else:
+        kw["step"] = [int(s) for s in a.split(",")]
 debugger = PrecisionDebugger(config_path=None if sys.argv[1] == "-" else sys.argv[1], **kw)
 torch.set_num_threads(1)
 model = torchvision.models.resnet18(num_classes=10)

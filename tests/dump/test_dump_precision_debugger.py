@@ -129,6 +129,17 @@ class PrecisionDebuggerScripts(dt.ShimCase):
         self.assertEqual(sorted(files), [(1, 0), (2, 0)])
         self.check_window(files)
         self.assertEqual(losses(p.stdout), self.plain_losses())
+        # nothing has started: every argument applies, dump_path and level too
+        cfg = self.write_config(ms_config(self.path("h"), [0, 3]), "h.json")
+        p = self.run_script([cfg, "1", "dump_path=" + self.path("h2"), "level=L1"])
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        self.assertNotIn("differ", p.stderr)
+        self.assertFalse(os.path.exists(self.path("h")))
+        files = dt.dump_files(self.path("h2"))
+        self.assertEqual(sorted(files), [(1, 0)])
+        names = set(dt.read_dump(files[(1, 0)])[0])
+        self.assertIn("Functional.conv2d.0.forward", names)
+        self.assertFalse([n for n in names if n.startswith("Module.")])  # L1: APIs only
         p = self.run_script(["-"])
         self.assertEqual(p.returncode, 2)
         self.assertIn("msprobe: PrecisionDebugger(): no config_path", p.stderr)
