@@ -98,11 +98,16 @@ static void adopt(msp_config_t *t, const char *src, const char *keys, int early)
         strcat(what, ", dump_path");
     if (!keys && t->n_api_list != c->n_api_list)
         strcat(what, ", the list");
-    if (*what)
+    const char *cs = c->source ? c->source : "the config";
+    const char *it = strchr(what + 2, ',') ? "them" : "it";
+    if (*what && keys)
+        msp_shim_msg("warning: %s: %s differ%s from %s, which the dump started with and which "
+                     "decides %s; set %s there instead", src, what + 2, *it == 't' ? "" : "s", cs,
+                     it, it);
+    else if (*what)
         msp_shim_msg("warning: %s: %s differ%s from %s, which the dump started with and which "
                      "decides %s; give that config to msprobe dump -c (or MSPROBE_PATH) instead",
-                     src, what + 2, strchr(what + 2, ',') ? "" : "s",
-                     c->source ? c->source : "the config", strchr(what + 2, ',') ? "them" : "it");
+                     src, what + 2, *it == 't' ? "" : "s", cs, it);
 }
 
 static int take_config(const char *path, const char *text, const char *keys, int early)
