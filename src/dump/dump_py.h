@@ -12,6 +12,7 @@
  *   steps                  py_step.c (layers above watch a step's end)
  *   calls                  py_module.c < py_apirec.c, py_patch.c
  *   runtime                py_proc.c (process identity, ways out), py_cc*.c (a listener)
+ *   script API             py_debugger.c (msprobe's PrecisionDebugger)
  *   boot                   py_boot.c
  * The writer (dump_writer.c, its memory dump_pool.c) is below them all, and
  * has no Python. */
@@ -42,6 +43,7 @@ extern const char *const msp_api_table[];
 extern const size_t msp_api_table_len;
 extern const char msp_api_discover_py[];
 extern const char msp_accel_copy_py[];
+extern const char msp_msprobe_api_py[];
 /* exec Python source src in a fresh namespace named name: the namespace
  * dict (new reference), or NULL with the error set (py_state.c). */
 PyObject *msp_py_run_source(const char *src, const char *name);
@@ -81,6 +83,9 @@ typedef struct msp_shim {
     int mp_child;             /* a multiprocessing spawn child: writes only once it
                                  joins a process group (torch.multiprocessing.spawn ranks) */
     int joined_group;         /* torch.distributed.init_process_group returned */
+    /* a script driving the dump through msprobe's PrecisionDebugger (py_debugger.c) */
+    int script_steps;         /* only its debugger.step() ends a step */
+    int paused;               /* outside its start() .. stop(): nothing is recorded */
 } msp_shim_t;
 
 extern msp_shim_t msp_g;
@@ -196,7 +201,8 @@ int64_t msp_current_rank(void);
 /* torch.distributed.init_process_group returned: a spawned child is a rank
  * from now on, its rank is looked up again, and the step may be dumped. */
 void msp_ident_joined_group(void);
-/* Whether the step now starting is dumped (dump_iter, and this process may write). */
+/* Whether the step now starting is dumped (dump_iter, not paused by the script's
+ * debugger.stop(), and this process may write). */
 int msp_step_wanted(int64_t step);
 
 /* ---- events (py_events.c) ---- */
@@ -385,6 +391,9 @@ int msp_module_install(PyObject *torch);
 const char *msp_module_parent(void);
 /* Whether api_list entry i named a module of the model. */
 int msp_module_entry_matched(size_t i);
+/* The script named its model (PrecisionDebugger.start(model)): it is the root,
+ * named first, and no other module called outside it becomes a root. */
+void msp_module_set_root(PyObject *model);
 
 /* ---- patching (py_patch.c; API records: py_apirec.c) ---- */
 /* The kinds of wrapper py_patch.c makes (API, JIT, compile, not recorded):
@@ -414,6 +423,16 @@ void msp_proc_install(PyObject *torch);
 int msp_proc_wrap_argparse(PyObject *argparse_module);
 /* Replace owner.attr by a wrapper raising the seed event as `api` ("torch.manual_seed"). */
 int msp_proc_wrap_seed(PyObject *owner, const char *attr, const char *api);
+
+/* ---- msprobe's script API (py_debugger.c, msprobe_api.py) ----
+ * Puts the modules msprobe and msprobe.pytorch (PrecisionDebugger, seed_all)
+ * on sys.meta_path, last, for a script that imports them while Huawei's
+ * msprobe is absent (boot, once the config is read). When the shim has no
+ * config yet, the boot PrecisionDebugger runs: late_load reads its
+ * config_path into msp_g.cfg, late_boot goes on from there once the
+ * script's arguments are applied (each 0, or -1 with SystemExit set);
+ * both NULL when the shim has a config. */
+void msp_debugger_install(int (*late_load)(const char *path), int (*late_boot)(void));
 
 /* ---- config_check's collectors (py_cc.c): a listener of the runtime ---- */
 /* MSP_OK when off or set up; an error (message set) stops the run before

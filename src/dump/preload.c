@@ -5,7 +5,9 @@
  * audit hook; at the first cpython.run_* event the interpreter is ready, and
  * only then, and only when there is something to do (a msprobe.json to read
  * or config_check asked for), it dlopen()s libmsprobe_py.so from its own
- * directory and hands over. Python symbols in that library resolve from the
+ * directory and hands over. With nothing to do it keeps watching the "import"
+ * event for one name, msprobe: a script written against msprobe's
+ * PrecisionDebugger names its config there (py_debugger.c). Python symbols in that library resolve from the
  * running interpreter: the executable exports them when libpython is linked
  * statically (Debian), libpython.so provides them globally otherwise (pyenv).
  */
@@ -25,6 +27,13 @@ typedef int (*py_boot_fn)(void);
 typedef void (*py_step_fn)(void);
 
 static int g_booted;                  /* touched only with the GIL held */
+/* No config at the first run event: the Python side is loaded only if the
+ * script imports msprobe (its PrecisionDebugger names the config then). */
+static int g_watch_msprobe;
+typedef void *(*tuple_item_fn)(void *tuple, long i);
+typedef int (*compare_ascii_fn)(void *str, const char *s);
+static tuple_item_fn g_tuple_item;
+static compare_ascii_fn g_compare_ascii;
 static py_step_fn g_py_step;          /* set once by the boot, read by msprobe_step */
 
 MSP_EXPORT void msprobe_step(void);
@@ -53,7 +62,7 @@ static int shim_wanted(void)
     return access("msprobe.json", F_OK) == 0;
 }
 
-static int boot_python_side(void)
+static int boot_python_side(const char *entry)
 {
     Dl_info info;
     char path[PATH_MAX];
@@ -69,7 +78,7 @@ static int boot_python_side(void)
         stub_msg("cannot load the Python side; dump disabled", dlerror());
         return 0;
     }
-    py_boot_fn boot = (py_boot_fn)dlsym(h, "msp_py_boot");
+    py_boot_fn boot = (py_boot_fn)dlsym(h, entry);
     py_step_fn step = (py_step_fn)dlsym(h, "msp_py_step");
     if (!boot || !step) {
         stub_msg("libmsprobe_py.so lacks its entry points; dump disabled", path);
@@ -83,20 +92,36 @@ static int boot_python_side(void)
     return rc;
 }
 
+/* The "import" event's module name (its first argument, raised before any
+ * finder runs) is msprobe or under it. */
+static int imports_msprobe(void *args)
+{
+    void *name = g_tuple_item(args, 0);
+    if (!name)
+        return 0;
+    return g_compare_ascii(name, "msprobe") == 0 || g_compare_ascii(name, "msprobe.pytorch") == 0;
+}
+
 /* Runs for every audit event of the process, with the GIL held: after the
  * first run event it costs one load and a branch. */
 static int audit_hook(const char *event, void *args, void *ud)
 {
     (void)args;
     (void)ud;
-    if (g_booted)
-        return 0;
+    if (g_booted) {
+        if (!g_watch_msprobe || strcmp(event, "import") != 0 || !imports_msprobe(args))
+            return 0;
+        g_watch_msprobe = 0;
+        return boot_python_side("msp_py_boot_script");
+    }
     if (strncmp(event, "cpython.run_", 12) != 0)
         return 0;
     g_booted = 1;
-    if (!shim_wanted())
+    if (!shim_wanted()) {
+        g_watch_msprobe = g_tuple_item && g_compare_ascii;
         return 0;
-    return boot_python_side();
+    }
+    return boot_python_side("msp_py_boot");
 }
 
 __attribute__((constructor)) static void msp_preload_init(void)
@@ -104,6 +129,8 @@ __attribute__((constructor)) static void msp_preload_init(void)
     add_audit_hook_fn add = (add_audit_hook_fn)dlsym(RTLD_DEFAULT, "PySys_AddAuditHook");
     if (!add)
         return; /* not a Python process */
+    g_tuple_item = (tuple_item_fn)dlsym(RTLD_DEFAULT, "PyTuple_GetItem");
+    g_compare_ascii = (compare_ascii_fn)dlsym(RTLD_DEFAULT, "PyUnicode_CompareWithASCIIString");
     add(audit_hook, NULL);
 }
 

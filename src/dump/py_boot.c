@@ -147,12 +147,65 @@ static void after_import(void)
     PyErr_Restore(exc_t, exc_v, exc_tb);
 }
 
-MSP_EXPORT int msp_py_boot(void);
-int msp_py_boot(void)
+/* Read the config at path into msp_g.cfg; by_env: MSPROBE_PATH names it. */
+static int load_config(const char *path, int by_env)
+{
+    if (msp_config_load(path, &msp_g.cfg) != MSP_OK) {
+        const char *d = msp_last_error();
+        size_t pl = strlen(path);
+        /* The loader starts its detail with the file name ("f.json:3:7: ...",
+         * "f.json: dump.x: ..."); say which file otherwise. */
+        if (strncmp(d, path, pl) == 0 && d[pl] == ':')
+            return fail_boot(d);
+        char *m = access(path, F_OK) != 0
+                      ? msp_asprintf("%s: cannot read the config (%s)%s", path, strerror(errno),
+                                     by_env ? "; MSPROBE_PATH names it" : "")
+                      : msp_asprintf("%s: %s", path, d);
+        int rc = fail_boot(m ? m : d);
+        free(m);
+        return rc;
+    }
+    msp_g.have_cfg = 1;
+    return 0;
+}
+
+static int boot_with(const char *path, int cc_env);
+
+/* A script's PrecisionDebugger(config_path=...) in a process the shim found
+ * no config for (msp_py_boot_script): the config is read, the script's
+ * arguments applied to it, and the boot goes on. */
+static int late_load(const char *path)
+{
+    return load_config(path, 0);
+}
+
+static int late_boot(void)
+{
+    return boot_with(msp_g.cfg.source, msp_env_flag("MSPROBE_CONFIG_CHECK"));
+}
+
+static void boot_init(void)
 {
     msp_shim_log_init();
     msp_test_hooks_init();
     msp_g.pid = getpid();
+}
+
+/* The stub saw `import msprobe` in a process it found no config for: provide
+ * msprobe's modules (unless it is installed); the script's PrecisionDebugger
+ * names the config, and the rest of the boot waits for it. */
+MSP_EXPORT int msp_py_boot_script(void);
+int msp_py_boot_script(void)
+{
+    boot_init();
+    msp_debugger_install(late_load, late_boot);
+    return 0;
+}
+
+MSP_EXPORT int msp_py_boot(void);
+int msp_py_boot(void)
+{
+    boot_init();
     const char *env = getenv("MSPROBE_PATH");
     const char *path = (env && *env) ? env : (access("msprobe.json", F_OK) == 0 ? "msprobe.json"
                                                                                : NULL);
@@ -164,24 +217,17 @@ int msp_py_boot(void)
         path = NULL;
         cc_env = 0;
     }
-    if (path) {
-        if (msp_config_load(path, &msp_g.cfg) != MSP_OK) {
-            const char *d = msp_last_error();
-            size_t pl = strlen(path);
-            /* The loader starts its detail with the file name ("f.json:3:7: ...",
-             * "f.json: dump.x: ..."); say which file otherwise. */
-            if (strncmp(d, path, pl) == 0 && d[pl] == ':')
-                return fail_boot(d);
-            char *m = access(path, F_OK) != 0
-                          ? msp_asprintf("%s: cannot read the config (%s)%s", path, strerror(errno),
-                                         env && *env ? "; MSPROBE_PATH names it" : "")
-                          : msp_asprintf("%s: %s", path, d);
-            int rc = fail_boot(m ? m : d);
-            free(m);
-            return rc;
-        }
-        msp_g.have_cfg = 1;
-    }
+    if (path && load_config(path, env && *env) != 0)
+        return -1;
+    /* A script written against msprobe imports it: provide it, unless it is there. */
+    if (msp_g.have_cfg)
+        msp_debugger_install(NULL, NULL);
+    return boot_with(path, cc_env);
+}
+
+/* Everything after the config is read (path, or NULL: none). */
+static int boot_with(const char *path, int cc_env)
+{
     msp_config_t *c = &msp_g.cfg;
     if (msp_g.have_cfg && c->n_ignored) {
         /* msprobe's config.json: say once which of its keys change nothing here */

@@ -41,6 +41,7 @@ static PyObject *g_used;      /* prefixes given so far -> True */
 static PyObject *g_fwd_count; /* module -> calls in this step */
 static int g_nroots;          /* roots walked */
 static int g_record;          /* module or mix mode */
+static int g_script_root;     /* the script named its model (msp_module_set_root) */
 
 static int path_matches(const char *path, const char *pat)
 {
@@ -300,7 +301,8 @@ static PyObject *pre_hook(PyObject *self, PyObject *args)
     PyObject *mod = PyTuple_Size(args) > 0 ? PyTuple_GetItem(args, 0) : NULL;
     PyObject *in = PyTuple_Size(args) > 1 ? PyTuple_GetItem(args, 1) : NULL;
     int depth = ++t_mod_depth;
-    if (depth == 1 && mod && g_record && msp_t_depth == 0 && !PyDict_GetItem(g_roots, mod)) {
+    if (depth == 1 && mod && g_record && msp_t_depth == 0 && !g_script_root &&
+        !PyDict_GetItem(g_roots, mod)) {
         msp_t_depth++;
         PyDict_SetItem(g_roots, mod, Py_True);
         walk_root(mod);
@@ -402,9 +404,25 @@ static PyObject *post_hook(PyObject *self, PyObject *args)
     frame_drop(&f);
     if (PyErr_Occurred())
         PyErr_Clear();
-    if (t_mod_depth == 0 && msp_t_depth == 0 && msp_g.cfg.step_trigger == MSP_STEP_FORWARD)
+    if (t_mod_depth == 0 && msp_t_depth == 0 && msp_g.cfg.step_trigger == MSP_STEP_FORWARD &&
+        !msp_g.script_steps)
         msp_step_end();
     Py_RETURN_NONE;
+}
+
+void msp_module_set_root(PyObject *model)
+{
+    if (!g_record || !g_roots || msp_t_depth > 0)
+        return;
+    g_script_root = 1;
+    if (PyDict_GetItem(g_roots, model))
+        return;
+    msp_t_depth++;
+    if (PyDict_SetItem(g_roots, model, Py_True) == 0)
+        walk_root(model);
+    msp_t_depth--;
+    if (PyErr_Occurred())
+        PyErr_Clear();
 }
 
 static PyMethodDef g_pre_def = {"msprobe_module_pre_hook", pre_hook, METH_VARARGS, NULL};

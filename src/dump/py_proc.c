@@ -143,7 +143,8 @@ static void finish_dump(void)
      * step_trigger advice: not one that crashed before training, nor a parent
      * whose children trained. */
     if (wrote && msp_g.have_cfg && msp_g.cfg.has_dump && msp_g.step == 0 && msp_g.order > 0 &&
-        msp_g.cfg.step_trigger != MSP_STEP_MANUAL && msp_dq_backward_records() > 0)
+        msp_g.cfg.step_trigger != MSP_STEP_MANUAL && !msp_g.script_steps &&
+        msp_dq_backward_records() > 0)
         msp_shim_msg("warning: no step ended in this run (step_trigger \"%s\"), so the whole "
                      "run was step 0: set step_trigger (\"backward\", \"forward\") in "
                      "msprobe.json, or call msprobe_step() where a step ends",

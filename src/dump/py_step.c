@@ -29,7 +29,9 @@ void msp_step_end(void)
 {
     if (msp_g.disabled)
         return;
-    if (msp_g.dumping) {
+    /* A step the script stopped recording in (debugger.stop() before
+     * debugger.step()) still closes its file now. */
+    if (msp_g.dumping || (msp_g.paused && msp_g.cfg.has_dump && msp_proc_may_write())) {
         msp_prep_release(); /* no model ran in this step: what it held is the step's */
         msp_dev_drain(); /* the step's records held for device statistics go first */
         /* Waits for the previous step's file (bounded lag): no Python needed. */
@@ -76,7 +78,8 @@ void msp_step_exit_report(void)
                      "%lld (steps count from 0, one per %s)", msp_g.cfg.source ? msp_g.cfg.source
                                                                                 : "config",
                      list, (long long)msp_g.step,
-                     msp_g.cfg.step_trigger == MSP_STEP_BACKWARD  ? "backward()"
+                     msp_g.script_steps                            ? "debugger.step() call"
+                     : msp_g.cfg.step_trigger == MSP_STEP_BACKWARD ? "backward()"
                      : msp_g.cfg.step_trigger == MSP_STEP_FORWARD ? "root forward"
                      : msp_g.cfg.step_trigger == MSP_STEP_MANUAL  ? "step() call"
                                                                   : "optimizer.step()");
@@ -135,7 +138,9 @@ static PyObject *trigger_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
             msp_opt_cancel(op);
         PyErr_Restore(et, ev, etb);
     }
-    int ends = w->kind != MSP_W_OPT_STEP || g_opt_step_by_init || g_end_deferred;
+    /* A script with msprobe's PrecisionDebugger ends its steps itself. */
+    int ends = (w->kind != MSP_W_OPT_STEP || g_opt_step_by_init || g_end_deferred) &&
+               !msp_g.script_steps;
     if (t_trigger_depth == 0)
         g_end_deferred = 0;
     if (out && t_trigger_depth == 0 && ends && !msp_g.disabled)
@@ -187,7 +192,7 @@ static PyObject *opt_post_hook(PyObject *self, PyObject *args)
 {
     (void)self;
     (void)args;
-    if (!msp_g.disabled && !trigger_defer_step_end())
+    if (!msp_g.disabled && !msp_g.script_steps && !trigger_defer_step_end())
         msp_step_end();
     Py_RETURN_NONE;
 }
