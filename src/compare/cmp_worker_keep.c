@@ -138,39 +138,42 @@ char *cmp_keep_place(const char *python, const char *src, const char *cfg, char 
     return sock;
 }
 
-static int cmp_keep_addr(struct sockaddr_un *sa, const char *path)
+/* A unix stream socket and path's address in *sa: the descriptor, or -1
+ * (errno set; a path too long for an address: ENAMETOOLONG). */
+static int cmp_keep_socket(struct sockaddr_un *sa, const char *path)
 {
     memset(sa, 0, sizeof *sa);
     sa->sun_family = AF_UNIX;
-    if (strlen(path) >= sizeof sa->sun_path)
+    if (strlen(path) >= sizeof sa->sun_path) {
+        errno = ENAMETOOLONG;
         return -1;
+    }
     memcpy(sa->sun_path, path, strlen(path) + 1);
-    return 0;
+    return socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+}
+
+/* Close fd and give -1, errno kept. */
+static int cmp_keep_drop(int fd)
+{
+    int e = errno;
+    close(fd);
+    errno = e;
+    return -1;
 }
 
 int cmp_keep_connect(const char *path)
 {
     struct sockaddr_un sa;
-    if (cmp_keep_addr(&sa, path) != 0)
-        return -1;
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        int e = errno;
-        close(fd);
-        errno = e;
-        return -1;
-    }
+    int fd = cmp_keep_socket(&sa, path);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0)
+        return cmp_keep_drop(fd);
     return fd;
 }
 
 int cmp_keep_listen(const char *path)
 {
     struct sockaddr_un sa;
-    if (cmp_keep_addr(&sa, path) != 0)
-        return -1;
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = cmp_keep_socket(&sa, path);
     if (fd < 0)
         return -1;
     struct stat st;
@@ -186,12 +189,8 @@ int cmp_keep_listen(const char *path)
         if (errno == ECONNREFUSED)
             (void)unlink(path);
     }
-    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 64) != 0) {
-        int e = errno;
-        close(fd);
-        errno = e;
-        return -1;
-    }
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 64) != 0)
+        return cmp_keep_drop(fd);
     /* above 3: the worker gets it as descriptor 3 (msp_child_t.fd3) */
     int hi = fcntl(fd, F_DUPFD_CLOEXEC, 10);
     close(fd);

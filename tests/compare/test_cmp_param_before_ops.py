@@ -86,6 +86,12 @@ def weight_use(root, rank, step=0):
     raise AssertionError("no use of fc1.weight in %s" % root)
 
 
+def input0(root, rank, rec):
+    """Step 0's input.0 of record rec on rank, from the file."""
+    with h5py.File(os.path.join(root, "step0", "rank%d" % rank, "dump.h5"), "r") as f:
+        return f[rec]["input.0"][()]
+
+
 def rel_err(a, b):
     a, b = a.astype(np.float64), b.astype(np.float64)
     return float(np.linalg.norm(a - b) / np.linalg.norm(b))
@@ -195,15 +201,11 @@ class ParameterBeforeAnyOp(unittest.TestCase):
         b = dump(self.work, "b-2r-mixed", "api", ranks=2, P_SCALE=1)
         c = dump(self.work, "c-2r-mixed", "api", ranks=2, P_SCALE=1, P_BF16=1, P_SCALE_RANK=1)
         ar = "Distributed.all_reduce.0.forward"
-
-        def ar_input(root, rank):
-            with h5py.File(os.path.join(root, "step0", "rank%d" % rank, "dump.h5"), "r") as f:
-                return f[ar]["input.0"][()]
         # the premise, from the files: rank 0's input to it is the bench's bit
         # for bit, rank 1's differs by about bf16's rounding (2^-9 a step)
-        self.assertEqual(rel_err(ar_input(c, 0), ar_input(b, 0)), 0.0)
-        self.assertGreater(rel_err(ar_input(c, 1), ar_input(b, 1)), 1e-4)
-        self.assertLess(rel_err(ar_input(c, 1), ar_input(b, 1)), 0.05)
+        self.assertEqual(rel_err(input0(c, 0, ar), input0(b, 0, ar)), 0.0)
+        self.assertGreater(rel_err(input0(c, 1, ar), input0(b, 1, ar)), 1e-4)
+        self.assertLess(rel_err(input0(c, 1, ar), input0(b, 1, ar)), 0.05)
         out = os.path.join(self.work, "out-2r-mixed")
         stdout, first = compare(b, c, out)
         self.assertEqual(first, "no introduced error found", stdout)
@@ -220,13 +222,10 @@ class ParameterBeforeAnyOp(unittest.TestCase):
         b = dump(self.work, "b-2r-x", "api", ranks=2, P_SCALE=1)
         c = dump(self.work, "c-2r-x", "api", ranks=2, P_SCALE=1, P_XSCALE=1.01, P_SCALE_RANK=1)
         first_op = "Functional.linear.0.forward"
-
-        def x_of(root, rank):
-            with h5py.File(os.path.join(root, "step0", "rank%d" % rank, "dump.h5"), "r") as f:
-                return f[first_op]["input.0"][()]
         # the premise: rank 1's batch is 1 % off before any op, rank 0's is not
-        self.assertAlmostEqual(rel_err(x_of(c, 1), x_of(b, 1)), 0.01, places=6)
-        self.assertEqual(rel_err(x_of(c, 0), x_of(b, 0)), 0.0)
+        self.assertAlmostEqual(rel_err(input0(c, 1, first_op), input0(b, 1, first_op)), 0.01,
+                               places=6)
+        self.assertEqual(rel_err(input0(c, 0, first_op), input0(b, 0, first_op)), 0.0)
         out = os.path.join(self.work, "out-2r-x")
         stdout, first = compare(b, c, out)
         self.assertRegex(first, r"^first introduced error: step 0 rank 1 before %s input\.0 " %

@@ -27,7 +27,7 @@ import time
 import unittest
 
 import numpy as np
-from msp_proc import children
+from msp_proc import alive, children
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -55,16 +55,6 @@ def make_tree(root, seed, ranks=2, steps=2, records=150, numel=20000):
             H.write_dump(os.path.join(root, "step%d" % s, "rank%d" % r, "dump.h5"), recs,
                          step=s, rank=r, index=True)
     return root
-
-
-def alive(pid):
-    """Running or stopped, not a zombie nor gone."""
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            st = f.read()
-    except OSError:
-        return False
-    return st[st.rindex(")") + 2] != "Z"
 
 
 def wait_for_child(pid, timeout=120):

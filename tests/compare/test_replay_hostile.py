@@ -27,6 +27,7 @@ import openpyxl
 
 from msp_h5dump import write_dump
 from msp_proc import cmdline, descendants
+from msp_ref import gelu
 
 BIN = os.environ.get("MSPROBE_BIN", "msprobe")
 PYTHON = os.environ.get("MSPROBE_PYTHON", "/usr/bin/python3")
@@ -44,15 +45,6 @@ class Payload:
 
     def __reduce__(self):
         return (open, (self.marker, "w"))
-
-
-def gelu(x, tanh=False):
-    """torch's gelu in float64, computed here: erf, or the tanh approximation."""
-    import math
-    x = x.astype(np.float64)
-    if tanh:
-        return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
-    return 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
 
 
 def summary(out):

@@ -8,7 +8,6 @@ worker of its own, the worker must leave when its time is up, and a socket
 directory that others may enter must never be used. Every compare must still
 name the planted op: F.gelu with approximate="tanh" on the compare side only,
 its error computed here in float64."""
-import math
 import os
 import re
 import shutil
@@ -21,26 +20,11 @@ import numpy as np
 import openpyxl
 
 from msp_h5dump import write_dump
-from msp_proc import descendants
+from msp_proc import alive, descendants
+from msp_ref import gelu
 
 BIN = os.environ.get("MSPROBE_BIN", "msprobe")
 KEPT = re.compile(r"replay: kept worker (\d+)(?: started)?, session (\d+)")
-
-
-def gelu(x, tanh=False):
-    x = x.astype(np.float64)
-    if tanh:
-        return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
-    return 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
-
-
-def alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            st = f.read()
-    except OSError:
-        return False
-    return st[st.rindex(")") + 2] != "Z"
 
 
 class KeptWorker(unittest.TestCase):

@@ -42,3 +42,13 @@ def cmdline(pid):
             return f.read()
     except OSError:
         return None
+
+
+def alive(pid):
+    """Running or stopped, not a zombie nor gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            st = f.read()
+    except OSError:
+        return False
+    return st[st.rindex(")") + 2] != "Z"
