@@ -40,7 +40,8 @@ summary line.
 Env: JOBS=2 CULPRIT_WORK=DIR (keep dumps between runs) CULPRIT_QUICK=1 (a
 small matrix: AdamW only; hidden plants, two a model, and one kernel control
 a model at api level) CULPRIT_LEVELS=api,mix,module CULPRIT_OPTS=sgd,sgdm,adam,adamw
-(only those optimizers).
+(only those optimizers, at every level; without it mix and module take SGD
+and AdamW).
 """
 import os
 import re
@@ -68,10 +69,12 @@ HOLDOUT_OPTS = {"sgdm"}
 def scenarios(levels, quick):
     out = []
     for level in levels:
-        opts = OPTS if level == "api" else ["sgd", "adamw"]
+        only = os.environ.get("CULPRIT_OPTS")
+        # by default mix and module levels take two optimizers; named ones
+        # are run at every level
+        opts = OPTS if level == "api" or only else ["sgd", "adamw"]
         if quick:
             opts = ["adamw"]
-        only = os.environ.get("CULPRIT_OPTS")
         if only:
             opts = [o for o in opts if o in only.split(",")]
         for opt in opts:
