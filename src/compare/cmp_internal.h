@@ -270,9 +270,13 @@ int cmp_scalars(const char *s, double *v, int max);
 #define CMP_REPLAY_ULPS 4.0
 /* Replay the records chosen by o->replay within o->replay_budget, filling
  * each record's replay fields and res's replay summary. Replay that cannot
- * start (no Python with torch) is one warning and res->replay_unavailable. */
+ * start (no Python with torch) is one warning and res->replay_unavailable.
+ * w: the caller's worker (cmp_worker.h; zeroed, or cmp_worker_prestart's),
+ * started here when needed and released at the end (the caller stops it);
+ * NULL: one of this call's own. */
+struct cmp_worker;
 msp_err cmp_replay_run(msp_compare_result_t *res, const cmp_file_pair_t *fps, size_t nfp,
-                       const msp_compare_opts_t *o);
+                       const msp_compare_opts_t *o, struct cmp_worker *w);
 /* Whether cmp_replay_run would replay r, and then its priority (higher
  * first; ties go to the earlier record). A record it never could replay is
  * marked MSP_RV_SKIPPED with its replay_note here. The one rule, so that a
@@ -442,6 +446,7 @@ struct msp_compare_tree {
     size_t *head_rec, *head_ten; /* the global index of each head record and row copy */
     size_t *proc_pairs;          /* pairs each process compared */
     int n_procs;
+    struct cmp_worker *worker;   /* replay's session, ended: stopped (its end awaited) on free */
 };
 
 /* Phase B's state: the tree it fills and what it keeps between pairs. */

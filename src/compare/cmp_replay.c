@@ -500,7 +500,7 @@ done:
 }
 
 msp_err cmp_replay_run(msp_compare_result_t *res, const cmp_file_pair_t *fps, size_t nfp,
-                       const msp_compare_opts_t *o)
+                       const msp_compare_opts_t *o, rp_worker_t *given)
 {
     if (o->replay == MSP_REPLAY_OFF || res->n_records == 0)
         return MSP_OK;
@@ -526,15 +526,20 @@ msp_err cmp_replay_run(msp_compare_result_t *res, const cmp_file_pair_t *fps, si
     }
     qsort(cand, nc, sizeof *cand, rp_cand_order);
     const char *py = cmp_worker_python(o->replay_python);
-    rp_worker_t w;
-    memset(&w, 0, sizeof w);
-    w.fd = w.err_fd = -1;
+    rp_worker_t own;
+    memset(&own, 0, sizeof own);
+    own.fd = own.err_fd = -1;
+    rp_worker_t *w = given ? given : &own;
+    if (w->released) /* a session an earlier batch ended */
+        rp_stop(w);
     rp_file_t files[RP_OPEN_FILES];
     memset(files, 0, sizeof files);
     unsigned long clock = 0;
     size_t bufsz = (size_t)1 << 20;
     void *buf = malloc(bufsz);
-    char *why = buf ? rp_start(&w, py, deadline) : msp_asprintf("out of memory");
+    char *why = !buf                       ? msp_asprintf("out of memory")
+                : w->fd >= 0 && !w->joined ? NULL /* the caller's, already serving */
+                                           : rp_start(w, py, deadline);
     int starts = 1;
     size_t k = 0;
     if (why) {
@@ -555,20 +560,20 @@ msp_err cmp_replay_run(msp_compare_result_t *res, const cmp_file_pair_t *fps, si
         }
         const char *kwhy = NULL;
         const char *kind = rp_kind(r->name, &kwhy);
-        int rr = rp_job(&w, r, k, f, kind, deadline, per_record, buf, bufsz);
+        int rr = rp_job(w, r, k, f, kind, deadline, per_record, buf, bufsz);
         if (rr == -2)
             break;
         if (rr == -1) {
             char tail[300];
-            rp_err_tail(&w, tail, sizeof tail);
-            rp_stop(&w);
+            rp_err_tail(w, tail, sizeof tail);
+            rp_stop(w);
             if (r->replay == MSP_RV_NONE) {
                 r->replay = MSP_RV_SKIPPED;
                 r->replay_note = msp_asprintf("the replay worker died on it%s%s",
                                               tail[0] ? ": " : "", tail);
             }
             /* a worker that died on one record is started again for the rest */
-            char *again = starts < RP_MAX_STARTS ? rp_start(&w, py, deadline)
+            char *again = starts < RP_MAX_STARTS ? rp_start(w, py, deadline)
                                                  : msp_asprintf("the replay worker died %d times",
                                                                 starts);
             starts++;
@@ -590,8 +595,10 @@ msp_err cmp_replay_run(msp_compare_result_t *res, const cmp_file_pair_t *fps, si
                                           o->replay_budget);
         }
     }
-    if (w.pid > 0 || w.fd >= 0)
-        rp_stop(&w);
+    if (w == &own)
+        rp_stop(w);
+    else if (w->pid > 0 || w->fd >= 0)
+        cmp_worker_release(w); /* the session cleans up while reports are written */
     for (int i = 0; i < RP_OPEN_FILES; i++)
         rp_file_close(&files[i]);
     free(buf);

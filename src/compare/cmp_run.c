@@ -502,7 +502,7 @@ msp_err msp_compare_run(const char *bench, const char *cmp, const msp_compare_op
             rec->setup_differs)
             res->n_failed++;
     }
-    if (!(rc = cmp_link_backward(res)) && !(rc = cmp_replay_run(res, fps, nfp, opts)) &&
+    if (!(rc = cmp_link_backward(res)) && !(rc = cmp_replay_run(res, fps, nfp, opts, NULL)) &&
         !(rc = cmp_module_params(res, 0.0)) && !(rc = cmp_judge_modules(res)) &&
         !(rc = cmp_rank_suspects(res, opts->top)))
         rc = cmp_ranks_whole(res, opts->top);

@@ -20,6 +20,7 @@
  * rest; its result is the single-process compare's, row for row. Phase B
  * and the tree it fills, which the reports read: cmp_tree.c. */
 #include "cmp_internal.h"
+#include "cmp_worker.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -131,6 +132,7 @@ typedef struct cmp_stream {
     char *unfinished_note; /* what a candidate left by the budget says */
     double replay_seconds;
     char *replay_unavailable;
+    cmp_worker_t *worker;  /* replay's, asked for before phase A (cmp_worker_prestart) */
     void (*user_progress)(size_t, size_t, void *);
     void *user_progress_ud;
     size_t progress_base;
@@ -277,7 +279,7 @@ static msp_err cmp_phase_r(cmp_stream_t *st)
         o2.replay_progress_ud = st;
         st->progress_base = done;
         if (!rc)
-            rc = cmp_replay_run(syn, st->plan.fps, st->plan.nfp, &o2);
+            rc = cmp_replay_run(syn, st->plan.fps, st->plan.nfp, &o2, st->worker);
         for (size_t i = 0; !rc && i < syn->n_records; i++) {
             const msp_record_cmp_t *r = &syn->records[i];
             if (r->replay == MSP_RV_NONE)
@@ -494,10 +496,18 @@ msp_err msp_compare_stream(const char *bench, const char *cmp, const msp_compare
     }
     if (!rc && fused)
         rc = cmp_spool_open(opts->spool_dir, &t->spool);
+    /* a kept worker forks replay's session while phase A computes metrics */
+    if (!rc && !fused && opts->replay != MSP_REPLAY_OFF && (st.worker = malloc(sizeof *st.worker)))
+        cmp_worker_prestart(st.worker, cmp_worker_python(opts->replay_python));
     if (!rc)
         rc = cmp_phase_a(&st, fused ? &fin : NULL);
     if (!rc && !fused)
         rc = cmp_phase_r(&st);
+    if (st.worker) { /* ended now; the tree's free awaits its end (after the reports) */
+        cmp_worker_release(st.worker);
+        t->worker = st.worker;
+        st.worker = NULL;
+    }
     if (alone && t->head) {
         t->head->replay_candidates = st.n_cands;
         t->head->replay_seconds = st.replay_seconds;

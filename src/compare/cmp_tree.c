@@ -5,6 +5,7 @@
  * marks; and what the CLI and the report writers read from it, a part at a
  * time or whole when small. */
 #include "cmp_internal.h"
+#include "cmp_worker.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -418,6 +419,10 @@ void msp_compare_tree_free(msp_compare_tree_t *t)
     free(t->head_rec);
     free(t->head_ten);
     free(t->proc_pairs);
+    if (t->worker) {
+        cmp_worker_stop(t->worker);
+        free(t->worker);
+    }
     free(t);
 }
 

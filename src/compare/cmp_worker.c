@@ -72,12 +72,11 @@ void cmp_worker_stop(cmp_worker_t *w)
     if (w->kept) {
         /* the session ends; the worker stays (a session's end, not a kill: the
          * worker ends a session whose compare is gone on its own) */
-        uint32_t zero = 0;
-        if (w->fd >= 0 && send(w->fd, &zero, sizeof zero, MSG_NOSIGNAL | MSG_DONTWAIT) ==
-                              (ssize_t)sizeof zero) {
+        if (!w->released)
+            cmp_worker_release(w);
+        if (w->released) {
             /* its end of the socket closes when the session has cleaned up
              * (its directory removed): 1 s for that, as for a worker's exit */
-            (void)shutdown(w->fd, SHUT_WR);
             double end = msp_monotonic() + 1.0;
             char sink[256];
             struct pollfd p = {w->fd, POLLIN, 0};
@@ -120,6 +119,20 @@ void cmp_worker_stop(cmp_worker_t *w)
     free(w->apis);
     memset(w, 0, sizeof *w);
     w->fd = w->err_fd = -1;
+}
+
+void cmp_worker_release(cmp_worker_t *w)
+{
+    if (!w->kept) {
+        cmp_worker_stop(w);
+        return;
+    }
+    uint32_t zero = 0;
+    if (!w->released && w->fd >= 0 &&
+        send(w->fd, &zero, sizeof zero, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)sizeof zero) {
+        (void)shutdown(w->fd, SHUT_WR);
+        w->released = 1;
+    }
 }
 
 static int cmp_str_order(const void *a, const void *b)
@@ -321,25 +334,88 @@ static int cmp_worker_join(cmp_worker_t *w, const char *sock, const char *python
     return -1;
 }
 
-/* Start the worker and wait for its "ready" line; NULL, or why not
- * (malloc'd). */
-char *cmp_worker_start(cmp_worker_t *w, const char *python, double deadline)
+/* The worker's stderr: an unlinked temp file, close-on-exec; -1 when none. */
+static int cmp_worker_err_file(void)
 {
-    memset(w, 0, sizeof *w);
-    w->fd = w->err_fd = -1;
     FILE *tf = tmpfile();
     int efd = tf ? dup(fileno(tf)) : -1;
     if (tf)
         fclose(tf);
     if (efd >= 0)
         (void)fcntl(efd, F_SETFD, FD_CLOEXEC);
+    return efd;
+}
+
+/* One script: the shim's API rules, acc_check's metrics, then the worker
+ * that calls them (replay.py, its arguments, bound and process); NULL when
+ * out of memory. */
+static char *cmp_worker_source(void)
+{
+    return msp_asprintf("%s\n%s\n%s\n%s\n%s\n%s", msp_replay_apis_py, msp_replay_acc_py,
+                        msp_replay_py, msp_replay_args_py, msp_replay_bound_py,
+                        msp_replay_worker_py);
+}
+
+/* The kept worker's socket for python and src (and its directory in *kdir),
+ * both malloc'd, or NULL when none is kept (say: log why). */
+static char *cmp_worker_sock(const char *python, const char *src, double keep, char **kdir,
+                             int say)
+{
+    *kdir = NULL;
+    char *kcfg = cmp_worker_config(NULL, keep);
+    char *sock = kcfg ? cmp_keep_place(python, src, kcfg, kdir, say) : NULL;
+    free(kcfg);
+    return sock;
+}
+
+void cmp_worker_prestart(cmp_worker_t *w, const char *python)
+{
+    memset(w, 0, sizeof *w);
+    w->fd = w->err_fd = -1;
+    double keep = cmp_keep_seconds();
+    char *src = keep > 0 ? cmp_worker_source() : NULL, *kdir = NULL;
+    char *sock = src ? cmp_worker_sock(python, src, keep, &kdir, 0) : NULL;
+    int fd = sock ? cmp_keep_connect(sock) : -1;
+    free(src);
+    free(sock);
+    free(kdir);
+    if (fd < 0)
+        return;
+    int efd = cmp_worker_err_file();
+    if (cmp_keep_hello(fd, efd) != 0) {
+        close(fd);
+        if (efd >= 0)
+            close(efd);
+        return;
+    }
+    w->fd = fd;
     w->err_fd = efd;
-    /* one script: the shim's API rules, acc_check's metrics, then the worker
-     * that calls them (replay.py, its arguments, bound and process); -I: no working directory, user site or PYTHON* on the
-     * path (a json.py beside a dump is never imported), -B: no .pyc written */
-    char *src = msp_asprintf("%s\n%s\n%s\n%s\n%s\n%s", msp_replay_apis_py, msp_replay_acc_py,
-                             msp_replay_py, msp_replay_args_py, msp_replay_bound_py,
-                             msp_replay_worker_py);
+    w->joined = w->kept = 1; /* stopped unused, it is a session to end */
+}
+
+/* Start the worker and wait for its "ready" line; NULL, or why not
+ * (malloc'd). */
+char *cmp_worker_start(cmp_worker_t *w, const char *python, double deadline)
+{
+    if (w->joined) { /* cmp_worker_prestart's session: its ready line is all that is left */
+        w->joined = 0;
+        char *why = cmp_worker_ready(w, python, deadline);
+        if (!why) {
+            w->kept = 1;
+            msp_log(MSP_LOG_INFO, "replay: kept worker %ld, session %ld", w->server, w->session);
+            return NULL;
+        }
+        msp_log(MSP_LOG_INFO, "replay: the kept worker did not answer (%s): one for this "
+                              "compare alone", why);
+        free(why);
+        cmp_worker_stop(w);
+    }
+    memset(w, 0, sizeof *w);
+    w->fd = -1;
+    int efd = w->err_fd = cmp_worker_err_file();
+    /* -I: no working directory, user site or PYTHON* on the path (a json.py
+     * beside a dump is never imported), -B: no .pyc written */
+    char *src = cmp_worker_source();
     if (!src) {
         cmp_worker_stop(w);
         return msp_asprintf("out of memory");
@@ -347,11 +423,8 @@ char *cmp_worker_start(cmp_worker_t *w, const char *python, double deadline)
     double keep = cmp_keep_seconds();
     char *sock = NULL, *kdir = NULL;
     int lfd = -1;
-    if (keep > 0) {
-        char *kcfg = cmp_worker_config(NULL, keep);
-        sock = kcfg ? cmp_keep_place(python, src, kcfg, &kdir) : NULL;
-        free(kcfg);
-    }
+    if (keep > 0)
+        sock = cmp_worker_sock(python, src, keep, &kdir, 1);
     if (sock && cmp_worker_join(w, sock, python, efd, deadline, &lfd) == 0) {
         free(sock);
         free(kdir);

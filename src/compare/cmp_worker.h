@@ -31,6 +31,8 @@ typedef struct cmp_worker {
     char **apis;       /* the record APIs it may call ("Functional.gelu"), sorted, from its
                           ready line; NULL when it sent none (then resolve() alone decides) */
     size_t n_apis;
+    int joined;        /* cmp_worker_prestart's session, its ready line not read yet */
+    int released;      /* cmp_worker_release ended the session; stop waits for its end */
 } cmp_worker_t;
 
 /* The Python to run replay.py: opt when set, else $MSPROBE_PYTHON, else the
@@ -42,6 +44,11 @@ const char *cmp_worker_python(const char *opt);
  * compare before this one left, or one started here that stays that many
  * seconds after its last session (cmp_worker_keep.c). */
 char *cmp_worker_start(cmp_worker_t *w, const char *python, double deadline);
+/* A session of the kept worker for python, asked for ahead of need: the
+ * worker forks it (and its job child) while the compare computes metrics,
+ * and cmp_worker_start then only reads its ready line. w is zeroed (fds -1)
+ * and left so when no kept worker answers; a worker is never started here. */
+void cmp_worker_prestart(cmp_worker_t *w, const char *python);
 /* Whether the worker may call the API of record name ("Functional.gelu.0.forward"):
  * 1, or 0 with *why (static) when its ready line's list says it may not, so
  * that the record's tensors are never sent. Records of other prefixes
@@ -51,6 +58,11 @@ int cmp_worker_may_call(const cmp_worker_t *w, const char *name, const char **wh
  * directory; close; w is zeroed with fds -1. A kept worker's session is
  * ended and the worker left for the next compare. */
 void cmp_worker_stop(cmp_worker_t *w);
+/* The session's end without waiting for it: a kept worker's session is
+ * told to end (it cleans up while the compare writes its reports; a later
+ * cmp_worker_stop waits for that); a worker of this compare's own is
+ * stopped. */
+void cmp_worker_release(cmp_worker_t *w);
 /* Memory a job may take beyond what the worker maps, before 16 bytes for
  * each byte of its tensors (replay.py's job_limits sets it as RLIMIT_AS). */
 #define CMP_JOB_MEM_BASE ((uint64_t)1 << 30)
@@ -72,13 +84,13 @@ void cmp_worker_err_tail(const cmp_worker_t *w, char *buf, size_t n);
  * worker stays after its last session (MSPROBE_REPLAY_KEEP, default 60; 0:
  * none is kept). cmp_keep_place: the socket of the worker for this Python,
  * source, sandbox settings cfg and environment, and in *dir its working
- * directory (both malloc'd), or NULL (logged) when none can be kept.
+ * directory (both malloc'd), or NULL (logged when say) when none can be kept.
  * cmp_keep_connect: a connection to it, or -1 with errno. cmp_keep_listen:
  * the socket bound and listening, as a descriptor above 3, or -1 with errno
  * (EADDRINUSE: a live worker holds it). cmp_keep_hello: a session's first
  * message, which hands the worker err_fd for the session's stderr. */
 double cmp_keep_seconds(void);
-char *cmp_keep_place(const char *python, const char *src, const char *cfg, char **dir);
+char *cmp_keep_place(const char *python, const char *src, const char *cfg, char **dir, int say);
 int cmp_keep_connect(const char *path);
 int cmp_keep_listen(const char *path);
 int cmp_keep_hello(int fd, int err_fd);

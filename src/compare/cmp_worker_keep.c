@@ -94,7 +94,7 @@ static char *cmp_keep_dir(const char **why)
     return d;
 }
 
-char *cmp_keep_place(const char *python, const char *src, const char *cfg, char **dir)
+char *cmp_keep_place(const char *python, const char *src, const char *cfg, char **dir, int say)
 {
     *dir = NULL;
     const char *why = NULL;
@@ -127,8 +127,9 @@ char *cmp_keep_place(const char *python, const char *src, const char *cfg, char 
             why = "its working directory cannot be made";
     }
     if (why) {
-        msp_log(MSP_LOG_INFO, "replay: no kept worker (%s%s%s): one for this compare alone",
-                why, base ? ": " : "", base ? base : "");
+        if (say)
+            msp_log(MSP_LOG_INFO, "replay: no kept worker (%s%s%s): one for this compare alone",
+                    why, base ? ": " : "", base ? base : "");
         free(sock);
         free(*dir);
         sock = *dir = NULL;

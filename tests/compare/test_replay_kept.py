@@ -101,6 +101,31 @@ class KeptWorker(unittest.TestCase):
         p5, (pid5, s5) = self.compare()
         self.assertEqual((pid5, s5), (pid1, 3), p5.stderr)
 
+    def test_a_session_asked_for_ahead_and_not_needed_ends_with_its_compare(self):
+        # a compare asks the kept worker for its session before it computes
+        # metrics; one with nothing to replay (a dump against itself) ends it
+        # unused, and leaves neither a process nor a session directory
+        _, (pid1, s1) = self.compare()
+        self.assertEqual(s1, 1)
+        p = subprocess.run([BIN, "-v", "compare", "-b", "gpu", "-c", "gpu", "-o", "same"],
+                           capture_output=True, text=True, timeout=300, env=self.env,
+                           cwd=self.work)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("no introduced error", p.stdout)
+        self.assertIsNone(KEPT.search(p.stderr), p.stderr)  # it replayed nothing
+        kept = os.path.join(self.tmp, "msprobe-%d" % os.geteuid())
+        dirs = [d for d in os.listdir(kept) if d.endswith(".d")]
+        self.assertEqual(len(dirs), 1, dirs)
+        self.assertEqual(os.listdir(os.path.join(kept, dirs[0])), [])
+        self.assertTrue(alive(pid1))
+        t0 = time.monotonic()  # the session's process leaves once it has cleaned up
+        while descendants(pid1) and time.monotonic() - t0 < 10:
+            time.sleep(0.1)
+        self.assertEqual(descendants(pid1), [])
+        # the next compare is the worker's third session: the second was that one
+        _, (pid3, s3) = self.compare()
+        self.assertEqual((pid3, s3), (pid1, 3))
+
     def test_keep_zero_leaves_no_process_and_no_socket(self):
         env = dict(self.env, MSPROBE_REPLAY_KEEP="0")
         proc = subprocess.Popen([BIN, "-v", "compare", "-b", "gpu", "-c", "npu", "-o", "out"],
