@@ -328,6 +328,13 @@ static int rp_side(rp_worker_t *w, size_t id, const char *kind, const char *name
     }
     if (*why)
         goto done;
+    /* an elementwise call or optimizer with large tensors: a sample of each */
+    const cJSON *cls = cJSON_GetObjectItemCaseSensitive(a, "class");
+    const char *cn = cJSON_IsString(cls) ? strrchr(cls->valuestring, '.') : NULL;
+    uint64_t every = cmp_worker_every(w, kind, in->fwd->name, cn ? cn + 1 : NULL, tv, nt, arr,
+                                      &bytes);
+    if (every > 1)
+        cJSON_AddNumberToObject(job, "every", (double)every);
     if (bytes > RP_MAX_JOB_BYTES) {
         *why = "its tensors are too large to replay (over 2 GiB)";
         goto done;

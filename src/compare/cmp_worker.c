@@ -67,6 +67,13 @@ static int cmp_rm_entry(const char *path, const struct stat *st, int flag, struc
     return 0;
 }
 
+static void cmp_worker_free_list(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
 void cmp_worker_stop(cmp_worker_t *w)
 {
     if (w->kept) {
@@ -114,9 +121,9 @@ void cmp_worker_stop(cmp_worker_t *w)
         free(w->dir);
     }
     free(w->line);
-    for (size_t i = 0; i < w->n_apis; i++)
-        free(w->apis[i]);
-    free(w->apis);
+    cmp_worker_free_list(w->apis, w->n_apis);
+    cmp_worker_free_list(w->ew_apis, w->n_ew_apis);
+    cmp_worker_free_list(w->ew_opts, w->n_ew_opts);
     memset(w, 0, sizeof *w);
     w->fd = w->err_fd = -1;
 }
@@ -140,20 +147,41 @@ static int cmp_str_order(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The ready line's "replayable" list into w->apis, sorted (the worker sorts
- * it; sorted again so that a bsearch never depends on its order). */
-static void cmp_worker_take_apis(cmp_worker_t *w, const cJSON *list)
+/* A list of strings from the ready line into *out, sorted (sorted here so
+ * that a bsearch never depends on the worker's order). */
+static void cmp_worker_take_list(const cJSON *list, char ***out, size_t *n)
 {
-    int n = cJSON_IsArray(list) ? cJSON_GetArraySize(list) : 0;
-    if (n <= 0 || !(w->apis = calloc((size_t)n, sizeof *w->apis)))
+    int k = cJSON_IsArray(list) ? cJSON_GetArraySize(list) : 0;
+    if (k <= 0 || !(*out = calloc((size_t)k, sizeof **out)))
         return;
     const cJSON *it;
     cJSON_ArrayForEach(it, list)
     {
-        if (cJSON_IsString(it) && (w->apis[w->n_apis] = strdup(it->valuestring)))
-            w->n_apis++;
+        if (cJSON_IsString(it) && ((*out)[*n] = strdup(it->valuestring)))
+            (*n)++;
     }
-    qsort(w->apis, w->n_apis, sizeof *w->apis, cmp_str_order);
+    qsort(*out, *n, sizeof **out, cmp_str_order);
+}
+
+static int cmp_worker_listed(char *const *v, size_t n, const char *key)
+{
+    return v && bsearch(&key, v, n, sizeof *v, cmp_str_order) != NULL;
+}
+
+/* The ready line's "sample" policy (replay.py, sample_policy) into w. */
+static void cmp_worker_take_sample(cmp_worker_t *w, const cJSON *s)
+{
+    const cJSON *mn = cJSON_GetObjectItemCaseSensitive(s, "min");
+    const cJSON *kp = cJSON_GetObjectItemCaseSensitive(s, "keep");
+    if (!cJSON_IsNumber(mn) || !cJSON_IsNumber(kp) || !(kp->valuedouble >= 1) ||
+        !(mn->valuedouble >= 0))
+        return;
+    w->sample_min = (uint64_t)mn->valuedouble;
+    w->sample_keep = (uint64_t)kp->valuedouble;
+    cmp_worker_take_list(cJSON_GetObjectItemCaseSensitive(s, "apis"), &w->ew_apis,
+                         &w->n_ew_apis);
+    cmp_worker_take_list(cJSON_GetObjectItemCaseSensitive(s, "optimizers"), &w->ew_opts,
+                         &w->n_ew_opts);
 }
 
 int cmp_worker_may_call(const cmp_worker_t *w, const char *name, const char **why)
@@ -173,7 +201,7 @@ int cmp_worker_may_call(const cmp_worker_t *w, const char *name, const char **wh
     memcpy(api, name, (size_t)(num - name));
     api[num - name] = '\0';
     const char *key = api;
-    if (bsearch(&key, w->apis, w->n_apis, sizeof *w->apis, cmp_str_order))
+    if (cmp_worker_listed(w->apis, w->n_apis, key))
         return 1;
     *why = "not an API this replay worker may call (msprobe-compare(1), SECURITY): its "
            "tensors were not sent";
@@ -293,7 +321,9 @@ static char *cmp_worker_ready(cmp_worker_t *w, const char *python, double deadli
             msp_log(MSP_LOG_INFO, "replay worker sandbox: %s", sb->valuestring);
         w->server = cJSON_IsNumber(srv) ? (long)srv->valuedouble : 0;
         w->session = cJSON_IsNumber(ses) ? (long)ses->valuedouble : 0;
-        cmp_worker_take_apis(w, cJSON_GetObjectItemCaseSensitive(j, "replayable"));
+        cmp_worker_take_list(cJSON_GetObjectItemCaseSensitive(j, "replayable"), &w->apis,
+                             &w->n_apis);
+        cmp_worker_take_sample(w, cJSON_GetObjectItemCaseSensitive(j, "sample"));
     }
     cJSON_Delete(j);
     cmp_worker_consume_line(w);
@@ -600,7 +630,7 @@ const char *cmp_job_add_tensors(cJSON *arr, cmp_job_tensor_t **v, size_t *n, siz
             return "out of memory";
         }
         *v = nv;
-        nv[(*n)++] = (cmp_job_tensor_t){rec, t};
+        nv[(*n)++] = (cmp_job_tensor_t){rec, t, 1};
         for (int d = 0; d < t->ndim; d++)
             cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)t->shape[d]));
         cJSON_AddStringToObject(o, "rec", tag);
@@ -614,23 +644,126 @@ const char *cmp_job_add_tensors(cJSON *arr, cmp_job_tensor_t **v, size_t *n, siz
     return NULL;
 }
 
-/* Stream one tensor's bytes to the worker: 0, -1 gone, -2 time up, -3 read error. */
-int cmp_worker_send_tensor(cmp_worker_t *w, msp_dump_file_t *f, const cmp_job_tensor_t *x, void *buf,
-                          size_t bufsz, double deadline)
+static uint64_t cmp_numel(const msp_tensor_info_t *t)
+{
+    size_t es = msp_dtype_size(t->dtype);
+    return es ? (uint64_t)t->nbytes / es : 0;
+}
+
+/* The parameter an optimizer record's role belongs to ("input.param.3",
+ * "input.grad.3", "input.state.3.exp_avg", "output.param.3": 3), or -1. */
+static long cmp_opt_index(const char *role)
+{
+    static const char *const pre[] = {"input.param.", "input.grad.", "input.state.",
+                                      "output.param."};
+    for (size_t i = 0; i < sizeof pre / sizeof pre[0]; i++) {
+        size_t l = strlen(pre[i]);
+        if (strncmp(role, pre[i], l) || role[l] < '0' || role[l] > '9')
+            continue;
+        char *e;
+        unsigned long v = strtoul(role + l, &e, 10);
+        return (*e == '\0' || *e == '.') && v < 1UL << 30 ? (long)v : -1;
+    }
+    return -1;
+}
+
+/* The elements of v[i] that every k-th one covers: 0 when it is sent whole. */
+static uint64_t cmp_sampled_numel(const cmp_job_tensor_t *v, size_t n, size_t i, int opt)
+{
+    uint64_t m = cmp_numel(v[i].t);
+    if (!opt)
+        return m;
+    long p = cmp_opt_index(v[i].t->role);
+    if (p < 0 || m <= 1)
+        return 0;
+    char want[48];
+    snprintf(want, sizeof want, "input.param.%ld", p);
+    for (size_t j = 0; j < n; j++)
+        if (!strcmp(v[j].t->role, want))
+            return cmp_numel(v[j].t) == m ? m : UINT64_MAX; /* MAX: not elementwise */
+    return UINT64_MAX;
+}
+
+uint64_t cmp_worker_every(const cmp_worker_t *w, const char *kind, const char *name,
+                          const char *cls, cmp_job_tensor_t *v, size_t n, cJSON *arr,
+                          uint64_t *bytes)
+{
+    if (!w->sample_keep || !n)
+        return 1;
+    int opt = !strcmp(kind, "optimizer");
+    uint64_t total = 0;
+    if (opt) {
+        if (!cls || !cmp_worker_listed(w->ew_opts, w->n_ew_opts, cls))
+            return 1;
+        for (size_t i = 0; i < n; i++)
+            if (!strncmp(v[i].t->role, "input.param.", 12))
+                total += cmp_numel(v[i].t);
+    } else {
+        /* PREFIX.API.N.PASS: an elementwise API, every tensor of one shape */
+        const char *dot = strchr(name, '.');
+        const char *num = dot ? strchr(dot + 1, '.') : NULL;
+        char api[128];
+        if (!num || (size_t)(num - dot - 1) >= sizeof api)
+            return 1;
+        memcpy(api, dot + 1, (size_t)(num - dot - 1));
+        api[num - dot - 1] = '\0';
+        if (!cmp_worker_listed(w->ew_apis, w->n_ew_apis, api))
+            return 1;
+        for (size_t i = 1; i < n; i++)
+            if (v[i].t->ndim != v[0].t->ndim ||
+                memcmp(v[i].t->shape, v[0].t->shape, (size_t)v[0].t->ndim * sizeof *v[0].t->shape))
+                return 1;
+        total = cmp_numel(v[0].t);
+    }
+    if (total <= w->sample_min)
+        return 1;
+    for (size_t i = 0; i < n; i++)
+        if (cmp_sampled_numel(v, n, i, opt) == UINT64_MAX)
+            return 1;
+    uint64_t k = (total + w->sample_keep - 1) / w->sample_keep;
+    cJSON *it = arr ? arr->child : NULL;
+    for (size_t i = 0; i < n && it; i++, it = it->next) {
+        uint64_t m = cmp_sampled_numel(v, n, i, opt);
+        if (m <= 1)
+            continue;
+        uint64_t keep = (m + k - 1) / k, nb = keep * msp_dtype_size(v[i].t->dtype);
+        v[i].every = k;
+        *bytes = *bytes - (uint64_t)v[i].t->nbytes + nb;
+        cJSON *sh = cJSON_CreateArray();
+        if (sh)
+            cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)keep));
+        cJSON_ReplaceItemInObjectCaseSensitive(it, "shape", sh);
+        cJSON_ReplaceItemInObjectCaseSensitive(it, "nbytes", cJSON_CreateNumber((double)nb));
+    }
+    return k;
+}
+
+int cmp_worker_send_tensor(cmp_worker_t *w, msp_dump_file_t *f, const cmp_job_tensor_t *x,
+                           void *buf, size_t bufsz, double deadline)
 {
     msp_tensor_stream_t *s = NULL;
     if (msp_tensor_stream_open(f, x->rec, x->t, &s) != MSP_OK)
         return -3;
-    uint64_t left = (uint64_t)x->t->nbytes;
+    size_t es = msp_dtype_size(x->t->dtype);
+    uint64_t k = x->every > 1 ? x->every : 1, left = (uint64_t)x->t->nbytes, at = 0;
+    bufsz -= bufsz % es; /* chunks of whole elements */
     int r = 0;
     while (left && !r) {
-        size_t n = left < bufsz ? (size_t)left : bufsz;
+        size_t n = left < bufsz ? (size_t)left : bufsz, m = n;
         if (msp_tensor_stream_read(s, buf, n) != MSP_OK) {
             r = -3;
             break;
         }
-        r = cmp_worker_send(w, buf, n, deadline);
+        if (k > 1) { /* this chunk's elements at multiples of k, packed to its front */
+            uint64_t first = at / es, cnt = n / es, i = (first + k - 1) / k * k;
+            char *p = buf;
+            m = 0;
+            for (; i < first + cnt; i += k, m += es)
+                memmove(p + m, p + (i - first) * es, es);
+        }
+        r = m ? cmp_worker_send(w, buf, m, deadline) : 0;
         left -= n;
+        at += n;
     }
     msp_tensor_stream_close(s);
     return r;

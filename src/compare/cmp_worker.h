@@ -31,6 +31,12 @@ typedef struct cmp_worker {
     char **apis;       /* the record APIs it may call ("Functional.gelu"), sorted, from its
                           ready line; NULL when it sent none (then resolve() alone decides) */
     size_t n_apis;
+    /* replay on a sample (its ready line's "sample"; cmp_worker_every): the
+     * elementwise APIs ("gelu") and optimizer classes ("AdamW"), sorted; past
+     * sample_min elements, about sample_keep of a record's elements are sent */
+    char **ew_apis, **ew_opts;
+    size_t n_ew_apis, n_ew_opts;
+    uint64_t sample_min, sample_keep;
     int joined;        /* cmp_worker_prestart's session, its ready line not read yet */
     int released;      /* cmp_worker_release ended the session; stop waits for its end */
 } cmp_worker_t;
@@ -109,6 +115,7 @@ const char *cmp_job_kind(const char *name, const char **why);
 typedef struct cmp_job_tensor {
     const msp_record_info_t *rec;
     const msp_tensor_info_t *t;
+    uint64_t every; /* > 1: only every k-th element (flattened) is sent */
 } cmp_job_tensor_t;
 
 /* A record's attributes into args (those not there yet), except the call's
@@ -120,7 +127,20 @@ int cmp_job_add_attrs(cJSON *args, cJSON *ctx, msp_dump_file_t *f, const msp_rec
 const char *cmp_job_add_tensors(cJSON *arr, cmp_job_tensor_t **v, size_t *n, size_t *cap,
                                 const msp_record_info_t *rec, const char *tag, int inputs_only,
                                 uint64_t *bytes);
-/* Stream one tensor's bytes to the worker: 0, -1 gone, -2 time up, -3 read error. */
+/* Replay on a sample (msprobe-compare(1), REPLAY): for a job of kind
+ * (forward, backward, optimizer) of record name (the forward's, for a
+ * backward), optimizer class cls (NULL for a call) and the tensors in v,
+ * the k such that sending every k-th element of each is the same job on
+ * fewer elements, and then each tensor's every, its shape and nbytes in the
+ * header array arr and *bytes set so; 1 (nothing changed) otherwise. An
+ * elementwise API's tensors must all have one shape; an elementwise
+ * optimizer's parameters, gradients and states are sampled alike, each by
+ * its parameter's number of elements (scalars are sent whole). */
+uint64_t cmp_worker_every(const cmp_worker_t *w, const char *kind, const char *name,
+                          const char *cls, cmp_job_tensor_t *v, size_t n, cJSON *arr,
+                          uint64_t *bytes);
+/* Stream one tensor's bytes (its every-th elements) to the worker: 0, -1
+ * gone, -2 time up, -3 read error. */
 int cmp_worker_send_tensor(cmp_worker_t *w, msp_dump_file_t *f, const cmp_job_tensor_t *x,
                            void *buf, size_t bufsz, double deadline);
 

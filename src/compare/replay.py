@@ -498,11 +498,14 @@ def judge(recorded, r64, rn, mode, acc=False, bounds=None):
 
 # ---- jobs ----------------------------------------------------------------------
 
-# Elementwise APIs: output element i depends on input element i alone when
-# every tensor has the output's shape, so the call on every k-th element is
-# the call's own k-th elements, and relative errors over them estimate the
-# whole tensor's (a subsample of 2^20 elements: a relative standard error
-# near 1e-3 of the error itself).
+# Replay on a sample (msprobe-compare(1), REPLAY). Elementwise APIs: output
+# element i depends on input element i alone when every tensor has the
+# output's shape, so the call on every k-th element is the call's own k-th
+# elements, and relative errors over them estimate the whole tensor's (a
+# subsample of 2^20 elements: a relative standard error near 1e-3 of the
+# error itself). The same holds for a step of an optimizer that updates each
+# element from that element's gradient and state alone. Compare decides and
+# sends only those elements (job "every": k); the ready line hands it these.
 ELEMENTWISE = {"add", "sub", "mul", "div", "true_divide", "neg", "abs", "exp", "log", "sqrt",
                "rsqrt", "pow", "square", "reciprocal", "sigmoid", "tanh", "relu", "gelu", "silu",
                "leaky_relu", "elu", "selu", "celu", "hardtanh", "hardswish", "hardsigmoid",
@@ -511,31 +514,26 @@ ELEMENTWISE = {"add", "sub", "mul", "div", "true_divide", "neg", "abs", "exp", "
                "__mul__", "__rmul__", "__truediv__", "__rtruediv__", "__neg__", "__pow__",
                "__iadd__", "__isub__", "__imul__", "__itruediv__", "add_", "sub_", "mul_",
                "div_", "relu_", "clamp_", "sigmoid_", "tanh_"}
+ELEMENTWISE_OPTIMIZERS = {"SGD", "Adam", "AdamW", "Adagrad", "Adadelta", "Adamax", "NAdam",
+                          "RAdam", "RMSprop", "Rprop", "ASGD"}
 SAMPLE_MIN = 1 << 22
 SAMPLE_KEEP = 1 << 20
 
 
-def sample_elementwise(api, tensors):
-    """(tensors, k): for an elementwise call on tensors of more than
-    SAMPLE_MIN elements, all of the output's shape, every k-th element of
-    each (flattened); else (tensors, 1)."""
-    if api not in ELEMENTWISE:
-        return tensors, 1
-    shapes = {tuple(t.shape) for t in tensors.values() if torch.is_tensor(t)}
-    if len(shapes) != 1:
-        return tensors, 1
-    n = _numel(next(iter(shapes)))
-    if n <= SAMPLE_MIN:
-        return tensors, 1
-    k = -(-n // SAMPLE_KEEP)
-    return {key: t.reshape(-1)[::k].clone() for key, t in tensors.items()}, k
+def sample_policy():
+    return {"apis": sorted(ELEMENTWISE), "optimizers": sorted(ELEMENTWISE_OPTIMIZERS),
+            "min": SAMPLE_MIN, "keep": SAMPLE_KEEP}
+
+
+def sampled(job, name):
+    """A verdict's mode name, with the sample compare sent when it sent one."""
+    every = job.get("every", 1)
+    return name if every == 1 else "%s, on every %dth element" % (name, every)
 
 
 def replay_forward(job, tensors):
     prefix, api, fn = resolve(job["name"], job.get("references"))
     args_text = job["args"]
-    # acc_check's metrics (max errors, ratios) are of whole tensors
-    tensors, every = (tensors, 1) if job.get("acc") else sample_elementwise(api, tensors)
     recorded = {role: t for (r, role), t in tensors.items()
                 if r == "f" and role.startswith("output")}
     args, kwargs = build_call(call_tensors(tensors, args_text, "f"), args_text)
@@ -556,8 +554,7 @@ def replay_forward(job, tensors):
         r64 = call(to64)
         mode, rn = choose_mode(call, want, args_text)
         bounds = kernel_bounds(call, api, args, kwargs, recorded, r64)
-    name = mode.name if every == 1 else "%s, on every %dth element" % (mode.name, every)
-    return judge(recorded, r64, rn, name, job.get("acc"), bounds)
+    return judge(recorded, r64, rn, sampled(job, mode.name), job.get("acc"), bounds)
 
 
 def _grad_role(fwd_role):
@@ -638,7 +635,7 @@ def replay_backward(job, tensors):
         mode, rn = choose_mode(call, {r: t.dtype for r, t in recorded.items()}, fwd_args)
     recorded = {r: t for r, t in recorded.items() if r in r64}
     bounds = kernel_bounds(call, api, args, kwargs, recorded, r64, backward=True)
-    return judge(recorded, r64, rn, mode.name, job.get("acc"), bounds)
+    return judge(recorded, r64, rn, sampled(job, mode.name), job.get("acc"), bounds)
 
 
 def optimizer_class(path):
@@ -727,7 +724,7 @@ def replay_optimizer(job, tensors):
     with torch.no_grad():
         r64 = call(to64)
         rn = call(None)
-    return judge(recorded, r64, rn, "as recorded", job.get("acc"))
+    return judge(recorded, r64, rn, sampled(job, "as recorded"), job.get("acc"))
 
 
 def replay_side(job, tensors):

@@ -363,7 +363,7 @@ def replayable():
 
 def ready_line(extra=None):
     line = {"ready": torch.__version__, "apis": len(ALLOWED), "landlock": SANDBOX["landlock"],
-            "sandbox": SANDBOX["why"], "replayable": REPLAYABLE}
+            "sandbox": SANDBOX["why"], "replayable": REPLAYABLE, "sample": sample_policy()}
     line.update(extra or {})
     return json.dumps(line) + "\n"
 
