@@ -11,6 +11,10 @@
 # With BASE_BUILD set to another build tree (an older commit's), its cmp_bench
 # compares the same dumps too, alternating run by run with ours, and the
 # summary prints ours / theirs: the side-by-side speed check of a change.
+# Last, the CLI on the big pair (reports written), alternating run by run:
+# `msprobe compare` with its default replay against `--replay off`, best of
+# REPS each, printed as a ratio (replay's cost on large tensors; the kept
+# worker is warmed by one compare first, as for a user's second compare).
 #
 #   bench/compare/run.sh [BUILD_DIR]     env: SIZE_MB=2048 DTYPE=fp32 THREADS=0 REPS=3 BASE_BUILD=
 set -eu
@@ -89,6 +93,33 @@ np_g=$(field gbps "$np_line")
 bw=$(field gbps "$bw_line")
 cpu=$(field cpu_s "$best")
 wall=$(field seconds "$best")
+MSP=$BUILD/src/cli/msprobe
+cli_best() { # cli_best BEST SECONDS -> the smaller
+    if [ -z "$1" ] || [ "$(echo "$2 < $1" | bc -l)" = 1 ]; then echo "$2"; else echo "$1"; fi
+}
+cli_on=""
+cli_off=""
+cli_line=""
+if [ -x "$MSP" ]; then
+    echo "== msprobe compare (CLI, reports written): default replay against --replay off"
+    "$MSP" compare -b "$WORK/big/bench" -c "$WORK/big/npu" -o "$WORK/cli" >/dev/null 2>&1 || true
+    i=0
+    while [ $i -lt "$REPS" ]; do
+        for mode in on off; do
+            set -- -b "$WORK/big/bench" -c "$WORK/big/npu" -o "$WORK/cli"
+            [ $mode = off ] && set -- "$@" --replay off
+            t0=$(date +%s.%N)
+            out=$("$MSP" compare "$@" 2>&1) || true
+            t=$(echo "$(date +%s.%N) - $t0" | bc -l)
+            echo "cli/$mode: $(printf '%.2f' "$t") s $(echo "$out" | grep '^replay:' || true)"
+            if [ $mode = on ]; then cli_on=$(cli_best "$cli_on" "$t"); else cli_off=$(cli_best "$cli_off" "$t"); fi
+        done
+        i=$((i + 1))
+    done
+    cli_line=$(printf 'msprobe compare: %.2f s default, %.2f s --replay off -> replay adds %.0f%%' \
+        "$cli_on" "$cli_off" "$(echo "100 * ($cli_on - $cli_off) / $cli_off" | bc -l)")
+fi
+
 echo "== summary"
 printf 'compare:        %s GB/s (wall %s s, cpu %s s, both sides counted)\n' "$ours" "$wall" "$cpu"
 printf 'numpy:          %s GB/s  -> compare is %.1fx numpy\n' "$np_g" "$(echo "$ours / $np_g" | bc -l)"
@@ -100,4 +131,5 @@ if [ -n "$BASE_CB" ]; then
 fi
 printf 'peak RSS:       %s MiB on %s bytes, %s MiB on %s bytes\n' \
     "$(field rss_mib "$small")" "$(field bytes "$small")" "$(field rss_mib "$best")" "$bytes"
+[ -n "$cli_line" ] && echo "$cli_line"
 printf 'load average:   %s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"

@@ -265,6 +265,12 @@ typedef struct rp_side_in {
     msp_dump_file_t *f;
     const msp_record_info_t *fwd, *bwd;
     int own_numbers; /* the record's number arguments are data: this side's own */
+    uint64_t every;  /* the sample (cmp_worker_every) to send; 0: decided here, and set */
+    /* the other side, against which a sample must show the record's output
+     * error (out_err) to stand for the whole tensors */
+    msp_dump_file_t *of;
+    const msp_record_info_t *ofwd, *obwd;
+    double out_err;
 } rp_side_in_t;
 
 /* Into args, this side's own text of every number argument both sides
@@ -293,8 +299,34 @@ static void rp_own_numbers(cJSON *args, msp_dump_file_t *f, const msp_record_inf
 
 /* Send one side's job and read the answer into *ans. 0, -1 worker gone, -2
  * time up; *why set (and nothing sent) when the job cannot be built. */
+/* Whether every k-th element of the outputs in tv shows at least half of the
+ * output error of the whole tensors against the other side: an error that
+ * sits in a few elements (a kernel's tail, one bad lane) can fall between
+ * the samples, and then the record is replayed whole. */
+static int rp_sample_sees(const rp_side_in_t *in, const rp_tensor_t *tv, size_t nt, uint64_t k)
+{
+    if (!in->of || isnan(in->out_err) || !(in->out_err > 0.0))
+        return 1;
+    const msp_record_info_t *mine = in->bwd ? in->bwd : in->fwd;
+    const msp_record_info_t *other = in->bwd ? in->obwd : in->ofwd;
+    double worst = 0.0;
+    for (size_t i = 0; other && i < nt; i++) {
+        if (tv[i].rec != mine || strncmp(tv[i].t->role, "output", 6))
+            continue;
+        for (size_t j = 0; j < other->n_tensors; j++)
+            if (!strcmp(other->tensors[j].role, tv[i].t->role)) {
+                double e = cmp_sampled_err(in->f, mine, tv[i].t, in->of, other,
+                                           &other->tensors[j], k);
+                if (isnan(e))
+                    return 1; /* not measurable here: the sample stands */
+                worst = fmax(worst, e);
+            }
+    }
+    return worst >= in->out_err / 2.0;
+}
+
 static int rp_side(rp_worker_t *w, size_t id, const char *kind, const char *name,
-                   const cJSON *args, const rp_side_in_t *in, double deadline, double per_record,
+                   const cJSON *args, rp_side_in_t *in, double deadline, double per_record,
                    void *buf, size_t bufsz, cJSON **ans, const char **why)
 {
     rp_tensor_t *tv = NULL;
@@ -328,13 +360,19 @@ static int rp_side(rp_worker_t *w, size_t id, const char *kind, const char *name
     }
     if (*why)
         goto done;
-    /* an elementwise call or optimizer with large tensors: a sample of each */
-    const cJSON *cls = cJSON_GetObjectItemCaseSensitive(a, "class");
-    const char *cn = cJSON_IsString(cls) ? strrchr(cls->valuestring, '.') : NULL;
-    uint64_t every = cmp_worker_every(w, kind, in->fwd->name, cn ? cn + 1 : NULL, tv, nt, arr,
-                                      &bytes);
-    if (every > 1)
-        cJSON_AddNumberToObject(job, "every", (double)every);
+    /* an elementwise call or optimizer with large tensors: a sample of each,
+     * when the sample shows the record's error */
+    if (!in->every) {
+        const cJSON *cls = cJSON_GetObjectItemCaseSensitive(a, "class");
+        const char *cn = cJSON_IsString(cls) ? strrchr(cls->valuestring, '.') : NULL;
+        in->every = cmp_worker_every(w, kind, in->fwd->name, cn ? cn + 1 : NULL, tv, nt);
+        if (in->every > 1 && !rp_sample_sees(in, tv, nt, in->every))
+            in->every = 1;
+    }
+    if (in->every > 1) {
+        cmp_job_sample(in->every, kind, tv, nt, arr, &bytes);
+        cJSON_AddNumberToObject(job, "every", (double)in->every);
+    }
     if (bytes > RP_MAX_JOB_BYTES) {
         *why = "its tensors are too large to replay (over 2 GiB)";
         goto done;
@@ -478,7 +516,8 @@ static int rp_job(rp_worker_t *w, msp_record_cmp_t *rec, size_t id, rp_file_t *f
         goto done;
     rp_add_attrs(args, NULL, files->bf, bfr);
     rp_add_cmp_attrs(args, files->cf, cf, bfr);
-    rp_side_in_t cin = {files->cf, cf, bwd ? crec : NULL, rec->args_are_data};
+    rp_side_in_t cin = {files->cf, cf, bwd ? crec : NULL, rec->args_are_data, 0,
+                        files->bf, bfr, bwd ? brec : NULL, rec->out_err};
     if ((r = rp_side(w, id, kind, rec->name, args, &cin, deadline, per_record, buf, bufsz, &ans,
                      &why)) || why)
         goto done;
@@ -487,7 +526,8 @@ static int rp_job(rp_worker_t *w, msp_record_cmp_t *rec, size_t id, rp_file_t *f
     ans = NULL;
     if (rec->replay != MSP_RV_INTRODUCED || !bfr || (bwd && !brec))
         goto done;
-    rp_side_in_t bin = {files->bf, bfr, bwd ? brec : NULL, 0};
+    /* the check: the same sample as the compare side's */
+    rp_side_in_t bin = {files->bf, bfr, bwd ? brec : NULL, 0, cin.every, NULL, NULL, NULL, NAN};
     const char *bwhy = NULL;
     if ((r = rp_side(w, id, kind, rec->name, args, &bin, deadline, per_record, buf, bufsz, &ans,
                      &bwhy)))

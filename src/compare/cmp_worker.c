@@ -685,8 +685,7 @@ static uint64_t cmp_sampled_numel(const cmp_job_tensor_t *v, size_t n, size_t i,
 }
 
 uint64_t cmp_worker_every(const cmp_worker_t *w, const char *kind, const char *name,
-                          const char *cls, cmp_job_tensor_t *v, size_t n, cJSON *arr,
-                          uint64_t *bytes)
+                          const char *cls, const cmp_job_tensor_t *v, size_t n)
 {
     if (!w->sample_keep || !n)
         return 1;
@@ -720,7 +719,13 @@ uint64_t cmp_worker_every(const cmp_worker_t *w, const char *kind, const char *n
     for (size_t i = 0; i < n; i++)
         if (cmp_sampled_numel(v, n, i, opt) == UINT64_MAX)
             return 1;
-    uint64_t k = (total + w->sample_keep - 1) / w->sample_keep;
+    return (total + w->sample_keep - 1) / w->sample_keep;
+}
+
+void cmp_job_sample(uint64_t k, const char *kind, cmp_job_tensor_t *v, size_t n, cJSON *arr,
+                    uint64_t *bytes)
+{
+    int opt = !strcmp(kind, "optimizer");
     cJSON *it = arr ? arr->child : NULL;
     for (size_t i = 0; i < n && it; i++, it = it->next) {
         uint64_t m = cmp_sampled_numel(v, n, i, opt);
@@ -735,7 +740,75 @@ uint64_t cmp_worker_every(const cmp_worker_t *w, const char *kind, const char *n
         cJSON_ReplaceItemInObjectCaseSensitive(it, "shape", sh);
         cJSON_ReplaceItemInObjectCaseSensitive(it, "nbytes", cJSON_CreateNumber((double)nb));
     }
-    return k;
+}
+
+/* Element i of a chunk of dtype dt as a double; 0 when dt is not a float. */
+static double cmp_elem(msp_dtype_t dt, const unsigned char *p, size_t i)
+{
+    switch (dt) {
+    case MSP_DTYPE_FLOAT32: {
+        float f;
+        memcpy(&f, p + i * 4, 4);
+        return f;
+    }
+    case MSP_DTYPE_FLOAT64: {
+        double d;
+        memcpy(&d, p + i * 8, 8);
+        return d;
+    }
+    case MSP_DTYPE_FLOAT16:
+    case MSP_DTYPE_BFLOAT16: {
+        uint16_t h;
+        memcpy(&h, p + i * 2, 2);
+        return dt == MSP_DTYPE_FLOAT16 ? msp_half_to_float(h) : msp_bf16_to_float(h);
+    }
+    default:
+        return 0.0;
+    }
+}
+
+double cmp_sampled_err(msp_dump_file_t *cf, const msp_record_info_t *crec,
+                       const msp_tensor_info_t *ct, msp_dump_file_t *bf,
+                       const msp_record_info_t *brec, const msp_tensor_info_t *bt, uint64_t k)
+{
+    msp_dtype_t cd = ct->dtype, bd = bt->dtype;
+    int fl = (cd == MSP_DTYPE_FLOAT32 || cd == MSP_DTYPE_FLOAT64 || cd == MSP_DTYPE_FLOAT16 ||
+              cd == MSP_DTYPE_BFLOAT16) &&
+             (bd == MSP_DTYPE_FLOAT32 || bd == MSP_DTYPE_FLOAT64 || bd == MSP_DTYPE_FLOAT16 ||
+              bd == MSP_DTYPE_BFLOAT16);
+    uint64_t n = cmp_numel(ct);
+    if (!fl || !k || n != cmp_numel(bt) || !ct->has_data || !bt->has_data)
+        return NAN;
+    size_t ce = msp_dtype_size(cd), be = msp_dtype_size(bd), chunk = (size_t)1 << 16;
+    unsigned char *cb = malloc(chunk * ce), *bb = malloc(chunk * be);
+    msp_tensor_stream_t *cs = NULL, *bs = NULL;
+    double dd = 0.0, nb = 0.0, r = NAN;
+    if (!cb || !bb || msp_tensor_stream_open(cf, crec, ct, &cs) != MSP_OK ||
+        msp_tensor_stream_open(bf, brec, bt, &bs) != MSP_OK) {
+        msp_clear_error();
+        goto done;
+    }
+    for (uint64_t at = 0; at < n;) {
+        size_t m = n - at < chunk ? (size_t)(n - at) : chunk;
+        if (msp_tensor_stream_read(cs, cb, m * ce) != MSP_OK ||
+            msp_tensor_stream_read(bs, bb, m * be) != MSP_OK) {
+            msp_clear_error();
+            goto done;
+        }
+        for (uint64_t i = (at + k - 1) / k * k; i < at + m; i += k) {
+            double x = cmp_elem(cd, cb, (size_t)(i - at)), y = cmp_elem(bd, bb, (size_t)(i - at));
+            dd += (x - y) * (x - y);
+            nb += y * y;
+        }
+        at += m;
+    }
+    r = nb > 0.0 ? sqrt(dd / nb) : (dd > 0.0 ? INFINITY : 0.0);
+done:
+    msp_tensor_stream_close(cs);
+    msp_tensor_stream_close(bs);
+    free(cb);
+    free(bb);
+    return r;
 }
 
 int cmp_worker_send_tensor(cmp_worker_t *w, msp_dump_file_t *f, const cmp_job_tensor_t *x,

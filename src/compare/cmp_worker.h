@@ -131,14 +131,22 @@ const char *cmp_job_add_tensors(cJSON *arr, cmp_job_tensor_t **v, size_t *n, siz
  * (forward, backward, optimizer) of record name (the forward's, for a
  * backward), optimizer class cls (NULL for a call) and the tensors in v,
  * the k such that sending every k-th element of each is the same job on
- * fewer elements, and then each tensor's every, its shape and nbytes in the
- * header array arr and *bytes set so; 1 (nothing changed) otherwise. An
- * elementwise API's tensors must all have one shape; an elementwise
- * optimizer's parameters, gradients and states are sampled alike, each by
- * its parameter's number of elements (scalars are sent whole). */
+ * fewer elements; 1 when it is not. An elementwise API's tensors must all
+ * have one shape; an elementwise optimizer's parameters, gradients and
+ * states are sampled alike, each by its parameter's number of elements
+ * (scalars are sent whole). cmp_job_sample: each tensor's every, and its
+ * shape and nbytes in the header array arr (parallel to v), and *bytes,
+ * set for k. */
 uint64_t cmp_worker_every(const cmp_worker_t *w, const char *kind, const char *name,
-                          const char *cls, cmp_job_tensor_t *v, size_t n, cJSON *arr,
-                          uint64_t *bytes);
+                          const char *cls, const cmp_job_tensor_t *v, size_t n);
+void cmp_job_sample(uint64_t k, const char *kind, cmp_job_tensor_t *v, size_t n, cJSON *arr,
+                    uint64_t *bytes);
+/* ||c - b|| / ||b|| over every k-th element of tensor ct of crec in cf and
+ * bt of brec in bf (flattened; any float dtypes), streamed; NaN when it
+ * cannot be computed (not floats, sizes differ, statistics only). */
+double cmp_sampled_err(msp_dump_file_t *cf, const msp_record_info_t *crec,
+                       const msp_tensor_info_t *ct, msp_dump_file_t *bf,
+                       const msp_record_info_t *brec, const msp_tensor_info_t *bt, uint64_t k);
 /* Stream one tensor's bytes (its every-th elements) to the worker: 0, -1
  * gone, -2 time up, -3 read error. */
 int cmp_worker_send_tensor(cmp_worker_t *w, msp_dump_file_t *f, const cmp_job_tensor_t *x,

@@ -516,7 +516,7 @@ ELEMENTWISE = {"add", "sub", "mul", "div", "true_divide", "neg", "abs", "exp", "
                "div_", "relu_", "clamp_", "sigmoid_", "tanh_"}
 ELEMENTWISE_OPTIMIZERS = {"SGD", "Adam", "AdamW", "Adagrad", "Adadelta", "Adamax", "NAdam",
                           "RAdam", "RMSprop", "Rprop", "ASGD"}
-SAMPLE_MIN = 1 << 22
+SAMPLE_MIN = 1 << 21
 SAMPLE_KEEP = 1 << 20
 
 

@@ -2,7 +2,7 @@
 
 A call whose output element i depends on input element i alone (add, mul,
 gelu, ...) and whose tensors all have the output's shape is replayed on
-every k-th element when they hold over 2^22 elements (msprobe-compare(1),
+every k-th element when they hold over 2^21 elements (msprobe-compare(1),
 REPLAY): the error over the sample estimates the whole tensor's. Here a
 planted gelu (the tanh approximation on the compare side, erf on the bench
 side) of 5,000,000 elements: replay must still call it introduced, say that
@@ -16,7 +16,12 @@ alike: a real AdamW step on a 4.7M-element weight, run under the dump shim,
 weight_decay 0.5 on the compare side against 0.01 on the bench side.
 Replay must call the step introduced on every 5th element, with an error
 within 1 % of the one computed here over every element (numpy, float64,
-AdamW's first step by hand from the dumped parameter and gradient)."""
+AdamW's first step by hand from the dumped parameter and gradient).
+
+A sample must show the error to stand for the tensor: a mul whose compare
+side is wrong in three elements only, none of them a multiple of k, is
+replayed whole (an error that sits in a few lanes falls between the
+samples), and called introduced."""
 import json
 import os
 import shutil
@@ -34,7 +39,7 @@ BIN = os.environ.get("MSPROBE_BIN", "msprobe")
 PYTHON = os.environ.get("MSPROBE_PYTHON", "/usr/bin/python3")
 PRELOAD = os.environ.get("MSPROBE_PRELOAD_LIB", "")
 N = 5_000_000
-ROWS, COLS = 2048, 2304  # 4,718,592 elements: over 2^22
+ROWS, COLS = 2048, 2304  # 4,718,592 elements: over 2^21
 LR = 1e-2
 TRAIN = """
 import sys, torch
@@ -83,6 +88,34 @@ class SampledReplay(unittest.TestCase):
         self.assertAlmostEqual(plant["Replay Error"] / want, 1.0, delta=0.01)
         self.assertNotEqual(by["Functional.gelu.1.forward"]["Error Origin"], "introduced")
 
+
+    def test_an_error_in_a_few_elements_is_replayed_whole(self):
+        rng = np.random.default_rng(5)
+        x = rng.standard_normal(N).astype(np.float32)
+        y = rng.standard_normal(N).astype(np.float32)
+        good = x * y
+        bad = good.copy()
+        k = -(-N // (1 << 20))
+        at = [1, 1_000_001, 3_000_003]
+        self.assertTrue(all(i % k for i in at))
+        bad[at] += np.float32(100.0)
+        for side, out in (("gpu", good), ("npu", bad)):
+            write_dump(os.path.join(self.work, side, "step0", "rank0", "dump.h5"),
+                       [("Torch.mul.0.forward", 0, {"input.0": x, "input.1": y, "output.0": out})])
+        out = os.path.join(self.work, "out")
+        p = subprocess.run([BIN, "compare", "-b", "gpu", "-c", "npu", "-o", out],
+                           capture_output=True, text=True, timeout=600, cwd=self.work)
+        self.assertIn(p.returncode, (0, 1), p.stdout + p.stderr)
+        wb = openpyxl.load_workbook(os.path.join(out, "result.xlsx"), read_only=True)
+        rows = list(wb["summary"].iter_rows(values_only=True))
+        row = dict(zip(rows[0], rows[1]))
+        self.assertEqual(row["Name"], "Torch.mul.0.forward")
+        self.assertTrue((row["Replay"] or "").startswith("introduced"), row)
+        self.assertNotIn("on every", row["Replay"])
+        ref = x.astype(np.float64) * y
+        want = np.linalg.norm(bad - ref) / np.linalg.norm(ref)
+        self.assertAlmostEqual(row["Replay Error"] / want, 1.0, delta=0.01)
+        self.assertIn("Torch.mul.0.forward", p.stdout)
 
     def dump_adamw(self, side, wd):
         root = os.path.join(self.work, side)
