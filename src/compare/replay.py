@@ -502,7 +502,7 @@ def judge(recorded, r64, rn, mode, acc=False, bounds=None):
 # element i depends on input element i alone when every tensor has the
 # output's shape, so the call on every k-th element is the call's own k-th
 # elements, and relative errors over them estimate the whole tensor's (a
-# subsample of 2^20 elements: a relative standard error near 1e-3 of the
+# subsample of 2^18 elements: a relative standard error near 2e-3 of the
 # error itself). The same holds for a step of an optimizer that updates each
 # element from that element's gradient and state alone. Compare decides and
 # sends only those elements (job "every": k); the ready line hands it these.
@@ -517,7 +517,7 @@ ELEMENTWISE = {"add", "sub", "mul", "div", "true_divide", "neg", "abs", "exp", "
 ELEMENTWISE_OPTIMIZERS = {"SGD", "Adam", "AdamW", "Adagrad", "Adadelta", "Adamax", "NAdam",
                           "RAdam", "RMSprop", "Rprop", "ASGD"}
 SAMPLE_MIN = 1 << 21
-SAMPLE_KEEP = 1 << 20
+SAMPLE_KEEP = 1 << 18
 
 
 def sample_policy():

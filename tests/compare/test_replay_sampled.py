@@ -80,7 +80,7 @@ class SampledReplay(unittest.TestCase):
         by = {r[rows[0].index("Name")]: dict(zip(rows[0], r)) for r in rows[1:]}
         plant = by["Functional.gelu.0.forward"]
         self.assertTrue(plant["Replay"].startswith("introduced"), plant)
-        k = -(-N // (1 << 20))
+        k = -(-N // (1 << 18))
         self.assertIn("on every %dth element" % k, plant["Reason"] + (plant["Replay"] or ""))
         # the compare side's float32 output against the float64 replay of its
         # inputs, over every element, computed here
@@ -95,7 +95,7 @@ class SampledReplay(unittest.TestCase):
         y = rng.standard_normal(N).astype(np.float32)
         good = x * y
         bad = good.copy()
-        k = -(-N // (1 << 20))
+        k = -(-N // (1 << 18))
         at = [1, 1_000_001, 3_000_003]
         self.assertTrue(all(i % k for i in at))
         bad[at] += np.float32(100.0)
@@ -146,7 +146,7 @@ class SampledReplay(unittest.TestCase):
         by = {r[rows[0].index("Name")]: dict(zip(rows[0], r)) for r in rows[1:]}
         step = by["Optimizer.AdamW.0.step"]
         self.assertTrue((step["Replay"] or "").startswith("introduced"), step)
-        k = -(-ROWS * COLS // (1 << 20))
+        k = -(-ROWS * COLS // (1 << 18))
         self.assertIn("on every %dth element" % k, step["Replay"])
         # AdamW's first step with the bench side's weight_decay, in float64
         # over every element: p (1 - lr wd) - lr g / (|g| + eps) (bias
