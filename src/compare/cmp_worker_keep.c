@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -171,7 +172,8 @@ int cmp_keep_connect(const char *path)
     return fd;
 }
 
-int cmp_keep_listen(const char *path)
+/* cmp_keep_listen under the lock. */
+static int cmp_keep_bind(const char *path)
 {
     struct sockaddr_un sa;
     int fd = cmp_keep_socket(&sa, path);
@@ -196,6 +198,33 @@ int cmp_keep_listen(const char *path)
     int hi = fcntl(fd, F_DUPFD_CLOEXEC, 10);
     close(fd);
     return hi;
+}
+
+/* An exclusive lock on path.lock, held while a compare looks for a live
+ * worker at path and binds its own there: two compares that find the
+ * socket dead at once must not both bind (the second would unlink the
+ * first's socket and leave its worker unreachable). -1 when none can be
+ * had (then no worker is kept). */
+static int cmp_keep_lock(const char *path)
+{
+    char *lk = msp_asprintf("%s.lock", path);
+    int fd = lk ? open(lk, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600) : -1;
+    free(lk);
+    if (fd >= 0 && flock(fd, LOCK_EX) != 0)
+        fd = cmp_keep_drop(fd);
+    return fd;
+}
+
+int cmp_keep_listen(const char *path)
+{
+    int lock = cmp_keep_lock(path);
+    if (lock < 0)
+        return -1;
+    int fd = cmp_keep_bind(path);
+    int e = errno;
+    close(lock);
+    errno = e;
+    return fd;
 }
 
 int cmp_keep_hello(int fd, int err_fd)

@@ -126,6 +126,28 @@ class KeptWorker(unittest.TestCase):
         _, (pid3, s3) = self.compare()
         self.assertEqual((pid3, s3), (pid1, 3))
 
+    def test_compares_that_start_together_share_one_worker(self):
+        # none is kept yet: each finds no worker, and one of them starts it;
+        # the others must become its sessions, never start a second worker
+        # (one that unlinked the first's socket would leave it unreachable)
+        procs = []
+        for i in range(5):
+            procs.append(subprocess.Popen(
+                [BIN, "-v", "compare", "-b", "gpu", "-c", "npu", "-o", "out%d" % i],
+                cwd=self.work, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                text=True))
+        pids, sessions = set(), []
+        for p in procs:
+            out, err = p.communicate(timeout=300)
+            self.assertIn(p.returncode, (0, 1), out + err)
+            m = KEPT.search(err)
+            self.assertIsNotNone(m, err)
+            self.pids.add(int(m.group(1)))
+            pids.add(int(m.group(1)))
+            sessions.append(int(m.group(2)))
+        self.assertEqual(len(pids), 1, pids)
+        self.assertEqual(sorted(sessions), [1, 2, 3, 4, 5])
+
     def test_keep_zero_leaves_no_process_and_no_socket(self):
         env = dict(self.env, MSPROBE_REPLAY_KEEP="0")
         proc = subprocess.Popen([BIN, "-v", "compare", "-b", "gpu", "-c", "npu", "-o", "out"],
