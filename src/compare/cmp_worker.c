@@ -184,18 +184,33 @@ static void cmp_worker_take_sample(cmp_worker_t *w, const cJSON *s)
                          &w->n_ew_opts);
 }
 
+/* Whether some API of the worker's list starts with the n bytes of pfx
+ * ("Functional."): the list is sorted, so the first entry not below them
+ * tells. */
+static int cmp_worker_has_prefix(const cmp_worker_t *w, const char *pfx, size_t n)
+{
+    size_t lo = 0, hi = w->n_apis;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (strncmp(w->apis[mid], pfx, n) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < w->n_apis && !strncmp(w->apis[lo], pfx, n);
+}
+
 int cmp_worker_may_call(const cmp_worker_t *w, const char *name, const char **why)
 {
-    static const char *const checked[] = {"Functional.", "Tensor.", "Torch.", "VF."};
     if (!w->apis)
         return 1;
-    int ours = 0;
-    for (size_t i = 0; i < sizeof checked / sizeof checked[0]; i++)
-        ours |= !strncmp(name, checked[i], strlen(checked[i]));
-    /* PREFIX.API.N.PASS: the API is what lies between the prefix and the call number */
+    /* PREFIX.API.N.PASS: the API is what lies between the prefix and the call
+     * number. A prefix the list never names (Optimizer, Custom) is the
+     * worker's to decide. */
     const char *dot = strchr(name, '.');
     const char *num = dot ? strchr(dot + 1, '.') : NULL;
-    if (!ours || !num || (size_t)(num - name) >= 256)
+    if (!num || (size_t)(num - name) >= 256 ||
+        !cmp_worker_has_prefix(w, name, (size_t)(dot - name) + 1))
         return 1;
     char api[256];
     memcpy(api, name, (size_t)(num - name));

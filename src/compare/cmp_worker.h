@@ -57,8 +57,8 @@ char *cmp_worker_start(cmp_worker_t *w, const char *python, double deadline);
 void cmp_worker_prestart(cmp_worker_t *w, const char *python);
 /* Whether the worker may call the API of record name ("Functional.gelu.0.forward"):
  * 1, or 0 with *why (static) when its ready line's list says it may not, so
- * that the record's tensors are never sent. Records of other prefixes
- * (Optimizer, Custom) are the worker's to decide: 1. */
+ * that the record's tensors are never sent. Records of a prefix the list
+ * never names (Optimizer, Custom) are the worker's to decide: 1. */
 int cmp_worker_may_call(const cmp_worker_t *w, const char *name, const char **why);
 /* Ask it to leave (0.5 s), then kill its process group; reap; remove its
  * directory; close; w is zeroed with fds -1. A kept worker's session is
