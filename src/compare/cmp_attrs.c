@@ -241,6 +241,19 @@ static void cmp_api_defaults(cmp_ctx_t *cx, const char *name, char ***k, char **
     msp_clear_error();
 }
 
+char *cmp_sig_param(cmp_ctx_t *cx, const char *fwd_name, unsigned long pos)
+{
+    char **k, **v, key[32];
+    size_t n;
+    cmp_api_defaults(cx, fwd_name, &k, &v, &n);
+    snprintf(key, sizeof key, "#%lu", pos);
+    const char *name = cmp_attr_get(k, v, n, key);
+    char *r = name ? strdup(name) : NULL;
+    msp_free_strings(k, n);
+    msp_free_strings(v, n);
+    return r;
+}
+
 /* The argument keys of one side (cmp_is_arg_key), positional ones named
  * where the signature (dk, dv, dn) knows their parameter. */
 static msp_err cmp_args_complete(char **k, char **v, size_t n, char **dk, char **dv, size_t dn,

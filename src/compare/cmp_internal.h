@@ -202,6 +202,10 @@ typedef struct cmp_ctx {
 } cmp_ctx_t;
 
 /* Queue a data job for tensor row `row` (both sides have data to compare). */
+/* The parameter name at position pos of the API of forward record fwd_name,
+ * from the bench dump's /defaults (else the compare dump's); malloc'd, or
+ * NULL when no signature names it. */
+char *cmp_sig_param(cmp_ctx_t *cx, const char *fwd_name, unsigned long pos);
 msp_err cmp_add_job(cmp_ctx_t *cx, size_t row, const msp_record_info_t *nrec,
                     const msp_tensor_info_t *nt, const msp_record_info_t *brec,
                     const msp_tensor_info_t *bt);

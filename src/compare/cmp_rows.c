@@ -512,6 +512,43 @@ static void cmp_view_remap(const cmp_mapping_t *map, const msp_record_info_t *br
     qsort(v, n, sizeof *v, cmp_view_order);
 }
 
+static int cmp_view_has(const cmp_view_t *v, size_t n, const char *role)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(cmp_view_role(&v[i]), role))
+            return 1;
+    return 0;
+}
+
+/* A tensor passed by position on one side of record name and by keyword on
+ * the other (F.layer_norm(x, s, w) against F.layer_norm(x, s, weight=w))
+ * pairs by the keyword: a role of a that b lacks, input.N (output.N of a
+ * backward record, its gradient), takes kwarg.NAME (output.kwarg.NAME) when
+ * the signature names position N so and b has that role alone. */
+static void cmp_view_by_keyword(cmp_ctx_t *cx, const char *name, cmp_view_t *a, size_t na,
+                                const cmp_view_t *b, size_t nb)
+{
+    char *fwd = NULL;
+    for (size_t i = 0; i < na; i++) {
+        const char *role = cmp_view_role(&a[i]);
+        const char *pre = !strncmp(role, "input.", 6) ? "input." : "output.";
+        size_t pl = strlen(pre), dig = strspn(role + pl, "0123456789");
+        if (strncmp(role, pre, pl) || !dig || role[pl + dig] || dig > 6 ||
+            cmp_view_has(b, nb, role))
+            continue;
+        if (!fwd && !(fwd = cmp_is_forward(name) ? strdup(name) : cmp_forward_name(name)))
+            return;
+        char *param = cmp_sig_param(cx, fwd, strtoul(role + pl, NULL, 10)), want[32];
+        int fits = param && snprintf(want, sizeof want, "%skwarg.%s", *pre == 'i' ? "" : "output.",
+                                     param) < (int)sizeof want;
+        free(param);
+        if (fits && cmp_view_has(b, nb, want) && !cmp_view_has(a, na, want))
+            snprintf(a[i].as_role, sizeof a[i].as_role, "%s", want);
+    }
+    free(fwd);
+    qsort(a, na, sizeof *a, cmp_view_order);
+}
+
 static msp_err cmp_record_view(msp_dump_file_t *f, const msp_record_info_t *r, int other_is_msprobe,
                                cmp_view_t **out, size_t *n_out)
 {
@@ -566,6 +603,10 @@ msp_err cmp_record_rows(cmp_ctx_t *cx, cmp_build_t *bld, int64_t step, int64_t r
         (rc = cmp_record_view(cx->cf, crec, cmp_is_msprobe_dump(cx->bf), &ct, &nc)))
         goto cleanup;
     cmp_view_remap(cx->map, brec, crec, bt, nb);
+    if (brec && crec && strncmp(crec->name, "Module.", 7)) {
+        cmp_view_by_keyword(cx, crec->name, bt, nb, ct, nc);
+        cmp_view_by_keyword(cx, crec->name, ct, nc, bt, nb);
+    }
     while (!rc && (i < nb || j < nc)) {
         int o = i == nb ? 1
                 : (j == nc ? -1 : cmp_role_cmp(cmp_view_role(&bt[i]), cmp_view_role(&ct[j])));
