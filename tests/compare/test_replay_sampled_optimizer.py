@@ -1,0 +1,94 @@
+"""Replay of a large elementwise optimizer step judges every k-th element.
+
+An optimizer that updates each element from its own gradient and state
+(AdamW) is replayed on a sample like an elementwise call
+(msprobe-compare(1), REPLAY; test_replay_sampled.py has the calls): its
+parameters, gradients and states alike, sent as every k-th element. Here a
+real AdamW step on a 4.7M-element weight, run under the dump shim,
+weight_decay 0.5 on the compare side against 0.01 on the bench side. Replay
+must call the step introduced on every k-th element, with an error within
+1 % of the one computed here over every element (numpy, float64, AdamW's
+first step by hand from the dumped parameter and gradient)."""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+import h5py
+import numpy as np
+import openpyxl
+
+BIN = os.environ.get("MSPROBE_BIN", "msprobe")
+PYTHON = os.environ.get("MSPROBE_PYTHON", "/usr/bin/python3")
+PRELOAD = os.environ.get("MSPROBE_PRELOAD_LIB", "")
+ROWS, COLS = 2048, 2304  # 4,718,592 elements: over 2^21
+LR = 1e-2
+TRAIN = """
+import sys, torch
+torch.manual_seed(0)
+lin = torch.nn.Linear(%d, %d, bias=False)
+opt = torch.optim.AdamW(lin.parameters(), lr=%r, weight_decay=float(sys.argv[1]))
+x = torch.randn(4, %d)
+loss = lin(x).square().mean()
+opt.zero_grad()
+loss.backward()
+opt.step()
+""" % (COLS, ROWS, LR, COLS)
+
+
+class SampledOptimizer(unittest.TestCase):
+    def setUp(self):
+        self.work = tempfile.mkdtemp(prefix="msp-sampled-opt-")
+
+    def tearDown(self):
+        shutil.rmtree(self.work, ignore_errors=True)
+
+    def dump_adamw(self, side, wd):
+        root = os.path.join(self.work, side)
+        cfg = root + ".json"
+        with open(cfg, "w") as f:
+            json.dump({"dump": {"common_dump_settings": {
+                "dump_mode": "api", "dump_path": root, "dump_iter": "all", "task": "tensor"}}}, f)
+        script = os.path.join(self.work, "train.py")
+        with open(script, "w") as f:
+            f.write(TRAIN)
+        env = dict(os.environ, LD_PRELOAD=PRELOAD, MSPROBE_PATH=cfg, OMP_NUM_THREADS="1")
+        env.pop("MSPROBE_LOG_FILE", None)
+        p = subprocess.run([PYTHON, script, str(wd)], cwd=self.work, env=env,
+                           capture_output=True, text=True, timeout=600)
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        return root
+
+    def test_an_elementwise_optimizer_step_is_judged_on_a_sample(self):
+        b = self.dump_adamw("gpu", 0.01)
+        c = self.dump_adamw("npu", 0.5)
+        out = os.path.join(self.work, "out")
+        p = subprocess.run([BIN, "compare", "-b", b, "-c", c, "-o", out], capture_output=True,
+                           text=True, timeout=600, cwd=self.work)
+        self.assertIn(p.returncode, (0, 1), p.stdout + p.stderr)
+        wb = openpyxl.load_workbook(os.path.join(out, "result.xlsx"), read_only=True)
+        rows = list(wb["summary"].iter_rows(values_only=True))
+        by = {r[rows[0].index("Name")]: dict(zip(rows[0], r)) for r in rows[1:]}
+        step = by["Optimizer.AdamW.0.step"]
+        self.assertTrue((step["Replay"] or "").startswith("introduced"), step)
+        k = -(-ROWS * COLS // (1 << 18))
+        self.assertIn("on every %dth element" % k, step["Replay"])
+        # AdamW's first step with the bench side's weight_decay, in float64
+        # over every element: p (1 - lr wd) - lr g / (|g| + eps) (bias
+        # correction makes m_hat = g and v_hat = g^2)
+        rd = lambda root, role: h5py.File(os.path.join(root, "step0", "rank0", "dump.h5"),
+                                          "r")["Optimizer.AdamW.0.step"][role][()]
+        prm = rd(c, "input.param.0").astype(np.float64)
+        g = rd(c, "input.grad.0").astype(np.float64)
+        got = rd(c, "output.param.0").astype(np.float64)
+        want = prm * (1 - LR * 0.01) - LR * g / (np.abs(g) + 1e-8)
+        e = np.linalg.norm(got - want) / np.linalg.norm(want)
+        self.assertGreater(e, 1e-4)
+        self.assertAlmostEqual(step["Replay Error"] / e, 1.0, delta=0.01)
+
+
+
+if __name__ == "__main__":
+    unittest.main()
