@@ -11,6 +11,7 @@
  *       the machine's read bandwidth: an OpenMP read-only reduction over a
  *       buffer of BYTES (best of 5); prints "membw seconds=.. bytes=.. gbps=.." */
 #include "msprobe/compare.h"
+#include "msprobe/report.h"
 
 #include <omp.h>
 #include <stdint.h>

@@ -167,6 +167,11 @@ char *msp_asprintf(const char *fmt, ...) MSP_PRINTF(1, 2);
  * caller to free; *owned is NULL when s is returned. NULL s reads as "".
  * NULL on out of memory. */
 const char *msp_utf8_clean(const char *s, size_t max_bytes, char **owned);
+
+/* One RFC 4180 field of a csv (result.csv, acc_check's csvs): a comma before it
+ * unless first; quoted when it holds a comma, quote or line break; invalid
+ * UTF-8 cleaned; NULL is empty. The FILE is one thread's (unlocked writes). */
+void msp_csv_field(FILE *f, const char *s, int first);
 /* Text fit for a terminal: anything a terminal would take as a command (C0
  * controls but tab, and newline when newlines is set; DEL; the C1 controls
  * U+0080..U+009F) and every byte that is not UTF-8 becomes "\xNN"; the rest

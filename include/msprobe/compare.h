@@ -4,7 +4,7 @@
  * float64 over every tensor pair (OpenMP across pairs and inside large
  * tensors), applies msprobe's verdict rules, classifies every forward record as
  * introducing or inheriting an error, and picks the root-cause candidate.
- * msp_report_write_xlsx()/_csv() turn the result into OUT/result.xlsx / .csv.
+ * The reports of a result are msprobe/report.h's (src/report).
  */
 #ifndef MSPROBE_COMPARE_H
 #define MSPROBE_COMPARE_H
@@ -405,81 +405,6 @@ void msp_compare_tree_free(msp_compare_tree_t *t); /* NULL-safe */
  * max_records records, or on a process other than 0. */
 msp_err msp_compare_tree_whole(const msp_compare_tree_t *t, size_t max_records,
                                msp_compare_result_t **out);
-/* The reports of a tree (msprobe-compare(1), REPORT): as msp_report_write_xlsx
- * and _csv write them for the same result, one pair in memory at a time;
- * result.xlsx has the ranks sheet first when there are several ranks, and
- * when the details would not fit one sheet, one workbook per rank
- * (result_rank{R}.xlsx) holds its summary and details while result.xlsx
- * keeps the ranks and the suspects. */
-msp_err msp_report_tree_xlsx(const msp_compare_tree_t *t, const char *out_dir);
-msp_err msp_report_tree_csv(const msp_compare_tree_t *t, const char *out_dir);
-/* The workbooks and, with csv, result.csv, written at the same time. */
-msp_err msp_report_tree_write(const msp_compare_tree_t *t, const char *out_dir, int csv);
-
-/* Write out_dir/result.xlsx (atomically: temp file then rename). out_dir is created. */
-msp_err msp_report_write_xlsx(const msp_compare_result_t *res, const char *out_dir);
-/* Write out_dir/result.csv (details rows, same columns), atomically. */
-msp_err msp_report_write_csv(const msp_compare_result_t *res, const char *out_dir);
-
-/* ---- the HTML report (cmp_report_html.c, cmp_sample.c) ------------------ */
-
-/* A bounded look at one compared tensor pair (a suspect card's histogram and
- * scatter): every stride-th element pair from the first, at most max_points,
- * and a histogram of |npu - bench| over every element. */
-#define MSP_SAMPLE_BINS 64          /* 4 a decade, edges 10^-12 ... 10^4 */
-#define MSP_SAMPLE_LO_EXP (-12)
-#define MSP_SAMPLE_PER_DECADE 4
-typedef struct msp_tensor_sample {
-    long tensor;               /* row in res->tensors */
-    char *why;                 /* NULL, or why there is no sample (statistics dump,
-                                  file gone, shapes differ); the rest is then zero */
-    uint64_t numel, stride;
-    size_t n;                  /* pairs sampled */
-    double *npu, *bench;       /* n values each, as read (NaN/Inf kept) */
-    /* |npu - bench|: bins[k] counts e in [10^(LO + k/PER), 10^(LO + (k+1)/PER)) */
-    uint64_t bins[MSP_SAMPLE_BINS];
-    uint64_t zero;             /* e == 0 */
-    uint64_t below, above;     /* 0 < e < 10^LO, e >= the last edge */
-    uint64_t nonfinite;        /* NaN or Inf on either side */
-} msp_tensor_sample_t;
-
-/* Sample n tensor rows of res (tensors[i], indexes into res->tensors), reading
- * them again from the dumps compare read (bench and cmp as given to
- * msp_compare_run), a block at a time: memory stays bounded. A row that
- * cannot be sampled gets why set; only bad arguments and out of memory fail.
- * out has n slots, each filled (free with msp_tensor_sample_free). */
-msp_err msp_compare_sample(const char *bench, const char *cmp, const msp_compare_result_t *res,
-                           const long *tensors, size_t n, size_t max_points,
-                           msp_tensor_sample_t *out);
-void msp_tensor_sample_free(msp_tensor_sample_t *s); /* NULL-safe; frees the contents */
-
-typedef struct msp_html_opts {
-    const char *bench, *cmp;   /* the dumps compared, for the suspects' samples;
-                                  NULL: cards without histogram and scatter */
-    int top;                   /* suspect cards (0: the suspects marked, suspect_rank > 0) */
-    size_t max_points;         /* error-flow points per step and rank before the
-                                  page aggregates (0: 4000) */
-    size_t max_records;        /* records listed in the page (0: 150000) */
-} msp_html_opts_t;
-
-/* Write out_dir/result.html atomically: one page that opens offline (Chart.js
- * embedded) with the error flow of every step and rank, the model tree, the
- * suspect cards and the across-steps view (msprobe-compare(1), HTML REPORT).
- * opts may be NULL. */
-msp_err msp_report_write_html(const msp_compare_result_t *res, const char *out_dir,
-                              const msp_html_opts_t *opts);
-/* msprobe's merge_result (msprobe-merge_result(1)): the metrics of the APIs
- * config_path names, from the compare results in input_dir (msprobe's
- * compare_result_rank{N}-rank{N}_{timestamp}.xlsx, or msprobe compare's
- * result.csv / result.xlsx / result_rank{R}.xlsx), one sheet per compare
- * index and one column per rank, into out_dir/multi_ranks_compare_merge.xlsx
- * (atomically). info (may be NULL) gets what was merged. */
-typedef struct msp_merge_info {
-    size_t files, ranks, rows, sheets;
-} msp_merge_info_t;
-msp_err msp_merge_result(const char *input_dir, const char *out_dir, const char *config_path,
-                         msp_merge_info_t *info);
-
 /* Metric kernel, exposed for tests and benchmarks: compare count native
  * elements of n (compare side) and b (bench side), any pair of supported
  * dtypes, unaligned pointers allowed, with the row rules of msp_compare_run

@@ -6,6 +6,7 @@
 #include "cli.h"
 
 #include "msprobe/compare.h"
+#include "msprobe/report.h"
 
 #include <errno.h>
 #include <ftw.h>

@@ -3,7 +3,7 @@
  * (msprobe-merge_result(1)). */
 #include "cli.h"
 
-#include "msprobe/compare.h"
+#include "msprobe/merge.h"
 
 #include <getopt.h> /* optind */
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* msprobe overflow_check: where the first NaN or Inf came from. The engine is
- * msp_overflow_check (src/compare/cmp_overflow.c); this prints the origin in
+ * msp_overflow_check (src/precheck/pc_overflow.c); this prints the origin in
  * one line, the chain that carried it, each rank's first anomaly, and writes
  * msprobe's anomaly_analyze_{timestamp}.json.
  *

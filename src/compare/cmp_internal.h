@@ -369,35 +369,6 @@ const char *cmp_tree_reason(const msp_compare_tree_t *t, size_t record);
 /* The root cause's row, as a global tensor index; -1 if none. */
 long cmp_tree_root_tensor(const msp_compare_tree_t *t);
 
-/* ---- compare results read back (cmp_xlsx_read.c, for merge_result) ------ */
-
-typedef struct cmp_xlsx cmp_xlsx_t;
-/* Open path's workbook: its sheet list and shared strings. */
-msp_err cmp_xlsx_open(const char *path, cmp_xlsx_t **out);
-size_t cmp_xlsx_sheet_count(const cmp_xlsx_t *x);
-const char *cmp_xlsx_sheet_name(const cmp_xlsx_t *x, size_t i);
-/* Each row of sheet i, in order: n cells as text (numbers as written; an
- * empty cell NULL). A non-zero return stops the reading and is returned. */
-typedef msp_err (*cmp_xlsx_row_cb)(void *ud, size_t row, size_t n, const char *const *cells);
-msp_err cmp_xlsx_rows(cmp_xlsx_t *x, size_t sheet, cmp_xlsx_row_cb cb, void *ud);
-void cmp_xlsx_close(cmp_xlsx_t *x); /* NULL-safe */
-
-/* ---- merge_result's config (cmp_merge_cfg.c, for cmp_merge.c) ------------- */
-
-/* The APIs named (a row is kept when its NPU Name contains one) and the
- * compare indexes (columns) to merge. */
-typedef struct cmp_merge_cfg {
-    char **api;
-    size_t n_api;
-    char **index;     /* NULL: every index of the compare's kind */
-    size_t n_index;
-} cmp_merge_cfg_t;
-/* Free the n strings of v and v. */
-void cmp_strv_free(char **v, size_t n);
-void cmp_merge_cfg_free(cmp_merge_cfg_t *c);
-/* Read path's config into *c (freed on error); an error names the line. */
-msp_err cmp_merge_cfg_load(const char *path, cmp_merge_cfg_t *c);
-
 /* ---- the ranks as one (cmp_ranks.c; msprobe-compare(1), RANKS) ---------- */
 
 /* A communication record (Distributed.*.forward) as the cross-rank pass needs it. */
@@ -481,45 +452,5 @@ msp_err cmp_copy_record(msp_record_cmp_t *dst, const msp_record_cmp_t *src, int 
 msp_err cmp_finish_part(cmp_finish_t *f, msp_compare_result_t *part);
 /* After the last pair: one order of suspects, the cross-rank pass, the marks. */
 msp_err cmp_finish_tree(cmp_finish_t *f);
-
-/* ---- overflow_check's records (cmp_overflow_rec.c, cmp_overflow_json.c) --- */
-/* Free what an anomaly node owns and zero it (cmp_overflow_json.c, beside
- * msp_overflow_result_free). */
-struct msp_anomaly_node;
-void cmp_ov_node_free(struct msp_anomaly_node *n);
-
-struct cJSON;
-struct msp_anomaly_node;
-
-enum { OV_NAN = 1, OV_INF = 2 };
-/* Split a record name into its API and call index (0: not an API record). */
-int ov_split_name(const char *name, char *api, size_t n, long *call);
-/* What a role or argument name is: an input (input.*, kwarg.*), an output,
- * an out= buffer (holds what the call wrote); role under base ("input.0.1"
- * under "input.0"). */
-int ov_is_input(const char *role);
-int ov_is_output(const char *role);
-int ov_is_out_buffer(const char *role);
-int ov_role_under(const char *role, const char *base);
-/* OV_NAN | OV_INF held by a tensor (its counts or statistics); whether an
- * argument is itself inf or nan ("-inf", "[0.0, inf]"). */
-int ov_tensor_bad(const msp_tensor_info_t *t);
-int ov_text_bad(const char *v);
-/* path opened for overflow_check (cmp_overflow_data.c): every tensor whose
- * data the dump holds gets the statistics and NaN/Inf counts of that data
- * (its CRC-32 checked); a statistics-only tensor whose counts cannot be true
- * (above its element count, negative, NaN in an integer tensor) refuses the
- * file, the error naming file, record and role. */
-msp_err ov_open_dump(const char *path, msp_dump_file_t **out);
-/* r's attributes as a cJSON object of strings (NULL on failure), and one of them. */
-struct cJSON *ov_attrs(msp_dump_file_t *f, const msp_record_info_t *r);
-const char *ov_attr(const struct cJSON *attrs, const char *key);
-/* The reason line of an origin (bad: what its outputs hold), malloc'd. */
-char *ov_reason(const msp_record_info_t *r, int bad, int is_comm);
-/* node (of record r of f, in step) as msprobe's node JSON, malloc'd; NULL
- * when out of memory. */
-char *ov_node_json(msp_dump_file_t *f, const msp_record_info_t *r, int64_t step,
-                   const struct msp_anomaly_node *node);
-
 
 #endif

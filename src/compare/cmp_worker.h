@@ -1,6 +1,6 @@
 /* The replay worker (replay.py in a Python with torch) and its transport,
  * private to src/compare: compare's replay (cmp_replay.c) and acc_check
- * (cmp_acc.c) both start workers, send them jobs and read their answers
+ * (pc_acc.c) both start workers, send them jobs and read their answers
  * through these.
  *
  * A job is a frame: [u32 little-endian length][JSON header], then the raw

@@ -1,6 +1,6 @@
 /* merge_result's config (msprobe-merge_result(1)): the subset of msprobe's
  * YAML it takes, the APIs whose rows to merge and the compare indexes. */
-#include "cmp_internal.h"
+#include "mrg_internal.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -10,7 +10,7 @@
  * output, OUT/multi_ranks_compare_merge.xlsx, has one sheet per index: one
  * row per kept tensor (with its step when the results have steps), one
  * column per rank. */
-#include "cmp_internal.h"
+#include "mrg_internal.h"
 
 #include <ctype.h>
 #include <dirent.h>

@@ -8,7 +8,7 @@
  * time and handed over a row at a time, so memory holds one row plus the
  * shared strings. Each part and the shared strings have a size cap, every
  * index is checked, and an error names the file and the part. */
-#include "cmp_internal.h"
+#include "mrg_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

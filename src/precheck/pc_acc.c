@@ -7,10 +7,10 @@
  * what a correct kernel of that dtype gives), and returns msprobe's metrics of
  * the recorded output and of that reference, each against the benchmark.
  * Each output is then judged here by the standard msprobe assigns its API
- * and dtype (cmp_acc_std.c). Records are shared among several workers, each
+ * and dtype (pc_acc_std.c). Records are shared among several workers, each
  * driven by a thread of its own with its own handle on the dump. */
-#include "cmp_acc.h"
-#include "cmp_worker.h"
+#include "pc_internal.h"
+#include "cmp_worker.h" /* compare's replay worker, which acc_check replays on */
 #include "msprobe/proc.h"
 
 #include <cjson/cJSON.h>

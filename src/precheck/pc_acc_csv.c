@@ -2,8 +2,8 @@
  * accuracy_checking_result_{stamp}.csv, one row per API, and
  * accuracy_checking_details_{stamp}.csv, one row per output, in msprobe's
  * columns, each written to a temp name and renamed. The check itself, which
- * fills the result they are written from, is cmp_acc.c. */
-#include "cmp_acc.h"
+ * fills the result they are written from, is pc_acc.c. */
+#include "pc_internal.h"
 
 #include <errno.h>
 #include <math.h>
@@ -25,33 +25,33 @@ static msp_err acc_write(const char *path, const msp_acc_result_t *res, int deta
     }
     if (details) {
         for (int c = 0; c < CMP_ACC_DETAIL_NCOLS; c++)
-            cmp_csv_field(f, cmp_acc_detail_cols[c], c == 0);
+            msp_csv_field(f, cmp_acc_detail_cols[c], c == 0);
         cmp_csv_end_row(f);
         for (size_t i = 0; i < res->n_outputs; i++) {
             const msp_acc_output_t *o = &res->outputs[i];
             int skip = o->status == MSP_ACC_SKIP && !o->have;
-            cmp_csv_field(f, o->name, 1);
-            cmp_csv_field(f, skip ? " " : o->bench_dtype, 0);
-            cmp_csv_field(f, skip ? " " : o->device_dtype, 0);
-            cmp_csv_field(f, skip ? " " : o->shape, 0);
+            msp_csv_field(f, o->name, 1);
+            msp_csv_field(f, skip ? " " : o->bench_dtype, 0);
+            msp_csv_field(f, skip ? " " : o->device_dtype, 0);
+            msp_csv_field(f, skip ? " " : o->shape, 0);
             for (int m = 0; m < MSP_ACC_NMETRICS; m++)
                 cmp_csv_metric(f, o->metric[m], (o->have >> m) & 1u);
-            cmp_csv_field(f, cmp_acc_status_text(o->status), 0);
-            cmp_csv_field(f, o->message, 0);
+            msp_csv_field(f, cmp_acc_status_text(o->status), 0);
+            msp_csv_field(f, o->message, 0);
             cmp_csv_end_row(f);
         }
     } else {
         static const char *const cols[] = {"API name", "Forward Test Success",
                                            "Backward Test Success", "Message"};
         for (int c = 0; c < 4; c++)
-            cmp_csv_field(f, cols[c], c == 0);
+            msp_csv_field(f, cols[c], c == 0);
         cmp_csv_end_row(f);
         for (size_t i = 0; i < res->n_apis; i++) {
             const msp_acc_api_t *a = &res->apis[i];
-            cmp_csv_field(f, a->name, 1);
-            cmp_csv_field(f, cmp_acc_status_text(a->forward), 0);
-            cmp_csv_field(f, cmp_acc_status_text(a->backward), 0);
-            cmp_csv_field(f, a->message, 0);
+            msp_csv_field(f, a->name, 1);
+            msp_csv_field(f, cmp_acc_status_text(a->forward), 0);
+            msp_csv_field(f, cmp_acc_status_text(a->backward), 0);
+            msp_csv_field(f, a->message, 0);
             cmp_csv_end_row(f);
         }
     }

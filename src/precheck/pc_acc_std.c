@@ -5,7 +5,7 @@
  * serves acc_check (the recorded output against the same-dtype CPU replay,
  * each measured against the float64 replay) and api_precision_compare (an
  * NPU run's details against a GPU run's). Also the CSV text both write. */
-#include "cmp_acc.h"
+#include "pc_internal.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -462,7 +462,7 @@ void cmp_csv_metric(FILE *f, double v, int have)
         snprintf(buf, sizeof buf, v > 0 ? "inf" : "-inf");
     else
         snprintf(buf, sizeof buf, "%.14f", v);
-    cmp_csv_field(f, buf, 0);
+    msp_csv_field(f, buf, 0);
 }
 
 void cmp_csv_end_row(FILE *f)

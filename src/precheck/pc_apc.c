@@ -1,10 +1,10 @@
 /* api_precision_compare (msprobe-acc_check(1), API_PRECISION_COMPARE): two
  * acc_check details CSVs, one run on the device under suspicion ("NPU") and
  * one on a trusted device ("GPU"), each measured against the same CPU
- * benchmark; every row is judged by its API's standard (cmp_acc_std.c), the
+ * benchmark; every row is judged by its API's standard (pc_acc_std.c), the
  * device comparisons as ratios NPU/GPU, and rolled up per API into msprobe's
  * api_precision_compare_result_*.csv and _details_*.csv. */
-#include "cmp_acc.h"
+#include "pc_internal.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -159,18 +159,18 @@ static int apc_unsupported_dtype(const char *dt)
 static void apc_detail_row(FILE *out, const char *name, const cmp_apc_verdict_t *v,
                            const char *message)
 {
-    cmp_csv_field(out, name, 1);
+    msp_csv_field(out, name, 1);
     for (size_t i = 0; i < sizeof apc_layout / sizeof apc_layout[0]; i++) {
         int c = apc_layout[i].value;
         cmp_csv_metric(out, v->v[c], (v->have >> c) & 1u);
         if (apc_layout[i].status >= 0)
-            cmp_csv_field(out, cmp_acc_status_text(v->st[apc_layout[i].status]), 0);
+            msp_csv_field(out, cmp_acc_status_text(v->st[apc_layout[i].status]), 0);
     }
-    cmp_csv_field(out, cmp_acc_status_text(v->result), 0);
-    cmp_csv_field(out, v->result == MSP_ACC_SKIP && v->std == CMP_STD_NONE
+    msp_csv_field(out, cmp_acc_status_text(v->result), 0);
+    msp_csv_field(out, v->result == MSP_ACC_SKIP && v->std == CMP_STD_NONE
                            ? " "
                            : cmp_std_msprobe_name(v->std), 0);
-    cmp_csv_field(out, message, 0);
+    msp_csv_field(out, message, 0);
     cmp_csv_end_row(out);
 }
 
@@ -212,10 +212,10 @@ static void apc_flush(FILE *res, apc_api_t *a, msp_apc_summary_t *s)
         if (f == MSP_ACC_SKIP)
             msg = a->skip_msg;
     }
-    cmp_csv_field(res, a->name, 1);
-    cmp_csv_field(res, cmp_acc_status_text(f), 0);
-    cmp_csv_field(res, cmp_acc_status_text(b), 0);
-    cmp_csv_field(res, msg, 0);
+    msp_csv_field(res, a->name, 1);
+    msp_csv_field(res, cmp_acc_status_text(f), 0);
+    msp_csv_field(res, cmp_acc_status_text(b), 0);
+    msp_csv_field(res, msg, 0);
     cmp_csv_end_row(res);
     /* an API counts by the worse of its two passes */
     msp_acc_status_t w = f == MSP_ACC_ERROR || b == MSP_ACC_ERROR       ? MSP_ACC_ERROR
@@ -323,10 +323,10 @@ msp_err msp_api_precision_compare(const char *npu_csv, const char *gpu_csv, cons
     static const char *const rcols[] = {"API Name", "Forward Test Success",
                                         "Backward Test Success", "Message"};
     for (int c = 0; c < 4; c++)
-        cmp_csv_field(rf, rcols[c], c == 0);
+        msp_csv_field(rf, rcols[c], c == 0);
     cmp_csv_end_row(rf);
     for (size_t c = 0; c < sizeof apc_detail_cols / sizeof apc_detail_cols[0]; c++)
-        cmp_csv_field(df, apc_detail_cols[c], c == 0);
+        msp_csv_field(df, apc_detail_cols[c], c == 0);
     cmp_csv_end_row(df);
     for (size_t r = 1; r < npu.csv.n && rc == MSP_OK; r++) {
         const char *name = apc_cell(&npu, r, npu.col[0]);
@@ -351,10 +351,10 @@ msp_err msp_api_precision_compare(const char *npu_csv, const char *gpu_csv, cons
             snprintf(msg, sizeof msg, "The API name %s is invalid.", name);
             v.result = MSP_ACC_SKIP;
             apc_detail_row(df, name, &v, msg);
-            cmp_csv_field(rf, name, 1);
-            cmp_csv_field(rf, "SKIP", 0);
-            cmp_csv_field(rf, "SKIP", 0);
-            cmp_csv_field(rf, msg, 0);
+            msp_csv_field(rf, name, 1);
+            msp_csv_field(rf, "SKIP", 0);
+            msp_csv_field(rf, "SKIP", 0);
+            msp_csv_field(rf, msg, 0);
             cmp_csv_end_row(rf);
             s->apis++;
             s->skip++;

@@ -1,11 +1,14 @@
-/* Private to acc_check and api_precision_compare (src/compare/cmp_acc*.c,
- * cmp_apc.c): msprobe's precision standards, which APIs each one judges,
- * how it judges them, and the CSV text both commands read and write. */
-#ifndef MSPROBE_CMP_ACC_H
-#define MSPROBE_CMP_ACC_H
+/* Private to src/precheck, the checks that judge one run by msprobe's
+ * standards: acc_check and api_precision_compare (pc_acc*.c, pc_apc.c:
+ * msprobe's precision standards, which APIs each one judges, how it judges
+ * them, and the CSV text both commands read and write; acc_check replays
+ * each API on compare's replay worker, cmp_worker.h) and overflow_check
+ * (pc_overflow*.c). */
+#ifndef MSPROBE_PC_INTERNAL_H
+#define MSPROBE_PC_INTERNAL_H
 
 #include "msprobe/precheck.h"
-#include "cmp_report.h"
+#include "cmp_internal.h"
 
 #include <stdio.h>
 
@@ -84,7 +87,7 @@ msp_acc_status_t cmp_acc_status_parse(const char *s);
 
 /* ---- CSV text (RFC 4180: quoted when needed, CRLF line ends) ---- */
 
-/* One field: cmp_csv_field (cmp_report.h), the details csv's writer. */
+/* One field: msp_csv_field (msprobe/common.h), the details csv's writer. */
 /* A metric as msprobe writes it ("%.14f"), or " " when absent. */
 void cmp_csv_metric(FILE *f, double v, int have);
 void cmp_csv_end_row(FILE *f);
@@ -106,5 +109,44 @@ void cmp_acc_stamp(char *buf, size_t n);
 /* The details CSV's columns (accuracy_checking_details_*.csv). */
 #define CMP_ACC_DETAIL_NCOLS (4 + MSP_ACC_NMETRICS + 2)
 extern const char *const cmp_acc_detail_cols[CMP_ACC_DETAIL_NCOLS];
+
+/* ---- overflow_check's records (pc_overflow_rec.c, pc_overflow_json.c) --- */
+/* Free what an anomaly node owns and zero it (pc_overflow_json.c, beside
+ * msp_overflow_result_free). */
+struct msp_anomaly_node;
+void cmp_ov_node_free(struct msp_anomaly_node *n);
+
+struct cJSON;
+struct msp_anomaly_node;
+
+enum { OV_NAN = 1, OV_INF = 2 };
+/* Split a record name into its API and call index (0: not an API record). */
+int ov_split_name(const char *name, char *api, size_t n, long *call);
+/* What a role or argument name is: an input (input.*, kwarg.*), an output,
+ * an out= buffer (holds what the call wrote); role under base ("input.0.1"
+ * under "input.0"). */
+int ov_is_input(const char *role);
+int ov_is_output(const char *role);
+int ov_is_out_buffer(const char *role);
+int ov_role_under(const char *role, const char *base);
+/* OV_NAN | OV_INF held by a tensor (its counts or statistics); whether an
+ * argument is itself inf or nan ("-inf", "[0.0, inf]"). */
+int ov_tensor_bad(const msp_tensor_info_t *t);
+int ov_text_bad(const char *v);
+/* path opened for overflow_check (pc_overflow_data.c): every tensor whose
+ * data the dump holds gets the statistics and NaN/Inf counts of that data
+ * (its CRC-32 checked); a statistics-only tensor whose counts cannot be true
+ * (above its element count, negative, NaN in an integer tensor) refuses the
+ * file, the error naming file, record and role. */
+msp_err ov_open_dump(const char *path, msp_dump_file_t **out);
+/* r's attributes as a cJSON object of strings (NULL on failure), and one of them. */
+struct cJSON *ov_attrs(msp_dump_file_t *f, const msp_record_info_t *r);
+const char *ov_attr(const struct cJSON *attrs, const char *key);
+/* The reason line of an origin (bad: what its outputs hold), malloc'd. */
+char *ov_reason(const msp_record_info_t *r, int bad, int is_comm);
+/* node (of record r of f, in step) as msprobe's node JSON, malloc'd; NULL
+ * when out of memory. */
+char *ov_node_json(msp_dump_file_t *f, const msp_record_info_t *r, int64_t step,
+                   const struct msp_anomaly_node *node);
 
 #endif

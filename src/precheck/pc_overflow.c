@@ -19,8 +19,8 @@
  * directed op, the source); otherwise the communication itself made it (a
  * reduction that overflowed). The origin is the first record, in that order,
  * that made the NaN/Inf; the chain is the communication that carried it.
- * Records read by cmp_overflow_rec.c, nodes written by cmp_overflow_json.c. */
-#include "cmp_internal.h"
+ * Records read by pc_overflow_rec.c, nodes written by pc_overflow_json.c. */
+#include "pc_internal.h"
 #include "msprobe/precheck.h"
 
 #include <cjson/cJSON.h>

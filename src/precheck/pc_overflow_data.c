@@ -1,4 +1,4 @@
-/* overflow_check's view of a dump's tensors (cmp_overflow.c): what the data
+/* overflow_check's view of a dump's tensors (pc_overflow.c): what the data
  * holds, not what the file says about it. The statistics and NaN/Inf counts
  * stored beside a tensor are claims of whoever wrote the file: a count of 0
  * over all-NaN data would hide the origin, a count of 2^62 on four elements
@@ -8,7 +8,7 @@
  * stored CRC-32 checked on the way; a statistics-only tensor keeps its
  * claims, and those that cannot be true (a count above its element count, a
  * negative one, NaN or Inf counted in an integer tensor) refuse the file. */
-#include "cmp_internal.h"
+#include "pc_internal.h"
 
 #include <inttypes.h>
 #include <math.h>

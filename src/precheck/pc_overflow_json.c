@@ -1,7 +1,7 @@
 /* overflow_check's output: an anomaly node as msprobe's node JSON (op_name,
  * data_info, construct_info, stack_info), and the anomaly_analyze file
  * holding each rank's first node. */
-#include "cmp_internal.h"
+#include "pc_internal.h"
 #include "msprobe/precheck.h"
 
 #include <cjson/cJSON.h>

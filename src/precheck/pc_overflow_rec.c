@@ -1,8 +1,8 @@
-/* overflow_check's reading of one record (cmp_overflow.c): the API and call
+/* overflow_check's reading of one record (pc_overflow.c): the API and call
  * index in its name, what its roles are, whether a tensor or an argument
  * holds NaN/Inf, its attributes, and why an origin's finite inputs gave
  * NaN/Inf (the reason line). */
-#include "cmp_internal.h"
+#include "pc_internal.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>

@@ -1,7 +1,7 @@
 /* What the xlsx and csv reports share: the details columns (msprobe's names,
  * then ours), the words written for verdicts and causes, and the check that a
  * result's record ranges lie inside its tensor array. */
-#include "cmp_report.h"
+#include "rep_internal.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -4,7 +4,7 @@
  * a reader never sees half a report and memory stays flat. */
 #include "msprobe/compare.h"
 
-#include "cmp_report.h"
+#include "rep_internal.h"
 
 #include <errno.h>
 #include <math.h>
@@ -14,31 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-
 #define MSP_CSV_NCOLS(a) (sizeof(a) / sizeof((a)[0]))
-
-void cmp_csv_field(FILE *f, const char *s, int first)
-{
-    if (!first)
-        fputc_unlocked(',', f);
-    char *owned = NULL;
-    s = msp_utf8_clean(s ? s : "", 0, &owned); /* csv is read as UTF-8: no invalid bytes */
-    if (!s)
-        return;
-    if (strpbrk(s, ",\"\r\n") == NULL) {
-        fputs_unlocked(s, f);
-        free(owned);
-        return;
-    }
-    fputc_unlocked('"', f);
-    for (; *s; s++) {
-        if (*s == '"')
-            fputc_unlocked('"', f);
-        fputc_unlocked(*s, f);
-    }
-    fputc_unlocked('"', f);
-    free(owned);
-}
 
 /* Shortest text that reads back as the same double; NaN "N/A", Inf "inf". */
 static void msp_csv_num(FILE *f, double v)
@@ -66,12 +42,12 @@ static void msp_csv_row(FILE *f, int stats, const msp_tensor_cmp_t *t, const msp
                         int first)
 {
     int has_npu = t->npu_name != NULL, has_bench = t->bench_name != NULL;
-    cmp_csv_field(f, has_npu ? t->npu_name : "N/A", 1);
-    cmp_csv_field(f, has_bench ? t->bench_name : "N/A", 0);
-    cmp_csv_field(f, has_npu || *t->npu_dtype ? t->npu_dtype : "N/A", 0);
-    cmp_csv_field(f, has_bench || *t->bench_dtype ? t->bench_dtype : "N/A", 0);
-    cmp_csv_field(f, has_npu || *t->npu_shape ? t->npu_shape : "N/A", 0);
-    cmp_csv_field(f, has_bench || *t->bench_shape ? t->bench_shape : "N/A", 0);
+    msp_csv_field(f, has_npu ? t->npu_name : "N/A", 1);
+    msp_csv_field(f, has_bench ? t->bench_name : "N/A", 0);
+    msp_csv_field(f, has_npu || *t->npu_dtype ? t->npu_dtype : "N/A", 0);
+    msp_csv_field(f, has_bench || *t->bench_dtype ? t->bench_dtype : "N/A", 0);
+    msp_csv_field(f, has_npu || *t->npu_shape ? t->npu_shape : "N/A", 0);
+    msp_csv_field(f, has_bench || *t->bench_shape ? t->bench_shape : "N/A", 0);
     if (stats) {
         const double v[] = {t->max_diff, t->min_diff, t->mean_diff, t->norm_diff};
         for (size_t i = 0; i < MSP_CSV_NCOLS(v); i++)
@@ -81,7 +57,7 @@ static void msp_csv_row(FILE *f, int stats, const msp_tensor_cmp_t *t, const msp
         for (size_t i = 0; i < MSP_CSV_NCOLS(rel); i++) {
             char pct[48];
             cmp_percent_text(rel[i], pct, sizeof pct);
-            cmp_csv_field(f, pct, 0);
+            msp_csv_field(f, pct, 0);
         }
     } else {
         const double v[] = {t->cosine, t->euc_dist, t->max_abs_err, t->max_rel_err,
@@ -93,26 +69,26 @@ static void msp_csv_row(FILE *f, int stats, const msp_tensor_cmp_t *t, const msp
                            t->bench_max, t->bench_min, t->bench_mean, t->bench_norm};
     for (size_t i = 0; i < MSP_CSV_NCOLS(side); i++)
         msp_csv_num(f, side[i]);
-    cmp_csv_field(f, cmp_verdict_text(t->verdict), 0);
-    cmp_csv_field(f, cmp_result_text(t->result), 0);
-    cmp_csv_field(f, t->err_message, 0);
+    msp_csv_field(f, cmp_verdict_text(t->verdict), 0);
+    msp_csv_field(f, cmp_result_text(t->result), 0);
+    msp_csv_field(f, t->err_message, 0);
     if (rec) {
-        cmp_csv_field(f, cmp_cause_text(rec->cause), 0);
+        msp_csv_field(f, cmp_cause_text(rec->cause), 0);
         fprintf(f, ",%lld,%lld", (long long)rec->step, (long long)rec->rank);
     } else {
         fputs_unlocked(",,,", f);
     }
-    cmp_csv_field(f, cmp_bool_text(t->npu_requires_grad), 0);
-    cmp_csv_field(f, cmp_bool_text(t->bench_requires_grad), 0);
-    cmp_csv_field(f, cmp_rg_consistent_text(t), 0);
-    cmp_csv_field(f, rec && first && rec->npu_stack ? rec->npu_stack : "", 0);
+    msp_csv_field(f, cmp_bool_text(t->npu_requires_grad), 0);
+    msp_csv_field(f, cmp_bool_text(t->bench_requires_grad), 0);
+    msp_csv_field(f, cmp_rg_consistent_text(t), 0);
+    msp_csv_field(f, rec && first && rec->npu_stack ? rec->npu_stack : "", 0);
     char text[1024];
     cmp_data_name_text(t, text, sizeof text);
-    cmp_csv_field(f, text, 0);
+    msp_csv_field(f, text, 0);
     cmp_md5_text(t->npu_crc32, text, sizeof text);
-    cmp_csv_field(f, text, 0);
+    msp_csv_field(f, text, 0);
     cmp_md5_text(t->bench_crc32, text, sizeof text);
-    cmp_csv_field(f, text, 0);
+    msp_csv_field(f, text, 0);
     fputs_unlocked("\r\n", f);
 }
 
@@ -141,7 +117,7 @@ static msp_err msp_csv_write(const cmp_source_t *src, const char *out_dir)
     const char *const *cols = stats ? cmp_details_cols_stats : cmp_details_cols_tensor;
     size_t ncols = stats ? CMP_DETAILS_NCOLS_STATS : CMP_DETAILS_NCOLS_TENSOR;
     for (size_t c = 0; c < ncols; c++)
-        cmp_csv_field(f, cols[c], c == 0);
+        msp_csv_field(f, cols[c], c == 0);
     fputs("\r\n", f);
     /* Same row order as the details sheet: each part's records in execution
      * order, then any tensor no record of it claims. */

@@ -1,7 +1,7 @@
 /* result.html: the compare result as one page that opens offline.
  *
  * This file turns the result into one JSON object; the page's script
- * (cmp_report_html.js, embedded at build time with its style) draws it with
+ * (rep_html.js, embedded at build time with its style) draws it with
  * Chart.js (embedded by common's msp_html_write_page). What the page holds is
  * bounded whatever the compare size: at most max_points error-flow points per
  * step and rank (past that, per bucket of execution order the record with the
@@ -11,13 +11,13 @@
  * page says when it aggregated. */
 #include "msprobe/compare.h"
 
-#include "cmp_report.h"
+#include "rep_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Generated from cmp_report_html.js / .css (src/compare/CMakeLists.txt). */
+/* Generated from rep_html.js / .css (src/compare/CMakeLists.txt). */
 extern const char msp_cmp_html_js[];
 extern const char msp_cmp_html_css[];
 

@@ -1,9 +1,13 @@
-/* Private to the report writers and their tests (tests/cli/report_from_json.c). */
-#ifndef MSPROBE_CMP_REPORT_H
-#define MSPROBE_CMP_REPORT_H
+/* Private to src/report, the writers of a compare's reports (result.xlsx and
+ * its books, result.csv, result.html and its samples), and to their tests
+ * (tests/cli/report_from_json.c). They read a finished compare (the tree of
+ * cmp_internal.h); nothing in src/compare calls them. */
+#ifndef MSPROBE_REP_INTERNAL_H
+#define MSPROBE_REP_INTERNAL_H
 
 #include "msprobe/compare.h"
 #include "cmp_internal.h"
+#include "msprobe/report.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -55,10 +59,6 @@ msp_err cmp_report_check_ranges(const msp_compare_result_t *res);
  * given, the folder made, the result's ranges sound (MSP_ERR_USAGE or the
  * failure, already recorded). */
 msp_err cmp_report_begin(const msp_compare_result_t *res, const char *out_dir);
-/* One RFC 4180 field of a csv (result.csv, acc_check's csvs): a comma before it
- * unless first; quoted when it holds a comma, quote or line break; invalid
- * UTF-8 cleaned; NULL is empty. The FILE is one thread's (unlocked writes). */
-void cmp_csv_field(FILE *f, const char *s, int first);
 
 /* Data rows per sheet before "details" continues in "details_2" (and
  * "summary" in "summary_2"). 0 restores Excel's limit, 1,048,575. Only tests
@@ -67,13 +67,13 @@ void cmp_csv_field(FILE *f, const char *s, int first);
 void cmp_report_set_rows_per_sheet(size_t rows);
 
 /* Sheets "error_flow" (a native chart) and "error_flow_data" (its rows: the
- * first step and rank's records by execution order), cmp_report_xlsx_chart.c.
+ * first step and rank's records by execution order), rep_xlsx_chart.c.
  * Takes an lxw_workbook; declared without its header so that only the xlsx
  * writers include libxlsxwriter. */
 struct lxw_workbook;
 int cmp_xlsx_error_flow(struct lxw_workbook *wb, const msp_compare_result_t *res);
 
-/* ---- workbooks (cmp_report_xlsx.c writes them, cmp_report_xlsx_books.c
+/* ---- workbooks (rep_xlsx.c writes them, rep_xlsx_books.c
  * chooses them) ---------------------------------------------------------- */
 
 /* Data rows per sheet (cmp_report_set_rows_per_sheet). */

@@ -2,7 +2,7 @@
  * two dumps are opened again (only the step/rank files a sample needs), each
  * tensor pair is streamed a block at a time, and what is kept is bounded: at
  * most max_points element pairs and a fixed histogram of |npu - bench|. */
-#include "cmp_internal.h"
+#include "rep_internal.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -10,11 +10,11 @@
  * 0xFFC7CE, yellow rows its "Neutral" fill 0xFFEB9C; msprobe paints the same
  * rules in pure red/yellow, which hides the text on most screens.
  *
- * Which workbooks a result makes, and what goes into each: cmp_report_xlsx_books.c.
+ * Which workbooks a result makes, and what goes into each: rep_xlsx_books.c.
  */
 #include "msprobe/compare.h"
 
-#include "cmp_report.h"
+#include "rep_internal.h"
 
 #include <errno.h>
 #include <math.h>
@@ -630,7 +630,7 @@ msp_err cmp_write_book(const char *out_dir, const char *file, const cmp_book_t *
         msp_write_suspects(&x, b->head);
     if (b->rows && x.err == LXW_NO_ERROR)
         rc = msp_write_rows(&x, b->rows);
-    /* the error-flow chart of the first step compared (cmp_report_xlsx_chart.c) */
+    /* the error-flow chart of the first step compared (rep_xlsx_chart.c) */
     if (!rc && b->chart && x.err == LXW_NO_ERROR)
         msp_xlsx_note(&x, (lxw_error)cmp_xlsx_error_flow(x.wb, b->chart), "error_flow", 0);
     if (rc || x.err != LXW_NO_ERROR) {

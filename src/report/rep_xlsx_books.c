@@ -1,11 +1,11 @@
-/* result.xlsx's workbooks and what goes into each (cmp_report_xlsx.c writes
+/* result.xlsx's workbooks and what goes into each (rep_xlsx.c writes
  * them): a whole result's one workbook; a streamed tree's one while its
  * details fit a sheet or it has one rank, else one workbook per rank
  * (result_rank{R}.xlsx, a few written at once) and result.xlsx with the
  * ranks and suspects sheets linking to them. */
 #include "msprobe/compare.h"
 
-#include "cmp_report.h"
+#include "rep_internal.h"
 
 #include <omp.h>
 #include <pthread.h>

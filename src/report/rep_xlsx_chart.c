@@ -3,7 +3,7 @@
  * "error_flow_data"), for people who stay in Excel. The same numbers as
  * result.html's first chart: output error, input error and dtype floor of
  * each record, by execution order, on a log axis. */
-#include "cmp_report.h"
+#include "rep_internal.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -16,7 +16,7 @@
  */
 #include "msprobe/compare.h"
 
-#include "cmp_report.h"
+#include "rep_internal.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>

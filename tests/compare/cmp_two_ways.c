@@ -10,7 +10,7 @@
  * "FIRST_RANK r". Exit 0, or 2 with the error on stderr. */
 #include "msprobe/compare.h"
 
-#include "cmp_report.h"
+#include "rep_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
