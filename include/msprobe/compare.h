@@ -346,18 +346,21 @@ typedef struct msp_compare_result {
  * results merge in unit order, so results never depend on opts->threads.
  * Resident memory is a few units per thread plus the catalogues and the
  * result, whatever the dump size. Data without an offset is read whole
- * through msp_dump_read_tensor, one tensor pair at a time. */
+ * through msp_dump_read_tensor, one tensor pair at a time.
+ *
+ * One pipeline: msp_compare_run is msp_compare_stream on one process, its
+ * tree then made one result (msp_compare_tree_whole). */
 msp_err msp_compare_run(const char *bench, const char *cmp, const msp_compare_opts_t *opts,
                         msp_compare_result_t **out);
 void msp_compare_result_free(msp_compare_result_t *res); /* NULL-safe */
 
 /* ---- a whole tree, one pair in memory at a time, on one or many processes ----
  *
- * msp_compare_stream computes what msp_compare_run computes (the same rows,
- * suspects, marks and ranks; replay's answers too while its budget lasts)
- * holding one step x rank pair in memory at a time: finished pairs go to an
- * unlinked temporary file in opts->spool_dir, and the reports are written
- * from it (msprobe-compare(1), SCALE). With net, the processes of one launch
+ * msp_compare_stream is the compare (msp_compare_run is it, made one result
+ * at the end), holding one step x rank pair in memory at a time: finished
+ * pairs go to an unlinked temporary file in opts->spool_dir, and the reports
+ * are written from it (msprobe-compare(1), SCALE). With net, the processes
+ * of one launch
  * share the work (msprobe-compare(1), MPI): each compares the pairs whose
  * files it sees (the plan in cmp_stream.c), and process 0 gathers them in
  * (step, rank) order and alone gets a tree holding the result; every other

@@ -399,8 +399,6 @@ msp_err cmp_rank_stats_add(msp_compare_result_t *res, size_t *cap, const msp_com
  * order. Needs res->ranks filled (cmp_rank_stats_add) and the records the
  * suspects name; cs holds every communication record of the compare. */
 msp_err cmp_ranks_order(msp_compare_result_t *res, const cmp_comm_set_t *cs, int top);
-/* The same on a whole result (msp_compare_run). */
-msp_err cmp_ranks_whole(msp_compare_result_t *res, int top);
 
 /* ---- a streamed compare's tree and phase B (cmp_tree.c; cmp_stream.c) ------ */
 

@@ -474,16 +474,3 @@ msp_err cmp_ranks_order(msp_compare_result_t *res, const cmp_comm_set_t *cs, int
     }
     return MSP_OK;
 }
-
-msp_err cmp_ranks_whole(msp_compare_result_t *res, int top)
-{
-    cmp_comm_set_t cs = {0};
-    size_t cap = 0;
-    msp_err rc = cmp_comm_collect(&cs, res);
-    if (!rc)
-        rc = cmp_rank_stats_add(res, &cap, res);
-    if (!rc)
-        rc = cmp_ranks_order(res, &cs, top);
-    cmp_comm_set_free(&cs);
-    return rc;
-}

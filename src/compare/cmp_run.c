@@ -1,8 +1,7 @@
-/* msp_compare_run: resolve inputs, then one file pair at a time (the
- * engine, also cmp_stream.c's): open the pair's files ahead of time, match
- * records from the catalogues, build the rows (cmp_rows.c) and run their
- * data jobs through the metric kernel (cmp_data.c); then the verdicts,
- * replay and ranking over the whole result. */
+/* The engine of one file pair at a time (cmp_stream.c drives it): open the
+ * pair's files ahead of time, match records from the catalogues, build the
+ * rows (cmp_rows.c) and run their data jobs through the metric kernel
+ * (cmp_data.c). msp_compare_run is the streamed compare made one result. */
 #include "cmp_internal.h"
 
 #include <errno.h>
@@ -451,68 +450,15 @@ void cmp_engine_close(cmp_engine_t *e)
 msp_err msp_compare_run(const char *bench, const char *cmp, const msp_compare_opts_t *opts,
                         msp_compare_result_t **out)
 {
-    msp_compare_opts_t defaults;
-    cmp_file_pair_t *fps = NULL;
-    size_t nfp = 0, done = 0;
-    cmp_engine_t *eng = NULL;
-    msp_compare_result_t *res = NULL;
-    msp_err rc = MSP_OK;
     if (!out)
         return msp_fail(MSP_ERR_USAGE, "msp_compare_run: out is NULL");
     *out = NULL;
-    if (!bench || !cmp)
-        return msp_fail(MSP_ERR_USAGE, "compare: both a bench (-b) and a compare (-c) path are needed");
-    if (!opts) {
-        msp_compare_opts_default(&defaults);
-        opts = &defaults;
-    }
-    res = calloc(1, sizeof *res);
-    if (!res)
-        return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
-    res->root_record = -1;
-    res->root_tensor = -1;
-    res->first_rank = -1;
-    if ((rc = cmp_resolve_inputs(bench, cmp, &fps, &nfp, res)) ||
-        (rc = cmp_engine_open(opts, &eng)))
-        goto cleanup;
-    for (size_t i = 0; i < nfp && !rc; i++) {
-        int compared = 0;
-        const cmp_file_pair_t *ahead[CMP_AHEAD_MAX] = {NULL};
-        for (size_t k = 0; k < CMP_AHEAD_MAX && i + 1 + k < nfp; k++)
-            ahead[k] = &fps[i + 1 + k];
-        rc = cmp_engine_pair(eng, res, &fps[i], ahead, CMP_AHEAD_MAX, &compared);
-        done += (size_t)compared;
-    }
-    int md5 = cmp_engine_md5(eng);
-    cmp_engine_close(eng);
-    eng = NULL;
-    if (!rc && !done)
-        rc = msp_fail(MSP_ERR_MISMATCH,
-                      "bench %s and compare %s share no readable step/rank: nothing to compare",
-                      bench, cmp);
-    if (rc)
-        goto cleanup;
-    res->n_pairs = done;
-    if ((rc = cmp_apply_results(res, md5)))
-        goto cleanup;
-    for (size_t r = 0; r < res->n_records; r++) {
-        msp_record_cmp_t *rec = &res->records[r];
-        cmp_record_finish(rec, res->tensors);
-        if ((rec->verdict != MSP_VERDICT_YES && rec->verdict != MSP_VERDICT_NA) ||
-            rec->setup_differs)
-            res->n_failed++;
-    }
-    if (!(rc = cmp_link_backward(res)) && !(rc = cmp_replay_run(res, fps, nfp, opts, NULL)) &&
-        !(rc = cmp_module_params(res, 0.0)) && !(rc = cmp_judge_modules(res)) &&
-        !(rc = cmp_rank_suspects(res, opts->top)))
-        rc = cmp_ranks_whole(res, opts->top);
-cleanup:
-    cmp_engine_close(eng);
-    cmp_file_pairs_free(fps, nfp);
-    if (rc) {
-        msp_compare_result_free(res);
-        return rc;
-    }
-    *out = res;
-    return MSP_OK;
+    /* one pipeline: the streamed compare of one process, then its tree as
+     * one result */
+    msp_compare_tree_t *t = NULL;
+    msp_err rc = msp_compare_stream(bench, cmp, opts, NULL, &t);
+    if (!rc && !(rc = msp_compare_tree_whole(t, SIZE_MAX, out)) && !*out)
+        rc = msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
+    msp_compare_tree_free(t);
+    return rc;
 }

@@ -426,6 +426,55 @@ void msp_compare_tree_free(msp_compare_tree_t *t)
     free(t);
 }
 
+static char **cmp_strv_dup(char *const *v, size_t n, int *oom)
+{
+    char **d = n ? calloc(n, sizeof *d) : NULL;
+    if (n && !d)
+        *oom = 1;
+    for (size_t i = 0; d && i < n; i++)
+        if (!(d[i] = strdup(v[i] ? v[i] : "")))
+            *oom = 1;
+    return d;
+}
+
+/* The head's summary of the whole compare into w, whose suspects are the
+ * head's in the same order: what was left out or unreadable, replay's
+ * account, the ranks and the cross-rank marks. */
+static msp_err cmp_whole_summary(msp_compare_result_t *w, const msp_compare_result_t *h)
+{
+    int oom = 0;
+    w->unpaired = cmp_strv_dup(h->unpaired, h->n_unpaired, &oom);
+    w->n_unpaired = w->unpaired ? h->n_unpaired : 0;
+    w->unread = cmp_strv_dup(h->unread, h->n_unread, &oom);
+    w->n_unread = w->unread ? h->n_unread : 0;
+    w->n_crc_bad = h->n_crc_bad;
+    w->n_unreadable = h->n_unreadable;
+    w->first_unreadable = cmp_dup(h->first_unreadable, &oom);
+    w->replay_candidates = h->replay_candidates;
+    w->replay_done = h->replay_done;
+    w->replay_introduced = h->replay_introduced;
+    w->replay_inherited = h->replay_inherited;
+    w->replay_skipped = h->replay_skipped;
+    w->replay_unfinished = h->replay_unfinished;
+    w->replay_seconds = h->replay_seconds;
+    w->replay_unavailable = cmp_dup(h->replay_unavailable, &oom);
+    if (h->suspect_from && h->n_suspects &&
+        (w->suspect_from = malloc(h->n_suspects * sizeof *w->suspect_from)))
+        memcpy(w->suspect_from, h->suspect_from, h->n_suspects * sizeof *w->suspect_from);
+    else if (h->suspect_from && h->n_suspects)
+        oom = 1;
+    if (h->n_ranks && (w->ranks = calloc(h->n_ranks, sizeof *w->ranks))) {
+        w->n_ranks = h->n_ranks;
+        for (size_t i = 0; i < h->n_ranks; i++) {
+            w->ranks[i] = h->ranks[i];
+            w->ranks[i].at = cmp_dup(h->ranks[i].at, &oom);
+        }
+    } else if (h->n_ranks) {
+        oom = 1;
+    }
+    return oom ? cmp_oom() : MSP_OK;
+}
+
 msp_err msp_compare_tree_whole(const msp_compare_tree_t *t, size_t max_records,
                                msp_compare_result_t **out)
 {
@@ -473,6 +522,8 @@ msp_err msp_compare_tree_whole(const msp_compare_tree_t *t, size_t max_records,
             else
                 w->suspects[w->n_suspects++] = s;
         }
+        if (!rc)
+            rc = cmp_whole_summary(w, h);
     }
     if (rc) {
         msp_compare_result_free(w);

@@ -14,7 +14,7 @@ import openpyxl
 
 BIN = os.environ.get("MSPROBE_BIN", "msprobe")
 GEN = os.environ.get("MSPROBE_GEN", "")
-TWO_WAYS = os.environ.get("CMP_TWO_WAYS", "")
+ROWS = os.environ.get("CMP_REPORT_ROWS", "")
 OUT_NAME = "multi_ranks_compare_merge.xlsx"
 TENSOR_INDEX = ["Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio",
                 "Five Thousandths Err Ratio"]
@@ -136,12 +136,12 @@ class MergeOurResults(unittest.TestCase):
         self.check_against_csv(merged, os.path.join(out, "result.csv"), ["Functional.linear"],
                                TENSOR_INDEX)
 
-    @unittest.skipUnless(TWO_WAYS, "CMP_TWO_WAYS not set")
+    @unittest.skipUnless(ROWS, "CMP_REPORT_ROWS not set")
     def test_per_rank_workbooks_past_one_sheet(self):
         root = os.path.join(WORK, "t")
         gen_compare("t")
         split = os.path.join(WORK, "t-split")
-        p = subprocess.run([TWO_WAYS, "tree", os.path.join(root, "bench"),
+        p = subprocess.run([ROWS, os.path.join(root, "bench"),
                             os.path.join(root, "npu"), split, "--rows", "20", "--replay", "off"],
                            capture_output=True, text=True, timeout=600)
         self.assertEqual(p.returncode, 0, p.stderr)

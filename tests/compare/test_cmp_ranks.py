@@ -4,11 +4,9 @@ inherited it through communication and from whom, and writes one workbook
 with a per-rank sheet on top. Every expectation comes from the dumps
 themselves (h5py, numpy): the first record of each rank whose tensors differ.
 
-Also: msprobe compare (a pair at a time, msp_compare_stream) writes the same
-rows, marks and suspects as msp_compare_run holding everything (cmp_two_ways),
-on these dumps and on generated multi-step, multi-rank trees; and when the
-details do not fit one sheet the rows go into one workbook per rank, with the
-ranks and suspects in result.xlsx.
+Also: when the details do not fit one sheet (lowered by cmp_report_rows) the
+rows go into one workbook per rank, with the ranks and suspects in
+result.xlsx.
 """
 import csv
 import os
@@ -26,8 +24,7 @@ sys.path.insert(0, HERE)
 import ranks_dumps as R  # noqa: E402
 
 BIN = os.environ.get("MSPROBE_BIN", "msprobe")
-TWO_WAYS = os.environ.get("CMP_TWO_WAYS", "")
-GEN = os.environ.get("MSPROBE_GEN", "")
+ROWS = os.environ.get("CMP_REPORT_ROWS", "")
 
 
 def setUpModule():
@@ -124,55 +121,11 @@ class RanksAsOne(unittest.TestCase):
             self.assertEqual(sum(r["Rank"] == str(rank) for r in rows), R.counts(CMP, rank)[1])
 
 
-@unittest.skipUnless(TWO_WAYS, "CMP_TWO_WAYS not set (run through ctest)")
-class StreamedEqualsWhole(unittest.TestCase):
-    def two_ways(self, b, c, tag, *extra):
-        outs = {}
-        for way in ("whole", "tree"):
-            out = os.path.join(WORK, "%s-%s" % (tag, way))
-            p = subprocess.run([TWO_WAYS, way, b, c, out] + list(extra), capture_output=True,
-                               text=True, timeout=900)
-            self.assertEqual(p.returncode, 0, p.stderr)
-            outs[way] = (out, p.stdout)
-        return outs
-
-    def assert_same(self, outs):
-        (wa, sa), (ta, st) = outs["whole"], outs["tree"]
-        self.assertEqual(sa, st)  # suspects, root, first rank
-        with open(os.path.join(wa, "result.csv"), "rb") as f, \
-                open(os.path.join(ta, "result.csv"), "rb") as g:
-            self.assertEqual(f.read(), g.read())
-        a = openpyxl.load_workbook(os.path.join(wa, "result.xlsx"), read_only=True)
-        b = openpyxl.load_workbook(os.path.join(ta, "result.xlsx"), read_only=True)
-        self.assertEqual(a.sheetnames, b.sheetnames)
-        for name in a.sheetnames:
-            if not hasattr(a[name], "iter_rows"):  # the error-flow chart sheet
-                continue
-            self.assertEqual(list(a[name].iter_rows(values_only=True)),
-                             list(b[name].iter_rows(values_only=True)), name)
-
-    def test_four_rank_dumps_same_rows_marks_and_suspects(self):
-        outs = self.two_ways(BENCH, CMP, "real", "--top", "50")
-        self.assertIn("FIRST_RANK 2", outs["tree"][1])
-        self.assert_same(outs)
-
-    @unittest.skipUnless(GEN, "MSPROBE_GEN not set (benchmarks not built)")
-    def test_generated_trees_with_plants_in_several_pairs(self):
-        for tag, args in (("gen-a", ["--steps", "3", "--ranks", "3", "--layers", "6",
-                                     "--plant", "2", "--plant-step", "1", "--plant-rank", "2",
-                                     "--dtype", "bf16", "--modules"]),
-                          ("gen-b", ["--steps", "2", "--ranks", "2", "--layers", "5",
-                                     "--plant", "3", "--plant-rank", "1", "--dtype", "fp16"])):
-            root = os.path.join(WORK, tag)
-            subprocess.run([GEN, "--out", root, "--numel", "300", "--seed", "7"] + args,
-                           check=True, timeout=300)
-            outs = self.two_ways(os.path.join(root, "bench"), os.path.join(root, "npu"), tag,
-                                 "--replay", "off", "--top", "100")
-            self.assert_same(outs)
-
+@unittest.skipUnless(ROWS, "CMP_REPORT_ROWS not set (run through ctest)")
+class PerRankWorkbooks(unittest.TestCase):
     def test_past_one_sheet_each_rank_gets_a_workbook(self):
         out = os.path.join(WORK, "split")
-        p = subprocess.run([TWO_WAYS, "tree", BENCH, CMP, out, "--rows", "1000"],
+        p = subprocess.run([ROWS, BENCH, CMP, out, "--rows", "1000"],
                            capture_output=True, text=True, timeout=900)
         self.assertEqual(p.returncode, 0, p.stderr)
         names, ranks = sheet(os.path.join(out, "result.xlsx"), "ranks")
