@@ -359,13 +359,12 @@ void msp_compare_result_free(msp_compare_result_t *res); /* NULL-safe */
  * msp_compare_stream is the compare (msp_compare_run is it, made one result
  * at the end), holding one step x rank pair in memory at a time: finished
  * pairs go to an unlinked temporary file in opts->spool_dir, and the reports
- * are written from it (msprobe-compare(1), SCALE). With net, the processes
- * of one launch
- * share the work (msprobe-compare(1), MPI): each compares the pairs whose
- * files it sees (the plan in cmp_stream.c), and process 0 gathers them in
- * (step, rank) order and alone gets a tree holding the result; every other
- * process gets a tree with nothing in it (msp_compare_tree_is_root 0). Every
- * process must call it with the same arguments. */
+ * are written from it (msprobe-compare(1), SCALE). With net, the processes of
+ * one launch share the work (msprobe-compare(1), MPI): each compares the
+ * pairs whose files it sees (the plan in cmp_stream.c), and process 0 gathers
+ * them in (step, rank) order and alone gets a tree holding the result; every
+ * other process gets a tree with nothing in it (msp_compare_tree_is_root 0).
+ * Every process must call it with the same arguments. */
 
 /* How the processes of one compare talk (an MPI launch). Each operation
  * returns MSP_OK or an error with its message set. */
