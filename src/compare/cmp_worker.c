@@ -625,12 +625,13 @@ int cmp_job_add_attrs(cJSON *args, cJSON *ctx, msp_dump_file_t *f, const msp_rec
 
 /* List rec's tensors (the roles inputs_only allows) in the header and in v. */
 const char *cmp_job_add_tensors(cJSON *arr, cmp_job_tensor_t **v, size_t *n, size_t *cap,
-                                  const msp_record_info_t *rec, const char *tag, int inputs_only,
+                                  const msp_record_info_t *rec, const char *tag, int which,
                                   uint64_t *bytes)
 {
     for (size_t i = 0; i < rec->n_tensors; i++) {
         const msp_tensor_info_t *t = &rec->tensors[i];
-        if (inputs_only && !strncmp(t->role, "output", 6))
+        int out = !strncmp(t->role, "output", 6);
+        if ((which == CMP_JOB_INPUTS && out) || (which == CMP_JOB_OUTPUTS && !out))
             continue;
         if (!t->has_data)
             return "the compare side holds statistics only for it";

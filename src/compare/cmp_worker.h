@@ -122,10 +122,12 @@ typedef struct cmp_job_tensor {
  * context (autocast, alias.*), which goes to ctx (may be NULL: dropped).
  * 0, or -1 when they cannot be read. */
 int cmp_job_add_attrs(cJSON *args, cJSON *ctx, msp_dump_file_t *f, const msp_record_info_t *r);
-/* List rec's tensors (inputs only when inputs_only) in the header array arr,
- * tagged tag, and in *v; NULL, or why the record cannot be sent (static). */
+/* List rec's tensors (which: CMP_JOB_ALL, CMP_JOB_INPUTS, CMP_JOB_OUTPUTS)
+ * in the header array arr, tagged tag, and in *v; NULL, or why the record
+ * cannot be sent (static). */
+enum { CMP_JOB_ALL = 0, CMP_JOB_INPUTS = 1, CMP_JOB_OUTPUTS = 2 };
 const char *cmp_job_add_tensors(cJSON *arr, cmp_job_tensor_t **v, size_t *n, size_t *cap,
-                                const msp_record_info_t *rec, const char *tag, int inputs_only,
+                                const msp_record_info_t *rec, const char *tag, int which,
                                 uint64_t *bytes);
 /* Replay on a sample (msprobe-compare(1), REPLAY): for a job of kind
  * (forward, backward, optimizer) of record name (the forward's, for a

@@ -525,6 +525,18 @@ def sample_policy():
             "min": SAMPLE_MIN, "keep": SAMPLE_KEEP}
 
 
+def with_check(res, tensors, r64, rn, name, bounds=None):
+    """res with "check": the bench side's outputs (tag "k", sent when its
+    replay would be this very call) judged against the same replay."""
+    check = {role: t for (r, role), t in tensors.items() if r == "k"}
+    if check:
+        try:
+            res["check"] = judge(check, r64, rn, name, False, bounds)
+        except Skip as e:
+            res["check"] = {"status": "skip", "reason": str(e)}
+    return res
+
+
 def sampled(job, name):
     """A verdict's mode name, with the sample compare sent when it sent one."""
     every = job.get("every", 1)
@@ -554,7 +566,9 @@ def replay_forward(job, tensors):
         r64 = call(to64)
         mode, rn = choose_mode(call, want, args_text)
         bounds = kernel_bounds(call, api, args, kwargs, recorded, r64)
-    return judge(recorded, r64, rn, sampled(job, mode.name), job.get("acc"), bounds)
+    name = sampled(job, mode.name)
+    return with_check(judge(recorded, r64, rn, name, job.get("acc"), bounds), tensors, r64, rn,
+                      name, bounds)
 
 
 def _grad_role(fwd_role):
@@ -724,7 +738,8 @@ def replay_optimizer(job, tensors):
     with torch.no_grad():
         r64 = call(to64)
         rn = call(None)
-    return judge(recorded, r64, rn, sampled(job, "as recorded"), job.get("acc"))
+    name = sampled(job, "as recorded")
+    return with_check(judge(recorded, r64, rn, name, job.get("acc")), tensors, r64, rn, name)
 
 
 def replay_side(job, tensors):

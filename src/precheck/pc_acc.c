@@ -119,11 +119,11 @@ static int acc_one(acc_run_t *run, cmp_worker_t *w, msp_dump_file_t *f,
             if (!strncmp(frec->tensors[i].role, "output", 6))
                 cJSON_AddStringToObject(fd, frec->tensors[i].role,
                                         msp_dtype_name(frec->tensors[i].dtype));
-        why = cmp_job_add_tensors(arr, &tv, &nt, &cap, frec, "f", 1, &bytes);
+        why = cmp_job_add_tensors(arr, &tv, &nt, &cap, frec, "f", CMP_JOB_INPUTS, &bytes);
         if (!why)
-            why = cmp_job_add_tensors(arr, &tv, &nt, &cap, rec, "b", 0, &bytes);
+            why = cmp_job_add_tensors(arr, &tv, &nt, &cap, rec, "b", CMP_JOB_ALL, &bytes);
     } else {
-        why = cmp_job_add_tensors(arr, &tv, &nt, &cap, rec, "f", 0, &bytes);
+        why = cmp_job_add_tensors(arr, &tv, &nt, &cap, rec, "f", CMP_JOB_ALL, &bytes);
     }
     if (why)
         goto done;
