@@ -13,7 +13,7 @@
  * reducing op, e_kernel: what any correct kernel of it may differ by for its
  * reduction length (replay.py, kernel_bounds). */
 #include "cmp_internal.h"
-#include "cmp_worker.h"
+#include "cmp_job.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -265,7 +265,7 @@ typedef struct rp_side_in {
     msp_dump_file_t *f;
     const msp_record_info_t *fwd, *bwd;
     int own_numbers; /* the record's number arguments are data: this side's own */
-    uint64_t every;  /* the sample (cmp_worker_every) to send; 0: decided here, and set */
+    uint64_t every;  /* the sample (cmp_job_every) to send; 0: decided here, and set */
     /* the other side, against which a sample must show the record's output
      * error (out_err) to stand for the whole tensors */
     msp_dump_file_t *of;
@@ -371,7 +371,7 @@ static int rp_side(rp_worker_t *w, size_t id, const char *kind, const char *name
     if (!in->every) {
         const cJSON *cls = cJSON_GetObjectItemCaseSensitive(a, "class");
         const char *cn = cJSON_IsString(cls) ? strrchr(cls->valuestring, '.') : NULL;
-        in->every = cmp_worker_every(w, kind, in->fwd->name, cn ? cn + 1 : NULL, tv, nt);
+        in->every = cmp_job_every(w, kind, in->fwd->name, cn ? cn + 1 : NULL, tv, nt);
         if (in->every > 1 && !rp_sample_sees(in, tv, nt, in->every))
             in->every = 1;
     }

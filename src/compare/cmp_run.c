@@ -1,7 +1,7 @@
 /* The engine of one file pair at a time (cmp_stream.c drives it): open the
  * pair's files ahead of time, match records from the catalogues, build the
  * rows (cmp_rows.c) and run their data jobs through the metric kernel
- * (cmp_data.c). msp_compare_run is the streamed compare made one result. */
+ * (cmp_data.c). */
 #include "cmp_internal.h"
 
 #include <errno.h>
@@ -445,20 +445,4 @@ void cmp_engine_close(cmp_engine_t *e)
     free(e->cx.items);
     free(e->cx.jobs);
     free(e);
-}
-
-msp_err msp_compare_run(const char *bench, const char *cmp, const msp_compare_opts_t *opts,
-                        msp_compare_result_t **out)
-{
-    if (!out)
-        return msp_fail(MSP_ERR_USAGE, "msp_compare_run: out is NULL");
-    *out = NULL;
-    /* one pipeline: the streamed compare of one process, then its tree as
-     * one result */
-    msp_compare_tree_t *t = NULL;
-    msp_err rc = msp_compare_stream(bench, cmp, opts, NULL, &t);
-    if (!rc && !(rc = msp_compare_tree_whole(t, SIZE_MAX, out)) && !*out)
-        rc = msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
-    msp_compare_tree_free(t);
-    return rc;
 }

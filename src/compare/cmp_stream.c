@@ -2,8 +2,8 @@
  * pair in memory at a time, alone or spread over the processes of an MPI
  * launch (msprobe-compare(1), SCALE and MPI).
  *
- * It computes what msp_compare_run computes, in phases that each need one
- * pair at most:
+ * It is the compare (msp_compare_run, at the end of this file, is it made
+ * one result), in phases that each need one pair at most:
  *   A  each pair's metrics, record verdicts and backward links (the engine,
  *      cmp_run.c), packed into a spool file; replay's candidates noted;
  *   R  replay, most suspicious first over all the pairs (a bounded batch of
@@ -603,4 +603,20 @@ msp_err msp_compare_stream(const char *bench, const char *cmp, const msp_compare
     }
     *out = t;
     return MSP_OK;
+}
+
+msp_err msp_compare_run(const char *bench, const char *cmp, const msp_compare_opts_t *opts,
+                        msp_compare_result_t **out)
+{
+    if (!out)
+        return msp_fail(MSP_ERR_USAGE, "msp_compare_run: out is NULL");
+    *out = NULL;
+    /* one pipeline: the streamed compare of one process, then its tree as
+     * one result */
+    msp_compare_tree_t *t = NULL;
+    msp_err rc = msp_compare_stream(bench, cmp, opts, NULL, &t);
+    if (!rc && !(rc = msp_compare_tree_whole(t, SIZE_MAX, out)) && !*out)
+        rc = msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
+    msp_compare_tree_free(t);
+    return rc;
 }

@@ -1,4 +1,4 @@
-/* The kept replay worker (cmp_worker.h): a worker that outlives the compare
+/* The kept replay worker (cmp_worker_keep.h): a worker that outlives the compare
  * that started it by MSPROBE_REPLAY_KEEP seconds and serves the compares
  * that follow, so that torch is imported once for a run of compares instead
  * of once each (its import is longer than a small compare's whole metric
@@ -7,7 +7,7 @@
  * the Python, the worker's source, its sandbox settings and the environment
  * that changes what torch computes. A compare that finds no server binds
  * the socket itself and hands it to the worker it starts. */
-#include "cmp_worker.h"
+#include "cmp_worker_keep.h"
 
 #include "msprobe/common.h"
 

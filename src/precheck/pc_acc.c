@@ -10,7 +10,7 @@
  * and dtype (pc_acc_std.c). Records are shared among several workers, each
  * driven by a thread of its own with its own handle on the dump. */
 #include "pc_internal.h"
-#include "cmp_worker.h" /* compare's replay worker, which acc_check replays on */
+#include "cmp_job.h" /* compare's replay worker and its jobs, which acc_check replays on */
 #include "msprobe/proc.h"
 
 #include <cjson/cJSON.h>
