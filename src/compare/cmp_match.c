@@ -407,6 +407,78 @@ static int cmp_same_shapes(const msp_record_info_t *a, const msp_record_info_t *
     return 1;
 }
 
+/* --fuzzy (msprobe's -f/-fm): the bench records still unmatched, grouped by
+ * their name without its call index, in execution order; each compare record
+ * (in order) takes the first shape-compatible one after the last taken. */
+static msp_err cmp_match_fuzzy(const msp_dump_file_t *bf, const msp_dump_file_t *cf,
+                               const msp_compare_opts_t *opts, const cmp_named_t *bv, size_t nb,
+                               long *b_used, long *c_match)
+{
+    msp_err rc = MSP_OK;
+    char **bkeys = calloc(bf->n_records + 1, sizeof *bkeys);
+    char **ckeys = calloc(cf->n_records + 1, sizeof *ckeys);
+    cmp_named_t *fz = calloc(nb + 1, sizeof *fz);
+    size_t *cursor = NULL;
+    if (!bkeys || !ckeys || !fz) {
+        rc = msp_fail(MSP_ERR_NOMEM, "fuzzy matching: out of memory");
+        goto cleanup;
+    }
+    size_t nf = 0;
+    for (size_t i = 0; i < nb; i++) {
+        long b = bv[i].idx;
+        if (b_used[b])
+            continue;
+        bkeys[b] = cmp_fuzzy_key(bf->records[b].name);
+        if (!bkeys[b]) {
+            rc = msp_fail(MSP_ERR_NOMEM, "fuzzy matching: out of memory");
+            goto cleanup;
+        }
+        fz[nf++] = (cmp_named_t){bkeys[b], b, (long)bf->records[b].order};
+    }
+    qsort(fz, nf, sizeof *fz, cmp_named_by_name);
+    cursor = calloc(nf + 1, sizeof *cursor);
+    if (!cursor) {
+        rc = msp_fail(MSP_ERR_NOMEM, "fuzzy matching: out of memory");
+        goto cleanup;
+    }
+    /* cmp records in execution order (the reader sorts records by order) */
+    for (size_t c = 0; c < cf->n_records; c++) {
+        if (c_match[c] || !cmp_level_keeps(opts->level, cf->records[c].name))
+            continue;
+        ckeys[c] = cmp_fuzzy_key(cf->records[c].name);
+        if (!ckeys[c]) {
+            free(cursor);
+            rc = msp_fail(MSP_ERR_NOMEM, "fuzzy matching: out of memory");
+            goto cleanup;
+        }
+        long g = cmp_find(fz, nf, ckeys[c]);
+        if (g < 0)
+            continue;
+        size_t start = (size_t)g + cursor[g];
+        for (size_t k = start; k < nf && !strcmp(fz[k].name, ckeys[c]); k++) {
+            long b = fz[k].idx;
+            if (b_used[b] || !cmp_same_shapes(&bf->records[b], &cf->records[c]))
+                continue;
+            b_used[b] = (long)c + 1;
+            c_match[c] = b + 1;
+            cursor[g] = k + 1 - (size_t)g;
+            break;
+        }
+    }
+    free(cursor);
+cleanup:
+    if (bkeys)
+        for (size_t i = 0; i < bf->n_records; i++)
+            free(bkeys[i]);
+    if (ckeys)
+        for (size_t i = 0; i < cf->n_records; i++)
+            free(ckeys[i]);
+    free(bkeys);
+    free(ckeys);
+    free(fz);
+    return rc;
+}
+
 msp_err cmp_match_records(const msp_dump_file_t *bf, const msp_dump_file_t *cf,
                           const msp_compare_opts_t *opts, const cmp_mapping_t *map,
                           cmp_pair_t **pairs_out, size_t *n_out)
@@ -418,8 +490,6 @@ msp_err cmp_match_records(const msp_dump_file_t *bf, const msp_dump_file_t *cf,
     long *b_used = calloc(bf->n_records + 1, sizeof *b_used);   /* matched cmp idx + 1 */
     long *c_match = calloc(cf->n_records + 1, sizeof *c_match); /* matched bench idx + 1 */
     cmp_pair_t *pairs = calloc(bf->n_records + cf->n_records + 1, sizeof *pairs);
-    char **bkeys = NULL, **ckeys = NULL;
-    cmp_named_t *fz = NULL;
     if (!bv || !cv || !b_used || !c_match || !pairs) {
         rc = msp_fail(MSP_ERR_NOMEM, "matching %s with %s: out of memory", bf->path, cf->path);
         goto cleanup;
@@ -476,61 +546,8 @@ msp_err cmp_match_records(const msp_dump_file_t *bf, const msp_dump_file_t *cf,
         b_used[bv[bi].idx] = c + 1;
         c_match[c] = bv[bi].idx + 1;
     }
-    if (opts->fuzzy) {
-        /* bench leftovers grouped by key, in execution order; each cmp record (in
-         * order) takes the first shape-compatible one after the last taken */
-        bkeys = calloc(bf->n_records + 1, sizeof *bkeys);
-        ckeys = calloc(cf->n_records + 1, sizeof *ckeys);
-        fz = calloc(nb + 1, sizeof *fz);
-        size_t *cursor = NULL;
-        if (!bkeys || !ckeys || !fz) {
-            rc = msp_fail(MSP_ERR_NOMEM, "fuzzy matching: out of memory");
-            goto cleanup;
-        }
-        size_t nf = 0;
-        for (size_t i = 0; i < nb; i++) {
-            long b = bv[i].idx;
-            if (b_used[b])
-                continue;
-            bkeys[b] = cmp_fuzzy_key(bf->records[b].name);
-            if (!bkeys[b]) {
-                rc = msp_fail(MSP_ERR_NOMEM, "fuzzy matching: out of memory");
-                goto cleanup;
-            }
-            fz[nf++] = (cmp_named_t){bkeys[b], b, (long)bf->records[b].order};
-        }
-        qsort(fz, nf, sizeof *fz, cmp_named_by_name);
-        cursor = calloc(nf + 1, sizeof *cursor);
-        if (!cursor) {
-            rc = msp_fail(MSP_ERR_NOMEM, "fuzzy matching: out of memory");
-            goto cleanup;
-        }
-        /* cmp records in execution order (the reader sorts records by order) */
-        for (size_t c = 0; c < cf->n_records; c++) {
-            if (c_match[c] || !cmp_level_keeps(opts->level, cf->records[c].name))
-                continue;
-            ckeys[c] = cmp_fuzzy_key(cf->records[c].name);
-            if (!ckeys[c]) {
-                free(cursor);
-                rc = msp_fail(MSP_ERR_NOMEM, "fuzzy matching: out of memory");
-                goto cleanup;
-            }
-            long g = cmp_find(fz, nf, ckeys[c]);
-            if (g < 0)
-                continue;
-            size_t start = (size_t)g + cursor[g];
-            for (size_t k = start; k < nf && !strcmp(fz[k].name, ckeys[c]); k++) {
-                long b = fz[k].idx;
-                if (b_used[b] || !cmp_same_shapes(&bf->records[b], &cf->records[c]))
-                    continue;
-                b_used[b] = (long)c + 1;
-                c_match[c] = b + 1;
-                cursor[g] = k + 1 - (size_t)g;
-                break;
-            }
-        }
-        free(cursor);
-    }
+    if (opts->fuzzy && (rc = cmp_match_fuzzy(bf, cf, opts, bv, nb, b_used, c_match)))
+        goto cleanup;
     for (size_t c = 0; c < cf->n_records; c++) {
         if (!cmp_level_keeps(opts->level, cf->records[c].name))
             continue;
@@ -542,15 +559,6 @@ msp_err cmp_match_records(const msp_dump_file_t *bf, const msp_dump_file_t *cf,
         pairs[np++] = (cmp_pair_t){(long)b, -1};
     }
 cleanup:
-    if (bkeys)
-        for (size_t i = 0; i < bf->n_records; i++)
-            free(bkeys[i]);
-    if (ckeys)
-        for (size_t i = 0; i < cf->n_records; i++)
-            free(ckeys[i]);
-    free(bkeys);
-    free(ckeys);
-    free(fz);
     free(bv);
     free(cv);
     free(b_used);

@@ -444,6 +444,91 @@ static msp_err cmp_agree(const msp_compare_net_t *net, msp_err mine, cmp_stream_
 
 /* ---- entry point ---------------------------------------------------------- */
 
+/* Process 0 after phase R: every pair's part, its own or received in pair
+ * order, finished into the tree (phase B; fused: already done in phase A). */
+static msp_err cmp_gather(cmp_stream_t *st, msp_compare_tree_t *t, cmp_finish_t *fin, int fused,
+                          const char *bench, const char *cmp)
+{
+    const msp_compare_opts_t *opts = st->o;
+    const msp_compare_net_t *net = st->net;
+    int alone = !net || net->size <= 1;
+    msp_err rc = MSP_OK;
+    t->n_procs = alone ? 1 : net->size;
+    if (!(t->proc_pairs = calloc((size_t)t->n_procs, sizeof *t->proc_pairs)))
+        rc = cmp_oom();
+    for (size_t i = 0; !rc && i < st->plan.nfp; i++)
+        if (st->plan.owner[i] >= 0 && st->plan.owner[i] < t->n_procs)
+            t->proc_pairs[st->plan.owner[i]]++;
+    if (!rc && st->replay_unavailable &&
+        !(t->head->replay_unavailable = strdup(st->replay_unavailable)))
+        rc = cmp_oom();
+    if (!rc && !fused)
+        rc = cmp_spool_open(opts->spool_dir, &t->spool);
+    for (size_t i = 0; i < st->plan.nfp && !fused; i++) {
+        unsigned char *buf = NULL;
+        size_t len = 0;
+        msp_err r2 = MSP_OK;
+        int owner = st->plan.owner[i];
+        /* a pair of another process comes over the network; after an
+         * error the rest is still received, so no sender waits forever */
+        if (owner == st->me) {
+            if (st->a_index[i] == SIZE_MAX)
+                continue;
+            if (!rc)
+                r2 = cmp_local_part(st, i, &buf, &len);
+        } else {
+            void *p = NULL;
+            r2 = net->recv(net->ud, owner, &p, &len);
+            buf = p;
+        }
+        msp_compare_result_t *part = NULL;
+        if (!rc && !r2 && len == 0)
+            r2 = msp_fail(MSP_ERR_IO, "compare: process %d could not send step %lld rank "
+                          "%lld", owner, (long long)st->plan.fps[i].step,
+                          (long long)st->plan.fps[i].rank);
+        if (!rc && !r2)
+            r2 = cmp_part_unpack(buf, len, &part);
+        if (!rc && !r2)
+            r2 = cmp_finish_part(fin, part);
+        msp_compare_result_free(part);
+        free(buf);
+        if (!rc)
+            rc = r2;
+    }
+    if (!rc && !t->head->n_pairs)
+        rc = msp_fail(MSP_ERR_MISMATCH, "bench %s and compare %s share no readable "
+                      "step/rank: nothing to compare", bench, cmp);
+    t->head->replay_done = t->head->replay_introduced + t->head->replay_inherited;
+    t->head->n_failed = t->n_failed;
+    if (!rc)
+        rc = cmp_finish_tree(fin);
+    return rc;
+}
+
+/* Every other process after phase R: its pairs to process 0, in pair order
+ * (an empty message for a pair it lost, so that no receiver waits forever). */
+static msp_err cmp_send_parts(cmp_stream_t *st)
+{
+    const msp_compare_net_t *net = st->net;
+    msp_err rc = MSP_OK;
+    /* send this process's pairs to process 0, in pair order */
+    for (size_t i = 0; i < st->plan.nfp; i++) {
+        if (st->plan.owner[i] != st->me || st->a_index[i] == SIZE_MAX)
+            continue;
+        unsigned char *buf = NULL;
+        size_t len = 0;
+        msp_err r2 = rc ? rc : cmp_local_part(st, i, &buf, &len);
+        if (r2 && !rc)
+            rc = r2;
+        /* an empty message tells process 0 this pair is lost */
+        msp_err s2 = net->send(net->ud, 0, r2 ? "" : (const char *)buf, r2 ? 0 : len);
+        free(buf);
+        if (s2 && !rc)
+            rc = s2;
+    }
+    return rc;
+}
+
 msp_err msp_compare_stream(const char *bench, const char *cmp, const msp_compare_opts_t *opts,
                            const msp_compare_net_t *net, msp_compare_tree_t **out)
 {
@@ -516,73 +601,10 @@ msp_err msp_compare_stream(const char *bench, const char *cmp, const msp_compare
     rc = cmp_agree(net, rc, &st, t->head);
     if (!rc && st.n_out > 1)
         qsort(st.out, st.n_out, sizeof *st.out, cmp_outcome_order);
-    if (!rc && t->is_root) {
-        t->n_procs = alone ? 1 : net->size;
-        if (!(t->proc_pairs = calloc((size_t)t->n_procs, sizeof *t->proc_pairs)))
-            rc = cmp_oom();
-        for (size_t i = 0; !rc && i < st.plan.nfp; i++)
-            if (st.plan.owner[i] >= 0 && st.plan.owner[i] < t->n_procs)
-                t->proc_pairs[st.plan.owner[i]]++;
-        if (!rc && st.replay_unavailable &&
-            !(t->head->replay_unavailable = strdup(st.replay_unavailable)))
-            rc = cmp_oom();
-        if (!rc && !fused)
-            rc = cmp_spool_open(opts->spool_dir, &t->spool);
-        for (size_t i = 0; i < st.plan.nfp && !fused; i++) {
-            unsigned char *buf = NULL;
-            size_t len = 0;
-            msp_err r2 = MSP_OK;
-            int owner = st.plan.owner[i];
-            /* a pair of another process comes over the network; after an
-             * error the rest is still received, so no sender waits forever */
-            if (owner == st.me) {
-                if (st.a_index[i] == SIZE_MAX)
-                    continue;
-                if (!rc)
-                    r2 = cmp_local_part(&st, i, &buf, &len);
-            } else {
-                void *p = NULL;
-                r2 = net->recv(net->ud, owner, &p, &len);
-                buf = p;
-            }
-            msp_compare_result_t *part = NULL;
-            if (!rc && !r2 && len == 0)
-                r2 = msp_fail(MSP_ERR_IO, "compare: process %d could not send step %lld rank "
-                              "%lld", owner, (long long)st.plan.fps[i].step,
-                              (long long)st.plan.fps[i].rank);
-            if (!rc && !r2)
-                r2 = cmp_part_unpack(buf, len, &part);
-            if (!rc && !r2)
-                r2 = cmp_finish_part(&fin, part);
-            msp_compare_result_free(part);
-            free(buf);
-            if (!rc)
-                rc = r2;
-        }
-        if (!rc && !t->head->n_pairs)
-            rc = msp_fail(MSP_ERR_MISMATCH, "bench %s and compare %s share no readable "
-                          "step/rank: nothing to compare", bench, cmp);
-        t->head->replay_done = t->head->replay_introduced + t->head->replay_inherited;
-        t->head->n_failed = t->n_failed;
-        if (!rc)
-            rc = cmp_finish_tree(&fin);
-    } else if (!rc) {
-        /* send this process's pairs to process 0, in pair order */
-        for (size_t i = 0; i < st.plan.nfp; i++) {
-            if (st.plan.owner[i] != st.me || st.a_index[i] == SIZE_MAX)
-                continue;
-            unsigned char *buf = NULL;
-            size_t len = 0;
-            msp_err r2 = rc ? rc : cmp_local_part(&st, i, &buf, &len);
-            if (r2 && !rc)
-                rc = r2;
-            /* an empty message tells process 0 this pair is lost */
-            msp_err s2 = net->send(net->ud, 0, r2 ? "" : (const char *)buf, r2 ? 0 : len);
-            free(buf);
-            if (s2 && !rc)
-                rc = s2;
-        }
-    }
+    if (!rc && t->is_root)
+        rc = cmp_gather(&st, t, &fin, fused, bench, cmp);
+    else if (!rc)
+        rc = cmp_send_parts(&st);
     cmp_plan_free(&st.plan);
     cmp_spool_close(st.a);
     free(st.a_index);

@@ -137,17 +137,13 @@ static msp_err cmp_part_suspects(cmp_finish_t *f, msp_compare_result_t *part)
 
 /* One finished pair: its suspects (copies) and communication records kept,
  * its counts added, its marks cleared, and into the final spool. */
-msp_err cmp_finish_part(cmp_finish_t *f, msp_compare_result_t *part)
+/* The part's suspects into the head: copies of the records and rows they
+ * name (a record's rows are not copied), their global places and tiers. */
+static msp_err cmp_head_suspects(cmp_finish_t *f, msp_compare_result_t *part)
 {
     msp_compare_tree_t *t = f->t;
     msp_compare_result_t *h = f->head;
-    /* module records count the parameters the rank's last optimizer step wrote */
-    const cmp_prev_t *before = part->n_records ? cmp_prev_of(f, part->records[0].rank) : NULL;
-    msp_err rc = cmp_module_params(part, before ? before->opt : 0.0);
-    if (!rc)
-        rc = cmp_judge_modules(part);
-    if (!rc)
-        rc = cmp_part_suspects(f, part);
+    msp_err rc = MSP_OK;
     long *copy_of = part->n_suspects ? malloc(part->n_records * sizeof *copy_of) : NULL;
     if (!rc && part->n_suspects && !copy_of)
         rc = cmp_oom();
@@ -213,37 +209,48 @@ msp_err cmp_finish_part(cmp_finish_t *f, msp_compare_result_t *part)
         h->suspects[h->n_suspects++] = c;
     }
     free(copy_of);
-    if (!rc)
-        rc = cmp_comm_collect(&f->comm, part);
-    if (!rc)
-        rc = cmp_rank_stats_add(h, &f->cap_ranks, part);
-    if (!rc && part->n_records) {
-        /* the rank's worst output error of this step, for its next step */
-        double worst = 0.0, opt = 0.0;
-        for (size_t i = 0; i < part->n_records; i++) {
-            double e = part->records[i].out_err;
-            if (!isnan(e) && !isinf(e))
-                worst = fmax(worst, e);
-            if (!isnan(e) && !strncmp(part->records[i].name, "Optimizer.", 10))
-                opt = fmax(opt, e);
-        }
-        cmp_prev_t *pv = cmp_prev_of(f, part->records[0].rank);
-        if (!pv) {
-            cmp_prev_t *nv = msp_grow(f->prev, &f->cap_prev, f->n_prev, sizeof *nv, 16);
-            if (!nv) {
-                rc = cmp_oom();
-            } else {
-                f->prev = nv;
-                pv = &f->prev[f->n_prev++];
-                memset(pv, 0, sizeof *pv);
-            }
-        }
-        /* a parameter carries what any earlier step's update put into it (two
-         * optimizers take turns: a GAN's), so the worst runs over every step */
-        if (pv)
-            *pv = (cmp_prev_t){part->records[0].rank, part->records[0].step,
-                               fmax(worst, pv->worst), opt > 0.0 ? opt : pv->opt};
+    return rc;
+}
+
+/* The rank's worst output error of this step (and its optimizer's), for its
+ * next step's seed. */
+static msp_err cmp_prev_note(cmp_finish_t *f, const msp_compare_result_t *part)
+{
+    msp_err rc = MSP_OK;
+    double worst = 0.0, opt = 0.0;
+    for (size_t i = 0; i < part->n_records; i++) {
+        double e = part->records[i].out_err;
+        if (!isnan(e) && !isinf(e))
+            worst = fmax(worst, e);
+        if (!isnan(e) && !strncmp(part->records[i].name, "Optimizer.", 10))
+            opt = fmax(opt, e);
     }
+    cmp_prev_t *pv = cmp_prev_of(f, part->records[0].rank);
+    if (!pv) {
+        cmp_prev_t *nv = msp_grow(f->prev, &f->cap_prev, f->n_prev, sizeof *nv, 16);
+        if (!nv) {
+            rc = cmp_oom();
+        } else {
+            f->prev = nv;
+            pv = &f->prev[f->n_prev++];
+            memset(pv, 0, sizeof *pv);
+        }
+    }
+    /* a parameter carries what any earlier step's update put into it (two
+     * optimizers take turns: a GAN's), so the worst runs over every step */
+    if (pv)
+        *pv = (cmp_prev_t){part->records[0].rank, part->records[0].step,
+                           fmax(worst, pv->worst), opt > 0.0 ? opt : pv->opt};
+    return rc;
+}
+
+/* The part's counts and lists into the head and the tree, and its records'
+ * marks cleared (the head holds its suspects now). */
+static msp_err cmp_head_totals(cmp_finish_t *f, msp_compare_result_t *part)
+{
+    msp_compare_tree_t *t = f->t;
+    msp_compare_result_t *h = f->head;
+    msp_err rc = MSP_OK;
     for (size_t i = 0; !rc && i < part->n_unpaired; i++)
         rc = cmp_line_push(&h->unpaired, &h->n_unpaired, part->unpaired[i]);
     for (size_t i = 0; !rc && i < part->n_unread; i++)
@@ -281,6 +288,32 @@ msp_err cmp_finish_part(cmp_finish_t *f, msp_compare_result_t *part)
     part->suspects = NULL;
     part->n_suspects = 0;
     part->root_record = part->root_tensor = -1;
+    return MSP_OK;
+}
+
+msp_err cmp_finish_part(cmp_finish_t *f, msp_compare_result_t *part)
+{
+    msp_compare_tree_t *t = f->t;
+    msp_compare_result_t *h = f->head;
+    /* module records count the parameters the rank's last optimizer step wrote */
+    const cmp_prev_t *before = part->n_records ? cmp_prev_of(f, part->records[0].rank) : NULL;
+    msp_err rc = cmp_module_params(part, before ? before->opt : 0.0);
+    if (!rc)
+        rc = cmp_judge_modules(part);
+    if (!rc)
+        rc = cmp_part_suspects(f, part);
+    if (!rc)
+        rc = cmp_head_suspects(f, part);
+    if (!rc)
+        rc = cmp_comm_collect(&f->comm, part);
+    if (!rc)
+        rc = cmp_rank_stats_add(h, &f->cap_ranks, part);
+    if (!rc && part->n_records)
+        rc = cmp_prev_note(f, part);
+    if (!rc)
+        rc = cmp_head_totals(f, part);
+    if (rc)
+        return rc;
     size_t *rb = realloc(t->rec_base, (t->n_parts + 1) * sizeof *rb);
     if (rb)
         t->rec_base = rb;
