@@ -65,7 +65,7 @@ static inline void unit_check_has(const char *file, int line, const char *expr, 
 
 #define CHECK_NEAR(got, want, rel) unit_check_num(__FILE__, __LINE__, #got, (got), (want), (rel))
 #define CHECK_NUM(got, want) unit_check_num(__FILE__, __LINE__, #got, (got), (want), 0.0)
-#define CHECK_INT(got, want) \
+#define CHECK_INT(got, want)                                                                       \
     unit_check_int(__FILE__, __LINE__, #got, (long long)(got), (long long)(want))
 #define CHECK_STR(got, want) unit_check_str(__FILE__, __LINE__, #got, (got), (want))
 #define CHECK_HAS(text, part) unit_check_has(__FILE__, __LINE__, #text, (text), (part))

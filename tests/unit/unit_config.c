@@ -27,8 +27,7 @@ static msp_err parse(const char *text, msp_config_t *cfg)
 /* text with one value in the settings: {"dump": {"common_dump_settings": {KEY: VALUE}}} */
 static msp_err setting(const char *key, const char *value, msp_config_t *cfg)
 {
-    char *text = msp_asprintf("{\"dump\": {\"common_dump_settings\": {\"%s\": %s}}}", key,
-                              value);
+    char *text = msp_asprintf("{\"dump\": {\"common_dump_settings\": {\"%s\": %s}}}", key, value);
     CHECK(text != NULL);
     msp_err rc = parse(text, cfg);
     free(text);
@@ -99,18 +98,20 @@ static void test_settings(void)
     };
     for (size_t i = 0; i < N(enums); i++) {
         CHECK_INT(setting(enums[i].key, enums[i].value, &cfg), MSP_OK);
-        int got = !strcmp(enums[i].key, "dump_mode")  ? (int)cfg.dump_mode
-                  : !strcmp(enums[i].key, "task")     ? (int)cfg.task
-                  : !strcmp(enums[i].key, "stack")    ? cfg.stacks
-                                                      : (int)cfg.step_trigger;
+        int got = !strcmp(enums[i].key, "dump_mode") ? (int)cfg.dump_mode
+                  : !strcmp(enums[i].key, "task")    ? (int)cfg.task
+                  : !strcmp(enums[i].key, "stack")   ? cfg.stacks
+                                                     : (int)cfg.step_trigger;
         CHECK_INT(got, enums[i].want);
         msp_config_free(&cfg);
     }
     static const char *const bad[][2] = {
-        {"dump_mode", "\"API\""}, {"dump_mode", "1"},         {"dump_mode", "null"},
-        {"task", "\"tensors\""},  {"task", "\"acc_check\""},  {"step_trigger", "\"epoch\""},
-        {"stack", "\"true\""},    {"stack", "1"},             {"dump_path", "\"\""},
-        {"dump_path", "5"},       {"dump_path", "[\"a\"]"},   {"dump_modee", "\"api\""},
+        {"dump_mode", "\"API\""},  {"dump_mode", "1"},
+        {"dump_mode", "null"},     {"task", "\"tensors\""},
+        {"task", "\"acc_check\""}, {"step_trigger", "\"epoch\""},
+        {"stack", "\"true\""},     {"stack", "1"},
+        {"dump_path", "\"\""},     {"dump_path", "5"},
+        {"dump_path", "[\"a\"]"},  {"dump_modee", "\"api\""},
     };
     for (size_t i = 0; i < N(bad); i++)
         refused(bad[i][0], bad[i][1]);
@@ -155,7 +156,8 @@ static void steps(const char *value, char *out, size_t cap)
     msp_config_t cfg;
     out[0] = '\0';
     if (setting("dump_iter", value, &cfg) != MSP_OK) {
-        CHECK_HAS(detail, "msprobe.json: dump.common_dump_settings.dump_iter"); /* [i]: an element */
+        /* the key, or one element of it ("dump_iter[0]") */
+        CHECK_HAS(detail, "msprobe.json: dump.common_dump_settings.dump_iter");
         return;
     }
     size_t at = 0;
@@ -195,7 +197,7 @@ static void test_step_sets(void)
         {"\"all|3\"", ""},
         {"\"5-\"", ""},
         {"\"9223372036854775808\"", ""}, /* beyond 2^63 - 1 */
-        {"9007199254740992", ""},         /* 2^53: may already be rounded */
+        {"9007199254740992", ""},        /* 2^53: may already be rounded */
         {"[]", ""},
         {"[1.5]", ""},
         {"[\"1\"]", ""},
@@ -303,14 +305,10 @@ static void test_config_check(void)
         int ok;
     } cases[] = {
         {"\"write_at_step\": -1", 1}, /* the default, spelt out */
-        {"\"write_at_step\": 3.0", 1},
-        {"\"write_at_step\": -2", 0},
-        {"\"write_at_step\": \"3\"", 0},
-        {"\"dataset_batches\": 1", 1},
-        {"\"dataset_batches\": 0", 0},
-        {"\"output_zip_path\": \"\"", 0},
-        {"\"output_zip_path\": 1", 0},
-        {"\"zip\": \"a.zip\"", 0},
+        {"\"write_at_step\": 3.0", 1},   {"\"write_at_step\": -2", 0},
+        {"\"write_at_step\": \"3\"", 0}, {"\"dataset_batches\": 1", 1},
+        {"\"dataset_batches\": 0", 0},   {"\"output_zip_path\": \"\"", 0},
+        {"\"output_zip_path\": 1", 0},   {"\"zip\": \"a.zip\"", 0},
     };
     for (size_t i = 0; i < N(cases); i++) {
         char text[256];

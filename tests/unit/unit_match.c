@@ -102,16 +102,18 @@ static void match(const spec_t *b, size_t nb, const spec_t *c, size_t nc, int fu
 static void test_exact(void)
 {
     char got[256];
-    static const spec_t b[] = {{"Functional.relu.0.forward", 4}, {"Functional.gelu.0.forward", 4},
+    static const spec_t b[] = {{"Functional.relu.0.forward", 4},
+                               {"Functional.gelu.0.forward", 4},
                                {"Torch.matmul.0.forward", 4}};
-    static const spec_t c[] = {{"Functional.relu.0.forward", 4}, {"Torch.matmul.0.forward", 4},
+    static const spec_t c[] = {{"Functional.relu.0.forward", 4},
+                               {"Torch.matmul.0.forward", 4},
                                {"Torch.add.0.forward", 4}};
     match(b, N(b), c, N(c), 0, MSP_LEVEL_ALL, NULL, got, sizeof got);
     CHECK_STR(got, "0 2 -|1");
     /* exact names pair whatever their shapes (a shape mismatch is a row's No) */
     static const spec_t b2[] = {{"Torch.relu.0.forward", 2}, {"Torch.relu.1.forward", 3}};
-    static const spec_t c2[] = {{"Torch.relu.0.forward", 5}, {"Torch.relu.1.forward", 2},
-                                {"Torch.relu.2.forward", 3}};
+    static const spec_t c2[] = {
+        {"Torch.relu.0.forward", 5}, {"Torch.relu.1.forward", 2}, {"Torch.relu.2.forward", 3}};
     match(b2, N(b2), c2, N(c2), 0, MSP_LEVEL_ALL, NULL, got, sizeof got);
     CHECK_STR(got, "0 1 -|");
     /* the same names, the call index shifted: fuzzy pairs by shape in order */
@@ -130,14 +132,14 @@ static void test_fuzzy(void)
 {
     char got[256];
     /* each takes the first of its key after the one last taken */
-    static const spec_t b[] = {{"Torch.relu.0.forward", 2}, {"Torch.relu.1.forward", 3},
-                               {"Torch.relu.2.forward", 2}};
+    static const spec_t b[] = {
+        {"Torch.relu.0.forward", 2}, {"Torch.relu.1.forward", 3}, {"Torch.relu.2.forward", 2}};
     static const spec_t c[] = {{"Torch.relu.0.forward", 2}, {"Torch.relu.1.forward", 2}};
     match(b, N(b), c, N(c), 1, MSP_LEVEL_ALL, NULL, got, sizeof got);
     CHECK_STR(got, "0 2|1");
     /* after the last taken, not the first unused: relu.0 of bench is behind */
-    static const spec_t b2[] = {{"Torch.relu.0.forward", 2}, {"Torch.relu.1.forward", 3},
-                                {"Torch.relu.2.forward", 3}};
+    static const spec_t b2[] = {
+        {"Torch.relu.0.forward", 2}, {"Torch.relu.1.forward", 3}, {"Torch.relu.2.forward", 3}};
     static const spec_t c2[] = {{"Torch.relu.0.forward", 3}, {"Torch.relu.1.forward", 2}};
     match(b2, N(b2), c2, N(c2), 1, MSP_LEVEL_ALL, NULL, got, sizeof got);
     CHECK_STR(got, "1 -|0 2");
@@ -235,11 +237,11 @@ static void test_mapping_file(void)
         CHECK_STR(m.e[3].cmp, "Torch.add.0.forward");
         CHECK_STR(m.e[3].bench, "Torch.add.1.forward");
         CHECK_STR(m.e[3].cmp_role, NULL);
-        CHECK_STR(cmp_mapping_role(&m, "Functional.linear.1.forward",
-                                   "Functional.linear.0.forward", "input.1"),
+        CHECK_STR(cmp_mapping_role(&m, "Functional.linear.1.forward", "Functional.linear.0.forward",
+                                   "input.1"),
                   "kwarg.weight");
-        CHECK_STR(cmp_mapping_role(&m, "Functional.linear.1.forward",
-                                   "Functional.linear.0.forward", "input.0"),
+        CHECK_STR(cmp_mapping_role(&m, "Functional.linear.1.forward", "Functional.linear.0.forward",
+                                   "input.0"),
                   NULL);
     }
     cmp_mapping_free(&m);
@@ -249,8 +251,7 @@ static void test_mapping_file(void)
     CHECK_INT(load_map("\n\nA.0.forward B.0.forward C.0.forward\n", &m, d, sizeof d),
               MSP_ERR_USAGE);
     CHECK_HAS(d, ":3: expected two names");
-    CHECK_INT(load_map("Functional.a.0.forward.input.0: Functional.b.0.forward\n", &m, d,
-                       sizeof d),
+    CHECK_INT(load_map("Functional.a.0.forward.input.0: Functional.b.0.forward\n", &m, d, sizeof d),
               MSP_ERR_USAGE);
     CHECK_HAS(d, ":1: one side names a tensor, the other a record");
     CHECK_INT(m.n, 0);
@@ -331,11 +332,10 @@ static int by_role(const void *a, const void *b)
  * leading zeros are other roles, ordered by strcmp. */
 static void test_role_order(void)
 {
-    const char *v[] = {"output.10", "grad_fn.0", "kwarg.x10", "input.10", "output.2",
-                       "input.9",   "kwarg.a",   "input.01",  "kwarg.x9", "input.1",
-                       "output.0",  "input.0"};
-    static const char *const want[] = {"input.0",  "input.01", "input.1",  "input.9",
-                                       "input.10", "kwarg.a",  "kwarg.x9", "kwarg.x10",
+    const char *v[] = {"output.10", "grad_fn.0", "kwarg.x10", "input.10", "output.2", "input.9",
+                       "kwarg.a",   "input.01",  "kwarg.x9",  "input.1",  "output.0", "input.0"};
+    static const char *const want[] = {"input.0",  "input.01", "input.1",   "input.9",
+                                       "input.10", "kwarg.a",  "kwarg.x9",  "kwarg.x10",
                                        "output.0", "output.2", "output.10", "grad_fn.0"};
     qsort(v, N(v), sizeof v[0], by_role);
     for (size_t i = 0; i < N(v); i++)

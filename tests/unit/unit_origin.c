@@ -69,8 +69,8 @@ static msp_cause_t backward_cause(double fwd_in, double fwd_out, double bwd_out,
     build_t b;
     build_init(&b);
     add(&b, "Functional.relu.0.forward", 0, 0, 0, "torch.float32", fwd_in, fwd_out);
-    msp_record_cmp_t *bw =
-        add(&b, "Functional.relu.0.backward", 0, 0, 1, "torch.float32", 0.0, bwd_out);
+    msp_record_cmp_t *bw = add(&b, "Functional.relu.0.backward", 0, 0, 1, "torch.float32", 0.0,
+                               bwd_out);
     CHECK_INT(cmp_link_backward(&b.res), MSP_OK);
     *bwd_in = bw->in_err;
     return bw->cause;
@@ -92,18 +92,17 @@ static void test_backward(void)
     CHECK_NEAR(in, 0.09, 1e-12);
     CHECK_INT(backward_cause(0.09, 0.0, ABOVE(0.72), &in), MSP_CAUSE_INTRODUCED);
     /* a forward without error lends nothing */
-    CHECK_INT(backward_cause(0.0, 0.0, ABOVE(1.0476837158203125e-05), &in),
-              MSP_CAUSE_INTRODUCED);
+    CHECK_INT(backward_cause(0.0, 0.0, ABOVE(1.0476837158203125e-05), &in), MSP_CAUSE_INTRODUCED);
     CHECK_NUM(in, 0.0);
 
     /* only the forward of the same step and rank counts */
     build_t b;
     build_init(&b);
     add(&b, "Functional.relu.0.forward", 0, 0, 0, "torch.float32", 0.1, 0.1);
-    msp_record_cmp_t *other =
-        add(&b, "Functional.relu.0.backward", 0, 1, 1, "torch.float32", 0.0, 0.01);
-    msp_record_cmp_t *later =
-        add(&b, "Functional.relu.0.backward", 1, 0, 1, "torch.float32", 0.0, 0.01);
+    msp_record_cmp_t *other = add(&b, "Functional.relu.0.backward", 0, 1, 1, "torch.float32", 0.0,
+                                  0.01);
+    msp_record_cmp_t *later = add(&b, "Functional.relu.0.backward", 1, 0, 1, "torch.float32", 0.0,
+                                  0.01);
     CHECK_INT(cmp_link_backward(&b.res), MSP_OK);
     CHECK_NUM(other->in_err, 0.0);
     CHECK_INT(other->cause, MSP_CAUSE_INTRODUCED);
@@ -113,8 +112,8 @@ static void test_backward(void)
     /* a module's backward finds its forward by the direction token */
     build_init(&b);
     add(&b, "Module.fc.Linear.forward.0", 0, 0, 0, "torch.float32", 0.09, 0.0);
-    msp_record_cmp_t *mb =
-        add(&b, "Module.fc.Linear.backward.0", 0, 0, 1, "torch.float32", 0.0, 0.5);
+    msp_record_cmp_t *mb = add(&b, "Module.fc.Linear.backward.0", 0, 0, 1, "torch.float32", 0.0,
+                               0.5);
     CHECK_INT(cmp_link_backward(&b.res), MSP_OK);
     CHECK_NEAR(mb->in_err, 0.09, 1e-12);
     CHECK_INT(mb->cause, MSP_CAUSE_INHERITED); /* 0.5 <= 8 x 0.09 */
@@ -128,12 +127,12 @@ static void test_module_params(void)
     build_init(&b);
     add(&b, "Optimizer.Adam.0.step", 0, 0, 5, "torch.float32", 1e-6, 0.004);
     add(&b, "Optimizer.Adam.1.step", 0, 0, 6, "torch.float32", 1e-6, 0.01);
-    msp_record_cmp_t *m =
-        add(&b, "Module.fc.Linear.forward.0", 1, 0, 0, "torch.float32", 0.0, BELOW(0.08));
-    msp_record_cmp_t *m2 =
-        add(&b, "Module.fc2.Linear.forward.0", 1, 0, 1, "torch.float32", 0.0, ABOVE(0.08));
-    msp_record_cmp_t *f =
-        add(&b, "Functional.linear.0.forward", 1, 0, 2, "torch.float32", 0.0, 0.05);
+    msp_record_cmp_t *m = add(&b, "Module.fc.Linear.forward.0", 1, 0, 0, "torch.float32", 0.0,
+                              BELOW(0.08));
+    msp_record_cmp_t *m2 = add(&b, "Module.fc2.Linear.forward.0", 1, 0, 1, "torch.float32", 0.0,
+                               ABOVE(0.08));
+    msp_record_cmp_t *f = add(&b, "Functional.linear.0.forward", 1, 0, 2, "torch.float32", 0.0,
+                              0.05);
     CHECK_INT(m->cause, MSP_CAUSE_INTRODUCED); /* before: nothing explains it */
     CHECK_INT(cmp_module_params(&b.res, 0.0), MSP_OK);
     CHECK_NUM(m->in_err, 0.01); /* the worst of that step's optimizer records */
@@ -209,8 +208,8 @@ static void test_modules(void)
     add(&b, "Functional.linear.0.forward", 0, 0, 1, "torch.float32", 0.0, 0.0);
     module(&b, "Module.fc.Linear.forward.0", 1, 2, 0.0);
     add(&b, "Functional.linear.0.backward", 0, 0, 3, "torch.float32", 0.0, 0.01);
-    msp_record_cmp_t *mb = add(&b, "Module.fc.Linear.backward.0", 0, 0, 4, "torch.float32",
-                               0.0, 0.05);
+    msp_record_cmp_t *mb = add(&b, "Module.fc.Linear.backward.0", 0, 0, 4, "torch.float32", 0.0,
+                               0.05);
     CHECK_INT(cmp_judge_modules(&b.res), MSP_OK);
     CHECK_INT(mb->cause, MSP_CAUSE_INTRODUCED);
     CHECK_INT(mb->explained_by, 1);

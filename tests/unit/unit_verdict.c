@@ -14,10 +14,10 @@
 #include "unit_check.h"
 
 /* floor = 8 u + 1e-5 (msprobe-compare(1), Error of an op), by hand */
-#define FLOOR_BF16 0.03126                  /* 8 x 2^-8 = 0.03125 */
-#define FLOOR_FP16 0.00391625               /* 8 x 2^-11 = 0.00390625 */
-#define FLOOR_FP32 1.0476837158203125e-05   /* 8 x 2^-24 = 4.76837158203125e-07 */
-#define FLOOR_FP64 1.0000000000888178e-05   /* 8 x 2^-53 = 8.881784197001252e-16 */
+#define FLOOR_BF16 0.03126                /* 8 x 2^-8 = 0.03125 */
+#define FLOOR_FP16 0.00391625             /* 8 x 2^-11 = 0.00390625 */
+#define FLOOR_FP32 1.0476837158203125e-05 /* 8 x 2^-24 = 4.76837158203125e-07 */
+#define FLOOR_FP64 1.0000000000888178e-05 /* 8 x 2^-53 = 8.881784197001252e-16 */
 
 #define ABOVE(x) ((x) * (1.0 + 1e-9))
 #define BELOW(x) ((x) * (1.0 - 1e-9))
@@ -70,17 +70,17 @@ static void test_tensor_verdict(void)
         msp_verdict_t want;
     } cases[] = {
         {1.0, 0.0, 0, MSP_VERDICT_YES},
-        {0.99, 0.5, 0, MSP_VERDICT_YES},      /* Cosine not below 0.99 */
-        {0.989, 0.0011, 0, MSP_VERDICT_NO},   /* below 0.99 and MaxAbsErr > 0.001 */
-        {0.989, 0.001, 0, MSP_VERDICT_YES},   /* MaxAbsErr not above 0.001 */
+        {0.99, 0.5, 0, MSP_VERDICT_YES},    /* Cosine not below 0.99 */
+        {0.989, 0.0011, 0, MSP_VERDICT_NO}, /* below 0.99 and MaxAbsErr > 0.001 */
+        {0.989, 0.001, 0, MSP_VERDICT_YES}, /* MaxAbsErr not above 0.001 */
         {0.989, 0.0009, 0, MSP_VERDICT_YES},
-        {0.9, 0.0005, 0, MSP_VERDICT_YES},    /* Cosine not below 0.9 */
-        {0.8999, 0.0, 0, MSP_VERDICT_NO},     /* Cosine < 0.9 alone */
-        {1.0, 1.0, 0, MSP_VERDICT_YES},       /* MaxAbsErr not above 1 */
-        {1.0, 1.0000001, 0, MSP_VERDICT_NO},  /* MaxAbsErr > 1 alone */
-        {1.0, NAN, 0, MSP_VERDICT_NO},        /* N/A MaxAbsErr */
-        {NAN, 0.0, 0, MSP_VERDICT_NO},        /* N/A Cosine (one side all zero) */
-        {NAN, 0.5, 1, MSP_VERDICT_YES},       /* one element: MaxAbsErr alone */
+        {0.9, 0.0005, 0, MSP_VERDICT_YES},   /* Cosine not below 0.9 */
+        {0.8999, 0.0, 0, MSP_VERDICT_NO},    /* Cosine < 0.9 alone */
+        {1.0, 1.0, 0, MSP_VERDICT_YES},      /* MaxAbsErr not above 1 */
+        {1.0, 1.0000001, 0, MSP_VERDICT_NO}, /* MaxAbsErr > 1 alone */
+        {1.0, NAN, 0, MSP_VERDICT_NO},       /* N/A MaxAbsErr */
+        {NAN, 0.0, 0, MSP_VERDICT_NO},       /* N/A Cosine (one side all zero) */
+        {NAN, 0.5, 1, MSP_VERDICT_YES},      /* one element: MaxAbsErr alone */
         {NAN, 1.0, 1, MSP_VERDICT_YES},
         {NAN, 1.5, 1, MSP_VERDICT_NO},
         {NAN, NAN, 1, MSP_VERDICT_NO},
@@ -121,8 +121,8 @@ static void test_roundoff_and_floor(void)
     CHECK_NUM(cmp_unit_roundoff("torch.float32"), 5.9604644775390625e-08);
     CHECK_NUM(cmp_unit_roundoff("torch.float64"), 1.1102230246251565e-16);
     CHECK_NUM(cmp_unit_roundoff("torch.double"), 1.1102230246251565e-16);
-    const char *exact[] = {"torch.int64", "torch.int32", "torch.int8", "torch.uint8",
-                           "torch.bool", "", NULL};
+    const char *exact[] = {
+        "torch.int64", "torch.int32", "torch.int8", "torch.uint8", "torch.bool", "", NULL};
     for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++)
         CHECK_NUM(cmp_unit_roundoff(exact[i]), 0.0);
     CHECK_NEAR(cmp_floor_for(0x1p-8), FLOOR_BF16, 1e-12);
@@ -135,12 +135,9 @@ static void test_roundoff_and_floor(void)
     static const struct {
         const char *dt;
         double floor;
-    } per[] = {{"torch.bfloat16", FLOOR_BF16},
-               {"torch.float16", FLOOR_FP16},
-               {"torch.float32", FLOOR_FP32},
-               {"torch.float64", FLOOR_FP64},
-               {"torch.int64", 0.0},
-               {"torch.bool", 0.0}};
+    } per[] = {{"torch.bfloat16", FLOOR_BF16}, {"torch.float16", FLOOR_FP16},
+               {"torch.float32", FLOOR_FP32},  {"torch.float64", FLOOR_FP64},
+               {"torch.int64", 0.0},           {"torch.bool", 0.0}};
     for (size_t i = 0; i < sizeof per / sizeof per[0]; i++) {
         cause_of(per[i].dt, 0.0, 0.0, &rec);
         CHECK_NEAR(rec.floor, per[i].floor, 1e-12);
@@ -340,8 +337,8 @@ static void test_args_are_data(void)
         double ein, reldiff;
         int data;
     } cases[] = {
-        {1e-3, 5e-4, 1}, {1e-3, 1e-3, 1}, {1e-3, 2e-3, 0},
-        {0.05, 0.02, 0}, /* above 1 % whatever the input error */
+        {1e-3, 5e-4, 1}, {1e-3, 1e-3, 1},
+        {1e-3, 2e-3, 0}, {0.05, 0.02, 0}, /* above 1 % whatever the input error */
         {0.05, 0.01, 1}, {1e-3, -1.0, 0}, /* -1: not one number on each side */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -383,13 +380,13 @@ static msp_highlight_t highlight(double in_abs, double in_cos, msp_verdict_t in_
 static void test_highlight(void)
 {
     const msp_verdict_t Y = MSP_VERDICT_YES, N = MSP_VERDICT_NO;
-    CHECK_INT(highlight(0.0, 1.0, N, 2e10, 1.0, N), MSP_HL_RED); /* error > 1e10 */
-    CHECK_INT(highlight(0.0, 1.0, Y, 0.5, 0.95, N), MSP_HL_RED); /* accuracy lost */
+    CHECK_INT(highlight(0.0, 1.0, N, 2e10, 1.0, N), MSP_HL_RED);      /* error > 1e10 */
+    CHECK_INT(highlight(0.0, 1.0, Y, 0.5, 0.95, N), MSP_HL_RED);      /* accuracy lost */
     CHECK_INT(highlight(0.125, 1.0, Y, 1.25, 1.0, Y), MSP_HL_YELLOW); /* exactly 10 x */
     CHECK_INT(highlight(0.125, 1.0, Y, 1.2499, 1.0, Y), MSP_HL_NONE);
-    CHECK_INT(highlight(0.0, 1.0, Y, 0.0, 1.0, Y), MSP_HL_NONE); /* no error at all */
+    CHECK_INT(highlight(0.0, 1.0, Y, 0.0, 1.0, Y), MSP_HL_NONE);      /* no error at all */
     CHECK_INT(highlight(0.5, 0.75, N, 0.5, 0.625, N), MSP_HL_YELLOW); /* Cosine 0.125 lower */
-    CHECK_INT(highlight(0.5, 0.75, N, 0.5, 0.6875, N), MSP_HL_NONE); /* 0.0625 lower */
+    CHECK_INT(highlight(0.5, 0.75, N, 0.5, 0.6875, N), MSP_HL_NONE);  /* 0.0625 lower */
     CHECK_INT(highlight(0.5, 1.0, N, 0.5, 1.0, N), MSP_HL_NONE);
 
     /* the across-the-op rules need an input */

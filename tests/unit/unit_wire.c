@@ -62,25 +62,25 @@ static void put_str(enc_t *e, const char *s)
 /* The lies a message may tell (one at a time). */
 enum lie {
     TRUTH,
-    MAGIC,           /* "MSPX" */
-    VERSION,         /* 3 */
-    NREC_HUGE,       /* 2^40 records */
-    NREC_NEGATIVE,   /* -1 */
-    NREC_ONE_MORE,   /* 3 where 2 follow */
-    NTEN_HUGE,       /* 10^12 tensors */
-    NATTR_HUGE,      /* 2^62 attributes */
-    NAME_LONG,       /* a record name of 2^31 - 1 bytes */
-    NAME_NULL,       /* a record without a name */
-    ROLE_NULL,       /* a tensor without a role */
-    NDIM_HIGH,       /* 33 dimensions */
-    NDIM_NEGATIVE,   /* -1 */
-    DTYPE_HIGH,      /* MSP_DTYPE_COUNT_ */
-    DTYPE_NEGATIVE,  /* -1 */
-    DTYPE_WRAPS,     /* 2^32 + 1, which a 32-bit enum would read as 1 */
-    NDEF_HUGE,       /* 2^40 /defaults rows */
-    DEF_UNSORTED,    /* /defaults out of record order */
-    DEF_VALUE_NULL,  /* a /defaults row without a value */
-    TRAILING,        /* one byte after the end */
+    MAGIC,          /* "MSPX" */
+    VERSION,        /* 3 */
+    NREC_HUGE,      /* 2^40 records */
+    NREC_NEGATIVE,  /* -1 */
+    NREC_ONE_MORE,  /* 3 where 2 follow */
+    NTEN_HUGE,      /* 10^12 tensors */
+    NATTR_HUGE,     /* 2^62 attributes */
+    NAME_LONG,      /* a record name of 2^31 - 1 bytes */
+    NAME_NULL,      /* a record without a name */
+    ROLE_NULL,      /* a tensor without a role */
+    NDIM_HIGH,      /* 33 dimensions */
+    NDIM_NEGATIVE,  /* -1 */
+    DTYPE_HIGH,     /* MSP_DTYPE_COUNT_ */
+    DTYPE_NEGATIVE, /* -1 */
+    DTYPE_WRAPS,    /* 2^32 + 1, which a 32-bit enum would read as 1 */
+    NDEF_HUGE,      /* 2^40 /defaults rows */
+    DEF_UNSORTED,   /* /defaults out of record order */
+    DEF_VALUE_NULL, /* a /defaults row without a value */
+    TRAILING,       /* one byte after the end */
     N_LIES
 };
 
@@ -99,9 +99,10 @@ static void catalogue(enc_t *e, enum lie lie)
     put_i64(e, 1);
     put_i64(e, 2);
     put_i64(e, 1);
-    put_i64(e, lie == NREC_HUGE ? (int64_t)1 << 40 : lie == NREC_NEGATIVE ? -1
-                : lie == NREC_ONE_MORE                                    ? 3
-                                                                          : 2);
+    put_i64(e, lie == NREC_HUGE       ? (int64_t)1 << 40
+               : lie == NREC_NEGATIVE ? -1
+               : lie == NREC_ONE_MORE ? 3
+                                      : 2);
     /* record 0 */
     if (lie == NAME_LONG)
         put_le(e, 0x7FFFFFFF, 4), put(e, "Functional.linear.0.forward", 27);
@@ -124,15 +125,15 @@ static void catalogue(enc_t *e, enum lie lie)
     put_i64(e, lie == NDIM_HIGH ? MSP_MAX_NDIM + 1 : lie == NDIM_NEGATIVE ? -1 : 2);
     put_i64(e, 2);
     put_i64(e, 3);
-    put_i64(e, 6);    /* numel */
-    put_i64(e, 1);    /* has_data */
-    put_i64(e, 1);    /* has_stats */
-    put_f64(e, 1.5);  /* max */
+    put_i64(e, 6);   /* numel */
+    put_i64(e, 1);   /* has_data */
+    put_i64(e, 1);   /* has_stats */
+    put_f64(e, 1.5); /* max */
     put_f64(e, -2.25);
     put_f64(e, 0.125);
     put_f64(e, 3.0);
-    put_i64(e, 0);    /* nan_count */
-    put_i64(e, 1);    /* inf_count */
+    put_i64(e, 0); /* nan_count */
+    put_i64(e, 1); /* inf_count */
     put_i64(e, 0xDEADBEEF);
     put_i64(e, 4096); /* offset */
     put_i64(e, 24);   /* nbytes */
@@ -376,10 +377,10 @@ static void test_refusals(void)
     }
     free(e.p);
     static const char *const names[N_LIES] = {
-        "truth",         "magic",       "version",        "records 2^40", "records -1",
-        "records 3",     "tensors 1e12", "attributes 2^62", "name 2^31-1", "name NULL",
-        "role NULL",     "ndim 33",     "ndim -1",        "dtype count",  "dtype -1",
-        "dtype 2^32+1",  "defaults 2^40", "defaults unsorted", "default NULL", "trailing byte",
+        "truth",        "magic",         "version",           "records 2^40", "records -1",
+        "records 3",    "tensors 1e12",  "attributes 2^62",   "name 2^31-1",  "name NULL",
+        "role NULL",    "ndim 33",       "ndim -1",           "dtype count",  "dtype -1",
+        "dtype 2^32+1", "defaults 2^40", "defaults unsorted", "default NULL", "trailing byte",
     };
     for (int lie = TRUTH + 1; lie < N_LIES; lie++) {
         enc_t l = {0};
