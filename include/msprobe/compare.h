@@ -330,10 +330,12 @@ typedef struct msp_compare_result {
  * output; floor = 8 unit roundoffs of the coarsest dtype of its rows + 1e-5.
  * out_err <= floor -> NONE; > max(8 in_err, floor) -> INTRODUCED (integer
  * outputs: only with identical inputs); else INHERITED. res->suspects: the
- * introduced records and producer gaps (tensor gap 1, or gap 2 judged against
- * the worst earlier output error of the step), by step, rank, forward before
- * backward, score, order; the first opts->top get suspect_rank on their
- * record; the first is the root cause (root_record / root_tensor).
+ * introduced records, parameters and producer gaps (tensor gap 1, or gap 2
+ * judged against the worst output error recorded before it on its rank), by
+ * step, then evidence (parameters, replay, a changed argument before error
+ * ratios; msprobe-compare(1), Ranking), then order, then rank; the first
+ * opts->top get suspect_rank on their record; the first is the root cause
+ * (root_record / root_tensor).
  * Highlight per output row: red when the NPU side holds NaN/Inf, MaxAbsErr
  * (|max diff| in statistics mode) > 1e10, or every input is Yes and the
  * output is not; yellow when its error > 0 and >= 10x the largest input

@@ -233,7 +233,8 @@ msp_err cmp_record_attrs(cmp_ctx_t *cx, msp_record_cmp_t *rec, const msp_record_
 
 /* ---- verdicts ---------------------------------------------------------- */
 
-void cmp_tensor_verdict(msp_tensor_cmp_t *t, const msp_compare_opts_t *opts, int stats_row);
+/* is_scalar: a 0-d or one-element tensor, judged by MaxAbsErr alone. */
+void cmp_tensor_verdict(msp_tensor_cmp_t *t, const msp_compare_opts_t *opts, int is_scalar);
 /* Cause, highlight and record aggregates for rec (its tensors already final). */
 void cmp_record_finish(msp_record_cmp_t *rec, msp_tensor_cmp_t *tensors);
 

@@ -86,13 +86,15 @@ static size_t msp_get_count(struct msp_wire *w, size_t min_bytes)
 static void msp_get_tensor(struct msp_wire *w, msp_tensor_info_t *t)
 {
     t->role = msp_get_str(w);
-    t->dtype = (msp_dtype_t)msp_get_i64(w);
+    /* checked as sent: cast first, 2^32 + 1 would pass as float32 */
+    int64_t dt = msp_get_i64(w);
     msp_get_buf(w, t->dtype_name, sizeof t->dtype_name);
     int64_t nd = msp_get_i64(w);
-    if (nd < 0 || nd > MSP_MAX_NDIM || !t->role || t->dtype < 0 || t->dtype >= MSP_DTYPE_COUNT_) {
+    if (nd < 0 || nd > MSP_MAX_NDIM || !t->role || dt < 0 || dt >= MSP_DTYPE_COUNT_) {
         w->bad = 1;
         return;
     }
+    t->dtype = (msp_dtype_t)dt;
     t->ndim = (int)nd;
     for (int d = 0; d < t->ndim; d++)
         t->shape[d] = msp_get_i64(w);
@@ -173,7 +175,9 @@ msp_err msp_wire_get_file(const unsigned char *buf, size_t n, msp_dump_file_t *f
         f->n_records = i + 1;
         r->name = msp_get_str(&w);
         r->order = msp_get_i64(&w);
-        size_t nt = msp_get_count(&w, 160);
+        /* a tensor takes at least 136 bytes (msp_wire_put_file: four
+         * empty strings, 4 bytes each, and 15 eight-byte fields) */
+        size_t nt = msp_get_count(&w, 136);
         size_t na = msp_get_count(&w, 8);
         if (!r->name)
             w.bad = 1;
