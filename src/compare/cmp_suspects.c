@@ -376,12 +376,13 @@ static char *cmp_record_reason(const msp_compare_result_t *res, const msp_record
     }
     if (rec->replay == MSP_RV_INTRODUCED) {
         *tier = 0;
+        int how = rec->replay_note && *rec->replay_note;
         return msp_asprintf("replay: its output is %s from the float64 replay of its own "
                             "compare-side inputs, above the %s that rounding in its dtype "
-                            "explains (replayed %s); it introduced the error%s%s",
+                            "explains%s%s%s; it introduced the error%s%s",
                             cmp_fmt_err(rec->replay_err, a, sizeof a),
-                            cmp_fmt_err(rec->replay_ref, b, sizeof b),
-                            rec->replay_note && *rec->replay_note ? rec->replay_note : "",
+                            cmp_fmt_err(rec->replay_ref, b, sizeof b), how ? " (replayed " : "",
+                            how ? rec->replay_note : "", how ? ")" : "",
                             rec->arg_diff ? "; argument " : "", rec->arg_diff ? rec->arg_diff : "");
     }
     if (rec->replay == MSP_RV_INHERITED || rec->explained_by)
