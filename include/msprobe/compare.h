@@ -198,8 +198,9 @@ typedef struct msp_record_cmp {
     double arg_reldiff;        /* the largest relative difference of arg_diff's arguments
                                   when each is one finite number on both sides; -1 when
                                   one is not (text, a tuple, absent on a side); 0: none */
-    int args_are_data;         /* arg_diff's numbers differ by no more than the record's
-                                  input error (and 1 %): scalars computed from the run's
+    int args_are_data;         /* arg_diff's numbers differ by no more than the larger of
+                                  the record's input error and its rounding floor (and at
+                                  most 1 %): scalars computed from the run's
                                   tensors (float(t.max()), t.item()), inputs with an error
                                   of their own, not changed settings */
     char *params;              /* inputs that are a model's parameters or buffers, "ROLE=NAME"
