@@ -1,5 +1,5 @@
 /* msprobe 26's "Result" column: pass / warning / error per row, by its
- * checkers (core/compare/indicator_analysis/algorithm.py), run over each
+ * checkers (msprobe's core/compare/indicator_analysis/algorithm.py), run over each
  * record's rows; a record's Result is the worst of its rows. Apart from our
  * own verdict (msprobe 8.x's "Accuracy Reached or Not", cmp_verdict.c) and
  * the error-origin model; msprobe-compare(1), RESULT, lists the rules. */

@@ -469,7 +469,7 @@ char *cmp_worker_start(cmp_worker_t *w, const char *python, double deadline)
     memset(w, 0, sizeof *w);
     w->fd = -1;
     int efd = w->err_fd = cmp_worker_err_file();
-    /* -I: no working directory, user site or PYTHON* on the path (a json.py
+    /* -I: no working directory, user site or PYTHON* on the path (a json module
      * beside a dump is never imported), -B: no .pyc written */
     char *src = cmp_worker_source();
     if (!src) {

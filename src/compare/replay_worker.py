@@ -19,7 +19,7 @@ unknown as -1.
 # group (posix_spawn's SETPGROUP), CONFIG a JSON object: "dir" (a private
 # directory compare made and removes), "parent" (compare's pid), "path" (the
 # user's PYTHONPATH entries, absolute: -I drops the variable and the working
-# directory, where a dump's neighbour json.py would be imported from),
+# directory, where a json module planted beside a dump would be imported from),
 # "fsize", "nofile" (rlimits). Everything below runs before torch is imported
 # and before any job is read.
 
