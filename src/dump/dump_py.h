@@ -2,7 +2,7 @@
  * Built against the limited API so one binary loads into every CPython >= 3.8.
  *
  * Its layers, each calling only those below it (scripts/callgraph.py checks):
- *   state and messages     py_state.c, py_log.c (shim_log.h: no Python)
+ *   state and messages     py_state.c, py_log.c (a Python error as a message)
  *   helpers                py_accel.c, py_stack.c, py_args.c, py_dist.c, py_apilist.c,
  *                          py_sig.c
  *   identity, events       py_ident.c, py_events.c (listeners, never called by name)
@@ -15,7 +15,7 @@
  *   script API             py_debugger.c (msprobe's PrecisionDebugger)
  *   boot                   py_boot.c
  * The writer (dump_writer.c, its memory dump_pool.c) is below them all, and
- * has no Python. */
+ * has no Python; below it, the one logger (shim_log.c, shim_log.h). */
 #ifndef MSP_DUMP_PY_H
 #define MSP_DUMP_PY_H
 
@@ -122,7 +122,7 @@ extern _Thread_local int msp_t_data_depth;
  * every API called inside them is recorded (py_module.c, py_apirec.c). */
 extern _Thread_local int msp_t_listed;
 
-/* ---- messages: shim_log.h (py_log.c) ---- */
+/* ---- messages: shim_log.h (shim_log.c), and Python's side of them (py_log.c) ---- */
 /* Clear a pending Python error, as one warning (py_log.c). */
 void msp_py_warn_error(const char *kind, const char *what);
 /* Text of a Python object into buf (UTF-8, cut with "..."); never raises. */

@@ -1,4 +1,4 @@
-/* The shim's messages (py_log.c): "msprobe: ..." lines to stderr or
+/* The shim's messages (shim_log.c): "msprobe: ..." lines to stderr or
  * MSPROBE_LOG_FILE, from any thread. No Python here: the writer thread
  * (dump_writer.c) speaks through it too. */
 #ifndef MSP_SHIM_LOG_H
