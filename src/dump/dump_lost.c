@@ -1,7 +1,7 @@
 /* Steps that lost records to a failed write (dump_writer.c's writer thread
  * only): kept as ranges and said once at shutdown. Apart from the writer so
  * that dump_writer.c keeps to one job, the queue and the files. */
-#include "dump_writer.h"
+#include "dump_lost.h"
 #include "shim_log.h"
 
 #include <stdio.h>

@@ -2,7 +2,7 @@
  * ones (a reference count and the statistics of their bytes in a header),
  * and records kept for reuse with their strings packed in blocks they own.
  * Any thread; no Python. */
-#include "dump_writer.h"
+#include "dump_pool.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

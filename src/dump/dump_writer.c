@@ -10,6 +10,7 @@
  * step in flight. Failures (full disk, unwritable dir) become one warning
  * per kind and the affected record or step is dropped: training goes on. */
 #include "dump_writer.h"
+#include "dump_lost.h"
 #include "shim_log.h"
 
 #include <errno.h>

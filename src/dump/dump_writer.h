@@ -7,62 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "msprobe/format.h"
-
-typedef struct msp_dq_tensor {
-    char *role;
-    msp_dtype_t dtype;
-    int ndim;
-    int64_t shape[MSP_MAX_NDIM];
-    void *data;           /* malloc'd C-contiguous copy; owned by the record */
-    size_t nbytes;
-    char device[24];
-    int requires_grad;
-    msp_stats_t stats;    /* filled by the statistics thread */
-    int has_stats;
-    int stats_given;      /* stats computed where the tensor lives (no data): the
-                             statistics thread leaves them */
-    char *producer;       /* "RECORD/ROLE" this input was the output of (msp_dq_rec_strdup), or NULL */
-} msp_dq_tensor_t;
-
-typedef struct msp_dq_attr {
-    char *key, *value;
-} msp_dq_attr_t;
-
-/* An API's signature as the dump's /defaults holds it (msprobe-dump(5)):
- * made once per wrapped API at its first recorded call (py_sig.c) and never
- * freed, so that every record of the API may point at it. file_mark is the
- * writer thread's alone: the serial of the last file its rows went into. */
-typedef struct msp_dq_sig {
-    char *api;                 /* "Functional.gelu" */
-    size_t n;
-    char **keys, **values;     /* "#0" -> "input", "approximate" -> "'none'" */
-    uint64_t file_mark;
-} msp_dq_sig_t;
-
-typedef struct msp_dq_rec {
-    int kind;             /* MSP_DQ_* */
-    char *name;
-    int64_t step, rank, order;
-    msp_dq_tensor_t *t;
-    size_t nt, cap_t;
-    msp_dq_attr_t *a;
-    size_t na, cap_a;
-    size_t bytes;         /* tensor bytes held; what the queue bound counts */
-    int stats_ready;      /* the statistics thread is done with it */
-    int dev_pending;      /* statistics still being computed on a device: the
-                             shim holds the record back until they are in */
-    int keep_data;        /* a statistics dump keeps this record's data too
-                             (msprobe's tensor_list); set at submit */
-    char *stack;          /* malloc'd call-site text, turned into the attribute
-                             "stack" at submit (py_stack.c); freed with the record */
-    msp_dq_sig_t *sig;    /* the API's signature, or NULL (not an API call, or none
-                             known); written once per file by the writer */
-    struct msp_dq_rec *next;
-    struct msp_dq_strs *strs; /* where name, roles and attributes are kept */
-} msp_dq_rec_t;
-
-enum { MSP_DQ_RECORD = 0, MSP_DQ_END_STEP = 1, MSP_DQ_SHUTDOWN = 2 };
+#include "dump_pool.h" /* the records and buffers handed over */
 
 typedef struct msp_dq_params {
     const char *dump_path;
@@ -81,35 +26,6 @@ int msp_dq_init(const msp_dq_params_t *p);
 void msp_dq_set_framework(const char *version);
 void msp_dq_set_world_size(int64_t world_size);
 
-/* Tensor byte buffers come from a pool of recently freed ones of the same
- * size: the same shapes recur every step, and reusing resident pages saves
- * the training thread the page faults of fresh memory. */
-void *msp_dq_buf_get(size_t nbytes);
-/* One more owner of buf (from msp_dq_buf_get): each owner puts it once, and
- * it goes back to the pool with the last. Shared bytes must not change. */
-void *msp_dq_buf_ref(void *buf);
-void msp_dq_buf_put(void *buf, size_t nbytes);
-/* The writer's side of the pool (dump_pool.c): the statistics of buf's bytes
- * once computed (1 and *out; 0: not yet; the statistics thread only), the
- * pool's caps in bytes, and a forked child's fresh, empty pool. */
-int msp_dq_buf_stats(void *buf, msp_stats_t *out);
-void msp_dq_buf_set_stats(void *buf, const msp_stats_t *s);
-void msp_dq_pool_caps(size_t big, size_t small_bytes);
-void msp_dq_pool_forget_after_fork(void);
-
-/* Records and small buffers freed by the writer are kept for the next ones
- * (a bounded number): the training thread then allocates nothing in the
- * steady state, and no malloc arena is shared with the writer's frees. */
-msp_dq_rec_t *msp_dq_rec_new(const char *name);
-/* Takes ownership of data (from msp_dq_buf_get). Returns 0, or -1 on OOM (data freed). */
-int msp_dq_rec_add_tensor(msp_dq_rec_t *r, const char *role, msp_dtype_t dt, int ndim,
-                          const int64_t *shape, void *data, size_t nbytes, const char *device,
-                          int requires_grad);
-int msp_dq_rec_add_attr(msp_dq_rec_t *r, const char *key, const char *value);
-/* A copy of s that lives as long as the record; NULL on OOM. */
-char *msp_dq_rec_strdup(msp_dq_rec_t *r, const char *s);
-void msp_dq_rec_free(msp_dq_rec_t *r);
-
 /* Task overflow_check: 0 once overflow_nums records with NaN/Inf outputs have
  * been written (nothing more will be), else 1. Any thread, no lock. */
 int msp_dq_accepting(void);
@@ -122,11 +38,6 @@ uint64_t msp_dq_backward_records(void);
 void msp_dq_end_step(int64_t step);
 /* Write out everything queued, close the last file, stop the thread. */
 void msp_dq_shutdown(void);
-/* The writer thread's record of steps that lost records to a failed write
- * (dump_lost.c): step lost one record or more (dropped: no file for it at
- * all); said once, as ranges, at shutdown. Writer thread only. */
-void msp_dq_note_lost(int64_t step, int dropped);
-void msp_dq_say_lost(void);
 /* In a forked child: forget the parent's thread and queue without touching them. */
 void msp_dq_forget_after_fork(void);
 
