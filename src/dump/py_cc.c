@@ -5,7 +5,7 @@
  * written at its step-end and exit events, in a writing process only.
  *
  * Rules: never raise into training code, never change what it computes. */
-#include "py_cc.h"
+#include "py_cc_tensor.h"
 
 #include <fcntl.h>
 #include <errno.h>

@@ -1,5 +1,5 @@
 /* Reading tensors and plain values into pack entries. */
-#include "py_cc.h"
+#include "py_cc_tensor.h"
 
 #include <string.h>
 

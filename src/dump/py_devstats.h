@@ -1,12 +1,12 @@
 /* The device statistics' state, shared by py_devstats.c (adding tensors to
- * windows, launching their copies and reductions, collecting results),
- * py_devwin.c (a window's rows and pieces, and its results into each
- * tensor) and py_devhold.c (records held until their statistics are in). Private to the
- * dump module; see py_devstats.c for how it works. */
+ * windows, launching their copies and reductions, collecting results) and
+ * py_devhold.c (records held until their statistics are in); a window's
+ * layout, rows and pieces are py_devwin.c's (py_devwin.h), below both.
+ * Private to the dump module; see py_devstats.c for how it works. */
 #ifndef MSP_PY_DEVSTATS_H
 #define MSP_PY_DEVSTATS_H
 
-#include "dump_py.h"
+#include "py_devwin.h" /* a window's layout, rows and pieces */
 
 #include <pthread.h>
 
@@ -28,48 +28,7 @@ typedef struct dpend {
 extern dpend_t *g_dp;
 extern size_t g_dp_head, g_ndp, g_capdp;
 
-/* ---- windows ------------------------------------------------------------------ */
-typedef struct seg {
-    msp_dq_rec_t *rec;  /* NULL: the record was dropped */
-    size_t ti;
-    int64_t off, n;     /* in the window */
-    int64_t c0, c1;     /* whole rows [c0, c1) */
-    int64_t ph, pt;     /* head and tail pieces, -1: none */
-    PyObject *t;        /* the tensor, until its copy is launched (win_issue) */
-    int64_t ver;        /* its version counter when added; -1: copied at once */
-    int bad;            /* its copy failed: statistics NaN */
-    int64_t dup;        /* -1, or the earlier segment of the same tensor (or of the
-                           same dense memory: a view of it), unchanged: this one
-                           shares its copy (no bytes of its own) */
-    const void *ptr;    /* its first element, when dense (else NULL): found by it */
-    msp_dtype_t dtype;
-    int flat;           /* one-dimensional: the copy takes it as it is (no reshape) */
-} seg_t;
-
-typedef struct win {
-    struct win *next;   /* flushed windows, oldest first */
-    char device[24];
-    int kind;           /* MSP_DEV_FLOAT (float32) or MSP_DEV_WIDE (float64), kind_cap elements */
-    PyObject *buf;
-    PyObject *ws;       /* its stream (accel_copy.py's win_new), or None */
-    PyObject *dev_index;    /* ws's device index (an int), or NULL (the CPU) */
-    unsigned long long raw; /* ws's raw handle: the current stream is compared to it */
-    int64_t used;       /* of g_wincap elements */
-    int busy;           /* copies being launched (the GIL is let go inside them) */
-    int retired;        /* no more segments: flushed when all are copied and busy is 0 */
-    seg_t *seg;
-    size_t nseg, capseg;
-    size_t issued;      /* segments [0, issued) have their copy launched */
-    size_t *hs, nhs;    /* segments by tensor (index + 1; 0: empty), while they wait */
-    int64_t waiting;    /* elements of the segments not yet copied */
-    size_t nwaiting;    /* those segments, shared ones (dup) left out: tensors held */
-    /* once flushed */
-    PyObject *host, *hcap, *event;
-    const double *v;    /* [4][width]: max, min, mean, mean of squares of rows,
-                           then max, min, sum, sum of squares of pieces */
-    int64_t nrows, width;
-} win_t;
-
+/* ---- windows (their layout: py_devwin.h) --------------------------------------- */
 extern win_t *g_open[8];            /* one open window per device, by creation */
 extern size_t g_nopen;
 extern win_t **g_retired;           /* retired windows not yet flushed (a copy or
@@ -78,7 +37,7 @@ extern size_t g_nretired, g_capretired;
 extern win_t *g_flushed, **g_flushed_tail;
 extern size_t g_nflushed;
 extern int g_on, g_test;           /* msp_dev_stats_init */
-extern int64_t g_chunk, g_wincap;  /* elements (py_devstats.c's setup()) */
+extern int64_t g_wincap;           /* elements (py_devstats.c's setup()) */
 extern int64_t g_widecap;          /* elements of a wide window */
 extern int g_alone;                /* MSPROBE_DEVICE_STATS_ALONE: no windows (bench/gpu) */
 extern int g_skip;                 /* MSPROBE_DEVICE_STATS_SKIP: records, no statistics (bench/gpu) */
@@ -106,28 +65,10 @@ extern int g_dev_polling;      /* a dev_poll is running (perhaps waiting, GIL re
 extern unsigned g_hold_tick;   /* records held so far (msp_dev_hold polls every few) */
 extern pthread_t g_dev_poller; /* in that thread */
 
-/* The rows and pieces of a window's segments, as win_flush takes them:
- * int64 row numbers (a row holding pieces, once), then int64 piece lengths,
- * in one buffer. A Python list of ints each, parsed by torch.tensor, cost
- * about 60 us a window of ~1000 pieces; a bytearray is read by frombuffer. */
-typedef struct cut {
-    int64_t *rows, *lens;
-    size_t nrows, np, caprows, caplens;
-    int64_t last; /* the row of the last piece */
-} cut_t;
-
 /* py_devstats.c */
 int dev_done(PyObject *event);
 void dev_poll(int wait);
 void win_free(win_t *w);
 void win_retire(win_t *w);
-/* py_devwin.c */
-PyObject *call_fn(const char *name, PyObject *args);
-void dev_fill(msp_dq_tensor_t *t, const double *v, size_t nv);
-const double *host_doubles(PyObject *cap, size_t *nv, size_t want);
-void cut_free(cut_t *c);
-int win_cut(win_t *w, cut_t *c);
-PyObject *cut_bytes(const cut_t *c);
-void seg_fill(win_t *w, const seg_t *s, int ok);
 
 #endif

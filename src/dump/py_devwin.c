@@ -2,7 +2,7 @@
  * and reduces windows): its segments cut into whole rows and head and tail
  * pieces, as accel_copy.py's reduction takes them, and each segment's
  * statistics put together, in float64, from its rows' and pieces'. */
-#include "py_devstats.h"
+#include "py_devwin.h"
 #include "dlpack.h"
 
 #include <math.h>

@@ -1,7 +1,9 @@
 /* config_check's collectors inside the Python side (py_cc*.c): listeners of
- * the one runtime (dump_py.h); the pack itself is built by msp_cc_core. */
-#ifndef MSP_PY_CC_H
-#define MSP_PY_CC_H
+ * the one runtime (dump_py.h); the pack itself is built by msp_cc_core. This
+ * header is py_cc_tensor.c's: the entries of tensors and values it makes for
+ * py_cc.c. */
+#ifndef MSP_PY_CC_TENSOR_H
+#define MSP_PY_CC_TENSOR_H
 
 #define PY_SSIZE_T_CLEAN
 #include "dump_py.h"
