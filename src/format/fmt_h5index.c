@@ -1,6 +1,7 @@
 /* The catalogue of an HDF5 dump from its /index table, and the table checked
- * against the file it describes (the in-process reader, fmt_h5read.h). */
-#include "fmt_h5read.h"
+ * against the file it describes (for the in-process reader, fmt_h5read.c). */
+#include "fmt_h5index.h"
+#include "fmt_h5walk.h" /* listing, storage and size checks */
 
 #include <stdlib.h>
 #include <string.h>

@@ -8,7 +8,8 @@
  * exactly the native little-endian elements is read with pread() outside
  * the HDF5 lock; everything else goes through H5Dread, converting to
  * native, a block at a time. */
-#include "fmt_h5read.h"
+#include "fmt_h5index.h" /* the catalogue from /index */
+#include "fmt_h5walk.h"  /* the catalogue by walking groups */
 
 #include <stdlib.h>
 #include <string.h>

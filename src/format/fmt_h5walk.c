@@ -1,8 +1,8 @@
 /* The catalogue of an HDF5 dump by walking its record groups, for a file
  * without /index (written by hand with h5py following msprobe-dump(5)), and
- * the listing, storage and size checks the catalogue from /index shares (the
- * in-process reader, fmt_h5read.h). */
-#include "fmt_h5read.h"
+ * the listing, storage and size checks the catalogue from /index shares (for the
+ * in-process reader, fmt_h5read.c). */
+#include "fmt_h5walk.h"
 
 #include <math.h>
 #include <stdlib.h>

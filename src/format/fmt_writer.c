@@ -21,7 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fmt_writer.h"
+#include "fmt_writer_disk.h"
 
 /* Tensors at least this big get their statistics computed on a helper
  * thread while this thread hands the data to HDF5: on a dump's writer thread

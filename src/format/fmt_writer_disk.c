@@ -3,7 +3,7 @@
  * mode's write-behind and syncs, and the tables (/index, /attrs, /defaults)
  * written once each at close. */
 #include "fmt_internal.h"
-#include "fmt_writer.h"
+#include "fmt_writer_disk.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,8 +1,9 @@
-/* The dump writer's state, shared by fmt_writer.c (records and tensors into
- * HDF5) and fmt_writer_disk.c (the file's space, syncs and closing tables).
- * Private to the format module. */
-#ifndef MSP_FMT_WRITER_H
-#define MSP_FMT_WRITER_H
+/* The dump writer's file as a file (fmt_writer_disk.c: the file's space,
+ * syncs and closing tables), and the writer's state it works on, shared with
+ * fmt_writer.c (records and tensors into HDF5), which calls it. Private to
+ * the format module. */
+#ifndef MSP_FMT_WRITER_DISK_H
+#define MSP_FMT_WRITER_DISK_H
 
 #include "fmt_internal.h"
 

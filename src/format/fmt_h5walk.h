@@ -1,0 +1,39 @@
+/* The catalogue of an HDF5 dump by walking its record groups, and the
+ * listing, storage and size checks fmt_h5index.c shares (fmt_h5walk.c), for
+ * the in-process reader (fmt_h5read.c). Every function here runs with the
+ * HDF5 lock held. Private to the format module. */
+#ifndef MSP_FMT_H5WALK_H
+#define MSP_FMT_H5WALK_H
+
+#include "fmt_h5file.h"
+
+/* A growable vector of strdup'd names; returns -1 on OOM (an HDF5 iteration stop). */
+struct msp_strvec {
+    char **v;
+    size_t n, cap;
+};
+int msp_strvec_push(struct msp_strvec *sv, const char *name);
+
+struct msp_names {
+    struct msp_strvec sv;
+    H5O_type_t want;
+};
+
+/* Names of the hard-linked children of g of type `want` into ns (freed with
+ * msp_free_strings(ns->sv.v, ns->sv.n)), in creation order when the group
+ * tracks it, otherwise in name order. */
+msp_err msp_children(hid_t g, H5O_type_t want, struct msp_names *ns, const char *where);
+/* Refuses data kept outside the file (external storage, virtual layout);
+ * *plain (plain may be NULL): contiguous and unfiltered. */
+msp_err msp_check_storage(hid_t d, const char *where, int *plain);
+/* Refuses a tensor read through H5Dread that declares far more bytes than
+ * its storage holds. */
+msp_err msp_check_expansion(hid_t d, const msp_tensor_info_t *t, const char *where);
+/* numel and nbytes of a shape (esize bytes an element); MSP_ERR_FORMAT with
+ * detail naming `where` on overflow or a negative extent. */
+msp_err msp_shape_size(const int64_t *shape, int ndim, size_t esize, int64_t *numel,
+                       int64_t *nbytes, const char *where);
+/* f's records by walking the root's groups and their datasets. */
+msp_err msp_walk(msp_dump_file_t *f);
+
+#endif
