@@ -27,7 +27,7 @@ void msp_cc_sha256_update(msp_cc_sha256_t *s, const void *data, size_t len);
 /* Writes 64 lowercase hex digits and a NUL into hex[65]. */
 void msp_cc_sha256_hex(msp_cc_sha256_t *s, char hex[65]);
 
-/* ---- secrets (cc_secret.c) -------------------------------------------- */
+/* ---- secrets (cc_secret.c; the name rules: cc_secret_name.c) --------- */
 
 /* 1 if a name (env key, option such as --db-url, namespace field) looks like
  * it holds a secret: TOKEN, SECRET, PASSWORD, KEY, CREDENTIAL, AUTH, DSN,

@@ -13,7 +13,7 @@
 
 /* SHA-256, secrets, pack building and tensor statistics: msprobe/ccpack.h. */
 
-/* ---- secrets inside a value (cc_secret.c, cc_secret_store.c) ------------ */
+/* ---- secrets inside a value (cc_secret.c, cc_secret_store.c; spans: cc_secret_name.c) */
 
 /* Byte ranges [a, b) of a value. Past MSP_CC_SPANS_MAX ranges, overflow is
  * set and the whole value counts as one secret. */
@@ -43,10 +43,10 @@ void msp_cc_secret_forget(void);
 /* Shannon entropy, bits per character, of s[0..n). */
 double msp_cc_entropy(const char *s, size_t n);
 
-/* ---- span finders (cc_secret_find.c) and what they share with cc_secret.c */
+/* ---- span finders (cc_secret_find.c) and the name rules (cc_secret_name.c) */
 
 /* Names that say identifier (commit, digest, run id), not key; numbers
- * under a name that says password, PIN, secret or token (cc_secret.c). */
+ * under a name that says password, PIN, secret or token (cc_secret_name.c). */
 int msp_cc_name_is_id(const char *name);
 int msp_cc_number_name_is_secret(const char *key);
 /* Each adds to out the byte ranges of the secrets it finds in v: URL

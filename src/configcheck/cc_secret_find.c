@@ -4,7 +4,7 @@
  * known-prefix, JWT, random-looking and hex tokens, PEM blocks, secret
  * arguments of command lines) adds the byte range of only what it found,
  * so that the rest of the text is still compared and read; the key-name
- * rules, masking and redaction stay in cc_secret.c. */
+ * rules are cc_secret_name.c's, masking and redaction cc_secret.c's. */
 #include "cc_internal.h"
 
 #include <math.h>
