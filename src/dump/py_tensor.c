@@ -474,15 +474,140 @@ out:
     return ok;
 }
 
-/* "record/role not dumped", for add_tensor's warnings only. */
-#define WHAT (what[0] ? what : (snprintf(what, sizeof what, "%s/%s not dumped", r->name, role), what))
+/* "record/role not dumped", for add_tensor's warnings only: written into what
+ * (MSP_WHAT_SIZE bytes) when a warning first needs it, not per tensor. */
+#define MSP_WHAT_SIZE 320
+static const char *not_dumped(char *what, const msp_dq_rec_t *r, const char *role)
+{
+    if (!what[0])
+        snprintf(what, MSP_WHAT_SIZE, "%s/%s not dumped", r->name, role);
+    return what;
+}
+#define WHAT not_dumped(what, r, role)
+
+/* x's bytes into a queue buffer, added to r as role: a recent copy's buffer
+ * shared, a copy still in flight read later (event, cap: the host copy's).
+ * 0, or -1 after a warning (nothing added). */
+static int add_view(msp_dq_rec_t *r, const char *role, const tview_t *x, PyObject *d,
+                    PyObject *cap, PyObject *event, const char *device, int rg, char *what)
+{
+    size_t esize = msp_dtype_size(x->dtype), numel = 1;
+    int contiguous = 1;
+    int64_t expect = 1;
+    for (int i = x->ndim - 1; i >= 0; i--) {
+        numel *= (size_t)x->shape[i];
+        if (x->strides && x->shape[i] != 1 && x->strides[i] != expect)
+            contiguous = 0;
+        expect *= x->shape[i];
+    }
+    size_t nbytes = numel * esize;
+    const char *src = x->src;
+    /* Bytes read in place may be those of a recent copy (see msp_recent_find). */
+    int shareable = nbytes && nbytes <= MSP_RECENT_MAX && contiguous && !event &&
+                    !msp_test.host_copy && d == NULL;
+    void *buf = shareable ? msp_recent_find(src, nbytes, x->dtype) : NULL;
+    int shared = buf != NULL;
+    if (!buf && !(buf = msp_dq_buf_get(nbytes))) {
+        msp_shim_warn_once("nomem", "%s: out of memory copying %zu bytes", WHAT, nbytes);
+        return -1;
+    }
+    /* A copy still in flight (or, under MSPROBE_TEST_HOST_COPY, any host copy):
+     * its bytes are read when this call's tensors have all been asked for. */
+    int later = nbytes && contiguous && (event || msp_test.host_copy) && pend_reserve() == 0;
+    if (nbytes && !later && !shared) {
+        if (msp_wait_event(event) != 0)
+            memset(buf, 0, nbytes);
+        else if (contiguous)
+            memcpy(buf, src, nbytes);
+        else
+            strided_copy(buf, src, x->ndim, x->shape, x->strides, esize, 0);
+    }
+    if (msp_dq_rec_add_tensor(r, role, x->dtype, x->ndim, x->shape, buf, nbytes, device, rg) != 0) {
+        msp_shim_warn_once("nomem", "%s: out of memory", WHAT);
+        return -1; /* buf went back to the queue */
+    }
+    if (shareable && !shared)
+        msp_recent_keep(src, nbytes, x->dtype, buf);
+    if (later)
+        pend_push(buf, src, nbytes, cap, event);
+    return 0;
+}
+
+/* A device whose tensors DLPack cannot export (an NPU): copy t's tensor d to
+ * host first (*d, *event; its capsule in *cap), and name the device as torch
+ * does. 0, or -1 with a Python error set (for a CPU tensor, the reason
+ * DLPack gave). */
+static int dlpack_via_host(PyObject *t, PyObject **d, PyObject **cap, PyObject **event,
+                           char *device, size_t dsize)
+{
+    PyObject *et, *ev, *etb;
+    PyErr_Fetch(&et, &ev, &etb);
+    PyObject *dev = PyObject_GetAttrString(t, "device");
+    char dname[24] = "cpu";
+    if (dev)
+        msp_obj_text(dev, 0, dname, sizeof dname);
+    Py_XDECREF(dev);
+    PyErr_Clear();
+    if (strncmp(dname, "cpu", 3) == 0) {
+        PyErr_Restore(et, ev, etb); /* the reason DLPack gave */
+        return -1;
+    }
+    Py_XDECREF(et);
+    Py_XDECREF(ev);
+    Py_XDECREF(etb);
+    if (to_host(d, event) != 0 || !(*cap = call1(g_to_dlpack, *d)))
+        return -1;
+    snprintf(device, dsize, "%s", dname);
+    return 0;
+}
+
+/* The tensor just added to r: which earlier output it is (its producer) and
+ * a parameter's name, or a note of it for later inputs, as this thread's
+ * link mode says (where: its own bytes, its identity). */
+static void add_links(msp_dq_rec_t *r, const char *role, PyObject *t, const void *where,
+                      const tview_t *x)
+{
+    if (msp_t_links == MSP_LINK_FIND) {
+        const char *producer = msp_link_find(t, where, x->ndim, x->shape);
+        if (producer)
+            r->t[r->nt - 1].producer = msp_dq_rec_strdup(r, producer);
+        /* a model's parameter or buffer: its name (msprobe-dump(5), param.ROLE) */
+        const char *pname = msp_param_name(t);
+        if (pname) {
+            char key[160];
+            snprintf(key, sizeof key, "param.%s", role);
+            msp_dq_rec_add_attr(r, key, pname);
+        }
+    } else if (msp_t_links == MSP_LINK_NOTE) {
+        msp_link_note(r->name, role, t, where, x->ndim, x->shape);
+    }
+}
+
+/* The Python error of a failed read as a warning (what: "record/role not
+ * dumped"), one per kind of failure (sparse, meta, quantized...); cleared. */
+static void warn_read_failed(const char *what)
+{
+    PyObject *type, *val, *tb;
+    char text[160] = "", kind[48];
+    PyErr_Fetch(&type, &val, &tb);
+    if (val)
+        msp_obj_text(val, 0, text, sizeof text);
+    char *nl = strchr(text, '\n');
+    if (nl)
+        *nl = '\0';
+    snprintf(kind, sizeof kind, "read %.40s", text);
+    msp_shim_warn_once(kind, "%s: %s; such tensors are skipped", what, text);
+    Py_XDECREF(type);
+    Py_XDECREF(val);
+    Py_XDECREF(tb);
+}
 
 void msp_rec_add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
 {
     if (!msp_role_wanted(role))
         return;
     PyObject *event = NULL;
-    char what[320];
+    char what[MSP_WHAT_SIZE];
     PyObject *d = NULL, *cap = NULL, *dt = NULL;
     char device[24] = "cpu";
     int rg = 0;
@@ -543,28 +668,8 @@ void msp_rec_add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
             goto pyfail;
         cap = call1(g_to_dlpack, d);
     }
-    if (!cap) {
-        /* A device whose tensors DLPack cannot export (an NPU): copy to host
-         * first, and name the device as torch does. */
-        PyObject *et, *ev, *etb;
-        PyErr_Fetch(&et, &ev, &etb);
-        PyObject *dev = PyObject_GetAttrString(t, "device");
-        char dname[24] = "cpu";
-        if (dev)
-            msp_obj_text(dev, 0, dname, sizeof dname);
-        Py_XDECREF(dev);
-        PyErr_Clear();
-        if (strncmp(dname, "cpu", 3) == 0) {
-            PyErr_Restore(et, ev, etb); /* the reason DLPack gave */
-            goto pyfail;
-        }
-        Py_XDECREF(et);
-        Py_XDECREF(ev);
-        Py_XDECREF(etb);
-        if (to_host(&d, &event) != 0 || !(cap = call1(g_to_dlpack, d)))
-            goto pyfail;
-        snprintf(device, sizeof device, "%s", dname);
-    }
+    if (!cap && dlpack_via_host(t, &d, &cap, &event, device, sizeof device) != 0)
+        goto pyfail;
     msp_dl_managed_t *mt = PyCapsule_GetPointer(cap, "dltensor");
     if (!mt)
         goto pyfail;
@@ -613,79 +718,15 @@ void msp_rec_add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
 have_view:
     if (!where)
         where = x.src; /* read in place */
-    size_t esize = msp_dtype_size(x.dtype), numel = 1;
-    int contiguous = 1;
-    int64_t expect = 1;
-    for (int i = x.ndim - 1; i >= 0; i--) {
-        numel *= (size_t)x.shape[i];
-        if (x.strides && x.shape[i] != 1 && x.strides[i] != expect)
-            contiguous = 0;
-        expect *= x.shape[i];
-    }
-    size_t nbytes = numel * esize;
-    const char *src = x.src;
-    /* Bytes read in place may be those of a recent copy (see msp_recent_find). */
-    int shareable = nbytes && nbytes <= MSP_RECENT_MAX && contiguous && !event &&
-                    !msp_test.host_copy && d == NULL;
-    void *buf = shareable ? msp_recent_find(src, nbytes, x.dtype) : NULL;
-    int shared = buf != NULL;
-    if (!buf && !(buf = msp_dq_buf_get(nbytes))) {
-        msp_shim_warn_once("nomem", "%s: out of memory copying %zu bytes", WHAT, nbytes);
+    if (add_view(r, role, &x, d, cap, event, device, rg, what) != 0)
         goto cleanup;
-    }
-    /* A copy still in flight (or, under MSPROBE_TEST_HOST_COPY, any host copy):
-     * its bytes are read when this call's tensors have all been asked for. */
-    int later = nbytes && contiguous && (event || msp_test.host_copy) && pend_reserve() == 0;
-    if (nbytes && !later && !shared) {
-        if (msp_wait_event(event) != 0)
-            memset(buf, 0, nbytes);
-        else if (contiguous)
-            memcpy(buf, src, nbytes);
-        else
-            strided_copy(buf, src, x.ndim, x.shape, x.strides, esize, 0);
-    }
-    if (msp_dq_rec_add_tensor(r, role, x.dtype, x.ndim, x.shape, buf, nbytes, device, rg) != 0) {
-        msp_shim_warn_once("nomem", "%s: out of memory", WHAT);
-        goto cleanup; /* buf went back to the queue */
-    }
-    if (shareable && !shared)
-        msp_recent_keep(src, nbytes, x.dtype, buf);
-    if (later)
-        pend_push(buf, src, nbytes, cap, event);
 links:
-    if (msp_t_links == MSP_LINK_FIND) {
-        const char *producer = msp_link_find(t, where, x.ndim, x.shape);
-        if (producer)
-            r->t[r->nt - 1].producer = msp_dq_rec_strdup(r, producer);
-        /* a model's parameter or buffer: its name (msprobe-dump(5), param.ROLE) */
-        const char *pname = msp_param_name(t);
-        if (pname) {
-            char key[160];
-            snprintf(key, sizeof key, "param.%s", role);
-            msp_dq_rec_add_attr(r, key, pname);
-        }
-    } else if (msp_t_links == MSP_LINK_NOTE) {
-        msp_link_note(r->name, role, t, where, x.ndim, x.shape);
-    }
+    add_links(r, role, t, where, &x);
     goto cleanup;
 
 pyfail:
-    if (PyErr_Occurred()) {
-        /* One warning per kind of failure (sparse, meta, quantized...). */
-        PyObject *type, *val, *tb;
-        char text[160] = "", kind[48];
-        PyErr_Fetch(&type, &val, &tb);
-        if (val)
-            msp_obj_text(val, 0, text, sizeof text);
-        char *nl = strchr(text, '\n');
-        if (nl)
-            *nl = '\0';
-        snprintf(kind, sizeof kind, "read %.40s", text);
-        msp_shim_warn_once(kind, "%s: %s; such tensors are skipped", WHAT, text);
-        Py_XDECREF(type);
-        Py_XDECREF(val);
-        Py_XDECREF(tb);
-    }
+    if (PyErr_Occurred())
+        warn_read_failed(WHAT);
 cleanup:
     Py_XDECREF(event);
     Py_XDECREF(cap);
