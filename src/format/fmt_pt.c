@@ -187,12 +187,57 @@ static int64_t pk_le(const unsigned char *p, int n)
     return (int64_t)v;
 }
 
+/* BINPUT: the top of the stack into memo slot n, the memo grown as needed.
+ * 0; -1: malformed (an empty stack, a slot past 4096); -2: out of memory. */
+static int pk_memo_put(msp_pk_t *k, size_t n)
+{
+    if (!k->sp || n > 4096)
+        return -1;
+    if (n >= k->n_memo) {
+        msp_pv_t **nm = realloc(k->memo, (n + 1) * sizeof *nm);
+        if (!nm)
+            return -2;
+        memset(nm + k->n_memo, 0, (n + 1 - k->n_memo) * sizeof *nm);
+        k->memo = nm;
+        k->n_memo = n + 1;
+    }
+    k->memo[n] = k->stack[k->sp - 1];
+    return 0;
+}
+
+/* REDUCE of the callable a on the tuple b: only the two callables torch
+ * uses, and never called: an empty OrderedDict, or the one tensor (d filled,
+ * *have_tensor set). *out: what goes on the stack (NULL when out of memory:
+ * pushing it fails). */
+static msp_err pk_reduce(msp_pk_t *k, const msp_pv_t *a, const msp_pv_t *b, msp_pt_desc_t *d,
+                         int *have_tensor, msp_pv_t **out)
+{
+    *out = NULL;
+    if (strcmp(a->s, "collections OrderedDict") == 0 && b->n == 0) {
+        *out = pk_new(k, PV_DICT);
+    } else if (strcmp(a->s, "torch._utils _rebuild_tensor_v2") == 0 && !*have_tensor) {
+        msp_err rc = pk_rebuild(k, b, d);
+        if (rc)
+            return rc;
+        *have_tensor = 1;
+        *out = pk_new(k, PV_TENSOR);
+    } else {
+        char shown[200];
+        msp_fg_clean(shown, sizeof shown, a->s);
+        return msp_fail(MSP_ERR_UNSUPPORTED, "file %s: the pickle calls %s; only a plain "
+                        "tensor saved with torch.save is read (nothing in it is run)",
+                        k->path, shown);
+    }
+    return MSP_OK;
+}
+
 static msp_err pk_run(msp_pk_t *k, const unsigned char *p, size_t len, msp_pt_desc_t *d)
 {
 #define NEED(n) do { if ((size_t)(end - p) < (size_t)(n)) goto truncated; } while (0)
 #define PUSH(v) do { if (pk_push(k, (v))) goto nomem; } while (0)
     const unsigned char *end = p + len;
-    int have_tensor = 0;
+    int have_tensor = 0, put;
+    msp_err rc;
     while (p < end) {
         unsigned char op = *p++;
         msp_pv_t *v, *a, *b;
@@ -278,17 +323,11 @@ static msp_err pk_run(msp_pk_t *k, const unsigned char *p, size_t len, msp_pt_de
             NEED(op == 'q' ? 1 : 4);
             n = op == 'q' ? *p : (size_t)(uint32_t)pk_le(p, 4);
             p += op == 'q' ? 1 : 4;
-            if (!k->sp || n > 4096)
+            put = pk_memo_put(k, n);
+            if (put == -1)
                 goto malformed;
-            if (n >= k->n_memo) {
-                msp_pv_t **nm = realloc(k->memo, (n + 1) * sizeof *nm);
-                if (!nm)
-                    goto nomem;
-                memset(nm + k->n_memo, 0, (n + 1 - k->n_memo) * sizeof *nm);
-                k->memo = nm;
-                k->n_memo = n + 1;
-            }
-            k->memo[n] = k->stack[k->sp - 1];
+            if (put == -2)
+                goto nomem;
             break;
         case 'h': case 'j': /* BINGET, LONG_BINGET */
             NEED(op == 'h' ? 1 : 4);
@@ -311,21 +350,9 @@ static msp_err pk_run(msp_pk_t *k, const unsigned char *p, size_t len, msp_pt_de
             a = pk_pop(k);
             if (!a || !b || a->kind != PV_GLOBAL || b->kind != PV_TUPLE)
                 goto malformed;
-            if (strcmp(a->s, "collections OrderedDict") == 0 && b->n == 0) {
-                PUSH(pk_new(k, PV_DICT));
-            } else if (strcmp(a->s, "torch._utils _rebuild_tensor_v2") == 0 && !have_tensor) {
-                msp_err rc = pk_rebuild(k, b, d);
-                if (rc)
-                    return rc;
-                have_tensor = 1;
-                PUSH(pk_new(k, PV_TENSOR));
-            } else {
-                char shown[200];
-                msp_fg_clean(shown, sizeof shown, a->s);
-                return msp_fail(MSP_ERR_UNSUPPORTED, "file %s: the pickle calls %s; only a plain "
-                                "tensor saved with torch.save is read (nothing in it is run)",
-                                k->path, shown);
-            }
+            if ((rc = pk_reduce(k, a, b, d, &have_tensor, &v)) != MSP_OK)
+                return rc;
+            PUSH(v);
             break;
         case '.': /* STOP */
             if (k->sp != 1 || k->stack[0]->kind != PV_TENSOR)
