@@ -375,31 +375,15 @@ static void msp_print_tensor_log(const msp_compare_result_t *res)
     }
 }
 
-static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv);
 /* The paths of an 8.x compare.json (--input-json), freed after the run. */
 static char *msp_json_bench, *msp_json_cmp;
 
-int msp_cmd_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
+/* compare's options into msp_ca (those msp_compare_doc binds are stored by
+ * msp_opt_next itself): MSP_COMPARE_GO when the compare is to run, else the
+ * exit status (--help, a usage error). */
+#define MSP_COMPARE_GO (-1)
+static int msp_compare_options(int argc, char **argv)
 {
-    msp_compare_argv_t ca;
-    int rc = msp_compare_argv(ctx, argc, argv, &ca);
-    if (rc)
-        return rc;
-    rc = msp_compare_main(ctx, ca.argc, ca.argv);
-    msp_compare_argv_free(&ca);
-    free(msp_json_bench);
-    free(msp_json_cmp);
-    msp_json_bench = msp_json_cmp = NULL;
-    return rc;
-}
-
-static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
-{
-    msp_ca = (msp_compare_args_t){.out_dir = "./compare_result", .html = 1,
-                                  .quiet = ctx->verbosity == 0,
-                                  .mpi_timeout = MSP_MPI_TIMEOUT_DEFAULT};
-    msp_compare_opts_default(&msp_ca.opts);
-
     int c, rc;
     while ((c = msp_opt_next(&msp_compare_doc, argc, argv)) != -1) {
         switch (c) {
@@ -479,6 +463,78 @@ static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
             return MSP_EXIT_USAGE;
         }
     }
+    return MSP_COMPARE_GO;
+}
+
+/* What a compare did, for a person (not under -q): its pairs, records,
+ * tensors and failing records, its speed, the processes' shares and replay. */
+static void msp_print_totals(msp_compare_tree_t *tree, const msp_compare_result_t *res,
+                             const msp_compare_opts_t *opts, double elapsed, size_t n_records,
+                             size_t n_tensors, size_t failing)
+{
+    char done[32], rate[32];
+    msp_human_bytes(done, sizeof done, (double)res->bytes_compared);
+    double t_cmp = elapsed - res->replay_seconds;
+    msp_human_bytes(rate, sizeof rate, t_cmp > 0 ? (double)res->bytes_compared / t_cmp : 0.0);
+    msp_tprintf(stdout, "pairs %zu, records %zu, tensors %zu, failing records %zu\n",
+                res->n_pairs, n_records, n_tensors, failing);
+    msp_tprintf(stdout, "compared %s in %.3f s (%s/s)\n", done, elapsed - res->replay_seconds,
+                rate);
+    const size_t *each = NULL;
+    int nproc = msp_compare_tree_processes(tree, &each);
+    if (nproc > 1 && each) {
+        msp_tprintf(stdout, "processes: %d, pairs each:", nproc);
+        for (int p = 0; p < nproc; p++)
+            msp_tprintf(stdout, "%s %zu", p ? "," : "", each[p]);
+        msp_tprintf(stdout, "\n");
+    }
+    msp_print_replay(res, opts, elapsed);
+}
+
+/* What was not compared, or not as stored (said whatever -q says). */
+static void msp_print_incomplete(const msp_compare_result_t *res)
+{
+    for (size_t i = 0; i < res->n_unread; i++)
+        msp_tprintf(stdout, "not compared: %s\n", res->unread[i]);
+    if (res->n_crc_bad)
+        msp_tprintf(stdout, "damaged: %zu tensor%s fail%s the CRC-32 stored in its dump (named in "
+               "Err_message): the dump is damaged\n", res->n_crc_bad,
+               res->n_crc_bad == 1 ? "" : "s", res->n_crc_bad == 1 ? "s" : "");
+    if (res->n_unreadable)
+        msp_tprintf(stdout, "not read: %zu tensor%s could not be read (named in Err_message), "
+                    "first %s\n", res->n_unreadable, res->n_unreadable == 1 ? "" : "s",
+                    res->first_unreadable ? res->first_unreadable : "?");
+    if (res->n_unread)
+        msp_tprintf(stdout, "incomplete: %zu step/rank file%s could not be read; the verdicts below "
+               "cover the rest only\n", res->n_unread, res->n_unread == 1 ? "" : "s");
+}
+
+static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv);
+
+int msp_cmd_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
+{
+    msp_compare_argv_t ca;
+    int rc = msp_compare_argv(ctx, argc, argv, &ca);
+    if (rc)
+        return rc;
+    rc = msp_compare_main(ctx, ca.argc, ca.argv);
+    msp_compare_argv_free(&ca);
+    free(msp_json_bench);
+    free(msp_json_cmp);
+    msp_json_bench = msp_json_cmp = NULL;
+    return rc;
+}
+
+static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
+{
+    msp_ca = (msp_compare_args_t){.out_dir = "./compare_result", .html = 1,
+                                  .quiet = ctx->verbosity == 0,
+                                  .mpi_timeout = MSP_MPI_TIMEOUT_DEFAULT};
+    msp_compare_opts_default(&msp_ca.opts);
+
+    int rc = msp_compare_options(argc, argv);
+    if (rc != MSP_COMPARE_GO)
+        return rc;
     msp_compare_opts_t opts = msp_ca.opts;
     const char *bench = msp_ca.bench, *cmp = msp_ca.cmp, *out_dir = msp_ca.out_dir;
     int csv = msp_ca.csv, html = msp_ca.html, quiet = msp_ca.quiet, print_log = msp_ca.print_log;
@@ -572,40 +628,11 @@ static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
 
     /* failing counts the records the summary sheet shows as not Yes, so
      * stdout and the report cannot disagree. */
-    if (!quiet) {
-        char done[32], rate[32];
-        msp_human_bytes(done, sizeof done, (double)res->bytes_compared);
-        double t_cmp = elapsed - res->replay_seconds;
-        msp_human_bytes(rate, sizeof rate, t_cmp > 0 ? (double)res->bytes_compared / t_cmp : 0.0);
-        msp_tprintf(stdout, "pairs %zu, records %zu, tensors %zu, failing records %zu\n",
-                    res->n_pairs, n_records, n_tensors, failing);
-        msp_tprintf(stdout, "compared %s in %.3f s (%s/s)\n", done, elapsed - res->replay_seconds,
-                    rate);
-        const size_t *each = NULL;
-        int nproc = msp_compare_tree_processes(tree, &each);
-        if (nproc > 1 && each) {
-            msp_tprintf(stdout, "processes: %d, pairs each:", nproc);
-            for (int p = 0; p < nproc; p++)
-                msp_tprintf(stdout, "%s %zu", p ? "," : "", each[p]);
-            msp_tprintf(stdout, "\n");
-        }
-        msp_print_replay(res, &opts, elapsed);
-    }
+    if (!quiet)
+        msp_print_totals(tree, res, &opts, elapsed, n_records, n_tensors, failing);
     /* What was not compared, or not as stored, is said on stdout whatever
      * -q says: it changes what the verdicts mean, and the exit status. */
-    for (size_t i = 0; i < res->n_unread; i++)
-        msp_tprintf(stdout, "not compared: %s\n", res->unread[i]);
-    if (res->n_crc_bad)
-        msp_tprintf(stdout, "damaged: %zu tensor%s fail%s the CRC-32 stored in its dump (named in "
-               "Err_message): the dump is damaged\n", res->n_crc_bad,
-               res->n_crc_bad == 1 ? "" : "s", res->n_crc_bad == 1 ? "s" : "");
-    if (res->n_unreadable)
-        msp_tprintf(stdout, "not read: %zu tensor%s could not be read (named in Err_message), "
-                    "first %s\n", res->n_unreadable, res->n_unreadable == 1 ? "" : "s",
-                    res->first_unreadable ? res->first_unreadable : "?");
-    if (res->n_unread)
-        msp_tprintf(stdout, "incomplete: %zu step/rank file%s could not be read; the verdicts below "
-               "cover the rest only\n", res->n_unread, res->n_unread == 1 ? "" : "s");
+    msp_print_incomplete(res);
     msp_print_root_cause(res);
     msp_print_ranks(res, quiet);
     if (!quiet) {
