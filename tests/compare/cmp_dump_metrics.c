@@ -67,6 +67,66 @@ static void log_sink(msp_log_level_t level, const char *msg, void *ud)
     fprintf(stderr, "log[%d]: %s\n", (int)level, msg);
 }
 
+/* One compared tensor t of record rec, as one JSON line. */
+static void print_tensor(const msp_record_cmp_t *rec, const msp_tensor_cmp_t *t)
+{
+    printf("{");
+    put_str("record", rec->name);
+    printf(", ");
+    put_str("bench_record", rec->bench_name);
+    printf(", \"step\": %lld, \"rank\": %lld, \"order\": %lld", (long long)rec->step,
+           (long long)rec->rank, (long long)rec->order);
+    printf(", ");
+    put_str("npu_name", t->npu_name);
+    printf(", ");
+    put_str("bench_name", t->bench_name);
+    printf(", ");
+    put_str("npu_dtype", t->npu_dtype);
+    printf(", ");
+    put_str("bench_dtype", t->bench_dtype);
+    printf(", ");
+    put_str("npu_shape", t->npu_shape);
+    printf(", ");
+    put_str("bench_shape", t->bench_shape);
+    printf(", \"is_output\": %d", t->is_output);
+    put_num("cosine", t->cosine);
+    put_num("euc_dist", t->euc_dist);
+    put_num("max_abs_err", t->max_abs_err);
+    put_num("max_rel_err", t->max_rel_err);
+    put_num("one_thousandth_ratio", t->one_thousandth_ratio);
+    put_num("five_thousandths_ratio", t->five_thousandths_ratio);
+    put_num("npu_max", t->npu_max);
+    put_num("npu_min", t->npu_min);
+    put_num("npu_mean", t->npu_mean);
+    put_num("npu_norm", t->npu_norm);
+    put_num("bench_max", t->bench_max);
+    put_num("bench_min", t->bench_min);
+    put_num("bench_mean", t->bench_mean);
+    put_num("bench_norm", t->bench_norm);
+    put_num("max_diff", t->max_diff);
+    put_num("min_diff", t->min_diff);
+    put_num("mean_diff", t->mean_diff);
+    put_num("norm_diff", t->norm_diff);
+    put_num("max_rel_diff", t->max_rel_diff);
+    put_num("min_rel_diff", t->min_rel_diff);
+    put_num("mean_rel_diff", t->mean_rel_diff);
+    put_num("norm_rel_diff", t->norm_rel_diff);
+    printf(", \"verdict\": \"%s\", \"agree\": %d, \"highlight\": \"%s\"",
+           verdict_name(t->verdict), t->agree, hl_name(t->highlight));
+    printf(", ");
+    put_str("err_message", t->err_message);
+    printf(", \"bytes\": %llu", (unsigned long long)t->bytes);
+    printf(", \"cause\": \"%s\", \"is_root_cause\": %d, \"record_verdict\": \"%s\"",
+           cause_name(rec->cause), rec->is_root_cause, verdict_name(rec->verdict));
+    printf(", \"record_highlight\": \"%s\"", hl_name(rec->highlight));
+    put_num("worst_cosine", rec->worst_cosine);
+    put_num("worst_max_abs", rec->worst_max_abs);
+    put_num("rel_err", t->rel_err);
+    printf(", \"gap\": %d, ", t->gap);
+    put_str("producer", t->producer);
+    printf("}\n");
+}
+
 int main(int argc, char **argv)
 {
     msp_compare_opts_t o;
@@ -125,61 +185,7 @@ int main(int argc, char **argv)
         const msp_record_cmp_t *rec = &r->records[i];
         for (size_t k = 0; k < rec->n_tensors; k++) {
             const msp_tensor_cmp_t *t = &r->tensors[rec->first_tensor + k];
-            printf("{");
-            put_str("record", rec->name);
-            printf(", ");
-            put_str("bench_record", rec->bench_name);
-            printf(", \"step\": %lld, \"rank\": %lld, \"order\": %lld", (long long)rec->step,
-                   (long long)rec->rank, (long long)rec->order);
-            printf(", ");
-            put_str("npu_name", t->npu_name);
-            printf(", ");
-            put_str("bench_name", t->bench_name);
-            printf(", ");
-            put_str("npu_dtype", t->npu_dtype);
-            printf(", ");
-            put_str("bench_dtype", t->bench_dtype);
-            printf(", ");
-            put_str("npu_shape", t->npu_shape);
-            printf(", ");
-            put_str("bench_shape", t->bench_shape);
-            printf(", \"is_output\": %d", t->is_output);
-            put_num("cosine", t->cosine);
-            put_num("euc_dist", t->euc_dist);
-            put_num("max_abs_err", t->max_abs_err);
-            put_num("max_rel_err", t->max_rel_err);
-            put_num("one_thousandth_ratio", t->one_thousandth_ratio);
-            put_num("five_thousandths_ratio", t->five_thousandths_ratio);
-            put_num("npu_max", t->npu_max);
-            put_num("npu_min", t->npu_min);
-            put_num("npu_mean", t->npu_mean);
-            put_num("npu_norm", t->npu_norm);
-            put_num("bench_max", t->bench_max);
-            put_num("bench_min", t->bench_min);
-            put_num("bench_mean", t->bench_mean);
-            put_num("bench_norm", t->bench_norm);
-            put_num("max_diff", t->max_diff);
-            put_num("min_diff", t->min_diff);
-            put_num("mean_diff", t->mean_diff);
-            put_num("norm_diff", t->norm_diff);
-            put_num("max_rel_diff", t->max_rel_diff);
-            put_num("min_rel_diff", t->min_rel_diff);
-            put_num("mean_rel_diff", t->mean_rel_diff);
-            put_num("norm_rel_diff", t->norm_rel_diff);
-            printf(", \"verdict\": \"%s\", \"agree\": %d, \"highlight\": \"%s\"",
-                   verdict_name(t->verdict), t->agree, hl_name(t->highlight));
-            printf(", ");
-            put_str("err_message", t->err_message);
-            printf(", \"bytes\": %llu", (unsigned long long)t->bytes);
-            printf(", \"cause\": \"%s\", \"is_root_cause\": %d, \"record_verdict\": \"%s\"",
-                   cause_name(rec->cause), rec->is_root_cause, verdict_name(rec->verdict));
-            printf(", \"record_highlight\": \"%s\"", hl_name(rec->highlight));
-            put_num("worst_cosine", rec->worst_cosine);
-            put_num("worst_max_abs", rec->worst_max_abs);
-            put_num("rel_err", t->rel_err);
-            printf(", \"gap\": %d, ", t->gap);
-            put_str("producer", t->producer);
-            printf("}\n");
+            print_tensor(rec, t);
         }
     }
     printf("{\"summary\": 1, \"n_records\": %zu, \"n_tensors\": %zu, \"n_failed\": %zu, "
