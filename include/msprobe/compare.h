@@ -1,10 +1,11 @@
 /* Compare two dumps (files, rank dirs or dump roots) tensor by tensor.
  *
- * msp_compare_run() matches records, computes the metrics of DESIGN.md in
- * float64 over every tensor pair (OpenMP across pairs and inside large
- * tensors), applies msprobe's verdict rules, classifies every forward record as
- * introducing or inheriting an error, and picks the root-cause candidate.
- * The reports of a result are msprobe/report.h's (src/report).
+ * msp_compare_run() matches records, computes the metrics msprobe-compare(1)
+ * lists (METRICS) in float64 over every tensor pair (OpenMP across pairs and
+ * inside large tensors), applies msprobe's verdict rules, classifies every
+ * forward record as introducing or inheriting an error, and picks the
+ * root-cause candidate. The reports of a result are msprobe/report.h's
+ * (src/report).
  */
 #ifndef MSPROBE_COMPARE_H
 #define MSPROBE_COMPARE_H

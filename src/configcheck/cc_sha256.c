@@ -1,5 +1,8 @@
-/* SHA-256 (FIPS 180-4): hashes secret env values and tensor bytes without
- * pulling a crypto library into the preload shim. */
+/* SHA-256 (FIPS 180-4), with the CPU's SHA extensions where it has them:
+ * hashes secret env values and tensor bytes for config_check's packs. Our
+ * own code, though libzip already loads libcrypto into every process that
+ * holds this file (msprobe, and the Python side of the shim,
+ * libmsprobe_py.so; the preload stub holds neither). */
 #include "cc_internal.h"
 
 #include "msprobe/cpu.h"

@@ -81,7 +81,7 @@ NOT_COMPUTE = {
     "is_tensor", "is_storage", "numel", "result_type", "can_cast", "promote_types",
     "broadcast_shapes", "typename", "is_grad_enabled", "get_default_dtype",
     "equal", "allclose", "isclose", "is_same_size",
-    "obj",  # a loop variable torch/__init__.py leaks into the namespace
+    "obj",  # a loop variable that torch's torch/__init__.py leaks into the namespace
 }
 DISTRIBUTED = ["all_reduce", "all_gather", "all_gather_into_tensor",
                "_all_gather_base", "broadcast", "reduce", "reduce_scatter",
