@@ -1,23 +1,39 @@
 #!/usr/bin/env python3
-"""File-level call graph of src/, from the object files of a build (nm), and
-the loops in it: files that call each other, directly or round a cycle.
+"""File-level call graph of src/, from the object files of a build (nm),
+checked against the declared order of modules and shim layers
+(scripts/layers.txt).
 
-    scripts/callgraph.py BUILD_DIR [--dot FILE] [--all]
+    scripts/callgraph.py BUILD_DIR [--dot FILE] [--all] [--layers FILE]
 
 A file A "calls" B when A's object uses a symbol B's object defines (functions
-and data alike). Prints each strongly connected set of more than one file (a
-loop: issue 21 wants none) with the symbols that close it, and exits 1 when
-there is one; --all prints every edge too. Generated sources count as the
-files they are generated into; tests and benchmarks are left out."""
+and data alike). A file A "includes" B when A includes, directly or through
+other headers, the header named after B (src/x/b.h beside src/x/b.c: B's
+declarations). Exits 1, naming the files, the symbols and the modules or
+layers, on any of:
+  - a call from a module to one it does not use (scripts/layers.txt: a lower
+    module calling a higher one, or a peer calling a peer);
+  - a call in the dump shim from a layer to a layer above it, or between two
+    groups of a layer against their "<" order;
+  - a file-level loop: files that call each other, directly or round a cycle;
+  - a header circle: a loop of files once includes count as well as calls (a
+    file that includes b.h depends on b.c, even when it only uses b.h's types
+    or inline functions);
+  - a folder of src/ the declaration does not name, an object of src/dump in no
+    layer, or a layer's file the build does not have.
+--all prints every edge too. Generated sources count as the files they are
+generated into; tests and benchmarks are left out. The test rules_module_order
+runs it on the build it is part of."""
 import argparse
 import collections
 import glob
 import os
+import re
 import subprocess
 import sys
 
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
 def objects(build):
@@ -46,7 +62,7 @@ def symbols(obj):
         sym, kind = f[0], f[1]
         if kind == "U":
             uses.add(sym)
-        elif kind in "TDBRVWC" or kind in "tdbr" and False:
+        elif kind in "TDBRVWC":
             defs.add(sym)
     return defs, uses
 
@@ -59,7 +75,7 @@ def sccs(nodes, edges):
         n[0] += 1
         stack.append(v)
         on.add(v)
-        for w in edges.get(v, ()):
+        for w in sorted(edges.get(v, ())):
             if w not in index:
                 visit(w)
                 low[v] = min(low[v], low[w])
@@ -81,14 +97,123 @@ def sccs(nodes, edges):
     return out
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("build")
-    ap.add_argument("--dot")
-    ap.add_argument("--all", action="store_true")
-    a = ap.parse_args()
+class Layers:
+    """scripts/layers.txt: modules with the modules they use, and the dump
+    shim's layers, each a list of groups of files."""
+
+    def __init__(self, path):
+        self.path = path
+        self.uses = collections.OrderedDict()   # module -> modules it names
+        self.rank = {}                          # dump file -> (layer index, group index)
+        self.layer_of = {}                      # dump file -> layer name
+        self.problems = []
+        decls, cur = [], None
+        with open(path) as f:
+            for n, line in enumerate(f, 1):
+                text = line.split("#", 1)[0]
+                if not text.strip():
+                    continue
+                if text[0].isspace():
+                    if cur is None:
+                        self.problems.append(f"{path}:{n}: a continuation line with nothing to continue")
+                    else:
+                        cur[2] += " " + text.strip()
+                    continue
+                m = re.match(r"(module|layer|allow)\s+([\w-]+)\s*:(.*)$", text.strip())
+                if not m:
+                    self.problems.append(f"{path}:{n}: not 'module NAME: ...', 'layer NAME: ...' "
+                                         "or 'allow circle: ...'")
+                    cur = None
+                    continue
+                cur = [m.group(1), m.group(2), m.group(3), n]
+                decls.append(cur)
+        nlayer = 0
+        self.allow = []                         # (frozenset of file names, line)
+        for kind, name, rest, n in decls:
+            if kind == "allow":
+                if name != "circle" or len(rest.split()) < 2:
+                    self.problems.append(f"{path}:{n}: 'allow circle: FILE FILE ...' only")
+                else:
+                    self.allow.append((frozenset(rest.split()), n))
+                continue
+            if kind == "module":
+                for u in rest.split():
+                    if u not in self.uses:
+                        self.problems.append(f"{path}:{n}: module {name} uses {u}, "
+                                             "which is not declared before it")
+                self.uses[name] = rest.split()
+                continue
+            for g, group in enumerate(rest.split("<")):
+                for fname in group.split():
+                    if fname in self.rank:
+                        self.problems.append(f"{path}:{n}: {fname} is in two layers")
+                    self.rank[fname] = (nlayer, g)
+                    self.layer_of[fname] = name
+            nlayer += 1
+        self.below = {}
+        for m in self.uses:
+            seen, todo = set(), list(self.uses[m])
+            while todo:
+                u = todo.pop()
+                if u not in seen:
+                    seen.add(u)
+                    todo.extend(self.uses.get(u, ()))
+            self.below[m] = seen
+
+    def may_call(self, a, b):
+        """Whether module a may call module b."""
+        return a == b or b in self.below.get(a, ())
+
+
+def module_of(src):
+    parts = src.split("/")
+    return parts[1] if len(parts) > 2 and parts[0] == "src" else None
+
+
+def find_include(name, src, build):
+    """Where `#include "name"` in src resolves (a path relative to the
+    repository or the build), or None for a header outside both."""
+    here = os.path.dirname(src)
+    for root, rel in ((REPO, os.path.join(here, name)), (build, os.path.join(here, name)),
+                      (REPO, os.path.join("include", name)), (build, os.path.join("include", name)),
+                      (REPO, os.path.join("src", module_of(src) or "", name))):
+        if os.path.exists(os.path.join(root, rel)):
+            return os.path.normpath(rel)
+    return None
+
+
+def read_source(rel, build):
+    for root in (REPO, build):
+        p = os.path.join(root, rel)
+        if os.path.exists(p):
+            with open(p, errors="replace") as f:
+                return f.read()
+    return ""
+
+
+def included(src, build, cache):
+    """Every header of the repository src includes, directly or through
+    other headers: {header: the header src itself names that brings it in}."""
+    out = {}
+    todo = [(h, h) for h in (find_include(n, src, build)
+                             for n in INCLUDE_RE.findall(read_source(src, build))) if h]
+    while todo:
+        h, via = todo.pop()
+        if h in out:
+            continue
+        out[h] = via
+        if h not in cache:
+            cache[h] = [x for x in (find_include(n, h, build)
+                                    for n in INCLUDE_RE.findall(read_source(h, build))) if x]
+        todo.extend((x, via) for x in cache[h])
+    return out
+
+
+def check(build, layers_path, dot=None, show_all=False):
+    lay = Layers(layers_path)
+    problems = list(lay.problems)
     defs, uses = {}, {}
-    for src, obj in objects(a.build):
+    for src, obj in objects(build):
         d, u = symbols(obj)
         defs.setdefault(src, set()).update(d)
         uses.setdefault(src, set()).update(u)
@@ -105,27 +230,111 @@ def main():
                 edges[src].add(t)
                 why[(src, t)].add(s)
     nodes = set(defs)
+
+    # Folders and layers against the declaration.
+    for d in sorted(glob.glob(os.path.join(REPO, "src", "*", ""))):
+        m = os.path.basename(os.path.dirname(d))
+        if m not in lay.uses:
+            problems.append(f"src/{m}/ is no module of {os.path.relpath(layers_path, REPO)}")
+    dump = {s.split("/")[-1] for s in nodes if module_of(s) == "dump"}
+    for f in sorted(dump - set(lay.rank)):
+        problems.append(f"src/dump/{f} is in no layer of {os.path.relpath(layers_path, REPO)}")
+    for f in sorted(set(lay.rank) - dump):
+        problems.append(f"{os.path.relpath(layers_path, REPO)} names src/dump/{f} "
+                        f"(layer {lay.layer_of[f]}), which this build has no object of")
+
+    # Calls against the order.
+    for s in sorted(edges):
+        for t in sorted(edges[s]):
+            ms, mt = module_of(s), module_of(t)
+            syms = " ".join(sorted(why[(s, t)])[:6])
+            if ms in lay.uses and mt in lay.uses and not lay.may_call(ms, mt):
+                problems.append(f"upward call: {s} (module {ms}) -> {t} (module {mt}), "
+                                f"which {ms} does not use: {syms}")
+            if ms == mt == "dump":
+                fs, ft = s.split("/")[-1], t.split("/")[-1]
+                if fs in lay.rank and ft in lay.rank and lay.rank[ft] > lay.rank[fs]:
+                    where = (f"layer {lay.layer_of[fs]}" if lay.layer_of[fs] != lay.layer_of[ft]
+                             else f"layer {lay.layer_of[fs]}, against its '<' order")
+                    problems.append(f"upward call: {s} (layer {lay.layer_of[fs]}) -> {t} "
+                                    f"(layer {lay.layer_of[ft]}; {where}): {syms}")
+
     loops = [c for c in sccs(nodes, edges) if len(c) > 1]
-    if a.all:
+    for c in loops:
+        lines = [f"loop: {' '.join(c)}"]
+        cs = set(c)
+        for s in c:
+            for t in sorted(edges[s] & cs):
+                lines.append(f"    {s} -> {t}: {' '.join(sorted(why[(s, t)])[:5])}")
+        problems.append("\n".join(lines))
+
+    # Header circles: calls and includes of a file's own header together.
+    stem = {os.path.splitext(s)[0]: s for s in nodes}
+    both = collections.defaultdict(set, {s: set(ts) for s, ts in edges.items()})
+    inc_why = {}
+    cache = {}
+    for s in sorted(nodes):
+        for h, via in included(s, build, cache).items():
+            t = stem.get(os.path.splitext(h)[0]) if h.endswith(".h") else None
+            if t and t != s:
+                both[s].add(t)
+                inc_why[(s, t)] = h if h == via else f"{via} (which includes {h})"
+    in_loop = {frozenset(c) for c in loops}
+    circles = [c for c in sccs(nodes, both) if len(c) > 1 and frozenset(c) not in in_loop]
+    used = set()
+    for c in list(circles):
+        names = frozenset(f.split("/")[-1] for f in c)
+        for allow, n in lay.allow:
+            if allow == names:
+                print(f"allowed ({os.path.relpath(layers_path, REPO)}:{n}): header circle "
+                      f"{' '.join(c)}")
+                used.add(n)
+                circles.remove(c)
+    for allow, n in lay.allow:
+        if n not in used:
+            problems.append(f"{os.path.relpath(layers_path, REPO)}:{n}: allows a header circle "
+                            f"of {' '.join(sorted(allow))}, which there is not: remove the line")
+    for c in circles:
+        lines = [f"header circle: {' '.join(c)}"]
+        cs = set(c)
+        for s in c:
+            for t in sorted(both[s] & cs):
+                if (s, t) in inc_why:
+                    lines.append(f"    {s} -> {t}: includes {inc_why[(s, t)]}")
+                if t in edges.get(s, ()):
+                    lines.append(f"    {s} -> {t}: {' '.join(sorted(why[(s, t)])[:5])}")
+        problems.append("\n".join(lines))
+
+    if show_all:
         for s in sorted(edges):
             for t in sorted(edges[s]):
                 print(f"{s} -> {t}: {' '.join(sorted(why[(s, t)])[:6])}")
     print(f"{len(nodes)} files, {sum(len(v) for v in edges.values())} edges, "
-          f"{len(loops)} loop(s)")
-    for c in loops:
-        print("loop:", " ".join(c))
-        cs = set(c)
-        for s in c:
-            for t in sorted(edges[s] & cs):
-                print(f"    {s} -> {t}: {' '.join(sorted(why[(s, t)])[:5])}")
-    if a.dot:
-        with open(a.dot, "w") as f:
+          f"{len(loops)} loop(s), {len(circles)} header circle(s), "
+          f"{len(problems) - len(loops) - len(circles)} other problem(s)")
+    for p in problems:
+        print(p)
+    if dot:
+        with open(dot, "w") as f:
             f.write("digraph src {\n  rankdir=BT; node [shape=box, fontsize=10];\n")
             for s in sorted(edges):
                 for t in sorted(edges[s]):
                     f.write(f'  "{s}" -> "{t}";\n')
             f.write("}\n")
-    sys.exit(1 if loops else 0)
+    return 1 if problems else 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("build")
+    ap.add_argument("--dot")
+    ap.add_argument("--all", action="store_true")
+    ap.add_argument("--layers", default=os.path.join(REPO, "scripts", "layers.txt"))
+    a = ap.parse_args()
+    if not glob.glob(os.path.join(a.build, "src", "**", "*.o"), recursive=True):
+        print(f"{a.build}: no object files under src/ (not a build folder, or not built)")
+        sys.exit(1)
+    sys.exit(check(a.build, a.layers, a.dot, a.all))
 
 
 if __name__ == "__main__":

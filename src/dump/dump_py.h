@@ -1,7 +1,8 @@
 /* Internals shared by the Python side of the dump shim (libmsprobe_py.so).
  * Built against the limited API so one binary loads into every CPython >= 3.8.
  *
- * Its layers, each calling only those below it (scripts/callgraph.py checks):
+ * Its layers, each calling only those below it (declared in scripts/layers.txt,
+ * which scripts/callgraph.py checks in ctest):
  *   state and messages     py_state.c, py_log.c (a Python error as a message)
  *   helpers                py_accel.c, py_stack.c, py_args.c, py_dist.c, py_apilist.c,
  *                          py_sig.c
