@@ -10,10 +10,11 @@ shift || true
 pkgs=(cmake make gcc pkg-config binutils libhdf5-dev libcjson-dev libzip-dev
       libxlsxwriter-dev zlib1g-dev python3-dev python3-torch python3-h5py
       python3-numpy python3-openpyxl python3-torchvision man-db groff-base
-      libjs-chart.js chromium openmpi-bin libopenmpi-dev)
+      libjs-chart.js chromium openmpi-bin libopenmpi-dev clang-format)
 # libjs-chart.js: Chart.js, embedded into msprobe's HTML reports at build time;
 # chromium: the browser the report tests load those pages in (headless);
-# openmpi: compare spread over processes (mpirun), built when found.
+# openmpi: compare spread over processes (mpirun), built when found;
+# clang-format: the rules' count of files .clang-format would change.
 # CC=clang (scripts/test.sh's clang build) needs clang and its OpenMP runtime.
 case "${CC:-}" in clang*) pkgs+=(clang libomp-dev) ;; esac
 missing=()
