@@ -20,6 +20,8 @@ layers, on any of:
     or inline functions);
   - a folder of src/ the declaration does not name, an object of src/dump in no
     layer, or a layer's file the build does not have.
+A loop or header circle waiting for its owner is named in scripts/layers.txt
+("allow loop:", "allow circle:"); a line there that matches nothing fails.
 --all prints every edge too. Generated sources count as the files they are
 generated into; tests and benchmarks are left out. The test rules_module_order
 runs it on the build it is part of."""
@@ -122,19 +124,19 @@ class Layers:
                 m = re.match(r"(module|layer|allow)\s+([\w-]+)\s*:(.*)$", text.strip())
                 if not m:
                     self.problems.append(f"{path}:{n}: not 'module NAME: ...', 'layer NAME: ...' "
-                                         "or 'allow circle: ...'")
+                                         "or 'allow circle|loop: ...'")
                     cur = None
                     continue
                 cur = [m.group(1), m.group(2), m.group(3), n]
                 decls.append(cur)
         nlayer = 0
-        self.allow = []                         # (frozenset of file names, line)
+        self.allow = []                         # (circle or loop, file names, line)
         for kind, name, rest, n in decls:
             if kind == "allow":
-                if name != "circle" or len(rest.split()) < 2:
-                    self.problems.append(f"{path}:{n}: 'allow circle: FILE FILE ...' only")
+                if name not in ("circle", "loop") or len(rest.split()) < 2:
+                    self.problems.append(f"{path}:{n}: 'allow circle|loop: FILE FILE ...' only")
                 else:
-                    self.allow.append((frozenset(rest.split()), n))
+                    self.allow.append((name, frozenset(rest.split()), n))
                 continue
             if kind == "module":
                 for u in rest.split():
@@ -260,6 +262,20 @@ def check(build, layers_path, dot=None, show_all=False):
                                     f"(layer {lay.layer_of[ft]}; {where}): {syms}")
 
     loops = [c for c in sccs(nodes, edges) if len(c) > 1]
+    used = set()
+
+    def allowed(kind, c):
+        names = frozenset(f.split("/")[-1] for f in c)
+        for k, allow, n in lay.allow:
+            if k == kind and allow == names:
+                what = "header circle" if kind == "circle" else "loop"
+                print(f"allowed ({os.path.relpath(layers_path, REPO)}:{n}): {what} "
+                      f"{' '.join(c)}")
+                used.add(n)
+                return True
+        return False
+    all_loops = loops
+    loops = [c for c in loops if not allowed("loop", c)]
     for c in loops:
         lines = [f"loop: {' '.join(c)}"]
         cs = set(c)
@@ -279,20 +295,13 @@ def check(build, layers_path, dot=None, show_all=False):
             if t and t != s:
                 both[s].add(t)
                 inc_why[(s, t)] = h if h == via else f"{via} (which includes {h})"
-    in_loop = {frozenset(c) for c in loops}
-    circles = [c for c in sccs(nodes, both) if len(c) > 1 and frozenset(c) not in in_loop]
-    used = set()
-    for c in list(circles):
-        names = frozenset(f.split("/")[-1] for f in c)
-        for allow, n in lay.allow:
-            if allow == names:
-                print(f"allowed ({os.path.relpath(layers_path, REPO)}:{n}): header circle "
-                      f"{' '.join(c)}")
-                used.add(n)
-                circles.remove(c)
-    for allow, n in lay.allow:
+    in_loop = {frozenset(c) for c in all_loops}
+    circles = [c for c in sccs(nodes, both) if len(c) > 1 and frozenset(c) not in in_loop
+               and not allowed("circle", c)]
+    for kind, allow, n in lay.allow:
         if n not in used:
-            problems.append(f"{os.path.relpath(layers_path, REPO)}:{n}: allows a header circle "
+            what = "header circle" if kind == "circle" else "loop"
+            problems.append(f"{os.path.relpath(layers_path, REPO)}:{n}: allows a {what} "
                             f"of {' '.join(sorted(allow))}, which there is not: remove the line")
     for c in circles:
         lines = [f"header circle: {' '.join(c)}"]

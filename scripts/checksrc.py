@@ -62,18 +62,14 @@ EXEMPT_FILES = {
 
 # Offenders waiting for their split: (file name, function or None for the
 # whole file) -> why. By name, not path (names are unique in the tree), so an
-# entry holds while issue 39's lead moves src/compare's files into
-# src/precheck, src/report and src/merge; the lead splits them there and
-# removes each entry (one that no longer matches an offender fails the check).
+# entry holds while files move between folders. src/compare is issue 39's
+# lead's, who splits these and removes each entry (one that no longer
+# matches an offender fails the check).
 ALLOW = {
-    ("cmp_worker.c", None):
-        "858 lines: to split (src/compare, issue 39 item 1)",
-    ("cmp_match.c", "cmp_match_records"):
-        "157 lines: to split (src/compare, issue 39 item 1)",
-    ("cmp_stream.c", "msp_compare_stream"):
-        "160 lines: to split (src/compare, issue 39 items 1 and 2)",
-    ("cmp_tree.c", "cmp_finish_part"):
-        "167 lines: to split (src/compare, issue 39 items 1 and 2)",
+    ("cmp_worker.c", None): "858 lines: to split (src/compare, the lead's)",
+    ("cmp_match.c", "cmp_match_records"): "157 lines: to split (src/compare, the lead's)",
+    ("cmp_stream.c", "msp_compare_stream"): "160 lines: to split (src/compare, the lead's)",
+    ("cmp_tree.c", "cmp_finish_part"): "167 lines: to split (src/compare, the lead's)",
 }
 
 
@@ -228,7 +224,7 @@ OUTSIDE_RE = re.compile(r"\b(?:torch|PyTorch|CPython|Python|msprobe(?: [\d.]+x?)
 # for their owner: (file name, reference) -> why. As ALLOW: by name, and an
 # entry that no longer matches fails the check.
 REF_ALLOW = {
-    # src/compare waits for issue 39's lead (item 1), who rewords these:
+    # src/compare is issue 39's lead's, who rewords these:
     ("cmp_result.c", "core/compare/indicator_analysis/algorithm.py"):
         "Huawei msprobe's file: to write as msprobe's core/compare/...",
     ("cmp_worker.c", "json.py"):

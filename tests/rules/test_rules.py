@@ -125,6 +125,12 @@ class ModuleOrder(unittest.TestCase):
         self.assertEqual(rc, 1, out)
         self.assertIn("loop: src/common/a.c src/common/b.c", out)
         self.assertIn("src/common/a.c -> src/common/b.c: b_fn", out)
+        rc, out = b.check(layers_file(self, "allow loop: b.c a.c\n"))
+        self.assertEqual(rc, 0, out)
+        self.assertIn("allowed", out)
+        rc, out = b.check(layers_file(self, "allow loop: a.c c.c\n"))
+        self.assertEqual(rc, 1, out)
+        self.assertIn("allows a loop of a.c c.c, which there is not", out)
 
     def test_a_header_circle(self):
         # a.c calls b.c; b.c includes a.h (a.c's header) for a type only
