@@ -234,12 +234,19 @@ class Sizes(unittest.TestCase):
         rc, out = self.check(root)
         self.assertEqual(rc, 0, out)
 
-    def test_a_stale_allowlist_entry_fails(self):
-        root = self.tree({"src/common/a.c": "int x;\n"})
-        rc, out = run(CHECKSRC, "sizes", "--root", root)
+    def test_allowlist_entries_and_stale_ones(self):
+        root = self.tree({"src/common/long.c": "/**/\n" * 801,
+                          "src/common/fn.c": "int x;\n" + self.c_function("too_long", 151)})
+        rc, out = run(CHECKSRC, "sizes", "--root", root, "--no-allowlist",
+                      "--allow", "long.c", "--allow", "fn.c:too_long")
+        self.assertEqual(rc, 0, out)
+        self.assertIn("allowed: long.c", out)
+        self.assertIn("allowed: fn.c: function too_long", out)
+        rc, out = run(CHECKSRC, "sizes", "--root", root, "--no-allowlist",
+                      "--allow", "long.c", "--allow", "fn.c:too_long", "--allow", "fn.c:gone")
         self.assertEqual(rc, 1, out)
-        self.assertIn("stale allowlist entry in scripts/checksrc.py: cmp_match.c: function "
-                      "cmp_match_records is no longer over the limit", out)
+        self.assertIn("stale allowlist entry in scripts/checksrc.py: fn.c: function gone is "
+                      "no longer over the limit", out)
 
 
 class References(unittest.TestCase):
