@@ -217,16 +217,10 @@ OUTSIDE_RE = re.compile(r"\b(?:torch|PyTorch|CPython|Python|msprobe(?: [\d.]+x?)
                         r"Chart\.js|glibc|Linux|OpenMPI)'s\s+$")
 
 # Comments that name a file the check cannot find on purpose, or that wait
-# for their owner: (file name, reference) -> why. As ALLOW: by name, and an
-# entry that no longer matches fails the check.
+# for their owner: (file name, reference) -> why, as ("cmp_worker.c",
+# "json.py"): "a planted file, not ours". As ALLOW: by name, and an entry that
+# no longer matches fails the check. None waits now.
 REF_ALLOW = {
-    # src/compare is issue 39's lead's, who rewords these:
-    ("cmp_result.c", "core/compare/indicator_analysis/algorithm.py"):
-        "Huawei msprobe's file: to write as msprobe's core/compare/...",
-    ("cmp_worker.c", "json.py"):
-        "a file an attacker might plant, not one of ours: to write as 'a json module'",
-    ("replay_worker.py", "json.py"):
-        "a file an attacker might plant, not one of ours: to write as 'a json module'",
 }
 
 
@@ -410,6 +404,8 @@ def main():
                     help="leave ALLOW and REF_ALLOW out (the tests' own trees)")
     ap.add_argument("--allow", action="append", default=[], metavar="NAME[:FUNCTION]",
                     help="one more ALLOW entry (the tests' own trees)")
+    ap.add_argument("--allow-ref", action="append", default=[], metavar="NAME:REFERENCE",
+                    help="one more REF_ALLOW entry (the tests' own trees)")
     a = ap.parse_args()
     root = os.path.abspath(a.root)
     if a.no_allowlist:
@@ -418,6 +414,9 @@ def main():
     for entry in a.allow:
         name, _, func = entry.partition(":")
         ALLOW[(name, func or None)] = "--allow"
+    for entry in a.allow_ref:
+        name, _, ref = entry.partition(":")
+        REF_ALLOW[(name, ref)] = "--allow-ref"
     if a.rule == "format":
         check_format(root)
         sys.exit(0)

@@ -274,6 +274,13 @@ class References(unittest.TestCase):
                      "string.c"):
             self.assertNotIn(fine, out)
         self.assertIn("refs: 7 offender(s)", out)
+        # an allowlist entry takes one out; one that matches nothing fails
+        rc, out = run(CHECKSRC, "refs", "--root", root, "--no-allowlist",
+                      "--allow-ref", "a.c:gone.c", "--allow-ref", "b.py:none.py")
+        self.assertIn("allowed: a.c: gone.c", out)
+        self.assertIn("stale allowlist entry in scripts/checksrc.py: b.py no longer names "
+                      "none.py", out)
+        self.assertIn("refs: 7 offender(s)", out)
 
 
 class Format(unittest.TestCase):
