@@ -90,6 +90,10 @@ typedef struct msp_shim {
 } msp_shim_t;
 
 extern msp_shim_t msp_g;
+/* From now on every hook passes through (a forked child, a DataLoader
+ * worker, a boot that gave up, a run a script ended): the one writer of
+ * msp_g.disabled, which is never cleared. */
+void msp_state_disable(void);
 
 /* The directions (MSP_DIR_*) whose records the config keeps (msprobe's
  * data_mode forward / backward): what an API or module is hooked for when no
@@ -205,6 +209,9 @@ void msp_ident_joined_group(void);
 /* Whether the step now starting is dumped (dump_iter, not paused by the script's
  * debugger.stop(), and this process may write). */
 int msp_step_wanted(int64_t step);
+/* Sets msp_g.dumping: the one place that decides it (from msp_step_wanted,
+ * beside it here, below the steps layer so that every layer may call it). */
+void msp_step_decide(void);
 
 /* ---- events (py_events.c) ---- */
 /* Listeners of the runtime's events (config_check's collectors). Each

@@ -40,7 +40,7 @@ static int fail_boot(const char *msg)
     PyObject *code = PyLong_FromLong(2);
     PyErr_SetObject(PyExc_SystemExit, code);
     Py_XDECREF(code);
-    msp_g.disabled = 1;
+    msp_state_disable();
     return -1;
 }
 
@@ -100,7 +100,7 @@ static void patch_torch_now(PyObject *torch)
         if (msp_tensor_init(torch) != 0) {
             msp_py_warn_error("torch", "this torch lacks what the shim reads tensors with; "
                               "nothing is dumped");
-            msp_g.disabled = 1;
+            msp_state_disable();
             msp_t_depth--;
             return;
         }
@@ -302,7 +302,7 @@ static int boot_with(const char *path, int cc_env)
     msp_patch_kinds();
     if (msp_wrap_types_init() != 0 || msp_bwd_types_init() != 0) {
         msp_py_warn_error("boot", "cannot set up the shim; nothing is dumped");
-        msp_g.disabled = 1;
+        msp_state_disable();
         return 0;
     }
     if (!g_list_path)
@@ -327,7 +327,7 @@ static int boot_with(const char *path, int cc_env)
     if (!hook || PyObject_SetAttrString(g_builtins, "__import__", hook) < 0) {
         msp_py_warn_error("boot", "cannot watch imports; nothing is dumped");
         Py_XDECREF(hook);
-        msp_g.disabled = 1;
+        msp_state_disable();
         return 0;
     }
     Py_DECREF(hook);

@@ -32,7 +32,7 @@ static int fail_exit(const char *msg)
     PyObject *code = PyLong_FromLong(2);
     PyErr_SetObject(PyExc_SystemExit, code);
     Py_XDECREF(code);
-    msp_g.disabled = 1; /* as a bad config at boot: the run is over */
+    msp_state_disable(); /* as a bad config at boot: the run is over */
     return -1;
 }
 
@@ -174,7 +174,7 @@ static PyObject *dbg_configure(PyObject *self, PyObject *args)
     }
     msp_g.script_steps = 1;
     msp_g.paused = 1;
-    msp_g.dumping = 0;
+    msp_step_decide();
     Py_RETURN_NONE;
 }
 
@@ -189,7 +189,7 @@ static PyObject *dbg_start(PyObject *self, PyObject *args)
         Py_RETURN_NONE;
     if (model != Py_None)
         msp_module_set_root(model);
-    msp_g.dumping = msp_g.torch_seen && msp_step_wanted(msp_g.step);
+    msp_step_decide();
     Py_RETURN_NONE;
 }
 
@@ -198,7 +198,7 @@ static PyObject *dbg_stop(PyObject *self, PyObject *args)
     (void)self;
     (void)args;
     msp_g.paused = 1;
-    msp_g.dumping = 0;
+    msp_step_decide();
     Py_RETURN_NONE;
 }
 

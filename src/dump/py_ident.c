@@ -103,9 +103,19 @@ int msp_step_wanted(int64_t step)
     return 1;
 }
 
+/* The one place that decides whether the current step is dumped: torch is
+ * imported, the script has not paused the dump, and the step, the process
+ * and its rank are the config's (msp_step_wanted). Called whenever one of
+ * those changes: a step ends, torch arrives, the rank becomes known, the
+ * script's PrecisionDebugger starts or stops. */
+void msp_step_decide(void)
+{
+    msp_g.dumping = msp_g.torch_seen && msp_step_wanted(msp_g.step);
+}
+
 void msp_ident_joined_group(void)
 {
     msp_g.joined_group = 1;
     g_rank_step = -1; /* its rank is torch.distributed's now */
-    msp_g.dumping = msp_step_wanted(msp_g.step);
+    msp_step_decide();
 }

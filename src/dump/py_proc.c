@@ -44,7 +44,7 @@ static void classify_command_line(void)
             if (strncmp(s, "from multiprocessing.spawn import", 33) == 0)
                 msp_g.mp_child = 1;
             else if (strncmp(s, "from multiprocessing.", 21) == 0)
-                msp_g.disabled = 1;
+                msp_state_disable();
         }
         after_c = s && strcmp(s, "-c") == 0;
         Py_XDECREF(b);
@@ -122,7 +122,7 @@ static void finish_dump(void)
         return;
     g_dump_done = 1;
     int wrote = msp_proc_may_write();
-    msp_g.disabled = 1;
+    msp_state_disable();
     msp_dq_shutdown();
     if (!wrote)
         note_undumped_child();
@@ -172,7 +172,7 @@ static void atfork_child(void)
 {
     /* DataLoader workers and other forks dump nothing; the writer thread does
      * not exist here, so its state is dropped, not joined. */
-    msp_g.disabled = 1;
+    msp_state_disable();
     msp_dq_forget_after_fork();
     msp_dev_forget_after_fork();
 }
@@ -355,5 +355,5 @@ void msp_proc_install(PyObject *torch)
         Py_XDECREF(c10d);
         PyErr_Clear();
     }
-    msp_g.dumping = msp_step_wanted(msp_g.step);
+    msp_step_decide();
 }

@@ -10,6 +10,11 @@ _Thread_local int msp_t_listed;
 _Thread_local int msp_t_links;
 msp_test_hooks_t msp_test;
 
+void msp_state_disable(void)
+{
+    msp_g.disabled = 1;
+}
+
 void msp_test_hooks_init(void)
 {
     msp_test.host_copy = msp_env_flag("MSPROBE_TEST_HOST_COPY");

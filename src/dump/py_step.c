@@ -16,6 +16,7 @@
 static void (*g_watchers[MSP_STEP_WATCHERS])(void);
 static int g_nwatchers;
 
+
 void msp_step_watch(void (*fn)(void))
 {
     for (int i = 0; i < g_nwatchers; i++)
@@ -42,7 +43,7 @@ void msp_step_end(void)
     msp_ev_step_end(msp_g.step);
     msp_g.step++;
     msp_g.order = 0;
-    msp_g.dumping = msp_step_wanted(msp_g.step);
+    msp_step_decide();
     msp_links_reset();
     for (int i = 0; i < g_nwatchers; i++)
         g_watchers[i]();

@@ -165,7 +165,7 @@ static int in_dataloader_worker(void)
     if (PyErr_Occurred())
         PyErr_Clear();
     if (worker)
-        msp_g.disabled = 1;
+        msp_state_disable();
     return worker;
 }
 
