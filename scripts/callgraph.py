@@ -3,7 +3,7 @@
 checked against the declared order of modules and shim layers
 (scripts/layers.txt).
 
-    scripts/callgraph.py BUILD_DIR [--dot FILE] [--all] [--layers FILE]
+    scripts/callgraph.py BUILD_DIR [--dot FILE] [--modules-dot FILE] [--all] [--layers FILE]
 
 A file A "calls" B when A's object uses a symbol B's object defines (functions
 and data alike). A file A "includes" B when A includes, directly or through
@@ -211,7 +211,7 @@ def included(src, build, cache):
     return out
 
 
-def check(build, layers_path, dot=None, show_all=False):
+def check(build, layers_path, dot=None, show_all=False, modules_dot=None):
     lay = Layers(layers_path)
     problems = list(lay.problems)
     defs, uses = {}, {}
@@ -330,20 +330,49 @@ def check(build, layers_path, dot=None, show_all=False):
                 for t in sorted(edges[s]):
                     f.write(f'  "{s}" -> "{t}";\n')
             f.write("}\n")
+    if modules_dot:
+        write_modules_dot(modules_dot, edges, why)
     return 1 if problems else 0
+
+
+def write_modules_dot(path, edges, why):
+    """The module-level picture (scripts/modules.svg): one box per module of src/
+    with its files, one arrow per pair of modules that call each other,
+    labelled with how many file-to-file calls make it."""
+    files, calls = collections.Counter(), collections.Counter()
+    for s in edges:
+        files[module_of(s)] += 0
+        for t in edges[s]:
+            ms, mt = module_of(s), module_of(t)
+            if ms and mt and ms != mt:
+                calls[(ms, mt)] += 1
+    seen = collections.defaultdict(set)
+    for s in edges:
+        seen[module_of(s)].add(s)
+        for t in edges[s]:
+            seen[module_of(t)].add(t)
+    with open(path, "w") as f:
+        f.write("digraph modules {\n  rankdir=BT; node [shape=box, fontname=Helvetica, "
+                "fontsize=11]; edge [fontname=Helvetica, fontsize=9];\n")
+        for m in sorted(k for k in seen if k):
+            f.write(f'  "{m}" [label="src/{m}\\n{len(seen[m])} files"];\n')
+        for (ms, mt), n in sorted(calls.items()):
+            f.write(f'  "{ms}" -> "{mt}" [label="{n}"];\n')
+        f.write("}\n")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("build")
     ap.add_argument("--dot")
+    ap.add_argument("--modules-dot", help="write the module-level graph (scripts/modules.svg's source)")
     ap.add_argument("--all", action="store_true")
     ap.add_argument("--layers", default=os.path.join(REPO, "scripts", "layers.txt"))
     a = ap.parse_args()
     if not glob.glob(os.path.join(a.build, "src", "**", "*.o"), recursive=True):
         print(f"{a.build}: no object files under src/ (not a build folder, or not built)")
         sys.exit(1)
-    sys.exit(check(a.build, a.layers, a.dot, a.all))
+    sys.exit(check(a.build, a.layers, a.dot, a.all, a.modules_dot))
 
 
 if __name__ == "__main__":

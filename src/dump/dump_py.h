@@ -119,6 +119,28 @@ void msp_test_hooks_init(void);
 /* Nesting depth of wrapped calls on this thread: only depth 0 is recorded, and
  * the shim raises it around its own torch calls so they are never recorded. */
 extern _Thread_local int msp_t_depth;
+/* A stretch of the shim's own work, whose Python calls are not the model's
+ * (nothing inside is recorded or dispatched as an event): msp_quiet_begin
+ * raises the thread's depth and returns a token of the depth it found;
+ * msp_quiet_end(token) puts that depth back, however the stretch left it.
+ * msp_quiet_begin_if(0) is a token that changes nothing. */
+typedef struct msp_quiet {
+    int depth;
+} msp_quiet_t;
+static inline msp_quiet_t msp_quiet_begin_if(int on)
+{
+    msp_quiet_t q = {msp_t_depth};
+    msp_t_depth += on != 0;
+    return q;
+}
+static inline msp_quiet_t msp_quiet_begin(void)
+{
+    return msp_quiet_begin_if(1);
+}
+static inline void msp_quiet_end(msp_quiet_t q)
+{
+    msp_t_depth = q.depth;
+}
 /* The part of msp_t_depth that is data loading (a DataLoader fetch, a
  * Dataset's constructor): not recorded as model calls, but the script's
  * own code all the same, so its events (a per-sample seed call) still count. */

@@ -71,7 +71,7 @@ int msp_api_discover(PyObject *torch)
     g_list_state = 2;
     if (msp_env_flag("MSPROBE_API_TABLE"))
         return g_list_state;
-    msp_t_depth++; /* what discovery calls is not dumped */
+    msp_quiet_t quiet = msp_quiet_begin(); /* what discovery calls is not dumped */
     double t0 = now_ms();
     PyObject *names = run_discover(torch);
     Py_ssize_t n = names ? PyList_Size(names) : 0;
@@ -101,7 +101,7 @@ int msp_api_discover(PyObject *torch)
     g_discover_ms = now_ms() - t0;
     Py_XDECREF(names);
     PyErr_Clear();
-    msp_t_depth--;
+    msp_quiet_end(quiet);
     return g_list_state;
 }
 

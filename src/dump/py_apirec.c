@@ -180,7 +180,7 @@ PyObject *msp_api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
     msp_dq_rec_t *r = NULL;
     msp_bwd_pending_t *bwd = NULL;
     char *stack = msp_stack_capture(); /* before the depth rises: the caller's frames */
-    msp_t_depth++;
+    msp_quiet_t quiet = msp_quiet_begin();
     if (dirs & MSP_DIR_FORWARD) {
         call_name(name, sizeof name, w->name, idx, "forward");
         /* Inputs are copied before the call: an op that writes into its input
@@ -216,7 +216,7 @@ PyObject *msp_api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
     if (!out) {
         msp_rec_drop(r);
         msp_bwd_cancel(bwd);
-        msp_t_depth--;
+        msp_quiet_end(quiet);
         return NULL;
     }
     PyObject *exc_t, *exc_v, *exc_tb;
@@ -245,7 +245,7 @@ PyObject *msp_api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
         msp_rec_submit(r);
     }
     msp_bwd_finish(bwd, NULL, out, args, max_nodes);
-    msp_t_depth--;
+    msp_quiet_end(quiet);
     if (PyErr_Occurred())
         PyErr_Clear();
     PyErr_Restore(exc_t, exc_v, exc_tb);

@@ -79,13 +79,13 @@ static const char *g_list_path;
 static void patch_torch_now(PyObject *torch)
 {
     if (g_list_path) {
-        msp_t_depth++;
+        msp_quiet_t quiet = msp_quiet_begin();
         if (msp_api_write_list(torch, g_list_path) != 0)
             msp_shim_msg("warning: cannot write the API list to %s", g_list_path);
-        msp_t_depth--;
+        msp_quiet_end(quiet);
         return;
     }
-    msp_t_depth++;
+    msp_quiet_t quiet = msp_quiet_begin();
     PyObject *v = PyObject_GetAttrString(torch, "__version__");
     PyObject *vs = v ? PyObject_Str(v) : NULL;
     PyObject *vb = vs ? PyUnicode_AsUTF8String(vs) : NULL;
@@ -101,7 +101,7 @@ static void patch_torch_now(PyObject *torch)
             msp_py_warn_error("torch", "this torch lacks what the shim reads tensors with; "
                               "nothing is dumped");
             msp_state_disable();
-            msp_t_depth--;
+            msp_quiet_end(quiet);
             return;
         }
     }
@@ -117,7 +117,7 @@ static void patch_torch_now(PyObject *torch)
     msp_proc_install(torch);
     if (PyErr_Occurred())
         PyErr_Clear();
-    msp_t_depth--;
+    msp_quiet_end(quiet);
 }
 
 /* After each outermost import statement: patch torch once it is fully there. */

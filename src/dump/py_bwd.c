@@ -208,7 +208,7 @@ static PyObject *bwd_hook_call(PyObject *self, PyObject *args, PyObject *kw)
         PyErr_Clear();
         Py_RETURN_NONE;
     }
-    msp_t_depth++;
+    msp_quiet_t quiet = msp_quiet_begin();
     if (h->is_out) {
         Py_XDECREF(st->out_grads);
         Py_INCREF(gout);
@@ -236,7 +236,7 @@ static PyObject *bwd_hook_call(PyObject *self, PyObject *args, PyObject *kw)
         st->pending--;
     if (st->pending <= 0)
         submit_backward(st);
-    msp_t_depth--;
+    msp_quiet_end(quiet);
     if (PyErr_Occurred())
         PyErr_Clear();
     Py_RETURN_NONE; /* never replaces the gradients */

@@ -217,11 +217,11 @@ static PyObject *dbg_step(PyObject *self, PyObject *args)
 static PyObject *dbg_quiet(PyObject *self, PyObject *fn)
 {
     (void)self;
-    msp_t_depth++;
+    msp_quiet_t quiet = msp_quiet_begin();
     msp_t_data_depth++;
     PyObject *out = PyObject_CallObject(fn, NULL);
     msp_t_data_depth--;
-    msp_t_depth--;
+    msp_quiet_end(quiet);
     return out;
 }
 

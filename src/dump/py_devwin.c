@@ -16,9 +16,9 @@ int64_t g_chunk; /* elements of a row (py_devstats.c's setup()) */
 PyObject *call_fn(const char *name, PyObject *args)
 {
     PyObject *f = msp_accel_fn(name);
-    msp_t_depth++;
+    msp_quiet_t quiet = msp_quiet_begin();
     PyObject *r = f && args ? PyObject_CallObject(f, args) : NULL;
-    msp_t_depth--;
+    msp_quiet_end(quiet);
     Py_XDECREF(args);
     return r;
 }

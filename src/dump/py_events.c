@@ -34,19 +34,20 @@ static int events_on(void)
  * shim's depth raised: nothing they call is dumped or raises into training. */
 typedef struct saved {
     PyObject *t, *v, *tb;
+    msp_quiet_t quiet;
 } saved_t;
 
 static saved_t enter_listener(void)
 {
     saved_t s;
     PyErr_Fetch(&s.t, &s.v, &s.tb);
-    msp_t_depth++;
+    s.quiet = msp_quiet_begin();
     return s;
 }
 
 static void leave_listener(saved_t s)
 {
-    msp_t_depth--;
+    msp_quiet_end(s.quiet);
     if (PyErr_Occurred())
         PyErr_Clear();
     PyErr_Restore(s.t, s.v, s.tb);

@@ -55,7 +55,7 @@ int64_t msp_current_rank(void)
     }
     if (!g_torch)
         return g_rank;
-    msp_t_depth++;
+    msp_quiet_t quiet = msp_quiet_begin();
     PyObject *dist = PyObject_GetAttrString(g_torch, "distributed");
     PyObject *init = dist ? PyObject_CallMethod(dist, "is_available", NULL) : NULL;
     if (init && PyObject_IsTrue(init) == 1) {
@@ -77,7 +77,7 @@ int64_t msp_current_rank(void)
     Py_XDECREF(dist);
     if (PyErr_Occurred())
         PyErr_Clear();
-    msp_t_depth--;
+    msp_quiet_end(quiet);
     return g_rank;
 }
 

@@ -303,10 +303,10 @@ static PyObject *pre_hook(PyObject *self, PyObject *args)
     int depth = ++t_mod_depth;
     if (depth == 1 && mod && g_record && msp_t_depth == 0 && !g_script_root &&
         !PyDict_GetItem(g_roots, mod)) {
-        msp_t_depth++;
+        msp_quiet_t quiet = msp_quiet_begin();
         PyDict_SetItem(g_roots, mod, Py_True);
         walk_root(mod);
-        msp_t_depth--;
+        msp_quiet_end(quiet);
     }
     /* runtime event (py_proc.c): a root module is about to run (config_check);
      * not for modules a DataLoader fetch calls */
@@ -323,7 +323,7 @@ static PyObject *pre_hook(PyObject *self, PyObject *args)
         PyObject *pb = info ? PyUnicode_AsUTF8String(PyTuple_GetItem(info, 0)) : NULL;
         unsigned dirs = 0;
         if (pb) {
-            msp_t_depth++;
+            msp_quiet_t quiet = msp_quiet_begin();
             f->n = bump(g_fwd_count, mod);
             dirs = module_call_dirs(info, f->n);
             if (dirs)
@@ -348,7 +348,7 @@ static PyObject *pre_hook(PyObject *self, PyObject *args)
             }
             if (dirs & MSP_DIR_BACKWARD)
                 f->pending = msp_bwd_begin(NULL, in, NULL, NULL);
-            msp_t_depth--;
+            msp_quiet_end(quiet);
         }
         Py_XDECREF(pb);
     }
@@ -378,7 +378,7 @@ static PyObject *post_hook(PyObject *self, PyObject *args)
         info = PyDict_GetItem(g_info, mod);
     PyObject *pb = info ? PyUnicode_AsUTF8String(PyTuple_GetItem(info, 0)) : NULL;
     if (pb) {
-        msp_t_depth++;
+        msp_quiet_t quiet = msp_quiet_begin();
         if (f.rec) {
             /* Records with order in [order_begin, order) ran inside this
              * forward (msprobe-dump(5)): compare judges a module by them. */
@@ -398,7 +398,7 @@ static PyObject *post_hook(PyObject *self, PyObject *args)
                            MSP_BWD_MAX_MODULE_NODES);
             f.pending = NULL;
         }
-        msp_t_depth--;
+        msp_quiet_end(quiet);
     }
     Py_XDECREF(pb);
     frame_drop(&f);
@@ -417,10 +417,10 @@ void msp_module_set_root(PyObject *model)
     g_script_root = 1;
     if (PyDict_GetItem(g_roots, model))
         return;
-    msp_t_depth++;
+    msp_quiet_t quiet = msp_quiet_begin();
     if (PyDict_SetItem(g_roots, model, Py_True) == 0)
         walk_root(model);
-    msp_t_depth--;
+    msp_quiet_end(quiet);
     if (PyErr_Occurred())
         PyErr_Clear();
 }

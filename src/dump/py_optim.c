@@ -107,7 +107,7 @@ msp_opt_pending_t *msp_opt_begin(PyObject *opt)
     msp_opt_pending_t *p = calloc(1, sizeof *p);
     if (!p)
         return NULL;
-    msp_t_depth++; /* the attribute reads and copies below are not the model's */
+    msp_quiet_t quiet = msp_quiet_begin(); /* the attribute reads and copies below are not the model's */
     char path[256], cls[128], name[224], role[64];
     class_path(opt, path, sizeof path, cls, sizeof cls);
     if (g_count_step != msp_g.step) {
@@ -162,13 +162,13 @@ msp_opt_pending_t *msp_opt_begin(PyObject *opt)
     Py_XDECREF(state);
     if (PyErr_Occurred())
         PyErr_Clear();
-    msp_t_depth--;
+    msp_quiet_end(quiet);
     return p;
 fail:
     Py_XDECREF(groups);
     Py_XDECREF(state);
     msp_opt_cancel(p);
-    msp_t_depth--;
+    msp_quiet_end(quiet);
     if (PyErr_Occurred())
         msp_py_warn_error("optimizer record", "cannot record an optimizer step");
     return NULL;
@@ -187,7 +187,7 @@ void msp_opt_finish(msp_opt_pending_t *p)
 {
     if (!p)
         return;
-    msp_t_depth++;
+    msp_quiet_t quiet = msp_quiet_begin();
     msp_t_dev_defer = msp_dev_defers(); /* the step's end launches them */
     char role[64];
     for (Py_ssize_t k = 0; k < PyList_Size(p->params); k++) {
@@ -201,6 +201,6 @@ void msp_opt_finish(msp_opt_pending_t *p)
         PyErr_Clear();
     msp_rec_submit(p->rec);
     p->rec = NULL;
-    msp_t_depth--;
+    msp_quiet_end(quiet);
     msp_opt_cancel(p);
 }

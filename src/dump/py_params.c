@@ -74,7 +74,7 @@ void msp_params_root(PyObject *root)
         Py_XDECREF(key);
         return;
     }
-    msp_t_depth++;
+    msp_quiet_t quiet = msp_quiet_begin();
     PyObject *ref = PyWeakref_NewRef(root, NULL);
     if (ref)
         PyDict_SetItem(g_walked, key, ref);
@@ -97,7 +97,7 @@ void msp_params_root(PyObject *root)
     Py_DECREF(key);
     if (PyErr_Occurred())
         PyErr_Clear();
-    msp_t_depth--;
+    msp_quiet_end(quiet);
 }
 
 const char *msp_param_name(PyObject *t)

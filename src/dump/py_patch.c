@@ -89,11 +89,11 @@ static PyObject *compile_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
 
 static PyObject *norecord_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
 {
-    msp_t_depth++;
+    msp_quiet_t quiet = msp_quiet_begin();
     msp_t_data_depth++;
     PyObject *out = PyObject_Call(w->orig, args, kw);
     msp_t_data_depth--;
-    msp_t_depth--;
+    msp_quiet_end(quiet);
     return out;
 }
 

@@ -392,7 +392,7 @@ char *msp_stack_capture(void)
 {
     if (!msp_g.cfg.stacks || stack_setup() != 1)
         return NULL;
-    msp_t_depth++;
+    msp_quiet_t quiet = msp_quiet_begin();
     site_t sites[MSP_STACK_FRAMES];
     memset(sites, 0, sizeof sites);
     int kept = 0;
@@ -411,7 +411,7 @@ char *msp_stack_capture(void)
     int own = 0;
     const char *t = kept ? site_text(sites, kept, &own) : NULL;
     char *out = t ? (own ? (char *)t : strdup(t)) : NULL;
-    msp_t_depth--;
+    msp_quiet_end(quiet);
     return out;
 }
 
@@ -489,7 +489,7 @@ int msp_stack_refs(msp_frame_ref_t *out, int max)
 {
     if (stack_setup() != 1)
         return 0;
-    msp_t_depth++;
+    msp_quiet_t quiet = msp_quiet_begin();
     int n = 0;
     PyObject *frame = frame_top();
     while (frame && n < max) {
@@ -500,7 +500,7 @@ int msp_stack_refs(msp_frame_ref_t *out, int max)
     }
     Py_XDECREF(frame);
     PyErr_Clear();
-    msp_t_depth--;
+    msp_quiet_end(quiet);
     return n;
 }
 
@@ -561,7 +561,7 @@ int msp_stack_call_loop(msp_frame_loop_t *loop)
 {
     if (stack_setup() != 1)
         return 0;
-    msp_t_depth++;
+    msp_quiet_t quiet = msp_quiet_begin();
     int found = 0;
     PyObject *frame = frame_top();
     for (int walked = 0; frame && !found && walked < MSP_STACK_WALK; walked++) {
@@ -577,7 +577,7 @@ int msp_stack_call_loop(msp_frame_loop_t *loop)
     }
     Py_XDECREF(frame);
     PyErr_Clear();
-    msp_t_depth--;
+    msp_quiet_end(quiet);
     return found;
 }
 

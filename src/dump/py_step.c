@@ -126,9 +126,9 @@ static PyObject *trigger_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
     if (t_trigger_depth == 0)
         msp_dev_put_pending(MSP_DEV_ALL); /* the optimizer writes into what waits for its copy */
     t_trigger_depth++;
-    msp_t_depth += quiet;
+    msp_quiet_t q = msp_quiet_begin_if(quiet);
     PyObject *out = PyObject_Call(w->orig, args, kw);
-    msp_t_depth -= quiet;
+    msp_quiet_end(q);
     t_trigger_depth--;
     if (op) {
         PyObject *et, *ev, *etb;
