@@ -17,6 +17,8 @@ msp_require_pkg(CJSON libcjson libcjson-dev)
 msp_require_pkg(LIBZIP libzip libzip-dev)
 msp_require_pkg(XLSX xlsxwriter libxlsxwriter-dev)
 msp_require_pkg(ZLIB zlib zlib1g-dev)
+# config_check's SHA-256 and HMAC (libzip links libcrypto already).
+msp_require_pkg(CRYPTO libcrypto libssl-dev)
 
 find_package(OpenMP COMPONENTS C)
 if(NOT OpenMP_C_FOUND)
