@@ -20,6 +20,17 @@ msp_require_pkg(ZLIB zlib zlib1g-dev)
 # config_check's SHA-256 and HMAC (libzip links libcrypto already).
 msp_require_pkg(CRYPTO libcrypto libssl-dev)
 
+# libcsv (csv files read back) has no pkg-config file: Msp::CSV by hand.
+find_path(MSP_CSV_INCLUDE_DIR csv.h)
+find_library(MSP_CSV_LIBRARY csv)
+if(NOT MSP_CSV_INCLUDE_DIR OR NOT MSP_CSV_LIBRARY)
+  message(FATAL_ERROR "libcsv not found: apt-get install libcsv-dev")
+endif()
+add_library(Msp::CSV UNKNOWN IMPORTED)
+set_target_properties(Msp::CSV PROPERTIES IMPORTED_LOCATION ${MSP_CSV_LIBRARY}
+                      INTERFACE_INCLUDE_DIRECTORIES ${MSP_CSV_INCLUDE_DIR})
+message(STATUS "Found libcsv: ${MSP_CSV_LIBRARY}")
+
 find_package(OpenMP COMPONENTS C)
 if(NOT OpenMP_C_FOUND)
   message(FATAL_ERROR "OpenMP not found: apt-get install gcc (libgomp1)")

@@ -137,6 +137,21 @@ class MergeOurResults(unittest.TestCase):
                                TENSOR_INDEX)
 
     @unittest.skipUnless(TWO_WAYS, "CMP_TWO_WAYS not set")
+    def test_a_csv_saved_with_a_byte_order_mark_merges_the_same(self):
+        # Excel's "CSV UTF-8" starts the file with U+FEFF; before libcsv read
+        # result.csv, the first column was named "\ufeffNPU Name"
+        out = gen_compare("t")
+        bom = os.path.join(WORK, "t-bom")
+        os.makedirs(bom, exist_ok=True)
+        with open(os.path.join(out, "result.csv"), "rb") as f:
+            data = f.read()
+        with open(os.path.join(bom, "result.csv"), "wb") as f:
+            f.write(b"\xef\xbb\xbf" + data)
+        p, merged = merge(bom, "api: [Functional.linear]\ncompare_index: [Cosine]\n", "t-bom")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.check_against_csv(merged, os.path.join(out, "result.csv"), ["Functional.linear"],
+                               ["Cosine"])
+
     def test_per_rank_workbooks_past_one_sheet(self):
         root = os.path.join(WORK, "t")
         gen_compare("t")
@@ -232,6 +247,17 @@ class MergeErrors(unittest.TestCase):
 
     def test_no_row_names_the_apis(self):
         self.run_bad("api: [Nothing.like.this]\n", "names any API")
+
+    def test_a_stray_quote_in_result_csv_names_its_line(self):
+        # RFC 4180 quotes a field that holds a quote whole; a bare one means
+        # the file was cut or hand-edited (before libcsv: read on silently)
+        d = os.path.join(WORK, "stray")
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "result.csv"), "w", newline="") as f:
+            f.write("Rank,Step,NPU Name,Cosine\r\n0,0,Functional.linear.0.forward.output.0,1\r\n"
+                    "1,0,Functional.linear.0.forward.output.0,0.5\"9\r\n")
+        self.run_bad("api: [Functional.linear]\ncompare_index: [Cosine]\n",
+                     "result.csv: line 3: a stray '\"'", d)
 
     def test_a_directory_without_results(self):
         empty = os.path.join(WORK, "empty")
