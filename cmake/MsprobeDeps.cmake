@@ -30,6 +30,8 @@ add_library(Msp::CSV UNKNOWN IMPORTED)
 set_target_properties(Msp::CSV PROPERTIES IMPORTED_LOCATION ${MSP_CSV_LIBRARY}
                       INTERFACE_INCLUDE_DIRECTORIES ${MSP_CSV_INCLUDE_DIR})
 message(STATUS "Found libcsv: ${MSP_CSV_LIBRARY}")
+# YAML files (data_mapping.yaml, merge_result's config).
+msp_require_pkg(YAML yaml-0.1 libyaml-dev)
 
 find_package(OpenMP COMPONENTS C)
 if(NOT OpenMP_C_FOUND)

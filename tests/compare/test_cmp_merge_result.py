@@ -136,6 +136,18 @@ class MergeOurResults(unittest.TestCase):
         self.check_against_csv(merged, os.path.join(out, "result.csv"), ["Functional.linear"],
                                TENSOR_INDEX)
 
+    def test_any_yaml_spelling_of_the_lists_merges_the_same(self):
+        # a flow list over lines and a quoted name holding a comma: YAML that
+        # the hand-written reader refused ("'api' must be a list", "a quoted
+        # value does not end") and msprobe's own reader (PyYAML) takes
+        out = gen_compare("t")
+        cfg = "api: [Functional.linear,\n      'Torch.mul', \"Nothing, like this\"]\n" \
+              "compare_index: [\n  Cosine,\n  MaxAbsErr]\n"
+        p, merged = merge(out, cfg, "t-flow")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.check_against_csv(merged, os.path.join(out, "result.csv"),
+                               ["Functional.linear", "Torch.mul"], ["Cosine", "MaxAbsErr"])
+
     @unittest.skipUnless(TWO_WAYS, "CMP_TWO_WAYS not set")
     def test_a_csv_saved_with_a_byte_order_mark_merges_the_same(self):
         # Excel's "CSV UTF-8" starts the file with U+FEFF; before libcsv read
@@ -247,6 +259,16 @@ class MergeErrors(unittest.TestCase):
 
     def test_no_row_names_the_apis(self):
         self.run_bad("api: [Nothing.like.this]\n", "names any API")
+
+    def test_an_item_that_is_not_a_name_names_its_line(self):
+        # once read as the name "[Functional.linear, Torch.mul]"
+        self.run_bad("api:\n  - Torch.mul\n  - [Functional.linear, Torch.mul]\n",
+                     "line 3: a list item that is not a name")
+
+    def test_text_that_is_not_yaml_names_where_it_went_wrong(self):
+        self.run_bad("api:\n  - 'Functional.linear\n  - Torch.mul\n",
+                     "line 2: not YAML: found unexpected end of stream while scanning a quoted "
+                     "scalar")
 
     def test_a_stray_quote_in_result_csv_names_its_line(self):
         # RFC 4180 quotes a field that holds a quote whole; a bare one means
