@@ -32,6 +32,8 @@ set_target_properties(Msp::CSV PROPERTIES IMPORTED_LOCATION ${MSP_CSV_LIBRARY}
 message(STATUS "Found libcsv: ${MSP_CSV_LIBRARY}")
 # YAML files (data_mapping.yaml, merge_result's config).
 msp_require_pkg(YAML yaml-0.1 libyaml-dev)
+# The XML of compare workbooks read back (merge_result).
+msp_require_pkg(EXPAT expat libexpat1-dev)
 
 find_package(OpenMP COMPONENTS C)
 if(NOT OpenMP_C_FOUND)
