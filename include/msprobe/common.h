@@ -184,6 +184,13 @@ void msp_csv_field(FILE *f, const char *s, int first);
 #define MSP_CSV_MAX_FIELD (16 << 20)
 typedef msp_err (*msp_csv_row_cb)(void *ud, size_t row, size_t n, const char *const *fields);
 msp_err msp_csv_read(const char *path, size_t max_bytes, msp_csv_row_cb cb, void *ud);
+/* Parse text[0..len) as one YAML document into *doc, libyaml's
+ * yaml_document_t (yaml.c; the caller deletes it): 0, or -1 with why (n
+ * bytes: libyaml's problem and context) and *line, 1-based, where the
+ * trouble began. More than one document is an error too. */
+struct yaml_document_s;
+int msp_yaml_doc(const char *text, size_t len, struct yaml_document_s *doc, char *why, size_t n,
+                 size_t *line);
 /* Text fit for a terminal: anything a terminal would take as a command (C0
  * controls but tab, and newline when newlines is set; DEL; the C1 controls
  * U+0080..U+009F) and every byte that is not UTF-8 becomes "\xNN"; the rest

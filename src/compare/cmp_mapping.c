@@ -7,6 +7,7 @@
 #include "cmp_internal.h"
 
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <yaml.h>
@@ -91,44 +92,6 @@ static cmp_map_entry_t *cmp_map_add(cmp_mapping_t *out, size_t *cap, size_t line
 }
 
 /* ---- YAML: data_mapping.yaml, cell_mapping.yaml ---------------------------- */
-
-/* The one document of text in *doc: 1, or 0 with why and the line of the
- * problem (not YAML, or more than one document). */
-static int cmp_yaml_doc(const char *text, size_t len, yaml_document_t *doc, const char **why,
-                        size_t *line)
-{
-    yaml_parser_t parser;
-    *why = "out of memory";
-    *line = 1;
-    if (!yaml_parser_initialize(&parser))
-        return 0;
-    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-    int ok = yaml_parser_load(&parser, doc);
-    if (ok) {
-        yaml_document_t next;
-        if (!yaml_parser_load(&parser, &next)) {
-            ok = 0;
-        } else {
-            if (yaml_document_get_root_node(&next)) {
-                ok = 0;
-                parser.problem = "a second YAML document";
-                parser.problem_mark = yaml_document_get_root_node(&next)->start_mark;
-            }
-            yaml_document_delete(&next);
-        }
-        if (!ok)
-            yaml_document_delete(doc);
-    }
-    if (!ok) {
-        /* static strings of libyaml's, alive after the parser is gone; the
-         * line of the context ("while scanning a quoted scalar") is where
-         * the trouble began, the problem's may be the end of the file */
-        *why = parser.problem ? parser.problem : "a YAML parse error";
-        *line = (parser.context ? parser.context_mark.line : parser.problem_mark.line) + 1;
-    }
-    yaml_parser_delete(&parser);
-    return ok;
-}
 
 /* A scalar node's text if it is a name: not empty, no blank, '#' or NUL. */
 static const char *cmp_yaml_name(const yaml_node_t *n)
@@ -217,8 +180,8 @@ static msp_err cmp_mapping_lines(const char *path, char *text, const char *why, 
             continue;
         if (nt <= 2 && tok[0][strlen(tok[0]) - 1] == ':')
             return msp_fail(MSP_ERR_USAGE, "mapping file %s:%zu: not YAML (%s), and line %zu is "
-                            "not two names: a file holds lines of name pairs or is msprobe's "
-                            "data_mapping.yaml", path, yaml_line, why, lineno);
+                            "\"npu_name: bench_name\", not two names: a file holds lines of name "
+                            "pairs or is msprobe's data_mapping.yaml", path, yaml_line, why, lineno);
         if (nt != 2)
             return msp_fail(MSP_ERR_USAGE,
                             "mapping file %s:%zu: expected two names \"bench_name cmp_name\" "
@@ -241,13 +204,13 @@ msp_err cmp_mapping_load(const char *path, cmp_mapping_t *out)
     if (rc)
         return rc;
     yaml_document_t doc;
-    const char *why;
-    if (cmp_yaml_doc(text, len, &doc, &why, &yaml_line)) {
+    char why[160];
+    if (!msp_yaml_doc(text, len, &doc, why, sizeof why, &yaml_line)) {
         yaml_node_t *root = yaml_document_get_root_node(&doc);
         int is_map = root && root->type == YAML_MAPPING_NODE;
         if (is_map)
             rc = cmp_yaml_pairs("mapping file", path, &doc, root, 0, out, &cap);
-        why = "its document is not a mapping";
+        snprintf(why, sizeof why, "its document is not a mapping");
         yaml_line = root ? root->start_mark.line + 1 : 1;
         yaml_document_delete(&doc);
         if (is_map)
@@ -269,8 +232,8 @@ msp_err cmp_mapping_load_cell(const char *path, cmp_mapping_t *out)
     if (rc)
         return rc;
     yaml_document_t doc;
-    const char *why;
-    if (!cmp_yaml_doc(text, len, &doc, &why, &line)) {
+    char why[160];
+    if (msp_yaml_doc(text, len, &doc, why, sizeof why, &line)) {
         free(text);
         return msp_fail(MSP_ERR_USAGE, "cell mapping file %s:%zu: not YAML: %s", path, line, why);
     }

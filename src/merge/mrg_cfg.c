@@ -105,40 +105,6 @@ static msp_err cmp_merge_cfg_doc(const char *path, yaml_document_t *doc, cmp_mer
     return rc;
 }
 
-/* Parse text (one YAML document) into *doc; an error names the line. */
-static msp_err cmp_merge_cfg_parse(const char *path, const char *text, size_t len,
-                                   yaml_document_t *doc)
-{
-    yaml_parser_t parser;
-    if (!yaml_parser_initialize(&parser))
-        return msp_fail(MSP_ERR_NOMEM, "out of memory");
-    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-    msp_err rc = MSP_OK;
-    yaml_document_t next;
-    if (!yaml_parser_load(&parser, doc)) {
-        /* the context ("while scanning a quoted scalar") says where the
-         * trouble began; the problem may be found only at the file's end */
-        rc = msp_fail(MSP_ERR_USAGE, "config %s line %zu: not YAML: %s%s%s", path,
-                      (parser.context ? parser.context_mark.line : parser.problem_mark.line) + 1,
-                      parser.problem ? parser.problem : "a parse error",
-                      parser.context ? " " : "", parser.context ? parser.context : "");
-    } else if (!yaml_parser_load(&parser, &next)) {
-        yaml_document_delete(doc);
-        rc = msp_fail(MSP_ERR_USAGE, "config %s line %zu: not YAML: %s", path,
-                      parser.problem_mark.line + 1,
-                      parser.problem ? parser.problem : "a parse error");
-    } else {
-        int more = yaml_document_get_root_node(&next) != NULL;
-        yaml_document_delete(&next);
-        if (more) {
-            yaml_document_delete(doc);
-            rc = msp_fail(MSP_ERR_USAGE, "config %s: more than one YAML document", path);
-        }
-    }
-    yaml_parser_delete(&parser);
-    return rc;
-}
-
 msp_err cmp_merge_cfg_load(const char *path, cmp_merge_cfg_t *c)
 {
     memset(c, 0, sizeof *c);
@@ -148,10 +114,12 @@ msp_err cmp_merge_cfg_load(const char *path, cmp_merge_cfg_t *c)
     if (rc)
         return rc;
     yaml_document_t doc;
-    rc = cmp_merge_cfg_parse(path, text, len, &doc);
+    char why[160];
+    size_t line;
+    int bad = msp_yaml_doc(text, len, &doc, why, sizeof why, &line);
     free(text);
-    if (rc)
-        return rc;
+    if (bad)
+        return msp_fail(MSP_ERR_USAGE, "config %s line %zu: not YAML: %s", path, line, why);
     rc = cmp_merge_cfg_doc(path, &doc, c);
     yaml_document_delete(&doc);
     if (!rc && !c->n_api)

@@ -1,7 +1,7 @@
 /* The --mapping file parser against hostile input. Two builds of one file:
  *  - libFuzzer:  clang -g -D_GNU_SOURCE -DMSP_LIBFUZZER -fsanitize=fuzzer,address,undefined
  *                -Iinclude -Ibuild/include -Isrc/compare tests/compare/cmp_mapping_fuzz.c
- *                src/compare/cmp_mapping.c src/common/{error,fsutil,grow,log}.c -lyaml -lm
+ *                src/compare/cmp_mapping.c src/common/{error,fsutil,grow,log,yaml}.c -lyaml -lm
  *                (start it from a copy of tests/fuzz/seeds/mapping)
  *  - ctest:      a deterministic mutation run over a small corpus (argv[1] = iterations).
  * Invariants: the result is MSP_OK or MSP_ERR_USAGE; an error names the file and

@@ -161,7 +161,8 @@ class MsprobeFlags(unittest.TestCase):
         for text, needle in (("A.0.forward: B.0.for#ward\n", ":1: expected \"npu_name: "
                                                               "bench_name\""),
                              ("A.0.forward: B.0.forward\nC.0.forward D.0.forward\n",
-                              ":2: not YAML (could not find expected ':')")):
+                              ":2: not YAML (could not find expected ':' while scanning a simple "
+                              "key), and line 1 is \"npu_name: bench_name\"")):
             with open(ym, "w") as f:
                 f.write(text)
             p = msprobe("compare", "-tp", npu, "-gp", bench, "-o", self.out(), "-dm", ym)
