@@ -339,7 +339,11 @@ class AccCheck(unittest.TestCase):
         for args, want in ((["acc_check"], "-d DUMP is required"),
                            (["acc_check", "-d", "/nonexistent"], "cannot open"),
                            (["acc_check", "-d", ".", "--reference", "nodot"], "--reference"),
-                           (["acc_check", "-d", ".", "-n", "0"], "--workers"),
+                           # an option is named as it was typed
+                           (["acc_check", "-d", ".", "-n", "0"],
+                            "-n: '0' is not a whole number from 1 to 64"),
+                           (["acc_check", "-d", ".", "--workers=65"],
+                            "--workers: '65' is not a whole number from 1 to 64"),
                            (["api_precision_compare", "-npu", "x.csv"], "-gpu CSV is required")):
             p = subprocess.run([BIN, *args], capture_output=True, text=True)
             self.assertEqual((p.returncode, p.stdout), (2, ""), args)
