@@ -117,7 +117,8 @@ static msp_err cmp_yaml_pairs(const char *what, const char *path, yaml_document_
         size_t line = k->start_mark.line + 1;
         if (!a || !b)
             return msp_fail(MSP_ERR_USAGE, "%s %s:%zu: expected \"%s: %s\", each one name "
-                            "without blanks", what, path, line, cell ? "npu_name.Class" : "npu_name",
+                            "without blanks", what, path, line,
+                            cell ? "npu_name.Class" : "npu_name",
                             cell ? "bench_name.Class" : "bench_name");
         cmp_map_entry_t *e = cmp_map_add(out, cap, line);
         if (!e)
@@ -181,7 +182,8 @@ static msp_err cmp_mapping_lines(const char *path, char *text, const char *why, 
         if (nt <= 2 && tok[0][strlen(tok[0]) - 1] == ':')
             return msp_fail(MSP_ERR_USAGE, "mapping file %s:%zu: not YAML (%s), and line %zu is "
                             "\"npu_name: bench_name\", not two names: a file holds lines of name "
-                            "pairs or is msprobe's data_mapping.yaml", path, yaml_line, why, lineno);
+                            "pairs or is msprobe's data_mapping.yaml",
+                            path, yaml_line, why, lineno);
         if (nt != 2)
             return msp_fail(MSP_ERR_USAGE,
                             "mapping file %s:%zu: expected two names \"bench_name cmp_name\" "
