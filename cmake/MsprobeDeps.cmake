@@ -17,6 +17,23 @@ msp_require_pkg(CJSON libcjson libcjson-dev)
 msp_require_pkg(LIBZIP libzip libzip-dev)
 msp_require_pkg(XLSX xlsxwriter libxlsxwriter-dev)
 msp_require_pkg(ZLIB zlib zlib1g-dev)
+# config_check's SHA-256 and HMAC (libzip links libcrypto already).
+msp_require_pkg(CRYPTO libcrypto libssl-dev)
+
+# libcsv (csv files read back) has no pkg-config file: Msp::CSV by hand.
+find_path(MSP_CSV_INCLUDE_DIR csv.h)
+find_library(MSP_CSV_LIBRARY csv)
+if(NOT MSP_CSV_INCLUDE_DIR OR NOT MSP_CSV_LIBRARY)
+  message(FATAL_ERROR "libcsv not found: apt-get install libcsv-dev")
+endif()
+add_library(Msp::CSV UNKNOWN IMPORTED)
+set_target_properties(Msp::CSV PROPERTIES IMPORTED_LOCATION ${MSP_CSV_LIBRARY}
+                      INTERFACE_INCLUDE_DIRECTORIES ${MSP_CSV_INCLUDE_DIR})
+message(STATUS "Found libcsv: ${MSP_CSV_LIBRARY}")
+# YAML files (data_mapping.yaml, merge_result's config).
+msp_require_pkg(YAML yaml-0.1 libyaml-dev)
+# The XML of compare workbooks read back (merge_result).
+msp_require_pkg(EXPAT expat libexpat1-dev)
 
 find_package(OpenMP COMPONENTS C)
 if(NOT OpenMP_C_FOUND)

@@ -10,7 +10,11 @@ shift || true
 pkgs=(cmake make gcc pkg-config binutils libhdf5-dev libcjson-dev libzip-dev
       libxlsxwriter-dev zlib1g-dev python3-dev python3-torch python3-h5py
       python3-numpy python3-openpyxl python3-torchvision man-db groff-base
-      libjs-chart.js chromium openmpi-bin libopenmpi-dev clang-format)
+      libjs-chart.js chromium openmpi-bin libopenmpi-dev clang-format
+      libssl-dev libcsv-dev libyaml-dev libexpat1-dev)
+# libssl-dev: libcrypto, config_check's SHA-256; libcsv-dev: csv files read back;
+# libyaml-dev: data_mapping.yaml and merge_result's config; libexpat1-dev: the XML
+# of compare workbooks read back;
 # libjs-chart.js: Chart.js, embedded into msprobe's HTML reports at build time;
 # chromium: the browser the report tests load those pages in (headless);
 # openmpi: compare spread over processes (mpirun), built when found;

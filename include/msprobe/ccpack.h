@@ -14,18 +14,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* ---- SHA-256 ----------------------------------------------------------- */
-typedef struct msp_cc_sha256 {
-    uint32_t h[8];
-    uint64_t len;
-    unsigned char buf[64];
-    size_t nbuf;
-} msp_cc_sha256_t;
-
-void msp_cc_sha256_init(msp_cc_sha256_t *s);
-void msp_cc_sha256_update(msp_cc_sha256_t *s, const void *data, size_t len);
-/* Writes 64 lowercase hex digits and a NUL into hex[65]. */
-void msp_cc_sha256_hex(msp_cc_sha256_t *s, char hex[65]);
+/* ---- SHA-256 (cc_sha256.c, libcrypto) ---------------------------------- */
+/* Write the SHA-256 of data[0..len) as 64 lowercase hex digits and a NUL
+ * into hex[65]; 0, or -1 (hex empty) when libcrypto fails. */
+int msp_cc_sha256_hex(const void *data, size_t len, char hex[65]);
+/* The same for HMAC-SHA-256 keyed by key[0..klen) over msg[0..mlen). */
+int msp_cc_hmac_sha256_hex(const void *key, size_t klen, const void *msg, size_t mlen,
+                           char hex[65]);
 
 /* ---- secrets (cc_secret.c; the name rules: cc_secret_name.c) --------- */
 

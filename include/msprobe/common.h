@@ -172,6 +172,25 @@ const char *msp_utf8_clean(const char *s, size_t max_bytes, char **owned);
  * unless first; quoted when it holds a comma, quote or line break; invalid
  * UTF-8 cleaned; NULL is empty. The FILE is one thread's (unlocked writes). */
 void msp_csv_field(FILE *f, const char *s, int first);
+/* The records of a csv read back (csv.c, by libcsv): each handed to cb as n
+ * NUL-terminated fields, row counting from 0 (the header). RFC 4180, strict:
+ * a stray quote (inside a field not quoted, or text after a closing quote)
+ * and a quoted field never closed are MSP_ERR_FORMAT naming the file and
+ * line. Fields keep their blanks; a line break inside quotes is kept; blank
+ * lines are skipped; CRLF, LF and CR end a record; a UTF-8 byte order mark
+ * is skipped. A field over MSP_CSV_MAX_FIELD bytes, or a file over max_bytes
+ * (0: no cap; read as a stream, one record held at a time), is MSP_ERR_LIMIT.
+ * A non-zero return of cb stops the reading and is returned. */
+#define MSP_CSV_MAX_FIELD (16 << 20)
+typedef msp_err (*msp_csv_row_cb)(void *ud, size_t row, size_t n, const char *const *fields);
+msp_err msp_csv_read(const char *path, size_t max_bytes, msp_csv_row_cb cb, void *ud);
+/* Parse text[0..len) as one YAML document into *doc, libyaml's
+ * yaml_document_t (yaml.c; the caller deletes it): 0, or -1 with why (n
+ * bytes: libyaml's problem and context) and *line, 1-based, where the
+ * trouble began. More than one document is an error too. */
+struct yaml_document_s;
+int msp_yaml_doc(const char *text, size_t len, struct yaml_document_s *doc, char *why, size_t n,
+                 size_t *line);
 /* Text fit for a terminal: anything a terminal would take as a command (C0
  * controls but tab, and newline when newlines is set; DEL; the C1 controls
  * U+0080..U+009F) and every byte that is not UTF-8 becomes "\xNN"; the rest

@@ -13,8 +13,6 @@
  *   MSPROBE_FORMAT_NO_AVX512=1   CRC-32 folded 128 bits wide, not 512 (VPCLMULQDQ)
  *   MSPROBE_COMPARE_NO_AVX512=1  compare's float32 kernel compiler-vectorised,
  *                                not written for AVX-512
- *   MSPROBE_NO_SHA_NI=1          SHA-256 (config_check) in portable C, not
- *                                the SHA extensions
  *
  * A switch is on when set to anything but "" or "0" (msp_env_flag); it is
  * read once per process, at the first call that needs it. */
@@ -37,7 +35,6 @@ typedef enum msp_cpu_path {
     MSP_CPU_CRC_VCLMUL,  /* CRC-32, 512-bit folding: the above, AVX-512F/BW, VPCLMULQDQ */
     MSP_CPU_STATS_AVX2,  /* float32 statistics, 8 lanes: AVX2, FMA */
     MSP_CPU_CMP_AVX512,  /* compare's float32 pair kernel: AVX-512F/DQ/VL, POPCNT */
-    MSP_CPU_SHA_NI,      /* SHA-256 blocks: SHA, SSE4.1, SSSE3 */
     MSP_CPU_PATH_COUNT_
 } msp_cpu_path_t;
 

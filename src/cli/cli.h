@@ -94,12 +94,31 @@ enum {
     MSP_OPT_TRUE,       /* int *: 1 */
     MSP_OPT_FALSE,      /* int *: 0 */
     MSP_OPT_DOUBLE,     /* double *: a finite number, else "--NAME: 'V' is not a number" */
+    MSP_OPT_INT,        /* int *: a whole number from lo to hi, else "OPT: 'V' is not a
+                           whole number from LO to HI" */
+    MSP_OPT_ENUM,       /* an int or enum variable: the value of one of names, else
+                           "OPT: 'V' is not A, B or C" */
 };
+/* An MSP_OPT_ENUM option's words and the value each stores; ends with {NULL}. */
+typedef struct msp_opt_word {
+    const char *word;
+    int value;
+} msp_opt_word_t;
 /* A table row: MSP_OPT(ID, NAME, ARG, HELP) for an option the caller handles,
  * MSP_OPT(ID, NAME, ARG, HELP, MSP_BIND(STRING, &args.bench)) for one stored
- * into its variable (static storage) as it comes. The table ends with {.id = 0}. */
+ * into its variable (static storage) as it comes, and MSP_BIND_INT(&v, LO, HI)
+ * or MSP_BIND_ENUM(&v, words) for a number in a range or one of some words.
+ * Errors name the option as it was typed (-l or --level). The variable's type
+ * is checked at compile time (an int for INT; an int-sized int or enum for
+ * ENUM). The table ends with {.id = 0}. */
 #define MSP_OPT(id_, name_, arg_, ...) {.id = (id_), .name = (name_), .arg = (arg_), .help = __VA_ARGS__}
 #define MSP_BIND(kind, ptr) .bind = MSP_OPT_##kind, .to = (void *)(ptr)
+#define MSP_BIND_INT(ptr, lo_, hi_)                                                       \
+    .bind = MSP_OPT_INT, .to = (void *)(1 ? (ptr) : (int *)0), .lo = (lo_), .hi = (hi_)
+#define MSP_BIND_ENUM(ptr, words_)                                                        \
+    .bind = MSP_OPT_ENUM, .to = (void *)(ptr), .words = (words_), .lo = MSP_INT_SIZED(ptr)
+/* 1, or a compile error (an array of -1 chars) when *ptr is not int-sized. */
+#define MSP_INT_SIZED(ptr) (long)sizeof(char[sizeof *(ptr) == sizeof(int) ? 1 : -1])
 
 typedef struct msp_opt {
     int id;           /* what msp_opt_next returns: the short letter, or >= 256 for
@@ -109,6 +128,8 @@ typedef struct msp_opt {
     const char *help; /* help text; '\n' continues it on an indented line */
     int bind;         /* MSP_OPT_CALLER, or how the option is stored into `to` */
     void *to;
+    long lo, hi;      /* MSP_OPT_INT: the range */
+    const msp_opt_word_t *words; /* MSP_OPT_ENUM: the words */
 } msp_opt_t;
 
 typedef struct msp_cmd_doc {

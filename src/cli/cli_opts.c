@@ -1,9 +1,10 @@
 /* One option table per command (git's parse-options): the getopt_long table
  * and optstring, the option lines of --help and the usage errors are all made
  * from it, so an option cannot be parsed but undocumented, or documented but
- * unknown. An option that is only stored (a path, a flag, a number) is bound
- * to its variable in the table and stored here; the command's switch keeps
- * the options that need checks of their own. tests/docs checks each man page
+ * unknown. An option that is only stored (a path, a flag, a number, a whole
+ * number in a range, one of some words) is bound to its variable in the table
+ * and parsed, checked and stored here, its errors naming it as typed; the
+ * command's switch keeps the options that need checks of their own. tests/docs checks each man page
  * against the same tables. */
 #include "cli.h"
 
@@ -97,9 +98,54 @@ int msp_opt_double(const msp_cmd_doc_t *d, const char *opt, const char *value, d
     return MSP_EXIT_OK;
 }
 
-/* A bound option's value into its variable; -1 after the usage error. */
-static int msp_opt_store(const msp_cmd_doc_t *d, const msp_opt_t *o, const char *value)
+/* The option getopt_long just returned as it was typed ("-l" or "--level"),
+ * for its errors: its value is the next argument or part of the same one. */
+static void msp_opt_typed(const msp_opt_t *o, char **argv, char *buf, size_t n)
 {
+    const char *a = optind >= 2 && optarg == argv[optind - 1] ? argv[optind - 2] : argv[optind - 1];
+    if (o->id > 0 && o->id < 256 && a[0] == '-' && a[1] != '-')
+        snprintf(buf, n, "-%c", o->id);
+    else
+        snprintf(buf, n, "--%s", o->name);
+}
+
+static int msp_opt_int(const msp_cmd_doc_t *d, const msp_opt_t *o, const char *opt,
+                       const char *value)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(value, &end, 10);
+    if (!*value || *end || errno == ERANGE || v < o->lo || v > o->hi)
+        return msp_cmd_usage_error(d, "%s: '%s' is not a whole number from %ld to %ld", opt,
+                                   value, o->lo, o->hi);
+    *(int *)o->to = (int)v;
+    return MSP_EXIT_OK;
+}
+
+static int msp_opt_enum(const msp_cmd_doc_t *d, const msp_opt_t *o, const char *opt,
+                        const char *value)
+{
+    char list[256] = "";
+    size_t at = 0, n = 0;
+    while (o->words[n].word)
+        n++;
+    for (size_t i = 0; i < n; i++) {
+        if (!strcmp(value, o->words[i].word)) {
+            memcpy(o->to, &o->words[i].value, sizeof(int)); /* an int or an int-sized enum */
+            return MSP_EXIT_OK;
+        }
+        msp_str_add(list, sizeof list, &at, i == 0 ? "" : i + 1 == n ? " or " : ", ");
+        msp_str_add(list, sizeof list, &at, o->words[i].word);
+    }
+    return msp_cmd_usage_error(d, "%s: '%s' is not %s", opt, value, list);
+}
+
+/* A bound option's value into its variable; -1 after the usage error. */
+static int msp_opt_store(const msp_cmd_doc_t *d, const msp_opt_t *o, char **argv,
+                         const char *value)
+{
+    char opt[72];
+    msp_opt_typed(o, argv, opt, sizeof opt);
     switch (o->bind) {
     case MSP_OPT_STRING:
         *(const char **)o->to = value;
@@ -108,11 +154,12 @@ static int msp_opt_store(const msp_cmd_doc_t *d, const msp_opt_t *o, const char 
     case MSP_OPT_FALSE:
         *(int *)o->to = o->bind == MSP_OPT_TRUE;
         return 0;
-    case MSP_OPT_DOUBLE: {
-        char opt[72];
-        snprintf(opt, sizeof opt, "--%s", o->name);
+    case MSP_OPT_DOUBLE:
         return msp_opt_double(d, opt, value, (double *)o->to) == MSP_EXIT_OK ? 0 : -1;
-    }
+    case MSP_OPT_INT:
+        return msp_opt_int(d, o, opt, value) == MSP_EXIT_OK ? 0 : -1;
+    case MSP_OPT_ENUM:
+        return msp_opt_enum(d, o, opt, value) == MSP_EXIT_OK ? 0 : -1;
     default:
         return 0;
     }
@@ -144,7 +191,7 @@ int msp_opt_next(const msp_cmd_doc_t *d, int argc, char **argv)
     const msp_opt_t *o;
     while ((c = getopt_long(argc, argv, shorts, lo, NULL)) != -1 && (o = msp_opt_of(d, c)) &&
            o->bind != MSP_OPT_CALLER)
-        if (msp_opt_store(d, o, optarg) != 0)
+        if (msp_opt_store(d, o, argv, optarg) != 0)
             return MSP_OPT_ERROR;
     if (c == ':') {
         if (optopt > 0 && optopt < 256)

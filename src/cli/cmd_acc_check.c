@@ -32,7 +32,7 @@ enum {
 /* The options as parsed (bound in the tables below). */
 typedef struct msp_acc_args {
     const char *dump, *out_dir, *python, *npu, *gpu;
-    int quiet;
+    int quiet, workers, show, budget;
 } msp_acc_args_t;
 static msp_acc_args_t msp_aa;
 
@@ -43,7 +43,8 @@ static const msp_opt_t msp_acc_opts[] = {
             "msprobe's name for -d (also -api_info FILE)", MSP_BIND(STRING, &msp_aa.dump)),
     MSP_OPT('o', "out_path", "DIR", "where the two CSVs go (default ./)",
             MSP_BIND(STRING, &msp_aa.out_dir)),
-    MSP_OPT('n', "workers", "N", "replay workers in parallel (default: one per CPU, at most 8)"),
+    MSP_OPT('n', "workers", "N", "replay workers in parallel (default: one per CPU, at most 8)",
+            MSP_BIND_INT(&msp_aa.workers, 1, 64)),
     MSP_OPT(MSP_OPT_PYTHON, "python", "PATH", "the Python with torch that replays (default:\n"
             "$MSPROBE_PYTHON, else the build's)", MSP_BIND(STRING, &msp_aa.python)),
     MSP_OPT(MSP_OPT_REFERENCE, "reference", "NAME=FUNC",
@@ -51,10 +52,12 @@ static const msp_opt_t msp_acc_opts[] = {
             "outside torch) with the Python function FUNC\n"
             "(pkg.module.function); repeatable"),
     MSP_OPT(MSP_OPT_SHOW, "show", "N",
-            "outputs that miss their standard listed on stdout (default 20)"),
+            "outputs that miss their standard listed on stdout (default 20)",
+            MSP_BIND_INT(&msp_aa.show, 0, 1000000)),
     MSP_OPT(MSP_OPT_BUDGET, "budget", "SECONDS",
             "wall time for the whole check (default 600; 0: no\n"
-            "limit); records not started by then are skipped"),
+            "limit); records not started by then are skipped",
+            MSP_BIND_INT(&msp_aa.budget, 0, 10000000)),
     MSP_OPT('q', "quiet", NULL, "print only the summary line", MSP_BIND(TRUE, &msp_aa.quiet)),
     MSP_OPT('h', "help", NULL, "this help"),
     {.id = 0},
@@ -115,19 +118,6 @@ static char **msp_acc_argv(int argc, char **argv)
     return v;
 }
 
-static int msp_acc_whole(const msp_cmd_doc_t *d, const char *opt, const char *s, long lo, long hi,
-                         long *out)
-{
-    char *end = NULL;
-    errno = 0;
-    long n = strtol(s, &end, 10);
-    if (!*s || *end || errno || n < lo || n > hi)
-        return msp_cmd_usage_error(d, "%s: '%s' is not a whole number from %ld to %ld", opt, s,
-                                   lo, hi);
-    *out = n;
-    return MSP_EXIT_OK;
-}
-
 /* Called from the replay threads, in any order: the bar only moves forward. */
 static void msp_acc_progress(size_t done, size_t total, void *ud)
 {
@@ -152,9 +142,9 @@ int msp_cmd_acc_check(msp_cli_ctx_t *ctx, int argc, char **argv)
 {
     char **av = msp_acc_argv(argc, argv);
     const char **refs = calloc((size_t)argc + 1, sizeof *refs);
-    msp_aa = (msp_acc_args_t){.out_dir = ".", .quiet = ctx->verbosity == 0};
+    msp_aa = (msp_acc_args_t){.out_dir = ".", .quiet = ctx->verbosity == 0, .show = 20,
+                              .budget = 600};
     size_t nrefs = 0;
-    long workers = 0, show = 20, budget = 600;
     int rc = MSP_EXIT_OK, c;
     msp_acc_opts_t opts;
     memset(&opts, 0, sizeof opts);
@@ -166,10 +156,6 @@ int msp_cmd_acc_check(msp_cli_ctx_t *ctx, int argc, char **argv)
     }
     while ((c = msp_opt_next(&msp_acc_doc, argc, av)) != -1) {
         switch (c) {
-        case 'n':
-            if ((rc = msp_acc_whole(&msp_acc_doc, "--workers", optarg, 1, 64, &workers)))
-                goto done;
-            break;
         case MSP_OPT_REFERENCE:
             if (!strchr(optarg, '=') || optarg[0] == '=' || !strchr(strchr(optarg, '=') + 1, '.')) {
                 rc = msp_cmd_usage_error(&msp_acc_doc, "--reference: '%s' is not NAME=pkg.module."
@@ -177,14 +163,6 @@ int msp_cmd_acc_check(msp_cli_ctx_t *ctx, int argc, char **argv)
                 goto done;
             }
             refs[nrefs++] = optarg;
-            break;
-        case MSP_OPT_SHOW:
-            if ((rc = msp_acc_whole(&msp_acc_doc, "--show", optarg, 0, 1000000, &show)))
-                goto done;
-            break;
-        case MSP_OPT_BUDGET:
-            if ((rc = msp_acc_whole(&msp_acc_doc, "--budget", optarg, 0, 10000000, &budget)))
-                goto done;
             break;
         case 'h':
             msp_cmd_help(&msp_acc_doc, stdout);
@@ -195,7 +173,7 @@ int msp_cmd_acc_check(msp_cli_ctx_t *ctx, int argc, char **argv)
         }
     }
     const char *dump = msp_aa.dump, *out_dir = msp_aa.out_dir;
-    int quiet = msp_aa.quiet;
+    int quiet = msp_aa.quiet, show = msp_aa.show;
     opts.python = msp_aa.python;
     if (optind < argc) {
         rc = msp_cmd_usage_error(&msp_acc_doc, "unexpected argument '%s'", av[optind]);
@@ -211,8 +189,8 @@ int msp_cmd_acc_check(msp_cli_ctx_t *ctx, int argc, char **argv)
         rc = MSP_EXIT_USAGE;
         goto done;
     }
-    opts.workers = (int)workers;
-    opts.budget = budget > 0 ? (double)budget : -1.0;
+    opts.workers = msp_aa.workers;
+    opts.budget = msp_aa.budget > 0 ? (double)msp_aa.budget : -1.0;
     opts.references = refs;
     opts.n_references = nrefs;
     msp_progress_t *bar = NULL;
@@ -242,7 +220,7 @@ int msp_cmd_acc_check(msp_cli_ctx_t *ctx, int argc, char **argv)
            res->skipped);
     printf("outputs: %zu pass, %zu warning, %zu error\n", res->pass, res->warning, res->error);
     if (!quiet) {
-        long listed = 0;
+        int listed = 0;
         for (size_t i = 0; i < res->n_outputs && listed < show; i++) {
             const msp_acc_output_t *o = &res->outputs[i];
             if (o->status != MSP_ACC_ERROR && o->status != MSP_ACC_WARNING)

@@ -57,6 +57,11 @@ typedef struct msp_compare_args {
 } msp_compare_args_t;
 static msp_compare_args_t msp_ca;
 
+static const msp_opt_word_t msp_level_words[] = {
+    {"api", MSP_LEVEL_API}, {"module", MSP_LEVEL_MODULE}, {"all", MSP_LEVEL_ALL}, {NULL, 0}};
+static const msp_opt_word_t msp_replay_words[] = {
+    {"auto", MSP_REPLAY_AUTO}, {"all", MSP_REPLAY_ALL}, {"off", MSP_REPLAY_OFF}, {NULL, 0}};
+
 static const msp_opt_t msp_compare_opts[] = {
     MSP_OPT('b', "bench", "PATH", "dump of the trusted run (bench side)",
             MSP_BIND(STRING, &msp_ca.bench)),
@@ -64,7 +69,8 @@ static const msp_opt_t msp_compare_opts[] = {
             MSP_BIND(STRING, &msp_ca.cmp)),
     MSP_OPT('o', "output", "DIR", "report directory (default ./compare_result)",
             MSP_BIND(STRING, &msp_ca.out_dir)),
-    MSP_OPT('l', "level", "LEVEL", "records to compare: api, module or all (default all)"),
+    MSP_OPT('l', "level", "LEVEL", "records to compare: api, module or all (default all)",
+            MSP_BIND_ENUM(&msp_ca.opts.level, msp_level_words)),
     MSP_OPT(MSP_OPT_FUZZY, "fuzzy", NULL,
             "match records by order, name without call index and shapes",
             MSP_BIND(TRUE, &msp_ca.opts.fuzzy)),
@@ -79,7 +85,8 @@ static const msp_opt_t msp_compare_opts[] = {
     MSP_OPT(MSP_OPT_CSV, "csv", NULL, "also write OUT/result.csv", MSP_BIND(TRUE, &msp_ca.csv)),
     MSP_OPT(MSP_OPT_NO_HTML, "no-html", NULL, "do not write OUT/result.html (the charts page)",
             MSP_BIND(FALSE, &msp_ca.html)),
-    MSP_OPT(MSP_OPT_THREADS, "threads", "N", "worker threads (default: all cores)"),
+    MSP_OPT(MSP_OPT_THREADS, "threads", "N", "worker threads (default: all cores)",
+            MSP_BIND_INT(&msp_ca.opts.threads, 1, 4096)),
     MSP_OPT(MSP_OPT_COS_WARN, "cos-warn", "X",
             "verdict No if Cosine < X and MaxAbsErr > --abs-warn (0.99)",
             MSP_BIND(DOUBLE, &msp_ca.opts.cos_warn)),
@@ -91,11 +98,13 @@ static const msp_opt_t msp_compare_opts[] = {
     MSP_OPT(MSP_OPT_STATS_WARN, "stats-warn", "X",
             "statistics dumps: Warning if a relative difference > X (0.5)",
             MSP_BIND(DOUBLE, &msp_ca.opts.stats_warn)),
-    MSP_OPT(MSP_OPT_TOP, "top", "N", "suspects listed and marked in the report (default 5)"),
+    MSP_OPT(MSP_OPT_TOP, "top", "N", "suspects listed and marked in the report (default 5)",
+            MSP_BIND_INT(&msp_ca.opts.top, 1, 100000)),
     MSP_OPT(MSP_OPT_REPLAY, "replay", "MODE",
             "re-run records on the CPU to settle the culprit: auto "
             "(records whose verdict a replay can change, most suspicious first), all "
-            "(every record whose outputs differ), or off (default auto)"),
+            "(every record whose outputs differ), or off (default auto)",
+            MSP_BIND_ENUM(&msp_ca.opts.replay, msp_replay_words)),
     MSP_OPT(MSP_OPT_REPLAY_BUDGET, "replay-budget", "SEC",
             "wall-time budget of replay in seconds, 0 "
             "for none (default 60)"),
@@ -387,45 +396,6 @@ static int msp_compare_options(int argc, char **argv)
     int c, rc;
     while ((c = msp_opt_next(&msp_compare_doc, argc, argv)) != -1) {
         switch (c) {
-        case 'l':
-            if (strcmp(optarg, "api") == 0)
-                msp_ca.opts.level = MSP_LEVEL_API;
-            else if (strcmp(optarg, "module") == 0)
-                msp_ca.opts.level = MSP_LEVEL_MODULE;
-            else if (strcmp(optarg, "all") == 0)
-                msp_ca.opts.level = MSP_LEVEL_ALL;
-            else
-                return msp_compare_usage_error("-l: '%s' is not api, module or all", optarg);
-            break;
-        case MSP_OPT_THREADS: {
-            char *end = NULL;
-            errno = 0;
-            long n = strtol(optarg, &end, 10);
-            if (end == optarg || *end || errno || n < 1 || n > 4096)
-                return msp_compare_usage_error("--threads: '%s' is not a whole number from 1 to 4096",
-                                               optarg);
-            msp_ca.opts.threads = (int)n;
-            break;
-        }
-        case MSP_OPT_TOP: {
-            char *end = NULL;
-            long n = strtol(optarg, &end, 10);
-            if (!*optarg || *end || n < 1 || n > 100000)
-                return msp_compare_usage_error("--top: '%s' is not a whole number from 1 to 100000",
-                                               optarg);
-            msp_ca.opts.top = (int)n;
-            break;
-        }
-        case MSP_OPT_REPLAY:
-            if (strcmp(optarg, "auto") == 0)
-                msp_ca.opts.replay = MSP_REPLAY_AUTO;
-            else if (strcmp(optarg, "off") == 0)
-                msp_ca.opts.replay = MSP_REPLAY_OFF;
-            else if (strcmp(optarg, "all") == 0)
-                msp_ca.opts.replay = MSP_REPLAY_ALL;
-            else
-                return msp_compare_usage_error("--replay: '%s' is not auto, all or off", optarg);
-            break;
         case MSP_OPT_REPLAY_BUDGET:
             if ((rc = msp_opt_double(&msp_compare_doc, "--replay-budget", optarg,
                                      &msp_ca.opts.replay_budget)))

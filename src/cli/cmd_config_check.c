@@ -16,7 +16,7 @@ enum { MSP_OPT_ENV_KEYS = 256, MSP_OPT_MAX_MEMBER, MSP_OPT_ALIASES, MSP_OPT_NO_H
 
 /* The options as parsed (bound in the table below). */
 typedef struct msp_check_args {
-    int do_static, html;
+    int do_static, html, max_member_mib;
     const char *bench, *out;
     msp_cc_options_t opt;
 } msp_check_args_t;
@@ -35,7 +35,8 @@ static const msp_opt_t msp_cc_opts[] = {
     MSP_OPT(MSP_OPT_ALIASES, "aliases", "FILE", "more hyperparameter spellings: JSON\n"
             "{\"canonical\": [\"alias\", ...]}", MSP_BIND(STRING, &msp_ka.opt.aliases_file)),
     MSP_OPT(MSP_OPT_MAX_MEMBER, "max-member-mib", "N",
-            "refuse packs whose members exceed N MiB, alone or together (default 64)"),
+            "refuse packs whose members exceed N MiB, alone or together (default 64)",
+            MSP_BIND_INT(&msp_ka.max_member_mib, 1, 1048576)),
     MSP_OPT(MSP_OPT_NO_HTML, "no-html", NULL,
             "-c: do not write OUTDIR/result.html (the report page)", MSP_BIND(FALSE, &msp_ka.html)),
     MSP_OPT('h', "help", NULL, "this help"),
@@ -126,17 +127,6 @@ int msp_cmd_config_check(msp_cli_ctx_t *ctx, int argc, char **argv)
     int c;
     while ((c = msp_opt_next(&msp_cc_doc, argc, argv)) != -1) {
         switch (c) {
-        case MSP_OPT_MAX_MEMBER: {
-            char *end = NULL;
-            unsigned long long mib = strtoull(optarg, &end, 10);
-            if (!end || *end || mib == 0 || mib > (1ull << 20)) {
-                msp_errorf("config_check: --max-member-mib %s: expected a whole number of MiB from 1 to 1048576",
-                           optarg);
-                return MSP_EXIT_USAGE;
-            }
-            msp_ka.opt.max_member_bytes = (size_t)(mib << 20);
-            break;
-        }
         case 'h':
             msp_cmd_help(&msp_cc_doc, stdout);
             return MSP_EXIT_OK;
@@ -147,6 +137,8 @@ int msp_cmd_config_check(msp_cli_ctx_t *ctx, int argc, char **argv)
     int do_static = msp_ka.do_static, html = msp_ka.html;
     const char *bench = msp_ka.bench, *out = msp_ka.out;
     msp_cc_options_t opt = msp_ka.opt;
+    if (msp_ka.max_member_mib)
+        opt.max_member_bytes = (size_t)msp_ka.max_member_mib << 20;
     if (do_static == !!bench) {
         msp_errorf("config_check: give exactly one of -d (pack this environment) or -c BENCH.zip CMP.zip");
         return MSP_EXIT_USAGE;

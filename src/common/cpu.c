@@ -5,16 +5,6 @@
 #include "msprobe/common.h"
 
 #ifdef MSP_CPU_X86
-#include <cpuid.h>
-
-/* The SHA extensions: CPUID leaf 7, EBX bit 29 (GCC 12's
- * __builtin_cpu_supports has no name for it). */
-static int msp_cpu_has_sha(void)
-{
-    unsigned a, b, c, d;
-    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && ((b >> 29) & 1);
-}
-
 static int msp_cpu_has(msp_cpu_path_t path)
 {
     switch (path) {
@@ -28,9 +18,6 @@ static int msp_cpu_has(msp_cpu_path_t path)
     case MSP_CPU_CMP_AVX512:
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("popcnt");
-    case MSP_CPU_SHA_NI:
-        return __builtin_cpu_supports("sse4.1") && __builtin_cpu_supports("ssse3") &&
-               msp_cpu_has_sha();
     default:
         return 0;
     }
@@ -45,7 +32,6 @@ static const struct {
     [MSP_CPU_CRC_VCLMUL] = {{"MSPROBE_FORMAT_PORTABLE", "MSPROBE_FORMAT_NO_AVX512"}},
     [MSP_CPU_STATS_AVX2] = {{"MSPROBE_FORMAT_PORTABLE", NULL}},
     [MSP_CPU_CMP_AVX512] = {{"MSPROBE_COMPARE_NO_AVX512", NULL}},
-    [MSP_CPU_SHA_NI] = {{"MSPROBE_NO_SHA_NI", NULL}},
 };
 
 int msp_cpu_use(msp_cpu_path_t path)

@@ -59,14 +59,15 @@ typedef struct cmp_mapping {
     size_t n;
 } cmp_mapping_t;
 
-/* Lines "bench_record cmp_record" (ours), or msprobe's data_mapping.yaml
- * "NPU_TENSOR: BENCH_TENSOR" (compare side first, full tensor names such as
- * Functional.linear.0.forward.input.0; quotes allowed), mixed freely; '#'
- * starts a comment. */
+/* The mapping files (cmp_mapping.c): lines "bench_record cmp_record" (ours;
+ * '#' starts a comment), or a file that is msprobe's data_mapping.yaml, a
+ * YAML mapping "NPU_TENSOR: BENCH_TENSOR" (compare side first, full tensor
+ * names such as Functional.linear.0.forward.input.0; quotes allowed), read
+ * by libyaml. An error names file:line and leaves out empty. */
 msp_err cmp_mapping_load(const char *path, cmp_mapping_t *out);
 void cmp_mapping_free(cmp_mapping_t *m);
-/* Append the lines of msprobe's cell_mapping.yaml ("NPU: BENCH") to out as
- * cell entries; an error names file:line. */
+/* Append the pairs of msprobe's cell_mapping.yaml (a YAML mapping "NPU:
+ * BENCH") to out as cell entries; an error names file:line. */
 msp_err cmp_mapping_load_cell(const char *path, cmp_mapping_t *out);
 /* The role a data_mapping entry gives bench tensor `role` of the record pair
  * (bench_rec, cmp_rec), or NULL. */

@@ -24,37 +24,6 @@ double msp_cc_entropy(const char *s, size_t n)
     return h;
 }
 
-static void msp_cc_hmac_sha256(const char *key, size_t klen, const char *msg, size_t mlen, char hex[65])
-{
-    unsigned char k[64] = {0}, pad[64], inner[32];
-    char ihex[65];
-    msp_cc_sha256_t s;
-    if (klen > 64) {
-        char khex[65];
-        msp_cc_sha256_init(&s);
-        msp_cc_sha256_update(&s, key, klen);
-        msp_cc_sha256_hex(&s, khex);
-        for (int i = 0; i < 32; i++)
-            k[i] = (unsigned char)strtoul((char[3]){khex[2 * i], khex[2 * i + 1], 0}, NULL, 16);
-    } else {
-        memcpy(k, key, klen);
-    }
-    for (int i = 0; i < 64; i++)
-        pad[i] = k[i] ^ 0x36;
-    msp_cc_sha256_init(&s);
-    msp_cc_sha256_update(&s, pad, 64);
-    msp_cc_sha256_update(&s, msg, mlen);
-    msp_cc_sha256_hex(&s, ihex);
-    for (int i = 0; i < 32; i++)
-        inner[i] = (unsigned char)strtoul((char[3]){ihex[2 * i], ihex[2 * i + 1], 0}, NULL, 16);
-    for (int i = 0; i < 64; i++)
-        pad[i] = k[i] ^ 0x5c;
-    msp_cc_sha256_init(&s);
-    msp_cc_sha256_update(&s, pad, 64);
-    msp_cc_sha256_update(&s, inner, 32);
-    msp_cc_sha256_hex(&s, hex);
-}
-
 /* A salt no guess finds. Whatever a pack stores that depends on the salt
  * (salt_id, and the keyed hash of any value an attacker knows, such as
  * TOKENIZERS_PARALLELISM=false) lets anyone holding the pack test guesses
@@ -96,7 +65,8 @@ char *msp_cc_secret_stored(const char *val)
     if (!salt)
         return strdup(MSP_CC_SECRET_UNSTORED);
     char hex[65];
-    msp_cc_hmac_sha256(salt, strlen(salt), val ? val : "", val ? strlen(val) : 0, hex);
+    if (msp_cc_hmac_sha256_hex(salt, strlen(salt), val ? val : "", val ? strlen(val) : 0, hex))
+        return strdup(MSP_CC_SECRET_UNSTORED); /* libcrypto failed: keep nothing */
     return msp_asprintf("%s%s", MSP_CC_SECRET_HMAC, hex);
 }
 
@@ -106,7 +76,8 @@ char *msp_cc_secret_tag(const char *s, size_t n)
     if (!salt)
         return strdup(MSP_CC_SECRET_UNSTORED);
     char hex[65];
-    msp_cc_hmac_sha256(salt, strlen(salt), s, n, hex);
+    if (msp_cc_hmac_sha256_hex(salt, strlen(salt), s, n, hex))
+        return strdup(MSP_CC_SECRET_UNSTORED);
     return msp_asprintf("%s%.16s>", MSP_CC_SECRET_TAG_HMAC, hex);
 }
 
@@ -116,7 +87,8 @@ char *msp_cc_salt_id(void)
     if (!salt)
         return strdup("none");
     char hex[65];
-    msp_cc_hmac_sha256(salt, strlen(salt), "msprobe salt id", 15, hex);
+    if (msp_cc_hmac_sha256_hex(salt, strlen(salt), "msprobe salt id", 15, hex))
+        return strdup("none");
     return msp_asprintf("hmac-sha256:%.16s", hex);
 }
 

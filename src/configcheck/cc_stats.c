@@ -10,11 +10,7 @@
 void msp_cc_tensor_stats(const void *data, size_t n, size_t elem_size, msp_cc_dtype_t dt, msp_cc_stats_t *out)
 {
     memset(out, 0, sizeof *out);
-    msp_cc_sha256_t sh;
-    msp_cc_sha256_init(&sh);
-    if (data && elem_size)
-        msp_cc_sha256_update(&sh, data, n * elem_size);
-    msp_cc_sha256_hex(&sh, out->hash);
+    msp_cc_sha256_hex(data, data && elem_size ? n * elem_size : 0, out->hash);
     size_t es = msp_dtype_size(dt);
     if (!data || !es || es != elem_size || n == 0)
         return;

@@ -128,11 +128,8 @@ static void msp_cc_value_entry(PyObject *v, const char *name, cJSON *arr)
     }
     cJSON *e = cJSON_CreateObject();
     if (e && text) {
-        msp_cc_sha256_t s;
         char hex[65];
-        msp_cc_sha256_init(&s);
-        msp_cc_sha256_update(&s, text, strlen(text));
-        msp_cc_sha256_hex(&s, hex);
+        msp_cc_sha256_hex(text, strlen(text), hex);
         cJSON_AddStringToObject(e, "name", name);
         cJSON_AddStringToObject(e, "type", type ? type : (tname ? tname : "object"));
         cJSON_AddStringToObject(e, "value", strlen(text) > 256 ? "<long value>" : text);

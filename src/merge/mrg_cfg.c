@@ -1,14 +1,14 @@
-/* merge_result's config (msprobe-merge_result(1)): the subset of msprobe's
- * YAML it takes, the APIs whose rows to merge and the compare indexes. */
+/* merge_result's config (msprobe-merge_result(1)): msprobe's YAML, read by
+ * libyaml, naming the APIs whose rows to merge and the compare indexes. */
 #include "mrg_internal.h"
 
-#include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+#include <yaml.h>
 
+#define CMP_MERGE_MAX_CFG ((size_t)16 << 20)
 #define CMP_MERGE_MAX_LIST 4096
+#define CMP_MERGE_MAX_ITEM 4095
 
 void cmp_strv_free(char **v, size_t n)
 {
@@ -24,156 +24,104 @@ void cmp_merge_cfg_free(cmp_merge_cfg_t *c)
     memset(c, 0, sizeof *c);
 }
 
-static char *cmp_trim(char *s)
+static size_t cmp_yaml_line(const yaml_node_t *n)
 {
-    while (*s == ' ' || *s == '\t')
-        s++;
-    size_t n = strlen(s);
-    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r'))
-        s[--n] = '\0';
-    return s;
+    return n->start_mark.line + 1;
 }
 
-/* A scalar, its quotes taken off; NULL (rc set) when the quotes do not close. */
-static char *cmp_yaml_scalar(const char *path, int line, char *s, msp_err *rc)
+/* One list item of key's list into *v. */
+static msp_err cmp_yaml_item(const char *path, const yaml_node_t *it, char ***v, size_t *n)
 {
-    s = cmp_trim(s);
-    size_t n = strlen(s);
-    if (n && (s[0] == '"' || s[0] == '\'')) {
-        if (n < 2 || s[n - 1] != s[0]) {
-            *rc = msp_fail(MSP_ERR_USAGE, "config %s line %d: a quoted value does not end", path,
-                           line);
-            return NULL;
-        }
-        s[n - 1] = '\0';
-        s++;
-    }
-    if (!*s) {
-        *rc = msp_fail(MSP_ERR_USAGE, "config %s line %d: an empty list item", path, line);
-        return NULL;
-    }
-    char *d = strdup(s);
-    if (!d)
-        *rc = msp_fail(MSP_ERR_NOMEM, "out of memory");
-    return d;
-}
-
-static msp_err cmp_yaml_push(const char *path, int line, char ***v, size_t *n, char *item)
-{
-    if (*n >= CMP_MERGE_MAX_LIST) {
-        free(item);
-        return msp_fail(MSP_ERR_USAGE, "config %s line %d: more than %d items in a list", path,
-                        line, CMP_MERGE_MAX_LIST);
-    }
+    if (it->type != YAML_SCALAR_NODE)
+        return msp_fail(MSP_ERR_USAGE, "config %s line %zu: a list item that is not a name",
+                        path, cmp_yaml_line(it));
+    size_t len = it->data.scalar.length;
+    if (!len)
+        return msp_fail(MSP_ERR_USAGE, "config %s line %zu: an empty list item", path,
+                        cmp_yaml_line(it));
+    if (len > CMP_MERGE_MAX_ITEM || memchr(it->data.scalar.value, '\0', len))
+        return msp_fail(MSP_ERR_USAGE, "config %s line %zu: a list item over %d bytes or "
+                        "holding a NUL", path, cmp_yaml_line(it), CMP_MERGE_MAX_ITEM);
+    if (*n >= CMP_MERGE_MAX_LIST)
+        return msp_fail(MSP_ERR_USAGE, "config %s line %zu: more than %d items in a list", path,
+                        cmp_yaml_line(it), CMP_MERGE_MAX_LIST);
     char **nv = realloc(*v, (*n + 1) * sizeof *nv);
-    if (!nv) {
-        free(item);
+    char *d = nv ? strndup((const char *)it->data.scalar.value, len) : NULL;
+    if (nv)
+        *v = nv;
+    if (!d)
         return msp_fail(MSP_ERR_NOMEM, "out of memory");
-    }
-    *v = nv;
-    nv[(*n)++] = item;
+    nv[(*n)++] = d;
     return MSP_OK;
 }
 
-/* The subset of YAML the config uses: top-level keys "api" and
- * "compare_index", each a list, as a block ("- item" lines) or in flow
- * ("[a, b]"); comments from '#'; quotes optional. Anything else is an error
- * naming the line. */
+/* key's value: a list, block or flow; nothing at all is an empty one. */
+static msp_err cmp_yaml_list(const char *path, yaml_document_t *doc, const char *key,
+                             const yaml_node_t *val, char ***v, size_t *n)
+{
+    if (val->type == YAML_SCALAR_NODE && val->data.scalar.length == 0 &&
+        val->data.scalar.style == YAML_PLAIN_SCALAR_STYLE)
+        return MSP_OK;
+    if (val->type != YAML_SEQUENCE_NODE)
+        return msp_fail(MSP_ERR_USAGE, "config %s line %zu: '%s' must be a list", path,
+                        cmp_yaml_line(val), key);
+    msp_err rc = MSP_OK;
+    for (yaml_node_item_t *i = val->data.sequence.items.start;
+         !rc && i < val->data.sequence.items.top; i++)
+        rc = cmp_yaml_item(path, yaml_document_get_node(doc, *i), v, n);
+    return rc;
+}
+
+/* The document's keys "api" and "compare_index", each once. */
+static msp_err cmp_merge_cfg_doc(const char *path, yaml_document_t *doc, cmp_merge_cfg_t *c)
+{
+    yaml_node_t *root = yaml_document_get_root_node(doc);
+    if (!root || (root->type == YAML_SCALAR_NODE && !root->data.scalar.length))
+        return MSP_OK; /* empty: 'api' is missing, said by the caller */
+    if (root->type != YAML_MAPPING_NODE)
+        return msp_fail(MSP_ERR_USAGE, "config %s line %zu: expected 'api:' or "
+                        "'compare_index:' and their lists", path, cmp_yaml_line(root));
+    int seen_api = 0, seen_index = 0;
+    msp_err rc = MSP_OK;
+    for (yaml_node_pair_t *p = root->data.mapping.pairs.start;
+         !rc && p < root->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = yaml_document_get_node(doc, p->key);
+        yaml_node_t *v = yaml_document_get_node(doc, p->value);
+        const char *key = k->type == YAML_SCALAR_NODE ? (const char *)k->data.scalar.value : "";
+        if (!strcmp(key, "api") && !seen_api++)
+            rc = cmp_yaml_list(path, doc, key, v, &c->api, &c->n_api);
+        else if (!strcmp(key, "compare_index") && !seen_index++)
+            rc = cmp_yaml_list(path, doc, key, v, &c->index, &c->n_index);
+        else if (!strcmp(key, "api") || !strcmp(key, "compare_index"))
+            rc = msp_fail(MSP_ERR_USAGE, "config %s line %zu: '%s' given twice", path,
+                          cmp_yaml_line(k), key);
+        else {
+            char shown[80];
+            msp_excerpt(shown, sizeof shown, key, 72, MSP_EXCERPT_BLANKS | MSP_EXCERPT_MARK);
+            rc = msp_fail(MSP_ERR_USAGE, "config %s line %zu: unknown key '%s' (merge_result "
+                          "takes 'api' and 'compare_index')", path, cmp_yaml_line(k), shown);
+        }
+    }
+    return rc;
+}
+
 msp_err cmp_merge_cfg_load(const char *path, cmp_merge_cfg_t *c)
 {
     memset(c, 0, sizeof *c);
-    FILE *f;
-    msp_err orc = msp_fopen_regular(path, "r", &f);
-    if (orc)
-        return orc;
-    char buf[4096];
-    int line = 0, in = 0; /* in: 1 api, 2 compare_index */
-    int seen_api = 0, seen_index = 0;
-    msp_err rc = MSP_OK;
-    while (!rc && fgets(buf, sizeof buf, f)) {
-        line++;
-        if (!strchr(buf, '\n') && !feof(f)) {
-            rc = msp_fail(MSP_ERR_USAGE, "config %s line %d: longer than %zu bytes", path, line,
-                          sizeof buf - 1);
-            break;
-        }
-        buf[strcspn(buf, "\n")] = '\0';
-        /* a comment: '#' at the start or after a blank, outside quotes */
-        char quote = 0;
-        for (char *p = buf; *p; p++) {
-            if (quote) {
-                quote = *p == quote ? 0 : quote;
-            } else if (*p == '"' || *p == '\'') {
-                quote = *p;
-            } else if (*p == '#' && (p == buf || p[-1] == ' ' || p[-1] == '\t')) {
-                *p = '\0';
-                break;
-            }
-        }
-        char *s = cmp_trim(buf);
-        if (!*s || !strcmp(s, "---"))
-            continue;
-        int indented = buf[0] == ' ' || buf[0] == '\t';
-        if (s[0] == '-' && (s[1] == ' ' || s[1] == '\0')) {
-            if (!in) {
-                rc = msp_fail(MSP_ERR_USAGE, "config %s line %d: a list item outside 'api' or "
-                              "'compare_index'", path, line);
-                break;
-            }
-            char *item = cmp_yaml_scalar(path, line, s + 1, &rc);
-            if (item)
-                rc = in == 1 ? cmp_yaml_push(path, line, &c->api, &c->n_api, item)
-                             : cmp_yaml_push(path, line, &c->index, &c->n_index, item);
-            continue;
-        }
-        char *colon = strchr(s, ':');
-        if (indented || !colon) {
-            rc = msp_fail(MSP_ERR_USAGE, "config %s line %d: expected 'api:' or "
-                          "'compare_index:' and their lists", path, line);
-            break;
-        }
-        *colon = '\0';
-        char *key = cmp_trim(s), *val = cmp_trim(colon + 1);
-        if (!strcmp(key, "api")) {
-            in = 1;
-            if (seen_api++)
-                rc = msp_fail(MSP_ERR_USAGE, "config %s line %d: 'api' given twice", path, line);
-        } else if (!strcmp(key, "compare_index")) {
-            in = 2;
-            if (seen_index++)
-                rc = msp_fail(MSP_ERR_USAGE, "config %s line %d: 'compare_index' given twice",
-                              path, line);
-        } else {
-            rc = msp_fail(MSP_ERR_USAGE, "config %s line %d: unknown key '%s' (merge_result "
-                          "takes 'api' and 'compare_index')", path, line, key);
-            break;
-        }
-        if (rc || !*val)
-            continue;
-        size_t n = strlen(val);
-        if (val[0] != '[' || val[n - 1] != ']') {
-            rc = msp_fail(MSP_ERR_USAGE, "config %s line %d: '%s' must be a list", path, line,
-                          key);
-            break;
-        }
-        val[n - 1] = '\0';
-        for (char *item = val + 1; !rc && item;) {
-            char *comma = strchr(item, ',');
-            if (comma)
-                *comma = '\0';
-            if (*cmp_trim(item) || comma) {
-                char *v = cmp_yaml_scalar(path, line, item, &rc);
-                if (v)
-                    rc = in == 1 ? cmp_yaml_push(path, line, &c->api, &c->n_api, v)
-                                 : cmp_yaml_push(path, line, &c->index, &c->n_index, v);
-            }
-            item = comma ? comma + 1 : NULL;
-        }
-        in = 0; /* a flow list is the whole value */
-    }
-    if (!rc && ferror(f))
-        rc = msp_fail(MSP_ERR_IO, "config %s: cannot read: %s", path, strerror(errno));
-    fclose(f);
+    char *text = NULL;
+    size_t len = 0;
+    msp_err rc = msp_read_file(path, CMP_MERGE_MAX_CFG, &text, &len);
+    if (rc)
+        return rc;
+    yaml_document_t doc;
+    char why[160];
+    size_t line;
+    int bad = msp_yaml_doc(text, len, &doc, why, sizeof why, &line);
+    free(text);
+    if (bad)
+        return msp_fail(MSP_ERR_USAGE, "config %s line %zu: not YAML: %s", path, line, why);
+    rc = cmp_merge_cfg_doc(path, &doc, c);
+    yaml_document_delete(&doc);
     if (!rc && !c->n_api)
         rc = msp_fail(MSP_ERR_USAGE, "config %s: 'api' names no API: the APIs whose rows to "
                       "merge are required", path);

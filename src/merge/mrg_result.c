@@ -275,97 +275,10 @@ static msp_err cmp_merge_xlsx(cmp_merge_t *m, const char *path, int64_t rank, in
 /* result.csv (RFC 4180, as msp_report_write_csv writes it) a row at a time. */
 static msp_err cmp_merge_csv(cmp_merge_t *m, const char *path)
 {
-    FILE *f;
-    msp_err orc = msp_fopen_regular(path, "r", &f);
-    if (orc)
-        return orc;
     m->file = path;
     m->sheet = NULL;
     m->file_rank = -1;
-    char **cells = NULL;
-    size_t ncell = 0, capcell = 0, row = 0;
-    char *field = NULL;
-    size_t flen = 0, fcap = 0;
-    int quoted = 0, c;
-    msp_err rc = MSP_OK;
-    for (;;) {
-        c = getc_unlocked(f);
-        int end_field = 0, end_row = 0;
-        if (c == EOF) {
-            if (!flen && !ncell && !quoted)
-                break;
-            if (quoted) {
-                rc = msp_fail(MSP_ERR_FORMAT, "%s: row %zu: a quoted field does not end", path,
-                              row + 1);
-                break;
-            }
-            end_field = end_row = 1;
-        } else if (quoted) {
-            if (c == '"') {
-                int d = getc_unlocked(f);
-                if (d == '"') {
-                    c = '"';
-                } else {
-                    quoted = 0;
-                    if (d != EOF)
-                        ungetc(d, f);
-                    continue;
-                }
-            }
-        } else if (c == '"' && flen == 0) {
-            quoted = 1;
-            continue;
-        } else if (c == ',') {
-            end_field = 1;
-        } else if (c == '\n') {
-            end_field = end_row = 1;
-        } else if (c == '\r') {
-            continue;
-        }
-        if (!end_field) {
-            if (flen + 2 > fcap) {
-                char *nf = flen + 2 <= ((size_t)1 << 24)
-                               ? msp_grow(field, &fcap, flen + 1, 1, 256) : NULL;
-                if (!nf) {
-                    rc = flen + 2 > ((size_t)1 << 24)
-                             ? msp_fail(MSP_ERR_FORMAT, "%s: row %zu: a field over 16 MiB",
-                                        path, row + 1)
-                             : msp_fail(MSP_ERR_NOMEM, "out of memory");
-                    break;
-                }
-                field = nf;
-            }
-            field[flen++] = (char)c;
-            continue;
-        }
-        char **nv = msp_grow(cells, &capcell, ncell, sizeof *nv, 32);
-        char *d = nv ? malloc(flen + 1) : NULL;
-        if (!d) {
-            rc = msp_fail(MSP_ERR_NOMEM, "out of memory");
-            break;
-        }
-        cells = nv;
-        memcpy(d, field ? field : "", flen);
-        d[flen] = '\0';
-        cells[ncell++] = d;
-        flen = 0;
-        if (end_row) {
-            rc = cmp_merge_cells(m, row++, ncell, (const char *const *)cells);
-            for (size_t i = 0; i < ncell; i++)
-                free(cells[i]);
-            ncell = 0;
-            if (rc || c == EOF)
-                break;
-        }
-    }
-    for (size_t i = 0; i < ncell; i++)
-        free(cells[i]);
-    free(cells);
-    free(field);
-    if (!rc && ferror(f))
-        rc = msp_fail(MSP_ERR_IO, "cannot read %s: %s", path, strerror(errno));
-    fclose(f);
-    return rc;
+    return msp_csv_read(path, 0, cmp_merge_cells, m);
 }
 
 /* msprobe's per-rank result name: compare_result_rank{N}-rank{N}_{14 digits}.xlsx */

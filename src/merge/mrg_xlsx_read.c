@@ -4,12 +4,15 @@
  * Enough of Office Open XML for the workbooks compare tools write: ours
  * (libxlsxwriter: inline strings) and msprobe's (openpyxl/pandas: shared
  * strings). The workbook's sheet names come from xl/workbook.xml and their
- * parts from xl/_rels/workbook.xml.rels; a sheet's XML is read a chunk at a
- * time and handed over a row at a time, so memory holds one row plus the
- * shared strings. Each part and the shared strings have a size cap, every
- * index is checked, and an error names the file and the part. */
+ * parts from xl/_rels/workbook.xml.rels; every part is read by expat as a
+ * stream, a chunk at a time, and a sheet's cells are handed over a row at a
+ * time, so memory holds one row plus the shared strings. Each part and each
+ * row has a size cap, every index is checked, a document type declaration
+ * is refused (a workbook has none; no entity is ever expanded), and an
+ * error names the file and the part. */
 #include "mrg_internal.h"
 
+#include <expat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,8 +23,9 @@
 #define CMP_XLSX_MAX_PART ((zip_uint64_t)64 << 30)  /* a sheet's XML, read as a stream */
 #define CMP_XLSX_MAX_SMALL ((zip_uint64_t)64 << 20)  /* workbook.xml, its rels */
 #define CMP_XLSX_MAX_STRINGS ((zip_uint64_t)1 << 30) /* the shared strings, in bytes */
-#define CMP_XLSX_MAX_ROW ((size_t)16 << 20)         /* one <row> element */
+#define CMP_XLSX_MAX_ROW ((size_t)16 << 20)         /* the text of one row */
 #define CMP_XLSX_MAX_COLS 16384                     /* Excel's own */
+#define CMP_XLSX_CHUNK 65536
 
 struct cmp_xlsx {
     char *path;
@@ -37,159 +41,125 @@ static msp_err cmp_xlsx_fail(const cmp_xlsx_t *x, const char *part, const char *
     return msp_fail(MSP_ERR_FORMAT, "file %s: %s: %s", x->path, part, what);
 }
 
-/* A whole part into memory (NUL-terminated), at most cap bytes. */
-static msp_err cmp_xlsx_slurp(cmp_xlsx_t *x, const char *part, zip_uint64_t cap, char **out,
-                              size_t *len, int must)
+static msp_err cmp_xlsx_nomem(const cmp_xlsx_t *x)
 {
-    *out = NULL;
-    *len = 0;
+    return msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", x->path);
+}
+
+/* ---- one part through expat ---------------------------------------------- */
+
+/* What every handler gets: the parser, the part, the first error (a handler
+ * that sets it stops the parser) and the handlers' own state. */
+typedef struct cmp_xml {
+    XML_Parser p;
+    cmp_xlsx_t *x;
+    const char *part;
+    msp_err rc;
+    void *ud;
+} cmp_xml_t;
+
+static void cmp_xml_stop(cmp_xml_t *xm, msp_err rc)
+{
+    if (!xm->rc)
+        xm->rc = rc;
+    XML_StopParser(xm->p, XML_FALSE);
+}
+
+/* An element's or attribute's name without its namespace prefix. */
+static const char *cmp_xml_local(const char *name)
+{
+    const char *c = strrchr(name, ':');
+    return c ? c + 1 : name;
+}
+
+/* The value of attribute name (prefixed: any prefix, "r:id" for "id"). */
+static const char *cmp_xml_attr(const XML_Char **atts, const char *name, int prefixed)
+{
+    for (; atts[0]; atts += 2)
+        if (prefixed ? strchr(atts[0], ':') && !strcmp(cmp_xml_local(atts[0]), name)
+                     : !strcmp(atts[0], name))
+            return atts[1];
+    return NULL;
+}
+
+static void XMLCALL cmp_xml_doctype(void *ud, const XML_Char *name, const XML_Char *sysid,
+                                    const XML_Char *pubid, int has_internal)
+{
+    cmp_xml_t *xm = ud;
+    (void)name, (void)sysid, (void)pubid, (void)has_internal;
+    cmp_xml_stop(xm, cmp_xlsx_fail(xm->x, xm->part, "a document type declaration (a workbook "
+                                                    "part has none): refused"));
+}
+
+typedef struct cmp_xml_handlers {
+    XML_StartElementHandler start;
+    XML_EndElementHandler end;
+    XML_CharacterDataHandler text;
+} cmp_xml_handlers_t;
+
+/* Stream part (at most cap bytes) through expat with h; ud reaches the
+ * handlers as cmp_xml_t.ud. A missing part is an error when must is set,
+ * else MSP_OK with *found 0. */
+static msp_err cmp_xml_read(cmp_xlsx_t *x, const char *part, zip_uint64_t cap, int must,
+                            int *found, const cmp_xml_handlers_t *h, void *ud)
+{
+    *found = 0;
     zip_stat_t st;
     zip_stat_init(&st);
     if (zip_stat(x->za, part, 0, &st) != 0)
         return must ? cmp_xlsx_fail(x, part, "missing: not a workbook") : MSP_OK;
-    if (!(st.valid & ZIP_STAT_SIZE) || st.size > cap) {
-        char why[64];
-        snprintf(why, sizeof why, "too large (over %llu MiB)", (unsigned long long)(cap >> 20));
+    *found = 1;
+    char why[64];
+    snprintf(why, sizeof why, "too large (over %llu %s)",
+             (unsigned long long)(cap >= (1ull << 30) ? cap >> 30 : cap >> 20),
+             cap >= (1ull << 30) ? "GiB" : "MiB");
+    if ((st.valid & ZIP_STAT_SIZE) && st.size > cap)
         return cmp_xlsx_fail(x, part, why);
-    }
     zip_file_t *zf = zip_fopen(x->za, part, 0);
-    char *buf = malloc((size_t)st.size + 1);
-    if (!zf || !buf) {
-        if (zf)
-            zip_fclose(zf);
-        free(buf);
-        return zf ? msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", x->path)
-                  : cmp_xlsx_fail(x, part, "cannot be opened");
+    if (!zf)
+        return cmp_xlsx_fail(x, part, "cannot be opened");
+    cmp_xml_t xm = {XML_ParserCreate(NULL), x, part, MSP_OK, ud};
+    msp_err rc = xm.p ? MSP_OK : cmp_xlsx_nomem(x);
+    if (xm.p) {
+        XML_SetUserData(xm.p, &xm);
+        XML_SetElementHandler(xm.p, h->start, h->end);
+        XML_SetCharacterDataHandler(xm.p, h->text);
+        XML_SetStartDoctypeDeclHandler(xm.p, cmp_xml_doctype);
     }
-    zip_int64_t got = zip_fread(zf, buf, st.size);
-    zip_fclose(zf);
-    if (got < 0 || (zip_uint64_t)got != st.size) {
-        free(buf);
-        return cmp_xlsx_fail(x, part, "cannot be read (damaged zip member)");
-    }
-    buf[got] = '\0';
-    *out = buf;
-    *len = (size_t)got;
-    return MSP_OK;
-}
-
-/* ---- a little XML ----------------------------------------------------------- */
-
-/* The value of attribute name inside the tag text [p, end) (malloc'd,
- * entities not decoded: the names we read have none), or NULL. */
-static char *cmp_xml_attr(const char *p, const char *end, const char *name)
-{
-    size_t n = strlen(name);
-    for (const char *q = p; q + n + 2 < end; q++) {
-        if ((q == p || q[-1] == ' ' || q[-1] == '\t' || q[-1] == '\n' || q[-1] == '\r') &&
-            !strncmp(q, name, n) && q[n] == '=' && (q[n + 1] == '"' || q[n + 1] == '\'')) {
-            char quote = q[n + 1];
-            const char *v = q + n + 2, *e = memchr(v, quote, (size_t)(end - v));
-            if (!e)
-                return NULL;
-            return msp_asprintf("%.*s", (int)(e - v), v);
+    zip_uint64_t total = 0;
+    while (!rc) {
+        void *buf = XML_GetBuffer(xm.p, CMP_XLSX_CHUNK);
+        if (!buf) {
+            rc = cmp_xlsx_nomem(x);
+            break;
         }
-    }
-    return NULL;
-}
-
-/* Text between tags, entities decoded, appended to *acc. */
-static int cmp_xml_text(const char *p, const char *end, char **acc, size_t *len, size_t *cap)
-{
-    while (p < end) {
-        char c = *p;
-        size_t adv = 1;
-        char utf[5] = {c, 0, 0, 0, 0};
-        size_t ulen = 1;
-        if (c == '&') {
-            const char *semi = memchr(p, ';', (size_t)(end - p) < 12 ? (size_t)(end - p) : 12);
-            if (semi) {
-                size_t k = (size_t)(semi - p) + 1;
-                unsigned long cp = 0;
-                int known = 1;
-                if (!strncmp(p, "&lt;", 4))
-                    cp = '<';
-                else if (!strncmp(p, "&gt;", 4))
-                    cp = '>';
-                else if (!strncmp(p, "&amp;", 5))
-                    cp = '&';
-                else if (!strncmp(p, "&quot;", 6))
-                    cp = '"';
-                else if (!strncmp(p, "&apos;", 6))
-                    cp = '\'';
-                else if (p[1] == '#')
-                    cp = p[2] == 'x' ? strtoul(p + 3, NULL, 16) : strtoul(p + 2, NULL, 10);
-                else
-                    known = 0;
-                if (known && cp > 0 && cp <= 0x10FFFF) {
-                    adv = k;
-                    if (cp < 0x80) {
-                        utf[0] = (char)cp;
-                        ulen = 1;
-                    } else if (cp < 0x800) {
-                        utf[0] = (char)(0xC0 | (cp >> 6));
-                        utf[1] = (char)(0x80 | (cp & 0x3F));
-                        ulen = 2;
-                    } else if (cp < 0x10000) {
-                        utf[0] = (char)(0xE0 | (cp >> 12));
-                        utf[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-                        utf[2] = (char)(0x80 | (cp & 0x3F));
-                        ulen = 3;
-                    } else {
-                        utf[0] = (char)(0xF0 | (cp >> 18));
-                        utf[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-                        utf[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-                        utf[3] = (char)(0x80 | (cp & 0x3F));
-                        ulen = 4;
-                    }
-                }
+        zip_int64_t got = zip_fread(zf, buf, CMP_XLSX_CHUNK);
+        if (got < 0) {
+            rc = cmp_xlsx_fail(x, part, "cannot be read (damaged zip member)");
+            break;
+        }
+        if ((total += (zip_uint64_t)got) > cap) {
+            rc = cmp_xlsx_fail(x, part, why);
+            break;
+        }
+        if (XML_ParseBuffer(xm.p, (int)got, got == 0) != XML_STATUS_OK) {
+            rc = xm.rc;
+            if (!rc) {
+                char what[160];
+                snprintf(what, sizeof what, "not XML (line %lu: %s)",
+                         (unsigned long)XML_GetCurrentLineNumber(xm.p),
+                         XML_ErrorString(XML_GetErrorCode(xm.p)));
+                rc = cmp_xlsx_fail(x, part, what);
             }
+            break;
         }
-        char *nb = msp_grow(*acc, cap, *len + ulen, 1, 64);
-        if (!nb)
-            return -1;
-        *acc = nb;
-        memcpy(*acc + *len, utf, ulen);
-        *len += ulen;
-        (*acc)[*len] = '\0';
-        p += adv;
+        if (got == 0)
+            break;
     }
-    return 0;
-}
-
-/* The text of every <t> inside [p, end): a string item (<si>, <is>), rich
- * text runs joined. */
-static char *cmp_xml_string_item(const char *p, const char *end)
-{
-    size_t len = 0, cap = 1;
-    char *acc = calloc(1, 1);
-    if (!acc)
-        return NULL;
-    while (p < end) {
-        const char *t = strstr(p, "<t");
-        if (!t || t >= end)
-            break;
-        if (t[2] != '>' && t[2] != ' ') { /* <tab>, <tc>...: not a text element */
-            p = t + 2;
-            continue;
-        }
-        const char *gt = memchr(t, '>', (size_t)(end - t));
-        if (!gt)
-            break;
-        if (gt[-1] == '/') { /* <t/> */
-            p = gt + 1;
-            continue;
-        }
-        const char *close = strstr(gt + 1, "</t>");
-        if (!close || close > end)
-            break;
-        if (cmp_xml_text(gt + 1, close, &acc, &len, &cap) != 0) {
-            free(acc);
-            return NULL;
-        }
-        p = close + 4;
-    }
-    return acc;
+    if (xm.p)
+        XML_ParserFree(xm.p);
+    zip_fclose(zf);
+    return rc;
 }
 
 /* ---- the workbook ------------------------------------------------------------- */
@@ -200,118 +170,189 @@ void cmp_xlsx_close(cmp_xlsx_t *x)
         return;
     if (x->za)
         zip_discard(x->za);
-    for (size_t i = 0; i < x->n_sheets; i++) {
-        free(x->names[i]);
-        free(x->parts[i]);
-    }
-    free(x->names);
-    free(x->parts);
-    for (size_t i = 0; i < x->n_sst; i++)
-        free(x->sst[i]);
-    free(x->sst);
+    cmp_strv_free(x->names, x->n_sheets);
+    cmp_strv_free(x->parts, x->n_sheets);
+    cmp_strv_free(x->sst, x->n_sst);
     free(x->path);
     free(x);
 }
 
+/* Pairs of strings read from workbook.xml (sheet name, r:id) or its rels
+ * (Id, Target). */
+typedef struct cmp_xml_pair {
+    char *a, *b;
+} cmp_xml_pair_t;
+
+typedef struct cmp_xml_pairs {
+    const char *elem, *a, *b;
+    int b_prefixed;
+    cmp_xml_pair_t *v;
+    size_t n, cap;
+} cmp_xml_pairs_t;
+
+static void XMLCALL cmp_pairs_start(void *ud, const XML_Char *name, const XML_Char **atts)
+{
+    cmp_xml_t *xm = ud;
+    cmp_xml_pairs_t *pr = xm->ud;
+    if (strcmp(cmp_xml_local(name), pr->elem) != 0)
+        return;
+    const char *a = cmp_xml_attr(atts, pr->a, 0), *b = cmp_xml_attr(atts, pr->b, pr->b_prefixed);
+    if (!a || !b) {
+        if (!strcmp(pr->elem, "sheet"))
+            cmp_xml_stop(xm, cmp_xlsx_fail(xm->x, xm->part, "a sheet without a name or a part"));
+        return; /* a relationship we do not need */
+    }
+    cmp_xml_pair_t *nv = msp_grow(pr->v, &pr->cap, pr->n, sizeof *nv, 8);
+    if (nv)
+        pr->v = nv;
+    char *da = nv ? strdup(a) : NULL, *db = da ? strdup(b) : NULL;
+    if (!db) {
+        free(da);
+        cmp_xml_stop(xm, cmp_xlsx_nomem(xm->x));
+        return;
+    }
+    pr->v[pr->n++] = (cmp_xml_pair_t){da, db};
+}
+
+static void cmp_pairs_free(cmp_xml_pairs_t *pr)
+{
+    for (size_t i = 0; i < pr->n; i++) {
+        free(pr->v[i].a);
+        free(pr->v[i].b);
+    }
+    free(pr->v);
+}
+
 static msp_err cmp_xlsx_sheets(cmp_xlsx_t *x)
 {
-    char *wb = NULL, *rels = NULL;
-    size_t wl, rl;
-    msp_err rc = cmp_xlsx_slurp(x, "xl/workbook.xml", CMP_XLSX_MAX_SMALL, &wb, &wl, 1);
+    static const cmp_xml_handlers_t h = {cmp_pairs_start, NULL, NULL};
+    cmp_xml_pairs_t sheets = {.elem = "sheet", .a = "name", .b = "id", .b_prefixed = 1};
+    cmp_xml_pairs_t rels = {.elem = "Relationship", .a = "Id", .b = "Target"};
+    int found;
+    msp_err rc = cmp_xml_read(x, "xl/workbook.xml", CMP_XLSX_MAX_SMALL, 1, &found, &h, &sheets);
     if (!rc)
-        rc = cmp_xlsx_slurp(x, "xl/_rels/workbook.xml.rels", CMP_XLSX_MAX_SMALL, &rels, &rl, 1);
-    size_t cap = 0;
-    for (const char *p = wb; !rc && p && (p = strstr(p, "<sheet ")) != NULL;) {
-        const char *gt = strchr(p, '>');
-        if (!gt) {
-            rc = cmp_xlsx_fail(x, "xl/workbook.xml", "a <sheet> element does not end");
-            break;
-        }
-        char *name = cmp_xml_attr(p, gt, "name"), *rid = cmp_xml_attr(p, gt, "r:id");
-        char *target = NULL;
-        /* the relationship with that id: its target is the sheet's part */
-        for (const char *q = rels; rid && q && (q = strstr(q, "<Relationship ")) != NULL;) {
-            const char *qe = strchr(q, '>');
-            if (!qe)
-                break;
-            char *id = cmp_xml_attr(q, qe, "Id");
-            if (id && !strcmp(id, rid))
-                target = cmp_xml_attr(q, qe, "Target");
-            free(id);
-            if (target)
-                break;
-            q = qe;
-        }
-        if (!name || !rid || !target) {
-            free(name);
-            free(rid);
-            free(target);
+        rc = cmp_xml_read(x, "xl/_rels/workbook.xml.rels", CMP_XLSX_MAX_SMALL, 1, &found, &h,
+                          &rels);
+    if (!rc && sheets.n) {
+        x->names = calloc(sheets.n, sizeof *x->names);
+        x->parts = calloc(sheets.n, sizeof *x->parts);
+        if (!x->names || !x->parts)
+            rc = cmp_xlsx_nomem(x);
+    }
+    for (size_t i = 0; !rc && i < sheets.n; i++) {
+        const char *target = NULL;
+        for (size_t k = 0; k < rels.n && !target; k++)
+            if (!strcmp(rels.v[k].a, sheets.v[i].b))
+                target = rels.v[k].b;
+        if (!target) {
             rc = cmp_xlsx_fail(x, "xl/workbook.xml", "a sheet without a name or a part");
             break;
         }
-        free(rid);
         /* relative to xl/, or absolute from the package root */
-        char *part = target[0] == '/' ? msp_asprintf("%s", target + 1)
-                                      : msp_asprintf("xl/%s", target);
-        free(target);
-        char **nn = part ? msp_grow(x->names, &cap, x->n_sheets, sizeof *nn, 8) : NULL;
-        if (nn)
-            x->names = nn;
-        char **np = nn ? realloc(x->parts, cap * sizeof *np) : NULL; /* as many as names */
-        if (!np) {
-            free(name);
-            free(part);
-            rc = msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", x->path);
+        char *part = target[0] == '/' ? strdup(target + 1) : msp_asprintf("xl/%s", target);
+        if (!part) {
+            rc = cmp_xlsx_nomem(x);
             break;
         }
-        x->parts = np;
-        x->names[x->n_sheets] = name;
+        x->names[x->n_sheets] = sheets.v[i].a;
         x->parts[x->n_sheets++] = part;
-        p = gt;
+        sheets.v[i].a = NULL; /* the workbook owns it now */
     }
-    free(wb);
-    free(rels);
+    cmp_pairs_free(&sheets);
+    cmp_pairs_free(&rels);
     return rc;
+}
+
+/* A malloc'd string onto the vector v (n items, cap); NULL s: out of memory. */
+static int cmp_strv_push(char ***v, size_t *n, size_t *cap, char *s)
+{
+    char **nv = s ? msp_grow(*v, cap, *n, sizeof *nv, 256) : NULL;
+    if (!nv) {
+        free(s);
+        return -1;
+    }
+    *v = nv;
+    nv[(*n)++] = s;
+    return 0;
+}
+
+/* ---- text of string items (<si>, a cell's <is>) ----------------------------------- */
+
+/* The text of every <t> of a string item, rich text runs joined; a
+ * phonetic run's (<rPh>, a reading aid) is not part of it. */
+typedef struct cmp_xml_str {
+    int in_item, in_t, in_rph;
+    msp_buf_t acc;
+    size_t cap;    /* the shared strings' capacity (x->sst) */
+} cmp_xml_str_t;
+
+static void cmp_str_start(cmp_xml_str_t *s, const char *local)
+{
+    if (!strcmp(local, "rPh"))
+        s->in_rph++;
+    else if (!strcmp(local, "t") && s->in_item && !s->in_rph)
+        s->in_t = 1;
+}
+
+static void cmp_str_end(cmp_xml_str_t *s, const char *local)
+{
+    if (!strcmp(local, "rPh") && s->in_rph)
+        s->in_rph--;
+    else if (!strcmp(local, "t"))
+        s->in_t = 0;
+}
+
+/* The item's text so far, malloc'd ("" when none). */
+static char *cmp_str_take(cmp_xml_str_t *s)
+{
+    char *t = strdup(s->acc.len ? s->acc.data : "");
+    s->acc.len = 0;
+    if (s->acc.data)
+        s->acc.data[0] = '\0';
+    return t;
+}
+
+static void XMLCALL cmp_sst_start(void *ud, const XML_Char *name, const XML_Char **atts)
+{
+    cmp_xml_t *xm = ud;
+    cmp_xml_str_t *s = xm->ud;
+    const char *local = cmp_xml_local(name);
+    (void)atts;
+    if (!strcmp(local, "si"))
+        s->in_item = 1;
+    cmp_str_start(s, local);
+}
+
+static void XMLCALL cmp_sst_end(void *ud, const XML_Char *name)
+{
+    cmp_xml_t *xm = ud;
+    cmp_xml_str_t *s = xm->ud;
+    const char *local = cmp_xml_local(name);
+    cmp_str_end(s, local);
+    if (strcmp(local, "si") != 0 || !s->in_item)
+        return;
+    s->in_item = 0;
+    cmp_xlsx_t *x = xm->x;
+    if (s->acc.oom || cmp_strv_push(&x->sst, &x->n_sst, &s->cap, cmp_str_take(s)))
+        cmp_xml_stop(xm, cmp_xlsx_nomem(x));
+}
+
+static void XMLCALL cmp_str_text(void *ud, const XML_Char *t, int len)
+{
+    cmp_xml_t *xm = ud;
+    cmp_xml_str_t *s = xm->ud;
+    if (s->in_t)
+        msp_buf_put(&s->acc, t, (size_t)len);
 }
 
 static msp_err cmp_xlsx_shared(cmp_xlsx_t *x)
 {
-    const char *part = "xl/sharedStrings.xml";
-    char *buf = NULL;
-    size_t blen = 0;
+    static const cmp_xml_handlers_t h = {cmp_sst_start, cmp_sst_end, cmp_str_text};
+    cmp_xml_str_t s = {0};
+    int found;
     /* none: libxlsxwriter's constant_memory writes inline strings */
-    msp_err rc = cmp_xlsx_slurp(x, part, CMP_XLSX_MAX_STRINGS, &buf, &blen, 0);
-    if (rc || !buf)
-        return rc;
-    size_t cap = 0;
-    for (const char *p = buf; (p = strstr(p, "<si")) != NULL;) {
-        if (p[3] != '>' && p[3] != ' ') {
-            p += 3;
-            continue;
-        }
-        const char *gt = strchr(p, '>');
-        const char *end = gt && gt[-1] != '/' ? strstr(gt, "</si>") : NULL;
-        char *s;
-        if (gt && gt[-1] == '/') { /* <si/> */
-            s = strdup("");
-            end = gt - 4; /* so that end + 5 is just past it */
-        } else if (!end) {
-            rc = cmp_xlsx_fail(x, part, "a string item does not end");
-            break;
-        } else {
-            s = cmp_xml_string_item(p, end);
-        }
-        char **nv = s ? msp_grow(x->sst, &cap, x->n_sst, sizeof *nv, 256) : NULL;
-        if (!nv) {
-            free(s);
-            rc = msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", x->path);
-            break;
-        }
-        x->sst = nv;
-        x->sst[x->n_sst++] = s;
-        p = end + 5;
-    }
-    free(buf);
+    msp_err rc = cmp_xml_read(x, "xl/sharedStrings.xml", CMP_XLSX_MAX_STRINGS, 0, &found, &h, &s);
+    msp_buf_free(&s.acc);
     return rc;
 }
 
@@ -373,181 +414,164 @@ static long cmp_xlsx_col(const char *ref)
     return n ? c - 1 : -1;
 }
 
-typedef struct cmp_row_state {
-    char **cells;
-    size_t n, cap;
-} cmp_row_state_t;
+/* A sheet being read: the row in hand, the cell in hand. */
+typedef struct cmp_sheet_read {
+    cmp_xlsx_row_cb cb;
+    void *cb_ud;
+    char **cells;          /* the row's cells by column; NULL: empty */
+    size_t n, cap, row, row_bytes;
+    int in_row, in_cell, in_v, has_v, has_is;
+    long col, next;        /* the cell's column, the next one without a reference */
+    char type[16];         /* the cell's t attribute ("s", "b", "inlineStr", ...) */
+    cmp_xml_str_t str;     /* the cell's <v> or <is> text */
+} cmp_sheet_read_t;
 
-static void cmp_row_clear(cmp_row_state_t *rs)
+static void cmp_row_clear(cmp_sheet_read_t *sr)
 {
-    for (size_t i = 0; i < rs->n; i++) {
-        free(rs->cells[i]);
-        rs->cells[i] = NULL;
+    for (size_t i = 0; i < sr->n; i++) {
+        free(sr->cells[i]);
+        sr->cells[i] = NULL;
     }
-    rs->n = 0;
+    sr->n = 0;
+    sr->row_bytes = 0;
 }
 
-/* One <row>...</row> (or <row .../>) into cells; 0, or -1 with rc set. */
-static int cmp_xlsx_row(cmp_xlsx_t *x, const char *part, const char *p, const char *end,
-                        cmp_row_state_t *rs, msp_err *rc)
+static void XMLCALL cmp_sheet_start(void *ud, const XML_Char *name, const XML_Char **atts)
 {
-    cmp_row_clear(rs);
-    long next = 0;
-    while (p < end) {
-        const char *c = strstr(p, "<c");
-        if (!c || c >= end)
-            break;
-        if (c[2] != ' ' && c[2] != '>' && c[2] != '/') {
-            p = c + 2;
-            continue;
+    cmp_xml_t *xm = ud;
+    cmp_sheet_read_t *sr = xm->ud;
+    const char *local = cmp_xml_local(name);
+    if (!strcmp(local, "row")) {
+        cmp_row_clear(sr);
+        sr->in_row = 1;
+        sr->next = 0;
+    } else if (!strcmp(local, "c") && sr->in_row) {
+        const char *ref = cmp_xml_attr(atts, "r", 0), *t = cmp_xml_attr(atts, "t", 0);
+        sr->col = ref ? cmp_xlsx_col(ref) : sr->next;
+        if (sr->col < 0 || sr->col >= CMP_XLSX_MAX_COLS) {
+            cmp_xml_stop(xm, cmp_xlsx_fail(xm->x, xm->part, "a cell reference is out of range"));
+            return;
         }
-        const char *gt = memchr(c, '>', (size_t)(end - c));
-        if (!gt)
-            break;
-        char *ref = cmp_xml_attr(c, gt, "r"), *type = cmp_xml_attr(c, gt, "t");
-        long col = ref ? cmp_xlsx_col(ref) : next;
-        free(ref);
-        int empty = gt[-1] == '/';
-        const char *ce = empty ? gt + 1 : strstr(gt, "</c>");
-        if (!ce || ce > end) {
-            free(type);
-            *rc = cmp_xlsx_fail(x, part, "a cell does not end");
-            return -1;
-        }
-        if (col < 0 || col >= CMP_XLSX_MAX_COLS) {
-            free(type);
-            *rc = cmp_xlsx_fail(x, part, "a cell reference is out of range");
-            return -1;
-        }
-        next = col + 1;
-        char *text = NULL;
-        if (!empty) {
-            if (type && !strcmp(type, "inlineStr")) {
-                text = cmp_xml_string_item(gt + 1, ce);
-            } else {
-                const char *v = strstr(gt, "<v>"), *ve = v ? strstr(v, "</v>") : NULL;
-                if (v && ve && ve < ce) {
-                    char *acc = NULL;
-                    size_t len = 0, cap = 0;
-                    if (cmp_xml_text(v + 3, ve, &acc, &len, &cap) == 0)
-                        text = acc ? acc : strdup("");
-                    if (text && type && !strcmp(type, "s")) {
-                        char *e2;
-                        unsigned long k = strtoul(text, &e2, 10);
-                        free(text);
-                        text = NULL;
-                        if (*e2 || k >= x->n_sst) {
-                            free(type);
-                            *rc = cmp_xlsx_fail(x, part, "a cell names a shared string that "
-                                                         "does not exist");
-                            return -1;
-                        }
-                        text = strdup(x->sst[k]);
-                    } else if (text && type && !strcmp(type, "b")) {
-                        char *b = strdup(text[0] == '1' ? "True" : "False");
-                        free(text);
-                        text = b;
-                    }
-                }
-            }
-        }
-        free(type);
-        if (text) {
-            char **nv = msp_grow(rs->cells, &rs->cap, (size_t)col, sizeof *nv, 32);
-            if (!nv) {
-                free(text);
-                *rc = msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", x->path);
-                return -1;
-            }
-            rs->cells = nv;
-            free(rs->cells[col]);
-            rs->cells[col] = text;
-            if ((size_t)col + 1 > rs->n)
-                rs->n = (size_t)col + 1;
-        }
-        p = empty ? gt + 1 : ce + 4;
+        sr->next = sr->col + 1;
+        snprintf(sr->type, sizeof sr->type, "%s", t ? t : "");
+        sr->in_cell = 1;
+        sr->has_v = sr->has_is = 0;
+        sr->str.acc.len = 0;
+    } else if (sr->in_cell && !strcmp(local, "v")) {
+        sr->in_v = sr->has_v = 1;
+        sr->str.in_t = 1; /* a value's text is collected as a <t>'s */
+    } else if (sr->in_cell && !strcmp(local, "is")) {
+        sr->has_is = sr->str.in_item = 1;
+    } else if (sr->in_cell) {
+        cmp_str_start(&sr->str, local);
     }
+}
+
+/* The text of the cell in hand (NULL: empty), its type applied; -1 with
+ * the error stopped when a shared-string index is wrong. */
+static int cmp_cell_text(cmp_xml_t *xm, cmp_sheet_read_t *sr, char **text)
+{
+    *text = NULL;
+    int is_inline = !strcmp(sr->type, "inlineStr");
+    if (is_inline ? !sr->has_is : !sr->has_v)
+        return 0;
+    char *t = cmp_str_take(&sr->str);
+    if (t && !strcmp(sr->type, "s")) {
+        char *e;
+        unsigned long k = strtoul(t, &e, 10);
+        int bad = *e || k >= xm->x->n_sst;
+        free(t);
+        if (bad) {
+            cmp_xml_stop(xm, cmp_xlsx_fail(xm->x, xm->part, "a cell names a shared string that "
+                                                            "does not exist"));
+            return -1;
+        }
+        t = strdup(xm->x->sst[k]);
+    } else if (t && !strcmp(sr->type, "b")) {
+        char *b = strdup(t[0] == '1' ? "True" : "False");
+        free(t);
+        t = b;
+    }
+    if (!t || sr->str.acc.oom) {
+        free(t);
+        cmp_xml_stop(xm, cmp_xlsx_nomem(xm->x));
+        return -1;
+    }
+    *text = t;
     return 0;
+}
+
+static void cmp_cell_end(cmp_xml_t *xm, cmp_sheet_read_t *sr)
+{
+    sr->in_cell = sr->in_v = 0;
+    sr->str.in_item = sr->str.in_t = sr->str.in_rph = 0;
+    char *text;
+    if (cmp_cell_text(xm, sr, &text) != 0 || !text)
+        return;
+    size_t col = (size_t)sr->col;
+    sr->row_bytes += strlen(text);
+    char **nv = sr->row_bytes <= CMP_XLSX_MAX_ROW ? msp_grow(sr->cells, &sr->cap, col,
+                                                              sizeof *nv, 32) : NULL;
+    if (!nv) {
+        free(text);
+        cmp_xml_stop(xm, sr->row_bytes > CMP_XLSX_MAX_ROW
+                             ? cmp_xlsx_fail(xm->x, xm->part, "a row is over 16 MiB of text")
+                             : cmp_xlsx_nomem(xm->x));
+        return;
+    }
+    sr->cells = nv;
+    free(sr->cells[col]);
+    sr->cells[col] = text;
+    if (col + 1 > sr->n)
+        sr->n = col + 1;
+}
+
+static void XMLCALL cmp_sheet_end(void *ud, const XML_Char *name)
+{
+    cmp_xml_t *xm = ud;
+    cmp_sheet_read_t *sr = xm->ud;
+    const char *local = cmp_xml_local(name);
+    if (sr->in_cell && !strcmp(local, "c")) {
+        cmp_cell_end(xm, sr);
+    } else if (sr->in_cell && !strcmp(local, "v")) {
+        sr->in_v = sr->str.in_t = 0;
+    } else if (sr->in_cell && !strcmp(local, "is")) {
+        sr->str.in_item = 0;
+    } else if (sr->in_cell) {
+        cmp_str_end(&sr->str, local);
+    } else if (sr->in_row && !strcmp(local, "row")) {
+        sr->in_row = 0;
+        msp_err rc = sr->cb(sr->cb_ud, sr->row++, sr->n, (const char *const *)sr->cells);
+        if (rc)
+            cmp_xml_stop(xm, rc);
+    }
+}
+
+static void XMLCALL cmp_sheet_text(void *ud, const XML_Char *t, int len)
+{
+    cmp_xml_t *xm = ud;
+    cmp_sheet_read_t *sr = xm->ud;
+    if (!sr->str.in_t)
+        return;
+    if (sr->str.acc.len + (size_t)len > CMP_XLSX_MAX_ROW) {
+        cmp_xml_stop(xm, cmp_xlsx_fail(xm->x, xm->part, "a row is over 16 MiB of text"));
+        return;
+    }
+    msp_buf_put(&sr->str.acc, t, (size_t)len);
 }
 
 msp_err cmp_xlsx_rows(cmp_xlsx_t *x, size_t sheet, cmp_xlsx_row_cb cb, void *ud)
 {
+    static const cmp_xml_handlers_t h = {cmp_sheet_start, cmp_sheet_end, cmp_sheet_text};
     if (sheet >= x->n_sheets)
         return msp_fail(MSP_ERR_INTERNAL, "file %s: no sheet %zu", x->path, sheet);
-    const char *part = x->parts[sheet];
-    zip_stat_t st;
-    zip_stat_init(&st);
-    if (zip_stat(x->za, part, 0, &st) != 0)
-        return cmp_xlsx_fail(x, part, "the sheet's part is missing");
-    if ((st.valid & ZIP_STAT_SIZE) && st.size > CMP_XLSX_MAX_PART)
-        return cmp_xlsx_fail(x, part, "too large (over 64 GiB)");
-    zip_file_t *zf = zip_fopen(x->za, part, 0);
-    if (!zf)
-        return cmp_xlsx_fail(x, part, "cannot be opened");
-    size_t cap = (size_t)1 << 20, len = 0;
-    char *buf = malloc(cap + 1);
-    cmp_row_state_t rs = {0};
-    msp_err rc = buf ? MSP_OK : msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", x->path);
-    size_t row_i = 0;
-    int eof = 0;
-    while (!rc) {
-        if (!eof && len < cap) {
-            zip_int64_t got = zip_fread(zf, buf + len, cap - len);
-            if (got < 0) {
-                rc = cmp_xlsx_fail(x, part, "cannot be read (damaged zip member)");
-                break;
-            }
-            eof = got == 0;
-            len += (size_t)got;
-        }
-        buf[len] = '\0';
-        /* every complete row in the buffer */
-        char *p = buf;
-        for (;;) {
-            char *r = strstr(p, "<row");
-            if (!r || (r[4] != ' ' && r[4] != '>'))
-                break;
-            char *gt = strchr(r, '>');
-            if (!gt)
-                break;
-            char *re = gt[-1] == '/' ? gt + 1 : strstr(gt, "</row>");
-            if (!re)
-                break;
-            if (cmp_xlsx_row(x, part, gt + 1, gt[-1] == '/' ? gt : re, &rs, &rc) != 0)
-                break;
-            if ((rc = cb(ud, row_i++, rs.n, (const char *const *)rs.cells)))
-                break;
-            p = gt[-1] == '/' ? gt + 1 : re + 6;
-        }
-        if (rc)
-            break;
-        /* keep what is left of an unfinished row (or the tail of the XML) */
-        char *keep = strstr(p, "<row");
-        size_t from = keep ? (size_t)(keep - buf) : (len > 8 ? len - 8 : 0);
-        if (!keep && p > buf + from)
-            from = (size_t)(p - buf);
-        memmove(buf, buf + from, len - from);
-        len -= from;
-        if (eof)
-            break;
-        if (len >= cap) {
-            /* one row fills the buffer: grow it, within reason */
-            if (cap >= CMP_XLSX_MAX_ROW) {
-                rc = cmp_xlsx_fail(x, part, "a row is over 16 MiB of XML");
-                break;
-            }
-            char *nb = realloc(buf, cap * 2 + 1);
-            if (!nb) {
-                rc = msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", x->path);
-                break;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-    }
-    cmp_row_clear(&rs);
-    free(rs.cells);
-    free(buf);
-    zip_fclose(zf);
+    cmp_sheet_read_t sr = {.cb = cb, .cb_ud = ud};
+    int found;
+    msp_err rc = cmp_xml_read(x, x->parts[sheet], CMP_XLSX_MAX_PART, 0, &found, &h, &sr);
+    if (!rc && !found)
+        rc = cmp_xlsx_fail(x, x->parts[sheet], "the sheet's part is missing");
+    cmp_row_clear(&sr);
+    free(sr.cells);
+    msp_buf_free(&sr.str.acc);
     return rc;
 }

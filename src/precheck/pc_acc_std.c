@@ -4,7 +4,8 @@
  * api_precision_compare), read there and written anew here. The same judge
  * serves acc_check (the recorded output against the same-dtype CPU replay,
  * each measured against the float64 replay) and api_precision_compare (an
- * NPU run's details against a GPU run's). Also the CSV text both write. */
+ * NPU run's details against a GPU run's). Also the CSV text both write, and
+ * the details read back whole (cmp_csv_read, on msp_csv_read). */
 #include "pc_internal.h"
 
 #include <ctype.h>
@@ -472,112 +473,43 @@ void cmp_csv_end_row(FILE *f)
 
 #define CMP_CSV_MAX ((size_t)1 << 30)
 
-static int cmp_csv_push(char ***v, size_t *n, size_t *cap, char *s)
+/* msp_csv_read's callback: a copy of each record joins out. */
+static msp_err cmp_csv_keep(void *ud, size_t row, size_t n, const char *const *fields)
 {
-    char **nv = msp_grow(*v, cap, *n, sizeof *nv, 32);
-    if (!nv || !s) {
-        free(s);
-        return -1;
+    cmp_csv_t *out = ud;
+    (void)row;
+    if (out->n == out->cap) {
+        size_t cap = out->cap;
+        char ***nr = msp_grow(out->rows, &cap, out->n, sizeof *nr, 64);
+        if (nr)
+            out->rows = nr;
+        size_t *nn = nr ? realloc(out->nf, cap * sizeof *nn) : NULL;
+        if (!nn)
+            return msp_fail(MSP_ERR_NOMEM, "out of memory");
+        out->nf = nn;
+        out->cap = cap;
     }
-    *v = nv;
-    nv[(*n)++] = s;
-    return 0;
+    char **v = calloc(n ? n : 1, sizeof *v);
+    for (size_t i = 0; v && i < n; i++)
+        if (!(v[i] = strdup(fields[i]))) {
+            while (i)
+                free(v[--i]);
+            free(v);
+            v = NULL;
+        }
+    if (!v)
+        return msp_fail(MSP_ERR_NOMEM, "out of memory");
+    out->rows[out->n] = v;
+    out->nf[out->n++] = n;
+    return MSP_OK;
 }
 
 msp_err cmp_csv_read(const char *path, cmp_csv_t *out)
 {
     memset(out, 0, sizeof *out);
-    char *text = NULL;
-    size_t len = 0;
-    msp_err rc = msp_read_file(path, CMP_CSV_MAX, &text, &len);
-    if (rc != MSP_OK)
-        return rc;
-    size_t rcap = 0, fcap = 0, nfields = 0, line = 1, bcap = 0, blen = 0;
-    char **fields = NULL, *buf = NULL;
-    const char *p = text, *end = text + len;
-    if (len >= 3 && !memcmp(p, "\xEF\xBB\xBF", 3))
-        p += 3;
-    int quoted = 0, row_has = 0;
-    for (;; p++) {
-        int at_end = p >= end;
-        char ch = at_end ? '\n' : *p;
-        if (quoted && !at_end) {
-            if (ch == '"' && p + 1 < end && p[1] == '"') {
-                ch = '"';
-                p++;
-            } else if (ch == '"') {
-                quoted = 0;
-                continue;
-            } else if (ch == '\n') {
-                line++;
-            }
-        } else if (quoted && at_end) {
-            rc = msp_fail(MSP_ERR_FORMAT, "%s: line %zu: a quoted field is never closed", path,
-                          line);
-            goto fail;
-        } else if (ch == '"' && blen == 0) {
-            quoted = 1;
-            row_has = 1;
-            continue;
-        } else if (ch == '\r' && p + 1 < end && p[1] == '\n') {
-            continue;
-        } else if (ch == ',' || ch == '\n') {
-            char *fld = malloc(blen + 1);
-            if (fld) {
-                memcpy(fld, buf ? buf : "", blen);
-                fld[blen] = '\0';
-            }
-            blen = 0;
-            if (cmp_csv_push(&fields, &nfields, &fcap, fld) != 0)
-                goto nomem;
-            if (ch == '\n') {
-                line++;
-                if (row_has || nfields > 1 || (nfields == 1 && fields[0][0])) {
-                    char ***nr = msp_grow(out->rows, &rcap, out->n, sizeof *nr, 64);
-                    size_t ncap = rcap;
-                    size_t *nn = nr ? realloc(out->nf, ncap * sizeof *nn) : NULL;
-                    if (nr)
-                        out->rows = nr;
-                    if (!nr || !nn)
-                        goto nomem;
-                    out->nf = nn;
-                    out->rows[out->n] = fields;
-                    out->nf[out->n] = nfields;
-                    out->n++;
-                } else {
-                    for (size_t i = 0; i < nfields; i++)
-                        free(fields[i]);
-                    free(fields);
-                }
-                fields = NULL;
-                nfields = fcap = 0;
-                row_has = 0;
-                if (at_end)
-                    break;
-            }
-            continue;
-        }
-        if (blen + 2 > bcap) {
-            char *nb = msp_grow(buf, &bcap, blen + 2, 1, 256);
-            if (!nb)
-                goto nomem;
-            buf = nb;
-        }
-        buf[blen++] = ch;
-        row_has = 1;
-    }
-    free(buf);
-    free(text);
-    return MSP_OK;
-nomem:
-    rc = msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", path);
-fail:
-    for (size_t i = 0; i < nfields; i++)
-        free(fields[i]);
-    free(fields);
-    free(buf);
-    free(text);
-    cmp_csv_free(out);
+    msp_err rc = msp_csv_read(path, CMP_CSV_MAX, cmp_csv_keep, out);
+    if (rc)
+        cmp_csv_free(out);
     return rc;
 }
 

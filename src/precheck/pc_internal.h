@@ -95,10 +95,10 @@ void cmp_csv_end_row(FILE *f);
 typedef struct cmp_csv {
     char ***rows;
     size_t *nf;
-    size_t n;
+    size_t n, cap;
 } cmp_csv_t;
-/* Read path (at most 1 GiB; a UTF-8 BOM is skipped). MSP_ERR_FORMAT names
- * the file and line of an unterminated quote. */
+/* Read path whole (at most 1 GiB) with msp_csv_read (msprobe/common.h: strict
+ * RFC 4180, errors naming file and line; blank lines and a BOM skipped). */
 msp_err cmp_csv_read(const char *path, cmp_csv_t *out);
 void cmp_csv_free(cmp_csv_t *c);
 /* Index of header column name, or -1. */

@@ -1,12 +1,13 @@
 /* The --mapping file parser against hostile input. Two builds of one file:
  *  - libFuzzer:  clang -g -D_GNU_SOURCE -DMSP_LIBFUZZER -fsanitize=fuzzer,address,undefined
  *                -Iinclude -Ibuild/include -Isrc/compare tests/compare/cmp_mapping_fuzz.c
- *                src/compare/cmp_match.c src/common/{error,fsutil,grow,log}.c -lm
+ *                src/compare/cmp_mapping.c src/common/{error,fsutil,grow,log,yaml}.c -lyaml -lm
  *                (start it from a copy of tests/fuzz/seeds/mapping)
  *  - ctest:      a deterministic mutation run over a small corpus (argv[1] = iterations).
  * Invariants: the result is MSP_OK or MSP_ERR_USAGE; an error names the file and
  * line ("path:N:") and leaves no entries; a success holds only non-empty names
- * free of blanks and '#', at most one pair per line. Anything else aborts. */
+ * free of blanks and '#', at most one pair per line or per ':' (a YAML flow
+ * mapping holds many on one line). Anything else aborts. */
 #include "cmp_internal.h"
 
 #include <stdio.h>
@@ -32,9 +33,11 @@ static void one(const unsigned char *data, size_t len)
         perror("cmp_mapping_fuzz: cannot write the input file");
         exit(2);
     }
-    size_t lines = 1;
-    for (size_t i = 0; i < len; i++)
+    size_t lines = 1, colons = 0;
+    for (size_t i = 0; i < len; i++) {
         lines += data[i] == '\n';
+        colons += data[i] == ':';
+    }
     cmp_mapping_t m = {0};
     msp_err rc = cmp_mapping_load(path, &m);
     if (rc != MSP_OK) {
@@ -45,7 +48,7 @@ static void one(const unsigned char *data, size_t len)
         check(m.n == 0 && m.e == NULL, "entries left after an error", data, len);
         return;
     }
-    check(m.n <= lines, "more pairs than lines", data, len);
+    check(m.n <= lines + colons, "more pairs than lines and colons", data, len);
     for (size_t i = 0; i < m.n; i++) {
         const char *names[2] = {m.e[i].bench, m.e[i].cmp};
         for (int k = 0; k < 2; k++) {
@@ -72,13 +75,17 @@ static const char *corpus[] = {
     "only_one_name\n",
     "a b c\n",
     "",
+    "NPU.gelu.0.forward.input.0: Functional.gelu.0.forward.input.0\n"
+    "'A.0.forward': \"B.0.forward\"\n",
+    "a.0.forward:\n  - [b]\nc: &x d\ne: *x\n",
+    "{A.0.forward.input.0: B.0.forward.input.0, 'C.0.forward': D.0.forward}\n",
 };
 
 int main(int argc, char **argv)
 {
     long iters = argc > 1 ? atol(argv[1]) : 10000;
     snprintf(path, sizeof path, "/tmp/cmp_mapping_fuzz.%d.txt", (int)getpid());
-    static const unsigned char alphabet[] = " \t\r\n#.a0\xff";
+    static const unsigned char alphabet[] = " \t\r\n#.a0\xff:'\"-[]{}&*";
     unsigned char buf[512];
     uint64_t x = 0x9e3779b97f4a7c15ull;
     for (long it = 0; it < iters; it++) {

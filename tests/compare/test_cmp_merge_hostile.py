@@ -4,8 +4,10 @@ files mutated byte by byte. Every run must end with exit status 0 or 2 (never
 a signal), say nothing on stdout when it fails, and name the problem on one
 stderr line starting with "msprobe:". Deterministic (seeded); under the
 ASan+UBSan build this is where a bad read would show."""
+import io
 import os
 import random
+import re
 import shutil
 import subprocess
 import tempfile
@@ -21,7 +23,7 @@ CFG = b"api:\n  - Distributed.all_reduce\ncompare_index: [Cosine, 'MaxAbsErr']\n
 
 
 def setUpModule():
-    global WORK, GOOD
+    global WORK, GOOD, GOOD_SST
     WORK = tempfile.mkdtemp(prefix="msp-merge-hostile-")
     GOOD = os.path.join(WORK, "good.xlsx")
     wb = openpyxl.Workbook()
@@ -31,6 +33,40 @@ def setUpModule():
         ws.append(["Distributed.all_reduce.%d.forward.output.0" % i, "x &<> \"q\"", 0.99 - i / 100,
                    0.1 * i, 1e-3 * i, "N/A", 1.0, 1.0, "Yes"])
     wb.save(GOOD)
+    GOOD_SST = os.path.join(WORK, "good_sst.xlsx")
+    with zipfile.ZipFile(GOOD) as z:
+        members = [(n, z.read(n)) for n in z.namelist()]
+    with open(GOOD_SST, "wb") as f:
+        f.write(rezip(shared_strings(members)))
+
+
+def shared_strings(members, first_item=None):
+    """The workbook's inline strings moved to xl/sharedStrings.xml, as
+    msprobe's pandas/xlsxwriter workbooks hold them (Debian's openpyxl 3.0
+    writes inline strings); first_item replaces the first string item."""
+    items = []
+
+    def to_index(m):
+        items.append(first_item if first_item and not items else m.group(2))
+        return b'%s t="s"><v>%d</v></c>' % (m.group(1), len(items) - 1)
+
+    out = []
+    for name, data in members:
+        if name.startswith("xl/worksheets/"):
+            data = re.sub(rb'(<c r="[A-Z]+[0-9]+") t="inlineStr"><is>(.*?)</is></c>', to_index, data)
+        elif name == "[Content_Types].xml":
+            data = data.replace(b"</Types>", b'<Override PartName="/xl/sharedStrings.xml" ContentType='
+                                b'"application/vnd.openxmlformats-officedocument.spreadsheetml.'
+                                b'sharedStrings+xml"/></Types>')
+        elif name == "xl/_rels/workbook.xml.rels":
+            data = data.replace(b"</Relationships>", b'<Relationship Type="http://schemas.openxml'
+                                b'formats.org/officeDocument/2006/relationships/sharedStrings" '
+                                b'Target="sharedStrings.xml" Id="rId9"/></Relationships>')
+        out.append((name, data))
+    sst = (b'<sst xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main" count="%d" '
+           b'uniqueCount="%d">' % (len(items), len(items)) +
+           b"".join(b"<si>" + i + b"</si>" for i in items) + b"</sst>")
+    return out + [("xl/sharedStrings.xml", sst)]
 
 
 def tearDownModule():
@@ -73,8 +109,13 @@ class Hostile(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
 
     def test_mutated_parts_of_the_workbook(self):
-        rnd = random.Random(2705)
-        with zipfile.ZipFile(GOOD) as z:
+        self.mutate(GOOD, random.Random(2705), "m")
+
+    def test_mutated_parts_of_a_workbook_with_shared_strings(self):
+        self.mutate(GOOD_SST, random.Random(3901), "s")
+
+    def mutate(self, good, rnd, tag):
+        with zipfile.ZipFile(good) as z:
             members = [(n, z.read(n)) for n in z.namelist()]
         targets = [i for i, (n, _) in enumerate(members)
                    if n.startswith("xl/worksheets/") or n in ("xl/sharedStrings.xml",
@@ -100,8 +141,44 @@ class Hostile(unittest.TestCase):
             else:  # entities out of range
                 data = data.replace(b"Distributed", b"&#x110000;&#99999999;&amp", 1)
             mut[i] = (name, bytes(data))
-            p = run(rezip(mut), CFG, "m%d" % k)
+            p = run(rezip(mut), CFG, "%s%d" % (tag, k))
             self.check(p, "member %s mutation %d" % (name, how))
+
+    def members(self):
+        with zipfile.ZipFile(GOOD) as z:
+            return [(n, z.read(n)) for n in z.namelist()]
+
+    def test_a_cut_sheet_is_refused_not_merged_in_part(self):
+        # before expat read the sheet, the rows before the cut were merged
+        # and the run succeeded
+        mut = [(n, d[:d.index(b"<row r=\"5\"") + 30] if n.startswith("xl/worksheets/") else d)
+               for n, d in self.members()]
+        p = run(rezip(mut), CFG, "cut")
+        self.assertEqual(p.returncode, 2, p.stdout)
+        self.assertIn(b"xl/worksheets/sheet1.xml: not XML (line ", p.stderr)
+
+    def test_shared_strings_and_a_phonetic_run_read_as_openpyxl_reads_them(self):
+        # rich text runs join; a phonetic reading (<rPh>) is not text; the
+        # hand-written reader appended it to the name
+        rich = (b"<r><t>NPU </t></r><r><rPr><b/></rPr><t>Name</t></r>"
+                b"<rPh sb=\"0\" eb=\"1\"><t>\xe3\x83\x87\xe3\x82\xa3</t></rPh>")
+        book = rezip(shared_strings(self.members(), rich))
+        wb = openpyxl.load_workbook(io.BytesIO(book))
+        rows = list(wb.active.iter_rows(values_only=True))
+        self.assertEqual(rows[0][0], "NPU Name")  # openpyxl, independently
+        p = run(book, CFG, "rph")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        wb = openpyxl.load_workbook(os.path.join(WORK, "rph-out", "multi_ranks_compare_merge.xlsx"))
+        got = list(wb["Cosine"].iter_rows(values_only=True))
+        self.assertEqual(got, [("NPU Name", "rank3")] + [(r[0], r[2]) for r in rows[1:]])
+
+    def test_a_document_type_declaration_is_refused(self):
+        # a workbook part has none; an entity defined there is never expanded
+        mut = [(n, b"<!DOCTYPE worksheet [<!ENTITY e \"Distributed\">]>" + d
+                if n.startswith("xl/worksheets/") else d) for n, d in self.members()]
+        p = run(rezip(mut), CFG, "dtd")
+        self.assertEqual(p.returncode, 2, p.stdout)
+        self.assertIn(b"a document type declaration", p.stderr)
 
     def test_not_a_zip_at_all(self):
         for k, data in enumerate([b"", b"PK\x03\x04", os.urandom(300), b"<xml/>" * 50]):

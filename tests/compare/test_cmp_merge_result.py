@@ -136,6 +136,33 @@ class MergeOurResults(unittest.TestCase):
         self.check_against_csv(merged, os.path.join(out, "result.csv"), ["Functional.linear"],
                                TENSOR_INDEX)
 
+    def test_any_yaml_spelling_of_the_lists_merges_the_same(self):
+        # a flow list over lines and a quoted name holding a comma: YAML that
+        # the hand-written reader refused ("'api' must be a list", "a quoted
+        # value does not end") and msprobe's own reader (PyYAML) takes
+        out = gen_compare("t")
+        cfg = "api: [Functional.linear,\n      'Torch.mul', \"Nothing, like this\"]\n" \
+              "compare_index: [\n  Cosine,\n  MaxAbsErr]\n"
+        p, merged = merge(out, cfg, "t-flow")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.check_against_csv(merged, os.path.join(out, "result.csv"),
+                               ["Functional.linear", "Torch.mul"], ["Cosine", "MaxAbsErr"])
+
+    def test_a_csv_saved_with_a_byte_order_mark_merges_the_same(self):
+        # Excel's "CSV UTF-8" starts the file with U+FEFF; before libcsv read
+        # result.csv, the first column was named "\ufeffNPU Name"
+        out = gen_compare("t")
+        bom = os.path.join(WORK, "t-bom")
+        os.makedirs(bom, exist_ok=True)
+        with open(os.path.join(out, "result.csv"), "rb") as f:
+            data = f.read()
+        with open(os.path.join(bom, "result.csv"), "wb") as f:
+            f.write(b"\xef\xbb\xbf" + data)
+        p, merged = merge(bom, "api: [Functional.linear]\ncompare_index: [Cosine]\n", "t-bom")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.check_against_csv(merged, os.path.join(out, "result.csv"), ["Functional.linear"],
+                               ["Cosine"])
+
     @unittest.skipUnless(ROWS, "CMP_REPORT_ROWS not set")
     def test_per_rank_workbooks_past_one_sheet(self):
         root = os.path.join(WORK, "t")
@@ -232,6 +259,27 @@ class MergeErrors(unittest.TestCase):
 
     def test_no_row_names_the_apis(self):
         self.run_bad("api: [Nothing.like.this]\n", "names any API")
+
+    def test_an_item_that_is_not_a_name_names_its_line(self):
+        # once read as the name "[Functional.linear, Torch.mul]"
+        self.run_bad("api:\n  - Torch.mul\n  - [Functional.linear, Torch.mul]\n",
+                     "line 3: a list item that is not a name")
+
+    def test_text_that_is_not_yaml_names_where_it_went_wrong(self):
+        self.run_bad("api:\n  - 'Functional.linear\n  - Torch.mul\n",
+                     "line 2: not YAML: found unexpected end of stream while scanning a quoted "
+                     "scalar")
+
+    def test_a_stray_quote_in_result_csv_names_its_line(self):
+        # RFC 4180 quotes a field that holds a quote whole; a bare one means
+        # the file was cut or hand-edited (before libcsv: read on silently)
+        d = os.path.join(WORK, "stray")
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "result.csv"), "w", newline="") as f:
+            f.write("Rank,Step,NPU Name,Cosine\r\n0,0,Functional.linear.0.forward.output.0,1\r\n"
+                    "1,0,Functional.linear.0.forward.output.0,0.5\"9\r\n")
+        self.run_bad("api: [Functional.linear]\ncompare_index: [Cosine]\n",
+                     "result.csv: line 3: a stray '\"'", d)
 
     def test_a_directory_without_results(self):
         empty = os.path.join(WORK, "empty")

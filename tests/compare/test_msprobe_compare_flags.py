@@ -140,6 +140,35 @@ class MsprobeFlags(unittest.TestCase):
                               "compare dump; the line matched nothing" % ym, p.stderr)
                 self.assertEqual(p.stderr.count("matched nothing"), 1)
 
+    def test_data_mapping_is_read_as_yaml(self):
+        # a value on its own line, an explicit key: YAML the hand-written
+        # reader refused ("found 1 field") and msprobe's PyYAML takes
+        npu = self.copy_renamed("v26", {"Functional.gelu.0.forward": "NPU.fast_gelu.0.forward"},
+                                "npu")
+        bench = os.path.dirname(json_of("v833"))
+        ym = os.path.join(self.d, "data_mapping.yaml")
+        with open(ym, "w") as f:
+            f.write("NPU.fast_gelu.0.forward.input.0:\n    Functional.gelu.0.forward.input.0\n"
+                    "? NPU.fast_gelu.0.forward.output.0\n: Functional.gelu.0.forward.output.0\n")
+        p = msprobe("compare", "-tp", npu, "-gp", bench, "-o", self.out(), "--csv", "-dm", ym)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        got = {r["NPU Name"]: r for r in rows(self.out())}
+        for role in ("input.0", "output.0"):
+            self.assertEqual(got["NPU.fast_gelu.0.forward." + role]["Bench Name"],
+                             "Functional.gelu.0.forward." + role)
+        # a name with a '#' inside is not cut there; a pair of names among
+        # YAML lines makes the file neither kind; each is refused by line
+        for text, needle in (("A.0.forward: B.0.for#ward\n", ":1: expected \"npu_name: "
+                                                              "bench_name\""),
+                             ("A.0.forward: B.0.forward\nC.0.forward D.0.forward\n",
+                              ":2: not YAML (could not find expected ':' while scanning a simple "
+                              "key), and line 1 is \"npu_name: bench_name\"")):
+            with open(ym, "w") as f:
+                f.write(text)
+            p = msprobe("compare", "-tp", npu, "-gp", bench, "-o", self.out(), "-dm", ym)
+            self.assertEqual(p.returncode, 2, p.stdout)
+            self.assertIn("mapping file " + ym + needle, p.stderr)
+
     def test_cell_mapping_renames_module_records(self):
         npu = self.copy_renamed("v26", {"Functional.linear.1.forward":
                                         "Module.fc2.Dense.forward.0"}, "npu")

@@ -1,7 +1,7 @@
-/* Test helper: SHA-256 of stdin through msprobe's own implementation, so the
- * Python tests can hold it against hashlib (MSPROBE_NO_SHA_NI=1 selects the
- * portable path). With "stats DTYPE", prints the tensor statistics of stdin
- * read as that torch dtype instead. */
+/* Test helper: SHA-256 of stdin through msprobe's config_check core, so the
+ * Python tests can hold it against hashlib; with "hmac KEY", the
+ * HMAC-SHA-256 keyed by KEY. With "stats DTYPE", prints the tensor statistics
+ * of stdin read as that torch dtype instead. */
 #include "cc_internal.h"
 
 #include <stdio.h>
@@ -35,16 +35,14 @@ int main(int argc, char **argv)
         msp_cc_tensor_stats(buf, len / es, es, dt, &st);
         printf("%d %.17g %.17g %.17g %.17g %s\n", st.valid, st.max, st.min, st.mean, st.norm, st.hash);
     } else {
-        msp_cc_sha256_t s;
         char hex[65];
-        msp_cc_sha256_init(&s);
-        /* Odd-sized updates exercise the buffering between blocks. */
-        for (size_t off = 0; off < len;) {
-            size_t n = len - off < 1000 ? len - off : 1000;
-            msp_cc_sha256_update(&s, buf + off, n);
-            off += n;
+        int bad = argc == 3 && strcmp(argv[1], "hmac") == 0
+                      ? msp_cc_hmac_sha256_hex(argv[2], strlen(argv[2]), buf, len, hex)
+                      : msp_cc_sha256_hex(buf, len, hex);
+        if (bad) {
+            free(buf);
+            return 2;
         }
-        msp_cc_sha256_hex(&s, hex);
         puts(hex);
     }
     free(buf);

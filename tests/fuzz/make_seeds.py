@@ -72,6 +72,11 @@ MAPPING = {
     "comments_crlf_tabs.txt": "# header\n\nA.a.0.forward   B.b.0.forward  # trailing\r\n"
                               "C.c.1.backward\tD.d.1.backward\n",
     "three_names.txt": "a b c\n",
+    "data_mapping.yaml": "# msprobe's data_mapping.yaml\n"
+                         "NPU.fast_gelu.0.forward.input.0: Functional.gelu.0.forward.input.0\n"
+                         "'NPU.fast_gelu.0.forward.output.0': \"Functional.gelu.0.forward.output.0\"\n"
+                         "Torch.matmul.0.forward: {a: [b]}\n",
+    "mixed_kinds.txt": "A.a.0.forward B.b.0.forward\nC.c.0.forward: D.d.0.forward\n",
 }
 
 MANIFEST = {"format": "msprobe-config-check", "format_version": 1, "tool": "msprobe",

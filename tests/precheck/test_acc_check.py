@@ -339,7 +339,11 @@ class AccCheck(unittest.TestCase):
         for args, want in ((["acc_check"], "-d DUMP is required"),
                            (["acc_check", "-d", "/nonexistent"], "cannot open"),
                            (["acc_check", "-d", ".", "--reference", "nodot"], "--reference"),
-                           (["acc_check", "-d", ".", "-n", "0"], "--workers"),
+                           # an option is named as it was typed
+                           (["acc_check", "-d", ".", "-n", "0"],
+                            "-n: '0' is not a whole number from 1 to 64"),
+                           (["acc_check", "-d", ".", "--workers=65"],
+                            "--workers: '65' is not a whole number from 1 to 64"),
                            (["api_precision_compare", "-npu", "x.csv"], "-gpu CSV is required")):
             p = subprocess.run([BIN, *args], capture_output=True, text=True)
             self.assertEqual((p.returncode, p.stdout), (2, ""), args)
@@ -456,6 +460,29 @@ class ApiPrecisionCompare(unittest.TestCase):
         self.assertEqual(p.returncode, 2)
         self.assertIn("bad.csv (NPU details): not an acc_check details CSV: the columns "
                       "DEVICE Dtype, 小值域错误占比", p.stderr)
+
+    def test_a_stray_quote_is_refused_naming_file_and_line(self):
+        # '"0.5"1' once read as 0.51: a field holding a quote is quoted whole
+        # (RFC 4180), so this is a cut or hand-edited file, not a number
+        good = os.path.join(self.dir, "good.csv")
+        write_csv(good, [{"API Name": "Torch.add.0.forward.output.0",
+                          "DEVICE Dtype": "torch.float32"}])
+        with open(good, encoding="utf-8") as f:
+            text = f.read()
+        bad = os.path.join(self.dir, "stray.csv")
+        with open(bad, "w", encoding="utf-8", newline="") as f:
+            f.write(text + 'Torch.add.1.forward.output.0,torch.float32,[2],"0.5"1' + ", " * 13 + "\r\n")
+        p = subprocess.run([BIN, "api_precision_compare", "-npu", bad, "-gpu", good, "-o",
+                            self.dir], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 2, p.stdout)
+        self.assertIn("stray.csv: line 3: a stray '\"'", p.stderr)
+        # the same row quoted as RFC 4180 says is read
+        with open(bad, "w", encoding="utf-8", newline="") as f:
+            f.write(text + 'Torch.add.1.forward.output.0,torch.float32,"[2, 3]","0.5""1"'
+                    + ", " * 13 + "\r\n")
+        p = subprocess.run([BIN, "api_precision_compare", "-npu", bad, "-gpu", good, "-o",
+                            self.dir], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
 
 
 if __name__ == "__main__":
