@@ -209,34 +209,42 @@ static void test_mapping_file(void)
 {
     cmp_mapping_t m;
     char d[1024];
+    /* ours: one "bench_name cmp_name" pair a line */
     CHECK_INT(load_map("# ours: bench first, then compare\n"
                        "Functional.gelu.0.forward   Functional.relu.0.forward\n"
                        "\n"
-                       "  # indented comment\n"
+                       "  # indented comment\n",
+                       &m, d, sizeof d),
+              MSP_OK);
+    CHECK_INT(m.n, 1);
+    if (m.n == 1) {
+        CHECK_STR(m.e[0].bench, "Functional.gelu.0.forward");
+        CHECK_STR(m.e[0].cmp, "Functional.relu.0.forward");
+        CHECK_STR(m.e[0].bench_role, NULL);
+        CHECK_INT(m.e[0].line, 2);
+    }
+    cmp_mapping_free(&m);
+    /* msprobe's data_mapping.yaml: the compare side first; input.NAME is kwarg.NAME */
+    CHECK_INT(load_map("# data_mapping\n"
                        "Functional.linear.0.forward.input.weight: "
                        "\"Functional.linear.1.forward.input.1\"\n"
                        "'Module.fc.Linear.forward.0.output.0': Module.fc.Dense.forward.0.output.0\n"
                        "Torch.add.0.forward: Torch.add.1.forward # a record line\n",
                        &m, d, sizeof d),
               MSP_OK);
-    CHECK_INT(m.n, 4);
-    if (m.n == 4) {
-        CHECK_STR(m.e[0].bench, "Functional.gelu.0.forward");
-        CHECK_STR(m.e[0].cmp, "Functional.relu.0.forward");
-        CHECK_STR(m.e[0].bench_role, NULL);
+    CHECK_INT(m.n, 3);
+    if (m.n == 3) {
+        CHECK_STR(m.e[0].cmp, "Functional.linear.0.forward");
+        CHECK_STR(m.e[0].cmp_role, "kwarg.weight");
+        CHECK_STR(m.e[0].bench, "Functional.linear.1.forward");
+        CHECK_STR(m.e[0].bench_role, "input.1");
         CHECK_INT(m.e[0].line, 2);
-        /* data_mapping: the compare side first; input.NAME is kwarg.NAME */
-        CHECK_STR(m.e[1].cmp, "Functional.linear.0.forward");
-        CHECK_STR(m.e[1].cmp_role, "kwarg.weight");
-        CHECK_STR(m.e[1].bench, "Functional.linear.1.forward");
-        CHECK_STR(m.e[1].bench_role, "input.1");
-        CHECK_INT(m.e[1].line, 5);
-        CHECK_STR(m.e[2].cmp, "Module.fc.Linear.forward.0");
-        CHECK_STR(m.e[2].cmp_role, "output.0");
-        CHECK_STR(m.e[2].bench, "Module.fc.Dense.forward.0");
-        CHECK_STR(m.e[3].cmp, "Torch.add.0.forward");
-        CHECK_STR(m.e[3].bench, "Torch.add.1.forward");
-        CHECK_STR(m.e[3].cmp_role, NULL);
+        CHECK_STR(m.e[1].cmp, "Module.fc.Linear.forward.0");
+        CHECK_STR(m.e[1].cmp_role, "output.0");
+        CHECK_STR(m.e[1].bench, "Module.fc.Dense.forward.0");
+        CHECK_STR(m.e[2].cmp, "Torch.add.0.forward");
+        CHECK_STR(m.e[2].bench, "Torch.add.1.forward");
+        CHECK_STR(m.e[2].cmp_role, NULL);
         CHECK_STR(cmp_mapping_role(&m, "Functional.linear.1.forward", "Functional.linear.0.forward",
                                    "input.1"),
                   "kwarg.weight");
@@ -244,6 +252,12 @@ static void test_mapping_file(void)
                                    "input.0"),
                   NULL);
     }
+    cmp_mapping_free(&m);
+    /* one file is one kind: the two list the sides in opposite orders */
+    CHECK_INT(load_map("Functional.gelu.0.forward Functional.relu.0.forward\n"
+                       "Torch.add.0.forward: Torch.add.1.forward\n",
+                       &m, d, sizeof d),
+              MSP_ERR_USAGE);
     cmp_mapping_free(&m);
     /* one name or three is an error naming FILE:LINE */
     CHECK_INT(load_map("A.0.forward B.0.forward\nA.1.forward\n", &m, d, sizeof d), MSP_ERR_USAGE);
