@@ -57,7 +57,8 @@ static int bench_compare(int argc, char **argv)
            "tensors=%zu root=%s vcsw=%ld ivcsw=%ld\n",
            dt, cpu, (unsigned long long)r->bytes_compared, (double)r->bytes_compared / dt / 1e9,
            (double)ru.ru_maxrss / 1024.0, r->n_records, r->n_tensors,
-           r->root_record >= 0 ? r->records[r->root_record].name : "none", ru.ru_nvcsw, ru.ru_nivcsw);
+           r->root_record >= 0 ? r->records[r->root_record].name : "none", ru.ru_nvcsw,
+           ru.ru_nivcsw);
     msp_compare_result_free(r);
     return 0;
 }
@@ -168,8 +169,8 @@ static int bench_kernel(int argc, char **argv)
         best = dt < best ? dt : best;
         best_cpu = cpu < best_cpu ? cpu : best_cpu;
     }
-    printf("kernel seconds=%.4f cpu_s=%.4f bytes=%zu gbps=%.3f gbps_per_cpu=%.3f cos=%.17g\n",
-           best, best_cpu, n * 8, (double)(n * 8) / best / 1e9, (double)(n * 8) / best_cpu / 1e9,
+    printf("kernel seconds=%.4f cpu_s=%.4f bytes=%zu gbps=%.3f gbps_per_cpu=%.3f cos=%.17g\n", best,
+           best_cpu, n * 8, (double)(n * 8) / best / 1e9, (double)(n * 8) / best_cpu / 1e9,
            m.cosine);
     free(a);
     free(b);

@@ -40,7 +40,7 @@ typedef struct gen_opts {
     double magnitude;
     uint64_t seed;
     int backward, modules;
-    int stats_only;   /* --task statistics */
+    int stats_only; /* --task statistics */
 } gen_opts_t;
 
 /* splitmix64: fast, and a pure function of (seed, stream, index) */
@@ -156,7 +156,8 @@ static int gen_one(const gen_opts_t *o, int step, int rank)
     float *xb = malloc((size_t)E * 4), *xc = malloc((size_t)E * 4), *w = malloc((size_t)E * 4);
     float *wc = malloc((size_t)E * 4), *tmp = malloc((size_t)E * 4), *yb = malloc((size_t)E * 4);
     float *yc = malloc((size_t)E * 4);
-    void *pxc = malloc((size_t)E * cs), *pwc = malloc((size_t)E * cs), *pyc = malloc((size_t)E * cs);
+    void *pxc = malloc((size_t)E * cs), *pwc = malloc((size_t)E * cs),
+         *pyc = malloc((size_t)E * cs);
     gen_side_t b = {NULL, MSP_DTYPE_FLOAT32, NULL, o->stats_only},
                c = {NULL, o->dtype, NULL, o->stats_only};
     char *bp = NULL, *cp = NULL;
@@ -180,8 +181,8 @@ static int gen_one(const gen_opts_t *o, int step, int rank)
     }
     b.path = bp;
     c.path = cp;
-    msp_dump_meta_t meta = {"pytorch", "1.13.1", o->stats_only ? "statistics" : "tensor", "mix",
-                            step, rank, o->ranks};
+    msp_dump_meta_t meta = {
+        "pytorch", "1.13.1", o->stats_only ? "statistics" : "tensor", "mix", step, rank, o->ranks};
     if (msp_writer_open(bp, &meta, &b.w) || msp_writer_open(cp, &meta, &c.w)) {
         fprintf(stderr, "msprobe-gen: %s\n", msp_last_error());
         goto cleanup;
@@ -297,41 +298,75 @@ static void gen_usage(FILE *f)
 int main(int argc, char **argv)
 {
     gen_opts_t o = {NULL, 1, 1, 8, 4096, 0.0, MSP_DTYPE_BFLOAT16, -1, 0, 0, 0.05, 1, 1, 0, 0};
-    static const struct option lo[] = {
-        {"out", required_argument, NULL, 'o'},        {"steps", required_argument, NULL, 's'},
-        {"ranks", required_argument, NULL, 'r'},      {"layers", required_argument, NULL, 'L'},
-        {"numel", required_argument, NULL, 'e'},      {"size-mb", required_argument, NULL, 'S'},
-        {"dtype", required_argument, NULL, 'd'},      {"plant", required_argument, NULL, 'p'},
-        {"magnitude", required_argument, NULL, 'm'},  {"plant-step", required_argument, NULL, 'P'},
-        {"plant-rank", required_argument, NULL, 'R'}, {"seed", required_argument, NULL, 'x'},
-        {"no-backward", no_argument, NULL, 'B'},      {"modules", no_argument, NULL, 'M'},
-        {"task", required_argument, NULL, 'T'},
-        {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0}};
+    static const struct option lo[] = {{"out", required_argument, NULL, 'o'},
+                                       {"steps", required_argument, NULL, 's'},
+                                       {"ranks", required_argument, NULL, 'r'},
+                                       {"layers", required_argument, NULL, 'L'},
+                                       {"numel", required_argument, NULL, 'e'},
+                                       {"size-mb", required_argument, NULL, 'S'},
+                                       {"dtype", required_argument, NULL, 'd'},
+                                       {"plant", required_argument, NULL, 'p'},
+                                       {"magnitude", required_argument, NULL, 'm'},
+                                       {"plant-step", required_argument, NULL, 'P'},
+                                       {"plant-rank", required_argument, NULL, 'R'},
+                                       {"seed", required_argument, NULL, 'x'},
+                                       {"no-backward", no_argument, NULL, 'B'},
+                                       {"modules", no_argument, NULL, 'M'},
+                                       {"task", required_argument, NULL, 'T'},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {NULL, 0, NULL, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         switch (ch) {
-        case 'o': o.out = optarg; break;
-        case 's': o.steps = atoi(optarg); break;
-        case 'r': o.ranks = atoi(optarg); break;
-        case 'L': o.layers = atoi(optarg); break;
-        case 'e': o.numel = strtoll(optarg, NULL, 10); break;
-        case 'S': o.size_mb = atof(optarg); break;
+        case 'o':
+            o.out = optarg;
+            break;
+        case 's':
+            o.steps = atoi(optarg);
+            break;
+        case 'r':
+            o.ranks = atoi(optarg);
+            break;
+        case 'L':
+            o.layers = atoi(optarg);
+            break;
+        case 'e':
+            o.numel = strtoll(optarg, NULL, 10);
+            break;
+        case 'S':
+            o.size_mb = atof(optarg);
+            break;
         case 'd':
-            o.dtype = !strcmp(optarg, "fp32") ? MSP_DTYPE_FLOAT32
+            o.dtype = !strcmp(optarg, "fp32")   ? MSP_DTYPE_FLOAT32
                       : !strcmp(optarg, "fp16") ? MSP_DTYPE_FLOAT16
-                      : !strcmp(optarg, "bf16") ? MSP_DTYPE_BFLOAT16 : MSP_DTYPE_INVALID;
+                      : !strcmp(optarg, "bf16") ? MSP_DTYPE_BFLOAT16
+                                                : MSP_DTYPE_INVALID;
             if (!o.dtype) {
                 fprintf(stderr, "msprobe-gen: --dtype %s: use fp32, fp16 or bf16\n", optarg);
                 return 2;
             }
             break;
-        case 'p': o.plant = atol(optarg); break;
-        case 'm': o.magnitude = atof(optarg); break;
-        case 'P': o.plant_step = atoi(optarg); break;
-        case 'R': o.plant_rank = atoi(optarg); break;
-        case 'x': o.seed = strtoull(optarg, NULL, 10); break;
-        case 'B': o.backward = 0; break;
-        case 'M': o.modules = 1; break;
+        case 'p':
+            o.plant = atol(optarg);
+            break;
+        case 'm':
+            o.magnitude = atof(optarg);
+            break;
+        case 'P':
+            o.plant_step = atoi(optarg);
+            break;
+        case 'R':
+            o.plant_rank = atoi(optarg);
+            break;
+        case 'x':
+            o.seed = strtoull(optarg, NULL, 10);
+            break;
+        case 'B':
+            o.backward = 0;
+            break;
+        case 'M':
+            o.modules = 1;
+            break;
         case 'T':
             if (strcmp(optarg, "tensor") && strcmp(optarg, "statistics")) {
                 fprintf(stderr, "msprobe-gen: --task %s: use tensor or statistics\n", optarg);
@@ -339,8 +374,12 @@ int main(int argc, char **argv)
             }
             o.stats_only = !strcmp(optarg, "statistics");
             break;
-        case 'h': gen_usage(stdout); return 0;
-        default: gen_usage(stderr); return 2;
+        case 'h':
+            gen_usage(stdout);
+            return 0;
+        default:
+            gen_usage(stderr);
+            return 2;
         }
     }
     if (!o.out || o.steps < 1 || o.ranks < 1 || o.layers < 1 || o.numel < 1 || optind != argc) {

@@ -79,8 +79,12 @@ static double write_file(const char *path, int k, int n, int nt, int na)
             return -1;
         for (int i = 0; i < nt; i++) {
             snprintf(role, sizeof role, "input.%d", i);
-            msp_tensor_in_t t = {.role = role, .dtype = MSP_DTYPE_FLOAT32, .ndim = 2,
-                                 .shape = shape, .stats = &st, .device = "cuda:0"};
+            msp_tensor_in_t t = {.role = role,
+                                 .dtype = MSP_DTYPE_FLOAT32,
+                                 .ndim = 2,
+                                 .shape = shape,
+                                 .stats = &st,
+                                 .device = "cuda:0"};
             if (msp_writer_add_tensor(w, &t) != MSP_OK)
                 return -1;
         }

@@ -103,8 +103,8 @@ cJSON *msp_cc_manifest_json(const char *kind, int64_t rank, int64_t world_size,
 
 /* One member of a pack being written. */
 typedef struct msp_cc_member {
-    const char *name;  /* "env.json" */
-    cJSON *json;       /* borrowed; printed when written */
+    const char *name; /* "env.json" */
+    cJSON *json;      /* borrowed; printed when written */
 } msp_cc_member_t;
 
 /* Write members into zip_path atomically (zip_path.tmp.<pid>, then rename).
@@ -129,21 +129,21 @@ typedef msp_dtype_t msp_cc_dtype_t;
 #define msp_cc_dtype_size msp_dtype_size
 
 typedef struct msp_cc_stats {
-    int valid;                     /* 0: dtype without statistics or no elements */
-    double max, min, mean, norm;   /* NaN propagates into max/min/mean/norm */
-    char hash[65];                 /* sha256 of the raw bytes (always set) */
+    int valid;                   /* 0: dtype without statistics or no elements */
+    double max, min, mean, norm; /* NaN propagates into max/min/mean/norm */
+    char hash[65];               /* sha256 of the raw bytes (always set) */
 } msp_cc_stats_t;
 
 /* Statistics (format's msp_stats_compute: NaN makes max/min/mean/norm NaN) and
  * hash of n elements of elem_size bytes stored contiguously at data. Statistics
  * only for known dtypes and n > 0; the hash covers the raw bytes always. */
-void msp_cc_tensor_stats(const void *data, size_t n, size_t elem_size, msp_cc_dtype_t dt, msp_cc_stats_t *out);
+void msp_cc_tensor_stats(const void *data, size_t n, size_t elem_size, msp_cc_dtype_t dt,
+                         msp_cc_stats_t *out);
 
 /* JSON number, or the string "nan"/"inf"/"-inf" (JSON has no non-finite numbers). */
 cJSON *msp_cc_json_double(double v);
 /* Reverse of msp_cc_json_double; 0 if the item is neither. */
 int msp_cc_json_get_double(const cJSON *item, double *out);
-
 
 /* cc_pip.py, embedded: lists importlib.metadata.distributions() (first of
  * each normalised name, as import would resolve it) into a JSON string

@@ -218,7 +218,7 @@ void msp_excerpt(char *dst, size_t cap, const char *s, size_t max, unsigned flag
  * end. With max set (curl's dynbuf: a size that comes from outside always
  * gets a cap), growing past max bytes sets too_big as well as oom. */
 typedef struct msp_buf {
-    char *data;   /* NUL-terminated once anything was appended; NULL before */
+    char *data; /* NUL-terminated once anything was appended; NULL before */
     size_t len, cap;
     int oom;
     int too_big;  /* an append would have passed max */
@@ -249,8 +249,8 @@ void msp_buf_free(msp_buf_t *b); /* NULL-safe; leaves b empty */
  * libjs-chart.js, embedded into msprobe at build time), then the shared
  * script (html_base.js: MSP.el, MSP.data, MSP.done) and js. The directory of
  * path must exist. */
-msp_err msp_html_write_page(const char *path, const char *title, const char *css,
-                            const char *data, size_t data_len, const char *js);
+msp_err msp_html_write_page(const char *path, const char *title, const char *css, const char *data,
+                            size_t data_len, const char *js);
 /* The Chart.js version embedded, e.g. "3.9.1" ("" if its banner lacks one). */
 const char *msp_html_chartjs_version(void);
 

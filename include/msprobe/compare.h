@@ -18,30 +18,30 @@ extern "C" {
 #endif
 
 typedef enum msp_level {
-    MSP_LEVEL_ALL = 0,    /* every record */
-    MSP_LEVEL_API = 1,    /* records not starting with "Module." */
-    MSP_LEVEL_MODULE = 2  /* records starting with "Module." */
+    MSP_LEVEL_ALL = 0,   /* every record */
+    MSP_LEVEL_API = 1,   /* records not starting with "Module." */
+    MSP_LEVEL_MODULE = 2 /* records starting with "Module." */
 } msp_level_t;
 
 typedef struct msp_compare_opts {
     msp_level_t level;
-    int fuzzy;                 /* match by name without call index, in order, equal shapes (not by exact name) */
-    const char *mapping_path;  /* optional file of "bench_record_name cmp_record_name" lines */
-    int threads;               /* 0 = OpenMP default */
+    int fuzzy; /* match by name without call index, in order, equal shapes (not by exact name) */
+    const char *mapping_path; /* optional file of "bench_record_name cmp_record_name" lines */
+    int threads;              /* 0 = OpenMP default */
     /* verdict: No if (cos < cos_warn && max_abs > abs_warn) || cos < cos_fail || max_abs > abs_fail || N/A */
-    double cos_warn;           /* 0.99 */
-    double abs_warn;           /* 0.001 */
-    double cos_fail;           /* 0.9 */
-    double abs_fail;           /* 1.0 */
-    double stats_warn;         /* statistics mode: relative difference > this -> Warning (0.5) */
-    msp_progress_cb progress;  /* called with bytes of tensor data compared; may be NULL */
+    double cos_warn;          /* 0.99 */
+    double abs_warn;          /* 0.001 */
+    double cos_fail;          /* 0.9 */
+    double abs_fail;          /* 1.0 */
+    double stats_warn;        /* statistics mode: relative difference > this -> Warning (0.5) */
+    msp_progress_cb progress; /* called with bytes of tensor data compared; may be NULL */
     void *progress_ud;
-    size_t chunk_bytes;        /* bytes per side read and compared as one unit of work;
+    size_t chunk_bytes; /* bytes per side read and compared as one unit of work;
                                   0 = default (1 MiB). Results depend on it, never on threads. */
-    int io_mode;               /* how tensor data with a file offset is read: MSP_IO_DEFAULT
+    int io_mode;        /* how tensor data with a file offset is read: MSP_IO_DEFAULT
                                   (= MSP_IO_PREAD), MSP_IO_PREAD or MSP_IO_MMAP; same results;
                                   a mapped file that shrinks while read raises SIGBUS */
-    int top;                   /* suspects marked in the report (5); <= 0: all */
+    int top;            /* suspects marked in the report (5); <= 0: all */
     /* Replay (msprobe-compare(1), REPLAY): re-run records of a tensor dump on
      * the CPU in a Python worker with torch. */
     int replay;                /* MSP_REPLAY_AUTO (records whose outputs differ, most
@@ -55,7 +55,7 @@ typedef struct msp_compare_opts {
                                   each a module's "name.Class" (the whole of it, else the
                                   first place it appears in a compare-side module record's
                                   name) renamed before matching */
-    const char *spool_dir;     /* msp_compare_stream's temporary file goes here (unlinked at
+    const char *spool_dir;         /* msp_compare_stream's temporary file goes here (unlinked at
                                   once); NULL: $TMPDIR, else /tmp */
 } msp_compare_opts_t;
 
@@ -69,8 +69,8 @@ void msp_compare_opts_default(msp_compare_opts_t *opts);
 typedef enum msp_verdict {
     MSP_VERDICT_YES = 0,
     MSP_VERDICT_NO = 1,
-    MSP_VERDICT_WARNING = 2,  /* statistics mode only */
-    MSP_VERDICT_NA = 3        /* "N/A": a record found on one side only when the other side
+    MSP_VERDICT_WARNING = 2, /* statistics mode only */
+    MSP_VERDICT_NA = 3       /* "N/A": a record found on one side only when the other side
                                  is msprobe's own dump (its wrap lists differ by version);
                                  not a failure, as msprobe reports it */
 } msp_verdict_t;
@@ -90,27 +90,23 @@ typedef enum msp_cause {
 
 /* What replay said of a record. */
 typedef enum msp_replay_verdict {
-    MSP_RV_NONE = 0,        /* not replayed (off, outputs equal, not a tensor dump) */
-    MSP_RV_INTRODUCED = 1,  /* its output departs from the replay of its own inputs */
-    MSP_RV_INHERITED = 2,   /* the replay of its own inputs reproduces its output */
-    MSP_RV_SKIPPED = 3,     /* cannot be replayed; replay_note says why */
-    MSP_RV_UNFINISHED = 4   /* the time budget ran out first */
+    MSP_RV_NONE = 0,       /* not replayed (off, outputs equal, not a tensor dump) */
+    MSP_RV_INTRODUCED = 1, /* its output departs from the replay of its own inputs */
+    MSP_RV_INHERITED = 2,  /* the replay of its own inputs reproduces its output */
+    MSP_RV_SKIPPED = 3,    /* cannot be replayed; replay_note says why */
+    MSP_RV_UNFINISHED = 4  /* the time budget ran out first */
 } msp_replay_verdict_t;
 
-typedef enum msp_highlight {
-    MSP_HL_NONE = 0,
-    MSP_HL_YELLOW = 1,
-    MSP_HL_RED = 2
-} msp_highlight_t;
+typedef enum msp_highlight { MSP_HL_NONE = 0, MSP_HL_YELLOW = 1, MSP_HL_RED = 2 } msp_highlight_t;
 
 /* One row of the details sheet. Doubles that are NaN are written as "N/A". */
 typedef struct msp_tensor_cmp {
-    char *npu_name;            /* "<record>.<role>" on the compare side; NULL if missing there */
-    char *bench_name;          /* same on the bench side; NULL if missing there */
-    char npu_dtype[40], bench_dtype[40];     /* torch names, "" if missing */
-    char npu_shape[96], bench_shape[96];     /* "[2, 3, 4]", "[]" for 0-d, "" if missing */
+    char *npu_name;   /* "<record>.<role>" on the compare side; NULL if missing there */
+    char *bench_name; /* same on the bench side; NULL if missing there */
+    char npu_dtype[40], bench_dtype[40];        /* torch names, "" if missing */
+    char npu_shape[96], bench_shape[96];        /* "[2, 3, 4]", "[]" for 0-d, "" if missing */
     int npu_requires_grad, bench_requires_grad; /* 0/1; -1 when the tensor is missing */
-    int is_output;             /* role starts with "output" */
+    int is_output;                              /* role starts with "output" */
     /* tensor mode */
     double cosine, euc_dist, max_abs_err, max_rel_err;
     double one_thousandth_ratio, five_thousandths_ratio;
@@ -122,40 +118,40 @@ typedef struct msp_tensor_cmp {
     double max_diff, min_diff, mean_diff, norm_diff;
     double max_rel_diff, min_rel_diff, mean_rel_diff, norm_rel_diff;
     msp_verdict_t verdict;
-    int agree;                 /* allclose at the less precise dtype: 1 yes, 0 no, -1 not compared */
+    int agree; /* allclose at the less precise dtype: 1 yes, 0 no, -1 not compared */
     msp_highlight_t highlight;
-    char *err_message;         /* "" when none; never NULL */
-    uint64_t bytes;            /* tensor bytes read, both sides */
+    char *err_message; /* "" when none; never NULL */
+    uint64_t bytes;    /* tensor bytes read, both sides */
     /* error-origin model (see msp_compare_run) */
-    double rel_err;            /* ||n-b||/||b|| (one element: |n-b|/|b|); statistics rows:
+    double rel_err;      /* ||n-b||/||b|| (one element: |n-b|/|b|); statistics rows:
                                   |norm_n-norm_b|/norm_b; +Inf when b is 0 and n is not or
                                   NaN/Inf sit apart; NaN when not comparable */
-    char *producer;            /* "RECORD/ROLE" this input was produced as (compare side,
+    char *producer;      /* "RECORD/ROLE" this input was produced as (compare side,
                                   else bench side), NULL when the dump does not say */
-    int gap;                   /* 1: on some side this input differs from its producer's
+    int gap;             /* 1: on some side this input differs from its producer's
                                   output: something unrecorded changed it in between;
                                   2: the dump records producers but none for this float
                                   input: an unrecorded op (or a leaf) made it */
-    msp_result_t result;       /* msprobe 26's rules, row by row; its reasons are appended
+    msp_result_t result; /* msprobe 26's rules, row by row; its reasons are appended
                                   to err_message ("error: The shape of NPU and Bench ...") */
     char *npu_data_name, *bench_data_name; /* where the data is: msprobe's .pt/.npy file
                                   name, "/RECORD/ROLE" in our dump.h5; NULL: no data */
-    uint32_t npu_crc32, bench_crc32; /* CRC-32 of the data as the dump says (msprobe's
+    uint32_t npu_crc32, bench_crc32;       /* CRC-32 of the data as the dump says (msprobe's
                                   "md5"), 0 when it does not */
-    int npu_nonfinite, bench_nonfinite; /* that side holds NaN or Inf (its statistics or
+    int npu_nonfinite, bench_nonfinite;    /* that side holds NaN or Inf (its statistics or
                                   its data say so) */
 } msp_tensor_cmp_t;
 
 /* One row of the summary sheet. */
 typedef struct msp_record_cmp {
-    char *name;                /* compare-side record name (bench name if missing there) */
-    char *bench_name;          /* bench-side record name, NULL if unmatched */
+    char *name;       /* compare-side record name (bench name if missing there) */
+    char *bench_name; /* bench-side record name, NULL if unmatched */
     int64_t step, rank, order;
-    size_t first_tensor;       /* index into result->tensors */
+    size_t first_tensor; /* index into result->tensors */
     size_t n_tensors;
-    double worst_cosine;       /* min Cosine over outputs (NaN if none) */
-    double worst_max_abs;      /* max MaxAbsErr over outputs (NaN if none) */
-    msp_verdict_t verdict;     /* worst verdict over its tensors */
+    double worst_cosine;   /* min Cosine over outputs (NaN if none) */
+    double worst_max_abs;  /* max MaxAbsErr over outputs (NaN if none) */
+    msp_verdict_t verdict; /* worst verdict over its tensors */
     msp_cause_t cause;
     int is_root_cause;         /* the first introduced error overall */
     msp_highlight_t highlight; /* worst of its tensors */
@@ -173,38 +169,38 @@ typedef struct msp_record_cmp {
                                   that differ between the sides, "kwarg.stride: NPU (2, 2),
                                   bench (1, 1)" joined by "; "; NULL if none */
     msp_replay_verdict_t replay;
-    double replay_err;         /* worst output's ||npu - R64|| / ||R64|| */
-    double replay_ref;         /* what the same-dtype replay departs from R64 (e_ref) */
-    char *replay_note;         /* how it was replayed ("autocast bfloat16") or why not */
-    int explained_by;          /* module records: 1 when records inside it explain its
+    double replay_err;      /* worst output's ||npu - R64|| / ||R64|| */
+    double replay_ref;      /* what the same-dtype replay departs from R64 (e_ref) */
+    char *replay_note;      /* how it was replayed ("autocast bfloat16") or why not */
+    int explained_by;       /* module records: 1 when records inside it explain its
                                   error (it is then never a suspect) */
-    int tier;                  /* suspects: 0 decisive (replay, a changed argument, a
+    int tier;               /* suspects: 0 decisive (replay, a changed argument, a
                                   NaN made from finite inputs), 1 from error ratios
                                   alone, 2 a changed argument replay did not confirm */
-    double autocast_u;         /* unit roundoff of the autocast dtype the record ran
+    double autocast_u;      /* unit roundoff of the autocast dtype the record ran
                                   under (attribute autocast), 0 when none */
-    int args_scalar_differ;    /* one of arg_diff's arguments is a Python scalar (or a
+    int args_scalar_differ; /* one of arg_diff's arguments is a Python scalar (or a
                                   tuple of them): msprobe 26's check of arguments */
-    msp_result_t result;       /* worst Result of its rows */
-    int setup_differs;         /* a scalar argument or a requires_grad differs: the two
+    msp_result_t result;    /* worst Result of its rows */
+    int setup_differs;      /* a scalar argument or a requires_grad differs: the two
                                   runs did not do the same thing; fails the compare
                                   whatever the metrics */
-    char *parent;              /* compare-side record of the module it ran in (record
+    char *parent;           /* compare-side record of the module it ran in (record
                                   attribute "parent": module and mix dumps, msprobe's
                                   construct.json), NULL if none */
-    char *comm_group;          /* Distributed records: the global ranks of the call's
+    char *comm_group;       /* Distributed records: the global ranks of the call's
                                   process group ("0-3", attribute group), NULL if unknown */
-    int64_t comm_peer;         /* Distributed records: the rank at the other end (attribute
+    int64_t comm_peer;      /* Distributed records: the rank at the other end (attribute
                                   peer), -1 if none */
-    double arg_reldiff;        /* the largest relative difference of arg_diff's arguments
+    double arg_reldiff;     /* the largest relative difference of arg_diff's arguments
                                   when each is one finite number on both sides; -1 when
                                   one is not (text, a tuple, absent on a side); 0: none */
-    int args_are_data;         /* arg_diff's numbers differ by no more than the larger of
+    int args_are_data;      /* arg_diff's numbers differ by no more than the larger of
                                   the record's input error and its rounding floor (and at
                                   most 1 %): scalars computed from the run's
                                   tensors (float(t.max()), t.item()), inputs with an error
                                   of their own, not changed settings */
-    char *params;              /* inputs that are a model's parameters or buffers, "ROLE=NAME"
+    char *params;           /* inputs that are a model's parameters or buffers, "ROLE=NAME"
                                   lines ("input.1=fc1.weight"; attributes param.ROLE, module
                                   records' parameters.NAME), NULL if none */
 } msp_record_cmp_t;
@@ -212,14 +208,14 @@ typedef struct msp_record_cmp {
 /* A ranked suspect: a record that introduced error, or a gap between a
  * recorded output and the input that should equal it. */
 typedef struct msp_suspect {
-    long record;               /* index into records (the consumer, for a gap) */
-    long tensor;               /* worst output row (gap: the consumer's input row), -1 none */
-    int is_gap;                /* 1: "between PRODUCER and record.role"; 2: a parameter
+    long record;    /* index into records (the consumer, for a gap) */
+    long tensor;    /* worst output row (gap: the consumer's input row), -1 none */
+    int is_gap;     /* 1: "between PRODUCER and record.role"; 2: a parameter
                                   (or buffer) that differs before any op of its step used
                                   it, record.role being its first use */
-    int from_stats;            /* 1: judged from statistics only */
+    int from_stats; /* 1: judged from statistics only */
     double in_err, out_err, amplification, score;
-    char *reason;              /* one line, never NULL */
+    char *reason; /* one line, never NULL */
 } msp_suspect_t;
 
 /* One rank of the compared tree, as the ranks sheet shows it (msprobe-compare(1),
@@ -248,26 +244,26 @@ typedef struct msp_compare_result {
     size_t n_records;
     msp_tensor_cmp_t *tensors;
     size_t n_tensors;
-    long root_record;          /* the first suspect's record (the consumer for a gap), -1 if none */
-    long root_tensor;          /* its worst output (a gap: the changed input), -1 if none */
-    size_t n_failed;           /* records whose verdict is not Yes */
-    size_t n_pairs;            /* step x rank file pairs compared */
-    uint64_t bytes_compared;   /* tensor bytes read, both sides */
-    char **unpaired;           /* "step N rank R only in the bench dump (path)", one per
+    long root_record;        /* the first suspect's record (the consumer for a gap), -1 if none */
+    long root_tensor;        /* its worst output (a gap: the changed input), -1 if none */
+    size_t n_failed;         /* records whose verdict is not Yes */
+    size_t n_pairs;          /* step x rank file pairs compared */
+    uint64_t bytes_compared; /* tensor bytes read, both sides */
+    char **unpaired;         /* "step N rank R only in the bench dump (path)", one per
                                   step/rank present on one side only (also logged as warnings) */
     size_t n_unpaired;
-    char **unread;             /* "step N rank R skipped: why", one per step/rank whose file
+    char **unread; /* "step N rank R skipped: why", one per step/rank whose file
                                   could not be read (also in unpaired): the report is incomplete */
     size_t n_unread;
-    size_t n_crc_bad;          /* tensors whose data fails the CRC-32 its dump stores */
-    size_t n_unreadable;       /* tensors whose data file cannot be read (msprobe's .pt
+    size_t n_crc_bad;        /* tensors whose data fails the CRC-32 its dump stores */
+    size_t n_unreadable;     /* tensors whose data file cannot be read (msprobe's .pt
                                   missing, truncated, refused): their rows' error */
-    char *first_unreadable;    /* "RECORD.ROLE: why" of the first of them, or NULL */
-    msp_suspect_t *suspects;   /* most likely first; every introduced record and gap */
+    char *first_unreadable;  /* "RECORD.ROLE: why" of the first of them, or NULL */
+    msp_suspect_t *suspects; /* most likely first; every introduced record and gap */
     size_t n_suspects;
     /* replay summary */
-    size_t replay_candidates;  /* records chosen for replay */
-    size_t replay_done;        /* replayed (introduced + inherited) */
+    size_t replay_candidates; /* records chosen for replay */
+    size_t replay_done;       /* replayed (introduced + inherited) */
     size_t replay_introduced, replay_inherited, replay_skipped, replay_unfinished;
     double replay_seconds;     /* wall time spent replaying */
     char *replay_unavailable;  /* why replay did not run at all, NULL if it ran or was off */
@@ -277,7 +273,7 @@ typedef struct msp_compare_result {
                                   inherited it), -1 for every other suspect; NULL before */
     msp_rank_summary_t *ranks; /* one per rank compared, by rank (the cross-rank pass) */
     size_t n_ranks;
-    long first_rank;           /* index into ranks of the rank the error started on, -1 */
+    long first_rank; /* index into ranks of the rank the error started on, -1 */
 } msp_compare_result_t;
 
 /* bench and cmp: two dump.h5 files, two rank dirs (holding dump.h5), two step
@@ -373,7 +369,7 @@ void msp_compare_result_free(msp_compare_result_t *res); /* NULL-safe */
 /* How the processes of one compare talk (an MPI launch). Each operation
  * returns MSP_OK or an error with its message set. */
 typedef struct msp_compare_net {
-    int rank, size;            /* this process, and how many there are */
+    int rank, size; /* this process, and how many there are */
     void *ud;
     /* collective: every process gives len bytes; *all gets them all, one after
      * the other by process (malloc'd), lens[p] the length of process p's */
@@ -421,9 +417,9 @@ typedef struct msp_metrics {
     double cosine, euc_dist, max_abs_err, max_rel_err;
     double one_thousandth_ratio, five_thousandths_ratio;
     double n_max, n_min, n_mean, n_norm, b_max, b_min, b_mean, b_norm;
-    int agree;                 /* allclose with rtol/atol */
-    int nan_inf_mismatch;      /* NaN/Inf at different places: metrics N/A */
-    const char *message;       /* static text or NULL */
+    int agree;            /* allclose with rtol/atol */
+    int nan_inf_mismatch; /* NaN/Inf at different places: metrics N/A */
+    const char *message;  /* static text or NULL */
 } msp_metrics_t;
 
 msp_err msp_metrics_compute(msp_dtype_t ndt, const void *n, msp_dtype_t bdt, const void *b,

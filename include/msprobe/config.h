@@ -25,7 +25,7 @@ typedef enum msp_dump_mode {
 typedef enum msp_task {
     MSP_TASK_TENSOR = 0,
     MSP_TASK_STATISTICS = 1,
-    MSP_TASK_MD5 = 2, /* hash-only: what statistics stores (the crc32 included), compared
+    MSP_TASK_MD5 = 2,     /* hash-only: what statistics stores (the crc32 included), compared
                          by crc32 alone; msprobe's summary_mode "md5" */
     MSP_TASK_OVERFLOW = 3 /* "overflow_check": tensors of the calls whose outputs hold
                              NaN/Inf and of the call before each, up to overflow_nums */
@@ -55,12 +55,12 @@ extern const char *const msp_step_trigger_names[4];
 #define MSP_DIR_BACKWARD 2u
 
 typedef struct msp_api_sel {
-    char *name;        /* "torch.nn.functional.conv2d" or a module path "layer1.0.conv1" */
-    unsigned dirs;     /* MSP_DIR_FORWARD | MSP_DIR_BACKWARD */
-    char *key;         /* where the user wrote it, as messages name it:
+    char *name;    /* "torch.nn.functional.conv2d" or a module path "layer1.0.conv1" */
+    unsigned dirs; /* MSP_DIR_FORWARD | MSP_DIR_BACKWARD */
+    char *key;     /* where the user wrote it, as messages name it:
                           "statistics.list[0] \"Functional.conv2e.0.forward\"" or
                           "dump.api_list[0].name \"torch.foo\"" (NULL when built by hand) */
-    int has_call;      /* 1: only call number `call` of it in each step (msprobe's
+    int has_call;  /* 1: only call number `call` of it in each step (msprobe's
                           "Functional.relu.1.forward"); 0: every call */
     int64_t call;
 } msp_api_sel_t;
@@ -77,39 +77,39 @@ typedef struct msp_step_set {
 } msp_step_set_t;
 
 typedef struct msp_config {
-    char *source;                 /* file name used in messages */
+    char *source; /* file name used in messages */
 
-    int has_dump;                 /* "dump" section present */
-    msp_dump_mode_t dump_mode;    /* default api */
-    char *dump_path;              /* default "./msprobe_dump_data" */
-    msp_step_set_t dump_iter;     /* default all */
-    msp_task_t task;              /* default tensor */
-    int64_t overflow_nums;        /* task overflow_check: calls with NaN/Inf outputs recorded
+    int has_dump;                    /* "dump" section present */
+    msp_dump_mode_t dump_mode;       /* default api */
+    char *dump_path;                 /* default "./msprobe_dump_data" */
+    msp_step_set_t dump_iter;        /* default all */
+    msp_task_t task;                 /* default tensor */
+    int64_t overflow_nums;           /* task overflow_check: calls with NaN/Inf outputs recorded
                                      before it stops looking (msprobe's overflow_nums);
                                      -1 unlimited; default 1 */
     msp_step_trigger_t step_trigger; /* default optimizer */
-    msp_api_sel_t *api_list;      /* empty = every supported API */
+    msp_api_sel_t *api_list;         /* empty = every supported API */
     size_t n_api_list;
-    msp_step_set_t ranks;         /* ranks that dump; default all */
-    unsigned dump_dirs;           /* MSP_DIR_* records kept; default both */
-    unsigned dump_roles;          /* MSP_ROLE_* tensors kept; default both */
+    msp_step_set_t ranks; /* ranks that dump; default all */
+    unsigned dump_dirs;   /* MSP_DIR_* records kept; default both */
+    unsigned dump_roles;  /* MSP_ROLE_* tensors kept; default both */
 
-    int msprobe_format;           /* 1: read from msprobe's own config.json layout */
-    int dump_disabled;            /* msprobe's dump_enable false: has_dump is 0, nothing is
+    int msprobe_format; /* 1: read from msprobe's own config.json layout */
+    int dump_disabled;  /* msprobe's dump_enable false: has_dump is 0, nothing is
                                      dumped (the shim says so once) */
-    int stacks;                   /* record each call site (attribute "stack"); default 1,
+    int stacks;         /* record each call site (attribute "stack"); default 1,
                                      msprobe's extra_info */
-    char **tensor_list;           /* msprobe's tensor_list: a statistics dump keeps the data
+    char **tensor_list; /* msprobe's tensor_list: a statistics dump keeps the data
                                      of the records whose name holds one of these */
     size_t n_tensor_list;
-    char **ignored;               /* msprobe keys accepted but not applied ("async_dump",
+    char **ignored; /* msprobe keys accepted but not applied ("async_dump",
                                      "acc_check", "tensor.bench_path"), for one notice */
     size_t n_ignored;
 
-    int has_config_check;         /* "config_check" section present */
-    char *cc_output_zip_path;     /* default "./config_check_pack.zip" */
-    int64_t cc_write_at_step;     /* also write the pack when this step ends; -1 = only at exit */
-    int64_t cc_dataset_batches;   /* first N root-module forwards recorded; default 1 */
+    int has_config_check;       /* "config_check" section present */
+    char *cc_output_zip_path;   /* default "./config_check_pack.zip" */
+    int64_t cc_write_at_step;   /* also write the pack when this step ends; -1 = only at exit */
+    int64_t cc_dataset_batches; /* first N root-module forwards recorded; default 1 */
 } msp_config_t;
 
 /* Two layouts are read, told apart by their top-level keys: ours ("dump",

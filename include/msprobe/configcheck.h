@@ -31,8 +31,14 @@ extern "C" {
 
 /* Items in report order: their names in msp_cc_item_names, their pack
  * members in cc_pack_read.c, their diffs in cc_diff.c's driver. */
-enum { MSP_CC_ITEM_ENV, MSP_CC_ITEM_PIP, MSP_CC_ITEM_DATASET, MSP_CC_ITEM_WEIGHTS,
-       MSP_CC_ITEM_RANDOM, MSP_CC_ITEM_HYPER };
+enum {
+    MSP_CC_ITEM_ENV,
+    MSP_CC_ITEM_PIP,
+    MSP_CC_ITEM_DATASET,
+    MSP_CC_ITEM_WEIGHTS,
+    MSP_CC_ITEM_RANDOM,
+    MSP_CC_ITEM_HYPER
+};
 #define MSP_CC_N_ITEMS 6
 extern const char *const msp_cc_item_names[MSP_CC_N_ITEMS];
 
@@ -49,9 +55,9 @@ msp_err msp_cc_static_pack(const char *python, const char *zip_path);
  * password hashed with it. Such a salt is not used: secrets are not stored,
  * as without a salt, and the caller warns (MSP_CC_SALT_WEAK_WARNING). */
 int msp_cc_salt_refused(void);
-#define MSP_CC_SALT_WEAK_WARNING                                                              \
-    "MSPROBE_SECRET_SALT is too weak to key hashes (a guess would find it from the pack; "   \
-    "use 16 or more random characters, e.g. $(openssl rand -hex 32)): secret values are not " \
+#define MSP_CC_SALT_WEAK_WARNING                                                                   \
+    "MSPROBE_SECRET_SALT is too weak to key hashes (a guess would find it from the pack; "         \
+    "use 16 or more random characters, e.g. $(openssl rand -hex 32)): secret values are not "      \
     "stored"
 
 typedef struct msp_cc_options {
@@ -75,21 +81,22 @@ typedef enum msp_cc_status {
 typedef struct msp_cc_table msp_cc_table_t; /* one report sheet; opaque */
 
 typedef struct msp_cc_item_result {
-    const char *name;        /* static: "env", "pip", ... */
+    const char *name; /* static: "env", "pip", ... */
     msp_cc_status_t status;
-    char *note;              /* why N/A or failed as a whole (missing item), or NULL */
-    char **failed;           /* one line per failing entry, e.g. "CUBLAS_WORKSPACE_CONFIG: ':4096:8' vs ':16:8'" */
+    char *note; /* why N/A or failed as a whole (missing item), or NULL */
+    char **
+        failed; /* one line per failing entry, e.g. "CUBLAS_WORKSPACE_CONFIG: ':4096:8' vs ':16:8'" */
     size_t n_failed;
-    size_t n_warnings;       /* warnings (e.g. non-framework pip versions); do not fail */
+    size_t n_warnings; /* warnings (e.g. non-framework pip versions); do not fail */
     msp_cc_table_t *table;
-    char **info;             /* differences that do not fail: paths, one-platform env vars */
+    char **info; /* differences that do not fail: paths, one-platform env vars */
     size_t n_info;
 } msp_cc_item_result_t;
 
 typedef struct msp_cc_result {
     char *bench_path, *cmp_path;
     msp_cc_item_result_t items[MSP_CC_N_ITEMS];
-    int salt_mismatch;       /* the packs hashed secrets with different salts */
+    int salt_mismatch; /* the packs hashed secrets with different salts */
 } msp_cc_result_t;
 
 /* Read two packs (never extracting to disk; hostile members are refused with

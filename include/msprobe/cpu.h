@@ -31,10 +31,10 @@ extern "C" {
 
 /* The kernels chosen at run time, each with the features it needs. */
 typedef enum msp_cpu_path {
-    MSP_CPU_CRC_CLMUL,   /* CRC-32, 128-bit folding: PCLMUL, SSE4.1 */
-    MSP_CPU_CRC_VCLMUL,  /* CRC-32, 512-bit folding: the above, AVX-512F/BW, VPCLMULQDQ */
-    MSP_CPU_STATS_AVX2,  /* float32 statistics, 8 lanes: AVX2, FMA */
-    MSP_CPU_CMP_AVX512,  /* compare's float32 pair kernel: AVX-512F/DQ/VL, POPCNT */
+    MSP_CPU_CRC_CLMUL,  /* CRC-32, 128-bit folding: PCLMUL, SSE4.1 */
+    MSP_CPU_CRC_VCLMUL, /* CRC-32, 512-bit folding: the above, AVX-512F/BW, VPCLMULQDQ */
+    MSP_CPU_STATS_AVX2, /* float32 statistics, 8 lanes: AVX2, FMA */
+    MSP_CPU_CMP_AVX512, /* compare's float32 pair kernel: AVX-512F/DQ/VL, POPCNT */
     MSP_CPU_PATH_COUNT_
 } msp_cpu_path_t;
 

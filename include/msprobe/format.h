@@ -143,13 +143,13 @@ typedef struct msp_dump_meta {
 typedef struct msp_writer msp_writer_t;
 
 typedef struct msp_tensor_in {
-    const char *role;          /* "input.0", "kwarg.weight", "output.0" */
+    const char *role; /* "input.0", "kwarg.weight", "output.0" */
     msp_dtype_t dtype;
-    int ndim;                  /* 0..MSP_MAX_NDIM; 0 = scalar */
-    const int64_t *shape;      /* ndim entries; a 0 entry makes an empty tensor */
-    const void *data;          /* C-contiguous native elements, or NULL: statistics only */
-    const msp_stats_t *stats;  /* NULL: computed here from data (then data must be set) */
-    const char *device;        /* "cpu", "cuda:0"; NULL = "cpu" */
+    int ndim;                 /* 0..MSP_MAX_NDIM; 0 = scalar */
+    const int64_t *shape;     /* ndim entries; a 0 entry makes an empty tensor */
+    const void *data;         /* C-contiguous native elements, or NULL: statistics only */
+    const msp_stats_t *stats; /* NULL: computed here from data (then data must be set) */
+    const char *device;       /* "cpu", "cuda:0"; NULL = "cpu" */
     int requires_grad;
     /* Forward inputs: the earlier record of this file whose output this tensor
      * is, "RECORD/ROLE" (e.g. "Functional.conv2d.0.forward/output.0"); NULL or
@@ -195,25 +195,25 @@ void msp_writer_abort(msp_writer_t *w);
 /* ---- reader ----------------------------------------------------------- */
 
 typedef struct msp_tensor_info {
-    char *role;                  /* "input.0" */
-    msp_dtype_t dtype;           /* MSP_DTYPE_INVALID if not one we know */
-    char dtype_name[40];         /* torch name, or what the file said */
+    char *role;          /* "input.0" */
+    msp_dtype_t dtype;   /* MSP_DTYPE_INVALID if not one we know */
+    char dtype_name[40]; /* torch name, or what the file said */
     int ndim;
     int64_t shape[MSP_MAX_NDIM];
     int64_t numel;
-    int has_data;                /* 0: statistics only */
-    int has_stats;               /* max/min/mean/norm were present (counts and crc32
+    int has_data;  /* 0: statistics only */
+    int has_stats; /* max/min/mean/norm were present (counts and crc32
                                     default to 0 when absent) */
     msp_stats_t stats;
-    int64_t offset;              /* file offset of contiguous native little-endian data
+    int64_t offset;  /* file offset of contiguous native little-endian data
                                     readable with pread(), or -1: use msp_dump_read_tensor */
-    int64_t nbytes;              /* numel * element size */
-    char device[32];             /* "" when the file does not say */
+    int64_t nbytes;  /* numel * element size */
+    char device[32]; /* "" when the file does not say */
     int requires_grad;
-    char *data_name;             /* msprobe's own dump: the tensor file's name
+    char *data_name; /* msprobe's own dump: the tensor file's name
                                     (dump.json's data_name); NULL otherwise. Freed by
                                     msp_dump_close. */
-    char *producer;              /* "RECORD/ROLE" of the earlier forward output this
+    char *producer;  /* "RECORD/ROLE" of the earlier forward output this
                                     tensor is (msprobe-dump(5) attribute 'producer' or
                                     the /index column); NULL when unknown. Freed by
                                     msp_dump_close. */
@@ -221,10 +221,10 @@ typedef struct msp_tensor_info {
 
 typedef struct msp_record_info {
     char *name;
-    int64_t order;               /* execution order within the step; without an order
+    int64_t order;              /* execution order within the step; without an order
                                     attribute, the record's position among the root's
                                     groups (creation order if tracked, else by name) */
-    msp_tensor_info_t *tensors;  /* in role order: input.*, kwarg.*, output.* (natural sort) */
+    msp_tensor_info_t *tensors; /* in role order: input.*, kwarg.*, output.* (natural sort) */
     size_t n_tensors;
 } msp_record_info_t;
 
@@ -232,10 +232,10 @@ typedef struct msp_dump_file {
     char *path;
     char framework[32], framework_version[64], task[16], dump_mode[16];
     int64_t step, rank, world_size; /* -1 when the file does not say */
-    int has_index;               /* 1 if read from /index, 0 if groups were walked */
-    msp_record_info_t *records;  /* sorted by order, then name */
+    int has_index;                  /* 1 if read from /index, 0 if groups were walked */
+    msp_record_info_t *records;     /* sorted by order, then name */
     size_t n_records;
-    void *impl;                  /* private */
+    void *impl; /* private */
 } msp_dump_file_t;
 
 /* Open and load the catalogue (from /index when present, otherwise by walking
@@ -271,8 +271,8 @@ void msp_tensor_stream_close(msp_tensor_stream_t *s); /* NULL-safe */
  * its /attrs rows, or in a version 1 file the attributes of its group, in
  * key (byte) order either way, as parallel arrays of malloc'd strings;
  * caller frees with msp_free_strings. */
-msp_err msp_dump_record_attrs(msp_dump_file_t *f, const msp_record_info_t *r,
-                              char ***keys, char ***values, size_t *n);
+msp_err msp_dump_record_attrs(msp_dump_file_t *f, const msp_record_info_t *r, char ***keys,
+                              char ***values, size_t *n);
 /* The signature of API api ("Functional.gelu", a record name without its
  * ".N.forward"), as the dump's /defaults gives it (msprobe-dump(5), THE
  * DEFAULTS TABLE): keys "#K" (value: the K-th positional parameter's name)

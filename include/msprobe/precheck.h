@@ -27,27 +27,27 @@ extern "C" {
 
 /* What a record did with the NaN or Inf. */
 typedef enum msp_anomaly_role {
-    MSP_ANOM_ORIGIN = 0,   /* finite inputs, abnormal outputs: it made them */
-    MSP_ANOM_SENT = 1,     /* a communication record whose input was abnormal */
-    MSP_ANOM_RECEIVED = 2  /* a communication record with finite inputs that
+    MSP_ANOM_ORIGIN = 0,  /* finite inputs, abnormal outputs: it made them */
+    MSP_ANOM_SENT = 1,    /* a communication record whose input was abnormal */
+    MSP_ANOM_RECEIVED = 2 /* a communication record with finite inputs that
                               returned what another rank sent it */
 } msp_anomaly_role_t;
 
 /* Which abnormal values an origin made. */
 typedef enum msp_anomaly_kind {
-    MSP_ANOM_INF = 1,      /* Inf only: a finite value overflowed (or x/0, log 0) */
-    MSP_ANOM_NAN = 2,      /* NaN only: an invalid operation on finite inputs */
-    MSP_ANOM_INF_NAN = 3   /* both */
+    MSP_ANOM_INF = 1,    /* Inf only: a finite value overflowed (or x/0, log 0) */
+    MSP_ANOM_NAN = 2,    /* NaN only: an invalid operation on finite inputs */
+    MSP_ANOM_INF_NAN = 3 /* both */
 } msp_anomaly_kind_t;
 
 typedef struct msp_anomaly_node {
     int64_t step, rank, order;
-    char *record;              /* record name, "Torch.log.0.forward" */
+    char *record; /* record name, "Torch.log.0.forward" */
     msp_anomaly_role_t role;
-    msp_anomaly_kind_t kind;   /* of its outputs */
-    int64_t from_rank;         /* MSP_ANOM_RECEIVED: the rank that sent it, else -1 */
-    char *reason;              /* one line, never NULL */
-    char *json;                /* msprobe's node object (op_name, data_info,
+    msp_anomaly_kind_t kind; /* of its outputs */
+    int64_t from_rank;       /* MSP_ANOM_RECEIVED: the rank that sent it, else -1 */
+    char *reason;            /* one line, never NULL */
+    char *json;              /* msprobe's node object (op_name, data_info,
                                   construct_info, stack_info, and ours: reason,
                                   role, step), unformatted JSON text */
 } msp_anomaly_node_t;
@@ -59,8 +59,8 @@ typedef struct msp_overflow_opts {
 } msp_overflow_opts_t;
 
 typedef struct msp_overflow_result {
-    int found;                 /* an origin was found */
-    int64_t step;              /* the step it was found in (the first such step) */
+    int found;    /* an origin was found */
+    int64_t step; /* the step it was found in (the first such step) */
     msp_anomaly_node_t origin;
     /* After the origin, in the order they happened: the communication
      * records that sent it on and those that received it. */
@@ -75,7 +75,7 @@ typedef struct msp_overflow_result {
      * were abnormal already (data, parameters or an earlier step, or code
      * the dump did not record): "step S rank R RECORD: input.0 holds NaN". */
     char *abnormal_input;
-    char **skipped;            /* "PATH: why", files that could not be read */
+    char **skipped; /* "PATH: why", files that could not be read */
     size_t n_skipped;
 } msp_overflow_result_t;
 
@@ -103,63 +103,63 @@ void msp_overflow_result_free(msp_overflow_result_t *res); /* NULL-safe */
 
 /* A verdict of msprobe's precision standards. */
 typedef enum msp_acc_status {
-    MSP_ACC_NONE = 0,      /* no row (an API without backward): " " in the CSVs */
+    MSP_ACC_NONE = 0, /* no row (an API without backward): " " in the CSVs */
     MSP_ACC_PASS = 1,
     MSP_ACC_WARNING = 2,
     MSP_ACC_ERROR = 3,
-    MSP_ACC_SKIP = 4       /* not replayed or not judged; the message says why */
+    MSP_ACC_SKIP = 4 /* not replayed or not judged; the message says why */
 } msp_acc_status_t;
 
 /* msprobe's metric columns of accuracy_checking_details_*.csv, in order. */
 enum {
-    MSP_ACC_COSINE = 0,    /* 余弦相似度 */
-    MSP_ACC_MAX_ABS,       /* 最大绝对误差 */
-    MSP_ACC_HUNDREDTH,     /* 双百指标: share of elements with relative error < 0.01 */
-    MSP_ACC_THOUSANDTH,    /* 双千指标: < 0.001 */
+    MSP_ACC_COSINE = 0,     /* 余弦相似度 */
+    MSP_ACC_MAX_ABS,        /* 最大绝对误差 */
+    MSP_ACC_HUNDREDTH,      /* 双百指标: share of elements with relative error < 0.01 */
+    MSP_ACC_THOUSANDTH,     /* 双千指标: < 0.001 */
     MSP_ACC_TEN_THOUSANDTH, /* 双万指标: < 0.0001 */
-    MSP_ACC_ERROR_RATE,    /* 二进制一致错误率: share of elements not bit-equal */
-    MSP_ACC_EB,            /* 误差均衡性: |#above - #below| / n */
-    MSP_ACC_RMSE,          /* 均方根误差 */
-    MSP_ACC_SMALL_VALUE,   /* 小值域错误占比 */
-    MSP_ACC_MAX_REL,       /* 相对误差最大值 */
-    MSP_ACC_MEAN_REL,      /* 相对误差平均值 */
-    MSP_ACC_INF_NAN,       /* inf/nan错误率 */
-    MSP_ACC_REL_ERR_RATIO, /* 相对误差错误率 */
-    MSP_ACC_ABS_ERR_RATIO, /* 绝对误差错误率 */
-    MSP_ACC_MAX_ULP,       /* ULP误差最大值 */
-    MSP_ACC_MEAN_ULP,      /* ULP误差平均值 */
+    MSP_ACC_ERROR_RATE,     /* 二进制一致错误率: share of elements not bit-equal */
+    MSP_ACC_EB,             /* 误差均衡性: |#above - #below| / n */
+    MSP_ACC_RMSE,           /* 均方根误差 */
+    MSP_ACC_SMALL_VALUE,    /* 小值域错误占比 */
+    MSP_ACC_MAX_REL,        /* 相对误差最大值 */
+    MSP_ACC_MEAN_REL,       /* 相对误差平均值 */
+    MSP_ACC_INF_NAN,        /* inf/nan错误率 */
+    MSP_ACC_REL_ERR_RATIO,  /* 相对误差错误率 */
+    MSP_ACC_ABS_ERR_RATIO,  /* 绝对误差错误率 */
+    MSP_ACC_MAX_ULP,        /* ULP误差最大值 */
+    MSP_ACC_MEAN_ULP,       /* ULP误差平均值 */
     MSP_ACC_ULP_PROPORTION, /* ULP误差大于阈值占比 */
     MSP_ACC_NMETRICS
 };
 
 /* One output of one record: a row of the details CSV. */
 typedef struct msp_acc_output {
-    char *name;                /* "Functional.conv2d.0.forward.output.0" */
-    char bench_dtype[24];      /* "torch.float64" (the replay) */
-    char device_dtype[24];     /* the recorded output's dtype */
-    char shape[96];            /* "(4, 8)", msprobe's tuple text */
+    char *name;                      /* "Functional.conv2d.0.forward.output.0" */
+    char bench_dtype[24];            /* "torch.float64" (the replay) */
+    char device_dtype[24];           /* the recorded output's dtype */
+    char shape[96];                  /* "(4, 8)", msprobe's tuple text */
     double metric[MSP_ACC_NMETRICS]; /* valid where (have >> i) & 1 */
     unsigned have;
-    const char *standard;      /* "benchmark", "absolute threshold", "binary consistency",
+    const char *standard;    /* "benchmark", "absolute threshold", "binary consistency",
                                   "ULP error", "dual thousandths", or NULL (not judged) */
-    msp_acc_status_t status;   /* by the standard of its API and dtype (see
+    msp_acc_status_t status; /* by the standard of its API and dtype (see
                                   msprobe-acc_check(1), JUDGING) */
-    char *message;             /* never NULL */
+    char *message;           /* never NULL */
 } msp_acc_output_t;
 
 /* One API (forward and backward records together): a row of the result CSV. */
 typedef struct msp_acc_api {
-    char *name;                /* "Functional.conv2d.0" */
+    char *name; /* "Functional.conv2d.0" */
     msp_acc_status_t forward, backward;
-    char *message;             /* why it was skipped, or ""; never NULL */
-    size_t first, n;           /* its outputs: outputs[first .. first + n) */
+    char *message;   /* why it was skipped, or ""; never NULL */
+    size_t first, n; /* its outputs: outputs[first .. first + n) */
 } msp_acc_api_t;
 
 typedef struct msp_acc_opts {
-    int workers;               /* replay workers run in parallel; <= 0: one per CPU, at most 8 */
-    double budget;             /* seconds of wall time for the whole check: records not
+    int workers;        /* replay workers run in parallel; <= 0: one per CPU, at most 8 */
+    double budget;      /* seconds of wall time for the whole check: records not
                                   started by then are skipped; 0: 600; < 0: no limit */
-    const char *python;        /* NULL: $MSPROBE_PYTHON, else the build's default */
+    const char *python; /* NULL: $MSPROBE_PYTHON, else the build's default */
     /* "NAME=pkg.mod.fn": replay Custom.NAME records (api_list callables outside
      * torch) with the function named, imported in the worker */
     const char *const *references;
@@ -169,15 +169,15 @@ typedef struct msp_acc_opts {
 } msp_acc_opts_t;
 
 typedef struct msp_acc_result {
-    char *path;                /* the dump file checked */
-    msp_acc_api_t *apis;       /* in execution order of their first record */
+    char *path;          /* the dump file checked */
+    msp_acc_api_t *apis; /* in execution order of their first record */
     size_t n_apis;
     msp_acc_output_t *outputs;
     size_t n_outputs;
     size_t records, replayed, skipped; /* records sent to replay, answered ok, skipped */
     size_t pass, warning, error;       /* outputs by status */
-    double seconds;            /* wall time of the replay */
-    int workers;               /* workers that ran */
+    double seconds;                    /* wall time of the replay */
+    int workers;                       /* workers that ran */
 } msp_acc_result_t;
 
 /* Replay every API record (forward, backward, optimizer step) of one tensor

@@ -29,14 +29,14 @@ enum {
 };
 
 typedef struct msp_child {
-    char **argv;       /* NULL-terminated; argv[0] is the program */
-    int search_path;   /* 1: look argv[0] up in PATH when it has no '/' */
-    int in, out, err;  /* MSP_CHILD_* or a descriptor */
-    int new_group;     /* 1: the child leads a process group of its own (kill(-pid) ends
+    char **argv;      /* NULL-terminated; argv[0] is the program */
+    int search_path;  /* 1: look argv[0] up in PATH when it has no '/' */
+    int in, out, err; /* MSP_CHILD_* or a descriptor */
+    int new_group;    /* 1: the child leads a process group of its own (kill(-pid) ends
                           it and whatever it forks) */
-    int fd3;           /* > 3: a descriptor the child gets as 3 (a listening socket);
+    int fd3;          /* > 3: a descriptor the child gets as 3 (a listening socket);
                           0: none, every descriptor from 3 up is closed */
-    pid_t pid;         /* set by msp_child_start */
+    pid_t pid;        /* set by msp_child_start */
 } msp_child_t;
 
 /* Starts c: 0 with c->pid set, or an errno (nothing started). */
@@ -48,12 +48,12 @@ int msp_child_wait(pid_t pid);
 /* How reading a child's answer ended (msp_fd_collect, msp_child_end). The
  * values are fixed: the catalogue server sends them over its socket. */
 enum {
-    MSP_CHILD_ENDED = 0,   /* the data ended (the child closed its end) */
-    MSP_CHILD_TIMEOUT = 1, /* the deadline passed first */
-    MSP_CHILD_TOO_BIG = 2, /* more than the cap */
-    MSP_CHILD_FAILED = 3,  /* the child could not be started (an errno goes with it) */
-    MSP_CHILD_NOMEM = 4,   /* no memory for the answer */
-    MSP_CHILD_STOPPED = 5, /* found stopped (SIGSTOP, a debugger) at the deadline, then killed */
+    MSP_CHILD_ENDED = 0,     /* the data ended (the child closed its end) */
+    MSP_CHILD_TIMEOUT = 1,   /* the deadline passed first */
+    MSP_CHILD_TOO_BIG = 2,   /* more than the cap */
+    MSP_CHILD_FAILED = 3,    /* the child could not be started (an errno goes with it) */
+    MSP_CHILD_NOMEM = 4,     /* no memory for the answer */
+    MSP_CHILD_STOPPED = 5,   /* found stopped (SIGSTOP, a debugger) at the deadline, then killed */
     MSP_CHILD_WATCH_GONE = 6 /* msp_fd_collect's watched descriptor hung up first */
 };
 

@@ -32,21 +32,21 @@ msp_err msp_report_write_csv(const msp_compare_result_t *res, const char *out_di
 /* A bounded look at one compared tensor pair (a suspect card's histogram and
  * scatter): every stride-th element pair from the first, at most max_points,
  * and a histogram of |npu - bench| over every element. */
-#define MSP_SAMPLE_BINS 64          /* 4 a decade, edges 10^-12 ... 10^4 */
+#define MSP_SAMPLE_BINS 64 /* 4 a decade, edges 10^-12 ... 10^4 */
 #define MSP_SAMPLE_LO_EXP (-12)
 #define MSP_SAMPLE_PER_DECADE 4
 typedef struct msp_tensor_sample {
-    long tensor;               /* row in res->tensors */
-    char *why;                 /* NULL, or why there is no sample (statistics dump,
+    long tensor; /* row in res->tensors */
+    char *why;   /* NULL, or why there is no sample (statistics dump,
                                   file gone, shapes differ); the rest is then zero */
     uint64_t numel, stride;
-    size_t n;                  /* pairs sampled */
-    double *npu, *bench;       /* n values each, as read (NaN/Inf kept) */
+    size_t n;            /* pairs sampled */
+    double *npu, *bench; /* n values each, as read (NaN/Inf kept) */
     /* |npu - bench|: bins[k] counts e in [10^(LO + k/PER), 10^(LO + (k+1)/PER)) */
     uint64_t bins[MSP_SAMPLE_BINS];
-    uint64_t zero;             /* e == 0 */
-    uint64_t below, above;     /* 0 < e < 10^LO, e >= the last edge */
-    uint64_t nonfinite;        /* NaN or Inf on either side */
+    uint64_t zero;         /* e == 0 */
+    uint64_t below, above; /* 0 < e < 10^LO, e >= the last edge */
+    uint64_t nonfinite;    /* NaN or Inf on either side */
 } msp_tensor_sample_t;
 
 /* Sample n tensor rows of res (tensors[i], indexes into res->tensors), reading
@@ -60,12 +60,12 @@ msp_err msp_compare_sample(const char *bench, const char *cmp, const msp_compare
 void msp_tensor_sample_free(msp_tensor_sample_t *s); /* NULL-safe; frees the contents */
 
 typedef struct msp_html_opts {
-    const char *bench, *cmp;   /* the dumps compared, for the suspects' samples;
+    const char *bench, *cmp; /* the dumps compared, for the suspects' samples;
                                   NULL: cards without histogram and scatter */
-    int top;                   /* suspect cards (0: the suspects marked, suspect_rank > 0) */
-    size_t max_points;         /* error-flow points per step and rank before the
+    int top;                 /* suspect cards (0: the suspects marked, suspect_rank > 0) */
+    size_t max_points;       /* error-flow points per step and rank before the
                                   page aggregates (0: 4000) */
-    size_t max_records;        /* records listed in the page (0: 150000) */
+    size_t max_records;      /* records listed in the page (0: 150000) */
 } msp_html_opts_t;
 
 /* Write out_dir/result.html atomically: one page that opens offline (Chart.js

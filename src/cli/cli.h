@@ -111,11 +111,14 @@ typedef struct msp_opt_word {
  * Errors name the option as it was typed (-l or --level). The variable's type
  * is checked at compile time (an int for INT; an int-sized int or enum for
  * ENUM). The table ends with {.id = 0}. */
-#define MSP_OPT(id_, name_, arg_, ...) {.id = (id_), .name = (name_), .arg = (arg_), .help = __VA_ARGS__}
+#define MSP_OPT(id_, name_, arg_, ...)                                                             \
+    {                                                                                              \
+        .id = (id_), .name = (name_), .arg = (arg_), .help = __VA_ARGS__                           \
+    }
 #define MSP_BIND(kind, ptr) .bind = MSP_OPT_##kind, .to = (void *)(ptr)
-#define MSP_BIND_INT(ptr, lo_, hi_)                                                       \
+#define MSP_BIND_INT(ptr, lo_, hi_)                                                                \
     .bind = MSP_OPT_INT, .to = (void *)(1 ? (ptr) : (int *)0), .lo = (lo_), .hi = (hi_)
-#define MSP_BIND_ENUM(ptr, words_)                                                        \
+#define MSP_BIND_ENUM(ptr, words_)                                                                 \
     .bind = MSP_OPT_ENUM, .to = (void *)(ptr), .words = (words_), .lo = MSP_INT_SIZED(ptr)
 /* 1, or a compile error (an array of -1 chars) when *ptr is not int-sized. */
 #define MSP_INT_SIZED(ptr) (long)sizeof(char[sizeof *(ptr) == sizeof(int) ? 1 : -1])
@@ -128,15 +131,15 @@ typedef struct msp_opt {
     const char *help; /* help text; '\n' continues it on an indented line */
     int bind;         /* MSP_OPT_CALLER, or how the option is stored into `to` */
     void *to;
-    long lo, hi;      /* MSP_OPT_INT: the range */
+    long lo, hi;                 /* MSP_OPT_INT: the range */
     const msp_opt_word_t *words; /* MSP_OPT_ENUM: the words */
 } msp_opt_t;
 
 typedef struct msp_cmd_doc {
-    const char *cmd;     /* "compare"; NULL for the global options */
-    const char *usage;   /* first lines of --help, "Usage: ..." */
-    const char *about;   /* paragraphs between usage and options, or NULL */
-    const char *tail;    /* paragraphs after the options, or NULL */
+    const char *cmd;           /* "compare"; NULL for the global options */
+    const char *usage;         /* first lines of --help, "Usage: ..." */
+    const char *about;         /* paragraphs between usage and options, or NULL */
+    const char *tail;          /* paragraphs after the options, or NULL */
     const char *options_title; /* heading of the option lines (NULL: "Options") */
     const msp_opt_t *opts;
     int help_width;      /* width of the option column in --help (0: 20) */

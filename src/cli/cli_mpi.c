@@ -36,8 +36,8 @@
  * plugins: a process of a parallel launch. */
 static int msp_launched_by_mpi(void)
 {
-    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE",
-                                       "PMI_RANK", "MPI_LOCALNRANKS"};
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK",
+                                       "MPI_LOCALNRANKS"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         const char *v = getenv(vars[i]);
         if (v && *v)
@@ -55,17 +55,17 @@ static int msp_launched_by_mpi(void)
  * thread runs (MPI_THREAD_SERIALIZED asks no more) and the fields below it. */
 static struct {
     int rank, size;
-    double timeout;       /* seconds of silence that end the launch; 0: wait forever */
-    int watch;            /* the beat thread runs (the MPI library allows threads) */
+    double timeout; /* seconds of silence that end the launch; 0: wait forever */
+    int watch;      /* the beat thread runs (the MPI library allows threads) */
     pthread_mutex_t mu;
     pthread_t thread;
-    int stop;             /* atomic: the beat thread ends */
-    double beat;          /* seconds between signs of life */
-    double *last_seen;    /* msp_monotonic() of each process's last message */
-    int silent, seen_by;  /* the silent process and who found it (-1: none) */
+    int stop;            /* atomic: the beat thread ends */
+    double beat;         /* seconds between signs of life */
+    double *last_seen;   /* msp_monotonic() of each process's last message */
+    int silent, seen_by; /* the silent process and who found it (-1: none) */
     double silent_for;
-    int broken;           /* a process is silent: MPI is not called again but to end */
-    char msg[512];        /* what every exchange then fails with */
+    int broken;    /* a process is silent: MPI is not called again but to end */
+    char msg[512]; /* what every exchange then fails with */
 } msp_w = {.mu = PTHREAD_MUTEX_INITIALIZER, .silent = -1, .seen_by = -1};
 
 static void msp_lock(void)
@@ -131,7 +131,8 @@ static void *msp_mpi_beat(void *arg)
                 int flag = 0, msg[2];
                 MPI_Status st;
                 if (MPI_Iprobe(MPI_ANY_SOURCE, MSP_MPI_BEAT_TAG, MPI_COMM_WORLD, &flag, &st) !=
-                        MPI_SUCCESS || !flag)
+                        MPI_SUCCESS ||
+                    !flag)
                     break;
                 if (MPI_Recv(msg, 2, MPI_INT, st.MPI_SOURCE, MSP_MPI_BEAT_TAG, MPI_COMM_WORLD,
                              MPI_STATUS_IGNORE) != MPI_SUCCESS)
@@ -147,8 +148,8 @@ static void *msp_mpi_beat(void *arg)
             }
         }
         pthread_mutex_unlock(&msp_w.mu);
-        for (double slept = 0; slept < msp_w.beat &&
-                               !__atomic_load_n(&msp_w.stop, __ATOMIC_ACQUIRE); slept += 0.01)
+        for (double slept = 0;
+             slept < msp_w.beat && !__atomic_load_n(&msp_w.stop, __ATOMIC_ACQUIRE); slept += 0.01)
             msp_sleep(0.01);
     }
     /* signs still on their way are small, sent eagerly: they complete here
@@ -214,8 +215,8 @@ static msp_err msp_mpi_wait(MPI_Request *req, const char *what)
                 snprintf(msp_w.msg, sizeof msp_w.msg,
                          "MPI: process %d of %d sent no sign of life for %.1f s (--mpi-timeout "
                          "%g) while process %d was %s: it is stopped (SIGSTOP, a debugger), hung "
-                         "or cut off; ending the launch", silent, msp_w.size, msp_w.silent_for,
-                         msp_w.timeout, msp_w.rank, what);
+                         "or cut off; ending the launch",
+                         silent, msp_w.size, msp_w.silent_for, msp_w.timeout, msp_w.rank, what);
             else
                 snprintf(msp_w.msg, sizeof msp_w.msg,
                          "MPI: process %d of %d sent no sign of life for %.1f s (--mpi-timeout "
@@ -227,8 +228,8 @@ static msp_err msp_mpi_wait(MPI_Request *req, const char *what)
             snprintf(msp_w.msg, sizeof msp_w.msg,
                      "MPI: no answer within %g s (--mpi-timeout) while process %d of %d was %s "
                      "(this MPI library allows no thread to watch for signs of life, so each "
-                     "exchange is timed from its start); ending the launch", msp_w.timeout,
-                     msp_w.rank, msp_w.size, what);
+                     "exchange is timed from its start); ending the launch",
+                     msp_w.timeout, msp_w.rank, msp_w.size, what);
             silent = msp_w.size; /* someone, not known */
         }
         msp_err e = silent >= 0 ? msp_mpi_break() : MSP_OK;

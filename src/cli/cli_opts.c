@@ -116,8 +116,8 @@ static int msp_opt_int(const msp_cmd_doc_t *d, const msp_opt_t *o, const char *o
     errno = 0;
     long v = strtol(value, &end, 10);
     if (!*value || *end || errno == ERANGE || v < o->lo || v > o->hi)
-        return msp_cmd_usage_error(d, "%s: '%s' is not a whole number from %ld to %ld", opt,
-                                   value, o->lo, o->hi);
+        return msp_cmd_usage_error(d, "%s: '%s' is not a whole number from %ld to %ld", opt, value,
+                                   o->lo, o->hi);
     *(int *)o->to = (int)v;
     return MSP_EXIT_OK;
 }
@@ -141,8 +141,7 @@ static int msp_opt_enum(const msp_cmd_doc_t *d, const msp_opt_t *o, const char *
 }
 
 /* A bound option's value into its variable; -1 after the usage error. */
-static int msp_opt_store(const msp_cmd_doc_t *d, const msp_opt_t *o, char **argv,
-                         const char *value)
+static int msp_opt_store(const msp_cmd_doc_t *d, const msp_opt_t *o, char **argv, const char *value)
 {
     char opt[72];
     msp_opt_typed(o, argv, opt, sizeof opt);

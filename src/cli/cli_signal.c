@@ -51,7 +51,10 @@ static void msp_put_int(msp_line_t *l, long v)
 
 static const char *msp_sig_name(int sig)
 {
-    return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "a signal";
+    return sig == SIGTERM  ? "SIGTERM"
+           : sig == SIGINT ? "SIGINT"
+           : sig == SIGHUP ? "SIGHUP"
+                           : "a signal";
 }
 
 static void msp_stop_handler(int sig)

@@ -37,16 +37,20 @@ typedef struct msp_acc_args {
 static msp_acc_args_t msp_aa;
 
 static const msp_opt_t msp_acc_opts[] = {
-    MSP_OPT('d', "dump", "DUMP", "the tensor dump to check: a dump file (dump.h5, or msprobe's\n"
-            "dump.json) or its rank directory", MSP_BIND(STRING, &msp_aa.dump)),
+    MSP_OPT('d', "dump", "DUMP",
+            "the tensor dump to check: a dump file (dump.h5, or msprobe's\n"
+            "dump.json) or its rank directory",
+            MSP_BIND(STRING, &msp_aa.dump)),
     MSP_OPT(MSP_OPT_API_INFO, "api_info_file", "FILE",
             "msprobe's name for -d (also -api_info FILE)", MSP_BIND(STRING, &msp_aa.dump)),
     MSP_OPT('o', "out_path", "DIR", "where the two CSVs go (default ./)",
             MSP_BIND(STRING, &msp_aa.out_dir)),
     MSP_OPT('n', "workers", "N", "replay workers in parallel (default: one per CPU, at most 8)",
             MSP_BIND_INT(&msp_aa.workers, 1, 64)),
-    MSP_OPT(MSP_OPT_PYTHON, "python", "PATH", "the Python with torch that replays (default:\n"
-            "$MSPROBE_PYTHON, else the build's)", MSP_BIND(STRING, &msp_aa.python)),
+    MSP_OPT(MSP_OPT_PYTHON, "python", "PATH",
+            "the Python with torch that replays (default:\n"
+            "$MSPROBE_PYTHON, else the build's)",
+            MSP_BIND(STRING, &msp_aa.python)),
     MSP_OPT(MSP_OPT_REFERENCE, "reference", "NAME=FUNC",
             "replay Custom.NAME records (api_list callables\n"
             "outside torch) with the Python function FUNC\n"
@@ -66,11 +70,12 @@ static const msp_opt_t msp_acc_opts[] = {
 static const msp_cmd_doc_t msp_acc_doc = {
     .cmd = "acc_check",
     .usage = "Usage: msprobe acc_check -d DUMP [-o OUT] [-n WORKERS] [--reference NAME=FUNC]",
-    .about = "msprobe's API pre-check: replay every API record of a tensor dump on the CPU\n"
-             "in float64 with its recorded inputs and arguments, judge each output by\n"
-             "msprobe's precision standard for its API and dtype (absolute threshold,\n"
-             "benchmark comparison, binary consistency, ULP error, dual thousandths), and\n"
-             "write accuracy_checking_result_{time}.csv and accuracy_checking_details_{time}.csv.\n",
+    .about =
+        "msprobe's API pre-check: replay every API record of a tensor dump on the CPU\n"
+        "in float64 with its recorded inputs and arguments, judge each output by\n"
+        "msprobe's precision standard for its API and dtype (absolute threshold,\n"
+        "benchmark comparison, binary consistency, ULP error, dual thousandths), and\n"
+        "write accuracy_checking_result_{time}.csv and accuracy_checking_details_{time}.csv.\n",
     .tail = "Exit status: 0 every output meets its standard, 1 some output does not or\n"
             "no record could be checked, 2 usage error or bad input. See msprobe-acc_check(1).\n",
     .opts = msp_acc_opts,
@@ -80,7 +85,8 @@ static const msp_cmd_doc_t msp_acc_doc = {
 static const msp_opt_t msp_apc_opts[] = {
     MSP_OPT(MSP_OPT_NPU, "npu_csv_path", "CSV",
             "accuracy_checking_details_*.csv of the run under\n"
-            "suspicion (also -npu CSV)", MSP_BIND(STRING, &msp_aa.npu)),
+            "suspicion (also -npu CSV)",
+            MSP_BIND(STRING, &msp_aa.npu)),
     MSP_OPT(MSP_OPT_GPU, "gpu_csv_path", "CSV", "the same of the trusted run (also -gpu CSV)",
             MSP_BIND(STRING, &msp_aa.gpu)),
     MSP_OPT('o', "out_path", "DIR", "where the two CSVs go (default ./)",
@@ -93,9 +99,10 @@ static const msp_opt_t msp_apc_opts[] = {
 static const msp_cmd_doc_t msp_apc_doc = {
     .cmd = "api_precision_compare",
     .usage = "Usage: msprobe api_precision_compare -npu NPU_DETAILS -gpu GPU_DETAILS [-o OUT]",
-    .about = "Judge each API of two acc_check details CSVs by msprobe's precision standard,\n"
-             "the run under suspicion (NPU) against the trusted one (GPU), and write\n"
-             "api_precision_compare_result_{time}.csv and api_precision_compare_details_{time}.csv.\n",
+    .about =
+        "Judge each API of two acc_check details CSVs by msprobe's precision standard,\n"
+        "the run under suspicion (NPU) against the trusted one (GPU), and write\n"
+        "api_precision_compare_result_{time}.csv and api_precision_compare_details_{time}.csv.\n",
     .tail = "Exit status: 0 every API passes, 1 some API does not, 2 usage error or bad\n"
             "input. See msprobe-acc_check(1).\n",
     .opts = msp_apc_opts,
@@ -105,9 +112,8 @@ static const msp_cmd_doc_t msp_apc_doc = {
 /* msprobe's one-dash long options, as getopt_long reads them. */
 static char **msp_acc_argv(int argc, char **argv)
 {
-    static const char *const map[][2] = {{"-api_info", "--api_info_file"},
-                                         {"-npu", "--npu_csv_path"},
-                                         {"-gpu", "--gpu_csv_path"}};
+    static const char *const map[][2] = {
+        {"-api_info", "--api_info_file"}, {"-npu", "--npu_csv_path"}, {"-gpu", "--gpu_csv_path"}};
     char **v = calloc((size_t)argc + 1, sizeof *v);
     for (int i = 0; v && i < argc; i++) {
         v[i] = argv[i];
@@ -142,8 +148,8 @@ int msp_cmd_acc_check(msp_cli_ctx_t *ctx, int argc, char **argv)
 {
     char **av = msp_acc_argv(argc, argv);
     const char **refs = calloc((size_t)argc + 1, sizeof *refs);
-    msp_aa = (msp_acc_args_t){.out_dir = ".", .quiet = ctx->verbosity == 0, .show = 20,
-                              .budget = 600};
+    msp_aa = (msp_acc_args_t){
+        .out_dir = ".", .quiet = ctx->verbosity == 0, .show = 20, .budget = 600};
     size_t nrefs = 0;
     int rc = MSP_EXIT_OK, c;
     msp_acc_opts_t opts;
@@ -158,8 +164,10 @@ int msp_cmd_acc_check(msp_cli_ctx_t *ctx, int argc, char **argv)
         switch (c) {
         case MSP_OPT_REFERENCE:
             if (!strchr(optarg, '=') || optarg[0] == '=' || !strchr(strchr(optarg, '=') + 1, '.')) {
-                rc = msp_cmd_usage_error(&msp_acc_doc, "--reference: '%s' is not NAME=pkg.module."
-                                         "function", optarg);
+                rc = msp_cmd_usage_error(&msp_acc_doc,
+                                         "--reference: '%s' is not NAME=pkg.module."
+                                         "function",
+                                         optarg);
                 goto done;
             }
             refs[nrefs++] = optarg;
@@ -215,9 +223,9 @@ int msp_cmd_acc_check(msp_cli_ctx_t *ctx, int argc, char **argv)
         goto done;
     }
     printf("acc_check: %zu records of %s replayed in %.3f s by %d worker%s (%.1f records/s); "
-           "%zu skipped\n", res->records, res->path, res->seconds, res->workers,
-           res->workers == 1 ? "" : "s", res->seconds > 0 ? (double)res->records / res->seconds : 0.0,
-           res->skipped);
+           "%zu skipped\n",
+           res->records, res->path, res->seconds, res->workers, res->workers == 1 ? "" : "s",
+           res->seconds > 0 ? (double)res->records / res->seconds : 0.0, res->skipped);
     printf("outputs: %zu pass, %zu warning, %zu error\n", res->pass, res->warning, res->error);
     if (!quiet) {
         int listed = 0;
@@ -233,7 +241,8 @@ int msp_cmd_acc_check(msp_cli_ctx_t *ctx, int argc, char **argv)
     rc = res->error || res->warning ? MSP_EXIT_FAIL : MSP_EXIT_OK;
     if (res->replayed == 0) { /* an empty check is no pass */
         msp_errorf("acc_check: nothing was checked: none of the %zu records of %s could be "
-                   "replayed (the details CSV says why for each)", res->records, res->path);
+                   "replayed (the details CSV says why for each)",
+                   res->records, res->path);
         rc = MSP_EXIT_FAIL;
     }
     free(rpath);
@@ -286,7 +295,8 @@ int msp_cmd_api_precision_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
         goto done;
     }
     printf("api_precision_compare: %zu APIs: %zu pass, %zu warning, %zu error, %zu skipped; %zu "
-           "rows not in the GPU CSV\n", s.apis, s.pass, s.warning, s.error, s.skip, s.unmatched);
+           "rows not in the GPU CSV\n",
+           s.apis, s.pass, s.warning, s.error, s.skip, s.unmatched);
     if (!quiet)
         printf("result: %s\ndetails: %s\n", s.result_path, s.details_path);
     rc = s.error || s.warning ? MSP_EXIT_FAIL : MSP_EXIT_OK;

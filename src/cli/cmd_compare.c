@@ -226,7 +226,7 @@ static void msp_print_root_cause(const msp_compare_result_t *res)
     /* a producer gap names the input that changed: "before RECORD ROLE" */
     int gap = res->n_suspects ? res->suspects[0].is_gap : 0;
     msp_tprintf(stdout, "first introduced error: step %lld rank %lld %s%s", (long long)rec->step,
-           (long long)rec->rank, gap ? "before " : "", rec->name ? rec->name : "?");
+                (long long)rec->rank, gap ? "before " : "", rec->name ? rec->name : "?");
     const msp_tensor_cmp_t *t = NULL;
     if (res->root_tensor >= 0 && (size_t)res->root_tensor < res->n_tensors)
         t = &res->tensors[res->root_tensor];
@@ -235,7 +235,8 @@ static void msp_print_root_cause(const msp_compare_result_t *res)
         size_t rl = rec->name ? strlen(rec->name) : 0;
         /* The tensor name is "<record>.<role>": print the role alone. */
         const char *role = tn && rl && strncmp(tn, rec->name, rl) == 0 && tn[rl] == '.'
-                               ? tn + rl + 1 : tn;
+                               ? tn + rl + 1
+                               : tn;
         if (role)
             msp_tprintf(stdout, " %s", role);
         /* a parameter that differed before any op used it: its name */
@@ -312,10 +313,12 @@ static void msp_print_replay(const msp_compare_result_t *res, const msp_compare_
     }
     if (!res->replay_candidates && !res->replay_skipped)
         return;
-    msp_tprintf(stdout, "replay: %.3f s, %zu records replayed (%zu introduced, %zu inherited), %zu not "
-           "replayable, %zu left by the %g s budget; compare %.3f s\n",
-           res->replay_seconds, res->replay_done, res->replay_introduced, res->replay_inherited,
-           res->replay_skipped, res->replay_unfinished, o->replay_budget, total);
+    msp_tprintf(stdout,
+                "replay: %.3f s, %zu records replayed (%zu introduced, %zu inherited), %zu not "
+                "replayable, %zu left by the %g s budget; compare %.3f s\n",
+                res->replay_seconds, res->replay_done, res->replay_introduced,
+                res->replay_inherited, res->replay_skipped, res->replay_unfinished,
+                o->replay_budget, total);
 }
 
 /* The ranked suspects, most likely first, after the root-cause line. */
@@ -329,8 +332,9 @@ static void msp_print_suspects(const msp_compare_result_t *res, int top)
     if (!own)
         return;
     size_t n = own < (size_t)top ? own : (size_t)top;
-    msp_tprintf(stdout, "suspects (%zu of %zu, most likely first; error = ||npu-bench||/||bench||):\n", n,
-           own);
+    msp_tprintf(stdout,
+                "suspects (%zu of %zu, most likely first; error = ||npu-bench||/||bench||):\n", n,
+                own);
     for (size_t i = 0; i < n; i++) {
         const msp_suspect_t *s = &res->suspects[i];
         const msp_record_cmp_t *rec = &res->records[s->record];
@@ -339,12 +343,15 @@ static void msp_print_suspects(const msp_compare_result_t *res, int top)
         size_t rl = strlen(rec->name);
         /* the worst output's role; a tensor of another record (a module named
          * for what its own code did to a child's input) by its full name */
-        const char *role = !tn ? "" : strncmp(tn, rec->name, rl) == 0 && tn[rl] == '.' ? tn + rl + 1 : tn;
-        msp_tprintf(stdout, "  %zu. step %lld rank %lld %s%s%s%s: input err %.3g, output err %.3g, "
-               "amplification %.3g, #%lld in execution order\n     %s\n",
-               i + 1, (long long)rec->step, (long long)rec->rank, s->is_gap ? "before " : "",
-               rec->name, role[0] ? " " : "", role, s->in_err, s->out_err, s->amplification,
-               (long long)rec->order, s->reason);
+        const char *role = !tn                                                ? ""
+                           : strncmp(tn, rec->name, rl) == 0 && tn[rl] == '.' ? tn + rl + 1
+                                                                              : tn;
+        msp_tprintf(stdout,
+                    "  %zu. step %lld rank %lld %s%s%s%s: input err %.3g, output err %.3g, "
+                    "amplification %.3g, #%lld in execution order\n     %s\n",
+                    i + 1, (long long)rec->step, (long long)rec->rank, s->is_gap ? "before " : "",
+                    rec->name, role[0] ? " " : "", role, s->in_err, s->out_err, s->amplification,
+                    (long long)rec->order, s->reason);
     }
 }
 
@@ -370,16 +377,19 @@ static void msp_print_tensor_log(const msp_compare_result_t *res)
 {
     for (size_t i = 0; i < res->n_tensors; i++) {
         const msp_tensor_cmp_t *t = &res->tensors[i];
-        printf("%s vs %s:", t->npu_name ? t->npu_name : "N/A", t->bench_name ? t->bench_name : "N/A");
+        printf("%s vs %s:", t->npu_name ? t->npu_name : "N/A",
+               t->bench_name ? t->bench_name : "N/A");
         if (res->stats_mode)
             msp_print_metric(" max diff", t->max_diff, 0);
         else {
             msp_print_metric(" cosine", t->cosine, 1);
             msp_print_metric(", max abs err", t->max_abs_err, 0);
         }
-        printf(", %s%s%s\n", t->verdict == MSP_VERDICT_YES ? "Yes"
-                              : t->verdict == MSP_VERDICT_NO ? "No"
-                              : t->verdict == MSP_VERDICT_WARNING ? "Warning" : "N/A",
+        printf(", %s%s%s\n",
+               t->verdict == MSP_VERDICT_YES       ? "Yes"
+               : t->verdict == MSP_VERDICT_NO      ? "No"
+               : t->verdict == MSP_VERDICT_WARNING ? "Warning"
+                                                   : "N/A",
                t->err_message && *t->err_message ? ": " : "", t->err_message ? t->err_message : "");
     }
 }
@@ -424,7 +434,8 @@ static int msp_compare_options(int argc, char **argv)
         case MSP_OPT_MODE:
             if (strcmp(optarg, "auto") != 0)
                 return msp_compare_usage_error("--mode: '%s' is not supported: only 'auto' (two "
-                                               "PyTorch dumps)", optarg);
+                                               "PyTorch dumps)",
+                                               optarg);
             break;
         case 'h':
             msp_cmd_help(&msp_compare_doc, stdout);
@@ -446,8 +457,8 @@ static void msp_print_totals(msp_compare_tree_t *tree, const msp_compare_result_
     msp_human_bytes(done, sizeof done, (double)res->bytes_compared);
     double t_cmp = elapsed - res->replay_seconds;
     msp_human_bytes(rate, sizeof rate, t_cmp > 0 ? (double)res->bytes_compared / t_cmp : 0.0);
-    msp_tprintf(stdout, "pairs %zu, records %zu, tensors %zu, failing records %zu\n",
-                res->n_pairs, n_records, n_tensors, failing);
+    msp_tprintf(stdout, "pairs %zu, records %zu, tensors %zu, failing records %zu\n", res->n_pairs,
+                n_records, n_tensors, failing);
     msp_tprintf(stdout, "compared %s in %.3f s (%s/s)\n", done, elapsed - res->replay_seconds,
                 rate);
     const size_t *each = NULL;
@@ -467,16 +478,21 @@ static void msp_print_incomplete(const msp_compare_result_t *res)
     for (size_t i = 0; i < res->n_unread; i++)
         msp_tprintf(stdout, "not compared: %s\n", res->unread[i]);
     if (res->n_crc_bad)
-        msp_tprintf(stdout, "damaged: %zu tensor%s fail%s the CRC-32 stored in its dump (named in "
-               "Err_message): the dump is damaged\n", res->n_crc_bad,
-               res->n_crc_bad == 1 ? "" : "s", res->n_crc_bad == 1 ? "s" : "");
+        msp_tprintf(stdout,
+                    "damaged: %zu tensor%s fail%s the CRC-32 stored in its dump (named in "
+                    "Err_message): the dump is damaged\n",
+                    res->n_crc_bad, res->n_crc_bad == 1 ? "" : "s", res->n_crc_bad == 1 ? "s" : "");
     if (res->n_unreadable)
-        msp_tprintf(stdout, "not read: %zu tensor%s could not be read (named in Err_message), "
-                    "first %s\n", res->n_unreadable, res->n_unreadable == 1 ? "" : "s",
+        msp_tprintf(stdout,
+                    "not read: %zu tensor%s could not be read (named in Err_message), "
+                    "first %s\n",
+                    res->n_unreadable, res->n_unreadable == 1 ? "" : "s",
                     res->first_unreadable ? res->first_unreadable : "?");
     if (res->n_unread)
-        msp_tprintf(stdout, "incomplete: %zu step/rank file%s could not be read; the verdicts below "
-               "cover the rest only\n", res->n_unread, res->n_unread == 1 ? "" : "s");
+        msp_tprintf(stdout,
+                    "incomplete: %zu step/rank file%s could not be read; the verdicts below "
+                    "cover the rest only\n",
+                    res->n_unread, res->n_unread == 1 ? "" : "s");
 }
 
 static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv);
@@ -497,7 +513,8 @@ int msp_cmd_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
 
 static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
 {
-    msp_ca = (msp_compare_args_t){.out_dir = "./compare_result", .html = 1,
+    msp_ca = (msp_compare_args_t){.out_dir = "./compare_result",
+                                  .html = 1,
                                   .quiet = ctx->verbosity == 0,
                                   .mpi_timeout = MSP_MPI_TIMEOUT_DEFAULT};
     msp_compare_opts_default(&msp_ca.opts);
@@ -514,8 +531,9 @@ static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
         return msp_compare_usage_error("%s is required", !bench ? "-b BENCH" : "-c CMP");
     if ((rc = msp_check_path("bench dump", bench)) || (rc = msp_check_path("compare dump", cmp)))
         return rc;
-    if (opts.mapping_path && ((rc = msp_check_path("mapping file", opts.mapping_path)) ||
-                              (rc = msp_opt_file(&msp_compare_doc, "--mapping", opts.mapping_path))))
+    if (opts.mapping_path &&
+        ((rc = msp_check_path("mapping file", opts.mapping_path)) ||
+         (rc = msp_opt_file(&msp_compare_doc, "--mapping", opts.mapping_path))))
         return rc;
     if (opts.cell_mapping_path &&
         ((rc = msp_check_path("cell mapping file", opts.cell_mapping_path)) ||
@@ -567,7 +585,9 @@ static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
     msp_compare_tree_totals(tree, &n_records, &n_tensors, &failing);
     if (n_records == 0) {
         msp_errorf("compare: nothing to compare: no %srecords in %s and %s",
-                   opts.level == MSP_LEVEL_API ? "API " : opts.level == MSP_LEVEL_MODULE ? "module " : "",
+                   opts.level == MSP_LEVEL_API      ? "API "
+                   : opts.level == MSP_LEVEL_MODULE ? "module "
+                                                    : "",
                    bench, cmp);
         rc = MSP_EXIT_USAGE;
         goto cleanup;
@@ -579,8 +599,8 @@ static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
     }
     /* result.html and --print-log need every record at once: past this many
      * records the page is not written (the workbook and csv hold them all) */
-    if ((html || print_log) && (err = msp_compare_tree_whole(tree, MSP_WHOLE_MAX_RECORDS,
-                                                             &whole)) != MSP_OK) {
+    if ((html || print_log) &&
+        (err = msp_compare_tree_whole(tree, MSP_WHOLE_MAX_RECORDS, &whole)) != MSP_OK) {
         rc = msp_report_error(err);
         goto cleanup;
     }
@@ -591,7 +611,8 @@ static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
     }
     if (html && !whole) {
         msp_errorf("warning: result.html not written: %zu records, over the %d a page holds "
-                   "(result.xlsx and result.csv have them all)", n_records, MSP_WHOLE_MAX_RECORDS);
+                   "(result.xlsx and result.csv have them all)",
+                   n_records, MSP_WHOLE_MAX_RECORDS);
         html = 0;
     }
     msp_cli_stop_stage(MSP_STOP_WRITTEN);
@@ -619,8 +640,8 @@ static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
         msp_errorf("warning: --print-log: %zu records, over the %d it prints", n_records,
                    MSP_WHOLE_MAX_RECORDS);
     rc = res->n_unread || res->n_crc_bad || res->n_unreadable ? MSP_EXIT_INCOMPLETE
-         : failing                       ? MSP_EXIT_FAIL
-                                         : MSP_EXIT_OK;
+         : failing                                            ? MSP_EXIT_FAIL
+                                                              : MSP_EXIT_OK;
 
 cleanup:
     msp_compare_result_free(whole);

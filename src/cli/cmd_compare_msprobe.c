@@ -16,9 +16,9 @@ enum { MSP_ALIAS_FLAG, MSP_ALIAS_VALUE, MSP_ALIAS_OPTIONAL };
 
 typedef struct msp_alias {
     const char *theirs;
-    const char *ours;  /* replacement option; NULL: dropped (what it asks is always done) */
-    int takes;         /* MSP_ALIAS_* */
-    const char *note;  /* one line on stderr when given (NULL: none) */
+    const char *ours; /* replacement option; NULL: dropped (what it asks is always done) */
+    int takes;        /* MSP_ALIAS_* */
+    const char *note; /* one line on stderr when given (NULL: none) */
 } msp_alias_t;
 
 static const msp_alias_t msp_aliases[] = {
@@ -39,17 +39,18 @@ static const msp_alias_t msp_aliases[] = {
     {"--api_mapping", NULL, MSP_ALIAS_OPTIONAL,
      "--api_mapping maps MindSpore APIs to PyTorch's; two PyTorch dumps need none: ignored"},
     {"-lm", NULL, MSP_ALIAS_OPTIONAL,
-     "-lm (layer_mapping) maps MindSpore layers to PyTorch's; two PyTorch dumps need none: ignored"},
+     "-lm (layer_mapping) maps MindSpore layers to PyTorch's; two PyTorch dumps need none: "
+     "ignored"},
     {"--layer_mapping", NULL, MSP_ALIAS_OPTIONAL,
      "--layer_mapping maps MindSpore layers to PyTorch's; two PyTorch dumps need none: ignored"},
-    {"-da", NULL, MSP_ALIAS_FLAG, NULL},           /* the first divergence: always analysed */
+    {"-da", NULL, MSP_ALIAS_FLAG, NULL}, /* the first divergence: always analysed */
     {"--diff_analyze", NULL, MSP_ALIAS_FLAG, NULL},
     {"-tensor_log", "--print-log", MSP_ALIAS_FLAG, NULL},
     {"--is_print_compare_log", "--print-log", MSP_ALIAS_FLAG, NULL},
-    {"--xlsx", NULL, MSP_ALIAS_FLAG, NULL},        /* result.xlsx is always written */
-    {"-s", NULL, MSP_ALIAS_FLAG, NULL},            /* 8.x stack_mode: NPU_Stack_Info always */
+    {"--xlsx", NULL, MSP_ALIAS_FLAG, NULL}, /* result.xlsx is always written */
+    {"-s", NULL, MSP_ALIAS_FLAG, NULL},     /* 8.x stack_mode: NPU_Stack_Info always */
     {"--stack_mode", NULL, MSP_ALIAS_FLAG, NULL},
-    {"-hl", NULL, MSP_ALIAS_FLAG, NULL},           /* 8.x highlight: always */
+    {"-hl", NULL, MSP_ALIAS_FLAG, NULL}, /* 8.x highlight: always */
     {"--highlight", NULL, MSP_ALIAS_FLAG, NULL},
     {"--compare_only", NULL, MSP_ALIAS_FLAG, NULL}, /* 8.x: we never re-dump */
     {"-i", "--input-json", MSP_ALIAS_VALUE, NULL},  /* 8.x compare.json */
@@ -165,7 +166,8 @@ int msp_compare_input_json(const char *path, char **bench, char **cmp, int *prin
     }
     if (!(root = cJSON_Parse(text)) || !cJSON_IsObject(root)) {
         msp_errorf("compare: -i %s: not a JSON object (msprobe's compare.json: npu_path, "
-                   "bench_path, stack_path, is_print_compare_log)", path);
+                   "bench_path, stack_path, is_print_compare_log)",
+                   path);
         goto cleanup;
     }
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(root, "npu_path");
@@ -193,7 +195,8 @@ int msp_compare_input_json(const char *path, char **bench, char **cmp, int *prin
         if (strcmp(e->string, "npu_path") && strcmp(e->string, "bench_path") &&
             strcmp(e->string, "stack_path") && strcmp(e->string, "is_print_compare_log")) {
             msp_errorf("compare: -i %s: unknown key \"%s\" (msprobe's compare.json has npu_path, "
-                       "bench_path, stack_path, is_print_compare_log)", path, e->string);
+                       "bench_path, stack_path, is_print_compare_log)",
+                       path, e->string);
             goto cleanup;
         }
     *print_log |= cJSON_IsTrue(l);

@@ -23,17 +23,24 @@ typedef struct msp_check_args {
 static msp_check_args_t msp_ka;
 
 static const msp_opt_t msp_cc_opts[] = {
-    MSP_OPT('d', "static", NULL, "pack env and pip of the current environment\n"
-            "(Python: $MSPROBE_PYTHON, default /usr/bin/python3)", MSP_BIND(TRUE, &msp_ka.do_static)),
+    MSP_OPT('d', "static", NULL,
+            "pack env and pip of the current environment\n"
+            "(Python: $MSPROBE_PYTHON, default /usr/bin/python3)",
+            MSP_BIND(TRUE, &msp_ka.do_static)),
     MSP_OPT('c', "compare", "BENCH CMP", "compare two packs into OUTDIR/result.xlsx",
             MSP_BIND(STRING, &msp_ka.bench)),
-    MSP_OPT('o', "output", "PATH", "the pack (-d, default ./config_check_pack.zip) or the\n"
-            "report directory (-c, default .)", MSP_BIND(STRING, &msp_ka.out)),
+    MSP_OPT('o', "output", "PATH",
+            "the pack (-d, default ./config_check_pack.zip) or the\n"
+            "report directory (-c, default .)",
+            MSP_BIND(STRING, &msp_ka.out)),
     MSP_OPT(MSP_OPT_ENV_KEYS, "env-keys", "SPEC",
             "env keys compared: K1,K2,PREFIX_* or a file of keys,\n"
-            "one a line; \"*\" compares every key", MSP_BIND(STRING, &msp_ka.opt.env_keys)),
-    MSP_OPT(MSP_OPT_ALIASES, "aliases", "FILE", "more hyperparameter spellings: JSON\n"
-            "{\"canonical\": [\"alias\", ...]}", MSP_BIND(STRING, &msp_ka.opt.aliases_file)),
+            "one a line; \"*\" compares every key",
+            MSP_BIND(STRING, &msp_ka.opt.env_keys)),
+    MSP_OPT(MSP_OPT_ALIASES, "aliases", "FILE",
+            "more hyperparameter spellings: JSON\n"
+            "{\"canonical\": [\"alias\", ...]}",
+            MSP_BIND(STRING, &msp_ka.opt.aliases_file)),
     MSP_OPT(MSP_OPT_MAX_MEMBER, "max-member-mib", "N",
             "refuse packs whose members exceed N MiB, alone or together (default 64)",
             MSP_BIND_INT(&msp_ka.max_member_mib, 1, 1048576)),
@@ -46,7 +53,8 @@ static const msp_opt_t msp_cc_opts[] = {
 static const msp_cmd_doc_t msp_cc_doc = {
     .cmd = "config_check",
     .usage = "Usage: msprobe [-f pytorch] config_check -d [-o PACK.zip]\n"
-             "       msprobe [-f pytorch] config_check -c BENCH.zip CMP.zip [-o OUTDIR] [--env-keys SPEC]\n"
+             "       msprobe [-f pytorch] config_check -c BENCH.zip CMP.zip [-o OUTDIR] "
+             "[--env-keys SPEC]\n"
              "                    [--aliases FILE]",
     .about = "Check that two training runs were set up alike before comparing tensors.\n"
              "Packs of a real run are written inside the training process when\n"
@@ -73,15 +81,16 @@ static void msp_cc_print_indented(const char *indent, const char *text)
     }
 }
 
-static int msp_cc_cli_compare(const msp_cli_ctx_t *ctx, const char *bench, const char *cmp, const char *out,
-                              const msp_cc_options_t *opt, int html)
+static int msp_cc_cli_compare(const msp_cli_ctx_t *ctx, const char *bench, const char *cmp,
+                              const char *out, const msp_cc_options_t *opt, int html)
 {
     msp_cc_result_t *r = NULL;
     msp_err rc = msp_cc_compare(bench, cmp, opt, &r);
     if (rc != MSP_OK)
         return msp_report_error(rc);
     if (r->salt_mismatch)
-        msp_warnf(ctx, "the packs hashed secret env values with different salts; set the same MSPROBE_SECRET_SALT "
+        msp_warnf(ctx, "the packs hashed secret env values with different salts; set the same "
+                       "MSPROBE_SECRET_SALT "
                        "for both runs to compare them");
     if ((rc = msp_cc_report_write(r, out)) != MSP_OK ||
         (html && (rc = msp_cc_report_write_html(r, out)) != MSP_OK)) {
@@ -93,25 +102,32 @@ static int msp_cc_cli_compare(const msp_cli_ctx_t *ctx, const char *bench, const
         msp_tprintf(stdout, "config_check: bench %s, cmp %s\n", bench, cmp);
         for (int i = 0; i < MSP_CC_N_ITEMS; i++) {
             const msp_cc_item_result_t *it = &r->items[i];
-            const char *st = it->status == MSP_CC_PASS ? "pass" : it->status == MSP_CC_FAIL ? "FAIL" : "n/a";
+            const char *st = it->status == MSP_CC_PASS   ? "pass"
+                             : it->status == MSP_CC_FAIL ? "FAIL"
+                                                         : "n/a";
             msp_tprintf(stdout, "  %-16s %s", it->name, st);
             if (it->n_failed)
-                msp_tprintf(stdout, "  %zu difference%s", it->n_failed, it->n_failed == 1 ? "" : "s");
+                msp_tprintf(stdout, "  %zu difference%s", it->n_failed,
+                            it->n_failed == 1 ? "" : "s");
             if (it->n_warnings)
-                msp_tprintf(stdout, "  (%zu warning%s)", it->n_warnings, it->n_warnings == 1 ? "" : "s");
+                msp_tprintf(stdout, "  (%zu warning%s)", it->n_warnings,
+                            it->n_warnings == 1 ? "" : "s");
             if (it->n_info)
-                msp_tprintf(stdout, "  (%zu info%s)", it->n_info, ctx->verbosity > 1 ? "" : ", -v lists");
+                msp_tprintf(stdout, "  (%zu info%s)", it->n_info,
+                            ctx->verbosity > 1 ? "" : ", -v lists");
             putchar('\n');
             if (it->status == MSP_CC_FAIL && it->note)
                 msp_tprintf(stdout, "      %s\n", it->note);
             for (size_t j = 0; j < it->n_failed && j < MSP_CC_SHOW_FAILED; j++)
                 msp_cc_print_indented("      ", it->failed[j]);
             if (it->n_failed > MSP_CC_SHOW_FAILED)
-                msp_tprintf(stdout, "      ... %zu more in the report\n", it->n_failed - MSP_CC_SHOW_FAILED);
+                msp_tprintf(stdout, "      ... %zu more in the report\n",
+                            it->n_failed - MSP_CC_SHOW_FAILED);
             for (size_t j = 0; ctx->verbosity > 1 && j < it->n_info && j < MSP_CC_SHOW_FAILED; j++)
                 msp_cc_print_indented("      info: ", it->info[j]);
             if (ctx->verbosity > 1 && it->n_info > MSP_CC_SHOW_FAILED)
-                msp_tprintf(stdout, "      info: ... %zu more in the report\n", it->n_info - MSP_CC_SHOW_FAILED);
+                msp_tprintf(stdout, "      info: ... %zu more in the report\n",
+                            it->n_info - MSP_CC_SHOW_FAILED);
         }
         msp_tprintf(stdout, "report: %s/result.xlsx\n", out);
         if (html)
@@ -140,7 +156,8 @@ int msp_cmd_config_check(msp_cli_ctx_t *ctx, int argc, char **argv)
     if (msp_ka.max_member_mib)
         opt.max_member_bytes = (size_t)msp_ka.max_member_mib << 20;
     if (do_static == !!bench) {
-        msp_errorf("config_check: give exactly one of -d (pack this environment) or -c BENCH.zip CMP.zip");
+        msp_errorf("config_check: give exactly one of -d (pack this environment) or -c BENCH.zip "
+                   "CMP.zip");
         return MSP_EXIT_USAGE;
     }
     if (do_static) {
@@ -162,8 +179,8 @@ int msp_cmd_config_check(msp_cli_ctx_t *ctx, int argc, char **argv)
         return MSP_EXIT_OK;
     }
     if (argc - optind != 1) {
-        msp_errorf("config_check -c: expected BENCH.zip CMP.zip, got %d pack%s", 1 + (argc - optind),
-                   argc - optind == 0 ? "" : "s");
+        msp_errorf("config_check -c: expected BENCH.zip CMP.zip, got %d pack%s",
+                   1 + (argc - optind), argc - optind == 0 ? "" : "s");
         return MSP_EXIT_USAGE;
     }
     int rc;

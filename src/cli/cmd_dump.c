@@ -30,7 +30,8 @@ static const msp_opt_t msp_dump_opts[] = {
             "msprobe.json to use (default: $MSPROBE_PATH,\nelse ./msprobe.json)",
             MSP_BIND(STRING, &msp_da.config)),
     MSP_OPT(256, "list-apis", NULL,
-            "print the APIs the shim dumps under this torch\n(runs PYTHON, default python3, with the shim)",
+            "print the APIs the shim dumps under this torch\n(runs PYTHON, default python3, with "
+            "the shim)",
             MSP_BIND(TRUE, &msp_da.list_apis)),
     MSP_OPT('h', "help", NULL, "this help"),
     {.id = 0},
@@ -92,7 +93,10 @@ static int msp_dump_pick_config(const char *opt, char **out)
         return MSP_EXIT_USAGE;
     }
     /* a FIFO would block here and in every process the shim starts */
-    if (msp_opt_file(&msp_dump_doc, opt ? "-c" : env && *env ? "MSPROBE_PATH" : "msprobe.json",
+    if (msp_opt_file(&msp_dump_doc,
+                     opt           ? "-c"
+                     : env && *env ? "MSPROBE_PATH"
+                                   : "msprobe.json",
                      *out)) {
         free(*out);
         *out = NULL;
@@ -130,13 +134,14 @@ static int msp_dump_check_outputs(const msp_cli_ctx_t *ctx, const msp_config_t *
             msp_errorf("dump: out of memory");
             return MSP_EXIT_USAGE;
         }
-        ex = msp_dump_check_dir(dir, "the directory of config_check.output_zip_path",
-                                cfg->source);
+        ex = msp_dump_check_dir(dir, "the directory of config_check.output_zip_path", cfg->source);
         free(dir);
     }
     if (!cfg->has_dump && !cfg->has_config_check)
-        msp_warnf(ctx, "dump: %s has neither \"dump\" nor \"config_check\": %s runs without "
-                       "recording anything", cfg->source, cmd);
+        msp_warnf(ctx,
+                  "dump: %s has neither \"dump\" nor \"config_check\": %s runs without "
+                  "recording anything",
+                  cfg->source, cmd);
     return ex;
 }
 
@@ -170,11 +175,13 @@ static char *msp_dump_find_preload(void)
         }
         /* Absolute, so the child may chdir; symlinks kept as the user named them. */
         char cwd[PATH_MAX];
-        char *abs = env[0] == '/' ? strdup(env)
-                    : getcwd(cwd, sizeof cwd) ? msp_asprintf("%s/%s", cwd, env) : NULL;
+        char *abs = env[0] == '/'             ? strdup(env)
+                    : getcwd(cwd, sizeof cwd) ? msp_asprintf("%s/%s", cwd, env)
+                                              : NULL;
         if (!abs || !msp_dump_usable(abs)) {
             msp_errorf("dump: MSPROBE_PRELOAD_LIB=%s: cannot be preloaded (the path may not "
-                       "contain spaces or colons)", env);
+                       "contain spaces or colons)",
+                       env);
             free(abs);
             return NULL;
         }
@@ -184,7 +191,8 @@ static char *msp_dump_find_preload(void)
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0) {
         msp_errorf("dump: cannot find the msprobe executable (/proc/self/exe: %s); set "
-                   "MSPROBE_PRELOAD_LIB to the path of " MSP_PRELOAD_NAME, strerror(errno));
+                   "MSPROBE_PRELOAD_LIB to the path of " MSP_PRELOAD_NAME,
+                   strerror(errno));
         return NULL;
     }
     self[n] = '\0';
@@ -278,7 +286,9 @@ static int msp_dump_list_apis(char **py)
     if (!any) {
         msp_errorf("dump: --list-apis: %s found no torch to list (%s %d)", argv[0],
                    WIFEXITED(st) ? "exit status" : "signal",
-                   WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? WTERMSIG(st) : -1);
+                   WIFEXITED(st)     ? WEXITSTATUS(st)
+                   : WIFSIGNALED(st) ? WTERMSIG(st)
+                                     : -1);
         goto cleanup;
     }
     ex = fflush(stdout) == 0 ? MSP_EXIT_OK : MSP_EXIT_FAIL;

@@ -56,12 +56,13 @@ static void msp_ls_tensor(const msp_tensor_info_t *t)
     free(owned);
     char b[4][32];
     if (t->has_stats)
-        msp_tprintf(stdout, " max=%-12s min=%-12s mean=%-12s norm=%-12s nan=%" PRId64 " inf=%" PRId64,
-               msp_ls_num(t->stats.max, b[0], sizeof b[0]),
-               msp_ls_num(t->stats.min, b[1], sizeof b[1]),
-               msp_ls_num(t->stats.mean, b[2], sizeof b[2]),
-               msp_ls_num(t->stats.norm, b[3], sizeof b[3]), t->stats.nan_count,
-               t->stats.inf_count);
+        msp_tprintf(stdout,
+                    " max=%-12s min=%-12s mean=%-12s norm=%-12s nan=%" PRId64 " inf=%" PRId64,
+                    msp_ls_num(t->stats.max, b[0], sizeof b[0]),
+                    msp_ls_num(t->stats.min, b[1], sizeof b[1]),
+                    msp_ls_num(t->stats.mean, b[2], sizeof b[2]),
+                    msp_ls_num(t->stats.norm, b[3], sizeof b[3]), t->stats.nan_count,
+                    t->stats.inf_count);
     else
         msp_tprintf(stdout, " no statistics");
     if (!t->has_data)
@@ -78,12 +79,13 @@ static int msp_ls_file(const char *path)
     size_t n_tensors = 0;
     for (size_t i = 0; i < f->n_records; i++)
         n_tensors += f->records[i].n_tensors;
-    msp_tprintf(stdout, "step %" PRId64 " rank %" PRId64 ": %s  task=%s mode=%s framework=%s %s  "
-           "records=%zu tensors=%zu%s\n",
-           f->step, f->rank, f->path, f->task[0] ? f->task : "-",
-           f->dump_mode[0] ? f->dump_mode : "-", f->framework[0] ? f->framework : "-",
-           f->framework_version[0] ? f->framework_version : "-", f->n_records, n_tensors,
-           f->has_index ? "" : " (no /index)");
+    msp_tprintf(stdout,
+                "step %" PRId64 " rank %" PRId64 ": %s  task=%s mode=%s framework=%s %s  "
+                "records=%zu tensors=%zu%s\n",
+                f->step, f->rank, f->path, f->task[0] ? f->task : "-",
+                f->dump_mode[0] ? f->dump_mode : "-", f->framework[0] ? f->framework : "-",
+                f->framework_version[0] ? f->framework_version : "-", f->n_records, n_tensors,
+                f->has_index ? "" : " (no /index)");
     int status = MSP_EXIT_OK;
     for (size_t i = 0; i < f->n_records; i++) {
         const msp_record_info_t *r = &f->records[i];

@@ -17,11 +17,14 @@ static struct {
 } msp_ma;
 
 static const msp_opt_t msp_merge_opts[] = {
-    MSP_OPT('i', "input_dir", "DIR", "directory of compare results: msprobe's per-rank\n"
-            "workbooks, or what msprobe compare wrote", MSP_BIND(STRING, &msp_ma.in)),
+    MSP_OPT('i', "input_dir", "DIR",
+            "directory of compare results: msprobe's per-rank\n"
+            "workbooks, or what msprobe compare wrote",
+            MSP_BIND(STRING, &msp_ma.in)),
     MSP_OPT('o', "output_dir", "DIR", "where multi_ranks_compare_merge.xlsx goes",
             MSP_BIND(STRING, &msp_ma.out)),
-    MSP_OPT(MSP_OPT_CONFIG_PATH, "config-path", "FILE", "YAML naming the APIs (api) and the\n"
+    MSP_OPT(MSP_OPT_CONFIG_PATH, "config-path", "FILE",
+            "YAML naming the APIs (api) and the\n"
             "metrics (compare_index) to merge; -config FILE\nas msprobe spells it works too",
             MSP_BIND(STRING, &msp_ma.config)),
     MSP_OPT('h', "help", NULL, "this help"),
@@ -66,7 +69,9 @@ int msp_cmd_merge_result(msp_cli_ctx_t *ctx, int argc, char **argv)
         return msp_cmd_usage_error(&msp_merge_doc, "unexpected argument '%s'", argv[optind]);
     if (!in || !out || !config)
         return msp_cmd_usage_error(&msp_merge_doc, "%s is required",
-                                   !in ? "-i DIR" : !out ? "-o DIR" : "-config FILE");
+                                   !in    ? "-i DIR"
+                                   : !out ? "-o DIR"
+                                          : "-config FILE");
     if (msp_opt_file(&msp_merge_doc, "--config-path", config))
         return MSP_EXIT_USAGE;
     msp_merge_info_t info;

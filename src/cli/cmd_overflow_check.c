@@ -27,7 +27,8 @@ static struct {
 static const msp_opt_t msp_ovf_opts[] = {
     MSP_OPT('i', "input_path", "PATH",
             "dump to scan: a dump root, a step or rank directory, or a dump\n"
-            "file; ours (dump.h5) or msprobe's (dump.json)", MSP_BIND(STRING, &msp_oa.in)),
+            "file; ours (dump.h5) or msprobe's (dump.json)",
+            MSP_BIND(STRING, &msp_oa.in)),
     MSP_OPT('o', "output_path", "DIR",
             "where anomaly_analyze_{timestamp}.json goes (default ./output)",
             MSP_BIND(STRING, &msp_oa.out_dir)),
@@ -128,7 +129,8 @@ int msp_cmd_overflow_check(msp_cli_ctx_t *ctx, int argc, char **argv)
         if (res->abnormal_input)
             printf("NaN/Inf present, but every record holding it had abnormal inputs already "
                    "(the data, the parameters, an earlier step or unrecorded code made it); "
-                   "first: %s\n", res->abnormal_input);
+                   "first: %s\n",
+                   res->abnormal_input);
         rc = res->abnormal_input ? MSP_EXIT_FAIL : MSP_EXIT_OK;
         goto done;
     }

@@ -16,14 +16,20 @@ struct msp_command {
 
 static const struct msp_command msp_commands[] = {
     {"dump", msp_cmd_dump, "run a training command with the dump shim preloaded"},
-    {"compare", msp_cmd_compare, "compare two dumps into result.xlsx; print the first op that introduced an error"},
-    {"config_check", msp_cmd_config_check, "pack a run's configuration (-d) or compare two packs (-c)"},
+    {"compare", msp_cmd_compare,
+     "compare two dumps into result.xlsx; print the first op that introduced an error"},
+    {"config_check", msp_cmd_config_check,
+     "pack a run's configuration (-d) or compare two packs (-c)"},
     {"ls", msp_cmd_ls, "list the records and tensors of a dump"},
     {"export", msp_cmd_export, "write a dump in msprobe's own layout (dump.json, .pt)"},
-    {"overflow_check", msp_cmd_overflow_check, "find where the first NaN or Inf came from, on which rank"},
-    {"acc_check", msp_cmd_acc_check, "replay every API of a tensor dump in float64 and judge it by msprobe's standards"},
-    {"api_precision_compare", msp_cmd_api_precision_compare, "judge an NPU run's acc_check against a GPU run's"},
-    {"merge_result", msp_cmd_merge_result, "put chosen APIs' compare metrics of every rank side by side"},
+    {"overflow_check", msp_cmd_overflow_check,
+     "find where the first NaN or Inf came from, on which rank"},
+    {"acc_check", msp_cmd_acc_check,
+     "replay every API of a tensor dump in float64 and judge it by msprobe's standards"},
+    {"api_precision_compare", msp_cmd_api_precision_compare,
+     "judge an NPU run's acc_check against a GPU run's"},
+    {"merge_result", msp_cmd_merge_result,
+     "put chosen APIs' compare metrics of every rank side by side"},
 };
 
 static const msp_opt_t msp_global_opts[] = {

@@ -150,8 +150,8 @@ static int msp_ms_task_tensor(const msp_config_t *cfg)
 
 /* dump_enable false: nothing is dumped (msprobe re-reads it while the run
  * goes on; here it is read once, when training starts). */
-static msp_err msp_ms_dump_enable(const msp_cfg_walk_t *w, const msp_cfg_key_t *k,
-                                  const cJSON *it, const char *path, void *dst)
+static msp_err msp_ms_dump_enable(const msp_cfg_walk_t *w, const msp_cfg_key_t *k, const cJSON *it,
+                                  const char *path, void *dst)
 {
     msp_config_t *cfg = dst;
     (void)k;
@@ -172,14 +172,15 @@ static msp_err msp_ms_scope(const msp_cfg_walk_t *w, const msp_cfg_key_t *k, con
     (void)dst;
     msp_err rc = msp_cfg_strings(w, it, path);
     if (rc == MSP_OK && it->child)
-        rc = msp_cfg_fail(w, path, "a scope range (start and end record) is not supported; "
-                                   "name the APIs or modules in \"list\" instead");
+        rc = msp_cfg_fail(w, path,
+                          "a scope range (start and end record) is not supported; "
+                          "name the APIs or modules in \"list\" instead");
     return rc;
 }
 
 /* data_mode: the directions and roles a dump keeps. */
-static msp_err msp_ms_data_mode(const msp_cfg_walk_t *w, const msp_cfg_key_t *k,
-                                const cJSON *it, const char *path, void *dst)
+static msp_err msp_ms_data_mode(const msp_cfg_walk_t *w, const msp_cfg_key_t *k, const cJSON *it,
+                                const char *path, void *dst)
 {
     static const char *const modes[] = {"all", "forward", "backward", "input", "output"};
     msp_config_t *cfg = dst;
@@ -209,8 +210,8 @@ static msp_err msp_ms_data_mode(const msp_cfg_walk_t *w, const msp_cfg_key_t *k,
 
 /* summary_mode md5 with task statistics is task md5; tensor + md5 is the
  * tensor task: it stores the crc32 anyway. */
-static msp_err msp_ms_summary_mode(const msp_cfg_walk_t *w, const msp_cfg_key_t *k,
-                                   const cJSON *it, const char *path, void *dst)
+static msp_err msp_ms_summary_mode(const msp_cfg_walk_t *w, const msp_cfg_key_t *k, const cJSON *it,
+                                   const char *path, void *dst)
 {
     static const char *const sm[] = {"statistics", "md5"};
     msp_config_t *cfg = dst;
@@ -255,13 +256,17 @@ static int msp_ms_call(const char *digits, int64_t *call)
 static msp_err msp_ms_list_entry(const msp_cfg_walk_t *w, const cJSON *e, const char *path,
                                  msp_api_sel_t *sel)
 {
-    static const struct { const char *prefix, *ours; } map[] = {
-        {"Functional.", "torch.nn.functional."}, {"Torch.", "torch."},
-        {"Tensor.", "torch.Tensor."}, {"Distributed.", "torch.distributed."},
-        {"NPU.", "torch_npu."}, {"Module.", ""}};
+    static const struct {
+        const char *prefix, *ours;
+    } map[] = {{"Functional.", "torch.nn.functional."},
+               {"Torch.", "torch."},
+               {"Tensor.", "torch.Tensor."},
+               {"Distributed.", "torch.distributed."},
+               {"NPU.", "torch_npu."},
+               {"Module.", ""}};
     if (!cJSON_IsString(e) || !e->valuestring[0])
-        return msp_cfg_expected(w, path, "an API or module name like \"Functional.conv2d.0.forward\"",
-                                e);
+        return msp_cfg_expected(w, path,
+                                "an API or module name like \"Functional.conv2d.0.forward\"", e);
     const char *v = e->valuestring;
     for (const char *c = v; *c; c++)
         if (isspace((unsigned char)*c) || (unsigned char)*c < 0x20)
@@ -272,12 +277,14 @@ static msp_err msp_ms_list_entry(const msp_cfg_walk_t *w, const cJSON *e, const 
     sel->dirs = MSP_DIR_FORWARD | MSP_DIR_BACKWARD;
     if (k == MSP_NELEM(map)) {
         if (!strchr(v, '.'))
-            return msp_cfg_expected(w, path, "a full API or module name (msprobe's match of a bare "
+            return msp_cfg_expected(w, path,
+                                    "a full API or module name (msprobe's match of a bare "
                                     "type name anywhere in API names is not supported), e.g. "
-                                    "\"Functional.relu.0.forward\"", e);
-        return (sel->name = strdup(v)) ? MSP_OK
-                                       : msp_fail(MSP_ERR_NOMEM, "out of memory reading %s",
-                                                  w->source);
+                                    "\"Functional.relu.0.forward\"",
+                                    e);
+        return (sel->name = strdup(v))
+                   ? MSP_OK
+                   : msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w->source);
     }
     /* Split into dot-separated parts; drop the call index and the direction. */
     char *name = msp_asprintf("%s%s", map[k].ours, v + strlen(map[k].prefix));
@@ -318,8 +325,10 @@ static msp_err msp_ms_list_entry(const msp_cfg_walk_t *w, const cJSON *e, const 
         empty |= parts[i][0] == '\0';
     if (empty) { /* "Module.", "Functional..forward": no name would match it */
         free(name);
-        return msp_cfg_expected(w, path, "an API or module name like \"Functional.conv2d.0.forward\" "
-                                "(an empty name between dots selects nothing)", e);
+        return msp_cfg_expected(w, path,
+                                "an API or module name like \"Functional.conv2d.0.forward\" "
+                                "(an empty name between dots selects nothing)",
+                                e);
     }
     for (size_t i = 1; i < keep; i++)
         parts[i][-1] = '.';
@@ -354,12 +363,11 @@ static const msp_cfg_key_t msp_cfg_msprobe[] = {
      .note = "msprobe's config.json keys are task, dump_path, rank, step, level, statistics, "
              "tensor, ...; ours are dump and config_check"},
     {KEY("task", ENUM), .off = CFG_ENUM(task), NAMES(msp_task_names), .flags = MSP_CFG_TELLS},
-    {KEY("dump_path", STRING), .off = CFG(dump_path, char *),
-     .what = "a non-empty directory path", .flags = MSP_CFG_TELLS},
+    {KEY("dump_path", STRING), .off = CFG(dump_path, char *), .what = "a non-empty directory path",
+     .flags = MSP_CFG_TELLS},
     {KEY("rank", MS_STEPS), .off = CFG(ranks, msp_step_set_t)},
     {KEY("step", MS_STEPS), .off = CFG(dump_iter, msp_step_set_t)},
-    {KEY("level", ENUM), .off = CFG_ENUM(dump_mode), NAMES(msp_ms_levels),
-     .flags = MSP_CFG_TELLS},
+    {KEY("level", ENUM), .off = CFG_ENUM(dump_mode), NAMES(msp_ms_levels), .flags = MSP_CFG_TELLS},
     {KEY("statistics", OBJECT), .keys = "<task>", .only = msp_ms_task_statistics,
      .note = msp_ms_section_keys},
     {KEY("tensor", OBJECT), .keys = "<task>", .only = msp_ms_task_tensor,
@@ -394,8 +402,8 @@ static const msp_cfg_key_t msp_cfg_msprobe[] = {
     {KEY("<task>.data_mode", CUSTOM), .set = msp_ms_data_mode},
     /* names whose records keep their data in a statistics dump */
     {KEY("<task>.tensor_list", LIST), .off = CFG(tensor_list, char **),
-     .count = CFG(n_tensor_list, size_t), .elem_size = sizeof(char *),
-     .what = "a list of strings", .flags = MSP_CFG_STRINGS},
+     .count = CFG(n_tensor_list, size_t), .elem_size = sizeof(char *), .what = "a list of strings",
+     .flags = MSP_CFG_STRINGS},
     {KEY("<task>.tensor_list[]", STRING), .off = 0 /* the element is a char * */,
      .what = "an API or module name"},
     {KEY("<task>.summary_mode", CUSTOM), .set = msp_ms_summary_mode},
@@ -447,8 +455,9 @@ msp_err msp_config_parse(const char *text, const char *source, msp_config_t *cfg
     if (!cJSON_IsObject(root)) {
         char desc[96];
         msp_cfg_describe(root, desc, sizeof desc);
-        rc = msp_fail(MSP_ERR_CONFIG, "%s: expected a JSON object {\"dump\": ..., "
-                                      "\"config_check\": ...} at the top level, got %s",
+        rc = msp_fail(MSP_ERR_CONFIG,
+                      "%s: expected a JSON object {\"dump\": ..., "
+                      "\"config_check\": ...} at the top level, got %s",
                       w.source, desc);
         goto cleanup;
     }

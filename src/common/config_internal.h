@@ -32,46 +32,47 @@ typedef struct msp_cfg_walk {
 
 /* What a key takes. */
 typedef enum msp_cfg_kind {
-    MSP_CFG_OBJECT, /* an object; its keys are the entries one level under its path */
-    MSP_CFG_LIST,   /* an array, stored as `count` elements of `elem_size` bytes; each
+    MSP_CFG_OBJECT,   /* an object; its keys are the entries one level under its path */
+    MSP_CFG_LIST,     /* an array, stored as `count` elements of `elem_size` bytes; each
                        element is the entry PATH[] */
-    MSP_CFG_STRING, /* a non-empty string, copied (char *) */
-    MSP_CFG_BOOL,   /* true or false (int) */
-    MSP_CFG_INT,    /* an integer from `min` to 2^53 - 1 (int64_t) */
-    MSP_CFG_ENUM,   /* one of `names`, stored as values[i], or i without values (an int,
+    MSP_CFG_STRING,   /* a non-empty string, copied (char *) */
+    MSP_CFG_BOOL,     /* true or false (int) */
+    MSP_CFG_INT,      /* an integer from `min` to 2^53 - 1 (int64_t) */
+    MSP_CFG_ENUM,     /* one of `names`, stored as values[i], or i without values (an int,
                        or an enum or unsigned of its size) */
-    MSP_CFG_STEPS,  /* a step set: "10|20", "5-8", "all", 7, [1, 5] (msp_step_set_t) */
+    MSP_CFG_STEPS,    /* a step set: "10|20", "5-8", "all", 7, [1, 5] (msp_step_set_t) */
     MSP_CFG_MS_STEPS, /* msprobe's rank/step list: [1, "0", "4-6"], [] = all (msp_step_set_t) */
-    MSP_CFG_IGNORED, /* accepted, changes nothing: named in cfg->ignored */
-    MSP_CFG_CUSTOM  /* `set` checks the value and stores it */
+    MSP_CFG_IGNORED,  /* accepted, changes nothing: named in cfg->ignored */
+    MSP_CFG_CUSTOM    /* `set` checks the value and stores it */
 } msp_cfg_kind_t;
 
 #define MSP_CFG_REQUIRED 1u /* absent is an error: "missing (note)" */
 #define MSP_CFG_NONZERO 2u  /* INT: 0 is refused too */
 #define MSP_CFG_FILE 4u     /* STRING: a file's path, so not one ending in '/' */
 #define MSP_CFG_STRINGS 8u  /* LIST: every element a string, checked before any is read */
-#define MSP_CFG_AS_MET 16u  /* OBJECT: each member read when met, in the file's order, and
+#define MSP_CFG_AS_MET                                                                             \
+    16u                   /* OBJECT: each member read when met, in the file's order, and
                                a key may repeat (msprobe's overflow_check section) */
-#define MSP_CFG_TELLS 32u   /* a top-level key that tells this layout from the other */
+#define MSP_CFG_TELLS 32u /* a top-level key that tells this layout from the other */
 
 /* One key of a layout. A layout is one table of these; the walk reads an
  * object's keys in the table's order, whatever the file's, so one key may
  * depend on another read before it (overflow_nums on task, a task's section
  * on task). */
 struct msp_cfg_key {
-    const char *path;       /* "dump.common_dump_settings.task"; the elements of the list
+    const char *path; /* "dump.common_dump_settings.task"; the elements of the list
                                at P are the entry "P[]", their keys "P[].name"; the root
                                object is "" */
     msp_cfg_kind_t kind;
-    size_t off;             /* where the value goes: an offset into what the enclosing
+    size_t off;               /* where the value goes: an offset into what the enclosing
                                object fills (msp_config_t, or an element of a list) */
-    const char *what;       /* "expected WHAT, got ..." */
-    unsigned flags;         /* MSP_CFG_REQUIRED, ... */
-    int64_t min;            /* INT */
+    const char *what;         /* "expected WHAT, got ..." */
+    unsigned flags;           /* MSP_CFG_REQUIRED, ... */
+    int64_t min;              /* INT */
     const char *const *names; /* ENUM */
     size_t n_names;
-    const int *values;      /* ENUM: what each name stores; NULL: its index */
-    const char *note;       /* the message's "(...)": REQUIRED: why, in "missing (...)";
+    const int *values; /* ENUM: what each name stores; NULL: its index */
+    const char *note;  /* the message's "(...)": REQUIRED: why, in "missing (...)";
                                OBJECT: in "unknown key (...)" instead of the list of its
                                keys */
     /* the key applies only when only(config read so far) holds; where it does
@@ -81,19 +82,19 @@ struct msp_cfg_key {
     int (*only)(const msp_config_t *cfg);
     const char *only_why;
     void (*init)(void *dst); /* OBJECT: when present, the defaults of what it fills */
-    const char *keys;       /* OBJECT: the path its keys are under, when not its own
+    const char *keys;        /* OBJECT: the path its keys are under, when not its own
                                (two sections taking the same keys) */
-    size_t count;           /* LIST: offset of the element count (size_t) */
-    size_t elem_size;       /* LIST: size of one element */
+    size_t count;            /* LIST: offset of the element count (size_t) */
+    size_t elem_size;        /* LIST: size of one element */
     /* CUSTOM: check it and store it in dst, what the enclosing object fills */
     msp_err (*set)(const msp_cfg_walk_t *w, const msp_cfg_key_t *k, const cJSON *it,
                    const char *path, void *dst);
 };
 
 /* offsetof(S, f), refused at compile time unless f has type T. */
-#define MSP_CFG_AT(S, f, T) (offsetof(S, f) + 0 * sizeof(_Generic(((S *)0)->f, T: 1)))
+#define MSP_CFG_AT(S, f, T) (offsetof(S, f) + 0 * sizeof(_Generic(((S *)0)->f, T : 1)))
 /* offsetof(S, f) for an ENUM entry, refused unless f has the size of an int. */
-#define MSP_CFG_ENUM_AT(S, f) \
+#define MSP_CFG_ENUM_AT(S, f)                                                                      \
     (offsetof(S, f) + 0 * sizeof(char[sizeof(((S *)0)->f) == sizeof(int) ? 1 : -1]))
 
 /* The most entries a table may have (the walk keeps one slot for each). */
@@ -133,11 +134,11 @@ msp_err msp_cfg_object(const msp_cfg_walk_t *w, const cJSON *it, const char *pat
 msp_err msp_cfg_enum(const msp_cfg_walk_t *w, const cJSON *it, const char *path,
                      const char *const *names, size_t n, int *out);
 /* A non-empty string: *out (freed first) a fresh copy. */
-msp_err msp_cfg_string(const msp_cfg_walk_t *w, const cJSON *it, const char *path,
-                       const char *what, char **out);
+msp_err msp_cfg_string(const msp_cfg_walk_t *w, const cJSON *it, const char *path, const char *what,
+                       char **out);
 /* An integer in [min, 2^53 - 1]. */
-msp_err msp_cfg_int(const msp_cfg_walk_t *w, const cJSON *it, const char *path,
-                    const char *what, int64_t min, int64_t *out);
+msp_err msp_cfg_int(const msp_cfg_walk_t *w, const cJSON *it, const char *path, const char *what,
+                    int64_t min, int64_t *out);
 /* A step set as msprobe.json writes it: "10|20", "5-8", "all", 7 or [1, 5, 9];
  * *out (freed first) receives it. */
 msp_err msp_cfg_steps(const msp_cfg_walk_t *w, const cJSON *it, const char *path,

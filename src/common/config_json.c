@@ -69,9 +69,9 @@ static size_t msp_cfg_strip_comments(char *s, size_t *nul_escape)
  * to say where and why: line:column matter more to a user than the parse. */
 typedef struct msp_json_scan {
     const char *s;
-    size_t pos;        /* error offset */
+    size_t pos; /* error offset */
     const char *why;
-    size_t open;       /* unclosed '{' or '[' when the text ended, or (size_t)-1 */
+    size_t open; /* unclosed '{' or '[' when the text ended, or (size_t)-1 */
 } msp_json_scan_t;
 
 #define MSP_JSON_MAX_DEPTH 1000 /* CJSON_NESTING_LIMIT */
@@ -123,7 +123,8 @@ static int msp_scan_string(msp_json_scan_t *sc)
         unsigned u, lo;
         if (e && strchr("\"\\/bfnrt", e)) {
             sc->pos += 2;
-        } else if (e == 'u' && msp_scan_hex4(sc->s + sc->pos + 2, &u) && !(u >= 0xDC00 && u <= 0xDFFF)) {
+        } else if (e == 'u' && msp_scan_hex4(sc->s + sc->pos + 2, &u) &&
+                   !(u >= 0xDC00 && u <= 0xDFFF)) {
             if (u >= 0xD800 && u <= 0xDBFF) {
                 const char *n = sc->s + sc->pos + 6;
                 if (n[0] != '\\' || n[1] != 'u' || !msp_scan_hex4(n + 2, &lo) || lo < 0xDC00 ||
@@ -133,7 +134,8 @@ static int msp_scan_string(msp_json_scan_t *sc)
             }
             sc->pos += 6;
         } else {
-            return msp_scan_err(sc, "invalid escape (allowed: \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)");
+            return msp_scan_err(sc, "invalid escape (allowed: \\\" \\\\ \\/ \\b \\f \\n \\r \\t "
+                                    "\\uXXXX)");
         }
     }
 }
@@ -163,7 +165,8 @@ static int msp_scan_container(msp_json_scan_t *sc, int depth)
         if (is_obj) {
             char c = sc->s[sc->pos];
             if (c != '"')
-                return msp_scan_err(sc, c == '}' ? "comma before '}' (JSON allows no trailing comma)"
+                return msp_scan_err(sc, c == '}'
+                                            ? "comma before '}' (JSON allows no trailing comma)"
                                         : c == '\'' ? "keys need double quotes, not single"
                                                     : "expected a key in double quotes");
             if (!msp_scan_string(sc))
@@ -267,7 +270,8 @@ static msp_err msp_cfg_trailing(const char *source, const char *text, size_t off
     msp_cfg_line_col(text, off, &line, &col);
     msp_excerpt(near, sizeof near, text + off, 24, MSP_EXCERPT_LINE);
     return msp_fail(MSP_ERR_CONFIG,
-                    "%s:%zu:%zu: invalid JSON: text after the end of the top-level object, near '%s'",
+                    "%s:%zu:%zu: invalid JSON: text after the end of the top-level object, near "
+                    "'%s'",
                     source, line, col, near);
 }
 
@@ -284,15 +288,19 @@ msp_err msp_cfg_json_parse(char *buf, const char *source, cJSON **root)
     if (nul_escape != (size_t)-1) {
         size_t line, col;
         msp_cfg_line_col(buf, nul_escape, &line, &col);
-        return msp_fail(MSP_ERR_CONFIG, "%s:%zu:%zu: \\u0000 (a NUL character) is not allowed in "
-                        "a string", source, line, col);
+        return msp_fail(MSP_ERR_CONFIG,
+                        "%s:%zu:%zu: \\u0000 (a NUL character) is not allowed in "
+                        "a string",
+                        source, line, col);
     }
     const char *p = buf;
     while (isspace((unsigned char)*p))
         p++;
     if (*p == '\0')
-        return msp_fail(MSP_ERR_CONFIG, "%s: empty file (expected a JSON object such as "
-                                        "{\"dump\": {...}})", source);
+        return msp_fail(MSP_ERR_CONFIG,
+                        "%s: empty file (expected a JSON object such as "
+                        "{\"dump\": {...}})",
+                        source);
     const char *end = NULL;
     cJSON *tree = cJSON_ParseWithOpts(buf, &end, 0);
     if (!tree)

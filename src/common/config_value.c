@@ -106,8 +106,8 @@ msp_err msp_cfg_enum(const msp_cfg_walk_t *w, const cJSON *it, const char *path,
 }
 
 /* A non-empty string; *out is a fresh copy. */
-msp_err msp_cfg_string(const msp_cfg_walk_t *w, const cJSON *it, const char *path,
-                       const char *what, char **out)
+msp_err msp_cfg_string(const msp_cfg_walk_t *w, const cJSON *it, const char *path, const char *what,
+                       char **out)
 {
     if (!cJSON_IsString(it) || it->valuestring[0] == '\0')
         return msp_cfg_expected(w, path, what, it);
@@ -121,17 +121,19 @@ msp_err msp_cfg_string(const msp_cfg_walk_t *w, const cJSON *it, const char *pat
 
 /* An integer in [min, 2^53 - 1]: from 2^53 on a double no longer holds
  * every integer, so 9007199254740993 would arrive as ...992, silently. */
-msp_err msp_cfg_int(const msp_cfg_walk_t *w, const cJSON *it, const char *path,
-                    const char *what, int64_t min, int64_t *out)
+msp_err msp_cfg_int(const msp_cfg_walk_t *w, const cJSON *it, const char *path, const char *what,
+                    int64_t min, int64_t *out)
 {
     *out = min; /* defined on the error path too, as for msp_cfg_enum */
     /* 2^53 .. 2^63: an integer the writer meant, perhaps rounded already */
     if (cJSON_IsNumber(it) && it->valuedouble >= MSP_JSON_INT_MAX && it->valuedouble < 0x1p63) {
         char desc[96];
         msp_cfg_describe(it, desc, sizeof desc);
-        return msp_cfg_fail(w, path, "expected %s, got %s (JSON numbers are exact only up to "
+        return msp_cfg_fail(w, path,
+                            "expected %s, got %s (JSON numbers are exact only up to "
                             "9007199254740991: a larger one may already be rounded; a step "
-                            "may be written as a string, \"9007199254740993\")", what, desc);
+                            "may be written as a string, \"9007199254740993\")",
+                            what, desc);
     }
     if (cJSON_IsNumber(it)) {
         double v = it->valuedouble;
@@ -210,9 +212,9 @@ msp_err msp_step_set_parse(const char *text, msp_step_set_t *out)
         const char *tok = p;
         int got = msp_step_number(&p, &first);
         if (got == 0) {
-            const char *why = *tok == '-' ? "a negative step"
+            const char *why = *tok == '-'                     ? "a negative step"
                               : (*tok == '|' || *tok == '\0') ? "an empty entry"
-                                                               : "not a step number";
+                                                              : "not a step number";
             rc = msp_fail(MSP_ERR_CONFIG, "%s, got \"%s\" (%s at offset %zu)", msp_step_set_hint,
                           quoted, why, (size_t)(tok - text));
             goto cleanup;
@@ -300,7 +302,9 @@ msp_err msp_cfg_steps(const msp_cfg_walk_t *w, const cJSON *it, const char *path
     } else if (cJSON_IsNumber(it)) {
         int64_t v;
         size_t cap = 0;
-        rc = msp_cfg_int(w, it, path, "a step set like \"10|20\", \"5-8\", \"all\" or a step number >= 0", 0, &v);
+        rc = msp_cfg_int(w, it, path,
+                         "a step set like \"10|20\", \"5-8\", \"all\" or a step number >= 0", 0,
+                         &v);
         if (rc == MSP_OK)
             rc = msp_step_set_add(&s, v, v, &cap);
     } else if (cJSON_IsArray(it) && it->child) {
@@ -314,10 +318,10 @@ msp_err msp_cfg_steps(const msp_cfg_walk_t *w, const cJSON *it, const char *path
                 rc = msp_step_set_add(&s, v, v, &cap);
         }
     } else {
-        return msp_cfg_expected(
-            w, path,
-            "a step set like \"10|20\", \"5-8\", \"1|3-5\" or \"all\", a step number, or a non-empty array of step numbers",
-            it);
+        return msp_cfg_expected(w, path,
+                                "a step set like \"10|20\", \"5-8\", \"1|3-5\" or \"all\", a step "
+                                "number, or a non-empty array of step numbers",
+                                it);
     }
     if (rc != MSP_OK) {
         msp_step_set_free(&s);

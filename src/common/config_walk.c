@@ -39,8 +39,7 @@ static void msp_cfg_sub(char *dst, size_t cap, const char *path, const char *nam
 
 /* "unknown key (expected a, b or c)", the keys of obj in the table's order,
  * or obj's own note. */
-static msp_err msp_cfg_unknown(const msp_cfg_walk_t *w, const msp_cfg_key_t *obj,
-                               const char *path)
+static msp_err msp_cfg_unknown(const msp_cfg_walk_t *w, const msp_cfg_key_t *obj, const char *path)
 {
     if (obj->note)
         return msp_cfg_fail(w, path, "unknown key (%s)", obj->note);
@@ -155,8 +154,8 @@ static msp_err msp_cfg_walk_object(const msp_cfg_walk_t *w, const msp_cfg_key_t 
 }
 
 /* The elements, each as the entry PATH[], into a fresh array. */
-static msp_err msp_cfg_walk_list(const msp_cfg_walk_t *w, const msp_cfg_key_t *k,
-                                 const cJSON *it, const char *path, void *dst)
+static msp_err msp_cfg_walk_list(const msp_cfg_walk_t *w, const msp_cfg_key_t *k, const cJSON *it,
+                                 const char *path, void *dst)
 {
     if (!cJSON_IsArray(it))
         return msp_cfg_expected(w, path, k->what, it);
@@ -168,7 +167,8 @@ static msp_err msp_cfg_walk_list(const msp_cfg_walk_t *w, const msp_cfg_key_t *k
     const msp_cfg_key_t *elem = NULL;
     size_t plen = strlen(k->path);
     for (size_t i = 0; i < w->n_keys && !elem; i++)
-        if (strncmp(w->keys[i].path, k->path, plen) == 0 && strcmp(w->keys[i].path + plen, "[]") == 0)
+        if (strncmp(w->keys[i].path, k->path, plen) == 0 &&
+            strcmp(w->keys[i].path + plen, "[]") == 0)
             elem = &w->keys[i];
     if (!elem)
         return msp_fail(MSP_ERR_INTERNAL, "%s: %s: no entry for its elements", w->source, path);
@@ -257,7 +257,9 @@ int msp_cfg_tells(const msp_cfg_key_t *keys, size_t n, const cJSON *root)
 msp_err msp_cfg_walk(const msp_cfg_walk_t *w, const cJSON *root, void *dst)
 {
     if (w->n_keys == 0 || w->n_keys > MSP_CFG_MAX_KEYS || w->keys[0].path[0])
-        return msp_fail(MSP_ERR_INTERNAL, "%s: a table of keys without its root first, or "
-                        "longer than %d", w->source, MSP_CFG_MAX_KEYS);
+        return msp_fail(MSP_ERR_INTERNAL,
+                        "%s: a table of keys without its root first, or "
+                        "longer than %d",
+                        w->source, MSP_CFG_MAX_KEYS);
     return msp_cfg_walk_object(w, &w->keys[0], root, "", dst);
 }

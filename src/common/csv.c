@@ -107,8 +107,10 @@ static msp_err msp_csv_error(struct csv_parser *p, const char *path, size_t line
     if (at_end) /* the field opened as many lines up as it holds line breaks */
         return msp_fail(MSP_ERR_FORMAT, "%s: line %zu: a quoted field is never closed", path,
                         line - msp_csv_lines(p->entry_buf, p->entry_pos));
-    return msp_fail(MSP_ERR_FORMAT, "%s: line %zu: a stray '\"' (RFC 4180: a field that holds "
-                    "a quote is quoted whole, its quotes doubled)", path, line);
+    return msp_fail(MSP_ERR_FORMAT,
+                    "%s: line %zu: a stray '\"' (RFC 4180: a field that holds "
+                    "a quote is quoted whole, its quotes doubled)",
+                    path, line);
 }
 
 msp_err msp_csv_read(const char *path, size_t max_bytes, msp_csv_row_cb cb, void *ud)

@@ -33,7 +33,8 @@ msp_err msp_mkdirs(const char *path)
                 goto cleanup;
             }
             if (!msp_is_dir(p)) {
-                rc = msp_fail(MSP_ERR_IO, "cannot create directory %s: a file of that name exists", p);
+                rc = msp_fail(MSP_ERR_IO, "cannot create directory %s: a file of that name exists",
+                              p);
                 goto cleanup;
             }
             *s = saved;

@@ -151,4 +151,3 @@ void msp_buf_free(msp_buf_t *b)
     free(b->data);
     memset(b, 0, sizeof *b);
 }
-

@@ -94,16 +94,15 @@ static void msp_html_escape(msp_buf_t *b, const char *s)
     }
 }
 
-msp_err msp_html_write_page(const char *path, const char *title, const char *css,
-                            const char *data, size_t data_len, const char *js)
+msp_err msp_html_write_page(const char *path, const char *title, const char *css, const char *data,
+                            size_t data_len, const char *js)
 {
     if (!path || !title || !css || !data || !js)
         return msp_fail(MSP_ERR_USAGE, "html page: missing argument");
     /* The page's own parts are ours; a "</script" in them would end the
      * element early, and the data is built by msp_buf_json_*, which escapes '<'. */
     if (strstr(js, "</script") || strstr(msp_html_base_js, "</script") ||
-        memchr(data, '<', data_len) ||
-        strstr(msp_html_chartjs, "</script"))
+        memchr(data, '<', data_len) || strstr(msp_html_chartjs, "</script"))
         return msp_fail(MSP_ERR_INTERNAL, "html page %s: a script part holds \"<\"", path);
     msp_buf_t b = {0};
     msp_buf_puts(&b, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
@@ -120,8 +119,9 @@ msp_err msp_html_write_page(const char *path, const char *title, const char *css
                      "<div id=\"msp-app\"></div>\n"
                      "<script type=\"application/json\" id=\"msp-data\">");
     msp_buf_put(&b, data, data_len);
-    msp_buf_printf(&b, "</script>\n<script>/* Chart.js %s (MIT License), from Debian's "
-                       "libjs-chart.js */\n",
+    msp_buf_printf(&b,
+                   "</script>\n<script>/* Chart.js %s (MIT License), from Debian's "
+                   "libjs-chart.js */\n",
                    msp_html_chartjs_version());
     msp_buf_put(&b, msp_html_chartjs, msp_html_chartjs_len);
     msp_buf_puts(&b, "\n</script>\n<script>\n");

@@ -73,7 +73,7 @@ const char *msp_utf8_clean(const char *s, size_t max_bytes, char **owned)
     size_t i = 0;
     unsigned cp;
     size_t bad;
-    for (; i < n; ) {
+    for (; i < n;) {
         size_t l = msp_utf8_char(p + i, n - i, &cp, &bad);
         if (l == 0 || !msp_utf8_xml_ok(cp) || (max_bytes && i + l > max_bytes))
             break;
@@ -127,8 +127,8 @@ const char *msp_term_clean(const char *s, int newlines, char **owned)
     const unsigned char *p = (const unsigned char *)s;
     size_t i = 0, bad;
     unsigned cp;
-    for (size_t l; i < n && (l = msp_utf8_char(p + i, n - i, &cp, &bad)) &&
-                   msp_term_ok(cp, newlines);)
+    for (size_t l;
+         i < n && (l = msp_utf8_char(p + i, n - i, &cp, &bad)) && msp_term_ok(cp, newlines);)
         i += l;
     if (i == n)
         return s;

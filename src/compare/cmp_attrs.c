@@ -64,8 +64,9 @@ static char *cmp_record_stack(msp_dump_file_t *f, const msp_record_info_t **byna
 {
     if (!text || text[0] != '@')
         return text ? strdup(text) : NULL;
-    const msp_record_info_t **hit =
-        byname ? bsearch(text + 1, byname, f->n_records, sizeof *byname, cmp_name_key) : NULL;
+    const msp_record_info_t **hit = byname ? bsearch(text + 1, byname, f->n_records, sizeof *byname,
+                                                     cmp_name_key)
+                                           : NULL;
     char **k = NULL, **v = NULL, *out = NULL;
     size_t n = 0;
     if (!hit || msp_dump_record_attrs(f, *hit, &k, &v, &n) != MSP_OK) {
@@ -156,8 +157,7 @@ static double cmp_arg_reldiff(double acc, const char *a, const char *b)
  * bench's), and a module record's parameters.NAME roles, whose names come
  * from the module's path in the record name ("Module.fc1.Linear.forward.0"
  * -> fc1.NAME) where no attribute says, as in msprobe's own dumps. */
-static char *cmp_record_params(const msp_record_info_t *rec, char **k, char **v, size_t n,
-                               int *oom)
+static char *cmp_record_params(const msp_record_info_t *rec, char **k, char **v, size_t n, int *oom)
 {
     msp_buf_t b = {0};
     for (size_t i = 0; i < n; i++)
@@ -355,8 +355,8 @@ static msp_err cmp_arg_diff(msp_record_cmp_t *rec, const cmp_args_t *ca, const c
  * out taking its default: "kwarg.approximate: NPU 'tanh', bench 'none'
  * (default)"; without /defaults, "<absent>"); args_scalar_differ when
  * one of them is a Python scalar (or a tuple of them), msprobe 26's check. */
-msp_err cmp_record_attrs(cmp_ctx_t *cx, msp_record_cmp_t *rec,
-                         const msp_record_info_t *brec, const msp_record_info_t *crec)
+msp_err cmp_record_attrs(cmp_ctx_t *cx, msp_record_cmp_t *rec, const msp_record_info_t *brec,
+                         const msp_record_info_t *crec)
 {
     char **bk = NULL, **bv = NULL, **ck = NULL, **cv = NULL;
     size_t bn = 0, cn = 0;
@@ -376,13 +376,15 @@ msp_err cmp_record_attrs(cmp_ctx_t *cx, msp_record_cmp_t *rec,
         rc = MSP_ERR_NOMEM;
     /* autocast on either side: the record computed at that dtype's precision */
     for (int side = 0; side < 2; side++) {
-        const char *ac = side ? cmp_attr_get(bk, bv, bn, "autocast") : cmp_attr_get(ck, cv, cn, "autocast");
+        const char *ac = side ? cmp_attr_get(bk, bv, bn, "autocast")
+                              : cmp_attr_get(ck, cv, cn, "autocast");
         while (ac && *ac) {
             const char *colon = strchr(ac, ':'), *comma = strchr(ac, ',');
             if (colon && (!comma || colon < comma)) {
                 char dt[48];
                 size_t len = comma ? (size_t)(comma - colon - 1) : strlen(colon + 1);
-                snprintf(dt, sizeof dt, "%.*s", (int)(len < sizeof dt ? len : sizeof dt - 1), colon + 1);
+                snprintf(dt, sizeof dt, "%.*s", (int)(len < sizeof dt ? len : sizeof dt - 1),
+                         colon + 1);
                 rec->autocast_u = fmax(rec->autocast_u, cmp_unit_roundoff(dt));
             }
             ac = comma ? comma + 1 : NULL;

@@ -98,8 +98,8 @@ static void cmp_unit_run(const cmp_job_t *j, cmp_item_t *it, const unsigned char
     uint32_t cn = 0, cb = 0;
     for (size_t off = 0; off < m; off += CMP_CRC_SLICE) {
         size_t k = m - off < CMP_CRC_SLICE ? m - off : CMP_CRC_SLICE;
-        cmp_acc_run(j->ndt, nb + off * nsz, j->bdt, bb + off * bsz, k, j->rtol, j->atol,
-                    j->side, &it->acc);
+        cmp_acc_run(j->ndt, nb + off * nsz, j->bdt, bb + off * bsz, k, j->rtol, j->atol, j->side,
+                    &it->acc);
         cn = msp_crc32(cn, nb + off * nsz, k * nsz);
         cb = msp_crc32(cb, bb + off * bsz, k * bsz);
     }
@@ -116,7 +116,8 @@ static void cmp_do_item(cmp_ctx_t *cx, cmp_item_t *it, unsigned char *nbuf, unsi
     cmp_acc_init(&it->acc);
     it->err = 0;
     if (cx->use_mmap) {
-        uint64_t no = (uint64_t)j->nt->offset + first * nsz, bo = (uint64_t)j->bt->offset + first * bsz;
+        uint64_t no = (uint64_t)j->nt->offset + first * nsz,
+                 bo = (uint64_t)j->bt->offset + first * bsz;
         int small = cmp_job_small(j);
         if (!small) {
             cmp_map_populate(cx->cmap, no, m * nsz);
@@ -154,8 +155,8 @@ static msp_err cmp_item_error(const cmp_ctx_t *cx, const cmp_item_t *it)
                         "file %s: record %s: tensor %s: data ends before offset %lld + %lld bytes; "
                         "the file is truncated",
                         f->path, r->name, t->role, (long long)t->offset, (long long)t->nbytes);
-    return msp_fail(MSP_ERR_IO, "file %s: record %s: tensor %s: read failed: %s", f->path,
-                    r->name, t->role, strerror(it->err));
+    return msp_fail(MSP_ERR_IO, "file %s: record %s: tensor %s: read failed: %s", f->path, r->name,
+                    t->role, strerror(it->err));
 }
 
 static uint64_t cmp_item_elems(const cmp_job_t *job, size_t unit)
@@ -216,8 +217,8 @@ msp_err cmp_run_offset_jobs(cmp_ctx_t *cx, uint64_t *bytes_done)
         if (!n)
             break;
         cmp_item_t *items = cx->items;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(cx->nthreads) \
-    if (wbytes >= CMP_PARALLEL_MIN_BYTES && n > 1)
+#pragma omp parallel for schedule(dynamic, 1)                                                      \
+    num_threads(cx->nthreads) if (wbytes >= CMP_PARALLEL_MIN_BYTES && n > 1)
         for (size_t i = 0; i < n; i++) {
             unsigned char *nb = cx->bufs + (size_t)omp_get_thread_num() * 2 * cx->chunk;
             cmp_do_item(cx, &items[i], nb, nb + cx->chunk);

@@ -76,15 +76,13 @@ static msp_err cmp_note(msp_compare_result_t *res, const char *side, const msp_d
     return rc;
 }
 
-msp_err cmp_note_skipped(msp_compare_result_t *res, const cmp_file_pair_t *fp,
-                         const char *detail)
+msp_err cmp_note_skipped(msp_compare_result_t *res, const cmp_file_pair_t *fp, const char *detail)
 {
     int bench_bad = strstr(detail, fp->bench) != NULL;
     msp_dump_entry_t e = {fp->step, fp->rank, fp->writer, bench_bad ? fp->bench : fp->cmp,
                           (char *)detail};
     return cmp_note(res, bench_bad ? "bench" : "compare", &e);
 }
-
 
 static msp_err cmp_scan(const char *path, const char *what, msp_dump_tree_t *t)
 {

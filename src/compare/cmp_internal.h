@@ -15,13 +15,13 @@ typedef struct cmp_acc {
     /* over values with NaN/Inf (same places on both sides) zeroed, as msprobe */
     double dot, nn, bb, dd;
     double max_abs, max_rel;
-    uint64_t cnt_1e3, cnt_5e3;   /* elements with rel err < 0.001, < 0.005 */
-    uint64_t viol;               /* elements failing |n-b| <= atol + rtol*|b| */
+    uint64_t cnt_1e3, cnt_5e3; /* elements with rel err < 0.001, < 0.005 */
+    uint64_t viol;             /* elements failing |n-b| <= atol + rtol*|b| */
     /* side statistics over the raw values, torch semantics (NaN poisons) */
     double n_max, n_min, n_sum, n_sq, b_max, b_min, b_sum, b_sq;
     uint64_t n_nan, b_nan, n_inf, b_inf;
-    int pos_mismatch;            /* NaN/Inf at different places */
-    int inf_sign_mismatch;       /* +Inf against -Inf at the same place */
+    int pos_mismatch;      /* NaN/Inf at different places */
+    int inf_sign_mismatch; /* +Inf against -Inf at the same place */
 } cmp_acc_t;
 
 void cmp_acc_init(cmp_acc_t *a);
@@ -43,14 +43,14 @@ void cmp_acc_finish(const cmp_acc_t *a, int is_scalar, msp_metrics_t *out);
 /* ---- matching ---------------------------------------------------------- */
 
 typedef struct cmp_map_entry {
-    char *bench;               /* record names */
+    char *bench; /* record names */
     char *cmp;
     /* a line of msprobe's data_mapping.yaml names tensors: their roles
      * (ours: "input.0", "kwarg.w", "output.1"); NULL for a record line */
     char *bench_role, *cmp_role;
     size_t line;
-    int bench_seen, cmp_seen;  /* set by cmp_match_records: the name was found */
-    int cell;                  /* a cell_mapping.yaml line: cmp and bench are the
+    int bench_seen, cmp_seen; /* set by cmp_match_records: the name was found */
+    int cell;                 /* a cell_mapping.yaml line: cmp and bench are the
                                   "name.Class" (or a part of it) of module records */
 } cmp_map_entry_t;
 
@@ -99,7 +99,7 @@ const char *cmp_uninit_api(const char *name);
 typedef struct cmp_file_pair {
     int64_t step, rank, writer; /* writer: K of rank{R}-{K} directories, else 0 */
     char *bench, *cmp;
-    int in_tree;                /* from directories: an unreadable file is skipped */
+    int in_tree; /* from directories: an unreadable file is skipped */
 } cmp_file_pair_t;
 
 /* Resolve the two command-line paths into file pairs (sorted by step, rank).
@@ -112,8 +112,7 @@ msp_err cmp_resolve_inputs(const char *bench, const char *cmp, cmp_file_pair_t *
 void cmp_file_pairs_free(cmp_file_pair_t *p, size_t n);
 /* A pair from directories skipped because a file cannot be read (detail:
  * why, naming it): one warning and one line in res->unpaired and res->unread. */
-msp_err cmp_note_skipped(msp_compare_result_t *res, const cmp_file_pair_t *fp,
-                         const char *detail);
+msp_err cmp_note_skipped(msp_compare_result_t *res, const cmp_file_pair_t *fp, const char *detail);
 
 /* ---- msprobe 26's Result (cmp_result.c) ---------------------------------- */
 
@@ -165,9 +164,9 @@ typedef struct cmp_job {
     uint64_t numel;
     size_t unit, n_units;
     double rtol, atol;
-    int side;      /* 1: compute side statistics; 0: both sides have them as attributes */
+    int side; /* 1: compute side statistics; 0: both sides have them as attributes */
     cmp_acc_t acc;
-    uint32_t crc[2]; /* CRC-32 of the bytes read: npu, bench (checked against the files') */
+    uint32_t crc[2];  /* CRC-32 of the bytes read: npu, bench (checked against the files') */
     char *read_error; /* a tensor file that cannot be read (msprobe's .pt): its row's error */
 } cmp_job_t;
 
@@ -175,8 +174,8 @@ typedef struct cmp_job {
 typedef struct cmp_item {
     size_t job, unit;
     cmp_acc_t acc;
-    int err;       /* errno of a failed read, or -1 for a short read */
-    int err_side;  /* 0 npu, 1 bench */
+    int err;         /* errno of a failed read, or -1 for a short read */
+    int err_side;    /* 0 npu, 1 bench */
     uint32_t crc[2]; /* of this unit's bytes: npu, bench */
 } cmp_item_t;
 
@@ -191,11 +190,11 @@ typedef struct cmp_ctx {
     msp_dump_file_t *bf, *cf;
     int bfd, cfd;
     int use_mmap;
-    int has_producers;   /* either file of the pair carries producer links */
+    int has_producers;                          /* either file of the pair carries producer links */
     const msp_record_info_t **bnames, **cnames; /* records by name, for producer lookups */
-    const cmp_mapping_t *map; /* --mapping, or NULL */
-    int md5;                  /* some pair was of md5 (hash-only) dumps */
-    const unsigned char *bmap, *cmap; /* whole-file read-only maps, or NULL */
+    const cmp_mapping_t *map;                   /* --mapping, or NULL */
+    int md5;                                    /* some pair was of md5 (hash-only) dumps */
+    const unsigned char *bmap, *cmap;           /* whole-file read-only maps, or NULL */
     size_t bmap_len, cmap_len;
     cmp_job_t *jobs;
     size_t n_jobs, cap_jobs;
@@ -340,11 +339,11 @@ void cmp_spool_close(cmp_spool_t *s); /* NULL-safe */
 /* ---- who compares what (cmp_plan.c; msprobe-compare(1), MPI) ------------- */
 
 typedef struct cmp_plan {
-    cmp_file_pair_t *fps;  /* every pair of the tree, by step, rank, writer (this process's
+    cmp_file_pair_t *fps; /* every pair of the tree, by step, rank, writer (this process's
                               paths for the pairs it owns; NULL paths for the others') */
     size_t nfp;
-    int *owner;            /* per pair: the process that compares it */
-    char **only;           /* one-sided and unreadable steps/ranks, one line each */
+    int *owner;  /* per pair: the process that compares it */
+    char **only; /* one-sided and unreadable steps/ranks, one line each */
     size_t n_only;
 } cmp_plan_t;
 
@@ -362,8 +361,8 @@ msp_err cmp_line_push(char ***v, size_t *n, const char *s);
 
 size_t cmp_tree_parts(const msp_compare_tree_t *t);
 /* Part i's first global record and tensor row, its step and rank (-1 when empty). */
-void cmp_tree_part_info(const msp_compare_tree_t *t, size_t i, size_t *rec_base,
-                        size_t *ten_base, int64_t *step, int64_t *rank);
+void cmp_tree_part_info(const msp_compare_tree_t *t, size_t i, size_t *rec_base, size_t *ten_base,
+                        int64_t *step, int64_t *rank);
 /* Part i's records and rows (the caller frees), with the report's marks. */
 msp_err cmp_tree_load(const msp_compare_tree_t *t, size_t i, msp_compare_result_t **part);
 /* The reason of a global record (the first suspect that names it), NULL. */
@@ -376,9 +375,9 @@ long cmp_tree_root_tensor(const msp_compare_tree_t *t);
 /* A communication record (Distributed.*.forward) as the cross-rank pass needs it. */
 typedef struct cmp_comm {
     int64_t step, rank, order;
-    char *name;                /* record name */
-    char *group;               /* its group's ranks ("0-3"), NULL if unknown */
-    int64_t peer;              /* -1 if none */
+    char *name;   /* record name */
+    char *group;  /* its group's ranks ("0-3"), NULL if unknown */
+    int64_t peer; /* -1 if none */
     double in_err, out_err, floor;
 } cmp_comm_t;
 
@@ -392,7 +391,8 @@ msp_err cmp_comm_collect(cmp_comm_set_t *cs, const msp_compare_result_t *part);
 void cmp_comm_set_free(cmp_comm_set_t *cs);
 /* Add part's records to res->ranks (sorted by rank; *cap its capacity):
  * pairs, records, tensors, failing records, worst Cosine. */
-msp_err cmp_rank_stats_add(msp_compare_result_t *res, size_t *cap, const msp_compare_result_t *part);
+msp_err cmp_rank_stats_add(msp_compare_result_t *res, size_t *cap,
+                           const msp_compare_result_t *part);
 /* The cross-rank pass, after cmp_rank_suspects: suspects whose error came
  * in from another rank through a communication record are annotated
  * (via_comm, from_rank, reason) and move behind the rest of their step
@@ -409,19 +409,19 @@ typedef struct cmp_prev cmp_prev_t;
 
 struct msp_compare_tree {
     int is_root;
-    msp_compare_result_t *head;  /* suspects with copies of their records and rows */
+    msp_compare_result_t *head;            /* suspects with copies of their records and rows */
     size_t n_records, n_tensors, n_failed; /* totals over the tree */
-    cmp_spool_t *spool;          /* the final parts, in (step, rank) order */
+    cmp_spool_t *spool;                    /* the final parts, in (step, rank) order */
     size_t n_parts;
     size_t *rec_base, *ten_base; /* per part */
     int64_t *part_rank, *part_step;
-    cmp_mark_t *marks;           /* by record */
+    cmp_mark_t *marks; /* by record */
     size_t n_marks;
     long root_tensor;            /* global */
     size_t *head_rec, *head_ten; /* the global index of each head record and row copy */
     size_t *proc_pairs;          /* pairs each process compared */
     int n_procs;
-    struct cmp_worker *worker;   /* replay's session, ended: stopped (its end awaited) on free */
+    struct cmp_worker *worker; /* replay's session, ended: stopped (its end awaited) on free */
 };
 
 /* Phase B's state: the tree it fills and what it keeps between pairs. */
@@ -433,7 +433,7 @@ struct cmp_finish {
     size_t *head_rec_global, *head_ten_global; /* per head copy */
     int *tiers;                                /* per head suspect */
     cmp_comm_set_t comm;
-    cmp_prev_t *prev;                          /* per rank: its last step with records */
+    cmp_prev_t *prev; /* per rank: its last step with records */
     size_t n_prev, cap_prev;
     int top;
 };

@@ -49,7 +49,7 @@ const msp_record_info_t **cmp_name_index(const msp_dump_file_t *f)
 }
 
 const msp_record_info_t *cmp_name_find(const msp_dump_file_t *f, const msp_record_info_t **idx,
-                                        const char *name)
+                                       const char *name)
 {
     if (!f || !idx || !name)
         return NULL;
@@ -99,8 +99,8 @@ int cmp_job_add_attrs(cJSON *args, cJSON *ctx, msp_dump_file_t *f, const msp_rec
 
 /* List rec's tensors (the roles inputs_only allows) in the header and in v. */
 const char *cmp_job_add_tensors(cJSON *arr, cmp_job_tensor_t **v, size_t *n, size_t *cap,
-                                  const msp_record_info_t *rec, const char *tag, int which,
-                                  uint64_t *bytes)
+                                const msp_record_info_t *rec, const char *tag, int which,
+                                uint64_t *bytes)
 {
     for (size_t i = 0; i < rec->n_tensors; i++) {
         const msp_tensor_info_t *t = &rec->tensors[i];
@@ -174,8 +174,8 @@ static uint64_t cmp_sampled_numel(const cmp_job_tensor_t *v, size_t n, size_t i,
     return UINT64_MAX;
 }
 
-uint64_t cmp_job_every(const cmp_worker_t *w, const char *kind, const char *name,
-                          const char *cls, const cmp_job_tensor_t *v, size_t n)
+uint64_t cmp_job_every(const cmp_worker_t *w, const char *kind, const char *name, const char *cls,
+                       const cmp_job_tensor_t *v, size_t n)
 {
     if (!w->sample_keep || !n)
         return 1;

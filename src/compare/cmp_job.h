@@ -52,8 +52,8 @@ const char *cmp_job_add_tensors(cJSON *arr, cmp_job_tensor_t **v, size_t *n, siz
  * (scalars are sent whole). cmp_job_sample: each tensor's every, and its
  * shape and nbytes in the header array arr (parallel to v), and *bytes,
  * set for k. */
-uint64_t cmp_job_every(const cmp_worker_t *w, const char *kind, const char *name,
-                          const char *cls, const cmp_job_tensor_t *v, size_t n);
+uint64_t cmp_job_every(const cmp_worker_t *w, const char *kind, const char *name, const char *cls,
+                       const cmp_job_tensor_t *v, size_t n);
 void cmp_job_sample(uint64_t k, const char *kind, cmp_job_tensor_t *v, size_t n, cJSON *arr,
                     uint64_t *bytes);
 /* ||c - b|| / ||b|| over every k-th element of tensor ct of crec in cf and

@@ -85,8 +85,8 @@ void cmp_acc_merge(cmp_acc_t *o, const cmp_acc_t *p)
 
 /* ---- element loads: unaligned-safe, branch-free, vectorisable ------------ */
 
-static inline __attribute__((always_inline)) double cmp_load(msp_dtype_t dt,
-                                                              const unsigned char *p, size_t i)
+static inline __attribute__((always_inline)) double cmp_load(msp_dtype_t dt, const unsigned char *p,
+                                                             size_t i)
 {
     switch (dt) {
     case MSP_DTYPE_FLOAT32: {
@@ -238,30 +238,30 @@ cmp_fast_block(msp_dtype_t ndt, const unsigned char *np, msp_dtype_t bdt, const 
  * compiler's version spent a third of its vector instructions on, and its
  * spilled accumulators are gone. 16 elements a round in two independent
  * halves; the sums differ from the generic loop's only in their order. */
-#define CMP_F32_HALF(NB, BB, LM)                                                                \
-    do {                                                                                       \
-        __m512d n_ = _mm512_cvtps_pd(NB), b_ = _mm512_cvtps_pd(BB);                            \
-        __m512d diff_ = _mm512_sub_pd(n_, b_);                                                 \
-        __m512d d_ = _mm512_and_pd(diff_, absm), ab_ = _mm512_and_pd(b_, absm);                \
-        __mmask8 pos_ = _mm512_cmp_pd_mask(ab_, zero, _CMP_GT_OQ);                             \
-        __m512d z_ = _mm512_mask_mov_pd(eps, pos_, zero);                                      \
-        __m512d num_ = _mm512_and_pd(_mm512_sub_pd(_mm512_add_pd(n_, z_), _mm512_add_pd(b_, z_)), \
-                                     absm);                                                    \
-        __m512d rel_ = _mm512_div_pd(num_, _mm512_add_pd(ab_, z_));                            \
-        dot = _mm512_add_pd(dot, _mm512_mul_pd(n_, b_));                                       \
-        nn = _mm512_add_pd(nn, _mm512_mul_pd(n_, n_));                                         \
-        bb = _mm512_add_pd(bb, _mm512_mul_pd(b_, b_));                                         \
-        dd = _mm512_add_pd(dd, _mm512_mul_pd(diff_, diff_));                                   \
-        mabs = _mm512_max_pd(mabs, d_);                                                        \
-        mrel = _mm512_max_pd(mrel, rel_);                                                      \
-        c1 += (uint64_t)__builtin_popcount(_mm512_mask_cmp_pd_mask(LM, rel_, t1, _CMP_LT_OQ));  \
-        c5 += (uint64_t)__builtin_popcount(_mm512_mask_cmp_pd_mask(LM, rel_, t5, _CMP_LT_OQ));  \
-        __m512d lim_ = _mm512_add_pd(va, _mm512_mul_pd(vr, ab_));                              \
-        viol += (uint64_t)__builtin_popcount(_mm512_mask_cmp_pd_mask(LM, d_, lim_, _CMP_GT_OQ)); \
-        if (side) {                                                                            \
-            ns = _mm512_add_pd(ns, n_);                                                        \
-            bs = _mm512_add_pd(bs, b_);                                                        \
-        }                                                                                      \
+#define CMP_F32_HALF(NB, BB, LM)                                                                   \
+    do {                                                                                           \
+        __m512d n_ = _mm512_cvtps_pd(NB), b_ = _mm512_cvtps_pd(BB);                                \
+        __m512d diff_ = _mm512_sub_pd(n_, b_);                                                     \
+        __m512d d_ = _mm512_and_pd(diff_, absm), ab_ = _mm512_and_pd(b_, absm);                    \
+        __mmask8 pos_ = _mm512_cmp_pd_mask(ab_, zero, _CMP_GT_OQ);                                 \
+        __m512d z_ = _mm512_mask_mov_pd(eps, pos_, zero);                                          \
+        __m512d num_ = _mm512_and_pd(_mm512_sub_pd(_mm512_add_pd(n_, z_), _mm512_add_pd(b_, z_)),  \
+                                     absm);                                                        \
+        __m512d rel_ = _mm512_div_pd(num_, _mm512_add_pd(ab_, z_));                                \
+        dot = _mm512_add_pd(dot, _mm512_mul_pd(n_, b_));                                           \
+        nn = _mm512_add_pd(nn, _mm512_mul_pd(n_, n_));                                             \
+        bb = _mm512_add_pd(bb, _mm512_mul_pd(b_, b_));                                             \
+        dd = _mm512_add_pd(dd, _mm512_mul_pd(diff_, diff_));                                       \
+        mabs = _mm512_max_pd(mabs, d_);                                                            \
+        mrel = _mm512_max_pd(mrel, rel_);                                                          \
+        c1 += (uint64_t)__builtin_popcount(_mm512_mask_cmp_pd_mask(LM, rel_, t1, _CMP_LT_OQ));     \
+        c5 += (uint64_t)__builtin_popcount(_mm512_mask_cmp_pd_mask(LM, rel_, t5, _CMP_LT_OQ));     \
+        __m512d lim_ = _mm512_add_pd(va, _mm512_mul_pd(vr, ab_));                                  \
+        viol += (uint64_t)__builtin_popcount(_mm512_mask_cmp_pd_mask(LM, d_, lim_, _CMP_GT_OQ));   \
+        if (side) {                                                                                \
+            ns = _mm512_add_pd(ns, n_);                                                            \
+            bs = _mm512_add_pd(bs, b_);                                                            \
+        }                                                                                          \
     } while (0)
 
 __attribute__((target("avx512f,avx512dq,avx512vl,popcnt"))) static int
@@ -396,29 +396,29 @@ static void cmp_slow_block(msp_dtype_t ndt, const unsigned char *np, msp_dtype_t
     cmp_acc_merge(a, &p);
 }
 
-#define CMP_FAST_CASE(NDT, BDT)                                                                 \
-    if (ndt == NDT && bdt == BDT) {                                                            \
-        for (size_t off = 0; off < count; off += CMP_BLOCK) {                                  \
-            size_t m = count - off < CMP_BLOCK ? count - off : CMP_BLOCK;                      \
-            const unsigned char *nb = n + off * nsz, *bb_ = b + off * bsz;                     \
-            int ok_ = side ? cmp_fast_block(NDT, nb, BDT, bb_, m, rtol, atol, 1, a)            \
-                           : cmp_fast_block(NDT, nb, BDT, bb_, m, rtol, atol, 0, a);           \
-            if (!ok_)                                                                          \
-                cmp_slow_block(NDT, nb, BDT, bb_, m, rtol, atol, a);                           \
-        }                                                                                      \
-        return 1;                                                                              \
+#define CMP_FAST_CASE(NDT, BDT)                                                                    \
+    if (ndt == NDT && bdt == BDT) {                                                                \
+        for (size_t off = 0; off < count; off += CMP_BLOCK) {                                      \
+            size_t m = count - off < CMP_BLOCK ? count - off : CMP_BLOCK;                          \
+            const unsigned char *nb = n + off * nsz, *bb_ = b + off * bsz;                         \
+            int ok_ = side ? cmp_fast_block(NDT, nb, BDT, bb_, m, rtol, atol, 1, a)                \
+                           : cmp_fast_block(NDT, nb, BDT, bb_, m, rtol, atol, 0, a);               \
+            if (!ok_)                                                                              \
+                cmp_slow_block(NDT, nb, BDT, bb_, m, rtol, atol, a);                               \
+        }                                                                                          \
+        return 1;                                                                                  \
     }
 
-#define CMP_FAST_ROW(NDT)                                                                      \
-    CMP_FAST_CASE(NDT, MSP_DTYPE_FLOAT32)                                                      \
-    CMP_FAST_CASE(NDT, MSP_DTYPE_FLOAT16)                                                      \
-    CMP_FAST_CASE(NDT, MSP_DTYPE_BFLOAT16)                                                     \
+#define CMP_FAST_ROW(NDT)                                                                          \
+    CMP_FAST_CASE(NDT, MSP_DTYPE_FLOAT32)                                                          \
+    CMP_FAST_CASE(NDT, MSP_DTYPE_FLOAT16)                                                          \
+    CMP_FAST_CASE(NDT, MSP_DTYPE_BFLOAT16)                                                         \
     CMP_FAST_CASE(NDT, MSP_DTYPE_FLOAT64)
 
 /* Specialised loops for every pair of float dtypes; returns 0 for other pairs. */
 CMP_CLONES static int cmp_run_float(msp_dtype_t ndt, const unsigned char *n, msp_dtype_t bdt,
-                                    const unsigned char *b, size_t count, double rtol,
-                                    double atol, int side, cmp_acc_t *a)
+                                    const unsigned char *b, size_t count, double rtol, double atol,
+                                    int side, cmp_acc_t *a)
 {
     size_t nsz = msp_dtype_size(ndt), bsz = msp_dtype_size(bdt);
 #ifdef CMP_HAVE_F32_AVX512
@@ -528,7 +528,7 @@ void cmp_acc_finish(const cmp_acc_t *a, int is_scalar, msp_metrics_t *m)
 size_t cmp_unit_elems(msp_dtype_t ndt, msp_dtype_t bdt, size_t chunk_bytes)
 {
     size_t es = msp_dtype_size(ndt) > msp_dtype_size(bdt) ? msp_dtype_size(ndt)
-                                                           : msp_dtype_size(bdt);
+                                                          : msp_dtype_size(bdt);
     if (!es)
         es = 1;
     size_t u = chunk_bytes / es;

@@ -116,9 +116,10 @@ static msp_err cmp_yaml_pairs(const char *what, const char *path, yaml_document_
         const char *b = cmp_yaml_name(yaml_document_get_node(doc, p->value));
         size_t line = k->start_mark.line + 1;
         if (!a || !b)
-            return msp_fail(MSP_ERR_USAGE, "%s %s:%zu: expected \"%s: %s\", each one name "
-                            "without blanks", what, path, line,
-                            cell ? "npu_name.Class" : "npu_name",
+            return msp_fail(MSP_ERR_USAGE,
+                            "%s %s:%zu: expected \"%s: %s\", each one name "
+                            "without blanks",
+                            what, path, line, cell ? "npu_name.Class" : "npu_name",
                             cell ? "bench_name.Class" : "bench_name");
         cmp_map_entry_t *e = cmp_map_add(out, cap, line);
         if (!e)
@@ -133,8 +134,10 @@ static msp_err cmp_yaml_pairs(const char *what, const char *path, yaml_document_
         if (!rc)
             rc = cmp_split_tensor(b, &e->bench, &e->bench_role);
         if (!rc && !e->cmp_role != !e->bench_role)
-            rc = msp_fail(MSP_ERR_USAGE, "%s %s:%zu: one side names a tensor, the other a "
-                          "record", what, path, line);
+            rc = msp_fail(MSP_ERR_USAGE,
+                          "%s %s:%zu: one side names a tensor, the other a "
+                          "record",
+                          what, path, line);
         if (rc)
             return rc;
     }
@@ -180,7 +183,8 @@ static msp_err cmp_mapping_lines(const char *path, char *text, const char *why, 
         if (nt == 0)
             continue;
         if (nt <= 2 && tok[0][strlen(tok[0]) - 1] == ':')
-            return msp_fail(MSP_ERR_USAGE, "mapping file %s:%zu: not YAML (%s), and line %zu is "
+            return msp_fail(MSP_ERR_USAGE,
+                            "mapping file %s:%zu: not YAML (%s), and line %zu is "
                             "\"npu_name: bench_name\", not two names: a file holds lines of name "
                             "pairs or is msprobe's data_mapping.yaml",
                             path, yaml_line, why, lineno);
@@ -188,7 +192,8 @@ static msp_err cmp_mapping_lines(const char *path, char *text, const char *why, 
             return msp_fail(MSP_ERR_USAGE,
                             "mapping file %s:%zu: expected two names \"bench_name cmp_name\" "
                             "(or msprobe's data_mapping \"npu_name: bench_name\"), found %d "
-                            "field%s", path, lineno, nt, nt == 1 ? "" : "s");
+                            "field%s",
+                            path, lineno, nt, nt == 1 ? "" : "s");
         cmp_map_entry_t *e = cmp_map_add(out, cap, lineno);
         if (!e || !(e->bench = strdup(tok[0])) || !(e->cmp = strdup(tok[1])))
             return msp_fail(MSP_ERR_NOMEM, "mapping file %s: out of memory", path);
@@ -244,8 +249,10 @@ msp_err cmp_mapping_load_cell(const char *path, cmp_mapping_t *out)
     if (root && root->type == YAML_MAPPING_NODE)
         rc = cmp_yaml_pairs("cell mapping file", path, &doc, root, 1, out, &cap);
     else if (root && !(root->type == YAML_SCALAR_NODE && !root->data.scalar.length))
-        rc = msp_fail(MSP_ERR_USAGE, "cell mapping file %s:%zu: expected \"npu_name.Class: "
-                      "bench_name.Class\"", path, root->start_mark.line + 1);
+        rc = msp_fail(MSP_ERR_USAGE,
+                      "cell mapping file %s:%zu: expected \"npu_name.Class: "
+                      "bench_name.Class\"",
+                      path, root->start_mark.line + 1);
     yaml_document_delete(&doc);
     return rc;
 }

@@ -59,7 +59,8 @@ const char *cmp_uninit_api(const char *name)
     for (size_t i = 0; i < sizeof apis / sizeof apis[0]; i++) {
         size_t n = strlen(apis[i]);
         /* "Torch.empty_like.1.forward", never "Torch.empty_likeX" */
-        if (!strncmp(name, apis[i], n) && name[n] == '.' && name[n + 1] >= '0' && name[n + 1] <= '9')
+        if (!strncmp(name, apis[i], n) && name[n] == '.' && name[n + 1] >= '0' &&
+            name[n + 1] <= '9')
             return apis[i];
     }
     return NULL;

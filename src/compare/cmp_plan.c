@@ -39,8 +39,8 @@ static msp_err cmp_plan_pack(const cmp_file_pair_t *fps, size_t n, char **only, 
     msp_buf_put(&b, "", 0); /* no line at all is still a message */
     for (size_t i = 0; i < n + n_only; i++) {
         if (i < n)
-            msp_buf_printf(&b, "%lld %lld %lld\n", (long long)fps[i].step,
-                           (long long)fps[i].rank, (long long)fps[i].writer);
+            msp_buf_printf(&b, "%lld %lld %lld\n", (long long)fps[i].step, (long long)fps[i].rank,
+                           (long long)fps[i].writer);
         else
             msp_buf_printf(&b, "!%s\n", only[i - n]);
     }
@@ -76,6 +76,57 @@ static int cmp_i64_order(const void *x, const void *y)
     return a < b ? -1 : a > b;
 }
 
+/* Every process's view (all, lens[p] bytes from process p, as cmp_plan_pack
+ * wrote them): its one-sided lines into plan->only (once each), its pairs
+ * into *seen (*ns of them, *cap allocated). */
+static msp_err cmp_plan_views(const msp_compare_net_t *net, const char *all, const size_t *lens,
+                              cmp_plan_t *plan, cmp_seen_t **seenp, size_t *nsp, size_t *capp)
+{
+    msp_err rc = MSP_OK;
+    cmp_seen_t *seen = *seenp;
+    size_t ns = *nsp, cap = *capp;
+    size_t at = 0;
+    for (int p = 0; !rc && p < net->size; p++) {
+        const char *s = all + at, *end = all + at + lens[p];
+        at += lens[p];
+        while (!rc && s < end) {
+            const char *nl = memchr(s, '\n', (size_t)(end - s));
+            if (!nl)
+                nl = end;
+            if (*s == '!') {
+                char *line = msp_asprintf("%.*s", (int)(nl - s - 1), s + 1);
+                if (!line) {
+                    rc = msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
+                    break;
+                }
+                /* the same one-sided line from several processes counts once */
+                int dup = 0;
+                for (size_t i = 0; i < plan->n_only && !dup; i++)
+                    dup = !strcmp(plan->only[i], line);
+                if (!dup)
+                    rc = cmp_line_push(&plan->only, &plan->n_only, line);
+                free(line);
+            } else {
+                long long a, b, c;
+                if (sscanf(s, "%lld %lld %lld", &a, &b, &c) == 3) {
+                    cmp_seen_t *nv = msp_grow(seen, &cap, ns, sizeof *nv, 64);
+                    if (!nv) {
+                        rc = msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
+                        break;
+                    }
+                    seen = nv;
+                    seen[ns++] = (cmp_seen_t){a, b, c, p};
+                }
+            }
+            s = nl + 1;
+        }
+    }
+    *seenp = seen;
+    *nsp = ns;
+    *capp = cap;
+    return rc;
+}
+
 /* Which pairs exist and who compares each (msprobe-compare(1), MPI): every
  * process resolves the paths as it sees them; a pair goes to a process that
  * sees both of its files, and among those processes the ranks are dealt out
@@ -84,7 +135,7 @@ static int cmp_i64_order(const void *x, const void *y)
  * ranks. With shared storage every process sees every file: the ranks are
  * dealt out over all of them. */
 msp_err cmp_stream_plan(const char *bench, const char *cmp, const msp_compare_net_t *net,
-                               cmp_plan_t *plan)
+                        cmp_plan_t *plan)
 {
     cmp_file_pair_t *mine = NULL;
     size_t nmine = 0;
@@ -132,42 +183,8 @@ msp_err cmp_stream_plan(const char *bench, const char *cmp, const msp_compare_ne
         rc = msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
     if (!rc)
         rc = net->allgather(net->ud, buf, len, (void **)&all, lens);
-    size_t at = 0;
-    for (int p = 0; !rc && p < net->size; p++) {
-        const char *s = all + at, *end = all + at + lens[p];
-        at += lens[p];
-        while (!rc && s < end) {
-            const char *nl = memchr(s, '\n', (size_t)(end - s));
-            if (!nl)
-                nl = end;
-            if (*s == '!') {
-                char *line = msp_asprintf("%.*s", (int)(nl - s - 1), s + 1);
-                if (!line) {
-                    rc = msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
-                    break;
-                }
-                /* the same one-sided line from several processes counts once */
-                int dup = 0;
-                for (size_t i = 0; i < plan->n_only && !dup; i++)
-                    dup = !strcmp(plan->only[i], line);
-                if (!dup)
-                    rc = cmp_line_push(&plan->only, &plan->n_only, line);
-                free(line);
-            } else {
-                long long a, b, c;
-                if (sscanf(s, "%lld %lld %lld", &a, &b, &c) == 3) {
-                    cmp_seen_t *nv = msp_grow(seen, &cap, ns, sizeof *nv, 64);
-                    if (!nv) {
-                        rc = msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
-                        break;
-                    }
-                    seen = nv;
-                    seen[ns++] = (cmp_seen_t){a, b, c, p};
-                }
-            }
-            s = nl + 1;
-        }
-    }
+    if (!rc)
+        rc = cmp_plan_views(net, all, lens, plan, &seen, &ns, &cap);
     if (rc)
         goto cleanup;
     qsort(seen, ns, sizeof *seen, cmp_seen_order);
@@ -228,7 +245,8 @@ cleanup:
     if (!rc && !plan->nfp)
         rc = msp_fail(MSP_ERR_MISMATCH,
                       "bench %s and compare %s share no readable step/rank on any of the %d "
-                      "processes: nothing to compare", bench, cmp, net->size);
+                      "processes: nothing to compare",
+                      bench, cmp, net->size);
     if (rc)
         cmp_plan_free(plan);
     return rc;

@@ -202,9 +202,9 @@ static double cmp_err0(double e)
 
 /* Where error came into a communication record from another rank. */
 typedef struct cmp_inflow {
-    const cmp_comm_t *c;   /* the receiving rank's record */
-    int64_t from;          /* the rank that brought it */
-    double brought;        /* that rank's input error */
+    const cmp_comm_t *c; /* the receiving rank's record */
+    int64_t from;        /* the rank that brought it */
+    double brought;      /* that rank's input error */
 } cmp_inflow_t;
 
 static int cmp_inflow_order(const void *x, const void *y)
@@ -247,8 +247,8 @@ static msp_err cmp_find_inflows(const cmp_comm_set_t *cs, cmp_inflow_t **out, si
         const char *api = cmp_comm_api(v[i]->name);
         int rooted = cmp_api_is(api, "broadcast") || cmp_api_is(api, "scatter") ||
                      cmp_api_is(api, "broadcast_object_list");
-        int p2p = cmp_api_is(api, "send") || cmp_api_is(api, "recv") ||
-                  cmp_api_is(api, "isend") || cmp_api_is(api, "irecv");
+        int p2p = cmp_api_is(api, "send") || cmp_api_is(api, "recv") || cmp_api_is(api, "isend") ||
+                  cmp_api_is(api, "irecv");
         int objects = cmp_api_is(api, "all_gather_object") ||
                       cmp_api_is(api, "broadcast_object_list");
         for (size_t k = i; k < j && !p2p && !objects; k++) {
@@ -358,8 +358,8 @@ msp_err cmp_ranks_order(msp_compare_result_t *res, const cmp_comm_set_t *cs, int
     for (size_t i = 0; i < res->n_suspects && !rc; i++) {
         msp_suspect_t *s = &res->suspects[i];
         const msp_record_cmp_t *rec = &res->records[s->record];
-        const cmp_inflow_t *f =
-            s->is_gap ? NULL : cmp_inflow_at(in, ni, rec->step, rec->rank, rec->name);
+        const cmp_inflow_t *f = s->is_gap ? NULL
+                                          : cmp_inflow_at(in, ni, rec->step, rec->rank, rec->name);
         if (!f || from[i] >= 0)
             continue;
         char *reason = msp_asprintf("inherited from rank %lld through this call: rank %lld "

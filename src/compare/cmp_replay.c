@@ -226,7 +226,8 @@ static void rp_validate(msp_record_cmp_t *rec, const cJSON *ans)
         e < 0.0 ? msp_asprintf("the bench side cannot be replayed (%s)",
                                cJSON_IsString(why) ? why->valuestring : "?")
                 : msp_asprintf("the call is not rebuilt exactly: the replay of the bench side's "
-                               "own inputs is %s from its output (bound %s)", eb, tb);
+                               "own inputs is %s from its output (bound %s)",
+                               eb, tb);
 }
 
 typedef struct rp_cand {
@@ -292,7 +293,8 @@ static void rp_own_numbers(cJSON *args, msp_dump_file_t *f, const msp_record_inf
         double x;
         /* the numbers cmp_arg_reldiff measured: one on each side */
         if (have && cJSON_IsString(have) && cJSON_IsString(it) &&
-            cmp_scalars(have->valuestring, &x, 1) == 1 && cmp_scalars(it->valuestring, &x, 1) == 1 &&
+            cmp_scalars(have->valuestring, &x, 1) == 1 &&
+            cmp_scalars(it->valuestring, &x, 1) == 1 &&
             strcmp(have->valuestring, it->valuestring) != 0)
             cJSON_ReplaceItemInObjectCaseSensitive(args, it->string,
                                                    cJSON_CreateString(it->valuestring));
@@ -318,8 +320,8 @@ static int rp_sample_sees(const rp_side_in_t *in, const rp_tensor_t *tv, size_t 
             continue;
         for (size_t j = 0; j < other->n_tensors; j++)
             if (!strcmp(other->tensors[j].role, tv[i].t->role)) {
-                double e = cmp_sampled_err(in->f, mine, tv[i].t, in->of, other,
-                                           &other->tensors[j], k);
+                double e = cmp_sampled_err(in->f, mine, tv[i].t, in->of, other, &other->tensors[j],
+                                           k);
                 if (isnan(e))
                     return 1; /* not measurable here: the sample stands */
                 worst = fmax(worst, e);
@@ -328,9 +330,9 @@ static int rp_sample_sees(const rp_side_in_t *in, const rp_tensor_t *tv, size_t 
     return worst >= in->out_err / 2.0;
 }
 
-static int rp_side(rp_worker_t *w, size_t id, const char *kind, const char *name,
-                   const cJSON *args, rp_side_in_t *in, double deadline, double per_record,
-                   void *buf, size_t bufsz, cJSON **ans, const char **why)
+static int rp_side(rp_worker_t *w, size_t id, const char *kind, const char *name, const cJSON *args,
+                   rp_side_in_t *in, double deadline, double per_record, void *buf, size_t bufsz,
+                   cJSON **ans, const char **why)
 {
     rp_tensor_t *tv = NULL;
     size_t nt = 0, cap = 0;
@@ -557,11 +559,19 @@ static int rp_job(rp_worker_t *w, msp_record_cmp_t *rec, size_t id, rp_file_t *f
         goto done;
     rp_add_attrs(args, NULL, files->bf, bfr);
     rp_add_cmp_attrs(args, files->cf, cf, bfr);
-    rp_side_in_t cin = {files->cf, cf, bwd ? crec : NULL, rec->args_are_data, 0,
-                        files->bf, bfr, bwd ? brec : NULL, rec->out_err,
+    rp_side_in_t cin = {files->cf,
+                        cf,
+                        bwd ? crec : NULL,
+                        rec->args_are_data,
+                        0,
+                        files->bf,
+                        bfr,
+                        bwd ? brec : NULL,
+                        rec->out_err,
                         !bwd && rp_same_call(rec, files, cf, bfr) ? bfr : NULL};
     if ((r = rp_side(w, id, kind, rec->name, args, &cin, deadline, per_record, buf, bufsz, &ans,
-                     &why)) || why)
+                     &why)) ||
+        why)
         goto done;
     rp_apply(rec, ans);
     const cJSON *check = cJSON_GetObjectItemCaseSensitive(ans, "check");
@@ -574,8 +584,8 @@ static int rp_job(rp_worker_t *w, msp_record_cmp_t *rec, size_t id, rp_file_t *f
     if (rec->replay != MSP_RV_INTRODUCED || !bfr || (bwd && !brec))
         goto done;
     /* the check: the same sample as the compare side's */
-    rp_side_in_t bin = {files->bf, bfr, bwd ? brec : NULL, 0, cin.every, NULL, NULL, NULL, NAN,
-                        NULL};
+    rp_side_in_t bin = {files->bf, bfr, bwd ? brec : NULL, 0, cin.every, NULL, NULL, NULL,
+                        NAN,       NULL};
     const char *bwhy = NULL;
     if ((r = rp_side(w, id, kind, rec->name, args, &bin, deadline, per_record, buf, bufsz, &ans,
                      &bwhy)))
@@ -668,9 +678,9 @@ msp_err cmp_replay_run(msp_compare_result_t *res, const cmp_file_pair_t *fps, si
                                               tail[0] ? ": " : "", tail);
             }
             /* a worker that died on one record is started again for the rest */
-            char *again = starts < RP_MAX_STARTS ? rp_start(w, py, deadline)
-                                                 : msp_asprintf("the replay worker died %d times",
-                                                                starts);
+            char *again = starts < RP_MAX_STARTS
+                              ? rp_start(w, py, deadline)
+                              : msp_asprintf("the replay worker died %d times", starts);
             starts++;
             if (again) {
                 msp_log(MSP_LOG_WARN, "replay stopped: %s", again);

@@ -11,23 +11,31 @@
 
 /* msprobe's own wording of each finding, appended to the row's Err_message. */
 #define CMP_MSG_INFNAN "error: There is nan/inf/-inf in the maximum or minimum value of NPU."
-#define CMP_MSG_THOUSANDTH "error: The input/parameters of One Thousandth Err Ratio > 0.9 " \
-                           "while the output < 0.6."
+#define CMP_MSG_THOUSANDTH                                                                         \
+    "error: The input/parameters of One Thousandth Err Ratio > 0.9 "                               \
+    "while the output < 0.6."
 #define CMP_MSG_REQGRAD "error: The Required_Grad of NPU and Bench are inconsistent"
 #define CMP_MSG_PARAMS "error: The scalar parameters of NPU and Bench are inconsistent."
 #define CMP_MSG_DTYPE "error: The dtype of NPU and Bench are inconsistent."
 #define CMP_MSG_SHAPE "error: The shape of NPU and Bench are inconsistent."
-#define CMP_MSG_COSINE "warning: The input/parameters of Cosine > 0.9, and input/parameters " \
-                       "- output > 0.1"
+#define CMP_MSG_COSINE                                                                             \
+    "warning: The input/parameters of Cosine > 0.9, and input/parameters "                         \
+    "- output > 0.1"
 #define CMP_MSG_NORMREL "error: The NormRelativeErr of output is greater than 0.5."
 #define CMP_MSG_NORMWARN "warning: The norm relative error of output is 10 times that of input."
 #define CMP_MSG_CRC "error: The CRC-32 value of NPU differs from that of the bench."
 #define CMP_MSG_CRCMISS "warning: The parameter of NPU does not match the bench."
 
 /* APIs msprobe leaves out of every check, or out of the checks of inputs. */
-static const char *const cmp_all_ignore[] = {"empty", "empty_like", "numpy", "to", "__setitem__",
-                                             "empty_with_format", "new_empty_strided",
-                                             "new_empty", "empty_strided"};
+static const char *const cmp_all_ignore[] = {"empty",
+                                             "empty_like",
+                                             "numpy",
+                                             "to",
+                                             "__setitem__",
+                                             "empty_with_format",
+                                             "new_empty_strided",
+                                             "new_empty",
+                                             "empty_strided"};
 static const char *const cmp_input_ignore[] = {"_reduce_scatter_base", "_all_gather_base",
                                                "all_to_all_single", "batch_isend_irecv"};
 enum { CMP_IGNORE_NONE, CMP_IGNORE_INPUT, CMP_IGNORE_ALL };
@@ -55,7 +63,7 @@ static msp_err cmp_mark(msp_tensor_cmp_t *t, msp_result_t level, const char *msg
     if (t->err_message && strstr(t->err_message, msg))
         return MSP_OK;
     char *m = t->err_message && *t->err_message ? msp_asprintf("%s; %s", t->err_message, msg)
-                                                 : strdup(msg);
+                                                : strdup(msg);
     if (!m)
         return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
     free(t->err_message);
@@ -164,8 +172,7 @@ static msp_err cmp_result_record(msp_record_cmp_t *rec, msp_tensor_cmp_t *t0, in
     double out_rel = cmp_extreme(t0, n, 1, 0, cmp_get_normrel);
     if (in_rel < 0.1)
         for (size_t i = 0; i < n && !rc; i++)
-            if (t0[i].is_output && !isnan(cmp_get_normrel(&t0[i])) &&
-                cmp_get_normrel(&t0[i]) > 0.5)
+            if (t0[i].is_output && !isnan(cmp_get_normrel(&t0[i])) && cmp_get_normrel(&t0[i]) > 0.5)
                 rc = cmp_mark(&t0[i], MSP_RESULT_ERROR, CMP_MSG_NORMREL);
     if (!rc && (!(in_rel > 0.0) ? out_rel > 0.1 : out_rel / in_rel > 10.0))
         rc = cmp_mark(out0, MSP_RESULT_WARNING, CMP_MSG_NORMWARN);

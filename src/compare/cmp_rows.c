@@ -129,9 +129,10 @@ static int cmp_check_crc(msp_tensor_cmp_t *t, const cmp_job_t *job)
         if (!want || want == job->crc[k])
             continue;
         char msg[200];
-        snprintf(msg, sizeof msg, "%s tensor data fails its CRC-32 check (file says %08x, data "
-                 "read %08x): the dump file is damaged", who[k], (unsigned)want,
-                 (unsigned)job->crc[k]);
+        snprintf(msg, sizeof msg,
+                 "%s tensor data fails its CRC-32 check (file says %08x, data "
+                 "read %08x): the dump file is damaged",
+                 who[k], (unsigned)want, (unsigned)job->crc[k]);
         cmp_set_message(t, msg);
         t->highlight = MSP_HL_RED;
         return 1;
@@ -196,8 +197,8 @@ static int cmp_producer_gap(const msp_dump_file_t *f, const msp_record_info_t **
     const char *slash = strrchr(t->producer, '/');
     if (!slash)
         return 0;
-    const msp_record_info_t **hit =
-        bsearch(t->producer, byname, f->n_records, sizeof *byname, cmp_producer_key);
+    const msp_record_info_t **hit = bsearch(t->producer, byname, f->n_records, sizeof *byname,
+                                            cmp_producer_key);
     if (hit) {
         const msp_record_info_t *p = *hit;
         for (size_t k = 0; k < p->n_tensors; k++) {
@@ -339,8 +340,10 @@ static msp_err cmp_tensor_row(cmp_ctx_t *cx, cmp_build_t *bld, const msp_record_
         t->verdict = MSP_VERDICT_YES;
         t->highlight = MSP_HL_NONE;
         char msg[200];
-        snprintf(msg, sizeof msg, "uninitialized memory (%s): its values mean nothing, not "
-                 "compared", uninit);
+        snprintf(msg, sizeof msg,
+                 "uninitialized memory (%s): its values mean nothing, not "
+                 "compared",
+                 uninit);
         return cmp_set_message(t, msg);
     }
     if (n && n->has_stats &&
@@ -348,10 +351,10 @@ static msp_err cmp_tensor_row(cmp_ctx_t *cx, cmp_build_t *bld, const msp_record_
          (n->numel > 0 && (!isfinite(n->stats.max) || !isfinite(n->stats.min)))))
         t->highlight = MSP_HL_RED; /* NaN/Inf on the NPU side; kept for outputs only */
     if (!n || !b) {
-        const char *msg = !nrec ? "record missing in NPU dump"
+        const char *msg = !nrec   ? "record missing in NPU dump"
                           : !brec ? "record missing in bench dump"
-                          : !n   ? "tensor missing in NPU record"
-                                 : "tensor missing in bench record";
+                          : !n    ? "tensor missing in NPU record"
+                                  : "tensor missing in bench record";
         /* msprobe's versions wrap different APIs (8.x torch.ones_like, 26
          * not): against msprobe's own dump a record of one side is N/A,
          * as msprobe reports it, not a failure */
@@ -608,8 +611,9 @@ msp_err cmp_record_rows(cmp_ctx_t *cx, cmp_build_t *bld, int64_t step, int64_t r
         cmp_view_by_keyword(cx, crec->name, ct, nc, bt, nb);
     }
     while (!rc && (i < nb || j < nc)) {
-        int o = i == nb ? 1
-                : (j == nc ? -1 : cmp_role_cmp(cmp_view_role(&bt[i]), cmp_view_role(&ct[j])));
+        int o = i == nb
+                    ? 1
+                    : (j == nc ? -1 : cmp_role_cmp(cmp_view_role(&bt[i]), cmp_view_role(&ct[j])));
         if (o < 0) {
             rc = cmp_tensor_row(cx, bld, crec, NULL, brec, bt[i++].t, stats_file);
         } else if (o > 0) {
@@ -635,8 +639,10 @@ void cmp_finish_jobs(cmp_ctx_t *cx, msp_compare_result_t *res)
             cmp_set_message(t, msg ? msg : job->read_error);
             free(msg);
             if (!res->n_unreadable++)
-                res->first_unreadable = msp_asprintf("%s: %s", t->npu_name ? t->npu_name
-                                                     : t->bench_name ? t->bench_name : "?",
+                res->first_unreadable = msp_asprintf("%s: %s",
+                                                     t->npu_name     ? t->npu_name
+                                                     : t->bench_name ? t->bench_name
+                                                                     : "?",
                                                      job->read_error);
             free(job->read_error);
             job->read_error = NULL;

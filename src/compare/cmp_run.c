@@ -231,8 +231,10 @@ static msp_err cmp_file_pair(cmp_ctx_t *cx, cmp_build_t *bld, const cmp_file_pai
         }
     }
     /* 1: a statistics dump on either side; 2: an md5 (hash-only) dump */
-    int stats_file = !strcmp(cx->bf->task, "md5") || !strcmp(cx->cf->task, "md5") ? 2
-                     : !strcmp(cx->bf->task, "statistics") || !strcmp(cx->cf->task, "statistics");
+    int stats_file = !strcmp(cx->bf->task, "md5") || !strcmp(cx->cf->task, "md5")
+                         ? 2
+                         : !strcmp(cx->bf->task, "statistics") ||
+                               !strcmp(cx->cf->task, "statistics");
     cx->has_producers = cmp_file_has_producers(cx->bf) || cmp_file_has_producers(cx->cf);
     /* records by name: producer links and call-site references look them up */
     if (!(cx->bnames = cmp_by_name(cx->bf)) || !(cx->cnames = cmp_by_name(cx->cf))) {
@@ -250,8 +252,8 @@ static msp_err cmp_file_pair(cmp_ctx_t *cx, cmp_build_t *bld, const cmp_file_pai
         goto cleanup;
     }
     for (size_t i = 0; i < np; i++) {
-        const msp_record_info_t *r =
-            pairs[i].c >= 0 ? &cx->cf->records[pairs[i].c] : &cx->bf->records[pairs[i].b];
+        const msp_record_info_t *r = pairs[i].c >= 0 ? &cx->cf->records[pairs[i].c]
+                                                     : &cx->bf->records[pairs[i].b];
         refs[i] = (cmp_rec_ref_t){pairs[i].b, pairs[i].c, r->order, r->name};
     }
     qsort(refs, np, sizeof *refs, cmp_rec_ref_order);
@@ -259,7 +261,8 @@ static msp_err cmp_file_pair(cmp_ctx_t *cx, cmp_build_t *bld, const cmp_file_pai
     int64_t step = fp->step >= 0 ? fp->step : (cx->cf->step >= 0 ? cx->cf->step : 0);
     int64_t rank = fp->rank >= 0 ? fp->rank : (cx->cf->rank >= 0 ? cx->cf->rank : 0);
     for (size_t i = 0; i < np && !rc; i++)
-        rc = cmp_record_rows(cx, bld, step, rank, refs[i].b >= 0 ? &cx->bf->records[refs[i].b] : NULL,
+        rc = cmp_record_rows(cx, bld, step, rank,
+                             refs[i].b >= 0 ? &cx->bf->records[refs[i].b] : NULL,
                              refs[i].c >= 0 ? &cx->cf->records[refs[i].c] : NULL, stats_file);
     if (rc)
         goto cleanup;
@@ -275,7 +278,8 @@ static msp_err cmp_file_pair(cmp_ctx_t *cx, cmp_build_t *bld, const cmp_file_pai
                 rc = msp_fail(MSP_ERR_FORMAT,
                               "file %s: record %s: tensor %s: data ends past the end of the "
                               "file; the file is truncated",
-                              n_out ? fp->cmp : fp->bench, n_out ? job->nrec->name : job->brec->name,
+                              n_out ? fp->cmp : fp->bench,
+                              n_out ? job->nrec->name : job->brec->name,
                               n_out ? job->nt->role : job->bt->role);
                 goto cleanup;
             }
@@ -321,12 +325,16 @@ static void cmp_mapping_warn_unused(const msp_compare_opts_t *o, const cmp_mappi
         if (e->bench_seen && e->cmp_seen)
             continue;
         if (e->cell)
-            msp_log(MSP_LOG_WARN, "cell mapping file %s:%zu: no %s module record has \"%s\"; the "
-                    "line matched nothing", o->cell_mapping_path, e->line,
-                    e->cmp_seen ? "bench" : "compare", e->cmp_seen ? e->bench : e->cmp);
+            msp_log(MSP_LOG_WARN,
+                    "cell mapping file %s:%zu: no %s module record has \"%s\"; the "
+                    "line matched nothing",
+                    o->cell_mapping_path, e->line, e->cmp_seen ? "bench" : "compare",
+                    e->cmp_seen ? e->bench : e->cmp);
         else
-            msp_log(MSP_LOG_WARN, "mapping file %s:%zu: %s record %s is in no %s dump; the line "
-                    "matched nothing", o->mapping_path, e->line, e->cmp_seen ? "bench" : "compare",
+            msp_log(MSP_LOG_WARN,
+                    "mapping file %s:%zu: %s record %s is in no %s dump; the line "
+                    "matched nothing",
+                    o->mapping_path, e->line, e->cmp_seen ? "bench" : "compare",
                     e->cmp_seen ? e->bench : e->cmp, e->cmp_seen ? "bench" : "compare");
     }
 }
@@ -345,7 +353,7 @@ struct cmp_engine {
     cmp_prefetch_t pf[CMP_SLOTS];
     const cmp_file_pair_t *pf_fp[CMP_SLOTS]; /* the pair each prefetch slot is opening */
     cmp_build_t bld;
-    const void *last_rec, *last_ten;  /* bld.res's arrays when last seen */
+    const void *last_rec, *last_ten; /* bld.res's arrays when last seen */
 };
 
 msp_err cmp_engine_open(const msp_compare_opts_t *opts, cmp_engine_t **out)
@@ -356,7 +364,8 @@ msp_err cmp_engine_open(const msp_compare_opts_t *opts, cmp_engine_t **out)
         return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
     msp_err rc = MSP_OK;
     if ((opts->mapping_path && (rc = cmp_mapping_load(opts->mapping_path, &e->map))) ||
-        (opts->cell_mapping_path && (rc = cmp_mapping_load_cell(opts->cell_mapping_path, &e->map)))) {
+        (opts->cell_mapping_path &&
+         (rc = cmp_mapping_load_cell(opts->cell_mapping_path, &e->map)))) {
         cmp_mapping_free(&e->map);
         free(e);
         return rc;

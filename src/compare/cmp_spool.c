@@ -294,8 +294,10 @@ msp_err cmp_part_unpack(const unsigned char *buf, size_t len, msp_compare_result
     if (oom || r.bad || r.at != r.n) {
         msp_compare_result_free(p);
         return oom ? msp_fail(MSP_ERR_NOMEM, "compare: out of memory reading a pair's result")
-                   : msp_fail(MSP_ERR_INTERNAL, "compare: a pair's packed result is damaged "
-                                                "(%zu bytes, stopped at %zu)", len, r.at);
+                   : msp_fail(MSP_ERR_INTERNAL,
+                              "compare: a pair's packed result is damaged "
+                              "(%zu bytes, stopped at %zu)",
+                              len, r.at);
     }
     *out = p;
     return MSP_OK;
@@ -326,8 +328,10 @@ msp_err cmp_spool_open(const char *dir, cmp_spool_t **out)
     }
     s->fd = mkostemp(path, O_CLOEXEC);
     if (s->fd < 0) {
-        msp_err rc = msp_fail(MSP_ERR_IO, "compare: cannot create a temporary file in %s: %s "
-                              "(set TMPDIR to a writable directory)", dir, strerror(errno));
+        msp_err rc = msp_fail(MSP_ERR_IO,
+                              "compare: cannot create a temporary file in %s: %s "
+                              "(set TMPDIR to a writable directory)",
+                              dir, strerror(errno));
         free(path);
         free(s);
         return rc;

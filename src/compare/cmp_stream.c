@@ -120,8 +120,8 @@ typedef struct cmp_stream {
     const msp_compare_net_t *net;
     int me;
     cmp_plan_t plan;
-    cmp_spool_t *a;        /* phase A: this process's parts, in pair order */
-    size_t *a_index;       /* per pair: its index in a, or SIZE_MAX when not ours */
+    cmp_spool_t *a;  /* phase A: this process's parts, in pair order */
+    size_t *a_index; /* per pair: its index in a, or SIZE_MAX when not ours */
     /* replay */
     cmp_heap_t heap;
     size_t n_cands;
@@ -132,7 +132,7 @@ typedef struct cmp_stream {
     char *unfinished_note; /* what a candidate left by the budget says */
     double replay_seconds;
     char *replay_unavailable;
-    cmp_worker_t *worker;  /* replay's, asked for before phase A (cmp_worker_prestart) */
+    cmp_worker_t *worker; /* replay's, asked for before phase A (cmp_worker_prestart) */
     void (*user_progress)(size_t, size_t, void *);
     void *user_progress_ud;
     size_t progress_base;
@@ -297,9 +297,9 @@ static msp_err cmp_phase_r(cmp_stream_t *st)
             }
             st->out = nv;
             int oom = 0;
-            st->out[st->n_out++] = (cmp_outcome_t){st->heap.v[i].pair, st->heap.v[i].rec,
-                                                   r->replay, r->replay_err, r->replay_ref,
-                                                   cmp_dup(r->replay_note, &oom)};
+            st->out[st->n_out++] = (cmp_outcome_t){
+                st->heap.v[i].pair, st->heap.v[i].rec, r->replay,
+                r->replay_err,      r->replay_ref,     cmp_dup(r->replay_note, &oom)};
             if (oom)
                 rc = cmp_oom();
         }
@@ -318,7 +318,8 @@ static msp_err cmp_phase_r(cmp_stream_t *st)
         st->ran_out = 1;
         if (!st->unfinished_note &&
             !(st->unfinished_note = msp_asprintf("not replayed: the replay budget of %g s ran "
-                                                 "out", o->replay_budget)))
+                                                 "out",
+                                                 o->replay_budget)))
             rc = cmp_oom();
     }
     st->replay_seconds = cmp_now() - t0;
@@ -483,9 +484,10 @@ static msp_err cmp_gather(cmp_stream_t *st, msp_compare_tree_t *t, cmp_finish_t 
         }
         msp_compare_result_t *part = NULL;
         if (!rc && !r2 && len == 0)
-            r2 = msp_fail(MSP_ERR_IO, "compare: process %d could not send step %lld rank "
-                          "%lld", owner, (long long)st->plan.fps[i].step,
-                          (long long)st->plan.fps[i].rank);
+            r2 = msp_fail(MSP_ERR_IO,
+                          "compare: process %d could not send step %lld rank "
+                          "%lld",
+                          owner, (long long)st->plan.fps[i].step, (long long)st->plan.fps[i].rank);
         if (!rc && !r2)
             r2 = cmp_part_unpack(buf, len, &part);
         if (!rc && !r2)
@@ -496,8 +498,10 @@ static msp_err cmp_gather(cmp_stream_t *st, msp_compare_tree_t *t, cmp_finish_t 
             rc = r2;
     }
     if (!rc && !t->head->n_pairs)
-        rc = msp_fail(MSP_ERR_MISMATCH, "bench %s and compare %s share no readable "
-                      "step/rank: nothing to compare", bench, cmp);
+        rc = msp_fail(MSP_ERR_MISMATCH,
+                      "bench %s and compare %s share no readable "
+                      "step/rank: nothing to compare",
+                      bench, cmp);
     t->head->replay_done = t->head->replay_introduced + t->head->replay_inherited;
     t->head->n_failed = t->n_failed;
     if (!rc)

@@ -139,13 +139,19 @@ static int cmp_gap_to_module(msp_compare_result_t *res, size_t *cap, size_t r, s
     const msp_record_cmp_t *rec = &res->records[r], *m = &res->records[e];
     const msp_tensor_cmp_t *t = &res->tensors[ti];
     char a[32], b[32];
-    msp_suspect_t s = {e, (long)ti, 0, res->stats_mode != 0, known, t->rel_err,
+    msp_suspect_t s = {e,
+                       (long)ti,
+                       0,
+                       res->stats_mode != 0,
+                       known,
+                       t->rel_err,
                        known > 0.0 ? t->rel_err / known : INFINITY,
-                       base > 0.0 ? t->rel_err / base : INFINITY, NULL};
+                       base > 0.0 ? t->rel_err / base : INFINITY,
+                       NULL};
     s.reason = msp_asprintf("%sits own code, outside the modules it calls, made %s.%s: error %s, "
                             "above %gx anything recorded before it (%s)",
-                            s.from_stats ? "statistics only: " : "", rec->name,
-                            cmp_role_of(t, rec), cmp_fmt_err(t->rel_err, a, sizeof a), CMP_AMPLIFY,
+                            s.from_stats ? "statistics only: " : "", rec->name, cmp_role_of(t, rec),
+                            cmp_fmt_err(t->rel_err, a, sizeof a), CMP_AMPLIFY,
                             cmp_fmt_err(known, b, sizeof b));
     (void)m;
     *rc = cmp_push_suspect(res, cap, &s);
@@ -169,16 +175,22 @@ static msp_err cmp_orphan_suspect(msp_compare_result_t *res, size_t *cap, size_t
     if (cmp_gap_to_module(res, cap, r, ti, seen, base, &rc))
         return rc;
     char a[32], b[32];
-    msp_suspect_t s = {(long)r, (long)ti, 1, res->stats_mode != 0, seen, t->rel_err,
+    msp_suspect_t s = {(long)r,
+                       (long)ti,
+                       1,
+                       res->stats_mode != 0,
+                       seen,
+                       t->rel_err,
                        seen > 0.0 ? t->rel_err / seen : INFINITY,
-                       base > 0.0 ? t->rel_err / base : INFINITY, NULL};
+                       base > 0.0 ? t->rel_err / base : INFINITY,
+                       NULL};
     s.reason = msp_asprintf("%sno recorded op produced %s.%s: an op msprobe did not record "
                             "(a custom kernel, an in-place update, an API outside the dump's "
                             "list) made it; its error %s is above %gx anything recorded before "
                             "it (%s)",
-                            s.from_stats ? "statistics only: " : "", rec->name,
-                            cmp_role_of(t, rec), cmp_fmt_err(t->rel_err, a, sizeof a),
-                            CMP_AMPLIFY, cmp_fmt_err(seen, b, sizeof b));
+                            s.from_stats ? "statistics only: " : "", rec->name, cmp_role_of(t, rec),
+                            cmp_fmt_err(t->rel_err, a, sizeof a), CMP_AMPLIFY,
+                            cmp_fmt_err(seen, b, sizeof b));
     return cmp_push_suspect(res, cap, &s);
 }
 
@@ -228,8 +240,9 @@ static char *cmp_kept_evidence(const msp_compare_result_t *res, const msp_record
     if (cmp_nan_born(res, rec)) {
         *tier = 0;
         return msp_asprintf("%sits output holds NaN/Inf where the bench's does not, from "
-                            "finite inputs: it made them%s%s", pre,
-                            rec->arg_diff ? "; argument " : "", rec->arg_diff ? rec->arg_diff : "");
+                            "finite inputs: it made them%s%s",
+                            pre, rec->arg_diff ? "; argument " : "",
+                            rec->arg_diff ? rec->arg_diff : "");
     }
     if (!rec->arg_diff || rec->args_are_data || !(rec->out_err > rec->floor))
         return NULL;
@@ -237,9 +250,9 @@ static char *cmp_kept_evidence(const msp_compare_result_t *res, const msp_record
     int lowered = rec->replay == MSP_RV_INHERITED;
     *tier = lowered ? 2 : 0;
     return msp_asprintf("%sthe call's arguments differ (%s) and its output error %s is above "
-                        "the %s floor %s%s", pre, rec->arg_diff,
-                        cmp_fmt_err(rec->out_err, a, sizeof a), cmp_floor_dtype(rec->floor),
-                        cmp_fmt_err(rec->floor, fl, sizeof fl),
+                        "the %s floor %s%s",
+                        pre, rec->arg_diff, cmp_fmt_err(rec->out_err, a, sizeof a),
+                        cmp_floor_dtype(rec->floor), cmp_fmt_err(rec->floor, fl, sizeof fl),
                         lowered ? "; the replay with the bench side's arguments reproduces its "
                                   "output, so the change may not be what made it"
                                 : "");
@@ -288,7 +301,7 @@ typedef struct cmp_param_state {
     struct {
         const char *s;
         size_t n;
-    } *seen;
+    } * seen;
     size_t n_seen, cap_seen;
 } cmp_param_state_t;
 
@@ -331,9 +344,15 @@ static msp_err cmp_param_suspects(msp_compare_result_t *res, size_t *cap, cmp_pa
         if (isnan(t->rel_err) || !(t->rel_err > base))
             continue;
         char a[32], b[32], c[32];
-        msp_suspect_t s = {(long)r, (long)ti, 2, res->stats_mode != 0, known, t->rel_err,
+        msp_suspect_t s = {(long)r,
+                           (long)ti,
+                           2,
+                           res->stats_mode != 0,
+                           known,
+                           t->rel_err,
                            known > 0.0 ? t->rel_err / known : INFINITY,
-                           base > 0.0 ? t->rel_err / base : INFINITY, NULL};
+                           base > 0.0 ? t->rel_err / base : INFINITY,
+                           NULL};
         if (ps->mode == 1)
             s.reason = msp_asprintf("%sparameter %.*s differs before any op of step %lld (rank "
                                     "%lld): at its first use, %s %s, its error is %s, above the "
@@ -341,18 +360,19 @@ static msp_err cmp_param_suspects(msp_compare_result_t *res, size_t *cap, cmp_pa
                                     "(a checkpoint loaded differently, another seed or data)",
                                     s.from_stats ? "statistics only: " : "", (int)len, name,
                                     (long long)rec->step, (long long)rec->rank, rec->name, role,
-                                    cmp_fmt_err(t->rel_err, a, sizeof a),
-                                    cmp_floor_dtype(fl), cmp_fmt_err(fl, b, sizeof b));
+                                    cmp_fmt_err(t->rel_err, a, sizeof a), cmp_floor_dtype(fl),
+                                    cmp_fmt_err(fl, b, sizeof b));
         else
             s.reason = msp_asprintf("%sparameter %.*s differs before any op of step %lld (rank "
                                     "%lld): at its first use, %s %s, its error is %s, above %gx "
                                     "the worst error of the steps before (%s) and the %s floor %s: "
                                     "something outside the recorded ops changed it between the "
-                                    "steps", s.from_stats ? "statistics only: " : "", (int)len,
-                                    name, (long long)rec->step, (long long)rec->rank, rec->name,
-                                    role, cmp_fmt_err(t->rel_err, a, sizeof a), CMP_AMPLIFY,
-                                    cmp_fmt_err(known, c, sizeof c),
-                                    cmp_floor_dtype(fl), cmp_fmt_err(fl, b, sizeof b));
+                                    "steps",
+                                    s.from_stats ? "statistics only: " : "", (int)len, name,
+                                    (long long)rec->step, (long long)rec->rank, rec->name, role,
+                                    cmp_fmt_err(t->rel_err, a, sizeof a), CMP_AMPLIFY,
+                                    cmp_fmt_err(known, c, sizeof c), cmp_floor_dtype(fl),
+                                    cmp_fmt_err(fl, b, sizeof b));
         msp_err rc = cmp_push_suspect(res, cap, &s);
         if (rc)
             return rc;
@@ -420,9 +440,8 @@ static char *cmp_record_reason(const msp_compare_result_t *res, const msp_record
  * own producer's output on the same side (gap 1), changed by something
  * msprobe did not record, is a suspect only when its error is above
  * CMP_AMPLIFY times both its producer's and anything recorded before it. */
-static msp_err cmp_gap_suspects(msp_compare_result_t *res, const cmp_rec_index_t *ix,
-                                size_t *cap, size_t r, double seen, double step_floor,
-                                int params_judged)
+static msp_err cmp_gap_suspects(msp_compare_result_t *res, const cmp_rec_index_t *ix, size_t *cap,
+                                size_t r, double seen, double step_floor, int params_judged)
 {
     const msp_record_cmp_t *rec = &res->records[r];
     char a[32], b[32];
@@ -453,16 +472,22 @@ static msp_err cmp_gap_suspects(msp_compare_result_t *res, const cmp_rec_index_t
                     return rc;
                 continue;
             }
-            msp_suspect_t s = {(long)r, (long)ti, 1, res->stats_mode != 0, ein, t->rel_err,
+            msp_suspect_t s = {(long)r,
+                               (long)ti,
+                               1,
+                               res->stats_mode != 0,
+                               ein,
+                               t->rel_err,
                                isnan(ein) || ein <= 0.0 ? INFINITY : t->rel_err / ein,
-                               base > 0.0 ? t->rel_err / base : INFINITY, NULL};
+                               base > 0.0 ? t->rel_err / base : INFINITY,
+                               NULL};
             s.reason = msp_asprintf("%sgap between %s and %s.%s: the input differs from its "
                                     "producer's output on the same side, so something msprobe "
                                     "did not record (an un-wrapped op, an in-place update, a "
                                     "custom kernel) changed it; error %s -> %s, above %gx "
                                     "anything recorded before it",
-                                    s.from_stats ? "statistics only: " : "", t->producer,
-                                    rec->name, cmp_role_of(t, rec), cmp_fmt_err(ein, a, sizeof a),
+                                    s.from_stats ? "statistics only: " : "", t->producer, rec->name,
+                                    cmp_role_of(t, rec), cmp_fmt_err(ein, a, sizeof a),
                                     cmp_fmt_err(t->rel_err, b, sizeof b), CMP_AMPLIFY);
             rc = cmp_push_suspect(res, cap, &s);
         }
@@ -558,9 +583,15 @@ msp_err cmp_rank_suspects(msp_compare_result_t *res, int top)
                     worst = (long)(rec->first_tensor + k);
             }
             double ein = isnan(rec->in_err) ? 0.0 : rec->in_err;
-            msp_suspect_t s = {(long)r, worst, 0, res->stats_mode != 0, rec->in_err,
-                               rec->out_err, ein > 0.0 ? rec->out_err / ein : INFINITY,
-                               rec->score, reason};
+            msp_suspect_t s = {(long)r,
+                               worst,
+                               0,
+                               res->stats_mode != 0,
+                               rec->in_err,
+                               rec->out_err,
+                               ein > 0.0 ? rec->out_err / ein : INFINITY,
+                               rec->score,
+                               reason};
             rec->tier = tier;
             rc = cmp_push_suspect(res, &cap, &s);
         }

@@ -13,7 +13,7 @@
 
 /* A global record of the final spool and how the report marks it. */
 struct cmp_mark {
-    size_t record;      /* global record index */
+    size_t record; /* global record index */
     int suspect_rank;
     int is_root_cause;
     const char *reason; /* the first suspect line that names it (owned by head) */
@@ -239,8 +239,8 @@ static msp_err cmp_prev_note(cmp_finish_t *f, const msp_compare_result_t *part)
     /* a parameter carries what any earlier step's update put into it (two
      * optimizers take turns: a GAN's), so the worst runs over every step */
     if (pv)
-        *pv = (cmp_prev_t){part->records[0].rank, part->records[0].step,
-                           fmax(worst, pv->worst), opt > 0.0 ? opt : pv->opt};
+        *pv = (cmp_prev_t){part->records[0].rank, part->records[0].step, fmax(worst, pv->worst),
+                           opt > 0.0 ? opt : pv->opt};
     return rc;
 }
 
@@ -272,11 +272,20 @@ static msp_err cmp_head_totals(cmp_finish_t *f, msp_compare_result_t *part)
         t->n_failed += (r->verdict != MSP_VERDICT_YES && r->verdict != MSP_VERDICT_NA) ||
                        r->setup_differs;
         switch (r->replay) {
-        case MSP_RV_INTRODUCED: h->replay_introduced++; break;
-        case MSP_RV_INHERITED: h->replay_inherited++; break;
-        case MSP_RV_SKIPPED: h->replay_skipped++; break;
-        case MSP_RV_UNFINISHED: h->replay_unfinished++; break;
-        default: break;
+        case MSP_RV_INTRODUCED:
+            h->replay_introduced++;
+            break;
+        case MSP_RV_INHERITED:
+            h->replay_inherited++;
+            break;
+        case MSP_RV_SKIPPED:
+            h->replay_skipped++;
+            break;
+        case MSP_RV_UNFINISHED:
+            h->replay_unfinished++;
+            break;
+        default:
+            break;
         }
         r->suspect_rank = 0;
         r->is_root_cause = 0;
@@ -601,8 +610,8 @@ size_t cmp_tree_parts(const msp_compare_tree_t *t)
     return t->n_parts;
 }
 
-void cmp_tree_part_info(const msp_compare_tree_t *t, size_t i, size_t *rec_base,
-                        size_t *ten_base, int64_t *step, int64_t *rank)
+void cmp_tree_part_info(const msp_compare_tree_t *t, size_t i, size_t *rec_base, size_t *ten_base,
+                        int64_t *step, int64_t *rank)
 {
     if (rec_base)
         *rec_base = t->rec_base[i];

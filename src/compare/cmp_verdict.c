@@ -240,7 +240,7 @@ msp_err cmp_link_backward(msp_compare_result_t *res)
         while (lo < hi) {
             size_t mid = lo + (hi - lo) / 2;
             const msp_record_cmp_t *m = idx[mid];
-            int c = m->step != rec->step ? (m->step < rec->step ? -1 : 1)
+            int c = m->step != rec->step   ? (m->step < rec->step ? -1 : 1)
                     : m->rank != rec->rank ? (m->rank < rec->rank ? -1 : 1)
                                            : strcmp(m->name, fw);
             if (c < 0)
@@ -297,7 +297,7 @@ msp_record_cmp_t *cmp_index_find(const cmp_rec_index_t *ix, int64_t step, int64_
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         const msp_record_cmp_t *m = ix->v[mid];
-        int c = m->step != step ? (m->step < step ? -1 : 1)
+        int c = m->step != step   ? (m->step < step ? -1 : 1)
                 : m->rank != rank ? (m->rank < rank ? -1 : 1)
                                   : strcmp(m->name, name);
         if (c < 0)
@@ -306,9 +306,8 @@ msp_record_cmp_t *cmp_index_find(const cmp_rec_index_t *ix, int64_t step, int64_
             hi = mid;
     }
     const msp_record_cmp_t *f = lo < ix->n ? ix->v[lo] : NULL;
-    return f && f->step == step && f->rank == rank && !strcmp(f->name, name)
-               ? (msp_record_cmp_t *)f
-               : NULL;
+    return f && f->step == step && f->rank == rank && !strcmp(f->name, name) ? (msp_record_cmp_t *)f
+                                                                             : NULL;
 }
 
 /* "X.forward" / "Module.m.T.forward.0" -> the backward record's name. */
@@ -419,7 +418,7 @@ static size_t cmp_span(const msp_compare_result_t *res, const msp_record_cmp_t *
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         const msp_record_cmp_t *m = &res->records[mid];
-        int before = m->step != rec->step ? m->step < rec->step
+        int before = m->step != rec->step   ? m->step < rec->step
                      : m->rank != rec->rank ? m->rank < rec->rank
                                             : m->order < from;
         if (before)

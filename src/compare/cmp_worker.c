@@ -179,8 +179,7 @@ static void cmp_worker_take_sample(cmp_worker_t *w, const cJSON *s)
         return;
     w->sample_min = (uint64_t)mn->valuedouble;
     w->sample_keep = (uint64_t)kp->valuedouble;
-    cmp_worker_take_list(cJSON_GetObjectItemCaseSensitive(s, "apis"), &w->ew_apis,
-                         &w->n_ew_apis);
+    cmp_worker_take_list(cJSON_GetObjectItemCaseSensitive(s, "apis"), &w->ew_apis, &w->n_ew_apis);
     cmp_worker_take_list(cJSON_GetObjectItemCaseSensitive(s, "optimizers"), &w->ew_opts,
                          &w->n_ew_opts);
 }
@@ -375,8 +374,10 @@ static int cmp_worker_join(cmp_worker_t *w, const char *sock, const char *python
                         w->session);
                 return 0;
             }
-            msp_log(MSP_LOG_INFO, "replay: the kept worker at %s did not answer (%s): one "
-                                  "for this compare alone", sock, why);
+            msp_log(MSP_LOG_INFO,
+                    "replay: the kept worker at %s did not answer (%s): one "
+                    "for this compare alone",
+                    sock, why);
             free(why);
             close(fd);
             w->fd = -1;
@@ -414,8 +415,7 @@ static char *cmp_worker_source(void)
 
 /* The kept worker's socket for python and src (and its directory in *kdir),
  * both malloc'd, or NULL when none is kept (say: log why). */
-static char *cmp_worker_sock(const char *python, const char *src, double keep, char **kdir,
-                             int say)
+static char *cmp_worker_sock(const char *python, const char *src, double keep, char **kdir, int say)
 {
     *kdir = NULL;
     char *kcfg = cmp_worker_config(NULL, keep);
@@ -461,8 +461,10 @@ char *cmp_worker_start(cmp_worker_t *w, const char *python, double deadline)
             msp_log(MSP_LOG_INFO, "replay: kept worker %ld, session %ld", w->server, w->session);
             return NULL;
         }
-        msp_log(MSP_LOG_INFO, "replay: the kept worker did not answer (%s): one for this "
-                              "compare alone", why);
+        msp_log(MSP_LOG_INFO,
+                "replay: the kept worker did not answer (%s): one for this "
+                "compare alone",
+                why);
         free(why);
         cmp_worker_stop(w);
     }
@@ -496,7 +498,8 @@ char *cmp_worker_start(cmp_worker_t *w, const char *python, double deadline)
         w->dir = msp_asprintf("%s/msprobe-replay.XXXXXX", tmp && *tmp ? tmp : "/tmp");
         if (!w->dir || !mkdtemp(w->dir)) {
             char *why = msp_asprintf("cannot make a private directory for the replay worker "
-                                     "(%s): %s", w->dir ? w->dir : "?", strerror(errno));
+                                     "(%s): %s",
+                                     w->dir ? w->dir : "?", strerror(errno));
             free(w->dir);
             w->dir = NULL;
             free(src);
@@ -506,8 +509,7 @@ char *cmp_worker_start(cmp_worker_t *w, const char *python, double deadline)
     }
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
-        char *why = msp_asprintf("cannot make a socket for the replay worker: %s",
-                                 strerror(errno));
+        char *why = msp_asprintf("cannot make a socket for the replay worker: %s", strerror(errno));
         free(src);
         free(kdir);
         if (lfd >= 0)
@@ -517,8 +519,12 @@ char *cmp_worker_start(cmp_worker_t *w, const char *python, double deadline)
     }
     char *cfg = cmp_worker_config(kdir ? kdir : w->dir, keep);
     char *argv[] = {(char *)python, (char *)"-I", (char *)"-B", (char *)"-c", src, cfg, NULL};
-    msp_child_t c = {.argv = argv, .search_path = 1, .in = sv[1], .out = sv[1],
-                     .err = efd >= 0 ? efd : MSP_CHILD_DEVNULL, .new_group = 1,
+    msp_child_t c = {.argv = argv,
+                     .search_path = 1,
+                     .in = sv[1],
+                     .out = sv[1],
+                     .err = efd >= 0 ? efd : MSP_CHILD_DEVNULL,
+                     .new_group = 1,
                      .fd3 = lfd > 3 ? lfd : 0};
     int e = cfg ? msp_child_start(&c) : ENOMEM;
     w->pid = c.pid;
@@ -540,8 +546,10 @@ char *cmp_worker_start(cmp_worker_t *w, const char *python, double deadline)
         cmp_worker_stop(w);
     else if (keep > 0) {
         w->kept = 1;
-        msp_log(MSP_LOG_INFO, "replay: kept worker %ld started, session %ld (it stays %g s "
-                              "after its last session)", w->server, w->session, keep);
+        msp_log(MSP_LOG_INFO,
+                "replay: kept worker %ld started, session %ld (it stays %g s "
+                "after its last session)",
+                w->server, w->session, keep);
     }
     return why;
 }

@@ -19,17 +19,17 @@
 #include <sys/types.h>
 
 typedef struct cmp_worker {
-    pid_t pid;         /* it leads its own process group (its jobs' children are in it) */
-    char *dir;         /* its private working directory, the only place it may write */
-    int fd;            /* our end of the socket: jobs out, answers in */
-    int err_fd;        /* its stderr (an unlinked temp file) */
-    char *line;        /* answer buffer */
+    pid_t pid;  /* it leads its own process group (its jobs' children are in it) */
+    char *dir;  /* its private working directory, the only place it may write */
+    int fd;     /* our end of the socket: jobs out, answers in */
+    int err_fd; /* its stderr (an unlinked temp file) */
+    char *line; /* answer buffer */
     size_t len, cap;
-    int kept;          /* 1: a session of a kept worker (cmp_worker_keep.c): stopping ends
+    int kept;    /* 1: a session of a kept worker (cmp_worker_keep.c): stopping ends
                           the session, the worker stays for the next compare */
-    long server;       /* the kept worker's pid, and this compare's session number in it */
+    long server; /* the kept worker's pid, and this compare's session number in it */
     long session;
-    char **apis;       /* the record APIs it may call ("Functional.gelu"), sorted, from its
+    char **apis; /* the record APIs it may call ("Functional.gelu"), sorted, from its
                           ready line; NULL when it sent none (then resolve() alone decides) */
     size_t n_apis;
     /* replay on a sample (its ready line's "sample"; cmp_job_every): the
@@ -38,8 +38,8 @@ typedef struct cmp_worker {
     char **ew_apis, **ew_opts;
     size_t n_ew_apis, n_ew_opts;
     uint64_t sample_min, sample_keep;
-    int joined;        /* cmp_worker_prestart's session, its ready line not read yet */
-    int released;      /* cmp_worker_release ended the session; stop waits for its end */
+    int joined;   /* cmp_worker_prestart's session, its ready line not read yet */
+    int released; /* cmp_worker_release ended the session; stop waits for its end */
 } cmp_worker_t;
 
 /* The Python to run replay.py: opt when set, else $MSPROBE_PYTHON, else the

@@ -36,8 +36,10 @@ double cmp_keep_seconds(void)
     char *end = NULL;
     double s = strtod(v, &end);
     if (end == v || *end || !(s >= 0) || s > 86400) {
-        msp_log(MSP_LOG_WARN, "MSPROBE_REPLAY_KEEP=%s is not seconds from 0 to 86400; "
-                              "using %g", v, CMP_KEEP_DEFAULT);
+        msp_log(MSP_LOG_WARN,
+                "MSPROBE_REPLAY_KEEP=%s is not seconds from 0 to 86400; "
+                "using %g",
+                v, CMP_KEEP_DEFAULT);
         return CMP_KEEP_DEFAULT;
     }
     return s;
@@ -47,10 +49,10 @@ double cmp_keep_seconds(void)
  * compares whose values differ get two workers. */
 static int cmp_keep_env_counts(const char *kv)
 {
-    static const char *const pre[] = {"OMP_", "KMP_", "GOMP_", "MKL", "DNNL_", "ONEDNN_",
-                                      "ATEN_", "TORCH", "PYTORCH_", "OPENBLAS_", "LD_",
-                                      "MALLOC_", "GLIBC_TUNABLES", "CUDA", "HIP_", "ASAN_",
-                                      "LSAN_", "UBSAN_", "HOME=", "LANG=", "LC_"};
+    static const char *const pre[] = {
+        "OMP_",  "KMP_",     "GOMP_",     "MKL",    "DNNL_",   "ONEDNN_",        "ATEN_",
+        "TORCH", "PYTORCH_", "OPENBLAS_", "LD_",    "MALLOC_", "GLIBC_TUNABLES", "CUDA",
+        "HIP_",  "ASAN_",    "LSAN_",     "UBSAN_", "HOME=",   "LANG=",          "LC_"};
     for (size_t i = 0; i < sizeof pre / sizeof pre[0]; i++)
         if (!strncmp(kv, pre[i], strlen(pre[i])))
             return 1;
@@ -76,10 +78,10 @@ static uint64_t cmp_keep_fnv(uint64_t h, const char *s)
 static char *cmp_keep_dir(const char **why)
 {
     const char *run = getenv("XDG_RUNTIME_DIR"), *tmp = getenv("TMPDIR");
-    char *d = run && run[0] == '/' ? msp_asprintf("%s/msprobe", run)
-                                   : msp_asprintf("%s/msprobe-%lu",
-                                                  tmp && tmp[0] == '/' ? tmp : "/tmp",
-                                                  (unsigned long)geteuid());
+    char *d = run && run[0] == '/'
+                  ? msp_asprintf("%s/msprobe", run)
+                  : msp_asprintf("%s/msprobe-%lu", tmp && tmp[0] == '/' ? tmp : "/tmp",
+                                 (unsigned long)geteuid());
     if (!d) {
         *why = "out of memory";
         return NULL;

@@ -7,10 +7,11 @@
 
 /* Packages whose version difference is an error; others only warn. */
 static const char *const msp_cc_framework_pkgs[] = {
-    "python", "torch", "torch-npu", "torchvision", "torchaudio", "numpy", "scipy", "transformers",
-    "deepspeed", "megatron", "megatron-core", "megatron-lm", "mindspeed", "mindspeed-llm", "apex",
-    "accelerate", "triton", "flash-attn", "xformers", "peft", "tokenizers", "safetensors", "bitsandbytes",
-    "nvidia-*", "mkl", "intel-openmp", "jax", "jaxlib",
+    "python",    "torch",         "torch-npu",  "torchvision", "torchaudio",    "numpy",
+    "scipy",     "transformers",  "deepspeed",  "megatron",    "megatron-core", "megatron-lm",
+    "mindspeed", "mindspeed-llm", "apex",       "accelerate",  "triton",        "flash-attn",
+    "xformers",  "peft",          "tokenizers", "safetensors", "bitsandbytes",  "nvidia-*",
+    "mkl",       "intel-openmp",  "jax",        "jaxlib",
 };
 
 /* ---- pip ---------------------------------------------------------------- */
@@ -76,7 +77,8 @@ static msp_err msp_cc_pkg_collect(const msp_cc_pack_t *p, int side, msp_cc_pkgs_
     const cJSON *doc = p->items[MSP_CC_ITEM_PIP];
     const cJSON *arr = cJSON_GetObjectItemCaseSensitive(doc, "packages");
     if (!cJSON_IsArray(arr))
-        return msp_fail(MSP_ERR_FORMAT, "pack %s: member pip.json: \"packages\" missing or not an array", p->path);
+        return msp_fail(MSP_ERR_FORMAT,
+                        "pack %s: member pip.json: \"packages\" missing or not an array", p->path);
     msp_err rc = MSP_OK;
     const char *py = msp_cc_str(doc, "python");
     if (py && (rc = msp_cc_pkg_add(pk, "python", py, side)) != MSP_OK)
@@ -86,7 +88,8 @@ static msp_err msp_cc_pkg_collect(const msp_cc_pack_t *p, int side, msp_cc_pkgs_
     {
         const char *name = msp_cc_str(e, "name"), *ver = msp_cc_str(e, "version");
         if (!name || !ver)
-            return msp_fail(MSP_ERR_FORMAT, "pack %s: member pip.json: a package lacks \"name\" or \"version\"",
+            return msp_fail(MSP_ERR_FORMAT,
+                            "pack %s: member pip.json: a package lacks \"name\" or \"version\"",
                             p->path);
         if ((rc = msp_cc_pkg_add(pk, name, ver, side)) != MSP_OK)
             return rc;
@@ -95,10 +98,14 @@ static msp_err msp_cc_pkg_collect(const msp_cc_pack_t *p, int side, msp_cc_pkgs_
 }
 
 /* Packages that exist for one platform only (normalised names). */
-static const char *const msp_cc_platform_pkgs[] = {"torch-npu", "nvidia-*", "triton", "cupy*", "pynvml",
-                                                   "nvidia-ml-py", "te-*", "transformer-engine*", "apex",
-                                                   "flash-attn", "xformers", "mindspeed*", "torchair",
-                                                   "torch-tb-profiler-ascend", "te"};
+static const char *const msp_cc_platform_pkgs[] = {"torch-npu", "nvidia-*",
+                                                   "triton",    "cupy*",
+                                                   "pynvml",    "nvidia-ml-py",
+                                                   "te-*",      "transformer-engine*",
+                                                   "apex",      "flash-attn",
+                                                   "xformers",  "mindspeed*",
+                                                   "torchair",  "torch-tb-profiler-ascend",
+                                                   "te"};
 
 /* "2.1.0+cu121" and "2.1.0" are one release built for two platforms. */
 static int msp_cc_same_release(const char *a, const char *b)
@@ -108,7 +115,8 @@ static int msp_cc_same_release(const char *a, const char *b)
 }
 
 static msp_err msp_cc_diff_pip(const msp_cc_pack_t *b, const msp_cc_pack_t *c, int item,
-                               const msp_cc_options_t *opt, msp_cc_result_t *r, msp_cc_item_result_t *it)
+                               const msp_cc_options_t *opt, msp_cc_result_t *r,
+                               msp_cc_item_result_t *it)
 {
     (void)item, (void)opt, (void)r;
     static const char *const cols[] = {"package", "bench version", "cmp version", "level"};
@@ -117,7 +125,8 @@ static msp_err msp_cc_diff_pip(const msp_cc_pack_t *b, const msp_cc_pack_t *c, i
     msp_cc_pkgs_t pk = {0};
     if (!(it->table = msp_cc_table_new(cols, 4)))
         return msp_fail(MSP_ERR_NOMEM, "out of memory");
-    if ((rc = msp_cc_pkg_collect(b, 0, &pk)) != MSP_OK || (rc = msp_cc_pkg_collect(c, 1, &pk)) != MSP_OK)
+    if ((rc = msp_cc_pkg_collect(b, 0, &pk)) != MSP_OK ||
+        (rc = msp_cc_pkg_collect(c, 1, &pk)) != MSP_OK)
         goto cleanup;
     if (pk.n > 1) /* pk.v is NULL for a pip item without packages or python */
         qsort(pk.v, pk.n, sizeof *pk.v, msp_cc_cmp_pkg);
@@ -133,8 +142,10 @@ static msp_err msp_cc_diff_pip(const msp_cc_pack_t *b, const msp_cc_pack_t *c, i
         if (msp_cc_streq(bver, cver))
             continue;
         const char *bt = bver ? bver : "<not installed>", *ct = cver ? cver : "<not installed>";
-        int plat = cross && msp_cc_pattern_match(msp_cc_platform_pkgs, MSP_CC_N(msp_cc_platform_pkgs), key);
-        if (cross && (plat ? (!bver || !cver) : (bver && cver && msp_cc_same_release(bver, cver)))) {
+        int plat = cross &&
+                   msp_cc_pattern_match(msp_cc_platform_pkgs, MSP_CC_N(msp_cc_platform_pkgs), key);
+        if (cross &&
+            (plat ? (!bver || !cver) : (bver && cver && msp_cc_same_release(bver, cver)))) {
             /* A platform's own package, or one release built for each platform. */
             size_t row = msp_cc_table_add_row(it->table, MSP_CC_LEVEL_OK);
             msp_cc_table_set_str(it->table, row, 0, name);
@@ -142,7 +153,8 @@ static msp_err msp_cc_diff_pip(const msp_cc_pack_t *b, const msp_cc_pack_t *c, i
             msp_cc_table_set_str(it->table, row, 2, ct);
             msp_cc_table_set_str(it->table, row, 3, "info");
             msp_cc_add_info(it, "%s: bench %s vs cmp %s (%s)", name, bt, ct,
-                            plat ? "one platform's package" : "same release, built for each platform");
+                            plat ? "one platform's package"
+                                 : "same release, built for each platform");
             continue;
         }
         int err = msp_cc_pattern_match(msp_cc_framework_pkgs, MSP_CC_N(msp_cc_framework_pkgs), key);
@@ -169,11 +181,11 @@ cleanup:
  * file name without directory, line). A dataset that seeds once per sample
  * is one finding, not one per call. */
 typedef struct msp_cc_call {
-    char *key;          /* api@function@file:line: the group */
-    char *site;         /* file:line */
+    char *key;  /* api@function@file:line: the group */
+    char *site; /* file:line */
     const char *api, *func;
-    char *value;        /* printed value; NULL = seeded from system entropy */
-    size_t pos;         /* order in the pack */
+    char *value; /* printed value; NULL = seeded from system entropy */
+    size_t pos;  /* order in the pack */
 } msp_cc_call_t;
 
 static void msp_cc_calls_free(msp_cc_call_t *v, size_t n)
@@ -200,7 +212,8 @@ static msp_err msp_cc_calls_load(const msp_cc_pack_t *p, msp_cc_call_t **out, si
     *nout = 0;
     const cJSON *arr = cJSON_GetObjectItemCaseSensitive(p->items[MSP_CC_ITEM_RANDOM], "calls");
     if (!cJSON_IsArray(arr))
-        return msp_fail(MSP_ERR_FORMAT, "pack %s: member random.json: \"calls\" missing or not an array", p->path);
+        return msp_fail(MSP_ERR_FORMAT,
+                        "pack %s: member random.json: \"calls\" missing or not an array", p->path);
     size_t n = (size_t)cJSON_GetArraySize(arr), k = 0;
     msp_cc_call_t *v = calloc(n + 1, sizeof *v);
     if (!v)
@@ -214,7 +227,8 @@ static msp_err msp_cc_calls_load(const msp_cc_pack_t *p, msp_cc_call_t **out, si
         if (!api || !file || !cJSON_IsNumber(line) || !val) {
             msp_cc_calls_free(v, k);
             return msp_fail(MSP_ERR_FORMAT,
-                            "pack %s: member random.json: call #%zu lacks \"api\", \"file\", \"line\" or \"value\"",
+                            "pack %s: member random.json: call #%zu lacks \"api\", \"file\", "
+                            "\"line\" or \"value\"",
                             p->path, k);
         }
         /* Two checkouts in different directories are still the same call site. */
@@ -224,8 +238,11 @@ static msp_err msp_cc_calls_load(const msp_cc_pack_t *p, msp_cc_call_t **out, si
         v[k].func = msp_cc_str(e, "function");
         v[k].pos = k;
         v[k].site = msp_asprintf("%s:%d", base, line->valueint);
-        v[k].value = cJSON_IsString(val) ? strdup(val->valuestring) : cJSON_IsNull(val) ? NULL : cJSON_PrintUnformatted(val);
-        v[k].key = msp_asprintf("%s@%s@%s", api, v[k].func ? v[k].func : "", v[k].site ? v[k].site : "");
+        v[k].value = cJSON_IsString(val) ? strdup(val->valuestring)
+                     : cJSON_IsNull(val) ? NULL
+                                         : cJSON_PrintUnformatted(val);
+        v[k].key = msp_asprintf("%s@%s@%s", api, v[k].func ? v[k].func : "",
+                                v[k].site ? v[k].site : "");
         if (!v[k].site || !v[k].key) {
             msp_cc_calls_free(v, k + 1);
             return msp_fail(MSP_ERR_NOMEM, "out of memory");
@@ -242,8 +259,8 @@ static msp_err msp_cc_calls_load(const msp_cc_pack_t *p, msp_cc_call_t **out, si
 typedef struct msp_cc_group {
     const msp_cc_call_t *b, *c; /* first call of the group on each side, or NULL */
     size_t nb, nc;
-    size_t first;               /* pack position of its first call (bench, else cmp) */
-    int side;                   /* 0: in the bench pack, 1: cmp only */
+    size_t first; /* pack position of its first call (bench, else cmp) */
+    int side;     /* 0: in the bench pack, 1: cmp only */
 } msp_cc_group_t;
 
 static int msp_cc_cmp_group(const void *a, const void *b)
@@ -281,8 +298,10 @@ static void msp_cc_random_row(msp_cc_item_result_t *it, const msp_cc_group_t *g)
         first = n; /* the first call one side has and the other does not */
     size_t at = equal ? 0 : first;
     const msp_cc_call_t *any = g->b ? g->b : g->c;
-    const char *bvs = at < g->nb ? (g->b[at].value ? g->b[at].value : "None (system entropy)") : "<no call>";
-    const char *cvs = at < g->nc ? (g->c[at].value ? g->c[at].value : "None (system entropy)") : "<no call>";
+    const char *bvs = at < g->nb ? (g->b[at].value ? g->b[at].value : "None (system entropy)")
+                                 : "<no call>";
+    const char *cvs = at < g->nc ? (g->c[at].value ? g->c[at].value : "None (system entropy)")
+                                 : "<no call>";
     size_t row = msp_cc_table_add_row(it->table, equal ? MSP_CC_LEVEL_OK : MSP_CC_LEVEL_ERROR);
     msp_cc_table_set_str(it->table, row, 0, any->api);
     msp_cc_table_set_str(it->table, row, 1, any->site);
@@ -293,7 +312,8 @@ static void msp_cc_random_row(msp_cc_item_result_t *it, const msp_cc_group_t *g)
     msp_cc_table_set_str(it->table, row, 5, bvs);
     msp_cc_table_set_str(it->table, row, 6, cvs);
     msp_cc_table_set_bool(it->table, row, 7, equal);
-    msp_cc_table_set_num(it->table, row, 8, (double)(ndiff + (g->nb > g->nc ? g->nb - g->nc : g->nc - g->nb)));
+    msp_cc_table_set_num(it->table, row, 8,
+                         (double)(ndiff + (g->nb > g->nc ? g->nb - g->nc : g->nc - g->nb)));
     if (!equal)
         msp_cc_table_set_num(it->table, row, 9, (double)first);
     msp_cc_table_set_num(it->table, row, 10, (double)msp_cc_distinct(g->b, g->nb));
@@ -307,20 +327,31 @@ static void msp_cc_random_row(msp_cc_item_result_t *it, const msp_cc_group_t *g)
     if (g->nb <= 1 && g->nc <= 1)
         msp_cc_add_failed(it, "%s: bench %s vs cmp %s", where, bvs, cvs);
     else
-        msp_cc_add_failed(it, "%s: %zu vs %zu calls, %zu differ (values change %zu times in bench, %zu in cmp); "
-                              "first at call #%zu: bench %s vs cmp %s",
-                          where, g->nb, g->nc, ndiff + (g->nb > g->nc ? g->nb - g->nc : g->nc - g->nb),
-                          msp_cc_distinct(g->b, g->nb), msp_cc_distinct(g->c, g->nc), first, bvs, cvs);
+        msp_cc_add_failed(
+            it,
+            "%s: %zu vs %zu calls, %zu differ (values change %zu times in bench, %zu in cmp); "
+            "first at call #%zu: bench %s vs cmp %s",
+            where, g->nb, g->nc, ndiff + (g->nb > g->nc ? g->nb - g->nc : g->nc - g->nb),
+            msp_cc_distinct(g->b, g->nb), msp_cc_distinct(g->c, g->nc), first, bvs, cvs);
     free(where);
 }
 
 static msp_err msp_cc_diff_random(const msp_cc_pack_t *b, const msp_cc_pack_t *c, int item,
-                                  const msp_cc_options_t *opt, msp_cc_result_t *r, msp_cc_item_result_t *it)
+                                  const msp_cc_options_t *opt, msp_cc_result_t *r,
+                                  msp_cc_item_result_t *it)
 {
     (void)item, (void)opt, (void)r;
-    static const char *const cols[] = {"api",       "location",  "function", "bench_calls",
-                                       "cmp_calls", "bench_value", "cmp_value", "equal",
-                                       "differing_calls", "first_differing_call", "bench_value_changes",
+    static const char *const cols[] = {"api",
+                                       "location",
+                                       "function",
+                                       "bench_calls",
+                                       "cmp_calls",
+                                       "bench_value",
+                                       "cmp_value",
+                                       "equal",
+                                       "differing_calls",
+                                       "first_differing_call",
+                                       "bench_value_changes",
                                        "cmp_value_changes"};
     msp_cc_call_t *bv = NULL, *cv = NULL;
     msp_cc_group_t *gs = NULL;
@@ -328,7 +359,8 @@ static msp_err msp_cc_diff_random(const msp_cc_pack_t *b, const msp_cc_pack_t *c
     msp_err rc;
     if (!(it->table = msp_cc_table_new(cols, MSP_CC_N(cols))))
         return msp_fail(MSP_ERR_NOMEM, "out of memory");
-    if ((rc = msp_cc_calls_load(b, &bv, &nb)) != MSP_OK || (rc = msp_cc_calls_load(c, &cv, &nc)) != MSP_OK)
+    if ((rc = msp_cc_calls_load(b, &bv, &nb)) != MSP_OK ||
+        (rc = msp_cc_calls_load(c, &cv, &nc)) != MSP_OK)
         goto cleanup;
     if (!(gs = calloc(nb + nc + 1, sizeof *gs))) {
         rc = msp_fail(MSP_ERR_NOMEM, "out of memory");
@@ -403,8 +435,8 @@ static msp_err msp_cc_tensors(const msp_cc_pack_t *p, int idx, const cJSON ***ou
     *n = 0;
     const cJSON *arr = cJSON_GetObjectItemCaseSensitive(p->items[idx], "tensors");
     if (!cJSON_IsArray(arr))
-        return msp_fail(MSP_ERR_FORMAT, "pack %s: member %s: \"tensors\" missing or not an array", p->path,
-                        msp_cc_item_members[idx]);
+        return msp_fail(MSP_ERR_FORMAT, "pack %s: member %s: \"tensors\" missing or not an array",
+                        p->path, msp_cc_item_members[idx]);
     size_t cnt = (size_t)cJSON_GetArraySize(arr), k = 0;
     const cJSON **v = calloc(cnt + 1, sizeof *v);
     if (!v)
@@ -414,7 +446,8 @@ static msp_err msp_cc_tensors(const msp_cc_pack_t *p, int idx, const cJSON ***ou
     {
         if (!msp_cc_str(e, "name") || !msp_cc_str(e, "hash")) {
             free(v);
-            return msp_fail(MSP_ERR_FORMAT, "pack %s: member %s: entry #%zu lacks \"name\" or \"hash\"", p->path,
+            return msp_fail(MSP_ERR_FORMAT,
+                            "pack %s: member %s: entry #%zu lacks \"name\" or \"hash\"", p->path,
                             msp_cc_item_members[idx], k);
         }
         v[k++] = e;
@@ -432,7 +465,8 @@ static void msp_cc_tensor_row(msp_cc_item_result_t *it, const cJSON *be, const c
     char *bs = be ? msp_cc_shape_text(be) : NULL, *cs = ce ? msp_cc_shape_text(ce) : NULL;
     const char *bd = be ? msp_cc_tensor_dtype(be) : NULL, *cd = ce ? msp_cc_tensor_dtype(ce) : NULL;
     const char *bh = be ? msp_cc_str(be, "hash") : NULL, *ch = ce ? msp_cc_str(ce, "hash") : NULL;
-    int equal = be && ce && msp_cc_streq(bs, cs) && msp_cc_streq(bd ? bd : "", cd ? cd : "") && msp_cc_streq(bh, ch);
+    int equal = be && ce && msp_cc_streq(bs, cs) && msp_cc_streq(bd ? bd : "", cd ? cd : "") &&
+                msp_cc_streq(bh, ch);
     size_t row = msp_cc_table_add_row(it->table, equal ? MSP_CC_LEVEL_OK : MSP_CC_LEVEL_ERROR);
     msp_cc_table_set_str(it->table, row, 0, name);
     msp_cc_table_set_str(it->table, row, 1, be ? bs : "<missing>");
@@ -443,7 +477,8 @@ static void msp_cc_tensor_row(msp_cc_item_result_t *it, const cJSON *be, const c
     msp_cc_table_set_str(it->table, row, 6, ce ? ch : "<missing>");
     for (int s = 0; s < 4; s++) {
         double x, y;
-        if (be && ce && msp_cc_json_get_double(cJSON_GetObjectItemCaseSensitive(be, stats[s]), &x) &&
+        if (be && ce &&
+            msp_cc_json_get_double(cJSON_GetObjectItemCaseSensitive(be, stats[s]), &x) &&
             msp_cc_json_get_double(cJSON_GetObjectItemCaseSensitive(ce, stats[s]), &y)) {
             double rel = msp_cc_rel(x, y);
             if (isfinite(rel))
@@ -457,7 +492,8 @@ static void msp_cc_tensor_row(msp_cc_item_result_t *it, const cJSON *be, const c
         if (!be || !ce)
             msp_cc_add_failed(it, "%s: only in the %s pack", name, be ? "bench" : "cmp");
         else if (!msp_cc_streq(bs, cs) || !msp_cc_streq(bd ? bd : "", cd ? cd : ""))
-            msp_cc_add_failed(it, "%s: shape/dtype %s %s vs %s %s", name, bs, bd ? bd : "", cs, cd ? cd : "");
+            msp_cc_add_failed(it, "%s: shape/dtype %s %s vs %s %s", name, bs, bd ? bd : "", cs,
+                              cd ? cd : "");
         else {
             /* Hash prefixes long enough to include the first differing digit. */
             int k = 0;
@@ -472,19 +508,21 @@ static void msp_cc_tensor_row(msp_cc_item_result_t *it, const cJSON *be, const c
 }
 
 static msp_err msp_cc_diff_tensors(const msp_cc_pack_t *b, const msp_cc_pack_t *c, int idx,
-                                   const msp_cc_options_t *opt, msp_cc_result_t *r, msp_cc_item_result_t *it)
+                                   const msp_cc_options_t *opt, msp_cc_result_t *r,
+                                   msp_cc_item_result_t *it)
 {
     (void)opt, (void)r;
-    static const char *const cols[] = {"name",      "bench_shape", "cmp_shape",    "bench_dtype",
-                                       "cmp_dtype", "bench_hash",  "cmp_hash",     "max_rel_diff",
-                                       "min_rel_diff", "mean_rel_diff", "norm_rel_diff", "equal"};
+    static const char *const cols[] = {
+        "name",     "bench_shape",  "cmp_shape",    "bench_dtype",   "cmp_dtype",     "bench_hash",
+        "cmp_hash", "max_rel_diff", "min_rel_diff", "mean_rel_diff", "norm_rel_diff", "equal"};
     const cJSON **bv = NULL, **cv = NULL, **cs = NULL;
     unsigned char *used = NULL;
     size_t nb = 0, nc = 0;
     msp_err rc;
     if (!(it->table = msp_cc_table_new(cols, 12)))
         return msp_fail(MSP_ERR_NOMEM, "out of memory");
-    if ((rc = msp_cc_tensors(b, idx, &bv, &nb)) != MSP_OK || (rc = msp_cc_tensors(c, idx, &cv, &nc)) != MSP_OK)
+    if ((rc = msp_cc_tensors(b, idx, &bv, &nb)) != MSP_OK ||
+        (rc = msp_cc_tensors(c, idx, &cv, &nc)) != MSP_OK)
         goto cleanup;
     cs = malloc((nc + 1) * sizeof *cs);
     used = calloc(nc + 1, 1);
@@ -535,8 +573,8 @@ static const msp_cc_diff_fn msp_cc_diffs[MSP_CC_N_ITEMS] = {
     [MSP_CC_ITEM_RANDOM] = msp_cc_diff_random,   [MSP_CC_ITEM_HYPER] = msp_cc_diff_hyper,
 };
 
-msp_err msp_cc_compare_packs(const msp_cc_pack_t *b, const msp_cc_pack_t *c, const msp_cc_options_t *opt,
-                             msp_cc_result_t **out)
+msp_err msp_cc_compare_packs(const msp_cc_pack_t *b, const msp_cc_pack_t *c,
+                             const msp_cc_options_t *opt, msp_cc_result_t **out)
 {
     *out = NULL;
     msp_err rc = MSP_OK;
@@ -556,7 +594,8 @@ msp_err msp_cc_compare_packs(const msp_cc_pack_t *b, const msp_cc_pack_t *c, con
         }
         if (!b->items[i] || !c->items[i]) {
             it->status = MSP_CC_FAIL;
-            it->note = msp_asprintf("%s is missing from the %s pack %s (a static -d pack holds only env and pip)",
+            it->note = msp_asprintf("%s is missing from the %s pack %s (a static -d pack holds "
+                                    "only env and pip)",
                                     msp_cc_item_members[i], b->items[i] ? "cmp" : "bench",
                                     b->items[i] ? c->path : b->path);
             continue;

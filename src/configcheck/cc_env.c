@@ -11,11 +11,32 @@
 /* Determinism and parallelism switches compared by default (see
  * msprobe-config_check(1)); a trailing '*' matches a prefix. */
 static const char *const msp_cc_default_env_keys[] = {
-    "CUBLAS_*", "CUDNN_*", "CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING", "CUDA_DEVICE_MAX_CONNECTIONS",
-    "NVIDIA_TF32_OVERRIDE", "ASCEND_RT_VISIBLE_DEVICES", "ASCEND_LAUNCH_BLOCKING", "INF_NAN_MODE_ENABLE",
-    "HCCL_*", "NCCL_*", "PYTHONHASHSEED", "OMP_*", "KMP_*", "MKL_*", "OPENBLAS_*", "TORCH_*", "PYTORCH_*",
-    "TF_ENABLE_ONEDNN_OPTS", "ONEDNN_*", "DNNL_*", "TOKENIZERS_PARALLELISM", "WORLD_SIZE",
-    "TASK_QUEUE_ENABLE", "COMBINED_ENABLE", "NVTE_*",
+    "CUBLAS_*",
+    "CUDNN_*",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_LAUNCH_BLOCKING",
+    "CUDA_DEVICE_MAX_CONNECTIONS",
+    "NVIDIA_TF32_OVERRIDE",
+    "ASCEND_RT_VISIBLE_DEVICES",
+    "ASCEND_LAUNCH_BLOCKING",
+    "INF_NAN_MODE_ENABLE",
+    "HCCL_*",
+    "NCCL_*",
+    "PYTHONHASHSEED",
+    "OMP_*",
+    "KMP_*",
+    "MKL_*",
+    "OPENBLAS_*",
+    "TORCH_*",
+    "PYTORCH_*",
+    "TF_ENABLE_ONEDNN_OPTS",
+    "ONEDNN_*",
+    "DNNL_*",
+    "TOKENIZERS_PARALLELISM",
+    "WORLD_SIZE",
+    "TASK_QUEUE_ENABLE",
+    "COMBINED_ENABLE",
+    "NVTE_*",
 };
 
 typedef struct msp_cc_keys {
@@ -55,8 +76,10 @@ static msp_err msp_cc_keys_load(const char *spec, msp_cc_keys_t *k)
     msp_err rc = MSP_OK;
     char *text = NULL;
     if (!spec) {
-        for (size_t i = 0; i < sizeof msp_cc_default_env_keys / sizeof msp_cc_default_env_keys[0]; i++)
-            if ((rc = msp_cc_keys_add(k, msp_cc_default_env_keys[i], strlen(msp_cc_default_env_keys[i]))) != MSP_OK)
+        for (size_t i = 0; i < sizeof msp_cc_default_env_keys / sizeof msp_cc_default_env_keys[0];
+             i++)
+            if ((rc = msp_cc_keys_add(k, msp_cc_default_env_keys[i],
+                                      strlen(msp_cc_default_env_keys[i]))) != MSP_OK)
                 return rc;
         return MSP_OK;
     }
@@ -139,22 +162,26 @@ typedef struct msp_cc_env_map {
 } msp_cc_env_map_t;
 
 static const msp_cc_env_map_t msp_cc_env_table[] = {
-    {"deterministic collectives", "HCCL_DETERMINISTIC", "NCCL_DETERMINISTIC", "false", MSP_CC_ENV_BOOL},
+    {"deterministic collectives", "HCCL_DETERMINISTIC", "NCCL_DETERMINISTIC", "false",
+     MSP_CC_ENV_BOOL},
     {"collective algorithm", "HCCL_ALGO", "NCCL_ALGO", NULL, MSP_CC_ENV_STR},
-    {"visible devices (count)", "ASCEND_RT_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", NULL, MSP_CC_ENV_DEVICES},
-    {"synchronous kernel launch", "ASCEND_LAUNCH_BLOCKING", "CUDA_LAUNCH_BLOCKING", "0", MSP_CC_ENV_BOOL},
-    {"allocator settings", "PYTORCH_NPU_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", NULL, MSP_CC_ENV_STR},
+    {"visible devices (count)", "ASCEND_RT_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", NULL,
+     MSP_CC_ENV_DEVICES},
+    {"synchronous kernel launch", "ASCEND_LAUNCH_BLOCKING", "CUDA_LAUNCH_BLOCKING", "0",
+     MSP_CC_ENV_BOOL},
+    {"allocator settings", "PYTORCH_NPU_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", NULL,
+     MSP_CC_ENV_STR},
     {"IEEE inf/nan arithmetic", "INF_NAN_MODE_ENABLE", NULL, "1", MSP_CC_ENV_BOOL},
 };
 #define MSP_CC_ENV_TABLE_N (sizeof msp_cc_env_table / sizeof msp_cc_env_table[0])
 
 /* Variables that only mean something on one platform (prefixes). */
-static const char *const msp_cc_npu_only[] = {"ASCEND_*", "HCCL_*", "ACL_*", "NPU_*", "PYTORCH_NPU_*",
-                                              "TASK_QUEUE_ENABLE", "COMBINED_ENABLE", "INF_NAN_MODE_*",
-                                              "ATB_*", "ASDOPS_*", "MINDSPEED_*"};
-static const char *const msp_cc_gpu_only[] = {"CUDA_*", "CUBLAS_*", "CUBLASLT_*", "CUDNN_*", "NCCL_*",
-                                              "NVIDIA_*", "NVTE_*", "PYTORCH_CUDA_*", "TORCH_CUDNN_*",
-                                              "TORCH_NCCL_*", "NV_*"};
+static const char *const msp_cc_npu_only[] = {
+    "ASCEND_*",        "HCCL_*",         "ACL_*", "NPU_*",    "PYTORCH_NPU_*", "TASK_QUEUE_ENABLE",
+    "COMBINED_ENABLE", "INF_NAN_MODE_*", "ATB_*", "ASDOPS_*", "MINDSPEED_*"};
+static const char *const msp_cc_gpu_only[] = {
+    "CUDA_*", "CUBLAS_*",       "CUBLASLT_*",    "CUDNN_*",      "NCCL_*", "NVIDIA_*",
+    "NVTE_*", "PYTORCH_CUDA_*", "TORCH_CUDNN_*", "TORCH_NCCL_*", "NV_*"};
 
 enum { MSP_CC_PLAT_UNKNOWN = 0, MSP_CC_PLAT_GPU = 1, MSP_CC_PLAT_NPU = 2 };
 
@@ -211,7 +238,8 @@ static msp_err msp_cc_env_load(const msp_cc_pack_t *p, msp_cc_kv_t **out, size_t
     *nout = 0;
     const cJSON *vars = cJSON_GetObjectItemCaseSensitive(p->items[MSP_CC_ITEM_ENV], "vars");
     if (!cJSON_IsObject(vars))
-        return msp_fail(MSP_ERR_FORMAT, "pack %s: member env.json: \"vars\" missing or not an object", p->path);
+        return msp_fail(MSP_ERR_FORMAT,
+                        "pack %s: member env.json: \"vars\" missing or not an object", p->path);
     size_t cap = (size_t)cJSON_GetArraySize(vars), n = 0;
     msp_cc_kv_t *v = malloc((cap + 1) * sizeof *v);
     if (!v)
@@ -259,12 +287,14 @@ static int msp_cc_env_same(msp_cc_env_kind_t kind, const char *b, const char *c)
 static int msp_cc_env_in_table(const char *key)
 {
     for (size_t i = 0; i < MSP_CC_ENV_TABLE_N; i++)
-        if (msp_cc_streq(key, msp_cc_env_table[i].npu) || msp_cc_streq(key, msp_cc_env_table[i].gpu))
+        if (msp_cc_streq(key, msp_cc_env_table[i].npu) ||
+            msp_cc_streq(key, msp_cc_env_table[i].gpu))
             return 1;
     return 0;
 }
 
-static void msp_cc_env_row(msp_cc_item_result_t *it, int level, const char *key, const char *bv, const char *cv)
+static void msp_cc_env_row(msp_cc_item_result_t *it, int level, const char *key, const char *bv,
+                           const char *cv)
 {
     size_t row = msp_cc_table_add_row(it->table, level);
     msp_cc_table_set_str(it->table, row, 0, key);
@@ -275,8 +305,8 @@ static void msp_cc_env_row(msp_cc_item_result_t *it, int level, const char *key,
 
 /* One row of the platform table: the variable each side set (NPU name first)
  * and its value, or the default. */
-static void msp_cc_env_mapped(msp_cc_item_result_t *it, const msp_cc_env_map_t *m, const msp_cc_kv_t *bv,
-                              size_t nb, const msp_cc_kv_t *cv, size_t nc)
+static void msp_cc_env_mapped(msp_cc_item_result_t *it, const msp_cc_env_map_t *m,
+                              const msp_cc_kv_t *bv, size_t nb, const msp_cc_kv_t *cv, size_t nc)
 {
     const msp_cc_kv_t *side[2] = {NULL, NULL};
     const msp_cc_kv_t *views[2] = {bv, cv};
@@ -292,11 +322,14 @@ static void msp_cc_env_mapped(msp_cc_item_result_t *it, const msp_cc_env_map_t *
     const char *b = side[0] ? side[0]->v : m->dflt, *c = side[1] ? side[1]->v : m->dflt;
     int same = msp_cc_env_same(m->kind, b, c);
     const char *bk = side[0] ? side[0]->k : NULL, *ck = side[1] ? side[1]->k : NULL;
-    char *key = bk && ck && strcmp(bk, ck) != 0 ? msp_asprintf("%s / %s", bk, ck) : strdup(bk ? bk : ck);
-    char *bs = side[0] ? strdup(side[0]->v) : msp_asprintf("<unset>%s%s%s", m->dflt ? " (default " : "",
-                                                           m->dflt ? m->dflt : "", m->dflt ? ")" : "");
-    char *cs = side[1] ? strdup(side[1]->v) : msp_asprintf("<unset>%s%s%s", m->dflt ? " (default " : "",
-                                                           m->dflt ? m->dflt : "", m->dflt ? ")" : "");
+    char *key = bk && ck && strcmp(bk, ck) != 0 ? msp_asprintf("%s / %s", bk, ck)
+                                                : strdup(bk ? bk : ck);
+    char *bs = side[0] ? strdup(side[0]->v)
+                       : msp_asprintf("<unset>%s%s%s", m->dflt ? " (default " : "",
+                                      m->dflt ? m->dflt : "", m->dflt ? ")" : "");
+    char *cs = side[1] ? strdup(side[1]->v)
+                       : msp_asprintf("<unset>%s%s%s", m->dflt ? " (default " : "",
+                                      m->dflt ? m->dflt : "", m->dflt ? ")" : "");
     /* A platform switch whose value looks secret: never its stored form. */
     for (int s = 0; s < 2; s++) {
         char **shown = s ? &cs : &bs;
@@ -334,16 +367,18 @@ msp_err msp_cc_diff_env(const msp_cc_pack_t *b, const msp_cc_pack_t *c, int item
         return msp_fail(MSP_ERR_NOMEM, "out of memory");
     if ((rc = msp_cc_keys_load(opt ? opt->env_keys : NULL, &keys)) != MSP_OK)
         goto cleanup;
-    if ((rc = msp_cc_env_load(b, &bv, &nb)) != MSP_OK || (rc = msp_cc_env_load(c, &cv, &nc)) != MSP_OK)
+    if ((rc = msp_cc_env_load(b, &bv, &nb)) != MSP_OK ||
+        (rc = msp_cc_env_load(c, &cv, &nc)) != MSP_OK)
         goto cleanup;
     const cJSON *bi = b->items[MSP_CC_ITEM_ENV], *ci = c->items[MSP_CC_ITEM_ENV];
     const char *bs = msp_cc_str(bi, "salt"), *cs = msp_cc_str(ci, "salt");
     const char *bid = msp_cc_str(bi, "salt_id"), *cid = msp_cc_str(ci, "salt_id");
     if (!msp_cc_streq(bs, cs) || (bid && cid && strcmp(bid, cid) != 0)) {
         r->salt_mismatch = 1;
-        it->note = msp_asprintf("secret values were hashed with different salts (%s vs %s): set the same "
-                                "MSPROBE_SECRET_SALT for both runs",
-                                bs ? bs : "?", cs ? cs : "?");
+        it->note =
+            msp_asprintf("secret values were hashed with different salts (%s vs %s): set the same "
+                         "MSPROBE_SECRET_SALT for both runs",
+                         bs ? bs : "?", cs ? cs : "?");
     }
     const char *const *pats = (const char *const *)keys.pats;
     int pb = msp_cc_platform(b, bv, nb), pc = msp_cc_platform(c, cv, nc);
@@ -373,17 +408,25 @@ msp_err msp_cc_diff_env(const msp_cc_pack_t *b, const msp_cc_pack_t *c, int item
                 sv = "not compared";
             int differs = strcmp(sv, "differs") == 0;
             /* "<secret>", or a text with its secrets shown as <secret> */
-            char *xs = x ? msp_cc_secret_shown(x->v) : NULL, *ys = y ? msp_cc_secret_shown(y->v) : NULL;
+            char *xs = x ? msp_cc_secret_shown(x->v) : NULL,
+                 *ys = y ? msp_cc_secret_shown(y->v) : NULL;
             msp_cc_env_row(it, differs ? MSP_CC_LEVEL_ERROR : MSP_CC_LEVEL_OK, key,
-                           x ? (xs ? xs : "<secret>") : "<unset>", y ? (ys ? ys : "<secret>") : "<unset>");
+                           x ? (xs ? xs : "<secret>") : "<unset>",
+                           y ? (ys ? ys : "<secret>") : "<unset>");
             free(xs);
             free(ys);
             msp_cc_table_set_str(it->table, it->table->nrows - 1, 3, sv);
             if (differs)
-                msp_cc_add_failed(it, "%s: secret %s", key, x && y ? "differs" : x ? "set on bench only" : "set on cmp only");
+                msp_cc_add_failed(it, "%s: secret %s", key,
+                                  x && y ? "differs"
+                                  : x    ? "set on bench only"
+                                         : "set on cmp only");
             else if (strcmp(sv, "not compared") == 0)
-                msp_cc_add_info(it, "%s: secret not compared (set the same MSPROBE_SECRET_SALT on both machines "
-                                "to compare keyed hashes)", key);
+                msp_cc_add_info(it,
+                                "%s: secret not compared (set the same MSPROBE_SECRET_SALT on both "
+                                "machines "
+                                "to compare keyed hashes)",
+                                key);
             continue;
         }
         if (x && y && strcmp(x->v, y->v) == 0)
@@ -396,7 +439,8 @@ msp_err msp_cc_diff_env(const msp_cc_pack_t *b, const msp_cc_pack_t *c, int item
             ((npu_key && other != MSP_CC_PLAT_NPU) || (gpu_key && other == MSP_CC_PLAT_NPU))) {
             msp_cc_env_row(it, MSP_CC_LEVEL_OK, key, b1, c1);
             msp_cc_add_info(it, "%s: %s-only variable, set on the %s side (%s) only", key,
-                            npu_key ? "NPU" : "GPU", x ? "bench" : "cmp", msp_cc_plat_name(x ? pb : pc));
+                            npu_key ? "NPU" : "GPU", x ? "bench" : "cmp",
+                            msp_cc_plat_name(x ? pb : pc));
             continue;
         }
         msp_cc_env_row(it, MSP_CC_LEVEL_ERROR, key, b1, c1);

@@ -20,30 +20,51 @@ typedef struct msp_cc_alias {
 } msp_cc_alias_t;
 
 static const msp_cc_alias_t msp_cc_builtin_aliases[] = {
-    {"learning_rate", "lr"}, {"learning_rate", "base_lr"},
-    {"batch_size", "bs"}, {"batch_size", "batch"}, {"batch_size", "batch_size_per_gpu"},
+    {"learning_rate", "lr"},
+    {"learning_rate", "base_lr"},
+    {"batch_size", "bs"},
+    {"batch_size", "batch"},
+    {"batch_size", "batch_size_per_gpu"},
     {"batch_size", "per_device_train_batch_size"},
-    {"epochs", "epoch"}, {"epochs", "num_epochs"}, {"epochs", "max_epochs"}, {"epochs", "num_train_epochs"},
+    {"epochs", "epoch"},
+    {"epochs", "num_epochs"},
+    {"epochs", "max_epochs"},
+    {"epochs", "num_train_epochs"},
     {"epochs", "n_epochs"},
-    {"weight_decay", "wd"}, {"weight_decay", "weight_decay_rate"},
-    {"dropout", "drop_rate"}, {"dropout", "dropout_rate"}, {"dropout", "dropout_prob"},
-    {"max_steps", "train_iters"}, {"max_steps", "total_steps"}, {"max_steps", "num_train_steps"},
-    {"warmup_steps", "warmup"}, {"warmup_steps", "warmup_iters"}, {"warmup_steps", "lr_warmup_iters"},
+    {"weight_decay", "wd"},
+    {"weight_decay", "weight_decay_rate"},
+    {"dropout", "drop_rate"},
+    {"dropout", "dropout_rate"},
+    {"dropout", "dropout_prob"},
+    {"max_steps", "train_iters"},
+    {"max_steps", "total_steps"},
+    {"max_steps", "num_train_steps"},
+    {"warmup_steps", "warmup"},
+    {"warmup_steps", "warmup_iters"},
+    {"warmup_steps", "lr_warmup_iters"},
     {"warmup_steps", "lr_warmup_steps"},
-    {"gradient_accumulation_steps", "grad_accum"}, {"gradient_accumulation_steps", "accumulate_grad_batches"},
+    {"gradient_accumulation_steps", "grad_accum"},
+    {"gradient_accumulation_steps", "accumulate_grad_batches"},
     {"gradient_accumulation_steps", "grad_acc_steps"},
-    {"max_grad_norm", "clip_grad"}, {"max_grad_norm", "grad_clip"}, {"max_grad_norm", "clip_grad_norm"},
+    {"max_grad_norm", "clip_grad"},
+    {"max_grad_norm", "grad_clip"},
+    {"max_grad_norm", "clip_grad_norm"},
     {"max_grad_norm", "gradient_clipping"},
-    {"seed", "random_seed"}, {"seed", "manual_seed"},
+    {"seed", "random_seed"},
+    {"seed", "manual_seed"},
     /* compute dtype given by value: --dtype bf16, --precision 16-mixed, ... */
-    {"dtype", "precision"}, {"dtype", "mixed_precision"}, {"dtype", "compute_dtype"}, {"dtype", "torch_dtype"},
-    {"dtype", "amp_dtype"}, {"dtype", "params_dtype"},
+    {"dtype", "precision"},
+    {"dtype", "mixed_precision"},
+    {"dtype", "compute_dtype"},
+    {"dtype", "torch_dtype"},
+    {"dtype", "amp_dtype"},
+    {"dtype", "params_dtype"},
 };
 
 /* Compute dtype given by a flag: --fp16, --bf16, ... means dtype = value. */
 static const msp_cc_alias_t msp_cc_dtype_flags[] = {
-    {"fp16", "fp16"}, {"fp16", "half"}, {"fp16", "float16"}, {"bf16", "bf16"}, {"bf16", "bfloat16"},
-    {"fp32", "fp32"}, {"fp32", "float32"}, {"fp32", "float"},
+    {"fp16", "fp16"},     {"fp16", "half"}, {"fp16", "float16"}, {"bf16", "bf16"},
+    {"bf16", "bfloat16"}, {"fp32", "fp32"}, {"fp32", "float32"}, {"fp32", "float"},
 };
 
 typedef struct msp_cc_aliases {
@@ -64,7 +85,9 @@ static msp_err msp_cc_aliases_load(const char *path, msp_cc_aliases_t *al)
     free(text);
     if (!cJSON_IsObject(doc)) {
         cJSON_Delete(doc);
-        return msp_fail(MSP_ERR_USAGE, "--aliases %s: expected a JSON object {\"canonical\": [\"alias\", ...]}", path);
+        return msp_fail(MSP_ERR_USAGE,
+                        "--aliases %s: expected a JSON object {\"canonical\": [\"alias\", ...]}",
+                        path);
     }
     const cJSON *e, *a;
     cJSON_ArrayForEach(e, doc)
@@ -76,7 +99,8 @@ static msp_err msp_cc_aliases_load(const char *path, msp_cc_aliases_t *al)
             ok = ok && cJSON_IsString(a);
         }
         if (!ok) {
-            rc = msp_fail(MSP_ERR_USAGE, "--aliases %s: key \"%s\": expected a list of names (strings)", path,
+            rc = msp_fail(MSP_ERR_USAGE,
+                          "--aliases %s: key \"%s\": expected a list of names (strings)", path,
                           e->string ? e->string : "");
             cJSON_Delete(doc);
             return rc;
@@ -136,10 +160,13 @@ static char *msp_cc_norm_dtype(const char *v)
         return NULL;
     const char *s = strncmp(n, "torch.", 6) == 0 ? n + 6 : n;
     size_t len = strcspn(s, "_"); /* "bf16_mixed" (normalised "bf16-mixed") */
-    static const struct { const char *in, *out; } map[] = {
-        {"bf16", "bf16"}, {"bfloat16", "bf16"}, {"fp16", "fp16"}, {"float16", "fp16"}, {"half", "fp16"},
-        {"16", "fp16"}, {"fp32", "fp32"}, {"float32", "fp32"}, {"float", "fp32"}, {"32", "fp32"},
-        {"fp64", "fp64"}, {"float64", "fp64"}, {"double", "fp64"}, {"64", "fp64"},
+    static const struct {
+        const char *in, *out;
+    } map[] = {
+        {"bf16", "bf16"},   {"bfloat16", "bf16"}, {"fp16", "fp16"}, {"float16", "fp16"},
+        {"half", "fp16"},   {"16", "fp16"},       {"fp32", "fp32"}, {"float32", "fp32"},
+        {"float", "fp32"},  {"32", "fp32"},       {"fp64", "fp64"}, {"float64", "fp64"},
+        {"double", "fp64"}, {"64", "fp64"},
     };
     for (size_t i = 0; i < MSP_CC_N(map); i++)
         if (strlen(map[i].in) == len && strncmp(s, map[i].in, len) == 0) {
@@ -151,11 +178,11 @@ static char *msp_cc_norm_dtype(const char *v)
 }
 
 typedef struct msp_cc_hp {
-    char *name;  /* compared name: "args.learning_rate", "optimizers[0].param_groups[0].lr" */
-    char *src;   /* as the run spelt it: "--lr", or the name */
-    char *text;  /* the value */
+    char *name; /* compared name: "args.learning_rate", "optimizers[0].param_groups[0].lr" */
+    char *src;  /* as the run spelt it: "--lr", or the name */
+    char *text; /* the value */
     size_t pos;
-    int info;    /* never a failure (the raw argv) */
+    int info; /* never a failure (the raw argv) */
 } msp_cc_hp_t;
 
 typedef struct msp_cc_hps {
@@ -224,8 +251,8 @@ static int msp_cc_is_option(const char *t)
 }
 
 /* One named value from the command line or a namespace, aliases folded. */
-static msp_err msp_cc_hp_named(msp_cc_hps_t *l, const msp_cc_aliases_t *al, const char *prefix, const char *spelt,
-                               const char *value)
+static msp_err msp_cc_hp_named(msp_cc_hps_t *l, const msp_cc_aliases_t *al, const char *prefix,
+                               const char *spelt, const char *value)
 {
     char *norm = msp_cc_norm_name(spelt);
     if (!norm)
@@ -280,7 +307,8 @@ static msp_err msp_cc_parse_argv(const cJSON *args, const msp_cc_aliases_t *al, 
         const char *eq = strchr(t[i], '=');
         if (eq) {
             char *spelt = strndup(t[i], (size_t)(eq - t[i]));
-            rc = spelt ? msp_cc_hp_named(l, al, "args.", spelt, eq + 1) : msp_fail(MSP_ERR_NOMEM, "out of memory");
+            rc = spelt ? msp_cc_hp_named(l, al, "args.", spelt, eq + 1)
+                       : msp_fail(MSP_ERR_NOMEM, "out of memory");
             free(spelt);
         } else if (i + 1 < k && !msp_cc_is_option(t[i + 1]) && strcmp(t[i + 1], "--") != 0) {
             rc = msp_cc_hp_named(l, al, "args.", t[i], t[i + 1]);
@@ -296,14 +324,16 @@ static msp_err msp_cc_parse_argv(const cJSON *args, const msp_cc_aliases_t *al, 
 static msp_err msp_cc_flatten(const cJSON *node, const char *path, msp_cc_hps_t *out, int depth)
 {
     if (depth > 32)
-        return msp_fail(MSP_ERR_FORMAT, "hyperparameters.json: nested deeper than 32 levels at %s", path);
+        return msp_fail(MSP_ERR_FORMAT, "hyperparameters.json: nested deeper than 32 levels at %s",
+                        path);
     if (cJSON_IsObject(node) || (cJSON_IsArray(node) && !msp_cc_is_scalar_array(node))) {
         const cJSON *e;
         int i = 0;
         cJSON_ArrayForEach(e, node)
         {
-            char *sub = cJSON_IsObject(node) ? msp_asprintf("%s%s%s", path, *path ? "." : "", e->string)
-                                             : msp_asprintf("%s[%d]", path, i);
+            char *sub = cJSON_IsObject(node)
+                            ? msp_asprintf("%s%s%s", path, *path ? "." : "", e->string)
+                            : msp_asprintf("%s[%d]", path, i);
             i++;
             if (!sub)
                 return msp_fail(MSP_ERR_NOMEM, "out of memory");
@@ -357,21 +387,25 @@ static msp_err msp_cc_hp_collect(const cJSON *doc, const msp_cc_aliases_t *al, m
     {
         const char *k = e->string ? e->string : "";
         if (strcmp(k, "args") == 0 && cJSON_IsArray(e) && msp_cc_is_scalar_array(e)) {
-            if ((rc = msp_cc_hp_add(l, strdup("args"), strdup("args"), msp_cc_args_text(e), 1)) != MSP_OK ||
+            if ((rc = msp_cc_hp_add(l, strdup("args"), strdup("args"), msp_cc_args_text(e), 1)) !=
+                    MSP_OK ||
                 (rc = msp_cc_parse_argv(e, al, l)) != MSP_OK)
                 return rc;
         } else if ((strcmp(k, "namespace") == 0 && cJSON_IsObject(e)) ||
                    (strcmp(k, "namespaces") == 0 && cJSON_IsArray(e))) {
             const cJSON *ns, *kv;
             int i = 0;
-            for (ns = cJSON_IsObject(e) ? e : e->child; ns; ns = cJSON_IsObject(e) ? NULL : ns->next, i++) {
-                char *prefix = cJSON_IsObject(e) ? strdup("namespace.") : msp_asprintf("namespaces[%d].", i);
+            for (ns = cJSON_IsObject(e) ? e : e->child; ns;
+                 ns = cJSON_IsObject(e) ? NULL : ns->next, i++) {
+                char *prefix = cJSON_IsObject(e) ? strdup("namespace.")
+                                                 : msp_asprintf("namespaces[%d].", i);
                 if (!prefix)
                     return msp_fail(MSP_ERR_NOMEM, "out of memory");
                 const cJSON *obj = cJSON_IsObject(ns) ? ns : NULL;
                 cJSON_ArrayForEach(kv, obj)
                 {
-                    char *text = cJSON_IsString(kv) ? strdup(kv->valuestring) : cJSON_PrintUnformatted(kv);
+                    char *text = cJSON_IsString(kv) ? strdup(kv->valuestring)
+                                                    : cJSON_PrintUnformatted(kv);
                     rc = text ? msp_cc_hp_named(l, al, prefix, kv->string ? kv->string : "", text)
                               : msp_fail(MSP_ERR_NOMEM, "out of memory");
                     free(text);
@@ -434,7 +468,8 @@ static int msp_cc_value_equal(const char *a, const char *b)
         return fabs(x - y) <= 1e-12 * fmax(fabs(x), fabs(y));
     }
     int p = msp_cc_bool_word(a), q = msp_cc_bool_word(b);
-    return p >= 0 && q >= 0 && !msp_cc_is_number_text(a, NULL) && !msp_cc_is_number_text(b, NULL) && p == q;
+    return p >= 0 && q >= 0 && !msp_cc_is_number_text(a, NULL) && !msp_cc_is_number_text(b, NULL) &&
+           p == q;
 }
 
 static int msp_cc_has_suffix(const char *s, const char *suf)
@@ -447,12 +482,14 @@ static int msp_cc_has_suffix(const char *s, const char *suf)
  * extension, or exists here. Two runs always differ in these. */
 static int msp_cc_looks_like_path(const char *v)
 {
-    static const char *const ext[] = {".json", ".yaml", ".yml", ".pt", ".pth", ".ckpt", ".bin", ".txt", ".csv",
-                                      ".npy", ".npz", ".h5", ".hdf5", ".safetensors", ".log", ".zip", ".tar",
-                                      ".gz", ".py", ".sh", ".jsonl", ".parquet", ".model", ".onnx", ".xlsx"};
+    static const char *const ext[] = {
+        ".json", ".yaml", ".yml",   ".pt",      ".pth",         ".ckpt", ".bin", ".txt", ".csv",
+        ".npy",  ".npz",  ".h5",    ".hdf5",    ".safetensors", ".log",  ".zip", ".tar", ".gz",
+        ".py",   ".sh",   ".jsonl", ".parquet", ".model",       ".onnx", ".xlsx"};
     if (msp_cc_is_number_text(v, NULL) || !*v)
         return 0;
-    if (strchr(v, '/') || strchr(v, '\\') || v[0] == '~' || (v[0] == '.' && (v[1] == '/' || v[1] == '.')))
+    if (strchr(v, '/') || strchr(v, '\\') || v[0] == '~' ||
+        (v[0] == '.' && (v[1] == '/' || v[1] == '.')))
         return 1;
     for (size_t i = 0; i < MSP_CC_N(ext); i++)
         if (msp_cc_has_suffix(v, ext[i]))
@@ -463,8 +500,9 @@ static int msp_cc_looks_like_path(const char *v)
 /* Option names that hold a location whatever the value: output_dir, save_path, ... */
 static int msp_cc_name_is_path(const char *name)
 {
-    static const char *const words[] = {"dir", "path", "file", "output", "out", "root", "ckpt", "checkpoint",
-                                        "cache", "logdir", "workdir", "folder", "filename"};
+    static const char *const words[] = {"dir",     "path",   "file",       "output", "out",
+                                        "root",    "ckpt",   "checkpoint", "cache",  "logdir",
+                                        "workdir", "folder", "filename"};
     const char *last = strrchr(name, '.');
     last = last ? last + 1 : name;
     for (const char *p = last; *p;) {
@@ -497,13 +535,16 @@ static void msp_cc_hp_row(msp_cc_item_result_t *it, const msp_cc_hp_t *b, const 
 {
     const msp_cc_hp_t *any = b ? b : c;
     const char *bt = b ? b->text : "<missing>", *ct = c ? c->text : "<missing>";
-    const char *sv = any->info ? NULL : msp_cc_secret_verdict(b ? b->text : NULL, c ? c->text : NULL);
+    const char *sv = any->info ? NULL
+                               : msp_cc_secret_verdict(b ? b->text : NULL, c ? c->text : NULL);
     if (sv) {
         /* A secret: the report says same / differs / not compared, never the value. */
         int same = strcmp(sv, "same") == 0, differs = strcmp(sv, "differs") == 0;
-        size_t row = msp_cc_table_add_row(it->table, differs ? MSP_CC_LEVEL_ERROR : MSP_CC_LEVEL_OK);
+        size_t row = msp_cc_table_add_row(it->table,
+                                          differs ? MSP_CC_LEVEL_ERROR : MSP_CC_LEVEL_OK);
         msp_cc_table_set_str(it->table, row, 0, any->name);
-        char *bs = b ? msp_cc_secret_shown(b->text) : NULL, *cs = c ? msp_cc_secret_shown(c->text) : NULL;
+        char *bs = b ? msp_cc_secret_shown(b->text) : NULL,
+             *cs = c ? msp_cc_secret_shown(c->text) : NULL;
         msp_cc_table_set_str(it->table, row, 1, b ? (bs ? bs : "<secret>") : "<missing>");
         msp_cc_table_set_str(it->table, row, 2, c ? (cs ? cs : "<secret>") : "<missing>");
         free(bs);
@@ -515,14 +556,19 @@ static void msp_cc_hp_row(msp_cc_item_result_t *it, const msp_cc_hp_t *b, const 
         if (differs)
             msp_cc_add_failed(it, "%s: secret differs", any->name);
         else if (!same)
-            msp_cc_add_info(it, "%s: secret not compared (set the same MSPROBE_SECRET_SALT on both machines to "
-                            "compare keyed hashes)", any->name);
+            msp_cc_add_info(it,
+                            "%s: secret not compared (set the same MSPROBE_SECRET_SALT on both "
+                            "machines to "
+                            "compare keyed hashes)",
+                            any->name);
         return;
     }
     int equal = b && c && msp_cc_value_equal(b->text, c->text);
-    int info = !equal && (any->info || msp_cc_name_is_path(any->name) || (b && msp_cc_looks_like_path(b->text)) ||
-                          (c && msp_cc_looks_like_path(c->text)));
-    size_t row = msp_cc_table_add_row(it->table, equal || info ? MSP_CC_LEVEL_OK : MSP_CC_LEVEL_ERROR);
+    int info = !equal &&
+               (any->info || msp_cc_name_is_path(any->name) ||
+                (b && msp_cc_looks_like_path(b->text)) || (c && msp_cc_looks_like_path(c->text)));
+    size_t row = msp_cc_table_add_row(it->table,
+                                      equal || info ? MSP_CC_LEVEL_OK : MSP_CC_LEVEL_ERROR);
     msp_cc_table_set_str(it->table, row, 0, any->name);
     msp_cc_table_set_str(it->table, row, 1, bt);
     msp_cc_table_set_str(it->table, row, 2, ct);
@@ -538,7 +584,8 @@ static void msp_cc_hp_row(msp_cc_item_result_t *it, const msp_cc_hp_t *b, const 
     const char *dot = strrchr(any->name, '.');
     if (b && c && strcmp(b->src, c->src) != 0)
         label = msp_asprintf("%s (bench %s, cmp %s)", any->name, b->src, c->src);
-    else if (spelt && strcmp(any->src, any->name) != 0 && strcmp(spelt, dot ? dot + 1 : any->name) != 0)
+    else if (spelt && strcmp(any->src, any->name) != 0 &&
+             strcmp(spelt, dot ? dot + 1 : any->name) != 0)
         label = msp_asprintf("%s (%s)", any->name, any->src);
     free(spelt);
     const char *name = label ? label : any->name;
@@ -556,8 +603,8 @@ msp_err msp_cc_diff_hyper(const msp_cc_pack_t *b, const msp_cc_pack_t *c, int it
                           const msp_cc_options_t *opt, msp_cc_result_t *r, msp_cc_item_result_t *it)
 {
     (void)item, (void)r;
-    static const char *const cols[] = {"name", "bench_value", "cmp_value", "equal", "level", "bench_name",
-                                       "cmp_name"};
+    static const char *const cols[] = {"name",  "bench_value", "cmp_value", "equal",
+                                       "level", "bench_name",  "cmp_name"};
     msp_cc_hps_t lb = {0}, lc = {0};
     msp_cc_aliases_t al = {0};
     msp_cc_hp_pair_t *pairs = NULL;

@@ -88,12 +88,13 @@ typedef struct msp_cc_pack {
  * version. The error names the pack and the member. */
 msp_err msp_cc_pack_read(const char *path, size_t max_member, msp_cc_pack_t *out);
 /* The same on a zip held in memory; label names it in messages. */
-msp_err msp_cc_pack_read_mem(const void *data, size_t len, const char *label, size_t max_member, msp_cc_pack_t *out);
+msp_err msp_cc_pack_read_mem(const void *data, size_t len, const char *label, size_t max_member,
+                             msp_cc_pack_t *out);
 void msp_cc_pack_free(msp_cc_pack_t *p);
 
 /* Compare two packs already read (msp_cc_compare without the reading). */
-msp_err msp_cc_compare_packs(const msp_cc_pack_t *b, const msp_cc_pack_t *c, const msp_cc_options_t *opt,
-                             msp_cc_result_t **out);
+msp_err msp_cc_compare_packs(const msp_cc_pack_t *b, const msp_cc_pack_t *c,
+                             const msp_cc_options_t *opt, msp_cc_result_t **out);
 
 /* ---- report tables ----------------------------------------------------- */
 
@@ -107,7 +108,12 @@ void msp_cc_table_set_str(msp_cc_table_t *t, size_t row, size_t col, const char 
 void msp_cc_table_set_num(msp_cc_table_t *t, size_t row, size_t col, double v);
 void msp_cc_table_set_bool(msp_cc_table_t *t, size_t row, size_t col, int b);
 
-typedef enum { MSP_CC_CELL_EMPTY = 0, MSP_CC_CELL_STR, MSP_CC_CELL_NUM, MSP_CC_CELL_BOOL } msp_cc_cell_kind_t;
+typedef enum {
+    MSP_CC_CELL_EMPTY = 0,
+    MSP_CC_CELL_STR,
+    MSP_CC_CELL_NUM,
+    MSP_CC_CELL_BOOL
+} msp_cc_cell_kind_t;
 typedef struct msp_cc_cell {
     msp_cc_cell_kind_t kind;
     char *s;
@@ -118,7 +124,7 @@ struct msp_cc_table {
     size_t ncols;
     char **cols;
     size_t nrows, cap;
-    msp_cc_cell_t *cells;  /* nrows * ncols */
+    msp_cc_cell_t *cells; /* nrows * ncols */
     int *levels;
 };
 
@@ -133,7 +139,8 @@ void msp_cc_add_info(msp_cc_item_result_t *it, const char *fmt, ...) MSP_PRINTF(
 /* A failing "NAME: bench B vs cmp C", or for long values NAME then both values
  * on lines of their own, aligned, with a caret under the first difference;
  * q wraps each value ("'" or ""). */
-void msp_cc_add_diff(msp_cc_item_result_t *it, const char *name, const char *bv, const char *cv, const char *q);
+void msp_cc_add_diff(msp_cc_item_result_t *it, const char *name, const char *bv, const char *cv,
+                     const char *q);
 /* 1 for true/1/yes/on/enable(d), 0 for false/0/no/off/disable(d)/"", -1 otherwise (any case). */
 int msp_cc_bool_word(const char *s);
 /* A pattern list ("KEY" or "PREFIX*") holds key. */
@@ -149,7 +156,7 @@ msp_err msp_cc_diff_env(const msp_cc_pack_t *b, const msp_cc_pack_t *c, int item
 int msp_cc_cross_platform(const msp_cc_pack_t *b, const msp_cc_pack_t *c);
 /* The hyperparameters item (cc_hyper.c). */
 msp_err msp_cc_diff_hyper(const msp_cc_pack_t *b, const msp_cc_pack_t *c, int item,
-                          const msp_cc_options_t *opt, msp_cc_result_t *r, msp_cc_item_result_t *it);
-
+                          const msp_cc_options_t *opt, msp_cc_result_t *r,
+                          msp_cc_item_result_t *it);
 
 #endif

@@ -66,7 +66,8 @@ void msp_cc_add_info(msp_cc_item_result_t *it, const char *fmt, ...)
 static char *msp_cc_diff_text(const char *name, const char *bv, const char *cv, const char *q)
 {
     size_t lb = strlen(bv), lc = strlen(cv);
-    if (strlen(name) + lb + lc + 4 * strlen(q) + 16 <= MSP_CC_LINE_FIT && !strchr(bv, '\n') && !strchr(cv, '\n'))
+    if (strlen(name) + lb + lc + 4 * strlen(q) + 16 <= MSP_CC_LINE_FIT && !strchr(bv, '\n') &&
+        !strchr(cv, '\n'))
         return msp_asprintf("%s: bench %s%s%s vs cmp %s%s%s", name, q, bv, q, q, cv, q);
     size_t k = 0;
     while (k < lb && k < lc && bv[k] == cv[k])
@@ -77,14 +78,15 @@ static char *msp_cc_diff_text(const char *name, const char *bv, const char *cv, 
         return NULL;
     memset(pad, ' ', col);
     pad[col] = '\0';
-    char *out = msp_asprintf("%s:\n  bench %s%s%s\n  cmp   %s%s%s\n%s^ first difference at character %zu", name, q,
-                             bv, q, q, cv, q, pad, k + 1);
+    char *out =
+        msp_asprintf("%s:\n  bench %s%s%s\n  cmp   %s%s%s\n%s^ first difference at character %zu",
+                     name, q, bv, q, q, cv, q, pad, k + 1);
     free(pad);
     return out;
 }
 
 void msp_cc_add_diff(msp_cc_item_result_t *it, const char *name, const char *bv, const char *cv,
-                            const char *q)
+                     const char *q)
 {
     it->status = MSP_CC_FAIL;
     msp_cc_push_line(&it->failed, &it->n_failed, msp_cc_diff_text(name, bv, cv, q));

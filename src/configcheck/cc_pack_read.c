@@ -9,8 +9,8 @@
 #include <unistd.h>
 #include <zip.h>
 
-const char *const msp_cc_item_names[MSP_CC_N_ITEMS] = {"env", "pip", "dataset", "weights", "random",
-                                                       "hyperparameters"};
+const char *const msp_cc_item_names[MSP_CC_N_ITEMS] = {"env",     "pip",    "dataset",
+                                                       "weights", "random", "hyperparameters"};
 const char *const msp_cc_item_members[MSP_CC_N_ITEMS] = {
     "env.json", "pip.json", "dataset.json", "weights.json", "random.json", "hyperparameters.json"};
 
@@ -23,7 +23,8 @@ static int msp_cc_name_is_hostile(const char *name)
 {
     if (!*name || name[0] == '/' || name[0] == '\\' || strchr(name, '\\'))
         return 1;
-    if (((name[0] >= 'A' && name[0] <= 'Z') || (name[0] >= 'a' && name[0] <= 'z')) && name[1] == ':')
+    if (((name[0] >= 'A' && name[0] <= 'Z') || (name[0] >= 'a' && name[0] <= 'z')) &&
+        name[1] == ':')
         return 1;
     for (const char *p = name; *p;) {
         const char *e = strchr(p, '/');
@@ -44,7 +45,8 @@ static msp_err msp_cc_read_member(zip_t *za, zip_uint64_t idx, const char *pack,
     msp_err rc = MSP_OK;
     zip_file_t *zf = zip_fopen_index(za, idx, 0);
     if (!zf)
-        return msp_fail(MSP_ERR_ZIP, "pack %s: member %s: cannot open: %s", pack, name, zip_strerror(za));
+        return msp_fail(MSP_ERR_ZIP, "pack %s: member %s: cannot open: %s", pack, name,
+                        zip_strerror(za));
     /* The declared size is only a hint: read at most max_member + 1 bytes. */
     msp_buf_t b = {.max = max_member + 1,
                    .first = (size_t)(size < max_member ? size : max_member) + 2};
@@ -52,10 +54,12 @@ static msp_err msp_cc_read_member(zip_t *za, zip_uint64_t idx, const char *pack,
         size_t room;
         char *at = msp_buf_room(&b, b.first, &room);
         if (!at) {
-            rc = b.too_big ? msp_fail(MSP_ERR_LIMIT, "pack %s: member %s: larger than the "
-                                      "%zu-byte limit", pack, name, max_member)
-                           : msp_fail(MSP_ERR_NOMEM, "pack %s: member %s: out of memory", pack,
-                                      name);
+            rc = b.too_big
+                     ? msp_fail(MSP_ERR_LIMIT,
+                                "pack %s: member %s: larger than the "
+                                "%zu-byte limit",
+                                pack, name, max_member)
+                     : msp_fail(MSP_ERR_NOMEM, "pack %s: member %s: out of memory", pack, name);
             goto cleanup;
         }
         zip_int64_t got = zip_fread(zf, at, room);
@@ -100,13 +104,15 @@ static size_t msp_cc_count_values(const char *text, size_t len)
     return n;
 }
 
-static msp_err msp_cc_parse_member(const char *pack, const char *name, const char *text, size_t len, cJSON **out)
+static msp_err msp_cc_parse_member(const char *pack, const char *name, const char *text, size_t len,
+                                   cJSON **out)
 {
     *out = cJSON_ParseWithLength(text, len);
     if (!*out) {
         const char *at = cJSON_GetErrorPtr();
         size_t off = at && at >= text && at <= text + len ? (size_t)(at - text) : 0;
-        return msp_fail(MSP_ERR_FORMAT, "pack %s: member %s: malformed JSON near byte %zu", pack, name, off);
+        return msp_fail(MSP_ERR_FORMAT, "pack %s: member %s: malformed JSON near byte %zu", pack,
+                        name, off);
     }
     if (!cJSON_IsObject(*out)) {
         cJSON_Delete(*out);
@@ -121,8 +127,8 @@ static msp_err msp_cc_parse_member(const char *pack, const char *name, const cha
  * manifest.json: every member is one of those. */
 static int msp_cc_is_python_msprobe_pack(zip_t *za, zip_int64_t n)
 {
-    static const char *const items[] = {"env", "pip", "random", "dataset", "weights",
-                                        "hyperparameters"};
+    static const char *const items[] = {"env",     "pip",     "random",
+                                        "dataset", "weights", "hyperparameters"};
     int seen = 0;
     for (zip_int64_t i = 0; i < n; i++) {
         const char *name = zip_get_name(za, (zip_uint64_t)i, 0);
@@ -144,24 +150,31 @@ static msp_err msp_cc_check_manifest(const char *pack, const cJSON *m)
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(m, "format");
     const cJSON *ver = cJSON_GetObjectItemCaseSensitive(m, "format_version");
     if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, MSP_CC_FORMAT) != 0)
-        return msp_fail(MSP_ERR_FORMAT, "pack %s: member manifest.json: \"format\" is not \"%s\"; not a config_check pack",
+        return msp_fail(MSP_ERR_FORMAT,
+                        "pack %s: member manifest.json: \"format\" is not \"%s\"; not a "
+                        "config_check pack",
                         pack, MSP_CC_FORMAT);
     if (!cJSON_IsNumber(ver))
-        return msp_fail(MSP_ERR_FORMAT, "pack %s: member manifest.json: \"format_version\" missing or not a number",
+        return msp_fail(MSP_ERR_FORMAT,
+                        "pack %s: member manifest.json: \"format_version\" missing or not a number",
                         pack);
     if (ver->valuedouble > MSP_CC_FORMAT_VERSION)
         return msp_fail(MSP_ERR_UNSUPPORTED,
-                        "pack %s: member manifest.json: format_version %g is newer than this msprobe reads (%d); "
+                        "pack %s: member manifest.json: format_version %g is newer than this "
+                        "msprobe reads (%d); "
                         "compare with the msprobe version that wrote the pack",
                         pack, ver->valuedouble, MSP_CC_FORMAT_VERSION);
     if (ver->valuedouble < MSP_CC_FORMAT_VERSION)
-        return msp_fail(MSP_ERR_UNSUPPORTED, "pack %s: member manifest.json: format_version %g is not one msprobe wrote (it reads %d)",
+        return msp_fail(MSP_ERR_UNSUPPORTED,
+                        "pack %s: member manifest.json: format_version %g is not one msprobe wrote "
+                        "(it reads %d)",
                         pack, ver->valuedouble, MSP_CC_FORMAT_VERSION);
     return MSP_OK;
 }
 
 /* Judges and reads an opened archive; takes ownership of za. */
-static msp_err msp_cc_pack_read_za(zip_t *za, const char *path, size_t max_member, msp_cc_pack_t *out)
+static msp_err msp_cc_pack_read_za(zip_t *za, const char *path, size_t max_member,
+                                   msp_cc_pack_t *out)
 {
     msp_err rc = MSP_OK;
     char *text = NULL;
@@ -176,8 +189,8 @@ static msp_err msp_cc_pack_read_za(zip_t *za, const char *path, size_t max_membe
     }
     zip_int64_t n = zip_get_num_entries(za, 0);
     if (n < 0 || n > MSP_CC_MAX_ENTRIES) {
-        rc = msp_fail(MSP_ERR_LIMIT, "pack %s: %lld members; a pack has at most %d", path, (long long)n,
-                      MSP_CC_MAX_ENTRIES);
+        rc = msp_fail(MSP_ERR_LIMIT, "pack %s: %lld members; a pack has at most %d", path,
+                      (long long)n, MSP_CC_MAX_ENTRIES);
         goto cleanup;
     }
     zip_int64_t found[MSP_CC_N_ITEMS + 1];
@@ -188,35 +201,43 @@ static msp_err msp_cc_pack_read_za(zip_t *za, const char *path, size_t max_membe
         zip_stat_t st;
         zip_stat_init(&st);
         if (zip_stat_index(za, (zip_uint64_t)i, 0, &st) != 0 || !(st.valid & ZIP_STAT_NAME)) {
-            rc = msp_fail(MSP_ERR_ZIP, "pack %s: member #%lld: cannot stat: %s", path, (long long)i, zip_strerror(za));
+            rc = msp_fail(MSP_ERR_ZIP, "pack %s: member #%lld: cannot stat: %s", path, (long long)i,
+                          zip_strerror(za));
             goto cleanup;
         }
         const char *name = st.name;
         if (msp_cc_name_is_hostile(name)) {
-            rc = msp_fail(MSP_ERR_ZIP, "pack %s: member %s: absolute path or '..' in the name; refusing the pack",
-                          path, name);
+            rc =
+                msp_fail(MSP_ERR_ZIP,
+                         "pack %s: member %s: absolute path or '..' in the name; refusing the pack",
+                         path, name);
             goto cleanup;
         }
         zip_uint8_t opsys = 0;
         zip_uint32_t attr = 0;
         if (zip_file_get_external_attributes(za, (zip_uint64_t)i, 0, &opsys, &attr) == 0 &&
             opsys == ZIP_OPSYS_UNIX && ((attr >> 16) & S_IFMT) == S_IFLNK) {
-            rc = msp_fail(MSP_ERR_ZIP, "pack %s: member %s: is a symbolic link; refusing the pack", path, name);
+            rc = msp_fail(MSP_ERR_ZIP, "pack %s: member %s: is a symbolic link; refusing the pack",
+                          path, name);
             goto cleanup;
         }
         if ((st.valid & ZIP_STAT_ENCRYPTION_METHOD) && st.encryption_method != ZIP_EM_NONE) {
-            rc = msp_fail(MSP_ERR_ZIP, "pack %s: member %s: is encrypted; refusing the pack", path, name);
+            rc = msp_fail(MSP_ERR_ZIP, "pack %s: member %s: is encrypted; refusing the pack", path,
+                          name);
             goto cleanup;
         }
         if ((st.valid & ZIP_STAT_SIZE) && st.size > max_member) {
-            rc = msp_fail(MSP_ERR_LIMIT, "pack %s: member %s: %llu bytes uncompressed, over the %zu-byte limit", path,
-                          name, (unsigned long long)st.size, max_member);
+            rc = msp_fail(MSP_ERR_LIMIT,
+                          "pack %s: member %s: %llu bytes uncompressed, over the %zu-byte limit",
+                          path, name, (unsigned long long)st.size, max_member);
             goto cleanup;
         }
-        if ((st.valid & ZIP_STAT_SIZE) && (st.valid & ZIP_STAT_COMP_SIZE) && st.size > MSP_CC_RATIO_FLOOR &&
+        if ((st.valid & ZIP_STAT_SIZE) && (st.valid & ZIP_STAT_COMP_SIZE) &&
+            st.size > MSP_CC_RATIO_FLOOR &&
             (st.comp_size == 0 || st.size / st.comp_size > MSP_CC_MAX_RATIO)) {
             rc = msp_fail(MSP_ERR_LIMIT,
-                          "pack %s: member %s: compression ratio over %d:1 (%llu bytes from %llu); refusing a "
+                          "pack %s: member %s: compression ratio over %d:1 (%llu bytes from %llu); "
+                          "refusing a "
                           "likely zip bomb",
                           path, name, MSP_CC_MAX_RATIO, (unsigned long long)st.size,
                           (unsigned long long)st.comp_size);
@@ -230,7 +251,8 @@ static msp_err msp_cc_pack_read_za(zip_t *za, const char *path, size_t max_membe
                 slot = k;
         if (slot >= 0) {
             if (found[slot] >= 0) {
-                rc = msp_fail(MSP_ERR_ZIP, "pack %s: member %s: appears twice; refusing the pack", path, name);
+                rc = msp_fail(MSP_ERR_ZIP, "pack %s: member %s: appears twice; refusing the pack",
+                              path, name);
                 goto cleanup;
             }
             found[slot] = i;
@@ -246,7 +268,8 @@ static msp_err msp_cc_pack_read_za(zip_t *za, const char *path, size_t max_membe
         goto cleanup;
     }
     if (found[MSP_CC_N_ITEMS] < 0) {
-        rc = msp_fail(MSP_ERR_FORMAT, "pack %s: member manifest.json: missing; not a config_check pack", path);
+        rc = msp_fail(MSP_ERR_FORMAT,
+                      "pack %s: member manifest.json: missing; not a config_check pack", path);
         goto cleanup;
     }
     /* Pass 2: manifest first (an unknown version stops here), then the items. */
@@ -258,10 +281,11 @@ static msp_err msp_cc_pack_read_za(zip_t *za, const char *path, size_t max_membe
         zip_stat_init(&st);
         zip_stat_index(za, (zip_uint64_t)found[k], 0, &st);
         size_t len = 0;
-        if ((rc = msp_cc_read_member(za, (zip_uint64_t)found[k], path, name, st.size, left_bytes, &text, &len)) !=
-            MSP_OK) {
+        if ((rc = msp_cc_read_member(za, (zip_uint64_t)found[k], path, name, st.size, left_bytes,
+                                     &text, &len)) != MSP_OK) {
             if (rc == MSP_ERR_LIMIT && left_bytes < max_member)
-                rc = msp_fail(MSP_ERR_LIMIT, "pack %s: member %s: the members together exceed the %zu-byte limit",
+                rc = msp_fail(MSP_ERR_LIMIT,
+                              "pack %s: member %s: the members together exceed the %zu-byte limit",
                               path, name, max_member);
             goto cleanup;
         }
@@ -269,9 +293,11 @@ static msp_err msp_cc_pack_read_za(zip_t *za, const char *path, size_t max_membe
         size_t values = msp_cc_count_values(text, len);
         if (values > left_values) {
             rc = msp_fail(MSP_ERR_LIMIT,
-                          "pack %s: member %s: over %zu JSON values in the pack (one per %d bytes of the %zu-byte "
+                          "pack %s: member %s: over %zu JSON values in the pack (one per %d bytes "
+                          "of the %zu-byte "
                           "limit); refusing it (--max-member-mib raises both)",
-                          path, name, max_member / MSP_CC_BYTES_PER_VALUE, MSP_CC_BYTES_PER_VALUE, max_member);
+                          path, name, max_member / MSP_CC_BYTES_PER_VALUE, MSP_CC_BYTES_PER_VALUE,
+                          max_member);
             goto cleanup;
         }
         left_values -= values;
@@ -304,10 +330,11 @@ static msp_err msp_cc_open_error(const char *path, int zerr)
     zip_error_init_with_code(&ze, zerr);
     msp_err rc;
     if (zerr == ZIP_ER_EXISTS)
-        rc = msp_fail(MSP_ERR_ZIP, "pack %s: two members have the same name; refusing the pack", path);
+        rc = msp_fail(MSP_ERR_ZIP, "pack %s: two members have the same name; refusing the pack",
+                      path);
     else
-        rc = msp_fail(zerr == ZIP_ER_NOENT ? MSP_ERR_NOT_FOUND : MSP_ERR_ZIP, "pack %s: cannot open: %s", path,
-                      zip_error_strerror(&ze));
+        rc = msp_fail(zerr == ZIP_ER_NOENT ? MSP_ERR_NOT_FOUND : MSP_ERR_ZIP,
+                      "pack %s: cannot open: %s", path, zip_error_strerror(&ze));
     zip_error_fini(&ze);
     return rc;
 }
@@ -330,7 +357,8 @@ msp_err msp_cc_pack_read(const char *path, size_t max_member, msp_cc_pack_t *out
     return msp_cc_pack_read_za(za, path, max_member, out);
 }
 
-msp_err msp_cc_pack_read_mem(const void *data, size_t len, const char *label, size_t max_member, msp_cc_pack_t *out)
+msp_err msp_cc_pack_read_mem(const void *data, size_t len, const char *label, size_t max_member,
+                             msp_cc_pack_t *out)
 {
     memset(out, 0, sizeof *out);
     zip_error_t ze;

@@ -38,7 +38,8 @@ cJSON *msp_cc_env_json(char *const *envp)
         goto fail;
     memcpy(sorted, envp, n * sizeof *sorted);
     qsort(sorted, n, sizeof *sorted, msp_cc_cmp_str);
-    cJSON_AddItemToObject(root, "salt", cJSON_CreateString(custom ? "MSPROBE_SECRET_SALT" : "none"));
+    cJSON_AddItemToObject(root, "salt",
+                          cJSON_CreateString(custom ? "MSPROBE_SECRET_SALT" : "none"));
     cJSON_AddItemToObject(root, "salt_id", cJSON_CreateString(salt_id));
     cJSON_AddItemToObject(root, "hashed_keys", hashed);
     cJSON_AddItemToObject(root, "vars", vars);
@@ -127,7 +128,8 @@ char *msp_cc_rank_path(const char *zip_path, int64_t rank)
 {
     size_t n = strlen(zip_path);
     if (n >= 4 && strcasecmp(zip_path + n - 4, ".zip") == 0)
-        return msp_asprintf("%.*s_rank%lld%s", (int)(n - 4), zip_path, (long long)rank, zip_path + n - 4);
+        return msp_asprintf("%.*s_rank%lld%s", (int)(n - 4), zip_path, (long long)rank,
+                            zip_path + n - 4);
     return msp_asprintf("%s_rank%lld", zip_path, (long long)rank);
 }
 
@@ -159,18 +161,21 @@ static msp_err msp_cc_zip_members(const char *zip_path, const char *tmp,
     for (size_t i = 0; i < n; i++) {
         char *text = cJSON_Print(members[i].json);
         if (!text) {
-            rc = msp_fail(MSP_ERR_NOMEM, "%s: out of memory printing %s", zip_path, members[i].name);
+            rc = msp_fail(MSP_ERR_NOMEM, "%s: out of memory printing %s", zip_path,
+                          members[i].name);
             goto cleanup;
         }
         zip_source_t *src = zip_source_buffer(za, text, strlen(text), 1);
         if (!src) {
             free(text);
-            rc = msp_fail(MSP_ERR_ZIP, "%s: member %s: %s", zip_path, members[i].name, zip_strerror(za));
+            rc = msp_fail(MSP_ERR_ZIP, "%s: member %s: %s", zip_path, members[i].name,
+                          zip_strerror(za));
             goto cleanup;
         }
         if (zip_file_add(za, members[i].name, src, ZIP_FL_ENC_UTF_8 | ZIP_FL_OVERWRITE) < 0) {
             zip_source_free(src);
-            rc = msp_fail(MSP_ERR_ZIP, "%s: member %s: %s", zip_path, members[i].name, zip_strerror(za));
+            rc = msp_fail(MSP_ERR_ZIP, "%s: member %s: %s", zip_path, members[i].name,
+                          zip_strerror(za));
             goto cleanup;
         }
     }
@@ -238,8 +243,7 @@ msp_err msp_cc_pack_write_new(const char *want, const msp_cc_member_t *members, 
     const char *dot = strrchr(want, '.'), *slash = strrchr(want, '/');
     size_t stem = dot && (!slash || dot > slash) ? (size_t)(dot - want) : strlen(want);
     for (int k = 0; k < 1000 && !rc; k++) {
-        char *path = k ? msp_asprintf("%.*s-%d%s", (int)stem, want, k, want + stem)
-                       : strdup(want);
+        char *path = k ? msp_asprintf("%.*s-%d%s", (int)stem, want, k, want + stem) : strdup(want);
         int c = path ? msp_cc_claim(tmp, path) : -1;
         if (c == 0) {
             *chosen = path;
@@ -272,8 +276,8 @@ static msp_err msp_cc_run_python(const char *python, char **out)
         return msp_fail(MSP_ERR_IO, "pipe: %s", strerror(errno));
     char *script = msp_asprintf("%sprint(result)\n", msp_cc_pip_py);
     char *argv[] = {(char *)python, (char *)"-c", script, NULL};
-    msp_child_t c = {.argv = argv, .in = MSP_CHILD_INHERIT, .out = fds[1],
-                     .err = MSP_CHILD_INHERIT};
+    msp_child_t c = {
+        .argv = argv, .in = MSP_CHILD_INHERIT, .out = fds[1], .err = MSP_CHILD_INHERIT};
     int err = script ? msp_child_start(&c) : ENOMEM;
     free(script);
     close(fds[1]);
@@ -293,8 +297,8 @@ static msp_err msp_cc_run_python(const char *python, char **out)
     close(fds[0]);
     int status = msp_child_end(c.pid, &kind);
     if (rc == MSP_OK && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
-        rc = msp_fail(MSP_ERR_PYTHON, "%s failed listing installed packages (exit status %d)", python,
-                      WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+        rc = msp_fail(MSP_ERR_PYTHON, "%s failed listing installed packages (exit status %d)",
+                      python, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
     if (rc != MSP_OK) {
         free(buf);
         return rc;
@@ -314,13 +318,15 @@ msp_err msp_cc_static_pack(const char *python, const char *zip_path)
         goto cleanup;
     pip = cJSON_Parse(text);
     if (!pip || !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(pip, "packages"))) {
-        rc = msp_fail(MSP_ERR_FORMAT, "%s: unexpected package list output (not the expected JSON)", python);
+        rc = msp_fail(MSP_ERR_FORMAT, "%s: unexpected package list output (not the expected JSON)",
+                      python);
         goto cleanup;
     }
     env = msp_cc_env_json(environ);
     static const char *const items[] = {"env", "pip"};
     manifest = msp_cc_manifest_json("static", getenv("RANK") ? atoll(getenv("RANK")) : 0,
-                                    getenv("WORLD_SIZE") ? atoll(getenv("WORLD_SIZE")) : 1, items, 2);
+                                    getenv("WORLD_SIZE") ? atoll(getenv("WORLD_SIZE")) : 1, items,
+                                    2);
     if (!env || !manifest) {
         rc = msp_fail(MSP_ERR_NOMEM, "out of memory building %s", zip_path);
         goto cleanup;

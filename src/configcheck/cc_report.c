@@ -93,7 +93,8 @@ void msp_cc_table_set_bool(msp_cc_table_t *t, size_t row, size_t col, int b)
 
 /* xlsx needs valid UTF-8 without control characters and at most 32767
  * characters per cell; environment values promise none of that. */
-static lxw_error msp_cc_write_text(lxw_worksheet *ws, lxw_row_t r, lxw_col_t c, const char *s, lxw_format *f)
+static lxw_error msp_cc_write_text(lxw_worksheet *ws, lxw_row_t r, lxw_col_t c, const char *s,
+                                   lxw_format *f)
 {
     char *owned = NULL;
     const char *t = msp_utf8_clean(s, 32000, &owned);
@@ -133,7 +134,9 @@ static lxw_error msp_cc_write_table(lxw_workbook *wb, const char *name, const ms
         worksheet_set_column(ws, (lxw_col_t)c, (lxw_col_t)c, (double)w, NULL);
     }
     for (size_t r = 0; r < t->nrows && !e; r++) {
-        lxw_format *f = t->levels[r] == MSP_CC_LEVEL_ERROR ? fm->err : t->levels[r] == MSP_CC_LEVEL_WARN ? fm->warn : NULL;
+        lxw_format *f = t->levels[r] == MSP_CC_LEVEL_ERROR  ? fm->err
+                        : t->levels[r] == MSP_CC_LEVEL_WARN ? fm->warn
+                                                            : NULL;
         for (size_t c = 0; c < t->ncols && !e; c++) {
             const msp_cc_cell_t *cell = &t->cells[r * t->ncols + c];
             lxw_row_t xr = (lxw_row_t)(r + 1);
@@ -180,7 +183,8 @@ msp_err msp_cc_report_write(const msp_cc_result_t *r, const char *out_dir)
     }
     for (int i = 0; i < MSP_CC_N_ITEMS; i++) {
         const msp_cc_item_result_t *it = &r->items[i];
-        size_t row = msp_cc_table_add_row(sum, it->status == MSP_CC_FAIL ? MSP_CC_LEVEL_ERROR : MSP_CC_LEVEL_OK);
+        size_t row = msp_cc_table_add_row(sum, it->status == MSP_CC_FAIL ? MSP_CC_LEVEL_ERROR
+                                                                         : MSP_CC_LEVEL_OK);
         msp_cc_table_set_str(sum, row, 0, it->name);
         if (it->status == MSP_CC_NA)
             msp_cc_table_set_str(sum, row, 1, "N/A");
@@ -198,7 +202,8 @@ msp_err msp_cc_report_write(const msp_cc_result_t *r, const char *out_dir)
         rc = msp_fail(MSP_ERR_XLSX, "cannot create %s", tmp);
         goto cleanup;
     }
-    msp_cc_formats_t fm = {workbook_add_format(wb), workbook_add_format(wb), workbook_add_format(wb)};
+    msp_cc_formats_t fm = {workbook_add_format(wb), workbook_add_format(wb),
+                           workbook_add_format(wb)};
     format_set_bold(fm.head);
     format_set_bg_color(fm.err, 0xFFC7CE);
     format_set_bg_color(fm.warn, 0xFFEB9C);
@@ -214,7 +219,8 @@ msp_err msp_cc_report_write(const msp_cc_result_t *r, const char *out_dir)
                 rc = msp_fail(MSP_ERR_NOMEM, "out of memory");
                 goto cleanup;
             }
-            size_t row = msp_cc_table_add_row(t, it->status == MSP_CC_FAIL ? MSP_CC_LEVEL_ERROR : MSP_CC_LEVEL_OK);
+            size_t row = msp_cc_table_add_row(t, it->status == MSP_CC_FAIL ? MSP_CC_LEVEL_ERROR
+                                                                           : MSP_CC_LEVEL_OK);
             msp_cc_table_set_str(t, row, 0, it->note ? it->note : "not compared");
             e = msp_cc_write_table(wb, it->name, t, &fm);
             msp_cc_table_free(t);

@@ -101,7 +101,7 @@ msp_err msp_cc_report_write_html(const msp_cc_result_t *r, const char *out_dir)
         msp_buf_json_str(&b, it->name);
         msp_buf_put(&b, ",", 1);
         cc_key(&b, "status");
-        msp_buf_json_str(&b, it->status == MSP_CC_PASS ? "pass"
+        msp_buf_json_str(&b, it->status == MSP_CC_PASS   ? "pass"
                              : it->status == MSP_CC_FAIL ? "fail"
                                                          : "n/a");
         msp_buf_put(&b, ",", 1);
@@ -122,7 +122,9 @@ msp_err msp_cc_report_write_html(const msp_cc_result_t *r, const char *out_dir)
         rc = msp_fail(MSP_ERR_NOMEM, "out of memory writing %s", path);
     } else {
         int failed = msp_cc_result_failed(r);
-        rc = msp_html_write_page(path, failed ? "msprobe config_check: FAIL" : "msprobe config_check: pass",
+        rc = msp_html_write_page(path,
+                                 failed ? "msprobe config_check: FAIL"
+                                        : "msprobe config_check: pass",
                                  msp_cc_html_css, b.data, b.len, msp_cc_html_js);
     }
     msp_buf_free(&b);

@@ -248,7 +248,8 @@ void msp_cc_redact_json(cJSON *node, int depth)
                 cJSON_SetValuestring(e, r);
                 free(r);
             }
-        } else if (cJSON_IsNumber(e) && cJSON_IsObject(node) && msp_cc_number_name_is_secret(e->string)) {
+        } else if (cJSON_IsNumber(e) && cJSON_IsObject(node) &&
+                   msp_cc_number_name_is_secret(e->string)) {
             /* A numeric PIN or key is a secret too: store its text the same way. */
             char buf[64];
             snprintf(buf, sizeof buf, "%.17g", e->valuedouble);

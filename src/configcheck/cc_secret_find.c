@@ -66,9 +66,10 @@ static int msp_cc_all_digits(const char *s, size_t n)
 /* The values of credential parameters in a query string q[0..n). */
 static void msp_cc_query_spans(const char *v, const char *q, size_t n, msp_cc_spans_t *out)
 {
-    static const char *const names[] = {"token", "access_token", "api_key", "apikey", "key", "sig",
-                                        "signature", "password", "pass", "pwd", "secret", "auth",
-                                        "x-amz-signature", "x-amz-credential", "client_secret", "code"};
+    static const char *const names[] = {
+        "token",           "access_token",     "api_key",       "apikey", "key",    "sig",
+        "signature",       "password",         "pass",          "pwd",    "secret", "auth",
+        "x-amz-signature", "x-amz-credential", "client_secret", "code"};
     size_t i = 0;
     while (i < n) {
         size_t e = i;
@@ -137,8 +138,8 @@ void msp_cc_userinfo_spans(const char *v, msp_cc_spans_t *out)
                      (hl == 9 && strncasecmp(h, "localhost", 9) == 0)))
             continue;
         const char *pe = at, *ps = at;
-        while (ps > v && !msp_cc_is_blank(ps[-1]) && ps[-1] != ':' && ps[-1] != '@' && ps[-1] != '/' &&
-               ps[-1] != '\n' && ps[-1] != '"' && ps[-1] != '\'')
+        while (ps > v && !msp_cc_is_blank(ps[-1]) && ps[-1] != ':' && ps[-1] != '@' &&
+               ps[-1] != '/' && ps[-1] != '\n' && ps[-1] != '"' && ps[-1] != '\'')
             ps--;
         if (ps == pe || ps == v || ps[-1] != ':')
             continue;
@@ -195,7 +196,7 @@ static size_t msp_cc_value_end(const char *v, size_t i, const char *stop, size_t
 /* StrictHostKeyChecking=no, use_auth_token=true: a switch, not a secret. */
 static int msp_cc_is_switch(const char *s, size_t n)
 {
-    static const char *const words[] = {"true", "false", "yes", "no",    "on",      "off",
+    static const char *const words[] = {"true", "false", "yes",  "no",  "on",      "off",
                                         "none", "null",  "auto", "ask", "enabled", "disabled"};
     for (size_t i = 0; i < MSP_CC_N(words); i++)
         if (msp_cc_word_is(s, n, words[i]))
@@ -322,7 +323,7 @@ void msp_cc_login_spans(const char *v, size_t i, size_t n, msp_cc_spans_t *out)
     static const struct {
         const char *word;
         int strict;
-    } words[] = {{"login", 0}, {"creds", 0}, {"credentials", 0}, {"credential", 0},
+    } words[] = {{"login", 0}, {"creds", 0},    {"credentials", 0}, {"credential", 0},
                  {"user", 1},  {"username", 1}, {"account", 1}};
     int hit = -1;
     for (size_t k = 0; k < MSP_CC_N(words); k++)
@@ -368,7 +369,8 @@ void msp_cc_login_spans(const char *v, size_t i, size_t n, msp_cc_spans_t *out)
 void msp_cc_auth_spans(const char *v, size_t i, size_t n, msp_cc_spans_t *out)
 {
     size_t j = i + n;
-    if (msp_cc_word_is(v + i, n, "authorization") || msp_cc_word_is(v + i, n, "proxy-authorization")) {
+    if (msp_cc_word_is(v + i, n, "authorization") ||
+        msp_cc_word_is(v + i, n, "proxy-authorization")) {
         while (msp_cc_is_blank(v[j]))
             j++;
         if (v[j] != ':' && v[j] != '=')
@@ -414,11 +416,12 @@ static const struct {
     const char *pre;
     size_t min_rest;
 } msp_cc_token_prefixes[] = {
-    {"ghp_", 20}, {"gho_", 20}, {"ghu_", 20}, {"ghs_", 20}, {"ghr_", 20}, {"github_pat_", 20},
-    {"glpat-", 16}, {"glrt-", 16}, {"gldt-", 16}, {"xoxb-", 10}, {"xoxa-", 10}, {"xoxp-", 10},
-    {"xoxr-", 10}, {"xoxs-", 10}, {"xapp-", 10}, {"sk-", 20}, {"sk_live_", 10}, {"sk_test_", 10},
-    {"rk_live_", 10}, {"hf_", 20}, {"npm_", 20}, {"pypi-", 20}, {"AIza", 30}, {"SG.", 20},
-    {"shpat_", 20}, {"dop_v1_", 20}, {"AKIA", 16}, {"ASIA", 16},
+    {"ghp_", 20},        {"gho_", 20},     {"ghu_", 20},     {"ghs_", 20},     {"ghr_", 20},
+    {"github_pat_", 20}, {"glpat-", 16},   {"glrt-", 16},    {"gldt-", 16},    {"xoxb-", 10},
+    {"xoxa-", 10},       {"xoxp-", 10},    {"xoxr-", 10},    {"xoxs-", 10},    {"xapp-", 10},
+    {"sk-", 20},         {"sk_live_", 10}, {"sk_test_", 10}, {"rk_live_", 10}, {"hf_", 20},
+    {"npm_", 20},        {"pypi-", 20},    {"AIza", 30},     {"SG.", 20},      {"shpat_", 20},
+    {"dop_v1_", 20},     {"AKIA", 16},     {"ASIA", 16},
 };
 
 /* A random-looking run: at least 20 characters mixing upper case, lower case
@@ -464,8 +467,8 @@ static size_t msp_cc_jwt_at(const char *s)
  * that is not labelled a digest ("sha256:", "md5=", "@sha256:"). */
 static int msp_cc_hex_key_at(const char *v, size_t a, size_t b)
 {
-    static const char *const labels[] = {"sha1", "sha224", "sha256", "sha384", "sha512", "md5",
-                                         "blake2b", "blake3", "xxh64", "crc32"};
+    static const char *const labels[] = {"sha1", "sha224",  "sha256", "sha384", "sha512",
+                                         "md5",  "blake2b", "blake3", "xxh64",  "crc32"};
     int dg = 0, al = 0;
     if (b - a < 32)
         return 0;
@@ -635,4 +638,3 @@ void msp_cc_cmdline_spans(const char *v, msp_cc_spans_t *out)
             msp_cc_span_add(out, ws[i + 1], we[i + 1]);
     }
 }
-

@@ -9,10 +9,20 @@
 /* Substrings (upper case, '-' read as '_') marking a name whose value must
  * not be stored in clear. Over-matching costs a comparison, never a leak. */
 static const char *const msp_cc_secret_words[] = {
-    "TOKEN",  "SECRET",  "PASSWORD", "PASSWD", "PASSPHRASE", "KEY",     "CREDENTIAL", "CREDS", "AUTH",
-    "PRIVATE", "SALT",   "COOKIE",   "SESSION", "SIGNATURE", "CERT_PASS", "PWD_",    "_PWD",  "JWT",
-    "WEBHOOK", "DB_URL", "DB_URI",   "DATABASE_URL", "DATABASE_URI", "DSN", "CONN_STR", "CONNECTION_STRING",
-    "PASSW0RD", "PASSCODE",
+    "TOKEN",        "SECRET",
+    "PASSWORD",     "PASSWD",
+    "PASSPHRASE",   "KEY",
+    "CREDENTIAL",   "CREDS",
+    "AUTH",         "PRIVATE",
+    "SALT",         "COOKIE",
+    "SESSION",      "SIGNATURE",
+    "CERT_PASS",    "PWD_",
+    "_PWD",         "JWT",
+    "WEBHOOK",      "DB_URL",
+    "DB_URI",       "DATABASE_URL",
+    "DATABASE_URI", "DSN",
+    "CONN_STR",     "CONNECTION_STRING",
+    "PASSW0RD",     "PASSCODE",
 };
 /* Whole words of a name (split at '_', '-', '.'): too short to match inside
  * other words (PASS in COMPASS, PAT in PATH). */
@@ -64,9 +74,9 @@ int msp_cc_key_is_secret(const char *key)
  * (--commit), an env key (GIT_COMMIT, MODEL_SHA256) or a namespace field. */
 int msp_cc_name_is_id(const char *name)
 {
-    static const char *const ids[] = {"COMMIT", "SHA",   "REV",        "HASH", "UUID",   "ID",
-                                      "VERSION", "CKPT", "CHECKPOINT", "RUN",  "SEED",   "TAG",
-                                      "BRANCH", "DIGEST", "CHECKSUM",  "MD5",  "BUILD"};
+    static const char *const ids[] = {"COMMIT",  "SHA",    "REV",        "HASH", "UUID", "ID",
+                                      "VERSION", "CKPT",   "CHECKPOINT", "RUN",  "SEED", "TAG",
+                                      "BRANCH",  "DIGEST", "CHECKSUM",   "MD5",  "BUILD"};
     char up[64];
     size_t n = msp_cc_upper(name, up, sizeof up, 0);
     for (size_t i = 0; n && i < MSP_CC_N(ids); i++)

@@ -31,14 +31,13 @@ int msp_cc_sha256_hex(const void *data, size_t len, char hex[65])
     return 0;
 }
 
-int msp_cc_hmac_sha256_hex(const void *key, size_t klen, const void *msg, size_t mlen,
-                           char hex[65])
+int msp_cc_hmac_sha256_hex(const void *key, size_t klen, const void *msg, size_t mlen, char hex[65])
 {
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned n = 0;
     if (klen > INT_MAX ||
-        !HMAC(EVP_sha256(), klen ? key : "", (int)klen,
-              (const unsigned char *)(mlen ? msg : ""), mlen, md, &n) ||
+        !HMAC(EVP_sha256(), klen ? key : "", (int)klen, (const unsigned char *)(mlen ? msg : ""),
+              mlen, md, &n) ||
         n != 32) {
         hex[0] = '\0';
         return -1;

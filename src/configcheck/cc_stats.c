@@ -7,7 +7,8 @@
 #include <math.h>
 #include <string.h>
 
-void msp_cc_tensor_stats(const void *data, size_t n, size_t elem_size, msp_cc_dtype_t dt, msp_cc_stats_t *out)
+void msp_cc_tensor_stats(const void *data, size_t n, size_t elem_size, msp_cc_dtype_t dt,
+                         msp_cc_stats_t *out)
 {
     memset(out, 0, sizeof *out);
     msp_cc_sha256_hex(data, data && elem_size ? n * elem_size : 0, out->hash);

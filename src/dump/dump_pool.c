@@ -124,7 +124,7 @@ static void block_put(void *buf, size_t size)
 #define MSP_BUF_HDR 64
 typedef struct buf_hdr {
     atomic_int refs;
-    int has_stats;       /* statistics thread only */
+    int has_stats; /* statistics thread only */
     msp_stats_t stats;
 } buf_hdr_t;
 _Static_assert(sizeof(buf_hdr_t) <= MSP_BUF_HDR, "buffer header too big");

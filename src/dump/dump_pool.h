@@ -14,15 +14,15 @@ typedef struct msp_dq_tensor {
     msp_dtype_t dtype;
     int ndim;
     int64_t shape[MSP_MAX_NDIM];
-    void *data;           /* malloc'd C-contiguous copy; owned by the record */
+    void *data; /* malloc'd C-contiguous copy; owned by the record */
     size_t nbytes;
     char device[24];
     int requires_grad;
-    msp_stats_t stats;    /* filled by the statistics thread */
+    msp_stats_t stats; /* filled by the statistics thread */
     int has_stats;
-    int stats_given;      /* stats computed where the tensor lives (no data): the
+    int stats_given; /* stats computed where the tensor lives (no data): the
                              statistics thread leaves them */
-    char *producer;       /* "RECORD/ROLE" this input was the output of (msp_dq_rec_strdup), or NULL */
+    char *producer;  /* "RECORD/ROLE" this input was the output of (msp_dq_rec_strdup), or NULL */
 } msp_dq_tensor_t;
 
 typedef struct msp_dq_attr {
@@ -34,29 +34,29 @@ typedef struct msp_dq_attr {
  * freed, so that every record of the API may point at it. file_mark is the
  * writer thread's alone: the serial of the last file its rows went into. */
 typedef struct msp_dq_sig {
-    char *api;                 /* "Functional.gelu" */
+    char *api; /* "Functional.gelu" */
     size_t n;
-    char **keys, **values;     /* "#0" -> "input", "approximate" -> "'none'" */
+    char **keys, **values; /* "#0" -> "input", "approximate" -> "'none'" */
     uint64_t file_mark;
 } msp_dq_sig_t;
 
 typedef struct msp_dq_rec {
-    int kind;             /* MSP_DQ_* */
+    int kind; /* MSP_DQ_* */
     char *name;
     int64_t step, rank, order;
     msp_dq_tensor_t *t;
     size_t nt, cap_t;
     msp_dq_attr_t *a;
     size_t na, cap_a;
-    size_t bytes;         /* tensor bytes held; what the queue bound counts */
-    int stats_ready;      /* the statistics thread is done with it */
-    int dev_pending;      /* statistics still being computed on a device: the
+    size_t bytes;      /* tensor bytes held; what the queue bound counts */
+    int stats_ready;   /* the statistics thread is done with it */
+    int dev_pending;   /* statistics still being computed on a device: the
                              shim holds the record back until they are in */
-    int keep_data;        /* a statistics dump keeps this record's data too
+    int keep_data;     /* a statistics dump keeps this record's data too
                              (msprobe's tensor_list); set at submit */
-    char *stack;          /* malloc'd call-site text, turned into the attribute
+    char *stack;       /* malloc'd call-site text, turned into the attribute
                              "stack" at submit (py_stack.c); freed with the record */
-    msp_dq_sig_t *sig;    /* the API's signature, or NULL (not an API call, or none
+    msp_dq_sig_t *sig; /* the API's signature, or NULL (not an API call, or none
                              known); written once per file by the writer */
     struct msp_dq_rec *next;
     struct msp_dq_strs *strs; /* where name, roles and attributes are kept */

@@ -71,22 +71,22 @@ const msp_api_space_t *msp_api_space(const char *full, const char **attr);
 typedef struct msp_shim {
     msp_config_t cfg;
     int have_cfg;
-    volatile int disabled;    /* forked child, or boot gave up: every hook passes through */
+    volatile int disabled; /* forked child, or boot gave up: every hook passes through */
     int booted;
     int api_on, module_on;
     int64_t step;
-    int dumping;              /* the current step is in dump_iter and dump is configured */
-    int64_t order;            /* records made in this step */
+    int dumping;   /* the current step is in dump_iter and dump is configured */
+    int64_t order; /* records made in this step */
     int cc_on;
     pid_t pid;
     /* process identity (py_proc.c) */
-    int torch_seen;           /* torch was imported and patched in this process */
-    int mp_child;             /* a multiprocessing spawn child: writes only once it
+    int torch_seen;   /* torch was imported and patched in this process */
+    int mp_child;     /* a multiprocessing spawn child: writes only once it
                                  joins a process group (torch.multiprocessing.spawn ranks) */
-    int joined_group;         /* torch.distributed.init_process_group returned */
+    int joined_group; /* torch.distributed.init_process_group returned */
     /* a script driving the dump through msprobe's PrecisionDebugger (py_debugger.c) */
-    int script_steps;         /* only its debugger.step() ends a step */
-    int paused;               /* outside its start() .. stop(): nothing is recorded */
+    int script_steps; /* only its debugger.step() ends a step */
+    int paused;       /* outside its start() .. stop(): nothing is recorded */
 } msp_shim_t;
 
 extern msp_shim_t msp_g;
@@ -241,12 +241,12 @@ void msp_step_decide(void);
  * shim's re-entrancy depth raised (what it calls is not dumped); a NULL
  * callback is skipped. */
 typedef struct msp_listener {
-    void (*after_import)(void);                            /* an outermost import returned */
+    void (*after_import)(void);                                  /* an outermost import returned */
     void (*seed)(const char *api, PyObject *args, PyObject *kw); /* a seed call returned */
     void (*optimizer_created)(PyObject *optimizer);
     void (*root_forward)(PyObject *module, PyObject *input); /* before a root module runs */
     void (*step_end)(int64_t step);
-    void (*exit)(const char *how);                         /* "exit", "os._exit", "SIGTERM" */
+    void (*exit)(const char *how);     /* "exit", "os._exit", "SIGTERM" */
     void (*args_parsed)(PyObject *ns); /* an outermost ArgumentParser.parse_known_args returned */
 } msp_listener_t;
 int msp_listen(const msp_listener_t *l);
@@ -268,8 +268,7 @@ PyObject *msp_ev_dispatch(PyObject *orig, const char *name, PyObject *args, PyOb
  * dense layout such as a transpose), so that a view of the same memory (a
  * reshape, a flatten, a transpose) shares a waiting copy; NULL: unknown. */
 int msp_dev_stats_add(msp_dq_rec_t *r, const char *role, PyObject *d, msp_dtype_t dtype, int ndim,
-                      const int64_t *shape, const char *device, int rg, const void *ptr,
-                      int dense);
+                      const int64_t *shape, const char *device, int rg, const void *ptr, int dense);
 /* The end of one call's tensors (inputs, or outputs): those taken since take
  * their places in the windows. They are copied now, with every tensor that
  * waits, unless msp_t_dev_defer was set for them (then they wait for more). */
@@ -381,8 +380,18 @@ void msp_opt_finish(msp_opt_pending_t *p);
 void msp_opt_cancel(msp_opt_pending_t *p);
 /* ---- the wrapper type (py_wrap.c; its handlers: py_wrap.h) ---- */
 int msp_wrap_types_init(void);
-enum { MSP_W_API = 0, MSP_W_OPT_INIT, MSP_W_OPT_STEP, MSP_W_STEP_TRIGGER, MSP_W_IMPORT,
-       MSP_W_JIT, MSP_W_NORECORD, MSP_W_EVENT, MSP_W_COMPILE, MSP_W_NKINDS };
+enum {
+    MSP_W_API = 0,
+    MSP_W_OPT_INIT,
+    MSP_W_OPT_STEP,
+    MSP_W_STEP_TRIGGER,
+    MSP_W_IMPORT,
+    MSP_W_JIT,
+    MSP_W_NORECORD,
+    MSP_W_EVENT,
+    MSP_W_COMPILE,
+    MSP_W_NKINDS
+};
 /* A C callable replacing orig. bind: behaves like a method in a class dict. */
 PyObject *msp_wrap_new(PyObject *orig, const char *name, int kind, unsigned dirs, int bind);
 int msp_is_wrap(PyObject *o);

@@ -30,23 +30,49 @@ static struct {
     size_t bytes;
     int started, busy;
     pthread_t thread;
-    pthread_cond_t work;           /* records for the statistics thread */
-    msp_dq_rec_t *stats_next;      /* first record it has not seen */
+    pthread_cond_t work;      /* records for the statistics thread */
+    msp_dq_rec_t *stats_next; /* first record it has not seen */
     pthread_t sthread;
     char *dump_path, *task, *dump_mode, *framework_version;
     int statistics, durable;
-    int overflow;                  /* task overflow_check (msp_dq_params_t) */
+    int overflow; /* task overflow_check (msp_dq_params_t) */
     int64_t overflow_nums;
     size_t cap;
     int64_t world_size;
-    pthread_cond_t ended;          /* an END_STEP marker went through */
+    pthread_cond_t ended; /* an END_STEP marker went through */
     uint64_t ends_queued, ends_done;
-    int stats_waiting;             /* the statistics thread sleeps on work */
-    unsigned unsignalled;          /* records queued since, without waking it */
-    size_t unsignalled_bytes;      /* and their tensor bytes */
-} q = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
-       PTHREAD_COND_INITIALIZER, NULL, NULL, 0, 0, 0, 0, PTHREAD_COND_INITIALIZER, NULL, 0,
-       NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 1, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, 0};
+    int stats_waiting;        /* the statistics thread sleeps on work */
+    unsigned unsignalled;     /* records queued since, without waking it */
+    size_t unsignalled_bytes; /* and their tensor bytes */
+} q = {PTHREAD_MUTEX_INITIALIZER,
+       PTHREAD_COND_INITIALIZER,
+       PTHREAD_COND_INITIALIZER,
+       PTHREAD_COND_INITIALIZER,
+       NULL,
+       NULL,
+       0,
+       0,
+       0,
+       0,
+       PTHREAD_COND_INITIALIZER,
+       NULL,
+       0,
+       NULL,
+       NULL,
+       NULL,
+       NULL,
+       0,
+       0,
+       0,
+       0,
+       0,
+       1,
+       PTHREAD_COND_INITIALIZER,
+       0,
+       0,
+       0,
+       0,
+       0};
 
 /* The statistics thread is woken once per this many records or bytes (or at
  * once for a step end, shutdown, or a queue filling up), not for every
@@ -125,11 +151,11 @@ static void arm_exit_guard(void)
 
 typedef struct wstate {
     msp_writer_t *w;
-    int64_t step, rank;    /* of the open file */
-    int64_t failed_step;   /* a step whose file could not be opened: drop its records */
+    int64_t step, rank;  /* of the open file */
+    int64_t failed_step; /* a step whose file could not be opened: drop its records */
     int64_t failed_rank;
-    char *dir, *part;      /* rank directory and part file of the open file */
-    uint64_t serial;       /* of the open file, counted from 1: which APIs' /defaults
+    char *dir, *part; /* rank directory and part file of the open file */
+    uint64_t serial;  /* of the open file, counted from 1: which APIs' /defaults
                               rows it has (msp_dq_sig_t.file_mark) */
 } wstate_t;
 
@@ -138,10 +164,10 @@ typedef struct wstate {
 #define MSP_MAX_CLAIMS 64
 static struct {
     int64_t rank;
-    char name[40];        /* "rank0", or "rank0-1" when rank0 belongs to another process */
+    char name[40]; /* "rank0", or "rank0-1" when rank0 belongs to another process */
 } g_claims[MSP_MAX_CLAIMS];
 static int g_nclaims;
-static char g_tag[64];    /* "pid nonce": who we are in an owner file */
+static char g_tag[64]; /* "pid nonce": who we are in an owner file */
 
 static void make_tag(void)
 {
@@ -207,7 +233,8 @@ static const char *rank_dir_name(int64_t rank)
     if (got != 1)
         return NULL;
     if (strchr(name, '-'))
-        msp_shim_warn_once("rankdir", "another process already writes rank %lld under %s; this "
+        msp_shim_warn_once("rankdir",
+                           "another process already writes rank %lld under %s; this "
                            "one (pid %ld) writes %s instead, so no finished step is replaced",
                            (long long)rank, q.dump_path, (long)getpid(), name);
     g_claims[g_nclaims].rank = rank;
@@ -254,8 +281,10 @@ static void close_file(wstate_t *s)
     if (!s->w)
         return;
     if (msp_writer_close(s->w) != MSP_OK && (g_write_failed = 1)) {
-        msp_shim_warn_once("io", "cannot finish step %lld's dump file: %s; that step is "
-                           "dropped", (long long)s->step, msp_last_error());
+        msp_shim_warn_once("io",
+                           "cannot finish step %lld's dump file: %s; that step is "
+                           "dropped",
+                           (long long)s->step, msp_last_error());
         msp_dq_note_lost(s->step, 1);
         drop_part(s);
         forget_file(s);
@@ -269,11 +298,13 @@ static void close_file(wstate_t *s)
     } else if (link(s->part, final) != 0) {
         int e = errno;
         if (e == EEXIST)
-            msp_shim_warn_once("exists", "%s already exists and is never replaced; step %lld of "
-                               "this run is dropped", final, (long long)s->step);
+            msp_shim_warn_once("exists",
+                               "%s already exists and is never replaced; step %lld of "
+                               "this run is dropped",
+                               final, (long long)s->step);
         else
-            msp_shim_warn_once("io", "cannot name %s: %s; step %lld is dropped", final,
-                               strerror(e), (long long)s->step);
+            msp_shim_warn_once("io", "cannot name %s: %s; step %lld is dropped", final, strerror(e),
+                               (long long)s->step);
         msp_dq_note_lost(s->step, 1);
         unlink(s->part);
     } else {
@@ -297,13 +328,13 @@ static int open_file(wstate_t *s, int64_t step, int64_t rank)
         goto cleanup;
     }
     if (msp_mkdirs(dir) != MSP_OK) {
-        msp_shim_warn_once("io", "cannot create %s: %s; records of this step are dropped",
-                           dir, msp_last_error());
+        msp_shim_warn_once("io", "cannot create %s: %s; records of this step are dropped", dir,
+                           msp_last_error());
         goto cleanup;
     }
     pthread_mutex_lock(&q.mu);
-    msp_dump_meta_t meta = {"pytorch", q.framework_version, q.task, q.dump_mode, step, rank,
-                            q.world_size};
+    msp_dump_meta_t meta = {"pytorch", q.framework_version, q.task, q.dump_mode, step,
+                            rank,      q.world_size};
     pthread_mutex_unlock(&q.mu);
     msp_err orc = msp_writer_open(path, &meta, &s->w);
     arm_exit_guard(); /* HDF5 is initialised now: its atexit handler is registered */
@@ -312,8 +343,10 @@ static int open_file(wstate_t *s, int64_t step, int64_t rank)
     dir = path = NULL;
     if (orc != MSP_OK) {
         g_write_failed = 1;
-        msp_shim_warn_once("io", "cannot create a dump file in %s: %s; records of this step "
-                           "are dropped", s->dir, msp_last_error());
+        msp_shim_warn_once("io",
+                           "cannot create a dump file in %s: %s; records of this step "
+                           "are dropped",
+                           s->dir, msp_last_error());
         drop_part(s);
         forget_file(s);
         goto cleanup;
@@ -354,9 +387,9 @@ static void write_record(wstate_t *s, msp_dq_rec_t *r)
     }
     for (size_t i = 0; i < r->nt && rc == MSP_OK; i++) {
         msp_dq_tensor_t *t = &r->t[i];
-        msp_tensor_in_t in = {t->role, t->dtype, t->ndim, t->shape, t->data,
-                              t->has_stats ? &t->stats : NULL, t->device, t->requires_grad,
-                              t->producer};
+        msp_tensor_in_t in = {t->role,   t->dtype,         t->ndim,
+                              t->shape,  t->data,          t->has_stats ? &t->stats : NULL,
+                              t->device, t->requires_grad, t->producer};
         if (q.statistics && t->has_stats && !r->keep_data)
             in.data = NULL;
         rc = msp_writer_add_tensor(s->w, &in);
@@ -392,7 +425,7 @@ static void write_record(wstate_t *s, msp_dq_rec_t *r)
  * and the call before, which fed it); otherwise the held one is dropped. */
 static struct {
     msp_dq_rec_t *held;
-    int64_t found;           /* records with NaN/Inf outputs written */
+    int64_t found; /* records with NaN/Inf outputs written */
 } ovf;
 static atomic_int ovf_done; /* overflow_nums reached: nothing more is written */
 

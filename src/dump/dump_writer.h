@@ -11,13 +11,13 @@
 
 typedef struct msp_dq_params {
     const char *dump_path;
-    int statistics;          /* 1: write statistics only */
+    int statistics; /* 1: write statistics only */
     const char *task, *dump_mode;
-    size_t queue_bytes;      /* bound on tensor bytes waiting */
-    int durable;             /* each step's file is on disk when it closes */
-    int overflow;            /* task overflow_check: write only records whose outputs
+    size_t queue_bytes;    /* bound on tensor bytes waiting */
+    int durable;           /* each step's file is on disk when it closes */
+    int overflow;          /* task overflow_check: write only records whose outputs
                                 hold NaN/Inf, each with the record before it */
-    int64_t overflow_nums;   /* overflow: stop after this many (-1: never) */
+    int64_t overflow_nums; /* overflow: stop after this many (-1: never) */
 } msp_dq_params_t;
 
 /* Copies what it needs; starts the thread lazily at the first push. */

@@ -26,7 +26,7 @@ typedef int (*add_audit_hook_fn)(audit_hook_fn hook, void *ud);
 typedef int (*py_boot_fn)(void);
 typedef void (*py_step_fn)(void);
 
-static int g_booted;                  /* touched only with the GIL held */
+static int g_booted; /* touched only with the GIL held */
 /* No config at the first run event: the Python side is loaded only if the
  * script imports msprobe (its PrecisionDebugger names the config then). */
 static int g_watch_msprobe;
@@ -34,7 +34,7 @@ typedef void *(*tuple_item_fn)(void *tuple, long i);
 typedef int (*compare_ascii_fn)(void *str, const char *s);
 static tuple_item_fn g_tuple_item;
 static compare_ascii_fn g_compare_ascii;
-static py_step_fn g_py_step;          /* set once by the boot, read by msprobe_step */
+static py_step_fn g_py_step; /* set once by the boot, read by msprobe_step */
 
 MSP_EXPORT void msprobe_step(void);
 
@@ -44,7 +44,8 @@ static void stub_msg(const char *what, const char *detail)
     int n = snprintf(line, sizeof line, "msprobe: %s%s%s\n", what, detail ? ": " : "",
                      detail ? detail : "");
     if (n > 0) {
-        ssize_t w = write(STDERR_FILENO, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+        ssize_t w = write(STDERR_FILENO, line,
+                          (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
         (void)w;
     }
 }

@@ -19,7 +19,8 @@ PyObject *msp_accel_fn(const char *name)
         g_ns = msp_py_run_source(msp_accel_copy_py, "msprobe_accel_copy");
         g_state = g_ns && PyDict_GetItemString(g_ns, "start") ? 1 : -1;
         if (g_state < 0)
-            msp_py_warn_error("accel copy", "cannot set up asynchronous copies of device "
+            msp_py_warn_error("accel copy",
+                              "cannot set up asynchronous copies of device "
                               "tensors; they are copied synchronously (training waits)");
     }
     PyObject *f = g_state == 1 ? PyDict_GetItemString(g_ns, name) : NULL;
@@ -56,7 +57,7 @@ int msp_wait_event(PyObject *event)
     PyObject *r = event ? PyObject_CallMethod(event, "synchronize", NULL) : NULL;
     if (event && !r) {
         msp_py_warn_error("accel sync", "cannot wait for the copy of a device tensor; its "
-                          "values are dumped as zeros");
+                                        "values are dumped as zeros");
         return -1;
     }
     Py_XDECREF(r);

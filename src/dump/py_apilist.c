@@ -14,7 +14,7 @@
  * failed, was turned off (MSPROBE_API_TABLE=1) or has not run yet. */
 static char **g_found;
 static size_t g_nfound;
-static int g_list_state;       /* 0 not tried, 1 discovered, 2 table */
+static int g_list_state; /* 0 not tried, 1 discovered, 2 table */
 static double g_discover_ms;
 
 static int cmp_str(const void *a, const void *b)
@@ -95,7 +95,8 @@ int msp_api_discover(PyObject *torch)
         free(v);
         if (!PyErr_Occurred())
             PyErr_NoMemory();
-        msp_py_warn_error("api discovery", "cannot list the APIs of this torch; using the "
+        msp_py_warn_error("api discovery",
+                          "cannot list the APIs of this torch; using the "
                           "built-in list of torch 1.13 instead (APIs added since are not dumped)");
     }
     g_discover_ms = now_ms() - t0;
@@ -206,9 +207,9 @@ int msp_api_write_list(PyObject *torch, const char *path)
             fprintf(f, "# torch %s: %zu APIs, discovered at run time in %.1f ms\n", ver, n,
                     g_discover_ms);
         else
-            fprintf(f, "# torch %s: %zu APIs from the built-in list of torch 1.13 (%s)\n", ver,
-                    n, msp_env_flag("MSPROBE_API_TABLE") ? "MSPROBE_API_TABLE is set"
-                                                         : "discovery failed");
+            fprintf(f, "# torch %s: %zu APIs from the built-in list of torch 1.13 (%s)\n", ver, n,
+                    msp_env_flag("MSPROBE_API_TABLE") ? "MSPROBE_API_TABLE is set"
+                                                      : "discovery failed");
         fprintf(f, "# NAME\tRECORD (dump record prefix, before .N.forward)\n");
         for (size_t i = 0; i < n; i++) {
             const char *attr;

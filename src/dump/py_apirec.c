@@ -64,9 +64,10 @@ static unsigned call_dirs(const msp_wrap_t *w, int64_t idx)
  * inputs are copied first and their versions compared after it. A call given
  * no float tensor cannot write what waits (other dtypes never wait). */
 static const char *const g_inplace_dunders[] = {
-    "__iadd__", "__isub__", "__imul__", "__itruediv__", "__idiv__", "__ifloordiv__",
-    "__imod__", "__ipow__", "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__",
-    "__imatmul__", "__setitem__", NULL};
+    "__iadd__",    "__isub__",      "__imul__",    "__itruediv__",
+    "__idiv__",    "__ifloordiv__", "__imod__",    "__ipow__",
+    "__iand__",    "__ior__",       "__ixor__",    "__ilshift__",
+    "__irshift__", "__imatmul__",   "__setitem__", NULL};
 
 static int writes_by_name(const char *name)
 {

@@ -33,7 +33,6 @@ static PyObject *import_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
     return out;
 }
 
-
 static int fail_boot(const char *msg)
 {
     msp_shim_msg("%s", msg);
@@ -99,7 +98,7 @@ static void patch_torch_now(PyObject *torch)
     if ((msp_g.have_cfg && msp_g.cfg.has_dump) || msp_g.cc_on) {
         if (msp_tensor_init(torch) != 0) {
             msp_py_warn_error("torch", "this torch lacks what the shim reads tensors with; "
-                              "nothing is dumped");
+                                       "nothing is dumped");
             msp_state_disable();
             msp_quiet_end(quiet);
             return;
@@ -207,8 +206,8 @@ int msp_py_boot(void)
 {
     boot_init();
     const char *env = getenv("MSPROBE_PATH");
-    const char *path = (env && *env) ? env : (access("msprobe.json", F_OK) == 0 ? "msprobe.json"
-                                                                               : NULL);
+    const char *path = (env && *env) ? env
+                                     : (access("msprobe.json", F_OK) == 0 ? "msprobe.json" : NULL);
     int cc_env = msp_env_flag("MSPROBE_CONFIG_CHECK");
 
     const char *list = getenv("MSPROBE_LIST_APIS");
@@ -265,7 +264,8 @@ static int boot_with(const char *path, int cc_env)
             why = strerror(errno);
         if (why) {
             char *m = msp_asprintf("%s: %s: cannot write to \"%s\" (%s); choose a writable "
-                                   "directory", c->source ? c->source : path,
+                                   "directory",
+                                   c->source ? c->source : path,
                                    c->msprobe_format ? "dump_path"
                                                      : "dump.common_dump_settings.dump_path",
                                    c->dump_path, why);
@@ -286,8 +286,11 @@ static int boot_with(const char *path, int cc_env)
         size_t qmb = (size_t)msp_env_mib("MSPROBE_QUEUE_MB", 256);
         msp_dq_params_t p = {c->dump_path,
                              c->task == MSP_TASK_STATISTICS || c->task == MSP_TASK_MD5,
-                             msp_task_names[c->task], msp_dump_mode_names[c->dump_mode], qmb << 20,
-                             msp_env_flag("MSPROBE_SYNC"), c->task == MSP_TASK_OVERFLOW,
+                             msp_task_names[c->task],
+                             msp_dump_mode_names[c->dump_mode],
+                             qmb << 20,
+                             msp_env_flag("MSPROBE_SYNC"),
+                             c->task == MSP_TASK_OVERFLOW,
                              c->overflow_nums};
         if (msp_dq_init(&p) != 0)
             return fail_boot("out of memory starting the dump");
@@ -332,7 +335,7 @@ static int boot_with(const char *path, int cc_env)
     }
     Py_DECREF(hook);
     msp_g.booted = 1;
-    msp_custom_resolve();  /* modules imported before the script (sitecustomize) */
-    after_import(); /* torch may already be there (sitecustomize) */
+    msp_custom_resolve(); /* modules imported before the script (sitecustomize) */
+    after_import();       /* torch may already be there (sitecustomize) */
     return 0;
 }

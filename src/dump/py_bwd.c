@@ -36,13 +36,12 @@ static PyObject *attr_named(PyObject *o, PyObject **slot, const char *text)
 #define MSP_BWD_MAX_IN 32
 #define MSP_BWD_MAX_EDGES 16
 typedef struct msp_bwd_state {
-    PyObject_HEAD
-    char name[224];
+    PyObject_HEAD char name[224];
     int done;
     int nin, nnone;
-    int pending;                             /* input-edge hooks still to fire */
-    char role[MSP_BWD_MAX_IN][48];           /* "output.0", "output.1.2", "output.kwarg.w" */
-    char none_role[MSP_BWD_MAX_IN][48];      /* tensor inputs needing no grad */
+    int pending;                        /* input-edge hooks still to fire */
+    char role[MSP_BWD_MAX_IN][48];      /* "output.0", "output.1.2", "output.kwarg.w" */
+    char none_role[MSP_BWD_MAX_IN][48]; /* tensor inputs needing no grad */
     PyObject *in_grads[MSP_BWD_MAX_IN];
     PyObject *out_grads;
     /* msprobe's view of the same backward (see add_node_view): the grads the
@@ -50,16 +49,15 @@ typedef struct msp_bwd_state {
      * its edge reaches directly (-1: none, or an inner node of the op) */
     PyObject *node_grads;
     signed char node_in[MSP_BWD_MAX_IN];
-    char *stack;                             /* the call site (py_stack.c), or NULL */
+    char *stack; /* the call site (py_stack.c), or NULL */
 } msp_bwd_state_t;
 
 typedef struct msp_bwd_hook {
-    PyObject_HEAD
-    msp_bwd_state_t *st;
+    PyObject_HEAD msp_bwd_state_t *st;
     int is_out;
     int nedges;
-    int edge_k[MSP_BWD_MAX_EDGES];           /* index into the node's grad_inputs */
-    int edge_j[MSP_BWD_MAX_EDGES];           /* which input of the op */
+    int edge_k[MSP_BWD_MAX_EDGES]; /* index into the node's grad_inputs */
+    int edge_j[MSP_BWD_MAX_EDGES]; /* which input of the op */
 } msp_bwd_hook_t;
 
 static PyTypeObject *g_bwd_type, *g_state_type;
@@ -426,7 +424,7 @@ static int register_hook(PyObject *node, msp_bwd_hook_t *h)
     PyObject *handle = name ? PyObject_CallMethodObjArgs(node, name, (PyObject *)h, NULL) : NULL;
     if (!handle) {
         msp_py_warn_error("grad hook", "cannot hook the backward of an API; its backward is "
-                          "not dumped");
+                                       "not dumped");
         return -1;
     }
     Py_DECREF(handle);

@@ -28,7 +28,7 @@ static struct {
     PyObject *tensor_type; /* torch.Tensor */
     PyObject *torch;
     cJSON *calls, *weights, *dataset, *optimizers, *root_counts;
-    cJSON *pip;            /* cached after the first write: sys.path scans are slow */
+    cJSON *pip; /* cached after the first write: sys.path scans are slow */
 } msp_cc;
 
 /* Through the runtime's logger: one line per kind, counted at exit. */
@@ -70,7 +70,8 @@ static void msp_cc_record_seed(const char *api, PyObject *args, PyObject *kwargs
     char *file = NULL;
     long line = 0;
     if (getframe && (frame = PyObject_CallFunction(getframe, "i", 0)) &&
-        (code = PyObject_GetAttrString(frame, "f_code")) && (fname = PyObject_GetAttrString(code, "co_filename")) &&
+        (code = PyObject_GetAttrString(frame, "f_code")) &&
+        (fname = PyObject_GetAttrString(code, "co_filename")) &&
         (lineno = PyObject_GetAttrString(frame, "f_lineno"))) {
         file = msp_cc_py_text(fname, 0);
         line = PyLong_AsLong(lineno);
@@ -175,8 +176,8 @@ static void msp_cc_record_root(PyObject *module, PyObject *input)
     int want_data = msp_cc.batches_done < msp_cc.dataset_batches;
     /* Roots without parameters (a loss module, an activation called on its
      * own) are neither weights nor the model's input batches. */
-    if ((have && !want_data) ||
-        (!have && (PyDict_Size(msp_cc.roots) >= MSP_CC_MAX_ROOTS || !msp_cc_has_parameters(module)))) {
+    if ((have && !want_data) || (!have && (PyDict_Size(msp_cc.roots) >= MSP_CC_MAX_ROOTS ||
+                                           !msp_cc_has_parameters(module)))) {
         Py_DECREF(key);
         return;
     }
@@ -238,8 +239,8 @@ static void msp_cc_record_root(PyObject *module, PyObject *input)
             for (Py_ssize_t i = 0; i < n; i++) {
                 char *sub = msp_asprintf("%s.%zd", base, i);
                 if (sub)
-                    msp_cc_py_value_entries(msp_cc.tensor_type, PyTuple_GetItem(input, i), sub, msp_cc.dataset, 0,
-                                            &budget);
+                    msp_cc_py_value_entries(msp_cc.tensor_type, PyTuple_GetItem(input, i), sub,
+                                            msp_cc.dataset, 0, &budget);
                 free(sub);
             }
         } else if (base) {
@@ -466,7 +467,8 @@ static cJSON *msp_cc_hyper_json(void)
     cJSON_AddItemToObject(h, "args", args);
     if (msp_cc.namespaces && PyList_Size(msp_cc.namespaces) > 0)
         cJSON_AddItemToObject(h, "namespaces", msp_cc_namespaces_json());
-    msp_cc_redact_json(msp_cc.optimizers, 0); /* param_group strings: a scheduler's name, rarely a key */
+    msp_cc_redact_json(msp_cc.optimizers,
+                       0); /* param_group strings: a scheduler's name, rarely a key */
     cJSON_AddItemReferenceToObject(h, "optimizers", msp_cc.optimizers);
     return h;
 }
@@ -497,16 +499,18 @@ static msp_err msp_cc_write_pack(const char *want, const msp_cc_member_t *member
     msp_err rc = msp_cc_pack_write_new(want, members, n, &g_cc_chosen);
     *path = g_cc_chosen ? g_cc_chosen : want;
     if (!rc && strcmp(g_cc_chosen, want) != 0)
-        msp_shim_warn_once("config_check_exists", "config_check: %s exists and is never "
-                           "replaced; this process (pid %ld) writes %s", want, (long)getpid(),
-                           g_cc_chosen);
+        msp_shim_warn_once("config_check_exists",
+                           "config_check: %s exists and is never "
+                           "replaced; this process (pid %ld) writes %s",
+                           want, (long)getpid(), g_cc_chosen);
     return rc;
 }
 
 static void msp_cc_write(const char *when)
 {
     char *want = NULL;
-    cJSON *manifest = NULL, *env = NULL, *random = NULL, *weights = NULL, *dataset = NULL, *hyper = NULL;
+    cJSON *manifest = NULL, *env = NULL, *random = NULL, *weights = NULL, *dataset = NULL,
+          *hyper = NULL;
     /* The runtime's rank rule (RANK, LOCAL_RANK, then torch.distributed), as the dump's. */
     int64_t rank = msp_current_rank(), world = msp_cc_env_int("WORLD_SIZE", -1);
     /* _rank<R> when there are ranks to tell apart, or the launcher named
@@ -516,7 +520,8 @@ static void msp_cc_write(const char *when)
         world = msp_cc_dist("get_world_size");
     if (world < 1)
         world = 1;
-    want = (rank_named || world > 1) ? msp_cc_rank_path(msp_cc.zip_path, rank) : strdup(msp_cc.zip_path);
+    want = (rank_named || world > 1) ? msp_cc_rank_path(msp_cc.zip_path, rank)
+                                     : strdup(msp_cc.zip_path);
     if (!msp_cc.pip)
         msp_cc.pip = msp_cc_pip_json();
     env = msp_cc_env_json(environ);
@@ -530,11 +535,12 @@ static void msp_cc_write(const char *when)
     if (manifest)
         cJSON_AddStringToObject(manifest, "written_at", when);
     if (!want || !env || !manifest || !random || !weights || !dataset || !hyper || !msp_cc.pip) {
-        msp_cc_warn(msp_cc.pip ? "out of memory building the pack" : "cannot list installed packages");
+        msp_cc_warn(msp_cc.pip ? "out of memory building the pack"
+                               : "cannot list installed packages");
     } else {
         msp_cc_member_t members[] = {
-            {"manifest.json", manifest}, {"env.json", env},         {"pip.json", msp_cc.pip},
-            {"dataset.json", dataset},   {"weights.json", weights}, {"random.json", random},
+            {"manifest.json", manifest},     {"env.json", env},         {"pip.json", msp_cc.pip},
+            {"dataset.json", dataset},       {"weights.json", weights}, {"random.json", random},
             {"hyperparameters.json", hyper},
         };
         const char *path = want;
@@ -559,9 +565,9 @@ static void msp_cc_on_exit(const char *how)
      * pack at exit: helpers that merely import torch (compile workers, an
      * evaluation script's subprocess) would otherwise leave packs with no
      * weights that compare as equal. */
-    if (msp_cc.enabled && (cJSON_GetArraySize(msp_cc.weights) > 0 ||
-                           cJSON_GetArraySize(msp_cc.optimizers) > 0 ||
-                           cJSON_GetArraySize(msp_cc.dataset) > 0))
+    if (msp_cc.enabled &&
+        (cJSON_GetArraySize(msp_cc.weights) > 0 || cJSON_GetArraySize(msp_cc.optimizers) > 0 ||
+         cJSON_GetArraySize(msp_cc.dataset) > 0))
         msp_cc_write("exit");
     msp_cc.enabled = 0; /* written once: nothing runs after an exit */
 }
@@ -595,8 +601,10 @@ static msp_err msp_cc_check_path(const char *path, const char *key)
     char *dir = NULL;
     msp_err rc = MSP_OK;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        rc = msp_fail(MSP_ERR_CONFIG, "%s: \"%s\" is a directory; name the pack's file, e.g. "
-                      "\"%s/config_check_pack.zip\"", key, path, path);
+        rc = msp_fail(MSP_ERR_CONFIG,
+                      "%s: \"%s\" is a directory; name the pack's file, e.g. "
+                      "\"%s/config_check_pack.zip\"",
+                      key, path, path);
         goto cleanup;
     }
     if (!(dir = msp_parent_dir(path))) {
@@ -606,8 +614,10 @@ static msp_err msp_cc_check_path(const char *path, const char *key)
     if (msp_mkdirs(dir) != MSP_OK) {
         char why[512];
         snprintf(why, sizeof why, "%s", msp_last_error()); /* msp_fail reuses its buffer */
-        rc = msp_fail(MSP_ERR_CONFIG, "%s: cannot create the directory of \"%s\" (%s); choose a "
-                      "writable place", key, path, why);
+        rc = msp_fail(MSP_ERR_CONFIG,
+                      "%s: cannot create the directory of \"%s\" (%s); choose a "
+                      "writable place",
+                      key, path, why);
     } else {
         /* Create a file where the pack's temporary file will go: access()
          * says yes to root in /proc or on a read-only mount, and only a real
@@ -618,8 +628,9 @@ static msp_err msp_cc_check_path(const char *path, const char *key)
             close(fd);
             unlink(probe);
         } else if (!probe || errno != EEXIST) {
-            rc = probe ? msp_fail(MSP_ERR_CONFIG, "%s: cannot write in \"%s\" (%s); choose a writable place",
-                                  key, dir, strerror(errno))
+            rc = probe ? msp_fail(MSP_ERR_CONFIG,
+                                  "%s: cannot write in \"%s\" (%s); choose a writable place", key,
+                                  dir, strerror(errno))
                        : msp_fail(MSP_ERR_NOMEM, "out of memory");
         }
         free(probe);
@@ -631,32 +642,37 @@ cleanup:
 
 msp_err msp_cc_setup(const msp_config_t *cfg)
 {
-    static const msp_listener_t listener = {msp_cc_on_import, msp_cc_on_seed, msp_cc_on_optimizer,
-                                            msp_cc_on_root_forward, msp_cc_on_step_end,
-                                            msp_cc_on_exit, msp_cc_on_args_parsed};
+    static const msp_listener_t listener = {
+        msp_cc_on_import,   msp_cc_on_seed, msp_cc_on_optimizer,  msp_cc_on_root_forward,
+        msp_cc_on_step_end, msp_cc_on_exit, msp_cc_on_args_parsed};
     const char *env_path = getenv("MSPROBE_CONFIG_CHECK");
     if (env_path && strcmp(env_path, "0") == 0)
         env_path = NULL; /* "0" means off, as the shim reads it */
     int from_cfg = cfg && cfg->has_config_check;
     const char *path = env_path && *env_path ? env_path
-                       : from_cfg ? (cfg->cc_output_zip_path && *cfg->cc_output_zip_path ? cfg->cc_output_zip_path
-                                                                                          : "./config_check_pack.zip")
-                                  : NULL;
+                       : from_cfg            ? (cfg->cc_output_zip_path && *cfg->cc_output_zip_path
+                                                    ? cfg->cc_output_zip_path
+                                                    : "./config_check_pack.zip")
+                                             : NULL;
     if (!path)
         return MSP_OK; /* config_check not requested */
     /* The script may chdir; the pack goes where the user pointed at start. */
     msp_cc.zip_path = msp_cc_absolute(path);
     if (!msp_cc.zip_path)
         return msp_fail(MSP_ERR_NOMEM, "config_check: out of memory at start");
-    char *key = env_path && *env_path ? strdup("MSPROBE_CONFIG_CHECK")
-                                      : msp_asprintf("%s: config_check.output_zip_path",
-                                                     cfg && cfg->source ? cfg->source : "msprobe.json");
-    msp_err prc = key ? msp_cc_check_path(msp_cc.zip_path, key) : msp_fail(MSP_ERR_NOMEM, "out of memory");
+    char *key = env_path && *env_path
+                    ? strdup("MSPROBE_CONFIG_CHECK")
+                    : msp_asprintf("%s: config_check.output_zip_path",
+                                   cfg && cfg->source ? cfg->source : "msprobe.json");
+    msp_err prc = key ? msp_cc_check_path(msp_cc.zip_path, key)
+                      : msp_fail(MSP_ERR_NOMEM, "out of memory");
     free(key);
     if (prc != MSP_OK)
         return prc;
-    msp_cc.write_at_step = msp_cc_env_int("MSPROBE_CONFIG_CHECK_WRITE_AT_STEP", from_cfg ? cfg->cc_write_at_step : -1);
-    msp_cc.dataset_batches = msp_cc_env_int("MSPROBE_CONFIG_CHECK_BATCHES", from_cfg ? cfg->cc_dataset_batches : 1);
+    msp_cc.write_at_step = msp_cc_env_int("MSPROBE_CONFIG_CHECK_WRITE_AT_STEP",
+                                          from_cfg ? cfg->cc_write_at_step : -1);
+    msp_cc.dataset_batches = msp_cc_env_int("MSPROBE_CONFIG_CHECK_BATCHES",
+                                            from_cfg ? cfg->cc_dataset_batches : 1);
     msp_cc.calls = cJSON_CreateArray();
     msp_cc.weights = cJSON_CreateArray();
     msp_cc.dataset = cJSON_CreateArray();

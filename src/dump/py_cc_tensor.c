@@ -46,11 +46,13 @@ void msp_cc_py_tensor_entry(PyObject *tensor, const char *name, cJSON *arr)
     char *dtype_name = NULL, *layout_name = NULL;
     cJSON *e = NULL;
     msp_dq_rec_t *r = NULL;
-    if (!(dtype = PyObject_GetAttrString(tensor, "dtype")) || !(dtype_name = msp_cc_py_text(dtype, 0)))
+    if (!(dtype = PyObject_GetAttrString(tensor, "dtype")) ||
+        !(dtype_name = msp_cc_py_text(dtype, 0)))
         goto fail;
     if (!(shape = PyObject_GetAttrString(tensor, "shape")))
         goto fail;
-    if (!(layout = PyObject_GetAttrString(tensor, "layout")) || !(layout_name = msp_cc_py_text(layout, 0)))
+    if (!(layout = PyObject_GetAttrString(tensor, "layout")) ||
+        !(layout_name = msp_cc_py_text(layout, 0)))
         goto fail;
     if (!(e = cJSON_CreateObject()))
         goto fail;
@@ -108,10 +110,10 @@ cleanup:
 
 static void msp_cc_value_entry(PyObject *v, const char *name, cJSON *arr)
 {
-    const char *type = Py_None == v ? "NoneType"
-                       : PyBool_Check(v) ? "bool"
-                       : PyLong_Check(v) ? "int"
-                       : PyFloat_Check(v) ? "float"
+    const char *type = Py_None == v         ? "NoneType"
+                       : PyBool_Check(v)    ? "bool"
+                       : PyLong_Check(v)    ? "int"
+                       : PyFloat_Check(v)   ? "float"
                        : PyUnicode_Check(v) ? "str"
                                             : NULL;
     char *text = NULL;
@@ -142,8 +144,8 @@ static void msp_cc_value_entry(PyObject *v, const char *name, cJSON *arr)
     free(tname);
 }
 
-void msp_cc_py_value_entries(PyObject *tensor_type, PyObject *v, const char *name, cJSON *arr, int depth,
-                             size_t *budget)
+void msp_cc_py_value_entries(PyObject *tensor_type, PyObject *v, const char *name, cJSON *arr,
+                             int depth, size_t *budget)
 {
     if (*budget == 0)
         return;
@@ -174,7 +176,8 @@ void msp_cc_py_value_entries(PyObject *tensor_type, PyObject *v, const char *nam
             char *k = msp_cc_py_text(PyTuple_GetItem(kv, 0), 0);
             char *sub = msp_asprintf("%s.%s", name, k ? k : "?");
             if (sub)
-                msp_cc_py_value_entries(tensor_type, PyTuple_GetItem(kv, 1), sub, arr, depth + 1, budget);
+                msp_cc_py_value_entries(tensor_type, PyTuple_GetItem(kv, 1), sub, arr, depth + 1,
+                                        budget);
             free(sub);
             free(k);
         }
@@ -221,7 +224,8 @@ cJSON *msp_cc_py_to_json(PyObject *v, int depth)
         for (Py_ssize_t i = 0; o && i < n; i++) {
             PyObject *kv = PyList_GetItem(items, i);
             char *k = msp_cc_py_text(PyTuple_GetItem(kv, 0), 0);
-            cJSON_AddItemToObject(o, k ? k : "?", msp_cc_py_to_json(PyTuple_GetItem(kv, 1), depth + 1));
+            cJSON_AddItemToObject(o, k ? k : "?",
+                                  msp_cc_py_to_json(PyTuple_GetItem(kv, 1), depth + 1));
             free(k);
         }
         Py_XDECREF(items);

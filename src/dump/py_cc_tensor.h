@@ -22,8 +22,8 @@ void msp_cc_py_tensor_entry(PyObject *tensor, const char *name, cJSON *arr);
 
 /* Append entries for a (possibly nested) forward input: tensors as above,
  * plain values as {name, type, value, hash}. */
-void msp_cc_py_value_entries(PyObject *torch_tensor_type, PyObject *v, const char *name, cJSON *arr, int depth,
-                             size_t *budget);
+void msp_cc_py_value_entries(PyObject *torch_tensor_type, PyObject *v, const char *name, cJSON *arr,
+                             int depth, size_t *budget);
 
 /* A JSON rendering of a hyperparameter value (numbers, strings, nested
  * containers; anything else as its str()). Never NULL unless out of memory. */

@@ -93,8 +93,8 @@ static void adopt(msp_config_t *t, const char *src, const char *keys, int early)
         strcat(what, ", level");
     if ((!keys || has_key(keys, "task")) && t->task != c->task)
         strcat(what, ", task");
-    if ((!keys || has_key(keys, "dump_path")) && t->dump_path && !same_file(t->dump_path,
-                                                                            c->dump_path))
+    if ((!keys || has_key(keys, "dump_path")) && t->dump_path &&
+        !same_file(t->dump_path, c->dump_path))
         strcat(what, ", dump_path");
     if (!keys && t->n_api_list != c->n_api_list)
         strcat(what, ", the list");
@@ -102,8 +102,8 @@ static void adopt(msp_config_t *t, const char *src, const char *keys, int early)
     const char *it = strchr(what + 2, ',') ? "them" : "it";
     if (*what && keys)
         msp_shim_msg("warning: %s: %s differ%s from %s, which the dump started with and which "
-                     "decides %s; set %s there instead", src, what + 2, *it == 't' ? "" : "s", cs,
-                     it, it);
+                     "decides %s; set %s there instead",
+                     src, what + 2, *it == 't' ? "" : "s", cs, it, it);
     else if (*what)
         msp_shim_msg("warning: %s: %s differ%s from %s, which the dump started with and which "
                      "decides %s; give that config to msprobe dump -c (or MSPROBE_PATH) instead",
@@ -158,10 +158,9 @@ static PyObject *dbg_configure(PyObject *self, PyObject *args)
     if (json && *json == '{' && json[1] != '}') {
         /* Read as msprobe's config.json; its layout is told by task, level or
          * dump_path: the config's task when the script gave none. */
-        char *text = has_key(keys, "task")
-                         ? NULL
-                         : msp_asprintf("{\"task\": \"%s\", %s", msp_task_names[msp_g.cfg.task],
-                                        json + 1);
+        char *text = has_key(keys, "task") ? NULL
+                                           : msp_asprintf("{\"task\": \"%s\", %s",
+                                                          msp_task_names[msp_g.cfg.task], json + 1);
         int rc = take_config("PrecisionDebugger()", text ? text : json, keys, late);
         free(text);
         if (rc != 0)
@@ -266,7 +265,7 @@ void msp_debugger_install(int (*late_load)(const char *path), int (*late_boot)(v
     Py_XDECREF(code);
     if (!r)
         msp_py_warn_error("boot", "cannot provide msprobe's PrecisionDebugger; a script that "
-                          "imports msprobe fails as without the shim");
+                                  "imports msprobe fails as without the shim");
     Py_XDECREF(r);
     Py_XDECREF(nm);
     Py_XDECREF(ns);

@@ -11,7 +11,7 @@
 
 msp_dq_rec_t **g_held;
 size_t g_held_head, g_nheld, g_capheld;
-unsigned g_hold_tick;   /* records held so far (msp_dev_hold polls every few) */
+unsigned g_hold_tick; /* records held so far (msp_dev_hold polls every few) */
 
 /* Submit the held records whose statistics are all in, oldest first. */
 static void held_release(void)
@@ -71,8 +71,7 @@ void msp_dev_drain(void)
      * to wait for, it goes on after) */
     while ((g_dev_polling && !pthread_equal(g_dev_poller, pthread_self())) ||
            (g_nretired && !g_dev_polling)) {
-        Py_BEGIN_ALLOW_THREADS
-        usleep(200);
+        Py_BEGIN_ALLOW_THREADS usleep(200);
         Py_END_ALLOW_THREADS
     }
     dev_poll(1);

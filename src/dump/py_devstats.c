@@ -57,25 +57,24 @@
 #include <string.h>
 #include <unistd.h>
 
-
 #include "py_devstats.h"
 
 dpend_t *g_dp;
 size_t g_dp_head, g_ndp, g_capdp;
-win_t *g_open[8];            /* one open window per device, by creation */
+win_t *g_open[8]; /* one open window per device, by creation */
 size_t g_nopen;
-win_t **g_retired;           /* retired windows not yet flushed (a copy or
+win_t **g_retired; /* retired windows not yet flushed (a copy or
                                        their reduction in progress) */
 size_t g_nretired, g_capretired;
 win_t *g_flushed, **g_flushed_tail = &g_flushed;
 size_t g_nflushed;
-int g_on, g_test;           /* msp_dev_stats_init */
-int64_t g_wincap;  /* elements (setup()) */
-int64_t g_widecap;          /* elements of a wide window */
-int g_alone;                /* MSPROBE_DEVICE_STATS_ALONE: no windows (bench/gpu) */
-int g_skip;                 /* MSPROBE_DEVICE_STATS_SKIP: records, no statistics (bench/gpu) */
-int g_defer_off;            /* MSPROBE_DEVICE_STATS_DEFER=0, or a version moved: no waiting */
-PyObject *g_raw_stream;     /* accel_copy.py's _raw_stream(device index) */
+int g_on, g_test;       /* msp_dev_stats_init */
+int64_t g_wincap;       /* elements (setup()) */
+int64_t g_widecap;      /* elements of a wide window */
+int g_alone;            /* MSPROBE_DEVICE_STATS_ALONE: no windows (bench/gpu) */
+int g_skip;             /* MSPROBE_DEVICE_STATS_SKIP: records, no statistics (bench/gpu) */
+int g_defer_off;        /* MSPROBE_DEVICE_STATS_DEFER=0, or a version moved: no waiting */
+PyObject *g_raw_stream; /* accel_copy.py's _raw_stream(device index) */
 _Thread_local int msp_t_dev_defer;
 _Thread_local wput_t *t_put;
 _Thread_local size_t t_nput, t_capput;
@@ -149,7 +148,6 @@ void win_free(win_t *w)
     free(w);
 }
 
-
 /* Reduce w (launches queued; nothing waited for) and append it to the
  * flushed list; it left the open ones, and its copies are all launched. */
 static void win_flush(win_t *w)
@@ -158,9 +156,9 @@ static void win_flush(win_t *w)
     cut_t c = {0};
     size_t nv = 0;
     if (w->used > 0 && win_cut(w, &c) == 0 && (cuts = cut_bytes(&c)) &&
-        (pair = call_fn("win_flush", Py_BuildValue("(OOLLOn)", w->buf, w->ws, (long long)w->nrows,
-                                                    (long long)g_chunk, cuts,
-                                                    (Py_ssize_t)c.nrows))) &&
+        (pair = call_fn("win_flush",
+                        Py_BuildValue("(OOLLOn)", w->buf, w->ws, (long long)w->nrows,
+                                      (long long)g_chunk, cuts, (Py_ssize_t)c.nrows))) &&
         PyTuple_Check(pair) && PyTuple_Size(pair) == 2) {
         w->host = PyTuple_GetItem(pair, 0);
         w->event = PyTuple_GetItem(pair, 1);
@@ -171,7 +169,7 @@ static void win_flush(win_t *w)
     }
     if (w->used > 0 && !w->v)
         msp_py_warn_error("device stats", "cannot reduce a window of device tensors; their "
-                          "statistics are dumped as NaN");
+                                          "statistics are dumped as NaN");
     PyErr_Clear();
     cut_free(&c);
     Py_XDECREF(cuts);
@@ -256,8 +254,8 @@ static win_t *win_for(const char *device, int kind, int64_t n)
         return NULL;
     snprintf(w->device, sizeof w->device, "%s", device);
     w->kind = kind;
-    PyObject *pair = call_fn("win_new", Py_BuildValue("(sLi)", device, (long long)cap,
-                                                      kind == MSP_DEV_WIDE));
+    PyObject *pair = call_fn("win_new",
+                             Py_BuildValue("(sLi)", device, (long long)cap, kind == MSP_DEV_WIDE));
     if (pair && PyTuple_Check(pair) && PyTuple_Size(pair) == 2) {
         w->buf = PyTuple_GetItem(pair, 0);
         w->ws = PyTuple_GetItem(pair, 1);
@@ -272,7 +270,8 @@ static win_t *win_for(const char *device, int kind, int64_t n)
     Py_XDECREF(pair);
     PyErr_Clear();
     if (!w->buf) {
-        msp_py_warn_error("device stats", "cannot allocate a window for device statistics "
+        msp_py_warn_error("device stats",
+                          "cannot allocate a window for device statistics "
                           "(MSPROBE_DEVICE_STATS_MB sets its size); their statistics are "
                           "dumped as NaN");
         win_free(w);
@@ -296,7 +295,8 @@ static void seg_changed(const seg_t *s)
                        "statistics were taken, by code msprobe does not record; its statistics "
                        "are those after the write. From now on the tensors of each call are "
                        "copied when it returns (MSPROBE_DEVICE_STATS_DEFER=0 does so from the "
-                       "start)", s->rec->name, t->role);
+                       "start)",
+                       s->rec->name, t->role);
 }
 
 /* Launch the copy of w's segments not yet copied, all in one. Their places
@@ -337,9 +337,9 @@ static void win_issue(win_t *w)
                 Py_DECREF(t); /* may run Python: s may have moved (w->seg grown) */
         }
         w->waiting -= n;
-        PyObject *r = ts && fl ? call_fn("win_put", Py_BuildValue("(OOLLOO)", w->buf, w->ws,
-                                                                 (long long)off, (long long)n,
-                                                                 ts, flat))
+        PyObject *r = ts && fl ? call_fn("win_put",
+                                         Py_BuildValue("(OOLLOO)", w->buf, w->ws, (long long)off,
+                                                       (long long)n, ts, flat))
                                : NULL;
         Py_XDECREF(flat);
         Py_XDECREF(ts);
@@ -347,7 +347,7 @@ static void win_issue(win_t *w)
         Py_XDECREF(r);
         if (failed) {
             msp_py_warn_error("device stats", "cannot copy device tensors into a window; their "
-                              "statistics are dumped as NaN");
+                                              "statistics are dumped as NaN");
             for (size_t k = a; k < b; k++)
                 w->seg[k].bad = 1;
         }
@@ -425,13 +425,37 @@ static int win_add(win_t *w, size_t i, size_t j, int defer)
             ver = msp_tensor_version(t);
         if (m >= 0 && (w->seg[m].ver < 0 || w->seg[m].ver == ver)) {
             /* waiting since its call (version unchanged), or given twice to this one */
-            w->seg[w->nseg++] = (seg_t){t_put[k].rec, t_put[k].ti, w->seg[m].off, w->seg[m].n,
-                                        0, 0, -1, -1, NULL, -1, 0, m, NULL, t_put[k].dtype,
+            w->seg[w->nseg++] = (seg_t){t_put[k].rec,
+                                        t_put[k].ti,
+                                        w->seg[m].off,
+                                        w->seg[m].n,
+                                        0,
+                                        0,
+                                        -1,
+                                        -1,
+                                        NULL,
+                                        -1,
+                                        0,
+                                        m,
+                                        NULL,
+                                        t_put[k].dtype,
                                         0};
             continue;
         }
-        w->seg[w->nseg] = (seg_t){t_put[k].rec, t_put[k].ti, w->used, t_put[k].n, 0, 0, -1, -1,
-                                  t, defer ? ver : -1, 0, -1, t_put[k].ptr, t_put[k].dtype,
+        w->seg[w->nseg] = (seg_t){t_put[k].rec,
+                                  t_put[k].ti,
+                                  w->used,
+                                  t_put[k].n,
+                                  0,
+                                  0,
+                                  -1,
+                                  -1,
+                                  t,
+                                  defer ? ver : -1,
+                                  0,
+                                  -1,
+                                  t_put[k].ptr,
+                                  t_put[k].dtype,
                                   t_put[k].flat};
         t_put[k].t = NULL;
         win_index(w, w->nseg++);
@@ -447,8 +471,7 @@ static int win_add(win_t *w, size_t i, size_t j, int defer)
 void msp_dev_put_pending(int kinds)
 {
     for (size_t i = 0; i < g_nopen; i++)
-        if (g_open[i]->issued < g_open[i]->nseg &&
-            (kinds & g_open[i]->kind)) {
+        if (g_open[i]->issued < g_open[i]->nseg && (kinds & g_open[i]->kind)) {
             win_issue(g_open[i]);
             i = (size_t)-1; /* the open windows may have changed meanwhile */
         }
@@ -475,7 +498,7 @@ void msp_dev_call_end(void)
         if (rc < 0) {
             if (w)
                 msp_shim_warn_once("nomem", "device statistics: out of memory; they are "
-                                   "dumped as NaN");
+                                            "dumped as NaN");
             for (size_t k = i; k < j; k++)
                 if (t_put[k].rec) {
                     dev_fill(&t_put[k].rec->t[t_put[k].ti], NULL, 0);
@@ -563,10 +586,17 @@ void msp_dev_stats_init(void)
 int msp_dev_kind(msp_dtype_t dtype)
 {
     switch (dtype) {
-    case MSP_DTYPE_FLOAT32: case MSP_DTYPE_BFLOAT16: case MSP_DTYPE_FLOAT16:
+    case MSP_DTYPE_FLOAT32:
+    case MSP_DTYPE_BFLOAT16:
+    case MSP_DTYPE_FLOAT16:
         return MSP_DEV_FLOAT;
-    case MSP_DTYPE_FLOAT64: case MSP_DTYPE_INT8: case MSP_DTYPE_INT16: case MSP_DTYPE_INT32:
-    case MSP_DTYPE_INT64: case MSP_DTYPE_UINT8: case MSP_DTYPE_BOOL:
+    case MSP_DTYPE_FLOAT64:
+    case MSP_DTYPE_INT8:
+    case MSP_DTYPE_INT16:
+    case MSP_DTYPE_INT32:
+    case MSP_DTYPE_INT64:
+    case MSP_DTYPE_UINT8:
+    case MSP_DTYPE_BOOL:
         return MSP_DEV_WIDE;
     default:
         return 0;
@@ -608,7 +638,7 @@ static int dev_alone(msp_dq_rec_t *r, const char *role, PyObject *d, msp_dtype_t
         v = host_doubles(cap, &nv, 0);
     if (!v) {
         msp_py_warn_error("device stats", "cannot compute a tensor's statistics on its device; "
-                          "copying it to the host instead");
+                                          "copying it to the host instead");
         Py_XDECREF(cap);
         Py_XDECREF(pair);
         return 0;
@@ -635,8 +665,7 @@ static int dev_alone(msp_dq_rec_t *r, const char *role, PyObject *d, msp_dtype_t
 }
 
 int msp_dev_stats_add(msp_dq_rec_t *r, const char *role, PyObject *d, msp_dtype_t dtype, int ndim,
-                      const int64_t *shape, const char *device, int rg, const void *ptr,
-                      int dense)
+                      const int64_t *shape, const char *device, int rg, const void *ptr, int dense)
 {
     int64_t n = 1;
     for (int i = 0; i < ndim; i++)

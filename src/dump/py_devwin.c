@@ -165,16 +165,16 @@ void seg_fill(win_t *w, const seg_t *s, int ok)
     double v[6] = {-INFINITY, INFINITY, 0, 0, 0, 0}, sq = 0;
     int finite = 1;
     int64_t cols[2] = {s->ph < 0 ? -1 : w->nrows + s->ph, s->pt < 0 ? -1 : w->nrows + s->pt};
-#define TAKE(c, scale)                                                                        \
-    do {                                                                                      \
-        if (mx[c] > v[0])                                                                     \
-            v[0] = mx[c];                                                                     \
-        if (mn[c] < v[1])                                                                     \
-            v[1] = mn[c];                                                                     \
-        v[2] += sm[c] * (scale);                                                              \
-        sq += sq2[c] * (scale);                                                               \
-        finite &= isfinite(sm[c]) && isfinite(sq2[c]) &&                                      \
-                  (sq2[c] > 0 || !(fabs(mx[c]) > 0 || fabs(mn[c]) > 0)); /* underflow */    \
+#define TAKE(c, scale)                                                                             \
+    do {                                                                                           \
+        if (mx[c] > v[0])                                                                          \
+            v[0] = mx[c];                                                                          \
+        if (mn[c] < v[1])                                                                          \
+            v[1] = mn[c];                                                                          \
+        v[2] += sm[c] * (scale);                                                                   \
+        sq += sq2[c] * (scale);                                                                    \
+        finite &= isfinite(sm[c]) && isfinite(sq2[c]) &&                                           \
+                  (sq2[c] > 0 || !(fabs(mx[c]) > 0 || fabs(mn[c]) > 0)); /* underflow */           \
     } while (0)
     for (int64_t c = s->c0; c < s->c1; c++)
         TAKE(c, (double)g_chunk);
@@ -187,14 +187,14 @@ void seg_fill(win_t *w, const seg_t *s, int ok)
      * whose squares all underflowed: read the tensor again, exactly (rare;
      * waits for it) */
     if (!finite || !isfinite(v[2]) || !isfinite(sq)) {
-        PyObject *h = call_fn("win_exact", Py_BuildValue("(OLL)", w->buf, (long long)s->off,
-                                                         (long long)s->n));
+        PyObject *h = call_fn("win_exact",
+                              Py_BuildValue("(OLL)", w->buf, (long long)s->off, (long long)s->n));
         PyObject *cap = h ? msp_to_dlpack(h) : NULL;
         size_t nv = 0;
         const double *e = host_doubles(cap, &nv, 0);
         if (!e)
             msp_py_warn_error("device stats", "cannot read a device tensor's statistics "
-                              "again; they are dumped as NaN");
+                                              "again; they are dumped as NaN");
         dev_fill(t, e, nv);
         Py_XDECREF(cap);
         Py_XDECREF(h);

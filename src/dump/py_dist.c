@@ -22,9 +22,9 @@
 
 typedef struct {
     char api[64];
-    int group_pos;      /* positional index of "group", -1 none */
-    int peer_pos;       /* positional index of "src"/"dst", -1 none */
-    char peer_name[8];  /* "src" or "dst", "" none */
+    int group_pos;     /* positional index of "group", -1 none */
+    int peer_pos;      /* positional index of "src"/"dst", -1 none */
+    char peer_name[8]; /* "src" or "dst", "" none */
 } dist_sig_t;
 
 static dist_sig_t g_sigs[MSP_DIST_APIS];

@@ -12,7 +12,7 @@
 static msp_listener_t g_listeners[MSP_MAX_LISTENERS];
 static int g_nlisteners;
 static int g_exit_done;
-static _Thread_local int t_seed_depth;   /* seed calls made by seed functions */
+static _Thread_local int t_seed_depth; /* seed calls made by seed functions */
 
 /* ---- events --------------------------------------------------------------- */
 
@@ -55,13 +55,13 @@ static void leave_listener(saved_t s)
 
 /* Each listener's handler of event EV, if it has one, called with the
  * arguments given, between enter_listener and leave_listener. */
-#define RAISE(EV, ...)                                \
-    do {                                              \
-        saved_t s_ = enter_listener();                \
-        for (int i_ = 0; i_ < g_nlisteners; i_++)     \
-            if (g_listeners[i_].EV)                   \
-                g_listeners[i_].EV(__VA_ARGS__);      \
-        leave_listener(s_);                           \
+#define RAISE(EV, ...)                                                                             \
+    do {                                                                                           \
+        saved_t s_ = enter_listener();                                                             \
+        for (int i_ = 0; i_ < g_nlisteners; i_++)                                                  \
+            if (g_listeners[i_].EV)                                                                \
+                g_listeners[i_].EV(__VA_ARGS__);                                                   \
+        leave_listener(s_);                                                                        \
     } while (0)
 
 void msp_ev_after_import(void)

@@ -97,7 +97,8 @@ int msp_step_wanted(int64_t step)
         static int told;
         if (!told++)
             msp_shim_msg("rank %lld is not in the config's rank set: it dumps nothing and its "
-                         "calls pass straight through", (long long)rank);
+                         "calls pass straight through",
+                         (long long)rank);
         return 0;
     }
     return 1;

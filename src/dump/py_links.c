@@ -20,9 +20,9 @@
  * a tuple, a key tuple of ints and two dict stores, ~2400 times a step on a
  * loop of small ops. */
 typedef struct link_entry {
-    PyObject *ref;          /* weak reference to the output */
-    const void *id;         /* the object, as its id */
-    const void *ptr;        /* its data */
+    PyObject *ref;   /* weak reference to the output */
+    const void *id;  /* the object, as its id */
+    const void *ptr; /* its data */
     int64_t version;
     int ndim;
     size_t shape_at, name_at; /* into g_links.shapes, g_links.names */
@@ -63,7 +63,8 @@ static uint64_t mem_hash(const void *ptr, int ndim, const int64_t *shape)
 static int mem_equal(const link_entry_t *e, const void *ptr, int ndim, const int64_t *shape)
 {
     return e->ptr == ptr && e->ndim == ndim &&
-           (ndim == 0 || memcmp(g_links.shapes + e->shape_at, shape, (size_t)ndim * sizeof *shape) == 0);
+           (ndim == 0 ||
+            memcmp(g_links.shapes + e->shape_at, shape, (size_t)ndim * sizeof *shape) == 0);
 }
 
 /* The slot of key (id, or ptr and shape) in a table: its entry's or the empty one. */
@@ -116,7 +117,7 @@ static int links_reserve(void)
 }
 
 void msp_link_note(const char *rec, const char *role, PyObject *t, const void *ptr, int ndim,
-                      const int64_t *shape)
+                   const int64_t *shape)
 {
     if (g_links.step != msp_g.step) {
         msp_links_reset();

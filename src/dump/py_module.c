@@ -33,7 +33,7 @@ static _Thread_local struct mod_frame {
     msp_dq_rec_t *rec;
     int64_t n;
     int64_t order_begin; /* the step's order counter when the forward began */
-    int listed; /* counted in msp_t_listed */
+    int listed;          /* counted in msp_t_listed */
 } t_frame[MSP_MOD_STACK];
 static PyObject *g_info;      /* module -> (prefix str, dirs int) for selected modules */
 static PyObject *g_roots;     /* root modules already walked */
@@ -75,7 +75,8 @@ static unsigned module_dirs(const char *path, PyObject **calls)
         g_matched = calloc(c->n_api_list, 1);
     unsigned d = 0;
     for (size_t i = 0; i < c->n_api_list; i++)
-        if (strncmp(c->api_list[i].name, "torch.", 6) != 0 && path_matches(path, c->api_list[i].name)) {
+        if (strncmp(c->api_list[i].name, "torch.", 6) != 0 &&
+            path_matches(path, c->api_list[i].name)) {
             if (!c->api_list[i].has_call)
                 d |= c->api_list[i].dirs;
             else if ((*calls || (*calls = PyList_New(0)))) {
@@ -216,7 +217,7 @@ static void walk_root(PyObject *root)
     Py_XDECREF(mods);
     if (PyErr_Occurred())
         msp_py_warn_error("module walk", "cannot list the modules of a model; module names are "
-                          "incomplete");
+                                         "incomplete");
 }
 
 static void frame_drop(struct mod_frame *f)
@@ -274,7 +275,7 @@ static void module_params(msp_dq_rec_t *r, PyObject *mod)
     PyObject *pair;
     while (iter && (pair = PyIter_Next(iter)) != NULL) {
         PyObject *name = PyTuple_Check(pair) && PyTuple_Size(pair) == 2 ? PyTuple_GetItem(pair, 0)
-                                                                         : NULL;
+                                                                        : NULL;
         PyObject *nb = name ? PyUnicode_AsUTF8String(name) : NULL;
         if (nb) {
             char role[160];
@@ -319,7 +320,9 @@ static PyObject *pre_hook(PyObject *self, PyObject *args)
         struct mod_frame *f = &t_frame[depth];
         frame_drop(f); /* left by a forward that raised */
         PyObject *info = g_record && msp_g.dumping && msp_t_depth == 0 && mod && in &&
-                                 PyTuple_Check(in) ? PyDict_GetItem(g_info, mod) : NULL;
+                                 PyTuple_Check(in)
+                             ? PyDict_GetItem(g_info, mod)
+                             : NULL;
         PyObject *pb = info ? PyUnicode_AsUTF8String(PyTuple_GetItem(info, 0)) : NULL;
         unsigned dirs = 0;
         if (pb) {
@@ -334,8 +337,8 @@ static PyObject *pre_hook(PyObject *self, PyObject *args)
                          (long long)f->n);
                 if ((f->rec = msp_dq_rec_new(name))) {
                     f->order_begin = msp_g.order;
-                    const char *parent =
-                        msp_g.cfg.task == MSP_TASK_TENSOR ? module_in_flight(depth) : NULL;
+                    const char *parent = msp_g.cfg.task == MSP_TASK_TENSOR ? module_in_flight(depth)
+                                                                           : NULL;
                     if (parent)
                         msp_dq_rec_add_attr(f->rec, "parent", parent);
                     msp_t_links = MSP_LINK_FIND;
@@ -466,7 +469,7 @@ int msp_module_install(PyObject *torch)
     int rc = h2 ? 0 : -1;
     if (rc != 0)
         msp_py_warn_error("module install", "cannot install the module hooks; modules are not "
-                          "dumped");
+                                            "dumped");
     Py_XDECREF(h1);
     Py_XDECREF(h2);
     Py_XDECREF(pre);

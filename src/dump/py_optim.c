@@ -107,7 +107,8 @@ msp_opt_pending_t *msp_opt_begin(PyObject *opt)
     msp_opt_pending_t *p = calloc(1, sizeof *p);
     if (!p)
         return NULL;
-    msp_quiet_t quiet = msp_quiet_begin(); /* the attribute reads and copies below are not the model's */
+    msp_quiet_t quiet =
+        msp_quiet_begin(); /* the attribute reads and copies below are not the model's */
     char path[256], cls[128], name[224], role[64];
     class_path(opt, path, sizeof path, cls, sizeof cls);
     if (g_count_step != msp_g.step) {
@@ -192,8 +193,7 @@ void msp_opt_finish(msp_opt_pending_t *p)
     char role[64];
     for (Py_ssize_t k = 0; k < PyList_Size(p->params); k++) {
         PyObject *e = PyList_GetItem(p->params, k);
-        msp_role_at(role, sizeof role, "output.param",
-                    PyLong_AsLongLong(PyTuple_GetItem(e, 0)));
+        msp_role_at(role, sizeof role, "output.param", PyLong_AsLongLong(PyTuple_GetItem(e, 0)));
         msp_rec_add_value(p->rec, role, PyTuple_GetItem(e, 1), 0);
     }
     msp_t_dev_defer = 0;

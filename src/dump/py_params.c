@@ -12,9 +12,9 @@
 #include <stdio.h>
 #include <string.h>
 
-static PyObject *g_names;   /* id(tensor) -> (weakref, b"qualified.name") */
-static PyObject *g_walked;  /* id(root) -> weakref, roots listed in this step */
-static PyObject *g_first;   /* weakref to the first root ever listed */
+static PyObject *g_names;  /* id(tensor) -> (weakref, b"qualified.name") */
+static PyObject *g_walked; /* id(root) -> weakref, roots listed in this step */
+static PyObject *g_first;  /* weakref to the first root ever listed */
 
 static int64_t g_step = -1; /* the step the table is of (it holds the roots' tensors
                                of that step: a later step lists them afresh) */
@@ -34,7 +34,7 @@ static void params_note(PyObject *root, const char *method, const char *prefix)
     PyObject *pair;
     while (iter && (pair = PyIter_Next(iter)) != NULL) {
         PyObject *name = PyTuple_Check(pair) && PyTuple_Size(pair) == 2 ? PyTuple_GetItem(pair, 0)
-                                                                         : NULL;
+                                                                        : NULL;
         PyObject *t = name ? PyTuple_GetItem(pair, 1) : NULL;
         PyObject *key = t && t != Py_None ? PyLong_FromVoidPtr(t) : NULL;
         PyObject *nb = key ? PyUnicode_AsUTF8String(name) : NULL;

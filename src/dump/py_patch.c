@@ -39,8 +39,10 @@ static void add_selection(msp_wrap_t *w, unsigned dirs, const msp_api_sel_t *sel
             return;
         }
     if (w->nsel == MSP_SEL_CALLS) {
-        msp_shim_warn_once(w->name, "more than %d single calls of %s listed; every call of it "
-                           "is dumped", MSP_SEL_CALLS, w->name);
+        msp_shim_warn_once(w->name,
+                           "more than %d single calls of %s listed; every call of it "
+                           "is dumped",
+                           MSP_SEL_CALLS, w->name);
         w->dirs |= dirs;
         return;
     }
@@ -79,7 +81,8 @@ static PyObject *compile_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
     static int said;
     if (!said && msp_proc_may_write()) {
         said = 1;
-        msp_shim_warn_once("torch.compile", "torch.compile: what runs inside compiled graphs is "
+        msp_shim_warn_once("torch.compile",
+                           "torch.compile: what runs inside compiled graphs is "
                            "not visible to msprobe (only what runs eagerly: outside compiled "
                            "code, at graph breaks, and module boundaries in module/mix mode); "
                            "dump a run without torch.compile to see every API");
@@ -113,9 +116,9 @@ void msp_patch_kinds(void)
  * DataLoader fetch: those that exist when torch is patched (a script that
  * imports torchvision first), and through Dataset.__init_subclass__ those
  * defined later. */
-static PyObject *g_dataset_cls;       /* torch.utils.data.Dataset */
-static PyObject *g_ds_subclass_orig;  /* Dataset's own __init_subclass__, if it had one */
-static PyObject *g_ds_function_type;  /* types.FunctionType (the limited API has no check) */
+static PyObject *g_dataset_cls;      /* torch.utils.data.Dataset */
+static PyObject *g_ds_subclass_orig; /* Dataset's own __init_subclass__, if it had one */
+static PyObject *g_ds_function_type; /* types.FunctionType (the limited API has no check) */
 
 static PyObject *builtin_named(const char *name)
 {
@@ -169,9 +172,9 @@ static PyObject *ds_init_subclass(PyObject *self, PyObject *args, PyObject *kw)
         next = PyObject_CallMethod(g_ds_subclass_orig, "__get__", "OO", Py_None, cls);
     } else {
         PyObject *super_type = builtin_named("super");
-        PyObject *sup = super_type ? PyObject_CallFunctionObjArgs(super_type, g_dataset_cls,
-                                                                  cls, NULL)
-                                   : NULL;
+        PyObject *sup = super_type
+                            ? PyObject_CallFunctionObjArgs(super_type, g_dataset_cls, cls, NULL)
+                            : NULL;
         next = sup ? PyObject_GetAttrString(sup, "__init_subclass__") : NULL;
         Py_XDECREF(sup);
         Py_XDECREF(super_type);
@@ -183,7 +186,8 @@ static PyObject *ds_init_subclass(PyObject *self, PyObject *args, PyObject *kw)
     return out;
 }
 
-static PyMethodDef g_ds_subclass_def = {"__init_subclass__", (PyCFunction)(void (*)(void))ds_init_subclass,
+static PyMethodDef g_ds_subclass_def = {"__init_subclass__",
+                                        (PyCFunction)(void (*)(void))ds_init_subclass,
                                         METH_VARARGS | METH_KEYWORDS, NULL};
 
 static void patch_datasets(PyObject *data_module)
@@ -208,7 +212,7 @@ static void patch_datasets(PyObject *data_module)
         Py_INCREF(ds);
         if (PyObject_SetAttrString(ds, "__init_subclass__", cm) < 0)
             msp_py_warn_error("dataset", "cannot hook Dataset subclasses; what a dataset's "
-                              "constructor computes may be dumped as model calls");
+                                         "constructor computes may be dumped as model calls");
         wrap_dataset_tree(ds, 0);
     }
     Py_XDECREF(cm);
@@ -231,11 +235,13 @@ void msp_patch_dataloader(void)
     if (next && !msp_is_wrap(next)) {
         PyObject *w = msp_wrap_new(next, "__next__", MSP_W_NORECORD, 0, 1);
         if (!w || PyObject_SetAttrString(cls, "__next__", w) < 0)
-            msp_py_warn_error("dataloader", "cannot hook DataLoader iteration; what a dataset "
+            msp_py_warn_error("dataloader",
+                              "cannot hook DataLoader iteration; what a dataset "
                               "computes in this process may be dumped as model calls");
         Py_XDECREF(w);
     } else if (!next) {
-        msp_py_warn_error("dataloader", "this torch has no DataLoader iterator to hook; what "
+        msp_py_warn_error("dataloader",
+                          "this torch has no DataLoader iterator to hook; what "
                           "a dataset computes in this process may be dumped as model calls");
     }
     Py_XDECREF(next);
@@ -246,7 +252,6 @@ void msp_patch_dataloader(void)
 }
 
 /* ---- patching ------------------------------------------------------------- */
-
 
 static PyObject *owner_object(PyObject *torch, const char *path)
 {
@@ -314,7 +319,6 @@ static int patch_one(PyObject *torch, const char *full, unsigned dirs, int expli
     return rc;
 }
 
-
 /* Replaces mod.name by a wrapper of the given kind, once; a missing
  * attribute (torch.compile before 2.0) or a failure leaves it as it is. */
 static void wrap_attr(PyObject *mod, const char *name, int kind)
@@ -353,9 +357,11 @@ static void warn_unknown_now(const msp_config_t *c)
         char kb[300];
         const char *near = msp_api_near(c->api_list[i].name);
         msp_shim_msg("warning: %s: %s: not an API of this torch%s%s%s; nothing is dumped for "
-                     "it", c->source ? c->source : "config", entry_key(&c->api_list[i], kb, sizeof kb),
-                     near ? " (did you mean \"" : " that msprobe dumps (see msprobe dump "
-                                                  "--list-apis)",
+                     "it",
+                     c->source ? c->source : "config", entry_key(&c->api_list[i], kb, sizeof kb),
+                     near ? " (did you mean \""
+                          : " that msprobe dumps (see msprobe dump "
+                            "--list-apis)",
                      near ? near : "", near ? "\"?)" : "");
         g_estate[i] = E_UNKNOWN_SAID;
     }
@@ -406,7 +412,6 @@ int msp_patch_torch(PyObject *torch)
     wrap_attr(torch, "compile", MSP_W_COMPILE); /* torch >= 2.0 */
     return 0;
 }
-
 
 /* ---- any callable by name ------------------------------------------------- *
  *
@@ -594,22 +599,32 @@ void msp_api_exit_report(void)
         if (g_estate[i] == E_UNKNOWN) {
             const char *near = msp_api_near(n);
             if (near)
-                snprintf(item, sizeof item, "%s (not an API of this torch; did you mean "
-                         "\"%s\"?)", k, near);
+                snprintf(item, sizeof item,
+                         "%s (not an API of this torch; did you mean "
+                         "\"%s\"?)",
+                         k, near);
             else
-                snprintf(item, sizeof item, "%s (not an API of this torch that msprobe "
-                         "dumps: see msprobe dump --list-apis)", k);
+                snprintf(item, sizeof item,
+                         "%s (not an API of this torch that msprobe "
+                         "dumps: see msprobe dump --list-apis)",
+                         k);
         } else if (g_estate[i] == E_PENDING && !msp_module_entry_matched(i)) {
-            snprintf(item, sizeof item, "%s (no module of the model has that path, and no "
-                     "imported module has that callable)", k);
+            snprintf(item, sizeof item,
+                     "%s (no module of the model has that path, and no "
+                     "imported module has that callable)",
+                     k);
         } else if (g_estate[i] == E_BAD && !msp_module_entry_matched(i)) {
-            snprintf(item, sizeof item, "%s (found, but not a function or method msprobe "
-                     "can wrap)", k);
+            snprintf(item, sizeof item,
+                     "%s (found, but not a function or method msprobe "
+                     "can wrap)",
+                     k);
         } else if (g_estate[i] == E_NONE && strncmp(n, "torch.", 6) != 0 &&
                    !msp_module_entry_matched(i)) {
             if (strncmp(n, "Aten.", 5) == 0)
-                snprintf(item, sizeof item, "%s (msprobe's aten-level record: torch.ops.aten "
-                         "is not wrapped here; the Torch. or Tensor. API that called it is)", k);
+                snprintf(item, sizeof item,
+                         "%s (msprobe's aten-level record: torch.ops.aten "
+                         "is not wrapped here; the Torch. or Tensor. API that called it is)",
+                         k);
             else
                 snprintf(item, sizeof item, "%s (no module of the model has that path)", k);
         }

@@ -59,8 +59,8 @@ static void note_frames(void)
         return;
     g_span = span;
     span[g_n] = (span_t){g_nrefs, 0};
-    msp_frame_ref_t *refs =
-        msp_grow(g_refs, &g_caprefs, g_nrefs + MSP_PREP_FRAMES, sizeof *g_refs, 4096);
+    msp_frame_ref_t *refs = msp_grow(g_refs, &g_caprefs, g_nrefs + MSP_PREP_FRAMES, sizeof *g_refs,
+                                     4096);
     if (!refs)
         return;
     g_refs = refs;

@@ -58,9 +58,9 @@ static void classify_command_line(void)
  * only the end can give, then the listeners' exit (the config_check pack). */
 static void run_exit(const char *how)
 {
-    msp_prep_release(); /* a script that never ran a module: its records are its dump */
-    msp_dev_drain(); /* records held for device statistics, before anything ends */
-    msp_api_exit_report(); /* api_list entries never dumped: one warning */
+    msp_prep_release();     /* a script that never ran a module: its records are its dump */
+    msp_dev_drain();        /* records held for device statistics, before anything ends */
+    msp_api_exit_report();  /* api_list entries never dumped: one warning */
     msp_step_exit_report(); /* dump_iter steps never reached: one warning */
     msp_ev_exit(how);
 }
@@ -200,8 +200,7 @@ static PyObject *os_exit_hook(PyObject *self, PyObject *args, PyObject *kwargs)
      * a wrong call raises from the real function and training goes on. */
     if (nargs == 1 && getpid() == msp_g.pid) {
         run_exit("os._exit");
-        Py_BEGIN_ALLOW_THREADS
-        finish_dump();
+        Py_BEGIN_ALLOW_THREADS finish_dump();
         Py_END_ALLOW_THREADS
     }
     return PyObject_Call(g_orig_os_exit, args, kwargs);
@@ -218,8 +217,7 @@ static PyObject *on_sigterm(PyObject *self, PyObject *args)
     (void)args;
     if (getpid() == msp_g.pid && !g_dump_done) {
         run_exit("SIGTERM");
-        Py_BEGIN_ALLOW_THREADS
-        finish_dump();
+        Py_BEGIN_ALLOW_THREADS finish_dump();
         Py_END_ALLOW_THREADS
     }
     signal(SIGTERM, SIG_DFL);
@@ -249,7 +247,7 @@ static void hook_os_exit(void)
     if (!hook || PyObject_SetAttrString(os, "_exit", hook) < 0) {
         PyErr_Clear();
         msp_shim_warn_once("os_exit", "cannot watch os._exit: a script ending with it loses "
-                           "the steps not yet written");
+                                      "the steps not yet written");
     }
     Py_XDECREF(hook);
     Py_XDECREF(os);
@@ -265,7 +263,7 @@ static void hook_sigterm(void)
         PyObject *r = h ? PyObject_CallMethod(sig, "signal", "iO", SIGTERM, h) : NULL;
         if (!r)
             msp_py_warn_error("sigterm", "cannot watch SIGTERM: a job stopped with it loses "
-                              "the steps not yet written");
+                                         "the steps not yet written");
         Py_XDECREF(r);
         Py_XDECREF(h);
     }

@@ -19,7 +19,7 @@
 
 typedef struct recent {
     const void *src;
-    void *buf;          /* a reference of ours (msp_dq_buf_ref), or NULL */
+    void *buf; /* a reference of ours (msp_dq_buf_ref), or NULL */
     size_t nbytes;
     msp_dtype_t dtype;
 } recent_t;

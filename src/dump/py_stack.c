@@ -104,15 +104,15 @@ static int skipped(const char *f)
 /* Walking frames. CPython's own accessors where it has them (3.9+, found at
  * run time: the limited API this file is built against lacks them), else the
  * frame's attributes; a walk costs no Python call and no attribute lookup then. */
-static PyObject *(*p_get_frame)(void);       /* PyEval_GetFrame: borrowed */
+static PyObject *(*p_get_frame)(void);        /* PyEval_GetFrame: borrowed */
 static PyObject *(*p_frame_back)(PyObject *); /* PyFrame_GetBack: new reference */
 static PyObject *(*p_frame_code)(PyObject *); /* PyFrame_GetCode: new reference */
 static int (*p_frame_line)(PyObject *);       /* PyFrame_GetLineNumber */
 /* 3.11+: where a frame is, as a byte offset in its code, in O(1); its line
  * is looked up (a walk of the code's line table, some 4000 instructions a
  * frame on a short function) only when a call site's text is first made. */
-static int (*p_frame_lasti)(PyObject *);      /* PyFrame_GetLasti */
-static int (*p_addr2line)(PyObject *, int);   /* PyCode_Addr2Line */
+static int (*p_frame_lasti)(PyObject *);    /* PyFrame_GetLasti */
+static int (*p_addr2line)(PyObject *, int); /* PyCode_Addr2Line */
 static PyObject *s_f_code, *s_f_lineno, *s_f_back, *s_co_filename, *s_co_name;
 
 static PyObject *attr(PyObject *o, PyObject **slot, const char *name)
@@ -336,7 +336,8 @@ static char *site_text_new(const site_t *s, int n)
         int k = fb ? snprintf(text + at, MSP_STACK_TEXT - at, "%sFile %s, line %ld, in %s%s%s",
                               at ? "\n" : "", PyBytes_AsString(fb), line,
                               PyBytes_AsString(PyTuple_GetItem(info, 1)),
-                              sb && PyBytes_Size(sb) ? "\n    " : "", sb ? PyBytes_AsString(sb) : "")
+                              sb && PyBytes_Size(sb) ? "\n    " : "",
+                              sb ? PyBytes_AsString(sb) : "")
                    : -1;
         Py_XDECREF(sb);
         Py_XDECREF(src);
@@ -522,7 +523,8 @@ static const char g_loop_py[] =
     "            continue\n"
     "        lo, hi = t, ins.offset\n"
     "        if starts is not None:\n"
-    "            ls = [l for o, l in starts if o <= lo][-1:] + [l for o, l in starts if lo < o <= hi]\n"
+    "            ls = [l for o, l in starts if o <= lo][-1:] + [l for o, l in starts if lo < o <= "
+    "hi]\n"
     "            if not ls:\n"
     "                continue\n"
     "            lo, hi = min(ls), max(ls)\n"

@@ -16,7 +16,6 @@
 static void (*g_watchers[MSP_STEP_WATCHERS])(void);
 static int g_nwatchers;
 
-
 void msp_step_watch(void (*fn)(void))
 {
     for (int i = 0; i < g_nwatchers; i++)
@@ -34,10 +33,9 @@ void msp_step_end(void)
      * debugger.step()) still closes its file now. */
     if (msp_g.dumping || (msp_g.paused && msp_g.cfg.has_dump && msp_proc_may_write())) {
         msp_prep_release(); /* no model ran in this step: what it held is the step's */
-        msp_dev_drain(); /* the step's records held for device statistics go first */
+        msp_dev_drain();    /* the step's records held for device statistics go first */
         /* Waits for the previous step's file (bounded lag): no Python needed. */
-        Py_BEGIN_ALLOW_THREADS
-        msp_dq_end_step(msp_g.step);
+        Py_BEGIN_ALLOW_THREADS msp_dq_end_step(msp_g.step);
         Py_END_ALLOW_THREADS
     }
     msp_ev_step_end(msp_g.step);
@@ -66,24 +64,22 @@ void msp_step_exit_report(void)
         if (r->last <= msp_g.step)
             continue;
         int64_t first = r->first > msp_g.step ? r->first : msp_g.step + 1;
-        int n = first == r->last
-                    ? snprintf(list + at, sizeof list - at, "%s%lld", at ? ", " : "",
-                               (long long)first)
-                    : snprintf(list + at, sizeof list - at, "%s%lld-%lld", at ? ", " : "",
-                               (long long)first, (long long)r->last);
+        int n = first == r->last ? snprintf(list + at, sizeof list - at, "%s%lld", at ? ", " : "",
+                                            (long long)first)
+                                 : snprintf(list + at, sizeof list - at, "%s%lld-%lld",
+                                            at ? ", " : "", (long long)first, (long long)r->last);
         if (n > 0)
             at += (size_t)n < sizeof list - at ? (size_t)n : sizeof list - at - 1;
     }
     if (at)
         msp_shim_msg("warning: %s: step %s of the dump never reached: the run ended in step "
-                     "%lld (steps count from 0, one per %s)", msp_g.cfg.source ? msp_g.cfg.source
-                                                                                : "config",
-                     list, (long long)msp_g.step,
+                     "%lld (steps count from 0, one per %s)",
+                     msp_g.cfg.source ? msp_g.cfg.source : "config", list, (long long)msp_g.step,
                      msp_g.script_steps                            ? "debugger.step() call"
                      : msp_g.cfg.step_trigger == MSP_STEP_BACKWARD ? "backward()"
-                     : msp_g.cfg.step_trigger == MSP_STEP_FORWARD ? "root forward"
-                     : msp_g.cfg.step_trigger == MSP_STEP_MANUAL  ? "step() call"
-                                                                  : "optimizer.step()");
+                     : msp_g.cfg.step_trigger == MSP_STEP_FORWARD  ? "root forward"
+                     : msp_g.cfg.step_trigger == MSP_STEP_MANUAL   ? "step() call"
+                                                                   : "optimizer.step()");
 }
 
 MSP_EXPORT void msp_py_step(void);
@@ -234,7 +230,9 @@ int msp_step_install(PyObject *torch)
         cls = PyObject_GetAttrString(torch, "Tensor");
         m = PyImport_ImportModule("torch.autograd");
         rc = (cls && m && wrap_attr(cls, "backward", MSP_W_STEP_TRIGGER, 1) == 0 &&
-              wrap_attr(m, "backward", MSP_W_STEP_TRIGGER, 0) == 0) ? 0 : -1;
+              wrap_attr(m, "backward", MSP_W_STEP_TRIGGER, 0) == 0)
+                 ? 0
+                 : -1;
         break;
     default:
         break; /* forward: module hooks; manual: msprobe_step() only */
@@ -248,7 +246,8 @@ int msp_step_install(PyObject *torch)
         PyObject *om = PyImport_ImportModule("torch.optim.optimizer");
         PyObject *oc = om ? PyObject_GetAttrString(om, "Optimizer") : NULL;
         if (!oc || wrap_attr(oc, "__init__", MSP_W_OPT_INIT, 1) != 0)
-            msp_py_warn_error("optimizer", "cannot watch optimizers: config_check's "
+            msp_py_warn_error("optimizer",
+                              "cannot watch optimizers: config_check's "
                               "hyperparameters will be incomplete and optimizer steps are "
                               "not recorded");
         Py_XDECREF(oc);

@@ -31,20 +31,20 @@ static struct {
     msp_dtype_t dtype;
     PyObject *obj;
 } g_dtypes[] = {
-    {"float32", MSP_DTYPE_FLOAT32, NULL}, {"float16", MSP_DTYPE_FLOAT16, NULL},
+    {"float32", MSP_DTYPE_FLOAT32, NULL},   {"float16", MSP_DTYPE_FLOAT16, NULL},
     {"bfloat16", MSP_DTYPE_BFLOAT16, NULL}, {"float64", MSP_DTYPE_FLOAT64, NULL},
-    {"int64", MSP_DTYPE_INT64, NULL},     {"int32", MSP_DTYPE_INT32, NULL},
-    {"int16", MSP_DTYPE_INT16, NULL},     {"int8", MSP_DTYPE_INT8, NULL},
-    {"uint8", MSP_DTYPE_UINT8, NULL},     {"bool", MSP_DTYPE_BOOL, NULL},
+    {"int64", MSP_DTYPE_INT64, NULL},       {"int32", MSP_DTYPE_INT32, NULL},
+    {"int16", MSP_DTYPE_INT16, NULL},       {"int8", MSP_DTYPE_INT8, NULL},
+    {"uint8", MSP_DTYPE_UINT8, NULL},       {"bool", MSP_DTYPE_BOOL, NULL},
 };
 #define MSP_NDTYPES (sizeof g_dtypes / sizeof g_dtypes[0])
 
 /* Where a tensor's bytes are, as the copy needs them. */
 typedef struct tview {
-    const char *src;                 /* first element */
+    const char *src; /* first element */
     int ndim;
     int64_t shape[MSP_MAX_NDIM];
-    const int64_t *strides;          /* in elements; NULL: C-contiguous */
+    const int64_t *strides; /* in elements; NULL: C-contiguous */
     int64_t stride_buf[MSP_MAX_NDIM];
     msp_dtype_t dtype;
 } tview_t;
@@ -60,11 +60,11 @@ typedef struct tview {
  * loads accel_copy.py), unless MSPROBE_TEST_HOST_COPY sends them through it
  * so that the deferred reads are tested where no accelerator is. */
 typedef struct pend {
-    void *buf;         /* the record's queue buffer, filled at the flush */
-    const void *src;   /* the pinned host bytes, C order */
+    void *buf;       /* the record's queue buffer, filled at the flush */
+    const void *src; /* the pinned host bytes, C order */
     size_t nbytes;
-    PyObject *cap;     /* keeps the host tensor alive */
-    PyObject *event;   /* NULL: the copy was synchronous */
+    PyObject *cap;   /* keeps the host tensor alive */
+    PyObject *event; /* NULL: the copy was synchronous */
 } pend_t;
 static _Thread_local pend_t *t_pend;
 static _Thread_local size_t t_npend, t_cappend;
@@ -107,7 +107,8 @@ static PyObject *attr_path(PyObject *root, const char *dotted)
     snprintf(buf, sizeof buf, "%s", dotted);
     PyObject *cur = root;
     Py_INCREF(cur);
-    for (char *save = NULL, *tok = strtok_r(buf, ".", &save); tok; tok = strtok_r(NULL, ".", &save)) {
+    for (char *save = NULL, *tok = strtok_r(buf, ".", &save); tok;
+         tok = strtok_r(NULL, ".", &save)) {
         PyObject *next = PyObject_GetAttrString(cur, tok);
         Py_DECREF(cur);
         if (!next)
@@ -150,7 +151,8 @@ int msp_tensor_init(PyObject *torch)
     s_is_cuda = PyUnicode_InternFromString("is_cuda");
     g_get_device = attr_path(torch, "Tensor.get_device");
     s_shape = PyUnicode_InternFromString("shape");
-    PyObject *has_is_cpu = g_tensor_type && s_is_cpu ? PyObject_GetAttr(g_tensor_type, s_is_cpu) : NULL;
+    PyObject *has_is_cpu = g_tensor_type && s_is_cpu ? PyObject_GetAttr(g_tensor_type, s_is_cpu)
+                                                     : NULL;
     g_direct_ok = g_data_ptr && g_is_contiguous && g_stride && has_is_cpu && s_shape;
     Py_XDECREF(has_is_cpu);
     for (size_t i = 0; i < MSP_NDTYPES; i++) /* all of them: msp_window_kinds reads them */
@@ -181,14 +183,18 @@ static msp_dtype_t dl_to_msp(msp_dl_dtype_t d)
         return MSP_DTYPE_INVALID;
     switch (d.code) {
     case MSP_DL_FLOAT:
-        return d.bits == 32 ? MSP_DTYPE_FLOAT32 : d.bits == 16 ? MSP_DTYPE_FLOAT16
-               : d.bits == 64 ? MSP_DTYPE_FLOAT64 : MSP_DTYPE_INVALID;
+        return d.bits == 32   ? MSP_DTYPE_FLOAT32
+               : d.bits == 16 ? MSP_DTYPE_FLOAT16
+               : d.bits == 64 ? MSP_DTYPE_FLOAT64
+                              : MSP_DTYPE_INVALID;
     case MSP_DL_BFLOAT:
         return d.bits == 16 ? MSP_DTYPE_BFLOAT16 : MSP_DTYPE_INVALID;
     case MSP_DL_INT:
-        return d.bits == 8 ? MSP_DTYPE_INT8 : d.bits == 16 ? MSP_DTYPE_INT16
-               : d.bits == 32 ? MSP_DTYPE_INT32 : d.bits == 64 ? MSP_DTYPE_INT64
-               : MSP_DTYPE_INVALID;
+        return d.bits == 8    ? MSP_DTYPE_INT8
+               : d.bits == 16 ? MSP_DTYPE_INT16
+               : d.bits == 32 ? MSP_DTYPE_INT32
+               : d.bits == 64 ? MSP_DTYPE_INT64
+                              : MSP_DTYPE_INVALID;
     case MSP_DL_UINT:
         return d.bits == 8 ? MSP_DTYPE_UINT8 : MSP_DTYPE_INVALID;
     case MSP_DL_BOOL:
@@ -248,7 +254,7 @@ static int to_host(PyObject **d, PyObject **event)
             }
         } else {
             msp_py_warn_error("accel copy", "cannot copy a device tensor asynchronously; "
-                              "copying it synchronously");
+                                            "copying it synchronously");
         }
         Py_XDECREF(pair);
     } else {
@@ -488,8 +494,8 @@ static const char *not_dumped(char *what, const msp_dq_rec_t *r, const char *rol
 /* x's bytes into a queue buffer, added to r as role: a recent copy's buffer
  * shared, a copy still in flight read later (event, cap: the host copy's).
  * 0, or -1 after a warning (nothing added). */
-static int add_view(msp_dq_rec_t *r, const char *role, const tview_t *x, PyObject *d,
-                    PyObject *cap, PyObject *event, const char *device, int rg, char *what)
+static int add_view(msp_dq_rec_t *r, const char *role, const tview_t *x, PyObject *d, PyObject *cap,
+                    PyObject *event, const char *device, int rg, char *what)
 {
     size_t esize = msp_dtype_size(x->dtype), numel = 1;
     int contiguous = 1;
@@ -626,7 +632,8 @@ void msp_rec_add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
      * tensor has (torch raises for sparse and mkldnn ones): the layout is
      * looked at only on the way past them. */
     tview_t x;
-    if (g_dev_stats && !msp_keep_data(r->name) && read_dev_direct(t, dt, &x, device, sizeof device)) {
+    if (g_dev_stats && !msp_keep_data(r->name) &&
+        read_dev_direct(t, dt, &x, device, sizeof device)) {
         if (msp_dev_stats_add(r, role, t, x.dtype, x.ndim, x.shape, device, rg, x.src,
                               dense_layout(x.ndim, x.shape, x.strides))) {
             where = x.src;
@@ -641,8 +648,10 @@ void msp_rec_add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
         char name[64], kind[80];
         msp_obj_text(layout, 0, name, sizeof name);
         snprintf(kind, sizeof kind, "layout %s", name);
-        msp_shim_warn_once(kind, "%s: layout %s is not supported (dense tensors only); such "
-                           "tensors are skipped", WHAT, name);
+        msp_shim_warn_once(kind,
+                           "%s: layout %s is not supported (dense tensors only); such "
+                           "tensors are skipped",
+                           WHAT, name);
         Py_DECREF(layout);
         goto cleanup;
     }
@@ -681,13 +690,13 @@ void msp_rec_add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t)
         msp_obj_text(dt, 0, name, sizeof name);
         char kind[80];
         snprintf(kind, sizeof kind, "dtype %s", name);
-        msp_shim_warn_once(kind, "%s: dtype %s is not supported; such tensors are skipped",
-                           WHAT, name);
+        msp_shim_warn_once(kind, "%s: dtype %s is not supported; such tensors are skipped", WHAT,
+                           name);
         goto cleanup;
     }
     if (dl->ndim > MSP_MAX_NDIM) {
-        msp_shim_warn_once("ndim", "%s: %d dimensions (at most %d supported)", WHAT,
-                           (int)dl->ndim, MSP_MAX_NDIM);
+        msp_shim_warn_once("ndim", "%s: %d dimensions (at most %d supported)", WHAT, (int)dl->ndim,
+                           MSP_MAX_NDIM);
         goto cleanup;
     }
     x.ndim = dl->ndim;

@@ -12,8 +12,7 @@
 #include <structmember.h>
 
 typedef struct msp_bound {
-    PyObject_HEAD
-    msp_wrap_t *w;
+    PyObject_HEAD msp_wrap_t *w;
     PyObject *self;
 } msp_bound_t;
 
@@ -66,8 +65,8 @@ static PyObject *wrap_getattro(PyObject *self, PyObject *name)
         Py_INCREF(w->orig);
         return w->orig;
     }
-    static const char *const fwd[] = {"__doc__", "__name__", "__qualname__", "__module__",
-                                      "__text_signature__", "__signature__"};
+    static const char *const fwd[] = {"__doc__",    "__name__",           "__qualname__",
+                                      "__module__", "__text_signature__", "__signature__"};
     for (size_t i = 0; i < sizeof fwd / sizeof fwd[0]; i++)
         if (PyUnicode_CompareWithASCIIString(name, fwd[i]) == 0)
             return PyObject_GetAttr(w->orig, name);
@@ -195,7 +194,8 @@ int msp_wrap_types_init(void)
         {Py_tp_dealloc, (void *)bound_dealloc},
         {0, NULL},
     };
-    PyType_Spec bspec = {"msprobe.BoundWrapper", sizeof(msp_bound_t), 0, Py_TPFLAGS_DEFAULT, bslots};
+    PyType_Spec bspec = {"msprobe.BoundWrapper", sizeof(msp_bound_t), 0, Py_TPFLAGS_DEFAULT,
+                         bslots};
     g_wrap_type = (PyTypeObject *)PyType_FromSpec(&wspec);
     g_bound_type = (PyTypeObject *)PyType_FromSpec(&bspec);
     return g_wrap_type && g_bound_type ? 0 : -1;

@@ -10,14 +10,13 @@
 #define MSP_SEL_CALLS 16
 
 typedef struct msp_wrap {
-    PyObject_HEAD
-    PyObject *orig;
-    char name[160];     /* "Functional.conv2d", "Custom.pkg.fn"; other kinds: the attribute */
+    PyObject_HEAD PyObject *orig;
+    char name[160]; /* "Functional.conv2d", "Custom.pkg.fn"; other kinds: the attribute */
     int kind;
     unsigned dirs;
     int bind;
     int64_t count_step, count;
-    PyObject *weaklist;   /* TorchScript keys a WeakKeyDictionary by function */
+    PyObject *weaklist; /* TorchScript keys a WeakKeyDictionary by function */
     /* calls selected one by one (msprobe's "Functional.relu.1.forward"), in
      * the directions beside each; dirs above holds what every call gets */
     int nsel;

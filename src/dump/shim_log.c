@@ -135,7 +135,7 @@ int64_t msp_env_mib(const char *name, int64_t dflt)
     long long v = strtoll(e, &end, 10);
     if (end != e && *end == '\0' && errno == 0 && v >= 1 && v <= (1LL << 20))
         return v;
-    msp_shim_warn_once(name, "%s=%s is not a number of MiB from 1 to 1048576; using %lld", name,
-                       e, (long long)dflt);
+    msp_shim_warn_once(name, "%s=%s is not a number of MiB from 1 to 1048576; using %lld", name, e,
+                       (long long)dflt);
     return dflt;
 }

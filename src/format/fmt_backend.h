@@ -114,10 +114,10 @@ struct msp_tensor_stream {
     uint64_t total, done;        /* bytes */
     int fd;                      /* msp_stream_pread: the file's descriptor, at offset */
     int64_t offset;
-    unsigned char *buf;          /* buffered kinds: bytes [at, have) not yet given;
+    unsigned char *buf; /* buffered kinds: bytes [at, have) not yet given;
                                     freed with the stream */
     size_t have, at;
-    void *state;                 /* the kind's own: an HDF5 dataset, a helper process */
+    void *state; /* the kind's own: an HDF5 dataset, a helper process */
 };
 
 /* The bytes in s->buf (a tensor loaded whole; nothing for an empty stream). */
@@ -170,8 +170,8 @@ msp_err msp_dump_check_regular(const char *path, const struct stat *sb);
 /* The rows of rows[0..n) (sorted by record) whose record is `record`, as
  * parallel arrays of malloc'd strings in the table's order (none: *m 0);
  * out of memory names where. */
-msp_err msp_rows_find(const struct msp_attr_row *rows, size_t n, const char *record,
-                      char ***keys, char ***values, size_t *m, const char *where);
+msp_err msp_rows_find(const struct msp_attr_row *rows, size_t n, const char *record, char ***keys,
+                      char ***values, size_t *m, const char *where);
 /* Frees rows[0..n) and their strings; NULL-safe. */
 void msp_rows_free(struct msp_attr_row *rows, size_t n);
 /* path opened for reading into *fd, still a regular file once open. */

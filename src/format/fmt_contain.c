@@ -114,9 +114,11 @@ static msp_err msp_helper_spawn_fds(const char *path, char *argv[], int in, int 
 {
     char *helper = msp_helper_path();
     if (!helper)
-        return msp_fail(MSP_ERR_INTERNAL, "file %s: cannot find msprobe-catalogue, the helper "
+        return msp_fail(MSP_ERR_INTERNAL,
+                        "file %s: cannot find msprobe-catalogue, the helper "
                         "that parses dump files out of harm's way (install it next to msprobe "
-                        "or set MSPROBE_CATALOGUE_HELPER)", path);
+                        "or set MSPROBE_CATALOGUE_HELPER)",
+                        path);
     argv[0] = helper;
     msp_child_t c = {.argv = argv, .in = in, .out = out, .err = MSP_CHILD_DEVNULL};
     int e = msp_child_start(&c);
@@ -152,9 +154,8 @@ static msp_err msp_helper_spawn(const char *path, char *argv[], pid_t *pid, int 
  * but someone sends: the OOM killer's SIGKILL, a hangup, an interrupt. */
 static int msp_signal_from_outside(int sig)
 {
-    return sig == SIGKILL || sig == SIGHUP || sig == SIGTERM || sig == SIGINT ||
-           sig == SIGQUIT || sig == SIGPIPE || sig == SIGUSR1 || sig == SIGUSR2 ||
-           sig == SIGALRM;
+    return sig == SIGKILL || sig == SIGHUP || sig == SIGTERM || sig == SIGINT || sig == SIGQUIT ||
+           sig == SIGPIPE || sig == SIGUSR1 || sig == SIGUSR2 || sig == SIGALRM;
 }
 
 /* What the helper's end says: its signal, an MSPE answer in buf (exit 2),
@@ -165,14 +166,16 @@ static msp_err msp_helper_status(const char *path, int st, const unsigned char *
 {
     if (WIFSIGNALED(st) && msp_signal_from_outside(WTERMSIG(st))) {
         *outside = 1;
-        return msp_fail(MSP_ERR_IO, "file %s: the reader helper was killed by signal %d (%s) "
-                        "from outside while parsing it", path, WTERMSIG(st),
-                        strsignal(WTERMSIG(st)));
+        return msp_fail(MSP_ERR_IO,
+                        "file %s: the reader helper was killed by signal %d (%s) "
+                        "from outside while parsing it",
+                        path, WTERMSIG(st), strsignal(WTERMSIG(st)));
     }
     if (WIFSIGNALED(st))
-        return msp_fail(MSP_ERR_FORMAT, "file %s: corrupt or not a dump (libhdf5 was killed by "
-                        "signal %d, %s, parsing it)", path, WTERMSIG(st),
-                        strsignal(WTERMSIG(st)));
+        return msp_fail(MSP_ERR_FORMAT,
+                        "file %s: corrupt or not a dump (libhdf5 was killed by "
+                        "signal %d, %s, parsing it)",
+                        path, WTERMSIG(st), strsignal(WTERMSIG(st)));
     if (WIFEXITED(st) && WEXITSTATUS(st) == 2 && n >= 4 && memcmp(buf, "MSPE", 4) == 0) {
         int64_t code;
         char *detail;
@@ -184,25 +187,28 @@ static msp_err msp_helper_status(const char *path, int st, const unsigned char *
         return rc;
     }
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-        return msp_fail(MSP_ERR_FORMAT, "file %s: corrupt or not a dump (the reader helper "
-                        "exited with status %d%s)", path, WIFEXITED(st) ? WEXITSTATUS(st) : -1,
+        return msp_fail(MSP_ERR_FORMAT,
+                        "file %s: corrupt or not a dump (the reader helper "
+                        "exited with status %d%s)",
+                        path, WIFEXITED(st) ? WEXITSTATUS(st) : -1,
                         WIFEXITED(st) && WEXITSTATUS(st) == 127 ? ": it could not run" : "");
     return MSP_OK;
 }
 
 static msp_err msp_timeout_error(const char *path, double timeout)
 {
-    return msp_fail(MSP_ERR_FORMAT, "file %s: corrupt or not a dump (parsing it took more "
+    return msp_fail(MSP_ERR_FORMAT,
+                    "file %s: corrupt or not a dump (parsing it took more "
                     "than %.0f s, the limit for a file of its size; MSPROBE_READER_TIMEOUT "
-                    "sets another)", path, timeout);
+                    "sets another)",
+                    path, timeout);
 }
 
 /* What a helper's end means for the caller: kind as msp_collect (or the
  * server) reports it, status its wait status (MSP_CHILD_FAILED: an errno);
  * *outside as msp_helper_status sets it. */
-static msp_err msp_serve_outcome(const char *path, int kind, int status,
-                                 const unsigned char *buf, size_t n, size_t cap, double timeout,
-                                 int *outside)
+static msp_err msp_serve_outcome(const char *path, int kind, int status, const unsigned char *buf,
+                                 size_t n, size_t cap, double timeout, int *outside)
 {
     switch (kind) {
     case MSP_CHILD_ENDED:
@@ -211,11 +217,15 @@ static msp_err msp_serve_outcome(const char *path, int kind, int status,
         return msp_timeout_error(path, timeout);
     case MSP_CHILD_STOPPED:
         *outside = 1;
-        return msp_fail(MSP_ERR_IO, "file %s: the reader helper was stopped (SIGSTOP or a "
-                        "debugger) for the whole %.0f s it had to parse it", path, timeout);
+        return msp_fail(MSP_ERR_IO,
+                        "file %s: the reader helper was stopped (SIGSTOP or a "
+                        "debugger) for the whole %.0f s it had to parse it",
+                        path, timeout);
     case MSP_CHILD_TOO_BIG:
-        return msp_fail(MSP_ERR_FORMAT, "file %s: corrupt or not a dump (its catalogue exceeds "
-                        "%zu bytes)", path, cap);
+        return msp_fail(MSP_ERR_FORMAT,
+                        "file %s: corrupt or not a dump (its catalogue exceeds "
+                        "%zu bytes)",
+                        path, cap);
     case MSP_CHILD_NOMEM:
         return msp_fail(MSP_ERR_NOMEM, "file %s: out of memory reading the catalogue", path);
     default:
@@ -377,12 +387,16 @@ static int msp_server_run(const char *path, size_t cap, double timeout, unsigned
         *rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory reading the catalogue", path);
     else if (e == -2) {
         *outside = 1;
-        *rc = msp_fail(MSP_ERR_IO, "file %s: the reader helper's server did not answer within "
-                       "%.0f s (stopped, or starved of CPU)", path, timeout + 5.0);
+        *rc = msp_fail(MSP_ERR_IO,
+                       "file %s: the reader helper's server did not answer within "
+                       "%.0f s (stopped, or starved of CPU)",
+                       path, timeout + 5.0);
     } else if (e) {
         *outside = 1;
-        *rc = msp_fail(MSP_ERR_IO, "file %s: the reader helper's server failed (it ended "
-                       "or answered out of turn)", path);
+        *rc = msp_fail(MSP_ERR_IO,
+                       "file %s: the reader helper's server failed (it ended "
+                       "or answered out of turn)",
+                       path);
     } else {
         *rc = msp_serve_outcome(path, (int)kind, status, buf, (size_t)n, cap, timeout, outside);
     }
@@ -440,9 +454,10 @@ static msp_err msp_contained_open(msp_dump_file_t *f, int fd, int64_t file_size,
         rc = msp_helper_run(f->path, argv, cap, timeout, &buf, &n, &outside);
         if (rc && outside) {
             msp_detail_of(f->path, second, sizeof second);
-            rc = msp_fail(MSP_ERR_IO, "file %s: not read: its reader helper failed twice for "
-                          "reasons outside the file (%s; then, on a fresh helper: %s)", f->path,
-                          first, second);
+            rc = msp_fail(MSP_ERR_IO,
+                          "file %s: not read: its reader helper failed twice for "
+                          "reasons outside the file (%s; then, on a fresh helper: %s)",
+                          f->path, first, second);
         }
     }
     if (rc)
@@ -503,8 +518,10 @@ static msp_err msp_hs_ended(struct msp_helper_stream *h, const unsigned char *an
     int outside = 0;
     msp_err rc = msp_helper_status(h->path, st, ans, n, &outside);
     if (!rc)
-        rc = msp_fail(MSP_ERR_FORMAT, "file %s: the reader helper ended %llu bytes before the "
-                      "tensor's end", h->path, (unsigned long long)h->left);
+        rc = msp_fail(MSP_ERR_FORMAT,
+                      "file %s: the reader helper ended %llu bytes before the "
+                      "tensor's end",
+                      h->path, (unsigned long long)h->left);
     return rc;
 }
 
@@ -512,8 +529,7 @@ static msp_err msp_hs_ended(struct msp_helper_stream *h, const unsigned char *an
  * --read) in frames as it reads it block by block; read exactly n bytes at a
  * time, in order. Close kills a helper not yet done. */
 static msp_err msp_contained_stream_open(msp_dump_file_t *f, int64_t file_size,
-                                         const msp_record_info_t *r,
-                                         const msp_tensor_info_t *t,
+                                         const msp_record_info_t *r, const msp_tensor_info_t *t,
                                          struct msp_helper_stream **out)
 {
     struct msp_helper_stream *h = calloc(1, sizeof *h);
@@ -556,9 +572,10 @@ static msp_err msp_contained_stream_read(struct msp_helper_stream *h, void *buf,
                 return msp_hs_ended(h, e ? NULL : ans, e ? 0 : len);
             }
             if (hd[0] != 'D' || !len || len > h->left)
-                return msp_fail(MSP_ERR_FORMAT, "file %s: the reader helper sent a malformed "
-                                "frame (%u bytes, %llu due)", h->path, (unsigned)len,
-                                (unsigned long long)h->left);
+                return msp_fail(MSP_ERR_FORMAT,
+                                "file %s: the reader helper sent a malformed "
+                                "frame (%u bytes, %llu due)",
+                                h->path, (unsigned)len, (unsigned long long)h->left);
             h->frame_left = len;
         }
         size_t k = h->frame_left < n ? h->frame_left : n;
@@ -668,8 +685,8 @@ msp_err msp_dump_from_wire(const char *path, const unsigned char *buf, size_t n,
     return MSP_OK;
 }
 
-static msp_err msp_attrs_copy(const struct msp_rattrs *a, char ***keys, char ***values,
-                              size_t *n, const char *where)
+static msp_err msp_attrs_copy(const struct msp_rattrs *a, char ***keys, char ***values, size_t *n,
+                              const char *where)
 {
     char **ks = calloc(a->n ? a->n : 1, sizeof *ks), **vs = calloc(a->n ? a->n : 1, sizeof *vs);
     int ok = ks && vs;
@@ -696,8 +713,7 @@ static msp_err msp_ct_record_attrs(msp_dump_file_t *f, const msp_record_info_t *
     return msp_attrs_copy(&im->attrs[r - f->records], keys, values, n, where);
 }
 
-static msp_err msp_ct_api_defaults(msp_dump_file_t *f, const struct msp_attr_row **rows,
-                                   size_t *n)
+static msp_err msp_ct_api_defaults(msp_dump_file_t *f, const struct msp_attr_row **rows, size_t *n)
 {
     struct msp_ct_impl *im = f->impl;
     *rows = im->defs;
@@ -715,8 +731,7 @@ static void msp_stream_helper_close(msp_tensor_stream_t *s)
     msp_contained_stream_close(s->state);
 }
 
-static const msp_stream_ops_t msp_stream_helper = {msp_stream_helper_read,
-                                                   msp_stream_helper_close};
+static const msp_stream_ops_t msp_stream_helper = {msp_stream_helper_read, msp_stream_helper_close};
 
 static msp_err msp_ct_stream_open(msp_dump_file_t *f, const msp_record_info_t *r,
                                   const msp_tensor_info_t *t, msp_tensor_stream_t *s)

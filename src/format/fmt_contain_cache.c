@@ -81,7 +81,7 @@ void msp_cat_cache_put(int fd, const unsigned char *buf, size_t n)
     }
     struct msp_cat_slot *s = &msp_cat[at];
     free(s->buf);
-    *s = (struct msp_cat_slot){st.st_dev, st.st_ino, st.st_size, st.st_mtim, st.st_ctim, copy, n,
-                               ++msp_cat_clock};
+    *s = (struct msp_cat_slot){st.st_dev,  st.st_ino, st.st_size, st.st_mtim,
+                               st.st_ctim, copy,      n,          ++msp_cat_clock};
     pthread_mutex_unlock(&msp_cat_lock);
 }

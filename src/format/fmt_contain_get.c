@@ -142,20 +142,19 @@ static void msp_get_defaults(struct msp_wire *w, struct msp_attr_row **defs, siz
  * record attributes go to attrs[i] for record i, the /defaults rows to
  * *defs (freed by the caller with msp_rows_free, also on failure). */
 msp_err msp_wire_get_file(const unsigned char *buf, size_t n, msp_dump_file_t *f,
-                          struct msp_rattrs **attrs, struct msp_attr_row **defs,
-                          size_t *n_defs)
+                          struct msp_rattrs **attrs, struct msp_attr_row **defs, size_t *n_defs)
 {
     struct msp_wire w = {buf, buf + n, 0};
     uint32_t v = 0;
     if (n < 4 || memcmp(buf, "MSPC", 4) != 0)
-        return msp_fail(MSP_ERR_INTERNAL, "file %s: the reader helper gave no catalogue",
-                        f->path);
+        return msp_fail(MSP_ERR_INTERNAL, "file %s: the reader helper gave no catalogue", f->path);
     w.p += 4;
     msp_get(&w, &v, sizeof v);
     if (v != MSP_WIRE_VERSION)
-        return msp_fail(MSP_ERR_INTERNAL, "file %s: the reader helper speaks version %u, not %u "
-                        "(msprobe-catalogue from another msprobe?)", f->path, v,
-                        MSP_WIRE_VERSION);
+        return msp_fail(MSP_ERR_INTERNAL,
+                        "file %s: the reader helper speaks version %u, not %u "
+                        "(msprobe-catalogue from another msprobe?)",
+                        f->path, v, MSP_WIRE_VERSION);
     msp_get_buf(&w, f->framework, sizeof f->framework);
     msp_get_buf(&w, f->framework_version, sizeof f->framework_version);
     msp_get_buf(&w, f->task, sizeof f->task);

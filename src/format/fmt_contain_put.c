@@ -40,10 +40,8 @@ static int msp_put_str(FILE *o, const char *s)
 
 int msp_wire_put_error(FILE *o, msp_err code, const char *detail)
 {
-    return msp_put(o, "MSPE", 4) || msp_put_i64(o, code) || msp_put_str(o, detail) ||
-                   fflush(o)
-               ? -1
-               : 0;
+    return msp_put(o, "MSPE", 4) || msp_put_i64(o, code) || msp_put_str(o, detail) || fflush(o) ? -1
+                                                                                                : 0;
 }
 
 /* The whole catalogue of f, with every record's attributes (attrs_of gives

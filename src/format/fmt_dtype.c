@@ -86,7 +86,7 @@ static uint32_t msp_double_to_small(double v, int ebits, int mbits)
         return sign;
 
     uint64_t sig = dman | (UINT64_C(1) << 52); /* 53 significant bits */
-    int e = dexp - 1023 + bias;                  /* biased target exponent */
+    int e = dexp - 1023 + bias;                /* biased target exponent */
     int drop = 52 - mbits + (e < 1 ? 1 - e : 0);
     if (drop > 54)
         return sign; /* below half the smallest subnormal */
@@ -287,8 +287,8 @@ struct msp_acc {
             memcpy(&r0, p + i * sizeof(T), sizeof(T));                                             \
             memcpy(&r1, p + (i + 1) * sizeof(T), sizeof(T));                                       \
             double x0 = LOAD(r0), x1 = LOAD(r1);                                                   \
-            nan += (isnan(x0) != 0) + (isnan(x1) != 0);                                                          \
-            inf += (isinf(x0) != 0) + (isinf(x1) != 0);                                                          \
+            nan += (isnan(x0) != 0) + (isnan(x1) != 0);                                            \
+            inf += (isinf(x0) != 0) + (isinf(x1) != 0);                                            \
             mx = x0 > mx ? x0 : mx;                                                                \
             mn = x0 < mn ? x0 : mn;                                                                \
             mx = x1 > mx ? x1 : mx;                                                                \
@@ -396,7 +396,7 @@ static void msp_f32_block_sse(const float *p, size_t n, struct msp_acc *a)
  * has it. maxps/minps return their second operand when the first is NaN,
  * which is exactly "skip NaN". */
 __attribute__((target("avx2,fma"))) static void msp_f32_block_avx2(const float *p, size_t n,
-                                                                    struct msp_acc *a)
+                                                                   struct msp_acc *a)
 {
     const __m256i absmask = _mm256_set1_epi32(0x7fffffff);
     const __m256i infbits = _mm256_set1_epi32(0x7f800000);
@@ -542,11 +542,11 @@ void msp_stats_compute(msp_dtype_t dt, const void *data, size_t n, msp_stats_t *
 {
     static void (*const fns[MSP_DTYPE_COUNT_])(const unsigned char *, size_t, struct msp_acc *,
                                                const float *) = {
-        [MSP_DTYPE_FLOAT32] = msp_stats_f32, [MSP_DTYPE_FLOAT64] = msp_stats_f64,
+        [MSP_DTYPE_FLOAT32] = msp_stats_f32,    [MSP_DTYPE_FLOAT64] = msp_stats_f64,
         [MSP_DTYPE_FLOAT16] = msp_stats_half16, [MSP_DTYPE_BFLOAT16] = msp_stats_half16,
-        [MSP_DTYPE_INT8] = msp_stats_i8,     [MSP_DTYPE_INT16] = msp_stats_i16,
-        [MSP_DTYPE_INT32] = msp_stats_i32,   [MSP_DTYPE_INT64] = msp_stats_i64,
-        [MSP_DTYPE_UINT8] = msp_stats_u8,    [MSP_DTYPE_BOOL] = msp_stats_bool,
+        [MSP_DTYPE_INT8] = msp_stats_i8,        [MSP_DTYPE_INT16] = msp_stats_i16,
+        [MSP_DTYPE_INT32] = msp_stats_i32,      [MSP_DTYPE_INT64] = msp_stats_i64,
+        [MSP_DTYPE_UINT8] = msp_stats_u8,       [MSP_DTYPE_BOOL] = msp_stats_bool,
     };
     memset(out, 0, sizeof *out);
     if (!msp_dtype_valid(dt) || n == 0 || !data) {

@@ -52,12 +52,13 @@ static msp_err msp_xdir(int parent, const char *name, const char *shown, int *fd
     struct stat st;
     int err = errno;
     if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
-        return msp_fail(MSP_ERR_USAGE, "export: %s is a symbolic link: refused (export writes "
+        return msp_fail(MSP_ERR_USAGE,
+                        "export: %s is a symbolic link: refused (export writes "
                         "only inside -o and follows no link there; remove it, or export "
-                        "into an empty directory)", shown);
-    if (err == ENOTDIR || err == ELOOP)
-        return msp_fail(MSP_ERR_USAGE, "export: %s exists and is not a directory: refused",
+                        "into an empty directory)",
                         shown);
+    if (err == ENOTDIR || err == ELOOP)
+        return msp_fail(MSP_ERR_USAGE, "export: %s exists and is not a directory: refused", shown);
     return msp_fail(MSP_ERR_IO, "export: cannot open %s: %s", shown, strerror(err));
 }
 
@@ -157,11 +158,11 @@ static const struct {
     msp_dtype_t dtype;
     const char *name;
 } msp_storage_names[] = {
-    {MSP_DTYPE_FLOAT32, "FloatStorage"}, {MSP_DTYPE_FLOAT16, "HalfStorage"},
+    {MSP_DTYPE_FLOAT32, "FloatStorage"},     {MSP_DTYPE_FLOAT16, "HalfStorage"},
     {MSP_DTYPE_BFLOAT16, "BFloat16Storage"}, {MSP_DTYPE_FLOAT64, "DoubleStorage"},
-    {MSP_DTYPE_INT8, "CharStorage"}, {MSP_DTYPE_INT16, "ShortStorage"},
-    {MSP_DTYPE_INT32, "IntStorage"}, {MSP_DTYPE_INT64, "LongStorage"},
-    {MSP_DTYPE_UINT8, "ByteStorage"}, {MSP_DTYPE_BOOL, "BoolStorage"},
+    {MSP_DTYPE_INT8, "CharStorage"},         {MSP_DTYPE_INT16, "ShortStorage"},
+    {MSP_DTYPE_INT32, "IntStorage"},         {MSP_DTYPE_INT64, "LongStorage"},
+    {MSP_DTYPE_UINT8, "ByteStorage"},        {MSP_DTYPE_BOOL, "BoolStorage"},
 };
 
 static const char *msp_storage_name(msp_dtype_t dt)
@@ -214,8 +215,8 @@ static msp_err msp_write_pt(int dfd, const char *name, const char *shown,
     const char *base = name;
     size_t bl = strlen(base);
     char dirname[256];
-    snprintf(dirname, sizeof dirname, "%.*s", (int)(bl > 3 && !strcmp(base + bl - 3, ".pt")
-                                                        ? bl - 3 : bl), base);
+    snprintf(dirname, sizeof dirname, "%.*s",
+             (int)(bl > 3 && !strcmp(base + bl - 3, ".pt") ? bl - 3 : bl), base);
     int zerr = 0;
     msp_err rc = MSP_OK;
     zip_t *z = zip_open(path, ZIP_CREATE | ZIP_TRUNCATE, &zerr);
@@ -223,7 +224,11 @@ static msp_err msp_write_pt(int dfd, const char *name, const char *shown,
         msp_buf_free(&pk);
         return msp_fail(MSP_ERR_IO, "export: cannot create %s (libzip error %d)", shown, zerr);
     }
-    struct { const char *name; const void *d; size_t n; } ent[3] = {
+    struct {
+        const char *name;
+        const void *d;
+        size_t n;
+    } ent[3] = {
         {"data.pkl", pk.data, pk.len}, {"data/0", data, (size_t)t->nbytes}, {"version", "3\n", 2}};
     for (int i = 0; i < 3 && !rc; i++) {
         char member[300];
@@ -260,11 +265,13 @@ static msp_err msp_fill_npy(FILE *f, const char *shown, const void *ud)
     const msp_tensor_info_t *t = ((const struct msp_xnpy *)ud)->t;
     const void *data = ((const struct msp_xnpy *)ud)->data;
     (void)shown;
-    static const struct { msp_dtype_t dt; const char *descr; } map[] = {
-        {MSP_DTYPE_FLOAT32, "<f4"}, {MSP_DTYPE_FLOAT16, "<f2"}, {MSP_DTYPE_BFLOAT16, "<f4"},
-        {MSP_DTYPE_FLOAT64, "<f8"}, {MSP_DTYPE_INT8, "|i1"}, {MSP_DTYPE_INT16, "<i2"},
-        {MSP_DTYPE_INT32, "<i4"}, {MSP_DTYPE_INT64, "<i8"}, {MSP_DTYPE_UINT8, "|u1"},
-        {MSP_DTYPE_BOOL, "|b1"}};
+    static const struct {
+        msp_dtype_t dt;
+        const char *descr;
+    } map[] = {{MSP_DTYPE_FLOAT32, "<f4"}, {MSP_DTYPE_FLOAT16, "<f2"}, {MSP_DTYPE_BFLOAT16, "<f4"},
+               {MSP_DTYPE_FLOAT64, "<f8"}, {MSP_DTYPE_INT8, "|i1"},    {MSP_DTYPE_INT16, "<i2"},
+               {MSP_DTYPE_INT32, "<i4"},   {MSP_DTYPE_INT64, "<i8"},   {MSP_DTYPE_UINT8, "|u1"},
+               {MSP_DTYPE_BOOL, "|b1"}};
     const char *descr = NULL;
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (map[i].dt == t->dtype)
@@ -272,15 +279,18 @@ static msp_err msp_fill_npy(FILE *f, const char *shown, const void *ud)
     char shape[MSP_SHAPE_STR_MAX + 8] = "(";
     for (int d = 0; d < t->ndim; d++)
         snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%lld%s",
-                 (long long)t->shape[d], t->ndim == 1 ? "," : d + 1 < t->ndim ? ", " : "");
+                 (long long)t->shape[d],
+                 t->ndim == 1      ? ","
+                 : d + 1 < t->ndim ? ", "
+                                   : "");
     strcat(shape, ")");
     char head[1024];
     int hl = snprintf(head, sizeof head, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }",
                       descr, shape);
     size_t total = 10 + (size_t)hl + 1, pad = (64 - total % 64) % 64;
     uint16_t hlen = (uint16_t)((size_t)hl + pad + 1);
-    unsigned char magic[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)hlen,
-                               (unsigned char)(hlen >> 8)};
+    unsigned char magic[10] = {
+        0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)hlen, (unsigned char)(hlen >> 8)};
     fwrite(magic, 1, 10, f);
     fwrite(head, 1, (size_t)hl, f);
     for (size_t i = 0; i < pad; i++)
@@ -690,8 +700,10 @@ static msp_err msp_export_file(const char *in, int64_t step, int64_t rank, const
         goto cleanup;
     }
     cJSON_AddStringToObject(root, "task", x.with_data ? "tensor" : "statistics");
-    cJSON_AddStringToObject(root, "level", !strcmp(f->dump_mode, "module") ? "L0"
-                                           : !strcmp(f->dump_mode, "mix") ? "mix" : "L1");
+    cJSON_AddStringToObject(root, "level",
+                            !strcmp(f->dump_mode, "module") ? "L0"
+                            : !strcmp(f->dump_mode, "mix")  ? "mix"
+                                                            : "L1");
     cJSON_AddStringToObject(root, "framework", "pytorch");
     char *abs = x.with_data ? realpath(data_dir, NULL) : NULL;
     if (abs)
@@ -742,7 +754,8 @@ msp_err msp_export_msprobe(const char *path, const char *out_dir, int npy, size_
         }
         if (t.files[i].writer) /* rank{R}-{K}: a second writer of rank R */
             continue;
-        if (!(rc = msp_export_file(t.files[i].path, t.files[i].step, t.files[i].rank, out_dir, npy)))
+        if (!(rc = msp_export_file(t.files[i].path, t.files[i].step, t.files[i].rank, out_dir,
+                                   npy)))
             (*n_files)++;
     }
     msp_dump_tree_free(&t);

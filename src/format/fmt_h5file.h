@@ -14,7 +14,7 @@ struct msp_h5_impl {
     hid_t file;
     int fd;
     int64_t file_size;
-    int64_t version;   /* root attribute format_version (1 when absent) */
+    int64_t version; /* root attribute format_version (1 when absent) */
     /* /attrs (format_version 2), sorted by record, then key; has_attrs 0:
      * the records' attributes are on their groups. */
     struct msp_attr_row *attrs;

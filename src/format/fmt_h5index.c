@@ -55,15 +55,17 @@ static msp_err msp_tensor_from_row(msp_dump_file_t *f, const struct msp_index_ro
         return msp_fail(MSP_ERR_NOMEM, "%s: out of memory", where);
     t->dtype = msp_dtype_from_name(row->dtype);
     snprintf(t->dtype_name, sizeof t->dtype_name, "%s",
-             t->dtype ? msp_dtype_name(t->dtype) : row->dtype ? row->dtype : "");
+             t->dtype     ? msp_dtype_name(t->dtype)
+             : row->dtype ? row->dtype
+                          : "");
     if (row->ndim < 0 || row->ndim > MSP_MAX_NDIM || row->shape.len != (size_t)row->ndim)
         return msp_fail(MSP_ERR_FORMAT, "%s: ndim %d does not match its shape of %zu entries",
                         where, (int)row->ndim, row->shape.len);
     t->ndim = row->ndim;
     if (t->ndim)
         memcpy(t->shape, row->shape.p, sizeof(int64_t) * (size_t)t->ndim);
-    msp_err rc = msp_shape_size(t->shape, t->ndim, msp_dtype_size(t->dtype), &t->numel,
-                                &t->nbytes, where);
+    msp_err rc = msp_shape_size(t->shape, t->ndim, msp_dtype_size(t->dtype), &t->numel, &t->nbytes,
+                                where);
     if (rc)
         return rc;
     t->has_data = row->has_data != 0;
@@ -193,8 +195,10 @@ msp_err msp_load_index(msp_dump_file_t *f, hid_t d)
      * references alone take 96): a count no file of this size can hold is
      * a lie, refused before any allocation follows it. */
     if (n > im_file_size(f) / 64) {
-        rc = msp_fail(MSP_ERR_FORMAT, "file %s: /index declares %lld rows, more than a file of "
-                      "%lld bytes can hold", f->path, (long long)n, (long long)im_file_size(f));
+        rc = msp_fail(MSP_ERR_FORMAT,
+                      "file %s: /index declares %lld rows, more than a file of "
+                      "%lld bytes can hold",
+                      f->path, (long long)n, (long long)im_file_size(f));
         goto cleanup;
     }
     rows = calloc(n ? (size_t)n : 1, sizeof *rows);
@@ -212,15 +216,17 @@ msp_err msp_load_index(msp_dump_file_t *f, hid_t d)
     for (size_t i = 0; i < (size_t)n; i++) {
         struct msp_index_row *row = &rows[i];
         if (!row->record || !row->role) {
-            rc = msp_fail(MSP_ERR_FORMAT, "file %s: /index row %zu has no record or role",
-                          f->path, i);
+            rc = msp_fail(MSP_ERR_FORMAT, "file %s: /index row %zu has no record or role", f->path,
+                          i);
             goto cleanup;
         }
         if (i && rows[i - 1].record && rows[i - 1].role &&
             strcmp(rows[i - 1].record, row->record) == 0 &&
             strcmp(rows[i - 1].role, row->role) == 0) {
-            rc = msp_fail(MSP_ERR_FORMAT, "file %s: /index: record %s: %s has two rows: the "
-                          "table does not describe the file", f->path, row->record,
+            rc = msp_fail(MSP_ERR_FORMAT,
+                          "file %s: /index: record %s: %s has two rows: the "
+                          "table does not describe the file",
+                          f->path, row->record,
                           row->role[0] ? row->role : "(the record's marker row)");
             goto cleanup;
         }
@@ -240,7 +246,7 @@ msp_err msp_load_index(msp_dump_file_t *f, hid_t d)
             }
         }
         if (!row->role[0])
-            continue; /* marker row of a record without tensors */
+            continue;               /* marker row of a record without tensors */
         size_t tcap = r->n_tensors; /* grow by one: rows per record are few */
         msp_tensor_info_t *nt = realloc(r->tensors, (tcap + 1) * sizeof *nt);
         if (!nt) {
@@ -302,8 +308,10 @@ static msp_err msp_verify_row_dtype(hid_t d, hid_t ft, const msp_tensor_info_t *
         return MSP_ERR_FORMAT;
     if (r > 0 && strcmp(attr, t->dtype_name) != 0 &&
         !(t->dtype && msp_dtype_from_name(attr) == t->dtype))
-        return msp_fail(MSP_ERR_FORMAT, "%s: the row says dtype %s, the dataset's dtype "
-                        "attribute %.40s", where, t->dtype_name, attr);
+        return msp_fail(MSP_ERR_FORMAT,
+                        "%s: the row says dtype %s, the dataset's dtype "
+                        "attribute %.40s",
+                        where, t->dtype_name, attr);
     return MSP_OK;
 }
 
@@ -318,8 +326,10 @@ static msp_err msp_verify_row(hid_t d, const msp_tensor_info_t *t, const char *w
     if (!rc && (s < 0 || ft < 0 || nd < 0 || nd > MSP_MAX_NDIM))
         rc = msp_h5_fail(MSP_ERR_FORMAT, "%s: cannot read the dataset's shape", where);
     if (!rc && (H5Sget_simple_extent_type(s) != H5S_NULL) != t->has_data)
-        rc = msp_fail(MSP_ERR_FORMAT, "%s: the row says the tensor has %sdata, the dataset "
-                      "holds %s", where, t->has_data ? "" : "no ", t->has_data ? "none" : "some");
+        rc = msp_fail(MSP_ERR_FORMAT,
+                      "%s: the row says the tensor has %sdata, the dataset "
+                      "holds %s",
+                      where, t->has_data ? "" : "no ", t->has_data ? "none" : "some");
     if (!rc)
         rc = msp_verify_row_dtype(d, ft, t, where);
     if (!rc && t->has_data) {
@@ -328,19 +338,20 @@ static msp_err msp_verify_row(hid_t d, const msp_tensor_info_t *t, const char *w
         for (int k = 0; same && k < nd; k++)
             same = (int64_t)dims[k] == t->shape[k];
         if (!same)
-            rc = msp_fail(MSP_ERR_FORMAT, "%s: the row's shape differs from the dataset's",
-                          where);
+            rc = msp_fail(MSP_ERR_FORMAT, "%s: the row's shape differs from the dataset's", where);
         if (!rc && t->dtype && H5Tget_size(ft) != msp_dtype_size(t->dtype))
-            rc = msp_fail(MSP_ERR_FORMAT, "%s: the row says %s (%zu bytes an element), the "
-                          "dataset stores %zu", where, t->dtype_name, msp_dtype_size(t->dtype),
-                          H5Tget_size(ft));
+            rc = msp_fail(MSP_ERR_FORMAT,
+                          "%s: the row says %s (%zu bytes an element), the "
+                          "dataset stores %zu",
+                          where, t->dtype_name, msp_dtype_size(t->dtype), H5Tget_size(ft));
         if (!rc && t->offset >= 0) {
             haddr_t a = H5Dget_offset(d);
             if (!plain || a == HADDR_UNDEF || a != (haddr_t)t->offset ||
                 H5Dget_storage_size(d) != (hsize_t)t->nbytes)
-                rc = msp_fail(MSP_ERR_FORMAT, "%s: the row says %lld bytes at offset %lld, the "
-                              "dataset's own storage differs", where, (long long)t->nbytes,
-                              (long long)t->offset);
+                rc = msp_fail(MSP_ERR_FORMAT,
+                              "%s: the row says %lld bytes at offset %lld, the "
+                              "dataset's own storage differs",
+                              where, (long long)t->nbytes, (long long)t->offset);
         } else if (!rc) {
             rc = msp_check_expansion(d, t, where);
         }
@@ -387,8 +398,10 @@ msp_err msp_verify_index(msp_dump_file_t *f)
             htri_t has_d = g >= 0 ? H5Lexists(g, t->role, H5P_DEFAULT) : 0;
             hid_t d = has_d > 0 ? H5Dopen2(g, t->role, H5P_DEFAULT) : -1;
             if (d < 0 && t->has_data) {
-                rc = msp_h5_fail(MSP_ERR_FORMAT, "%s: the row names a dataset the file does "
-                                 "not have", where);
+                rc = msp_h5_fail(MSP_ERR_FORMAT,
+                                 "%s: the row names a dataset the file does "
+                                 "not have",
+                                 where);
                 break;
             }
             H5Eclear2(H5E_DEFAULT);
@@ -399,21 +412,27 @@ msp_err msp_verify_index(msp_dump_file_t *f)
             H5Dclose(d);
         }
         if (!rc && g < 0 && n_data)
-            rc = msp_fail(MSP_ERR_FORMAT, "file %s: /index: record %s: the row names a record "
-                          "the file does not have", f->path, r->name);
+            rc = msp_fail(MSP_ERR_FORMAT,
+                          "file %s: /index: record %s: the row names a record "
+                          "the file does not have",
+                          f->path, r->name);
         snprintf(where, sizeof where, "file %s: /index: record %s", f->path, r->name);
         long held = !rc && g >= 0 ? msp_count_datasets(g, n_sets, where) : (long)n_sets;
         if (!rc && held < 0)
             rc = msp_h5_fail(MSP_ERR_FORMAT, "%s: cannot list its datasets", where);
         else if (!rc && held != (long)n_sets)
-            rc = msp_fail(MSP_ERR_FORMAT, "%s: the record's group holds %ld datasets, the "
-                          "table names %zu of them", where, held, n_sets);
+            rc = msp_fail(MSP_ERR_FORMAT,
+                          "%s: the record's group holds %ld datasets, the "
+                          "table names %zu of them",
+                          where, held, n_sets);
         if (g >= 0)
             H5Gclose(g);
     }
     if (!rc && found != n_groups)
-        rc = msp_fail(MSP_ERR_FORMAT, "file %s: /index names %zu of the file's %zu record "
-                      "groups: the table does not describe the file", f->path, found, n_groups);
+        rc = msp_fail(MSP_ERR_FORMAT,
+                      "file %s: /index names %zu of the file's %zu record "
+                      "groups: the table does not describe the file",
+                      f->path, found, n_groups);
     H5Eclear2(H5E_DEFAULT);
     return rc;
 }

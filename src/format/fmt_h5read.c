@@ -124,14 +124,16 @@ static msp_err msp_load_rows(msp_dump_file_t *f, const char *name, struct msp_at
             H5Tclose(c);
     }
     if (!ok) {
-        rc = msp_h5_fail(MSP_ERR_FORMAT, "file %s: /%s is not a one-dimensional table of "
-                         "(record, key, value) variable-length strings", f->path, name);
+        rc = msp_h5_fail(MSP_ERR_FORMAT,
+                         "file %s: /%s is not a one-dimensional table of "
+                         "(record, key, value) variable-length strings",
+                         f->path, name);
         goto cleanup;
     }
     if (!(at = calloc(n ? (size_t)n : 1, sizeof *at)) ||
         !(*out = calloc(n ? (size_t)n : 1, sizeof **out))) {
-        rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory for /%s (%lld rows)", f->path,
-                      name, (long long)n);
+        rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory for /%s (%lld rows)", f->path, name,
+                      (long long)n);
         goto cleanup;
     }
     struct msp_attr_row *rows = *out;
@@ -145,8 +147,8 @@ static msp_err msp_load_rows(msp_dump_file_t *f, const char *name, struct msp_at
     }
     for (size_t i = 0; i < *n_out; i++) {
         if (!rows[i].record || !rows[i].key || !rows[i].value) {
-            rc = msp_fail(MSP_ERR_FORMAT, "file %s: /%s row %zu has a null string", f->path,
-                          name, i);
+            rc = msp_fail(MSP_ERR_FORMAT, "file %s: /%s row %zu has a null string", f->path, name,
+                          i);
             goto cleanup;
         }
         at[i] = (struct msp_attr_at){rows[i], i};
@@ -221,8 +223,10 @@ static msp_err msp_root_attrs(msp_dump_file_t *f)
     if (r < 0)
         return MSP_ERR_FORMAT;
     if (r == 0)
-        return msp_fail(MSP_ERR_FORMAT, "file %s: an HDF5 file but not an msprobe dump: the root "
-                        "attribute 'format' is missing (see msprobe-dump(5))", f->path);
+        return msp_fail(MSP_ERR_FORMAT,
+                        "file %s: an HDF5 file but not an msprobe dump: the root "
+                        "attribute 'format' is missing (see msprobe-dump(5))",
+                        f->path);
     if (strcmp(fmt, MSP_FORMAT_NAME) != 0)
         return msp_fail(MSP_ERR_FORMAT, "file %s: root attribute format is '%s', expected '%s'",
                         f->path, fmt, MSP_FORMAT_NAME);
@@ -230,9 +234,10 @@ static msp_err msp_root_attrs(msp_dump_file_t *f)
     if (msp_h5_attr_get_i64(root, "format_version", &ver, where) < 0)
         return MSP_ERR_FORMAT;
     if (ver > MSP_FORMAT_VERSION || ver < 1)
-        return msp_fail(MSP_ERR_UNSUPPORTED, "file %s: format_version %lld; this msprobe reads "
-                        "versions 1 to %d: upgrade msprobe", f->path, (long long)ver,
-                        MSP_FORMAT_VERSION);
+        return msp_fail(MSP_ERR_UNSUPPORTED,
+                        "file %s: format_version %lld; this msprobe reads "
+                        "versions 1 to %d: upgrade msprobe",
+                        f->path, (long long)ver, MSP_FORMAT_VERSION);
     msp_impl(f)->version = ver;
     struct {
         const char *key;
@@ -264,8 +269,10 @@ static msp_err msp_open_locked(msp_dump_file_t *f)
     htri_t is = H5Fis_hdf5(path);
     if (is <= 0) {
         H5Eclear2(H5E_DEFAULT);
-        return msp_fail(MSP_ERR_FORMAT, "file %s: not an HDF5 file (no HDF5 signature; "
-                        "%lld bytes)", path, (long long)im->file_size);
+        return msp_fail(MSP_ERR_FORMAT,
+                        "file %s: not an HDF5 file (no HDF5 signature; "
+                        "%lld bytes)",
+                        path, (long long)im->file_size);
     }
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     if (fapl >= 0) {
@@ -275,8 +282,10 @@ static msp_err msp_open_locked(msp_dump_file_t *f)
     im->file = H5Fopen(path, H5F_ACC_RDONLY, fapl >= 0 ? fapl : H5P_DEFAULT);
     msp_err rc = MSP_OK;
     if (im->file < 0) /* before any other H5 call: each one clears the error stack */
-        rc = msp_h5_fail(MSP_ERR_FORMAT, "file %s: cannot open as HDF5: the file is truncated, "
-                         "corrupt or still being written", path);
+        rc = msp_h5_fail(MSP_ERR_FORMAT,
+                         "file %s: cannot open as HDF5: the file is truncated, "
+                         "corrupt or still being written",
+                         path);
     if (fapl >= 0)
         H5Pclose(fapl);
     if (rc)
@@ -359,13 +368,13 @@ msp_err msp_dump_open_local(const char *path, msp_dump_file_t **out)
 
 /* The state of a stream that reads an HDF5 dataset in this process. */
 struct msp_h5_stream {
-    hid_t d, fs, mt;      /* the dataset, its space, the native type */
+    hid_t d, fs, mt; /* the dataset, its space, the native type */
     int nd;
     hsize_t shape[H5S_MAX_RANK];
     size_t esize;
-    int bdim;             /* blocks are whole rows of this dimension, */
-    uint64_t inner;       /* each row this many elements (msp_stream_h5_rows) */
-    uint64_t elem;        /* elements read so far */
+    int bdim;       /* blocks are whole rows of this dimension, */
+    uint64_t inner; /* each row this many elements (msp_stream_h5_rows) */
+    uint64_t elem;  /* elements read so far */
 };
 
 /* The dimension a block takes whole rows of: the shallowest one whose rows
@@ -412,8 +421,8 @@ static msp_err msp_stream_h5_fill(msp_tensor_stream_t *s)
     msp_h5_lock();
     hid_t ms = H5Screate_simple(1, (hsize_t[]){(hsize_t)n}, NULL);
     int ok = ms >= 0 &&
-             (h->nd == 0 || H5Sselect_hyperslab(h->fs, H5S_SELECT_SET, start, NULL, count,
-                                                NULL) >= 0) &&
+             (h->nd == 0 ||
+              H5Sselect_hyperslab(h->fs, H5S_SELECT_SET, start, NULL, count, NULL) >= 0) &&
              H5Dread(h->d, h->mt, ms, h->nd == 0 ? H5S_ALL : h->fs, H5P_DEFAULT, s->buf) >= 0;
     if (!ok)
         rc = msp_h5_fail(MSP_ERR_FORMAT, "%s: cannot read elements %llu to %llu", s->where,
@@ -459,8 +468,8 @@ static void msp_stream_h5_cache(struct msp_h5_stream *h, hid_t g, const char *ro
 {
     hid_t dcpl = H5Dget_create_plist(h->d);
     hsize_t cd[H5S_MAX_RANK];
-    int cn = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED
-                 ? H5Pget_chunk(dcpl, H5S_MAX_RANK, cd) : -1;
+    int cn = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED ? H5Pget_chunk(dcpl, H5S_MAX_RANK, cd)
+                                                             : -1;
     if (dcpl >= 0)
         H5Pclose(dcpl);
     if (cn != h->nd || cn <= 0)
@@ -527,8 +536,7 @@ static msp_err msp_stream_h5_open(msp_dump_file_t *f, const msp_record_info_t *r
         h->mt = msp_h5_type_for(t->dtype);
     h->esize = msp_dtype_size(t->dtype);
     if (h->mt < 0 || !h->esize) {
-        rc = msp_h5_fail(MSP_ERR_FORMAT, "%s: cannot read the data as %s", s->where,
-                         t->dtype_name);
+        rc = msp_h5_fail(MSP_ERR_FORMAT, "%s: cannot read the data as %s", s->where, t->dtype_name);
         goto done;
     }
     msp_stream_h5_rows(h);
@@ -632,8 +640,7 @@ cleanup:
     return MSP_OK;
 }
 
-static msp_err msp_h5_api_defaults(msp_dump_file_t *f, const struct msp_attr_row **rows,
-                                   size_t *n)
+static msp_err msp_h5_api_defaults(msp_dump_file_t *f, const struct msp_attr_row **rows, size_t *n)
 {
     *rows = msp_impl(f)->defs;
     *n = msp_impl(f)->n_defs;

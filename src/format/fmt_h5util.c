@@ -96,17 +96,28 @@ static hid_t msp_h5_bool_type(void)
 hid_t msp_h5_type_for(msp_dtype_t dt)
 {
     switch (dt) {
-    case MSP_DTYPE_FLOAT32: return H5Tcopy(H5T_IEEE_F32LE);
-    case MSP_DTYPE_FLOAT64: return H5Tcopy(H5T_IEEE_F64LE);
-    case MSP_DTYPE_FLOAT16: return msp_h5_small_float(5, 10, 15);
-    case MSP_DTYPE_BFLOAT16: return msp_h5_small_float(8, 7, 127);
-    case MSP_DTYPE_INT8: return H5Tcopy(H5T_STD_I8LE);
-    case MSP_DTYPE_INT16: return H5Tcopy(H5T_STD_I16LE);
-    case MSP_DTYPE_INT32: return H5Tcopy(H5T_STD_I32LE);
-    case MSP_DTYPE_INT64: return H5Tcopy(H5T_STD_I64LE);
-    case MSP_DTYPE_UINT8: return H5Tcopy(H5T_STD_U8LE);
-    case MSP_DTYPE_BOOL: return msp_h5_bool_type();
-    default: return -1;
+    case MSP_DTYPE_FLOAT32:
+        return H5Tcopy(H5T_IEEE_F32LE);
+    case MSP_DTYPE_FLOAT64:
+        return H5Tcopy(H5T_IEEE_F64LE);
+    case MSP_DTYPE_FLOAT16:
+        return msp_h5_small_float(5, 10, 15);
+    case MSP_DTYPE_BFLOAT16:
+        return msp_h5_small_float(8, 7, 127);
+    case MSP_DTYPE_INT8:
+        return H5Tcopy(H5T_STD_I8LE);
+    case MSP_DTYPE_INT16:
+        return H5Tcopy(H5T_STD_I16LE);
+    case MSP_DTYPE_INT32:
+        return H5Tcopy(H5T_STD_I32LE);
+    case MSP_DTYPE_INT64:
+        return H5Tcopy(H5T_STD_I64LE);
+    case MSP_DTYPE_UINT8:
+        return H5Tcopy(H5T_STD_U8LE);
+    case MSP_DTYPE_BOOL:
+        return msp_h5_bool_type();
+    default:
+        return -1;
     }
 }
 
@@ -141,26 +152,35 @@ msp_dtype_t msp_h5_dtype_of(hid_t t, int *exact, char *name, size_t name_size)
     if (cls == H5T_INTEGER) {
         int sgn = H5Tget_sign(t) == H5T_SGN_2;
         snprintf(name, name_size, "%sint%zu", sgn ? "" : "u", size * 8);
-        if (sgn && size == 1) dt = MSP_DTYPE_INT8;
-        else if (sgn && size == 2) dt = MSP_DTYPE_INT16;
-        else if (sgn && size == 4) dt = MSP_DTYPE_INT32;
-        else if (sgn && size == 8) dt = MSP_DTYPE_INT64;
-        else if (!sgn && size == 1) dt = MSP_DTYPE_UINT8;
+        if (sgn && size == 1)
+            dt = MSP_DTYPE_INT8;
+        else if (sgn && size == 2)
+            dt = MSP_DTYPE_INT16;
+        else if (sgn && size == 4)
+            dt = MSP_DTYPE_INT32;
+        else if (sgn && size == 8)
+            dt = MSP_DTYPE_INT64;
+        else if (!sgn && size == 1)
+            dt = MSP_DTYPE_UINT8;
         *exact = dt != MSP_DTYPE_INVALID && packed && (size == 1 || order == H5T_ORDER_LE);
     } else if (cls == H5T_FLOAT) {
         size_t spos = 0, epos = 0, esize = 0, mpos = 0, msize = 0;
         H5Tget_fields(t, &spos, &epos, &esize, &mpos, &msize);
         size_t ebias = H5Tget_ebias(t);
         snprintf(name, name_size, "float%zu (e%zu m%zu)", size * 8, esize, msize);
-        if (esize == 8 && msize == 23 && ebias == 127) dt = MSP_DTYPE_FLOAT32;
-        else if (esize == 11 && msize == 52 && ebias == 1023) dt = MSP_DTYPE_FLOAT64;
-        else if (esize == 5 && msize == 10 && ebias == 15) dt = MSP_DTYPE_FLOAT16;
-        else if (esize == 8 && msize == 7 && ebias == 127) dt = MSP_DTYPE_BFLOAT16;
+        if (esize == 8 && msize == 23 && ebias == 127)
+            dt = MSP_DTYPE_FLOAT32;
+        else if (esize == 11 && msize == 52 && ebias == 1023)
+            dt = MSP_DTYPE_FLOAT64;
+        else if (esize == 5 && msize == 10 && ebias == 15)
+            dt = MSP_DTYPE_FLOAT16;
+        else if (esize == 8 && msize == 7 && ebias == 127)
+            dt = MSP_DTYPE_BFLOAT16;
         /* Identical bit positions to the IEEE layout, little-endian, no
          * padding: then the file bytes are the native elements. */
         int ieee_fields = spos == size * 8 - 1 && epos == msize && mpos == 0;
-        *exact = dt != MSP_DTYPE_INVALID && packed && ieee_fields &&
-                 order == H5T_ORDER_LE && H5Tget_norm(t) == H5T_NORM_IMPLIED;
+        *exact = dt != MSP_DTYPE_INVALID && packed && ieee_fields && order == H5T_ORDER_LE &&
+                 H5Tget_norm(t) == H5T_NORM_IMPLIED;
         if (dt != MSP_DTYPE_INVALID && msp_dtype_size(dt) != size)
             dt = MSP_DTYPE_INVALID, *exact = 0;
     } else if (cls == H5T_ENUM && msp_h5_is_bool_enum(t)) {
@@ -437,10 +457,21 @@ static int msp_h5_attr_read_num(hid_t obj, const char *key, int want_float, void
         }
         for (size_t i = 0; i < (size_t)n; i++) {
             int64_t v = 0;
-            if (sz == 1) { int8_t x; memcpy(&x, raw + i, 1); v = x; }
-            else if (sz == 2) { int16_t x; memcpy(&x, raw + 2 * i, 2); v = x; }
-            else if (sz == 4) { int32_t x; memcpy(&x, raw + 4 * i, 4); v = x; }
-            else { memcpy(&v, raw + 8 * i, 8); }
+            if (sz == 1) {
+                int8_t x;
+                memcpy(&x, raw + i, 1);
+                v = x;
+            } else if (sz == 2) {
+                int16_t x;
+                memcpy(&x, raw + 2 * i, 2);
+                v = x;
+            } else if (sz == 4) {
+                int32_t x;
+                memcpy(&x, raw + 4 * i, 4);
+                v = x;
+            } else {
+                memcpy(&v, raw + 8 * i, 8);
+            }
             if (want_float)
                 ((double *)out)[i] = (double)v;
             else
@@ -548,8 +579,9 @@ int msp_role_cmp(const char *a, const char *b)
 /* ---- /index ------------------------------------------------------------------ */
 
 const char *const msp_index_columns[] = {
-    "record", "role", "order", "dtype", "ndim", "shape", "has_data", "max", "min", "mean", "norm",
-    "nan_count", "inf_count", "crc32", "offset", "nbytes", "device", "requires_grad", NULL,
+    "record", "role",   "order",  "dtype",         "ndim",      "shape",     "has_data",
+    "max",    "min",    "mean",   "norm",          "nan_count", "inf_count", "crc32",
+    "offset", "nbytes", "device", "requires_grad", NULL,
 };
 
 hid_t msp_h5_attrs_type(int packed)

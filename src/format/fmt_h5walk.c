@@ -119,11 +119,15 @@ msp_err msp_check_storage(hid_t d, const char *where, int *plain)
         *plain = layout == H5D_CONTIGUOUS && H5Pget_nfilters(dcpl) == 0;
     H5Pclose(dcpl);
     if (external != 0)
-        return msp_fail(MSP_ERR_FORMAT, "%s: the dataset's data is stored in other files "
-                        "(external storage): refused", where);
+        return msp_fail(MSP_ERR_FORMAT,
+                        "%s: the dataset's data is stored in other files "
+                        "(external storage): refused",
+                        where);
     if (layout == H5D_VIRTUAL)
-        return msp_fail(MSP_ERR_FORMAT, "%s: the dataset is a virtual one made of other files: "
-                        "refused", where);
+        return msp_fail(MSP_ERR_FORMAT,
+                        "%s: the dataset is a virtual one made of other files: "
+                        "refused",
+                        where);
     if (layout < 0)
         return msp_h5_fail(MSP_ERR_FORMAT, "%s: cannot read the dataset's layout", where);
     return MSP_OK;
@@ -141,9 +145,10 @@ msp_err msp_check_expansion(hid_t d, const msp_tensor_info_t *t, const char *whe
     hsize_t stored = H5Dget_storage_size(d);
     if (t->nbytes > MSP_EXPANSION_SLACK &&
         (uint64_t)t->nbytes / MSP_MAX_EXPANSION > (uint64_t)stored)
-        return msp_fail(MSP_ERR_FORMAT, "%s: declares %lld bytes from %llu bytes of storage "
-                        "(more than %d:1): refused", where, (long long)t->nbytes,
-                        (unsigned long long)stored, MSP_MAX_EXPANSION);
+        return msp_fail(MSP_ERR_FORMAT,
+                        "%s: declares %lld bytes from %llu bytes of storage "
+                        "(more than %d:1): refused",
+                        where, (long long)t->nbytes, (unsigned long long)stored, MSP_MAX_EXPANSION);
     return MSP_OK;
 }
 
@@ -232,8 +237,10 @@ static msp_err msp_walk_tensor(msp_dump_file_t *f, hid_t g, const char *rec, con
         int r = msp_h5_attr_get_i64_array(d, "shape", t->shape, &n, where);
         if (r <= 0) {
             rc = r < 0 ? MSP_ERR_FORMAT
-                       : msp_fail(MSP_ERR_FORMAT, "%s: statistics-only dataset (null dataspace) "
-                                  "without a 'shape' attribute", where);
+                       : msp_fail(MSP_ERR_FORMAT,
+                                  "%s: statistics-only dataset (null dataspace) "
+                                  "without a 'shape' attribute",
+                                  where);
             goto cleanup;
         }
         t->ndim = n;
@@ -263,8 +270,8 @@ static msp_err msp_walk_tensor(msp_dump_file_t *f, hid_t g, const char *rec, con
         t->producer = NULL;
     }
     t->offset = -1;
-    if (t->has_data && ((rc = msp_check_storage(d, where, NULL)) ||
-                        (rc = msp_walk_offset(d, f, t, exact))))
+    if (t->has_data &&
+        ((rc = msp_check_storage(d, where, NULL)) || (rc = msp_walk_offset(d, f, t, exact))))
         goto cleanup;
     if (t->has_data && t->offset < 0)
         rc = msp_check_expansion(d, t, where);

@@ -85,7 +85,6 @@ extern const char *const msp_index_columns[];
  * msp_h5_index_type): the rows of /attrs (format_version 2) and /defaults. */
 hid_t msp_h5_attrs_type(int packed);
 
-
 /* ---- contained reading (fmt_contain.c, fmt_contain_get.c, fmt_contain_put.c) ---- */
 
 #include <stdio.h>
@@ -105,8 +104,7 @@ int msp_wire_put_error(FILE *o, msp_err code, const char *detail);
 /* Parses a catalogue message into f (path and impl set; records freed by
  * msp_dump_close). */
 msp_err msp_wire_get_file(const unsigned char *buf, size_t n, msp_dump_file_t *f,
-                          struct msp_rattrs **attrs, struct msp_attr_row **defs,
-                          size_t *n_defs);
+                          struct msp_rattrs **attrs, struct msp_attr_row **defs, size_t *n_defs);
 /* An error answer after its "MSPE": its code and detail (malloc'd, or NULL);
  * -1 when the answer is short or malformed (fmt_contain_get.c). */
 int msp_wire_get_error(const unsigned char *buf, size_t n, int64_t *code, char **detail);

@@ -88,14 +88,16 @@ size_t msp_ms_max_records(void)
 /* name under dirfd (or a path with AT_FDCWD) opened for reading, checked as
  * every file of a msprobe dump is: no link, a regular file, at most cap
  * bytes. shown names it in messages. */
-msp_err msp_ms_open_file(int dirfd, const char *name, const char *shown, uint64_t cap,
-                         int *fd_out, uint64_t *size)
+msp_err msp_ms_open_file(int dirfd, const char *name, const char *shown, uint64_t cap, int *fd_out,
+                         uint64_t *size)
 {
     *fd_out = -1;
     int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0 && errno == ELOOP)
-        return msp_fail(MSP_ERR_FORMAT, "file %s: a symbolic link: refused (a dump's files "
-                        "must lie inside its directory)", shown);
+        return msp_fail(MSP_ERR_FORMAT,
+                        "file %s: a symbolic link: refused (a dump's files "
+                        "must lie inside its directory)",
+                        shown);
     if (fd < 0)
         return msp_fail(errno == ENOENT || errno == ENOTDIR ? MSP_ERR_NOT_FOUND : MSP_ERR_IO,
                         "file %s: %s", shown, strerror(errno));
@@ -104,11 +106,15 @@ msp_err msp_ms_open_file(int dirfd, const char *name, const char *shown, uint64_
     if (fstat(fd, &st) != 0)
         rc = msp_fail(MSP_ERR_IO, "file %s: %s", shown, strerror(errno));
     else if (!S_ISREG(st.st_mode))
-        rc = msp_fail(MSP_ERR_FORMAT, "file %s: not a regular file (a FIFO, socket, device or "
-                      "directory): refused", shown);
+        rc = msp_fail(MSP_ERR_FORMAT,
+                      "file %s: not a regular file (a FIFO, socket, device or "
+                      "directory): refused",
+                      shown);
     else if ((uint64_t)st.st_size > cap)
-        rc = msp_fail(MSP_ERR_LIMIT, "file %s: %lld bytes, more than the %llu such a file may "
-                      "take: refused", shown, (long long)st.st_size, (unsigned long long)cap);
+        rc = msp_fail(MSP_ERR_LIMIT,
+                      "file %s: %lld bytes, more than the %llu such a file may "
+                      "take: refused",
+                      shown, (long long)st.st_size, (unsigned long long)cap);
     if (rc) {
         close(fd);
         return rc;
@@ -131,10 +137,11 @@ msp_err msp_ms_slurp(const char *path, char **text, size_t *len)
         return rc;
     if (size > cap) { /* said before a byte is read: the size alone decides */
         close(fd);
-        return msp_fail(MSP_ERR_LIMIT, "file %s: %llu bytes, more than the %llu MiB a JSON file "
+        return msp_fail(MSP_ERR_LIMIT,
+                        "file %s: %llu bytes, more than the %llu MiB a JSON file "
                         "of a msprobe dump may take: refused (MSPROBE_DUMP_JSON_MAX_MB raises "
-                        "the limit)", path, (unsigned long long)size,
-                        (unsigned long long)(cap >> 20));
+                        "the limit)",
+                        path, (unsigned long long)size, (unsigned long long)(cap >> 20));
     }
     char *buf = malloc((size_t)size + 1);
     size_t n = 0;
@@ -199,8 +206,8 @@ static int msp_js_value(struct msp_js *s)
         return msp_js_string(s);
     if (open != '{' && open != '[') {
         const char *start = s->p;
-        while (s->p < s->end && (isalnum((unsigned char)*s->p) || *s->p == '+' ||
-                                 *s->p == '-' || *s->p == '.'))
+        while (s->p < s->end &&
+               (isalnum((unsigned char)*s->p) || *s->p == '+' || *s->p == '-' || *s->p == '.'))
             s->p++;
         return s->p > start ? 0 : -1;
     }

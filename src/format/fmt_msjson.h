@@ -16,8 +16,8 @@
 /* name under dirfd (or a path with AT_FDCWD) opened for reading, checked as
  * every file of a msprobe dump is: no link, a regular file, at most cap
  * bytes. shown names it in messages. */
-msp_err msp_ms_open_file(int dirfd, const char *name, const char *shown, uint64_t cap,
-                         int *fd_out, uint64_t *size);
+msp_err msp_ms_open_file(int dirfd, const char *name, const char *shown, uint64_t cap, int *fd_out,
+                         uint64_t *size);
 /* The caps on what a msprobe dump directory may make the reader hold
  * (msprobe-dump(5), "MSPROBE'S OWN DIRECTORIES"): bytes of one JSON file
  * (dump.json, stack.json, construct.json), read whole, and records of
@@ -48,8 +48,7 @@ void msp_js_ws(struct msp_js *s);
 /* Each member of the object at s->p: fn(key_start, member_end, value_start,
  * ud), the member's text being key_start..member_end ("key": value). Stops
  * at fn's first error. 1: not an object or malformed (s->p where). */
-typedef msp_err (*msp_js_member_fn)(const char *key, const char *end, const char *value,
-                                    void *ud);
+typedef msp_err (*msp_js_member_fn)(const char *key, const char *end, const char *value, void *ud);
 int msp_js_members(struct msp_js *s, msp_js_member_fn fn, void *ud, msp_err *rc);
 /* How many members the object at s->p has, its structure checked as
  * msp_js_members does, nothing built; s->p moves past it. -1: not an object

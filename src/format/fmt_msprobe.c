@@ -173,11 +173,14 @@ static msp_err msp_ms_data_member(const char *key, const char *end, const char *
     int too_big = 0;
     cJSON *o = msp_js_member_tree(key, end, &too_big);
     if (!o)
-        return too_big ? msp_fail(MSP_ERR_LIMIT, "file %s: the record at byte %td takes %td "
-                                  "bytes, more than the %zu one record may take", f->path,
-                                  key - L->text, end - key, MSP_MS_ENTRY_MAX)
-                       : msp_fail(MSP_ERR_FORMAT, "file %s: the record at byte %td is not "
-                                  "valid JSON", f->path, key - L->text);
+        return too_big ? msp_fail(MSP_ERR_LIMIT,
+                                  "file %s: the record at byte %td takes %td "
+                                  "bytes, more than the %zu one record may take",
+                                  f->path, key - L->text, end - key, MSP_MS_ENTRY_MAX)
+                       : msp_fail(MSP_ERR_FORMAT,
+                                  "file %s: the record at byte %td is not "
+                                  "valid JSON",
+                                  f->path, key - L->text);
     const cJSON *rec = o->child;
     msp_err rc = MSP_OK;
     if (!cJSON_IsObject(rec)) {
@@ -219,21 +222,27 @@ static msp_err msp_ms_top_member(const char *key, const char *end, const char *v
         if (L->saw_data++) {
             rc = msp_fail(MSP_ERR_FORMAT, "file %s: two \"data\" objects", L->f->path);
         } else if (n > 0 && (unsigned long long)n > cap) {
-            rc = msp_fail(MSP_ERR_LIMIT, "file %s: %lld records in \"data\", more than the %zu "
+            rc = msp_fail(MSP_ERR_LIMIT,
+                          "file %s: %lld records in \"data\", more than the %zu "
                           "a dump.json may hold: refused (MSPROBE_DUMP_JSON_MAX_RECORDS raises "
-                          "the limit)", L->f->path, n, cap);
+                          "the limit)",
+                          L->f->path, n, cap);
         } else {
             struct msp_js d = {value, end, 0};
             if (msp_js_members(&d, msp_ms_data_member, L, &rc) && !rc)
-                rc = msp_fail(MSP_ERR_FORMAT, "file %s: not a msprobe dump.json (\"data\" is "
-                              "not an object)", L->f->path);
+                rc = msp_fail(MSP_ERR_FORMAT,
+                              "file %s: not a msprobe dump.json (\"data\" is "
+                              "not an object)",
+                              L->f->path);
         }
     } else if (!strcmp(nm, "task") || !strcmp(nm, "level") || !strcmp(nm, "framework")) {
         int too_big;
         cJSON *o = msp_js_member_tree(key, end, &too_big);
         const cJSON *v = o ? o->child : NULL;
-        msp_ms_top_string(v, !strcmp(nm, "task") ? L->task : nm[0] == 'l' ? L->level
-                                                                             : L->framework,
+        msp_ms_top_string(v,
+                          !strcmp(nm, "task") ? L->task
+                          : nm[0] == 'l'      ? L->level
+                                              : L->framework,
                           sizeof L->task);
         cJSON_Delete(o);
     }
@@ -456,8 +465,10 @@ msp_err msp_msprobe_open(const char *json_path, msp_dump_file_t **out)
     /* one JSON value and nothing after it: a second document or garbage
      * appended is a damaged file, not an empty one */
     if (bad || s.p != s.end) {
-        rc = msp_fail(MSP_ERR_FORMAT, "file %s: not a msprobe dump.json (invalid JSON, or data "
-                      "after the JSON value, near byte %td)", json_path, s.p - text);
+        rc = msp_fail(MSP_ERR_FORMAT,
+                      "file %s: not a msprobe dump.json (invalid JSON, or data "
+                      "after the JSON value, near byte %td)",
+                      json_path, s.p - text);
         goto cleanup;
     }
     if (!L.saw_data) {
@@ -470,9 +481,11 @@ msp_err msp_msprobe_open(const char *json_path, msp_dump_file_t **out)
     snprintf(f->task, sizeof f->task, "%.*s", (int)sizeof f->task - 1, L.task);
     const char *lv = L.level;
     snprintf(f->dump_mode, sizeof f->dump_mode, "%.*s", (int)sizeof f->dump_mode - 1,
-             !strcmp(lv, "L0") ? "module" : !strcmp(lv, "L1") ? "api" : !strcmp(lv, "mix") ? "mix" : lv);
-    snprintf(f->framework, sizeof f->framework, "%.*s", (int)sizeof f->framework - 1,
-             L.framework);
+             !strcmp(lv, "L0")    ? "module"
+             : !strcmp(lv, "L1")  ? "api"
+             : !strcmp(lv, "mix") ? "mix"
+                                  : lv);
+    snprintf(f->framework, sizeof f->framework, "%.*s", (int)sizeof f->framework - 1, L.framework);
     f->step = msp_ms_dir_number(json_path, 2, "step");
     f->rank = msp_ms_dir_number(json_path, 1, "rank");
     if (f->rank < 0 && msp_ms_single_process_dir(json_path))
@@ -493,8 +506,8 @@ msp_err msp_msprobe_open(const char *json_path, msp_dump_file_t **out)
         if (!strcmp(f->records[order[i - 1]].name, f->records[order[i]].name)) {
             char shown[200];
             msp_fg_clean(shown, sizeof shown, f->records[order[i]].name);
-            rc = msp_fail(MSP_ERR_FORMAT, "file %s: record %s appears twice in \"data\"",
-                          json_path, shown);
+            rc = msp_fail(MSP_ERR_FORMAT, "file %s: record %s appears twice in \"data\"", json_path,
+                          shown);
             goto cleanup;
         }
     struct msp_ms_names nx = {f, order};
@@ -517,33 +530,100 @@ cleanup:
 static double msp_ms_get(msp_dtype_t dt, const unsigned char *p)
 {
     switch (dt) {
-    case MSP_DTYPE_FLOAT32: { float v; memcpy(&v, p, 4); return v; }
-    case MSP_DTYPE_FLOAT64: { double v; memcpy(&v, p, 8); return v; }
-    case MSP_DTYPE_FLOAT16: { uint16_t v; memcpy(&v, p, 2); return msp_half_to_float(v); }
-    case MSP_DTYPE_BFLOAT16: { uint16_t v; memcpy(&v, p, 2); return msp_bf16_to_float(v); }
-    case MSP_DTYPE_INT8: return (int8_t)p[0];
-    case MSP_DTYPE_UINT8: case MSP_DTYPE_BOOL: return p[0];
-    case MSP_DTYPE_INT16: { int16_t v; memcpy(&v, p, 2); return v; }
-    case MSP_DTYPE_INT32: { int32_t v; memcpy(&v, p, 4); return v; }
-    case MSP_DTYPE_INT64: { int64_t v; memcpy(&v, p, 8); return (double)v; }
-    default: return NAN;
+    case MSP_DTYPE_FLOAT32: {
+        float v;
+        memcpy(&v, p, 4);
+        return v;
+    }
+    case MSP_DTYPE_FLOAT64: {
+        double v;
+        memcpy(&v, p, 8);
+        return v;
+    }
+    case MSP_DTYPE_FLOAT16: {
+        uint16_t v;
+        memcpy(&v, p, 2);
+        return msp_half_to_float(v);
+    }
+    case MSP_DTYPE_BFLOAT16: {
+        uint16_t v;
+        memcpy(&v, p, 2);
+        return msp_bf16_to_float(v);
+    }
+    case MSP_DTYPE_INT8:
+        return (int8_t)p[0];
+    case MSP_DTYPE_UINT8:
+    case MSP_DTYPE_BOOL:
+        return p[0];
+    case MSP_DTYPE_INT16: {
+        int16_t v;
+        memcpy(&v, p, 2);
+        return v;
+    }
+    case MSP_DTYPE_INT32: {
+        int32_t v;
+        memcpy(&v, p, 4);
+        return v;
+    }
+    case MSP_DTYPE_INT64: {
+        int64_t v;
+        memcpy(&v, p, 8);
+        return (double)v;
+    }
+    default:
+        return NAN;
     }
 }
 
 static void msp_ms_put(msp_dtype_t dt, unsigned char *p, double v)
 {
     switch (dt) {
-    case MSP_DTYPE_FLOAT32: { float x = (float)v; memcpy(p, &x, 4); break; }
-    case MSP_DTYPE_FLOAT64: memcpy(p, &v, 8); break;
-    case MSP_DTYPE_FLOAT16: { uint16_t x = msp_double_to_half(v); memcpy(p, &x, 2); break; }
-    case MSP_DTYPE_BFLOAT16: { uint16_t x = msp_double_to_bf16(v); memcpy(p, &x, 2); break; }
-    case MSP_DTYPE_INT8: { int8_t x = (int8_t)v; memcpy(p, &x, 1); break; }
-    case MSP_DTYPE_UINT8: p[0] = (unsigned char)v; break;
-    case MSP_DTYPE_BOOL: p[0] = (v < 0.0 || v > 0.0); break;
-    case MSP_DTYPE_INT16: { int16_t x = (int16_t)v; memcpy(p, &x, 2); break; }
-    case MSP_DTYPE_INT32: { int32_t x = (int32_t)v; memcpy(p, &x, 4); break; }
-    case MSP_DTYPE_INT64: { int64_t x = (int64_t)v; memcpy(p, &x, 8); break; }
-    default: break;
+    case MSP_DTYPE_FLOAT32: {
+        float x = (float)v;
+        memcpy(p, &x, 4);
+        break;
+    }
+    case MSP_DTYPE_FLOAT64:
+        memcpy(p, &v, 8);
+        break;
+    case MSP_DTYPE_FLOAT16: {
+        uint16_t x = msp_double_to_half(v);
+        memcpy(p, &x, 2);
+        break;
+    }
+    case MSP_DTYPE_BFLOAT16: {
+        uint16_t x = msp_double_to_bf16(v);
+        memcpy(p, &x, 2);
+        break;
+    }
+    case MSP_DTYPE_INT8: {
+        int8_t x = (int8_t)v;
+        memcpy(p, &x, 1);
+        break;
+    }
+    case MSP_DTYPE_UINT8:
+        p[0] = (unsigned char)v;
+        break;
+    case MSP_DTYPE_BOOL:
+        p[0] = (v < 0.0 || v > 0.0);
+        break;
+    case MSP_DTYPE_INT16: {
+        int16_t x = (int16_t)v;
+        memcpy(p, &x, 2);
+        break;
+    }
+    case MSP_DTYPE_INT32: {
+        int32_t x = (int32_t)v;
+        memcpy(p, &x, 4);
+        break;
+    }
+    case MSP_DTYPE_INT64: {
+        int64_t x = (int64_t)v;
+        memcpy(p, &x, 8);
+        break;
+    }
+    default:
+        break;
     }
 }
 
@@ -567,16 +647,19 @@ static msp_err msp_ms_open_data(const char *json_path, const char *name, const c
     const char *dir = slash ? json_path : ".";
     snprintf(file, file_size, "%.*s/dump_tensor_data/%s", dl, dir, shown);
     if (!msp_ms_plain_name(name))
-        return msp_fail(MSP_ERR_FORMAT, "%s: data_name \"%s\" is not a plain file name in "
-                        "dump_tensor_data/ (no '/', no \"..\"): refused", where, shown);
+        return msp_fail(MSP_ERR_FORMAT,
+                        "%s: data_name \"%s\" is not a plain file name in "
+                        "dump_tensor_data/ (no '/', no \"..\"): refused",
+                        where, shown);
     char tdir[PATH_MAX];
     snprintf(tdir, sizeof tdir, "%.*s/dump_tensor_data", dl, dir);
     int dfd = open(tdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dfd < 0)
-        return msp_fail(errno == ENOENT ? MSP_ERR_NOT_FOUND : MSP_ERR_FORMAT, "%s: %s: %s",
-                        where, tdir, errno == ELOOP || errno == ENOTDIR
-                                         ? "not a directory of the dump (a link?): refused"
-                                         : strerror(errno));
+        return msp_fail(errno == ENOENT ? MSP_ERR_NOT_FOUND : MSP_ERR_FORMAT, "%s: %s: %s", where,
+                        tdir,
+                        errno == ELOOP || errno == ENOTDIR
+                            ? "not a directory of the dump (a link?): refused"
+                            : strerror(errno));
     int fd = -1;
     uint64_t size = 0;
     msp_err rc = msp_ms_open_file(dfd, name, file, MSP_MS_DATA_MAX, &fd, &size);
@@ -589,8 +672,7 @@ static msp_err msp_ms_open_data(const char *json_path, const char *name, const c
 }
 
 static msp_err msp_msprobe_read_tensor(msp_dump_file_t *f, const msp_record_info_t *r,
-                                       const msp_tensor_info_t *t, void *buf,
-                                       size_t buf_size)
+                                       const msp_tensor_info_t *t, void *buf, size_t buf_size)
 {
     struct msp_ms_impl *im = f->impl;
     size_t ri = (size_t)(r - f->records), ti = (size_t)(t - r->tensors);

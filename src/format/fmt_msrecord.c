@@ -90,12 +90,13 @@ static msp_err msp_ms_tensor(struct msp_ms_build *b, const cJSON *o, const char 
             /* 2^62 bounds each extent so the cast is defined; the product
              * is checked too, as nbytes follows from it */
             int64_t v = cJSON_IsNumber(e) && e->valuedouble >= 0 && e->valuedouble < 0x1p62
-                            ? (int64_t)e->valuedouble : -1;
+                            ? (int64_t)e->valuedouble
+                            : -1;
             if (v >= 0 && (double)v < e->valuedouble) /* 3.7 is no extent, nor 3 */
                 v = -1;
             if (v < 0 || t->ndim >= MSP_MAX_NDIM || (v && t->numel > INT64_MAX / 8 / v))
-                return msp_fail(MSP_ERR_FORMAT, "file %s: record %s: %s: bad shape",
-                                b->json_path, b->rec, role);
+                return msp_fail(MSP_ERR_FORMAT, "file %s: record %s: %s: bad shape", b->json_path,
+                                b->rec, role);
             t->shape[t->ndim++] = v;
             t->numel *= v;
         }
@@ -121,8 +122,10 @@ static msp_err msp_ms_tensor(struct msp_ms_build *b, const cJSON *o, const char 
         if (*end || end == md5->valuestring || c > 0xffffffffUL) {
             char shown[64];
             msp_fg_clean(shown, sizeof shown, md5->valuestring);
-            return msp_fail(MSP_ERR_FORMAT, "file %s: record %s: %s: md5 \"%s\" is not a "
-                            "CRC-32 in hex", b->json_path, b->rec, role, shown);
+            return msp_fail(MSP_ERR_FORMAT,
+                            "file %s: record %s: %s: md5 \"%s\" is not a "
+                            "CRC-32 in hex",
+                            b->json_path, b->rec, role, shown);
         }
         t->stats.crc32 = (uint32_t)c;
         b->saw_md5 = 1;
@@ -208,13 +211,16 @@ msp_err msp_ms_record(msp_dump_file_t *f, struct msp_ms_record *mr, const cJSON 
         return msp_fail(MSP_ERR_NOMEM, "out of memory");
     r->order = order;
     f->n_records++;
-    struct msp_ms_build b = {.json_path = f->path, .dir = dir, .rec = rec->string,
+    struct msp_ms_build b = {.json_path = f->path,
+                             .dir = dir,
+                             .rec = rec->string,
                              .tensor_task = !strcmp(f->task, "tensor")};
     msp_err rc = MSP_OK;
     for (const cJSON *m = rec->child; m && !rc; m = m->next) {
         const char *k = m->string;
-        const char *role = !strcmp(k, "input_args") ? "input"
-                           : !strcmp(k, "input_kwargs") ? "kwarg" : k;
+        const char *role = !strcmp(k, "input_args")     ? "input"
+                           : !strcmp(k, "input_kwargs") ? "kwarg"
+                                                        : k;
         rc = msp_ms_walk(&b, m, role, !strcmp(role, "output") || !strcmp(role, "input"));
     }
     if (!rc && b.n > 1) {

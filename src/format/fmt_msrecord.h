@@ -16,7 +16,7 @@ struct msp_ms_record {
                                   name checked when read), or NULL when no data */
     struct msp_ms_attr *attrs; /* non-tensor arguments, construct.json's parent */
     size_t n_attrs;
-    const char *stack;         /* stack.json, frames joined by '\n' (in the impl's pool) */
+    const char *stack; /* stack.json, frames joined by '\n' (in the impl's pool) */
 };
 
 /* Record rec (one member of "data", parsed alone) appended to f->records

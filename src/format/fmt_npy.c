@@ -21,11 +21,14 @@ void msp_raw_free(msp_raw_tensor_t *r)
 
 static msp_dtype_t msp_npy_descr(const char *d)
 {
-    static const struct { const char *descr; msp_dtype_t dt; } map[] = {
+    static const struct {
+        const char *descr;
+        msp_dtype_t dt;
+    } map[] = {
         {"<f4", MSP_DTYPE_FLOAT32}, {"<f2", MSP_DTYPE_FLOAT16}, {"<f8", MSP_DTYPE_FLOAT64},
         {"|i1", MSP_DTYPE_INT8},    {"<i2", MSP_DTYPE_INT16},   {"<i4", MSP_DTYPE_INT32},
         {"<i8", MSP_DTYPE_INT64},   {"|u1", MSP_DTYPE_UINT8},   {"|b1", MSP_DTYPE_BOOL},
-        };
+    };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (strcmp(d, map[i].descr) == 0)
             return map[i].dt;
@@ -88,11 +91,12 @@ msp_err msp_npy_load_fd(int fd, const char *path, msp_raw_tensor_t *out)
             rc = msp_fail(MSP_ERR_FORMAT, "file %s: truncated .npy header", path);
             goto cleanup;
         }
-        hlen = (size_t)pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 |
-               (size_t)pre[11] << 24;
+        hlen = (size_t)pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 | (size_t)pre[11] << 24;
     } else {
-        rc = msp_fail(MSP_ERR_UNSUPPORTED, "file %s: .npy format version %u is not supported "
-                      "(1, 2 and 3 are)", path, major);
+        rc = msp_fail(MSP_ERR_UNSUPPORTED,
+                      "file %s: .npy format version %u is not supported "
+                      "(1, 2 and 3 are)",
+                      path, major);
         goto cleanup;
     }
     if (hlen > (1u << 20) || !(hdr = malloc(hlen + 1)) || fread(hdr, 1, hlen, fp) != hlen) {
@@ -124,8 +128,10 @@ msp_err msp_npy_load_fd(int fd, const char *path, msp_raw_tensor_t *out)
     if ((out->dtype = msp_npy_descr(descr)) == MSP_DTYPE_INVALID) {
         char shown[sizeof descr];
         msp_fg_clean(shown, sizeof shown, descr);
-        rc = msp_fail(MSP_ERR_UNSUPPORTED, "file %s: .npy element type '%s' is not supported "
-                      "(little-endian float16/32/64, int8/16/32/64, uint8, bool are)", path, shown);
+        rc = msp_fail(MSP_ERR_UNSUPPORTED,
+                      "file %s: .npy element type '%s' is not supported "
+                      "(little-endian float16/32/64, int8/16/32/64, uint8, bool are)",
+                      path, shown);
         goto cleanup;
     }
     out->numel = 1;
@@ -157,9 +163,10 @@ msp_err msp_npy_load_fd(int fd, const char *path, msp_raw_tensor_t *out)
     size_t es = msp_dtype_size(out->dtype);
     if (fstat(fileno(fp), &st) != 0 || here < 0 || st.st_size < here ||
         (uint64_t)out->numel > (uint64_t)(st.st_size - here) / es) {
-        rc = msp_fail(MSP_ERR_FORMAT, "file %s: the .npy header promises %lld elements of %zu "
-                      "bytes, more than the file holds (truncated?)", path,
-                      (long long)out->numel, es);
+        rc = msp_fail(MSP_ERR_FORMAT,
+                      "file %s: the .npy header promises %lld elements of %zu "
+                      "bytes, more than the file holds (truncated?)",
+                      path, (long long)out->numel, es);
         goto cleanup;
     }
     size_t nbytes = (size_t)out->numel * es;
@@ -168,8 +175,10 @@ msp_err msp_npy_load_fd(int fd, const char *path, msp_raw_tensor_t *out)
         goto cleanup;
     }
     if (fread(out->data, 1, nbytes, fp) != nbytes)
-        rc = msp_fail(MSP_ERR_FORMAT, "file %s: data ends before the %zu bytes its header "
-                      "promises (truncated?)", path, nbytes);
+        rc = msp_fail(MSP_ERR_FORMAT,
+                      "file %s: data ends before the %zu bytes its header "
+                      "promises (truncated?)",
+                      path, nbytes);
     if (!rc && fortran && out->ndim > 1) {
         /* numpy.save of a transposed array: column-major; gather into C order */
         unsigned char *c = malloc(nbytes ? nbytes : 1);

@@ -21,14 +21,24 @@
 /* The most a broadcast (stride 0) view is expanded to. */
 #define MSP_PT_VIEW_MAX ((uint64_t)1 << 30)
 
-enum msp_pv_kind { PV_NONE, PV_BOOL, PV_INT, PV_STR, PV_GLOBAL, PV_TUPLE, PV_DICT, PV_PERSID,
-                   PV_TENSOR, PV_MARK };
+enum msp_pv_kind {
+    PV_NONE,
+    PV_BOOL,
+    PV_INT,
+    PV_STR,
+    PV_GLOBAL,
+    PV_TUPLE,
+    PV_DICT,
+    PV_PERSID,
+    PV_TENSOR,
+    PV_MARK
+};
 
 typedef struct msp_pv {
     enum msp_pv_kind kind;
-    int64_t i;                 /* INT, BOOL */
-    char *s;                   /* STR, GLOBAL ("module name") */
-    struct msp_pv **items;     /* TUPLE */
+    int64_t i;             /* INT, BOOL */
+    char *s;               /* STR, GLOBAL ("module name") */
+    struct msp_pv **items; /* TUPLE */
     size_t n;
     struct msp_pv *next_alloc; /* every value, for one free at the end */
 } msp_pv_t;
@@ -112,12 +122,15 @@ static void pk_free(msp_pk_t *k)
     free(k->memo);
 }
 
-static const struct { const char *storage; msp_dtype_t dt; } msp_pt_storages[] = {
-    {"torch FloatStorage", MSP_DTYPE_FLOAT32}, {"torch HalfStorage", MSP_DTYPE_FLOAT16},
+static const struct {
+    const char *storage;
+    msp_dtype_t dt;
+} msp_pt_storages[] = {
+    {"torch FloatStorage", MSP_DTYPE_FLOAT32},     {"torch HalfStorage", MSP_DTYPE_FLOAT16},
     {"torch BFloat16Storage", MSP_DTYPE_BFLOAT16}, {"torch DoubleStorage", MSP_DTYPE_FLOAT64},
-    {"torch CharStorage", MSP_DTYPE_INT8}, {"torch ShortStorage", MSP_DTYPE_INT16},
-    {"torch IntStorage", MSP_DTYPE_INT32}, {"torch LongStorage", MSP_DTYPE_INT64},
-    {"torch ByteStorage", MSP_DTYPE_UINT8}, {"torch BoolStorage", MSP_DTYPE_BOOL}};
+    {"torch CharStorage", MSP_DTYPE_INT8},         {"torch ShortStorage", MSP_DTYPE_INT16},
+    {"torch IntStorage", MSP_DTYPE_INT32},         {"torch LongStorage", MSP_DTYPE_INT64},
+    {"torch ByteStorage", MSP_DTYPE_UINT8},        {"torch BoolStorage", MSP_DTYPE_BOOL}};
 
 /* What the pickle describes: storage key and type, offset, size, stride. */
 typedef struct msp_pt_desc {
@@ -146,16 +159,20 @@ static msp_err pk_rebuild(msp_pk_t *k, const msp_pv_t *args, msp_pt_desc_t *d)
 {
     if (args->kind != PV_TUPLE || args->n < 5 || args->items[0]->kind != PV_PERSID ||
         args->items[1]->kind != PV_INT)
-        return msp_fail(MSP_ERR_UNSUPPORTED, "file %s: _rebuild_tensor_v2 with arguments "
-                        "msprobe-c does not know", k->path);
+        return msp_fail(MSP_ERR_UNSUPPORTED,
+                        "file %s: _rebuild_tensor_v2 with arguments "
+                        "msprobe-c does not know",
+                        k->path);
     const msp_pv_t *pid = args->items[0]->items[0];
     /* ('storage', torch.XStorage, key, location, numel) */
     if (pid->kind != PV_TUPLE || pid->n != 5 || pid->items[0]->kind != PV_STR ||
         strcmp(pid->items[0]->s, "storage") != 0 || pid->items[1]->kind != PV_GLOBAL ||
         pid->items[2]->kind != PV_STR || pid->items[4]->kind != PV_INT ||
         strlen(pid->items[2]->s) >= sizeof d->key)
-        return msp_fail(MSP_ERR_UNSUPPORTED, "file %s: a persistent id that is not a torch "
-                        "storage", k->path);
+        return msp_fail(MSP_ERR_UNSUPPORTED,
+                        "file %s: a persistent id that is not a torch "
+                        "storage",
+                        k->path);
     d->dtype = MSP_DTYPE_INVALID;
     for (size_t i = 0; i < sizeof msp_pt_storages / sizeof msp_pt_storages[0]; i++)
         if (strcmp(pid->items[1]->s, msp_pt_storages[i].storage) == 0)
@@ -163,8 +180,8 @@ static msp_err pk_rebuild(msp_pk_t *k, const msp_pv_t *args, msp_pt_desc_t *d)
     if (!d->dtype) {
         char shown[200];
         msp_fg_clean(shown, sizeof shown, pid->items[1]->s);
-        return msp_fail(MSP_ERR_UNSUPPORTED, "file %s: storage type %s is not supported",
-                        k->path, shown);
+        return msp_fail(MSP_ERR_UNSUPPORTED, "file %s: storage type %s is not supported", k->path,
+                        shown);
     }
     strcpy(d->key, pid->items[2]->s);
     d->storage_numel = pid->items[4]->i;
@@ -172,8 +189,10 @@ static msp_err pk_rebuild(msp_pk_t *k, const msp_pv_t *args, msp_pt_desc_t *d)
     int ns = 0;
     if (pk_ints(args->items[2], d->size, &d->ndim) || pk_ints(args->items[3], d->stride, &ns) ||
         ns != d->ndim)
-        return msp_fail(MSP_ERR_FORMAT, "file %s: tensor size and stride are not integer tuples "
-                        "of one length", k->path);
+        return msp_fail(MSP_ERR_FORMAT,
+                        "file %s: tensor size and stride are not integer tuples "
+                        "of one length",
+                        k->path);
     return MSP_OK;
 }
 
@@ -205,6 +224,58 @@ static int pk_memo_put(msp_pk_t *k, size_t n)
     return 0;
 }
 
+/* STOP: the pickle must have left one plain tensor. */
+static msp_err pk_stop(const msp_pk_t *k)
+{
+    if (k->sp == 1 && k->stack[0]->kind == PV_TENSOR)
+        return MSP_OK;
+    return msp_fail(MSP_ERR_UNSUPPORTED,
+                    "file %s: holds something other than one tensor (a dict, a list, a "
+                    "model?); only a plain tensor saved with torch.save is read",
+                    k->path);
+}
+
+enum { PK_OK = 0, PK_TRUNCATED = 1, PK_NOMEM = 2 };
+
+/* The text opcodes at *p (op already read): GLOBAL's "module\nname\n" as
+ * one PV_GLOBAL "module name", BINUNICODE's and SHORT_BINUNICODE's string
+ * as a PV_STR, in *out; *p moves past them. PK_TRUNCATED when they run past
+ * end, PK_NOMEM when out of memory or longer than the tensor's pickle has. */
+static int pk_text(msp_pk_t *k, unsigned char op, const unsigned char **pp,
+                   const unsigned char *end, msp_pv_t **out)
+{
+    const unsigned char *p = *pp;
+    msp_pv_t *v;
+    if (op == 'c') {
+        const unsigned char *nl1 = memchr(p, '\n', (size_t)(end - p));
+        const unsigned char *nl2 = nl1 ? memchr(nl1 + 1, '\n', (size_t)(end - nl1 - 1)) : NULL;
+        if (!nl2 || nl2 - p > 200)
+            return PK_TRUNCATED;
+        if (!(v = pk_new(k, PV_GLOBAL)) || !(v->s = malloc((size_t)(nl2 - p) + 1)))
+            return PK_NOMEM;
+        memcpy(v->s, p, (size_t)(nl2 - p));
+        v->s[nl1 - p] = ' ';
+        v->s[nl2 - p] = '\0';
+        *pp = nl2 + 1;
+        *out = v;
+        return PK_OK;
+    }
+    size_t w = op == 'X' ? 4 : 1;
+    if ((size_t)(end - p) < w)
+        return PK_TRUNCATED;
+    size_t n = op == 'X' ? (size_t)(uint32_t)pk_le(p, 4) : *p;
+    p += w;
+    if ((size_t)(end - p) < n)
+        return PK_TRUNCATED;
+    if (n > 4096 || !(v = pk_new(k, PV_STR)) || !(v->s = malloc(n + 1)))
+        return PK_NOMEM;
+    memcpy(v->s, p, n);
+    v->s[n] = '\0';
+    *pp = p + n;
+    *out = v;
+    return PK_OK;
+}
+
 /* REDUCE of the callable a on the tuple b: only the two callables torch
  * uses, and never called: an empty OrderedDict, or the one tensor (d filled,
  * *have_tensor set). *out: what goes on the stack (NULL when out of memory:
@@ -224,7 +295,8 @@ static msp_err pk_reduce(msp_pk_t *k, const msp_pv_t *a, const msp_pv_t *b, msp_
     } else {
         char shown[200];
         msp_fg_clean(shown, sizeof shown, a->s);
-        return msp_fail(MSP_ERR_UNSUPPORTED, "file %s: the pickle calls %s; only a plain "
+        return msp_fail(MSP_ERR_UNSUPPORTED,
+                        "file %s: the pickle calls %s; only a plain "
                         "tensor saved with torch.save is read (nothing in it is run)",
                         k->path, shown);
     }
@@ -233,8 +305,16 @@ static msp_err pk_reduce(msp_pk_t *k, const msp_pv_t *a, const msp_pv_t *b, msp_
 
 static msp_err pk_run(msp_pk_t *k, const unsigned char *p, size_t len, msp_pt_desc_t *d)
 {
-#define NEED(n) do { if ((size_t)(end - p) < (size_t)(n)) goto truncated; } while (0)
-#define PUSH(v) do { if (pk_push(k, (v))) goto nomem; } while (0)
+#define NEED(n)                                                                                    \
+    do {                                                                                           \
+        if ((size_t)(end - p) < (size_t)(n))                                                       \
+            goto truncated;                                                                        \
+    } while (0)
+#define PUSH(v)                                                                                    \
+    do {                                                                                           \
+        if (pk_push(k, (v)))                                                                       \
+            goto nomem;                                                                            \
+    } while (0)
     const unsigned char *end = p + len;
     int have_tensor = 0, put;
     msp_err rc;
@@ -249,39 +329,25 @@ static msp_err pk_run(msp_pk_t *k, const unsigned char *p, size_t len, msp_pt_de
                 goto unsupported;
             p++;
             break;
-        case 'c': { /* GLOBAL module\nname\n */
-            const unsigned char *nl1 = memchr(p, '\n', (size_t)(end - p));
-            const unsigned char *nl2 = nl1 ? memchr(nl1 + 1, '\n', (size_t)(end - nl1 - 1)) : NULL;
-            if (!nl2 || nl2 - p > 200)
-                goto truncated;
-            if (!(v = pk_new(k, PV_GLOBAL)) || !(v->s = malloc((size_t)(nl2 - p) + 1)))
-                goto nomem;
-            memcpy(v->s, p, (size_t)(nl2 - p));
-            v->s[nl1 - p] = ' ';
-            v->s[nl2 - p] = '\0';
-            p = nl2 + 1;
-            PUSH(v);
-            break;
-        }
-        case 'X': /* BINUNICODE */
+        case 'c':  /* GLOBAL module\nname\n */
+        case 'X':  /* BINUNICODE */
         case 0x8c: /* SHORT_BINUNICODE */
-            NEED(op == 'X' ? 4 : 1);
-            n = op == 'X' ? (size_t)(uint32_t)pk_le(p, 4) : *p;
-            p += op == 'X' ? 4 : 1;
-            NEED(n);
-            if (n > 4096 || !(v = pk_new(k, PV_STR)) || !(v->s = malloc(n + 1)))
+            put = pk_text(k, op, &p, end, &v);
+            if (put == PK_TRUNCATED)
+                goto truncated;
+            if (put == PK_NOMEM)
                 goto nomem;
-            memcpy(v->s, p, n);
-            v->s[n] = '\0';
-            p += n;
             PUSH(v);
             break;
-        case 'K': case 'M': case 'J': /* BININT1, BININT2, BININT */
+        case 'K':
+        case 'M':
+        case 'J': /* BININT1, BININT2, BININT */
             n = op == 'K' ? 1 : op == 'M' ? 2 : 4;
             NEED(n);
             if (!(v = pk_new(k, PV_INT)))
                 goto nomem;
-            v->i = op == 'J' ? pk_le(p, 4) : (int64_t)(uint32_t)(op == 'K' ? p[0] : p[0] | p[1] << 8);
+            v->i = op == 'J' ? pk_le(p, 4)
+                             : (int64_t)(uint32_t)(op == 'K' ? p[0] : p[0] | p[1] << 8);
             p += n;
             PUSH(v);
             break;
@@ -295,7 +361,8 @@ static msp_err pk_run(msp_pk_t *k, const unsigned char *p, size_t len, msp_pt_de
             p += n;
             PUSH(v);
             break;
-        case 0x88: case 0x89: /* NEWTRUE, NEWFALSE */
+        case 0x88:
+        case 0x89: /* NEWTRUE, NEWFALSE */
             if (!(v = pk_new(k, PV_BOOL)))
                 goto nomem;
             v->i = op == 0x88;
@@ -310,7 +377,10 @@ static msp_err pk_run(msp_pk_t *k, const unsigned char *p, size_t len, msp_pt_de
         case ')':
             PUSH(pk_tuple(k, 0));
             break;
-        case 't': case 0x85: case 0x86: case 0x87: /* TUPLE, TUPLE1..3 */
+        case 't':
+        case 0x85:
+        case 0x86:
+        case 0x87: /* TUPLE, TUPLE1..3 */
             v = pk_tuple(k, op == 't' ? -1 : op - 0x84);
             if (!v)
                 goto malformed;
@@ -319,7 +389,8 @@ static msp_err pk_run(msp_pk_t *k, const unsigned char *p, size_t len, msp_pt_de
         case '}':
             PUSH(pk_new(k, PV_DICT));
             break;
-        case 'q': case 'r': /* BINPUT, LONG_BINPUT */
+        case 'q':
+        case 'r': /* BINPUT, LONG_BINPUT */
             NEED(op == 'q' ? 1 : 4);
             n = op == 'q' ? *p : (size_t)(uint32_t)pk_le(p, 4);
             p += op == 'q' ? 1 : 4;
@@ -329,7 +400,8 @@ static msp_err pk_run(msp_pk_t *k, const unsigned char *p, size_t len, msp_pt_de
             if (put == -2)
                 goto nomem;
             break;
-        case 'h': case 'j': /* BINGET, LONG_BINGET */
+        case 'h':
+        case 'j': /* BINGET, LONG_BINGET */
             NEED(op == 'h' ? 1 : 4);
             n = op == 'h' ? *p : (size_t)(uint32_t)pk_le(p, 4);
             p += op == 'h' ? 1 : 4;
@@ -355,19 +427,16 @@ static msp_err pk_run(msp_pk_t *k, const unsigned char *p, size_t len, msp_pt_de
             PUSH(v);
             break;
         case '.': /* STOP */
-            if (k->sp != 1 || k->stack[0]->kind != PV_TENSOR)
-                return msp_fail(MSP_ERR_UNSUPPORTED, "file %s: holds something other than one "
-                                "tensor (a dict, a list, a model?); only a plain tensor saved "
-                                "with torch.save is read", k->path);
-            return MSP_OK;
+            return pk_stop(k);
         default:
             goto unsupported;
         }
         if (0) {
         unsupported:
-            return msp_fail(MSP_ERR_UNSUPPORTED, "file %s: pickle opcode 0x%02x at byte %zu is "
-                            "outside what torch.save writes for a plain tensor", k->path, op,
-                            (size_t)(p - 1 - (end - len)));
+            return msp_fail(MSP_ERR_UNSUPPORTED,
+                            "file %s: pickle opcode 0x%02x at byte %zu is "
+                            "outside what torch.save writes for a plain tensor",
+                            k->path, op, (size_t)(p - 1 - (end - len)));
         }
     }
 truncated:
@@ -399,13 +468,16 @@ static msp_err pt_read_member(zip_t *z, zip_int64_t idx, size_t max, uint64_t fi
         return msp_fail(MSP_ERR_LIMIT, "file %s: zip member %s is larger than expected", path,
                         shown);
     if (st.comp_size > file_size)
-        return msp_fail(MSP_ERR_FORMAT, "file %s: zip member %s declares %llu compressed bytes "
-                        "in a file of %llu (a damaged zip?)", path, shown,
-                        (unsigned long long)st.comp_size, (unsigned long long)file_size);
+        return msp_fail(MSP_ERR_FORMAT,
+                        "file %s: zip member %s declares %llu compressed bytes "
+                        "in a file of %llu (a damaged zip?)",
+                        path, shown, (unsigned long long)st.comp_size,
+                        (unsigned long long)file_size);
     if (st.size > (st.comp_method == ZIP_CM_STORE ? st.comp_size : st.comp_size * 1032 + 64))
-        return msp_fail(MSP_ERR_FORMAT, "file %s: zip member %s declares %llu bytes, more "
-                        "than its %llu compressed bytes can hold (a damaged zip?)", path, shown,
-                        (unsigned long long)st.size, (unsigned long long)st.comp_size);
+        return msp_fail(MSP_ERR_FORMAT,
+                        "file %s: zip member %s declares %llu bytes, more "
+                        "than its %llu compressed bytes can hold (a damaged zip?)",
+                        path, shown, (unsigned long long)st.size, (unsigned long long)st.comp_size);
     unsigned char *b = malloc(st.size ? st.size : 1);
     zip_file_t *zf = b ? zip_fopen_index(z, (zip_uint64_t)idx, 0) : NULL;
     zip_int64_t got = zf ? zip_fread(zf, b, st.size) : -1;
@@ -444,8 +516,10 @@ msp_err msp_pt_load_fd(int fd, const char *path, msp_raw_tensor_t *out)
     zip_t *z = zip_fdopen(fd, ZIP_RDONLY, &zerr); /* owns fd once open */
     if (!z) {
         close(fd);
-        return msp_fail(MSP_ERR_FORMAT, "file %s: not a torch.save zip file (libzip error %d); "
-                        "the legacy non-zip format is not supported", path, zerr);
+        return msp_fail(MSP_ERR_FORMAT,
+                        "file %s: not a torch.save zip file (libzip error %d); "
+                        "the legacy non-zip format is not supported",
+                        path, zerr);
     }
     /* <name>/data.pkl: <name> is whatever the saving file was called */
     zip_int64_t pk_idx = -1, n = zip_get_num_entries(z, 0);
@@ -467,16 +541,20 @@ msp_err msp_pt_load_fd(int fd, const char *path, msp_raw_tensor_t *out)
             if (pt_read_member(z, i, 16, file_size, &bo, &bl, path) != MSP_OK ||
                 !(bl == 6 && memcmp(bo, "little", 6) == 0)) {
                 free(bo);
-                rc = msp_fail(MSP_ERR_UNSUPPORTED, "file %s: its byteorder member is not "
-                              "\"little\": big-endian or unknown storage is not supported", path);
+                rc = msp_fail(MSP_ERR_UNSUPPORTED,
+                              "file %s: its byteorder member is not "
+                              "\"little\": big-endian or unknown storage is not supported",
+                              path);
                 goto cleanup;
             }
             free(bo);
         }
     }
     if (pk_idx < 0) {
-        rc = msp_fail(MSP_ERR_FORMAT, "file %s: zip without <name>/data.pkl: not a torch.save "
-                      "file", path);
+        rc = msp_fail(MSP_ERR_FORMAT,
+                      "file %s: zip without <name>/data.pkl: not a torch.save "
+                      "file",
+                      path);
         goto cleanup;
     }
     if ((rc = pt_read_member(z, pk_idx, 1u << 20, file_size, &pkl, &pkl_len, path)) ||
@@ -490,8 +568,7 @@ msp_err msp_pt_load_fd(int fd, const char *path, msp_raw_tensor_t *out)
         goto cleanup;
     }
     size_t es = msp_dtype_size(d.dtype);
-    if ((rc = pt_read_member(z, st_idx, (size_t)1 << 40, file_size, &store, &store_len,
-                              path)))
+    if ((rc = pt_read_member(z, st_idx, (size_t)1 << 40, file_size, &store, &store_len, path)))
         goto cleanup;
     /* Every element the size/stride view reaches must lie in the storage.
      * The pickle's integers are anything a file says: no product or sum of
@@ -515,16 +592,19 @@ msp_err msp_pt_load_fd(int fd, const char *path, msp_raw_tensor_t *out)
             last += (d.size[i] - 1) * d.stride[i];
     }
     if (past || (numel && (uint64_t)last >= store_len / es)) {
-        rc = msp_fail(MSP_ERR_FORMAT, "file %s: the tensor view reaches past its storage of %zu "
-                      "bytes", path, store_len);
+        rc = msp_fail(MSP_ERR_FORMAT,
+                      "file %s: the tensor view reaches past its storage of %zu "
+                      "bytes",
+                      path, store_len);
         goto cleanup;
     }
     /* A view holds at most its storage's elements unless strides overlap
      * (a broadcast, stride 0), which is expanded here only up to a bound. */
     if ((uint64_t)numel > store_len / es && (uint64_t)numel > MSP_PT_VIEW_MAX / es) {
-        rc = msp_fail(MSP_ERR_LIMIT, "file %s: a broadcast view of %lld elements expands its "
-                      "%zu-byte storage past the %llu bytes msprobe-c reads", path,
-                      (long long)numel, store_len, (unsigned long long)MSP_PT_VIEW_MAX);
+        rc = msp_fail(MSP_ERR_LIMIT,
+                      "file %s: a broadcast view of %lld elements expands its "
+                      "%zu-byte storage past the %llu bytes msprobe-c reads",
+                      path, (long long)numel, store_len, (unsigned long long)MSP_PT_VIEW_MAX);
         goto cleanup;
     }
     out->dtype = d.dtype;

@@ -46,7 +46,7 @@ msp_err msp_dump_read_tensor(msp_dump_file_t *f, const msp_record_info_t *r,
 {
     if (!f || !r || !t || (!buf && t->nbytes > 0))
         return msp_fail(MSP_ERR_USAGE, "msp_dump_read_tensor: file, record, tensor and buffer "
-                        "are required");
+                                       "are required");
     return msp_reader_of(f)->read_tensor(f, r, t, buf, buf_size);
 }
 
@@ -88,7 +88,7 @@ msp_err msp_tensor_stream_open(msp_dump_file_t *f, const msp_record_info_t *r,
     *out = NULL;
     if (!f || !r || !t)
         return msp_fail(MSP_ERR_USAGE, "msp_tensor_stream_open: file, record and tensor are "
-                        "required");
+                                       "required");
     msp_tensor_stream_t *s;
     msp_err rc = msp_stream_new(f, r, t, &s);
     if (rc)

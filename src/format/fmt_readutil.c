@@ -32,8 +32,8 @@ void msp_rows_free(struct msp_attr_row *rows, size_t n)
     free(rows);
 }
 
-msp_err msp_rows_find(const struct msp_attr_row *rows, size_t n, const char *record,
-                      char ***keys, char ***values, size_t *m, const char *where)
+msp_err msp_rows_find(const struct msp_attr_row *rows, size_t n, const char *record, char ***keys,
+                      char ***values, size_t *m, const char *where)
 {
     size_t lo = 0, hi = n;
     while (lo < hi) { /* the first row of record, if any */
@@ -65,8 +65,7 @@ msp_err msp_rows_find(const struct msp_attr_row *rows, size_t n, const char *rec
     return MSP_OK;
 }
 
-msp_err msp_read_check(const msp_tensor_info_t *t, int has_data, size_t buf_size,
-                       const char *where)
+msp_err msp_read_check(const msp_tensor_info_t *t, int has_data, size_t buf_size, const char *where)
 {
     if (!has_data)
         return msp_fail(MSP_ERR_USAGE, "%s: statistics only, no data to read", where);
@@ -277,8 +276,10 @@ msp_err msp_dump_check_regular(const char *path, const struct stat *sb)
         return msp_fail(MSP_ERR_FORMAT, "file %s: is a directory, not a dump file", path);
     /* A FIFO or a device would hang or never end: regular files only. */
     if (!S_ISREG(sb->st_mode))
-        return msp_fail(MSP_ERR_FORMAT, "file %s: not a regular file (a FIFO, socket or "
-                        "device), not a dump file", path);
+        return msp_fail(MSP_ERR_FORMAT,
+                        "file %s: not a regular file (a FIFO, socket or "
+                        "device), not a dump file",
+                        path);
     return MSP_OK;
 }
 

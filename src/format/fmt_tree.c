@@ -79,7 +79,8 @@ static int64_t msp_tree_single_process(const char *name, int64_t *pid)
         *pid = -1;
         return 0;
     }
-    if (strncmp(name, "proc", 4) != 0 || (*pid = msp_tree_digits(name + 4, name + strlen(name))) < 0)
+    if (strncmp(name, "proc", 4) != 0 ||
+        (*pid = msp_tree_digits(name + 4, name + strlen(name))) < 0)
         return -1;
     return 0;
 }
@@ -91,8 +92,8 @@ static int64_t msp_tree_single_process(const char *name, int64_t *pid)
 typedef msp_err (*msp_tree_fn)(msp_dump_tree_t *t, size_t *cap, const char *sub, int64_t num,
                                int64_t writer, int64_t arg);
 
-static msp_err msp_tree_each(msp_dump_tree_t *t, size_t *cap, const char *dir,
-                             const char *prefix, msp_tree_fn fn, int64_t arg, size_t *seen)
+static msp_err msp_tree_each(msp_dump_tree_t *t, size_t *cap, const char *dir, const char *prefix,
+                             msp_tree_fn fn, int64_t arg, size_t *seen)
 {
     DIR *d = opendir(dir);
     if (!d)
@@ -252,7 +253,8 @@ static msp_err msp_tree_walk(const char *path, msp_dump_tree_t *t, size_t *cap)
         return MSP_OK;
     }
     return msp_fail(MSP_ERR_NOT_FOUND,
-                    "%s: no dump here: expected dump.h5 or dump.json, rank*/dump.h5 or step*/rank*/dump.h5 "
+                    "%s: no dump here: expected dump.h5 or dump.json, rank*/dump.h5 or "
+                    "step*/rank*/dump.h5 "
                     "(or dump.json; msprobe's rank/ and proc<PID>/ directories too)",
                     path);
 }

@@ -299,9 +299,10 @@ msp_err msp_writer_begin_record(msp_writer_t *w, const char *record, int64_t ord
         return msp_fail(MSP_ERR_USAGE, "msp_writer_begin_record: no writer");
     if (!msp_name_ok(record) || strcmp(record, "index") == 0 || strcmp(record, "attrs") == 0 ||
         strcmp(record, "defaults") == 0)
-        return msp_fail(MSP_ERR_USAGE, "file %s: invalid record name '%s' (empty, contains '/', or "
-                        "a reserved name: 'index', 'attrs', 'defaults')", w->path,
-                        record ? record : "(null)");
+        return msp_fail(MSP_ERR_USAGE,
+                        "file %s: invalid record name '%s' (empty, contains '/', or "
+                        "a reserved name: 'index', 'attrs', 'defaults')",
+                        w->path, record ? record : "(null)");
     if (w->record)
         return msp_fail(MSP_ERR_USAGE, "file %s: record %s: begun while record %s is still open",
                         w->path, record, w->record);
@@ -347,16 +348,15 @@ static msp_err msp_writer_group(msp_writer_t *w)
 }
 
 /* Takes ownership of r's strings, and copies producer (NULL = unknown). */
-static msp_err msp_writer_push_row(msp_writer_t *w, struct msp_index_row *r,
-                                   const char *producer)
+static msp_err msp_writer_push_row(msp_writer_t *w, struct msp_index_row *r, const char *producer)
 {
     char *p = strdup(producer ? producer : "");
     struct msp_wrow *n = p ? msp_grow(w->rows, &w->cap_rows, w->n_rows, sizeof *n, 256) : NULL;
     if (!n) {
         free(p);
         msp_row_free(r);
-        return msp_fail(MSP_ERR_NOMEM, "file %s: record %s: out of memory for /index",
-                        w->path, w->record);
+        return msp_fail(MSP_ERR_NOMEM, "file %s: record %s: out of memory for /index", w->path,
+                        w->record);
     }
     w->rows = n;
     w->rows[w->n_rows].r = *r;
@@ -527,8 +527,10 @@ msp_err msp_writer_set_attr(msp_writer_t *w, const char *key, const char *value)
         return msp_fail(MSP_ERR_USAGE, "file %s: attribute %s set outside a record", w->path,
                         key ? key : "(null)");
     if (!key || !*key || strcmp(key, "order") == 0)
-        return msp_fail(MSP_ERR_USAGE, "file %s: record %s: invalid attribute name '%s' (empty or "
-                        "the reserved 'order')", w->path, w->record, key ? key : "(null)");
+        return msp_fail(MSP_ERR_USAGE,
+                        "file %s: record %s: invalid attribute name '%s' (empty or "
+                        "the reserved 'order')",
+                        w->path, w->record, key ? key : "(null)");
     char *v = strdup(value ? value : "");
     if (!v)
         return msp_fail(MSP_ERR_NOMEM, "file %s: record %s: out of memory", w->path, w->record);
@@ -640,8 +642,8 @@ msp_err msp_writer_close(msp_writer_t *w)
                                w->n_attrs, sizeof *w->attrs);
     /* only where the shim gave signatures: a file without APIs has no table */
     if (!rc2 && w->n_defs)
-        rc2 = msp_writer_table(w, "defaults", msp_h5_attrs_type(1), msp_h5_attrs_type(0),
-                               w->defs, w->n_defs, sizeof *w->defs);
+        rc2 = msp_writer_table(w, "defaults", msp_h5_attrs_type(1), msp_h5_attrs_type(0), w->defs,
+                               w->n_defs, sizeof *w->defs);
     if (!rc)
         rc = rc2;
     /* H5Fclose flushes the metadata; a failure here means the file is

@@ -121,8 +121,8 @@ hid_t msp_wrow_type(int packed)
 
 /* Writes the table name of n rows of row_size bytes (mt in memory, ft in
  * the file) with one H5Dwrite; takes ft and mt (either may be -1: failed). */
-msp_err msp_writer_table(msp_writer_t *w, const char *name, hid_t ft, hid_t mt,
-                         const void *rows, size_t n_rows, size_t row_size)
+msp_err msp_writer_table(msp_writer_t *w, const char *name, hid_t ft, hid_t mt, const void *rows,
+                         size_t n_rows, size_t row_size)
 {
     msp_err rc = MSP_OK;
     hid_t s = -1, d = -1, dcpl = -1, dxpl = -1;
@@ -149,8 +149,8 @@ msp_err msp_writer_table(msp_writer_t *w, const char *name, hid_t ft, hid_t mt,
     }
     d = H5Dcreate2(w->file, name, ft, s, H5P_DEFAULT, dcpl, H5P_DEFAULT);
     if (d < 0 || (n > 0 && H5Dwrite(d, mt, H5S_ALL, H5S_ALL, dxpl, rows) < 0))
-        rc = msp_h5_fail(MSP_ERR_IO, "file %s: cannot write /%s (%llu rows; disk full?)",
-                         w->path, name, (unsigned long long)n);
+        rc = msp_h5_fail(MSP_ERR_IO, "file %s: cannot write /%s (%llu rows; disk full?)", w->path,
+                         name, (unsigned long long)n);
 cleanup:
     if (d >= 0)
         H5Dclose(d);

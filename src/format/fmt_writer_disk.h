@@ -18,7 +18,7 @@ struct msp_wrow {
 struct msp_writer {
     char *path;
     hid_t file;
-    hid_t group;      /* the open record's group once it needs one, or -1 */
+    hid_t group;        /* the open record's group once it needs one, or -1 */
     const char *record; /* the open record's name (its copy in names), or NULL */
     int64_t order;
     size_t record_tensors;
@@ -28,7 +28,7 @@ struct msp_writer {
     char **names;
     size_t n_names, cap_names;
     hid_t types[MSP_DTYPE_COUNT_];
-    hid_t dcpl;       /* contiguous, allocated at creation, never filled */
+    hid_t dcpl; /* contiguous, allocated at creation, never filled */
     hid_t gcpl;
     struct msp_wrow *rows;
     size_t n_rows, cap_rows;
@@ -47,10 +47,10 @@ struct msp_writer {
     /* /defaults rows (msp_writer_add_defaults), all strings owned */
     struct msp_attr_row *defs;
     size_t n_defs, cap_defs;
-    int fd;           /* HDF5's own descriptor (sec2 driver), for preallocation; -1: none */
+    int fd;               /* HDF5's own descriptor (sec2 driver), for preallocation; -1: none */
     int64_t prealloc_end; /* file blocks are reserved up to here */
-    int no_prealloc;  /* the filesystem cannot reserve blocks */
-    int durable;      /* msp_writer_set_durable */
+    int no_prealloc;      /* the filesystem cannot reserve blocks */
+    int durable;          /* msp_writer_set_durable */
 };
 
 /* Objects above this many bytes start on a 4 KiB boundary: whole pages for
@@ -70,7 +70,7 @@ void msp_writer_prealloc(msp_writer_t *w, int64_t off, int64_t n);
 void msp_writer_write_behind(msp_writer_t *w, int64_t off, int64_t n);
 msp_err msp_writer_finish_file(const char *path, int64_t prealloc_end, int durable);
 hid_t msp_wrow_type(int packed);
-msp_err msp_writer_table(msp_writer_t *w, const char *name, hid_t ft, hid_t mt,
-                         const void *rows, size_t n_rows, size_t row_size);
+msp_err msp_writer_table(msp_writer_t *w, const char *name, hid_t ft, hid_t mt, const void *rows,
+                         size_t n_rows, size_t row_size);
 
 #endif

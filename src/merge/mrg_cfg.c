@@ -33,15 +33,17 @@ static size_t cmp_yaml_line(const yaml_node_t *n)
 static msp_err cmp_yaml_item(const char *path, const yaml_node_t *it, char ***v, size_t *n)
 {
     if (it->type != YAML_SCALAR_NODE)
-        return msp_fail(MSP_ERR_USAGE, "config %s line %zu: a list item that is not a name",
-                        path, cmp_yaml_line(it));
+        return msp_fail(MSP_ERR_USAGE, "config %s line %zu: a list item that is not a name", path,
+                        cmp_yaml_line(it));
     size_t len = it->data.scalar.length;
     if (!len)
         return msp_fail(MSP_ERR_USAGE, "config %s line %zu: an empty list item", path,
                         cmp_yaml_line(it));
     if (len > CMP_MERGE_MAX_ITEM || memchr(it->data.scalar.value, '\0', len))
-        return msp_fail(MSP_ERR_USAGE, "config %s line %zu: a list item over %d bytes or "
-                        "holding a NUL", path, cmp_yaml_line(it), CMP_MERGE_MAX_ITEM);
+        return msp_fail(MSP_ERR_USAGE,
+                        "config %s line %zu: a list item over %d bytes or "
+                        "holding a NUL",
+                        path, cmp_yaml_line(it), CMP_MERGE_MAX_ITEM);
     if (*n >= CMP_MERGE_MAX_LIST)
         return msp_fail(MSP_ERR_USAGE, "config %s line %zu: more than %d items in a list", path,
                         cmp_yaml_line(it), CMP_MERGE_MAX_LIST);
@@ -79,8 +81,10 @@ static msp_err cmp_merge_cfg_doc(const char *path, yaml_document_t *doc, cmp_mer
     if (!root || (root->type == YAML_SCALAR_NODE && !root->data.scalar.length))
         return MSP_OK; /* empty: 'api' is missing, said by the caller */
     if (root->type != YAML_MAPPING_NODE)
-        return msp_fail(MSP_ERR_USAGE, "config %s line %zu: expected 'api:' or "
-                        "'compare_index:' and their lists", path, cmp_yaml_line(root));
+        return msp_fail(MSP_ERR_USAGE,
+                        "config %s line %zu: expected 'api:' or "
+                        "'compare_index:' and their lists",
+                        path, cmp_yaml_line(root));
     int seen_api = 0, seen_index = 0;
     msp_err rc = MSP_OK;
     for (yaml_node_pair_t *p = root->data.mapping.pairs.start;
@@ -98,8 +102,10 @@ static msp_err cmp_merge_cfg_doc(const char *path, yaml_document_t *doc, cmp_mer
         else {
             char shown[80];
             msp_excerpt(shown, sizeof shown, key, 72, MSP_EXCERPT_BLANKS | MSP_EXCERPT_MARK);
-            rc = msp_fail(MSP_ERR_USAGE, "config %s line %zu: unknown key '%s' (merge_result "
-                          "takes 'api' and 'compare_index')", path, cmp_yaml_line(k), shown);
+            rc = msp_fail(MSP_ERR_USAGE,
+                          "config %s line %zu: unknown key '%s' (merge_result "
+                          "takes 'api' and 'compare_index')",
+                          path, cmp_yaml_line(k), shown);
         }
     }
     return rc;
@@ -123,8 +129,10 @@ msp_err cmp_merge_cfg_load(const char *path, cmp_merge_cfg_t *c)
     rc = cmp_merge_cfg_doc(path, &doc, c);
     yaml_document_delete(&doc);
     if (!rc && !c->n_api)
-        rc = msp_fail(MSP_ERR_USAGE, "config %s: 'api' names no API: the APIs whose rows to "
-                      "merge are required", path);
+        rc = msp_fail(MSP_ERR_USAGE,
+                      "config %s: 'api' names no API: the APIs whose rows to "
+                      "merge are required",
+                      path);
     if (rc)
         cmp_merge_cfg_free(c);
     return rc;

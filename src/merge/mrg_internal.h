@@ -27,7 +27,7 @@ void cmp_xlsx_close(cmp_xlsx_t *x); /* NULL-safe */
 typedef struct cmp_merge_cfg {
     char **api;
     size_t n_api;
-    char **index;     /* NULL: every index of the compare's kind */
+    char **index; /* NULL: every index of the compare's kind */
     size_t n_index;
 } cmp_merge_cfg_t;
 /* Free the n strings of v and v. */

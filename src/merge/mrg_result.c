@@ -25,20 +25,24 @@
 #define CMP_MERGE_FILE "multi_ranks_compare_merge.xlsx"
 
 static const char *const cmp_index_tensor[] = {
-    "Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio",
+    "Cosine",
+    "EucDist",
+    "MaxAbsErr",
+    "MaxRelativeErr",
+    "One Thousandth Err Ratio",
     "Five Thousandths Err Ratio",
 };
 static const char *const cmp_index_stats[] = {
-    "Max diff", "Min diff", "Mean diff", "L2norm diff", "MaxRelativeErr", "MinRelativeErr",
-    "MeanRelativeErr", "NormRelativeErr",
+    "Max diff",       "Min diff",       "Mean diff",       "L2norm diff",
+    "MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr",
 };
 #define CMP_NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
 /* ---- the merged table ---------------------------------------------------------- */
 
 typedef struct cmp_mrow {
-    char *name;      /* NPU Name */
-    int64_t step;    /* -1 when the results carry no step */
+    char *name;   /* NPU Name */
+    int64_t step; /* -1 when the results carry no step */
 } cmp_mrow_t;
 
 typedef struct cmp_mval {
@@ -50,21 +54,21 @@ typedef struct cmp_merge {
     const cmp_merge_cfg_t *cfg;
     const char *const *index; /* the indexes merged */
     size_t n_index;
-    int stats;                /* -1 not known yet, 0 tensor, 1 statistics */
-    int64_t *ranks;           /* rank of each slot */
-    char **rank_file;         /* the file each rank came from */
+    int stats;        /* -1 not known yet, 0 tensor, 1 statistics */
+    int64_t *ranks;   /* rank of each slot */
+    char **rank_file; /* the file each rank came from */
     size_t n_ranks;
     cmp_mrow_t *rows;
     size_t n_rows, cap_rows;
     cmp_mval_t *vals;
     size_t n_vals, cap_vals;
-    size_t *hash;             /* open addressing: row index + 1, 0 empty */
+    size_t *hash; /* open addressing: row index + 1, 0 empty */
     size_t n_hash;
     int has_step;
     /* the file being read */
     const char *file;
     const char *sheet;
-    int64_t file_rank;        /* -1: from each row's Rank column */
+    int64_t file_rank; /* -1: from each row's Rank column */
     long col_name, col_rank, col_step, col_index[16];
     int header_seen;
 } cmp_merge_t;
@@ -115,9 +119,10 @@ static msp_err cmp_merge_slot(cmp_merge_t *m, int64_t rank, size_t *slot)
     for (size_t i = 0; i < m->n_ranks; i++)
         if (m->ranks[i] == rank) {
             if (strcmp(m->rank_file[i], m->file) != 0)
-                return msp_fail(MSP_ERR_USAGE, "rank %lld is in both %s and %s: give "
-                                "merge_result one compare's results", (long long)rank,
-                                m->rank_file[i], m->file);
+                return msp_fail(MSP_ERR_USAGE,
+                                "rank %lld is in both %s and %s: give "
+                                "merge_result one compare's results",
+                                (long long)rank, m->rank_file[i], m->file);
             *slot = i;
             return MSP_OK;
         }
@@ -159,31 +164,41 @@ static msp_err cmp_merge_header(cmp_merge_t *m, size_t n, const char *const *cel
     if (m->col_name < 0)
         return msp_fail(MSP_ERR_FORMAT, "%s%s%s: no column 'NPU Name': not a compare result",
                         m->file, m->sheet ? ": sheet " : "", m->sheet ? m->sheet : "");
-    int stats = cmp_find_col(n, cells, "Cosine") >= 0 ? 0
-                : cmp_find_col(n, cells, "Max diff") >= 0 ? 1 : -1;
+    int stats = cmp_find_col(n, cells, "Cosine") >= 0     ? 0
+                : cmp_find_col(n, cells, "Max diff") >= 0 ? 1
+                                                          : -1;
     if (stats < 0)
-        return msp_fail(MSP_ERR_FORMAT, "%s: neither 'Cosine' nor 'Max diff' among its columns: "
-                        "an md5 compare has no metrics to merge", m->file);
+        return msp_fail(MSP_ERR_FORMAT,
+                        "%s: neither 'Cosine' nor 'Max diff' among its columns: "
+                        "an md5 compare has no metrics to merge",
+                        m->file);
     if (m->stats >= 0 && stats != m->stats)
-        return msp_fail(MSP_ERR_USAGE, "%s is a %s compare, the results before it %s: merge one "
-                        "kind", m->file, stats ? "statistics" : "tensor",
+        return msp_fail(MSP_ERR_USAGE,
+                        "%s is a %s compare, the results before it %s: merge one "
+                        "kind",
+                        m->file, stats ? "statistics" : "tensor",
                         m->stats ? "statistics" : "tensor");
     m->stats = stats;
     if (!m->index) {
         m->index = m->cfg->n_index ? (const char *const *)m->cfg->index
-                   : stats ? cmp_index_stats : cmp_index_tensor;
+                   : stats         ? cmp_index_stats
+                                   : cmp_index_tensor;
         m->n_index = m->cfg->n_index ? m->cfg->n_index
-                     : stats ? CMP_NELEM(cmp_index_stats) : CMP_NELEM(cmp_index_tensor);
+                     : stats         ? CMP_NELEM(cmp_index_stats)
+                                     : CMP_NELEM(cmp_index_tensor);
         if (m->n_index > CMP_NELEM(m->col_index))
-            return msp_fail(MSP_ERR_USAGE, "compare_index lists %zu indexes; a compare has %zu "
-                            "at most", m->n_index, CMP_NELEM(m->col_index));
+            return msp_fail(MSP_ERR_USAGE,
+                            "compare_index lists %zu indexes; a compare has %zu "
+                            "at most",
+                            m->n_index, CMP_NELEM(m->col_index));
     }
     for (size_t k = 0; k < m->n_index; k++) {
         m->col_index[k] = cmp_find_col(n, cells, m->index[k]);
         if (m->col_index[k] < 0)
-            return msp_fail(MSP_ERR_USAGE, "%s: no column '%s': compare_index names the "
-                            "metrics of a %s compare (%s)", m->file, m->index[k],
-                            stats ? "statistics" : "tensor",
+            return msp_fail(MSP_ERR_USAGE,
+                            "%s: no column '%s': compare_index names the "
+                            "metrics of a %s compare (%s)",
+                            m->file, m->index[k], stats ? "statistics" : "tensor",
                             stats ? "Max diff, Min diff, Mean diff, L2norm diff, "
                                     "MaxRelativeErr, MinRelativeErr, MeanRelativeErr, "
                                     "NormRelativeErr"
@@ -222,8 +237,8 @@ static msp_err cmp_merge_cells(void *ud, size_t row, size_t n, const char *const
     if (!name || !cmp_contains_api(m->cfg, name))
         return MSP_OK;
     int64_t rank = m->file_rank, step = -1;
-    if (m->col_rank >= 0 && !cmp_parse_i64((size_t)m->col_rank < n ? cells[m->col_rank] : NULL,
-                                           &rank))
+    if (m->col_rank >= 0 &&
+        !cmp_parse_i64((size_t)m->col_rank < n ? cells[m->col_rank] : NULL, &rank))
         return msp_fail(MSP_ERR_FORMAT, "%s: row %zu (%s): the Rank cell is not a whole number",
                         m->file, row + 1, name);
     if (m->col_step >= 0 &&
@@ -405,8 +420,7 @@ static msp_err cmp_merge_write(cmp_merge_t *m, const char *out_dir)
             if (!err)
                 cmp_put_value(ws, row, cc++, m->rows[r].name, &err);
             for (size_t i = 0; i < m->n_ranks && !err; i++)
-                cmp_put_value(ws, row, (lxw_col_t)(cc + i), grid[r * m->n_ranks + order[i]],
-                              &err);
+                cmp_put_value(ws, row, (lxw_col_t)(cc + i), grid[r * m->n_ranks + order[i]], &err);
         }
     }
     if (err) {
@@ -491,26 +505,30 @@ msp_err msp_merge_result(const char *input_dir, const char *out_dir, const char 
     for (size_t i = 0; i < n && !rc && !theirs; i++) {
         int ours = has_csv ? !strcmp(names[i], "result.csv")
                            : !strcmp(names[i], "result.xlsx") ||
-                                 (!strncmp(names[i], "result_rank", 11) &&
-                                  strlen(names[i]) > 16 &&
+                                 (!strncmp(names[i], "result_rank", 11) && strlen(names[i]) > 16 &&
                                   !strcmp(names[i] + strlen(names[i]) - 5, ".xlsx"));
         if (!ours)
             continue;
         char *p = msp_asprintf("%s/%s", input_dir, names[i]);
-        rc = !p ? msp_fail(MSP_ERR_NOMEM, "out of memory")
-             : has_csv ? cmp_merge_csv(&m, p) : cmp_merge_xlsx(&m, p, -1, 1);
+        rc = !p        ? msp_fail(MSP_ERR_NOMEM, "out of memory")
+             : has_csv ? cmp_merge_csv(&m, p)
+                       : cmp_merge_xlsx(&m, p, -1, 1);
         free(p);
         files++;
     }
     if (!rc && !files)
-        rc = msp_fail(MSP_ERR_USAGE, "%s holds no compare result: neither msprobe's "
+        rc = msp_fail(MSP_ERR_USAGE,
+                      "%s holds no compare result: neither msprobe's "
                       "compare_result_rank{N}-rank{N}_{timestamp}.xlsx nor msprobe compare's "
-                      "result.csv or result.xlsx", input_dir);
+                      "result.csv or result.xlsx",
+                      input_dir);
     if (!rc && !m.index)
         rc = msp_fail(MSP_ERR_USAGE, "the compare results in %s have no rows", input_dir);
     if (!rc && !m.n_rows)
-        rc = msp_fail(MSP_ERR_MISMATCH, "no row of the compare results in %s names any API of "
-                      "%s", input_dir, config_path);
+        rc = msp_fail(MSP_ERR_MISMATCH,
+                      "no row of the compare results in %s names any API of "
+                      "%s",
+                      input_dir, config_path);
     if (!rc)
         rc = cmp_merge_write(&m, out_dir);
     if (!rc && info) {

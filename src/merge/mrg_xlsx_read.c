@@ -20,11 +20,11 @@
 #include <zip.h>
 
 /* Caps on what one workbook may make us hold or read. */
-#define CMP_XLSX_MAX_PART ((zip_uint64_t)64 << 30)  /* a sheet's XML, read as a stream */
+#define CMP_XLSX_MAX_PART ((zip_uint64_t)64 << 30)   /* a sheet's XML, read as a stream */
 #define CMP_XLSX_MAX_SMALL ((zip_uint64_t)64 << 20)  /* workbook.xml, its rels */
 #define CMP_XLSX_MAX_STRINGS ((zip_uint64_t)1 << 30) /* the shared strings, in bytes */
-#define CMP_XLSX_MAX_ROW ((size_t)16 << 20)         /* the text of one row */
-#define CMP_XLSX_MAX_COLS 16384                     /* Excel's own */
+#define CMP_XLSX_MAX_ROW ((size_t)16 << 20)          /* the text of one row */
+#define CMP_XLSX_MAX_COLS 16384                      /* Excel's own */
 #define CMP_XLSX_CHUNK 65536
 
 struct cmp_xlsx {
@@ -32,7 +32,7 @@ struct cmp_xlsx {
     zip_t *za;
     char **names, **parts; /* sheets in workbook order */
     size_t n_sheets;
-    char **sst;            /* shared strings */
+    char **sst; /* shared strings */
     size_t n_sst;
 };
 
@@ -87,8 +87,9 @@ static void XMLCALL cmp_xml_doctype(void *ud, const XML_Char *name, const XML_Ch
 {
     cmp_xml_t *xm = ud;
     (void)name, (void)sysid, (void)pubid, (void)has_internal;
-    cmp_xml_stop(xm, cmp_xlsx_fail(xm->x, xm->part, "a document type declaration (a workbook "
-                                                    "part has none): refused"));
+    cmp_xml_stop(xm, cmp_xlsx_fail(xm->x, xm->part,
+                                   "a document type declaration (a workbook "
+                                   "part has none): refused"));
 }
 
 typedef struct cmp_xml_handlers {
@@ -100,8 +101,8 @@ typedef struct cmp_xml_handlers {
 /* Stream part (at most cap bytes) through expat with h; ud reaches the
  * handlers as cmp_xml_t.ud. A missing part is an error when must is set,
  * else MSP_OK with *found 0. */
-static msp_err cmp_xml_read(cmp_xlsx_t *x, const char *part, zip_uint64_t cap, int must,
-                            int *found, const cmp_xml_handlers_t *h, void *ud)
+static msp_err cmp_xml_read(cmp_xlsx_t *x, const char *part, zip_uint64_t cap, int must, int *found,
+                            const cmp_xml_handlers_t *h, void *ud)
 {
     *found = 0;
     zip_stat_t st;
@@ -283,7 +284,7 @@ static int cmp_strv_push(char ***v, size_t *n, size_t *cap, char *s)
 typedef struct cmp_xml_str {
     int in_item, in_t, in_rph;
     msp_buf_t acc;
-    size_t cap;    /* the shared strings' capacity (x->sst) */
+    size_t cap; /* the shared strings' capacity (x->sst) */
 } cmp_xml_str_t;
 
 static void cmp_str_start(cmp_xml_str_t *s, const char *local)
@@ -418,12 +419,12 @@ static long cmp_xlsx_col(const char *ref)
 typedef struct cmp_sheet_read {
     cmp_xlsx_row_cb cb;
     void *cb_ud;
-    char **cells;          /* the row's cells by column; NULL: empty */
+    char **cells; /* the row's cells by column; NULL: empty */
     size_t n, cap, row, row_bytes;
     int in_row, in_cell, in_v, has_v, has_is;
-    long col, next;        /* the cell's column, the next one without a reference */
-    char type[16];         /* the cell's t attribute ("s", "b", "inlineStr", ...) */
-    cmp_xml_str_t str;     /* the cell's <v> or <is> text */
+    long col, next;    /* the cell's column, the next one without a reference */
+    char type[16];     /* the cell's t attribute ("s", "b", "inlineStr", ...) */
+    cmp_xml_str_t str; /* the cell's <v> or <is> text */
 } cmp_sheet_read_t;
 
 static void cmp_row_clear(cmp_sheet_read_t *sr)
@@ -482,8 +483,9 @@ static int cmp_cell_text(cmp_xml_t *xm, cmp_sheet_read_t *sr, char **text)
         int bad = *e || k >= xm->x->n_sst;
         free(t);
         if (bad) {
-            cmp_xml_stop(xm, cmp_xlsx_fail(xm->x, xm->part, "a cell names a shared string that "
-                                                            "does not exist"));
+            cmp_xml_stop(xm, cmp_xlsx_fail(xm->x, xm->part,
+                                           "a cell names a shared string that "
+                                           "does not exist"));
             return -1;
         }
         t = strdup(xm->x->sst[k]);
@@ -510,8 +512,9 @@ static void cmp_cell_end(cmp_xml_t *xm, cmp_sheet_read_t *sr)
         return;
     size_t col = (size_t)sr->col;
     sr->row_bytes += strlen(text);
-    char **nv = sr->row_bytes <= CMP_XLSX_MAX_ROW ? msp_grow(sr->cells, &sr->cap, col,
-                                                              sizeof *nv, 32) : NULL;
+    char **nv = sr->row_bytes <= CMP_XLSX_MAX_ROW
+                    ? msp_grow(sr->cells, &sr->cap, col, sizeof *nv, 32)
+                    : NULL;
     if (!nv) {
         free(text);
         cmp_xml_stop(xm, sr->row_bytes > CMP_XLSX_MAX_ROW

@@ -37,24 +37,24 @@
 #define ACC_MAX_WORKERS 8
 
 typedef struct acc_job {
-    size_t rec;            /* index into the file's records */
-    const char *kind;      /* "forward", "backward", "optimizer"; NULL: skipped */
-    char *why;             /* why it is skipped (before or after replay) */
-    char *answer;          /* the worker's JSON line */
+    size_t rec;       /* index into the file's records */
+    const char *kind; /* "forward", "backward", "optimizer"; NULL: skipped */
+    char *why;        /* why it is skipped (before or after replay) */
+    char *answer;     /* the worker's JSON line */
 } acc_job_t;
 
 typedef struct acc_run {
     const char *path, *python;
-    cJSON *refs;           /* {custom name: "pkg.mod.fn"} or NULL */
+    cJSON *refs; /* {custom name: "pkg.mod.fn"} or NULL */
     acc_job_t *jobs;
     size_t njobs;
     atomic_size_t next, done;
     const msp_acc_opts_t *opts;
-    double budget;         /* seconds for the whole check; <= 0: none */
-    double deadline;       /* msp_monotonic() seconds when the budget runs out; 0: none */
+    double budget;   /* seconds for the whole check; <= 0: none */
+    double deadline; /* msp_monotonic() seconds when the budget runs out; 0: none */
     pthread_mutex_t mu;
-    char *start_error;     /* the first worker that could not start */
-    int started;           /* workers that did */
+    char *start_error; /* the first worker that could not start */
+    int started;       /* workers that did */
 } acc_run_t;
 
 /* What job a record makes; NULL (and *why, static) when none. */
@@ -80,7 +80,8 @@ static const char *acc_kind(const char *name, const cJSON *refs, const char **wh
         size_t n = p > name + 7 ? (size_t)(p - (name + 7)) : 0;
         snprintf(api, sizeof api, "%.*s", (int)(n < sizeof api ? n : sizeof api - 1), name + 7);
         if (!cJSON_GetObjectItemCaseSensitive(refs, api)) {
-            *why = "custom callable: give it a reference to replay with (--reference NAME=pkg.mod.fn)";
+            *why =
+                "custom callable: give it a reference to replay with (--reference NAME=pkg.mod.fn)";
             return NULL;
         }
     }
@@ -225,8 +226,7 @@ static void *acc_thread(void *arg)
         if (i >= run->njobs)
             break;
         acc_job_t *job = &run->jobs[i];
-        if (job->kind && run->deadline > 0 && msp_monotonic() >= run->deadline - 1.0 &&
-            !job->why) {
+        if (job->kind && run->deadline > 0 && msp_monotonic() >= run->deadline - 1.0 && !job->why) {
             job->why = msp_asprintf("not checked: acc_check's budget of %g s ran out (--budget)",
                                     run->budget);
             job->kind = NULL;
@@ -246,8 +246,7 @@ static void *acc_thread(void *arg)
                                    : msp_asprintf("the replay worker died on it%s%s",
                                                   tail[0] ? ": " : "", tail);
             char *again = starts < ACC_MAX_STARTS
-                              ? cmp_worker_start(&w, run->python,
-                                                 msp_monotonic() + ACC_JOB_SECONDS)
+                              ? cmp_worker_start(&w, run->python, msp_monotonic() + ACC_JOB_SECONDS)
                               : msp_asprintf("the replay worker died %d times", starts);
             starts++;
             if (again) {
@@ -271,11 +270,23 @@ out:
 
 /* ---- answers into rows -------------------------------------------------------------- */
 
-static const char *const acc_metric_keys[MSP_ACC_NMETRICS] = {
-    "cosine", "max_abs_err", "rel_err_hundredth", "rel_err_thousandth",
-    "rel_err_ten_thousandth", "error_rate", "eb", "rmse", "small_value_err_ratio",
-    "max_rel_error", "mean_rel_error", "inf_nan_error_ratio", "rel_err_ratio", "abs_err_ratio",
-    "max_ulp_error", "mean_ulp_error", "ulp_error_proportion"};
+static const char *const acc_metric_keys[MSP_ACC_NMETRICS] = {"cosine",
+                                                              "max_abs_err",
+                                                              "rel_err_hundredth",
+                                                              "rel_err_thousandth",
+                                                              "rel_err_ten_thousandth",
+                                                              "error_rate",
+                                                              "eb",
+                                                              "rmse",
+                                                              "small_value_err_ratio",
+                                                              "max_rel_error",
+                                                              "mean_rel_error",
+                                                              "inf_nan_error_ratio",
+                                                              "rel_err_ratio",
+                                                              "abs_err_ratio",
+                                                              "max_ulp_error",
+                                                              "mean_ulp_error",
+                                                              "ulp_error_proportion"};
 
 static unsigned acc_metrics(const cJSON *o, double *v)
 {
@@ -405,7 +416,8 @@ static msp_err acc_judge_output(msp_acc_result_t *res, size_t *cap, const char *
         char note[200];
         o->status = cmp_acc_first_pass(dtype, o->metric, dh, note, sizeof note);
         o->message = msp_asprintf("%s: not covered by the precision standards; msprobe's "
-                                  "first-pass rule%s%s", dtype, note[0] ? ": " : "", note);
+                                  "first-pass rule%s%s",
+                                  dtype, note[0] ? ": " : "", note);
     }
     const cJSON *cn = cJSON_GetObjectItemCaseSensitive(dev, "cosine_note");
     if (o->message && cJSON_IsString(cn) && cn->valuestring[0]) {
@@ -476,7 +488,7 @@ static msp_err acc_collect(acc_run_t *run, const msp_dump_file_t *f, msp_acc_res
             }
         } else {
             const cJSON *why = cJSON_GetObjectItemCaseSensitive(ans, "reason");
-            const char *reason = job->why            ? job->why
+            const char *reason = job->why              ? job->why
                                  : cJSON_IsString(why) ? why->valuestring
                                                        : "not replayed: the replay workers "
                                                          "stopped before it";
@@ -562,7 +574,8 @@ static msp_err acc_references(const msp_acc_opts_t *o, cJSON **out)
         const char *eq = strchr(r, '=');
         if (!eq || eq == r || !eq[1] || !strchr(eq + 1, '.')) {
             cJSON_Delete(refs);
-            return msp_fail(MSP_ERR_USAGE, "--reference '%s': expected NAME=pkg.module.function", r);
+            return msp_fail(MSP_ERR_USAGE, "--reference '%s': expected NAME=pkg.module.function",
+                            r);
         }
         char name[256];
         snprintf(name, sizeof name, "%.*s", (int)(eq - r), r);
@@ -589,9 +602,10 @@ msp_err msp_acc_check(const char *path, const msp_acc_opts_t *opts, msp_acc_resu
         return rc;
     }
     if (t.n_files != 1) {
-        rc = msp_fail(MSP_ERR_USAGE, "%s holds %zu dump files; acc_check takes one: a dump file "
-                      "or its rank directory (step%lld/rank%lld, ...)", path, t.n_files,
-                      (long long)t.files[0].step, (long long)t.files[0].rank);
+        rc = msp_fail(MSP_ERR_USAGE,
+                      "%s holds %zu dump files; acc_check takes one: a dump file "
+                      "or its rank directory (step%lld/rank%lld, ...)",
+                      path, t.n_files, (long long)t.files[0].step, (long long)t.files[0].rank);
         msp_dump_tree_free(&t);
         return rc;
     }
@@ -619,9 +633,10 @@ msp_err msp_acc_check(const char *path, const msp_acc_opts_t *opts, msp_acc_resu
         for (size_t k = 0; k < f->records[i].n_tensors && !data; k++)
             data = f->records[i].tensors[k].has_data;
     if (!data) {
-        rc = msp_fail(MSP_ERR_USAGE, "%s holds no tensor data (task %s): acc_check replays the "
-                      "recorded inputs; dump with task \"tensor\"", res->path,
-                      f->task[0] ? f->task : "?");
+        rc = msp_fail(MSP_ERR_USAGE,
+                      "%s holds no tensor data (task %s): acc_check replays the "
+                      "recorded inputs; dump with task \"tensor\"",
+                      res->path, f->task[0] ? f->task : "?");
         goto done;
     }
     if (!(run.jobs = calloc(f->n_records + 1, sizeof *run.jobs))) {
@@ -644,8 +659,9 @@ msp_err msp_acc_check(const char *path, const msp_acc_opts_t *opts, msp_acc_resu
     run.path = res->path;
     run.python = cmp_worker_python(opts ? opts->python : NULL);
     run.opts = opts;
-    double budget = run.budget = opts && (opts->budget < 0 || opts->budget > 0) ? opts->budget
-                                                                       : ACC_BUDGET_SECONDS;
+    double budget = run.budget = opts && (opts->budget < 0 || opts->budget > 0)
+                                     ? opts->budget
+                                     : ACC_BUDGET_SECONDS;
     size_t to_replay = 0;
     for (size_t i = 0; i < run.njobs; i++)
         to_replay += run.jobs[i].kind != NULL;

@@ -97,4 +97,3 @@ msp_err msp_acc_write_csv(const msp_acc_result_t *res, const char *out_dir, char
     free(dp);
     return rc;
 }
-

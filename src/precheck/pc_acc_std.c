@@ -16,42 +16,75 @@
 #include <string.h>
 #include <time.h>
 
-const char *const cmp_acc_detail_cols[CMP_ACC_DETAIL_NCOLS] = {
-    "API Name", "Bench Dtype", "DEVICE Dtype", "Shape", "余弦相似度", "最大绝对误差",
-    "双百指标", "双千指标", "双万指标", "二进制一致错误率", "误差均衡性", "均方根误差",
-    "小值域错误占比", "相对误差最大值", "相对误差平均值", "inf/nan错误率", "相对误差错误率",
-    "绝对误差错误率", "ULP误差最大值", "ULP误差平均值", "ULP误差大于阈值占比", "Status",
-    "Message"};
+const char *const cmp_acc_detail_cols[CMP_ACC_DETAIL_NCOLS] = {"API Name",
+                                                               "Bench Dtype",
+                                                               "DEVICE Dtype",
+                                                               "Shape",
+                                                               "余弦相似度",
+                                                               "最大绝对误差",
+                                                               "双百指标",
+                                                               "双千指标",
+                                                               "双万指标",
+                                                               "二进制一致错误率",
+                                                               "误差均衡性",
+                                                               "均方根误差",
+                                                               "小值域错误占比",
+                                                               "相对误差最大值",
+                                                               "相对误差平均值",
+                                                               "inf/nan错误率",
+                                                               "相对误差错误率",
+                                                               "绝对误差错误率",
+                                                               "ULP误差最大值",
+                                                               "ULP误差平均值",
+                                                               "ULP误差大于阈值占比",
+                                                               "Status",
+                                                               "Message"};
 
 /* ---- which standard ------------------------------------------------------------ */
 
 static const char *const cmp_std_absolute[] = {
-    "mul", "mul_", "__mul__", "__imul__", "__rmul__", "add", "add_", "__add__", "__iadd__",
-    "__radd__", "div", "div_", "__div__", "__idiv__", "divide", "divide_", "leaky_relu",
-    "leaky_relu_", "prelu", "reciprocal", "reciprocal_", "rsqrt", "rsqrt_", "square", "square_",
-    "sub", "sub_", "rsub", "__isub__", "__sub__", NULL};
+    "mul",      "mul_",     "__mul__",    "__imul__",    "__rmul__", "add",        "add_",
+    "__add__",  "__iadd__", "__radd__",   "div",         "div_",     "__div__",    "__idiv__",
+    "divide",   "divide_",  "leaky_relu", "leaky_relu_", "prelu",    "reciprocal", "reciprocal_",
+    "rsqrt",    "rsqrt_",   "square",     "square_",     "sub",      "sub_",       "rsub",
+    "__isub__", "__sub__",  NULL};
 static const char *const cmp_std_binary[] = {
-    "abs", "abs_", "absolute", "absolute_", "argmin", "bitwise_and", "bitwise_and_",
-    "broadcast_to", "ceil", "ceil_", "equal", "fill_", "flatten", "floor", "floor_", "gather",
-    "greater", "greater_", "greater_equal", "greater_equal_", "histc", "isfinite", "isnan",
-    "less", "less_", "less_equal", "less_equal_", "logical_and", "logical_and_", "logical_not",
-    "logical_not_", "logical_or", "logical_or_", "masked_fill", "masked_fill_", "max_pool3d",
-    "maximum", "minimum", "neg", "neg_", "nonzero", "not_equal", "not_equal_", "one_hot", "pad",
-    "relu", "reshape", "round", "round_", "select", "sign", "sign_", "sort", "tile", "topk",
-    "transpose", "transpose_", "tril", "tril_", "triu", "triu_", "type_as", NULL};
+    "abs",           "abs_",           "absolute",    "absolute_",   "argmin",       "bitwise_and",
+    "bitwise_and_",  "broadcast_to",   "ceil",        "ceil_",       "equal",        "fill_",
+    "flatten",       "floor",          "floor_",      "gather",      "greater",      "greater_",
+    "greater_equal", "greater_equal_", "histc",       "isfinite",    "isnan",        "less",
+    "less_",         "less_equal",     "less_equal_", "logical_and", "logical_and_", "logical_not",
+    "logical_not_",  "logical_or",     "logical_or_", "masked_fill", "masked_fill_", "max_pool3d",
+    "maximum",       "minimum",        "neg",         "neg_",        "nonzero",      "not_equal",
+    "not_equal_",    "one_hot",        "pad",         "relu",        "reshape",      "round",
+    "round_",        "select",         "sign",        "sign_",       "sort",         "tile",
+    "topk",          "transpose",      "transpose_",  "tril",        "tril_",        "triu",
+    "triu_",         "type_as",        NULL};
 static const char *const cmp_std_ulp[] = {
-    "__matmul__", "addbmm", "addbmm_", "addmm", "addmm_", "baddbmm", "baddbmm_", "bilinear",
-    "bmm", "chain_matmul", "hspmm", "linear", "matmul", "mm", "mv", "smm", "sspaddmm", NULL};
+    "__matmul__", "addbmm",   "addbmm_", "addmm",        "addmm_",   "baddbmm",
+    "baddbmm_",   "bilinear", "bmm",     "chain_matmul", "hspmm",    "linear",
+    "matmul",     "mm",       "mv",      "smm",          "sspaddmm", NULL};
 static const char *const cmp_std_thousandth[] = {"conv1d", "conv2d", NULL};
 static const char *const cmp_std_accumulative[] = {"test_api", NULL};
 
 /* Operator monitoring levels of the benchmark standard (L0 for the rest). */
-static const char *const cmp_level1[] = {"embedding", "npu_fusion_attention_grad",
-                                         "npu_fusion_attention", "scatter_", "scatter_add_", NULL};
-static const char *const cmp_level2[] = {
-    "addmm", "npu_cross_entropy_loss", "npu_cross_entropy_loss_backward", "GELU", "layer_norm",
-    "matmul", "mm", "index", "one_hot", "sum", "npu_rms_norm", "npu_rms_norm_backward",
-    "nonzero", NULL};
+static const char *const cmp_level1[] = {
+    "embedding", "npu_fusion_attention_grad", "npu_fusion_attention", "scatter_", "scatter_add_",
+    NULL};
+static const char *const cmp_level2[] = {"addmm",
+                                         "npu_cross_entropy_loss",
+                                         "npu_cross_entropy_loss_backward",
+                                         "GELU",
+                                         "layer_norm",
+                                         "matmul",
+                                         "mm",
+                                         "index",
+                                         "one_hot",
+                                         "sum",
+                                         "npu_rms_norm",
+                                         "npu_rms_norm_backward",
+                                         "nonzero",
+                                         NULL};
 
 static int cmp_acc_in(const char *api, const char *const *set)
 {
@@ -97,15 +130,16 @@ cmp_std_t cmp_acc_standard(const char *api, const char *dtype)
 
 const char *cmp_std_name(cmp_std_t s)
 {
-    static const char *const n[] = {"", "binary consistency", "absolute threshold", "ULP error",
-                                    "dual thousandths", "benchmark", "accumulative error"};
+    static const char *const n[] = {
+        "",          "binary consistency", "absolute threshold", "ULP error", "dual thousandths",
+        "benchmark", "accumulative error"};
     return n[s];
 }
 
 const char *cmp_std_msprobe_name(cmp_std_t s)
 {
-    static const char *const n[] = {" ", "二进制一致法", "绝对阈值法", "ULP误差比对法",
-                                    "双千指标法", "标杆比对法", "累积误差比对法"};
+    static const char *const n[] = {" ",          "二进制一致法", "绝对阈值法",    "ULP误差比对法",
+                                    "双千指标法", "标杆比对法",   "累积误差比对法"};
     return n[s];
 }
 
@@ -255,11 +289,23 @@ static const int cmp_acc_needs[][5] = {
                               MSP_ACC_EB, -1},
 };
 
-static const char *const cmp_acc_metric_names[MSP_ACC_NMETRICS] = {
-    "cosine", "max abs error", "dual hundredths", "dual thousandths", "dual ten-thousandths",
-    "binary error rate", "error balance", "RMSE", "small value error ratio",
-    "max relative error", "mean relative error", "inf/nan error rate", "relative error rate",
-    "absolute error rate", "max ULP error", "mean ULP error", "ULP error proportion"};
+static const char *const cmp_acc_metric_names[MSP_ACC_NMETRICS] = {"cosine",
+                                                                   "max abs error",
+                                                                   "dual hundredths",
+                                                                   "dual thousandths",
+                                                                   "dual ten-thousandths",
+                                                                   "binary error rate",
+                                                                   "error balance",
+                                                                   "RMSE",
+                                                                   "small value error ratio",
+                                                                   "max relative error",
+                                                                   "mean relative error",
+                                                                   "inf/nan error rate",
+                                                                   "relative error rate",
+                                                                   "absolute error rate",
+                                                                   "max ULP error",
+                                                                   "mean ULP error",
+                                                                   "ULP error proportion"};
 
 void cmp_acc_judge(cmp_std_t std, const char *dtype, const char *api, const double *npu,
                    unsigned npu_have, const double *gpu, unsigned gpu_have, int same_kernel,
@@ -341,13 +387,17 @@ void cmp_acc_judge(cmp_std_t std, const char *dtype, const char *api, const doub
              * that share below the reference device's */
             if (!(mean < 64.0 || prop < 0.05 || ratio < 1.0 || (same_kernel && ratio <= 1.0))) {
                 res = MSP_ACC_ERROR;
-                cmp_acc_note(out, "ULP error: mean %.6g >= 64, share above 32 ULP %.6g >= 0.05, "
-                             "%.6g times the reference device's.", mean, prop, ratio);
+                cmp_acc_note(out,
+                             "ULP error: mean %.6g >= 64, share above 32 ULP %.6g >= 0.05, "
+                             "%.6g times the reference device's.",
+                             mean, prop, ratio);
             }
         } else if (!(prop < 0.001 || ratio < 1.0 || (same_kernel && ratio <= 1.0))) {
             res = MSP_ACC_ERROR;
-            cmp_acc_note(out, "ULP error: share above 1 ULP %.6g >= 0.001, %.6g times the "
-                         "reference device's.", prop, ratio);
+            cmp_acc_note(out,
+                         "ULP error: share above 1 ULP %.6g >= 0.001, %.6g times the "
+                         "reference device's.",
+                         prop, ratio);
         }
         out->st[CMP_APC_ULP_RATIO] = res;
         break;
@@ -380,15 +430,17 @@ void cmp_acc_judge(cmp_std_t std, const char *dtype, const char *api, const doub
         break;
     }
     out->result = res;
-    int npu_only = std == CMP_STD_BINARY || std == CMP_STD_ABSOLUTE ||
-                   std == CMP_STD_THOUSANDTH || std == CMP_STD_ACCUMULATIVE;
+    int npu_only = std == CMP_STD_BINARY || std == CMP_STD_ABSOLUTE || std == CMP_STD_THOUSANDTH ||
+                   std == CMP_STD_ACCUMULATIVE;
     if (same_kernel && npu_only && res == MSP_ACC_ERROR) {
         cmp_apc_verdict_t ref;
         cmp_acc_judge(std, dtype, api, gpu, gpu_have, gpu, gpu_have, 0, &ref);
         if (ref.result == MSP_ACC_ERROR) {
             out->result = MSP_ACC_WARNING;
-            cmp_acc_note(out, "The same-dtype CPU replay misses it too: %s cannot meet this "
-                         "standard here.", dtype);
+            cmp_acc_note(out,
+                         "The same-dtype CPU replay misses it too: %s cannot meet this "
+                         "standard here.",
+                         dtype);
         }
     }
 }

@@ -15,7 +15,7 @@
 /* msprobe's required columns, and the metric each one is. */
 static const struct {
     const char *col;
-    int metric;            /* MSP_ACC_*, -1: not a metric */
+    int metric; /* MSP_ACC_*, -1: not a metric */
 } apc_required[] = {
     {"API Name", -1},
     {"DEVICE Dtype", -1},
@@ -34,26 +34,52 @@ static const struct {
 };
 #define APC_NREQ (sizeof apc_required / sizeof apc_required[0])
 
-static const char *const apc_detail_cols[] = {
-    "API Name", "小值域错误比值", "小值域判定结果", "均方根误差比值", "均方根误差判定结果",
-    "相对误差最大值比值", "相对误差最大值判定结果", "相对误差平均值比值",
-    "相对误差平均值判定结果", "误差均衡性比值", "误差均衡性判定结果", "inf/nan错误率",
-    "inf/nan判定结果", "相对误差错误率", "相对误差判定结果", "绝对误差错误率",
-    "绝对误差判定结果", "二进制一致错误率", "二进制一致错误率判定结果", "ULP误差平均值",
-    "ULP误差大于阈值占比", "ULP误差大于阈值占比比值", "ULP误差判定结果", "双千指标",
-    "双千指标判定结果", "比对结果", "比对算法", "Message"};
+static const char *const apc_detail_cols[] = {"API Name",
+                                              "小值域错误比值",
+                                              "小值域判定结果",
+                                              "均方根误差比值",
+                                              "均方根误差判定结果",
+                                              "相对误差最大值比值",
+                                              "相对误差最大值判定结果",
+                                              "相对误差平均值比值",
+                                              "相对误差平均值判定结果",
+                                              "误差均衡性比值",
+                                              "误差均衡性判定结果",
+                                              "inf/nan错误率",
+                                              "inf/nan判定结果",
+                                              "相对误差错误率",
+                                              "相对误差判定结果",
+                                              "绝对误差错误率",
+                                              "绝对误差判定结果",
+                                              "二进制一致错误率",
+                                              "二进制一致错误率判定结果",
+                                              "ULP误差平均值",
+                                              "ULP误差大于阈值占比",
+                                              "ULP误差大于阈值占比比值",
+                                              "ULP误差判定结果",
+                                              "双千指标",
+                                              "双千指标判定结果",
+                                              "比对结果",
+                                              "比对算法",
+                                              "Message"};
 
 /* The details columns in order as (value column, status column) of the verdict:
  * -1 where the value has no status column of its own, or the reverse. */
 static const struct {
     int value, status;
 } apc_layout[] = {
-    {CMP_APC_SMALL, CMP_APC_SMALL},       {CMP_APC_RMSE, CMP_APC_RMSE},
-    {CMP_APC_MAX_REL, CMP_APC_MAX_REL},   {CMP_APC_MEAN_REL, CMP_APC_MEAN_REL},
-    {CMP_APC_EB, CMP_APC_EB},             {CMP_APC_INF_NAN, CMP_APC_INF_NAN},
-    {CMP_APC_REL_ERR, CMP_APC_REL_ERR},   {CMP_APC_ABS_ERR, CMP_APC_ABS_ERR},
-    {CMP_APC_ERROR_RATE, CMP_APC_ERROR_RATE}, {CMP_APC_MEAN_ULP, -1},
-    {CMP_APC_ULP_PROP, -1},               {CMP_APC_ULP_RATIO, CMP_APC_ULP_RATIO},
+    {CMP_APC_SMALL, CMP_APC_SMALL},
+    {CMP_APC_RMSE, CMP_APC_RMSE},
+    {CMP_APC_MAX_REL, CMP_APC_MAX_REL},
+    {CMP_APC_MEAN_REL, CMP_APC_MEAN_REL},
+    {CMP_APC_EB, CMP_APC_EB},
+    {CMP_APC_INF_NAN, CMP_APC_INF_NAN},
+    {CMP_APC_REL_ERR, CMP_APC_REL_ERR},
+    {CMP_APC_ABS_ERR, CMP_APC_ABS_ERR},
+    {CMP_APC_ERROR_RATE, CMP_APC_ERROR_RATE},
+    {CMP_APC_MEAN_ULP, -1},
+    {CMP_APC_ULP_PROP, -1},
+    {CMP_APC_ULP_RATIO, CMP_APC_ULP_RATIO},
     {CMP_APC_THOUSANDTH, CMP_APC_THOUSANDTH},
 };
 
@@ -80,8 +106,10 @@ static msp_err apc_open(const char *path, const char *what, apc_file_t *f)
     }
     if (missing[0]) {
         cmp_csv_free(&f->csv);
-        return msp_fail(MSP_ERR_FORMAT, "%s (%s details): not an acc_check details CSV: the "
-                        "columns %s are missing", path, what, missing);
+        return msp_fail(MSP_ERR_FORMAT,
+                        "%s (%s details): not an acc_check details CSV: the "
+                        "columns %s are missing",
+                        path, what, missing);
     }
     f->shape = cmp_csv_col(&f->csv, "Shape");
     f->message = cmp_csv_col(&f->csv, "Message");
@@ -167,9 +195,11 @@ static void apc_detail_row(FILE *out, const char *name, const cmp_apc_verdict_t 
             msp_csv_field(out, cmp_acc_status_text(v->st[apc_layout[i].status]), 0);
     }
     msp_csv_field(out, cmp_acc_status_text(v->result), 0);
-    msp_csv_field(out, v->result == MSP_ACC_SKIP && v->std == CMP_STD_NONE
-                           ? " "
-                           : cmp_std_msprobe_name(v->std), 0);
+    msp_csv_field(out,
+                  v->result == MSP_ACC_SKIP && v->std == CMP_STD_NONE
+                      ? " "
+                      : cmp_std_msprobe_name(v->std),
+                  0);
     msp_csv_field(out, message, 0);
     cmp_csv_end_row(out);
 }
@@ -320,8 +350,8 @@ msp_err msp_api_precision_compare(const char *npu_csv, const char *gpu_csv, cons
     if ((rc = apc_create(s->result_path, &rtmp, &rf)) != MSP_OK ||
         (rc = apc_create(s->details_path, &dtmp, &df)) != MSP_OK)
         goto done;
-    static const char *const rcols[] = {"API Name", "Forward Test Success",
-                                        "Backward Test Success", "Message"};
+    static const char *const rcols[] = {"API Name", "Forward Test Success", "Backward Test Success",
+                                        "Message"};
     for (int c = 0; c < 4; c++)
         msp_csv_field(rf, rcols[c], c == 0);
     cmp_csv_end_row(rf);

@@ -14,13 +14,13 @@
 
 /* msprobe's standards (its api_precision_standard lists and StandardConfig). */
 typedef enum cmp_std {
-    CMP_STD_NONE = 0,       /* not judged by one (float64: msprobe's first-pass rule) */
-    CMP_STD_BINARY,         /* 二进制一致法: every element bit-equal */
-    CMP_STD_ABSOLUTE,       /* 绝对阈值法: relative error within rtol, small values within atol */
-    CMP_STD_ULP,            /* ULP误差比对法 */
-    CMP_STD_THOUSANDTH,     /* 双千指标法 */
-    CMP_STD_BENCHMARK,      /* 标杆比对法: error ratios against the reference device */
-    CMP_STD_ACCUMULATIVE    /* 累积误差比对法 */
+    CMP_STD_NONE = 0,    /* not judged by one (float64: msprobe's first-pass rule) */
+    CMP_STD_BINARY,      /* 二进制一致法: every element bit-equal */
+    CMP_STD_ABSOLUTE,    /* 绝对阈值法: relative error within rtol, small values within atol */
+    CMP_STD_ULP,         /* ULP误差比对法 */
+    CMP_STD_THOUSANDTH,  /* 双千指标法 */
+    CMP_STD_BENCHMARK,   /* 标杆比对法: error ratios against the reference device */
+    CMP_STD_ACCUMULATIVE /* 累积误差比对法 */
 } cmp_std_t;
 
 /* "benchmark", ... (ours, for messages) and msprobe's name (its CSV column 比对算法). */
@@ -37,26 +37,26 @@ void cmp_acc_api_base(const char *name, char *buf, size_t n);
 
 /* api_precision_compare's verdict columns (its details CSV, in order). */
 enum {
-    CMP_APC_SMALL = 0,      /* 小值域错误比值 / 小值域判定结果 */
-    CMP_APC_RMSE,           /* 均方根误差比值 */
-    CMP_APC_MAX_REL,        /* 相对误差最大值比值 */
-    CMP_APC_MEAN_REL,       /* 相对误差平均值比值 */
-    CMP_APC_EB,             /* 误差均衡性比值 */
-    CMP_APC_INF_NAN,        /* inf/nan错误率 */
-    CMP_APC_REL_ERR,        /* 相对误差错误率 */
-    CMP_APC_ABS_ERR,        /* 绝对误差错误率 */
-    CMP_APC_ERROR_RATE,     /* 二进制一致错误率 */
-    CMP_APC_MEAN_ULP,       /* ULP误差平均值 (value only) */
-    CMP_APC_ULP_PROP,       /* ULP误差大于阈值占比 (value only) */
-    CMP_APC_ULP_RATIO,      /* ULP误差大于阈值占比比值, status: ULP误差判定结果 */
-    CMP_APC_THOUSANDTH,     /* 双千指标 */
+    CMP_APC_SMALL = 0,  /* 小值域错误比值 / 小值域判定结果 */
+    CMP_APC_RMSE,       /* 均方根误差比值 */
+    CMP_APC_MAX_REL,    /* 相对误差最大值比值 */
+    CMP_APC_MEAN_REL,   /* 相对误差平均值比值 */
+    CMP_APC_EB,         /* 误差均衡性比值 */
+    CMP_APC_INF_NAN,    /* inf/nan错误率 */
+    CMP_APC_REL_ERR,    /* 相对误差错误率 */
+    CMP_APC_ABS_ERR,    /* 绝对误差错误率 */
+    CMP_APC_ERROR_RATE, /* 二进制一致错误率 */
+    CMP_APC_MEAN_ULP,   /* ULP误差平均值 (value only) */
+    CMP_APC_ULP_PROP,   /* ULP误差大于阈值占比 (value only) */
+    CMP_APC_ULP_RATIO,  /* ULP误差大于阈值占比比值, status: ULP误差判定结果 */
+    CMP_APC_THOUSANDTH, /* 双千指标 */
     CMP_APC_N
 };
 
 typedef struct cmp_apc_verdict {
     cmp_std_t std;
     double v[CMP_APC_N];
-    unsigned have;          /* bit i: v[i] is filled */
+    unsigned have;                  /* bit i: v[i] is filled */
     msp_acc_status_t st[CMP_APC_N]; /* MSP_ACC_NONE: no status column filled */
     msp_acc_status_t result;
     char msg[640];
@@ -77,8 +77,8 @@ void cmp_acc_judge(cmp_std_t std, const char *dtype, const char *api, const doub
 /* msprobe's first-pass rule of acc_check's Status (cosine, max abs error,
  * dual hundredths/thousandths/ten-thousandths), for outputs no standard
  * judges (float64); note gets why. */
-msp_acc_status_t cmp_acc_first_pass(const char *dtype, const double *m, unsigned have,
-                                    char *note, size_t n);
+msp_acc_status_t cmp_acc_first_pass(const char *dtype, const double *m, unsigned have, char *note,
+                                    size_t n);
 
 /* "pass", "warning", "error", "SKIP", " " (msprobe's spellings). */
 const char *cmp_acc_status_text(msp_acc_status_t s);

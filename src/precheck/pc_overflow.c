@@ -39,9 +39,9 @@ enum { OV_UNDIRECTED = 0, OV_FROM_ROOT, OV_TO_ROOT, OV_SEND, OV_RECV };
 typedef struct ov_comm_api {
     const char *api;
     int kind;
-    int pay_pos;          /* -1: none (on a receiving rank) */
+    int pay_pos; /* -1: none (on a receiving rank) */
     const char *pay_kw;
-    int root_pos;         /* -1: none */
+    int root_pos; /* -1: none */
     const char *root_kw;
 } ov_comm_api_t;
 
@@ -77,10 +77,10 @@ static const ov_comm_api_t *ov_comm_api(const char *api)
 
 typedef struct ov_rec {
     const msp_record_info_t *r;
-    int in_bad, out_bad;   /* OV_NAN | OV_INF */
-    int ignored;           /* an allocator of uninitialized memory */
-    long comm;             /* index into the step's communication records, or -1 */
-    char *in_note;         /* the first abnormal input, "input.0 holds NaN" */
+    int in_bad, out_bad; /* OV_NAN | OV_INF */
+    int ignored;         /* an allocator of uninitialized memory */
+    long comm;           /* index into the step's communication records, or -1 */
+    char *in_note;       /* the first abnormal input, "input.0 holds NaN" */
 } ov_rec_t;
 
 typedef struct ov_rank {
@@ -88,22 +88,22 @@ typedef struct ov_rank {
     int64_t rank;
     ov_rec_t *recs;
     size_t n;
-    long first;            /* index of its first anomalous record (origin or received), -1 */
+    long first; /* index of its first anomalous record (origin or received), -1 */
     int first_role;
     int64_t from_rank;
-    long first_abnormal;   /* first record holding NaN/Inf anywhere, -1 */
+    long first_abnormal; /* first record holding NaN/Inf anywhere, -1 */
 } ov_rank_t;
 
 typedef struct ov_comm {
-    size_t rank_i, rec;    /* where it is */
+    size_t rank_i, rec; /* where it is */
     char api[64];
     long call;
     int kind;
-    int64_t root;          /* root or peer rank from its arguments, -1 unknown */
+    int64_t root; /* root or peer rank from its arguments, -1 unknown */
     int payload_bad;
     long group;
-    long t;                /* time */
-    long seq;              /* send/recv: index among this pair's messages */
+    long t;   /* time */
+    long seq; /* send/recv: index among this pair's messages */
 } ov_comm_t;
 
 typedef struct ov_step {
@@ -147,7 +147,9 @@ static int64_t ov_rank_arg(const cJSON *attrs, int pos, const char *kw)
 static char *ov_note(const char *role, int bad)
 {
     return msp_asprintf("%s holds %s", role,
-                        bad == (OV_NAN | OV_INF) ? "NaN and Inf" : bad & OV_NAN ? "NaN" : "Inf");
+                        bad == (OV_NAN | OV_INF) ? "NaN and Inf"
+                        : bad & OV_NAN           ? "NaN"
+                                                 : "Inf");
 }
 
 /* Judge one record: which sides hold NaN/Inf; communication records join the
@@ -207,8 +209,8 @@ static msp_err ov_judge(ov_step_t *s, size_t ri, size_t j, size_t *comm_cap)
         const cJSON *a;
         cJSON_ArrayForEach(a, attrs)
         {
-            if (!ov_is_input(a->string) || ov_is_out_buffer(a->string) ||
-                !cJSON_IsString(a) || !ov_text_bad(a->valuestring))
+            if (!ov_is_input(a->string) || ov_is_out_buffer(a->string) || !cJSON_IsString(a) ||
+                !ov_text_bad(a->valuestring))
                 continue;
             x->in_bad = OV_INF;
             if (!(x->in_note = msp_asprintf("argument %s = %.60s", a->string, a->valuestring))) {
@@ -299,7 +301,8 @@ static int ov_group_cmp(const void *x, const void *y)
 {
     const ov_comm_t *a = &ov_sort_step->comms[*(const size_t *)x];
     const ov_comm_t *b = &ov_sort_step->comms[*(const size_t *)y];
-    int pa = a->kind == OV_SEND || a->kind == OV_RECV, pb = b->kind == OV_SEND || b->kind == OV_RECV;
+    int pa = a->kind == OV_SEND || a->kind == OV_RECV,
+        pb = b->kind == OV_SEND || b->kind == OV_RECV;
     if (pa != pb)
         return pa - pb;
     if (!pa) {
@@ -489,7 +492,8 @@ static msp_err ov_make_node(const ov_step_t *s, size_t ri, size_t j, int role, i
         out->reason = msp_asprintf("sent it on: %s", x->in_note ? x->in_note : "abnormal input");
     else
         out->reason = msp_asprintf("received it from rank %" PRId64
-                                   ": finite inputs, abnormal outputs", from);
+                                   ": finite inputs, abnormal outputs",
+                                   from);
     if (role != MSP_ANOM_SENT)
         out->json = ov_node_json(rk->f, x->r, step, out);
     if (!out->record || !out->reason || (role != MSP_ANOM_SENT && !out->json)) {

@@ -47,24 +47,35 @@ static void ov_acc_block(ov_acc_t *a, msp_dtype_t dt, const unsigned char *p, si
     }                                                                                              \
     break
     switch (dt) {
-    case MSP_DTYPE_FLOAT32: OV_LOOP(float, x);
-    case MSP_DTYPE_FLOAT64: OV_LOOP(double, x);
-    case MSP_DTYPE_FLOAT16: OV_LOOP(uint16_t, msp_half_to_float(x));
-    case MSP_DTYPE_BFLOAT16: OV_LOOP(uint16_t, msp_bf16_to_float(x));
-    case MSP_DTYPE_INT8: OV_LOOP(int8_t, x);
-    case MSP_DTYPE_INT16: OV_LOOP(int16_t, x);
-    case MSP_DTYPE_INT32: OV_LOOP(int32_t, x);
-    case MSP_DTYPE_INT64: OV_LOOP(int64_t, x);
-    case MSP_DTYPE_UINT8: OV_LOOP(uint8_t, x);
-    case MSP_DTYPE_BOOL: OV_LOOP(uint8_t, x != 0);
-    default: break;
+    case MSP_DTYPE_FLOAT32:
+        OV_LOOP(float, x);
+    case MSP_DTYPE_FLOAT64:
+        OV_LOOP(double, x);
+    case MSP_DTYPE_FLOAT16:
+        OV_LOOP(uint16_t, msp_half_to_float(x));
+    case MSP_DTYPE_BFLOAT16:
+        OV_LOOP(uint16_t, msp_bf16_to_float(x));
+    case MSP_DTYPE_INT8:
+        OV_LOOP(int8_t, x);
+    case MSP_DTYPE_INT16:
+        OV_LOOP(int16_t, x);
+    case MSP_DTYPE_INT32:
+        OV_LOOP(int32_t, x);
+    case MSP_DTYPE_INT64:
+        OV_LOOP(int64_t, x);
+    case MSP_DTYPE_UINT8:
+        OV_LOOP(uint8_t, x);
+    case MSP_DTYPE_BOOL:
+        OV_LOOP(uint8_t, x != 0);
+    default:
+        break;
     }
 #undef OV_LOOP
 }
 
 /* t's statistics from its data (buf: OV_BLOCK bytes of scratch). */
-static msp_err ov_data_stats(msp_dump_file_t *f, const msp_record_info_t *r,
-                             msp_tensor_info_t *t, unsigned char *buf)
+static msp_err ov_data_stats(msp_dump_file_t *f, const msp_record_info_t *r, msp_tensor_info_t *t,
+                             unsigned char *buf)
 {
     msp_tensor_stream_t *s = NULL;
     msp_err rc = msp_tensor_stream_open(f, r, t, &s);
@@ -84,7 +95,8 @@ static msp_err ov_data_stats(msp_dump_file_t *f, const msp_record_info_t *r,
     if (rc)
         goto cleanup;
     if (t->stats.crc32 && t->stats.crc32 != crc) {
-        rc = msp_fail(MSP_ERR_FORMAT, "file %s: record %s: %s: tensor data fails its CRC-32 "
+        rc = msp_fail(MSP_ERR_FORMAT,
+                      "file %s: record %s: %s: tensor data fails its CRC-32 "
                       "check (file says %08x, data read %08x): the dump file is damaged",
                       f->path, r->name, t->role, (unsigned)t->stats.crc32, (unsigned)crc);
         goto cleanup;
@@ -119,10 +131,11 @@ static msp_err ov_check_counts(const msp_dump_file_t *f, const msp_record_info_t
         what = "NaN or Inf counted in an integer tensor, which cannot hold them";
     if (!what)
         return MSP_OK;
-    return msp_fail(MSP_ERR_FORMAT, "file %s: record %s: %s: nan_count %" PRId64 ", inf_count "
+    return msp_fail(MSP_ERR_FORMAT,
+                    "file %s: record %s: %s: nan_count %" PRId64 ", inf_count "
                     "%" PRId64 " for %" PRId64 " elements of %s: %s; the dump's statistics "
-                    "cannot be trusted: refused", f->path, r->name, t->role, nan, inf, t->numel,
-                    t->dtype_name, what);
+                    "cannot be trusted: refused",
+                    f->path, r->name, t->role, nan, inf, t->numel, t->dtype_name, what);
 }
 
 msp_err ov_open_dump(const char *path, msp_dump_file_t **out)

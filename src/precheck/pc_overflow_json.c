@@ -111,7 +111,8 @@ static void ov_put(cJSON *container, const char *path, cJSON *v)
         cJSON *cur = cJSON_GetArrayItem(container, idx);
         if (!cJSON_IsArray(cur) && !cJSON_IsObject(cur)) {
             const char *next = dot + 1;
-            cJSON *fresh = isdigit((unsigned char)*next) ? cJSON_CreateArray() : cJSON_CreateObject();
+            cJSON *fresh = isdigit((unsigned char)*next) ? cJSON_CreateArray()
+                                                         : cJSON_CreateObject();
             cJSON_ReplaceItemInArray(container, idx, fresh);
             cur = fresh;
         }
@@ -318,8 +319,8 @@ msp_err msp_overflow_write_json(const msp_overflow_result_t *res, const char *ou
         return rc;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    char *path = msp_asprintf("%s/anomaly_analyze_%lld%09ld.json", out_dir,
-                              (long long)ts.tv_sec, (long)ts.tv_nsec);
+    char *path = msp_asprintf("%s/anomaly_analyze_%lld%09ld.json", out_dir, (long long)ts.tv_sec,
+                              (long)ts.tv_nsec);
     cJSON *root = cJSON_CreateObject();
     char *text = NULL;
     if (!path || !root) {

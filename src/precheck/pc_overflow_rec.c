@@ -188,14 +188,14 @@ char *ov_reason(const msp_record_info_t *r, int bad, int is_comm)
 {
     static const char *const logs[] = {"log", "log2", "log10", "log_", "log2_", "log10_", NULL};
     static const char *const sqrts[] = {"sqrt", "rsqrt", "sqrt_", "rsqrt_", NULL};
-    static const char *const divs[] = {"div", "div_", "divide", "divide_", "true_divide",
-                                       "true_divide_", "__truediv__", "__rtruediv__",
-                                       "__itruediv__", "__div__", "__rdiv__", "reciprocal",
-                                       "reciprocal_", "floor_divide", "fmod", "remainder", NULL};
-    static const char *const pows[] = {"pow", "pow_", "__pow__", "__rpow__", "__ipow__",
-                                       "float_power", NULL};
-    static const char *const arcs[] = {"acos", "asin", "arccos", "arcsin", "acos_", "asin_",
-                                       "atanh", "arctanh", NULL};
+    static const char *const divs[] = {
+        "div",         "div_",         "divide",       "divide_",   "true_divide", "true_divide_",
+        "__truediv__", "__rtruediv__", "__itruediv__", "__div__",   "__rdiv__",    "reciprocal",
+        "reciprocal_", "floor_divide", "fmod",         "remainder", NULL};
+    static const char *const pows[] = {"pow",      "pow_",        "__pow__", "__rpow__",
+                                       "__ipow__", "float_power", NULL};
+    static const char *const arcs[] = {"acos",  "asin",  "arccos",  "arcsin", "acos_",
+                                       "asin_", "atanh", "arctanh", NULL};
     static const char *const exps[] = {"exp", "exp_", "exp2", "expm1", NULL};
     char api[64];
     long call;
@@ -227,14 +227,16 @@ char *ov_reason(const msp_record_info_t *r, int bad, int is_comm)
             snprintf(nan_why, sizeof nan_why, "log1p of a number below -1 (%s min %.6g)", lr, lmin);
     } else if (fwd && ov_in(api, sqrts)) {
         if (neg)
-            snprintf(nan_why, sizeof nan_why, "square root of a negative number (%s min %.6g)",
-                     lr, lmin);
+            snprintf(nan_why, sizeof nan_why, "square root of a negative number (%s min %.6g)", lr,
+                     lmin);
         if (has_zero && api[0] == 'r')
             snprintf(inf_why, sizeof inf_why, "rsqrt of zero is inf (%s holds 0)", lr);
     } else if (fwd && ov_in(api, pows)) {
         if (neg)
-            snprintf(nan_why, sizeof nan_why, "a negative base to a fractional power (%s min "
-                     "%.6g)", lr, lmin);
+            snprintf(nan_why, sizeof nan_why,
+                     "a negative base to a fractional power (%s min "
+                     "%.6g)",
+                     lr, lmin);
     } else if (fwd && ov_in(api, arcs)) {
         if (max_abs > 1.0)
             snprintf(nan_why, sizeof nan_why, "%s outside [-1, 1] (largest magnitude %.6g)", api,
@@ -243,8 +245,10 @@ char *ov_reason(const msp_record_info_t *r, int bad, int is_comm)
         snprintf(nan_why, sizeof nan_why, "0/0 (the inputs hold zeros)");
         snprintf(inf_why, sizeof inf_why, "a division by zero (an input holds zeros)");
     } else if (fwd && ov_in(api, exps) && low) {
-        snprintf(inf_why, sizeof inf_why, "overflow: exp of finite inputs up to %.6g exceeds %s's "
-                 "range (largest finite %.6g, exp above %.4g)", max_abs, dname, lim, log(lim));
+        snprintf(inf_why, sizeof inf_why,
+                 "overflow: exp of finite inputs up to %.6g exceeds %s's "
+                 "range (largest finite %.6g, exp above %.4g)",
+                 max_abs, dname, lim, log(lim));
     }
     if (!(bad & OV_INF))
         inf_why[0] = '\0';
@@ -255,8 +259,9 @@ char *ov_reason(const msp_record_info_t *r, int bad, int is_comm)
     if (nan_why[0] && !(bad & OV_INF))
         return msp_asprintf("NaN from finite inputs: %s%s", nan_why, counts);
     if (inf_why[0] && !(bad & OV_NAN))
-        return msp_asprintf("%s%s%s", strncmp(inf_why, "overflow", 8) ? "Inf from finite inputs: "
-                                                                      : "", inf_why, counts);
+        return msp_asprintf("%s%s%s",
+                            strncmp(inf_why, "overflow", 8) ? "Inf from finite inputs: " : "",
+                            inf_why, counts);
     if (bad == OV_INF) {
         if (is_comm)
             return msp_asprintf("overflow: the reduction of finite inputs (largest magnitude "
@@ -269,11 +274,13 @@ char *ov_reason(const msp_record_info_t *r, int bad, int is_comm)
     if (bad == OV_NAN)
         return msp_asprintf("NaN from finite inputs: an invalid operation inside the op (0/0, "
                             "log or sqrt of a negative, or inf - inf / 0 * inf after an "
-                            "intermediate overflow)%s", counts);
+                            "intermediate overflow)%s",
+                            counts);
     if (nan_why[0] || inf_why[0])
         return msp_asprintf("NaN and Inf from finite inputs: %s%s", nan_why[0] ? nan_why : inf_why,
                             counts);
     return msp_asprintf("overflow and NaN from finite inputs: an intermediate result "
                         "overflowed %s (largest finite %.6g) and then made NaN (inf - inf, "
-                        "0 * inf)%s", dname, lim, counts);
+                        "0 * inf)%s",
+                        dname, lim, counts);
 }

@@ -52,20 +52,23 @@ static void msp_csv_row(FILE *f, int stats, const msp_tensor_cmp_t *t, const msp
         const double v[] = {t->max_diff, t->min_diff, t->mean_diff, t->norm_diff};
         for (size_t i = 0; i < MSP_CSV_NCOLS(v); i++)
             msp_csv_num(f, v[i]);
-        const double rel[] = {t->max_rel_diff, t->min_rel_diff, t->mean_rel_diff,
-                              t->norm_rel_diff};
+        const double rel[] = {t->max_rel_diff, t->min_rel_diff, t->mean_rel_diff, t->norm_rel_diff};
         for (size_t i = 0; i < MSP_CSV_NCOLS(rel); i++) {
             char pct[48];
             cmp_percent_text(rel[i], pct, sizeof pct);
             msp_csv_field(f, pct, 0);
         }
     } else {
-        const double v[] = {t->cosine, t->euc_dist, t->max_abs_err, t->max_rel_err,
-                            t->one_thousandth_ratio, t->five_thousandths_ratio};
+        const double v[] = {t->cosine,
+                            t->euc_dist,
+                            t->max_abs_err,
+                            t->max_rel_err,
+                            t->one_thousandth_ratio,
+                            t->five_thousandths_ratio};
         for (size_t i = 0; i < MSP_CSV_NCOLS(v); i++)
             msp_csv_num(f, v[i]);
     }
-    const double side[] = {t->npu_max, t->npu_min, t->npu_mean, t->npu_norm,
+    const double side[] = {t->npu_max,   t->npu_min,   t->npu_mean,   t->npu_norm,
                            t->bench_max, t->bench_min, t->bench_mean, t->bench_norm};
     for (size_t i = 0; i < MSP_CSV_NCOLS(side); i++)
         msp_csv_num(f, side[i]);
@@ -127,8 +130,7 @@ static msp_err msp_csv_write(const cmp_source_t *src, const char *out_dir)
         if ((rc = src->load(src, p, &part, &rb, &tb)))
             break;
         unsigned char *claimed = NULL;
-        if (!(rc = cmp_report_check_ranges(part)) &&
-            !(claimed = calloc(part->n_tensors + 1, 1)))
+        if (!(rc = cmp_report_check_ranges(part)) && !(claimed = calloc(part->n_tensors + 1, 1)))
             rc = msp_fail(MSP_ERR_NOMEM, "out of memory writing %s", path);
         for (size_t i = 0; !rc && i < part->n_records; i++) {
             const msp_record_cmp_t *rec = &part->records[i];
@@ -182,8 +184,9 @@ msp_err msp_report_write_csv(const msp_compare_result_t *res, const char *out_di
 {
     if (!res || !out_dir)
         return msp_fail(MSP_ERR_USAGE, "report: no result or no output directory");
-    cmp_source_t src = {res, res->n_records, res->n_tensors, 1, msp_csv_whole_load,
-                        msp_csv_whole_unload, NULL, res->root_tensor, NULL};
+    cmp_source_t src = {res,  res->n_records,     res->n_tensors,
+                        1,    msp_csv_whole_load, msp_csv_whole_unload,
+                        NULL, res->root_tensor,   NULL};
     return msp_csv_write(&src, out_dir);
 }
 
@@ -208,8 +211,15 @@ msp_err msp_report_tree_csv(const msp_compare_tree_t *t, const char *out_dir)
         return msp_fail(MSP_ERR_USAGE, "report: no result or no output directory");
     size_t nr, nt;
     msp_compare_tree_totals(t, &nr, &nt, NULL);
-    cmp_source_t src = {head, nr, nt, cmp_tree_parts(t), msp_csv_tree_load, msp_csv_tree_unload,
-                        NULL, cmp_tree_root_tensor(t), t};
+    cmp_source_t src = {head,
+                        nr,
+                        nt,
+                        cmp_tree_parts(t),
+                        msp_csv_tree_load,
+                        msp_csv_tree_unload,
+                        NULL,
+                        cmp_tree_root_tensor(t),
+                        t};
     return msp_csv_write(&src, out_dir);
 }
 

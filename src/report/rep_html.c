@@ -49,7 +49,7 @@ typedef struct cmp_html {
     /* per record: direction, listed position (-1 not listed), charted */
     unsigned char *dir, *charted;
     long *pos;
-    size_t *listed;   /* listed record indexes, in result order */
+    size_t *listed; /* listed record indexes, in result order */
     size_t n_listed;
     /* blocks of one step and rank: [start, end) in res->records */
     size_t *blk_start, *blk_end;
@@ -68,8 +68,7 @@ static void cmp_html_directions(cmp_html_t *h)
             if (h->dir[i] == CMP_DIR_BACKWARD)
                 last_bwd = i;
         }
-        for (size_t i = last_bwd == SIZE_MAX ? h->blk_end[b] : last_bwd + 1; i < h->blk_end[b];
-             i++)
+        for (size_t i = last_bwd == SIZE_MAX ? h->blk_end[b] : last_bwd + 1; i < h->blk_end[b]; i++)
             h->dir[i] = CMP_DIR_OPTIMIZER;
     }
 }
@@ -342,11 +341,10 @@ static void cmp_tensor_json(msp_buf_t *b, const msp_compare_result_t *res,
     const struct {
         const char *k;
         double v;
-    } nums[] = {{"rel", t->rel_err},          {"cos", t->cosine},
-                {"mae", t->max_abs_err},      {"mre", t->max_rel_err},
-                {"maxdiff", t->max_diff},     {"normrel", t->norm_rel_diff},
-                {"nmax", t->npu_max},         {"nmin", t->npu_min},
-                {"bmax", t->bench_max},       {"bmin", t->bench_min}};
+    } nums[] = {{"rel", t->rel_err},     {"cos", t->cosine},       {"mae", t->max_abs_err},
+                {"mre", t->max_rel_err}, {"maxdiff", t->max_diff}, {"normrel", t->norm_rel_diff},
+                {"nmax", t->npu_max},    {"nmin", t->npu_min},     {"bmax", t->bench_max},
+                {"bmin", t->bench_min}};
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
         cmp_key(b, nums[i].k);
         msp_buf_json_num(b, nums[i].v, CMP_HTML_EXACT);
@@ -379,12 +377,12 @@ static void cmp_sample_json(msp_buf_t *b, const msp_tensor_sample_t *s)
         return;
     }
     cmp_key(b, "sample");
-    msp_buf_printf(b, "{\"numel\":%llu,\"stride\":%llu,\"lo\":%d,\"per\":%d,\"zero\":%llu,"
-                      "\"below\":%llu,\"above\":%llu,\"nonfinite\":%llu,\"bins\":[",
-                   (unsigned long long)s->numel, (unsigned long long)s->stride,
-                   MSP_SAMPLE_LO_EXP, MSP_SAMPLE_PER_DECADE, (unsigned long long)s->zero,
-                   (unsigned long long)s->below, (unsigned long long)s->above,
-                   (unsigned long long)s->nonfinite);
+    msp_buf_printf(b,
+                   "{\"numel\":%llu,\"stride\":%llu,\"lo\":%d,\"per\":%d,\"zero\":%llu,"
+                   "\"below\":%llu,\"above\":%llu,\"nonfinite\":%llu,\"bins\":[",
+                   (unsigned long long)s->numel, (unsigned long long)s->stride, MSP_SAMPLE_LO_EXP,
+                   MSP_SAMPLE_PER_DECADE, (unsigned long long)s->zero, (unsigned long long)s->below,
+                   (unsigned long long)s->above, (unsigned long long)s->nonfinite);
     for (int k = 0; k < MSP_SAMPLE_BINS; k++)
         msp_buf_printf(b, k ? ",%llu" : "%llu", (unsigned long long)s->bins[k]);
     msp_buf_puts(b, "],\"npu\":[");
@@ -411,8 +409,7 @@ static msp_err cmp_html_suspects(msp_buf_t *b, const cmp_html_t *h)
         n = (size_t)h->opts.top;
     } else {
         for (size_t i = 0; i < res->n_suspects; i++)
-            if (res->suspects[i].record >= 0 &&
-                (size_t)res->suspects[i].record < res->n_records &&
+            if (res->suspects[i].record >= 0 && (size_t)res->suspects[i].record < res->n_records &&
                 res->records[res->suspects[i].record].suspect_rank > 0)
                 n = i + 1;
     }
@@ -448,8 +445,9 @@ static msp_err cmp_html_suspects(msp_buf_t *b, const cmp_html_t *h)
         if (i)
             msp_buf_put(b, ",", 1);
         msp_buf_put(b, "{", 1);
-        msp_buf_printf(b, "\"place\":%zu,\"rec\":%ld,\"recid\":%ld,\"tensor\":%ld,\"gap\":%d,"
-                          "\"stats\":%d,",
+        msp_buf_printf(b,
+                       "\"place\":%zu,\"rec\":%ld,\"recid\":%ld,\"tensor\":%ld,\"gap\":%d,"
+                       "\"stats\":%d,",
                        i + 1, h->pos[s->record], s->record, s->tensor, s->is_gap, s->from_stats);
         cmp_key(b, "name");
         msp_buf_json_str(b, rec->name);
@@ -483,8 +481,8 @@ static msp_err cmp_html_suspects(msp_buf_t *b, const cmp_html_t *h)
         }
         if (rec->replay != MSP_RV_NONE) {
             /* what replay decided, as the summary sheet's Replay column says it */
-            static const char *const what[] = {"", "introduced", "inherited",
-                                               "not replayable", "not replayed (budget)"};
+            static const char *const what[] = {"", "introduced", "inherited", "not replayable",
+                                               "not replayed (budget)"};
             char *text = msp_asprintf("%s%s%s", what[rec->replay],
                                       rec->replay_note && *rec->replay_note ? ": " : "",
                                       rec->replay_note ? rec->replay_note : "");
@@ -525,11 +523,11 @@ static void cmp_html_series(msp_buf_t *b, const cmp_html_t *h)
     msp_buf_put(b, "[", 1);
     for (size_t k = 0; k < h->n_blk && !b->oom; k++) {
         size_t s = h->blk_start[k], e = h->blk_end[k];
-        msp_buf_printf(b, "%s{\"step\":%lld,\"rank\":%lld,\"records\":%zu,\"aggregated\":%d,"
-                          "\"points\":[",
+        msp_buf_printf(b,
+                       "%s{\"step\":%lld,\"rank\":%lld,\"records\":%zu,\"aggregated\":%d,"
+                       "\"points\":[",
                        k ? "," : "", (long long)res->records[s].step,
-                       (long long)res->records[s].rank, e - s,
-                       e - s > h->opts.max_points ? 1 : 0);
+                       (long long)res->records[s].rank, e - s, e - s > h->opts.max_points ? 1 : 0);
         int first = 1;
         for (size_t i = s; i < e; i++)
             if (h->charted[i] && h->pos[i] >= 0) {
@@ -674,12 +672,13 @@ msp_err msp_report_write_html(const msp_compare_result_t *res, const char *out_d
     msp_buf_put(&b, ",", 1);
     cmp_key(&b, "cmp");
     msp_buf_json_str(&b, h.opts.cmp ? h.opts.cmp : "");
-    msp_buf_printf(&b, ",\"stats_mode\":%d,\"n_records\":%zu,\"n_tensors\":%zu,\"n_failed\":%zu,"
-                       "\"n_suspects\":%zu,\"n_pairs\":%zu,\"listed\":%zu,\"max_points\":%zu,"
-                       "\"max_records\":%zu,\"sample_points\":%d,",
-                   res->stats_mode, res->n_records, res->n_tensors, res->n_failed,
-                   res->n_suspects, res->n_pairs, h.n_listed, h.opts.max_points,
-                   h.opts.max_records, CMP_HTML_SAMPLE);
+    msp_buf_printf(&b,
+                   ",\"stats_mode\":%d,\"n_records\":%zu,\"n_tensors\":%zu,\"n_failed\":%zu,"
+                   "\"n_suspects\":%zu,\"n_pairs\":%zu,\"listed\":%zu,\"max_points\":%zu,"
+                   "\"max_records\":%zu,\"sample_points\":%d,",
+                   res->stats_mode, res->n_records, res->n_tensors, res->n_failed, res->n_suspects,
+                   res->n_pairs, h.n_listed, h.opts.max_points, h.opts.max_records,
+                   CMP_HTML_SAMPLE);
     cmp_key(&b, "unpaired");
     msp_buf_put(&b, "[", 1);
     for (size_t i = 0; i < res->n_unpaired; i++) {
@@ -699,8 +698,8 @@ msp_err msp_report_write_html(const msp_compare_result_t *res, const char *out_d
     }
     {
         char title[160];
-        snprintf(title, sizeof title, "msprobe compare: %zu records, %zu suspects",
-                 res->n_records, res->n_suspects);
+        snprintf(title, sizeof title, "msprobe compare: %zu records, %zu suspects", res->n_records,
+                 res->n_suspects);
         rc = msp_html_write_page(path, title, msp_cmp_html_css, b.data, b.len, msp_cmp_html_js);
     }
 

@@ -49,7 +49,7 @@ typedef struct cmp_source {
     void (*unload)(const struct cmp_source *src, msp_compare_result_t *part);
     /* the summary's Reason of a global record, NULL for none */
     const char *(*reason)(const struct cmp_source *src, size_t record);
-    long root_tensor;                 /* global row of the root cause, -1 */
+    long root_tensor; /* global row of the root cause, -1 */
     const void *ud;
 } cmp_source_t;
 
@@ -83,15 +83,15 @@ void cmp_sheet_name(char *buf, size_t n, const char *base, size_t index);
 
 /* What goes into one workbook. */
 typedef struct cmp_book {
-    const cmp_source_t *rows;  /* summary and details; NULL: none */
-    int ranks_sheet;           /* the ranks sheet first */
-    int suspects_sheet;        /* the suspects sheet after it */
+    const cmp_source_t *rows; /* summary and details; NULL: none */
+    int ranks_sheet;          /* the ranks sheet first */
+    int suspects_sheet;       /* the suspects sheet after it */
     const msp_compare_result_t *head;
     const msp_compare_result_t *chart; /* the first step's records for the error-flow
                                           chart sheet, or NULL: no chart */
     void (*link)(const void *ud, int64_t rank, char *buf, size_t n);
     const void *link_ud;
-    size_t zip64_rows;         /* details rows the workbook holds */
+    size_t zip64_rows; /* details rows the workbook holds */
 } cmp_book_t;
 /* Write b as out_dir/file (a temp file, then renamed): the error names the
  * sheet and row where libxlsxwriter failed. */

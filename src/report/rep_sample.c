@@ -207,8 +207,7 @@ msp_err msp_compare_sample(const char *bench, const char *cmp, const msp_compare
             const msp_tensor_info_t *ct = cmp_find_tensor(cr, crole);
             const msp_tensor_info_t *bt = cmp_find_tensor(br, brole);
             if (!ct || !bt)
-                e = msp_fail(MSP_ERR_NOT_FOUND, "%s is no longer in the dump files",
-                             t->npu_name);
+                e = msp_fail(MSP_ERR_NOT_FOUND, "%s is no longer in the dump files", t->npu_name);
             else
                 e = cmp_sample_pair(cf, cr, ct, bf, br, bt, max_points, s);
         }

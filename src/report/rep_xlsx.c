@@ -33,20 +33,34 @@
 #define MSP_XLSX_MAX_URLS 65530
 
 static const double msp_details_width_tensor[] = {
-    44, 44, 16, 16, 18, 18, 12, 12, 12, 14, 14, 14, 12, 12, 12, 12, 12, 12, 12, 12,
-    12, 9, 36, 12, 7, 7, 12, 12, 14, 40, 40, 10, 10,
+    44, 44, 16, 16, 18, 18, 12, 12, 12, 14, 14, 14, 12, 12, 12, 12, 12,
+    12, 12, 12, 12, 9,  36, 12, 7,  7,  12, 12, 14, 40, 40, 10, 10,
 };
 static const double msp_details_width_stats[] = {
-    44, 44, 16, 16, 18, 18, 12, 12, 12, 12, 14, 14, 14, 14, 12, 12, 12, 12, 12, 12, 12, 12,
-    12, 9, 36, 12, 7, 7, 12, 12, 14, 40, 40, 10, 10,
+    44, 44, 16, 16, 18, 18, 12, 12, 12, 12, 14, 14, 14, 14, 12, 12, 12, 12,
+    12, 12, 12, 12, 12, 9,  36, 12, 7,  7,  12, 12, 14, 40, 40, 10, 10,
 };
 static const char *const msp_summary_cols[] = {
-    "Step", "Rank", "Name", "Bench Name", "Order", "Worst Output Cosine",
-    "Worst Output MaxAbsErr", "Accuracy Reached or Not", "Error Origin", "Root Cause",
-    "Details", "Result", "Replay", "Replay Error", "Replay Bound", "Changed Argument", "Reason",
+    "Step",
+    "Rank",
+    "Name",
+    "Bench Name",
+    "Order",
+    "Worst Output Cosine",
+    "Worst Output MaxAbsErr",
+    "Accuracy Reached or Not",
+    "Error Origin",
+    "Root Cause",
+    "Details",
+    "Result",
+    "Replay",
+    "Replay Error",
+    "Replay Bound",
+    "Changed Argument",
+    "Reason",
 };
-static const double msp_summary_width[] = {7, 7, 48, 48, 8, 14, 14, 12, 12, 12, 16, 9,
-                                           24, 12, 12, 32, 60};
+static const double msp_summary_width[] = {7,  7,  48, 48, 8,  14, 14, 12, 12,
+                                           12, 16, 9,  24, 12, 12, 32, 60};
 
 #define MSP_NCOLS(a) (sizeof(a) / sizeof((a)[0]))
 _Static_assert(MSP_NCOLS(msp_details_width_tensor) == CMP_DETAILS_NCOLS_TENSOR,
@@ -67,7 +81,7 @@ typedef struct msp_xlsx {
     lxw_format *cell[3][2];
     lxw_format *link[3][2];
     lxw_format *header;
-    lxw_error err;          /* first libxlsxwriter error, with where it happened */
+    lxw_error err; /* first libxlsxwriter error, with where it happened */
     char err_sheet[32];
     size_t err_row;
 } msp_xlsx_t;
@@ -131,8 +145,8 @@ static void msp_xlsx_formats(msp_xlsx_t *x)
                     continue; /* libxlsxwriter then writes the cell unformatted */
                 if (h != MSP_HL_NONE) {
                     format_set_pattern(f, LXW_PATTERN_SOLID);
-                    format_set_bg_color(f, h == MSP_HL_RED ? MSP_XLSX_RED_FILL
-                                                           : MSP_XLSX_YELLOW_FILL);
+                    format_set_bg_color(f,
+                                        h == MSP_HL_RED ? MSP_XLSX_RED_FILL : MSP_XLSX_YELLOW_FILL);
                 }
                 if (b)
                     format_set_bold(f);
@@ -194,8 +208,8 @@ static lxw_worksheet *msp_add_sheet(msp_xlsx_t *x, const char *name, const char 
     for (size_t c = 0; c < ncols; c++)
         msp_put_str(x, ws, name, 0, (lxw_col_t)c, cols[c], x->header);
     worksheet_freeze_panes(ws, 1, 0);
-    msp_xlsx_note(x, worksheet_autofilter(ws, 0, 0, (lxw_row_t)nrows, (lxw_col_t)(ncols - 1)),
-                  name, 0);
+    msp_xlsx_note(x, worksheet_autofilter(ws, 0, 0, (lxw_row_t)nrows, (lxw_col_t)(ncols - 1)), name,
+                  0);
     return ws;
 }
 
@@ -204,7 +218,7 @@ static lxw_worksheet *msp_add_sheet(msp_xlsx_t *x, const char *name, const char 
 typedef struct msp_row_ctx {
     const msp_record_cmp_t *rec; /* NULL for a tensor no record claims */
     int bold;
-    int first;                   /* the record's first row: carries its stack */
+    int first; /* the record's first row: carries its stack */
 } msp_row_ctx_t;
 
 static void msp_details_row(msp_xlsx_t *x, lxw_worksheet *ws, const char *sheet, lxw_row_t r,
@@ -224,20 +238,23 @@ static void msp_details_row(msp_xlsx_t *x, lxw_worksheet *ws, const char *sheet,
         const double v[] = {t->max_diff, t->min_diff, t->mean_diff, t->norm_diff};
         for (size_t i = 0; i < MSP_NCOLS(v); i++)
             msp_put_num(x, ws, sheet, r, c++, v[i], f);
-        const double rel[] = {t->max_rel_diff, t->min_rel_diff, t->mean_rel_diff,
-                              t->norm_rel_diff};
+        const double rel[] = {t->max_rel_diff, t->min_rel_diff, t->mean_rel_diff, t->norm_rel_diff};
         for (size_t i = 0; i < MSP_NCOLS(rel); i++) {
             char pct[48];
             cmp_percent_text(rel[i], pct, sizeof pct);
             msp_put_str(x, ws, sheet, r, c++, pct, f);
         }
     } else {
-        const double v[] = {t->cosine, t->euc_dist, t->max_abs_err, t->max_rel_err,
-                            t->one_thousandth_ratio, t->five_thousandths_ratio};
+        const double v[] = {t->cosine,
+                            t->euc_dist,
+                            t->max_abs_err,
+                            t->max_rel_err,
+                            t->one_thousandth_ratio,
+                            t->five_thousandths_ratio};
         for (size_t i = 0; i < MSP_NCOLS(v); i++)
             msp_put_num(x, ws, sheet, r, c++, v[i], f);
     }
-    const double side[] = {t->npu_max, t->npu_min, t->npu_mean, t->npu_norm,
+    const double side[] = {t->npu_max,   t->npu_min,   t->npu_mean,   t->npu_norm,
                            t->bench_max, t->bench_min, t->bench_mean, t->bench_norm};
     for (size_t i = 0; i < MSP_NCOLS(side); i++)
         msp_put_num(x, ws, sheet, r, c++, side[i], f);
@@ -290,7 +307,8 @@ static void msp_put_replay(msp_xlsx_t *x, lxw_worksheet *ws, const char *sheet, 
         /* a suspect all the same: its evidence stays (ROOT CAUSE) */
         text = msp_asprintf("inherited (%s)%s", note,
                             rec->cause == MSP_CAUSE_INTRODUCED ? "; kept as a suspect for its "
-                                                                 "evidence" : "");
+                                                                 "evidence"
+                                                               : "");
         break;
     case MSP_RV_SKIPPED:
         text = msp_asprintf("not replayable: %s", note);
@@ -318,8 +336,8 @@ static void msp_put_replay(msp_xlsx_t *x, lxw_worksheet *ws, const char *sheet, 
 typedef struct msp_sheets {
     lxw_worksheet **sum, **det;
     size_t n_sum, n_det;
-    size_t seq_rec, seq_ten;   /* summary / details data rows written */
-    size_t links;              /* summary rows given a link so far */
+    size_t seq_rec, seq_ten; /* summary / details data rows written */
+    size_t links;            /* summary rows given a link so far */
 } msp_sheets_t;
 
 static int msp_make_sheets(msp_xlsx_t *x, const cmp_source_t *src, msp_sheets_t *sh)
@@ -450,9 +468,8 @@ static msp_err msp_write_part(msp_xlsx_t *x, msp_sheets_t *sh, const cmp_source_
             size_t ti = rec->first_tensor + k;
             claimed[ti] = 1;
             msp_row_ctx_t ctx = {rec, 0, k == 0};
-            ctx.bold = rec->is_root_cause && (src->root_tensor >= 0
-                                                  ? (long)(ten_base + ti) == src->root_tensor
-                                                  : k == 0);
+            ctx.bold = rec->is_root_cause &&
+                       (src->root_tensor >= 0 ? (long)(ten_base + ti) == src->root_tensor : k == 0);
             msp_next_details_row(x, sh, stats, &part->tensors[ti], &ctx);
         }
     }
@@ -488,15 +505,16 @@ static msp_err msp_write_rows(msp_xlsx_t *x, const cmp_source_t *src)
 /* ---- the ranks sheet and the suspects sheet ------------------------------------- */
 
 static const char *const msp_ranks_cols[] = {
-    "Rank", "Pairs", "Records", "Tensors", "Failing Records", "Worst Output Cosine",
-    "Error Origin", "From Rank", "Step", "Record", "First Suspect", "Details",
+    "Rank",         "Pairs",     "Records", "Tensors", "Failing Records", "Worst Output Cosine",
+    "Error Origin", "From Rank", "Step",    "Record",  "First Suspect",   "Details",
 };
 static const double msp_ranks_width[] = {7, 7, 10, 10, 10, 14, 14, 9, 7, 48, 12, 24};
 
 static const char *msp_origin_text(int origin)
 {
-    return origin == MSP_ORIGIN_INTRODUCED ? "introduced"
-           : origin == MSP_ORIGIN_INHERITED ? "inherited" : "none";
+    return origin == MSP_ORIGIN_INTRODUCED  ? "introduced"
+           : origin == MSP_ORIGIN_INHERITED ? "inherited"
+                                            : "none";
 }
 
 /* One row per rank: its counts and where its error began (msprobe-compare(1),
@@ -511,9 +529,11 @@ static void msp_write_ranks(msp_xlsx_t *x, const msp_compare_result_t *head,
         const msp_rank_summary_t *k = &head->ranks[i];
         lxw_row_t r = (lxw_row_t)(i + 1);
         int first = head->first_rank == (long)i;
-        lxw_format *f = msp_fmt(x, k->origin == MSP_ORIGIN_INTRODUCED ? MSP_HL_RED
-                                   : k->origin == MSP_ORIGIN_INHERITED ? MSP_HL_YELLOW
-                                                                      : MSP_HL_NONE, first);
+        lxw_format *f = msp_fmt(x,
+                                k->origin == MSP_ORIGIN_INTRODUCED  ? MSP_HL_RED
+                                : k->origin == MSP_ORIGIN_INHERITED ? MSP_HL_YELLOW
+                                                                    : MSP_HL_NONE,
+                                first);
         lxw_col_t c = 0;
         msp_put_num(x, ws, "ranks", r, c++, (double)k->rank, f);
         msp_put_num(x, ws, "ranks", r, c++, (double)k->pairs, f);
@@ -543,8 +563,9 @@ static void msp_write_ranks(msp_xlsx_t *x, const msp_compare_result_t *head,
         if (target[0]) {
             char url[128];
             snprintf(url, sizeof url, "%s%s", strchr(target, '!') ? "internal:" : "", target);
-            msp_xlsx_note(x, worksheet_write_url_opt(ws, r, c, url, x->link[0][first], target,
-                                                     NULL), "ranks", r);
+            msp_xlsx_note(x,
+                          worksheet_write_url_opt(ws, r, c, url, x->link[0][first], target, NULL),
+                          "ranks", r);
         } else {
             msp_put_str(x, ws, "ranks", r, c, "", f);
         }
@@ -552,8 +573,8 @@ static void msp_write_ranks(msp_xlsx_t *x, const msp_compare_result_t *head,
 }
 
 static const char *const msp_suspects_cols[] = {
-    "#", "Step", "Rank", "Name", "Tensor", "Input Err", "Output Err", "Amplification",
-    "Order", "From Rank", "Reason",
+    "#",          "Step",          "Rank",  "Name",      "Tensor", "Input Err",
+    "Output Err", "Amplification", "Order", "From Rank", "Reason",
 };
 static const double msp_suspects_width[] = {6, 7, 7, 48, 20, 12, 12, 14, 8, 9, 80};
 
@@ -635,8 +656,8 @@ msp_err cmp_write_book(const char *out_dir, const char *file, const cmp_book_t *
         msp_xlsx_note(&x, (lxw_error)cmp_xlsx_error_flow(x.wb, b->chart), "error_flow", 0);
     if (rc || x.err != LXW_NO_ERROR) {
         if (!rc)
-            rc = msp_fail(MSP_ERR_XLSX, "cannot write %s: sheet %s row %zu: %s", path,
-                          x.err_sheet, x.err_row + 1, lxw_strerror(x.err));
+            rc = msp_fail(MSP_ERR_XLSX, "cannot write %s: sheet %s row %zu: %s", path, x.err_sheet,
+                          x.err_row + 1, lxw_strerror(x.err));
         lxw_workbook_free(x.wb);
         x.wb = NULL;
         goto cleanup;

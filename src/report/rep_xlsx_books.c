@@ -67,8 +67,15 @@ msp_err msp_report_write_xlsx(const msp_compare_result_t *res, const char *out_d
     for (size_t k = res->n_suspects; k-- > 0;)
         if (res->suspects[k].record >= 0 && (size_t)res->suspects[k].record < res->n_records)
             w.reasons[res->suspects[k].record] = res->suspects[k].reason;
-    cmp_source_t src = {res, res->n_records, res->n_tensors, 1, msp_whole_load,
-                        msp_whole_unload, msp_whole_reason, res->root_tensor, &w};
+    cmp_source_t src = {res,
+                        res->n_records,
+                        res->n_tensors,
+                        1,
+                        msp_whole_load,
+                        msp_whole_unload,
+                        msp_whole_reason,
+                        res->root_tensor,
+                        &w};
     cmp_book_t b = {&src, res->n_ranks > 1, 0, res, res, msp_whole_link, res, res->n_tensors};
     rc = cmp_write_book(out_dir, "result.xlsx", &b);
     free(w.reasons);
@@ -79,7 +86,7 @@ msp_err msp_report_write_xlsx(const msp_compare_result_t *res, const char *out_d
 
 typedef struct msp_treesrc {
     const msp_compare_tree_t *t;
-    const size_t *parts;  /* the parts written, NULL: all */
+    const size_t *parts; /* the parts written, NULL: all */
     size_t n;
 } msp_treesrc_t;
 
@@ -164,8 +171,9 @@ static msp_err msp_rank_book(const msp_compare_tree_t *t, const char *out_dir, i
     }
     msp_tree_count(t, rank, &rr, &rt, &rp);
     msp_treesrc_t rs = {t, parts, n};
-    cmp_source_t one = {msp_compare_tree_head(t), rr, rt, n, msp_tree_load, msp_tree_unload,
-                        msp_tree_reason, cmp_tree_root_tensor(t), &rs};
+    cmp_source_t one = {
+        msp_compare_tree_head(t), rr, rt, n, msp_tree_load, msp_tree_unload, msp_tree_reason,
+        cmp_tree_root_tensor(t),  &rs};
     char file[64];
     snprintf(file, sizeof file, "result_rank%lld.xlsx", (long long)rank);
     cmp_book_t b = {&one, 0, 0, msp_compare_tree_head(t), NULL, NULL, NULL, rt};
@@ -221,8 +229,15 @@ msp_err msp_report_tree_xlsx(const msp_compare_tree_t *t, const char *out_dir)
     size_t nrec, nten, nparts;
     msp_tree_count(t, -1, &nrec, &nten, &nparts);
     msp_treesrc_t ts = {t, NULL, nparts};
-    cmp_source_t all = {head, nrec, nten, nparts, msp_tree_load, msp_tree_unload,
-                        msp_tree_reason, cmp_tree_root_tensor(t), &ts};
+    cmp_source_t all = {head,
+                        nrec,
+                        nten,
+                        nparts,
+                        msp_tree_load,
+                        msp_tree_unload,
+                        msp_tree_reason,
+                        cmp_tree_root_tensor(t),
+                        &ts};
     /* One workbook while the details fit one sheet; past that one per rank,
      * as msprobe writes them, each fitting as far as a rank can. */
     /* the first pair (the first step compared) draws the error-flow chart */

@@ -13,9 +13,14 @@
  * execution order, the record with the largest output error. */
 #define CMP_XLSX_CHART_POINTS 32000
 
-static const char *const cmp_flow_cols[] = {
-    "Step", "Rank", "Order", "Record", "Output error (#N/A: 0 or none)",
-    "Input error (#N/A: 0 or none)", "Floor", "Error Origin"};
+static const char *const cmp_flow_cols[] = {"Step",
+                                            "Rank",
+                                            "Order",
+                                            "Record",
+                                            "Output error (#N/A: 0 or none)",
+                                            "Input error (#N/A: 0 or none)",
+                                            "Floor",
+                                            "Error Origin"};
 
 /* A log axis cannot show 0, NaN or Inf: #N/A leaves the point out of the chart. */
 static lxw_error cmp_flow_num(lxw_worksheet *ws, lxw_row_t r, lxw_col_t c, double v)
@@ -61,7 +66,8 @@ static lxw_error cmp_error_flow(lxw_workbook *wb, const msp_compare_result_t *re
         if (!e) {
             char *owned = NULL; /* a record name is the dump's bytes: valid UTF-8 for the XML */
             const char *name = msp_utf8_clean(rec->name, 32767, &owned);
-            e = name ? worksheet_write_string(ws, r, 3, name, NULL) : LXW_ERROR_MEMORY_MALLOC_FAILED;
+            e = name ? worksheet_write_string(ws, r, 3, name, NULL)
+                     : LXW_ERROR_MEMORY_MALLOC_FAILED;
             free(owned);
         }
         if (!e)
@@ -82,7 +88,8 @@ static lxw_error cmp_error_flow(lxw_workbook *wb, const msp_compare_result_t *re
         lxw_col_t col;
         lxw_color_t color;
         int line;
-    } ser[] = {{"Output error", 4, 0x1F6FD1, 1}, {"Input error", 5, 0x9DBBE8, 0},
+    } ser[] = {{"Output error", 4, 0x1F6FD1, 1},
+               {"Input error", 5, 0x9DBBE8, 0},
                {"dtype floor", 6, 0x8C96A0, 1}};
     for (size_t s = 0; s < sizeof ser / sizeof ser[0]; s++) {
         lxw_chart_series *se = chart_add_series(ch, NULL, NULL);

@@ -76,7 +76,8 @@ static int from_json(const char *spec_path, msp_compare_result_t *r)
     r->tensors = calloc(r->n_tensors + 1, sizeof *r->tensors);
     size_t i = 0;
     const cJSON *o;
-    cJSON_ArrayForEach(o, recs) {
+    cJSON_ArrayForEach(o, recs)
+    {
         msp_record_cmp_t *d = &r->records[i++];
         d->name = str(o, "name");
         d->bench_name = str(o, "bench_name");
@@ -93,7 +94,8 @@ static int from_json(const char *spec_path, msp_compare_result_t *r)
         d->highlight = (msp_highlight_t)num(o, "highlight");
     }
     i = 0;
-    cJSON_ArrayForEach(o, tens) {
+    cJSON_ArrayForEach(o, tens)
+    {
         msp_tensor_cmp_t *t = &r->tensors[i++];
         t->npu_name = str(o, "npu_name");
         t->bench_name = str(o, "bench_name");
@@ -103,12 +105,28 @@ static int from_json(const char *spec_path, msp_compare_result_t *r)
         fixed(o, "bench_shape", t->bench_shape, sizeof t->bench_shape);
         t->is_output = (int)num(o, "is_output");
 #define F(field) t->field = num(o, #field)
-        F(cosine); F(euc_dist); F(max_abs_err); F(max_rel_err);
-        F(one_thousandth_ratio); F(five_thousandths_ratio);
-        F(npu_max); F(npu_min); F(npu_mean); F(npu_norm);
-        F(bench_max); F(bench_min); F(bench_mean); F(bench_norm);
-        F(max_diff); F(min_diff); F(mean_diff); F(norm_diff);
-        F(max_rel_diff); F(min_rel_diff); F(mean_rel_diff); F(norm_rel_diff);
+        F(cosine);
+        F(euc_dist);
+        F(max_abs_err);
+        F(max_rel_err);
+        F(one_thousandth_ratio);
+        F(five_thousandths_ratio);
+        F(npu_max);
+        F(npu_min);
+        F(npu_mean);
+        F(npu_norm);
+        F(bench_max);
+        F(bench_min);
+        F(bench_mean);
+        F(bench_norm);
+        F(max_diff);
+        F(min_diff);
+        F(mean_diff);
+        F(norm_diff);
+        F(max_rel_diff);
+        F(min_rel_diff);
+        F(mean_rel_diff);
+        F(norm_rel_diff);
 #undef F
         t->verdict = (msp_verdict_t)num(o, "verdict");
         t->highlight = (msp_highlight_t)num(o, "highlight");
@@ -181,8 +199,7 @@ int main(int argc, char **argv)
         if (argc == 5)
             cmp_report_set_rows_per_sheet((size_t)strtoull(argv[4], NULL, 10));
         ok = from_json(argv[2], r);
-    }
-    else if (argc == 4 && strcmp(argv[1], "generate") == 0)
+    } else if (argc == 4 && strcmp(argv[1], "generate") == 0)
         ok = generate((size_t)strtoull(argv[2], NULL, 10), r);
     else {
         fprintf(stderr, "usage: %s json SPEC.json OUT_DIR [ROWS_PER_SHEET] | generate N OUT_DIR\n",

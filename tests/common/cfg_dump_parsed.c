@@ -10,8 +10,8 @@
 #include <string.h>
 
 static const char *const code_names[] = {
-    "OK",    "NOMEM",    "IO",          "NOT_FOUND", "FORMAT", "CONFIG", "USAGE", "UNSUPPORTED",
-    "MISMATCH", "HDF5", "ZIP", "XLSX", "PYTHON", "LIMIT", "INTERNAL",
+    "OK",       "NOMEM", "IO",  "NOT_FOUND", "FORMAT", "CONFIG", "USAGE",    "UNSUPPORTED",
+    "MISMATCH", "HDF5",  "ZIP", "XLSX",      "PYTHON", "LIMIT",  "INTERNAL",
 };
 
 static int fail(msp_err rc)
@@ -42,7 +42,8 @@ static void print_steps(const char *key, const msp_step_set_t *s)
 static void print_contains(const msp_step_set_t *s, int n, char **steps)
 {
     for (int i = 0; i < n; i++)
-        printf("contains[%s]=%d\n", steps[i], msp_step_set_contains(s, strtoll(steps[i], NULL, 10)));
+        printf("contains[%s]=%d\n", steps[i],
+               msp_step_set_contains(s, strtoll(steps[i], NULL, 10)));
 }
 
 int main(int argc, char **argv)
@@ -86,7 +87,9 @@ int main(int argc, char **argv)
     }
     print_steps("rank", &cfg.ranks);
     printf("dump_dirs=%s\n", dirs[cfg.dump_dirs & 3u]);
-    printf("dump_roles=%s\n", cfg.dump_roles == 3u ? "all" : cfg.dump_roles == 1u ? "input" : "output");
+    printf("dump_roles=%s\n", cfg.dump_roles == 3u   ? "all"
+                              : cfg.dump_roles == 1u ? "input"
+                                                     : "output");
     printf("msprobe_format=%d\n", cfg.msprobe_format);
     printf("dump_disabled=%d\n", cfg.dump_disabled);
     printf("stacks=%d\n", cfg.stacks);

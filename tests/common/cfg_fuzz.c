@@ -28,8 +28,8 @@ static void check_steps(const msp_step_set_t *s, const char *text)
 {
     check(s->all || s->n_ranges > 0, "empty step set", text);
     for (size_t i = 0; i < s->n_ranges; i++)
-        check(s->ranges[i].first >= 0 && s->ranges[i].first <= s->ranges[i].last,
-              "bad step range", text);
+        check(s->ranges[i].first >= 0 && s->ranges[i].first <= s->ranges[i].last, "bad step range",
+              text);
 }
 
 static void one(const char *text)
@@ -47,21 +47,21 @@ static void one(const char *text)
         check(cfg.dump_path && *cfg.dump_path, "dump_path empty", text);
         check(cfg.cc_output_zip_path && *cfg.cc_output_zip_path, "output_zip_path empty", text);
         check(cfg.dump_mode <= MSP_DUMP_MIX && cfg.task <= MSP_TASK_STATISTICS &&
-                  cfg.step_trigger <= MSP_STEP_MANUAL, "enum out of range", text);
-        check(cfg.cc_write_at_step >= -1 && cfg.cc_dataset_batches >= 1, "config_check ints",
-              text);
+                  cfg.step_trigger <= MSP_STEP_MANUAL,
+              "enum out of range", text);
+        check(cfg.cc_write_at_step >= -1 && cfg.cc_dataset_batches >= 1, "config_check ints", text);
         check((cfg.n_api_list == 0) == (cfg.api_list == NULL), "api_list count", text);
         for (size_t i = 0; i < cfg.n_api_list; i++)
             check(cfg.api_list[i].name && *cfg.api_list[i].name && cfg.api_list[i].dirs >= 1 &&
-                      cfg.api_list[i].dirs <= 3, "api_list entry", text);
+                      cfg.api_list[i].dirs <= 3,
+                  "api_list entry", text);
         check_steps(&cfg.dump_iter, text);
     }
     msp_config_free(&cfg);
 
     msp_step_set_t s;
     rc = msp_step_set_parse(text, &s);
-    check(rc == MSP_OK || rc == MSP_ERR_CONFIG || rc == MSP_ERR_LIMIT, "step set error code",
-          text);
+    check(rc == MSP_OK || rc == MSP_ERR_CONFIG || rc == MSP_ERR_LIMIT, "step set error code", text);
     if (rc == MSP_OK)
         check_steps(&s, text);
     else

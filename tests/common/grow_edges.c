@@ -47,14 +47,16 @@ int main(void)
     at = 3;
     CHECK(msp_str_add(buf, sizeof buf, &at, "123456") == -1 && at == 7);
     CHECK(strcmp(buf, "@ab1234") == 0); /* cut after 4 of 6 */
-    at = 8; /* no room at all: nothing written */
+    at = 8;                             /* no room at all: nothing written */
     CHECK(msp_str_add(buf, sizeof buf, &at, "y") == -1 && at == 8 && strcmp(buf, "@ab1234") == 0);
 
     /* msp_str_hash: the same text and seed, the same hash; a byte anywhere
      * (the first word, the tail after the last whole word), the length or
      * the seed changes it */
-    CHECK(msp_str_hash("Functional.relu.0.forward", 3) == msp_str_hash("Functional.relu.0.forward", 3));
-    CHECK(msp_str_hash("Functional.relu.0.forward", 3) != msp_str_hash("Functional.relu.0.forward", 4));
+    CHECK(msp_str_hash("Functional.relu.0.forward", 3) ==
+          msp_str_hash("Functional.relu.0.forward", 3));
+    CHECK(msp_str_hash("Functional.relu.0.forward", 3) !=
+          msp_str_hash("Functional.relu.0.forward", 4));
     CHECK(msp_str_hash("abcdefgh1", 0) != msp_str_hash("abcdefgh2", 0));
     CHECK(msp_str_hash("xbcdefgh1", 0) != msp_str_hash("abcdefgh1", 0));
     CHECK(msp_str_hash("abcdefgh", 0) != msp_str_hash("abcdefghabcdefgh", 0));

@@ -81,7 +81,7 @@ int main(void)
              stray);
     int kind = run_sh(script, 4096, 30, &out, &n, &st);
     CHECK(kind == MSP_CHILD_ENDED && WIFEXITED(st));
-    CHECK(out && !strstr(out, "stray"));                     /* closed in the child */
+    CHECK(out && !strstr(out, "stray"));                    /* closed in the child */
     CHECK(out && strstr(out, "SigBlk:\t0000000000000000")); /* empty mask */
     /* SIGPIPE (13) is bit 12: not ignored in the child although we ignore it */
     const char *ig = out ? strstr(out, "SigIgn:\t") : NULL;
@@ -106,8 +106,8 @@ int main(void)
 
     /* a program that does not exist: an errno, no child */
     char *argv[] = {"/nonexistent/msprobe-no-such-program", NULL};
-    msp_child_t c = {.argv = argv, .in = MSP_CHILD_DEVNULL, .out = MSP_CHILD_DEVNULL,
-                     .err = MSP_CHILD_DEVNULL};
+    msp_child_t c = {
+        .argv = argv, .in = MSP_CHILD_DEVNULL, .out = MSP_CHILD_DEVNULL, .err = MSP_CHILD_DEVNULL};
     CHECK(msp_child_start(&c) == ENOENT && c.pid == -1);
 
     if (failures)

@@ -48,7 +48,8 @@ static const char *verdict_name(msp_verdict_t v)
 
 static const char *cause_name(msp_cause_t c)
 {
-    return c == MSP_CAUSE_INTRODUCED ? "introduced" : (c == MSP_CAUSE_INHERITED ? "inherited" : "none");
+    return c == MSP_CAUSE_INTRODUCED ? "introduced"
+                                     : (c == MSP_CAUSE_INHERITED ? "inherited" : "none");
 }
 
 static const char *hl_name(msp_highlight_t h)
@@ -111,8 +112,8 @@ static void print_tensor(const msp_record_cmp_t *rec, const msp_tensor_cmp_t *t)
     put_num("min_rel_diff", t->min_rel_diff);
     put_num("mean_rel_diff", t->mean_rel_diff);
     put_num("norm_rel_diff", t->norm_rel_diff);
-    printf(", \"verdict\": \"%s\", \"agree\": %d, \"highlight\": \"%s\"",
-           verdict_name(t->verdict), t->agree, hl_name(t->highlight));
+    printf(", \"verdict\": \"%s\", \"agree\": %d, \"highlight\": \"%s\"", verdict_name(t->verdict),
+           t->agree, hl_name(t->highlight));
     printf(", ");
     put_str("err_message", t->err_message);
     printf(", \"bytes\": %llu", (unsigned long long)t->bytes);
@@ -131,38 +132,66 @@ int main(int argc, char **argv)
 {
     msp_compare_opts_t o;
     msp_compare_opts_default(&o);
-    static const struct option longopts[] = {
-        {"threads", required_argument, NULL, 't'},  {"chunk", required_argument, NULL, 'k'},
-        {"fuzzy", no_argument, NULL, 'z'},           {"mapping", required_argument, NULL, 'm'},
-        {"level", required_argument, NULL, 'l'},     {"cos-warn", required_argument, NULL, 1},
-        {"abs-warn", required_argument, NULL, 2},    {"cos-fail", required_argument, NULL, 3},
-        {"abs-fail", required_argument, NULL, 4},    {"stats-warn", required_argument, NULL, 5},
-        {"io", required_argument, NULL, 6},          {"replay", required_argument, NULL, 7},
-        {NULL, 0, NULL, 0}};
+    static const struct option longopts[] = {{"threads", required_argument, NULL, 't'},
+                                             {"chunk", required_argument, NULL, 'k'},
+                                             {"fuzzy", no_argument, NULL, 'z'},
+                                             {"mapping", required_argument, NULL, 'm'},
+                                             {"level", required_argument, NULL, 'l'},
+                                             {"cos-warn", required_argument, NULL, 1},
+                                             {"abs-warn", required_argument, NULL, 2},
+                                             {"cos-fail", required_argument, NULL, 3},
+                                             {"abs-fail", required_argument, NULL, 4},
+                                             {"stats-warn", required_argument, NULL, 5},
+                                             {"io", required_argument, NULL, 6},
+                                             {"replay", required_argument, NULL, 7},
+                                             {NULL, 0, NULL, 0}};
     /* the engine's rules on hand-made data: replay only when a test asks */
     o.replay = MSP_REPLAY_OFF;
     int c;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
-        case 't': o.threads = atoi(optarg); break;
-        case 'k': o.chunk_bytes = strtoull(optarg, NULL, 10); break;
-        case 'z': o.fuzzy = 1; break;
-        case 'm': o.mapping_path = optarg; break;
+        case 't':
+            o.threads = atoi(optarg);
+            break;
+        case 'k':
+            o.chunk_bytes = strtoull(optarg, NULL, 10);
+            break;
+        case 'z':
+            o.fuzzy = 1;
+            break;
+        case 'm':
+            o.mapping_path = optarg;
+            break;
         case 'l':
-            o.level = !strcmp(optarg, "api") ? MSP_LEVEL_API
-                      : !strcmp(optarg, "module") ? MSP_LEVEL_MODULE : MSP_LEVEL_ALL;
+            o.level = !strcmp(optarg, "api")      ? MSP_LEVEL_API
+                      : !strcmp(optarg, "module") ? MSP_LEVEL_MODULE
+                                                  : MSP_LEVEL_ALL;
             break;
-        case 1: o.cos_warn = atof(optarg); break;
-        case 2: o.abs_warn = atof(optarg); break;
-        case 3: o.cos_fail = atof(optarg); break;
-        case 4: o.abs_fail = atof(optarg); break;
-        case 5: o.stats_warn = atof(optarg); break;
-        case 6: o.io_mode = !strcmp(optarg, "pread") ? MSP_IO_PREAD : MSP_IO_MMAP; break;
+        case 1:
+            o.cos_warn = atof(optarg);
+            break;
+        case 2:
+            o.abs_warn = atof(optarg);
+            break;
+        case 3:
+            o.cos_fail = atof(optarg);
+            break;
+        case 4:
+            o.abs_fail = atof(optarg);
+            break;
+        case 5:
+            o.stats_warn = atof(optarg);
+            break;
+        case 6:
+            o.io_mode = !strcmp(optarg, "pread") ? MSP_IO_PREAD : MSP_IO_MMAP;
+            break;
         case 7:
-            o.replay = !strcmp(optarg, "auto") ? MSP_REPLAY_AUTO
-                       : !strcmp(optarg, "all") ? MSP_REPLAY_ALL : MSP_REPLAY_OFF;
+            o.replay = !strcmp(optarg, "auto")  ? MSP_REPLAY_AUTO
+                       : !strcmp(optarg, "all") ? MSP_REPLAY_ALL
+                                                : MSP_REPLAY_OFF;
             break;
-        default: return 2;
+        default:
+            return 2;
         }
     }
     if (argc - optind != 2) {
@@ -214,10 +243,9 @@ int main(int argc, char **argv)
                "\"n_tensors\": %zu, \"cause\": \"%s\", \"verdict\": \"%s\", \"highlight\": \"%s\", "
                "\"is_root_cause\": %d}",
                (long long)r->records[i].step, (long long)r->records[i].rank,
-               (long long)r->records[i].order, r->records[i].first_tensor,
-               r->records[i].n_tensors, cause_name(r->records[i].cause),
-               verdict_name(r->records[i].verdict), hl_name(r->records[i].highlight),
-               r->records[i].is_root_cause);
+               (long long)r->records[i].order, r->records[i].first_tensor, r->records[i].n_tensors,
+               cause_name(r->records[i].cause), verdict_name(r->records[i].verdict),
+               hl_name(r->records[i].highlight), r->records[i].is_root_cause);
     }
     printf("], \"suspects\": [");
     for (size_t i = 0; i < r->n_suspects; i++) {

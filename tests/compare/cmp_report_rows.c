@@ -20,8 +20,8 @@ static void print_head(const msp_compare_result_t *r)
 {
     for (size_t i = 0; i < r->n_suspects; i++) {
         const msp_record_cmp_t *rec = &r->records[r->suspects[i].record];
-        printf("SUSPECT %lld %lld %s%s%s\n", (long long)rec->step, (long long)rec->rank,
-               rec->name, r->suspects[i].is_gap ? " before" : "",
+        printf("SUSPECT %lld %lld %s%s%s\n", (long long)rec->step, (long long)rec->rank, rec->name,
+               r->suspects[i].is_gap ? " before" : "",
                r->suspect_from && r->suspect_from[i] >= 0 ? " via" : "");
     }
     if (r->root_record >= 0)

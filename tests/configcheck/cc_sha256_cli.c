@@ -33,7 +33,8 @@ int main(int argc, char **argv)
             return 2;
         msp_cc_stats_t st;
         msp_cc_tensor_stats(buf, len / es, es, dt, &st);
-        printf("%d %.17g %.17g %.17g %.17g %s\n", st.valid, st.max, st.min, st.mean, st.norm, st.hash);
+        printf("%d %.17g %.17g %.17g %.17g %s\n", st.valid, st.max, st.min, st.mean, st.norm,
+               st.hash);
     } else {
         char hex[65];
         int bad = argc == 3 && strcmp(argv[1], "hmac") == 0

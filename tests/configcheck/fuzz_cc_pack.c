@@ -41,7 +41,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t la = nul ? (size_t)(nul - text) : len;
     msp_cc_pack_t a = {.path = (char *)"bench.zip"}, b = {.path = (char *)"cmp.zip"};
     a.items[item] = cJSON_ParseWithLength(text, la);
-    b.items[item] = nul ? cJSON_ParseWithLength(nul + 1, len - la - 1) : cJSON_Duplicate(a.items[item], 1);
+    b.items[item] = nul ? cJSON_ParseWithLength(nul + 1, len - la - 1)
+                        : cJSON_Duplicate(a.items[item], 1);
     /* The reader lets only objects through as items. */
     if (cJSON_IsObject(a.items[item]) && cJSON_IsObject(b.items[item]))
         msp_fuzz_diff(&a, &b);

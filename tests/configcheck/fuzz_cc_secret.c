@@ -72,14 +72,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *copy = strdup(val);
     const char *argv[64];
     size_t n = 0;
-    for (char *save = NULL, *t = copy ? strtok_r(copy, "\n", &save) : NULL; t && n < 64; t = strtok_r(NULL, "\n", &save))
+    for (char *save = NULL, *t = copy ? strtok_r(copy, "\n", &save) : NULL; t && n < 64;
+         t = strtok_r(NULL, "\n", &save))
         argv[n++] = t;
     cJSON *arr = msp_cc_redact_argv(argv, n);
     const cJSON *e;
     cJSON_ArrayForEach(e, arr)
     {
         if (cJSON_IsString(e) && msp_cc_value_is_secret(e->valuestring) &&
-            msp_cc_secret_kind(e->valuestring) == MSP_CC_SECRET_NONE && !strchr(e->valuestring, '='))
+            msp_cc_secret_kind(e->valuestring) == MSP_CC_SECRET_NONE &&
+            !strchr(e->valuestring, '='))
             abort();
     }
     cJSON_Delete(arr);

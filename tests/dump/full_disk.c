@@ -90,8 +90,9 @@ EXPORT ssize_t pwrite(int fd, const void *b, size_t n, off_t o)
 
 EXPORT ssize_t pwrite64(int fd, const void *b, size_t n, off_t o)
 {
-    return is_full(fd) ? -1
-                       : REAL("pwrite64", ssize_t(*)(int, const void *, size_t, off_t))(fd, b, n, o);
+    return is_full(fd)
+               ? -1
+               : REAL("pwrite64", ssize_t(*)(int, const void *, size_t, off_t))(fd, b, n, o);
 }
 
 EXPORT ssize_t writev(int fd, const struct iovec *v, int n)

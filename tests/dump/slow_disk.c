@@ -23,24 +23,27 @@ static void slow(size_t n)
 
 __attribute__((visibility("default"))) ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 {
-    ssize_t (*real)(int, const void *, size_t, off_t) =
-        (ssize_t(*)(int, const void *, size_t, off_t))dlsym(RTLD_NEXT, "pwrite");
+    ssize_t (*real)(int, const void *, size_t,
+                    off_t) = (ssize_t(*)(int, const void *, size_t, off_t))dlsym(RTLD_NEXT,
+                                                                                 "pwrite");
     slow(n);
     return real ? real(fd, buf, n, off) : -1;
 }
 
-__attribute__((visibility("default"))) ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off)
+__attribute__((visibility("default"))) ssize_t pwrite64(int fd, const void *buf, size_t n,
+                                                        off_t off)
 {
-    ssize_t (*real)(int, const void *, size_t, off_t) =
-        (ssize_t(*)(int, const void *, size_t, off_t))dlsym(RTLD_NEXT, "pwrite64");
+    ssize_t (*real)(int, const void *, size_t,
+                    off_t) = (ssize_t(*)(int, const void *, size_t, off_t))dlsym(RTLD_NEXT,
+                                                                                 "pwrite64");
     slow(n);
     return real ? real(fd, buf, n, off) : -1;
 }
 
 __attribute__((visibility("default"))) ssize_t write(int fd, const void *buf, size_t n)
 {
-    ssize_t (*real)(int, const void *, size_t) =
-        (ssize_t(*)(int, const void *, size_t))dlsym(RTLD_NEXT, "write");
+    ssize_t (*real)(int, const void *,
+                    size_t) = (ssize_t(*)(int, const void *, size_t))dlsym(RTLD_NEXT, "write");
     slow(n);
     return real ? real(fd, buf, n) : -1;
 }

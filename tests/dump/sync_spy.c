@@ -44,10 +44,12 @@ __attribute__((visibility("default"))) int fsync(int fd)
     return real ? real(fd) : -1;
 }
 
-__attribute__((visibility("default"))) int sync_file_range(int fd, off_t off, off_t n, unsigned int flags)
+__attribute__((visibility("default"))) int sync_file_range(int fd, off_t off, off_t n,
+                                                           unsigned int flags)
 {
-    int (*real)(int, off_t, off_t, unsigned int) =
-        (int (*)(int, off_t, off_t, unsigned int))dlsym(RTLD_NEXT, "sync_file_range");
+    int (*real)(int, off_t, off_t,
+                unsigned int) = (int (*)(int, off_t, off_t, unsigned int))dlsym(RTLD_NEXT,
+                                                                                "sync_file_range");
     spy_log("sync_file_range", fd, (long long)off, (long long)n);
     return real ? real(fd, off, n, flags) : -1;
 }

@@ -75,8 +75,10 @@ static inline void msp_fuzz_put_pt(char *path, size_t cap, const char *name, con
                                    size_t pkl_len, const void *storage, size_t storage_len)
 {
     snprintf(path, cap, "%s/%s", msp_fuzz_dir(), name);
-    static const struct { const char *name; int which; } members[] = {
-        {"archive/data.pkl", 0}, {"archive/data/0", 1}, {"archive/byteorder", 2}};
+    static const struct {
+        const char *name;
+        int which;
+    } members[] = {{"archive/data.pkl", 0}, {"archive/data/0", 1}, {"archive/byteorder", 2}};
     int zerr = 0;
     zip_t *z = zip_open(path, ZIP_CREATE | ZIP_TRUNCATE, &zerr);
     if (!z)

@@ -19,8 +19,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* numpy.save's v1 layout: magic, version, header length, then the dict
  * padded with spaces to a multiple of 64 bytes and ended by '\n'. */
-static void msp_fuzz_npy(const char *name, const char *descr, const char *shape,
-                         const void *body, size_t body_len)
+static void msp_fuzz_npy(const char *name, const char *descr, const char *shape, const void *body,
+                         size_t body_len)
 {
     char hdr[128], file[640], path[600];
     int n = snprintf(hdr, sizeof hdr, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }",
@@ -43,12 +43,22 @@ static void msp_fuzz_tensor_files(void)
     /* torch.save(torch.tensor([[...]] float32 2x3)): _rebuild_tensor_v2 of
      * ('storage', FloatStorage, '0', 'cpu', 6), offset 0, size (2, 3),
      * stride (3, 1), requires_grad False, OrderedDict() */
-    static const char pkl[] =
-        "\x80\x02" "ctorch._utils\n_rebuild_tensor_v2\n"
-        "((X\x07\x00\x00\x00" "storage" "ctorch\nFloatStorage\n"
-        "X\x01\x00\x00\x00" "0" "X\x03\x00\x00\x00" "cpu" "K\x06" "tQ"
-        "K\x00" "K\x02K\x03\x86" "K\x03K\x01\x86" "\x89"
-        "ccollections\nOrderedDict\n)RtR.";
+    static const char pkl[] = "\x80\x02"
+                              "ctorch._utils\n_rebuild_tensor_v2\n"
+                              "((X\x07\x00\x00\x00"
+                              "storage"
+                              "ctorch\nFloatStorage\n"
+                              "X\x01\x00\x00\x00"
+                              "0"
+                              "X\x03\x00\x00\x00"
+                              "cpu"
+                              "K\x06"
+                              "tQ"
+                              "K\x00"
+                              "K\x02K\x03\x86"
+                              "K\x03K\x01\x86"
+                              "\x89"
+                              "ccollections\nOrderedDict\n)RtR.";
     char path[600];
     msp_fuzz_npy("dump_tensor_data/f32.npy", "<f4", "(2, 3)", f32, sizeof f32);
     msp_fuzz_npy("dump_tensor_data/i64.npy", "<i8", "(4,)", i64, sizeof i64);
@@ -116,8 +126,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             continue;
         }
         const uint8_t *nul = memchr(p, '\0', (size_t)(end - p));
-        msp_fuzz_put(i ? path : json, sizeof path, names[i], p,
-                     (size_t)((nul ? nul : end) - p));
+        msp_fuzz_put(i ? path : json, sizeof path, names[i], p, (size_t)((nul ? nul : end) - p));
         p = nul ? nul + 1 : NULL;
     }
     msp_dump_file_t *f = NULL;

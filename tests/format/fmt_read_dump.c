@@ -61,8 +61,8 @@ int main(int argc, char **argv)
                     unsigned char *raw = malloc((size_t)t->nbytes);
                     if (!raw || pread(fd, raw, (size_t)t->nbytes, t->offset) != t->nbytes ||
                         memcmp(raw, buf, (size_t)t->nbytes) != 0) {
-                        fprintf(stderr, "fmt_read_dump: %s %s: pread at offset differs\n",
-                                r->name, t->role);
+                        fprintf(stderr, "fmt_read_dump: %s %s: pread at offset differs\n", r->name,
+                                t->role);
                         status = 1;
                     }
                     free(raw);
@@ -73,8 +73,8 @@ int main(int argc, char **argv)
                    "\t%s\t%.17g\t%.17g\t%.17g\t%.17g\t%" PRId64 "\t%" PRId64 "\t%u\t%s\t%d\n",
                    r->name, t->role, t->dtype_name, t->ndim, shape, t->has_data, t->has_stats,
                    t->offset, t->nbytes, crc, t->stats.max, t->stats.min, t->stats.mean,
-                   t->stats.norm, t->stats.nan_count, t->stats.inf_count, t->stats.crc32,
-                   t->device, t->requires_grad);
+                   t->stats.norm, t->stats.nan_count, t->stats.inf_count, t->stats.crc32, t->device,
+                   t->requires_grad);
         }
         char **keys = NULL, **values = NULL;
         size_t n = 0;

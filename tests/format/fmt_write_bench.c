@@ -77,8 +77,9 @@ static int msp_bench_dump(const char *path, const float *data, size_t bytes, siz
     for (size_t i = 0; i < count; i++) {
         char rec[64];
         snprintf(rec, sizeof rec, "Functional.linear.%zu.forward", i);
-        msp_tensor_in_t t = {"output.0", MSP_DTYPE_FLOAT32, 1, shape, data,
-                             with_stats ? NULL : &pre, "cpu", 0, NULL};
+        msp_tensor_in_t t = {"output.0", MSP_DTYPE_FLOAT32,        1,     shape,
+                             data,       with_stats ? NULL : &pre, "cpu", 0,
+                             NULL};
         if (msp_writer_begin_record(w, rec, (int64_t)i) || msp_writer_add_tensor(w, &t) ||
             msp_writer_end_record(w)) {
             msp_writer_abort(w);
@@ -151,8 +152,7 @@ int main(int argc, char **argv)
     double mib = (double)(count * bytes) / 1048576.0, gib = mib / 1024.0;
     printf("%zu tensors x %zu MiB fp32 = %.0f MiB, best of %d rounds\n", count, bytes >> 20, mib,
            rounds);
-    printf("%-34s %8s %11s %15s %10s\n", "", "MiB/s", "MiB/s+sync", "vs raw (+sync)",
-           "CPU s/GiB");
+    printf("%-34s %8s %11s %15s %10s\n", "", "MiB/s", "MiB/s+sync", "vs raw (+sync)", "CPU s/GiB");
     printf("%-34s %8.0f %11.0f %15s %10.2f\n", "raw write() (dd-like)", mib / best[0],
            mib / best[1], "1.00 ( 1.00)", cpu[0] / gib);
     printf("%-34s %8.0f %11.0f %8.2f (%5.2f) %10.2f\n", "msp_writer, stats given", mib / best[2],

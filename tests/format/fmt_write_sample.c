@@ -51,17 +51,38 @@ static void msp_fill(msp_dtype_t dt, void *buf, size_t n, unsigned salt)
         uint32_t u = msp_u(i, salt);
         double v = msp_v(i, salt);
         switch (dt) {
-        case MSP_DTYPE_FLOAT32: ((float *)buf)[i] = (float)v; break;
-        case MSP_DTYPE_FLOAT64: ((double *)buf)[i] = v / 3.0; break;
-        case MSP_DTYPE_FLOAT16: ((uint16_t *)buf)[i] = msp_double_to_half(v / 4.0); break;
-        case MSP_DTYPE_BFLOAT16: ((uint16_t *)buf)[i] = msp_double_to_bf16(v); break;
-        case MSP_DTYPE_INT8: ((int8_t *)buf)[i] = (int8_t)((int)(u % 256) - 128); break;
-        case MSP_DTYPE_INT16: ((int16_t *)buf)[i] = (int16_t)((int32_t)(u % 65536) - 32768); break;
-        case MSP_DTYPE_INT32: ((int32_t *)buf)[i] = (int32_t)((int64_t)u * 97 - (1 << 30)); break;
-        case MSP_DTYPE_INT64: ((int64_t *)buf)[i] = (int64_t)u * 1000003 - (INT64_C(1) << 40); break;
-        case MSP_DTYPE_UINT8: ((uint8_t *)buf)[i] = (uint8_t)(u % 256); break;
-        case MSP_DTYPE_BOOL: ((uint8_t *)buf)[i] = (uint8_t)((u >> 3) & 1); break;
-        default: break;
+        case MSP_DTYPE_FLOAT32:
+            ((float *)buf)[i] = (float)v;
+            break;
+        case MSP_DTYPE_FLOAT64:
+            ((double *)buf)[i] = v / 3.0;
+            break;
+        case MSP_DTYPE_FLOAT16:
+            ((uint16_t *)buf)[i] = msp_double_to_half(v / 4.0);
+            break;
+        case MSP_DTYPE_BFLOAT16:
+            ((uint16_t *)buf)[i] = msp_double_to_bf16(v);
+            break;
+        case MSP_DTYPE_INT8:
+            ((int8_t *)buf)[i] = (int8_t)((int)(u % 256) - 128);
+            break;
+        case MSP_DTYPE_INT16:
+            ((int16_t *)buf)[i] = (int16_t)((int32_t)(u % 65536) - 32768);
+            break;
+        case MSP_DTYPE_INT32:
+            ((int32_t *)buf)[i] = (int32_t)((int64_t)u * 97 - (1 << 30));
+            break;
+        case MSP_DTYPE_INT64:
+            ((int64_t *)buf)[i] = (int64_t)u * 1000003 - (INT64_C(1) << 40);
+            break;
+        case MSP_DTYPE_UINT8:
+            ((uint8_t *)buf)[i] = (uint8_t)(u % 256);
+            break;
+        case MSP_DTYPE_BOOL:
+            ((uint8_t *)buf)[i] = (uint8_t)((u >> 3) & 1);
+            break;
+        default:
+            break;
         }
     }
 }
@@ -103,8 +124,8 @@ static void msp_specials(msp_dtype_t dt, void *buf, size_t n, int kind)
     const double *s = dt == MSP_DTYPE_FLOAT16 ? h : b;
     size_t k = dt == MSP_DTYPE_FLOAT16 ? 6 : 5;
     for (size_t i = 0; i < k && i < n; i++)
-        ((uint16_t *)buf)[i] =
-            dt == MSP_DTYPE_FLOAT16 ? msp_double_to_half(s[i]) : msp_double_to_bf16(s[i]);
+        ((uint16_t *)buf)[i] = dt == MSP_DTYPE_FLOAT16 ? msp_double_to_half(s[i])
+                                                       : msp_double_to_bf16(s[i]);
 }
 
 static int msp_write_sample(const char *path)
@@ -164,8 +185,15 @@ static int msp_write_sample(const char *path)
             msp_fill(s->dtype, buf, n, s->salt);
             if (s->special)
                 msp_specials(s->dtype, buf, n, s->special);
-            msp_tensor_in_t t = {s->role, s->dtype, s->ndim, s->shape, buf, NULL,
-                                 (s->salt % 2) ? "cpu" : "cuda:1", (int)(s->salt % 3 == 0), NULL};
+            msp_tensor_in_t t = {s->role,
+                                 s->dtype,
+                                 s->ndim,
+                                 s->shape,
+                                 buf,
+                                 NULL,
+                                 (s->salt % 2) ? "cpu" : "cuda:1",
+                                 (int)(s->salt % 3 == 0),
+                                 NULL};
             msp_err rc = msp_writer_add_tensor(w, &t);
             free(buf);
             if (msp_check(rc, s->role))
@@ -175,7 +203,14 @@ static int msp_write_sample(const char *path)
             /* statistics only: no data, the caller's statistics verbatim */
             int64_t shape[2] = {1000, 1000};
             msp_stats_t st = {2.5, -1.25, 0.125, 1000.5, 3, 4, 0xdeadbeef};
-            msp_tensor_in_t t = {"output.0", MSP_DTYPE_FLOAT32, 2, shape, NULL, &st, "npu:0", 1,
+            msp_tensor_in_t t = {"output.0",
+                                 MSP_DTYPE_FLOAT32,
+                                 2,
+                                 shape,
+                                 NULL,
+                                 &st,
+                                 "npu:0",
+                                 1,
                                  "Functional.conv2d.0.forward/output.0"};
             if (msp_check(msp_writer_add_tensor(w, &t), "stats-only") ||
                 /* set twice: the second value replaces the first */
@@ -269,7 +304,8 @@ static void *msp_thread_main(void *arg)
                     goto fail;
                 msp_fill(MSP_DTYPE_FLOAT32, buf, (size_t)n, (unsigned)(1000 * j->k + i));
                 snprintf(rec, sizeof rec, "Torch.mul.%d.forward", i);
-                msp_tensor_in_t t = {"output.0", MSP_DTYPE_FLOAT32, 1, &n, buf, NULL, NULL, 0, NULL};
+                msp_tensor_in_t t = {"output.0", MSP_DTYPE_FLOAT32, 1, &n, buf, NULL, NULL, 0,
+                                     NULL};
                 msp_err rc = msp_writer_begin_record(w, rec, i);
                 if (!rc)
                     rc = msp_writer_add_tensor(w, &t);
@@ -296,8 +332,7 @@ static void *msp_thread_main(void *arg)
                 uint32_t crc = rc ? 0 : msp_crc32(0, buf, (size_t)t->nbytes);
                 free(buf);
                 if (rc || crc != t->stats.crc32 || f->records[r].order != (int64_t)r) {
-                    snprintf(j->result, sizeof j->result, "thread %d: record %zu differs", j->k,
-                             r);
+                    snprintf(j->result, sizeof j->result, "thread %d: record %zu differs", j->k, r);
                     msp_dump_close(f);
                     return NULL;
                 }
@@ -318,8 +353,8 @@ static void *msp_thread_main(void *arg)
             msp_err rc = msp_dump_open(cut, &f);
             msp_dump_close(f);
             if (rc != MSP_ERR_FORMAT || !strstr(msp_last_error(), cut)) {
-                snprintf(j->result, sizeof j->result, "thread %d: truncated copy gave %d: %s",
-                         j->k, (int)rc, msp_last_error());
+                snprintf(j->result, sizeof j->result, "thread %d: truncated copy gave %d: %s", j->k,
+                         (int)rc, msp_last_error());
                 return NULL;
             }
         }
