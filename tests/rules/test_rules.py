@@ -2,7 +2,7 @@
 here, each holding one known offence: a checker must name it and exit 1, and
 pass the same tree without it. The checkers' runs on the real tree are the
 tests rules_module_order, rules_file_and_function_sizes,
-rules_comment_references and rules_clang_format_count."""
+rules_comment_references and rules_clang_format."""
 import os
 import shutil
 import subprocess
@@ -284,7 +284,7 @@ class References(unittest.TestCase):
 
 
 class Format(unittest.TestCase):
-    def test_counts_the_files_it_would_change(self):
+    def test_fails_on_the_files_it_would_change(self):
         if not shutil.which("clang-format"):
             self.skipTest("clang-format is not installed")
         root = tempfile.mkdtemp(prefix="msp_format_")
@@ -293,7 +293,7 @@ class Format(unittest.TestCase):
         write(os.path.join(root, "src/x/kept.c"), "int f(int a)\n{\n    return a + 1;\n}\n")
         write(os.path.join(root, "src/x/changed.c"), "int g(int a) {return a+1;}\n")
         rc, out = run(CHECKSRC, "format", "--root", root)
-        self.assertEqual(rc, 0, out)
+        self.assertEqual(rc, 1, out)
         self.assertIn("src/x/changed.c: clang-format would change it", out)
         self.assertNotIn("kept.c", out)
         self.assertIn("format: 1 of 2 C files would change", out)
