@@ -282,6 +282,9 @@ int cmp_scalars(const char *s, double *v, int max);
 struct cmp_worker;
 msp_err cmp_replay_run(msp_compare_result_t *res, const cmp_file_pair_t *fps, size_t nfp,
                        const msp_compare_opts_t *o, struct cmp_worker *w);
+/* One more record of verdict v in res's replay summary (introduced,
+ * inherited, not replayable, left by the budget; nothing for the others). */
+void cmp_replay_count(msp_compare_result_t *res, msp_replay_verdict_t v);
 /* Whether cmp_replay_run would replay r, and then its priority (higher
  * first; ties go to the earlier record). A record it never could replay is
  * marked MSP_RV_SKIPPED with its replay_note here. The one rule, so that a

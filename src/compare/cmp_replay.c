@@ -604,6 +604,26 @@ done:
     return r;
 }
 
+void cmp_replay_count(msp_compare_result_t *res, msp_replay_verdict_t v)
+{
+    switch (v) {
+    case MSP_RV_INTRODUCED:
+        res->replay_introduced++;
+        break;
+    case MSP_RV_INHERITED:
+        res->replay_inherited++;
+        break;
+    case MSP_RV_SKIPPED:
+        res->replay_skipped++;
+        break;
+    case MSP_RV_UNFINISHED:
+        res->replay_unfinished++;
+        break;
+    default:
+        break;
+    }
+}
+
 msp_err cmp_replay_run(msp_compare_result_t *res, const cmp_file_pair_t *fps, size_t nfp,
                        const msp_compare_opts_t *o, rp_worker_t *given)
 {
@@ -709,22 +729,7 @@ msp_err cmp_replay_run(msp_compare_result_t *res, const cmp_file_pair_t *fps, si
     free(buf);
     free(cand);
     for (size_t i = 0; i < res->n_records; i++) {
-        switch (res->records[i].replay) {
-        case MSP_RV_INTRODUCED:
-            res->replay_introduced++;
-            break;
-        case MSP_RV_INHERITED:
-            res->replay_inherited++;
-            break;
-        case MSP_RV_SKIPPED:
-            res->replay_skipped++;
-            break;
-        case MSP_RV_UNFINISHED:
-            res->replay_unfinished++;
-            break;
-        default:
-            break;
-        }
+        cmp_replay_count(res, res->records[i].replay);
     }
     res->replay_done = res->replay_introduced + res->replay_inherited;
     res->replay_seconds = rp_now() - t0;

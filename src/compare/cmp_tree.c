@@ -271,22 +271,7 @@ static msp_err cmp_head_totals(cmp_finish_t *f, msp_compare_result_t *part)
          * changed setup is one */
         t->n_failed += (r->verdict != MSP_VERDICT_YES && r->verdict != MSP_VERDICT_NA) ||
                        r->setup_differs;
-        switch (r->replay) {
-        case MSP_RV_INTRODUCED:
-            h->replay_introduced++;
-            break;
-        case MSP_RV_INHERITED:
-            h->replay_inherited++;
-            break;
-        case MSP_RV_SKIPPED:
-            h->replay_skipped++;
-            break;
-        case MSP_RV_UNFINISHED:
-            h->replay_unfinished++;
-            break;
-        default:
-            break;
-        }
+        cmp_replay_count(h, r->replay);
         r->suspect_rank = 0;
         r->is_root_cause = 0;
     }
