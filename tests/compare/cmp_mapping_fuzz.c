@@ -75,8 +75,8 @@ static const char *corpus[] = {
     "only_one_name\n",
     "a b c\n",
     "",
-    "NPU.gelu.0.forward.input.0: Functional.gelu.0.forward.input.0\n"
-    "'A.0.forward': \"B.0.forward\"\n",
+    ("NPU.gelu.0.forward.input.0: Functional.gelu.0.forward.input.0\n"
+     "'A.0.forward': \"B.0.forward\"\n"),
     "a.0.forward:\n  - [b]\nc: &x d\ne: *x\n",
     "{A.0.forward.input.0: B.0.forward.input.0, 'C.0.forward': D.0.forward}\n",
 };
