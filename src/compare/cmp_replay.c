@@ -559,16 +559,15 @@ static int rp_job(rp_worker_t *w, msp_record_cmp_t *rec, size_t id, rp_file_t *f
         goto done;
     rp_add_attrs(args, NULL, files->bf, bfr);
     rp_add_cmp_attrs(args, files->cf, cf, bfr);
-    rp_side_in_t cin = {files->cf,
-                        cf,
-                        bwd ? crec : NULL,
-                        rec->args_are_data,
-                        0,
-                        files->bf,
-                        bfr,
-                        bwd ? brec : NULL,
-                        rec->out_err,
-                        !bwd && rp_same_call(rec, files, cf, bfr) ? bfr : NULL};
+    rp_side_in_t cin = {.f = files->cf,
+                        .fwd = cf,
+                        .bwd = bwd ? crec : NULL,
+                        .own_numbers = rec->args_are_data,
+                        .of = files->bf,
+                        .ofwd = bfr,
+                        .obwd = bwd ? brec : NULL,
+                        .out_err = rec->out_err,
+                        .check = !bwd && rp_same_call(rec, files, cf, bfr) ? bfr : NULL};
     if ((r = rp_side(w, id, kind, rec->name, args, &cin, deadline, per_record, buf, bufsz, &ans,
                      &why)) ||
         why)
@@ -584,8 +583,8 @@ static int rp_job(rp_worker_t *w, msp_record_cmp_t *rec, size_t id, rp_file_t *f
     if (rec->replay != MSP_RV_INTRODUCED || !bfr || (bwd && !brec))
         goto done;
     /* the check: the same sample as the compare side's */
-    rp_side_in_t bin = {files->bf, bfr, bwd ? brec : NULL, 0, cin.every, NULL, NULL, NULL,
-                        NAN,       NULL};
+    rp_side_in_t bin = {
+        .f = files->bf, .fwd = bfr, .bwd = bwd ? brec : NULL, .every = cin.every, .out_err = NAN};
     const char *bwhy = NULL;
     if ((r = rp_side(w, id, kind, rec->name, args, &bin, deadline, per_record, buf, bufsz, &ans,
                      &bwhy)))
