@@ -155,6 +155,40 @@ static inline uint64_t msp_mix64(uint64_t h)
 /* A 64-bit hash of the text s for in-memory tables (never stored), eight
  * bytes a round (msp_mix64); seed tells apart keys that share a text. */
 uint64_t msp_str_hash(const char *s, uint64_t seed);
+/* Where key is, or would go, in a sorted array (lookup.c): the first i in
+ * [0, n) for which before(ctx, i) is 0, or n when it holds for all; before
+ * must hold for a prefix of the indexes (C++'s partition_point). The array,
+ * its layout and the key are the caller's, in ctx. */
+typedef int (*msp_before_fn)(const void *ctx, size_t i);
+size_t msp_lower_bound(size_t n, msp_before_fn before, const void *ctx);
+/* A hash index (lookup.c): indexes into an array the caller owns, found by a
+ * 64-bit hash of the item's key (msp_str_hash, msp_mix64) and the caller's
+ * equality on an index. Open addressing, linear probing, at most half full.
+ * {0} is an empty index; msp_index_free releases it. */
+struct msp_index_slot {
+    uint64_t hash;
+    size_t idx1; /* index + 1; 0: a free slot */
+};
+typedef struct {
+    struct msp_index_slot *slot;
+    size_t cap, n;
+} msp_index_t;
+/* 1 when item i's key is the one ctx holds. */
+typedef int (*msp_index_eq_fn)(const void *ctx, size_t i);
+/* The index stored under hash h whose item eq accepts, or SIZE_MAX. */
+size_t msp_index_find(const msp_index_t *t, uint64_t h, msp_index_eq_fn eq, const void *ctx);
+/* Stores idx under hash h without looking for the key (the caller looked
+ * first, or lets eq tell stale entries apart): 0, or -1 when out of memory,
+ * the index then as it was. */
+int msp_index_put(msp_index_t *t, uint64_t h, size_t idx);
+/* Stores idx under hash h in place of the index eq accepts there, if any
+ * (a later item with the same key wins): 0, or -1 when out of memory. */
+int msp_index_set(msp_index_t *t, uint64_t h, msp_index_eq_fn eq, const void *ctx, size_t idx);
+/* Room for n entries without growing: 0, or -1 when out of memory. */
+int msp_index_reserve(msp_index_t *t, size_t n);
+/* Empty, its memory kept; msp_index_free: its memory released, {0} again. */
+void msp_index_clear(msp_index_t *t);
+void msp_index_free(msp_index_t *t);
 /* malloc'd printf. Returns NULL on OOM. */
 char *msp_asprintf(const char *fmt, ...) MSP_PRINTF(1, 2);
 

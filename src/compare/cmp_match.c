@@ -161,17 +161,21 @@ static int cmp_named_by_name(const void *a, const void *b)
     return x->order < y->order ? -1 : (x->order > y->order);
 }
 
+struct cmp_name_key {
+    const cmp_named_t *v;
+    const char *name;
+};
+
+static int cmp_named_before(const void *ctx, size_t i)
+{
+    const struct cmp_name_key *k = ctx;
+    return strcmp(k->v[i].name, k->name) < 0;
+}
+
 static long cmp_find(const cmp_named_t *v, size_t n, const char *name)
 {
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        int c = strcmp(v[mid].name, name);
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    struct cmp_name_key key = {v, name};
+    size_t lo = msp_lower_bound(n, cmp_named_before, &key);
     return lo < n && !strcmp(v[lo].name, name) ? (long)lo : -1;
 }
 

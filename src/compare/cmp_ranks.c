@@ -78,18 +78,22 @@ msp_err cmp_comm_collect(cmp_comm_set_t *cs, const msp_compare_result_t *part)
     return MSP_OK;
 }
 
+struct cmp_rank_key {
+    const msp_compare_result_t *res;
+    int64_t rank;
+};
+
+static int cmp_rank_before(const void *ctx, size_t i)
+{
+    const struct cmp_rank_key *k = ctx;
+    return k->res->ranks[i].rank < k->rank;
+}
+
 /* Where rank is, or would go, in res->ranks (sorted by rank). */
 static size_t cmp_rank_place(const msp_compare_result_t *res, int64_t rank)
 {
-    size_t lo = 0, hi = res->n_ranks;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (res->ranks[mid].rank < rank)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    struct cmp_rank_key key = {res, rank};
+    return msp_lower_bound(res->n_ranks, cmp_rank_before, &key);
 }
 
 msp_err cmp_rank_stats_add(msp_compare_result_t *res, size_t *cap, const msp_compare_result_t *part)

@@ -336,17 +336,22 @@ static int cmp_outcome_order(const void *x, const void *y)
     return a->rec < b->rec ? -1 : a->rec > b->rec;
 }
 
+struct cmp_pair_key {
+    const cmp_stream_t *st;
+    size_t pair;
+};
+
+static int cmp_outcome_before(const void *ctx, size_t i)
+{
+    const struct cmp_pair_key *k = ctx;
+    return k->st->out[i].pair < k->pair;
+}
+
 /* Replay's answers onto part (pair i of this process's spool). */
 static msp_err cmp_apply_outcomes(cmp_stream_t *st, size_t pair, msp_compare_result_t *part)
 {
-    size_t lo = 0, hi = st->n_out;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (st->out[mid].pair < pair)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    struct cmp_pair_key key = {st, pair};
+    size_t lo = msp_lower_bound(st->n_out, cmp_outcome_before, &key);
     for (size_t k = lo; k < st->n_out && st->out[k].pair == pair; k++) {
         const cmp_outcome_t *oc = &st->out[k];
         if (oc->rec >= part->n_records)

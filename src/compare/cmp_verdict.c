@@ -221,13 +221,8 @@ char *cmp_forward_name(const char *name)
 msp_err cmp_link_backward(msp_compare_result_t *res)
 {
     size_t n = res->n_records;
-    const msp_record_cmp_t **idx = calloc(n + 1, sizeof *idx);
-    if (!idx)
-        return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
-    for (size_t i = 0; i < n; i++)
-        idx[i] = &res->records[i];
-    qsort(idx, n, sizeof *idx, cmp_rec_key_cmp);
-    msp_err rc = MSP_OK;
+    cmp_rec_index_t ix = {0};
+    msp_err rc = cmp_index_build(res, &ix);
     for (size_t i = 0; i < n && !rc; i++) {
         msp_record_cmp_t *rec = &res->records[i];
         if (cmp_is_forward(rec->name))
@@ -235,21 +230,8 @@ msp_err cmp_link_backward(msp_compare_result_t *res)
         char *fw = cmp_forward_name(rec->name);
         if (!fw)
             continue;
-        /* bsearch over idx with a probe record */
-        size_t lo = 0, hi = n;
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            const msp_record_cmp_t *m = idx[mid];
-            int c = m->step != rec->step   ? (m->step < rec->step ? -1 : 1)
-                    : m->rank != rec->rank ? (m->rank < rec->rank ? -1 : 1)
-                                           : strcmp(m->name, fw);
-            if (c < 0)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        const msp_record_cmp_t *f = lo < n ? idx[lo] : NULL;
-        if (f && f->step == rec->step && f->rank == rec->rank && !strcmp(f->name, fw)) {
+        const msp_record_cmp_t *f = cmp_index_find(&ix, rec->step, rec->rank, fw);
+        if (f) {
             /* A backward op computes from what its forward saved (inputs or
              * outputs), so the forward's error e is an input error of it too.
              * It may also route gradients by comparisons on those tensors (a
@@ -272,7 +254,7 @@ msp_err cmp_link_backward(msp_compare_result_t *res)
         }
         free(fw);
     }
-    free(idx);
+    free(ix.v);
     return rc;
 }
 
@@ -290,21 +272,26 @@ msp_err cmp_index_build(const msp_compare_result_t *res, cmp_rec_index_t *ix)
     return MSP_OK;
 }
 
+struct cmp_rec_key {
+    const cmp_rec_index_t *ix;
+    int64_t step, rank;
+    const char *name;
+};
+
+static int cmp_rec_before(const void *ctx, size_t i)
+{
+    const struct cmp_rec_key *k = ctx;
+    const msp_record_cmp_t *m = k->ix->v[i];
+    return m->step != k->step   ? m->step < k->step
+           : m->rank != k->rank ? m->rank < k->rank
+                                : strcmp(m->name, k->name) < 0;
+}
+
 msp_record_cmp_t *cmp_index_find(const cmp_rec_index_t *ix, int64_t step, int64_t rank,
                                  const char *name)
 {
-    size_t lo = 0, hi = ix->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        const msp_record_cmp_t *m = ix->v[mid];
-        int c = m->step != step   ? (m->step < step ? -1 : 1)
-                : m->rank != rank ? (m->rank < rank ? -1 : 1)
-                                  : strcmp(m->name, name);
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    struct cmp_rec_key key = {ix, step, rank, name};
+    size_t lo = msp_lower_bound(ix->n, cmp_rec_before, &key);
     const msp_record_cmp_t *f = lo < ix->n ? ix->v[lo] : NULL;
     return f && f->step == step && f->rank == rank && !strcmp(f->name, name) ? (msp_record_cmp_t *)f
                                                                              : NULL;
@@ -409,23 +396,28 @@ static int cmp_span_order(const void *x, const void *y)
     return sa != sb ? (sa < sb ? -1 : 1) : (a < b ? -1 : a > b);
 }
 
+struct cmp_span_key {
+    const msp_compare_result_t *res;
+    const msp_record_cmp_t *rec;
+    int64_t from;
+};
+
+static int cmp_span_before(const void *ctx, size_t i)
+{
+    const struct cmp_span_key *k = ctx;
+    const msp_record_cmp_t *m = &k->res->records[i];
+    return m->step != k->rec->step   ? m->step < k->rec->step
+           : m->rank != k->rec->rank ? m->rank < k->rec->rank
+                                     : m->order < k->from;
+}
+
 /* The records of rec's step and rank with order in [from, to), in res's
  * order (records sort by step, rank, order): first index, count. */
 static size_t cmp_span(const msp_compare_result_t *res, const msp_record_cmp_t *rec, int64_t from,
                        int64_t to, size_t *count)
 {
-    size_t lo = 0, hi = res->n_records;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        const msp_record_cmp_t *m = &res->records[mid];
-        int before = m->step != rec->step   ? m->step < rec->step
-                     : m->rank != rec->rank ? m->rank < rec->rank
-                                            : m->order < from;
-        if (before)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    struct cmp_span_key key = {res, rec, from};
+    size_t lo = msp_lower_bound(res->n_records, cmp_span_before, &key);
     size_t end = lo;
     while (end < res->n_records && res->records[end].step == rec->step &&
            res->records[end].rank == rec->rank && res->records[end].order < to)

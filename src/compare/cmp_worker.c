@@ -197,16 +197,22 @@ int cmp_worker_elementwise_optimizer(const cmp_worker_t *w, const char *cls)
     return cmp_worker_listed(w->ew_opts, w->n_ew_opts, cls);
 }
 
+struct cmp_prefix_key {
+    const cmp_worker_t *w;
+    const char *pfx;
+    size_t n;
+};
+
+static int cmp_api_before(const void *ctx, size_t i)
+{
+    const struct cmp_prefix_key *k = ctx;
+    return strncmp(k->w->apis[i], k->pfx, k->n) < 0;
+}
+
 static int cmp_worker_has_prefix(const cmp_worker_t *w, const char *pfx, size_t n)
 {
-    size_t lo = 0, hi = w->n_apis;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (strncmp(w->apis[mid], pfx, n) < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    struct cmp_prefix_key key = {w, pfx, n};
+    size_t lo = msp_lower_bound(w->n_apis, cmp_api_before, &key);
     return lo < w->n_apis && !strncmp(w->apis[lo], pfx, n);
 }
 

@@ -133,20 +133,22 @@ static size_t msp_cc_kv_sort_unique(msp_cc_kv_t *v, size_t n)
     return k;
 }
 
+struct msp_cc_key {
+    const msp_cc_kv_t *v;
+    const char *key;
+};
+
+static int msp_cc_kv_before(const void *ctx, size_t i)
+{
+    const struct msp_cc_key *k = ctx;
+    return strcmp(k->v[i].k, k->key) < 0;
+}
+
 static const msp_cc_kv_t *msp_cc_kv_find(const msp_cc_kv_t *v, size_t n, const char *key)
 {
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(v[mid].k, key);
-        if (c == 0)
-            return &v[mid];
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return NULL;
+    struct msp_cc_key k = {v, key};
+    size_t i = msp_lower_bound(n, msp_cc_kv_before, &k);
+    return i < n && strcmp(v[i].k, key) == 0 ? &v[i] : NULL;
 }
 
 /* How a variable's value is read when comparing its meaning. */
@@ -188,14 +190,8 @@ enum { MSP_CC_PLAT_UNKNOWN = 0, MSP_CC_PLAT_GPU = 1, MSP_CC_PLAT_NPU = 2 };
 static int msp_cc_has_prefix_key(const msp_cc_kv_t *v, size_t n, const char *prefix)
 {
     /* v is sorted: the first key >= prefix tells. */
-    size_t lo = 0, hi = n, len = strlen(prefix);
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (strcmp(v[mid].k, prefix) < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    struct msp_cc_key k = {v, prefix};
+    size_t lo = msp_lower_bound(n, msp_cc_kv_before, &k), len = strlen(prefix);
     return lo < n && strncmp(v[lo].k, prefix, len) == 0;
 }
 

@@ -140,7 +140,7 @@ void win_free(win_t *w)
     Py_XDECREF(w->buf);
     Py_XDECREF(w->ws);
     Py_XDECREF(w->dev_index);
-    free(w->hs);
+    msp_index_free(&w->by_tensor);
     Py_XDECREF(w->host);
     Py_XDECREF(w->hcap);
     Py_XDECREF(w->event);
@@ -360,10 +360,26 @@ static void win_issue(win_t *w)
 
 /* Where a waiting segment is found: by its dense memory (a view of the same
  * elements finds it too), else by its tensor. */
-static size_t seg_hash(PyObject *t, const void *ptr, int64_t n, msp_dtype_t dtype)
+static uint64_t seg_hash(PyObject *t, const void *ptr, int64_t n, msp_dtype_t dtype)
 {
-    return ptr ? (size_t)msp_mix64((uint64_t)(uintptr_t)ptr ^ (uint64_t)n << 8 ^ (uint64_t)dtype)
-               : (size_t)msp_mix64((uint64_t)(uintptr_t)t);
+    return ptr ? msp_mix64((uint64_t)(uintptr_t)ptr ^ (uint64_t)n << 8 ^ (uint64_t)dtype)
+               : msp_mix64((uint64_t)(uintptr_t)t);
+}
+
+typedef struct {
+    const win_t *w;
+    PyObject *t;
+    const void *ptr;
+    int64_t n;
+    msp_dtype_t dtype;
+} seg_key_t;
+
+static int seg_is(const void *ctx, size_t i)
+{
+    const seg_key_t *k = ctx;
+    const seg_t *s = &k->w->seg[i];
+    return s->t &&
+           (k->ptr ? s->ptr == k->ptr && s->n == k->n && s->dtype == k->dtype : s->t == k->t);
 }
 
 /* The segment that holds t (or the same dense elements) and waits for its
@@ -371,40 +387,17 @@ static size_t seg_hash(PyObject *t, const void *ptr, int64_t n, msp_dtype_t dtyp
 static int64_t win_lookup(const win_t *w, PyObject *t, const void *ptr, int64_t n,
                           msp_dtype_t dtype)
 {
-    if (!w->nhs)
-        return -1;
-    size_t mask = w->nhs - 1;
-    for (size_t i = seg_hash(t, ptr, n, dtype) & mask; w->hs[i]; i = (i + 1) & mask) {
-        const seg_t *s = &w->seg[w->hs[i] - 1];
-        if (s->t && (ptr ? s->ptr == ptr && s->n == n && s->dtype == dtype : s->t == t))
-            return (int64_t)(w->hs[i] - 1);
-    }
-    return -1;
+    seg_key_t key = {w, t, ptr, n, dtype};
+    size_t at = msp_index_find(&w->by_tensor, seg_hash(t, ptr, n, dtype), seg_is, &key);
+    return at == SIZE_MAX ? -1 : (int64_t)at;
 }
 
-/* Segment k (w->seg[k].t set) can be found by its tensor; a full table is
- * rebuilt from the segments still waiting. */
+/* Segment k (w->seg[k].t set) can be found by its tensor; without memory
+ * for the index it is not found later, and copied again: no harm. */
 static void win_index(win_t *w, size_t k)
 {
-    if (2 * (w->nseg + 1) > w->nhs) {
-        size_t cap = w->nhs ? w->nhs : 256;
-        while (cap < 4 * (w->nseg + 1))
-            cap *= 2;
-        size_t *hs = calloc(cap, sizeof *hs);
-        if (!hs)
-            return; /* not found later: copied again, no harm */
-        free(w->hs);
-        w->hs = hs;
-        w->nhs = cap;
-        for (size_t j = w->issued; j < w->nseg; j++)
-            if (j != k && w->seg[j].t && w->seg[j].dup < 0)
-                win_index(w, j);
-    }
     const seg_t *s = &w->seg[k];
-    size_t mask = w->nhs - 1, i = seg_hash(s->t, s->ptr, s->n, s->dtype) & mask;
-    while (w->hs[i])
-        i = (i + 1) & mask;
-    w->hs[i] = k + 1;
+    (void)msp_index_put(&w->by_tensor, seg_hash(s->t, s->ptr, s->n, s->dtype), k);
 }
 
 /* Puts [i, j) of this thread's batch (one device, n elements at most: they

@@ -37,10 +37,10 @@ typedef struct win {
     int retired;            /* no more segments: flushed when all are copied and busy is 0 */
     seg_t *seg;
     size_t nseg, capseg;
-    size_t issued;   /* segments [0, issued) have their copy launched */
-    size_t *hs, nhs; /* segments by tensor (index + 1; 0: empty), while they wait */
-    int64_t waiting; /* elements of the segments not yet copied */
-    size_t nwaiting; /* those segments, shared ones (dup) left out: tensors held */
+    size_t issued;         /* segments [0, issued) have their copy launched */
+    msp_index_t by_tensor; /* segments by tensor (or dense memory), while they wait */
+    int64_t waiting;       /* elements of the segments not yet copied */
+    size_t nwaiting;       /* those segments, shared ones (dup) left out: tensors held */
     /* once flushed */
     PyObject *host, *hcap, *event;
     const double *v; /* [4][width]: max, min, mean, mean of squares of rows,

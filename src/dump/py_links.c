@@ -15,7 +15,7 @@
  * Later notes replace earlier ones: the outermost wrapper, which finishes
  * last, wins. Only weak references: the table keeps no tensor alive.
  *
- * The tables are C (open addressing on entry numbers; names and shapes in
+ * The tables are C (msp_index on entry numbers; names and shapes in
  * growing arrays), not Python dicts of tuples: a note cost a formatted str,
  * a tuple, a key tuple of ints and two dict stores, ~2400 times a step on a
  * loop of small ops. */
@@ -26,30 +26,26 @@ typedef struct link_entry {
     int64_t version;
     int ndim;
     size_t shape_at, name_at; /* into g_links.shapes, g_links.names */
-    uint64_t mem_hash;
 } link_entry_t;
 
 static struct {
     int64_t step;
     link_entry_t *e;
     size_t n, cap;
-    uint32_t *by_id, *by_mem; /* entry number + 1; 0: empty */
-    size_t slots;             /* a power of two, > 2 n */
+    msp_index_t by_id, by_mem; /* entry numbers by id, by (data pointer, shape) */
     int64_t *shapes;
     size_t nshapes, cap_shapes;
     char *names;
     size_t nnames, cap_names;
-} g_links = {-1, NULL, 0, 0, NULL, NULL, 0, NULL, 0, 0, NULL, 0, 0};
+} g_links = {.step = -1};
 
 void msp_links_reset(void)
 {
     for (size_t i = 0; i < g_links.n; i++)
         Py_XDECREF(g_links.e[i].ref);
     g_links.n = g_links.nshapes = g_links.nnames = 0;
-    if (g_links.slots) {
-        memset(g_links.by_id, 0, g_links.slots * sizeof *g_links.by_id);
-        memset(g_links.by_mem, 0, g_links.slots * sizeof *g_links.by_mem);
-    }
+    msp_index_clear(&g_links.by_id);
+    msp_index_clear(&g_links.by_mem);
 }
 
 static uint64_t mem_hash(const void *ptr, int ndim, const int64_t *shape)
@@ -60,60 +56,30 @@ static uint64_t mem_hash(const void *ptr, int ndim, const int64_t *shape)
     return h;
 }
 
-static int mem_equal(const link_entry_t *e, const void *ptr, int ndim, const int64_t *shape)
+/* A key of either table: the object (id), or its data pointer and shape. */
+typedef struct {
+    const void *id, *ptr;
+    int ndim;
+    const int64_t *shape;
+} link_key_t;
+
+static int id_equal(const void *ctx, size_t i)
 {
-    return e->ptr == ptr && e->ndim == ndim &&
-           (ndim == 0 ||
-            memcmp(g_links.shapes + e->shape_at, shape, (size_t)ndim * sizeof *shape) == 0);
+    return g_links.e[i].id == ((const link_key_t *)ctx)->id;
 }
 
-/* The slot of key (id, or ptr and shape) in a table: its entry's or the empty one. */
-static size_t slot_by_id(const void *id)
+static int mem_equal(const void *ctx, size_t i)
 {
-    size_t mask = g_links.slots - 1, i = (size_t)msp_mix64((uint64_t)(uintptr_t)id) & mask;
-    while (g_links.by_id[i] && g_links.e[g_links.by_id[i] - 1].id != id)
-        i = (i + 1) & mask;
-    return i;
+    const link_key_t *k = ctx;
+    const link_entry_t *e = &g_links.e[i];
+    return e->ptr == k->ptr && e->ndim == k->ndim &&
+           (k->ndim == 0 || memcmp(g_links.shapes + e->shape_at, k->shape,
+                                   (size_t)k->ndim * sizeof *k->shape) == 0);
 }
 
-static size_t slot_by_mem(uint64_t h, const void *ptr, int ndim, const int64_t *shape)
+static uint64_t id_hash(const void *id)
 {
-    size_t mask = g_links.slots - 1, i = (size_t)h & mask;
-    while (g_links.by_mem[i] && !mem_equal(&g_links.e[g_links.by_mem[i] - 1], ptr, ndim, shape))
-        i = (i + 1) & mask;
-    return i;
-}
-
-/* Room for one more entry in the tables (rehashed when they grow); 0 or -1. */
-static int links_reserve(void)
-{
-    if (2 * (g_links.n + 1) < g_links.slots)
-        return 0;
-    size_t slots = g_links.slots ? 2 * g_links.slots : 1024;
-    uint32_t *by_id = calloc(slots, sizeof *by_id), *by_mem = calloc(slots, sizeof *by_mem);
-    if (!by_id || !by_mem || g_links.n >= UINT32_MAX - 1) {
-        free(by_id);
-        free(by_mem);
-        return -1;
-    }
-    /* Each old slot's entry goes to its key's place in the new tables. */
-    uint32_t *old_id = g_links.by_id, *old_mem = g_links.by_mem;
-    size_t old_slots = g_links.slots;
-    g_links.by_id = by_id;
-    g_links.by_mem = by_mem;
-    g_links.slots = slots;
-    for (size_t i = 0; i < old_slots; i++) {
-        if (old_id[i])
-            by_id[slot_by_id(g_links.e[old_id[i] - 1].id)] = old_id[i];
-        if (old_mem[i]) {
-            const link_entry_t *e = &g_links.e[old_mem[i] - 1];
-            by_mem[slot_by_mem(e->mem_hash, e->ptr, e->ndim, g_links.shapes + e->shape_at)] =
-                old_mem[i];
-        }
-    }
-    free(old_id);
-    free(old_mem);
-    return 0;
+    return msp_mix64((uint64_t)(uintptr_t)id);
 }
 
 void msp_link_note(const char *rec, const char *role, PyObject *t, const void *ptr, int ndim,
@@ -124,7 +90,8 @@ void msp_link_note(const char *rec, const char *role, PyObject *t, const void *p
         g_links.step = msp_g.step;
     }
     size_t lr = strlen(rec), lo = strlen(role);
-    if (links_reserve() != 0)
+    if (g_links.n >= UINT32_MAX - 1 || msp_index_reserve(&g_links.by_id, g_links.n + 1) ||
+        msp_index_reserve(&g_links.by_mem, g_links.n + 1))
         return;
     link_entry_t *ne = msp_grow(g_links.e, &g_links.cap, g_links.n, sizeof *ne, 256);
     if (!ne)
@@ -161,10 +128,11 @@ void msp_link_note(const char *rec, const char *role, PyObject *t, const void *p
     name[lr] = '/';
     memcpy(name + lr + 1, role, lo + 1);
     g_links.nnames += lr + lo + 2;
-    e->mem_hash = mem_hash(ptr, ndim, shape);
-    uint32_t num = (uint32_t)++g_links.n;
-    g_links.by_id[slot_by_id(t)] = num;
-    g_links.by_mem[slot_by_mem(e->mem_hash, ptr, ndim, shape)] = num;
+    /* a later note of a key replaces the earlier (both tables have room) */
+    link_key_t key = {t, ptr, ndim, shape};
+    msp_index_set(&g_links.by_id, id_hash(t), id_equal, &key, g_links.n);
+    msp_index_set(&g_links.by_mem, mem_hash(ptr, ndim, shape), mem_equal, &key, g_links.n);
+    g_links.n++;
 }
 
 /* The entry's tensor when it is still alive, borrowed; NULL otherwise. */
@@ -181,12 +149,13 @@ const char *msp_link_find(PyObject *t, const void *ptr, int ndim, const int64_t 
     if (g_links.step != msp_g.step || !g_links.n)
         return NULL;
     const link_entry_t *hit = NULL;
-    uint32_t k = g_links.by_id[slot_by_id(t)];
-    if (k && entry_alive(&g_links.e[k - 1]) == t) {
-        hit = &g_links.e[k - 1];
+    link_key_t key = {t, ptr, ndim, shape};
+    size_t k = msp_index_find(&g_links.by_id, id_hash(t), id_equal, &key);
+    if (k != SIZE_MAX && entry_alive(&g_links.e[k]) == t) {
+        hit = &g_links.e[k];
     } else {
-        k = g_links.by_mem[slot_by_mem(mem_hash(ptr, ndim, shape), ptr, ndim, shape)];
-        const link_entry_t *m = k ? &g_links.e[k - 1] : NULL;
+        k = msp_index_find(&g_links.by_mem, mem_hash(ptr, ndim, shape), mem_equal, &key);
+        const link_entry_t *m = k != SIZE_MAX ? &g_links.e[k] : NULL;
         if (m && entry_alive(m) && m->version >= 0 && m->version == msp_tensor_version(t))
             hit = m;
     }

@@ -29,18 +29,15 @@ static PyObject *g_lines;     /* (filename, lineno) -> stripped source line */
 static char g_torch_dir[512]; /* ".../site-packages/torch/" */
 static int g_ready;           /* 1 set up, -1 cannot be */
 
-/* dedup: this step's texts -> the record that carries each. Open
- * addressing; a slot of an earlier step counts as free (the whole table
- * turns over at once, so no chain of this step runs through one), and is
- * reused with its buffers. Only touched with the GIL held. */
+/* dedup: this step's texts -> the record that carries each (entries found
+ * by g_seen_ix by text; emptied when a step begins). Only touched with the
+ * GIL held. */
 typedef struct {
-    char *text, *first; /* malloc'd: the text (first: the slot is used, as
-                           table_grow wants), the record that carries it */
-    int64_t step;
-    uint64_t hash;
+    char *text, *first; /* malloc'd: the text, the record that carries it */
 } seen_t;
 static seen_t *g_seen;
 static size_t g_nseen, g_capseen;
+static msp_index_t g_seen_ix;
 static int64_t g_seen_step = -1;
 #define MSP_SEEN_MAX 1000000
 
@@ -202,39 +199,24 @@ static long pos_line(PyObject *code, long pos)
 /* Per code object, found by its address (the table holds a reference, so the
  * address is not reused; a code object's own hash reads its whole bytecode
  * and constants, each time): NULL to skip its frames (torch's own), else
- * (filename, func as bytes). */
+ * (filename, func as bytes). Entries found by g_codes_ix; at most
+ * MSP_STACK_KEPT of them, as of the call-site texts below. */
 typedef struct {
     PyObject *code, *info; /* info: Py_None to skip */
 } code_slot_t;
 static code_slot_t *g_codes;
 static size_t g_ncodes, g_capcodes;
+static msp_index_t g_codes_ix;
+#define MSP_STACK_KEPT 100000
 
-static size_t ptr_hash(const void *p)
+static uint64_t ptr_hash(const void *p)
 {
-    return (size_t)msp_mix64((uint64_t)(uintptr_t)p);
+    return msp_mix64((uint64_t)(uintptr_t)p);
 }
 
-/* Both tables below: open addressing, a power-of-two capacity, a slot used
- * when its first pointer is set. Doubles *cap (from 1024), placing the used
- * slots again by hash(slot); unchanged when there is no memory. */
-static void table_grow(void **slots, size_t *cap, size_t size, size_t (*hash)(const void *))
+static int code_is(const void *ctx, size_t i)
 {
-    size_t ncap = *cap ? 2 * *cap : 1024;
-    char *t = calloc(ncap, size), *old = *slots;
-    if (!t)
-        return;
-    for (size_t k = 0; k < *cap; k++) {
-        const char *s = old + k * size;
-        if (!*(void *const *)(const void *)s)
-            continue;
-        size_t i = hash(s) & (ncap - 1);
-        while (*(void **)(void *)(t + i * size))
-            i = (i + 1) & (ncap - 1);
-        memcpy(t + i * size, s, size);
-    }
-    free(old);
-    *slots = t;
-    *cap = ncap;
+    return g_codes[i].code == ctx;
 }
 
 static PyObject *code_new_info(PyObject *code)
@@ -258,33 +240,25 @@ static PyObject *code_new_info(PyObject *code)
     return info;
 }
 
-static size_t code_slot_hash(const void *slot)
-{
-    return ptr_hash(((const code_slot_t *)slot)->code);
-}
-
 /* Borrowed; NULL: a frame to skip. */
 static PyObject *code_info(PyObject *code)
 {
-    if (g_capcodes) {
-        for (size_t i = ptr_hash(code) & (g_capcodes - 1); g_codes[i].code;
-             i = (i + 1) & (g_capcodes - 1))
-            if (g_codes[i].code == code)
-                return g_codes[i].info == Py_None ? NULL : g_codes[i].info;
-    }
-    if (2 * (g_ncodes + 1) > g_capcodes && g_ncodes < 100000)
-        table_grow((void **)&g_codes, &g_capcodes, sizeof *g_codes, code_slot_hash);
+    uint64_t h = ptr_hash(code);
+    size_t at = msp_index_find(&g_codes_ix, h, code_is, code);
+    if (at != SIZE_MAX)
+        return g_codes[at].info == Py_None ? NULL : g_codes[at].info;
     PyObject *info = code_new_info(code);
-    if (2 * (g_ncodes + 1) > g_capcodes) { /* full (or no memory): not kept */
+    code_slot_t *v = g_ncodes < MSP_STACK_KEPT
+                         ? msp_grow(g_codes, &g_capcodes, g_ncodes, sizeof *v, 1024)
+                         : NULL;
+    if (v)
+        g_codes = v;
+    if (!v || msp_index_put(&g_codes_ix, h, g_ncodes)) { /* full (or no memory): not kept */
         Py_DECREF(info); /* the caller's frame holds code, and info is only read now... */
         return NULL;     /* ...so skip rather than hand out a dead reference */
     }
-    size_t i = ptr_hash(code) & (g_capcodes - 1);
-    while (g_codes[i].code)
-        i = (i + 1) & (g_capcodes - 1);
     Py_INCREF(code);
-    g_codes[i] = (code_slot_t){code, info};
-    g_ncodes++;
+    g_codes[g_ncodes++] = (code_slot_t){code, info};
     return info == Py_None ? NULL : info;
 }
 
@@ -296,25 +270,31 @@ typedef struct {
     long pos;       /* frame_pos */
 } site_t;
 typedef struct {
-    char *text; /* first: set when the slot is used (table_grow) */
+    char *text;
     int n;
     site_t site[MSP_STACK_FRAMES];
 } text_slot_t;
 static text_slot_t *g_texts;
 static size_t g_ntexts, g_captexts;
+static msp_index_t g_texts_ix;
 
-static size_t sites_hash(const site_t *s, int n)
+static uint64_t sites_hash(const site_t *s, int n)
 {
     uint64_t h = (uint64_t)n;
     for (int i = 0; i < n; i++)
         h = msp_mix64(h ^ (uint64_t)(uintptr_t)s[i].code) ^ msp_mix64((uint64_t)s[i].pos + h);
-    return (size_t)h;
+    return h;
 }
 
-static size_t text_slot_hash(const void *slot)
+typedef struct {
+    const site_t *s;
+    int n;
+} sites_key_t;
+
+static int sites_are(const void *ctx, size_t i)
 {
-    const text_slot_t *e = slot;
-    return sites_hash(e->site, e->n);
+    const sites_key_t *k = ctx;
+    return g_texts[i].n == k->n && memcmp(g_texts[i].site, k->s, (size_t)k->n * sizeof *k->s) == 0;
 }
 
 static char *site_text_new(const site_t *s, int n)
@@ -362,30 +342,28 @@ static char *site_text_new(const site_t *s, int n)
 static const char *site_text(const site_t *s, int n, int *own)
 {
     *own = 0;
-    size_t h = sites_hash(s, n);
-    if (g_captexts) {
-        for (size_t i = h & (g_captexts - 1); g_texts[i].text; i = (i + 1) & (g_captexts - 1))
-            if (g_texts[i].n == n && memcmp(g_texts[i].site, s, (size_t)n * sizeof *s) == 0)
-                return g_texts[i].text;
-    }
+    uint64_t h = sites_hash(s, n);
+    sites_key_t key = {s, n};
+    size_t at = msp_index_find(&g_texts_ix, h, sites_are, &key);
+    if (at != SIZE_MAX)
+        return g_texts[at].text;
     char *text = site_text_new(s, n);
     if (!text)
         return NULL;
-    if (2 * (g_ntexts + 1) > g_captexts && g_ntexts < 100000)
-        table_grow((void **)&g_texts, &g_captexts, sizeof *g_texts, text_slot_hash);
-    if (2 * (g_ntexts + 1) > g_captexts) {
+    text_slot_t *v = g_ntexts < MSP_STACK_KEPT
+                         ? msp_grow(g_texts, &g_captexts, g_ntexts, sizeof *v, 1024)
+                         : NULL;
+    if (v)
+        g_texts = v;
+    if (!v || msp_index_put(&g_texts_ix, h, g_ntexts)) { /* full (or no memory): the caller's */
         *own = 1;
         return text;
     }
-    size_t i = h & (g_captexts - 1);
-    while (g_texts[i].text)
-        i = (i + 1) & (g_captexts - 1);
-    text_slot_t *e = &g_texts[i];
+    text_slot_t *e = &g_texts[g_ntexts++];
     memset(e, 0, sizeof *e);
     memcpy(e->site, s, (size_t)n * sizeof *s);
     e->n = n;
     e->text = text;
-    g_ntexts++;
     return text;
 }
 
@@ -416,40 +394,37 @@ char *msp_stack_capture(void)
     return out;
 }
 
-static size_t seen_slot_hash(const void *slot)
+static int seen_is(const void *ctx, size_t i)
 {
-    return (size_t)((const seen_t *)slot)->hash;
+    return strcmp(g_seen[i].text, ctx) == 0;
 }
 
-/* A slot of this step's table (an earlier step's is free). */
-static int seen_now(const seen_t *e)
+/* A new step is a new file: its texts are written again. */
+static void seen_reset(void)
 {
-    return e->text && e->step == g_seen_step;
-}
-
-/* The slot of text in this step's table: its own, or the free one where it
- * goes; NULL when the table cannot take it. */
-static seen_t *seen_slot(const char *text, uint64_t h)
-{
-    if (2 * (g_nseen + 1) > g_capseen) {
-        if (g_nseen >= MSP_SEEN_MAX)
-            return NULL;
-        for (size_t k = 0; k < g_capseen; k++) /* only this step's entries move */
-            if (g_seen[k].text && !seen_now(&g_seen[k])) {
-                free(g_seen[k].text);
-                free(g_seen[k].first);
-                g_seen[k] = (seen_t){NULL, NULL, 0, 0};
-            }
-        size_t cap = g_capseen;
-        table_grow((void **)&g_seen, &g_capseen, sizeof *g_seen, seen_slot_hash);
-        if (g_capseen == cap)
-            return NULL; /* no memory */
+    for (size_t i = 0; i < g_nseen; i++) {
+        free(g_seen[i].text);
+        free(g_seen[i].first);
     }
-    size_t i = h & (g_capseen - 1);
-    for (; seen_now(&g_seen[i]); i = (i + 1) & (g_capseen - 1))
-        if (g_seen[i].hash == h && strcmp(g_seen[i].text, text) == 0)
-            break;
-    return &g_seen[i];
+    g_nseen = 0;
+    msp_index_clear(&g_seen_ix);
+}
+
+/* The table keeps text (malloc'd; hash h), first carried by record name:
+ * 1, or 0 when it cannot (text is still the caller's). */
+static int seen_add(char *text, uint64_t h, const char *name)
+{
+    seen_t *v = g_nseen < MSP_SEEN_MAX ? msp_grow(g_seen, &g_capseen, g_nseen, sizeof *v, 1024)
+                                       : NULL;
+    if (v)
+        g_seen = v;
+    char *first = v ? strdup(name) : NULL;
+    if (!first || msp_index_put(&g_seen_ix, h, g_nseen)) {
+        free(first);
+        return 0;
+    }
+    g_seen[g_nseen++] = (seen_t){text, first};
+    return 1;
 }
 
 void msp_stack_commit(msp_dq_rec_t *r)
@@ -458,30 +433,23 @@ void msp_stack_commit(msp_dq_rec_t *r)
     r->stack = NULL;
     if (!text)
         return;
-    if (g_seen_step != msp_g.step) { /* a new step is a new file */
+    if (g_seen_step != msp_g.step) {
         g_seen_step = msp_g.step;
-        g_nseen = 0;
+        seen_reset();
     }
     uint64_t h = msp_str_hash(text, 0);
-    seen_t *e = seen_slot(text, h);
-    if (e && seen_now(e)) {
+    size_t seen = msp_index_find(&g_seen_ix, h, seen_is, text);
+    if (seen != SIZE_MAX) {
         char ref[600] = "@";
         size_t at = 1;
-        msp_str_add(ref, sizeof ref, &at, e->first);
+        msp_str_add(ref, sizeof ref, &at, g_seen[seen].first);
         msp_dq_rec_add_attr(r, "stack", ref);
         free(text);
         return;
     }
     msp_dq_rec_add_attr(r, "stack", text);
-    char *first = e && r->name ? strdup(r->name) : NULL;
-    if (first) { /* the slot keeps the text itself */
-        free(e->text);
-        free(e->first);
-        *e = (seen_t){text, first, g_seen_step, h};
-        g_nseen++;
-        return;
-    }
-    free(text);
+    if (!r->name || !seen_add(text, h, r->name)) /* else the table keeps the text itself */
+        free(text);
 }
 
 /* ---- where data preparation ends (py_prep.c) ---- */

@@ -263,20 +263,23 @@ struct msp_ms_names {
     size_t *idx;
 };
 
+struct msp_ms_key {
+    const struct msp_ms_names *nx;
+    const char *name;
+};
+
+static int msp_ms_before(const void *ctx, size_t i)
+{
+    const struct msp_ms_key *k = ctx;
+    return strcmp(k->nx->f->records[k->nx->idx[i]].name, k->name) < 0;
+}
+
 static long msp_ms_find(const struct msp_ms_names *nx, const char *name)
 {
-    size_t lo = 0, hi = nx->f->n_records;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(nx->f->records[nx->idx[mid]].name, name);
-        if (c == 0)
-            return (long)nx->idx[mid];
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return -1;
+    struct msp_ms_key k = {nx, name};
+    size_t i = msp_lower_bound(nx->f->n_records, msp_ms_before, &k);
+    return i < nx->f->n_records && !strcmp(nx->f->records[nx->idx[i]].name, name) ? (long)nx->idx[i]
+                                                                                  : -1;
 }
 
 /* ---- stack.json, construct.json ----------------------------------------------- */

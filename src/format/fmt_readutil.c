@@ -32,17 +32,22 @@ void msp_rows_free(struct msp_attr_row *rows, size_t n)
     free(rows);
 }
 
+struct msp_rows_key {
+    const struct msp_attr_row *rows;
+    const char *record;
+};
+
+static int msp_rows_before(const void *ctx, size_t i)
+{
+    const struct msp_rows_key *k = ctx;
+    return strcmp(k->rows[i].record, k->record) < 0;
+}
+
 msp_err msp_rows_find(const struct msp_attr_row *rows, size_t n, const char *record, char ***keys,
                       char ***values, size_t *m, const char *where)
 {
-    size_t lo = 0, hi = n;
-    while (lo < hi) { /* the first row of record, if any */
-        size_t mid = lo + (hi - lo) / 2;
-        if (strcmp(rows[mid].record, record) < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    struct msp_rows_key key = {rows, record};
+    size_t lo = msp_lower_bound(n, msp_rows_before, &key); /* the first row of record, if any */
     size_t end = lo;
     while (end < n && strcmp(rows[end].record, record) == 0)
         end++;

@@ -81,93 +81,77 @@ static void msp_writer_free(msp_writer_t *w)
     free(w->attrs);
     msp_rows_free(w->defs, w->n_defs);
     free(w->attr_keys);
-    free(w->roles);
-    for (size_t i = 0; i < w->cap_names; i++)
+    msp_index_free(&w->roles);
+    msp_index_free(&w->names_ix);
+    for (size_t i = 0; i < w->n_names; i++)
         free(w->names[i]);
     free(w->names);
     free(w->path);
     free(w);
 }
 
+struct msp_name_key {
+    const msp_writer_t *w;
+    const char *name;
+};
+
+static int msp_name_is(const void *ctx, size_t i)
+{
+    const struct msp_name_key *k = ctx;
+    return strcmp(k->w->names[i], k->name) == 0;
+}
+
 /* Adds name to the file's record names (*kept: its copy there): 1 added, 0
  * already there, -1 out of memory. */
 static int msp_names_add(msp_writer_t *w, const char *name, const char **kept)
 {
-    if (2 * (w->n_names + 1) > w->cap_names) {
-        size_t cap = w->cap_names ? 2 * w->cap_names : 256;
-        char **t = calloc(cap, sizeof *t);
-        if (!t)
-            return -1;
-        for (size_t i = 0; i < w->cap_names; i++) {
-            if (!w->names[i])
-                continue;
-            size_t j = (size_t)msp_str_hash(w->names[i], 0) & (cap - 1);
-            while (t[j])
-                j = (j + 1) & (cap - 1);
-            t[j] = w->names[i];
-        }
-        free(w->names);
+    struct msp_name_key key = {w, name};
+    uint64_t h = msp_str_hash(name, 0);
+    if (msp_index_find(&w->names_ix, h, msp_name_is, &key) != SIZE_MAX)
+        return 0;
+    char **t = msp_grow(w->names, &w->cap_names, w->n_names, sizeof *t, 256);
+    if (t)
         w->names = t;
-        w->cap_names = cap;
-    }
-    size_t j = (size_t)msp_str_hash(name, 0) & (w->cap_names - 1);
-    for (; w->names[j]; j = (j + 1) & (w->cap_names - 1))
-        if (strcmp(w->names[j], name) == 0)
-            return 0;
-    if (!(w->names[j] = strdup(name)))
+    char *copy = t ? strdup(name) : NULL;
+    if (!copy || msp_index_put(&w->names_ix, h, w->n_names)) {
+        free(copy);
         return -1;
-    *kept = w->names[j];
-    w->n_names++;
+    }
+    w->names[w->n_names++] = copy;
+    *kept = copy;
     return 1;
 }
 
 #define MSP_ROLES_SCAN 16 /* a record with fewer rows: its roles are compared one by one */
 
-/* Row i (of the open record) can be found by its role; a full table is
- * rebuilt from the record's rows. -1: out of memory. */
-static int msp_roles_add(msp_writer_t *w, size_t i)
+struct msp_role_key {
+    const msp_writer_t *w;
+    const char *role;
+};
+
+static int msp_role_is(const void *ctx, size_t i)
 {
-    if (2 * (w->n_roles + 1) > w->cap_roles) {
-        size_t cap = w->cap_roles ? 2 * w->cap_roles : 256;
-        size_t *t = calloc(cap, sizeof *t);
-        if (!t)
-            return -1;
-        free(w->roles);
-        w->roles = t;
-        w->cap_roles = cap;
-        w->n_roles = 0;
-        for (size_t k = w->record_row; k < i; k++) /* those indexed before i */
-            if (msp_roles_add(w, k) != 0)
-                return -1;
-    }
-    size_t j = (size_t)msp_str_hash(w->rows[i].r.role, 0) & (w->cap_roles - 1);
-    while (w->roles[j])
-        j = (j + 1) & (w->cap_roles - 1);
-    w->roles[j] = i + 1;
-    w->n_roles++;
-    return 0;
+    const struct msp_role_key *k = ctx;
+    return strcmp(k->w->rows[i].r.role, k->role) == 0;
 }
 
 /* Whether the open record already has a row for role. */
 static int msp_roles_has(msp_writer_t *w, const char *role)
 {
-    if (w->n_rows - w->record_row < MSP_ROLES_SCAN) {
-        for (size_t i = w->record_row; i < w->n_rows; i++)
-            if (strcmp(w->rows[i].r.role, role) == 0)
-                return 1;
-        return 0;
-    }
-    if (w->n_roles < w->n_rows - w->record_row) /* rows added since: indexed now */
-        for (size_t i = w->record_row + w->n_roles; i < w->n_rows; i++)
-            if (msp_roles_add(w, i) != 0) { /* no memory for the table: one by one */
-                for (size_t k = w->record_row; k < w->n_rows; k++)
-                    if (strcmp(w->rows[k].r.role, role) == 0)
-                        return 1;
-                return 0;
-            }
-    size_t j = (size_t)msp_str_hash(role, 0) & (w->cap_roles - 1);
-    for (; w->roles[j]; j = (j + 1) & (w->cap_roles - 1))
-        if (strcmp(w->rows[w->roles[j] - 1].r.role, role) == 0)
+    size_t first = w->record_row;
+    if (w->n_rows - first >= MSP_ROLES_SCAN) {
+        /* rows added since the last look are indexed now */
+        size_t i = first + w->roles.n;
+        for (; i < w->n_rows; i++)
+            if (msp_index_put(&w->roles, msp_str_hash(w->rows[i].r.role, 0), i))
+                break;
+        if (i == w->n_rows) {
+            struct msp_role_key key = {w, role};
+            return msp_index_find(&w->roles, msp_str_hash(role, 0), msp_role_is, &key) != SIZE_MAX;
+        }
+    } /* few rows, or no memory for the index: one by one */
+    for (size_t i = first; i < w->n_rows; i++)
+        if (strcmp(w->rows[i].r.role, role) == 0)
             return 1;
     return 0;
 }
@@ -322,10 +306,8 @@ msp_err msp_writer_begin_record(msp_writer_t *w, const char *record, int64_t ord
     w->order = order;
     w->record_tensors = 0;
     w->record_row = w->n_rows;
-    if (w->n_roles) { /* the last record's table */
-        memset(w->roles, 0, w->cap_roles * sizeof *w->roles);
-        w->n_roles = 0;
-    }
+    if (w->roles.n) /* the last record's table */
+        msp_index_clear(&w->roles);
     return MSP_OK;
 }
 

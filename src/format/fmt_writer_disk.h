@@ -23,19 +23,19 @@ struct msp_writer {
     int64_t order;
     size_t record_tensors;
     size_t record_row; /* its first /index row */
-    /* Every record name begun in this file (open addressing, power of two):
-     * records without data have no group, so HDF5 cannot catch duplicates. */
+    /* Every record name begun in this file, found by names_ix: records
+     * without data have no group, so HDF5 cannot catch duplicates. */
     char **names;
     size_t n_names, cap_names;
+    msp_index_t names_ix;
     hid_t types[MSP_DTYPE_COUNT_];
     hid_t dcpl; /* contiguous, allocated at creation, never filled */
     hid_t gcpl;
     struct msp_wrow *rows;
     size_t n_rows, cap_rows;
-    /* The open record's roles by hash (row index + 1), once it has many (an
-     * optimizer's record holds four a parameter): emptied at its end. */
-    size_t *roles;
-    size_t n_roles, cap_roles;
+    /* The open record's rows by role, once it has many (an optimizer's
+     * record holds four a parameter): emptied at its end. */
+    msp_index_t roles;
     /* /attrs rows, kept until close: an attribute on a record group cost
      * HDF5 a group and an attribute (about 25 us a record), a row costs
      * nothing until the one write at close. key and value are owned. */

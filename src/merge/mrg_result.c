@@ -62,8 +62,7 @@ typedef struct cmp_merge {
     size_t n_rows, cap_rows;
     cmp_mval_t *vals;
     size_t n_vals, cap_vals;
-    size_t *hash; /* open addressing: row index + 1, 0 empty */
-    size_t n_hash;
+    msp_index_t by_key; /* rows by (name, step) */
     int has_step;
     /* the file being read */
     const char *file;
@@ -73,44 +72,39 @@ typedef struct cmp_merge {
     int header_seen;
 } cmp_merge_t;
 
-static msp_err cmp_merge_rehash(cmp_merge_t *m)
+struct cmp_mrow_key {
+    const cmp_merge_t *m;
+    const char *name;
+    int64_t step;
+};
+
+static int cmp_mrow_is(const void *ctx, size_t i)
 {
-    size_t n = m->n_hash ? m->n_hash * 2 : 1024;
-    size_t *h = calloc(n, sizeof *h);
-    if (!h)
-        return msp_fail(MSP_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < m->n_rows; i++) {
-        size_t k = (size_t)msp_str_hash(m->rows[i].name, (uint64_t)m->rows[i].step) & (n - 1);
-        while (h[k])
-            k = (k + 1) & (n - 1);
-        h[k] = i + 1;
-    }
-    free(m->hash);
-    m->hash = h;
-    m->n_hash = n;
-    return MSP_OK;
+    const struct cmp_mrow_key *k = ctx;
+    const cmp_mrow_t *r = &k->m->rows[i];
+    return r->step == k->step && !strcmp(r->name, k->name);
 }
 
 /* The row of (name, step), added when new; (size_t)-1 when out of memory. */
 static size_t cmp_merge_row(cmp_merge_t *m, const char *name, int64_t step)
 {
-    if ((m->n_rows + 1) * 2 > m->n_hash && cmp_merge_rehash(m))
-        return (size_t)-1;
-    size_t k = (size_t)msp_str_hash(name, (uint64_t)step) & (m->n_hash - 1);
-    while (m->hash[k]) {
-        const cmp_mrow_t *r = &m->rows[m->hash[k] - 1];
-        if (r->step == step && !strcmp(r->name, name))
-            return m->hash[k] - 1;
-        k = (k + 1) & (m->n_hash - 1);
-    }
+    struct cmp_mrow_key key = {m, name, step};
+    uint64_t h = msp_str_hash(name, (uint64_t)step);
+    size_t at = msp_index_find(&m->by_key, h, cmp_mrow_is, &key);
+    if (at != SIZE_MAX)
+        return at;
     cmp_mrow_t *nv = msp_grow(m->rows, &m->cap_rows, m->n_rows, sizeof *nv, 256);
+    if (nv) /* kept even when what follows fails: the array may have moved */
+        m->rows = nv;
     char *d = nv ? strdup(name) : NULL;
     if (!d)
         return (size_t)-1;
-    m->rows = nv;
+    if (msp_index_put(&m->by_key, h, m->n_rows)) {
+        free(d);
+        return (size_t)-1;
+    }
     m->rows[m->n_rows] = (cmp_mrow_t){d, step};
-    m->hash[k] = ++m->n_rows;
-    return m->n_rows - 1;
+    return m->n_rows++;
 }
 
 /* The slot of rank; a rank from two files is an error. */
@@ -545,7 +539,7 @@ cleanup:
     for (size_t i = 0; i < m.n_vals; i++)
         free(m.vals[i].text);
     free(m.vals);
-    free(m.hash);
+    msp_index_free(&m.by_key);
     free(m.ranks);
     cmp_strv_free(m.rank_file, m.n_ranks);
     cmp_merge_cfg_free(&cfg);

@@ -58,20 +58,27 @@ static const char *cmp_role_of(const char *tensor_name, const char *record)
     return tensor_name + rl + 1;
 }
 
+struct cmp_owner_key {
+    const msp_compare_result_t *res;
+    size_t ti;
+};
+
+/* Record i's tensor range ends at or before row ti. */
+static int cmp_owner_before(const void *ctx, size_t i)
+{
+    const struct cmp_owner_key *k = ctx;
+    const msp_record_cmp_t *r = &k->res->records[i];
+    return r->first_tensor + r->n_tensors <= k->ti;
+}
+
 /* Which record's tensor range holds row ti (records are contiguous, in order). */
 static const msp_record_cmp_t *cmp_owner(const msp_compare_result_t *res, long ti)
 {
-    size_t lo = 0, hi = res->n_records;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        const msp_record_cmp_t *r = &res->records[mid];
-        if ((size_t)ti < r->first_tensor)
-            hi = mid;
-        else if ((size_t)ti >= r->first_tensor + r->n_tensors)
-            lo = mid + 1;
-        else
-            return r;
-    }
+    struct cmp_owner_key key = {res, (size_t)ti};
+    size_t at = msp_lower_bound(res->n_records, cmp_owner_before, &key);
+    if (at < res->n_records && (size_t)ti >= res->records[at].first_tensor &&
+        (size_t)ti < res->records[at].first_tensor + res->records[at].n_tensors)
+        return &res->records[at];
     for (size_t i = 0; i < res->n_records; i++) { /* ranges out of order: look at all */
         const msp_record_cmp_t *r = &res->records[i];
         if ((size_t)ti >= r->first_tensor && (size_t)ti < r->first_tensor + r->n_tensors)
