@@ -276,6 +276,37 @@ void msp_buf_json_str(msp_buf_t *b, const char *s);
 void msp_buf_json_num(msp_buf_t *b, double v, int digits);
 void msp_buf_free(msp_buf_t *b); /* NULL-safe; leaves b empty */
 
+/* Binary messages between processes of one msprobe build on one machine
+ * (wire.c): the reader helper's catalogue, compare parts in the spool and
+ * between MPI ranks. Fixed-size fields in the machine's byte order (u64,
+ * i64, f64: 8 bytes); a string is a u64 length + 1 (0 for NULL), then its
+ * bytes without the NUL. msp_wput_* append to an msp_buf_t (its oom tells);
+ * msp_wget_* read from an msp_wire_rd_t, {bytes, length, 0}: every field
+ * is checked against what is left, a short or impossible one sets bad (and
+ * reads as 0 or NULL), a string that cannot be allocated sets oom. */
+void msp_wput(msp_buf_t *b, const void *src, size_t n);
+void msp_wput_u64(msp_buf_t *b, uint64_t v);
+void msp_wput_i64(msp_buf_t *b, int64_t v);
+void msp_wput_f64(msp_buf_t *b, double v);
+void msp_wput_str(msp_buf_t *b, const char *s);
+typedef struct msp_wire_rd {
+    const unsigned char *p;
+    size_t n, at;
+    int bad, oom;
+} msp_wire_rd_t;
+void msp_wget(msp_wire_rd_t *r, void *dst, size_t n);
+uint64_t msp_wget_u64(msp_wire_rd_t *r);
+int64_t msp_wget_i64(msp_wire_rd_t *r);
+double msp_wget_f64(msp_wire_rd_t *r);
+/* malloc'd; NULL for a NULL string (or when bad or oom is set). */
+char *msp_wget_str(msp_wire_rd_t *r);
+/* A string into a field of cap bytes, NUL-padded; one that does not fit
+ * with its NUL is bad. */
+void msp_wget_fixed(msp_wire_rd_t *r, char *dst, size_t cap);
+/* A count of items of at least min_bytes each, no more than the rest of
+ * the message can hold (else bad): no allocation follows a lie. */
+size_t msp_wget_count(msp_wire_rd_t *r, size_t min_bytes);
+
 /* Write path atomically as one HTML page that opens offline, with no file
  * beside it: title, the shared style (html_base.css) then css in <style>,
  * data (JSON text, made with msp_buf_json_* so that it holds no '<') in

@@ -5,8 +5,8 @@
  * unlinked temp file: nothing is left behind whatever happens), and read back
  * when the report is written. The same bytes travel between the processes of
  * an MPI compare. Both ends are this very binary, so the fixed part of each
- * struct is copied as it is and only its strings are written out; the
- * asserts below stop the build when a struct changes, until the lists of
+ * struct is copied as it is and only its strings are written out (common's
+ * wire codec, msp_wput_* and msp_wget_*); the asserts below stop the build when a struct changes, until the lists of
  * its strings here are brought up to date. */
 #include "cmp_internal.h"
 
@@ -51,46 +51,26 @@ _Static_assert(offsetof(msp_tensor_cmp_t, npu_dtype) == 2 * sizeof(char *) &&
 
 /* ---- packing ------------------------------------------------------------- */
 
-/* packed bytes go into an msp_buf_t (bytes, not text: hence void *) */
-static void cmp_put(msp_buf_t *b, const void *src, size_t len)
-{
-    msp_buf_put(b, src, len);
-}
-
-static void cmp_put_u64(msp_buf_t *b, uint64_t v)
-{
-    cmp_put(b, &v, sizeof v);
-}
-
-/* A string: its length + 1 (0 for NULL), then its bytes. */
-static void cmp_put_str(msp_buf_t *b, const char *s)
-{
-    uint64_t n = s ? strlen(s) + 1 : 0;
-    cmp_put_u64(b, n);
-    if (n > 1)
-        cmp_put(b, s, (size_t)n - 1);
-}
-
 msp_err cmp_part_pack(const msp_compare_result_t *part, unsigned char **out, size_t *len)
 {
     msp_buf_t b = {0};
     *out = NULL;
     *len = 0;
-    cmp_put_u64(&b, CMP_PART_MAGIC);
-    cmp_put_u64(&b, (uint64_t)part->stats_mode);
-    cmp_put_u64(&b, part->n_pairs);
-    cmp_put_u64(&b, part->bytes_compared);
-    cmp_put_u64(&b, part->n_failed);
-    cmp_put_u64(&b, part->n_unpaired);
+    msp_wput_u64(&b, CMP_PART_MAGIC);
+    msp_wput_u64(&b, (uint64_t)part->stats_mode);
+    msp_wput_u64(&b, part->n_pairs);
+    msp_wput_u64(&b, part->bytes_compared);
+    msp_wput_u64(&b, part->n_failed);
+    msp_wput_u64(&b, part->n_unpaired);
     for (size_t i = 0; i < part->n_unpaired; i++)
-        cmp_put_str(&b, part->unpaired[i]);
-    cmp_put_u64(&b, part->n_unread);
+        msp_wput_str(&b, part->unpaired[i]);
+    msp_wput_u64(&b, part->n_unread);
     for (size_t i = 0; i < part->n_unread; i++)
-        cmp_put_str(&b, part->unread[i]);
-    cmp_put_u64(&b, part->n_crc_bad);
-    cmp_put_u64(&b, part->n_unreadable);
-    cmp_put_str(&b, part->first_unreadable);
-    cmp_put_u64(&b, part->n_records);
+        msp_wput_str(&b, part->unread[i]);
+    msp_wput_u64(&b, part->n_crc_bad);
+    msp_wput_u64(&b, part->n_unreadable);
+    msp_wput_str(&b, part->first_unreadable);
+    msp_wput_u64(&b, part->n_records);
     for (size_t i = 0; i < part->n_records; i++) {
         msp_record_cmp_t r = part->records[i];
         char **f[CMP_REC_STRS];
@@ -100,34 +80,34 @@ msp_err cmp_part_pack(const msp_compare_result_t *part, unsigned char **out, siz
             keep[k] = *f[k];
             *f[k] = NULL;
         }
-        cmp_put(&b, &r, sizeof r);
+        msp_wput(&b, &r, sizeof r);
         for (int k = 0; k < CMP_REC_STRS; k++)
-            cmp_put_str(&b, keep[k]);
+            msp_wput_str(&b, keep[k]);
     }
-    cmp_put_u64(&b, part->n_tensors);
+    msp_wput_u64(&b, part->n_tensors);
     for (size_t i = 0; i < part->n_tensors; i++) {
         /* the fixed text fields (dtype, shape: 272 bytes, mostly zeros) go as
          * strings, the rest of the struct as it is: half the bytes a row */
         const msp_tensor_cmp_t *t = &part->tensors[i];
         const unsigned char *raw = (const unsigned char *)t;
-        cmp_put(&b, raw + CMP_TEN_FIXED_END, sizeof *t - CMP_TEN_FIXED_END);
-        cmp_put_str(&b, t->npu_dtype);
-        cmp_put_str(&b, t->bench_dtype);
-        cmp_put_str(&b, t->npu_shape);
-        cmp_put_str(&b, t->bench_shape);
-        cmp_put_str(&b, t->npu_name);
-        cmp_put_str(&b, t->bench_name);
-        cmp_put_str(&b, t->err_message);
-        cmp_put_str(&b, t->producer);
-        cmp_put_str(&b, t->npu_data_name);
-        cmp_put_str(&b, t->bench_data_name);
+        msp_wput(&b, raw + CMP_TEN_FIXED_END, sizeof *t - CMP_TEN_FIXED_END);
+        msp_wput_str(&b, t->npu_dtype);
+        msp_wput_str(&b, t->bench_dtype);
+        msp_wput_str(&b, t->npu_shape);
+        msp_wput_str(&b, t->bench_shape);
+        msp_wput_str(&b, t->npu_name);
+        msp_wput_str(&b, t->bench_name);
+        msp_wput_str(&b, t->err_message);
+        msp_wput_str(&b, t->producer);
+        msp_wput_str(&b, t->npu_data_name);
+        msp_wput_str(&b, t->bench_data_name);
     }
-    cmp_put_u64(&b, part->n_suspects);
+    msp_wput_u64(&b, part->n_suspects);
     for (size_t i = 0; i < part->n_suspects; i++) {
         msp_suspect_t s = part->suspects[i];
         s.reason = NULL;
-        cmp_put(&b, &s, sizeof s);
-        cmp_put_str(&b, part->suspects[i].reason);
+        msp_wput(&b, &s, sizeof s);
+        msp_wput_str(&b, part->suspects[i].reason);
     }
     if (b.oom) {
         msp_buf_free(&b);
@@ -140,147 +120,75 @@ msp_err cmp_part_pack(const msp_compare_result_t *part, unsigned char **out, siz
 
 /* ---- unpacking -------------------------------------------------------------- */
 
-typedef struct cmp_rd {
-    const unsigned char *p;
-    size_t n, at;
-    int bad;
-} cmp_rd_t;
-
-static void cmp_get(cmp_rd_t *r, void *dst, size_t len)
-{
-    if (r->bad || len > r->n - r->at) {
-        r->bad = 1;
-        memset(dst, 0, len);
-        return;
-    }
-    memcpy(dst, r->p + r->at, len);
-    r->at += len;
-}
-
-static uint64_t cmp_get_u64(cmp_rd_t *r)
-{
-    uint64_t v = 0;
-    cmp_get(r, &v, sizeof v);
-    return v;
-}
-
-/* A count of items of at least min_bytes each that the rest can hold. */
-static size_t cmp_get_count(cmp_rd_t *r, size_t min_bytes)
-{
-    uint64_t n = cmp_get_u64(r);
-    if (r->bad || n > (r->n - r->at) / (min_bytes ? min_bytes : 1)) {
-        r->bad = 1;
-        return 0;
-    }
-    return (size_t)n;
-}
-
-static char *cmp_get_str(cmp_rd_t *r, int *oom)
-{
-    uint64_t n = cmp_get_u64(r);
-    if (r->bad || n == 0)
-        return NULL;
-    if (n - 1 > r->n - r->at) {
-        r->bad = 1;
-        return NULL;
-    }
-    char *s = malloc((size_t)n);
-    if (!s) {
-        *oom = 1;
-        r->at += (size_t)n - 1;
-        return NULL;
-    }
-    memcpy(s, r->p + r->at, (size_t)n - 1);
-    s[n - 1] = '\0';
-    r->at += (size_t)n - 1;
-    return s;
-}
-
-/* A string into a fixed field of cap bytes (longer than the field: damaged). */
-static void cmp_get_fixed(cmp_rd_t *r, char *dst, size_t cap)
-{
-    uint64_t n = cmp_get_u64(r);
-    memset(dst, 0, cap);
-    if (r->bad || n == 0)
-        return;
-    if (n > cap || n - 1 > r->n - r->at) {
-        r->bad = 1;
-        return;
-    }
-    memcpy(dst, r->p + r->at, (size_t)n - 1);
-    r->at += (size_t)n - 1;
-}
-
 msp_err cmp_part_unpack(const unsigned char *buf, size_t len, msp_compare_result_t **out)
 {
-    cmp_rd_t r = {buf, len, 0, 0};
-    int oom = 0;
+    msp_wire_rd_t r = {buf, len, 0, 0, 0};
     *out = NULL;
     msp_compare_result_t *p = calloc(1, sizeof *p);
     if (!p)
         return msp_fail(MSP_ERR_NOMEM, "compare: out of memory reading a pair's result");
     p->root_record = p->root_tensor = p->first_rank = -1;
-    if (cmp_get_u64(&r) != CMP_PART_MAGIC)
+    if (msp_wget_u64(&r) != CMP_PART_MAGIC)
         r.bad = 1;
-    p->stats_mode = (int)cmp_get_u64(&r);
-    p->n_pairs = (size_t)cmp_get_u64(&r);
-    p->bytes_compared = cmp_get_u64(&r);
-    p->n_failed = (size_t)cmp_get_u64(&r);
-    size_t nu = cmp_get_count(&r, 8);
+    p->stats_mode = (int)msp_wget_u64(&r);
+    p->n_pairs = (size_t)msp_wget_u64(&r);
+    p->bytes_compared = msp_wget_u64(&r);
+    p->n_failed = (size_t)msp_wget_u64(&r);
+    size_t nu = msp_wget_count(&r, 8);
     if (nu && !(p->unpaired = calloc(nu, sizeof *p->unpaired)))
-        oom = 1;
+        r.oom = 1;
     for (size_t i = 0; p->unpaired && i < nu; i++, p->n_unpaired++)
-        p->unpaired[i] = cmp_get_str(&r, &oom);
-    size_t nun = cmp_get_count(&r, 8);
+        p->unpaired[i] = msp_wget_str(&r);
+    size_t nun = msp_wget_count(&r, 8);
     if (nun && !(p->unread = calloc(nun, sizeof *p->unread)))
-        oom = 1;
+        r.oom = 1;
     for (size_t i = 0; p->unread && i < nun; i++, p->n_unread++)
-        p->unread[i] = cmp_get_str(&r, &oom);
-    p->n_crc_bad = (size_t)cmp_get_u64(&r);
-    p->n_unreadable = (size_t)cmp_get_u64(&r);
-    p->first_unreadable = cmp_get_str(&r, &oom);
-    size_t nr = cmp_get_count(&r, sizeof(msp_record_cmp_t));
-    if (nr && !oom && !(p->records = calloc(nr, sizeof *p->records)))
-        oom = 1;
+        p->unread[i] = msp_wget_str(&r);
+    p->n_crc_bad = (size_t)msp_wget_u64(&r);
+    p->n_unreadable = (size_t)msp_wget_u64(&r);
+    p->first_unreadable = msp_wget_str(&r);
+    size_t nr = msp_wget_count(&r, sizeof(msp_record_cmp_t));
+    if (nr && !r.oom && !(p->records = calloc(nr, sizeof *p->records)))
+        r.oom = 1;
     for (size_t i = 0; p->records && i < nr && !r.bad; i++, p->n_records++) {
         msp_record_cmp_t *rec = &p->records[i];
-        cmp_get(&r, rec, sizeof *rec);
+        msp_wget(&r, rec, sizeof *rec);
         char **f[CMP_REC_STRS];
         cmp_rec_strs(rec, f);
         for (int k = 0; k < CMP_REC_STRS; k++)
             *f[k] = NULL; /* pointers of the packing process: never followed */
         for (int k = 0; k < CMP_REC_STRS; k++)
-            *f[k] = cmp_get_str(&r, &oom);
+            *f[k] = msp_wget_str(&r);
     }
-    size_t nt = cmp_get_count(&r, sizeof(msp_tensor_cmp_t) - CMP_TEN_FIXED_END + 10 * 8);
-    if (nt && !oom && !(p->tensors = calloc(nt, sizeof *p->tensors)))
-        oom = 1;
+    size_t nt = msp_wget_count(&r, sizeof(msp_tensor_cmp_t) - CMP_TEN_FIXED_END + 10 * 8);
+    if (nt && !r.oom && !(p->tensors = calloc(nt, sizeof *p->tensors)))
+        r.oom = 1;
     for (size_t i = 0; p->tensors && i < nt && !r.bad; i++, p->n_tensors++) {
         msp_tensor_cmp_t *t = &p->tensors[i];
-        cmp_get(&r, (unsigned char *)t + CMP_TEN_FIXED_END, sizeof *t - CMP_TEN_FIXED_END);
+        msp_wget(&r, (unsigned char *)t + CMP_TEN_FIXED_END, sizeof *t - CMP_TEN_FIXED_END);
         /* the packing process's pointers: never followed */
         t->err_message = t->producer = t->npu_data_name = t->bench_data_name = NULL;
-        cmp_get_fixed(&r, t->npu_dtype, sizeof t->npu_dtype);
-        cmp_get_fixed(&r, t->bench_dtype, sizeof t->bench_dtype);
-        cmp_get_fixed(&r, t->npu_shape, sizeof t->npu_shape);
-        cmp_get_fixed(&r, t->bench_shape, sizeof t->bench_shape);
-        t->npu_name = cmp_get_str(&r, &oom);
-        t->bench_name = cmp_get_str(&r, &oom);
-        t->err_message = cmp_get_str(&r, &oom);
-        t->producer = cmp_get_str(&r, &oom);
-        t->npu_data_name = cmp_get_str(&r, &oom);
-        t->bench_data_name = cmp_get_str(&r, &oom);
+        msp_wget_fixed(&r, t->npu_dtype, sizeof t->npu_dtype);
+        msp_wget_fixed(&r, t->bench_dtype, sizeof t->bench_dtype);
+        msp_wget_fixed(&r, t->npu_shape, sizeof t->npu_shape);
+        msp_wget_fixed(&r, t->bench_shape, sizeof t->bench_shape);
+        t->npu_name = msp_wget_str(&r);
+        t->bench_name = msp_wget_str(&r);
+        t->err_message = msp_wget_str(&r);
+        t->producer = msp_wget_str(&r);
+        t->npu_data_name = msp_wget_str(&r);
+        t->bench_data_name = msp_wget_str(&r);
         if (!t->err_message && !(t->err_message = strdup("")))
-            oom = 1;
+            r.oom = 1;
     }
-    size_t ns = cmp_get_count(&r, sizeof(msp_suspect_t));
-    if (ns && !oom && !(p->suspects = calloc(ns, sizeof *p->suspects)))
-        oom = 1;
+    size_t ns = msp_wget_count(&r, sizeof(msp_suspect_t));
+    if (ns && !r.oom && !(p->suspects = calloc(ns, sizeof *p->suspects)))
+        r.oom = 1;
     for (size_t i = 0; p->suspects && i < ns && !r.bad; i++, p->n_suspects++) {
-        cmp_get(&r, &p->suspects[i], sizeof p->suspects[i]);
-        p->suspects[i].reason = cmp_get_str(&r, &oom);
+        msp_wget(&r, &p->suspects[i], sizeof p->suspects[i]);
+        p->suspects[i].reason = msp_wget_str(&r);
         if (!p->suspects[i].reason && !(p->suspects[i].reason = strdup("")))
-            oom = 1;
+            r.oom = 1;
     }
     /* every index must land inside the arrays it names */
     for (size_t i = 0; !r.bad && i < p->n_records; i++)
@@ -291,13 +199,13 @@ msp_err cmp_part_unpack(const unsigned char *buf, size_t len, msp_compare_result
         if (p->suspects[i].record < 0 || (size_t)p->suspects[i].record >= p->n_records ||
             p->suspects[i].tensor >= (long)p->n_tensors)
             r.bad = 1;
-    if (oom || r.bad || r.at != r.n) {
+    if (r.oom || r.bad || r.at != r.n) {
         msp_compare_result_free(p);
-        return oom ? msp_fail(MSP_ERR_NOMEM, "compare: out of memory reading a pair's result")
-                   : msp_fail(MSP_ERR_INTERNAL,
-                              "compare: a pair's packed result is damaged "
-                              "(%zu bytes, stopped at %zu)",
-                              len, r.at);
+        return r.oom ? msp_fail(MSP_ERR_NOMEM, "compare: out of memory reading a pair's result")
+                     : msp_fail(MSP_ERR_INTERNAL,
+                                "compare: a pair's packed result is damaged "
+                                "(%zu bytes, stopped at %zu)",
+                                len, r.at);
     }
     *out = p;
     return MSP_OK;

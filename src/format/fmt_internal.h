@@ -97,8 +97,9 @@ struct msp_rattrs {
 };
 
 /* The helper's side of the pipe: the catalogue of f, or an error. */
-/* the wire form's version: written by the helper, checked by the caller */
-#define MSP_WIRE_VERSION 2u
+/* the wire form's version: written by the helper, checked by the caller
+ * (3: strings in common's codec, u64 length + 1) */
+#define MSP_WIRE_VERSION 3u
 int msp_wire_put_file(FILE *o, msp_dump_file_t *f);
 int msp_wire_put_error(FILE *o, msp_err code, const char *detail);
 /* Parses a catalogue message into f (path and impl set; records freed by

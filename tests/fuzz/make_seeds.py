@@ -115,13 +115,13 @@ def write(sub, name, data):
 
 
 def with_defaults(answer):
-    """A catalogue answer whose /defaults rows (its last section: i64 count,
+    """A catalogue answer whose /defaults rows (its last section: u64 count,
     then api, key, value strings) are two of F.gelu's, as the shim writes
     them (msprobe-dump(5)); the fixtures predate the table."""
     assert answer[-8:] == bytes(8), "a fixture with /defaults rows"
 
-    def s(t):
-        return len(t).to_bytes(4, "little") + t
+    def s(t):  # common's wire codec: u64 length + 1, then the bytes
+        return (len(t) + 1).to_bytes(8, "little") + t
 
     rows = [(b"Functional.gelu", b"#0", b"input"), (b"Functional.gelu", b"approximate", b"'none'")]
     return answer[:-8] + len(rows).to_bytes(8, "little") + b"".join(
@@ -152,7 +152,7 @@ def main():
         if (side, step) == ("npu", "step0"):
             write("reader_wire", "npu_step0_with_defaults.bin", with_defaults(out))
     write("reader_wire", "error.bin", b"MSPE" + (4).to_bytes(8, "little")
-          + (5).to_bytes(4, "little") + b"oops!")
+          + (6).to_bytes(8, "little") + b"oops!")
     npy_seeds()
     pt_seeds()
     msprobe_seeds()

@@ -1,7 +1,7 @@
 /* The reader helper's wire codec (src/format/fmt_contain_get.c and
  * fmt_contain_put.c): a catalogue message written here by hand, field by
  * field in the order fmt_contain_put.c documents (little-endian integers,
- * str = u32 length + bytes, u32 0xFFFFFFFF for NULL), is read back with
+ * str = u64 length + 1, then the bytes; 0 for NULL), is read back with
  * every value as written and written again byte for byte; an error answer
  * likewise. Every truncation of the message, and every lie in it (a count
  * past the end, a string longer than the buffer, a NULL where a name must
@@ -52,9 +52,10 @@ static void put_f64(enc_t *e, double v)
     put_le(e, u, 8);
 }
 
+/* A string as msprobe's wire codec writes it: u64 length + 1 (0: NULL). */
 static void put_str(enc_t *e, const char *s)
 {
-    put_le(e, s ? strlen(s) : 0xFFFFFFFFu, 4);
+    put_le(e, s ? strlen(s) + 1 : 0, 8);
     if (s)
         put(e, s, strlen(s));
 }
@@ -63,13 +64,13 @@ static void put_str(enc_t *e, const char *s)
 enum lie {
     TRUTH,
     MAGIC,          /* "MSPX" */
-    VERSION,        /* 3 */
+    VERSION,        /* 4 */
     NREC_HUGE,      /* 2^40 records */
     NREC_NEGATIVE,  /* -1 */
     NREC_ONE_MORE,  /* 3 where 2 follow */
     NTEN_HUGE,      /* 10^12 tensors */
     NATTR_HUGE,     /* 2^62 attributes */
-    NAME_LONG,      /* a record name of 2^31 - 1 bytes */
+    NAME_LONG,      /* a record name of 2^31 bytes */
     NAME_NULL,      /* a record without a name */
     ROLE_NULL,      /* a tensor without a role */
     NDIM_HIGH,      /* 33 dimensions */
@@ -90,7 +91,7 @@ enum lie {
 static void catalogue(enc_t *e, enum lie lie)
 {
     put(e, lie == MAGIC ? "MSPX" : "MSPC", 4);
-    put_le(e, lie == VERSION ? 3 : 2, 4);
+    put_le(e, lie == VERSION ? 4 : 3, 4);
     put_str(e, "pytorch");
     put_str(e, "1.13.1");
     put_str(e, "tensor");
@@ -105,7 +106,7 @@ static void catalogue(enc_t *e, enum lie lie)
                                       : 2);
     /* record 0 */
     if (lie == NAME_LONG)
-        put_le(e, 0x7FFFFFFF, 4), put(e, "Functional.linear.0.forward", 27);
+        put_le(e, 0x80000000, 8), put(e, "Functional.linear.0.forward", 27);
     else
         put_str(e, lie == NAME_NULL ? NULL : "Functional.linear.0.forward");
     put_i64(e, 3);
@@ -378,7 +379,7 @@ static void test_refusals(void)
     free(e.p);
     static const char *const names[N_LIES] = {
         "truth",        "magic",         "version",           "records 2^40", "records -1",
-        "records 3",    "tensors 1e12",  "attributes 2^62",   "name 2^31-1",  "name NULL",
+        "records 3",    "tensors 1e12",  "attributes 2^62",   "name 2^31",    "name NULL",
         "role NULL",    "ndim 33",       "ndim -1",           "dtype count",  "dtype -1",
         "dtype 2^32+1", "defaults 2^40", "defaults unsorted", "default NULL", "trailing byte",
     };
@@ -387,24 +388,24 @@ static void test_refusals(void)
         catalogue(&l, (enum lie)lie);
         refused(l.p, l.n, names[lie]);
         if (lie == VERSION)
-            CHECK_HAS(msp_last_error(), "version 3, not 2");
+            CHECK_HAS(msp_last_error(), "version 4, not 3");
         free(l.p);
     }
 }
 
 /* Small tensors, as the helper sends them for 0-d tensors with short
  * names: role "a", dtype_name "torch.bool", ndim 0, device "cpu", no
- * producer take 4 + 1 (role) + 8 (dtype) + 4 + 10 (dtype_name) + 8 (ndim)
+ * producer take 8 + 1 (role) + 8 (dtype) + 8 + 10 (dtype_name) + 8 (ndim)
  * + 3 x 8 (numel, has_data, has_stats) + 4 x 8 (max, min, mean, norm)
- * + 5 x 8 (nan, inf, crc32, offset, nbytes) + 4 + 3 (device) + 8
- * (requires_grad) + 4 (producer) = 150 bytes each (136 with empty
+ * + 5 x 8 (nan, inf, crc32, offset, nbytes) + 8 + 3 (device) + 8
+ * (requires_grad) + 8 (producer) = 166 bytes each (152 with empty
  * strings). Five of them in the last record and no /defaults: a
  * well-formed message, read as it was written. */
 static void test_smallest_tensors(void)
 {
     enc_t e = {0};
     put(&e, "MSPC", 4);
-    put_le(&e, 2, 4);
+    put_le(&e, 3, 4);
     for (int i = 0; i < 4; i++)
         put_str(&e, "");
     for (int i = 0; i < 4; i++)
@@ -430,7 +431,7 @@ static void test_smallest_tensors(void)
         put_i64(&e, 0);
         put_str(&e, NULL);
     }
-    CHECK_INT(e.n - start, 5 * 150);
+    CHECK_INT(e.n - start, 5 * 166);
     put_i64(&e, 0); /* no /defaults */
     msp_dump_file_t *f = NULL;
     msp_err rc = msp_dump_from_wire("x.h5", e.p, e.n, &f);

@@ -1,0 +1,129 @@
+/* The binary messages two processes of one msprobe build exchange on one
+ * machine (the reader helper's catalogue, fmt_contain*.c; a compare part in
+ * the spool or between MPI ranks, cmp_spool.c), written and read by one
+ * codec: fixed-size fields in the machine's byte order, and strings as a u64
+ * length + 1 (0 for NULL) then their bytes. Reading checks every field
+ * against what is left, so that no message, however garbled, makes a reader
+ * run past it or allocate more than the message itself can describe. */
+#include "msprobe/common.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void msp_wput(msp_buf_t *b, const void *src, size_t n)
+{
+    msp_buf_put(b, src, n);
+}
+
+void msp_wput_u64(msp_buf_t *b, uint64_t v)
+{
+    msp_buf_put(b, (const char *)&v, sizeof v);
+}
+
+void msp_wput_i64(msp_buf_t *b, int64_t v)
+{
+    msp_buf_put(b, (const char *)&v, sizeof v);
+}
+
+void msp_wput_f64(msp_buf_t *b, double v)
+{
+    msp_buf_put(b, (const char *)&v, sizeof v);
+}
+
+void msp_wput_str(msp_buf_t *b, const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    msp_wput_u64(b, s ? (uint64_t)n + 1 : 0);
+    if (n)
+        msp_buf_put(b, s, n);
+}
+
+void msp_wget(msp_wire_rd_t *r, void *dst, size_t n)
+{
+    if (r->bad || n > r->n - r->at) {
+        r->bad = 1;
+        memset(dst, 0, n);
+        return;
+    }
+    memcpy(dst, r->p + r->at, n);
+    r->at += n;
+}
+
+uint64_t msp_wget_u64(msp_wire_rd_t *r)
+{
+    uint64_t v = 0;
+    msp_wget(r, &v, sizeof v);
+    return v;
+}
+
+int64_t msp_wget_i64(msp_wire_rd_t *r)
+{
+    int64_t v = 0;
+    msp_wget(r, &v, sizeof v);
+    return v;
+}
+
+double msp_wget_f64(msp_wire_rd_t *r)
+{
+    double v = 0;
+    msp_wget(r, &v, sizeof v);
+    return v;
+}
+
+/* A string's length (its u64 less one), checked against what is left: 0
+ * with *null set for NULL, or on a bad message. */
+static size_t msp_wget_len(msp_wire_rd_t *r, int *null)
+{
+    uint64_t n = msp_wget_u64(r);
+    *null = r->bad || n == 0;
+    if (*null)
+        return 0;
+    if (n - 1 > r->n - r->at) {
+        r->bad = *null = 1;
+        return 0;
+    }
+    return (size_t)(n - 1);
+}
+
+char *msp_wget_str(msp_wire_rd_t *r)
+{
+    int null;
+    size_t n = msp_wget_len(r, &null);
+    if (null)
+        return NULL;
+    char *s = malloc(n + 1);
+    if (!s) {
+        r->oom = 1;
+        r->at += n;
+        return NULL;
+    }
+    memcpy(s, r->p + r->at, n);
+    s[n] = '\0';
+    r->at += n;
+    return s;
+}
+
+void msp_wget_fixed(msp_wire_rd_t *r, char *dst, size_t cap)
+{
+    int null;
+    size_t n = msp_wget_len(r, &null);
+    memset(dst, 0, cap);
+    if (null)
+        return;
+    if (n >= cap) {
+        r->bad = 1;
+        return;
+    }
+    memcpy(dst, r->p + r->at, n);
+    r->at += n;
+}
+
+size_t msp_wget_count(msp_wire_rd_t *r, size_t min_bytes)
+{
+    uint64_t n = msp_wget_u64(r);
+    if (r->bad || n > (r->n - r->at) / (min_bytes ? min_bytes : 1)) {
+        r->bad = 1;
+        return 0;
+    }
+    return (size_t)n;
+}
