@@ -232,6 +232,7 @@ msp_dq_rec_t *msp_dq_rec_new(const char *name)
         r->keep_data = 0;
         r->stack = NULL;
         r->sig = NULL;
+        r->links = r->dev_defer = 0;
     } else if (!(r = calloc(1, sizeof *r))) {
         return NULL;
     }

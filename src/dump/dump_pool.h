@@ -58,6 +58,12 @@ typedef struct msp_dq_rec {
                              "stack" at submit (py_stack.c); freed with the record */
     msp_dq_sig_t *sig; /* the API's signature, or NULL (not an API call, or none
                              known); written once per file by the writer */
+    /* How the shim adds tensors to it now (py_tensor.c), set by whoever adds
+     * them around each batch, 0 otherwise: links, MSP_LINK_FIND (each input
+     * gets its producer) or MSP_LINK_NOTE (each output is noted for later
+     * inputs); dev_defer, the kinds of device window (MSP_DEV_*) whose
+     * copies may wait for later records'. */
+    int links, dev_defer;
     struct msp_dq_rec *next;
     struct msp_dq_strs *strs; /* where name, roles and attributes are kept */
 } msp_dq_rec_t;

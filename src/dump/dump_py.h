@@ -271,15 +271,14 @@ int msp_dev_stats_add(msp_dq_rec_t *r, const char *role, PyObject *d, msp_dtype_
                       const int64_t *shape, const char *device, int rg, const void *ptr, int dense);
 /* The end of one call's tensors (inputs, or outputs): those taken since take
  * their places in the windows. They are copied now, with every tensor that
- * waits, unless msp_t_dev_defer was set for them (then they wait for more). */
-void msp_dev_call_end(void);
+ * waits, unless defer names their kind of window (then they wait for more). */
+void msp_dev_call_end(int defer);
 /* The kinds of window whose tensors may wait (MSP_DEV_*): float32 windows
  * (float32, bfloat16, float16 tensors) and float64 ones (float64, integer and
- * bool tensors). msp_t_dev_defer holds such a mask. */
+ * bool tensors). A record's dev_defer holds such a mask. */
 #define MSP_DEV_FLOAT 1
 #define MSP_DEV_WIDE 2
 #define MSP_DEV_ALL (MSP_DEV_FLOAT | MSP_DEV_WIDE)
-extern _Thread_local int msp_t_dev_defer;
 /* Launch the copies of every tensor that waits in windows of these kinds:
  * before a call that may write into such tensors, and a step trigger (all). */
 void msp_dev_put_pending(int kinds);
@@ -326,7 +325,7 @@ int msp_window_kinds(PyObject *o, int depth);
  * flushed and device work ended at the outermost end). */
 void msp_rec_add_tensor(msp_dq_rec_t *r, const char *role, PyObject *t);
 void msp_tensor_batch_begin(void);
-void msp_tensor_batch_end(void);
+void msp_tensor_batch_end(const msp_dq_rec_t *r);
 /* msprobe's tensor_list: whether a statistics dump keeps record name's data. */
 int msp_keep_data(const char *name);
 /* ---- a call's values into its record (py_values.c) ---- */
@@ -337,12 +336,12 @@ void msp_rec_add_value(msp_dq_rec_t *r, const char *role, PyObject *o, int depth
 void msp_rec_add_args(msp_dq_rec_t *r, PyObject *args, PyObject *kw);
 /* Add a return value: tuple/list -> output.i, else output.0. */
 void msp_rec_add_output(msp_dq_rec_t *r, PyObject *out, const char *prefix);
-/* Producer links (see msprobe-dump(5)): while msp_t_links is MSP_LINK_FIND,
- * each tensor added gets the "RECORD/ROLE" of the earlier forward output it is;
- * while MSP_LINK_NOTE, each tensor added is noted as an output of its record.
- * Set by the forward paths only, around adding inputs and outputs. */
+/* Producer links (see msprobe-dump(5)), a record's links while tensors are
+ * added to it: MSP_LINK_FIND, each tensor added gets the "RECORD/ROLE" of
+ * the earlier forward output it is; MSP_LINK_NOTE, each tensor added is
+ * noted as an output of its record. Set by the forward paths only, around
+ * adding inputs and outputs. */
 enum { MSP_LINK_OFF = 0, MSP_LINK_FIND, MSP_LINK_NOTE };
-extern _Thread_local int msp_t_links;
 /* Forget every noted output (step end). py_links.c: */
 void msp_links_reset(void);
 /* Note t (data at ptr, shape) as output `role` of record `rec`. */

@@ -191,11 +191,11 @@ PyObject *msp_api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
             if (parent)
                 msp_dq_rec_add_attr(r, "parent", parent);
             r->sig = msp_api_sig(w);
-            msp_t_links = MSP_LINK_FIND;
-            msp_t_dev_defer = defers & ~writes;
+            r->links = MSP_LINK_FIND;
+            r->dev_defer = defers & ~writes;
             msp_rec_add_args(r, args, kw);
-            msp_t_dev_defer = 0;
-            msp_t_links = MSP_LINK_OFF;
+            r->dev_defer = 0;
+            r->links = MSP_LINK_OFF;
             msp_rec_add_autocast(r);
             r->stack = stack ? strdup(stack) : NULL;
         }
@@ -223,8 +223,8 @@ PyObject *msp_api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
     PyObject *exc_t, *exc_v, *exc_tb;
     PyErr_Fetch(&exc_t, &exc_v, &exc_tb); /* nothing pending normally; keep it if so */
     if (r) {
-        msp_t_links = MSP_LINK_NOTE;
-        msp_t_dev_defer = defers;
+        r->links = MSP_LINK_NOTE;
+        r->dev_defer = defers;
         if (strncmp(w->name, "Distributed.", 12) == 0) {
             /* Collectives write their result into their tensor arguments. */
             char role[64];
@@ -241,8 +241,8 @@ PyObject *msp_api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
         } else {
             msp_rec_add_output(r, out, "output");
         }
-        msp_t_links = MSP_LINK_OFF;
-        msp_t_dev_defer = 0;
+        r->links = MSP_LINK_OFF;
+        r->dev_defer = 0;
         msp_rec_submit(r);
     }
     msp_bwd_finish(bwd, NULL, out, args, max_nodes);

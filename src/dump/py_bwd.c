@@ -176,7 +176,7 @@ static void submit_backward(msp_bwd_state_t *st)
     if (!r)
         return;
     /* gradients: their copies may wait for later records' (py_devstats.c) */
-    msp_t_dev_defer = msp_dev_defers();
+    r->dev_defer = msp_dev_defers();
     if (st->out_grads)
         msp_rec_add_output(r, st->out_grads, "input");
     for (int j = 0; j < st->nin; j++)
@@ -185,7 +185,7 @@ static void submit_backward(msp_bwd_state_t *st)
     for (int j = 0; j < st->nnone; j++)
         msp_dq_rec_add_attr(r, st->none_role[j], "None");
     add_node_view(r, st);
-    msp_t_dev_defer = 0;
+    r->dev_defer = 0;
     r->stack = st->stack;
     st->stack = NULL;
     msp_rec_submit(r);

@@ -30,7 +30,7 @@
  * Deferred copies. A launch costs the CPU about as much as recording the
  * call (10-20 us), so the tensors of many calls go in one copy: an API
  * call's outputs, its inputs when it does not write into them, backward
- * records' gradients and optimizer records (msp_t_dev_defer) wait in their
+ * records' gradients and optimizer records (a record's dev_defer) wait in their
  * window, with a reference (the memory cannot be reused; a parameter's
  * gradient held so is cloned by AccumulateGrad, not stolen) and their
  * version counter, until MSP_PUT_TENSORS of them or MSP_PUT_ELEMS elements
@@ -75,7 +75,6 @@ int g_alone;            /* MSPROBE_DEVICE_STATS_ALONE: no windows (bench/gpu) */
 int g_skip;             /* MSPROBE_DEVICE_STATS_SKIP: records, no statistics (bench/gpu) */
 int g_defer_off;        /* MSPROBE_DEVICE_STATS_DEFER=0, or a version moved: no waiting */
 PyObject *g_raw_stream; /* accel_copy.py's _raw_stream(device index) */
-_Thread_local int msp_t_dev_defer;
 _Thread_local wput_t *t_put;
 _Thread_local size_t t_nput, t_capput;
 int g_dev_polling;      /* a dev_poll is running (perhaps waiting, GIL released) */
@@ -470,9 +469,9 @@ void msp_dev_put_pending(int kinds)
         }
 }
 
-void msp_dev_call_end(void)
+void msp_dev_call_end(int defer)
 {
-    int defer = g_defer_off ? 0 : msp_t_dev_defer; /* the kinds whose tensors wait */
+    defer = g_defer_off ? 0 : defer; /* the kinds whose tensors wait */
     if (t_nput == 0 && (defer || !g_nopen))
         return;
     PyObject *et, *ev, *etb;

@@ -1,6 +1,6 @@
 /* Producer links (msprobe-dump(5)): which earlier forward output of this
  * step a tensor given to a call is, as "RECORD/ROLE". py_tensor.c notes each
- * output it reads and looks each input up, while msp_t_links says so. */
+ * output it reads and looks each input up, as the record's links say. */
 #include "dump_py.h"
 
 #include <stdlib.h>

@@ -264,7 +264,7 @@ const char *msp_module_parent(void)
 
 /* The module's own parameters (not its children's) as parameters.NAME, as
  * msprobe's module records hold them; each gets its param.ROLE name through
- * the producer-link pass (msp_t_links is MSP_LINK_FIND here). */
+ * the producer-link pass (the record's links are MSP_LINK_FIND here). */
 static void module_params(msp_dq_rec_t *r, PyObject *mod)
 {
     PyObject *kw = Py_BuildValue("{s:O}", "recurse", Py_False);
@@ -341,10 +341,10 @@ static PyObject *pre_hook(PyObject *self, PyObject *args)
                                                                            : NULL;
                     if (parent)
                         msp_dq_rec_add_attr(f->rec, "parent", parent);
-                    msp_t_links = MSP_LINK_FIND;
+                    f->rec->links = MSP_LINK_FIND;
                     msp_rec_add_output(f->rec, in, "input");
                     module_params(f->rec, mod);
-                    msp_t_links = MSP_LINK_OFF;
+                    f->rec->links = MSP_LINK_OFF;
                     msp_rec_add_autocast(f->rec);
                     f->rec->stack = msp_stack_capture();
                 }
@@ -388,9 +388,9 @@ static PyObject *post_hook(PyObject *self, PyObject *args)
             char ob[24];
             snprintf(ob, sizeof ob, "%lld", (long long)f.order_begin);
             msp_dq_rec_add_attr(f.rec, "order_begin", ob);
-            msp_t_links = MSP_LINK_NOTE;
+            f.rec->links = MSP_LINK_NOTE;
             msp_rec_add_output(f.rec, out, "output");
-            msp_t_links = MSP_LINK_OFF;
+            f.rec->links = MSP_LINK_OFF;
             msp_rec_submit(f.rec);
             f.rec = NULL;
         }

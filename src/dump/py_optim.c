@@ -125,7 +125,7 @@ msp_opt_pending_t *msp_opt_begin(PyObject *opt)
         goto fail;
     msp_dq_rec_add_attr(p->rec, "class", path);
     /* the copies wait (py_devstats.c): the step's trigger launches them before it runs */
-    msp_t_dev_defer = msp_dev_defers();
+    p->rec->dev_defer = msp_dev_defers();
     int64_t i = 0;
     for (Py_ssize_t g = 0; g < PyList_Size(groups); g++) {
         PyObject *group = PyList_GetItem(groups, g);
@@ -158,7 +158,7 @@ msp_opt_pending_t *msp_opt_begin(PyObject *opt)
         }
         Py_DECREF(seq);
     }
-    msp_t_dev_defer = 0;
+    p->rec->dev_defer = 0;
     Py_XDECREF(groups);
     Py_XDECREF(state);
     if (PyErr_Occurred())
@@ -189,14 +189,14 @@ void msp_opt_finish(msp_opt_pending_t *p)
     if (!p)
         return;
     msp_quiet_t quiet = msp_quiet_begin();
-    msp_t_dev_defer = msp_dev_defers(); /* the step's end launches them */
+    p->rec->dev_defer = msp_dev_defers(); /* the step's end launches them */
     char role[64];
     for (Py_ssize_t k = 0; k < PyList_Size(p->params); k++) {
         PyObject *e = PyList_GetItem(p->params, k);
         msp_role_at(role, sizeof role, "output.param", PyLong_AsLongLong(PyTuple_GetItem(e, 0)));
         msp_rec_add_value(p->rec, role, PyTuple_GetItem(e, 1), 0);
     }
-    msp_t_dev_defer = 0;
+    p->rec->dev_defer = 0;
     if (PyErr_Occurred())
         PyErr_Clear();
     msp_rec_submit(p->rec);

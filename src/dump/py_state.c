@@ -7,7 +7,6 @@ msp_shim_t msp_g;
 _Thread_local int msp_t_depth;
 _Thread_local int msp_t_data_depth;
 _Thread_local int msp_t_listed;
-_Thread_local int msp_t_links;
 msp_test_hooks_t msp_test;
 
 void msp_state_disable(void)

@@ -308,12 +308,12 @@ void msp_tensor_batch_begin(void)
     t_batch++;
 }
 
-void msp_tensor_batch_end(void)
+void msp_tensor_batch_end(const msp_dq_rec_t *r)
 {
     if (--t_batch == 0) {
         if (t_npend > 0)
             pend_flush();
-        msp_dev_call_end();
+        msp_dev_call_end(r->dev_defer);
     }
 }
 
@@ -568,12 +568,12 @@ static int dlpack_via_host(PyObject *t, PyObject **d, PyObject **cap, PyObject *
 }
 
 /* The tensor just added to r: which earlier output it is (its producer) and
- * a parameter's name, or a note of it for later inputs, as this thread's
- * link mode says (where: its own bytes, its identity). */
+ * a parameter's name, or a note of it for later inputs, as r's links say
+ * (where: its own bytes, its identity). */
 static void add_links(msp_dq_rec_t *r, const char *role, PyObject *t, const void *where,
                       const tview_t *x)
 {
-    if (msp_t_links == MSP_LINK_FIND) {
+    if (r->links == MSP_LINK_FIND) {
         const char *producer = msp_link_find(t, where, x->ndim, x->shape);
         if (producer)
             r->t[r->nt - 1].producer = msp_dq_rec_strdup(r, producer);
@@ -584,7 +584,7 @@ static void add_links(msp_dq_rec_t *r, const char *role, PyObject *t, const void
             snprintf(key, sizeof key, "param.%s", role);
             msp_dq_rec_add_attr(r, key, pname);
         }
-    } else if (msp_t_links == MSP_LINK_NOTE) {
+    } else if (r->links == MSP_LINK_NOTE) {
         msp_link_note(r->name, role, t, where, x->ndim, x->shape);
     }
 }

@@ -45,7 +45,7 @@ void msp_rec_add_value(msp_dq_rec_t *r, const char *role, PyObject *o, int depth
 {
     msp_tensor_batch_begin();
     add_value(r, role, o, depth);
-    msp_tensor_batch_end();
+    msp_tensor_batch_end(r);
 }
 
 static void add_value(msp_dq_rec_t *r, const char *role, PyObject *o, int depth)
@@ -114,7 +114,7 @@ void msp_rec_add_args(msp_dq_rec_t *r, PyObject *args, PyObject *kw)
         }
     }
     msp_alias_end();
-    msp_tensor_batch_end();
+    msp_tensor_batch_end(r);
 }
 
 static void add_output(msp_dq_rec_t *r, PyObject *out, const char *prefix);
@@ -123,7 +123,7 @@ void msp_rec_add_output(msp_dq_rec_t *r, PyObject *out, const char *prefix)
 {
     msp_tensor_batch_begin();
     add_output(r, out, prefix);
-    msp_tensor_batch_end();
+    msp_tensor_batch_end(r);
 }
 
 static void add_output(msp_dq_rec_t *r, PyObject *out, const char *prefix)
