@@ -58,6 +58,19 @@ static void class_path(PyObject *opt, char *buf, size_t n, char *cls, size_t ncl
 }
 
 /* A group's hyperparameters (every key but "params") as attributes. */
+/* The model's name of a parameter the step updates (msprobe-dump(5),
+ * param.ROLE), as forward records name theirs, so that compare and a
+ * reader of the report see "fc1.weight" and not input.param.0. */
+static void param_name(msp_dq_rec_t *r, const char *role, PyObject *prm)
+{
+    const char *pname = msp_param_name(prm);
+    if (pname) {
+        char key[160];
+        snprintf(key, sizeof key, "param.%s", role);
+        msp_dq_rec_add_attr(r, key, pname);
+    }
+}
+
 static void add_group(msp_dq_rec_t *r, int64_t g, PyObject *group, Py_ssize_t nparams)
 {
     char key[160];
@@ -146,6 +159,7 @@ msp_opt_pending_t *msp_opt_begin(PyObject *opt)
             }
             msp_role_at(role, sizeof role, "input.param", i);
             msp_rec_add_value(p->rec, role, prm, 0);
+            param_name(p->rec, role, prm);
             msp_role_at(role, sizeof role, "input.grad", i);
             msp_rec_add_value(p->rec, role, grad, 0);
             Py_DECREF(grad);

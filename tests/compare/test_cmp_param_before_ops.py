@@ -131,6 +131,22 @@ class ParameterBeforeAnyOp(unittest.TestCase):
     def test_mix_level_names_the_scaled_weight(self):
         self.one_rank("mix")
 
+    def test_optimizer_records_name_the_parameters_they_update(self):
+        # SGD's and Adam's step records: input.param.i is the i-th of
+        # model.parameters(), which the script builds as fc1, fc2 (weight,
+        # bias each); the names are the model's, as forward records carry
+        from msp_h5dump import record_attrs
+        want = {"param.input.param.%d" % i: n for i, n in
+                enumerate(["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"])}
+        for opt, rec in (("sgd", "Optimizer.SGD.0.step"), ("adam", "Optimizer.Adam.0.step")):
+            root = dump(self.work, "opt-" + opt, "api", P_OPT=opt)
+            with h5py.File(os.path.join(root, "step0", "rank0", "dump.h5"), "r") as f:
+                attrs = record_attrs(f)[rec]
+                roles = {r["role"].decode() for r in f["index"][()]
+                         if r["record"].decode() == rec}
+            self.assertLessEqual({"input.param.%d" % i for i in range(4)}, roles)
+            self.assertEqual({k: v for k, v in attrs.items() if k.startswith("param.")}, want)
+
     def test_module_level_and_msprobe_layout_name_the_module_parameter(self):
         b = dump(self.work, "b-module", "module", P_SCALE=1)
         c = dump(self.work, "c-module", "module", P_SCALE=1.05)
