@@ -111,6 +111,29 @@ class MsprobeFileNames(unittest.TestCase):
             self.assertGreater(compared, 40)
         # rank 1's extra relu call is a failing record: msprobe still exits 0
         self.assertNotIn("failing records 0", p.stdout)
+        # merge_result takes the per-rank csv files as they are
+        with open(os.path.join(self.tmp, "m.yaml"), "w") as f:
+            f.write("api: [Functional.relu]\ncompare_index: [Cosine]\n")
+        m = subprocess.run([BIN, "merge_result", "-i", "output", "-o", "merged", "-config",
+                            "m.yaml"], capture_output=True, text=True, cwd=self.tmp, timeout=120)
+        self.assertEqual(m.returncode, 0, m.stderr)
+        self.assertIn("merged 2 ranks from 2 files", m.stdout)
+        wb = openpyxl.load_workbook(os.path.join(self.tmp, "merged",
+                                                 "multi_ranks_compare_merge.xlsx"), read_only=True)
+        sheet = list(wb["Cosine"].iter_rows(values_only=True))
+        wb.close()
+        # our csv has a Step column: the merged rows are (step, name, rank0, rank1)
+        self.assertEqual(sheet[0], ("Step", "NPU Name", "rank0", "rank1"))
+        merged = {r[1]: r[2:] for r in sheet[1:]}
+        self.assertTrue(all(r[0] == 0 for r in sheet[1:]))
+        for k in (0, 1):
+            for r in csv_rows(os.path.join(self.tmp, "output", names[k])):
+                if "Functional.relu" in r["NPU Name"]:
+                    a, b = num(merged[r["NPU Name"]][k]), num(r["Cosine"])
+                    if b is None:  # a text cell (N/A, unsupported) stays that text
+                        self.assertEqual(merged[r["NPU Name"]][k], r["Cosine"] or None)
+                    else:  # libxlsxwriter writes 16 significant digits
+                        self.assertAlmostEqual(a, b, delta=1e-15 * max(1.0, abs(b)))
 
     def test_our_command_line_keeps_result_xlsx_and_exit_1(self):
         p = msprobe("compare", "-c", "npu", "-b", "bench", cwd=self.tmp)
