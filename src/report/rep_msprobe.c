@@ -88,24 +88,24 @@ msp_err msp_report_tree_msprobe(const msp_compare_tree_t *t, const char *out_dir
     if (!head || !out_dir || !o || !o->stamp)
         return msp_fail(MSP_ERR_USAGE, "report: no result or no output directory");
     msp_err rc = msp_mkdirs(out_dir);
-    /* one file when a tag names it (two files, or one rank directory) */
-    size_t files = o->tag ? 1 : head->n_ranks;
+    /* one file when a tag names it (two files, or one rank directory), or
+     * when the result knows no rank */
+    const char *tag = o->tag ? o->tag : head->n_ranks ? NULL : "";
+    size_t files = tag ? 1 : head->n_ranks;
     char **v = rc ? NULL : calloc(files + 1, sizeof *v);
     if (!rc && !v)
         rc = msp_fail(MSP_ERR_NOMEM, "out of memory writing the report in %s", out_dir);
     const char *ext = o->xlsx ? "xlsx" : "csv";
     for (size_t k = 0; !rc && k < files; k++) {
-        int64_t rank = o->tag ? -1 : head->ranks[k].rank;
-        v[k] = o->tag
-                   ? msp_asprintf("compare_result%s%s_%s.%s", *o->tag ? "_" : "", o->tag, o->stamp,
-                                  ext)
+        int64_t rank = tag ? -1 : head->ranks[k].rank;
+        v[k] = tag ? msp_asprintf("compare_result%s%s_%s.%s", *tag ? "_" : "", tag, o->stamp, ext)
                    : msp_asprintf("compare_result_rank%lld_%s.%s", (long long)rank, o->stamp, ext);
         if (!v[k]) {
             rc = msp_fail(MSP_ERR_NOMEM, "out of memory writing the report in %s", out_dir);
             break;
         }
         *n = k + 1;
-        rc = msp_ms_file(t, out_dir, v[k], o->xlsx, rank, o->tag != NULL);
+        rc = msp_ms_file(t, out_dir, v[k], o->xlsx, rank, tag != NULL);
     }
     *names = v;
     return rc;
