@@ -1,6 +1,7 @@
 """merge_result over the per-rank workbooks msprobe 8.3.3 and 26 wrote
 themselves (fixtures/msprobe/compare_results, named as msprobe names them:
-compare_result_rank{N}_{timestamp}.xlsx). What each merged sheet must hold is
+compare_result_rank{N}_{timestamp}.xlsx), written by pandas through openpyxl
+(inline strings) and through XlsxWriter (shared strings). What each merged sheet must hold is
 rebuilt here from those workbooks read with openpyxl."""
 import os
 import shutil
@@ -105,6 +106,17 @@ class MergeMsprobeOwnWorkbooks(unittest.TestCase):
 
     def test_the_spelling_msprobe_merge_result_also_takes(self):
         self.check("v26", lambda n, k: n.replace("rank%d_" % k, "rank%d-rank%d_" % (k, k)))
+
+    def test_workbooks_pandas_wrote_through_xlsxwriter(self):
+        # where XlsxWriter is installed pandas picks it: shared strings (the
+        # string-search reader before 09fff9a said "a cell names a shared
+        # string that does not exist" of these)
+        for v in ("v833_xlsxwriter", "v26_xlsxwriter"):
+            with self.subTest(v=v):
+                self.check(v)
+                shutil.rmtree(os.path.join(self.tmp, "in"))
+                self.check(v, lambda n, k: n.replace("rank%d_" % k, "rank%d-rank%d_" % (k, k)))
+                shutil.rmtree(os.path.join(self.tmp, "in"))
 
 
 if __name__ == "__main__":
