@@ -22,6 +22,29 @@ msp_err msp_report_tree_csv(const msp_compare_tree_t *t, const char *out_dir);
 /* The workbooks and, with csv, result.csv, written at the same time. */
 msp_err msp_report_tree_write(const msp_compare_tree_t *t, const char *out_dir, int csv);
 
+/* msprobe's own result files (compare --msprobe-outputs, msprobe-compare(1),
+ * MSPROBE'S OUTPUTS): the details rows, in result.csv's columns, as
+ * out_dir/compare_result_rank{R}_{stamp}.csv, one per rank (.xlsx with xlsx:
+ * the details sheets alone); with tag set, one file of every row,
+ * compare_result_{tag}_{stamp} (tag "": compare_result_{stamp}, two files
+ * compared; "rank", "proc4401": the one directory msprobe names it after). */
+typedef struct msp_msprobe_outputs {
+    const char *stamp; /* YYYYMMDDhhmmss, local time, as msprobe stamps its files */
+    int xlsx;          /* workbooks (msprobe 26's --xlsx, 8.x always), else csv */
+    const char *tag;   /* NULL: one file per rank */
+} msp_msprobe_outputs_t;
+/* *names (n of them, each malloc'd, the vector too; the caller frees them
+ * even on failure) gets the file names written, without out_dir. */
+msp_err msp_report_tree_msprobe(const msp_compare_tree_t *t, const char *out_dir,
+                                const msp_msprobe_outputs_t *o, char ***names, size_t *n);
+/* msprobe's -da file, out_dir/file (diff_analyze_{nanoseconds}.json):
+ * {"rank_R": [{"op_name", "data_info": {"input": {TENSOR: {"NPU max", "NPU
+ * min", "NPU mean", "NPU l2norm"}}, "output": {..}}, "stack_info"}]} naming
+ * each rank's first error of its own (one rank: the root cause). As msprobe,
+ * no file when there is none (*written 0). */
+msp_err msp_report_diff_analyze(const msp_compare_tree_t *t, const char *out_dir, const char *file,
+                                int *written);
+
 /* Write out_dir/result.xlsx (atomically: temp file then rename). out_dir is created. */
 msp_err msp_report_write_xlsx(const msp_compare_result_t *res, const char *out_dir);
 /* Write out_dir/result.csv (details rows, same columns), atomically. */

@@ -176,14 +176,36 @@ typedef struct msp_compare_argv {
 } msp_compare_argv_t;
 /* argv with msprobe 26's and 8.x's compare flags rewritten to ours (-tp ->
  * -c, -gp -> -b, -fm/-f -> --fuzzy, -dm -> --mapping, -i -> --input-json,
- * ...); flags whose request is always met (-s, -da, --xlsx) dropped, those
- * meaningless for PyTorch dumps (-am, -lm) dropped with a note on stderr.
- * MSP_EXIT_OK, or MSP_EXIT_USAGE after printing the error. */
+ * -da -> --diff-analyze, ...); flags whose request is always met (-s, -hl)
+ * dropped, those meaningless for PyTorch dumps (-am, -lm) dropped with a note
+ * on stderr. msprobe's own spelling of the dumps (-tp/-gp, or 8.x's -i, which
+ * also means --xlsx) adds --msprobe-outputs: a script written for msprobe
+ * finds msprobe's files and exit status. MSP_EXIT_OK, or MSP_EXIT_USAGE after
+ * printing the error. */
 int msp_compare_argv(const msp_cli_ctx_t *ctx, int argc, char **argv, msp_compare_argv_t *out);
 void msp_compare_argv_free(msp_compare_argv_t *a);
 /* Read msprobe 8.x's compare.json: *bench and *cmp (malloc'd) from
  * bench_path and npu_path; is_print_compare_log ORed into *print_log. */
 int msp_compare_input_json(const char *path, char **bench, char **cmp, int *print_log);
+
+/* What compare --msprobe-outputs and --diff-analyze write (msprobe-compare(1),
+ * MSPROBE'S OUTPUTS). */
+struct msp_compare_tree;
+typedef struct msp_msprobe_reports {
+    const char *bench, *cmp, *out_dir;
+    int msprobe;      /* msprobe's compare_result files instead of result.xlsx */
+    int xlsx, csv;    /* their kind; csv: result.csv as well */
+    int diff_analyze; /* diff_analyze_{ns}.json */
+    char stamp[16];   /* YYYYMMDDhhmmss when compare started, local time */
+} msp_msprobe_reports_t;
+/* Stamp r->stamp with the time now, as msprobe stamps its file names. */
+void msp_msprobe_stamp(msp_msprobe_reports_t *r);
+/* The files r asks for, written from tree (result.xlsx and result.csv are
+ * msp_report_tree_write's when r->msprobe is 0); *said gets "report: PATH"
+ * lines, one a file written (malloc'd, NULL when none). MSP_OK or the error,
+ * recorded. */
+msp_err msp_msprobe_reports_write(const struct msp_compare_tree *tree,
+                                  const msp_msprobe_reports_t *r, char **said);
 
 /* "msprobe: <formatted>\n" on stderr. */
 void msp_errorf(const char *fmt, ...) MSP_PRINTF(1, 2);

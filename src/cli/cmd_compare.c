@@ -45,6 +45,9 @@ enum {
     MSP_OPT_MODE,
     MSP_OPT_NO_HTML,
     MSP_OPT_MPI_TIMEOUT,
+    MSP_OPT_MSPROBE_OUTPUTS,
+    MSP_OPT_XLSX,
+    MSP_OPT_DIFF_ANALYZE,
 };
 
 /* The options as parsed: those that are only stored are bound to their field
@@ -52,6 +55,7 @@ enum {
 typedef struct msp_compare_args {
     const char *bench, *cmp, *out_dir;
     int csv, html, quiet, print_log;
+    int msprobe, xlsx, diff_analyze; /* --msprobe-outputs, --xlsx, --diff-analyze */
     double mpi_timeout;
     msp_compare_opts_t opts;
 } msp_compare_args_t;
@@ -67,7 +71,9 @@ static const msp_opt_t msp_compare_opts[] = {
             MSP_BIND(STRING, &msp_ca.bench)),
     MSP_OPT('c', "compare", "PATH", "dump of the run under suspicion (compare side)",
             MSP_BIND(STRING, &msp_ca.cmp)),
-    MSP_OPT('o', "output", "DIR", "report directory (default ./compare_result)",
+    MSP_OPT('o', "output", "DIR",
+            "report directory (default ./compare_result;\n"
+            "./output with --msprobe-outputs, as msprobe)",
             MSP_BIND(STRING, &msp_ca.out_dir)),
     MSP_OPT('l', "level", "LEVEL", "records to compare: api, module or all (default all)",
             MSP_BIND_ENUM(&msp_ca.opts.level, msp_level_words)),
@@ -83,6 +89,20 @@ static const msp_opt_t msp_compare_opts[] = {
             "names renamed to the bench's before matching",
             MSP_BIND(STRING, &msp_ca.opts.cell_mapping_path)),
     MSP_OPT(MSP_OPT_CSV, "csv", NULL, "also write OUT/result.csv", MSP_BIND(TRUE, &msp_ca.csv)),
+    MSP_OPT(MSP_OPT_MSPROBE_OUTPUTS, "msprobe-outputs", NULL,
+            "write msprobe's files and exit as msprobe does:\n"
+            "compare_result_rank{N}_{time}.csv per rank (no\n"
+            "result.xlsx), exit 0 whatever the verdicts; implied\n"
+            "by msprobe's own -tp/-gp or -i (msprobe-compare(1))",
+            MSP_BIND(TRUE, &msp_ca.msprobe)),
+    MSP_OPT(MSP_OPT_XLSX, "xlsx", NULL,
+            "with --msprobe-outputs: workbooks, not csv\n"
+            "(msprobe 26's --xlsx; 8.x's -i implies it)",
+            MSP_BIND(TRUE, &msp_ca.xlsx)),
+    MSP_OPT(MSP_OPT_DIFF_ANALYZE, "diff-analyze", NULL,
+            "also write OUT/diff_analyze_{ns}.json, each rank's\n"
+            "first error of its own (msprobe's -da)",
+            MSP_BIND(TRUE, &msp_ca.diff_analyze)),
     MSP_OPT(MSP_OPT_NO_HTML, "no-html", NULL, "do not write OUT/result.html (the charts page)",
             MSP_BIND(FALSE, &msp_ca.html)),
     MSP_OPT(MSP_OPT_THREADS, "threads", "N", "worker threads (default: all cores)",
@@ -129,9 +149,12 @@ static const msp_cmd_doc_t msp_compare_doc = {
              "BENCH and CMP are two dump.h5 files, two rank directories, or two dump roots\n"
              "(step{N}/rank{R}/dump.h5, paired by step and rank).\n",
     .tail = "msprobe's own flags work too: 26's -tp/-gp/-fm/-dm/-cm/-da/-tensor_log/--xlsx/-m,\n"
-            "8.x's -i compare.json/-s/-f/-c/-hl (table in msprobe-compare(1)).\n"
+            "8.x's -i compare.json/-s/-f/-c/-hl (table in msprobe-compare(1)); given\n"
+            "msprobe's -tp/-gp or -i, compare writes msprobe's files and exits as\n"
+            "msprobe does (--msprobe-outputs).\n"
             "\n"
-            "Exit status: 0 every record passed, 1 some record is No or Warning,\n"
+            "Exit status: 0 every record passed (--msprobe-outputs: whatever the\n"
+            "verdicts), 1 some record is No or Warning,\n"
             "2 usage error or bad input, 3 report written but a step could not be read\n"
             "or tensor data fails its stored CRC-32 (named on stdout), 4 under MPI a\n"
             "process sent no sign of life for --mpi-timeout seconds, 128+N stopped by\n"
@@ -495,6 +518,25 @@ static void msp_print_incomplete(const msp_compare_result_t *res)
                     res->n_unread, res->n_unread == 1 ? "" : "s");
 }
 
+/* What the reports are and where they go (--msprobe-outputs, --xlsx,
+ * --diff-analyze, -o): 0, or the usage error's exit status. */
+static int msp_compare_outputs(msp_msprobe_reports_t *mr)
+{
+    if (msp_ca.xlsx && !msp_ca.msprobe)
+        return msp_compare_usage_error("--xlsx chooses the kind of msprobe's files: it needs "
+                                       "--msprobe-outputs (result.xlsx is always written)");
+    /* msprobe's default output directory for msprobe's files */
+    *mr = (msp_msprobe_reports_t){.out_dir = msp_ca.out_dir   ? msp_ca.out_dir
+                                             : msp_ca.msprobe ? "./output"
+                                                              : "./compare_result",
+                                  .msprobe = msp_ca.msprobe,
+                                  .xlsx = msp_ca.xlsx,
+                                  .csv = msp_ca.csv,
+                                  .diff_analyze = msp_ca.diff_analyze};
+    msp_msprobe_stamp(mr);
+    return MSP_EXIT_OK;
+}
+
 static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv);
 
 int msp_cmd_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
@@ -513,17 +555,19 @@ int msp_cmd_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
 
 static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
 {
-    msp_ca = (msp_compare_args_t){.out_dir = "./compare_result",
-                                  .html = 1,
-                                  .quiet = ctx->verbosity == 0,
-                                  .mpi_timeout = MSP_MPI_TIMEOUT_DEFAULT};
+    msp_ca = (msp_compare_args_t){
+        .html = 1, .quiet = ctx->verbosity == 0, .mpi_timeout = MSP_MPI_TIMEOUT_DEFAULT};
     msp_compare_opts_default(&msp_ca.opts);
 
     int rc = msp_compare_options(argc, argv);
     if (rc != MSP_COMPARE_GO)
         return rc;
     msp_compare_opts_t opts = msp_ca.opts;
-    const char *bench = msp_ca.bench, *cmp = msp_ca.cmp, *out_dir = msp_ca.out_dir;
+    msp_msprobe_reports_t mr;
+    if ((rc = msp_compare_outputs(&mr)))
+        return rc;
+    const char *bench = msp_ca.bench, *cmp = msp_ca.cmp, *out_dir = mr.out_dir;
+    char *said = NULL;
     int csv = msp_ca.csv, html = msp_ca.html, quiet = msp_ca.quiet, print_log = msp_ca.print_log;
     if (optind < argc)
         return msp_compare_usage_error("unexpected argument '%s'", argv[optind]);
@@ -593,7 +637,10 @@ static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
         goto cleanup;
     }
     msp_cli_stop_stage(MSP_STOP_WRITING);
-    if ((err = msp_report_tree_write(tree, out_dir, csv)) != MSP_OK) {
+    mr.bench = bench;
+    mr.cmp = cmp;
+    if ((!mr.msprobe && (err = msp_report_tree_write(tree, out_dir, csv)) != MSP_OK) ||
+        (err = msp_msprobe_reports_write(tree, &mr, &said)) != MSP_OK) {
         rc = msp_report_error(err);
         goto cleanup;
     }
@@ -627,9 +674,12 @@ static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
     msp_print_root_cause(res);
     msp_print_ranks(res, quiet);
     if (!quiet) {
-        msp_tprintf(stdout, "report: %s/result.xlsx\n", out_dir);
-        if (csv)
+        if (!mr.msprobe)
+            msp_tprintf(stdout, "report: %s/result.xlsx\n", out_dir);
+        if (csv && !mr.msprobe)
             msp_tprintf(stdout, "report: %s/result.csv\n", out_dir);
+        if (said)
+            msp_tprintf(stdout, "%s", said);
         if (html)
             msp_tprintf(stdout, "report: %s/result.html\n", out_dir);
         msp_print_suspects(res, opts.top);
@@ -639,11 +689,13 @@ static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
     else if (print_log)
         msp_errorf("warning: --print-log: %zu records, over the %d it prints", n_records,
                    MSP_WHOLE_MAX_RECORDS);
+    /* msprobe exits 0 once its files are written, whatever they say */
     rc = res->n_unread || res->n_crc_bad || res->n_unreadable ? MSP_EXIT_INCOMPLETE
-         : failing                                            ? MSP_EXIT_FAIL
+         : failing && !mr.msprobe                             ? MSP_EXIT_FAIL
                                                               : MSP_EXIT_OK;
 
 cleanup:
+    free(said);
     msp_compare_result_free(whole);
     msp_compare_tree_free(tree);
     fflush(stdout);

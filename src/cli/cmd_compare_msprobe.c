@@ -2,14 +2,22 @@
  * -fm -dm map.yaml") and 8.x's ("msprobe -f pytorch compare -i compare.json
  * -s -f"), rewritten into ours before getopt sees them, so an msprobe user's
  * scripts run unchanged. One table says how each flag maps; msprobe-compare(1)
- * prints the same table (section MSPROBE'S FLAGS). */
+ * prints the same table (section MSPROBE'S FLAGS). Such a command line also
+ * gets msprobe's output files and exit status (--msprobe-outputs, written
+ * here too: section MSPROBE'S OUTPUTS). */
 #include "cli.h"
 
+#include "msprobe/report.h"
+
 #include <cjson/cJSON.h>
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 enum { MSP_ALIAS_FLAG, MSP_ALIAS_VALUE, MSP_ALIAS_OPTIONAL };
@@ -43,12 +51,12 @@ static const msp_alias_t msp_aliases[] = {
      "ignored"},
     {"--layer_mapping", NULL, MSP_ALIAS_OPTIONAL,
      "--layer_mapping maps MindSpore layers to PyTorch's; two PyTorch dumps need none: ignored"},
-    {"-da", NULL, MSP_ALIAS_FLAG, NULL}, /* the first divergence: always analysed */
-    {"--diff_analyze", NULL, MSP_ALIAS_FLAG, NULL},
+    {"-da", "--diff-analyze", MSP_ALIAS_FLAG, NULL},
+    {"--diff_analyze", "--diff-analyze", MSP_ALIAS_FLAG, NULL},
     {"-tensor_log", "--print-log", MSP_ALIAS_FLAG, NULL},
     {"--is_print_compare_log", "--print-log", MSP_ALIAS_FLAG, NULL},
-    {"--xlsx", NULL, MSP_ALIAS_FLAG, NULL}, /* result.xlsx is always written */
-    {"-s", NULL, MSP_ALIAS_FLAG, NULL},     /* 8.x stack_mode: NPU_Stack_Info always */
+    {"--xlsx", "--xlsx", MSP_ALIAS_FLAG, NULL}, /* with --msprobe-outputs: workbooks */
+    {"-s", NULL, MSP_ALIAS_FLAG, NULL},         /* 8.x stack_mode: NPU_Stack_Info always */
     {"--stack_mode", NULL, MSP_ALIAS_FLAG, NULL},
     {"-hl", NULL, MSP_ALIAS_FLAG, NULL}, /* 8.x highlight: always */
     {"--highlight", NULL, MSP_ALIAS_FLAG, NULL},
@@ -97,13 +105,20 @@ void msp_compare_argv_free(msp_compare_argv_t *a)
 int msp_compare_argv(const msp_cli_ctx_t *ctx, int argc, char **argv, msp_compare_argv_t *out)
 {
     memset(out, 0, sizeof *out);
-    int json = 0;
-    for (int i = 1; i < argc; i++) {
+    int json = 0, theirs = 0;
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
         const char *v;
         const msp_alias_t *a = msp_alias_find(argv[i], &v);
         json |= a && a->ours && !strcmp(a->ours, "--input-json");
+        theirs |= a && a->ours && (!strcmp(a->ours, "-c") || !strcmp(a->ours, "-b"));
     }
     if (msp_push(out, argv[0]))
+        goto nomem;
+    /* msprobe's spelling of the dumps: a script written for msprobe, which
+     * looks for msprobe's files and exit status (8.x writes workbooks only) */
+    if ((json || theirs) && msp_push(out, "--msprobe-outputs"))
+        goto nomem;
+    if (json && msp_push(out, "--xlsx"))
         goto nomem;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i], *value = NULL;
@@ -210,5 +225,103 @@ int msp_compare_input_json(const char *path, char **bench, char **cmp, int *prin
 cleanup:
     cJSON_Delete(root);
     free(text);
+    return rc;
+}
+
+/* ---- msprobe's output files (--msprobe-outputs, --diff-analyze) ------------- */
+
+void msp_msprobe_stamp(msp_msprobe_reports_t *r)
+{
+    time_t now = time(NULL);
+    struct tm tm;
+    if (!localtime_r(&now, &tm) || !strftime(r->stamp, sizeof r->stamp, "%Y%m%d%H%M%S", &tm))
+        snprintf(r->stamp, sizeof r->stamp, "00000000000000");
+}
+
+static int msp_is_file(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* The one directory msprobe names a single rank's result after: dir holds
+ * "rank" (8.x's one-card dump) or "proc<PID>" (26's) and no "rank<N>".
+ * NULL: name the files rank{R}. Malloc'd. */
+static char *msp_msprobe_tag(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return NULL;
+    char *tag = NULL;
+    int numbered = 0, lone = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        const char *n = e->d_name;
+        int proc = !strncmp(n, "proc", 4) && isdigit((unsigned char)n[4]);
+        if (!strncmp(n, "rank", 4) && isdigit((unsigned char)n[4]))
+            numbered++;
+        else if (!strcmp(n, "rank") || proc) {
+            lone++;
+            free(tag);
+            tag = strdup(n);
+        }
+    }
+    closedir(d);
+    if (numbered || lone != 1) {
+        free(tag);
+        tag = NULL;
+    }
+    return tag;
+}
+
+/* "report: OUT/NAME\n" onto *said. */
+static int msp_said_add(char **said, const char *out_dir, const char *name)
+{
+    char *more = msp_asprintf("%sreport: %s/%s\n", *said ? *said : "", out_dir, name);
+    if (!more)
+        return -1;
+    free(*said);
+    *said = more;
+    return 0;
+}
+
+msp_err msp_msprobe_reports_write(const struct msp_compare_tree *tree,
+                                  const msp_msprobe_reports_t *r, char **said)
+{
+    *said = NULL;
+    msp_err rc = MSP_OK;
+    char **names = NULL, *tag = NULL;
+    size_t n = 0;
+    if (r->msprobe) {
+        /* two files: compare_result_{stamp}; else one a rank, or the one
+         * directory msprobe would name it after */
+        int files = msp_is_file(r->bench) && msp_is_file(r->cmp);
+        const msp_compare_result_t *head = msp_compare_tree_head(tree);
+        if (!files && head && head->n_ranks == 1)
+            tag = msp_msprobe_tag(r->cmp);
+        msp_msprobe_outputs_t o = {r->stamp, r->xlsx, files ? "" : tag};
+        rc = msp_report_tree_msprobe(tree, r->out_dir, &o, &names, &n);
+        for (size_t i = 0; !rc && i < n; i++)
+            if (msp_said_add(said, r->out_dir, names[i]))
+                rc = msp_fail(MSP_ERR_NOMEM, "out of memory");
+        if (!rc && r->csv && !(rc = msp_report_tree_csv(tree, r->out_dir)) &&
+            msp_said_add(said, r->out_dir, "result.csv"))
+            rc = msp_fail(MSP_ERR_NOMEM, "out of memory");
+    }
+    if (!rc && r->diff_analyze) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        char file[64];
+        snprintf(file, sizeof file, "diff_analyze_%lld%09ld.json", (long long)ts.tv_sec,
+                 ts.tv_nsec);
+        int written = 0;
+        rc = msp_report_diff_analyze(tree, r->out_dir, file, &written);
+        if (!rc && written && msp_said_add(said, r->out_dir, file))
+            rc = msp_fail(MSP_ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    free(tag);
     return rc;
 }

@@ -2,7 +2,8 @@
  * of every rank side by side.
  *
  * The input is a directory of compare results: msprobe's own per-rank
- * workbooks (compare_result_rank{N}-rank{N}_{timestamp}.xlsx), or what our
+ * workbooks (compare_result_rank{N}_{timestamp}.xlsx, also spelled
+ * compare_result_rank{N}-rank{N}_{timestamp}.xlsx) or csv files, or what our
  * compare wrote (result.csv, else the details sheets of result.xlsx or of
  * result_rank{R}.xlsx), each row knowing its rank. The config (msprobe's
  * YAML) names the APIs (a row is kept when its NPU Name contains one) and
@@ -282,35 +283,42 @@ static msp_err cmp_merge_xlsx(cmp_merge_t *m, const char *path, int64_t rank, in
 }
 
 /* result.csv (RFC 4180, as msp_report_write_csv writes it) a row at a time. */
-static msp_err cmp_merge_csv(cmp_merge_t *m, const char *path)
+static msp_err cmp_merge_csv(cmp_merge_t *m, const char *path, int64_t rank)
 {
     m->file = path;
     m->sheet = NULL;
-    m->file_rank = -1;
+    m->file_rank = rank;
     return msp_csv_read(path, 0, cmp_merge_cells, m);
 }
 
-/* msprobe's per-rank result name: compare_result_rank{N}-rank{N}_{14 digits}.xlsx */
-static int cmp_msprobe_result(const char *name, int64_t *rank)
+/* msprobe's per-rank result name, as msprobe 8.3.3 and 26 write it
+ * (compare_result_rank{N}_{14 digits}.xlsx) and as their merge_result also
+ * takes it (compare_result_rank{N}-rank{N}_{14 digits}.xlsx); with .csv, the
+ * per-rank csv msprobe 26 writes by default (and compare --msprobe-outputs).
+ * *csv says which. */
+static int cmp_msprobe_result(const char *name, int64_t *rank, int *csv)
 {
     const char *p = name;
-    if (strncmp(p, "compare_result_rank", 19))
+    if (strncmp(p, "compare_result_rank", 19) || !isdigit((unsigned char)p[19]))
         return 0;
     p += 19;
     char *end;
     long long a = strtoll(p, &end, 10);
-    if (end == p || strncmp(end, "-rank", 5))
-        return 0;
-    p = end + 5;
-    long long b = strtoll(p, &end, 10);
-    if (end == p || a != b || *end != '_')
+    if (!strncmp(end, "-rank", 5)) {
+        p = end + 5;
+        long long b = isdigit((unsigned char)*p) ? strtoll(p, &end, 10) : -1;
+        if (end == p || a != b)
+            return 0;
+    }
+    if (*end != '_')
         return 0;
     p = end + 1;
     for (int i = 0; i < 14; i++, p++)
         if (!isdigit((unsigned char)*p))
             return 0;
-    if (strcmp(p, ".xlsx"))
+    if (strcmp(p, ".xlsx") && strcmp(p, ".csv"))
         return 0;
+    *csv = p[1] == 'c';
     *rank = a;
     return 1;
 }
@@ -485,10 +493,13 @@ msp_err msp_merge_result(const char *input_dir, const char *out_dir, const char 
     /* msprobe's per-rank workbooks, when there are any */
     for (size_t i = 0; i < n && !rc; i++) {
         int64_t rank;
-        if (!cmp_msprobe_result(names[i], &rank))
+        int csv;
+        if (!cmp_msprobe_result(names[i], &rank, &csv))
             continue;
         char *p = msp_asprintf("%s/%s", input_dir, names[i]);
-        rc = p ? cmp_merge_xlsx(&m, p, rank, 0) : msp_fail(MSP_ERR_NOMEM, "out of memory");
+        rc = !p    ? msp_fail(MSP_ERR_NOMEM, "out of memory")
+             : csv ? cmp_merge_csv(&m, p, rank)
+                   : cmp_merge_xlsx(&m, p, rank, 0);
         free(p);
         files++;
     }
@@ -505,7 +516,7 @@ msp_err msp_merge_result(const char *input_dir, const char *out_dir, const char 
             continue;
         char *p = msp_asprintf("%s/%s", input_dir, names[i]);
         rc = !p        ? msp_fail(MSP_ERR_NOMEM, "out of memory")
-             : has_csv ? cmp_merge_csv(&m, p)
+             : has_csv ? cmp_merge_csv(&m, p, -1)
                        : cmp_merge_xlsx(&m, p, -1, 1);
         free(p);
         files++;
@@ -513,7 +524,7 @@ msp_err msp_merge_result(const char *input_dir, const char *out_dir, const char 
     if (!rc && !files)
         rc = msp_fail(MSP_ERR_USAGE,
                       "%s holds no compare result: neither msprobe's "
-                      "compare_result_rank{N}-rank{N}_{timestamp}.xlsx nor msprobe compare's "
+                      "compare_result_rank{N}_{timestamp}.xlsx (or .csv) nor msprobe compare's "
                       "result.csv or result.xlsx",
                       input_dir);
     if (!rc && !m.index)

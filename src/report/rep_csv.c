@@ -95,14 +95,13 @@ static void msp_csv_row(FILE *f, int stats, const msp_tensor_cmp_t *t, const msp
     fputs_unlocked("\r\n", f);
 }
 
-/* Every details row of src, as the details sheets hold them. */
-static msp_err msp_csv_write(const cmp_source_t *src, const char *out_dir)
+msp_err cmp_csv_write(const cmp_source_t *src, const char *out_dir, const char *file)
 {
     msp_err rc = msp_mkdirs(out_dir);
     if (rc != MSP_OK)
         return rc;
     FILE *f = NULL;
-    char *path = msp_asprintf("%s/result.csv", out_dir);
+    char *path = msp_asprintf("%s/%s", out_dir, file);
     char *tmp = path ? msp_atomic_tmp_name(path) : NULL;
     if (!path || !tmp) {
         rc = msp_fail(MSP_ERR_NOMEM, "out of memory writing the report in %s", out_dir);
@@ -187,7 +186,7 @@ msp_err msp_report_write_csv(const msp_compare_result_t *res, const char *out_di
     cmp_source_t src = {res,  res->n_records,     res->n_tensors,
                         1,    msp_csv_whole_load, msp_csv_whole_unload,
                         NULL, res->root_tensor,   NULL};
-    return msp_csv_write(&src, out_dir);
+    return cmp_csv_write(&src, out_dir, "result.csv");
 }
 
 static msp_err msp_csv_tree_load(const cmp_source_t *src, size_t i, msp_compare_result_t **part,
@@ -220,7 +219,7 @@ msp_err msp_report_tree_csv(const msp_compare_tree_t *t, const char *out_dir)
                         NULL,
                         cmp_tree_root_tensor(t),
                         t};
-    return msp_csv_write(&src, out_dir);
+    return cmp_csv_write(&src, out_dir, "result.csv");
 }
 
 /* ---- both reports at once ------------------------------------------------------ */

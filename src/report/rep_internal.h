@@ -53,6 +53,10 @@ typedef struct cmp_source {
     const void *ud;
 } cmp_source_t;
 
+/* Every details row of src, as the details sheets hold them, into
+ * out_dir/file (result.csv's format: rep_csv.c), atomically. */
+msp_err cmp_csv_write(const cmp_source_t *src, const char *out_dir, const char *file);
+
 /* MSP_ERR_INTERNAL if a record's tensor range lies outside res->tensors. */
 msp_err cmp_report_check_ranges(const msp_compare_result_t *res);
 /* What every writer of a whole result checks first: a result and a folder
@@ -92,6 +96,7 @@ typedef struct cmp_book {
     void (*link)(const void *ud, int64_t rank, char *buf, size_t n);
     const void *link_ud;
     size_t zip64_rows; /* details rows the workbook holds */
+    int details_only;  /* the details sheets alone, first (msprobe's own workbooks) */
 } cmp_book_t;
 /* Write b as out_dir/file (a temp file, then renamed): the error names the
  * sheet and row where libxlsxwriter failed. */

@@ -340,12 +340,13 @@ typedef struct msp_sheets {
     size_t links;            /* summary rows given a link so far */
 } msp_sheets_t;
 
-static int msp_make_sheets(msp_xlsx_t *x, const cmp_source_t *src, msp_sheets_t *sh)
+static int msp_make_sheets(msp_xlsx_t *x, const cmp_source_t *src, msp_sheets_t *sh,
+                           int details_only)
 {
     int stats = src->head->stats_mode != 0;
-    sh->n_sum = msp_sheet_count(src->n_records);
+    sh->n_sum = details_only ? 0 : msp_sheet_count(src->n_records);
     sh->n_det = msp_sheet_count(src->n_tensors);
-    sh->sum = calloc(sh->n_sum, sizeof *sh->sum);
+    sh->sum = calloc(sh->n_sum + 1, sizeof *sh->sum);
     sh->det = calloc(sh->n_det, sizeof *sh->det);
     if (!sh->sum || !sh->det) {
         msp_xlsx_note(x, LXW_ERROR_MEMORY_MALLOC_FAILED, "summary", 0);
@@ -463,7 +464,8 @@ static msp_err msp_write_part(msp_xlsx_t *x, msp_sheets_t *sh, const cmp_source_
         /* a new summary sheet starts its own count of hyperlinks */
         if (sh->seq_rec % cmp_xlsx_data_rows == 0)
             sh->links = 0;
-        msp_summary_row(x, sh, rec, src->reason(src, rec_base + i));
+        if (sh->n_sum)
+            msp_summary_row(x, sh, rec, src->reason(src, rec_base + i));
         for (size_t k = 0; k < rec->n_tensors && x->err == LXW_NO_ERROR; k++) {
             size_t ti = rec->first_tensor + k;
             claimed[ti] = 1;
@@ -483,11 +485,11 @@ static msp_err msp_write_part(msp_xlsx_t *x, msp_sheets_t *sh, const cmp_source_
     return MSP_OK;
 }
 
-static msp_err msp_write_rows(msp_xlsx_t *x, const cmp_source_t *src)
+static msp_err msp_write_rows(msp_xlsx_t *x, const cmp_source_t *src, int details_only)
 {
     msp_sheets_t sh = {0};
     msp_err rc = MSP_OK;
-    if (msp_make_sheets(x, src, &sh) == 0) {
+    if (msp_make_sheets(x, src, &sh, details_only) == 0) {
         for (size_t i = 0; i < src->n_parts && !rc && x->err == LXW_NO_ERROR; i++) {
             msp_compare_result_t *part = NULL;
             size_t rb = 0, tb = 0;
@@ -650,7 +652,7 @@ msp_err cmp_write_book(const char *out_dir, const char *file, const cmp_book_t *
     if (b->suspects_sheet && x.err == LXW_NO_ERROR)
         msp_write_suspects(&x, b->head);
     if (b->rows && x.err == LXW_NO_ERROR)
-        rc = msp_write_rows(&x, b->rows);
+        rc = msp_write_rows(&x, b->rows, b->details_only);
     /* the error-flow chart of the first step compared (rep_xlsx_chart.c) */
     if (!rc && b->chart && x.err == LXW_NO_ERROR)
         msp_xlsx_note(&x, (lxw_error)cmp_xlsx_error_flow(x.wb, b->chart), "error_flow", 0);

@@ -76,7 +76,7 @@ msp_err msp_report_write_xlsx(const msp_compare_result_t *res, const char *out_d
                         msp_whole_reason,
                         res->root_tensor,
                         &w};
-    cmp_book_t b = {&src, res->n_ranks > 1, 0, res, res, msp_whole_link, res, res->n_tensors};
+    cmp_book_t b = {&src, res->n_ranks > 1, 0, res, res, msp_whole_link, res, res->n_tensors, 0};
     rc = cmp_write_book(out_dir, "result.xlsx", &b);
     free(w.reasons);
     return rc;
@@ -176,7 +176,7 @@ static msp_err msp_rank_book(const msp_compare_tree_t *t, const char *out_dir, i
         cmp_tree_root_tensor(t),  &rs};
     char file[64];
     snprintf(file, sizeof file, "result_rank%lld.xlsx", (long long)rank);
-    cmp_book_t b = {&one, 0, 0, msp_compare_tree_head(t), NULL, NULL, NULL, rt};
+    cmp_book_t b = {&one, 0, 0, msp_compare_tree_head(t), NULL, NULL, NULL, rt, 0};
     msp_err rc = cmp_write_book(out_dir, file, &b);
     free(parts);
     return rc;
@@ -247,7 +247,8 @@ msp_err msp_report_tree_xlsx(const msp_compare_tree_t *t, const char *out_dir)
         first = NULL;
     }
     if (nten <= cmp_xlsx_data_rows || head->n_ranks <= 1) {
-        cmp_book_t b = {&all, head->n_ranks > 1, 0, head, first, msp_tree_first_row_link, t, nten};
+        cmp_book_t b = {&all, head->n_ranks > 1, 0, head, first, msp_tree_first_row_link, t, nten,
+                        0};
         rc = cmp_write_book(out_dir, "result.xlsx", &b);
         msp_compare_result_free(first);
         return rc;
@@ -269,7 +270,7 @@ msp_err msp_report_tree_xlsx(const msp_compare_tree_t *t, const char *out_dir)
         msp_compare_result_free(first);
         return msp_fail(rb.rc, "%s", rb.detail);
     }
-    cmp_book_t top = {NULL, 1, 1, head, first, msp_book_link, NULL, 0};
+    cmp_book_t top = {NULL, 1, 1, head, first, msp_book_link, NULL, 0, 0};
     rc = cmp_write_book(out_dir, "result.xlsx", &top);
     msp_compare_result_free(first);
     return rc;

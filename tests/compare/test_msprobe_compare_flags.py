@@ -62,7 +62,11 @@ class MsprobeFlags(unittest.TestCase):
                     "-fm", "-da", "--xlsx", "-m", "auto", "--csv")
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(p.stderr, "")
-        self.assertTrue(os.path.exists(os.path.join(self.out(), "result.xlsx")))
+        # msprobe's command line, msprobe's files (two dump.json: no rank in
+        # the name; --xlsx: a workbook); --csv adds our result.csv
+        self.assertEqual(len(glob.glob(os.path.join(self.out(), "compare_result_" + "[0-9]" * 14
+                                                    + ".xlsx"))), 1, os.listdir(self.out()))
+        self.assertFalse(os.path.exists(os.path.join(self.out(), "result.xlsx")))
         got = rows(self.out())
         # -tp is the compare (NPU) side, -gp the bench: 8.3.3's extra records
         # (torch.ones_like, Tensor.transpose) are bench-only rows
