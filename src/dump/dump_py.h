@@ -78,8 +78,8 @@ typedef struct msp_shim {
     int dumping;   /* the current step is in dump_iter and dump is configured */
     int64_t order; /* records made in this step */
     int cc_on;
+    /* process identity: written by py_ident.c alone */
     pid_t pid;
-    /* process identity (py_proc.c) */
     int torch_seen;   /* torch was imported and patched in this process */
     int mp_child;     /* a multiprocessing spawn child: writes only once it
                                  joins a process group (torch.multiprocessing.spawn ranks) */
@@ -228,6 +228,13 @@ int64_t msp_current_rank(void);
 /* torch.distributed.init_process_group returned: a spawned child is a rank
  * from now on, its rank is looked up again, and the step may be dumped. */
 void msp_ident_joined_group(void);
+/* The rest of the identity, written here only: the booted process's pid
+ * (a forked child differs from it), a multiprocessing spawn child (writes
+ * only once it joins a group), torch imported and patched (the step may be
+ * dumped from now on). */
+void msp_ident_boot(void);
+void msp_ident_mp_child(void);
+void msp_ident_torch_seen(void);
 /* Whether the step now starting is dumped (dump_iter, not paused by the script's
  * debugger.stop(), and this process may write). */
 int msp_step_wanted(int64_t step);

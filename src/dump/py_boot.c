@@ -187,7 +187,7 @@ static void boot_init(void)
 {
     msp_shim_log_init();
     msp_test_hooks_init();
-    msp_g.pid = getpid();
+    msp_ident_boot();
 }
 
 /* The stub saw `import msprobe` in a process it found no config for: provide

@@ -114,6 +114,22 @@ void msp_step_decide(void)
     msp_g.dumping = msp_g.torch_seen && msp_step_wanted(msp_g.step);
 }
 
+void msp_ident_boot(void)
+{
+    msp_g.pid = getpid();
+}
+
+void msp_ident_mp_child(void)
+{
+    msp_g.mp_child = 1;
+}
+
+void msp_ident_torch_seen(void)
+{
+    msp_g.torch_seen = 1;
+    msp_step_decide();
+}
+
 void msp_ident_joined_group(void)
 {
     msp_g.joined_group = 1;

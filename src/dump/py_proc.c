@@ -36,13 +36,13 @@ static void classify_command_line(void)
         PyObject *b = a && PyUnicode_Check(a) ? PyUnicode_AsUTF8String(a) : NULL;
         const char *s = b ? PyBytes_AsString(b) : NULL;
         if (s && strcmp(s, "--multiprocessing-fork") == 0) {
-            msp_g.mp_child = 1;
+            msp_ident_mp_child();
         } else if (s && after_c) {
             /* multiprocessing's own helpers run "python -c 'from multiprocessing.X ...'":
              * spawn children (pools, DataLoader workers, torch.multiprocessing.spawn
              * ranks) may become ranks; the resource tracker and forkserver never write. */
             if (strncmp(s, "from multiprocessing.spawn import", 33) == 0)
-                msp_g.mp_child = 1;
+                msp_ident_mp_child();
             else if (strncmp(s, "from multiprocessing.", 21) == 0)
                 msp_state_disable();
         }
@@ -339,7 +339,6 @@ int msp_proc_wrap_seed(PyObject *owner, const char *attr, const char *api)
 
 void msp_proc_install(PyObject *torch)
 {
-    msp_g.torch_seen = 1;
     if (msp_g.mp_child) {
         PyObject *dist = PyObject_GetAttrString(torch, "distributed");
         PyErr_Clear();
@@ -353,5 +352,5 @@ void msp_proc_install(PyObject *torch)
         Py_XDECREF(c10d);
         PyErr_Clear();
     }
-    msp_step_decide();
+    msp_ident_torch_seen();
 }
