@@ -190,11 +190,14 @@ typedef struct msp_frame_ref {
     const void *frame, *code;
     long pos;
 } msp_frame_ref_t;
-/* The loop that calls the model: a frame, and the range of its code that
- * the innermost loop around its call covers. */
+/* The loops that call the model: a frame, and the ranges of its code that
+ * the loops around its call cover, innermost first (lo[0]..hi[0]), at most
+ * MSP_FRAME_LOOPS of them. */
+#define MSP_FRAME_LOOPS 4
 typedef struct msp_frame_loop {
     const void *frame, *code;
-    long lo, hi;
+    long lo[MSP_FRAME_LOOPS], hi[MSP_FRAME_LOOPS];
+    int n;
 } msp_frame_loop_t;
 /* The current call's frames, innermost first, at most max: how many (0 when
  * frames cannot be walked). Costs no Python call. */
@@ -203,8 +206,9 @@ int msp_stack_refs(msp_frame_ref_t *out, int max);
  * skipped), or the nearest frame outwards from it, whose code has a loop
  * around where it is; 1 with *loop set, 0 when no such frame is found. */
 int msp_stack_call_loop(msp_frame_loop_t *loop);
-/* Whether ref is loop's frame, at a place inside that loop. */
-int msp_stack_in_loop(const msp_frame_ref_t *ref, const msp_frame_loop_t *loop);
+/* The innermost of loop's loops that ref is inside (ref in loop's frame, at a
+ * place inside it): its index, or -1 when none. */
+int msp_stack_loop_of(const msp_frame_ref_t *ref, const msp_frame_loop_t *loop);
 
 /* ---- torch.distributed calls (py_dist.c) ----
  * The attributes "group" (the global ranks of the call's process group, as
@@ -307,11 +311,17 @@ int msp_dev_stats_enabled(int *test);
 void msp_rec_queue(msp_dq_rec_t *r);
 /* 1 when r is held back (it is data preparation until the model runs). */
 int msp_prep_hold(msp_dq_rec_t *r);
-/* A root module's forward begins: the held records made in the loop that
- * calls it, before the call, are queued in order; the rest are dropped;
+/* A root module's forward begins: the held records made in the innermost
+ * loop that calls it, before the call, are queued in order; those made in an
+ * outer loop wait for msp_prep_optimizer_step; the rest are dropped;
  * holding ends. */
 void msp_prep_model_started(void);
-/* Step end and exit: the held records are queued in order (no model ran). */
+/* An optimizer's step begins: the waiting records made in the loop that
+ * holds this call too (or an inner one) are queued with their order, the
+ * rest dropped. */
+void msp_prep_optimizer_step(void);
+/* Step end and exit: the held records are queued in order (no model ran);
+ * records still waiting for an optimizer step are dropped. */
 void msp_prep_release(void);
 /* A record that will not be submitted: forgets its device statistics still
  * in flight, then frees it. */

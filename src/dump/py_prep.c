@@ -11,10 +11,16 @@
  * held back here instead of queued, with the frames of its call (identities
  * and positions, no references: msp_stack_refs). When that forward begins,
  * the frame that calls it (or the nearest one outwards that has one) and the
- * innermost loop of its code around the call are found
- * (msp_stack_call_loop); a held record whose call passed through that very
- * frame at a place inside that loop is loop body and is queued, in its
- * order; the rest are dropped (one line says how many). No loop found (a
+ * loops of its code around the call are found (msp_stack_call_loop); a held
+ * record whose call passed through that very frame at a place inside the
+ * innermost of them is loop body and is queued, in its order; one made in an
+ * outer loop only waits, its place in the order kept, for the step's first
+ * optimizer step (msp_prep_optimizer_step): the loop of a step is the one
+ * that holds both the forward and the optimizer's step, so with gradient
+ * accumulation (micro-batches in an inner loop, the batch prepared and the
+ * step taken in the outer one) the outer body is the step's too. Without an
+ * optimizer step in the step those are dropped at its end, as is every
+ * record made outside the loops (one line says how many). No loop found (a
  * model called once, at the top of the script): all are dropped. A script
  * that never runs a module (a purely functional one) loses nothing: at the
  * end of each step and at exit the held records go to the queue in their
@@ -40,6 +46,13 @@ static msp_dq_rec_t *g_head, *g_tail;
 static size_t g_n, g_bytes;
 static int g_done = -1; /* -1 unknown yet; 1: holding is over (model ran, gave up, or off) */
 static uint64_t g_dropped;
+/* Records made in an outer loop only, waiting for the optimizer's step to
+ * say whether that loop is the step's (their order already given), each
+ * with the index of the innermost of g_loop's loops it was made in. */
+static msp_dq_rec_t *g_outer, *g_outer_tail;
+static int *g_outer_depth;
+static size_t g_n_outer, g_cap_outer;
+static msp_frame_loop_t g_loop;
 /* The frames of each held record's call: held record i has g_span[i].n of
  * them, from g_refs[g_span[i].at]. */
 typedef struct {
@@ -68,15 +81,25 @@ static void note_frames(void)
     g_nrefs += (size_t)span[g_n].n;
 }
 
-/* Whether held record i was made inside the loop. */
+/* The innermost of loop's loops that frames refs[0..n) passed through, or
+ * -1 when none. */
+static int loop_depth(const msp_frame_ref_t *refs, int n, const msp_frame_loop_t *loop)
+{
+    int best = -1;
+    for (int k = 0; k < n; k++) {
+        int d = msp_stack_loop_of(&refs[k], loop);
+        if (d >= 0 && (best < 0 || d < best))
+            best = d;
+    }
+    return best;
+}
+
+/* Where held record i was made: loop_depth of its call's frames. */
 static int made_in(size_t i, const msp_frame_loop_t *loop)
 {
     if (i >= g_capspans)
-        return 0;
-    for (int k = 0; k < g_span[i].n; k++)
-        if (msp_stack_in_loop(&g_refs[g_span[i].at + (size_t)k], loop))
-            return 1;
-    return 0;
+        return -1;
+    return loop_depth(g_refs + g_span[i].at, g_span[i].n, loop);
 }
 
 static void frames_free(void)
@@ -140,16 +163,85 @@ static msp_dq_rec_t *prep_next(msp_dq_rec_t *r)
     return next;
 }
 
-void msp_rec_queue(msp_dq_rec_t *r)
+/* r to the queue with the order it has. */
+static void queue_ordered(msp_dq_rec_t *r)
 {
-    r->order = msp_g.order++;
     msp_stack_commit(r);
     if (!msp_dev_hold(r))
         msp_dq_push(r);
 }
 
+void msp_rec_queue(msp_dq_rec_t *r)
+{
+    r->order = msp_g.order++;
+    queue_ordered(r);
+}
+
+/* r waits for the optimizer's step, its order taken now; 0, or -1 when
+ * there is no room to note its depth (then it is dropped). */
+static int outer_wait(msp_dq_rec_t *r, int depth)
+{
+    int *d = msp_grow(g_outer_depth, &g_cap_outer, g_n_outer, sizeof *d, 64);
+    if (!d)
+        return -1;
+    g_outer_depth = d;
+    d[g_n_outer++] = depth;
+    r->order = msp_g.order++;
+    r->next = NULL;
+    if (g_outer_tail)
+        g_outer_tail->next = r;
+    else
+        g_outer = r;
+    g_outer_tail = r;
+    return 0;
+}
+
+static void say_dropped(uint64_t n, const char *where)
+{
+    if (n)
+        msp_shim_msg("%llu call%s made %s %s data preparation and %s not dumped "
+                     "(MSPROBE_DUMP_DATA_PREP=1 keeps them)",
+                     (unsigned long long)n, n == 1 ? "" : "s", where, n == 1 ? "is" : "are",
+                     n == 1 ? "is" : "are");
+}
+
+/* The waiting records: those made in loop keep (or an inner one) queued,
+ * the rest dropped; keep -1 drops them all. */
+static void outer_settle(int keep)
+{
+    uint64_t dropped = 0;
+    size_t i = 0;
+    for (msp_dq_rec_t *r = g_outer, *next; r; r = next, i++) {
+        next = prep_next(r);
+        if (keep >= 0 && i < g_n_outer && g_outer_depth[i] <= keep) {
+            queue_ordered(r);
+        } else {
+            msp_rec_drop(r);
+            dropped++;
+        }
+    }
+    g_outer = g_outer_tail = NULL;
+    g_n_outer = 0;
+    free(g_outer_depth);
+    g_outer_depth = NULL;
+    g_cap_outer = 0;
+    say_dropped(dropped, "in a loop around the model's first forward that takes no optimizer "
+                         "step");
+}
+
+void msp_prep_optimizer_step(void)
+{
+    if (!g_outer)
+        return;
+    msp_frame_ref_t refs[MSP_PREP_FRAMES];
+    int n = msp_stack_refs(refs, MSP_PREP_FRAMES);
+    outer_settle(loop_depth(refs, n, &g_loop));
+}
+
 void msp_prep_release(void)
 {
+    if (g_outer) /* the step ends (or the process) with no optimizer step */
+        outer_settle(-1);
     for (msp_dq_rec_t *r = prep_take(), *next; r; r = next) {
         next = prep_next(r);
         msp_rec_queue(r);
@@ -161,14 +253,14 @@ void msp_prep_model_started(void)
     if (prep_off())
         return;
     g_done = 1;
-    msp_frame_loop_t loop;
-    int in_loop = g_head && msp_stack_call_loop(&loop);
+    int in_loop = g_head && msp_stack_call_loop(&g_loop);
     size_t i = 0;
     for (msp_dq_rec_t *r = g_head, *next; r; r = next, i++) {
         next = prep_next(r);
-        if (in_loop && made_in(i, &loop)) {
+        int depth = in_loop ? made_in(i, &g_loop) : -1;
+        if (depth == 0) {
             msp_rec_queue(r); /* the loop's body, before the model: the step's own */
-        } else {
+        } else if (depth < 0 || outer_wait(r, depth) != 0) {
             msp_rec_drop(r);
             g_dropped++;
         }
@@ -176,12 +268,9 @@ void msp_prep_model_started(void)
     prep_take();
     frames_free();
     /* no input may name a dropped record as its producer (a weight scaled
-     * in place before training would look produced by an op not in the file) */
-    if (g_dropped)
+     * in place before training would look produced by an op not in the file),
+     * nor one still waiting, which may be dropped yet */
+    if (g_dropped || g_outer)
         msp_links_reset();
-    if (g_dropped)
-        msp_shim_msg("%llu call%s made before the model's first forward %s data preparation "
-                     "and %s not dumped (MSPROBE_DUMP_DATA_PREP=1 keeps them)",
-                     (unsigned long long)g_dropped, g_dropped == 1 ? "" : "s",
-                     g_dropped == 1 ? "is" : "are", g_dropped == 1 ? "is" : "are");
+    say_dropped(g_dropped, "before the model's first forward");
 }

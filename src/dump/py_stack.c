@@ -473,18 +473,19 @@ int msp_stack_refs(msp_frame_ref_t *out, int max)
     return n;
 }
 
-/* loop(code, at): the innermost loop of code around position at (a byte
- * offset, or -(line) - 2), as the positions (or lines) of its first and last
- * instruction: a backward jump and its target; None outside every loop. */
+/* loops(code, at): the loops of code around position at (a byte offset, or
+ * -(line) - 2), innermost first, each as the positions (or lines) of its
+ * first and last instruction: a backward jump's target and the last backward
+ * jump to it (a continue jumps back too: the loop is the widest). */
 static const char g_loop_py[] =
     "import dis\n"
     "JUMPS = set(getattr(dis, 'hasjump', dis.hasjrel + dis.hasjabs))\n"
-    "def loop(code, at):\n"
+    "def loops(code, at):\n"
     "    starts = None\n"
     "    if at < 0:\n"
     "        at = -at - 2\n"
     "        starts = [(o, l) for o, l in dis.findlinestarts(code) if l is not None]\n"
-    "    best = None\n"
+    "    found = {}\n"
     "    for ins in dis.get_instructions(code):\n"
     "        t = ins.argval\n"
     "        if ins.opcode not in JUMPS or not isinstance(t, int) or t > ins.offset:\n"
@@ -496,35 +497,39 @@ static const char g_loop_py[] =
     "            if not ls:\n"
     "                continue\n"
     "            lo, hi = min(ls), max(ls)\n"
-    "        if lo <= at <= hi and (best is None or hi - lo < best[1] - best[0]):\n"
-    "            best = (lo, hi)\n"
-    "    return best\n";
+    "        found.setdefault(lo, []).append(hi)\n"
+    "    spans = [(lo, max(his)) for lo, his in found.items()]\n"
+    "    return sorted([r for r in spans if r[0] <= at <= r[1]], key=lambda r: r[1] - r[0])\n";
 
-/* The innermost loop around where frame f is, in *lo.. *hi (positions as
- * frame_pos gives them, or lines when those are negative); 0: none. */
-static int loop_around(PyObject *code, long pos, long *lo, long *hi)
+/* The loops around where frame f is, innermost first, into loop (positions
+ * as frame_pos gives them, or lines when those are negative): how many. */
+static int loops_around(PyObject *code, long pos, msp_frame_loop_t *loop)
 {
     static PyObject *fn; /* the helper, made once */
     static int failed;
     if (!fn && !failed) {
         PyObject *ns = msp_py_run_source(g_loop_py, "msprobe_prep_loop");
-        fn = ns ? PyDict_GetItemString(ns, "loop") : NULL;
+        fn = ns ? PyDict_GetItemString(ns, "loops") : NULL;
         Py_XINCREF(fn);
         Py_XDECREF(ns);
         failed = !fn;
     }
     PyObject *r = fn ? PyObject_CallFunction(fn, "Ol", code, pos) : NULL;
-    int found = r && PyTuple_Check(r) && PyTuple_Size(r) == 2;
-    if (found) {
-        *lo = PyLong_AsLong(PyTuple_GetItem(r, 0));
-        *hi = PyLong_AsLong(PyTuple_GetItem(r, 1));
+    Py_ssize_t n = r && PyList_Check(r) ? PyList_Size(r) : 0;
+    loop->n = 0;
+    for (Py_ssize_t i = 0; i < n && loop->n < MSP_FRAME_LOOPS; i++) {
+        PyObject *t = PyList_GetItem(r, i);
+        if (!t || !PyTuple_Check(t) || PyTuple_Size(t) != 2)
+            break;
+        loop->lo[loop->n] = PyLong_AsLong(PyTuple_GetItem(t, 0));
+        loop->hi[loop->n++] = PyLong_AsLong(PyTuple_GetItem(t, 1));
     }
     Py_XDECREF(r);
     if (PyErr_Occurred()) {
         msp_py_warn_error("data preparation", "finding the loop that runs the model");
-        found = 0;
+        loop->n = 0;
     }
-    return found;
+    return loop->n;
 }
 
 int msp_stack_call_loop(msp_frame_loop_t *loop)
@@ -538,7 +543,7 @@ int msp_stack_call_loop(msp_frame_loop_t *loop)
         PyObject *code = frame_code(frame);
         /* torch's frames (Module.__call__) and the shim's are not the caller */
         if (code && code_info(code)) {
-            found = loop_around(code, frame_pos(frame), &loop->lo, &loop->hi);
+            found = loops_around(code, frame_pos(frame), loop) > 0;
             loop->frame = frame;
             loop->code = code;
         }
@@ -551,10 +556,13 @@ int msp_stack_call_loop(msp_frame_loop_t *loop)
     return found;
 }
 
-int msp_stack_in_loop(const msp_frame_ref_t *ref, const msp_frame_loop_t *loop)
+int msp_stack_loop_of(const msp_frame_ref_t *ref, const msp_frame_loop_t *loop)
 {
     if (ref->frame != loop->frame || ref->code != loop->code)
-        return 0;
+        return -1;
     long at = ref->pos >= 0 ? ref->pos : -ref->pos - 2;
-    return loop->lo <= at && at <= loop->hi;
+    for (int k = 0; k < loop->n; k++)
+        if (loop->lo[k] <= at && at <= loop->hi[k])
+            return k;
+    return -1;
 }

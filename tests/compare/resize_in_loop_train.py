@@ -3,7 +3,10 @@
 loop, before model(x), in a helper the loop calls, and flipped in the loop
 body itself; the whole dataset is normalised once at the top of the script
 (data preparation). With STEP_FN=1 the loop body is a function the loop
-calls (with no loop of its own). RESIZE_MODE / RESIZE_ALIGN plant a
+calls (with no loop of its own). With GRAD_ACCUM=1 the batch is flipped
+and resized in the loop body, then run as two micro-batches of one image in
+an inner loop (forward and backward each), and the optimizer steps once, in
+the outer loop: gradient accumulation. RESIZE_MODE / RESIZE_ALIGN plant a
 different resize on one side (test_dump_prep_in_loop.py, test_culprit_resize_in_loop.py)."""
 import os
 
@@ -43,6 +46,14 @@ def train_step(x, y):
 for step, (x, y) in enumerate(DataLoader(TensorDataset(images, labels), batch_size=2)):
     if os.environ.get("STEP_FN") == "1":
         loss = train_step(x, y)
+    elif os.environ.get("GRAD_ACCUM") == "1":
+        x = torch.flip(x, [3])  # augmentation in the outer loop's body
+        x = resize(x)
+        opt.zero_grad()
+        for xm, ym in zip(x.chunk(2), y.chunk(2)):  # two micro-batches
+            loss = F.cross_entropy(model(xm), ym) * 0.5
+            loss.backward()
+        opt.step()              # once a batch, in the outer loop
     else:
         x = torch.flip(x, [3])  # augmentation in the loop body
         x = resize(x)           # and in a function the loop body calls

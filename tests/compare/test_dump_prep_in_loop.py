@@ -11,7 +11,10 @@ whole dataset at the top of the script is in neither step. The same holds
 when the loop body is itself a function the loop calls, and when places in
 the code are told by lines (a Python without frame offsets). Real training under
 the real shim (resize_in_loop_train.py), read back with h5py; the values
-expected are computed here with torch."""
+expected are computed here with torch. With gradient accumulation the model
+runs in an inner loop over micro-batches while the batch is prepared and the
+optimizer steps in the outer one: the outer loop is the step's, and its body
+is dumped in step 0 too."""
 import json
 import os
 import subprocess
@@ -56,6 +59,7 @@ def first_batch_resized():
 @unittest.skipUnless(PRELOAD, "the shim is not built")
 class PrepInTheLoop(unittest.TestCase):
     def dump(self, work, step_fn, env_extra=None):
+        env_extra = dict(env_extra or {})
         root = os.path.join(work, "dump")
         cfg = os.path.join(work, "msprobe.json")
         with open(cfg, "w") as f:
@@ -63,9 +67,10 @@ class PrepInTheLoop(unittest.TestCase):
                 "dump_mode": "api", "dump_path": root, "dump_iter": "all",
                 "task": "statistics"}}}, f)
         env = dict(os.environ, OMP_NUM_THREADS="1", STEP_FN="1" if step_fn else "0")
+        env.update(env_extra)
         plain = subprocess.run([PYTHON, TRAIN], cwd=work, env=env, capture_output=True,
                                text=True, timeout=600)
-        env.update(LD_PRELOAD=PRELOAD, MSPROBE_PATH=cfg, **(env_extra or {}))
+        env.update(LD_PRELOAD=PRELOAD, MSPROBE_PATH=cfg)
         p = subprocess.run([PYTHON, TRAIN], cwd=work, env=env, capture_output=True, text=True,
                            timeout=600)
         self.assertEqual(p.returncode, 0, p.stderr[-3000:])
@@ -110,6 +115,14 @@ class PrepInTheLoop(unittest.TestCase):
 
     def test_a_step_function_called_from_the_loop_counts_as_its_body(self):
         self.check(step_fn=True)
+
+    def test_gradient_accumulation_keeps_the_outer_loop_body(self):
+        # the micro-batches' loop runs the model, the outer loop prepares the
+        # batch and takes the optimizer's step: the outer body is the step's
+        self.check(step_fn=False, env_extra={"GRAD_ACCUM": "1"})
+
+    def test_gradient_accumulation_by_lines(self):
+        self.check(step_fn=False, env_extra={"GRAD_ACCUM": "1", "MSPROBE_TEST_STACK_LINES": "1"})
 
     def test_by_lines_as_on_a_python_without_frame_offsets(self):
         # CPython < 3.11 has no PyFrame_GetLasti: places are lines there
