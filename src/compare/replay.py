@@ -506,6 +506,8 @@ def judge(recorded, r64, rn, mode, acc=False, bounds=None):
 # error itself). The same holds for a step of an optimizer that updates each
 # element from that element's gradient and state alone. Compare decides and
 # sends only those elements (job "every": k); the ready line hands it these.
+# From 2^19 elements on: a whole replay of a 1.7M-element bfloat16 mul took
+# 0.31 s against 0.06 s sampled, half the compare of a 512 MiB pair.
 ELEMENTWISE = {"add", "sub", "mul", "div", "true_divide", "neg", "abs", "exp", "log", "sqrt",
                "rsqrt", "pow", "square", "reciprocal", "sigmoid", "tanh", "relu", "gelu", "silu",
                "leaky_relu", "elu", "selu", "celu", "hardtanh", "hardswish", "hardsigmoid",
@@ -516,7 +518,7 @@ ELEMENTWISE = {"add", "sub", "mul", "div", "true_divide", "neg", "abs", "exp", "
                "div_", "relu_", "clamp_", "sigmoid_", "tanh_"}
 ELEMENTWISE_OPTIMIZERS = {"SGD", "Adam", "AdamW", "Adagrad", "Adadelta", "Adamax", "NAdam",
                           "RAdam", "RMSprop", "Rprop", "ASGD"}
-SAMPLE_MIN = 1 << 21
+SAMPLE_MIN = 1 << 19
 SAMPLE_KEEP = 1 << 18
 
 

@@ -2,7 +2,7 @@
 
 A call whose output element i depends on input element i alone (add, mul,
 gelu, ...) and whose tensors all have the output's shape is replayed on
-every k-th element when they hold over 2^21 elements (msprobe-compare(1),
+every k-th element when they hold over 2^19 elements (msprobe-compare(1),
 REPLAY): the error over the sample estimates the whole tensor's. Here a
 planted gelu (the tanh approximation on the compare side, erf on the bench
 side) of 5,000,000 elements: replay must still call it introduced, say that

@@ -23,7 +23,7 @@ import openpyxl
 BIN = os.environ.get("MSPROBE_BIN", "msprobe")
 PYTHON = os.environ.get("MSPROBE_PYTHON", "/usr/bin/python3")
 PRELOAD = os.environ.get("MSPROBE_PRELOAD_LIB", "")
-ROWS, COLS = 2048, 2304  # 4,718,592 elements: over 2^21
+ROWS, COLS = 2048, 2304  # 4,718,592 elements: over 2^19
 LR = 1e-2
 TRAIN = """
 import sys, torch
