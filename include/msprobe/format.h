@@ -194,6 +194,10 @@ void msp_writer_abort(msp_writer_t *w);
 
 /* ---- reader ----------------------------------------------------------- */
 
+/* msp_tensor_info_t.has_stats: which statistics the dump gave. */
+#define MSP_STATS_ALL 1
+#define MSP_STATS_MAXMIN 2
+
 typedef struct msp_tensor_info {
     char *role;          /* "input.0" */
     msp_dtype_t dtype;   /* MSP_DTYPE_INVALID if not one we know */
@@ -202,7 +206,10 @@ typedef struct msp_tensor_info {
     int64_t shape[MSP_MAX_NDIM];
     int64_t numel;
     int has_data;  /* 0: statistics only */
-    int has_stats; /* max/min/mean/norm were present (counts and crc32
+    int has_stats; /* MSP_STATS_ALL: max/min/mean/norm were present;
+                                    MSP_STATS_MAXMIN: max and min only, mean and
+                                    norm NaN (msprobe 26 leaves them null for an
+                                    integer tensor); 0: none (counts and crc32
                                     default to 0 when absent) */
     msp_stats_t stats;
     int64_t offset;  /* file offset of contiguous native little-endian data

@@ -325,7 +325,7 @@ msp_err cmp_add_job(cmp_ctx_t *cx, size_t row, const msp_record_info_t *nrec,
     j->unit = cmp_unit_elems(nt->dtype, bt->dtype, cx->chunk);
     j->n_units = (size_t)((j->numel + j->unit - 1) / j->unit);
     msp_tolerance(nt->dtype, bt->dtype, &j->rtol, &j->atol);
-    j->side = !(nt->has_stats && bt->has_stats);
+    j->side = !(nt->has_stats == MSP_STATS_ALL && bt->has_stats == MSP_STATS_ALL);
     cmp_acc_init(&j->acc);
     return MSP_OK;
 }

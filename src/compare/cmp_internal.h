@@ -74,9 +74,21 @@ msp_err cmp_mapping_load_cell(const char *path, cmp_mapping_t *out);
 const char *cmp_mapping_role(const cmp_mapping_t *m, const char *bench_rec, const char *cmp_rec,
                              const char *role);
 
-/* One matched (or one-sided) record pair; indexes into the files' records, -1 if absent. */
+/* 1 when both sides gave all four statistics (MSP_STATS_ALL). */
+int cmp_all4(const msp_tensor_info_t *n, const msp_tensor_info_t *b);
+/* Fills t's statistics diff columns from its npu_* and bench_* values, mean
+ * and norm only when all4; returns the largest warning measure (a mean
+ * difference within the rounding floor of numel values counting as none);
+ * *nonfinite_mismatch (may be NULL): a statistic finite on one side only. */
+double cmp_fill_diffs(msp_tensor_cmp_t *t, int all4, int64_t numel, int *nonfinite_mismatch);
+
+/* One matched (or one-sided) record pair; indexes into the files' records, -1 if absent.
+ * stray: a one-sided record while the other side also holds one of the same
+ * API or module (its name without call index) that paired with nothing: a
+ * pairing that failed, never a record one side simply does not wrap. */
 typedef struct cmp_pair {
     long b, c;
+    int stray;
 } cmp_pair_t;
 
 /* Pair the records of two files. Caller frees *pairs. */
@@ -193,6 +205,7 @@ typedef struct cmp_ctx {
     int has_producers;                          /* either file of the pair carries producer links */
     const msp_record_info_t **bnames, **cnames; /* records by name, for producer lookups */
     const cmp_mapping_t *map;                   /* --mapping, or NULL */
+    int stray;                                  /* the record being built: cmp_pair_t.stray */
     int md5;                                    /* some pair was of md5 (hash-only) dumps */
     const unsigned char *bmap, *cmap;           /* whole-file read-only maps, or NULL */
     size_t bmap_len, cmap_len;

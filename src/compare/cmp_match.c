@@ -179,10 +179,14 @@ static long cmp_find(const cmp_named_t *v, size_t n, const char *name)
     return lo < n && !strcmp(v[lo].name, name) ? (long)lo : -1;
 }
 
+/* 1 when every tensor role both records hold has one shape on both sides,
+ * and they hold one at least (or neither holds any). A tensor of one side
+ * only does not count against the pair: one dumper records a module's
+ * parameters or a keyword argument the other leaves out, as exact names
+ * would still pair them. */
 static int cmp_same_shapes(const msp_record_info_t *a, const msp_record_info_t *b)
 {
-    if (a->n_tensors != b->n_tensors)
-        return 0;
+    size_t common = 0;
     for (size_t i = 0; i < a->n_tensors; i++) {
         const msp_tensor_info_t *t = &a->tensors[i], *u = NULL;
         for (size_t j = 0; j < b->n_tensors; j++)
@@ -190,21 +194,60 @@ static int cmp_same_shapes(const msp_record_info_t *a, const msp_record_info_t *
                 u = &b->tensors[j];
                 break;
             }
-        if (!u || u->ndim != t->ndim)
+        if (!u)
+            continue;
+        common++;
+        if (u->ndim != t->ndim)
             return 0;
         for (int d = 0; d < t->ndim; d++)
             if (u->shape[d] != t->shape[d])
                 return 0;
     }
-    return 1;
+    return common > 0 || (a->n_tensors == 0 && b->n_tensors == 0);
+}
+
+/* name with its last direction token `from` (".backward") turned into `to`
+ * (".forward"): the forward call a backward record belongs to, or back.
+ * NULL when name holds no such token (or out of memory). */
+static char *cmp_swap_direction(const char *name, const char *from, const char *to)
+{
+    size_t fl = strlen(from);
+    const char *at = NULL;
+    for (const char *p = name; (p = strstr(p, from)) != NULL; p += fl)
+        if (p[fl] == '.' || p[fl] == '\0')
+            at = p;
+    if (!at)
+        return NULL;
+    return msp_asprintf("%.*s%s%s", (int)(at - name), name, to, at + fl);
+}
+
+/* --fuzzy: the bench partner of compare backward record c is the backward of
+ * the bench forward that c's own forward paired with (one call, one index on
+ * each side), or -1. A backward record's tensors are no guide: msprobe lists
+ * a linear's grads in autograd order, ours by argument, so their shapes
+ * differ role by role although the values are the same. */
+static long cmp_fuzzy_by_forward(const msp_dump_file_t *bf, const msp_dump_file_t *cf,
+                                 const cmp_named_t *bv, size_t nb, const cmp_named_t *cv, size_t nc,
+                                 const long *b_used, const long *c_match, size_t c)
+{
+    char *fwd = cmp_swap_direction(cf->records[c].name, ".backward", ".forward");
+    long ci = fwd ? cmp_find(cv, nc, fwd) : -1;
+    long bfi = ci >= 0 ? c_match[cv[ci].idx] - 1 : -1;
+    char *bwd = bfi >= 0 ? cmp_swap_direction(bf->records[bfi].name, ".forward", ".backward")
+                         : NULL;
+    long bi = bwd ? cmp_find(bv, nb, bwd) : -1;
+    free(fwd);
+    free(bwd);
+    return bi >= 0 && !b_used[bv[bi].idx] ? bv[bi].idx : -1;
 }
 
 /* --fuzzy (msprobe's -f/-fm): the bench records still unmatched, grouped by
  * their name without its call index, in execution order; each compare record
- * (in order) takes the first shape-compatible one after the last taken. */
+ * (in order) takes the first shape-compatible one after the last taken; a
+ * backward record first takes the backward of its forward's partner. */
 static msp_err cmp_match_fuzzy(const msp_dump_file_t *bf, const msp_dump_file_t *cf,
                                const msp_compare_opts_t *opts, const cmp_named_t *bv, size_t nb,
-                               long *b_used, long *c_match)
+                               const cmp_named_t *cv, size_t nc, long *b_used, long *c_match)
 {
     msp_err rc = MSP_OK;
     char **bkeys = calloc(bf->n_records + 1, sizeof *bkeys);
@@ -237,6 +280,12 @@ static msp_err cmp_match_fuzzy(const msp_dump_file_t *bf, const msp_dump_file_t 
     for (size_t c = 0; c < cf->n_records; c++) {
         if (c_match[c] || !cmp_level_keeps(opts->level, cf->records[c].name))
             continue;
+        long byf = cmp_fuzzy_by_forward(bf, cf, bv, nb, cv, nc, b_used, c_match, c);
+        if (byf >= 0) {
+            b_used[byf] = (long)c + 1;
+            c_match[c] = byf + 1;
+            continue;
+        }
         ckeys[c] = cmp_fuzzy_key(cf->records[c].name);
         if (!ckeys[c]) {
             free(cursor);
@@ -271,6 +320,53 @@ cleanup:
     return rc;
 }
 
+static int cmp_str_order(const void *x, const void *y)
+{
+    return strcmp(*(const char *const *)x, *(const char *const *)y);
+}
+
+/* Sets stray on each one-sided pair whose name without call index is also
+ * that of a one-sided pair of the other side (cmp_pair_t). */
+static msp_err cmp_mark_strays(const msp_dump_file_t *bf, const msp_dump_file_t *cf,
+                               cmp_pair_t *pairs, size_t np)
+{
+    msp_err rc = MSP_OK;
+    char **keys = calloc(np + 1, sizeof *keys);
+    char **side[2] = {calloc(np + 1, sizeof(char *)), calloc(np + 1, sizeof(char *))};
+    size_t ns[2] = {0, 0};
+    if (!keys || !side[0] || !side[1]) {
+        rc = msp_fail(MSP_ERR_NOMEM, "matching: out of memory");
+        goto cleanup;
+    }
+    for (size_t i = 0; i < np; i++) {
+        if (pairs[i].b >= 0 && pairs[i].c >= 0)
+            continue;
+        int k = pairs[i].c >= 0; /* 0: a bench record alone, 1: a compare one */
+        const char *name = k ? cf->records[pairs[i].c].name : bf->records[pairs[i].b].name;
+        if (!(keys[i] = cmp_fuzzy_key(name))) {
+            rc = msp_fail(MSP_ERR_NOMEM, "matching: out of memory");
+            goto cleanup;
+        }
+        side[k][ns[k]++] = keys[i];
+    }
+    qsort(side[0], ns[0], sizeof(char *), cmp_str_order);
+    qsort(side[1], ns[1], sizeof(char *), cmp_str_order);
+    for (size_t i = 0; i < np; i++) {
+        if (!keys[i])
+            continue;
+        int other = pairs[i].c < 0; /* a bench record looks among the compare ones */
+        pairs[i].stray = bsearch(&keys[i], side[other], ns[other], sizeof(char *), cmp_str_order) !=
+                         NULL;
+    }
+cleanup:
+    for (size_t i = 0; keys && i < np; i++)
+        free(keys[i]);
+    free(keys);
+    free(side[0]);
+    free(side[1]);
+    return rc;
+}
+
 msp_err cmp_match_records(const msp_dump_file_t *bf, const msp_dump_file_t *cf,
                           const msp_compare_opts_t *opts, const cmp_mapping_t *map,
                           cmp_pair_t **pairs_out, size_t *n_out)
@@ -302,7 +398,9 @@ msp_err cmp_match_records(const msp_dump_file_t *bf, const msp_dump_file_t *cf,
             long bi = cmp_find(bv, nb, map->e[m].bench), ci = cmp_find(cv, nc, map->e[m].cmp);
             map->e[m].bench_seen |= bi >= 0;
             map->e[m].cmp_seen |= ci >= 0;
-            if (bi < 0 || ci < 0)
+            /* a data_mapping line of tensor names pairs those two tensors
+             * alone (cmp_dm_rows), never their records: as msprobe's -dm */
+            if (bi < 0 || ci < 0 || map->e[m].cmp_role)
                 continue;
             long b = bv[bi].idx, c = cv[ci].idx;
             if (b_used[b] || c_match[c])
@@ -338,18 +436,19 @@ msp_err cmp_match_records(const msp_dump_file_t *bf, const msp_dump_file_t *cf,
         b_used[bv[bi].idx] = c + 1;
         c_match[c] = bv[bi].idx + 1;
     }
-    if (opts->fuzzy && (rc = cmp_match_fuzzy(bf, cf, opts, bv, nb, b_used, c_match)))
+    if (opts->fuzzy && (rc = cmp_match_fuzzy(bf, cf, opts, bv, nb, cv, nc, b_used, c_match)))
         goto cleanup;
     for (size_t c = 0; c < cf->n_records; c++) {
         if (!cmp_level_keeps(opts->level, cf->records[c].name))
             continue;
-        pairs[np++] = (cmp_pair_t){c_match[c] - 1, (long)c};
+        pairs[np++] = (cmp_pair_t){.b = c_match[c] - 1, .c = (long)c};
     }
     for (size_t b = 0; b < bf->n_records; b++) {
         if (b_used[b] || !cmp_level_keeps(opts->level, bf->records[b].name))
             continue;
-        pairs[np++] = (cmp_pair_t){(long)b, -1};
+        pairs[np++] = (cmp_pair_t){.b = (long)b, .c = -1};
     }
+    rc = cmp_mark_strays(bf, cf, pairs, np);
 cleanup:
     free(bv);
     free(cv);

@@ -82,41 +82,6 @@ static void cmp_side_stats(msp_tensor_cmp_t *t, const msp_tensor_info_t *n,
     }
 }
 
-/* npu - bench, and msprobe 26's relative error |diff / bench| x 100 (a
- * percentage; NaN, shown "N/A", when bench is 0). Equal non-finite values
- * (both NaN, same Inf) count as no difference. *mag receives msprobe's
- * warning measure |diff| / (max(|npu|, |bench|) + 1e-10): the 1e-10 keeps two
- * near-zero statistics from warning over nothing. Returns 1 when the two
- * disagree on being finite. */
-static int cmp_stat_diff(double n, double b, double *diff, double *rel, double *mag)
-{
-    if (!isfinite(n) || !isfinite(b)) {
-        int same = (isnan(n) && isnan(b)) || (isinf(n) && isinf(b) && (n > 0) == (b > 0));
-        *diff = same ? 0.0 : NAN;
-        *rel = same ? 0.0 : NAN;
-        *mag = same ? 0.0 : NAN;
-        return !same;
-    }
-    *diff = n - b;
-    *rel = b > 0.0 || b < 0.0 ? fabs(*diff / b) * 100.0 : NAN;
-    *mag = fabs(*diff) / (fmax(fabs(n), fabs(b)) + 1e-10);
-    return 0;
-}
-
-/* Fills the diff columns; returns the largest warning measure (see above). */
-static double cmp_fill_diffs(msp_tensor_cmp_t *t, int *nonfinite_mismatch)
-{
-    int m = 0;
-    double g[4] = {0, 0, 0, 0};
-    m |= cmp_stat_diff(t->npu_max, t->bench_max, &t->max_diff, &t->max_rel_diff, &g[0]);
-    m |= cmp_stat_diff(t->npu_min, t->bench_min, &t->min_diff, &t->min_rel_diff, &g[1]);
-    m |= cmp_stat_diff(t->npu_mean, t->bench_mean, &t->mean_diff, &t->mean_rel_diff, &g[2]);
-    m |= cmp_stat_diff(t->npu_norm, t->bench_norm, &t->norm_diff, &t->norm_rel_diff, &g[3]);
-    if (nonfinite_mismatch)
-        *nonfinite_mismatch = m;
-    return fmax(fmax(g[0], g[1]), fmax(g[2], g[3]));
-}
-
 /* The stored CRC-32 (0: the file gave none) against the bytes compared: a
  * flipped bit in a tensor's data is named on its row, not compared silently.
  * 1 when a side fails it. */
@@ -288,6 +253,23 @@ static msp_err cmp_row_sources(msp_tensor_cmp_t *t, const msp_record_info_t *nre
 
 /* One tensor row; n or b may be NULL (missing on that side). Either fills the
  * row completely or queues a data job that will. */
+/* 1 when the one tensor of a row (n or b) is a module's parameter and the
+ * other side's record holds no parameter at all: that dumper left the
+ * module's parameters out (msprobe's L0 and mix records carry them, an older
+ * dump of ours did not), which says nothing about the values. */
+static int cmp_params_left_out(const msp_record_info_t *nrec, const msp_tensor_info_t *n,
+                               const msp_record_info_t *brec, const msp_tensor_info_t *b)
+{
+    const msp_tensor_info_t *one = n ? n : b;
+    const msp_record_info_t *other = n ? brec : nrec;
+    if (!one || !other || strncmp(one->role, "parameters.", 11) != 0)
+        return 0;
+    for (size_t i = 0; i < other->n_tensors; i++)
+        if (!strncmp(other->tensors[i].role, "parameters.", 11))
+            return 0;
+    return 1;
+}
+
 static msp_err cmp_tensor_row(cmp_ctx_t *cx, cmp_build_t *bld, const msp_record_info_t *nrec,
                               const msp_tensor_info_t *n, const msp_record_info_t *brec,
                               const msp_tensor_info_t *b, int stats_file)
@@ -357,8 +339,16 @@ static msp_err cmp_tensor_row(cmp_ctx_t *cx, cmp_build_t *bld, const msp_record_
                                   : "tensor missing in bench record";
         /* msprobe's versions wrap different APIs (8.x torch.ones_like, 26
          * not): against msprobe's own dump a record of one side is N/A,
-         * as msprobe reports it, not a failure */
-        if ((!nrec || !brec) && (cmp_is_msprobe_dump(cx->bf) || cmp_is_msprobe_dump(cx->cf)))
+         * as msprobe reports it, not a failure; unless the other side left
+         * a record of the same API unpaired too: that is a pairing that
+         * failed, and stays No */
+        if (cx->stray && (!nrec || !brec))
+            msg = !nrec ? "record missing in NPU dump; the NPU dump holds an unpaired record "
+                          "of this API or module"
+                        : "record missing in bench dump; the bench dump holds an unpaired "
+                          "record of this API or module";
+        else if ((!nrec || !brec || cmp_params_left_out(nrec, n, brec, b)) &&
+                 (cmp_is_msprobe_dump(cx->bf) || cmp_is_msprobe_dump(cx->cf)))
             t->verdict = MSP_VERDICT_NA;
         return cmp_set_message(t, msg);
     }
@@ -380,7 +370,7 @@ static msp_err cmp_tensor_row(cmp_ctx_t *cx, cmp_build_t *bld, const msp_record_
         bld->res->stats_mode = 1;
         int nf = 0;
         if (n->has_stats && b->has_stats)
-            cmp_fill_diffs(t, &nf);
+            cmp_fill_diffs(t, cmp_all4(n, b), n->numel, &nf);
         int same = n->stats.crc32 == b->stats.crc32 && n->dtype == b->dtype;
         t->verdict = same ? MSP_VERDICT_YES : MSP_VERDICT_NO;
         char msg[96] = "";
@@ -396,7 +386,7 @@ static msp_err cmp_tensor_row(cmp_ctx_t *cx, cmp_build_t *bld, const msp_record_
                                                     : "bench tensor has no statistics");
         }
         int nf = 0;
-        double mag = cmp_fill_diffs(t, &nf);
+        double mag = cmp_fill_diffs(t, cmp_all4(n, b), n->numel, &nf);
         t->rel_err = cmp_rel(fabs(t->npu_norm - t->bench_norm), t->bench_norm);
         t->verdict = MSP_VERDICT_YES;
         const char *msg = "";
@@ -487,34 +477,6 @@ static int cmp_grad_fn_view(msp_dump_file_t *f, const msp_record_info_t *r, cmp_
 static msp_err cmp_record_view(msp_dump_file_t *f, const msp_record_info_t *r, int other_is_msprobe,
                                cmp_view_t **out, size_t *n_out);
 
-/* The bench record's tensors a data_mapping line pairs under another role
- * (msprobe's -dm: "...forward.input.0: ...forward.input.1") take that role. */
-static void cmp_view_remap(const cmp_mapping_t *map, const msp_record_info_t *brec,
-                           const msp_record_info_t *crec, cmp_view_t *v, size_t n)
-{
-    if (!map || !brec || !crec)
-        return;
-    int any = 0;
-    for (size_t i = 0; i < n; i++) {
-        const char *to = cmp_mapping_role(map, brec->name, crec->name, cmp_view_role(&v[i]));
-        if (to && strlen(to) < sizeof v[i].as_role) {
-            snprintf(v[i].as_role, sizeof v[i].as_role, "%s", to);
-            any = 1;
-        }
-    }
-    /* a bench tensor whose role another one took pairs with nothing */
-    for (size_t i = 0; any && i < n; i++) {
-        if (v[i].as_role[0])
-            continue;
-        for (size_t j = 0; j < n; j++)
-            if (j != i && v[j].as_role[0] && !strcmp(v[j].as_role, v[i].t->role)) {
-                snprintf(v[i].as_role, sizeof v[i].as_role, "~%s", v[i].t->role);
-                break;
-            }
-    }
-    qsort(v, n, sizeof *v, cmp_view_order);
-}
-
 static int cmp_view_has(const cmp_view_t *v, size_t n, const char *role)
 {
     for (size_t i = 0; i < n; i++)
@@ -581,6 +543,89 @@ static msp_err cmp_record_view(msp_dump_file_t *f, const msp_record_info_t *r, i
     return MSP_OK;
 }
 
+static int cmp_name_key(const void *key, const void *elem)
+{
+    return strcmp(key, (*(const msp_record_info_t *const *)elem)->name);
+}
+
+/* f's record called name (byname: f's records sorted by name), or NULL. */
+static const msp_record_info_t *cmp_rec_named(const msp_dump_file_t *f,
+                                              const msp_record_info_t **byname, const char *name)
+{
+    const msp_record_info_t **hit = f && byname ? bsearch(name, byname, f->n_records,
+                                                          sizeof *byname, cmp_name_key)
+                                                : NULL;
+    return hit ? *hit : NULL;
+}
+
+/* The data_mapping line (tensor names) that sends compare tensor (rec, role)
+ * to a bench tensor, or NULL. */
+static const cmp_map_entry_t *cmp_dm_line(const cmp_mapping_t *m, const char *rec, const char *role)
+{
+    for (size_t e = 0; m && e < m->n; e++)
+        if (m->e[e].cmp_role && !strcmp(m->e[e].cmp, rec) && !strcmp(m->e[e].cmp_role, role))
+            return &m->e[e];
+    return NULL;
+}
+
+/* msprobe's -dm (pt_compare's left join of compare tensor names, mapped, on
+ * bench tensor names) for bench tensors: one whose namesake on the compare
+ * side (ct) a data_mapping line sent elsewhere has no partner left, and is
+ * left out of the report as msprobe leaves it; one without a namesake that a
+ * line names as its target is left out here, its row being the compare
+ * tensor's (cmp_dm_rows). Returns how many of bt are kept. */
+static size_t cmp_dm_bench_keep(cmp_ctx_t *cx, const msp_record_info_t *brec,
+                                const msp_record_info_t *crec, cmp_view_t *bt, size_t nb,
+                                const cmp_view_t *ct, size_t nc)
+{
+    const cmp_mapping_t *m = cx->map;
+    size_t k = 0;
+    for (size_t i = 0; i < nb; i++) {
+        const char *role = cmp_view_role(&bt[i]);
+        int drop = 0;
+        if (crec && cmp_view_has(ct, nc, role))
+            drop = cmp_dm_line(m, crec->name, role) != NULL;
+        for (size_t e = 0; m && e < m->n && !drop && !(crec && cmp_view_has(ct, nc, role)); e++)
+            drop = m->e[e].cmp_role && !strcmp(m->e[e].bench, brec->name) &&
+                   !strcmp(m->e[e].bench_role, role) &&
+                   cmp_rec_named(cx->cf, cx->cnames, m->e[e].cmp);
+        if (!drop)
+            bt[k++] = bt[i];
+    }
+    return k;
+}
+
+/* The rows of crec's tensors a data_mapping line names, each against the
+ * bench tensor the line names wherever it is (a one-sided row when the bench
+ * dump lacks it); they leave ct, the other tensors pair as usual. */
+static msp_err cmp_dm_rows(cmp_ctx_t *cx, cmp_build_t *bld, const msp_record_info_t *crec,
+                           cmp_view_t *ct, size_t *nc, int stats_file)
+{
+    msp_err rc = MSP_OK;
+    size_t k = 0;
+    for (size_t j = 0; j < *nc; j++) {
+        const cmp_map_entry_t *x = cmp_dm_line(cx->map, crec->name, cmp_view_role(&ct[j]));
+        if (!x) {
+            ct[k++] = ct[j];
+            continue;
+        }
+        const msp_record_info_t *brec = cmp_rec_named(cx->bf, cx->bnames, x->bench);
+        cmp_view_t *bv = NULL;
+        size_t nbv = 0;
+        const msp_tensor_info_t *b = NULL;
+        if (!rc)
+            rc = cmp_record_view(cx->bf, brec, cmp_is_msprobe_dump(cx->cf), &bv, &nbv);
+        for (size_t i = 0; i < nbv && !b; i++)
+            if (!strcmp(cmp_view_role(&bv[i]), x->bench_role))
+                b = bv[i].t;
+        free(bv);
+        if (!rc)
+            rc = cmp_tensor_row(cx, bld, crec, ct[j].t, brec, b, stats_file);
+    }
+    *nc = k;
+    return rc;
+}
+
 msp_err cmp_record_rows(cmp_ctx_t *cx, cmp_build_t *bld, int64_t step, int64_t rank,
                         const msp_record_info_t *brec, const msp_record_info_t *crec,
                         int stats_file)
@@ -605,7 +650,10 @@ msp_err cmp_record_rows(cmp_ctx_t *cx, cmp_build_t *bld, int64_t step, int64_t r
     if ((rc = cmp_record_view(cx->bf, brec, cmp_is_msprobe_dump(cx->cf), &bt, &nb)) ||
         (rc = cmp_record_view(cx->cf, crec, cmp_is_msprobe_dump(cx->bf), &ct, &nc)))
         goto cleanup;
-    cmp_view_remap(cx->map, brec, crec, bt, nb);
+    if (cx->map && brec)
+        nb = cmp_dm_bench_keep(cx, brec, crec, bt, nb, ct, nc);
+    if (cx->map && crec && (rc = cmp_dm_rows(cx, bld, crec, ct, &nc, stats_file)))
+        goto cleanup;
     if (brec && crec && strncmp(crec->name, "Module.", 7)) {
         cmp_view_by_keyword(cx, crec->name, bt, nb, ct, nc);
         cmp_view_by_keyword(cx, crec->name, ct, nc, bt, nb);
@@ -667,7 +715,8 @@ void cmp_finish_jobs(cmp_ctx_t *cx, msp_compare_result_t *res)
             t->bench_mean = m.b_mean;
             t->bench_norm = m.b_norm;
         }
-        cmp_fill_diffs(t, NULL);
+        /* statistics computed from the data, or both sides' own four */
+        cmp_fill_diffs(t, 1, (int64_t)job->numel, NULL);
         if (job->acc.pos_mismatch)
             t->rel_err = INFINITY;
         else

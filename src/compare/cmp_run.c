@@ -75,6 +75,7 @@ void msp_compare_result_free(msp_compare_result_t *r)
 
 typedef struct cmp_rec_ref {
     long b, c;
+    int stray;
     int64_t order;
     const char *name;
 } cmp_rec_ref_t;
@@ -254,16 +255,19 @@ static msp_err cmp_file_pair(cmp_ctx_t *cx, cmp_build_t *bld, const cmp_file_pai
     for (size_t i = 0; i < np; i++) {
         const msp_record_info_t *r = pairs[i].c >= 0 ? &cx->cf->records[pairs[i].c]
                                                      : &cx->bf->records[pairs[i].b];
-        refs[i] = (cmp_rec_ref_t){pairs[i].b, pairs[i].c, r->order, r->name};
+        refs[i] = (cmp_rec_ref_t){pairs[i].b, pairs[i].c, pairs[i].stray, r->order, r->name};
     }
     qsort(refs, np, sizeof *refs, cmp_rec_ref_order);
     /* two single files: step and rank from the compare file's attributes */
     int64_t step = fp->step >= 0 ? fp->step : (cx->cf->step >= 0 ? cx->cf->step : 0);
     int64_t rank = fp->rank >= 0 ? fp->rank : (cx->cf->rank >= 0 ? cx->cf->rank : 0);
-    for (size_t i = 0; i < np && !rc; i++)
+    for (size_t i = 0; i < np && !rc; i++) {
+        cx->stray = refs[i].stray;
         rc = cmp_record_rows(cx, bld, step, rank,
                              refs[i].b >= 0 ? &cx->bf->records[refs[i].b] : NULL,
                              refs[i].c >= 0 ? &cx->cf->records[refs[i].c] : NULL, stats_file);
+    }
+    cx->stray = 0;
     if (rc)
         goto cleanup;
     if (cx->use_mmap) {

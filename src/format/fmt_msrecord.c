@@ -106,14 +106,16 @@ static msp_err msp_ms_tensor(struct msp_ms_build *b, const cJSON *o, const char 
     static const char *const keys[4] = {"Max", "Min", "Mean", "Norm"};
     int have = 0;
     for (int i = 0; i < 4; i++)
-        have += msp_ms_num(cJSON_GetObjectItemCaseSensitive(o, keys[i]), &v[i]);
-    if (have == 4) {
-        t->has_stats = 1;
+        have |= msp_ms_num(cJSON_GetObjectItemCaseSensitive(o, keys[i]), &v[i]) << i;
+    /* msprobe 26 writes an integer tensor's Mean and Norm as null: its Max
+     * and Min are still statistics to compare, the other two are unknown */
+    if (have == 0xf || have == 0x3) {
+        t->has_stats = have == 0xf ? MSP_STATS_ALL : MSP_STATS_MAXMIN;
         b->saw_stats = 1;
         t->stats.max = v[0];
         t->stats.min = v[1];
-        t->stats.mean = v[2];
-        t->stats.norm = v[3];
+        t->stats.mean = have == 0xf ? v[2] : NAN;
+        t->stats.norm = have == 0xf ? v[3] : NAN;
     }
     const cJSON *md5 = cJSON_GetObjectItemCaseSensitive(o, "md5");
     if (cJSON_IsString(md5)) {

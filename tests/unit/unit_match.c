@@ -1,6 +1,7 @@
 /* Matching (src/compare/cmp_match.c) on catalogues built in memory: exact
- * names, --fuzzy (the call index dropped, execution order, equal roles and
- * shapes), --mapping lines (ours and msprobe's data_mapping.yaml), --level,
+ * names, --fuzzy (the call index dropped, execution order, equal shapes of
+ * the roles both hold, a backward record by its forward's partner, strays),
+ * --mapping lines (ours and msprobe's data_mapping.yaml), --level,
  * the name helpers (fuzzy key, forward name, direction, uninitialized
  * allocators) and format's one role order (msp_role_cmp). Wanted pairs and
  * names from msprobe-compare(1) (MATCHING, OPTIONS, Uninitialized memory)
@@ -155,6 +156,43 @@ static void test_fuzzy(void)
                                 {"Torch.add.1.forward", 0}};
     match(b3, N(b3), c3, N(c3), 1, MSP_LEVEL_ALL, NULL, got, sizeof got);
     CHECK_STR(got, "0 1 - - -|2 3");
+}
+
+/* --fuzzy: a backward record takes the backward of its forward's partner
+ * whatever its tensors; a role one side lacks does not stop a pair; and a
+ * record left over beside a left-over one of the same key on the other side
+ * is stray (msprobe-compare(1), MATCHING). */
+static void test_fuzzy_backward_and_strays(void)
+{
+    char got[256];
+    static const spec_t b[] = {{"Functional.linear.0.forward", 4},
+                               {"Functional.linear.0.backward", 3},
+                               {"Torch.add.0.forward", 1}};
+    static const spec_t c[] = {{"Functional.linear.5.forward", 4},
+                               {"Functional.linear.5.backward", 7},
+                               {"Torch.add.3.forward", 0}};
+    match(b, N(b), c, N(c), 1, MSP_LEVEL_ALL, NULL, got, sizeof got);
+    CHECK_STR(got, "0 1 2|");
+    /* relu.1 of the compare side has no bench partner of its shape: it and
+     * bench relu.0 are strays; gelu, on one side only, is not */
+    static const spec_t b2[] = {{"Torch.relu.0.forward", 2}, {"Torch.gelu.0.forward", 2}};
+    static const spec_t c2[] = {{"Torch.relu.1.forward", 5}};
+    side_t bs, cs;
+    side_make(&bs, "bench.h5", b2, N(b2));
+    side_make(&cs, "cmp.h5", c2, N(c2));
+    msp_compare_opts_t o;
+    msp_compare_opts_default(&o);
+    o.fuzzy = 1;
+    cmp_pair_t *p = NULL;
+    size_t n = 0;
+    CHECK_INT(cmp_match_records(&bs.f, &cs.f, &o, NULL, &p, &n), MSP_OK);
+    pairs_str(p, n, got, sizeof got);
+    CHECK_STR(got, "-|0 1");
+    for (size_t i = 0; p && i < n; i++) {
+        int relu = p[i].c == 0 || p[i].b == 0;
+        CHECK_INT(p[i].stray, relu);
+    }
+    free(p);
 }
 
 static void test_level(void)
@@ -366,6 +404,7 @@ int main(void)
 {
     test_exact();
     test_fuzzy();
+    test_fuzzy_backward_and_strays();
     test_level();
     test_mapping_file();
     test_mapping_pairs();
