@@ -27,7 +27,8 @@ the replay of the bench inputs does not reproduce is not judged by replay.
 
 The wire format and the worker's process (sandbox, job loop, the kept
 worker) are replay_worker.py's; arguments are rebuilt by replay_args.py's
-literal parser; the kernel bound is replay_bound.py's. compare embeds them
+literal parser; the kernel bound is replay_bound.py's; a backward record in
+msprobe's own layout (its grad_fn's gradients) is replay_grad_fn.py's. compare embeds them
 after this source, in one namespace.
 A job with "acc": true (acc_check) also gets, per output, "acc": {"dtype",
 "shape", "dev", "ref"}: msprobe's precision-standard metrics of the output
@@ -746,6 +747,8 @@ def replay_side(job, tensors):
     kind = job.get("kind")
     if kind == "forward":
         return replay_forward(job, tensors)
+    if kind == "backward" and job.get("grad_layout") == "grad_fn":  # msprobe's own dump
+        return replay_backward_grad_fn(job, tensors)
     if kind == "backward":
         return replay_backward(job, tensors)
     if kind == "optimizer":

@@ -159,8 +159,17 @@ static msp_err msp_ms_walk(struct msp_ms_build *b, const cJSON *it, const char *
         }
         return rc;
     }
-    if (!cJSON_IsObject(it))
-        return MSP_OK; /* null: an absent optional argument */
+    if (!cJSON_IsObject(it)) {
+        /* null: None. A forward call's argument that was None is one, as our
+         * own dump writes it (embedding's padding_idx, input.2): a replay
+         * needs every position up to the last. Elsewhere (a gradient that
+         * autograd did not hand on) it is nothing. */
+        size_t rl = strlen(b->rec);
+        if (cJSON_IsNull(it) && rl > 8 && !strcmp(b->rec + rl - 8, ".forward") &&
+            (!strncmp(role, "input.", 6) || !strncmp(role, "kwarg.", 6)))
+            return msp_ms_attr_add(b, role, "None");
+        return MSP_OK;
+    }
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(it, "type");
     if (!cJSON_IsString(type)) { /* kwargs or parameters: a dict of arguments */
         for (const cJSON *e = it->child; e && !rc; e = e->next) {
@@ -179,7 +188,12 @@ static msp_err msp_ms_walk(struct msp_ms_build *b, const cJSON *it, const char *
     const cJSON *val = cJSON_GetObjectItemCaseSensitive(it, "value");
     /* torch.memory_format has no value but a format: written as Python's repr */
     const cJSON *fmt = val ? NULL : cJSON_GetObjectItemCaseSensitive(it, "format");
+    /* msprobe writes a bool argument as {"type": "bool", "value": false}: the
+     * text is Python's repr (False), as our own dump writes it, so that the
+     * replay's literal parser reads it and the two dumps' arguments agree */
     char *txt = cJSON_IsString(val)   ? strdup(val->valuestring)
+                : cJSON_IsBool(val)   ? strdup(cJSON_IsTrue(val) ? "True" : "False")
+                : cJSON_IsNull(val)   ? strdup("None")
                 : val                 ? cJSON_PrintUnformatted(val)
                 : cJSON_IsString(fmt) ? msp_asprintf("torch.%s", fmt->valuestring)
                                       : strdup("None");

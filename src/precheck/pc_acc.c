@@ -90,6 +90,26 @@ static const char *acc_kind(const char *name, const cJSON *refs, const char **wh
 
 /* Build, send and answer one job; 0 done (answer or why set), -1 worker gone,
  * -2 time up. */
+/* A dump of msprobe's own (dump.json) rather than ours. */
+static int acc_is_msprobe_dump(const msp_dump_file_t *f)
+{
+    size_t n = strlen(f->path);
+    return n >= 9 && !strcmp(f->path + n - 9, "dump.json");
+}
+
+/* msprobe records an API's backward as the gradients of the grad_fn of its
+ * first output (replay_grad_fn.py): the job says so, and names the forward
+ * inputs that took a gradient in the run (dump.json's requires_grad), so the
+ * replayed call builds the same node. */
+static void acc_grad_fn_layout(cJSON *j, const msp_record_info_t *frec)
+{
+    cJSON_AddStringToObject(j, "grad_layout", "grad_fn");
+    cJSON *rg = cJSON_AddArrayToObject(j, "requires_grad");
+    for (size_t i = 0; rg && i < frec->n_tensors; i++)
+        if (frec->tensors[i].requires_grad && strncmp(frec->tensors[i].role, "output", 6))
+            cJSON_AddItemToArray(rg, cJSON_CreateString(frec->tensors[i].role));
+}
+
 static int acc_one(acc_run_t *run, cmp_worker_t *w, msp_dump_file_t *f,
                    const msp_record_info_t **names, acc_job_t *job, size_t id, void *buf,
                    size_t bufsz)
@@ -120,6 +140,8 @@ static int acc_one(acc_run_t *run, cmp_worker_t *w, msp_dump_file_t *f,
             if (!strncmp(frec->tensors[i].role, "output", 6))
                 cJSON_AddStringToObject(fd, frec->tensors[i].role,
                                         msp_dtype_name(frec->tensors[i].dtype));
+        if (acc_is_msprobe_dump(f))
+            acc_grad_fn_layout(j, frec);
         why = cmp_job_add_tensors(arr, &tv, &nt, &cap, frec, "f", CMP_JOB_INPUTS, &bytes);
         if (!why)
             why = cmp_job_add_tensors(arr, &tv, &nt, &cap, rec, "b", CMP_JOB_ALL, &bytes);
