@@ -1,0 +1,198 @@
+"""acc_check on dumps Huawei's msprobe wrote itself (fixtures/msprobe: 26 and
+8.3.3, one seeded training step of tests/compare/msprobe_seeded_model.py),
+and on dumps written in its layout by tests/lib/msprobe_layout.py.
+
+msprobe records an API's backward with a hook on the grad_fn of the API's
+first output: its output.K is what that node hands on (cross_entropy's
+NllLoss: the gradient of its inner log_softmax; linear's addmm: bias, input,
+weight.t(); layer_norm: input, weight, bias). Each such output is checked
+here against the gradient numpy computes from the record's own tensors
+(torch.load of msprobe's .pt files) with the formula of that node, and the
+details row's largest absolute error against numpy's: never against what
+msprobe-c wrote. msprobe writes a bool argument as {"type": "bool",
+"value": false}; a record with one must replay."""
+import csv
+import glob
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.environ.get("MSPROBE_SOURCE_DIR", os.path.dirname(os.path.dirname(HERE)))
+BIN = os.environ.get("MSPROBE_BIN", "msprobe")
+FIX = os.path.join(ROOT, "fixtures", "msprobe")
+DUMPS = {"26": "v26/step0/proc4401", "8.3.3": "v833/step0/rank"}
+
+
+def read_csv(path):
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def acc_check(work, dump, *args):
+    out = tempfile.mkdtemp(dir=work)
+    p = subprocess.run([BIN, "acc_check", "-api_info", dump, "-o", out, "-n", "2", *args],
+                       capture_output=True, text=True, timeout=600)
+    res = glob.glob(os.path.join(out, "accuracy_checking_result_*.csv"))
+    det = glob.glob(os.path.join(out, "accuracy_checking_details_*.csv"))
+    return p, read_csv(res[0]) if res else [], read_csv(det[0]) if det else []
+
+
+class Record:
+    """A record's tensors from msprobe's own dump.json and .pt files."""
+
+    def __init__(self, rank_dir):
+        import torch
+        self.torch = torch
+        self.dir = rank_dir
+        with open(os.path.join(rank_dir, "dump.json")) as f:
+            self.data = json.load(f)["data"]
+
+    def t(self, rec, key, i):
+        e = self.data[rec][key][i]
+        x = self.torch.load(os.path.join(self.dir, "dump_tensor_data", e["data_name"]))
+        return x.numpy().astype(np.float64) if x.is_floating_point() else x.numpy()
+
+
+def node_grads(r):
+    """{details row: (recorded float32 output, numpy float64 gradient)} for the
+    backward records whose node's gradient numpy computes here."""
+    out = {}
+    # cross_entropy = nll_loss(log_softmax(z)): NllLoss hands on, for the mean
+    # over N rows, -g/N at each row's target and 0 elsewhere
+    ce = "Functional.cross_entropy.0"
+    z, y = r.t(ce + ".forward", "input_args", 0), r.t(ce + ".forward", "input_args", 1)
+    g = r.t(ce + ".backward", "input", 0)
+    b = np.zeros_like(z)
+    b[np.arange(len(y)), y] = -float(g) / len(y)
+    out[ce + ".backward.output.0"] = (r.t(ce + ".backward", "output", 0), b)
+    # linear on a 2-d input: addmm(bias, x, W.t()) hands on bias, x, W.t()
+    ln = "Functional.linear.1"
+    x, w = r.t(ln + ".forward", "input_args", 0), r.t(ln + ".forward", "input_args", 1)
+    g = r.t(ln + ".backward", "input", 0)
+    for k, want in enumerate((g.sum(0), g @ w, x.T @ g)):
+        out["%s.backward.output.%d" % (ln, k)] = (r.t(ln + ".backward", "output", k), want)
+    # linear on a 3-d input: the view after addmm hands on the gradient reshaped
+    ln = "Functional.linear.0"
+    g = r.t(ln + ".backward", "input", 0)
+    out[ln + ".backward.output.0"] = (r.t(ln + ".backward", "output", 0), g.reshape(-1, g.shape[-1]))
+    # layer_norm hands on input, weight, bias
+    lnm = "Functional.layer_norm.0"
+    x = r.t(lnm + ".forward", "input_args", 0)
+    w = r.t(lnm + ".forward", "input_args", 2)
+    eps = float(r.data[lnm + ".forward"]["input_args"][4]["value"])
+    g = r.t(lnm + ".backward", "input", 0)
+    mu = x.mean(-1, keepdims=True)
+    rstd = 1.0 / np.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + eps)
+    xh = (x - mu) * rstd
+    gw = g * w
+    n = x.shape[-1]
+    dx = rstd / n * (n * gw - gw.sum(-1, keepdims=True) - xh * (gw * xh).sum(-1, keepdims=True))
+    for k, want in enumerate((dx, (g * xh).sum((0, 1)), g.sum((0, 1)))):
+        out["%s.backward.output.%d" % (lnm, k)] = (r.t(lnm + ".backward", "output", k), want)
+    # embedding hands on the weight's gradient: each looked-up row's sum
+    em = "Functional.embedding.0"
+    ids = r.t(em + ".forward", "input_args", 0)
+    wt = r.t(em + ".forward", "input_args", 1)
+    g = r.t(em + ".backward", "input", 0)
+    b = np.zeros_like(wt)
+    np.add.at(b, ids.reshape(-1), g.reshape(-1, wt.shape[1]))
+    out[em + ".backward.output.0"] = (r.t(em + ".backward", "output", 0), b)
+    return out
+
+
+def cosine(d, b):
+    """msprobe's cosine: each side scaled by its largest magnitude."""
+    d, b = d.ravel() / np.abs(d).max(), b.ravel() / np.abs(b).max()
+    return float(np.dot(d, b) / (np.linalg.norm(d) * np.linalg.norm(b)))
+
+
+def setUpModule():
+    global WORK
+    WORK = tempfile.mkdtemp(prefix="msp-acc-ms-")
+
+
+def tearDownModule():
+    shutil.rmtree(WORK, ignore_errors=True)
+
+
+class MsprobesOwnDump(unittest.TestCase):
+    def test_backward_records_are_judged_on_the_gradients_msprobe_recorded(self):
+        for version, rel in DUMPS.items():
+            rd = os.path.join(FIX, rel)
+            p, res, det = acc_check(WORK, os.path.join(rd, "dump.json"))
+            with self.subTest(msprobe=version):
+                # the same run our own dump passes: every output passes here too
+                self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+                self.assertIn("0 warning, 0 error", p.stdout)
+                self.assertNotIn("SKIP", {r["Forward Test Success"] for r in res} |
+                                 {r["Backward Test Success"] for r in res}, res)
+            rows = {r["API Name"]: r for r in det}
+            for name, (d, b) in node_grads(Record(rd)).items():
+                with self.subTest(msprobe=version, row=name):
+                    row = rows[name]
+                    self.assertEqual(row["Status"], "pass", row)
+                    self.assertEqual(row["Shape"].replace(" ", ""),
+                                     str(tuple(d.shape)).replace(" ", ""))
+                    want = np.abs(d - b).max()
+                    got = float(row["最大绝对误差"])
+                    self.assertLess(want, 1e-6)  # numpy's gradient is msprobe's, to float32
+                    self.assertTrue(abs(got - want) <= 1e-12 + 1e-6 * want, (got, want))
+                    if d.size > 1 and np.abs(b).max() > 0:
+                        self.assertAlmostEqual(float(row["余弦相似度"]), cosine(d, b), places=9)
+
+    def test_the_cross_entropy_gradient_is_not_the_logits_gradient(self):
+        # what made the false error: the logits' gradient, softmax(z) - onehot,
+        # against msprobe's log_softmax gradient has cosine ~0.8
+        r = Record(os.path.join(FIX, DUMPS["26"]))
+        ce = "Functional.cross_entropy.0"
+        z, y = r.t(ce + ".forward", "input_args", 0), r.t(ce + ".forward", "input_args", 1)
+        sm = np.exp(z - z.max(1, keepdims=True))
+        sm /= sm.sum(1, keepdims=True)
+        logits = sm.copy()
+        logits[np.arange(len(y)), y] -= 1
+        logits /= len(y)
+        self.assertLess(cosine(r.t(ce + ".backward", "output", 0), logits), 0.9)
+
+
+class MsprobesBoolArguments(unittest.TestCase):
+    def test_a_bool_argument_as_msprobe_writes_it_is_replayed(self):
+        import torch
+        import msprobe_layout
+        torch.manual_seed(5)
+        x = torch.randn(6, 7)
+        y = torch.relu(x)
+        rd = msprobe_layout.write(os.path.join(WORK, "bools"), [
+            ("Functional.relu.0.forward", {"input_args": [x], "input_kwargs": {"inplace": False},
+                                           "output": [y]}),
+            ("Functional.relu.1.forward", {"input_args": [x, False], "output": [y]}),
+            # a bool kernel-off switch msprobe passes positionally, and a None
+            ("Functional.embedding.0.forward", {
+                "input_args": [torch.tensor([[1, 2], [0, 2]]), x[:3], None, None, 2.0, False,
+                               False],
+                "output": [x[:3][torch.tensor([[1, 2], [0, 2]])]]}),
+        ], task="tensor", level="api")
+        with open(os.path.join(rd, "dump.json")) as f:
+            text = f.read()
+        self.assertIn('"value": false', text)  # the layout under test
+        p, res, det = acc_check(WORK, rd)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        got = {r["API name"]: r["Forward Test Success"] for r in res}
+        self.assertEqual(got, {"Functional.relu.0": "pass", "Functional.relu.1": "pass",
+                               "Functional.embedding.0": "pass"})
+        rows = {r["API Name"]: r for r in det}
+        want = np.maximum(x.double().numpy(), 0.0)
+        for n in ("Functional.relu.0", "Functional.relu.1"):
+            row = rows[n + ".forward.output.0"]
+            # binary consistency: relu's float32 output equals the benchmark
+            self.assertEqual(float(row["二进制一致错误率"]),
+                             float(np.mean(want.astype(np.float32) != y.numpy())))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
