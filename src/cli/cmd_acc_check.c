@@ -27,12 +27,14 @@ enum {
     MSP_OPT_NPU,
     MSP_OPT_GPU,
     MSP_OPT_BUDGET,
+    MSP_OPT_CSV_PATH,
+    MSP_OPT_SAVE_ERROR,
 };
 
 /* The options as parsed (bound in the tables below). */
 typedef struct msp_acc_args {
-    const char *dump, *out_dir, *python, *npu, *gpu;
-    int quiet, workers, show, budget;
+    const char *dump, *out_dir, *python, *npu, *gpu, *csv_path;
+    int quiet, workers, show, budget, jit, save_error;
 } msp_acc_args_t;
 static msp_acc_args_t msp_aa;
 
@@ -62,6 +64,19 @@ static const msp_opt_t msp_acc_opts[] = {
             "wall time for the whole check (default 600; 0: no\n"
             "limit); records not started by then are skipped",
             MSP_BIND_INT(&msp_aa.budget, 0, 10000000)),
+    MSP_OPT(MSP_OPT_CSV_PATH, "result_csv_path", "CSV",
+            "continue the interrupted check whose\n"
+            "accuracy_checking_result_{time}.csv this is: skip its\n"
+            "APIs, append to it and its details CSV (also -csv_path)",
+            MSP_BIND(STRING, &msp_aa.csv_path)),
+    MSP_OPT(MSP_OPT_SAVE_ERROR, "save_error_data", NULL,
+            "msprobe's -save_error_data: refused, see\n"
+            "msprobe-acc_check(1)",
+            MSP_BIND(TRUE, &msp_aa.save_error)),
+    MSP_OPT('j', "jit_compile", NULL,
+            "msprobe's NPU jit-compile switch: accepted, changes\n"
+            "nothing (no NPU kernel runs here)",
+            MSP_BIND(TRUE, &msp_aa.jit)),
     MSP_OPT('q', "quiet", NULL, "print only the summary line", MSP_BIND(TRUE, &msp_aa.quiet)),
     MSP_OPT('h', "help", NULL, "this help"),
     {.id = 0},
@@ -113,7 +128,9 @@ static const msp_cmd_doc_t msp_apc_doc = {
 static char **msp_acc_argv(int argc, char **argv)
 {
     static const char *const map[][2] = {
-        {"-api_info", "--api_info_file"}, {"-npu", "--npu_csv_path"}, {"-gpu", "--gpu_csv_path"}};
+        {"-api_info", "--api_info_file"}, {"-npu", "--npu_csv_path"},
+        {"-gpu", "--gpu_csv_path"},       {"-csv_path", "--result_csv_path"},
+        {"-save_error_data", "--save_error_data"}};
     char **v = calloc((size_t)argc + 1, sizeof *v);
     for (int i = 0; v && i < argc; i++) {
         v[i] = argv[i];
@@ -191,6 +208,12 @@ int msp_cmd_acc_check(msp_cli_ctx_t *ctx, int argc, char **argv)
         rc = msp_cmd_usage_error(&msp_acc_doc, "-d DUMP is required");
         goto done;
     }
+    if (msp_aa.save_error) {
+        rc = msp_cmd_usage_error(&msp_acc_doc,
+                                 "--save_error_data: not supported: the float64 benchmark "
+                                 "outputs stay in the replay worker (see msprobe-acc_check(1))");
+        goto done;
+    }
     struct stat st;
     if (stat(dump, &st) != 0) {
         msp_errorf("acc_check: cannot open '%s': %s", dump, strerror(errno));
@@ -212,11 +235,26 @@ int msp_cmd_acc_check(msp_cli_ctx_t *ctx, int argc, char **argv)
     opts.progress = bar ? msp_acc_progress : NULL;
     opts.progress_ud = bar;
     msp_acc_result_t *res = NULL;
-    char *rpath = NULL, *dpath = NULL;
-    msp_err err = msp_acc_check(dump, &opts, &res);
-    msp_progress_finish(bar);
+    char *rpath = NULL, *dpath = NULL, **checked = NULL;
+    size_t n_checked = 0;
+    int failed_before = 0;
+    msp_err err = MSP_OK;
+    if (msp_aa.csv_path) { /* msprobe's -csv_path: continue where it stopped */
+        err = msp_acc_read_checked(msp_aa.csv_path, &checked, &n_checked, &failed_before);
+        opts.checked = (const char *const *)checked;
+        opts.n_checked = n_checked;
+    }
     if (err == MSP_OK)
+        err = msp_acc_check(dump, &opts, &res);
+    msp_progress_finish(bar);
+    if (err == MSP_OK && msp_aa.csv_path) {
+        err = msp_acc_append_csv(res, msp_aa.csv_path, &dpath);
+        if (err == MSP_OK && !(rpath = strdup(msp_aa.csv_path)))
+            err = msp_fail(MSP_ERR_NOMEM, "out of memory");
+    } else if (err == MSP_OK) {
         err = msp_acc_write_csv(res, out_dir, &rpath, &dpath);
+    }
+    msp_free_strings(checked, n_checked);
     if (err != MSP_OK) {
         rc = msp_report_error(err);
         msp_acc_result_free(res);
@@ -226,6 +264,9 @@ int msp_cmd_acc_check(msp_cli_ctx_t *ctx, int argc, char **argv)
            "%zu skipped\n",
            res->records, res->path, res->seconds, res->workers, res->workers == 1 ? "" : "s",
            res->seconds > 0 ? (double)res->records / res->seconds : 0.0, res->skipped);
+    if (msp_aa.csv_path)
+        printf("continued: %zu APIs of %s were checked before and left as they are\n",
+               n_checked, msp_aa.csv_path);
     printf("outputs: %zu pass, %zu warning, %zu error\n", res->pass, res->warning, res->error);
     if (!quiet) {
         int listed = 0;
@@ -238,8 +279,10 @@ int msp_cmd_acc_check(msp_cli_ctx_t *ctx, int argc, char **argv)
         }
         printf("result: %s\ndetails: %s\n", rpath, dpath);
     }
-    rc = res->error || res->warning ? MSP_EXIT_FAIL : MSP_EXIT_OK;
-    if (res->replayed == 0) { /* an empty check is no pass */
+    /* a continued check is judged whole: the rows written before count too */
+    rc = res->error || res->warning || failed_before ? MSP_EXIT_FAIL : MSP_EXIT_OK;
+    if (res->replayed == 0 && !(msp_aa.csv_path && res->records == 0 && n_checked)) {
+        /* an empty check is no pass (a continued one may have nothing left) */
         msp_errorf("acc_check: nothing was checked: none of the %zu records of %s could be "
                    "replayed (the details CSV says why for each)",
                    res->records, res->path);

@@ -608,6 +608,18 @@ static msp_err acc_references(const msp_acc_opts_t *o, cJSON **out)
     return MSP_OK;
 }
 
+/* Whether record name's API ("Functional.relu.0" of ".forward") is one an
+ * earlier check wrote (msp_acc_opts_t.checked). */
+static int acc_checked_before(const msp_acc_opts_t *o, const char *name)
+{
+    const char *last = strrchr(name, '.');
+    size_t n = last ? (size_t)(last - name) : strlen(name);
+    for (size_t i = 0; o && i < o->n_checked; i++)
+        if (strlen(o->checked[i]) == n && !strncmp(o->checked[i], name, n))
+            return 1;
+    return 0;
+}
+
 static int acc_cpus(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -669,6 +681,8 @@ msp_err msp_acc_check(const char *path, const msp_acc_opts_t *opts, msp_acc_resu
         const char *name = f->records[i].name;
         if (!strncmp(name, "Module.", 7))
             continue; /* not an API: the records inside it are */
+        if (acc_checked_before(opts, name))
+            continue; /* an earlier check's CSV has its rows (-csv_path) */
         const char *why = NULL;
         acc_job_t *j = &run.jobs[run.njobs++];
         j->rec = i;

@@ -194,5 +194,83 @@ class MsprobesBoolArguments(unittest.TestCase):
                              float(np.mean(want.astype(np.float32) != y.numpy())))
 
 
+class MsprobesOptions(unittest.TestCase):
+    """msprobe's own command lines, as its docs give them (26's acc_check,
+    8.x's run_ut and multi_run_ut): -api_info, -o, -j, -csv_path."""
+
+    def setUp(self):
+        self.dump = os.path.join(FIX, DUMPS["26"], "dump.json")
+
+    def run_cli(self, *args, cwd=None):
+        return subprocess.run([BIN, "-f", "pytorch", *args], capture_output=True, text=True,
+                              timeout=600, cwd=cwd)
+
+    def test_run_ut_and_multi_run_ut_are_acc_check(self):
+        for cmd, extra in (("run_ut", ["-j"]), ("multi_run_ut", ["-n", "2"])):
+            out = tempfile.mkdtemp(dir=WORK)
+            p = self.run_cli(cmd, "-api_info", self.dump, "-o", out, *extra)
+            with self.subTest(cmd=cmd):
+                self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+                res = read_csv(glob.glob(os.path.join(out, "accuracy_checking_result_*.csv"))[0])
+                # one row per API of msprobe's dump.json, in its order
+                with open(self.dump) as f:
+                    apis = []
+                    for k in json.load(f)["data"]:
+                        a = k.rsplit(".", 1)[0]
+                        if a not in apis:
+                            apis.append(a)
+                self.assertEqual([r["API name"] for r in res], apis)
+
+    def test_csv_path_continues_an_interrupted_check(self):
+        out = tempfile.mkdtemp(dir=WORK)
+        p = self.run_cli("acc_check", "-api_info", self.dump, "-o", out)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        rpath = glob.glob(os.path.join(out, "accuracy_checking_result_*.csv"))[0]
+        dpath = glob.glob(os.path.join(out, "accuracy_checking_details_*.csv"))[0]
+        full_res, full_det = read_csv(rpath), read_csv(dpath)
+        # interrupted after 4 APIs: the rows msprobe had written by then, one
+        # marked error by hand so that the continued check must keep it
+        head = full_res[:4]
+        head[1] = dict(head[1], **{"Forward Test Success": "error"})
+        kept = {r["API name"] for r in head}
+        det_head = [r for r in full_det if r["API Name"].rsplit(".", 3)[0] in kept]
+        for path, rows in ((rpath, head), (dpath, det_head)):
+            with open(path, "w", newline="", encoding="utf-8") as f:
+                w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+                w.writeheader()
+                w.writerows(rows)
+        other = tempfile.mkdtemp(dir=WORK)
+        p = self.run_cli("acc_check", "-api_info", self.dump, "-o", other, "-csv_path", rpath)
+        # the earlier error still fails the check; nothing is written to -o
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        self.assertEqual(os.listdir(other), [])
+        self.assertIn("4 APIs of %s were checked before" % rpath, p.stdout)
+        res, det = read_csv(rpath), read_csv(dpath)
+        # the earlier rows as they were, then every other API once, in order
+        self.assertEqual(res[:4], head)
+        self.assertEqual([r["API name"] for r in res], [r["API name"] for r in full_res])
+        self.assertEqual(res[4:], full_res[4:])
+        self.assertEqual([r["API Name"] for r in det],
+                         [r["API Name"] for r in det_head] +
+                         [r["API Name"] for r in full_det if r not in det_head])
+        # again: nothing left to check, nothing added
+        p = self.run_cli("acc_check", "-api_info", self.dump, "--result_csv_path", rpath)
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        self.assertEqual(read_csv(rpath), res)
+
+    def test_csv_path_must_be_an_acc_check_result_with_its_details(self):
+        bad = os.path.join(WORK, "results.csv")
+        with open(bad, "w") as f:
+            f.write("API name,Forward Test Success,Backward Test Success,Message\n")
+        p = self.run_cli("acc_check", "-api_info", self.dump, "-csv_path", bad)
+        self.assertEqual((p.returncode, p.stdout), (2, ""))
+        self.assertIn("accuracy_checking_result_YYYYmmddHHMMSS.csv", p.stderr)
+        lone = os.path.join(tempfile.mkdtemp(dir=WORK), "accuracy_checking_result_20261203120000.csv")
+        shutil.copy(bad, lone)
+        p = self.run_cli("acc_check", "-api_info", self.dump, "-csv_path", lone)
+        self.assertEqual((p.returncode, p.stdout), (2, ""))
+        self.assertIn("accuracy_checking_details_20261203120000.csv", p.stderr)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
