@@ -170,6 +170,10 @@ typedef struct msp_acc_opts {
      * msp_acc_read_checked): their records are not replayed, nor listed */
     const char *const *checked;
     size_t n_checked;
+    /* msprobe's -save_error_data: the directory that gets, for each API that
+     * missed its standard, its inputs, recorded outputs and float64 benchmark
+     * outputs as .pt files (msprobe-acc_check(1)); NULL: none */
+    const char *error_data_dir;
 } msp_acc_opts_t;
 
 typedef struct msp_acc_result {
@@ -182,6 +186,7 @@ typedef struct msp_acc_result {
     size_t pass, warning, error;       /* outputs by status */
     double seconds;                    /* wall time of the replay */
     int workers;                       /* workers that ran */
+    size_t error_files;                /* .pt files written to opts->error_data_dir */
 } msp_acc_result_t;
 
 /* Replay every API record (forward, backward, optimizer step) of one tensor

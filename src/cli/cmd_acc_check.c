@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 enum {
@@ -70,8 +71,9 @@ static const msp_opt_t msp_acc_opts[] = {
             "APIs, append to it and its details CSV (also -csv_path)",
             MSP_BIND(STRING, &msp_aa.csv_path)),
     MSP_OPT(MSP_OPT_SAVE_ERROR, "save_error_data", NULL,
-            "msprobe's -save_error_data: refused, see\n"
-            "msprobe-acc_check(1)",
+            "save the inputs, outputs and float64 benchmark\n"
+            "outputs of each API that misses its standard in\n"
+            "./ut_error_data{time} (also -save_error_data)",
             MSP_BIND(TRUE, &msp_aa.save_error)),
     MSP_OPT('j', "jit_compile", NULL,
             "msprobe's NPU jit-compile switch: accepted, changes\n"
@@ -141,6 +143,35 @@ static char **msp_acc_argv(int argc, char **argv)
     return v;
 }
 
+/* msprobe's -save_error_data directory: ./ut_error_data{time} (msprobe's
+ * error_data_path defaults to ./), time that of the result CSV continued
+ * (-csv_path), else of now. */
+static void msp_acc_error_dir(char *buf, size_t n, const char *csv)
+{
+    const char *base = csv ? strrchr(csv, '/') : NULL;
+    base = base ? base + 1 : csv;
+    if (base && strlen(base) == strlen("accuracy_checking_result_20261203120000.csv")) {
+        snprintf(buf, n, "./ut_error_data%.14s", base + strlen("accuracy_checking_result_"));
+        return;
+    }
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    char stamp[32];
+    strftime(stamp, sizeof stamp, "%Y%m%d%H%M%S", &tm);
+    snprintf(buf, n, "./ut_error_data%s", stamp);
+}
+
+/* The directory renamed to the result CSV's time when the CSV was stamped a
+ * second later than the check began: msprobe's names share one time. */
+static void msp_acc_error_dir_follow(char *dir, size_t n, const char *result_csv)
+{
+    char want[64];
+    msp_acc_error_dir(want, sizeof want, result_csv);
+    if (strcmp(want, dir) != 0 && rename(dir, want) == 0)
+        snprintf(dir, n, "%s", want);
+}
+
 /* Called from the replay threads, in any order: the bar only moves forward. */
 static void msp_acc_progress(size_t done, size_t total, void *ud)
 {
@@ -208,12 +239,6 @@ int msp_cmd_acc_check(msp_cli_ctx_t *ctx, int argc, char **argv)
         rc = msp_cmd_usage_error(&msp_acc_doc, "-d DUMP is required");
         goto done;
     }
-    if (msp_aa.save_error) {
-        rc = msp_cmd_usage_error(&msp_acc_doc,
-                                 "--save_error_data: not supported: the float64 benchmark "
-                                 "outputs stay in the replay worker (see msprobe-acc_check(1))");
-        goto done;
-    }
     struct stat st;
     if (stat(dump, &st) != 0) {
         msp_errorf("acc_check: cannot open '%s': %s", dump, strerror(errno));
@@ -244,6 +269,11 @@ int msp_cmd_acc_check(msp_cli_ctx_t *ctx, int argc, char **argv)
         opts.checked = (const char *const *)checked;
         opts.n_checked = n_checked;
     }
+    char errdir[64] = "";
+    if (err == MSP_OK && msp_aa.save_error) {
+        msp_acc_error_dir(errdir, sizeof errdir, msp_aa.csv_path);
+        opts.error_data_dir = errdir;
+    }
     if (err == MSP_OK)
         err = msp_acc_check(dump, &opts, &res);
     msp_progress_finish(bar);
@@ -255,6 +285,8 @@ int msp_cmd_acc_check(msp_cli_ctx_t *ctx, int argc, char **argv)
         err = msp_acc_write_csv(res, out_dir, &rpath, &dpath);
     }
     msp_free_strings(checked, n_checked);
+    if (err == MSP_OK && errdir[0] && res->error_files)
+        msp_acc_error_dir_follow(errdir, sizeof errdir, rpath);
     if (err != MSP_OK) {
         rc = msp_report_error(err);
         msp_acc_result_free(res);
@@ -278,6 +310,9 @@ int msp_cmd_acc_check(msp_cli_ctx_t *ctx, int argc, char **argv)
             listed++;
         }
         printf("result: %s\ndetails: %s\n", rpath, dpath);
+        if (errdir[0])
+            printf("error data: %s (%zu files)\n", res->error_files ? errdir : "none",
+                   res->error_files);
     }
     /* a continued check is judged whole: the rows written before count too */
     rc = res->error || res->warning || failed_before ? MSP_EXIT_FAIL : MSP_EXIT_OK;

@@ -33,7 +33,8 @@ after this source, in one namespace.
 A job with "acc": true (acc_check) also gets, per output, "acc": {"dtype",
 "shape", "dev", "ref"}: msprobe's precision-standard metrics of the output
 and of the same-dtype replay, each against R64 (acc_metrics, from
-replay_acc.py, which the worker runs before this source). A job's
+replay_acc.py, which the worker runs before this source); with "acc":
+{"keep": true} (--save_error_data) R64 itself too, as "bench" (acc_bench). A job's
 "references" ({custom name: "pkg.mod.fn"}, from acc_check --reference) lets
 a Custom record be replayed with the function the user names.
 
@@ -481,6 +482,7 @@ def wire(e):
 
 def judge(recorded, r64, rn, mode, acc=False, bounds=None):
     outs = []
+    keep = [ACC_KEEP_BYTES] if isinstance(acc, dict) and acc.get("keep") else None
     for role, c in recorded.items():
         if role not in r64 or role not in rn:
             raise Skip("the replay returns no %s" % role)
@@ -492,6 +494,8 @@ def judge(recorded, r64, rn, mode, acc=False, bounds=None):
             outs[-1]["acc"] = {"dtype": str(c.dtype), "shape": list(c.shape),
                                "dev": acc_metrics(c, r64[role]),
                                "ref": acc_metrics(rn[role].to(c.dtype), r64[role])}
+            if keep:  # -save_error_data: the benchmark itself
+                outs[-1]["acc"]["bench"] = acc_bench(r64[role], keep)
     if not outs:
         raise Skip("no output tensor to judge")
     return {"status": "ok", "mode": mode, "outputs": outs}

@@ -160,7 +160,10 @@ static int acc_one(acc_run_t *run, cmp_worker_t *w, msp_dump_file_t *f,
     cmp_job_limits(j, bytes, run->deadline, ACC_JOB_SECONDS);
     cJSON_AddStringToObject(j, "kind", job->kind);
     cJSON_AddStringToObject(j, "name", rec->name);
-    cJSON_AddTrueToObject(j, "acc");
+    if (run->opts && run->opts->error_data_dir) /* the benchmark outputs back too */
+        cJSON_AddTrueToObject(cJSON_AddObjectToObject(j, "acc"), "keep");
+    else
+        cJSON_AddTrueToObject(j, "acc");
     if (run->refs)
         cJSON_AddItemToObject(j, "references", cJSON_Duplicate(run->refs, 1));
     cJSON_AddItemToObject(j, "args", args);
@@ -608,6 +611,26 @@ static msp_err acc_references(const msp_acc_opts_t *o, cJSON **out)
     return MSP_OK;
 }
 
+/* --save_error_data over the jobs answered (pc_acc_save.c). */
+static msp_err acc_save_jobs(acc_run_t *run, msp_dump_file_t *f, msp_acc_result_t *res,
+                             const char *dir)
+{
+    size_t *recs = calloc(run->njobs + 1, sizeof *recs);
+    char **answers = calloc(run->njobs + 1, sizeof *answers);
+    size_t n = 0;
+    for (size_t i = 0; recs && answers && i < run->njobs; i++)
+        if (run->jobs[i].answer) {
+            recs[n] = run->jobs[i].rec;
+            answers[n++] = run->jobs[i].answer;
+        }
+    msp_err rc = recs && answers
+                     ? acc_save_error_data(dir, f, res, recs, answers, n, &res->error_files)
+                     : msp_fail(MSP_ERR_NOMEM, "out of memory");
+    free(recs);
+    free(answers);
+    return rc;
+}
+
 /* Whether record name's API ("Functional.relu.0" of ".forward") is one an
  * earlier check wrote (msp_acc_opts_t.checked). */
 static int acc_checked_before(const msp_acc_opts_t *o, const char *name)
@@ -727,7 +750,9 @@ msp_err msp_acc_check(const char *path, const msp_acc_opts_t *opts, msp_acc_resu
         goto done;
     }
     size_t *owner = NULL;
-    if ((rc = acc_collect(&run, f, res, &owner)) == MSP_OK)
+    if ((rc = acc_collect(&run, f, res, &owner)) == MSP_OK && opts && opts->error_data_dir)
+        rc = acc_save_jobs(&run, f, res, opts->error_data_dir);
+    if (rc == MSP_OK)
         rc = acc_group_outputs(res, owner);
     free(owner);
 done:

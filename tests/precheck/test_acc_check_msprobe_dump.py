@@ -258,6 +258,50 @@ class MsprobesOptions(unittest.TestCase):
         self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
         self.assertEqual(read_csv(rpath), res)
 
+    def test_save_error_data_saves_what_msprobe_saves_of_each_failed_api(self):
+        import torch
+        import msprobe_layout
+        torch.manual_seed(7)
+        x, y, g = torch.randn(5, 4), torch.randn(5, 4), torch.randn(5, 4)
+        w = torch.randn(3, 4)
+        bad = x * y * (1 + 2 ** -18)  # past mul's absolute threshold (rtol 2^-20)
+        # as msprobe records them: x and y took a gradient in the run
+        xg, yg = x.clone().requires_grad_(True), y.clone().requires_grad_(True)
+        rd = msprobe_layout.write(os.path.join(WORK, "errdata"), [
+            ("Torch.mul.0.forward", {"input_args": [xg, yg], "output": [bad]}),
+            ("Functional.linear.0.forward", {"input_args": [x, w],
+                                             "output": [torch.nn.functional.linear(x, w)]}),
+            # MulBackward0 hands on the gradients of self and other
+            ("Torch.mul.0.backward", {"input": [g], "output": [g * y, g * x]}),
+        ], task="tensor", level="api")
+        cwd = tempfile.mkdtemp(dir=WORK)
+        p = self.run_cli("acc_check", "-api_info", os.path.join(rd, "dump.json"), "-o", "out",
+                         "-save_error_data", cwd=cwd)
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        stamp = glob.glob(os.path.join(cwd, "out", "accuracy_checking_result_*.csv"))[0][-18:-4]
+        errdir = os.path.join(cwd, "ut_error_data" + stamp)  # msprobe's ./ut_error_data{time}
+        self.assertIn("error data: ./ut_error_data%s (9 files)" % stamp, p.stdout)
+        f64 = lambda t: t.detach().double().numpy()
+        want = {  # the failed API only, forward and backward; linear passed
+            "Torch.mul.0.forward.input.0.pt": x.detach().numpy(),
+            "Torch.mul.0.forward.input.1.pt": y.detach().numpy(),
+            "Torch.mul.0.forward.output.device.0.pt": bad.numpy(),
+            "Torch.mul.0.forward.output.bench.0.pt": f64(x) * f64(y),
+            "Torch.mul.0.backward.input.0.pt": g.numpy(),
+            "Torch.mul.0.backward.output.device.0.pt": (g * y).detach().numpy(),
+            "Torch.mul.0.backward.output.device.1.pt": (g * x).detach().numpy(),
+            "Torch.mul.0.backward.output.bench.0.pt": f64(g) * f64(y),
+            "Torch.mul.0.backward.output.bench.1.pt": f64(g) * f64(x),
+        }
+        got = sorted(os.listdir(errdir))
+        self.assertEqual(got, sorted(want))
+        for name, arr in want.items():
+            with self.subTest(file=name):
+                t = torch.load(os.path.join(errdir, name))
+                self.assertEqual(t.dtype, torch.float64 if ".bench." in name else torch.float32)
+                # float32 products are exact in float64: the benchmark is equal
+                np.testing.assert_array_equal(t.numpy(), arr)
+
     def test_csv_path_must_be_an_acc_check_result_with_its_details(self):
         bad = os.path.join(WORK, "results.csv")
         with open(bad, "w") as f:
