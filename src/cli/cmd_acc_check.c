@@ -129,10 +129,11 @@ static const msp_cmd_doc_t msp_apc_doc = {
 /* msprobe's one-dash long options, as getopt_long reads them. */
 static char **msp_acc_argv(int argc, char **argv)
 {
-    static const char *const map[][2] = {
-        {"-api_info", "--api_info_file"}, {"-npu", "--npu_csv_path"},
-        {"-gpu", "--gpu_csv_path"},       {"-csv_path", "--result_csv_path"},
-        {"-save_error_data", "--save_error_data"}};
+    static const char *const map[][2] = {{"-api_info", "--api_info_file"},
+                                         {"-npu", "--npu_csv_path"},
+                                         {"-gpu", "--gpu_csv_path"},
+                                         {"-csv_path", "--result_csv_path"},
+                                         {"-save_error_data", "--save_error_data"}};
     char **v = calloc((size_t)argc + 1, sizeof *v);
     for (int i = 0; v && i < argc; i++) {
         v[i] = argv[i];
@@ -297,8 +298,8 @@ int msp_cmd_acc_check(msp_cli_ctx_t *ctx, int argc, char **argv)
            res->records, res->path, res->seconds, res->workers, res->workers == 1 ? "" : "s",
            res->seconds > 0 ? (double)res->records / res->seconds : 0.0, res->skipped);
     if (msp_aa.csv_path)
-        printf("continued: %zu APIs of %s were checked before and left as they are\n",
-               n_checked, msp_aa.csv_path);
+        printf("continued: %zu APIs of %s were checked before and left as they are\n", n_checked,
+               msp_aa.csv_path);
     printf("outputs: %zu pass, %zu warning, %zu error\n", res->pass, res->warning, res->error);
     if (!quiet) {
         int listed = 0;

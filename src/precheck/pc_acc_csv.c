@@ -146,8 +146,8 @@ static msp_err acc_details_beside(const char *result_csv, char **out)
                         "%s: not an acc_check result CSV (its name must be "
                         "accuracy_checking_result_YYYYmmddHHMMSS.csv)",
                         result_csv);
-    char *d = msp_asprintf("%.*saccuracy_checking_details_%s", (int)(base - result_csv),
-                           result_csv, base + pl);
+    char *d = msp_asprintf("%.*saccuracy_checking_details_%s", (int)(base - result_csv), result_csv,
+                           base + pl);
     if (!d)
         return msp_fail(MSP_ERR_NOMEM, "out of memory");
     if (access(result_csv, R_OK | W_OK) != 0 || access(d, R_OK | W_OK) != 0) {
@@ -203,8 +203,7 @@ msp_err msp_acc_read_checked(const char *result_csv, char ***names, size_t *n, i
     return MSP_OK;
 }
 
-msp_err msp_acc_append_csv(const msp_acc_result_t *res, const char *result_csv,
-                           char **details_path)
+msp_err msp_acc_append_csv(const msp_acc_result_t *res, const char *result_csv, char **details_path)
 {
     if (details_path)
         *details_path = NULL;

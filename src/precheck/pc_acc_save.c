@@ -93,16 +93,15 @@ static msp_err acc_save_bench(int dfd, const char *dir, const msp_record_info_t 
     {
         if (t.ndim == MSP_MAX_NDIM || !cJSON_IsNumber(d) || d->valuedouble < 0 ||
             d->valuedouble > 0x1p40)
-            return msp_fail(MSP_ERR_FORMAT, "%s: the replay's benchmark has a bad shape",
-                            r->name);
+            return msp_fail(MSP_ERR_FORMAT, "%s: the replay's benchmark has a bad shape", r->name);
         t.shape[t.ndim++] = (int64_t)d->valuedouble;
         t.numel *= (int64_t)d->valuedouble;
     }
     t.nbytes = t.numel * 8;
     unsigned char *data = acc_b64_decode(b64->valuestring, (size_t)t.nbytes);
     if (!data)
-        return msp_fail(MSP_ERR_FORMAT, "%s: the replay's benchmark of %s does not decode",
-                        r->name, role->valuestring);
+        return msp_fail(MSP_ERR_FORMAT, "%s: the replay's benchmark of %s does not decode", r->name,
+                        role->valuestring);
     char name[600];
     snprintf(name, sizeof name, "%s.output.bench.%ld.pt", prefix, at < 0 ? 0 : at);
     msp_err rc = acc_save(dfd, dir, name, &t, data, n_files);
