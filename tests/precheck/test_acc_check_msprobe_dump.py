@@ -10,7 +10,9 @@ here against the gradient numpy computes from the record's own tensors
 (torch.load of msprobe's .pt files) with the formula of that node, and the
 details row's largest absolute error against numpy's: never against what
 msprobe-c wrote. msprobe writes a bool argument as {"type": "bool",
-"value": false}; a record with one must replay."""
+"value": false} and a string as {"type": "str", "value": "sum"}; a record
+with either must replay. msprobe's command-line options (run_ut, -j,
+-csv_path, -save_error_data) are checked on its own dumps too."""
 import csv
 import glob
 import json
@@ -160,7 +162,7 @@ class MsprobesOwnDump(unittest.TestCase):
         self.assertLess(cosine(r.t(ce + ".backward", "output", 0), logits), 0.9)
 
 
-class MsprobesBoolArguments(unittest.TestCase):
+class MsprobesArguments(unittest.TestCase):
     def test_a_bool_argument_as_msprobe_writes_it_is_replayed(self):
         import torch
         import msprobe_layout
@@ -192,6 +194,46 @@ class MsprobesBoolArguments(unittest.TestCase):
             # binary consistency: relu's float32 output equals the benchmark
             self.assertEqual(float(row["二进制一致错误率"]),
                              float(np.mean(want.astype(np.float32) != y.numpy())))
+
+    def test_cross_entropy_with_msprobes_reduction_and_ignore_index(self):
+        # msprobe writes reduction as {"type": "str", "value": "sum"}; the
+        # backward record holds NllLoss's gradient: -g at each row's target,
+        # 0 on the rows whose target is ignore_index, no 1/N for "sum"
+        import torch
+        import msprobe_layout
+        torch.manual_seed(3)
+        z = torch.randn(5, 4)
+        y = torch.tensor([0, 1, 3, 1, 2])
+        zz = z.double().numpy()
+        lsm = zz - zz.max(1, keepdims=True)
+        lsm = lsm - np.log(np.exp(lsm).sum(1, keepdims=True))
+        keep = y.numpy() != 1
+        loss = -lsm[np.arange(5), y.numpy()][keep].sum()
+        g = 0.5
+        b = np.zeros((5, 4))
+        b[np.arange(5)[keep], y.numpy()[keep]] = -g
+        rd = msprobe_layout.write(os.path.join(WORK, "ce-sum"), [
+            ("Functional.cross_entropy.0.forward", {
+                "input_args": [z.clone().requires_grad_(True), y],
+                "input_kwargs": {"reduction": "sum", "ignore_index": 1},
+                "output": [torch.tensor(loss, dtype=torch.float32)]}),
+            ("Functional.cross_entropy.0.backward", {
+                "input": [torch.tensor(g)], "output": [torch.from_numpy(b).float()]}),
+        ], task="tensor", level="api")
+        with open(os.path.join(rd, "dump.json")) as f:
+            self.assertIn('"value": "sum"', f.read())  # the layout under test
+        p, res, det = acc_check(WORK, rd)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertEqual([(r["Forward Test Success"], r["Backward Test Success"]) for r in res],
+                         [("pass", "pass")])
+        rows = {r["API Name"]: r for r in det}
+        fw = rows["Functional.cross_entropy.0.forward.output.0"]
+        self.assertAlmostEqual(float(fw["最大绝对误差"]), abs(float(np.float32(loss)) - loss),
+                               delta=1e-12)
+        bw = rows["Functional.cross_entropy.0.backward.output.0"]
+        # -0.5 and 0 are exact in float32: no error at all
+        self.assertEqual(float(bw["最大绝对误差"]), 0.0)
+        self.assertEqual(float(bw["余弦相似度"]), 1.0)
 
 
 class MsprobesOptions(unittest.TestCase):
