@@ -34,7 +34,7 @@ enum {
 
 /* The options as parsed (bound in the tables below). */
 typedef struct msp_acc_args {
-    const char *dump, *out_dir, *python, *npu, *gpu, *csv_path;
+    const char *dump, *api_info, *out_dir, *python, *npu, *gpu, *csv_path;
     int quiet, workers, show, budget, jit, save_error;
 } msp_acc_args_t;
 static msp_acc_args_t msp_aa;
@@ -45,7 +45,9 @@ static const msp_opt_t msp_acc_opts[] = {
             "dump.json) or its rank directory",
             MSP_BIND(STRING, &msp_aa.dump)),
     MSP_OPT(MSP_OPT_API_INFO, "api_info_file", "FILE",
-            "msprobe's name for -d (also -api_info FILE)", MSP_BIND(STRING, &msp_aa.dump)),
+            "msprobe's name for -d (also -api_info FILE); with it,\n"
+            "-d N... are msprobe's device ids, ignored",
+            MSP_BIND(STRING, &msp_aa.api_info)),
     MSP_OPT('o', "out_path", "DIR", "where the two CSVs go (default ./)",
             MSP_BIND(STRING, &msp_aa.out_dir)),
     MSP_OPT('n', "workers", "N", "replay workers in parallel (default: one per CPU, at most 8)",
@@ -144,6 +146,13 @@ static char **msp_acc_argv(int argc, char **argv)
     return v;
 }
 
+/* A device id of msprobe's -d (a whole number). */
+static int msp_acc_device_id(const char *s)
+{
+    size_t n = strspn(s, "0123456789");
+    return n > 0 && n < 6 && s[n] == '\0';
+}
+
 /* msprobe's -save_error_data directory: ./ut_error_data{time} (msprobe's
  * error_data_path defaults to ./), time that of the result CSV continued
  * (-csv_path), else of now. */
@@ -193,6 +202,34 @@ static const char *msp_acc_status_word(msp_acc_status_t s)
     return w[s];
 }
 
+/* The stdout lines of a check (msprobe-acc_check(1), OUTPUT). */
+static void msp_acc_print(const msp_acc_result_t *res, const char *rpath, const char *dpath,
+                          const char *errdir, size_t n_checked, int quiet, int show)
+{
+    printf("acc_check: %zu records of %s replayed in %.3f s by %d worker%s (%.1f records/s); "
+           "%zu skipped\n",
+           res->records, res->path, res->seconds, res->workers, res->workers == 1 ? "" : "s",
+           res->seconds > 0 ? (double)res->records / res->seconds : 0.0, res->skipped);
+    if (msp_aa.csv_path)
+        printf("continued: %zu APIs of %s were checked before and left as they are\n", n_checked,
+               msp_aa.csv_path);
+    printf("outputs: %zu pass, %zu warning, %zu error\n", res->pass, res->warning, res->error);
+    if (!quiet) {
+        int listed = 0;
+        for (size_t i = 0; i < res->n_outputs && listed < show; i++) {
+            const msp_acc_output_t *o = &res->outputs[i];
+            if (o->status != MSP_ACC_ERROR && o->status != MSP_ACC_WARNING)
+                continue;
+            printf("  %s %s: %s\n", msp_acc_status_word(o->status), o->name, o->message);
+            listed++;
+        }
+        printf("result: %s\ndetails: %s\n", rpath, dpath);
+        if (errdir[0])
+            printf("error data: %s (%zu files)\n", res->error_files ? errdir : "none",
+                   res->error_files);
+    }
+}
+
 int msp_cmd_acc_check(msp_cli_ctx_t *ctx, int argc, char **argv)
 {
     char **av = msp_acc_argv(argc, argv);
@@ -232,6 +269,18 @@ int msp_cmd_acc_check(msp_cli_ctx_t *ctx, int argc, char **argv)
     const char *dump = msp_aa.dump, *out_dir = msp_aa.out_dir;
     int quiet = msp_aa.quiet, show = msp_aa.show;
     opts.python = msp_aa.python;
+    if (msp_aa.api_info) {
+        /* msprobe's command line: -api_info names the dump and -d its device
+         * ids (-d 0 1 ...), which a CPU replay has no use for */
+        if (dump && !msp_acc_device_id(dump)) {
+            rc = msp_cmd_usage_error(&msp_acc_doc,
+                                     "-d '%s' and -api_info both name a dump: give one", dump);
+            goto done;
+        }
+        while (dump && optind < argc && msp_acc_device_id(av[optind]))
+            optind++;
+        dump = msp_aa.api_info;
+    }
     if (optind < argc) {
         rc = msp_cmd_usage_error(&msp_acc_doc, "unexpected argument '%s'", av[optind]);
         goto done;
@@ -293,28 +342,7 @@ int msp_cmd_acc_check(msp_cli_ctx_t *ctx, int argc, char **argv)
         msp_acc_result_free(res);
         goto done;
     }
-    printf("acc_check: %zu records of %s replayed in %.3f s by %d worker%s (%.1f records/s); "
-           "%zu skipped\n",
-           res->records, res->path, res->seconds, res->workers, res->workers == 1 ? "" : "s",
-           res->seconds > 0 ? (double)res->records / res->seconds : 0.0, res->skipped);
-    if (msp_aa.csv_path)
-        printf("continued: %zu APIs of %s were checked before and left as they are\n", n_checked,
-               msp_aa.csv_path);
-    printf("outputs: %zu pass, %zu warning, %zu error\n", res->pass, res->warning, res->error);
-    if (!quiet) {
-        int listed = 0;
-        for (size_t i = 0; i < res->n_outputs && listed < show; i++) {
-            const msp_acc_output_t *o = &res->outputs[i];
-            if (o->status != MSP_ACC_ERROR && o->status != MSP_ACC_WARNING)
-                continue;
-            printf("  %s %s: %s\n", msp_acc_status_word(o->status), o->name, o->message);
-            listed++;
-        }
-        printf("result: %s\ndetails: %s\n", rpath, dpath);
-        if (errdir[0])
-            printf("error data: %s (%zu files)\n", res->error_files ? errdir : "none",
-                   res->error_files);
-    }
+    msp_acc_print(res, rpath, dpath, errdir, n_checked, quiet, show);
     /* a continued check is judged whole: the rows written before count too */
     rc = res->error || res->warning || failed_before ? MSP_EXIT_FAIL : MSP_EXIT_OK;
     if (res->replayed == 0 && !(msp_aa.csv_path && res->records == 0 && n_checked)) {

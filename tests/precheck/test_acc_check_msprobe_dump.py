@@ -248,7 +248,8 @@ class MsprobesOptions(unittest.TestCase):
                               timeout=600, cwd=cwd)
 
     def test_run_ut_and_multi_run_ut_are_acc_check(self):
-        for cmd, extra in (("run_ut", ["-j"]), ("multi_run_ut", ["-n", "2"])):
+        # -d: msprobe's device ids once -api_info names the dump
+        for cmd, extra in (("run_ut", ["-j", "-d", "0"]), ("multi_run_ut", ["-n", "2", "-d", "0", "1"])):
             out = tempfile.mkdtemp(dir=WORK)
             p = self.run_cli(cmd, "-api_info", self.dump, "-o", out, *extra)
             with self.subTest(cmd=cmd):
@@ -262,6 +263,11 @@ class MsprobesOptions(unittest.TestCase):
                         if a not in apis:
                             apis.append(a)
                 self.assertEqual([r["API name"] for r in res], apis)
+
+    def test_api_info_and_a_dump_path_in_d_is_a_usage_error(self):
+        p = self.run_cli("run_ut", "-api_info", self.dump, "-d", self.dump)
+        self.assertEqual((p.returncode, p.stdout), (2, ""))
+        self.assertIn("both name a dump", p.stderr)
 
     def test_csv_path_continues_an_interrupted_check(self):
         out = tempfile.mkdtemp(dir=WORK)
