@@ -341,6 +341,12 @@ void msp_dump_tree_free(msp_dump_tree_t *t);
  * A statistics or md5 dump gets no tensor files. *n_files: dumps written.
  * Errors name the file; a dump that is msprobe's already is MSP_ERR_USAGE. */
 msp_err msp_export_msprobe(const char *path, const char *out_dir, int npy, size_t *n_files);
+/* torch.save of one contiguous tensor: t's dtype, ndim, shape, numel, nbytes
+ * and requires_grad, data its bytes, written as name in directory dfd (shown:
+ * its path, in errors), a zip as torch writes it (torch.load reads it).
+ * Used by export and by acc_check's --save_error_data. */
+msp_err msp_pt_save(int dfd, const char *name, const char *shown, const msp_tensor_info_t *t,
+                    const void *data);
 
 #ifdef __cplusplus
 }

@@ -166,6 +166,14 @@ typedef struct msp_acc_opts {
     size_t n_references;
     void (*progress)(size_t done, size_t total, void *ud); /* may be NULL; any thread */
     void *progress_ud;
+    /* APIs an earlier, interrupted check already wrote ("Functional.relu.0",
+     * msp_acc_read_checked): their records are not replayed, nor listed */
+    const char *const *checked;
+    size_t n_checked;
+    /* msprobe's -save_error_data: the directory that gets, for each API that
+     * missed its standard, its inputs, recorded outputs and float64 benchmark
+     * outputs as .pt files (msprobe-acc_check(1)); NULL: none */
+    const char *error_data_dir;
 } msp_acc_opts_t;
 
 typedef struct msp_acc_result {
@@ -178,6 +186,7 @@ typedef struct msp_acc_result {
     size_t pass, warning, error;       /* outputs by status */
     double seconds;                    /* wall time of the replay */
     int workers;                       /* workers that ran */
+    size_t error_files;                /* .pt files written to opts->error_data_dir */
 } msp_acc_result_t;
 
 /* Replay every API record (forward, backward, optimizer step) of one tensor
@@ -194,6 +203,17 @@ msp_err msp_acc_check(const char *path, const msp_acc_opts_t *opts, msp_acc_resu
  * and *details_path (malloc'd) when not NULL. */
 msp_err msp_acc_write_csv(const msp_acc_result_t *res, const char *out_dir, char **result_path,
                           char **details_path);
+/* Continue an interrupted check (msprobe's -csv_path): the API names of the
+ * result CSV result_csv (an accuracy_checking_result_{stamp}.csv, with its
+ * accuracy_checking_details_{stamp}.csv beside it) into *names (malloc'd,
+ * free with msp_free_strings); *failed 1 when a row of it is error or
+ * warning. A name that is not msprobe's, or a missing details CSV:
+ * MSP_ERR_USAGE naming the file. */
+msp_err msp_acc_read_checked(const char *result_csv, char ***names, size_t *n, int *failed);
+/* Append res's rows to result_csv and its details CSV (written anew to a temp
+ * name and renamed, header kept); the details path to *details_path. */
+msp_err msp_acc_append_csv(const msp_acc_result_t *res, const char *result_csv,
+                           char **details_path);
 void msp_acc_result_free(msp_acc_result_t *res); /* NULL-safe */
 
 /* api_precision_compare: the rows of two details CSVs (an NPU run's and a

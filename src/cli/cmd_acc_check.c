@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 enum {
@@ -27,12 +28,14 @@ enum {
     MSP_OPT_NPU,
     MSP_OPT_GPU,
     MSP_OPT_BUDGET,
+    MSP_OPT_CSV_PATH,
+    MSP_OPT_SAVE_ERROR,
 };
 
 /* The options as parsed (bound in the tables below). */
 typedef struct msp_acc_args {
-    const char *dump, *out_dir, *python, *npu, *gpu;
-    int quiet, workers, show, budget;
+    const char *dump, *api_info, *out_dir, *python, *npu, *gpu, *csv_path;
+    int quiet, workers, show, budget, jit, save_error;
 } msp_acc_args_t;
 static msp_acc_args_t msp_aa;
 
@@ -42,7 +45,9 @@ static const msp_opt_t msp_acc_opts[] = {
             "dump.json) or its rank directory",
             MSP_BIND(STRING, &msp_aa.dump)),
     MSP_OPT(MSP_OPT_API_INFO, "api_info_file", "FILE",
-            "msprobe's name for -d (also -api_info FILE)", MSP_BIND(STRING, &msp_aa.dump)),
+            "msprobe's name for -d (also -api_info FILE); with it,\n"
+            "-d N... are msprobe's device ids, ignored",
+            MSP_BIND(STRING, &msp_aa.api_info)),
     MSP_OPT('o', "out_path", "DIR", "where the two CSVs go (default ./)",
             MSP_BIND(STRING, &msp_aa.out_dir)),
     MSP_OPT('n', "workers", "N", "replay workers in parallel (default: one per CPU, at most 8)",
@@ -62,6 +67,20 @@ static const msp_opt_t msp_acc_opts[] = {
             "wall time for the whole check (default 600; 0: no\n"
             "limit); records not started by then are skipped",
             MSP_BIND_INT(&msp_aa.budget, 0, 10000000)),
+    MSP_OPT(MSP_OPT_CSV_PATH, "result_csv_path", "CSV",
+            "continue the interrupted check whose\n"
+            "accuracy_checking_result_{time}.csv this is: skip its\n"
+            "APIs, append to it and its details CSV (also -csv_path)",
+            MSP_BIND(STRING, &msp_aa.csv_path)),
+    MSP_OPT(MSP_OPT_SAVE_ERROR, "save_error_data", NULL,
+            "save the inputs, outputs and float64 benchmark\n"
+            "outputs of each API that misses its standard in\n"
+            "./ut_error_data{time} (also -save_error_data)",
+            MSP_BIND(TRUE, &msp_aa.save_error)),
+    MSP_OPT('j', "jit_compile", NULL,
+            "msprobe's NPU jit-compile switch: accepted, changes\n"
+            "nothing (no NPU kernel runs here)",
+            MSP_BIND(TRUE, &msp_aa.jit)),
     MSP_OPT('q', "quiet", NULL, "print only the summary line", MSP_BIND(TRUE, &msp_aa.quiet)),
     MSP_OPT('h', "help", NULL, "this help"),
     {.id = 0},
@@ -112,8 +131,11 @@ static const msp_cmd_doc_t msp_apc_doc = {
 /* msprobe's one-dash long options, as getopt_long reads them. */
 static char **msp_acc_argv(int argc, char **argv)
 {
-    static const char *const map[][2] = {
-        {"-api_info", "--api_info_file"}, {"-npu", "--npu_csv_path"}, {"-gpu", "--gpu_csv_path"}};
+    static const char *const map[][2] = {{"-api_info", "--api_info_file"},
+                                         {"-npu", "--npu_csv_path"},
+                                         {"-gpu", "--gpu_csv_path"},
+                                         {"-csv_path", "--result_csv_path"},
+                                         {"-save_error_data", "--save_error_data"}};
     char **v = calloc((size_t)argc + 1, sizeof *v);
     for (int i = 0; v && i < argc; i++) {
         v[i] = argv[i];
@@ -122,6 +144,42 @@ static char **msp_acc_argv(int argc, char **argv)
                 v[i] = (char *)map[k][1];
     }
     return v;
+}
+
+/* A device id of msprobe's -d (a whole number). */
+static int msp_acc_device_id(const char *s)
+{
+    size_t n = strspn(s, "0123456789");
+    return n > 0 && n < 6 && s[n] == '\0';
+}
+
+/* msprobe's -save_error_data directory: ./ut_error_data{time} (msprobe's
+ * error_data_path defaults to ./), time that of the result CSV continued
+ * (-csv_path), else of now. */
+static void msp_acc_error_dir(char *buf, size_t n, const char *csv)
+{
+    const char *base = csv ? strrchr(csv, '/') : NULL;
+    base = base ? base + 1 : csv;
+    if (base && strlen(base) == strlen("accuracy_checking_result_20261203120000.csv")) {
+        snprintf(buf, n, "./ut_error_data%.14s", base + strlen("accuracy_checking_result_"));
+        return;
+    }
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    char stamp[32];
+    strftime(stamp, sizeof stamp, "%Y%m%d%H%M%S", &tm);
+    snprintf(buf, n, "./ut_error_data%s", stamp);
+}
+
+/* The directory renamed to the result CSV's time when the CSV was stamped a
+ * second later than the check began: msprobe's names share one time. */
+static void msp_acc_error_dir_follow(char *dir, size_t n, const char *result_csv)
+{
+    char want[64];
+    msp_acc_error_dir(want, sizeof want, result_csv);
+    if (strcmp(want, dir) != 0 && rename(dir, want) == 0)
+        snprintf(dir, n, "%s", want);
 }
 
 /* Called from the replay threads, in any order: the bar only moves forward. */
@@ -142,6 +200,34 @@ static const char *msp_acc_status_word(msp_acc_status_t s)
 {
     static const char *const w[] = {" ", "pass", "warning", "error", "SKIP"};
     return w[s];
+}
+
+/* The stdout lines of a check (msprobe-acc_check(1), OUTPUT). */
+static void msp_acc_print(const msp_acc_result_t *res, const char *rpath, const char *dpath,
+                          const char *errdir, size_t n_checked, int quiet, int show)
+{
+    printf("acc_check: %zu records of %s replayed in %.3f s by %d worker%s (%.1f records/s); "
+           "%zu skipped\n",
+           res->records, res->path, res->seconds, res->workers, res->workers == 1 ? "" : "s",
+           res->seconds > 0 ? (double)res->records / res->seconds : 0.0, res->skipped);
+    if (msp_aa.csv_path)
+        printf("continued: %zu APIs of %s were checked before and left as they are\n", n_checked,
+               msp_aa.csv_path);
+    printf("outputs: %zu pass, %zu warning, %zu error\n", res->pass, res->warning, res->error);
+    if (!quiet) {
+        int listed = 0;
+        for (size_t i = 0; i < res->n_outputs && listed < show; i++) {
+            const msp_acc_output_t *o = &res->outputs[i];
+            if (o->status != MSP_ACC_ERROR && o->status != MSP_ACC_WARNING)
+                continue;
+            printf("  %s %s: %s\n", msp_acc_status_word(o->status), o->name, o->message);
+            listed++;
+        }
+        printf("result: %s\ndetails: %s\n", rpath, dpath);
+        if (errdir[0])
+            printf("error data: %s (%zu files)\n", res->error_files ? errdir : "none",
+                   res->error_files);
+    }
 }
 
 int msp_cmd_acc_check(msp_cli_ctx_t *ctx, int argc, char **argv)
@@ -183,6 +269,18 @@ int msp_cmd_acc_check(msp_cli_ctx_t *ctx, int argc, char **argv)
     const char *dump = msp_aa.dump, *out_dir = msp_aa.out_dir;
     int quiet = msp_aa.quiet, show = msp_aa.show;
     opts.python = msp_aa.python;
+    if (msp_aa.api_info) {
+        /* msprobe's command line: -api_info names the dump and -d its device
+         * ids (-d 0 1 ...), which a CPU replay has no use for */
+        if (dump && !msp_acc_device_id(dump)) {
+            rc = msp_cmd_usage_error(&msp_acc_doc,
+                                     "-d '%s' and -api_info both name a dump: give one", dump);
+            goto done;
+        }
+        while (dump && optind < argc && msp_acc_device_id(av[optind]))
+            optind++;
+        dump = msp_aa.api_info;
+    }
     if (optind < argc) {
         rc = msp_cmd_usage_error(&msp_acc_doc, "unexpected argument '%s'", av[optind]);
         goto done;
@@ -212,34 +310,43 @@ int msp_cmd_acc_check(msp_cli_ctx_t *ctx, int argc, char **argv)
     opts.progress = bar ? msp_acc_progress : NULL;
     opts.progress_ud = bar;
     msp_acc_result_t *res = NULL;
-    char *rpath = NULL, *dpath = NULL;
-    msp_err err = msp_acc_check(dump, &opts, &res);
-    msp_progress_finish(bar);
+    char *rpath = NULL, *dpath = NULL, **checked = NULL;
+    size_t n_checked = 0;
+    int failed_before = 0;
+    msp_err err = MSP_OK;
+    if (msp_aa.csv_path) { /* msprobe's -csv_path: continue where it stopped */
+        err = msp_acc_read_checked(msp_aa.csv_path, &checked, &n_checked, &failed_before);
+        opts.checked = (const char *const *)checked;
+        opts.n_checked = n_checked;
+    }
+    char errdir[64] = "";
+    if (err == MSP_OK && msp_aa.save_error) {
+        msp_acc_error_dir(errdir, sizeof errdir, msp_aa.csv_path);
+        opts.error_data_dir = errdir;
+    }
     if (err == MSP_OK)
+        err = msp_acc_check(dump, &opts, &res);
+    msp_progress_finish(bar);
+    if (err == MSP_OK && msp_aa.csv_path) {
+        err = msp_acc_append_csv(res, msp_aa.csv_path, &dpath);
+        if (err == MSP_OK && !(rpath = strdup(msp_aa.csv_path)))
+            err = msp_fail(MSP_ERR_NOMEM, "out of memory");
+    } else if (err == MSP_OK) {
         err = msp_acc_write_csv(res, out_dir, &rpath, &dpath);
+    }
+    msp_free_strings(checked, n_checked);
+    if (err == MSP_OK && errdir[0] && res->error_files)
+        msp_acc_error_dir_follow(errdir, sizeof errdir, rpath);
     if (err != MSP_OK) {
         rc = msp_report_error(err);
         msp_acc_result_free(res);
         goto done;
     }
-    printf("acc_check: %zu records of %s replayed in %.3f s by %d worker%s (%.1f records/s); "
-           "%zu skipped\n",
-           res->records, res->path, res->seconds, res->workers, res->workers == 1 ? "" : "s",
-           res->seconds > 0 ? (double)res->records / res->seconds : 0.0, res->skipped);
-    printf("outputs: %zu pass, %zu warning, %zu error\n", res->pass, res->warning, res->error);
-    if (!quiet) {
-        int listed = 0;
-        for (size_t i = 0; i < res->n_outputs && listed < show; i++) {
-            const msp_acc_output_t *o = &res->outputs[i];
-            if (o->status != MSP_ACC_ERROR && o->status != MSP_ACC_WARNING)
-                continue;
-            printf("  %s %s: %s\n", msp_acc_status_word(o->status), o->name, o->message);
-            listed++;
-        }
-        printf("result: %s\ndetails: %s\n", rpath, dpath);
-    }
-    rc = res->error || res->warning ? MSP_EXIT_FAIL : MSP_EXIT_OK;
-    if (res->replayed == 0) { /* an empty check is no pass */
+    msp_acc_print(res, rpath, dpath, errdir, n_checked, quiet, show);
+    /* a continued check is judged whole: the rows written before count too */
+    rc = res->error || res->warning || failed_before ? MSP_EXIT_FAIL : MSP_EXIT_OK;
+    if (res->replayed == 0 && !(msp_aa.csv_path && res->records == 0 && n_checked)) {
+        /* an empty check is no pass (a continued one may have nothing left) */
         msp_errorf("acc_check: nothing was checked: none of the %zu records of %s could be "
                    "replayed (the details CSV says why for each)",
                    res->records, res->path);

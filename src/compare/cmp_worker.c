@@ -27,6 +27,7 @@ extern const char msp_replay_acc_py[];
 extern const char msp_replay_apis_py[];
 extern const char msp_replay_args_py[];
 extern const char msp_replay_bound_py[];
+extern const char msp_replay_grad_fn_py[];
 extern const char msp_replay_worker_py[];
 
 /* The worker's rlimits on files (its stderr is a file) and descriptors. */
@@ -410,13 +411,13 @@ static int cmp_worker_err_file(void)
 }
 
 /* One script: the shim's API rules, acc_check's metrics, then the worker
- * that calls them (replay.py, its arguments, bound and process); NULL when
- * out of memory. */
+ * that calls them (replay.py, its arguments, bound, msprobe's backward
+ * layout and process); NULL when out of memory. */
 static char *cmp_worker_source(void)
 {
-    return msp_asprintf("%s\n%s\n%s\n%s\n%s\n%s", msp_replay_apis_py, msp_replay_acc_py,
+    return msp_asprintf("%s\n%s\n%s\n%s\n%s\n%s\n%s", msp_replay_apis_py, msp_replay_acc_py,
                         msp_replay_py, msp_replay_args_py, msp_replay_bound_py,
-                        msp_replay_worker_py);
+                        msp_replay_grad_fn_py, msp_replay_worker_py);
 }
 
 /* The kept worker's socket for python and src (and its directory in *kdir),

@@ -27,12 +27,14 @@ the replay of the bench inputs does not reproduce is not judged by replay.
 
 The wire format and the worker's process (sandbox, job loop, the kept
 worker) are replay_worker.py's; arguments are rebuilt by replay_args.py's
-literal parser; the kernel bound is replay_bound.py's. compare embeds them
+literal parser; the kernel bound is replay_bound.py's; a backward record in
+msprobe's own layout (its grad_fn's gradients) is replay_grad_fn.py's. compare embeds them
 after this source, in one namespace.
 A job with "acc": true (acc_check) also gets, per output, "acc": {"dtype",
 "shape", "dev", "ref"}: msprobe's precision-standard metrics of the output
 and of the same-dtype replay, each against R64 (acc_metrics, from
-replay_acc.py, which the worker runs before this source). A job's
+replay_acc.py, which the worker runs before this source); with "acc":
+{"keep": true} (--save_error_data) R64 itself too, as "bench" (acc_bench). A job's
 "references" ({custom name: "pkg.mod.fn"}, from acc_check --reference) lets
 a Custom record be replayed with the function the user names.
 
@@ -480,6 +482,7 @@ def wire(e):
 
 def judge(recorded, r64, rn, mode, acc=False, bounds=None):
     outs = []
+    keep = [ACC_KEEP_BYTES] if isinstance(acc, dict) and acc.get("keep") else None
     for role, c in recorded.items():
         if role not in r64 or role not in rn:
             raise Skip("the replay returns no %s" % role)
@@ -491,6 +494,8 @@ def judge(recorded, r64, rn, mode, acc=False, bounds=None):
             outs[-1]["acc"] = {"dtype": str(c.dtype), "shape": list(c.shape),
                                "dev": acc_metrics(c, r64[role]),
                                "ref": acc_metrics(rn[role].to(c.dtype), r64[role])}
+            if keep:  # -save_error_data: the benchmark itself
+                outs[-1]["acc"]["bench"] = acc_bench(r64[role], keep)
     if not outs:
         raise Skip("no output tensor to judge")
     return {"status": "ok", "mode": mode, "outputs": outs}
@@ -748,6 +753,8 @@ def replay_side(job, tensors):
     kind = job.get("kind")
     if kind == "forward":
         return replay_forward(job, tensors)
+    if kind == "backward" and job.get("grad_layout") == "grad_fn":  # msprobe's own dump
+        return replay_backward_grad_fn(job, tensors)
     if kind == "backward":
         return replay_backward(job, tensors)
     if kind == "optimizer":

@@ -15,7 +15,25 @@ each constant that comes from the benchmark's dtype (the epsilon added to
 |b|, the dtype b is rounded to for the error balance) is the one msprobe's
 would have.
 """
+import base64
 import math
+
+# What one answer line may carry of benchmark outputs for -save_error_data,
+# raw bytes (base64 adds a third): well under the line compare reads (64 MiB).
+ACC_KEEP_BYTES = 24 << 20
+
+
+def acc_bench(t, left):
+    """The float64 benchmark of an output for acc_check's -save_error_data:
+    {"shape", "b64" (its little-endian bytes)}, or {"omitted": why} once the
+    answer's budget (left[0] bytes, spent here) would be exceeded."""
+    b = t.detach().to(torch.float64).contiguous()
+    n = b.numel() * 8
+    if n > left[0]:
+        return {"omitted": "over the %d MiB an answer carries" % (ACC_KEEP_BYTES >> 20)}
+    left[0] -= n
+    raw = b.numpy().astype("<f8", copy=False).tobytes()
+    return {"shape": list(b.shape), "b64": base64.b64encode(raw).decode("ascii")}
 
 
 def _acc_consts(dt):

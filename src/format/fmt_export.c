@@ -152,7 +152,7 @@ static void pk_ints(msp_buf_t *b, const int64_t *v, int n)
 
 /* The storage class torch.save names for each dtype. A table rather than a
  * switch of literals: gcc's -Warray-bounds (Release, inlined into
- * msp_write_pt) took the switch's shortest literal as the bound of every
+ * msp_pt_save) took the switch's shortest literal as the bound of every
  * strlen of its result and failed the build. */
 static const struct {
     msp_dtype_t dtype;
@@ -178,8 +178,8 @@ static const char *msp_storage_name(msp_dtype_t dt)
  * (shown: its path). libzip takes a path: /proc/self/fd/DFD/name is that
  * directory, whatever its path now leads to; libzip writes a temporary file
  * beside name (mkstemp) and renames it over name, as msp_xput does. */
-static msp_err msp_write_pt(int dfd, const char *name, const char *shown,
-                            const msp_tensor_info_t *t, const void *data)
+msp_err msp_pt_save(int dfd, const char *name, const char *shown, const msp_tensor_info_t *t,
+                    const void *data)
 {
     char path[PATH_MAX];
     if (snprintf(path, sizeof path, "/proc/self/fd/%d/%s", dfd, name) >= (int)sizeof path)
@@ -475,7 +475,7 @@ static msp_err msp_xtensor(msp_xctx_t *x, const msp_record_info_t *r, const msp_
     struct msp_xnpy nd = {t, x->buf};
     if (!rc)
         rc = x->npy ? msp_xput(x->data_fd, name, path, msp_fill_npy, &nd)
-                    : msp_write_pt(x->data_fd, name, path, t, x->buf);
+                    : msp_pt_save(x->data_fd, name, path, t, x->buf);
     free(path);
     if (!rc)
         cJSON_AddStringToObject(o, "data_name", name);

@@ -149,6 +149,53 @@ static msp_err msp_ms_tensor(struct msp_ms_build *b, const cJSON *o, const char 
     return MSP_OK;
 }
 
+/* Python's repr of a str ('sum'), as our own dump writes a string argument:
+ * msprobe writes {"type": "str", "value": "sum"}, whose bare text the
+ * replay's literal parser would take for a name. */
+static char *msp_ms_pyrepr(const char *s)
+{
+    char *o = malloc(4 * strlen(s) + 3), *w = o;
+    if (!o)
+        return NULL;
+    *w++ = '\'';
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '\\' || c == '\'') {
+            *w++ = '\\';
+            *w++ = (char)c;
+        } else if (c < 0x20 || c == 0x7f) {
+            w += sprintf(w, "\\x%02x", c);
+        } else {
+            *w++ = (char)c;
+        }
+    }
+    *w++ = '\'';
+    *w = '\0';
+    return o;
+}
+
+/* A non-tensor argument's text: Python's repr, as our own dump writes it. */
+static char *msp_ms_value_text(const char *type, const cJSON *val, const cJSON *fmt)
+{
+    if (cJSON_IsString(val) && !strcmp(type, "str"))
+        return msp_ms_pyrepr(val->valuestring);
+    if (cJSON_IsString(val) && !strcmp(type, "torch.device")) {
+        char *r = msp_ms_pyrepr(val->valuestring);
+        char *t = r ? msp_asprintf("device(%s)", r) : NULL;
+        free(r);
+        return t;
+    }
+    /* msprobe writes a bool argument as {"type": "bool", "value": false}: the
+     * text is False, so that the replay's literal parser reads it and the two
+     * dumps' arguments agree; torch.memory_format has no value but a format */
+    return cJSON_IsString(val)   ? strdup(val->valuestring)
+           : cJSON_IsBool(val)   ? strdup(cJSON_IsTrue(val) ? "True" : "False")
+           : cJSON_IsNull(val)   ? strdup("None")
+           : val                 ? cJSON_PrintUnformatted(val)
+           : cJSON_IsString(fmt) ? msp_asprintf("torch.%s", fmt->valuestring)
+                                 : strdup("None");
+}
+
 static msp_err msp_ms_walk(struct msp_ms_build *b, const cJSON *it, const char *role, int top)
 {
     char sub[512];
@@ -161,8 +208,17 @@ static msp_err msp_ms_walk(struct msp_ms_build *b, const cJSON *it, const char *
         }
         return rc;
     }
-    if (!cJSON_IsObject(it))
-        return MSP_OK; /* null: an absent optional argument */
+    if (!cJSON_IsObject(it)) {
+        /* null: None. A forward call's argument that was None is one, as our
+         * own dump writes it (embedding's padding_idx, input.2): a replay
+         * needs every position up to the last. Elsewhere (a gradient that
+         * autograd did not hand on) it is nothing. */
+        size_t rl = strlen(b->rec);
+        if (cJSON_IsNull(it) && rl > 8 && !strcmp(b->rec + rl - 8, ".forward") &&
+            (!strncmp(role, "input.", 6) || !strncmp(role, "kwarg.", 6)))
+            return msp_ms_attr_add(b, role, "None");
+        return MSP_OK;
+    }
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(it, "type");
     if (!cJSON_IsString(type)) { /* kwargs or parameters: a dict of arguments */
         for (const cJSON *e = it->child; e && !rc; e = e->next) {
@@ -179,12 +235,8 @@ static msp_err msp_ms_walk(struct msp_ms_build *b, const cJSON *it, const char *
         cJSON_GetObjectItemCaseSensitive(it, "dtype"))
         return msp_ms_tensor(b, it, role);
     const cJSON *val = cJSON_GetObjectItemCaseSensitive(it, "value");
-    /* torch.memory_format has no value but a format: written as Python's repr */
     const cJSON *fmt = val ? NULL : cJSON_GetObjectItemCaseSensitive(it, "format");
-    char *txt = cJSON_IsString(val)   ? strdup(val->valuestring)
-                : val                 ? cJSON_PrintUnformatted(val)
-                : cJSON_IsString(fmt) ? msp_asprintf("torch.%s", fmt->valuestring)
-                                      : strdup("None");
+    char *txt = msp_ms_value_text(type->valuestring, val, fmt);
     if (!txt)
         return msp_fail(MSP_ERR_NOMEM, "out of memory");
     rc = msp_ms_attr_add(b, role, txt);

@@ -90,6 +90,26 @@ static const char *acc_kind(const char *name, const cJSON *refs, const char **wh
 
 /* Build, send and answer one job; 0 done (answer or why set), -1 worker gone,
  * -2 time up. */
+/* A dump of msprobe's own (dump.json) rather than ours. */
+static int acc_is_msprobe_dump(const msp_dump_file_t *f)
+{
+    size_t n = strlen(f->path);
+    return n >= 9 && !strcmp(f->path + n - 9, "dump.json");
+}
+
+/* msprobe records an API's backward as the gradients of the grad_fn of its
+ * first output (replay_grad_fn.py): the job says so, and names the forward
+ * inputs that took a gradient in the run (dump.json's requires_grad), so the
+ * replayed call builds the same node. */
+static void acc_grad_fn_layout(cJSON *j, const msp_record_info_t *frec)
+{
+    cJSON_AddStringToObject(j, "grad_layout", "grad_fn");
+    cJSON *rg = cJSON_AddArrayToObject(j, "requires_grad");
+    for (size_t i = 0; rg && i < frec->n_tensors; i++)
+        if (frec->tensors[i].requires_grad && strncmp(frec->tensors[i].role, "output", 6))
+            cJSON_AddItemToArray(rg, cJSON_CreateString(frec->tensors[i].role));
+}
+
 static int acc_one(acc_run_t *run, cmp_worker_t *w, msp_dump_file_t *f,
                    const msp_record_info_t **names, acc_job_t *job, size_t id, void *buf,
                    size_t bufsz)
@@ -120,6 +140,8 @@ static int acc_one(acc_run_t *run, cmp_worker_t *w, msp_dump_file_t *f,
             if (!strncmp(frec->tensors[i].role, "output", 6))
                 cJSON_AddStringToObject(fd, frec->tensors[i].role,
                                         msp_dtype_name(frec->tensors[i].dtype));
+        if (acc_is_msprobe_dump(f))
+            acc_grad_fn_layout(j, frec);
         why = cmp_job_add_tensors(arr, &tv, &nt, &cap, frec, "f", CMP_JOB_INPUTS, &bytes);
         if (!why)
             why = cmp_job_add_tensors(arr, &tv, &nt, &cap, rec, "b", CMP_JOB_ALL, &bytes);
@@ -138,7 +160,10 @@ static int acc_one(acc_run_t *run, cmp_worker_t *w, msp_dump_file_t *f,
     cmp_job_limits(j, bytes, run->deadline, ACC_JOB_SECONDS);
     cJSON_AddStringToObject(j, "kind", job->kind);
     cJSON_AddStringToObject(j, "name", rec->name);
-    cJSON_AddTrueToObject(j, "acc");
+    if (run->opts && run->opts->error_data_dir) /* the benchmark outputs back too */
+        cJSON_AddTrueToObject(cJSON_AddObjectToObject(j, "acc"), "keep");
+    else
+        cJSON_AddTrueToObject(j, "acc");
     if (run->refs)
         cJSON_AddItemToObject(j, "references", cJSON_Duplicate(run->refs, 1));
     cJSON_AddItemToObject(j, "args", args);
@@ -586,6 +611,38 @@ static msp_err acc_references(const msp_acc_opts_t *o, cJSON **out)
     return MSP_OK;
 }
 
+/* --save_error_data over the jobs answered (pc_acc_save.c). */
+static msp_err acc_save_jobs(acc_run_t *run, msp_dump_file_t *f, msp_acc_result_t *res,
+                             const char *dir)
+{
+    size_t *recs = calloc(run->njobs + 1, sizeof *recs);
+    char **answers = calloc(run->njobs + 1, sizeof *answers);
+    size_t n = 0;
+    for (size_t i = 0; recs && answers && i < run->njobs; i++)
+        if (run->jobs[i].answer) {
+            recs[n] = run->jobs[i].rec;
+            answers[n++] = run->jobs[i].answer;
+        }
+    msp_err rc = recs && answers
+                     ? acc_save_error_data(dir, f, res, recs, answers, n, &res->error_files)
+                     : msp_fail(MSP_ERR_NOMEM, "out of memory");
+    free(recs);
+    free(answers);
+    return rc;
+}
+
+/* Whether record name's API ("Functional.relu.0" of ".forward") is one an
+ * earlier check wrote (msp_acc_opts_t.checked). */
+static int acc_checked_before(const msp_acc_opts_t *o, const char *name)
+{
+    const char *last = strrchr(name, '.');
+    size_t n = last ? (size_t)(last - name) : strlen(name);
+    for (size_t i = 0; o && i < o->n_checked; i++)
+        if (strlen(o->checked[i]) == n && !strncmp(o->checked[i], name, n))
+            return 1;
+    return 0;
+}
+
 static int acc_cpus(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -647,6 +704,8 @@ msp_err msp_acc_check(const char *path, const msp_acc_opts_t *opts, msp_acc_resu
         const char *name = f->records[i].name;
         if (!strncmp(name, "Module.", 7))
             continue; /* not an API: the records inside it are */
+        if (acc_checked_before(opts, name))
+            continue; /* an earlier check's CSV has its rows (-csv_path) */
         const char *why = NULL;
         acc_job_t *j = &run.jobs[run.njobs++];
         j->rec = i;
@@ -691,7 +750,9 @@ msp_err msp_acc_check(const char *path, const msp_acc_opts_t *opts, msp_acc_resu
         goto done;
     }
     size_t *owner = NULL;
-    if ((rc = acc_collect(&run, f, res, &owner)) == MSP_OK)
+    if ((rc = acc_collect(&run, f, res, &owner)) == MSP_OK && opts && opts->error_data_dir)
+        rc = acc_save_jobs(&run, f, res, opts->error_data_dir);
+    if (rc == MSP_OK)
         rc = acc_group_outputs(res, owner);
     free(owner);
 done:

@@ -106,6 +106,13 @@ int cmp_csv_col(const cmp_csv_t *c, const char *name);
 /* YYYYmmddHHMMSS of now, msprobe's file stamp. */
 void cmp_acc_stamp(char *buf, size_t n);
 
+/* --save_error_data (pc_acc_save.c): for the n replayed records recs[i]
+ * (indices into f's records) with their workers' answers, save the tensors of
+ * each whose API res judged error or warning into dir (made when needed);
+ * *n_files counts the files written. */
+msp_err acc_save_error_data(const char *dir, msp_dump_file_t *f, const msp_acc_result_t *res,
+                            const size_t *recs, char *const *answers, size_t n, size_t *n_files);
+
 /* The details CSV's columns (accuracy_checking_details_*.csv). */
 #define CMP_ACC_DETAIL_NCOLS (4 + MSP_ACC_NMETRICS + 2)
 extern const char *const cmp_acc_detail_cols[CMP_ACC_DETAIL_NCOLS];
