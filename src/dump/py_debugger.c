@@ -188,6 +188,7 @@ static PyObject *dbg_start(PyObject *self, PyObject *args)
         Py_RETURN_NONE;
     if (model != Py_None)
         msp_module_set_root(model);
+    msp_step_config_poll(); /* as msprobe's start() rereads a changed config */
     msp_step_decide();
     Py_RETURN_NONE;
 }

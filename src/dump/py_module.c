@@ -34,6 +34,7 @@ static _Thread_local struct mod_frame {
     int64_t n;
     int64_t order_begin; /* the step's order counter when the forward began */
     int listed;          /* counted in msp_t_listed */
+    int scope_closes;    /* the last name of msprobe's scope: its end closes the range */
 } t_frame[MSP_MOD_STACK];
 static PyObject *g_info;      /* module -> (prefix str, dirs int) for selected modules */
 static PyObject *g_roots;     /* root modules already walked */
@@ -65,7 +66,7 @@ int msp_module_entry_matched(size_t i)
 /* The directions every call of the module at path is recorded in; *calls
  * gets a tuple of (call, dirs) for the entries that name one call of it
  * (msprobe's "Module.fc.Linear.forward.0"), NULL when none do. */
-static unsigned module_dirs(const char *path, PyObject **calls)
+static unsigned module_dirs(const char *path, const char *prefix, PyObject **calls)
 {
     const msp_config_t *c = &msp_g.cfg;
     *calls = NULL;
@@ -75,8 +76,16 @@ static unsigned module_dirs(const char *path, PyObject **calls)
         g_matched = calloc(c->n_api_list, 1);
     unsigned d = 0;
     for (size_t i = 0; i < c->n_api_list; i++)
-        if (strncmp(c->api_list[i].name, "torch.", 6) != 0 &&
-            path_matches(path, c->api_list[i].name)) {
+        if (c->api_list[i].fragment) {
+            /* msprobe's name fragment: a module whose record name holds it, at
+             * L0 and mix (at L1 msprobe hooks no module) */
+            if (c->dump_mode != MSP_DUMP_API && strstr(prefix, c->api_list[i].name)) {
+                d |= c->api_list[i].dirs;
+                if (g_matched)
+                    g_matched[i] = 1;
+            }
+        } else if (strncmp(c->api_list[i].name, "torch.", 6) != 0 &&
+                   path_matches(path, c->api_list[i].name)) {
             if (!c->api_list[i].has_call)
                 d |= c->api_list[i].dirs;
             else if ((*calls || (*calls = PyList_New(0)))) {
@@ -202,7 +211,7 @@ static void walk_root(PyObject *root)
                   PyBytes_AsString(PyTuple_GetItem(e, 2)), prefix, sizeof prefix, match,
                   sizeof match);
         PyObject *calls = NULL;
-        unsigned dirs = module_dirs(match, &calls);
+        unsigned dirs = module_dirs(match, prefix, &calls);
         PyObject *pv = dirs || calls ? PyUnicode_FromString(prefix) : NULL;
         PyObject *val = pv ? Py_BuildValue("(OIO)", pv, dirs, calls ? calls : Py_None) : NULL;
         Py_XDECREF(calls);
@@ -229,6 +238,7 @@ static void frame_drop(struct mod_frame *f)
     if (f->listed && msp_t_listed > 0)
         msp_t_listed--;
     f->listed = 0;
+    f->scope_closes = 0;
 }
 
 /* In mix mode a module the api_list names opens a span in which every API
@@ -329,6 +339,12 @@ static PyObject *pre_hook(PyObject *self, PyObject *args)
             msp_quiet_t quiet = msp_quiet_begin();
             f->n = bump(g_fwd_count, mod);
             dirs = module_call_dirs(info, f->n);
+            if (msp_scope_on()) { /* msprobe's scope: in the range or not (py_scope.c) */
+                char sname[600];
+                snprintf(sname, sizeof sname, "%s.forward.%lld", PyBytes_AsString(pb),
+                         (long long)f->n);
+                dirs = msp_scope_module_begin(sname, &f->scope_closes);
+            }
             if (dirs)
                 frame_listed(f);
             if (dirs & MSP_DIR_FORWARD) {
@@ -365,12 +381,13 @@ static PyObject *post_hook(PyObject *self, PyObject *args)
     (void)self;
     if (msp_g.disabled)
         Py_RETURN_NONE;
-    struct mod_frame f = {NULL, NULL, 0, 0, 0};
+    struct mod_frame f = {NULL, NULL, 0, 0, 0, 0};
     if (t_mod_depth > 0 && t_mod_depth < MSP_MOD_STACK) {
         f = t_frame[t_mod_depth];
         t_frame[t_mod_depth].pending = NULL;
         t_frame[t_mod_depth].rec = NULL;
         t_frame[t_mod_depth].listed = 0;
+        t_frame[t_mod_depth].scope_closes = 0;
     }
     if (t_mod_depth > 0)
         t_mod_depth--;
@@ -404,6 +421,8 @@ static PyObject *post_hook(PyObject *self, PyObject *args)
         msp_quiet_end(quiet);
     }
     Py_XDECREF(pb);
+    if (f.scope_closes) /* the scope's last module ended: the range with it */
+        msp_scope_module_end();
     frame_drop(&f);
     if (PyErr_Occurred())
         PyErr_Clear();
