@@ -453,6 +453,9 @@ void msp_step_end(void);
 /* msprobe's dynamic dump_enable: reads the config file again if it changed
  * and sets msp_g.dump_off from it (the caller then decides the step). */
 void msp_step_config_poll(void);
+/* Follow path's dump_enable from now on (a PrecisionDebugger's config_path
+ * other than the config the dump started with); NULL: that config again. */
+void msp_step_watch_config(const char *path);
 /* fn runs at the end of each step, once the next step is set up (a layer
  * above resets what it counts per step). */
 void msp_step_watch(void (*fn)(void));

@@ -33,12 +33,24 @@ void msp_step_watch(void (*fn)(void))
  * the PrecisionDebugger of py_debugger.c); a file
  * without the key keeps the state, other keys keep what they were at start.
  * A file that no longer parses turns the dump off, as msprobe's does. */
+static char *g_watched; /* the file followed, when not the one the dump started with */
+
+void msp_step_watch_config(const char *path)
+{
+    char *p = path ? strdup(path) : NULL;
+    if (p || !path) {
+        free(g_watched);
+        g_watched = p;
+    }
+}
+
 void msp_step_config_poll(void)
 {
     static int64_t seen_ns = -1, seen_size = -1;
     const msp_config_t *c = &msp_g.cfg;
+    const char *file = g_watched ? g_watched : c->source;
     struct stat st;
-    if (!msp_g.have_cfg || !c->dump_enable_set || !c->source || stat(c->source, &st) != 0)
+    if (!msp_g.have_cfg || !c->dump_enable_set || !file || stat(file, &st) != 0)
         return;
     int64_t ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
     if (ns == seen_ns && (int64_t)st.st_size == seen_size)
@@ -47,10 +59,10 @@ void msp_step_config_poll(void)
     seen_size = (int64_t)st.st_size;
     msp_config_t now;
     int off = msp_g.dump_off;
-    if (msp_config_load(c->source, &now) != MSP_OK) {
+    if (msp_config_load(file, &now) != MSP_OK) {
         if (!off)
-            msp_shim_msg("warning: %s no longer reads (%s): the dump is off from step %lld",
-                         c->source, msp_last_error(), (long long)msp_g.step);
+            msp_shim_msg("warning: %s no longer reads (%s): the dump is off from step %lld", file,
+                         msp_last_error(), (long long)msp_g.step);
         off = 1;
     } else {
         if (now.dump_enable_set)
@@ -58,7 +70,7 @@ void msp_step_config_poll(void)
         msp_config_free(&now);
     }
     if (off != msp_g.dump_off)
-        msp_shim_msg("%s: dump_enable is %s: %s from step %lld", c->source, off ? "false" : "true",
+        msp_shim_msg("%s: dump_enable is %s: %s from step %lld", file, off ? "false" : "true",
                      off ? "nothing is dumped" : "dumping", (long long)msp_g.step);
     msp_g.dump_off = off;
 }

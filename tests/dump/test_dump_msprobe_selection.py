@@ -170,6 +170,16 @@ class MsprobeSelection(dt.ShimCase):
         p, steps = self.dump({"level": "L1", "step": [], "dump_enable": False}, "2=true", "dbg")
         self.assertEqual(sorted(steps), [2, 3, 4, 5, 6, 7], p.stderr)
         self.assertIn("dump_enable is true: dumping from step 2", p.stderr)
+        # the dump started with another config (no dump_enable): the
+        # debugger's config_path is the file followed
+        out = self.path("other_out")
+        other = self.write_config({"task": "tensor", "dump_path": out, "rank": [], "step": [],
+                                   "level": "L1"}, name="other.json")
+        self.write_config({"task": "tensor", "dump_path": out, "rank": [], "step": [],
+                           "level": "L1", "dump_enable": False}, name="config.json")
+        p = self.run_cmd([dt.PYTHON, "t.py", "2=true", "dbg"], other)
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        self.assertEqual(sorted(s for s, _ in dt.dump_files(out)), [2, 3, 4, 5, 6, 7], p.stderr)
 
     def test_dump_enable_flipped_false_stops_and_true_again_resumes(self):
         p, steps = self.dump({"level": "L1", "step": [], "dump_enable": True},
