@@ -245,11 +245,6 @@ static msp_err msp_ms_scope(const msp_cfg_walk_t *w, const msp_cfg_key_t *k, con
         if ((cfg->dump_mode == MSP_DUMP_API && !is_api) ||
             (cfg->dump_mode == MSP_DUMP_MODULE && !is_mod) || (!is_api && !is_mod))
             return msp_cfg_expected(w, esub, want, e);
-        if (bwd)
-            return msp_cfg_expected(w, esub,
-                                    "a forward record name (a range ending in the backward "
-                                    "pass is not supported here)",
-                                    e);
         if (!(cfg->scope[i] = strdup(e->valuestring)))
             return msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w->source);
     }

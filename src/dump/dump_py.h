@@ -260,6 +260,9 @@ unsigned msp_scope_api(const char *name);
  * last name, whose end (msp_scope_module_end) closes the range. */
 unsigned msp_scope_module_begin(const char *name, int *closes);
 void msp_scope_module_end(void);
+/* A backward record `name` is being made: whether it is in the range (a
+ * backward name opens and closes it as an API's does). */
+int msp_scope_backward(const char *name);
 /* At exit: the first name never ran (one warning). */
 void msp_scope_exit_report(void);
 

@@ -5,7 +5,9 @@
  * call's forward record opens it when it is the first name and closes it
  * after itself when it is the last; a module's forward opens it at its start
  * and, as the last name, closes it at its end at L0 (what ran inside is in)
- * and at its start at mix (what runs inside is out), as msprobe 26 does. The range is one state
+ * and at its start at mix (what runs inside is out), as msprobe 26 does; a
+ * backward name opens or closes it when that backward record is made
+ * (py_bwd.c asks msp_scope_backward). The range is one state
  * for the process (msprobe's is one per collector), kept across steps: a
  * range not closed in one step goes on in the next, as msprobe's does. */
 #include "dump_py.h"
@@ -14,18 +16,41 @@
 
 static int g_in;         /* between the opening and the closing record */
 static int g_seen_begin; /* the first name ran at least once */
+static int g_bwd = -1;   /* a name is a backward record's (-1: not looked yet) */
 
 int msp_scope_on(void)
 {
     return msp_g.have_cfg && msp_g.cfg.scope[0] != NULL;
 }
 
-/* The directions the forward call `name` is recorded in: forward when in
- * the range (a backward pass runs after the range closed: msprobe checks
- * backward names then, out of range), nothing otherwise. */
+static int is_backward(const char *name)
+{
+    size_t n = strlen(name);
+    return (n > 9 && strcmp(name + n - 9, ".backward") == 0) || strstr(name, ".backward.");
+}
+
+/* The directions a forward call is hooked in: forward when in the range;
+ * backward for every call when a name is a backward record's, each backward
+ * record then asking msp_scope_backward when it is made (msprobe checks a
+ * backward name when its backward runs). With two forward names the range
+ * has closed before any backward runs: no backward is hooked. */
 static unsigned in_range(void)
 {
-    return g_in ? msp_dump_dirs() & MSP_DIR_FORWARD : 0;
+    if (g_bwd < 0)
+        g_bwd = is_backward(msp_g.cfg.scope[0]) || is_backward(msp_g.cfg.scope[1]);
+    return msp_dump_dirs() & ((g_in ? MSP_DIR_FORWARD : 0u) | (g_bwd ? MSP_DIR_BACKWARD : 0u));
+}
+
+int msp_scope_backward(const char *name)
+{
+    if (strcmp(name, msp_g.cfg.scope[0]) == 0) {
+        g_in = 1;
+        g_seen_begin = 1;
+    }
+    int in = g_in;
+    if (strcmp(name, msp_g.cfg.scope[1]) == 0)
+        g_in = 0;
+    return in;
 }
 
 unsigned msp_scope_api(const char *name)

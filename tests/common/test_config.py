@@ -558,6 +558,10 @@ class AcceptsMsprobeConfigJson(ConfigCase):
                                '["Module.norm.LayerNorm.forward.0", "Torch.matmul.0.forward"]}}',
                                has_dump="1", dump_mode="mix")
         self.assertEqual(got["scope"], "Module.norm.LayerNorm.forward.0,Torch.matmul.0.forward")
+        got = self.assertLoads('{"task": "tensor", "tensor": {"scope": ['
+                               '"Functional.relu.0.forward", "Functional.relu.0.backward"]}}',
+                               has_dump="1")
+        self.assertEqual(got["scope"], "Functional.relu.0.forward,Functional.relu.0.backward")
         got = self.assertLoads('{"task": "tensor", "tensor": {"scope": []}}', has_dump="1")
         self.assertEqual(got["scope"], "")
 
@@ -654,10 +658,6 @@ class AcceptsMsprobeConfigJson(ConfigCase):
              'config.json: tensor.scope[1]: expected an API or module record name like '
              '"Functional.conv2d.0.forward" or "Module.fc.Linear.forward.0" (level mix), '
              'got "relu"'),
-            ('{"task": "tensor", "tensor": {"scope": ["Functional.relu.0.forward", '
-             '"Functional.relu.0.backward"]}}',
-             'config.json: tensor.scope[1]: expected a forward record name (a range ending in '
-             'the backward pass is not supported here), got "Functional.relu.0.backward"'),
             ('{"task": "tensor", "tensor": {"scope": ["Functional.relu.0.forward", '
              '"Functional.relu.1.forward"], "list": ["relu"]}}',
              'config.json: tensor.scope: a range together with "list" (msprobe\'s list filter '

@@ -148,6 +148,25 @@ class MsprobeSelection(dt.ShimCase):
                                                  "Module.act.ReLU.forward.0"]})
         self.assertEqual(recs, {"Functional.linear.0.forward", "Module.act.ReLU.forward.0"})
 
+    def test_scope_reaching_into_the_backward_pass(self):
+        # from linear.1's call to linear.0's backward: the forward calls from
+        # linear.1 on, and every backward record made before linear.0's
+        # (msprobe 26 wrote the same, but for Torch.ones_like, which it does
+        # not wrap)
+        _, recs = self.records("L1", {"scope": ["Functional.linear.1.forward",
+                                                "Functional.linear.0.backward"]})
+        self.assertEqual(recs, {"Functional.linear.1.forward", "Functional.mse_loss.0.forward",
+                                "Torch.ones_like.0.forward"} |
+                         {n + ".backward" for n in (
+                             "Functional.mse_loss.0", "Functional.linear.1", "Torch.sigmoid.0",
+                             "Functional.leaky_relu.0", "Functional.relu.0",
+                             "Functional.linear.0")})
+        # two backward names: backward records only
+        _, recs = self.records("L1", {"scope": ["Functional.leaky_relu.0.backward",
+                                                "Functional.linear.0.backward"]})
+        self.assertEqual(recs, {"Functional.leaky_relu.0.backward", "Functional.relu.0.backward",
+                                "Functional.linear.0.backward"})
+
     def test_scope_whose_first_name_never_runs_is_warned(self):
         p, steps = self.dump({"level": "L1", "step": [0],
                               "tensor": {"scope": ["Functional.linear.9.forward",
