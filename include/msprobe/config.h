@@ -63,6 +63,9 @@ typedef struct msp_api_sel {
     int has_call;  /* 1: only call number `call` of it in each step (msprobe's
                           "Functional.relu.1.forward"); 0: every call */
     int64_t call;
+    char *text;   /* msprobe's list entry as written ("Functional.relu"), which a
+                          scope's range is filtered by (held in the record's name);
+                          NULL in our layout */
     int fragment; /* 1: msprobe's bare name fragment ("relu"): selects every API
                           whose record name ("Functional.relu", "Tensor.relu_",
                           "Functional.leaky_relu") holds it and, at level L0 or mix,
@@ -106,10 +109,11 @@ typedef struct msp_config {
                                      follows the file's dump_enable during the run */
     int stacks;          /* record each call site (attribute "stack"); default 1,
                                      msprobe's extra_info */
-    char *scope[2];      /* msprobe's scope: the forward records from the start of the
-                                     one named scope[0] to the end of the one named
-                                     scope[1] (API records at L1, module records at L0,
-                                     either at mix); NULL when not given */
+    char *scope[2];      /* msprobe's scope: the records from the start of the one
+                                     named scope[0] to the end of the one named scope[1]
+                                     (API records at L1, module records at L0, either at
+                                     mix), those whose name holds a list entry's text
+                                     when the list is not empty; NULL when not given */
     char **tensor_list;  /* msprobe's tensor_list: a statistics dump keeps the data
                                      of the records whose name holds one of these */
     size_t n_tensor_list;

@@ -209,8 +209,7 @@ static int msp_ms_record_form(const char *name, int module, int *backward)
 
 /* scope: [] or two record names, begin and end of the range dumped: API
  * records at L1, module records at L0, either at mix (msprobe's
- * RangeScope.check_name_pattern); with list too, msprobe filters the range
- * by it, which is not done here. */
+ * RangeScope.check_name_pattern); a list beside it filters the range. */
 static msp_err msp_ms_scope(const msp_cfg_walk_t *w, const msp_cfg_key_t *k, const cJSON *it,
                             const char *path, void *dst)
 {
@@ -403,7 +402,8 @@ static msp_err msp_ms_list_name(const msp_cfg_walk_t *w, const msp_cfg_key_t *k,
     msp_api_sel_t *sel = dst;
     (void)k;
     msp_err rc = msp_ms_list_entry(w, it, path, sel);
-    if (rc == MSP_OK && !(sel->key = msp_cfg_entry_key(path, it->valuestring)))
+    if (rc == MSP_OK && (!(sel->key = msp_cfg_entry_key(path, it->valuestring)) ||
+                         !(sel->text = strdup(it->valuestring))))
         rc = msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w->source);
     return rc;
 }
@@ -530,11 +530,6 @@ msp_err msp_config_parse(const char *text, const char *source, msp_config_t *cfg
         w.n_keys = MSP_NELEM(msp_cfg_msprobe);
     }
     rc = msp_cfg_walk(&w, root, cfg);
-    if (rc == MSP_OK && cfg->scope[0] && cfg->n_api_list > 0)
-        rc = msp_fail(MSP_ERR_CONFIG,
-                      "%s: %s.scope: a range together with \"list\" (msprobe's list filter "
-                      "inside the range) is not supported here; give one of them",
-                      w.source, cfg->task == MSP_TASK_TENSOR ? "tensor" : "statistics");
 cleanup:
     cJSON_Delete(root);
     free(buf);
@@ -585,6 +580,7 @@ void msp_config_free(msp_config_t *cfg)
     for (size_t i = 0; i < cfg->n_api_list; i++) {
         free(cfg->api_list[i].name);
         free(cfg->api_list[i].key);
+        free(cfg->api_list[i].text);
     }
     free(cfg->api_list);
     free(cfg->source);

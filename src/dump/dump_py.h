@@ -257,9 +257,11 @@ int msp_scope_on(void);
  * range opens at the first name and closes after the last). */
 unsigned msp_scope_api(const char *name);
 /* A module's forward `name` starts: its directions; *closes set when it is the
- * last name, whose end (msp_scope_module_end) closes the range. */
-unsigned msp_scope_module_begin(const char *name, int *closes);
-void msp_scope_module_end(void);
+ * last name, whose end closes the range, *listed when (at mix) the list names
+ * it, letting what runs inside it through until its end. */
+unsigned msp_scope_module_begin(const char *name, int *closes, int *listed);
+/* That module's forward ended: what msp_scope_module_begin set. */
+void msp_scope_module_end(int closes, int listed);
 /* A backward record `name` is being made: whether it is in the range (a
  * backward name opens and closes it as an API's does). */
 int msp_scope_backward(const char *name);

@@ -35,6 +35,7 @@ static _Thread_local struct mod_frame {
     int64_t order_begin; /* the step's order counter when the forward began */
     int listed;          /* counted in msp_t_listed */
     int scope_closes;    /* the last name of msprobe's scope: its end closes the range */
+    int scope_listed;    /* msprobe's scope at mix: a listed module, open till its end */
 } t_frame[MSP_MOD_STACK];
 static PyObject *g_info;      /* module -> (prefix str, dirs int) for selected modules */
 static PyObject *g_roots;     /* root modules already walked */
@@ -99,7 +100,7 @@ static unsigned module_dirs(const char *path, const char *prefix, PyObject **cal
                 g_matched[i] = 1;
         }
     PyErr_Clear();
-    return d;
+    return msp_scope_on() ? msp_dump_dirs() : d; /* a scope: every module asks it */
 }
 
 /* A module's directions for its call n: every call's and that call's. */
@@ -239,6 +240,7 @@ static void frame_drop(struct mod_frame *f)
         msp_t_listed--;
     f->listed = 0;
     f->scope_closes = 0;
+    f->scope_listed = 0;
 }
 
 /* In mix mode a module the api_list names opens a span in which every API
@@ -343,7 +345,7 @@ static PyObject *pre_hook(PyObject *self, PyObject *args)
                 char sname[600];
                 snprintf(sname, sizeof sname, "%s.forward.%lld", PyBytes_AsString(pb),
                          (long long)f->n);
-                dirs = msp_scope_module_begin(sname, &f->scope_closes);
+                dirs = msp_scope_module_begin(sname, &f->scope_closes, &f->scope_listed);
             }
             if (dirs)
                 frame_listed(f);
@@ -381,13 +383,14 @@ static PyObject *post_hook(PyObject *self, PyObject *args)
     (void)self;
     if (msp_g.disabled)
         Py_RETURN_NONE;
-    struct mod_frame f = {NULL, NULL, 0, 0, 0, 0};
+    struct mod_frame f = {NULL, NULL, 0, 0, 0, 0, 0};
     if (t_mod_depth > 0 && t_mod_depth < MSP_MOD_STACK) {
         f = t_frame[t_mod_depth];
         t_frame[t_mod_depth].pending = NULL;
         t_frame[t_mod_depth].rec = NULL;
         t_frame[t_mod_depth].listed = 0;
         t_frame[t_mod_depth].scope_closes = 0;
+        t_frame[t_mod_depth].scope_listed = 0;
     }
     if (t_mod_depth > 0)
         t_mod_depth--;
@@ -421,8 +424,8 @@ static PyObject *post_hook(PyObject *self, PyObject *args)
         msp_quiet_end(quiet);
     }
     Py_XDECREF(pb);
-    if (f.scope_closes) /* the scope's last module ended: the range with it */
-        msp_scope_module_end();
+    if (f.scope_closes || f.scope_listed) /* the scope's last module, a listed one, ended */
+        msp_scope_module_end(f.scope_closes, f.scope_listed);
     frame_drop(&f);
     if (PyErr_Occurred())
         PyErr_Clear();

@@ -17,6 +17,21 @@
 static int g_in;         /* between the opening and the closing record */
 static int g_seen_begin; /* the first name ran at least once */
 static int g_bwd = -1;   /* a name is a backward record's (-1: not looked yet) */
+static int g_listed;     /* mix: modules running whose name holds a list entry */
+
+/* msprobe's check_api_list inside the range: no list, a list entry's text
+ * held in the record's name, or at mix a listed module running (its
+ * MixRangeScope.in_list). */
+static int list_pass(const char *name)
+{
+    const msp_config_t *c = &msp_g.cfg;
+    if (c->n_api_list == 0 || g_listed > 0)
+        return 1;
+    for (size_t i = 0; i < c->n_api_list; i++)
+        if (c->api_list[i].text && strstr(name, c->api_list[i].text))
+            return 1;
+    return 0;
+}
 
 int msp_scope_on(void)
 {
@@ -47,7 +62,7 @@ int msp_scope_backward(const char *name)
         g_in = 1;
         g_seen_begin = 1;
     }
-    int in = g_in;
+    int in = g_in && list_pass(name);
     if (strcmp(name, msp_g.cfg.scope[1]) == 0)
         g_in = 0;
     return in;
@@ -60,18 +75,30 @@ unsigned msp_scope_api(const char *name)
         g_seen_begin = 1;
     }
     unsigned d = in_range();
+    if (!list_pass(name))
+        d &= ~MSP_DIR_FORWARD;
     if (strcmp(name, msp_g.cfg.scope[1]) == 0)
         g_in = 0;
     return d;
 }
 
-unsigned msp_scope_module_begin(const char *name, int *closes)
+unsigned msp_scope_module_begin(const char *name, int *closes, int *listed)
 {
     if (strcmp(name, msp_g.cfg.scope[0]) == 0) {
         g_in = 1;
         g_seen_begin = 1;
     }
+    /* at mix a module the list names lets everything inside it through */
+    *listed = 0;
+    for (size_t i = 0; msp_g.cfg.dump_mode == MSP_DUMP_MIX && i < msp_g.cfg.n_api_list; i++)
+        if (msp_g.cfg.api_list[i].text && strstr(name, msp_g.cfg.api_list[i].text)) {
+            *listed = 1;
+            g_listed++;
+            break;
+        }
     unsigned d = in_range();
+    if (!list_pass(name))
+        d &= ~MSP_DIR_FORWARD;
     *closes = strcmp(name, msp_g.cfg.scope[1]) == 0;
     /* At mix msprobe checks a module's name as an API's when it starts
      * (MixRangeScope.check): the last module closes the range there, its own
@@ -84,9 +111,12 @@ unsigned msp_scope_module_begin(const char *name, int *closes)
     return d;
 }
 
-void msp_scope_module_end(void)
+void msp_scope_module_end(int closes, int listed)
 {
-    g_in = 0;
+    if (closes)
+        g_in = 0;
+    if (listed && g_listed > 0)
+        g_listed--;
 }
 
 void msp_scope_exit_report(void)

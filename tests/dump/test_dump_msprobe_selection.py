@@ -167,6 +167,24 @@ class MsprobeSelection(dt.ShimCase):
         self.assertEqual(recs, {"Functional.leaky_relu.0.backward", "Functional.relu.0.backward",
                                 "Functional.linear.0.backward"})
 
+    def test_list_beside_a_scope_filters_the_range(self):
+        # each as msprobe 26 wrote it for the same script and config
+        _, recs = self.records("L1", {"scope": ["Functional.linear.0.forward",
+                                                "Torch.sigmoid.0.forward"], "list": ["relu"]})
+        self.assertEqual(recs, {"Functional.relu.0.forward", "Functional.leaky_relu.0.forward"})
+        _, recs = self.records("L0", {"scope": ["Module.fc.Linear.forward.0",
+                                                "Module.out.Linear.forward.0"], "list": ["act"]})
+        self.assertEqual(recs, {"Module.act.ReLU.forward.0"})
+        # at mix a module the list names lets what runs inside it through
+        _, recs = self.records("mix", {"scope": ["Module.fc.Linear.forward.0",
+                                                 "Functional.linear.1.forward"], "list": ["act"]})
+        self.assertEqual(recs, {"Module.act.ReLU.forward.0", "Functional.relu.0.forward"})
+        _, recs = self.records("L1", {"scope": ["Functional.linear.1.forward",
+                                                "Functional.linear.0.backward"],
+                                      "list": ["linear"]})
+        self.assertEqual(recs, {"Functional.linear.1.forward", "Functional.linear.1.backward",
+                                "Functional.linear.0.backward"})
+
     def test_scope_whose_first_name_never_runs_is_warned(self):
         p, steps = self.dump({"level": "L1", "step": [0],
                               "tensor": {"scope": ["Functional.linear.9.forward",
