@@ -243,6 +243,13 @@ static int boot_with(const char *path, int cc_env)
                      keys ? keys : "some keys");
         free(keys);
     }
+    if (msp_g.have_cfg && c->dump_enable_set && c->source) {
+        /* followed during the run: by its full name, should the script chdir */
+        char *abs = realpath(c->source, NULL);
+        if (abs)
+            msp_step_watch_config(abs);
+        free(abs);
+    }
     if (msp_g.have_cfg && c->dump_disabled) {
         msp_g.dump_off = 1;
         msp_shim_msg("%s: dump_enable is false: nothing is dumped until it is true (the file is "

@@ -40,6 +40,11 @@ torch.manual_seed(0)
 net = Net()
 opt = torch.optim.SGD(net.parameters(), lr=0.1)
 x, y = torch.randn(3, 4), torch.randn(3, 2)
+import os
+CONFIG = os.path.abspath("config.json")
+if "cd" in sys.argv:                                 # the script changes directory first
+    os.makedirs("elsewhere", exist_ok=True)
+    os.chdir("elsewhere")
 flips = dict(a.split("=") for a in sys.argv[1:] if "=" in a)  # step=true|false: set dump_enable
 dbg = None
 if "dbg" in sys.argv:                                # msprobe's PrecisionDebugger drives the steps
@@ -47,11 +52,11 @@ if "dbg" in sys.argv:                                # msprobe's PrecisionDebugg
     dbg = PrecisionDebugger(config_path="config.json")
 for step in range(8):
     if str(step) in flips:
-        with open("config.json") as f:
+        with open(CONFIG) as f:
             cfg = json.load(f)
         cfg["dump_enable"] = flips[str(step)] == "true"
         time.sleep(0.01)
-        with open("config.json", "w") as f:
+        with open(CONFIG, "w") as f:
             json.dump(cfg, f)
     if dbg:
         dbg.start(net)
@@ -200,6 +205,14 @@ class MsprobeSelection(dt.ShimCase):
         self.assertEqual(sorted(steps), [3, 4, 5, 6, 7], p.stderr)
         self.assertIn("config.json: dump_enable is true: dumping from step 3", p.stderr)
         self.assertIn("Functional.linear.0.forward", steps[3])
+        # the config named relatively, the script changing directory before training
+        cfg = {"task": "tensor", "dump_path": self.path("cd_out"), "rank": [], "step": [],
+               "level": "L1", "dump_enable": False}
+        self.write_config(cfg, name="config.json")
+        p = self.run_cmd([dt.PYTHON, "t.py", "2=true", "cd"], "config.json")
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        self.assertEqual(sorted(s for s, _ in dt.dump_files(self.path("cd_out"))),
+                         [3, 4, 5, 6, 7], p.stderr)
 
     def test_dump_enable_read_again_at_precision_debugger_start(self):
         # set true before step 2's debugger.start(): msprobe 26 (at 3 s a step,
