@@ -110,6 +110,17 @@ class ExportConstruct(dt.ShimCase):
         self.check_mix(construct, data)
         self.graph_visualize(rank)
 
+    def test_l0_construct_holds_the_modules_tree(self):
+        # msprobe's module tree (its module_node) is the same at L0 and mix
+        construct, data, _ = self.dump_and_export("L0")
+        theirs = {k: v for k, v in load_construct("v26_mix").items() if k.startswith("Module.")}
+        self.assertEqual(set(construct), set(data))
+        self.assertTrue(all(k.startswith("Module.") for k in construct), sorted(construct))
+        for name, want in theirs.items():
+            got = construct[name]
+            self.assertEqual(None if got == ROOT else got, want, name)
+        self.assertEqual(construct["Module.proj.Linear.backward.0"], "Module.Net.backward.0")
+
     def test_mix_statistics_dump_gives_the_same_construct(self):
         # statistics records carry no parent attribute: the modules' order ranges say it
         tensor, _, _ = self.dump_and_export("mix")
