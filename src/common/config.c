@@ -173,11 +173,26 @@ static int msp_ms_digits(const char *q)
     return 1;
 }
 
+/* The text from p, n bytes long, is word. */
+static int msp_ms_is(const char *p, size_t n, const char *word)
+{
+    return strlen(word) == n && strncmp(p, word, n) == 0;
+}
+
+/* The n bytes from p are digits (at least one). */
+static int msp_ms_digits_n(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isdigit((unsigned char)p[i]))
+            return 0;
+    return n > 0;
+}
+
 /* Whether name has msprobe's form of an API record ("Functional.relu.0.forward":
  * a prefix msprobe dumps, a name, a call index, a direction) or, with module
- * set, of a module record ("Module.fc.Linear.forward.0"); *backward is set
- * from the direction. */
-static int msp_ms_record_form(const char *name, int module, int *backward)
+ * set, of a module record ("Module.fc.Linear.forward.0"), as its
+ * RangeScope.check_name_pattern asks. */
+static int msp_ms_record_form(const char *name, int module)
 {
     static const char *const api[] = {"Functional.", "Torch.", "Tensor.", "Distributed.",
                                       "NPU.",        "Aten.",  "VF.",     "Custom."};
@@ -189,22 +204,16 @@ static int msp_ms_record_form(const char *name, int module, int *backward)
         prev--;
     if (*prev != '.')
         return 0;
-    char a[16] = "", b[16] = "";
-    snprintf(a, sizeof a, "%.*s", (int)(last - prev - 1), prev + 1);
-    snprintf(b, sizeof b, "%s", last + 1);
-    if (module) {
-        if (strncmp(name, "Module.", 7) != 0 || prev - name < 7 || !msp_ms_digits(b))
-            return 0;
-        *backward = strcmp(a, "backward") == 0;
-        return *backward || strcmp(a, "forward") == 0;
-    }
+    const char *a = prev + 1, *b = last + 1; /* the last two parts */
+    size_t na = (size_t)(last - a), nb = strlen(b);
+    if (module)
+        return strncmp(name, "Module.", 7) == 0 && prev - name >= 7 && msp_ms_digits_n(b, nb) &&
+               (msp_ms_is(a, na, "forward") || msp_ms_is(a, na, "backward"));
     size_t k = 0;
     while (k < MSP_NELEM(api) && strncmp(name, api[k], strlen(api[k])) != 0)
         k++;
-    if (k == MSP_NELEM(api) || !msp_ms_digits(a) || prev - name <= (ptrdiff_t)strlen(api[k]))
-        return 0;
-    *backward = strcmp(b, "backward") == 0;
-    return *backward || strcmp(b, "forward") == 0;
+    return k < MSP_NELEM(api) && prev - name > (ptrdiff_t)strlen(api[k]) &&
+           msp_ms_digits_n(a, na) && (msp_ms_is(b, nb, "forward") || msp_ms_is(b, nb, "backward"));
 }
 
 /* scope: [] or two record names, begin and end of the range dumped: API
@@ -227,10 +236,9 @@ static msp_err msp_ms_scope(const msp_cfg_walk_t *w, const msp_cfg_key_t *k, con
     size_t i = 0;
     for (const cJSON *e = it->child; e; e = e->next, i++) {
         char esub[MSP_CFG_PATH_MAX];
-        int bwd = 0;
         snprintf(esub, sizeof esub, "%s[%zu]", path, i);
-        int is_api = msp_ms_record_form(e->valuestring, 0, &bwd);
-        int is_mod = !is_api && msp_ms_record_form(e->valuestring, 1, &bwd);
+        int is_api = msp_ms_record_form(e->valuestring, 0);
+        int is_mod = !is_api && msp_ms_record_form(e->valuestring, 1);
         const char *want = cfg->dump_mode == MSP_DUMP_API      ? "an API record name like "
                                                                  "\"Functional.conv2d.0.forward\" "
                                                                  "(level L1)"

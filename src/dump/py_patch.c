@@ -648,8 +648,11 @@ void msp_api_exit_report(void)
         } else if (g_estate[i] == E_NONE && strncmp(n, "torch.", 6) != 0 &&
                    !msp_module_entry_matched(i)) {
             if (c->api_list[i].fragment)
-                snprintf(item, sizeof item, "%s (no API of this torch%s has a name that holds it)",
-                         k, c->dump_mode == MSP_DUMP_API ? "" : " and no module of the model");
+                snprintf(item, sizeof item, "%s (%s has a name that holds it)", k,
+                         c->dump_mode == MSP_DUMP_API      ? "no API of this torch"
+                         : c->dump_mode == MSP_DUMP_MODULE ? "no module of the model"
+                                                           : "no API of this torch and no "
+                                                             "module of the model");
             else if (strncmp(n, "Aten.", 5) == 0)
                 snprintf(item, sizeof item,
                          "%s (msprobe's aten-level record: torch.ops.aten "

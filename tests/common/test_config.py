@@ -658,6 +658,11 @@ class AcceptsMsprobeConfigJson(ConfigCase):
              '"Functional.relu.0.forward"]}}',
              'config.json: tensor.scope[1]: expected a module record name like '
              '"Module.fc.Linear.forward.0" (level L0), got "Functional.relu.0.forward"'),
+            ('{"task": "tensor", "tensor": {"scope": ["Functional.relu.1234567890123456x.forward", '
+             '"Functional.relu.1.forward"]}}',
+             'config.json: tensor.scope[0]: expected an API record name like '
+             '"Functional.conv2d.0.forward" (level L1), got '
+             '"Functional.relu.1234567890123456x.forward"'),
             ('{"task": "tensor", "level": "mix", "tensor": {"scope": ["Module.a.A.forward.0", '
              '"relu"]}}',
              'config.json: tensor.scope[1]: expected an API or module record name like '
