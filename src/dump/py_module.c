@@ -239,6 +239,8 @@ static void frame_drop(struct mod_frame *f)
     if (f->listed && msp_t_listed > 0)
         msp_t_listed--;
     f->listed = 0;
+    if (f->scope_listed) /* a listed module whose forward raised lets nothing more through */
+        msp_scope_module_end(0, 1);
     f->scope_closes = 0;
     f->scope_listed = 0;
 }
@@ -424,8 +426,10 @@ static PyObject *post_hook(PyObject *self, PyObject *args)
         msp_quiet_end(quiet);
     }
     Py_XDECREF(pb);
-    if (f.scope_closes || f.scope_listed) /* the scope's last module, a listed one, ended */
+    if (f.scope_closes || f.scope_listed) { /* the scope's last module, a listed one, ended */
         msp_scope_module_end(f.scope_closes, f.scope_listed);
+        f.scope_closes = f.scope_listed = 0;
+    }
     frame_drop(&f);
     if (PyErr_Occurred())
         PyErr_Clear();
