@@ -63,6 +63,13 @@ typedef struct msp_api_sel {
     int has_call;  /* 1: only call number `call` of it in each step (msprobe's
                           "Functional.relu.1.forward"); 0: every call */
     int64_t call;
+    char *text;   /* msprobe's list entry as written ("Functional.relu"), which a
+                          scope's range is filtered by (held in the record's name);
+                          NULL in our layout */
+    int fragment; /* 1: msprobe's bare name fragment ("relu"): selects every API
+                          whose record name ("Functional.relu", "Tensor.relu_",
+                          "Functional.leaky_relu") holds it and, at level L0 or mix,
+                          every module whose record name ("Module.act.ReLU") does */
 } msp_api_sel_t;
 
 /* A set of steps: inclusive ranges; all=1 selects every step. */
@@ -94,12 +101,20 @@ typedef struct msp_config {
     unsigned dump_dirs;   /* MSP_DIR_* records kept; default both */
     unsigned dump_roles;  /* MSP_ROLE_* tensors kept; default both */
 
-    int msprobe_format; /* 1: read from msprobe's own config.json layout */
-    int dump_disabled;  /* msprobe's dump_enable false: has_dump is 0, nothing is
-                                     dumped (the shim says so once) */
-    int stacks;         /* record each call site (attribute "stack"); default 1,
+    int msprobe_format;  /* 1: read from msprobe's own config.json layout */
+    int dump_disabled;   /* msprobe's dump_enable false: nothing is dumped until the
+                                     file says true (the shim reads it again at each
+                                     step's end while dump_enable_set) */
+    int dump_enable_set; /* msprobe's dump_enable was given (true or false): the dump
+                                     follows the file's dump_enable during the run */
+    int stacks;          /* record each call site (attribute "stack"); default 1,
                                      msprobe's extra_info */
-    char **tensor_list; /* msprobe's tensor_list: a statistics dump keeps the data
+    char *scope[2];      /* msprobe's scope: the records from the start of the one
+                                     named scope[0] to the end of the one named scope[1]
+                                     (API records at L1, module records at L0, either at
+                                     mix), those whose name holds a list entry's text
+                                     when the list is not empty; NULL when not given */
+    char **tensor_list;  /* msprobe's tensor_list: a statistics dump keeps the data
                                      of the records whose name holds one of these */
     size_t n_tensor_list;
     char **ignored; /* msprobe keys accepted but not applied ("async_dump",

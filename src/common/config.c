@@ -148,8 +148,9 @@ static int msp_ms_task_tensor(const msp_config_t *cfg)
     return cfg->task == MSP_TASK_TENSOR;
 }
 
-/* dump_enable false: nothing is dumped (msprobe re-reads it while the run
- * goes on; here it is read once, when training starts). */
+/* dump_enable: given at all, the shim reads the file again at each step's
+ * end and follows it (msprobe 26's dynamic dump_enable); false: nothing is
+ * dumped until it says true. */
 static msp_err msp_ms_dump_enable(const msp_cfg_walk_t *w, const msp_cfg_key_t *k, const cJSON *it,
                                   const char *path, void *dst)
 {
@@ -157,25 +158,104 @@ static msp_err msp_ms_dump_enable(const msp_cfg_walk_t *w, const msp_cfg_key_t *
     (void)k;
     if (!cJSON_IsBool(it))
         return msp_cfg_expected(w, path, "true or false", it);
-    if (cJSON_IsFalse(it)) {
-        cfg->dump_disabled = 1;
-        cfg->has_dump = 0;
-    }
+    cfg->dump_enable_set = 1;
+    cfg->dump_disabled = cJSON_IsFalse(it);
     return MSP_OK;
 }
 
-/* scope: accepted when empty. */
+static int msp_ms_digits(const char *q)
+{
+    if (!*q)
+        return 0;
+    for (; *q; q++)
+        if (!isdigit((unsigned char)*q))
+            return 0;
+    return 1;
+}
+
+/* The text from p, n bytes long, is word. */
+static int msp_ms_is(const char *p, size_t n, const char *word)
+{
+    return strlen(word) == n && strncmp(p, word, n) == 0;
+}
+
+/* The n bytes from p are digits (at least one). */
+static int msp_ms_digits_n(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isdigit((unsigned char)p[i]))
+            return 0;
+    return n > 0;
+}
+
+/* Whether name has msprobe's form of an API record ("Functional.relu.0.forward":
+ * a prefix msprobe dumps, a name, a call index, a direction) or, with module
+ * set, of a module record ("Module.fc.Linear.forward.0"), as its
+ * RangeScope.check_name_pattern asks. */
+static int msp_ms_record_form(const char *name, int module)
+{
+    static const char *const api[] = {"Functional.", "Torch.", "Tensor.", "Distributed.",
+                                      "NPU.",        "Aten.",  "VF.",     "Custom."};
+    const char *last = strrchr(name, '.');
+    if (!last || last == name)
+        return 0;
+    const char *prev = last - 1;
+    while (prev > name && *prev != '.')
+        prev--;
+    if (*prev != '.')
+        return 0;
+    const char *a = prev + 1, *b = last + 1; /* the last two parts */
+    size_t na = (size_t)(last - a), nb = strlen(b);
+    if (module)
+        return strncmp(name, "Module.", 7) == 0 && prev - name >= 7 && msp_ms_digits_n(b, nb) &&
+               (msp_ms_is(a, na, "forward") || msp_ms_is(a, na, "backward"));
+    size_t k = 0;
+    while (k < MSP_NELEM(api) && strncmp(name, api[k], strlen(api[k])) != 0)
+        k++;
+    return k < MSP_NELEM(api) && prev - name > (ptrdiff_t)strlen(api[k]) &&
+           msp_ms_digits_n(a, na) && (msp_ms_is(b, nb, "forward") || msp_ms_is(b, nb, "backward"));
+}
+
+/* scope: [] or two record names, begin and end of the range dumped: API
+ * records at L1, module records at L0, either at mix (msprobe's
+ * RangeScope.check_name_pattern); a list beside it filters the range. */
 static msp_err msp_ms_scope(const msp_cfg_walk_t *w, const msp_cfg_key_t *k, const cJSON *it,
                             const char *path, void *dst)
 {
+    msp_config_t *cfg = dst;
     (void)k;
-    (void)dst;
     msp_err rc = msp_cfg_strings(w, it, path);
-    if (rc == MSP_OK && it->child)
-        rc = msp_cfg_fail(w, path,
-                          "a scope range (start and end record) is not supported; "
-                          "name the APIs or modules in \"list\" instead");
-    return rc;
+    if (rc != MSP_OK || !it->child)
+        return rc;
+    if (cJSON_GetArraySize(it) != 2)
+        return msp_cfg_fail(w, path,
+                            "expected two record names, the first and the last of the range "
+                            "dumped, e.g. [\"Module.conv1.Conv2d.forward.0\", "
+                            "\"Module.fc2.Linear.forward.0\"], got %d",
+                            cJSON_GetArraySize(it));
+    size_t i = 0;
+    for (const cJSON *e = it->child; e; e = e->next, i++) {
+        char esub[MSP_CFG_PATH_MAX];
+        snprintf(esub, sizeof esub, "%s[%zu]", path, i);
+        int is_api = msp_ms_record_form(e->valuestring, 0);
+        int is_mod = !is_api && msp_ms_record_form(e->valuestring, 1);
+        const char *want = cfg->dump_mode == MSP_DUMP_API      ? "an API record name like "
+                                                                 "\"Functional.conv2d.0.forward\" "
+                                                                 "(level L1)"
+                           : cfg->dump_mode == MSP_DUMP_MODULE ? "a module record name like "
+                                                                 "\"Module.fc.Linear.forward.0\" "
+                                                                 "(level L0)"
+                                                               : "an API or module record name "
+                                                                 "like \"Functional.conv2d.0."
+                                                                 "forward\" or \"Module.fc.Linear."
+                                                                 "forward.0\" (level mix)";
+        if ((cfg->dump_mode == MSP_DUMP_API && !is_api) ||
+            (cfg->dump_mode == MSP_DUMP_MODULE && !is_mod) || (!is_api && !is_mod))
+            return msp_cfg_expected(w, esub, want, e);
+        if (!(cfg->scope[i] = strdup(e->valuestring)))
+            return msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w->source);
+    }
+    return MSP_OK;
 }
 
 /* data_mode: the directions and roles a dump keeps. */
@@ -223,16 +303,6 @@ static msp_err msp_ms_summary_mode(const msp_cfg_walk_t *w, const msp_cfg_key_t 
     return rc;
 }
 
-static int msp_ms_digits(const char *q)
-{
-    if (!*q)
-        return 0;
-    for (; *q; q++)
-        if (!isdigit((unsigned char)*q))
-            return 0;
-    return 1;
-}
-
 /* A call index ("3") as a number; 0 when it does not fit. */
 static int msp_ms_call(const char *digits, int64_t *call)
 {
@@ -252,7 +322,8 @@ static int msp_ms_call(const char *digits, int64_t *call)
  * (both when it gives none). "NPU.npu_rms_norm" names torch_npu.npu_rms_norm.
  * A name already in our spelling ("torch.nn.functional.relu",
  * "layer1.0.conv1") passes as is; so does msprobe's "Aten.add.0.forward",
- * which names nothing here and is reported at exit. */
+ * which names nothing here and is reported at exit. A name without a dot
+ * ("relu", "conv") is msprobe's name fragment (msp_api_sel_t.fragment). */
 static msp_err msp_ms_list_entry(const msp_cfg_walk_t *w, const cJSON *e, const char *path,
                                  msp_api_sel_t *sel)
 {
@@ -276,12 +347,8 @@ static msp_err msp_ms_list_entry(const msp_cfg_walk_t *w, const cJSON *e, const 
         k++;
     sel->dirs = MSP_DIR_FORWARD | MSP_DIR_BACKWARD;
     if (k == MSP_NELEM(map)) {
-        if (!strchr(v, '.'))
-            return msp_cfg_expected(w, path,
-                                    "a full API or module name (msprobe's match of a bare "
-                                    "type name anywhere in API names is not supported), e.g. "
-                                    "\"Functional.relu.0.forward\"",
-                                    e);
+        /* a bare fragment ("relu"): every API or module whose name holds it */
+        sel->fragment = !strchr(v, '.');
         return (sel->name = strdup(v))
                    ? MSP_OK
                    : msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w->source);
@@ -343,7 +410,8 @@ static msp_err msp_ms_list_name(const msp_cfg_walk_t *w, const msp_cfg_key_t *k,
     msp_api_sel_t *sel = dst;
     (void)k;
     msp_err rc = msp_ms_list_entry(w, it, path, sel);
-    if (rc == MSP_OK && !(sel->key = msp_cfg_entry_key(path, it->valuestring)))
+    if (rc == MSP_OK && (!(sel->key = msp_cfg_entry_key(path, it->valuestring)) ||
+                         !(sel->text = strdup(it->valuestring))))
         rc = msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", w->source);
     return rc;
 }
@@ -520,6 +588,7 @@ void msp_config_free(msp_config_t *cfg)
     for (size_t i = 0; i < cfg->n_api_list; i++) {
         free(cfg->api_list[i].name);
         free(cfg->api_list[i].key);
+        free(cfg->api_list[i].text);
     }
     free(cfg->api_list);
     free(cfg->source);
@@ -533,5 +602,7 @@ void msp_config_free(msp_config_t *cfg)
     for (size_t i = 0; i < cfg->n_tensor_list; i++)
         free(cfg->tensor_list[i]);
     free(cfg->tensor_list);
+    free(cfg->scope[0]);
+    free(cfg->scope[1]);
     memset(cfg, 0, sizeof *cfg);
 }

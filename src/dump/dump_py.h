@@ -87,6 +87,9 @@ typedef struct msp_shim {
     /* a script driving the dump through msprobe's PrecisionDebugger (py_debugger.c) */
     int script_steps; /* only its debugger.step() ends a step */
     int paused;       /* outside its start() .. stop(): nothing is recorded */
+    /* msprobe's dump_enable, as the config file says now (py_step.c reads it
+     * again at each step's end while cfg.dump_enable_set) */
+    int dump_off;
 } msp_shim_t;
 
 extern msp_shim_t msp_g;
@@ -245,6 +248,25 @@ int msp_step_wanted(int64_t step);
 /* Sets msp_g.dumping: the one place that decides it (from msp_step_wanted,
  * beside it here, below the steps layer so that every layer may call it). */
 void msp_step_decide(void);
+
+/* ---- msprobe's scope (py_scope.c): one range of records, in execution order ---- */
+/* A scope is configured (msp_g.cfg.scope): every API and module is hooked and
+ * asks below whether its forward record is in the range. */
+int msp_scope_on(void);
+/* An API call's forward record `name`: the directions it is recorded in (the
+ * range opens at the first name and closes after the last). */
+unsigned msp_scope_api(const char *name);
+/* A module's forward `name` starts: its directions; *closes set when it is the
+ * last name, whose end closes the range, *listed when (at mix) the list names
+ * it, letting what runs inside it through until its end. */
+unsigned msp_scope_module_begin(const char *name, int *closes, int *listed);
+/* That module's forward ended: what msp_scope_module_begin set. */
+void msp_scope_module_end(int closes, int listed);
+/* A backward record `name` is being made: whether it is in the range (a
+ * backward name opens and closes it as an API's does). */
+int msp_scope_backward(const char *name);
+/* At exit: the first name never ran (one warning). */
+void msp_scope_exit_report(void);
 
 /* ---- events (py_events.c) ---- */
 /* Listeners of the runtime's events (config_check's collectors). Each
@@ -433,6 +455,12 @@ void msp_bwd_cancel(msp_bwd_pending_t *p);
 int msp_step_install(PyObject *torch);
 /* End the current step (GIL held). */
 void msp_step_end(void);
+/* msprobe's dynamic dump_enable: reads the config file again if it changed
+ * and sets msp_g.dump_off from it (the caller then decides the step). */
+void msp_step_config_poll(void);
+/* Follow path's dump_enable from now on (a PrecisionDebugger's config_path
+ * other than the config the dump started with); NULL: that config again. */
+void msp_step_watch_config(const char *path);
 /* fn runs at the end of each step, once the next step is set up (a layer
  * above resets what it counts per step). */
 void msp_step_watch(void (*fn)(void));

@@ -171,7 +171,13 @@ PyObject *msp_api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
     int max_nodes = strncmp(w->name, "VF.", 3) == 0 ? MSP_BWD_MAX_MODULE_NODES : MSP_BWD_MAX_NODES;
     char name[224];
     int64_t idx = next_index(w);
-    unsigned dirs = call_dirs(w, idx);
+    unsigned dirs;
+    if (msp_scope_on()) { /* msprobe's scope: in the range or not (py_scope.c) */
+        call_name(name, sizeof name, w->name, idx, "forward");
+        dirs = msp_scope_api(name);
+    } else {
+        dirs = call_dirs(w, idx);
+    }
     int defers = msp_dev_defers(), writes = defers ? may_write(w, args, kw) : 0;
     if (!dirs) {
         if (writes)

@@ -243,8 +243,19 @@ static int boot_with(const char *path, int cc_env)
                      keys ? keys : "some keys");
         free(keys);
     }
-    if (msp_g.have_cfg && c->dump_disabled)
-        msp_shim_msg("%s: dump_enable is false: nothing is dumped", c->source ? c->source : path);
+    if (msp_g.have_cfg && c->dump_enable_set && c->source) {
+        /* followed during the run: by its full name, should the script chdir */
+        char *abs = realpath(c->source, NULL);
+        if (abs)
+            msp_step_watch_config(abs);
+        free(abs);
+    }
+    if (msp_g.have_cfg && c->dump_disabled) {
+        msp_g.dump_off = 1;
+        msp_shim_msg("%s: dump_enable is false: nothing is dumped until it is true (the file is "
+                     "read again at the end of each step)",
+                     c->source ? c->source : path);
+    }
     msp_g.cc_on = cc_env || (msp_g.have_cfg && c->has_config_check);
 
     if (msp_g.have_cfg && c->has_dump) {
@@ -279,8 +290,9 @@ static int boot_with(const char *path, int cc_env)
          * module is dumped whatever the mode; an empty list means every
          * module only in module and mix modes. */
         int lists_module = 0;
-        for (size_t i = 0; i < c->n_api_list; i++)
-            lists_module |= strncmp(c->api_list[i].name, "torch.", 6) != 0;
+        for (size_t i = 0; i < c->n_api_list; i++) /* a fragment: modules at L0 and mix only */
+            lists_module |= strncmp(c->api_list[i].name, "torch.", 6) != 0 &&
+                            !c->api_list[i].fragment;
         msp_g.module_on = c->dump_mode == MSP_DUMP_MODULE || c->dump_mode == MSP_DUMP_MIX ||
                           lists_module;
         size_t qmb = (size_t)msp_env_mib("MSPROBE_QUEUE_MB", 256);

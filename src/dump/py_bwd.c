@@ -172,9 +172,11 @@ static void submit_backward(msp_bwd_state_t *st)
     if (st->done || msp_g.disabled || !msp_g.dumping)
         return;
     st->done = 1;
-    msp_dq_rec_t *r = msp_dq_rec_new(st->name);
+    /* msprobe's scope: a backward record is in the range or not when it runs */
+    msp_dq_rec_t *r = msp_scope_on() && !msp_scope_backward(st->name) ? NULL
+                                                                      : msp_dq_rec_new(st->name);
     if (!r)
-        return;
+        goto clear;
     /* gradients: their copies may wait for later records' (py_devstats.c) */
     r->dev_defer = msp_dev_defers();
     if (st->out_grads)
@@ -189,6 +191,7 @@ static void submit_backward(msp_bwd_state_t *st)
     r->stack = st->stack;
     st->stack = NULL;
     msp_rec_submit(r);
+clear:
     /* The bytes are copied: do not keep the grads alive with the graph. */
     Py_CLEAR(st->out_grads);
     Py_CLEAR(st->node_grads);

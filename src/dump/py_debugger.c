@@ -88,6 +88,12 @@ static void adopt(msp_config_t *t, const char *src, const char *keys, int early)
         c->ranks = t->ranks;
         memset(&t->ranks, 0, sizeof t->ranks);
     }
+    if (!keys && t->dump_enable_set) { /* msprobe's dynamic dump_enable follows this file */
+        c->dump_enable_set = 1;
+        c->dump_disabled = t->dump_disabled;
+        msp_g.dump_off = t->dump_disabled;
+        msp_step_watch_config(src);
+    }
     char what[160] = "";
     if ((!keys || has_key(keys, "level")) && t->dump_mode != c->dump_mode)
         strcat(what, ", level");
@@ -188,6 +194,7 @@ static PyObject *dbg_start(PyObject *self, PyObject *args)
         Py_RETURN_NONE;
     if (model != Py_None)
         msp_module_set_root(model);
+    msp_step_config_poll(); /* as msprobe's start() rereads a changed config */
     msp_step_decide();
     Py_RETURN_NONE;
 }

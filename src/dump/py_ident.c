@@ -83,8 +83,8 @@ int64_t msp_current_rank(void)
 
 int msp_step_wanted(int64_t step)
 {
-    if (msp_g.paused)
-        return 0; /* the script's debugger.stop() (py_debugger.c) */
+    if (msp_g.paused || msp_g.dump_off)
+        return 0; /* the script's debugger.stop() (py_debugger.c), dump_enable false */
     if (!(msp_g.have_cfg && msp_g.cfg.has_dump &&
           msp_step_set_contains(&msp_g.cfg.dump_iter, step) && msp_proc_may_write()))
         return 0;

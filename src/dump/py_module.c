@@ -34,6 +34,8 @@ static _Thread_local struct mod_frame {
     int64_t n;
     int64_t order_begin; /* the step's order counter when the forward began */
     int listed;          /* counted in msp_t_listed */
+    int scope_closes;    /* the last name of msprobe's scope: its end closes the range */
+    int scope_listed;    /* msprobe's scope at mix: a listed module, open till its end */
 } t_frame[MSP_MOD_STACK];
 static PyObject *g_info;      /* module -> (prefix str, dirs int) for selected modules */
 static PyObject *g_roots;     /* root modules already walked */
@@ -65,7 +67,7 @@ int msp_module_entry_matched(size_t i)
 /* The directions every call of the module at path is recorded in; *calls
  * gets a tuple of (call, dirs) for the entries that name one call of it
  * (msprobe's "Module.fc.Linear.forward.0"), NULL when none do. */
-static unsigned module_dirs(const char *path, PyObject **calls)
+static unsigned module_dirs(const char *path, const char *prefix, PyObject **calls)
 {
     const msp_config_t *c = &msp_g.cfg;
     *calls = NULL;
@@ -75,8 +77,16 @@ static unsigned module_dirs(const char *path, PyObject **calls)
         g_matched = calloc(c->n_api_list, 1);
     unsigned d = 0;
     for (size_t i = 0; i < c->n_api_list; i++)
-        if (strncmp(c->api_list[i].name, "torch.", 6) != 0 &&
-            path_matches(path, c->api_list[i].name)) {
+        if (c->api_list[i].fragment) {
+            /* msprobe's name fragment: a module whose record name holds it, at
+             * L0 and mix (at L1 msprobe hooks no module) */
+            if (c->dump_mode != MSP_DUMP_API && strstr(prefix, c->api_list[i].name)) {
+                d |= c->api_list[i].dirs;
+                if (g_matched)
+                    g_matched[i] = 1;
+            }
+        } else if (strncmp(c->api_list[i].name, "torch.", 6) != 0 &&
+                   path_matches(path, c->api_list[i].name)) {
             if (!c->api_list[i].has_call)
                 d |= c->api_list[i].dirs;
             else if ((*calls || (*calls = PyList_New(0)))) {
@@ -90,7 +100,7 @@ static unsigned module_dirs(const char *path, PyObject **calls)
                 g_matched[i] = 1;
         }
     PyErr_Clear();
-    return d;
+    return msp_scope_on() ? msp_dump_dirs() : d; /* a scope: every module asks it */
 }
 
 /* A module's directions for its call n: every call's and that call's. */
@@ -202,7 +212,7 @@ static void walk_root(PyObject *root)
                   PyBytes_AsString(PyTuple_GetItem(e, 2)), prefix, sizeof prefix, match,
                   sizeof match);
         PyObject *calls = NULL;
-        unsigned dirs = module_dirs(match, &calls);
+        unsigned dirs = module_dirs(match, prefix, &calls);
         PyObject *pv = dirs || calls ? PyUnicode_FromString(prefix) : NULL;
         PyObject *val = pv ? Py_BuildValue("(OIO)", pv, dirs, calls ? calls : Py_None) : NULL;
         Py_XDECREF(calls);
@@ -229,6 +239,10 @@ static void frame_drop(struct mod_frame *f)
     if (f->listed && msp_t_listed > 0)
         msp_t_listed--;
     f->listed = 0;
+    if (f->scope_listed) /* a listed module whose forward raised lets nothing more through */
+        msp_scope_module_end(0, 1);
+    f->scope_closes = 0;
+    f->scope_listed = 0;
 }
 
 /* In mix mode a module the api_list names opens a span in which every API
@@ -329,6 +343,12 @@ static PyObject *pre_hook(PyObject *self, PyObject *args)
             msp_quiet_t quiet = msp_quiet_begin();
             f->n = bump(g_fwd_count, mod);
             dirs = module_call_dirs(info, f->n);
+            if (msp_scope_on()) { /* msprobe's scope: in the range or not (py_scope.c) */
+                char sname[600];
+                snprintf(sname, sizeof sname, "%s.forward.%lld", PyBytes_AsString(pb),
+                         (long long)f->n);
+                dirs = msp_scope_module_begin(sname, &f->scope_closes, &f->scope_listed);
+            }
             if (dirs)
                 frame_listed(f);
             if (dirs & MSP_DIR_FORWARD) {
@@ -365,12 +385,14 @@ static PyObject *post_hook(PyObject *self, PyObject *args)
     (void)self;
     if (msp_g.disabled)
         Py_RETURN_NONE;
-    struct mod_frame f = {NULL, NULL, 0, 0, 0};
+    struct mod_frame f = {NULL, NULL, 0, 0, 0, 0, 0};
     if (t_mod_depth > 0 && t_mod_depth < MSP_MOD_STACK) {
         f = t_frame[t_mod_depth];
         t_frame[t_mod_depth].pending = NULL;
         t_frame[t_mod_depth].rec = NULL;
         t_frame[t_mod_depth].listed = 0;
+        t_frame[t_mod_depth].scope_closes = 0;
+        t_frame[t_mod_depth].scope_listed = 0;
     }
     if (t_mod_depth > 0)
         t_mod_depth--;
@@ -404,6 +426,10 @@ static PyObject *post_hook(PyObject *self, PyObject *args)
         msp_quiet_end(quiet);
     }
     Py_XDECREF(pb);
+    if (f.scope_closes || f.scope_listed) { /* the scope's last module, a listed one, ended */
+        msp_scope_module_end(f.scope_closes, f.scope_listed);
+        f.scope_closes = f.scope_listed = 0;
+    }
     frame_drop(&f);
     if (PyErr_Occurred())
         PyErr_Clear();

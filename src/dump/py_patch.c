@@ -367,6 +367,31 @@ static void warn_unknown_now(const msp_config_t *c)
     }
 }
 
+/* msprobe's name fragments ("relu"): every API whose record name
+ * ("Functional.relu", "Tensor.relu_", "Functional.leaky_relu") holds one, in
+ * every call, both directions (msprobe's check_api_list: `api_str in
+ * api_name`). At level L0 they select modules only (py_module.c). */
+static void patch_fragments(PyObject *torch, const msp_config_t *c, const char *const *l, size_t nl)
+{
+    if (c->dump_mode == MSP_DUMP_MODULE)
+        return;
+    for (size_t j = 0; j < c->n_api_list; j++) {
+        const msp_api_sel_t *e = &c->api_list[j];
+        if (!e->fragment)
+            continue;
+        for (size_t i = 0; i < nl; i++) {
+            const char *attr;
+            const msp_api_space_t *sp = msp_api_space(l[i], &attr);
+            char rec[160];
+            if (!sp)
+                continue;
+            snprintf(rec, sizeof rec, "%s.%s", sp->prefix, attr);
+            if (strstr(rec, e->name) && patch_one(torch, l[i], e->dirs, 0, e) == 0 && g_estate)
+                g_estate[j] = E_WRAPPED;
+        }
+    }
+}
+
 int msp_patch_torch(PyObject *torch)
 {
     if (msp_bwd_init(torch) != 0)
@@ -399,7 +424,9 @@ int msp_patch_torch(PyObject *torch)
     int lists_module = 0;
     for (size_t i = 0; i < c->n_api_list; i++)
         lists_module |= strncmp(c->api_list[i].name, "torch.", 6) != 0;
-    if (c->n_api_list && lists_module && c->dump_mode == MSP_DUMP_MIX)
+    patch_fragments(torch, c, l, nl);
+    /* a scope: every API, each call asking whether it is in the range */
+    if ((c->n_api_list && lists_module && c->dump_mode == MSP_DUMP_MIX) || msp_scope_on())
         for (size_t i = 0; i < nl; i++)
             patch_one(torch, l[i], 0, 0, NULL);
     if (g_npatched > 0) {
@@ -620,7 +647,13 @@ void msp_api_exit_report(void)
                      k);
         } else if (g_estate[i] == E_NONE && strncmp(n, "torch.", 6) != 0 &&
                    !msp_module_entry_matched(i)) {
-            if (strncmp(n, "Aten.", 5) == 0)
+            if (c->api_list[i].fragment)
+                snprintf(item, sizeof item, "%s (%s has a name that holds it)", k,
+                         c->dump_mode == MSP_DUMP_API      ? "no API of this torch"
+                         : c->dump_mode == MSP_DUMP_MODULE ? "no module of the model"
+                                                           : "no API of this torch and no "
+                                                             "module of the model");
+            else if (strncmp(n, "Aten.", 5) == 0)
                 snprintf(item, sizeof item,
                          "%s (msprobe's aten-level record: torch.ops.aten "
                          "is not wrapped here; the Torch. or Tensor. API that called it is)",

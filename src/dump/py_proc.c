@@ -62,6 +62,8 @@ static void run_exit(const char *how)
     msp_dev_drain();        /* records held for device statistics, before anything ends */
     msp_api_exit_report();  /* api_list entries never dumped: one warning */
     msp_step_exit_report(); /* dump_iter steps never reached: one warning */
+    if (msp_proc_may_write())
+        msp_scope_exit_report(); /* a scope whose first record never ran: one warning */
     msp_ev_exit(how);
 }
 

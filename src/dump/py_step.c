@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define MSP_STEP_WATCHERS 4
 static void (*g_watchers[MSP_STEP_WATCHERS])(void);
@@ -23,6 +24,55 @@ void msp_step_watch(void (*fn)(void))
             return;
     if (g_nwatchers < MSP_STEP_WATCHERS)
         g_watchers[g_nwatchers++] = fn;
+}
+
+/* msprobe 26's dynamic dump_enable: while the config gives dump_enable, the
+ * file is read again at each step's end when it changed (modification time,
+ * size), and its dump_enable decides whether the steps from the next on are
+ * dumped (msprobe rereads it at its debugger's start/stop/step, and so does
+ * the PrecisionDebugger of py_debugger.c); a file
+ * without the key keeps the state, other keys keep what they were at start.
+ * A file that no longer parses turns the dump off, as msprobe's does. */
+static char *g_watched; /* the file followed, when not the one the dump started with */
+
+void msp_step_watch_config(const char *path)
+{
+    char *p = path ? strdup(path) : NULL;
+    if (p || !path) {
+        free(g_watched);
+        g_watched = p;
+    }
+}
+
+void msp_step_config_poll(void)
+{
+    static int64_t seen_ns = -1, seen_size = -1;
+    const msp_config_t *c = &msp_g.cfg;
+    const char *file = g_watched ? g_watched : c->source;
+    struct stat st;
+    if (!msp_g.have_cfg || !c->dump_enable_set || !file || stat(file, &st) != 0)
+        return;
+    int64_t ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+    if (ns == seen_ns && (int64_t)st.st_size == seen_size)
+        return;
+    seen_ns = ns;
+    seen_size = (int64_t)st.st_size;
+    msp_config_t now;
+    int off = msp_g.dump_off;
+    if (msp_config_load(file, &now) != MSP_OK) {
+        if (!off)
+            msp_shim_msg("warning: %s no longer reads (%s): the dump is off from step %lld", file,
+                         msp_last_error(), (long long)msp_g.step);
+        off = 1;
+    } else {
+        if (now.dump_enable_set)
+            off = now.dump_disabled;
+        msp_config_free(&now);
+    }
+    if (off != msp_g.dump_off)
+        msp_shim_msg("%s: dump_enable is %s: %s from step %lld", file, off ? "false" : "true",
+                     off ? "nothing is dumped" : "dumping", (long long)msp_g.step);
+    msp_g.dump_off = off;
 }
 
 void msp_step_end(void)
@@ -41,6 +91,7 @@ void msp_step_end(void)
     msp_ev_step_end(msp_g.step);
     msp_g.step++;
     msp_g.order = 0;
+    msp_step_config_poll();
     msp_step_decide();
     msp_links_reset();
     for (int i = 0; i < g_nwatchers; i++)

@@ -3,7 +3,8 @@
  *
  *   OUT/stepN/rankR/dump.json         task, level, framework, dump_data_dir, data
  *   OUT/stepN/rankR/stack.json        {"0": [[records], [frames]], ...}
- *   OUT/stepN/rankR/construct.json    {} (parents are not recorded here)
+ *   OUT/stepN/rankR/construct.json    {record: parent module record or null}; {} at L1
+ *                                     (fmt_construct.c)
  *   OUT/stepN/rankR/dump_tensor_data/<record>.<input|output>.<i>.pt (or .npy)
  *
  * Roles map back as msprobe-dump(5), "MSPROBE'S OWN DIRECTORIES", reads them
@@ -22,6 +23,7 @@
  * opened, to a temporary name made anew (O_EXCL, O_NOFOLLOW) and renamed over
  * its own name: a link or a hard link already at that name is replaced, never
  * written through. OUT itself is the user's to choose, link or not. */
+#include "fmt_construct.h"
 #include "msprobe/format.h"
 
 #include <cjson/cJSON.h>
@@ -427,6 +429,7 @@ typedef struct msp_xctx {
     int npy, with_data, md5;
     void *buf;
     size_t buf_size;
+    msp_xconstruct_t construct; /* each record's parent, for construct.json */
 } msp_xctx_t;
 
 static msp_err msp_xtensor(msp_xctx_t *x, const msp_record_info_t *r, const msp_tensor_info_t *t,
@@ -485,7 +488,8 @@ static msp_err msp_xtensor(msp_xctx_t *x, const msp_record_info_t *r, const msp_
 /* One record as msprobe writes it into dump.json's "data". */
 static msp_err msp_xrecord(msp_xctx_t *x, const msp_record_info_t *r, cJSON *data, cJSON *stacks)
 {
-    char **keys = NULL, **vals = NULL, *map = NULL, *stack = NULL;
+    char **keys = NULL, **vals = NULL, *map = NULL, *stack = NULL, *parent = NULL;
+    int64_t order_begin = -1;
     size_t na = 0;
     msp_err rc = msp_dump_record_attrs(x->f, r, &keys, &vals, &na);
     if (rc)
@@ -499,6 +503,10 @@ static msp_err msp_xrecord(msp_xctx_t *x, const msp_record_info_t *r, cJSON *dat
             map = vals[i];
         else if (!strcmp(keys[i], "stack"))
             stack = vals[i];
+        else if (!strcmp(keys[i], "parent"))
+            parent = vals[i];
+        else if (!strcmp(keys[i], "order_begin"))
+            order_begin = strtoll(vals[i], NULL, 10);
         else if (!strncmp(keys[i], "input.", 6))
             msp_xplace(in, keys[i] + 6, msp_xvalue(vals[i]));
         else if (kw && !strncmp(keys[i], "kwarg.", 6))
@@ -570,6 +578,8 @@ static msp_err msp_xrecord(msp_xctx_t *x, const msp_record_info_t *r, cJSON *dat
         cJSON_AddItemToObject(rec, "output", out);
     }
     cJSON_AddItemToObject(data, r->name, rec);
+    if (!rc)
+        rc = msp_xconstruct_note(&x->construct, r->name, r->order, parent, order_begin);
     if (stack) { /* "@RECORD": the text of that record */
         const char *text = stack;
         cJSON *hit = NULL;
@@ -700,10 +710,10 @@ static msp_err msp_export_file(const char *in, int64_t step, int64_t rank, const
         goto cleanup;
     }
     cJSON_AddStringToObject(root, "task", x.with_data ? "tensor" : "statistics");
-    cJSON_AddStringToObject(root, "level",
-                            !strcmp(f->dump_mode, "module") ? "L0"
-                            : !strcmp(f->dump_mode, "mix")  ? "mix"
-                                                            : "L1");
+    const char *level = !strcmp(f->dump_mode, "module") ? "L0"
+                        : !strcmp(f->dump_mode, "mix")  ? "mix"
+                                                        : "L1";
+    cJSON_AddStringToObject(root, "level", level);
     cJSON_AddStringToObject(root, "framework", "pytorch");
     char *abs = x.with_data ? realpath(data_dir, NULL) : NULL;
     if (abs)
@@ -720,14 +730,16 @@ static msp_err msp_export_file(const char *in, int64_t step, int64_t rank, const
     if (rc)
         goto cleanup;
     msp_xframes(stacks);
-    cJSON *construct = cJSON_CreateObject();
-    if (!(rc = msp_xwrite_json(rfd, dir, "dump.json", root)) &&
+    cJSON *construct = NULL;
+    if (!(rc = msp_xconstruct_build(&x.construct, level, &construct)) &&
+        !(rc = msp_xwrite_json(rfd, dir, "dump.json", root)) &&
         !(rc = msp_xwrite_json(rfd, dir, "stack.json", stacks)))
         rc = msp_xwrite_json(rfd, dir, "construct.json", construct);
     cJSON_Delete(construct);
 cleanup:
     cJSON_Delete(root);
     cJSON_Delete(stacks);
+    msp_xconstruct_free(&x.construct);
     free(x.buf);
     free(dir);
     free(data_dir);

@@ -84,6 +84,8 @@ int main(int argc, char **argv)
         printf("api_key[%zu]=%s\n", i, cfg.api_list[i].key ? cfg.api_list[i].key : "(none)");
         if (cfg.api_list[i].has_call)
             printf("api_call[%zu]=%lld\n", i, (long long)cfg.api_list[i].call);
+        if (cfg.api_list[i].fragment)
+            printf("api_fragment[%zu]=1\n", i);
     }
     print_steps("rank", &cfg.ranks);
     printf("dump_dirs=%s\n", dirs[cfg.dump_dirs & 3u]);
@@ -92,6 +94,9 @@ int main(int argc, char **argv)
                                                      : "output");
     printf("msprobe_format=%d\n", cfg.msprobe_format);
     printf("dump_disabled=%d\n", cfg.dump_disabled);
+    printf("dump_enable_set=%d\n", cfg.dump_enable_set);
+    printf("scope=%s%s%s\n", cfg.scope[0] ? cfg.scope[0] : "", cfg.scope[0] ? "," : "",
+           cfg.scope[1] ? cfg.scope[1] : "");
     printf("stacks=%d\n", cfg.stacks);
     printf("tensor_list=");
     for (size_t i = 0; i < cfg.n_tensor_list; i++)

@@ -526,10 +526,49 @@ class AcceptsMsprobeConfigJson(ConfigCase):
     def test_extra_info_and_dump_enable(self):
         got = self.assertLoads('{"task": "tensor", "extra_info": false}', has_dump="1")
         self.assertEqual((got["stacks"], got["dump_disabled"]), ("0", "0"))
-        got = self.assertLoads('{"task": "tensor", "dump_enable": false}', has_dump="0")
-        self.assertEqual((got["stacks"], got["dump_disabled"]), ("1", "1"))
+        self.assertEqual(got["dump_enable_set"], "0")
+        # dump_enable false: the dump is set up, off until the file says true
+        got = self.assertLoads('{"task": "tensor", "dump_enable": false}', has_dump="1")
+        self.assertEqual((got["stacks"], got["dump_disabled"], got["dump_enable_set"]),
+                         ("1", "1", "1"))
         got = self.assertLoads('{"task": "tensor", "dump_enable": true}', has_dump="1")
-        self.assertEqual(got["dump_disabled"], "0")
+        self.assertEqual((got["dump_disabled"], got["dump_enable_set"]), ("0", "1"))
+
+    def test_list_name_fragments(self):
+        # msprobe's "list": ["relu"]: every API or module whose name holds it
+        got = self.assertLoads('{"task": "tensor", "tensor": {"list": ["relu", '
+                               '"Functional.gelu", "fc1.0"]}}', has_dump="1", api_list="3")
+        self.assertEqual(got["api[0]"], "relu all")
+        self.assertEqual(got["api_fragment[0]"], "1")
+        self.assertEqual(got["api[1]"], "torch.nn.functional.gelu all")
+        self.assertNotIn("api_fragment[1]", got)  # a full name: that API
+        self.assertNotIn("api_fragment[2]", got)  # a dotted path: that module
+
+    def test_scope_ranges(self):
+        got = self.assertLoads('{"task": "tensor", "level": "L1", "tensor": {"scope": '
+                               '["Functional.linear.0.forward", "Tensor.__matmul__.0.forward"]}}',
+                               has_dump="1")
+        self.assertEqual(got["scope"], "Functional.linear.0.forward,Tensor.__matmul__.0.forward")
+        got = self.assertLoads('{"task": "statistics", "level": "L0", "statistics": {"scope": '
+                               '["Module.emb.Embedding.forward.0", "Module.proj.Linear.forward.0"]}}',
+                               has_dump="1", task="statistics", dump_mode="module")
+        self.assertEqual(got["scope"], "Module.emb.Embedding.forward.0,"
+                                       "Module.proj.Linear.forward.0")
+        got = self.assertLoads('{"task": "tensor", "level": "mix", "tensor": {"scope": '
+                               '["Module.norm.LayerNorm.forward.0", "Torch.matmul.0.forward"]}}',
+                               has_dump="1", dump_mode="mix")
+        self.assertEqual(got["scope"], "Module.norm.LayerNorm.forward.0,Torch.matmul.0.forward")
+        got = self.assertLoads('{"task": "tensor", "tensor": {"scope": ['
+                               '"Functional.relu.0.forward", "Functional.relu.0.backward"]}}',
+                               has_dump="1")
+        self.assertEqual(got["scope"], "Functional.relu.0.forward,Functional.relu.0.backward")
+        # a list beside it filters the range (msprobe's RangeScope.check_api_list)
+        got = self.assertLoads('{"task": "tensor", "tensor": {"scope": ['
+                               '"Functional.relu.0.forward", "Functional.relu.1.forward"], '
+                               '"list": ["relu"]}}', has_dump="1", api_list="1")
+        self.assertEqual(got["api[0]"], "relu all")
+        got = self.assertLoads('{"task": "tensor", "tensor": {"scope": []}}', has_dump="1")
+        self.assertEqual(got["scope"], "")
 
     def test_tensor_list(self):
         got = self.assertLoads('{"task": "statistics", "statistics": {"tensor_list": '
@@ -607,13 +646,28 @@ class AcceptsMsprobeConfigJson(ConfigCase):
              'config.json: level: expected "L1", "L0" or "mix", got "L2"'),
             ('{"task": "tensor", "rank": "0"}', 'config.json: rank: expected a list of numbers '
              '>= 0, numeric strings or ranges like [0, "2", "4-6"] ([] = all), got "0"'),
+            # scope: two names, of the level's kind, forward ones, and no list beside
+            ('{"task": "tensor", "tensor": {"scope": ["Functional.relu.0.forward"]}}',
+             'config.json: tensor.scope: expected two record names, the first and the last of '
+             'the range dumped, e.g. ["Module.conv1.Conv2d.forward.0", '
+             '"Module.fc2.Linear.forward.0"], got 1'),
             ('{"task": "tensor", "tensor": {"scope": ["Module.a.A.forward.0", "Module.b.B.forward.0"]}}',
-             'config.json: tensor.scope: a scope range (start and end record) is not supported; '
-             'name the APIs or modules in "list" instead'),
-            ('{"task": "tensor", "tensor": {"list": ["relu"]}}',
-             "config.json: tensor.list[0]: expected a full API or module name (msprobe's match "
-             'of a bare type name anywhere in API names is not supported), e.g. '
-             '"Functional.relu.0.forward", got "relu"'),
+             'config.json: tensor.scope[0]: expected an API record name like '
+             '"Functional.conv2d.0.forward" (level L1), got "Module.a.A.forward.0"'),
+            ('{"task": "tensor", "level": "L0", "tensor": {"scope": ["Module.a.A.forward.0", '
+             '"Functional.relu.0.forward"]}}',
+             'config.json: tensor.scope[1]: expected a module record name like '
+             '"Module.fc.Linear.forward.0" (level L0), got "Functional.relu.0.forward"'),
+            ('{"task": "tensor", "tensor": {"scope": ["Functional.relu.1234567890123456x.forward", '
+             '"Functional.relu.1.forward"]}}',
+             'config.json: tensor.scope[0]: expected an API record name like '
+             '"Functional.conv2d.0.forward" (level L1), got '
+             '"Functional.relu.1234567890123456x.forward"'),
+            ('{"task": "tensor", "level": "mix", "tensor": {"scope": ["Module.a.A.forward.0", '
+             '"relu"]}}',
+             'config.json: tensor.scope[1]: expected an API or module record name like '
+             '"Functional.conv2d.0.forward" or "Module.fc.Linear.forward.0" (level mix), '
+             'got "relu"'),
             ('{"task": "tensor", "tensor": {"data_mode": ["sideways"]}}',
              'config.json: tensor.data_mode[0]: expected "all", "forward", "backward", "input" '
              'or "output", got "sideways"'),
