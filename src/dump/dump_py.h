@@ -68,9 +68,15 @@ typedef struct msp_api_space {
 const msp_api_space_t *msp_api_space(const char *full, const char **attr);
 
 /* ---- shared state; touched with the GIL held unless noted ---- */
+/* The config the dump runs with (py_state.c), read-only: written only by the
+ * boot (py_boot.c) and by a script's PrecisionDebugger, which is a late boot
+ * (py_debugger.c), through msp_cfg_boot(). What changes during the run
+ * (msprobe's dump_enable) is msp_g.dump_off, never the config. */
+extern const msp_config_t *const msp_cfg;
+msp_config_t *msp_cfg_boot(void);
+
 typedef struct msp_shim {
-    msp_config_t cfg;
-    int have_cfg;
+    int have_cfg;          /* msp_cfg holds a config that was read */
     volatile int disabled; /* forked child, or boot gave up: every hook passes through */
     int booted;
     int api_on, module_on;
@@ -103,7 +109,7 @@ void msp_state_disable(void);
  * list names it, and what msp_rec_wanted lets through. */
 static inline unsigned msp_dump_dirs(void)
 {
-    unsigned d = msp_g.have_cfg ? msp_g.cfg.dump_dirs : 0;
+    unsigned d = msp_g.have_cfg ? msp_cfg->dump_dirs : 0;
     return d ? d : MSP_DIR_FORWARD | MSP_DIR_BACKWARD;
 }
 
@@ -250,7 +256,7 @@ int msp_step_wanted(int64_t step);
 void msp_step_decide(void);
 
 /* ---- msprobe's scope (py_scope.c): one range of records, in execution order ---- */
-/* A scope is configured (msp_g.cfg.scope): every API and module is hooked and
+/* A scope is configured (msp_cfg->scope): every API and module is hooked and
  * asks below whether its forward record is in the range. */
 int msp_scope_on(void);
 /* An API call's forward record `name`: the directions it is recorded in (the
@@ -512,7 +518,7 @@ int msp_proc_wrap_seed(PyObject *owner, const char *attr, const char *api);
  * on sys.meta_path, last, for a script that imports them while Huawei's
  * msprobe is absent (boot, once the config is read). When the shim has no
  * config yet, the boot PrecisionDebugger runs: late_load reads its
- * config_path into msp_g.cfg, late_boot goes on from there once the
+ * config_path into the boot config, late_boot goes on from there once the
  * script's arguments are applied (each 0, or -1 with SystemExit set);
  * both NULL when the shim has a config. */
 void msp_debugger_install(int (*late_load)(const char *path), int (*late_boot)(void));

@@ -95,7 +95,7 @@ static void patch_torch_now(PyObject *torch)
     Py_XDECREF(v);
     PyErr_Clear();
     /* The one tensor reader serves the dump and config_check's collectors. */
-    if ((msp_g.have_cfg && msp_g.cfg.has_dump) || msp_g.cc_on) {
+    if ((msp_g.have_cfg && msp_cfg->has_dump) || msp_g.cc_on) {
         if (msp_tensor_init(torch) != 0) {
             msp_py_warn_error("torch", "this torch lacks what the shim reads tensors with; "
                                        "nothing is dumped");
@@ -104,9 +104,9 @@ static void patch_torch_now(PyObject *torch)
             return;
         }
     }
-    if (msp_g.have_cfg && msp_g.cfg.has_dump)
+    if (msp_g.have_cfg && msp_cfg->has_dump)
         msp_args_init(torch);
-    if (msp_g.have_cfg && msp_g.cfg.has_dump && msp_g.api_on)
+    if (msp_g.have_cfg && msp_cfg->has_dump && msp_g.api_on)
         msp_patch_torch(torch);
     msp_patch_dataloader(); /* every mode: what a DataLoader computes is never the model's */
     msp_module_install(torch);
@@ -146,10 +146,10 @@ static void after_import(void)
     PyErr_Restore(exc_t, exc_v, exc_tb);
 }
 
-/* Read the config at path into msp_g.cfg; by_env: MSPROBE_PATH names it. */
+/* Read the config at path into the boot config (msp_cfg_boot); by_env: MSPROBE_PATH names it. */
 static int load_config(const char *path, int by_env)
 {
-    if (msp_config_load(path, &msp_g.cfg) != MSP_OK) {
+    if (msp_config_load(path, msp_cfg_boot()) != MSP_OK) {
         const char *d = msp_last_error();
         size_t pl = strlen(path);
         /* The loader starts its detail with the file name ("f.json:3:7: ...",
@@ -180,7 +180,7 @@ static int late_load(const char *path)
 
 static int late_boot(void)
 {
-    return boot_with(msp_g.cfg.source, msp_env_flag("MSPROBE_CONFIG_CHECK"));
+    return boot_with(msp_cfg->source, msp_env_flag("MSPROBE_CONFIG_CHECK"));
 }
 
 static void boot_init(void)
@@ -227,7 +227,7 @@ int msp_py_boot(void)
 /* Everything after the config is read (path, or NULL: none). */
 static int boot_with(const char *path, int cc_env)
 {
-    msp_config_t *c = &msp_g.cfg;
+    const msp_config_t *c = msp_cfg;
     if (msp_g.have_cfg && c->n_ignored) {
         /* msprobe's config.json: say once which of its keys change nothing here */
         size_t len = 1;

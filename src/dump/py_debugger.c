@@ -69,7 +69,7 @@ static void take_string(char **dst, char **src)
  * taken too. */
 static void adopt(msp_config_t *t, const char *src, const char *keys, int early)
 {
-    msp_config_t *c = &msp_g.cfg;
+    msp_config_t *c = msp_cfg_boot();
     if (early) {
         if (has_key(keys, "level"))
             c->dump_mode = t->dump_mode;
@@ -157,8 +157,7 @@ static PyObject *dbg_configure(PyObject *self, PyObject *args)
             return NULL;
         }
         late = 1;
-    } else if (path && !same_file(path, msp_g.cfg.source) &&
-               take_config(path, NULL, NULL, 0) != 0) {
+    } else if (path && !same_file(path, msp_cfg->source) && take_config(path, NULL, NULL, 0) != 0) {
         return NULL;
     }
     if (json && *json == '{' && json[1] != '}') {
@@ -166,7 +165,7 @@ static PyObject *dbg_configure(PyObject *self, PyObject *args)
          * dump_path: the config's task when the script gave none. */
         char *text = has_key(keys, "task") ? NULL
                                            : msp_asprintf("{\"task\": \"%s\", %s",
-                                                          msp_task_names[msp_g.cfg.task], json + 1);
+                                                          msp_task_names[msp_cfg->task], json + 1);
         int rc = take_config("PrecisionDebugger()", text ? text : json, keys, late);
         free(text);
         if (rc != 0)

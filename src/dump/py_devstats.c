@@ -568,7 +568,7 @@ void dev_poll(int wait)
 void msp_dev_stats_init(void)
 {
     const char *ds = getenv("MSPROBE_DEVICE_STATS");
-    g_on = msp_g.have_cfg && msp_g.cfg.task == MSP_TASK_STATISTICS && !(ds && strcmp(ds, "0") == 0);
+    g_on = msp_g.have_cfg && msp_cfg->task == MSP_TASK_STATISTICS && !(ds && strcmp(ds, "0") == 0);
     g_test = g_on && msp_test.device_stats;
 }
 

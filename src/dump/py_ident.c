@@ -85,15 +85,15 @@ int msp_step_wanted(int64_t step)
 {
     if (msp_g.paused || msp_g.dump_off)
         return 0; /* the script's debugger.stop() (py_debugger.c), dump_enable false */
-    if (!(msp_g.have_cfg && msp_g.cfg.has_dump &&
-          msp_step_set_contains(&msp_g.cfg.dump_iter, step) && msp_proc_may_write()))
+    if (!(msp_g.have_cfg && msp_cfg->has_dump && msp_step_set_contains(&msp_cfg->dump_iter, step) &&
+          msp_proc_may_write()))
         return 0;
     /* A rank outside the config's rank set, once its rank is known, runs with
      * every hook passing straight through: nothing of it is read or copied,
      * so it trains at full speed. Until then records are only filtered when
      * submitted. */
     int64_t rank = msp_current_rank();
-    if (g_rank_final && !msp_step_set_contains(&msp_g.cfg.ranks, rank)) {
+    if (g_rank_final && !msp_step_set_contains(&msp_cfg->ranks, rank)) {
         static int told;
         if (!told++)
             msp_shim_msg("rank %lld is not in the config's rank set: it dumps nothing and its "

@@ -61,7 +61,7 @@ static unsigned char *g_matched; /* api_list entries that named a module seen so
 
 int msp_module_entry_matched(size_t i)
 {
-    return g_matched && i < msp_g.cfg.n_api_list && g_matched[i];
+    return g_matched && i < msp_cfg->n_api_list && g_matched[i];
 }
 
 /* The directions every call of the module at path is recorded in; *calls
@@ -69,7 +69,7 @@ int msp_module_entry_matched(size_t i)
  * (msprobe's "Module.fc.Linear.forward.0"), NULL when none do. */
 static unsigned module_dirs(const char *path, const char *prefix, PyObject **calls)
 {
-    const msp_config_t *c = &msp_g.cfg;
+    const msp_config_t *c = msp_cfg;
     *calls = NULL;
     if (c->n_api_list == 0)
         return msp_dump_dirs();
@@ -250,7 +250,7 @@ static void frame_drop(struct mod_frame *f)
  * inside it); its frame closes the span. */
 static void frame_listed(struct mod_frame *f)
 {
-    if (msp_g.cfg.dump_mode == MSP_DUMP_MIX && msp_g.cfg.n_api_list > 0) {
+    if (msp_cfg->dump_mode == MSP_DUMP_MIX && msp_cfg->n_api_list > 0) {
         f->listed = 1;
         msp_t_listed++;
     }
@@ -271,7 +271,7 @@ const char *msp_module_parent(void)
 {
     /* Statistics and md5 records are /index rows alone: an attribute would
      * cost each record a group (~100 us); only tensor dumps carry parent. */
-    if (msp_g.cfg.task != MSP_TASK_TENSOR)
+    if (msp_cfg->task != MSP_TASK_TENSOR)
         return NULL;
     return module_in_flight(t_mod_depth + 1);
 }
@@ -357,8 +357,8 @@ static PyObject *pre_hook(PyObject *self, PyObject *args)
                          (long long)f->n);
                 if ((f->rec = msp_dq_rec_new(name))) {
                     f->order_begin = msp_g.order;
-                    const char *parent = msp_g.cfg.task == MSP_TASK_TENSOR ? module_in_flight(depth)
-                                                                           : NULL;
+                    const char *parent = msp_cfg->task == MSP_TASK_TENSOR ? module_in_flight(depth)
+                                                                          : NULL;
                     if (parent)
                         msp_dq_rec_add_attr(f->rec, "parent", parent);
                     f->rec->links = MSP_LINK_FIND;
@@ -433,7 +433,7 @@ static PyObject *post_hook(PyObject *self, PyObject *args)
     frame_drop(&f);
     if (PyErr_Occurred())
         PyErr_Clear();
-    if (t_mod_depth == 0 && msp_t_depth == 0 && msp_g.cfg.step_trigger == MSP_STEP_FORWARD &&
+    if (t_mod_depth == 0 && msp_t_depth == 0 && msp_cfg->step_trigger == MSP_STEP_FORWARD &&
         !msp_g.script_steps)
         msp_step_end();
     Py_RETURN_NONE;
@@ -463,7 +463,7 @@ static void step_reset(void)
     if (g_fwd_count)
         PyDict_Clear(g_fwd_count);
     /* A forward that raised never reached its post hook. */
-    if (msp_g.cfg.step_trigger != MSP_STEP_FORWARD) {
+    if (msp_cfg->step_trigger != MSP_STEP_FORWARD) {
         t_mod_depth = 0;
         msp_t_listed = 0;
         for (int i = 0; i < MSP_MOD_STACK; i++)
@@ -477,8 +477,8 @@ int msp_module_install(PyObject *torch)
     msp_step_watch(step_reset);
     g_record = msp_g.module_on;
     /* the dump needs them too: a root forward ends data preparation (py_prep.c) */
-    if (!g_record && msp_g.cfg.step_trigger != MSP_STEP_FORWARD && !msp_g.cc_on &&
-        !(msp_g.have_cfg && msp_g.cfg.has_dump))
+    if (!g_record && msp_cfg->step_trigger != MSP_STEP_FORWARD && !msp_g.cc_on &&
+        !(msp_g.have_cfg && msp_cfg->has_dump))
         return 0; /* config_check's root-forward event needs these same hooks */
     g_info = PyDict_New();
     g_roots = PyDict_New();

@@ -34,7 +34,7 @@ static int opt_records_on(void)
     /* an api_list or a scope selects what is dumped: the optimizer only when
      * neither is given */
     return !g_off && msp_g.dumping && !msp_g.disabled && (msp_g.api_on || msp_g.module_on) &&
-           msp_g.cfg.n_api_list == 0 && !msp_g.cfg.scope[0];
+           msp_cfg->n_api_list == 0 && !msp_cfg->scope[0];
 }
 
 /* "module.qualname" of the optimizer's class into buf ("" on failure). */

@@ -398,7 +398,7 @@ int msp_patch_torch(PyObject *torch)
         return -1;
     PyErr_Clear();
     msp_api_discover(torch);
-    const msp_config_t *c = &msp_g.cfg;
+    const msp_config_t *c = msp_cfg;
     int explicit_api = 0;
     for (size_t i = 0; i < c->n_api_list; i++)
         if (strncmp(c->api_list[i].name, "torch.", 6) == 0) {
@@ -473,7 +473,7 @@ static int ident_path(const char *n)
 
 void msp_custom_setup(void)
 {
-    const msp_config_t *c = &msp_g.cfg;
+    const msp_config_t *c = msp_cfg;
     if (c->n_api_list == 0 || !(g_estate = calloc(c->n_api_list, 1)))
         return;
     for (size_t i = 0; i < c->n_api_list; i++)
@@ -520,7 +520,7 @@ static int class_attr_is_function(PyObject *owner, const char *attr)
 
 static void resolve_one(size_t i, PyObject *mods)
 {
-    const msp_api_sel_t *e = &msp_g.cfg.api_list[i];
+    const msp_api_sel_t *e = &msp_cfg->api_list[i];
     char buf[256], attr[128];
     if (snprintf(buf, sizeof buf, "%s", e->name) >= (int)sizeof buf) {
         g_estate[i] = E_BAD;
@@ -596,7 +596,7 @@ void msp_custom_resolve(void)
     PyErr_Fetch(&t, &v, &tb);
     PyObject *mods = PySys_GetObject("modules"); /* borrowed */
     if (mods && PyDict_Check(mods)) {
-        for (size_t i = 0; i < msp_g.cfg.n_api_list && g_npending > 0; i++)
+        for (size_t i = 0; i < msp_cfg->n_api_list && g_npending > 0; i++)
             if (g_estate[i] == E_PENDING)
                 resolve_one(i, mods);
     }
@@ -617,7 +617,7 @@ void msp_api_exit_report(void)
         return;
     done = 1;
     msp_custom_resolve(); /* imported by importlib.import_module since the last import */
-    const msp_config_t *c = &msp_g.cfg;
+    const msp_config_t *c = msp_cfg;
     char item[640], kb[300];
     msp_buf_t m = {0}; /* `"name" (why)` items, "; "-separated */
     for (size_t i = 0; i < c->n_api_list; i++) {

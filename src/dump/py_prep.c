@@ -116,7 +116,7 @@ static int prep_off(void)
     if (g_done < 0) {
         /* an api_list names what the user wants, wherever it is called */
         g_done = msp_env_flag("MSPROBE_DUMP_DATA_PREP") ||
-                 (msp_g.have_cfg && msp_g.cfg.n_api_list > 0);
+                 (msp_g.have_cfg && msp_cfg->n_api_list > 0);
     }
     return g_done;
 }

@@ -75,13 +75,13 @@ static void run_exit(const char *how)
 static void note_undumped_child(void)
 {
     if (!msp_g.mp_child || msp_g.joined_group || msp_g.step == 0 || !msp_g.have_cfg ||
-        !msp_g.cfg.has_dump || !msp_g.cfg.dump_path)
+        !msp_cfg->has_dump || !msp_cfg->dump_path)
         return;
-    char *p = msp_asprintf("%s/.undumped.%ld.%ld", msp_g.cfg.dump_path, (long)getppid(),
+    char *p = msp_asprintf("%s/.undumped.%ld.%ld", msp_cfg->dump_path, (long)getppid(),
                            (long)getpid());
     char text[32];
     int n = snprintf(text, sizeof text, "%lld\n", (long long)msp_g.step);
-    if (p && msp_mkdirs(msp_g.cfg.dump_path) == MSP_OK)
+    if (p && msp_mkdirs(msp_cfg->dump_path) == MSP_OK)
         (void)msp_write_file_atomic(p, text, (size_t)n);
     msp_clear_error();
     free(p);
@@ -92,16 +92,16 @@ static void note_undumped_child(void)
 static int count_undumped_children(int64_t *steps)
 {
     *steps = 0;
-    if (!msp_g.have_cfg || !msp_g.cfg.has_dump || !msp_g.cfg.dump_path)
+    if (!msp_g.have_cfg || !msp_cfg->has_dump || !msp_cfg->dump_path)
         return 0;
     char prefix[64];
     snprintf(prefix, sizeof prefix, ".undumped.%ld.", (long)getpid());
-    DIR *d = opendir(msp_g.cfg.dump_path);
+    DIR *d = opendir(msp_cfg->dump_path);
     int n = 0;
     for (struct dirent *e; d && (e = readdir(d));) {
         if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
             continue;
-        char *p = msp_asprintf("%s/%s", msp_g.cfg.dump_path, e->d_name), *text = NULL;
+        char *p = msp_asprintf("%s/%s", msp_cfg->dump_path, e->d_name), *text = NULL;
         if (p && msp_read_file(p, 64, &text, NULL) == MSP_OK)
             *steps += strtoll(text, NULL, 10);
         if (p)
@@ -144,15 +144,15 @@ static void finish_dump(void)
      * meant. Only a run that trained (a backward pass was recorded) gets the
      * step_trigger advice: not one that crashed before training, nor a parent
      * whose children trained. */
-    if (wrote && msp_g.have_cfg && msp_g.cfg.has_dump && msp_g.step == 0 && msp_g.order > 0 &&
-        msp_g.cfg.step_trigger != MSP_STEP_MANUAL && !msp_g.script_steps &&
+    if (wrote && msp_g.have_cfg && msp_cfg->has_dump && msp_g.step == 0 && msp_g.order > 0 &&
+        msp_cfg->step_trigger != MSP_STEP_MANUAL && !msp_g.script_steps &&
         msp_dq_backward_records() > 0)
         msp_shim_msg("warning: no step ended in this run (step_trigger \"%s\"), so the whole "
                      "run was step 0: set step_trigger (\"backward\", \"forward\") in "
                      "msprobe.json, or call msprobe_step() where a step ends",
-                     msp_g.cfg.step_trigger == MSP_STEP_OPTIMIZER  ? "optimizer"
-                     : msp_g.cfg.step_trigger == MSP_STEP_BACKWARD ? "backward"
-                                                                   : "forward");
+                     msp_cfg->step_trigger == MSP_STEP_OPTIMIZER  ? "optimizer"
+                     : msp_cfg->step_trigger == MSP_STEP_BACKWARD ? "backward"
+                                                                  : "forward");
     msp_shim_warn_summary();
 }
 

@@ -24,7 +24,7 @@ static int g_listed;     /* mix: modules running whose name holds a list entry *
  * MixRangeScope.in_list). */
 static int list_pass(const char *name)
 {
-    const msp_config_t *c = &msp_g.cfg;
+    const msp_config_t *c = msp_cfg;
     if (c->n_api_list == 0 || g_listed > 0)
         return 1;
     for (size_t i = 0; i < c->n_api_list; i++)
@@ -35,7 +35,7 @@ static int list_pass(const char *name)
 
 int msp_scope_on(void)
 {
-    return msp_g.have_cfg && msp_g.cfg.scope[0] != NULL;
+    return msp_g.have_cfg && msp_cfg->scope[0] != NULL;
 }
 
 static int is_backward(const char *name)
@@ -52,46 +52,46 @@ static int is_backward(const char *name)
 static unsigned in_range(void)
 {
     if (g_bwd < 0)
-        g_bwd = is_backward(msp_g.cfg.scope[0]) || is_backward(msp_g.cfg.scope[1]);
+        g_bwd = is_backward(msp_cfg->scope[0]) || is_backward(msp_cfg->scope[1]);
     return msp_dump_dirs() & ((g_in ? MSP_DIR_FORWARD : 0u) | (g_bwd ? MSP_DIR_BACKWARD : 0u));
 }
 
 int msp_scope_backward(const char *name)
 {
-    if (strcmp(name, msp_g.cfg.scope[0]) == 0) {
+    if (strcmp(name, msp_cfg->scope[0]) == 0) {
         g_in = 1;
         g_seen_begin = 1;
     }
     int in = g_in && list_pass(name);
-    if (strcmp(name, msp_g.cfg.scope[1]) == 0)
+    if (strcmp(name, msp_cfg->scope[1]) == 0)
         g_in = 0;
     return in;
 }
 
 unsigned msp_scope_api(const char *name)
 {
-    if (strcmp(name, msp_g.cfg.scope[0]) == 0) {
+    if (strcmp(name, msp_cfg->scope[0]) == 0) {
         g_in = 1;
         g_seen_begin = 1;
     }
     unsigned d = in_range();
     if (!list_pass(name))
         d &= ~MSP_DIR_FORWARD;
-    if (strcmp(name, msp_g.cfg.scope[1]) == 0)
+    if (strcmp(name, msp_cfg->scope[1]) == 0)
         g_in = 0;
     return d;
 }
 
 unsigned msp_scope_module_begin(const char *name, int *closes, int *listed)
 {
-    if (strcmp(name, msp_g.cfg.scope[0]) == 0) {
+    if (strcmp(name, msp_cfg->scope[0]) == 0) {
         g_in = 1;
         g_seen_begin = 1;
     }
     /* at mix a module the list names lets everything inside it through */
     *listed = 0;
-    for (size_t i = 0; msp_g.cfg.dump_mode == MSP_DUMP_MIX && i < msp_g.cfg.n_api_list; i++)
-        if (msp_g.cfg.api_list[i].text && strstr(name, msp_g.cfg.api_list[i].text)) {
+    for (size_t i = 0; msp_cfg->dump_mode == MSP_DUMP_MIX && i < msp_cfg->n_api_list; i++)
+        if (msp_cfg->api_list[i].text && strstr(name, msp_cfg->api_list[i].text)) {
             *listed = 1;
             g_listed++;
             break;
@@ -99,12 +99,12 @@ unsigned msp_scope_module_begin(const char *name, int *closes, int *listed)
     unsigned d = in_range();
     if (!list_pass(name))
         d &= ~MSP_DIR_FORWARD;
-    *closes = strcmp(name, msp_g.cfg.scope[1]) == 0;
+    *closes = strcmp(name, msp_cfg->scope[1]) == 0;
     /* At mix msprobe checks a module's name as an API's when it starts
      * (MixRangeScope.check): the last module closes the range there, its own
      * record in, what runs inside it out. At L0 (ModuleRangeScope) its end
      * does, what ran inside in. */
-    if (*closes && msp_g.cfg.dump_mode == MSP_DUMP_MIX) {
+    if (*closes && msp_cfg->dump_mode == MSP_DUMP_MIX) {
         *closes = 0;
         g_in = 0;
     }
@@ -127,5 +127,5 @@ void msp_scope_exit_report(void)
     done = 1;
     msp_shim_msg("warning: %s: scope: \"%s\" never ran, so nothing in the range was dumped "
                  "(record names as msprobe ls or a dump without scope shows them)",
-                 msp_g.cfg.source ? msp_g.cfg.source : "config", msp_g.cfg.scope[0]);
+                 msp_cfg->source ? msp_cfg->source : "config", msp_cfg->scope[0]);
 }

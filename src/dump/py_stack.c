@@ -369,7 +369,7 @@ static const char *site_text(const site_t *s, int n, int *own)
 
 char *msp_stack_capture(void)
 {
-    if (!msp_g.cfg.stacks || stack_setup() != 1)
+    if (!msp_cfg->stacks || stack_setup() != 1)
         return NULL;
     msp_quiet_t quiet = msp_quiet_begin();
     site_t sites[MSP_STACK_FRAMES];

@@ -4,10 +4,17 @@
 #include "dump_py.h"
 
 msp_shim_t msp_g;
+static msp_config_t g_cfg;
+const msp_config_t *const msp_cfg = &g_cfg;
 _Thread_local int msp_t_depth;
 _Thread_local int msp_t_data_depth;
 _Thread_local int msp_t_listed;
 msp_test_hooks_t msp_test;
+
+msp_config_t *msp_cfg_boot(void)
+{
+    return &g_cfg;
+}
 
 void msp_state_disable(void)
 {

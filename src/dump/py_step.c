@@ -47,7 +47,7 @@ void msp_step_watch_config(const char *path)
 void msp_step_config_poll(void)
 {
     static int64_t seen_ns = -1, seen_size = -1;
-    const msp_config_t *c = &msp_g.cfg;
+    const msp_config_t *c = msp_cfg;
     const char *file = g_watched ? g_watched : c->source;
     struct stat st;
     if (!msp_g.have_cfg || !c->dump_enable_set || !file || stat(file, &st) != 0)
@@ -81,7 +81,7 @@ void msp_step_end(void)
         return;
     /* A step the script stopped recording in (debugger.stop() before
      * debugger.step()) still closes its file now. */
-    if (msp_g.dumping || (msp_g.paused && msp_g.cfg.has_dump && msp_proc_may_write())) {
+    if (msp_g.dumping || (msp_g.paused && msp_cfg->has_dump && msp_proc_may_write())) {
         msp_prep_release(); /* no model ran in this step: what it held is the step's */
         msp_dev_drain();    /* the step's records held for device statistics go first */
         /* Waits for the previous step's file (bounded lag): no Python needed. */
@@ -103,8 +103,8 @@ void msp_step_end(void)
 void msp_step_exit_report(void)
 {
     static int done;
-    const msp_step_set_t *s = &msp_g.cfg.dump_iter;
-    if (done || !msp_g.have_cfg || !msp_g.cfg.has_dump || s->all || !msp_proc_may_write() ||
+    const msp_step_set_t *s = &msp_cfg->dump_iter;
+    if (done || !msp_g.have_cfg || !msp_cfg->has_dump || s->all || !msp_proc_may_write() ||
         !msp_g.torch_seen)
         return;
     done = 1;
@@ -125,12 +125,12 @@ void msp_step_exit_report(void)
     if (at)
         msp_shim_msg("warning: %s: step %s of the dump never reached: the run ended in step "
                      "%lld (steps count from 0, one per %s)",
-                     msp_g.cfg.source ? msp_g.cfg.source : "config", list, (long long)msp_g.step,
-                     msp_g.script_steps                            ? "debugger.step() call"
-                     : msp_g.cfg.step_trigger == MSP_STEP_BACKWARD ? "backward()"
-                     : msp_g.cfg.step_trigger == MSP_STEP_FORWARD  ? "root forward"
-                     : msp_g.cfg.step_trigger == MSP_STEP_MANUAL   ? "step() call"
-                                                                   : "optimizer.step()");
+                     msp_cfg->source ? msp_cfg->source : "config", list, (long long)msp_g.step,
+                     msp_g.script_steps                           ? "debugger.step() call"
+                     : msp_cfg->step_trigger == MSP_STEP_BACKWARD ? "backward()"
+                     : msp_cfg->step_trigger == MSP_STEP_FORWARD  ? "root forward"
+                     : msp_cfg->step_trigger == MSP_STEP_MANUAL   ? "step() call"
+                                                                  : "optimizer.step()");
 }
 
 MSP_EXPORT void msp_py_step(void);
@@ -256,7 +256,7 @@ int msp_step_install(PyObject *torch)
     msp_wrap_handle(MSP_W_OPT_INIT, opt_init_call);
     int rc = 0;
     PyObject *m = NULL, *fn = NULL, *cls = NULL;
-    switch (msp_g.cfg.step_trigger) {
+    switch (msp_cfg->step_trigger) {
     case MSP_STEP_OPTIMIZER:
         m = PyImport_ImportModule("torch.optim.optimizer");
         if (!m)

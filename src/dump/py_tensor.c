@@ -320,7 +320,7 @@ void msp_tensor_batch_end(const msp_dq_rec_t *r)
 /* msprobe's data_mode input / output: input.* and kwarg.* are inputs. */
 static int msp_role_wanted(const char *role)
 {
-    unsigned roles = msp_g.have_cfg ? msp_g.cfg.dump_roles : 0;
+    unsigned roles = msp_g.have_cfg ? msp_cfg->dump_roles : 0;
     if (!roles || roles == (MSP_ROLE_INPUT | MSP_ROLE_OUTPUT))
         return 1;
     return (roles & (strncmp(role, "output", 6) == 0 ? MSP_ROLE_OUTPUT : MSP_ROLE_INPUT)) != 0;
@@ -330,7 +330,7 @@ static int msp_role_wanted(const char *role)
  * `name` (one of the list's names is part of it, as msprobe matches). */
 int msp_keep_data(const char *name)
 {
-    const msp_config_t *c = &msp_g.cfg;
+    const msp_config_t *c = msp_cfg;
     for (size_t i = 0; name && i < c->n_tensor_list; i++)
         if (strstr(name, c->tensor_list[i]))
             return 1;

@@ -12,7 +12,7 @@
  * (APIs) or "...forward.N", "...backward.N" (modules). */
 static int msp_rec_wanted(const msp_dq_rec_t *r)
 {
-    const msp_config_t *c = &msp_g.cfg;
+    const msp_config_t *c = msp_cfg;
     if (!msp_g.have_cfg)
         return 1;
     if (r->rank >= 0 && !msp_step_set_contains(&c->ranks, r->rank))
