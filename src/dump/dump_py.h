@@ -7,8 +7,9 @@
  *   helpers                py_accel.c, py_stack.c, py_args.c, py_dist.c, py_apilist.c,
  *                          py_sig.c
  *   identity, events       py_ident.c, py_events.c (listeners, never called by name)
- *   records                py_devwin.c < py_devstats.c < py_devhold.c < py_prep.c, py_links.c,
- *                          py_recent.c, py_params.c < py_tensor.c < py_values.c, py_optim.c
+ *   records                py_devwin.c < py_devstats.c < py_devhold.c < py_links.c,
+ *                          py_recent.c, py_params.c < py_tensor.c < py_values.c
+ *                          < py_optim.c, py_record.c (a record's way out)
  *   the wrapper type       py_wrap.c (handlers registered per kind), py_bwd.c
  *   steps                  py_step.c (layers above watch a step's end)
  *   calls                  py_module.c < py_apirec.c, py_patch.c
@@ -192,7 +193,7 @@ char *msp_stack_capture(void);
 /* At submit: r->stack becomes the record's attribute "stack", or "@RECORD"
  * when an earlier record of this step carries the same text. */
 void msp_stack_commit(msp_dq_rec_t *r);
-/* Where data preparation ends (py_prep.c). A frame of the current call, by
+/* Where data preparation ends (py_record.c). A frame of the current call, by
  * identity (never dereferenced: it may be gone when looked at), and where in
  * its code it is. */
 typedef struct msp_frame_ref {
@@ -334,7 +335,14 @@ int msp_dev_hold(msp_dq_rec_t *r);
 void msp_dev_stats_init(void);
 int msp_dev_stats_enabled(int *test);
 
-/* ---- data preparation (py_prep.c): records before the model first runs ---- */
+/* A record that will not be submitted: its device statistics still in flight
+ * forget it (py_devhold.c); msp_rec_drop then frees it. */
+void msp_dev_forget(msp_dq_rec_t *r);
+
+/* ---- a record's way out (py_record.c): submit, hold, queue, drop ---- */
+/* Stamp step and rank, filter (rank, direction, DataLoader worker), and
+ * queue it, or hold it while it may be data preparation. */
+void msp_rec_submit(msp_dq_rec_t *r);
 /* Stamp its order and queue it now (a record submitted, or held back and let go). */
 void msp_rec_queue(msp_dq_rec_t *r);
 /* 1 when r is held back (it is data preparation until the model runs). */
@@ -354,6 +362,7 @@ void msp_prep_release(void);
 /* A record that will not be submitted: forgets its device statistics still
  * in flight, then frees it. */
 void msp_rec_drop(msp_dq_rec_t *r);
+/* ---- device statistics, again (py_devhold.c) ---- */
 /* Waits for every device statistic in flight and submits the records held
  * for them, in order: before a step ends and before the process exits. */
 void msp_dev_drain(void);
@@ -411,8 +420,6 @@ void msp_recent_keep(const void *src, size_t nbytes, msp_dtype_t dtype, void *bu
  * (several roles a wrapped call, where glibc's vfprintf showed in profiles).
  * idx < 0: PREFIX alone. */
 void msp_role_at(char *buf, size_t size, const char *prefix, int64_t idx);
-/* Stamp step/rank/order and queue it (or hold it: py_prep.c). */
-void msp_rec_submit(msp_dq_rec_t *r);
 
 /* ---- optimizer records (py_optim.c) ----
  * begin: before optimizer.step() runs (GIL held), NULL when no record is

@@ -100,7 +100,7 @@ static void win_forget(win_t *w, msp_dq_rec_t *r)
         }
 }
 
-void msp_rec_drop(msp_dq_rec_t *r)
+void msp_dev_forget(msp_dq_rec_t *r)
 {
     /* its statistics in flight lose their record; the next poll releases them */
     for (size_t i = g_dp_head; r && r->dev_pending && i < g_ndp; i++)
@@ -119,5 +119,4 @@ void msp_rec_drop(msp_dq_rec_t *r)
         win_forget(g_retired[i], r);
     for (win_t *w = g_flushed; r && r->dev_pending && w; w = w->next)
         win_forget(w, r);
-    msp_dq_rec_free(r);
 }

@@ -326,7 +326,7 @@ static PyObject *pre_hook(PyObject *self, PyObject *args)
     /* runtime event (py_proc.c): a root module is about to run (config_check);
      * not for modules a DataLoader fetch calls */
     if (depth == 1 && mod && in && msp_t_depth == 0) {
-        msp_prep_model_started(); /* what came before was data preparation (py_prep.c) */
+        msp_prep_model_started(); /* what came before was data preparation (py_record.c) */
         msp_params_root(mod);
         msp_ev_root_forward(mod, in);
     }
@@ -476,7 +476,7 @@ int msp_module_install(PyObject *torch)
     (void)torch;
     msp_step_watch(step_reset);
     g_record = msp_g.module_on;
-    /* the dump needs them too: a root forward ends data preparation (py_prep.c) */
+    /* the dump needs them too: a root forward ends data preparation (py_record.c) */
     if (!g_record && msp_cfg->step_trigger != MSP_STEP_FORWARD && !msp_g.cc_on &&
         !(msp_g.have_cfg && msp_cfg->has_dump))
         return 0; /* config_check's root-forward event needs these same hooks */

@@ -452,7 +452,7 @@ void msp_stack_commit(msp_dq_rec_t *r)
         free(text);
 }
 
-/* ---- where data preparation ends (py_prep.c) ---- */
+/* ---- where data preparation ends (py_record.c) ---- */
 
 int msp_stack_refs(msp_frame_ref_t *out, int max)
 {

@@ -166,7 +166,7 @@ static PyObject *trigger_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
     msp_opt_pending_t *op = NULL;
     int quiet = 0;
     if (w->kind == MSP_W_OPT_STEP && t_trigger_depth == 0 && PyTuple_Size(args) >= 1) {
-        msp_prep_optimizer_step(); /* which loop is the step's (py_prep.c) */
+        msp_prep_optimizer_step(); /* which loop is the step's (py_record.c) */
         op = msp_opt_begin(PyTuple_GetItem(args, 0));
         PyObject *closure = kw ? PyDict_GetItemString(kw, "closure") : NULL;
         quiet = PyTuple_Size(args) == 1 && (!closure || closure == Py_None);

@@ -1,30 +1,10 @@
 /* A call's values into its record: tensors (read by py_tensor.c), Python
- * values as text attributes, tuples and lists walked into roles "role.i";
- * and a finished record's way to the queue (msp_rec_submit): the config's
- * rank and direction filter, DataLoader workers, data preparation. */
+ * values as text attributes, tuples and lists walked into roles "role.i".
+ * A finished record's way out is py_record.c's. */
 #include "dump_py.h"
 
 #include <stdio.h>
 #include <string.h>
-
-/* The config's rank selection and direction filter (msprobe's rank and
- * data_mode forward/backward). Records are named "...forward", "...backward"
- * (APIs) or "...forward.N", "...backward.N" (modules). */
-static int msp_rec_wanted(const msp_dq_rec_t *r)
-{
-    const msp_config_t *c = msp_cfg;
-    if (!msp_g.have_cfg)
-        return 1;
-    if (r->rank >= 0 && !msp_step_set_contains(&c->ranks, r->rank))
-        return 0;
-    unsigned dirs = msp_dump_dirs();
-    if (dirs != (MSP_DIR_FORWARD | MSP_DIR_BACKWARD)) {
-        int bwd = strstr(r->name, ".backward") != NULL;
-        if (!(dirs & (bwd ? MSP_DIR_BACKWARD : MSP_DIR_FORWARD)))
-            return 0;
-    }
-    return 1;
-}
 
 /* A non-tensor argument as its repr, the text a replay rebuilds it from
  * (msprobe-dump(5), ARGUMENTS); a repr longer than the buffer is cut and ends
@@ -145,44 +125,4 @@ static void add_output(msp_dq_rec_t *r, PyObject *out, const char *prefix)
     }
     msp_role_at(role, sizeof role, prefix, 0);
     add_value(r, role, out, 1);
-}
-
-/* DataLoader workers started with spawn (not fork) are fresh Pythons that boot
- * the shim too; they must not dump (they would write the parent's files).
- * torch marks them with get_worker_info(); looked at once per step. */
-static int in_dataloader_worker(void)
-{
-    static int64_t checked_step = -1;
-    static int worker;
-    if (checked_step == msp_g.step)
-        return worker;
-    checked_step = msp_g.step;
-    PyObject *mods = PySys_GetObject("modules");
-    PyObject *m = mods ? PyDict_GetItemString(mods, "torch.utils.data._utils.worker") : NULL;
-    PyObject *info = m ? PyObject_CallMethod(m, "get_worker_info", NULL) : NULL;
-    worker = info && info != Py_None;
-    Py_XDECREF(info);
-    if (PyErr_Occurred())
-        PyErr_Clear();
-    if (worker)
-        msp_state_disable();
-    return worker;
-}
-
-void msp_rec_submit(msp_dq_rec_t *r)
-{
-    r->keep_data = msp_keep_data(r->name);
-    if (in_dataloader_worker()) {
-        msp_rec_drop(r);
-        return;
-    }
-    r->step = msp_g.step;
-    r->rank = msp_current_rank();
-    if (!msp_rec_wanted(r)) {
-        msp_rec_drop(r);
-        return;
-    }
-    if (msp_prep_hold(r)) /* before the model first runs: data preparation (py_prep.c) */
-        return;
-    msp_rec_queue(r);
 }

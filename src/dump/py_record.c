@@ -1,4 +1,10 @@
-/* Data preparation is not the model (msprobe-dump(1), WHAT GETS WRITTEN).
+/* A record's way out, in one file: submitted (msp_rec_submit: the config's
+ * rank and direction filter, DataLoader workers), held while it may be data
+ * preparation (below), queued with its order (msp_rec_queue: its call site
+ * deduplicated, held back for device statistics in flight, then to the
+ * writer's queue), or dropped (msp_rec_drop).
+ *
+ * Data preparation is not the model (msprobe-dump(1), WHAT GETS WRITTEN).
  *
  * Calls a script makes before its training loop (building a dataset,
  * normalising the whole of it, making a table of inputs) are data
@@ -273,4 +279,71 @@ void msp_prep_model_started(void)
     if (g_dropped || g_outer)
         msp_links_reset();
     say_dropped(g_dropped, "before the model's first forward");
+}
+
+/* ---- submitted, dropped ---------------------------------------------------- */
+
+/* The config's rank selection and direction filter (msprobe's rank and
+ * data_mode forward/backward). Records are named "...forward", "...backward"
+ * (APIs) or "...forward.N", "...backward.N" (modules). */
+static int msp_rec_wanted(const msp_dq_rec_t *r)
+{
+    const msp_config_t *c = msp_cfg;
+    if (!msp_g.have_cfg)
+        return 1;
+    if (r->rank >= 0 && !msp_step_set_contains(&c->ranks, r->rank))
+        return 0;
+    unsigned dirs = msp_dump_dirs();
+    if (dirs != (MSP_DIR_FORWARD | MSP_DIR_BACKWARD)) {
+        int bwd = strstr(r->name, ".backward") != NULL;
+        if (!(dirs & (bwd ? MSP_DIR_BACKWARD : MSP_DIR_FORWARD)))
+            return 0;
+    }
+    return 1;
+}
+
+/* DataLoader workers started with spawn (not fork) are fresh Pythons that boot
+ * the shim too; they must not dump (they would write the parent's files).
+ * torch marks them with get_worker_info(); looked at once per step. */
+static int in_dataloader_worker(void)
+{
+    static int64_t checked_step = -1;
+    static int worker;
+    if (checked_step == msp_g.step)
+        return worker;
+    checked_step = msp_g.step;
+    PyObject *mods = PySys_GetObject("modules");
+    PyObject *m = mods ? PyDict_GetItemString(mods, "torch.utils.data._utils.worker") : NULL;
+    PyObject *info = m ? PyObject_CallMethod(m, "get_worker_info", NULL) : NULL;
+    worker = info && info != Py_None;
+    Py_XDECREF(info);
+    if (PyErr_Occurred())
+        PyErr_Clear();
+    if (worker)
+        msp_state_disable();
+    return worker;
+}
+
+void msp_rec_submit(msp_dq_rec_t *r)
+{
+    r->keep_data = msp_keep_data(r->name);
+    if (in_dataloader_worker()) {
+        msp_rec_drop(r);
+        return;
+    }
+    r->step = msp_g.step;
+    r->rank = msp_current_rank();
+    if (!msp_rec_wanted(r)) {
+        msp_rec_drop(r);
+        return;
+    }
+    if (msp_prep_hold(r)) /* before the model first runs: data preparation (py_record.c) */
+        return;
+    msp_rec_queue(r);
+}
+
+void msp_rec_drop(msp_dq_rec_t *r)
+{
+    msp_dev_forget(r);
+    msp_dq_rec_free(r);
 }
