@@ -585,7 +585,11 @@ def _grad_role(fwd_role):
     return "output." + fwd_role
 
 
-def replay_backward(job, tensors):
+def backward_start(job, tensors):
+    """What a backward replay starts from, in either layout: the API and its
+    callable, the forward call's arguments (checked as any replay's), the
+    record's incoming and recorded gradients, and the dtypes the forward's
+    outputs had (they say how the compare side computed: autocast)."""
     prefix, api, fn = resolve(job["forward"], job.get("references"))
     fwd_args = job["args"]
     grads_in = {role: t for (r, role), t in tensors.items() if r == "b" and role.startswith("input")}
@@ -596,29 +600,63 @@ def replay_backward(job, tensors):
     check_random(api, kwargs, args)
     if prefix != "Custom":
         check_strings(fn, "%s.%s" % (prefix, api), args, kwargs)
-    # the forward's output dtypes say how the compare side computed (autocast)
     fwd_want = {r: getattr(torch, d.split(".")[-1]) for r, d in job.get("forward_dtypes", {}).items()}
-    # roles whose gradient was recorded (an aliased tensor is one leaf: see call)
+    return api, fn, fwd_args, args, kwargs, grads_in, recorded, fwd_want
+
+
+def backward_forward(tensors, fwd_args, fn, api, wants, fc, grad):
+    """The forward call again, cast by fc (None: as recorded); with grad, the
+    floating arguments whose ids are in wants are leaves that take a
+    gradient. (the call's tensors by role, its outputs)."""
+    def leaf(t):
+        v = t if fc is None else fc(t)
+        if grad and v.is_floating_point() and id(t) in wants:
+            v = v.detach().clone().requires_grad_(True)
+        return v
+    objs = call_tensors(tensors, fwd_args, "f", leaf)
+    a, k = build_call(objs, fwd_args)
+    return objs, run(fn, api, a, k)
+
+
+def mode_parts(mode):
+    """A Mode's cast and context, or a bare cast's (to64) with no context."""
+    import contextlib
+    if isinstance(mode, Mode):
+        return mode.fcast(), mode.context()
+    return mode, contextlib.nullcontext()
+
+
+def backward_judge(job, call, forward, api, fwd_args, args, kwargs, recorded, fwd_want, keep):
+    """A backward replay's verdict: call(mode) run in float64 and in the mode
+    the forward's dtypes (or the recorded gradients') say, keep(recorded,
+    r64) the recorded gradients to judge, each against the kernels' bound."""
+    def fwd_only(mode):
+        with torch.no_grad(), mode.context():
+            return forward(mode.fcast(), False)[1]
+
+    r64 = call(to64)
+    if fwd_want:
+        mode, _ = choose_mode(fwd_only, fwd_want, fwd_args)
+        rn = call(mode)
+    else:
+        mode, rn = choose_mode(call, {r: t.dtype for r, t in recorded.items()}, fwd_args)
+    recorded = keep(recorded, r64)
+    bounds = kernel_bounds(call, api, args, kwargs, recorded, r64, backward=True)
+    return judge(recorded, r64, rn, sampled(job, mode.name), job.get("acc"), bounds)
+
+
+def replay_backward(job, tensors):
+    api, fn, fwd_args, args, kwargs, grads_in, recorded, fwd_want = backward_start(job, tensors)
+    # roles whose gradient was recorded (an aliased tensor is one leaf: see call);
+    # only those inputs take one: batch_norm's running statistics, for one, must not
     grad_roles = [role for (r, role) in tensors if r == "f" and _grad_role(role) in recorded]
+    wants = {id(t) for (r, role), t in tensors.items() if r == "f" and role in grad_roles}
 
     def forward(fc, grad):
-        # only the inputs whose gradient was recorded take one: batch_norm's
-        # running statistics, for one, must not
-        wants = {id(t) for (r, role), t in tensors.items() if r == "f" and role in grad_roles}
-
-        def leaf(t):
-            v = t if fc is None else fc(t)
-            if grad and v.is_floating_point() and id(t) in wants:
-                v = v.detach().clone().requires_grad_(True)
-            return v
-        objs = call_tensors(tensors, fwd_args, "f", leaf)
-        a, k = build_call(objs, fwd_args)
-        return objs, run(fn, api, a, k)
+        return backward_forward(tensors, fwd_args, fn, api, wants, fc, grad)
 
     def call(mode):
-        import contextlib
-        fc = mode.fcast() if isinstance(mode, Mode) else mode
-        ctx = mode.context() if isinstance(mode, Mode) else contextlib.nullcontext()
+        fc, ctx = mode_parts(mode)
         with ctx, torch.enable_grad():
             objs, out = forward(fc, True)
             outs, gos = [], []
@@ -644,19 +682,11 @@ def replay_backward(job, tensors):
                 res[_grad_role(r)] = g
         return res
 
-    def fwd_only(mode):
-        with torch.no_grad(), mode.context():
-            return forward(mode.fcast(), False)[1]
+    def keep(recorded, r64):
+        return {r: t for r, t in recorded.items() if r in r64}
 
-    r64 = call(to64)
-    if fwd_want:
-        mode, _ = choose_mode(fwd_only, fwd_want, fwd_args)
-        rn = call(mode)
-    else:
-        mode, rn = choose_mode(call, {r: t.dtype for r, t in recorded.items()}, fwd_args)
-    recorded = {r: t for r, t in recorded.items() if r in r64}
-    bounds = kernel_bounds(call, api, args, kwargs, recorded, r64, backward=True)
-    return judge(recorded, r64, rn, sampled(job, mode.name), job.get("acc"), bounds)
+    return backward_judge(job, call, forward, api, fwd_args, args, kwargs, recorded, fwd_want,
+                          keep)
 
 
 def optimizer_class(path):

@@ -37,17 +37,7 @@ def _first_tensor(out):
 
 
 def replay_backward_grad_fn(job, tensors):
-    prefix, api, fn = resolve(job["forward"], job.get("references"))
-    fwd_args = job["args"]
-    grads_in = {role: t for (r, role), t in tensors.items() if r == "b" and role.startswith("input")}
-    recorded = {role: t for (r, role), t in tensors.items() if r == "b" and role.startswith("output")}
-    if not grads_in:
-        raise Skip("the backward record holds no incoming gradient")
-    args, kwargs = build_call(call_tensors(tensors, fwd_args, "f"), fwd_args)
-    check_random(api, kwargs, args)
-    if prefix != "Custom":
-        check_strings(fn, "%s.%s" % (prefix, api), args, kwargs)
-    fwd_want = {r: getattr(torch, d.split(".")[-1]) for r, d in job.get("forward_dtypes", {}).items()}
+    api, fn, fwd_args, args, kwargs, grads_in, recorded, fwd_want = backward_start(job, tensors)
     # the arguments that took a gradient in the run; a dump that does not say:
     # every floating argument (an edge without one only adds a gradient the
     # record does not hold)
@@ -56,19 +46,10 @@ def replay_backward_grad_fn(job, tensors):
              if r == "f" and (said is None or role in said)}
 
     def forward(fc, grad):
-        def leaf(t):
-            v = t if fc is None else fc(t)
-            if grad and v.is_floating_point() and id(t) in wants:
-                v = v.detach().clone().requires_grad_(True)
-            return v
-        objs = call_tensors(tensors, fwd_args, "f", leaf)
-        a, k = build_call(objs, fwd_args)
-        return objs, run(fn, api, a, k)
+        return backward_forward(tensors, fwd_args, fn, api, wants, fc, grad)
 
     def call(mode):
-        import contextlib
-        fc = mode.fcast() if isinstance(mode, Mode) else mode
-        ctx = mode.context() if isinstance(mode, Mode) else contextlib.nullcontext()
+        fc, ctx = mode_parts(mode)
         with ctx, torch.enable_grad():
             objs, out = forward(fc, True)
             _, first = _first_tensor(out)
@@ -100,19 +81,12 @@ def replay_backward_grad_fn(job, tensors):
             raise Skip("autograd did not run the output's node")
         return {"output.%d" % k: g.detach() for k, g in enumerate(got[0]) if g is not None}
 
-    def fwd_only(mode):
-        with torch.no_grad(), mode.context():
-            return forward(mode.fcast(), False)[1]
+    def keep(recorded, r64):
+        missing = [r for r in recorded if r not in r64]
+        if missing:
+            raise Skip("the replayed call's output node hands on no %s: the call is not rebuilt "
+                       "exactly" % missing[0])
+        return recorded
 
-    r64 = call(to64)
-    if fwd_want:
-        mode, _ = choose_mode(fwd_only, fwd_want, fwd_args)
-        rn = call(mode)
-    else:
-        mode, rn = choose_mode(call, {r: t.dtype for r, t in recorded.items()}, fwd_args)
-    missing = [r for r in recorded if r not in r64]
-    if missing:
-        raise Skip("the replayed call's output node hands on no %s: the call is not rebuilt "
-                   "exactly" % missing[0])
-    bounds = kernel_bounds(call, api, args, kwargs, recorded, r64, backward=True)
-    return judge(recorded, r64, rn, sampled(job, mode.name), job.get("acc"), bounds)
+    return backward_judge(job, call, forward, api, fwd_args, args, kwargs, recorded, fwd_want,
+                          keep)
