@@ -127,6 +127,17 @@ static int prep_off(void)
     return g_done;
 }
 
+/* r at the end of the list head .. tail. */
+static void list_append(msp_dq_rec_t **head, msp_dq_rec_t **tail, msp_dq_rec_t *r)
+{
+    r->next = NULL;
+    if (*tail)
+        (*tail)->next = r;
+    else
+        *head = r;
+    *tail = r;
+}
+
 int msp_prep_hold(msp_dq_rec_t *r)
 {
     if (prep_off())
@@ -139,12 +150,7 @@ int msp_prep_hold(msp_dq_rec_t *r)
         return 0;
     }
     note_frames();
-    r->next = NULL;
-    if (g_tail)
-        g_tail->next = r;
-    else
-        g_head = r;
-    g_tail = r;
+    list_append(&g_head, &g_tail, r);
     g_n++;
     g_bytes += r->bytes;
     return 1;
@@ -193,12 +199,7 @@ static int outer_wait(msp_dq_rec_t *r, int depth)
     g_outer_depth = d;
     d[g_n_outer++] = depth;
     r->order = msp_g.order++;
-    r->next = NULL;
-    if (g_outer_tail)
-        g_outer_tail->next = r;
-    else
-        g_outer = r;
-    g_outer_tail = r;
+    list_append(&g_outer, &g_outer_tail, r);
     return 0;
 }
 
