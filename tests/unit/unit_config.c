@@ -467,9 +467,26 @@ static void test_msprobe_layout(void)
               MSP_OK);
     CHECK_INT(cfg.overflow_nums, 3);
     msp_config_free(&cfg);
+    /* dump_enable false: the dump is configured, off until the file says true
+     * (msprobe.json(5): followed during the run) */
     CHECK_INT(parse("{\"task\": \"tensor\", \"dump_enable\": false}", &cfg), MSP_OK);
-    CHECK_INT(cfg.has_dump, 0);
+    CHECK_INT(cfg.has_dump, 1);
     CHECK_INT(cfg.dump_disabled, 1);
+    CHECK_INT(cfg.dump_enable_set, 1);
+    msp_config_free(&cfg);
+    /* a bare name fragment selects by what a record name holds */
+    CHECK_INT(parse("{\"task\": \"tensor\", \"tensor\": {\"list\": [\"relu\"]}}", &cfg), MSP_OK);
+    CHECK_INT(cfg.n_api_list, 1);
+    if (cfg.n_api_list)
+        CHECK_INT(cfg.api_list[0].fragment, 1);
+    msp_config_free(&cfg);
+    /* scope: two record names, first and last */
+    CHECK_INT(parse("{\"task\": \"tensor\", \"level\": \"L1\", \"tensor\": {\"scope\": "
+                    "[\"Functional.linear.0.forward\", \"Functional.relu.1.forward\"]}}",
+                    &cfg),
+              MSP_OK);
+    CHECK_STR(cfg.scope[0], "Functional.linear.0.forward");
+    CHECK_STR(cfg.scope[1], "Functional.relu.1.forward");
     msp_config_free(&cfg);
     static const char *const bad[][2] = {
         {"{\"level\": \"L2\"}", "level: "},
@@ -477,9 +494,8 @@ static void test_msprobe_layout(void)
         {"{\"task\": \"tensor\", \"rank\": [-1]}", "rank[0]: "},
         {"{\"task\": \"tensor\", \"rank\": \"0\"}", "rank: "},
         {"{\"task\": \"tensor\", \"step\": [\"1|2\"]}", "step[0]: "},
-        {"{\"task\": \"tensor\", \"tensor\": {\"list\": [\"relu\"]}}", "tensor.list[0]: "},
         {"{\"task\": \"tensor\", \"tensor\": {\"list\": [\"Module.\"]}}", "tensor.list[0]: "},
-        {"{\"task\": \"tensor\", \"tensor\": {\"scope\": [\"a\", \"b\"]}}", "tensor.scope: "},
+        {"{\"task\": \"tensor\", \"tensor\": {\"scope\": [\"a\", \"b\"]}}", "tensor.scope[0]: "},
         {"{\"task\": \"statistics\", \"statistics\": {\"summary_mode\": \"xor\"}}",
          "statistics.summary_mode: "},
         {"{\"task\": \"tensor\", \"foo\": 1}", "foo: unknown key"},
