@@ -27,7 +27,7 @@ extern const char msp_replay_acc_py[];
 extern const char msp_replay_apis_py[];
 extern const char msp_replay_args_py[];
 extern const char msp_replay_bound_py[];
-extern const char msp_replay_grad_fn_py[];
+extern const char msp_replay_backward_py[];
 extern const char msp_replay_worker_py[];
 
 /* The worker's rlimits on files (its stderr is a file) and descriptors. */
@@ -417,7 +417,7 @@ static char *cmp_worker_source(void)
 {
     return msp_asprintf("%s\n%s\n%s\n%s\n%s\n%s\n%s", msp_replay_apis_py, msp_replay_acc_py,
                         msp_replay_py, msp_replay_args_py, msp_replay_bound_py,
-                        msp_replay_grad_fn_py, msp_replay_worker_py);
+                        msp_replay_backward_py, msp_replay_worker_py);
 }
 
 /* The kept worker's socket for python and src (and its directory in *kdir),

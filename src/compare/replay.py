@@ -27,9 +27,9 @@ the replay of the bench inputs does not reproduce is not judged by replay.
 
 The wire format and the worker's process (sandbox, job loop, the kept
 worker) are replay_worker.py's; arguments are rebuilt by replay_args.py's
-literal parser; the kernel bound is replay_bound.py's; a backward record in
-msprobe's own layout (its grad_fn's gradients) is replay_grad_fn.py's. compare embeds them
-after this source, in one namespace.
+literal parser; the kernel bound is replay_bound.py's; a backward record's
+replay, in either layout (ours, msprobe's grad_fn), is replay_backward.py's.
+compare embeds them after this source, in one namespace.
 A job with "acc": true (acc_check) also gets, per output, "acc": {"dtype",
 "shape", "dev", "ref"}: msprobe's precision-standard metrics of the output
 and of the same-dtype replay, each against R64 (acc_metrics, from
@@ -576,117 +576,6 @@ def replay_forward(job, tensors):
     name = sampled(job, mode.name)
     return with_check(judge(recorded, r64, rn, name, job.get("acc"), bounds), tensors, r64, rn,
                       name, bounds)
-
-
-def _grad_role(fwd_role):
-    # forward input.N[.M] <-> backward output.N[.M]; kwarg.NAME <-> output.kwarg.NAME
-    if fwd_role.startswith("input."):
-        return "output." + fwd_role[len("input."):]
-    return "output." + fwd_role
-
-
-def backward_start(job, tensors):
-    """What a backward replay starts from, in either layout: the API and its
-    callable, the forward call's arguments (checked as any replay's), the
-    record's incoming and recorded gradients, and the dtypes the forward's
-    outputs had (they say how the compare side computed: autocast)."""
-    prefix, api, fn = resolve(job["forward"], job.get("references"))
-    fwd_args = job["args"]
-    grads_in = {role: t for (r, role), t in tensors.items() if r == "b" and role.startswith("input")}
-    recorded = {role: t for (r, role), t in tensors.items() if r == "b" and role.startswith("output")}
-    if not grads_in:
-        raise Skip("the backward record holds no incoming gradient")
-    args, kwargs = build_call(call_tensors(tensors, fwd_args, "f"), fwd_args)
-    check_random(api, kwargs, args)
-    if prefix != "Custom":
-        check_strings(fn, "%s.%s" % (prefix, api), args, kwargs)
-    fwd_want = {r: getattr(torch, d.split(".")[-1]) for r, d in job.get("forward_dtypes", {}).items()}
-    return api, fn, fwd_args, args, kwargs, grads_in, recorded, fwd_want
-
-
-def backward_forward(tensors, fwd_args, fn, api, wants, fc, grad):
-    """The forward call again, cast by fc (None: as recorded); with grad, the
-    floating arguments whose ids are in wants are leaves that take a
-    gradient. (the call's tensors by role, its outputs)."""
-    def leaf(t):
-        v = t if fc is None else fc(t)
-        if grad and v.is_floating_point() and id(t) in wants:
-            v = v.detach().clone().requires_grad_(True)
-        return v
-    objs = call_tensors(tensors, fwd_args, "f", leaf)
-    a, k = build_call(objs, fwd_args)
-    return objs, run(fn, api, a, k)
-
-
-def mode_parts(mode):
-    """A Mode's cast and context, or a bare cast's (to64) with no context."""
-    import contextlib
-    if isinstance(mode, Mode):
-        return mode.fcast(), mode.context()
-    return mode, contextlib.nullcontext()
-
-
-def backward_judge(job, call, forward, api, fwd_args, args, kwargs, recorded, fwd_want, keep):
-    """A backward replay's verdict: call(mode) run in float64 and in the mode
-    the forward's dtypes (or the recorded gradients') say, keep(recorded,
-    r64) the recorded gradients to judge, each against the kernels' bound."""
-    def fwd_only(mode):
-        with torch.no_grad(), mode.context():
-            return forward(mode.fcast(), False)[1]
-
-    r64 = call(to64)
-    if fwd_want:
-        mode, _ = choose_mode(fwd_only, fwd_want, fwd_args)
-        rn = call(mode)
-    else:
-        mode, rn = choose_mode(call, {r: t.dtype for r, t in recorded.items()}, fwd_args)
-    recorded = keep(recorded, r64)
-    bounds = kernel_bounds(call, api, args, kwargs, recorded, r64, backward=True)
-    return judge(recorded, r64, rn, sampled(job, mode.name), job.get("acc"), bounds)
-
-
-def replay_backward(job, tensors):
-    api, fn, fwd_args, args, kwargs, grads_in, recorded, fwd_want = backward_start(job, tensors)
-    # roles whose gradient was recorded (an aliased tensor is one leaf: see call);
-    # only those inputs take one: batch_norm's running statistics, for one, must not
-    grad_roles = [role for (r, role) in tensors if r == "f" and _grad_role(role) in recorded]
-    wants = {id(t) for (r, role), t in tensors.items() if r == "f" and role in grad_roles}
-
-    def forward(fc, grad):
-        return backward_forward(tensors, fwd_args, fn, api, wants, fc, grad)
-
-    def call(mode):
-        fc, ctx = mode_parts(mode)
-        with ctx, torch.enable_grad():
-            objs, out = forward(fc, True)
-            outs, gos = [], []
-            for role, o in out.items():
-                g = grads_in.get("input" + role[len("output"):])
-                if g is not None and o.requires_grad:
-                    outs.append(o)
-                    gos.append((g if fc is None else fc(g)).to(o.dtype))
-            roles = [r for r in grad_roles if objs[r].requires_grad]
-            leaves, seen = [], set()
-            for r in roles:  # an aliased tensor is one leaf
-                if id(objs[r]) not in seen:
-                    seen.add(id(objs[r]))
-                    leaves.append(objs[r])
-            if not outs or not leaves:
-                raise Skip("no output of the forward call takes a gradient")
-            gr = torch.autograd.grad(outs, leaves, gos, allow_unused=True)
-        by_obj = {id(t): g for t, g in zip(leaves, gr)}
-        res = {}
-        for r in roles:
-            g = by_obj.get(id(objs[r]))
-            if g is not None:
-                res[_grad_role(r)] = g
-        return res
-
-    def keep(recorded, r64):
-        return {r: t for r, t in recorded.items() if r in r64}
-
-    return backward_judge(job, call, forward, api, fwd_args, args, kwargs, recorded, fwd_want,
-                          keep)
 
 
 def optimizer_class(path):

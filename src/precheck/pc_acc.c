@@ -98,7 +98,7 @@ static int acc_is_msprobe_dump(const msp_dump_file_t *f)
 }
 
 /* msprobe records an API's backward as the gradients of the grad_fn of its
- * first output (replay_grad_fn.py): the job says so, and names the forward
+ * first output (replay_backward.py): the job says so, and names the forward
  * inputs that took a gradient in the run (dump.json's requires_grad), so the
  * replayed call builds the same node. */
 static void acc_grad_fn_layout(cJSON *j, const msp_record_info_t *frec)

@@ -24,7 +24,7 @@ SOURCE_DIR, RUNS, SEED = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 
 parts = []
 for p in ("dump/api_discover.py", "compare/replay_acc.py", "compare/replay.py",
-          "compare/replay_args.py", "compare/replay_bound.py", "compare/replay_grad_fn.py",
+          "compare/replay_args.py", "compare/replay_bound.py", "compare/replay_backward.py",
           "compare/replay_worker.py"):
     with open(os.path.join(SOURCE_DIR, "src", p)) as f:
         parts.append(f.read())

@@ -339,7 +339,7 @@ class HostileDumps(unittest.TestCase):
                                  os.path.join(os.path.dirname(__file__), "..", ".."))
         parts = []
         for p in ("dump/api_discover.py", "compare/replay_acc.py", "compare/replay.py",
-                  "compare/replay_args.py", "compare/replay_bound.py", "compare/replay_grad_fn.py",
+                  "compare/replay_args.py", "compare/replay_bound.py", "compare/replay_backward.py",
                   "compare/replay_worker.py"):
             with open(os.path.join(src_dir, "src", p)) as f:
                 parts.append(f.read())
