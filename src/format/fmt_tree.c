@@ -2,7 +2,7 @@
  * directory (holds dump.h5), a step directory (holds rank{R}/) or a dump root
  * (holds step{N}/rank{R}/). compare and ls both walk trees this one way.
  * Where Huawei's msprobe ran inside a script under our shim, both wrote into
- * one step directory: ours is the dump there, msprobe's is left out. */
+ * one dump root: ours is the dump there, msprobe's is left out. */
 #include "msprobe/format.h"
 
 #include <ctype.h>
@@ -203,10 +203,11 @@ static int msp_tree_whose(const char *path)
     return msp_tree_number(name, "rank", &writer) >= 0 && strcmp(end, "/dump.h5") == 0 ? 0 : -1;
 }
 
-/* A step's entries from `from` on: where our shim wrote rank{R}/dump.h5,
- * msprobe's own directories beside them are Huawei's msprobe run inside the
- * same script (its PrecisionDebugger under the shim), not a rank of ours:
- * left out, and counted for the caller to say so. */
+/* The entries from `from` on (a step's, or a whole root's): where our shim
+ * wrote rank{R}/dump.h5, msprobe's own directories in them are Huawei's
+ * msprobe run inside the same script (its PrecisionDebugger under the shim,
+ * counting its own steps), not a rank of ours: left out, in every step of
+ * the root, and counted for the caller to say so. */
 static msp_err msp_tree_leave_msprobe(msp_dump_tree_t *t, size_t from)
 {
     int ours = 0;
@@ -236,8 +237,6 @@ static msp_err msp_tree_step(msp_dump_tree_t *t, size_t *cap, const char *step_d
     (void)unused2;
     size_t ranks = 0, from = t->n_files;
     msp_err rc = msp_tree_each(t, cap, step_dir, "rank", msp_tree_rank, step, &ranks);
-    if (!rc)
-        rc = msp_tree_leave_msprobe(t, from);
     msp_tree_number_procs(t, from);
     return rc;
 }
@@ -284,7 +283,7 @@ static msp_err msp_tree_walk(const char *path, msp_dump_tree_t *t, size_t *cap)
         return rc;
     if (steps) {
         t->kind = MSP_TREE_ROOT;
-        return MSP_OK;
+        return msp_tree_leave_msprobe(t, 0);
     }
     /* a step directory: rank{R}/dump.h5 right inside */
     const char *base = strrchr(path, '/');
