@@ -33,12 +33,12 @@ static PyObject *g_getframe;  /* sys._getframe */
 static PyObject *g_getline;   /* linecache.getline */
 static PyObject *g_lines;     /* (filename, lineno) -> stripped source line */
 static char g_torch_dir[512]; /* ".../site-packages/torch/" */
+static int g_ready;           /* 1 set up, -1 cannot be */
 /* Huawei's msprobe package, when the module "msprobe" is a file's (the
  * shim's own, msprobe_api.py, has none): its directory ".../msprobe/", and
  * the module it was read from (a reference, so its address stays its own). */
 static char g_msprobe_dir[512];
 static PyObject *g_msprobe_mod;
-static int g_ready;           /* 1 set up, -1 cannot be */
 
 /* dedup: this step's texts -> the record that carries each (entries found
  * by g_seen_ix by text; emptied when a step begins). Only touched with the
@@ -269,7 +269,7 @@ static PyObject *code_new_info(PyObject *code, int *kind)
     PyObject *fb = fname ? PyUnicode_AsUTF8String(fname) : NULL;
     PyObject *nb = func ? PyUnicode_AsUTF8String(func) : NULL;
     PyObject *info = NULL;
-    *kind = !fb ? CODE_SKIP
+    *kind = !fb                                ? CODE_SKIP
             : in_msprobe(PyBytes_AsString(fb)) ? CODE_MSPROBE
             : skipped(PyBytes_AsString(fb))    ? CODE_SKIP
                                                : CODE_USER;
