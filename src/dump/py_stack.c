@@ -460,12 +460,12 @@ char *msp_stack_capture(void)
 
 /* Whether v is obj, or an object whose attributes hold it (msprobe's
  * ApiTemplate keeps the function it wraps as self.api_func). */
-static int holds(PyObject *v, PyObject *obj, int deep)
+static int holds(PyObject *v, PyObject *obj)
 {
     static PyObject *s_dict;
     if (v == obj)
         return 1;
-    if (!deep || PyType_Check(v) || PyModule_Check(v) || PyDict_Check(v))
+    if (PyType_Check(v) || PyModule_Check(v) || PyDict_Check(v))
         return 0;
     PyObject *d = attr(v, &s_dict, "__dict__");
     PyObject *vals = d && PyDict_Check(d) ? PyDict_Values(d) : NULL;
@@ -487,7 +487,7 @@ static int frame_holds(PyObject *frame, PyObject *obj)
     PyObject *vals = loc ? PyMapping_Values(loc) : NULL;
     int found = 0;
     for (Py_ssize_t i = 0; vals && !found && i < PyList_Size(vals); i++)
-        found = holds(PyList_GetItem(vals, i), obj, 1);
+        found = holds(PyList_GetItem(vals, i), obj);
     Py_XDECREF(vals);
     Py_XDECREF(loc);
     PyErr_Clear();
