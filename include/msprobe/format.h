@@ -317,12 +317,19 @@ typedef struct msp_dump_tree {
     msp_dump_tree_kind_t kind;
     msp_dump_entry_t *files; /* by step, then rank */
     size_t n_files;
+    /* msprobe's own directories (rank/, proc<PID>/: Huawei's msprobe running
+     * in the same script) found in a step directory or dump root that holds
+     * our rank{R}/dump.h5, and left out: how many, and the first (NULL when
+     * none). */
+    size_t n_left_out;
+    char *left_out;
 } msp_dump_tree_t;
 
 /* Find the dump files under path (a file, a rank or step directory, a dump
  * root); a rank directory may hold our dump.h5 or msprobe's dump.json (dump.h5
- * wins when both are there). Rank directories holding neither are listed
- * with error set. With
+ * wins when both are there). A step or root holding our rank{R}/dump.h5 is
+ * ours: msprobe's rank/ and proc<PID>/ in it are left out (n_left_out).
+ * Rank directories holding neither are listed with error set. With
  * check, every file found inside a directory is opened once and one that
  * cannot be read gets error set too, so a caller can warn, skip it and go on
  * with the rest (a single named file is left to the caller's own open).

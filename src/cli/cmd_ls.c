@@ -116,12 +116,17 @@ static int msp_ls_file(const char *path)
 /* A rank, step or root directory: every dump file format's scanner finds, in
  * step then rank order. One that cannot be read is reported and the rest
  * listed; the exit status is then 2. */
-static int msp_ls_dir(const char *dir)
+static int msp_ls_dir(const msp_cli_ctx_t *ctx, const char *dir)
 {
     msp_dump_tree_t t;
     msp_err rc = msp_dump_tree_scan(dir, 0, &t);
     if (rc)
         return msp_report_error(rc);
+    if (t.n_left_out)
+        msp_warnf(ctx,
+                  "%zu msprobe dump director%s beside this shim's rank directories not listed "
+                  "(%s): Huawei's msprobe wrote it in the same run; name its directory to list it",
+                  t.n_left_out, t.n_left_out == 1 ? "y" : "ies", t.left_out);
     int status = MSP_EXIT_OK;
     for (size_t i = 0; i < t.n_files; i++) {
         int st;
@@ -140,7 +145,6 @@ static int msp_ls_dir(const char *dir)
 
 int msp_cmd_ls(msp_cli_ctx_t *ctx, int argc, char **argv)
 {
-    (void)ctx;
     int c;
     while ((c = msp_opt_next(&msp_ls_doc, argc, argv)) != -1) {
         if (c != 'h')
@@ -156,7 +160,7 @@ int msp_cmd_ls(msp_cli_ctx_t *ctx, int argc, char **argv)
         msp_errorf("%s: %s", path, strerror(errno));
         return MSP_EXIT_USAGE;
     }
-    int status = S_ISDIR(sb.st_mode) ? msp_ls_dir(path) : msp_ls_file(path);
+    int status = S_ISDIR(sb.st_mode) ? msp_ls_dir(ctx, path) : msp_ls_file(path);
     if (fflush(stdout) != 0) {
         msp_errorf("ls: cannot write the listing: %s", strerror(errno));
         return MSP_EXIT_USAGE;

@@ -92,6 +92,12 @@ static msp_err cmp_scan(const char *path, const char *what, msp_dump_tree_t *t)
         snprintf(detail, sizeof detail, "%s", msp_last_error());
         return msp_fail(rc, "%s dump: %s", what, detail);
     }
+    if (t->n_left_out)
+        msp_log(MSP_LOG_WARN,
+                "%s dump: %zu msprobe dump director%s beside this shim's rank directories "
+                "left out (%s): Huawei's msprobe wrote it in the same run; name its directory "
+                "to compare it",
+                what, t->n_left_out, t->n_left_out == 1 ? "y" : "ies", t->left_out);
     return MSP_OK;
 }
 

@@ -193,6 +193,12 @@ char *msp_stack_capture(void);
 /* At submit: r->stack becomes the record's attribute "stack", or "@RECORD"
  * when an earlier record of this step carries the same text. */
 void msp_stack_commit(msp_dq_rec_t *r);
+/* Whether the call about to be recorded, of callee (the shim's wrapper), is
+ * made by Huawei's msprobe package's own code (its hooks' statistics, copies,
+ * saves) rather than by the script: 1 only while a package named msprobe is
+ * imported from files. A script's call that reaches callee through msprobe's
+ * own API wrapper is the script's. */
+int msp_stack_msprobe_call(PyObject *callee);
 /* Where data preparation ends (py_record.c). A frame of the current call, by
  * identity (never dereferenced: it may be gone when looked at), and where in
  * its code it is. */

@@ -166,6 +166,14 @@ PyObject *msp_api_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
 {
     if (!msp_g.dumping || msp_t_depth > 0 || msp_g.disabled || !msp_dq_accepting())
         return PyObject_Call(w->orig, args, kw);
+    if (msp_stack_msprobe_call((PyObject *)w)) {
+        /* Huawei's msprobe at work: neither this call nor what it calls is
+         * the script's, and it takes no call index from the script's own. */
+        msp_quiet_t quiet = msp_quiet_begin();
+        PyObject *out = PyObject_Call(w->orig, args, kw);
+        msp_quiet_end(quiet);
+        return out;
+    }
 
     /* An RNN op (_VF.lstm) is one call but, on CPU, a whole graph of nodes. */
     int max_nodes = strncmp(w->name, "VF.", 3) == 0 ? MSP_BWD_MAX_MODULE_NODES : MSP_BWD_MAX_NODES;

@@ -11,7 +11,13 @@
  * "@RECORD", naming that first record (msprobe-dump(5)).
  *
  * Runs with the GIL held, in the shim's own re-entrancy depth, so nothing it
- * calls is recorded. Turned off by msprobe's "extra_info": false. */
+ * calls is recorded. Turned off by msprobe's "extra_info": false.
+ *
+ * The same walk tells whose code makes a call when Huawei's msprobe package
+ * is the msprobe imported (msp_stack_msprobe_call): its hooks compute
+ * statistics and copy tensors through the very torch APIs the shim records,
+ * and those calls are its own, not the script's. Its frames are skipped in
+ * call sites as torch's are. */
 #include "dump_py.h"
 
 #include <dlfcn.h>
@@ -28,6 +34,11 @@ static PyObject *g_getline;   /* linecache.getline */
 static PyObject *g_lines;     /* (filename, lineno) -> stripped source line */
 static char g_torch_dir[512]; /* ".../site-packages/torch/" */
 static int g_ready;           /* 1 set up, -1 cannot be */
+/* Huawei's msprobe package, when the module "msprobe" is a file's (the
+ * shim's own, msprobe_api.py, has none): its directory ".../msprobe/", and
+ * the module it was read from (a reference, so its address stays its own). */
+static char g_msprobe_dir[512];
+static PyObject *g_msprobe_mod;
 
 /* dedup: this step's texts -> the record that carries each (entries found
  * by g_seen_ix by text; emptied when a step begins). Only touched with the
@@ -96,6 +107,36 @@ static int skipped(const char *f)
 {
     return strncmp(f, g_torch_dir, strlen(g_torch_dir)) == 0 || strncmp(f, "<frozen ", 8) == 0 ||
            strncmp(f, "msprobe_", 8) == 0;
+}
+
+static int in_msprobe(const char *f)
+{
+    return g_msprobe_dir[0] && strncmp(f, g_msprobe_dir, strlen(g_msprobe_dir)) == 0;
+}
+
+/* Whether Huawei's msprobe (or any package named msprobe imported from
+ * files) is loaded; g_msprobe_dir names it then. A dict lookup when nothing
+ * changed. Its code objects exist only once its module is in sys.modules,
+ * so none was classed before its directory was known. */
+static int msprobe_loaded(void)
+{
+    PyObject *mods = PySys_GetObject("modules"); /* borrowed */
+    PyObject *m = mods ? PyDict_GetItemString(mods, "msprobe") : NULL;
+    if (m == g_msprobe_mod)
+        return g_msprobe_dir[0] != '\0';
+    Py_XDECREF(g_msprobe_mod);
+    Py_XINCREF(m);
+    g_msprobe_mod = m;
+    g_msprobe_dir[0] = '\0';
+    PyObject *file = m ? PyObject_GetAttrString(m, "__file__") : NULL;
+    PyObject *fb = file && PyUnicode_Check(file) ? PyUnicode_AsUTF8String(file) : NULL;
+    const char *f = fb ? PyBytes_AsString(fb) : NULL, *slash = f ? strrchr(f, '/') : NULL;
+    if (slash && (size_t)(slash - f) + 2 < sizeof g_msprobe_dir)
+        snprintf(g_msprobe_dir, sizeof g_msprobe_dir, "%.*s/", (int)(slash - f), f);
+    Py_XDECREF(fb);
+    Py_XDECREF(file);
+    PyErr_Clear();
+    return g_msprobe_dir[0] != '\0';
 }
 
 /* Walking frames. CPython's own accessors where it has them (3.9+, found at
@@ -201,8 +242,10 @@ static long pos_line(PyObject *code, long pos)
  * and constants, each time): NULL to skip its frames (torch's own), else
  * (filename, func as bytes). Entries found by g_codes_ix; at most
  * MSP_STACK_KEPT of them, as of the call-site texts below. */
+enum { CODE_USER, CODE_SKIP, CODE_MSPROBE };
 typedef struct {
     PyObject *code, *info; /* info: Py_None to skip */
+    int kind;              /* CODE_* */
 } code_slot_t;
 static code_slot_t *g_codes;
 static size_t g_ncodes, g_capcodes;
@@ -219,14 +262,18 @@ static int code_is(const void *ctx, size_t i)
     return g_codes[i].code == ctx;
 }
 
-static PyObject *code_new_info(PyObject *code)
+static PyObject *code_new_info(PyObject *code, int *kind)
 {
     PyObject *fname = attr(code, &s_co_filename, "co_filename");
     PyObject *func = attr(code, &s_co_name, "co_name");
     PyObject *fb = fname ? PyUnicode_AsUTF8String(fname) : NULL;
     PyObject *nb = func ? PyUnicode_AsUTF8String(func) : NULL;
     PyObject *info = NULL;
-    if (fb && nb && !skipped(PyBytes_AsString(fb)))
+    *kind = !fb                                ? CODE_SKIP
+            : in_msprobe(PyBytes_AsString(fb)) ? CODE_MSPROBE
+            : skipped(PyBytes_AsString(fb))    ? CODE_SKIP
+                                               : CODE_USER;
+    if (fb && nb && *kind == CODE_USER)
         info = Py_BuildValue("(OO)", fname, nb);
     Py_XDECREF(nb);
     Py_XDECREF(fb);
@@ -240,14 +287,19 @@ static PyObject *code_new_info(PyObject *code)
     return info;
 }
 
-/* Borrowed; NULL: a frame to skip. */
-static PyObject *code_info(PyObject *code)
+/* Borrowed; NULL: a frame to skip. *kind (may be NULL): its CODE_*. */
+static PyObject *code_classify(PyObject *code, int *kind)
 {
+    int k;
+    kind = kind ? kind : &k;
     uint64_t h = ptr_hash(code);
     size_t at = msp_index_find(&g_codes_ix, h, code_is, code);
-    if (at != SIZE_MAX)
+    if (at != SIZE_MAX) {
+        *kind = g_codes[at].kind;
         return g_codes[at].info == Py_None ? NULL : g_codes[at].info;
-    PyObject *info = code_new_info(code);
+    }
+    msprobe_loaded(); /* its directory known before its code is classed */
+    PyObject *info = code_new_info(code, kind);
     code_slot_t *v = g_ncodes < MSP_STACK_KEPT
                          ? msp_grow(g_codes, &g_capcodes, g_ncodes, sizeof *v, 1024)
                          : NULL;
@@ -258,8 +310,13 @@ static PyObject *code_info(PyObject *code)
         return NULL;     /* ...so skip rather than hand out a dead reference */
     }
     Py_INCREF(code);
-    g_codes[g_ncodes++] = (code_slot_t){code, info};
+    g_codes[g_ncodes++] = (code_slot_t){code, info, *kind};
     return info == Py_None ? NULL : info;
+}
+
+static PyObject *code_info(PyObject *code)
+{
+    return code_classify(code, NULL);
 }
 
 /* The text of a call site, its kept frames innermost first as (code,
@@ -392,6 +449,81 @@ char *msp_stack_capture(void)
     char *out = t ? (own ? (char *)t : strdup(t)) : NULL;
     msp_quiet_end(quiet);
     return out;
+}
+
+/* ---- whose code makes a call (Huawei's msprobe loaded) ---- */
+
+/* msprobe's frames that pass a call on to what it wrapped are looked for
+ * among the innermost of its frames only: its API wrapper is 4 to 6 frames
+ * deep (msprobe 26), its hooks' own calls sit farther out (10 or more). */
+#define MSP_PASSAGE_FRAMES 8
+
+/* Whether v is obj, or an object whose attributes hold it (msprobe's
+ * ApiTemplate keeps the function it wraps as self.api_func). */
+static int holds(PyObject *v, PyObject *obj)
+{
+    static PyObject *s_dict;
+    if (v == obj)
+        return 1;
+    if (PyType_Check(v) || PyModule_Check(v) || PyDict_Check(v))
+        return 0;
+    PyObject *d = attr(v, &s_dict, "__dict__");
+    PyObject *vals = d && PyDict_Check(d) ? PyDict_Values(d) : NULL;
+    int found = 0;
+    for (Py_ssize_t i = 0; vals && !found && i < PyList_Size(vals); i++)
+        found = PyList_GetItem(vals, i) == obj;
+    Py_XDECREF(vals);
+    Py_XDECREF(d);
+    PyErr_Clear();
+    return found;
+}
+
+/* Whether frame holds obj among its local (and free) variables, or one
+ * attribute away from them. */
+static int frame_holds(PyObject *frame, PyObject *obj)
+{
+    static PyObject *s_f_locals;
+    PyObject *loc = attr(frame, &s_f_locals, "f_locals");
+    PyObject *vals = loc ? PyMapping_Values(loc) : NULL;
+    int found = 0;
+    for (Py_ssize_t i = 0; vals && !found && i < PyList_Size(vals); i++)
+        found = holds(PyList_GetItem(vals, i), obj);
+    Py_XDECREF(vals);
+    Py_XDECREF(loc);
+    PyErr_Clear();
+    return found;
+}
+
+int msp_stack_msprobe_call(PyObject *callee)
+{
+    if (stack_setup() != 1 || !msprobe_loaded())
+        return 0;
+    msp_quiet_t quiet = msp_quiet_begin();
+    /* The wrapper msprobe put in place of the API passes the script's call
+     * on to ours through a few frames of its own, the outermost of them
+     * holding ours as the function it wraps: those frames are a passage.
+     * The first frame that is neither torch's nor such a passage decides:
+     * the script's code, or msprobe's own. */
+    int seen = 0, first = CODE_SKIP;
+    PyObject *frame = frame_top();
+    for (int walked = 0; frame && walked < MSP_STACK_WALK; walked++) {
+        PyObject *code = frame_code(frame);
+        int kind = CODE_SKIP;
+        if (code)
+            code_classify(code, &kind);
+        Py_XDECREF(code);
+        if (kind == CODE_MSPROBE && seen++ < MSP_PASSAGE_FRAMES && frame_holds(frame, callee))
+            first = CODE_SKIP; /* what lies inside it was the passage */
+        else if (first == CODE_SKIP)
+            first = kind;
+        if (kind == CODE_USER || seen > MSP_PASSAGE_FRAMES)
+            break; /* no passage farther out: the answer is known */
+        frame = frame_down(frame);
+    }
+    Py_XDECREF(frame);
+    PyErr_Clear();
+    msp_quiet_end(quiet);
+    return first == CODE_MSPROBE;
 }
 
 static int seen_is(const void *ctx, size_t i)

@@ -1,6 +1,8 @@
 /* Finding the dump files under what a user pointed at: a dump file, a rank
  * directory (holds dump.h5), a step directory (holds rank{R}/) or a dump root
- * (holds step{N}/rank{R}/). compare and ls both walk trees this one way. */
+ * (holds step{N}/rank{R}/). compare and ls both walk trees this one way.
+ * Where Huawei's msprobe ran inside a script under our shim, both wrote into
+ * one dump root: ours is the dump there, msprobe's is left out. */
 #include "msprobe/format.h"
 
 #include <ctype.h>
@@ -184,6 +186,50 @@ static void msp_tree_number_procs(msp_dump_tree_t *t, size_t from)
     }
 }
 
+/* Whether entry path lies in msprobe's rank/ or proc<PID>/ directory (1), in
+ * our rank{R}/ as dump.h5 (0), or else (-1). */
+static int msp_tree_whose(const char *path)
+{
+    const char *end = strrchr(path, '/'), *dir = end;
+    while (dir && dir > path && dir[-1] != '/')
+        dir--;
+    if (!end || !dir)
+        return -1;
+    char name[256];
+    snprintf(name, sizeof name, "%.*s", (int)(end - dir), dir);
+    int64_t pid, writer;
+    if (msp_tree_single_process(name, &pid) == 0)
+        return 1;
+    return msp_tree_number(name, "rank", &writer) >= 0 && strcmp(end, "/dump.h5") == 0 ? 0 : -1;
+}
+
+/* The entries from `from` on (a step's, or a whole root's): where our shim
+ * wrote rank{R}/dump.h5, msprobe's own directories in them are Huawei's
+ * msprobe run inside the same script (its PrecisionDebugger under the shim,
+ * counting its own steps), not a rank of ours: left out, in every step of
+ * the root, and counted for the caller to say so. */
+static msp_err msp_tree_leave_msprobe(msp_dump_tree_t *t, size_t from)
+{
+    int ours = 0;
+    for (size_t i = from; i < t->n_files && !ours; i++)
+        ours = msp_tree_whose(t->files[i].path) == 0;
+    size_t kept = from;
+    for (size_t i = from; i < t->n_files; i++) {
+        msp_dump_entry_t *e = &t->files[i];
+        if (!ours || msp_tree_whose(e->path) != 1) {
+            t->files[kept++] = *e;
+            continue;
+        }
+        if (!t->left_out && !(t->left_out = strdup(e->path)))
+            return msp_fail(MSP_ERR_NOMEM, "out of memory");
+        t->n_left_out++;
+        free(e->path);
+        free(e->error);
+    }
+    t->n_files = kept;
+    return MSP_OK;
+}
+
 static msp_err msp_tree_step(msp_dump_tree_t *t, size_t *cap, const char *step_dir, int64_t step,
                              int64_t unused, int64_t unused2)
 {
@@ -237,7 +283,7 @@ static msp_err msp_tree_walk(const char *path, msp_dump_tree_t *t, size_t *cap)
         return rc;
     if (steps) {
         t->kind = MSP_TREE_ROOT;
-        return MSP_OK;
+        return msp_tree_leave_msprobe(t, 0);
     }
     /* a step directory: rank{R}/dump.h5 right inside */
     const char *base = strrchr(path, '/');
@@ -245,6 +291,8 @@ static msp_err msp_tree_walk(const char *path, msp_dump_tree_t *t, size_t *cap)
     size_t from = t->n_files;
     rc = msp_tree_each(t, cap, path, "rank", msp_tree_rank, msp_tree_number(base, "step", NULL),
                        &ranks);
+    if (!rc)
+        rc = msp_tree_leave_msprobe(t, from);
     msp_tree_number_procs(t, from);
     if (rc)
         return rc;
@@ -303,5 +351,6 @@ void msp_dump_tree_free(msp_dump_tree_t *t)
         free(t->files[i].error);
     }
     free(t->files);
+    free(t->left_out);
     memset(t, 0, sizeof *t);
 }

@@ -38,5 +38,6 @@ for step in range(4):
     debugger.step()
     x = torch.mul(after, 0.5)          # between step() and start(): not recorded
     print("step %d tanh %r" % (step, after.item()))
-debugger.forward_backward_dump_end()
+if hasattr(debugger, "forward_backward_dump_end"):  # 8.x has it, msprobe 26 does not
+    debugger.forward_backward_dump_end()
 print("msprobe from", getattr(sys.modules["msprobe"], "__file__", None))

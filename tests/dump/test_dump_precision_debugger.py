@@ -5,7 +5,11 @@ makes two optimizer steps per debugger step), nothing is recorded outside
 start() .. stop(), start(model) names the root, config_path and step= are
 honoured, a bad config_path stops it before training, its losses are those
 of the same script run with msprobe's seeds and no shim, and a real msprobe
-on sys.path is imported instead of the shim's."""
+on sys.path is imported instead of the shim's; when that msprobe hooks torch
+as Huawei's does, its own calls are no records and its own dump directories
+are left out of compare."""
+import glob
+import json
 import os
 import sys
 import unittest
@@ -16,6 +20,7 @@ import dumptest as dt  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "precision_debugger_train.py")
 FAKE = os.path.join(HERE, "fake_msprobe")
+HOOKING = os.path.join(HERE, "hooking_msprobe")  # wraps torch and hooks as msprobe does
 MSPROBE = os.environ.get("MSPROBE_BIN", "")
 
 
@@ -180,6 +185,59 @@ class PrecisionDebuggerScripts(dt.ShimCase):
             names = set(dt.read_dump(f)[0])
             self.assertIn("Optimizer.SGD.0.step", names)
             self.assertNotIn("Optimizer.SGD.1.step", names)
+
+    def test_hooking_msprobe_own_calls_are_not_recorded(self):
+        """A package that wraps torch's APIs over the shim's and computes
+        statistics of every output through torch.max/min/mean/norm and
+        Tensor.clone, as Huawei's msprobe 26 does: the dump holds what the
+        same script's dump holds with the no-op stand-in, record for record,
+        statistic for statistic, call site for call site."""
+        if not MSPROBE or not os.path.exists(MSPROBE):
+            self.skipTest("MSPROBE_BIN not set (run through ctest)")
+        dumps = {}
+        for name, pkg in (("plain", FAKE), ("hooking", HOOKING)):
+            cfg = self.write_config(ms_config(self.path(name), [1, 2]), name + ".json")
+            argv = [MSPROBE, "dump", "-c", cfg, "--", dt.PYTHON, SCRIPT, cfg]
+            p = self.run_cmd(argv, None, False, {"OMP_NUM_THREADS": "1", "PYTHONPATH": pkg})
+            self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+            self.assertIn("msprobe from " + os.path.join(pkg, "msprobe", "__init__.py"), p.stdout)
+            dumps[name] = (losses(p.stdout), dt.dump_files(self.path(name)))
+        self.assertEqual(dumps["hooking"][0], dumps["plain"][0])  # training unchanged
+        # the stand-in did its work: its statistics of the script's calls, per window
+        procs = glob.glob(self.path("hooking", "step0", "proc*", "dump.json"))
+        self.assertEqual(len(procs), 1)
+        with open(procs[0]) as f:
+            stats = json.load(f)["data"]
+        self.assertIn("Functional.conv2d.0", stats)
+        self.assertTrue(any(k.startswith("Module.") for k in stats))
+        plain, hooking = dumps["plain"][1], dumps["hooking"][1]
+        self.assertEqual(sorted(hooking), [(1, 0), (2, 0)])
+        self.assertEqual(sorted(plain), sorted(hooking))
+        for key in sorted(plain):
+            a, b = dt.read_dump(plain[key])[0], dt.read_dump(hooking[key])[0]
+            own = [n for n in b if n.startswith(("Torch.max", "Torch.min", "Torch.mean",
+                                                 "Torch.norm", "Tensor.clone"))]
+            self.assertEqual(own, [], "step %d" % key[0])
+            self.assertEqual(sorted(b), sorted(a), "step %d" % key[0])
+            for n in a:
+                self.assertEqual(b[n]["attrs"].get("stack"), a[n]["attrs"].get("stack"), n)
+                self.assertEqual(b[n]["attrs"].get("order"), a[n]["attrs"].get("order"), n)
+                for role, ta in a[n]["tattrs"].items():
+                    tb = b[n]["tattrs"][role]
+                    for k in ("max", "min", "mean", "norm"):
+                        self.assertEqual(str(tb.get(k)), str(ta.get(k)), (n, role, k))
+            self.assertFalse([n for n, r in b.items() if "hooking_msprobe" in
+                              str(r["attrs"].get("stack", ""))])
+        # msprobe's own proc<PID>/ directories in our root are not a rank of ours
+        root = self.path("hooking")
+        p = self.run_cmd([MSPROBE, "compare", "-b", root, "-c", root, "-o", self.path("cmp")],
+                         preload=False)
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        self.assertIn("pairs 2,", p.stdout)
+        n_procs = len(glob.glob(os.path.join(root, "step*", "proc*")))
+        self.assertEqual(n_procs, 4)  # its four debugger steps
+        self.assertIn("bench dump: %d msprobe dump directories beside this shim's rank "
+                      "directories left out (%s" % (n_procs, root), p.stderr)
 
 
 if __name__ == "__main__":
