@@ -175,3 +175,9 @@ msp_err cmp_report_begin(const msp_compare_result_t *res, const char *out_dir)
     msp_err rc = msp_mkdirs(out_dir);
     return rc != MSP_OK ? rc : cmp_report_check_ranges(res);
 }
+
+void cmp_source_free_part(const cmp_source_t *src, msp_compare_result_t *part)
+{
+    (void)src;
+    msp_compare_result_free(part);
+}

@@ -197,12 +197,6 @@ static msp_err msp_csv_tree_load(const cmp_source_t *src, size_t i, msp_compare_
     return cmp_tree_load(t, i, part);
 }
 
-static void msp_csv_tree_unload(const cmp_source_t *src, msp_compare_result_t *part)
-{
-    (void)src;
-    msp_compare_result_free(part);
-}
-
 msp_err msp_report_tree_csv(const msp_compare_tree_t *t, const char *out_dir)
 {
     const msp_compare_result_t *head = msp_compare_tree_head(t);
@@ -215,7 +209,7 @@ msp_err msp_report_tree_csv(const msp_compare_tree_t *t, const char *out_dir)
                         nt,
                         cmp_tree_parts(t),
                         msp_csv_tree_load,
-                        msp_csv_tree_unload,
+                        cmp_source_free_part,
                         NULL,
                         cmp_tree_root_tensor(t),
                         t};

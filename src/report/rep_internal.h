@@ -57,6 +57,9 @@ typedef struct cmp_source {
  * out_dir/file (result.csv's format: rep_csv.c), atomically. */
 msp_err cmp_csv_write(const cmp_source_t *src, const char *out_dir, const char *file);
 
+/* The unload of a source whose parts are loaded from a compare's spool: the
+ * part is freed (rep_common.c). */
+void cmp_source_free_part(const cmp_source_t *src, msp_compare_result_t *part);
 /* MSP_ERR_INTERNAL if a record's tensor range lies outside res->tensors. */
 msp_err cmp_report_check_ranges(const msp_compare_result_t *res);
 /* What every writer of a whole result checks first: a result and a folder

@@ -30,12 +30,6 @@ static msp_err msp_ms_load(const cmp_source_t *src, size_t i, msp_compare_result
     return cmp_tree_load(ms->t, ms->parts[i], part);
 }
 
-static void msp_ms_unload(const cmp_source_t *src, msp_compare_result_t *part)
-{
-    (void)src;
-    msp_compare_result_free(part);
-}
-
 static const char *msp_ms_reason(const cmp_source_t *src, size_t record)
 {
     const msp_mssrc_t *ms = src->ud;
@@ -65,8 +59,14 @@ static msp_err msp_ms_file(const msp_compare_tree_t *t, const char *out_dir, con
     }
     msp_mssrc_t ms = {t, parts};
     const msp_compare_result_t *head = msp_compare_tree_head(t);
-    cmp_source_t src = {head,        nrec,          nten,          n,
-                        msp_ms_load, msp_ms_unload, msp_ms_reason, cmp_tree_root_tensor(t),
+    cmp_source_t src = {head,
+                        nrec,
+                        nten,
+                        n,
+                        msp_ms_load,
+                        cmp_source_free_part,
+                        msp_ms_reason,
+                        cmp_tree_root_tensor(t),
                         &ms};
     msp_err rc;
     if (xlsx) {

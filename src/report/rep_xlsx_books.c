@@ -99,12 +99,6 @@ static msp_err msp_tree_load(const cmp_source_t *src, size_t i, msp_compare_resu
     return cmp_tree_load(ts->t, p, part);
 }
 
-static void msp_tree_unload(const cmp_source_t *src, msp_compare_result_t *part)
-{
-    (void)src;
-    msp_compare_result_free(part);
-}
-
 static const char *msp_tree_reason(const cmp_source_t *src, size_t record)
 {
     const msp_treesrc_t *ts = src->ud;
@@ -172,7 +166,7 @@ static msp_err msp_rank_book(const msp_compare_tree_t *t, const char *out_dir, i
     msp_tree_count(t, rank, &rr, &rt, &rp);
     msp_treesrc_t rs = {t, parts, n};
     cmp_source_t one = {
-        msp_compare_tree_head(t), rr, rt, n, msp_tree_load, msp_tree_unload, msp_tree_reason,
+        msp_compare_tree_head(t), rr, rt, n, msp_tree_load, cmp_source_free_part, msp_tree_reason,
         cmp_tree_root_tensor(t),  &rs};
     char file[64];
     snprintf(file, sizeof file, "result_rank%lld.xlsx", (long long)rank);
@@ -234,7 +228,7 @@ msp_err msp_report_tree_xlsx(const msp_compare_tree_t *t, const char *out_dir)
                         nten,
                         nparts,
                         msp_tree_load,
-                        msp_tree_unload,
+                        cmp_source_free_part,
                         msp_tree_reason,
                         cmp_tree_root_tensor(t),
                         &ts};
