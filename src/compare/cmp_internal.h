@@ -69,10 +69,6 @@ void cmp_mapping_free(cmp_mapping_t *m);
 /* Append the pairs of msprobe's cell_mapping.yaml (a YAML mapping "NPU:
  * BENCH") to out as cell entries; an error names file:line. */
 msp_err cmp_mapping_load_cell(const char *path, cmp_mapping_t *out);
-/* The role a data_mapping entry gives bench tensor `role` of the record pair
- * (bench_rec, cmp_rec), or NULL. */
-const char *cmp_mapping_role(const cmp_mapping_t *m, const char *bench_rec, const char *cmp_rec,
-                             const char *role);
 
 /* 1 when both sides gave all four statistics (MSP_STATS_ALL). */
 int cmp_all4(const msp_tensor_info_t *n, const msp_tensor_info_t *b);

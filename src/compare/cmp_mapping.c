@@ -68,16 +68,6 @@ static msp_err cmp_split_tensor(const char *name, char **rec, char **role)
     return MSP_OK;
 }
 
-const char *cmp_mapping_role(const cmp_mapping_t *m, const char *bench_rec, const char *cmp_rec,
-                             const char *role)
-{
-    for (size_t i = 0; m && i < m->n; i++)
-        if (m->e[i].bench_role && !strcmp(m->e[i].bench_role, role) &&
-            !strcmp(m->e[i].bench, bench_rec) && !strcmp(m->e[i].cmp, cmp_rec))
-            return m->e[i].cmp_role;
-    return NULL;
-}
-
 /* A new zeroed entry of out, from line; NULL when out of memory. */
 static cmp_map_entry_t *cmp_map_add(cmp_mapping_t *out, size_t *cap, size_t line)
 {
