@@ -8,32 +8,13 @@ a failure, not a silent N/A. data_mapping.yaml pairs the tensors it names
 and nothing else (msprobe's left join of mapped compare tensor names on
 bench tensor names), not whole records."""
 import csv
-import glob
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import unittest
 
-BIN = os.environ.get("MSPROBE_BIN", "msprobe")
-SOURCE = os.environ.get("MSPROBE_SOURCE_DIR",
-                        os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-PYTHON = os.environ.get("MSPROBE_PYTHON", sys.executable)
-PRELOAD = os.environ.get("MSPROBE_PRELOAD_LIB", "")
-FIX = os.path.join(SOURCE, "fixtures", "msprobe")
-MODEL = os.path.join(SOURCE, "tests", "compare", "msprobe_seeded_model.py")
-
-
-def msprobe(*args):
-    return subprocess.run([BIN, *args], capture_output=True, text=True)
-
-
-def dump_json(root):
-    (path,) = glob.glob(os.path.join(root, "step0", "*", "dump.json"))
-    with open(path) as f:
-        return path, json.load(f)
+from msp_msprobe import FIX, PRELOAD, dump_json, dump_seeded, msprobe
 
 
 def compare(bench, cmp, out, *extra):
@@ -122,17 +103,9 @@ class FuzzyOursAgainstMsprobe(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
-        cls.ours = os.path.join(cls.tmp.name, "ours")
-        cfg = os.path.join(cls.tmp.name, "config.json")
-        with open(cfg, "w") as f:
-            json.dump({"task": "tensor", "dump_path": cls.ours, "rank": [], "step": [0],
-                       "level": "L1", "tensor": {"scope": [], "list": [], "data_mode": ["all"]}}, f)
-        env = dict(os.environ, LD_PRELOAD=PRELOAD, MSPROBE_PATH=cfg)
-        env.pop("MSPROBE_LOG_FILE", None)
-        p = subprocess.run([PYTHON, MODEL], env=env, capture_output=True, text=True,
-                           cwd=cls.tmp.name)
-        if p.returncode:
-            raise AssertionError(p.stderr)
+        cls.ours, _ = dump_seeded(cls.tmp.name, "ours", {
+            "task": "tensor", "rank": [], "step": [0], "level": "L1",
+            "tensor": {"scope": [], "list": [], "data_mode": ["all"]}})
 
     @classmethod
     def tearDownClass(cls):

@@ -6,39 +6,20 @@ are unknown, not a failure, and a mean that cancels to near 0 differing
 by summation order alone is no Warning. An error planted in a copy of
 msprobe's dump.json is still found, on its row alone."""
 import csv
-import glob
 import json
 import math
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import unittest
 
 import numpy as np
 
-BIN = os.environ.get("MSPROBE_BIN", "msprobe")
-SOURCE = os.environ.get("MSPROBE_SOURCE_DIR",
-                        os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-PYTHON = os.environ.get("MSPROBE_PYTHON", sys.executable)
-PRELOAD = os.environ.get("MSPROBE_PRELOAD_LIB", "")
-FIX = os.path.join(SOURCE, "fixtures", "msprobe")
-MODEL = os.path.join(SOURCE, "tests", "compare", "msprobe_seeded_model.py")
+from msp_msprobe import FIX, PRELOAD, dump_json, dump_seeded, msprobe
 V26_MIX = os.path.join(FIX, "v26_mix")
 V26_STATS = os.path.join(FIX, "v26_mix_stats")
 V833_STATS = os.path.join(FIX, "v833_mix_stats")
 EPS32 = float(np.finfo(np.float32).eps)
-
-
-def msprobe(*args):
-    return subprocess.run([BIN, *args], capture_output=True, text=True)
-
-
-def dump_json(root):
-    (path,) = glob.glob(os.path.join(root, "step0", "*", "dump.json"))
-    with open(path) as f:
-        return path, json.load(f)
 
 
 def compare(bench, cmp, out):
@@ -153,21 +134,11 @@ class OursAgainstMsprobe(unittest.TestCase):
         cls.tmp = tempfile.TemporaryDirectory()
         cls.ours = {}
         for task in ("tensor", "statistics"):
-            out = os.path.join(cls.tmp.name, task)
-            cfg = os.path.join(cls.tmp.name, task + ".json")
-            conf = {"task": task, "dump_path": out, "rank": [], "step": [0], "level": "mix",
+            conf = {"task": task, "rank": [], "step": [0], "level": "mix",
                     task: {"scope": [], "list": [], "data_mode": ["all"]}}
             if task == "statistics":
                 conf[task]["summary_mode"] = "statistics"
-            with open(cfg, "w") as f:
-                json.dump(conf, f)
-            env = dict(os.environ, LD_PRELOAD=PRELOAD, MSPROBE_PATH=cfg)
-            env.pop("MSPROBE_LOG_FILE", None)
-            p = subprocess.run([PYTHON, MODEL], env=env, capture_output=True, text=True,
-                               cwd=cls.tmp.name)
-            if p.returncode:
-                raise AssertionError(p.stderr)
-            cls.ours[task] = out
+            cls.ours[task], _ = dump_seeded(cls.tmp.name, task, conf)
 
     @classmethod
     def tearDownClass(cls):

@@ -9,29 +9,11 @@ import glob
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import unittest
 
-BIN = os.environ.get("MSPROBE_BIN", "msprobe")
-SOURCE = os.environ.get("MSPROBE_SOURCE_DIR",
-                        os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-PYTHON = os.environ.get("MSPROBE_PYTHON", sys.executable)
-PRELOAD = os.environ.get("MSPROBE_PRELOAD_LIB", "")
-FIX = os.path.join(SOURCE, "fixtures", "msprobe")
-MODEL = os.path.join(SOURCE, "tests", "compare", "msprobe_seeded_model.py")
+from msp_msprobe import FIX, MODEL, PRELOAD, dump_json, dump_seeded, msprobe
 LOSS = "1.13963532"  # what msprobe's runs printed (fixtures/msprobe/README.md)
-
-
-def msprobe(*args, cwd=None):
-    return subprocess.run([BIN, *args], capture_output=True, text=True, cwd=cwd)
-
-
-def dump_json(root):
-    (path,) = glob.glob(os.path.join(root, "step0", "*", "dump.json"))
-    with open(path) as f:
-        return path, json.load(f)
 
 
 def csv_rows(out):
@@ -183,18 +165,9 @@ class MixedDumpsOfOneRun(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
-        cls.ours = os.path.join(cls.tmp.name, "ours")
-        cfg = os.path.join(cls.tmp.name, "config.json")  # msprobe's own config.json
-        with open(cfg, "w") as f:
-            json.dump({"task": "tensor", "dump_path": cls.ours, "rank": [], "step": [0],
-                       "level": "L1", "tensor": {"scope": [], "list": [],
-                                                 "data_mode": ["all"]}}, f)
-        env = dict(os.environ, LD_PRELOAD=PRELOAD, MSPROBE_PATH=cfg)
-        env.pop("MSPROBE_LOG_FILE", None)
-        p = subprocess.run([PYTHON, MODEL], env=env, capture_output=True, text=True,
-                           cwd=cls.tmp.name)
-        if p.returncode:
-            raise AssertionError(p.stderr)
+        cls.ours, p = dump_seeded(cls.tmp.name, "ours", {  # msprobe's own config.json
+            "task": "tensor", "rank": [], "step": [0], "level": "L1",
+            "tensor": {"scope": [], "list": [], "data_mode": ["all"]}})
         cls.loss = p.stdout.split()[-1]
 
     @classmethod
