@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 const char *const cmp_details_cols_tensor[] = {
     "NPU Name",
@@ -180,4 +181,50 @@ void cmp_source_free_part(const cmp_source_t *src, msp_compare_result_t *part)
 {
     (void)src;
     msp_compare_result_free(part);
+}
+
+static msp_err cmp_tree_src_load(const cmp_source_t *src, size_t i, msp_compare_result_t **part,
+                                 size_t *rec_base, size_t *ten_base)
+{
+    const cmp_tree_src_t *ts = src->ud;
+    cmp_tree_part_info(ts->t, ts->parts[i], rec_base, ten_base, NULL, NULL);
+    return cmp_tree_load(ts->t, ts->parts[i], part);
+}
+
+static const char *cmp_tree_src_reason(const cmp_source_t *src, size_t record)
+{
+    const cmp_tree_src_t *ts = src->ud;
+    return cmp_tree_reason(ts->t, record);
+}
+
+msp_err cmp_tree_source(const msp_compare_tree_t *t, int64_t rank, cmp_tree_src_t *ts,
+                        cmp_source_t *src)
+{
+    size_t np = cmp_tree_parts(t), n = 0, nrec = 0, nten = 0, total_r, total_t;
+    ts->t = t;
+    if (!(ts->parts = calloc(np + 1, sizeof *ts->parts)))
+        return msp_fail(MSP_ERR_NOMEM, "out of memory writing the report");
+    msp_compare_tree_totals(t, &total_r, &total_t, NULL);
+    for (size_t i = 0; i < np; i++) {
+        size_t rb, tb, rb2 = total_r, tb2 = total_t;
+        int64_t r;
+        cmp_tree_part_info(t, i, &rb, &tb, NULL, &r);
+        if (i + 1 < np)
+            cmp_tree_part_info(t, i + 1, &rb2, &tb2, NULL, NULL);
+        if (rank >= 0 && r != rank)
+            continue;
+        ts->parts[n++] = i;
+        nrec += rb2 - rb;
+        nten += tb2 - tb;
+    }
+    *src = (cmp_source_t){msp_compare_tree_head(t),
+                          nrec,
+                          nten,
+                          n,
+                          cmp_tree_src_load,
+                          cmp_source_free_part,
+                          cmp_tree_src_reason,
+                          cmp_tree_root_tensor(t),
+                          ts};
+    return MSP_OK;
 }

@@ -60,6 +60,16 @@ msp_err cmp_csv_write(const cmp_source_t *src, const char *out_dir, const char *
 /* The unload of a source whose parts are loaded from a compare's spool: the
  * part is freed (rep_common.c). */
 void cmp_source_free_part(const cmp_source_t *src, msp_compare_result_t *part);
+/* A source over the parts of one rank of a streamed tree (rank < 0: every
+ * part), in order, with their records and rows counted and the tree's
+ * reasons (rep_common.c): *src is set and ts holds what it reads; free
+ * ts->parts when done. MSP_ERR_NOMEM (recorded) when out of memory. */
+typedef struct cmp_tree_src {
+    const msp_compare_tree_t *t;
+    size_t *parts; /* the parts read, in order */
+} cmp_tree_src_t;
+msp_err cmp_tree_source(const msp_compare_tree_t *t, int64_t rank, cmp_tree_src_t *ts,
+                        cmp_source_t *src);
 /* MSP_ERR_INTERNAL if a record's tensor range lies outside res->tensors. */
 msp_err cmp_report_check_ranges(const msp_compare_result_t *res);
 /* What every writer of a whole result checks first: a result and a folder

@@ -17,65 +17,23 @@
 
 /* ---- the per-rank result files ---------------------------------------------- */
 
-typedef struct msp_mssrc {
-    const msp_compare_tree_t *t;
-    const size_t *parts; /* the parts written */
-} msp_mssrc_t;
-
-static msp_err msp_ms_load(const cmp_source_t *src, size_t i, msp_compare_result_t **part,
-                           size_t *rec_base, size_t *ten_base)
-{
-    const msp_mssrc_t *ms = src->ud;
-    cmp_tree_part_info(ms->t, ms->parts[i], rec_base, ten_base, NULL, NULL);
-    return cmp_tree_load(ms->t, ms->parts[i], part);
-}
-
-static const char *msp_ms_reason(const cmp_source_t *src, size_t record)
-{
-    const msp_mssrc_t *ms = src->ud;
-    return cmp_tree_reason(ms->t, record);
-}
-
 /* One file of the parts of rank (all parts when all is set). */
 static msp_err msp_ms_file(const msp_compare_tree_t *t, const char *out_dir, const char *file,
                            int xlsx, int64_t rank, int all)
 {
-    size_t np = cmp_tree_parts(t), n = 0, nrec = 0, nten = 0, total_r, total_t;
-    size_t *parts = calloc(np + 1, sizeof *parts);
-    if (!parts)
+    cmp_tree_src_t ts;
+    cmp_source_t src;
+    if (cmp_tree_source(t, all ? -1 : rank, &ts, &src))
         return msp_fail(MSP_ERR_NOMEM, "out of memory writing %s/%s", out_dir, file);
-    msp_compare_tree_totals(t, &total_r, &total_t, NULL);
-    for (size_t i = 0; i < np; i++) {
-        size_t rb, tb, rb2 = total_r, tb2 = total_t;
-        int64_t r;
-        cmp_tree_part_info(t, i, &rb, &tb, NULL, &r);
-        if (i + 1 < np)
-            cmp_tree_part_info(t, i + 1, &rb2, &tb2, NULL, NULL);
-        if (!all && r != rank)
-            continue;
-        parts[n++] = i;
-        nrec += rb2 - rb;
-        nten += tb2 - tb;
-    }
-    msp_mssrc_t ms = {t, parts};
-    const msp_compare_result_t *head = msp_compare_tree_head(t);
-    cmp_source_t src = {head,
-                        nrec,
-                        nten,
-                        n,
-                        msp_ms_load,
-                        cmp_source_free_part,
-                        msp_ms_reason,
-                        cmp_tree_root_tensor(t),
-                        &ms};
+    const msp_compare_result_t *head = src.head;
     msp_err rc;
     if (xlsx) {
-        cmp_book_t b = {.rows = &src, .head = head, .zip64_rows = nten, .details_only = 1};
+        cmp_book_t b = {.rows = &src, .head = head, .zip64_rows = src.n_tensors, .details_only = 1};
         rc = cmp_write_book(out_dir, file, &b);
     } else {
         rc = cmp_csv_write(&src, out_dir, file);
     }
-    free(parts);
+    free(ts.parts);
     return rc;
 }
 

@@ -84,48 +84,6 @@ msp_err msp_report_write_xlsx(const msp_compare_result_t *res, const char *out_d
 
 /* ---- a streamed tree ----------------------------------------------------------- */
 
-typedef struct msp_treesrc {
-    const msp_compare_tree_t *t;
-    const size_t *parts; /* the parts written, NULL: all */
-    size_t n;
-} msp_treesrc_t;
-
-static msp_err msp_tree_load(const cmp_source_t *src, size_t i, msp_compare_result_t **part,
-                             size_t *rec_base, size_t *ten_base)
-{
-    const msp_treesrc_t *ts = src->ud;
-    size_t p = ts->parts ? ts->parts[i] : i;
-    cmp_tree_part_info(ts->t, p, rec_base, ten_base, NULL, NULL);
-    return cmp_tree_load(ts->t, p, part);
-}
-
-static const char *msp_tree_reason(const cmp_source_t *src, size_t record)
-{
-    const msp_treesrc_t *ts = src->ud;
-    return cmp_tree_reason(ts->t, record);
-}
-
-/* Records and rows of the parts of one rank (rank < 0: all). */
-static void msp_tree_count(const msp_compare_tree_t *t, int64_t rank, size_t *recs, size_t *tens,
-                           size_t *parts)
-{
-    size_t n = cmp_tree_parts(t), total_r, total_t;
-    msp_compare_tree_totals(t, &total_r, &total_t, NULL);
-    *recs = *tens = *parts = 0;
-    for (size_t i = 0; i < n; i++) {
-        size_t rb, tb, rb2 = total_r, tb2 = total_t;
-        int64_t r;
-        cmp_tree_part_info(t, i, &rb, &tb, NULL, &r);
-        if (i + 1 < n)
-            cmp_tree_part_info(t, i + 1, &rb2, &tb2, NULL, NULL);
-        if (rank >= 0 && r != rank)
-            continue;
-        *recs += rb2 - rb;
-        *tens += tb2 - tb;
-        (*parts)++;
-    }
-}
-
 static void msp_book_link(const void *ud, int64_t rank, char *buf, size_t n)
 {
     (void)ud;
@@ -153,26 +111,15 @@ static void msp_tree_first_row_link(const void *ud, int64_t rank, char *buf, siz
 /* One rank's workbook, result_rank{R}.xlsx. */
 static msp_err msp_rank_book(const msp_compare_tree_t *t, const char *out_dir, int64_t rank)
 {
-    size_t np = cmp_tree_parts(t), n = 0, rr, rt, rp;
-    size_t *parts = calloc(np + 1, sizeof *parts);
-    if (!parts)
+    cmp_tree_src_t ts;
+    cmp_source_t one;
+    if (cmp_tree_source(t, rank, &ts, &one))
         return msp_fail(MSP_ERR_NOMEM, "out of memory writing the report in %s", out_dir);
-    for (size_t i = 0; i < np; i++) {
-        int64_t r;
-        cmp_tree_part_info(t, i, NULL, NULL, NULL, &r);
-        if (r == rank)
-            parts[n++] = i;
-    }
-    msp_tree_count(t, rank, &rr, &rt, &rp);
-    msp_treesrc_t rs = {t, parts, n};
-    cmp_source_t one = {
-        msp_compare_tree_head(t), rr, rt, n, msp_tree_load, cmp_source_free_part, msp_tree_reason,
-        cmp_tree_root_tensor(t),  &rs};
     char file[64];
     snprintf(file, sizeof file, "result_rank%lld.xlsx", (long long)rank);
-    cmp_book_t b = {&one, 0, 0, msp_compare_tree_head(t), NULL, NULL, NULL, rt, 0};
+    cmp_book_t b = {&one, 0, 0, one.head, NULL, NULL, NULL, one.n_tensors, 0};
     msp_err rc = cmp_write_book(out_dir, file, &b);
-    free(parts);
+    free(ts.parts);
     return rc;
 }
 
@@ -220,18 +167,11 @@ msp_err msp_report_tree_xlsx(const msp_compare_tree_t *t, const char *out_dir)
     msp_err rc = msp_mkdirs(out_dir);
     if (rc != MSP_OK)
         return rc;
-    size_t nrec, nten, nparts;
-    msp_tree_count(t, -1, &nrec, &nten, &nparts);
-    msp_treesrc_t ts = {t, NULL, nparts};
-    cmp_source_t all = {head,
-                        nrec,
-                        nten,
-                        nparts,
-                        msp_tree_load,
-                        cmp_source_free_part,
-                        msp_tree_reason,
-                        cmp_tree_root_tensor(t),
-                        &ts};
+    cmp_tree_src_t ts;
+    cmp_source_t all;
+    if ((rc = cmp_tree_source(t, -1, &ts, &all)))
+        return rc;
+    size_t nten = all.n_tensors;
     /* One workbook while the details fit one sheet; past that one per rank,
      * as msprobe writes them, each fitting as far as a rank can. */
     /* the first pair (the first step compared) draws the error-flow chart */
@@ -245,8 +185,10 @@ msp_err msp_report_tree_xlsx(const msp_compare_tree_t *t, const char *out_dir)
                         0};
         rc = cmp_write_book(out_dir, "result.xlsx", &b);
         msp_compare_result_free(first);
+        free(ts.parts);
         return rc;
     }
+    free(ts.parts); /* each rank's workbook reads its own parts */
     /* the ranks' workbooks are independent: written by a few threads at once */
     msp_rank_books_t rb = {t, out_dir, 0, PTHREAD_MUTEX_INITIALIZER, MSP_OK, SIZE_MAX, ""};
     int nth = omp_get_max_threads();
