@@ -317,8 +317,10 @@ static msp_err cmp_tensor_row(cmp_ctx_t *cx, cmp_build_t *bld, const msp_record_
             uninit = cmp_uninit_api(prod);
     }
     if (uninit) {
-        /* garbage on both sides: nothing to compare, nothing to judge */
+        /* garbage on both sides: nothing to compare, nothing to judge (a
+         * NaN its bytes happen to spell on one side made nothing) */
         t->gap = 0;
+        t->npu_nonfinite = t->bench_nonfinite = 0;
         t->verdict = MSP_VERDICT_YES;
         t->highlight = MSP_HL_NONE;
         char msg[200];
