@@ -157,7 +157,11 @@ static long cmp_opt_index(const char *role)
     return -1;
 }
 
-/* The elements of v[i] that every k-th one covers: 0 when it is sent whole. */
+/* The elements of v[i] that every k-th one covers: 0 when it is sent whole.
+ * An optimizer's parameter of at most CMP_JOB_WHOLE_NUMEL elements (a norm's
+ * weight, a bias) is sent whole with its gradient and states: every k-th
+ * element of it would be one or two, and its error (a bias near zero has a
+ * large relative one) would fall between them. */
 static uint64_t cmp_sampled_numel(const cmp_job_tensor_t *v, size_t n, size_t i, int opt)
 {
     uint64_t m = cmp_numel(v[i].t);
@@ -169,9 +173,19 @@ static uint64_t cmp_sampled_numel(const cmp_job_tensor_t *v, size_t n, size_t i,
     char want[48];
     snprintf(want, sizeof want, "input.param.%ld", p);
     for (size_t j = 0; j < n; j++)
-        if (!strcmp(v[j].t->role, want))
-            return cmp_numel(v[j].t) == m ? m : UINT64_MAX; /* MAX: not elementwise */
+        if (!strcmp(v[j].t->role, want)) {
+            if (cmp_numel(v[j].t) != m)
+                return UINT64_MAX; /* not elementwise */
+            return m <= CMP_JOB_WHOLE_NUMEL ? 0 : m;
+        }
     return UINT64_MAX;
+}
+
+uint64_t cmp_job_tensor_every(uint64_t k, const char *kind, const cmp_job_tensor_t *v, size_t n,
+                              size_t i)
+{
+    uint64_t m = cmp_sampled_numel(v, n, i, !strcmp(kind, "optimizer"));
+    return k > 1 && m > 1 && m != UINT64_MAX ? k : 1;
 }
 
 uint64_t cmp_job_every(const cmp_worker_t *w, const char *kind, const char *name, const char *cls,
@@ -184,8 +198,9 @@ uint64_t cmp_job_every(const cmp_worker_t *w, const char *kind, const char *name
     if (opt) {
         if (!cls || !cmp_worker_elementwise_optimizer(w, cls))
             return 1;
-        for (size_t i = 0; i < n; i++)
-            if (!strncmp(v[i].t->role, "input.param.", 12))
+        for (size_t i = 0; i < n; i++) /* what is sampled: not the small ones */
+            if (!strncmp(v[i].t->role, "input.param.", 12) &&
+                cmp_numel(v[i].t) > CMP_JOB_WHOLE_NUMEL)
                 total += cmp_numel(v[i].t);
     } else {
         /* PREFIX.API.N.PASS: an elementwise API, every tensor of one shape */
@@ -215,12 +230,11 @@ uint64_t cmp_job_every(const cmp_worker_t *w, const char *kind, const char *name
 void cmp_job_sample(uint64_t k, const char *kind, cmp_job_tensor_t *v, size_t n, cJSON *arr,
                     uint64_t *bytes)
 {
-    int opt = !strcmp(kind, "optimizer");
     cJSON *it = arr ? arr->child : NULL;
     for (size_t i = 0; i < n && it; i++, it = it->next) {
-        uint64_t m = cmp_sampled_numel(v, n, i, opt);
-        if (m <= 1)
+        if (cmp_job_tensor_every(k, kind, v, n, i) == 1)
             continue;
+        uint64_t m = cmp_numel(v[i].t);
         uint64_t keep = (m + k - 1) / k, nb = keep * msp_dtype_size(v[i].t->dtype);
         v[i].every = k;
         *bytes = *bytes - (uint64_t)v[i].t->nbytes + nb;

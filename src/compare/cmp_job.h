@@ -54,6 +54,12 @@ const char *cmp_job_add_tensors(cJSON *arr, cmp_job_tensor_t **v, size_t *n, siz
  * set for k. */
 uint64_t cmp_job_every(const cmp_worker_t *w, const char *kind, const char *name, const char *cls,
                        const cmp_job_tensor_t *v, size_t n);
+/* The k v[i] is sent with under the job's k: 1 for what goes whole (a
+ * scalar, an optimizer's parameter of at most CMP_JOB_WHOLE_NUMEL elements
+ * and its gradient and states). */
+#define CMP_JOB_WHOLE_NUMEL 4096
+uint64_t cmp_job_tensor_every(uint64_t k, const char *kind, const cmp_job_tensor_t *v, size_t n,
+                              size_t i);
 void cmp_job_sample(uint64_t k, const char *kind, cmp_job_tensor_t *v, size_t n, cJSON *arr,
                     uint64_t *bytes);
 /* ||c - b|| / ||b|| over every k-th element of tensor ct of crec in cf and

@@ -308,7 +308,8 @@ static void rp_own_numbers(cJSON *args, msp_dump_file_t *f, const msp_record_inf
  * output error of the whole tensors against the other side: an error that
  * sits in a few elements (a kernel's tail, one bad lane) can fall between
  * the samples, and then the record is replayed whole. */
-static int rp_sample_sees(const rp_side_in_t *in, const rp_tensor_t *tv, size_t nt, uint64_t k)
+static int rp_sample_sees(const rp_side_in_t *in, const char *kind, const rp_tensor_t *tv,
+                          size_t nt, uint64_t k)
 {
     if (!in->of || isnan(in->out_err) || !(in->out_err > 0.0))
         return 1;
@@ -321,7 +322,7 @@ static int rp_sample_sees(const rp_side_in_t *in, const rp_tensor_t *tv, size_t 
         for (size_t j = 0; j < other->n_tensors; j++)
             if (!strcmp(other->tensors[j].role, tv[i].t->role)) {
                 double e = cmp_sampled_err(in->f, mine, tv[i].t, in->of, other, &other->tensors[j],
-                                           k);
+                                           cmp_job_tensor_every(k, kind, tv, nt, i));
                 if (isnan(e))
                     return 1; /* not measurable here: the sample stands */
                 worst = fmax(worst, e);
@@ -374,7 +375,7 @@ static int rp_side(rp_worker_t *w, size_t id, const char *kind, const char *name
         const cJSON *cls = cJSON_GetObjectItemCaseSensitive(a, "class");
         const char *cn = cJSON_IsString(cls) ? strrchr(cls->valuestring, '.') : NULL;
         in->every = cmp_job_every(w, kind, in->fwd->name, cn ? cn + 1 : NULL, tv, nt);
-        if (in->every > 1 && !rp_sample_sees(in, tv, nt, in->every))
+        if (in->every > 1 && !rp_sample_sees(in, kind, tv, nt, in->every))
             in->every = 1;
     }
     if (in->every > 1) {

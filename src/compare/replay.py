@@ -547,7 +547,11 @@ def with_check(res, tensors, r64, rn, name, bounds=None):
 def sampled(job, name):
     """A verdict's mode name, with the sample compare sent when it sent one."""
     every = job.get("every", 1)
-    return name if every == 1 else "%s, on every %dth element" % (name, every)
+    if every == 1:
+        return name
+    suffix = "th" if every % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}.get(every % 10,
+                                                                                     "th")
+    return "%s, on every %d%s element" % (name, every, suffix)
 
 
 def replay_forward(job, tensors):

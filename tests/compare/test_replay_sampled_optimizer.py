@@ -38,6 +38,27 @@ opt.step()
 """ % (COLS, ROWS, LR, COLS)
 
 
+# A second parameter of 8 elements in a group of its own, whose learning
+# rate is the plant; its first element gets no gradient (Adam then leaves it
+# as it was, on both sides), so every 18th element of it, its first alone,
+# shows no error: it must be sent whole for the sample to see the record's.
+SMALL_LR_BENCH = 1e-3
+TRAIN_SMALL = """
+import sys, torch
+torch.manual_seed(0)
+lin = torch.nn.Linear(%d, %d, bias=False)
+s = torch.nn.Parameter(torch.linspace(0.5, 2.0, 8))
+opt = torch.optim.AdamW([{"params": [lin.weight]},
+                         {"params": [s], "lr": float(sys.argv[1]), "weight_decay": 0.0}],
+                        lr=%r, weight_decay=0.01)
+x = torch.randn(4, %d)
+loss = lin(x).square().mean() + (s[1:] * x[:, :7]).sum()
+opt.zero_grad()
+loss.backward()
+opt.step()
+""" % (COLS, ROWS, LR, COLS)
+
+
 class SampledOptimizer(unittest.TestCase):
     def setUp(self):
         self.work = tempfile.mkdtemp(prefix="msp-sampled-opt-")
@@ -45,7 +66,7 @@ class SampledOptimizer(unittest.TestCase):
     def tearDown(self):
         shutil.rmtree(self.work, ignore_errors=True)
 
-    def dump_adamw(self, side, wd):
+    def dump_adamw(self, side, wd, train=TRAIN):
         root = os.path.join(self.work, side)
         cfg = root + ".json"
         with open(cfg, "w") as f:
@@ -53,13 +74,43 @@ class SampledOptimizer(unittest.TestCase):
                 "dump_mode": "api", "dump_path": root, "dump_iter": "all", "task": "tensor"}}}, f)
         script = os.path.join(self.work, "train.py")
         with open(script, "w") as f:
-            f.write(TRAIN)
+            f.write(train)
         env = dict(os.environ, LD_PRELOAD=PRELOAD, MSPROBE_PATH=cfg, OMP_NUM_THREADS="1")
         env.pop("MSPROBE_LOG_FILE", None)
         p = subprocess.run([PYTHON, script, str(wd)], cwd=self.work, env=env,
                            capture_output=True, text=True, timeout=600)
         self.assertEqual(p.returncode, 0, p.stderr[-3000:])
         return root
+
+    def summary(self, b, c):
+        out = os.path.join(self.work, "out")
+        p = subprocess.run([BIN, "compare", "-b", b, "-c", c, "-o", out], capture_output=True,
+                           text=True, timeout=600, cwd=self.work)
+        self.assertIn(p.returncode, (0, 1), p.stdout + p.stderr)
+        wb = openpyxl.load_workbook(os.path.join(out, "result.xlsx"), read_only=True)
+        rows = list(wb["summary"].iter_rows(values_only=True))
+        return {r[rows[0].index("Name")]: dict(zip(rows[0], r)) for r in rows[1:]}
+
+    def test_a_small_parameter_goes_whole_beside_a_sampled_large_one(self):
+        b = self.dump_adamw("gpu", SMALL_LR_BENCH, TRAIN_SMALL)
+        c = self.dump_adamw("npu", 1e-2, TRAIN_SMALL)
+        step = self.summary(b, c)["Optimizer.AdamW.0.step"]
+        self.assertTrue((step["Replay"] or "").startswith("introduced"), step)
+        # the large weight alone is sampled: k from its elements
+        k = -(-ROWS * COLS // (1 << 18))
+        self.assertIn("on every %d" % k, step["Replay"])
+        rd = lambda root, role: h5py.File(os.path.join(root, "step0", "rank0", "dump.h5"),
+                                          "r")["Optimizer.AdamW.0.step"][role][()]
+        prm = rd(c, "input.param.1").astype(np.float64)
+        g = rd(c, "input.grad.1").astype(np.float64)
+        got = rd(c, "output.param.1").astype(np.float64)
+        self.assertEqual(g[0], 0.0)  # the first element: no gradient, no error
+        self.assertEqual(got[0], prm[0])
+        # AdamW's first step with the bench side's lr, no weight decay
+        want = prm - SMALL_LR_BENCH * g / (np.abs(g) + 1e-8)
+        e = np.linalg.norm(got - want) / np.linalg.norm(want)
+        self.assertGreater(e, 1e-3)
+        self.assertAlmostEqual(step["Replay Error"] / e, 1.0, delta=0.01)
 
     def test_an_elementwise_optimizer_step_is_judged_on_a_sample(self):
         b = self.dump_adamw("gpu", 0.01)
