@@ -8,7 +8,9 @@ real AdamW step on a 4.7M-element weight, run under the dump shim,
 weight_decay 0.5 on the compare side against 0.01 on the bench side. Replay
 must call the step introduced on every k-th element, with an error within
 1 % of the one computed here over every element (numpy, float64, AdamW's
-first step by hand from the dumped parameter and gradient)."""
+first step by hand from the dumped parameter and gradient). A parameter of
+a few elements beside it goes whole: every k-th element of it would be its
+first alone, which here has no gradient and no error."""
 import json
 import os
 import shutil
@@ -82,39 +84,11 @@ class SampledOptimizer(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr[-3000:])
         return root
 
-    def summary(self, b, c):
-        out = os.path.join(self.work, "out")
-        p = subprocess.run([BIN, "compare", "-b", b, "-c", c, "-o", out], capture_output=True,
-                           text=True, timeout=600, cwd=self.work)
-        self.assertIn(p.returncode, (0, 1), p.stdout + p.stderr)
-        wb = openpyxl.load_workbook(os.path.join(out, "result.xlsx"), read_only=True)
-        rows = list(wb["summary"].iter_rows(values_only=True))
-        return {r[rows[0].index("Name")]: dict(zip(rows[0], r)) for r in rows[1:]}
-
-    def test_a_small_parameter_goes_whole_beside_a_sampled_large_one(self):
-        b = self.dump_adamw("gpu", SMALL_LR_BENCH, TRAIN_SMALL)
-        c = self.dump_adamw("npu", 1e-2, TRAIN_SMALL)
-        step = self.summary(b, c)["Optimizer.AdamW.0.step"]
-        self.assertTrue((step["Replay"] or "").startswith("introduced"), step)
-        # the large weight alone is sampled: k from its elements
-        k = -(-ROWS * COLS // (1 << 18))
-        self.assertIn("on every %d" % k, step["Replay"])
-        rd = lambda root, role: h5py.File(os.path.join(root, "step0", "rank0", "dump.h5"),
-                                          "r")["Optimizer.AdamW.0.step"][role][()]
-        prm = rd(c, "input.param.1").astype(np.float64)
-        g = rd(c, "input.grad.1").astype(np.float64)
-        got = rd(c, "output.param.1").astype(np.float64)
-        self.assertEqual(g[0], 0.0)  # the first element: no gradient, no error
-        self.assertEqual(got[0], prm[0])
-        # AdamW's first step with the bench side's lr, no weight decay
-        want = prm - SMALL_LR_BENCH * g / (np.abs(g) + 1e-8)
-        e = np.linalg.norm(got - want) / np.linalg.norm(want)
-        self.assertGreater(e, 1e-3)
-        self.assertAlmostEqual(step["Replay Error"] / e, 1.0, delta=0.01)
-
-    def test_an_elementwise_optimizer_step_is_judged_on_a_sample(self):
-        b = self.dump_adamw("gpu", 0.01)
-        c = self.dump_adamw("npu", 0.5)
+    def sampled_step(self, b, c):
+        """The summary row of the AdamW step compare gives (it must say
+        introduced, on every k-th element of the large weight, k computed
+        here), and the (param, grad, output) of parameter i as the compare
+        side dumped them, in float64."""
         out = os.path.join(self.work, "out")
         p = subprocess.run([BIN, "compare", "-b", b, "-c", c, "-o", out], capture_output=True,
                            text=True, timeout=600, cwd=self.work)
@@ -126,20 +100,35 @@ class SampledOptimizer(unittest.TestCase):
         self.assertTrue((step["Replay"] or "").startswith("introduced"), step)
         k = -(-ROWS * COLS // (1 << 18))
         self.assertIn("on every %dth element" % k, step["Replay"])
+        with h5py.File(os.path.join(c, "step0", "rank0", "dump.h5"), "r") as f:
+            rec = f["Optimizer.AdamW.0.step"]
+            side = lambda i: tuple(rec[r % i][()].astype(np.float64) for r in (
+                "input.param.%d", "input.grad.%d", "output.param.%d"))
+            return step, side(0), side(1) if "input.param.1" in rec else None
+
+    def test_a_small_parameter_goes_whole_beside_a_sampled_large_one(self):
+        b = self.dump_adamw("gpu", SMALL_LR_BENCH, TRAIN_SMALL)
+        c = self.dump_adamw("npu", 1e-2, TRAIN_SMALL)
+        step, _, (prm, g, got) = self.sampled_step(b, c)
+        self.assertEqual(g[0], 0.0)  # the first element: no gradient, no error
+        self.assertEqual(got[0], prm[0])
+        # AdamW's first step with the bench side's lr, no weight decay
+        want = prm - SMALL_LR_BENCH * g / (np.abs(g) + 1e-8)
+        e = np.linalg.norm(got - want) / np.linalg.norm(want)
+        self.assertGreater(e, 1e-3)
+        self.assertAlmostEqual(step["Replay Error"] / e, 1.0, delta=0.01)
+
+    def test_an_elementwise_optimizer_step_is_judged_on_a_sample(self):
+        b = self.dump_adamw("gpu", 0.01)
+        c = self.dump_adamw("npu", 0.5)
+        step, (prm, g, got), _ = self.sampled_step(b, c)
         # AdamW's first step with the bench side's weight_decay, in float64
         # over every element: p (1 - lr wd) - lr g / (|g| + eps) (bias
         # correction makes m_hat = g and v_hat = g^2)
-        rd = lambda root, role: h5py.File(os.path.join(root, "step0", "rank0", "dump.h5"),
-                                          "r")["Optimizer.AdamW.0.step"][role][()]
-        prm = rd(c, "input.param.0").astype(np.float64)
-        g = rd(c, "input.grad.0").astype(np.float64)
-        got = rd(c, "output.param.0").astype(np.float64)
         want = prm * (1 - LR * 0.01) - LR * g / (np.abs(g) + 1e-8)
         e = np.linalg.norm(got - want) / np.linalg.norm(want)
         self.assertGreater(e, 1e-4)
         self.assertAlmostEqual(step["Replay Error"] / e, 1.0, delta=0.01)
-
-
 
 if __name__ == "__main__":
     unittest.main()
