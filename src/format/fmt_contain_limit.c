@@ -29,7 +29,7 @@
  * MSP_WALL_FLOOR_S, so that a parse starved of CPU by others on the machine
  * (a helper that gets a few per cent of a core) still finishes within it. */
 #define MSP_WALL_PER_WORK 10.0
-#define MSP_WALL_FLOOR_S 30.0
+#define MSP_WALL_FLOOR_S 60.0
 
 double msp_helper_timeout(int64_t file_size)
 {
