@@ -109,7 +109,7 @@ class Faults(unittest.TestCase):
         os.chmod(path, 0o755)
         return path
 
-    def compare(self, env, preexec=None, timeout=120):
+    def compare(self, env, preexec=None, timeout=600):
         e = dict(os.environ)
         e.update(env)
         out = os.path.join(self.d, "out")
