@@ -162,7 +162,8 @@ static void msp_serve_child(int out, const char *path, pid_t server, double time
 }
 
 /* One request: the child's answer (at most cap bytes; timeout seconds of
- * work, the wall-clock backstop of that here) and how it ended, as fmt_contain.c's msp_server_run reads it:
+ * work, waited for here up to that limit's wall-clock backstop) and how it
+ * ended, as fmt_contain.c's msp_server_run reads it:
  *   "MSPR" u32 kind (MSP_CHILD_*), i32 wait status, u64 n, n bytes. */
 static int msp_serve_one(const char *path, uint64_t cap, double timeout)
 {
