@@ -117,8 +117,10 @@ class Campaign(unittest.TestCase):
             made = 1
             while made < n_roots and (made < MIN_ROOTS or time.monotonic() < deadline):
                 # no more than a root's jobs queued ahead of the workers
-                while sum(not f.done() for f in futures) > workers + 2:
-                    concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_COMPLETED)
+                pending = [f for f in futures if not f.done()]
+                while len(pending) > workers + 2:
+                    pending = concurrent.futures.wait(
+                        pending, return_when=concurrent.futures.FIRST_COMPLETED).not_done
                 if made >= MIN_ROOTS and time.monotonic() >= deadline:
                     break
                 mut, ref, count = make_root(made)
