@@ -49,12 +49,14 @@ static void msp_limit_self(void)
 #endif
 }
 
-/* The limit of work for one file, as the caller works it out for the same
- * file (fmt_contain_limit.c): SIGXCPU when it is spent. */
-static void msp_limit_file(const char *path)
+/* The limit of work for one file (read: for streaming one of its tensors),
+ * as the caller works it out for the same file (fmt_contain_limit.c):
+ * SIGXCPU when it is spent. */
+static void msp_limit_file(const char *path, int read)
 {
     struct stat sb;
-    msp_helper_limit_work(msp_helper_timeout(stat(path, &sb) == 0 ? (int64_t)sb.st_size : 0));
+    int64_t size = stat(path, &sb) == 0 ? (int64_t)sb.st_size : 0;
+    msp_helper_limit_work(read ? msp_helper_read_work(size) : msp_helper_timeout(size));
 }
 
 static int msp_answer_error(msp_err rc)
@@ -274,7 +276,7 @@ int main(int argc, char **argv)
     if (!(argc == 2 && strcmp(argv[1], "--serve") == 0))
         msp_start_watch();
     if (argc >= 3 && (strcmp(argv[1], "--") == 0 || strcmp(argv[1], "--read") == 0))
-        msp_limit_file(argv[2]);
+        msp_limit_file(argv[2], strcmp(argv[1], "--read") == 0);
     if (argc == 3 && strcmp(argv[1], "--") == 0)
         return msp_send_catalogue(argv[2]);
     if (argc == 5 && strcmp(argv[1], "--read") == 0)

@@ -517,7 +517,7 @@ static msp_err msp_contained_stream_open(msp_dump_file_t *f, int64_t file_size,
     if (!h)
         return msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", f->path);
     snprintf(h->path, sizeof h->path, "%s", f->path);
-    h->timeout = msp_helper_timeout(file_size);
+    h->timeout = msp_helper_read_work(file_size);
     h->left = t->nbytes > 0 ? (uint64_t)t->nbytes : 0;
     char *argv[] = {NULL, "--read", f->path, r->name, t->role, NULL};
     msp_err rc = msp_helper_spawn(f->path, argv, &h->pid, &h->fd);

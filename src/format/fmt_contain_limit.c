@@ -41,6 +41,17 @@ double msp_helper_timeout(int64_t file_size)
     return s > MSP_TIMEOUT_NONE_S ? INFINITY : s;
 }
 
+/* Streaming one tensor (msprobe-catalogue --read) may inflate gigabytes
+ * from a small compressed file: at least MSP_READ_FLOOR_S of work, as
+ * before the limit counted work. */
+#define MSP_READ_FLOOR_S 120.0
+
+double msp_helper_read_work(int64_t file_size)
+{
+    double w = msp_helper_timeout(file_size);
+    return w > MSP_READ_FLOOR_S ? w : MSP_READ_FLOOR_S;
+}
+
 double msp_helper_wall(double work)
 {
     double w = work * MSP_WALL_PER_WORK;

@@ -124,6 +124,9 @@ void msp_cat_cache_put(int fd, const unsigned char *buf, size_t n);
  * (MSP_ERR_LIMIT, "timed out after N s of work"), the backstop reached
  * (MSP_ERR_IO); neither calls the file corrupt. */
 double msp_helper_timeout(int64_t file_size);
+/* The limit of work of a helper that streams one tensor: the same, or 120 s
+ * if that is more. */
+double msp_helper_read_work(int64_t file_size);
 double msp_helper_wall(double work);
 void msp_helper_limit_work(double work);
 msp_err msp_helper_work_error(const char *path, double work);
