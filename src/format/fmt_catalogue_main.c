@@ -31,21 +31,15 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* The limits a parse may use: CPU seconds and address space
- * (MSPROBE_READER_MEMORY_MB, default 4096). Under a sanitizer the address
- * space is the sanitizer's own business. */
-static void msp_limit_cpu(void)
-{
-    struct rlimit cpu = {120, 121};
-    setrlimit(RLIMIT_CPU, &cpu);
-}
-
+/* The address space a parse may use (MSPROBE_READER_MEMORY_MB, default
+ * 4096); its CPU time is limited per file (msp_limit_file). Under a
+ * sanitizer the address space is the sanitizer's own business. */
 static void msp_limit_self(void)
 {
-    msp_limit_cpu();
 #if !defined(__SANITIZE_ADDRESS__) && !defined(MSP_HAS_ASAN)
     const char *e = getenv("MSPROBE_READER_MEMORY_MB");
     long mb = e ? strtol(e, NULL, 10) : 0;
@@ -53,6 +47,16 @@ static void msp_limit_self(void)
     struct rlimit as = {bytes, bytes};
     setrlimit(RLIMIT_AS, &as);
 #endif
+}
+
+/* The limit of work for one file (read: for streaming one of its tensors),
+ * as the caller works it out for the same file (fmt_contain_limit.c):
+ * SIGXCPU when it is spent. */
+static void msp_limit_file(const char *path, int read)
+{
+    struct stat sb;
+    int64_t size = stat(path, &sb) == 0 ? (int64_t)sb.st_size : 0;
+    msp_helper_limit_work(read ? msp_helper_read_work(size) : msp_helper_timeout(size));
 }
 
 static int msp_answer_error(msp_err rc)
@@ -144,9 +148,10 @@ static int msp_send_catalogue(const char *path)
 
 /* ---- --serve ------------------------------------------------------------------ */
 
-/* The child for one request: `-- FILE` with stdout on the pipe. It dies with
- * the server (a killed server leaves no parse running). */
-static void msp_serve_child(int out, const char *path, pid_t server)
+/* The child for one request: `-- FILE` with stdout on the pipe, limited to
+ * timeout seconds of work. It dies with the server (a killed server leaves
+ * no parse running). */
+static void msp_serve_child(int out, const char *path, pid_t server, double timeout)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != server)
@@ -154,12 +159,13 @@ static void msp_serve_child(int out, const char *path, pid_t server)
     int null = open("/dev/null", O_RDONLY);
     if (dup2(out, 1) < 0 || null < 0 || dup2(null, 0) < 0)
         _exit(2);
-    msp_limit_cpu(); /* its own CPU time starts at zero */
+    msp_helper_limit_work(timeout); /* its own CPU time starts at zero */
     exit(msp_send_catalogue(path));
 }
 
-/* One request: the child's answer (at most cap bytes, within timeout
- * seconds) and how it ended, as fmt_contain.c's msp_server_run reads it:
+/* One request: the child's answer (at most cap bytes; timeout seconds of
+ * work, waited for here up to that limit's wall-clock backstop) and how it
+ * ended, as fmt_contain.c's msp_server_run reads it:
  *   "MSPR" u32 kind (MSP_CHILD_*), i32 wait status, u64 n, n bytes. */
 static int msp_serve_one(const char *path, uint64_t cap, double timeout)
 {
@@ -178,14 +184,15 @@ static int msp_serve_one(const char *path, uint64_t cap, double timeout)
         close(p[0]);
         close(p[1]);
     } else if (child == 0) {
-        msp_serve_child(p[1], path, getppid());
+        msp_serve_child(p[1], path, getppid(), timeout);
     } else {
         close(p[1]);
         /* the caller gone (our stdout's other end closed: POLLERR on a
          * pipe, POLLHUP on a socket) means nothing will read an answer: no
          * parse may outlive it, however long its time limit
          * (MSPROBE_READER_TIMEOUT=inf); the child dies with us */
-        int k = msp_fd_collect(p[0], 1, (size_t)cap, msp_monotonic() + timeout, &buf, &n);
+        int k = msp_fd_collect(p[0], 1, (size_t)cap, msp_monotonic() + msp_helper_wall(timeout),
+                               &buf, &n);
         if (k == MSP_CHILD_WATCH_GONE)
             _exit(2);
         close(p[0]);
@@ -205,7 +212,7 @@ static int msp_serve_one(const char *path, uint64_t cap, double timeout)
 }
 
 /* Requests until the caller closes the socket:
- *   "MSPQ" u64 cap, f64 timeout (s), u32 path length, path bytes. */
+ *   "MSPQ" u64 cap, f64 timeout (s of work), u32 path length, path bytes. */
 static int msp_serve(void)
 {
     signal(SIGPIPE, SIG_IGN); /* a caller gone mid-answer: a write error, then exit */
@@ -268,6 +275,8 @@ int main(int argc, char **argv)
     msp_limit_self();
     if (!(argc == 2 && strcmp(argv[1], "--serve") == 0))
         msp_start_watch();
+    if (argc >= 3 && (strcmp(argv[1], "--") == 0 || strcmp(argv[1], "--read") == 0))
+        msp_limit_file(argv[2], strcmp(argv[1], "--read") == 0);
     if (argc == 3 && strcmp(argv[1], "--") == 0)
         return msp_send_catalogue(argv[2]);
     if (argc == 5 && strcmp(argv[1], "--read") == 0)

@@ -87,24 +87,6 @@ static char *msp_helper_path(void)
     return NULL;
 }
 
-/* Seconds the helper may take for a file of file_size bytes:
- * MSPROBE_READER_TIMEOUT when set ("inf": no limit), else a short floor and
- * one second more per MSP_TIMEOUT_BYTES_PER_S. A healthy file parses in
- * milliseconds (its metadata is a small part of it); a fixed minute would
- * make every hung parse of a small file cost that minute. */
-#define MSP_TIMEOUT_FLOOR_S 10.0
-#define MSP_TIMEOUT_BYTES_PER_S (16.0 * 1024 * 1024)
-
-double msp_helper_timeout(int64_t file_size)
-{
-    const char *e = getenv("MSPROBE_READER_TIMEOUT");
-    char *end;
-    double s = e ? strtod(e, &end) : 0;
-    if (e && end != e && s > 0) /* NaN is not > 0 */
-        return s;
-    return MSP_TIMEOUT_FLOOR_S + (file_size > 0 ? (double)file_size / MSP_TIMEOUT_BYTES_PER_S : 0);
-}
-
 /* Starts the helper with argv (argv[0] is set here), in as its stdin
  * (MSP_CHILD_DEVNULL or a descriptor) and out as its stdout; its stderr is
  * /dev/null, and nothing else of ours is open in it (msp_child_start):
@@ -150,8 +132,8 @@ static msp_err msp_helper_spawn(const char *path, char *argv[], pid_t *pid, int 
     return MSP_OK;
 }
 
-/* A signal a parse does not raise itself (a fault, an abort, its CPU limit)
- * but someone sends: the OOM killer's SIGKILL, a hangup, an interrupt. */
+/* A signal a parse does not raise itself (a fault, an abort, SIGXCPU at its
+ * limit of work) but someone sends: the OOM killer's SIGKILL, a hangup, an interrupt. */
 static int msp_signal_from_outside(int sig)
 {
     return sig == SIGKILL || sig == SIGHUP || sig == SIGTERM || sig == SIGINT || sig == SIGQUIT ||
@@ -160,10 +142,13 @@ static int msp_signal_from_outside(int sig)
 
 /* What the helper's end says: its signal, an MSPE answer in buf (exit 2),
  * or another failing status; MSP_OK for a clean exit. *outside is set when
- * the end says nothing about the file (a signal sent from outside). */
+ * the end says nothing about the file (a signal sent from outside). work:
+ * its limit of work, which SIGXCPU says it reached. */
 static msp_err msp_helper_status(const char *path, int st, const unsigned char *buf, size_t n,
-                                 int *outside)
+                                 double work, int *outside)
 {
+    if (WIFSIGNALED(st) && WTERMSIG(st) == SIGXCPU)
+        return msp_helper_work_error(path, work);
     if (WIFSIGNALED(st) && msp_signal_from_outside(WTERMSIG(st))) {
         *outside = 1;
         return msp_fail(MSP_ERR_IO,
@@ -195,32 +180,24 @@ static msp_err msp_helper_status(const char *path, int st, const unsigned char *
     return MSP_OK;
 }
 
-static msp_err msp_timeout_error(const char *path, double timeout)
-{
-    return msp_fail(MSP_ERR_FORMAT,
-                    "file %s: corrupt or not a dump (parsing it took more "
-                    "than %.0f s, the limit for a file of its size; MSPROBE_READER_TIMEOUT "
-                    "sets another)",
-                    path, timeout);
-}
-
 /* What a helper's end means for the caller: kind as msp_collect (or the
  * server) reports it, status its wait status (MSP_CHILD_FAILED: an errno);
- * *outside as msp_helper_status sets it. */
+ * *outside as msp_helper_status sets it; timeout its limit of work, whose
+ * wall-clock backstop MSP_CHILD_TIMEOUT says it reached. */
 static msp_err msp_serve_outcome(const char *path, int kind, int status, const unsigned char *buf,
                                  size_t n, size_t cap, double timeout, int *outside)
 {
     switch (kind) {
     case MSP_CHILD_ENDED:
-        return msp_helper_status(path, status, buf, n, outside);
+        return msp_helper_status(path, status, buf, n, timeout, outside);
     case MSP_CHILD_TIMEOUT:
-        return msp_timeout_error(path, timeout);
+        return msp_helper_wall_error(path, timeout);
     case MSP_CHILD_STOPPED:
         *outside = 1;
         return msp_fail(MSP_ERR_IO,
                         "file %s: the reader helper was stopped (SIGSTOP or a "
                         "debugger) for the whole %.0f s it had to parse it",
-                        path, timeout);
+                        path, msp_helper_wall(timeout));
     case MSP_CHILD_TOO_BIG:
         return msp_fail(MSP_ERR_FORMAT,
                         "file %s: corrupt or not a dump (its catalogue exceeds "
@@ -235,7 +212,8 @@ static msp_err msp_serve_outcome(const char *path, int kind, int status, const u
 }
 
 /* Runs the helper with argv, collecting at most cap bytes of its answer
- * into *out within timeout seconds. */
+ * into *out: it limits its own work to timeout seconds (it computes the same
+ * limit); here the wall clock waits for it up to the backstop. */
 static msp_err msp_helper_run(const char *path, char *argv[], size_t cap, double timeout,
                               unsigned char **out, size_t *out_n, int *outside)
 {
@@ -248,7 +226,7 @@ static msp_err msp_helper_run(const char *path, char *argv[], size_t cap, double
         return src;
     unsigned char *buf;
     size_t n;
-    int kind = msp_fd_collect(rfd, -1, cap, msp_monotonic() + timeout, &buf, &n);
+    int kind = msp_fd_collect(rfd, -1, cap, msp_monotonic() + msp_helper_wall(timeout), &buf, &n);
     close(rfd);
     int st = msp_child_end(pid, &kind);
     msp_err rc = msp_serve_outcome(path, kind, st, buf, n, cap, timeout, outside);
@@ -363,8 +341,10 @@ static int msp_server_run(const char *path, size_t cap, double timeout, unsigned
         msp_server_give(s, 1); /* it died idle: a fresh one can still do this file */
         return 1;
     }
-    /* the server kills the child at the timeout; this margin is for the server */
-    double deadline = msp_monotonic() + timeout + 5.0;
+    /* the child limits its work to timeout and the server kills it at the
+     * backstop; this margin is for the server */
+    double wall = msp_helper_wall(timeout) + 5.0;
+    double deadline = msp_monotonic() + wall;
     unsigned char rp[20];
     int e = msp_fd_exact(s->fd, rp, sizeof rp, 0, deadline);
     uint32_t kind = 0;
@@ -390,7 +370,7 @@ static int msp_server_run(const char *path, size_t cap, double timeout, unsigned
         *rc = msp_fail(MSP_ERR_IO,
                        "file %s: the reader helper's server did not answer within "
                        "%.0f s (stopped, or starved of CPU)",
-                       path, timeout + 5.0);
+                       path, wall);
     } else if (e) {
         *outside = 1;
         *rc = msp_fail(MSP_ERR_IO,
@@ -483,18 +463,19 @@ struct msp_helper_stream {
     uint64_t left; /* data bytes still due */
 };
 
-/* Exactly n bytes from the helper, each wait bounded by the reader timeout
- * (a stall, not the whole tensor: a big one may take long). 1 on EOF. */
+/* Exactly n bytes from the helper, each wait bounded by the wall-clock
+ * backstop of its limit of work (a stall, not the whole tensor: a big one
+ * may take long; the helper itself ends at its limit of work). 1 on EOF. */
 static int msp_hs_get(struct msp_helper_stream *h, void *dst, size_t n, msp_err *rc)
 {
     unsigned char *p = dst;
     while (n) {
         struct pollfd pf = {h->fd, POLLIN, 0};
-        int pr = poll(&pf, 1, msp_poll_ms(h->timeout));
+        int pr = poll(&pf, 1, msp_poll_ms(msp_helper_wall(h->timeout)));
         if (pr < 0 && errno == EINTR)
             continue;
         if (pr == 0) {
-            *rc = msp_timeout_error(h->path, h->timeout);
+            *rc = msp_helper_wall_error(h->path, h->timeout);
             return -1;
         }
         ssize_t k = read(h->fd, p, n);
@@ -516,7 +497,7 @@ static msp_err msp_hs_ended(struct msp_helper_stream *h, const unsigned char *an
     int st = msp_child_wait(h->pid);
     h->pid = -1;
     int outside = 0;
-    msp_err rc = msp_helper_status(h->path, st, ans, n, &outside);
+    msp_err rc = msp_helper_status(h->path, st, ans, n, h->timeout, &outside);
     if (!rc)
         rc = msp_fail(MSP_ERR_FORMAT,
                       "file %s: the reader helper ended %llu bytes before the "
@@ -536,7 +517,7 @@ static msp_err msp_contained_stream_open(msp_dump_file_t *f, int64_t file_size,
     if (!h)
         return msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", f->path);
     snprintf(h->path, sizeof h->path, "%s", f->path);
-    h->timeout = msp_helper_timeout(file_size);
+    h->timeout = msp_helper_read_work(file_size);
     h->left = t->nbytes > 0 ? (uint64_t)t->nbytes : 0;
     char *argv[] = {NULL, "--read", f->path, r->name, t->role, NULL};
     msp_err rc = msp_helper_spawn(f->path, argv, &h->pid, &h->fd);

@@ -115,8 +115,21 @@ int msp_wire_get_error(const unsigned char *buf, size_t n, int64_t *code, char *
  * helper just sent. */
 int msp_cat_cache_get(int fd, unsigned char **buf, size_t *n);
 void msp_cat_cache_put(int fd, const unsigned char *buf, size_t n);
-/* Seconds a helper may take for a file of file_size bytes (the environment's
- * MSPROBE_READER_TIMEOUT, else a floor that grows with the size). */
+/* The reader helper's time limits (fmt_contain_limit.c). msp_helper_timeout:
+ * the seconds of work (CPU time) a helper may spend on a file of file_size
+ * bytes: the environment's MSPROBE_READER_TIMEOUT, else a floor that grows
+ * with the size; INFINITY for none. msp_helper_wall: the wall-clock backstop
+ * for a helper with that limit. msp_helper_limit_work: sets the limit in the
+ * calling helper (SIGXCPU when it is reached). The errors: the limit reached
+ * (MSP_ERR_LIMIT, "timed out after N s of work"), the backstop reached
+ * (MSP_ERR_IO); neither calls the file corrupt. */
 double msp_helper_timeout(int64_t file_size);
+/* The limit of work of a helper that streams one tensor: the same, or 120 s
+ * if that is more. */
+double msp_helper_read_work(int64_t file_size);
+double msp_helper_wall(double work);
+void msp_helper_limit_work(double work);
+msp_err msp_helper_work_error(const char *path, double work);
+msp_err msp_helper_wall_error(const char *path, double work);
 
 #endif

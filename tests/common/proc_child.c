@@ -100,9 +100,10 @@ int main(void)
 
     /* the deadline: a child that says nothing is killed at it */
     double t0 = msp_monotonic();
-    kind = run_sh("exec sleep 30", 4096, 0.3, &out, &n, &st);
+    kind = run_sh("exec sleep 120", 4096, 0.3, &out, &n, &st);
     CHECK(kind == MSP_CHILD_TIMEOUT && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
-    CHECK(msp_monotonic() - t0 < 10);
+    /* well before the sleep's end, however busy the machine */
+    CHECK(msp_monotonic() - t0 < 60);
 
     /* a program that does not exist: an errno, no child */
     char *argv[] = {"/nonexistent/msprobe-no-such-program", NULL};

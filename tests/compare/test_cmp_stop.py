@@ -57,6 +57,13 @@ def make_tree(root, seed, ranks=2, steps=2, records=150, numel=20000):
     return root
 
 
+# --mpi-timeout of the launches with a stopped process: short, for a quick
+# test, yet long enough that a process merely starved of CPU on a busy
+# machine (its sign-of-life thread beats every eighth of it) is not taken
+# for the stopped one.
+SILENCE = 10
+
+
 def wait_for_child(pid, timeout=120):
     """Waits until process pid has a child of its own (its first
     msprobe-catalogue: it is reading the dumps)."""
@@ -225,7 +232,7 @@ class MPICompareStopped(unittest.TestCase):
             "written (process 0 writes it)"], err)
         self.assertEqual(report_files(out), [])
 
-    def stopped(self, n, which, timeout=3):
+    def stopped(self, n, which, timeout=SILENCE):
         out = os.path.join(WORK, "mpi-stop-%d-%d" % (n, which))
         p = self.mpirun(n, out, "--mpi-timeout", str(timeout))
         procs = mpi_processes(p.pid, n)
@@ -253,7 +260,7 @@ class MPICompareStopped(unittest.TestCase):
         """The line of the process that found the silence itself."""
         want = "msprobe: MPI: process %d of %d sent no sign of life for " % (silent, n)
         lines = [l for l in err.splitlines() if l.startswith(want) and
-                 "(--mpi-timeout 3) while process %d was " % finder in l]
+                 "(--mpi-timeout %d) while process %d was " % (SILENCE, finder) in l]
         self.assertEqual(len(lines), 1, err)
         self.assertTrue(lines[0].endswith("it is stopped (SIGSTOP, a debugger), hung or cut "
                                           "off; ending the launch"), lines[0])
@@ -278,7 +285,7 @@ class MPICompareStopped(unittest.TestCase):
         self.assertGreaterEqual(len(relayed), 1, err)
         # and no process but 0 claims to have found the silence itself
         self.assertFalse([l for l in err.splitlines() if l.startswith(own) and
-                          "(--mpi-timeout 3) while process 2 was" in l], err)
+                          "(--mpi-timeout %d) while process 2 was" % SILENCE in l], err)
 
 
 if __name__ == "__main__":

@@ -273,8 +273,10 @@ class HostileDumps(unittest.TestCase):
         self.compare()
         self.pair([lob])
         p, rows, took = self.compare("--replay-budget", "20")
-        # a quarter of the budget, and no less than 10 s, for the endless record
-        self.assertLess(took, 40, p.stdout)
+        # a quarter of the budget, and no less than 10 s, for the endless
+        # record; the ceiling is generous (a busy machine slows the rest of
+        # the compare) and still far below the 300 s an endless run would take
+        self.assertLess(took, 90, p.stdout)
         self.assertIn("limit", rows["Torch.lobpcg.0.forward"]["Reason"])
         self.assert_gelu_introduced(rows)
         # acc_check: three such records, a total budget; nothing checked is a failure
@@ -289,7 +291,7 @@ class HostileDumps(unittest.TestCase):
                             os.path.join(self.work, "acc"), "--budget", "15", "-n", "1"],
                            capture_output=True, text=True, timeout=300, env=self.env,
                            cwd=self.work)
-        self.assertLess(time.monotonic() - t0, 45, q.stdout)
+        self.assertLess(time.monotonic() - t0, 90, q.stdout)  # 15 s budget; endless: 300
         self.assertEqual(q.returncode, 1, q.stdout + q.stderr)
         self.assertIn("nothing was checked", q.stderr)
 

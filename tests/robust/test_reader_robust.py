@@ -111,10 +111,10 @@ class Readers(unittest.TestCase):
         fifo = self.path("step0", "rank0", "dump.h5")
         os.mkfifo(fifo)
         self.assertTrue(stat.S_ISFIFO(os.stat(fifo).st_mode))
-        p = run("ls", fifo, timeout=20)
+        p = run("ls", fifo, timeout=300)
         self.assert_clean_failure(p, fifo)
         self.assertIn("not a regular file", p.stderr)
-        p = run("compare", "-b", self.d, "-c", self.d, "-o", self.path("out"), timeout=20)
+        p = run("compare", "-b", self.d, "-c", self.d, "-o", self.path("out"), timeout=300)
         self.assertGreaterEqual(p.returncode, 0)
         self.assertIn(fifo, p.stderr)  # the tree scanner skips it by name
 
