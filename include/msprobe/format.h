@@ -45,7 +45,10 @@ extern "C" {
 #endif
 
 #define MSP_FORMAT_NAME "msprobe-dump"
-#define MSP_FORMAT_VERSION 2
+/* The newest format_version this msprobe reads and writes: 3, the compact
+ * layout of statistics dumps; tensor dumps are still written as version 2. */
+#define MSP_FORMAT_VERSION 3
+#define MSP_TENSOR_FORMAT_VERSION 2
 #define MSP_MAX_NDIM 32
 
 typedef enum msp_dtype {
