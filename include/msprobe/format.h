@@ -1,8 +1,9 @@
 /* The msprobe dump file (HDF5), one per step and rank: dump_path/step{N}/rank{R}/dump.h5.
  * The full layout is documented in man/msprobe-dump.5 (msprobe-dump(5)); in short:
  *
- *   /                      attrs format="msprobe-dump", format_version=2, framework,
- *                          framework_version, task, dump_mode, step, rank, world_size
+ *   /                      attrs format="msprobe-dump", format_version=2 (3: a statistics
+ *                          dump, below), framework, framework_version, task, dump_mode,
+ *                          step, rank, world_size
  *   /<record>              a group per record that holds tensor data, e.g.
  *                          "Functional.conv2d.0.forward", "Module.layer1.0.conv1.Conv2d.forward.0";
  *                          attr order (int64)
@@ -26,6 +27,21 @@
  *                          ("Functional.gelu"), key "#K" = the K-th positional
  *                          parameter's name, key NAME = the repr of NAME's default.
  *                          Absent from older files.
+ *
+ * A statistics dump (task "statistics", format_version 3) has no groups and
+ * keeps its catalogue in numbered, deflated tables (msprobe-dump(5),
+ * STATISTICS DUMPS; about 100-200 bytes a record):
+ *   /strings               uint8: every string of the file once, each NUL-ended;
+ *                          string k = the k-th piece split at NULs (0 = "")
+ *   /records               compound (name: string number, order int64), a row a record
+ *   /stats                 compound, a row a tensor: record, role, dtype (string
+ *                          numbers), ndim, shape (int64[W], W = widest ndim), max, min,
+ *                          mean, norm, nan_count, inf_count, crc32, device (string
+ *                          number), requires_grad, producer (string number)
+ *   /attrs, /defaults      as above with uint32 string numbers for record, key, value
+ *   root string attrs      fixed-length UTF-8 (no 4 KiB global heap)
+ * Tensors with data in such a file (the shim writes none) keep the groups and
+ * /index of a tensor dump.
  *
  * This module is the only code that calls H5*. All functions here serialise on
  * one internal mutex, so they may be called from any thread; one writer or one
