@@ -162,6 +162,56 @@ class CompactStatistics(dt.ShimCase):
                     self.assertEqual(float(g["Bench " + col]), float(idx[key][field]))
                     self.assertEqual(float(g["NPU " + col]), float(idx[key][field]))
 
+    def test_tables_that_lie_are_refused(self):
+        # every number checked against the table it points into, and what the
+        # tables say checked against itself, naming the file and the table
+        import h5py
+        cfg = self.write_config(dt.config("./s", mode="api", steps="0", task="statistics"))
+        self.train(["--steps", "1"], cfg)
+        good = dt.dump_files(self.path("s"))[(0, 0)]
+
+        def rewrite(name, fn):
+            def mutate(f):
+                rows = f[name][()]
+                rows = fn(rows)
+                del f[name]
+                f.create_dataset(name, data=rows)
+            return mutate
+
+        def role_out_of_range(rows):
+            rows[0]["role"] = 10 ** 6
+            return rows
+
+        def record_unlisted(rows):
+            rows[0]["record"] = 0  # the empty string: no record's name
+            return rows
+
+        def ndim_too_wide(rows):
+            rows[0]["ndim"] = rows.dtype["shape"].shape[0] + 1
+            return rows
+
+        cases = [
+            ("stats", role_out_of_range, "/strings does not have"),
+            ("stats", record_unlisted, "names a record /records does not list"),
+            ("stats", lambda r: np.concatenate([r, r[:1]]), "has two rows"),
+            ("stats", ndim_too_wide, "wider than the table's shape column"),
+            ("records", lambda r: np.concatenate([r, r[:1]]), "is listed twice"),
+            ("strings", lambda r: r[:-1], "does not end with a NUL"),
+        ]
+        for name, fn, needle in cases:
+            with self.subTest(table=name, needle=needle):
+                bad = self.path("bad.h5")
+                with open(good, "rb") as src, open(bad, "wb") as dst:
+                    dst.write(src.read())
+                with h5py.File(bad, "r+") as f:
+                    rewrite(name, fn)(f)
+                p = subprocess.run([BIN, "ls", bad], capture_output=True, text=True, timeout=120)
+                self.assertNotEqual(p.returncode, 0, p.stdout[-500:])
+                self.assertIn(needle, p.stderr)
+                self.assertIn(bad, p.stderr)
+        p = subprocess.run([BIN, "ls", good], capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+
 
 if __name__ == "__main__":
     unittest.main()
