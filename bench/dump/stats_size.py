@@ -6,8 +6,9 @@ preload libraries side by side (e.g. today's main against a branch).
     bench/dump/stats_size.py [--lib NAME=PRELOAD_LIB ...] [--steps N]
 
 Without --lib the build next to this script is used. Models: a small
-transformer (nanoGPT-like blocks written in torch.nn), a 24-block LayerNorm
-MLP and torchvision's resnet18, each in api, module and mix modes. For each
+transformer (nanoGPT-like blocks written in torch.nn; gpt: 2 blocks, gpt12:
+12), a 24-block LayerNorm MLP and torchvision's resnet18, each in api,
+module and mix modes. For each
 file it prints the records, the file size and bytes a record, and which
 objects of the file hold the bytes (storage of each table)."""
 import argparse
@@ -58,8 +59,8 @@ class GPT(nn.Module):
             x = b(x)
         return self.head(self.ln(x))
 
-if which == "gpt":
-    model = GPT()
+if which.startswith("gpt"):  # gpt: 2 blocks; gptN: N blocks (gpt12: nanoGPT's depth)
+    model = GPT(n=int(which[3:] or 2))
     data = lambda: torch.randint(0, 128, (4, 16))
     loss_of = lambda out, x: F.cross_entropy(out.view(-1, 128), x.view(-1))
 elif which == "mlp":
@@ -135,7 +136,7 @@ def main():
     ap.add_argument("--lib", action="append", default=[],
                     help="NAME=PATH of a libmsprobe_preload.so (repeatable)")
     ap.add_argument("--steps", type=int, default=2)
-    ap.add_argument("--models", default="gpt,mlp,resnet18")
+    ap.add_argument("--models", default="gpt,gpt12,mlp,resnet18")
     ap.add_argument("--modes", default="api,module,mix")
     a = ap.parse_args()
     libs = [tuple(x.split("=", 1)) for x in a.lib] or [("this", DEFAULT_LIB)]

@@ -183,7 +183,8 @@ typedef struct msp_tensor_in {
 msp_err msp_writer_open(const char *path, const msp_dump_meta_t *meta, msp_writer_t **out);
 /* Start a record; tensors and attrs that follow belong to it (a group is
  * made only for tensor data). A record name that already exists in the
- * file, or "index", "attrs" or "defaults", is an error. */
+ * file, or a table's name ("index", "attrs", "defaults", "strings",
+ * "records", "stats"), is an error. */
 msp_err msp_writer_begin_record(msp_writer_t *w, const char *record, int64_t order);
 /* The data is written before this returns (the caller may reuse it). When
  * stats is NULL they are computed here, for tensors of 1 MiB or more on a

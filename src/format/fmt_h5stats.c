@@ -3,12 +3,17 @@
  * reader, fmt_h5read.c, which the reader helper runs). Every number a row
  * holds is checked against the table it points into, and a table's declared
  * size against the file's (deflated rows may expand: a table is refused when
- * it declares more than a file of its size can hold at 4 rows a byte). */
+ * it declares more bytes than deflate can unpack from the whole file). */
 #include "fmt_h5stats.h"
 #include "fmt_h5walk.h" /* msp_children, msp_shape_size */
 
 #include <stdlib.h>
 #include <string.h>
+
+/* The most deflate can expand its input (RFC 1951: a 258-byte match in
+ * two bits, about 1032 to 1); no table of a file holds more than this
+ * many times the file's size. */
+#define MSP_DEFLATE_MAX_RATIO 1032u
 
 /* ---- row types --------------------------------------------------------------- */
 
@@ -135,7 +140,7 @@ static msp_err msp_table_open(msp_dump_file_t *f, const char *name, hid_t mt, hi
                          "file %s: /%s is not a one-dimensional table with the "
                          "columns of msprobe-dump(5)",
                          f->path, name);
-    else if ((uint64_t)np > (uint64_t)im_file_size(f) * 4)
+    else if ((uint64_t)np > (uint64_t)im_file_size(f) * MSP_DEFLATE_MAX_RATIO / H5Tget_size(ft))
         rc = msp_fail(MSP_ERR_FORMAT,
                       "file %s: /%s declares %lld rows, more than a file of %lld bytes "
                       "can hold",

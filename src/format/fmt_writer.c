@@ -291,11 +291,18 @@ msp_err msp_writer_begin_record(msp_writer_t *w, const char *record, int64_t ord
 {
     if (!w)
         return msp_fail(MSP_ERR_USAGE, "msp_writer_begin_record: no writer");
-    if (!msp_name_ok(record) || strcmp(record, "index") == 0 || strcmp(record, "attrs") == 0 ||
-        strcmp(record, "defaults") == 0)
+    /* the tables' names, the compact layout's included (a record with data
+     * in a statistics dump has a group beside them) */
+    static const char *const reserved[] = {"index",   "attrs", "defaults", "strings",
+                                           "records", "stats", NULL};
+    int bad = !msp_name_ok(record);
+    for (int i = 0; !bad && reserved[i]; i++)
+        bad = strcmp(record, reserved[i]) == 0;
+    if (bad)
         return msp_fail(MSP_ERR_USAGE,
                         "file %s: invalid record name '%s' (empty, contains '/', or "
-                        "a reserved name: 'index', 'attrs', 'defaults')",
+                        "a reserved name: 'index', 'attrs', 'defaults', 'strings', "
+                        "'records', 'stats')",
                         w->path, record ? record : "(null)");
     if (w->record)
         return msp_fail(MSP_ERR_USAGE, "file %s: record %s: begun while record %s is still open",
