@@ -236,6 +236,7 @@ msp_err msp_writer_open(const char *path, const msp_dump_meta_t *meta, msp_write
         /* a statistics file is a few small tables: a
          * big metadata block would stay mostly a hole in it */
         H5Pset_meta_block_size(fapl, w->compact ? MSP_META_BLOCK_COMPACT : MSP_META_BLOCK) < 0 ||
+        (w->compact && H5Pset_small_data_block_size(fapl, MSP_SMALL_DATA_COMPACT) < 0) ||
         H5Pset_alignment(fapl, MSP_ALIGN_THRESHOLD, MSP_ALIGN) < 0 ||
         H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG) < 0 ||
         /* Filesystems without flock (some NFS, Lustre setups) must not

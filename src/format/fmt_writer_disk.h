@@ -60,6 +60,10 @@ struct msp_writer {
 #define MSP_ALIGN_THRESHOLD (64 * 1024)
 #define MSP_ALIGN 4096
 #define MSP_META_BLOCK (64 * 1024)
+/* A statistics file's metadata and raw data blocks: HDF5's default 2 KiB
+ * raw data block left about 1.5 KiB of a step's file a hole (a record is
+ * about 100 bytes). */
+#define MSP_SMALL_DATA_COMPACT 512
 #define MSP_META_BLOCK_COMPACT 512
 #define MSP_MDC_INITIAL (16 * 1024 * 1024)
 #define MSP_MDC_MAX (64 * 1024 * 1024)
