@@ -35,9 +35,11 @@
  *                          string k = the k-th piece split at NULs (0 = "")
  *   /records               compound (name: string number, order int64), a row a record
  *   /stats                 compound, a row a tensor: record, role, dtype (string
- *                          numbers), ndim, shape (int64[W], W = widest ndim), max, min,
- *                          mean, norm, nan_count, inf_count, crc32, device (string
- *                          number), requires_grad, producer (string number)
+ *                          numbers), ndim, shape (int64[W], W = widest ndim), values
+ *                          (its /values row), device (string number), requires_grad,
+ *                          producer (string number)
+ *   /values                compound, a row a distinct set of statistics: max, min,
+ *                          mean, norm, nan_count, inf_count, crc32
  *   /attrs, /defaults      as above with uint32 string numbers for record, key, value
  *   root string attrs      fixed-length UTF-8 (no 4 KiB global heap)
  * Tensors with data in such a file (the shim writes none) keep the groups and
@@ -184,7 +186,7 @@ msp_err msp_writer_open(const char *path, const msp_dump_meta_t *meta, msp_write
 /* Start a record; tensors and attrs that follow belong to it (a group is
  * made only for tensor data). A record name that already exists in the
  * file, or a table's name ("index", "attrs", "defaults", "strings",
- * "records", "stats"), is an error. */
+ * "records", "stats", "values"), is an error. */
 msp_err msp_writer_begin_record(msp_writer_t *w, const char *record, int64_t order);
 /* The data is written before this returns (the caller may reuse it). When
  * stats is NULL they are computed here, for tensors of 1 MiB or more on a

@@ -31,13 +31,7 @@ hid_t msp_srow_type(int packed, int width)
     MSP_SCOL("dtype", dtype, H5T_STD_U32LE)
     MSP_SCOL("ndim", ndim, H5T_STD_U8LE)
     MSP_SCOL("shape", shape, shp)
-    MSP_SCOL("max", max, H5T_IEEE_F64LE)
-    MSP_SCOL("min", min, H5T_IEEE_F64LE)
-    MSP_SCOL("mean", mean, H5T_IEEE_F64LE)
-    MSP_SCOL("norm", norm, H5T_IEEE_F64LE)
-    MSP_SCOL("nan_count", nan_count, H5T_STD_I64LE)
-    MSP_SCOL("inf_count", inf_count, H5T_STD_I64LE)
-    MSP_SCOL("crc32", crc32, H5T_STD_U32LE)
+    MSP_SCOL("values", values, H5T_STD_U32LE)
     MSP_SCOL("device", device, H5T_STD_U32LE)
     MSP_SCOL("requires_grad", requires_grad, bt)
     MSP_SCOL("producer", producer, H5T_STD_U32LE)
@@ -51,6 +45,28 @@ hid_t msp_srow_type(int packed, int width)
         H5Tclose(shp);
     if (bt >= 0)
         H5Tclose(bt);
+    return c;
+}
+
+hid_t msp_vrow_type(int packed)
+{
+    hid_t c = H5Tcreate(H5T_COMPOUND, sizeof(struct msp_vrow));
+    int ok = c >= 0;
+#define MSP_VCOL(name, field, type)                                                                \
+    ok = ok && H5Tinsert(c, name, offsetof(struct msp_vrow, field), type) >= 0;
+    MSP_VCOL("max", max, H5T_IEEE_F64LE)
+    MSP_VCOL("min", min, H5T_IEEE_F64LE)
+    MSP_VCOL("mean", mean, H5T_IEEE_F64LE)
+    MSP_VCOL("norm", norm, H5T_IEEE_F64LE)
+    MSP_VCOL("nan_count", nan_count, H5T_STD_I64LE)
+    MSP_VCOL("inf_count", inf_count, H5T_STD_I64LE)
+    MSP_VCOL("crc32", crc32, H5T_STD_U32LE)
+#undef MSP_VCOL
+    ok = ok && (!packed || H5Tpack(c) >= 0);
+    if (!ok && c >= 0) {
+        H5Tclose(c);
+        c = -1;
+    }
     return c;
 }
 
@@ -322,6 +338,7 @@ static msp_err msp_records_merge(msp_dump_file_t *f, const struct msp_strs *s)
  * entries). */
 static msp_err msp_tensor_from_srow(msp_dump_file_t *f, const struct msp_strs *s,
                                     const struct msp_srow *r, int width, const char *rec,
+                                    const struct msp_vrow *vals, size_t n_vals,
                                     msp_tensor_info_t *t)
 {
     char where[700];
@@ -334,6 +351,9 @@ static msp_err msp_tensor_from_srow(msp_dump_file_t *f, const struct msp_strs *s
                         "%s: the row names a string /strings does not have, "
                         "or no role",
                         where);
+    if (r->values >= n_vals)
+        return msp_fail(MSP_ERR_FORMAT, "%s: the row names a row /values does not have", where);
+    const struct msp_vrow *v = &vals[r->values];
     if (r->ndim > width)
         return msp_fail(MSP_ERR_FORMAT, "%s: ndim %d, wider than the table's shape column (%d)",
                         where, (int)r->ndim, width);
@@ -347,8 +367,8 @@ static msp_err msp_tensor_from_srow(msp_dump_file_t *f, const struct msp_strs *s
                                 where);
     t->has_data = 0;
     t->has_stats = MSP_STATS_ALL;
-    t->stats = (msp_stats_t){r->max,       r->min,       r->mean, r->norm,
-                             r->nan_count, r->inf_count, r->crc32};
+    t->stats = (msp_stats_t){v->max,       v->min,       v->mean, v->norm,
+                             v->nan_count, v->inf_count, v->crc32};
     t->offset = -1;
     snprintf(t->device, sizeof t->device, "%s", dev);
     t->requires_grad = r->requires_grad != 0;
@@ -384,11 +404,14 @@ static msp_err msp_stats_merge(msp_dump_file_t *f, const struct msp_strs *s)
         return msp_h5_fail(MSP_ERR_FORMAT,
                            "file %s: /stats has no shape column of 1 to %d int64 entries", f->path,
                            MSP_MAX_NDIM);
-    void *raw = NULL;
-    size_t n = 0;
-    msp_err rc = msp_table_read(f, "stats", msp_srow_type(0, width), sizeof(struct msp_srow), &raw,
-                                &n);
+    void *raw = NULL, *vraw = NULL;
+    size_t n = 0, n_vals = 0;
+    msp_err rc = msp_table_read(f, "values", msp_vrow_type(0), sizeof(struct msp_vrow), &vraw,
+                                &n_vals);
+    if (!rc)
+        rc = msp_table_read(f, "stats", msp_srow_type(0, width), sizeof(struct msp_srow), &raw, &n);
     struct msp_srow *sr = raw;
+    const struct msp_vrow *vals = vraw;
     for (size_t i = 0; !rc && i < n; i++) {
         const char *rec = msp_str_at(s, sr[i].record);
         msp_record_info_t *r = rec ? bsearch(rec, f->records, f->n_records, sizeof *r,
@@ -407,10 +430,11 @@ static msp_err msp_stats_merge(msp_dump_file_t *f, const struct msp_strs *s)
         }
         r->tensors = nt;
         memset(&nt[r->n_tensors], 0, sizeof *nt);
-        rc = msp_tensor_from_srow(f, s, &sr[i], width, r->name, &nt[r->n_tensors]);
+        rc = msp_tensor_from_srow(f, s, &sr[i], width, r->name, vals, n_vals, &nt[r->n_tensors]);
         r->n_tensors++; /* counted even on failure so its strings are freed */
     }
     free(sr);
+    free(vraw);
     return rc;
 }
 

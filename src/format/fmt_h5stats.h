@@ -1,6 +1,7 @@
 /* The compact layout of statistics dumps (format_version 3, msprobe-dump(5),
  * STATISTICS DUMPS): every string of the file once in /strings, a row per
- * record in /records, a row per statistics-only tensor in /stats, and /attrs
+ * record in /records, a row per statistics-only tensor in /stats, its
+ * statistics a row of /values shared by every tensor that has them, /attrs
  * and /defaults whose columns are string numbers; all of them chunked and
  * deflated, so a record costs tens of bytes instead of a group,
  * or /index rows of variable-length strings (each a global heap object).
@@ -13,20 +14,28 @@
 
 #define MSP_COMPACT_VERSION 3 /* the first format_version with these tables */
 
-/* A row of /stats. Strings are numbers into /strings (0 is ""). Column order
- * on disk is the field order here; shape holds the first ndim entries of the
- * file's widest shape (the column is int64[W], W = the largest ndim, at least
- * 1; entries past ndim are 0). */
+/* A row of /stats. Strings are numbers into /strings (0 is ""); values is
+ * the row of /values that holds its statistics. Column order on disk is the
+ * field order here; shape holds the first ndim entries of the file's widest
+ * shape (the column is int64[W], W = the largest ndim, at least 1; entries
+ * past ndim are 0). */
 struct msp_srow {
     uint32_t record, role, dtype;
     uint8_t ndim;
     int64_t shape[MSP_MAX_NDIM];
-    double max, min, mean, norm;
-    int64_t nan_count, inf_count;
-    uint32_t crc32;
+    uint32_t values;
     uint32_t device;
     int8_t requires_grad;
     uint32_t producer;
+};
+
+/* A row of /values: statistics, each distinct set once (a tensor that is one
+ * record's output and a later one's input, a parameter in its module's
+ * record and in the optimizer's, are one row). */
+struct msp_vrow {
+    double max, min, mean, norm;
+    int64_t nan_count, inf_count;
+    uint32_t crc32;
 };
 
 /* A row of /records: its name (a string number) and execution order. */
@@ -44,6 +53,7 @@ struct msp_crow {
  * the shape column's length. The caller closes them; -1 on failure. */
 hid_t msp_srow_type(int packed, int width);
 hid_t msp_rrow_type(int packed);
+hid_t msp_vrow_type(int packed);
 hid_t msp_crow_type(int packed);
 
 /* Whether f (version >= 3) is in the compact layout (/records exists):

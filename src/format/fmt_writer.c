@@ -295,7 +295,7 @@ msp_err msp_writer_begin_record(msp_writer_t *w, const char *record, int64_t ord
     /* the tables' names, the compact layout's included (a record with data
      * in a statistics dump has a group beside them) */
     static const char *const reserved[] = {"index",   "attrs", "defaults", "strings",
-                                           "records", "stats", NULL};
+                                           "records", "stats", "values",   NULL};
     int bad = !msp_name_ok(record);
     for (int i = 0; !bad && reserved[i]; i++)
         bad = strcmp(record, reserved[i]) == 0;
@@ -303,7 +303,7 @@ msp_err msp_writer_begin_record(msp_writer_t *w, const char *record, int64_t ord
         return msp_fail(MSP_ERR_USAGE,
                         "file %s: invalid record name '%s' (empty, contains '/', or "
                         "a reserved name: 'index', 'attrs', 'defaults', 'strings', "
-                        "'records', 'stats')",
+                        "'records', 'stats', 'values')",
                         w->path, record ? record : "(null)");
     if (w->record)
         return msp_fail(MSP_ERR_USAGE, "file %s: record %s: begun while record %s is still open",

@@ -3,7 +3,10 @@
  * without data become /stats rows, its records /records rows, its
  * attributes and defaults compact /attrs and /defaults, every string once
  * in /strings; rows with data (a statistics dump has none unless a caller
- * gives it some) still go to /index as in a tensor dump.
+ * gives it some) still go to /index as in a tensor dump; each distinct set of
+ * statistics is one /values row, which its tensors' /stats rows name (deflate
+ * sees repeats only 32 KiB back, and a parameter's statistics come again in
+ * the optimizer's record a whole step later).
  *
  * Size: a record of a few tensors is about 100 bytes, where /index rows of
  * variable-length strings cost some 500 a tensor: strings are numbers, the
@@ -145,14 +148,74 @@ static msp_err msp_compact_crows(msp_writer_t *w, struct msp_strtab *st, const c
     return rc;
 }
 
+/* The file's distinct statistics (/values), in the order first met. */
+struct msp_valtab {
+    struct msp_vrow *v;
+    size_t n, cap;
+    msp_index_t ix;
+};
+
+static int msp_vrow_same(const struct msp_vrow *a, const struct msp_vrow *b)
+{
+    /* bit for bit: NaNs of one pattern are one row, 0.0 and -0.0 two */
+    return memcmp(&a->max, &b->max, sizeof a->max) == 0 &&
+           memcmp(&a->min, &b->min, sizeof a->min) == 0 &&
+           memcmp(&a->mean, &b->mean, sizeof a->mean) == 0 &&
+           memcmp(&a->norm, &b->norm, sizeof a->norm) == 0 && a->nan_count == b->nan_count &&
+           a->inf_count == b->inf_count && a->crc32 == b->crc32;
+}
+
+struct msp_val_key {
+    const struct msp_valtab *t;
+    const struct msp_vrow *v;
+};
+
+static int msp_val_is(const void *ctx, size_t i)
+{
+    const struct msp_val_key *k = ctx;
+    return msp_vrow_same(&k->t->v[i], k->v);
+}
+
+/* The number of v's row in t, added when new; -1 out of memory. */
+static int64_t msp_val_id(struct msp_valtab *t, const struct msp_vrow *v)
+{
+    uint64_t h = 0, bits[4];
+    memcpy(bits, &v->max, sizeof bits); /* max, min, mean, norm: adjacent doubles */
+    for (int i = 0; i < 4; i++)
+        h = msp_mix64(h ^ bits[i]);
+    h = msp_mix64(h ^ (uint64_t)v->nan_count ^ ((uint64_t)v->inf_count << 32) ^ v->crc32);
+    struct msp_val_key key = {t, v};
+    size_t at = t->n ? msp_index_find(&t->ix, h, msp_val_is, &key) : SIZE_MAX;
+    if (at != SIZE_MAX)
+        return (int64_t)at;
+    struct msp_vrow *g = t->n < UINT32_MAX ? msp_grow(t->v, &t->cap, t->n, sizeof *g, 256) : NULL;
+    if (!g)
+        return -1;
+    t->v = g;
+    if (msp_index_put(&t->ix, h, t->n))
+        return -1;
+    t->v[t->n] = *v;
+    return (int64_t)t->n++;
+}
+
 /* One /stats row from writer row wr; -1 out of memory. */
-static int msp_compact_srow(struct msp_strtab *st, const struct msp_wrow *wr, uint32_t record,
-                            struct msp_srow *s)
+static int msp_compact_srow(struct msp_strtab *st, struct msp_valtab *vt, const struct msp_wrow *wr,
+                            uint32_t record, struct msp_srow *s)
 {
     const struct msp_index_row *r = &wr->r;
+    struct msp_vrow v;
+    memset(&v, 0, sizeof v);
+    v.max = r->max;
+    v.min = r->min;
+    v.mean = r->mean;
+    v.norm = r->norm;
+    v.nan_count = r->nan_count;
+    v.inf_count = r->inf_count;
+    v.crc32 = r->crc32;
     int64_t role = msp_str_id(st, r->role), dt = msp_str_id(st, r->dtype),
-            dev = msp_str_id(st, r->device), prod = msp_str_id(st, wr->producer);
-    if (role < 0 || dt < 0 || dev < 0 || prod < 0)
+            dev = msp_str_id(st, r->device), prod = msp_str_id(st, wr->producer),
+            val = msp_val_id(vt, &v);
+    if (role < 0 || dt < 0 || dev < 0 || prod < 0 || val < 0)
         return -1;
     memset(s, 0, sizeof *s);
     s->record = record;
@@ -161,20 +224,14 @@ static int msp_compact_srow(struct msp_strtab *st, const struct msp_wrow *wr, ui
     s->ndim = (uint8_t)r->ndim;
     for (int k = 0; k < r->ndim; k++)
         s->shape[k] = ((const int64_t *)r->shape.p)[k];
-    s->max = r->max;
-    s->min = r->min;
-    s->mean = r->mean;
-    s->norm = r->norm;
-    s->nan_count = r->nan_count;
-    s->inf_count = r->inf_count;
-    s->crc32 = r->crc32;
+    s->values = (uint32_t)val;
     s->device = (uint32_t)dev;
     s->requires_grad = r->requires_grad;
     s->producer = (uint32_t)prod;
     return 0;
 }
 
-/* The rows into /records, /stats and (rows with data) /index. */
+/* The rows into /records, /values, /stats and (rows with data) /index. */
 static msp_err msp_compact_rows(msp_writer_t *w, struct msp_strtab *st)
 {
     msp_err rc = MSP_OK;
@@ -183,6 +240,8 @@ static msp_err msp_compact_rows(msp_writer_t *w, struct msp_strtab *st)
     struct msp_wrow *data = calloc(w->n_rows ? w->n_rows : 1, sizeof *data);
     size_t n_s = 0, n_rec = 0, n_data = 0;
     int width = 1;
+    struct msp_valtab vt;
+    memset(&vt, 0, sizeof vt);
     if (!s || !rec || !data)
         goto nomem;
     for (size_t i = 0; i < w->n_rows; i++) {
@@ -197,7 +256,7 @@ static msp_err msp_compact_rows(msp_writer_t *w, struct msp_strtab *st)
         if (wr->r.has_data)
             data[n_data++] = *wr; /* shallow: the strings stay the writer's */
         else if (wr->r.role[0]) {
-            if (msp_compact_srow(st, wr, rec[n_rec - 1].name, &s[n_s++]))
+            if (msp_compact_srow(st, &vt, wr, rec[n_rec - 1].name, &s[n_s++]))
                 goto nomem;
             if (wr->r.ndim > width)
                 width = wr->r.ndim;
@@ -205,6 +264,9 @@ static msp_err msp_compact_rows(msp_writer_t *w, struct msp_strtab *st)
     }
     rc = msp_compact_table(w, "records", msp_rrow_type(1), msp_rrow_type(0), rec, n_rec,
                            sizeof *rec);
+    if (!rc)
+        rc = msp_compact_table(w, "values", msp_vrow_type(1), msp_vrow_type(0), vt.v, vt.n,
+                               sizeof *vt.v);
     if (!rc)
         rc = msp_compact_table(w, "stats", msp_srow_type(1, width), msp_srow_type(0, width), s, n_s,
                                sizeof *s);
@@ -218,6 +280,8 @@ cleanup:
     free(s);
     free(rec);
     free(data);
+    free(vt.v);
+    msp_index_free(&vt.ix);
     return rc;
 }
 

@@ -132,13 +132,13 @@ class Statistics(dt.ShimCase):
                 self.assertEqual(list(t["shape"]), list(a.shape))
                 checked += 1
         self.assertEqual(checked, 7)
-        # statistics are /stats rows alone, records /records rows, arguments
+        # statistics are /stats and /values rows alone, records /records rows, arguments
         # /attrs rows, the APIs' signatures /defaults rows (once a file), their
         # strings in /strings: no dataset besides the tables and no group
         # (~100 us saved a tensor, ~25 us a record; msprobe-dump(5))
         import h5py
         from msp_h5dump import record_attrs, stats_rows
-        tables = ["attrs", "defaults", "records", "stats", "strings"]
+        tables = ["attrs", "defaults", "records", "stats", "strings", "values"]
         with h5py.File(files[(1, 0)], "r") as f:
             datasets = []
             f.visititems(lambda n, o: datasets.append(n) if isinstance(o, h5py.Dataset) else None)

@@ -77,11 +77,13 @@ def read_compact(path):
         root = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items()}
         s = [b.decode() for b in f["strings"][()].tobytes().split(b"\0")[:-1]]
         records = {s[r["name"]]: int(r["order"]) for r in f["records"][()]}
+        v = f["values"][()]
         rows = [dict(record=s[r["record"]], role=s[r["role"]], dtype=s[r["dtype"]],
-                     shape=[int(d) for d in r["shape"][:r["ndim"]]], max=float(r["max"]),
-                     min=float(r["min"]), mean=float(r["mean"]), norm=float(r["norm"]),
-                     nan=int(r["nan_count"]), inf=int(r["inf_count"]), crc=int(r["crc32"]),
-                     device=s[r["device"]])
+                     shape=[int(d) for d in r["shape"][:r["ndim"]]],
+                     max=float(v[r["values"]]["max"]), min=float(v[r["values"]]["min"]),
+                     mean=float(v[r["values"]]["mean"]), norm=float(v[r["values"]]["norm"]),
+                     nan=int(v[r["values"]]["nan_count"]), inf=int(v[r["values"]]["inf_count"]),
+                     crc=int(v[r["values"]]["crc32"]), device=s[r["device"]])
                 for r in f["stats"][()]]
         tables = sorted(f)
     return records, rows, root, tables
@@ -108,7 +110,7 @@ class CompactStatistics(dt.ShimCase):
         path = dt.dump_files(self.path("s"))[(0, 0)]
         records, rows, root, tables = read_compact(path)
         self.assertEqual((root["format_version"], root["task"]), (3, "statistics"))
-        self.assertEqual(tables, ["attrs", "records", "stats", "strings"])
+        self.assertEqual(tables, ["attrs", "records", "stats", "strings", "values"])
         per_record = os.path.getsize(path) / len(records)
         self.assertGreater(len(records), 100)
         self.assertLessEqual(per_record, 200, "%d bytes, %d records: %.0f bytes a record"
@@ -186,6 +188,10 @@ class CompactStatistics(dt.ShimCase):
             rows[0]["record"] = 0  # the empty string: no record's name
             return rows
 
+        def values_out_of_range(rows):
+            rows[0]["values"] = 10 ** 6
+            return rows
+
         def ndim_too_wide(rows):
             rows[0]["ndim"] = rows.dtype["shape"].shape[0] + 1
             return rows
@@ -195,6 +201,7 @@ class CompactStatistics(dt.ShimCase):
             ("stats", record_unlisted, "names a record /records does not list"),
             ("stats", lambda r: np.concatenate([r, r[:1]]), "has two rows"),
             ("stats", ndim_too_wide, "wider than the table's shape column"),
+            ("stats", values_out_of_range, "names a row /values does not have"),
             ("records", lambda r: np.concatenate([r, r[:1]]), "is listed twice"),
             ("strings", lambda r: r[:-1], "does not end with a NUL"),
         ]

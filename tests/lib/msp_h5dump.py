@@ -172,8 +172,9 @@ def stats_rows(f):
     """One dict a tensor row (record, role, order, dtype, shape, max, min,
     mean, norm, nan_count, inf_count, crc32, device, requires_grad, producer)
     of an open dump file, read as msprobe-dump(5) says: /index (and in a
-    compact file /stats, its numbers looked up in /strings and /records), in
-    file order; a record without tensors is one row with role ""."""
+    compact file /stats, its numbers looked up in /strings, /records and /values), in
+    file order, the statistics of a /stats row from its /values row; a record
+    without tensors is one row with role ""."""
     out = []
     if "index" in f and isinstance(f["index"], h5py.Dataset):
         for r in f["index"][()]:
@@ -192,12 +193,14 @@ def stats_rows(f):
     order = {s[r["name"]]: int(r["order"]) for r in f["records"][()]}
     seen = {r["record"] for r in out}
     rows = f["stats"][()]
+    values = f["values"][()]
     for r in rows:
+        v = values[r["values"]]
         out.append(dict(record=s[r["record"]], role=s[r["role"]], order=order[s[r["record"]]],
                         dtype=s[r["dtype"]], shape=tuple(int(x) for x in r["shape"][:r["ndim"]]),
-                        max=float(r["max"]), min=float(r["min"]), mean=float(r["mean"]),
-                        norm=float(r["norm"]), nan_count=int(r["nan_count"]),
-                        inf_count=int(r["inf_count"]), crc32=int(r["crc32"]),
+                        max=float(v["max"]), min=float(v["min"]), mean=float(v["mean"]),
+                        norm=float(v["norm"]), nan_count=int(v["nan_count"]),
+                        inf_count=int(v["inf_count"]), crc32=int(v["crc32"]),
                         device=s[r["device"]], requires_grad=bool(r["requires_grad"]),
                         producer=s[r["producer"]]))
     seen.update(s[r["record"]] for r in rows)
