@@ -30,7 +30,7 @@
  *
  * A statistics dump (task "statistics", format_version 3) has no groups and
  * keeps its catalogue in numbered, deflated tables (msprobe-dump(5),
- * STATISTICS DUMPS; about 100-200 bytes a record):
+ * STATISTICS DUMPS; about 80-200 bytes a record):
  *   /strings               uint8: every string of the file once, each NUL-ended;
  *                          string k = the k-th piece split at NULs (0 = "")
  *   /records               compound (name: string number, order int64), a row a record
