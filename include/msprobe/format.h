@@ -1,8 +1,9 @@
 /* The msprobe dump file (HDF5), one per step and rank: dump_path/step{N}/rank{R}/dump.h5.
  * The full layout is documented in man/msprobe-dump.5 (msprobe-dump(5)); in short:
  *
- *   /                      attrs format="msprobe-dump", format_version=2, framework,
- *                          framework_version, task, dump_mode, step, rank, world_size
+ *   /                      attrs format="msprobe-dump", format_version=2 (3: a statistics
+ *                          dump, below), framework, framework_version, task, dump_mode,
+ *                          step, rank, world_size
  *   /<record>              a group per record that holds tensor data, e.g.
  *                          "Functional.conv2d.0.forward", "Module.layer1.0.conv1.Conv2d.forward.0";
  *                          attr order (int64)
@@ -27,6 +28,23 @@
  *                          parameter's name, key NAME = the repr of NAME's default.
  *                          Absent from older files.
  *
+ * A statistics dump (task "statistics", format_version 3) has no groups and
+ * keeps its catalogue in numbered, deflated tables (msprobe-dump(5),
+ * STATISTICS DUMPS; about 80-200 bytes a record):
+ *   /strings               uint8: every string of the file once, each NUL-ended;
+ *                          string k = the k-th piece split at NULs (0 = "")
+ *   /records               compound (name: string number, order int64), a row a record
+ *   /stats                 compound, a row a tensor: record, role, dtype (string
+ *                          numbers), ndim, shape (int64[W], W = widest ndim), values
+ *                          (its /values row), device (string number), requires_grad,
+ *                          producer (string number)
+ *   /values                compound, a row a distinct set of statistics: max, min,
+ *                          mean, norm, nan_count, inf_count, crc32
+ *   /attrs, /defaults      as above with uint32 string numbers for record, key, value
+ *   root string attrs      fixed-length UTF-8 (no 4 KiB global heap)
+ * Tensors with data in such a file (the shim writes none) keep the groups and
+ * /index of a tensor dump.
+ *
  * This module is the only code that calls H5*. All functions here serialise on
  * one internal mutex, so they may be called from any thread; one writer or one
  * open dump file is used by one thread at a time, except msp_dump_read_tensor,
@@ -45,7 +63,10 @@ extern "C" {
 #endif
 
 #define MSP_FORMAT_NAME "msprobe-dump"
-#define MSP_FORMAT_VERSION 2
+/* The newest format_version this msprobe reads and writes: 3, the compact
+ * layout of statistics dumps; tensor dumps are still written as version 2. */
+#define MSP_FORMAT_VERSION 3
+#define MSP_TENSOR_FORMAT_VERSION 2
 #define MSP_MAX_NDIM 32
 
 typedef enum msp_dtype {
@@ -164,7 +185,8 @@ typedef struct msp_tensor_in {
 msp_err msp_writer_open(const char *path, const msp_dump_meta_t *meta, msp_writer_t **out);
 /* Start a record; tensors and attrs that follow belong to it (a group is
  * made only for tensor data). A record name that already exists in the
- * file, or "index", "attrs" or "defaults", is an error. */
+ * file, or a table's name ("index", "attrs", "defaults", "strings",
+ * "records", "stats", "values"), is an error. */
 msp_err msp_writer_begin_record(msp_writer_t *w, const char *record, int64_t order);
 /* The data is written before this returns (the caller may reuse it). When
  * stats is NULL they are computed here, for tensors of 1 MiB or more on a

@@ -9,6 +9,7 @@
  * the HDF5 lock; everything else goes through H5Dread, converting to
  * native, a block at a time. */
 #include "fmt_h5index.h" /* the catalogue from /index */
+#include "fmt_h5stats.h" /* the compact tables of statistics dumps */
 #include "fmt_h5walk.h"  /* the catalogue by walking groups */
 
 #include <stdlib.h>
@@ -291,9 +292,12 @@ static msp_err msp_open_locked(msp_dump_file_t *f)
     if (rc)
         return rc;
     rc = msp_root_attrs(f);
-    if (!rc)
+    int compact = rc ? 0 : msp_compact_present(f);
+    if (compact < 0)
+        return msp_h5_fail(MSP_ERR_FORMAT, "file %s: cannot inspect /records", path);
+    if (!rc && !compact) /* the compact layout's /attrs and /defaults are numbers */
         rc = msp_load_attrs(f);
-    if (!rc)
+    if (!rc && !compact)
         rc = msp_load_defaults(f);
     if (rc)
         return rc;
@@ -309,6 +313,11 @@ static msp_err msp_open_locked(msp_dump_file_t *f)
             rc = msp_verify_index(f);
         H5Dclose(idx);
         f->has_index = 1;
+        if (!rc && compact)
+            rc = msp_load_compact(f, 1);
+    } else if (compact) {
+        H5Eclear2(H5E_DEFAULT);
+        rc = msp_load_compact(f, 0);
     } else {
         H5Eclear2(H5E_DEFAULT);
         rc = msp_walk(f);

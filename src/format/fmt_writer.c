@@ -185,14 +185,17 @@ static msp_err msp_writer_root_attrs(msp_writer_t *w, const msp_dump_meta_t *m)
     snprintf(where, sizeof where, "file %s", w->path);
     hid_t root = w->file;
     msp_err rc;
-    if ((rc = msp_h5_attr_put_str(root, "format", MSP_FORMAT_NAME, where)) ||
-        (rc = msp_h5_attr_put_i64(root, "format_version", MSP_FORMAT_VERSION, where)) ||
-        (rc = msp_h5_attr_put_str(root, "framework", m->framework ? m->framework : "pytorch",
+    msp_err (*put_str)(hid_t, const char *, const char *,
+                       const char *) = w->compact ? msp_compact_attr_str : msp_h5_attr_put_str;
+    if ((rc = put_str(root, "format", MSP_FORMAT_NAME, where)) ||
+        (rc = msp_h5_attr_put_i64(root, "format_version",
+                                  w->compact ? MSP_FORMAT_VERSION : MSP_TENSOR_FORMAT_VERSION,
                                   where)) ||
-        (rc = msp_h5_attr_put_str(root, "framework_version",
-                                  m->framework_version ? m->framework_version : "", where)) ||
-        (rc = msp_h5_attr_put_str(root, "task", m->task ? m->task : "tensor", where)) ||
-        (rc = msp_h5_attr_put_str(root, "dump_mode", m->dump_mode ? m->dump_mode : "api", where)) ||
+        (rc = put_str(root, "framework", m->framework ? m->framework : "pytorch", where)) ||
+        (rc = put_str(root, "framework_version", m->framework_version ? m->framework_version : "",
+                      where)) ||
+        (rc = put_str(root, "task", m->task ? m->task : "tensor", where)) ||
+        (rc = put_str(root, "dump_mode", m->dump_mode ? m->dump_mode : "api", where)) ||
         (rc = msp_h5_attr_put_i64(root, "step", m->step, where)) ||
         (rc = msp_h5_attr_put_i64(root, "rank", m->rank, where)) ||
         (rc = msp_h5_attr_put_i64(root, "world_size", m->world_size, where)))
@@ -218,14 +221,22 @@ msp_err msp_writer_open(const char *path, const msp_dump_meta_t *meta, msp_write
     }
     w->file = w->group = w->dcpl = w->gcpl = -1;
     w->fd = -1;
+    /* Statistics dumps take the compact layout, which only HDF5 1.10's file
+     * format keeps without a B-tree a table; tensor dumps stay readable by
+     * HDF5 1.8 and by msprobe before format_version 3. */
+    w->compact = meta->task && strcmp(meta->task, "statistics") == 0;
+    H5F_libver_t low = w->compact ? H5F_LIBVER_V110 : H5F_LIBVER_V18;
     for (int i = 0; i < MSP_DTYPE_COUNT_; i++)
         w->types[i] = -1;
     if ((rc = msp_writer_props(w)))
         goto cleanup;
 
     fapl = H5Pcreate(H5P_FILE_ACCESS);
-    if (fapl < 0 || H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_V18) < 0 ||
-        H5Pset_meta_block_size(fapl, MSP_META_BLOCK) < 0 ||
+    if (fapl < 0 || H5Pset_libver_bounds(fapl, low, low) < 0 ||
+        /* a statistics file is a few small tables: a
+         * big metadata block would stay mostly a hole in it */
+        H5Pset_meta_block_size(fapl, w->compact ? MSP_META_BLOCK_COMPACT : MSP_META_BLOCK) < 0 ||
+        (w->compact && H5Pset_small_data_block_size(fapl, MSP_SMALL_DATA_COMPACT) < 0) ||
         H5Pset_alignment(fapl, MSP_ALIGN_THRESHOLD, MSP_ALIGN) < 0 ||
         H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG) < 0 ||
         /* Filesystems without flock (some NFS, Lustre setups) must not
@@ -281,11 +292,18 @@ msp_err msp_writer_begin_record(msp_writer_t *w, const char *record, int64_t ord
 {
     if (!w)
         return msp_fail(MSP_ERR_USAGE, "msp_writer_begin_record: no writer");
-    if (!msp_name_ok(record) || strcmp(record, "index") == 0 || strcmp(record, "attrs") == 0 ||
-        strcmp(record, "defaults") == 0)
+    /* the tables' names, the compact layout's included (a record with data
+     * in a statistics dump has a group beside them) */
+    static const char *const reserved[] = {"index",   "attrs", "defaults", "strings",
+                                           "records", "stats", "values",   NULL};
+    int bad = !msp_name_ok(record);
+    for (int i = 0; !bad && reserved[i]; i++)
+        bad = strcmp(record, reserved[i]) == 0;
+    if (bad)
         return msp_fail(MSP_ERR_USAGE,
                         "file %s: invalid record name '%s' (empty, contains '/', or "
-                        "a reserved name: 'index', 'attrs', 'defaults')",
+                        "a reserved name: 'index', 'attrs', 'defaults', 'strings', "
+                        "'records', 'stats', 'values')",
                         w->path, record ? record : "(null)");
     if (w->record)
         return msp_fail(MSP_ERR_USAGE, "file %s: record %s: begun while record %s is still open",
@@ -617,13 +635,14 @@ msp_err msp_writer_close(msp_writer_t *w)
         return MSP_OK;
     msp_h5_lock();
     msp_err rc = msp_writer_end_locked(w);
-    msp_err rc2 = msp_writer_table(w, "index", msp_wrow_type(1), msp_wrow_type(0), w->rows,
-                                   w->n_rows, sizeof *w->rows);
-    if (!rc2)
+    msp_err rc2 = w->compact ? msp_writer_compact_tables(w)
+                             : msp_writer_table(w, "index", msp_wrow_type(1), msp_wrow_type(0),
+                                                w->rows, w->n_rows, sizeof *w->rows);
+    if (!rc2 && !w->compact)
         rc2 = msp_writer_table(w, "attrs", msp_h5_attrs_type(1), msp_h5_attrs_type(0), w->attrs,
                                w->n_attrs, sizeof *w->attrs);
     /* only where the shim gave signatures: a file without APIs has no table */
-    if (!rc2 && w->n_defs)
+    if (!rc2 && w->n_defs && !w->compact)
         rc2 = msp_writer_table(w, "defaults", msp_h5_attrs_type(1), msp_h5_attrs_type(0), w->defs,
                                w->n_defs, sizeof *w->defs);
     if (!rc)

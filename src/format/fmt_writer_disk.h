@@ -51,6 +51,8 @@ struct msp_writer {
     int64_t prealloc_end; /* file blocks are reserved up to here */
     int no_prealloc;      /* the filesystem cannot reserve blocks */
     int durable;          /* msp_writer_set_durable */
+    /* task "statistics": the compact layout (format_version 3, fmt_h5stats.h) */
+    int compact;
 };
 
 /* Objects above this many bytes start on a 4 KiB boundary: whole pages for
@@ -58,6 +60,11 @@ struct msp_writer {
 #define MSP_ALIGN_THRESHOLD (64 * 1024)
 #define MSP_ALIGN 4096
 #define MSP_META_BLOCK (64 * 1024)
+/* A statistics file's metadata and raw data blocks: HDF5's default 2 KiB
+ * raw data block left about 1.5 KiB of a step's file a hole (a record is
+ * about 100 bytes). */
+#define MSP_SMALL_DATA_COMPACT 512
+#define MSP_META_BLOCK_COMPACT 512
 #define MSP_MDC_INITIAL (16 * 1024 * 1024)
 #define MSP_MDC_MAX (64 * 1024 * 1024)
 /* Tensor data goes into file space reserved ahead in steps of at least this
@@ -72,5 +79,12 @@ msp_err msp_writer_finish_file(const char *path, int64_t prealloc_end, int durab
 hid_t msp_wrow_type(int packed);
 msp_err msp_writer_table(msp_writer_t *w, const char *name, hid_t ft, hid_t mt, const void *rows,
                          size_t n_rows, size_t row_size);
+/* The closing tables of a compact file (fmt_writer_stats.c): /records,
+ * /stats, /index for rows with data, /attrs, /defaults and /strings. */
+msp_err msp_writer_compact_tables(msp_writer_t *w);
+/* A root attribute of a compact file: a fixed-length UTF-8 string (NUL
+ * padded), as a variable-length one would cost the file a 4 KiB global heap
+ * collection, more than the rest of a small step's metadata. */
+msp_err msp_compact_attr_str(hid_t obj, const char *key, const char *value, const char *where);
 
 #endif

@@ -23,6 +23,7 @@ import unittest
 
 import h5py
 import numpy as np
+from msp_h5dump import stats_rows
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON = os.environ.get("MSPROBE_PYTHON", "/usr/bin/python3")
@@ -34,9 +35,9 @@ def index_rows(path):
     """{record: {"order": n, role: (shape, mean, min, max)}} of a dump.h5."""
     recs = {}
     with h5py.File(path, "r") as f:
-        for row in f["index"][()]:
-            rec = recs.setdefault(row["record"].decode(), {"order": int(row["order"])})
-            role = row["role"].decode()
+        for row in stats_rows(f):  # /index, or a statistics dump's /stats
+            rec = recs.setdefault(row["record"], {"order": row["order"]})
+            role = row["role"]
             if role:
                 rec[role] = (tuple(int(d) for d in row["shape"]), float(row["mean"]),
                              float(row["min"]), float(row["max"]))

@@ -86,10 +86,11 @@ def dump_files(root):
 def read_dump(path):
     """{record: {"attrs": {...}, role: ndarray or None (statistics only)}}, root attrs."""
     import h5py
-    from msp_h5dump import record_attrs
+    from msp_h5dump import record_attrs, stats_rows
     recs = {}
     with h5py.File(path, "r") as f:
-        root = dict(f.attrs)
+        # a statistics dump's root strings are fixed-length: bytes to h5py
+        root = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items()}
         for name, g in f.items():
             if not isinstance(g, h5py.Group):
                 continue
@@ -101,25 +102,20 @@ def read_dump(path):
                                        for k, v in d.attrs.items()}
             recs[name] = rec
         # Statistics-only tensors (and records without data) are /index
-        # rows alone, and their attributes /attrs rows (msprobe-dump(5)).
-        if "index" in f and isinstance(f["index"], h5py.Dataset):
-            for row in f["index"][()]:
-                name = row["record"].decode()
-                role = row["role"].decode()
-                rec = recs.setdefault(name, {"attrs": {"order": int(row["order"])},
-                                             "tattrs": {}})
-                if not role or role in rec:
-                    continue
-                rec[role] = None
-                rec["tattrs"][role] = {
-                    "dtype": row["dtype"].decode(), "shape": np.asarray(row["shape"]),
-                    "max": row["max"], "min": row["min"], "mean": row["mean"],
-                    "norm": row["norm"], "nan_count": row["nan_count"],
-                    "inf_count": row["inf_count"], "crc32": row["crc32"],
-                    "device": row["device"].decode(),
-                    "requires_grad": bool(row["requires_grad"])}
-                if "producer" in row.dtype.names and row["producer"]:
-                    rec["tattrs"][role]["producer"] = row["producer"].decode()
+        # rows alone, or in a statistics dump /stats rows (msprobe-dump(5)),
+        # and their attributes /attrs rows.
+        for row in stats_rows(f):
+            name, role = row["record"], row["role"]
+            rec = recs.setdefault(name, {"attrs": {"order": row["order"]}, "tattrs": {}})
+            if not role or role in rec:
+                continue
+            rec[role] = None
+            rec["tattrs"][role] = {k: row[k] for k in (
+                "dtype", "max", "min", "mean", "norm", "nan_count", "inf_count", "crc32",
+                "device", "requires_grad")}
+            rec["tattrs"][role]["shape"] = np.asarray(row["shape"], dtype=np.int64)
+            if row["producer"]:
+                rec["tattrs"][role]["producer"] = row["producer"]
         for name, a in record_attrs(f).items():
             recs.setdefault(name, {"attrs": {}, "tattrs": {}})["attrs"].update(a)
     return recs, root

@@ -132,23 +132,23 @@ class Statistics(dt.ShimCase):
                 self.assertEqual(list(t["shape"]), list(a.shape))
                 checked += 1
         self.assertEqual(checked, 7)
-        # statistics are /index rows alone, arguments /attrs rows, the
-        # APIs' signatures /defaults rows (once a file): no dataset besides
-        # the three tables and no group (~100 us saved a tensor, ~25 us a
-        # record)
+        # statistics are /stats and /values rows alone, records /records rows, arguments
+        # /attrs rows, the APIs' signatures /defaults rows (once a file), their
+        # strings in /strings: no dataset besides the tables and no group
+        # (~100 us saved a tensor, ~25 us a record; msprobe-dump(5))
         import h5py
-        from msp_h5dump import record_attrs
+        from msp_h5dump import record_attrs, stats_rows
+        tables = ["attrs", "defaults", "records", "stats", "strings", "values"]
         with h5py.File(files[(1, 0)], "r") as f:
             datasets = []
             f.visititems(lambda n, o: datasets.append(n) if isinstance(o, h5py.Dataset) else None)
-            self.assertEqual(sorted(datasets), ["attrs", "defaults", "index"])
-            self.assertEqual(sorted(f), ["attrs", "defaults", "index"])
+            self.assertEqual(sorted(datasets), tables)
+            self.assertEqual(sorted(f), tables)
             # no arguments: only the names of the parameters it was passed (the
             # trainer's fc2, F.linear's inputs 1 and 2)
             self.assertEqual(record_attrs(f).get("Functional.linear.1.forward"),
                              {"param.input.1": "fc2.weight", "param.input.2": "fc2.bias"})
-            self.assertIn("Functional.linear.1.forward",
-                          {r["record"].decode() for r in f["index"][()]})
+            self.assertIn("Functional.linear.1.forward", {r["record"] for r in stats_rows(f)})
         # with call sites, the records that had no arguments carry their "stack"
         c["dump"]["common_dump_settings"]["stack"] = True
         c["dump"]["common_dump_settings"]["dump_path"] = "./s2"
@@ -173,8 +173,9 @@ class Statistics(dt.ShimCase):
         # records are written in call order (the device path holds them back
         # until their statistics are in, and must keep the order)
         import h5py
+        from msp_h5dump import stats_rows
         with h5py.File(files[(1, 0)], "r") as f:
-            rows = [int(o) for o in f["index"]["order"]]
+            rows = [r["order"] for r in stats_rows(f)]
         self.assertEqual(rows, sorted(rows))
         self.assertEqual(sorted(recs), sorted("Torch.clone.%d.forward" % i
                                               for i in range(len(order))))
@@ -210,13 +211,14 @@ class Statistics(dt.ShimCase):
         p = self.run_cmd([dt.PYTHON, self.path("threads.py")], cfg)
         self.assertEqual(p.returncode, 0, p.stderr[-3000:])
         import h5py
+        from msp_h5dump import stats_rows
         files = dt.dump_files(self.path("s"))
         self.assertEqual(sorted(files), [(0, 0), (1, 0), (2, 0)])
         for key in sorted(files):
             with h5py.File(files[key], "r") as f:
-                idx = f["index"][()]
+                idx = stats_rows(f)
             self.assertEqual(len(idx), 900 * 2)  # 3 threads x 300 calls, input and output
-            order = [int(o) for o in idx["order"]]
+            order = [r["order"] for r in idx]
             self.assertEqual(order, sorted(order))
             consts = sorted({float(r["max"]) for r in idx
                              if int(r["shape"][0]) == 8 and r["max"] == r["min"]})
@@ -273,9 +275,10 @@ class FewLaunches(dt.ShimCase):  # run by the device-path configuration only (be
         self.assertEqual(p.returncode, 0, p.stderr[-3000:])
         n = {ln.split()[0]: int(ln.split()[1]) for ln in p.stdout.splitlines() if ln.startswith("aten::")}
         import h5py
+        from msp_h5dump import stats_rows
         files = dt.dump_files(self.path("s"))
         with h5py.File(files[(1, 0)], "r") as f:
-            idx = f["index"][()]
+            idx = stats_rows(f)
         tensors = sum(1 for r in idx if r["role"])
         self.assertGreater(tensors, 500)
         # the copies flatten what is not already one-dimensional: about 40%

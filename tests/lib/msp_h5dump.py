@@ -156,11 +156,71 @@ def _attrs_table(f):
             and isinstance(f["attrs"], h5py.Dataset))
 
 
+def is_compact(f):
+    """Whether an open dump file is in the compact layout of statistics dumps
+    (msprobe-dump(5), STATISTICS DUMPS: format_version 3 with /records)."""
+    return int(f.attrs.get("format_version", 1)) >= 3 and "records" in f
+
+
+def strings(f):
+    """A compact file's /strings: every string of the file by its number,
+    each NUL-ended in one byte array."""
+    return [s.decode() for s in f["strings"][()].tobytes().split(b"\0")[:-1]]
+
+
+def stats_rows(f):
+    """One dict a tensor row (record, role, order, dtype, shape, max, min,
+    mean, norm, nan_count, inf_count, crc32, device, requires_grad, producer)
+    of an open dump file, read as msprobe-dump(5) says: /index (and in a
+    compact file /stats, its numbers looked up in /strings, /records and /values), in
+    file order, the statistics of a /stats row from its /values row; a record
+    without tensors is one row with role ""."""
+    out = []
+    if "index" in f and isinstance(f["index"], h5py.Dataset):
+        for r in f["index"][()]:
+            out.append(dict(record=_text(r["record"]), role=_text(r["role"]),
+                            order=int(r["order"]), dtype=_text(r["dtype"]),
+                            shape=tuple(int(x) for x in r["shape"]), max=float(r["max"]),
+                            min=float(r["min"]), mean=float(r["mean"]), norm=float(r["norm"]),
+                            nan_count=int(r["nan_count"]), inf_count=int(r["inf_count"]),
+                            crc32=int(r["crc32"]), device=_text(r["device"]),
+                            requires_grad=bool(r["requires_grad"]),
+                            producer=_text(r["producer"]) if "producer" in r.dtype.names
+                            else ""))
+    if not is_compact(f):
+        return out
+    s = strings(f)
+    order = {s[r["name"]]: int(r["order"]) for r in f["records"][()]}
+    seen = {r["record"] for r in out}
+    rows = f["stats"][()]
+    values = f["values"][()]
+    for r in rows:
+        v = values[r["values"]]
+        out.append(dict(record=s[r["record"]], role=s[r["role"]], order=order[s[r["record"]]],
+                        dtype=s[r["dtype"]], shape=tuple(int(x) for x in r["shape"][:r["ndim"]]),
+                        max=float(v["max"]), min=float(v["min"]), mean=float(v["mean"]),
+                        norm=float(v["norm"]), nan_count=int(v["nan_count"]),
+                        inf_count=int(v["inf_count"]), crc32=int(v["crc32"]),
+                        device=s[r["device"]], requires_grad=bool(r["requires_grad"]),
+                        producer=s[r["producer"]]))
+    seen.update(s[r["record"]] for r in rows)
+    for name, o in order.items():
+        if name not in seen:
+            out.append(dict(record=name, role="", order=o))
+    return out
+
+
 def record_attrs(f):
     """{record: {key: value}} of an open dump file, read as msprobe-dump(5)
-    says: the rows of /attrs (format_version 2), else the attributes of each
-    record group (version 1); "order" left out."""
+    says: the rows of /attrs (format_version 2; in the compact layout of
+    version 3 their numbers looked up in /strings), else the attributes of
+    each record group (version 1); "order" left out."""
     out = {}
+    if is_compact(f):
+        s = strings(f)
+        for row in f["attrs"][()]:
+            out.setdefault(s[row["record"]], {})[s[row["key"]]] = s[row["value"]]
+        return out
     if _attrs_table(f):
         for row in f["attrs"][()]:
             out.setdefault(_text(row["record"]), {})[_text(row["key"])] = _text(row["value"])

@@ -18,7 +18,7 @@ import tempfile
 import unittest
 
 import h5py
-from msp_h5dump import record_attrs
+from msp_h5dump import record_attrs, stats_rows
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -75,17 +75,17 @@ def overflow_check(path, *extra):
 
 def records(path):
     """{name: (order, record attrs, {role: tensor attrs})} of one dump file, with
-    h5py: each tensor's statistics from /index (a statistics dump keeps them
-    there only: msprobe-dump(5)), record attributes from /attrs."""
+    h5py: each tensor's statistics from /index, or /stats in a statistics
+    dump (msprobe-dump(5)), record attributes from /attrs."""
     out = {}
     with h5py.File(path, "r") as f:
         ra = record_attrs(f)
-        for row in f["index"][()]:
-            name, role = row["record"].decode(), row["role"].decode()
-            rec = out.setdefault(name, (int(row["order"]), ra.get(name, {}), {}))
+        for row in stats_rows(f):
+            name, role = row["record"], row["role"]
+            rec = out.setdefault(name, (row["order"], ra.get(name, {}), {}))
             if role:
                 rec[2][role] = {k: row[k] for k in ("max", "min", "nan_count", "inf_count")}
-                rec[2][role]["dtype"] = row["dtype"].decode()
+                rec[2][role]["dtype"] = row["dtype"]
     return out
 
 
