@@ -637,14 +637,14 @@ msp_err msp_writer_close(msp_writer_t *w)
     msp_err rc = msp_writer_end_locked(w);
     msp_err rc2 = w->compact ? msp_writer_compact_tables(w)
                              : msp_writer_table(w, "index", msp_wrow_type(1), msp_wrow_type(0),
-                                                w->rows, w->n_rows, sizeof *w->rows);
+                                                w->rows, w->n_rows, sizeof *w->rows, 0);
     if (!rc2 && !w->compact)
         rc2 = msp_writer_table(w, "attrs", msp_h5_attrs_type(1), msp_h5_attrs_type(0), w->attrs,
-                               w->n_attrs, sizeof *w->attrs);
+                               w->n_attrs, sizeof *w->attrs, 0);
     /* only where the shim gave signatures: a file without APIs has no table */
     if (!rc2 && w->n_defs && !w->compact)
         rc2 = msp_writer_table(w, "defaults", msp_h5_attrs_type(1), msp_h5_attrs_type(0), w->defs,
-                               w->n_defs, sizeof *w->defs);
+                               w->n_defs, sizeof *w->defs, 0);
     if (!rc)
         rc = rc2;
     /* H5Fclose flushes the metadata; a failure here means the file is

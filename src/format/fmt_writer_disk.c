@@ -120,9 +120,11 @@ hid_t msp_wrow_type(int packed)
 }
 
 /* Writes the table name of n rows of row_size bytes (mt in memory, ft in
- * the file) with one H5Dwrite; takes ft and mt (either may be -1: failed). */
+ * the file) with one H5Dwrite; takes ft and mt (either may be -1: failed).
+ * deflate > 0: chunked (MSP_TABLE_CHUNK_ROWS rows a chunk) and deflated at
+ * that level, when it has rows (HDF5 wants a chunk of at least one row). */
 msp_err msp_writer_table(msp_writer_t *w, const char *name, hid_t ft, hid_t mt, const void *rows,
-                         size_t n_rows, size_t row_size)
+                         size_t n_rows, size_t row_size, int deflate)
 {
     msp_err rc = MSP_OK;
     hid_t s = -1, d = -1, dcpl = -1, dxpl = -1;
@@ -142,8 +144,11 @@ msp_err msp_writer_table(msp_writer_t *w, const char *name, hid_t ft, hid_t mt, 
         buf = MSP_INDEX_XFER_MIN;
     if (buf > MSP_INDEX_XFER_MAX)
         buf = MSP_INDEX_XFER_MAX;
+    hsize_t chunk = n < MSP_TABLE_CHUNK_ROWS ? n : MSP_TABLE_CHUNK_ROWS;
     if (s < 0 || dcpl < 0 || dxpl < 0 || H5Pset_obj_track_times(dcpl, 0) < 0 ||
-        H5Pset_buffer(dxpl, buf, NULL, NULL) < 0) {
+        H5Pset_buffer(dxpl, buf, NULL, NULL) < 0 ||
+        (deflate > 0 && n &&
+         (H5Pset_chunk(dcpl, 1, &chunk) < 0 || H5Pset_deflate(dcpl, (unsigned)deflate) < 0))) {
         rc = msp_h5_fail(MSP_ERR_HDF5, "file %s: cannot set up /%s", w->path, name);
         goto cleanup;
     }

@@ -77,8 +77,10 @@ void msp_writer_prealloc(msp_writer_t *w, int64_t off, int64_t n);
 void msp_writer_write_behind(msp_writer_t *w, int64_t off, int64_t n);
 msp_err msp_writer_finish_file(const char *path, int64_t prealloc_end, int durable);
 hid_t msp_wrow_type(int packed);
+/* Rows a chunk of a deflated table: a table smaller than this is one chunk. */
+#define MSP_TABLE_CHUNK_ROWS 65536
 msp_err msp_writer_table(msp_writer_t *w, const char *name, hid_t ft, hid_t mt, const void *rows,
-                         size_t n_rows, size_t row_size);
+                         size_t n_rows, size_t row_size, int deflate);
 /* The closing tables of a compact file (fmt_writer_stats.c): /records,
  * /stats, /index for rows with data, /attrs, /defaults and /strings. */
 msp_err msp_writer_compact_tables(msp_writer_t *w);

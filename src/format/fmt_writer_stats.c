@@ -18,8 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Rows a chunk of a compact table: a table smaller than this is one chunk. */
-#define MSP_COMPACT_CHUNK_ROWS 65536
 #define MSP_COMPACT_DEFLATE 9
 
 /* The file's distinct strings, NUL-ended, in the order first met. */
@@ -83,48 +81,14 @@ static void msp_strtab_free(struct msp_strtab *t)
 }
 
 /* Writes table name: n rows of row_size bytes (mt in memory, ft in the
- * file), chunked and deflated (an empty table: contiguous, as HDF5 wants a
- * chunk of at least one row). Not shuffled: a tensor that is one record's
+ * file), chunked and deflated. Not shuffled: a tensor that is one record's
  * output and the next one's input has the same statistics in both rows,
  * which deflate finds whole in unshuffled rows (a quarter smaller on a
  * transformer's dump than shuffled). Takes ft and mt. */
 static msp_err msp_compact_table(msp_writer_t *w, const char *name, hid_t ft, hid_t mt,
                                  const void *rows, size_t n_rows, size_t row_size)
 {
-    msp_err rc = MSP_OK;
-    hsize_t n = n_rows, chunk = n_rows < MSP_COMPACT_CHUNK_ROWS ? n_rows : MSP_COMPACT_CHUNK_ROWS;
-    hid_t s = H5Screate_simple(1, &n, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE), d = -1;
-    hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
-    size_t buf = n_rows * row_size * 2;
-    if (buf < MSP_INDEX_XFER_MIN)
-        buf = MSP_INDEX_XFER_MIN;
-    if (buf > MSP_INDEX_XFER_MAX)
-        buf = MSP_INDEX_XFER_MAX;
-    if (ft < 0 || mt < 0 || s < 0 || dcpl < 0 || dxpl < 0 || H5Pset_obj_track_times(dcpl, 0) < 0 ||
-        H5Pset_buffer(dxpl, buf, NULL, NULL) < 0 ||
-        (n &&
-         (H5Pset_chunk(dcpl, 1, &chunk) < 0 || H5Pset_deflate(dcpl, MSP_COMPACT_DEFLATE) < 0))) {
-        rc = msp_h5_fail(MSP_ERR_HDF5, "file %s: cannot set up /%s", w->path, name);
-        goto cleanup;
-    }
-    d = H5Dcreate2(w->file, name, ft, s, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-    if (d < 0 || (n > 0 && H5Dwrite(d, mt, H5S_ALL, H5S_ALL, dxpl, rows) < 0))
-        rc = msp_h5_fail(MSP_ERR_IO, "file %s: cannot write /%s (%llu rows; disk full?)", w->path,
-                         name, (unsigned long long)n);
-cleanup:
-    if (d >= 0)
-        H5Dclose(d);
-    if (dcpl >= 0)
-        H5Pclose(dcpl);
-    if (dxpl >= 0)
-        H5Pclose(dxpl);
-    if (s >= 0)
-        H5Sclose(s);
-    if (ft >= 0)
-        H5Tclose(ft);
-    if (mt >= 0)
-        H5Tclose(mt);
-    return rc;
+    return msp_writer_table(w, name, ft, mt, rows, n_rows, row_size, MSP_COMPACT_DEFLATE);
 }
 
 /* rows[0..n) as compact (record, key, value) rows into table name. */
@@ -272,7 +236,7 @@ static msp_err msp_compact_rows(msp_writer_t *w, struct msp_strtab *st)
                                sizeof *s);
     if (!rc && n_data)
         rc = msp_writer_table(w, "index", msp_wrow_type(1), msp_wrow_type(0), data, n_data,
-                              sizeof *data);
+                              sizeof *data, 0);
     goto cleanup;
 nomem:
     rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory for the statistics tables", w->path);
