@@ -18,7 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MSP_COMPACT_DEFLATE 9
+/* deflate's level for the tables: 9 doubled the writer thread's CPU on a
+ * step of small records (the LSTM cell loop of bench/dump/side.sh: 58 -> 104
+ * ms of process CPU a step, the step 42 -> 60 ms) for files 1 % smaller than
+ * level 6 gives (bench/dump/stats_size.py). */
+#define MSP_COMPACT_DEFLATE 6
 
 /* The file's distinct strings, NUL-ended, in the order first met. */
 struct msp_strtab {
