@@ -21,12 +21,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cmp_h5 as H  # noqa: E402
 
-BIN = os.environ.get("MSPROBE_BIN", "msprobe")
-SOURCE = os.environ.get("MSPROBE_SOURCE_DIR",
-                        os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-PYTHON = os.environ.get("MSPROBE_PYTHON", sys.executable)
-PRELOAD = os.environ.get("MSPROBE_PRELOAD_LIB", "")
-FIX = os.path.join(SOURCE, "fixtures", "msprobe")
+from msp_msprobe import BIN, FIX, PRELOAD, PYTHON  # noqa: E402
 
 
 def compare(b, c, out, *extra):
