@@ -295,6 +295,9 @@ typedef struct msp_tensor_stream msp_tensor_stream_t;
 msp_err msp_tensor_stream_open(msp_dump_file_t *f, const msp_record_info_t *r,
                                const msp_tensor_info_t *t, msp_tensor_stream_t **out);
 msp_err msp_tensor_stream_read(msp_tensor_stream_t *s, void *buf, size_t n);
+/* Pass over the next n bytes (n <= what is left): no read at all where the
+ * tensor is read with pread or was loaded whole; read and dropped else. */
+msp_err msp_tensor_stream_skip(msp_tensor_stream_t *s, uint64_t n);
 void msp_tensor_stream_close(msp_tensor_stream_t *s); /* NULL-safe */
 /* A record's attributes other than "order" (non-tensor args, stack, ...):
  * its /attrs rows, or in a version 1 file the attributes of its group, in

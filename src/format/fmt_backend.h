@@ -105,6 +105,9 @@ typedef struct msp_stream_ops {
     /* the kind's own state (s->state; may be NULL after a failed open);
      * NULL: none */
     void (*close)(msp_tensor_stream_t *s);
+    /* n more bytes passed over unread (n <= what is left); NULL: they are
+     * read and dropped */
+    msp_err (*skip)(msp_tensor_stream_t *s, uint64_t n);
 } msp_stream_ops_t;
 
 /* A tensor stream: what every kind shares, then its own state. */
@@ -138,6 +141,9 @@ msp_err msp_stream_new(const msp_dump_file_t *f, const msp_record_info_t *r,
 /* Exactly n more bytes of s into buf through its kind (n larger than what
  * is left: MSP_ERR_USAGE). */
 msp_err msp_stream_next(msp_tensor_stream_t *s, void *buf, size_t n);
+/* Pass over n more bytes of s unread where its kind can (else read and
+ * dropped); the same checks as msp_stream_next. */
+msp_err msp_stream_skip(msp_tensor_stream_t *s, uint64_t n);
 void msp_stream_free(msp_tensor_stream_t *s); /* NULL-safe */
 
 /* ---- shared by the backends (fmt_readutil.c) ---------------------------------- */

@@ -712,7 +712,8 @@ static void msp_stream_helper_close(msp_tensor_stream_t *s)
     msp_contained_stream_close(s->state);
 }
 
-static const msp_stream_ops_t msp_stream_helper = {msp_stream_helper_read, msp_stream_helper_close};
+static const msp_stream_ops_t msp_stream_helper = {msp_stream_helper_read, msp_stream_helper_close,
+                                                   NULL};
 
 static msp_err msp_ct_stream_open(msp_dump_file_t *f, const msp_record_info_t *r,
                                   const msp_tensor_info_t *t, msp_tensor_stream_t *s)

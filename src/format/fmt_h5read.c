@@ -466,7 +466,7 @@ static void msp_stream_h5_close(msp_tensor_stream_t *s)
     free(h);
 }
 
-static const msp_stream_ops_t msp_stream_h5 = {msp_stream_h5_read, msp_stream_h5_close};
+static const msp_stream_ops_t msp_stream_h5 = {msp_stream_h5_read, msp_stream_h5_close, NULL};
 
 /* The chunk cache a stream needs: the chunks one block's rows cross, so
  * each chunk is decompressed once however many blocks touch it (libhdf5's

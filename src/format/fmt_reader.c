@@ -109,6 +109,13 @@ msp_err msp_tensor_stream_read(msp_tensor_stream_t *s, void *buf, size_t n)
     return msp_stream_next(s, buf, n);
 }
 
+msp_err msp_tensor_stream_skip(msp_tensor_stream_t *s, uint64_t n)
+{
+    if (!s)
+        return msp_fail(MSP_ERR_USAGE, "msp_tensor_stream_skip: stream is required");
+    return msp_stream_skip(s, n);
+}
+
 void msp_tensor_stream_close(msp_tensor_stream_t *s)
 {
     msp_stream_free(s);

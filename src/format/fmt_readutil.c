@@ -133,14 +133,32 @@ static msp_err msp_stream_buffer_read(msp_tensor_stream_t *s, void *buf, size_t 
     return msp_stream_drain(s, buf, n, NULL);
 }
 
-const msp_stream_ops_t msp_stream_buffer = {msp_stream_buffer_read, NULL};
+/* The whole tensor is in s->buf: a skip moves past its bytes. */
+static msp_err msp_stream_buffer_skip(msp_tensor_stream_t *s, uint64_t n)
+{
+    if (n > s->have - s->at)
+        return msp_fail(MSP_ERR_INTERNAL, "%s: stream ran dry", s->where);
+    s->at += (size_t)n;
+    return MSP_OK;
+}
+
+const msp_stream_ops_t msp_stream_buffer = {msp_stream_buffer_read, NULL, msp_stream_buffer_skip};
 
 static msp_err msp_stream_pread_read(msp_tensor_stream_t *s, void *buf, size_t n)
 {
     return msp_pread_all(s->fd, buf, n, s->offset + (int64_t)s->done, s->where);
 }
 
-static const msp_stream_ops_t msp_stream_pread_ops = {msp_stream_pread_read, NULL};
+/* pread reads at s->offset + s->done: the front's count is the skip. */
+static msp_err msp_stream_pread_skip(msp_tensor_stream_t *s, uint64_t n)
+{
+    (void)s;
+    (void)n;
+    return MSP_OK;
+}
+
+static const msp_stream_ops_t msp_stream_pread_ops = {msp_stream_pread_read, NULL,
+                                                      msp_stream_pread_skip};
 
 void msp_stream_pread(msp_tensor_stream_t *s, int fd, int64_t offset)
 {
@@ -177,6 +195,29 @@ msp_err msp_stream_next(msp_tensor_stream_t *s, void *buf, size_t n)
     msp_err rc = s->ops->read(s, buf, n);
     if (!rc)
         s->done += n;
+    return rc;
+}
+
+msp_err msp_stream_skip(msp_tensor_stream_t *s, uint64_t n)
+{
+    if (n > s->total - s->done)
+        return msp_fail(MSP_ERR_USAGE, "%s: %llu bytes skipped, %llu left", s->where,
+                        (unsigned long long)n, (unsigned long long)(s->total - s->done));
+    if (s->ops->skip) {
+        msp_err rc = s->ops->skip(s, n);
+        if (!rc)
+            s->done += n;
+        return rc;
+    }
+    /* a kind that cannot seek (a helper's frames, an HDF5 hyperslab): read
+     * and drop */
+    unsigned char tmp[1 << 14];
+    msp_err rc = MSP_OK;
+    while (n && !rc) {
+        size_t k = n < sizeof tmp ? (size_t)n : sizeof tmp;
+        rc = msp_stream_next(s, tmp, k);
+        n -= k;
+    }
     return rc;
 }
 

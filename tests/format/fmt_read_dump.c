@@ -4,11 +4,15 @@
  *   R name order n_tensors
  *   T record role dtype_name ndim shape has_data has_stats offset nbytes
  *     data_crc max min mean norm nan inf crc32 device requires_grad
+ *   S record role skip_crc  (after T, for a tensor with data)
  *   A record key value
  *   D api key value        (fmt_read_dump FILE API...: msp_dump_api_defaults of each API)
  * data_crc: zlib CRC-32 of the bytes msp_dump_read_tensor returned ("-" if
  * no data); when offset >= 0 it also checks that pread() at offset gives
- * the same bytes. Exit 2 with the error on stderr if anything fails. */
+ * the same bytes. skip_crc: CRC-32 of the bytes at offsets i with i mod 8 < 5,
+ * read through msp_tensor_stream_read taking 5 bytes and
+ * msp_tensor_stream_skip passing over 3 in turn. Exit 2 with the error on
+ * stderr if anything fails. */
 #include "msprobe/format.h"
 
 #include <fcntl.h>
@@ -22,6 +26,35 @@ static int msp_fail_out(const char *what)
 {
     fprintf(stderr, "fmt_read_dump: %s: %s\n", what, msp_last_error());
     return 2;
+}
+
+/* The S line of t: its bytes read 5 and passed over 3 in turn. */
+static int msp_print_skipping(msp_dump_file_t *f, const msp_record_info_t *r,
+                              const msp_tensor_info_t *t)
+{
+    msp_tensor_stream_t *s = NULL;
+    if (msp_tensor_stream_open(f, r, t, &s))
+        return -1;
+    unsigned char b[5];
+    uint32_t crc = 0;
+    for (uint64_t at = 0, n = (uint64_t)t->nbytes; at < n;) {
+        size_t take = n - at < 5 ? (size_t)(n - at) : 5;
+        if (msp_tensor_stream_read(s, b, take)) {
+            msp_tensor_stream_close(s);
+            return -1;
+        }
+        crc = msp_crc32(crc, b, take);
+        at += take;
+        uint64_t skip = n - at < 3 ? n - at : 3;
+        if (skip && msp_tensor_stream_skip(s, skip)) {
+            msp_tensor_stream_close(s);
+            return -1;
+        }
+        at += skip;
+    }
+    msp_tensor_stream_close(s);
+    printf("S\t%s\t%s\t%u\n", r->name, t->role, crc);
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -75,6 +108,10 @@ int main(int argc, char **argv)
                    t->offset, t->nbytes, crc, t->stats.max, t->stats.min, t->stats.mean,
                    t->stats.norm, t->stats.nan_count, t->stats.inf_count, t->stats.crc32, t->device,
                    t->requires_grad);
+            if (t->has_data && msp_print_skipping(f, r, t)) {
+                msp_dump_close(f);
+                return msp_fail_out("stream");
+            }
         }
         char **keys = NULL, **values = NULL;
         size_t n = 0;
