@@ -235,7 +235,7 @@ void cmp_job_sample(uint64_t k, const char *kind, cmp_job_tensor_t *v, size_t n,
         if (cmp_job_tensor_every(k, kind, v, n, i) == 1)
             continue;
         uint64_t m = cmp_numel(v[i].t);
-        uint64_t keep = (m + k - 1) / k, nb = keep * msp_dtype_size(v[i].t->dtype);
+        uint64_t keep = cmp_job_sample_numel(m, k), nb = keep * msp_dtype_size(v[i].t->dtype);
         v[i].every = k;
         *bytes = *bytes - (uint64_t)v[i].t->nbytes + nb;
         cJSON *sh = cJSON_CreateArray();
@@ -271,6 +271,43 @@ static double cmp_elem(msp_dtype_t dt, const unsigned char *p, size_t i)
     }
 }
 
+uint64_t cmp_job_sample_numel(uint64_t m, uint64_t k)
+{
+    uint64_t span = CMP_JOB_BLOCK * k, rest = m % span;
+    return m / span * CMP_JOB_BLOCK + (rest < CMP_JOB_BLOCK ? rest : CMP_JOB_BLOCK);
+}
+
+/* Into buf, the next n elements of es bytes of the sample of one in k of a
+ * tensor of m elements read through s, whose element *at (a multiple of the
+ * block, or inside a block) is next: the blocks between are passed over. */
+static msp_err cmp_sample_read(msp_tensor_stream_t *s, uint64_t m, uint64_t k, size_t es,
+                               uint64_t *at, unsigned char *buf, size_t n)
+{
+    if (k <= 1) /* the whole tensor */
+        return msp_tensor_stream_read(s, buf, n * es);
+    uint64_t span = CMP_JOB_BLOCK * k;
+    while (n) {
+        uint64_t in = *at % span;
+        if (in >= CMP_JOB_BLOCK) { /* between blocks: on to the next one */
+            uint64_t skip = span - in < m - *at ? span - in : m - *at;
+            msp_err rc = msp_tensor_stream_skip(s, skip * es);
+            if (rc)
+                return rc;
+            *at += skip;
+            continue;
+        }
+        uint64_t run = CMP_JOB_BLOCK - in < m - *at ? CMP_JOB_BLOCK - in : m - *at;
+        size_t take = run < n ? (size_t)run : n;
+        msp_err rc = msp_tensor_stream_read(s, buf, take * es);
+        if (rc)
+            return rc;
+        buf += take * es;
+        n -= take;
+        *at += take;
+    }
+    return MSP_OK;
+}
+
 double cmp_sampled_err(msp_dump_file_t *cf, const msp_record_info_t *crec,
                        const msp_tensor_info_t *ct, msp_dump_file_t *bf,
                        const msp_record_info_t *brec, const msp_tensor_info_t *bt, uint64_t k)
@@ -283,6 +320,7 @@ double cmp_sampled_err(msp_dump_file_t *cf, const msp_record_info_t *crec,
     uint64_t n = cmp_numel(ct);
     if (!fl || !k || n != cmp_numel(bt) || !ct->has_data || !bt->has_data)
         return NAN;
+    uint64_t keep = k > 1 ? cmp_job_sample_numel(n, k) : n, cat = 0, bat = 0;
     size_t ce = msp_dtype_size(cd), be = msp_dtype_size(bd), chunk = (size_t)1 << 16;
     unsigned char *cb = malloc(chunk * ce), *bb = malloc(chunk * be);
     msp_tensor_stream_t *cs = NULL, *bs = NULL;
@@ -292,19 +330,19 @@ double cmp_sampled_err(msp_dump_file_t *cf, const msp_record_info_t *crec,
         msp_clear_error();
         goto done;
     }
-    for (uint64_t at = 0; at < n;) {
-        size_t m = n - at < chunk ? (size_t)(n - at) : chunk;
-        if (msp_tensor_stream_read(cs, cb, m * ce) != MSP_OK ||
-            msp_tensor_stream_read(bs, bb, m * be) != MSP_OK) {
+    for (uint64_t got = 0; got < keep;) {
+        size_t m = keep - got < chunk ? (size_t)(keep - got) : chunk;
+        if (cmp_sample_read(cs, n, k, ce, &cat, cb, m) != MSP_OK ||
+            cmp_sample_read(bs, n, k, be, &bat, bb, m) != MSP_OK) {
             msp_clear_error();
             goto done;
         }
-        for (uint64_t i = (at + k - 1) / k * k; i < at + m; i += k) {
-            double x = cmp_elem(cd, cb, (size_t)(i - at)), y = cmp_elem(bd, bb, (size_t)(i - at));
+        for (size_t i = 0; i < m; i++) {
+            double x = cmp_elem(cd, cb, i), y = cmp_elem(bd, bb, i);
             dd += (x - y) * (x - y);
             nb += y * y;
         }
-        at += m;
+        got += m;
     }
     r = nb > 0.0 ? sqrt(dd / nb) : (dd > 0.0 ? INFINITY : 0.0);
 done:
@@ -322,25 +360,18 @@ int cmp_worker_send_tensor(cmp_worker_t *w, msp_dump_file_t *f, const cmp_job_te
     if (msp_tensor_stream_open(f, x->rec, x->t, &s) != MSP_OK)
         return -3;
     size_t es = msp_dtype_size(x->t->dtype);
-    uint64_t k = x->every > 1 ? x->every : 1, left = (uint64_t)x->t->nbytes, at = 0;
-    bufsz -= bufsz % es; /* chunks of whole elements */
+    uint64_t k = x->every > 1 ? x->every : 1, m = cmp_numel(x->t), at = 0;
+    uint64_t left = k > 1 ? cmp_job_sample_numel(m, k) : (uint64_t)x->t->nbytes / es;
+    size_t per = bufsz / es; /* chunks of whole elements */
     int r = 0;
     while (left && !r) {
-        size_t n = left < bufsz ? (size_t)left : bufsz, m = n;
-        if (msp_tensor_stream_read(s, buf, n) != MSP_OK) {
+        size_t n = left < per ? (size_t)left : per;
+        if (cmp_sample_read(s, m, k, es, &at, buf, n) != MSP_OK) {
             r = -3;
             break;
         }
-        if (k > 1) { /* this chunk's elements at multiples of k, packed to its front */
-            uint64_t first = at / es, cnt = n / es, i = (first + k - 1) / k * k;
-            char *p = buf;
-            m = 0;
-            for (; i < first + cnt; i += k, m += es)
-                memmove(p + m, p + (i - first) * es, es);
-        }
-        r = m ? cmp_worker_send(w, buf, m, deadline) : 0;
+        r = cmp_worker_send(w, buf, n * es, deadline);
         left -= n;
-        at += n;
     }
     msp_tensor_stream_close(s);
     return r;

@@ -28,7 +28,7 @@ const char *cmp_job_kind(const char *name, const char **why);
 typedef struct cmp_job_tensor {
     const msp_record_info_t *rec;
     const msp_tensor_info_t *t;
-    uint64_t every; /* > 1: only every k-th element (flattened) is sent */
+    uint64_t every; /* > 1: only every k-th block (cmp_job_sample_numel) is sent */
 } cmp_job_tensor_t;
 
 /* A record's attributes into args (those not there yet), except the call's
@@ -45,8 +45,8 @@ const char *cmp_job_add_tensors(cJSON *arr, cmp_job_tensor_t **v, size_t *n, siz
 /* Replay on a sample (msprobe-compare(1), REPLAY): for a job of kind
  * (forward, backward, optimizer) of record name (the forward's, for a
  * backward), optimizer class cls (NULL for a call) and the tensors in v,
- * the k such that sending every k-th element of each is the same job on
- * fewer elements; 1 when it is not. An elementwise API's tensors must all
+ * the k such that sending a sample of one block in k of each is the same
+ * job on fewer elements; 1 when it is not. An elementwise API's tensors must all
  * have one shape; an elementwise optimizer's parameters, gradients and
  * states are sampled alike, each by its parameter's number of elements
  * (scalars are sent whole). cmp_job_sample: each tensor's every, and its
@@ -62,13 +62,20 @@ uint64_t cmp_job_tensor_every(uint64_t k, const char *kind, const cmp_job_tensor
                               size_t i);
 void cmp_job_sample(uint64_t k, const char *kind, cmp_job_tensor_t *v, size_t n, cJSON *arr,
                     uint64_t *bytes);
-/* ||c - b|| / ||b|| over every k-th element of tensor ct of crec in cf and
+/* A sample of one in k (k > 1) of a flattened tensor's m elements: every
+ * k-th block of CMP_JOB_BLOCK elements (elements i with i mod (k * block) <
+ * block), so that reading it passes over the blocks between unread instead
+ * of reading the whole tensor for one element in k; how many elements it
+ * holds. */
+#define CMP_JOB_BLOCK ((uint64_t)1024)
+uint64_t cmp_job_sample_numel(uint64_t m, uint64_t k);
+/* ||c - b|| / ||b|| over the sample of one in k (cmp_job_sample_numel) of tensor ct of crec in cf and
  * bt of brec in bf (flattened; any float dtypes), streamed; NaN when it
  * cannot be computed (not floats, sizes differ, statistics only). */
 double cmp_sampled_err(msp_dump_file_t *cf, const msp_record_info_t *crec,
                        const msp_tensor_info_t *ct, msp_dump_file_t *bf,
                        const msp_record_info_t *brec, const msp_tensor_info_t *bt, uint64_t k);
-/* Stream one tensor's bytes (its every-th elements) to the worker: 0, -1
+/* Stream one tensor's bytes (its sample of one in x->every) to the worker: 0, -1
  * gone, -2 time up, -3 read error. */
 int cmp_worker_send_tensor(cmp_worker_t *w, msp_dump_file_t *f, const cmp_job_tensor_t *x,
                            void *buf, size_t bufsz, double deadline);

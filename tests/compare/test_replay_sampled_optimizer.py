@@ -1,16 +1,17 @@
-"""Replay of a large elementwise optimizer step judges every k-th element.
+"""Replay of a large elementwise optimizer step judges a sample of elements.
 
 An optimizer that updates each element from its own gradient and state
 (AdamW) is replayed on a sample like an elementwise call
 (msprobe-compare(1), REPLAY; test_replay_sampled.py has the calls): its
-parameters, gradients and states alike, sent as every k-th element. Here a
+parameters, gradients and states alike, sent as every k-th block of 1,024
+elements. Here a
 real AdamW step on a 4.7M-element weight, run under the dump shim,
 weight_decay 0.5 on the compare side against 0.01 on the bench side. Replay
-must call the step introduced on every k-th element, with an error within
-1 % of the one computed here over every element (numpy, float64, AdamW's
-first step by hand from the dumped parameter and gradient). A parameter of
-a few elements beside it goes whole: every k-th element of it would be its
-first alone, which here has no gradient and no error."""
+must call the step introduced on that sample, with the error computed here
+over those blocks, within 1 % of the one over every element (numpy,
+float64, AdamW's first step by hand from the dumped parameter and
+gradient). A parameter of 4,000 elements beside it goes whole: its sample
+would be its first block, which here has no gradient and no error."""
 import json
 import os
 import shutil
@@ -40,21 +41,22 @@ opt.step()
 """ % (COLS, ROWS, LR, COLS)
 
 
-# A second parameter of 8 elements in a group of its own, whose learning
-# rate is the plant; its first element gets no gradient (Adam then leaves it
-# as it was, on both sides), so every 18th element of it, its first alone,
-# shows no error: it must be sent whole for the sample to see the record's.
+# A second parameter of 4,000 elements in a group of its own, whose learning
+# rate is the plant; its first 1,024 elements get no gradient (Adam then
+# leaves them as they were, on both sides), so its sample (its first block
+# of 1,024 elements alone) shows no error: it must be sent whole for the
+# sample to see the record's.
 SMALL_LR_BENCH = 1e-3
 TRAIN_SMALL = """
 import sys, torch
 torch.manual_seed(0)
 lin = torch.nn.Linear(%d, %d, bias=False)
-s = torch.nn.Parameter(torch.linspace(0.5, 2.0, 8))
+s = torch.nn.Parameter(torch.linspace(0.5, 2.0, 4000))
 opt = torch.optim.AdamW([{"params": [lin.weight]},
                          {"params": [s], "lr": float(sys.argv[1]), "weight_decay": 0.0}],
                         lr=%r, weight_decay=0.01)
 x = torch.randn(4, %d)
-loss = lin(x).square().mean() + (s[1:] * x[:, :7]).sum()
+loss = lin(x).square().mean() + (s[1024:] * x[0, 0]).sum()
 opt.zero_grad()
 loss.backward()
 opt.step()
@@ -99,7 +101,7 @@ class SampledOptimizer(unittest.TestCase):
         step = by["Optimizer.AdamW.0.step"]
         self.assertTrue((step["Replay"] or "").startswith("introduced"), step)
         k = -(-ROWS * COLS // (1 << 18))
-        self.assertIn("on every %dth element" % k, step["Replay"])
+        self.assertIn("on every %dth block of 1024 elements" % k, step["Replay"])
         with h5py.File(os.path.join(c, "step0", "rank0", "dump.h5"), "r") as f:
             rec = f["Optimizer.AdamW.0.step"]
             side = lambda i: tuple(rec[r % i][()].astype(np.float64) for r in (
@@ -110,8 +112,9 @@ class SampledOptimizer(unittest.TestCase):
         b = self.dump_adamw("gpu", SMALL_LR_BENCH, TRAIN_SMALL)
         c = self.dump_adamw("npu", 1e-2, TRAIN_SMALL)
         step, _, (prm, g, got) = self.sampled_step(b, c)
-        self.assertEqual(g[0], 0.0)  # the first element: no gradient, no error
-        self.assertEqual(got[0], prm[0])
+        # the first block: no gradient, no error
+        self.assertTrue((g[:1024] == 0.0).all() and (g[1024:] != 0.0).all())
+        self.assertTrue((got[:1024] == prm[:1024]).all())
         # AdamW's first step with the bench side's lr, no weight decay
         want = prm - SMALL_LR_BENCH * g / (np.abs(g) + 1e-8)
         e = np.linalg.norm(got - want) / np.linalg.norm(want)
@@ -126,6 +129,11 @@ class SampledOptimizer(unittest.TestCase):
         # over every element: p (1 - lr wd) - lr g / (|g| + eps) (bias
         # correction makes m_hat = g and v_hat = g^2)
         want = prm * (1 - LR * 0.01) - LR * g / (np.abs(g) + 1e-8)
+        k = -(-ROWS * COLS // (1 << 18))
+        kept = np.arange(ROWS * COLS) % (k * 1024) < 1024
+        on_sample = np.linalg.norm(got.reshape(-1)[kept] - want.reshape(-1)[kept]) / \
+            np.linalg.norm(want.reshape(-1)[kept])
+        self.assertAlmostEqual(step["Replay Error"] / on_sample, 1.0, delta=1e-3)
         e = np.linalg.norm(got - want) / np.linalg.norm(want)
         self.assertGreater(e, 1e-4)
         self.assertAlmostEqual(step["Replay Error"] / e, 1.0, delta=0.01)
