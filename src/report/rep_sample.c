@@ -87,7 +87,23 @@ static const msp_record_cmp_t *cmp_owner(const msp_compare_result_t *res, long t
     return NULL;
 }
 
-static void cmp_hist_add(msp_tensor_sample_t *s, double n, double b)
+/* The histogram's bin edges, edge[j] = 10^(MSP_SAMPLE_LO_EXP + j /
+ * MSP_SAMPLE_PER_DECADE): an error e is in bin j when edge[j] <= e <
+ * edge[j + 1], found by comparisons instead of a log10 of every element
+ * (a tensor of millions of elements is binned whole). */
+typedef struct {
+    double edge[MSP_SAMPLE_BINS + 1];
+} cmp_hist_edges_t;
+_Static_assert((MSP_SAMPLE_BINS & (MSP_SAMPLE_BINS - 1)) == 0,
+               "cmp_hist_add halves the bins: their number is a power of 2");
+
+static void cmp_hist_edges(cmp_hist_edges_t *h)
+{
+    for (int j = 0; j <= MSP_SAMPLE_BINS; j++)
+        h->edge[j] = pow(10.0, MSP_SAMPLE_LO_EXP + (double)j / MSP_SAMPLE_PER_DECADE);
+}
+
+static void cmp_hist_add(msp_tensor_sample_t *s, const cmp_hist_edges_t *h, double n, double b)
 {
     if (!isfinite(n) || !isfinite(b)) {
         s->nonfinite++;
@@ -98,13 +114,18 @@ static void cmp_hist_add(msp_tensor_sample_t *s, double n, double b)
         s->zero++;
         return;
     }
-    double k = floor((log10(e) - MSP_SAMPLE_LO_EXP) * MSP_SAMPLE_PER_DECADE);
-    if (k < 0)
+    if (e < h->edge[0]) {
         s->below++;
-    else if (k >= MSP_SAMPLE_BINS)
+        return;
+    }
+    if (e >= h->edge[MSP_SAMPLE_BINS]) {
         s->above++;
-    else
-        s->bins[(int)k]++;
+        return;
+    }
+    int lo = 0; /* edge[lo] <= e < edge[lo + step * 2]: halved down to one bin */
+    for (int step = MSP_SAMPLE_BINS / 2; step; step /= 2)
+        lo += e >= h->edge[lo + step] ? step : 0;
+    s->bins[lo]++;
 }
 
 /* Stream both tensors, fill s. Returns an msp_err whose detail becomes s->why. */
@@ -140,6 +161,9 @@ static msp_err cmp_sample_pair(msp_dump_file_t *cf, const msp_record_info_t *cr,
         goto cleanup;
     s->numel = numel;
     s->stride = stride;
+    cmp_hist_edges_t h;
+    cmp_hist_edges(&h);
+    uint64_t next = 0; /* the next element that is a point */
     for (uint64_t at = 0; at < numel;) {
         size_t k = numel - at < CMP_SAMPLE_BLOCK ? (size_t)(numel - at) : CMP_SAMPLE_BLOCK;
         if ((rc = msp_tensor_stream_read(cs, cbuf, k * ce)) != MSP_OK ||
@@ -147,11 +171,12 @@ static msp_err cmp_sample_pair(msp_dump_file_t *cf, const msp_record_info_t *cr,
             goto cleanup;
         for (size_t i = 0; i < k; i++) {
             double n = cmp_load_at(ct->dtype, cbuf, i), b = cmp_load_at(bt->dtype, bbuf, i);
-            cmp_hist_add(s, n, b);
-            if ((at + i) % stride == 0 && s->n < npts) {
+            cmp_hist_add(s, &h, n, b);
+            if (at + i == next && s->n < npts) {
                 s->npu[s->n] = n;
                 s->bench[s->n] = b;
                 s->n++;
+                next += stride;
             }
         }
         at += k;

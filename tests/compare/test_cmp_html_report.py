@@ -14,6 +14,7 @@ worst error under it (recomputed with numpy from the dumped tensors), and the
 card's numbers are the xlsx's (openpyxl). A screenshot of the DEMO page lands
 in this test's build folder (html_report_planted.png; docs/compare_report.png
 in the README is a copy)."""
+import json
 import math
 import os
 import re
@@ -287,6 +288,30 @@ class SuspectCard(unittest.TestCase):
                 stride = -(-numel // 2000)
                 self.assertEqual(int(c.find("canvas", class_="scatter").attrs["data-points"]),
                                  (numel - 1) // stride + 1)
+
+    def test_histogram_bins_are_numpys(self):
+        # suspect 1's sample (the page's first) against |npu - bench| of the
+        # planted output binned here: bin floor((log10 e + 12) * 4), 64 bins
+        for tag, r in runs():
+            with self.subTest(tag):
+                with open(r.page, encoding="utf-8") as f:
+                    m = re.search(r'"sample":(\{"numel":.*?\]),"npu"', f.read())
+                got = json.loads(m.group(1) + "}")
+                path = "step0/rank0/dump.h5"
+                with h5py.File(os.path.join(r.bench, path), "r") as fb, \
+                        h5py.File(os.path.join(r.cmp, path), "r") as fc:
+                    n = values(fc[r.planted]["output.0"]).ravel()
+                    b = values(fb[r.planted]["output.0"]).ravel()
+                ok = np.isfinite(n) & np.isfinite(b)
+                e = np.abs(n[ok] - b[ok])
+                k = np.floor((np.log10(e[e > 0]) + 12) * 4).astype(np.int64)
+                self.assertEqual(got["numel"], n.size)
+                self.assertEqual((got["nonfinite"], got["zero"]),
+                                 (int((~ok).sum()), int((e == 0).sum())))
+                self.assertEqual((got["below"], got["above"]),
+                                 (int((k < 0).sum()), int((k >= 64).sum())))
+                inside = k[(k >= 0) & (k < 64)]
+                self.assertEqual(got["bins"], np.bincount(inside, minlength=64).tolist())
 
 
 class AcrossSteps(unittest.TestCase):
