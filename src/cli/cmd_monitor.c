@@ -57,7 +57,7 @@ static const msp_cmd_doc_t msp_monitor_doc = {
     .stop_at_operand = 1,
 };
 
-/* The config checked, its unsupported keys named once; absolute path in *abs. */
+/* The config checked; its absolute path in *abs. */
 static int msp_monitor_check(const msp_cli_ctx_t *ctx, const char *path, char **abs)
 {
     msp_mon_config_t cfg;
@@ -67,15 +67,12 @@ static int msp_monitor_check(const msp_cli_ctx_t *ctx, const char *path, char **
         msp_mon_config_free(&cfg);
         return MSP_EXIT_USAGE;
     }
-    char *keys = msp_mon_config_unsupported_text(&cfg);
-    if (keys)
-        msp_warnf(ctx, "monitor: %s: not supported, ignored: %s", path, keys);
+    /* The keys it ignores are named by the shim, once, as msprobe dump's are. */
     if (!cfg.wg && !cfg.param && !cfg.mv && !cfg.xy)
         msp_warnf(ctx,
                   "monitor: %s: none of wg_distribution, param_distribution, mv_distribution, "
                   "xy_distribution is true: nothing is monitored",
                   path);
-    free(keys);
     msp_mon_config_free(&cfg);
     *abs = realpath(path, NULL);
     if (!*abs) {
