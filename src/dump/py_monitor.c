@@ -19,7 +19,7 @@
  * start_step, step_interval and collect_times choose the steps written;
  * module_ranks the ranks. Rows go to py_monitor_out.c, statistics are
  * computed by py_monitor_stats.c. */
-#include "py_monitor.h"
+#include "py_monitor_out.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -14,7 +14,7 @@
  * alert.dump the anomalies go to anomaly_detected/rank<R>/anomaly.json. The
  * first step whose statistics hold a NaN or an Inf is said once, rules or
  * not. */
-#include "py_monitor.h"
+#include "py_monitor_out.h"
 
 #include <errno.h>
 #include <math.h>

@@ -10,7 +10,7 @@
  * results wait there and cross to the host in one copy per device at the
  * step's end (msp_mon_stats_flush), so no tensor leaves the device and the
  * device is synchronised once a step. */
-#include "py_monitor.h"
+#include "py_monitor_stats.h"
 
 #include <math.h>
 #include <stdint.h>

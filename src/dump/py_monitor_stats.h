@@ -7,8 +7,8 @@
  *                       anomaly_detected/
  *   py_monitor.c        the config, the runtime's listener (optimizer steps,
  *                       root modules) and the hooks that take the tensors */
-#ifndef MSP_PY_MONITOR_H
-#define MSP_PY_MONITOR_H
+#ifndef MSP_PY_MONITOR_STATS_H
+#define MSP_PY_MONITOR_STATS_H
 
 #include "dump_py.h"
 #include "msprobe/monitor.h"
@@ -46,16 +46,5 @@ void msp_mon_stats_take(PyObject *t, double eps, msp_mon_stat_t *s, size_t row);
 void msp_mon_stats_flush(msp_mon_stat_t *(*at)(size_t row));
 /* Drop what is queued (a step not written). */
 void msp_mon_stats_reset(void);
-
-/* ---- py_monitor_out.c ---- */
-/* Output settings once the config is read; 0, or -1 with a message given. */
-int msp_mon_out_init(const msp_mon_config_t *cfg);
-/* A row of this step: tensor t (NULL: none) named name; micro < 0: the task
- * has no micro_step column. */
-void msp_mon_row(msp_mon_task_t task, const char *name, int64_t micro, PyObject *t);
-/* The step's rows are complete: alerts, CSV files, anomaly_detected/. */
-void msp_mon_out_step(int64_t step);
-/* Forget the rows taken (a step that is not written). */
-void msp_mon_out_discard(void);
 
 #endif
