@@ -7,8 +7,7 @@
  *   the model      the first root module to run forward (the runtime's
  *                  root-forward event), named as msprobe names it: its
  *                  named_parameters() and named_modules(), "" for itself
- *   activations    xy_distribution: a global forward hook, rows "NAME.input"
- *                  and "NAME.output" ("_i" after each when there are several)
+ *   activations    xy_distribution: py_monitor_actv.c
  *   grad_unreduced wg_distribution: a hook on each parameter's AccumulateGrad
  *                  node, param.grad as it stands once accumulated
  *   grad_reduced   wg_distribution: param.grad before optimizer.step()
@@ -19,7 +18,7 @@
  * start_step, step_interval and collect_times choose the steps written;
  * module_ranks the ranks. Rows go to py_monitor_out.c, statistics are
  * computed by py_monitor_stats.c. */
-#include "py_monitor_out.h"
+#include "py_monitor_actv.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -45,10 +44,6 @@ int msp_mon_boot(const char *path, char **msg)
     if (keys)
         msp_shim_msg("%s: not supported, ignored: %s", path, keys);
     free(keys);
-    if (g_mc.xy && !g_mc.forward_only)
-        msp_shim_msg("%s: xy_distribution: activations are written, their gradients "
-                     "(actv_grad) not yet",
-                     path);
     if (msp_mon_out_init(&g_mc) != 0) {
         *msg = strdup("out of memory");
         return -1;
@@ -181,72 +176,15 @@ static void root_forward(PyObject *module, PyObject *input)
     g_model = module;
     Py_INCREF(g_model);
     g_params = named(module, "named_parameters", 0);
-    if (g_mc.xy)
+    if (g_mc.xy) {
         g_modules = named(module, "named_modules", 1);
+        msp_mon_actv_model(g_modules);
+    }
     if (g_mc.wg && g_params)
         hook_accs();
     if (!g_collect)
         decide();
 }
-
-/* ---- activations --------------------------------------------------------------- */
-
-static void actv_rows(const char *name, const char *role, PyObject *v)
-{
-    char row[600];
-    PyObject *list = PyTuple_Check(v) || PyList_Check(v) ? v : NULL;
-    Py_ssize_t n = 0;
-    for (Py_ssize_t i = 0; list && i < PySequence_Size(list); i++) {
-        PyObject *x = PySequence_GetItem(list, i);
-        n += x && msp_is_tensor(x);
-        Py_XDECREF(x);
-    }
-    if (!list) {
-        if (!msp_is_tensor(v))
-            return;
-        snprintf(row, sizeof row, "%s.%s", name, role);
-        msp_mon_row(MSP_MT_ACTV, row, 0, v);
-        return;
-    }
-    Py_ssize_t k = 0;
-    for (Py_ssize_t i = 0; i < PySequence_Size(list); i++) {
-        PyObject *x = PySequence_GetItem(list, i);
-        if (x && msp_is_tensor(x)) {
-            if (n == 1)
-                snprintf(row, sizeof row, "%s.%s", name, role);
-            else
-                snprintf(row, sizeof row, "%s.%s_%zd", name, role, k);
-            msp_mon_row(MSP_MT_ACTV, row, 0, x);
-            k++;
-        }
-        Py_XDECREF(x);
-    }
-    PyErr_Clear();
-}
-
-static PyObject *fwd_hook(PyObject *self, PyObject *args)
-{
-    (void)self;
-    PyObject *mod, *in, *out;
-    if (!g_collect || !g_modules || msp_g.disabled || msp_t_depth > 0 ||
-        !PyArg_UnpackTuple(args, "hook", 3, 3, &mod, &in, &out)) {
-        PyErr_Clear();
-        Py_RETURN_NONE;
-    }
-    PyObject *name = PyDict_GetItem(g_modules, mod);
-    PyObject *training = name ? PyObject_GetAttrString(mod, "training") : NULL;
-    if (training == Py_True && !g_mc.backward_only) {
-        msp_quiet_t q = msp_quiet_begin();
-        actv_rows(PyBytes_AsString(name), "input", in);
-        actv_rows(PyBytes_AsString(name), "output", out);
-        msp_quiet_end(q);
-    }
-    Py_XDECREF(training);
-    PyErr_Clear();
-    Py_RETURN_NONE;
-}
-
-static PyMethodDef g_fwd_def = {"msprobe_monitor_forward_hook", fwd_hook, METH_VARARGS, NULL};
 
 /* ---- the optimizer's step ------------------------------------------------------- */
 
@@ -335,16 +273,7 @@ void msp_mon_install(PyObject *torch)
         msp_shim_msg("warning: monitor: too many listeners; nothing is monitored");
         return;
     }
-    if (g_mc.xy) {
-        PyObject *m = PyImport_ImportModule("torch.nn.modules.module");
-        PyObject *hook = PyCFunction_NewEx(&g_fwd_def, NULL, NULL);
-        PyObject *h = m && hook ? PyObject_CallMethod(m, "register_module_forward_hook", "O", hook)
-                                : NULL;
-        if (!h)
-            msp_py_warn_error("monitor", "cannot hook module forwards: no activations");
-        Py_XDECREF(h);
-        Py_XDECREF(hook);
-        Py_XDECREF(m);
-    }
+    if (g_mc.xy)
+        msp_mon_actv_install(&g_mc, &g_collect);
     decide();
 }
