@@ -225,13 +225,35 @@ static int ensure_dirs(void)
     return 0;
 }
 
+/* repr of y = np_round(v, nd): y is the double nearest to k / 10^nd, so
+ * its nd decimals, trailing zeros cut, are its shortest digits whenever they
+ * are 15 or fewer and Python prints it in fixed notation (1e-4 <= |y| <
+ * 1e16): one snprintf where py_float would try up to 17. Checked by reading
+ * it back; anything else goes to py_float. */
+static void rounded_float(double y, int nd, char *b, size_t n)
+{
+    double a = fabs(y);
+    if (isfinite(y) && (a >= 1e-4 || !(a > 0)) && a < 1e15) {
+        int w = snprintf(b, n, "%.*f", nd, y);
+        if (w > 0 && (size_t)w < n && strlen(b) - (b[0] == '-') - 1 <= 16) {
+            char *end = b + w;
+            while (end[-1] == '0' && end[-2] != '.')
+                *--end = '\0';
+            double back = strtod(b, NULL);
+            if (!(back < y) && !(back > y))
+                return;
+        }
+    }
+    py_float(y, b, n);
+}
+
 static void write_value(FILE *f, double v, int as_int)
 {
-    char b[40];
+    char b[48];
     if (as_int && isfinite(v))
         snprintf(b, sizeof b, "%lld", (long long)v);
     else
-        py_float(np_round(v, g_cfg->ndigits), b, sizeof b);
+        rounded_float(np_round(v, g_cfg->ndigits), g_cfg->ndigits, b, sizeof b);
     fputs(b, f);
 }
 

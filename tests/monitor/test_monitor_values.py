@@ -46,6 +46,11 @@ class StatisticsMatchNumpy(mt.MonitorCase):
             for op, got, want in zip(OPS, r[3:-2], expected(t, eps)):
                 self.assertTrue(np.isclose(float(got), want, rtol=1e-9, atol=2e-12),
                                 (task, step, r[1], op, got, want))
+                # printed as Python prints the float pandas rounded (np.round)
+                if op == "nans":
+                    self.assertEqual(got, str(int(want)))
+                else:
+                    self.assertEqual(got, repr(float(np.round(float(got), 12))))
 
     def check_run(self, d, steps, eps):
         for step in range(steps):
