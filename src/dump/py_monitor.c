@@ -99,6 +99,7 @@ static PyObject *acc_hook(PyObject *self, PyObject *args)
     if (grad && grad != Py_None) {
         msp_quiet_t q = msp_quiet_begin();
         msp_mon_row(MSP_MT_GRAD_UNREDUCED, PyBytes_AsString(PyTuple_GetItem(e, 1)), -1, grad);
+        msp_mon_rows_end();
         msp_quiet_end(q);
     }
     Py_XDECREF(grad);
@@ -244,6 +245,7 @@ static void optimizer_step(PyObject *opt, int after)
             state_rows(opt);
         if (g_mc.param)
             param_rows(MSP_MT_PARAM_ORIGIN);
+        msp_mon_rows_end(); /* before the optimizer changes them */
         return;
     }
     if (g_mc.param)

@@ -103,6 +103,7 @@ static PyObject *fwd_hook(PyObject *self, PyObject *args)
         msp_quiet_t q = msp_quiet_begin();
         rows(MSP_MT_ACTV, name, "input", in, 1);
         rows(MSP_MT_ACTV, name, "output", out, 0);
+        msp_mon_rows_end();
         msp_quiet_end(q);
     }
     Py_XDECREF(training);
@@ -121,6 +122,7 @@ static PyObject *bwd_hook(PyObject *self, PyObject *args)
         msp_quiet_t q = msp_quiet_begin();
         rows(MSP_MT_ACTV_GRAD, name, "input", gin, 0);
         rows(MSP_MT_ACTV_GRAD, name, "output", gout, 0);
+        msp_mon_rows_end();
         msp_quiet_end(q);
     }
     PyErr_Clear();

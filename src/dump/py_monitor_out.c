@@ -97,6 +97,11 @@ void msp_mon_row(msp_mon_task_t task, const char *name, int64_t micro, PyObject 
     g_nrows++;
 }
 
+void msp_mon_rows_end(void)
+{
+    msp_mon_stats_launch();
+}
+
 void msp_mon_out_discard(void)
 {
     msp_mon_stats_reset();

@@ -11,6 +11,9 @@ int msp_mon_out_init(const msp_mon_config_t *cfg);
 /* A row of this step: tensor t (NULL: none) named name; micro < 0: the task
  * has no micro_step column. */
 void msp_mon_row(msp_mon_task_t task, const char *name, int64_t micro, PyObject *t);
+/* The end of a group of rows taken at one moment (a hook's, the step's
+ * before or after the optimizer): their device statistics are launched. */
+void msp_mon_rows_end(void);
 /* The step's rows are complete: alerts, CSV files, anomaly_detected/. */
 void msp_mon_out_step(int64_t step);
 /* Forget the rows taken (a step that is not written). */

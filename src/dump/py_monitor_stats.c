@@ -25,32 +25,73 @@
 
 static const char g_dev_src[] =
     "import torch\n"
-    "def stats(x, eps):\n"
+    "_lens = {}\n"
+    "def _lengths(ns, dev):\n"
+    "    key = (tuple(ns), dev)\n"
+    "    t = _lens.get(key)\n"
+    "    if t is None:\n"
+    "        t = torch.tensor(ns, dtype=torch.int64)\n"
+    "        if dev.type != 'cpu':\n"
+    "            t = t.pin_memory().to(dev, non_blocking=True)\n"
+    "        if len(_lens) > 4096:\n"
+    "            _lens.clear()\n"
+    "        _lens[key] = t\n"
+    "    return t\n"
+    "def one(x, eps):\n"
     "    x = x.detach()\n"
     "    n = x.numel()\n"
-    "    if n == 0:\n"
-    "        return None\n"
     "    f = x if x.is_floating_point() else x.double()\n"
-    "    return torch.stack([f.min().double(), f.max().double(),\n"
-    "                        f.sum(dtype=torch.float64) / n,\n"
+    "    mn, mx = torch.aminmax(f)\n"
+    "    return torch.stack([mn.double(), mx.double(), f.sum(dtype=torch.float64) / n,\n"
     "                        torch.linalg.vector_norm(f, dtype=torch.float64),\n"
     "                        (f.abs() < eps).sum().double() / n,\n"
-    "                        torch.isnan(f).sum().double()])\n"
+    "                        torch.isnan(f).sum().double()]).view(1, 6)\n"
+    "def many(ts, eps):\n"
+    "    by = {}\n"
+    "    for i, x in enumerate(ts):\n"
+    "        by.setdefault((x.device, x.dtype), []).append(i)\n"
+    "    rows = [None] * len(ts)\n"
+    "    for (dev, _), idx in by.items():\n"
+    "        ns = [ts[i].numel() for i in idx]\n"
+    "        flat = torch.cat([ts[i].detach().reshape(-1) for i in idx])\n"
+    "        if not flat.is_floating_point():\n"
+    "            flat = flat.double()\n"
+    "        lens = _lengths(ns, dev)\n"
+    "        d = flat.double()\n"
+    "        seg = lambda v, how: torch.segment_reduce(v, how, lengths=lens)\n"
+    "        st = torch.stack([seg(flat, 'min').double(), seg(flat, 'max').double(),\n"
+    "                          seg(d, 'sum') / lens, seg(d * d, 'sum').sqrt(),\n"
+    "                          seg((flat.abs() < eps).double(), 'sum') / lens,\n"
+    "                          seg(torch.isnan(flat).double(), 'sum')], 1)\n"
+    "        for k, i in enumerate(idx):\n"
+    "            rows[i] = st[k]\n"
+    "    return torch.stack(rows)\n"
     "def fetch(results):\n"
     "    by = {}\n"
     "    for i, r in enumerate(results):\n"
     "        by.setdefault(r.device, []).append(i)\n"
     "    out = [None] * len(results)\n"
     "    for idx in by.values():\n"
-    "        vals = torch.stack([results[i] for i in idx]).cpu().tolist()\n"
-    "        for i, v in zip(idx, vals):\n"
-    "            out[i] = v\n"
+    "        vals = torch.cat([results[i] for i in idx]).cpu().tolist()\n"
+    "        at = 0\n"
+    "        for i in idx:\n"
+    "            k = results[i].shape[0]\n"
+    "            out[i] = vals[at:at + k]\n"
+    "            at += k\n"
     "    return out\n";
 
-static PyObject *g_ns, *g_stats_fn, *g_fetch_fn;
-static PyObject *g_pending;    /* list of device results (6 float64s each) */
-static size_t *g_pending_rows; /* their rows */
-static size_t g_cap_rows;
+/* Tensors at least this large are reduced alone (their launches cost
+ * nothing beside their reading); smaller ones wait for the end of their
+ * group (msp_mon_stats_launch) to be reduced together, a few launches for
+ * them all instead of a few each. */
+#define MSP_MON_ALONE (1 << 20)
+
+static PyObject *g_ns, *g_one_fn, *g_many_fn, *g_fetch_fn;
+static PyObject *g_results; /* device results, [k, 6] float64 each, of rows g_rows in order */
+static PyObject *g_small;   /* small tensors waiting for msp_mon_stats_launch */
+static size_t *g_rows, g_nrows, g_caprows;    /* the rows of g_results, then of g_small */
+static size_t *g_srows, g_nsrows, g_capsrows; /* the rows of g_small */
+static double g_eps;
 static PyObject *s_is_cpu, *s_dtype, *s_shape, *s_data_ptr, *s_is_contiguous, *s_numel;
 
 /* The dtypes read in place, by their torch name. */
@@ -61,9 +102,11 @@ static const char *const g_dt_name[D_NREAD] = {"float32", "float64", "float16", 
 int msp_mon_stats_init(PyObject *torch)
 {
     g_ns = msp_py_run_source(g_dev_src, "msprobe_monitor_stats");
-    g_stats_fn = g_ns ? PyDict_GetItemString(g_ns, "stats") : NULL;
+    g_one_fn = g_ns ? PyDict_GetItemString(g_ns, "one") : NULL;
+    g_many_fn = g_ns ? PyDict_GetItemString(g_ns, "many") : NULL;
     g_fetch_fn = g_ns ? PyDict_GetItemString(g_ns, "fetch") : NULL;
-    g_pending = PyList_New(0);
+    g_results = PyList_New(0);
+    g_small = PyList_New(0);
     s_is_cpu = PyUnicode_InternFromString("is_cpu");
     s_dtype = PyUnicode_InternFromString("dtype");
     s_shape = PyUnicode_InternFromString("shape");
@@ -74,7 +117,7 @@ int msp_mon_stats_init(PyObject *torch)
         g_dt[i] = PyObject_GetAttrString(torch, g_dt_name[i]);
     if (PyErr_Occurred())
         PyErr_Clear();
-    return g_stats_fn && g_fetch_fn && g_pending ? 0 : -1;
+    return g_one_fn && g_many_fn && g_fetch_fn && g_results && g_small ? 0 : -1;
 }
 
 static float bf16_f(uint16_t h)
@@ -152,7 +195,7 @@ static float f16_f(uint16_t h)
  * NaN, which is counted apart), sums, squares and the |x| < eps test in
  * float64, as msprobe's x.to(float64) computes them. */
 __attribute__((target("avx2,fma"))) static void f32_avx2(const float *p, int64_t n, double eps,
-                                                          msp_mon_stat_t *s)
+                                                         msp_mon_stat_t *s)
 {
     const __m256i absmask = _mm256_set1_epi32(0x7fffffff), infbits = _mm256_set1_epi32(0x7f800000);
     const __m256d absd = _mm256_castsi256_pd(_mm256_set1_epi64x(INT64_MAX)),
@@ -299,6 +342,20 @@ static const void *host_data(PyObject *t)
     return p;
 }
 
+static int push_row(size_t **rows, size_t *n, size_t *cap, size_t row)
+{
+    if (*n == *cap) {
+        size_t c = *cap ? 2 * *cap : 256;
+        size_t *nr = realloc(*rows, c * sizeof *nr);
+        if (!nr)
+            return -1;
+        *rows = nr;
+        *cap = c;
+    }
+    (*rows)[(*n)++] = row;
+    return 0;
+}
+
 void msp_mon_stats_take(PyObject *t, double eps, msp_mon_stat_t *s, size_t row)
 {
     memset(s, 0, sizeof *s);
@@ -322,49 +379,70 @@ void msp_mon_stats_take(PyObject *t, double eps, msp_mon_stat_t *s, size_t row)
         return;
     }
     PyErr_Clear();
-    PyObject *e = PyFloat_FromDouble(eps);
-    PyObject *r = e ? PyObject_CallFunctionObjArgs(g_stats_fn, t, e, NULL) : NULL;
-    Py_XDECREF(e);
-    if (!r || r == Py_None) {
-        Py_XDECREF(r);
-        PyErr_Clear();
-        return;
-    }
-    if (g_cap_rows <= (size_t)PyList_Size(g_pending)) {
-        size_t cap = g_cap_rows ? 2 * g_cap_rows : 256;
-        size_t *nr = realloc(g_pending_rows, cap * sizeof *nr);
-        if (!nr) {
-            Py_DECREF(r);
+    g_eps = eps;
+    if (n < MSP_MON_ALONE && !msp_test.monitor_alone) {
+        if (push_row(&g_srows, &g_nsrows, &g_capsrows, row) != 0)
+            return;
+        if (PyList_Append(g_small, t) != 0) {
+            g_nsrows--;
+            PyErr_Clear();
             return;
         }
-        g_pending_rows = nr;
-        g_cap_rows = cap;
+        s->have = 2; /* waiting */
+        return;
     }
-    g_pending_rows[PyList_Size(g_pending)] = row;
-    PyList_Append(g_pending, r);
-    Py_DECREF(r);
-    s->have = 2; /* waiting */
+    PyObject *e = PyFloat_FromDouble(eps);
+    PyObject *r = e ? PyObject_CallFunctionObjArgs(g_one_fn, t, e, NULL) : NULL;
+    Py_XDECREF(e);
+    if (r && push_row(&g_rows, &g_nrows, &g_caprows, row) == 0 && PyList_Append(g_results, r) == 0)
+        s->have = 2;
+    Py_XDECREF(r);
+    PyErr_Clear();
+}
+
+void msp_mon_stats_launch(void)
+{
+    Py_ssize_t n = g_small ? PyList_Size(g_small) : 0;
+    if (n == 0)
+        return;
+    PyObject *e = PyFloat_FromDouble(g_eps);
+    PyObject *r = e ? PyObject_CallFunctionObjArgs(g_many_fn, g_small, e, NULL) : NULL;
+    Py_XDECREF(e);
+    int ok = r && PyList_Append(g_results, r) == 0;
+    for (Py_ssize_t i = 0; ok && i < n; i++)
+        ok = push_row(&g_rows, &g_nrows, &g_caprows, g_srows[i]) == 0;
+    if (!ok)
+        msp_py_warn_error("monitor", "cannot reduce device tensors; their rows are nan");
+    Py_XDECREF(r);
+    PyList_SetSlice(g_small, 0, n, NULL);
+    g_nsrows = 0;
+    PyErr_Clear();
 }
 
 void msp_mon_stats_flush(msp_mon_stat_t *(*at)(size_t row))
 {
-    Py_ssize_t n = g_pending ? PyList_Size(g_pending) : 0;
-    if (n == 0)
-        return;
-    PyObject *vals = PyObject_CallFunctionObjArgs(g_fetch_fn, g_pending, NULL);
+    msp_mon_stats_launch();
+    Py_ssize_t n = g_results ? PyList_Size(g_results) : 0;
+    PyObject *vals = n ? PyObject_CallFunctionObjArgs(g_fetch_fn, g_results, NULL) : NULL;
+    size_t row = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        msp_mon_stat_t *s = at(g_pending_rows[i]);
-        PyObject *v = vals ? PyList_GetItem(vals, i) : NULL;
-        s->have = 0;
-        if (!v || PyList_Size(v) != MSP_MON_NOPS)
-            continue;
-        for (int k = 0; k < MSP_MON_NOPS; k++)
-            s->v[k] = PyFloat_AsDouble(PyList_GetItem(v, k));
-        if (s->v[MSP_MON_NANS] > 0)
-            s->v[MSP_MON_MIN] = s->v[MSP_MON_MAX] = NAN;
-        s->have = 1;
+        PyObject *group = vals ? PyList_GetItem(vals, i) : NULL;
+        Py_ssize_t k = PyObject_Size(PyList_GetItem(g_results, i));
+        for (Py_ssize_t j = 0; j < k && row < g_nrows; j++, row++) {
+            msp_mon_stat_t *s = at(g_rows[row]);
+            PyObject *v = group ? PyList_GetItem(group, j) : NULL;
+            s->have = 0;
+            if (!v || PyList_Size(v) != MSP_MON_NOPS)
+                continue;
+            for (int q = 0; q < MSP_MON_NOPS; q++)
+                s->v[q] = PyFloat_AsDouble(PyList_GetItem(v, q));
+            if (s->v[MSP_MON_NANS] > 0)
+                s->v[MSP_MON_MIN] = s->v[MSP_MON_MAX] = s->v[MSP_MON_MEAN] = s->v[MSP_MON_NORM] =
+                    NAN;
+            s->have = 1;
+        }
     }
-    if (!vals)
+    if (n && !vals)
         msp_py_warn_error("monitor", "cannot read the statistics of device tensors");
     Py_XDECREF(vals);
     msp_mon_stats_reset();
@@ -372,8 +450,11 @@ void msp_mon_stats_flush(msp_mon_stat_t *(*at)(size_t row))
 
 void msp_mon_stats_reset(void)
 {
-    if (g_pending)
-        PyList_SetSlice(g_pending, 0, PyList_Size(g_pending), NULL);
+    if (g_results)
+        PyList_SetSlice(g_results, 0, PyList_Size(g_results), NULL);
+    if (g_small)
+        PyList_SetSlice(g_small, 0, PyList_Size(g_small), NULL);
+    g_nrows = g_nsrows = 0;
     if (PyErr_Occurred())
         PyErr_Clear();
 }

@@ -42,6 +42,10 @@ int msp_mon_stats_init(PyObject *torch);
  * (host tensors), or queued to be written by msp_mon_stats_flush (device).
  * Never raises; a tensor that cannot be read leaves s->have 0. */
 void msp_mon_stats_take(PyObject *t, double eps, msp_mon_stat_t *s, size_t row);
+/* The end of a group of tensors taken together (a hook's, the optimizer's
+ * step's): the small device tensors among them are reduced now, together,
+ * before anything changes them. */
+void msp_mon_stats_launch(void);
 /* Every queued result, in one copy from each device, into at(row). */
 void msp_mon_stats_flush(msp_mon_stat_t *(*at)(size_t row));
 /* Drop what is queued (a step not written). */

@@ -57,6 +57,11 @@ class LayoutAsMsprobe(mt.MonitorCase):
         # its anomalies: msprobe's AnomalyNan on the gradients of inputs that have none
         self.compare_anomalies(*self.compare_run("all_3steps", {}))
 
+    def test_every_task_through_the_device_path(self):
+        # torch's batched reductions (accelerators), taken by CPU tensors here
+        self.compare_anomalies(*self.compare_run("all_3steps",
+                                                 {"MSPROBE_TEST_DEVICE_STATS": "1"}))
+
     def test_records_of_steps_anomalies_and_ndigits(self):
         self.compare_anomalies(*self.compare_run("nan_4steps",
                                                  {"TINY_STEPS": "4", "TINY_NAN_STEP": "2"}))

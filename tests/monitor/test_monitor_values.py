@@ -76,6 +76,11 @@ class StatisticsMatchNumpy(mt.MonitorCase):
                               preload_only=True)
         self.check_run(d, 3, 1e-3)
 
+    def test_device_path_tensors_reduced_alone(self):
+        d, _ = self.run_saved(CONF, steps=3, env={"MSPROBE_TEST_DEVICE_STATS": "1",
+                                                  "MSPROBE_TEST_MONITOR_ALONE": "1"})
+        self.check_run(d, 3, 1e-3)
+
     def test_steps_chosen_by_start_interval_and_times(self):
         conf = dict(CONF, start_step=1, step_interval=2, collect_times=2, mv_distribution=False)
         d, _ = self.run_saved(conf, steps=7)
