@@ -100,11 +100,13 @@ static PyObject *fwd_hook(PyObject *self, PyObject *args)
         name = taken(mod);
     PyObject *training = name ? PyObject_GetAttrString(mod, "training") : NULL;
     if (training == Py_True) {
+        int64_t t0 = msp_mon_clock();
         msp_quiet_t q = msp_quiet_begin();
         rows(MSP_MT_ACTV, name, "input", in, 1);
         rows(MSP_MT_ACTV, name, "output", out, 0);
         msp_mon_rows_end();
         msp_quiet_end(q);
+        msp_mon_spent(MSP_MON_T_HOOKS, t0);
     }
     Py_XDECREF(training);
     PyErr_Clear();
@@ -119,11 +121,13 @@ static PyObject *bwd_hook(PyObject *self, PyObject *args)
     if (PyArg_UnpackTuple(args, "hook", 3, 3, &mod, &gin, &gout))
         name = taken(mod);
     if (name) {
+        int64_t t0 = msp_mon_clock();
         msp_quiet_t q = msp_quiet_begin();
         rows(MSP_MT_ACTV_GRAD, name, "input", gin, 0);
         rows(MSP_MT_ACTV_GRAD, name, "output", gout, 0);
         msp_mon_rows_end();
         msp_quiet_end(q);
+        msp_mon_spent(MSP_MON_T_HOOKS, t0);
     }
     PyErr_Clear();
     Py_RETURN_NONE;

@@ -356,6 +356,23 @@ static int push_row(size_t **rows, size_t *n, size_t *cap, size_t row)
     return 0;
 }
 
+int msp_mon_stats_host(PyObject *t, msp_mon_stat_t *s, msp_mon_host_t *h)
+{
+    memset(s, 0, sizeof *s);
+    h->p = NULL;
+    if (!t || !msp_is_tensor(t) || describe(t, s, &h->n, &h->dt) != 0 || h->n == 0 || h->dt < 0 ||
+        !(h->p = host_data(t))) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
+void msp_mon_stats_pass(const msp_mon_host_t *h, double eps, msp_mon_stat_t *s)
+{
+    host_pass(h->p, h->n, h->dt, eps, s);
+}
+
 void msp_mon_stats_take(PyObject *t, double eps, msp_mon_stat_t *s, size_t row)
 {
     memset(s, 0, sizeof *s);
