@@ -11,9 +11,12 @@
 # Prints each case's best median step over the rounds (least disturbed) and
 # its ratio to plain, by wall clock and by the training thread's CPU time
 # (steadier on a shared machine). On few cores, OMP_NUM_THREADS=1 steadies it.
+# Also prints, from the last round, the training thread's CPU time a step
+# spent inside the monitor (MSPROBE_MONITOR_PROFILE=1), by part.
 # Usage: bench/monitor/side.sh [PRELOAD_LIB]
 #        (env: PYTHON, STEPS (default 8), ROUNDS (default 3), MODELS (default
-#        "gpt resnet18"), BENCH_DIR)
+#        "gpt resnet18"), BATCH (steptime.py's default: gpt 4, resnet18 4),
+#        BENCH_DIR)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 lib=${1:-$here/../../build/src/dump/libmsprobe_preload.so}
@@ -21,6 +24,7 @@ lib=${1:-$here/../../build/src/dump/libmsprobe_preload.so}
 lib=$(realpath "$lib")
 py=${PYTHON:-/usr/bin/python3}
 steps=${STEPS:-8}
+batch=${BATCH:+--batch $BATCH}
 rounds=${ROUNDS:-3}
 models=${MODELS:-gpt resnet18}
 work=${BENCH_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/msp-bench-monitor.XXXXXX")}
@@ -35,15 +39,18 @@ printf '{"targets": {}, "xy_distribution": true, %s}\n' "$ops" > x.json
 one() {
   rm -rf "$work/out"
   if [ -z "$2" ]; then
-    out=$("$py" "$here/steptime.py" --model "$1" --steps "$steps")
+    out=$("$py" "$here/steptime.py" --model "$1" --steps "$steps" $batch)
   else
-    out=$(MSPROBE_LOG_FILE=$work/shim.log MONITOR_OUTPUT_DIR=$work/out \
-      MSPROBE_MONITOR_CONFIG=$2 LD_PRELOAD=$lib "$py" "$here/steptime.py" --model "$1" --steps "$steps")
+    out=$(MSPROBE_LOG_FILE=$work/shim.log MONITOR_OUTPUT_DIR=$work/out MSPROBE_MONITOR_PROFILE=1 \
+      MSPROBE_MONITOR_CONFIG=$2 LD_PRELOAD=$lib "$py" "$here/steptime.py" --model "$1" --steps "$steps" $batch)
+    grep "training thread's CPU time" "$work/shim.log" | tail -1 | sed "s/^/$1.$(basename "$2" .json): /" \
+      >> "$work/profile.txt"
   fi
   "$py" -c "import json,sys; d=json.loads(sys.argv[1]); print(d['median_ms'], d['thread_cpu_ms'])" "$out"
 }
 
 : > results.txt
+: > profile.txt
 i=0
 while [ $i -lt "$rounds" ]; do
   for model in $models; do
@@ -79,4 +86,6 @@ for model, title in (("gpt", "nanoGPT-style GPT, 2 M params, AdamW"),
         print("  %-48s %8.1f ms  %.3fx wall  %.3fx CPU" % (names[c], w, w / pw, cpu / pc))
 print("load average while measuring: %s" % open("/proc/loadavg").read().split()[0])
 PY
+echo "inside the monitor (last run of each):"
+sort -u -t: -k1,1 profile.txt | sed 's/msprobe: monitor: //; s/^/  /' 
 [ -n "${BENCH_DIR:-}" ] || rm -rf "$work"

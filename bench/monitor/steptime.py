@@ -83,7 +83,7 @@ def main():
     ap.add_argument("--model", choices=["gpt", "resnet18"], default="gpt")
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--batch", type=int, default=4)  # resnet18: 64x64 images
     a = ap.parse_args()
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(1)
