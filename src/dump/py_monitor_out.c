@@ -261,6 +261,8 @@ static void csv_field(FILE *f, const char *s)
 
 /* ---- the CSV files ----------------------------------------------------------- */
 
+static void find_group(void);
+
 static int ensure_dirs(void)
 {
     if (g_dir)
@@ -271,6 +273,7 @@ static int ensure_dirs(void)
     g_rank = msp_current_rank();
     if (g_rank < 0)
         g_rank = 0;
+    find_group();
     g_dir = msp_asprintf("%s/%s-rank%lld-%s", base, g_time, (long long)g_rank, g_uid);
     if (!g_dir || msp_mkdirs(g_dir) != MSP_OK) {
         msp_shim_msg("warning: monitor: cannot create %s (%s): nothing is written",
@@ -428,19 +431,45 @@ static void json_str(char *out, size_t n, const char *s)
     snprintf(out + at, n - at, "\"");
 }
 
+/* msprobe's group_mates (the ranks of the world group when torch.distributed
+ * is initialised, else [0]) as JSON lines, and its pp_stage (the rank in
+ * that group): found when the first step is written. */
+static char g_mates[4096] = "[\n   0\n  ]";
+static int64_t g_pp_stage;
+
+static void find_group(void)
+{
+    PyObject *d = PyImport_ImportModule("torch.distributed");
+    PyObject *on = d ? PyObject_CallMethod(d, "is_initialized", NULL) : NULL;
+    PyObject *ws = on == Py_True ? PyObject_CallMethod(d, "get_world_size", NULL) : NULL;
+    long n = ws ? PyLong_AsLong(ws) : 0;
+    if (n > 0) {
+        size_t at = (size_t)snprintf(g_mates, sizeof g_mates, "[");
+        for (long r = 0; r < n && at + 24 < sizeof g_mates; r++)
+            at += (size_t)snprintf(g_mates + at, sizeof g_mates - at, "%s\n   %ld", r ? "," : "",
+                                   r);
+        snprintf(g_mates + at, sizeof g_mates - at, "\n  ]");
+        g_pp_stage = g_rank;
+    }
+    Py_XDECREF(ws);
+    Py_XDECREF(on);
+    Py_XDECREF(d);
+    PyErr_Clear();
+}
+
 static void anomaly_note(const mon_row_t *r, const char *tag, const char *msg, int64_t step)
 {
-    char key[700], jtag[800], jmsg[1400], text[3000];
+    char key[700], jtag[800], jmsg[1400], text[8192];
     snprintf(key, sizeof key, "%s_step_%lld_call_%lld", tag, (long long)step,
              (long long)r->call_id);
     json_str(jtag, sizeof jtag, tag);
     json_str(jmsg, sizeof jmsg, msg);
     snprintf(text, sizeof text,
              "{\n  \"rank\": %lld,\n  \"step\": %lld,\n  \"micro_step\": 0,\n  \"pp_stage\": "
-             "0,\n  \"vpp_stage\": 0,\n  \"call_id\": %lld,\n  \"tag_name\": %s,\n  "
-             "\"message\": %s,\n  \"group_mates\": [\n   %lld\n  ]\n }",
-             (long long)g_rank, (long long)step, (long long)r->call_id, jtag, jmsg,
-             (long long)g_rank);
+             "%lld,\n  \"vpp_stage\": 0,\n  \"call_id\": %lld,\n  \"tag_name\": %s,\n  "
+             "\"message\": %s,\n  \"group_mates\": %s\n }",
+             (long long)g_rank, (long long)step, (long long)g_pp_stage, (long long)r->call_id, jtag,
+             jmsg, g_mates);
     PyObject *v = PyUnicode_FromString(text);
     if (v)
         PyDict_SetItemString(g_anomalies, key, v);
