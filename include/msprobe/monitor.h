@@ -60,6 +60,10 @@ typedef struct msp_mon_config {
  * malformed file. */
 msp_err msp_mon_config_load(const char *path, msp_mon_config_t *out);
 void msp_mon_config_free(msp_mon_config_t *c);
+/* msprobe's dynamic start and stop: once collect_times is reached, the
+ * file's dynamic_on is set to false (the file rewritten as JSON, written
+ * under a temp name and renamed). */
+msp_err msp_mon_config_dynamic_off(const char *path);
 /* The unsupported keys as one "a, b, c" string (malloc'd), or NULL when none. */
 char *msp_mon_config_unsupported_text(const msp_mon_config_t *c);
 

@@ -7,7 +7,9 @@
 
 #include "config_internal.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -405,4 +407,36 @@ char *msp_mon_config_unsupported_text(const msp_mon_config_t *c)
         strcat(s, c->unsupported[i]);
     }
     return s;
+}
+
+msp_err msp_mon_config_dynamic_off(const char *path)
+{
+    char *text = NULL, *out = NULL, *tmp = NULL;
+    size_t len = 0;
+    cJSON *root = NULL;
+    msp_err rc = msp_read_file(path, 16u << 20, &text, &len);
+    if (rc == MSP_OK)
+        rc = msp_cfg_json_parse(text, path, &root);
+    if (rc == MSP_OK &&
+        (!cJSON_IsObject(root) ||
+         !cJSON_ReplaceItemInObjectCaseSensitive(root, "dynamic_on", cJSON_CreateFalse())))
+        rc = msp_fail(MSP_ERR_CONFIG, "%s: dynamic_on: not there to set", path);
+    if (rc == MSP_OK && (!(out = cJSON_Print(root)) || !(tmp = msp_atomic_tmp_name(path))))
+        rc = msp_fail(MSP_ERR_NOMEM, "out of memory");
+    FILE *f = rc == MSP_OK ? fopen(tmp, "w") : NULL;
+    if (rc == MSP_OK && !f)
+        rc = msp_fail(MSP_ERR_IO, "%s: %s", tmp, strerror(errno));
+    if (f) {
+        int bad = fputs(out, f) < 0 || fputc('\n', f) < 0;
+        bad |= fclose(f) != 0;
+        rc = bad ? msp_fail(MSP_ERR_IO, "%s: %s", tmp, strerror(errno))
+                 : msp_atomic_commit(tmp, path);
+        if (bad)
+            msp_atomic_discard(tmp);
+    }
+    free(tmp);
+    free(out);
+    cJSON_Delete(root);
+    free(text);
+    return rc;
 }

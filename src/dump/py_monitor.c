@@ -20,6 +20,7 @@
  * computed by py_monitor_stats.c. */
 #include "py_monitor_actv.h"
 #include "py_monitor_ahead.h"
+#include "py_monitor_dyn.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,7 @@ static PyObject *g_accs;    /* the AccumulateGrad nodes hooked (kept alive) */
 static PyObject *g_model;   /* the root module named (weak use: identity only) */
 static int64_t g_step, g_collected;
 static int g_collect;      /* this step is written */
+static int g_active = 1;   /* monitoring (DYNAMIC_MONITOR: once dynamic_on is true) */
 static int g_rank_ok = -1; /* module_ranks: this rank writes */
 static int g_installed;
 /* Per parameter (g_params' order), statistics computed on the helper
@@ -58,6 +60,12 @@ int msp_mon_boot(const char *path, char **msg)
         return -1;
     }
     msp_g.mon_on = 1;
+    if (msp_mon_dyn_on()) {
+        g_active = 0;
+        msp_shim_msg("monitor: DYNAMIC_MONITOR is set: monitoring starts at the step after %s "
+                     "says \"dynamic_on\": true",
+                     path);
+    }
     return 0;
 }
 
@@ -91,7 +99,8 @@ static int rank_writes(void)
 /* Whether step g_step is written (msprobe's step_final_hook condition). */
 static void decide(void)
 {
-    g_collect = g_step >= g_mc.start_step && (g_step - g_mc.start_step) % g_mc.step_interval == 0 &&
+    g_collect = g_active && g_step >= g_mc.start_step &&
+                (g_step - g_mc.start_step) % g_mc.step_interval == 0 &&
                 g_collected < g_mc.collect_times && rank_writes();
 }
 
@@ -188,10 +197,9 @@ static void root_forward(PyObject *module, PyObject *input)
     g_model = module;
     Py_INCREF(g_model);
     g_params = named(module, "named_parameters", 0);
-    if (g_mc.xy) {
-        g_modules = named(module, "named_modules", 1);
+    g_modules = named(module, "named_modules", 1); /* DYNAMIC_MONITOR may ask later */
+    if (g_mc.xy)
         msp_mon_actv_model(g_modules);
-    }
     Py_ssize_t n = g_params ? PyList_Size(g_params) : 0;
     for (int k = 0; k < MEMO_N && n > 0; k++)
         g_memo[k] = calloc((size_t)n, sizeof *g_memo[k]);
@@ -305,13 +313,43 @@ static void state_rows(PyObject *opt, int ahead)
     PyErr_Clear();
 }
 
+/* DYNAMIC_MONITOR: a changed config with dynamic_on true replaces the one in
+ * use from the next step on (collect_times counted again). */
+static void dyn_poll(void)
+{
+    msp_mon_config_t fresh;
+    if (!msp_mon_dyn_poll(g_mc.source, &fresh))
+        return;
+    msp_mon_ahead_join(); /* the helper may be writing with the old config */
+    msp_mon_config_free(&g_mc);
+    g_mc = fresh;
+    g_mc.start_step = g_step;
+    g_collected = 0;
+    g_active = 1;
+    if (g_mc.xy)
+        msp_mon_actv_install(&g_mc, &g_collect);
+    if (g_mc.xy && g_modules)
+        msp_mon_actv_model(g_modules);
+    if (g_mc.wg && g_params && !g_accs)
+        hook_accs();
+    msp_shim_msg("monitor: %s: dynamic_on is true: monitoring from step %lld", g_mc.source,
+                 (long long)g_step);
+}
+
+/* The optimizer's step is over: the next step, and whether it is written. */
+static void step_done(void)
+{
+    g_step++;
+    if (msp_mon_dyn_on())
+        dyn_poll();
+    decide();
+}
+
 static void optimizer_step(PyObject *opt, int after)
 {
     if (!g_collect) {
-        if (after) {
-            g_step++;
-            decide();
-        }
+        if (after)
+            step_done();
         return;
     }
     int64_t t0 = msp_mon_clock();
@@ -336,11 +374,15 @@ static void optimizer_step(PyObject *opt, int after)
     if (batch) /* the CSV files are written beside the next step */
         msp_mon_helper(msp_mon_out_write, batch);
     g_collected++;
-    if (g_collected == g_mc.collect_times)
+    if (g_collected == g_mc.collect_times) {
         msp_shim_msg("monitor: collect_times (%lld) reached at step %lld: monitoring ends",
                      (long long)g_mc.collect_times, (long long)g_step);
-    g_step++;
-    decide();
+        if (msp_mon_dyn_on()) {
+            g_active = 0;
+            msp_mon_dyn_finished(g_mc.source);
+        }
+    }
+    step_done();
     /* The state changes only in the optimizer's step: its statistics for the
      * next step are computed now, beside the next forward and backward. */
     if (g_collect && g_mc.mv)

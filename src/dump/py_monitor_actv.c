@@ -148,6 +148,9 @@ static int global_hook(PyObject *m, const char *reg, PyMethodDef *def)
 
 void msp_mon_actv_install(const msp_mon_config_t *cfg, const int *collect)
 {
+    static int installed;
+    if (installed++) /* once: DYNAMIC_MONITOR may turn xy_distribution on later */
+        return;
     g_collect = collect;
     int fwd = !cfg->backward_only, bwd = !cfg->forward_only;
     if (cfg->forward_only && cfg->backward_only) {

@@ -87,6 +87,28 @@ class StatisticsMatchNumpy(mt.MonitorCase):
         self.assertEqual(sorted(f for f in os.listdir(d) if f.startswith("grad_reduced")),
                          ["grad_reduced_1-1.csv", "grad_reduced_3-3.csv"])
 
+    def test_dynamic_start_and_stop(self):
+        # DYNAMIC_MONITOR: off until dynamic_on; a file rewritten after step 1's
+        # optimizer.step() is seen at the end of step 2 (the file is looked at inside
+        # the optimizer's step, as msprobe does) and monitoring runs from step 3 for
+        # collect_times steps, after which dynamic_on is false again
+        import json
+        cfg = self.write_config(dict(CONF, dynamic_on=False))
+        on = json.dumps(dict(CONF, dynamic_on=True, collect_times=2))
+        os.makedirs(self.path("saved"))
+        p = self.monitor(cfg, self.path("out"), env={
+            "DYNAMIC_MONITOR": "True", "TINY_STEPS": "6", "TINY_SAVE": self.path("saved"),
+            "TINY_DYNAMIC_AT": "1:%s:%s" % (cfg, on)})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        d = mt.run_dir(self.path("out"))
+        self.assertEqual(sorted(f for f in os.listdir(d) if f.startswith("param_origin")),
+                         ["param_origin_3-3.csv", "param_origin_4-4.csv"])
+        self.assertIs(json.load(open(cfg))["dynamic_on"], False)
+        self.assertIn("monitoring from step 3", p.stderr)
+        for step in (3, 4):
+            s = torch.load(self.path("saved", f"step{step}.pt"))
+            self.check_file(d, "param_origin", step, s["param"], 1e-3)
+
     def test_first_nan_named_and_dumped(self):
         conf = dict(CONF, alert={"rules": [{"rule_name": "AnomalyNan"}], "dump": True})
         d, p = self.run_saved(conf, steps=4, env={"TINY_NAN_STEP": "2"})

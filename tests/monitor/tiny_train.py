@@ -5,7 +5,8 @@ directory holding msenv.py, msprobe's own TrainerMon is attached instead (how
 fixtures/monitor/ was made). With TINY_SAVE=DIR, the weights before and after
 each step, their gradients and the optimizer's exp_avg/exp_avg_sq are saved
 to DIR/step{N}.pt, for tests that recompute the statistics independently.
-TINY_NAN_STEP=N poisons the input of step N with a NaN; TINY_INPLACE=1 makes
+TINY_DYNAMIC_AT=STEP:FILE:JSON writes JSON to FILE after step STEP (msprobe's
+dynamic start and stop). TINY_NAN_STEP=N poisons the input of step N with a NaN; TINY_INPLACE=1 makes
 the ReLU in-place (on the output of a Linear: torch's full backward hooks
 refuse that unless the hooks' outputs are cloned).
 """
@@ -71,6 +72,10 @@ def main():
             torch.save({"param": before, "grad": grads, "after": after, "state": state},
                        os.path.join(save, "step%d.pt" % step))
         print("step", step, "loss", repr(float(loss)))
+        dyn = os.environ.get("TINY_DYNAMIC_AT")  # "STEP:FILE:JSON": FILE rewritten after STEP
+        if dyn and int(dyn.split(":", 2)[0]) == step:
+            with open(dyn.split(":", 2)[1], "w") as f:
+                f.write(dyn.split(":", 2)[2])
 
 
 if __name__ == "__main__":
