@@ -235,7 +235,8 @@ static msp_err mon_numbers(msp_mon_config_t *c, const cJSON *root)
     }
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, "ndigits");
     int64_t nd = c->ndigits;
-    if (it && mon_int(c, it, "ndigits", 1, 20, &nd) != MSP_OK)
+    /* msprobe lets 0 through (its check starts "if not ndigits") */
+    if (it && mon_int(c, it, "ndigits", 0, 20, &nd) != MSP_OK)
         return MSP_ERR_CONFIG;
     c->ndigits = (int)nd;
     if ((it = cJSON_GetObjectItemCaseSensitive(root, "eps"))) {

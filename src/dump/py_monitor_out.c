@@ -306,7 +306,7 @@ static void rounded_float(double y, int nd, char *b, size_t n)
 {
     double a = fabs(y);
     if (isfinite(y) && (a >= 1e-4 || !(a > 0)) && a < 1e15) {
-        int w = snprintf(b, n, "%.*f", nd, y);
+        int w = snprintf(b, n, "%.*f%s", nd, y, nd ? "" : ".0");
         if (w > 0 && (size_t)w < n && strlen(b) - (b[0] == '-') - 1 <= 16) {
             char *end = b + w;
             while (end[-1] == '0' && end[-2] != '.')

@@ -42,7 +42,8 @@ class ConfigErrors(mt.MonitorCase):
                           "alert.rules[0]", "threshold")
 
     def test_bad_numbers(self):
-        self.expect_exit2({"ndigits": 0}, "ndigits")
+        self.expect_exit2({"ndigits": 21}, "ndigits")
+        self.expect_exit2({"ndigits": -1}, "ndigits")
         self.expect_exit2({"step_count_per_record": 1.5}, "step_count_per_record")
         self.expect_exit2({"module_ranks": ["0"]}, "module_ranks[0]")
 

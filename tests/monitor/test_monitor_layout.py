@@ -47,11 +47,11 @@ class LayoutAsMsprobe(mt.MonitorCase):
         self.assertEqual(list(ours), list(ref))
         for key in ref:
             r, o = dict(ref[key]), dict(ours[key])
-            # the history mean in the message may differ in its last digits
+            # the values in the message may differ in their last digits
             r.pop("message"), o.pop("message")
             self.assertEqual(o, r, key)
             self.assertTrue(ours[key]["message"].startswith(
-                ref[key]["message"].split(", history mean")[0]), key)
+                ref[key]["message"].split(", current value")[0]), key)
 
     def test_every_task_as_msprobe_writes_it(self):
         # its anomalies: msprobe's AnomalyNan on the gradients of inputs that have none
@@ -65,6 +65,9 @@ class LayoutAsMsprobe(mt.MonitorCase):
     def test_records_of_steps_anomalies_and_ndigits(self):
         self.compare_anomalies(*self.compare_run("nan_4steps",
                                                  {"TINY_STEPS": "4", "TINY_NAN_STEP": "2"}))
+
+    def test_targets_turbulence_and_no_decimals(self):
+        self.compare_anomalies(*self.compare_run("turbulence_5steps", {"TINY_STEPS": "5"}))
 
     def test_training_unchanged_with_in_place_ops_under_every_hook(self):
         cfg = os.path.join(mt.FIX, "all_3steps", "monitor.json")
