@@ -189,10 +189,29 @@ static PyObject *named(PyObject *root, const char *method, int module)
     return out;
 }
 
+/* Whether module has a parameter that requires grad: a root without one (a
+ * transform run as a module, a loss) is not the model. */
+static int has_trainable(PyObject *module)
+{
+    PyObject *it = PyObject_CallMethod(module, "parameters", NULL);
+    PyObject *iter = it ? PyObject_GetIter(it) : NULL, *p;
+    int found = 0;
+    while (!found && iter && (p = PyIter_Next(iter))) {
+        PyObject *rg = PyObject_GetAttrString(p, "requires_grad");
+        found = rg == Py_True;
+        Py_XDECREF(rg);
+        Py_DECREF(p);
+    }
+    Py_XDECREF(iter);
+    Py_XDECREF(it);
+    PyErr_Clear();
+    return found;
+}
+
 static void root_forward(PyObject *module, PyObject *input)
 {
     (void)input;
-    if (g_model || !rank_writes())
+    if (g_model || !rank_writes() || !has_trainable(module))
         return;
     g_model = module;
     Py_INCREF(g_model);
@@ -345,8 +364,43 @@ static void step_done(void)
     decide();
 }
 
+/* Whether opt trains the model (holds one of its parameters): the steps of
+ * another optimizer (a GAN's other network's) are not the model's steps.
+ * Decided once per optimizer. */
+static int trains_model(PyObject *opt)
+{
+    static PyObject *seen; /* optimizer -> bool */
+    if (!seen && !(seen = PyDict_New()))
+        return 0;
+    PyObject *known = PyDict_GetItem(seen, opt);
+    if (known)
+        return known == Py_True;
+    int yes = 0;
+    PyObject *all = PyObject_CallMethod(g_model, "parameters", NULL);
+    PyObject *mine = all ? PySet_New(all) : NULL; /* targeted or not */
+    Py_XDECREF(all);
+    PyObject *groups = mine ? PyObject_GetAttrString(opt, "param_groups") : NULL;
+    PyObject *iter = groups ? PyObject_GetIter(groups) : NULL, *g;
+    while (!yes && iter && (g = PyIter_Next(iter))) {
+        PyObject *ps = PyDict_Check(g) ? PyDict_GetItemString(g, "params") : NULL;
+        for (Py_ssize_t k = 0; !yes && ps && PyList_Check(ps) && k < PyList_Size(ps); k++)
+            yes = PySet_Contains(mine, PyList_GetItem(ps, k)) == 1;
+        Py_DECREF(g);
+    }
+    Py_XDECREF(iter);
+    Py_XDECREF(groups);
+    Py_XDECREF(mine);
+    PyErr_Clear();
+    if (mine)
+        PyDict_SetItem(seen, opt, yes ? Py_True : Py_False);
+    PyErr_Clear();
+    return yes;
+}
+
 static void optimizer_step(PyObject *opt, int after)
 {
+    if (!g_model || !trains_model(opt))
+        return; /* no model yet, or not the model's optimizer */
     if (!g_collect) {
         if (after)
             step_done();

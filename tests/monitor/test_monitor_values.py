@@ -120,6 +120,20 @@ class StatisticsMatchNumpy(mt.MonitorCase):
                                              "anomaly.json")))
         self.assertEqual(min(a["step"] for a in anomalies.values()), 2)
 
+    def test_the_model_and_its_optimizer_only(self):
+        cfg = self.write_config({"targets": {"1": {}}, "wg_distribution": True,
+                                 "xy_distribution": True, "ops": ["norm"]})
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "two_models_train.py")
+        p = self.monitor(cfg, self.path("out"), args=(script,))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        d = mt.run_dir(self.path("out"))
+        # 3 steps of G's optimizer (D's steps are not the model's); targets "1": G's ReLU,
+        # which has no parameters (msprobe's prefix rule: no parameter named "1...")
+        self.assertEqual(sorted(os.listdir(d)), ["actv_%d-%d.csv" % (s, s) for s in range(3)] +
+                         ["actv_grad_%d-%d.csv" % (s, s) for s in range(3)])
+        _, rows = mt.read_csv(os.path.join(d, "actv_0-0.csv"))
+        self.assertEqual([r[1] for r in rows], ["1.input", "1.output"])
+
     def test_module_ranks_without_this_rank_writes_nothing(self):
         cfg = self.write_config(dict(CONF, module_ranks=[1]))
         p = self.monitor(cfg, self.path("out"))
