@@ -60,6 +60,16 @@ class ConfigErrors(mt.MonitorCase):
         self.assertIn("format \"tensorboard\"", p.stderr)
         self.assertNotIn("squash_name", p.stderr)  # false asks for nothing
 
+    def test_output_option_sets_monitor_output_dir(self):
+        cfg = self.write_config({"wg_distribution": True})
+        e = dict(os.environ, MONITOR_OUTPUT_DIR=self.path("not_here"))
+        p = mt.subprocess.run([mt.BIN, "monitor", "-c", cfg, "-o", self.path("there"), "--",
+                               mt.PYTHON, mt.TINY], capture_output=True, text=True, env=e,
+                              cwd=self.work)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(os.listdir(mt.run_dir(self.path("there"))))
+        self.assertFalse(os.path.exists(self.path("not_here")))
+
     def test_no_config_and_no_command(self):
         p = mt.subprocess.run([mt.BIN, "monitor", "--", "true"], capture_output=True, text=True,
                               env={k: v for k, v in os.environ.items()
