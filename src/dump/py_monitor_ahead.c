@@ -1,19 +1,16 @@
-/* Statistics remembered and computed ahead (monitor mode), so that the
- * training thread reads each tensor as few times as it can:
+/* The monitor's helper thread (monitor mode): what need not hold training up
+ * is computed on it, so that the training thread reads as little as it can:
  *
- *   remembered  a tensor whose version counter (torch's _version, which
- *               every in-place write moves) has not moved since its
- *               statistics were taken has the same statistics: the
- *               gradient taken at its AccumulateGrad hook (grad_unreduced)
- *               is grad_reduced at the optimizer's step unless something
- *               (DDP's all-reduce, clipping, another micro-batch) wrote to
- *               it; the weights after a step (param_updated) are the next
- *               step's param_origin.
- *   ahead       AdamW's exp_avg and exp_avg_sq change only in the
- *               optimizer's step, so after one step their statistics for
- *               the next are computed on a helper thread while the next
- *               forward and backward run, and checked by version when
- *               they are used.
+ *   beside     the gradients, while the optimizer's step (which only reads
+ *              them) runs; AdamW's exp_avg and exp_avg_sq, which change
+ *              only in the optimizer's step, for the next step while its
+ *              forward and backward run; half of the weights' passes while
+ *              the training thread does the other half and waits.
+ *   checked    a result is used only if the tensor's version counter
+ *              (torch's _version, which every in-place write through it
+ *              moves) has not moved since the pass was asked for: a tensor
+ *              written meanwhile may have been read half old, half new.
+ *   the files  the CSV files of a step (msp_mon_helper), in step order.
  *
  * The helper thread never touches Python: it reads tensors in place, of
  * which the memo holds a reference until it is done (GIL held to take and
@@ -93,19 +90,6 @@ void msp_mon_memo_clear(msp_mon_memo_t *m)
     settle(m);
     Py_CLEAR(m->obj);
     m->state = 0;
-}
-
-void msp_mon_memo_note(msp_mon_memo_t *m, PyObject *t, const msp_mon_stat_t *st)
-{
-    msp_mon_memo_clear(m);
-    int64_t v = st && st->have == 1 ? msp_tensor_version(t) : -1;
-    if (v < 0)
-        return;
-    Py_INCREF(t);
-    m->obj = t;
-    m->version = v;
-    m->st = *st;
-    m->state = 1;
 }
 
 int msp_mon_memo_get(msp_mon_memo_t *m, PyObject *t, msp_mon_stat_t *out)

@@ -1,4 +1,4 @@
-/* Statistics remembered and computed ahead, for monitor mode
+/* The monitor's helper thread and the statistics it computes
  * (py_monitor_ahead.c). */
 #ifndef MSP_PY_MONITOR_AHEAD_H
 #define MSP_PY_MONITOR_AHEAD_H
@@ -14,8 +14,6 @@ typedef struct msp_mon_memo {
     msp_mon_stat_t st;
 } msp_mon_memo_t;
 
-/* Remember st, the statistics just taken of t. GIL held. */
-void msp_mon_memo_note(msp_mon_memo_t *m, PyObject *t, const msp_mon_stat_t *st);
 /* 1 with *out set when m holds t's statistics at its present version
  * (waiting for the helper thread if they are being computed); else 0. */
 int msp_mon_memo_get(msp_mon_memo_t *m, PyObject *t, msp_mon_stat_t *out);

@@ -17,7 +17,7 @@ const msp_mon_stat_t *msp_mon_row(msp_mon_task_t task, const char *name, int64_t
  * its index, for msp_mon_row_fill before the step is written; or -1. */
 int64_t msp_mon_row_later(msp_mon_task_t task, const char *name, int64_t micro);
 void msp_mon_row_fill(int64_t row, const msp_mon_stat_t *st);
-/* A row whose statistics are known already (remembered: py_monitor_ahead.c). */
+/* A row whose statistics are known already (computed by the helper thread). */
 void msp_mon_row_with(msp_mon_task_t task, const char *name, int64_t micro,
                       const msp_mon_stat_t *st);
 /* The end of a group of rows taken at one moment (a hook's, the step's

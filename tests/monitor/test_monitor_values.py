@@ -134,6 +134,31 @@ class StatisticsMatchNumpy(mt.MonitorCase):
         _, rows = mt.read_csv(os.path.join(d, "actv_0-0.csv"))
         self.assertEqual([r[1] for r in rows], ["1.input", "1.output"])
 
+    def test_gradient_written_during_the_step_is_not_trusted(self):
+        # an optimizer that writes its gradients in place during its step: the
+        # statistics taken beside the step may be torn, so its rows say nan, once warned
+        code = ("import torch\n"
+                "class Opt(torch.optim.AdamW):\n"
+                "    def step(self, closure=None):\n"
+                "        for g in self.param_groups:\n"
+                "            for p in g['params']:\n"
+                "                p.grad.mul_(0.5)\n"
+                "        return super().step(closure)\n"
+                "torch.manual_seed(0)\n"
+                "m = torch.nn.Linear(4, 2)\n"
+                "o = Opt(m.parameters())\n"
+                "for i in range(2):\n"
+                "    o.zero_grad(); m(torch.randn(3, 4)).sum().backward(); o.step()\n")
+        cfg = self.write_config({"wg_distribution": True, "ops": ["norm"]})
+        p = self.monitor(cfg, self.path("out"), args=("-c", code))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stderr.count("a gradient was written during the optimizer's step"), 1,
+                         p.stderr)
+        _, rows = mt.read_csv(os.path.join(mt.run_dir(self.path("out")), "grad_reduced_0-0.csv"))
+        self.assertEqual([r[3] for r in rows], ["nan", "nan"])
+        _, rows = mt.read_csv(os.path.join(mt.run_dir(self.path("out")), "grad_unreduced_0-0.csv"))
+        self.assertNotIn("nan", [r[3] for r in rows])
+
     def test_module_ranks_without_this_rank_writes_nothing(self):
         cfg = self.write_config(dict(CONF, module_ranks=[1]))
         p = self.monitor(cfg, self.path("out"))
