@@ -81,6 +81,16 @@ class StatisticsMatchNumpy(mt.MonitorCase):
                                                   "MSPROBE_TEST_MONITOR_ALONE": "1"})
         self.check_run(d, 3, 1e-3)
 
+    def test_other_dtypes_and_the_portable_pass(self):
+        # float64 and bfloat16 weights, and float32 without AVX2 (the portable pass)
+        for env in ({"TINY_DTYPE": "float64"}, {"TINY_DTYPE": "bfloat16"},
+                    {"MSPROBE_FORMAT_PORTABLE": "1"}):
+            with self.subTest(**env):
+                self.tearDown()
+                self.setUp()
+                d, _ = self.run_saved(CONF, steps=2, env=env)
+                self.check_run(d, 2, 1e-3)
+
     def test_steps_chosen_by_start_interval_and_times(self):
         conf = dict(CONF, start_step=1, step_interval=2, collect_times=2, mv_distribution=False)
         d, _ = self.run_saved(conf, steps=7)

@@ -5,6 +5,7 @@ directory holding msenv.py, msprobe's own TrainerMon is attached instead (how
 fixtures/monitor/ was made). With TINY_SAVE=DIR, the weights before and after
 each step, their gradients and the optimizer's exp_avg/exp_avg_sq are saved
 to DIR/step{N}.pt, for tests that recompute the statistics independently.
+TINY_DTYPE=float64|bfloat16|float16 trains in that dtype.
 TINY_DYNAMIC_AT=STEP:FILE:JSON writes JSON to FILE after step STEP (msprobe's
 dynamic start and stop). TINY_NAN_STEP=N poisons the input of step N with a NaN; TINY_INPLACE=1 makes
 the ReLU in-place (on the output of a Linear: torch's full backward hooks
@@ -44,6 +45,8 @@ def main():
     save = os.environ.get("TINY_SAVE")
     torch.manual_seed(0)
     model = Tiny()
+    dtype = getattr(torch, os.environ.get("TINY_DTYPE", "float32"))
+    model = model.to(dtype)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     ref = os.environ.get("MSPROBE_MONITOR_REFERENCE")
     if ref:
@@ -53,11 +56,11 @@ def main():
         mon = TrainerMon(os.environ["TINY_CONFIG"], params_have_main_grad=False)
         mon.set_monitor(model, grad_acc_steps=1, optimizer=opt)
     for step in range(steps):
-        x = torch.randn(4, 8)
+        x = torch.randn(4, 8).to(dtype)
         if step == nan_step:
             x[0, 0] = float("nan")
-        y = torch.randn(4, 2)
-        loss = torch.nn.functional.mse_loss(model(x), y)
+        y = torch.randn(4, 2).to(dtype)
+        loss = torch.nn.functional.mse_loss(model(x).float(), y.float())
         opt.zero_grad()
         loss.backward()
         before = {n: p.detach().clone() for n, p in model.named_parameters()}
