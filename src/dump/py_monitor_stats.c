@@ -314,11 +314,15 @@ static int describe(PyObject *t, msp_mon_stat_t *s, int64_t *numel, int *dt)
     for (int i = 0; ok && i < D_NREAD; i++)
         if (dtype == g_dt[i])
             *dt = i;
-    PyObject *txt = ok ? PyObject_Str(dtype) : NULL;
-    PyObject *b = txt ? PyUnicode_AsUTF8String(txt) : NULL;
-    snprintf(s->dtype, sizeof s->dtype, "%s", b ? PyBytes_AsString(b) : "?");
-    Py_XDECREF(b);
-    Py_XDECREF(txt);
+    if (*dt >= 0) { /* no str() a tensor for the common dtypes */
+        snprintf(s->dtype, sizeof s->dtype, "torch.%s", g_dt_name[*dt]);
+    } else {
+        PyObject *txt = ok ? PyObject_Str(dtype) : NULL;
+        PyObject *b = txt ? PyUnicode_AsUTF8String(txt) : NULL;
+        snprintf(s->dtype, sizeof s->dtype, "%s", b ? PyBytes_AsString(b) : "?");
+        Py_XDECREF(b);
+        Py_XDECREF(txt);
+    }
     Py_XDECREF(shape);
     Py_XDECREF(dtype);
     *numel = n;
