@@ -79,6 +79,18 @@ int msp_cmd_overflow_check(msp_cli_ctx_t *ctx, int argc, char **argv);
 int msp_cmd_acc_check(msp_cli_ctx_t *ctx, int argc, char **argv);
 int msp_cmd_api_precision_compare(msp_cli_ctx_t *ctx, int argc, char **argv);
 int msp_cmd_merge_result(msp_cli_ctx_t *ctx, int argc, char **argv);
+int msp_cmd_locate(msp_cli_ctx_t *ctx, int argc, char **argv);
+
+/* ---- compare on monitor outputs (cmd_compare_monitor.c) ------------------- */
+
+/* 1 when bench and cmp are both monitor outputs (msprobe-compare(1), MONITOR
+ * OUTPUTS). */
+int msp_compare_is_monitor(const char *bench, const char *cmp);
+/* The compare of two monitor outputs: reports in out_dir (result.html unless
+ * html is 0), the verdict line on stdout; the exit status (0 no divergent
+ * step, 1 one found, 2 bad input). */
+int msp_compare_monitor(const char *bench, const char *cmp, const char *out_dir, int quiet,
+                        int html);
 
 /* ---- option tables ------------------------------------------------------ */
 
