@@ -1,11 +1,6 @@
-/* Monitor outputs compared (src/monitor, msprobe-compare(1), MONITOR OUTPUTS):
- * msprobe's monitor CSVs read back, the first step where two runs' per-step
- * fingerprints part beyond their own step-to-step noise, and its reports
- * (result.xlsx, result.html). The locate driver (msprobe-locate(1)) runs on
- * top of these.
- *
- * Library code: nothing here prints; errors come back as msp_err with
- * msp_last_error() naming the file or row at fault. */
+/* msprobe's monitor config (msprobe-monitor(1)): the keys of Huawei msprobe's
+ * TrainerMon config.json, read once by the CLI (checked before training
+ * starts) and once by the shim, from the same loader. */
 #ifndef MSPROBE_MONITOR_H
 #define MSPROBE_MONITOR_H
 
@@ -14,119 +9,58 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#ifdef __cplusplus
-extern "C" {
-#endif
+/* The statistics msprobe's "ops" names, in the order a row holds them
+ * (the config's order; shape and dtype always follow). */
+typedef enum msp_mon_op {
+    MSP_MON_MIN = 0,
+    MSP_MON_MAX,
+    MSP_MON_MEAN,
+    MSP_MON_NORM,
+    MSP_MON_ZEROS,
+    MSP_MON_NANS,
+    MSP_MON_NOPS
+} msp_mon_op_t;
+extern const char *const msp_mon_op_names[MSP_MON_NOPS];
 
-/* One fingerprint series of a run: one metric (norm, min, ...) of one row
- * name (a parameter, or a module's input or output) of one file kind
- * (param_origin, actv, grad_reduced, ...) on one rank, over the steps. */
-typedef struct msp_mon_series {
-    int64_t rank, vpp, micro; /* micro: -1 where the file has no micro_step */
-    char *kind;               /* the file's prefix, as msprobe names it */
-    int phase;                /* where the kind falls in a step (msp_mon_phase) */
-    char *name;               /* the row's name, without its vpp stage */
-    char *module;             /* the module it belongs to ("(root)" for the model) */
-    char *metric;             /* min, max, mean, norm, zeros, nans */
-    int64_t row_step;         /* the step whose file gave row */
-    size_t row;               /* its row in that file: execution order within the kind */
-    size_t n, cap;
-    int64_t *steps; /* ascending */
-    double *vals;   /* NaN/Inf as written */
-} msp_mon_series_t;
-
-/* A monitor output read: every series of every rank. */
-typedef struct msp_mon_run {
-    char *path;
-    msp_mon_series_t *s;
-    size_t n, cap;
-    msp_index_t idx; /* series by key */
-    size_t files, rows;
-    int decimals; /* most digits after the point of any value: the CSVs' resolution */
-    int64_t first_step, last_step; /* -1 when nothing was read */
-} msp_mon_run_t;
-
-/* 1 when dir is a monitor output: msprobe's CSVs ({kind}_{a}-{b}.csv) in it,
- * or in the {time}-rank{R}-{id} directories MONITOR_OUTPUT_DIR holds. */
-int msp_mon_is_output(const char *dir);
-/* Read every CSV of a monitor output (either form above). A directory of
- * several runs of one rank is refused, naming them. *out is the caller's
- * (msp_mon_run_free). */
-msp_err msp_mon_read(const char *dir, msp_mon_run_t **out);
-void msp_mon_run_free(msp_mon_run_t *r); /* NULL-safe */
-/* The order of a file kind within a step: weights before, forward,
- * backward, gradients, optimizer state, weights after, others last. */
-int msp_mon_phase(const char *kind);
-
-/* The divergence rule (msprobe-compare(1), MONITOR OUTPUTS, lays it out). */
+/* An alert rule: AnomalyTurbulence (threshold required) or AnomalyNan
+ * (threshold optional: values whose magnitude passes it alert too). */
+typedef enum { MSP_MON_TURBULENCE = 0, MSP_MON_NAN } msp_mon_rule_kind_t;
 typedef struct msp_mon_rule {
-    int window;       /* W: steps of the trailing window (16) */
-    int persist;      /* P: steps the difference must last (3) */
-    double k_noise;   /* K: multiple of the series' own step-to-step change (8) */
-    double k_base;    /* B: multiple of the runs' earlier difference (8) */
-    double rel_floor; /* F: smallest difference counted, relative to the value (1e-2); and
-                         never under 2 units of the CSVs' last written digit */
+    msp_mon_rule_kind_t kind;
+    int has_threshold;
+    double threshold;
 } msp_mon_rule_t;
-void msp_mon_rule_default(msp_mon_rule_t *r);
 
-/* A series present in both runs, on the steps both have. */
-typedef struct msp_mon_pair {
-    const msp_mon_series_t *b, *c;
-    size_t n;
-    int64_t *steps;
-    double *vb, *vc; /* the two runs' values */
-    double *diff;    /* |vb - vc|: 0 when equal (NaN too), Inf when one only is finite */
-    double *thr;     /* what the difference must pass at that step */
-    long first;      /* index of its first divergent step that lasted, or -1 */
-    int from_start;  /* the runs differ beyond the threshold at their first step */
-} msp_mon_pair_t;
+#define MSP_MON_MAX_RULES 8
 
-/* Where a run's fingerprints first carry a NaN or Inf (step -1: never). */
-typedef struct msp_mon_nan {
-    int64_t step, rank;
-    const msp_mon_series_t *s;
-} msp_mon_nan_t;
+typedef struct msp_mon_config {
+    char *source;   /* the file's name, for messages */
+    char **targets; /* module or parameter names (prefixes); none: every module */
+    size_t n_targets;
+    int64_t *module_ranks; /* ranks that write; none: every rank */
+    size_t n_module_ranks;
+    int wg, param, mv, xy, all_xy, forward_only, backward_only;
+    msp_mon_op_t ops[MSP_MON_NOPS]; /* as the config orders them */
+    size_t n_ops;
+    double eps;  /* "zeros" counts |x| < eps */
+    int ndigits; /* decimals written */
+    int64_t step_count_per_record, start_step, step_interval, collect_times;
+    msp_mon_rule_t rules[MSP_MON_MAX_RULES];
+    size_t n_rules;
+    int alert_dump; /* anomalies written to anomaly_detected/ */
+    int dynamic_on;
+    /* Keys msprobe knows that change nothing here (said once, as a warning). */
+    char **unsupported;
+    size_t n_unsupported;
+} msp_mon_config_t;
 
-typedef struct msp_mon_cmp {
-    msp_mon_rule_t rule;
-    double quantum; /* the coarser run's resolution, 10^-decimals */
-    msp_mon_pair_t *pairs;
-    size_t n_pairs;
-    size_t only_bench, only_cmp; /* series one run has and the other not */
-    long div;                    /* pair named at the first divergent step, or -1 */
-    long div_at;                 /* its index in that pair's steps */
-    size_t div_series;           /* series that diverge at that step and last */
-    size_t from_start;           /* series that differ at their first step */
-    long start;                  /* of those, the one furthest beyond its threshold, or -1 */
-    long near, near_at;          /* the pair and index after its first step nearest to (or
-                                    furthest beyond) its threshold, or -1 */
-    msp_mon_nan_t nan_bench, nan_cmp;
-    /* The heat map: steps x modules, each cell the largest diff/thr of the
-     * module's series at that step (NaN: no series there). */
-    int64_t *steps;
-    size_t n_steps;
-    char **modules; /* in execution order: the first row each module holds */
-    size_t n_modules;
-    double *heat; /* n_steps * n_modules, row major by step */
-} msp_mon_cmp_t;
+/* Read and check path into *out (zeroed first; free with msp_mon_config_free
+ * on every path). MSP_ERR_CONFIG with "FILE: KEY: what is wrong" for a bad
+ * value or an unknown key; MSP_ERR_IO / MSP_ERR_FORMAT for an unreadable or
+ * malformed file. */
+msp_err msp_mon_config_load(const char *path, msp_mon_config_t *out);
+void msp_mon_config_free(msp_mon_config_t *c);
+/* The unsupported keys as one "a, b, c" string (malloc'd), or NULL when none. */
+char *msp_mon_config_unsupported_text(const msp_mon_config_t *c);
 
-/* Pair the series of bench and cmp, apply rule (NULL: the default) and find
- * the first divergent step and the first NaN of each run. *out is the
- * caller's (msp_mon_cmp_free); it points into bench and cmp, which must
- * outlive it. */
-msp_err msp_mon_compare(const msp_mon_run_t *bench, const msp_mon_run_t *cmp,
-                        const msp_mon_rule_t *rule, msp_mon_cmp_t **out);
-void msp_mon_cmp_free(msp_mon_cmp_t *c); /* NULL-safe */
-
-/* The reports: out_dir/result.xlsx (sheets summary, series, heatmap) and
- * out_dir/result.html (the step x module heat map with the divergence
- * marked, and each module's trend), written atomically; out_dir is created. */
-msp_err msp_mon_report_xlsx(const msp_mon_cmp_t *c, const char *bench, const char *cmp,
-                            const char *out_dir);
-msp_err msp_mon_report_html(const msp_mon_cmp_t *c, const char *bench, const char *cmp,
-                            const char *out_dir);
-
-#ifdef __cplusplus
-}
-#endif
 #endif

@@ -73,6 +73,12 @@ void msp_cli_stop_peer_silent(int silent, int seen_by, int seconds);
 
 int msp_cmd_ls(msp_cli_ctx_t *ctx, int argc, char **argv);
 int msp_cmd_dump(msp_cli_ctx_t *ctx, int argc, char **argv);
+int msp_cmd_monitor(msp_cli_ctx_t *ctx, int argc, char **argv);
+/* The shim to preload (cmd_dump.c): $MSPROBE_PRELOAD_LIB, else beside this
+ * executable; an absolute path (malloc'd), or NULL after an error naming cmd. */
+char *msp_cli_find_preload(const char *cmd);
+/* LD_PRELOAD old with lib appended (kept as is when lib is there); malloc'd. */
+char *msp_cli_ld_preload(const char *old, const char *lib);
 int msp_cmd_config_check(msp_cli_ctx_t *ctx, int argc, char **argv);
 int msp_cmd_export(msp_cli_ctx_t *ctx, int argc, char **argv);
 int msp_cmd_overflow_check(msp_cli_ctx_t *ctx, int argc, char **argv);

@@ -7,7 +7,7 @@
  * together with the man page and tests/compare/test_compare_monitor.py. */
 #include "cli.h"
 
-#include "msprobe/monitor.h"
+#include "msprobe/moncmp.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -155,7 +155,7 @@ static int msp_dump_usable(const char *path)
 /* The shim: $MSPROBE_PRELOAD_LIB, else beside this executable, in the
  * installed layout (bin/ and lib/, lib64/ or a Debian multiarch lib/) or
  * the build tree's (src/cli/ and src/dump/). */
-static char *msp_dump_find_preload(void)
+char *msp_cli_find_preload(const char *cmd)
 {
     static const char *const rel[] = {
         "../lib/" MSP_PRELOAD_NAME,
@@ -170,7 +170,7 @@ static char *msp_dump_find_preload(void)
     const char *env = getenv("MSPROBE_PRELOAD_LIB");
     if (env && *env) {
         if (access(env, R_OK) != 0) {
-            msp_errorf("dump: MSPROBE_PRELOAD_LIB=%s: %s", env, strerror(errno));
+            msp_errorf("%s: MSPROBE_PRELOAD_LIB=%s: %s", cmd, env, strerror(errno));
             return NULL;
         }
         /* Absolute, so the child may chdir; symlinks kept as the user named them. */
@@ -179,9 +179,9 @@ static char *msp_dump_find_preload(void)
                     : getcwd(cwd, sizeof cwd) ? msp_asprintf("%s/%s", cwd, env)
                                               : NULL;
         if (!abs || !msp_dump_usable(abs)) {
-            msp_errorf("dump: MSPROBE_PRELOAD_LIB=%s: cannot be preloaded (the path may not "
+            msp_errorf("%s: MSPROBE_PRELOAD_LIB=%s: cannot be preloaded (the path may not "
                        "contain spaces or colons)",
-                       env);
+                       cmd, env);
             free(abs);
             return NULL;
         }
@@ -190,9 +190,9 @@ static char *msp_dump_find_preload(void)
     char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0) {
-        msp_errorf("dump: cannot find the msprobe executable (/proc/self/exe: %s); set "
+        msp_errorf("%s: cannot find the msprobe executable (/proc/self/exe: %s); set "
                    "MSPROBE_PRELOAD_LIB to the path of " MSP_PRELOAD_NAME,
-                   strerror(errno));
+                   cmd, strerror(errno));
         return NULL;
     }
     self[n] = '\0';
@@ -207,15 +207,15 @@ static char *msp_dump_find_preload(void)
             return abs;
         free(abs);
     }
-    msp_errorf("dump: " MSP_PRELOAD_NAME " not found beside %s (looked in ../lib, ../lib64, "
+    msp_errorf("%s: " MSP_PRELOAD_NAME " not found beside %s (looked in ../lib, ../lib64, "
                "../lib/<multiarch> and ../dump); set MSPROBE_PRELOAD_LIB to its path",
-               self);
+               cmd, self);
     return NULL;
 }
 
 /* Keep whatever the user preloads (ASan, jemalloc, ...) and add ours last;
  * already present (a nested msprobe dump) → unchanged. */
-static char *msp_dump_ld_preload(const char *old, const char *lib)
+char *msp_cli_ld_preload(const char *old, const char *lib)
 {
     if (!old || old[strspn(old, " :")] == '\0')
         return strdup(lib);
@@ -246,9 +246,9 @@ static int msp_dump_list_apis(char **py)
     size_t n = 0;
     while (py[n])
         n++;
-    if (!(lib = msp_dump_find_preload()))
+    if (!(lib = msp_cli_find_preload("dump")))
         goto cleanup;
-    preload = msp_dump_ld_preload(getenv("LD_PRELOAD"), lib);
+    preload = msp_cli_ld_preload(getenv("LD_PRELOAD"), lib);
     argv = calloc(n + 3, sizeof *argv);
     if (!preload || !argv || (fd = mkstemp(tmpl)) < 0) {
         msp_errorf("dump: --list-apis: %s", preload && argv ? strerror(errno) : "out of memory");
@@ -340,13 +340,13 @@ int msp_cmd_dump(msp_cli_ctx_t *ctx, int argc, char **argv)
         goto cleanup;
     }
     /* The shim before the directories: a failed start leaves nothing behind. */
-    if (!(lib = msp_dump_find_preload()))
+    if (!(lib = msp_cli_find_preload("dump")))
         goto cleanup;
     if ((ex = msp_dump_check_outputs(ctx, &cfg, cmd[0])) != MSP_EXIT_OK)
         goto cleanup;
     ex = MSP_EXIT_USAGE;
     abscfg = realpath(cfgpath, NULL);
-    preload = msp_dump_ld_preload(getenv("LD_PRELOAD"), lib);
+    preload = msp_cli_ld_preload(getenv("LD_PRELOAD"), lib);
     if (!abscfg || !preload) {
         msp_errorf("dump: %s: %s", cfgpath, abscfg ? "out of memory" : strerror(errno));
         goto cleanup;

@@ -16,6 +16,8 @@ struct msp_command {
 
 static const struct msp_command msp_commands[] = {
     {"dump", msp_cmd_dump, "run a training command with the dump shim preloaded"},
+    {"monitor", msp_cmd_monitor,
+     "run a training command writing msprobe's per-step monitor CSVs (no code change)"},
     {"compare", msp_cmd_compare,
      "compare two dumps into result.xlsx; print the first op that introduced an error"},
     {"config_check", msp_cmd_config_check,

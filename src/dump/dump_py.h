@@ -97,6 +97,7 @@ typedef struct msp_shim {
     /* msprobe's dump_enable, as the config file says now (py_step.c reads it
      * again at each step's end while cfg.dump_enable_set) */
     int dump_off;
+    int mon_on; /* monitor mode (MSPROBE_MONITOR_CONFIG; py_monitor.c) */
 } msp_shim_t;
 
 extern msp_shim_t msp_g;
@@ -294,12 +295,15 @@ typedef struct msp_listener {
     void (*step_end)(int64_t step);
     void (*exit)(const char *how);     /* "exit", "os._exit", "SIGTERM" */
     void (*args_parsed)(PyObject *ns); /* an outermost ArgumentParser.parse_known_args returned */
+    /* an outermost optimizer.step() is about to run (after 0), or returned (after 1) */
+    void (*optimizer_step)(PyObject *optimizer, int after);
 } msp_listener_t;
 int msp_listen(const msp_listener_t *l);
 void msp_ev_after_import(void);
 void msp_ev_optimizer_created(PyObject *optimizer);
 void msp_ev_root_forward(PyObject *module, PyObject *input);
 void msp_ev_step_end(int64_t step);
+void msp_ev_optimizer_step(PyObject *optimizer, int after);
 void msp_ev_exit(const char *how);
 /* The call of an MSP_W_EVENT wrapper (seed functions, init_process_group). */
 PyObject *msp_ev_dispatch(PyObject *orig, const char *name, PyObject *args, PyObject *kw);
@@ -535,6 +539,14 @@ int msp_proc_wrap_seed(PyObject *owner, const char *attr, const char *api);
  * script's arguments are applied (each 0, or -1 with SystemExit set);
  * both NULL when the shim has a config. */
 void msp_debugger_install(int (*late_load)(const char *path), int (*late_boot)(void));
+
+/* ---- monitor mode (py_monitor*.c): a listener of the runtime ---- */
+/* MSPROBE_MONITOR_CONFIG names msprobe's monitor config: read and checked
+ * (0; else -1 with *msg, malloc'd, naming the file and the key); sets
+ * msp_g.mon_on. */
+int msp_mon_boot(const char *path, char **msg);
+/* Once torch is imported: the listener and the hooks. */
+void msp_mon_install(PyObject *torch);
 
 /* ---- config_check's collectors (py_cc.c): a listener of the runtime ---- */
 /* MSP_OK when off or set up; an error (message set) stops the run before

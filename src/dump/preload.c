@@ -50,15 +50,16 @@ static void stub_msg(const char *what, const char *detail)
     }
 }
 
-/* Only a config file, MSPROBE_CONFIG_CHECK or MSPROBE_LIST_APIS (msprobe dump
- * --list-apis) makes the shim do anything; a Python run without them (pip, a
+/* Only a config file, MSPROBE_CONFIG_CHECK, MSPROBE_LIST_APIS (msprobe dump
+ * --list-apis) or MSPROBE_MONITOR_CONFIG (msprobe monitor) makes the shim do anything; a Python run without them (pip, a
  * helper script) never loads HDF5. */
 static int shim_wanted(void)
 {
     const char *p = getenv("MSPROBE_PATH");
     const char *cc = getenv("MSPROBE_CONFIG_CHECK");
     const char *ls = getenv("MSPROBE_LIST_APIS");
-    if ((p && *p) || (cc && *cc) || (ls && *ls))
+    const char *mon = getenv("MSPROBE_MONITOR_CONFIG");
+    if ((p && *p) || (cc && *cc) || (ls && *ls) || (mon && *mon))
         return 1;
     return access("msprobe.json", F_OK) == 0;
 }

@@ -95,7 +95,7 @@ static void patch_torch_now(PyObject *torch)
     Py_XDECREF(v);
     PyErr_Clear();
     /* The one tensor reader serves the dump and config_check's collectors. */
-    if ((msp_g.have_cfg && msp_cfg->has_dump) || msp_g.cc_on) {
+    if ((msp_g.have_cfg && msp_cfg->has_dump) || msp_g.cc_on || msp_g.mon_on) {
         if (msp_tensor_init(torch) != 0) {
             msp_py_warn_error("torch", "this torch lacks what the shim reads tensors with; "
                                        "nothing is dumped");
@@ -114,6 +114,7 @@ static void patch_torch_now(PyObject *torch)
         PyErr_Clear();
     msp_step_install(torch);
     msp_proc_install(torch);
+    msp_mon_install(torch); /* monitor mode only: listens to the steps and root modules */
     if (PyErr_Occurred())
         PyErr_Clear();
     msp_quiet_end(quiet);
@@ -216,6 +217,19 @@ int msp_py_boot(void)
         path = NULL;
         cc_env = 0;
     }
+    /* Monitor mode (msprobe-monitor(1)): msprobe's monitor config, checked now;
+     * a dump config is then read only when MSPROBE_PATH names one. */
+    const char *mon = getenv("MSPROBE_MONITOR_CONFIG");
+    if (mon && *mon && !g_list_path) {
+        char *msg = NULL;
+        if (msp_mon_boot(mon, &msg) != 0) {
+            int rc = fail_boot(msg ? msg : "monitor: out of memory");
+            free(msg);
+            return rc;
+        }
+        if (!(env && *env))
+            path = NULL;
+    }
     if (path && load_config(path, env && *env) != 0)
         return -1;
     /* A script written against msprobe imports it: provide it, unless it is there. */
@@ -308,7 +322,7 @@ static int boot_with(const char *path, int cc_env)
             return fail_boot("out of memory starting the dump");
         /* msp_g.dumping is set once torch is patched (msp_proc_install). */
     }
-    if (!(msp_g.have_cfg && c->has_dump) && !msp_g.cc_on && !g_list_path)
+    if (!(msp_g.have_cfg && c->has_dump) && !msp_g.cc_on && !g_list_path && !msp_g.mon_on)
         return 0; /* a config with nothing to do */
     if (msp_g.have_cfg && c->has_dump)
         msp_custom_setup();

@@ -643,8 +643,8 @@ cleanup:
 msp_err msp_cc_setup(const msp_config_t *cfg)
 {
     static const msp_listener_t listener = {
-        msp_cc_on_import,   msp_cc_on_seed, msp_cc_on_optimizer,  msp_cc_on_root_forward,
-        msp_cc_on_step_end, msp_cc_on_exit, msp_cc_on_args_parsed};
+        msp_cc_on_import,   msp_cc_on_seed, msp_cc_on_optimizer,   msp_cc_on_root_forward,
+        msp_cc_on_step_end, msp_cc_on_exit, msp_cc_on_args_parsed, NULL};
     const char *env_path = getenv("MSPROBE_CONFIG_CHECK");
     if (env_path && strcmp(env_path, "0") == 0)
         env_path = NULL; /* "0" means off, as the shim reads it */

@@ -92,6 +92,13 @@ void msp_ev_step_end(int64_t step)
     RAISE(step_end, step);
 }
 
+void msp_ev_optimizer_step(PyObject *optimizer, int after)
+{
+    if (!events_on() || !optimizer)
+        return;
+    RAISE(optimizer_step, optimizer, after);
+}
+
 /* Once per process, and only where this process may write (a DataLoader
  * worker, a pool child or the resource tracker never writes a pack). */
 void msp_ev_exit(const char *how)

@@ -478,8 +478,8 @@ int msp_module_install(PyObject *torch)
     g_record = msp_g.module_on;
     /* the dump needs them too: a root forward ends data preparation (py_record.c) */
     if (!g_record && msp_cfg->step_trigger != MSP_STEP_FORWARD && !msp_g.cc_on &&
-        !(msp_g.have_cfg && msp_cfg->has_dump))
-        return 0; /* config_check's root-forward event needs these same hooks */
+        !(msp_g.have_cfg && msp_cfg->has_dump) && !msp_g.mon_on)
+        return 0; /* config_check's and the monitor's root-forward event need these hooks */
     g_info = PyDict_New();
     g_roots = PyDict_New();
     g_fwd_count = PyDict_New();

@@ -164,10 +164,13 @@ static int trigger_defer_step_end(void)
 static PyObject *trigger_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
 {
     msp_opt_pending_t *op = NULL;
+    PyObject *opt_obj = NULL; /* borrowed from args */
     int quiet = 0;
     if (w->kind == MSP_W_OPT_STEP && t_trigger_depth == 0 && PyTuple_Size(args) >= 1) {
         msp_prep_optimizer_step(); /* which loop is the step's (py_record.c) */
-        op = msp_opt_begin(PyTuple_GetItem(args, 0));
+        msp_ev_optimizer_step(PyTuple_GetItem(args, 0), 0); /* the monitor's pre-step */
+        opt_obj = PyTuple_GetItem(args, 0);
+        op = msp_opt_begin(opt_obj);
         PyObject *closure = kw ? PyDict_GetItemString(kw, "closure") : NULL;
         quiet = PyTuple_Size(args) == 1 && (!closure || closure == Py_None);
     }
@@ -187,6 +190,8 @@ static PyObject *trigger_call(msp_wrap_t *w, PyObject *args, PyObject *kw)
             msp_opt_cancel(op);
         PyErr_Restore(et, ev, etb);
     }
+    if (out && opt_obj)
+        msp_ev_optimizer_step(opt_obj, 1); /* the monitor's post-step, before the step ends */
     /* A script with msprobe's PrecisionDebugger ends its steps itself. */
     int ends = (w->kind != MSP_W_OPT_STEP || g_opt_step_by_init || g_end_deferred) &&
                !msp_g.script_steps;

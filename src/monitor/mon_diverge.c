@@ -1,4 +1,4 @@
-/* Where two monitored runs part (include/msprobe/monitor.h; the rule is
+/* Where two monitored runs part (include/msprobe/moncmp.h; the rule is
  * msprobe-compare(1), MONITOR OUTPUTS): each series both runs hold is judged
  * on its own. A step's cross-run difference d counts when it passes all of
  *   K x the series' own step-to-step change (the median |x[k] - x[k-1]| of

@@ -1,4 +1,4 @@
-/* The step x module heat map of a monitor compare (include/msprobe/monitor.h):
+/* The step x module heat map of a monitor compare (include/msprobe/moncmp.h):
  * each cell is the largest ratio of cross-run difference to threshold among
  * the module's series at that step (above 1: beyond the runs' own noise).
  * Modules are in the order they first appear in a step (weights' rows, then

@@ -2,7 +2,7 @@
 #ifndef MSP_MON_INTERNAL_H
 #define MSP_MON_INTERNAL_H
 
-#include "msprobe/monitor.h"
+#include "msprobe/moncmp.h"
 
 /* The series of r with s's rank, vpp, micro step, kind and name and the
  * given metric (s's own when NULL), through r's index: NULL when r has none

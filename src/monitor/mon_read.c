@@ -1,4 +1,4 @@
-/* Reading a monitor output back (include/msprobe/monitor.h): msprobe's
+/* Reading a monitor output back (include/msprobe/moncmp.h): msprobe's
  * monitor writes one CSV per kind and group of steps, {kind}_{a}-{b}.csv,
  * into one directory per rank, {time}-rank{R}-{id}, under
  * MONITOR_OUTPUT_DIR. Each row holds vpp_stage, name, step, micro_step (the

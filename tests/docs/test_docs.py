@@ -57,6 +57,7 @@ class DocsTest(unittest.TestCase):
                     ("compare", "msprobe-compare.1", "OPTIONS"),
                     ("config_check", "msprobe-config_check.1", "OPTIONS"),
                     ("dump", "msprobe-dump.1", "OPTIONS"),
+                    ("monitor", "msprobe-monitor.1", "OPTIONS"),
                     ("export", "msprobe-export.1", "OPTIONS"),
                     ("overflow_check", "msprobe-overflow_check.1", "OPTIONS"),
                     ("acc_check", "msprobe-acc_check.1", "OPTIONS"),
@@ -102,6 +103,7 @@ class DocsTest(unittest.TestCase):
     def test_every_usage_error_starts_with_msprobe(self):
         for args in (["--bogus"], ["-f"], [], ["compare", "--bogus"], ["compare", "-b"],
                      ["config_check", "--bogus"], ["config_check", "-o"], ["dump", "--bogus"],
+                     ["monitor", "--bogus"], ["monitor", "-c"],
                      ["ls", "--bogus"], ["ls", "-x"], ["ls"], ["overflow_check"],
                      ["overflow_check", "--bogus"], ["acc_check"], ["acc_check", "-n", "x"],
                      ["api_precision_compare", "-npu"]):
