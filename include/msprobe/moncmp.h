@@ -59,15 +59,15 @@ void msp_mon_run_free(msp_mon_run_t *r); /* NULL-safe */
 int msp_mon_phase(const char *kind);
 
 /* The divergence rule (msprobe-compare(1), MONITOR OUTPUTS, lays it out). */
-typedef struct msp_mon_rule {
+typedef struct msp_mon_divrule {
     int window;       /* W: steps of the trailing window (16) */
     int persist;      /* P: steps the difference must last (3) */
     double k_noise;   /* K: multiple of the series' own step-to-step change (8) */
     double k_base;    /* B: multiple of the runs' earlier difference (8) */
     double rel_floor; /* F: smallest difference counted, relative to the value (1e-2); and
                          never under 2 units of the CSVs' last written digit */
-} msp_mon_rule_t;
-void msp_mon_rule_default(msp_mon_rule_t *r);
+} msp_mon_divrule_t;
+void msp_mon_divrule_default(msp_mon_divrule_t *r);
 
 /* A series present in both runs, on the steps both have. */
 typedef struct msp_mon_pair {
@@ -88,7 +88,7 @@ typedef struct msp_mon_nan {
 } msp_mon_nan_t;
 
 typedef struct msp_mon_cmp {
-    msp_mon_rule_t rule;
+    msp_mon_divrule_t rule;
     double quantum; /* the coarser run's resolution, 10^-decimals */
     msp_mon_pair_t *pairs;
     size_t n_pairs;
@@ -115,7 +115,7 @@ typedef struct msp_mon_cmp {
  * caller's (msp_mon_cmp_free); it points into bench and cmp, which must
  * outlive it. */
 msp_err msp_mon_compare(const msp_mon_run_t *bench, const msp_mon_run_t *cmp,
-                        const msp_mon_rule_t *rule, msp_mon_cmp_t **out);
+                        const msp_mon_divrule_t *rule, msp_mon_cmp_t **out);
 void msp_mon_cmp_free(msp_mon_cmp_t *c); /* NULL-safe */
 
 /* The reports: out_dir/result.xlsx (sheets summary, series, heatmap) and

@@ -23,9 +23,9 @@
 /* Changes needed before a step's own trailing window is trusted. */
 #define MON_MIN_CHANGES 4
 
-void msp_mon_rule_default(msp_mon_rule_t *r)
+void msp_mon_divrule_default(msp_mon_divrule_t *r)
 {
-    *r = (msp_mon_rule_t){.window = 16, .persist = 3, .k_noise = 8, .k_base = 8, .rel_floor = 1e-2};
+    *r = (msp_mon_divrule_t){.window = 16, .persist = 3, .k_noise = 8, .k_base = 8, .rel_floor = 1e-2};
 }
 
 static int mon_cmp_dbl(const void *a, const void *b)
@@ -87,7 +87,7 @@ static double mon_scale(const msp_mon_pair_t *p, size_t i, const msp_mon_series_
 }
 
 /* The threshold of index i (rule above); scratch holds 2W doubles. */
-static double mon_threshold(const msp_mon_pair_t *p, size_t i, const msp_mon_rule_t *r,
+static double mon_threshold(const msp_mon_pair_t *p, size_t i, const msp_mon_divrule_t *r,
                             double scale, double *scratch)
 {
     size_t w = (size_t)r->window, n = 0;
@@ -121,7 +121,7 @@ static double mon_threshold(const msp_mon_pair_t *p, size_t i, const msp_mon_rul
 
 /* The pair's values, differences and thresholds, and its first divergent
  * step that lasted. */
-static msp_err mon_judge(msp_mon_pair_t *p, const msp_mon_run_t *bench, const msp_mon_rule_t *r,
+static msp_err mon_judge(msp_mon_pair_t *p, const msp_mon_run_t *bench, const msp_mon_divrule_t *r,
                          double quantum)
 {
     size_t n = 0;
@@ -281,7 +281,7 @@ static msp_err mon_pick(msp_mon_cmp_t *c)
 }
 
 msp_err msp_mon_compare(const msp_mon_run_t *bench, const msp_mon_run_t *cmp,
-                        const msp_mon_rule_t *rule, msp_mon_cmp_t **out)
+                        const msp_mon_divrule_t *rule, msp_mon_cmp_t **out)
 {
     *out = NULL;
     msp_mon_cmp_t *c = calloc(1, sizeof *c);
@@ -290,7 +290,7 @@ msp_err msp_mon_compare(const msp_mon_run_t *bench, const msp_mon_run_t *cmp,
     if (rule)
         c->rule = *rule;
     else
-        msp_mon_rule_default(&c->rule);
+        msp_mon_divrule_default(&c->rule);
     c->div = c->div_at = c->start = c->near = c->near_at = -1;
     c->quantum = pow(10, -(bench->decimals < cmp->decimals ? bench->decimals : cmp->decimals));
     c->pairs = calloc(bench->n ? bench->n : 1, sizeof *c->pairs);
