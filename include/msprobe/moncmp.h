@@ -87,6 +87,11 @@ typedef struct msp_mon_nan {
     const msp_mon_series_t *s;
 } msp_mon_nan_t;
 
+/* The first step of run r whose fingerprints carry a NaN or Inf (a nans
+ * count above 0, or a min, max, mean or norm not finite); of that step's,
+ * the series first in the step. */
+msp_mon_nan_t msp_mon_first_nan(const msp_mon_run_t *r);
+
 typedef struct msp_mon_cmp {
     msp_mon_divrule_t rule;
     double quantum; /* the coarser run's resolution, 10^-decimals */

@@ -97,6 +97,13 @@ int msp_compare_is_monitor(const char *bench, const char *cmp);
  * step, 1 one found, 2 bad input). */
 int msp_compare_monitor(const char *bench, const char *cmp, const char *out_dir, int quiet,
                         int html);
+/* Its lines (msprobe-compare(1), MONITOR OUTPUTS), for locate too: how the
+ * runs differ from the start, and the first divergent step or why none; and
+ * a run's first NaN or Inf ("first NaN/Inf (SIDE): step N rank R ..."). */
+struct msp_mon_cmp;
+struct msp_mon_nan;
+void msp_mon_print_verdict(FILE *out, const struct msp_mon_cmp *c);
+void msp_mon_print_nan(FILE *out, const char *side, const struct msp_mon_nan *n);
 
 /* ---- option tables ------------------------------------------------------ */
 

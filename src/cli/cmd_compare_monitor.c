@@ -19,19 +19,19 @@ int msp_compare_is_monitor(const char *bench, const char *cmp)
 }
 
 /* "first NaN/Inf (SIDE): step N rank R KIND NAME METRIC" */
-static void msp_mon_print_nan(const char *side, const msp_mon_nan_t *n)
+void msp_mon_print_nan(FILE *out, const char *side, const msp_mon_nan_t *n)
 {
     if (n->step < 0)
         return;
-    msp_tprintf(stdout, "first NaN/Inf (%s): step %lld rank %lld %s %s %s\n", side,
+    msp_tprintf(out, "first NaN/Inf (%s): step %lld rank %lld %s %s %s\n", side,
                 (long long)n->step, (long long)n->rank, n->s->kind, n->s->name, n->s->metric);
 }
 
-static void msp_mon_print_verdict(const msp_mon_cmp_t *c)
+void msp_mon_print_verdict(FILE *out, const msp_mon_cmp_t *c)
 {
     if (c->start >= 0) {
         const msp_mon_pair_t *p = &c->pairs[c->start];
-        msp_tprintf(stdout,
+        msp_tprintf(out,
                     "differ from the first step: %zu series (most: step %lld rank %lld %s %s "
                     "%s, bench %.9g, compare %.9g): how the runs differ from the start, the "
                     "baseline of the steps after\n",
@@ -41,21 +41,21 @@ static void msp_mon_print_verdict(const msp_mon_cmp_t *c)
     if (c->div < 0 && c->near >= 0) {
         const msp_mon_pair_t *p = &c->pairs[c->near];
         size_t k = (size_t)c->near_at;
-        msp_tprintf(stdout,
+        msp_tprintf(out,
                     "largest lone difference: step %lld rank %lld %s %s %s, difference %.3g, %.3g "
                     "times its threshold\n",
                     (long long)p->steps[k], (long long)p->b->rank, p->b->kind, p->b->name,
                     p->b->metric, p->diff[k], p->diff[k] / p->thr[k]);
     }
     if (c->div < 0) {
-        msp_tprintf(stdout,
+        msp_tprintf(out,
                     "no divergent step: %zu series within their own step-to-step noise\n",
                     c->n_pairs);
         return;
     }
     const msp_mon_pair_t *p = &c->pairs[c->div];
     size_t k = (size_t)c->div_at;
-    msp_tprintf(stdout,
+    msp_tprintf(out,
                 "first divergent step: %lld rank %lld %s (%s %s %s: bench %.9g, compare %.9g, "
                 "difference %.3g over its threshold %.3g; %zu series diverge in steps %lld-%lld)\n",
                 (long long)p->steps[k], (long long)p->b->rank, p->b->module, p->b->kind,
@@ -96,9 +96,9 @@ int msp_compare_monitor(const char *bench, const char *cmp, const char *out_dir,
                     "monitor outputs: %zu series paired over %zu steps (bench only %zu, compare "
                     "only %zu)\n",
                     res->n_pairs, res->n_steps, res->only_bench, res->only_cmp);
-    msp_mon_print_nan("bench", &res->nan_bench);
-    msp_mon_print_nan("compare", &res->nan_cmp);
-    msp_mon_print_verdict(res);
+    msp_mon_print_nan(stdout, "bench", &res->nan_bench);
+    msp_mon_print_nan(stdout, "compare", &res->nan_cmp);
+    msp_mon_print_verdict(stdout, res);
     if (!quiet) {
         msp_tprintf(stdout, "report: %s/result.xlsx\n", out_dir);
         if (html)

@@ -203,7 +203,7 @@ static int mon_before(const msp_mon_series_t *a, const msp_mon_series_t *b)
 }
 
 /* The first step of run r whose fingerprints carry a NaN or Inf. */
-static msp_mon_nan_t mon_first_nan(const msp_mon_run_t *r)
+msp_mon_nan_t msp_mon_first_nan(const msp_mon_run_t *r)
 {
     msp_mon_nan_t out = {.step = -1, .rank = -1, .s = NULL};
     for (size_t i = 0; i < r->n; i++) {
@@ -324,8 +324,8 @@ msp_err msp_mon_compare(const msp_mon_run_t *bench, const msp_mon_run_t *cmp,
             if (c->start < 0 || mon_ratio(&c->pairs[i], 0) > mon_ratio(&c->pairs[c->start], 0))
                 c->start = (long)i;
         }
-    c->nan_bench = mon_first_nan(bench);
-    c->nan_cmp = mon_first_nan(cmp);
+    c->nan_bench = msp_mon_first_nan(bench);
+    c->nan_cmp = msp_mon_first_nan(cmp);
     if (rc == MSP_OK)
         rc = mon_heat(c);
     if (rc != MSP_OK) {
