@@ -11,6 +11,8 @@ two runs are bit for bit the same unless told otherwise:
   GPT_AUTOCAST=bf16  forward under CPU bf16 autocast: numerics differ from the
                      first step on, and nothing is wrong
   GPT_DATA_SEED=K    another data order (a run that is not reproducible)
+  GPT_NAN_STEP=S     at step S, block 1's attention output goes through
+                     torch.sqrt of a negative shift: NaN made from finite inputs
   GPT_ATTACH=FILE    a Python file whose attach(model, optimizer) is called
                      before training (how fixtures/monitor/compare/ was made
                      with msprobe's own monitor)
@@ -29,6 +31,8 @@ VOCAB, CTX, DIM, HEADS = 24, 12, 32, 2
 
 
 class Block(nn.Module):
+    nan_now = False
+
     def __init__(self):
         super().__init__()
         self.ln_1 = nn.LayerNorm(DIM)
@@ -48,6 +52,8 @@ class Block(nn.Module):
         mask = torch.ones(t, t, dtype=torch.bool).tril()
         att = F.softmax(att.masked_fill(~mask, float("-inf")), dim=-1)
         y = (att @ v).transpose(1, 2).reshape(b, t, c)
+        if self.nan_now:
+            y = torch.sqrt(y - 1.0)
         x = x + self.proj(y)
         return x + self.out(F.gelu(self.fc(self.ln_2(x))))
 
@@ -79,6 +85,7 @@ def main():
     steps = int(os.environ.get("GPT_STEPS", "300"))
     eps_step = int(os.environ.get("GPT_EPS_STEP", "-1"))
     eps = float(os.environ.get("GPT_EPS", "0.5"))
+    nan_step = int(os.environ.get("GPT_NAN_STEP", "-1"))
     autocast = os.environ.get("GPT_AUTOCAST", "") == "bf16"
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(int(os.environ.get("GPT_DATA_SEED", "1")))
@@ -90,6 +97,7 @@ def main():
     for step in range(steps):
         if step == eps_step:
             model.h[1].ln_2.eps = eps
+        model.h[1].nan_now = step == nan_step
         x, y = batch(gen)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
             logits = model(x)
