@@ -23,8 +23,8 @@ void msp_mon_print_nan(FILE *out, const char *side, const msp_mon_nan_t *n)
 {
     if (n->step < 0)
         return;
-    msp_tprintf(out, "first NaN/Inf (%s): step %lld rank %lld %s %s %s\n", side,
-                (long long)n->step, (long long)n->rank, n->s->kind, n->s->name, n->s->metric);
+    msp_tprintf(out, "first NaN/Inf (%s): step %lld rank %lld %s %s %s\n", side, (long long)n->step,
+                (long long)n->rank, n->s->kind, n->s->name, n->s->metric);
 }
 
 void msp_mon_print_verdict(FILE *out, const msp_mon_cmp_t *c)
@@ -48,8 +48,7 @@ void msp_mon_print_verdict(FILE *out, const msp_mon_cmp_t *c)
                     p->b->metric, p->diff[k], p->diff[k] / p->thr[k]);
     }
     if (c->div < 0) {
-        msp_tprintf(out,
-                    "no divergent step: %zu series within their own step-to-step noise\n",
+        msp_tprintf(out, "no divergent step: %zu series within their own step-to-step noise\n",
                     c->n_pairs);
         return;
     }
@@ -58,10 +57,9 @@ void msp_mon_print_verdict(FILE *out, const msp_mon_cmp_t *c)
     msp_tprintf(out,
                 "first divergent step: %lld rank %lld %s (%s %s %s: bench %.9g, compare %.9g, "
                 "difference %.3g over its threshold %.3g; %zu series diverge in steps %lld-%lld)\n",
-                (long long)p->steps[k], (long long)p->b->rank, p->b->module, p->b->kind,
-                p->b->name, p->b->metric, p->vb[k], p->vc[k], p->diff[k], p->thr[k],
-                c->div_series, (long long)p->steps[k],
-                (long long)p->steps[k] + c->rule.persist - 1);
+                (long long)p->steps[k], (long long)p->b->rank, p->b->module, p->b->kind, p->b->name,
+                p->b->metric, p->vb[k], p->vc[k], p->diff[k], p->thr[k], c->div_series,
+                (long long)p->steps[k], (long long)p->steps[k] + c->rule.persist - 1);
 }
 
 int msp_compare_monitor(const char *bench, const char *cmp, const char *out_dir, int quiet,

@@ -11,7 +11,8 @@
  *
  * Every step runs as a child of this process (msprobe itself, through
  * /proc/self/exe), its output in OUT/logs/; what is printed also goes to
- * OUT/locate.txt. The stdout lines are documented in msprobe-locate(1). */
+ * the transcript under OUT (msprobe-locate(1), FILES). The stdout lines are
+ * documented in msprobe-locate(1). */
 #include "cli.h"
 
 #include "msprobe/moncmp.h"
@@ -85,11 +86,11 @@ static const msp_cmd_doc_t msp_locate_doc = {
 /* What a locate shares between its stages. */
 typedef struct {
     const char *out;
-    FILE *log; /* OUT/locate.txt */
+    FILE *log; /* the transcript under OUT */
     char self[PATH_MAX];
 } msp_locate_t;
 
-/* A line on stdout and in OUT/locate.txt. */
+/* A line on stdout and in the transcript under OUT. */
 static void msp_say(msp_locate_t *lc, const char *fmt, ...) MSP_PRINTF(2, 3);
 static void msp_say(msp_locate_t *lc, const char *fmt, ...)
 {
@@ -133,12 +134,11 @@ static int msp_locate_run(msp_locate_t *lc, const char *name, char **argv)
 }
 
 /* The command under monitor into OUT/monitor/WHICH: 0, else said. */
-static int msp_locate_monitor(msp_locate_t *lc, const char *which, const char *cmd,
-                              const char *cfg)
+static int msp_locate_monitor(msp_locate_t *lc, const char *which, const char *cmd, const char *cfg)
 {
     char *dir = msp_asprintf("%s/monitor/%s", lc->out, which);
-    char *argv[] = {lc->self, "monitor", "-c", (char *)cfg, "-o", dir, "--", "/bin/sh", "-c",
-                    (char *)cmd, NULL};
+    char *argv[] = {lc->self, "monitor", "-c", (char *)cfg, "-o", dir,
+                    "--",     "/bin/sh", "-c", (char *)cmd, NULL};
     msp_say(lc, "monitor %s: %s (log %s/logs/monitor_%s.log)\n", which, cmd, lc->out, which);
     char name[64];
     snprintf(name, sizeof name, "monitor_%s", which);
@@ -279,8 +279,9 @@ static int msp_locate_repro(msp_locate_t *lc, const msp_mon_run_t *a, const msp_
                 "difference too\n",
                 (long long)first->steps[at], first->b->kind, first->b->name, first->b->metric);
     else
-        msp_say(lc, "reproducible: two runs of the bench command agree bit for bit (%zu series, "
-                    "%zu steps)\n",
+        msp_say(lc,
+                "reproducible: two runs of the bench command agree bit for bit (%zu series, "
+                "%zu steps)\n",
                 c->n_pairs, c->n_steps);
     msp_mon_cmp_free(c);
     return rc;

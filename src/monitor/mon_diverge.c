@@ -25,7 +25,8 @@
 
 void msp_mon_divrule_default(msp_mon_divrule_t *r)
 {
-    *r = (msp_mon_divrule_t){.window = 16, .persist = 3, .k_noise = 8, .k_base = 8, .rel_floor = 1e-2};
+    *r = (msp_mon_divrule_t){
+        .window = 16, .persist = 3, .k_noise = 8, .k_base = 8, .rel_floor = 1e-2};
 }
 
 static int mon_cmp_dbl(const void *a, const void *b)
@@ -184,12 +185,6 @@ static msp_err mon_judge(msp_mon_pair_t *p, const msp_mon_run_t *bench, const ms
     return MSP_OK;
 }
 
-/* diff / thr at index k (a threshold of 0: any difference is infinitely beyond it). */
-double mon_ratio(const msp_mon_pair_t *p, size_t k)
-{
-    return p->thr[k] > 0 ? p->diff[k] / p->thr[k] : p->diff[k] > 0 ? INFINITY : 0;
-}
-
 /* a before b in a step: phase, then row, then rank, then metric name. */
 static int mon_before(const msp_mon_series_t *a, const msp_mon_series_t *b)
 {
@@ -314,7 +309,8 @@ msp_err msp_mon_compare(const msp_mon_run_t *bench, const msp_mon_run_t *cmp,
         rc = mon_pick(c);
     for (size_t i = 0; i < c->n_pairs; i++)
         for (size_t k = 1; k < c->pairs[i].n; k++)
-            if (c->near < 0 || mon_ratio(&c->pairs[i], k) > mon_ratio(&c->pairs[c->near], (size_t)c->near_at)) {
+            if (c->near < 0 ||
+                mon_ratio(&c->pairs[i], k) > mon_ratio(&c->pairs[c->near], (size_t)c->near_at)) {
                 c->near = (long)i;
                 c->near_at = (long)k;
             }

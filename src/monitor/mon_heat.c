@@ -13,6 +13,12 @@
  * difference is beyond it; shown as this. */
 #define MON_HEAT_MAX 1e12
 
+/* diff / thr at index k (a threshold of 0: any difference is infinitely beyond it). */
+double mon_ratio(const msp_mon_pair_t *p, size_t k)
+{
+    return p->thr[k] > 0 ? p->diff[k] / p->thr[k] : p->diff[k] > 0 ? INFINITY : 0;
+}
+
 static int mon_cmp_i64(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;

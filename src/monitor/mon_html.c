@@ -137,8 +137,8 @@ msp_err msp_mon_report_html(const msp_mon_cmp_t *c, const char *bench, const cha
     if (b.oom || !path)
         rc = msp_fail(MSP_ERR_NOMEM, "out of memory writing %s/result.html", out_dir);
     else
-        rc = msp_html_write_page(path, "msprobe compare: monitor outputs", msp_mon_html_css,
-                                 b.data, b.len, msp_mon_html_js);
+        rc = msp_html_write_page(path, "msprobe compare: monitor outputs", msp_mon_html_css, b.data,
+                                 b.len, msp_mon_html_js);
     free(path);
     msp_buf_free(&b);
     return rc;

@@ -19,9 +19,9 @@ static const char *const mon_metrics[] = {"min", "max", "mean", "norm", "zeros",
 
 int msp_mon_phase(const char *kind)
 {
-    static const char *const order[] = {"param_origin",   "actv",           "actv_grad",
-                                        "grad_unreduced", "grad_accumulated", "grad_reduced",
-                                        "exp_avg",        "exp_avg_sq",     "param_updated"};
+    static const char *const order[] = {
+        "param_origin", "actv",    "actv_grad",  "grad_unreduced", "grad_accumulated",
+        "grad_reduced", "exp_avg", "exp_avg_sq", "param_updated"};
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
         if (strcmp(kind, order[i]) == 0)
             return (int)i;
@@ -295,8 +295,10 @@ static msp_err mon_row(void *ud, size_t row, size_t n, const char *const *fields
     if (mon_num(fields[f->col_step], &step) || step > floor(step) || step < 0 ||
         (f->col_vpp >= 0 && mon_num(fields[f->col_vpp], &vpp)) ||
         (f->col_micro >= 0 && mon_num(fields[f->col_micro], &micro)))
-        return msp_fail(MSP_ERR_FORMAT, "%s: row %zu: step, vpp_stage or micro_step is not a "
-                        "number", f->path, row + 1);
+        return msp_fail(MSP_ERR_FORMAT,
+                        "%s: row %zu: step, vpp_stage or micro_step is not a "
+                        "number",
+                        f->path, row + 1);
     int any = 0;
     for (size_t m = 0; m < MON_N_METRICS; m++) {
         v[m] = NAN;
@@ -316,8 +318,9 @@ static msp_err mon_row(void *ud, size_t row, size_t n, const char *const *fields
     for (size_t m = 0; m < MON_N_METRICS; m++) {
         if (f->col_metric[m] < 0)
             continue;
-        mon_key_t k = {f->run, f->rank, (int64_t)vpp, (int64_t)micro, f->kind,
-                       fields[f->col_name], mon_metrics[m]};
+        mon_key_t k = {f->run,         f->rank, (int64_t)vpp,
+                       (int64_t)micro, f->kind, fields[f->col_name],
+                       mon_metrics[m]};
         msp_mon_series_t *s = mon_series(f, &k);
         if (!s)
             return msp_fail(MSP_ERR_NOMEM, "out of memory reading %s", f->path);

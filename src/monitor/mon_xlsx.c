@@ -98,10 +98,19 @@ static void mon_summary(mon_book_t *x, const msp_mon_cmp_t *c, const char *bench
 
 static void mon_series_sheet(mon_book_t *x, const msp_mon_cmp_t *c)
 {
-    static const char *const cols[] = {"Rank",   "Kind",  "Name",      "Module",
-                                       "Metric", "Micro", "First divergent step",
-                                       "Bench", "Compare", "Difference", "Threshold",
-                                       "Largest difference / threshold", "At step"};
+    static const char *const cols[] = {"Rank",
+                                       "Kind",
+                                       "Name",
+                                       "Module",
+                                       "Metric",
+                                       "Micro",
+                                       "First divergent step",
+                                       "Bench",
+                                       "Compare",
+                                       "Difference",
+                                       "Threshold",
+                                       "Largest difference / threshold",
+                                       "At step"};
     lxw_worksheet *ws = workbook_add_worksheet(x->wb, "series");
     if (!ws) {
         x->err = LXW_ERROR_MEMORY_MALLOC_FAILED;
