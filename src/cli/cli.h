@@ -89,8 +89,8 @@ int msp_cmd_locate(msp_cli_ctx_t *ctx, int argc, char **argv);
 
 /* ---- compare on monitor outputs (cmd_compare_monitor.c) ------------------- */
 
-/* 1 when bench and cmp are both monitor outputs (msprobe-compare(1), MONITOR
- * OUTPUTS). */
+/* 1 when bench or cmp is a monitor output (msprobe-compare(1), MONITOR
+ * OUTPUTS): msp_compare_monitor then compares them, or says one is not. */
 int msp_compare_is_monitor(const char *bench, const char *cmp);
 /* The compare of two monitor outputs: reports in out_dir (result.html unless
  * html is 0), the verdict line on stdout; the exit status (0 no divergent

@@ -15,7 +15,7 @@
 
 int msp_compare_is_monitor(const char *bench, const char *cmp)
 {
-    return bench && cmp && msp_mon_is_output(bench) && msp_mon_is_output(cmp);
+    return bench && cmp && (msp_mon_is_output(bench) || msp_mon_is_output(cmp));
 }
 
 /* "first NaN/Inf (SIDE): step N rank R KIND NAME METRIC" */
@@ -69,6 +69,13 @@ int msp_compare_monitor(const char *bench, const char *cmp, const char *out_dir,
     msp_mon_cmp_t *res = NULL;
     int rc;
     msp_err err;
+    for (int side = 0; side < 2; side++)
+        if (!msp_mon_is_output(side ? cmp : bench)) {
+            msp_errorf("compare: %s is a monitor output and %s is not: compare two monitor "
+                       "outputs, or two dumps",
+                       side ? bench : cmp, side ? cmp : bench);
+            return MSP_EXIT_USAGE;
+        }
     if ((err = msp_mon_read(bench, &b)) != MSP_OK || (err = msp_mon_read(cmp, &c)) != MSP_OK ||
         (err = msp_mon_compare(b, c, NULL, &res)) != MSP_OK) {
         rc = msp_report_error(err);

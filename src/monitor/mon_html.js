@@ -40,9 +40,20 @@
   sec.appendChild(tip);
   main.appendChild(sec);
   var S = D.steps.length, M = D.modules.length;
-  var cw = Math.max(2, Math.min(14, Math.floor(1100 / Math.max(S, 1)))), ch = 14;
-  canvas.width = S * cw;
+  /* a canvas past 32767 pixels is not drawn: past 4000 steps a column
+   * holds several steps (the largest value of them) */
+  var per = Math.max(1, Math.ceil(S / 4000)), C = Math.ceil(S / per);
+  var cw = Math.max(2, Math.min(14, Math.floor(1100 / Math.max(C, 1)))), ch = 14;
+  canvas.width = C * cw;
   canvas.height = M * ch;
+  function cell(col, m) {
+    var best = null;
+    for (var s = col * per; s < Math.min(S, (col + 1) * per); s++) {
+      var v = D.heat[s][m];
+      if (v !== null && (best === null || v > best)) best = v;
+    }
+    return best;
+  }
   function color(v) {
     if (v === null || v === undefined) return '#f1f4f8';
     if (v <= 0) return '#ffffff';
@@ -52,11 +63,11 @@
     return 'rgb(' + 248 + ',' + Math.round(235 - 130 * u) + ',' + Math.round(132 - 25 * u) + ')';
   }
   var ctx = canvas.getContext('2d');
-  for (var s = 0; s < S; s++) for (var m = 0; m < M; m++) {
-    ctx.fillStyle = color(D.heat[s][m]);
-    ctx.fillRect(s * cw, m * ch, cw, ch);
+  for (var col = 0; col < C; col++) for (var m = 0; m < M; m++) {
+    ctx.fillStyle = color(cell(col, m));
+    ctx.fillRect(col * cw, m * ch, cw, ch);
   }
-  var divStep = div ? D.steps.indexOf(div.step) : -1;
+  var divStep = div ? Math.floor(D.steps.indexOf(div.step) / per) : -1;
   var divMod = div ? D.modules.indexOf(div.module) : -1;
   if (divStep >= 0) {
     ctx.strokeStyle = '#6a1b9a';
@@ -70,10 +81,11 @@
   });
   canvas.addEventListener('mousemove', function (e) {
     var r = canvas.getBoundingClientRect();
-    var s = Math.floor((e.clientX - r.left) / cw), m = Math.floor((e.clientY - r.top) / ch);
-    if (s < 0 || s >= S || m < 0 || m >= M) return;
-    var v = D.heat[s][m];
-    tip.textContent = 'step ' + D.steps[s] + ', ' + D.modules[m] + ': ' + (v === null ? 'no series' : v.toPrecision(3));
+    var col = Math.floor((e.clientX - r.left) / cw), m = Math.floor((e.clientY - r.top) / ch);
+    if (col < 0 || col >= C || m < 0 || m >= M) return;
+    var v = cell(col, m), last = Math.min(S, (col + 1) * per) - 1;
+    tip.textContent = 'step ' + D.steps[col * per] + (per > 1 ? '-' + D.steps[last] : '') + ', ' +
+      D.modules[m] + ': ' + (v === null ? 'no series' : v.toPrecision(3));
   });
   canvas.addEventListener('click', function (e) {
     var r = canvas.getBoundingClientRect();

@@ -11,6 +11,7 @@ two runs are bit for bit the same unless told otherwise:
   GPT_AUTOCAST=bf16  forward under CPU bf16 autocast: numerics differ from the
                      first step on, and nothing is wrong
   GPT_DATA_SEED=K    another data order (a run that is not reproducible)
+  GPT_SEED=K         other initial weights (default 0)
   GPT_NAN_STEP=S     at step S, block 1's attention output goes through
                      torch.sqrt of a negative shift: NaN made from finite inputs
   GPT_ATTACH=FILE    a Python file whose attach(model, optimizer) is called
@@ -87,7 +88,7 @@ def main():
     eps = float(os.environ.get("GPT_EPS", "0.5"))
     nan_step = int(os.environ.get("GPT_NAN_STEP", "-1"))
     autocast = os.environ.get("GPT_AUTOCAST", "") == "bf16"
-    torch.manual_seed(0)
+    torch.manual_seed(int(os.environ.get("GPT_SEED", "0")))
     gen = torch.Generator().manual_seed(int(os.environ.get("GPT_DATA_SEED", "1")))
     model = GPT()
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)

@@ -228,6 +228,27 @@ class CompareMonitor(unittest.TestCase):
         self.assertIn("two runs of rank 0", p.stderr)
         self.assertIn("rank0-99999999", p.stderr)
 
+    def test_ranks_are_paired_and_the_diverging_rank_named(self):
+        rows = base_rows()
+        cmp1 = scaled(scaled(rows, "actv", "norm.output", 0.8, slice(25, None)),
+                      "actv", "head.output", 0.5, slice(25, None))
+        b, c = os.path.join(self.work, "bench"), os.path.join(self.work, "cmp")
+        for rank, cmp_rows in ((0, rows), (1, cmp1)):
+            write_run(b, rows, rank_dir="Dec03_00-00-00-rank%d-0000000%d" % (rank, rank))
+            write_run(c, cmp_rows, rank_dir="Dec03_00-00-01-rank%d-1000000%d" % (rank, rank))
+        p, _ = self.compare(b, c)
+        self.assertRegex(p.stdout, r"(?m)^first divergent step: 25 rank 1 norm ")
+        self.assertIn("50 series paired", p.stdout)
+
+    def test_a_monitor_output_against_a_dump_is_refused(self):
+        rows = base_rows()
+        b = os.path.join(self.work, "bench")
+        write_run(b, rows)
+        p = M.msprobe("compare", "-b", b, "-c", os.path.join(M.SOURCE, "fixtures", "npu"),
+                      "-o", os.path.join(self.work, "o"))
+        self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+        self.assertIn("is a monitor output and", p.stderr)
+
     def test_msprobe_written_eps_change_named_at_its_step(self):
         p, out = self.compare(os.path.join(FIX, "bench"), os.path.join(FIX, "eps16"))
         self.assertEqual(p.returncode, 1, p.stdout)
