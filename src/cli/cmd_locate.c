@@ -86,7 +86,8 @@ static const msp_cmd_doc_t msp_locate_doc = {
 /* What a locate shares between its stages. */
 typedef struct {
     const char *out;
-    FILE *log; /* the transcript under OUT */
+    char *out_abs; /* OUT made absolute (realpath's) */
+    FILE *log;     /* the transcript under OUT */
     char self[PATH_MAX];
 } msp_locate_t;
 
@@ -394,6 +395,12 @@ static int msp_locate_setup(msp_locate_t *lc, int argc, char **argv)
     free(dump);
     if (err != MSP_OK)
         return msp_report_error(err);
+    /* the commands may change directory: every path handed to them absolute */
+    if (!(lc->out_abs = realpath(lc->out, NULL))) {
+        msp_errorf("locate: %s: %s", lc->out, strerror(errno));
+        return MSP_EXIT_USAGE;
+    }
+    lc->out = lc->out_abs;
     char *txt = msp_asprintf("%s/locate.txt", lc->out);
     lc->log = txt ? fopen(txt, "w") : NULL;
     free(txt);
@@ -482,6 +489,7 @@ int msp_cmd_locate(msp_cli_ctx_t *ctx, int argc, char **argv)
     rc = msp_locate_go(&lc, cfg, nan_rule);
 cleanup:
     free(cfg);
+    free(lc.out_abs);
     if (lc.log)
         fclose(lc.log);
     return rc < 0 ? MSP_EXIT_OK : rc;

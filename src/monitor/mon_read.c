@@ -250,8 +250,10 @@ static int mon_num(const char *t, double *v)
     char *end;
     while (*t == ' ')
         t++;
-    if (!*t)
-        return -1;
+    if (!*t) { /* an empty cell: nothing measured */
+        *v = NAN;
+        return 0;
+    }
     *v = strtod(t, &end);
     return *end && *end != ' ' ? -1 : 0;
 }
