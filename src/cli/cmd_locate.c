@@ -445,6 +445,13 @@ static int msp_locate_go(msp_locate_t *lc, const char *cfg, int nan_rule)
     msp_mon_print_verdict(lc->log, res);
     msp_say(lc, "report: %s/monitor_compare/result.html\n", lc->out);
     if (res->div < 0) {
+        if (res->start >= 0)
+            msp_say(lc,
+                    "the runs differ from their first step (step %lld) on: the monitor does not "
+                    "judge that difference; dump that step of both (dump_iter \"%lld\") and "
+                    "compare the dumps to judge it op by op\n",
+                    (long long)res->pairs[res->start].steps[0],
+                    (long long)res->pairs[res->start].steps[0]);
         rc = MSP_EXIT_OK;
         goto cleanup;
     }
