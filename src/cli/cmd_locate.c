@@ -207,8 +207,7 @@ static int msp_locate_tool(msp_locate_t *lc, const char *name, char **argv, cons
             nl = strchr(p, '\n');
             if (nl)
                 *nl = 0;
-            /* warnings and progress stay in the log */
-            if (strncmp(p, "msprobe:", 8) != 0 && *p)
+            if (*p)
                 msp_say(lc, "  %s\n", p);
             if (!*line && !strncmp(p, key, strlen(key)))
                 *line = strdup(p);
@@ -312,6 +311,10 @@ static int msp_locate_nan(msp_locate_t *lc, const msp_mon_run_t *cmp, int *rc)
     if (st == 1 && line)
         msp_say(lc, "first NaN/Inf made at: %s\n", line + strlen("origin: "));
     *rc = st == 0 || st == 1 ? MSP_EXIT_FAIL : MSP_EXIT_USAGE;
+    if (*rc == MSP_EXIT_USAGE)
+        msp_errorf("locate: overflow_check on step %lld's dump failed (exit status %d): see "
+                   "%s/logs/overflow_check.log",
+                   (long long)n.step, st, lc->out);
     if (st == 0)
         msp_say(lc, "overflow_check found no NaN or Inf in step %lld's dump\n", (long long)n.step);
     free(line);
@@ -342,8 +345,12 @@ static int msp_locate_culprit(msp_locate_t *lc, int64_t step, const char *module
             msp_say(lc, "culprit: none: compare found no introduced error in step %lld\n",
                     (long long)step);
         rc = MSP_EXIT_FAIL;
-    } else
+    } else {
+        msp_errorf("locate: the compare of step %lld's dumps failed (exit status %d): see "
+                   "%s/logs/compare.log",
+                   (long long)step, st, lc->out);
         rc = MSP_EXIT_USAGE;
+    }
     free(line);
     free(b);
     free(c);
@@ -457,7 +464,8 @@ static int msp_locate_go(msp_locate_t *lc, const char *cfg, int nan_rule)
     }
     const msp_mon_pair_t *p = &res->pairs[res->div];
     rc = msp_locate_culprit(lc, p->steps[res->div_at], p->b->module);
-    msp_say(lc, "report: %s/compare/result.html\n", lc->out);
+    if (rc == MSP_EXIT_FAIL)
+        msp_say(lc, "report: %s/compare/result.html\n", lc->out);
 cleanup:
     msp_mon_cmp_free(res);
     msp_mon_run_free(b);
