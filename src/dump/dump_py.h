@@ -121,9 +121,11 @@ static inline unsigned msp_dump_dirs(void)
  * statistics (py_devstats.c), so both run on a machine without a GPU;
  * MSPROBE_TEST_STACK_ATTRS walks call sites by frame attributes, the way of a
  * Python without PyFrame_GetBack, and MSPROBE_TEST_STACK_LINES by their line
- * numbers, the way of a Python without PyFrame_GetLasti (py_stack.c). */
+ * numbers, the way of a Python without PyFrame_GetLasti (py_stack.c);
+ * MSPROBE_TEST_MONITOR_ALONE reduces every device tensor of monitor mode
+ * alone, as a large one is (py_monitor_stats.c). */
 typedef struct msp_test_hooks {
-    int host_copy, device_stats, stack_attrs, stack_lines;
+    int host_copy, device_stats, stack_attrs, stack_lines, monitor_alone;
 } msp_test_hooks_t;
 extern msp_test_hooks_t msp_test;
 void msp_test_hooks_init(void);

@@ -7,8 +7,7 @@
  *   the model      the first root module to run forward (the runtime's
  *                  root-forward event), named as msprobe names it: its
  *                  named_parameters() and named_modules(), "" for itself
- *   activations    xy_distribution: a global forward hook, rows "NAME.input"
- *                  and "NAME.output" ("_i" after each when there are several)
+ *   activations    xy_distribution: py_monitor_actv.c
  *   grad_unreduced wg_distribution: a hook on each parameter's AccumulateGrad
  *                  node, param.grad as it stands once accumulated
  *   grad_reduced   wg_distribution: param.grad before optimizer.step()
@@ -19,7 +18,8 @@
  * start_step, step_interval and collect_times choose the steps written;
  * module_ranks the ranks. Rows go to py_monitor_out.c, statistics are
  * computed by py_monitor_stats.c. */
-#include "py_monitor_out.h"
+#include "py_monitor_actv.h"
+#include "py_monitor_ahead.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +33,14 @@ static int64_t g_step, g_collected;
 static int g_collect;      /* this step is written */
 static int g_rank_ok = -1; /* module_ranks: this rank writes */
 static int g_installed;
+/* Per parameter (g_params' order), statistics computed on the helper
+ * thread (py_monitor_ahead.c): its gradient while the optimizer's step runs
+ * (which only reads it; its row, g_grad_row, waits for them), and AdamW's
+ * state while the next forward and backward run. */
+enum { MEMO_GRAD = 0, MEMO_M, MEMO_V, MEMO_N };
+static msp_mon_memo_t *g_memo[MEMO_N];
+static int64_t *g_grad_row;
+static int g_grad_moved; /* said once: a gradient written during the step */
 
 int msp_mon_boot(const char *path, char **msg)
 {
@@ -45,10 +53,6 @@ int msp_mon_boot(const char *path, char **msg)
     if (keys)
         msp_shim_msg("%s: not supported, ignored: %s", path, keys);
     free(keys);
-    if (g_mc.xy && !g_mc.forward_only)
-        msp_shim_msg("%s: xy_distribution: activations are written, their gradients "
-                     "(actv_grad) not yet",
-                     path);
     if (msp_mon_out_init(&g_mc) != 0) {
         *msg = strdup("out of memory");
         return -1;
@@ -102,9 +106,12 @@ static PyObject *acc_hook(PyObject *self, PyObject *args)
     PyObject *e = i >= 0 && i < PyList_Size(g_params) ? PyList_GetItem(g_params, i) : NULL;
     PyObject *grad = e ? PyObject_GetAttrString(PyTuple_GetItem(e, 0), "grad") : NULL;
     if (grad && grad != Py_None) {
+        int64_t t0 = msp_mon_clock();
         msp_quiet_t q = msp_quiet_begin();
         msp_mon_row(MSP_MT_GRAD_UNREDUCED, PyBytes_AsString(PyTuple_GetItem(e, 1)), -1, grad);
+        msp_mon_rows_end();
         msp_quiet_end(q);
+        msp_mon_spent(MSP_MON_T_HOOKS, t0);
     }
     Py_XDECREF(grad);
     if (PyErr_Occurred())
@@ -181,72 +188,19 @@ static void root_forward(PyObject *module, PyObject *input)
     g_model = module;
     Py_INCREF(g_model);
     g_params = named(module, "named_parameters", 0);
-    if (g_mc.xy)
+    if (g_mc.xy) {
         g_modules = named(module, "named_modules", 1);
+        msp_mon_actv_model(g_modules);
+    }
+    Py_ssize_t n = g_params ? PyList_Size(g_params) : 0;
+    for (int k = 0; k < MEMO_N && n > 0; k++)
+        g_memo[k] = calloc((size_t)n, sizeof *g_memo[k]);
+    g_grad_row = n > 0 ? calloc((size_t)n, sizeof *g_grad_row) : NULL;
     if (g_mc.wg && g_params)
         hook_accs();
     if (!g_collect)
         decide();
 }
-
-/* ---- activations --------------------------------------------------------------- */
-
-static void actv_rows(const char *name, const char *role, PyObject *v)
-{
-    char row[600];
-    PyObject *list = PyTuple_Check(v) || PyList_Check(v) ? v : NULL;
-    Py_ssize_t n = 0;
-    for (Py_ssize_t i = 0; list && i < PySequence_Size(list); i++) {
-        PyObject *x = PySequence_GetItem(list, i);
-        n += x && msp_is_tensor(x);
-        Py_XDECREF(x);
-    }
-    if (!list) {
-        if (!msp_is_tensor(v))
-            return;
-        snprintf(row, sizeof row, "%s.%s", name, role);
-        msp_mon_row(MSP_MT_ACTV, row, 0, v);
-        return;
-    }
-    Py_ssize_t k = 0;
-    for (Py_ssize_t i = 0; i < PySequence_Size(list); i++) {
-        PyObject *x = PySequence_GetItem(list, i);
-        if (x && msp_is_tensor(x)) {
-            if (n == 1)
-                snprintf(row, sizeof row, "%s.%s", name, role);
-            else
-                snprintf(row, sizeof row, "%s.%s_%zd", name, role, k);
-            msp_mon_row(MSP_MT_ACTV, row, 0, x);
-            k++;
-        }
-        Py_XDECREF(x);
-    }
-    PyErr_Clear();
-}
-
-static PyObject *fwd_hook(PyObject *self, PyObject *args)
-{
-    (void)self;
-    PyObject *mod, *in, *out;
-    if (!g_collect || !g_modules || msp_g.disabled || msp_t_depth > 0 ||
-        !PyArg_UnpackTuple(args, "hook", 3, 3, &mod, &in, &out)) {
-        PyErr_Clear();
-        Py_RETURN_NONE;
-    }
-    PyObject *name = PyDict_GetItem(g_modules, mod);
-    PyObject *training = name ? PyObject_GetAttrString(mod, "training") : NULL;
-    if (training == Py_True && !g_mc.backward_only) {
-        msp_quiet_t q = msp_quiet_begin();
-        actv_rows(PyBytes_AsString(name), "input", in);
-        actv_rows(PyBytes_AsString(name), "output", out);
-        msp_quiet_end(q);
-    }
-    Py_XDECREF(training);
-    PyErr_Clear();
-    Py_RETURN_NONE;
-}
-
-static PyMethodDef g_fwd_def = {"msprobe_monitor_forward_hook", fwd_hook, METH_VARARGS, NULL};
 
 /* ---- the optimizer's step ------------------------------------------------------- */
 
@@ -258,32 +212,93 @@ static void param_rows(msp_mon_task_t task)
     }
 }
 
+/* Before the optimizer's step: each gradient's row, its statistics computed
+ * beside the step when the helper thread can read it (a host tensor), else
+ * now. */
 static void grad_rows(void)
 {
     for (Py_ssize_t i = 0; g_params && i < PyList_Size(g_params); i++) {
         PyObject *e = PyList_GetItem(g_params, i);
+        const char *name = PyBytes_AsString(PyTuple_GetItem(e, 1));
         PyObject *g = PyObject_GetAttrString(PyTuple_GetItem(e, 0), "grad");
-        if (g && g != Py_None) /* msprobe: "grad is None", and no row */
-            msp_mon_row(MSP_MT_GRAD_REDUCED, PyBytes_AsString(PyTuple_GetItem(e, 1)), -1, g);
+        msp_mon_memo_t *m = g_memo[MEMO_GRAD] ? &g_memo[MEMO_GRAD][i] : NULL;
+        if (m)
+            msp_mon_memo_clear(m);
+        if (g_grad_row)
+            g_grad_row[i] = -1;
+        if (g && g != Py_None) { /* msprobe: "grad is None", and no row */
+            if (m)
+                msp_mon_ahead(m, g, g_mc.eps);
+            if (m && m->state == 2)
+                g_grad_row[i] = msp_mon_row_later(MSP_MT_GRAD_REDUCED, name, -1);
+            else
+                msp_mon_row(MSP_MT_GRAD_REDUCED, name, -1, g);
+        }
         Py_XDECREF(g);
     }
     PyErr_Clear();
 }
 
-static void state_rows(PyObject *opt)
+/* After the optimizer's step: the gradients' statistics into their rows. */
+static void grad_rows_fill(void)
+{
+    for (Py_ssize_t i = 0; g_grad_row && i < PyList_Size(g_params); i++) {
+        msp_mon_memo_t *m = &g_memo[MEMO_GRAD][i];
+        msp_mon_stat_t st;
+        if (g_grad_row[i] >= 0 && m->obj) {
+            PyObject *g = m->obj;
+            Py_INCREF(g);
+            if (msp_mon_memo_get(m, g, &st))
+                msp_mon_row_fill(g_grad_row[i], &st);
+            else if (!g_grad_moved++)
+                msp_shim_msg("warning: monitor: a gradient was written during the optimizer's "
+                             "step (step %lld): its grad_reduced row is nan",
+                             (long long)g_step);
+            Py_DECREF(g);
+        }
+        msp_mon_memo_clear(m); /* the gradient is not kept alive past its step */
+        g_grad_row[i] = -1;
+    }
+}
+
+/* AdamW's state of parameter i, key k (0 exp_avg, 1 exp_avg_sq), or NULL;
+ * borrowed from the optimizer's state while it holds it. */
+static PyObject *state_of(PyObject *state, Py_ssize_t i, int k)
+{
+    static const char *const keys[2] = {"exp_avg", "exp_avg_sq"};
+    PyObject *e = PyList_GetItem(g_params, i);
+    PyObject *st = PyObject_GetItem(state, PyTuple_GetItem(e, 0));
+    PyObject *t = st && PyDict_Check(st) ? PyDict_GetItemString(st, keys[k]) : NULL;
+    Py_XDECREF(st); /* the optimizer's dict still holds it, and t */
+    PyErr_Clear();
+    return t;
+}
+
+/* A state's row: from the helper thread's statistics when the tensor has
+ * not moved since, else taken now. */
+static void state_row(msp_mon_task_t task, msp_mon_memo_t *m, Py_ssize_t i, PyObject *t)
+{
+    const char *name = PyBytes_AsString(PyTuple_GetItem(PyList_GetItem(g_params, i), 1));
+    msp_mon_stat_t st;
+    if (m && msp_mon_memo_get(m, t, &st))
+        msp_mon_row_with(task, name, -1, &st);
+    else
+        msp_mon_row(task, name, -1, t);
+    if (m)
+        msp_mon_memo_clear(m);
+}
+
+static void state_rows(PyObject *opt, int ahead)
 {
     PyObject *state = PyObject_GetAttrString(opt, "state");
-    static const char *const keys[2] = {"exp_avg", "exp_avg_sq"};
     for (int k = 0; state && k < 2; k++) {
         for (Py_ssize_t i = 0; g_params && i < PyList_Size(g_params); i++) {
-            PyObject *e = PyList_GetItem(g_params, i);
-            PyObject *st = PyObject_GetItem(state, PyTuple_GetItem(e, 0));
-            PyObject *t = st && PyDict_Check(st) ? PyDict_GetItemString(st, keys[k]) : NULL;
-            if (t)
-                msp_mon_row(k ? MSP_MT_EXP_AVG_SQ : MSP_MT_EXP_AVG,
-                            PyBytes_AsString(PyTuple_GetItem(e, 1)), -1, t);
-            Py_XDECREF(st);
-            PyErr_Clear();
+            PyObject *t = state_of(state, i, k);
+            msp_mon_memo_t *m = g_memo[MEMO_M + k] ? &g_memo[MEMO_M + k][i] : NULL;
+            if (t && ahead && m)
+                msp_mon_ahead(m, t, g_mc.eps);
+            else if (t && !ahead)
+                state_row(k ? MSP_MT_EXP_AVG_SQ : MSP_MT_EXP_AVG, m, i, t);
         }
     }
     Py_XDECREF(state);
@@ -299,24 +314,44 @@ static void optimizer_step(PyObject *opt, int after)
         }
         return;
     }
+    int64_t t0 = msp_mon_clock();
     if (!after) {
         if (g_mc.wg)
             grad_rows();
         if (g_mc.mv)
-            state_rows(opt);
+            state_rows(opt, 0);
         if (g_mc.param)
             param_rows(MSP_MT_PARAM_ORIGIN);
+        msp_mon_rows_end(); /* before the optimizer changes them */
+        msp_mon_spent(MSP_MON_T_STEP, t0);
         return;
     }
+    if (g_mc.wg)
+        grad_rows_fill();
     if (g_mc.param)
         param_rows(MSP_MT_PARAM_UPDATED);
-    msp_mon_out_step(g_step);
+    msp_mon_rows_end();
+    msp_mon_spent(MSP_MON_T_STEP, t0);
+    void *batch = msp_mon_out_step(g_step);
+    if (batch) /* the CSV files are written beside the next step */
+        msp_mon_helper(msp_mon_out_write, batch);
     g_collected++;
     if (g_collected == g_mc.collect_times)
         msp_shim_msg("monitor: collect_times (%lld) reached at step %lld: monitoring ends",
                      (long long)g_mc.collect_times, (long long)g_step);
     g_step++;
     decide();
+    /* The state changes only in the optimizer's step: its statistics for the
+     * next step are computed now, beside the next forward and backward. */
+    if (g_collect && g_mc.mv)
+        state_rows(opt, 1);
+}
+
+static void mon_exit(const char *how)
+{
+    (void)how;
+    msp_mon_ahead_join(); /* the helper reads nothing once Python winds down */
+    msp_mon_profile_report();
 }
 
 void msp_mon_install(PyObject *torch)
@@ -331,20 +366,12 @@ void msp_mon_install(PyObject *torch)
     msp_listener_t l = {0};
     l.root_forward = root_forward;
     l.optimizer_step = optimizer_step;
+    l.exit = mon_exit;
     if (msp_listen(&l) != 0) {
         msp_shim_msg("warning: monitor: too many listeners; nothing is monitored");
         return;
     }
-    if (g_mc.xy) {
-        PyObject *m = PyImport_ImportModule("torch.nn.modules.module");
-        PyObject *hook = PyCFunction_NewEx(&g_fwd_def, NULL, NULL);
-        PyObject *h = m && hook ? PyObject_CallMethod(m, "register_module_forward_hook", "O", hook)
-                                : NULL;
-        if (!h)
-            msp_py_warn_error("monitor", "cannot hook module forwards: no activations");
-        Py_XDECREF(h);
-        Py_XDECREF(hook);
-        Py_XDECREF(m);
-    }
+    if (g_mc.xy)
+        msp_mon_actv_install(&g_mc, &g_collect);
     decide();
 }

@@ -77,24 +77,93 @@ static msp_mon_stat_t *stat_at(size_t i)
     return &g_rows[i].st;
 }
 
-void msp_mon_row(msp_mon_task_t task, const char *name, int64_t micro, PyObject *t)
+static mon_row_t *new_row(msp_mon_task_t task, const char *name, int64_t micro)
 {
     if (g_nrows == g_caprows) {
         size_t cap = g_caprows ? 2 * g_caprows : 256;
         mon_row_t *nr = realloc(g_rows, cap * sizeof *nr);
         if (!nr)
-            return;
+            return NULL;
         g_rows = nr;
         g_caprows = cap;
     }
     mon_row_t *r = &g_rows[g_nrows];
     if (!(r->name = strdup(name)))
-        return;
+        return NULL;
     r->task = task;
     r->micro = micro;
     r->call_id = task == MSP_MT_PARAM_ORIGIN || task == MSP_MT_PARAM_UPDATED ? -1 : g_call_id++;
+    return r;
+}
+
+int64_t msp_mon_row_later(msp_mon_task_t task, const char *name, int64_t micro)
+{
+    mon_row_t *r = new_row(task, name, micro);
+    if (!r)
+        return -1;
+    memset(&r->st, 0, sizeof r->st); /* a row of nan unless filled */
+    return (int64_t)g_nrows++;
+}
+
+void msp_mon_row_fill(int64_t row, const msp_mon_stat_t *st)
+{
+    if (row >= 0 && (size_t)row < g_nrows)
+        g_rows[row].st = *st;
+}
+
+const msp_mon_stat_t *msp_mon_row(msp_mon_task_t task, const char *name, int64_t micro, PyObject *t)
+{
+    mon_row_t *r = new_row(task, name, micro);
+    if (!r)
+        return NULL;
     msp_mon_stats_take(t, g_cfg->eps, &r->st, g_nrows);
     g_nrows++;
+    return &r->st;
+}
+
+void msp_mon_row_with(msp_mon_task_t task, const char *name, int64_t micro,
+                      const msp_mon_stat_t *st)
+{
+    mon_row_t *r = new_row(task, name, micro);
+    if (r) {
+        r->st = *st;
+        g_nrows++;
+    }
+}
+
+static int g_profile = -1;
+static int64_t g_spent[MSP_MON_T_N], g_steps_written;
+
+int64_t msp_mon_clock(void)
+{
+    if (g_profile < 0)
+        g_profile = msp_env_flag("MSPROBE_MONITOR_PROFILE");
+    struct timespec ts;
+    if (!g_profile || clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+        return 0;
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+void msp_mon_spent(int part, int64_t since)
+{
+    if (since)
+        g_spent[part] += msp_mon_clock() - since;
+}
+
+void msp_mon_profile_report(void)
+{
+    if (g_profile <= 0 || !g_steps_written)
+        return;
+    double n = (double)g_steps_written;
+    msp_shim_msg("monitor: %lld steps written; the training thread's CPU time a step in the "
+                 "monitor: %.2f ms in hooks, %.2f ms at the optimizer's step, %.2f ms writing",
+                 (long long)g_steps_written, g_spent[MSP_MON_T_HOOKS] / n / 1e6,
+                 g_spent[MSP_MON_T_STEP] / n / 1e6, g_spent[MSP_MON_T_WRITE] / n / 1e6);
+}
+
+void msp_mon_rows_end(void)
+{
+    msp_mon_stats_launch();
 }
 
 void msp_mon_out_discard(void)
@@ -225,25 +294,47 @@ static int ensure_dirs(void)
     return 0;
 }
 
+/* repr of y = np_round(v, nd): y is the double nearest to k / 10^nd, so
+ * its nd decimals, trailing zeros cut, are its shortest digits whenever they
+ * are 15 or fewer and Python prints it in fixed notation (1e-4 <= |y| <
+ * 1e16): one snprintf where py_float would try up to 17. Checked by reading
+ * it back; anything else goes to py_float. */
+static void rounded_float(double y, int nd, char *b, size_t n)
+{
+    double a = fabs(y);
+    if (isfinite(y) && (a >= 1e-4 || !(a > 0)) && a < 1e15) {
+        int w = snprintf(b, n, "%.*f", nd, y);
+        if (w > 0 && (size_t)w < n && strlen(b) - (b[0] == '-') - 1 <= 16) {
+            char *end = b + w;
+            while (end[-1] == '0' && end[-2] != '.')
+                *--end = '\0';
+            double back = strtod(b, NULL);
+            if (!(back < y) && !(back > y))
+                return;
+        }
+    }
+    py_float(y, b, n);
+}
+
 static void write_value(FILE *f, double v, int as_int)
 {
-    char b[40];
+    char b[48];
     if (as_int && isfinite(v))
         snprintf(b, sizeof b, "%lld", (long long)v);
     else
-        py_float(np_round(v, g_cfg->ndigits), b, sizeof b);
+        rounded_float(np_round(v, g_cfg->ndigits), g_cfg->ndigits, b, sizeof b);
     fputs(b, f);
 }
 
-static void write_task(msp_mon_task_t task, int64_t step)
+static void write_task(const mon_row_t *rows, size_t nrows, msp_mon_task_t task, int64_t step)
 {
     int64_t k = g_cfg->step_count_per_record, a = step / k * k;
     int any = 0, micro = 0, missing = 0;
-    for (size_t i = 0; i < g_nrows; i++)
-        if (g_rows[i].task == task) {
+    for (size_t i = 0; i < nrows; i++)
+        if (rows[i].task == task) {
             any = 1;
-            micro |= g_rows[i].micro >= 0;
-            missing |= g_rows[i].st.have != 1;
+            micro |= rows[i].micro >= 0;
+            missing |= rows[i].st.have != 1;
         }
     if (!any)
         return;
@@ -263,8 +354,8 @@ static void write_task(msp_mon_task_t task, int64_t step)
             fprintf(f, ",%s", msp_mon_op_names[g_cfg->ops[o]]);
         fputs(",shape,dtype\n", f);
     }
-    for (size_t i = 0; i < g_nrows; i++) {
-        const mon_row_t *r = &g_rows[i];
+    for (size_t i = 0; i < nrows; i++) {
+        const mon_row_t *r = &rows[i];
         if (r->task != task)
             continue;
         fputs("0,", f);
@@ -455,8 +546,29 @@ static void say_nonfinite(int64_t step)
     }
 }
 
-void msp_mon_out_step(int64_t step)
+/* A step's rows on their way to the CSV files (msp_mon_out_write). */
+typedef struct mon_batch {
+    mon_row_t *rows;
+    size_t n;
+    int64_t step;
+} mon_batch_t;
+
+void msp_mon_out_write(void *arg)
 {
+    mon_batch_t *b = arg;
+    for (int t = 0; t < MSP_MT_NTASKS; t++)
+        write_task(b->rows, b->n, (msp_mon_task_t)t, b->step);
+    for (size_t i = 0; i < b->n; i++)
+        free(b->rows[i].name);
+    free(b->rows);
+    free(b);
+}
+
+void *msp_mon_out_step(int64_t step)
+{
+    int64_t t0 = msp_mon_clock();
+    mon_batch_t *b = NULL;
+    g_steps_written++;
     msp_mon_stats_flush(stat_at);
     if (ensure_dirs() == 0) {
         if (!g_said_nonfinite)
@@ -467,9 +579,15 @@ void msp_mon_out_step(int64_t step)
         if (said > 20)
             msp_shim_msg("monitor: > ... %d more anomalies at step %lld%s", said - 20,
                          (long long)step, g_anomaly_path ? " (all in anomaly.json)" : "");
-        for (int t = 0; t < MSP_MT_NTASKS; t++)
-            write_task((msp_mon_task_t)t, step);
         write_anomalies();
+        /* the rows go with the batch; the next step starts a new array */
+        if (g_nrows && (b = malloc(sizeof *b))) {
+            *b = (mon_batch_t){g_rows, g_nrows, step};
+            g_rows = NULL;
+            g_nrows = g_caprows = 0;
+        }
     }
     msp_mon_out_discard();
+    msp_mon_spent(MSP_MON_T_WRITE, t0);
+    return b;
 }

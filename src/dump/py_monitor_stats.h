@@ -37,11 +37,26 @@ typedef struct msp_mon_stat {
 } msp_mon_stat_t;
 
 /* ---- py_monitor_stats.c ---- */
+/* A dense host tensor of a dtype read in place: its memory, elements, dtype. */
+typedef struct msp_mon_host {
+    const void *p;
+    int64_t n;
+    int dt;
+} msp_mon_host_t;
+/* 1 with *h set, and s's shape and dtype, when t is such a tensor; else 0
+ * (take it with msp_mon_stats_take). GIL held. */
+int msp_mon_stats_host(PyObject *t, msp_mon_stat_t *s, msp_mon_host_t *h);
+/* Its statistics into s: no Python, any thread. */
+void msp_mon_stats_pass(const msp_mon_host_t *h, double eps, msp_mon_stat_t *s);
 int msp_mon_stats_init(PyObject *torch);
 /* The statistics of tensor t (borrowed) for row `row`: written into *s now
  * (host tensors), or queued to be written by msp_mon_stats_flush (device).
  * Never raises; a tensor that cannot be read leaves s->have 0. */
 void msp_mon_stats_take(PyObject *t, double eps, msp_mon_stat_t *s, size_t row);
+/* The end of a group of tensors taken together (a hook's, the optimizer's
+ * step's): the small device tensors among them are reduced now, together,
+ * before anything changes them. */
+void msp_mon_stats_launch(void);
 /* Every queued result, in one copy from each device, into at(row). */
 void msp_mon_stats_flush(msp_mon_stat_t *(*at)(size_t row));
 /* Drop what is queued (a step not written). */

@@ -27,6 +27,7 @@ void msp_test_hooks_init(void)
     msp_test.device_stats = msp_env_flag("MSPROBE_TEST_DEVICE_STATS");
     msp_test.stack_attrs = msp_env_flag("MSPROBE_TEST_STACK_ATTRS");
     msp_test.stack_lines = msp_env_flag("MSPROBE_TEST_STACK_LINES");
+    msp_test.monitor_alone = msp_env_flag("MSPROBE_TEST_MONITOR_ALONE");
 }
 
 PyObject *msp_py_run_source(const char *src, const char *name)

@@ -46,6 +46,11 @@ class StatisticsMatchNumpy(mt.MonitorCase):
             for op, got, want in zip(OPS, r[3:-2], expected(t, eps)):
                 self.assertTrue(np.isclose(float(got), want, rtol=1e-9, atol=2e-12),
                                 (task, step, r[1], op, got, want))
+                # printed as Python prints the float pandas rounded (np.round)
+                if op == "nans":
+                    self.assertEqual(got, str(int(want)))
+                else:
+                    self.assertEqual(got, repr(float(np.round(float(got), 12))))
 
     def check_run(self, d, steps, eps):
         for step in range(steps):
@@ -69,6 +74,11 @@ class StatisticsMatchNumpy(mt.MonitorCase):
         # torch's reductions (the accelerator path), taken by CPU tensors here
         d, _ = self.run_saved(CONF, steps=3, env={"MSPROBE_TEST_DEVICE_STATS": "1"},
                               preload_only=True)
+        self.check_run(d, 3, 1e-3)
+
+    def test_device_path_tensors_reduced_alone(self):
+        d, _ = self.run_saved(CONF, steps=3, env={"MSPROBE_TEST_DEVICE_STATS": "1",
+                                                  "MSPROBE_TEST_MONITOR_ALONE": "1"})
         self.check_run(d, 3, 1e-3)
 
     def test_steps_chosen_by_start_interval_and_times(self):

@@ -5,7 +5,9 @@ directory holding msenv.py, msprobe's own TrainerMon is attached instead (how
 fixtures/monitor/ was made). With TINY_SAVE=DIR, the weights before and after
 each step, their gradients and the optimizer's exp_avg/exp_avg_sq are saved
 to DIR/step{N}.pt, for tests that recompute the statistics independently.
-TINY_NAN_STEP=N poisons the input of step N with a NaN.
+TINY_NAN_STEP=N poisons the input of step N with a NaN; TINY_INPLACE=1 makes
+the ReLU in-place (on the output of a Linear: torch's full backward hooks
+refuse that unless the hooks' outputs are cloned).
 """
 import os
 import sys
@@ -17,7 +19,7 @@ class Block(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.fc1 = torch.nn.Linear(8, 16)
-        self.act = torch.nn.ReLU()
+        self.act = torch.nn.ReLU(inplace=os.environ.get("TINY_INPLACE") == "1")
         self.fc2 = torch.nn.Linear(16, 8)
 
     def forward(self, x):
@@ -68,7 +70,7 @@ def main():
             after = {n: p.detach().clone() for n, p in model.named_parameters()}
             torch.save({"param": before, "grad": grads, "after": after, "state": state},
                        os.path.join(save, "step%d.pt" % step))
-        print("step", step, "loss", float(loss))
+        print("step", step, "loss", repr(float(loss)))
 
 
 if __name__ == "__main__":

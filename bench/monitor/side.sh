@@ -1,0 +1,91 @@
+#!/bin/sh
+# What `msprobe monitor` costs a training step (not a test): plain training
+# and monitored training side by side, in one run, round by round and
+# interleaved so that a disturbance hits all alike, on real models under
+# AdamW (steptime.py): a nanoGPT-style GPT (2 M parameters) and torchvision's
+# resnet18 (11 M), each
+#   (w) weights, gradients (reduced and unreduced) and exp_avg/exp_avg_sq,
+#       every step, all six ops (msprobe's target: within 1 %),
+#   (x) activations and their gradients of every module, every step
+#       (msprobe's target: within 5 %),
+# Prints each case's best median step over the rounds (least disturbed) and
+# its ratio to plain, by wall clock and by the training thread's CPU time
+# (steadier on a shared machine). On few cores, OMP_NUM_THREADS=1 steadies it.
+# Also prints, from the last round, the training thread's CPU time a step
+# spent inside the monitor (MSPROBE_MONITOR_PROFILE=1), by part.
+# Usage: bench/monitor/side.sh [PRELOAD_LIB]
+#        (env: PYTHON, STEPS (default 8), ROUNDS (default 3), MODELS (default
+#        "gpt resnet18"), BATCH (steptime.py's default: gpt 4, resnet18 4),
+#        BENCH_DIR)
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+lib=${1:-$here/../../build/src/dump/libmsprobe_preload.so}
+[ -f "$lib" ] || { echo "side.sh: no preload library at $lib" >&2; exit 2; }
+lib=$(realpath "$lib")
+py=${PYTHON:-/usr/bin/python3}
+steps=${STEPS:-8}
+batch=${BATCH:+--batch $BATCH}
+rounds=${ROUNDS:-3}
+models=${MODELS:-gpt resnet18}
+work=${BENCH_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/msp-bench-monitor.XXXXXX")}
+mkdir -p "$work"
+cd "$work"
+ops='"ops": ["min", "max", "mean", "norm", "zeros", "nans"]'
+printf '{"targets": {}, "wg_distribution": true, "param_distribution": true, "mv_distribution": true, %s}\n' \
+  "$ops" > w.json
+printf '{"targets": {}, "xy_distribution": true, %s}\n' "$ops" > x.json
+
+# "median_ms thread_cpu_ms" of one run: model, config or "" (plain).
+one() {
+  rm -rf "$work/out"
+  if [ -z "$2" ]; then
+    out=$("$py" "$here/steptime.py" --model "$1" --steps "$steps" $batch)
+  else
+    out=$(MSPROBE_LOG_FILE=$work/shim.log MONITOR_OUTPUT_DIR=$work/out MSPROBE_MONITOR_PROFILE=1 \
+      MSPROBE_MONITOR_CONFIG=$2 LD_PRELOAD=$lib "$py" "$here/steptime.py" --model "$1" --steps "$steps" $batch)
+    grep "training thread's CPU time" "$work/shim.log" | tail -1 | sed "s/^/$1.$(basename "$2" .json): /" \
+      >> "$work/profile.txt"
+  fi
+  "$py" -c "import json,sys; d=json.loads(sys.argv[1]); print(d['median_ms'], d['thread_cpu_ms'])" "$out"
+}
+
+: > results.txt
+: > profile.txt
+i=0
+while [ $i -lt "$rounds" ]; do
+  for model in $models; do
+    # odd rounds run the monitored cases first
+    if [ $((i % 2)) = 0 ]; then order="plain w x"; else order="x w plain"; fi
+    for c in $order; do
+      cfg=""
+      [ "$c" = plain ] || cfg=$work/$c.json
+      echo "$model.$c $(one "$model" "$cfg")" >> results.txt
+    done
+  done
+  i=$((i + 1))
+done
+
+"$py" - "$steps" "$rounds" <<'PY'
+import collections, sys
+runs = collections.defaultdict(list)
+for line in open("results.txt"):
+    k, *v = line.split()
+    runs[k].append([float(x) for x in v])
+best = lambda k, i: min(r[i] for r in runs[k])
+print("msprobe monitor vs plain training: %s timed steps, best of %s rounds" % tuple(sys.argv[1:3]))
+names = {"w": "(w) weights, grads, exp_avg(_sq), every step",
+         "x": "(x) activations and their grads, every module"}
+for model, title in (("gpt", "nanoGPT-style GPT, 2 M params, AdamW"),
+                     ("resnet18", "torchvision resnet18, 11 M params, AdamW")):
+    if model + ".plain" not in runs:
+        continue
+    pw, pc = best(model + ".plain", 0), best(model + ".plain", 1)
+    print("%s: plain %.1f ms a step (thread CPU %.1f ms)" % (title, pw, pc))
+    for c in "wx":
+        w, cpu = best("%s.%s" % (model, c), 0), best("%s.%s" % (model, c), 1)
+        print("  %-48s %8.1f ms  %.3fx wall  %.3fx CPU" % (names[c], w, w / pw, cpu / pc))
+print("load average while measuring: %s" % open("/proc/loadavg").read().split()[0])
+PY
+echo "inside the monitor (last run of each):"
+sort -u -t: -k1,1 profile.txt | sed 's/msprobe: monitor: //; s/^/  /' 
+[ -n "${BENCH_DIR:-}" ] || rm -rf "$work"

@@ -1,0 +1,123 @@
+#!/usr/bin/python3
+"""Times the training steps of a real model under AdamW (not a test), for
+bench/monitor/side.sh: a nanoGPT-style GPT (token and position embeddings,
+pre-norm blocks of causal self-attention and a GELU MLP, weight-tied head) or
+torchvision's resnet18.
+
+Prints one JSON line: median step time in ms over the timed steps, the
+median CPU time of a step (all threads) and of the training thread alone,
+the number of parameters and the last loss.
+"""
+import argparse
+import json
+import math
+import statistics
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Attention(nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.heads = heads
+        self.c_attn = nn.Linear(d, 3 * d)
+        self.c_proj = nn.Linear(d, d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.c_attn(x).split(d, dim=2)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        mask = torch.ones(t, t, dtype=torch.bool).triu(1)
+        att = F.softmax(att.masked_fill(mask, float("-inf")), dim=-1)
+        return self.c_proj((att @ v).transpose(1, 2).contiguous().view(b, t, d))
+
+
+class MLP(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.c_fc = nn.Linear(d, 4 * d)
+        self.gelu = nn.GELU()
+        self.c_proj = nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        return self.c_proj(self.gelu(self.c_fc(x)))
+
+
+class Block(nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(d)
+        self.attn = Attention(d, heads)
+        self.ln_2 = nn.LayerNorm(d)
+        self.mlp = MLP(d)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab, block, d, layers, heads):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d)
+        self.wpe = nn.Embedding(block, d)
+        self.h = nn.ModuleList(Block(d, heads) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(d)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+        self.lm_head.weight = self.wte.weight
+
+    def forward(self, idx):
+        pos = torch.arange(idx.shape[1])
+        x = self.wte(idx) + self.wpe(pos)
+        for blk in self.h:
+            x = blk(x)
+        return self.lm_head(self.ln_f(x))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", choices=["gpt", "resnet18"], default="gpt")
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=4)  # resnet18: 64x64 images
+    a = ap.parse_args()
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(1)
+    if a.model == "gpt":
+        # sized for a CPU with a generic BLAS (a few GFLOP/s): 2 M parameters
+        vocab, block = 1024, 64
+        model = GPT(vocab, block, d=192, layers=4, heads=6)
+        xs = torch.randint(0, vocab, (a.batch, block), generator=gen)
+        ys = torch.randint(0, vocab, (a.batch, block), generator=gen)
+        loss_of = lambda out: F.cross_entropy(out.view(-1, vocab), ys.view(-1))  # noqa: E731
+    else:
+        import torchvision
+        model = torchvision.models.resnet18(num_classes=100)
+        xs = torch.randn(a.batch, 3, 64, 64, generator=gen)
+        ys = torch.randint(0, 100, (a.batch,), generator=gen)
+        loss_of = lambda out: F.cross_entropy(out, ys)  # noqa: E731
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    times, cpu, tcpu = [], [], []
+    for step in range(a.warmup + a.steps):
+        t0, c0, tc0 = time.perf_counter(), time.process_time(), time.thread_time()
+        opt.zero_grad(set_to_none=True)
+        loss = loss_of(model(xs))
+        loss.backward()
+        opt.step()
+        if step >= a.warmup:
+            times.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
+            tcpu.append(time.thread_time() - tc0)
+    print(json.dumps({"median_ms": 1e3 * statistics.median(times),
+                      "cpu_ms": 1e3 * statistics.median(cpu),
+                      "thread_cpu_ms": 1e3 * statistics.median(tcpu),
+                      "params": sum(p.numel() for p in model.parameters()),
+                      "loss": loss.item()}))
+
+
+if __name__ == "__main__":
+    main()
