@@ -20,6 +20,8 @@
     el('span', {text: D.pairs + ' series compared over ' + D.steps.length + ' steps'}),
     el('span', {text: 'rule: W ' + D.rule.window + ', P ' + D.rule.persist + ', K ' + D.rule.k_noise +
       ', B ' + D.rule.k_base + ', F ' + D.rule.rel_floor}),
+    D.from_start ? el('span', {text: 'differ from the first step: ' + D.from_start +
+      ' series (how the runs differ from the start: the baseline after, not a divergence)'}) : null,
     D.nan_bench ? el('span', {text: 'first NaN/Inf (bench): step ' + D.nan_bench.step + ' ' + D.nan_bench.name}) : null,
     D.nan_cmp ? el('span', {text: 'first NaN/Inf (compare): step ' + D.nan_cmp.step + ' ' + D.nan_cmp.name}) : null]));
   /* the heat map */
