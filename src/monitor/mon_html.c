@@ -88,9 +88,8 @@ msp_err msp_mon_report_html(const msp_mon_cmp_t *c, const char *bench, const cha
     msp_buf_puts(&b, ",\"cmp\":");
     msp_buf_json_str(&b, cmp);
     msp_buf_printf(&b,
-                   ",\"pairs\":%zu,\"from_start\":%zu,\"rule\":{\"window\":%d,\"persist\":%d,\"k_"
-                   "noise\":%g,"
-                   "\"k_base\":%g,\"rel_floor\":%g}",
+                   ",\"pairs\":%zu,\"from_start\":%zu,\"rule\":{\"window\":%d,"
+                   "\"persist\":%d,\"k_noise\":%g,\"k_base\":%g,\"rel_floor\":%g}",
                    c->n_pairs, c->from_start, c->rule.window, c->rule.persist, c->rule.k_noise,
                    c->rule.k_base, c->rule.rel_floor);
     mon_json_divergence(&b, c);
