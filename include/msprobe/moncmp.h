@@ -101,6 +101,7 @@ typedef struct msp_mon_cmp {
     long div;                    /* pair named at the first divergent step, or -1 */
     long div_at;                 /* its index in that pair's steps */
     size_t div_series;           /* series that diverge at that step and last */
+    int exact;                   /* the runs agree bit for bit before that step */
     size_t from_start;           /* series that differ at their first step */
     long start;                  /* of those, the one furthest beyond its threshold, or -1 */
     long near, near_at;          /* the pair and index after its first step nearest to (or

@@ -54,6 +54,15 @@ void msp_mon_print_verdict(FILE *out, const msp_mon_cmp_t *c)
     }
     const msp_mon_pair_t *p = &c->pairs[c->div];
     size_t k = (size_t)c->div_at;
+    if (c->exact) {
+        msp_tprintf(out,
+                    "first divergent step: %lld rank %lld %s (%s %s %s: bench %.9g, compare "
+                    "%.9g, difference %.3g; the runs agree bit for bit before this step, %zu "
+                    "series differ at it)\n",
+                    (long long)p->steps[k], (long long)p->b->rank, p->b->module, p->b->kind,
+                    p->b->name, p->b->metric, p->vb[k], p->vc[k], p->diff[k], c->div_series);
+        return;
+    }
     msp_tprintf(out,
                 "first divergent step: %lld rank %lld %s (%s %s %s: bench %.9g, compare %.9g, "
                 "difference %.3g over its threshold %.3g; %zu series diverge in steps %lld-%lld)\n",

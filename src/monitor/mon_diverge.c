@@ -10,7 +10,9 @@
  *   F x the value (a relative floor; a mean against its tensor's max |x|,
  *       zeros against 1; a NaN count against 1/2),
  * and lasts: d passes the same threshold at each of the P - 1 steps after.
- * The first divergent step is the first step where some series diverges so;
+ * Runs that agree bit for bit before a step and differ at it diverge at that
+ * step, however small the difference (their own noise is nothing).
+ * Otherwise the first divergent step is the first step where some series diverges so;
  * of the series diverging there, the one first in the step (weights before
  * it, forward activations in execution order, backward, gradients, optimizer
  * state, weights after) is named. */
@@ -275,6 +277,50 @@ static msp_err mon_pick(msp_mon_cmp_t *c)
     return MSP_OK;
 }
 
+/* Runs that agree bit for bit before some step and differ at it: nothing
+ * but a change can make two identical runs part, so that step is the first
+ * divergent one however small the difference, when it lasts (some series
+ * differs at each of the P - 1 steps after that the runs hold). Runs that
+ * differ from their first step on are left to mon_pick. */
+static void mon_exact(msp_mon_cmp_t *c)
+{
+    int64_t first = INT64_MAX, t0 = INT64_MAX;
+    long best = -1, best_k = -1;
+    for (size_t i = 0; i < c->n_pairs; i++) {
+        const msp_mon_pair_t *p = &c->pairs[i];
+        if (p->n && p->steps[0] < first)
+            first = p->steps[0];
+        for (size_t k = 0; k < p->n; k++) {
+            if (!(p->diff[k] > 0 || isnan(p->diff[k])))
+                continue;
+            if (p->steps[k] < t0 || (p->steps[k] == t0 && mon_before(p->b, c->pairs[best].b)))
+                t0 = p->steps[k], best = (long)i, best_k = (long)k;
+            break;
+        }
+    }
+    if (best < 0 || t0 == first)
+        return;
+    size_t series = 0;
+    for (int64_t j = 0; j < c->rule.persist; j++) {
+        int held = 0, present = 0;
+        for (size_t i = 0; i < c->n_pairs; i++) {
+            const msp_mon_pair_t *p = &c->pairs[i];
+            for (size_t k = 0; k < p->n && p->steps[k] <= t0 + j; k++)
+                if (p->steps[k] == t0 + j) {
+                    present = 1;
+                    held |= p->diff[k] > 0 || isnan(p->diff[k]);
+                    series += j == 0 && (p->diff[k] > 0 || isnan(p->diff[k]));
+                }
+        }
+        if (present && !held)
+            return; /* the runs agree again: a difference that did not last */
+    }
+    c->div = best;
+    c->div_at = best_k;
+    c->div_series = series;
+    c->exact = 1;
+}
+
 msp_err msp_mon_compare(const msp_mon_run_t *bench, const msp_mon_run_t *cmp,
                         const msp_mon_divrule_t *rule, msp_mon_cmp_t **out)
 {
@@ -306,6 +352,8 @@ msp_err msp_mon_compare(const msp_mon_run_t *bench, const msp_mon_run_t *cmp,
     }
     c->only_cmp = cmp->n - matched;
     if (rc == MSP_OK)
+        mon_exact(c);
+    if (rc == MSP_OK && c->div < 0)
         rc = mon_pick(c);
     for (size_t i = 0; i < c->n_pairs; i++)
         for (size_t k = 1; k < c->pairs[i].n; k++)

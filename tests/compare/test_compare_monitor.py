@@ -75,6 +75,16 @@ def scaled(rows, kind, name, factor, steps, metrics=("min", "max", "norm")):
     return out
 
 
+def jittered(rows, rel=1e-4, seed=7):
+    """rows with every value moved by about rel of itself, from the first
+    step on: runs that differ from the start (another precision), so that
+    the noise rule, not bit-for-bit agreement, decides."""
+    rng = np.random.default_rng(seed)
+    return {k: {n: {m: (v * (1 + rel * rng.standard_normal(len(v))) if m != "nans" else v.copy())
+                    for m, v in ms.items()} for n, ms in names.items()}
+            for k, names in rows.items()}
+
+
 def median(v):
     return float(np.median(v)) if len(v) else 0.0
 
@@ -130,6 +140,7 @@ class CompareMonitor(unittest.TestCase):
         self.assertEqual(p.returncode, 1, p.stdout)
         self.assertRegex(p.stdout, r"first divergent step: 25 rank 0 norm \(actv norm.output "
                                    r"(min|max|norm)")
+        self.assertIn("the runs agree bit for bit before this step", p.stdout)
         # the threshold in the workbook is the rule's, recomputed here
         key = ("actv", "norm.output", "norm")
         d, thr = thresholds(wb[key], wc[key], "norm", 1e-6)
@@ -156,9 +167,28 @@ class CompareMonitor(unittest.TestCase):
             elif r[0] == 25:
                 self.assertGreater(r[col], 1)
 
+    def test_identical_runs_part_at_their_first_difference_however_small(self):
+        # one statistic 0.01 % off from step 25: far inside every threshold,
+        # but runs equal bit for bit before it cannot part by chance
+        rows = base_rows()
+        cmp = scaled(rows, "actv", "head.output", 1.0001, slice(25, None), ("norm",))
+        b, c, _, _ = self.pair(rows, cmp)
+        p, _ = self.compare(b, c)
+        self.assertEqual(p.returncode, 1, p.stdout)
+        self.assertRegex(p.stdout, r"(?m)^first divergent step: 25 rank 0 head \(actv head.output "
+                                   r"norm: .*the runs agree bit for bit before this step, 1 series")
+        # a difference that does not last is not one
+        shutil.rmtree(self.work)
+        os.makedirs(self.work)
+        cmp = scaled(rows, "actv", "head.output", 1.0001, slice(25, 26), ("norm",))
+        b, c, _, _ = self.pair(rows, cmp)
+        p, _ = self.compare(b, c)
+        self.assertEqual(p.returncode, 0, p.stdout)
+
     def test_one_statistic_alone_is_not_a_divergence(self):
         rows = base_rows()
-        cmp = scaled(rows, "param_origin", "head.weight", 1.5, slice(25, None), ("max",))
+        cmp = scaled(jittered(rows), "param_origin", "head.weight", 1.5, slice(25, None),
+                     ("max",))
         b, c, _, _ = self.pair(rows, cmp)
         p, _ = self.compare(b, c)
         self.assertEqual(p.returncode, 0, p.stdout)
@@ -170,7 +200,8 @@ class CompareMonitor(unittest.TestCase):
         # the weights barely move from step to step (noise 0.001 on 10): only
         # the 1 % floor stands between a difference and a divergence
         rows = base_rows()
-        cmp = scaled(scaled(rows, "param_origin", "enc.weight", 1.005, slice(25, None)),
+        near = jittered(rows)
+        cmp = scaled(scaled(near, "param_origin", "enc.weight", 1.005, slice(25, None)),
                      "param_origin", "head.weight", 1.005, slice(25, None))
         b, c, wb, wc = self.pair(rows, cmp)
         p, _ = self.compare(b, c)
@@ -178,16 +209,17 @@ class CompareMonitor(unittest.TestCase):
         self.assertIn("no divergent step", p.stdout)
         key = ("param_origin", "enc.weight", "norm")
         d, thr = thresholds(wb[key], wc[key], "norm", 1e-6)
-        self.assertAlmostEqual(thr[25], F * max(wb[key][25], wc[key][25]), places=9)
+        self.assertAlmostEqual(thr[25] / (F * max(wb[key][25], wc[key][25])), 1.0, places=9)
         self.assertLess(d[25], thr[25])
         # and 3 % is one
         shutil.rmtree(self.work)
         os.makedirs(self.work)
-        cmp = scaled(scaled(rows, "param_origin", "enc.weight", 1.03, slice(25, None)),
+        cmp = scaled(scaled(near, "param_origin", "enc.weight", 1.03, slice(25, None)),
                      "param_origin", "head.weight", 1.03, slice(25, None))
         b, c, wb, wc = self.pair(rows, cmp)
         p, _ = self.compare(b, c)
         self.assertIn("first divergent step: 25 rank 0 enc (param_origin enc.weight ", p.stdout)
+        self.assertIn("over its threshold", p.stdout)
 
     def test_runs_that_differ_from_the_start_have_no_divergent_step(self):
         rows = base_rows()
@@ -203,7 +235,7 @@ class CompareMonitor(unittest.TestCase):
 
     def test_a_difference_that_does_not_last_is_not_a_divergence(self):
         rows = base_rows()
-        cmp = scaled(scaled(rows, "actv", "norm.output", 0.5, slice(25, 26)),
+        cmp = scaled(scaled(jittered(rows), "actv", "norm.output", 0.5, slice(25, 26)),
                      "actv", "head.output", 0.5, slice(25, 27))
         b, c, _, _ = self.pair(rows, cmp)
         p, _ = self.compare(b, c)
@@ -266,13 +298,20 @@ class CompareMonitor(unittest.TestCase):
             for x, y in zip(a, b):
                 if int(x["step"]) < 16:
                     self.assertEqual(x, y)
-        a = {(r["name"], r["step"]): float(r["norm"]) for r in rows("bench", "actv")}
-        b = {(r["name"], r["step"]): float(r["norm"]) for r in rows("eps16", "actv")}
+        m = re.search(r"\(actv h\.1\.ln_2\.output (\w+): bench ([\d.e+-]+), compare "
+                      r"([\d.e+-]+)", p.stdout)
+        metric = m.group(1)
+        a = {(r["name"], r["step"]): float(r[metric]) for r in rows("bench", "actv")}
+        b = {(r["name"], r["step"]): float(r[metric]) for r in rows("eps16", "actv")}
         k = ("h.1.ln_2.output", "16")
-        self.assertGreater(abs(a[k] - b[k]) / a[k], 0.01)
-        m = re.search(r"bench ([\d.e+-]+), compare ([\d.e+-]+)", p.stdout)
-        self.assertAlmostEqual(float(m.group(1)), a[k], places=5)
-        self.assertAlmostEqual(float(m.group(2)), b[k], places=5)
+        self.assertNotEqual(a[k], b[k])
+        self.assertAlmostEqual(float(m.group(2)), a[k], places=5)
+        self.assertAlmostEqual(float(m.group(3)), b[k], places=5)
+        # and the norm of that output more than 1 % apart: the noise rule
+        # alone would name it too
+        an = {(r["name"], r["step"]): float(r["norm"]) for r in rows("bench", "actv")}
+        bn = {(r["name"], r["step"]): float(r["norm"]) for r in rows("eps16", "actv")}
+        self.assertGreater(abs(an[k] - bn[k]) / an[k], 0.01)
 
     def test_msprobe_written_bf16_has_no_divergent_step(self):
         p, _ = self.compare(os.path.join(FIX, "bench"), os.path.join(FIX, "bf16"))
