@@ -85,6 +85,25 @@ int msp_cmd_overflow_check(msp_cli_ctx_t *ctx, int argc, char **argv);
 int msp_cmd_acc_check(msp_cli_ctx_t *ctx, int argc, char **argv);
 int msp_cmd_api_precision_compare(msp_cli_ctx_t *ctx, int argc, char **argv);
 int msp_cmd_merge_result(msp_cli_ctx_t *ctx, int argc, char **argv);
+int msp_cmd_locate(msp_cli_ctx_t *ctx, int argc, char **argv);
+
+/* ---- compare on monitor outputs (cmd_compare_monitor.c) ------------------- */
+
+/* 1 when bench or cmp is a monitor output (msprobe-compare(1), MONITOR
+ * OUTPUTS): msp_compare_monitor then compares them, or says one is not. */
+int msp_compare_is_monitor(const char *bench, const char *cmp);
+/* The compare of two monitor outputs: reports in out_dir (result.html unless
+ * html is 0), the verdict line on stdout; the exit status (0 no divergent
+ * step, 1 one found, 2 bad input). */
+int msp_compare_monitor(const char *bench, const char *cmp, const char *out_dir, int quiet,
+                        int html);
+/* Its lines (msprobe-compare(1), MONITOR OUTPUTS), for locate too: how the
+ * runs differ from the start, and the first divergent step or why none; and
+ * a run's first NaN or Inf ("first NaN/Inf (SIDE): step N rank R ..."). */
+struct msp_mon_cmp;
+struct msp_mon_nan;
+void msp_mon_print_verdict(FILE *out, const struct msp_mon_cmp *c);
+void msp_mon_print_nan(FILE *out, const char *side, const struct msp_mon_nan *n);
 
 /* ---- option tables ------------------------------------------------------ */
 

@@ -575,6 +575,8 @@ static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
         return msp_compare_usage_error("%s is required", !bench ? "-b BENCH" : "-c CMP");
     if ((rc = msp_check_path("bench dump", bench)) || (rc = msp_check_path("compare dump", cmp)))
         return rc;
+    if (msp_compare_is_monitor(bench, cmp)) /* two monitor outputs: not a tensor compare */
+        return msp_compare_monitor(bench, cmp, out_dir, quiet, html);
     if (opts.mapping_path &&
         ((rc = msp_check_path("mapping file", opts.mapping_path)) ||
          (rc = msp_opt_file(&msp_compare_doc, "--mapping", opts.mapping_path))))

@@ -20,6 +20,8 @@ static const struct msp_command msp_commands[] = {
      "run a training command writing msprobe's per-step monitor CSVs (no code change)"},
     {"compare", msp_cmd_compare,
      "compare two dumps into result.xlsx; print the first op that introduced an error"},
+    {"locate", msp_cmd_locate,
+     "monitor two trainings, find their first divergent step, dump and compare it"},
     {"config_check", msp_cmd_config_check,
      "pack a run's configuration (-d) or compare two packs (-c)"},
     {"ls", msp_cmd_ls, "list the records and tensors of a dump"},

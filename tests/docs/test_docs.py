@@ -10,7 +10,7 @@ import unittest
 SRC = os.environ["MSPROBE_SOURCE_DIR"]
 BIN = os.environ["MSPROBE_BIN"]
 COMMANDS = ["compare", "config_check", "dump", "ls", "export", "overflow_check", "acc_check",
-            "api_precision_compare", "merge_result"]
+            "api_precision_compare", "merge_result", "locate"]
 
 
 class DocsTest(unittest.TestCase):
@@ -58,6 +58,7 @@ class DocsTest(unittest.TestCase):
                     ("config_check", "msprobe-config_check.1", "OPTIONS"),
                     ("dump", "msprobe-dump.1", "OPTIONS"),
                     ("monitor", "msprobe-monitor.1", "OPTIONS"),
+                    ("locate", "msprobe-locate.1", "OPTIONS"),
                     ("export", "msprobe-export.1", "OPTIONS"),
                     ("overflow_check", "msprobe-overflow_check.1", "OPTIONS"),
                     ("acc_check", "msprobe-acc_check.1", "OPTIONS"),
@@ -104,6 +105,7 @@ class DocsTest(unittest.TestCase):
         for args in (["--bogus"], ["-f"], [], ["compare", "--bogus"], ["compare", "-b"],
                      ["config_check", "--bogus"], ["config_check", "-o"], ["dump", "--bogus"],
                      ["monitor", "--bogus"], ["monitor", "-c"],
+                     ["locate", "--bogus"], ["locate", "--bench"],
                      ["ls", "--bogus"], ["ls", "-x"], ["ls"], ["overflow_check"],
                      ["overflow_check", "--bogus"], ["acc_check"], ["acc_check", "-n", "x"],
                      ["api_precision_compare", "-npu"]):
