@@ -16,6 +16,8 @@
 # Usage: bench/monitor/side.sh [PRELOAD_LIB]
 #        (env: PYTHON, STEPS (default 8), ROUNDS (default 3), MODELS (default
 #        "gpt resnet18"), BATCH (steptime.py's default: gpt 4, resnet18 4),
+#        IMAGE (resnet18's image side, default 64), DEVICE (cpu, or cuda on a
+#        GPU: the statistics are then reduced on the device),
 #        BENCH_DIR)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -24,7 +26,7 @@ lib=${1:-$here/../../build/src/dump/libmsprobe_preload.so}
 lib=$(realpath "$lib")
 py=${PYTHON:-/usr/bin/python3}
 steps=${STEPS:-8}
-batch=${BATCH:+--batch $BATCH}
+batch="${BATCH:+--batch $BATCH} ${IMAGE:+--image $IMAGE} ${DEVICE:+--device $DEVICE}"
 rounds=${ROUNDS:-3}
 models=${MODELS:-gpt resnet18}
 work=${BENCH_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/msp-bench-monitor.XXXXXX")}

@@ -6,7 +6,8 @@ torchvision's resnet18.
 
 Prints one JSON line: median step time in ms over the timed steps, the
 median CPU time of a step (all threads) and of the training thread alone,
-the number of parameters and the last loss.
+the number of parameters and the last loss. --device cuda trains on the GPU
+(each step ends with a synchronize, so its time is the device's too).
 """
 import argparse
 import json
@@ -31,7 +32,7 @@ class Attention(nn.Module):
         q, k, v = self.c_attn(x).split(d, dim=2)
         q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-        mask = torch.ones(t, t, dtype=torch.bool).triu(1)
+        mask = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
         att = F.softmax(att.masked_fill(mask, float("-inf")), dim=-1)
         return self.c_proj((att @ v).transpose(1, 2).contiguous().view(b, t, d))
 
@@ -71,7 +72,7 @@ class GPT(nn.Module):
         self.lm_head.weight = self.wte.weight
 
     def forward(self, idx):
-        pos = torch.arange(idx.shape[1])
+        pos = torch.arange(idx.shape[1], device=idx.device)
         x = self.wte(idx) + self.wpe(pos)
         for blk in self.h:
             x = blk(x)
@@ -83,8 +84,11 @@ def main():
     ap.add_argument("--model", choices=["gpt", "resnet18"], default="gpt")
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--batch", type=int, default=4)  # resnet18: 64x64 images
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--image", type=int, default=64)  # resnet18's image side
+    ap.add_argument("--device", default="cpu")
     a = ap.parse_args()
+    dev = torch.device(a.device)
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(1)
     if a.model == "gpt":
@@ -97,9 +101,11 @@ def main():
     else:
         import torchvision
         model = torchvision.models.resnet18(num_classes=100)
-        xs = torch.randn(a.batch, 3, 64, 64, generator=gen)
+        xs = torch.randn(a.batch, 3, a.image, a.image, generator=gen)
         ys = torch.randint(0, 100, (a.batch,), generator=gen)
         loss_of = lambda out: F.cross_entropy(out, ys)  # noqa: E731
+    model, xs, ys = model.to(dev), xs.to(dev), ys.to(dev)
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     times, cpu, tcpu = [], [], []
     for step in range(a.warmup + a.steps):
@@ -108,6 +114,7 @@ def main():
         loss = loss_of(model(xs))
         loss.backward()
         opt.step()
+        sync()
         if step >= a.warmup:
             times.append(time.perf_counter() - t0)
             cpu.append(time.process_time() - c0)
