@@ -23,6 +23,8 @@ import h5py
 import numpy as np
 import openpyxl
 
+from msp_ref import ordinal
+
 BIN = os.environ.get("MSPROBE_BIN", "msprobe")
 PYTHON = os.environ.get("MSPROBE_PYTHON", "/usr/bin/python3")
 PRELOAD = os.environ.get("MSPROBE_PRELOAD_LIB", "")
@@ -100,8 +102,8 @@ class SampledOptimizer(unittest.TestCase):
         by = {r[rows[0].index("Name")]: dict(zip(rows[0], r)) for r in rows[1:]}
         step = by["Optimizer.AdamW.0.step"]
         self.assertTrue((step["Replay"] or "").startswith("introduced"), step)
-        k = -(-ROWS * COLS // (1 << 18))
-        self.assertIn("on every %dth block of 1024 elements" % k, step["Replay"])
+        k = -(-ROWS * COLS // (1 << 16))
+        self.assertIn("on every %s block of 1024 elements" % ordinal(k), step["Replay"])
         with h5py.File(os.path.join(c, "step0", "rank0", "dump.h5"), "r") as f:
             rec = f["Optimizer.AdamW.0.step"]
             side = lambda i: tuple(rec[r % i][()].astype(np.float64) for r in (
@@ -129,7 +131,7 @@ class SampledOptimizer(unittest.TestCase):
         # over every element: p (1 - lr wd) - lr g / (|g| + eps) (bias
         # correction makes m_hat = g and v_hat = g^2)
         want = prm * (1 - LR * 0.01) - LR * g / (np.abs(g) + 1e-8)
-        k = -(-ROWS * COLS // (1 << 18))
+        k = -(-ROWS * COLS // (1 << 16))
         kept = np.arange(ROWS * COLS) % (k * 1024) < 1024
         on_sample = np.linalg.norm(got.reshape(-1)[kept] - want.reshape(-1)[kept]) / \
             np.linalg.norm(want.reshape(-1)[kept])
