@@ -188,6 +188,20 @@ static float f16_f(uint16_t h)
 
 #define MSP_ID(x) (x)
 
+/* s from one pass's accumulators over n elements: min, max, mean and norm
+ * are NaN when any element was (msprobe's), zeros a share, nans a count. */
+static void stats_of(msp_mon_stat_t *s, int64_t n, double mn, double mx, double sum, double sq,
+                     int64_t zeros, int64_t nans)
+{
+    s->v[MSP_MON_MIN] = nans ? NAN : mn;
+    s->v[MSP_MON_MAX] = nans ? NAN : mx;
+    s->v[MSP_MON_MEAN] = nans ? NAN : sum / (double)n;
+    s->v[MSP_MON_NORM] = nans ? NAN : sqrt(sq);
+    s->v[MSP_MON_ZEROS] = (double)zeros / (double)n;
+    s->v[MSP_MON_NANS] = (double)nans;
+    s->have = 1;
+}
+
 #ifdef MSP_CPU_X86
 /* float32 with AVX2 and FMA, eight lanes (chosen at run time by
  * msp_cpu_use(MSP_CPU_STATS_AVX2), as the dump's statistics are; about four
@@ -250,13 +264,7 @@ __attribute__((target("avx2,fma"))) static void f32_avx2(const float *p, int64_t
         mxv = x > mxv ? x : mxv;
         zeros += fabs(x) < eps;
     }
-    s->v[MSP_MON_MIN] = nans ? NAN : mnv;
-    s->v[MSP_MON_MAX] = nans ? NAN : mxv;
-    s->v[MSP_MON_MEAN] = nans ? NAN : sum / (double)n;
-    s->v[MSP_MON_NORM] = nans ? NAN : sqrt(sq);
-    s->v[MSP_MON_ZEROS] = (double)zeros / (double)n;
-    s->v[MSP_MON_NANS] = (double)nans;
-    s->have = 1;
+    stats_of(s, n, mnv, mxv, sum, sq, zeros, nans);
 }
 #endif
 
@@ -284,14 +292,7 @@ static void host_pass(const void *data, int64_t n, int dt, double eps, msp_mon_s
         MSP_MON_PASS(uint16_t, bf16_f);
         break;
     }
-    int bad = nans > 0;
-    s->v[MSP_MON_MIN] = bad ? NAN : mn;
-    s->v[MSP_MON_MAX] = bad ? NAN : mx;
-    s->v[MSP_MON_MEAN] = bad ? NAN : sum / (double)n;
-    s->v[MSP_MON_NORM] = bad ? NAN : sqrt(sq);
-    s->v[MSP_MON_ZEROS] = (double)nz / (double)n;
-    s->v[MSP_MON_NANS] = (double)nans;
-    s->have = 1;
+    stats_of(s, n, mn, mx, sum, sq, nz, nans);
 }
 
 /* "[16, 8]" and "torch.float32" as msprobe writes them; the element count. */
