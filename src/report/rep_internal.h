@@ -10,7 +10,9 @@
 #include "msprobe/report.h"
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <zlib.h>
 
 /* Details columns: msprobe's names (8.x's "Accuracy Reached or Not" with 26's
  * "Result" beside it), then Error Origin, Step, Rank, then msprobe 26's
@@ -82,6 +84,9 @@ msp_err cmp_report_begin(const msp_compare_result_t *res, const char *out_dir);
  * lower it, to reach the overflow path without writing a million rows; not
  * thread-safe, set it before writing. */
 void cmp_report_set_rows_per_sheet(size_t rows);
+/* Details rows past which a workbook is written with ZIP64 records; 0
+ * restores 1,000,000. Only tests lower it; not thread-safe either. */
+void cmp_report_set_zip64_rows(size_t rows);
 
 /* Sheets "error_flow" (a native chart) and "error_flow_data" (its rows: the
  * first step and rank's records by execution order), rep_xlsx_chart.c.
@@ -114,5 +119,51 @@ typedef struct cmp_book {
 /* Write b as out_dir/file (a temp file, then renamed): the error names the
  * sheet and row where libxlsxwriter failed. */
 msp_err cmp_write_book(const char *out_dir, const char *file, const cmp_book_t *b);
+
+/* ---- the rows of the big sheets, written by us (rep_sheet.c) and spliced
+ * into the workbook libxlsxwriter wrote around them (rep_book.c) ---------- */
+
+typedef struct rep_sheet {
+    z_stream z;
+    int z_live;
+    FILE *file;      /* the deflated rows, an unlinked temp file */
+    char *xml, *out; /* XML waiting to be deflated; deflate's output */
+    size_t xml_len, xml_cap;
+    uint32_t crc;           /* of the rows' XML */
+    uint64_t raw, comp;     /* the rows' XML bytes, and deflated */
+    size_t row1, last_row1; /* the open row (1-based, 0: none), the last one */
+    int ncols;
+    char *links; /* <hyperlink> elements */
+    size_t links_len, links_cap;
+    int err; /* the first errno */
+} rep_sheet_t;
+
+/* A sheet of ncols columns whose rows go to a temp file in dir. */
+msp_err rep_sheet_open(rep_sheet_t *s, const char *dir, int ncols);
+/* Start row row0 (0-based, the header is row 0; increasing), then its cells
+ * in increasing col with libxlsxwriter's xf index (0: none). A string is
+ * cleaned to valid UTF-8 of at most 32,767 bytes; "" is a blank, which is no
+ * cell unless xf is given. A link's text is its location ("details!A2"). */
+void rep_sheet_row(rep_sheet_t *s, size_t row0);
+void rep_sheet_num(rep_sheet_t *s, int col, double v, int xf);
+void rep_sheet_str(rep_sheet_t *s, int col, const char *text, int xf);
+void rep_sheet_blank(rep_sheet_t *s, int col, int xf);
+void rep_sheet_link(rep_sheet_t *s, int col, const char *location, int xf);
+void rep_sheet_formula_str(rep_sheet_t *s, int col, const char *formula, const char *value, int xf);
+/* The rows done: their stream flushed (not final). The first failure of any
+ * call above, recorded, or MSP_OK. */
+msp_err rep_sheet_end(rep_sheet_t *s);
+void rep_sheet_free(rep_sheet_t *s);
+
+/* Which zip entry (libxlsxwriter's "xl/worksheets/sheetN.xml") gets which rows. */
+typedef struct rep_splice {
+    char entry[48];
+    rep_sheet_t *rows;
+} rep_splice_t;
+/* Write to the workbook from with each splice's rows in its placeholder
+ * (every other entry copied compressed); ZIP64 records throughout when
+ * zip64. The error names the file and the entry. */
+msp_err rep_book_splice(const char *from, const char *to, const rep_splice_t *sp, size_t n,
+                        int zip64);
 
 #endif

@@ -75,13 +75,27 @@ void cmp_report_set_rows_per_sheet(size_t rows)
     cmp_xlsx_data_rows = rows && rows < MSP_XLSX_SHEET_ROWS ? rows : MSP_XLSX_SHEET_ROWS;
 }
 
+/* About 1 KiB of XML per details row: past a million rows the parts may pass
+ * 4 GiB, which needs ZIP64 (older Excel warns about it). */
+#define MSP_XLSX_ZIP64_ROWS ((size_t)1000000)
+static size_t msp_zip64_rows = MSP_XLSX_ZIP64_ROWS;
+
+void cmp_report_set_zip64_rows(size_t rows)
+{
+    msp_zip64_rows = rows ? rows : MSP_XLSX_ZIP64_ROWS;
+}
+
 typedef struct msp_xlsx {
     lxw_workbook *wb;
-    /* [highlight][bold]: plain cells and link cells */
+    /* [highlight][bold]: plain cells and link cells, and their xf indices
+     * for the rows rep_sheet.c writes */
     lxw_format *cell[3][2];
     lxw_format *link[3][2];
+    int xf_cell[3][2], xf_link[3][2];
     lxw_format *header;
-    lxw_error err; /* first libxlsxwriter error, with where it happened */
+    const char *dir; /* where the rows' temp files go */
+    int n_ws;        /* worksheets added: the next is xl/worksheets/sheet{n_ws + 1}.xml */
+    lxw_error err;   /* first libxlsxwriter error, with where it happened */
     char err_sheet[32];
     size_t err_row;
 } msp_xlsx_t;
@@ -135,6 +149,24 @@ static lxw_format *msp_fmt(msp_xlsx_t *x, msp_highlight_t hl, int bold)
     return x->cell[h][bold ? 1 : 0];
 }
 
+static int msp_xf(const msp_xlsx_t *x, msp_highlight_t hl, int bold)
+{
+    unsigned h = (unsigned)hl <= MSP_HL_RED ? (unsigned)hl : MSP_HL_NONE;
+    return x->xf_cell[h][bold ? 1 : 0];
+}
+
+/* Numbers stay numbers; NaN becomes "N/A" and infinities "inf"/"-inf" text,
+ * as msp_put_num writes them. */
+static void msp_rs_num(rep_sheet_t *s, int c, double v, int xf)
+{
+    if (isnan(v))
+        rep_sheet_str(s, c, "N/A", xf);
+    else if (isinf(v))
+        rep_sheet_str(s, c, v > 0 ? "inf" : "-inf", xf);
+    else
+        rep_sheet_num(s, c, v, xf);
+}
+
 static void msp_xlsx_formats(msp_xlsx_t *x)
 {
     for (int h = 0; h < 3; h++) {
@@ -162,6 +194,12 @@ static void msp_xlsx_formats(msp_xlsx_t *x)
     }
     /* Unhighlighted, not bold: no format at all keeps the file small. */
     x->cell[MSP_HL_NONE][0] = NULL;
+    /* the indices the styles part will give them, fixed now */
+    for (int h = 0; h < 3; h++)
+        for (int b = 0; b < 2; b++) {
+            x->xf_cell[h][b] = x->cell[h][b] ? lxw_format_get_xf_index(x->cell[h][b]) : 0;
+            x->xf_link[h][b] = x->link[h][b] ? lxw_format_get_xf_index(x->link[h][b]) : 0;
+        }
     x->header = workbook_add_format(x->wb);
     if (x->header) {
         format_set_bold(x->header);
@@ -202,6 +240,7 @@ static lxw_worksheet *msp_add_sheet(msp_xlsx_t *x, const char *name, const char 
         msp_xlsx_note(x, LXW_ERROR_MEMORY_MALLOC_FAILED, name, 0);
         return NULL;
     }
+    x->n_ws++;
     for (size_t c = 0; c < ncols; c++)
         msp_xlsx_note(x, worksheet_set_column(ws, (lxw_col_t)c, (lxw_col_t)c, widths[c], NULL),
                       name, 0);
@@ -221,28 +260,29 @@ typedef struct msp_row_ctx {
     int first; /* the record's first row: carries its stack */
 } msp_row_ctx_t;
 
-static void msp_details_row(msp_xlsx_t *x, lxw_worksheet *ws, const char *sheet, lxw_row_t r,
-                            int stats, const msp_tensor_cmp_t *t, const msp_row_ctx_t *ctx)
+static void msp_details_row(const msp_xlsx_t *x, rep_sheet_t *ws, size_t r, int stats,
+                            const msp_tensor_cmp_t *t, const msp_row_ctx_t *ctx)
 {
-    lxw_format *f = msp_fmt(x, t->highlight, ctx->bold);
-    lxw_col_t c = 0;
+    int f = msp_xf(x, t->highlight, ctx->bold);
+    int c = 0;
     int has_npu = t->npu_name != NULL, has_bench = t->bench_name != NULL;
+    rep_sheet_row(ws, r);
     /* A side the tensor is missing on reads "N/A", as in msprobe. */
-    msp_put_str(x, ws, sheet, r, c++, has_npu ? t->npu_name : "N/A", f);
-    msp_put_str(x, ws, sheet, r, c++, has_bench ? t->bench_name : "N/A", f);
-    msp_put_str(x, ws, sheet, r, c++, has_npu || *t->npu_dtype ? t->npu_dtype : "N/A", f);
-    msp_put_str(x, ws, sheet, r, c++, has_bench || *t->bench_dtype ? t->bench_dtype : "N/A", f);
-    msp_put_str(x, ws, sheet, r, c++, has_npu || *t->npu_shape ? t->npu_shape : "N/A", f);
-    msp_put_str(x, ws, sheet, r, c++, has_bench || *t->bench_shape ? t->bench_shape : "N/A", f);
+    rep_sheet_str(ws, c++, has_npu ? t->npu_name : "N/A", f);
+    rep_sheet_str(ws, c++, has_bench ? t->bench_name : "N/A", f);
+    rep_sheet_str(ws, c++, has_npu || *t->npu_dtype ? t->npu_dtype : "N/A", f);
+    rep_sheet_str(ws, c++, has_bench || *t->bench_dtype ? t->bench_dtype : "N/A", f);
+    rep_sheet_str(ws, c++, has_npu || *t->npu_shape ? t->npu_shape : "N/A", f);
+    rep_sheet_str(ws, c++, has_bench || *t->bench_shape ? t->bench_shape : "N/A", f);
     if (stats) {
         const double v[] = {t->max_diff, t->min_diff, t->mean_diff, t->norm_diff};
         for (size_t i = 0; i < MSP_NCOLS(v); i++)
-            msp_put_num(x, ws, sheet, r, c++, v[i], f);
+            msp_rs_num(ws, c++, v[i], f);
         const double rel[] = {t->max_rel_diff, t->min_rel_diff, t->mean_rel_diff, t->norm_rel_diff};
         for (size_t i = 0; i < MSP_NCOLS(rel); i++) {
             char pct[48];
             cmp_percent_text(rel[i], pct, sizeof pct);
-            msp_put_str(x, ws, sheet, r, c++, pct, f);
+            rep_sheet_str(ws, c++, pct, f);
         }
     } else {
         const double v[] = {t->cosine,
@@ -252,35 +292,35 @@ static void msp_details_row(msp_xlsx_t *x, lxw_worksheet *ws, const char *sheet,
                             t->one_thousandth_ratio,
                             t->five_thousandths_ratio};
         for (size_t i = 0; i < MSP_NCOLS(v); i++)
-            msp_put_num(x, ws, sheet, r, c++, v[i], f);
+            msp_rs_num(ws, c++, v[i], f);
     }
     const double side[] = {t->npu_max,   t->npu_min,   t->npu_mean,   t->npu_norm,
                            t->bench_max, t->bench_min, t->bench_mean, t->bench_norm};
     for (size_t i = 0; i < MSP_NCOLS(side); i++)
-        msp_put_num(x, ws, sheet, r, c++, side[i], f);
-    msp_put_str(x, ws, sheet, r, c++, cmp_verdict_text(t->verdict), f);
-    msp_put_str(x, ws, sheet, r, c++, cmp_result_text(t->result), f);
-    msp_put_str(x, ws, sheet, r, c++, t->err_message, f);
+        msp_rs_num(ws, c++, side[i], f);
+    rep_sheet_str(ws, c++, cmp_verdict_text(t->verdict), f);
+    rep_sheet_str(ws, c++, cmp_result_text(t->result), f);
+    rep_sheet_str(ws, c++, t->err_message, f);
     if (ctx->rec) {
-        msp_put_str(x, ws, sheet, r, c++, cmp_cause_text(ctx->rec->cause), f);
-        msp_put_num(x, ws, sheet, r, c++, (double)ctx->rec->step, f);
-        msp_put_num(x, ws, sheet, r, c++, (double)ctx->rec->rank, f);
+        rep_sheet_str(ws, c++, cmp_cause_text(ctx->rec->cause), f);
+        msp_rs_num(ws, c++, (double)ctx->rec->step, f);
+        msp_rs_num(ws, c++, (double)ctx->rec->rank, f);
     } else {
         for (int i = 0; i < 3; i++)
-            msp_put_str(x, ws, sheet, r, c++, "", f);
+            rep_sheet_str(ws, c++, "", f);
     }
-    msp_put_str(x, ws, sheet, r, c++, cmp_bool_text(t->npu_requires_grad), f);
-    msp_put_str(x, ws, sheet, r, c++, cmp_bool_text(t->bench_requires_grad), f);
-    msp_put_str(x, ws, sheet, r, c++, cmp_rg_consistent_text(t), f);
-    msp_put_str(x, ws, sheet, r, c++,
-                ctx->rec && ctx->first && ctx->rec->npu_stack ? ctx->rec->npu_stack : "", f);
+    rep_sheet_str(ws, c++, cmp_bool_text(t->npu_requires_grad), f);
+    rep_sheet_str(ws, c++, cmp_bool_text(t->bench_requires_grad), f);
+    rep_sheet_str(ws, c++, cmp_rg_consistent_text(t), f);
+    rep_sheet_str(ws, c++, ctx->rec && ctx->first && ctx->rec->npu_stack ? ctx->rec->npu_stack : "",
+                  f);
     char text[1024];
     cmp_data_name_text(t, text, sizeof text);
-    msp_put_str(x, ws, sheet, r, c++, text, f);
+    rep_sheet_str(ws, c++, text, f);
     cmp_md5_text(t->npu_crc32, text, sizeof text);
-    msp_put_str(x, ws, sheet, r, c++, text, f);
+    rep_sheet_str(ws, c++, text, f);
     cmp_md5_text(t->bench_crc32, text, sizeof text);
-    msp_put_str(x, ws, sheet, r, c++, text, f);
+    rep_sheet_str(ws, c++, text, f);
 }
 
 /* Where a details row lands: sheet index and 1-based row. */
@@ -293,9 +333,8 @@ static void msp_details_pos(size_t seq, size_t *sheet, size_t *row1)
 /* ---- summary --------------------------------------------------------- */
 
 /* Replay, Replay Error, Replay Bound, Changed Argument and Reason, from column c. */
-static void msp_put_replay(msp_xlsx_t *x, lxw_worksheet *ws, const char *sheet, lxw_row_t r,
-                           lxw_col_t c, const msp_record_cmp_t *rec, const char *reason,
-                           lxw_format *f)
+static void msp_put_replay(rep_sheet_t *ws, int c, const msp_record_cmp_t *rec, const char *reason,
+                           int f)
 {
     char *text = NULL;
     const char *note = rec->replay_note ? rec->replay_note : "";
@@ -320,136 +359,148 @@ static void msp_put_replay(msp_xlsx_t *x, lxw_worksheet *ws, const char *sheet, 
         break;
     }
     int judged = rec->replay == MSP_RV_INTRODUCED || rec->replay == MSP_RV_INHERITED;
-    msp_put_str(x, ws, sheet, r, c++, text ? text : "", f);
-    msp_put_num(x, ws, sheet, r, c++, judged ? rec->replay_err : NAN, f);
-    msp_put_num(x, ws, sheet, r, c++, judged ? rec->replay_ref : NAN, f);
-    msp_put_str(x, ws, sheet, r, c++, rec->arg_diff ? rec->arg_diff : "", f);
-    msp_put_str(x, ws, sheet, r, c++, reason ? reason : "", f);
+    rep_sheet_str(ws, c++, text ? text : "", f);
+    msp_rs_num(ws, c++, judged ? rec->replay_err : NAN, f);
+    msp_rs_num(ws, c++, judged ? rec->replay_ref : NAN, f);
+    rep_sheet_str(ws, c++, rec->arg_diff ? rec->arg_diff : "", f);
+    rep_sheet_str(ws, c++, reason ? reason : "", f);
     free(text);
 }
 
 /* ---- summary and details, a part at a time -------------------------------- */
 
 /* The summary's and the details' sheets, made up front in their order (a
- * sheet's place is fixed when it is added), then filled a part at a time:
- * in constant_memory mode each sheet is written top to bottom on its own. */
+ * sheet's place is fixed when it is added) as libxlsxwriter placeholders
+ * holding the header, their rows written beside them a part at a time
+ * (rep_sheet.c) and spliced in when the workbook is closed. */
 typedef struct msp_sheets {
-    lxw_worksheet **sum, **det;
+    rep_sheet_t *sum, *det;
+    int *sum_ws, *det_ws; /* their worksheet numbers (sheet{N}.xml) */
     size_t n_sum, n_det;
     size_t seq_rec, seq_ten; /* summary / details data rows written */
     size_t links;            /* summary rows given a link so far */
 } msp_sheets_t;
 
-static int msp_make_sheets(msp_xlsx_t *x, const cmp_source_t *src, msp_sheets_t *sh,
-                           int details_only)
+static void msp_sheets_free(msp_sheets_t *sh)
+{
+    for (size_t s = 0; sh->sum && s < sh->n_sum; s++)
+        rep_sheet_free(&sh->sum[s]);
+    for (size_t s = 0; sh->det && s < sh->n_det; s++)
+        rep_sheet_free(&sh->det[s]);
+    free(sh->sum);
+    free(sh->det);
+    free(sh->sum_ws);
+    free(sh->det_ws);
+    memset(sh, 0, sizeof *sh);
+}
+
+/* One placeholder and its rows: MSP_OK, or the failure recorded. */
+static msp_err msp_rows_sheet(msp_xlsx_t *x, const char *base, size_t s, const char *const *cols,
+                              const double *widths, size_t ncols, size_t nrows, rep_sheet_t *rows,
+                              int *ws_no)
+{
+    char name[32];
+    cmp_sheet_name(name, sizeof name, base, s);
+    if (!msp_add_sheet(x, name, cols, widths, ncols, nrows))
+        return msp_fail(MSP_ERR_NOMEM, "out of memory writing the report in %s", x->dir);
+    *ws_no = x->n_ws;
+    return rep_sheet_open(rows, x->dir, (int)ncols);
+}
+
+static msp_err msp_make_sheets(msp_xlsx_t *x, const cmp_source_t *src, msp_sheets_t *sh,
+                               int details_only)
 {
     int stats = src->head->stats_mode != 0;
     sh->n_sum = details_only ? 0 : msp_sheet_count(src->n_records);
     sh->n_det = msp_sheet_count(src->n_tensors);
     sh->sum = calloc(sh->n_sum + 1, sizeof *sh->sum);
     sh->det = calloc(sh->n_det, sizeof *sh->det);
-    if (!sh->sum || !sh->det) {
-        msp_xlsx_note(x, LXW_ERROR_MEMORY_MALLOC_FAILED, "summary", 0);
-        return -1;
+    sh->sum_ws = calloc(sh->n_sum + 1, sizeof *sh->sum_ws);
+    sh->det_ws = calloc(sh->n_det, sizeof *sh->det_ws);
+    if (!sh->sum || !sh->det || !sh->sum_ws || !sh->det_ws) {
+        msp_sheets_free(sh);
+        return msp_fail(MSP_ERR_NOMEM, "out of memory writing the report in %s", x->dir);
     }
-    for (size_t s = 0; s < sh->n_sum; s++) {
-        char name[32];
-        cmp_sheet_name(name, sizeof name, "summary", s);
-        if (!(sh->sum[s] = msp_add_sheet(x, name, msp_summary_cols, msp_summary_width,
-                                         MSP_NCOLS(msp_summary_cols),
-                                         msp_sheet_rows(src->n_records, s))))
-            return -1;
-    }
-    for (size_t s = 0; s < sh->n_det; s++) {
-        char name[32];
-        cmp_sheet_name(name, sizeof name, "details", s);
-        if (!(sh->det[s] = msp_add_sheet(x, name,
-                                         stats ? cmp_details_cols_stats : cmp_details_cols_tensor,
-                                         stats ? msp_details_width_stats : msp_details_width_tensor,
-                                         stats ? CMP_DETAILS_NCOLS_STATS : CMP_DETAILS_NCOLS_TENSOR,
-                                         msp_sheet_rows(src->n_tensors, s))))
-            return -1;
-    }
-    return 0;
+    msp_err rc = MSP_OK;
+    for (size_t s = 0; s < sh->n_sum && !rc; s++)
+        rc = msp_rows_sheet(x, "summary", s, msp_summary_cols, msp_summary_width,
+                            MSP_NCOLS(msp_summary_cols), msp_sheet_rows(src->n_records, s),
+                            &sh->sum[s], &sh->sum_ws[s]);
+    for (size_t s = 0; s < sh->n_det && !rc; s++)
+        rc = msp_rows_sheet(x, "details", s,
+                            stats ? cmp_details_cols_stats : cmp_details_cols_tensor,
+                            stats ? msp_details_width_stats : msp_details_width_tensor,
+                            stats ? CMP_DETAILS_NCOLS_STATS : CMP_DETAILS_NCOLS_TENSOR,
+                            msp_sheet_rows(src->n_tensors, s), &sh->det[s], &sh->det_ws[s]);
+    return rc;
 }
 
-static void msp_next_details_row(msp_xlsx_t *x, msp_sheets_t *sh, int stats,
+static void msp_next_details_row(const msp_xlsx_t *x, msp_sheets_t *sh, int stats,
                                  const msp_tensor_cmp_t *t, const msp_row_ctx_t *ctx)
 {
     size_t s, row1;
     msp_details_pos(sh->seq_ten, &s, &row1);
-    if (s >= sh->n_det) {
-        msp_xlsx_note(x, LXW_ERROR_WORKSHEET_INDEX_OUT_OF_RANGE, "details", sh->seq_ten);
-        return;
-    }
-    char name[32];
-    cmp_sheet_name(name, sizeof name, "details", s);
-    msp_details_row(x, sh->det[s], name, (lxw_row_t)(row1 - 1), stats, t, ctx);
+    if (s >= sh->n_det)
+        return; /* the counts said fewer rows: nothing to write them in */
+    msp_details_row(x, &sh->det[s], row1 - 1, stats, t, ctx);
     sh->seq_ten++;
 }
 
-static void msp_summary_row(msp_xlsx_t *x, msp_sheets_t *sh, const msp_record_cmp_t *rec,
+static void msp_summary_row(const msp_xlsx_t *x, msp_sheets_t *sh, const msp_record_cmp_t *rec,
                             const char *reason)
 {
     size_t s = sh->seq_rec / cmp_xlsx_data_rows;
-    if (s >= sh->n_sum) {
-        msp_xlsx_note(x, LXW_ERROR_WORKSHEET_INDEX_OUT_OF_RANGE, "summary", sh->seq_rec);
+    if (s >= sh->n_sum)
         return;
-    }
-    lxw_worksheet *ws = sh->sum[s];
-    char sheet[32];
-    cmp_sheet_name(sheet, sizeof sheet, "summary", s);
-    lxw_row_t r = (lxw_row_t)(sh->seq_rec % cmp_xlsx_data_rows + 1);
+    rep_sheet_t *ws = &sh->sum[s];
+    size_t r = sh->seq_rec % cmp_xlsx_data_rows + 1;
     int bold = rec->is_root_cause != 0;
     unsigned h = (unsigned)rec->highlight <= MSP_HL_RED ? (unsigned)rec->highlight : 0;
-    lxw_format *f = msp_fmt(x, rec->highlight, bold);
-    lxw_col_t c = 0;
-    msp_put_num(x, ws, sheet, r, c++, (double)rec->step, f);
-    msp_put_num(x, ws, sheet, r, c++, (double)rec->rank, f);
-    msp_put_str(x, ws, sheet, r, c++, rec->name, f);
-    msp_put_str(x, ws, sheet, r, c++, rec->bench_name ? rec->bench_name : "N/A", f);
-    msp_put_num(x, ws, sheet, r, c++, (double)rec->order, f);
-    msp_put_num(x, ws, sheet, r, c++, rec->worst_cosine, f);
-    msp_put_num(x, ws, sheet, r, c++, rec->worst_max_abs, f);
-    msp_put_str(x, ws, sheet, r, c++, cmp_verdict_text(rec->verdict), f);
-    msp_put_str(x, ws, sheet, r, c++, cmp_cause_text(rec->cause), f);
+    int f = msp_xf(x, rec->highlight, bold);
+    int c = 0;
+    sh->seq_rec++;
+    rep_sheet_row(ws, r);
+    msp_rs_num(ws, c++, (double)rec->step, f);
+    msp_rs_num(ws, c++, (double)rec->rank, f);
+    rep_sheet_str(ws, c++, rec->name, f);
+    rep_sheet_str(ws, c++, rec->bench_name ? rec->bench_name : "N/A", f);
+    msp_rs_num(ws, c++, (double)rec->order, f);
+    msp_rs_num(ws, c++, rec->worst_cosine, f);
+    msp_rs_num(ws, c++, rec->worst_max_abs, f);
+    rep_sheet_str(ws, c++, cmp_verdict_text(rec->verdict), f);
+    rep_sheet_str(ws, c++, cmp_cause_text(rec->cause), f);
     char mark[32] = "";
     if (rec->is_root_cause)
         snprintf(mark, sizeof mark, "ROOT CAUSE");
     else if (rec->suspect_rank > 0)
         snprintf(mark, sizeof mark, "suspect %d", rec->suspect_rank);
-    msp_put_str(x, ws, sheet, r, c++, mark, f);
-    /* msprobe 26's Result after the link column, then replay's */
-    msp_put_str(x, ws, sheet, r, c + 1, cmp_result_text(rec->result), f);
-    msp_put_replay(x, ws, sheet, r, c + 2, rec, reason, f);
-    sh->seq_rec++;
+    rep_sheet_str(ws, c++, mark, f);
+    /* Details: a link to where its rows start in the details now */
     if (rec->n_tensors == 0) {
-        msp_put_str(x, ws, sheet, r, c++, "", f);
-        return;
-    }
-    /* its rows start where the details stand now */
-    size_t dsheet, drow;
-    msp_details_pos(sh->seq_ten, &dsheet, &drow);
-    char target[32], text[64];
-    cmp_sheet_name(target, sizeof target, "details", dsheet);
-    snprintf(text, sizeof text, "%s!A%zu", target, drow);
-    if (sh->links++ < MSP_XLSX_MAX_URLS) {
-        char url[96];
-        snprintf(url, sizeof url, "internal:%s", text);
-        msp_xlsx_note(x, worksheet_write_url_opt(ws, r, c, url, x->link[h][bold], text, NULL),
-                      sheet, r);
+        rep_sheet_str(ws, c++, "", f);
     } else {
-        /* Excel keeps at most 65530 hyperlinks per sheet; a formula has no cap. */
-        char formula[160];
-        snprintf(formula, sizeof formula, "=HYPERLINK(\"#%s\",\"%s\")", text, text);
-        msp_xlsx_note(x, worksheet_write_formula_str(ws, r, c, formula, x->link[h][bold], text),
-                      sheet, r);
+        size_t dsheet, drow;
+        msp_details_pos(sh->seq_ten, &dsheet, &drow);
+        char target[32], text[64];
+        cmp_sheet_name(target, sizeof target, "details", dsheet);
+        snprintf(text, sizeof text, "%s!A%zu", target, drow);
+        if (sh->links++ < MSP_XLSX_MAX_URLS) {
+            rep_sheet_link(ws, c++, text, x->xf_link[h][bold]);
+        } else {
+            /* Excel keeps at most 65530 hyperlinks per sheet; a formula has no cap. */
+            char formula[160];
+            snprintf(formula, sizeof formula, "=HYPERLINK(\"#%s\",\"%s\")", text, text);
+            rep_sheet_formula_str(ws, c++, formula, text, x->xf_link[h][bold]);
+        }
     }
+    /* msprobe 26's Result after the link column, then replay's */
+    rep_sheet_str(ws, c++, cmp_result_text(rec->result), f);
+    msp_put_replay(ws, c, rec, reason, f);
 }
 
 /* One part's rows: each record's summary row, then its details rows; the
  * tensors no record claims last. */
-static msp_err msp_write_part(msp_xlsx_t *x, msp_sheets_t *sh, const cmp_source_t *src,
+static msp_err msp_write_part(const msp_xlsx_t *x, msp_sheets_t *sh, const cmp_source_t *src,
                               const msp_compare_result_t *part, size_t rec_base, size_t ten_base)
 {
     msp_err rc = cmp_report_check_ranges(part);
@@ -459,14 +510,14 @@ static msp_err msp_write_part(msp_xlsx_t *x, msp_sheets_t *sh, const cmp_source_
     unsigned char *claimed = calloc(part->n_tensors + 1, 1);
     if (!claimed)
         return msp_fail(MSP_ERR_NOMEM, "out of memory writing the report");
-    for (size_t i = 0; i < part->n_records && x->err == LXW_NO_ERROR; i++) {
+    for (size_t i = 0; i < part->n_records; i++) {
         const msp_record_cmp_t *rec = &part->records[i];
         /* a new summary sheet starts its own count of hyperlinks */
         if (sh->seq_rec % cmp_xlsx_data_rows == 0)
             sh->links = 0;
         if (sh->n_sum)
             msp_summary_row(x, sh, rec, src->reason(src, rec_base + i));
-        for (size_t k = 0; k < rec->n_tensors && x->err == LXW_NO_ERROR; k++) {
+        for (size_t k = 0; k < rec->n_tensors; k++) {
             size_t ti = rec->first_tensor + k;
             claimed[ti] = 1;
             msp_row_ctx_t ctx = {rec, 0, k == 0};
@@ -475,7 +526,7 @@ static msp_err msp_write_part(msp_xlsx_t *x, msp_sheets_t *sh, const cmp_source_
             msp_next_details_row(x, sh, stats, &part->tensors[ti], &ctx);
         }
     }
-    for (size_t t = 0; t < part->n_tensors && x->err == LXW_NO_ERROR; t++) {
+    for (size_t t = 0; t < part->n_tensors; t++) {
         if (claimed[t])
             continue;
         msp_row_ctx_t ctx = {NULL, 0, 0};
@@ -485,22 +536,24 @@ static msp_err msp_write_part(msp_xlsx_t *x, msp_sheets_t *sh, const cmp_source_
     return MSP_OK;
 }
 
-static msp_err msp_write_rows(msp_xlsx_t *x, const cmp_source_t *src, int details_only)
+/* The rows of every part, into sheets made here; sp[*n_sp] says which
+ * worksheet entry each one fills (sh is the caller's to free). */
+static msp_err msp_write_rows(msp_xlsx_t *x, const cmp_source_t *src, int details_only,
+                              msp_sheets_t *sh)
 {
-    msp_sheets_t sh = {0};
-    msp_err rc = MSP_OK;
-    if (msp_make_sheets(x, src, &sh, details_only) == 0) {
-        for (size_t i = 0; i < src->n_parts && !rc && x->err == LXW_NO_ERROR; i++) {
-            msp_compare_result_t *part = NULL;
-            size_t rb = 0, tb = 0;
-            if ((rc = src->load(src, i, &part, &rb, &tb)))
-                break;
-            rc = msp_write_part(x, &sh, src, part, rb, tb);
-            src->unload(src, part);
-        }
+    msp_err rc = msp_make_sheets(x, src, sh, details_only);
+    for (size_t i = 0; i < src->n_parts && !rc; i++) {
+        msp_compare_result_t *part = NULL;
+        size_t rb = 0, tb = 0;
+        if ((rc = src->load(src, i, &part, &rb, &tb)))
+            break;
+        rc = msp_write_part(x, sh, src, part, rb, tb);
+        src->unload(src, part);
     }
-    free(sh.sum);
-    free(sh.det);
+    for (size_t s = 0; s < sh->n_sum && !rc; s++)
+        rc = rep_sheet_end(&sh->sum[s]);
+    for (size_t s = 0; s < sh->n_det && !rc; s++)
+        rc = rep_sheet_end(&sh->det[s]);
     return rc;
 }
 
@@ -617,31 +670,54 @@ static void msp_write_suspects(msp_xlsx_t *x, const msp_compare_result_t *head)
 
 /* ---- workbooks ------------------------------------------------------------ */
 
+/* The rows' sheets spliced into the workbook libxlsxwriter wrote at from,
+ * giving to (rep_book.c). */
+static msp_err msp_splice_rows(const msp_sheets_t *sh, const char *from, const char *to, int zip64)
+{
+    size_t n = sh->n_sum + sh->n_det;
+    rep_splice_t *sp = calloc(n + 1, sizeof *sp);
+    if (!sp)
+        return msp_fail(MSP_ERR_NOMEM, "out of memory writing %s", to);
+    for (size_t i = 0; i < n; i++) {
+        int sum = i < sh->n_sum;
+        size_t k = sum ? i : i - sh->n_sum;
+        snprintf(sp[i].entry, sizeof sp[i].entry, "xl/worksheets/sheet%d.xml",
+                 sum ? sh->sum_ws[k] : sh->det_ws[k]);
+        sp[i].rows = sum ? &sh->sum[k] : &sh->det[k];
+    }
+    msp_err rc = rep_book_splice(from, to, sp, n, zip64);
+    free(sp);
+    return rc;
+}
+
 msp_err cmp_write_book(const char *out_dir, const char *file, const cmp_book_t *b)
 {
     msp_xlsx_t x = {0};
+    msp_sheets_t sh = {0};
     msp_err rc = MSP_OK;
     char *path = msp_asprintf("%s/%s", out_dir, file);
     char *tmp = path ? msp_atomic_tmp_name(path) : NULL;
+    /* with rows, libxlsxwriter's workbook is a step on the way to tmp */
+    char *lxw = tmp && b->rows ? msp_atomic_tmp_name(tmp) : NULL;
     char *tmpdir = strdup(out_dir);
-    if (!path || !tmp || !tmpdir) {
+    if (!path || !tmp || (b->rows && !lxw) || !tmpdir) {
         rc = msp_fail(MSP_ERR_NOMEM, "out of memory writing the report in %s", out_dir);
         goto cleanup;
     }
+    x.dir = out_dir;
     /* libxlsxwriter only finds out at close that it cannot write, and then
      * prints to stderr itself; find out first and say it our way. */
     if (access(out_dir, W_OK | X_OK) != 0) {
         rc = msp_fail(MSP_ERR_IO, "cannot write %s: %s", path, strerror(errno));
         goto cleanup;
     }
+    int zip64 = b->zip64_rows > msp_zip64_rows;
     lxw_workbook_options opts = {
         .constant_memory = LXW_TRUE,
         .tmpdir = tmpdir,
-        /* About 1 KiB of XML per details row: past a million rows the parts
-         * may pass 4 GiB, which needs ZIP64 (older Excel warns about it). */
-        .use_zip64 = b->zip64_rows > 1000000 ? LXW_TRUE : LXW_FALSE,
+        .use_zip64 = zip64 ? LXW_TRUE : LXW_FALSE,
     };
-    x.wb = workbook_new_opt(tmp, &opts);
+    x.wb = workbook_new_opt(lxw ? lxw : tmp, &opts);
     if (!x.wb) {
         rc = msp_fail(MSP_ERR_XLSX, "cannot start workbook %s (out of memory?)", tmp);
         goto cleanup;
@@ -652,7 +728,7 @@ msp_err cmp_write_book(const char *out_dir, const char *file, const cmp_book_t *
     if (b->suspects_sheet && x.err == LXW_NO_ERROR)
         msp_write_suspects(&x, b->head);
     if (b->rows && x.err == LXW_NO_ERROR)
-        rc = msp_write_rows(&x, b->rows, b->details_only);
+        rc = msp_write_rows(&x, b->rows, b->details_only, &sh);
     /* the error-flow chart of the first step compared (rep_xlsx_chart.c) */
     if (!rc && b->chart && x.err == LXW_NO_ERROR)
         msp_xlsx_note(&x, (lxw_error)cmp_xlsx_error_flow(x.wb, b->chart), "error_flow", 0);
@@ -670,11 +746,18 @@ msp_err cmp_write_book(const char *out_dir, const char *file, const cmp_book_t *
         rc = msp_fail(MSP_ERR_XLSX, "cannot write %s: %s", path, lxw_strerror(e));
         goto cleanup;
     }
-    rc = msp_atomic_commit(tmp, path);
+    if (lxw)
+        rc = msp_splice_rows(&sh, lxw, tmp, zip64);
+    if (!rc)
+        rc = msp_atomic_commit(tmp, path);
 cleanup:
+    if (lxw)
+        msp_atomic_discard(lxw);
     if (rc != MSP_OK)
         msp_atomic_discard(tmp); /* a name given ends in a commit or a discard */
+    msp_sheets_free(&sh);
     free(tmpdir);
+    free(lxw);
     free(tmp);
     free(path);
     return rc;

@@ -1,6 +1,6 @@
 /* Test driver for the report writers, independent of the compare engine:
  *
- *   report_from_json json SPEC.json OUT_DIR [ROWS_PER_SHEET]
+ *   report_from_json json SPEC.json OUT_DIR [ROWS_PER_SHEET [ZIP64_ROWS]]
  *                                        build an msp_compare_result_t from a
  *                                        JSON description, write result.xlsx
  *                                        and result.csv into OUT_DIR
@@ -9,7 +9,8 @@
  *                                        recomputes from the row number
  *
  * ROWS_PER_SHEET lowers the sheet size so a few rows reach the details_2
- * overflow path. The Python test owns the expected values (its JSON, or its
+ * overflow path; ZIP64_ROWS lowers the rows past which the workbook is
+ * written with ZIP64 records. The Python test owns the expected values (its JSON, or its
  * formula for the generated case) and reads the files back with openpyxl and
  * csv; nothing here decides what is right. Floats that JSON cannot spell are the strings "nan",
  * "inf", "-inf".
@@ -195,14 +196,18 @@ int main(int argc, char **argv)
         return 1;
     }
     int ok;
-    if ((argc == 4 || argc == 5) && strcmp(argv[1], "json") == 0) {
-        if (argc == 5)
+    if (argc >= 4 && argc <= 6 && strcmp(argv[1], "json") == 0) {
+        if (argc >= 5)
             cmp_report_set_rows_per_sheet((size_t)strtoull(argv[4], NULL, 10));
+        if (argc == 6)
+            cmp_report_set_zip64_rows((size_t)strtoull(argv[5], NULL, 10));
         ok = from_json(argv[2], r);
     } else if (argc == 4 && strcmp(argv[1], "generate") == 0)
         ok = generate((size_t)strtoull(argv[2], NULL, 10), r);
     else {
-        fprintf(stderr, "usage: %s json SPEC.json OUT_DIR [ROWS_PER_SHEET] | generate N OUT_DIR\n",
+        fprintf(stderr,
+                "usage: %s json SPEC.json OUT_DIR [ROWS_PER_SHEET [ZIP64_ROWS]] | generate N "
+                "OUT_DIR\n",
                 argv[0]);
         free(r);
         return 2;

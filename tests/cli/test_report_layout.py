@@ -10,6 +10,7 @@ import json
 import math
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -243,14 +244,40 @@ class ReportLayout(unittest.TestCase):
         """With 4 data rows per sheet (Excel's 1,048,575 lowered for the test),
         5 records and 9 tensors spread over summary, summary_2 and details,
         details_2, details_3; every link points at the right sheet and row."""
+        self.check_split(self.write_split("split"))
+
+    def test_zip64_workbook_holds_the_same_rows(self):
+        """Past the rows that need ZIP64 (1,000,000, lowered to 1 here) every
+        entry carries ZIP64 sizes and offsets, the archive ends with the ZIP64
+        end records, every CRC holds, and the sheets read as without it."""
+        out = self.write_split("zip64", "1")
+        path = os.path.join(out, "result.xlsx")
+        with zipfile.ZipFile(path) as z:
+            self.assertIsNone(z.testzip())
+            infos = z.infolist()
+            self.assertGreater(len(infos), 10)
+            for info in infos:
+                # the extra field's first header: ZIP64 (0x0001), 3 x 8 bytes
+                self.assertEqual(struct.unpack("<HH", info.extra[:4]), (1, 24), info.filename)
+        with open(path, "rb") as f:
+            data = f.read()
+        self.assertIn(b"PK\x06\x06", data[-200:])  # ZIP64 end of central directory
+        self.assertIn(b"PK\x06\x07", data[-200:])  # and its locator
+        self.check_split(out)
+
+    def write_split(self, name, zip64_rows=None):
         per = 4
-        spec = tensor_spec()
-        path = os.path.join(self.tmp, "split.json")
+        path = os.path.join(self.tmp, name + ".json")
         with open(path, "w") as f:
-            json.dump(spec, f)
-        out = os.path.join(self.tmp, "split")
-        r = subprocess.run([DRIVER, "json", path, out, str(per)], capture_output=True, text=True)
+            json.dump(tensor_spec(), f)
+        out = os.path.join(self.tmp, name)
+        cmd = [DRIVER, "json", path, out, str(per)] + ([zip64_rows] if zip64_rows else [])
+        r = subprocess.run(cmd, capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, r.stderr)
+        return out
+
+    def check_split(self, out):
+        spec = tensor_spec()
         wb = openpyxl.load_workbook(os.path.join(out, "result.xlsx"))
         self.assertEqual(wb.sheetnames, ["summary", "summary_2", "details", "details_2",
                                          "details_3", "error_flow", "error_flow_data"])

@@ -1,0 +1,365 @@
+/* The rows of a big sheet (result.xlsx's summary and details), written as
+ * sheet XML straight into a raw deflate stream, kept compressed in an
+ * unlinked temp file until rep_book.c splices it into the workbook that
+ * libxlsxwriter wrote around it.
+ *
+ * Why not libxlsxwriter's own rows: in constant_memory mode it writes each
+ * sheet's XML to a temp file 4 KiB at a time, formats every number with
+ * printf and allocates every cell, then reads the file back and deflates it
+ * at zlib's default level. On a statistics tree that was most of compare's
+ * time (issue 42: 88 MB of XML for 50,000 rows, the page-cache copies alone
+ * 13 % of the profile). Here the XML never touches a file uncompressed,
+ * integers skip printf, and the deflate runs at level 1.
+ *
+ * The XML is what libxlsxwriter writes for the same cells (inline strings,
+ * "%.16G" numbers, _xHHHH_ for control characters, xml:space="preserve" on
+ * an edge space), so a reader sees the same workbook. The stream ends with a
+ * sync flush, not a final block: the pieces around it are deflated apart
+ * and the three concatenate into one deflate stream. */
+#include "rep_internal.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define RS_XML_CAP ((size_t)1 << 18)
+#define RS_OUT_CAP ((size_t)1 << 18)
+#define RS_MAX_STR 32767 /* Excel's characters a cell */
+
+static void rs_fail(rep_sheet_t *s, int err)
+{
+    if (!s->err)
+        s->err = err ? err : EIO;
+}
+
+msp_err rep_sheet_open(rep_sheet_t *s, const char *dir, int ncols)
+{
+    memset(s, 0, sizeof *s);
+    s->ncols = ncols;
+    s->xml = malloc(RS_XML_CAP);
+    s->out = malloc(RS_OUT_CAP);
+    s->xml_cap = RS_XML_CAP;
+    char *path = msp_asprintf("%s/.msprobe-rows.XXXXXX", dir);
+    if (!s->xml || !s->out || !path) {
+        free(path);
+        rep_sheet_free(s);
+        return msp_fail(MSP_ERR_NOMEM, "out of memory writing the report in %s", dir);
+    }
+    int fd = mkstemp(path);
+    if (fd >= 0)
+        unlink(path); /* nothing is left behind, whatever ends the compare */
+    if (fd < 0 || !(s->file = fdopen(fd, "w+b"))) {
+        msp_err rc = msp_fail(MSP_ERR_IO, "cannot write a temp file in %s: %s", dir,
+                              strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        free(path);
+        rep_sheet_free(s);
+        return rc;
+    }
+    free(path);
+    /* level 1: the XML is repetitive enough that level 6 saves little and
+     * costs three times the CPU; -15: raw deflate, the zip entry's format */
+    if (deflateInit2(&s->z, 1, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+        rep_sheet_free(s);
+        return msp_fail(MSP_ERR_NOMEM, "out of memory writing the report in %s", dir);
+    }
+    s->z_live = 1;
+    s->crc = crc32(0L, Z_NULL, 0);
+    return MSP_OK;
+}
+
+/* Deflate what the XML buffer holds (flush: Z_NO_FLUSH or Z_SYNC_FLUSH). */
+static void rs_deflate(rep_sheet_t *s, int flush)
+{
+    if (s->err)
+        return;
+    s->crc = crc32_z(s->crc, (const Bytef *)s->xml, s->xml_len);
+    s->raw += s->xml_len;
+    s->z.next_in = (Bytef *)s->xml;
+    s->z.avail_in = (uInt)s->xml_len;
+    do {
+        s->z.next_out = (Bytef *)s->out;
+        s->z.avail_out = (uInt)RS_OUT_CAP;
+        int zr = deflate(&s->z, flush);
+        if (zr == Z_STREAM_ERROR) {
+            rs_fail(s, EIO);
+            return;
+        }
+        size_t got = RS_OUT_CAP - s->z.avail_out;
+        if (got && fwrite(s->out, 1, got, s->file) != got) {
+            rs_fail(s, errno);
+            return;
+        }
+        s->comp += got;
+    } while (s->z.avail_out == 0 || s->z.avail_in > 0);
+    s->xml_len = 0;
+}
+
+/* Room for n more bytes of XML. */
+static char *rs_room(rep_sheet_t *s, size_t n)
+{
+    if (s->xml_len + n > s->xml_cap)
+        rs_deflate(s, Z_NO_FLUSH);
+    if (n > s->xml_cap) {
+        char *nv = realloc(s->xml, n);
+        if (!nv) {
+            rs_fail(s, ENOMEM);
+            return NULL;
+        }
+        s->xml = nv;
+        s->xml_cap = n;
+    }
+    return s->err ? NULL : s->xml + s->xml_len;
+}
+
+static void rs_put(rep_sheet_t *s, const char *text, size_t n)
+{
+    char *p = rs_room(s, n);
+    if (p) {
+        memcpy(p, text, n);
+        s->xml_len += n;
+    }
+}
+
+#define RS_LIT(s, lit) rs_put((s), (lit), sizeof(lit) - 1)
+
+/* Decimal digits of v at p; their count. */
+static size_t rs_u64(char *p, uint64_t v)
+{
+    char tmp[24];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (size_t i = 0; i < n; i++)
+        p[i] = tmp[n - 1 - i];
+    return n;
+}
+
+/* A cell reference: column letters, then the row's digits. */
+static size_t rs_ref(char *p, int col, size_t row1)
+{
+    char tmp[8];
+    size_t n = 0;
+    unsigned c = (unsigned)col + 1;
+    while (c) {
+        tmp[n++] = (char)('A' + (c - 1) % 26);
+        c = (c - 1) / 26;
+    }
+    for (size_t i = 0; i < n; i++)
+        p[i] = tmp[n - 1 - i];
+    return n + rs_u64(p + n, row1);
+}
+
+void rep_sheet_row(rep_sheet_t *s, size_t row0)
+{
+    if (s->row1)
+        RS_LIT(s, "</row>");
+    s->row1 = row0 + 1;
+    if (s->row1 > s->last_row1)
+        s->last_row1 = s->row1;
+    char *p = rs_room(s, 40);
+    if (!p)
+        return;
+    size_t n = 0;
+    memcpy(p, "<row r=\"", 8);
+    n = 8 + rs_u64(p + 8, s->row1);
+    memcpy(p + n, "\">", 2);
+    s->xml_len += n + 2;
+}
+
+/* '<c r="REF"' and ' s="XF"' when xf is not 0, at most 48 bytes. */
+static size_t rs_cell_open(rep_sheet_t *s, char *p, int col, int xf)
+{
+    size_t n = 0;
+    memcpy(p, "<c r=\"", 6);
+    n = 6 + rs_ref(p + 6, col, s->row1);
+    p[n++] = '"';
+    if (xf > 0) {
+        memcpy(p + n, " s=\"", 4);
+        n += 4 + rs_u64(p + n + 4, (uint64_t)xf);
+        p[n++] = '"';
+    }
+    return n;
+}
+
+void rep_sheet_num(rep_sheet_t *s, int col, double v, int xf)
+{
+    char *p = rs_room(s, 96);
+    if (!p)
+        return;
+    size_t n = rs_cell_open(s, p, col, xf);
+    memcpy(p + n, "><v>", 4);
+    n += 4;
+    /* libxlsxwriter's "%.16G"; an integer below 10^15 prints the same digits
+     * without printf */
+    int small = v > -1e15 && v < 1e15;
+    int64_t iv = small ? (int64_t)v : 0;
+    if (small && !((double)iv < v) && !((double)iv > v) && (iv || !signbit(v))) {
+        if (iv < 0)
+            p[n++] = '-';
+        n += rs_u64(p + n, iv < 0 ? (uint64_t)-iv : (uint64_t)iv);
+    } else {
+        n += (size_t)snprintf(p + n, 32, "%.16G", v);
+    }
+    memcpy(p + n, "</v></c>", 8);
+    s->xml_len += n + 8;
+}
+
+void rep_sheet_blank(rep_sheet_t *s, int col, int xf)
+{
+    if (xf <= 0)
+        return; /* an unformatted blank is no cell at all */
+    char *p = rs_room(s, 64);
+    if (!p)
+        return;
+    size_t n = rs_cell_open(s, p, col, xf);
+    memcpy(p + n, "/>", 2);
+    s->xml_len += n + 2;
+}
+
+/* text, escaped as libxlsxwriter escapes it: &, <, > as entities, control
+ * characters but tab and newline as _xHHHH_. */
+static void rs_text(rep_sheet_t *s, const char *text, size_t len)
+{
+    char *p = rs_room(s, len * 7);
+    if (!p)
+        return;
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)text[i];
+        if (c == '&') {
+            memcpy(p + n, "&amp;", 5);
+            n += 5;
+        } else if (c == '<') {
+            memcpy(p + n, "&lt;", 4);
+            n += 4;
+        } else if (c == '>') {
+            memcpy(p + n, "&gt;", 4);
+            n += 4;
+        } else if (c < 0x20 && c != '\t' && c != '\n') {
+            static const char hex[] = "0123456789ABCDEF";
+            memcpy(p + n, "_x00", 4);
+            p[n + 4] = hex[c >> 4];
+            p[n + 5] = hex[c & 15];
+            p[n + 6] = '_';
+            n += 7;
+        } else {
+            p[n++] = (char)c;
+        }
+    }
+    s->xml_len += n;
+}
+
+static void rs_str(rep_sheet_t *s, int col, const char *text, int xf)
+{
+    size_t len = strlen(text);
+    if (!len) {
+        rep_sheet_blank(s, col, xf);
+        return;
+    }
+    char *p = rs_room(s, 96);
+    if (!p)
+        return;
+    size_t n = rs_cell_open(s, p, col, xf);
+    int keep = isspace((unsigned char)text[0]) || isspace((unsigned char)text[len - 1]);
+    const char *mid = keep ? " t=\"inlineStr\"><is><t xml:space=\"preserve\">"
+                           : " t=\"inlineStr\"><is><t>";
+    size_t ml = strlen(mid);
+    memcpy(p + n, mid, ml);
+    s->xml_len += n + ml;
+    rs_text(s, text, len);
+    RS_LIT(s, "</t></is></c>");
+}
+
+void rep_sheet_str(rep_sheet_t *s, int col, const char *text, int xf)
+{
+    /* Valid UTF-8, cut on a character boundary: Excel refuses longer cells
+     * and an invalid byte makes the whole workbook unreadable. */
+    char *cut = NULL;
+    text = msp_utf8_clean(text ? text : "", RS_MAX_STR, &cut);
+    if (!text) {
+        rs_fail(s, ENOMEM);
+        return;
+    }
+    rs_str(s, col, text, xf);
+    free(cut);
+}
+
+void rep_sheet_formula_str(rep_sheet_t *s, int col, const char *formula, const char *value, int xf)
+{
+    char *p = rs_room(s, 96);
+    if (!p)
+        return;
+    size_t n = rs_cell_open(s, p, col, xf);
+    memcpy(p + n, " t=\"str\"><f>", 12);
+    s->xml_len += n + 12;
+    /* libxlsxwriter drops a formula's leading '=' */
+    rs_text(s, formula + (formula[0] == '='), strlen(formula + (formula[0] == '=')));
+    RS_LIT(s, "</f><v>");
+    rs_text(s, value, strlen(value));
+    RS_LIT(s, "</v></c>");
+}
+
+void rep_sheet_link(rep_sheet_t *s, int col, const char *location, int xf)
+{
+    rep_sheet_str(s, col, location, xf);
+    if (s->err)
+        return;
+    /* The <hyperlinks> element after the rows, kept as XML. A location is
+     * ours ("details_2!A5"): a name that would need escaping gets no link. */
+    if (location[strspn(location, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                  "0123456789_!$")])
+        return;
+    size_t need = 2 * strlen(location) + 96;
+    if (s->links_len + need > s->links_cap) {
+        size_t cap = (s->links_cap ? s->links_cap * 2 : 4096) + need;
+        char *nv = realloc(s->links, cap);
+        if (!nv) {
+            rs_fail(s, ENOMEM);
+            return;
+        }
+        s->links = nv;
+        s->links_cap = cap;
+    }
+    char ref[32];
+    ref[rs_ref(ref, col, s->row1)] = '\0';
+    s->links_len += (size_t)snprintf(s->links + s->links_len, s->links_cap - s->links_len,
+                                     "<hyperlink ref=\"%s\" location=\"%s\" display=\"%s\"/>", ref,
+                                     location, location);
+}
+
+msp_err rep_sheet_end(rep_sheet_t *s)
+{
+    if (s->row1)
+        RS_LIT(s, "</row>");
+    s->row1 = 0;
+    rs_deflate(s, Z_SYNC_FLUSH); /* byte-aligned and not final: more follows */
+    if (!s->err && fflush(s->file) != 0)
+        rs_fail(s, errno);
+    if (s->z_live)
+        deflateEnd(&s->z);
+    s->z_live = 0;
+    if (s->err)
+        return msp_fail(s->err == ENOMEM ? MSP_ERR_NOMEM : MSP_ERR_IO,
+                        "cannot write the report's rows: %s", strerror(s->err));
+    return MSP_OK;
+}
+
+void rep_sheet_free(rep_sheet_t *s)
+{
+    if (s->z_live)
+        deflateEnd(&s->z);
+    if (s->file)
+        fclose(s->file);
+    free(s->xml);
+    free(s->out);
+    free(s->links);
+    memset(s, 0, sizeof *s);
+}
