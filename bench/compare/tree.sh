@@ -12,9 +12,12 @@
 #     reader helper's catalogue (msprobe-catalogue, libhdf5 opening every
 #     dataset to check /index) and compare's own.
 # Prints one summary at the end; deletes the trees (WORK keeps them when set).
+# BASE (another build, e.g. of the last release) runs the same one-process
+# compare beside ours; WHOLE=0 skips the everything-in-memory run and
+# SMALL_LAYERS=0 the tensor subset (both long past a few hundred ranks).
 #
 #   bench/compare/tree.sh [BUILD_DIR]
-#     env: RANKS=64 STEPS=2 LAYERS=2500 SMALL_LAYERS=250 NUMEL=1024 NP=2 WORK=
+#     env: RANKS=64 STEPS=2 LAYERS=2500 SMALL_LAYERS=250 NUMEL=1024 NP=2 WORK= BASE= WHOLE=1
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
 BUILD=${1:-$HERE/../../build}
@@ -24,6 +27,8 @@ LAYERS=${LAYERS:-2500}
 SMALL_LAYERS=${SMALL_LAYERS:-250}
 NUMEL=${NUMEL:-1024}
 NP=${NP:-2}
+BASE=${BASE:-}
+WHOLE=${WHOLE:-1}
 GEN=$BUILD/bench/compare/msprobe-gen
 CB=$BUILD/bench/compare/cmp_bench
 MSP=$BUILD/src/cli/msprobe
@@ -49,14 +54,16 @@ if [ ! -d "$WORK/stats" ]; then
     "$GEN" --out "$WORK/stats" --steps "$STEPS" --ranks "$RANKS" --layers "$LAYERS" --numel 256 \
         --task statistics --dtype bf16 --plant $((LAYERS / 3)) --plant-step $((STEPS - 1)) \
         --plant-rank $((RANKS / 2 + 5)) --magnitude 0.3 --seed 5
-    echo "== generating the tensor subset: $((2 * SMALL_LAYERS)) records of $NUMEL elements"
-    "$GEN" --out "$WORK/small" --steps "$STEPS" --ranks "$RANKS" --layers "$SMALL_LAYERS" \
-        --numel "$NUMEL" --dtype bf16 --plant $((SMALL_LAYERS / 3)) --plant-step $((STEPS - 1)) \
-        --plant-rank $((RANKS / 2 + 5)) --magnitude 0.3 --seed 5
-    # the same bytes in 16 large tensors a side and step
-    big=$((RANKS * SMALL_LAYERS * NUMEL / 8))
-    "$GEN" --out "$WORK/large" --steps "$STEPS" --ranks 2 --layers 4 --numel "$big" \
-        --dtype bf16 --seed 5
+    if [ "$SMALL_LAYERS" -gt 0 ]; then
+        echo "== generating the tensor subset: $((2 * SMALL_LAYERS)) records of $NUMEL elements"
+        "$GEN" --out "$WORK/small" --steps "$STEPS" --ranks "$RANKS" --layers "$SMALL_LAYERS" \
+            --numel "$NUMEL" --dtype bf16 --plant $((SMALL_LAYERS / 3)) --plant-step $((STEPS - 1)) \
+            --plant-rank $((RANKS / 2 + 5)) --magnitude 0.3 --seed 5
+        # the same bytes in 16 large tensors a side and step
+        big=$((RANKS * SMALL_LAYERS * NUMEL / 8))
+        "$GEN" --out "$WORK/large" --steps "$STEPS" --ranks 2 --layers 4 --numel "$big" \
+            --dtype bf16 --seed 5
+    fi
     # a quarter of the ranks, for memory against tree size
     mkdir -p "$WORK/quarter/bench" "$WORK/quarter/npu"
     for side in bench npu; do
@@ -73,9 +80,20 @@ if [ ! -d "$WORK/stats" ]; then
         done
     done
 fi
-du -sh "$WORK/stats/bench" "$WORK/stats/npu" "$WORK/small/bench" "$WORK/small/npu" \
-    "$WORK/large/bench" "$WORK/large/npu"
-cat "$WORK"/stats/*/*/*/dump.h5 "$WORK"/small/*/*/*/dump.h5 "$WORK"/large/*/*/*/dump.h5 >/dev/null
+du -sh "$WORK/stats/bench" "$WORK/stats/npu"
+[ "$SMALL_LAYERS" -gt 0 ] && du -sh "$WORK/small/bench" "$WORK/small/npu" "$WORK/large/bench" \
+    "$WORK/large/npu"
+find "$WORK/stats" -name dump.h5 -exec cat {} + >/dev/null
+
+# report_sizes DIR: the workbooks (how many, MiB), result.csv and result.html
+report_sizes() {
+    nb=$(find "$1" -maxdepth 1 -name 'result*.xlsx' | wc -l)
+    xl=$(find "$1" -maxdepth 1 -name 'result*.xlsx' -printf '%s\n' | awk '{s += $1} END {printf "%.1f", s / 1048576}')
+    csv=$(find "$1" -maxdepth 1 -name result.csv -printf '%s' | awk '{printf "%.1f", $1 / 1048576}')
+    html=$(find "$1" -maxdepth 1 -name result.html -printf '%s' | awk '{printf "%.1f", $1 / 1048576}')
+    echo "$nb workbooks $xl MiB, result.csv ${csv:-0} MiB, result.html ${html:-0} MiB"
+}
+records=$((RANKS * STEPS * 2 * LAYERS))
 
 echo "== statistics tree: msprobe compare, one process (reports included)"
 rm -rf "$WORK/out1"
@@ -87,6 +105,21 @@ cat "$WORK/stdout1" | sed -n '1,6p'
 one_wall=$(echo "$t1 - $t0" | bc -l)
 one_cmp=$(sed -n 's/^compared .* in \([0-9.]*\) s.*/\1/p' "$WORK/stdout1")
 one_rss=$(rss_of "$WORK/time1")
+one_sizes=$(report_sizes "$WORK/out1")
+
+base_wall=""
+if [ -n "$BASE" ]; then
+    echo "== statistics tree: the base build's msprobe compare, one process (reports included)"
+    rm -rf "$WORK/outb"
+    t0=$(now)
+    /usr/bin/time -v -o "$WORK/timeb" "$BASE/src/cli/msprobe" compare -b "$WORK/stats/bench" \
+        -c "$WORK/stats/npu" -o "$WORK/outb" --csv --replay off > "$WORK/stdoutb" || [ $? -eq 1 ]
+    t1=$(now)
+    base_wall=$(echo "$t1 - $t0" | bc -l)
+    base_rss=$(rss_of "$WORK/timeb")
+    base_sizes=$(report_sizes "$WORK/outb")
+    rm -rf "$WORK/outb"
+fi
 
 echo "== statistics tree: mpirun -np $NP msprobe compare (reports included)"
 mpi_wall=""
@@ -109,36 +142,51 @@ else
 fi
 
 echo "== memory: everything in memory against a pair at a time"
-whole=$("$CB" compare "$WORK/stats/bench" "$WORK/stats/npu")
-echo "msp_compare_run, $RANKS ranks:    $whole"
+whole="rss_mib=skipped"
+if [ "$WHOLE" = 1 ]; then
+    whole=$("$CB" compare "$WORK/stats/bench" "$WORK/stats/npu")
+    echo "msp_compare_run, $RANKS ranks:    $whole"
+fi
 tree=$("$CB" tree "$WORK/stats/bench" "$WORK/stats/npu")
 echo "msp_compare_stream, $RANKS ranks: $tree"
 quarter=$("$CB" tree "$WORK/quarter/bench" "$WORK/quarter/npu")
 echo "msp_compare_stream, $((RANKS / 4)) ranks: $quarter"
 
-echo "== tensors: small against large, the same bytes"
-small=$("$CB" tree "$WORK/small/bench" "$WORK/small/npu")
-echo "small: $small"
-large=$("$CB" tree "$WORK/large/bench" "$WORK/large/npu")
-echo "large: $large"
-# the reader helper's part: every file's catalogue, one after the other
-nfiles=$(find "$WORK/small" -name dump.h5 | wc -l)
-t0=$(now)
-find "$WORK/small" -name dump.h5 | while read -r f; do "$CAT" -- "$f" > /dev/null; done
-t1=$(now)
-cat_s=$(echo "$t1 - $t0" | bc -l)
-
 rows=$(field tensors "$tree")
-srows=$(field tensors "$small")
+if [ "$SMALL_LAYERS" -gt 0 ]; then
+    echo "== tensors: small against large, the same bytes"
+    small=$("$CB" tree "$WORK/small/bench" "$WORK/small/npu")
+    echo "small: $small"
+    large=$("$CB" tree "$WORK/large/bench" "$WORK/large/npu")
+    echo "large: $large"
+    # the reader helper's part: every file's catalogue, one after the other
+    nfiles=$(find "$WORK/small" -name dump.h5 | wc -l)
+    t0=$(now)
+    find "$WORK/small" -name dump.h5 | while read -r f; do "$CAT" -- "$f" > /dev/null; done
+    t1=$(now)
+    cat_s=$(echo "$t1 - $t0" | bc -l)
+
+    srows=$(field tensors "$small")
+fi
 echo "== summary (load average $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores)"
-printf 'statistics tree:  %s ranks x %s steps, %s tensor rows\n' "$RANKS" "$STEPS" "$rows"
-printf '  one process:    %.1f s wall (compare %s s, %.1f us a row; reports the rest), peak RSS %s MiB\n' \
-    "$one_wall" "$one_cmp" "$(echo "1000000 * $one_cmp / $rows" | bc -l)" "$one_rss"
+printf 'statistics tree:  %s ranks x %s steps, %s records, %s tensor rows\n' "$RANKS" "$STEPS" \
+    "$records" "$rows"
+printf '  one process:    %.1f s wall, %.0f records/s (compare %s s, %.1f us a row; reports the rest), peak RSS %s MiB\n' \
+    "$one_wall" "$(echo "$records / $one_wall" | bc -l)" "$one_cmp" \
+    "$(echo "1000000 * $one_cmp / $rows" | bc -l)" "$one_rss"
+printf '  reports:        %s\n' "$one_sizes"
+if [ -n "$base_wall" ]; then
+    printf '  base build:     %.1f s wall, %.0f records/s, peak RSS %s MiB (ours %.2fx its speed); %s\n' \
+        "$base_wall" "$(echo "$records / $base_wall" | bc -l)" "$base_rss" \
+        "$(echo "$base_wall / $one_wall" | bc -l)" "$base_sizes"
+fi
 if [ -n "$mpi_wall" ]; then
-    printf '  mpirun -np %s:   %.1f s wall (compare %s s)\n' "$NP" "$mpi_wall" "$mpi_cmp"
+    printf '  mpirun -np %s:   %.1f s wall, %.0f records/s (compare %s s)\n' "$NP" "$mpi_wall" \
+        "$(echo "$records / $mpi_wall" | bc -l)" "$mpi_cmp"
 fi
 printf '  peak RSS:       %s MiB everything in memory, %s MiB a pair at a time (%s MiB on a quarter of the ranks)\n' \
     "$(field rss_mib "$whole")" "$(field rss_mib "$tree")" "$(field rss_mib "$quarter")"
+[ "$SMALL_LAYERS" -gt 0 ] || exit 0
 printf 'tensor subset:    %s rows of %s elements, %s MB: %.3f GB/s; %.1f us a row\n' "$srows" \
     "$NUMEL" "$(echo "$(field bytes "$small") / 1000000" | bc)" "$(field gbps "$small")" \
     "$(echo "1000000 * $(field seconds "$small") / $srows" | bc -l)"

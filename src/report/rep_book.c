@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zip.h>
 
 #define RB_DOS_DATE 0x21 /* 1980-01-01, as libxlsxwriter dates its entries */
@@ -262,6 +263,31 @@ static int rb_copy(rb_out_t *o, FILE *f, zip_file_t *zf, uint64_t n)
     return o->err ? -1 : 0;
 }
 
+/* The rows' deflated bytes (n) from their temp file to o: in the kernel when
+ * it can (one copy instead of a read and a write), else through rb_copy. */
+static int rb_copy_rows(rb_out_t *o, FILE *rows, uint64_t n)
+{
+    if (o->err || fflush(o->f) != 0)
+        return -1;
+    int in = fileno(rows), out = fileno(o->f);
+    off_t off = 0;
+    uint64_t left = n;
+    while (left) {
+        ssize_t k = copy_file_range(in, &off, out, NULL,
+                                    left < ((size_t)1 << 30) ? left : (size_t)1 << 30, 0);
+        if (k <= 0)
+            break;
+        left -= (uint64_t)k;
+    }
+    o->at += n - left;
+    if (!left)
+        return fseeko(o->f, 0, SEEK_END) == 0 ? 0 : -1;
+    /* a file system without it: the rest the plain way */
+    if (fseeko(rows, off, SEEK_SET) != 0 || fseeko(o->f, 0, SEEK_END) != 0)
+        return -1;
+    return rb_copy(o, rows, NULL, left);
+}
+
 /* Entry i, one of ours: the placeholder's pieces around rows. */
 static int rb_splice_entry(rb_out_t *o, zip_t *za, zip_uint64_t i, zip_uint64_t size,
                            rep_sheet_t *rows, rb_entry_t *e)
@@ -285,7 +311,7 @@ static int rb_splice_entry(rb_out_t *o, zip_t *za, zip_uint64_t i, zip_uint64_t 
     e->raw = npre + rows->raw + npost;
     rb_local(o, e);
     rb_write(o, zpre, lpre);
-    if (fseeko(rows->file, 0, SEEK_SET) != 0 || rb_copy(o, rows->file, NULL, rows->comp) != 0)
+    if (rb_copy_rows(o, rows->file, rows->comp) != 0)
         goto cleanup;
     rb_write(o, zpost, lpost);
     rc = o->err ? -1 : 0;
