@@ -108,7 +108,7 @@ const char *cmp_job_add_tensors(cJSON *arr, cmp_job_tensor_t **v, size_t *n, siz
         if ((which == CMP_JOB_INPUTS && out) || (which == CMP_JOB_OUTPUTS && !out))
             continue;
         if (!t->has_data)
-            return "the compare side holds statistics only for it";
+            return CMP_JOB_STATS_ONLY;
         if (t->dtype == MSP_DTYPE_INVALID || !msp_dtype_size(t->dtype))
             return "a tensor of a dtype msprobe cannot read";
         cmp_job_tensor_t *nv = msp_grow(*v, cap, *n, sizeof **v, 16);

@@ -31,6 +31,9 @@ typedef struct cmp_job_tensor {
     uint64_t every; /* > 1: only every k-th block (cmp_job_sample_numel) is sent */
 } cmp_job_tensor_t;
 
+/* Why a record whose compare side holds no tensor data is not replayed. */
+#define CMP_JOB_STATS_ONLY "the compare side holds statistics only for it"
+
 /* A record's attributes into args (those not there yet), except the call's
  * context (autocast, alias.*), which goes to ctx (may be NULL: dropped).
  * 0, or -1 when they cannot be read. */

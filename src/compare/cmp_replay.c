@@ -624,6 +624,32 @@ void cmp_replay_count(msp_compare_result_t *res, msp_replay_verdict_t v)
     }
 }
 
+/* Whether no tensor of rec's compare-side record holds data (a statistics
+ * dump): its replay has nothing to call and is decided without the worker,
+ * which a statistics tree then never starts (a cold one imports torch). */
+static int rp_stats_only(const rp_file_t *f, const msp_record_cmp_t *rec)
+{
+    const msp_record_info_t *c = rp_find(f->cf, f->cnames, rec->name);
+    if (!c || !c->n_tensors)
+        return 0;
+    for (size_t i = 0; i < c->n_tensors; i++)
+        if (c->tensors[i].has_data)
+            return 0;
+    return 1;
+}
+
+/* The worker started for the first record that needs it: 0, or -1 with
+ * res->replay_unavailable saying why. */
+static int rp_begin(rp_worker_t *w, const char *py, double deadline, msp_compare_result_t *res)
+{
+    char *why = rp_start(w, py, deadline);
+    if (!why)
+        return 0;
+    res->replay_unavailable = why;
+    msp_log(MSP_LOG_WARN, "replay: %s; suspects come from error ratios alone", why);
+    return -1;
+}
+
 msp_err cmp_replay_run(msp_compare_result_t *res, const cmp_file_pair_t *fps, size_t nfp,
                        const msp_compare_opts_t *o, rp_worker_t *given)
 {
@@ -662,14 +688,11 @@ msp_err cmp_replay_run(msp_compare_result_t *res, const cmp_file_pair_t *fps, si
     unsigned long clock = 0;
     size_t bufsz = (size_t)1 << 20;
     void *buf = malloc(bufsz);
-    char *why = !buf                       ? msp_asprintf("out of memory")
-                : w->fd >= 0 && !w->joined ? NULL /* the caller's, already serving */
-                                           : rp_start(w, py, deadline);
+    int ready = w->fd >= 0 && !w->joined; /* the caller's, already serving */
     int starts = 1;
     size_t k = 0;
-    if (why) {
-        res->replay_unavailable = why;
-        msp_log(MSP_LOG_WARN, "replay: %s; suspects come from error ratios alone", why);
+    if (!buf) {
+        res->replay_unavailable = msp_asprintf("out of memory");
         k = nc;
     }
     for (; k < nc; k++) {
@@ -683,6 +706,14 @@ msp_err cmp_replay_run(msp_compare_result_t *res, const cmp_file_pair_t *fps, si
             r->replay_note = fwhy;
             continue;
         }
+        if (rp_stats_only(f, r)) {
+            r->replay = MSP_RV_SKIPPED;
+            r->replay_note = strdup(CMP_JOB_STATS_ONLY);
+            continue;
+        }
+        if (!ready && rp_begin(w, py, deadline, res) != 0)
+            break;
+        ready = 1;
         const char *kwhy = NULL;
         const char *kind = rp_kind(r->name, &kwhy);
         int rr = rp_job(w, r, k, f, kind, deadline, per_record, buf, bufsz);

@@ -176,5 +176,37 @@ class KeptWorker(unittest.TestCase):
         self.assertEqual(os.listdir(d), [])
 
 
+    def test_a_statistics_compare_starts_no_worker(self):
+        """A statistics dump holds no tensor to call an API on: replay decides
+        each candidate without a worker and starts none (a cold one imports
+        torch, seconds on a tree that needs nothing of it). With no Python to
+        start, the compare must not even try: no warning, and the suspect's
+        Replay cell says why it was not replayed. The planted op: gelu with
+        approximate="tanh", its statistics from numpy."""
+        x = self.x
+        for side in ("sgpu", "snpu"):
+            out = gelu(x, tanh=(side == "snpu")).astype(np.float32)
+            write_dump(os.path.join(self.work, side, "step0", "rank0", "dump.h5"),
+                       [("Functional.gelu.0.forward", 0, {"input.0": x, "output.0": out})],
+                       task="statistics", stats_only=True)
+        env = dict(self.env, MSPROBE_PYTHON=os.path.join(self.work, "no-such-python"))
+        out = os.path.join(self.work, "sout")
+        p = subprocess.run([BIN, "-v", "compare", "-b", "sgpu", "-c", "snpu", "-o", out],
+                           capture_output=True, text=True, timeout=300, env=env, cwd=self.work)
+        self.assertIn(p.returncode, (0, 1), p.stdout + p.stderr)
+        self.assertNotIn("no-such-python", p.stdout + p.stderr)
+        self.assertNotIn("error ratios alone", p.stdout + p.stderr)
+        self.assertIsNone(KEPT.search(p.stderr), p.stderr)
+        wb = openpyxl.load_workbook(os.path.join(out, "result.xlsx"), read_only=True)
+        rows = list(wb["summary"].iter_rows(values_only=True))
+        head = rows[0]
+        row = [dict(zip(head, r)) for r in rows[1:] if r[head.index("Name")] ==
+               "Functional.gelu.0.forward"][0]
+        # the output's max differs by more than bf16's floor: a candidate
+        self.assertGreater(abs(float(gelu(x, True).max()) - float(gelu(x).max())), 1e-4)
+        self.assertEqual(row["Replay"],
+                         "not replayable: the compare side holds statistics only for it")
+
+
 if __name__ == "__main__":
     unittest.main()
