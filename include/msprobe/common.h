@@ -192,6 +192,14 @@ void msp_index_free(msp_index_t *t);
 /* malloc'd printf. Returns NULL on OOM. */
 char *msp_asprintf(const char *fmt, ...) MSP_PRINTF(1, 2);
 
+/* v as the reports print a number: the shortest of 15 or 17 significant
+ * digits that strtod reads back as v, in printf's %g form ("0.1",
+ * "1.0000000000000002", "1e-05"; NaN and Inf as %g spells them). buf holds
+ * MSP_DTOA_SIZE bytes; returns the text's length. Several times faster
+ * than printing with printf and checking (src/common/dtoa.c). */
+#define MSP_DTOA_SIZE 32
+size_t msp_dtoa(double v, char *buf);
+
 /* Text fit for an xlsx or csv cell: valid UTF-8 (strict: no overlong forms,
  * surrogates or code points past U+10FFFF), each invalid sequence and each
  * character XML 1.0 forbids (C0 controls but tab, LF and CR; U+FFFE, U+FFFF)

@@ -45,12 +45,8 @@ void msp_cfg_describe(const cJSON *it, char *buf, size_t cap)
         msp_cfg_quote(q, sizeof q, it->valuestring);
         snprintf(buf, cap, "\"%s\"", q);
     } else if (cJSON_IsNumber(it)) {
-        /* Shortest of %.15g / %.17g that reads back as the same double. */
-        char num[40];
-        snprintf(num, sizeof num, "%.15g", it->valuedouble);
-        double back = strtod(num, NULL);
-        if (back < it->valuedouble || back > it->valuedouble)
-            snprintf(num, sizeof num, "%.17g", it->valuedouble);
+        char num[MSP_DTOA_SIZE];
+        msp_dtoa(it->valuedouble, num);
         snprintf(buf, cap, "number %s", num);
     } else if (cJSON_IsArray(it)) {
         snprintf(buf, cap, "an array");

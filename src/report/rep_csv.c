@@ -30,12 +30,8 @@ static void msp_csv_num(FILE *f, double v)
     }
     /* 15 digits when they read back exactly (short and friendly), else the
      * 17 that always do; 16 rarely helps and costs another pass. */
-    char buf[40];
-    snprintf(buf, sizeof buf, "%.15g", v);
-    double back = strtod(buf, NULL);
-    if (back < v || back > v) /* not equal, without -Wfloat-equal */
-        snprintf(buf, sizeof buf, "%.17g", v);
-    fputs_unlocked(buf, f);
+    char buf[MSP_DTOA_SIZE];
+    fwrite_unlocked(buf, 1, msp_dtoa(v, buf), f);
 }
 
 static void msp_csv_row(FILE *f, int stats, const msp_tensor_cmp_t *t, const msp_record_cmp_t *rec,

@@ -12,8 +12,10 @@
  * integers skip printf, and the deflate runs at level 1.
  *
  * The XML is what libxlsxwriter writes for the same cells (inline strings,
- * "%.16G" numbers, _xHHHH_ for control characters, xml:space="preserve" on
- * an edge space), so a reader sees the same workbook. The stream ends with a
+ * _xHHHH_ for control characters, xml:space="preserve" on an edge space),
+ * so a reader sees the same workbook; but numbers read back exactly (the
+ * shortest of 15 or 17 digits that does, msp_dtoa), where libxlsxwriter's
+ * "%.16G" may lose the last bit. The stream ends with a
  * sync flush, not a final block: the pieces around it are deflated apart
  * and the three concatenate into one deflate stream. */
 #include "rep_internal.h"
@@ -192,14 +194,15 @@ static size_t rs_cell_open(rep_sheet_t *s, char *p, int col, int xf)
 
 void rep_sheet_num(rep_sheet_t *s, int col, double v, int xf)
 {
-    char *p = rs_room(s, 96);
+    char *p = rs_room(s, 64 + MSP_DTOA_SIZE);
     if (!p)
         return;
     size_t n = rs_cell_open(s, p, col, xf);
     memcpy(p + n, "><v>", 4);
     n += 4;
-    /* libxlsxwriter's "%.16G"; an integer below 10^15 prints the same digits
-     * without printf */
+    /* an integer below 10^15 as its digits; else the shortest of 15 or 17
+     * digits that reads back (msp_dtoa), where libxlsxwriter wrote 16 that
+     * may not */
     int small = v > -1e15 && v < 1e15;
     int64_t iv = small ? (int64_t)v : 0;
     if (small && !((double)iv < v) && !((double)iv > v) && (iv || !signbit(v))) {
@@ -207,7 +210,7 @@ void rep_sheet_num(rep_sheet_t *s, int col, double v, int xf)
             p[n++] = '-';
         n += rs_u64(p + n, iv < 0 ? (uint64_t)-iv : (uint64_t)iv);
     } else {
-        n += (size_t)snprintf(p + n, 32, "%.16G", v);
+        n += msp_dtoa(v, p + n);
     }
     memcpy(p + n, "</v></c>", 8);
     s->xml_len += n + 8;

@@ -1,0 +1,154 @@
+/* msp_dtoa (src/common/dtoa.c) against the rule it documents, worked out
+ * here with printf and strtod: the text reads back as the same double; it
+ * is printf's %.15g whenever that reads back (then it is the only 15-digit
+ * decimal that does), else a %g text of 16 or 17 significant digits (17
+ * rounded, then its trailing zeros dropped, as %g drops them). Over values the reports print: random bit patterns, short
+ * decimals, bfloat16 and float32 values, integers, powers of ten and two,
+ * values next to them, the ends of the double range, subnormals, zeros,
+ * NaN and infinities; and a few texts written out by hand. */
+#include "msprobe/common.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "unit_check.h"
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
+
+static uint64_t rng(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+static double from_bits(uint64_t b)
+{
+    double v;
+    memcpy(&v, &b, sizeof v);
+    return v;
+}
+
+static size_t checked;
+
+/* Significant digits of a %g text: those before any exponent, from the first
+ * that is not zero. */
+static int sig_digits(const char *t)
+{
+    int n = 0, started = 0;
+    for (; *t && *t != 'e'; t++) {
+        if (*t < '0' || *t > '9')
+            continue;
+        started |= *t != '0';
+        n += started;
+    }
+    return n;
+}
+
+static void check_one(double v)
+{
+    char got[MSP_DTOA_SIZE], p15[40], p17[40];
+    size_t n = msp_dtoa(v, got);
+    CHECK(n == strlen(got));
+    snprintf(p15, sizeof p15, "%.15g", v);
+    snprintf(p17, sizeof p17, "%.17g", v);
+    checked++;
+    if (isnan(v)) {
+        CHECK(strcmp(got, p15) == 0);
+        return;
+    }
+    double back = strtod(got, NULL);
+    double b15 = strtod(p15, NULL);
+    int reads_back = memcmp(&back, &v, sizeof v) == 0; /* bit for bit: -0 reads back as -0 */
+    if (!reads_back)
+        fprintf(stderr, "msp_dtoa(%a) = \"%s\" (%%.15g \"%s\", %%.17g \"%s\")\n", v, got, p15, p17);
+    CHECK(reads_back);
+    if (!(b15 < v) && !(b15 > v)) { /* %.15g reads back: it is the answer */
+        if (strcmp(got, p15) != 0)
+            fprintf(stderr, "msp_dtoa(%a) = \"%s\", want \"%s\"\n", v, got, p15);
+        CHECK(strcmp(got, p15) == 0);
+    } else { /* else at most 17 significant digits, in %g's form */
+        if (sig_digits(got) > 17 || sig_digits(got) < 16)
+            fprintf(stderr, "msp_dtoa(%a) = \"%s\", %%.17g \"%s\"\n", v, got, p17);
+        CHECK(sig_digits(got) <= 17);
+        CHECK(sig_digits(got) >= 16); /* 15 would have been %.15g */
+        CHECK(strchr(got, 'e') ? strchr(p17, 'e') != NULL : strchr(p17, 'e') == NULL);
+    }
+}
+
+static void check_near(double v)
+{
+    check_one(v);
+    check_one(-v);
+    check_one(nextafter(v, INFINITY));
+    check_one(nextafter(v, -INFINITY));
+}
+
+static void hand_written(void)
+{
+    static const struct {
+        double v;
+        const char *want;
+    } cases[] = {
+        {0.1, "0.1"},
+        {0.1 + 0.2, "0.30000000000000004"},
+        {1e-05, "1e-05"},
+        {0.0001, "0.0001"},
+        {123456789012345.0, "123456789012345"},
+        {1e15, "1e+15"},
+        {-2.5, "-2.5"},
+        {0.734375, "0.734375"}, /* a bfloat16 value */
+        {1.0 / 3.0, "0.33333333333333331"},
+        {DBL_MAX, "1.7976931348623157e+308"},
+        {0.0, "0"},
+        {-0.0, "-0"},
+        {INFINITY, "inf"},
+        {-INFINITY, "-inf"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char got[MSP_DTOA_SIZE];
+        msp_dtoa(cases[i].v, got);
+        if (strcmp(got, cases[i].want) != 0)
+            fprintf(stderr, "msp_dtoa(%a) = \"%s\", want \"%s\"\n", cases[i].v, got, cases[i].want);
+        CHECK(strcmp(got, cases[i].want) == 0);
+    }
+}
+
+int main(void)
+{
+    hand_written();
+    for (int i = 0; i < 200000; i++) { /* any bit pattern: every exponent, NaNs */
+        check_one(from_bits(rng()));
+    }
+    for (int i = 0; i < 100000; i++) { /* short decimals: k / 10^j */
+        double v = (double)(int64_t)(rng() % 2000001 - 1000000) / pow(10, (double)(rng() % 12));
+        check_near(v);
+    }
+    for (int i = 0; i < 100000; i++) { /* float32 and bfloat16 values */
+        uint32_t b = (uint32_t)rng();
+        float f, h;
+        memcpy(&f, &b, sizeof f);
+        b &= 0xFFFF0000u;
+        memcpy(&h, &b, sizeof h);
+        check_one((double)f);
+        check_one((double)h);
+    }
+    for (int e = -330; e <= 310; e++) { /* powers of ten and the values next to them */
+        check_near(pow(10, e));
+        check_near(5 * pow(10, e));
+    }
+    for (int e = -1074; e <= 1023; e++) /* powers of two, down through the subnormals */
+        check_near(ldexp(1.0, e));
+    for (int64_t k = -100000; k <= 100000; k += 7) /* integers */
+        check_one((double)k);
+    check_near(DBL_MIN);
+    check_near(DBL_MAX / 2);
+    check_near(DBL_TRUE_MIN * 3);
+    printf("%zu values checked\n", checked);
+    return unit_done("unit_dtoa");
+}
