@@ -69,23 +69,29 @@ static int rb_big(const rb_out_t *o, const rb_entry_t *e)
     return o->zip64 || e->comp >= RB_U32_MAX || e->raw >= RB_U32_MAX || e->offset >= RB_U32_MAX;
 }
 
-/* The local header of e, whose sizes and CRC are known before its data. */
-static void rb_local(rb_out_t *o, const rb_entry_t *e)
+/* The fields the local and the central header share, from the flags to the
+ * name's length. */
+static void rb_fields(rb_out_t *o, const rb_entry_t *e, int big)
 {
-    int big = rb_big(o, e);
-    size_t nl = strlen(e->name);
-    rb_u32(o, 0x04034b50);
-    rb_u16(o, big ? 45 : 20);
-    rb_u16(o, 0);
+    rb_u16(o, 0); /* flags */
     rb_u16(o, e->method);
-    rb_u16(o, 0);
+    rb_u16(o, 0); /* time */
     rb_u16(o, RB_DOS_DATE);
     rb_u32(o, e->crc);
     rb_u32(o, big ? RB_U32_MAX : e->comp);
     rb_u32(o, big ? RB_U32_MAX : e->raw);
-    rb_u16(o, (uint32_t)nl);
+    rb_u16(o, (uint32_t)strlen(e->name));
+}
+
+/* The local header of e, whose sizes and CRC are known before its data. */
+static void rb_local(rb_out_t *o, const rb_entry_t *e)
+{
+    int big = rb_big(o, e);
+    rb_u32(o, 0x04034b50);
+    rb_u16(o, big ? 45 : 20);
+    rb_fields(o, e, big);
     rb_u16(o, big ? 20 : 0);
-    rb_write(o, e->name, nl);
+    rb_write(o, e->name, strlen(e->name));
     if (big) {
         rb_u16(o, 1);
         rb_u16(o, 16);
@@ -97,25 +103,17 @@ static void rb_local(rb_out_t *o, const rb_entry_t *e)
 static void rb_central(rb_out_t *o, const rb_entry_t *e)
 {
     int big = rb_big(o, e);
-    size_t nl = strlen(e->name);
     rb_u32(o, 0x02014b50);
-    rb_u16(o, big ? 45 : 20);
-    rb_u16(o, big ? 45 : 20);
-    rb_u16(o, 0);
-    rb_u16(o, e->method);
-    rb_u16(o, 0);
-    rb_u16(o, RB_DOS_DATE);
-    rb_u32(o, e->crc);
-    rb_u32(o, big ? RB_U32_MAX : e->comp);
-    rb_u32(o, big ? RB_U32_MAX : e->raw);
-    rb_u16(o, (uint32_t)nl);
+    rb_u16(o, big ? 45 : 20); /* made by */
+    rb_u16(o, big ? 45 : 20); /* needed */
+    rb_fields(o, e, big);
     rb_u16(o, big ? 28 : 0);
     rb_u16(o, 0); /* comment */
     rb_u16(o, 0); /* disk */
     rb_u16(o, 0); /* internal attributes */
     rb_u32(o, 0); /* external attributes */
     rb_u32(o, big ? RB_U32_MAX : e->offset);
-    rb_write(o, e->name, nl);
+    rb_write(o, e->name, strlen(e->name));
     if (big) {
         rb_u16(o, 1);
         rb_u16(o, 24);

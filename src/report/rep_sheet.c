@@ -192,12 +192,22 @@ static size_t rs_cell_open(rep_sheet_t *s, char *p, int col, int xf)
     return n;
 }
 
+/* Room for a cell's opening and extra bytes after it: where it starts, its
+ * opening written and *n its length; NULL after a failure. */
+static char *rs_cell(rep_sheet_t *s, int col, int xf, size_t extra, size_t *n)
+{
+    char *p = rs_room(s, 48 + extra);
+    if (p)
+        *n = rs_cell_open(s, p, col, xf);
+    return p;
+}
+
 void rep_sheet_num(rep_sheet_t *s, int col, double v, int xf)
 {
-    char *p = rs_room(s, 64 + MSP_DTOA_SIZE);
+    size_t n = 0;
+    char *p = rs_cell(s, col, xf, 16 + MSP_DTOA_SIZE, &n);
     if (!p)
         return;
-    size_t n = rs_cell_open(s, p, col, xf);
     memcpy(p + n, "><v>", 4);
     n += 4;
     /* an integer below 10^15 as its digits; else the shortest of 15 or 17
@@ -220,10 +230,10 @@ void rep_sheet_blank(rep_sheet_t *s, int col, int xf)
 {
     if (xf <= 0)
         return; /* an unformatted blank is no cell at all */
-    char *p = rs_room(s, 64);
+    size_t n = 0;
+    char *p = rs_cell(s, col, xf, 2, &n);
     if (!p)
         return;
-    size_t n = rs_cell_open(s, p, col, xf);
     memcpy(p + n, "/>", 2);
     s->xml_len += n + 2;
 }
@@ -268,10 +278,10 @@ static void rs_str(rep_sheet_t *s, int col, const char *text, int xf)
         rep_sheet_blank(s, col, xf);
         return;
     }
-    char *p = rs_room(s, 96);
+    size_t n = 0;
+    char *p = rs_cell(s, col, xf, 48, &n);
     if (!p)
         return;
-    size_t n = rs_cell_open(s, p, col, xf);
     int keep = isspace((unsigned char)text[0]) || isspace((unsigned char)text[len - 1]);
     const char *mid = keep ? " t=\"inlineStr\"><is><t xml:space=\"preserve\">"
                            : " t=\"inlineStr\"><is><t>";
@@ -298,10 +308,10 @@ void rep_sheet_str(rep_sheet_t *s, int col, const char *text, int xf)
 
 void rep_sheet_formula_str(rep_sheet_t *s, int col, const char *formula, const char *value, int xf)
 {
-    char *p = rs_room(s, 96);
+    size_t n = 0;
+    char *p = rs_cell(s, col, xf, 48, &n);
     if (!p)
         return;
-    size_t n = rs_cell_open(s, p, col, xf);
     memcpy(p + n, " t=\"str\"><f>", 12);
     s->xml_len += n + 12;
     /* libxlsxwriter drops a formula's leading '=' */
