@@ -62,7 +62,11 @@ typedef struct msp_tensor_sample {
     long tensor; /* row in res->tensors */
     char *why;   /* NULL, or why there is no sample (statistics dump,
                                   file gone, shapes differ); the rest is then zero */
-    uint64_t numel, stride;
+    uint64_t numel;
+    /* the elements read: all (every 1), or past 65,536 those of every
+     * every-th run of 1,024, counted in all; the histogram is theirs */
+    uint64_t counted, every;
+    uint64_t stride;     /* the points: 1 in stride of the elements read */
     size_t n;            /* pairs sampled */
     double *npu, *bench; /* n values each, as read (NaN/Inf kept) */
     /* |npu - bench|: bins[k] counts e in [10^(LO + k/PER), 10^(LO + (k+1)/PER)) */

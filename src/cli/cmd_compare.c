@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <ftw.h>
+#include <pthread.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
@@ -553,6 +554,30 @@ int msp_cmd_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
     return rc;
 }
 
+/* result.html (and the whole result --print-log reads), written beside the
+ * workbooks: every record at once, so past MSP_WHOLE_MAX_RECORDS the page
+ * is not written (the workbook and csv hold them all) and whole stays NULL. */
+typedef struct msp_html_job {
+    const msp_compare_tree_t *tree;
+    const char *out_dir;
+    msp_html_opts_t hopts;
+    int html;
+    msp_compare_result_t *whole;
+    msp_err err;
+    char detail[1024];
+} msp_html_job_t;
+
+static void *msp_html_main(void *arg)
+{
+    msp_html_job_t *j = arg;
+    j->err = msp_compare_tree_whole(j->tree, MSP_WHOLE_MAX_RECORDS, &j->whole);
+    if (!j->err && j->html && j->whole)
+        j->err = msp_report_write_html(j->whole, j->out_dir, &j->hopts);
+    if (j->err)
+        snprintf(j->detail, sizeof j->detail, "%s", msp_last_error());
+    return NULL;
+}
+
 static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
 {
     msp_ca = (msp_compare_args_t){
@@ -641,20 +666,26 @@ static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
     msp_cli_stop_stage(MSP_STOP_WRITING);
     mr.bench = bench;
     mr.cmp = cmp;
-    if ((!mr.msprobe && (err = msp_report_tree_write(tree, out_dir, csv)) != MSP_OK) ||
-        (err = msp_msprobe_reports_write(tree, &mr, &said)) != MSP_OK) {
-        rc = msp_report_error(err);
-        goto cleanup;
-    }
-    /* result.html and --print-log need every record at once: past this many
-     * records the page is not written (the workbook and csv hold them all) */
-    if ((html || print_log) &&
-        (err = msp_compare_tree_whole(tree, MSP_WHOLE_MAX_RECORDS, &whole)) != MSP_OK) {
-        rc = msp_report_error(err);
-        goto cleanup;
-    }
-    msp_html_opts_t hopts = {.bench = bench, .cmp = cmp};
-    if (html && whole && (err = msp_report_write_html(whole, out_dir, &hopts)) != MSP_OK) {
+    /* result.html on a thread of its own while the workbooks are written:
+     * its suspect cards read the suspects' tensors again, which took as long
+     * as a large pair's workbook (msp_html_main) */
+    msp_html_job_t hj = {tree, out_dir, {.bench = bench, .cmp = cmp}, html, NULL, MSP_OK, ""};
+    pthread_t hth;
+    int threaded = (html || print_log) && pthread_create(&hth, NULL, msp_html_main, &hj) == 0;
+    if (!mr.msprobe)
+        err = msp_report_tree_write(tree, out_dir, csv);
+    if (!err)
+        err = msp_msprobe_reports_write(tree, &mr, &said);
+    char rdetail[1024] = "";
+    if (err)
+        snprintf(rdetail, sizeof rdetail, "%s", msp_last_error());
+    if (threaded)
+        pthread_join(hth, NULL);
+    else if (html || print_log)
+        msp_html_main(&hj);
+    whole = hj.whole;
+    if (err || hj.err) {
+        err = err ? msp_fail(err, "%s", rdetail) : msp_fail(hj.err, "%s", hj.detail);
         rc = msp_report_error(err);
         goto cleanup;
     }

@@ -378,9 +378,11 @@ static void cmp_sample_json(msp_buf_t *b, const msp_tensor_sample_t *s)
     }
     cmp_key(b, "sample");
     msp_buf_printf(b,
-                   "{\"numel\":%llu,\"stride\":%llu,\"lo\":%d,\"per\":%d,\"zero\":%llu,"
-                   "\"below\":%llu,\"above\":%llu,\"nonfinite\":%llu,\"bins\":[",
-                   (unsigned long long)s->numel, (unsigned long long)s->stride, MSP_SAMPLE_LO_EXP,
+                   "{\"numel\":%llu,\"counted\":%llu,\"every\":%llu,\"stride\":%llu,\"lo\":%d,"
+                   "\"per\":%d,\"zero\":%llu,\"below\":%llu,\"above\":%llu,\"nonfinite\":%llu,"
+                   "\"bins\":[",
+                   (unsigned long long)s->numel, (unsigned long long)s->counted,
+                   (unsigned long long)s->every, (unsigned long long)s->stride, MSP_SAMPLE_LO_EXP,
                    MSP_SAMPLE_PER_DECADE, (unsigned long long)s->zero, (unsigned long long)s->below,
                    (unsigned long long)s->above, (unsigned long long)s->nonfinite);
     for (int k = 0; k < MSP_SAMPLE_BINS; k++)

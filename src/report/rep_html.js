@@ -487,8 +487,8 @@
     if (s.sample) {
       var plots = el('div', {cls: 'plots'});
       var hc = el('canvas', {cls: 'hist'}), sc = el('canvas', {cls: 'scatter'});
-      plots.appendChild(el('div', null, [el('div', {cls: 'note', text: '|compare \u2212 bench| over all ' + s.sample.numel + ' elements'}), el('div', {cls: 'chartbox small'}, [hc])]));
-      plots.appendChild(el('div', null, [el('div', {cls: 'note', text: 'bench vs compare: ' + (s.sample.stride === 1 ? 'every element' : '1 in every ' + s.sample.stride + ' elements') + ' (' + s.sample.npu.length + ' of ' + s.sample.numel + ', at most ' + D.sample_points + ')'}), el('div', {cls: 'chartbox small'}, [sc])]));
+      plots.appendChild(el('div', null, [el('div', {cls: 'note', text: '|compare \u2212 bench| over ' + (s.sample.every === 1 ? 'all ' + s.sample.numel + ' elements' : s.sample.counted + ' of ' + s.sample.numel + ' elements (every ' + s.sample.every + 'th run of 1024)')}), el('div', {cls: 'chartbox small'}, [hc])]));
+      plots.appendChild(el('div', null, [el('div', {cls: 'note', text: 'bench vs compare: ' + (s.sample.stride === 1 ? 'every element' : '1 in every ' + s.sample.stride + ' elements') + (s.sample.every === 1 ? '' : ' read') + ' (' + s.sample.npu.length + ' of ' + s.sample.numel + ', at most ' + D.sample_points + ')'}), el('div', {cls: 'chartbox small'}, [sc])]));
       card.appendChild(plots);
       card._plots = function () { drawSample(s.sample, hc, sc); };
     } else if (s.sample_why) {

@@ -1,14 +1,22 @@
 /* Samples of compared tensor pairs for the HTML report's suspect cards: the
  * two dumps are opened again (only the step/rank files a sample needs), each
  * tensor pair is streamed a block at a time, and what is kept is bounded: at
- * most max_points element pairs and a fixed histogram of |npu - bench|. */
+ * most max_points element pairs and a fixed histogram of |npu - bench|.
+ *
+ * A tensor past CMP_SAMPLE_KEEP elements is sampled as replay samples it:
+ * every k-th run of CMP_SAMPLE_RUN elements, k the least that keeps at most
+ * CMP_SAMPLE_KEEP, and only those runs are read. Reading every element of a
+ * large suspect was most of what a default compare of bench/compare's
+ * 512 MiB pair spent beyond --replay off (issue 38). */
 #include "rep_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define CMP_SAMPLE_BLOCK ((size_t)1 << 20) /* elements per side per read */
+#define CMP_SAMPLE_BLOCK ((size_t)1 << 20)  /* elements per side per read */
+#define CMP_SAMPLE_RUN ((uint64_t)1024)     /* elements of a sampled run */
+#define CMP_SAMPLE_KEEP ((uint64_t)1 << 16) /* elements a tensor's histogram reads at most */
 
 void msp_tensor_sample_free(msp_tensor_sample_t *s)
 {
@@ -144,9 +152,20 @@ static msp_err cmp_sample_pair(msp_dump_file_t *cf, const msp_record_info_t *cr,
         return msp_fail(MSP_ERR_UNSUPPORTED, "dtype %s / %s cannot be read", ct->dtype_name,
                         bt->dtype_name);
     uint64_t numel = ct->numel > 0 ? (uint64_t)ct->numel : 0;
+    /* the runs read: every one (then in CMP_SAMPLE_BLOCK pieces), or every k-th */
+    uint64_t runs = (numel + CMP_SAMPLE_RUN - 1) / CMP_SAMPLE_RUN;
+    uint64_t per = CMP_SAMPLE_KEEP / CMP_SAMPLE_RUN;
+    uint64_t every = numel > CMP_SAMPLE_KEEP ? (runs + per - 1) / per : 1;
+    uint64_t counted = numel;
+    if (every > 1) {
+        counted = 0;
+        for (uint64_t j = 0; j < runs; j += every)
+            counted += numel - j * CMP_SAMPLE_RUN < CMP_SAMPLE_RUN ? numel - j * CMP_SAMPLE_RUN
+                                                                   : CMP_SAMPLE_RUN;
+    }
     size_t want = max_points ? max_points : 1;
-    uint64_t stride = numel > want ? (numel + want - 1) / want : 1;
-    size_t npts = numel ? (size_t)((numel - 1) / stride + 1) : 0;
+    uint64_t stride = counted > want ? (counted + want - 1) / want : 1;
+    size_t npts = counted ? (size_t)((counted - 1) / stride + 1) : 0;
     msp_tensor_stream_t *cs = NULL, *bs = NULL;
     unsigned char *cbuf = malloc(CMP_SAMPLE_BLOCK * ce), *bbuf = malloc(CMP_SAMPLE_BLOCK * be);
     s->npu = calloc(npts ? npts : 1, sizeof *s->npu);
@@ -161,18 +180,23 @@ static msp_err cmp_sample_pair(msp_dump_file_t *cf, const msp_record_info_t *cr,
         goto cleanup;
     s->numel = numel;
     s->stride = stride;
+    s->counted = counted;
+    s->every = every;
     cmp_hist_edges_t h;
     cmp_hist_edges(&h);
-    uint64_t next = 0; /* the next element that is a point */
+    uint64_t seen = 0, next = 0; /* elements counted so far; the next that is a point */
     for (uint64_t at = 0; at < numel;) {
         size_t k = numel - at < CMP_SAMPLE_BLOCK ? (size_t)(numel - at) : CMP_SAMPLE_BLOCK;
+        if (every > 1) { /* the next run read: at is its start */
+            k = numel - at < CMP_SAMPLE_RUN ? (size_t)(numel - at) : (size_t)CMP_SAMPLE_RUN;
+        }
         if ((rc = msp_tensor_stream_read(cs, cbuf, k * ce)) != MSP_OK ||
             (rc = msp_tensor_stream_read(bs, bbuf, k * be)) != MSP_OK)
             goto cleanup;
-        for (size_t i = 0; i < k; i++) {
+        for (size_t i = 0; i < k; i++, seen++) {
             double n = cmp_load_at(ct->dtype, cbuf, i), b = cmp_load_at(bt->dtype, bbuf, i);
             cmp_hist_add(s, &h, n, b);
-            if (at + i == next && s->n < npts) {
+            if (seen == next && s->n < npts) {
                 s->npu[s->n] = n;
                 s->bench[s->n] = b;
                 s->n++;
@@ -180,6 +204,14 @@ static msp_err cmp_sample_pair(msp_dump_file_t *cf, const msp_record_info_t *cr,
             }
         }
         at += k;
+        if (every > 1 && at < numel) { /* past the runs not read */
+            uint64_t skip = (every - 1) * CMP_SAMPLE_RUN;
+            skip = skip < numel - at ? skip : numel - at;
+            if ((rc = msp_tensor_stream_skip(cs, skip * ce)) != MSP_OK ||
+                (rc = msp_tensor_stream_skip(bs, skip * be)) != MSP_OK)
+                goto cleanup;
+            at += skip;
+        }
     }
 cleanup:
     msp_tensor_stream_close(cs);

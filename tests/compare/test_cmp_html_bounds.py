@@ -3,7 +3,9 @@ names that look like HTML stay text, a step of more records than a chart
 holds is aggregated to the bound and says so (the planted record still
 marked), and a statistics-only dump gives a page without element samples.
 Each page is loaded in headless Chromium (tests/lib/msp_browser.py)."""
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -85,6 +87,38 @@ class HtmlBounds(unittest.TestCase):
         self.assertGreater(int(canvas.attrs["data-charted"]), MAX_POINTS // 2)
         self.assertEqual(marks[0].attrs["data-record"], planted)
         self.assertEqual(dom.find(id="n-records").text(), str(n))
+
+    def test_a_large_suspect_is_sampled_by_runs_as_replay_samples(self):
+        """A suspect past 65,536 elements: its histogram is of every k-th run of
+        1,024 elements (k the least that keeps 65,536 at most, the last run
+        short), binned here by numpy over the same runs; the card says so."""
+        numel, run = 300500, 1024
+        names = ["Functional.relu.%d.forward" % i for i in range(4)]
+        bench, cmp = chain(names, names[1], 0.3, numel=numel)
+        dom, console = compare(self.work, bench, cmp)
+        self.assertEqual(console, [])
+        with open(os.path.join(self.work, "out", "result.html"), encoding="utf-8") as f:
+            m = re.search(r'"sample":(\{"numel":.*?\]),"npu"', f.read())
+        got = json.loads(m.group(1) + "}")
+        runs = -(-numel // run)
+        every = -(-runs // (65536 // run))
+        idx = np.concatenate([np.arange(j * run, min((j + 1) * run, numel))
+                              for j in range(0, runs, every)])
+        n = dict(cmp)[names[1]]["output.0"].astype(np.float64)[idx]
+        b = dict(bench)[names[1]]["output.0"].astype(np.float64)[idx]
+        e = np.abs(n - b)
+        k = np.floor((np.log10(e[e > 0]) + 12) * 4).astype(np.int64)
+        self.assertEqual((got["numel"], got["every"], got["counted"]), (numel, every, idx.size))
+        self.assertLessEqual(idx.size, 65536)
+        self.assertEqual((got["zero"], got["below"], got["above"], got["nonfinite"]),
+                         (int((e == 0).sum()), int((k < 0).sum()), int((k >= 64).sum()), 0))
+        inside = k[(k >= 0) & (k < 64)]
+        self.assertEqual(got["bins"], np.bincount(inside, minlength=64).tolist())
+        card = dom.find("div", id="suspect-1")
+        self.assertEqual(card.attrs["data-record"], names[1])
+        self.assertEqual(int(card.find("canvas", class_="hist").attrs["data-total"]), idx.size)
+        self.assertIn("%d of %d elements (every %dth run of 1024)" % (idx.size, numel, every),
+                      card.text())
 
     def test_statistics_dump_page_has_no_samples(self):
         names = ["Functional.relu.%d.forward" % i for i in range(6)]
