@@ -578,6 +578,34 @@ static void *msp_html_main(void *arg)
     return NULL;
 }
 
+/* The workbooks (and result.csv, and msprobe's own outputs when asked) on
+ * this thread, result.html on one of its own meanwhile: its suspect cards
+ * read the suspects' tensors again, which took as long as a large pair's
+ * workbook. The first failure, recorded here. */
+static msp_err msp_write_reports(const msp_compare_tree_t *tree, const char *out_dir, int csv,
+                                 msp_html_job_t *hj, int print_log, const msp_msprobe_reports_t *mr,
+                                 char **said)
+{
+    pthread_t th;
+    int want = hj->html || print_log;
+    int threaded = want && pthread_create(&th, NULL, msp_html_main, hj) == 0;
+    msp_err err = MSP_OK;
+    if (!mr->msprobe)
+        err = msp_report_tree_write(tree, out_dir, csv);
+    if (!err)
+        err = msp_msprobe_reports_write(tree, mr, said);
+    char detail[1024] = "";
+    if (err)
+        snprintf(detail, sizeof detail, "%s", msp_last_error());
+    if (threaded)
+        pthread_join(th, NULL);
+    else if (want)
+        msp_html_main(hj);
+    if (err)
+        return msp_fail(err, "%s", detail);
+    return hj->err ? msp_fail(hj->err, "%s", hj->detail) : MSP_OK;
+}
+
 static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
 {
     msp_ca = (msp_compare_args_t){
@@ -666,26 +694,10 @@ static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
     msp_cli_stop_stage(MSP_STOP_WRITING);
     mr.bench = bench;
     mr.cmp = cmp;
-    /* result.html on a thread of its own while the workbooks are written:
-     * its suspect cards read the suspects' tensors again, which took as long
-     * as a large pair's workbook (msp_html_main) */
     msp_html_job_t hj = {tree, out_dir, {.bench = bench, .cmp = cmp}, html, NULL, MSP_OK, ""};
-    pthread_t hth;
-    int threaded = (html || print_log) && pthread_create(&hth, NULL, msp_html_main, &hj) == 0;
-    if (!mr.msprobe)
-        err = msp_report_tree_write(tree, out_dir, csv);
-    if (!err)
-        err = msp_msprobe_reports_write(tree, &mr, &said);
-    char rdetail[1024] = "";
-    if (err)
-        snprintf(rdetail, sizeof rdetail, "%s", msp_last_error());
-    if (threaded)
-        pthread_join(hth, NULL);
-    else if (html || print_log)
-        msp_html_main(&hj);
+    err = msp_write_reports(tree, out_dir, csv, &hj, print_log, &mr, &said);
     whole = hj.whole;
-    if (err || hj.err) {
-        err = err ? msp_fail(err, "%s", rdetail) : msp_fail(hj.err, "%s", hj.detail);
+    if (err) {
         rc = msp_report_error(err);
         goto cleanup;
     }
