@@ -191,20 +191,12 @@ static int rb_cut(const char *xml, const rep_sheet_t *rows, char **pre, char **p
     const char *dim_end = dim ? strstr(dim, "\"/>") : NULL;
     if ((!end && !empty) || !dim || !dim_end || dim_end > (end ? end : empty))
         return -1;
-    char last[24] = "A";
-    size_t c = (size_t)rows->ncols, k = 0;
-    char tmp[8];
-    while (c) {
-        tmp[k++] = (char)('A' + (c - 1) % 26);
-        c = (c - 1) / 26;
-    }
-    for (size_t i = 0; i < k && i < sizeof last - 1; i++)
-        last[i] = tmp[k - 1 - i];
-    last[k ? k : 1] = '\0';
-    size_t r = rows->last_row1 ? rows->last_row1 : 1;
+    char last[32]; /* the last column of the last row */
+    last[rep_cell_ref(last, rows->ncols > 0 ? rows->ncols - 1 : 0,
+                      rows->last_row1 ? rows->last_row1 : 1)] = '\0';
     const char *cut = end ? end : empty;
-    *pre = msp_asprintf("%.*sA1:%s%zu%.*s%s", (int)(dim - xml) + 16, xml, last, r,
-                        (int)(cut - dim_end), dim_end, end ? "" : "<sheetData>");
+    *pre = msp_asprintf("%.*sA1:%s%.*s%s", (int)(dim - xml) + 16, xml, last, (int)(cut - dim_end),
+                        dim_end, end ? "" : "<sheetData>");
     const char *rest = end ? end + strlen("</sheetData>") : empty + strlen("<sheetData/>");
     const char *at = strstr(rest, "<printOptions");
     if (!at)

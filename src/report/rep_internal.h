@@ -138,6 +138,12 @@ typedef struct rep_sheet {
     int err; /* the first errno */
 } rep_sheet_t;
 
+/* Excel's characters a cell: longer text is cut (on a character boundary). */
+#define CMP_XLSX_MAX_STR 32767
+/* A cell reference ("AB12"), 0-based col, 1-based row, at p (at most 24
+ * bytes, not terminated); its length. */
+size_t rep_cell_ref(char *p, int col, size_t row1);
+
 /* A sheet of ncols columns whose rows go to a temp file in dir. */
 msp_err rep_sheet_open(rep_sheet_t *s, const char *dir, int ncols);
 /* Start row row0 (0-based, the header is row 0; increasing), then its cells

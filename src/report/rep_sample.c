@@ -186,10 +186,9 @@ static msp_err cmp_sample_pair(msp_dump_file_t *cf, const msp_record_info_t *cr,
     cmp_hist_edges(&h);
     uint64_t seen = 0, next = 0; /* elements counted so far; the next that is a point */
     for (uint64_t at = 0; at < numel;) {
-        size_t k = numel - at < CMP_SAMPLE_BLOCK ? (size_t)(numel - at) : CMP_SAMPLE_BLOCK;
-        if (every > 1) { /* the next run read: at is its start */
-            k = numel - at < CMP_SAMPLE_RUN ? (size_t)(numel - at) : (size_t)CMP_SAMPLE_RUN;
-        }
+        /* a piece of every element, or the next run read (at is its start) */
+        uint64_t piece = every > 1 ? CMP_SAMPLE_RUN : CMP_SAMPLE_BLOCK;
+        size_t k = (size_t)(numel - at < piece ? numel - at : piece);
         if ((rc = msp_tensor_stream_read(cs, cbuf, k * ce)) != MSP_OK ||
             (rc = msp_tensor_stream_read(bs, bbuf, k * be)) != MSP_OK)
             goto cleanup;

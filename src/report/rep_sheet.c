@@ -30,7 +30,6 @@
 
 #define RS_XML_CAP ((size_t)1 << 18)
 #define RS_OUT_CAP ((size_t)1 << 18)
-#define RS_MAX_STR 32767 /* Excel's characters a cell */
 
 static void rs_fail(rep_sheet_t *s, int err)
 {
@@ -145,8 +144,7 @@ static size_t rs_u64(char *p, uint64_t v)
     return n;
 }
 
-/* A cell reference: column letters, then the row's digits. */
-static size_t rs_ref(char *p, int col, size_t row1)
+size_t rep_cell_ref(char *p, int col, size_t row1)
 {
     char tmp[8];
     size_t n = 0;
@@ -182,7 +180,7 @@ static size_t rs_cell_open(rep_sheet_t *s, char *p, int col, int xf)
 {
     size_t n = 0;
     memcpy(p, "<c r=\"", 6);
-    n = 6 + rs_ref(p + 6, col, s->row1);
+    n = 6 + rep_cell_ref(p + 6, col, s->row1);
     p[n++] = '"';
     if (xf > 0) {
         memcpy(p + n, " s=\"", 4);
@@ -297,7 +295,7 @@ void rep_sheet_str(rep_sheet_t *s, int col, const char *text, int xf)
     /* Valid UTF-8, cut on a character boundary: Excel refuses longer cells
      * and an invalid byte makes the whole workbook unreadable. */
     char *cut = NULL;
-    text = msp_utf8_clean(text ? text : "", RS_MAX_STR, &cut);
+    text = msp_utf8_clean(text ? text : "", CMP_XLSX_MAX_STR, &cut);
     if (!text) {
         rs_fail(s, ENOMEM);
         return;
@@ -343,7 +341,7 @@ void rep_sheet_link(rep_sheet_t *s, int col, const char *location, int xf)
         s->links_cap = cap;
     }
     char ref[32];
-    ref[rs_ref(ref, col, s->row1)] = '\0';
+    ref[rep_cell_ref(ref, col, s->row1)] = '\0';
     s->links_len += (size_t)snprintf(s->links + s->links_len, s->links_cap - s->links_len,
                                      "<hyperlink ref=\"%s\" location=\"%s\" display=\"%s\"/>", ref,
                                      location, location);

@@ -26,10 +26,10 @@
 #define MSP_XLSX_RED_FILL 0xFFC7CE
 #define MSP_XLSX_YELLOW_FILL 0xFFEB9C
 #define MSP_XLSX_LINK_COLOR 0x0563C1
-/* Excel's limits: rows per sheet (one is the header), characters per cell,
- * hyperlink records per sheet (past it a HYPERLINK() formula does the job). */
+/* Excel's limits: rows per sheet (one is the header) and hyperlink records
+ * per sheet (past it a HYPERLINK() formula does the job); characters per
+ * cell are CMP_XLSX_MAX_STR (rep_internal.h). */
 #define MSP_XLSX_SHEET_ROWS ((size_t)LXW_ROW_MAX - 1)
-#define MSP_XLSX_MAX_STR 32767
 #define MSP_XLSX_MAX_URLS 65530
 
 static const double msp_details_width_tensor[] = {
@@ -117,7 +117,7 @@ static void msp_put_str(msp_xlsx_t *x, lxw_worksheet *ws, const char *sheet, lxw
     /* Valid UTF-8, cut on a character boundary: Excel refuses longer cells
      * and an invalid byte makes the whole workbook unreadable. */
     char *cut = NULL;
-    s = msp_utf8_clean(s, MSP_XLSX_MAX_STR, &cut);
+    s = msp_utf8_clean(s, CMP_XLSX_MAX_STR, &cut);
     if (!s) {
         msp_xlsx_note(x, LXW_ERROR_MEMORY_MALLOC_FAILED, sheet, r);
         return;
