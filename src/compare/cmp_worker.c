@@ -136,10 +136,14 @@ void cmp_worker_release(cmp_worker_t *w)
         cmp_worker_stop(w);
         return;
     }
+    /* the zero frame ends an idle job child, which closes its end before it
+     * exits: a hang-up here would have the session kill it, and compare then
+     * waits for the kernel to unmap it (5-10 ms) before the socket closes */
     uint32_t zero = 0;
     if (!w->released && w->fd >= 0 &&
         send(w->fd, &zero, sizeof zero, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)sizeof zero) {
-        (void)shutdown(w->fd, SHUT_WR);
+        if (w->busy) /* a job is still running (time ran out): the session kills it */
+            (void)shutdown(w->fd, SHUT_WR);
         w->released = 1;
     }
 }
@@ -243,6 +247,7 @@ int cmp_worker_may_call(const cmp_worker_t *w, const char *name, const char **wh
 /* Send n bytes by the deadline: 0, -1 (worker gone), -2 (time up). */
 int cmp_worker_send(cmp_worker_t *w, const void *p, size_t n, double deadline)
 {
+    w->busy = 1;
     return msp_fd_exact(w->fd, (void *)p, n, 1, deadline);
 }
 
@@ -254,6 +259,7 @@ int cmp_worker_recv_line(cmp_worker_t *w, double deadline)
         char *nl = w->len ? memchr(w->line, '\n', w->len) : NULL;
         if (nl) {
             *nl = '\0';
+            w->busy = 0;
             return 0;
         }
         if (w->len + 4097 > w->cap) {
@@ -344,6 +350,7 @@ static char *cmp_worker_ready(cmp_worker_t *w, const char *python, double deadli
     cJSON *sb = cJSON_GetObjectItemCaseSensitive(j, "sandbox");
     cJSON *srv = cJSON_GetObjectItemCaseSensitive(j, "server");
     cJSON *ses = cJSON_GetObjectItemCaseSensitive(j, "session");
+    cJSON *spid = cJSON_GetObjectItemCaseSensitive(j, "pid");
     char *why = NULL;
     if (!j || !cJSON_GetObjectItemCaseSensitive(j, "ready")) {
         why = msp_asprintf("%s: %s (set MSPROBE_PYTHON to a Python with torch)", python,
@@ -353,6 +360,7 @@ static char *cmp_worker_ready(cmp_worker_t *w, const char *python, double deadli
             msp_log(MSP_LOG_INFO, "replay worker sandbox: %s", sb->valuestring);
         w->server = cJSON_IsNumber(srv) ? (long)srv->valuedouble : 0;
         w->session = cJSON_IsNumber(ses) ? (long)ses->valuedouble : 0;
+        w->session_pid = cJSON_IsNumber(spid) ? (long)spid->valuedouble : 0;
         cmp_worker_take_list(cJSON_GetObjectItemCaseSensitive(j, "replayable"), &w->apis,
                              &w->n_apis);
         cmp_worker_take_sample(w, cJSON_GetObjectItemCaseSensitive(j, "sample"));
@@ -377,8 +385,8 @@ static int cmp_worker_join(cmp_worker_t *w, const char *sock, const char *python
                                                         : msp_asprintf("%s", strerror(errno));
             if (!why) {
                 w->kept = 1;
-                msp_log(MSP_LOG_INFO, "replay: kept worker %ld, session %ld", w->server,
-                        w->session);
+                msp_log(MSP_LOG_INFO, "replay: kept worker %ld, session %ld (process %ld)",
+                        w->server, w->session, w->session_pid);
                 return 0;
             }
             msp_log(MSP_LOG_INFO,
@@ -465,7 +473,8 @@ char *cmp_worker_start(cmp_worker_t *w, const char *python, double deadline)
         char *why = cmp_worker_ready(w, python, deadline);
         if (!why) {
             w->kept = 1;
-            msp_log(MSP_LOG_INFO, "replay: kept worker %ld, session %ld", w->server, w->session);
+            msp_log(MSP_LOG_INFO, "replay: kept worker %ld, session %ld (process %ld)", w->server,
+                    w->session, w->session_pid);
             return NULL;
         }
         msp_log(MSP_LOG_INFO,

@@ -29,7 +29,8 @@ typedef struct cmp_worker {
                           the session, the worker stays for the next compare */
     long server; /* the kept worker's pid, and this compare's session number in it */
     long session;
-    char **apis; /* the record APIs it may call ("Functional.gelu"), sorted, from its
+    long session_pid; /* the session's process (the ready line's "pid") */
+    char **apis;      /* the record APIs it may call ("Functional.gelu"), sorted, from its
                           ready line; NULL when it sent none (then resolve() alone decides) */
     size_t n_apis;
     /* replay on a sample (its ready line's "sample"; cmp_job_every): the
@@ -40,6 +41,8 @@ typedef struct cmp_worker {
     uint64_t sample_min, sample_keep;
     int joined;   /* cmp_worker_prestart's session, its ready line not read yet */
     int released; /* cmp_worker_release ended the session; stop waits for its end */
+    int busy;     /* a job sent, its answer not read: ending it hangs up (the session
+                          then kills the job's child) */
 } cmp_worker_t;
 
 /* The Python to run replay.py: opt when set, else $MSPROBE_PYTHON, else the

@@ -88,6 +88,13 @@ def _landlock(handled_fs, rules, net=False, scoped=False):
     return abi
 
 
+def _name(comm):
+    """This process's name in ps and /proc/PID/comm: what it is to the kept
+    worker ("msprobe-spare", "msprobe-session", "msprobe-job")."""
+    ctypes, libc = _libc()
+    libc.prctl(15, ctypes.c_char_p(comm.encode()), 0, 0, 0)  # PR_SET_NAME
+
+
 def _die_with_parent(parent):
     import os
     import signal
@@ -248,6 +255,7 @@ def job_child(out_fd, parent):
 
     try:
         _die_with_parent(parent)
+        _name("msprobe-job")
         start = state_print()
         while True:
             got = read_job()
@@ -275,25 +283,43 @@ def job_child(out_fd, parent):
             if not clean or state_print() != start:
                 break
     finally:
+        # the session learns of the end (and compare's socket may close) now,
+        # not after the kernel has unmapped this process
+        for fd in (out_fd, 0, 1, 2):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
         os._exit(0)
 
 
-def serve(out):
-    """The worker's loop: fork a job child, relay its answers, answer for a
-    record it died on, fork another while the session lasts. A session whose
-    compare hangs up (killed, or gone past its budget) ends at once, its job
-    child killed: a kept worker has no parent death to end it."""
+def fork_job_child():
+    """A job child forked now: (its pid, the pipe its answers come on)."""
+    import os
+    me = os.getpid()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        job_child(w, me)
+    os.close(w)
+    return pid, r
+
+
+def serve(out, first=None):
+    """The worker's loop: fork a job child (first: one forked ahead), relay
+    its answers, answer for a record it died on, fork another while the
+    session lasts. A session whose compare hangs up (killed, or gone past its
+    budget) ends at once, its job child killed: a kept worker has no parent
+    death to end it. Returns the last child's pid, for the caller to reap
+    once it has cleaned up (its end, a kill, takes the kernel milliseconds
+    that compare, which waits for the clean-up, need not wait)."""
     import os
     import select
     import signal
-    me = os.getpid()
     while True:
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(r)
-            job_child(w, me)
-        os.close(w)
+        pid, r = first or fork_job_child()
+        first = None
         pending, ended, gone, buf = None, False, False, b""
         watch = select.poll()
         watch.register(r, select.POLLIN)
@@ -326,9 +352,9 @@ def serve(out):
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-        _, status = os.waitpid(pid, 0)
         if ended or gone:
-            return 0
+            return pid
+        _, status = os.waitpid(pid, 0)
         if pending is None:
             continue  # a child that had its fill: the next one reads on
         sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
@@ -362,7 +388,8 @@ def replayable():
 
 
 def ready_line(extra=None):
-    line = {"ready": torch.__version__, "apis": len(ALLOWED), "landlock": SANDBOX["landlock"],
+    import os
+    line = {"ready": torch.__version__, "pid": os.getpid(), "apis": len(ALLOWED), "landlock": SANDBOX["landlock"],
             "sandbox": SANDBOX["why"], "replayable": REPLAYABLE, "sample": sample_policy()}
     line.update(extra or {})
     return json.dumps(line) + "\n"
@@ -409,15 +436,132 @@ def _hello(conn):
     return err, True
 
 
+# A kept worker forks the next compare's session (and its first job child)
+# this long after the last compare hung up (it closes its socket once its
+# reports are written), so that a compare that connects finds them forked:
+# two forks of a process holding torch (and their page faults) no longer
+# share the cores with the compare's metrics.
+SPARE_AFTER = 0.05
+
+
+def _session(out, home, ready, first=None, tell=None):
+    """One compare's session on fds 0 and 1, in a directory of its own (ready:
+    the line that says so, or None when main said it). first: a job child
+    forked ahead, handed the connection, stderr and directory through tell.
+    Compare's socket closes once the directory is gone. Never returns."""
+    import os
+    import socket
+    d, jpid = None, None
+    try:
+        _name("msprobe-session")
+        d = _session_dir()
+        if tell is not None:
+            try:
+                socket.send_fds(tell, [d.encode()], [0, 2])
+            except OSError:
+                pass  # that child is gone: serve forks another
+            tell.close()
+        if ready:
+            out.write(ready)
+            out.flush()
+        jpid = serve(out, first)
+    finally:
+        if d:
+            os.chdir(home)
+            _remove_tree(d)
+        try:  # compare reads the end now, whoever else holds the socket
+            socket.socket(fileno=os.dup(0)).shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+        for fd in (0, 1, 2):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        if jpid:
+            os.waitpid(jpid, 0)
+        os._exit(0)
+
+
+def _rehearse():
+    """A spare's job child replays one small call of its own while it waits:
+    what a child does the first time (its pages copied from the worker's as
+    it writes them, the modules a replay imports) is done before a compare
+    waits on it (a 64k-element mul's first answer: 5-7 ms, the next 2)."""
+    import resource  # job_limits'
+    x = torch.linspace(-1.0, 1.0, 1024)
+    try:
+        job = {"kind": "forward", "name": "Torch.mul.0.forward", "args": {}}
+        res = replay(job, {("f", "input.0"): x, ("f", "input.1"): x, ("f", "output.0"): x * x})
+        json.dumps(res, allow_nan=False)
+        resource.getrusage(resource.RUSAGE_SELF)
+    except Exception:
+        pass
+    state_print()
+
+
+def _spare(out, me, home, ctl):
+    """A session forked ahead of its compare: it forks its first job child,
+    then waits on ctl for "NUMBER" and, as SCM_RIGHTS, the compare's
+    connection and stderr; the job child waits for them from it. Ends when
+    ctl closes with nothing. Never returns."""
+    import os
+    import signal
+    import socket
+    try:
+        _die_with_parent(me)
+        _name("msprobe-spare")  # its job child too, until a compare comes
+        sp = os.getpid()
+        ja, jb = socket.socketpair()
+        r, w = os.pipe()
+        jpid = os.fork()
+        if jpid == 0:
+            os.close(r)
+            ja.close()
+            ctl.close()
+            _die_with_parent(sp)
+            _rehearse()
+            msg, fds, _, _ = socket.recv_fds(jb, 4096, 2)
+            jb.close()
+            if len(fds) < 2:
+                os._exit(0)
+            os.dup2(fds[0], 0)
+            os.dup2(fds[1], 2)
+            for fd in fds:
+                os.close(fd)
+            os.chdir(msg.decode())
+            job_child(w, sp)
+        os.close(w)
+        jb.close()
+        msg, fds, _, _ = socket.recv_fds(ctl, 64, 2)
+        ctl.close()
+        if len(fds) < 2:
+            os.kill(jpid, signal.SIGKILL)
+            os.waitpid(jpid, 0)
+            os._exit(0)
+        os.dup2(fds[0], 0)
+        os.dup2(fds[0], 1)
+        os.dup2(fds[1], 2)
+        for fd in fds:
+            os.close(fd)
+        _session(out, home, ready_line({"server": me, "session": int(msg)}), (jpid, r), ja)
+    finally:
+        os._exit(0)
+
+
 def keep_serving(cfg, out):
     """A kept worker (cfg "keep" seconds, cfg "listen" its socket, which
     compare bound in a directory only its user may enter): torch is imported
     once, and each compare's session is a child forked from here, the first
     one on the descriptors compare started us with, the next ones on their
-    connections. It leaves after "keep" seconds without a session; compare
-    finds a socket nobody answers on and starts another."""
+    connections: a spare forked SPARE_AFTER seconds after the last compare
+    hung up, or one forked when the connection comes (no spare, or compares
+    side by side). It leaves after "keep" seconds without a session (the
+    spare is none); compare finds a socket nobody answers on and starts
+    another."""
     import os
     import select
+    import signal
     import socket
     import time
     keep = float(cfg.get("keep") or 0)
@@ -427,16 +571,25 @@ def keep_serving(cfg, out):
     for name in os.listdir(home):  # sessions a kill left behind
         _remove_tree(os.path.join(home, name))
     live = set()
-    count = [0]
+    # a dup of each compare's connection until that compare hangs up: the
+    # worker is idle (and forks the spare) once the compares are done with
+    # their reports, not when their sessions end; children close these
+    peers = set()
+    count = 0
+    spare = None  # (pid, the socket it waits on)
+    spares = hasattr(socket, "send_fds")  # Python 3.9 on
 
-    def session(conn, err):
-        count[0] += 1
+    def fork_session(conn, err):
         pid = os.fork()
         if pid:
             return pid
         try:
             _die_with_parent(me)
             lst.close()
+            for fd in peers:
+                os.close(fd)
+            if spare:
+                spare[1].close()
             if conn is not None:
                 os.dup2(conn, 0)
                 os.dup2(conn, 1)
@@ -444,19 +597,51 @@ def keep_serving(cfg, out):
             if err is not None:
                 os.dup2(err, 2)
                 os.close(err)
-            d = _session_dir()
-            try:
-                if conn is not None:
-                    out.write(ready_line({"server": me, "session": count[0]}))
-                    out.flush()
-                serve(out)
-            finally:
-                os.chdir(home)
-                _remove_tree(d)
+            _session(out, home, ready_line({"server": me, "session": count})
+                     if conn is not None else None)
         finally:
             os._exit(0)
 
-    live.add(session(None, None))  # the compare that started us, on 0 and 1
+    def fork_spare():
+        a, b = socket.socketpair()
+        pid = os.fork()
+        if pid == 0:
+            lst.close()
+            for fd in peers:
+                os.close(fd)
+            a.close()
+            _spare(out, me, home, b)
+        b.close()
+        return pid, a
+
+    def end_spare(sp):
+        sp[1].close()
+        try:
+            os.kill(sp[0], signal.SIGKILL)
+        except OSError:
+            pass
+        os.waitpid(sp[0], 0)
+
+    def adopt(sp, conn, err):
+        """The spare's pid, given this compare's connection, or None."""
+        try:
+            if err is None:
+                err = os.open(os.devnull, os.O_WRONLY)
+            else:
+                err = os.dup(err)
+            try:
+                socket.send_fds(sp[1], [b"%d" % count], [conn, err])
+            finally:
+                os.close(err)
+        except OSError:
+            end_spare(sp)
+            return None
+        sp[1].close()
+        return sp[0]
+
+    count += 1
+    live.add(fork_session(None, None))  # the compare that started us, on 0 and 1
+    peers.add(os.dup(0))
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):  # nothing of that compare's is held once its session ends
         os.dup2(null, fd)
@@ -466,13 +651,34 @@ def keep_serving(cfg, out):
         for pid in list(live):
             if os.waitpid(pid, os.WNOHANG)[0]:
                 live.discard(pid)
-        if live:
-            idle_since = time.monotonic()
-        left = keep - (time.monotonic() - idle_since)
-        if not live and left <= 0:
+        if spare and os.waitpid(spare[0], os.WNOHANG)[0]:
+            spare[1].close()
+            spare = None
+        now = time.monotonic()
+        if live or peers:
+            idle_since = now
+        left = keep - (now - idle_since)
+        if not live and not peers and left <= 0:
+            if spare:
+                end_spare(spare)
             return 0
-        ready, _, _ = select.select([lst], [], [], min(1.0, max(0.05, left)))
-        if not ready:
+        # a session leaves a moment after its compare hangs up: looked for soon
+        wait = min(0.05 if live and not peers else 1.0, max(0.05, left))
+        if spares and spare is None and not live and not peers:
+            if now - idle_since >= SPARE_AFTER:
+                spare = fork_spare()
+            else:
+                wait = min(wait, idle_since + SPARE_AFTER - now)
+        watch = select.poll()
+        watch.register(lst, select.POLLIN)
+        for fd in peers:
+            watch.register(fd, select.POLLRDHUP)
+        events = dict(watch.poll(wait * 1000))
+        for fd in list(peers):
+            if events.get(fd, 0) & (select.POLLRDHUP | select.POLLHUP | select.POLLERR):
+                peers.discard(fd)
+                os.close(fd)
+        if not events.get(lst.fileno(), 0) & select.POLLIN:
             continue
         try:
             conn, _ = lst.accept()
@@ -483,7 +689,11 @@ def keep_serving(cfg, out):
         except (OSError, struct.error):
             err, ok = None, False
         if ok:
-            live.add(session(conn.fileno(), err))
+            count += 1
+            pid = adopt(spare, conn.fileno(), err) if spare else None
+            spare = None
+            live.add(pid or fork_session(conn.fileno(), err))
+            peers.add(os.dup(conn.fileno()))
         if err is not None:
             os.close(err)
         conn.close()
@@ -556,7 +766,15 @@ def main():
     kept = cfg.get("keep") and cfg.get("listen") is not None
     out.write(ready_line({"server": os.getpid(), "session": 1} if kept else None))
     out.flush()
-    return keep_serving(cfg, out) if kept else serve(out)
+    if kept:
+        return keep_serving(cfg, out)
+    pid = serve(out)
+    if pid:
+        os.waitpid(pid, 0)
+    # no interpreter shutdown (torch's finalizers: past compare's 0.5 s for
+    # a worker to leave on a loaded machine, and it then kills the group)
+    out.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -20,10 +20,18 @@ import numpy as np
 import openpyxl
 
 from msp_h5dump import write_dump
-from msp_proc import alive, descendants
+from msp_proc import alive, children, descendants
 from msp_ref import gelu
 
 BIN = os.environ.get("MSPROBE_BIN", "msprobe")
+def comm(pid):
+    try:
+        with open("/proc/%d/comm" % pid) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
 KEPT = re.compile(r"replay: kept worker (\d+)(?: started)?, session (\d+)")
 
 
@@ -120,13 +128,63 @@ class KeptWorker(unittest.TestCase):
         self.assertEqual(len(dirs), 1, dirs)
         self.assertEqual(os.listdir(os.path.join(kept, dirs[0])), [])
         self.assertTrue(alive(pid1))
-        t0 = time.monotonic()  # the session's process leaves once it has cleaned up
-        while descendants(pid1) and time.monotonic() - t0 < 90:  # 300 s kept: no session left
-            time.sleep(0.1)
-        self.assertEqual(descendants(pid1), [])
+        # the session's process leaves once it has cleaned up: what stays is
+        # the spare forked ahead for the next compare, which has no directory
+        spare = self.wait_for_spare(pid1, kept, dirs[0])
+        self.assertEqual(len(spare), 2, spare)
         # the next compare is the worker's third session: the second was that one
         _, (pid3, s3) = self.compare()
         self.assertEqual((pid3, s3), (pid1, 3))
+
+    def wait_for_spare(self, pid, kept, d):
+        """[the spare session, its job child] once they are all the worker
+        has (both named msprobe-spare: /proc/PID/comm) and no session
+        directory is left (a generous wait for a loaded machine), else what
+        there is."""
+        t0 = time.monotonic()
+        while True:
+            tree = descendants(pid)
+            kids = children(pid)
+            if (len(tree) == 2 and len(kids) == 1 and
+                    [comm(p) for p in tree] == ["msprobe-spare"] * 2 and
+                    not os.listdir(os.path.join(kept, d))):
+                return kids + children(kids[0])
+            if time.monotonic() - t0 > 90:
+                return tree
+            time.sleep(0.05)
+
+    def test_the_next_compare_is_served_by_a_session_forked_ahead(self):
+        # an idle kept worker holds one session, with its first job child,
+        # forked before any compare asks: the next compare's session is that
+        # process (its pid in the -v line), its job child replays the planted
+        # op (compare() checks the verdict), and both leave with the session,
+        # a new spare taking their place; the spare is not a session (no
+        # directory) and does not keep the worker past its time
+        _, (pid1, _) = self.compare()
+        kept = os.path.join(self.tmp, "msprobe-%d" % os.geteuid())
+        d = [x for x in os.listdir(kept) if x.endswith(".d")][0]
+        first = self.wait_for_spare(pid1, kept, d)
+        self.assertEqual(len(first), 2, first)
+        p2, (pid2, s2) = self.compare()
+        self.assertEqual((pid2, s2), (pid1, 2), p2.stderr)
+        self.assertIn("session 2 (process %d)" % first[0], p2.stderr)
+        # the session cleaned up before its compare ended; it and its job
+        # child leave a moment later
+        t0 = time.monotonic()
+        while any(alive(p) for p in first) and time.monotonic() - t0 < 90:
+            time.sleep(0.05)
+        self.assertFalse(any(alive(p) for p in first), first)
+        second = self.wait_for_spare(pid1, kept, d)
+        self.assertEqual(len(second), 2, second)
+        self.assertFalse(set(first) & set(second), (first, second))
+        # a short keep: a worker whose only child is its spare still leaves
+        short = dict(self.env, MSPROBE_REPLAY_KEEP="2")
+        _, (pid4, _) = self.compare(short)
+        self.assertNotEqual(pid4, pid1)
+        t0 = time.monotonic()
+        while alive(pid4) and time.monotonic() - t0 < 90:
+            time.sleep(0.2)
+        self.assertFalse(alive(pid4))
 
     def test_compares_that_start_together_share_one_worker(self):
         # none is kept yet: each finds no worker, and one of them starts it;
@@ -162,6 +220,11 @@ class KeptWorker(unittest.TestCase):
         out, err = proc.communicate()
         self.assertIn(proc.returncode, (0, 1), out + err)
         self.assertTrue(seen, "compare started no worker")
+        # what compare killed (a worker slow to leave on a loaded machine, and
+        # its job child) is gone a moment later, never left running
+        t0 = time.monotonic()
+        while [p for p in seen if alive(p)] and time.monotonic() - t0 < 10:
+            time.sleep(0.05)
         self.assertEqual([p for p in seen if alive(p)], [])
         self.assertIsNone(KEPT.search(err), err)
         self.assertEqual(os.listdir(self.tmp), [])
