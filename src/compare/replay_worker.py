@@ -389,8 +389,9 @@ def replayable():
 
 def ready_line(extra=None):
     import os
-    line = {"ready": torch.__version__, "pid": os.getpid(), "apis": len(ALLOWED), "landlock": SANDBOX["landlock"],
-            "sandbox": SANDBOX["why"], "replayable": REPLAYABLE, "sample": sample_policy()}
+    line = {"ready": torch.__version__, "pid": os.getpid(), "apis": len(ALLOWED),
+            "landlock": SANDBOX["landlock"], "sandbox": SANDBOX["why"],
+            "replayable": REPLAYABLE, "sample": sample_policy()}
     line.update(extra or {})
     return json.dumps(line) + "\n"
 
