@@ -20,6 +20,7 @@
  * rest; its result is the single-process compare's, row for row. Phase B
  * and the tree it fills, which the reports read: cmp_tree.c. */
 #include "cmp_internal.h"
+#include "cmp_job.h"
 #include "cmp_worker.h"
 
 #include <math.h>
@@ -124,7 +125,10 @@ typedef struct cmp_stream {
     size_t *a_index; /* per pair: its index in a, or SIZE_MAX when not ours */
     /* replay */
     cmp_heap_t heap;
-    size_t n_cands;
+    size_t n_cands;       /* in the heap: the worker's */
+    size_t n_stats_cands; /* decided in phase A: the compare side holds statistics only */
+    int spooling;         /* a pair had a candidate: it and every later one wait for phase R */
+    size_t n_finished;    /* pairs phase A finished (fin) */
     cmp_outcome_t *out;
     size_t n_out, cap_out;
     int ran_out;           /* the budget ended replay before every candidate */
@@ -146,11 +150,50 @@ static void cmp_stream_progress(size_t done, size_t total, void *ud)
         st->user_progress(st->progress_base + done, st->n_cands, st->user_progress_ud);
 }
 
-/* Phase A for the pairs this process owns. With fin (one process, no
- * replay) each pair goes on to phase B at once, and no spool is needed. */
+/* Whether replay has nothing to call for record r of part: its compare side
+ * holds tensors, none of them with data (a statistics dump), as
+ * cmp_replay.c finds from the file when it meets such a record. */
+static int cmp_stats_only(const msp_compare_result_t *part, const msp_record_cmp_t *r)
+{
+    size_t seen = 0;
+    for (size_t k = r->first_tensor; k < r->first_tensor + r->n_tensors; k++) {
+        const msp_tensor_cmp_t *t = &part->tensors[k];
+        if (t->npu_data_name)
+            return 0;
+        seen += t->npu_name != NULL;
+    }
+    return seen > 0;
+}
+
+/* Replay's candidates of part (pair i): those it can decide now (statistics
+ * only) are marked, the others go on the heap. */
+static msp_err cmp_part_cands(cmp_stream_t *st, msp_compare_result_t *part, size_t i)
+{
+    for (size_t r = 0; st->heap.v && r < part->n_records; r++) {
+        msp_record_cmp_t *rec = &part->records[r];
+        cmp_cand_t c = {0.0, i, r};
+        if (!cmp_replay_choose(rec, st->o, &c.prio))
+            continue;
+        if (!cmp_stats_only(part, rec)) {
+            cmp_heap_add(&st->heap, &c);
+            st->n_cands++;
+            continue;
+        }
+        rec->replay = MSP_RV_SKIPPED;
+        if (!(rec->replay_note = strdup(CMP_JOB_STATS_ONLY)))
+            return cmp_oom();
+        st->n_stats_cands++;
+    }
+    return MSP_OK;
+}
+
+/* Phase A for the pairs this process owns. With fin (one process), each
+ * pair goes on to phase B at once until one has a candidate the worker must
+ * replay: that one and every later one are spooled for phase R (no
+ * candidate at all, as without replay or on statistics dumps: no spool). */
 static msp_err cmp_phase_a(cmp_stream_t *st, cmp_finish_t *fin)
 {
-    msp_err rc = fin ? MSP_OK : cmp_spool_open(st->o->spool_dir, &st->a);
+    msp_err rc = MSP_OK;
     cmp_engine_t *eng = NULL;
     st->a_index = calloc(st->plan.nfp + 1, sizeof *st->a_index);
     if (!rc && !st->a_index)
@@ -185,18 +228,19 @@ static msp_err cmp_phase_a(cmp_stream_t *st, cmp_finish_t *fin)
             cmp_record_finish(&part->records[r], part->tensors);
         if (!rc)
             rc = cmp_link_backward(part);
-        for (size_t r = 0; !rc && st->heap.v && r < part->n_records; r++) {
-            cmp_cand_t c = {0.0, i, r};
-            if (cmp_replay_choose(&part->records[r], st->o, &c.prio)) {
-                cmp_heap_add(&st->heap, &c);
-                st->n_cands++;
-            }
-        }
-        if (!rc && fin) {
+        if (!rc)
+            rc = cmp_part_cands(st, part, i);
+        st->spooling |= !fin || st->n_cands > 0;
+        if (!rc && !st->spooling) {
             rc = cmp_finish_part(fin, part);
+            st->n_finished++;
         } else if (!rc) {
-            st->a_index[i] = cmp_spool_count(st->a);
-            rc = cmp_spool_put(st->a, part);
+            if (!st->a)
+                rc = cmp_spool_open(st->o->spool_dir, &st->a);
+            if (!rc) {
+                st->a_index[i] = cmp_spool_count(st->a);
+                rc = cmp_spool_put(st->a, part);
+            }
         }
         msp_compare_result_free(part);
     }
@@ -381,12 +425,18 @@ static msp_err cmp_apply_outcomes(cmp_stream_t *st, size_t pair, msp_compare_res
 }
 
 /* Pair i as phase B needs it: replay's answers applied. */
+static msp_err cmp_local_result(cmp_stream_t *st, size_t i, msp_compare_result_t **part)
+{
+    msp_err rc = cmp_spool_get(st->a, st->a_index[i], part);
+    if (!rc)
+        rc = cmp_apply_outcomes(st, i, *part);
+    return rc;
+}
+
 static msp_err cmp_local_part(cmp_stream_t *st, size_t i, unsigned char **buf, size_t *len)
 {
     msp_compare_result_t *part = NULL;
-    msp_err rc = cmp_spool_get(st->a, st->a_index[i], &part);
-    if (!rc)
-        rc = cmp_apply_outcomes(st, i, part);
+    msp_err rc = cmp_local_result(st, i, &part);
     if (!rc)
         rc = cmp_part_pack(part, buf, len);
     msp_compare_result_free(part);
@@ -403,8 +453,8 @@ static msp_err cmp_agree(const msp_compare_net_t *net, msp_err mine, cmp_stream_
     if (!net || net->size <= 1)
         return mine;
     const char *msg = mine ? msp_last_error() : "";
-    char *line = msp_asprintf("%d %zu %.9g\n%s", (int)mine, st->n_cands, st->replay_seconds,
-                              msg ? msg : "");
+    char *line = msp_asprintf("%d %zu %.9g\n%s", (int)mine, st->n_cands + st->n_stats_cands,
+                              st->replay_seconds, msg ? msg : "");
     size_t *lens = calloc((size_t)net->size, sizeof *lens);
     char *all = NULL;
     msp_err rc = line && lens ? net->allgather(net->ud, line, strlen(line), (void **)&all, lens)
@@ -451,8 +501,9 @@ static msp_err cmp_agree(const msp_compare_net_t *net, msp_err mine, cmp_stream_
 /* ---- entry point ---------------------------------------------------------- */
 
 /* Process 0 after phase R: every pair's part, its own or received in pair
- * order, finished into the tree (phase B; fused: already done in phase A). */
-static msp_err cmp_gather(cmp_stream_t *st, msp_compare_tree_t *t, cmp_finish_t *fin, int fused,
+ * order, finished into the tree (phase B; the pairs before the first with a
+ * candidate for the worker, alone: already done in phase A). */
+static msp_err cmp_gather(cmp_stream_t *st, msp_compare_tree_t *t, cmp_finish_t *fin,
                           const char *bench, const char *cmp)
 {
     const msp_compare_opts_t *opts = st->o;
@@ -468,32 +519,33 @@ static msp_err cmp_gather(cmp_stream_t *st, msp_compare_tree_t *t, cmp_finish_t 
     if (!rc && st->replay_unavailable &&
         !(t->head->replay_unavailable = strdup(st->replay_unavailable)))
         rc = cmp_oom();
-    if (!rc && !fused)
+    if (!rc && !t->spool)
         rc = cmp_spool_open(opts->spool_dir, &t->spool);
-    for (size_t i = 0; i < st->plan.nfp && !fused; i++) {
+    /* the pairs phase A spooled (those it finished have no index) */
+    for (size_t i = 0; i < st->plan.nfp; i++) {
         unsigned char *buf = NULL;
         size_t len = 0;
         msp_err r2 = MSP_OK;
         int owner = st->plan.owner[i];
+        msp_compare_result_t *part = NULL;
         /* a pair of another process comes over the network; after an
          * error the rest is still received, so no sender waits forever */
         if (owner == st->me) {
             if (st->a_index[i] == SIZE_MAX)
                 continue;
             if (!rc)
-                r2 = cmp_local_part(st, i, &buf, &len);
+                r2 = cmp_local_result(st, i, &part);
         } else {
             void *p = NULL;
             r2 = net->recv(net->ud, owner, &p, &len);
             buf = p;
         }
-        msp_compare_result_t *part = NULL;
-        if (!rc && !r2 && len == 0)
+        if (!rc && !r2 && !part && len == 0)
             r2 = msp_fail(MSP_ERR_IO,
                           "compare: process %d could not send step %lld rank "
                           "%lld",
                           owner, (long long)st->plan.fps[i].step, (long long)st->plan.fps[i].rank);
-        if (!rc && !r2)
+        if (!rc && !r2 && !part)
             r2 = cmp_part_unpack(buf, len, &part);
         if (!rc && !r2)
             r2 = cmp_finish_part(fin, part);
@@ -576,8 +628,8 @@ msp_err msp_compare_stream(const char *bench, const char *cmp, const msp_compare
         return cmp_oom();
     }
     rc = cmp_stream_plan(bench, cmp, net, &st.plan);
-    /* alone and without replay, each pair is finished as soon as compared */
-    int fused = alone && opts->replay == MSP_REPLAY_OFF;
+    /* alone, each pair is finished as soon as compared until one has a
+     * record for the worker to replay (cmp_phase_a) */
     fin.t = t;
     fin.head = t->head;
     fin.top = opts->top;
@@ -588,14 +640,19 @@ msp_err msp_compare_stream(const char *bench, const char *cmp, const msp_compare
         if (!rc && strstr(st.plan.only[i], " skipped: "))
             rc = cmp_line_push(&t->head->unread, &t->head->n_unread, st.plan.only[i]);
     }
-    if (!rc && fused)
+    if (!rc && alone)
         rc = cmp_spool_open(opts->spool_dir, &t->spool);
     /* a kept worker forks replay's session while phase A computes metrics */
-    if (!rc && !fused && opts->replay != MSP_REPLAY_OFF && (st.worker = malloc(sizeof *st.worker)))
+    if (!rc && opts->replay != MSP_REPLAY_OFF && (st.worker = malloc(sizeof *st.worker)))
         cmp_worker_prestart(st.worker, cmp_worker_python(opts->replay_python));
     if (!rc)
-        rc = cmp_phase_a(&st, fused ? &fin : NULL);
-    if (!rc && !fused)
+        rc = cmp_phase_a(&st, alone ? &fin : NULL);
+    if (!rc && alone)
+        msp_log(MSP_LOG_INFO,
+                "compare: %zu of %zu pairs finished as compared, %zu spooled for replay "
+                "(replay's candidates: %zu for the worker, %zu decided without it)",
+                st.n_finished, st.plan.nfp, cmp_spool_count(st.a), st.n_cands, st.n_stats_cands);
+    if (!rc)
         rc = cmp_phase_r(&st);
     if (st.worker) { /* ended now; the tree's free awaits its end (after the reports) */
         cmp_worker_release(st.worker);
@@ -603,7 +660,7 @@ msp_err msp_compare_stream(const char *bench, const char *cmp, const msp_compare
         st.worker = NULL;
     }
     if (alone && t->head) {
-        t->head->replay_candidates = st.n_cands;
+        t->head->replay_candidates = st.n_cands + st.n_stats_cands;
         t->head->replay_seconds = st.replay_seconds;
     }
     /* every process learns whether all got this far, and what replay did */
@@ -611,7 +668,7 @@ msp_err msp_compare_stream(const char *bench, const char *cmp, const msp_compare
     if (!rc && st.n_out > 1)
         qsort(st.out, st.n_out, sizeof *st.out, cmp_outcome_order);
     if (!rc && t->is_root)
-        rc = cmp_gather(&st, t, &fin, fused, bench, cmp);
+        rc = cmp_gather(&st, t, &fin, bench, cmp);
     else if (!rc)
         rc = cmp_send_parts(&st);
     cmp_plan_free(&st.plan);

@@ -269,6 +269,43 @@ class KeptWorker(unittest.TestCase):
         self.assertGreater(abs(float(gelu(x, True).max()) - float(gelu(x).max())), 1e-4)
         self.assertEqual(row["Replay"],
                          "not replayable: the compare side holds statistics only for it")
+        # decided as the pair was compared: nothing waits for a replay phase
+        self.assertIn("compare: 1 of 1 pairs finished as compared, 0 spooled for replay "
+                      "(replay's candidates: 0 for the worker, 1 decided without it)", p.stderr)
+
+    def test_pairs_before_the_first_candidate_are_finished_as_compared(self):
+        """A pair with nothing for the worker, before the first that has a
+        candidate, is finished as it is compared; that pair and the ones
+        after it wait for replay. Step 0: gelu alike on both sides (its error
+        is rounding alone, no candidate); step 1: the planted tanh gelu. The
+        report lists both steps in order and step 1's record is judged by
+        replay, step 0's is not."""
+        x = self.x
+        for side in ("tgpu", "tnpu"):
+            for step, tanh in ((0, False), (1, side == "tnpu")):
+                write_dump(os.path.join(self.work, side, "step%d" % step, "rank0", "dump.h5"),
+                           [("Functional.gelu.0.forward", 0,
+                             {"input.0": x, "output.0": gelu(x, tanh=tanh).astype(np.float32)})],
+                           step=step)
+        out = os.path.join(self.work, "tout")
+        p = subprocess.run([BIN, "-v", "compare", "-b", "tgpu", "-c", "tnpu", "-o", out],
+                           capture_output=True, text=True, timeout=300, env=self.env,
+                           cwd=self.work)
+        self.assertIn(p.returncode, (0, 1), p.stdout + p.stderr)
+        m = KEPT.search(p.stderr)
+        if m:
+            self.pids.add(int(m.group(1)))
+        self.assertIn("compare: 1 of 2 pairs finished as compared, 1 spooled for replay "
+                      "(replay's candidates: 1 for the worker, 0 decided without it)", p.stderr)
+        wb = openpyxl.load_workbook(os.path.join(out, "result.xlsx"), read_only=True)
+        rows = list(wb["summary"].iter_rows(values_only=True))
+        head = rows[0]
+        got = [(r[head.index("Step")], r[head.index("Name")], r[head.index("Replay")])
+               for r in rows[1:]]
+        self.assertEqual([g[:2] for g in got], [(0, "Functional.gelu.0.forward"),
+                                               (1, "Functional.gelu.0.forward")], got)
+        self.assertFalse(got[0][2], got)
+        self.assertTrue(got[1][2].startswith("introduced"), got)
 
 
 if __name__ == "__main__":
