@@ -433,6 +433,7 @@ static msp_err cmp_local_result(cmp_stream_t *st, size_t i, msp_compare_result_t
     return rc;
 }
 
+/* The same, packed for process 0. */
 static msp_err cmp_local_part(cmp_stream_t *st, size_t i, unsigned char **buf, size_t *len)
 {
     msp_compare_result_t *part = NULL;

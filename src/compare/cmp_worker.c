@@ -370,6 +370,14 @@ static char *cmp_worker_ready(cmp_worker_t *w, const char *python, double deadli
     return why;
 }
 
+/* w is a session of a kept worker whose ready line was read: -v names it. */
+static void cmp_worker_kept(cmp_worker_t *w)
+{
+    w->kept = 1;
+    msp_log(MSP_LOG_INFO, "replay: kept worker %ld, session %ld (process %ld)", w->server,
+            w->session, w->session_pid);
+}
+
 /* A session of the kept worker at sock, its stderr into err_fd: 0, or -1
  * (nobody there; *lfd is then the socket bound here for a worker this
  * compare starts, or -1 when none can be). */
@@ -384,9 +392,7 @@ static int cmp_worker_join(cmp_worker_t *w, const char *sock, const char *python
             char *why = cmp_keep_hello(fd, err_fd) == 0 ? cmp_worker_ready(w, python, deadline)
                                                         : msp_asprintf("%s", strerror(errno));
             if (!why) {
-                w->kept = 1;
-                msp_log(MSP_LOG_INFO, "replay: kept worker %ld, session %ld (process %ld)",
-                        w->server, w->session, w->session_pid);
+                cmp_worker_kept(w);
                 return 0;
             }
             msp_log(MSP_LOG_INFO,
@@ -472,9 +478,7 @@ char *cmp_worker_start(cmp_worker_t *w, const char *python, double deadline)
         w->joined = 0;
         char *why = cmp_worker_ready(w, python, deadline);
         if (!why) {
-            w->kept = 1;
-            msp_log(MSP_LOG_INFO, "replay: kept worker %ld, session %ld (process %ld)", w->server,
-                    w->session, w->session_pid);
+            cmp_worker_kept(w);
             return NULL;
         }
         msp_log(MSP_LOG_INFO,
