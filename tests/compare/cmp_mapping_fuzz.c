@@ -1,6 +1,6 @@
 /* The --mapping file parser against hostile input. Two builds of one file:
  *  - libFuzzer:  clang -g -D_GNU_SOURCE -DMSP_LIBFUZZER -fsanitize=fuzzer,address,undefined
- *                -Iinclude -Ibuild/include -Isrc/compare tests/compare/cmp_mapping_fuzz.c
+ *                -Iinclude -Ibuild/include -Isrc/compare -Itests/common tests/compare/cmp_mapping_fuzz.c
  *                src/compare/cmp_mapping.c src/common/{error,fsutil,grow,log,yaml}.c -lyaml -lm
  *                (start it from a copy of tests/fuzz/seeds/mapping)
  *  - ctest:      a deterministic mutation run over a small corpus (argv[1] = iterations).
@@ -9,6 +9,7 @@
  * free of blanks and '#', at most one pair per line or per ':' (a YAML flow
  * mapping holds many on one line). Anything else aborts. */
 #include "cmp_internal.h"
+#include "msp_rand.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,16 +88,14 @@ int main(int argc, char **argv)
     snprintf(path, sizeof path, "/tmp/cmp_mapping_fuzz.%d.txt", (int)getpid());
     static const unsigned char alphabet[] = " \t\r\n#.a0\xff:'\"-[]{}&*";
     unsigned char buf[512];
-    uint64_t x = 0x9e3779b97f4a7c15ull;
+    uint64_t x = MSP_RAND_SEED;
     for (long it = 0; it < iters; it++) {
         const char *seed = corpus[(size_t)it % (sizeof corpus / sizeof corpus[0])];
         size_t len = strlen(seed);
         memcpy(buf, seed, len);
         int edits = 1 + (int)(it % 8);
         for (int e = 0; e < edits; e++) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            msp_xorshift64(&x);
             size_t pos = len ? (size_t)(x >> 8) % (len + 1) : 0;
             unsigned char c = alphabet[(x >> 40) % (sizeof alphabet - 1)];
             if ((x & 3) == 0 && len < sizeof buf - 1) { /* insert */

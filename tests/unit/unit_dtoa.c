@@ -15,16 +15,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "msp_rand.h"
 #include "unit_check.h"
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
+static uint64_t rng_state = MSP_RAND_SEED;
 
 static uint64_t rng(void)
 {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
+    return msp_xorshift64(&rng_state);
 }
 
 static double from_bits(uint64_t b)
