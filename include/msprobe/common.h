@@ -189,6 +189,10 @@ int msp_index_reserve(msp_index_t *t, size_t n);
 /* Empty, its memory kept; msp_index_free: its memory released, {0} again. */
 void msp_index_clear(msp_index_t *t);
 void msp_index_free(msp_index_t *t);
+/* src into dst (size bytes), cut to fit and always terminated, as
+ * snprintf(dst, size, "%s", src) does without parsing a format; returns
+ * strlen(src). */
+size_t msp_copy_str(char *dst, size_t size, const char *src);
 /* malloc'd printf. Returns NULL on OOM. */
 char *msp_asprintf(const char *fmt, ...) MSP_PRINTF(1, 2);
 
@@ -199,6 +203,9 @@ char *msp_asprintf(const char *fmt, ...) MSP_PRINTF(1, 2);
  * than printing with printf and checking (src/common/dtoa.c). */
 #define MSP_DTOA_SIZE 32
 size_t msp_dtoa(double v, char *buf);
+/* printf's "%.15g" of v, the same text, at buf (MSP_DTOA_SIZE bytes); its
+ * length. */
+size_t msp_fmt_g15(double v, char *buf);
 
 /* Text fit for an xlsx or csv cell: valid UTF-8 (strict: no overlong forms,
  * surrogates or code points past U+10FFFF), each invalid sequence and each

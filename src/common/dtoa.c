@@ -6,11 +6,19 @@
  * twice (%.15g, then %.17g when the first does not read back): on a 64-rank
  * tree that was a quarter of compare's CPU (issue 42). Here the digits come
  * from one multiplication in long double (64-bit mantissa, 3 more decimal
- * digits than 17 need) and strtod checks the text reads back; a value the
- * fast digits cannot serve (a tie, a subnormal, a multiplication that was
- * off) is printed by printf as before. With 15 digits there is at most one
- * decimal of that length that reads back, so the text is printf's own; with
- * 17 it may differ from printf's in the last digit and still read back. */
+ * digits than 17 need), off by less than 2e-19 of the value (powl within
+ * 1.2 units of its last place, measured, and the product's rounding); a
+ * value whose digits sit nearer a rounding tie than that (a tie, a
+ * subnormal) is printed by printf as before, so the digits are always
+ * printf's own, correctly rounded.
+ *
+ * Nor strtod, to check that 15 digits read back (a fifth of the reports'
+ * CPU once printf was gone): m x 10^k with m below 2^53 and |k| <= 22 is
+ * one correctly rounded multiplication or division of two exact doubles,
+ * so computing it is what strtod would read (Clinger's fast path); other
+ * exponents still ask strtod. 17 correctly rounded digits always read
+ * back. With 15 digits there is at most one decimal of that length that
+ * reads back, so the text is printf's %.15g whenever that reads back. */
 #include "msprobe/common.h"
 
 #include <float.h>
@@ -53,7 +61,9 @@ static const uint64_t dt_ten[] = {1ULL,
                                   100000000000000000ULL};
 
 /* a (> 0, normal) as m x 10^(e - prec + 1), m of exactly prec digits,
- * rounded to nearest; 0 when the scaled value sits too near a tie to trust. */
+ * correctly rounded; 0 when the scaled value sits too near a tie for the
+ * multiplication's error (below 2e-19 of it, guarded at 3e-19) to leave the
+ * rounding certain. */
 static int dt_digits(double a, int prec, uint64_t *m, int *e)
 {
     int e2;
@@ -73,7 +83,8 @@ static int dt_digits(double a, int prec, uint64_t *m, int *e)
             continue;
         }
         long double fl = floorl(s), frac = s - fl;
-        if (frac > 0.4999L && frac < 0.5001L)
+        long double guard = (long double)dt_ten[prec] * 3e-19L;
+        if (frac > 0.5L - guard && frac < 0.5L + guard)
             return 0; /* a tie, or too near one for these digits */
         uint64_t r = (uint64_t)fl + (frac > 0.5L);
         if (r == dt_ten[prec]) { /* 99..9.5 rounded up */
@@ -135,19 +146,36 @@ static int dt_reads_back(const char *text, double v)
     return !(back < v) && !(back > v);
 }
 
+/* Whether m x 10^k (m of 15 digits, a > 0) reads back as a, worked out
+ * without strtod where one IEEE operation of two exact doubles gives it. */
+static int dt_15_reads_back(uint64_t m, int k, double a, const char *text)
+{
+#if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD == 0
+    static const double p10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                 1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    if (k >= -22 && k <= 22) {
+        volatile double d = (double)m; /* exact: m < 10^15 < 2^53 */
+        double back = k >= 0 ? d * p10[k] : d / p10[-k];
+        return !(back < a) && !(back > a);
+    }
+#endif
+    return dt_reads_back(text, a);
+}
+
 size_t msp_dtoa(double v, char *buf)
 {
     double a = fabs(v);
     if (isfinite(v) && a >= DBL_MIN) {
         pthread_once(&dt_once, dt_init);
-        for (int prec = 15; prec <= 17; prec += 2) {
-            uint64_t m;
-            int e;
-            if (!dt_digits(a, prec, &m, &e))
-                break;
-            size_t n = dt_format(buf, v < 0, m, e, prec);
-            if (dt_reads_back(buf, v))
+        uint64_t m;
+        int e;
+        if (dt_digits(a, 15, &m, &e)) {
+            size_t n = dt_format(buf, v < 0, m, e, 15);
+            if (dt_15_reads_back(m, e - 14, a, buf + (v < 0)))
                 return n;
+            if (dt_digits(a, 17, &m, &e))
+                return dt_format(buf, v < 0, m, e, 17);
         }
     }
     /* zero, subnormals, NaN, Inf, and what the fast digits could not serve */
@@ -155,4 +183,17 @@ size_t msp_dtoa(double v, char *buf)
     if (isfinite(v) && !dt_reads_back(buf, v))
         n = snprintf(buf, MSP_DTOA_SIZE, "%.17g", v);
     return (size_t)n;
+}
+
+size_t msp_fmt_g15(double v, char *buf)
+{
+    double a = fabs(v);
+    if (isfinite(v) && a >= DBL_MIN) {
+        pthread_once(&dt_once, dt_init);
+        uint64_t m;
+        int e;
+        if (dt_digits(a, 15, &m, &e))
+            return dt_format(buf, v < 0, m, e, 15);
+    }
+    return (size_t)snprintf(buf, MSP_DTOA_SIZE, "%.15g", v);
 }

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 const char *const cmp_details_cols_tensor[] = {
     "NPU Name",
@@ -100,6 +101,8 @@ void cmp_percent_text(double v, char *buf, size_t size)
         snprintf(buf, size, "N/A");
     else if (isinf(v))
         snprintf(buf, size, "%s", v > 0 ? "inf%" : "-inf%");
+    else if (size >= MSP_DTOA_SIZE + 2) /* printf's "%.15g%%", without printf */
+        memcpy(buf + msp_fmt_g15(v, buf), "%", 2);
     else
         snprintf(buf, size, "%.15g%%", v);
 }
