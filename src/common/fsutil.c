@@ -292,6 +292,17 @@ cleanup:
     return rc;
 }
 
+size_t msp_copy_str(char *dst, size_t size, const char *src)
+{
+    size_t n = strlen(src);
+    if (!size)
+        return n;
+    size_t k = n < size ? n : size - 1;
+    memcpy(dst, src, k);
+    dst[k] = '\0';
+    return n;
+}
+
 char *msp_asprintf(const char *fmt, ...)
 {
     va_list ap;

@@ -208,9 +208,12 @@ static msp_err msp_table_attrs(msp_dump_file_t *f, const msp_record_info_t *r, c
                                char ***values, size_t *n)
 {
     struct msp_h5_impl *im = f->impl;
-    char where[700];
-    snprintf(where, sizeof where, "file %s: record %s", f->path, r->name);
-    return msp_rows_find(im->attrs, im->n_attrs, r->name, keys, values, n, where);
+    /* where only for its one error, out of memory: formatting it for every
+     * record cost a statistics compare more than the lookup (issue 42) */
+    msp_err rc = msp_rows_find(im->attrs, im->n_attrs, r->name, keys, values, n, "");
+    if (rc != MSP_OK)
+        return msp_fail(rc, "file %s: record %s: out of memory", f->path, r->name);
+    return MSP_OK;
 }
 
 /* ---- open ------------------------------------------------------------------- */
