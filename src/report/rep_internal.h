@@ -133,10 +133,12 @@ typedef struct rep_sheet {
     uint64_t raw, comp;     /* the rows' XML bytes, and deflated */
     size_t row1, last_row1; /* the open row (1-based, 0: none), the last one */
     int next_col;           /* the open row's column after its last cell */
+    const char *dir;        /* where the temp file is (the caller's string) */
     int ncols;
     char *links; /* <hyperlink> elements */
     size_t links_len, links_cap;
-    int err; /* the first errno */
+    int err;                /* the first errno */
+    struct rs_async *async; /* the deflating thread, once the rows fill a buffer */
 } rep_sheet_t;
 
 /* Excel's characters a cell: longer text is cut (on a character boundary). */
@@ -158,7 +160,8 @@ void rep_sheet_blank(rep_sheet_t *s, int col, int xf);
 void rep_sheet_link(rep_sheet_t *s, int col, const char *location, int xf);
 void rep_sheet_formula_str(rep_sheet_t *s, int col, const char *formula, const char *value, int xf);
 /* The rows done: their stream flushed (not final). The first failure of any
- * call above, recorded, or MSP_OK. */
+ * call above, recorded ("its rows' temp file in DIR: ...", for the caller to
+ * name the workbook), or MSP_OK. */
 msp_err rep_sheet_end(rep_sheet_t *s);
 void rep_sheet_free(rep_sheet_t *s);
 

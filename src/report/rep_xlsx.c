@@ -727,8 +727,12 @@ msp_err cmp_write_book(const char *out_dir, const char *file, const cmp_book_t *
         msp_write_ranks(&x, b->head, b->link, b->link_ud);
     if (b->suspects_sheet && x.err == LXW_NO_ERROR)
         msp_write_suspects(&x, b->head);
-    if (b->rows && x.err == LXW_NO_ERROR)
-        rc = msp_write_rows(&x, b->rows, b->details_only, &sh);
+    if (b->rows && x.err == LXW_NO_ERROR &&
+        (rc = msp_write_rows(&x, b->rows, b->details_only, &sh)) == MSP_ERR_IO) {
+        char detail[1024];
+        snprintf(detail, sizeof detail, "%s", msp_last_error());
+        rc = msp_fail(rc, "cannot write %s: %s", path, detail);
+    }
     /* the error-flow chart of the first step compared (rep_xlsx_chart.c) */
     if (!rc && b->chart && x.err == LXW_NO_ERROR)
         msp_xlsx_note(&x, (lxw_error)cmp_xlsx_error_flow(x.wb, b->chart), "error_flow", 0);

@@ -3,11 +3,14 @@
  * substrings in FULL_DISK_PATHS (e.g. "/step2/,/step3/") takes no byte:
  * every write, pwrite and fallocate on it fails with ENOSPC, as on a full
  * disk, while other files write normally. Lets test_dump_disk_full.py check
- * which steps the shim says were lost. */
+ * which steps the shim says were lost, and test_cmp_report_full_disk.py what
+ * compare says when its report's temp files cannot grow (mkstemp's files,
+ * written through stdio: fwrite is refused on them too). */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
@@ -110,4 +113,22 @@ EXPORT int posix_fallocate(int fd, off_t o, off_t n)
     return fd >= 0 && fd < MAX_FD && full[fd]
                ? ENOSPC
                : REAL("posix_fallocate", int (*)(int, off_t, off_t))(fd, o, n);
+}
+
+EXPORT int mkstemp(char *tmpl)
+{
+    return mark(REAL("mkstemp", int (*)(char *))(tmpl), tmpl);
+}
+
+EXPORT int mkostemp(char *tmpl, int flags)
+{
+    return mark(REAL("mkostemp", int (*)(char *, int))(tmpl, flags), tmpl);
+}
+
+/* stdio writes through glibc's own write, which no preload sees */
+EXPORT size_t fwrite(const void *b, size_t size, size_t n, FILE *f)
+{
+    return is_full(fileno(f))
+               ? 0
+               : REAL("fwrite", size_t(*)(const void *, size_t, size_t, FILE *))(b, size, n, f);
 }
