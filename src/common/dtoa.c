@@ -4,21 +4,26 @@
  * Why not printf: glibc formats a double exactly with multi-precision
  * arithmetic, and a statistics tree's reports print 14 numbers a row, each
  * twice (%.15g, then %.17g when the first does not read back): on a 64-rank
- * tree that was a quarter of compare's CPU (issue 42). Here the digits come
- * from one multiplication in long double (64-bit mantissa, 3 more decimal
- * digits than 17 need), off by less than 2e-19 of the value (powl within
- * 1.2 units of its last place, measured, and the product's rounding); a
- * value whose digits sit nearer a rounding tie than that (a tie, a
- * subnormal) is printed by printf as before, so the digits are always
- * printf's own, correctly rounded.
- *
- * Nor strtod, to check that 15 digits read back (a fifth of the reports'
- * CPU once printf was gone): m x 10^k with m below 2^53 and |k| <= 22 is
- * one correctly rounded multiplication or division of two exact doubles,
- * so computing it is what strtod would read (Clinger's fast path); other
- * exponents still ask strtod. 17 correctly rounded digits always read
- * back. With 15 digits there is at most one decimal of that length that
- * reads back, so the text is printf's %.15g whenever that reads back. */
+ * tree that was a quarter of compare's CPU (issue 42). Here:
+ *  - the 17 digits come from one multiplication in long double (64-bit
+ *    mantissa, 3 more decimal digits than 17 need), off by less than 2e-19
+ *    of the value (powl within 1.2 units of its last place, measured, and
+ *    the product's rounding), rounded without switching the x87 rounding
+ *    mode (adding 2^63);
+ *  - a value whose digits sit nearer a rounding tie than that error is
+ *    rounded in exact 128-bit integer arithmetic when its scale allows
+ *    (10^0..10^22), else printed by printf as before; so the digits are
+ *    always printf's own, correctly rounded;
+ *  - the 15 digits are the 17 rounded once more, unless those end in
+ *    exactly 50 (rounding twice could differ: computed again);
+ *  - whether 15 digits read back is worked out without strtod where it can
+ *    be: m x 10^k with m below 2^53 and |k| <= 22 is one correctly rounded
+ *    multiplication or division of two exact doubles, what strtod would
+ *    read (Clinger's fast path); other exponents still ask strtod.
+ * 17 correctly rounded digits always read back. With 15 digits there is at
+ * most one decimal of that length that reads back, so the text is printf's
+ * %.15g whenever that reads back. About 60 ns a float32 value, where printf
+ * and strtod took 400. */
 #include "msprobe/common.h"
 
 #include <float.h>
@@ -60,6 +65,40 @@ static const uint64_t dt_ten[] = {1ULL,
                                   10000000000000000ULL,
                                   100000000000000000ULL};
 
+/* a x 10^k (a > 0, normal; 0 <= k <= 22) rounded to an integer, ties to
+ * even as printf rounds them, in exact integer arithmetic: a = M x 2^E with
+ * M below 2^53, and M x 10^k below 2^127. For the values whose digits sit
+ * too near a tie for the long double product; 0 where it cannot serve. */
+static int dt_exact(double a, int k, uint64_t *r)
+{
+#ifdef __SIZEOF_INT128__
+    int e2;
+    double f = frexp(a, &e2);
+    uint64_t m = (uint64_t)ldexp(f, 53);
+    int e = e2 - 53; /* a = m x 2^e */
+    if (k < 0 || k > 22 || e < -127 || e > 8)
+        return 0;
+    unsigned __int128 n = m;
+    for (int i = 0; i < k; i++)
+        n *= 10;
+    if (e >= 0) {
+        n <<= e;
+    } else {
+        unsigned __int128 q = n >> -e, rem = n - (q << -e), half = (unsigned __int128)1 << (-e - 1);
+        n = q + (rem > half || (rem == half && (q & 1)));
+    }
+    if (n >> 64)
+        return 0;
+    *r = (uint64_t)n;
+    return 1;
+#else
+    (void)a;
+    (void)k;
+    (void)r;
+    return 0;
+#endif
+}
+
 /* a (> 0, normal) as m x 10^(e - prec + 1), m of exactly prec digits,
  * correctly rounded; 0 when the scaled value sits too near a tie for the
  * multiplication's error (below 2e-19 of it, guarded at 3e-19) to leave the
@@ -82,11 +121,24 @@ static int dt_digits(double a, int prec, uint64_t *m, int *e)
             x--;
             continue;
         }
-        long double fl = floorl(s), frac = s - fl;
         long double guard = (long double)dt_ten[prec] * 3e-19L;
-        if (frac > 0.5L - guard && frac < 0.5L + guard)
-            return 0; /* a tie, or too near one for these digits */
-        uint64_t r = (uint64_t)fl + (frac > 0.5L);
+        uint64_t r;
+#if LDBL_MANT_DIG == 64 && defined(__x86_64__)
+        /* s rounded to an integer by adding 2^63: its 64-bit significand is
+         * then 2^63 + r, read as it is. floorl and the conversion each
+         * switch the x87 rounding mode, which stalled the pipeline for more
+         * than half of this function's time. */
+        long double t = s + 0x1p63L, frac = s - (t - 0x1p63L);
+        memcpy(&r, &t, sizeof r);
+        r -= 1ULL << 63;
+        int near_tie = fabsl(frac) > 0.5L - guard;
+#else
+        long double fl = floorl(s), frac = s - fl;
+        r = (uint64_t)fl + (frac > 0.5L);
+        int near_tie = frac > 0.5L - guard && frac < 0.5L + guard;
+#endif
+        if (near_tie && !dt_exact(a, k, &r))
+            return 0;            /* a tie, or too near one for these digits */
         if (r == dt_ten[prec]) { /* 99..9.5 rounded up */
             r = dt_ten[prec - 1];
             x++;
@@ -101,11 +153,18 @@ static int dt_digits(double a, int prec, uint64_t *m, int *e)
 /* m (prec digits) x 10^(e - prec + 1) in %g form at buf; its length. */
 static size_t dt_format(char *buf, int neg, uint64_t m, int e, int prec)
 {
+    static const char pairs[] = "00010203040506070809101112131415161718192021222324"
+                                "25262728293031323334353637383940414243444546474849"
+                                "50515253545556575859606162636465666768697071727374"
+                                "75767778798081828384858687888990919293949596979899";
     char d[24];
-    for (int i = prec - 1; i >= 0; i--) {
-        d[i] = (char)('0' + m % 10);
-        m /= 10;
+    int at = prec;
+    for (; at >= 2; at -= 2) { /* two digits a division */
+        memcpy(d + at - 2, pairs + 2 * (m % 100), 2);
+        m /= 100;
     }
+    if (at)
+        d[0] = (char)('0' + m);
     int len = prec;
     while (len > 1 && d[len - 1] == '0')
         len--;
@@ -146,21 +205,45 @@ static int dt_reads_back(const char *text, double v)
     return !(back < v) && !(back > v);
 }
 
-/* Whether m x 10^k (m of 15 digits, a > 0) reads back as a, worked out
- * without strtod where one IEEE operation of two exact doubles gives it. */
-static int dt_15_reads_back(uint64_t m, int k, double a, const char *text)
+/* Whether m x 10^e-14 (m of 15 digits, a > 0) reads back as a, worked out
+ * without strtod where one IEEE operation of two exact doubles gives it;
+ * the text is printed at buf (sign first when neg) either way, when it
+ * does, and its length stored in *n. */
+static int dt_15_try(uint64_t m, int e, double a, int neg, char *buf, size_t *n)
 {
 #if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD == 0
     static const double p10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
                                  1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
                                  1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    int k = e - 14;
     if (k >= -22 && k <= 22) {
         volatile double d = (double)m; /* exact: m < 10^15 < 2^53 */
         double back = k >= 0 ? d * p10[k] : d / p10[-k];
-        return !(back < a) && !(back > a);
+        if (back < a || back > a)
+            return 0;
+        *n = dt_format(buf, neg, m, e, 15);
+        return 1;
     }
 #endif
-    return dt_reads_back(text, a);
+    *n = dt_format(buf, neg, m, e, 15);
+    return dt_reads_back(buf + neg, a);
+}
+
+/* The 15 digits of a from its correctly rounded 17 (m17, e17): 0 when the
+ * last two are exactly 50, where rounding twice may differ from rounding
+ * once. */
+static int dt_15_of_17(uint64_t m17, int e17, uint64_t *m, int *e)
+{
+    uint64_t r = m17 % 100;
+    if (r == 50)
+        return 0;
+    *m = m17 / 100 + (r > 50);
+    *e = e17;
+    if (*m == dt_ten[15]) {
+        *m = dt_ten[14];
+        (*e)++;
+    }
+    return 1;
 }
 
 size_t msp_dtoa(double v, char *buf)
@@ -168,15 +251,21 @@ size_t msp_dtoa(double v, char *buf)
     double a = fabs(v);
     if (isfinite(v) && a >= DBL_MIN) {
         pthread_once(&dt_once, dt_init);
-        uint64_t m;
-        int e;
-        if (dt_digits(a, 15, &m, &e)) {
-            size_t n = dt_format(buf, v < 0, m, e, 15);
-            if (dt_15_reads_back(m, e - 14, a, buf + (v < 0)))
+        /* 17 digits first, and the 15 rounded from them: one multiplication
+         * for both, where most values the reports print (float32 and
+         * bfloat16 statistics) need 17 */
+        uint64_t m17, m;
+        int e17, e;
+        int have17 = dt_digits(a, 17, &m17, &e17);
+        size_t n;
+        if (have17 ? dt_15_of_17(m17, e17, &m, &e) : dt_digits(a, 15, &m, &e)) {
+            if (dt_15_try(m, e, a, v < 0, buf, &n))
                 return n;
-            if (dt_digits(a, 17, &m, &e))
-                return dt_format(buf, v < 0, m, e, 17);
+        } else if (have17 && dt_digits(a, 15, &m, &e) && dt_15_try(m, e, a, v < 0, buf, &n)) {
+            return n;
         }
+        if (have17) /* 17 correctly rounded digits always read back */
+            return dt_format(buf, v < 0, m17, e17, 17);
     }
     /* zero, subnormals, NaN, Inf, and what the fast digits could not serve */
     int n = snprintf(buf, MSP_DTOA_SIZE, "%.15g", v);
