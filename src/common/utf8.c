@@ -73,7 +73,13 @@ const char *msp_utf8_clean(const char *s, size_t max_bytes, char **owned)
     size_t i = 0;
     unsigned cp;
     size_t bad;
+    size_t lim = max_bytes && max_bytes < n ? max_bytes : n;
     for (; i < n;) {
+        /* printable ASCII a byte at a time: names and numbers are all of it */
+        while (i < lim && p[i] >= 0x20 && p[i] < 0x80)
+            i++;
+        if (i == n)
+            break;
         size_t l = msp_utf8_char(p + i, n - i, &cp, &bad);
         if (l == 0 || !msp_utf8_xml_ok(cp) || (max_bytes && i + l > max_bytes))
             break;
