@@ -338,14 +338,16 @@ int cmp_is_optimizer(const msp_record_cmp_t *r);
  * *out (malloc'd); unpack checks every length and index. */
 msp_err cmp_part_pack(const msp_compare_result_t *part, unsigned char **out, size_t *len);
 msp_err cmp_part_unpack(const unsigned char *buf, size_t len, msp_compare_result_t **out);
-/* An unlinked temp file of packed parts in dir (NULL: $TMPDIR, else /tmp). */
+/* An unlinked temp file of packed parts in dir (NULL: $TMPDIR, else /tmp),
+ * written by a thread of its own: a part is read back once written, and a
+ * failed write is the error of the next put or get. Puts from one thread;
+ * gets from any. */
 typedef struct cmp_spool cmp_spool_t;
 msp_err cmp_spool_open(const char *dir, cmp_spool_t **out);
 msp_err cmp_spool_put(cmp_spool_t *s, const msp_compare_result_t *part);
-msp_err cmp_spool_put_packed(cmp_spool_t *s, const unsigned char *buf, size_t len);
-size_t cmp_spool_count(const cmp_spool_t *s);
-msp_err cmp_spool_get(const cmp_spool_t *s, size_t i, msp_compare_result_t **part);
-msp_err cmp_spool_get_packed(const cmp_spool_t *s, size_t i, unsigned char **out, size_t *len);
+size_t cmp_spool_count(cmp_spool_t *s);
+msp_err cmp_spool_get(cmp_spool_t *s, size_t i, msp_compare_result_t **part);
+msp_err cmp_spool_get_packed(cmp_spool_t *s, size_t i, unsigned char **out, size_t *len);
 void cmp_spool_close(cmp_spool_t *s); /* NULL-safe */
 
 /* ---- who compares what (cmp_plan.c; msprobe-compare(1), MPI) ------------- */

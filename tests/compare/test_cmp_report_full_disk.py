@@ -1,10 +1,11 @@
 """A statistics tree's workbook, whose rows are deflated on a thread of their
-own once they fill a buffer (src/report/rep_sheet.c): every row lands in
-its column with the dump's own values (read back with openpyxl, checked
-against h5py), and a disk that fills while the rows are written is one
-clear error naming the workbook and the cause, with no workbook left half
-written and no hang (the preloaded full_disk helper refuses every write to
-compare's row temp files)."""
+own once they fill a buffer (src/report/rep_sheet.c), after its pairs went
+through the spool, written on a thread of its own (src/compare/cmp_spool.c):
+every row lands in its column with the dump's own values (read back with
+openpyxl, checked against h5py), and a disk that fills while the rows or
+the spool are written is one clear error naming what and where, with no
+workbook left half written and no hang (the preloaded full_disk helper
+refuses every write to the temp files named)."""
 import os
 import subprocess
 import sys
@@ -92,6 +93,21 @@ class ReportFullDisk(unittest.TestCase):
                       "No space left on device", r.stderr)
         self.assertEqual(r.stderr.count("No space left on device"), 1, r.stderr)
         self.assertEqual([n for n in os.listdir(out) if "xlsx" in n or n.startswith(".msprobe")], [])
+
+    @unittest.skipUnless(FULL_DISK and os.path.exists(FULL_DISK), "no full_disk helper built")
+    def test_a_full_disk_under_the_spool_is_one_clear_error_before_any_report(self):
+        out = os.path.join(self.work, "spool")
+        spool = os.path.join(self.work, "tmp")
+        os.makedirs(spool, exist_ok=True)
+        env = dict(os.environ, LD_PRELOAD=FULL_DISK, FULL_DISK_PATHS=".msprobe-compare-spool.",
+                   TMPDIR=spool)
+        r = self.compare(out, env)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn(f"compare: cannot write its temporary file in {spool}: "
+                      "No space left on device", r.stderr)
+        self.assertEqual(r.stderr.count("No space left on device"), 1, r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(out, "result.xlsx")))
+        self.assertEqual(os.listdir(spool), [])  # the spool was unlinked from the start
 
 
 if __name__ == "__main__":
