@@ -27,6 +27,7 @@
 
 #ifdef MSP_HAVE_MPI
 #include <mpi.h>
+#include <omp.h>
 #include <pthread.h>
 #include <sched.h>
 #include <time.h>
@@ -361,6 +362,40 @@ static msp_err msp_mpi_recv(void *ud, int from, void **out, size_t *len)
 static msp_compare_net_t msp_net;
 static int msp_net_on;
 
+/* Open MPI binds each process to one core when it launches two or fewer (to
+ * a socket past that) unless told otherwise, and a compare's threads (the
+ * workbooks', the deflating and spool threads, the reader helpers) then
+ * share that core: `mpirun -np 2` on two cores took twice one process's
+ * time, most of it process 0 writing the reports alone on one core. Where
+ * the binding is Open MPI's default, not asked for
+ * (OMPI_MCA_orte_bound_at_launch set, no OMPI_MCA_hwloc_base_binding_policy
+ * from --bind-to), the process takes back the CPUs of the launcher that
+ * started it (its parent: orted, or mpirun on one node, which Open MPI
+ * leaves unbound) and as many threads, unless OMP_NUM_THREADS says: as
+ * --bind-to none would. Called on the main thread before any other starts. */
+static void msp_mpi_unbind(int rank)
+{
+    const char *bound = getenv("OMPI_MCA_orte_bound_at_launch"),
+               *policy = getenv("OMPI_MCA_hwloc_base_binding_policy");
+    cpu_set_t was, all, now;
+    /* the launcher's own CPUs (orted's or mpirun's, which Open MPI leaves
+     * unbound): what the user gave the launch, taskset included */
+    if (!bound || strcmp(bound, "1") != 0 || (policy && *policy) ||
+        sched_getaffinity(0, sizeof was, &was) != 0 ||
+        sched_getaffinity(getppid(), sizeof all, &all) != 0 || CPU_COUNT(&all) <= CPU_COUNT(&was))
+        return;
+    if (sched_setaffinity(0, sizeof all, &all) != 0 || sched_getaffinity(0, sizeof now, &now) != 0)
+        return;
+    const char *omp = getenv("OMP_NUM_THREADS");
+    if (!omp || !*omp)
+        omp_set_num_threads(CPU_COUNT(&now));
+    msp_log(MSP_LOG_INFO,
+            "MPI: process %d was bound to %d CPU%s by Open MPI's default (not --bind-to): "
+            "it runs on %d CPUs, %d threads",
+            rank, CPU_COUNT(&was), CPU_COUNT(&was) == 1 ? "" : "s", CPU_COUNT(&now),
+            omp_get_max_threads());
+}
+
 const msp_compare_net_t *msp_cli_mpi_start(int *argc, char ***argv, double timeout)
 {
     if (msp_net_on)
@@ -377,6 +412,7 @@ const msp_compare_net_t *msp_cli_mpi_start(int *argc, char ***argv, double timeo
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &msp_net.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &msp_net.size);
+    msp_mpi_unbind(msp_net.rank);
     msp_net.allgather = msp_mpi_allgather;
     msp_net.send = msp_mpi_send;
     msp_net.recv = msp_mpi_recv;

@@ -144,6 +144,35 @@ class CompareOverMPI(unittest.TestCase):
         each = self.check("gen", [[0, 1, 2], [3, 4, 5], [6, 7]], [0, 1, 2])
         self.assertEqual(each, [9, 9, 6])  # 3 steps x its node's ranks
 
+    def test_open_mpis_default_binding_is_undone_and_an_asked_one_kept(self):
+        # Open MPI binds each of two processes to one core unless told: the
+        # compare takes back the launch's CPUs (what this test process has),
+        # and keeps a binding asked for with --bind-to
+        cpus = len(os.sched_getaffinity(0))
+        if cpus < 2:
+            self.skipTest("one CPU: nothing to bind or take back")
+        b, c = TREES["real"]
+        env = dict(os.environ, OMPI_MCA_btl="self,tcp", OMPI_MCA_btl_tcp_if_include="lo",
+                   OMPI_MCA_oob_tcp_if_include="lo")
+        env.pop("OMP_NUM_THREADS", None)
+        line = re.compile(r"MPI: process (\d+) was bound to (\d+) CPUs? by Open MPI's default "
+                          r"\(not --bind-to\): it runs on (\d+) CPUs, (\d+) threads")
+        for bind in (None, "core"):
+            out = os.path.join(WORK, "bind-%s" % bind)
+            cmd = [MPIRUN, "--oversubscribe", "-np", "2"] + (["--bind-to", bind] if bind else [])
+            if os.geteuid() == 0:
+                cmd.append("--allow-run-as-root")
+            p = subprocess.run(cmd + [BIN, "-v", "compare", "-b", b, "-c", c, "-o", out,
+                                      "--replay", "off"],
+                               capture_output=True, text=True, timeout=900, env=env)
+            self.assertIn(p.returncode, (0, 1), p.stdout + p.stderr)
+            got = sorted((int(m[0]), int(m[1]), int(m[2]), int(m[3]))
+                         for m in line.findall(p.stderr))
+            if bind:
+                self.assertEqual(got, [], p.stderr)
+            else:
+                self.assertEqual(got, [(0, 1, cpus, cpus), (1, 1, cpus, cpus)], p.stderr)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
