@@ -210,7 +210,14 @@ int cmp_file_has_producers(const msp_dump_file_t *f)
 
 static char *cmp_join(const char *rec, const char *role)
 {
-    return msp_asprintf("%s.%s", rec, role);
+    size_t a = strlen(rec), b = strlen(role); /* once a row: no format to parse */
+    char *s = malloc(a + b + 2);
+    if (s) {
+        memcpy(s, rec, a);
+        s[a] = '.';
+        memcpy(s + a + 1, role, b + 1);
+    }
+    return s;
 }
 
 /* A dump of msprobe's own (dump.json) rather than ours. */
@@ -286,12 +293,12 @@ static msp_err cmp_tensor_row(cmp_ctx_t *cx, cmp_build_t *bld, const msp_record_
     t->bench_requires_grad = b ? b->requires_grad != 0 : -1;
     if (n) {
         t->npu_name = cmp_join(nrec->name, n->role);
-        snprintf(t->npu_dtype, sizeof t->npu_dtype, "%s", n->dtype_name);
+        msp_copy_str(t->npu_dtype, sizeof t->npu_dtype, n->dtype_name);
         msp_shape_str(n->shape, n->ndim, t->npu_shape, sizeof t->npu_shape);
     }
     if (b) {
         t->bench_name = cmp_join(brec->name, b->role);
-        snprintf(t->bench_dtype, sizeof t->bench_dtype, "%s", b->dtype_name);
+        msp_copy_str(t->bench_dtype, sizeof t->bench_dtype, b->dtype_name);
         msp_shape_str(b->shape, b->ndim, t->bench_shape, sizeof t->bench_shape);
     }
     if ((n && !t->npu_name) || (b && !t->bench_name))

@@ -135,11 +135,32 @@ void msp_shape_str(const int64_t *shape, int ndim, char *buf, size_t size)
 {
     if (!size)
         return;
-    size_t k = (size_t)snprintf(buf, size, "[");
-    for (int i = 0; i < ndim && k < size; i++)
-        k += (size_t)snprintf(buf + k, size - k, "%s%lld", i ? ", " : "", (long long)shape[i]);
-    if (k < size)
-        snprintf(buf + k, size - k, "]");
+    /* "[2, 3]" as printf would write it (cut to size), without printf:
+     * every compared row formats two */
+    char tmp[MSP_SHAPE_STR_MAX];
+    size_t k = 0;
+    tmp[k++] = '[';
+    for (int i = 0; i < ndim && i < MSP_MAX_NDIM; i++) {
+        if (i) {
+            tmp[k++] = ',';
+            tmp[k++] = ' ';
+        }
+        long long v = shape[i];
+        unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+        char d[21];
+        int nd = 0;
+        do {
+            d[nd++] = (char)('0' + u % 10);
+            u /= 10;
+        } while (u);
+        if (v < 0)
+            tmp[k++] = '-';
+        while (nd)
+            tmp[k++] = d[--nd];
+    }
+    tmp[k++] = ']';
+    tmp[k] = '\0';
+    msp_copy_str(buf, size, tmp);
 }
 
 /* ---- statistics ---------------------------------------------------------- */

@@ -131,17 +131,22 @@ const char *cmp_result_text(msp_result_t r)
  * without data. */
 void cmp_data_name_text(const msp_tensor_cmp_t *t, char *buf, size_t size)
 {
-    snprintf(buf, size, "['%s', '%s']", t->npu_data_name ? t->npu_data_name : "-1",
-             t->bench_data_name ? t->bench_data_name : "-1");
+    if (!t->npu_data_name && !t->bench_data_name) /* statistics: every row */
+        msp_copy_str(buf, size, "['-1', '-1']");
+    else
+        snprintf(buf, size, "['%s', '%s']", t->npu_data_name ? t->npu_data_name : "-1",
+                 t->bench_data_name ? t->bench_data_name : "-1");
 }
 
 /* msprobe's md5 column: the CRC-32 in 8 hex digits, "N/A" when unknown. */
 void cmp_md5_text(uint32_t crc, char *buf, size_t size)
 {
-    if (crc)
-        snprintf(buf, size, "%08x", (unsigned)crc);
-    else
-        snprintf(buf, size, "N/A");
+    static const char hex[] = "0123456789abcdef";
+    char t[9];
+    for (int i = 0; i < 8; i++)
+        t[i] = hex[(crc >> (28 - 4 * i)) & 15];
+    t[8] = '\0';
+    msp_copy_str(buf, size, crc ? t : "N/A"); /* two a row: printf's "%08x" without printf */
 }
 
 const char *cmp_cause_text(msp_cause_t c)

@@ -34,6 +34,23 @@ static void msp_csv_num(FILE *f, double v)
     fwrite_unlocked(buf, 1, msp_dtoa(v, buf), f);
 }
 
+/* ",v" for an integer, without printf's format parsing (two a row). */
+static void msp_csv_int(FILE *f, long long v)
+{
+    char d[24];
+    int n = 0;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        d[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    fputc_unlocked(',', f);
+    if (v < 0)
+        fputc_unlocked('-', f);
+    while (n)
+        fputc_unlocked(d[--n], f);
+}
+
 static void msp_csv_row(FILE *f, int stats, const msp_tensor_cmp_t *t, const msp_record_cmp_t *rec,
                         int first)
 {
@@ -73,7 +90,8 @@ static void msp_csv_row(FILE *f, int stats, const msp_tensor_cmp_t *t, const msp
     msp_csv_field(f, t->err_message, 0);
     if (rec) {
         msp_csv_field(f, cmp_cause_text(rec->cause), 0);
-        fprintf(f, ",%lld,%lld", (long long)rec->step, (long long)rec->rank);
+        msp_csv_int(f, (long long)rec->step);
+        msp_csv_int(f, (long long)rec->rank);
     } else {
         fputs_unlocked(",,,", f);
     }
