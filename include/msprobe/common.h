@@ -189,6 +189,9 @@ int msp_index_reserve(msp_index_t *t, size_t n);
 /* Empty, its memory kept; msp_index_free: its memory released, {0} again. */
 void msp_index_clear(msp_index_t *t);
 void msp_index_free(msp_index_t *t);
+/* The decimal digits of v at p (at most 20 bytes, not terminated), as
+ * printf's %llu writes them; their count. */
+size_t msp_u64_digits(char *p, uint64_t v);
 /* src into dst (size bytes), cut to fit and always terminated, as
  * snprintf(dst, size, "%s", src) does without parsing a format; returns
  * strlen(src). */

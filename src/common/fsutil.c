@@ -292,6 +292,19 @@ cleanup:
     return rc;
 }
 
+size_t msp_u64_digits(char *p, uint64_t v)
+{
+    char tmp[20];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (size_t i = 0; i < n; i++)
+        p[i] = tmp[n - 1 - i];
+    return n;
+}
+
 size_t msp_copy_str(char *dst, size_t size, const char *src)
 {
     size_t n = strlen(src);

@@ -145,18 +145,10 @@ void msp_shape_str(const int64_t *shape, int ndim, char *buf, size_t size)
             tmp[k++] = ',';
             tmp[k++] = ' ';
         }
-        long long v = shape[i];
-        unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-        char d[21];
-        int nd = 0;
-        do {
-            d[nd++] = (char)('0' + u % 10);
-            u /= 10;
-        } while (u);
+        int64_t v = shape[i];
         if (v < 0)
             tmp[k++] = '-';
-        while (nd)
-            tmp[k++] = d[--nd];
+        k += msp_u64_digits(tmp + k, v < 0 ? 0ULL - (uint64_t)v : (uint64_t)v);
     }
     tmp[k++] = ']';
     tmp[k] = '\0';

@@ -38,17 +38,12 @@ static void msp_csv_num(FILE *f, double v)
 static void msp_csv_int(FILE *f, long long v)
 {
     char d[24];
-    int n = 0;
-    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-    do {
-        d[n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    fputc_unlocked(',', f);
+    size_t n = 0;
+    d[n++] = ',';
     if (v < 0)
-        fputc_unlocked('-', f);
-    while (n)
-        fputc_unlocked(d[--n], f);
+        d[n++] = '-';
+    n += msp_u64_digits(d + n, v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v);
+    fwrite_unlocked(d, 1, n, f);
 }
 
 static void msp_csv_row(FILE *f, int stats, const msp_tensor_cmp_t *t, const msp_record_cmp_t *rec,

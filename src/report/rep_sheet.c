@@ -266,20 +266,6 @@ static void rs_put(rep_sheet_t *s, const char *text, size_t n)
 
 #define RS_LIT(s, lit) rs_put((s), (lit), sizeof(lit) - 1)
 
-/* Decimal digits of v at p; their count. */
-static size_t rs_u64(char *p, uint64_t v)
-{
-    char tmp[24];
-    size_t n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    for (size_t i = 0; i < n; i++)
-        p[i] = tmp[n - 1 - i];
-    return n;
-}
-
 size_t rep_cell_ref(char *p, int col, size_t row1)
 {
     char tmp[8];
@@ -291,7 +277,7 @@ size_t rep_cell_ref(char *p, int col, size_t row1)
     }
     for (size_t i = 0; i < n; i++)
         p[i] = tmp[n - 1 - i];
-    return n + rs_u64(p + n, row1);
+    return n + msp_u64_digits(p + n, row1);
 }
 
 void rep_sheet_row(rep_sheet_t *s, size_t row0)
@@ -307,7 +293,7 @@ void rep_sheet_row(rep_sheet_t *s, size_t row0)
         return;
     size_t n = 0;
     memcpy(p, "<row r=\"", 8);
-    n = 8 + rs_u64(p + 8, s->row1);
+    n = 8 + msp_u64_digits(p + 8, s->row1);
     memcpy(p + n, "\">", 2);
     s->xml_len += n + 2;
 }
@@ -326,7 +312,7 @@ static size_t rs_cell_open(rep_sheet_t *s, char *p, int col, int xf)
     s->next_col = col + 1;
     if (xf > 0) {
         memcpy(p + n, " s=\"", 4);
-        n += 4 + rs_u64(p + n + 4, (uint64_t)xf);
+        n += 4 + msp_u64_digits(p + n + 4, (uint64_t)xf);
         p[n++] = '"';
     }
     return n;
@@ -358,7 +344,7 @@ void rep_sheet_num(rep_sheet_t *s, int col, double v, int xf)
     if (small && !((double)iv < v) && !((double)iv > v) && (iv || !signbit(v))) {
         if (iv < 0)
             p[n++] = '-';
-        n += rs_u64(p + n, iv < 0 ? (uint64_t)-iv : (uint64_t)iv);
+        n += msp_u64_digits(p + n, iv < 0 ? (uint64_t)-iv : (uint64_t)iv);
     } else {
         n += msp_dtoa(v, p + n);
     }
