@@ -314,8 +314,66 @@ cleanup:
     return rc;
 }
 
+/* An entry of the given text, deflated whole. */
+static int rb_text_entry(rb_out_t *o, const char *text, size_t n, rb_entry_t *e)
+{
+    unsigned char *z = NULL;
+    size_t lz = 0;
+    if (rb_deflate(text, n, 1, &z, &lz) != 0) {
+        free(z);
+        return -1;
+    }
+    e->method = ZIP_CM_DEFLATE;
+    e->crc = (uint32_t)crc32(0L, (const Bytef *)text, (uInt)n);
+    e->comp = lz;
+    e->raw = n;
+    rb_local(o, e);
+    rb_write(o, z, lz);
+    free(z);
+    return o->err ? -1 : 0;
+}
+
+/* [Content_Types].xml or the workbook's relationships, naming the shared
+ * strings too: what goes before the closing tag. NULL for other entries. */
+static const char *rb_sst_addition(const char *name, const char **close)
+{
+    if (!strcmp(name, "[Content_Types].xml")) {
+        *close = "</Types>";
+        return "<Override PartName=\"/xl/sharedStrings.xml\" ContentType=\"application/"
+               "vnd.openxmlformats-officedocument.spreadsheetml.sharedStrings+xml\"/>";
+    }
+    if (!strcmp(name, "xl/_rels/workbook.xml.rels")) {
+        *close = "</Relationships>";
+        return "<Relationship Id=\"rIdMsprobeSst\" Type=\"http://schemas.openxmlformats.org/"
+               "officeDocument/2006/relationships/sharedStrings\" Target=\"sharedStrings.xml\"/>";
+    }
+    return NULL;
+}
+
+/* Entry i, which names the parts, with the shared strings added. */
+static int rb_sst_entry(rb_out_t *o, zip_t *za, zip_uint64_t i, zip_uint64_t size, const char *add,
+                        const char *close, rb_entry_t *e)
+{
+    char *xml = rb_read_entry(za, i, size);
+    char *at = xml ? strstr(xml, close) : NULL;
+    int rc = -1;
+    if (at) {
+        size_t head = (size_t)(at - xml), la = strlen(add), lt = strlen(at);
+        char *out = malloc(head + la + lt + 1);
+        if (out) {
+            memcpy(out, xml, head);
+            memcpy(out + head, add, la);
+            memcpy(out + head + la, at, lt + 1);
+            rc = rb_text_entry(o, out, head + la + lt, e);
+            free(out);
+        }
+    }
+    free(xml);
+    return rc;
+}
+
 msp_err rep_book_splice(const char *from, const char *to, const rep_splice_t *sp, size_t n_sp,
-                        int zip64)
+                        int zip64, const rep_sst_t *sst)
 {
     int zerr = 0;
     zip_t *za = zip_open(from, ZIP_RDONLY, &zerr);
@@ -325,7 +383,8 @@ msp_err rep_book_splice(const char *from, const char *to, const rep_splice_t *sp
     zip_int64_t n = za ? zip_get_num_entries(za, 0) : -1;
     msp_err rc = MSP_OK;
     const char *what = "cannot read the workbook libxlsxwriter wrote";
-    if (n < 0 || !(v = calloc((size_t)n + 1, sizeof *v)) || !(o.f = fopen(to, "wb"))) {
+    int shared = rep_sst_used(sst); /* one more entry: xl/sharedStrings.xml */
+    if (n < 0 || !(v = calloc((size_t)n + 2, sizeof *v)) || !(o.f = fopen(to, "wb"))) {
         rc = msp_fail(MSP_ERR_XLSX, "cannot write %s: %s", to, n < 0 ? what : strerror(errno));
         goto cleanup;
     }
@@ -345,8 +404,11 @@ msp_err rep_book_splice(const char *from, const char *to, const rep_splice_t *sp
             if (!strcmp(sp[k].entry, st.name))
                 mine = &sp[k];
         int bad;
+        const char *close = NULL, *add = shared ? rb_sst_addition(st.name, &close) : NULL;
         if (mine) {
             bad = rb_splice_entry(&o, za, (zip_uint64_t)i, st.size, mine->rows, e);
+        } else if (add) {
+            bad = rb_sst_entry(&o, za, (zip_uint64_t)i, st.size, add, close, e);
         } else {
             zip_file_t *zf = zip_fopen_index(za, (zip_uint64_t)i, ZIP_FL_COMPRESSED);
             e->method = st.comp_method;
@@ -362,6 +424,20 @@ msp_err rep_book_splice(const char *from, const char *to, const rep_splice_t *sp
             rc = msp_fail(o.err ? MSP_ERR_IO : MSP_ERR_XLSX, "cannot write %s: entry %s: %s", to,
                           st.name, o.err ? strerror(o.err) : "cannot splice its rows");
     }
+    if (!rc && shared) {
+        size_t len = 0;
+        char *xml = rep_sst_xml(sst, &len);
+        rb_entry_t *e = &v[done];
+        e->offset = o.at;
+        if (!xml || !(e->name = strdup("xl/sharedStrings.xml")) ||
+            rb_text_entry(&o, xml, len, e) != 0)
+            rc = msp_fail(o.err ? MSP_ERR_IO : MSP_ERR_NOMEM,
+                          "cannot write %s: entry xl/sharedStrings.xml: %s", to,
+                          o.err ? strerror(o.err) : "out of memory");
+        else
+            done++;
+        free(xml);
+    }
     if (!rc) {
         rb_directory(&o, v, done);
         if (fflush(o.f) != 0 && !o.err)
@@ -372,7 +448,7 @@ msp_err rep_book_splice(const char *from, const char *to, const rep_splice_t *sp
 cleanup:
     if (o.f && fclose(o.f) != 0 && !rc)
         rc = msp_fail(MSP_ERR_IO, "cannot write %s: %s", to, strerror(errno));
-    for (zip_int64_t i = 0; v && i < n; i++)
+    for (zip_int64_t i = 0; v && i <= n; i++)
         free(v[i].name);
     free(v);
     if (za)

@@ -134,6 +134,7 @@ typedef struct rep_sheet {
     size_t row1, last_row1; /* the open row (1-based, 0: none), the last one */
     int next_col;           /* the open row's column after its last cell */
     const char *dir;        /* where the temp file is (the caller's string) */
+    struct rep_sst *sst;    /* the workbook's shared strings (NULL: all inline) */
     int ncols;
     char *links; /* <hyperlink> elements */
     size_t links_len, links_cap;
@@ -156,6 +157,9 @@ msp_err rep_sheet_open(rep_sheet_t *s, const char *dir, int ncols);
 void rep_sheet_row(rep_sheet_t *s, size_t row0);
 void rep_sheet_num(rep_sheet_t *s, int col, double v, int xf);
 void rep_sheet_str(rep_sheet_t *s, int col, const char *text, int xf);
+/* A text that repeats from row to row: a shared string when the sheet has a
+ * table (s->sst) and the text fits it, else as rep_sheet_str. */
+void rep_sheet_str_shared(rep_sheet_t *s, int col, const char *text, int xf);
 void rep_sheet_blank(rep_sheet_t *s, int col, int xf);
 void rep_sheet_link(rep_sheet_t *s, int col, const char *location, int xf);
 void rep_sheet_formula_str(rep_sheet_t *s, int col, const char *formula, const char *value, int xf);
@@ -165,15 +169,29 @@ void rep_sheet_formula_str(rep_sheet_t *s, int col, const char *formula, const c
 msp_err rep_sheet_end(rep_sheet_t *s);
 void rep_sheet_free(rep_sheet_t *s);
 
+/* ---- a workbook's shared strings (rep_sst.c) ----------------------------- */
+
+typedef struct rep_sst rep_sst_t;
+rep_sst_t *rep_sst_new(void); /* NULL when out of memory */
+void rep_sst_free(rep_sst_t *t);
+/* The index of text (len bytes, valid UTF-8, NUL-terminated), added when
+ * new; -1 when it is not to be shared (empty, long, or the table full). */
+long rep_sst_id(rep_sst_t *t, const char *text, size_t len);
+int rep_sst_used(const rep_sst_t *t);
+/* xl/sharedStrings.xml (malloc'd, *len bytes), or NULL when out of memory. */
+char *rep_sst_xml(const rep_sst_t *t, size_t *len);
+
 /* Which zip entry (libxlsxwriter's "xl/worksheets/sheetN.xml") gets which rows. */
 typedef struct rep_splice {
     char entry[48];
     rep_sheet_t *rows;
 } rep_splice_t;
 /* Write to the workbook from with each splice's rows in its placeholder
- * (every other entry copied compressed); ZIP64 records throughout when
- * zip64. The error names the file and the entry. */
+ * (every other entry copied compressed), and sst's strings, when the rows
+ * used any, as xl/sharedStrings.xml (named in [Content_Types].xml and the
+ * workbook's relationships); ZIP64 records throughout when zip64. The error
+ * names the file and the entry. */
 msp_err rep_book_splice(const char *from, const char *to, const rep_splice_t *sp, size_t n,
-                        int zip64);
+                        int zip64, const rep_sst_t *sst);
 
 #endif

@@ -13,7 +13,9 @@
  *
  * The XML is what libxlsxwriter writes for the same cells (inline strings,
  * _xHHHH_ for control characters, xml:space="preserve" on an edge space),
- * so a reader sees the same workbook, with two differences:
+ * so a reader sees the same workbook, with three differences:
+ *  - texts that repeat row after row (dtypes, shapes, verdicts) are shared
+ *    strings (rep_sst.c), as Excel itself writes every text;
  *  - numbers read back exactly (the shortest of 15 or 17 digits that does,
  *    msp_dtoa), where libxlsxwriter's "%.16G" may lose the last bit;
  *  - a cell right after the one before it in its row has no reference (r,
@@ -429,6 +431,30 @@ void rep_sheet_str(rep_sheet_t *s, int col, const char *text, int xf)
         return;
     }
     rs_str(s, col, text, xf);
+    free(cut);
+}
+
+void rep_sheet_str_shared(rep_sheet_t *s, int col, const char *text, int xf)
+{
+    char *cut = NULL;
+    text = msp_utf8_clean(text ? text : "", CMP_XLSX_MAX_STR, &cut);
+    if (!text) {
+        rs_fail(s, ENOMEM);
+        return;
+    }
+    size_t len = strlen(text);
+    long id = s->sst ? rep_sst_id(s->sst, text, len) : -1;
+    size_t n = 0;
+    char *p = id < 0 ? NULL : rs_cell(s, col, xf, 48, &n);
+    if (id < 0) {
+        rs_str(s, col, text, xf);
+    } else if (p) {
+        memcpy(p + n, " t=\"s\"><v>", 10);
+        n += 10;
+        n += msp_u64_digits(p + n, (uint64_t)id);
+        memcpy(p + n, "</v></c>", 8);
+        s->xml_len += n + 8;
+    }
     free(cut);
 }
 

@@ -270,10 +270,11 @@ static void msp_details_row(const msp_xlsx_t *x, rep_sheet_t *ws, size_t r, int 
     /* A side the tensor is missing on reads "N/A", as in msprobe. */
     rep_sheet_str(ws, c++, has_npu ? t->npu_name : "N/A", f);
     rep_sheet_str(ws, c++, has_bench ? t->bench_name : "N/A", f);
-    rep_sheet_str(ws, c++, has_npu || *t->npu_dtype ? t->npu_dtype : "N/A", f);
-    rep_sheet_str(ws, c++, has_bench || *t->bench_dtype ? t->bench_dtype : "N/A", f);
-    rep_sheet_str(ws, c++, has_npu || *t->npu_shape ? t->npu_shape : "N/A", f);
-    rep_sheet_str(ws, c++, has_bench || *t->bench_shape ? t->bench_shape : "N/A", f);
+    /* texts that repeat row after row are shared strings (rep_sst.c) */
+    rep_sheet_str_shared(ws, c++, has_npu || *t->npu_dtype ? t->npu_dtype : "N/A", f);
+    rep_sheet_str_shared(ws, c++, has_bench || *t->bench_dtype ? t->bench_dtype : "N/A", f);
+    rep_sheet_str_shared(ws, c++, has_npu || *t->npu_shape ? t->npu_shape : "N/A", f);
+    rep_sheet_str_shared(ws, c++, has_bench || *t->bench_shape ? t->bench_shape : "N/A", f);
     if (stats) {
         const double v[] = {t->max_diff, t->min_diff, t->mean_diff, t->norm_diff};
         for (size_t i = 0; i < MSP_NCOLS(v); i++)
@@ -298,25 +299,25 @@ static void msp_details_row(const msp_xlsx_t *x, rep_sheet_t *ws, size_t r, int 
                            t->bench_max, t->bench_min, t->bench_mean, t->bench_norm};
     for (size_t i = 0; i < MSP_NCOLS(side); i++)
         msp_rs_num(ws, c++, side[i], f);
-    rep_sheet_str(ws, c++, cmp_verdict_text(t->verdict), f);
-    rep_sheet_str(ws, c++, cmp_result_text(t->result), f);
-    rep_sheet_str(ws, c++, t->err_message, f);
+    rep_sheet_str_shared(ws, c++, cmp_verdict_text(t->verdict), f);
+    rep_sheet_str_shared(ws, c++, cmp_result_text(t->result), f);
+    rep_sheet_str_shared(ws, c++, t->err_message, f);
     if (ctx->rec) {
-        rep_sheet_str(ws, c++, cmp_cause_text(ctx->rec->cause), f);
+        rep_sheet_str_shared(ws, c++, cmp_cause_text(ctx->rec->cause), f);
         msp_rs_num(ws, c++, (double)ctx->rec->step, f);
         msp_rs_num(ws, c++, (double)ctx->rec->rank, f);
     } else {
         for (int i = 0; i < 3; i++)
             rep_sheet_str(ws, c++, "", f);
     }
-    rep_sheet_str(ws, c++, cmp_bool_text(t->npu_requires_grad), f);
-    rep_sheet_str(ws, c++, cmp_bool_text(t->bench_requires_grad), f);
-    rep_sheet_str(ws, c++, cmp_rg_consistent_text(t), f);
+    rep_sheet_str_shared(ws, c++, cmp_bool_text(t->npu_requires_grad), f);
+    rep_sheet_str_shared(ws, c++, cmp_bool_text(t->bench_requires_grad), f);
+    rep_sheet_str_shared(ws, c++, cmp_rg_consistent_text(t), f);
     rep_sheet_str(ws, c++, ctx->rec && ctx->first && ctx->rec->npu_stack ? ctx->rec->npu_stack : "",
                   f);
     char text[1024];
     cmp_data_name_text(t, text, sizeof text);
-    rep_sheet_str(ws, c++, text, f);
+    rep_sheet_str_shared(ws, c++, text, f);
     cmp_md5_text(t->npu_crc32, text, sizeof text);
     rep_sheet_str(ws, c++, text, f);
     cmp_md5_text(t->bench_crc32, text, sizeof text);
@@ -379,6 +380,7 @@ typedef struct msp_sheets {
     size_t n_sum, n_det;
     size_t seq_rec, seq_ten; /* summary / details data rows written */
     size_t links;            /* summary rows given a link so far */
+    rep_sst_t *sst;          /* the workbook's shared strings */
 } msp_sheets_t;
 
 static void msp_sheets_free(msp_sheets_t *sh)
@@ -391,6 +393,7 @@ static void msp_sheets_free(msp_sheets_t *sh)
     free(sh->det);
     free(sh->sum_ws);
     free(sh->det_ws);
+    rep_sst_free(sh->sst);
     memset(sh, 0, sizeof *sh);
 }
 
@@ -417,7 +420,8 @@ static msp_err msp_make_sheets(msp_xlsx_t *x, const cmp_source_t *src, msp_sheet
     sh->det = calloc(sh->n_det, sizeof *sh->det);
     sh->sum_ws = calloc(sh->n_sum + 1, sizeof *sh->sum_ws);
     sh->det_ws = calloc(sh->n_det, sizeof *sh->det_ws);
-    if (!sh->sum || !sh->det || !sh->sum_ws || !sh->det_ws) {
+    sh->sst = rep_sst_new();
+    if (!sh->sum || !sh->det || !sh->sum_ws || !sh->det_ws || !sh->sst) {
         msp_sheets_free(sh);
         return msp_fail(MSP_ERR_NOMEM, "out of memory writing the report in %s", x->dir);
     }
@@ -432,6 +436,10 @@ static msp_err msp_make_sheets(msp_xlsx_t *x, const cmp_source_t *src, msp_sheet
                             stats ? msp_details_width_stats : msp_details_width_tensor,
                             stats ? CMP_DETAILS_NCOLS_STATS : CMP_DETAILS_NCOLS_TENSOR,
                             msp_sheet_rows(src->n_tensors, s), &sh->det[s], &sh->det_ws[s]);
+    for (size_t s = 0; s < sh->n_sum && !rc; s++)
+        sh->sum[s].sst = sh->sst;
+    for (size_t s = 0; s < sh->n_det && !rc; s++)
+        sh->det[s].sst = sh->sst;
     return rc;
 }
 
@@ -467,8 +475,8 @@ static void msp_summary_row(const msp_xlsx_t *x, msp_sheets_t *sh, const msp_rec
     msp_rs_num(ws, c++, (double)rec->order, f);
     msp_rs_num(ws, c++, rec->worst_cosine, f);
     msp_rs_num(ws, c++, rec->worst_max_abs, f);
-    rep_sheet_str(ws, c++, cmp_verdict_text(rec->verdict), f);
-    rep_sheet_str(ws, c++, cmp_cause_text(rec->cause), f);
+    rep_sheet_str_shared(ws, c++, cmp_verdict_text(rec->verdict), f);
+    rep_sheet_str_shared(ws, c++, cmp_cause_text(rec->cause), f);
     char mark[32] = "";
     if (rec->is_root_cause)
         snprintf(mark, sizeof mark, "ROOT CAUSE");
@@ -494,7 +502,7 @@ static void msp_summary_row(const msp_xlsx_t *x, msp_sheets_t *sh, const msp_rec
         }
     }
     /* msprobe 26's Result after the link column, then replay's */
-    rep_sheet_str(ws, c++, cmp_result_text(rec->result), f);
+    rep_sheet_str_shared(ws, c++, cmp_result_text(rec->result), f);
     msp_put_replay(ws, c, rec, reason, f);
 }
 
@@ -685,7 +693,7 @@ static msp_err msp_splice_rows(const msp_sheets_t *sh, const char *from, const c
                  sum ? sh->sum_ws[k] : sh->det_ws[k]);
         sp[i].rows = sum ? &sh->sum[k] : &sh->det[k];
     }
-    msp_err rc = rep_book_splice(from, to, sp, n, zip64);
+    msp_err rc = rep_book_splice(from, to, sp, n, zip64, sh->sst);
     free(sp);
     return rc;
 }

@@ -1,16 +1,19 @@
 """A statistics tree's workbook, whose rows are deflated on a thread of their
 own once they fill a buffer (src/report/rep_sheet.c), after its pairs went
 through the spool, written on a thread of its own (src/compare/cmp_spool.c):
-every row lands in its column with the dump's own values (read back with
-openpyxl, checked against h5py), and a disk that fills while the rows or
+every row lands in its column with the dump's own values, dtypes and shapes
+(read back with openpyxl, checked against h5py; the repeating texts are
+shared strings, each once in xl/sharedStrings.xml), and a disk that fills while the rows or
 the spool are written is one clear error naming what and where, with no
 workbook left half written and no hang (the preloaded full_disk helper
 refuses every write to the temp files named)."""
 import os
+import re
 import subprocess
 import sys
 import tempfile
 import unittest
+import zipfile
 
 import h5py
 import openpyxl
@@ -22,7 +25,8 @@ FULL_DISK = sys.argv.pop(1) if len(sys.argv) > 1 and sys.argv[1].endswith(".so")
 
 
 def stats_rows(path):
-    """{record.role: (max, min, mean, norm)} of a compact statistics dump."""
+    """{record.role: (max, min, mean, norm, dtype, shape text)} of a compact
+    statistics dump (msprobe-dump(5))."""
     with h5py.File(path, "r") as f:
         strs = bytes(f["strings"][...]).split(b"\0")  # string k is piece k (msprobe-dump(5))
 
@@ -32,8 +36,10 @@ def stats_rows(path):
         out = {}
         for row in f["stats"][...]:
             v = values[row["values"]]
+            shape = "[" + ", ".join(str(int(d)) for d in row["shape"][:row["ndim"]]) + "]"
             out[s(row["record"]) + "." + s(row["role"])] = (
-                float(v["max"]), float(v["min"]), float(v["mean"]), float(v["norm"]))
+                float(v["max"]), float(v["min"]), float(v["mean"]), float(v["norm"]),
+                s(row["dtype"]), shape)
         return out
 
 
@@ -70,17 +76,28 @@ class ReportFullDisk(unittest.TestCase):
         rows = wb["details"].iter_rows(values_only=True)
         head = list(next(rows))
         col = {name: head.index(name) for name in ("NPU Name", "Rank", "NPU max", "NPU min",
-                                                    "NPU mean", "NPU l2norm")}
+                                                    "NPU mean", "NPU l2norm", "NPU Dtype",
+                                                    "NPU Tensor Shape", "Bench Dtype")}
         seen = 0
         for row in rows:
             key = (int(row[col["Rank"]]), row[col["NPU Name"]])
             self.assertIn(key, want)
             got = tuple(float(row[col[c]]) for c in ("NPU max", "NPU min", "NPU mean", "NPU l2norm"))
+            got += (row[col["NPU Dtype"]], row[col["NPU Tensor Shape"]])
             self.assertEqual(got, want.pop(key), key)
+            self.assertEqual(row[col["Bench Dtype"]], "torch.float32")  # msprobe-gen's bench side
             seen += 1
         wb.close()
         self.assertEqual(want, {})  # every tensor of both ranks has its row
         self.assertGreater(seen, 5000)
+        # the repeating texts went to the shared strings table, once each
+        with zipfile.ZipFile(os.path.join(out, "result.xlsx")) as z:
+            sst = z.read("xl/sharedStrings.xml").decode()
+            self.assertIn("sharedStrings", z.read("[Content_Types].xml").decode())
+        items = re.findall(r"<si><t[^>]*>(.*?)</t></si>", sst)
+        self.assertEqual(len(items), len(set(items)))
+        self.assertIn("torch.bfloat16", items)
+        self.assertIn("torch.float32", items)
 
     @unittest.skipUnless(FULL_DISK and os.path.exists(FULL_DISK), "no full_disk helper built")
     def test_a_full_disk_while_the_rows_deflate_is_one_clear_error(self):
