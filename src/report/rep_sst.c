@@ -4,8 +4,8 @@
  * inline strings, a quarter of its XML and of the deflating thread's work;
  * as shared strings each is an index (issue 42). Names and other texts that
  * rarely repeat stay inline (rep_sheet.c): the table takes only short texts
- * and holds at most REP_SST_MAX of them, so its memory is bounded whatever
- * the tree; a text past that is written inline, as before.
+ * and holds at most REP_SST_MAX of them (a few MB at most), so its memory is
+ * bounded whatever the tree; a text past that is written inline, as before.
  *
  * Used by the one thread that writes a workbook's rows. */
 #include "rep_internal.h"
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define REP_SST_MAX 65536   /* distinct texts a workbook shares */
+#define REP_SST_MAX 16384   /* distinct texts a workbook shares */
 #define REP_SST_MAX_LEN 255 /* bytes of a text that may be shared */
 
 struct rep_sst {

@@ -317,7 +317,10 @@ static void msp_details_row(const msp_xlsx_t *x, rep_sheet_t *ws, size_t r, int 
                   f);
     char text[1024];
     cmp_data_name_text(t, text, sizeof text);
-    rep_sheet_str_shared(ws, c++, text, f);
+    if (!t->npu_data_name && !t->bench_data_name) /* "['-1', '-1']": no file names */
+        rep_sheet_str_shared(ws, c++, text, f);
+    else
+        rep_sheet_str(ws, c++, text, f);
     cmp_md5_text(t->npu_crc32, text, sizeof text);
     rep_sheet_str(ws, c++, text, f);
     cmp_md5_text(t->bench_crc32, text, sizeof text);
