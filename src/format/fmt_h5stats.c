@@ -421,11 +421,14 @@ static msp_err msp_stats_merge(msp_dump_file_t *f, const struct msp_strs *s)
         rc = msp_table_read(f, "stats", msp_srow_type(0, width), sizeof(struct msp_srow), &raw, &n);
     struct msp_srow *sr = raw;
     const struct msp_vrow *vals = vraw;
+    msp_record_info_t *last = NULL; /* a record's rows come together: looked up once */
     for (size_t i = 0; !rc && i < n; i++) {
         const char *rec = msp_str_at(s, sr[i].record);
-        msp_record_info_t *r = rec ? bsearch(rec, f->records, f->n_records, sizeof *r,
-                                             msp_rec_key_cmp)
-                                   : NULL;
+        msp_record_info_t *r = last && i && sr[i].record == sr[i - 1].record ? last
+                               : rec ? bsearch(rec, f->records, f->n_records, sizeof *r,
+                                               msp_rec_key_cmp)
+                                     : NULL;
+        last = r;
         if (!r) {
             rc = msp_fail(MSP_ERR_FORMAT,
                           "file %s: /stats row %zu names a record /records does not list", f->path,
