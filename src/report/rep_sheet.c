@@ -23,9 +23,9 @@
  *    openpyxl, LibreOffice, Excel and msprobe merge_result's reader do).
  *    The references were a fifth of the XML and, counting up from row to
  *    row, what deflate could not match: without them a statistics tree's
- *    rows deflate more than three times faster and 40 % smaller. The stream ends with a
- * sync flush, not a final block: the pieces around it are deflated apart
- * and the three concatenate into one deflate stream. */
+ *    rows deflate more than three times faster and 40 % smaller.
+ * The stream ends with a sync flush, not a final block: the pieces around
+ * it are deflated apart and the three concatenate into one deflate stream. */
 #include "rep_internal.h"
 
 #include <ctype.h>
