@@ -420,21 +420,10 @@ static void rs_str(rep_sheet_t *s, int col, const char *text, int xf)
     RS_LIT(s, "</t></is></c>");
 }
 
-void rep_sheet_str(rep_sheet_t *s, int col, const char *text, int xf)
-{
-    /* Valid UTF-8, cut on a character boundary: Excel refuses longer cells
-     * and an invalid byte makes the whole workbook unreadable. */
-    char *cut = NULL;
-    text = msp_utf8_clean(text ? text : "", CMP_XLSX_MAX_STR, &cut);
-    if (!text) {
-        rs_fail(s, ENOMEM);
-        return;
-    }
-    rs_str(s, col, text, xf);
-    free(cut);
-}
-
-void rep_sheet_str_shared(rep_sheet_t *s, int col, const char *text, int xf)
+/* text in a cell: valid UTF-8, cut on a character boundary (Excel refuses
+ * longer cells and an invalid byte makes the whole workbook unreadable); a
+ * shared string when shared and the sheet's table takes it, else inline. */
+static void rs_text_cell(rep_sheet_t *s, int col, const char *text, int xf, int shared)
 {
     char *cut = NULL;
     text = msp_utf8_clean(text ? text : "", CMP_XLSX_MAX_STR, &cut);
@@ -442,8 +431,7 @@ void rep_sheet_str_shared(rep_sheet_t *s, int col, const char *text, int xf)
         rs_fail(s, ENOMEM);
         return;
     }
-    size_t len = strlen(text);
-    long id = s->sst ? rep_sst_id(s->sst, text, len) : -1;
+    long id = shared && s->sst ? rep_sst_id(s->sst, text, strlen(text)) : -1;
     size_t n = 0;
     char *p = id < 0 ? NULL : rs_cell(s, col, xf, 48, &n);
     if (id < 0) {
@@ -456,6 +444,16 @@ void rep_sheet_str_shared(rep_sheet_t *s, int col, const char *text, int xf)
         s->xml_len += n + 8;
     }
     free(cut);
+}
+
+void rep_sheet_str(rep_sheet_t *s, int col, const char *text, int xf)
+{
+    rs_text_cell(s, col, text, xf, 0);
+}
+
+void rep_sheet_str_shared(rep_sheet_t *s, int col, const char *text, int xf)
+{
+    rs_text_cell(s, col, text, xf, 1);
 }
 
 void rep_sheet_formula_str(rep_sheet_t *s, int col, const char *formula, const char *value, int xf)
