@@ -236,3 +236,31 @@ msp_err cmp_tree_source(const msp_compare_tree_t *t, int64_t rank, cmp_tree_src_
                           ts};
     return MSP_OK;
 }
+
+size_t rep_xml_escape(char *out, const char *text, size_t len)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)text[i];
+        if (c == '&') {
+            memcpy(out + n, "&amp;", 5);
+            n += 5;
+        } else if (c == '<') {
+            memcpy(out + n, "&lt;", 4);
+            n += 4;
+        } else if (c == '>') {
+            memcpy(out + n, "&gt;", 4);
+            n += 4;
+        } else if (c < 0x20 && c != '\t' && c != '\n') {
+            memcpy(out + n, "_x00", 4);
+            out[n + 4] = hex[c >> 4];
+            out[n + 5] = hex[c & 15];
+            out[n + 6] = '_';
+            n += 7;
+        } else {
+            out[n++] = (char)c;
+        }
+    }
+    return n;
+}

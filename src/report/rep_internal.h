@@ -142,6 +142,10 @@ typedef struct rep_sheet {
     struct rs_async *async; /* the deflating thread, once the rows fill a buffer */
 } rep_sheet_t;
 
+/* text (len bytes) escaped as libxlsxwriter escapes a cell's: &, <, > as
+ * entities, control characters but tab and newline as _xHHHH_; at out,
+ * which has room for 7 x len bytes; the escaped length. */
+size_t rep_xml_escape(char *out, const char *text, size_t len);
 /* Excel's characters a cell: longer text is cut (on a character boundary). */
 #define CMP_XLSX_MAX_STR 32767
 /* A cell reference ("AB12"), 0-based col, 1-based row, at p (at most 24

@@ -366,37 +366,12 @@ void rep_sheet_blank(rep_sheet_t *s, int col, int xf)
     s->xml_len += n + 2;
 }
 
-/* text, escaped as libxlsxwriter escapes it: &, <, > as entities, control
- * characters but tab and newline as _xHHHH_. */
+/* text, escaped (rep_xml_escape), into the sheet's XML. */
 static void rs_text(rep_sheet_t *s, const char *text, size_t len)
 {
     char *p = rs_room(s, len * 7);
-    if (!p)
-        return;
-    size_t n = 0;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)text[i];
-        if (c == '&') {
-            memcpy(p + n, "&amp;", 5);
-            n += 5;
-        } else if (c == '<') {
-            memcpy(p + n, "&lt;", 4);
-            n += 4;
-        } else if (c == '>') {
-            memcpy(p + n, "&gt;", 4);
-            n += 4;
-        } else if (c < 0x20 && c != '\t' && c != '\n') {
-            static const char hex[] = "0123456789ABCDEF";
-            memcpy(p + n, "_x00", 4);
-            p[n + 4] = hex[c >> 4];
-            p[n + 5] = hex[c & 15];
-            p[n + 6] = '_';
-            n += 7;
-        } else {
-            p[n++] = (char)c;
-        }
-    }
-    s->xml_len += n;
+    if (p)
+        s->xml_len += rep_xml_escape(p, text, len);
 }
 
 static void rs_str(rep_sheet_t *s, int col, const char *text, int xf)

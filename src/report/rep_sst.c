@@ -78,26 +78,15 @@ int rep_sst_used(const rep_sst_t *t)
     return t && t->n > 0;
 }
 
-/* text escaped as rep_sheet.c escapes a cell's (&, <, > as entities, control
- * characters but tab and newline as _xHHHH_). */
+/* text escaped as a cell's text is (rep_xml_escape) at the end of b. */
 static void rep_sst_text(msp_buf_t *b, const char *s)
 {
-    static const char hex[] = "0123456789ABCDEF";
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '&')
-            msp_buf_puts(b, "&amp;");
-        else if (c == '<')
-            msp_buf_puts(b, "&lt;");
-        else if (c == '>')
-            msp_buf_puts(b, "&gt;");
-        else if (c < 0x20 && c != '\t' && c != '\n') {
-            char e[8] = {'_', 'x', '0', '0', hex[c >> 4], hex[c & 15], '_', '\0'};
-            msp_buf_puts(b, e);
-        } else {
-            msp_buf_put(b, (const char *)&c, 1);
-        }
-    }
+    size_t len = strlen(s), room = 0;
+    char *p = msp_buf_room(b, len * 7 + 1, &room);
+    if (p && room >= len * 7)
+        msp_buf_grew(b, rep_xml_escape(p, s, len));
+    else
+        b->oom = 1;
 }
 
 char *rep_sst_xml(const rep_sst_t *t, size_t *len)
