@@ -192,6 +192,8 @@ void msp_index_free(msp_index_t *t);
 /* The decimal digits of v at p (at most 20 bytes, not terminated), as
  * printf's %llu writes them; their count. */
 size_t msp_u64_digits(char *p, uint64_t v);
+/* The same for a signed v, '-' first when negative (%lld's text). */
+size_t msp_i64_digits(char *p, int64_t v);
 /* src into dst (size bytes), cut to fit and always terminated, as
  * snprintf(dst, size, "%s", src) does without parsing a format; returns
  * strlen(src). */

@@ -305,6 +305,14 @@ size_t msp_u64_digits(char *p, uint64_t v)
     return n;
 }
 
+size_t msp_i64_digits(char *p, int64_t v)
+{
+    if (v >= 0)
+        return msp_u64_digits(p, (uint64_t)v);
+    p[0] = '-';
+    return 1 + msp_u64_digits(p + 1, 0ULL - (uint64_t)v);
+}
+
 size_t msp_copy_str(char *dst, size_t size, const char *src)
 {
     size_t n = strlen(src);

@@ -145,10 +145,7 @@ void msp_shape_str(const int64_t *shape, int ndim, char *buf, size_t size)
             tmp[k++] = ',';
             tmp[k++] = ' ';
         }
-        int64_t v = shape[i];
-        if (v < 0)
-            tmp[k++] = '-';
-        k += msp_u64_digits(tmp + k, v < 0 ? 0ULL - (uint64_t)v : (uint64_t)v);
+        k += msp_i64_digits(tmp + k, shape[i]);
     }
     tmp[k++] = ']';
     tmp[k] = '\0';

@@ -37,13 +37,8 @@ static void msp_csv_num(FILE *f, double v)
 /* ",v" for an integer, without printf's format parsing (two a row). */
 static void msp_csv_int(FILE *f, long long v)
 {
-    char d[24];
-    size_t n = 0;
-    d[n++] = ',';
-    if (v < 0)
-        d[n++] = '-';
-    n += msp_u64_digits(d + n, v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v);
-    fwrite_unlocked(d, 1, n, f);
+    char d[24] = ",";
+    fwrite_unlocked(d, 1, 1 + msp_i64_digits(d + 1, (int64_t)v), f);
 }
 
 static void msp_csv_row(FILE *f, int stats, const msp_tensor_cmp_t *t, const msp_record_cmp_t *rec,
