@@ -10,17 +10,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "msp_fd_path.h"
+
 static void spy_log(const char *what, int fd, long long off, long long n)
 {
     const char *log = getenv("SYNC_SPY_LOG");
     if (!log)
         return;
-    char link[64], path[4096];
-    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-    ssize_t len = readlink(link, path, sizeof path - 1);
-    if (len < 0)
+    char path[4096];
+    if (msp_fd_path(fd, path, sizeof path))
         return;
-    path[len] = '\0';
     struct stat st;
     long long size = fstat(fd, &st) == 0 ? (long long)st.st_size : -1;
     FILE *f = fopen(log, "a");
