@@ -55,6 +55,8 @@ typedef struct msp_compare_opts {
                                   each a module's "name.Class" (the whole of it, else the
                                   first place it appears in a compare-side module record's
                                   name) renamed before matching */
+    int no_samples;                /* 1: take no samples of the likely suspects' rows while
+                                      the pairs' files are open (no page shows them) */
     const char *spool_dir;         /* msp_compare_stream's temporary file goes here (unlinked at
                                   once); NULL: $TMPDIR, else /tmp */
 } msp_compare_opts_t;
@@ -238,6 +240,33 @@ enum {
     MSP_ORIGIN_INHERITED = 2   /* its first error came in through a communication record */
 };
 
+/* A bounded look at one compared tensor pair (a suspect card's histogram and
+ * scatter): every stride-th element pair from the first, at most max_points,
+ * and a histogram of |npu - bench| over every element. */
+#define MSP_SAMPLE_BINS 64 /* 4 a decade, edges 10^-12 ... 10^4 */
+#define MSP_SAMPLE_LO_EXP (-12)
+#define MSP_SAMPLE_PER_DECADE 4
+#define MSP_SAMPLE_POINTS 2000 /* element pairs a suspect card plots */
+typedef struct msp_tensor_sample {
+    long tensor; /* row in res->tensors */
+    char *why;   /* NULL, or why there is no sample (statistics dump,
+                                  file gone, shapes differ); the rest is then zero */
+    uint64_t numel;
+    /* the elements read: all (every 1), or past 65,536 those of every
+     * every-th run of 1,024, counted in all; the histogram is theirs */
+    uint64_t counted, every;
+    uint64_t stride;     /* the points: 1 in stride of the elements read */
+    size_t n;            /* pairs sampled */
+    double *npu, *bench; /* n values each, as read (NaN/Inf kept) */
+    /* |npu - bench|: bins[k] counts e in [10^(LO + k/PER), 10^(LO + (k+1)/PER)) */
+    uint64_t bins[MSP_SAMPLE_BINS];
+    uint64_t zero;         /* e == 0 */
+    uint64_t below, above; /* 0 < e < 10^LO, e >= the last edge */
+    uint64_t nonfinite;    /* NaN or Inf on either side */
+} msp_tensor_sample_t;
+
+void msp_tensor_sample_free(msp_tensor_sample_t *s); /* NULL-safe; frees the contents */
+
 typedef struct msp_compare_result {
     int stats_mode;            /* 1 if either side is a statistics-only dump */
     msp_record_cmp_t *records; /* by step, rank, then order */
@@ -274,6 +303,11 @@ typedef struct msp_compare_result {
     msp_rank_summary_t *ranks; /* one per rank compared, by rank (the cross-rank pass) */
     size_t n_ranks;
     long first_rank; /* index into ranks of the rank the error started on, -1 */
+    /* the suspects' rows sampled while the compare had their files open
+     * (at most MSP_SAMPLE_POINTS element pairs each), by row; a suspect's
+     * row without one is sampled by msp_compare_sample (report.h) */
+    msp_tensor_sample_t *samples;
+    size_t n_samples;
 } msp_compare_result_t;
 
 /* bench and cmp: two dump.h5 files, two rank dirs (holding dump.h5), two step

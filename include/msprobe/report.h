@@ -19,9 +19,6 @@ extern "C" {
  * keeps the ranks and the suspects. */
 msp_err msp_report_tree_xlsx(const msp_compare_tree_t *t, const char *out_dir);
 msp_err msp_report_tree_csv(const msp_compare_tree_t *t, const char *out_dir);
-/* The workbooks and, with csv, result.csv, written at the same time. */
-msp_err msp_report_tree_write(const msp_compare_tree_t *t, const char *out_dir, int csv);
-
 /* msprobe's own result files (compare --msprobe-outputs, msprobe-compare(1),
  * MSPROBE'S OUTPUTS): the details rows, in result.csv's columns, as
  * out_dir/compare_result_rank{R}_{stamp}.csv, one per rank (.xlsx with xlsx:
@@ -37,6 +34,35 @@ typedef struct msp_msprobe_outputs {
  * even on failure) gets the file names written, without out_dir. */
 msp_err msp_report_tree_msprobe(const msp_compare_tree_t *t, const char *out_dir,
                                 const msp_msprobe_outputs_t *o, char ***names, size_t *n);
+/* The reports of a tree written together from one read of its parts
+ * (msp_report_tree_write): what to write, and where. */
+typedef struct msp_html_opts msp_html_opts_t;
+typedef struct msp_report_set {
+    const char *out_dir;
+    int xlsx;                     /* result.xlsx (and per-rank books) */
+    int csv;                      /* result.csv */
+    int html;                     /* result.html, when the tree has at most whole_max records */
+    int whole;                    /* the tree as one result even without the page */
+    size_t whole_max;             /* records past which no whole result is made (no page) */
+    const msp_html_opts_t *hopts; /* the page's options, or NULL */
+    /* msprobe's own files instead of result.xlsx (msp_report_tree_msprobe):
+     * *ms_names and *ms_n get their names (the caller frees them) */
+    const msp_msprobe_outputs_t *msprobe;
+    char ***ms_names;
+    size_t *ms_n;
+    /* msprobe's -da file (msp_report_diff_analyze) as out_dir/da_file, when
+     * set; *da_written says whether there was one to write */
+    const char *da_file;
+    int *da_written;
+} msp_report_set_t;
+/* Write the reports s names, each part of t read once for all of them
+ * (per-rank files of several steps read their rank's parts again); *whole (whole may be
+ * NULL) gets the whole result when one was made (the page, or s->whole, and
+ * at most whole_max records), else NULL; the caller frees it.
+ * The first failure, workbook (or msprobe's files) first, is returned. */
+msp_err msp_report_tree_write(const msp_compare_tree_t *t, const msp_report_set_t *s,
+                              msp_compare_result_t **whole);
+
 /* msprobe's -da file, out_dir/file (diff_analyze_{nanoseconds}.json):
  * {"rank_R": [{"op_name", "data_info": {"input": {TENSOR: {"NPU max", "NPU
  * min", "NPU mean", "NPU l2norm"}}, "output": {..}}, "stack_info"}]} naming
@@ -52,48 +78,24 @@ msp_err msp_report_write_csv(const msp_compare_result_t *res, const char *out_di
 
 /* ---- the HTML report (rep_html.c, rep_sample.c) ------------------ */
 
-/* A bounded look at one compared tensor pair (a suspect card's histogram and
- * scatter): every stride-th element pair from the first, at most max_points,
- * and a histogram of |npu - bench| over every element. */
-#define MSP_SAMPLE_BINS 64 /* 4 a decade, edges 10^-12 ... 10^4 */
-#define MSP_SAMPLE_LO_EXP (-12)
-#define MSP_SAMPLE_PER_DECADE 4
-typedef struct msp_tensor_sample {
-    long tensor; /* row in res->tensors */
-    char *why;   /* NULL, or why there is no sample (statistics dump,
-                                  file gone, shapes differ); the rest is then zero */
-    uint64_t numel;
-    /* the elements read: all (every 1), or past 65,536 those of every
-     * every-th run of 1,024, counted in all; the histogram is theirs */
-    uint64_t counted, every;
-    uint64_t stride;     /* the points: 1 in stride of the elements read */
-    size_t n;            /* pairs sampled */
-    double *npu, *bench; /* n values each, as read (NaN/Inf kept) */
-    /* |npu - bench|: bins[k] counts e in [10^(LO + k/PER), 10^(LO + (k+1)/PER)) */
-    uint64_t bins[MSP_SAMPLE_BINS];
-    uint64_t zero;         /* e == 0 */
-    uint64_t below, above; /* 0 < e < 10^LO, e >= the last edge */
-    uint64_t nonfinite;    /* NaN or Inf on either side */
-} msp_tensor_sample_t;
-
 /* Sample n tensor rows of res (tensors[i], indexes into res->tensors), reading
  * them again from the dumps compare read (bench and cmp as given to
  * msp_compare_run), a block at a time: memory stays bounded. A row that
  * cannot be sampled gets why set; only bad arguments and out of memory fail.
- * out has n slots, each filled (free with msp_tensor_sample_free). */
+ * out has n slots, each filled (free with msp_tensor_sample_free). The
+ * page takes the samples the compare kept (res->samples) first. */
 msp_err msp_compare_sample(const char *bench, const char *cmp, const msp_compare_result_t *res,
                            const long *tensors, size_t n, size_t max_points,
                            msp_tensor_sample_t *out);
-void msp_tensor_sample_free(msp_tensor_sample_t *s); /* NULL-safe; frees the contents */
 
-typedef struct msp_html_opts {
+struct msp_html_opts {
     const char *bench, *cmp; /* the dumps compared, for the suspects' samples;
                                   NULL: cards without histogram and scatter */
     int top;                 /* suspect cards (0: the suspects marked, suspect_rank > 0) */
     size_t max_points;       /* error-flow points per step and rank before the
                                   page aggregates (0: 4000) */
     size_t max_records;      /* records listed in the page (0: 150000) */
-} msp_html_opts_t;
+};
 
 /* Write out_dir/result.html atomically: one page that opens offline (Chart.js
  * embedded) with the error flow of every step and rank, the model tree, the

@@ -225,12 +225,16 @@ typedef struct msp_msprobe_reports {
 } msp_msprobe_reports_t;
 /* Stamp r->stamp with the time now, as msprobe stamps its file names. */
 void msp_msprobe_stamp(msp_msprobe_reports_t *r);
-/* The files r asks for, written from tree (result.xlsx and result.csv are
- * msp_report_tree_write's when r->msprobe is 0); *said gets "report: PATH"
- * lines, one a file written (malloc'd, NULL when none). MSP_OK or the error,
- * recorded. */
+/* Every report of tree: those set names (msp_report_tree_write), with
+ * msprobe's own files instead of result.xlsx when r asks for them, then -da's
+ * file; *said gets "report: PATH" lines for msprobe's files, their
+ * result.csv and -da's (malloc'd, NULL when none), *whole the whole result
+ * when one was made (msp_report_tree_write). MSP_OK or the error, recorded. */
+struct msp_report_set;
+struct msp_compare_result;
 msp_err msp_msprobe_reports_write(const struct msp_compare_tree *tree,
-                                  const msp_msprobe_reports_t *r, char **said);
+                                  const msp_msprobe_reports_t *r, struct msp_report_set *set,
+                                  char **said, struct msp_compare_result **whole);
 
 /* "msprobe: <formatted>\n" on stderr. */
 void msp_errorf(const char *fmt, ...) MSP_PRINTF(1, 2);

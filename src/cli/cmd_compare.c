@@ -10,7 +10,6 @@
 
 #include <errno.h>
 #include <ftw.h>
-#include <pthread.h>
 #include <getopt.h>
 #include <malloc.h>
 #include <math.h>
@@ -555,56 +554,24 @@ int msp_cmd_compare(msp_cli_ctx_t *ctx, int argc, char **argv)
     return rc;
 }
 
-/* result.html (and the whole result --print-log reads), written beside the
- * workbooks: every record at once, so past MSP_WHOLE_MAX_RECORDS the page
- * is not written (the workbook and csv hold them all) and whole stays NULL. */
-typedef struct msp_html_job {
-    const msp_compare_tree_t *tree;
-    const char *out_dir;
-    msp_html_opts_t hopts;
-    int html;
-    msp_compare_result_t *whole;
-    msp_err err;
-    char detail[1024];
-} msp_html_job_t;
-
-static void *msp_html_main(void *arg)
-{
-    msp_html_job_t *j = arg;
-    j->err = msp_compare_tree_whole(j->tree, MSP_WHOLE_MAX_RECORDS, &j->whole);
-    if (!j->err && j->html && j->whole)
-        j->err = msp_report_write_html(j->whole, j->out_dir, &j->hopts);
-    if (j->err)
-        snprintf(j->detail, sizeof j->detail, "%s", msp_last_error());
-    return NULL;
-}
-
-/* The workbooks (and result.csv, and msprobe's own outputs when asked) on
- * this thread, result.html on one of its own meanwhile: its suspect cards
- * read the suspects' tensors again, which took as long as a large pair's
- * workbook. The first failure, recorded here. */
+/* The reports, each part of the tree read once for the workbook (or
+ * msprobe's files), result.csv and result.html (report.h), then -da's file.
+ * The page and --print-log need every record at once, so past
+ * MSP_WHOLE_MAX_RECORDS the page is not written (the workbook and csv hold
+ * them all) and *whole stays NULL. The first failure, recorded here. */
 static msp_err msp_write_reports(const msp_compare_tree_t *tree, const char *out_dir, int csv,
-                                 msp_html_job_t *hj, int print_log, const msp_msprobe_reports_t *mr,
-                                 char **said)
+                                 int html, const msp_html_opts_t *hopts, int print_log,
+                                 const msp_msprobe_reports_t *mr, char **said,
+                                 msp_compare_result_t **whole)
 {
-    pthread_t th;
-    int want = hj->html || print_log;
-    int threaded = want && pthread_create(&th, NULL, msp_html_main, hj) == 0;
-    msp_err err = MSP_OK;
-    if (!mr->msprobe)
-        err = msp_report_tree_write(tree, out_dir, csv);
-    if (!err)
-        err = msp_msprobe_reports_write(tree, mr, said);
-    char detail[1024] = "";
-    if (err)
-        snprintf(detail, sizeof detail, "%s", msp_last_error());
-    if (threaded)
-        pthread_join(th, NULL);
-    else if (want)
-        msp_html_main(hj);
-    if (err)
-        return msp_fail(err, "%s", detail);
-    return hj->err ? msp_fail(hj->err, "%s", hj->detail) : MSP_OK;
+    msp_report_set_t s = {.out_dir = out_dir,
+                          .xlsx = !mr->msprobe,
+                          .csv = csv,
+                          .html = html,
+                          .whole = print_log,
+                          .whole_max = MSP_WHOLE_MAX_RECORDS,
+                          .hopts = hopts};
+    return msp_msprobe_reports_write(tree, mr, &s, said, whole);
 }
 
 static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
@@ -625,6 +592,7 @@ static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
     if (rc != MSP_COMPARE_GO)
         return rc;
     msp_compare_opts_t opts = msp_ca.opts;
+    opts.no_samples = !msp_ca.html; /* only the page's suspect cards show them */
     msp_msprobe_reports_t mr;
     if ((rc = msp_compare_outputs(&mr)))
         return rc;
@@ -703,9 +671,8 @@ static int msp_compare_main(msp_cli_ctx_t *ctx, int argc, char **argv)
     msp_cli_stop_stage(MSP_STOP_WRITING);
     mr.bench = bench;
     mr.cmp = cmp;
-    msp_html_job_t hj = {tree, out_dir, {.bench = bench, .cmp = cmp}, html, NULL, MSP_OK, ""};
-    err = msp_write_reports(tree, out_dir, csv, &hj, print_log, &mr, &said);
-    whole = hj.whole;
+    msp_html_opts_t hopts = {.bench = bench, .cmp = cmp};
+    err = msp_write_reports(tree, out_dir, csv, html, &hopts, print_log, &mr, &said, &whole);
     if (err) {
         rc = msp_report_error(err);
         goto cleanup;

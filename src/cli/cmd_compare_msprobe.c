@@ -286,12 +286,13 @@ static int msp_said_add(char **said, const char *out_dir, const char *name)
 }
 
 msp_err msp_msprobe_reports_write(const struct msp_compare_tree *tree,
-                                  const msp_msprobe_reports_t *r, char **said)
+                                  const msp_msprobe_reports_t *r, msp_report_set_t *set,
+                                  char **said, msp_compare_result_t **whole)
 {
     *said = NULL;
-    msp_err rc = MSP_OK;
     char **names = NULL, *tag = NULL;
     size_t n = 0;
+    msp_msprobe_outputs_t o = {r->stamp, r->xlsx, NULL};
     if (r->msprobe) {
         /* two files: compare_result_{stamp}; else one a rank, or the one
          * directory msprobe would name it after */
@@ -299,26 +300,30 @@ msp_err msp_msprobe_reports_write(const struct msp_compare_tree *tree,
         const msp_compare_result_t *head = msp_compare_tree_head(tree);
         if (!files && head && head->n_ranks == 1)
             tag = msp_msprobe_tag(r->cmp);
-        msp_msprobe_outputs_t o = {r->stamp, r->xlsx, files ? "" : tag};
-        rc = msp_report_tree_msprobe(tree, r->out_dir, &o, &names, &n);
-        for (size_t i = 0; !rc && i < n; i++)
-            if (msp_said_add(said, r->out_dir, names[i]))
-                rc = msp_fail(MSP_ERR_NOMEM, "out of memory");
-        if (!rc && r->csv && !(rc = msp_report_tree_csv(tree, r->out_dir)) &&
-            msp_said_add(said, r->out_dir, "result.csv"))
-            rc = msp_fail(MSP_ERR_NOMEM, "out of memory");
+        o.tag = files ? "" : tag;
+        set->msprobe = &o;
+        set->ms_names = &names;
+        set->ms_n = &n;
     }
-    if (!rc && r->diff_analyze) {
+    char file[64];
+    int written = 0;
+    if (r->diff_analyze) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        char file[64];
         snprintf(file, sizeof file, "diff_analyze_%lld%09ld.json", (long long)ts.tv_sec,
                  ts.tv_nsec);
-        int written = 0;
-        rc = msp_report_diff_analyze(tree, r->out_dir, file, &written);
-        if (!rc && written && msp_said_add(said, r->out_dir, file))
-            rc = msp_fail(MSP_ERR_NOMEM, "out of memory");
+        set->da_file = file;
+        set->da_written = &written;
     }
+    /* every file from one read of the compare's result (report.h) */
+    msp_err rc = msp_report_tree_write(tree, set, whole);
+    for (size_t i = 0; !rc && i < n; i++)
+        if (msp_said_add(said, r->out_dir, names[i]))
+            rc = msp_fail(MSP_ERR_NOMEM, "out of memory");
+    if (!rc && r->msprobe && set->csv && msp_said_add(said, r->out_dir, "result.csv"))
+        rc = msp_fail(MSP_ERR_NOMEM, "out of memory");
+    if (!rc && written && msp_said_add(said, r->out_dir, file))
+        rc = msp_fail(MSP_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < n; i++)
         free(names[i]);
     free(names);

@@ -5,6 +5,7 @@
  * side's arguments completed first with the API's signature from the
  * dumps' /defaults (msprobe-dump(5)). */
 #include "cmp_internal.h"
+#include "cmp_job.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -49,27 +50,19 @@ static const char *cmp_attr_get(char **k, char **v, size_t n, const char *key)
     return NULL;
 }
 
-/* Key: a record's name. */
-static int cmp_name_key(const void *key, const void *elem)
-{
-    return strcmp(key, (*(const msp_record_info_t *const *)elem)->name);
-}
-
 /* The "stack" attribute of a record: msprobe's stack.json, or the call site
  * our shim recorded, where "@RECORD" names the record of the same file that
  * carries the text (msprobe-dump(5)); NULL when none. byname: f's records
- * sorted by name (cmp_by_name), for the reference. */
+ * sorted by name (cmp_name_index), for the reference. */
 static char *cmp_record_stack(msp_dump_file_t *f, const msp_record_info_t **byname,
                               const char *text)
 {
     if (!text || text[0] != '@')
         return text ? strdup(text) : NULL;
-    const msp_record_info_t **hit = byname ? bsearch(text + 1, byname, f->n_records, sizeof *byname,
-                                                     cmp_name_key)
-                                           : NULL;
+    const msp_record_info_t *hit = cmp_name_find(f, byname, text + 1);
     char **k = NULL, **v = NULL, *out = NULL;
     size_t n = 0;
-    if (!hit || msp_dump_record_attrs(f, *hit, &k, &v, &n) != MSP_OK) {
+    if (!hit || msp_dump_record_attrs(f, hit, &k, &v, &n) != MSP_OK) {
         msp_clear_error();
         return NULL;
     }

@@ -148,6 +148,10 @@ msp_err cmp_engine_pair(cmp_engine_t *e, msp_compare_result_t *res, const cmp_fi
 size_t cmp_engine_ahead(const cmp_engine_t *e);
 /* Whether a pair it compared was of md5 (hash-only) dumps. */
 int cmp_engine_md5(const cmp_engine_t *e);
+/* The last pair's files stay open after cmp_engine_pair until the next pair,
+ * this call or the close: sample res's likely suspects from them
+ * (cmp_sample_part; res has its verdicts by now), then close them. */
+msp_err cmp_engine_sample(cmp_engine_t *e, msp_compare_result_t *res);
 void cmp_engine_close(cmp_engine_t *e); /* NULL-safe */
 
 /* ---- the engine's parts (cmp_data.c, cmp_rows.c, cmp_attrs.c; cmp_run.c) --- */
@@ -224,8 +228,6 @@ msp_err cmp_add_job(cmp_ctx_t *cx, size_t row, const msp_record_info_t *nrec,
  * job's read_error; other errors stop the pair. */
 msp_err cmp_run_offset_jobs(cmp_ctx_t *cx, uint64_t *bytes_done);
 msp_err cmp_run_stream_jobs(cmp_ctx_t *cx, uint64_t *bytes_done);
-/* f's records sorted by name (NULL only when out of memory; the caller frees). */
-const msp_record_info_t **cmp_by_name(const msp_dump_file_t *f);
 /* Whether any tensor of f carries a producer link. */
 int cmp_file_has_producers(const msp_dump_file_t *f);
 /* Append the record row of brec/crec (either NULL when one-sided) and its
@@ -299,6 +301,10 @@ void cmp_replay_count(msp_compare_result_t *res, msp_replay_verdict_t v);
  * marked MSP_RV_SKIPPED with its replay_note here. The one rule, so that a
  * streamed compare (cmp_stream.c) chooses as msp_compare_run does. */
 int cmp_replay_choose(msp_record_cmp_t *r, const msp_compare_opts_t *o, double *prio);
+/* Whether r's error leaves in doubt who made it (a changed argument, an
+ * introduced verdict, an output error well past its inputs'): what replay
+ * settles, whatever --replay says. */
+int cmp_replay_in_doubt(const msp_record_cmp_t *r);
 
 /* Judge each backward record again with its forward record's input and
  * output errors counted as inputs (what the forward saved for it). */
@@ -344,6 +350,9 @@ msp_err cmp_part_unpack(const unsigned char *buf, size_t len, msp_compare_result
  * gets from any. */
 typedef struct cmp_spool cmp_spool_t;
 msp_err cmp_spool_open(const char *dir, cmp_spool_t **out);
+/* The dir that keeps the spool in memory (an anonymous file; a temp file in
+ * $TMPDIR where the kernel has none): compared by address, not by text. */
+extern const char cmp_spool_memory[];
 msp_err cmp_spool_put(cmp_spool_t *s, const msp_compare_result_t *part);
 size_t cmp_spool_count(cmp_spool_t *s);
 msp_err cmp_spool_get(cmp_spool_t *s, size_t i, msp_compare_result_t **part);
@@ -371,6 +380,40 @@ void cmp_plan_free(cmp_plan_t *p);
 /* Append a copy of s to *v. */
 msp_err cmp_line_push(char ***v, size_t *n, const char *s);
 
+/* ---- samples of a suspect's rows (cmp_sample.c) -------------------------- */
+
+/* Stream the tensor pair (ct of record cr in cf, bt of br in bf) and fill s
+ * (max_points element pairs at most, and the histogram). Returns an msp_err
+ * whose recorded detail says why there is no sample (s is then the
+ * caller's to clear). */
+msp_err cmp_sample_tensor(msp_dump_file_t *cf, const msp_record_info_t *cr,
+                          const msp_tensor_info_t *ct, msp_dump_file_t *bf,
+                          const msp_record_info_t *br, const msp_tensor_info_t *bt,
+                          size_t max_points, msp_tensor_sample_t *s);
+/* The role part of "<record>.<role>", or NULL; the tensor of r under role, or NULL. */
+const char *cmp_tensor_role(const char *tensor_name, const char *record);
+const msp_tensor_info_t *cmp_record_tensor(const msp_record_info_t *r, const char *role);
+/* Phase A, while the pair's files are open (bf and cf, their records by
+ * name in bnames and cnames: cmp_name_index): sample the worst output row of
+ * each record of part that may become a suspect (cmp_may_suspect), at most
+ * CMP_SAMPLE_RECORDS of them in execution order, into part->samples. A row
+ * that cannot be sampled is left out (the page says why when it reopens
+ * it); only out of memory fails. */
+#define CMP_SAMPLE_RECORDS 50
+msp_err cmp_sample_part(msp_compare_result_t *part, msp_dump_file_t *bf, msp_dump_file_t *cf,
+                        const msp_record_info_t **bnames, const msp_record_info_t **cnames);
+/* Whether a record may be named a suspect with its worst output once
+ * replay and the suspects' pass have run: what replay holds in doubt
+ * (cmp_replay.c), or an output error that is not finite. */
+int cmp_may_suspect(const msp_record_cmp_t *r);
+/* rec's output row with the largest relative error (as its suspect names
+ * it), -1 when none has one (cmp_suspects.c). */
+long cmp_worst_output(const msp_compare_result_t *res, const msp_record_cmp_t *rec);
+/* Keep only the samples of rows part's suspects name (phase B). */
+void cmp_sample_keep_suspects(msp_compare_result_t *part);
+/* A deep copy of src into dst (MSP_ERR_NOMEM recorded; dst then cleared). */
+msp_err cmp_sample_copy(msp_tensor_sample_t *dst, const msp_tensor_sample_t *src);
+
 /* ---- a streamed compare's result, for the report writers (cmp_tree.c) ------ */
 
 size_t cmp_tree_parts(const msp_compare_tree_t *t);
@@ -383,6 +426,30 @@ msp_err cmp_tree_load(const msp_compare_tree_t *t, size_t i, msp_compare_result_
 const char *cmp_tree_reason(const msp_compare_tree_t *t, size_t record);
 /* The root cause's row, as a global tensor index; -1 if none. */
 long cmp_tree_root_tensor(const msp_compare_tree_t *t);
+
+/* One read of a tree's parts shared by `readers` writers (1..8, numbered
+ * 0..readers-1) on threads of their own (cmp_feed.c): part i is loaded once
+ * with load(ud, i, &part), by the first reader to ask, and freed when every
+ * reader that wants it (wants(ud, reader, i); NULL: all of them) has put it
+ * back; the part is shared, read it only. A reader takes the parts it
+ * wants in order and holds none while it asks for the next (several
+ * threads of one reader may each hold one); it leaves when done or failed,
+ * holding nothing, or the others wait for it. At most `window` parts
+ * (1..16) are held at once. A failed get has nothing to put back. */
+typedef struct cmp_feed cmp_feed_t;
+typedef msp_err (*cmp_feed_load_fn)(const void *ud, size_t i, msp_compare_result_t **part);
+typedef int (*cmp_feed_wants_fn)(const void *ud, int reader, size_t i);
+msp_err cmp_feed_new(cmp_feed_load_fn load, cmp_feed_wants_fn wants, const void *ud, int readers,
+                     size_t window, cmp_feed_t **out);
+msp_err cmp_feed_get(cmp_feed_t *f, int reader, size_t i, msp_compare_result_t **part);
+void cmp_feed_put(cmp_feed_t *f, int reader, const msp_compare_result_t *part);
+void cmp_feed_leave(cmp_feed_t *f, int reader);
+void cmp_feed_free(cmp_feed_t *f); /* NULL-safe; every reader has left */
+/* msp_compare_tree_whole, read from the feed as its reader `reader` (the
+ * parts' rows copied, not moved: others read them too); it leaves the feed
+ * when done. */
+msp_err cmp_tree_whole_fed(const msp_compare_tree_t *t, size_t max_records, cmp_feed_t *f,
+                           int reader, msp_compare_result_t **out);
 
 /* ---- the ranks as one (cmp_ranks.c; msprobe-compare(1), RANKS) ---------- */
 

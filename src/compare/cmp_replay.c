@@ -431,7 +431,7 @@ done:
  * eighth of its floor (a low-precision op the ratios cannot judge, a kernel
  * below its dtype hidden under noisy inputs). An output that carries about
  * what its inputs brought is inherited whatever a replay says. */
-static int rp_in_doubt(const msp_record_cmp_t *r)
+int cmp_replay_in_doubt(const msp_record_cmp_t *r)
 {
     double ein = isnan(r->in_err) ? 0.0 : r->in_err;
     if ((r->arg_diff && !r->args_are_data) || r->cause == MSP_CAUSE_INTRODUCED)
@@ -445,7 +445,7 @@ int cmp_replay_choose(msp_record_cmp_t *r, const msp_compare_opts_t *o, double *
     if (o->replay == MSP_REPLAY_OFF || !r->bench_name ||
         (!differs && o->replay != MSP_REPLAY_ALL) || isnan(r->out_err))
         return 0;
-    if (o->replay != MSP_REPLAY_ALL && !rp_in_doubt(r))
+    if (o->replay != MSP_REPLAY_ALL && !cmp_replay_in_doubt(r))
         return 0;
     const char *why = NULL;
     if (!rp_kind(r->name, &why)) {

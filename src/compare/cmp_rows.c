@@ -4,6 +4,7 @@
  * shape and dtype checks, md5 dumps) or queued as a data job (cmp_data.c)
  * whose metrics cmp_finish_jobs puts on it. */
 #include "cmp_internal.h"
+#include "cmp_job.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -120,25 +121,6 @@ static double cmp_rel(double d, double ref)
 static int cmp_stat_same(double a, double b)
 {
     return (isnan(a) && isnan(b)) || !(a < b || a > b);
-}
-
-static int cmp_rec_name_order(const void *x, const void *y)
-{
-    const msp_record_info_t *a = *(const msp_record_info_t *const *)x;
-    const msp_record_info_t *b = *(const msp_record_info_t *const *)y;
-    return strcmp(a->name, b->name);
-}
-
-/* f's records sorted by name (NULL only when out of memory). */
-const msp_record_info_t **cmp_by_name(const msp_dump_file_t *f)
-{
-    const msp_record_info_t **v = calloc(f->n_records + 1, sizeof *v);
-    if (!v)
-        return NULL;
-    for (size_t r = 0; r < f->n_records; r++)
-        v[r] = &f->records[r];
-    qsort(v, f->n_records, sizeof *v, cmp_rec_name_order);
-    return v;
 }
 
 /* Key: "RECORD/ROLE" compared by its RECORD part. */
@@ -552,21 +534,6 @@ static msp_err cmp_record_view(msp_dump_file_t *f, const msp_record_info_t *r, i
     return MSP_OK;
 }
 
-static int cmp_name_key(const void *key, const void *elem)
-{
-    return strcmp(key, (*(const msp_record_info_t *const *)elem)->name);
-}
-
-/* f's record called name (byname: f's records sorted by name), or NULL. */
-static const msp_record_info_t *cmp_rec_named(const msp_dump_file_t *f,
-                                              const msp_record_info_t **byname, const char *name)
-{
-    const msp_record_info_t **hit = f && byname ? bsearch(name, byname, f->n_records,
-                                                          sizeof *byname, cmp_name_key)
-                                                : NULL;
-    return hit ? *hit : NULL;
-}
-
 /* The data_mapping line (tensor names) that sends compare tensor (rec, role)
  * to a bench tensor, or NULL. */
 static const cmp_map_entry_t *cmp_dm_line(const cmp_mapping_t *m, const char *rec, const char *role)
@@ -597,7 +564,7 @@ static size_t cmp_dm_bench_keep(cmp_ctx_t *cx, const msp_record_info_t *brec,
         for (size_t e = 0; m && e < m->n && !drop && !(crec && cmp_view_has(ct, nc, role)); e++)
             drop = m->e[e].cmp_role && !strcmp(m->e[e].bench, brec->name) &&
                    !strcmp(m->e[e].bench_role, role) &&
-                   cmp_rec_named(cx->cf, cx->cnames, m->e[e].cmp);
+                   cmp_name_find(cx->cf, cx->cnames, m->e[e].cmp);
         if (!drop)
             bt[k++] = bt[i];
     }
@@ -618,7 +585,7 @@ static msp_err cmp_dm_rows(cmp_ctx_t *cx, cmp_build_t *bld, const msp_record_inf
             ct[k++] = ct[j];
             continue;
         }
-        const msp_record_info_t *brec = cmp_rec_named(cx->bf, cx->bnames, x->bench);
+        const msp_record_info_t *brec = cmp_name_find(cx->bf, cx->bnames, x->bench);
         cmp_view_t *bv = NULL;
         size_t nbv = 0;
         const msp_tensor_info_t *b = NULL;

@@ -3,6 +3,7 @@
  * rows (cmp_rows.c) and run their data jobs through the metric kernel
  * (cmp_data.c). */
 #include "cmp_internal.h"
+#include "cmp_job.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -66,6 +67,9 @@ void msp_compare_result_free(msp_compare_result_t *r)
         free(r->unread[i]);
     free(r->unread);
     free(r->first_unreadable);
+    for (size_t i = 0; i < r->n_samples; i++)
+        msp_tensor_sample_free(&r->samples[i]);
+    free(r->samples);
     free(r->records);
     free(r->tensors);
     free(r);
@@ -180,6 +184,17 @@ static void cmp_prefetch_drop(cmp_prefetch_t *p)
     msp_dump_close(cf);
 }
 
+/* The pair's files, kept after its compare for its samples (cmp_engine_sample). */
+static void cmp_ctx_close_files(cmp_ctx_t *cx)
+{
+    free(cx->bnames);
+    free(cx->cnames);
+    cx->bnames = cx->cnames = NULL;
+    msp_dump_close(cx->bf);
+    msp_dump_close(cx->cf);
+    cx->bf = cx->cf = NULL;
+}
+
 static msp_err cmp_file_pair(cmp_ctx_t *cx, cmp_build_t *bld, const cmp_file_pair_t *fp,
                              cmp_prefetch_t *opened, const cmp_mapping_t *map)
 {
@@ -187,7 +202,7 @@ static msp_err cmp_file_pair(cmp_ctx_t *cx, cmp_build_t *bld, const cmp_file_pai
     cmp_pair_t *pairs = NULL;
     cmp_rec_ref_t *refs = NULL;
     size_t np = 0;
-    cx->bf = cx->cf = NULL;
+    cmp_ctx_close_files(cx);
     cx->bfd = cx->cfd = -1;
     cx->bmap = cx->cmap = NULL;
     cx->n_jobs = 0;
@@ -238,7 +253,7 @@ static msp_err cmp_file_pair(cmp_ctx_t *cx, cmp_build_t *bld, const cmp_file_pai
                                !strcmp(cx->cf->task, "statistics");
     cx->has_producers = cmp_file_has_producers(cx->bf) || cmp_file_has_producers(cx->cf);
     /* records by name: producer links and call-site references look them up */
-    if (!(cx->bnames = cmp_by_name(cx->bf)) || !(cx->cnames = cmp_by_name(cx->cf))) {
+    if (!(cx->bnames = cmp_name_index(cx->bf)) || !(cx->cnames = cmp_name_index(cx->cf))) {
         rc = msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
         goto cleanup;
     }
@@ -309,12 +324,8 @@ cleanup:
         close(cx->bfd);
     if (cx->cfd >= 0)
         close(cx->cfd);
-    free(cx->bnames);
-    free(cx->cnames);
-    cx->bnames = cx->cnames = NULL;
-    msp_dump_close(cx->bf);
-    msp_dump_close(cx->cf);
-    cx->bf = cx->cf = NULL;
+    if (rc) /* else kept open for the pair's samples */
+        cmp_ctx_close_files(cx);
     free(pairs);
     free(refs);
     return rc;
@@ -440,6 +451,16 @@ msp_err cmp_engine_pair(cmp_engine_t *e, msp_compare_result_t *res, const cmp_fi
     return rc;
 }
 
+msp_err cmp_engine_sample(cmp_engine_t *e, msp_compare_result_t *res)
+{
+    cmp_ctx_t *cx = &e->cx;
+    msp_err rc = MSP_OK;
+    if (cx->bf && cx->cf && e->bld.res == res && !cx->o->no_samples)
+        rc = cmp_sample_part(res, cx->bf, cx->cf, cx->bnames, cx->cnames);
+    cmp_ctx_close_files(cx);
+    return rc;
+}
+
 int cmp_engine_md5(const cmp_engine_t *e)
 {
     return e && e->cx.md5;
@@ -451,6 +472,7 @@ void cmp_engine_close(cmp_engine_t *e)
         return;
     for (int s = 0; s < CMP_SLOTS; s++)
         cmp_prefetch_drop(&e->pf[s]);
+    cmp_ctx_close_files(&e->cx);
     if (e->cx.pairs_done)
         cmp_mapping_warn_unused(e->cx.o, &e->map);
     cmp_mapping_free(&e->map);

@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 _Static_assert(sizeof(msp_record_cmp_t) == 264,
@@ -24,6 +25,8 @@ _Static_assert(sizeof(msp_tensor_cmp_t) == 568,
                "msp_tensor_cmp_t changed: update cmp_part_pack's tensor rows and this size");
 _Static_assert(sizeof(msp_suspect_t) == 64,
                "msp_suspect_t changed: update the suspect's strings and this size");
+_Static_assert(sizeof(msp_tensor_sample_t) == 616,
+               "msp_tensor_sample_t changed: update the sample's arrays and this size");
 
 #define CMP_PART_MAGIC 0x3174726170707370ull /* "psppart1" */
 
@@ -110,6 +113,17 @@ msp_err cmp_part_pack(const msp_compare_result_t *part, unsigned char **out, siz
         msp_wput(&b, &s, sizeof s);
         msp_wput_str(&b, part->suspects[i].reason);
     }
+    msp_wput_u64(&b, part->n_samples);
+    for (size_t i = 0; i < part->n_samples; i++) {
+        const msp_tensor_sample_t *src = &part->samples[i];
+        msp_tensor_sample_t s = *src;
+        s.why = NULL;
+        s.npu = s.bench = NULL;
+        msp_wput(&b, &s, sizeof s);
+        msp_wput(&b, src->npu, src->n * sizeof *src->npu);
+        msp_wput(&b, src->bench, src->n * sizeof *src->bench);
+        msp_wput_str(&b, src->why);
+    }
     if (b.oom) {
         msp_buf_free(&b);
         return msp_fail(MSP_ERR_NOMEM, "compare: out of memory packing a pair's result");
@@ -191,6 +205,32 @@ msp_err cmp_part_unpack(const unsigned char *buf, size_t len, msp_compare_result
         if (!p->suspects[i].reason && !(p->suspects[i].reason = strdup("")))
             r.oom = 1;
     }
+    size_t nsa = msp_wget_count(&r, sizeof(msp_tensor_sample_t));
+    if (nsa && !r.oom && !r.bad && !(p->samples = calloc(nsa, sizeof *p->samples)))
+        r.oom = 1;
+    for (size_t i = 0; p->samples && i < nsa && !r.bad && !r.oom; i++, p->n_samples++) {
+        msp_tensor_sample_t *s = &p->samples[i];
+        msp_wget(&r, s, sizeof *s);
+        s->why = NULL; /* the packing process's pointers: never followed */
+        s->npu = s->bench = NULL;
+        if (r.bad || r.at > r.n || s->n > (r.n - r.at) / (2 * sizeof(double))) {
+            r.bad = 1;
+            break;
+        }
+        s->npu = malloc((s->n ? s->n : 1) * sizeof *s->npu);
+        s->bench = malloc((s->n ? s->n : 1) * sizeof *s->bench);
+        if (!s->npu || !s->bench) {
+            msp_tensor_sample_free(s);
+            r.oom = 1;
+            break;
+        }
+        msp_wget(&r, s->npu, s->n * sizeof *s->npu);
+        msp_wget(&r, s->bench, s->n * sizeof *s->bench);
+        s->why = msp_wget_str(&r);
+    }
+    for (size_t i = 0; !r.bad && i < p->n_samples; i++)
+        if (p->samples[i].tensor < 0 || (size_t)p->samples[i].tensor >= p->n_tensors)
+            r.bad = 1;
     /* every index must land inside the arrays it names */
     for (size_t i = 0; !r.bad && i < p->n_records; i++)
         if (p->records[i].first_tensor > p->n_tensors ||
@@ -291,10 +331,37 @@ static void *cmp_spool_writer(void *arg)
     return NULL;
 }
 
+const char cmp_spool_memory[] = "memory";
+
+/* A spool in memory (msp_compare_run, whose result is all in memory anyway):
+ * an anonymous file, -1 where the kernel has none. */
+static int cmp_spool_memfd(void)
+{
+#ifdef MFD_CLOEXEC
+    return memfd_create("msprobe-compare-spool", MFD_CLOEXEC);
+#else
+    return -1;
+#endif
+}
+
 msp_err cmp_spool_open(const char *dir, cmp_spool_t **out)
 {
     *out = NULL;
-    if (!dir || !*dir)
+    int memfd = dir == cmp_spool_memory ? cmp_spool_memfd() : -1;
+    if (memfd >= 0) {
+        cmp_spool_t *s = calloc(1, sizeof *s);
+        if (!s || !(s->dir = strdup(cmp_spool_memory))) {
+            free(s);
+            close(memfd);
+            return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
+        }
+        s->fd = memfd;
+        pthread_mutex_init(&s->mu, NULL);
+        pthread_cond_init(&s->cv, NULL);
+        *out = s;
+        return MSP_OK;
+    }
+    if (!dir || !*dir || dir == cmp_spool_memory)
         dir = getenv("TMPDIR");
     if (!dir || !*dir)
         dir = "/tmp";

@@ -228,6 +228,8 @@ static msp_err cmp_phase_a(cmp_stream_t *st, cmp_finish_t *fin)
             cmp_record_finish(&part->records[r], part->tensors);
         if (!rc)
             rc = cmp_link_backward(part);
+        if (!rc) /* while the pair's files are still open */
+            rc = cmp_engine_sample(eng, part);
         if (!rc)
             rc = cmp_part_cands(st, part, i);
         st->spooling |= !fin || st->n_cands > 0;
@@ -700,10 +702,15 @@ msp_err msp_compare_run(const char *bench, const char *cmp, const msp_compare_op
     if (!out)
         return msp_fail(MSP_ERR_USAGE, "msp_compare_run: out is NULL");
     *out = NULL;
-    /* one pipeline: the streamed compare of one process, then its tree as
-     * one result */
+    /* one pipeline: the streamed compare of one process, its spool in memory
+     * unless a directory is named, then its tree as one result */
+    msp_compare_opts_t o = opts ? *opts : (msp_compare_opts_t){0};
+    if (!opts)
+        msp_compare_opts_default(&o);
+    if (!o.spool_dir)
+        o.spool_dir = cmp_spool_memory;
     msp_compare_tree_t *t = NULL;
-    msp_err rc = msp_compare_stream(bench, cmp, opts, NULL, &t);
+    msp_err rc = msp_compare_stream(bench, cmp, &o, NULL, &t);
     if (!rc && !(rc = msp_compare_tree_whole(t, SIZE_MAX, out)) && !*out)
         rc = msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
     msp_compare_tree_free(t);

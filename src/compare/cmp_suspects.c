@@ -52,6 +52,18 @@ static const char *cmp_floor_dtype(double fl)
                                           : "exact";
 }
 
+long cmp_worst_output(const msp_compare_result_t *res, const msp_record_cmp_t *rec)
+{
+    long worst = -1;
+    for (size_t k = 0; k < rec->n_tensors; k++) {
+        const msp_tensor_cmp_t *t = &res->tensors[rec->first_tensor + k];
+        if (t->is_output && !isnan(t->rel_err) &&
+            (worst < 0 || t->rel_err > res->tensors[worst].rel_err))
+            worst = (long)(rec->first_tensor + k);
+    }
+    return worst;
+}
+
 /* A suspect with its record, for sorting (qsort has no user pointer). */
 typedef struct cmp_ranked {
     const msp_record_cmp_t *rec;
@@ -575,13 +587,7 @@ msp_err cmp_rank_suspects(msp_compare_result_t *res, int top)
         int tier = -1;
         char *reason = cmp_record_reason(res, rec, &tier);
         if (reason) {
-            long worst = -1;
-            for (size_t k = 0; k < rec->n_tensors; k++) {
-                const msp_tensor_cmp_t *t = &res->tensors[rec->first_tensor + k];
-                if (t->is_output && !isnan(t->rel_err) &&
-                    (worst < 0 || t->rel_err > res->tensors[worst].rel_err))
-                    worst = (long)(rec->first_tensor + k);
-            }
+            long worst = cmp_worst_output(res, rec);
             double ein = isnan(rec->in_err) ? 0.0 : rec->in_err;
             msp_suspect_t s = {(long)r,
                                worst,

@@ -296,6 +296,8 @@ msp_err cmp_finish_part(cmp_finish_t *f, msp_compare_result_t *part)
         rc = cmp_judge_modules(part);
     if (!rc)
         rc = cmp_part_suspects(f, part);
+    if (!rc) /* phase A sampled the likely ones: the page needs only these */
+        cmp_sample_keep_suspects(part);
     if (!rc)
         rc = cmp_head_suspects(f, part);
     if (!rc)
@@ -502,8 +504,10 @@ static msp_err cmp_whole_summary(msp_compare_result_t *w, const msp_compare_resu
     return oom ? cmp_oom() : MSP_OK;
 }
 
-msp_err msp_compare_tree_whole(const msp_compare_tree_t *t, size_t max_records,
-                               msp_compare_result_t **out)
+/* The whole tree as one result, its parts read from the spool (f NULL: the
+ * rows moved out of each part) or from the feed f as its reader (copied). */
+static msp_err cmp_tree_whole(const msp_compare_tree_t *t, size_t max_records, cmp_feed_t *f,
+                              int reader, msp_compare_result_t **out)
 {
     *out = NULL;
     if (!t || !t->is_root || !t->head || t->n_records > max_records)
@@ -511,32 +515,63 @@ msp_err msp_compare_tree_whole(const msp_compare_tree_t *t, size_t max_records,
     const msp_compare_result_t *h = t->head;
     msp_compare_result_t *w = cmp_result_new();
     msp_err rc = w ? MSP_OK : cmp_oom();
+    size_t sample_cap = 0;
     if (!rc && (!(w->records = calloc(t->n_records + 1, sizeof *w->records)) ||
                 !(w->tensors = calloc(t->n_tensors + 1, sizeof *w->tensors)) ||
                 !(w->suspects = calloc(h->n_suspects + 1, sizeof *w->suspects))))
         rc = cmp_oom();
     for (size_t i = 0; !rc && i < t->n_parts; i++) {
         msp_compare_result_t *p = NULL;
-        if ((rc = cmp_tree_load(t, i, &p)))
+        if ((rc = f ? cmp_feed_get(f, reader, i, &p) : cmp_tree_load(t, i, &p)))
             break;
-        /* the part's rows and records moved, not copied: p is freed next,
-         * and copying every string of every row was a tenth of a
-         * statistics tree's compare (issue 42) */
+        /* From the spool the part's rows and records are moved, not copied:
+         * p is freed next, and copying every string of every row was a tenth
+         * of a statistics tree's compare (issue 42). A fed part is shared. */
         size_t base = w->n_tensors;
         for (size_t k = 0; !rc && k < p->n_tensors && w->n_tensors < t->n_tensors; k++) {
             msp_tensor_cmp_t *d = &w->tensors[w->n_tensors++];
+            if (f) {
+                rc = cmp_copy_tensor(d, &p->tensors[k]);
+                continue;
+            }
             *d = p->tensors[k];
             memset(&p->tensors[k], 0, sizeof p->tensors[k]);
             if (!d->err_message && !(d->err_message = strdup("")))
                 rc = cmp_oom();
         }
+        for (size_t k = 0; !rc && k < p->n_samples; k++) {
+            msp_tensor_sample_t *v = msp_grow(w->samples, &sample_cap, w->n_samples + 1, sizeof *v,
+                                              16);
+            if (!v) {
+                rc = cmp_oom();
+                break;
+            }
+            w->samples = v;
+            msp_tensor_sample_t *d = &v[w->n_samples];
+            if (f && (rc = cmp_sample_copy(d, &p->samples[k])))
+                break;
+            if (!f) {
+                *d = p->samples[k];
+                memset(&p->samples[k], 0, sizeof p->samples[k]);
+            }
+            d->tensor += (long)base;
+            w->n_samples++;
+        }
         for (size_t r = 0; !rc && r < p->n_records && w->n_records < t->n_records; r++) {
             msp_record_cmp_t *d = &w->records[w->n_records++];
-            *d = p->records[r];
-            memset(&p->records[r], 0, sizeof p->records[r]);
+            if (f) {
+                rc = cmp_copy_record(d, &p->records[r], 0);
+                d->first_tensor = p->records[r].first_tensor;
+            } else {
+                *d = p->records[r];
+                memset(&p->records[r], 0, sizeof p->records[r]);
+            }
             d->first_tensor += base;
         }
-        msp_compare_result_free(p);
+        if (f)
+            cmp_feed_put(f, reader, p);
+        else
+            msp_compare_result_free(p);
     }
     if (!rc) {
         w->stats_mode = h->stats_mode;
@@ -564,6 +599,20 @@ msp_err msp_compare_tree_whole(const msp_compare_tree_t *t, size_t max_records,
     }
     *out = w;
     return MSP_OK;
+}
+
+msp_err msp_compare_tree_whole(const msp_compare_tree_t *t, size_t max_records,
+                               msp_compare_result_t **out)
+{
+    return cmp_tree_whole(t, max_records, NULL, 0, out);
+}
+
+msp_err cmp_tree_whole_fed(const msp_compare_tree_t *t, size_t max_records, cmp_feed_t *f,
+                           int reader, msp_compare_result_t **out)
+{
+    msp_err rc = cmp_tree_whole(t, max_records, f, reader, out);
+    cmp_feed_leave(f, reader); /* also when it read nothing */
+    return rc;
 }
 
 /* ---- what the CLI and the reports read -------------------------------------- */

@@ -199,6 +199,20 @@ static msp_err cmp_tree_src_load(const cmp_source_t *src, size_t i, msp_compare_
     return cmp_tree_load(ts->t, ts->parts[i], part);
 }
 
+static msp_err cmp_feed_src_load(const cmp_source_t *src, size_t i, msp_compare_result_t **part,
+                                 size_t *rec_base, size_t *ten_base)
+{
+    const cmp_tree_src_t *ts = src->ud;
+    cmp_tree_part_info(ts->t, ts->parts[i], rec_base, ten_base, NULL, NULL);
+    return cmp_feed_get(ts->feed, ts->reader, ts->parts[i], part);
+}
+
+static void cmp_feed_src_unload(const cmp_source_t *src, msp_compare_result_t *part)
+{
+    const cmp_tree_src_t *ts = src->ud;
+    cmp_feed_put(ts->feed, ts->reader, part);
+}
+
 static const char *cmp_tree_src_reason(const cmp_source_t *src, size_t record)
 {
     const cmp_tree_src_t *ts = src->ud;
@@ -210,6 +224,8 @@ msp_err cmp_tree_source(const msp_compare_tree_t *t, int64_t rank, cmp_tree_src_
 {
     size_t np = cmp_tree_parts(t), n = 0, nrec = 0, nten = 0, total_r, total_t;
     ts->t = t;
+    ts->feed = NULL;
+    ts->reader = 0;
     if (!(ts->parts = calloc(np + 1, sizeof *ts->parts)))
         return msp_fail(MSP_ERR_NOMEM, "out of memory writing the report");
     msp_compare_tree_totals(t, &total_r, &total_t, NULL);
@@ -234,6 +250,19 @@ msp_err cmp_tree_source(const msp_compare_tree_t *t, int64_t rank, cmp_tree_src_
                           cmp_tree_src_reason,
                           cmp_tree_root_tensor(t),
                           ts};
+    return MSP_OK;
+}
+
+msp_err cmp_tree_feed_source(const msp_compare_tree_t *t, int64_t rank, cmp_feed_t *f, int reader,
+                             cmp_tree_src_t *ts, cmp_source_t *src)
+{
+    msp_err rc = cmp_tree_source(t, rank, ts, src);
+    if (rc || !f)
+        return rc;
+    ts->feed = f;
+    ts->reader = reader;
+    src->load = cmp_feed_src_load;
+    src->unload = cmp_feed_src_unload;
     return MSP_OK;
 }
 

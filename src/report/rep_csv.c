@@ -8,7 +8,6 @@
 
 #include <errno.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,74 +192,22 @@ msp_err msp_report_write_csv(const msp_compare_result_t *res, const char *out_di
     return cmp_csv_write(&src, out_dir, "result.csv");
 }
 
-static msp_err msp_csv_tree_load(const cmp_source_t *src, size_t i, msp_compare_result_t **part,
-                                 size_t *rec_base, size_t *ten_base)
+msp_err rep_tree_csv(const msp_compare_tree_t *t, const char *out_dir, cmp_feed_t *f, int reader)
 {
-    const msp_compare_tree_t *t = src->ud;
-    cmp_tree_part_info(t, i, rec_base, ten_base, NULL, NULL);
-    return cmp_tree_load(t, i, part);
+    cmp_tree_src_t ts = {0};
+    cmp_source_t src;
+    msp_err rc = !msp_compare_tree_head(t) || !out_dir
+                     ? msp_fail(MSP_ERR_USAGE, "report: no result or no output directory")
+                     : cmp_tree_feed_source(t, -1, f, reader, &ts, &src);
+    if (!rc)
+        rc = cmp_csv_write(&src, out_dir, "result.csv");
+    free(ts.parts);
+    if (f)
+        cmp_feed_leave(f, reader);
+    return rc;
 }
 
 msp_err msp_report_tree_csv(const msp_compare_tree_t *t, const char *out_dir)
 {
-    const msp_compare_result_t *head = msp_compare_tree_head(t);
-    if (!head || !out_dir)
-        return msp_fail(MSP_ERR_USAGE, "report: no result or no output directory");
-    size_t nr, nt;
-    msp_compare_tree_totals(t, &nr, &nt, NULL);
-    cmp_source_t src = {head,
-                        nr,
-                        nt,
-                        cmp_tree_parts(t),
-                        msp_csv_tree_load,
-                        cmp_source_free_part,
-                        NULL,
-                        cmp_tree_root_tensor(t),
-                        t};
-    return cmp_csv_write(&src, out_dir, "result.csv");
-}
-
-/* ---- both reports at once ------------------------------------------------------ */
-
-typedef struct msp_csv_job {
-    const msp_compare_tree_t *t;
-    const char *out_dir;
-    msp_err rc;
-    char detail[1024];
-} msp_csv_job_t;
-
-static void *msp_csv_main(void *arg)
-{
-    msp_csv_job_t *j = arg;
-    j->rc = msp_report_tree_csv(j->t, j->out_dir);
-    if (j->rc)
-        snprintf(j->detail, sizeof j->detail, "%s", msp_last_error());
-    return NULL;
-}
-
-msp_err msp_report_tree_write(const msp_compare_tree_t *t, const char *out_dir, int csv)
-{
-    if (!msp_compare_tree_head(t) || !out_dir)
-        return msp_fail(MSP_ERR_USAGE, "report: no result or no output directory");
-    msp_err rc = msp_mkdirs(out_dir);
-    if (rc || !csv)
-        return rc ? rc : msp_report_tree_xlsx(t, out_dir);
-    /* the csv on a thread of its own while the workbooks are written: each
-     * reads the spool on its own and writes its own files */
-    msp_csv_job_t j = {t, out_dir, MSP_OK, ""};
-    pthread_t th;
-    int threaded = pthread_create(&th, NULL, msp_csv_main, &j) == 0;
-    rc = msp_report_tree_xlsx(t, out_dir);
-    char xdetail[1024] = "";
-    if (rc)
-        snprintf(xdetail, sizeof xdetail, "%s", msp_last_error());
-    if (threaded)
-        pthread_join(th, NULL);
-    else
-        msp_csv_main(&j);
-    if (rc)
-        return msp_fail(rc, "%s", xdetail);
-    if (j.rc)
-        return msp_fail(j.rc, "%s", j.detail);
-    return MSP_OK;
+    return rep_tree_csv(t, out_dir, NULL, 0);
 }

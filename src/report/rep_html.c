@@ -7,7 +7,7 @@
  * step and rank (past that, per bucket of execution order the record with the
  * largest output error, plus every suspect), at most max_records records
  * listed (the charted ones and the suspects first, then the largest errors),
- * and per suspect card a sample of at most CMP_HTML_SAMPLE element pairs. The
+ * and per suspect card a sample of at most MSP_SAMPLE_POINTS element pairs. The
  * page says when it aggregated. */
 #include "msprobe/compare.h"
 
@@ -24,7 +24,6 @@ extern const char msp_cmp_html_css[];
 #define CMP_HTML_MAX_POINTS 4000
 #define CMP_HTML_MAX_RECORDS 150000
 #define CMP_HTML_MAX_CARDS 50
-#define CMP_HTML_SAMPLE 2000
 #define CMP_HTML_TREND_TOP 10
 /* Digits of the bulk numbers (chart, tree); suspect cards carry exact doubles. */
 #define CMP_HTML_DIGITS 7
@@ -423,21 +422,34 @@ static msp_err cmp_html_suspects(msp_buf_t *b, const cmp_html_t *h)
                             res->suspects[i].record, res->n_records);
     if (n > CMP_HTML_MAX_CARDS)
         n = CMP_HTML_MAX_CARDS;
+    /* each card's sample: the one the compare took while it had the files
+     * open, else one read again from the dumps (when they are named) */
+    const msp_tensor_sample_t **card = NULL;
     msp_tensor_sample_t *samples = NULL;
     long *rows = NULL;
+    size_t n_read = 0;
     msp_err rc = MSP_OK;
-    if (n && h->opts.bench && h->opts.cmp && !res->stats_mode) {
+    if (n && !res->stats_mode) {
+        card = calloc(n, sizeof *card);
         samples = calloc(n, sizeof *samples);
         rows = calloc(n, sizeof *rows);
-        if (!samples || !rows) {
+        if (!card || !samples || !rows) {
             rc = msp_fail(MSP_ERR_NOMEM, "out of memory writing result.html");
             goto cleanup;
         }
-        for (size_t i = 0; i < n; i++)
-            rows[i] = res->suspects[i].tensor;
-        if ((rc = msp_compare_sample(h->opts.bench, h->opts.cmp, res, rows, n, CMP_HTML_SAMPLE,
-                                     samples)) != MSP_OK)
+        for (size_t i = 0; i < n; i++) {
+            for (size_t k = 0; k < res->n_samples && !card[i]; k++)
+                if (res->samples[k].tensor == res->suspects[i].tensor)
+                    card[i] = &res->samples[k];
+            if (!card[i] && h->opts.bench && h->opts.cmp)
+                rows[n_read++] = res->suspects[i].tensor;
+        }
+        if (n_read && (rc = msp_compare_sample(h->opts.bench, h->opts.cmp, res, rows, n_read,
+                                               MSP_SAMPLE_POINTS, samples)) != MSP_OK)
             goto cleanup;
+        for (size_t i = 0, k = 0; i < n && k < n_read; i++)
+            if (!card[i] && res->suspects[i].tensor == samples[k].tensor)
+                card[i] = &samples[k++];
     }
     cmp_key(b, "suspects");
     msp_buf_put(b, "[", 1);
@@ -498,8 +510,8 @@ static msp_err cmp_html_suspects(msp_buf_t *b, const cmp_html_t *h)
             msp_buf_json_str(b, rec->arg_diff);
             msp_buf_put(b, ",", 1);
         }
-        if (samples)
-            cmp_sample_json(b, &samples[i]);
+        if (card && card[i])
+            cmp_sample_json(b, card[i]);
         cmp_key(b, "rows");
         msp_buf_put(b, "[", 1);
         for (size_t k = 0; k < rec->n_tensors; k++) {
@@ -511,10 +523,11 @@ static msp_err cmp_html_suspects(msp_buf_t *b, const cmp_html_t *h)
     }
     msp_buf_puts(b, "],");
 cleanup:
-    for (size_t i = 0; samples && i < n; i++)
+    for (size_t i = 0; samples && i < n_read; i++)
         msp_tensor_sample_free(&samples[i]);
     free(samples);
     free(rows);
+    free(card);
     return rc;
 }
 
@@ -680,7 +693,7 @@ msp_err msp_report_write_html(const msp_compare_result_t *res, const char *out_d
                    "\"max_records\":%zu,\"sample_points\":%d,",
                    res->stats_mode, res->n_records, res->n_tensors, res->n_failed, res->n_suspects,
                    res->n_pairs, h.n_listed, h.opts.max_points, h.opts.max_records,
-                   CMP_HTML_SAMPLE);
+                   MSP_SAMPLE_POINTS);
     cmp_key(&b, "unpaired");
     msp_buf_put(&b, "[", 1);
     for (size_t i = 0; i < res->n_unpaired; i++) {

@@ -68,10 +68,16 @@ void cmp_source_free_part(const cmp_source_t *src, msp_compare_result_t *part);
  * ts->parts when done. MSP_ERR_NOMEM (recorded) when out of memory. */
 typedef struct cmp_tree_src {
     const msp_compare_tree_t *t;
-    size_t *parts; /* the parts read, in order */
+    size_t *parts;    /* the parts read, in order */
+    cmp_feed_t *feed; /* NULL: each part loaded from the spool */
+    int reader;
 } cmp_tree_src_t;
 msp_err cmp_tree_source(const msp_compare_tree_t *t, int64_t rank, cmp_tree_src_t *ts,
                         cmp_source_t *src);
+/* The same, each part taken from the feed f as its reader (the parts are
+ * shared: a writer reads them only); f NULL: cmp_tree_source's. */
+msp_err cmp_tree_feed_source(const msp_compare_tree_t *t, int64_t rank, cmp_feed_t *f, int reader,
+                             cmp_tree_src_t *ts, cmp_source_t *src);
 /* MSP_ERR_INTERNAL if a record's tensor range lies outside res->tensors. */
 msp_err cmp_report_check_ranges(const msp_compare_result_t *res);
 /* What every writer of a whole result checks first: a result and a folder
@@ -95,6 +101,45 @@ void cmp_report_set_zip64_rows(size_t rows);
 struct lxw_workbook;
 int cmp_xlsx_error_flow(struct lxw_workbook *wb, const msp_compare_result_t *res);
 
+/* The reports of a tree, each reading its parts from the feed f as its
+ * reader (f NULL: from the spool); each leaves f when done (rep_write.c runs
+ * them together). The workbooks take from f as `reader` (-1: none) when the
+ * tree makes one book (rep_tree_one_book: every part) or per-rank books of
+ * one part a rank (rep_tree_books_fed: the parts with records); per-rank
+ * books of several steps read their own ranks' parts, as a rank's parts
+ * lie a step apart in the feed's order. Per-rank books' chart takes part 0
+ * as reader `chart` (-1: from the spool). */
+msp_err rep_tree_xlsx(const msp_compare_tree_t *t, const char *out_dir, cmp_feed_t *f, int reader,
+                      int chart);
+msp_err rep_tree_csv(const msp_compare_tree_t *t, const char *out_dir, cmp_feed_t *f, int reader);
+int rep_tree_one_book(const msp_compare_tree_t *t);
+int rep_tree_books_fed(const msp_compare_tree_t *t);
+/* Whether each rank has one part at most (then the tree's order is rank
+ * order, and a writer of a file a rank can take them from the feed). */
+int rep_tree_rank_parts(const msp_compare_tree_t *t);
+/* msp_report_tree_msprobe, the files' parts from f as `reader` when f is
+ * set: possible when rep_tree_msprobe_fed (one file of every part, or one
+ * part a rank; the parts with records). */
+msp_err rep_tree_msprobe(const msp_compare_tree_t *t, const char *out_dir,
+                         const msp_msprobe_outputs_t *o, char ***names, size_t *n, cmp_feed_t *f,
+                         int reader);
+int rep_tree_msprobe_fed(const msp_compare_tree_t *t, const msp_msprobe_outputs_t *o);
+/* -da's file (msp_report_diff_analyze) in two steps: the records it names
+ * and the parts that hold them (parts: sorted, distinct), then the file,
+ * those parts read from f as `reader` when f is set (rep_msprobe.c). */
+typedef struct rep_da_plan {
+    struct rep_da_target *v;
+    size_t n;
+    size_t *parts, n_parts;
+} rep_da_plan_t;
+msp_err rep_da_plan(const msp_compare_tree_t *t, rep_da_plan_t *p);
+int rep_da_wants(const rep_da_plan_t *p, size_t part);
+msp_err rep_da_write(const msp_compare_tree_t *t, rep_da_plan_t *p, const char *out_dir,
+                     const char *file, int *written, cmp_feed_t *f, int reader);
+void rep_da_plan_free(rep_da_plan_t *p); /* the plan's nodes and lists */
+/* Threads that write per-rank books at once (1..8). */
+int rep_tree_book_threads(const msp_compare_tree_t *t);
+
 /* ---- workbooks (rep_xlsx.c writes them, rep_xlsx_books.c
  * chooses them) ---------------------------------------------------------- */
 
@@ -115,6 +160,8 @@ typedef struct cmp_book {
     const void *link_ud;
     size_t zip64_rows; /* details rows the workbook holds */
     int details_only;  /* the details sheets alone, first (msprobe's own workbooks) */
+    int chart_rows;    /* the chart from the rows' first part (chart NULL): no
+                          second read of it */
 } cmp_book_t;
 /* Write b as out_dir/file (a temp file, then renamed): the error names the
  * sheet and row where libxlsxwriter failed. */

@@ -17,13 +17,14 @@
 
 /* ---- the per-rank result files ---------------------------------------------- */
 
-/* One file of the parts of rank (all parts when all is set). */
+/* One file of the parts of rank (all parts when all is set), taken from f
+ * as its reader when f is set. */
 static msp_err msp_ms_file(const msp_compare_tree_t *t, const char *out_dir, const char *file,
-                           int xlsx, int64_t rank, int all)
+                           int xlsx, int64_t rank, int all, cmp_feed_t *f, int reader)
 {
     cmp_tree_src_t ts;
     cmp_source_t src;
-    if (cmp_tree_source(t, all ? -1 : rank, &ts, &src))
+    if (cmp_tree_feed_source(t, all ? -1 : rank, f, reader, &ts, &src))
         return msp_fail(MSP_ERR_NOMEM, "out of memory writing %s/%s", out_dir, file);
     const msp_compare_result_t *head = src.head;
     msp_err rc;
@@ -37,14 +38,30 @@ static msp_err msp_ms_file(const msp_compare_tree_t *t, const char *out_dir, con
     return rc;
 }
 
+int rep_tree_msprobe_fed(const msp_compare_tree_t *t, const msp_msprobe_outputs_t *o)
+{
+    const msp_compare_result_t *head = msp_compare_tree_head(t);
+    return o->tag || !head->n_ranks || rep_tree_rank_parts(t);
+}
+
 msp_err msp_report_tree_msprobe(const msp_compare_tree_t *t, const char *out_dir,
                                 const msp_msprobe_outputs_t *o, char ***names, size_t *n)
+{
+    return rep_tree_msprobe(t, out_dir, o, names, n, NULL, -1);
+}
+
+msp_err rep_tree_msprobe(const msp_compare_tree_t *t, const char *out_dir,
+                         const msp_msprobe_outputs_t *o, char ***names, size_t *n, cmp_feed_t *f,
+                         int reader)
 {
     *names = NULL;
     *n = 0;
     const msp_compare_result_t *head = msp_compare_tree_head(t);
-    if (!head || !out_dir || !o || !o->stamp)
+    if (!head || !out_dir || !o || !o->stamp) {
+        if (f)
+            cmp_feed_leave(f, reader);
         return msp_fail(MSP_ERR_USAGE, "report: no result or no output directory");
+    }
     msp_err rc = msp_mkdirs(out_dir);
     /* one file when a tag names it (two files, or one rank directory), or
      * when the result knows no rank */
@@ -63,9 +80,11 @@ msp_err msp_report_tree_msprobe(const msp_compare_tree_t *t, const char *out_dir
             break;
         }
         *n = k + 1;
-        rc = msp_ms_file(t, out_dir, v[k], o->xlsx, rank, tag != NULL);
+        rc = msp_ms_file(t, out_dir, v[k], o->xlsx, rank, tag != NULL, f, reader);
     }
     *names = v;
+    if (f)
+        cmp_feed_leave(f, reader);
     return rc;
 }
 
@@ -124,81 +143,151 @@ static cJSON *msp_da_node(const msp_compare_result_t *res, const msp_record_cmp_
     return node;
 }
 
-/* The node of the head's record r, read from the tree's part of its step
- * and rank (the head's copy when the part cannot be found). NULL: out of
- * memory, or the part could not be loaded (the error recorded). */
-static cJSON *msp_da_node_of(const msp_compare_tree_t *t, const msp_record_cmp_t *r, msp_err *rc)
+/* ---- what -da names, and the parts that hold it ------------------------------- */
+
+struct rep_da_target {
+    const msp_record_cmp_t *rec; /* the head's copy */
+    int64_t rank;                /* its key, rank_R */
+    size_t part;                 /* the part of its step and rank, SIZE_MAX: none */
+    cJSON *node;
+};
+
+static msp_err rep_da_add(rep_da_plan_t *p, const msp_compare_tree_t *t, const msp_record_cmp_t *r,
+                          int64_t rank)
 {
-    size_t np = cmp_tree_parts(t);
-    for (size_t i = 0; i < np; i++) {
-        int64_t step, rank;
-        cmp_tree_part_info(t, i, NULL, NULL, &step, &rank);
-        if (step != r->step || rank != r->rank)
-            continue;
-        msp_compare_result_t *part = NULL;
-        if ((*rc = cmp_tree_load(t, i, &part)))
-            return NULL;
-        cJSON *node = NULL;
-        for (size_t k = 0; k < part->n_records && !node; k++)
-            if (part->records[k].name && !strcmp(part->records[k].name, r->name))
-                node = msp_da_node(part, &part->records[k]);
-        msp_compare_result_free(part);
-        if (node)
-            return node;
-        break;
+    struct rep_da_target *v = realloc(p->v, (p->n + 1) * sizeof *v);
+    if (!v)
+        return msp_fail(MSP_ERR_NOMEM, "out of memory");
+    p->v = v;
+    v[p->n] = (struct rep_da_target){r, rank, SIZE_MAX, NULL};
+    for (size_t i = 0; i < cmp_tree_parts(t); i++) {
+        int64_t step, prank;
+        cmp_tree_part_info(t, i, NULL, NULL, &step, &prank);
+        if (step == r->step && prank == r->rank) {
+            v[p->n].part = i;
+            break;
+        }
     }
-    return msp_da_node(msp_compare_tree_head(t), r);
+    p->n++;
+    return MSP_OK;
 }
 
-/* {"rank_R": [node]} onto root. */
-static int msp_da_add(cJSON *root, const msp_compare_tree_t *t, const msp_record_cmp_t *r,
-                      int64_t rank, msp_err *rc)
+static int rep_size_order(const void *x, const void *y)
 {
-    char key[32];
-    snprintf(key, sizeof key, "rank_%lld", (long long)(rank < 0 ? 0 : rank));
-    cJSON *list = cJSON_CreateArray(), *node = list ? msp_da_node_of(t, r, rc) : NULL;
-    int ok = list && node && cJSON_AddItemToArray(list, node);
-    if (!ok)
-        cJSON_Delete(node);
-    ok = ok && cJSON_AddItemToObject(root, key, list);
-    if (!ok)
-        cJSON_Delete(list);
-    return ok;
+    size_t a = *(const size_t *)x, b = *(const size_t *)y;
+    return a < b ? -1 : a > b;
 }
 
-msp_err msp_report_diff_analyze(const msp_compare_tree_t *t, const char *out_dir, const char *file,
-                                int *written)
+msp_err rep_da_plan(const msp_compare_tree_t *t, rep_da_plan_t *p)
 {
-    *written = 0;
+    memset(p, 0, sizeof *p);
     const msp_compare_result_t *head = msp_compare_tree_head(t);
-    if (!head || !out_dir)
-        return msp_fail(MSP_ERR_USAGE, "report: no result or no output directory");
-    cJSON *root = cJSON_CreateObject();
-    int any = 0, ok = root != NULL;
     msp_err rc = MSP_OK;
     /* each rank's first error of its own, as msprobe names each rank's first
      * diff node; one rank (or no rank summary): the root cause */
-    for (size_t k = 0; ok && k < head->n_ranks; k++) {
+    for (size_t k = 0; head && !rc && k < head->n_ranks; k++) {
         const msp_rank_summary_t *r = &head->ranks[k];
         if (r->origin != MSP_ORIGIN_INTRODUCED || r->first_suspect < 0 ||
             (size_t)r->first_suspect >= head->n_suspects)
             continue;
         long rec = head->suspects[r->first_suspect].record;
-        if (rec < 0 || (size_t)rec >= head->n_records)
-            continue;
-        any += ok = msp_da_add(root, t, &head->records[rec], r->rank, &rc);
+        if (rec >= 0 && (size_t)rec < head->n_records)
+            rc = rep_da_add(p, t, &head->records[rec], r->rank);
     }
-    if (ok && !any && head->root_record >= 0 && (size_t)head->root_record < head->n_records) {
+    if (head && !rc && !p->n && head->root_record >= 0 &&
+        (size_t)head->root_record < head->n_records) {
         const msp_record_cmp_t *rec = &head->records[head->root_record];
-        any += ok = msp_da_add(root, t, rec, rec->rank, &rc);
+        rc = rep_da_add(p, t, rec, rec->rank);
     }
-    char *text = ok && any ? cJSON_Print(root) : NULL;
+    if (!rc && p->n && !(p->parts = calloc(p->n, sizeof *p->parts)))
+        rc = msp_fail(MSP_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < p->n; i++)
+        if (p->v[i].part != SIZE_MAX)
+            p->parts[p->n_parts++] = p->v[i].part;
+    if (p->n_parts)
+        qsort(p->parts, p->n_parts, sizeof *p->parts, rep_size_order);
+    size_t u = 0; /* distinct, in the tree's order: the order the feed gives them */
+    for (size_t i = 0; i < p->n_parts; i++)
+        if (!u || p->parts[u - 1] != p->parts[i])
+            p->parts[u++] = p->parts[i];
+    p->n_parts = u;
+    if (rc)
+        rep_da_plan_free(p);
+    return rc;
+}
+
+void rep_da_plan_free(rep_da_plan_t *p)
+{
+    for (size_t i = 0; p->v && i < p->n; i++)
+        cJSON_Delete(p->v[i].node);
+    free(p->v);
+    free(p->parts);
+    memset(p, 0, sizeof *p);
+}
+
+int rep_da_wants(const rep_da_plan_t *p, size_t part)
+{
+    return p->n_parts && bsearch(&part, p->parts, p->n_parts, sizeof *p->parts, rep_size_order);
+}
+
+/* The nodes of the targets of each planned part, read from it (from f as
+ * `reader` when f is set); a target whose part is gone (or lacks it) gets
+ * the head's copy. NULL node: out of memory. */
+static msp_err rep_da_nodes(const msp_compare_tree_t *t, rep_da_plan_t *p, cmp_feed_t *f,
+                            int reader)
+{
+    msp_err rc = MSP_OK;
+    for (size_t k = 0; !rc && k < p->n_parts; k++) {
+        msp_compare_result_t *part = NULL;
+        if ((rc = f ? cmp_feed_get(f, reader, p->parts[k], &part)
+                    : cmp_tree_load(t, p->parts[k], &part)))
+            break;
+        for (size_t i = 0; i < p->n; i++) {
+            if (p->v[i].part != p->parts[k])
+                continue;
+            for (size_t r = 0; r < part->n_records && !p->v[i].node; r++)
+                if (part->records[r].name && !strcmp(part->records[r].name, p->v[i].rec->name))
+                    p->v[i].node = msp_da_node(part, &part->records[r]);
+        }
+        if (f)
+            cmp_feed_put(f, reader, part);
+        else
+            msp_compare_result_free(part);
+    }
+    if (f)
+        cmp_feed_leave(f, reader);
+    for (size_t i = 0; !rc && i < p->n; i++)
+        if (!p->v[i].node)
+            p->v[i].node = msp_da_node(msp_compare_tree_head(t), p->v[i].rec);
+    return rc;
+}
+
+msp_err rep_da_write(const msp_compare_tree_t *t, rep_da_plan_t *p, const char *out_dir,
+                     const char *file, int *written, cmp_feed_t *f, int reader)
+{
+    *written = 0;
+    msp_err rc = rep_da_nodes(t, p, f, reader);
+    cJSON *root = rc ? NULL : cJSON_CreateObject();
+    int ok = root != NULL;
+    /* {"rank_R": [node]} for each, in the order they were named */
+    for (size_t i = 0; ok && i < p->n; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "rank_%lld", (long long)(p->v[i].rank < 0 ? 0 : p->v[i].rank));
+        cJSON *list = cJSON_CreateArray();
+        ok = list && p->v[i].node && cJSON_AddItemToArray(list, p->v[i].node);
+        if (ok)
+            p->v[i].node = NULL; /* the list's now */
+        ok = ok && cJSON_AddItemToObject(root, key, list);
+        if (!ok)
+            cJSON_Delete(list);
+    }
+    char *text = ok && p->n ? cJSON_Print(root) : NULL;
     cJSON_Delete(root);
-    if (rc || !ok || (any && !text)) {
+    if (rc || !ok || (p->n && !text)) {
         free(text);
         return rc ? rc : msp_fail(MSP_ERR_NOMEM, "out of memory writing %s/%s", out_dir, file);
     }
-    if (!any) /* msprobe writes the file only when it finds a diff node */
+    if (!p->n) /* msprobe writes the file only when it finds a diff node */
         return MSP_OK;
     char *path = msp_asprintf("%s/%s", out_dir, file);
     rc = path ? msp_mkdirs(out_dir) : msp_fail(MSP_ERR_NOMEM, "out of memory");
@@ -207,5 +296,19 @@ msp_err msp_report_diff_analyze(const msp_compare_tree_t *t, const char *out_dir
     *written = rc == MSP_OK;
     free(path);
     free(text);
+    return rc;
+}
+
+msp_err msp_report_diff_analyze(const msp_compare_tree_t *t, const char *out_dir, const char *file,
+                                int *written)
+{
+    *written = 0;
+    if (!msp_compare_tree_head(t) || !out_dir)
+        return msp_fail(MSP_ERR_USAGE, "report: no result or no output directory");
+    rep_da_plan_t p;
+    msp_err rc = rep_da_plan(t, &p);
+    if (!rc)
+        rc = rep_da_write(t, &p, out_dir, file, written, NULL, -1);
+    rep_da_plan_free(&p);
     return rc;
 }

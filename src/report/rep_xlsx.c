@@ -549,16 +549,20 @@ static msp_err msp_write_part(const msp_xlsx_t *x, msp_sheets_t *sh, const cmp_s
 
 /* The rows of every part, into sheets made here; sp[*n_sp] says which
  * worksheet entry each one fills (sh is the caller's to free). */
-static msp_err msp_write_rows(msp_xlsx_t *x, const cmp_source_t *src, int details_only,
-                              msp_sheets_t *sh)
+static msp_err msp_write_rows(msp_xlsx_t *x, const cmp_book_t *b, msp_sheets_t *sh)
 {
-    msp_err rc = msp_make_sheets(x, src, sh, details_only);
+    const cmp_source_t *src = b->rows;
+    msp_err rc = msp_make_sheets(x, src, sh, b->details_only);
     for (size_t i = 0; i < src->n_parts && !rc; i++) {
         msp_compare_result_t *part = NULL;
         size_t rb = 0, tb = 0;
         if ((rc = src->load(src, i, &part, &rb, &tb)))
             break;
         rc = msp_write_part(x, sh, src, part, rb, tb);
+        /* the error-flow chart of the first step compared (rep_xlsx_chart.c),
+         * while its part is here */
+        if (!rc && i == 0 && b->chart_rows && x->err == LXW_NO_ERROR)
+            msp_xlsx_note(x, (lxw_error)cmp_xlsx_error_flow(x->wb, part), "error_flow", 0);
         src->unload(src, part);
     }
     for (size_t s = 0; s < sh->n_sum && !rc; s++)
@@ -738,8 +742,7 @@ msp_err cmp_write_book(const char *out_dir, const char *file, const cmp_book_t *
         msp_write_ranks(&x, b->head, b->link, b->link_ud);
     if (b->suspects_sheet && x.err == LXW_NO_ERROR)
         msp_write_suspects(&x, b->head);
-    if (b->rows && x.err == LXW_NO_ERROR &&
-        (rc = msp_write_rows(&x, b->rows, b->details_only, &sh)) == MSP_ERR_IO) {
+    if (b->rows && x.err == LXW_NO_ERROR && (rc = msp_write_rows(&x, b, &sh)) == MSP_ERR_IO) {
         char detail[1024];
         snprintf(detail, sizeof detail, "%s", msp_last_error());
         rc = msp_fail(rc, "cannot write %s: %s", path, detail);

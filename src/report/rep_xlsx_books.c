@@ -76,7 +76,7 @@ msp_err msp_report_write_xlsx(const msp_compare_result_t *res, const char *out_d
                         msp_whole_reason,
                         res->root_tensor,
                         &w};
-    cmp_book_t b = {&src, res->n_ranks > 1, 0, res, res, msp_whole_link, res, res->n_tensors, 0};
+    cmp_book_t b = {&src, res->n_ranks > 1, 0, res, res, msp_whole_link, res, res->n_tensors, 0, 0};
     rc = cmp_write_book(out_dir, "result.xlsx", &b);
     free(w.reasons);
     return rc;
@@ -108,16 +108,18 @@ static void msp_tree_first_row_link(const void *ud, int64_t rank, char *buf, siz
     buf[0] = '\0';
 }
 
-/* One rank's workbook, result_rank{R}.xlsx. */
-static msp_err msp_rank_book(const msp_compare_tree_t *t, const char *out_dir, int64_t rank)
+/* One rank's workbook, result_rank{R}.xlsx (its parts from f as its reader
+ * when f is set). */
+static msp_err msp_rank_book(const msp_compare_tree_t *t, const char *out_dir, int64_t rank,
+                             cmp_feed_t *f, int reader)
 {
     cmp_tree_src_t ts;
     cmp_source_t one;
-    if (cmp_tree_source(t, rank, &ts, &one))
+    if (cmp_tree_feed_source(t, rank, f, reader, &ts, &one))
         return msp_fail(MSP_ERR_NOMEM, "out of memory writing the report in %s", out_dir);
     char file[64];
     snprintf(file, sizeof file, "result_rank%lld.xlsx", (long long)rank);
-    cmp_book_t b = {&one, 0, 0, one.head, NULL, NULL, NULL, one.n_tensors, 0};
+    cmp_book_t b = {&one, 0, 0, one.head, NULL, NULL, NULL, one.n_tensors, 0, 0};
     msp_err rc = cmp_write_book(out_dir, file, &b);
     free(ts.parts);
     return rc;
@@ -128,6 +130,8 @@ static msp_err msp_rank_book(const msp_compare_tree_t *t, const char *out_dir, i
 typedef struct msp_rank_books {
     const msp_compare_tree_t *t;
     const char *out_dir;
+    cmp_feed_t *feed; /* NULL: each book reads its own parts */
+    int reader;
     size_t next;
     pthread_mutex_t mu;
     msp_err rc;
@@ -146,7 +150,7 @@ static void *msp_rank_books_main(void *arg)
         pthread_mutex_unlock(&rb->mu);
         if (stop || k >= head->n_ranks)
             return NULL;
-        msp_err rc = msp_rank_book(rb->t, rb->out_dir, head->ranks[k].rank);
+        msp_err rc = msp_rank_book(rb->t, rb->out_dir, head->ranks[k].rank, rb->feed, rb->reader);
         if (rc) {
             pthread_mutex_lock(&rb->mu);
             if (k < rb->failed_at) {
@@ -159,42 +163,106 @@ static void *msp_rank_books_main(void *arg)
     }
 }
 
-msp_err msp_report_tree_xlsx(const msp_compare_tree_t *t, const char *out_dir)
+int rep_tree_books_fed(const msp_compare_tree_t *t)
+{
+    return !rep_tree_one_book(t) && rep_tree_rank_parts(t);
+}
+
+int rep_tree_rank_parts(const msp_compare_tree_t *t)
+{
+    /* one part a rank: (step, rank) order is then rank order, the books' */
+    int64_t last = -1;
+    for (size_t i = 0; i < cmp_tree_parts(t); i++) {
+        int64_t r;
+        cmp_tree_part_info(t, i, NULL, NULL, NULL, &r);
+        if (r < 0)
+            continue;
+        if (r <= last)
+            return 0;
+        last = r;
+    }
+    return 1;
+}
+
+/* What the error-flow chart reads of part 0 (its records), taken from the
+ * feed as reader `chart` and copied: the books hold parts only while they
+ * write them. NULL when it cannot be had (a report without the chart). */
+static msp_compare_result_t *msp_chart_of(const msp_compare_tree_t *t, cmp_feed_t *f, int chart)
+{
+    msp_compare_result_t *part = NULL, *c = NULL;
+    if (!cmp_tree_parts(t))
+        return NULL;
+    if (!f) {
+        if (cmp_tree_load(t, 0, &part) != MSP_OK)
+            msp_clear_error();
+        return part;
+    }
+    if (cmp_feed_get(f, chart, 0, &part) != MSP_OK) {
+        msp_clear_error();
+    } else if ((c = cmp_result_new()) &&
+               (c->records = calloc(part->n_records + 1, sizeof *c->records))) {
+        for (size_t i = 0; i < part->n_records; i++) {
+            msp_err e = cmp_copy_record(&c->records[i], &part->records[i], 1);
+            c->n_records++; /* freed with the rest, whatever it holds */
+            if (e) {
+                msp_clear_error();
+                break;
+            }
+        }
+    }
+    cmp_feed_put(f, chart, part);
+    cmp_feed_leave(f, chart);
+    return c;
+}
+
+int rep_tree_one_book(const msp_compare_tree_t *t)
 {
     const msp_compare_result_t *head = msp_compare_tree_head(t);
-    if (!head || !out_dir)
-        return msp_fail(MSP_ERR_USAGE, "report: no result or no output directory");
-    msp_err rc = msp_mkdirs(out_dir);
-    if (rc != MSP_OK)
-        return rc;
+    size_t nten = 0;
+    msp_compare_tree_totals(t, NULL, &nten, NULL);
+    return nten <= cmp_xlsx_data_rows || head->n_ranks <= 1;
+}
+
+/* One workbook of every part (from f as its reader when f is set), its
+ * chart drawn from the first part as its rows go by. */
+static msp_err msp_one_book(const msp_compare_tree_t *t, const char *out_dir, cmp_feed_t *f,
+                            int reader)
+{
+    const msp_compare_result_t *head = msp_compare_tree_head(t);
     cmp_tree_src_t ts;
     cmp_source_t all;
-    if ((rc = cmp_tree_source(t, -1, &ts, &all)))
+    msp_err rc = cmp_tree_feed_source(t, -1, f, reader, &ts, &all);
+    if (rc)
         return rc;
-    size_t nten = all.n_tensors;
-    /* One workbook while the details fit one sheet; past that one per rank,
-     * as msprobe writes them, each fitting as far as a rank can. */
-    /* the first pair (the first step compared) draws the error-flow chart */
-    msp_compare_result_t *first = NULL;
-    if (cmp_tree_parts(t) && cmp_tree_load(t, 0, &first) != MSP_OK) {
-        msp_clear_error(); /* a report without the chart */
-        first = NULL;
-    }
-    if (nten <= cmp_xlsx_data_rows || head->n_ranks <= 1) {
-        cmp_book_t b = {&all, head->n_ranks > 1, 0, head, first, msp_tree_first_row_link, t, nten,
-                        0};
-        rc = cmp_write_book(out_dir, "result.xlsx", &b);
-        msp_compare_result_free(first);
-        free(ts.parts);
-        return rc;
-    }
-    free(ts.parts); /* each rank's workbook reads its own parts */
-    /* the ranks' workbooks are independent: written by a few threads at once */
-    msp_rank_books_t rb = {t, out_dir, 0, PTHREAD_MUTEX_INITIALIZER, MSP_OK, SIZE_MAX, ""};
+    cmp_book_t b = {&all, head->n_ranks > 1, 0, head, NULL, msp_tree_first_row_link,
+                    t,    all.n_tensors,     0, 1};
+    rc = cmp_write_book(out_dir, "result.xlsx", &b);
+    free(ts.parts);
+    return rc;
+}
+
+int rep_tree_book_threads(const msp_compare_tree_t *t)
+{
+    const msp_compare_result_t *head = msp_compare_tree_head(t);
     int nth = omp_get_max_threads();
     nth = nth < 1 ? 1 : nth > 8 ? 8 : nth;
-    if ((size_t)nth > head->n_ranks)
-        nth = (int)head->n_ranks;
+    return (size_t)nth > head->n_ranks ? (int)head->n_ranks : nth;
+}
+
+/* Per-rank workbooks (their parts from f as reader `reader`, when f is set
+ * and reader >= 0) and result.xlsx over them (its chart's part 0 from f as
+ * reader `chart` when chart >= 0). */
+static msp_err msp_rank_books(const msp_compare_tree_t *t, const char *out_dir, cmp_feed_t *f,
+                              int reader, int chart)
+{
+    const msp_compare_result_t *head = msp_compare_tree_head(t);
+    /* the first pair (the first step compared) draws the error-flow chart */
+    msp_compare_result_t *first = msp_chart_of(t, chart >= 0 ? f : NULL, chart);
+    /* the ranks' workbooks are independent: written by a few threads at once */
+    msp_rank_books_t rb = {t,      out_dir,  reader >= 0 ? f : NULL,
+                           reader, 0,        PTHREAD_MUTEX_INITIALIZER,
+                           MSP_OK, SIZE_MAX, ""};
+    int nth = rep_tree_book_threads(t);
     pthread_t th[8];
     int started = 0;
     for (int i = 1; i < nth; i++)
@@ -206,8 +274,32 @@ msp_err msp_report_tree_xlsx(const msp_compare_tree_t *t, const char *out_dir)
         msp_compare_result_free(first);
         return msp_fail(rb.rc, "%s", rb.detail);
     }
-    cmp_book_t top = {NULL, 1, 1, head, first, msp_book_link, NULL, 0, 0};
-    rc = cmp_write_book(out_dir, "result.xlsx", &top);
+    cmp_book_t top = {NULL, 1, 1, head, first, msp_book_link, NULL, 0, 0, 0};
+    msp_err rc = cmp_write_book(out_dir, "result.xlsx", &top);
     msp_compare_result_free(first);
     return rc;
+}
+
+msp_err rep_tree_xlsx(const msp_compare_tree_t *t, const char *out_dir, cmp_feed_t *f, int reader,
+                      int chart)
+{
+    const msp_compare_result_t *head = msp_compare_tree_head(t);
+    msp_err rc = !head || !out_dir
+                     ? msp_fail(MSP_ERR_USAGE, "report: no result or no output directory")
+                     : msp_mkdirs(out_dir);
+    /* One workbook while the details fit one sheet; past that one per rank,
+     * as msprobe writes them, each fitting as far as a rank can. */
+    if (!rc)
+        rc = rep_tree_one_book(t) ? msp_one_book(t, out_dir, f, reader)
+                                  : msp_rank_books(t, out_dir, f, reader, chart);
+    if (f && reader >= 0)
+        cmp_feed_leave(f, reader);
+    if (f && chart >= 0)
+        cmp_feed_leave(f, chart);
+    return rc;
+}
+
+msp_err msp_report_tree_xlsx(const msp_compare_tree_t *t, const char *out_dir)
+{
+    return rep_tree_xlsx(t, out_dir, NULL, -1, -1);
 }

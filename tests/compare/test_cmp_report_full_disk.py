@@ -59,9 +59,9 @@ class ReportFullDisk(unittest.TestCase):
     def tearDownClass(cls):
         subprocess.run(["rm", "-rf", cls.work])
 
-    def compare(self, out, env=None):
+    def compare(self, out, env=None, reports=("--no-html",)):
         return subprocess.run([MSPROBE, "compare", "-b", self.bench, "-c", self.npu, "-o", out,
-                               "--replay", "off", "--no-html"], capture_output=True, text=True,
+                               "--replay", "off", *reports], capture_output=True, text=True,
                               env=env, timeout=300)
 
     def test_every_row_in_its_column_with_the_dumps_values(self):
@@ -110,6 +110,15 @@ class ReportFullDisk(unittest.TestCase):
                       "No space left on device", r.stderr)
         self.assertEqual(r.stderr.count("No space left on device"), 1, r.stderr)
         self.assertEqual([n for n in os.listdir(out) if "xlsx" in n or n.startswith(".msprobe")], [])
+        # beside result.csv and the page, which read the spool with it: the
+        # workbook stops, they go on to their end, and nothing waits for it
+        out = os.path.join(self.work, "full-all")
+        r = self.compare(out, env, ("--csv",))
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn(f"cannot write {os.path.join(out, 'result.xlsx')}: its rows' temp file",
+                      r.stderr)
+        self.assertEqual(r.stderr.count("No space left on device"), 1, r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(out, "result.xlsx")))
 
     @unittest.skipUnless(FULL_DISK and os.path.exists(FULL_DISK), "no full_disk helper built")
     def test_a_full_disk_under_the_spool_is_one_clear_error_before_any_report(self):
