@@ -445,7 +445,8 @@ static msp_err msp_contained_open(msp_dump_file_t *f, int fd, int64_t file_size,
     rc = msp_wire_get_file(buf, n, f, attrs, defs, n_defs);
     if (!rc) /* an answer that parses: a catalogue, not an error */
         msp_cat_cache_put(fd, buf, n);
-    free(buf);
+    else
+        free(buf);
     return rc;
 }
 

@@ -60,15 +60,18 @@ int msp_cat_cache_get(int fd, unsigned char **buf, size_t *n)
     return hit;
 }
 
-void msp_cat_cache_put(int fd, const unsigned char *buf, size_t n)
+void msp_cat_cache_put(int fd, unsigned char *buf, size_t n)
 {
     struct stat st;
-    if (fd < 0 || n > MSP_CAT_MAX_BYTES || fstat(fd, &st) != 0)
+    if (fd < 0 || n > MSP_CAT_MAX_BYTES || fstat(fd, &st) != 0) {
+        free(buf);
         return;
-    unsigned char *copy = malloc(n ? n : 1);
-    if (!copy)
-        return;
-    memcpy(copy, buf, n);
+    }
+    /* kept as it came (copying it cost a catalogue's worth of fresh pages);
+     * only the slack of its read buffer is given back */
+    unsigned char *kept = n ? realloc(buf, n) : buf;
+    if (!kept)
+        kept = buf;
     pthread_mutex_lock(&msp_cat_lock);
     int at = 0;
     for (int i = 0; i < MSP_CAT_SLOTS; i++) {
@@ -82,6 +85,6 @@ void msp_cat_cache_put(int fd, const unsigned char *buf, size_t n)
     struct msp_cat_slot *s = &msp_cat[at];
     free(s->buf);
     *s = (struct msp_cat_slot){st.st_dev,  st.st_ino, st.st_size, st.st_mtim,
-                               st.st_ctim, copy,      n,          ++msp_cat_clock};
+                               st.st_ctim, kept,      n,          ++msp_cat_clock};
     pthread_mutex_unlock(&msp_cat_lock);
 }

@@ -94,25 +94,6 @@ struct msp_producer_row {
     char *record, *role, *producer;
 };
 
-/* Transfer properties for the /index reads: libhdf5 callocs a conversion
- * background buffer of the transfer buffer's size (1 MiB by default) for
- * every compound read, most of a reader helper's page faults; 64 KiB rows
- * at a time cost no more. Created once per process (the helper reads one
- * file; an in-process reader keeps it for the next). */
-static hid_t msp_small_dxpl(void)
-{
-    static hid_t dxpl = -1;
-    if (dxpl < 0) {
-        hid_t p = H5Pcreate(H5P_DATASET_XFER);
-        if (p >= 0 && H5Pset_buffer(p, 64 * 1024, NULL, NULL) < 0) {
-            H5Pclose(p);
-            p = -1;
-        }
-        dxpl = p >= 0 ? p : H5P_DEFAULT;
-    }
-    return dxpl;
-}
-
 static int msp_record_name_cmp(const void *key, const void *elem)
 {
     return strcmp(key, ((const msp_record_info_t *)elem)->name);
@@ -146,7 +127,7 @@ msp_err msp_load_index_producers(msp_dump_file_t *f, hid_t d)
         rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory for /index producers", f->path);
         goto cleanup;
     }
-    if (n > 0 && H5Dread(d, mt, H5S_ALL, H5S_ALL, msp_small_dxpl(), rows) < 0) {
+    if (n > 0 && H5Dread(d, mt, H5S_ALL, H5S_ALL, msp_h5_small_dxpl(), rows) < 0) {
         free(rows);
         rows = NULL;
         rc = msp_h5_fail(MSP_ERR_FORMAT, "file %s: cannot read the /index column producer",
@@ -207,7 +188,7 @@ msp_err msp_load_index(msp_dump_file_t *f, hid_t d)
                       (long long)n);
         goto cleanup;
     }
-    if (n > 0 && H5Dread(d, mt, H5S_ALL, H5S_ALL, msp_small_dxpl(), rows) < 0) {
+    if (n > 0 && H5Dread(d, mt, H5S_ALL, H5S_ALL, msp_h5_small_dxpl(), rows) < 0) {
         rc = msp_h5_fail(MSP_ERR_FORMAT, "file %s: cannot read /index", f->path);
         goto cleanup;
     }

@@ -183,7 +183,7 @@ static msp_err msp_table_read(msp_dump_file_t *f, const char *name, hid_t mt, si
     if (!rc && !(*out = calloc(*n ? *n : 1, size)))
         rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory for /%s (%zu rows)", f->path, name,
                       *n);
-    if (!rc && *n && H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, *out) < 0)
+    if (!rc && *n && H5Dread(d, mt, H5S_ALL, H5S_ALL, msp_h5_small_dxpl(), *out) < 0)
         rc = msp_h5_fail(MSP_ERR_FORMAT, "file %s: cannot read /%s (%zu rows)", f->path, name, *n);
     if (rc) {
         free(*out);
@@ -435,12 +435,20 @@ static msp_err msp_stats_merge(msp_dump_file_t *f, const struct msp_strs *s)
                           i);
             break;
         }
-        msp_tensor_info_t *nt = realloc(r->tensors, (r->n_tensors + 1) * sizeof *nt);
-        if (!nt) {
-            rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", f->path);
-            break;
+        if (i == 0 || sr[i].record != sr[i - 1].record) {
+            /* the record's run of rows, allocated at once (a realloc a row
+             * grew and copied the heap row by row) */
+            size_t run = 1;
+            while (i + run < n && sr[i + run].record == sr[i].record)
+                run++;
+            msp_tensor_info_t *nt = realloc(r->tensors, (r->n_tensors + run) * sizeof *nt);
+            if (!nt) {
+                rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", f->path);
+                break;
+            }
+            r->tensors = nt;
         }
-        r->tensors = nt;
+        msp_tensor_info_t *nt = r->tensors;
         memset(&nt[r->n_tensors], 0, sizeof *nt);
         rc = msp_tensor_from_srow(f, s, &sr[i], width, r->name, vals, n_vals, &nt[r->n_tensors]);
         r->n_tensors++; /* counted even on failure so its strings are freed */

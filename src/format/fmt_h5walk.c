@@ -27,6 +27,26 @@ msp_err msp_shape_size(const int64_t *shape, int ndim, size_t esize, int64_t *nu
     return MSP_OK;
 }
 
+/* Transfer properties for reading a compound table (/index, the statistics
+ * tables): libhdf5 callocs a conversion background buffer of the transfer
+ * buffer's size (1 MiB by default) for every compound read, most of a reader
+ * helper's page faults; 64 KiB rows at a time cost no more. Created once per
+ * process (the helper reads one file; an in-process reader keeps it for the
+ * next). */
+hid_t msp_h5_small_dxpl(void)
+{
+    static hid_t dxpl = -1;
+    if (dxpl < 0) {
+        hid_t p = H5Pcreate(H5P_DATASET_XFER);
+        if (p >= 0 && H5Pset_buffer(p, 64 * 1024, NULL, NULL) < 0) {
+            H5Pclose(p);
+            p = -1;
+        }
+        dxpl = p >= 0 ? p : H5P_DEFAULT;
+    }
+    return dxpl;
+}
+
 int msp_strvec_push(struct msp_strvec *sv, const char *name)
 {
     char **v = msp_grow(sv->v, &sv->cap, sv->n, sizeof *v, 16);

@@ -7,6 +7,10 @@
 
 #include "fmt_h5file.h"
 
+/* Transfer properties for a compound table's read: a 64 KiB conversion
+ * buffer instead of libhdf5's 1 MiB (fmt_h5walk.c says why). */
+hid_t msp_h5_small_dxpl(void);
+
 /* A growable vector of strdup'd names; returns -1 on OOM (an HDF5 iteration stop). */
 struct msp_strvec {
     char **v;

@@ -111,10 +111,10 @@ msp_err msp_wire_get_file(const unsigned char *buf, size_t n, msp_dump_file_t *f
 int msp_wire_get_error(const unsigned char *buf, size_t n, int64_t *code, char **detail);
 /* The catalogue message of the file open on fd, when the helper already
  * verified that same unchanged file in this process (fmt_contain_cache.c):
- * 1 with a malloc'd copy in *buf, else 0. put keeps a copy of one the
- * helper just sent. */
+ * 1 with a malloc'd copy in *buf, else 0. put keeps buf, the malloc'd one
+ * the helper just sent (or frees it). */
 int msp_cat_cache_get(int fd, unsigned char **buf, size_t *n);
-void msp_cat_cache_put(int fd, const unsigned char *buf, size_t n);
+void msp_cat_cache_put(int fd, unsigned char *buf, size_t n);
 /* The reader helper's time limits (fmt_contain_limit.c). msp_helper_timeout:
  * the seconds of work (CPU time) a helper may spend on a file of file_size
  * bytes: the environment's MSPROBE_READER_TIMEOUT, else a floor that grows
