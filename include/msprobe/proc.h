@@ -36,6 +36,7 @@ typedef struct msp_child {
                           it and whatever it forks) */
     int fd3;          /* > 3: a descriptor the child gets as 3 (a listening socket);
                           0: none, every descriptor from 3 up is closed */
+    char **envp;      /* the child's environment; NULL: ours */
     pid_t pid;        /* set by msp_child_start */
 } msp_child_t;
 

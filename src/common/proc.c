@@ -78,8 +78,9 @@ int msp_child_start(msp_child_t *c)
     }
     posix_spawnattr_setflags(&at, flags);
     pid_t pid;
-    int e = c->search_path ? posix_spawnp(&pid, c->argv[0], &fa, &at, c->argv, environ)
-                           : posix_spawn(&pid, c->argv[0], &fa, &at, c->argv, environ);
+    char **env = c->envp ? c->envp : environ;
+    int e = c->search_path ? posix_spawnp(&pid, c->argv[0], &fa, &at, c->argv, env)
+                           : posix_spawn(&pid, c->argv[0], &fa, &at, c->argv, env);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&at);
     if (e == 0)

@@ -87,6 +87,42 @@ static char *msp_helper_path(void)
     return NULL;
 }
 
+/* The helper's environment: ours, with glibc's malloc asked to back its heap
+ * with transparent huge pages (GLIBC_TUNABLES glibc.malloc.hugetlb=1, added
+ * to the tunables already set; one the user set is kept). A helper lives for
+ * one file: most of its time was first touches of fresh pages, one fault
+ * each, and a huge page is one fault for 512 of them. Where the kernel has
+ * transparent huge pages off, glibc does nothing. *text is the one string
+ * allocated; NULL when out of memory (then the helper gets ours as is). */
+static char **msp_helper_env(char **text)
+{
+    static const char key[] = "GLIBC_TUNABLES=", want[] = "glibc.malloc.hugetlb=1";
+    extern char **environ;
+    size_t n = 0;
+    const char *old = NULL;
+    for (char **e = environ; e && *e; e++, n++)
+        if (strncmp(*e, key, sizeof key - 1) == 0)
+            old = *e + sizeof key - 1;
+    *text = NULL;
+    if (old && strstr(old, "glibc.malloc.hugetlb="))
+        return NULL;
+    char **env = malloc((n + 2) * sizeof *env);
+    *text = msp_asprintf("%s%s%s%s", key, old && *old ? old : "", old && *old ? ":" : "", want);
+    if (!env || !*text) {
+        free(env);
+        free(*text);
+        *text = NULL;
+        return NULL;
+    }
+    size_t k = 0;
+    for (char **e = environ; e && *e; e++)
+        if (strncmp(*e, key, sizeof key - 1) != 0)
+            env[k++] = *e;
+    env[k++] = *text;
+    env[k] = NULL;
+    return env;
+}
+
 /* Starts the helper with argv (argv[0] is set here), in as its stdin
  * (MSP_CHILD_DEVNULL or a descriptor) and out as its stdout; its stderr is
  * /dev/null, and nothing else of ours is open in it (msp_child_start):
@@ -102,8 +138,12 @@ static msp_err msp_helper_spawn_fds(const char *path, char *argv[], int in, int 
                         "or set MSPROBE_CATALOGUE_HELPER)",
                         path);
     argv[0] = helper;
-    msp_child_t c = {.argv = argv, .in = in, .out = out, .err = MSP_CHILD_DEVNULL};
+    char *tunables;
+    char **env = msp_helper_env(&tunables);
+    msp_child_t c = {.argv = argv, .in = in, .out = out, .err = MSP_CHILD_DEVNULL, .envp = env};
     int e = msp_child_start(&c);
+    free(env);
+    free(tunables);
     if (e != 0) {
         msp_err rc = msp_fail(MSP_ERR_IO, "file %s: cannot start the reader helper %s: %s", path,
                               helper, strerror(e));
