@@ -13,18 +13,31 @@
 # (steadier on a shared machine). On few cores, OMP_NUM_THREADS=1 steadies it.
 # Also prints, from the last round, the training thread's CPU time a step
 # spent inside the monitor (MSPROBE_MONITOR_PROFILE=1), by part.
+# With BASE_LIB (another build's preload library, today's main), the same
+# two cases run under it too, in the same rounds: (w base), (x base).
+# Every case runs with glibc's malloc keeping what torch frees (its mmap and
+# trim thresholds raised, as a caching allocator would; STEADY=0 leaves
+# malloc alone): where a page fault is dear (a VM), torch's CPU allocator
+# otherwise maps and faults in each step's activations anew, and the step
+# time swings by a quarter from run to run.
 # Usage: bench/monitor/side.sh [PRELOAD_LIB]
 #        (env: PYTHON, STEPS (default 8), ROUNDS (default 3), MODELS (default
 #        "gpt resnet18"), BATCH (steptime.py's default: gpt 4, resnet18 4),
 #        IMAGE (resnet18's image side, default 64), DEVICE (cpu, or cuda on a
 #        GPU: the statistics are then reduced on the device),
-#        BENCH_DIR)
+#        BASE_LIB, STEADY, BENCH_DIR)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 lib=${1:-$here/../../build/src/dump/libmsprobe_preload.so}
 [ -f "$lib" ] || { echo "side.sh: no preload library at $lib" >&2; exit 2; }
 lib=$(realpath "$lib")
 py=${PYTHON:-/usr/bin/python3}
+base=${BASE_LIB:+$(realpath "$BASE_LIB")}
+if [ "${STEADY:-1}" != 0 ]; then
+  steady=glibc.malloc.mmap_threshold=4294967296:glibc.malloc.trim_threshold=17179869184
+  GLIBC_TUNABLES=${GLIBC_TUNABLES:+$GLIBC_TUNABLES:}$steady
+  export GLIBC_TUNABLES
+fi
 steps=${STEPS:-8}
 batch="${BATCH:+--batch $BATCH} ${IMAGE:+--image $IMAGE} ${DEVICE:+--device $DEVICE}"
 rounds=${ROUNDS:-3}
@@ -37,16 +50,17 @@ printf '{"targets": {}, "wg_distribution": true, "param_distribution": true, "mv
   "$ops" > w.json
 printf '{"targets": {}, "xy_distribution": true, %s}\n' "$ops" > x.json
 
-# "median_ms thread_cpu_ms" of one run: model, config or "" (plain).
+# "median_ms thread_cpu_ms" of one run: model, config or "" (plain), and the
+# preload library (default: lib).
 one() {
   rm -rf "$work/out"
   if [ -z "$2" ]; then
     out=$("$py" "$here/steptime.py" --model "$1" --steps "$steps" $batch)
   else
     out=$(MSPROBE_LOG_FILE=$work/shim.log MONITOR_OUTPUT_DIR=$work/out MSPROBE_MONITOR_PROFILE=1 \
-      MSPROBE_MONITOR_CONFIG=$2 LD_PRELOAD=$lib "$py" "$here/steptime.py" --model "$1" --steps "$steps" $batch)
-    grep "training thread's CPU time" "$work/shim.log" | tail -1 | sed "s/^/$1.$(basename "$2" .json): /" \
-      >> "$work/profile.txt"
+      MSPROBE_MONITOR_CONFIG=$2 LD_PRELOAD=${3:-$lib} "$py" "$here/steptime.py" --model "$1" --steps "$steps" $batch)
+    grep "training thread's CPU time" "$work/shim.log" | tail -1 |
+      sed "s/^/$1.$(basename "$2" .json)${3:+ base}: /" >> "$work/profile.txt"
   fi
   "$py" -c "import json,sys; d=json.loads(sys.argv[1]); print(d['median_ms'], d['thread_cpu_ms'])" "$out"
 }
@@ -58,10 +72,12 @@ while [ $i -lt "$rounds" ]; do
   for model in $models; do
     # odd rounds run the monitored cases first
     if [ $((i % 2)) = 0 ]; then order="plain w x"; else order="x w plain"; fi
+    [ -z "$base" ] || { [ $((i % 2)) = 0 ] && order="$order xb wb" || order="wb xb $order"; }
     for c in $order; do
       cfg=""
-      [ "$c" = plain ] || cfg=$work/$c.json
-      echo "$model.$c $(one "$model" "$cfg")" >> results.txt
+      [ "$c" = plain ] || cfg=$work/${c%b}.json
+      case $c in ?b) with=$base ;; *) with="" ;; esac
+      echo "$model.$c $(one "$model" "$cfg" "$with")" >> results.txt
     done
   done
   i=$((i + 1))
@@ -76,14 +92,16 @@ for line in open("results.txt"):
 best = lambda k, i: min(r[i] for r in runs[k])
 print("msprobe monitor vs plain training: %s timed steps, best of %s rounds" % tuple(sys.argv[1:3]))
 names = {"w": "(w) weights, grads, exp_avg(_sq), every step",
-         "x": "(x) activations and their grads, every module"}
+         "x": "(x) activations and their grads, every module",
+         "wb": "(w base) the same under BASE_LIB",
+         "xb": "(x base) the same under BASE_LIB"}
 for model, title in (("gpt", "nanoGPT-style GPT, 2 M params, AdamW"),
                      ("resnet18", "torchvision resnet18, 11 M params, AdamW")):
     if model + ".plain" not in runs:
         continue
     pw, pc = best(model + ".plain", 0), best(model + ".plain", 1)
     print("%s: plain %.1f ms a step (thread CPU %.1f ms)" % (title, pw, pc))
-    for c in "wx":
+    for c in [c for c in ("w", "x", "wb", "xb") if "%s.%s" % (model, c) in runs]:
         w, cpu = best("%s.%s" % (model, c), 0), best("%s.%s" % (model, c), 1)
         print("  %-48s %8.1f ms  %.3fx wall  %.3fx CPU" % (names[c], w, w / pw, cpu / pc))
 print("load average while measuring: %s" % open("/proc/loadavg").read().split()[0])

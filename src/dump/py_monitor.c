@@ -486,7 +486,7 @@ static void mon_exit(const char *how)
 {
     (void)how;
     msp_mon_ahead_join(); /* the helper reads nothing once Python winds down */
-    msp_mon_profile_report();
+    msp_mon_profile_report(msp_mon_actv_copies());
 }
 
 void msp_mon_install(PyObject *torch)

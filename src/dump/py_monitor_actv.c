@@ -12,32 +12,90 @@
  *
  * Only the model's modules (those py_monitor.c names) are taken, and only in
  * training mode for actv, as msprobe does. A full backward hook makes torch
- * pass a module's outputs through BackwardHookFunction, whose results may not
- * be changed in place (ReLU(inplace=True) after a convolution would raise):
- * as msprobe does, those results are cloned, which costs a copy of each
- * module's output while actv_grad is asked for and changes no value. */
+ * pass a module's inputs and outputs through BackwardHookFunction, whose
+ * results may not be changed in place (ReLU(inplace=True) after a
+ * convolution would raise). msprobe clones them all, a copy of every
+ * activation twice a step; here they are detached aliases instead (see
+ * g_alias_src), with the same values in every row and no copy but a module's
+ * that changes its input in place. */
 #include "py_monitor_actv.h"
 
 #include <stdio.h>
 
 static const int *g_collect;
-static PyObject *g_names; /* module -> b"name", set when the model is found */
+static PyObject *g_names;    /* module -> b"name", set when the model is found */
+static PyObject *g_alias_ns; /* g_alias_src's globals, kept */
 
-static const char g_clone_src[] = "import torch\n"
-                                  "from torch.utils import hooks\n"
-                                  "def _clone(x):\n"
-                                  "    if isinstance(x, tuple):\n"
-                                  "        return tuple(_clone(v) for v in x)\n"
-                                  "    return x.clone() if isinstance(x, torch.Tensor) else x\n"
-                                  "def _wrap(setup):\n"
-                                  "    def wrapped(*args, **kwargs):\n"
-                                  "        return _clone(setup(*args, **kwargs))\n"
-                                  "    wrapped.msprobe_monitor = True\n"
-                                  "    return wrapped\n"
-                                  "for _n in ('setup_input_hook', 'setup_output_hook'):\n"
-                                  "    _f = getattr(hooks.BackwardHook, _n)\n"
-                                  "    if not getattr(_f, 'msprobe_monitor', False):\n"
-                                  "        setattr(hooks.BackwardHook, _n, _wrap(_f))\n";
+/* torch's BackwardHookFunction hands the module its own arguments back, so
+ * autograd forbids changing them in place; this one hands back detached
+ * aliases (the same memory and version counter, a gradient edge of their
+ * own), so an in-place change after a module is allowed and is checked by
+ * autograd exactly as without hooks. Where an in-place change of an alias
+ * would leave another name of the same memory with the unchanged gradient
+ * edge, it is a copy instead, as msprobe copies every input and output:
+ * the inputs of a module that changes its input in place (torch's
+ * ReLU(inplace=True) and the like, or one seen doing it), and an output
+ * that is a view or one of the module's inputs. */
+static const char g_alias_src[] =
+    "import torch, weakref\n"
+    "from torch.utils import hooks\n"
+    "import torch.nn.modules._functions as _fns\n"
+    "class BackwardHookFunction(torch.autograd.Function):\n"
+    "    @staticmethod\n"
+    "    def forward(ctx, *args):\n"
+    "        out = tuple(a.detach() for a in args)\n"
+    "        ctx.mark_non_differentiable(*[o for a, o in zip(args, out) if not a.requires_grad])\n"
+    "        return out\n"
+    "    @staticmethod\n"
+    "    def backward(ctx, *args):\n"
+    "        return args\n"
+    "BackwardHookFunction.msprobe_monitor = True\n"
+    "_changes = weakref.WeakSet()\n"
+    "copies = [0]\n"
+    "def _copy(x):\n"
+    "    if isinstance(x, tuple):\n"
+    "        return tuple(_copy(v) for v in x)\n"
+    "    if not isinstance(x, torch.Tensor):\n"
+    "        return x\n"
+    "    copies[0] += 1\n"
+    "    return x.clone()\n"
+    "def _wrap_in(setup):\n"
+    "    def wrapped(self, args):\n"
+    "        res = setup(self, args)\n"
+    "        if self.input_tensors_index is None:\n"
+    "            return res\n"
+    "        m = self.module\n"
+    "        if getattr(m, 'inplace', False) is True or m in _changes:\n"
+    "            return _copy(res)\n"
+    "        self.msprobe_in = [(t, t._version) for t in res if isinstance(t, torch.Tensor)]\n"
+    "        return res\n"
+    "    wrapped.msprobe_monitor = True\n"
+    "    return wrapped\n"
+    "def _wrap_out(setup):\n"
+    "    def wrapped(self, args):\n"
+    "        seen = self.__dict__.pop('msprobe_in', None) or ()\n"
+    "        if any(t._version != v for t, v in seen):\n"
+    "            _changes.add(self.module)\n"
+    "            _changed(self.module)\n"
+    "        res = setup(self, args)\n"
+    "        idx = self.output_tensors_index\n"
+    "        if idx is None:\n"
+    "            return res\n"
+    "        one = not isinstance(args, tuple)\n"
+    "        outs, res = ((args,), [res]) if one else (args, list(res))\n"
+    "        for i in idx:\n"
+    "            o = outs[i]\n"
+    "            if o._is_view() or any(o is t for t, _ in seen):\n"
+    "                res[i] = _copy(res[i])\n"
+    "        return res[0] if one else tuple(res)\n"
+    "    wrapped.msprobe_monitor = True\n"
+    "    return wrapped\n"
+    "if not getattr(_fns.BackwardHookFunction, 'msprobe_monitor', False):\n"
+    "    _fns.BackwardHookFunction = BackwardHookFunction\n"
+    "for _n, _w in (('setup_input_hook', _wrap_in), ('setup_output_hook', _wrap_out)):\n"
+    "    _f = getattr(hooks.BackwardHook, _n)\n"
+    "    if not getattr(_f, 'msprobe_monitor', False):\n"
+    "        setattr(hooks.BackwardHook, _n, _w(_f))\n";
 
 void msp_mon_actv_model(PyObject *modules)
 {
@@ -133,6 +191,34 @@ static PyObject *bwd_hook(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* A module changed its input in place under the alias: said once a module. */
+int64_t msp_mon_actv_copies(void)
+{
+    PyObject *c = g_alias_ns ? PyDict_GetItemString(g_alias_ns, "copies") : NULL;
+    PyObject *n = c && PyList_Check(c) && PyList_Size(c) == 1 ? PyList_GetItem(c, 0) : NULL;
+    int64_t v = n ? (int64_t)PyLong_AsLongLong(n) : 0;
+    PyErr_Clear();
+    return v;
+}
+
+static PyObject *changed(PyObject *self, PyObject *mod)
+{
+    (void)self;
+    PyObject *name = g_names ? PyDict_GetItem(g_names, mod) : NULL;
+    PyObject *cls = name ? NULL : PyObject_GetAttrString((PyObject *)Py_TYPE(mod), "__name__");
+    PyObject *b = cls ? PyUnicode_AsUTF8String(cls) : NULL;
+    const char *what = name ? PyBytes_AsString(name) : b ? PyBytes_AsString(b) : NULL;
+    msp_shim_msg("warning: monitor: module %s changed its input in place: its inputs are copied "
+                 "from now on, as msprobe copies them; in this call, a caller that reads the "
+                 "input again gets a gradient that skips the change",
+                 what ? what : "?");
+    Py_XDECREF(b);
+    Py_XDECREF(cls);
+    PyErr_Clear();
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef g_changed_def = {"msprobe_monitor_changed", changed, METH_O, NULL};
 static PyMethodDef g_fwd_def = {"msprobe_monitor_forward_hook", fwd_hook, METH_VARARGS, NULL};
 static PyMethodDef g_bwd_def = {"msprobe_monitor_backward_hook", bwd_hook, METH_VARARGS, NULL};
 
@@ -163,10 +249,13 @@ void msp_mon_actv_install(const msp_mon_config_t *cfg, const int *collect)
     if (!m || (fwd && global_hook(m, "register_module_forward_hook", &g_fwd_def) != 0))
         msp_py_warn_error("monitor", "cannot hook module forwards: no activations");
     if (m && bwd) {
-        PyObject *ns = msp_py_run_source(g_clone_src, "msprobe_monitor_backward");
-        if (!ns || global_hook(m, "register_module_full_backward_hook", &g_bwd_def) != 0)
+        PyObject *ns = msp_py_run_source(g_alias_src, "msprobe_monitor_backward");
+        PyObject *cb = ns ? PyCFunction_NewEx(&g_changed_def, NULL, NULL) : NULL;
+        if (!cb || PyDict_SetItemString(ns, "_changed", cb) != 0 ||
+            global_hook(m, "register_module_full_backward_hook", &g_bwd_def) != 0)
             msp_py_warn_error("monitor", "cannot hook module backwards: no actv_grad");
-        Py_XDECREF(ns);
+        Py_XDECREF(cb);
+        g_alias_ns = ns;
     }
     Py_XDECREF(m);
 }

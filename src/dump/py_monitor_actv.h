@@ -7,6 +7,8 @@
 /* The global module hooks xy_distribution asks for; rows are made while
  * *collect is set (the step is written). */
 void msp_mon_actv_install(const msp_mon_config_t *cfg, const int *collect);
+/* How many tensors the hooks copied for an in-place change, so far. */
+int64_t msp_mon_actv_copies(void);
 /* The model's modules: a dict module -> b"name" (borrowed; kept). */
 void msp_mon_actv_model(PyObject *modules);
 

@@ -116,7 +116,10 @@ const msp_mon_stat_t *msp_mon_row(msp_mon_task_t task, const char *name, int64_t
     mon_row_t *r = new_row(task, name, micro);
     if (!r)
         return NULL;
-    msp_mon_stats_take(t, g_cfg->eps, &r->st, g_nrows);
+    int seen = task == MSP_MT_ACTV        ? MSP_MON_SEEN_ACTV
+               : task == MSP_MT_ACTV_GRAD ? MSP_MON_SEEN_GRAD
+                                          : -1;
+    msp_mon_stats_take(t, g_cfg->eps, &r->st, g_nrows, seen);
     g_nrows++;
     return &r->st;
 }
@@ -150,7 +153,7 @@ void msp_mon_spent(int part, int64_t since)
         g_spent[part] += msp_mon_clock() - since;
 }
 
-void msp_mon_profile_report(void)
+void msp_mon_profile_report(int64_t copies)
 {
     if (g_profile <= 0 || !g_steps_written)
         return;
@@ -159,6 +162,11 @@ void msp_mon_profile_report(void)
                  "monitor: %.2f ms in hooks, %.2f ms at the optimizer's step, %.2f ms writing",
                  (long long)g_steps_written, g_spent[MSP_MON_T_HOOKS] / n / 1e6,
                  g_spent[MSP_MON_T_STEP] / n / 1e6, g_spent[MSP_MON_T_WRITE] / n / 1e6);
+    int64_t passes, reused;
+    msp_mon_stats_counts(&passes, &reused);
+    msp_shim_msg("monitor: %lld tensors reduced, %lld rows took the numbers of the same memory "
+                 "just seen, %lld activations copied for an in-place change",
+                 (long long)passes, (long long)reused, (long long)copies);
 }
 
 void msp_mon_rows_end(void)

@@ -35,7 +35,9 @@ void msp_mon_out_write(void *batch);
 enum { MSP_MON_T_HOOKS = 0, MSP_MON_T_STEP, MSP_MON_T_WRITE, MSP_MON_T_N };
 int64_t msp_mon_clock(void);
 void msp_mon_spent(int part, int64_t since);
-void msp_mon_profile_report(void);
+/* At exit, with the tensors reduced, reused and copies counted (copies: the
+ * activations copied for an in-place change, py_monitor_actv.c). */
+void msp_mon_profile_report(int64_t copies);
 /* Forget the rows taken (a step that is not written). */
 void msp_mon_out_discard(void);
 

@@ -14,6 +14,7 @@
 
 #include "msprobe/cpu.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -92,7 +93,7 @@ static PyObject *g_small;   /* small tensors waiting for msp_mon_stats_launch */
 static size_t *g_rows, g_nrows, g_caprows;    /* the rows of g_results, then of g_small */
 static size_t *g_srows, g_nsrows, g_capsrows; /* the rows of g_small */
 static double g_eps;
-static PyObject *s_is_cpu, *s_dtype, *s_shape, *s_data_ptr, *s_is_contiguous, *s_numel;
+static PyObject *s_is_cpu, *s_dtype, *s_shape, *s_data_ptr, *s_is_contiguous, *s_numel, *s_version;
 
 /* The dtypes read in place, by their torch name. */
 enum { D_F32 = 0, D_F64, D_F16, D_BF16, D_NREAD };
@@ -113,6 +114,7 @@ int msp_mon_stats_init(PyObject *torch)
     s_data_ptr = PyUnicode_InternFromString("data_ptr");
     s_is_contiguous = PyUnicode_InternFromString("is_contiguous");
     s_numel = PyUnicode_InternFromString("numel");
+    s_version = PyUnicode_InternFromString("_version");
     for (int i = 0; i < D_NREAD; i++)
         g_dt[i] = PyObject_GetAttrString(torch, g_dt_name[i]);
     if (PyErr_Occurred())
@@ -203,55 +205,84 @@ static void stats_of(msp_mon_stat_t *s, int64_t n, double mn, double mx, double 
 }
 
 #ifdef MSP_CPU_X86
-/* float32 with AVX2 and FMA, eight lanes (chosen at run time by
- * msp_cpu_use(MSP_CPU_STATS_AVX2), as the dump's statistics are; about four
- * times the portable pass): min and max in float32 (maxps and minps skip a
- * NaN, which is counted apart), sums, squares and the |x| < eps test in
- * float64, as msprobe's x.to(float64) computes them. */
+/* The bits of the least float t with (double)t >= eps: for a float x that is
+ * no NaN, (double)|x| < eps exactly when the bits of |x| are below these
+ * (non-negative floats order as their bits do). 0 (nothing counted) for an
+ * eps <= 0 or NaN. */
+static int32_t zero_below(double eps)
+{
+    if (!(eps > 0))
+        return 0;
+    float t = eps >= (double)FLT_MAX ? INFINITY : (float)eps;
+    if ((double)t < eps)
+        t = nextafterf(t, INFINITY);
+    int32_t b;
+    memcpy(&b, &t, sizeof b);
+    return b;
+}
+
+/* float32 with AVX2 and FMA, sixteen elements a round (chosen at run time
+ * by msp_cpu_use(MSP_CPU_STATS_AVX2), as the dump's statistics are): min and
+ * max in float32 (maxps and minps skip a NaN, which is counted apart), sums
+ * and squares in float64 as msprobe's x.to(float64) computes them, in eight
+ * independent accumulators so that no add waits for the one before, and the
+ * |x| < eps test on the bits of |x| (zero_below). Counts are kept in int32
+ * lanes and added up every 2^28 elements. */
 __attribute__((target("avx2,fma"))) static void f32_avx2(const float *p, int64_t n, double eps,
                                                          msp_mon_stat_t *s)
 {
-    const __m256i absmask = _mm256_set1_epi32(0x7fffffff), infbits = _mm256_set1_epi32(0x7f800000);
-    const __m256d absd = _mm256_castsi256_pd(_mm256_set1_epi64x(INT64_MAX)),
-                  veps = _mm256_set1_pd(eps);
-    __m256 mx = _mm256_set1_ps(-INFINITY), mn = _mm256_set1_ps(INFINITY);
-    __m256d s0 = _mm256_setzero_pd(), s1 = s0, q0 = s0, q1 = s0;
-    __m256i nanc = _mm256_setzero_si256(), nz = nanc;
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 x = _mm256_loadu_ps(p + i);
-        __m256i ax = _mm256_and_si256(_mm256_castps_si256(x), absmask);
-        nanc = _mm256_sub_epi32(nanc, _mm256_cmpgt_epi32(ax, infbits));
-        mx = _mm256_max_ps(x, mx);
-        mn = _mm256_min_ps(x, mn);
-        __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(x));
-        __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
-        s0 = _mm256_add_pd(s0, lo);
-        s1 = _mm256_add_pd(s1, hi);
-        q0 = _mm256_fmadd_pd(lo, lo, q0);
-        q1 = _mm256_fmadd_pd(hi, hi, q1);
-        __m256d zl = _mm256_cmp_pd(_mm256_and_pd(lo, absd), veps, _CMP_LT_OQ);
-        __m256d zh = _mm256_cmp_pd(_mm256_and_pd(hi, absd), veps, _CMP_LT_OQ);
-        nz = _mm256_sub_epi64(nz, _mm256_castpd_si256(zl));
-        nz = _mm256_sub_epi64(nz, _mm256_castpd_si256(zh));
+    const __m256i absmask = _mm256_set1_epi32(0x7fffffff), infbits = _mm256_set1_epi32(0x7f800000),
+                  below = _mm256_set1_epi32(zero_below(eps));
+    __m256 mx = _mm256_set1_ps(-INFINITY), mn = _mm256_set1_ps(INFINITY), mx2 = mx, mn2 = mn;
+    __m256d s0 = _mm256_setzero_pd(), s1 = s0, s2 = s0, s3 = s0, q0 = s0, q1 = s0, q2 = s0, q3 = s0;
+    int64_t i = 0, nans = 0, zeros = 0;
+    while (i + 16 <= n) {
+        int64_t end = n - i > (INT64_C(1) << 28) ? i + (INT64_C(1) << 28) : n;
+        __m256i nanc = _mm256_setzero_si256(), nz = nanc;
+        for (; i + 16 <= end; i += 16) {
+            __m256 x = _mm256_loadu_ps(p + i), y = _mm256_loadu_ps(p + i + 8);
+            __m256i ax = _mm256_and_si256(_mm256_castps_si256(x), absmask);
+            __m256i ay = _mm256_and_si256(_mm256_castps_si256(y), absmask);
+            nanc = _mm256_sub_epi32(nanc, _mm256_cmpgt_epi32(ax, infbits));
+            nanc = _mm256_sub_epi32(nanc, _mm256_cmpgt_epi32(ay, infbits));
+            nz = _mm256_sub_epi32(nz, _mm256_cmpgt_epi32(below, ax));
+            nz = _mm256_sub_epi32(nz, _mm256_cmpgt_epi32(below, ay));
+            mx = _mm256_max_ps(x, mx);
+            mn = _mm256_min_ps(x, mn);
+            mx2 = _mm256_max_ps(y, mx2);
+            mn2 = _mm256_min_ps(y, mn2);
+            __m256d a = _mm256_cvtps_pd(_mm256_castps256_ps128(x));
+            __m256d b = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
+            __m256d c = _mm256_cvtps_pd(_mm256_castps256_ps128(y));
+            __m256d d = _mm256_cvtps_pd(_mm256_extractf128_ps(y, 1));
+            s0 = _mm256_add_pd(s0, a);
+            s1 = _mm256_add_pd(s1, b);
+            s2 = _mm256_add_pd(s2, c);
+            s3 = _mm256_add_pd(s3, d);
+            q0 = _mm256_fmadd_pd(a, a, q0);
+            q1 = _mm256_fmadd_pd(b, b, q1);
+            q2 = _mm256_fmadd_pd(c, c, q2);
+            q3 = _mm256_fmadd_pd(d, d, q3);
+        }
+        int32_t cn[8], cz[8];
+        _mm256_storeu_si256((__m256i *)(void *)cn, nanc);
+        _mm256_storeu_si256((__m256i *)(void *)cz, nz);
+        for (int k = 0; k < 8; k++) {
+            nans += cn[k];
+            zeros += cz[k];
+        }
     }
     float fmx[8], fmn[8];
     double ds[4], dq[4];
-    int32_t cn[8];
-    int64_t cz[4];
-    _mm256_storeu_ps(fmx, mx);
-    _mm256_storeu_ps(fmn, mn);
-    _mm256_storeu_pd(ds, _mm256_add_pd(s0, s1));
-    _mm256_storeu_pd(dq, _mm256_add_pd(q0, q1));
-    _mm256_storeu_si256((__m256i *)(void *)cn, nanc);
-    _mm256_storeu_si256((__m256i *)(void *)cz, nz);
+    _mm256_storeu_ps(fmx, _mm256_max_ps(mx, mx2));
+    _mm256_storeu_ps(fmn, _mm256_min_ps(mn, mn2));
+    _mm256_storeu_pd(ds, _mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3)));
+    _mm256_storeu_pd(dq, _mm256_add_pd(_mm256_add_pd(q0, q1), _mm256_add_pd(q2, q3)));
     double mnv = INFINITY, mxv = -INFINITY, sum = (ds[0] + ds[1]) + (ds[2] + ds[3]);
     double sq = (dq[0] + dq[1]) + (dq[2] + dq[3]);
-    int64_t nans = 0, zeros = cz[0] + cz[1] + cz[2] + cz[3];
     for (int k = 0; k < 8; k++) {
         mxv = fmx[k] > mxv ? fmx[k] : mxv;
         mnv = fmn[k] < mnv ? fmn[k] : mnv;
-        nans += cn[k];
     }
     for (; i < n; i++) {
         double x = p[i];
@@ -330,21 +361,45 @@ static int describe(PyObject *t, msp_mon_stat_t *s, int64_t *numel, int *dt)
     return ok && !PyErr_Occurred() ? 0 : -1;
 }
 
-/* A dense host tensor of a dtype read in place: its memory; else NULL. */
-static const void *host_data(PyObject *t)
+/* Where a dense tensor's elements are, and whether they have changed: its
+ * data_ptr and autograd's version counter (shared by the tensor's views and
+ * detached aliases, bumped by every in-place change). */
+typedef struct mem_key {
+    uintptr_t p;
+    int64_t version;
+    int cpu;
+} mem_key_t;
+
+static int64_t version_of(PyObject *t)
+{
+    PyObject *v = PyObject_GetAttr(t, s_version);
+    int64_t n = v ? (int64_t)PyLong_AsLongLong(v) : -1;
+    Py_XDECREF(v);
+    return n;
+}
+
+/* 0 with k set when t is dense (contiguous); else -1. */
+static int key_of(PyObject *t, mem_key_t *k)
 {
     PyObject *cpu = PyObject_GetAttr(t, s_is_cpu);
-    int is_cpu = cpu == Py_True;
+    k->cpu = cpu == Py_True;
     Py_XDECREF(cpu);
-    if (!is_cpu || msp_test.device_stats)
-        return NULL;
     PyObject *contig = PyObject_CallMethodObjArgs(t, s_is_contiguous, NULL);
     int dense = contig == Py_True;
     Py_XDECREF(contig);
     PyObject *ptr = dense ? PyObject_CallMethodObjArgs(t, s_data_ptr, NULL) : NULL;
-    const void *p = ptr ? PyLong_AsVoidPtr(ptr) : NULL;
+    k->p = ptr ? (uintptr_t)PyLong_AsVoidPtr(ptr) : 0;
     Py_XDECREF(ptr);
-    return p;
+    k->version = dense ? version_of(t) : -1;
+    if (PyErr_Occurred())
+        PyErr_Clear();
+    return dense && k->p && k->version >= 0 ? 0 : -1;
+}
+
+/* A dense host tensor of a dtype read in place: its memory; else NULL. */
+static const void *host_data(const mem_key_t *k, int keyed)
+{
+    return keyed && k->cpu && !msp_test.device_stats ? (const void *)k->p : NULL;
 }
 
 static int push_row(size_t **rows, size_t *n, size_t *cap, size_t row)
@@ -361,12 +416,106 @@ static int push_row(size_t **rows, size_t *n, size_t *cap, size_t row)
     return 0;
 }
 
+/* ---- a tensor seen again --------------------------------------------------
+ * A module's output is the next module's input (and its container's output),
+ * and a gradient passes through the hooks of every module it crosses: the
+ * same memory, unchanged, reaches the monitor two to four times a step. The
+ * last few tensors reduced are kept here, each held (so that its memory
+ * cannot be reused while here), with its statistics or, for a device
+ * tensor's queued result, its row: a tensor whose memory, shape, dtype and
+ * version match one of them takes its numbers instead of a second pass.
+ * Activations keep more (a block's input comes back at the block's end) than
+ * gradients (which are short-lived: holding them would raise the peak); the
+ * kind changing (forward, then backward) and a step's end empty it. */
+enum { SEEN_MAX = 16 };
+static const int g_seen_cap[MSP_MON_SEEN_N] = {SEEN_MAX, 6};
+typedef struct seen {
+    PyObject *t;
+    mem_key_t k;
+    size_t row;
+    msp_mon_stat_t st;
+} seen_t;
+static seen_t g_seen[SEEN_MAX]; /* the most recent last */
+static int g_nseen, g_seen_kind = -1;
+static int64_t g_passes, g_reused;                    /* for MSPROBE_MONITOR_PROFILE */
+static size_t (*g_copies)[2], g_ncopies, g_capcopies; /* {row, from row}, filled at the flush */
+
+static void seen_clear(void)
+{
+    for (int i = 0; i < g_nseen; i++)
+        Py_DECREF(g_seen[i].t);
+    g_nseen = 0;
+}
+
+static void seen_drop(int i)
+{
+    Py_DECREF(g_seen[i].t);
+    memmove(&g_seen[i], &g_seen[i + 1], (size_t)(g_nseen - i - 1) * sizeof g_seen[0]);
+    g_nseen--;
+}
+
+/* The entry t's memory matches, made the most recent; else NULL. */
+static seen_t *seen_find(int kind, const mem_key_t *k, const msp_mon_stat_t *s)
+{
+    if (kind != g_seen_kind) {
+        seen_clear();
+        g_seen_kind = kind;
+        return NULL;
+    }
+    for (int i = g_nseen - 1; i >= 0; i--) {
+        seen_t *e = &g_seen[i];
+        if (e->k.p != k->p || e->k.cpu != k->cpu || e->k.version != k->version ||
+            strcmp(e->st.shape, s->shape) != 0 || strcmp(e->st.dtype, s->dtype) != 0)
+            continue;
+        if (version_of(e->t) != e->k.version) { /* changed in place since */
+            seen_drop(i);
+            return NULL;
+        }
+        seen_t hit = *e;
+        memmove(&g_seen[i], &g_seen[i + 1], (size_t)(g_nseen - i - 1) * sizeof g_seen[0]);
+        g_seen[g_nseen - 1] = hit;
+        return &g_seen[g_nseen - 1];
+    }
+    return NULL;
+}
+
+static void seen_put(int kind, PyObject *t, const mem_key_t *k, const msp_mon_stat_t *s, size_t row)
+{
+    if (g_nseen == g_seen_cap[kind])
+        seen_drop(0);
+    Py_INCREF(t);
+    g_seen[g_nseen++] = (seen_t){.t = t, .k = *k, .row = row, .st = *s};
+}
+
+/* s from what the entry has: its numbers, or its row's once flushed. */
+static int seen_use(const seen_t *e, msp_mon_stat_t *s, size_t row)
+{
+    if (e->st.have == 1) {
+        memcpy(s->v, e->st.v, sizeof s->v);
+        s->have = 1;
+        return 0;
+    }
+    if (g_ncopies == g_capcopies) {
+        size_t c = g_capcopies ? 2 * g_capcopies : 64;
+        size_t(*nc)[2] = realloc(g_copies, c * sizeof *nc);
+        if (!nc)
+            return -1;
+        g_copies = nc;
+        g_capcopies = c;
+    }
+    g_copies[g_ncopies][0] = row;
+    g_copies[g_ncopies++][1] = e->row;
+    s->have = 2;
+    return 0;
+}
+
 int msp_mon_stats_host(PyObject *t, msp_mon_stat_t *s, msp_mon_host_t *h)
 {
+    mem_key_t k;
     memset(s, 0, sizeof *s);
     h->p = NULL;
     if (!t || !msp_is_tensor(t) || describe(t, s, &h->n, &h->dt) != 0 || h->n == 0 || h->dt < 0 ||
-        !(h->p = host_data(t))) {
+        !(h->p = host_data(&k, key_of(t, &k) == 0))) {
         PyErr_Clear();
         return 0;
     }
@@ -378,29 +527,9 @@ void msp_mon_stats_pass(const msp_mon_host_t *h, double eps, msp_mon_stat_t *s)
     host_pass(h->p, h->n, h->dt, eps, s);
 }
 
-void msp_mon_stats_take(PyObject *t, double eps, msp_mon_stat_t *s, size_t row)
+/* t's statistics reduced by torch where it lives: queued (s->have 2). */
+static void take_device(PyObject *t, double eps, msp_mon_stat_t *s, size_t row, int64_t n)
 {
-    memset(s, 0, sizeof *s);
-    if (!t || !msp_is_tensor(t))
-        return;
-    int64_t n = 0;
-    int dt = -1;
-    if (describe(t, s, &n, &dt) != 0) {
-        PyErr_Clear();
-        return;
-    }
-    if (n == 0) { /* msprobe: torch.min of nothing raises, the metric is nan */
-        for (int k = 0; k < MSP_MON_NOPS; k++)
-            s->v[k] = NAN;
-        s->have = 1;
-        return;
-    }
-    const void *p = dt >= 0 ? host_data(t) : NULL;
-    if (p) {
-        host_pass(p, n, dt, eps, s);
-        return;
-    }
-    PyErr_Clear();
     g_eps = eps;
     if (n < MSP_MON_ALONE && !msp_test.monitor_alone) {
         if (push_row(&g_srows, &g_nsrows, &g_capsrows, row) != 0)
@@ -420,6 +549,46 @@ void msp_mon_stats_take(PyObject *t, double eps, msp_mon_stat_t *s, size_t row)
         s->have = 2;
     Py_XDECREF(r);
     PyErr_Clear();
+}
+
+void msp_mon_stats_take(PyObject *t, double eps, msp_mon_stat_t *s, size_t row, int seen)
+{
+    memset(s, 0, sizeof *s);
+    if (!t || !msp_is_tensor(t))
+        return;
+    int64_t n = 0;
+    int dt = -1;
+    if (describe(t, s, &n, &dt) != 0) {
+        PyErr_Clear();
+        return;
+    }
+    if (n == 0) { /* msprobe: torch.min of nothing raises, the metric is nan */
+        for (int k = 0; k < MSP_MON_NOPS; k++)
+            s->v[k] = NAN;
+        s->have = 1;
+        return;
+    }
+    mem_key_t k;
+    int keyed = key_of(t, &k) == 0;
+    seen_t *e = keyed && seen >= 0 ? seen_find(seen, &k, s) : NULL;
+    if (e && seen_use(e, s, row) == 0) {
+        g_reused++;
+        return;
+    }
+    g_passes++;
+    const void *p = dt >= 0 ? host_data(&k, keyed) : NULL;
+    if (p)
+        host_pass(p, n, dt, eps, s);
+    else
+        take_device(t, eps, s, row, n);
+    if (keyed && seen >= 0 && s->have)
+        seen_put(seen, t, &k, s, row);
+}
+
+void msp_mon_stats_counts(int64_t *passes, int64_t *reused)
+{
+    *passes = g_passes;
+    *reused = g_reused;
 }
 
 void msp_mon_stats_launch(void)
@@ -464,6 +633,12 @@ void msp_mon_stats_flush(msp_mon_stat_t *(*at)(size_t row))
             s->have = 1;
         }
     }
+    for (size_t i = 0; i < g_ncopies; i++) {
+        msp_mon_stat_t *to = at(g_copies[i][0]);
+        const msp_mon_stat_t *from = at(g_copies[i][1]);
+        memcpy(to->v, from->v, sizeof to->v);
+        to->have = from->have;
+    }
     if (n && !vals)
         msp_py_warn_error("monitor", "cannot read the statistics of device tensors");
     Py_XDECREF(vals);
@@ -477,6 +652,9 @@ void msp_mon_stats_reset(void)
     if (g_small)
         PyList_SetSlice(g_small, 0, PyList_Size(g_small), NULL);
     g_nrows = g_nsrows = 0;
+    g_ncopies = 0;
+    seen_clear();
+    g_seen_kind = -1;
     if (PyErr_Occurred())
         PyErr_Clear();
 }

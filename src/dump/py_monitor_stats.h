@@ -51,15 +51,25 @@ void msp_mon_stats_pass(const msp_mon_host_t *h, double eps, msp_mon_stat_t *s);
 int msp_mon_stats_init(PyObject *torch);
 /* The statistics of tensor t (borrowed) for row `row`: written into *s now
  * (host tensors), or queued to be written by msp_mon_stats_flush (device).
- * Never raises; a tensor that cannot be read leaves s->have 0. */
-void msp_mon_stats_take(PyObject *t, double eps, msp_mon_stat_t *s, size_t row);
+ * Never raises; a tensor that cannot be read leaves s->have 0. seen: the
+ * kind of tensor (msp_mon_seen_t) whose recent ones may share their
+ * numbers with t when t is the same memory unchanged, or -1 for none. */
+typedef enum msp_mon_seen {
+    MSP_MON_SEEN_ACTV = 0,
+    MSP_MON_SEEN_GRAD,
+    MSP_MON_SEEN_N
+} msp_mon_seen_t;
+void msp_mon_stats_take(PyObject *t, double eps, msp_mon_stat_t *s, size_t row, int seen);
+/* How many tensors msp_mon_stats_take reduced, and how many took the numbers
+ * of one seen (their own tensors and the optimizer's state alike). */
+void msp_mon_stats_counts(int64_t *passes, int64_t *reused);
 /* The end of a group of tensors taken together (a hook's, the optimizer's
  * step's): the small device tensors among them are reduced now, together,
  * before anything changes them. */
 void msp_mon_stats_launch(void);
 /* Every queued result, in one copy from each device, into at(row). */
 void msp_mon_stats_flush(msp_mon_stat_t *(*at)(size_t row));
-/* Drop what is queued (a step not written). */
+/* Drop what is queued (a step not written), and the tensors seen. */
 void msp_mon_stats_reset(void);
 
 #endif
