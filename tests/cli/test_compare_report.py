@@ -188,6 +188,18 @@ class CompareReport(unittest.TestCase):
                 f"(cosine {r['m']['Cosine']:.6f}, max abs err {r['m']['MaxAbsErr']:.6g})")
         self.assertIn(line + "\n", self.proc.stdout)
 
+    def test_totals_count_records_and_their_rate(self):
+        # records: one per record the dump maker planted; the rate is that
+        # count over the seconds printed (rounded to 1 ms, hence the bounds)
+        n = len(self.exp)
+        self.assertIn(f"records {n},", self.proc.stdout)
+        line = [ln for ln in self.proc.stdout.splitlines() if ln.startswith("compared ")][0]
+        secs = float(line.split(" in ")[1].split(" s ")[0])
+        rate = float(line.rsplit(", ", 1)[1].split(" records/s)")[0])
+        lo = n / (secs + 0.0005)
+        hi = n / (secs - 0.0005) if secs > 0.0005 else math.inf
+        self.assertTrue(lo - 1 <= rate <= hi + 1, (line, n, lo, hi))
+
     def test_sheets_headers_frozen_pane_and_filters(self):
         self.assertEqual(self.wb.sheetnames, ["summary", "details", "error_flow", "error_flow_data"])
         s, d = self.wb["summary"], self.wb["details"]
