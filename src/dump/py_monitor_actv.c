@@ -16,8 +16,8 @@
  * results may not be changed in place (ReLU(inplace=True) after a
  * convolution would raise). msprobe clones them all, a copy of every
  * activation twice a step; here they are detached aliases instead (see
- * g_alias_src), with the same values in every row and no copy but a module's
- * that changes its input in place. */
+ * g_alias_src), with the same values in every row and no copy but where an
+ * in-place change needs one. */
 #include "py_monitor_actv.h"
 
 #include <stdio.h>

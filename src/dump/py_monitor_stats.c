@@ -378,8 +378,9 @@ static int64_t version_of(PyObject *t)
     return n;
 }
 
-/* 0 with k set when t is dense (contiguous); else -1. */
-static int key_of(PyObject *t, mem_key_t *k)
+/* 0 with k set when t is dense (contiguous); else -1. The version is read
+ * only when asked (a tensor that may be seen again); else it is 0. */
+static int key_of(PyObject *t, mem_key_t *k, int version)
 {
     PyObject *cpu = PyObject_GetAttr(t, s_is_cpu);
     k->cpu = cpu == Py_True;
@@ -390,7 +391,7 @@ static int key_of(PyObject *t, mem_key_t *k)
     PyObject *ptr = dense ? PyObject_CallMethodObjArgs(t, s_data_ptr, NULL) : NULL;
     k->p = ptr ? (uintptr_t)PyLong_AsVoidPtr(ptr) : 0;
     Py_XDECREF(ptr);
-    k->version = dense ? version_of(t) : -1;
+    k->version = !dense ? -1 : version ? version_of(t) : 0;
     if (PyErr_Occurred())
         PyErr_Clear();
     return dense && k->p && k->version >= 0 ? 0 : -1;
@@ -515,7 +516,7 @@ int msp_mon_stats_host(PyObject *t, msp_mon_stat_t *s, msp_mon_host_t *h)
     memset(s, 0, sizeof *s);
     h->p = NULL;
     if (!t || !msp_is_tensor(t) || describe(t, s, &h->n, &h->dt) != 0 || h->n == 0 || h->dt < 0 ||
-        !(h->p = host_data(&k, key_of(t, &k) == 0))) {
+        !(h->p = host_data(&k, key_of(t, &k, 0) == 0))) {
         PyErr_Clear();
         return 0;
     }
@@ -569,7 +570,7 @@ void msp_mon_stats_take(PyObject *t, double eps, msp_mon_stat_t *s, size_t row, 
         return;
     }
     mem_key_t k;
-    int keyed = key_of(t, &k) == 0;
+    int keyed = key_of(t, &k, seen >= 0) == 0;
     seen_t *e = keyed && seen >= 0 ? seen_find(seen, &k, s) : NULL;
     if (e && seen_use(e, s, row) == 0) {
         g_reused++;
