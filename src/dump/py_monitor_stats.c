@@ -378,20 +378,23 @@ static int64_t version_of(PyObject *t)
     return n;
 }
 
-/* 0 with k set when t is dense (contiguous); else -1. The version is read
- * only when asked (a tensor that may be seen again); else it is 0. */
-static int key_of(PyObject *t, mem_key_t *k, int version)
+/* 0 with k set when t is dense (contiguous); else -1. seen_again: t may be
+ * seen again (the version is read, a device tensor keyed too); else only a
+ * host tensor read in place is keyed, with version 0. */
+static int key_of(PyObject *t, mem_key_t *k, int seen_again)
 {
     PyObject *cpu = PyObject_GetAttr(t, s_is_cpu);
     k->cpu = cpu == Py_True;
     Py_XDECREF(cpu);
+    if (!seen_again && (!k->cpu || msp_test.device_stats))
+        return -1; /* reduced by torch, nothing to key */
     PyObject *contig = PyObject_CallMethodObjArgs(t, s_is_contiguous, NULL);
     int dense = contig == Py_True;
     Py_XDECREF(contig);
     PyObject *ptr = dense ? PyObject_CallMethodObjArgs(t, s_data_ptr, NULL) : NULL;
     k->p = ptr ? (uintptr_t)PyLong_AsVoidPtr(ptr) : 0;
     Py_XDECREF(ptr);
-    k->version = !dense ? -1 : version ? version_of(t) : 0;
+    k->version = !dense ? -1 : seen_again ? version_of(t) : 0;
     if (PyErr_Occurred())
         PyErr_Clear();
     return dense && k->p && k->version >= 0 ? 0 : -1;
@@ -448,11 +451,18 @@ static void seen_clear(void)
     g_nseen = 0;
 }
 
-static void seen_drop(int i)
+/* Entry i, taken out (its reference with it). */
+static seen_t seen_take(int i)
 {
-    Py_DECREF(g_seen[i].t);
+    seen_t e = g_seen[i];
     memmove(&g_seen[i], &g_seen[i + 1], (size_t)(g_nseen - i - 1) * sizeof g_seen[0]);
     g_nseen--;
+    return e;
+}
+
+static void seen_drop(int i)
+{
+    Py_DECREF(seen_take(i).t);
 }
 
 /* The entry t's memory matches, made the most recent; else NULL. */
@@ -472,10 +482,9 @@ static seen_t *seen_find(int kind, const mem_key_t *k, const msp_mon_stat_t *s)
             seen_drop(i);
             return NULL;
         }
-        seen_t hit = *e;
-        memmove(&g_seen[i], &g_seen[i + 1], (size_t)(g_nseen - i - 1) * sizeof g_seen[0]);
-        g_seen[g_nseen - 1] = hit;
-        return &g_seen[g_nseen - 1];
+        seen_t hit = seen_take(i); /* then appended: the most recent */
+        g_seen[g_nseen] = hit;
+        return &g_seen[g_nseen++];
     }
     return NULL;
 }
