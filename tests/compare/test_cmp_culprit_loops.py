@@ -13,7 +13,6 @@ module level, from the model code; never from msprobe.
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,6 +20,7 @@ import unittest
 
 import h5py
 from msp_h5dump import record_attrs
+from msp_launch import free_port
 import numpy as np
 import openpyxl
 
@@ -239,12 +239,6 @@ class InsensitiveOps(unittest.TestCase):
         _, _, out, sus, stdout = compare(("gpt", "bf16", "smoothing", "adamw"), "--replay", "off")
         self.assertNotIn("replay:", stdout)
         self.assertTrue(all(not r["Replay"] for r in summary_rows(out)))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def dist_dump(root):

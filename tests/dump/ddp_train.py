@@ -1,12 +1,13 @@
 """Two ranks (torch.multiprocessing.spawn, gloo, world_size 2) train a linear
 layer for two steps and all_reduce their gradients. Used by test_dump_procs.py:
 every spawned process boots the shim on its own and writes its own rank dir."""
-import socket
 import sys
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+
+from msp_launch import free_port  # tests/lib, on PYTHONPATH in the suite
 
 
 def worker(rank, world, port):
@@ -25,12 +26,6 @@ def worker(rank, world, port):
         opt.step()
     dist.barrier()
     dist.destroy_process_group()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE. Either way each
 rank's stdout lines keep their order and the result says which way was used.
 """
 import os
+import random
 import socket
 import subprocess
 import tempfile
@@ -25,7 +26,34 @@ dist.destroy_process_group()
 _torchrun = None  # (usable, why not)
 
 
+def _ephemeral_range():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = (int(x) for x in f.read().split())
+        return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port():
+    """A port nothing listens on, for a rendezvous (MASTER_PORT).
+
+    Not one the kernel hands out for bind(0): that comes from the ephemeral
+    range, the same range every outgoing connection (gloo opens many) takes
+    its own port from, so between this call and the ranks' bind another
+    test's connection could take it. Below that range only an explicit bind
+    can, and two concurrent tests pick the same port with odds of about one
+    in ten thousand."""
+    lo, _ = _ephemeral_range()
+    rnd = random.SystemRandom()
+    for _ in range(200):
+        port = rnd.randrange(20000, max(20001, lo))
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]

@@ -12,13 +12,13 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import tempfile
 import unittest
 
 import h5py
 from msp_h5dump import record_attrs, stats_rows
+from msp_launch import free_port
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -203,12 +203,6 @@ class OverflowTask(unittest.TestCase):
             before = {order_of[want[n][0] - 1] for n in bad if want[n][0] - 1 in order_of}
             self.assertEqual(set(got), bad | before)
             self.assertEqual({n: r[0] for n, r in got.items()}, {n: want[n][0] for n in got})
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class TwoRanks(unittest.TestCase):
