@@ -308,6 +308,11 @@ typedef struct msp_compare_result {
      * row without one is sampled by msp_compare_sample (report.h) */
     msp_tensor_sample_t *samples;
     size_t n_samples;
+    /* NULL: every row is held. Else the records (ascending, n_held_records)
+     * whose rows alone are: the others are zero, index kept (the lean
+     * result a report page reads, report.h's msp_report_set_t.whole) */
+    size_t *held_records;
+    size_t n_held_records;
 } msp_compare_result_t;
 
 /* bench and cmp: two dump.h5 files, two rank dirs (holding dump.h5), two step

@@ -42,7 +42,9 @@ typedef struct msp_report_set {
     int xlsx;                     /* result.xlsx (and per-rank books) */
     int csv;                      /* result.csv */
     int html;                     /* result.html, when the tree has at most whole_max records */
-    int whole;                    /* the tree as one result even without the page */
+    int whole;                    /* the tree as one result even without the page,
+                                     every row in it (without it, the page's result
+                                     may hold the suspect records' rows alone) */
     size_t whole_max;             /* records past which no whole result is made (no page) */
     const msp_html_opts_t *hopts; /* the page's options, or NULL */
     /* msprobe's own files instead of result.xlsx (msp_report_tree_msprobe):
@@ -58,7 +60,8 @@ typedef struct msp_report_set {
 /* Write the reports s names, each part of t read once for all of them
  * (per-rank files of several steps read their rank's parts again); *whole (whole may be
  * NULL) gets the whole result when one was made (the page, or s->whole, and
- * at most whole_max records), else NULL; the caller frees it.
+ * at most whole_max records), else NULL; the caller frees it. Unless
+ * s->whole, its rows outside the suspect records may be left zero.
  * The first failure, workbook (or msprobe's files) first, is returned. */
 msp_err msp_report_tree_write(const msp_compare_tree_t *t, const msp_report_set_t *s,
                               msp_compare_result_t **whole);

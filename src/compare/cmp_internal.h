@@ -447,9 +447,11 @@ void cmp_feed_leave(cmp_feed_t *f, int reader);
 void cmp_feed_free(cmp_feed_t *f); /* NULL-safe; every reader has left */
 /* msp_compare_tree_whole, read from the feed as its reader `reader` (the
  * parts' rows copied, not moved: others read them too); it leaves the feed
- * when done. */
+ * when done. lean: only the suspect records' rows are copied, each at its
+ * index (the others zero: no names, no err_message), what result.html
+ * reads; not for --print-log, which prints every row. */
 msp_err cmp_tree_whole_fed(const msp_compare_tree_t *t, size_t max_records, cmp_feed_t *f,
-                           int reader, msp_compare_result_t **out);
+                           int reader, int lean, msp_compare_result_t **out);
 
 /* ---- the ranks as one (cmp_ranks.c; msprobe-compare(1), RANKS) ---------- */
 

@@ -30,6 +30,16 @@ void msp_compare_opts_default(msp_compare_opts_t *o)
     o->replay_budget = 60.0;
 }
 
+static void cmp_tensor_strings_free(msp_tensor_cmp_t *t)
+{
+    free(t->npu_name);
+    free(t->bench_name);
+    free(t->err_message);
+    free(t->producer);
+    free(t->npu_data_name);
+    free(t->bench_data_name);
+}
+
 void msp_compare_result_free(msp_compare_result_t *r)
 {
     if (!r)
@@ -48,14 +58,18 @@ void msp_compare_result_free(msp_compare_result_t *r)
         free(r->ranks[i].at);
     free(r->ranks);
     free(r->replay_unavailable);
-    for (size_t i = 0; i < r->n_tensors; i++) {
-        free(r->tensors[i].npu_name);
-        free(r->tensors[i].bench_name);
-        free(r->tensors[i].err_message);
-        free(r->tensors[i].producer);
-        free(r->tensors[i].npu_data_name);
-        free(r->tensors[i].bench_data_name);
+    /* a lean result's rows: its held records' alone (the rest never touched) */
+    for (size_t h = 0; h < (r->held_records ? r->n_held_records : 1); h++) {
+        size_t from = 0, to = r->n_tensors;
+        if (r->held_records) {
+            const msp_record_cmp_t *rec = &r->records[r->held_records[h]];
+            from = rec->first_tensor < to ? rec->first_tensor : to;
+            to = rec->n_tensors < to - from ? from + rec->n_tensors : to;
+        }
+        for (size_t i = from; i < to; i++)
+            cmp_tensor_strings_free(&r->tensors[i]);
     }
+    free(r->held_records);
     for (size_t i = 0; i < r->n_suspects; i++)
         free(r->suspects[i].reason);
     free(r->suspects);

@@ -45,7 +45,9 @@ static void *rep_job_main(void *arg)
         j->rc = rep_da_write(j->t, j->da, s->out_dir, s->da_file, s->da_written, j->feed,
                              j->reader);
     } else {
-        j->rc = j->feed ? cmp_tree_whole_fed(j->t, s->whole_max, j->feed, j->reader, &j->whole)
+        /* the page reads only the suspects' rows; --print-log (s->whole) every one */
+        j->rc = j->feed ? cmp_tree_whole_fed(j->t, s->whole_max, j->feed, j->reader, !s->whole,
+                                             &j->whole)
                         : msp_compare_tree_whole(j->t, s->whole_max, &j->whole);
         if (!j->rc && s->html && j->whole)
             j->rc = msp_report_write_html(j->whole, s->out_dir, s->hopts);
