@@ -17,6 +17,9 @@ msp_require_pkg(CJSON libcjson libcjson-dev)
 msp_require_pkg(LIBZIP libzip libzip-dev)
 msp_require_pkg(XLSX xlsxwriter libxlsxwriter-dev)
 msp_require_pkg(ZLIB zlib zlib1g-dev)
+# ISA-L's deflate (igzip) for the big sheets of the compare workbooks: five
+# times zlib's level 1 (src/report/rep_sheet.c).
+msp_require_pkg(ISAL libisal libisal-dev)
 # config_check's SHA-256 and HMAC (libzip links libcrypto already).
 msp_require_pkg(CRYPTO libcrypto libssl-dev)
 

@@ -8,10 +8,11 @@ build=${1:-$here/build}
 shift || true
 
 pkgs=(cmake make gcc pkg-config binutils libhdf5-dev libcjson-dev libzip-dev
-      libxlsxwriter-dev zlib1g-dev python3-dev python3-torch python3-h5py
+      libxlsxwriter-dev zlib1g-dev libisal-dev python3-dev python3-torch python3-h5py
       python3-numpy python3-openpyxl python3-torchvision man-db groff-base
       libjs-chart.js chromium openmpi-bin libopenmpi-dev clang-format
       libssl-dev libcsv-dev libyaml-dev libexpat1-dev)
+# libisal-dev: ISA-L's deflate, for the big sheets of compare workbooks;
 # libssl-dev: libcrypto, config_check's SHA-256; libcsv-dev: csv files read back;
 # libyaml-dev: data_mapping.yaml and merge_result's config; libexpat1-dev: the XML
 # of compare workbooks read back;

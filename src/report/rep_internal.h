@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <zlib.h>
 
+struct isal_zstream;
+
 /* Details columns: msprobe's names (8.x's "Accuracy Reached or Not" with 26's
  * "Result" beside it), then Error Origin, Step, Rank, then msprobe 26's
  * three Requires_grad columns and NPU_Stack_Info (filled on a record's first
@@ -171,10 +173,9 @@ msp_err cmp_write_book(const char *out_dir, const char *file, const cmp_book_t *
  * into the workbook libxlsxwriter wrote around them (rep_book.c) ---------- */
 
 typedef struct rep_sheet {
-    z_stream z;
-    int z_live;
-    FILE *file;      /* the deflated rows, an unlinked temp file */
-    char *xml, *out; /* XML waiting to be deflated; deflate's output */
+    struct isal_zstream *z; /* ISA-L's deflate (igzip), raw, level 1 */
+    FILE *file;             /* the deflated rows, an unlinked temp file */
+    char *xml, *out;        /* XML waiting to be deflated; deflate's output */
     size_t xml_len, xml_cap;
     uint32_t crc;           /* of the rows' XML */
     uint64_t raw, comp;     /* the rows' XML bytes, and deflated */
