@@ -161,6 +161,10 @@ uint64_t msp_str_hash(const char *s, uint64_t seed);
  * its layout and the key are the caller's, in ctx. */
 typedef int (*msp_before_fn)(const void *ctx, size_t i);
 size_t msp_lower_bound(size_t n, msp_before_fn before, const void *ctx);
+/* qsort(base, n, size, cmp), unless base is in cmp's order already (n - 1
+ * comparisons: glibc's merge sort spends n log n / 2 on a sorted array, and
+ * a dump's roles and records mostly come sorted). */
+void msp_sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *));
 /* A hash index (lookup.c): indexes into an array the caller owns, found by a
  * 64-bit hash of the item's key (msp_str_hash, msp_mix64) and the caller's
  * equality on an index. Open addressing, linear probing, at most half full.

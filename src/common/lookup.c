@@ -1,5 +1,6 @@
 /* Finding things in memory, written once for every module: msp_lower_bound
- * (where a key is, or goes, in a sorted array) and msp_index (an
+ * (where a key is, or goes, in a sorted array), msp_sort (a sort that
+ * checks first) and msp_index (an
  * open-addressing hash table of indexes into an array its caller owns). Both
  * leave the items' layout and their comparison to the caller, so one code
  * serves records sorted by (step, rank, name), rows sorted by name, ranges of
@@ -10,6 +11,16 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+void msp_sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *))
+{
+    const char *p = base;
+    size_t i = 1;
+    while (i < n && cmp(p + (i - 1) * size, p + i * size) <= 0)
+        i++;
+    if (i < n)
+        qsort(base, n, size, cmp);
+}
 
 size_t msp_lower_bound(size_t n, msp_before_fn before, const void *ctx)
 {

@@ -64,10 +64,10 @@ static void msp_sort_catalogue(msp_dump_file_t *f)
     /* qsort's pointer must not be NULL even for 0 elements (C11 7.22.5). */
     for (size_t i = 0; i < f->n_records; i++)
         if (f->records[i].n_tensors > 1)
-            qsort(f->records[i].tensors, f->records[i].n_tensors, sizeof(msp_tensor_info_t),
-                  msp_tensor_info_order);
+            msp_sort(f->records[i].tensors, f->records[i].n_tensors, sizeof(msp_tensor_info_t),
+                     msp_tensor_info_order);
     if (f->n_records > 1)
-        qsort(f->records, f->n_records, sizeof(msp_record_info_t), msp_record_info_order);
+        msp_sort(f->records, f->n_records, sizeof(msp_record_info_t), msp_record_info_order);
 }
 
 /* ---- /attrs ------------------------------------------------------------------ */

@@ -325,7 +325,7 @@ static msp_err msp_records_merge(msp_dump_file_t *f, const struct msp_strs *s)
         r->order = rr[i].order;
     }
     if (!rc && f->n_records > 1)
-        qsort(f->records, f->n_records, sizeof *f->records, msp_rec_name_cmp);
+        msp_sort(f->records, f->n_records, sizeof *f->records, msp_rec_name_cmp);
     for (size_t i = 1; !rc && i < f->n_records; i++)
         if (strcmp(f->records[i - 1].name, f->records[i].name) == 0)
             rc = msp_fail(MSP_ERR_FORMAT, "file %s: /records: record %s is listed twice", f->path,
@@ -470,7 +470,7 @@ static msp_err msp_roles_once(msp_dump_file_t *f)
     for (size_t i = 0; i < f->n_records; i++) {
         msp_record_info_t *r = &f->records[i];
         if (r->n_tensors > 1)
-            qsort(r->tensors, r->n_tensors, sizeof *r->tensors, msp_tensor_role_cmp);
+            msp_sort(r->tensors, r->n_tensors, sizeof *r->tensors, msp_tensor_role_cmp);
         for (size_t k = 1; k < r->n_tensors; k++)
             if (strcmp(r->tensors[k - 1].role, r->tensors[k].role) == 0)
                 return msp_fail(MSP_ERR_FORMAT,
