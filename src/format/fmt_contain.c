@@ -222,7 +222,8 @@ static msp_err msp_helper_status(const char *path, int st, const unsigned char *
 
 /* What a helper's end means for the caller: kind as msp_collect (or the
  * server) reports it, status its wait status (MSP_CHILD_FAILED: an errno);
- * *outside as msp_helper_status sets it; timeout its limit of work, whose
+ * *outside as msp_helper_status sets it, and for a helper that could not be
+ * started (the file is then tried once more); timeout its limit of work, whose
  * wall-clock backstop MSP_CHILD_TIMEOUT says it reached. */
 static msp_err msp_serve_outcome(const char *path, int kind, int status, const unsigned char *buf,
                                  size_t n, size_t cap, double timeout, int *outside)
@@ -245,7 +246,8 @@ static msp_err msp_serve_outcome(const char *path, int kind, int status, const u
                         path, cap);
     case MSP_CHILD_NOMEM:
         return msp_fail(MSP_ERR_NOMEM, "file %s: out of memory reading the catalogue", path);
-    default:
+    default: /* no helper started (no process, descriptor or memfd): not the file's doing */
+        *outside = 1;
         return msp_fail(MSP_ERR_IO, "file %s: cannot start the reader helper: %s", path,
                         strerror(status));
     }

@@ -68,5 +68,35 @@ class HelperEnvironment(unittest.TestCase):
                                  {"glibc.malloc.hugetlb=0"})
 
 
+class ServerCannotStartChildren(unittest.TestCase):
+    """A reader server that cannot start the child for a file (here: no
+    descriptors left for the child's answer and the pipe that says it ended,
+    as where memfd_create is refused) says nothing of the file: it is read by
+    a helper of its own. Before, the file was not read ("cannot start the
+    reader helper")."""
+
+    def setUp(self):
+        self.work = tempfile.mkdtemp(prefix="msp-helper-nofd-")
+        self.dump = os.path.join(self.work, "dump.h5")
+        x = np.arange(6, dtype=np.float32)
+        write_dump(self.dump, [(n, i, {"input.0": x, "output.0": x}) for i, n in enumerate(NAMES)])
+        self.wrapper = os.path.join(self.work, "helper.sh")
+        with open(self.wrapper, "w") as f:
+            f.write('#!/bin/sh\nif [ "$1" = --serve ]; then ulimit -n 4; fi\nexec "%s" "$@"\n' % REAL)
+        os.chmod(self.wrapper, stat.S_IRWXU)
+
+    def tearDown(self):
+        shutil.rmtree(self.work, ignore_errors=True)
+
+    def test_the_file_is_read_by_a_helper_of_its_own(self):
+        env = dict(os.environ, MSPROBE_CATALOGUE_HELPER=self.wrapper, MSPROBE_READER_SERVER="1")
+        env.pop("MSPROBE_READER_INPROC", None)
+        p = subprocess.run([BIN, "ls", self.dump], capture_output=True, text=True, timeout=120,
+                           env=env)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        for n in NAMES:
+            self.assertIn(n, p.stdout)
+
+
 if __name__ == "__main__":
     unittest.main()
