@@ -151,8 +151,10 @@ static int msp_send_catalogue(const char *path)
 /* ---- --serve ------------------------------------------------------------------ */
 
 /* The child for one request: `-- FILE` with stdout on the answer's memfd
- * (no larger than cap bytes: a longer answer ends it with SIGXFSZ), limited
- * to timeout seconds of work; `end` open until it exits. It dies with the
+ * (no larger than cap bytes: a write past them fails, EFBIG, and the
+ * server finds cap bytes, too big; SIGXFSZ is ignored, so that a write to a
+ * large log file on stderr fails rather than ending the parse), limited to
+ * timeout seconds of work; `end` open until it exits. It dies with the
  * server (a killed server leaves no parse running). */
 static void msp_serve_child(int answer, int end, const char *path, pid_t server, uint64_t cap,
                             double timeout)
@@ -167,7 +169,7 @@ static void msp_serve_child(int answer, int end, const char *path, pid_t server,
     struct rlimit fs = {(rlim_t)cap, (rlim_t)cap};
     if (setrlimit(RLIMIT_FSIZE, &fs) != 0)
         _exit(2);
-    signal(SIGXFSZ, SIG_DFL);
+    signal(SIGXFSZ, SIG_IGN);
     setvbuf(stdout, NULL, _IOFBF, (size_t)64 << 10);
     msp_helper_limit_work(timeout); /* its own CPU time starts at zero */
     exit(msp_send_catalogue(path));
@@ -227,8 +229,6 @@ static int msp_serve_one(const char *path, uint64_t cap, double timeout)
             _exit(2);
         int st = msp_child_end(child, &k);
         struct stat sb;
-        if (k == MSP_CHILD_ENDED && WIFSIGNALED(st) && WTERMSIG(st) == SIGXFSZ)
-            k = MSP_CHILD_TOO_BIG; /* it wrote past cap */
         if (k == MSP_CHILD_ENDED &&
             (fcntl(answer, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) !=
                  0 ||
@@ -236,7 +236,7 @@ static int msp_serve_one(const char *path, uint64_t cap, double timeout)
             k = MSP_CHILD_FAILED;
             st = errno;
         } else if (k == MSP_CHILD_ENDED && (uint64_t)sb.st_size >= cap) {
-            k = MSP_CHILD_TOO_BIG;
+            k = MSP_CHILD_TOO_BIG; /* it wrote cap bytes, and failed past them */
         } else if (k == MSP_CHILD_ENDED) {
             n = (size_t)sb.st_size;
         }
