@@ -154,12 +154,12 @@ static int msp_send_catalogue(const char *path)
  * (no larger than cap bytes: a write past them fails, EFBIG, and the
  * server finds cap bytes, too big; SIGXFSZ is ignored, so that a write to a
  * large log file on stderr fails rather than ending the parse), limited to
- * timeout seconds of work; `end` open until it exits. It dies with the
- * server (a killed server leaves no parse running). */
-static void msp_serve_child(int answer, int end, const char *path, pid_t server, uint64_t cap,
+ * timeout seconds of work. The write end of the server's pipe, inherited,
+ * stays open until it exits. It dies with the server (a killed server
+ * leaves no parse running). */
+static void msp_serve_child(int answer, const char *path, pid_t server, uint64_t cap,
                             double timeout)
 {
-    (void)end;
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != server)
         _exit(2);
@@ -211,7 +211,7 @@ static int msp_serve_one(const char *path, uint64_t cap, double timeout)
         kind = MSP_CHILD_FAILED;
         status = errno;
     } else if (child == 0) {
-        msp_serve_child(answer, p[1], path, getppid(), cap, timeout);
+        msp_serve_child(answer, path, getppid(), cap, timeout);
     } else {
         close(p[1]);
         p[1] = -1;
