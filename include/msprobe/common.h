@@ -165,6 +165,8 @@ size_t msp_lower_bound(size_t n, msp_before_fn before, const void *ctx);
  * comparisons: glibc's merge sort spends n log n / 2 on a sorted array, and
  * a dump's roles and records mostly come sorted). */
 void msp_sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *));
+/* qsort's comparison of two size_t, ascending. */
+int msp_size_cmp(const void *a, const void *b);
 /* A hash index (lookup.c): indexes into an array the caller owns, found by a
  * 64-bit hash of the item's key (msp_str_hash, msp_mix64) and the caller's
  * equality on an index. Open addressing, linear probing, at most half full.

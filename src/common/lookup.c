@@ -22,6 +22,12 @@ void msp_sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const 
         qsort(base, n, size, cmp);
 }
 
+int msp_size_cmp(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 size_t msp_lower_bound(size_t n, msp_before_fn before, const void *ctx)
 {
     size_t lo = 0, hi = n;

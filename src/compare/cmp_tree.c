@@ -504,12 +504,6 @@ static msp_err cmp_whole_summary(msp_compare_result_t *w, const msp_compare_resu
     return oom ? cmp_oom() : MSP_OK;
 }
 
-static int cmp_size_cmp(const void *a, const void *b)
-{
-    size_t x = *(const size_t *)a, y = *(const size_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* The global indexes of the head's suspect records, sorted, each once, in
  * a new array (*n of them); NULL with *n 0 when there are none. */
 static size_t *cmp_suspect_records(const msp_compare_tree_t *t, size_t *n, int *oom)
@@ -523,7 +517,7 @@ static size_t *cmp_suspect_records(const msp_compare_tree_t *t, size_t *n, int *
         if (h->suspects[k].record >= 0)
             v[(*n)++] = t->head_rec[h->suspects[k].record];
     if (*n > 1)
-        qsort(v, *n, sizeof *v, cmp_size_cmp);
+        qsort(v, *n, sizeof *v, msp_size_cmp);
     size_t u = 0;
     for (size_t k = 0; k < *n; k++)
         if (!u || v[u - 1] != v[k])
@@ -570,7 +564,7 @@ static msp_err cmp_tree_whole(const msp_compare_tree_t *t, size_t max_records, c
             for (size_t r = 0; !rc && r < p->n_records; r++) {
                 size_t g = w->n_records + r;
                 const msp_record_cmp_t *pr = &p->records[r];
-                if (!want || !bsearch(&g, want, n_want, sizeof *want, cmp_size_cmp))
+                if (!want || !bsearch(&g, want, n_want, sizeof *want, msp_size_cmp))
                     continue;
                 for (size_t k = pr->first_tensor; !rc && k < pr->first_tensor + pr->n_tensors; k++)
                     if (k < take)

@@ -172,12 +172,6 @@ static msp_err rep_da_add(rep_da_plan_t *p, const msp_compare_tree_t *t, const m
     return MSP_OK;
 }
 
-static int rep_size_order(const void *x, const void *y)
-{
-    size_t a = *(const size_t *)x, b = *(const size_t *)y;
-    return a < b ? -1 : a > b;
-}
-
 msp_err rep_da_plan(const msp_compare_tree_t *t, rep_da_plan_t *p)
 {
     memset(p, 0, sizeof *p);
@@ -205,7 +199,7 @@ msp_err rep_da_plan(const msp_compare_tree_t *t, rep_da_plan_t *p)
         if (p->v[i].part != SIZE_MAX)
             p->parts[p->n_parts++] = p->v[i].part;
     if (p->n_parts)
-        qsort(p->parts, p->n_parts, sizeof *p->parts, rep_size_order);
+        qsort(p->parts, p->n_parts, sizeof *p->parts, msp_size_cmp);
     size_t u = 0; /* distinct, in the tree's order: the order the feed gives them */
     for (size_t i = 0; i < p->n_parts; i++)
         if (!u || p->parts[u - 1] != p->parts[i])
@@ -227,7 +221,7 @@ void rep_da_plan_free(rep_da_plan_t *p)
 
 int rep_da_wants(const rep_da_plan_t *p, size_t part)
 {
-    return p->n_parts && bsearch(&part, p->parts, p->n_parts, sizeof *p->parts, rep_size_order);
+    return p->n_parts && bsearch(&part, p->parts, p->n_parts, sizeof *p->parts, msp_size_cmp);
 }
 
 /* The nodes of the targets of each planned part, read from it (from f as
