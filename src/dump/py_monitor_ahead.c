@@ -1,5 +1,5 @@
-/* The monitor's helper thread (monitor mode): what need not hold training up
- * is computed on it, so that the training thread reads as little as it can:
+/* What the monitor gives its helper thread (py_monitor_thread.c), so that
+ * the training thread reads as little as it can:
  *
  *   beside     the gradients, while the optimizer's step (which only reads
  *              them) runs; AdamW's exp_avg and exp_avg_sq, which change
@@ -12,67 +12,19 @@
  *              written meanwhile may have been read half old, half new.
  *   the files  the CSV files of a step (msp_mon_helper), in step order.
  *
- * The helper thread never touches Python: it reads tensors in place, of
- * which the memo holds a reference until it is done (GIL held to take and
- * drop them). */
+ * (A large activation or gradient read in a hook is shared with it piece by
+ * piece: py_monitor_stats.c.) The helper thread never touches Python: it
+ * reads tensors in place, of which the memo holds a reference until it is
+ * done (GIL held to take and drop them). */
 #include "py_monitor_ahead.h"
 
-#include <pthread.h>
-#include <stdlib.h>
-
-typedef struct job {
-    msp_mon_memo_t *m; /* statistics into m; or, when NULL, fn(arg) */
-    msp_mon_host_t h;
-    double eps;
-    void (*fn)(void *);
-    void *arg;
-} job_t;
-
-static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t g_work = PTHREAD_COND_INITIALIZER, g_idle = PTHREAD_COND_INITIALIZER;
-static job_t *g_jobs;
-static size_t g_head, g_n, g_cap;
-static int g_busy, g_started, g_failed;
-static pthread_t g_thread;
-
-static void *helper(void *arg)
-{
-    (void)arg;
-    pthread_mutex_lock(&g_mu);
-    for (;;) {
-        while (g_head == g_n)
-            pthread_cond_wait(&g_work, &g_mu);
-        job_t j = g_jobs[g_head++];
-        g_busy = 1;
-        pthread_mutex_unlock(&g_mu);
-        msp_mon_stat_t st;
-        if (j.m) {
-            st = j.m->st; /* shape and dtype, filled when asked */
-            msp_mon_stats_pass(&j.h, j.eps, &st);
-        } else
-            j.fn(j.arg);
-        pthread_mutex_lock(&g_mu);
-        if (j.m) {
-            j.m->st = st;
-            j.m->state = 1;
-        }
-        g_busy = 0;
-        if (g_head == g_n) {
-            g_head = g_n = 0;
-            pthread_cond_broadcast(&g_idle);
-        }
-    }
-    return NULL;
-}
+#include "py_monitor_thread.h"
 
 void msp_mon_ahead_join(void)
 {
-    if (!g_started)
+    if (!msp_mon_thread_started())
         return;
-    Py_BEGIN_ALLOW_THREADS pthread_mutex_lock(&g_mu);
-    while (g_head != g_n || g_busy)
-        pthread_cond_wait(&g_idle, &g_mu);
-    pthread_mutex_unlock(&g_mu);
+    Py_BEGIN_ALLOW_THREADS msp_mon_thread_join();
     Py_END_ALLOW_THREADS
 }
 
@@ -101,53 +53,35 @@ int msp_mon_memo_get(msp_mon_memo_t *m, PyObject *t, msp_mon_stat_t *out)
     return 1;
 }
 
-/* Queue j (g_mu held): 0, or -1 when there is no helper or no room. */
-static int enqueue(job_t j)
-{
-    if (!g_started && !g_failed) {
-        g_started = pthread_create(&g_thread, NULL, helper, NULL) == 0;
-        g_failed = !g_started;
-        if (g_started)
-            pthread_detach(g_thread);
-    }
-    if (g_n == g_cap && !g_failed) {
-        size_t cap = g_cap ? 2 * g_cap : 64;
-        job_t *nj = realloc(g_jobs, cap * sizeof *nj);
-        if (nj) {
-            g_jobs = nj;
-            g_cap = cap;
-        }
-    }
-    if (g_failed || g_n == g_cap)
-        return -1;
-    g_jobs[g_n++] = j;
-    pthread_cond_signal(&g_work);
-    return 0;
-}
-
 void msp_mon_helper(void (*fn)(void *), void *arg)
 {
-    pthread_mutex_lock(&g_mu);
-    int rc = enqueue((job_t){NULL, {NULL, 0, 0}, 0, fn, arg});
-    pthread_mutex_unlock(&g_mu);
-    if (rc != 0)
+    if (msp_mon_thread_queue(fn, arg) != 0)
         fn(arg);
+}
+
+/* On the helper thread: m's pass (read by the training thread only once
+ * settled). */
+static void memo_pass(void *arg)
+{
+    msp_mon_memo_t *m = arg;
+    msp_mon_stats_pass(&m->h, m->eps, &m->st);
+    m->state = 1;
 }
 
 void msp_mon_ahead(msp_mon_memo_t *m, PyObject *t, double eps)
 {
     msp_mon_memo_clear(m);
-    msp_mon_host_t h;
     int64_t v = msp_tensor_version(t);
-    if (g_failed || v < 0 || !msp_mon_stats_host(t, &m->st, &h))
+    if (msp_mon_thread_failed() || v < 0 || !msp_mon_stats_host(t, &m->st, &m->h))
         return;
-    pthread_mutex_lock(&g_mu);
-    if (enqueue((job_t){m, h, eps, NULL, NULL}) == 0) {
-        Py_INCREF(t);
-        m->obj = t;
-        m->version = v;
-        m->state = 2;
-        m->ahead = 1;
+    m->eps = eps;
+    m->version = v;
+    m->state = 2;
+    if (msp_mon_thread_queue(memo_pass, m) != 0) {
+        m->state = 0;
+        return;
     }
-    pthread_mutex_unlock(&g_mu);
+    Py_INCREF(t);
+    m->obj = t;
+    m->ahead = 1;
 }

@@ -12,6 +12,8 @@ typedef struct msp_mon_memo {
     int state;       /* 0 none, 1 ready (2: being computed ahead) */
     int ahead;       /* asked of the helper thread: join before reading */
     msp_mon_stat_t st;
+    msp_mon_host_t h; /* what the helper reads */
+    double eps;
 } msp_mon_memo_t;
 
 /* 1 with *out set when m holds t's statistics at its present version

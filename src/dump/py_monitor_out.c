@@ -162,11 +162,12 @@ void msp_mon_profile_report(int64_t copies)
                  "monitor: %.2f ms in hooks, %.2f ms at the optimizer's step, %.2f ms writing",
                  (long long)g_steps_written, g_spent[MSP_MON_T_HOOKS] / n / 1e6,
                  g_spent[MSP_MON_T_STEP] / n / 1e6, g_spent[MSP_MON_T_WRITE] / n / 1e6);
-    int64_t passes, reused;
-    msp_mon_stats_counts(&passes, &reused);
-    msp_shim_msg("monitor: %lld tensors reduced, %lld rows took the numbers of the same memory "
-                 "just seen, %lld activations copied for an in-place change",
-                 (long long)passes, (long long)reused, (long long)copies);
+    int64_t passes, reused, pieced;
+    msp_mon_stats_counts(&passes, &reused, &pieced);
+    msp_shim_msg("monitor: %lld tensors reduced (%lld read in pieces by two threads), %lld rows "
+                 "took the numbers of the same memory just seen, %lld activations copied for an "
+                 "in-place change",
+                 (long long)passes, (long long)pieced, (long long)reused, (long long)copies);
 }
 
 void msp_mon_rows_end(void)

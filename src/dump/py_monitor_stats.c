@@ -12,6 +12,8 @@
  * device is synchronised once a step. */
 #include "py_monitor_stats.h"
 
+#include "py_monitor_thread.h"
+
 #include "msprobe/cpu.h"
 
 #include <float.h>
@@ -190,17 +192,23 @@ static float f16_f(uint16_t h)
 
 #define MSP_ID(x) (x)
 
-/* s from one pass's accumulators over n elements: min, max, mean and norm
- * are NaN when any element was (msprobe's), zeros a share, nans a count. */
-static void stats_of(msp_mon_stat_t *s, int64_t n, double mn, double mx, double sum, double sq,
-                     int64_t zeros, int64_t nans)
+/* One pass's accumulators over a run of elements: min and max of those that
+ * are no NaN, their sum and sum of squares in float64, the counts. */
+typedef struct part {
+    double mn, mx, sum, sq;
+    int64_t zeros, nans;
+} part_t;
+
+/* s from the accumulators of n elements: min, max, mean and norm are NaN
+ * when any element was (msprobe's), zeros a share, nans a count. */
+static void stats_of(msp_mon_stat_t *s, int64_t n, const part_t *a)
 {
-    s->v[MSP_MON_MIN] = nans ? NAN : mn;
-    s->v[MSP_MON_MAX] = nans ? NAN : mx;
-    s->v[MSP_MON_MEAN] = nans ? NAN : sum / (double)n;
-    s->v[MSP_MON_NORM] = nans ? NAN : sqrt(sq);
-    s->v[MSP_MON_ZEROS] = (double)zeros / (double)n;
-    s->v[MSP_MON_NANS] = (double)nans;
+    s->v[MSP_MON_MIN] = a->nans ? NAN : a->mn;
+    s->v[MSP_MON_MAX] = a->nans ? NAN : a->mx;
+    s->v[MSP_MON_MEAN] = a->nans ? NAN : a->sum / (double)n;
+    s->v[MSP_MON_NORM] = a->nans ? NAN : sqrt(a->sq);
+    s->v[MSP_MON_ZEROS] = (double)a->zeros / (double)n;
+    s->v[MSP_MON_NANS] = (double)a->nans;
     s->have = 1;
 }
 
@@ -229,7 +237,7 @@ static int32_t zero_below(double eps)
  * |x| < eps test on the bits of |x| (zero_below). Counts are kept in int32
  * lanes and added up every 2^28 elements. */
 __attribute__((target("avx2,fma"))) static void f32_avx2(const float *p, int64_t n, double eps,
-                                                         msp_mon_stat_t *s)
+                                                         part_t *out)
 {
     const __m256i absmask = _mm256_set1_epi32(0x7fffffff), infbits = _mm256_set1_epi32(0x7f800000),
                   below = _mm256_set1_epi32(zero_below(eps));
@@ -295,15 +303,16 @@ __attribute__((target("avx2,fma"))) static void f32_avx2(const float *p, int64_t
         mxv = x > mxv ? x : mxv;
         zeros += fabs(x) < eps;
     }
-    stats_of(s, n, mnv, mxv, sum, sq, zeros, nans);
+    *out = (part_t){mnv, mxv, sum, sq, zeros, nans};
 }
 #endif
 
-static void host_pass(const void *data, int64_t n, int dt, double eps, msp_mon_stat_t *s)
+/* The accumulators of n elements of dtype dt at data. */
+static void host_part(const void *data, int64_t n, int dt, double eps, part_t *out)
 {
 #ifdef MSP_CPU_X86
     if (dt == D_F32 && msp_cpu_use(MSP_CPU_STATS_AVX2)) {
-        f32_avx2(data, n, eps, s);
+        f32_avx2(data, n, eps, out);
         return;
     }
 #endif
@@ -323,7 +332,61 @@ static void host_pass(const void *data, int64_t n, int dt, double eps, msp_mon_s
         MSP_MON_PASS(uint16_t, bf16_f);
         break;
     }
-    stats_of(s, n, mn, mx, sum, sq, nz, nans);
+    *out = (part_t){mn, mx, sum, sq, nz, nans};
+}
+
+/* A tensor at least twice this large is read in pieces of at least this
+ * many elements (a few tens of microseconds each), by the training thread
+ * and the monitor's helper thread together (msp_mon_thread_split); at most
+ * MSP_MON_PIECES pieces. The pieces depend on the size alone, and their
+ * accumulators are added in their order, so that the numbers do not depend
+ * on which thread read what. */
+#define MSP_MON_PIECE (INT64_C(1) << 18)
+#define MSP_MON_PIECES 64
+
+typedef struct pieces {
+    const char *p;
+    int64_t n, piece;
+    size_t esize;
+    int dt;
+    double eps;
+    part_t part[MSP_MON_PIECES];
+} pieces_t;
+
+static void piece_pass(void *arg, int i)
+{
+    pieces_t *w = arg;
+    int64_t at = (int64_t)i * w->piece, n = w->n - at < w->piece ? w->n - at : w->piece;
+    host_part(w->p + (size_t)at * w->esize, n, w->dt, w->eps, &w->part[i]);
+}
+
+static void host_pass(const void *data, int64_t n, int dt, double eps, msp_mon_stat_t *s,
+                      int shared)
+{
+    static const size_t esize[D_NREAD] = {4, 8, 2, 2};
+    part_t a;
+    if (!shared || n < 2 * MSP_MON_PIECE) {
+        host_part(data, n, dt, eps, &a);
+        stats_of(s, n, &a);
+        return;
+    }
+    pieces_t w;
+    int64_t piece = (n + MSP_MON_PIECES - 1) / MSP_MON_PIECES;
+    piece = piece < MSP_MON_PIECE ? MSP_MON_PIECE : (piece + 15) / 16 * 16;
+    w = (pieces_t){.p = data, .n = n, .piece = piece, .esize = esize[dt], .dt = dt, .eps = eps};
+    int k = (int)((n + piece - 1) / piece);
+    msp_mon_thread_split(piece_pass, &w, k);
+    a = w.part[0];
+    for (int i = 1; i < k; i++) {
+        const part_t *b = &w.part[i];
+        a.mn = b->mn < a.mn ? b->mn : a.mn;
+        a.mx = b->mx > a.mx ? b->mx : a.mx;
+        a.sum += b->sum;
+        a.sq += b->sq;
+        a.zeros += b->zeros;
+        a.nans += b->nans;
+    }
+    stats_of(s, n, &a);
 }
 
 /* "[16, 8]" and "torch.float32" as msprobe writes them; the element count. */
@@ -441,7 +504,7 @@ typedef struct seen {
 } seen_t;
 static seen_t g_seen[SEEN_MAX]; /* the most recent last */
 static int g_nseen, g_seen_kind = -1;
-static int64_t g_passes, g_reused;                    /* for MSPROBE_MONITOR_PROFILE */
+static int64_t g_passes, g_reused, g_pieced;          /* for MSPROBE_MONITOR_PROFILE */
 static size_t (*g_copies)[2], g_ncopies, g_capcopies; /* {row, from row}, filled at the flush */
 
 static void seen_clear(void)
@@ -534,7 +597,7 @@ int msp_mon_stats_host(PyObject *t, msp_mon_stat_t *s, msp_mon_host_t *h)
 
 void msp_mon_stats_pass(const msp_mon_host_t *h, double eps, msp_mon_stat_t *s)
 {
-    host_pass(h->p, h->n, h->dt, eps, s);
+    host_pass(h->p, h->n, h->dt, eps, s, 0);
 }
 
 /* t's statistics reduced by torch where it lives: queued (s->have 2). */
@@ -587,16 +650,18 @@ void msp_mon_stats_take(PyObject *t, double eps, msp_mon_stat_t *s, size_t row, 
     }
     g_passes++;
     const void *p = dt >= 0 ? host_data(&k, keyed) : NULL;
-    if (p)
-        host_pass(p, n, dt, eps, s);
-    else
+    if (p) {
+        host_pass(p, n, dt, eps, s, 1);
+        g_pieced += n >= 2 * MSP_MON_PIECE;
+    } else
         take_device(t, eps, s, row, n);
     if (keyed && seen >= 0 && s->have)
         seen_put(seen, t, &k, s, row);
 }
 
-void msp_mon_stats_counts(int64_t *passes, int64_t *reused)
+void msp_mon_stats_counts(int64_t *passes, int64_t *reused, int64_t *pieced)
 {
+    *pieced = g_pieced;
     *passes = g_passes;
     *reused = g_reused;
 }

@@ -60,9 +60,10 @@ typedef enum msp_mon_seen {
     MSP_MON_SEEN_N
 } msp_mon_seen_t;
 void msp_mon_stats_take(PyObject *t, double eps, msp_mon_stat_t *s, size_t row, int seen);
-/* How many tensors msp_mon_stats_take reduced, and how many took the numbers
- * of one seen (their own tensors and the optimizer's state alike). */
-void msp_mon_stats_counts(int64_t *passes, int64_t *reused);
+/* How many tensors msp_mon_stats_take reduced, how many took the numbers of
+ * one seen (their own tensors and the optimizer's state alike), and how many
+ * of those reduced were read in pieces by two threads. */
+void msp_mon_stats_counts(int64_t *passes, int64_t *reused, int64_t *pieced);
 /* The end of a group of tensors taken together (a hook's, the optimizer's
  * step's): the small device tensors among them are reduced now, together,
  * before anything changes them. */

@@ -8,6 +8,10 @@ ACTV_MODEL, printing each step's loss exactly (float.hex):
            in place, Linear
   edges    seq on an input of values beside the eps of ACTV_EPS (just under,
            at and just over it as float32, either sign), for the zeros count
+  wide     activations and gradients of 655,360 elements (read in pieces):
+           Linear, ReLU, casts to bfloat16 and float64, a Linear on that
+           cast back; off the loss's path, a float64 copy with one NaN deep
+           inside and a float16 cast
 """
 import os
 
@@ -33,10 +37,55 @@ class Halved(torch.nn.Module):
         return self.fc2(h)
 
 
+class Cast(torch.nn.Module):
+    def __init__(self, dtype):
+        super().__init__()
+        self.dtype = dtype
+
+    def forward(self, x):
+        return x.to(self.dtype)
+
+
+class Poison(torch.nn.Module):
+    def forward(self, x):
+        m = torch.zeros_like(x)
+        m.view(-1)[600001] = float("nan")
+        return x + m
+
+
+class Wide(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(64, 4096)
+        self.act = torch.nn.ReLU()
+        self.bf = Cast(torch.bfloat16)
+        self.f64 = Cast(torch.float64)
+        self.poison = Poison()
+        self.f16 = Cast(torch.float16)
+        self.head = torch.nn.Linear(4096, 4)
+
+    def forward(self, x, keep=None):
+        a = self.fc(x)
+        b = self.act(a)
+        c = self.bf(b)
+        d = self.f64(c)
+        p = self.poison(d.detach())
+        h = self.f16(b.detach())
+        e = d.float()
+        out = self.head(e)
+        if keep is not None:
+            keep.update(fc=(x, a), act=(a, b), bf=(b, c), f64=(c, d), poison=(d.detach(), p),
+                        f16=(b.detach(), h), head=(e, out))
+            keep[""] = (x, out)
+        return out
+
+
 def build(kind):
     torch.manual_seed(0)
     if kind == "view":
         return Halved()
+    if kind == "wide":
+        return Wide()
     mid = {"seq": torch.nn.ReLU(), "inplace": torch.nn.ReLU(inplace=True),
            "changes": Doubles()}[kind]
     return torch.nn.Sequential(torch.nn.Linear(8, 8), mid, torch.nn.Linear(8, 4))
@@ -54,6 +103,8 @@ def edges(eps):
 
 def data():
     g = torch.Generator().manual_seed(1)
+    if os.environ.get("ACTV_MODEL") == "wide":
+        return torch.randn(160, 64, generator=g), torch.randn(160, 4, generator=g)
     x, y = torch.randn(5, 8, generator=g), torch.randn(5, 4, generator=g)
     if os.environ.get("ACTV_MODEL") == "edges":
         x = edges(float(os.environ["ACTV_EPS"]))

@@ -10,7 +10,10 @@ reduced once. Checked on actv_train.py's four small models:
 - MSPROBE_MONITOR_PROFILE's counts: tensors reduced, rows reusing them and
   activations copied, counted by hand below for each model;
 - zeros (the share of |x| < eps, compared in float64 as msprobe does) on
-  float32 values just under, at and just over eps.
+  float32 values just under, at and just over eps;
+- activations and gradients large enough to be read in pieces by two
+  threads, of four dtypes, one with a NaN in a late piece: numpy's numbers,
+  the same in two runs byte for byte.
 """
 import os
 import re
@@ -28,14 +31,41 @@ OPS = ["min", "max", "mean", "norm", "zeros", "nans"]
 EPS = 1e-8
 CONF = {"targets": {}, "xy_distribution": True, "ops": OPS, "ndigits": 12, "eps": EPS}
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "actv_train.py")
-COUNTS = re.compile(r"monitor: (\d+) tensors reduced, (\d+) rows took the numbers of the same "
-                    r"memory just seen, (\d+) activations copied for an in-place change")
+COUNTS = re.compile(r"monitor: (\d+) tensors reduced \((\d+) read in pieces by two threads\), "
+                    r"(\d+) rows took the numbers of the same memory just seen, (\d+) "
+                    r"activations copied for an in-place change")
 
 
 def stats(t):
     a = t.detach().double().numpy().ravel()
     return [a.min(), a.max(), a.mean(), np.sqrt(np.sum(a * a)),
-            np.count_nonzero(np.abs(a) < EPS) / a.size, 0]
+            np.count_nonzero(np.abs(a) < EPS) / a.size, np.count_nonzero(np.isnan(a))]
+
+
+def reference_wide():
+    """({row: tensor}, {row: gradient}) of step 0 of the wide model, from
+    plain autograd (retain_grad, no hooks); gradients only where one flows."""
+    model = actv_train.build("wide")
+    os.environ["ACTV_MODEL"] = "wide"
+    try:
+        x, y = actv_train.data()
+    finally:
+        del os.environ["ACTV_MODEL"]
+    keep = {}
+    out = model(x, keep)
+    grads = [keep["fc"][1], keep["act"][1], keep["bf"][1], keep["f64"][1], keep["head"][0], out]
+    for t in grads:
+        t.retain_grad()
+    torch.nn.functional.mse_loss(out, y).backward()
+    actv = {}
+    for mod, (i, o) in keep.items():
+        actv[mod + ".input"], actv[mod + ".output"] = i, o
+    grad = {"fc.output": keep["fc"][1].grad, "act.input": keep["fc"][1].grad,
+            "act.output": keep["act"][1].grad, "bf.input": keep["act"][1].grad,
+            "bf.output": keep["bf"][1].grad, "f64.input": keep["bf"][1].grad,
+            "f64.output": keep["f64"][1].grad, "head.input": keep["head"][0].grad,
+            "head.output": out.grad, ".output": out.grad}
+    return actv, grad
 
 
 def reference(kind):
@@ -101,14 +131,14 @@ class ActivationsAsTheyAre(mt.MonitorCase):
         # the Sequential's x, c: 4 tensors, 4 rows reusing them; backward rows
         # dc, db | db, da | none, da and the Sequential's none, dc: 3 and 3.
         d, counts, _ = self.run_model("seq")
-        self.assertEqual(counts, [3 * 7, 3 * 7, 0])
+        self.assertEqual(counts, [3 * 7, 0, 3 * 7, 0])
         self.check_rows(d, "seq")
 
     def test_in_place_relu_copies_only_its_input(self):
         # ReLU(inplace=True) changes its (copied) input, then both its rows
         # are that copy: still 7 and 7 a step, one copy a step.
         _, counts, _ = self.run_model("inplace")
-        self.assertEqual(counts, [3 * 7, 3 * 7, 3 * 1])
+        self.assertEqual(counts, [3 * 7, 0, 3 * 7, 3 * 1])
 
     def test_a_module_seen_changing_its_input_is_copied_after(self):
         # Step 0 gives module 1 its input as it is: the change is seen, said
@@ -117,7 +147,7 @@ class ActivationsAsTheyAre(mt.MonitorCase):
         # (x, a, the changed input, its output, c), 3 gradients; 3 and 3
         # rows reuse them.
         _, counts, err = self.run_model("changes")
-        self.assertEqual(counts, [3 * 8, 3 * 6, 2])
+        self.assertEqual(counts, [3 * 8, 0, 3 * 6, 2])
         self.assertEqual(err.count("module 1 changed its input in place"), 1, err)
 
     def test_an_output_that_is_an_input_is_copied(self):
@@ -125,7 +155,7 @@ class ActivationsAsTheyAre(mt.MonitorCase):
         # that output is a copy (one a step), so the Linear's output the
         # rows name keeps its values; same counts as seq.
         d, counts, _ = self.run_model("view")
-        self.assertEqual(counts, [3 * 7, 3 * 7, 3])
+        self.assertEqual(counts, [3 * 7, 0, 3 * 7, 3])
         self.check_rows(d, "view")
 
     def test_zeros_beside_eps(self):
@@ -141,6 +171,36 @@ class ActivationsAsTheyAre(mt.MonitorCase):
                 _, rows = mt.read_csv(os.path.join(d, "actv_0-0.csv"))
                 row = [r for r in rows if r[1] == "0.input"][0]
                 self.assertEqual(float(row[8]), want, (eps, row))
+
+    def test_large_tensors_read_in_pieces(self):
+        # A step's tensors of 655,360 elements, each reduced once: forward
+        # fc, act, bf, f64, poison and f16's outputs and head's input (the
+        # inputs are outputs just seen); backward the gradients of head's
+        # input, f64's output and input, bf's input and act's input (the
+        # outputs' are the inputs' just seen; poison and f16 get none).
+        d, counts, _ = self.run_model("wide")
+        self.assertEqual(counts[1], 3 * 12, counts)
+        actv, grad = reference_wide()
+        for task, want in (("actv", actv), ("actv_grad", grad)):
+            _, rows = mt.read_csv(os.path.join(d, f"{task}_0-0.csv"))
+            got = {r[1]: r for r in rows}
+            for name, t in want.items():
+                r = got[name]
+                self.assertEqual(r[-2], str(list(t.shape)), (task, name))
+                self.assertEqual(r[-1], str(t.dtype), (task, name))
+                for op, v, exp in zip(OPS, r[4:10], stats(t)):
+                    self.assertTrue(np.isclose(float(v), exp, rtol=1e-9, atol=1e-12,
+                                               equal_nan=True), (task, name, op, v, exp))
+        self.assertEqual(got[".output"][4:10], got["head.output"][4:10])
+        _, rows = mt.read_csv(os.path.join(d, "actv_0-0.csv"))
+        self.assertEqual([r[9] for r in rows if r[1] == "poison.output"], ["1"])
+        # the pieces' sums are added in their order, whichever thread read them
+        d2, _, _ = self.run_model("wide", extra={"ACTV_EPS": "2"})
+        for step in range(3):
+            for task in ("actv", "actv_grad"):
+                name = f"{task}_{step}-{step}.csv"
+                with open(os.path.join(d, name)) as a, open(os.path.join(d2, name)) as b:
+                    self.assertEqual(a.read(), b.read(), name)
 
 
 if __name__ == "__main__":
