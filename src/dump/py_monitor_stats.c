@@ -370,10 +370,11 @@ static void host_pass(const void *data, int64_t n, int dt, double eps, msp_mon_s
         stats_of(s, n, &a);
         return;
     }
-    pieces_t w;
     int64_t piece = (n + MSP_MON_PIECES - 1) / MSP_MON_PIECES;
+    /* a multiple of 16 elements: each piece starts where the one before
+     * would have gone on with a whole round of the vector loop */
     piece = piece < MSP_MON_PIECE ? MSP_MON_PIECE : (piece + 15) / 16 * 16;
-    w = (pieces_t){.p = data, .n = n, .piece = piece, .esize = esize[dt], .dt = dt, .eps = eps};
+    pieces_t w = {.p = data, .n = n, .piece = piece, .esize = esize[dt], .dt = dt, .eps = eps};
     int k = (int)((n + piece - 1) / piece);
     msp_mon_thread_split(piece_pass, &w, k);
     a = w.part[0];
