@@ -360,15 +360,16 @@ static void piece_pass(void *arg, int i)
     host_part(w->p + (size_t)at * w->esize, n, w->dt, w->eps, &w->part[i]);
 }
 
-static void host_pass(const void *data, int64_t n, int dt, double eps, msp_mon_stat_t *s,
-                      int shared)
+/* s from n elements of dtype dt at data; shared: in pieces with the helper
+ * thread when large enough. 1 when read in pieces, else 0. */
+static int host_pass(const void *data, int64_t n, int dt, double eps, msp_mon_stat_t *s, int shared)
 {
     static const size_t esize[D_NREAD] = {4, 8, 2, 2};
     part_t a;
     if (!shared || n < 2 * MSP_MON_PIECE) {
         host_part(data, n, dt, eps, &a);
         stats_of(s, n, &a);
-        return;
+        return 0;
     }
     int64_t piece = (n + MSP_MON_PIECES - 1) / MSP_MON_PIECES;
     /* a multiple of 16 elements: each piece starts where the one before
@@ -388,6 +389,7 @@ static void host_pass(const void *data, int64_t n, int dt, double eps, msp_mon_s
         a.nans += b->nans;
     }
     stats_of(s, n, &a);
+    return 1;
 }
 
 /* "[16, 8]" and "torch.float32" as msprobe writes them; the element count. */
@@ -651,10 +653,9 @@ void msp_mon_stats_take(PyObject *t, double eps, msp_mon_stat_t *s, size_t row, 
     }
     g_passes++;
     const void *p = dt >= 0 ? host_data(&k, keyed) : NULL;
-    if (p) {
-        host_pass(p, n, dt, eps, s, 1);
-        g_pieced += n >= 2 * MSP_MON_PIECE;
-    } else
+    if (p)
+        g_pieced += host_pass(p, n, dt, eps, s, 1);
+    else
         take_device(t, eps, s, row, n);
     if (keyed && seen >= 0 && s->have)
         seen_put(seen, t, &k, s, row);
