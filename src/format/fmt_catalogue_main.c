@@ -338,11 +338,16 @@ static void msp_start_watch(void)
  * fmt_contain.c) instead of 132 KiB steps and separate mappings faulted in
  * 4 KiB at a time. Set before a server forks, so each child inherits it; it
  * halved the page faults of a child that parses a statistics file (issue
- * 42). Address space only: pages are not touched until used. */
+ * 42). Address space only: pages are not touched until used. A value the
+ * user gave in GLIBC_TUNABLES is left as it is, as fmt_contain.c leaves
+ * glibc.malloc.hugetlb. */
 static void msp_heap_steps(void)
 {
-    mallopt(M_TOP_PAD, 32 << 20);
-    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    const char *t = getenv("GLIBC_TUNABLES");
+    if (!t || !strstr(t, "glibc.malloc.top_pad="))
+        mallopt(M_TOP_PAD, 32 << 20);
+    if (!t || !strstr(t, "glibc.malloc.mmap_threshold="))
+        mallopt(M_MMAP_THRESHOLD, 32 << 20);
 }
 
 int main(int argc, char **argv)

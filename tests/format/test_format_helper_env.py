@@ -7,7 +7,9 @@ helper per file (MSPROBE_READER_SERVER=0) and for the reader server; `msprobe
 ls` must still list the records written here with h5py."""
 import os
 import shutil
+import socket
 import stat
+import struct
 import subprocess
 import tempfile
 import unittest
@@ -66,6 +68,70 @@ class HelperEnvironment(unittest.TestCase):
             with self.subTest(server=server):
                 self.assertEqual(self.tunables_seen(server, "glibc.malloc.hugetlb=0"),
                                  {"glibc.malloc.hugetlb=0"})
+
+
+def sanitized(exe):
+    """Whether exe runs on AddressSanitizer's allocator (no glibc heap)."""
+    p = subprocess.run(["ldd", exe], capture_output=True, text=True)
+    return "libasan" in p.stdout
+
+
+class ServerHeapSteps(unittest.TestCase):
+    """The reader server grows its heap 32 MiB at a time, before it forks a
+    child per file (issue 42: a child that grew it 132 KiB at a time took
+    three times the page faults), unless the user's GLIBC_TUNABLES sets
+    glibc.malloc.top_pad. Read from /proc/PID/maps once the server has
+    answered a request, as msprobe asks it (msprobe-catalogue --serve on a
+    socket): "MSPQ", u64 cap, f64 seconds, u32 length, the path; the answer
+    "MSPR", u32 kind, i32 status, u64 n, n bytes of catalogue."""
+
+    def setUp(self):
+        if sanitized(REAL):
+            self.skipTest("the helper runs on AddressSanitizer's allocator")
+        self.work = tempfile.mkdtemp(prefix="msp-helper-heap-")
+        self.dump = os.path.join(self.work, "dump.h5")
+        x = np.arange(12, dtype=np.float32).reshape(3, 4)
+        write_dump(self.dump, [(n, i, {"input.0": x, "output.0": x}) for i, n in enumerate(NAMES)])
+
+    def tearDown(self):
+        shutil.rmtree(self.work, ignore_errors=True)
+
+    def heap_mib(self, tunables):
+        env = dict(os.environ)
+        env.pop("GLIBC_TUNABLES", None)
+        if tunables:
+            env["GLIBC_TUNABLES"] = tunables
+        ours, theirs = socket.socketpair()
+        p = subprocess.Popen([REAL, "--serve"], stdin=theirs, stdout=theirs, env=env)
+        theirs.close()
+        try:
+            path = self.dump.encode()
+            ours.sendall(b"MSPQ" + struct.pack("<QdI", 1 << 30, 60.0, len(path)) + path)
+            ours.settimeout(60)
+            got = b""
+            while len(got) < 20 or len(got) < 20 + struct.unpack("<Q", got[12:20])[0]:
+                k = ours.recv(1 << 20)
+                self.assertTrue(k, "the server ended without an answer")
+                got += k
+            kind, status = struct.unpack("<Ii", got[4:12])
+            self.assertEqual((got[:4], kind, status, got[20:24]), (b"MSPR", 0, 0, b"MSPC"))
+            with open("/proc/%d/maps" % p.pid) as f:
+                heaps = [line.split()[0] for line in f if line.rstrip().endswith("[heap]")]
+            self.assertEqual(len(heaps), 1, heaps)
+            lo, hi = (int(v, 16) for v in heaps[0].split("-"))
+            return (hi - lo) / 2**20
+        finally:
+            ours.close()
+            p.wait(timeout=60)
+
+    def test_the_heap_grows_in_steps_of_32_mib(self):
+        self.assertGreaterEqual(self.heap_mib(None), 32.0)
+        self.assertGreaterEqual(self.heap_mib("glibc.malloc.tcache_count=0"), 32.0)
+
+    def test_a_top_pad_the_user_set_is_kept(self):
+        # 64 KiB of pad: the heap stays within a few MiB of what the
+        # server itself uses (under 1 MiB)
+        self.assertLess(self.heap_mib("glibc.malloc.top_pad=65536"), 8.0)
 
 
 class ServerCannotStartChildren(unittest.TestCase):
