@@ -92,6 +92,12 @@ static inline const msp_reader_ops_t *msp_reader_of(const msp_dump_file_t *f)
  * in-process HDF5 reader (fmt_h5read.c), and a file from a reader helper's
  * catalogue message alone, without a descriptor (fmt_contain.c). */
 msp_err msp_dump_open_local(const char *path, msp_dump_file_t **out);
+/* msp_dump_open_local, but a file in the compact statistics layout without
+ * /index (fmt_compact.h) has its tables read into *t (t->present set) and
+ * no catalogue: f's root attributes only. The reader helper sends such
+ * tables as they are. *t is msp_ctables_free'd by the caller. */
+struct msp_ctables;
+msp_err msp_dump_open_tables(const char *path, msp_dump_file_t **out, struct msp_ctables *t);
 msp_err msp_dump_from_wire(const char *path, const unsigned char *buf, size_t n,
                            msp_dump_file_t **out);
 
@@ -180,6 +186,9 @@ msp_err msp_rows_find(const struct msp_attr_row *rows, size_t n, const char *rec
                       char ***values, size_t *m, const char *where);
 /* Frees rows[0..n) and their strings; NULL-safe. */
 void msp_rows_free(struct msp_attr_row *rows, size_t n);
+/* f's catalogue in the order msp_dump_open gives it: records by execution
+ * order (then name, naturally), each record's tensors by role. */
+void msp_catalogue_sort(msp_dump_file_t *f);
 /* path opened for reading into *fd, still a regular file once open. */
 msp_err msp_dump_open_fd(const char *path, int *fd);
 

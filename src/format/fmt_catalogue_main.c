@@ -16,7 +16,8 @@
  *
  * Not for people: msprobe runs it. Exit 0 with an answer on stdout, or 2
  * with an error message in the wire form. */
-#include "fmt_backend.h" /* msp_dump_open_local */
+#include "fmt_backend.h" /* msp_dump_open_local, msp_dump_open_tables */
+#include "fmt_compact.h"
 #include "fmt_internal.h"
 
 #include "msprobe/proc.h"
@@ -145,7 +146,9 @@ static int msp_send_tensor(const char *path, const char *record, const char *rol
 #define MSP_END_TIDY 0
 #endif
 
-/* -- FILE: the verified catalogue, or an error answer (exit 2). A process
+/* -- FILE: the verified catalogue (a statistics file in the compact layout:
+ * its tables, whose catalogue msprobe builds), or an error answer (exit
+ * 2). A process
  * that ends here (ending) skips the catalogue's frees and libhdf5's own
  * teardown at exit: they touched every page the parse had used, a copy of
  * each of the server's pages libhdf5 had kept, a tenth of a server child's
@@ -153,13 +156,17 @@ static int msp_send_tensor(const char *path, const char *record, const char *rol
 static int msp_send_catalogue(const char *path, int ending)
 {
     msp_dump_file_t *f;
-    msp_err rc = msp_dump_open_local(path, &f);
-    if (rc)
+    struct msp_ctables t;
+    msp_err rc = msp_dump_open_tables(path, &f, &t);
+    if (rc) {
+        msp_ctables_free(&t);
         return msp_answer_error(rc);
-    int bad = msp_wire_put_file(stdout, f);
+    }
+    int bad = t.present ? msp_wire_put_tables(stdout, f, &t) : msp_wire_put_file(stdout, f);
     bad = bad || fflush(stdout) != 0;
     if (ending && !MSP_END_TIDY)
         _exit(bad ? 2 : 0);
+    msp_ctables_free(&t);
     msp_dump_close(f);
     return bad ? 2 : 0;
 }

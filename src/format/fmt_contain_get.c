@@ -2,8 +2,11 @@
  * reader helper sends (fmt_contain_put.c writes it; the form is described
  * there), parsed with a bounds check at every field, so that no answer, however
  * garbled, can crash the caller, leak, or make it allocate more than the
- * message can describe. Called by fmt_contain.c only; calls nothing of the
- * reader's. */
+ * message can describe. A compact statistics file comes as its tables,
+ * whose catalogue fmt_compact.c builds and checks here, as the reader does
+ * in process. Called by fmt_contain.c only; calls nothing of the reader's
+ * libhdf5 code. */
+#include "fmt_compact.h"
 #include "fmt_internal.h"
 
 #include <stdio.h>
@@ -73,6 +76,81 @@ static void msp_get_defaults(msp_wire_rd_t *w, struct msp_attr_row **defs, size_
     }
 }
 
+/* The answer's kind and version, then the file's root fields (fmt_contain_put.c's
+ * msp_put_root). */
+static msp_err msp_get_root(msp_wire_rd_t *w, msp_dump_file_t *f)
+{
+    uint32_t v = 0;
+    msp_wget(w, &v, sizeof v);
+    if (v != MSP_WIRE_VERSION)
+        return msp_fail(MSP_ERR_INTERNAL,
+                        "file %s: the reader helper speaks version %u, not %u "
+                        "(msprobe-catalogue from another msprobe?)",
+                        f->path, v, MSP_WIRE_VERSION);
+    msp_get_buf(w, f->framework, sizeof f->framework);
+    msp_get_buf(w, f->framework_version, sizeof f->framework_version);
+    msp_get_buf(w, f->task, sizeof f->task);
+    msp_get_buf(w, f->dump_mode, sizeof f->dump_mode);
+    f->step = msp_wget_i64(w);
+    f->rank = msp_wget_i64(w);
+    f->world_size = msp_wget_i64(w);
+    return MSP_OK;
+}
+
+/* A table of rows of size bytes (u64 count, the bytes) into a malloc'd
+ * copy (aligned for its rows, as the message's bytes need not be). */
+static void *msp_get_table(msp_wire_rd_t *w, size_t size, size_t *n)
+{
+    *n = msp_wget_count(w, size);
+    void *rows = w->bad || !*n ? NULL : malloc(*n * size);
+    if (!w->bad && *n && !rows)
+        w->oom = 1;
+    if (rows)
+        msp_wget(w, rows, *n * size);
+    return rows;
+}
+
+/* The tables of an "MSPT" answer, built into f's catalogue here
+ * (fmt_compact.c): record i's attributes into attrs[i]. */
+static msp_err msp_wire_get_tables(msp_wire_rd_t *w, msp_dump_file_t *f, struct msp_rattrs **attrs,
+                                   struct msp_attr_row **defs, size_t *n_defs)
+{
+    struct msp_ctables t;
+    memset(&t, 0, sizeof t);
+    int64_t width = msp_wget_i64(w);
+    if (width < 1 || width > MSP_MAX_NDIM)
+        w->bad = 1;
+    t.width = w->bad ? 1 : (int)width;
+    t.strings = msp_get_table(w, 1, &t.n_strings);
+    t.records = msp_get_table(w, sizeof *t.records, &t.n_records);
+    t.values = msp_get_table(w, sizeof *t.values, &t.n_values);
+    t.stats = msp_get_table(w, msp_nrow_size(t.width), &t.n_stats);
+    t.attrs = msp_get_table(w, sizeof *t.attrs, &t.n_attrs);
+    t.defaults = msp_get_table(w, sizeof *t.defaults, &t.n_defaults);
+    msp_err rc = MSP_OK;
+    if (w->oom)
+        rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", f->path);
+    else if (w->bad || w->at != w->n)
+        rc = msp_fail(MSP_ERR_INTERNAL, "file %s: the reader helper's answer is malformed",
+                      f->path);
+    struct msp_attr_row *rows = NULL;
+    size_t n_rows = 0;
+    f->has_index = 1;
+    if (!rc)
+        rc = msp_compact_build(f, &t, &rows, &n_rows, defs, n_defs);
+    msp_ctables_free(&t);
+    if (!rc)
+        msp_catalogue_sort(f);
+    if (!rc && !(*attrs = calloc(f->n_records ? f->n_records : 1, sizeof **attrs)))
+        rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", f->path);
+    for (size_t i = 0; !rc && i < f->n_records; i++) {
+        struct msp_rattrs *ra = &(*attrs)[i];
+        rc = msp_rows_find(rows, n_rows, f->records[i].name, &ra->k, &ra->v, &ra->n, f->path);
+    }
+    msp_rows_free(rows, n_rows);
+    return rc;
+}
+
 /* Fills f (path and impl already set) from a catalogue message; the
  * record attributes go to attrs[i] for record i, the /defaults rows to
  * *defs (freed by the caller with msp_rows_free, also on failure). */
@@ -80,22 +158,14 @@ msp_err msp_wire_get_file(const unsigned char *buf, size_t n, msp_dump_file_t *f
                           struct msp_rattrs **attrs, struct msp_attr_row **defs, size_t *n_defs)
 {
     msp_wire_rd_t w = {buf, n, 4, 0, 0};
-    uint32_t v = 0;
-    if (n < 4 || memcmp(buf, "MSPC", 4) != 0)
+    int tables = n >= 4 && memcmp(buf, "MSPT", 4) == 0;
+    if (n < 4 || (!tables && memcmp(buf, "MSPC", 4) != 0))
         return msp_fail(MSP_ERR_INTERNAL, "file %s: the reader helper gave no catalogue", f->path);
-    msp_wget(&w, &v, sizeof v);
-    if (v != MSP_WIRE_VERSION)
-        return msp_fail(MSP_ERR_INTERNAL,
-                        "file %s: the reader helper speaks version %u, not %u "
-                        "(msprobe-catalogue from another msprobe?)",
-                        f->path, v, MSP_WIRE_VERSION);
-    msp_get_buf(&w, f->framework, sizeof f->framework);
-    msp_get_buf(&w, f->framework_version, sizeof f->framework_version);
-    msp_get_buf(&w, f->task, sizeof f->task);
-    msp_get_buf(&w, f->dump_mode, sizeof f->dump_mode);
-    f->step = msp_wget_i64(&w);
-    f->rank = msp_wget_i64(&w);
-    f->world_size = msp_wget_i64(&w);
+    msp_err rc = msp_get_root(&w, f);
+    if (rc)
+        return rc;
+    if (tables)
+        return msp_wire_get_tables(&w, f, attrs, defs, n_defs);
     f->has_index = msp_wget_i64(&w) != 0;
     size_t nr = msp_wget_count(&w, 32);
     f->records = calloc(nr ? nr : 1, sizeof *f->records);

@@ -4,9 +4,15 @@
  * Wire form (common's codec, msp_wput_*: i64, f64 = 8 bytes; str = u64
  * length + 1, 0 for NULL, then the bytes without the NUL):
  *   "MSPC" u32 version, then the file, its records, tensors and attributes,
- *   then the /defaults rows (see msp_wire_put_file); or "MSPE" i64 code, str detail for an error.
+ *   then the /defaults rows (see msp_wire_put_file); or
+ *   "MSPT" u32 version, then the file and its compact tables as read, for a
+ *   statistics file without /index (msp_wire_put_tables): the caller builds
+ *   the catalogue, so that this process only parses (issue 42: building,
+ *   sending and parsing a catalogue was half a helper's work); or
+ *   "MSPE" i64 code, str detail for an error.
  * Only msprobe-catalogue calls this file; it uses the reader, which uses
  * fmt_contain.c, which never calls back here. */
+#include "fmt_compact.h"
 #include "fmt_internal.h"
 
 #include <stdio.h>
@@ -31,6 +37,48 @@ int msp_wire_put_error(FILE *o, msp_err code, const char *detail)
     msp_wput_i64(&b, code);
     msp_wput_str(&b, detail);
     int bad = msp_wire_flush(o, &b) || fflush(o);
+    msp_buf_free(&b);
+    return bad ? -1 : 0;
+}
+
+/* The file's root fields, in the order msp_get_root reads them. */
+static void msp_put_root(msp_buf_t *b, const char *magic, const msp_dump_file_t *f)
+{
+    uint32_t v = MSP_WIRE_VERSION;
+    msp_wput(b, magic, 4);
+    msp_wput(b, &v, sizeof v);
+    msp_wput_str(b, f->framework);
+    msp_wput_str(b, f->framework_version);
+    msp_wput_str(b, f->task);
+    msp_wput_str(b, f->dump_mode);
+    msp_wput_i64(b, f->step);
+    msp_wput_i64(b, f->rank);
+    msp_wput_i64(b, f->world_size);
+}
+
+/* n rows of size bytes: u64 n, then the bytes. */
+static int msp_put_table(FILE *o, msp_buf_t *b, const void *rows, size_t n, size_t size)
+{
+    msp_wput_u64(b, n);
+    if (!n)
+        return 0;
+    if (msp_wire_flush(o, b))
+        return -1;
+    return fwrite(rows, size, n, o) == n ? 0 : -1;
+}
+
+int msp_wire_put_tables(FILE *o, msp_dump_file_t *f, const struct msp_ctables *t)
+{
+    msp_buf_t b = {0};
+    msp_put_root(&b, "MSPT", f);
+    msp_wput_i64(&b, t->width);
+    int bad = msp_put_table(o, &b, t->strings, t->n_strings, 1) ||
+              msp_put_table(o, &b, t->records, t->n_records, sizeof *t->records) ||
+              msp_put_table(o, &b, t->values, t->n_values, sizeof *t->values) ||
+              msp_put_table(o, &b, t->stats, t->n_stats, msp_nrow_size(t->width)) ||
+              msp_put_table(o, &b, t->attrs, t->n_attrs, sizeof *t->attrs) ||
+              msp_put_table(o, &b, t->defaults, t->n_defaults, sizeof *t->defaults);
+    bad = bad || msp_wire_flush(o, &b) || fflush(o);
     msp_buf_free(&b);
     return bad ? -1 : 0;
 }
@@ -67,16 +115,7 @@ static void msp_put_tensor(msp_buf_t *b, const msp_tensor_info_t *t)
 int msp_wire_put_file(FILE *o, msp_dump_file_t *f)
 {
     msp_buf_t b = {0};
-    uint32_t v = MSP_WIRE_VERSION;
-    msp_wput(&b, "MSPC", 4);
-    msp_wput(&b, &v, sizeof v);
-    msp_wput_str(&b, f->framework);
-    msp_wput_str(&b, f->framework_version);
-    msp_wput_str(&b, f->task);
-    msp_wput_str(&b, f->dump_mode);
-    msp_wput_i64(&b, f->step);
-    msp_wput_i64(&b, f->rank);
-    msp_wput_i64(&b, f->world_size);
+    msp_put_root(&b, "MSPC", f);
     msp_wput_i64(&b, f->has_index);
     msp_wput_u64(&b, f->n_records);
     int bad = 0;

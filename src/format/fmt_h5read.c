@@ -42,34 +42,6 @@ static void msp_h5_close(msp_dump_file_t *f)
     msp_h5_unlock();
 }
 
-/* ---- sorting -------------------------------------------------------------- */
-
-static int msp_tensor_info_order(const void *a, const void *b)
-{
-    const msp_tensor_info_t *x = a, *y = b;
-    return msp_role_cmp(x->role, y->role);
-}
-
-static int msp_record_info_order(const void *a, const void *b)
-{
-    const msp_record_info_t *x = a, *y = b;
-    if (x->order != y->order)
-        return x->order < y->order ? -1 : 1;
-    int c = msp_natural_cmp(x->name, y->name);
-    return c ? c : strcmp(x->name, y->name);
-}
-
-static void msp_sort_catalogue(msp_dump_file_t *f)
-{
-    /* qsort's pointer must not be NULL even for 0 elements (C11 7.22.5). */
-    for (size_t i = 0; i < f->n_records; i++)
-        if (f->records[i].n_tensors > 1)
-            msp_sort(f->records[i].tensors, f->records[i].n_tensors, sizeof(msp_tensor_info_t),
-                     msp_tensor_info_order);
-    if (f->n_records > 1)
-        msp_sort(f->records, f->n_records, sizeof(msp_record_info_t), msp_record_info_order);
-}
-
 /* ---- /attrs ------------------------------------------------------------------ */
 
 static void *msp_attrs_alloc(size_t n, void *info)
@@ -320,13 +292,13 @@ static msp_err msp_open_locked(msp_dump_file_t *f)
             rc = msp_load_compact(f, 1);
     } else if (compact) {
         H5Eclear2(H5E_DEFAULT);
-        rc = msp_load_compact(f, 0);
+        rc = im->tables ? msp_compact_read(f, 0, im->tables) : msp_load_compact(f, 0);
     } else {
         H5Eclear2(H5E_DEFAULT);
         rc = msp_walk(f);
     }
     if (!rc)
-        msp_sort_catalogue(f);
+        msp_catalogue_sort(f);
     return rc;
 }
 
@@ -349,7 +321,8 @@ static msp_err msp_h5_new(const char *path, const struct stat *sb, msp_dump_file
     return MSP_OK;
 }
 
-msp_err msp_dump_open_local(const char *path, msp_dump_file_t **out)
+/* msp_dump_open_local, and with tables set msp_dump_open_tables. */
+static msp_err msp_open_h5(const char *path, msp_dump_file_t **out, struct msp_ctables *tables)
 {
     if (out)
         *out = NULL;
@@ -360,6 +333,7 @@ msp_err msp_dump_open_local(const char *path, msp_dump_file_t **out)
     msp_err rc = msp_dump_stat(path, &sb);
     if (rc || (rc = msp_h5_new(path, &sb, &f)))
         return rc;
+    msp_impl(f)->tables = tables;
     msp_h5_lock();
     rc = msp_open_locked(f);
     if (rc) {
@@ -368,6 +342,20 @@ msp_err msp_dump_open_local(const char *path, msp_dump_file_t **out)
     }
     msp_h5_unlock();
     *out = f;
+    return rc;
+}
+
+msp_err msp_dump_open_local(const char *path, msp_dump_file_t **out)
+{
+    return msp_open_h5(path, out, NULL);
+}
+
+msp_err msp_dump_open_tables(const char *path, msp_dump_file_t **out, struct msp_ctables *t)
+{
+    memset(t, 0, sizeof *t);
+    msp_err rc = msp_open_h5(path, out, t);
+    if (*out)
+        msp_impl(*out)->tables = NULL;
     return rc;
 }
 

@@ -10,44 +10,10 @@
 #ifndef MSP_FMT_H5STATS_H
 #define MSP_FMT_H5STATS_H
 
+#include "fmt_compact.h" /* the row structs */
 #include "fmt_h5file.h"
 
 #define MSP_COMPACT_VERSION 3 /* the first format_version with these tables */
-
-/* A row of /stats. Strings are numbers into /strings (0 is ""); values is
- * the row of /values that holds its statistics. Column order on disk is the
- * field order here; shape holds the first ndim entries of the file's widest
- * shape (the column is int64[W], W = the largest ndim, at least 1; entries
- * past ndim are 0). */
-struct msp_srow {
-    uint32_t record, role, dtype;
-    uint8_t ndim;
-    int64_t shape[MSP_MAX_NDIM];
-    uint32_t values;
-    uint32_t device;
-    int8_t requires_grad;
-    uint32_t producer;
-};
-
-/* A row of /values: statistics, each distinct set once (a tensor that is one
- * record's output and a later one's input, a parameter in its module's
- * record and in the optimizer's, are one row). */
-struct msp_vrow {
-    double max, min, mean, norm;
-    int64_t nan_count, inf_count;
-    uint32_t crc32;
-};
-
-/* A row of /records: its name (a string number) and execution order. */
-struct msp_rrow {
-    uint32_t name;
-    int64_t order;
-};
-
-/* A row of /attrs or /defaults in the compact layout: string numbers. */
-struct msp_crow {
-    uint32_t record, key, value;
-};
 
 /* Compound types of the rows, packed = 1 for the file, 0 for memory; width:
  * the shape column's length. The caller closes them; -1 on failure. */
@@ -59,10 +25,16 @@ hid_t msp_crow_type(int packed);
 /* Whether f (version >= 3) is in the compact layout (/records exists):
  * 1 yes, 0 no, -1 error. */
 int msp_compact_present(msp_dump_file_t *f);
+/* The compact tables of f into t (msp_ctables_free'd by the caller, also on
+ * failure): each checked to be a one-dimensional table with the columns of
+ * msprobe-dump(5), of no more rows than a file of its size can hold, and
+ * without /index (has_index 0), no record group in the file. */
+msp_err msp_compact_read(msp_dump_file_t *f, int has_index, struct msp_ctables *t);
 /* Loads /strings, /records and /stats into f's catalogue, merging with the
  * records /index gave (tensors with data; f->records in name order), and
- * the compact /attrs and /defaults into im->attrs and im->defs. Checks
- * every number against its table, shapes, roles given twice, and that every
+ * the compact /attrs and /defaults into im->attrs and im->defs: the tables
+ * read (msp_compact_read), then built (msp_compact_build). Checks every
+ * number against its table, shapes, roles given twice, and that every
  * record group of the file has its /index rows. */
 msp_err msp_load_compact(msp_dump_file_t *f, int has_index);
 

@@ -1,31 +1,12 @@
 /* The catalogue of an HDF5 dump by walking its record groups, for a file
  * without /index (written by hand with h5py following msprobe-dump(5)), and
- * the listing, storage and size checks the catalogue from /index shares (for the
- * in-process reader, fmt_h5read.c). */
+ * the listing and storage checks the catalogue from /index shares (for the
+ * in-process reader, fmt_h5read.c); a shape's size is fmt_compact.c's. */
 #include "fmt_h5walk.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-msp_err msp_shape_size(const int64_t *shape, int ndim, size_t esize, int64_t *numel,
-                       int64_t *nbytes, const char *where)
-{
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 0)
-            return msp_fail(MSP_ERR_FORMAT, "%s: negative dimension %lld in its shape", where,
-                            (long long)shape[i]);
-        if (shape[i] && n > INT64_MAX / shape[i])
-            return msp_fail(MSP_ERR_FORMAT, "%s: shape is too large", where);
-        n *= shape[i];
-    }
-    if (esize && n > INT64_MAX / (int64_t)esize)
-        return msp_fail(MSP_ERR_FORMAT, "%s: shape is too large", where);
-    *numel = n;
-    *nbytes = n * (int64_t)esize;
-    return MSP_OK;
-}
 
 /* Transfer properties for reading a compound table (/index, the statistics
  * tables): libhdf5 callocs a conversion background buffer of the transfer

@@ -33,10 +33,6 @@ msp_err msp_check_storage(hid_t d, const char *where, int *plain);
 /* Refuses a tensor read through H5Dread that declares far more bytes than
  * its storage holds. */
 msp_err msp_check_expansion(hid_t d, const msp_tensor_info_t *t, const char *where);
-/* numel and nbytes of a shape (esize bytes an element); MSP_ERR_FORMAT with
- * detail naming `where` on overflow or a negative extent. */
-msp_err msp_shape_size(const int64_t *shape, int ndim, size_t esize, int64_t *numel,
-                       int64_t *nbytes, const char *where);
 /* f's records by walking the root's groups and their datasets. */
 msp_err msp_walk(msp_dump_file_t *f);
 

@@ -96,14 +96,19 @@ struct msp_rattrs {
     size_t n;
 };
 
-/* The helper's side of the pipe: the catalogue of f, or an error. */
+/* The helper's side of the pipe: the catalogue of f, or a compact
+ * statistics file's tables as read (msp_dump_open_tables), or an error. */
 /* the wire form's version: written by the helper, checked by the caller
- * (3: strings in common's codec, u64 length + 1) */
-#define MSP_WIRE_VERSION 3u
+ * (3: strings in common's codec, u64 length + 1; 4: a compact file's
+ * tables, "MSPT") */
+#define MSP_WIRE_VERSION 4u
 int msp_wire_put_file(FILE *o, msp_dump_file_t *f);
+struct msp_ctables;
+int msp_wire_put_tables(FILE *o, msp_dump_file_t *f, const struct msp_ctables *t);
 int msp_wire_put_error(FILE *o, msp_err code, const char *detail);
 /* Parses a catalogue message into f (path and impl set; records freed by
- * msp_dump_close). */
+ * msp_dump_close): a catalogue, or tables whose catalogue is built here
+ * (msp_compact_build, every number checked). */
 msp_err msp_wire_get_file(const unsigned char *buf, size_t n, msp_dump_file_t *f,
                           struct msp_rattrs **attrs, struct msp_attr_row **defs, size_t *n_defs);
 /* An error answer after its "MSPE": its code and detail (malloc'd, or NULL);

@@ -342,3 +342,31 @@ msp_err msp_dump_open_fd(const char *path, int *fd)
     }
     return MSP_OK;
 }
+
+/* ---- sorting -------------------------------------------------------------- */
+
+static int msp_tensor_info_order(const void *a, const void *b)
+{
+    const msp_tensor_info_t *x = a, *y = b;
+    return msp_role_cmp(x->role, y->role);
+}
+
+static int msp_record_info_order(const void *a, const void *b)
+{
+    const msp_record_info_t *x = a, *y = b;
+    if (x->order != y->order)
+        return x->order < y->order ? -1 : 1;
+    int c = msp_natural_cmp(x->name, y->name);
+    return c ? c : strcmp(x->name, y->name);
+}
+
+void msp_catalogue_sort(msp_dump_file_t *f)
+{
+    /* qsort's pointer must not be NULL even for 0 elements (C11 7.22.5). */
+    for (size_t i = 0; i < f->n_records; i++)
+        if (f->records[i].n_tensors > 1)
+            msp_sort(f->records[i].tensors, f->records[i].n_tensors, sizeof(msp_tensor_info_t),
+                     msp_tensor_info_order);
+    if (f->n_records > 1)
+        msp_sort(f->records, f->n_records, sizeof(msp_record_info_t), msp_record_info_order);
+}

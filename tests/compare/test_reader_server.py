@@ -54,7 +54,7 @@ class ReaderServer(unittest.TestCase):
     def setUpClass(cls):
         cls.work = tempfile.mkdtemp(prefix="msp-reader-server-")
         cls.small = gen(os.path.join(cls.work, "small"), 4)
-        cls.big = gen(os.path.join(cls.work, "big"), 8000)
+        cls.big = gen(os.path.join(cls.work, "big"), 12000)
         cls.want = {}
         for path in (cls.small, cls.big):
             p = subprocess.run([CAT, "--", path], capture_output=True, timeout=120)

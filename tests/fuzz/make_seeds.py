@@ -8,8 +8,10 @@ replays them on every build). One directory per fuzz target:
   cc_pack/  whole packs ("PK...") and   -> tests/configcheck/fuzz_cc_pack.c
             item byte + two JSON documents split by a NUL
   reader_wire/ msprobe-catalogue's      -> tests/format/fmt_wire_fuzz.c
-            answers for the committed fixtures (needs a build: MSPROBE_CATALOGUE
-            names the helper, default build/src/cli/msprobe-catalogue)
+            answers for the committed fixtures and for a compact statistics
+            dump of msprobe-gen (needs a build: MSPROBE_CATALOGUE names the
+            helper, default build/src/cli/msprobe-catalogue; MSPROBE_GEN
+            msprobe-gen); reader_wire_seeds() alone when only it changed
   npy/      numpy.save files (v1/v2/v3  -> tests/format/fmt_npy_fuzz.c
             headers, Fortran order, 0-d, empty) and broken headers
   pt/       torch.save files ("PK...")   -> tests/format/fmt_pt_fuzz.c
@@ -128,6 +130,34 @@ def with_defaults(answer):
         s(a) + s(k) + s(v) for a, k, v in rows)
 
 
+def reader_wire_seeds():
+    """The helper's answers for the committed fixtures (catalogues, "MSPC"),
+    for a small statistics dump in the compact layout that msprobe-gen writes
+    (its tables, "MSPT"; MSPROBE_GEN names msprobe-gen, default
+    build/bench/compare/msprobe-gen) and an error answer."""
+    build = os.path.join(HERE, "..", "..", "build")
+    helper = os.environ.get("MSPROBE_CATALOGUE",
+                            os.path.join(build, "src", "cli", "msprobe-catalogue"))
+    root = os.path.join(HERE, "..", "..", "fixtures")
+    for path in sorted(glob.glob(os.path.join(root, "*", "step*", "rank0", "dump.h5"))):
+        side, step = path.split(os.sep)[-4:-2]
+        out = subprocess.run([helper, "--", path], capture_output=True, check=True).stdout
+        write("reader_wire", f"{side}_{step}.bin", out)
+        if (side, step) == ("npu", "step0"):
+            write("reader_wire", "npu_step0_with_defaults.bin", with_defaults(out))
+    gen = os.environ.get("MSPROBE_GEN", os.path.join(build, "bench", "compare", "msprobe-gen"))
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([gen, "--out", tmp, "--steps", "1", "--ranks", "1", "--layers", "3",
+                        "--numel", "16", "--task", "statistics", "--seed", "3"], check=True,
+                       capture_output=True)
+        path = os.path.join(tmp, "bench", "step0", "rank0", "dump.h5")
+        out = subprocess.run([helper, "--", path], capture_output=True, check=True).stdout
+        assert out[:4] == b"MSPT", out[:4]
+        write("reader_wire", "stats_compact.bin", out)
+    write("reader_wire", "error.bin", b"MSPE" + (4).to_bytes(8, "little")
+          + (6).to_bytes(8, "little") + b"oops!")
+
+
 def main():
     for name, text in CONFIG.items():
         write("config", name, text)
@@ -141,18 +171,7 @@ def main():
                          .replace('"0"', '"1"').replace("0.1", "0.2"))
         write("cc_pack", f"item_{item}.bin", bytes([k]) + json.dumps(bench).encode() + b"\0"
               + json.dumps(cmp).encode())
-    helper = os.environ.get("MSPROBE_CATALOGUE",
-                            os.path.join(HERE, "..", "..", "build", "src", "cli",
-                                         "msprobe-catalogue"))
-    root = os.path.join(HERE, "..", "..", "fixtures")
-    for path in sorted(glob.glob(os.path.join(root, "*", "step*", "rank0", "dump.h5"))):
-        side, step = path.split(os.sep)[-4:-2]
-        out = subprocess.run([helper, "--", path], capture_output=True, check=True).stdout
-        write("reader_wire", f"{side}_{step}.bin", out)
-        if (side, step) == ("npu", "step0"):
-            write("reader_wire", "npu_step0_with_defaults.bin", with_defaults(out))
-    write("reader_wire", "error.bin", b"MSPE" + (4).to_bytes(8, "little")
-          + (6).to_bytes(8, "little") + b"oops!")
+    reader_wire_seeds()
     npy_seeds()
     pt_seeds()
     msprobe_seeds()

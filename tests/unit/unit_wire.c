@@ -6,7 +6,10 @@
  * likewise. Every truncation of the message, and every lie in it (a count
  * past the end, a string longer than the buffer, a NULL where a name must
  * be, an ndim or dtype out of range, /defaults out of order), is refused
- * with an error naming the file, never a crash. */
+ * with an error naming the file, never a crash. A compact statistics file's
+ * tables ("MSPT") are read into the catalogue msprobe builds of them, and
+ * their lies refused as well. */
+#include "fmt_compact.h"
 #include "fmt_internal.h"
 
 #include <math.h>
@@ -64,7 +67,7 @@ static void put_str(enc_t *e, const char *s)
 enum lie {
     TRUTH,
     MAGIC,          /* "MSPX" */
-    VERSION,        /* 4 */
+    VERSION,        /* MSP_WIRE_VERSION + 1 */
     NREC_HUGE,      /* 2^40 records */
     NREC_NEGATIVE,  /* -1 */
     NREC_ONE_MORE,  /* 3 where 2 follow */
@@ -91,7 +94,7 @@ enum lie {
 static void catalogue(enc_t *e, enum lie lie)
 {
     put(e, lie == MAGIC ? "MSPX" : "MSPC", 4);
-    put_le(e, lie == VERSION ? 4 : 3, 4);
+    put_le(e, lie == VERSION ? MSP_WIRE_VERSION + 1 : MSP_WIRE_VERSION, 4);
     put_str(e, "pytorch");
     put_str(e, "1.13.1");
     put_str(e, "tensor");
@@ -387,8 +390,12 @@ static void test_refusals(void)
         enc_t l = {0};
         catalogue(&l, (enum lie)lie);
         refused(l.p, l.n, names[lie]);
-        if (lie == VERSION)
-            CHECK_HAS(msp_last_error(), "version 4, not 3");
+        if (lie == VERSION) {
+            char want[64];
+            snprintf(want, sizeof want, "version %u, not %u", MSP_WIRE_VERSION + 1,
+                     MSP_WIRE_VERSION);
+            CHECK_HAS(msp_last_error(), want);
+        }
         free(l.p);
     }
 }
@@ -405,7 +412,7 @@ static void test_smallest_tensors(void)
 {
     enc_t e = {0};
     put(&e, "MSPC", 4);
-    put_le(&e, 3, 4);
+    put_le(&e, MSP_WIRE_VERSION, 4);
     for (int i = 0; i < 4; i++)
         put_str(&e, "");
     for (int i = 0; i < 4; i++)
@@ -446,11 +453,212 @@ static void test_smallest_tensors(void)
     free(e.p);
 }
 
+/* ---- a compact statistics file's tables ("MSPT") ---------------------------- */
+
+enum tlie {
+    T_TRUTH,
+    T_WIDTH_0,    /* a shape column of no entries */
+    T_WIDTH_33,   /* wider than MSP_MAX_NDIM */
+    T_STRS_HUGE,  /* /strings of 2^40 bytes */
+    T_STATS_HUGE, /* 2^40 /stats rows */
+    T_ROLE_OUT,   /* a role string number past /strings */
+    T_VALUES_OUT, /* a /values row number past the table */
+    T_NDIM_WIDE,  /* ndim 3 in a shape column of 2 */
+    T_NO_NUL,     /* /strings without its last NUL */
+    T_RECORD_OUT, /* an attribute's record past /strings */
+    T_TRAILING,   /* one byte after the end */
+    T_N_LIES
+};
+
+/* The strings of the message's /strings, in order (string number = index). */
+static const char *const T_STRS[] = {"",
+                                     "Functional.linear.0.forward",
+                                     "input.0",
+                                     "output.0",
+                                     "torch.float32",
+                                     "cpu",
+                                     "stack",
+                                     "linear.py:3",
+                                     "Functional.linear",
+                                     "#0",
+                                     "input"};
+
+static void put_u32(enc_t *e, uint32_t v)
+{
+    put_le(e, v, 4);
+}
+
+/* A narrow /stats row (fmt_compact.h) of a shape column of 2 entries. */
+static void put_nrow(enc_t *e, uint32_t rec, uint32_t role, uint32_t values, uint8_t ndim,
+                     int64_t d0, int64_t d1)
+{
+    put_u32(e, rec);
+    put_u32(e, role);
+    put_u32(e, 4); /* torch.float32 */
+    put_u32(e, values);
+    put_u32(e, 5); /* cpu */
+    put_u32(e, 0); /* no producer */
+    unsigned char b[8] = {ndim, 1 /* requires_grad */};
+    put(e, b, sizeof b);
+    put_i64(e, d0);
+    put_i64(e, d1);
+}
+
+/* The tables of a statistics dump of step 2, rank 0 of 1: one linear record
+ * (order 7) with an input of [3, 4] and an output of [5], their statistics
+ * rows, one attribute and one /defaults row. */
+static void tables(enc_t *e, enum tlie lie)
+{
+    put(e, "MSPT", 4);
+    put_le(e, MSP_WIRE_VERSION, 4);
+    put_str(e, "pytorch");
+    put_str(e, "1.13.1");
+    put_str(e, "statistics");
+    put_str(e, "api");
+    put_i64(e, 2);
+    put_i64(e, 0);
+    put_i64(e, 1);
+    put_i64(e, lie == T_WIDTH_0 ? 0 : lie == T_WIDTH_33 ? 33 : 2);
+    enc_t strs = {0};
+    for (size_t i = 0; i < sizeof T_STRS / sizeof *T_STRS; i++)
+        put(&strs, T_STRS[i], strlen(T_STRS[i]) + 1);
+    size_t ns = lie == T_NO_NUL ? strs.n - 1 : strs.n;
+    put_i64(e, lie == T_STRS_HUGE ? (int64_t)1 << 40 : (int64_t)ns);
+    put(e, strs.p, ns);
+    free(strs.p);
+    struct msp_rrow rr;
+    memset(&rr, 0, sizeof rr);
+    rr.name = 1;
+    rr.order = 7;
+    put_i64(e, 1);
+    put(e, &rr, sizeof rr);
+    struct msp_vrow v[2];
+    memset(v, 0, sizeof v);
+    v[0] = (struct msp_vrow){2.0, -1.0, 0.5, 3.0, 0, 0, 0x1234};
+    v[1] = (struct msp_vrow){4.0, 0.0, 1.5, 6.0, 1, 2, 0};
+    put_i64(e, 2);
+    put(e, v, sizeof v);
+    put_i64(e, lie == T_STATS_HUGE ? (int64_t)1 << 40 : 2);
+    put_nrow(e, 1, lie == T_ROLE_OUT ? 99 : 3, lie == T_VALUES_OUT ? 2 : 1, 1, 5, 0);
+    put_nrow(e, 1, 2, 0, lie == T_NDIM_WIDE ? 3 : 2, 3, 4);
+    struct msp_crow a = {lie == T_RECORD_OUT ? 50 : 1, 6, 7}, d = {8, 9, 10};
+    put_i64(e, 1);
+    put(e, &a, sizeof a);
+    put_i64(e, 1);
+    put(e, &d, sizeof d);
+    if (lie == T_TRAILING)
+        put(e, "x", 1);
+}
+
+static void test_tables(void)
+{
+    enc_t e = {0};
+    tables(&e, T_TRUTH);
+    msp_dump_file_t *f = NULL;
+    msp_err rc = msp_dump_from_wire("x.h5", e.p, e.n, &f);
+    if (rc)
+        fprintf(stderr, "refused: %s\n", msp_last_error());
+    CHECK_INT(rc, MSP_OK);
+    if (f) {
+        CHECK_STR(f->task, "statistics");
+        CHECK_INT(f->step, 2);
+        CHECK_INT(f->world_size, 1);
+        CHECK_INT(f->has_index, 1);
+        CHECK_INT(f->n_records, 1);
+    }
+    if (f && f->n_records == 1) {
+        const msp_record_info_t *r = &f->records[0];
+        CHECK_STR(r->name, "Functional.linear.0.forward");
+        CHECK_INT(r->order, 7);
+        CHECK_INT(r->n_tensors, 2);
+        if (r->n_tensors == 2) { /* in role order: input.0 first */
+            const msp_tensor_info_t *in = &r->tensors[0], *out = &r->tensors[1];
+            CHECK_STR(in->role, "input.0");
+            CHECK_INT(in->dtype, MSP_DTYPE_FLOAT32);
+            CHECK_INT(in->ndim, 2);
+            CHECK_INT(in->shape[0], 3);
+            CHECK_INT(in->shape[1], 4);
+            CHECK_INT(in->numel, 12);
+            CHECK_INT(in->nbytes, 48);
+            CHECK_INT(in->has_data, 0);
+            CHECK_NUM(in->stats.max, 2.0);
+            CHECK_NUM(in->stats.min, -1.0);
+            CHECK_NUM(in->stats.mean, 0.5);
+            CHECK_NUM(in->stats.norm, 3.0);
+            CHECK_INT(in->stats.crc32, 0x1234);
+            CHECK_STR(in->device, "cpu");
+            CHECK_INT(in->requires_grad, 1);
+            CHECK_STR(out->role, "output.0");
+            CHECK_INT(out->ndim, 1);
+            CHECK_INT(out->numel, 5);
+            CHECK_NUM(out->stats.max, 4.0);
+            CHECK_NUM(out->stats.norm, 6.0);
+            CHECK_INT(out->stats.nan_count, 1);
+            CHECK_INT(out->stats.inf_count, 2);
+        }
+        char **k = NULL, **val = NULL;
+        size_t n = 0;
+        CHECK_INT(msp_dump_record_attrs(f, r, &k, &val, &n), MSP_OK);
+        CHECK_INT(n, 1);
+        if (n == 1) {
+            CHECK_STR(k[0], "stack");
+            CHECK_STR(val[0], "linear.py:3");
+        }
+        msp_free_strings(k, n);
+        msp_free_strings(val, n);
+        CHECK_INT(msp_dump_api_defaults(f, "Functional.linear", &k, &val, &n), MSP_OK);
+        CHECK_INT(n, 1);
+        if (n == 1) {
+            CHECK_STR(k[0], "#0");
+            CHECK_STR(val[0], "input");
+        }
+        msp_free_strings(k, n);
+        msp_free_strings(val, n);
+    }
+    if (f)
+        msp_dump_close(f);
+    for (size_t cut = 0; cut < e.n; cut++) {
+        unsigned char *part = malloc(cut ? cut : 1);
+        CHECK(part != NULL);
+        if (!part)
+            break;
+        memcpy(part, e.p, cut);
+        char what[96];
+        snprintf(what, sizeof what, "the first %zu of %zu bytes of the tables", cut, e.n);
+        refused(part, cut, what);
+        free(part);
+    }
+    free(e.p);
+    static const struct {
+        const char *name, *says;
+    } lies[T_N_LIES] = {
+        {"truth", ""},
+        {"width 0", "malformed"},
+        {"width 33", "malformed"},
+        {"strings 2^40", "malformed"},
+        {"stats 2^40", "malformed"},
+        {"role 99", "names a string /strings does not have"},
+        {"values 2", "names a row /values does not have"},
+        {"ndim 3 of 2", "wider than the table's shape column"},
+        {"no NUL", "/strings does not end with a NUL byte"},
+        {"attribute's record 50", "/attrs row 0 names a string /strings does not have"},
+        {"trailing byte", "malformed"},
+    };
+    for (int lie = T_TRUTH + 1; lie < T_N_LIES; lie++) {
+        enc_t l = {0};
+        tables(&l, (enum tlie)lie);
+        refused(l.p, l.n, lies[lie].name);
+        CHECK_HAS(msp_last_error(), lies[lie].says);
+        free(l.p);
+    }
+}
+
 int main(void)
 {
     test_round_trip();
     test_error_answer();
     test_refusals();
     test_smallest_tensors();
+    test_tables();
     return unit_done("reader wire codec");
 }
