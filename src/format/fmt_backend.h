@@ -184,6 +184,9 @@ msp_err msp_dump_check_regular(const char *path, const struct stat *sb);
  * out of memory names where. */
 msp_err msp_rows_find(const struct msp_attr_row *rows, size_t n, const char *record, char ***keys,
                       char ***values, size_t *m, const char *where);
+/* Sorts rows[0..n) (every string set) by record, then key; rows of the same
+ * record and key keep their order. Out of memory names where. */
+msp_err msp_rows_sort(struct msp_attr_row *rows, size_t n, const char *where);
 /* Frees rows[0..n) and their strings; NULL-safe. */
 void msp_rows_free(struct msp_attr_row *rows, size_t n);
 /* f's catalogue in the order msp_dump_open gives it: records by execution

@@ -77,20 +77,6 @@ static msp_err msp_strs_index(msp_dump_file_t *f, const struct msp_ctables *t, s
 
 /* ---- /attrs, /defaults ------------------------------------------------------- */
 
-struct msp_crow_at {
-    struct msp_attr_row r;
-    size_t at;
-};
-
-static int msp_crow_order(const void *a, const void *b)
-{
-    const struct msp_crow_at *x = a, *y = b;
-    int c = strcmp(x->r.record, y->r.record);
-    if (!c)
-        c = strcmp(x->r.key, y->r.key);
-    return c ? c : (x->at > y->at) - (x->at < y->at);
-}
-
 /* The n rows c of table name ((record, key, value) string numbers) as
  * malloc'd rows sorted by record, then key. */
 static msp_err msp_crows_sorted(msp_dump_file_t *f, const struct msp_strs *s, const char *name,
@@ -99,39 +85,26 @@ static msp_err msp_crows_sorted(msp_dump_file_t *f, const struct msp_strs *s, co
 {
     if (!n)
         return MSP_OK; /* no table, or an empty one: no rows */
-    msp_err rc = MSP_OK;
-    struct msp_crow_at *at = calloc(n, sizeof *at);
-    if (!at)
-        rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory for /%s", f->path, name);
-    for (size_t i = 0; !rc && i < n; i++) {
+    struct msp_attr_row *rows = calloc(n, sizeof *rows);
+    if (!rows)
+        return msp_fail(MSP_ERR_NOMEM, "file %s: out of memory for /%s", f->path, name);
+    *out = rows; /* freed with the file, even half made */
+    *n_out = n;
+    for (size_t i = 0; i < n; i++) {
         const char *r = msp_str_at(s, c[i].record), *k = msp_str_at(s, c[i].key),
                    *v = msp_str_at(s, c[i].value);
         if (!r || !k || !v)
-            rc = msp_fail(MSP_ERR_FORMAT,
-                          "file %s: /%s row %zu names a string /strings "
-                          "does not have",
-                          f->path, name, i);
-        else
-            at[i] = (struct msp_crow_at){{(char *)r, (char *)k, (char *)v}, i};
+            return msp_fail(MSP_ERR_FORMAT,
+                            "file %s: /%s row %zu names a string /strings "
+                            "does not have",
+                            f->path, name, i);
+        if (!(rows[i].record = strdup(r)) || !(rows[i].key = strdup(k)) ||
+            !(rows[i].value = strdup(v)))
+            return msp_fail(MSP_ERR_NOMEM, "file %s: out of memory for /%s", f->path, name);
     }
-    if (!rc && n > 1)
-        qsort(at, n, sizeof *at, msp_crow_order);
-    struct msp_attr_row *rows = rc ? NULL : calloc(n, sizeof *rows);
-    if (!rc && !rows)
-        rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory for /%s", f->path, name);
-    for (size_t i = 0; !rc && i < n; i++) {
-        rows[i].record = strdup(at[i].r.record);
-        rows[i].key = strdup(at[i].r.key);
-        rows[i].value = strdup(at[i].r.value);
-        if (!rows[i].record || !rows[i].key || !rows[i].value)
-            rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory for /%s", f->path, name);
-    }
-    if (rows) { /* freed with the file, even half made */
-        *out = rows;
-        *n_out = n;
-    }
-    free(at);
-    return rc;
+    char where[600];
+    snprintf(where, sizeof where, "file %s: /%s", f->path, name);
+    return msp_rows_sort(rows, n, where);
 }
 
 /* ---- /records ---------------------------------------------------------------- */

@@ -56,22 +56,6 @@ static void msp_attrs_free(void *p, void *info)
     free(p);
 }
 
-struct msp_attr_at {
-    struct msp_attr_row r;
-    size_t at; /* row number: a key twice (a hand-made file) keeps its order */
-};
-
-/* By record, then key in byte order: the order HDF5 lists a version 1
- * group's attributes in, so that both versions read alike. */
-static int msp_attr_at_order(const void *a, const void *b)
-{
-    const struct msp_attr_at *x = a, *y = b;
-    int c = strcmp(x->r.record, y->r.record);
-    if (!c)
-        c = strcmp(x->r.key, y->r.key);
-    return c ? c : (x->at > y->at) - (x->at < y->at);
-}
-
 /* The rows of the table /name ((record, key, value) strings: /attrs,
  * /defaults): read whole (strings allocated with malloc, so that they are
  * ours), sorted by record and key. Whatever a failed read left in *out is
@@ -84,7 +68,6 @@ static msp_err msp_load_rows(msp_dump_file_t *f, const char *name, struct msp_at
     hid_t d = H5Dopen2(im->file, name, H5P_DEFAULT);
     hid_t ft = d >= 0 ? H5Dget_type(d) : -1, sp = d >= 0 ? H5Dget_space(d) : -1;
     hid_t mt = msp_h5_attrs_type(0), xf = H5Pcreate(H5P_DATASET_XFER);
-    struct msp_attr_at *at = NULL;
     hssize_t n = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
     int ok = ft >= 0 && H5Tget_class(ft) == H5T_COMPOUND && sp >= 0 &&
              H5Sget_simple_extent_ndims(sp) == 1 && n >= 0;
@@ -103,8 +86,7 @@ static msp_err msp_load_rows(msp_dump_file_t *f, const char *name, struct msp_at
                          f->path, name);
         goto cleanup;
     }
-    if (!(at = calloc(n ? (size_t)n : 1, sizeof *at)) ||
-        !(*out = calloc(n ? (size_t)n : 1, sizeof **out))) {
+    if (!(*out = calloc(n ? (size_t)n : 1, sizeof **out))) {
         rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory for /%s (%lld rows)", f->path, name,
                       (long long)n);
         goto cleanup;
@@ -124,14 +106,11 @@ static msp_err msp_load_rows(msp_dump_file_t *f, const char *name, struct msp_at
                           i);
             goto cleanup;
         }
-        at[i] = (struct msp_attr_at){rows[i], i};
     }
-    if (*n_out > 1)
-        qsort(at, *n_out, sizeof *at, msp_attr_at_order);
-    for (size_t i = 0; i < *n_out; i++)
-        rows[i] = at[i].r;
+    char where[600];
+    snprintf(where, sizeof where, "file %s: /%s", f->path, name);
+    rc = msp_rows_sort(rows, *n_out, where);
 cleanup:
-    free(at);
     if (xf >= 0)
         H5Pclose(xf);
     if (mt >= 0)

@@ -17,6 +17,20 @@
 
 /* ---- row types --------------------------------------------------------------- */
 
+/* A row type built (ok) or not (-1), its shape and bool types closed. */
+static hid_t msp_row_type_end(int ok, hid_t c, hid_t shp, hid_t bt)
+{
+    if (!ok && c >= 0) {
+        H5Tclose(c);
+        c = -1;
+    }
+    if (shp >= 0)
+        H5Tclose(shp);
+    if (bt >= 0)
+        H5Tclose(bt);
+    return c;
+}
+
 hid_t msp_srow_type(int packed, int width)
 {
     hsize_t w = (hsize_t)(width < 1 ? 1 : width);
@@ -37,15 +51,7 @@ hid_t msp_srow_type(int packed, int width)
     MSP_SCOL("producer", producer, H5T_STD_U32LE)
 #undef MSP_SCOL
     ok = ok && (!packed || H5Tpack(c) >= 0);
-    if (!ok && c >= 0) {
-        H5Tclose(c);
-        c = -1;
-    }
-    if (shp >= 0)
-        H5Tclose(shp);
-    if (bt >= 0)
-        H5Tclose(bt);
-    return c;
+    return msp_row_type_end(ok, c, shp, bt);
 }
 
 hid_t msp_vrow_type(int packed)
@@ -215,15 +221,7 @@ static hid_t msp_nrow_type(int width)
     ok = ok && H5Tinsert(c, "ndim", MSP_NROW_NDIM, H5T_STD_U8LE) >= 0;
     ok = ok && H5Tinsert(c, "requires_grad", MSP_NROW_REQUIRES_GRAD, bt) >= 0;
     ok = ok && H5Tinsert(c, "shape", MSP_NROW_SHAPE, shp) >= 0;
-    if (!ok && c >= 0) {
-        H5Tclose(c);
-        c = -1;
-    }
-    if (shp >= 0)
-        H5Tclose(shp);
-    if (bt >= 0)
-        H5Tclose(bt);
-    return c;
+    return msp_row_type_end(ok, c, shp, bt);
 }
 
 /* Compact table name ((record, key, value) string numbers) into *rows,

@@ -345,6 +345,38 @@ msp_err msp_dump_open_fd(const char *path, int *fd)
 
 /* ---- sorting -------------------------------------------------------------- */
 
+struct msp_row_at {
+    struct msp_attr_row r;
+    size_t at; /* row number: a key twice (a hand-made file) keeps its order */
+};
+
+/* By record, then key in byte order: the order HDF5 lists a version 1
+ * group's attributes in, so that every version reads alike. */
+static int msp_row_at_order(const void *a, const void *b)
+{
+    const struct msp_row_at *x = a, *y = b;
+    int c = strcmp(x->r.record, y->r.record);
+    if (!c)
+        c = strcmp(x->r.key, y->r.key);
+    return c ? c : (x->at > y->at) - (x->at < y->at);
+}
+
+msp_err msp_rows_sort(struct msp_attr_row *rows, size_t n, const char *where)
+{
+    if (n < 2)
+        return MSP_OK;
+    struct msp_row_at *at = malloc(n * sizeof *at);
+    if (!at)
+        return msp_fail(MSP_ERR_NOMEM, "%s: out of memory", where);
+    for (size_t i = 0; i < n; i++)
+        at[i] = (struct msp_row_at){rows[i], i};
+    qsort(at, n, sizeof *at, msp_row_at_order);
+    for (size_t i = 0; i < n; i++)
+        rows[i] = at[i].r;
+    free(at);
+    return MSP_OK;
+}
+
 static int msp_tensor_info_order(const void *a, const void *b)
 {
     const msp_tensor_info_t *x = a, *y = b;

@@ -362,23 +362,29 @@ static void refused(const unsigned char *buf, size_t n, const char *what)
         msp_dump_close(f);
 }
 
-static void test_refusals(void)
+/* Every truncation of message e (of what) refused: a fresh copy of just
+ * that many bytes, so that a read past its end is one a memory checker
+ * sees. */
+static void refuse_truncations(const enc_t *e, const char *of)
 {
-    enc_t e = {0};
-    catalogue(&e, TRUTH);
-    /* every truncation: a fresh copy of just that many bytes, so that a read
-     * past its end is one a memory checker sees */
-    for (size_t cut = 0; cut < e.n; cut++) {
+    for (size_t cut = 0; cut < e->n; cut++) {
         unsigned char *part = malloc(cut ? cut : 1);
         CHECK(part != NULL);
         if (!part)
             break;
-        memcpy(part, e.p, cut);
-        char what[64];
-        snprintf(what, sizeof what, "the first %zu of %zu bytes", cut, e.n);
+        memcpy(part, e->p, cut);
+        char what[96];
+        snprintf(what, sizeof what, "the first %zu of %zu bytes of the %s", cut, e->n, of);
         refused(part, cut, what);
         free(part);
     }
+}
+
+static void test_refusals(void)
+{
+    enc_t e = {0};
+    catalogue(&e, TRUTH);
+    refuse_truncations(&e, "catalogue");
     free(e.p);
     static const char *const names[N_LIES] = {
         "truth",        "magic",         "version",           "records 2^40", "records -1",
@@ -617,17 +623,7 @@ static void test_tables(void)
     }
     if (f)
         msp_dump_close(f);
-    for (size_t cut = 0; cut < e.n; cut++) {
-        unsigned char *part = malloc(cut ? cut : 1);
-        CHECK(part != NULL);
-        if (!part)
-            break;
-        memcpy(part, e.p, cut);
-        char what[96];
-        snprintf(what, sizeof what, "the first %zu of %zu bytes of the tables", cut, e.n);
-        refused(part, cut, what);
-        free(part);
-    }
+    refuse_truncations(&e, "tables");
     free(e.p);
     static const struct {
         const char *name, *says;
