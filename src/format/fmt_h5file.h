@@ -7,7 +7,6 @@
 #define MSP_FMT_H5FILE_H
 
 #include "fmt_backend.h"
-#include "fmt_compact.h"
 #include "fmt_internal.h"
 
 struct msp_h5_impl {
@@ -25,9 +24,6 @@ struct msp_h5_impl {
      * none in files written before it. */
     struct msp_attr_row *defs;
     size_t n_defs;
-    /* Set (msp_dump_open_tables): a file in the compact layout without
-     * /index has its tables read into it, not built into a catalogue. */
-    struct msp_ctables *tables;
 };
 
 static inline struct msp_h5_impl *msp_impl(msp_dump_file_t *f)

@@ -1,7 +1,8 @@
 /* The catalogue of an HDF5 dump from its /index table, and the table checked
  * against the file it describes (for the in-process reader, fmt_h5read.c). */
 #include "fmt_h5index.h"
-#include "fmt_h5walk.h" /* listing, storage and size checks */
+#include "fmt_compact.h" /* msp_shape_size */
+#include "fmt_h5walk.h"  /* listing, storage and size checks */
 
 #include <stdlib.h>
 #include <string.h>

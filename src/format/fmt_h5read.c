@@ -217,7 +217,10 @@ static msp_err msp_root_attrs(msp_dump_file_t *f)
     return MSP_OK;
 }
 
-static msp_err msp_open_locked(msp_dump_file_t *f)
+/* Opens f and loads its catalogue; with tables set, a file in the compact
+ * layout without /index has its tables read into them instead, and no
+ * catalogue (msp_dump_open_tables). */
+static msp_err msp_open_locked(msp_dump_file_t *f, struct msp_ctables *tables)
 {
     struct msp_h5_impl *im = f->impl;
     const char *path = f->path;
@@ -271,7 +274,7 @@ static msp_err msp_open_locked(msp_dump_file_t *f)
             rc = msp_load_compact(f, 1);
     } else if (compact) {
         H5Eclear2(H5E_DEFAULT);
-        rc = im->tables ? msp_compact_read(f, 0, im->tables) : msp_load_compact(f, 0);
+        rc = tables ? msp_compact_read(f, 0, tables) : msp_load_compact(f, 0);
     } else {
         H5Eclear2(H5E_DEFAULT);
         rc = msp_walk(f);
@@ -312,9 +315,8 @@ static msp_err msp_open_h5(const char *path, msp_dump_file_t **out, struct msp_c
     msp_err rc = msp_dump_stat(path, &sb);
     if (rc || (rc = msp_h5_new(path, &sb, &f)))
         return rc;
-    msp_impl(f)->tables = tables;
     msp_h5_lock();
-    rc = msp_open_locked(f);
+    rc = msp_open_locked(f, tables);
     if (rc) {
         msp_dump_free_locked(f);
         f = NULL;
@@ -332,10 +334,7 @@ msp_err msp_dump_open_local(const char *path, msp_dump_file_t **out)
 msp_err msp_dump_open_tables(const char *path, msp_dump_file_t **out, struct msp_ctables *t)
 {
     memset(t, 0, sizeof *t);
-    msp_err rc = msp_open_h5(path, out, t);
-    if (*out)
-        msp_impl(*out)->tables = NULL;
-    return rc;
+    return msp_open_h5(path, out, t);
 }
 
 /* ---- tensors a block at a time -------------------------------------------- */

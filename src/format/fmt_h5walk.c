@@ -3,6 +3,7 @@
  * the listing and storage checks the catalogue from /index shares (for the
  * in-process reader, fmt_h5read.c); a shape's size is fmt_compact.c's. */
 #include "fmt_h5walk.h"
+#include "fmt_compact.h" /* msp_shape_size */
 
 #include <math.h>
 #include <stdlib.h>
