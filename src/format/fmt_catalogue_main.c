@@ -148,12 +148,12 @@ static int msp_send_tensor(const char *path, const char *record, const char *rol
 
 /* -- FILE: the verified catalogue (a statistics file in the compact layout:
  * its tables, whose catalogue msprobe builds), or an error answer (exit
- * 2). A process
- * that ends here (ending) skips the catalogue's frees and libhdf5's own
- * teardown at exit: they touched every page the parse had used, a copy of
- * each of the server's pages libhdf5 had kept, a tenth of a server child's
- * page faults (issue 42). */
-static int msp_send_catalogue(const char *path, int ending)
+ * 2). Both callers end the process with it, so once the answer is sent it
+ * ends here, skipping the catalogue's frees and libhdf5's own teardown at
+ * exit: they touched every page the parse had used, a copy of each of the
+ * server's pages libhdf5 had kept, a tenth of a server child's page faults
+ * (issue 42). */
+static int msp_send_catalogue(const char *path)
 {
     msp_dump_file_t *f;
     struct msp_ctables t;
@@ -164,7 +164,7 @@ static int msp_send_catalogue(const char *path, int ending)
     }
     int bad = t.present ? msp_wire_put_tables(stdout, f, &t) : msp_wire_put_file(stdout, f);
     bad = bad || fflush(stdout) != 0;
-    if (ending && !MSP_END_TIDY)
+    if (!MSP_END_TIDY)
         _exit(bad ? 2 : 0);
     msp_ctables_free(&t);
     msp_dump_close(f);
@@ -195,7 +195,7 @@ static void msp_serve_child(int answer, const char *path, pid_t server, uint64_t
     signal(SIGXFSZ, SIG_IGN);
     setvbuf(stdout, NULL, _IOFBF, (size_t)64 << 10);
     msp_helper_limit_work(timeout); /* its own CPU time starts at zero */
-    exit(msp_send_catalogue(path, 1));
+    exit(msp_send_catalogue(path));
 }
 
 /* The n bytes of the answer, from fd's start to the caller (the kernel
@@ -366,7 +366,7 @@ int main(int argc, char **argv)
     if (argc >= 3 && (strcmp(argv[1], "--") == 0 || strcmp(argv[1], "--read") == 0))
         msp_limit_file(argv[2], strcmp(argv[1], "--read") == 0);
     if (argc == 3 && strcmp(argv[1], "--") == 0)
-        return msp_send_catalogue(argv[2], 1);
+        return msp_send_catalogue(argv[2]);
     if (argc == 5 && strcmp(argv[1], "--read") == 0)
         return msp_send_tensor(argv[2], argv[3], argv[4]);
     if (argc == 2 && strcmp(argv[1], "--serve") == 0)
