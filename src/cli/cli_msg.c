@@ -6,23 +6,46 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
-int msp_tvprintf(FILE *out, const char *fmt, va_list ap)
+/* pre, the formatted text made fit for a terminal, and post, in one write
+ * when out is unbuffered (stderr): a line in pieces can be cut by another
+ * writer's text, as mpirun's banner of MPI_Abort cut "msprobe: " from the
+ * rest of the line it forwarded. Returns the length of the formatted text. */
+static int msp_tvline(FILE *out, const char *pre, const char *fmt, va_list ap, const char *post)
 {
-    char small[1024], *big = NULL, *owned = NULL;
+    char small[1024], *big = NULL, *owned = NULL, *line = NULL;
     va_list aq;
     va_copy(aq, ap);
     int n = vsnprintf(small, sizeof small, fmt, aq);
     va_end(aq);
+    if (n < 0)
+        return n;
     const char *text = small;
     if (n >= (int)sizeof small && (big = malloc((size_t)n + 1))) {
         vsnprintf(big, (size_t)n + 1, fmt, ap);
         text = big;
     }
-    int r = n < 0 ? n : fputs(msp_term_clean(text, 1, &owned), out);
+    text = msp_term_clean(text, 1, &owned);
+    size_t a = strlen(pre), b = strlen(text), c = strlen(post);
+    int r = 0;
+    if ((line = malloc(a + b + c))) {
+        memcpy(line, pre, a);
+        memcpy(line + a, text, b);
+        memcpy(line + a + b, post, c);
+        r = fwrite(line, 1, a + b + c, out) == a + b + c ? 0 : -1;
+    } else if (fputs(pre, out) < 0 || fputs(text, out) < 0 || fputs(post, out) < 0) {
+        r = -1;
+    }
+    free(line);
     free(owned);
     free(big);
     return r < 0 ? r : n;
+}
+
+int msp_tvprintf(FILE *out, const char *fmt, va_list ap)
+{
+    return msp_tvline(out, "", fmt, ap, "");
 }
 
 int msp_tprintf(FILE *out, const char *fmt, ...)
@@ -38,9 +61,7 @@ void msp_errorf(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fputs("msprobe: ", stderr);
-    msp_tvprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    msp_tvline(stderr, "msprobe: ", fmt, ap, "\n");
     va_end(ap);
 }
 
@@ -50,9 +71,7 @@ void msp_warnf(const msp_cli_ctx_t *ctx, const char *fmt, ...)
         return;
     va_list ap;
     va_start(ap, fmt);
-    fputs("msprobe: warning: ", stderr);
-    msp_tvprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    msp_tvline(stderr, "msprobe: warning: ", fmt, ap, "\n");
     va_end(ap);
 }
 

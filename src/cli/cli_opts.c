@@ -61,13 +61,13 @@ void msp_cmd_help(const msp_cmd_doc_t *d, FILE *out)
 int msp_cmd_usage_error(const msp_cmd_doc_t *d, const char *fmt, ...)
 {
     va_list ap;
+    char what[1024];
     va_start(ap, fmt);
-    fputs("msprobe: ", stderr);
-    if (d->cmd)
-        fprintf(stderr, "%s: ", d->cmd);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, " (try 'msprobe%s%s --help')\n", d->cmd ? " " : "", d->cmd ? d->cmd : "");
+    vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
+    /* one fprintf, one write: a line in pieces can be cut by another writer */
+    fprintf(stderr, "msprobe: %s%s%s (try 'msprobe%s%s --help')\n", d->cmd ? d->cmd : "",
+            d->cmd ? ": " : "", what, d->cmd ? " " : "", d->cmd ? d->cmd : "");
     return MSP_EXIT_USAGE;
 }
 

@@ -6,6 +6,7 @@ through `msprobe ls`, `msprobe compare` and an error message: no ESC, BEL or
 C1 byte comes out on stdout or stderr, and each is spelled out as \\xNN."""
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -102,6 +103,41 @@ class Escapes(unittest.TestCase):
         self.assertNotEqual(rc, 0)
         self.assert_clean(out, err)
         self.assertIn(b"pwned", out + err)
+
+
+class OneWritePerLine(unittest.TestCase):
+    """Each "msprobe: " line reaches stderr in one write. mpirun forwards a
+    process's stderr as it comes, and its own banner of MPI_Abort cut
+    "msprobe: " from the rest of a line that came in three writes. stderr is
+    here a SOCK_SEQPACKET socket: each write arrives as one packet."""
+
+    def packets(self, *args):
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        with mine, theirs:
+            p = subprocess.run([BIN, *args], stdout=subprocess.DEVNULL, stderr=theirs.fileno(),
+                               timeout=60)
+            theirs.close()
+            got = []
+            while True:
+                b = mine.recv(1 << 16)
+                if not b:
+                    return p.returncode, got
+                got.append(b)
+
+    def test_an_error_naming_a_hostile_path_is_one_packet(self):
+        bench = os.path.join(tempfile.gettempdir(), "no-such-dump-" + TITLE)
+        rc, got = self.packets("compare", "-b", bench, "-c", bench, "-o", "/nonexistent/o")
+        self.assertEqual(rc, 2, got)
+        self.assertEqual(len(got), 1, got)
+        self.assertTrue(got[0].startswith(b"msprobe: compare: cannot open bench dump '"), got)
+        self.assertIn(b"Functional.relu\\x1b]0;pwned\\x07.0.forward", got[0])
+        self.assertTrue(got[0].endswith(b"': No such file or directory\n"), got)
+
+    def test_a_usage_error_is_one_packet(self):
+        rc, got = self.packets("compare", "--no-such-option")
+        self.assertEqual(rc, 2, got)
+        self.assertEqual(got, [b"msprobe: compare: unknown option '--no-such-option' "
+                               b"(try 'msprobe compare --help')\n"])
 
 
 if __name__ == "__main__":
