@@ -217,6 +217,15 @@ static msp_err msp_root_attrs(msp_dump_file_t *f)
     return MSP_OK;
 }
 
+/* A file of up to this many bytes is read whole at open (libhdf5's core
+ * driver) rather than a metadata block at a time: a file of 625 small
+ * tensors took 3,800 reads of 512 bytes to check /index against its
+ * datasets, and its helper child spent a quarter less CPU read whole
+ * (bench/compare/tree.sh's tensor subset; neutral on statistics files). The
+ * bound keeps the copy well inside the helper's address space
+ * (MSPROBE_READER_MEMORY_MB, 64 MiB or more). */
+#define MSP_H5_CORE_MAX ((int64_t)16 << 20)
+
 /* Opens f and loads its catalogue; with tables set, a file in the compact
  * layout without /index has its tables read into them instead, and no
  * catalogue (msp_dump_open_tables). */
@@ -232,12 +241,22 @@ static msp_err msp_open_locked(msp_dump_file_t *f, struct msp_ctables *tables)
                         "%lld bytes)",
                         path, (long long)im->file_size);
     }
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS), core = -1;
     if (fapl >= 0) {
         H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG);
         H5Pset_file_locking(fapl, 1, 1);
+        /* no backing store: nothing is written back at close */
+        if (im->file_size <= MSP_H5_CORE_MAX && (core = H5Pcopy(fapl)) >= 0 &&
+            H5Pset_fapl_core(core, 4096, 0) < 0) {
+            H5Pclose(core);
+            core = -1;
+        }
     }
-    im->file = H5Fopen(path, H5F_ACC_RDONLY, fapl >= 0 ? fapl : H5P_DEFAULT);
+    im->file = core >= 0 ? H5Fopen(path, H5F_ACC_RDONLY, core) : -1;
+    if (core >= 0)
+        H5Pclose(core);
+    if (im->file < 0) /* as libhdf5 reads it, and its reason if it fails */
+        im->file = H5Fopen(path, H5F_ACC_RDONLY, fapl >= 0 ? fapl : H5P_DEFAULT);
     msp_err rc = MSP_OK;
     if (im->file < 0) /* before any other H5 call: each one clears the error stack */
         rc = msp_h5_fail(MSP_ERR_FORMAT,
