@@ -7,10 +7,15 @@
  *       times msp_compare_stream (a pair in memory at a time), and with OUT the
  *       reports written from it too; prints "tree seconds=.. report_s=.. rss_mib=..
  *       records=.. tensors=.." (the RSS is the whole run's peak)
+ *   cmp_bench open FILE...
+ *       times msp_dump_open of each file, one after the other, as compare
+ *       opens them (through the reader helper's server, when it runs one);
+ *       prints "open seconds=.. files=.. tensors=.. us_per_tensor=.."
  *   cmp_bench membw BYTES [THREADS]
  *       the machine's read bandwidth: an OpenMP read-only reduction over a
  *       buffer of BYTES (best of 5); prints "membw seconds=.. bytes=.. gbps=.." */
 #include "msprobe/compare.h"
+#include "msprobe/format.h"
 #include "msprobe/report.h"
 
 #include <omp.h>
@@ -139,6 +144,27 @@ static int bench_membw(int argc, char **argv)
     return 0;
 }
 
+/* Every file's catalogue, as compare gets it: cmp_bench open FILE... */
+static int bench_open(int argc, char **argv)
+{
+    size_t tensors = 0;
+    double t0 = now();
+    for (int i = 2; i < argc; i++) {
+        msp_dump_file_t *f = NULL;
+        if (msp_dump_open(argv[i], &f)) {
+            fprintf(stderr, "cmp_bench: %s\n", msp_last_error());
+            return 1;
+        }
+        for (size_t r = 0; r < f->n_records; r++)
+            tensors += f->records[r].n_tensors;
+        msp_dump_close(f);
+    }
+    double dt = now() - t0;
+    printf("open seconds=%.4f files=%d tensors=%zu us_per_tensor=%.1f\n", dt, argc - 2, tensors,
+           tensors ? dt * 1e6 / (double)tensors : 0.0);
+    return 0;
+}
+
 /* The kernel alone on in-memory fp32 arrays (no I/O): cmp_bench kernel MIB [THREADS] */
 static int bench_kernel(int argc, char **argv)
 {
@@ -188,8 +214,11 @@ int main(int argc, char **argv)
         return bench_tree(argc, argv);
     if (argc >= 2 && !strcmp(argv[1], "membw"))
         return bench_membw(argc, argv);
+    if (argc >= 3 && !strcmp(argv[1], "open"))
+        return bench_open(argc, argv);
     fprintf(stderr, "usage: cmp_bench compare BENCH CMP [THREADS [CHUNK_BYTES [pread|mmap]]]\n"
                     "       cmp_bench tree BENCH CMP [THREADS [OUT]]\n"
-                    "       cmp_bench membw BYTES [THREADS]\n");
+                    "       cmp_bench membw BYTES [THREADS]\n"
+                    "       cmp_bench open FILE...\n");
     return 2;
 }
