@@ -244,6 +244,13 @@ void msp_errorf(const char *fmt, ...) MSP_PRINTF(1, 2);
  * clears it). Every line that carries such text is printed through it. */
 int msp_tprintf(FILE *out, const char *fmt, ...) MSP_PRINTF(2, 3);
 int msp_tvprintf(FILE *out, const char *fmt, va_list ap) MSP_PRINTF(2, 0);
+/* pre, the formatted text made fit for a terminal as msp_tvprintf's, and
+ * post, in one write when out is unbuffered (stderr): a line in pieces can
+ * be cut by another writer's text, as mpirun's banner of MPI_Abort cut
+ * "msprobe: " from the rest of the line it forwarded. Returns the length of
+ * the formatted text. */
+int msp_tvline(FILE *out, const char *pre, const char *fmt, va_list ap, const char *post)
+    MSP_PRINTF(3, 0);
 /* "msprobe: warning: <formatted>\n" on stderr unless quiet. */
 void msp_warnf(const msp_cli_ctx_t *ctx, const char *fmt, ...) MSP_PRINTF(2, 3);
 /* Print msp_last_error() (or msp_strerror(rc)) as an error; returns MSP_EXIT_USAGE. */

@@ -8,13 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* pre, the formatted text made fit for a terminal, and post, in one write
- * when out is unbuffered (stderr): a line in pieces can be cut by another
- * writer's text, as mpirun's banner of MPI_Abort cut "msprobe: " from the
- * rest of the line it forwarded. Returns the length of the formatted text. */
-static int msp_tvline(FILE *out, const char *pre, const char *fmt, va_list ap, const char *post)
-    MSP_PRINTF(3, 0);
-static int msp_tvline(FILE *out, const char *pre, const char *fmt, va_list ap, const char *post)
+int msp_tvline(FILE *out, const char *pre, const char *fmt, va_list ap, const char *post)
 {
     char small[1024], *big = NULL, *owned = NULL, *line = NULL;
     va_list aq;

@@ -60,14 +60,14 @@ void msp_cmd_help(const msp_cmd_doc_t *d, FILE *out)
 
 int msp_cmd_usage_error(const msp_cmd_doc_t *d, const char *fmt, ...)
 {
+    char pre[96], post[96];
+    snprintf(pre, sizeof pre, "msprobe: %s%s", d->cmd ? d->cmd : "", d->cmd ? ": " : "");
+    snprintf(post, sizeof post, " (try 'msprobe%s%s --help')\n", d->cmd ? " " : "",
+             d->cmd ? d->cmd : "");
     va_list ap;
-    char what[1024];
     va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
+    msp_tvline(stderr, pre, fmt, ap, post);
     va_end(ap);
-    /* one fprintf, one write: a line in pieces can be cut by another writer */
-    fprintf(stderr, "msprobe: %s%s%s (try 'msprobe%s%s --help')\n", d->cmd ? d->cmd : "",
-            d->cmd ? ": " : "", what, d->cmd ? " " : "", d->cmd ? d->cmd : "");
     return MSP_EXIT_USAGE;
 }
 

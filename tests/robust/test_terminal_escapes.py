@@ -138,6 +138,11 @@ class OneWritePerLine(unittest.TestCase):
         self.assertEqual(rc, 2, got)
         self.assertEqual(got, [b"msprobe: compare: unknown option '--no-such-option' "
                                b"(try 'msprobe compare --help')\n"])
+        # an option from a pasted command line: its escapes spelled out too
+        rc, got = self.packets("compare", "--x\x1b]0;pwned\x07")
+        self.assertEqual(rc, 2, got)
+        self.assertEqual(got, [b"msprobe: compare: unknown option '--x\\x1b]0;pwned\\x07' "
+                               b"(try 'msprobe compare --help')\n"])
 
 
 if __name__ == "__main__":
