@@ -25,7 +25,9 @@ int msp_tvline(FILE *out, const char *pre, const char *fmt, va_list ap, const ch
     text = msp_term_clean(text, 1, &owned);
     size_t a = strlen(pre), b = strlen(text), c = strlen(post);
     int r = 0;
-    if ((line = malloc(a + b + c))) {
+    if (!a && !c) { /* nothing to join (msp_tvprintf: stdout, buffered) */
+        r = fputs(text, out) < 0 ? -1 : 0;
+    } else if ((line = malloc(a + b + c))) {
         memcpy(line, pre, a);
         memcpy(line + a, text, b);
         memcpy(line + a + b, post, c);
