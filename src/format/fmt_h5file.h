@@ -14,6 +14,8 @@ struct msp_h5_impl {
     hid_t file;
     int fd;
     int64_t file_size;
+    void *map; /* the file mapped read-only, libhdf5's file image (fmt_h5read.c) */
+    size_t map_len;
     int64_t version; /* root attribute format_version (1 when absent) */
     /* /attrs (format_version 2), sorted by record, then key; has_attrs 0:
      * the records' attributes are on their groups. */

@@ -14,6 +14,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -26,6 +27,8 @@ static void msp_dump_free_locked(msp_dump_file_t *f)
     if (im) {
         if (im->file >= 0)
             H5Fclose(im->file);
+        if (im->map)
+            munmap(im->map, im->map_len);
         if (im->fd >= 0)
             close(im->fd);
         msp_rows_free(im->attrs, im->n_attrs);
@@ -217,14 +220,89 @@ static msp_err msp_root_attrs(msp_dump_file_t *f)
     return MSP_OK;
 }
 
-/* A file of up to this many bytes is read whole at open (libhdf5's core
- * driver) rather than a metadata block at a time: a file of 625 small
- * tensors took 3,800 reads of 512 bytes to check /index against its
- * datasets, and its helper child spent a quarter less CPU read whole
- * (bench/compare/tree.sh's tensor subset; neutral on statistics files). The
- * bound keeps the copy well inside the helper's address space
- * (MSPROBE_READER_MEMORY_MB, 64 MiB or more). */
+/* A file of up to this many bytes is opened from a read-only mapping of it
+ * (libhdf5's core driver on a file image it neither copies nor frees)
+ * rather than read a metadata block at a time: a file of 625 small tensors
+ * took 3,800 reads of 512 bytes to check /index against its datasets. Read
+ * whole into the core driver's own buffer instead (stop 59), a file of small
+ * tensors cost a copy of every tensor byte the catalogue never looks at, and
+ * the zeroing of the pages that held it: a third of the helper child's CPU
+ * (bench/compare/tree.sh's tensor subset). Mapped, only the pages libhdf5
+ * reads are touched. The bound keeps the mapping well inside the helper's
+ * address space (MSPROBE_READER_MEMORY_MB, 64 MiB or more). A file that
+ * shrinks under the mapping stops the helper with SIGBUS, which its caller
+ * reports as it does any crash of a parse. */
 #define MSP_H5_CORE_MAX ((int64_t)16 << 20)
+
+/* The file image callbacks: every copy libhdf5 would make of the image (the
+ * property list's, the driver's) is the mapping itself, and nothing is
+ * freed; a resize (a write) is refused. */
+static void *msp_image_malloc(size_t size, H5FD_file_image_op_t op, void *ud)
+{
+    struct msp_h5_impl *im = ud;
+    return op != H5FD_FILE_IMAGE_OP_FILE_RESIZE && size == im->map_len ? im->map : NULL;
+}
+
+static void *msp_image_memcpy(void *dest, const void *src, size_t size, H5FD_file_image_op_t op,
+                              void *ud)
+{
+    struct msp_h5_impl *im = ud;
+    (void)op;
+    return dest == im->map && src == im->map && size == im->map_len ? dest : NULL;
+}
+
+static void *msp_image_realloc(void *ptr, size_t size, H5FD_file_image_op_t op, void *ud)
+{
+    (void)ptr, (void)size, (void)op, (void)ud;
+    return NULL;
+}
+
+static herr_t msp_image_free(void *ptr, H5FD_file_image_op_t op, void *ud)
+{
+    (void)op;
+    return ptr == ((struct msp_h5_impl *)ud)->map ? 0 : -1;
+}
+
+static void *msp_image_udata_copy(void *ud)
+{
+    return ud;
+}
+
+static herr_t msp_image_udata_free(void *ud)
+{
+    (void)ud;
+    return 0;
+}
+
+/* The file access list that opens f from a mapping of it (see
+ * MSP_H5_CORE_MAX), from a copy of fapl; -1 (and no mapping) when the file
+ * is larger or cannot be mapped, and it is then read as libhdf5 reads it. */
+static hid_t msp_mapped_fapl(struct msp_h5_impl *im, hid_t fapl)
+{
+    if (fapl < 0 || im->file_size <= 0 || im->file_size > MSP_H5_CORE_MAX)
+        return -1;
+    void *m = mmap(NULL, (size_t)im->file_size, PROT_READ, MAP_PRIVATE, im->fd, 0);
+    if (m == MAP_FAILED)
+        return -1;
+    im->map = m;
+    im->map_len = (size_t)im->file_size;
+    H5FD_file_image_callbacks_t cb = {msp_image_malloc,
+                                      msp_image_memcpy,
+                                      msp_image_realloc,
+                                      msp_image_free,
+                                      msp_image_udata_copy,
+                                      msp_image_udata_free,
+                                      im};
+    /* no backing store: nothing is written back at close */
+    hid_t core = H5Pcopy(fapl);
+    if (core >= 0 &&
+        (H5Pset_fapl_core(core, 4096, 0) < 0 || H5Pset_file_image_callbacks(core, &cb) < 0 ||
+         H5Pset_file_image(core, im->map, im->map_len) < 0)) {
+        H5Pclose(core);
+        core = -1;
+    }
+    return core;
+}
 
 /* Opens f and loads its catalogue; with tables set, a file in the compact
  * layout without /index has its tables read into them instead, and no
@@ -245,16 +323,19 @@ static msp_err msp_open_locked(msp_dump_file_t *f, struct msp_ctables *tables)
     if (fapl >= 0) {
         H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG);
         H5Pset_file_locking(fapl, 1, 1);
-        /* no backing store: nothing is written back at close */
-        if (im->file_size <= MSP_H5_CORE_MAX && (core = H5Pcopy(fapl)) >= 0 &&
-            H5Pset_fapl_core(core, 4096, 0) < 0) {
-            H5Pclose(core);
-            core = -1;
-        }
+        core = msp_mapped_fapl(im, fapl);
     }
-    im->file = core >= 0 ? H5Fopen(path, H5F_ACC_RDONLY, core) : -1;
+    /* the core driver opens no file of an image's name, and refuses one that
+     * exists: under a regular file's path, none can */
+    char *image = core >= 0 ? msp_asprintf("%s/image", path) : NULL;
+    im->file = image ? H5Fopen(image, H5F_ACC_RDONLY, core) : -1;
+    free(image);
     if (core >= 0)
         H5Pclose(core);
+    if (im->file < 0 && im->map) {
+        munmap(im->map, im->map_len);
+        im->map = NULL;
+    }
     if (im->file < 0) /* as libhdf5 reads it, and its reason if it fails */
         im->file = H5Fopen(path, H5F_ACC_RDONLY, fapl >= 0 ? fapl : H5P_DEFAULT);
     msp_err rc = MSP_OK;
