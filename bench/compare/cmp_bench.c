@@ -18,6 +18,7 @@
 #include "msprobe/format.h"
 #include "msprobe/report.h"
 
+#include <malloc.h>
 #include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -206,6 +207,10 @@ static int bench_kernel(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    /* the heap as msprobe compare keeps it (cmd_compare.c): a pair's blocks
+     * stay for the next pair instead of going back to the kernel */
+    mallopt(M_MMAP_THRESHOLD, 256 << 20);
+    mallopt(M_TRIM_THRESHOLD, 512 << 20);
     if (argc >= 3 && !strcmp(argv[1], "kernel"))
         return bench_kernel(argc, argv);
     if (argc >= 2 && !strcmp(argv[1], "compare"))
