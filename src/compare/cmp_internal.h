@@ -191,6 +191,15 @@ typedef struct cmp_item {
     uint32_t crc[2]; /* of this unit's bytes: npu, bench */
 } cmp_item_t;
 
+/* Consecutive items of a window read together without a mapping (pread): a
+ * run of small tensors that lie close together in both files, read with
+ * one call a side into a thread's buffers (cmp_data.c); len 0: one item,
+ * read on its own. */
+typedef struct cmp_group {
+    size_t first, n;
+    uint64_t off[2], len[2]; /* npu, bench: the span read */
+} cmp_group_t;
+
 /* The file pair being compared: its files, maps, rows' jobs and the threads'
  * read buffers (the engine's, kept from pair to pair). */
 typedef struct cmp_ctx {
@@ -212,6 +221,7 @@ typedef struct cmp_ctx {
     cmp_job_t *jobs;
     size_t n_jobs, cap_jobs;
     cmp_item_t *items;
+    cmp_group_t *groups; /* CMP_WINDOW_UNITS of them, as items */
 } cmp_ctx_t;
 
 /* Queue a data job for tensor row `row` (both sides have data to compare). */

@@ -411,7 +411,8 @@ msp_err cmp_engine_open(const msp_compare_opts_t *opts, cmp_engine_t **out)
         cx->nthreads = 1;
     cx->bufs = aligned_alloc(64, (size_t)cx->nthreads * 2 * cx->chunk);
     cx->items = calloc(CMP_WINDOW_UNITS, sizeof *cx->items);
-    if (!cx->bufs || !cx->items) {
+    cx->groups = calloc(CMP_WINDOW_UNITS, sizeof *cx->groups);
+    if (!cx->bufs || !cx->items || !cx->groups) {
         cmp_engine_close(e);
         return msp_fail(MSP_ERR_NOMEM, "compare: out of memory for read buffers");
     }
@@ -492,6 +493,7 @@ void cmp_engine_close(cmp_engine_t *e)
     cmp_mapping_free(&e->map);
     free(e->cx.bufs);
     free(e->cx.items);
+    free(e->cx.groups);
     free(e->cx.jobs);
     free(e);
 }
