@@ -301,7 +301,9 @@ static msp_err msp_verify_row_dtype(hid_t d, hid_t ft, const msp_tensor_info_t *
 static msp_err msp_verify_row(hid_t d, const msp_tensor_info_t *t, const char *where)
 {
     int plain = 0;
-    msp_err rc = t->has_data ? msp_check_storage(d, where, &plain) : MSP_OK;
+    msp_err rc = !t->has_data     ? MSP_OK
+                 : t->offset >= 0 ? msp_check_header_storage(d, where, &plain)
+                                  : msp_check_storage(d, where, &plain);
     hid_t s = rc ? -1 : H5Dget_space(d), ft = rc ? -1 : H5Dget_type(d);
     hsize_t dims[MSP_MAX_NDIM];
     int nd = s >= 0 ? H5Sget_simple_extent_ndims(s) : -1;
@@ -345,6 +347,52 @@ static msp_err msp_verify_row(hid_t d, const msp_tensor_info_t *t, const char *w
     return rc;
 }
 
+/* The root's datasets that are no record: the tables of every layout. */
+static const char *const msp_root_tables[] = {"index",   "attrs",  "defaults", "strings",
+                                              "records", "values", "stats"};
+
+/* Whether the root's links are exactly `found` hard links to record groups
+ * and the tables that are datasets: then no other group is there, and the
+ * root need not be listed object by object (msp_children asks each link's
+ * object type: a twentieth of a helper's work on a file of small tensors).
+ * 0: something else is there, and the caller lists it. */
+static int msp_root_is_records(hid_t file, size_t found)
+{
+    H5G_info_t gi;
+    if (H5Gget_info(file, &gi) < 0)
+        return 0;
+    size_t tables = 0;
+    for (size_t i = 0; i < sizeof msp_root_tables / sizeof *msp_root_tables; i++) {
+        H5L_info_t li;
+        H5O_info_t oi;
+        if (H5Lexists(file, msp_root_tables[i], H5P_DEFAULT) > 0 &&
+            H5Lget_info(file, msp_root_tables[i], &li, H5P_DEFAULT) >= 0 &&
+            li.type == H5L_TYPE_HARD &&
+            H5Oget_info_by_name2(file, msp_root_tables[i], &oi, H5O_INFO_BASIC, H5P_DEFAULT) >= 0 &&
+            oi.type == H5O_TYPE_DATASET)
+            tables++;
+    }
+    H5Eclear2(H5E_DEFAULT);
+    return gi.nlinks == found + tables;
+}
+
+/* Opens the group of record r: -1 when the file has none. *hard: its link is
+ * a hard one. A record with data must have its group, so its name is not
+ * looked up twice. */
+static hid_t msp_record_group(hid_t file, const msp_record_info_t *r, int *hard)
+{
+    size_t n_data = 0;
+    for (size_t j = 0; j < r->n_tensors; j++)
+        n_data += r->tensors[j].has_data;
+    H5L_info_t li;
+    *hard = 0;
+    if ((!n_data && H5Lexists(file, r->name, H5P_DEFAULT) <= 0) ||
+        H5Lget_info(file, r->name, &li, H5P_DEFAULT) < 0)
+        return -1;
+    *hard = li.type == H5L_TYPE_HARD;
+    return H5Gopen2(file, r->name, H5P_DEFAULT);
+}
+
 /* Each /index row checked against the dataset it names, and the table
  * against the file: a row with data names a dataset that holds data of the
  * row's dtype, shape and element size, kept in this file, and a row's
@@ -358,26 +406,24 @@ msp_err msp_verify_index(msp_dump_file_t *f)
 {
     struct msp_h5_impl *im = msp_impl(f);
     char where[700];
-    struct msp_names groups;
-    snprintf(where, sizeof where, "file %s", f->path);
-    msp_err rc = msp_children(im->file, H5O_TYPE_GROUP, &groups, where);
-    if (rc)
-        return rc;
-    size_t n_groups = groups.sv.n, found = 0;
-    msp_free_strings(groups.sv.v, groups.sv.n);
+    msp_err rc = MSP_OK;
+    size_t found = 0;
+    int all_hard = 1;
     for (size_t i = 0; i < f->n_records && !rc; i++) {
         msp_record_info_t *r = &f->records[i];
         snprintf(where, sizeof where, "file %s: /index: record %s", f->path, r->name);
-        htri_t has_g = H5Lexists(im->file, r->name, H5P_DEFAULT);
-        hid_t g = has_g > 0 ? H5Gopen2(im->file, r->name, H5P_DEFAULT) : -1;
+        int hard = 0;
+        hid_t g = msp_record_group(im->file, r, &hard);
         size_t n_sets = 0, n_data = 0;
         found += g >= 0;
+        all_hard &= g < 0 || hard;
         for (size_t j = 0; j < r->n_tensors && !rc; j++) {
             msp_tensor_info_t *t = &r->tensors[j];
             n_data += t->has_data;
             snprintf(where, sizeof where, "file %s: /index: record %s: %s", f->path, r->name,
                      t->role);
-            htri_t has_d = g >= 0 ? H5Lexists(g, t->role, H5P_DEFAULT) : 0;
+            /* a row with data must name its dataset: no lookup before the open */
+            htri_t has_d = g < 0 ? 0 : t->has_data ? 1 : H5Lexists(g, t->role, H5P_DEFAULT);
             hid_t d = has_d > 0 ? H5Dopen2(g, t->role, H5P_DEFAULT) : -1;
             if (d < 0 && t->has_data) {
                 rc = msp_h5_fail(MSP_ERR_FORMAT,
@@ -410,7 +456,16 @@ msp_err msp_verify_index(msp_dump_file_t *f)
         if (g >= 0)
             H5Gclose(g);
     }
-    if (!rc && found != n_groups)
+    H5Eclear2(H5E_DEFAULT);
+    if (rc || (all_hard && msp_root_is_records(im->file, found)))
+        return rc;
+    struct msp_names groups;
+    snprintf(where, sizeof where, "file %s", f->path);
+    if ((rc = msp_children(im->file, H5O_TYPE_GROUP, &groups, where)))
+        return rc;
+    size_t n_groups = groups.sv.n;
+    msp_free_strings(groups.sv.v, groups.sv.n);
+    if (found != n_groups)
         rc = msp_fail(MSP_ERR_FORMAT,
                       "file %s: /index names %zu of the file's %zu record "
                       "groups: the table does not describe the file",

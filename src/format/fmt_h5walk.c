@@ -135,6 +135,39 @@ msp_err msp_check_storage(hid_t d, const char *where, int *plain)
     return MSP_OK;
 }
 
+/* Header message types (the HDF5 file format specification, "Header
+ * Message Types"): external data files, and the filter pipeline. */
+#define MSP_H5_MSG_EFL 0x0007
+#define MSP_H5_MSG_PLINE 0x000B
+
+/* Copying a dataset's creation properties (H5Dget_create_plist) took a sixth
+ * of the helper's instructions on a file of small tensors (issue 42); the
+ * header's list of the messages it holds says the same for external storage
+ * and filters. The layout class is the caller's: H5Dget_offset is defined
+ * for contiguous data alone (chunked, compact and virtual have none). */
+msp_err msp_check_header_storage(hid_t d, const char *where, int *plain)
+{
+    uint64_t present;
+#if H5_VERSION_GE(1, 12, 0)
+    H5O_native_info_t ni;
+    if (H5Oget_native_info(d, &ni, H5O_NATIVE_INFO_HDR) < 0)
+        return msp_h5_fail(MSP_ERR_FORMAT, "%s: cannot read the dataset's layout", where);
+    present = ni.hdr.mesg.present;
+#else
+    H5O_info_t oi;
+    if (H5Oget_info2(d, &oi, H5O_INFO_HDR) < 0)
+        return msp_h5_fail(MSP_ERR_FORMAT, "%s: cannot read the dataset's layout", where);
+    present = oi.hdr.mesg.present;
+#endif
+    if (present & ((uint64_t)1 << MSP_H5_MSG_EFL))
+        return msp_fail(MSP_ERR_FORMAT,
+                        "%s: the dataset's data is stored in other files "
+                        "(external storage): refused",
+                        where);
+    *plain = !(present & ((uint64_t)1 << MSP_H5_MSG_PLINE));
+    return MSP_OK;
+}
+
 /* A tensor read through H5Dread (no plain offset) may not declare far more
  * elements than its storage holds: a chunked dataset of 2^28 floats in a
  * few kilobytes would otherwise cost gigabytes of fill values. */

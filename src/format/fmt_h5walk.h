@@ -30,6 +30,10 @@ msp_err msp_children(hid_t g, H5O_type_t want, struct msp_names *ns, const char 
 /* Refuses data kept outside the file (external storage, virtual layout);
  * *plain (plain may be NULL): contiguous and unfiltered. */
 msp_err msp_check_storage(hid_t d, const char *where, int *plain);
+/* The same answer from the messages of d's object header, for a dataset
+ * whose row gives a file offset (H5Dget_offset then tells a contiguous one
+ * from the others): no copy of its creation properties. */
+msp_err msp_check_header_storage(hid_t d, const char *where, int *plain);
 /* Refuses a tensor read through H5Dread that declares far more bytes than
  * its storage holds. */
 msp_err msp_check_expansion(hid_t d, const msp_tensor_info_t *t, const char *where);

@@ -101,6 +101,68 @@ class IndexLies(unittest.TestCase):
             rec = rows[i]["record"].decode()
         self.assert_refused(rec, "has no data, the dataset holds some")
 
+    # The checks a helper makes without listing the file object by object
+    # (src/format/fmt_h5index.c: the root's link count, the header's
+    # messages instead of a copy of the creation properties) refuse what the
+    # listing and the copy refused.
+
+    def test_a_group_the_index_does_not_name_is_refused(self):
+        with h5py.File(self.c, "r+") as f:
+            groups = len([k for k in f.keys() if isinstance(f[k], h5py.Group)])
+            rows = len(set(r["record"] for r in f["index"][()] if r["has_data"]))
+            f.create_group("Torch.hidden.0.forward").create_dataset(
+                "output.0", data=np.arange(4, dtype="<f4"))
+        self.assertEqual(groups, rows)
+        self.assert_refused("names %d of the file's %d record groups" % (groups, groups + 1))
+
+    def test_a_second_soft_name_for_a_record_is_no_record(self):
+        """a soft link is no part of the format: the root holds one more
+        link than its records and tables, and the file is still read"""
+        with h5py.File(self.c, "r+") as f:
+            rec = f["index"][self.data_row(f["index"][()])]["record"].decode()
+            f["alias"] = h5py.SoftLink("/" + rec)
+        p = run("ls", self.c)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn(rec, p.stdout)
+
+    def test_external_storage_behind_a_row_with_an_offset_is_refused(self):
+        secret = os.path.join(self.tmp.name, "secret.bin")
+        with h5py.File(self.c, "r+") as f:
+            rows = f["index"][()]
+            i = next(k for k, r in enumerate(rows) if r["has_data"] and r["offset"] >= 0)
+            rec, role = rows[i]["record"].decode(), rows[i]["role"].decode()
+            old = f[rec][role]
+            shape, dtype, attrs = old.shape, old.dtype, dict(old.attrs)
+            with open(secret, "wb") as out:
+                out.write(b"SECRET-PAYLOAD" * (1 + int(np.prod(shape)) * dtype.itemsize // 14))
+            del f[rec][role]
+            d = f[rec].create_dataset(role, shape=shape, dtype=dtype,
+                                      external=[(secret, 0, int(np.prod(shape)) * dtype.itemsize)])
+            d.attrs.update(attrs)
+        self.assertGreaterEqual(rows[i]["offset"], 0)
+        self.assert_refused(rec, role, "external storage")
+
+    def test_compressed_data_behind_a_row_with_an_offset_is_refused(self):
+        with h5py.File(self.c, "r+") as f:
+            rows = f["index"][()]
+            i = next(k for k, r in enumerate(rows) if r["has_data"] and r["offset"] >= 0)
+            rec, role = rows[i]["record"].decode(), rows[i]["role"].decode()
+            old = f[rec][role]
+            # the same stored type and bytes, chunked and deflated
+            tid, shape, attrs = old.id.get_type(), old.shape, dict(old.attrs)
+            raw = np.empty(int(rows[i]["nbytes"]), dtype=np.uint8)
+            old.id.read(h5py.h5s.ALL, h5py.h5s.ALL, raw, mtype=tid)
+            del f[rec][role]
+            dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+            dcpl.set_chunk(shape)
+            dcpl.set_deflate(4)
+            d = h5py.h5d.create(f[rec].id, role.encode(), tid, h5py.h5s.create_simple(shape),
+                                dcpl=dcpl)
+            d.write(h5py.h5s.ALL, h5py.h5s.ALL, raw, mtype=tid)
+            f[rec][role].attrs.update(attrs)
+            self.assertIsNotNone(f[rec][role].compression)
+        self.assert_refused(rec, role, "offset")
+
 
 class MsprobeDirLies(unittest.TestCase):
     def setUp(self):
