@@ -376,14 +376,11 @@ static int msp_root_is_records(hid_t file, size_t found)
     return gi.nlinks == found + tables;
 }
 
-/* Opens the group of record r: -1 when the file has none. *hard: its link is
- * a hard one. A record with data must have its group, so its name is not
- * looked up twice. */
-static hid_t msp_record_group(hid_t file, const msp_record_info_t *r, int *hard)
+/* Opens the group of record r, n_data of whose rows have data: -1 when the
+ * file has none. *hard: its link is a hard one. A record with data must
+ * have its group, so its name is not looked up twice. */
+static hid_t msp_record_group(hid_t file, const msp_record_info_t *r, size_t n_data, int *hard)
 {
-    size_t n_data = 0;
-    for (size_t j = 0; j < r->n_tensors; j++)
-        n_data += r->tensors[j].has_data;
     H5L_info_t li;
     *hard = 0;
     if ((!n_data && H5Lexists(file, r->name, H5P_DEFAULT) <= 0) ||
@@ -412,14 +409,15 @@ msp_err msp_verify_index(msp_dump_file_t *f)
     for (size_t i = 0; i < f->n_records && !rc; i++) {
         msp_record_info_t *r = &f->records[i];
         snprintf(where, sizeof where, "file %s: /index: record %s", f->path, r->name);
-        int hard = 0;
-        hid_t g = msp_record_group(im->file, r, &hard);
         size_t n_sets = 0, n_data = 0;
+        for (size_t j = 0; j < r->n_tensors; j++)
+            n_data += r->tensors[j].has_data;
+        int hard = 0;
+        hid_t g = msp_record_group(im->file, r, n_data, &hard);
         found += g >= 0;
         all_hard &= g < 0 || hard;
         for (size_t j = 0; j < r->n_tensors && !rc; j++) {
             msp_tensor_info_t *t = &r->tensors[j];
-            n_data += t->has_data;
             snprintf(where, sizeof where, "file %s: /index: record %s: %s", f->path, r->name,
                      t->role);
             /* a row with data must name its dataset: no lookup before the open */

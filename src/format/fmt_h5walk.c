@@ -105,6 +105,14 @@ static msp_err msp_walk_dtype(hid_t d, hid_t ftype, int null_space, msp_tensor_i
     return MSP_OK;
 }
 
+static msp_err msp_refuse_external(const char *where)
+{
+    return msp_fail(MSP_ERR_FORMAT,
+                    "%s: the dataset's data is stored in other files "
+                    "(external storage): refused",
+                    where);
+}
+
 /* Data kept outside the file (external storage: any path, /etc/passwd or
  * /dev/zero) or assembled from other files (virtual layout) is never read. */
 /* plain (may be NULL): set to whether the data is contiguous and unfiltered,
@@ -121,10 +129,7 @@ msp_err msp_check_storage(hid_t d, const char *where, int *plain)
         *plain = layout == H5D_CONTIGUOUS && H5Pget_nfilters(dcpl) == 0;
     H5Pclose(dcpl);
     if (external != 0)
-        return msp_fail(MSP_ERR_FORMAT,
-                        "%s: the dataset's data is stored in other files "
-                        "(external storage): refused",
-                        where);
+        return msp_refuse_external(where);
     if (layout == H5D_VIRTUAL)
         return msp_fail(MSP_ERR_FORMAT,
                         "%s: the dataset is a virtual one made of other files: "
@@ -160,10 +165,7 @@ msp_err msp_check_header_storage(hid_t d, const char *where, int *plain)
     present = oi.hdr.mesg.present;
 #endif
     if (present & ((uint64_t)1 << MSP_H5_MSG_EFL))
-        return msp_fail(MSP_ERR_FORMAT,
-                        "%s: the dataset's data is stored in other files "
-                        "(external storage): refused",
-                        where);
+        return msp_refuse_external(where);
     *plain = !(present & ((uint64_t)1 << MSP_H5_MSG_PLINE));
     return MSP_OK;
 }
