@@ -107,6 +107,12 @@ static void cmp_unit_run(const cmp_job_t *j, cmp_item_t *it, const unsigned char
     it->crc[1] = cb;
 }
 
+static uint64_t cmp_item_elems(const cmp_job_t *job, size_t unit)
+{
+    uint64_t first = (uint64_t)unit * job->unit;
+    return job->numel - first < job->unit ? job->numel - first : job->unit;
+}
+
 /* Where an item's bytes lie in the files, npu (0) and bench (1); returns
  * its elements. */
 static size_t cmp_item_at(const cmp_ctx_t *cx, const cmp_item_t *it, uint64_t off[2],
@@ -115,7 +121,7 @@ static size_t cmp_item_at(const cmp_ctx_t *cx, const cmp_item_t *it, uint64_t of
     const cmp_job_t *j = &cx->jobs[it->job];
     size_t nsz = msp_dtype_size(j->ndt), bsz = msp_dtype_size(j->bdt);
     uint64_t first = (uint64_t)it->unit * j->unit;
-    size_t m = (size_t)(j->numel - first < j->unit ? j->numel - first : j->unit);
+    size_t m = (size_t)cmp_item_elems(j, it->unit);
     off[0] = (uint64_t)j->nt->offset + first * nsz;
     off[1] = (uint64_t)j->bt->offset + first * bsz;
     len[0] = m * nsz;
@@ -131,17 +137,15 @@ static void cmp_do_item(cmp_ctx_t *cx, cmp_item_t *it, unsigned char *nbuf, unsi
     cmp_acc_init(&it->acc);
     it->err = 0;
     if (cx->use_mmap) {
-        uint64_t no = at[0], bo = at[1];
-        size_t nsz = msp_dtype_size(j->ndt), bsz = msp_dtype_size(j->bdt);
         int small = cmp_job_small(j);
         if (!small) {
-            cmp_map_populate(cx->cmap, no, m * nsz);
-            cmp_map_populate(cx->bmap, bo, m * bsz);
+            cmp_map_populate(cx->cmap, at[0], (size_t)len[0]);
+            cmp_map_populate(cx->bmap, at[1], (size_t)len[1]);
         }
-        cmp_unit_run(j, it, cx->cmap + no, cx->bmap + bo, m);
+        cmp_unit_run(j, it, cx->cmap + at[0], cx->bmap + at[1], m);
         if (!small) {
-            cmp_map_release(cx->cmap, no, m * nsz);
-            cmp_map_release(cx->bmap, bo, m * bsz);
+            cmp_map_release(cx->cmap, at[0], (size_t)len[0]);
+            cmp_map_release(cx->bmap, at[1], (size_t)len[1]);
         }
         return;
     }
@@ -248,12 +252,6 @@ static msp_err cmp_item_error(const cmp_ctx_t *cx, const cmp_item_t *it)
                     t->role, strerror(it->err));
 }
 
-static uint64_t cmp_item_elems(const cmp_job_t *job, size_t unit)
-{
-    uint64_t first = (uint64_t)unit * job->unit;
-    return job->numel - first < job->unit ? job->numel - first : job->unit;
-}
-
 /* A compared unit into its job, units in order: metrics merged, each
  * side's CRC extended by the unit's. Returns the unit's bytes (both sides). */
 static uint64_t cmp_unit_merge(cmp_job_t *job, const cmp_item_t *it)
@@ -284,12 +282,11 @@ msp_err cmp_run_offset_jobs(cmp_ctx_t *cx, uint64_t *bytes_done)
                 u = 0;
                 continue;
             }
-            size_t nsz = msp_dtype_size(job->ndt), bsz = msp_dtype_size(job->bdt);
-            uint64_t m = cmp_item_elems(job, u);
+            cx->items[n].job = j;
+            cx->items[n].unit = u;
+            uint64_t off[2], len[2];
+            cmp_item_at(cx, &cx->items[n], off, len);
             if (cmp_job_small(job)) {
-                uint64_t off[2] = {(uint64_t)job->nt->offset + (uint64_t)u * job->unit * nsz,
-                                   (uint64_t)job->bt->offset + (uint64_t)u * job->unit * bsz};
-                uint64_t len[2] = {m * nsz, m * bsz};
                 sbytes += len[0] + len[1];
                 for (int side = 0; side < 2; side++) {
                     span[side][0] = off[side] < span[side][0] ? off[side] : span[side][0];
@@ -297,9 +294,7 @@ msp_err cmp_run_offset_jobs(cmp_ctx_t *cx, uint64_t *bytes_done)
                                                                           : span[side][1];
                 }
             }
-            wbytes += m * (nsz + bsz);
-            cx->items[n].job = j;
-            cx->items[n].unit = u;
+            wbytes += len[0] + len[1];
             n++;
             u++;
         }

@@ -332,12 +332,8 @@ static msp_err msp_open_locked(msp_dump_file_t *f, struct msp_ctables *tables)
     char *image = core >= 0 ? msp_asprintf("%s/image", path) : NULL;
     im->file = image ? H5Fopen(image, H5F_ACC_RDONLY, core) : -1;
     free(image);
-    if (core >= 0)
+    if (core >= 0) /* the mapping stays the file object's, whichever open succeeds */
         H5Pclose(core);
-    if (im->file < 0 && im->map) {
-        munmap(im->map, im->map_len);
-        im->map = NULL;
-    }
     if (im->file < 0) /* as libhdf5 reads it, and its reason if it fails */
         im->file = H5Fopen(path, H5F_ACC_RDONLY, fapl >= 0 ? fapl : H5P_DEFAULT);
     msp_err rc = MSP_OK;
