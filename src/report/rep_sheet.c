@@ -380,17 +380,21 @@ void rep_sheet_blank(rep_sheet_t *s, int col, int xf)
     s->xml_len += n + 2;
 }
 
-/* text, escaped (rep_xml_escape), into the sheet's XML. */
-static void rs_text(rep_sheet_t *s, const char *text, size_t len)
+/* text (len bytes), escaped (rep_xml_escape) unless plain, into the
+ * sheet's XML. */
+static void rs_text(rep_sheet_t *s, const char *text, size_t len, int plain)
 {
+    if (plain) {
+        rs_put(s, text, len);
+        return;
+    }
     char *p = rs_room(s, len * 7);
     if (p)
         s->xml_len += rep_xml_escape(p, text, len);
 }
 
-static void rs_str(rep_sheet_t *s, int col, const char *text, int xf)
+static void rs_str(rep_sheet_t *s, int col, const char *text, size_t len, int plain, int xf)
 {
-    size_t len = strlen(text);
     if (!len) {
         rep_sheet_blank(s, col, xf);
         return;
@@ -405,26 +409,55 @@ static void rs_str(rep_sheet_t *s, int col, const char *text, int xf)
     size_t ml = strlen(mid);
     memcpy(p + n, mid, ml);
     s->xml_len += n + ml;
-    rs_text(s, text, len);
+    rs_text(s, text, len, plain);
     RS_LIT(s, "</t></is></c>");
+}
+
+/* The bytes a cell holds as they are: printable ASCII but for the three
+ * that XML escapes. Names, dtypes, shapes and numbers are nothing else. */
+static const unsigned char rs_plain_byte[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0,
+    /* 0x80.. */
+};
+
+/* text's length when every byte of it is plain (valid UTF-8 that needs
+ * no escape); SIZE_MAX at the first byte that is not. */
+static size_t rs_plain_len(const char *text)
+{
+    const unsigned char *p = (const unsigned char *)text;
+    size_t i = 0;
+    while (rs_plain_byte[p[i]])
+        i++;
+    return p[i] ? SIZE_MAX : i;
 }
 
 /* text in a cell: valid UTF-8, cut on a character boundary (Excel refuses
  * longer cells and an invalid byte makes the whole workbook unreadable); a
- * shared string when shared and the sheet's table takes it, else inline. */
+ * shared string when shared and the sheet's table takes it, else inline.
+ * Plain text (most cells: one pass over it) skips the cleaning and the
+ * escape, which would leave it as it is. */
 static void rs_text_cell(rep_sheet_t *s, int col, const char *text, int xf, int shared)
 {
     char *cut = NULL;
-    text = msp_utf8_clean(text ? text : "", CMP_XLSX_MAX_STR, &cut);
-    if (!text) {
-        rs_fail(s, ENOMEM);
-        return;
+    text = text ? text : "";
+    size_t len = rs_plain_len(text);
+    int plain = len <= CMP_XLSX_MAX_STR;
+    if (!plain) {
+        text = msp_utf8_clean(text, CMP_XLSX_MAX_STR, &cut);
+        if (!text) {
+            rs_fail(s, ENOMEM);
+            return;
+        }
+        len = strlen(text);
     }
-    long id = shared && s->sst ? rep_sst_id(s->sst, text, strlen(text)) : -1;
+    long id = shared && s->sst ? rep_sst_id(s->sst, text, len) : -1;
     size_t n = 0;
     char *p = id < 0 ? NULL : rs_cell(s, col, xf, 48, &n);
     if (id < 0) {
-        rs_str(s, col, text, xf);
+        rs_str(s, col, text, len, plain, xf);
     } else if (p) {
         memcpy(p + n, " t=\"s\"><v>", 10);
         n += 10;
@@ -454,9 +487,9 @@ void rep_sheet_formula_str(rep_sheet_t *s, int col, const char *formula, const c
     memcpy(p + n, " t=\"str\"><f>", 12);
     s->xml_len += n + 12;
     /* libxlsxwriter drops a formula's leading '=' */
-    rs_text(s, formula + (formula[0] == '='), strlen(formula + (formula[0] == '=')));
+    rs_text(s, formula + (formula[0] == '='), strlen(formula + (formula[0] == '=')), 0);
     RS_LIT(s, "</f><v>");
-    rs_text(s, value, strlen(value));
+    rs_text(s, value, strlen(value), 0);
     RS_LIT(s, "</v></c>");
 }
 

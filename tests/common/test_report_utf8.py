@@ -95,6 +95,35 @@ class Reports(unittest.TestCase):
         self.assertIn("Functional.relu" + FFFD + FFFD + ".0.forward", text)
         self.assertIn(long_name, text)  # csv has no cell cap: nothing cut
 
+    def test_plain_ascii_names_at_the_edges(self):
+        # Printable ASCII is written without cleaning or escaping, in one pass
+        # (rep_sheet.c): what borders on that must still be cut, escaped or
+        # cleaned. Each name is checked against its own expected text.
+        long_ascii = "Functional." + "a" * 40000 + ".0.forward"
+        names = [long_ascii, "Functional.a&b<c>d\"e'f.0.forward", "Functional.t\tab.0.forward",
+                 "Functional.d\x7fel.0.forward", "Functional.tail.0.forward ", "Functional.c\x01tl.0.forward",
+                 "Functional.x" + "a" * 32755 + "\u00e9.0.forward"]
+        recs = [(n, i, {"output.0": np.arange(4 + i, dtype=np.float32)}) for i, n in enumerate(names)]
+        b, c = os.path.join(self.d, "b.h5"), os.path.join(self.d, "c.h5")
+        msp_h5dump.write_dump(b, recs)
+        msp_h5dump.write_dump(c, recs)
+        out = os.path.join(self.d, "out")
+        r = subprocess.run([BIN, "compare", "-b", b, "-c", c, "-o", out], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        import openpyxl
+        wb = openpyxl.load_workbook(os.path.join(out, "result.xlsx"), read_only=True)  # raises on invalid XML
+        # the details' NPU Name and Bench Name, and the summary's Name (the
+        # rows rep_sheet.c writes), in record order
+        det = [row[:2] for row in wb["details"].iter_rows(min_row=2, values_only=True)]
+        summ = [row[2] for row in wb["summary"].iter_rows(min_row=2, values_only=True)]
+        wb.close()
+        self.assertEqual(det, [(expected((n + ".output.0").encode(), 32767),) * 2 for n in names])
+        self.assertEqual(summ, [expected(n.encode(), 32767) for n in names])
+        # the cut ASCII name is exactly the cap, and the one whose cap falls
+        # inside its 2-byte character stops before it
+        self.assertEqual(det[0][0], "Functional." + "a" * (32767 - 11))
+        self.assertEqual(det[-1][0], "Functional.x" + "a" * 32755)
+
     def test_config_check_report_with_invalid_env_values(self):
         raw = {"OMP_SURROGATE": b"a\xed\xa0\x80b", "OMP_CTRL": b"x\x01y\xef\xbf\xbez", "OMP_LATIN1": b"caf\xe9",
                "OMP_LONG": b"x" + "\u00fc".encode() * 20000}
