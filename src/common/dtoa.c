@@ -99,15 +99,31 @@ static int dt_exact(double a, int k, uint64_t *r)
 #endif
 }
 
+/* floor(log10 a) for a > 0, normal; at worst one off, which dt_digits's
+ * loop corrects. From a's binary exponent with integers (frexp and floor
+ * were calls, a fifth of dt_digits's instructions): a in [2^k, 2^(k+1)) has
+ * floor(log10 a) = floor(k log10 2) or one more; 78913 / 2^18 gives that
+ * floor exactly for |k| <= 1200 (checked against 50-digit log10 2), and
+ * comparing a with 10^(x+1) takes the one more. */
+static int dt_log10(double a)
+{
+    uint64_t bits;
+    memcpy(&bits, &a, sizeof bits);
+    int k = (int)((bits >> 52) & 0x7ff) - 1023; /* a = 1.f x 2^k */
+    int t = k * 78913;
+    int x = t >= 0 ? t >> 18 : -((-t + (1 << 18) - 1) >> 18);
+    if (x + 1 <= DT_MAX10 && (long double)a >= dt_pow10[x + 1 - DT_MIN10])
+        x++;
+    return x;
+}
+
 /* a (> 0, normal) as m x 10^(e - prec + 1), m of exactly prec digits,
  * correctly rounded; 0 when the scaled value sits too near a tie for the
  * multiplication's error (below 2e-19 of it, guarded at 3e-19) to leave the
  * rounding certain. */
 static int dt_digits(double a, int prec, uint64_t *m, int *e)
 {
-    int e2;
-    frexp(a, &e2);
-    int x = (int)floor((e2 - 1) * 0.30102999566398120); /* floor(log10 a), or one below */
+    int x = dt_log10(a);
     for (int tries = 0; tries < 3; tries++) {
         int k = prec - 1 - x;
         if (k < DT_MIN10 || k > DT_MAX10)
@@ -178,7 +194,13 @@ static size_t dt_format(char *buf, int neg, uint64_t m, int e, int prec)
             memcpy(buf + n, d + 1, (size_t)len - 1);
             n += (size_t)len - 1;
         }
-        n += (size_t)snprintf(buf + n, 8, "e%c%02d", e < 0 ? '-' : '+', e < 0 ? -e : e);
+        int ae = e < 0 ? -e : e; /* "e%+03d", without printf */
+        buf[n++] = 'e';
+        buf[n++] = e < 0 ? '-' : '+';
+        if (ae >= 100)
+            buf[n++] = (char)('0' + ae / 100);
+        buf[n++] = (char)('0' + ae / 10 % 10);
+        buf[n++] = (char)('0' + ae % 10);
     } else if (e >= 0) {
         for (int i = 0; i <= e; i++)
             buf[n++] = i < len ? d[i] : '0';
