@@ -556,15 +556,21 @@ int msp_natural_cmp(const char *a, const char *b)
     return *a ? 1 : *b ? -1 : 0;
 }
 
+/* input.* < kwarg.* < output.* < anything else. Decided on the first byte
+ * before any prefix is compared: a statistics file sorts 12,500 roles this
+ * way, and three strncmp calls a side were most of msp_role_cmp's time. */
 static int msp_role_rank(const char *r)
 {
-    if (strncmp(r, "input.", 6) == 0)
-        return 0;
-    if (strncmp(r, "kwarg.", 6) == 0)
-        return 1;
-    if (strncmp(r, "output.", 7) == 0)
-        return 2;
-    return 3;
+    switch (r[0]) {
+    case 'i':
+        return strncmp(r, "input.", 6) == 0 ? 0 : 3;
+    case 'k':
+        return strncmp(r, "kwarg.", 6) == 0 ? 1 : 3;
+    case 'o':
+        return strncmp(r, "output.", 7) == 0 ? 2 : 3;
+    default:
+        return 3;
+    }
 }
 
 int msp_role_cmp(const char *a, const char *b)
