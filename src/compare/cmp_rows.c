@@ -511,7 +511,7 @@ static void cmp_view_by_keyword(cmp_ctx_t *cx, const char *name, cmp_view_t *a, 
             snprintf(a[i].as_role, sizeof a[i].as_role, "%s", want);
     }
     free(fwd);
-    qsort(a, na, sizeof *a, cmp_view_order);
+    msp_sort(a, na, sizeof *a, cmp_view_order); /* mostly in order already */
 }
 
 static msp_err cmp_record_view(msp_dump_file_t *f, const msp_record_info_t *r, int other_is_msprobe,
@@ -537,7 +537,7 @@ static msp_err cmp_record_view(msp_dump_file_t *f, const msp_record_info_t *r, i
                 v[m++] = v[i];
         n = m;
     }
-    qsort(v, n, sizeof *v, cmp_view_order);
+    msp_sort(v, n, sizeof *v, cmp_view_order); /* the catalogue sorted the roles */
     *out = v;
     *n_out = n;
     return MSP_OK;
