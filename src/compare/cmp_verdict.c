@@ -205,6 +205,21 @@ static int cmp_rec_key_cmp(const void *x, const void *y)
     return strcmp(a->name, b->name);
 }
 
+/* name with the n bytes at p (inside it) replaced by word, joined by hand:
+ * msp_asprintf's vsnprintf was a third of cmp_link_backward's time on a
+ * statistics pair. */
+static char *cmp_swap_word(const char *name, const char *p, size_t n, const char *word)
+{
+    size_t head = (size_t)(p - name), wl = strlen(word), tail = strlen(p + n);
+    char *out = malloc(head + wl + tail + 1);
+    if (!out)
+        return NULL;
+    memcpy(out, name, head);
+    memcpy(out + head, word, wl);
+    memcpy(out + head + wl, p + n, tail + 1);
+    return out;
+}
+
 char *cmp_forward_name(const char *name)
 {
     const char *p = NULL, *q = name;
@@ -213,9 +228,7 @@ char *cmp_forward_name(const char *name)
             p = q;
         q += 8;
     }
-    if (!p)
-        return NULL;
-    return msp_asprintf("%.*sforward%s", (int)(p - name), name, p + 8);
+    return p ? cmp_swap_word(name, p, 8, "forward") : NULL;
 }
 
 msp_err cmp_link_backward(msp_compare_result_t *res)
@@ -306,9 +319,7 @@ static char *cmp_backward_name(const char *name)
             p = q;
         q += 7;
     }
-    if (!p)
-        return NULL;
-    return msp_asprintf("%.*sbackward%s", (int)(p - name), name, p + 7);
+    return p ? cmp_swap_word(name, p, 7, "backward") : NULL;
 }
 
 /* ---- parameters a module record does not show --------------------------------- */
