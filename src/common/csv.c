@@ -6,16 +6,36 @@
 
 #include <csv.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* s's length when it goes out as it is: printable ASCII without a comma or
+ * a quote (valid UTF-8, nothing to quote); SIZE_MAX at the first byte that
+ * is not. One pass where cleaning, strpbrk and fputs made three: most
+ * fields (names, dtypes, shapes, numbers as text) are such. */
+static size_t msp_csv_plain_len(const char *s)
+{
+    size_t i = 0;
+    for (unsigned char c; (c = (unsigned char)s[i]) != 0; i++)
+        if (c < 0x20 || c > 0x7e || c == ',' || c == '"')
+            return SIZE_MAX;
+    return i;
+}
 
 void msp_csv_field(FILE *f, const char *s, int first)
 {
     if (!first)
         fputc_unlocked(',', f);
+    s = s ? s : "";
+    size_t n = msp_csv_plain_len(s);
+    if (n != SIZE_MAX) {
+        fwrite_unlocked(s, 1, n, f);
+        return;
+    }
     char *owned = NULL;
-    s = msp_utf8_clean(s ? s : "", 0, &owned); /* csv is read as UTF-8: no invalid bytes */
+    s = msp_utf8_clean(s, 0, &owned); /* csv is read as UTF-8: no invalid bytes */
     if (!s)
         return;
     if (strpbrk(s, ",\"\r\n") == NULL) {

@@ -102,14 +102,24 @@ class Reports(unittest.TestCase):
         long_ascii = "Functional." + "a" * 40000 + ".0.forward"
         names = [long_ascii, "Functional.a&b<c>d\"e'f.0.forward", "Functional.t\tab.0.forward",
                  "Functional.d\x7fel.0.forward", "Functional.tail.0.forward ", "Functional.c\x01tl.0.forward",
-                 "Functional.x" + "a" * 32755 + "\u00e9.0.forward"]
+                 "Functional.x" + "a" * 32755 + "\u00e9.0.forward", "Functional.a,b.0.forward",
+                 "Functional.a\"b.0.forward"]
         recs = [(n, i, {"output.0": np.arange(4 + i, dtype=np.float32)}) for i, n in enumerate(names)]
         b, c = os.path.join(self.d, "b.h5"), os.path.join(self.d, "c.h5")
         msp_h5dump.write_dump(b, recs)
         msp_h5dump.write_dump(c, recs)
         out = os.path.join(self.d, "out")
-        r = subprocess.run([BIN, "compare", "-b", b, "-c", c, "-o", out], capture_output=True, text=True)
+        r = subprocess.run([BIN, "compare", "-b", b, "-c", c, "-o", out, "--csv"], capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, r.stderr)
+        # result.csv has no cap: every name whole, cleaned, quoted where it must be
+        import csv
+        with open(os.path.join(out, "result.csv"), newline="", encoding="utf-8") as fh:
+            rows = list(csv.reader(fh))[1:]
+        self.assertEqual([row[:2] for row in rows], [[expected((n + ".output.0").encode())] * 2 for n in names])
+        with open(os.path.join(out, "result.csv"), "rb") as fh:
+            raw = fh.read()
+        # RFC 4180: a field with a quote is quoted and its quote doubled
+        self.assertIn(b'\r\n"Functional.a""b.0.forward.output.0","Functional.a""b.0.forward.output.0",', raw)
         import openpyxl
         wb = openpyxl.load_workbook(os.path.join(out, "result.xlsx"), read_only=True)  # raises on invalid XML
         # the details' NPU Name and Bench Name, and the summary's Name (the
@@ -122,7 +132,7 @@ class Reports(unittest.TestCase):
         # the cut ASCII name is exactly the cap, and the one whose cap falls
         # inside its 2-byte character stops before it
         self.assertEqual(det[0][0], "Functional." + "a" * (32767 - 11))
-        self.assertEqual(det[-1][0], "Functional.x" + "a" * 32755)
+        self.assertEqual(det[6][0], "Functional.x" + "a" * 32755)
 
     def test_config_check_report_with_invalid_env_values(self):
         raw = {"OMP_SURROGATE": b"a\xed\xa0\x80b", "OMP_CTRL": b"x\x01y\xef\xbf\xbez", "OMP_LATIN1": b"caf\xe9",
