@@ -74,17 +74,22 @@ class Reports(unittest.TestCase):
     def tearDown(self):
         self.tmp.cleanup()
 
-    def test_compare_reports_with_invalid_and_overlong_names(self):
-        bad = b"Functional.relu\xff\xfe.0.forward"
-        long_name = "Functional.x" + "\u00e9" * 20000 + ".0.forward"
-        recs = [(bad, 0, {"output.0": np.arange(4, dtype=np.float32)}),
-                (long_name, 1, {"output.0": np.arange(3, dtype=np.float32)})]
+    def compare_alike(self, recs):
+        """Two dumps of recs compared with --csv: the output directory."""
         b, c = os.path.join(self.d, "b.h5"), os.path.join(self.d, "c.h5")
         msp_h5dump.write_dump(b, recs)
         msp_h5dump.write_dump(c, recs)
         out = os.path.join(self.d, "out")
         r = subprocess.run([BIN, "compare", "-b", b, "-c", c, "-o", out, "--csv"], capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, r.stderr)
+        return out
+
+    def test_compare_reports_with_invalid_and_overlong_names(self):
+        bad = b"Functional.relu\xff\xfe.0.forward"
+        long_name = "Functional.x" + "\u00e9" * 20000 + ".0.forward"
+        recs = [(bad, 0, {"output.0": np.arange(4, dtype=np.float32)}),
+                (long_name, 1, {"output.0": np.arange(3, dtype=np.float32)})]
+        out = self.compare_alike(recs)
         cells = openpyxl_strings(os.path.join(out, "result.xlsx"))  # raises on invalid XML
         self.assertTrue(any(x.startswith("Functional.relu" + FFFD + FFFD + ".0.forward") for x in cells))
         # 12 ASCII bytes then 2-byte characters: 16377 of them fit in 32767 bytes.
@@ -105,12 +110,7 @@ class Reports(unittest.TestCase):
                  "Functional.x" + "a" * 32755 + "\u00e9.0.forward", "Functional.a,b.0.forward",
                  "Functional.a\"b.0.forward"]
         recs = [(n, i, {"output.0": np.arange(4 + i, dtype=np.float32)}) for i, n in enumerate(names)]
-        b, c = os.path.join(self.d, "b.h5"), os.path.join(self.d, "c.h5")
-        msp_h5dump.write_dump(b, recs)
-        msp_h5dump.write_dump(c, recs)
-        out = os.path.join(self.d, "out")
-        r = subprocess.run([BIN, "compare", "-b", b, "-c", c, "-o", out, "--csv"], capture_output=True, text=True)
-        self.assertEqual(r.returncode, 0, r.stderr)
+        out = self.compare_alike(recs)
         # result.csv has no cap: every name whole, cleaned, quoted where it must be
         import csv
         with open(os.path.join(out, "result.csv"), newline="", encoding="utf-8") as fh:
