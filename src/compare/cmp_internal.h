@@ -355,15 +355,17 @@ int cmp_is_optimizer(const msp_record_cmp_t *r);
 msp_err cmp_part_pack(const msp_compare_result_t *part, unsigned char **out, size_t *len);
 msp_err cmp_part_unpack(const unsigned char *buf, size_t len, msp_compare_result_t **out);
 /* An unlinked temp file of packed parts in dir (NULL: $TMPDIR, else /tmp),
- * written by a thread of its own: a part is read back once written, and a
- * failed write is the error of the next put or get. Puts from one thread;
- * gets from any. */
+ * packed and written by a thread of its own: a part is read back once
+ * written, and a failed packing or write is the error of the next give or
+ * get. Gives from one thread; gets from any. */
 typedef struct cmp_spool cmp_spool_t;
 msp_err cmp_spool_open(const char *dir, cmp_spool_t **out);
 /* The dir that keeps the spool in memory (an anonymous file; a temp file in
  * $TMPDIR where the kernel has none): compared by address, not by text. */
 extern const char cmp_spool_memory[];
-msp_err cmp_spool_put(cmp_spool_t *s, const msp_compare_result_t *part);
+/* The part is the spool's from here on (freed there once written), whatever
+ * the outcome. */
+msp_err cmp_spool_give(cmp_spool_t *s, msp_compare_result_t *part);
 size_t cmp_spool_count(cmp_spool_t *s);
 msp_err cmp_spool_get(cmp_spool_t *s, size_t i, msp_compare_result_t **part);
 msp_err cmp_spool_get_packed(cmp_spool_t *s, size_t i, unsigned char **out, size_t *len);
@@ -541,7 +543,8 @@ char *cmp_dup(const char *s, int *oom);
  * out when lean (replay needs none of them). */
 msp_err cmp_copy_record(msp_record_cmp_t *dst, const msp_record_cmp_t *src, int lean);
 /* One finished pair (phase A's, replay's answers applied) into f's tree;
- * part's suspects move to the head. */
+ * part's suspects move to the head, and part is the tree's from here on
+ * (freed by it), whatever the outcome. */
 msp_err cmp_finish_part(cmp_finish_t *f, msp_compare_result_t *part);
 /* After the last pair: one order of suspects, the cross-rank pass, the marks. */
 msp_err cmp_finish_tree(cmp_finish_t *f);

@@ -254,23 +254,23 @@ msp_err cmp_part_unpack(const unsigned char *buf, size_t len, msp_compare_result
 
 /* ---- the spool file -------------------------------------------------------- */
 
-/* A part's bytes go to the file on a thread of the spool's own, while the
- * compare goes on with the next pair: the writes were two fifths of phase
- * A's time on a statistics tree (issue 42). At most CMP_SPOOL_QUEUE parts
- * wait; a part is read back once it is written; a write that failed is the
- * error of the next put or get. */
+/* A part is packed, written and freed on a thread of the spool's own, while
+ * the compare goes on with the next pair: the writes were two fifths of
+ * phase A's time on a statistics tree, and the packing and freeing another
+ * seventh of the compare's own thread once the writes had left it (issue
+ * 42). At most CMP_SPOOL_QUEUE parts wait; a part is read back once it is
+ * written; a packing or write that failed is the error of the next put or
+ * get. */
 #define CMP_SPOOL_QUEUE 2
 
 struct cmp_spool_job {
-    unsigned char *buf;
-    size_t len;
-    uint64_t at;
+    msp_compare_result_t *part; /* packed there, then freed */
 };
 
 struct cmp_spool {
     int fd;
-    uint64_t end;
-    uint64_t *off; /* part i: [off[i], off[i + 1]) */
+    uint64_t end;  /* the writer's */
+    uint64_t *off; /* part i: [off[i], off[i + 1]), set once written */
     size_t n, cap;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -279,7 +279,7 @@ struct cmp_spool {
     struct cmp_spool_job q[CMP_SPOOL_QUEUE];
     size_t q_head, q_n;
     size_t written; /* parts 0 .. written - 1 are in the file */
-    int err;        /* the first failed write's errno (-1: no space) */
+    int err;        /* the first failed packing's or write's errno (-1: no space) */
     char *dir;      /* where the file is, for the messages */
 };
 
@@ -299,10 +299,34 @@ static int cmp_spool_write(int fd, const unsigned char *buf, size_t len, uint64_
 
 static msp_err cmp_spool_failed(const cmp_spool_t *s, int err)
 {
+    if (err == ENOMEM) /* packing a part */
+        return msp_fail(MSP_ERR_NOMEM, "compare: out of memory for its temporary file");
     return msp_fail(MSP_ERR_IO,
                     "compare: cannot write its temporary file in %s: %s "
                     "(TMPDIR names another directory)",
                     s->dir, err > 0 ? strerror(err) : "no space");
+}
+
+/* Part i (the spool's, freed here) packed and written at the file's end:
+ * 0, or the errno of what failed (-1: no space). One thread at a time
+ * writes: the writer, or the putting thread when there is none. */
+static int cmp_spool_write_part(cmp_spool_t *s, msp_compare_result_t *part, size_t i)
+{
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    int err = cmp_part_pack(part, &buf, &len) ? ENOMEM : 0;
+    msp_compare_result_free(part);
+    if (err)
+        msp_clear_error(); /* this thread's own text: the next put or get says it */
+    else
+        err = cmp_spool_write(s->fd, buf, len, s->end);
+    free(buf);
+    if (!err) {
+        s->off[i] = s->end;
+        s->end += len;
+        s->off[i + 1] = s->end;
+    }
+    return err;
 }
 
 static void *cmp_spool_writer(void *arg)
@@ -316,9 +340,13 @@ static void *cmp_spool_writer(void *arg)
             break;
         struct cmp_spool_job j = s->q[s->q_head];
         int failed = s->err;
+        size_t i = s->written;
         pthread_mutex_unlock(&s->mu);
-        int err = failed ? 0 : cmp_spool_write(s->fd, j.buf, j.len, j.at);
-        free(j.buf);
+        int err = 0;
+        if (failed)
+            msp_compare_result_free(j.part);
+        else
+            err = cmp_spool_write_part(s, j.part, i);
         pthread_mutex_lock(&s->mu);
         if (err && !s->err)
             s->err = err;
@@ -395,9 +423,7 @@ msp_err cmp_spool_open(const char *dir, cmp_spool_t **out)
     return MSP_OK;
 }
 
-/* Part n's bytes (buf, now the spool's) queued for the writer, or written
- * here when no thread could be started. */
-static msp_err cmp_spool_put_owned(cmp_spool_t *s, unsigned char *buf, size_t len)
+msp_err cmp_spool_give(cmp_spool_t *s, msp_compare_result_t *part)
 {
     pthread_mutex_lock(&s->mu);
     if (!s->th_live)
@@ -408,36 +434,23 @@ static msp_err cmp_spool_put_owned(cmp_spool_t *s, unsigned char *buf, size_t le
     if (!nv) {
         int err = s->err;
         pthread_mutex_unlock(&s->mu);
-        free(buf);
+        msp_compare_result_free(part);
         return err ? cmp_spool_failed(s, err) : msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
     }
     s->off = nv;
-    uint64_t at = s->end;
-    s->off[s->n] = at;
-    s->end += len;
-    s->n++;
-    s->off[s->n] = s->end;
+    size_t i = s->n++;
     if (s->th_live > 0) {
-        s->q[(s->q_head + s->q_n++) % CMP_SPOOL_QUEUE] = (struct cmp_spool_job){buf, len, at};
+        s->q[(s->q_head + s->q_n++) % CMP_SPOOL_QUEUE] = (struct cmp_spool_job){part};
         pthread_cond_broadcast(&s->cv);
         pthread_mutex_unlock(&s->mu);
         return MSP_OK;
     }
-    int err = cmp_spool_write(s->fd, buf, len, at);
+    int err = cmp_spool_write_part(s, part, i);
     if (err)
         s->err = err;
     s->written++;
     pthread_mutex_unlock(&s->mu);
-    free(buf);
     return err ? cmp_spool_failed(s, err) : MSP_OK;
-}
-
-msp_err cmp_spool_put(cmp_spool_t *s, const msp_compare_result_t *part)
-{
-    unsigned char *buf = NULL;
-    size_t len = 0;
-    msp_err rc = cmp_part_pack(part, &buf, &len);
-    return rc ? rc : cmp_spool_put_owned(s, buf, len);
 }
 
 size_t cmp_spool_count(cmp_spool_t *s)

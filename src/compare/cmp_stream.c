@@ -235,13 +235,15 @@ static msp_err cmp_phase_a(cmp_stream_t *st, cmp_finish_t *fin)
         st->spooling |= !fin || st->n_cands > 0;
         if (!rc && !st->spooling) {
             rc = cmp_finish_part(fin, part);
+            part = NULL; /* the tree's */
             st->n_finished++;
         } else if (!rc) {
             if (!st->a)
                 rc = cmp_spool_open(st->o->spool_dir, &st->a);
             if (!rc) {
                 st->a_index[i] = cmp_spool_count(st->a);
-                rc = cmp_spool_put(st->a, part);
+                rc = cmp_spool_give(st->a, part);
+                part = NULL; /* the spool's */
             }
         }
         msp_compare_result_free(part);
@@ -550,8 +552,10 @@ static msp_err cmp_gather(cmp_stream_t *st, msp_compare_tree_t *t, cmp_finish_t 
                           owner, (long long)st->plan.fps[i].step, (long long)st->plan.fps[i].rank);
         if (!rc && !r2 && !part)
             r2 = cmp_part_unpack(buf, len, &part);
-        if (!rc && !r2)
+        if (!rc && !r2) {
             r2 = cmp_finish_part(fin, part);
+            part = NULL; /* the tree's */
+        }
         msp_compare_result_free(part);
         free(buf);
         if (!rc)

@@ -308,8 +308,10 @@ msp_err cmp_finish_part(cmp_finish_t *f, msp_compare_result_t *part)
         rc = cmp_prev_note(f, part);
     if (!rc)
         rc = cmp_head_totals(f, part);
-    if (rc)
+    if (rc) {
+        msp_compare_result_free(part);
         return rc;
+    }
     size_t *rb = realloc(t->rec_base, (t->n_parts + 1) * sizeof *rb);
     if (rb)
         t->rec_base = rb;
@@ -322,8 +324,10 @@ msp_err cmp_finish_part(cmp_finish_t *f, msp_compare_result_t *part)
     int64_t *ps = realloc(t->part_step, (t->n_parts + 1) * sizeof *ps);
     if (ps)
         t->part_step = ps;
-    if (!rb || !tb || !pr || !ps)
+    if (!rb || !tb || !pr || !ps) {
+        msp_compare_result_free(part);
         return cmp_oom();
+    }
     t->rec_base[t->n_parts] = t->n_records;
     t->ten_base[t->n_parts] = t->n_tensors;
     t->part_rank[t->n_parts] = part->n_records ? part->records[0].rank : -1;
@@ -331,7 +335,7 @@ msp_err cmp_finish_part(cmp_finish_t *f, msp_compare_result_t *part)
     t->n_parts++;
     t->n_records += part->n_records;
     t->n_tensors += part->n_tensors;
-    return cmp_spool_put(t->spool, part);
+    return cmp_spool_give(t->spool, part);
 }
 
 /* cmp_rank_suspects's order over every pair's suspects (each pair's already
