@@ -209,6 +209,46 @@ static void cmp_ctx_close_files(cmp_ctx_t *cx)
     cx->bf = cx->cf = NULL;
 }
 
+/* A finished pair's files, closed on a thread of their own while the next
+ * pair is compared: freeing a statistics file's catalogue (a string or two
+ * per tensor) was a tenth of the compare's own thread (issue 42). One pair
+ * at a time: the next close waits for it. */
+typedef struct {
+    msp_dump_file_t *bf, *cf;
+    const msp_record_info_t **bnames, **cnames;
+    pthread_t th;
+    int threaded;
+} cmp_closer_t;
+
+static void *cmp_closer_main(void *arg)
+{
+    cmp_closer_t *c = arg;
+    free(c->bnames);
+    free(c->cnames);
+    msp_dump_close(c->bf);
+    msp_dump_close(c->cf);
+    return NULL;
+}
+
+static void cmp_closer_join(cmp_closer_t *c)
+{
+    if (c->threaded)
+        pthread_join(c->th, NULL);
+    memset(c, 0, sizeof *c);
+}
+
+/* cx's files (taken from it) closed now or on a thread, after the last ones. */
+static void cmp_ctx_close_later(cmp_ctx_t *cx, cmp_closer_t *c)
+{
+    cmp_closer_join(c);
+    *c = (cmp_closer_t){.bf = cx->bf, .cf = cx->cf, .bnames = cx->bnames, .cnames = cx->cnames};
+    cx->bf = cx->cf = NULL;
+    cx->bnames = cx->cnames = NULL;
+    c->threaded = pthread_create(&c->th, NULL, cmp_closer_main, c) == 0;
+    if (!c->threaded)
+        cmp_closer_main(c);
+}
+
 static msp_err cmp_file_pair(cmp_ctx_t *cx, cmp_build_t *bld, const cmp_file_pair_t *fp,
                              cmp_prefetch_t *opened, const cmp_mapping_t *map)
 {
@@ -381,6 +421,7 @@ struct cmp_engine {
     cmp_mapping_t map;
     cmp_prefetch_t pf[CMP_SLOTS];
     const cmp_file_pair_t *pf_fp[CMP_SLOTS]; /* the pair each prefetch slot is opening */
+    cmp_closer_t closer;
     cmp_build_t bld;
     const void *last_rec, *last_ten; /* bld.res's arrays when last seen */
 };
@@ -472,7 +513,7 @@ msp_err cmp_engine_sample(cmp_engine_t *e, msp_compare_result_t *res)
     msp_err rc = MSP_OK;
     if (cx->bf && cx->cf && e->bld.res == res && !cx->o->no_samples)
         rc = cmp_sample_part(res, cx->bf, cx->cf, cx->bnames, cx->cnames);
-    cmp_ctx_close_files(cx);
+    cmp_ctx_close_later(cx, &e->closer);
     return rc;
 }
 
@@ -487,6 +528,7 @@ void cmp_engine_close(cmp_engine_t *e)
         return;
     for (int s = 0; s < CMP_SLOTS; s++)
         cmp_prefetch_drop(&e->pf[s]);
+    cmp_closer_join(&e->closer);
     cmp_ctx_close_files(&e->cx);
     if (e->cx.pairs_done)
         cmp_mapping_warn_unused(e->cx.o, &e->map);
