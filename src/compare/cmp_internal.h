@@ -335,14 +335,16 @@ msp_err cmp_rank_suspects(msp_compare_result_t *res, int top);
  * (cmp_suspects.c); the streamed compare runs it again over every step. */
 void cmp_drop_nan_echoes(msp_compare_result_t *res);
 
-/* What cmp_suspects.c borrows from cmp_verdict.c: res's records sorted by
- * step, rank, name, for lookups by name (the caller frees ix.v); a row's unit
- * roundoff (its coarser side's dtype); whether a record is an optimizer's. */
+/* What cmp_suspects.c borrows from cmp_verdict.c: res's records by step,
+ * rank and name, for lookups by name (cmp_index_free releases it; {0} is an
+ * empty one); a row's unit roundoff (its coarser side's dtype); whether a
+ * record is an optimizer's. */
 typedef struct cmp_rec_index {
-    const msp_record_cmp_t **v;
-    size_t n;
+    const msp_compare_result_t *res;
+    msp_index_t h;
 } cmp_rec_index_t;
 msp_err cmp_index_build(const msp_compare_result_t *res, cmp_rec_index_t *ix);
+void cmp_index_free(cmp_rec_index_t *ix);
 msp_record_cmp_t *cmp_index_find(const cmp_rec_index_t *ix, int64_t step, int64_t rank,
                                  const char *name);
 double cmp_row_unit(const msp_tensor_cmp_t *t);

@@ -629,7 +629,7 @@ msp_err cmp_rank_suspects(msp_compare_result_t *res, int top)
     }
     free(tiers);
     free(ps.seen);
-    free(ix.v);
+    cmp_index_free(&ix);
     if (rc)
         return rc;
     cmp_drop_nan_echoes(res);
