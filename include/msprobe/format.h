@@ -265,6 +265,11 @@ typedef struct msp_dump_file {
     msp_record_info_t *records;     /* sorted by order, then name */
     size_t n_records;
     void *impl; /* private */
+    /* private: the block of NUL-ended strings that record names, roles and
+     * producers may point into (a statistics dump's /strings), freed with
+     * the file; such strings are not freed one by one */
+    char *strings;
+    size_t strings_len;
 } msp_dump_file_t;
 
 /* Open and load the catalogue (from /index when present, otherwise by walking

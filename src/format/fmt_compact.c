@@ -141,12 +141,9 @@ static msp_err msp_records_merge(msp_dump_file_t *f, const struct msp_strs *s,
         }
         if (n_index && bsearch(name, f->records, n_index, sizeof *nr, msp_rec_key_cmp))
             continue; /* its tensors with data are in /index */
-        msp_record_info_t *r = &f->records[f->n_records];
+        msp_record_info_t *r = &f->records[f->n_records++];
         memset(r, 0, sizeof *r);
-        if (!(r->name = strdup(name)))
-            rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", f->path);
-        else
-            f->n_records++;
+        r->name = (char *)name; /* in f's strings */
         r->order = rr[i].order;
     }
     if (!rc && f->n_records > 1)
@@ -212,8 +209,8 @@ static msp_err msp_tensor_from_srow(msp_dump_file_t *f, const struct msp_strs *s
     if (r->ndim > width)
         return msp_fail(MSP_ERR_FORMAT, "%s: ndim %d, wider than the table's shape column (%d)",
                         SROW_WHERE(), (int)r->ndim, width);
-    if (!(t->role = strdup(role)) || (*prod && !(t->producer = strdup(prod))))
-        return msp_fail(MSP_ERR_NOMEM, "%s: out of memory", SROW_WHERE());
+    t->role = (char *)role; /* in f's strings */
+    t->producer = *prod ? (char *)prod : NULL;
     t->dtype = msp_dtype_from_name(dt);
     msp_copy_str(t->dtype_name, sizeof t->dtype_name, t->dtype ? msp_dtype_name(t->dtype) : dt);
     t->ndim = r->ndim;
@@ -308,13 +305,20 @@ static msp_err msp_roles_once(msp_dump_file_t *f)
     return MSP_OK;
 }
 
-msp_err msp_compact_build(msp_dump_file_t *f, const struct msp_ctables *t,
-                          struct msp_attr_row **attrs, size_t *n_attrs, struct msp_attr_row **defs,
-                          size_t *n_defs)
+msp_err msp_compact_build(msp_dump_file_t *f, struct msp_ctables *t, struct msp_attr_row **attrs,
+                          size_t *n_attrs, struct msp_attr_row **defs, size_t *n_defs)
 {
     struct msp_strs s;
     memset(&s, 0, sizeof s);
     msp_err rc = msp_strs_index(f, t, &s);
+    if (!rc && !f->strings) {
+        /* the catalogue's strings stay where they are: a copy of each role
+         * and producer, freed one by one with the file, was a tenth of a
+         * statistics compare's own thread (issue 42) */
+        f->strings = t->strings;
+        f->strings_len = t->n_strings;
+        t->strings = NULL;
+    }
     if (!rc)
         rc = msp_records_merge(f, &s, t);
     if (!rc)

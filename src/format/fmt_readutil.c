@@ -270,21 +270,30 @@ msp_err msp_read_tensor_fd(msp_dump_file_t *f, int fd, const msp_record_info_t *
 
 /* ---- the file object of an HDF5 dump ---------------------------------------- */
 
-static void msp_record_free(msp_record_info_t *r)
+/* s, unless it lies in f's block of strings (freed whole). */
+static void msp_free_own(const msp_dump_file_t *f, char *s)
+{
+    uintptr_t at = (uintptr_t)s, from = (uintptr_t)f->strings;
+    if (!f->strings || at < from || at - from >= f->strings_len)
+        free(s);
+}
+
+static void msp_record_free(const msp_dump_file_t *f, msp_record_info_t *r)
 {
     for (size_t i = 0; i < r->n_tensors; i++) {
-        free(r->tensors[i].role);
-        free(r->tensors[i].producer);
+        msp_free_own(f, r->tensors[i].role);
+        msp_free_own(f, r->tensors[i].producer);
     }
     free(r->tensors);
-    free(r->name);
+    msp_free_own(f, r->name);
 }
 
 void msp_dump_free(msp_dump_file_t *f)
 {
     for (size_t i = 0; i < f->n_records; i++)
-        msp_record_free(&f->records[i]);
+        msp_record_free(f, &f->records[i]);
     free(f->records);
+    free(f->strings);
     free(f->path);
     free(f);
 }
