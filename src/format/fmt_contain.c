@@ -731,10 +731,11 @@ static msp_err msp_attrs_copy(const struct msp_rattrs *a, char ***keys, char ***
 static msp_err msp_ct_record_attrs(msp_dump_file_t *f, const msp_record_info_t *r, char ***keys,
                                    char ***values, size_t *n)
 {
-    char where[700];
-    snprintf(where, sizeof where, "file %s: record %s", f->path, r->name);
     struct msp_ct_impl *im = f->impl;
-    return msp_attrs_copy(&im->attrs[r - f->records], keys, values, n, where);
+    /* the file and record named on failure only: formatting them for
+     * every call was a third of this function (issue 42) */
+    msp_err rc = msp_attrs_copy(&im->attrs[r - f->records], keys, values, n, "");
+    return rc ? msp_fail(rc, "file %s: record %s: out of memory", f->path, r->name) : MSP_OK;
 }
 
 static msp_err msp_ct_api_defaults(msp_dump_file_t *f, const struct msp_attr_row **rows, size_t *n)

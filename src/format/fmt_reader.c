@@ -73,9 +73,9 @@ msp_err msp_dump_api_defaults(msp_dump_file_t *f, const char *api, char ***keys,
     msp_err rc = ops->api_defaults ? ops->api_defaults(f, &rows, &nr) : MSP_OK;
     if (rc)
         return rc;
-    char where[700];
-    snprintf(where, sizeof where, "file %s: /defaults of %s", f->path, api);
-    return msp_rows_find(rows, nr, api, keys, values, n, where);
+    /* named on failure only: a call a record pair */
+    rc = msp_rows_find(rows, nr, api, keys, values, n, "");
+    return rc ? msp_fail(rc, "file %s: /defaults of %s: out of memory", f->path, api) : MSP_OK;
 }
 
 /* ---- tensors a block at a time -------------------------------------------- */
