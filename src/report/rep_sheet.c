@@ -514,11 +514,22 @@ void rep_sheet_link(rep_sheet_t *s, int col, const char *location, int xf)
         s->links = nv;
         s->links_cap = cap;
     }
+    /* <hyperlink ref="REF" location="LOC" display="LOC"/>, joined by hand:
+     * snprintf was most of a summary row's link (issue 42) */
     char ref[32];
-    ref[rep_cell_ref(ref, col, s->row1)] = '\0';
-    s->links_len += (size_t)snprintf(s->links + s->links_len, s->links_cap - s->links_len,
-                                     "<hyperlink ref=\"%s\" location=\"%s\" display=\"%s\"/>", ref,
-                                     location, location);
+    size_t rl = rep_cell_ref(ref, col, s->row1), ll = strlen(location);
+    char *p = s->links + s->links_len;
+#define RS_PUT(text, len) (memcpy(p, text, len), p += (len))
+    RS_PUT("<hyperlink ref=\"", 16);
+    RS_PUT(ref, rl);
+    RS_PUT("\" location=\"", 12);
+    RS_PUT(location, ll);
+    RS_PUT("\" display=\"", 11);
+    RS_PUT(location, ll);
+    RS_PUT("\"/>", 3);
+#undef RS_PUT
+    *p = '\0';
+    s->links_len = (size_t)(p - s->links);
 }
 
 static void rs_z_free(rep_sheet_t *s)

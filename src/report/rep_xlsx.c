@@ -492,9 +492,20 @@ static void msp_summary_row(const msp_xlsx_t *x, msp_sheets_t *sh, const msp_rec
     } else {
         size_t dsheet, drow;
         msp_details_pos(sh->seq_ten, &dsheet, &drow);
-        char target[32], text[64];
-        cmp_sheet_name(target, sizeof target, "details", dsheet);
-        snprintf(text, sizeof text, "%s!A%zu", target, drow);
+        /* details!A<row> or details_<n>!A<row>, as cmp_sheet_name names the
+         * sheet, joined by hand: two snprintf calls a summary row before
+         * (issue 42) */
+        char text[64];
+        size_t tl = 7;
+        memcpy(text, "details", 7);
+        if (dsheet) {
+            text[tl++] = '_';
+            tl += msp_u64_digits(text + tl, (uint64_t)dsheet + 1);
+        }
+        memcpy(text + tl, "!A", 2);
+        tl += 2;
+        tl += msp_u64_digits(text + tl, (uint64_t)drow);
+        text[tl] = '\0';
         if (sh->links++ < MSP_XLSX_MAX_URLS) {
             rep_sheet_link(ws, c++, text, x->xf_link[h][bold]);
         } else {
