@@ -183,6 +183,7 @@ typedef struct rep_sheet {
     int next_col;           /* the open row's column after its last cell */
     const char *dir;        /* where the temp file is (the caller's string) */
     struct rep_sst *sst;    /* the workbook's shared strings (NULL: all inline) */
+    struct rs_memo *memo;   /* per column: its last shared string, to skip the lookup */
     int ncols;
     char *links; /* <hyperlink> elements */
     size_t links_len, links_cap;
@@ -229,6 +230,8 @@ void rep_sst_free(rep_sst_t *t);
 /* The index of text (len bytes, valid UTF-8, NUL-terminated), added when
  * new; -1 when it is not to be shared (empty, long, or the table full). */
 long rep_sst_id(rep_sst_t *t, const char *text, size_t len);
+/* Another cell naming a string rep_sst_id gave: counted as it counts them. */
+void rep_sst_again(rep_sst_t *t);
 int rep_sst_used(const rep_sst_t *t);
 /* xl/sharedStrings.xml (malloc'd, *len bytes), or NULL when out of memory. */
 char *rep_sst_xml(const rep_sst_t *t, size_t *len);

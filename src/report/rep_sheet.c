@@ -439,6 +439,36 @@ static size_t rs_plain_len(const char *text)
  * shared string when shared and the sheet's table takes it, else inline.
  * Plain text (most cells: one pass over it) skips the cleaning and the
  * escape, which would leave it as it is. */
+/* A column's last shared string: its text (a short one), length and id.
+ * A dtype, a shape or a verdict often repeats the row above; comparing it
+ * with the last one skips the table's hash and lookup, an eighth of a
+ * statistics workbook's rows (issue 42). */
+#define RS_MEMO_LEN 47
+struct rs_memo {
+    long id; /* -1: none */
+    size_t len;
+    char text[RS_MEMO_LEN + 1];
+};
+
+static long rs_shared_id(rep_sheet_t *s, int col, const char *text, size_t len)
+{
+    if (!s->memo && col >= 0 && col < s->ncols && (s->memo = malloc(s->ncols * sizeof *s->memo)))
+        for (int i = 0; i < s->ncols; i++)
+            s->memo[i].id = -1;
+    struct rs_memo *m = s->memo && col >= 0 && col < s->ncols ? &s->memo[col] : NULL;
+    if (m && m->id >= 0 && m->len == len && !memcmp(m->text, text, len)) {
+        rep_sst_again(s->sst);
+        return m->id;
+    }
+    long id = rep_sst_id(s->sst, text, len);
+    if (m && id >= 0 && len <= RS_MEMO_LEN) {
+        m->id = id;
+        m->len = len;
+        memcpy(m->text, text, len);
+    }
+    return id;
+}
+
 static void rs_text_cell(rep_sheet_t *s, int col, const char *text, int xf, int shared)
 {
     char *cut = NULL;
@@ -453,7 +483,7 @@ static void rs_text_cell(rep_sheet_t *s, int col, const char *text, int xf, int 
         }
         len = strlen(text);
     }
-    long id = shared && s->sst ? rep_sst_id(s->sst, text, len) : -1;
+    long id = shared && s->sst ? rs_shared_id(s, col, text, len) : -1;
     size_t n = 0;
     char *p = id < 0 ? NULL : rs_cell(s, col, xf, 48, &n);
     if (id < 0) {
@@ -565,5 +595,6 @@ void rep_sheet_free(rep_sheet_t *s)
     free(s->xml);
     free(s->out);
     free(s->links);
+    free(s->memo);
     memset(s, 0, sizeof *s);
 }

@@ -73,6 +73,11 @@ long rep_sst_id(rep_sst_t *t, const char *text, size_t len)
     return (long)at;
 }
 
+void rep_sst_again(rep_sst_t *t)
+{
+    t->count++;
+}
+
 int rep_sst_used(const rep_sst_t *t)
 {
     return t && t->n > 0;
