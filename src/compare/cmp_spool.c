@@ -53,6 +53,35 @@ _Static_assert(offsetof(msp_tensor_cmp_t, npu_dtype) == 2 * sizeof(char *) &&
                    offsetof(msp_tensor_cmp_t, bench_shape) + 96 == CMP_TEN_FIXED_END,
                "msp_tensor_cmp_t's layout changed: update cmp_part_pack's tensor rows");
 
+/* The numbers after the fixed text, as 8-byte words: a row packs a mask of
+ * the words that differ from the row before it (the first from zeros) and
+ * those words alone. A statistics row leaves most of them as the row above
+ * (the tensor-mode metrics NaN, verdicts, flags): the spool's bytes were a
+ * tenth of a statistics compare's CPU, written and read back (issue 42).
+ * The four string pointers among them count as zero (they go by name).
+ * The mask's top bits say which bench-side texts (dtype, shape, name) are
+ * the compare side's, as they mostly are; those are not packed again. */
+#define CMP_TEN_TAIL (sizeof(msp_tensor_cmp_t) - CMP_TEN_FIXED_END)
+#define CMP_TEN_WORDS (CMP_TEN_TAIL / 8)
+#define CMP_TEN_WORD(field) ((offsetof(msp_tensor_cmp_t, field) - CMP_TEN_FIXED_END) / 8)
+#define CMP_SAME_DTYPE ((uint64_t)1 << 61)
+#define CMP_SAME_SHAPE ((uint64_t)1 << 62)
+#define CMP_SAME_NAME ((uint64_t)1 << 63)
+_Static_assert(CMP_TEN_TAIL % 8 == 0 && CMP_TEN_WORDS <= 61 && CMP_TEN_FIXED_END % 8 == 0 &&
+                   offsetof(msp_tensor_cmp_t, err_message) % 8 == 0 &&
+                   offsetof(msp_tensor_cmp_t, producer) % 8 == 0 &&
+                   offsetof(msp_tensor_cmp_t, npu_data_name) % 8 == 0 &&
+                   offsetof(msp_tensor_cmp_t, bench_data_name) % 8 == 0,
+               "msp_tensor_cmp_t's numbers no longer fall in 8-byte words: update the "
+               "tensor rows' packing");
+
+static void cmp_ten_words(const msp_tensor_cmp_t *t, uint64_t w[CMP_TEN_WORDS])
+{
+    memcpy(w, (const unsigned char *)t + CMP_TEN_FIXED_END, CMP_TEN_TAIL);
+    w[CMP_TEN_WORD(err_message)] = w[CMP_TEN_WORD(producer)] = 0;
+    w[CMP_TEN_WORD(npu_data_name)] = w[CMP_TEN_WORD(bench_data_name)] = 0;
+}
+
 /* ---- packing ------------------------------------------------------------- */
 
 msp_err cmp_part_pack(const msp_compare_result_t *part, unsigned char **out, size_t *len)
@@ -89,18 +118,36 @@ msp_err cmp_part_pack(const msp_compare_result_t *part, unsigned char **out, siz
             msp_wput_str(&b, keep[k]);
     }
     msp_wput_u64(&b, part->n_tensors);
+    uint64_t prev[CMP_TEN_WORDS] = {0};
     for (size_t i = 0; i < part->n_tensors; i++) {
         /* the fixed text fields (dtype, shape: 272 bytes, mostly zeros) go as
-         * strings, the rest of the struct as it is: half the bytes a row */
+         * strings, the numbers as the words that changed */
         const msp_tensor_cmp_t *t = &part->tensors[i];
-        const unsigned char *raw = (const unsigned char *)t;
-        msp_wput(&b, raw + CMP_TEN_FIXED_END, sizeof *t - CMP_TEN_FIXED_END);
+        uint64_t cur[CMP_TEN_WORDS], row[1 + CMP_TEN_WORDS], mask = 0;
+        size_t n = 1;
+        cmp_ten_words(t, cur);
+        for (size_t w = 0; w < CMP_TEN_WORDS; w++)
+            if (cur[w] != prev[w]) {
+                mask |= (uint64_t)1 << w;
+                row[n++] = prev[w] = cur[w];
+            }
+        if (!strcmp(t->bench_dtype, t->npu_dtype))
+            mask |= CMP_SAME_DTYPE;
+        if (!strcmp(t->bench_shape, t->npu_shape))
+            mask |= CMP_SAME_SHAPE;
+        if (t->npu_name && t->bench_name && !strcmp(t->bench_name, t->npu_name))
+            mask |= CMP_SAME_NAME;
+        row[0] = mask;
+        msp_wput(&b, row, n * 8);
         msp_wput_str(&b, t->npu_dtype);
-        msp_wput_str(&b, t->bench_dtype);
+        if (!(mask & CMP_SAME_DTYPE))
+            msp_wput_str(&b, t->bench_dtype);
         msp_wput_str(&b, t->npu_shape);
-        msp_wput_str(&b, t->bench_shape);
+        if (!(mask & CMP_SAME_SHAPE))
+            msp_wput_str(&b, t->bench_shape);
         msp_wput_str(&b, t->npu_name);
-        msp_wput_str(&b, t->bench_name);
+        if (!(mask & CMP_SAME_NAME))
+            msp_wput_str(&b, t->bench_name);
         msp_wput_str(&b, t->err_message);
         msp_wput_str(&b, t->producer);
         msp_wput_str(&b, t->npu_data_name);
@@ -175,20 +222,42 @@ msp_err cmp_part_unpack(const unsigned char *buf, size_t len, msp_compare_result
         for (int k = 0; k < CMP_REC_STRS; k++)
             *f[k] = msp_wget_str(&r);
     }
-    size_t nt = msp_wget_count(&r, sizeof(msp_tensor_cmp_t) - CMP_TEN_FIXED_END + 10 * 8);
+    size_t nt = msp_wget_count(&r, 8 + 7 * 8);
     if (nt && !r.oom && !(p->tensors = calloc(nt, sizeof *p->tensors)))
         r.oom = 1;
+    uint64_t prev[CMP_TEN_WORDS] = {0};
     for (size_t i = 0; p->tensors && i < nt && !r.bad; i++, p->n_tensors++) {
         msp_tensor_cmp_t *t = &p->tensors[i];
-        msp_wget(&r, (unsigned char *)t + CMP_TEN_FIXED_END, sizeof *t - CMP_TEN_FIXED_END);
+        uint64_t mask = msp_wget_u64(&r), got[CMP_TEN_WORDS];
+        uint64_t same = mask & (CMP_SAME_DTYPE | CMP_SAME_SHAPE | CMP_SAME_NAME);
+        mask &= ~same;
+        if (mask >> CMP_TEN_WORDS)
+            r.bad = 1;
+        size_t n = r.bad ? 0 : (size_t)__builtin_popcountll(mask);
+        msp_wget(&r, got, n * 8);
+        for (size_t w = 0, k = 0; w < CMP_TEN_WORDS && !r.bad; w++)
+            if (mask >> w & 1)
+                prev[w] = got[k++];
+        memcpy((unsigned char *)t + CMP_TEN_FIXED_END, prev, CMP_TEN_TAIL);
         /* the packing process's pointers: never followed */
         t->err_message = t->producer = t->npu_data_name = t->bench_data_name = NULL;
         msp_wget_fixed(&r, t->npu_dtype, sizeof t->npu_dtype);
-        msp_wget_fixed(&r, t->bench_dtype, sizeof t->bench_dtype);
+        if (same & CMP_SAME_DTYPE)
+            memcpy(t->bench_dtype, t->npu_dtype, sizeof t->bench_dtype);
+        else
+            msp_wget_fixed(&r, t->bench_dtype, sizeof t->bench_dtype);
         msp_wget_fixed(&r, t->npu_shape, sizeof t->npu_shape);
-        msp_wget_fixed(&r, t->bench_shape, sizeof t->bench_shape);
+        if (same & CMP_SAME_SHAPE)
+            memcpy(t->bench_shape, t->npu_shape, sizeof t->bench_shape);
+        else
+            msp_wget_fixed(&r, t->bench_shape, sizeof t->bench_shape);
         t->npu_name = msp_wget_str(&r);
-        t->bench_name = msp_wget_str(&r);
+        if (!(same & CMP_SAME_NAME))
+            t->bench_name = msp_wget_str(&r);
+        else if (!t->npu_name)
+            r.bad = 1; /* the same as no name */
+        else if (!(t->bench_name = strdup(t->npu_name)))
+            r.oom = 1;
         t->err_message = msp_wget_str(&r);
         t->producer = msp_wget_str(&r);
         t->npu_data_name = msp_wget_str(&r);
