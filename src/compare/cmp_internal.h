@@ -87,10 +87,13 @@ typedef struct cmp_pair {
     int stray;
 } cmp_pair_t;
 
-/* Pair the records of two files. Caller frees *pairs. */
+/* Pair the records of two files; bnames and cnames, when not NULL, their
+ * records by name (cmp_name_index), which spares a sort. Caller frees
+ * *pairs. */
 msp_err cmp_match_records(const msp_dump_file_t *bf, const msp_dump_file_t *cf,
-                          const msp_compare_opts_t *opts, const cmp_mapping_t *map,
-                          cmp_pair_t **pairs, size_t *n_pairs);
+                          const msp_record_info_t *const *bnames,
+                          const msp_record_info_t *const *cnames, const msp_compare_opts_t *opts,
+                          const cmp_mapping_t *map, cmp_pair_t **pairs, size_t *n_pairs);
 int cmp_level_keeps(msp_level_t level, const char *name);
 /* Name with the call index removed: "Functional.conv2d.0.forward" -> "Functional.conv2d.forward". */
 char *cmp_fuzzy_key(const char *name);

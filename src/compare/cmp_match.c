@@ -367,9 +367,30 @@ cleanup:
     return rc;
 }
 
+/* The records of f that the level keeps, into v by name, then order (their
+ * count): in the order of f's records by name when given and no name
+ * repeats, else sorted here. */
+static size_t cmp_named_of(const msp_dump_file_t *f, const msp_record_info_t *const *names,
+                           msp_level_t level, cmp_named_t *v)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < f->n_records; i++) {
+        const msp_record_info_t *r = names ? names[i] : &f->records[i];
+        if (cmp_level_keeps(level, r->name))
+            v[n++] = (cmp_named_t){r->name, (long)(r - f->records), (long)r->order};
+    }
+    int sorted = names != NULL;
+    for (size_t i = 1; sorted && i < n; i++)
+        sorted = strcmp(v[i - 1].name, v[i].name) < 0;
+    if (!sorted)
+        qsort(v, n, sizeof *v, cmp_named_by_name);
+    return n;
+}
+
 msp_err cmp_match_records(const msp_dump_file_t *bf, const msp_dump_file_t *cf,
-                          const msp_compare_opts_t *opts, const cmp_mapping_t *map,
-                          cmp_pair_t **pairs_out, size_t *n_out)
+                          const msp_record_info_t *const *bnames,
+                          const msp_record_info_t *const *cnames, const msp_compare_opts_t *opts,
+                          const cmp_mapping_t *map, cmp_pair_t **pairs_out, size_t *n_out)
 {
     msp_err rc = MSP_OK;
     size_t nb = 0, nc = 0, np = 0;
@@ -382,14 +403,8 @@ msp_err cmp_match_records(const msp_dump_file_t *bf, const msp_dump_file_t *cf,
         rc = msp_fail(MSP_ERR_NOMEM, "matching %s with %s: out of memory", bf->path, cf->path);
         goto cleanup;
     }
-    for (size_t i = 0; i < bf->n_records; i++)
-        if (cmp_level_keeps(opts->level, bf->records[i].name))
-            bv[nb++] = (cmp_named_t){bf->records[i].name, (long)i, (long)bf->records[i].order};
-    for (size_t i = 0; i < cf->n_records; i++)
-        if (cmp_level_keeps(opts->level, cf->records[i].name))
-            cv[nc++] = (cmp_named_t){cf->records[i].name, (long)i, (long)cf->records[i].order};
-    qsort(bv, nb, sizeof *bv, cmp_named_by_name);
-    qsort(cv, nc, sizeof *cv, cmp_named_by_name);
+    nb = cmp_named_of(bf, bnames, opts->level, bv);
+    nc = cmp_named_of(cf, cnames, opts->level, cv);
 
     if (map) {
         for (size_t m = 0; m < map->n; m++) {

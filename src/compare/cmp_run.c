@@ -112,6 +112,9 @@ struct cmp_open_job {
     msp_err rc;
     char detail[1024];
     msp_dump_file_t *bf; /* cmp_open_both: the bench side (f is the compare side) */
+    /* f's records by name (cmp_name_index), made on the opening thread (a
+     * sort the compare's own thread no longer does); bf's; NULL: none yet */
+    const msp_record_info_t **names, **bnames;
 };
 
 static void *cmp_open_main(void *arg)
@@ -120,6 +123,8 @@ static void *cmp_open_main(void *arg)
     j->rc = msp_dump_open(j->path, &j->f);
     if (j->rc)
         snprintf(j->detail, sizeof j->detail, "%s", msp_last_error());
+    else
+        j->names = cmp_name_index(j->f);
     return NULL;
 }
 
@@ -128,7 +133,7 @@ static void *cmp_open_main(void *arg)
  * prefetch thread (below); the error, if any, is kept in o->detail. */
 static void cmp_open_both(const cmp_file_pair_t *fp, struct cmp_open_job *o)
 {
-    struct cmp_open_job b = {fp->bench, NULL, MSP_OK, "", NULL};
+    struct cmp_open_job b = {fp->bench, NULL, MSP_OK, "", NULL, NULL, NULL};
     pthread_t th;
     int threaded = pthread_create(&th, NULL, cmp_open_main, &b) == 0;
     if (!threaded)
@@ -139,12 +144,15 @@ static void cmp_open_both(const cmp_file_pair_t *fp, struct cmp_open_job *o)
         pthread_join(th, NULL);
     if (b.rc) { /* the bench side's error is the one reported */
         msp_dump_close(o->f);
+        free(o->names);
         o->f = NULL;
+        o->names = NULL;
         o->rc = b.rc;
         memcpy(o->detail, b.detail, sizeof o->detail);
         return;
     }
     o->bf = b.f;
+    o->bnames = b.names;
 }
 
 /* The next pair's files are opened while this pair is compared, so the
@@ -175,13 +183,17 @@ static void cmp_prefetch_start(cmp_prefetch_t *p, const cmp_file_pair_t *fp)
 }
 
 /* Waits for the pair's files: MSP_OK with both open, or its error set here. */
-static msp_err cmp_prefetch_finish(cmp_prefetch_t *p, msp_dump_file_t **bf, msp_dump_file_t **cf)
+static msp_err cmp_prefetch_finish(cmp_prefetch_t *p, msp_dump_file_t **bf, msp_dump_file_t **cf,
+                                   const msp_record_info_t ***bnames,
+                                   const msp_record_info_t ***cnames)
 {
     if (p->threaded)
         pthread_join(p->th, NULL);
     p->active = p->threaded = 0;
     *bf = p->o.bf;
     *cf = p->o.f;
+    *bnames = p->o.bnames;
+    *cnames = p->o.names;
     if (p->o.rc)
         return msp_fail(p->o.rc, "%s", p->o.detail);
     return MSP_OK;
@@ -193,7 +205,10 @@ static void cmp_prefetch_drop(cmp_prefetch_t *p)
     if (!p->active)
         return;
     msp_dump_file_t *bf, *cf;
-    (void)cmp_prefetch_finish(p, &bf, &cf);
+    const msp_record_info_t **bn, **cn;
+    (void)cmp_prefetch_finish(p, &bf, &cf, &bn, &cn);
+    free(bn);
+    free(cn);
     msp_dump_close(bf);
     msp_dump_close(cf);
 }
@@ -260,7 +275,7 @@ static msp_err cmp_file_pair(cmp_ctx_t *cx, cmp_build_t *bld, const cmp_file_pai
     cx->bfd = cx->cfd = -1;
     cx->bmap = cx->cmap = NULL;
     cx->n_jobs = 0;
-    if ((rc = cmp_prefetch_finish(opened, &cx->bf, &cx->cf))) {
+    if ((rc = cmp_prefetch_finish(opened, &cx->bf, &cx->cf, &cx->bnames, &cx->cnames))) {
         /* inside directories an unreadable file is skipped, the rest compared */
         if (fp->in_tree && rc != MSP_ERR_NOMEM) {
             char detail[1024];
@@ -306,15 +321,17 @@ static msp_err cmp_file_pair(cmp_ctx_t *cx, cmp_build_t *bld, const cmp_file_pai
                          : !strcmp(cx->bf->task, "statistics") ||
                                !strcmp(cx->cf->task, "statistics");
     cx->has_producers = cmp_file_has_producers(cx->bf) || cmp_file_has_producers(cx->cf);
-    /* records by name: producer links and call-site references look them up */
-    if (!(cx->bnames = cmp_name_index(cx->bf)) || !(cx->cnames = cmp_name_index(cx->cf))) {
+    /* records by name: producer links and call-site references look them up
+     * (made where the files were opened, unless that ran out of memory) */
+    if ((!cx->bnames && !(cx->bnames = cmp_name_index(cx->bf))) ||
+        (!cx->cnames && !(cx->cnames = cmp_name_index(cx->cf)))) {
         rc = msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
         goto cleanup;
     }
     if (stats_file)
         bld->res->stats_mode = 1;
     cx->md5 |= stats_file == 2;
-    if ((rc = cmp_match_records(cx->bf, cx->cf, cx->o, map, &pairs, &np)))
+    if ((rc = cmp_match_records(cx->bf, cx->cf, cx->bnames, cx->cnames, cx->o, map, &pairs, &np)))
         goto cleanup;
     refs = calloc(np + 1, sizeof *refs);
     if (!refs) {
