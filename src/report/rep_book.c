@@ -208,11 +208,22 @@ static int rb_cut(const char *xml, const rep_sheet_t *rows, char **pre, char **p
         *pre = NULL;
         return -1;
     }
-    if (rows->links_len)
-        *post = msp_asprintf("</sheetData>%.*s<hyperlinks>%.*s</hyperlinks>%s", (int)(at - rest),
-                             rest, (int)rows->links_len, rows->links, at);
-    else
+    if (rows->links_len) {
+        /* joined by copies: vsnprintf's %.*s of a summary sheet's links
+         * (megabytes) took longer than writing them (issue 42) */
+        msp_buf_t b = {0};
+        msp_buf_puts(&b, "</sheetData>");
+        msp_buf_put(&b, rest, (size_t)(at - rest));
+        msp_buf_puts(&b, "<hyperlinks>");
+        msp_buf_put(&b, rows->links, rows->links_len);
+        msp_buf_puts(&b, "</hyperlinks>");
+        msp_buf_puts(&b, at);
+        if (b.oom)
+            msp_buf_free(&b);
+        *post = b.data;
+    } else {
         *post = msp_asprintf("</sheetData>%s", rest);
+    }
     return *pre && *post ? 0 : -1;
 }
 
