@@ -119,6 +119,65 @@ static int msp_rec_key_cmp(const void *key, const void *elem)
     return strcmp(key, ((const msp_record_info_t *)elem)->name);
 }
 
+/* The one record each name may have, by the name's text. */
+static int msp_rec_name_is(const void *ctx, size_t i)
+{
+    const void *const *c = ctx;
+    const msp_dump_file_t *f = c[0];
+    return strcmp(f->records[i].name, (const char *)c[1]) == 0;
+}
+
+/* A file without /index: its /records in the order written (execution
+ * order, which the catalogue keeps: no sort by name, then by order again),
+ * and (*by_id)[k] the record named by string k (UINT32_MAX: none), for
+ * /stats's rows. A name given twice, under one string number or two, is
+ * refused. */
+static msp_err msp_records_own(msp_dump_file_t *f, const struct msp_strs *s,
+                               const struct msp_ctables *t, uint32_t **by_id)
+{
+    size_t n = t->n_records;
+    const struct msp_rrow *rr = t->records;
+    msp_index_t seen = {0};
+    uint32_t *id = malloc((s->n ? s->n : 1) * sizeof *id);
+    msp_record_info_t *nr = realloc(f->records, (n + 1) * sizeof *nr);
+    if (nr)
+        f->records = nr;
+    if (!id || !nr || msp_index_reserve(&seen, n)) {
+        free(id);
+        msp_index_free(&seen);
+        return msp_fail(MSP_ERR_NOMEM, "file %s: out of memory for /records", f->path);
+    }
+    memset(id, 0xff, (s->n ? s->n : 1) * sizeof *id);
+    msp_err rc = MSP_OK;
+    for (size_t i = 0; !rc && i < n; i++) {
+        const char *name = msp_str_at(s, rr[i].name);
+        if (!name || !*name) {
+            rc = msp_fail(MSP_ERR_FORMAT, "file %s: /records row %zu has no name", f->path, i);
+            break;
+        }
+        uint64_t h = msp_str_hash(name, 0);
+        const void *ctx[2] = {f, name};
+        if (id[rr[i].name] != UINT32_MAX ||
+            msp_index_find(&seen, h, msp_rec_name_is, ctx) != SIZE_MAX) {
+            rc = msp_fail(MSP_ERR_FORMAT, "file %s: /records: record %s is listed twice", f->path,
+                          name);
+            break;
+        }
+        msp_record_info_t *r = &f->records[f->n_records];
+        memset(r, 0, sizeof *r);
+        r->name = (char *)name; /* in f's strings */
+        r->order = rr[i].order;
+        id[rr[i].name] = (uint32_t)f->n_records;
+        (void)msp_index_put(&seen, h, f->n_records++); /* room reserved */
+    }
+    msp_index_free(&seen);
+    if (rc)
+        free(id);
+    else
+        *by_id = id;
+    return rc;
+}
+
 /* /records into f->records: the records /index gave (the first n_index, in
  * name order) keep theirs; then all in name order, a name given twice
  * refused. */
@@ -231,9 +290,10 @@ static msp_err msp_tensor_from_srow(msp_dump_file_t *f, const struct msp_strs *s
     return rc;
 }
 
-/* /stats's rows as tensors of their records (f->records in name order). */
+/* /stats's rows as tensors of their records: by_id[k] the record named by
+ * string k (msp_records_own), or NULL: f->records in name order. */
 static msp_err msp_stats_merge(msp_dump_file_t *f, const struct msp_strs *s,
-                               const struct msp_ctables *t)
+                               const struct msp_ctables *t, const uint32_t *by_id)
 {
     int width = t->width;
     size_t n = t->n_stats;
@@ -248,10 +308,11 @@ static msp_err msp_stats_merge(msp_dump_file_t *f, const struct msp_strs *s,
         msp_srow_at(t->stats, width, i, &row);
         const char *rec = msp_str_at(s, row.record);
         int same = i && row.record == msp_nrow_u32(t->stats, width, i - 1, MSP_NROW_RECORD);
-        msp_record_info_t *r = last && same ? last
-                               : rec        ? bsearch(rec, f->records, f->n_records, sizeof *r,
-                                                      msp_rec_key_cmp)
-                                            : NULL;
+        msp_record_info_t *r =
+            last && same ? last
+            : !rec       ? NULL
+            : by_id ? (by_id[row.record] < f->n_records ? &f->records[by_id[row.record]] : NULL)
+                    : bsearch(rec, f->records, f->n_records, sizeof *r, msp_rec_key_cmp);
         last = r;
         if (!r) {
             rc = msp_fail(MSP_ERR_FORMAT,
@@ -310,6 +371,7 @@ msp_err msp_compact_build(msp_dump_file_t *f, struct msp_ctables *t, struct msp_
 {
     struct msp_strs s;
     memset(&s, 0, sizeof s);
+    uint32_t *by_id = NULL;
     msp_err rc = msp_strs_index(f, t, &s);
     if (!rc && !f->strings) {
         /* the catalogue's strings stay where they are: a copy of each role
@@ -319,10 +381,11 @@ msp_err msp_compact_build(msp_dump_file_t *f, struct msp_ctables *t, struct msp_
         f->strings_len = t->n_strings;
         t->strings = NULL;
     }
+    if (!rc) /* without /index (a statistics dump as the shim writes it): in file order */
+        rc = f->n_records ? msp_records_merge(f, &s, t) : msp_records_own(f, &s, t, &by_id);
     if (!rc)
-        rc = msp_records_merge(f, &s, t);
-    if (!rc)
-        rc = msp_stats_merge(f, &s, t);
+        rc = msp_stats_merge(f, &s, t, by_id);
+    free(by_id);
     if (!rc)
         rc = msp_roles_once(f);
     if (!rc)

@@ -98,8 +98,8 @@ msp_err msp_shape_size(const int64_t *shape, int ndim, size_t esize, int64_t *nu
  * f already has (from /index: tensors with data; f->records in name
  * order), /stats's rows as their tensors, and /attrs and /defaults as rows
  * sorted by record, then key (*attrs and *defs, freed with msp_rows_free,
- * also on failure). f->records ends in name order, each record's tensors
- * in role order. Errors name f->path and the table. t's strings become
+ * also on failure). f->records ends in name order (in /records's order when
+ * f had none), each record's tensors in role order. Errors name f->path and the table. t's strings become
  * f's (t->strings NULL after): the records' names, roles and producers
  * point into them. */
 msp_err msp_compact_build(msp_dump_file_t *f, struct msp_ctables *t, struct msp_attr_row **attrs,

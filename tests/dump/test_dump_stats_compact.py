@@ -196,6 +196,20 @@ class CompactStatistics(dt.ShimCase):
             rows[0]["ndim"] = rows.dtype["shape"].shape[0] + 1
             return rows
 
+        def name_under_two_numbers(f):
+            # the first record's name again, as a new string of /strings,
+            # named by a second /records row: one name, two string numbers
+            strs, rows = f["strings"][()], f["records"][()]
+            pieces = strs.tobytes().split(b"\0")[:-1]
+            again = np.frombuffer(pieces[rows[0]["name"]] + b"\0", np.uint8)
+            extra = rows[:1].copy()
+            extra["name"] = len(pieces)
+            extra["order"] = rows["order"].max() + 1
+            for name, data in (("strings", np.concatenate([strs, again])),
+                               ("records", np.concatenate([rows, extra]))):
+                del f[name]
+                f.create_dataset(name, data=data)
+
         cases = [
             ("stats", role_out_of_range, "/strings does not have"),
             ("stats", record_unlisted, "names a record /records does not list"),
@@ -203,6 +217,7 @@ class CompactStatistics(dt.ShimCase):
             ("stats", ndim_too_wide, "wider than the table's shape column"),
             ("stats", values_out_of_range, "names a row /values does not have"),
             ("records", lambda r: np.concatenate([r, r[:1]]), "is listed twice"),
+            (None, name_under_two_numbers, "is listed twice"),
             ("strings", lambda r: r[:-1], "does not end with a NUL"),
         ]
         for name, fn, needle in cases:
@@ -211,7 +226,7 @@ class CompactStatistics(dt.ShimCase):
                 with open(good, "rb") as src, open(bad, "wb") as dst:
                     dst.write(src.read())
                 with h5py.File(bad, "r+") as f:
-                    rewrite(name, fn)(f)
+                    (rewrite(name, fn) if name else fn)(f)
                 p = subprocess.run([BIN, "ls", bad], capture_output=True, text=True, timeout=120)
                 self.assertNotEqual(p.returncode, 0, p.stdout[-500:])
                 self.assertIn(needle, p.stderr)
