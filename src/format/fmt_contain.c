@@ -732,8 +732,7 @@ static msp_err msp_ct_record_attrs(msp_dump_file_t *f, const msp_record_info_t *
                                    char ***values, size_t *n)
 {
     struct msp_ct_impl *im = f->impl;
-    /* the file and record named on failure only: formatting them for
-     * every call was a third of this function (issue 42) */
+    /* named on failure only: a third of this function before (issue 42) */
     msp_err rc = msp_attrs_copy(&im->attrs[r - f->records], keys, values, n, "");
     return rc ? msp_fail(rc, "file %s: record %s: out of memory", f->path, r->name) : MSP_OK;
 }
