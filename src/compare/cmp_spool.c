@@ -328,7 +328,7 @@ msp_err cmp_part_unpack(const unsigned char *buf, size_t len, msp_compare_result
  * phase A's time on a statistics tree, and the packing and freeing another
  * seventh of the compare's own thread once the writes had left it (issue
  * 42). At most CMP_SPOOL_QUEUE parts wait; a part is read back once it is
- * written; a packing or write that failed is the error of the next put or
+ * written; a packing or write that failed is the error of the next give or
  * get. */
 #define CMP_SPOOL_QUEUE 2
 
@@ -376,26 +376,36 @@ static msp_err cmp_spool_failed(const cmp_spool_t *s, int err)
                     s->dir, err > 0 ? strerror(err) : "no space");
 }
 
-/* Part i (the spool's, freed here) packed and written at the file's end:
- * 0, or the errno of what failed (-1: no space). One thread at a time
- * writes: the writer, or the putting thread when there is none. */
-static int cmp_spool_write_part(cmp_spool_t *s, msp_compare_result_t *part, size_t i)
+/* A part (the spool's, freed here) packed and written at the file's end,
+ * s->end, its *len bytes: 0, or the errno of what failed (-1: no space).
+ * One thread at a time writes: the writer, or the giving thread when there
+ * is none. The caller notes where it went, under the lock (a give may move
+ * s->off meanwhile). */
+static int cmp_spool_write_part(cmp_spool_t *s, msp_compare_result_t *part, size_t *len)
 {
     unsigned char *buf = NULL;
-    size_t len = 0;
-    int err = cmp_part_pack(part, &buf, &len) ? ENOMEM : 0;
+    *len = 0;
+    int err = cmp_part_pack(part, &buf, len) ? ENOMEM : 0;
     msp_compare_result_free(part);
     if (err)
-        msp_clear_error(); /* this thread's own text: the next put or get says it */
+        msp_clear_error(); /* this thread's own text: the next give or get says it */
     else
-        err = cmp_spool_write(s->fd, buf, len, s->end);
+        err = cmp_spool_write(s->fd, buf, *len, s->end);
     free(buf);
+    return err;
+}
+
+/* Part i, written (err 0) as len bytes at s->end: noted. Under s->mu. */
+static void cmp_spool_wrote(cmp_spool_t *s, size_t i, size_t len, int err)
+{
     if (!err) {
         s->off[i] = s->end;
         s->end += len;
         s->off[i + 1] = s->end;
+    } else if (!s->err) {
+        s->err = err;
     }
-    return err;
+    s->written++;
 }
 
 static void *cmp_spool_writer(void *arg)
@@ -412,16 +422,15 @@ static void *cmp_spool_writer(void *arg)
         size_t i = s->written;
         pthread_mutex_unlock(&s->mu);
         int err = 0;
+        size_t len = 0;
         if (failed)
             msp_compare_result_free(j.part);
         else
-            err = cmp_spool_write_part(s, j.part, i);
+            err = cmp_spool_write_part(s, j.part, &len);
         pthread_mutex_lock(&s->mu);
-        if (err && !s->err)
-            s->err = err;
+        cmp_spool_wrote(s, i, len, failed ? 0 : err);
         s->q_head = (s->q_head + 1) % CMP_SPOOL_QUEUE;
         s->q_n--;
-        s->written++;
         pthread_cond_broadcast(&s->cv);
     }
     pthread_mutex_unlock(&s->mu);
@@ -514,10 +523,9 @@ msp_err cmp_spool_give(cmp_spool_t *s, msp_compare_result_t *part)
         pthread_mutex_unlock(&s->mu);
         return MSP_OK;
     }
-    int err = cmp_spool_write_part(s, part, i);
-    if (err)
-        s->err = err;
-    s->written++;
+    size_t len = 0;
+    int err = cmp_spool_write_part(s, part, &len);
+    cmp_spool_wrote(s, i, len, err);
     pthread_mutex_unlock(&s->mu);
     return err ? cmp_spool_failed(s, err) : MSP_OK;
 }
