@@ -19,7 +19,8 @@
 
 #define CMP_BLOCK 4096 /* elements per fast/slow decision */
 
-#if defined(MSP_CPU_X86) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#if defined(MSP_CPU_X86) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) &&               \
+    !defined(__SANITIZE_THREAD__)
 #define CMP_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define CMP_CLONES
