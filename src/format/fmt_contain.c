@@ -312,12 +312,12 @@ static struct msp_server *msp_server_take(const char *path)
         }
         msp_srv_owner = getpid();
     }
-    struct msp_server *s = NULL;
+    struct msp_server *s = NULL; /* busy read first: a busy slot's pid is its taker's */
     for (int i = 0; i < MSP_SERVERS && !s; i++)
-        if (msp_srv[i].pid > 0 && !msp_srv[i].busy)
+        if (!msp_srv[i].busy && msp_srv[i].pid > 0)
             s = &msp_srv[i];
     for (int i = 0; i < MSP_SERVERS && !s; i++)
-        if (msp_srv[i].pid <= 0 && !msp_srv[i].busy)
+        if (!msp_srv[i].busy && msp_srv[i].pid <= 0)
             s = &msp_srv[i];
     if (s)
         s->busy = 1;
