@@ -147,8 +147,9 @@ int rep_tree_book_threads(const msp_compare_tree_t *t);
 
 /* Data rows per sheet (cmp_report_set_rows_per_sheet). */
 extern size_t cmp_xlsx_data_rows;
-/* "details", "details_2", ...: the name of sheet index of base. */
-void cmp_sheet_name(char *buf, size_t n, const char *base, size_t index);
+/* "details", "details_2", ...: the name of sheet index of base, at buf (n
+ * bytes); its length. */
+size_t cmp_sheet_name(char *buf, size_t n, const char *base, size_t index);
 
 /* What goes into one workbook. */
 typedef struct cmp_book {

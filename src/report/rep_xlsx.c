@@ -209,12 +209,23 @@ static void msp_xlsx_formats(msp_xlsx_t *x)
 }
 
 /* "details", "details_2", ... : a sheet holds at most LXW_ROW_MAX rows. */
-void cmp_sheet_name(char *buf, size_t n, const char *base, size_t index)
+size_t cmp_sheet_name(char *buf, size_t n, const char *base, size_t index)
 {
-    if (index == 0)
-        snprintf(buf, n, "%s", base);
-    else
-        snprintf(buf, n, "%s_%zu", base, index + 1);
+    /* joined by hand: every summary row names its details sheet, and two
+     * snprintf calls there were 1.5 % of a statistics compare (issue 42) */
+    char t[64];
+    size_t len = strnlen(base, 32);
+    memcpy(t, base, len);
+    if (index) {
+        t[len++] = '_';
+        len += msp_u64_digits(t + len, (uint64_t)index + 1);
+    }
+    if (!n)
+        return 0;
+    len = len < n ? len : n - 1;
+    memcpy(buf, t, len);
+    buf[len] = '\0';
+    return len;
 }
 
 /* Sheets needed for total data rows (at least one, even empty), and the data
@@ -492,16 +503,8 @@ static void msp_summary_row(const msp_xlsx_t *x, msp_sheets_t *sh, const msp_rec
     } else {
         size_t dsheet, drow;
         msp_details_pos(sh->seq_ten, &dsheet, &drow);
-        /* details!A<row> or details_<n>!A<row>, as cmp_sheet_name names the
-         * sheet, joined by hand: two snprintf calls a summary row before
-         * (issue 42) */
-        char text[64];
-        size_t tl = 7;
-        memcpy(text, "details", 7);
-        if (dsheet) {
-            text[tl++] = '_';
-            tl += msp_u64_digits(text + tl, (uint64_t)dsheet + 1);
-        }
+        char text[64]; /* details!A<row>, details_2!A<row>, ... */
+        size_t tl = cmp_sheet_name(text, 32, "details", dsheet);
         memcpy(text + tl, "!A", 2);
         tl += 2;
         tl += msp_u64_digits(text + tl, (uint64_t)drow);
