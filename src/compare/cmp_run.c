@@ -199,6 +199,16 @@ static msp_err cmp_prefetch_finish(cmp_prefetch_t *p, msp_dump_file_t **bf, msp_
     return MSP_OK;
 }
 
+/* A pair's two files and their records by name, closed and freed. */
+static void cmp_close_pair(msp_dump_file_t *bf, msp_dump_file_t *cf,
+                           const msp_record_info_t **bnames, const msp_record_info_t **cnames)
+{
+    free(bnames);
+    free(cnames);
+    msp_dump_close(bf);
+    msp_dump_close(cf);
+}
+
 /* A prefetch whose pair will not be compared (an earlier error). */
 static void cmp_prefetch_drop(cmp_prefetch_t *p)
 {
@@ -207,20 +217,14 @@ static void cmp_prefetch_drop(cmp_prefetch_t *p)
     msp_dump_file_t *bf, *cf;
     const msp_record_info_t **bn, **cn;
     (void)cmp_prefetch_finish(p, &bf, &cf, &bn, &cn);
-    free(bn);
-    free(cn);
-    msp_dump_close(bf);
-    msp_dump_close(cf);
+    cmp_close_pair(bf, cf, bn, cn);
 }
 
 /* The pair's files, kept after its compare for its samples (cmp_engine_sample). */
 static void cmp_ctx_close_files(cmp_ctx_t *cx)
 {
-    free(cx->bnames);
-    free(cx->cnames);
+    cmp_close_pair(cx->bf, cx->cf, cx->bnames, cx->cnames);
     cx->bnames = cx->cnames = NULL;
-    msp_dump_close(cx->bf);
-    msp_dump_close(cx->cf);
     cx->bf = cx->cf = NULL;
 }
 
@@ -238,10 +242,7 @@ typedef struct {
 static void *cmp_closer_main(void *arg)
 {
     cmp_closer_t *c = arg;
-    free(c->bnames);
-    free(c->cnames);
-    msp_dump_close(c->bf);
-    msp_dump_close(c->cf);
+    cmp_close_pair(c->bf, c->cf, c->bnames, c->cnames);
     return NULL;
 }
 
