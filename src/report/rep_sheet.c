@@ -50,6 +50,17 @@ static void rs_fail(rep_sheet_t *s, int err)
         s->err = err ? err : EIO;
 }
 
+/* A column's last shared string: its text (a short one), length and id.
+ * A dtype, a shape or a verdict often repeats the row above; comparing it
+ * with the last one skips the table's hash and lookup, an eighth of a
+ * statistics workbook's rows (issue 42). */
+#define RS_MEMO_LEN 47
+struct rs_memo {
+    long id; /* -1: none */
+    size_t len;
+    char text[RS_MEMO_LEN + 1];
+};
+
 msp_err rep_sheet_open(rep_sheet_t *s, const char *dir, int ncols)
 {
     memset(s, 0, sizeof *s);
@@ -58,8 +69,11 @@ msp_err rep_sheet_open(rep_sheet_t *s, const char *dir, int ncols)
     s->xml = malloc(RS_XML_CAP);
     s->out = malloc(RS_OUT_CAP);
     s->xml_cap = RS_XML_CAP;
+    s->memo = malloc((ncols > 0 ? (size_t)ncols : 1) * sizeof *s->memo);
+    for (int i = 0; s->memo && i < ncols; i++)
+        s->memo[i].id = -1;
     char *path = msp_asprintf("%s/.msprobe-rows.XXXXXX", dir);
-    if (!s->xml || !s->out || !path) {
+    if (!s->xml || !s->out || !s->memo || !path) {
         free(path);
         rep_sheet_free(s);
         return msp_fail(MSP_ERR_NOMEM, "out of memory writing the report in %s", dir);
@@ -439,23 +453,9 @@ static size_t rs_plain_len(const char *text)
  * shared string when shared and the sheet's table takes it, else inline.
  * Plain text (most cells: one pass over it) skips the cleaning and the
  * escape, which would leave it as it is. */
-/* A column's last shared string: its text (a short one), length and id.
- * A dtype, a shape or a verdict often repeats the row above; comparing it
- * with the last one skips the table's hash and lookup, an eighth of a
- * statistics workbook's rows (issue 42). */
-#define RS_MEMO_LEN 47
-struct rs_memo {
-    long id; /* -1: none */
-    size_t len;
-    char text[RS_MEMO_LEN + 1];
-};
-
 static long rs_shared_id(rep_sheet_t *s, int col, const char *text, size_t len)
 {
-    if (!s->memo && col >= 0 && col < s->ncols && (s->memo = malloc(s->ncols * sizeof *s->memo)))
-        for (int i = 0; i < s->ncols; i++)
-            s->memo[i].id = -1;
-    struct rs_memo *m = s->memo && col >= 0 && col < s->ncols ? &s->memo[col] : NULL;
+    struct rs_memo *m = col >= 0 && col < s->ncols ? &s->memo[col] : NULL;
     if (m && m->id >= 0 && m->len == len && !memcmp(m->text, text, len)) {
         rep_sst_again(s->sst);
         return m->id;
