@@ -16,7 +16,7 @@
  *   msprobe-gen --out DIR [--steps N] [--ranks R] [--layers L] [--numel E |
  *               --size-mb MB] [--dtype fp32|fp16|bf16] [--plant K] [--magnitude M]
  *               [--plant-step S] [--plant-rank R] [--seed S] [--no-backward] [--modules]
- *               [--task tensor|statistics]
+ *               [--task tensor|statistics] [--pack-kib K]
  *
  * writes DIR/bench/step{N}/rank{R}/dump.h5 and DIR/npu/step{N}/rank{R}/dump.h5;
  * --task statistics writes what a statistics dump holds (each tensor's
@@ -40,7 +40,8 @@ typedef struct gen_opts {
     double magnitude;
     uint64_t seed;
     int backward, modules;
-    int stats_only; /* --task statistics */
+    int stats_only;   /* --task statistics */
+    int64_t pack_kib; /* --pack-kib: tensors below this many KiB packed (format_version 4) */
 } gen_opts_t;
 
 /* splitmix64: fast, and a pure function of (seed, stream, index) */
@@ -182,7 +183,8 @@ static int gen_one(const gen_opts_t *o, int step, int rank)
     b.path = bp;
     c.path = cp;
     msp_dump_meta_t meta = {
-        "pytorch", "1.13.1", o->stats_only ? "statistics" : "tensor", "mix", step, rank, o->ranks};
+        "pytorch", "1.13.1",         o->stats_only ? "statistics" : "tensor", "mix", step, rank,
+        o->ranks,  o->pack_kib << 10};
     if (msp_writer_open(bp, &meta, &b.w) || msp_writer_open(cp, &meta, &c.w)) {
         fprintf(stderr, "msprobe-gen: %s\n", msp_last_error());
         goto cleanup;
@@ -291,13 +293,15 @@ static void gen_usage(FILE *f)
             "                   [--numel E | --size-mb MB] [--dtype fp32|fp16|bf16]\n"
             "                   [--plant K] [--magnitude M] [--plant-step S] [--plant-rank R]\n"
             "                   [--seed S] [--no-backward] [--modules] [--task tensor|statistics]\n"
+            "                   [--pack-kib K]\n"
             "Writes DIR/bench/step{N}/rank{R}/dump.h5 (float32) and DIR/npu/... (--dtype).\n"
+            "--pack-kib packs tensors of fewer than K KiB into /packed (MSPROBE_PACK_KIB).\n"
             "--size-mb sets E so that the smaller side holds at least MB megabytes.\n");
 }
 
 int main(int argc, char **argv)
 {
-    gen_opts_t o = {NULL, 1, 1, 8, 4096, 0.0, MSP_DTYPE_BFLOAT16, -1, 0, 0, 0.05, 1, 1, 0, 0};
+    gen_opts_t o = {NULL, 1, 1, 8, 4096, 0.0, MSP_DTYPE_BFLOAT16, -1, 0, 0, 0.05, 1, 1, 0, 0, 0};
     static const struct option lo[] = {{"out", required_argument, NULL, 'o'},
                                        {"steps", required_argument, NULL, 's'},
                                        {"ranks", required_argument, NULL, 'r'},
@@ -313,6 +317,7 @@ int main(int argc, char **argv)
                                        {"no-backward", no_argument, NULL, 'B'},
                                        {"modules", no_argument, NULL, 'M'},
                                        {"task", required_argument, NULL, 'T'},
+                                       {"pack-kib", required_argument, NULL, 'K'},
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
     int ch;
@@ -373,6 +378,13 @@ int main(int argc, char **argv)
                 return 2;
             }
             o.stats_only = !strcmp(optarg, "statistics");
+            break;
+        case 'K':
+            o.pack_kib = strtoll(optarg, NULL, 10);
+            if (o.pack_kib < 0 || o.pack_kib > 1024) {
+                fprintf(stderr, "msprobe-gen: --pack-kib %s: use 0 to 1024\n", optarg);
+                return 2;
+            }
             break;
         case 'h':
             gen_usage(stdout);

@@ -63,10 +63,15 @@ extern "C" {
 #endif
 
 #define MSP_FORMAT_NAME "msprobe-dump"
-/* The newest format_version this msprobe reads and writes: 3, the compact
- * layout of statistics dumps; tensor dumps are still written as version 2. */
-#define MSP_FORMAT_VERSION 3
+/* The newest format_version this msprobe reads: 4. A tensor dump is written
+ * as version 2, or 4 when its small tensors are packed (/packed,
+ * msp_dump_meta_t.pack_below); a statistics dump as 3, the compact layout. */
+#define MSP_FORMAT_VERSION 4
 #define MSP_TENSOR_FORMAT_VERSION 2
+#define MSP_STATS_FORMAT_VERSION 3
+#define MSP_PACKED_FORMAT_VERSION 4
+/* The largest pack_below a writer takes: bigger tensors keep their datasets. */
+#define MSP_PACK_BELOW_MAX ((int64_t)1 << 20)
 #define MSP_MAX_NDIM 32
 
 typedef enum msp_dtype {
@@ -159,6 +164,11 @@ typedef struct msp_dump_meta {
     const char *task;              /* "tensor" | "statistics" */
     const char *dump_mode;         /* "api" | "module" | "mix" */
     int64_t step, rank, world_size;
+    /* A tensor dump's data of 1 to pack_below - 1 bytes goes into the
+     * segments of /packed instead of a dataset each (format_version 4,
+     * msprobe-dump(5) PACKED TENSORS); 0: every tensor its dataset. At most
+     * MSP_PACK_BELOW_MAX; statistics dumps ignore it. */
+    int64_t pack_below;
 } msp_dump_meta_t;
 
 typedef struct msp_writer msp_writer_t;

@@ -2,6 +2,7 @@
  * against the file it describes (for the in-process reader, fmt_h5read.c). */
 #include "fmt_h5index.h"
 #include "fmt_compact.h" /* msp_shape_size */
+#include "fmt_h5pack.h"  /* packed rows */
 #include "fmt_h5walk.h"  /* listing, storage and size checks */
 
 #include <stdlib.h>
@@ -403,7 +404,8 @@ msp_err msp_verify_index(msp_dump_file_t *f)
 {
     struct msp_h5_impl *im = msp_impl(f);
     char where[700];
-    msp_err rc = MSP_OK;
+    struct msp_segs segs;
+    msp_err rc = msp_segs_load(f, &segs);
     size_t found = 0;
     int all_hard = 1;
     for (size_t i = 0; i < f->n_records && !rc; i++) {
@@ -411,7 +413,7 @@ msp_err msp_verify_index(msp_dump_file_t *f)
         snprintf(where, sizeof where, "file %s: /index: record %s", f->path, r->name);
         size_t n_sets = 0, n_data = 0;
         for (size_t j = 0; j < r->n_tensors; j++)
-            n_data += r->tensors[j].has_data;
+            n_data += r->tensors[j].has_data && !msp_segs_holds(&segs, &r->tensors[j]);
         int hard = 0;
         hid_t g = msp_record_group(im->file, r, n_data, &hard);
         found += g >= 0;
@@ -420,6 +422,10 @@ msp_err msp_verify_index(msp_dump_file_t *f)
             msp_tensor_info_t *t = &r->tensors[j];
             snprintf(where, sizeof where, "file %s: /index: record %s: %s", f->path, r->name,
                      t->role);
+            if (msp_segs_holds(&segs, t)) { /* packed: no dataset, its bytes checked */
+                rc = msp_segs_note(&segs, t, where);
+                continue;
+            }
             /* a row with data must name its dataset: no lookup before the open */
             htri_t has_d = g < 0 ? 0 : t->has_data ? 1 : H5Lexists(g, t->role, H5P_DEFAULT);
             hid_t d = has_d > 0 ? H5Dopen2(g, t->role, H5P_DEFAULT) : -1;
@@ -455,6 +461,10 @@ msp_err msp_verify_index(msp_dump_file_t *f)
             H5Gclose(g);
     }
     H5Eclear2(H5E_DEFAULT);
+    if (!rc)
+        rc = msp_segs_check(&segs, f->path);
+    found += (size_t)segs.group; /* /packed: a group of the root, no record's */
+    msp_segs_free(&segs);
     if (rc || (all_hard && msp_root_is_records(im->file, found)))
         return rc;
     struct msp_names groups;

@@ -373,6 +373,12 @@ static msp_err msp_open_locked(msp_dump_file_t *f, struct msp_ctables *tables)
     } else if (compact) {
         H5Eclear2(H5E_DEFAULT);
         rc = tables ? msp_compact_read(f, 0, tables) : msp_load_compact(f, 0);
+    } else if (im->version >= MSP_PACKED_FORMAT_VERSION &&
+               H5Lexists(im->file, "packed", H5P_DEFAULT) > 0) {
+        rc = msp_fail(MSP_ERR_FORMAT,
+                      "file %s: /packed holds tensor data, but the file has no /index to "
+                      "describe it",
+                      path);
     } else {
         H5Eclear2(H5E_DEFAULT);
         rc = msp_walk(f);

@@ -60,6 +60,9 @@ static void msp_writer_free(msp_writer_t *w)
         return;
     if (w->group >= 0)
         H5Gclose(w->group);
+    if (w->pack_group >= 0)
+        H5Gclose(w->pack_group);
+    free(w->pack);
     for (int i = 0; i < MSP_DTYPE_COUNT_; i++)
         if (w->types[i] >= 0)
             H5Tclose(w->types[i]);
@@ -189,7 +192,9 @@ static msp_err msp_writer_root_attrs(msp_writer_t *w, const msp_dump_meta_t *m)
                        const char *) = w->compact ? msp_compact_attr_str : msp_h5_attr_put_str;
     if ((rc = put_str(root, "format", MSP_FORMAT_NAME, where)) ||
         (rc = msp_h5_attr_put_i64(root, "format_version",
-                                  w->compact ? MSP_FORMAT_VERSION : MSP_TENSOR_FORMAT_VERSION,
+                                  w->compact      ? MSP_STATS_FORMAT_VERSION
+                                  : w->pack_below ? MSP_PACKED_FORMAT_VERSION
+                                                  : MSP_TENSOR_FORMAT_VERSION,
                                   where)) ||
         (rc = put_str(root, "framework", m->framework ? m->framework : "pytorch", where)) ||
         (rc = put_str(root, "framework_version", m->framework_version ? m->framework_version : "",
@@ -219,12 +224,15 @@ msp_err msp_writer_open(const char *path, const msp_dump_meta_t *meta, msp_write
         rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", path);
         goto cleanup;
     }
-    w->file = w->group = w->dcpl = w->gcpl = -1;
+    w->file = w->group = w->dcpl = w->gcpl = w->pack_group = -1;
     w->fd = -1;
     /* Statistics dumps take the compact layout, which only HDF5 1.10's file
      * format keeps without a B-tree a table; tensor dumps stay readable by
      * HDF5 1.8 and by msprobe before format_version 3. */
     w->compact = meta->task && strcmp(meta->task, "statistics") == 0;
+    if (!w->compact && meta->pack_below > 0)
+        w->pack_below = (size_t)(meta->pack_below < MSP_PACK_BELOW_MAX ? meta->pack_below
+                                                                       : MSP_PACK_BELOW_MAX);
     H5F_libver_t low = w->compact ? H5F_LIBVER_V110 : H5F_LIBVER_V18;
     for (int i = 0; i < MSP_DTYPE_COUNT_; i++)
         w->types[i] = -1;
@@ -294,8 +302,8 @@ msp_err msp_writer_begin_record(msp_writer_t *w, const char *record, int64_t ord
         return msp_fail(MSP_ERR_USAGE, "msp_writer_begin_record: no writer");
     /* the tables' names, the compact layout's included (a record with data
      * in a statistics dump has a group beside them) */
-    static const char *const reserved[] = {"index",   "attrs", "defaults", "strings",
-                                           "records", "stats", "values",   NULL};
+    static const char *const reserved[] = {"index", "attrs",  "defaults", "strings", "records",
+                                           "stats", "values", "packed",   NULL};
     int bad = !msp_name_ok(record);
     for (int i = 0; !bad && reserved[i]; i++)
         bad = strcmp(record, reserved[i]) == 0;
@@ -303,7 +311,7 @@ msp_err msp_writer_begin_record(msp_writer_t *w, const char *record, int64_t ord
         return msp_fail(MSP_ERR_USAGE,
                         "file %s: invalid record name '%s' (empty, contains '/', or "
                         "a reserved name: 'index', 'attrs', 'defaults', 'strings', "
-                        "'records', 'stats', 'values')",
+                        "'records', 'stats', 'values', 'packed')",
                         w->path, record ? record : "(null)");
     if (w->record)
         return msp_fail(MSP_ERR_USAGE, "file %s: record %s: begun while record %s is still open",
@@ -360,6 +368,7 @@ static msp_err msp_writer_push_row(msp_writer_t *w, struct msp_index_row *r, con
     }
     w->rows = n;
     w->rows[w->n_rows].r = *r;
+    w->rows[w->n_rows].pending = 0;
     w->rows[w->n_rows++].producer = p;
     return MSP_OK;
 }
@@ -458,10 +467,14 @@ msp_err msp_writer_add_tensor(msp_writer_t *w, const msp_tensor_in_t *t)
     row.requires_grad = t->requires_grad ? 1 : 0;
 
     msp_h5_lock();
-    /* A tensor without data (statistics only) is its /index row alone. */
-    if (t->data && (rc = msp_writer_group(w)))
+    /* A small tensor's data goes into /packed, its row says where. */
+    int packed = t->data && msp_pack_wants(w, numel * esize);
+    if (packed && (rc = msp_pack_add(w, t->data, numel * esize, &row.offset)))
         goto cleanup;
-    if (t->data) {
+    /* A tensor without data (statistics only) is its /index row alone. */
+    if (t->data && !packed && (rc = msp_writer_group(w)))
+        goto cleanup;
+    if (t->data && !packed) {
         space = t->ndim == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(t->ndim, dims, NULL);
         if (space < 0) {
             rc = msp_h5_fail(MSP_ERR_HDF5, "%s: cannot create its dataspace", where);
@@ -474,7 +487,7 @@ msp_err msp_writer_add_tensor(msp_writer_t *w, const msp_tensor_in_t *t)
             goto cleanup;
         }
     }
-    if (t->data && numel > 0) {
+    if (t->data && !packed && numel > 0) {
         haddr_t at = H5Dget_offset(d);
         if (at != HADDR_UNDEF)
             msp_writer_prealloc(w, (int64_t)at, (int64_t)(numel * esize));
@@ -505,6 +518,8 @@ msp_err msp_writer_add_tensor(msp_writer_t *w, const msp_tensor_in_t *t)
         goto cleanup;
     rc = msp_writer_push_row(w, &row, t->producer);
     memset(&row, 0, sizeof row); /* owned by w->rows now, or freed */
+    if (!rc)
+        w->rows[w->n_rows - 1].pending = packed;
     if (!rc)
         w->record_tensors++;
 cleanup:
@@ -635,9 +650,11 @@ msp_err msp_writer_close(msp_writer_t *w)
         return MSP_OK;
     msp_h5_lock();
     msp_err rc = msp_writer_end_locked(w);
-    msp_err rc2 = w->compact ? msp_writer_compact_tables(w)
-                             : msp_writer_table(w, "index", msp_wrow_type(1), msp_wrow_type(0),
-                                                w->rows, w->n_rows, sizeof *w->rows, 0);
+    msp_err rc2 = msp_pack_flush(w); /* the offsets of /index's last packed rows */
+    if (!rc2)
+        rc2 = w->compact ? msp_writer_compact_tables(w)
+                         : msp_writer_table(w, "index", msp_wrow_type(1), msp_wrow_type(0), w->rows,
+                                            w->n_rows, sizeof *w->rows, 0);
     if (!rc2 && !w->compact)
         rc2 = msp_writer_table(w, "attrs", msp_h5_attrs_type(1), msp_h5_attrs_type(0), w->attrs,
                                w->n_attrs, sizeof *w->attrs, 0);

@@ -13,6 +13,7 @@
 struct msp_wrow {
     struct msp_index_row r;
     char *producer; /* "" when unknown */
+    int pending;    /* r.offset counts from the start of the segment being packed */
 };
 
 struct msp_writer {
@@ -53,7 +54,23 @@ struct msp_writer {
     int durable;          /* msp_writer_set_durable */
     /* task "statistics": the compact layout (format_version 3, fmt_h5stats.h) */
     int compact;
+    /* Packed tensors (fmt_writer_pack.c): data below pack_below bytes is
+     * gathered into pack, written as /packed/<n_segments> when full or at
+     * close; rows from pack_row on may be pending. */
+    size_t pack_below;
+    hid_t pack_group; /* /packed once created, or -1 */
+    unsigned char *pack;
+    size_t pack_len, pack_cap, pack_row;
+    unsigned n_segments;
 };
+
+/* fmt_writer_pack.c. Call with the lock held. Whether a tensor of n bytes
+ * is packed; appends its bytes (flushing a full segment first), *pos their
+ * place in the segment; writes the segment being packed and fixes its rows'
+ * offsets. */
+int msp_pack_wants(const msp_writer_t *w, size_t n);
+msp_err msp_pack_add(msp_writer_t *w, const void *data, size_t n, int64_t *pos);
+msp_err msp_pack_flush(msp_writer_t *w);
 
 /* Objects above this many bytes start on a 4 KiB boundary: whole pages for
  * the page cache and for readers that mmap or pread the raw data. */

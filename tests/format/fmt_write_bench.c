@@ -65,7 +65,7 @@ static int msp_bench_raw(const char *path, const float *data, size_t bytes, size
 static int msp_bench_dump(const char *path, const float *data, size_t bytes, size_t count,
                           int with_stats, int durable, double *t_write, double *t_sync)
 {
-    msp_dump_meta_t meta = {"pytorch", "bench", "tensor", "api", 0, 0, 1};
+    msp_dump_meta_t meta = {"pytorch", "bench", "tensor", "api", 0, 0, 1, 0};
     msp_writer_t *w = NULL;
     int64_t shape[1] = {(int64_t)(bytes / sizeof(float))};
     msp_stats_t pre;

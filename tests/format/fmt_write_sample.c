@@ -169,7 +169,7 @@ static int msp_write_sample(const char *path)
         {"Tensor.__add__.1.forward", 1, add, sizeof add / sizeof add[0]},
         {"Functional.linear.5.forward", 4, big, sizeof big / sizeof big[0]},
     };
-    msp_dump_meta_t meta = {"pytorch", "1.13.1", "tensor", "mix", 7, 3, 8};
+    msp_dump_meta_t meta = {"pytorch", "1.13.1", "tensor", "mix", 7, 3, 8, 0};
     msp_writer_t *w = NULL;
     if (msp_check(msp_writer_open(path, &meta, &w), "open"))
         return 1;
@@ -287,7 +287,7 @@ struct msp_thread_job {
 static void *msp_thread_main(void *arg)
 {
     struct msp_thread_job *j = arg;
-    msp_dump_meta_t meta = {"pytorch", "t", "tensor", "api", 0, j->k, 4};
+    msp_dump_meta_t meta = {"pytorch", "t", "tensor", "api", 0, j->k, 4, 0};
     msp_writer_t *w = NULL;
     snprintf(j->result, sizeof j->result, "ok");
     for (int pass = 0; pass < 2; pass++) {
@@ -400,7 +400,7 @@ static int msp_errors(const char *dir)
     char path[4096], missing[4096];
     snprintf(path, sizeof path, "%s/errors.h5", dir);
     snprintf(missing, sizeof missing, "%s/no/such/dir/dump.h5", dir);
-    msp_dump_meta_t meta = {NULL, NULL, NULL, NULL, 1, 0, 1};
+    msp_dump_meta_t meta = {NULL, NULL, NULL, NULL, 1, 0, 1, 0};
     msp_writer_t *w = NULL;
     msp_report("open_missing_dir", msp_writer_open(missing, &meta, &w));
     if (msp_writer_open(path, &meta, &w)) {
