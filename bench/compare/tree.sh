@@ -10,7 +10,9 @@
 #     tensors (small: 4 KiB fp32 against 2 KiB bf16), against a few large
 #     tensors of the same total bytes: the per-tensor cost, split into the
 #     reader helper's catalogue (msprobe-catalogue, libhdf5 opening every
-#     dataset to check /index) and compare's own.
+#     dataset to check /index) and compare's own; and the same subset
+#     written with its small tensors packed (msprobe-gen --pack-kib 64,
+#     format_version 4: msprobe-dump(5) PACKED TENSORS), side by side.
 # Prints one summary at the end; deletes the trees (WORK keeps them when set).
 # BASE (another build, e.g. of the last release) runs the same one-process
 # compare beside ours; WHOLE=0 skips the everything-in-memory run and
@@ -56,9 +58,14 @@ if [ ! -d "$WORK/stats" ]; then
         --plant-rank $((RANKS / 2 + 5)) --magnitude 0.3 --seed 5
     if [ "$SMALL_LAYERS" -gt 0 ]; then
         echo "== generating the tensor subset: $((2 * SMALL_LAYERS)) records of $NUMEL elements"
-        "$GEN" --out "$WORK/small" --steps "$STEPS" --ranks "$RANKS" --layers "$SMALL_LAYERS" \
-            --numel "$NUMEL" --dtype bf16 --plant $((SMALL_LAYERS / 3)) --plant-step $((STEPS - 1)) \
-            --plant-rank $((RANKS / 2 + 5)) --magnitude 0.3 --seed 5
+        for pk in 0 64; do
+            out=$WORK/small
+            [ "$pk" -eq 0 ] || out=$WORK/packed
+            "$GEN" --out "$out" --steps "$STEPS" --ranks "$RANKS" --layers "$SMALL_LAYERS" \
+                --numel "$NUMEL" --dtype bf16 --plant $((SMALL_LAYERS / 3)) \
+                --plant-step $((STEPS - 1)) --plant-rank $((RANKS / 2 + 5)) --magnitude 0.3 \
+                --seed 5 --pack-kib "$pk"
+        done
         # the same bytes in 16 large tensors a side and step
         big=$((RANKS * SMALL_LAYERS * NUMEL / 8))
         "$GEN" --out "$WORK/large" --steps "$STEPS" --ranks 2 --layers 4 --numel "$big" \
@@ -81,7 +88,8 @@ if [ ! -d "$WORK/stats" ]; then
     done
 fi
 du -sh "$WORK/stats/bench" "$WORK/stats/npu"
-[ "$SMALL_LAYERS" -gt 0 ] && du -sh "$WORK/small/bench" "$WORK/small/npu" "$WORK/large/bench" \
+[ "$SMALL_LAYERS" -gt 0 ] && du -sh "$WORK/small/bench" "$WORK/small/npu" "$WORK/packed/bench" \
+    "$WORK/packed/npu" "$WORK/large/bench" \
     "$WORK/large/npu"
 find "$WORK/stats" -name dump.h5 -exec cat {} + >/dev/null
 
@@ -157,6 +165,8 @@ if [ "$SMALL_LAYERS" -gt 0 ]; then
     echo "== tensors: small against large, the same bytes"
     small=$("$CB" tree "$WORK/small/bench" "$WORK/small/npu")
     echo "small: $small"
+    packed=$("$CB" tree "$WORK/packed/bench" "$WORK/packed/npu")
+    echo "packed: $packed"
     large=$("$CB" tree "$WORK/large/bench" "$WORK/large/npu")
     echo "large: $large"
     # the reader helper's part: every file's catalogue, one after the other,
@@ -164,6 +174,8 @@ if [ "$SMALL_LAYERS" -gt 0 ]; then
     nfiles=$(find "$WORK/small" -name dump.h5 | wc -l)
     # shellcheck disable=SC2046 # the paths are ours: no blanks
     cat_s=$(field seconds "$("$CB" open $(find "$WORK/small" -name dump.h5 | sort))")
+    # shellcheck disable=SC2046
+    pcat_s=$(field seconds "$("$CB" open $(find "$WORK/packed" -name dump.h5 | sort))")
 
     srows=$(field tensors "$small")
 fi
@@ -189,9 +201,13 @@ printf '  peak RSS:       %s MiB everything in memory, %s MiB a pair at a time (
 printf 'tensor subset:    %s rows of %s elements, %s MB: %.3f GB/s; %.1f us a row\n' "$srows" \
     "$NUMEL" "$(echo "$(field bytes "$small") / 1000000" | bc)" "$(field gbps "$small")" \
     "$(echo "1000000 * $(field seconds "$small") / $srows" | bc -l)"
+printf '  packed (--pack-kib 64): %.3f GB/s; %.1f us a row (%.2fx the unpacked speed)\n' \
+    "$(field gbps "$packed")" "$(echo "1000000 * $(field seconds "$packed") / $srows" | bc -l)" \
+    "$(echo "$(field seconds "$small") / $(field seconds "$packed")" | bc -l)"
 printf '  large tensors:  %s MB: %.3f GB/s\n' "$(echo "$(field bytes "$large") / 1000000" | bc)" \
     "$(field gbps "$large")"
-printf '  catalogues:     %s files in %.1f s one after the other, through the helper'"'"'s server: %.1f us a tensor row (libhdf5 checking /index)\n' \
-    "$nfiles" "$cat_s" "$(echo "1000000 * $cat_s / $srows" | bc -l)"
+printf '  catalogues:     %s files in %.1f s one after the other, through the helper'"'"'s server: %.1f us a tensor row (libhdf5 checking /index); packed %.1f s, %.1f us a row\n' \
+    "$nfiles" "$cat_s" "$(echo "1000000 * $cat_s / $srows" | bc -l)" "$pcat_s" \
+    "$(echo "1000000 * $pcat_s / $srows" | bc -l)"
 printf '  compare itself: %.1f s of CPU: %.1f us a row\n' "$(field cpu_s "$small")" \
     "$(echo "1000000 * $(field cpu_s "$small") / $srows" | bc -l)"

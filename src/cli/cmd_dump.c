@@ -23,6 +23,7 @@
 static struct {
     const char *config;
     int list_apis;
+    int pack_kib; /* -1: not given */
 } msp_da;
 
 static const msp_opt_t msp_dump_opts[] = {
@@ -33,6 +34,10 @@ static const msp_opt_t msp_dump_opts[] = {
             "print the APIs the shim dumps under this torch\n(runs PYTHON, default python3, with "
             "the shim)",
             MSP_BIND(TRUE, &msp_da.list_apis)),
+    MSP_OPT(257, "pack-kib", "K",
+            "write tensors of fewer than K KiB (1 to 1024)\ninto /packed, as MSPROBE_PACK_KIB "
+            "does\n(format_version 4; 0: a dataset each)",
+            MSP_BIND_INT(&msp_da.pack_kib, 0, 1024)),
     MSP_OPT('h', "help", NULL, "this help"),
     {.id = 0},
 };
@@ -47,7 +52,7 @@ static const msp_cmd_doc_t msp_dump_doc = {
              "The config is checked, and dump_path created, before COMMAND starts.\n",
     .tail = "Environment: MSPROBE_PATH (config), MSPROBE_PRELOAD_LIB (shim to preload\n"
             "instead of the one installed with msprobe), MSPROBE_LOG_FILE (where the\n"
-            "shim's messages go; default stderr).\n"
+            "shim's messages go; default stderr), MSPROBE_PACK_KIB (--pack-kib).\n"
             "\n"
             "--list-apis runs PYTHON [ARGS...] -c 'import torch' with the shim, which\n"
             "lists the APIs it discovers in that torch: one \"NAME<TAB>RECORD\" line each\n"
@@ -309,6 +314,7 @@ int msp_cmd_dump(msp_cli_ctx_t *ctx, int argc, char **argv)
 {
     msp_da.config = NULL;
     msp_da.list_apis = 0;
+    msp_da.pack_kib = -1;
     char *cfgpath = NULL, *abscfg = NULL, *lib = NULL, *preload = NULL;
     msp_config_t cfg = {0};
     int ex = MSP_EXIT_USAGE, c;
@@ -353,8 +359,11 @@ int msp_cmd_dump(msp_cli_ctx_t *ctx, int argc, char **argv)
     }
     /* -q and -v reach the shim: its library messages at the same level. */
     const char verbose[2] = {(char)('0' + (ctx->verbosity > 3 ? 3 : ctx->verbosity)), '\0'};
+    char pack[8];
+    snprintf(pack, sizeof pack, "%d", msp_da.pack_kib);
     if (setenv("MSPROBE_PATH", abscfg, 1) != 0 || setenv("LD_PRELOAD", preload, 1) != 0 ||
-        (ctx->verbosity != 1 && setenv("MSPROBE_VERBOSE", verbose, 1) != 0)) {
+        (ctx->verbosity != 1 && setenv("MSPROBE_VERBOSE", verbose, 1) != 0) ||
+        (msp_da.pack_kib >= 0 && setenv("MSPROBE_PACK_KIB", pack, 1) != 0)) {
         msp_errorf("dump: cannot set the environment: %s", strerror(errno));
         goto cleanup;
     }

@@ -37,6 +37,7 @@ static struct {
     int statistics, durable;
     int overflow; /* task overflow_check (msp_dq_params_t) */
     int64_t overflow_nums;
+    int64_t pack_below;
     size_t cap;
     int64_t world_size;
     pthread_cond_t ended; /* an END_STEP marker went through */
@@ -61,6 +62,7 @@ static struct {
        NULL,
        NULL,
        NULL,
+       0,
        0,
        0,
        0,
@@ -99,6 +101,7 @@ int msp_dq_init(const msp_dq_params_t *p)
     q.durable = p->durable;
     q.overflow = p->overflow;
     q.overflow_nums = p->overflow_nums;
+    q.pack_below = p->pack_below;
     q.cap = p->queue_bytes ? p->queue_bytes : (size_t)256 << 20;
     msp_dq_pool_caps(q.cap / 2, q.cap / 8);
     return (q.dump_path && q.task && q.dump_mode && q.framework_version) ? 0 : -1;
@@ -333,8 +336,8 @@ static int open_file(wstate_t *s, int64_t step, int64_t rank)
         goto cleanup;
     }
     pthread_mutex_lock(&q.mu);
-    msp_dump_meta_t meta = {"pytorch", q.framework_version, q.task, q.dump_mode, step,
-                            rank,      q.world_size};
+    msp_dump_meta_t meta = {"pytorch", q.framework_version, q.task,      q.dump_mode, step,
+                            rank,      q.world_size,        q.pack_below};
     pthread_mutex_unlock(&q.mu);
     msp_err orc = msp_writer_open(path, &meta, &s->w);
     arm_exit_guard(); /* HDF5 is initialised now: its atexit handler is registered */

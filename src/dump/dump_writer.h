@@ -18,6 +18,7 @@ typedef struct msp_dq_params {
     int overflow;          /* task overflow_check: write only records whose outputs
                                 hold NaN/Inf, each with the record before it */
     int64_t overflow_nums; /* overflow: stop after this many (-1: never) */
+    int64_t pack_below;    /* msp_dump_meta_t.pack_below (MSPROBE_PACK_KIB) */
 } msp_dq_params_t;
 
 /* Copies what it needs; starts the thread lazily at the first push. */

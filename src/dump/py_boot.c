@@ -317,7 +317,8 @@ static int boot_with(const char *path, int cc_env)
                              qmb << 20,
                              msp_env_flag("MSPROBE_SYNC"),
                              c->task == MSP_TASK_OVERFLOW,
-                             c->overflow_nums};
+                             c->overflow_nums,
+                             msp_env_range("MSPROBE_PACK_KIB", 0, 0, 1024, "KiB") << 10};
         if (msp_dq_init(&p) != 0)
             return fail_boot("out of memory starting the dump");
         /* msp_g.dumping is set once torch is patched (msp_proc_install). */

@@ -125,7 +125,7 @@ void msp_shim_warn_summary(void)
     pthread_mutex_unlock(&g_warn_mu);
 }
 
-int64_t msp_env_mib(const char *name, int64_t dflt)
+int64_t msp_env_range(const char *name, int64_t dflt, int64_t lo, int64_t hi, const char *unit)
 {
     const char *e = getenv(name);
     if (!e || !*e)
@@ -133,9 +133,14 @@ int64_t msp_env_mib(const char *name, int64_t dflt)
     char *end;
     errno = 0;
     long long v = strtoll(e, &end, 10);
-    if (end != e && *end == '\0' && errno == 0 && v >= 1 && v <= (1LL << 20))
+    if (end != e && *end == '\0' && errno == 0 && v >= lo && v <= hi)
         return v;
-    msp_shim_warn_once(name, "%s=%s is not a number of MiB from 1 to 1048576; using %lld", name, e,
-                       (long long)dflt);
+    msp_shim_warn_once(name, "%s=%s is not a number of %s from %lld to %lld; using %lld", name, e,
+                       unit, (long long)lo, (long long)hi, (long long)dflt);
     return dflt;
+}
+
+int64_t msp_env_mib(const char *name, int64_t dflt)
+{
+    return msp_env_range(name, dflt, 1, (int64_t)1 << 20, "MiB");
 }

@@ -20,5 +20,8 @@ void msp_shim_warn_summary(void);
  * or empty; a value that is not a whole number from 1 to 1048576 (1 TiB)
  * costs one warning naming the variable and its value, and dflt. */
 int64_t msp_env_mib(const char *name, int64_t dflt);
+/* The whole number of unit (a word for the warning) in variable name, from lo
+ * to hi; dflt when unset or empty, and with one warning when not such a number. */
+int64_t msp_env_range(const char *name, int64_t dflt, int64_t lo, int64_t hi, const char *unit);
 
 #endif
