@@ -8,7 +8,10 @@ compute from them and are the bytes of the same tensor in the unpacked dump;
 msprobe compare of the two finds no difference in any tensor; and a packed
 file that lies (a row past its segment's end, two rows on the same bytes, a
 segment that is not bytes, a dataset under a packed row's name, no /index,
-an older format_version) is refused naming the file and what is wrong."""
+an older format_version) is refused naming the file and what is wrong.
+MSPROBE_PACK_KIB alone (a preloaded run) sets the bound; a bad value is one
+warning and no packing, and a bad --pack-kib stops msprobe dump before its
+command runs."""
 import csv
 import json
 import os
@@ -185,6 +188,55 @@ class Packed(unittest.TestCase):
         strip = [l for l in la.stdout.splitlines() if "dump.h5" not in l and "format" not in l]
         self.assertEqual(strip, [l for l in lb.stdout.splitlines()
                                  if "dump.h5" not in l and "format" not in l])
+
+
+class PackSwitch(unittest.TestCase):
+    """MSPROBE_PACK_KIB in a preloaded run without msprobe dump: its bound
+    is the one given; a bad value is one warning and no packing; a bad
+    --pack-kib stops msprobe dump before the command runs."""
+
+    def preloaded(self, name, pack):
+        tmp = DUMPS["tmp"]
+        cfg = os.path.join(tmp, name + ".json")
+        with open(cfg, "w") as f:
+            json.dump(dt.config(os.path.join(tmp, name), steps=[1]), f)
+        env = dict(os.environ, LD_PRELOAD=dt.PRELOAD, MSPROBE_PATH=cfg, MSPROBE_PACK_KIB=pack)
+        p = subprocess.run([dt.PYTHON, "train.py"], cwd=tmp, env=env, capture_output=True,
+                           text=True, timeout=900)
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        return p, os.path.join(tmp, name, "step1", "rank0", "dump.h5")
+
+    def test_the_environment_sets_the_bound(self):
+        _, path = self.preloaded("env16", "16")
+        rows, segs, has, version = index_rows(path)
+        self.assertEqual(version, 4)
+        self.assertTrue(segs)
+        self.assertTrue(any(r[4] < 16384 for r in rows) and any(r[4] >= 16384 for r in rows))
+        for rec, role, _, off, n, _ in rows:
+            self.assertEqual(has[(rec, role)], n >= 16384, (rec, role, n))
+            inside = any(a <= off and off + n <= a + m for a, m in segs)
+            self.assertEqual(inside, n < 16384, (rec, role, n))
+
+    def test_a_bad_value_is_one_warning_and_no_packing(self):
+        p, path = self.preloaded("envbad", "2000")
+        self.assertEqual(p.stderr.count("MSPROBE_PACK_KIB=2000 is not a number of KiB from 0 to "
+                                        "1024; using 0"), 1, p.stderr[-3000:])
+        rows, segs, has, version = index_rows(path)
+        self.assertEqual((version, segs), (2, []))
+        self.assertTrue(rows and all(has.values()))
+
+    def test_a_bad_option_stops_before_the_command(self):
+        tmp = DUMPS["tmp"]
+        mark = os.path.join(tmp, "ran")
+        env = dict(os.environ, MSPROBE_PRELOAD_LIB=dt.PRELOAD)
+        for bad in ("2000", "-1", "4k"):
+            p = subprocess.run([BIN, "dump", "-c", os.path.join(tmp, "plain.json"), "--pack-kib",
+                                bad, "--", "touch", mark], cwd=tmp, env=env, capture_output=True,
+                               text=True, timeout=60)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn("--pack-kib", p.stderr)
+            self.assertIn(bad, p.stderr)
+            self.assertFalse(os.path.exists(mark))
 
 
 class PackedLies(unittest.TestCase):
