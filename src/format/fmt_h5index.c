@@ -413,7 +413,7 @@ msp_err msp_verify_index(msp_dump_file_t *f)
         snprintf(where, sizeof where, "file %s: /index: record %s", f->path, r->name);
         size_t n_sets = 0, n_data = 0;
         for (size_t j = 0; j < r->n_tensors; j++)
-            n_data += r->tensors[j].has_data && !msp_segs_holds(&segs, &r->tensors[j]);
+            n_data += r->tensors[j].has_data && !msp_segs_find(&segs, &r->tensors[j]);
         int hard = 0;
         hid_t g = msp_record_group(im->file, r, n_data, &hard);
         found += g >= 0;
@@ -422,8 +422,9 @@ msp_err msp_verify_index(msp_dump_file_t *f)
             msp_tensor_info_t *t = &r->tensors[j];
             snprintf(where, sizeof where, "file %s: /index: record %s: %s", f->path, r->name,
                      t->role);
-            if (msp_segs_holds(&segs, t)) { /* packed: no dataset, its bytes checked */
-                rc = msp_segs_note(&segs, t, where);
+            const struct msp_seg *seg = msp_segs_find(&segs, t);
+            if (seg) { /* packed: no dataset, its bytes checked */
+                rc = msp_segs_note(&segs, seg, t, where);
                 continue;
             }
             /* a row with data must name its dataset: no lookup before the open */

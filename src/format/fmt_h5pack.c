@@ -100,8 +100,7 @@ msp_err msp_segs_load(msp_dump_file_t *f, struct msp_segs *s)
     return rc;
 }
 
-/* The segment t's data begins in, or NULL. */
-static const struct msp_seg *msp_seg_of(const struct msp_segs *s, const msp_tensor_info_t *t)
+const struct msp_seg *msp_segs_find(const struct msp_segs *s, const msp_tensor_info_t *t)
 {
     if (!s->n || !t->has_data || t->offset < 0 || t->nbytes <= 0)
         return NULL;
@@ -117,14 +116,9 @@ static const struct msp_seg *msp_seg_of(const struct msp_segs *s, const msp_tens
     return g->at <= t->offset && t->offset < g->at + g->len ? g : NULL;
 }
 
-int msp_segs_holds(const struct msp_segs *s, const msp_tensor_info_t *t)
+msp_err msp_segs_note(struct msp_segs *s, const struct msp_seg *g, const msp_tensor_info_t *t,
+                      const char *where)
 {
-    return msp_seg_of(s, t) != NULL;
-}
-
-msp_err msp_segs_note(struct msp_segs *s, const msp_tensor_info_t *t, const char *where)
-{
-    const struct msp_seg *g = msp_seg_of(s, t);
     if (t->nbytes > g->at + g->len - t->offset)
         return msp_fail(MSP_ERR_FORMAT,
                         "%s: the row says %lld bytes at offset %lld, past the end of "

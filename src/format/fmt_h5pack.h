@@ -23,11 +23,12 @@ struct msp_segs {
  * one-dimensional uint8 dataset stored contiguously, unfiltered, inside the
  * file, no two overlapping; anything else in /packed refuses the file. */
 msp_err msp_segs_load(msp_dump_file_t *f, struct msp_segs *s);
-/* Whether t's data begins inside a segment (a packed row, which names no
- * dataset); then msp_segs_note checks it ends there too and keeps it for
- * msp_segs_check, which refuses two packed rows that overlap. */
-int msp_segs_holds(const struct msp_segs *s, const msp_tensor_info_t *t);
-msp_err msp_segs_note(struct msp_segs *s, const msp_tensor_info_t *t, const char *where);
+/* The segment t's data begins in (a packed row, which names no dataset), or
+ * NULL; msp_segs_note checks the row ends in that segment g too and keeps it
+ * for msp_segs_check, which refuses two packed rows that overlap. */
+const struct msp_seg *msp_segs_find(const struct msp_segs *s, const msp_tensor_info_t *t);
+msp_err msp_segs_note(struct msp_segs *s, const struct msp_seg *g, const msp_tensor_info_t *t,
+                      const char *where);
 msp_err msp_segs_check(struct msp_segs *s, const char *path);
 void msp_segs_free(struct msp_segs *s);
 
