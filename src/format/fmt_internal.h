@@ -120,6 +120,12 @@ int msp_wire_get_error(const unsigned char *buf, size_t n, int64_t *code, char *
  * the helper just sent (or frees it). */
 int msp_cat_cache_get(int fd, unsigned char **buf, size_t *n);
 void msp_cat_cache_put(int fd, unsigned char *buf, size_t n);
+/* The reader helper's program (a new string; NULL: none found) and its
+ * environment (a new array of ours and msprobe's additions, with *text the
+ * one string allocated; NULL: ours as it is) (fmt_contain_env.c). */
+char *msp_helper_path(void);
+char **msp_helper_env(char **text);
+
 /* The reader helper's time limits (fmt_contain_limit.c). msp_helper_timeout:
  * the seconds of work (CPU time) a helper may spend on a file of file_size
  * bytes: the environment's MSPROBE_READER_TIMEOUT, else a floor that grows
