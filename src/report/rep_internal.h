@@ -185,6 +185,7 @@ typedef struct rep_sheet {
     const char *dir;        /* where the temp file is (the caller's string) */
     struct rep_sst *sst;    /* the workbook's shared strings (NULL: all inline) */
     struct rs_memo *memo;   /* per column: its last shared string, to skip the lookup */
+    struct rs_num *nums;    /* numbers printed lately, by their bits (rep_sheet_num) */
     int ncols;
     char *links; /* <hyperlink> elements */
     size_t links_len, links_cap;
