@@ -217,6 +217,19 @@ size_t msp_dtoa(double v, char *buf);
 /* printf's "%.15g" of v, the same text, at buf (MSP_DTOA_SIZE bytes); its
  * length. */
 size_t msp_fmt_g15(double v, char *buf);
+/* The texts of numbers printed lately, by the double's bits: a small
+ * direct-mapped table for one formatter and one thread. A report prints
+ * the same statistic again a row or a few later (a tensor is one record's
+ * output and the next one's input; a bfloat16 max is one of few values):
+ * about half of a statistics compare's numbers (issue 42). msp_dtoa_memo
+ * and msp_fmt_g15_memo give msp_dtoa's and msp_fmt_g15's text, the same
+ * bytes, from memo m where it holds v's (m NULL: no table; a table holds
+ * one of the two formatters' texts, never both). */
+typedef struct msp_num_memo msp_num_memo_t;
+msp_num_memo_t *msp_num_memo_new(void); /* NULL when out of memory */
+void msp_num_memo_free(msp_num_memo_t *m);
+size_t msp_dtoa_memo(msp_num_memo_t *m, double v, char *buf);
+size_t msp_fmt_g15_memo(msp_num_memo_t *m, double v, char *buf);
 
 /* Text fit for an xlsx or csv cell: valid UTF-8 (strict: no overlong forms,
  * surrogates or code points past U+10FFFF), each invalid sequence and each

@@ -308,3 +308,56 @@ size_t msp_fmt_g15(double v, char *buf)
     }
     return (size_t)snprintf(buf, MSP_DTOA_SIZE, "%.15g", v);
 }
+
+/* ---- a table of texts printed lately ---------------------------------------- */
+
+#define MSP_NUM_MEMO_BITS 10
+struct msp_num_memo {
+    struct {
+        uint64_t bits;
+        uint8_t len; /* 0: empty */
+        char text[MSP_DTOA_SIZE - 1];
+    } e[(size_t)1 << MSP_NUM_MEMO_BITS];
+};
+
+msp_num_memo_t *msp_num_memo_new(void)
+{
+    return calloc(1, sizeof(msp_num_memo_t));
+}
+
+void msp_num_memo_free(msp_num_memo_t *m)
+{
+    free(m);
+}
+
+static size_t msp_memo_fmt(msp_num_memo_t *m, double v, char *buf, size_t (*fmt)(double, char *))
+{
+    if (!m)
+        return fmt(v, buf);
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    /* Fibonacci hashing: a bfloat16's low bits are all zero */
+    __typeof__(m->e[0]) *e = &m->e[(bits * 0x9e3779b97f4a7c15ULL) >> (64 - MSP_NUM_MEMO_BITS)];
+    if (e->len && e->bits == bits) {
+        memcpy(buf, e->text, e->len);
+        buf[e->len] = '\0';
+        return e->len;
+    }
+    size_t n = fmt(v, buf);
+    if (n <= sizeof e->text) {
+        e->bits = bits;
+        e->len = (uint8_t)n;
+        memcpy(e->text, buf, n);
+    }
+    return n;
+}
+
+size_t msp_dtoa_memo(msp_num_memo_t *m, double v, char *buf)
+{
+    return msp_memo_fmt(m, v, buf, msp_dtoa);
+}
+
+size_t msp_fmt_g15_memo(msp_num_memo_t *m, double v, char *buf)
+{
+    return msp_memo_fmt(m, v, buf, msp_fmt_g15);
+}

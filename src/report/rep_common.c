@@ -95,14 +95,14 @@ const char *cmp_rg_consistent_text(const msp_tensor_cmp_t *t)
 }
 
 /* Statistics-mode relative error as msprobe 26 writes it: "x%" (NaN: "N/A"). */
-void cmp_percent_text(double v, char *buf, size_t size)
+void cmp_percent_text(msp_num_memo_t *m, double v, char *buf, size_t size)
 {
     if (isnan(v))
         snprintf(buf, size, "N/A");
     else if (isinf(v))
         snprintf(buf, size, "%s", v > 0 ? "inf%" : "-inf%");
     else if (size >= MSP_DTOA_SIZE + 2) /* printf's "%.15g%%", without printf */
-        memcpy(buf + msp_fmt_g15(v, buf), "%", 2);
+        memcpy(buf + msp_fmt_g15_memo(m, v, buf), "%", 2);
     else
         snprintf(buf, size, "%.15g%%", v);
 }

@@ -15,8 +15,14 @@
 
 #define MSP_CSV_NCOLS(a) (sizeof(a) / sizeof((a)[0]))
 
+/* The texts of the numbers and percentages printed lately (each NULL when
+ * out of memory: then printed afresh). */
+struct msp_csv_memo {
+    msp_num_memo_t *nums, *pcts;
+};
+
 /* Shortest text that reads back as the same double; NaN "N/A", Inf "inf". */
-static void msp_csv_num(FILE *f, double v)
+static void msp_csv_num(FILE *f, msp_num_memo_t *m, double v)
 {
     fputc_unlocked(',', f);
     if (isnan(v)) {
@@ -30,7 +36,7 @@ static void msp_csv_num(FILE *f, double v)
     /* 15 digits when they read back exactly (short and friendly), else the
      * 17 that always do; 16 rarely helps and costs another pass. */
     char buf[MSP_DTOA_SIZE];
-    fwrite_unlocked(buf, 1, msp_dtoa(v, buf), f);
+    fwrite_unlocked(buf, 1, msp_dtoa_memo(m, v, buf), f);
 }
 
 /* ",v" for an integer, without printf's format parsing (two a row). */
@@ -40,8 +46,8 @@ static void msp_csv_int(FILE *f, long long v)
     fwrite_unlocked(d, 1, 1 + msp_i64_digits(d + 1, (int64_t)v), f);
 }
 
-static void msp_csv_row(FILE *f, int stats, const msp_tensor_cmp_t *t, const msp_record_cmp_t *rec,
-                        int first)
+static void msp_csv_row(FILE *f, struct msp_csv_memo *m, int stats, const msp_tensor_cmp_t *t,
+                        const msp_record_cmp_t *rec, int first)
 {
     int has_npu = t->npu_name != NULL, has_bench = t->bench_name != NULL;
     msp_csv_field(f, has_npu ? t->npu_name : "N/A", 1);
@@ -53,11 +59,11 @@ static void msp_csv_row(FILE *f, int stats, const msp_tensor_cmp_t *t, const msp
     if (stats) {
         const double v[] = {t->max_diff, t->min_diff, t->mean_diff, t->norm_diff};
         for (size_t i = 0; i < MSP_CSV_NCOLS(v); i++)
-            msp_csv_num(f, v[i]);
+            msp_csv_num(f, m->nums, v[i]);
         const double rel[] = {t->max_rel_diff, t->min_rel_diff, t->mean_rel_diff, t->norm_rel_diff};
         for (size_t i = 0; i < MSP_CSV_NCOLS(rel); i++) {
             char pct[48];
-            cmp_percent_text(rel[i], pct, sizeof pct);
+            cmp_percent_text(m->pcts, rel[i], pct, sizeof pct);
             msp_csv_field(f, pct, 0);
         }
     } else {
@@ -68,12 +74,12 @@ static void msp_csv_row(FILE *f, int stats, const msp_tensor_cmp_t *t, const msp
                             t->one_thousandth_ratio,
                             t->five_thousandths_ratio};
         for (size_t i = 0; i < MSP_CSV_NCOLS(v); i++)
-            msp_csv_num(f, v[i]);
+            msp_csv_num(f, m->nums, v[i]);
     }
     const double side[] = {t->npu_max,   t->npu_min,   t->npu_mean,   t->npu_norm,
                            t->bench_max, t->bench_min, t->bench_mean, t->bench_norm};
     for (size_t i = 0; i < MSP_CSV_NCOLS(side); i++)
-        msp_csv_num(f, side[i]);
+        msp_csv_num(f, m->nums, side[i]);
     msp_csv_field(f, cmp_verdict_text(t->verdict), 0);
     msp_csv_field(f, cmp_result_text(t->result), 0);
     msp_csv_field(f, t->err_message, 0);
@@ -119,6 +125,7 @@ msp_err cmp_csv_write(const cmp_source_t *src, const char *out_dir, const char *
     flockfile(f); /* one writer: the _unlocked calls below skip a lock per character */
 
     int stats = src->head->stats_mode != 0;
+    struct msp_csv_memo memo = {msp_num_memo_new(), msp_num_memo_new()};
     const char *const *cols = stats ? cmp_details_cols_stats : cmp_details_cols_tensor;
     size_t ncols = stats ? CMP_DETAILS_NCOLS_STATS : CMP_DETAILS_NCOLS_TENSOR;
     for (size_t c = 0; c < ncols; c++)
@@ -138,16 +145,18 @@ msp_err cmp_csv_write(const cmp_source_t *src, const char *out_dir, const char *
             const msp_record_cmp_t *rec = &part->records[i];
             for (size_t k = 0; k < rec->n_tensors; k++) {
                 claimed[rec->first_tensor + k] = 1;
-                msp_csv_row(f, stats, &part->tensors[rec->first_tensor + k], rec, k == 0);
+                msp_csv_row(f, &memo, stats, &part->tensors[rec->first_tensor + k], rec, k == 0);
             }
         }
         for (size_t t = 0; !rc && t < part->n_tensors; t++)
             if (!claimed[t])
-                msp_csv_row(f, stats, &part->tensors[t], NULL, 0);
+                msp_csv_row(f, &memo, stats, &part->tensors[t], NULL, 0);
         free(claimed);
         src->unload(src, part);
     }
 
+    msp_num_memo_free(memo.nums);
+    msp_num_memo_free(memo.pcts);
     funlockfile(f);
     int werr = ferror(f);
     int cerr = fclose(f);

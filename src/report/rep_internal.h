@@ -37,8 +37,9 @@ void cmp_md5_text(uint32_t crc, char *buf, size_t size);
 /* "True" / "False" / "N/A" (v < 0), and whether both sides agree on requires_grad. */
 const char *cmp_bool_text(int v);
 const char *cmp_rg_consistent_text(const msp_tensor_cmp_t *t);
-/* A statistics-mode relative error (a percentage) as "x%", NaN as "N/A". */
-void cmp_percent_text(double v, char *buf, size_t size);
+/* A statistics-mode relative error (a percentage) as "x%", NaN as "N/A";
+ * m: the caller's table of the texts it printed lately (or NULL). */
+void cmp_percent_text(msp_num_memo_t *m, double v, char *buf, size_t size);
 
 /* What a report is written from: a whole result (one part), or a streamed
  * compare's parts, loaded one at a time (rows of records in (step, rank,
@@ -185,7 +186,8 @@ typedef struct rep_sheet {
     const char *dir;        /* where the temp file is (the caller's string) */
     struct rep_sst *sst;    /* the workbook's shared strings (NULL: all inline) */
     struct rs_memo *memo;   /* per column: its last shared string, to skip the lookup */
-    struct rs_num *nums;    /* numbers printed lately, by their bits (rep_sheet_num) */
+    msp_num_memo_t *nums;   /* numbers printed lately (rep_sheet_num) */
+    msp_num_memo_t *pcts;   /* percentages printed lately (cmp_percent_text_memo) */
     int ncols;
     char *links; /* <hyperlink> elements */
     size_t links_len, links_cap;

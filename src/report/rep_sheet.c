@@ -61,40 +61,6 @@ struct rs_memo {
     char text[RS_MEMO_LEN + 1];
 };
 
-/* Numbers printed lately, their text by their bits: a direct-mapped table
- * of RS_NUMS entries. The same statistic comes back a row or a few later
- * (a tensor is one record's output and the next one's input, and a
- * bfloat16 max or min is one of few values): in a statistics compare's
- * details sheet about half the numbers were printed before, and printing
- * one (msp_dtoa) was a tenth of the workbooks' CPU (issue 42). */
-#define RS_NUMS_BITS 10
-#define RS_NUMS ((size_t)1 << RS_NUMS_BITS)
-struct rs_num {
-    uint64_t bits;
-    uint8_t len; /* 0: empty */
-    char text[MSP_DTOA_SIZE - 1];
-};
-
-/* msp_dtoa's text of v at out (MSP_DTOA_SIZE bytes), from the sheet's
- * table where v was printed lately; its length. */
-static size_t rs_dtoa(rep_sheet_t *s, double v, char *out)
-{
-    uint64_t bits;
-    memcpy(&bits, &v, sizeof bits);
-    struct rs_num *e = &s->nums[(bits * 0x9e3779b97f4a7c15ULL) >> (64 - RS_NUMS_BITS)];
-    if (e->len && e->bits == bits) {
-        memcpy(out, e->text, e->len);
-        return e->len;
-    }
-    size_t n = msp_dtoa(v, out);
-    if (n <= sizeof e->text) {
-        e->bits = bits;
-        e->len = (uint8_t)n;
-        memcpy(e->text, out, n);
-    }
-    return n;
-}
-
 msp_err rep_sheet_open(rep_sheet_t *s, const char *dir, int ncols)
 {
     memset(s, 0, sizeof *s);
@@ -104,11 +70,12 @@ msp_err rep_sheet_open(rep_sheet_t *s, const char *dir, int ncols)
     s->out = malloc(RS_OUT_CAP);
     s->xml_cap = RS_XML_CAP;
     s->memo = malloc((ncols > 0 ? (size_t)ncols : 1) * sizeof *s->memo);
-    s->nums = calloc(RS_NUMS, sizeof *s->nums);
+    s->nums = msp_num_memo_new();
+    s->pcts = msp_num_memo_new();
     for (int i = 0; s->memo && i < ncols; i++)
         s->memo[i].id = -1;
     char *path = msp_asprintf("%s/.msprobe-rows.XXXXXX", dir);
-    if (!s->xml || !s->out || !s->memo || !s->nums || !path) {
+    if (!s->xml || !s->out || !s->memo || !s->nums || !s->pcts || !path) {
         free(path);
         rep_sheet_free(s);
         return msp_fail(MSP_ERR_NOMEM, "out of memory writing the report in %s", dir);
@@ -411,7 +378,7 @@ void rep_sheet_num(rep_sheet_t *s, int col, double v, int xf)
             p[n++] = '-';
         n += msp_u64_digits(p + n, iv < 0 ? (uint64_t)-iv : (uint64_t)iv);
     } else {
-        n += rs_dtoa(s, v, p + n);
+        n += msp_dtoa_memo(s->nums, v, p + n);
     }
     memcpy(p + n, "</v></c>", 8);
     s->xml_len += n + 8;
@@ -631,6 +598,7 @@ void rep_sheet_free(rep_sheet_t *s)
     free(s->out);
     free(s->links);
     free(s->memo);
-    free(s->nums);
+    msp_num_memo_free(s->nums);
+    msp_num_memo_free(s->pcts);
     memset(s, 0, sizeof *s);
 }

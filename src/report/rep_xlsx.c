@@ -293,7 +293,7 @@ static void msp_details_row(const msp_xlsx_t *x, rep_sheet_t *ws, size_t r, int 
         const double rel[] = {t->max_rel_diff, t->min_rel_diff, t->mean_rel_diff, t->norm_rel_diff};
         for (size_t i = 0; i < MSP_NCOLS(rel); i++) {
             char pct[48];
-            cmp_percent_text(rel[i], pct, sizeof pct);
+            cmp_percent_text(ws->pcts, rel[i], pct, sizeof pct);
             rep_sheet_str(ws, c++, pct, f);
         }
     } else {

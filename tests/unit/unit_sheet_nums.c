@@ -10,7 +10,9 @@
  * values one bit apart, subnormals, the ends of the range (NaN and the
  * infinities are texts, "N/A" and "inf", before they reach a sheet). The
  * cells are read from the sheet's XML before it is deflated (its first
- * 256 KiB stay in memory). */
+ * 256 KiB stay in memory). The same values as percentages
+ * (cmp_percent_text, through the sheet's table of them) are printf's
+ * "%.15g%%". */
 #include "rep_internal.h"
 
 #include <float.h>
@@ -143,8 +145,19 @@ int main(void)
     }
     CHECK(k == CELLS);
     CHECK(bad == 0);
+    /* a relative error's percentage (msprobe-compare(1): printf's "%.15g%%"),
+     * through the sheet's table of percentages, the same cells */
+    size_t pbad = 0;
+    for (size_t i = 0; i < CELLS; i++) {
+        char want[64], got[64];
+        snprintf(want, sizeof want, "%.15g%%", cells[i]);
+        cmp_percent_text(s.pcts, cells[i], got, sizeof got);
+        if (strcmp(got, want) != 0 && pbad++ < 10)
+            fprintf(stderr, "percentage %zu: got '%s', want '%s'\n", i, got, want);
+    }
+    CHECK(pbad == 0);
     rep_sheet_free(&s);
     CHECK(rmdir(dir) == 0);
-    printf("%zu cells, %zu wrong\n", k, bad);
+    printf("%zu cells, %zu wrong; %zu percentages wrong\n", k, bad, pbad);
     return failures ? 1 : 0;
 }
