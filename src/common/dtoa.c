@@ -311,7 +311,7 @@ size_t msp_fmt_g15(double v, char *buf)
 
 /* ---- a table of texts printed lately ---------------------------------------- */
 
-#define MSP_NUM_MEMO_BITS 10
+#define MSP_NUM_MEMO_BITS 8
 struct msp_num_memo {
     struct {
         uint64_t bits;
