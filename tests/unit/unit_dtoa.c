@@ -25,13 +25,6 @@ static uint64_t rng(void)
     return msp_xorshift64(&rng_state);
 }
 
-static double from_bits(uint64_t b)
-{
-    double v;
-    memcpy(&v, &b, sizeof v);
-    return v;
-}
-
 static size_t checked;
 
 /* Significant digits of a %g text: those before any exponent, from the first
@@ -125,7 +118,7 @@ int main(void)
 {
     hand_written();
     for (int i = 0; i < 200000; i++) { /* any bit pattern: every exponent, NaNs */
-        check_one(from_bits(rng()));
+        check_one(msp_double_of(rng()));
     }
     for (int i = 0; i < 100000; i++) { /* short decimals: k / 10^j */
         double v = (double)(int64_t)(rng() % 2000001 - 1000000) / pow(10, (double)(rng() % 12));

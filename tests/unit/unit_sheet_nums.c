@@ -35,31 +35,17 @@ static uint64_t rng(void)
     return msp_xorshift64(&rng_state);
 }
 
-static double from_bits(uint64_t b)
-{
-    double v;
-    memcpy(&v, &b, sizeof v);
-    return v;
-}
-
-static uint64_t bits_of(double v)
-{
-    uint64_t b;
-    memcpy(&b, &v, sizeof b);
-    return b;
-}
-
 /* The documented text of v (MSP_DTOA_SIZE bytes at out). */
 static void want_text(double v, char *out, size_t size)
 {
     int64_t iv = v > -1e15 && v < 1e15 ? (int64_t)v : 0;
     int whole = !((double)iv < v) && !((double)iv > v);
-    if (v > -1e15 && v < 1e15 && whole && bits_of(v) != bits_of(-0.0)) {
+    if (v > -1e15 && v < 1e15 && whole && msp_bits_of(v) != msp_bits_of(-0.0)) {
         snprintf(out, size, "%lld", (long long)iv);
         return;
     }
     snprintf(out, size, "%.15g", v);
-    if (bits_of(strtod(out, NULL)) != bits_of(v))
+    if (msp_bits_of(strtod(out, NULL)) != msp_bits_of(v))
         snprintf(out, size, "%.17g", v);
 }
 
@@ -77,7 +63,7 @@ static void fill_pool(double *pool)
         double v;
         switch (r % 5) {
         case 0: /* any double */
-            v = from_bits(rng());
+            v = msp_double_of(rng());
             break;
         case 1: { /* a bfloat16 value */
             uint32_t b = (uint32_t)(rng() & 0xffff0000u);
@@ -94,7 +80,7 @@ static void fill_pool(double *pool)
             break;
         }
         case 3: /* the value before in the pool, one bit off */
-            v = from_bits(bits_of(pool[n - 1]) ^ 1);
+            v = msp_double_of(msp_bits_of(pool[n - 1]) ^ 1);
             break;
         default: /* a mean or a norm */
             v = (double)(rng() % 2000000) / 1048576.0 - 1.0 + 1e-9 * (double)(rng() % 1000);
@@ -139,7 +125,7 @@ int main(void)
         snprintf(got, sizeof got, "%.*s", (int)(q - p), p);
         if (strcmp(got, want) != 0 && bad++ < 10)
             fprintf(stderr, "cell %zu (bits %016llx): got '%s', want '%s'\n", k,
-                    (unsigned long long)bits_of(cells[k]), got, want);
+                    (unsigned long long)msp_bits_of(cells[k]), got, want);
         k++;
         p = q + 4;
     }
