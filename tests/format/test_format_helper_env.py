@@ -199,6 +199,8 @@ class ServerChildFaults(unittest.TestCase):
                     self.skipTest("transparent huge pages are off here")
         except OSError:
             self.skipTest("no transparent huge pages here")
+        if not os.access(GEN, os.X_OK):
+            self.skipTest("no msprobe-gen (MSPROBE_BENCH=OFF)")
         self.work = tempfile.mkdtemp(prefix="msp-helper-faults-")
         subprocess.run([GEN, "--out", self.work, "--steps", "1", "--ranks", "1", "--layers",
                         "2500", "--numel", "256", "--task", "statistics"], check=True,
