@@ -312,12 +312,13 @@ size_t msp_fmt_g15(double v, char *buf)
 /* ---- a table of texts printed lately ---------------------------------------- */
 
 #define MSP_NUM_MEMO_BITS 8
+struct msp_num_text {
+    uint64_t bits;
+    uint8_t len; /* 0: empty */
+    char text[MSP_DTOA_SIZE - 1];
+};
 struct msp_num_memo {
-    struct {
-        uint64_t bits;
-        uint8_t len; /* 0: empty */
-        char text[MSP_DTOA_SIZE - 1];
-    } e[(size_t)1 << MSP_NUM_MEMO_BITS];
+    struct msp_num_text e[(size_t)1 << MSP_NUM_MEMO_BITS];
 };
 
 msp_num_memo_t *msp_num_memo_new(void)
@@ -337,7 +338,7 @@ static size_t msp_memo_fmt(msp_num_memo_t *m, double v, char *buf, size_t (*fmt)
     uint64_t bits;
     memcpy(&bits, &v, sizeof bits);
     /* Fibonacci hashing: a bfloat16's low bits are all zero */
-    __typeof__(m->e[0]) *e = &m->e[(bits * 0x9e3779b97f4a7c15ULL) >> (64 - MSP_NUM_MEMO_BITS)];
+    struct msp_num_text *e = &m->e[(bits * 0x9e3779b97f4a7c15ULL) >> (64 - MSP_NUM_MEMO_BITS)];
     if (e->len && e->bits == bits) {
         memcpy(buf, e->text, e->len);
         buf[e->len] = '\0';
