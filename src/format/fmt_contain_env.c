@@ -60,6 +60,7 @@ char *msp_helper_path(void)
 char **msp_helper_env(char **text)
 {
     static const char key[] = "GLIBC_TUNABLES=", want[] = "glibc.malloc.hugetlb=1";
+    static const char bind_key[] = "LD_BIND_NOW=";
     static char bind[] = "LD_BIND_NOW=1";
     extern char **environ;
     size_t n = 0;
@@ -68,7 +69,7 @@ char **msp_helper_env(char **text)
     for (char **e = environ; e && *e; e++, n++) {
         if (strncmp(*e, key, sizeof key - 1) == 0)
             old = *e + sizeof key - 1;
-        bound |= strncmp(*e, "LD_BIND_NOW=", 12) == 0;
+        bound |= strncmp(*e, bind_key, sizeof bind_key - 1) == 0;
     }
     *text = NULL;
     int tune = !(old && strstr(old, "glibc.malloc.hugetlb="));
