@@ -7,7 +7,6 @@
 #include "fmt_h5stats.h"
 #include "fmt_h5walk.h" /* msp_children */
 
-#include <isa-l/igzip_lib.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -155,72 +154,6 @@ static msp_err msp_table_open(msp_dump_file_t *f, const char *name, hid_t mt, hi
     if (ft >= 0)
         H5Tclose(ft);
     return rc;
-}
-
-/* A table stored as msprobe writes it (chunks of one deflate filter)
- * read chunk by chunk and inflated here by ISA-L, about three times as
- * fast as libhdf5's pipeline through zlib: a sixth of a statistics file's
- * catalogue (issue 42); the rows are then converted to memory type mt as
- * H5Dread converts them, over out's zeros as background. 1 when out holds
- * the n rows of size bytes; 0 when the table is stored otherwise or a chunk
- * is anything but one whole zlib stream of a chunk's bytes: then libhdf5
- * reads it, with its own checks and errors. */
-static int msp_table_inflate(hid_t d, hid_t mt, size_t size, size_t n, void *out)
-{
-    hid_t dcpl = H5Dget_create_plist(d), ft = H5Dget_type(d);
-    hsize_t chunk = 0;
-    unsigned flags = 0, conf[4];
-    size_t nconf = 4, fsize = ft >= 0 ? H5Tget_size(ft) : 0;
-    int same = ft >= 0 && H5Tequal(ft, mt) > 0;
-    int ok = dcpl >= 0 && fsize > 0 && H5Pget_layout(dcpl) == H5D_CHUNKED &&
-             H5Pget_chunk(dcpl, 1, &chunk) == 1 && H5Pget_nfilters(dcpl) == 1 &&
-             H5Pget_filter2(dcpl, 0, &flags, &nconf, conf, 0, NULL, NULL) == H5Z_FILTER_DEFLATE;
-    /* a chunk of no more rows than the table's, or than 1 MiB holds */
-    size_t wide = fsize > size ? fsize : size, most = ((size_t)1 << 20) / wide;
-    size_t cb = ok && chunk >= 1 && chunk <= (n > most ? n : most) ? (size_t)chunk * fsize : 0;
-    unsigned char *packed = NULL, *plain = cb ? malloc((size_t)chunk * wide) : NULL;
-    struct inflate_state *z = plain ? malloc(sizeof *z) : NULL;
-    size_t cap = 0;
-    ok = z != NULL;
-    for (hsize_t at = 0; ok && at < n; at += chunk) {
-        hsize_t stored = 0;
-        uint32_t mask = 0;
-        ok = H5Dget_chunk_storage_size(d, &at, &stored) >= 0 && stored > 0 && stored <= UINT32_MAX;
-        if (ok && stored > cap) {
-            unsigned char *p = realloc(packed, (size_t)stored);
-            ok = p != NULL;
-            packed = ok ? p : packed;
-            cap = ok ? (size_t)stored : cap;
-        }
-        ok = ok && H5Dread_chunk(d, H5P_DEFAULT, &at, &mask, packed) >= 0 && mask == 0;
-        if (ok) {
-            isal_inflate_init(z);
-            z->crc_flag = ISAL_ZLIB;
-            z->next_in = packed;
-            z->avail_in = (uint32_t)stored;
-            z->next_out = plain;
-            z->avail_out = (uint32_t)cb;
-            ok = isal_inflate(z) == ISAL_DECOMP_OK && z->block_state == ISAL_BLOCK_FINISH &&
-                 z->avail_out == 0 && z->avail_in == 0;
-        }
-        size_t rows = n - (size_t)at < (size_t)chunk ? n - (size_t)at : (size_t)chunk;
-        unsigned char *to = (unsigned char *)out + (size_t)at * size;
-        ok = ok && (same || H5Tconvert(ft, mt, rows, plain, to, H5P_DEFAULT) >= 0);
-        if (ok)
-            memcpy(to, plain, rows * size);
-    }
-    free(z);
-    free(plain);
-    free(packed);
-    if (ft >= 0)
-        H5Tclose(ft);
-    if (dcpl >= 0)
-        H5Pclose(dcpl);
-    if (!ok) { /* libhdf5 starts again on the zeros it would have found */
-        memset(out, 0, n * size);
-        H5Eclear2(H5E_DEFAULT);
-    }
-    return ok;
 }
 
 /* Reads the n rows of table name into a new array *out of n rows of size
