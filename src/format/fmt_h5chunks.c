@@ -5,7 +5,7 @@
  * conversion of the packed rows copied each member through memcpy (the two
  * were two fifths of a reader helper's work on a 5,000-record file, issue
  * 42). Anything else is left to H5Dread. */
-#include "fmt_h5stats.h"
+#include "fmt_h5chunks.h"
 
 #include <isa-l/igzip_lib.h>
 #include <stdlib.h>

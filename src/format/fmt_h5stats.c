@@ -5,7 +5,8 @@
  * size against the file's (deflated rows may expand: a table is refused when
  * it declares more bytes than deflate can unpack from the whole file). */
 #include "fmt_h5stats.h"
-#include "fmt_h5walk.h" /* msp_children */
+#include "fmt_h5chunks.h" /* msp_table_inflate */
+#include "fmt_h5walk.h"   /* msp_children */
 
 #include <stdlib.h>
 #include <string.h>

@@ -22,14 +22,6 @@ hid_t msp_rrow_type(int packed);
 hid_t msp_vrow_type(int packed);
 hid_t msp_crow_type(int packed);
 
-/* The n rows of dataset d (a one-dimensional table) into out, n rows of
- * size bytes of memory type mt over zeros, when d is stored as msprobe
- * writes its tables (chunks of one deflate filter): 1, out filled; 0 when
- * it is stored otherwise or a chunk does not inflate to a chunk's bytes,
- * out zeros again, for H5Dread to read it with its own checks and errors
- * (fmt_h5chunks.c). */
-int msp_table_inflate(hid_t d, hid_t mt, size_t size, size_t n, void *out);
-
 /* Whether f (version >= 3) is in the compact layout (/records exists):
  * 1 yes, 0 no, -1 error. */
 int msp_compact_present(msp_dump_file_t *f);
