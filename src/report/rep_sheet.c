@@ -30,7 +30,6 @@
  * it are deflated apart and the three concatenate into one deflate stream. */
 #include "rep_internal.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <isa-l/crc.h>
@@ -40,6 +39,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#if defined(__SSE2__) && !defined(__SANITIZE_ADDRESS__)
+#include <emmintrin.h>
+#endif
 
 #define RS_XML_CAP ((size_t)1 << 18)
 #define RS_OUT_CAP ((size_t)1 << 18)
@@ -270,8 +272,10 @@ static void rs_async_stop(rep_sheet_t *s)
     rs_async_free(a);
 }
 
-/* Room for n more bytes of XML. */
-static char *rs_room(rep_sheet_t *s, size_t n)
+/* Room for n more bytes of XML once the buffer is full or n is large: out
+ * of line, so that the check every cell makes inlines (issue 42: a call
+ * that saved the hand-off's registers was 3.6 % of a statistics compare). */
+static __attribute__((noinline)) char *rs_room_slow(rep_sheet_t *s, size_t n)
 {
     if (s->xml_len + n > s->xml_cap)
         rs_hand_off(s);
@@ -285,6 +289,14 @@ static char *rs_room(rep_sheet_t *s, size_t n)
         s->xml_cap = n;
     }
     return s->err ? NULL : s->xml + s->xml_len;
+}
+
+/* Room for n more bytes of XML. */
+static inline char *rs_room(rep_sheet_t *s, size_t n)
+{
+    if (__builtin_expect(s->xml_len + n <= s->xml_cap && !s->err, 1))
+        return s->xml + s->xml_len;
+    return rs_room_slow(s, n);
 }
 
 static void rs_put(rep_sheet_t *s, const char *text, size_t n)
@@ -409,6 +421,12 @@ static void rs_text(rep_sheet_t *s, const char *text, size_t len, int plain)
         s->xml_len += rep_xml_escape(p, text, len);
 }
 
+/* isspace's bytes in the C locale, without its table lookup a call */
+static int rs_space(char c)
+{
+    return c == ' ' || (c >= '\t' && c <= '\r');
+}
+
 static void rs_str(rep_sheet_t *s, int col, const char *text, size_t len, int plain, int xf)
 {
     if (!len) {
@@ -419,7 +437,7 @@ static void rs_str(rep_sheet_t *s, int col, const char *text, size_t len, int pl
     char *p = rs_cell(s, col, xf, 48, &n);
     if (!p)
         return;
-    int keep = isspace((unsigned char)text[0]) || isspace((unsigned char)text[len - 1]);
+    int keep = rs_space(text[0]) || rs_space(text[len - 1]);
     const char *mid = keep ? " t=\"inlineStr\"><is><t xml:space=\"preserve\">"
                            : " t=\"inlineStr\"><is><t>";
     size_t ml = strlen(mid);
@@ -429,6 +447,33 @@ static void rs_str(rep_sheet_t *s, int col, const char *text, size_t len, int pl
     RS_LIT(s, "</t></is></c>");
 }
 
+/* text's length when every byte of it is plain (valid UTF-8 that needs
+ * no escape); SIZE_MAX at the first byte that is not. With SSE2, sixteen
+ * bytes at a time (a byte at a time was 2.7 % of a statistics compare,
+ * issue 42), each load aligned, so never across a page past the NUL; not
+ * under AddressSanitizer, which would see the bytes around the string. */
+#if defined(__SSE2__) && !defined(__SANITIZE_ADDRESS__)
+static size_t rs_plain_len(const char *text)
+{
+    uintptr_t at = (uintptr_t)text & ~(uintptr_t)15;
+    unsigned skip = (unsigned)((uintptr_t)text - at);
+    const __m128i low = _mm_set1_epi8(0x20), del = _mm_set1_epi8(0x7f);
+    const __m128i amp = _mm_set1_epi8('&'), lt = _mm_set1_epi8('<'), gt = _mm_set1_epi8('>');
+    for (unsigned drop = ~0u << skip;; at += 16, drop = ~0u) {
+        __m128i x = _mm_load_si128((const __m128i *)at);
+        /* signed: below 0x20 is the controls, NUL, and every byte >= 0x80 */
+        __m128i bad = _mm_or_si128(_mm_cmplt_epi8(x, low), _mm_cmpeq_epi8(x, del));
+        bad = _mm_or_si128(bad, _mm_or_si128(_mm_cmpeq_epi8(x, amp),
+                                             _mm_or_si128(_mm_cmpeq_epi8(x, lt),
+                                                          _mm_cmpeq_epi8(x, gt))));
+        unsigned m = (unsigned)_mm_movemask_epi8(bad) & drop;
+        if (m) {
+            const char *stop = (const char *)at + __builtin_ctz(m);
+            return *stop ? SIZE_MAX : (size_t)(stop - text);
+        }
+    }
+}
+#else
 /* The bytes a cell holds as they are: printable ASCII but for the three
  * that XML escapes. Names, dtypes, shapes and numbers are nothing else. */
 static const unsigned char rs_plain_byte[256] = {
@@ -439,8 +484,6 @@ static const unsigned char rs_plain_byte[256] = {
     /* 0x80.. */
 };
 
-/* text's length when every byte of it is plain (valid UTF-8 that needs
- * no escape); SIZE_MAX at the first byte that is not. */
 static size_t rs_plain_len(const char *text)
 {
     const unsigned char *p = (const unsigned char *)text;
@@ -449,6 +492,7 @@ static size_t rs_plain_len(const char *text)
         i++;
     return p[i] ? SIZE_MAX : i;
 }
+#endif
 
 /* text in a cell: valid UTF-8, cut on a character boundary (Excel refuses
  * longer cells and an invalid byte makes the whole workbook unreadable); a
@@ -497,7 +541,8 @@ static void rs_text_cell(rep_sheet_t *s, int col, const char *text, int xf, int 
         memcpy(p + n, "</v></c>", 8);
         s->xml_len += n + 8;
     }
-    free(cut);
+    if (cut)
+        free(cut);
 }
 
 void rep_sheet_str(rep_sheet_t *s, int col, const char *text, int xf)
