@@ -339,6 +339,9 @@ int64_t msp_wget_i64(msp_wire_rd_t *r);
 double msp_wget_f64(msp_wire_rd_t *r);
 /* malloc'd; NULL for a NULL string (or when bad or oom is set). */
 char *msp_wget_str(msp_wire_rd_t *r);
+/* A string's bytes where they lie in the message (no NUL after them), *n
+ * their count; NULL for a NULL string (or when bad is set). */
+const char *msp_wget_view(msp_wire_rd_t *r, size_t *n);
 /* A string into a field of cap bytes, NUL-padded; one that does not fit
  * with its NUL is bad. */
 void msp_wget_fixed(msp_wire_rd_t *r, char *dst, size_t cap);

@@ -313,6 +313,11 @@ typedef struct msp_compare_result {
      * result a report page reads, report.h's msp_report_set_t.whole) */
     size_t *held_records;
     size_t n_held_records;
+    /* NULL: each string of the result is malloc'd on its own. Else one
+     * block that holds every string of its records, tensors and suspects
+     * (a part read back from the spool for the reports, which only read
+     * it): msp_compare_result_free frees the block, none of them alone */
+    char *strs;
 } msp_compare_result_t;
 
 /* bench and cmp: two dump.h5 files, two rank dirs (holding dump.h5), two step

@@ -85,6 +85,17 @@ static size_t msp_wget_len(msp_wire_rd_t *r, int *null)
     return (size_t)(n - 1);
 }
 
+const char *msp_wget_view(msp_wire_rd_t *r, size_t *n)
+{
+    int null;
+    *n = msp_wget_len(r, &null);
+    if (null)
+        return NULL;
+    const char *s = (const char *)r->p + r->at;
+    r->at += *n;
+    return s;
+}
+
 char *msp_wget_str(msp_wire_rd_t *r)
 {
     int null;

@@ -373,6 +373,9 @@ extern const char cmp_spool_memory[];
 msp_err cmp_spool_give(cmp_spool_t *s, msp_compare_result_t *part);
 size_t cmp_spool_count(cmp_spool_t *s);
 msp_err cmp_spool_get(cmp_spool_t *s, size_t i, msp_compare_result_t **part);
+/* The same part with its strings in one block (msp_compare_result_t.strs):
+ * for a caller that changes none of them and moves none elsewhere. */
+msp_err cmp_spool_get_shared(cmp_spool_t *s, size_t i, msp_compare_result_t **part);
 msp_err cmp_spool_get_packed(cmp_spool_t *s, size_t i, unsigned char **out, size_t *len);
 void cmp_spool_close(cmp_spool_t *s); /* NULL-safe */
 

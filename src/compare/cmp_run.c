@@ -44,7 +44,7 @@ void msp_compare_result_free(msp_compare_result_t *r)
 {
     if (!r)
         return;
-    for (size_t i = 0; i < r->n_records; i++) {
+    for (size_t i = 0; !r->strs && i < r->n_records; i++) {
         free(r->records[i].name);
         free(r->records[i].bench_name);
         free(r->records[i].npu_stack);
@@ -59,7 +59,7 @@ void msp_compare_result_free(msp_compare_result_t *r)
     free(r->ranks);
     free(r->replay_unavailable);
     /* a lean result's rows: its held records' alone (the rest never touched) */
-    for (size_t h = 0; h < (r->held_records ? r->n_held_records : 1); h++) {
+    for (size_t h = 0; !r->strs && h < (r->held_records ? r->n_held_records : 1); h++) {
         size_t from = 0, to = r->n_tensors;
         if (r->held_records) {
             const msp_record_cmp_t *rec = &r->records[r->held_records[h]];
@@ -70,8 +70,9 @@ void msp_compare_result_free(msp_compare_result_t *r)
             cmp_tensor_strings_free(&r->tensors[i]);
     }
     free(r->held_records);
-    for (size_t i = 0; i < r->n_suspects; i++)
+    for (size_t i = 0; !r->strs && i < r->n_suspects; i++)
         free(r->suspects[i].reason);
+    free(r->strs);
     free(r->suspects);
     free(r->suspect_from);
     for (size_t i = 0; i < r->n_unpaired; i++)

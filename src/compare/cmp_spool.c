@@ -182,7 +182,46 @@ msp_err cmp_part_pack(const msp_compare_result_t *part, unsigned char **out, siz
 
 /* ---- unpacking -------------------------------------------------------------- */
 
-msp_err cmp_part_unpack(const unsigned char *buf, size_t len, msp_compare_result_t **out)
+/* A part's strings as they are read: each malloc'd (strs NULL), or copied
+ * into strs, the one block of a part the reports only read, cap bytes (the
+ * message's length and one: a string's NUL takes no more room than its
+ * length word did; strs[0] is the "" of every empty default). Unpacked one
+ * malloc a string, then freed one by one, they were a tenth of the
+ * reports' time on a statistics tree (issue 42). */
+typedef struct cmp_strs {
+    msp_wire_rd_t *r;
+    char *strs;
+    size_t used, cap;
+} cmp_strs_t;
+
+static char *cmp_get_str(cmp_strs_t *a)
+{
+    if (!a->strs)
+        return msp_wget_str(a->r);
+    size_t n = 0;
+    const char *v = msp_wget_view(a->r, &n);
+    if (!v)
+        return NULL;
+    if (n >= a->cap - a->used) {
+        a->r->bad = 1;
+        return NULL;
+    }
+    char *s = a->strs + a->used;
+    memcpy(s, v, n);
+    s[n] = '\0';
+    a->used += n + 1;
+    return s;
+}
+
+/* s again (a second field of the same text), or "" for an absent s */
+static char *cmp_dup_str(cmp_strs_t *a, const char *s)
+{
+    return a->strs ? (s ? (char *)s : a->strs) : strdup(s ? s : "");
+}
+
+/* shared: the strings into one block (cmp_strs_t), for a part that is read only */
+static msp_err cmp_part_read(const unsigned char *buf, size_t len, int shared,
+                             msp_compare_result_t **out)
 {
     msp_wire_rd_t r = {buf, len, 0, 0, 0};
     *out = NULL;
@@ -190,6 +229,13 @@ msp_err cmp_part_unpack(const unsigned char *buf, size_t len, msp_compare_result
     if (!p)
         return msp_fail(MSP_ERR_NOMEM, "compare: out of memory reading a pair's result");
     p->root_record = p->root_tensor = p->first_rank = -1;
+    cmp_strs_t a = {&r, NULL, 1, len + 2};
+    if (shared && !(a.strs = p->strs = malloc(a.cap))) {
+        free(p);
+        return msp_fail(MSP_ERR_NOMEM, "compare: out of memory reading a pair's result");
+    }
+    if (a.strs)
+        a.strs[0] = '\0';
     if (msp_wget_u64(&r) != CMP_PART_MAGIC)
         r.bad = 1;
     p->stats_mode = (int)msp_wget_u64(&r);
@@ -220,7 +266,7 @@ msp_err cmp_part_unpack(const unsigned char *buf, size_t len, msp_compare_result
         for (int k = 0; k < CMP_REC_STRS; k++)
             *f[k] = NULL; /* pointers of the packing process: never followed */
         for (int k = 0; k < CMP_REC_STRS; k++)
-            *f[k] = msp_wget_str(&r);
+            *f[k] = cmp_get_str(&a);
     }
     size_t nt = msp_wget_count(&r, 8 + 7 * 8);
     if (nt && !r.oom && !(p->tensors = calloc(nt, sizeof *p->tensors)))
@@ -251,18 +297,18 @@ msp_err cmp_part_unpack(const unsigned char *buf, size_t len, msp_compare_result
             memcpy(t->bench_shape, t->npu_shape, sizeof t->bench_shape);
         else
             msp_wget_fixed(&r, t->bench_shape, sizeof t->bench_shape);
-        t->npu_name = msp_wget_str(&r);
+        t->npu_name = cmp_get_str(&a);
         if (!(same & CMP_SAME_NAME))
-            t->bench_name = msp_wget_str(&r);
+            t->bench_name = cmp_get_str(&a);
         else if (!t->npu_name)
             r.bad = 1; /* the same as no name */
-        else if (!(t->bench_name = strdup(t->npu_name)))
+        else if (!(t->bench_name = cmp_dup_str(&a, t->npu_name)))
             r.oom = 1;
-        t->err_message = msp_wget_str(&r);
-        t->producer = msp_wget_str(&r);
-        t->npu_data_name = msp_wget_str(&r);
-        t->bench_data_name = msp_wget_str(&r);
-        if (!t->err_message && !(t->err_message = strdup("")))
+        t->err_message = cmp_get_str(&a);
+        t->producer = cmp_get_str(&a);
+        t->npu_data_name = cmp_get_str(&a);
+        t->bench_data_name = cmp_get_str(&a);
+        if (!t->err_message && !(t->err_message = cmp_dup_str(&a, NULL)))
             r.oom = 1;
     }
     size_t ns = msp_wget_count(&r, sizeof(msp_suspect_t));
@@ -270,8 +316,8 @@ msp_err cmp_part_unpack(const unsigned char *buf, size_t len, msp_compare_result
         r.oom = 1;
     for (size_t i = 0; p->suspects && i < ns && !r.bad; i++, p->n_suspects++) {
         msp_wget(&r, &p->suspects[i], sizeof p->suspects[i]);
-        p->suspects[i].reason = msp_wget_str(&r);
-        if (!p->suspects[i].reason && !(p->suspects[i].reason = strdup("")))
+        p->suspects[i].reason = cmp_get_str(&a);
+        if (!p->suspects[i].reason && !(p->suspects[i].reason = cmp_dup_str(&a, NULL)))
             r.oom = 1;
     }
     size_t nsa = msp_wget_count(&r, sizeof(msp_tensor_sample_t));
@@ -575,15 +621,30 @@ msp_err cmp_spool_get_packed(cmp_spool_t *s, size_t i, unsigned char **out, size
     return MSP_OK;
 }
 
-msp_err cmp_spool_get(cmp_spool_t *s, size_t i, msp_compare_result_t **part)
+msp_err cmp_part_unpack(const unsigned char *buf, size_t len, msp_compare_result_t **out)
+{
+    return cmp_part_read(buf, len, 0, out);
+}
+
+static msp_err cmp_spool_read(cmp_spool_t *s, size_t i, int shared, msp_compare_result_t **part)
 {
     unsigned char *buf = NULL;
     size_t len = 0;
     msp_err rc = cmp_spool_get_packed(s, i, &buf, &len);
     if (!rc)
-        rc = cmp_part_unpack(buf, len, part);
+        rc = cmp_part_read(buf, len, shared, part);
     free(buf);
     return rc;
+}
+
+msp_err cmp_spool_get(cmp_spool_t *s, size_t i, msp_compare_result_t **part)
+{
+    return cmp_spool_read(s, i, 0, part);
+}
+
+msp_err cmp_spool_get_shared(cmp_spool_t *s, size_t i, msp_compare_result_t **part)
+{
+    return cmp_spool_read(s, i, 1, part);
 }
 
 void cmp_spool_close(cmp_spool_t *s)

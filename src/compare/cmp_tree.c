@@ -530,6 +530,9 @@ static size_t *cmp_suspect_records(const msp_compare_tree_t *t, size_t *n, int *
     return v;
 }
 
+static msp_err cmp_tree_load_as(const msp_compare_tree_t *t, size_t i, int shared,
+                                msp_compare_result_t **part);
+
 /* The whole tree as one result, its parts read from the spool (f NULL: the
  * rows moved out of each part) or from the feed f as its reader (copied).
  * lean (fed only): every record, but the rows of the suspects' records
@@ -557,11 +560,12 @@ static msp_err cmp_tree_whole(const msp_compare_tree_t *t, size_t max_records, c
         rc = cmp_oom();
     for (size_t i = 0; !rc && i < t->n_parts; i++) {
         msp_compare_result_t *p = NULL;
-        if ((rc = f ? cmp_feed_get(f, reader, i, &p) : cmp_tree_load(t, i, &p)))
+        if ((rc = f ? cmp_feed_get(f, reader, i, &p) : cmp_tree_load_as(t, i, 0, &p)))
             break;
         /* From the spool the part's rows and records are moved, not copied:
          * p is freed next, and copying every string of every row was a tenth
-         * of a statistics tree's compare (issue 42). A fed part is shared. */
+         * of a statistics tree's compare (issue 42). A fed part is shared,
+         * and one whose strings are one block cannot give them away. */
         size_t base = w->n_tensors;
         if (lean) { /* the suspects' rows only, at their places */
             size_t take = p->n_tensors < t->n_tensors - base ? p->n_tensors : t->n_tensors - base;
@@ -578,7 +582,7 @@ static msp_err cmp_tree_whole(const msp_compare_tree_t *t, size_t max_records, c
         }
         for (size_t k = 0; !rc && !lean && k < p->n_tensors && w->n_tensors < t->n_tensors; k++) {
             msp_tensor_cmp_t *d = &w->tensors[w->n_tensors++];
-            if (f) {
+            if (f || p->strs) { /* shared, or its strings one block: copied */
                 rc = cmp_copy_tensor(d, &p->tensors[k]);
                 continue;
             }
@@ -607,7 +611,7 @@ static msp_err cmp_tree_whole(const msp_compare_tree_t *t, size_t max_records, c
         }
         for (size_t r = 0; !rc && r < p->n_records && w->n_records < t->n_records; r++) {
             msp_record_cmp_t *d = &w->records[w->n_records++];
-            if (f) {
+            if (f || p->strs) {
                 rc = cmp_copy_record(d, &p->records[r], 0);
                 d->first_tensor = p->records[r].first_tensor;
             } else {
@@ -736,9 +740,12 @@ const char *cmp_tree_reason(const msp_compare_tree_t *t, size_t record)
     return m ? m->reason : NULL;
 }
 
-msp_err cmp_tree_load(const msp_compare_tree_t *t, size_t i, msp_compare_result_t **part)
+/* shared: the part's strings in one block (cmp_spool_get_shared) */
+static msp_err cmp_tree_load_as(const msp_compare_tree_t *t, size_t i, int shared,
+                                msp_compare_result_t **part)
 {
-    msp_err rc = cmp_spool_get(t->spool, i, part);
+    msp_err rc = shared ? cmp_spool_get_shared(t->spool, i, part)
+                        : cmp_spool_get(t->spool, i, part);
     if (rc)
         return rc;
     msp_compare_result_t *p = *part;
@@ -751,4 +758,9 @@ msp_err cmp_tree_load(const msp_compare_tree_t *t, size_t i, msp_compare_result_
         }
     }
     return MSP_OK;
+}
+
+msp_err cmp_tree_load(const msp_compare_tree_t *t, size_t i, msp_compare_result_t **part)
+{
+    return cmp_tree_load_as(t, i, 1, part); /* the reports only read it */
 }
