@@ -20,12 +20,11 @@ import unittest
 
 import numpy as np
 
+from msp_build import statistics_dump
 from msp_h5dump import write_dump
 
 BIN = os.environ["MSPROBE_BIN"]
 REAL = os.path.join(os.path.dirname(BIN), "msprobe-catalogue")
-GEN = os.environ.get("MSPROBE_GEN") or os.path.join(
-    os.environ.get("MSPROBE_BUILD_DIR", "build"), "bench", "compare", "msprobe-gen")
 NAMES = ["Functional.relu.0.forward", "Tensor.add.0.forward"]
 
 
@@ -199,13 +198,7 @@ class ServerChildFaults(unittest.TestCase):
                     self.skipTest("transparent huge pages are off here")
         except OSError:
             self.skipTest("no transparent huge pages here")
-        if not os.access(GEN, os.X_OK):
-            self.skipTest("no msprobe-gen (MSPROBE_BENCH=OFF)")
-        self.work = tempfile.mkdtemp(prefix="msp-helper-faults-")
-        subprocess.run([GEN, "--out", self.work, "--steps", "1", "--ranks", "1", "--layers",
-                        "2500", "--numel", "256", "--task", "statistics"], check=True,
-                       stdout=subprocess.DEVNULL)
-        self.dump = os.path.join(self.work, "bench", "step0", "rank0", "dump.h5")
+        self.work, self.dump = statistics_dump(self, "msp-helper-faults-")
 
     def tearDown(self):
         shutil.rmtree(self.work, ignore_errors=True)

@@ -19,18 +19,15 @@ import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 import unittest
 
 import h5py
 
-from msp_build import sanitized_build
+from msp_build import sanitized_build, statistics_dump
 from msp_h5dump import stats_rows
 
 BIN = os.environ["MSPROBE_BIN"]
 REAL = os.path.join(os.path.dirname(BIN), "msprobe-catalogue")
-GEN = os.environ.get("MSPROBE_GEN") or os.path.join(
-    os.environ.get("MSPROBE_BUILD_DIR", "build"), "bench", "compare", "msprobe-gen")
 COUNTER = None  # fmt_zlib_count's path, from the command line
 
 ROW = re.compile(r"^    (\S+)\s+(\S+)\s+\[([0-9, ]*)\]\s+max=(\S+)\s+min=(\S+)\s+mean=(\S+)\s+"
@@ -72,14 +69,8 @@ class TablesInflatedByTheHelper(unittest.TestCase):
     def setUp(self):
         if sanitized_build():
             self.skipTest("a preloaded library cannot come before AddressSanitizer's runtime")
-        if not os.access(GEN, os.X_OK):
-            self.skipTest("no msprobe-gen (MSPROBE_BENCH=OFF)")
-        self.work = tempfile.mkdtemp(prefix="msp-tables-inflate-")
         # 2,500 layers: 5,000 records; /strings in two chunks, the second part-filled
-        subprocess.run([GEN, "--out", self.work, "--steps", "1", "--ranks", "1", "--layers",
-                        "2500", "--numel", "256", "--task", "statistics"], check=True,
-                       stdout=subprocess.DEVNULL)
-        self.ours = os.path.join(self.work, "bench", "step0", "rank0", "dump.h5")
+        self.work, self.ours = statistics_dump(self, "msp-tables-inflate-")
         self.shuffled = os.path.join(self.work, "shuffled.h5")
         rewrite_shuffled(self.ours, self.shuffled)
         self.log = os.path.join(self.work, "inflates.log")

@@ -1,6 +1,12 @@
 """What the build under test is, from its CMakeCache.txt (MSPROBE_BUILD_DIR,
-set by ctest): a test that cannot hold under a sanitizer asks here."""
+set by ctest): a test that cannot hold under a sanitizer asks here; and the
+bench's dump generator, msprobe-gen, where the build has it."""
 import os
+import subprocess
+import tempfile
+
+GEN = os.environ.get("MSPROBE_GEN") or os.path.join(
+    os.environ.get("MSPROBE_BUILD_DIR", "build"), "bench", "compare", "msprobe-gen")
 
 
 def sanitized_build():
@@ -10,3 +16,16 @@ def sanitized_build():
             return any(line.startswith("MSPROBE_SANITIZE:BOOL=ON") for line in f)
     except OSError:
         return False
+
+
+def statistics_dump(test, prefix, layers=2500):
+    """(work directory, its one statistics dump.h5): msprobe-gen's one rank
+    and step of layers forward and layers backward records of 256 elements;
+    test skipped where the build has no msprobe-gen (MSPROBE_BENCH=OFF)"""
+    if not os.access(GEN, os.X_OK):
+        test.skipTest("no msprobe-gen (MSPROBE_BENCH=OFF)")
+    work = tempfile.mkdtemp(prefix=prefix)
+    subprocess.run([GEN, "--out", work, "--steps", "1", "--ranks", "1", "--layers", str(layers),
+                    "--numel", "256", "--task", "statistics"], check=True,
+                   stdout=subprocess.DEVNULL)
+    return work, os.path.join(work, "bench", "step0", "rank0", "dump.h5")

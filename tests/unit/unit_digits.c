@@ -14,24 +14,25 @@
 
 static size_t bad;
 
+/* got (n bytes) against printf's want */
+static void check_text(const char *got, size_t n, const char *want)
+{
+    if ((strlen(want) != n || memcmp(got, want, n) != 0) && bad++ < 10)
+        fprintf(stderr, "%s: got '%.*s'\n", want, (int)n, got);
+}
+
 static void check_u(uint64_t v)
 {
     char got[32], want[32];
-    size_t n = msp_u64_digits(got, v);
-    got[n] = '\0';
     snprintf(want, sizeof want, "%" PRIu64, v);
-    if (strcmp(got, want) != 0 && bad++ < 10)
-        fprintf(stderr, "%s: got '%s'\n", want, got);
+    check_text(got, msp_u64_digits(got, v), want);
 }
 
 static void check_i(int64_t v)
 {
     char got[32], want[32];
-    size_t n = msp_i64_digits(got, v);
-    got[n] = '\0';
     snprintf(want, sizeof want, "%" PRId64, v);
-    if (strcmp(got, want) != 0 && bad++ < 10)
-        fprintf(stderr, "%s: got '%s'\n", want, got);
+    check_text(got, msp_i64_digits(got, v), want);
 }
 
 int main(void)
