@@ -186,8 +186,9 @@ msp_err cmp_part_pack(const msp_compare_result_t *part, unsigned char **out, siz
  * into strs, the one block of a part the reports only read, cap bytes (the
  * message's length and one: a string's NUL takes no more room than its
  * length word did; strs[0] is the "" of every empty default). Unpacked one
- * malloc a string, then freed one by one, they were a tenth of the
- * reports' time on a statistics tree (issue 42). */
+ * malloc a string, then freed one by one, they were 13 M mallocs and frees
+ * on the 64-rank statistics tree, 3 % of its compare's instructions (issue
+ * 42). */
 typedef struct cmp_strs {
     msp_wire_rd_t *r;
     char *strs;
