@@ -98,19 +98,15 @@ const char *msp_wget_view(msp_wire_rd_t *r, size_t *n)
 
 char *msp_wget_str(msp_wire_rd_t *r)
 {
-    int null;
-    size_t n = msp_wget_len(r, &null);
-    if (null)
-        return NULL;
-    char *s = malloc(n + 1);
+    size_t n = 0;
+    const char *v = msp_wget_view(r, &n);
+    char *s = v ? malloc(n + 1) : NULL;
     if (!s) {
-        r->oom = 1;
-        r->at += n;
+        r->oom |= v != NULL;
         return NULL;
     }
-    memcpy(s, r->p + r->at, n);
+    memcpy(s, v, n);
     s[n] = '\0';
-    r->at += n;
     return s;
 }
 

@@ -1,4 +1,4 @@
-/* A statistics dump's tables read chunk by chunk (fmt_h5stats.h,
+/* A statistics dump's tables read chunk by chunk (fmt_h5chunks.h,
  * msp_table_inflate): each chunk as stored (H5Dread_chunk), inflated by
  * ISA-L, about three times as fast as libhdf5's pipeline through zlib, and
  * its rows copied member by member into the memory type, where libhdf5's
