@@ -16,6 +16,7 @@
  *       buffer of BYTES (best of 5); prints "membw seconds=.. bytes=.. gbps=.." */
 #include "msprobe/compare.h"
 #include "msprobe/format.h"
+#include "msprobe/proc.h"
 #include "msprobe/report.h"
 
 #include <malloc.h>
@@ -207,6 +208,8 @@ static int bench_kernel(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    /* OpenMP's idle threads sleep, as in msprobe (msp_omp_passive_restart) */
+    msp_omp_passive_restart(argv);
     /* the heap as msprobe compare keeps it (cmd_compare.c): a pair's blocks
      * stay for the next pair instead of going back to the kernel */
     mallopt(M_MMAP_THRESHOLD, 256 << 20);

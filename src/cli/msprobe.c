@@ -1,6 +1,7 @@
 /* msprobe front end: global options, then a table of subcommands, each of
  * which parses its own getopt_long table (git's commands[] shape). */
 #include "cli.h"
+#include "msprobe/proc.h"
 
 #include <getopt.h>
 #include <stdarg.h>
@@ -97,6 +98,7 @@ void msp_cli_install_log(const msp_cli_ctx_t *ctx)
 
 int main(int argc, char **argv)
 {
+    msp_omp_passive_restart(argv);
     msp_cli_ctx_t ctx = {.framework = "pytorch", .verbosity = 1};
     int c;
     while ((c = msp_opt_next(&msp_global_doc, argc, argv)) != -1) {
