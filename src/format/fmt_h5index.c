@@ -3,6 +3,7 @@
 #include "fmt_h5index.h"
 #include "fmt_compact.h" /* msp_shape_size */
 #include "fmt_h5pack.h"  /* packed rows */
+#include "fmt_h5vlen.h"  /* the table from the mapped file */
 #include "fmt_h5walk.h"  /* listing, storage and size checks */
 
 #include <stdlib.h>
@@ -129,7 +130,11 @@ msp_err msp_load_index_producers(msp_dump_file_t *f, hid_t d)
         rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory for /index producers", f->path);
         goto cleanup;
     }
-    if (n > 0 && H5Dread(d, mt, H5S_ALL, H5S_ALL, msp_h5_small_dxpl(), rows) < 0) {
+    char *block = NULL; /* the strings, when read from the mapped file */
+    if (n > 0 &&
+        !msp_table_vlen_read(msp_impl(f)->file, d, msp_impl(f)->map, msp_impl(f)->map_len, mt,
+                             (size_t)n, rows, &block) &&
+        H5Dread(d, mt, H5S_ALL, H5S_ALL, msp_h5_small_dxpl(), rows) < 0) {
         free(rows);
         rows = NULL;
         rc = msp_h5_fail(MSP_ERR_FORMAT, "file %s: cannot read the /index column producer",
@@ -151,10 +156,10 @@ msp_err msp_load_index_producers(msp_dump_file_t *f, hid_t d)
         }
     }
 cleanup:
-    if (rows) {
+    if (rows && !block)
         H5Dvlen_reclaim(mt, s, H5P_DEFAULT, rows);
-        free(rows);
-    }
+    free(rows);
+    free(block);
     if (s >= 0)
         H5Sclose(s);
     H5Tclose(mt);
@@ -170,6 +175,7 @@ msp_err msp_load_index(msp_dump_file_t *f, hid_t d)
     hssize_t n = s >= 0 ? H5Sget_simple_extent_npoints(s) : -1;
     size_t cap = 0;
     int read_ok = 0;
+    char *block = NULL; /* the strings, when read from the mapped file */
     if (mt < 0 || n < 0) {
         rc = msp_h5_fail(MSP_ERR_FORMAT, "file %s: cannot read /index", f->path);
         goto cleanup;
@@ -190,11 +196,15 @@ msp_err msp_load_index(msp_dump_file_t *f, hid_t d)
                       (long long)n);
         goto cleanup;
     }
-    if (n > 0 && H5Dread(d, mt, H5S_ALL, H5S_ALL, msp_h5_small_dxpl(), rows) < 0) {
-        rc = msp_h5_fail(MSP_ERR_FORMAT, "file %s: cannot read /index", f->path);
-        goto cleanup;
+    struct msp_h5_impl *im = msp_impl(f);
+    if (n > 0 &&
+        !msp_table_vlen_read(im->file, d, im->map, im->map_len, mt, (size_t)n, rows, &block)) {
+        if (H5Dread(d, mt, H5S_ALL, H5S_ALL, msp_h5_small_dxpl(), rows) < 0) {
+            rc = msp_h5_fail(MSP_ERR_FORMAT, "file %s: cannot read /index", f->path);
+            goto cleanup;
+        }
+        read_ok = 1; /* the strings are libhdf5's, reclaimed by it */
     }
-    read_ok = 1;
     qsort(rows, (size_t)n, sizeof *rows, msp_row_cmp);
     for (size_t i = 0; i < (size_t)n; i++) {
         struct msp_index_row *row = &rows[i];
@@ -247,6 +257,7 @@ cleanup:
     if (rows && read_ok && n > 0)
         H5Dvlen_reclaim(mt, s, H5P_DEFAULT, rows);
     free(rows);
+    free(block);
     if (s >= 0)
         H5Sclose(s);
     if (mt >= 0)

@@ -3,12 +3,12 @@
  *   F has_index step rank world_size task dump_mode framework framework_version
  *   R name order n_tensors
  *   T record role dtype_name ndim shape has_data has_stats offset nbytes
- *     data_crc max min mean norm nan inf crc32 device requires_grad
+ *     data_crc max min mean norm nan inf crc32 device requires_grad producer
  *   S record role skip_crc  (after T, for a tensor with data)
  *   A record key value
  *   D api key value        (fmt_read_dump FILE API...: msp_dump_api_defaults of each API)
  * data_crc: zlib CRC-32 of the bytes msp_dump_read_tensor returned ("-" if
- * no data); when offset >= 0 it also checks that pread() at offset gives
+ * no data); producer: "-" when the tensor has none; when offset >= 0 it also checks that pread() at offset gives
  * the same bytes. skip_crc: CRC-32 of the bytes at offsets i with i mod 8 < 5,
  * read through msp_tensor_stream_read taking 5 bytes and
  * msp_tensor_stream_skip passing over 3 in turn. Exit 2 with the error on
@@ -103,11 +103,11 @@ int main(int argc, char **argv)
                 free(buf);
             }
             printf("T\t%s\t%s\t%s\t%d\t%s\t%d\t%d\t%" PRId64 "\t%" PRId64
-                   "\t%s\t%.17g\t%.17g\t%.17g\t%.17g\t%" PRId64 "\t%" PRId64 "\t%u\t%s\t%d\n",
+                   "\t%s\t%.17g\t%.17g\t%.17g\t%.17g\t%" PRId64 "\t%" PRId64 "\t%u\t%s\t%d\t%s\n",
                    r->name, t->role, t->dtype_name, t->ndim, shape, t->has_data, t->has_stats,
                    t->offset, t->nbytes, crc, t->stats.max, t->stats.min, t->stats.mean,
                    t->stats.norm, t->stats.nan_count, t->stats.inf_count, t->stats.crc32, t->device,
-                   t->requires_grad);
+                   t->requires_grad, t->producer ? t->producer : "-");
             if (t->has_data && msp_print_skipping(f, r, t)) {
                 msp_dump_close(f);
                 return msp_fail_out("stream");

@@ -18,14 +18,19 @@ def sanitized_build():
         return False
 
 
-def statistics_dump(test, prefix, layers=2500):
-    """(work directory, its one statistics dump.h5): msprobe-gen's one rank
-    and step of layers forward and layers backward records of 256 elements;
-    test skipped where the build has no msprobe-gen (MSPROBE_BENCH=OFF)"""
+def gen_dump(test, prefix, layers, args):
+    """(work directory, its one bench-side dump.h5): msprobe-gen's one rank
+    and step of layers forward and layers backward records, with msprobe-gen's
+    further arguments args; test skipped where the build has no msprobe-gen
+    (MSPROBE_BENCH=OFF)"""
     if not os.access(GEN, os.X_OK):
         test.skipTest("no msprobe-gen (MSPROBE_BENCH=OFF)")
     work = tempfile.mkdtemp(prefix=prefix)
-    subprocess.run([GEN, "--out", work, "--steps", "1", "--ranks", "1", "--layers", str(layers),
-                    "--numel", "256", "--task", "statistics"], check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run([GEN, "--out", work, "--steps", "1", "--ranks", "1", "--layers", str(layers)]
+                   + list(args), check=True, stdout=subprocess.DEVNULL)
     return work, os.path.join(work, "bench", "step0", "rank0", "dump.h5")
+
+
+def statistics_dump(test, prefix, layers=2500):
+    """gen_dump's statistics dump of records of 256 elements"""
+    return gen_dump(test, prefix, layers, ["--numel", "256", "--task", "statistics"])
