@@ -229,7 +229,14 @@ void msp_omp_passive_restart(char **argv)
         unsetenv("OMP_WAIT_POLICY");
         return;
     }
-    execv("/proc/self/exe", argv);
+    /* by its own path, so that ps and top name the restarted program as
+     * before (an exec of /proc/self/exe would name it "exe") */
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) {
+        self[n] = '\0';
+        execv(self, argv);
+    }
     unsetenv(mark);
     unsetenv("OMP_WAIT_POLICY");
 }
