@@ -195,15 +195,20 @@ static void msp_heaps_free(struct msp_heaps *h)
 }
 
 /* A reference's bytes: 1 with *at, *len (elements) set; 2 for a null
- * reference; 0 when it points at nothing whole of es-byte elements. */
-static int msp_vref(struct msp_heaps *h, const unsigned char *ref, size_t es, uint64_t *at,
-                    uint64_t *len)
+ * reference; 0 when it points at nothing whole of es-byte elements. *last:
+ * the column's collection found last, +1 (libhdf5 writes a table's strings
+ * column by column, so a column's next string is mostly in the same one). */
+static int msp_vref(struct msp_heaps *h, const unsigned char *ref, size_t es, size_t *last,
+                    uint64_t *at, uint64_t *len)
 {
     uint32_t n = rd32(ref), idx = rd32(ref + 12);
     uint64_t addr = rd64(ref + 4);
     if (!addr)
         return 2;
-    const struct msp_gcol *g = msp_gcol_get(h, addr);
+    const struct msp_gcol *g = *last && h->c[*last - 1].addr == addr ? &h->c[*last - 1]
+                                                                     : msp_gcol_get(h, addr);
+    if (g)
+        *last = (size_t)(g - h->c) + 1;
     if (!g || idx >= g->nobj || !g->at[idx] || g->len[idx] != (uint64_t)n * es)
         return 0;
     *at = g->at[idx];
@@ -333,13 +338,13 @@ static uint64_t msp_rows_at(hid_t d, size_t n, size_t drow, uint64_t map_len)
 static size_t msp_block_size(struct msp_heaps *h, const unsigned char *rows, size_t drow, size_t n,
                              const struct msp_vcol *c, int nc)
 {
-    size_t total = 0;
+    size_t total = 0, last[MSP_VCOLS_MAX] = {0};
     for (size_t r = 0; r < n; r++, rows += drow)
         for (int k = 0; k < nc; k++) {
             uint64_t at, len;
             int got = c[k].kind == MSP_COL_FIXED
                           ? 2
-                          : msp_vref(h, rows + c[k].from, c[k].size, &at, &len);
+                          : msp_vref(h, rows + c[k].from, c[k].size, &last[k], &at, &len);
             if (!got)
                 return (size_t)-1;
             if (got == 2)
@@ -358,7 +363,7 @@ static void msp_rows_fill(struct msp_heaps *h, const unsigned char *rows, size_t
                           const struct msp_vcol *c, int nc, unsigned char *out, size_t size,
                           char *block)
 {
-    size_t used = 0;
+    size_t used = 0, last[MSP_VCOLS_MAX] = {0};
     for (size_t r = 0; r < n; r++, rows += drow, out += size)
         for (int k = 0; k < nc; k++) {
             unsigned char *to = out + c[k].to;
@@ -368,7 +373,7 @@ static void msp_rows_fill(struct msp_heaps *h, const unsigned char *rows, size_t
                 memcpy(to, from, c[k].size);
                 continue;
             }
-            if (msp_vref(h, from, c[k].size, &at, &len) != 1)
+            if (msp_vref(h, from, c[k].size, &last[k], &at, &len) != 1)
                 continue; /* null: NULL, or an empty hvl_t, as out holds */
             if (c[k].kind == MSP_COL_STR) {
                 char *s = block + used;
