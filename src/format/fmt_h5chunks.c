@@ -6,6 +6,7 @@
  * were two fifths of a reader helper's work on a 5,000-record file, issue
  * 42). Anything else is left to H5Dread. */
 #include "fmt_h5chunks.h"
+#include "fmt_internal.h" /* msp_h5_member_pair */
 
 #include <isa-l/igzip_lib.h>
 #include <stdlib.h>
@@ -26,12 +27,10 @@ static int msp_member_copies(hid_t ft, hid_t mt, struct msp_member_copy *c)
 {
     int nm = H5Tget_nmembers(mt), n = 0, ok = nm > 0 && nm <= MSP_MEMBERS_MAX;
     for (int i = 0; ok && i < nm; i++) {
-        char *name = H5Tget_member_name(mt, (unsigned)i);
-        int j = name ? H5Tget_member_index(ft, name) : -1;
-        H5free_memory(name);
+        hid_t a, b;
+        int j = msp_h5_member_pair(ft, mt, (unsigned)i, &a, &b);
         if (j < 0)
             continue;
-        hid_t a = H5Tget_member_type(mt, (unsigned)i), b = H5Tget_member_type(ft, (unsigned)j);
         ok = a >= 0 && b >= 0 && H5Tequal(a, b) > 0;
         if (ok)
             c[n++] = (struct msp_member_copy){H5Tget_member_offset(ft, (unsigned)j),

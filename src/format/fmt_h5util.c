@@ -606,6 +606,19 @@ hid_t msp_h5_attrs_type(int packed)
     return c;
 }
 
+int msp_h5_member_pair(hid_t ft, hid_t mt, unsigned i, hid_t *a, hid_t *b)
+{
+    char *name = H5Tget_member_name(mt, i);
+    int j = name ? H5Tget_member_index(ft, name) : -1;
+    H5free_memory(name);
+    *a = *b = -1;
+    if (j >= 0) {
+        *a = H5Tget_member_type(mt, i);
+        *b = H5Tget_member_type(ft, (unsigned)j);
+    }
+    return j;
+}
+
 hid_t msp_h5_index_type(int packed)
 {
     hid_t str = msp_h5_vlen_str();

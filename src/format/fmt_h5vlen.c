@@ -20,6 +20,7 @@
  * exactly so (another layout, a reference outside a collection, an object
  * of another length than its reference says) is left to H5Dread. */
 #include "fmt_h5vlen.h"
+#include "fmt_internal.h" /* msp_h5_member_pair */
 
 #include <endian.h>
 #include <stdint.h>
@@ -281,12 +282,10 @@ static int msp_vcols(hid_t ft, const size_t *doff, hid_t mt, struct msp_vcol *c)
 {
     int nm = H5Tget_nmembers(mt), n = 0, ok = nm > 0 && nm <= MSP_VCOLS_MAX;
     for (int i = 0; ok && i < nm; i++) {
-        char *name = H5Tget_member_name(mt, (unsigned)i);
-        int j = name ? H5Tget_member_index(ft, name) : -1;
-        H5free_memory(name);
+        hid_t a, b;
+        int j = msp_h5_member_pair(ft, mt, (unsigned)i, &a, &b);
         if (j < 0)
             continue;
-        hid_t a = H5Tget_member_type(mt, (unsigned)i), b = H5Tget_member_type(ft, (unsigned)j);
         H5T_class_t ca = a >= 0 ? H5Tget_class(a) : H5T_NO_CLASS;
         struct msp_vcol v = {MSP_COL_FIXED, doff[j], H5Tget_member_offset(mt, (unsigned)i), 0};
         if (ca == H5T_STRING && H5Tis_variable_str(a) > 0) {

@@ -78,6 +78,10 @@ struct msp_index_row {
 /* Compound type of struct msp_index_row: packed = 0 for memory (native
  * offsets), 1 for the file (packed little-endian). Caller closes. */
 hid_t msp_h5_index_type(int packed);
+/* Member i of the memory compound mt and its namesake in the file's
+ * compound ft: ft's index of it, *a and *b their types for the caller to
+ * close; -1 when ft has no member of that name (nothing then opened). */
+int msp_h5_member_pair(hid_t ft, hid_t mt, unsigned i, hid_t *a, hid_t *b);
 /* Column names of /index, NULL-terminated. */
 extern const char *const msp_index_columns[];
 
