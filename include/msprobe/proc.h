@@ -87,11 +87,13 @@ int msp_poll_ms(double left);
  * cmp_bench): OpenMP's idle threads then sleep instead of spinning, unless
  * the user chose how they wait (OMP_WAIT_POLICY or GOMP_SPINCOUNT set).
  * libgomp reads its environment before main(), so this restarts the program
- * (execv of its own path as /proc/self/exe names it, the same argv) once with OMP_WAIT_POLICY=PASSIVE
- * and MSPROBE_OMP_PASSIVE=1; in the restarted program it takes both out of
- * the environment again, so every child sees the environment as given.
- * Returns when it did not restart: already done, the user's choice, or an
- * exec that failed (the program then runs as libgomp set it up). */
+ * once (execv of its own path, as /proc/self/exe names it, with the same
+ * argv) with OMP_WAIT_POLICY=PASSIVE and MSPROBE_OMP_PASSIVE=1; in the
+ * restarted program it takes both out of the environment again, so every
+ * child sees the environment as given. The one function here that may not
+ * return: it returns when it did not restart (already done, the user's
+ * choice, started through ld.so or valgrind, or an exec that failed: the
+ * program then runs as libgomp set it up). */
 void msp_omp_passive_restart(char **argv);
 
 #ifdef __cplusplus

@@ -333,13 +333,18 @@ static uint64_t msp_rows_at(hid_t d, size_t n, size_t drow, uint64_t map_len)
 }
 
 /* Every reference of the rows found, and the block's size for them all:
- * (size_t)-1 when one is not there whole. */
+ * (size_t)-1 when one is not there whole, or when the block would outgrow
+ * twice the file and 16 bytes a reference (libhdf5 writes each string once:
+ * only a hostile table points many rows at one large object). */
 static size_t msp_block_size(struct msp_heaps *h, const unsigned char *rows, size_t drow, size_t n,
                              const struct msp_vcol *c, int nc)
 {
     size_t total = 0, last[MSP_VCOLS_MAX] = {0};
+    uint64_t most = 2 * h->map_len + 16 * (uint64_t)n * (uint64_t)nc;
     for (size_t r = 0; r < n; r++, rows += drow)
         for (int k = 0; k < nc; k++) {
+            if (total > most)
+                return (size_t)-1;
             uint64_t at, len;
             int got = c[k].kind == MSP_COL_FIXED
                           ? 2
@@ -353,7 +358,7 @@ static size_t msp_block_size(struct msp_heaps *h, const unsigned char *rows, siz
             else /* each sequence on an 8-byte boundary */
                 total = ((total + 7) & ~(size_t)7) + (size_t)len * c[k].size;
         }
-    return total;
+    return total > most ? (size_t)-1 : total;
 }
 
 /* The rows into out, their strings and sequences into block (every
