@@ -139,11 +139,11 @@ msp_err msp_load_index_producers(msp_dump_file_t *f, hid_t d)
     hid_t s = H5Dget_space(d);
     hssize_t n = s >= 0 ? H5Sget_simple_extent_npoints(s) : -1;
     struct msp_producer_row *rows = n > 0 ? calloc((size_t)n, sizeof *rows) : NULL;
+    char *block = NULL; /* the strings, when read from the mapped file */
     if (n > 0 && !rows) {
         rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory for /index producers", f->path);
         goto cleanup;
     }
-    char *block = NULL; /* the strings, when read from the mapped file */
     if (n > 0 &&
         !msp_table_vlen_read(msp_impl(f)->file, d, msp_impl(f)->map, msp_impl(f)->map_len, mt,
                              (size_t)n, rows, &block) &&
