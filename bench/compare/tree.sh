@@ -15,7 +15,7 @@
 #     format_version 4: msprobe-dump(5) PACKED TENSORS), side by side.
 # Prints one summary at the end; deletes the trees (WORK keeps them when set).
 # BASE (another build, e.g. of the last release) runs the same one-process
-# compare beside ours; WHOLE=0 skips the everything-in-memory run and
+# compare beside ours, and its cmp_bench the tensor subsets; WHOLE=0 skips the everything-in-memory run and
 # SMALL_LAYERS=0 the tensor subset (both long past a few hundred ranks).
 #
 #   bench/compare/tree.sh [BUILD_DIR]
@@ -91,7 +91,14 @@ du -sh "$WORK/stats/bench" "$WORK/stats/npu"
 [ "$SMALL_LAYERS" -gt 0 ] && du -sh "$WORK/small/bench" "$WORK/small/npu" "$WORK/packed/bench" \
     "$WORK/packed/npu" "$WORK/large/bench" \
     "$WORK/large/npu"
-find "$WORK/stats" -name dump.h5 -exec cat {} + >/dev/null
+# settled DIR...: the last run's reports on disk (their writeback would
+# slow the next timed run: a gigabyte of reports a run) and DIR's dumps read
+# once, so that every timed run starts alike
+settled() {
+    sync
+    find "$@" -name dump.h5 -exec cat {} + >/dev/null
+}
+settled "$WORK/stats"
 
 # report_sizes DIR: the workbooks (how many, MiB), result.csv and result.html
 report_sizes() {
@@ -105,6 +112,7 @@ records=$((RANKS * STEPS * 2 * LAYERS))
 
 echo "== statistics tree: msprobe compare, one process (reports included)"
 rm -rf "$WORK/out1"
+settled "$WORK/stats"
 t0=$(now)
 /usr/bin/time -v -o "$WORK/time1" "$MSP" compare -b "$WORK/stats/bench" -c "$WORK/stats/npu" \
     -o "$WORK/out1" --csv --replay off > "$WORK/stdout1" || [ $? -eq 1 ]
@@ -119,6 +127,7 @@ base_wall=""
 if [ -n "$BASE" ]; then
     echo "== statistics tree: the base build's msprobe compare, one process (reports included)"
     rm -rf "$WORK/outb"
+    settled "$WORK/stats"
     t0=$(now)
     /usr/bin/time -v -o "$WORK/timeb" "$BASE/src/cli/msprobe" compare -b "$WORK/stats/bench" \
         -c "$WORK/stats/npu" -o "$WORK/outb" --csv --replay off > "$WORK/stdoutb" || [ $? -eq 1 ]
@@ -135,6 +144,7 @@ if command -v mpirun >/dev/null 2>&1 && ldd "$MSP" | grep -q libmpi; then
     root=""
     [ "$(id -u)" = 0 ] && root="--allow-run-as-root"
     rm -rf "$WORK/outn"
+    settled "$WORK/stats"
     t0=$(now)
     OMPI_MCA_btl=self,tcp mpirun $root --oversubscribe -np "$NP" "$MSP" compare \
         -b "$WORK/stats/bench" -c "$WORK/stats/npu" -o "$WORK/outn" --csv --replay off \
@@ -163,6 +173,7 @@ echo "msp_compare_stream, $((RANKS / 4)) ranks: $quarter"
 rows=$(field tensors "$tree")
 if [ "$SMALL_LAYERS" -gt 0 ]; then
     echo "== tensors: small against large, the same bytes"
+    settled "$WORK/small" "$WORK/packed" "$WORK/large"
     small=$("$CB" tree "$WORK/small/bench" "$WORK/small/npu")
     echo "small: $small"
     packed=$("$CB" tree "$WORK/packed/bench" "$WORK/packed/npu")
@@ -178,6 +189,14 @@ if [ "$SMALL_LAYERS" -gt 0 ]; then
     pcat_s=$(field seconds "$("$CB" open $(find "$WORK/packed" -name dump.h5 | sort))")
 
     srows=$(field tensors "$small")
+    # the base build's compare of the same subsets, right after ours
+    bsmall="" bpacked=""
+    if [ -n "$BASE" ] && [ -x "$BASE/bench/compare/cmp_bench" ]; then
+        bsmall=$("$BASE/bench/compare/cmp_bench" tree "$WORK/small/bench" "$WORK/small/npu")
+        echo "base small: $bsmall"
+        bpacked=$("$BASE/bench/compare/cmp_bench" tree "$WORK/packed/bench" "$WORK/packed/npu")
+        echo "base packed: $bpacked"
+    fi
 fi
 echo "== summary (load average $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores)"
 printf 'statistics tree:  %s ranks x %s steps, %s records, %s tensor rows\n' "$RANKS" "$STEPS" \
@@ -204,6 +223,12 @@ printf 'tensor subset:    %s rows of %s elements, %s MB: %.3f GB/s; %.1f us a ro
 printf '  packed (--pack-kib 64): %.3f GB/s; %.1f us a row (%.2fx the unpacked speed)\n' \
     "$(field gbps "$packed")" "$(echo "1000000 * $(field seconds "$packed") / $srows" | bc -l)" \
     "$(echo "$(field seconds "$small") / $(field seconds "$packed")" | bc -l)"
+if [ -n "$bpacked" ]; then
+    printf '  base build:     unpacked %.3f GB/s, packed %.3f GB/s (ours %.2fx and %.2fx its speed)\n' \
+        "$(field gbps "$bsmall")" "$(field gbps "$bpacked")" \
+        "$(echo "$(field seconds "$bsmall") / $(field seconds "$small")" | bc -l)" \
+        "$(echo "$(field seconds "$bpacked") / $(field seconds "$packed")" | bc -l)"
+fi
 printf '  large tensors:  %s MB: %.3f GB/s\n' "$(echo "$(field bytes "$large") / 1000000" | bc)" \
     "$(field gbps "$large")"
 printf '  catalogues:     %s files in %.1f s one after the other, through the helper'"'"'s server: %.1f us a tensor row (libhdf5 checking /index); packed %.1f s, %.1f us a row\n' \
