@@ -104,6 +104,18 @@ static msp_err msp_tensor_from_row(msp_dump_file_t *f, const struct msp_index_ro
     return MSP_OK;
 }
 
+/* The n rows of /index (d) in memory type mt: read from the mapped file
+ * (msp_table_vlen_read; *block then holds their strings), else through
+ * H5Dread (their strings libhdf5's, for H5Dvlen_reclaim). -1: H5Dread
+ * failed. */
+static int msp_index_rows(msp_dump_file_t *f, hid_t d, hid_t mt, size_t n, void *rows, char **block)
+{
+    struct msp_h5_impl *im = msp_impl(f);
+    if (msp_table_vlen_read(im->file, d, im->map, im->map_len, mt, n, rows, block))
+        return 0;
+    return H5Dread(d, mt, H5S_ALL, H5S_ALL, msp_h5_small_dxpl(), rows) < 0 ? -1 : 0;
+}
+
 /* ---- producer links (msprobe-dump(5) 'producer') ------------------------------ */
 
 struct msp_producer_row {
@@ -144,10 +156,7 @@ msp_err msp_load_index_producers(msp_dump_file_t *f, hid_t d)
         rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory for /index producers", f->path);
         goto cleanup;
     }
-    if (n > 0 &&
-        !msp_table_vlen_read(msp_impl(f)->file, d, msp_impl(f)->map, msp_impl(f)->map_len, mt,
-                             (size_t)n, rows, &block) &&
-        H5Dread(d, mt, H5S_ALL, H5S_ALL, msp_h5_small_dxpl(), rows) < 0) {
+    if (n > 0 && msp_index_rows(f, d, mt, (size_t)n, rows, &block) < 0) {
         free(rows);
         rows = NULL;
         rc = msp_h5_fail(MSP_ERR_FORMAT, "file %s: cannot read the /index column producer",
@@ -209,15 +218,11 @@ msp_err msp_load_index(msp_dump_file_t *f, hid_t d)
                       (long long)n);
         goto cleanup;
     }
-    struct msp_h5_impl *im = msp_impl(f);
-    if (n > 0 &&
-        !msp_table_vlen_read(im->file, d, im->map, im->map_len, mt, (size_t)n, rows, &block)) {
-        if (H5Dread(d, mt, H5S_ALL, H5S_ALL, msp_h5_small_dxpl(), rows) < 0) {
-            rc = msp_h5_fail(MSP_ERR_FORMAT, "file %s: cannot read /index", f->path);
-            goto cleanup;
-        }
-        read_ok = 1; /* the strings are libhdf5's, reclaimed by it */
+    if (n > 0 && msp_index_rows(f, d, mt, (size_t)n, rows, &block) < 0) {
+        rc = msp_h5_fail(MSP_ERR_FORMAT, "file %s: cannot read /index", f->path);
+        goto cleanup;
     }
+    read_ok = !block; /* the strings are libhdf5's, reclaimed by it */
     qsort(rows, (size_t)n, sizeof *rows, msp_row_cmp);
     for (size_t i = 0; i < (size_t)n; i++) {
         struct msp_index_row *row = &rows[i];
