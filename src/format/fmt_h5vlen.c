@@ -20,7 +20,8 @@
  * exactly so (another layout, a reference outside a collection, an object
  * of another length than its reference says) is left to H5Dread. */
 #include "fmt_h5vlen.h"
-#include "fmt_internal.h" /* msp_h5_member_pair */
+#include "fmt_internal.h"   /* msp_h5_member_pair */
+#include "msprobe/common.h" /* msp_index_t */
 
 #include <endian.h>
 #include <stdint.h>
@@ -47,14 +48,14 @@ struct msp_gcol {
     uint64_t *at, *len; /* offset in the map, bytes */
 };
 
-/* The collections met so far, found by address through an open hash. */
+/* The collections met so far, found by address through common's hash
+ * index. */
 struct msp_heaps {
     const unsigned char *map;
     uint64_t map_len, base;
     struct msp_gcol *c;
     size_t n, cap;
-    uint32_t *slot; /* index + 1 into c, 0 empty; nslot a power of two */
-    size_t nslot;
+    msp_index_t ix;
 };
 
 static uint64_t rd64(const unsigned char *p)
@@ -76,11 +77,6 @@ static uint16_t rd16(const unsigned char *p)
     uint16_t v;
     memcpy(&v, p, 2);
     return le16toh(v);
-}
-
-static size_t msp_slot_of(const struct msp_heaps *h, uint64_t addr)
-{
-    return (size_t)((addr * 0x9E3779B97F4A7C15ull) >> 20) & (h->nslot - 1);
 }
 
 /* The objects of the collection at p (size bytes, header checked) into g:
@@ -121,32 +117,21 @@ static int msp_gcol_parse(const unsigned char *p, uint64_t size, uint64_t at0, s
     return 0;
 }
 
-static int msp_heaps_rehash(struct msp_heaps *h)
+/* msp_index's equality: collection i is at the address ctx points to. */
+static int msp_gcol_is(const void *ctx, size_t i)
 {
-    size_t ns = h->nslot ? h->nslot * 2 : 256;
-    uint32_t *s = calloc(ns, sizeof *s);
-    if (!s)
-        return -1;
-    free(h->slot);
-    h->slot = s;
-    h->nslot = ns;
-    for (size_t i = 0; i < h->n; i++) {
-        size_t k = msp_slot_of(h, h->c[i].addr);
-        while (h->slot[k])
-            k = (k + 1) & (ns - 1);
-        h->slot[k] = (uint32_t)(i + 1);
-    }
-    return 0;
+    const struct msp_heaps *h = ((const void *const *)ctx)[0];
+    return h->c[i].addr == *(const uint64_t *)((const void *const *)ctx)[1];
 }
 
 /* The collection at address addr (from the base), parsed on first use:
  * NULL when there is none such. */
 static const struct msp_gcol *msp_gcol_get(struct msp_heaps *h, uint64_t addr)
 {
-    size_t k = h->nslot ? msp_slot_of(h, addr) : 0;
-    for (; h->nslot && h->slot[k]; k = (k + 1) & (h->nslot - 1))
-        if (h->c[h->slot[k] - 1].addr == addr)
-            return &h->c[h->slot[k] - 1];
+    const void *key[2] = {h, &addr};
+    size_t i = msp_index_find(&h->ix, msp_mix64(addr), msp_gcol_is, key);
+    if (i != SIZE_MAX)
+        return &h->c[i];
     if (addr > h->map_len || h->base > h->map_len - addr)
         return NULL;
     uint64_t a = h->base + addr;
@@ -154,7 +139,7 @@ static const struct msp_gcol *msp_gcol_get(struct msp_heaps *h, uint64_t addr)
     if (h->map_len - a < MSP_GCOL_HEAD || memcmp(p, "GCOL", 4) != 0 || p[4] != 1)
         return NULL;
     uint64_t size = rd64(p + 8);
-    if (size < MSP_GCOL_HEAD || size > h->map_len - a || h->n >= UINT32_MAX - 1)
+    if (size < MSP_GCOL_HEAD || size > h->map_len - a)
         return NULL;
     if (h->n == h->cap) {
         size_t nc = h->cap ? h->cap * 2 : 64;
@@ -173,16 +158,7 @@ static const struct msp_gcol *msp_gcol_get(struct msp_heaps *h, uint64_t addr)
         return NULL;
     }
     h->n++;
-    if (2 * h->n > h->nslot) { /* at most half full */
-        if (msp_heaps_rehash(h))
-            return NULL;
-        return g;
-    }
-    k = msp_slot_of(h, addr);
-    while (h->slot[k])
-        k = (k + 1) & (h->nslot - 1);
-    h->slot[k] = (uint32_t)h->n;
-    return g;
+    return msp_index_put(&h->ix, msp_mix64(addr), h->n - 1) ? NULL : g;
 }
 
 static void msp_heaps_free(struct msp_heaps *h)
@@ -192,7 +168,7 @@ static void msp_heaps_free(struct msp_heaps *h)
         free(h->c[i].len);
     }
     free(h->c);
-    free(h->slot);
+    msp_index_free(&h->ix);
 }
 
 /* A reference's bytes: 1 with *at, *len (elements) set; 2 for a null
@@ -409,7 +385,7 @@ int msp_table_vlen_read(hid_t file, hid_t d, const unsigned char *map, size_t ma
     struct msp_vcol c[MSP_VCOLS_MAX];
     int nc = ok ? msp_vcols(ft, doff, mt, c) : -1;
     uint64_t at = nc > 0 ? msp_rows_at(d, n, drow, map_len) : 0;
-    struct msp_heaps h = {map, map_len, ub, NULL, 0, 0, NULL, 0};
+    struct msp_heaps h = {map, map_len, ub, NULL, 0, 0, {0}};
     size_t total = at ? msp_block_size(&h, map + at, drow, n, c, nc) : (size_t)-1;
     char *b = total != (size_t)-1 ? malloc(total ? total : 1) : NULL;
     if (b) {
