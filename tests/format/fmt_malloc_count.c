@@ -3,12 +3,11 @@
  * through _exit() (as the reader helper's children do) appends
  * "malloc PID COUNT" to the file MSP_MALLOC_COUNT_LOG names. The allocation
  * itself is glibc's own, __libc_malloc. */
-#include <fcntl.h>
+#include "fmt_count_log.h"
+
 #include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <sys/syscall.h>
-#include <unistd.h>
 
 extern void *__libc_malloc(size_t size);
 
@@ -32,15 +31,9 @@ __attribute__((visibility("default"))) void *malloc(size_t size)
 
 __attribute__((visibility("default"), noreturn)) void _exit(int status)
 {
-    const char *log = getenv("MSP_MALLOC_COUNT_LOG");
-    int fd = log ? open(log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600) : -1;
-    if (fd >= 0) {
-        char line[64];
-        int n = snprintf(line, sizeof line, "malloc %ld %lu\n", (long)getpid(), count);
-        if (write(fd, line, (size_t)n) != n)
-            n = -1;
-        close(fd);
-    }
+    char line[64];
+    snprintf(line, sizeof line, "malloc %ld %lu\n", (long)getpid(), count);
+    msp_count_log("MSP_MALLOC_COUNT_LOG", line);
     for (;;)
         syscall(SYS_exit_group, status);
 }
