@@ -36,6 +36,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.p
 import msp_h5dump as D  # noqa: E402
 from msp_build import gen_dump, sanitized_build  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fmt_readout import parse  # noqa: E402
+
 BIN = os.environ["MSPROBE_BIN"]
 REAL = os.path.join(os.path.dirname(BIN), "msprobe-catalogue")
 COUNTER = READ_DUMP = None  # from the command line
@@ -83,13 +86,16 @@ def from_h5py(path):
                 has_data=int(bool(r["has_data"])), offset=int(r["offset"]),
                 nbytes=int(np.prod(shape, dtype=np.int64)) * itemsize, max=float(r["max"]),
                 min=float(r["min"]), mean=float(r["mean"]), norm=float(r["norm"]),
-                nan=int(r["nan_count"]), inf=int(r["inf_count"]), crc32=int(r["crc32"]),
+                nan_count=int(r["nan_count"]), inf_count=int(r["inf_count"]),
+                crc32=int(r["crc32"]),
                 device=text["device"], requires_grad=int(bool(r["requires_grad"])),
                 producer=text["producer"] or "-")
     return out
 
 
 def read_dump(path, inproc):
+    """{(record, role): what the reader returned (fmt_read_dump), keyed as
+    from_h5py keys it}"""
     env = dict(os.environ)
     env.pop("MSPROBE_READER_INPROC", None)
     if inproc:
@@ -97,19 +103,14 @@ def read_dump(path, inproc):
     p = subprocess.run([READ_DUMP, path], capture_output=True, text=True, timeout=600, env=env)
     if p.returncode != 0:
         raise AssertionError("fmt_read_dump %s: rc %d: %s" % (path, p.returncode, p.stderr))
-    orders, out = {}, {}
-    for line in p.stdout.splitlines():
-        f = line.split("\t")
-        if f[0] == "R":
-            orders[f[1]] = int(f[2])
-        elif f[0] == "T":
-            out[(f[1], f[2])] = dict(
-                order=orders[f[1]], dtype=f[3], ndim=int(f[4]),
-                shape=tuple(int(v) for v in f[5].split(",")) if f[5] else (),
-                has_data=int(f[6]), offset=int(f[8]), nbytes=int(f[9]), max=float(f[11]),
-                min=float(f[12]), mean=float(f[13]), norm=float(f[14]), nan=int(f[15]),
-                inf=int(f[16]), crc32=int(f[17]), device=f[18], requires_grad=int(f[19]),
-                producer=f[20])
+    _, recs, tensors, _ = parse(p.stdout)
+    orders, out = dict(recs), {}
+    for record, ts in tensors.items():
+        for t in ts:
+            got = {k: v for k, v in t.items()
+                   if k not in ("role", "has_stats", "data_crc", "skip_crc")}
+            got.update(order=orders[record], producer=t["producer"] or "-")
+            out[(record, t["role"])] = got
     return out
 
 

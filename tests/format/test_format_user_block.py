@@ -23,6 +23,9 @@ import openpyxl
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "lib"))
 import msp_h5dump as D  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fmt_readout import parse  # noqa: E402
+
 BIN = os.environ["MSPROBE_BIN"]
 READ_DUMP = None
 
@@ -87,12 +90,9 @@ def read_back(path, inproc=False):
     p = subprocess.run([READ_DUMP, path], capture_output=True, text=True, timeout=120, env=env)
     if p.returncode != 0:
         raise AssertionError(f"fmt_read_dump {path}: rc {p.returncode}: {p.stderr}")
-    out = {}
-    for line in p.stdout.splitlines():
-        f = line.split("\t")
-        if f[0] == "T" and f[10] != "-":
-            out[(f[1], f[2])] = (int(f[10]), int(f[8]))
-    return out
+    _, _, tensors, _ = parse(p.stdout)
+    return {(record, t["role"]): (t["data_crc"], t["offset"])
+            for record, ts in tensors.items() for t in ts if t["data_crc"] is not None}
 
 
 class UserBlock(unittest.TestCase):
