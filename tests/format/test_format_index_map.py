@@ -23,7 +23,6 @@ path, the control; 18cc4dc's helper made 10.7 a row of the plain file). A
 file whose heap collection is damaged is still refused, naming the file."""
 import os
 import shutil
-import stat
 import subprocess
 import sys
 import tempfile
@@ -37,10 +36,10 @@ import msp_h5dump as D  # noqa: E402
 from msp_build import gen_dump, sanitized_build  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fmt_counted import ls_counted  # noqa: E402
 from fmt_readout import parse  # noqa: E402
 
 BIN = os.environ["MSPROBE_BIN"]
-REAL = os.path.join(os.path.dirname(BIN), "msprobe-catalogue")
 COUNTER = READ_DUMP = None  # from the command line
 N_RECORDS = 1500  # two tensors each
 
@@ -204,22 +203,8 @@ class IndexFromTheMap(unittest.TestCase):
 
     def helper_mallocs(self, path, server, rows):
         """mallocs a row of the helper child that read path (`msprobe ls`)"""
-        log = os.path.join(self.work, "mallocs.log")
-        if os.path.exists(log):
-            os.unlink(log)
-        wrapper = os.path.join(self.work, "helper.sh")
-        with open(wrapper, "w") as f:
-            f.write('#!/bin/sh\nLD_PRELOAD="%s" MSP_MALLOC_COUNT_LOG="%s" exec "%s" "$@"\n'
-                    % (COUNTER, log, REAL))
-        os.chmod(wrapper, stat.S_IRWXU)
-        env = dict(os.environ, MSPROBE_CATALOGUE_HELPER=wrapper,
-                   MSPROBE_READER_SERVER="1" if server else "0")
-        env.pop("MSPROBE_READER_INPROC", None)
-        p = subprocess.run([BIN, "ls", path], capture_output=True, text=True, timeout=300,
-                           env=env)
-        self.assertEqual(p.returncode, 0, p.stderr)
-        with open(log) as f:
-            counts = [int(line.split()[2]) for line in f if line.startswith("malloc ")]
+        _, lines = ls_counted(self, self.work, COUNTER, "MSP_MALLOC_COUNT_LOG", path, server)
+        counts = [int(w[2]) for w in lines if w[0] == "malloc"]
         self.assertEqual(len(counts), 1, counts)  # the one process that read the file
         return counts[0] / rows
 

@@ -16,8 +16,6 @@ reads in the tables: every record, role, dtype, shape and statistic."""
 import os
 import re
 import shutil
-import stat
-import subprocess
 import sys
 import unittest
 
@@ -26,8 +24,9 @@ import h5py
 from msp_build import sanitized_build, statistics_dump
 from msp_h5dump import stats_rows
 
-BIN = os.environ["MSPROBE_BIN"]
-REAL = os.path.join(os.path.dirname(BIN), "msprobe-catalogue")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fmt_counted import ls_counted  # noqa: E402
+
 COUNTER = None  # fmt_zlib_count's path, from the command line
 
 ROW = re.compile(r"^    (\S+)\s+(\S+)\s+\[([0-9, ]*)\]\s+max=(\S+)\s+min=(\S+)\s+mean=(\S+)\s+"
@@ -73,13 +72,6 @@ class TablesInflatedByTheHelper(unittest.TestCase):
         self.work, self.ours = statistics_dump(self, "msp-tables-inflate-")
         self.shuffled = os.path.join(self.work, "shuffled.h5")
         rewrite_shuffled(self.ours, self.shuffled)
-        self.log = os.path.join(self.work, "inflates.log")
-        self.wrapper = os.path.join(self.work, "helper.sh")
-        with open(self.wrapper, "w") as f:
-            f.write('#!/bin/sh\necho start >> "%s"\n'
-                    'LD_PRELOAD="%s" MSP_ZLIB_COUNT_LOG="%s" exec "%s" "$@"\n'
-                    % (self.log, COUNTER, self.log, REAL))
-        os.chmod(self.wrapper, stat.S_IRWXU)
 
     def tearDown(self):
         shutil.rmtree(self.work, ignore_errors=True)
@@ -87,17 +79,9 @@ class TablesInflatedByTheHelper(unittest.TestCase):
     def ls(self, path, server):
         """`msprobe ls path` through the counting helper: its output and the
         (helpers started, inflate calls in them) that the log says"""
-        if os.path.exists(self.log):
-            os.unlink(self.log)
-        env = dict(os.environ, MSPROBE_CATALOGUE_HELPER=self.wrapper,
-                   MSPROBE_READER_SERVER="1" if server else "0")
-        env.pop("MSPROBE_READER_INPROC", None)
-        p = subprocess.run([BIN, "ls", path], capture_output=True, text=True, timeout=300,
-                           env=env)
-        self.assertEqual(p.returncode, 0, p.stderr)
-        with open(self.log) as f:
-            words = [line.split()[0] for line in f]
-        return p.stdout, (words.count("start"), words.count("inflate"))
+        out, lines = ls_counted(self, self.work, COUNTER, "MSP_ZLIB_COUNT_LOG", path, server)
+        words = [w[0] for w in lines]
+        return out, (words.count("start"), words.count("inflate"))
 
     def expected(self, path):
         with h5py.File(path, "r") as f:

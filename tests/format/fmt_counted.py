@@ -1,0 +1,31 @@
+"""`msprobe ls` with a counting library (fmt_zlib_count.c, fmt_malloc_count.c)
+preloaded into the reader helper, through a wrapper that
+MSPROBE_CATALOGUE_HELPER names; the wrapper logs each helper it starts as a
+line "start", the library its own lines, in one log."""
+import os
+import stat
+import subprocess
+
+
+def ls_counted(test, work, counter, log_var, path, server):
+    """(`msprobe ls path`'s output, the log's lines split into words): the
+    helper run as a server that forks a child per file (server) or started
+    per file; test fails unless ls succeeds"""
+    binary = os.environ["MSPROBE_BIN"]
+    real = os.path.join(os.path.dirname(binary), "msprobe-catalogue")
+    log = os.path.join(work, "counted.log")
+    if os.path.exists(log):
+        os.unlink(log)
+    wrapper = os.path.join(work, "helper.sh")
+    with open(wrapper, "w") as f:
+        f.write('#!/bin/sh\necho start >> "%s"\nLD_PRELOAD="%s" %s="%s" exec "%s" "$@"\n'
+                % (log, counter, log_var, log, real))
+    os.chmod(wrapper, stat.S_IRWXU)
+    env = dict(os.environ, MSPROBE_CATALOGUE_HELPER=wrapper,
+               MSPROBE_READER_SERVER="1" if server else "0")
+    env.pop("MSPROBE_READER_INPROC", None)
+    p = subprocess.run([binary, "ls", path], capture_output=True, text=True, timeout=300,
+                       env=env)
+    test.assertEqual(p.returncode, 0, p.stderr)
+    with open(log) as f:
+        return p.stdout, [line.split() for line in f]
