@@ -51,8 +51,7 @@ static int msp_row_cmp(const void *a, const void *b)
  * cut to cap bytes as snprintf would: appended in pieces (msp_str_add), as a
  * row's snprintf calls were a tenth of a reader helper's work on small
  * packed tensors. */
-static void msp_index_where(char *w, size_t cap, const char *path, const char *name,
-                            const char *role)
+void msp_index_where(char *w, size_t cap, const char *path, const char *name, const char *role)
 {
     const char *part[] = {"file ", path, ": /index: record ", name, role ? ": " : "", role};
     size_t at = 0;
@@ -407,13 +406,28 @@ static int msp_root_is_records(hid_t file, size_t found)
     return gi.nlinks == found + tables;
 }
 
+/* Whether name is one of the root's own links (a table or /packed), which a
+ * record of that name would find in place of a group of its own. */
+static int msp_root_link_name(const char *name)
+{
+    for (size_t i = 0; i < sizeof msp_root_tables / sizeof *msp_root_tables; i++)
+        if (!strcmp(name, msp_root_tables[i]))
+            return 1;
+    return !strcmp(name, "packed");
+}
+
 /* Opens the group of record r, n_data of whose rows have data: -1 when the
  * file has none. *hard: its link is a hard one. A record with data must
- * have its group, so its name is not looked up twice. */
-static hid_t msp_record_group(hid_t file, const msp_record_info_t *r, size_t n_data, int *hard)
+ * have its group, so its name is not looked up twice; nor is one without
+ * data when the root holds no record group at all (no_groups: its links are
+ * the tables and /packed, as in a packed or statistics-only file). */
+static hid_t msp_record_group(hid_t file, const msp_record_info_t *r, size_t n_data, int no_groups,
+                              int *hard)
 {
     H5L_info_t li;
     *hard = 0;
+    if (!n_data && no_groups && !msp_root_link_name(r->name))
+        return -1;
     if ((!n_data && H5Lexists(file, r->name, H5P_DEFAULT) <= 0) ||
         H5Lget_info(file, r->name, &li, H5P_DEFAULT) < 0)
         return -1;
@@ -438,24 +452,27 @@ msp_err msp_verify_index(msp_dump_file_t *f)
     msp_err rc = msp_segs_load(f, &segs);
     size_t found = 0;
     int all_hard = 1;
+    /* the root's links all tables and /packed: no record has a group, and
+     * none need be looked up by name (a twelfth of a helper's work on a
+     * packed file, whose root holds thousands of links) */
+    int no_groups = !rc && msp_root_is_records(im->file, (size_t)segs.group);
     for (size_t i = 0; i < f->n_records && !rc; i++) {
         msp_record_info_t *r = &f->records[i];
-        msp_index_where(where, sizeof where, f->path, r->name, NULL);
         size_t n_sets = 0, n_data = 0;
         for (size_t j = 0; j < r->n_tensors; j++)
             n_data += r->tensors[j].has_data && !msp_segs_find(&segs, &r->tensors[j]);
         int hard = 0;
-        hid_t g = msp_record_group(im->file, r, n_data, &hard);
+        hid_t g = msp_record_group(im->file, r, n_data, no_groups, &hard);
         found += g >= 0;
         all_hard &= g < 0 || hard;
         for (size_t j = 0; j < r->n_tensors && !rc; j++) {
             msp_tensor_info_t *t = &r->tensors[j];
-            msp_index_where(where, sizeof where, f->path, r->name, t->role);
             const struct msp_seg *seg = msp_segs_find(&segs, t);
             if (seg) { /* packed: no dataset, its bytes checked */
-                rc = msp_segs_note(&segs, seg, t, where);
+                rc = msp_segs_note(&segs, seg, t, f->path, r->name);
                 continue;
             }
+            msp_index_where(where, sizeof where, f->path, r->name, t->role);
             /* a row with data must name its dataset: no lookup before the open */
             htri_t has_d = g < 0 ? 0 : t->has_data ? 1 : H5Lexists(g, t->role, H5P_DEFAULT);
             hid_t d = has_d > 0 ? H5Dopen2(g, t->role, H5P_DEFAULT) : -1;
@@ -478,17 +495,18 @@ msp_err msp_verify_index(msp_dump_file_t *f)
                           "file %s: /index: record %s: the row names a record "
                           "the file does not have",
                           f->path, r->name);
-        msp_index_where(where, sizeof where, f->path, r->name, NULL);
-        long held = !rc && g >= 0 ? msp_count_datasets(g, n_sets, where) : (long)n_sets;
-        if (!rc && held < 0)
-            rc = msp_h5_fail(MSP_ERR_FORMAT, "%s: cannot list its datasets", where);
-        else if (!rc && held != (long)n_sets)
-            rc = msp_fail(MSP_ERR_FORMAT,
-                          "%s: the record's group holds %ld datasets, the "
-                          "table names %zu of them",
-                          where, held, n_sets);
-        if (g >= 0)
+        if (g >= 0) {
+            msp_index_where(where, sizeof where, f->path, r->name, NULL);
+            long held = rc ? (long)n_sets : msp_count_datasets(g, n_sets, where);
+            if (!rc && held < 0)
+                rc = msp_h5_fail(MSP_ERR_FORMAT, "%s: cannot list its datasets", where);
+            else if (!rc && held != (long)n_sets)
+                rc = msp_fail(MSP_ERR_FORMAT,
+                              "%s: the record's group holds %ld datasets, the "
+                              "table names %zu of them",
+                              where, held, n_sets);
             H5Gclose(g);
+        }
     }
     H5Eclear2(H5E_DEFAULT);
     if (!rc)

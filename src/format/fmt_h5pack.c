@@ -4,7 +4,8 @@
  * own dataset costs an object header (fmt_h5index.c). For the in-process
  * reader, which the reader helper runs; the HDF5 lock held. */
 #include "fmt_h5pack.h"
-#include "fmt_h5walk.h" /* msp_children, msp_check_header_storage */
+#include "fmt_h5index.h" /* msp_index_where */
+#include "fmt_h5walk.h"  /* msp_children, msp_check_header_storage */
 
 #include <stdlib.h>
 #include <string.h>
@@ -117,16 +118,19 @@ const struct msp_seg *msp_segs_find(const struct msp_segs *s, const msp_tensor_i
 }
 
 msp_err msp_segs_note(struct msp_segs *s, const struct msp_seg *g, const msp_tensor_info_t *t,
-                      const char *where)
+                      const char *path, const char *record)
 {
-    if (t->nbytes > g->at + g->len - t->offset)
-        return msp_fail(MSP_ERR_FORMAT,
-                        "%s: the row says %lld bytes at offset %lld, past the end of "
-                        "the /packed segment it begins in",
-                        where, (long long)t->nbytes, (long long)t->offset);
-    struct msp_seg *n = msp_grow(s->held, &s->cap_held, s->n_held, sizeof *n, 1024);
-    if (!n)
-        return msp_fail(MSP_ERR_NOMEM, "%s: out of memory", where);
+    char where[700]; /* built only for an error: this runs once a packed row */
+    int past = t->nbytes > g->at + g->len - t->offset;
+    struct msp_seg *n = past ? NULL : msp_grow(s->held, &s->cap_held, s->n_held, sizeof *n, 1024);
+    if (!n) {
+        msp_index_where(where, sizeof where, path, record, t->role);
+        return past ? msp_fail(MSP_ERR_FORMAT,
+                               "%s: the row says %lld bytes at offset %lld, past the end of "
+                               "the /packed segment it begins in",
+                               where, (long long)t->nbytes, (long long)t->offset)
+                    : msp_fail(MSP_ERR_NOMEM, "%s: out of memory", where);
+    }
     s->held = n;
     s->held[s->n_held].at = t->offset;
     s->held[s->n_held++].len = t->nbytes;
@@ -135,9 +139,12 @@ msp_err msp_segs_note(struct msp_segs *s, const struct msp_seg *g, const msp_ten
 
 msp_err msp_segs_check(struct msp_segs *s, const char *path)
 {
-    if (s->n_held > 1)
+    size_t i = 1; /* rows are mostly written in offset order: sorted only when not */
+    while (i < s->n_held && s->held[i - 1].at <= s->held[i].at)
+        i++;
+    if (i < s->n_held)
         qsort(s->held, s->n_held, sizeof *s->held, msp_seg_cmp);
-    for (size_t i = 1; i < s->n_held; i++)
+    for (i = 1; i < s->n_held; i++)
         if (s->held[i].at < s->held[i - 1].at + s->held[i - 1].len)
             return msp_fail(MSP_ERR_FORMAT,
                             "file %s: /index: two packed rows share bytes at offset %lld", path,

@@ -25,10 +25,11 @@ struct msp_segs {
 msp_err msp_segs_load(msp_dump_file_t *f, struct msp_segs *s);
 /* The segment t's data begins in (a packed row, which names no dataset), or
  * NULL; msp_segs_note checks the row ends in that segment g too and keeps it
- * for msp_segs_check, which refuses two packed rows that overlap. */
+ * for msp_segs_check, which refuses two packed rows that overlap. Errors name
+ * the row as msp_index_where does, from path, record and t's role. */
 const struct msp_seg *msp_segs_find(const struct msp_segs *s, const msp_tensor_info_t *t);
 msp_err msp_segs_note(struct msp_segs *s, const struct msp_seg *g, const msp_tensor_info_t *t,
-                      const char *where);
+                      const char *path, const char *record);
 msp_err msp_segs_check(struct msp_segs *s, const char *path);
 void msp_segs_free(struct msp_segs *s);
 

@@ -1,4 +1,4 @@
-/* The test preload libraries' log (fmt_zlib_count.c, fmt_malloc_count.c):
+/* The test preload libraries' log (fmt_zlib_count.c, fmt_call_count.c):
  * one line appended, written at once, to the file the environment variable
  * var names; nothing when it is unset or cannot be opened. */
 #ifndef MSP_FMT_COUNT_LOG_H

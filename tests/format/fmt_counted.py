@@ -1,4 +1,4 @@
-"""`msprobe ls` with a counting library (fmt_zlib_count.c, fmt_malloc_count.c)
+"""`msprobe ls` with a counting library (fmt_zlib_count.c, fmt_call_count.c)
 preloaded into the reader helper, through a wrapper that
 MSPROBE_CATALOGUE_HELPER names; the wrapper logs each helper it starts as a
 line "start", the library its own lines, in one log."""

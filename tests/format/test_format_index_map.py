@@ -16,7 +16,7 @@ reads from /index, through the helper and in process, for:
   - a table with padding between its columns and columns msprobe does not
     know, one of them a string before all the others;
   - the table chunked and deflated (libhdf5's path).
-A library preloaded into the helper (fmt_malloc_count.c) counts a helper
+A library preloaded into the helper (fmt_call_count.c) counts a helper
 child's mallocs on msprobe's own file of small packed tensors: under 4 a row
 from the mapped file, over 6 a row with the same table chunked (libhdf5's
 path, the control; 18cc4dc's helper made 10.7 a row of the plain file). A
@@ -203,7 +203,7 @@ class IndexFromTheMap(unittest.TestCase):
 
     def helper_mallocs(self, path, server, rows):
         """mallocs a row of the helper child that read path (`msprobe ls`)"""
-        _, lines = ls_counted(self, self.work, COUNTER, "MSP_MALLOC_COUNT_LOG", path, server)
+        _, lines = ls_counted(self, self.work, COUNTER, "MSP_CALL_COUNT_LOG", path, server)
         counts = [int(w[2]) for w in lines if w[0] == "malloc"]
         self.assertEqual(len(counts), 1, counts)  # the one process that read the file
         return counts[0] / rows
