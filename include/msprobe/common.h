@@ -215,8 +215,10 @@ char *msp_asprintf(const char *fmt, ...) MSP_PRINTF(1, 2);
 #define MSP_DTOA_SIZE 32
 size_t msp_dtoa(double v, char *buf);
 /* printf's "%.15g" of v, the same text, at buf (MSP_DTOA_SIZE bytes); its
- * length. */
+ * length. msp_fmt_g: printf's "%.*g" with prec digits (1 to 17; others
+ * clamped to them), likewise. */
 size_t msp_fmt_g15(double v, char *buf);
+size_t msp_fmt_g(double v, int prec, char *buf);
 /* The texts of numbers printed lately, by the double's bits: a small
  * direct-mapped table for one formatter and one thread. A report prints
  * the same statistic again a row or a few later (a tensor is one record's
@@ -307,6 +309,8 @@ void msp_buf_grew(msp_buf_t *b, size_t n);
 void msp_buf_put(msp_buf_t *b, const char *s, size_t n);
 void msp_buf_puts(msp_buf_t *b, const char *s);
 void msp_buf_printf(msp_buf_t *b, const char *fmt, ...) MSP_PRINTF(2, 3);
+/* v in decimal, as printf's %lld writes it, without parsing a format. */
+void msp_buf_int(msp_buf_t *b, long long v);
 /* s (NULL reads as "") as a JSON string literal, cleaned as msp_utf8_clean
  * does, with '<', '>' and '&' escaped so that it is safe inside <script>. */
 void msp_buf_json_str(msp_buf_t *b, const char *s);

@@ -296,17 +296,23 @@ size_t msp_dtoa(double v, char *buf)
     return (size_t)n;
 }
 
-size_t msp_fmt_g15(double v, char *buf)
+size_t msp_fmt_g(double v, int prec, char *buf)
 {
+    prec = prec < 1 ? 1 : prec > 17 ? 17 : prec;
     double a = fabs(v);
     if (isfinite(v) && a >= DBL_MIN) {
         pthread_once(&dt_once, dt_init);
         uint64_t m;
         int e;
-        if (dt_digits(a, 15, &m, &e))
-            return dt_format(buf, v < 0, m, e, 15);
+        if (dt_digits(a, prec, &m, &e))
+            return dt_format(buf, v < 0, m, e, prec);
     }
-    return (size_t)snprintf(buf, MSP_DTOA_SIZE, "%.15g", v);
+    return (size_t)snprintf(buf, MSP_DTOA_SIZE, "%.*g", prec, v);
+}
+
+size_t msp_fmt_g15(double v, char *buf)
+{
+    return msp_fmt_g(v, 15, buf);
 }
 
 /* ---- a table of texts printed lately ---------------------------------------- */

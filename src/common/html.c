@@ -63,8 +63,10 @@ void msp_buf_json_num(msp_buf_t *b, double v, int digits)
         msp_buf_puts(b, "null");
     else if (isinf(v))
         msp_buf_puts(b, v > 0 ? "1e999" : "-1e999");
-    else
-        msp_buf_printf(b, "%.*g", digits < 1 ? 1 : digits > 17 ? 17 : digits, v);
+    else {
+        char t[MSP_DTOA_SIZE]; /* printf's %.*g, without printf: a page's numbers */
+        msp_buf_put(b, t, msp_fmt_g(v, digits, t));
+    }
 }
 
 const char *msp_html_chartjs_version(void)

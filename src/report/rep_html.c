@@ -247,7 +247,7 @@ static void cmp_col(msp_buf_t *b, const cmp_html_t *h, const char *key, cmp_col_
         if (kind == COL_STR)
             msp_buf_json_str(b, *(char *const *)p);
         else if (kind == COL_INT)
-            msp_buf_printf(b, "%lld", (long long)*(const int64_t *)p);
+            msp_buf_int(b, (long long)*(const int64_t *)p);
         else
             msp_buf_json_num(b, *(const double *)p, digits);
     }
@@ -258,8 +258,11 @@ static void cmp_col_small(msp_buf_t *b, const cmp_html_t *h, const char *key, co
 {
     cmp_key(b, key);
     msp_buf_put(b, "[", 1);
-    for (size_t k = 0; k < h->n_listed && !b->oom; k++)
-        msp_buf_printf(b, k ? ",%ld" : "%ld", v[h->listed[k]]);
+    for (size_t k = 0; k < h->n_listed && !b->oom; k++) {
+        if (k)
+            msp_buf_put(b, ",", 1);
+        msp_buf_int(b, v[h->listed[k]]);
+    }
     msp_buf_puts(b, "],");
 }
 
@@ -303,8 +306,11 @@ static void cmp_html_records(msp_buf_t *b, const cmp_html_t *h, long *tmp)
     }
     cmp_key(b, "pidx");
     msp_buf_put(b, "[", 1);
-    for (size_t k = 0; k < h->n_listed && !b->oom; k++)
-        msp_buf_printf(b, k ? ",%ld" : "%ld", tmp[h->listed[k]]);
+    for (size_t k = 0; k < h->n_listed && !b->oom; k++) {
+        if (k)
+            msp_buf_put(b, ",", 1);
+        msp_buf_int(b, tmp[h->listed[k]]);
+    }
     msp_buf_puts(b, "]},");
 }
 
@@ -319,7 +325,8 @@ static void cmp_tensor_json(msp_buf_t *b, const msp_compare_result_t *res,
                            : (name ? name : "");
     msp_buf_put(b, "{", 1);
     cmp_key(b, "row");
-    msp_buf_printf(b, "%zu,", ti);
+    msp_buf_int(b, (long long)ti);
+    msp_buf_put(b, ",", 1);
     cmp_key(b, "name");
     msp_buf_json_str(b, name);
     msp_buf_put(b, ",", 1);
@@ -362,7 +369,7 @@ static void cmp_tensor_json(msp_buf_t *b, const msp_compare_result_t *res,
     if (t->gap) {
         msp_buf_put(b, ",", 1);
         cmp_key(b, "gap");
-        msp_buf_printf(b, "%d", t->gap);
+        msp_buf_int(b, t->gap);
     }
     msp_buf_put(b, "}", 1);
 }
@@ -546,7 +553,9 @@ static void cmp_html_series(msp_buf_t *b, const cmp_html_t *h)
         int first = 1;
         for (size_t i = s; i < e; i++)
             if (h->charted[i] && h->pos[i] >= 0) {
-                msp_buf_printf(b, first ? "%ld" : ",%ld", h->pos[i]);
+                if (!first)
+                    msp_buf_put(b, ",", 1);
+                msp_buf_int(b, h->pos[i]);
                 first = 0;
             }
         msp_buf_puts(b, "]}");

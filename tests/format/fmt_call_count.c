@@ -1,26 +1,29 @@
-/* A test's LD_PRELOAD library: counts the calls to malloc() and to libhdf5's
- * H5Lexists() a process makes after its last fork (a server's child counts
- * its own), and when it ends through _exit() (as the reader helper's
- * children do), or through exit() with MSP_CALL_COUNT_AT_EXIT=1, appends
- * "malloc PID COUNT" and "H5Lexists PID COUNT" to the file
+/* A test's LD_PRELOAD library: counts the calls to malloc(), to libhdf5's
+ * H5Lexists() and to vsnprintf() a process makes after its last fork (a
+ * server's child counts its own), and when it ends through _exit() (as the
+ * reader helper's children do), or through exit() with
+ * MSP_CALL_COUNT_AT_EXIT=1, appends "malloc PID COUNT PROGRAM", "H5Lexists
+ * PID COUNT PROGRAM" and "vsnprintf PID COUNT PROGRAM" to the file
  * MSP_CALL_COUNT_LOG names. The allocation itself is glibc's own,
  * __libc_malloc; the lookup libhdf5's, found past this library. */
 #include "fmt_count_log.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/syscall.h>
 
 extern void *__libc_malloc(size_t size);
 
-static unsigned long count, lookups;
+static unsigned long count, lookups, formats;
 
 static void count_reset(void)
 {
     count = 0;
     lookups = 0;
+    formats = 0;
 }
 
 __attribute__((constructor)) static void count_init(void)
@@ -46,11 +49,25 @@ __attribute__((visibility("default"))) int H5Lexists(int64_t loc, const char *na
     return real ? real(loc, name, lapl) : -1;
 }
 
+/* glibc's vsnprintf, the one a formatted print into a buffer of msprobe's
+ * goes through (msp_buf_printf); snprintf and the rest do not come here */
+__attribute__((visibility("default"))) int vsnprintf(char *s, size_t n, const char *fmt, va_list ap)
+{
+    static int (*real)(char *, size_t, const char *, va_list);
+    if (!real)
+        *(void **)&real = dlsym(RTLD_NEXT, "vsnprintf");
+    __atomic_add_fetch(&formats, 1, __ATOMIC_RELAXED);
+    return real ? real(s, n, fmt, ap) : -1;
+}
+
 static void count_write(void)
 {
-    char line[96];
-    snprintf(line, sizeof line, "malloc %ld %lu\nH5Lexists %ld %lu\n", (long)getpid(), count,
-             (long)getpid(), lookups);
+    extern char *program_invocation_short_name;
+    char line[256];
+    const char *who = program_invocation_short_name;
+    long pid = (long)getpid();
+    snprintf(line, sizeof line, "malloc %ld %lu %s\nH5Lexists %ld %lu %s\nvsnprintf %ld %lu %s\n",
+             pid, count, who, pid, lookups, who, pid, formats, who);
     msp_count_log("MSP_CALL_COUNT_LOG", line);
 }
 

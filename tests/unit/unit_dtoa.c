@@ -2,7 +2,8 @@
  * here with printf and strtod: the text reads back as the same double; it
  * is printf's %.15g whenever that reads back (then it is the only 15-digit
  * decimal that does), else printf's %.17g; and msp_fmt_g15 is printf's
- * %.15g, always. Over values the reports print: random bit patterns, short
+ * %.15g, always, and msp_fmt_g printf's %.*g at every precision (a page's
+ * numbers). Over values the reports print: random bit patterns, short
  * decimals, bfloat16 and float32 values, integers, powers of ten and two,
  * values next to them, the ends of the double range, subnormals, zeros,
  * NaN and infinities; and a few texts written out by hand. */
@@ -74,6 +75,62 @@ static void check_one(double v)
         CHECK(strcmp(got, p17) == 0);
         CHECK(sig_digits(got) >= 16); /* 15 would have been %.15g */
     }
+}
+
+/* msp_fmt_g(v, p) is printf's %.*g of v for every precision 1 to 17 (and
+ * out-of-range precisions clamped to them) */
+static size_t checked_g;
+
+static void check_g(double v)
+{
+    for (int p = 0; p <= 18; p++) {
+        char got[MSP_DTOA_SIZE], want[40];
+        int q = p < 1 ? 1 : p > 17 ? 17 : p;
+        size_t n = msp_fmt_g(v, p, got);
+        snprintf(want, sizeof want, "%.*g", q, v);
+        CHECK(n == strlen(got));
+        if (strcmp(got, want) != 0)
+            fprintf(stderr, "msp_fmt_g(%a, %d) = \"%s\", want \"%s\"\n", v, p, got, want);
+        CHECK(strcmp(got, want) == 0);
+        checked_g++;
+    }
+}
+
+static void check_g_near(double v)
+{
+    check_g(v);
+    check_g(-v);
+    check_g(nextafter(v, INFINITY));
+    check_g(nextafter(v, -INFINITY));
+}
+
+/* every precision over the same kinds of values, fewer of each */
+static void all_precisions(void)
+{
+    for (int i = 0; i < 20000; i++) { /* any bit pattern */
+        check_g(msp_double_of(rng()));
+        uint32_t b = (uint32_t)rng(); /* float32 and bfloat16 values */
+        float f, h;
+        memcpy(&f, &b, sizeof f);
+        b &= 0xFFFF0000u;
+        memcpy(&h, &b, sizeof h);
+        check_g((double)f);
+        check_g((double)h);
+        /* short decimals, and the ties of a short decimal's last digit */
+        double v = (double)(int64_t)(rng() % 2000001 - 1000000) / pow(10, (double)(rng() % 12));
+        check_g_near(v);
+        int d = (int)(rng() % 16) + 1;
+        double m = (double)(rng() % 900000 + 100000);
+        check_g_near((m * 10 + 5) * pow(10, (int)(rng() % 40) - 20 - d));
+    }
+    for (int e = -330; e <= 310; e += 3)
+        check_g_near(pow(10, e));
+    for (int e = -1074; e <= 1023; e += 5)
+        check_g_near(ldexp(1.0, e));
+    static const double special[] = {0.0, -0.0, INFINITY, -INFINITY, NAN,  0.5,
+                                     9.5, 99.5, 0.95,     9.9999999, 1e21, 123456789.0};
+    for (size_t i = 0; i < sizeof special / sizeof *special; i++)
+        check_g(special[i]);
 }
 
 static void check_near(double v)
@@ -151,6 +208,7 @@ int main(void)
     check_near(DBL_MIN);
     check_near(DBL_MAX / 2);
     check_near(DBL_TRUE_MIN * 3);
-    printf("%zu values checked\n", checked);
+    all_precisions();
+    printf("%zu values checked, %zu at every precision\n", checked, checked_g / 19);
     return unit_done("unit_dtoa");
 }
