@@ -96,12 +96,25 @@ static void check_g(double v)
     }
 }
 
-static void check_g_near(double v)
+/* check of v, -v and the doubles next to v */
+static void near(void (*check)(double), double v)
 {
-    check_g(v);
-    check_g(-v);
-    check_g(nextafter(v, INFINITY));
-    check_g(nextafter(v, -INFINITY));
+    check(v);
+    check(-v);
+    check(nextafter(v, INFINITY));
+    check(nextafter(v, -INFINITY));
+}
+
+/* a random float32 value and the bfloat16 value of its upper half */
+static void f32_and_bf16(double *f32, double *bf16)
+{
+    uint32_t b = (uint32_t)rng();
+    float f, h;
+    memcpy(&f, &b, sizeof f);
+    b &= 0xFFFF0000u;
+    memcpy(&h, &b, sizeof h);
+    *f32 = f;
+    *bf16 = h;
 }
 
 /* every precision over the same kinds of values, fewer of each */
@@ -109,36 +122,25 @@ static void all_precisions(void)
 {
     for (int i = 0; i < 20000; i++) { /* any bit pattern */
         check_g(msp_double_of(rng()));
-        uint32_t b = (uint32_t)rng(); /* float32 and bfloat16 values */
-        float f, h;
-        memcpy(&f, &b, sizeof f);
-        b &= 0xFFFF0000u;
-        memcpy(&h, &b, sizeof h);
-        check_g((double)f);
-        check_g((double)h);
+        double f, h; /* float32 and bfloat16 values */
+        f32_and_bf16(&f, &h);
+        check_g(f);
+        check_g(h);
         /* short decimals, and the ties of a short decimal's last digit */
         double v = (double)(int64_t)(rng() % 2000001 - 1000000) / pow(10, (double)(rng() % 12));
-        check_g_near(v);
+        near(check_g, v);
         int d = (int)(rng() % 16) + 1;
         double m = (double)(rng() % 900000 + 100000);
-        check_g_near((m * 10 + 5) * pow(10, (int)(rng() % 40) - 20 - d));
+        near(check_g, (m * 10 + 5) * pow(10, (int)(rng() % 40) - 20 - d));
     }
     for (int e = -330; e <= 310; e += 3)
-        check_g_near(pow(10, e));
+        near(check_g, pow(10, e));
     for (int e = -1074; e <= 1023; e += 5)
-        check_g_near(ldexp(1.0, e));
+        near(check_g, ldexp(1.0, e));
     static const double special[] = {0.0, -0.0, INFINITY, -INFINITY, NAN,  0.5,
                                      9.5, 99.5, 0.95,     9.9999999, 1e21, 123456789.0};
     for (size_t i = 0; i < sizeof special / sizeof *special; i++)
         check_g(special[i]);
-}
-
-static void check_near(double v)
-{
-    check_one(v);
-    check_one(-v);
-    check_one(nextafter(v, INFINITY));
-    check_one(nextafter(v, -INFINITY));
 }
 
 static void hand_written(void)
@@ -179,35 +181,32 @@ int main(void)
     }
     for (int i = 0; i < 100000; i++) { /* short decimals: k / 10^j */
         double v = (double)(int64_t)(rng() % 2000001 - 1000000) / pow(10, (double)(rng() % 12));
-        check_near(v);
+        near(check_one, v);
     }
     for (int i = 0; i < 100000; i++) { /* float32 and bfloat16 values */
-        uint32_t b = (uint32_t)rng();
-        float f, h;
-        memcpy(&f, &b, sizeof f);
-        b &= 0xFFFF0000u;
-        memcpy(&h, &b, sizeof h);
-        check_one((double)f);
-        check_one((double)h);
+        double f, h;
+        f32_and_bf16(&f, &h);
+        check_one(f);
+        check_one(h);
     }
     for (int i = 0; i < 100000; i++) { /* next to a tie at the 15th and the 17th digit */
         double m15 = (double)(rng() % 900000000000000ULL + 100000000000000ULL);
         int k = (int)(rng() % 40) - 20;
-        check_near((m15 + 0.5) * pow(10, k));
+        near(check_one, (m15 + 0.5) * pow(10, k));
         double m17 = (double)(rng() % 9000000000000000ULL + 1000000000000000ULL);
-        check_near((m17 * 10 + 5) * pow(10, k - 1));
+        near(check_one, (m17 * 10 + 5) * pow(10, k - 1));
     }
     for (int e = -330; e <= 310; e++) { /* powers of ten and the values next to them */
-        check_near(pow(10, e));
-        check_near(5 * pow(10, e));
+        near(check_one, pow(10, e));
+        near(check_one, 5 * pow(10, e));
     }
     for (int e = -1074; e <= 1023; e++) /* powers of two, down through the subnormals */
-        check_near(ldexp(1.0, e));
+        near(check_one, ldexp(1.0, e));
     for (int64_t k = -100000; k <= 100000; k += 7) /* integers */
         check_one((double)k);
-    check_near(DBL_MIN);
-    check_near(DBL_MAX / 2);
-    check_near(DBL_TRUE_MIN * 3);
+    near(check_one, DBL_MIN);
+    near(check_one, DBL_MAX / 2);
+    near(check_one, DBL_TRUE_MIN * 3);
     all_precisions();
     printf("%zu values checked, %zu at every precision\n", checked, checked_g / 19);
     return unit_done("unit_dtoa");
