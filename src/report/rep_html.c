@@ -254,15 +254,21 @@ static void cmp_col(msp_buf_t *b, const cmp_html_t *h, const char *key, cmp_col_
     msp_buf_puts(b, "],");
 }
 
-static void cmp_col_small(msp_buf_t *b, const cmp_html_t *h, const char *key, const long *v)
+/* v's values of the listed records, comma-separated */
+static void cmp_listed_ints(msp_buf_t *b, const cmp_html_t *h, const long *v)
 {
-    cmp_key(b, key);
-    msp_buf_put(b, "[", 1);
     for (size_t k = 0; k < h->n_listed && !b->oom; k++) {
         if (k)
             msp_buf_put(b, ",", 1);
         msp_buf_int(b, v[h->listed[k]]);
     }
+}
+
+static void cmp_col_small(msp_buf_t *b, const cmp_html_t *h, const char *key, const long *v)
+{
+    cmp_key(b, key);
+    msp_buf_put(b, "[", 1);
+    cmp_listed_ints(b, h, v);
     msp_buf_puts(b, "],");
 }
 
@@ -306,11 +312,7 @@ static void cmp_html_records(msp_buf_t *b, const cmp_html_t *h, long *tmp)
     }
     cmp_key(b, "pidx");
     msp_buf_put(b, "[", 1);
-    for (size_t k = 0; k < h->n_listed && !b->oom; k++) {
-        if (k)
-            msp_buf_put(b, ",", 1);
-        msp_buf_int(b, tmp[h->listed[k]]);
-    }
+    cmp_listed_ints(b, h, tmp);
     msp_buf_puts(b, "]},");
 }
 
