@@ -40,6 +40,8 @@ int msp_index_usable(hid_t file, hid_t *dset)
     return 1;
 }
 
+/* Rows in (record, role) order; a and b point at rows that begin with a
+ * struct msp_index_row (struct msp_index_prow). */
 static int msp_row_cmp(const void *a, const void *b)
 {
     const struct msp_index_row *x = a, *y = b;
@@ -116,84 +118,32 @@ static int msp_index_rows(msp_dump_file_t *f, hid_t d, hid_t mt, size_t n, void 
     return H5Dread(d, mt, H5S_ALL, H5S_ALL, msp_h5_small_dxpl(), rows) < 0 ? -1 : 0;
 }
 
-/* ---- producer links (msprobe-dump(5) 'producer') ------------------------------ */
-
-struct msp_producer_row {
-    char *record, *role, *producer;
+/* An /index row as read: the shared columns, then the optional column
+ * producer (msprobe-dump(5) 'producer'; NULL where the file has no such
+ * column: older dumps, hand-written ones). */
+struct msp_index_prow {
+    struct msp_index_row r;
+    char *producer;
 };
 
-static int msp_record_name_cmp(const void *key, const void *elem)
+/* The memory type of struct msp_index_prow for /index d: with producer
+ * when d has that column. Caller closes. */
+static hid_t msp_index_read_type(hid_t d)
 {
-    return strcmp(key, ((const msp_record_info_t *)elem)->name);
-}
-
-/* The optional /index column 'producer', read by name into its own compound so
- * that files without it (older dumps, hand-written ones) load as before. Call
- * while f->records is still in name order. */
-msp_err msp_load_index_producers(msp_dump_file_t *f, hid_t d)
-{
-    msp_err rc = MSP_OK;
     hid_t ft = H5Dget_type(d);
     int has = ft >= 0 && H5Tget_member_index(ft, "producer") >= 0;
     if (ft >= 0)
         H5Tclose(ft);
-    if (!has) {
-        H5Eclear2(H5E_DEFAULT);
-        return MSP_OK;
-    }
-    hid_t str = H5Tcopy(H5T_C_S1);
-    H5Tset_size(str, H5T_VARIABLE);
-    H5Tset_cset(str, H5T_CSET_UTF8);
-    hid_t mt = H5Tcreate(H5T_COMPOUND, sizeof(struct msp_producer_row));
-    H5Tinsert(mt, "record", HOFFSET(struct msp_producer_row, record), str);
-    H5Tinsert(mt, "role", HOFFSET(struct msp_producer_row, role), str);
-    H5Tinsert(mt, "producer", HOFFSET(struct msp_producer_row, producer), str);
-    hid_t s = H5Dget_space(d);
-    hssize_t n = s >= 0 ? H5Sget_simple_extent_npoints(s) : -1;
-    struct msp_producer_row *rows = n > 0 ? calloc((size_t)n, sizeof *rows) : NULL;
-    char *block = NULL; /* the strings, when read from the mapped file */
-    if (n > 0 && !rows) {
-        rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory for /index producers", f->path);
-        goto cleanup;
-    }
-    if (n > 0 && msp_index_rows(f, d, mt, (size_t)n, rows, &block) < 0) {
-        free(rows);
-        rows = NULL;
-        rc = msp_h5_fail(MSP_ERR_FORMAT, "file %s: cannot read the /index column producer",
-                         f->path);
-        goto cleanup;
-    }
-    for (hssize_t i = 0; rows && i < n; i++) {
-        const struct msp_producer_row *row = &rows[i];
-        if (!row->record || !row->role || !row->producer || !row->producer[0])
-            continue;
-        msp_record_info_t *r = bsearch(row->record, f->records, f->n_records, sizeof *r,
-                                       msp_record_name_cmp);
-        for (size_t k = 0; r && k < r->n_tensors; k++) {
-            if (strcmp(r->tensors[k].role, row->role) != 0 || r->tensors[k].producer)
-                continue;
-            if (!(r->tensors[k].producer = strdup(row->producer)))
-                rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", f->path);
-            break;
-        }
-    }
-cleanup:
-    if (rows && !block)
-        H5Dvlen_reclaim(mt, s, H5P_DEFAULT, rows);
-    free(rows);
-    free(block);
-    if (s >= 0)
-        H5Sclose(s);
-    H5Tclose(mt);
-    H5Tclose(str);
-    return rc;
+    H5Eclear2(H5E_DEFAULT);
+    return msp_h5_index_type_at(sizeof(struct msp_index_prow), 0,
+                                has ? (long)offsetof(struct msp_index_prow, producer) : -1, 0);
 }
 
 msp_err msp_load_index(msp_dump_file_t *f, hid_t d)
 {
     msp_err rc = MSP_OK;
-    hid_t mt = msp_h5_index_type(0), s = H5Dget_space(d);
-    struct msp_index_row *rows = NULL;
+    hid_t mt = msp_index_read_type(d), s = H5Dget_space(d);
+    struct msp_index_prow *rows = NULL;
     hssize_t n = s >= 0 ? H5Sget_simple_extent_npoints(s) : -1;
     size_t cap = 0;
     int read_ok = 0;
@@ -225,15 +175,15 @@ msp_err msp_load_index(msp_dump_file_t *f, hid_t d)
     read_ok = !block; /* the strings are libhdf5's, reclaimed by it */
     qsort(rows, (size_t)n, sizeof *rows, msp_row_cmp);
     for (size_t i = 0; i < (size_t)n; i++) {
-        struct msp_index_row *row = &rows[i];
+        struct msp_index_row *row = &rows[i].r;
         if (!row->record || !row->role) {
             rc = msp_fail(MSP_ERR_FORMAT, "file %s: /index row %zu has no record or role", f->path,
                           i);
             goto cleanup;
         }
-        if (i && rows[i - 1].record && rows[i - 1].role &&
-            strcmp(rows[i - 1].record, row->record) == 0 &&
-            strcmp(rows[i - 1].role, row->role) == 0) {
+        const struct msp_index_row *prev = i ? &rows[i - 1].r : NULL;
+        if (prev && prev->record && prev->role && strcmp(prev->record, row->record) == 0 &&
+            strcmp(prev->role, row->role) == 0) {
             rc = msp_fail(MSP_ERR_FORMAT,
                           "file %s: /index: record %s: %s has two rows: the "
                           "table does not describe the file",
@@ -265,9 +215,13 @@ msp_err msp_load_index(msp_dump_file_t *f, hid_t d)
             goto cleanup;
         }
         r->tensors = nt;
-        memset(&nt[r->n_tensors], 0, sizeof *nt);
-        rc = msp_tensor_from_row(f, row, &nt[r->n_tensors]);
+        msp_tensor_info_t *t = &nt[r->n_tensors];
+        memset(t, 0, sizeof *t);
+        rc = msp_tensor_from_row(f, row, t);
         r->n_tensors++; /* counted even on failure so its role is freed */
+        const char *producer = rows[i].producer;
+        if (!rc && producer && producer[0] && !(t->producer = strdup(producer)))
+            rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", f->path);
         if (rc)
             goto cleanup;
     }

@@ -11,10 +11,8 @@
  * ours, -1 error. */
 int msp_index_usable(hid_t file, hid_t *dset);
 /* f's records from /index d, in name order, each record's tensors in role
- * order; then its optional column producer (call while f->records is still
- * in name order). */
+ * order, with their producers where d has that optional column. */
 msp_err msp_load_index(msp_dump_file_t *f, hid_t d);
-msp_err msp_load_index_producers(msp_dump_file_t *f, hid_t d);
 /* Each row against the dataset it names, and the table against the file. */
 msp_err msp_verify_index(msp_dump_file_t *f);
 /* A row's place in its errors, into w (cap bytes): "file PATH: /index:

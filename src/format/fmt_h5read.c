@@ -363,8 +363,6 @@ static msp_err msp_open_locked(msp_dump_file_t *f, struct msp_ctables *tables)
     if (u > 0) {
         rc = msp_load_index(f, idx);
         if (!rc)
-            rc = msp_load_index_producers(f, idx);
-        if (!rc)
             rc = msp_verify_index(f);
         H5Dclose(idx);
         f->has_index = 1;

@@ -619,7 +619,7 @@ int msp_h5_member_pair(hid_t ft, hid_t mt, unsigned i, hid_t *a, hid_t *b)
     return j;
 }
 
-hid_t msp_h5_index_type(int packed)
+hid_t msp_h5_index_type_at(size_t size, size_t at, long producer_at, int packed)
 {
     hid_t str = msp_h5_vlen_str();
     hid_t shp = H5Tvlen_create(H5T_STD_I64LE);
@@ -627,11 +627,11 @@ hid_t msp_h5_index_type(int packed)
     hid_t c = -1;
     if (str < 0 || shp < 0 || bt < 0)
         goto cleanup;
-    c = H5Tcreate(H5T_COMPOUND, sizeof(struct msp_index_row));
+    c = H5Tcreate(H5T_COMPOUND, size);
     if (c < 0)
         goto cleanup;
 #define MSP_COL(name, field, type)                                                                 \
-    if (H5Tinsert(c, name, offsetof(struct msp_index_row, field), type) < 0)                       \
+    if (H5Tinsert(c, name, at + offsetof(struct msp_index_row, field), type) < 0)                  \
         goto fail;
     MSP_COL("record", record, str)
     MSP_COL("role", role, str)
@@ -652,6 +652,8 @@ hid_t msp_h5_index_type(int packed)
     MSP_COL("device", device, str)
     MSP_COL("requires_grad", requires_grad, bt)
 #undef MSP_COL
+    if (producer_at >= 0 && H5Tinsert(c, "producer", (size_t)producer_at, str) < 0)
+        goto fail;
     if (packed && H5Tpack(c) < 0)
         goto fail;
     goto cleanup;
@@ -666,4 +668,9 @@ cleanup:
     if (bt >= 0)
         H5Tclose(bt);
     return c;
+}
+
+hid_t msp_h5_index_type(int packed)
+{
+    return msp_h5_index_type_at(sizeof(struct msp_index_row), 0, -1, packed);
 }

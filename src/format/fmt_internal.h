@@ -76,8 +76,13 @@ struct msp_index_row {
 };
 
 /* Compound type of struct msp_index_row: packed = 0 for memory (native
- * offsets), 1 for the file (packed little-endian). Caller closes. */
+ * offsets), 1 for the file (packed little-endian). Caller closes.
+ * msp_h5_index_type_at: the same columns at offset at of a struct of size
+ * bytes, then the optional column "producer" (a string) at producer_at
+ * when that is not -1 (absent from older files, so kept out of the shared
+ * row). */
 hid_t msp_h5_index_type(int packed);
+hid_t msp_h5_index_type_at(size_t size, size_t at, long producer_at, int packed);
 /* Member i of the memory compound mt and its namesake in the file's
  * compound ft: ft's index of it, *a and *b their types for the caller to
  * close; -1 when ft has no member of that name (nothing then opened). */

@@ -84,39 +84,12 @@ msp_err msp_writer_finish_file(const char *path, int64_t prealloc_end, int durab
     return rc;
 }
 
-/* The shared /index columns (msp_h5_index_type) at their place inside
- * struct msp_wrow, then "producer"; packed = 1 for the file. Caller closes. */
+/* The shared /index columns at their place inside struct msp_wrow, then
+ * "producer"; packed = 1 for the file. Caller closes. */
 hid_t msp_wrow_type(int packed)
 {
-    hid_t base = msp_h5_index_type(0), c = -1, str = -1;
-    int n = base >= 0 ? H5Tget_nmembers(base) : -1;
-    int ok = n > 0 && (c = H5Tcreate(H5T_COMPOUND, sizeof(struct msp_wrow))) >= 0;
-    for (int i = 0; ok && i < n; i++) {
-        char *name = H5Tget_member_name(base, (unsigned)i);
-        hid_t mt = H5Tget_member_type(base, (unsigned)i);
-        size_t off = H5Tget_member_offset(base, (unsigned)i);
-        ok = name && mt >= 0;
-        if (ok && strcmp(name, "record") == 0)
-            str = H5Tcopy(mt);
-        /* Should the shared row ever grow its own producer, ours still wins. */
-        if (ok && strcmp(name, "producer") != 0)
-            ok = H5Tinsert(c, name, offsetof(struct msp_wrow, r) + off, mt) >= 0;
-        if (mt >= 0)
-            H5Tclose(mt);
-        H5free_memory(name);
-    }
-    ok = ok && str >= 0 && H5Tinsert(c, "producer", offsetof(struct msp_wrow, producer), str) >= 0;
-    if (ok && packed)
-        ok = H5Tpack(c) >= 0;
-    if (!ok && c >= 0) {
-        H5Tclose(c);
-        c = -1;
-    }
-    if (str >= 0)
-        H5Tclose(str);
-    if (base >= 0)
-        H5Tclose(base);
-    return c;
+    return msp_h5_index_type_at(sizeof(struct msp_wrow), offsetof(struct msp_wrow, r),
+                                (long)offsetof(struct msp_wrow, producer), packed);
 }
 
 /* Writes the table name of n rows of row_size bytes (mt in memory, ft in
