@@ -139,12 +139,9 @@ msp_err msp_segs_note(struct msp_segs *s, const struct msp_seg *g, const msp_ten
 
 msp_err msp_segs_check(struct msp_segs *s, const char *path)
 {
-    size_t i = 1; /* rows are mostly written in offset order: sorted only when not */
-    while (i < s->n_held && s->held[i - 1].at <= s->held[i].at)
-        i++;
-    if (i < s->n_held)
+    if (s->n_held > 1)
         qsort(s->held, s->n_held, sizeof *s->held, msp_seg_cmp);
-    for (i = 1; i < s->n_held; i++)
+    for (size_t i = 1; i < s->n_held; i++)
         if (s->held[i].at < s->held[i - 1].at + s->held[i - 1].len)
             return msp_fail(MSP_ERR_FORMAT,
                             "file %s: /index: two packed rows share bytes at offset %lld", path,
