@@ -21,9 +21,38 @@ static void msp_get_buf(msp_wire_rd_t *w, char *buf, size_t size)
     msp_wget_fixed(w, buf, size);
 }
 
-static void msp_get_tensor(msp_wire_rd_t *w, msp_tensor_info_t *t)
+/* The file's names, roles and producers copied into one block, f->strings
+ * (which msp_dump_free frees whole): a string of len bytes took 8 + len in
+ * the message, so a block of the message's size holds them all with their
+ * NULs, and is never moved. A malloc a string, and a free each again, were
+ * a twentieth of compare's own work on small tensors. */
+struct msp_str_block {
+    char *p;
+    size_t at, cap;
+};
+
+/* The next string of w, NUL-ended, in b; NULL for a NULL string (or a bad
+ * message: w->bad set). */
+static char *msp_get_str(msp_wire_rd_t *w, struct msp_str_block *b)
 {
-    t->role = msp_wget_str(w);
+    size_t n = 0;
+    const char *v = msp_wget_view(w, &n);
+    if (!v)
+        return NULL;
+    if (n >= b->cap - b->at) {
+        w->bad = 1;
+        return NULL;
+    }
+    char *s = b->p + b->at;
+    memcpy(s, v, n);
+    s[n] = '\0';
+    b->at += n + 1;
+    return s;
+}
+
+static void msp_get_tensor(msp_wire_rd_t *w, struct msp_str_block *b, msp_tensor_info_t *t)
+{
+    t->role = msp_get_str(w, b);
     /* checked as sent: cast first, 2^32 + 1 would pass as float32 */
     int64_t dt = msp_wget_i64(w);
     msp_get_buf(w, t->dtype_name, sizeof t->dtype_name);
@@ -50,7 +79,7 @@ static void msp_get_tensor(msp_wire_rd_t *w, msp_tensor_info_t *t)
     t->nbytes = msp_wget_i64(w);
     msp_get_buf(w, t->device, sizeof t->device);
     t->requires_grad = msp_wget_i64(w) != 0;
-    t->producer = msp_wget_str(w);
+    t->producer = msp_get_str(w, b);
 }
 
 /* The /defaults rows at the end of a catalogue message into *defs (*n_defs
@@ -168,15 +197,18 @@ msp_err msp_wire_get_file(const unsigned char *buf, size_t n, msp_dump_file_t *f
         return msp_wire_get_tables(&w, f, attrs, defs, n_defs);
     f->has_index = msp_wget_i64(&w) != 0;
     size_t nr = msp_wget_count(&w, 32);
+    struct msp_str_block b = {malloc(n), 0, n};
+    f->strings = b.p;
+    f->strings_len = n;
     f->records = calloc(nr ? nr : 1, sizeof *f->records);
     *attrs = calloc(nr ? nr : 1, sizeof **attrs);
-    if (!f->records || !*attrs)
+    if (!b.p || !f->records || !*attrs)
         return msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", f->path);
     for (size_t i = 0; i < nr && !w.bad; i++) {
         msp_record_info_t *r = &f->records[i];
         struct msp_rattrs *ra = &(*attrs)[i];
         f->n_records = i + 1;
-        r->name = msp_wget_str(&w);
+        r->name = msp_get_str(&w, &b);
         r->order = msp_wget_i64(&w);
         /* a tensor takes at least 152 bytes (msp_wire_put_file: four
          * strings, 8 bytes each when empty, and 15 eight-byte fields) */
@@ -196,7 +228,7 @@ msp_err msp_wire_get_file(const unsigned char *buf, size_t n, msp_dump_file_t *f
         }
         for (size_t j = 0; j < nt && !w.bad; j++) {
             r->n_tensors = j + 1;
-            msp_get_tensor(&w, &r->tensors[j]);
+            msp_get_tensor(&w, &b, &r->tensors[j]);
         }
     }
     if (!w.bad)
