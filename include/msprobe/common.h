@@ -309,14 +309,14 @@ void msp_buf_grew(msp_buf_t *b, size_t n);
 void msp_buf_put(msp_buf_t *b, const char *s, size_t n);
 void msp_buf_puts(msp_buf_t *b, const char *s);
 void msp_buf_printf(msp_buf_t *b, const char *fmt, ...) MSP_PRINTF(2, 3);
-/* v in decimal, as printf's %lld writes it, without parsing a format. */
-void msp_buf_int(msp_buf_t *b, long long v);
 /* s (NULL reads as "") as a JSON string literal, cleaned as msp_utf8_clean
  * does, with '<', '>' and '&' escaped so that it is safe inside <script>. */
 void msp_buf_json_str(msp_buf_t *b, const char *s);
 /* v as a JSON number with digits significant digits (17: the exact double);
  * NaN as null, +-Inf as +-1e999 (JSON.parse reads them as +-Infinity). */
 void msp_buf_json_num(msp_buf_t *b, double v, int digits);
+/* v as a JSON integer, as printf's %lld writes it, without parsing a format. */
+void msp_buf_json_int(msp_buf_t *b, long long v);
 void msp_buf_free(msp_buf_t *b); /* NULL-safe; leaves b empty */
 
 /* Binary messages between processes of one msprobe build on one machine

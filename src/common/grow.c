@@ -144,12 +144,6 @@ void msp_buf_printf(msp_buf_t *b, const char *fmt, ...)
     b->len += (size_t)n;
 }
 
-void msp_buf_int(msp_buf_t *b, long long v)
-{
-    char t[24];
-    msp_buf_put(b, t, msp_i64_digits(t, (int64_t)v));
-}
-
 void msp_buf_free(msp_buf_t *b)
 {
     if (!b)

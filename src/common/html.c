@@ -69,6 +69,12 @@ void msp_buf_json_num(msp_buf_t *b, double v, int digits)
     }
 }
 
+void msp_buf_json_int(msp_buf_t *b, long long v)
+{
+    char t[24];
+    msp_buf_put(b, t, msp_i64_digits(t, (int64_t)v));
+}
+
 const char *msp_html_chartjs_version(void)
 {
     /* The banner reads " * Chart.js v3.9.1" */

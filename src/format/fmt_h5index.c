@@ -49,20 +49,6 @@ static int msp_row_cmp(const void *a, const void *b)
     return c ? c : msp_role_cmp(x->role ? x->role : "", y->role ? y->role : "");
 }
 
-/* where = "file PATH: /index: record NAME", then ": ROLE" when role is set,
- * cut to cap bytes as snprintf would: appended in pieces (msp_str_add), as a
- * row's snprintf calls were a tenth of a reader helper's work on small
- * packed tensors. */
-void msp_index_where(char *w, size_t cap, const char *path, const char *name, const char *role)
-{
-    const char *part[] = {"file ", path, ": /index: record ", name, role ? ": " : "", role};
-    size_t at = 0;
-    w[0] = '\0';
-    for (size_t i = 0; i < sizeof part / sizeof *part && part[i]; i++)
-        if (msp_str_add(w, cap, &at, part[i]))
-            break;
-}
-
 static msp_err msp_tensor_from_row(msp_dump_file_t *f, const struct msp_index_row *row,
                                    msp_tensor_info_t *t)
 {

@@ -15,8 +15,5 @@ int msp_index_usable(hid_t file, hid_t *dset);
 msp_err msp_load_index(msp_dump_file_t *f, hid_t d);
 /* Each row against the dataset it names, and the table against the file. */
 msp_err msp_verify_index(msp_dump_file_t *f);
-/* A row's place in its errors, into w (cap bytes): "file PATH: /index:
- * record NAME" and ": ROLE" when role is not NULL. */
-void msp_index_where(char *w, size_t cap, const char *path, const char *name, const char *role);
 
 #endif

@@ -4,8 +4,7 @@
  * own dataset costs an object header (fmt_h5index.c). For the in-process
  * reader, which the reader helper runs; the HDF5 lock held. */
 #include "fmt_h5pack.h"
-#include "fmt_h5index.h" /* msp_index_where */
-#include "fmt_h5walk.h"  /* msp_children, msp_check_header_storage */
+#include "fmt_h5walk.h" /* msp_children, msp_check_header_storage */
 
 #include <stdlib.h>
 #include <string.h>

@@ -87,6 +87,9 @@ hid_t msp_h5_index_type_at(size_t size, size_t at, long producer_at, int packed)
  * compound ft: ft's index of it, *a and *b their types for the caller to
  * close; -1 when ft has no member of that name (nothing then opened). */
 int msp_h5_member_pair(hid_t ft, hid_t mt, unsigned i, hid_t *a, hid_t *b);
+/* A row's place in its errors, into w (cap bytes): "file PATH: /index:
+ * record NAME" and ": ROLE" when role is not NULL. */
+void msp_index_where(char *w, size_t cap, const char *path, const char *name, const char *role);
 /* Column names of /index, NULL-terminated. */
 extern const char *const msp_index_columns[];
 

@@ -247,7 +247,7 @@ static void cmp_col(msp_buf_t *b, const cmp_html_t *h, const char *key, cmp_col_
         if (kind == COL_STR)
             msp_buf_json_str(b, *(char *const *)p);
         else if (kind == COL_INT)
-            msp_buf_int(b, (long long)*(const int64_t *)p);
+            msp_buf_json_int(b, (long long)*(const int64_t *)p);
         else
             msp_buf_json_num(b, *(const double *)p, digits);
     }
@@ -260,7 +260,7 @@ static void cmp_listed_ints(msp_buf_t *b, const cmp_html_t *h, const long *v)
     for (size_t k = 0; k < h->n_listed && !b->oom; k++) {
         if (k)
             msp_buf_put(b, ",", 1);
-        msp_buf_int(b, v[h->listed[k]]);
+        msp_buf_json_int(b, v[h->listed[k]]);
     }
 }
 
@@ -327,7 +327,7 @@ static void cmp_tensor_json(msp_buf_t *b, const msp_compare_result_t *res,
                            : (name ? name : "");
     msp_buf_put(b, "{", 1);
     cmp_key(b, "row");
-    msp_buf_int(b, (long long)ti);
+    msp_buf_json_int(b, (long long)ti);
     msp_buf_put(b, ",", 1);
     cmp_key(b, "name");
     msp_buf_json_str(b, name);
@@ -371,7 +371,7 @@ static void cmp_tensor_json(msp_buf_t *b, const msp_compare_result_t *res,
     if (t->gap) {
         msp_buf_put(b, ",", 1);
         cmp_key(b, "gap");
-        msp_buf_int(b, t->gap);
+        msp_buf_json_int(b, t->gap);
     }
     msp_buf_put(b, "}", 1);
 }
@@ -557,7 +557,7 @@ static void cmp_html_series(msp_buf_t *b, const cmp_html_t *h)
             if (h->charted[i] && h->pos[i] >= 0) {
                 if (!first)
                     msp_buf_put(b, ",", 1);
-                msp_buf_int(b, h->pos[i]);
+                msp_buf_json_int(b, h->pos[i]);
                 first = 0;
             }
         msp_buf_puts(b, "]}");
