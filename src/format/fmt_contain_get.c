@@ -216,10 +216,12 @@ msp_err msp_wire_get_file(const unsigned char *buf, size_t n, msp_dump_file_t *f
         size_t na = msp_wget_count(&w, 16);
         if (!r->name)
             w.bad = 1;
-        ra->k = calloc(na ? na : 1, sizeof *ra->k);
-        ra->v = calloc(na ? na : 1, sizeof *ra->v);
+        /* no arrays for a record without attributes (NULL, n 0: most records
+         * of a file of small tensors; two callocs and frees each) */
+        ra->k = na ? calloc(na, sizeof *ra->k) : NULL;
+        ra->v = na ? calloc(na, sizeof *ra->v) : NULL;
         r->tensors = calloc(nt ? nt : 1, sizeof *r->tensors);
-        if (!ra->k || !ra->v || !r->tensors)
+        if ((na && (!ra->k || !ra->v)) || !r->tensors)
             return msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", f->path);
         for (size_t a = 0; a < na && !w.bad; a++) {
             ra->n = a + 1;

@@ -103,7 +103,7 @@ hid_t msp_h5_attrs_type(int packed);
 #include <sys/types.h>
 
 /* A record's attributes as the reader helper sent them. */
-struct msp_rattrs {
+struct msp_rattrs { /* k and v may be NULL when n is 0 */
     char **k, **v;
     size_t n;
 };
