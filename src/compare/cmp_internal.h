@@ -243,6 +243,10 @@ msp_err cmp_run_offset_jobs(cmp_ctx_t *cx, uint64_t *bytes_done);
 msp_err cmp_run_stream_jobs(cmp_ctx_t *cx, uint64_t *bytes_done);
 /* Whether any tensor of f carries a producer link. */
 int cmp_file_has_producers(const msp_dump_file_t *f);
+/* Room in bld's arrays for the rows of a file pair of files b and c, as
+ * many as the larger file has (more still grow as before): one allocation
+ * of what the rows take, not doublings copied and zeroed past them. */
+msp_err cmp_rows_reserve(cmp_build_t *bld, const msp_dump_file_t *b, const msp_dump_file_t *c);
 /* Append the record row of brec/crec (either NULL when one-sided) and its
  * tensor rows to bld, queueing data jobs on cx. stats_file: 1 a statistics
  * dump on either side, 2 an md5 dump. */

@@ -49,6 +49,38 @@ static msp_err cmp_new_tensor(cmp_build_t *bld, size_t *idx)
     return MSP_OK;
 }
 
+static size_t cmp_file_tensors(const msp_dump_file_t *f)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < f->n_records; i++)
+        n += f->records[i].n_tensors;
+    return n;
+}
+
+msp_err cmp_rows_reserve(cmp_build_t *bld, const msp_dump_file_t *b, const msp_dump_file_t *c)
+{
+    msp_compare_result_t *r = bld->res;
+    size_t nr = b->n_records > c->n_records ? b->n_records : c->n_records;
+    size_t bt = cmp_file_tensors(b), ct = cmp_file_tensors(c), nt = bt > ct ? bt : ct;
+    if (nr) {
+        msp_record_cmp_t *v = msp_grow(r->records, &bld->cap_rec, r->n_records + nr - 1, sizeof *v,
+                                       nr);
+        if (!v)
+            return msp_fail(MSP_ERR_NOMEM, "compare: out of memory for %zu records",
+                            r->n_records + nr);
+        r->records = v;
+    }
+    if (nt) {
+        msp_tensor_cmp_t *v = msp_grow(r->tensors, &bld->cap_ten, r->n_tensors + nt - 1, sizeof *v,
+                                       nt);
+        if (!v)
+            return msp_fail(MSP_ERR_NOMEM, "compare: out of memory for %zu tensors",
+                            r->n_tensors + nt);
+        r->tensors = v;
+    }
+    return MSP_OK;
+}
+
 static msp_err cmp_set_message(msp_tensor_cmp_t *t, const char *msg)
 {
     free(t->err_message);

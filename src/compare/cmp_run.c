@@ -346,6 +346,8 @@ static msp_err cmp_file_pair(cmp_ctx_t *cx, cmp_build_t *bld, const cmp_file_pai
         refs[i] = (cmp_rec_ref_t){pairs[i].b, pairs[i].c, pairs[i].stray, r->order, r->name};
     }
     qsort(refs, np, sizeof *refs, cmp_rec_ref_order);
+    if ((rc = cmp_rows_reserve(bld, cx->bf, cx->cf)))
+        goto cleanup;
     /* two single files: step and rank from the compare file's attributes */
     int64_t step = fp->step >= 0 ? fp->step : (cx->cf->step >= 0 ? cx->cf->step : 0);
     int64_t rank = fp->rank >= 0 ? fp->rank : (cx->cf->rank >= 0 ? cx->cf->rank : 0);
