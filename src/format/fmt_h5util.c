@@ -121,6 +121,16 @@ hid_t msp_h5_type_for(msp_dtype_t dt)
     }
 }
 
+int msp_h5_type_is(hid_t t, msp_dtype_t dt)
+{
+    static hid_t made[MSP_DTYPE_COUNT_]; /* 0: not made yet */
+    if (dt <= MSP_DTYPE_INVALID || dt >= MSP_DTYPE_COUNT_)
+        return 0;
+    if (made[dt] <= 0)
+        made[dt] = msp_h5_type_for(dt);
+    return made[dt] > 0 && H5Tequal(t, made[dt]) > 0;
+}
+
 /* An enum is read as bool when it has exactly the two values 0 and 1 over a
  * one-byte integer (h5py's numpy.bool_ mapping, whatever the member names). */
 static int msp_h5_is_bool_enum(hid_t t)

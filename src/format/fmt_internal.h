@@ -24,6 +24,9 @@ msp_err msp_h5_fail(msp_err code, const char *fmt, ...) MSP_PRINTF(2, 3);
  * 1 sign / 8 exponent / 7 mantissa bits; bool = h5py's enum {FALSE=0,
  * TRUE=1} over int8). Returns a new type id the caller closes, or -1. */
 hid_t msp_h5_type_for(msp_dtype_t dt);
+/* Whether HDF5 type t is that type of dt, in one libhdf5 call (the types
+ * made once and kept; call with the lock held). */
+int msp_h5_type_is(hid_t t, msp_dtype_t dt);
 
 /* The dtype whose native little-endian bytes are exactly the elements of
  * HDF5 type t, or MSP_DTYPE_INVALID. *exact is set to 1 when the stored bytes

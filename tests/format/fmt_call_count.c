@@ -1,11 +1,11 @@
 /* A test's LD_PRELOAD library: counts the calls to malloc(), to libhdf5's
- * H5Lexists() and to vsnprintf() a process makes after its last fork (a
- * server's child counts its own), and when it ends through _exit() (as the
- * reader helper's children do), or through exit() with
- * MSP_CALL_COUNT_AT_EXIT=1, appends "malloc PID COUNT PROGRAM", "H5Lexists
- * PID COUNT PROGRAM" and "vsnprintf PID COUNT PROGRAM" to the file
- * MSP_CALL_COUNT_LOG names. The allocation itself is glibc's own,
- * __libc_malloc; the lookup libhdf5's, found past this library. */
+ * H5Lexists() and H5Tget_fields() and to vsnprintf() a process makes after
+ * its last fork (a server's child counts its own), and when it ends through
+ * _exit() (as the reader helper's children do), or through exit() with
+ * MSP_CALL_COUNT_AT_EXIT=1, appends a line "FUNCTION PID COUNT PROGRAM" for
+ * each to the file MSP_CALL_COUNT_LOG names. The allocation itself is
+ * glibc's own, __libc_malloc; the others go on to the function past this
+ * library. */
 #include "fmt_count_log.h"
 
 #include <dlfcn.h>
@@ -17,13 +17,14 @@
 
 extern void *__libc_malloc(size_t size);
 
-static unsigned long count, lookups, formats;
+static unsigned long count, lookups, formats, fields;
 
 static void count_reset(void)
 {
     count = 0;
     lookups = 0;
     formats = 0;
+    fields = 0;
 }
 
 __attribute__((constructor)) static void count_init(void)
@@ -49,6 +50,20 @@ __attribute__((visibility("default"))) int H5Lexists(int64_t loc, const char *na
     return real ? real(loc, name, lapl) : -1;
 }
 
+/* libhdf5's herr_t H5Tget_fields(hid_t, size_t *, size_t *, size_t *, size_t *,
+ * size_t *): a floating-point type taken apart */
+int H5Tget_fields(int64_t t, size_t *spos, size_t *epos, size_t *esize, size_t *mpos,
+                  size_t *msize);
+__attribute__((visibility("default"))) int H5Tget_fields(int64_t t, size_t *spos, size_t *epos,
+                                                         size_t *esize, size_t *mpos, size_t *msize)
+{
+    static int (*real)(int64_t, size_t *, size_t *, size_t *, size_t *, size_t *);
+    if (!real)
+        *(void **)&real = dlsym(RTLD_NEXT, "H5Tget_fields");
+    __atomic_add_fetch(&fields, 1, __ATOMIC_RELAXED);
+    return real ? real(t, spos, epos, esize, mpos, msize) : -1;
+}
+
 /* glibc's vsnprintf, the one a formatted print into a buffer of msprobe's
  * goes through (msp_buf_printf); snprintf and the rest do not come here */
 __attribute__((visibility("default"))) int vsnprintf(char *s, size_t n, const char *fmt, va_list ap)
@@ -63,11 +78,13 @@ __attribute__((visibility("default"))) int vsnprintf(char *s, size_t n, const ch
 static void count_write(void)
 {
     extern char *program_invocation_short_name;
-    char line[256];
+    char line[320];
     const char *who = program_invocation_short_name;
     long pid = (long)getpid();
-    snprintf(line, sizeof line, "malloc %ld %lu %s\nH5Lexists %ld %lu %s\nvsnprintf %ld %lu %s\n",
-             pid, count, who, pid, lookups, who, pid, formats, who);
+    snprintf(line, sizeof line,
+             "malloc %ld %lu %s\nH5Lexists %ld %lu %s\nvsnprintf %ld %lu %s\n"
+             "H5Tget_fields %ld %lu %s\n",
+             pid, count, who, pid, lookups, who, pid, formats, who, pid, fields, who);
     msp_count_log("MSP_CALL_COUNT_LOG", line);
 }
 
