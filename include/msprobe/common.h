@@ -346,6 +346,11 @@ char *msp_wget_str(msp_wire_rd_t *r);
 /* A string's bytes where they lie in the message (no NUL after them), *n
  * their count; NULL for a NULL string (or when bad is set). */
 const char *msp_wget_view(msp_wire_rd_t *r, size_t *n);
+/* A string copied, NUL-ended, into block at *used (then moved past it);
+ * NULL for a NULL string, or when it does not fit in the block's cap bytes
+ * (bad is then set). For readers that keep a message's strings in one
+ * block rather than a malloc each. */
+char *msp_wget_str_in(msp_wire_rd_t *r, char *block, size_t *used, size_t cap);
 /* A string into a field of cap bytes, NUL-padded; one that does not fit
  * with its NUL is bad. */
 void msp_wget_fixed(msp_wire_rd_t *r, char *dst, size_t cap);

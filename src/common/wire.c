@@ -110,6 +110,23 @@ char *msp_wget_str(msp_wire_rd_t *r)
     return s;
 }
 
+char *msp_wget_str_in(msp_wire_rd_t *r, char *block, size_t *used, size_t cap)
+{
+    size_t n = 0;
+    const char *v = msp_wget_view(r, &n);
+    if (!v)
+        return NULL;
+    if (n >= cap - *used) {
+        r->bad = 1;
+        return NULL;
+    }
+    char *s = block + *used;
+    memcpy(s, v, n);
+    s[n] = '\0';
+    *used += n + 1;
+    return s;
+}
+
 void msp_wget_fixed(msp_wire_rd_t *r, char *dst, size_t cap)
 {
     int null;

@@ -57,28 +57,28 @@ static size_t cmp_file_tensors(const msp_dump_file_t *f)
     return n;
 }
 
+/* Room in *items (n held, *cap of room) for more of elem bytes; 0 when out of memory. */
+static int cmp_reserve(void **items, size_t *cap, size_t n, size_t more, size_t elem)
+{
+    void *v = more ? msp_grow(*items, cap, n + more - 1, elem, more) : *items;
+    if (v)
+        *items = v;
+    return v != NULL || !more;
+}
+
 msp_err cmp_rows_reserve(cmp_build_t *bld, const msp_dump_file_t *b, const msp_dump_file_t *c)
 {
     msp_compare_result_t *r = bld->res;
     size_t nr = b->n_records > c->n_records ? b->n_records : c->n_records;
     size_t bt = cmp_file_tensors(b), ct = cmp_file_tensors(c), nt = bt > ct ? bt : ct;
-    if (nr) {
-        msp_record_cmp_t *v = msp_grow(r->records, &bld->cap_rec, r->n_records + nr - 1, sizeof *v,
-                                       nr);
-        if (!v)
-            return msp_fail(MSP_ERR_NOMEM, "compare: out of memory for %zu records",
-                            r->n_records + nr);
-        r->records = v;
-    }
-    if (nt) {
-        msp_tensor_cmp_t *v = msp_grow(r->tensors, &bld->cap_ten, r->n_tensors + nt - 1, sizeof *v,
-                                       nt);
-        if (!v)
-            return msp_fail(MSP_ERR_NOMEM, "compare: out of memory for %zu tensors",
-                            r->n_tensors + nt);
-        r->tensors = v;
-    }
-    return MSP_OK;
+    void *rec = r->records, *ten = r->tensors;
+    int ok = cmp_reserve(&rec, &bld->cap_rec, r->n_records, nr, sizeof *r->records) &&
+             cmp_reserve(&ten, &bld->cap_ten, r->n_tensors, nt, sizeof *r->tensors);
+    r->records = rec;
+    r->tensors = ten;
+    return ok ? MSP_OK
+              : msp_fail(MSP_ERR_NOMEM, "compare: out of memory for %zu records and %zu tensors",
+                         r->n_records + nr, r->n_tensors + nt);
 }
 
 static msp_err cmp_set_message(msp_tensor_cmp_t *t, const char *msg)

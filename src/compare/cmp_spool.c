@@ -197,21 +197,7 @@ typedef struct cmp_strs {
 
 static char *cmp_get_str(cmp_strs_t *a)
 {
-    if (!a->strs)
-        return msp_wget_str(a->r);
-    size_t n = 0;
-    const char *v = msp_wget_view(a->r, &n);
-    if (!v)
-        return NULL;
-    if (n >= a->cap - a->used) {
-        a->r->bad = 1;
-        return NULL;
-    }
-    char *s = a->strs + a->used;
-    memcpy(s, v, n);
-    s[n] = '\0';
-    a->used += n + 1;
-    return s;
+    return a->strs ? msp_wget_str_in(a->r, a->strs, &a->used, a->cap) : msp_wget_str(a->r);
 }
 
 /* s again (a second field of the same text), or "" for an absent s */

@@ -35,19 +35,7 @@ struct msp_str_block {
  * message: w->bad set). */
 static char *msp_get_str(msp_wire_rd_t *w, struct msp_str_block *b)
 {
-    size_t n = 0;
-    const char *v = msp_wget_view(w, &n);
-    if (!v)
-        return NULL;
-    if (n >= b->cap - b->at) {
-        w->bad = 1;
-        return NULL;
-    }
-    char *s = b->p + b->at;
-    memcpy(s, v, n);
-    s[n] = '\0';
-    b->at += n + 1;
-    return s;
+    return msp_wget_str_in(w, b->p, &b->at, b->cap);
 }
 
 static void msp_get_tensor(msp_wire_rd_t *w, struct msp_str_block *b, msp_tensor_info_t *t)

@@ -48,8 +48,9 @@ def text(v):
     return v.decode() if isinstance(v, bytes) else v
 
 
-class RowChecks(unittest.TestCase):
-    PACK = "64"
+class Rows:
+    """what both files share: the dump, the calls counted, the stray group"""
+    PACK = None
 
     def setUp(self):
         self.work, self.path = gen_dump(self, "msp-row-checks-", LAYERS,
@@ -86,9 +87,20 @@ class RowChecks(unittest.TestCase):
     def ls(self, path):
         return subprocess.run([BIN, "ls", path], capture_output=True, text=True, timeout=300)
 
+    def test_a_group_the_table_does_not_name_is_refused(self):
+        bad = self.copy("stray.h5")
+        with h5py.File(bad, "r+") as f:
+            groups = sum(1 for k in f if isinstance(f[k], h5py.Group))  # /packed or records'
+            f.create_group("Functional.stray.0.forward")
+        p = self.ls(bad)
+        self.assertEqual(p.returncode, 2, p.stdout[-300:])
+        self.assertIn("file %s: /index names %d of the file's %d record groups"
+                      % (bad, groups, groups + 1), p.stderr)
+
+class PackedRows(Rows, unittest.TestCase):
+    PACK = "64"
+
     def test_packed_rows_are_not_looked_up_by_name(self):
-        if self.PACK == "0":
-            self.skipTest("the unpacked file's records have their groups")
         if sanitized_build():
             self.skipTest("a preloaded library cannot come before AddressSanitizer's runtime")
         control = self.copy("control.h5")
@@ -102,47 +114,7 @@ class RowChecks(unittest.TestCase):
         for r in self.records:
             self.assertIn("  %s  order=" % r, listed)
 
-    def test_a_dataset_of_msprobes_own_type_is_not_taken_apart(self):
-        if self.PACK != "0":
-            self.skipTest("the packed file's tensors have no dataset")
-        if sanitized_build():
-            self.skipTest("a preloaded library cannot come before AddressSanitizer's runtime")
-        datasets = sum(1 for r in self.rows if r["has_data"])
-        self.assertGreaterEqual(datasets, 2 * LAYERS)
-        listed, n = self.calls(self.path, "H5Tget_fields")
-        self.assertEqual(n, 0)
-        for r in self.records:
-            self.assertIn("  %s  order=" % r, listed)
-
-    def test_a_row_whose_dtype_is_not_its_datasets_is_refused(self):
-        if self.PACK != "0":
-            self.skipTest("a packed row's bytes are untyped: no dataset to differ from")
-        bad = self.copy("dtype.h5")
-        with h5py.File(bad, "r+") as f:
-            rows = f["index"][()]
-            i = next(i for i, r in enumerate(rows)
-                     if r["has_data"] and text(r["dtype"]) == "torch.float32")
-            rows[i]["dtype"] = b"torch.int32"  # the same size, another type
-            f["index"][i] = rows[i]
-        p = self.ls(bad)
-        self.assertEqual(p.returncode, 2, p.stdout[-300:])
-        self.assertIn("file %s: /index: record %s: %s: the row says dtype torch.int32, the "
-                      "dataset stores torch.float32"
-                      % (bad, text(rows[i]["record"]), text(rows[i]["role"])), p.stderr)
-
-    def test_a_group_the_table_does_not_name_is_refused(self):
-        bad = self.copy("stray.h5")
-        with h5py.File(bad, "r+") as f:
-            groups = sum(1 for k in f if isinstance(f[k], h5py.Group))  # /packed or records'
-            f.create_group("Functional.stray.0.forward")
-        p = self.ls(bad)
-        self.assertEqual(p.returncode, 2, p.stdout[-300:])
-        self.assertIn("file %s: /index names %d of the file's %d record groups"
-                      % (bad, groups, groups + 1), p.stderr)
-
     def test_a_row_past_its_segments_end_names_its_record_and_role(self):
-        if self.PACK == "0":
-            self.skipTest("the unpacked file has no segments")
         bad = self.copy("past.h5")
         with h5py.File(bad, "r+") as f:
             rows = f["index"][()]
@@ -161,8 +133,32 @@ class RowChecks(unittest.TestCase):
                          end - nbytes // 2), p.stderr)
 
 
-class RowChecksUnpacked(RowChecks):
+class UnpackedRows(Rows, unittest.TestCase):
     PACK = "0"
+
+    def test_a_dataset_of_msprobes_own_type_is_not_taken_apart(self):
+        if sanitized_build():
+            self.skipTest("a preloaded library cannot come before AddressSanitizer's runtime")
+        datasets = sum(1 for r in self.rows if r["has_data"])
+        self.assertGreaterEqual(datasets, 2 * LAYERS)
+        listed, n = self.calls(self.path, "H5Tget_fields")
+        self.assertEqual(n, 0)
+        for r in self.records:
+            self.assertIn("  %s  order=" % r, listed)
+
+    def test_a_row_whose_dtype_is_not_its_datasets_is_refused(self):
+        bad = self.copy("dtype.h5")
+        with h5py.File(bad, "r+") as f:
+            rows = f["index"][()]
+            i = next(i for i, r in enumerate(rows)
+                     if r["has_data"] and text(r["dtype"]) == "torch.float32")
+            rows[i]["dtype"] = b"torch.int32"  # the same size, another type
+            f["index"][i] = rows[i]
+        p = self.ls(bad)
+        self.assertEqual(p.returncode, 2, p.stdout[-300:])
+        self.assertIn("file %s: /index: record %s: %s: the row says dtype torch.int32, the "
+                      "dataset stores torch.float32"
+                      % (bad, text(rows[i]["record"]), text(rows[i]["role"])), p.stderr)
 
 
 if __name__ == "__main__":
