@@ -84,6 +84,11 @@ class Rows:
         self.assertEqual(len(counts), 1, counts)  # msprobe, which read the file
         return p.stdout, counts[0]
 
+    def assert_every_record(self, listed):
+        """`msprobe ls` listed every record of the file"""
+        for r in self.records:
+            self.assertIn("  %s  order=" % r, listed)
+
     def ls(self, path):
         return subprocess.run([BIN, "ls", path], capture_output=True, text=True, timeout=300)
 
@@ -111,8 +116,7 @@ class PackedRows(Rows, unittest.TestCase):
         listed_control, n_control = self.calls(control, "H5Lexists")
         self.assertGreaterEqual(n_control, len(self.records))
         self.assertEqual(listed_control.replace(control, self.path), listed)
-        for r in self.records:
-            self.assertIn("  %s  order=" % r, listed)
+        self.assert_every_record(listed)
 
     def test_a_row_past_its_segments_end_names_its_record_and_role(self):
         bad = self.copy("past.h5")
@@ -143,8 +147,7 @@ class UnpackedRows(Rows, unittest.TestCase):
         self.assertGreaterEqual(datasets, 2 * LAYERS)
         listed, n = self.calls(self.path, "H5Tget_fields")
         self.assertEqual(n, 0)
-        for r in self.records:
-            self.assertIn("  %s  order=" % r, listed)
+        self.assert_every_record(listed)
 
     def test_a_row_whose_dtype_is_not_its_datasets_is_refused(self):
         bad = self.copy("dtype.h5")
