@@ -8,6 +8,8 @@
 
 #include <errno.h>
 #include <math.h>
+#include <omp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,6 +106,102 @@ static void msp_csv_row(FILE *f, struct msp_csv_memo *m, int stats, const msp_te
     fputs_unlocked("\r\n", f);
 }
 
+/* A part's rows in pieces, formatted at once by a few threads (result.csv
+ * was the last report to finish, on one core, for a statistics tree: issue
+ * 42). Piece 0 goes straight to the file; the others into memory, written
+ * after it in order, so the file is the same bytes as one thread writes. */
+#define MSP_CSV_MAX_PIECES 4
+#define MSP_CSV_PIECE_ROWS 1024 /* fewer rows a piece cost more in threads than they save */
+
+struct msp_csv_split {
+    FILE *f;
+    int stats, n_pieces;
+    struct msp_csv_memo memo[MSP_CSV_MAX_PIECES];
+    const msp_compare_result_t *part;
+    const unsigned char *claimed;
+};
+
+struct msp_csv_piece {
+    struct msp_csv_split *sp;
+    int k;
+    size_t rec0, rec1; /* its records [rec0, rec1); the last piece also the unclaimed tensors */
+    int last;
+    char *text; /* pieces past the first: the rows written into memory */
+    size_t len;
+};
+
+static int msp_csv_pieces(void)
+{
+    int n = omp_get_max_threads();
+    return n < 1 ? 1 : n > MSP_CSV_MAX_PIECES ? MSP_CSV_MAX_PIECES : n;
+}
+
+static void msp_csv_piece_rows(FILE *f, struct msp_csv_piece *pc)
+{
+    struct msp_csv_split *sp = pc->sp;
+    const msp_compare_result_t *part = sp->part;
+    struct msp_csv_memo *m = &sp->memo[pc->k];
+    for (size_t i = pc->rec0; i < pc->rec1; i++) {
+        const msp_record_cmp_t *rec = &part->records[i];
+        for (size_t k = 0; k < rec->n_tensors; k++)
+            msp_csv_row(f, m, sp->stats, &part->tensors[rec->first_tensor + k], rec, k == 0);
+    }
+    if (pc->last)
+        for (size_t t = 0; t < part->n_tensors; t++)
+            if (!sp->claimed[t])
+                msp_csv_row(f, m, sp->stats, &part->tensors[t], NULL, 0);
+}
+
+static void *msp_csv_piece_main(void *arg)
+{
+    struct msp_csv_piece *pc = arg;
+    FILE *mem = open_memstream(&pc->text, &pc->len);
+    if (!mem)
+        return NULL; /* text stays NULL: the writer formats this piece itself */
+    flockfile(mem);
+    msp_csv_piece_rows(mem, pc);
+    funlockfile(mem);
+    if (fclose(mem) != 0) {
+        free(pc->text);
+        pc->text = NULL;
+    }
+    return NULL;
+}
+
+static void msp_csv_part(struct msp_csv_split *sp)
+{
+    const msp_compare_result_t *part = sp->part;
+    int n = sp->n_pieces;
+    if ((size_t)n > part->n_tensors / MSP_CSV_PIECE_ROWS)
+        n = (int)(part->n_tensors / MSP_CSV_PIECE_ROWS);
+    if (n < 1)
+        n = 1;
+    /* pieces of about equal rows, cut between records */
+    struct msp_csv_piece pc[MSP_CSV_MAX_PIECES];
+    size_t at = 0, rows = 0;
+    for (int k = 0; k < n; k++) {
+        size_t goal = part->n_tensors * (size_t)(k + 1) / (size_t)n;
+        pc[k] = (struct msp_csv_piece){sp, k, at, at, k == n - 1, NULL, 0};
+        while (at < part->n_records && (k == n - 1 || rows < goal))
+            rows += part->records[at++].n_tensors;
+        pc[k].rec1 = at;
+    }
+    pthread_t th[MSP_CSV_MAX_PIECES];
+    int started[MSP_CSV_MAX_PIECES] = {0};
+    for (int k = 1; k < n; k++)
+        started[k] = pthread_create(&th[k], NULL, msp_csv_piece_main, &pc[k]) == 0;
+    msp_csv_piece_rows(sp->f, &pc[0]);
+    for (int k = 1; k < n; k++) {
+        if (started[k])
+            pthread_join(th[k], NULL);
+        if (pc[k].text)
+            fwrite_unlocked(pc[k].text, 1, pc[k].len, sp->f);
+        else
+            msp_csv_piece_rows(sp->f, &pc[k]);
+        free(pc[k].text);
+    }
+}
+
 msp_err cmp_csv_write(const cmp_source_t *src, const char *out_dir, const char *file)
 {
     msp_err rc = msp_mkdirs(out_dir);
@@ -125,7 +223,6 @@ msp_err cmp_csv_write(const cmp_source_t *src, const char *out_dir, const char *
     flockfile(f); /* one writer: the _unlocked calls below skip a lock per character */
 
     int stats = src->head->stats_mode != 0;
-    struct msp_csv_memo memo = {msp_num_memo_new(), msp_num_memo_new()};
     const char *const *cols = stats ? cmp_details_cols_stats : cmp_details_cols_tensor;
     size_t ncols = stats ? CMP_DETAILS_NCOLS_STATS : CMP_DETAILS_NCOLS_TENSOR;
     for (size_t c = 0; c < ncols; c++)
@@ -133,6 +230,9 @@ msp_err cmp_csv_write(const cmp_source_t *src, const char *out_dir, const char *
     fputs("\r\n", f);
     /* Same row order as the details sheet: each part's records in execution
      * order, then any tensor no record of it claims. */
+    struct msp_csv_split sp = {.f = f, .stats = stats, .n_pieces = msp_csv_pieces()};
+    for (int k = 0; k < sp.n_pieces; k++)
+        sp.memo[k] = (struct msp_csv_memo){msp_num_memo_new(), msp_num_memo_new()};
     for (size_t p = 0; p < src->n_parts && !rc; p++) {
         msp_compare_result_t *part = NULL;
         size_t rb, tb;
@@ -143,20 +243,20 @@ msp_err cmp_csv_write(const cmp_source_t *src, const char *out_dir, const char *
             rc = msp_fail(MSP_ERR_NOMEM, "out of memory writing %s", path);
         for (size_t i = 0; !rc && i < part->n_records; i++) {
             const msp_record_cmp_t *rec = &part->records[i];
-            for (size_t k = 0; k < rec->n_tensors; k++) {
-                claimed[rec->first_tensor + k] = 1;
-                msp_csv_row(f, &memo, stats, &part->tensors[rec->first_tensor + k], rec, k == 0);
-            }
+            memset(claimed + rec->first_tensor, 1, rec->n_tensors);
         }
-        for (size_t t = 0; !rc && t < part->n_tensors; t++)
-            if (!claimed[t])
-                msp_csv_row(f, &memo, stats, &part->tensors[t], NULL, 0);
+        if (!rc) {
+            sp.part = part;
+            sp.claimed = claimed;
+            msp_csv_part(&sp);
+        }
         free(claimed);
         src->unload(src, part);
     }
-
-    msp_num_memo_free(memo.nums);
-    msp_num_memo_free(memo.pcts);
+    for (int k = 0; k < sp.n_pieces; k++) {
+        msp_num_memo_free(sp.memo[k].nums);
+        msp_num_memo_free(sp.memo[k].pcts);
+    }
     funlockfile(f);
     int werr = ferror(f);
     int cerr = fclose(f);

@@ -1,5 +1,6 @@
 /* A test's LD_PRELOAD library: counts the calls to malloc(), to libhdf5's
- * H5Lexists() and H5Tget_fields() and to vsnprintf() a process makes after
+ * H5Lexists() and H5Tget_fields(), to vsnprintf() and to open_memstream() a
+ * process makes after
  * its last fork (a server's child counts its own), and when it ends through
  * _exit() (as the reader helper's children do), or through exit() with
  * MSP_CALL_COUNT_AT_EXIT=1, appends a line "FUNCTION PID COUNT PROGRAM" for
@@ -17,7 +18,7 @@
 
 extern void *__libc_malloc(size_t size);
 
-static unsigned long count, lookups, formats, fields;
+static unsigned long count, lookups, formats, fields, memstreams;
 
 static void count_reset(void)
 {
@@ -25,6 +26,7 @@ static void count_reset(void)
     lookups = 0;
     formats = 0;
     fields = 0;
+    memstreams = 0;
 }
 
 __attribute__((constructor)) static void count_init(void)
@@ -75,16 +77,28 @@ __attribute__((visibility("default"))) int vsnprintf(char *s, size_t n, const ch
     return real ? real(s, n, fmt, ap) : -1;
 }
 
+/* glibc's open_memstream: text formatted into memory (result.csv's pieces
+ * past the first, each on a thread of its own) */
+__attribute__((visibility("default"))) FILE *open_memstream(char **ptr, size_t *size)
+{
+    static FILE *(*real)(char **, size_t *);
+    if (!real)
+        *(void **)&real = dlsym(RTLD_NEXT, "open_memstream");
+    __atomic_add_fetch(&memstreams, 1, __ATOMIC_RELAXED);
+    return real ? real(ptr, size) : NULL;
+}
+
 static void count_write(void)
 {
     extern char *program_invocation_short_name;
-    char line[320];
+    char line[400];
     const char *who = program_invocation_short_name;
     long pid = (long)getpid();
     snprintf(line, sizeof line,
              "malloc %ld %lu %s\nH5Lexists %ld %lu %s\nvsnprintf %ld %lu %s\n"
-             "H5Tget_fields %ld %lu %s\n",
-             pid, count, who, pid, lookups, who, pid, formats, who, pid, fields, who);
+             "H5Tget_fields %ld %lu %s\nopen_memstream %ld %lu %s\n",
+             pid, count, who, pid, lookups, who, pid, formats, who, pid, fields, who, pid,
+             memstreams, who);
     msp_count_log("MSP_CALL_COUNT_LOG", line);
 }
 
