@@ -5,11 +5,9 @@
  * arithmetic, and a statistics tree's reports print 14 numbers a row, each
  * twice (%.15g, then %.17g when the first does not read back): on a 64-rank
  * tree that was a quarter of compare's CPU (issue 42). Here:
- *  - the 17 digits come from one multiplication in long double (64-bit
- *    mantissa, 3 more decimal digits than 17 need), off by less than 2e-19
- *    of the value (powl within 1.2 units of its last place, measured, and
- *    the product's rounding), rounded without switching the x87 rounding
- *    mode (adding 2^63);
+ *  - the 17 digits come from one integer multiplication, the double's
+ *    53-bit significand times a 128-bit 10^k (a table made at first use),
+ *    below the true product by less than 2^-125 of it;
  *  - a value whose digits sit nearer a rounding tie than that error is
  *    rounded in exact 128-bit integer arithmetic when its scale allows
  *    (10^0..10^22), else printed by printf as before; so the digits are
@@ -22,8 +20,8 @@
  *    read (Clinger's fast path); other exponents still ask strtod.
  * 17 correctly rounded digits always read back. With 15 digits there is at
  * most one decimal of that length that reads back, so the text is printf's
- * %.15g whenever that reads back. About 60 ns a float32 value, where printf
- * and strtod took 400. */
+ * %.15g whenever that reads back. About 35 ns a float32 value, where printf
+ * and strtod took 400 (and a long double multiplication 60). */
 #include "msprobe/common.h"
 
 #include <float.h>
@@ -34,16 +32,70 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifndef __SIZEOF_INT128__
+#error "dtoa.c's digits need unsigned __int128 (gcc and clang on 64-bit targets)"
+#endif
+
 #define DT_MIN10 (-340)
 #define DT_MAX10 340
 
-static long double dt_pow10[DT_MAX10 - DT_MIN10 + 1];
+/* 10^k = (hi:lo) x 2^exp, hi's top bit set: 128 bits, truncated from 192
+ * worked out exactly step by step (so within 2^-126 of 10^k) */
+struct dt_pow {
+    uint64_t hi, lo;
+    int exp;
+};
+static struct dt_pow dt_pow10[DT_MAX10 - DT_MIN10 + 1];
 static pthread_once_t dt_once = PTHREAD_ONCE_INIT;
+
+/* v (3 words, most significant first, top bit of v[0] set) times 10, or
+ * divided by 10, normalised again; *exp follows the binary point. The
+ * bits dropped are below 2^-190 of the value: 340 steps lose less than
+ * 2^-181. */
+static void dt_times10(uint64_t v[3], int *exp)
+{
+    unsigned __int128 c = 0;
+    uint64_t w[4];
+    for (int i = 2; i >= 0; i--) {
+        c += (unsigned __int128)v[i] * 10;
+        w[i + 1] = (uint64_t)c;
+        c >>= 64;
+    }
+    w[0] = (uint64_t)c; /* 1 to 9 */
+    int sh = 64 - __builtin_clzll(w[0]);
+    for (int i = 0; i < 3; i++)
+        v[i] = (w[i] << (64 - sh)) | (w[i + 1] >> sh);
+    *exp += sh;
+}
+
+static void dt_div10(uint64_t v[3], int *exp)
+{
+    unsigned __int128 r = 0;
+    for (int i = 0; i < 3; i++) {
+        r = (r << 64) | v[i];
+        v[i] = (uint64_t)(r / 10);
+        r %= 10;
+    }
+    int sh = __builtin_clzll(v[0]); /* 3 or 4 */
+    for (int i = 0; i < 2; i++)
+        v[i] = (v[i] << sh) | (v[i + 1] >> (64 - sh));
+    v[2] = (v[2] << sh) | (uint64_t)((r << 64) / 10 >> (64 - sh));
+    *exp -= sh;
+}
 
 static void dt_init(void)
 {
-    for (int k = DT_MIN10; k <= DT_MAX10; k++)
-        dt_pow10[k - DT_MIN10] = powl(10.0L, (long double)k);
+    uint64_t v[3] = {1ULL << 63, 0, 0};
+    int exp = -191; /* v x 2^exp = 1 */
+    for (int k = 0; k <= DT_MAX10; k++) {
+        dt_pow10[k - DT_MIN10] = (struct dt_pow){v[0], v[1], exp + 64};
+        dt_times10(v, &exp);
+    }
+    v[0] = 1ULL << 63, v[1] = v[2] = 0, exp = -191;
+    for (int k = -1; k >= DT_MIN10; k--) {
+        dt_div10(v, &exp);
+        dt_pow10[k - DT_MIN10] = (struct dt_pow){v[0], v[1], exp + 64};
+    }
 }
 
 static const uint64_t dt_ten[] = {1ULL,
@@ -68,10 +120,9 @@ static const uint64_t dt_ten[] = {1ULL,
 /* a x 10^k (a > 0, normal; 0 <= k <= 22) rounded to an integer, ties to
  * even as printf rounds them, in exact integer arithmetic: a = M x 2^E with
  * M below 2^53, and M x 10^k below 2^127. For the values whose digits sit
- * too near a tie for the long double product; 0 where it cannot serve. */
+ * too near a tie for dt_digits's product; 0 where it cannot serve. */
 static int dt_exact(double a, int k, uint64_t *r)
 {
-#ifdef __SIZEOF_INT128__
     int e2;
     double f = frexp(a, &e2);
     uint64_t m = (uint64_t)ldexp(f, 53);
@@ -91,69 +142,70 @@ static int dt_exact(double a, int k, uint64_t *r)
         return 0;
     *r = (uint64_t)n;
     return 1;
-#else
-    (void)a;
-    (void)k;
-    (void)r;
-    return 0;
-#endif
 }
 
-/* floor(log10 a) for a > 0, normal; at worst one off, which dt_digits's
- * loop corrects. From a's binary exponent with integers (frexp and floor
- * were calls, a fifth of dt_digits's instructions): a in [2^k, 2^(k+1)) has
- * floor(log10 a) = floor(k log10 2) or one more; 78913 / 2^18 gives that
- * floor exactly for |k| <= 1200 (checked against 50-digit log10 2), and
- * comparing a with 10^(x+1) takes the one more. */
-static int dt_log10(double a)
+/* floor(log10 a) for a = 1.f x 2^k2 (normal), or one less: floor(k2 log10 2),
+ * which 78913 / 2^18 gives exactly for |k2| <= 1200 (checked against
+ * 50-digit log10 2); dt_digits's loop takes the one more. */
+static int dt_log10_low(int k2)
 {
-    uint64_t bits;
-    memcpy(&bits, &a, sizeof bits);
-    int k = (int)((bits >> 52) & 0x7ff) - 1023; /* a = 1.f x 2^k */
-    int t = k * 78913;
-    int x = t >= 0 ? t >> 18 : -((-t + (1 << 18) - 1) >> 18);
-    if (x + 1 <= DT_MAX10 && (long double)a >= dt_pow10[x + 1 - DT_MIN10])
-        x++;
-    return x;
+    int t = k2 * 78913;
+    return t >= 0 ? t >> 18 : -((-t + (1 << 18) - 1) >> 18);
+}
+
+/* 64 bits of the 192-bit w (w[0] most significant) from bit b up, 0 <= b <= 128 */
+static uint64_t dt_bits64(const uint64_t w[3], int b)
+{
+    if (b >= 64)
+        return (uint64_t)((((unsigned __int128)w[0] << 64) | w[1]) >> (b - 64));
+    return (uint64_t)((((unsigned __int128)w[1] << 64) | w[2]) >> b);
 }
 
 /* a (> 0, normal) as m x 10^(e - prec + 1), m of exactly prec digits,
- * correctly rounded; 0 when the scaled value sits too near a tie for the
- * multiplication's error (below 2e-19 of it, guarded at 3e-19) to leave the
- * rounding certain. */
+ * correctly rounded; 0 when a x 10^k sits too near a tie to round it
+ * without exact arithmetic that cannot serve (dt_exact).
+ *
+ * a x 10^k is a's 53-bit significand times 10^k's 128 (dt_pow10): a 192-bit
+ * product, exact but for 10^k's truncation, so below the true value by less
+ * than 2^-125 of it: under 2^-68 for the 17-digit integers printed, a
+ * sixteenth of the last of the 64 fraction bits kept. A fraction within 16
+ * of those units of one half is a tie or too near one. (This replaced a
+ * long double multiplication: its x87 loads, conversions and rounding were
+ * two fifths of result.csv's CPU, issue 42.) */
 static int dt_digits(double a, int prec, uint64_t *m, int *e)
 {
-    int x = dt_log10(a);
+    uint64_t bits;
+    memcpy(&bits, &a, sizeof bits);
+    int biased = (int)((bits >> 52) & 0x7ff);
+    uint64_t sig = (bits & ((1ULL << 52) - 1)) | (1ULL << 52);
+    int e2 = biased - 1075; /* a = sig x 2^e2 */
+    int x = dt_log10_low(biased - 1023);
     for (int tries = 0; tries < 3; tries++) {
         int k = prec - 1 - x;
         if (k < DT_MIN10 || k > DT_MAX10)
             return 0;
-        long double s = (long double)a * dt_pow10[k - DT_MIN10];
-        if (s >= (long double)dt_ten[prec]) {
+        const struct dt_pow *p = &dt_pow10[k - DT_MIN10];
+        unsigned __int128 lo = (unsigned __int128)sig * p->lo, hi = (unsigned __int128)sig * p->hi;
+        unsigned __int128 mid = (lo >> 64) + (uint64_t)hi;
+        uint64_t w[3] = {(uint64_t)(hi >> 64) + (uint64_t)(mid >> 64), (uint64_t)mid, (uint64_t)lo};
+        int sh = -(e2 + p->exp); /* a x 10^k = w x 2^-sh */
+        if (sh < 64 || sh > 191)
+            return 0;
+        uint64_t n = sh >= 128 ? w[0] >> (sh - 128) : dt_bits64(w, sh);
+        if (sh < 128 && (w[0] >> (sh - 64)) != 0)
+            n = UINT64_MAX; /* 2^64 or more: past any prec digits */
+        if (n >= dt_ten[prec]) {
             x++;
             continue;
         }
-        if (s < (long double)dt_ten[prec - 1]) {
+        if (n < dt_ten[prec - 1]) {
             x--;
             continue;
         }
-        long double guard = (long double)dt_ten[prec] * 3e-19L;
-        uint64_t r;
-#if LDBL_MANT_DIG == 64 && defined(__x86_64__)
-        /* s rounded to an integer by adding 2^63: its 64-bit significand is
-         * then 2^63 + r, read as it is. floorl and the conversion each
-         * switch the x87 rounding mode, which stalled the pipeline for more
-         * than half of this function's time. */
-        long double t = s + 0x1p63L, frac = s - (t - 0x1p63L);
-        memcpy(&r, &t, sizeof r);
-        r -= 1ULL << 63;
-        int near_tie = fabsl(frac) > 0.5L - guard;
-#else
-        long double fl = floorl(s), frac = s - fl;
-        r = (uint64_t)fl + (frac > 0.5L);
-        int near_tie = frac > 0.5L - guard && frac < 0.5L + guard;
-#endif
-        if (near_tie && !dt_exact(a, k, &r))
+        uint64_t frac = dt_bits64(w, sh - 64);
+        const uint64_t half = 1ULL << 63, guard = 16;
+        uint64_t r = n + (frac > half);
+        if (frac > half - guard && frac < half + guard && !dt_exact(a, k, &r))
             return 0;            /* a tie, or too near one for these digits */
         if (r == dt_ten[prec]) { /* 99..9.5 rounded up */
             r = dt_ten[prec - 1];
@@ -175,12 +227,22 @@ static size_t dt_format(char *buf, int neg, uint64_t m, int e, int prec)
                                 "75767778798081828384858687888990919293949596979899";
     char d[24];
     int at = prec;
+    if (prec > 8) {
+        /* the last 8 digits in 32-bit arithmetic, beside the others: two
+         * short chains of divisions instead of one long one */
+        uint32_t lo = (uint32_t)(m % 100000000);
+        m /= 100000000;
+        for (int i = 0; i < 4; i++, lo /= 100)
+            memcpy(d + prec - 2 - 2 * i, pairs + 2 * (lo % 100), 2);
+        at -= 8;
+    }
+    uint32_t hi = (uint32_t)m; /* below 10^9 */
     for (; at >= 2; at -= 2) { /* two digits a division */
-        memcpy(d + at - 2, pairs + 2 * (m % 100), 2);
-        m /= 100;
+        memcpy(d + at - 2, pairs + 2 * (hi % 100), 2);
+        hi /= 100;
     }
     if (at)
-        d[0] = (char)('0' + m);
+        d[0] = (char)('0' + hi);
     int len = prec;
     while (len > 1 && d[len - 1] == '0')
         len--;

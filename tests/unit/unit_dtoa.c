@@ -133,6 +133,15 @@ static void all_precisions(void)
         double m = (double)(rng() % 900000 + 100000);
         near(check_g, (m * 10 + 5) * pow(10, (int)(rng() % 40) - 20 - d));
     }
+    /* exact ties at some precision: odd multiples of a power of two below
+     * one (0.125 at 2 digits), and integers ending in 5 (125 at 2 digits),
+     * where the digits' multiplication cannot round and exact arithmetic
+     * or printf must */
+    for (int i = 0; i < 20000; i++) {
+        double odd = (double)(2 * (rng() % 1000000) + 1);
+        check_g(ldexp(odd, -(int)(rng() % 40) - 1));
+        check_g(odd * 5 * pow(10, (double)(rng() % 8)));
+    }
     for (int e = -330; e <= 310; e += 3)
         near(check_g, pow(10, e));
     for (int e = -1074; e <= 1023; e += 5)
