@@ -5,6 +5,7 @@
 #include "fmt_h5pack.h"  /* packed rows */
 #include "fmt_h5vlen.h"  /* the table from the mapped file */
 #include "fmt_h5walk.h"  /* listing, storage and size checks */
+#include "fmt_h5ohdr.h"  /* datasets' headers read from the mapped file */
 
 #include <stdlib.h>
 #include <string.h>
@@ -380,6 +381,64 @@ static hid_t msp_record_group(hid_t file, const msp_record_info_t *r, size_t n_d
     return H5Gopen2(file, r->name, H5P_DEFAULT);
 }
 
+/* A record group's hard links by name, with the address of the object
+ * header each names: one listing of the group instead of a lookup for
+ * each row (names that do not fit are left out: their rows go the long
+ * way). */
+#define MSP_GLINKS 32
+struct msp_glinks {
+    size_t n;
+    uint64_t addr[MSP_GLINKS];
+    char name[MSP_GLINKS][64];
+};
+
+static void msp_glinks_add(struct msp_glinks *gl, const char *name, uint64_t addr)
+{
+    size_t n = strlen(name);
+    if (gl->n == MSP_GLINKS || n >= sizeof gl->name[0])
+        return;
+    memcpy(gl->name[gl->n], name, n + 1);
+    gl->addr[gl->n++] = addr;
+}
+
+#if H5_VERSION_GE(1, 12, 0)
+static herr_t msp_glinks_cb(hid_t g, const char *name, const H5L_info2_t *li, void *ud)
+{
+    haddr_t a;
+    if (li->type == H5L_TYPE_HARD && H5VLnative_token_to_addr(g, li->u.token, &a) >= 0)
+        msp_glinks_add(ud, name, (uint64_t)a);
+    return 0;
+}
+#else
+static herr_t msp_glinks_cb(hid_t g, const char *name, const H5L_info_t *li, void *ud)
+{
+    (void)g;
+    if (li->type == H5L_TYPE_HARD)
+        msp_glinks_add(ud, name, (uint64_t)li->u.address);
+    return 0;
+}
+#endif
+
+static void msp_glinks_get(hid_t g, struct msp_glinks *gl)
+{
+    gl->n = 0;
+#if H5_VERSION_GE(1, 12, 0)
+    if (H5Literate2(g, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, msp_glinks_cb, gl) < 0)
+#else
+    if (H5Literate(g, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, msp_glinks_cb, gl) < 0)
+#endif
+        gl->n = 0;
+    H5Eclear2(H5E_DEFAULT);
+}
+
+static uint64_t msp_glinks_find(const struct msp_glinks *gl, const char *name)
+{
+    for (size_t i = 0; i < gl->n; i++)
+        if (!strcmp(gl->name[i], name))
+            return gl->addr[i];
+    return UINT64_MAX;
+}
+
 /* Each /index row checked against the dataset it names, and the table
  * against the file: a row with data names a dataset that holds data of the
  * row's dtype, shape and element size, kept in this file, and a row's
@@ -401,6 +460,12 @@ msp_err msp_verify_index(msp_dump_file_t *f)
      * none need be looked up by name (a twelfth of a helper's work on a
      * packed file, whose root holds thousands of links) */
     int no_groups = !rc && msp_root_is_records(im->file, (size_t)segs.group);
+    /* a dataset's header read here when it is, but for shape and storage,
+     * one libhdf5 opened and accepted already (fmt_h5ohdr.h): opening and
+     * closing each was most of the work on a file of small tensors */
+    struct msp_ohdr oh;
+    struct msp_glinks gl;
+    msp_ohdr_init(&oh, im->map, im->map_len);
     for (size_t i = 0; i < f->n_records && !rc; i++) {
         msp_record_info_t *r = &f->records[i];
         size_t n_sets = 0, n_data = 0;
@@ -410,11 +475,20 @@ msp_err msp_verify_index(msp_dump_file_t *f)
         hid_t g = msp_record_group(im->file, r, n_data, no_groups, &hard);
         found += g >= 0;
         all_hard &= g < 0 || hard;
+        gl.n = 0;
+        if (oh.on && g >= 0 && n_data)
+            msp_glinks_get(g, &gl);
         for (size_t j = 0; j < r->n_tensors && !rc; j++) {
             msp_tensor_info_t *t = &r->tensors[j];
             const struct msp_seg *seg = msp_segs_find(&segs, t);
             if (seg) { /* packed: no dataset, its bytes checked */
                 rc = msp_segs_note(&segs, seg, t, f->path, r->name);
+                continue;
+            }
+            uint64_t at = t->has_data && t->offset >= 0 ? msp_glinks_find(&gl, t->role)
+                                                        : UINT64_MAX;
+            if (at != UINT64_MAX && msp_ohdr_accepts(&oh, at, t)) {
+                n_sets++;
                 continue;
             }
             msp_index_where(where, sizeof where, f->path, r->name, t->role);
@@ -433,6 +507,9 @@ msp_err msp_verify_index(msp_dump_file_t *f)
                 continue; /* statistics only: the row is all there is */
             n_sets++;
             rc = msp_verify_row(d, t, where);
+            haddr_t storage = !rc && at != UINT64_MAX ? H5Dget_offset(d) : HADDR_UNDEF;
+            if (storage != HADDR_UNDEF)
+                msp_ohdr_learn(&oh, at, t, (uint64_t)storage);
             H5Dclose(d);
         }
         if (!rc && g < 0 && n_data)

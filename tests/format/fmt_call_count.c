@@ -1,6 +1,6 @@
 /* A test's LD_PRELOAD library: counts the calls to malloc(), to libhdf5's
- * H5Lexists() and H5Tget_fields(), to vsnprintf() and to open_memstream() a
- * process makes after
+ * H5Lexists(), H5Tget_fields() and H5Dopen2(), to vsnprintf() and to
+ * open_memstream() a process makes after
  * its last fork (a server's child counts its own), and when it ends through
  * _exit() (as the reader helper's children do), or through exit() with
  * MSP_CALL_COUNT_AT_EXIT=1, appends a line "FUNCTION PID COUNT PROGRAM" for
@@ -18,7 +18,7 @@
 
 extern void *__libc_malloc(size_t size);
 
-static unsigned long count, lookups, formats, fields, memstreams;
+static unsigned long count, lookups, formats, fields, memstreams, opens;
 
 static void count_reset(void)
 {
@@ -27,6 +27,7 @@ static void count_reset(void)
     formats = 0;
     fields = 0;
     memstreams = 0;
+    opens = 0;
 }
 
 __attribute__((constructor)) static void count_init(void)
@@ -66,6 +67,17 @@ __attribute__((visibility("default"))) int H5Tget_fields(int64_t t, size_t *spos
     return real ? real(t, spos, epos, esize, mpos, msize) : -1;
 }
 
+/* libhdf5's hid_t H5Dopen2(hid_t, const char *, hid_t): a dataset opened */
+int64_t H5Dopen2(int64_t loc, const char *name, int64_t dapl);
+__attribute__((visibility("default"))) int64_t H5Dopen2(int64_t loc, const char *name, int64_t dapl)
+{
+    static int64_t (*real)(int64_t, const char *, int64_t);
+    if (!real)
+        *(void **)&real = dlsym(RTLD_NEXT, "H5Dopen2");
+    __atomic_add_fetch(&opens, 1, __ATOMIC_RELAXED);
+    return real ? real(loc, name, dapl) : -1;
+}
+
 /* glibc's vsnprintf, the one a formatted print into a buffer of msprobe's
  * goes through (msp_buf_printf); snprintf and the rest do not come here */
 __attribute__((visibility("default"))) int vsnprintf(char *s, size_t n, const char *fmt, va_list ap)
@@ -91,14 +103,14 @@ __attribute__((visibility("default"))) FILE *open_memstream(char **ptr, size_t *
 static void count_write(void)
 {
     extern char *program_invocation_short_name;
-    char line[400];
+    char line[480];
     const char *who = program_invocation_short_name;
     long pid = (long)getpid();
     snprintf(line, sizeof line,
              "malloc %ld %lu %s\nH5Lexists %ld %lu %s\nvsnprintf %ld %lu %s\n"
-             "H5Tget_fields %ld %lu %s\nopen_memstream %ld %lu %s\n",
+             "H5Tget_fields %ld %lu %s\nopen_memstream %ld %lu %s\nH5Dopen2 %ld %lu %s\n",
              pid, count, who, pid, lookups, who, pid, formats, who, pid, fields, who, pid,
-             memstreams, who);
+             memstreams, who, pid, opens, who);
     msp_count_log("MSP_CALL_COUNT_LOG", line);
 }
 
