@@ -3,7 +3,9 @@
 # x STEPS steps, timed in one run, side by side:
 #   - statistics dumps, LAYERS forward + LAYERS backward records a rank and
 #     step (5,000 with the defaults, 12,500 tensor rows): msprobe compare
-#     alone and under `mpirun -np NP`, reports included; peak RSS of
+#     alone, reports included (the default ones: a workbook a rank and the
+#     summary; then with --csv too), and under `mpirun -np NP` with --csv,
+#     each against the BASE build where one is given; peak RSS of
 #     msp_compare_run (everything in memory) against msp_compare_stream (a
 #     pair at a time) on the whole tree and on a quarter of its ranks;
 #   - a tensor subset, SMALL_LAYERS records a rank and step of NUMEL-element
@@ -110,32 +112,50 @@ report_sizes() {
 }
 records=$((RANKS * STEPS * 2 * LAYERS))
 
+# one_run BIN NAME [ARG...]: BIN's one-process compare of the statistics tree
+# into $WORK/NAME (reports included; its stdout in NAME.stdout, /usr/bin/time's
+# in NAME.time); prints the wall seconds
+one_run() {
+    bin=$1 name=$2
+    shift 2
+    rm -rf "${WORK:?}/$name"
+    settled "$WORK/stats"
+    t0=$(now)
+    /usr/bin/time -v -o "$WORK/$name.time" "$bin" compare -b "$WORK/stats/bench" \
+        -c "$WORK/stats/npu" -o "$WORK/$name" --replay off "$@" > "$WORK/$name.stdout" ||
+        [ $? -eq 1 ]
+    t1=$(now)
+    echo "$t1 - $t0" | bc -l
+}
+compared_s() { sed -n 's/^compared .* in \([0-9.]*\) s.*/\1/p' "$WORK/$1.stdout"; }
+
+# The reports msprobe writes for many ranks (a workbook a rank and the
+# summary) by default, then with result.csv too (--csv: every row of every
+# rank in one text file, 1.3 KB a record)
 echo "== statistics tree: msprobe compare, one process (reports included)"
-rm -rf "$WORK/out1"
-settled "$WORK/stats"
-t0=$(now)
-/usr/bin/time -v -o "$WORK/time1" "$MSP" compare -b "$WORK/stats/bench" -c "$WORK/stats/npu" \
-    -o "$WORK/out1" --csv --replay off > "$WORK/stdout1" || [ $? -eq 1 ]
-t1=$(now)
-cat "$WORK/stdout1" | sed -n '1,6p'
-one_wall=$(echo "$t1 - $t0" | bc -l)
-one_cmp=$(sed -n 's/^compared .* in \([0-9.]*\) s.*/\1/p' "$WORK/stdout1")
-one_rss=$(rss_of "$WORK/time1")
+one_wall=$(one_run "$MSP" out1)
+sed -n '1,6p' "$WORK/out1.stdout"
+one_cmp=$(compared_s out1)
+one_rss=$(rss_of "$WORK/out1.time")
 one_sizes=$(report_sizes "$WORK/out1")
+rm -rf "$WORK/out1"
+echo "== statistics tree: msprobe compare --csv, one process (reports included)"
+csv_wall=$(one_run "$MSP" out1c --csv)
+csv_cmp=$(compared_s out1c)
+csv_rss=$(rss_of "$WORK/out1c.time")
+csv_sizes=$(report_sizes "$WORK/out1c")
 
 base_wall=""
 if [ -n "$BASE" ]; then
-    echo "== statistics tree: the base build's msprobe compare, one process (reports included)"
-    rm -rf "$WORK/outb"
-    settled "$WORK/stats"
-    t0=$(now)
-    /usr/bin/time -v -o "$WORK/timeb" "$BASE/src/cli/msprobe" compare -b "$WORK/stats/bench" \
-        -c "$WORK/stats/npu" -o "$WORK/outb" --csv --replay off > "$WORK/stdoutb" || [ $? -eq 1 ]
-    t1=$(now)
-    base_wall=$(echo "$t1 - $t0" | bc -l)
-    base_rss=$(rss_of "$WORK/timeb")
+    echo "== statistics tree: the base build's msprobe compare, one process, then with --csv"
+    base_wall=$(one_run "$BASE/src/cli/msprobe" outb)
+    base_rss=$(rss_of "$WORK/outb.time")
     base_sizes=$(report_sizes "$WORK/outb")
     rm -rf "$WORK/outb"
+    basec_wall=$(one_run "$BASE/src/cli/msprobe" outbc --csv)
+    basec_rss=$(rss_of "$WORK/outbc.time")
+    cmp -s "$WORK/out1c/result.csv" "$WORK/outbc/result.csv" && bsame=identical || bsame=DIFFERENT
+    rm -rf "$WORK/outbc"
 fi
 
 echo "== statistics tree: mpirun -np $NP msprobe compare (reports included)"
@@ -153,7 +173,7 @@ if command -v mpirun >/dev/null 2>&1 && ldd "$MSP" | grep -q libmpi; then
     sed -n '1,4p' "$WORK/stdoutn"
     mpi_wall=$(echo "$t1 - $t0" | bc -l)
     mpi_cmp=$(sed -n 's/^compared .* in \([0-9.]*\) s.*/\1/p' "$WORK/stdoutn")
-    cmp -s "$WORK/out1/result.csv" "$WORK/outn/result.csv" && same=identical || same=DIFFERENT
+    cmp -s "$WORK/out1c/result.csv" "$WORK/outn/result.csv" && same=identical || same=DIFFERENT
     echo "result.csv against one process: $same"
 else
     echo "(msprobe built without MPI, or no mpirun: skipped)"
@@ -205,10 +225,15 @@ printf '  one process:    %.1f s wall, %.0f records/s (compare %s s, %.1f us a r
     "$one_wall" "$(echo "$records / $one_wall" | bc -l)" "$one_cmp" \
     "$(echo "1000000 * $one_cmp / $rows" | bc -l)" "$one_rss"
 printf '  reports:        %s\n' "$one_sizes"
+printf '  with --csv:     %.1f s wall, %.0f records/s (compare %s s), peak RSS %s MiB; %s\n' \
+    "$csv_wall" "$(echo "$records / $csv_wall" | bc -l)" "$csv_cmp" "$csv_rss" "$csv_sizes"
 if [ -n "$base_wall" ]; then
     printf '  base build:     %.1f s wall, %.0f records/s, peak RSS %s MiB (ours %.2fx its speed); %s\n' \
         "$base_wall" "$(echo "$records / $base_wall" | bc -l)" "$base_rss" \
         "$(echo "$base_wall / $one_wall" | bc -l)" "$base_sizes"
+    printf '  base, --csv:    %.1f s wall, %.0f records/s, peak RSS %s MiB (ours %.2fx its speed); result.csv %s\n' \
+        "$basec_wall" "$(echo "$records / $basec_wall" | bc -l)" "$basec_rss" \
+        "$(echo "$basec_wall / $csv_wall" | bc -l)" "$bsame"
 fi
 if [ -n "$mpi_wall" ]; then
     printf '  mpirun -np %s:   %.1f s wall, %.0f records/s (compare %s s)\n' "$NP" "$mpi_wall" \
