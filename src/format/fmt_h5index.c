@@ -362,81 +362,37 @@ static int msp_root_link_name(const char *name)
     return !strcmp(name, "packed");
 }
 
-/* Opens the group of record r, n_data of whose rows have data: -1 when the
- * file has none. *hard: its link is a hard one. A record with data must
- * have its group, so its name is not looked up twice; nor is one without
- * data when the root holds no record group at all (no_groups: its links are
- * the tables and /packed, as in a packed or statistics-only file). */
-static hid_t msp_record_group(hid_t file, const msp_record_info_t *r, size_t n_data, int no_groups,
-                              int *hard)
+/* Whether record r, n_data of whose rows have data, has a link in the
+ * root: *hard whether it is a hard one, and *addr then the object header
+ * it names (else UINT64_MAX). A record with data must have its group, so
+ * its name is not looked up twice; nor is one without data when the root
+ * holds no record group at all (no_groups: its links are the tables and
+ * /packed, as in a packed or statistics-only file). */
+static int msp_record_link(hid_t file, const msp_record_info_t *r, size_t n_data, int no_groups,
+                           int *hard, uint64_t *addr)
 {
-    H5L_info_t li;
     *hard = 0;
+    *addr = UINT64_MAX;
     if (!n_data && no_groups && !msp_root_link_name(r->name))
-        return -1;
+        return 0;
+#if H5_VERSION_GE(1, 12, 0)
+    H5L_info2_t li;
+    if ((!n_data && H5Lexists(file, r->name, H5P_DEFAULT) <= 0) ||
+        H5Lget_info2(file, r->name, &li, H5P_DEFAULT) < 0)
+        return 0;
+    haddr_t a;
+    if (li.type == H5L_TYPE_HARD && H5VLnative_token_to_addr(file, li.u.token, &a) >= 0)
+        *addr = (uint64_t)a;
+#else
+    H5L_info_t li;
     if ((!n_data && H5Lexists(file, r->name, H5P_DEFAULT) <= 0) ||
         H5Lget_info(file, r->name, &li, H5P_DEFAULT) < 0)
-        return -1;
+        return 0;
+    if (li.type == H5L_TYPE_HARD)
+        *addr = (uint64_t)li.u.address;
+#endif
     *hard = li.type == H5L_TYPE_HARD;
-    return H5Gopen2(file, r->name, H5P_DEFAULT);
-}
-
-/* A record group's hard links by name, with the address of the object
- * header each names: one listing of the group instead of a lookup for
- * each row (names that do not fit are left out: their rows go the long
- * way). */
-#define MSP_GLINKS 32
-struct msp_glinks {
-    size_t n;
-    uint64_t addr[MSP_GLINKS];
-    char name[MSP_GLINKS][64];
-};
-
-static void msp_glinks_add(struct msp_glinks *gl, const char *name, uint64_t addr)
-{
-    size_t n = strlen(name);
-    if (gl->n == MSP_GLINKS || n >= sizeof gl->name[0])
-        return;
-    memcpy(gl->name[gl->n], name, n + 1);
-    gl->addr[gl->n++] = addr;
-}
-
-#if H5_VERSION_GE(1, 12, 0)
-static herr_t msp_glinks_cb(hid_t g, const char *name, const H5L_info2_t *li, void *ud)
-{
-    haddr_t a;
-    if (li->type == H5L_TYPE_HARD && H5VLnative_token_to_addr(g, li->u.token, &a) >= 0)
-        msp_glinks_add(ud, name, (uint64_t)a);
-    return 0;
-}
-#else
-static herr_t msp_glinks_cb(hid_t g, const char *name, const H5L_info_t *li, void *ud)
-{
-    (void)g;
-    if (li->type == H5L_TYPE_HARD)
-        msp_glinks_add(ud, name, (uint64_t)li->u.address);
-    return 0;
-}
-#endif
-
-static void msp_glinks_get(hid_t g, struct msp_glinks *gl)
-{
-    gl->n = 0;
-#if H5_VERSION_GE(1, 12, 0)
-    if (H5Literate2(g, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, msp_glinks_cb, gl) < 0)
-#else
-    if (H5Literate(g, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, msp_glinks_cb, gl) < 0)
-#endif
-        gl->n = 0;
-    H5Eclear2(H5E_DEFAULT);
-}
-
-static uint64_t msp_glinks_find(const struct msp_glinks *gl, const char *name)
-{
-    for (size_t i = 0; i < gl->n; i++)
-        if (!strcmp(gl->name[i], name))
-            return gl->addr[i];
-    return UINT64_MAX;
+    return 1;
 }
 
 /* Each /index row checked against the dataset it names, and the table
@@ -464,7 +420,7 @@ msp_err msp_verify_index(msp_dump_file_t *f)
      * one libhdf5 opened and accepted already (fmt_h5ohdr.h): opening and
      * closing each was most of the work on a file of small tensors */
     struct msp_ohdr oh;
-    struct msp_glinks gl;
+    struct msp_ohdr_group grp;
     msp_ohdr_init(&oh, im->map, im->map_len);
     for (size_t i = 0; i < f->n_records && !rc; i++) {
         msp_record_info_t *r = &f->records[i];
@@ -472,12 +428,15 @@ msp_err msp_verify_index(msp_dump_file_t *f)
         for (size_t j = 0; j < r->n_tensors; j++)
             n_data += r->tensors[j].has_data && !msp_segs_find(&segs, &r->tensors[j]);
         int hard = 0;
-        hid_t g = msp_record_group(im->file, r, n_data, no_groups, &hard);
-        found += g >= 0;
-        all_hard &= g < 0 || hard;
-        gl.n = 0;
-        if (oh.on && g >= 0 && n_data)
-            msp_glinks_get(g, &gl);
+        uint64_t gaddr;
+        /* the group's links read from its header where they can be (then
+         * libhdf5 opens it only for a row that needs libhdf5), else opened */
+        int linked = msp_record_link(im->file, r, n_data, no_groups, &hard, &gaddr);
+        int listed = linked && hard && oh.on && msp_ohdr_group(&oh, gaddr, &grp);
+        hid_t g = linked && !listed ? H5Gopen2(im->file, r->name, H5P_DEFAULT) : -1;
+        int exists = listed || g >= 0;
+        found += exists;
+        all_hard &= !exists || hard;
         for (size_t j = 0; j < r->n_tensors && !rc; j++) {
             msp_tensor_info_t *t = &r->tensors[j];
             const struct msp_seg *seg = msp_segs_find(&segs, t);
@@ -485,12 +444,16 @@ msp_err msp_verify_index(msp_dump_file_t *f)
                 rc = msp_segs_note(&segs, seg, t, f->path, r->name);
                 continue;
             }
-            uint64_t at = t->has_data && t->offset >= 0 ? msp_glinks_find(&gl, t->role)
-                                                        : UINT64_MAX;
+            uint64_t at = UINT64_MAX;
+            int named = listed && msp_ohdr_group_find(&grp, t->role, &at);
+            if (listed && !named && !t->has_data)
+                continue; /* statistics only, and no dataset: the row is all there is */
             if (at != UINT64_MAX && msp_ohdr_accepts(&oh, at, t)) {
                 n_sets++;
                 continue;
             }
+            if (listed && g < 0)
+                g = H5Gopen2(im->file, r->name, H5P_DEFAULT);
             msp_index_where(where, sizeof where, f->path, r->name, t->role);
             /* a row with data must name its dataset: no lookup before the open */
             htri_t has_d = g < 0 ? 0 : t->has_data ? 1 : H5Lexists(g, t->role, H5P_DEFAULT);
@@ -512,14 +475,19 @@ msp_err msp_verify_index(msp_dump_file_t *f)
                 msp_ohdr_learn(&oh, at, t, (uint64_t)storage);
             H5Dclose(d);
         }
-        if (!rc && g < 0 && n_data)
+        if (!rc && !exists && n_data)
             rc = msp_fail(MSP_ERR_FORMAT,
                           "file %s: /index: record %s: the row names a record "
                           "the file does not have",
                           f->path, r->name);
-        if (g >= 0) {
+        if (exists) {
             msp_index_where(where, sizeof where, f->path, r->name, NULL);
-            long held = rc ? (long)n_sets : msp_count_datasets(g, n_sets, where);
+            /* links as many as the datasets the rows named: those are all */
+            if (!rc && !(listed && grp.n == n_sets) && g < 0)
+                g = H5Gopen2(im->file, r->name, H5P_DEFAULT);
+            long held = rc || (listed && grp.n == n_sets) ? (long)n_sets
+                        : g >= 0                          ? msp_count_datasets(g, n_sets, where)
+                                                          : -1;
             if (!rc && held < 0)
                 rc = msp_h5_fail(MSP_ERR_FORMAT, "%s: cannot list its datasets", where);
             else if (!rc && held != (long)n_sets)
@@ -527,7 +495,8 @@ msp_err msp_verify_index(msp_dump_file_t *f)
                               "%s: the record's group holds %ld datasets, the "
                               "table names %zu of them",
                               where, held, n_sets);
-            H5Gclose(g);
+            if (g >= 0)
+                H5Gclose(g);
         }
     }
     H5Eclear2(H5E_DEFAULT);

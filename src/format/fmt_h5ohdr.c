@@ -18,14 +18,26 @@ static uint64_t oh_le(const uint8_t *p, int n)
 
 #define OH_ROT(x, k) (((x) << (k)) | ((x) >> (32 - (k))))
 
+/* a little-endian 32-bit word at p, in one load on a little-endian host */
+static uint32_t oh_le32(const uint8_t *p)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+#else
+    return (uint32_t)oh_le(p, 4);
+#endif
+}
+
 uint32_t msp_lookup3(const uint8_t *k, size_t n)
 {
     uint32_t a, b, c;
     a = b = c = 0xdeadbeefu + (uint32_t)n;
     for (; n > 12; n -= 12, k += 12) {
-        a += (uint32_t)oh_le(k, 4);
-        b += (uint32_t)oh_le(k + 4, 4);
-        c += (uint32_t)oh_le(k + 8, 4);
+        a += oh_le32(k);
+        b += oh_le32(k + 4);
+        c += oh_le32(k + 8);
         a -= c, a ^= OH_ROT(c, 4), c += b;
         b -= a, b ^= OH_ROT(a, 6), a += c;
         c -= b, c ^= OH_ROT(b, 8), b += a;
@@ -37,9 +49,9 @@ uint32_t msp_lookup3(const uint8_t *k, size_t n)
         return c;
     uint8_t last[12] = {0}; /* the tail, zero-padded: what lookup3's switch adds */
     memcpy(last, k, n);
-    a += (uint32_t)oh_le(last, 4);
-    b += (uint32_t)oh_le(last + 4, 4);
-    c += (uint32_t)oh_le(last + 8, 4);
+    a += oh_le32(last);
+    b += oh_le32(last + 4);
+    c += oh_le32(last + 8);
     c ^= b, c -= OH_ROT(b, 14);
     a ^= c, a -= OH_ROT(c, 11);
     b ^= a, b -= OH_ROT(a, 25);
@@ -71,7 +83,59 @@ struct oh_msgs {
     int n_dtype, n_fill, n_space, n_layout;
     uint64_t cont[4][2]; /* continuation blocks: address, length */
     int n_cont;
+    struct msp_ohdr_group *group; /* NULL: a dataset's header; else a group's links */
+    int linfo;                    /* a group's link info message, its links compact */
 };
+
+/* A link message into l: 0 when it cannot be read. */
+static int oh_link(const uint8_t *d, size_t size, struct msp_ohdr_link *l)
+{
+    if (size < 2 || d[0] != 1 || (d[1] & 0xE0))
+        return 0;
+    uint8_t fl = d[1];
+    size_t at = 2;
+    l->hard = 1;
+    if (fl & 0x08)
+        l->hard = d[at++] == 0; /* 0 hard, 1 soft, 64 external */
+    at += ((fl & 0x04) ? 8 : 0) + ((fl & 0x10) ? 1 : 0);
+    size_t w = (size_t)1 << (fl & 3);
+    if (at > size || size - at < w)
+        return 0;
+    uint64_t len = oh_le(d + at, (int)w);
+    at += w;
+    if (len == 0 || len > size - at)
+        return 0;
+    l->name = (const char *)d + at;
+    l->len = (size_t)len;
+    at += (size_t)len;
+    l->addr = UINT64_MAX;
+    if (l->hard) {
+        if (size - at < 8)
+            return 0;
+        l->addr = oh_le(d + at, 8);
+    }
+    return 1;
+}
+
+/* A group's message of type `type`: 0 when it is not one of a group of
+ * compact links. */
+static int oh_group_msg(struct oh_msgs *m, uint8_t type, const uint8_t *d, size_t size)
+{
+    struct msp_ohdr_group *g = m->group;
+    if (type == 0x0A) /* group info: sizes and estimates, nothing to check */
+        return 1;
+    if (type == 0x02) { /* link info: links compact when no fractal heap */
+        if (size < 2)
+            return 0;
+        size_t at = 2 + ((d[1] & 1) ? 8 : 0);
+        if (size < at + 16 || d[0] != 0 || m->linfo++)
+            return 0;
+        return oh_le(d + at, 8) == UINT64_MAX;
+    }
+    if (type == 0x06)
+        return g->n < MSP_OHDR_LINKS && oh_link(d, size, &g->l[g->n++]);
+    return 0;
+}
 
 /* The messages of one chunk, [p, end): 0 at one that is not listed or
  * does not fit. */
@@ -94,20 +158,34 @@ static int oh_chunk(const uint8_t *p, const uint8_t *end, int crt, struct oh_msg
         case 0x12: /* modification time */
         case 0x15: /* attribute info */
             break;
+        case 0x02: /* link info */
+        case 0x06: /* link */
+        case 0x0A: /* group info */
+            if (!m->group || !oh_group_msg(m, type, d, size))
+                return 0;
+            break;
         case 0x01:
+            if (m->group)
+                return 0;
             m->space = d, m->space_len = (uint16_t)size, m->n_space++;
             if (flags)
                 return 0; /* shared or otherwise special: libhdf5's to read */
             break;
         case 0x03:
+            if (m->group)
+                return 0;
             m->dtype = d, m->dtype_len = (uint16_t)size, m->dtype_flags = flags, m->n_dtype++;
             break;
         case 0x04:
         case 0x05:
+            if (m->group)
+                return 0;
             m->fill = d, m->fill_len = (uint16_t)size, m->fill_flags = flags;
             m->fill_type = type, m->n_fill++;
             break;
         case 0x08:
+            if (m->group)
+                return 0;
             m->layout = d, m->layout_len = (uint16_t)size, m->layout_flags = flags, m->n_layout++;
             break;
         case 0x10:
@@ -127,9 +205,13 @@ static int oh_chunk(const uint8_t *p, const uint8_t *end, int crt, struct oh_msg
 /* The header at addr, read and its checksums checked: 0 when it is not a
  * version 2 header of listed messages with one datatype, dataspace and
  * layout each, and at most one fill value. */
-static int oh_read(const struct msp_ohdr *o, uint64_t addr, struct oh_msgs *m)
+static int oh_read(const struct msp_ohdr *o, uint64_t addr, struct oh_msgs *m,
+                   struct msp_ohdr_group *group)
 {
     memset(m, 0, sizeof *m);
+    m->group = group;
+    if (group)
+        group->n = 0;
     if (!o->on || addr >= o->len || o->len - addr < 16)
         return 0;
     const uint8_t *p = o->map + addr;
@@ -161,7 +243,29 @@ static int oh_read(const struct msp_ohdr *o, uint64_t addr, struct oh_msgs *m)
             !oh_chunk(c + 4, c + cl - 4, crt, m))
             return 0;
     }
+    if (group)
+        return m->linfo == 1;
     return m->n_dtype == 1 && m->n_space == 1 && m->n_layout == 1 && m->n_fill <= 1;
+}
+
+int msp_ohdr_group(const struct msp_ohdr *o, uint64_t addr, struct msp_ohdr_group *g)
+{
+    struct oh_msgs m;
+    if (oh_read(o, addr, &m, g))
+        return 1;
+    g->n = 0;
+    return 0;
+}
+
+int msp_ohdr_group_find(const struct msp_ohdr_group *g, const char *name, uint64_t *addr)
+{
+    size_t n = strlen(name);
+    for (size_t i = 0; i < g->n; i++)
+        if (g->l[i].len == n && !memcmp(g->l[i].name, name, n)) {
+            *addr = g->l[i].hard ? g->l[i].addr : UINT64_MAX;
+            return 1;
+        }
+    return 0;
 }
 
 /* The dataspace's version, flags and type (version 1 has no type: simple,
@@ -199,7 +303,7 @@ int msp_ohdr_accepts(const struct msp_ohdr *o, uint64_t addr, const msp_tensor_i
     uint8_t head[3];
     uint64_t dims[MSP_MAX_NDIM];
     int nd;
-    if (!tp || !t->has_data || t->offset < 0 || !oh_read(o, addr, &m) ||
+    if (!tp || !t->has_data || t->offset < 0 || !oh_read(o, addr, &m, NULL) ||
         !oh_space(&m, head, dims, &nd))
         return 0;
     /* the datatype, fill value and layout kind libhdf5 accepted for this
@@ -238,7 +342,7 @@ void msp_ohdr_learn(struct msp_ohdr *o, uint64_t addr, const msp_tensor_info_t *
     uint64_t dims[MSP_MAX_NDIM];
     int nd;
     if (!o->on || !t->dtype || !t->has_data || oh_template(o, (int)t->dtype) ||
-        !oh_read(o, addr, &m) || !oh_space(&m, head, dims, &nd) || m.layout_len < 18 ||
+        !oh_read(o, addr, &m, NULL) || !oh_space(&m, head, dims, &nd) || m.layout_len < 18 ||
         (m.layout[0] != 3 && m.layout[0] != 4) || m.layout[1] != 1 ||
         m.dtype_len > MSP_OHDR_TEMPLATE_BYTES || m.fill_len > MSP_OHDR_TEMPLATE_BYTES)
         return;

@@ -36,6 +36,22 @@ struct msp_ohdr {
     struct msp_ohdr_template tpl[MSP_OHDR_TEMPLATES];
 };
 
+/* A group's links read from its header: a version 2 header whose links are
+ * compact (link messages in the header itself, no fractal heap), names
+ * pointing into the map (not NUL-terminated); address UINT64_MAX for a
+ * link that is not a hard one. */
+#define MSP_OHDR_LINKS 32
+struct msp_ohdr_link {
+    const char *name;
+    size_t len;
+    uint64_t addr;
+    int hard;
+};
+struct msp_ohdr_group {
+    size_t n;
+    struct msp_ohdr_link l[MSP_OHDR_LINKS];
+};
+
 /* o set up over the mapped file (map NULL: never on). */
 void msp_ohdr_init(struct msp_ohdr *o, const void *map, size_t len);
 /* 1 when the object header at file address addr is a dataset t's row
@@ -48,6 +64,12 @@ int msp_ohdr_accepts(const struct msp_ohdr *o, uint64_t addr, const msp_tensor_i
  * turns o off. */
 void msp_ohdr_learn(struct msp_ohdr *o, uint64_t addr, const msp_tensor_info_t *t,
                     uint64_t h5_offset);
+/* 1 when the header at addr is a group's whose links g now lists (every
+ * link it has); 0: not known here (g->n 0). */
+int msp_ohdr_group(const struct msp_ohdr *o, uint64_t addr, struct msp_ohdr_group *g);
+/* 1 when g has a link named name, its address (UINT64_MAX: not a hard
+ * link) in *addr. */
+int msp_ohdr_group_find(const struct msp_ohdr_group *g, const char *name, uint64_t *addr);
 /* Jenkins' lookup3 hash of n bytes (initval 0), HDF5's metadata checksum. */
 uint32_t msp_lookup3(const uint8_t *k, size_t n);
 

@@ -21,7 +21,11 @@ lookup3 (checked first against the checksums libhdf5 wrote): its shape, its
 storage address, its datatype (float32 made a signed 32-bit integer). Each
 file is refused, naming its file, record and role (the storage and type ones
 with the row check's messages), as the row check refused them before. And a dump of a real torch run, written by
-the preload shim, with a 2-d dataset's dimensions swapped."""
+the preload shim, with a 2-d dataset's dimensions swapped.
+
+A record's group is read from its header as well (its links, when they are
+compact): a group h5py gave a dataset the table does not name, or in which
+it renamed one, is refused as before."""
 import os
 import shutil
 import subprocess
@@ -99,7 +103,10 @@ def header(buf, addr):
     return end, msgs
 
 
-class HeaderReads(unittest.TestCase):
+class Dump:
+    """msprobe-gen's unpacked dump, a dataset in the middle of it, and what
+    the tests below do with them"""
+
     def setUp(self):
         self.work, self.path = gen_dump(self, "msp-header-reads-", LAYERS, ["--numel", "256"])
         self.addCleanup(shutil.rmtree, self.work, True)
@@ -151,6 +158,8 @@ class HeaderReads(unittest.TestCase):
         self.assertIn("file %s: /index: record %s: %s: " % (path, rec, role), p.stderr)
         return p.stderr
 
+
+class HeaderReads(Dump, unittest.TestCase):
     def test_datasets_are_checked_from_their_headers(self):
         if sanitized_build():
             self.skipTest("a preloaded library cannot come before AddressSanitizer's runtime")
@@ -194,6 +203,32 @@ class HeaderReads(unittest.TestCase):
             buf[dtype + 1:dtype + 4] = bytes([0x08, 0, 0])
         err = self.refused(self.rewritten("dtype.h5", integer))
         self.assertIn("the row says dtype torch.float32, the dataset stores", err)
+
+
+class GroupReads(Dump, unittest.TestCase):
+    """A record's group's links are read from its header too: a dataset the
+    table does not name, or a dataset renamed, in a group h5py changed,
+    are refused as before."""
+
+    def test_a_dataset_the_table_does_not_name_is_refused(self):
+        rec = self.target[0]
+        bad = os.path.join(self.work, "extra.h5")
+        shutil.copy(self.path, bad)
+        with h5py.File(bad, "r+") as f:
+            held = len(f[rec])
+            f[rec].create_dataset("extra.0", data=[1.0, 2.0])
+        p = subprocess.run([BIN, "ls", bad], capture_output=True, text=True, timeout=300)
+        self.assertEqual(p.returncode, 2, p.stdout[-300:])
+        self.assertIn("file %s: /index: record %s: the record's group holds %d datasets, the "
+                      "table names %d of them" % (bad, rec, held + 1, held), p.stderr)
+
+    def test_a_renamed_dataset_is_refused(self):
+        rec, role = self.target[:2]
+        bad = os.path.join(self.work, "renamed.h5")
+        shutil.copy(self.path, bad)
+        with h5py.File(bad, "r+") as f:
+            f[rec].move(role, "x" + role)
+        self.assertIn("the row names a dataset the file does not have", self.refused(bad))
 
 
 TRAIN = """
