@@ -150,6 +150,10 @@ static int oh_chunk(const uint8_t *p, const uint8_t *end, int crt, struct oh_msg
             return 0;
         const uint8_t *d = p;
         p += size;
+        /* a dataset's messages: none in a group's header */
+        if (m->group &&
+            (type == 0x01 || type == 0x03 || type == 0x04 || type == 0x05 || type == 0x08))
+            return 0;
         switch (type) {
         case 0x00: /* NIL */
         case 0x0C: /* attribute */
@@ -165,27 +169,19 @@ static int oh_chunk(const uint8_t *p, const uint8_t *end, int crt, struct oh_msg
                 return 0;
             break;
         case 0x01:
-            if (m->group)
-                return 0;
             m->space = d, m->space_len = (uint16_t)size, m->n_space++;
             if (flags)
                 return 0; /* shared or otherwise special: libhdf5's to read */
             break;
         case 0x03:
-            if (m->group)
-                return 0;
             m->dtype = d, m->dtype_len = (uint16_t)size, m->dtype_flags = flags, m->n_dtype++;
             break;
         case 0x04:
         case 0x05:
-            if (m->group)
-                return 0;
             m->fill = d, m->fill_len = (uint16_t)size, m->fill_flags = flags;
             m->fill_type = type, m->n_fill++;
             break;
         case 0x08:
-            if (m->group)
-                return 0;
             m->layout = d, m->layout_len = (uint16_t)size, m->layout_flags = flags, m->n_layout++;
             break;
         case 0x10:

@@ -29,3 +29,22 @@ def ls_counted(test, work, counter, log_var, path, server):
     test.assertEqual(p.returncode, 0, p.stderr)
     with open(log) as f:
         return p.stdout, [line.split() for line in f]
+
+
+def ls_in_process_counted(test, work, counter, path, what):
+    """(`msprobe ls path`'s output, msprobe's count of calls to what) with
+    fmt_call_count.c preloaded and the file read in process (the helper
+    links libhdf5 into itself, past a preloaded library's reach; the check
+    is the same code); test fails unless ls succeeds"""
+    log = os.path.join(work, "counted.log")
+    if os.path.exists(log):
+        os.unlink(log)
+    env = dict(os.environ, LD_PRELOAD=counter, MSP_CALL_COUNT_LOG=log,
+               MSP_CALL_COUNT_AT_EXIT="1", MSPROBE_READER_INPROC="1")
+    p = subprocess.run([os.environ["MSPROBE_BIN"], "ls", path], capture_output=True, text=True,
+                       timeout=300, env=env)
+    test.assertEqual(p.returncode, 0, p.stderr)
+    with open(log) as f:
+        counts = [int(w[2]) for w in (line.split() for line in f) if w[0] == what]
+    test.assertEqual(len(counts), 1, counts)  # msprobe, which read the file
+    return p.stdout, counts[0]

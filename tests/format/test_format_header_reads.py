@@ -36,7 +36,9 @@ import unittest
 import h5py
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "lib"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from msp_build import gen_dump, sanitized_build  # noqa: E402
+from fmt_counted import ls_in_process_counted  # noqa: E402
 import msp_shim  # noqa: E402
 
 BIN = os.environ["MSPROBE_BIN"]
@@ -122,18 +124,7 @@ class Dump:
 
     def calls(self, path):
         """(`msprobe ls path`'s output, its H5Dopen2 calls), read in process"""
-        log = os.path.join(self.work, "counted.log")
-        if os.path.exists(log):
-            os.unlink(log)
-        env = dict(os.environ, LD_PRELOAD=COUNTER, MSP_CALL_COUNT_LOG=log,
-                   MSP_CALL_COUNT_AT_EXIT="1", MSPROBE_READER_INPROC="1")
-        p = subprocess.run([BIN, "ls", path], capture_output=True, text=True, timeout=300,
-                           env=env)
-        self.assertEqual(p.returncode, 0, p.stderr)
-        with open(log) as f:
-            counts = [int(w[2]) for w in (line.split() for line in f) if w[0] == "H5Dopen2"]
-        self.assertEqual(len(counts), 1, counts)
-        return p.stdout, counts[0]
+        return ls_in_process_counted(self, self.work, COUNTER, path, "H5Dopen2")
 
     def rewritten(self, name, patch):
         """a copy whose target header patch(buf, data offsets) rewrote, its

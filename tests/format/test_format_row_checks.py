@@ -36,7 +36,9 @@ import unittest
 import h5py
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "lib"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from msp_build import gen_dump, sanitized_build  # noqa: E402
+from fmt_counted import ls_in_process_counted  # noqa: E402
 
 
 BIN = os.environ["MSPROBE_BIN"]
@@ -68,21 +70,9 @@ class Rows:
         return out
 
     def calls(self, path, what):
-        """(`msprobe ls path`'s output, its calls of libhdf5's what), the file
-        read in process (the helper links libhdf5 into itself, past a
-        preloaded library's reach; the check is the same code)"""
-        log = os.path.join(self.work, "counted.log")
-        if os.path.exists(log):
-            os.unlink(log)
-        env = dict(os.environ, LD_PRELOAD=COUNTER, MSP_CALL_COUNT_LOG=log,
-                   MSP_CALL_COUNT_AT_EXIT="1", MSPROBE_READER_INPROC="1")
-        p = subprocess.run([BIN, "ls", path], capture_output=True, text=True, timeout=300,
-                           env=env)
-        self.assertEqual(p.returncode, 0, p.stderr)
-        with open(log) as f:
-            counts = [int(w[2]) for w in (line.split() for line in f) if w[0] == what]
-        self.assertEqual(len(counts), 1, counts)  # msprobe, which read the file
-        return p.stdout, counts[0]
+        """(`msprobe ls path`'s output, its calls of libhdf5's what), read in
+        process"""
+        return ls_in_process_counted(self, self.work, COUNTER, path, what)
 
     def assert_every_record(self, listed):
         """`msprobe ls` listed every record of the file"""
