@@ -362,19 +362,124 @@ static int msp_root_link_name(const char *name)
     return !strcmp(name, "packed");
 }
 
+/* The root's links by name, from one listing of the root: a lookup for
+ * each record (H5Lget_info, a walk of the root's dense links each) was
+ * half of what was left of the check of an unpacked file. */
+struct msp_root_link {
+    const char *name;
+    size_t at;     /* the name's offset in names while the listing grows */
+    uint64_t addr; /* the header a hard link names (UINT64_MAX: none known) */
+    int hard;
+};
+struct msp_root_links {
+    struct msp_root_link *v;
+    size_t n, cap;
+    char *names;
+    size_t used, room;
+    int ok; /* 0: not listed (or out of memory): each record is looked up */
+};
+
+static void msp_root_add(struct msp_root_links *rl, const char *name, int hard, uint64_t addr)
+{
+    size_t len = strlen(name) + 1;
+    if (!rl->ok)
+        return;
+    if (rl->n == rl->cap) {
+        size_t cap = rl->cap ? 2 * rl->cap : 256;
+        struct msp_root_link *v = realloc(rl->v, cap * sizeof *v);
+        if (!v) {
+            rl->ok = 0;
+            return;
+        }
+        rl->v = v;
+        rl->cap = cap;
+    }
+    if (rl->room - rl->used < len) {
+        size_t room = 2 * rl->room + len + 4096;
+        char *names = realloc(rl->names, room);
+        if (!names) {
+            rl->ok = 0;
+            return;
+        }
+        rl->names = names;
+        rl->room = room;
+    }
+    memcpy(rl->names + rl->used, name, len);
+    rl->v[rl->n++] = (struct msp_root_link){NULL, rl->used, addr, hard};
+    rl->used += len;
+}
+
+#if H5_VERSION_GE(1, 12, 0)
+static herr_t msp_root_cb(hid_t g, const char *name, const H5L_info2_t *li, void *ud)
+{
+    haddr_t a;
+    int hard = li->type == H5L_TYPE_HARD;
+    msp_root_add(ud, name, hard,
+                 hard && H5VLnative_token_to_addr(g, li->u.token, &a) >= 0 ? (uint64_t)a
+                                                                           : UINT64_MAX);
+    return 0;
+}
+#else
+static herr_t msp_root_cb(hid_t g, const char *name, const H5L_info_t *li, void *ud)
+{
+    (void)g;
+    int hard = li->type == H5L_TYPE_HARD;
+    msp_root_add(ud, name, hard, hard ? (uint64_t)li->u.address : UINT64_MAX);
+    return 0;
+}
+#endif
+
+static int msp_root_link_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct msp_root_link *)a)->name, ((const struct msp_root_link *)b)->name);
+}
+
+static void msp_root_list(hid_t file, struct msp_root_links *rl)
+{
+    *rl = (struct msp_root_links){.ok = 1};
+#if H5_VERSION_GE(1, 12, 0)
+    if (H5Literate2(file, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, msp_root_cb, rl) < 0)
+#else
+    if (H5Literate(file, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, msp_root_cb, rl) < 0)
+#endif
+        rl->ok = 0;
+    H5Eclear2(H5E_DEFAULT);
+    for (size_t i = 0; rl->ok && i < rl->n; i++)
+        rl->v[i].name = rl->names + rl->v[i].at;
+    if (rl->ok)
+        msp_sort(rl->v, rl->n, sizeof *rl->v, msp_root_link_cmp);
+}
+
+static void msp_root_free(struct msp_root_links *rl)
+{
+    free(rl->v);
+    free(rl->names);
+}
+
 /* Whether record r, n_data of whose rows have data, has a link in the
  * root: *hard whether it is a hard one, and *addr then the object header
  * it names (else UINT64_MAX). A record with data must have its group, so
  * its name is not looked up twice; nor is one without data when the root
  * holds no record group at all (no_groups: its links are the tables and
- * /packed, as in a packed or statistics-only file). */
-static int msp_record_link(hid_t file, const msp_record_info_t *r, size_t n_data, int no_groups,
-                           int *hard, uint64_t *addr)
+ * /packed, as in a packed or statistics-only file). The root's listing rl
+ * answers for a name that is a link's own (no '/': libhdf5 would take a
+ * path). */
+static int msp_record_link(hid_t file, const struct msp_root_links *rl, const msp_record_info_t *r,
+                           size_t n_data, int no_groups, int *hard, uint64_t *addr)
 {
     *hard = 0;
     *addr = UINT64_MAX;
     if (!n_data && no_groups && !msp_root_link_name(r->name))
         return 0;
+    if (rl->ok && *r->name && !strchr(r->name, '/') && strcmp(r->name, ".") != 0) {
+        struct msp_root_link key = {r->name, 0, 0, 0};
+        const struct msp_root_link *k = bsearch(&key, rl->v, rl->n, sizeof key, msp_root_link_cmp);
+        if (!k)
+            return 0;
+        *addr = k->addr;
+        *hard = k->hard;
+        return 1;
+    }
 #if H5_VERSION_GE(1, 12, 0)
     H5L_info2_t li;
     if ((!n_data && H5Lexists(file, r->name, H5P_DEFAULT) <= 0) ||
@@ -422,6 +527,9 @@ msp_err msp_verify_index(msp_dump_file_t *f)
     struct msp_ohdr oh;
     struct msp_ohdr_group grp;
     msp_ohdr_init(&oh, im->map, im->map_len);
+    struct msp_root_links roots = {0};
+    if (!rc && !no_groups)
+        msp_root_list(im->file, &roots);
     for (size_t i = 0; i < f->n_records && !rc; i++) {
         msp_record_info_t *r = &f->records[i];
         size_t n_sets = 0, n_data = 0;
@@ -431,7 +539,7 @@ msp_err msp_verify_index(msp_dump_file_t *f)
         uint64_t gaddr;
         /* the group's links read from its header where they can be (then
          * libhdf5 opens it only for a row that needs libhdf5), else opened */
-        int linked = msp_record_link(im->file, r, n_data, no_groups, &hard, &gaddr);
+        int linked = msp_record_link(im->file, &roots, r, n_data, no_groups, &hard, &gaddr);
         int listed = linked && hard && oh.on && msp_ohdr_group(&oh, gaddr, &grp);
         hid_t g = linked && !listed ? H5Gopen2(im->file, r->name, H5P_DEFAULT) : -1;
         int exists = listed || g >= 0;
@@ -505,6 +613,7 @@ msp_err msp_verify_index(msp_dump_file_t *f)
     size_t packed = (size_t)segs.group; /* /packed: a group of the root, no record's */
     found += packed;
     msp_segs_free(&segs);
+    msp_root_free(&roots);
     /* with no_groups the root's links were counted already: when no record
      * found a group, they are counted again to the same answer */
     if (rc ||
