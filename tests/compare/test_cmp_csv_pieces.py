@@ -15,67 +15,34 @@ ranks in order and each rank's records in execution order across the pieces'
 seams, with each side's max, min, mean and norm as h5py reads them."""
 import csv
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import unittest
 
 import h5py
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "lib"))
-from msp_build import GEN, sanitized_build  # noqa: E402
+from msp_build import GenTree  # noqa: E402
 from msp_h5dump import stats_rows  # noqa: E402
 
-BIN = os.environ["MSPROBE_BIN"]
 COUNTER = None  # fmt_call_count's path, from the command line
 LAYERS = 2000
 RANKS = 2
 
 
-class CsvPieces(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.work = tempfile.mkdtemp(prefix="msp-csv-pieces-")
-        if not os.access(GEN, os.X_OK):
-            return
-        subprocess.run([GEN, "--out", cls.work, "--steps", "1", "--ranks", str(RANKS),
-                        "--layers", str(LAYERS), "--numel", "256", "--task", "statistics",
-                        "--dtype", "bf16", "--plant", "300", "--plant-rank", "1", "--magnitude",
-                        "0.3", "--seed", "9"], check=True, stdout=subprocess.DEVNULL)
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.work, True)
-
-    def setUp(self):
-        if not os.access(GEN, os.X_OK):
-            self.skipTest("no msprobe-gen (MSPROBE_BENCH=OFF)")
+class CsvPieces(GenTree, unittest.TestCase):
+    GEN_PREFIX = "msp-csv-pieces-"
+    GEN_ARGS = ("--steps", "1", "--ranks", str(RANKS), "--layers", str(LAYERS), "--numel", "256",
+                "--task", "statistics", "--dtype", "bf16", "--plant", "300", "--plant-rank", "1",
+                "--magnitude", "0.3", "--seed", "9")
 
     def compare(self, out, threads):
         """msprobe compare --csv into out with OMP_NUM_THREADS=threads: its
-        open_memstream calls (None in a sanitized build, where no library may
-        come first)"""
-        log = os.path.join(self.work, "calls.log")
-        if os.path.exists(log):
-            os.unlink(log)
-        env = dict(os.environ, MSP_CALL_COUNT_LOG=log, MSP_CALL_COUNT_AT_EXIT="1",
-                   OMP_NUM_THREADS=str(threads))
-        counted = not sanitized_build()
-        if counted:
-            env["LD_PRELOAD"] = COUNTER
-        p = subprocess.run([BIN, "compare", "-b", os.path.join(self.work, "bench"), "-c",
-                            os.path.join(self.work, "npu"), "-o", out, "--replay", "off", "--csv",
-                            "--no-html"], capture_output=True, text=True, timeout=600, env=env)
+        open_memstream calls (None in a sanitized build)"""
+        p, calls = self.compare_counted(COUNTER, "open_memstream", out, "--csv", "--no-html",
+                                        env={"OMP_NUM_THREADS": str(threads)})
         self.assertEqual(p.returncode, 1, p.stdout + p.stderr)  # the plant fails records
         self.assertIn("first introduced error: step 0 rank 1", p.stdout)
-        if not counted:
-            return None
-        with open(log) as f:
-            calls = [int(w[2]) for w in (line.split() for line in f)
-                     if w[0] == "open_memstream" and w[3] == "msprobe"]
-        self.assertEqual(len(calls), 1, calls)
-        return calls[0]
+        return calls
 
     def test_pieces_formatted_by_threads_make_the_same_file(self):
         four = self.compare(os.path.join(self.work, "four"), 4)

@@ -17,63 +17,31 @@ difference."""
 import json
 import os
 import re
-import shutil
-import subprocess
 import sys
-import tempfile
 import unittest
 
 import h5py
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "lib"))
-from msp_build import GEN, sanitized_build  # noqa: E402
+from msp_build import GenTree  # noqa: E402
 from msp_h5dump import stats_rows  # noqa: E402
 
-BIN = os.environ["MSPROBE_BIN"]
 COUNTER = None  # fmt_call_count's path, from the command line
 LAYERS = 400
 
 
-class HtmlNumbers(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.work = tempfile.mkdtemp(prefix="msp-html-numbers-")
-        if not os.access(GEN, os.X_OK):
-            return
-        subprocess.run([GEN, "--out", cls.work, "--steps", "1", "--ranks", "1", "--layers",
-                        str(LAYERS), "--numel", "256", "--task", "statistics", "--dtype", "bf16",
-                        "--plant", "100", "--magnitude", "0.3", "--seed", "5"],
-                       check=True, stdout=subprocess.DEVNULL)
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.work, True)
-
-    def setUp(self):
-        if not os.access(GEN, os.X_OK):
-            self.skipTest("no msprobe-gen (MSPROBE_BENCH=OFF)")
+class HtmlNumbers(GenTree, unittest.TestCase):
+    GEN_PREFIX = "msp-html-numbers-"
+    GEN_ARGS = ("--steps", "1", "--ranks", "1", "--layers", str(LAYERS), "--numel", "256",
+                "--task", "statistics", "--dtype", "bf16", "--plant", "100", "--magnitude", "0.3",
+                "--seed", "5")
 
     def compare(self, out, *extra):
         """msprobe compare into out: msprobe's own vsnprintf calls (None in a
         sanitized build, where no library may come first)"""
-        log = os.path.join(self.work, "calls.log")
-        if os.path.exists(log):
-            os.unlink(log)
-        env = dict(os.environ, MSP_CALL_COUNT_LOG=log, MSP_CALL_COUNT_AT_EXIT="1")
-        counted = not sanitized_build()
-        if counted:
-            env["LD_PRELOAD"] = COUNTER
-        p = subprocess.run([BIN, "compare", "-b", os.path.join(self.work, "bench"), "-c",
-                            os.path.join(self.work, "npu"), "-o", out, "--replay", "off"]
-                           + list(extra), capture_output=True, text=True, timeout=600, env=env)
+        p, calls = self.compare_counted(COUNTER, "vsnprintf", out, *extra)
         self.assertIn(p.returncode, (0, 1), p.stderr)
-        if not counted:
-            return None
-        with open(log) as f:
-            calls = [int(w[2]) for w in (line.split() for line in f)
-                     if w[0] == "vsnprintf" and w[3] == "msprobe"]
-        self.assertEqual(len(calls), 1, calls)
-        return calls[0]
+        return calls
 
     def test_page_numbers_cost_no_printf_each(self):
         with_page = self.compare(os.path.join(self.work, "page"))
