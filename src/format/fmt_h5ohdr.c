@@ -95,8 +95,11 @@ static int oh_link(const uint8_t *d, size_t size, struct msp_ohdr_link *l)
     uint8_t fl = d[1];
     size_t at = 2;
     l->hard = 1;
-    if (fl & 0x08)
+    if (fl & 0x08) {
+        if (size < 3)
+            return 0;
         l->hard = d[at++] == 0; /* 0 hard, 1 soft, 64 external */
+    }
     at += ((fl & 0x04) ? 8 : 0) + ((fl & 0x10) ? 1 : 0);
     size_t w = (size_t)1 << (fl & 3);
     if (at > size || size - at < w)
