@@ -8,36 +8,16 @@
 
 #include <string.h>
 
-static uint64_t oh_le(const uint8_t *p, int n)
-{
-    uint64_t v = 0;
-    for (int i = n - 1; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
-
 #define OH_ROT(x, k) (((x) << (k)) | ((x) >> (32 - (k))))
-
-/* a little-endian 32-bit word at p, in one load on a little-endian host */
-static uint32_t oh_le32(const uint8_t *p)
-{
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    uint32_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-#else
-    return (uint32_t)oh_le(p, 4);
-#endif
-}
 
 uint32_t msp_lookup3(const uint8_t *k, size_t n)
 {
     uint32_t a, b, c;
     a = b = c = 0xdeadbeefu + (uint32_t)n;
     for (; n > 12; n -= 12, k += 12) {
-        a += oh_le32(k);
-        b += oh_le32(k + 4);
-        c += oh_le32(k + 8);
+        a += msp_h5_rd32(k);
+        b += msp_h5_rd32(k + 4);
+        c += msp_h5_rd32(k + 8);
         a -= c, a ^= OH_ROT(c, 4), c += b;
         b -= a, b ^= OH_ROT(a, 6), a += c;
         c -= b, c ^= OH_ROT(b, 8), b += a;
@@ -49,9 +29,9 @@ uint32_t msp_lookup3(const uint8_t *k, size_t n)
         return c;
     uint8_t last[12] = {0}; /* the tail, zero-padded: what lookup3's switch adds */
     memcpy(last, k, n);
-    a += oh_le32(last);
-    b += oh_le32(last + 4);
-    c += oh_le32(last + 8);
+    a += msp_h5_rd32(last);
+    b += msp_h5_rd32(last + 4);
+    c += msp_h5_rd32(last + 8);
     c ^= b, c -= OH_ROT(b, 14);
     a ^= c, a -= OH_ROT(c, 11);
     b ^= a, b -= OH_ROT(a, 25);
@@ -72,7 +52,7 @@ void msp_ohdr_init(struct msp_ohdr *o, const void *map, size_t len)
     /* superblock 2 or 3 at offset 0 (no user block): 8-byte addresses and
      * lengths, base address 0, so an address is an offset in the map */
     o->on = m && len >= 48 && memcmp(m, sig, sizeof sig) == 0 && (m[8] == 2 || m[8] == 3) &&
-            m[9] == 8 && m[10] == 8 && oh_le(m + 12, 8) == 0;
+            m[9] == 8 && m[10] == 8 && msp_h5_rd64(m + 12) == 0;
 }
 
 /* The messages of one header that matter here. */
@@ -104,7 +84,7 @@ static int oh_link(const uint8_t *d, size_t size, struct msp_ohdr_link *l)
     size_t w = (size_t)1 << (fl & 3);
     if (at > size || size - at < w)
         return 0;
-    uint64_t len = oh_le(d + at, (int)w);
+    uint64_t len = msp_h5_rdn(d + at, (int)w);
     at += w;
     if (len == 0 || len > size - at)
         return 0;
@@ -115,7 +95,7 @@ static int oh_link(const uint8_t *d, size_t size, struct msp_ohdr_link *l)
     if (l->hard) {
         if (size - at < 8)
             return 0;
-        l->addr = oh_le(d + at, 8);
+        l->addr = msp_h5_rd64(d + at);
     }
     return 1;
 }
@@ -133,7 +113,7 @@ static int oh_group_msg(struct oh_msgs *m, uint8_t type, const uint8_t *d, size_
         size_t at = 2 + ((d[1] & 1) ? 8 : 0);
         if (size < at + 16 || d[0] != 0 || m->linfo++)
             return 0;
-        return oh_le(d + at, 8) == UINT64_MAX;
+        return msp_h5_rd64(d + at) == UINT64_MAX;
     }
     if (type == 0x06)
         return g->n < MSP_OHDR_LINKS && oh_link(d, size, &g->l[g->n++]);
@@ -147,7 +127,7 @@ static int oh_chunk(const uint8_t *p, const uint8_t *end, int crt, struct oh_msg
     size_t head = crt ? 6 : 4;
     while ((size_t)(end - p) >= head) {
         uint8_t type = p[0], flags = p[3];
-        size_t size = (size_t)oh_le(p + 1, 2);
+        size_t size = (size_t)msp_h5_rd16(p + 1);
         p += head;
         if (size > (size_t)(end - p))
             return 0;
@@ -190,8 +170,8 @@ static int oh_chunk(const uint8_t *p, const uint8_t *end, int crt, struct oh_msg
         case 0x10:
             if (size != 16 || m->n_cont == 4)
                 return 0;
-            m->cont[m->n_cont][0] = oh_le(d, 8);
-            m->cont[m->n_cont][1] = oh_le(d + 8, 8);
+            m->cont[m->n_cont][0] = msp_h5_rd64(d);
+            m->cont[m->n_cont][1] = msp_h5_rd64(d + 8);
             m->n_cont++;
             break;
         default:
@@ -222,12 +202,12 @@ static int oh_read(const struct msp_ohdr *o, uint64_t addr, struct oh_msgs *m,
     int w = 1 << (fl & 3);
     if (room < at + (size_t)w)
         return 0;
-    uint64_t size0 = oh_le(p + at, w);
+    uint64_t size0 = msp_h5_rdn(p + at, w);
     at += (size_t)w;
     if (size0 > room - at || room - at - size0 < 4)
         return 0;
     const uint8_t *end = p + at + size0;
-    if (msp_lookup3(p, at + (size_t)size0) != (uint32_t)oh_le(end, 4))
+    if (msp_lookup3(p, at + (size_t)size0) != msp_h5_rd32(end))
         return 0;
     int crt = (fl & 0x04) != 0;
     if (!oh_chunk(p + at, end, crt, m))
@@ -238,7 +218,7 @@ static int oh_read(const struct msp_ohdr *o, uint64_t addr, struct oh_msgs *m,
             return 0;
         const uint8_t *c = o->map + ca;
         if (memcmp(c, "OCHK", 4) != 0 ||
-            msp_lookup3(c, (size_t)cl - 4) != (uint32_t)oh_le(c + cl - 4, 4) ||
+            msp_lookup3(c, (size_t)cl - 4) != msp_h5_rd32(c + cl - 4) ||
             !oh_chunk(c + 4, c + cl - 4, crt, m))
             return 0;
     }
@@ -283,7 +263,7 @@ static int oh_space(const struct oh_msgs *m, uint8_t head[3], uint64_t *dims, in
     if (*nd > MSP_MAX_NDIM || m->space_len < at + (size_t)*nd * 8 * (1 + (d[2] & 1)))
         return 0;
     for (int k = 0; k < *nd; k++)
-        dims[k] = oh_le(d + at + 8 * k, 8);
+        dims[k] = msp_h5_rd64(d + at + 8 * k);
     return 1;
 }
 
@@ -326,7 +306,7 @@ int msp_ohdr_accepts(const struct msp_ohdr *o, uint64_t addr, const msp_tensor_i
             return 0;
         numel *= dims[k];
     }
-    uint64_t at = oh_le(m.layout + 2, 8), size = oh_le(m.layout + 10, 8);
+    uint64_t at = msp_h5_rd64(m.layout + 2), size = msp_h5_rd64(m.layout + 10);
     size_t elem = msp_dtype_size(t->dtype);
     return at == (uint64_t)t->offset && size == (uint64_t)t->nbytes && elem &&
            numel <= UINT64_MAX / elem && size == numel * elem && at <= o->len &&
@@ -345,7 +325,7 @@ void msp_ohdr_learn(struct msp_ohdr *o, uint64_t addr, const msp_tensor_info_t *
         (m.layout[0] != 3 && m.layout[0] != 4) || m.layout[1] != 1 ||
         m.dtype_len > MSP_OHDR_TEMPLATE_BYTES || m.fill_len > MSP_OHDR_TEMPLATE_BYTES)
         return;
-    if (oh_le(m.layout + 2, 8) != h5_offset) {
+    if (msp_h5_rd64(m.layout + 2) != h5_offset) {
         o->on = 0; /* addresses here are not what libhdf5 reads: no shortcut */
         return;
     }

@@ -20,7 +20,7 @@
  * exactly so (another layout, a reference outside a collection, an object
  * of another length than its reference says) is left to H5Dread. */
 #include "fmt_h5vlen.h"
-#include "fmt_internal.h"   /* msp_h5_member_pair */
+#include "fmt_internal.h"   /* msp_h5_member_pair, msp_h5_rd64 */
 #include "msprobe/common.h" /* msp_index_t */
 
 #include <endian.h>
@@ -58,27 +58,6 @@ struct msp_heaps {
     msp_index_t ix;
 };
 
-static uint64_t rd64(const unsigned char *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return le64toh(v);
-}
-
-static uint32_t rd32(const unsigned char *p)
-{
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return le32toh(v);
-}
-
-static uint16_t rd16(const unsigned char *p)
-{
-    uint16_t v;
-    memcpy(&v, p, 2);
-    return le16toh(v);
-}
-
 /* The objects of the collection at p (size bytes, header checked) into g:
  * 0, or -1 when an object runs past the collection, an index repeats, or
  * the indices are so sparse that a table of them would outgrow the file. */
@@ -86,8 +65,8 @@ static int msp_gcol_parse(const unsigned char *p, uint64_t size, uint64_t at0, s
 {
     uint32_t count = 0, most = 0;
     for (uint64_t off = MSP_GCOL_HEAD; off <= size && size - off >= MSP_GOBJ_HEAD;) {
-        uint16_t idx = rd16(p + off);
-        uint64_t osz = rd64(p + off + 8);
+        uint16_t idx = msp_h5_rd16(p + off);
+        uint64_t osz = msp_h5_rd64(p + off + 8);
         if (!idx)
             break; /* the free space, last */
         if (osz > size - off - MSP_GOBJ_HEAD)
@@ -104,8 +83,8 @@ static int msp_gcol_parse(const unsigned char *p, uint64_t size, uint64_t at0, s
     if (!g->at || !g->len)
         return -1;
     for (uint64_t off = MSP_GCOL_HEAD; off <= size && size - off >= MSP_GOBJ_HEAD;) {
-        uint16_t idx = rd16(p + off);
-        uint64_t osz = rd64(p + off + 8);
+        uint16_t idx = msp_h5_rd16(p + off);
+        uint64_t osz = msp_h5_rd64(p + off + 8);
         if (!idx)
             break;
         if (g->at[idx])
@@ -138,7 +117,7 @@ static const struct msp_gcol *msp_gcol_get(struct msp_heaps *h, uint64_t addr)
     const unsigned char *p = h->map + a;
     if (h->map_len - a < MSP_GCOL_HEAD || memcmp(p, "GCOL", 4) != 0 || p[4] != 1)
         return NULL;
-    uint64_t size = rd64(p + 8);
+    uint64_t size = msp_h5_rd64(p + 8);
     if (size < MSP_GCOL_HEAD || size > h->map_len - a)
         return NULL;
     if (h->n == h->cap) {
@@ -178,8 +157,8 @@ static void msp_heaps_free(struct msp_heaps *h)
 static int msp_vref(struct msp_heaps *h, const unsigned char *ref, size_t es, size_t *last,
                     uint64_t *at, uint64_t *len)
 {
-    uint32_t n = rd32(ref), idx = rd32(ref + 12);
-    uint64_t addr = rd64(ref + 4);
+    uint32_t n = msp_h5_rd32(ref), idx = msp_h5_rd32(ref + 12);
+    uint64_t addr = msp_h5_rd64(ref + 4);
     if (!addr)
         return 2;
     const struct msp_gcol *g = *last && h->c[*last - 1].addr == addr ? &h->c[*last - 1]

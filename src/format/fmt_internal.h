@@ -100,6 +100,40 @@ extern const char *const msp_index_columns[];
  * msp_h5_index_type): the rows of /attrs (format_version 2) and /defaults. */
 hid_t msp_h5_attrs_type(int packed);
 
+/* ---- HDF5's file format read from the mapped file (fmt_h5vlen.c, fmt_h5ohdr.c) ---- */
+
+#include <endian.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Little-endian fields, as the format stores every number. */
+static inline uint16_t msp_h5_rd16(const unsigned char *p)
+{
+    uint16_t v;
+    memcpy(&v, p, sizeof v);
+    return le16toh(v);
+}
+
+static inline uint32_t msp_h5_rd32(const unsigned char *p)
+{
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return le32toh(v);
+}
+
+static inline uint64_t msp_h5_rd64(const unsigned char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+    return le64toh(v);
+}
+
+/* A field of n bytes, n 1, 2, 4 or 8 (a size whose width a flag gives). */
+static inline uint64_t msp_h5_rdn(const unsigned char *p, int n)
+{
+    return n == 1 ? p[0] : n == 2 ? msp_h5_rd16(p) : n == 4 ? msp_h5_rd32(p) : msp_h5_rd64(p);
+}
+
 /* ---- contained reading (fmt_contain.c, fmt_contain_get.c, fmt_contain_put.c) ---- */
 
 #include <stdio.h>
