@@ -362,6 +362,31 @@ static int msp_root_link_name(const char *name)
     return !strcmp(name, "packed");
 }
 
+#if H5_VERSION_GE(1, 12, 0)
+typedef H5L_info2_t msp_link_info_t;
+#define msp_link_get_info H5Lget_info2
+#define msp_link_iterate H5Literate2
+#else
+typedef H5L_info_t msp_link_info_t;
+#define msp_link_get_info H5Lget_info
+#define msp_link_iterate H5Literate
+#endif
+
+/* The object header the link li (at loc) names: UINT64_MAX when it is not a
+ * hard link (or its address cannot be had). */
+static uint64_t msp_link_addr(hid_t loc, const msp_link_info_t *li)
+{
+    if (li->type != H5L_TYPE_HARD)
+        return UINT64_MAX;
+#if H5_VERSION_GE(1, 12, 0)
+    haddr_t a;
+    return H5VLnative_token_to_addr(loc, li->u.token, &a) >= 0 ? (uint64_t)a : UINT64_MAX;
+#else
+    (void)loc;
+    return (uint64_t)li->u.address;
+#endif
+}
+
 /* The root's links by name, from one listing of the root: a lookup for
  * each record (H5Lget_info, a walk of the root's dense links each) was
  * half of what was left of the check of an unpacked file. */
@@ -374,60 +399,24 @@ struct msp_root_link {
 struct msp_root_links {
     struct msp_root_link *v;
     size_t n, cap;
-    char *names;
-    size_t used, room;
-    int ok; /* 0: not listed (or out of memory): each record is looked up */
+    msp_buf_t names; /* each name with its NUL */
+    int ok;          /* 0: not listed (or out of memory): each record is looked up */
 };
 
-static void msp_root_add(struct msp_root_links *rl, const char *name, int hard, uint64_t addr)
+static herr_t msp_root_cb(hid_t g, const char *name, const msp_link_info_t *li, void *ud)
 {
-    size_t len = strlen(name) + 1;
-    if (!rl->ok)
-        return;
-    if (rl->n == rl->cap) {
-        size_t cap = rl->cap ? 2 * rl->cap : 256;
-        struct msp_root_link *v = realloc(rl->v, cap * sizeof *v);
-        if (!v) {
-            rl->ok = 0;
-            return;
-        }
-        rl->v = v;
-        rl->cap = cap;
+    struct msp_root_links *rl = ud;
+    struct msp_root_link *v = rl->ok ? msp_grow(rl->v, &rl->cap, rl->n, sizeof *v, 256) : NULL;
+    if (!v) {
+        rl->ok = 0;
+        return 0;
     }
-    if (rl->room - rl->used < len) {
-        size_t room = 2 * rl->room + len + 4096;
-        char *names = realloc(rl->names, room);
-        if (!names) {
-            rl->ok = 0;
-            return;
-        }
-        rl->names = names;
-        rl->room = room;
-    }
-    memcpy(rl->names + rl->used, name, len);
-    rl->v[rl->n++] = (struct msp_root_link){NULL, rl->used, addr, hard};
-    rl->used += len;
-}
-
-#if H5_VERSION_GE(1, 12, 0)
-static herr_t msp_root_cb(hid_t g, const char *name, const H5L_info2_t *li, void *ud)
-{
-    haddr_t a;
-    int hard = li->type == H5L_TYPE_HARD;
-    msp_root_add(ud, name, hard,
-                 hard && H5VLnative_token_to_addr(g, li->u.token, &a) >= 0 ? (uint64_t)a
-                                                                           : UINT64_MAX);
+    rl->v = v;
+    v[rl->n++] = (struct msp_root_link){NULL, rl->names.len, msp_link_addr(g, li),
+                                        li->type == H5L_TYPE_HARD};
+    msp_buf_put(&rl->names, name, strlen(name) + 1);
     return 0;
 }
-#else
-static herr_t msp_root_cb(hid_t g, const char *name, const H5L_info_t *li, void *ud)
-{
-    (void)g;
-    int hard = li->type == H5L_TYPE_HARD;
-    msp_root_add(ud, name, hard, hard ? (uint64_t)li->u.address : UINT64_MAX);
-    return 0;
-}
-#endif
 
 static int msp_root_link_cmp(const void *a, const void *b)
 {
@@ -437,15 +426,12 @@ static int msp_root_link_cmp(const void *a, const void *b)
 static void msp_root_list(hid_t file, struct msp_root_links *rl)
 {
     *rl = (struct msp_root_links){.ok = 1};
-#if H5_VERSION_GE(1, 12, 0)
-    if (H5Literate2(file, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, msp_root_cb, rl) < 0)
-#else
-    if (H5Literate(file, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, msp_root_cb, rl) < 0)
-#endif
+    if (msp_link_iterate(file, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, msp_root_cb, rl) < 0 ||
+        rl->names.oom)
         rl->ok = 0;
     H5Eclear2(H5E_DEFAULT);
     for (size_t i = 0; rl->ok && i < rl->n; i++)
-        rl->v[i].name = rl->names + rl->v[i].at;
+        rl->v[i].name = rl->names.data + rl->v[i].at;
     if (rl->ok)
         msp_sort(rl->v, rl->n, sizeof *rl->v, msp_root_link_cmp);
 }
@@ -453,7 +439,7 @@ static void msp_root_list(hid_t file, struct msp_root_links *rl)
 static void msp_root_free(struct msp_root_links *rl)
 {
     free(rl->v);
-    free(rl->names);
+    free(rl->names.data);
 }
 
 /* Whether record r, n_data of whose rows have data, has a link in the
@@ -480,22 +466,11 @@ static int msp_record_link(hid_t file, const struct msp_root_links *rl, const ms
         *hard = k->hard;
         return 1;
     }
-#if H5_VERSION_GE(1, 12, 0)
-    H5L_info2_t li;
+    msp_link_info_t li;
     if ((!n_data && H5Lexists(file, r->name, H5P_DEFAULT) <= 0) ||
-        H5Lget_info2(file, r->name, &li, H5P_DEFAULT) < 0)
+        msp_link_get_info(file, r->name, &li, H5P_DEFAULT) < 0)
         return 0;
-    haddr_t a;
-    if (li.type == H5L_TYPE_HARD && H5VLnative_token_to_addr(file, li.u.token, &a) >= 0)
-        *addr = (uint64_t)a;
-#else
-    H5L_info_t li;
-    if ((!n_data && H5Lexists(file, r->name, H5P_DEFAULT) <= 0) ||
-        H5Lget_info(file, r->name, &li, H5P_DEFAULT) < 0)
-        return 0;
-    if (li.type == H5L_TYPE_HARD)
-        *addr = (uint64_t)li.u.address;
-#endif
+    *addr = msp_link_addr(file, &li);
     *hard = li.type == H5L_TYPE_HARD;
     return 1;
 }
@@ -591,11 +566,12 @@ msp_err msp_verify_index(msp_dump_file_t *f)
         if (exists) {
             msp_index_where(where, sizeof where, f->path, r->name, NULL);
             /* links as many as the datasets the rows named: those are all */
-            if (!rc && !(listed && grp.n == n_sets) && g < 0)
+            int all_named = listed && grp.n == n_sets;
+            if (!rc && !all_named && g < 0)
                 g = H5Gopen2(im->file, r->name, H5P_DEFAULT);
-            long held = rc || (listed && grp.n == n_sets) ? (long)n_sets
-                        : g >= 0                          ? msp_count_datasets(g, n_sets, where)
-                                                          : -1;
+            long held = rc || all_named ? (long)n_sets
+                        : g >= 0        ? msp_count_datasets(g, n_sets, where)
+                                        : -1;
             if (!rc && held < 0)
                 rc = msp_h5_fail(MSP_ERR_FORMAT, "%s: cannot list its datasets", where);
             else if (!rc && held != (long)n_sets)
