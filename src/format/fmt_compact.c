@@ -21,23 +21,31 @@ void msp_ctables_free(struct msp_ctables *t)
     memset(t, 0, sizeof *t);
 }
 
-msp_err msp_shape_size(const int64_t *shape, int ndim, size_t esize, int64_t *numel,
-                       int64_t *nbytes, const char *where)
+int msp_shape_fits(const int64_t *shape, int ndim, size_t esize, int64_t *numel, int64_t *nbytes)
 {
     int64_t n = 1;
     for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 0)
-            return msp_fail(MSP_ERR_FORMAT, "%s: negative dimension %lld in its shape", where,
-                            (long long)shape[i]);
-        if (shape[i] && n > INT64_MAX / shape[i])
-            return msp_fail(MSP_ERR_FORMAT, "%s: shape is too large", where);
+        if (shape[i] < 0 || (shape[i] && n > INT64_MAX / shape[i]))
+            return 0;
         n *= shape[i];
     }
     if (esize && n > INT64_MAX / (int64_t)esize)
-        return msp_fail(MSP_ERR_FORMAT, "%s: shape is too large", where);
+        return 0;
     *numel = n;
     *nbytes = n * (int64_t)esize;
-    return MSP_OK;
+    return 1;
+}
+
+msp_err msp_shape_size(const int64_t *shape, int ndim, size_t esize, int64_t *numel,
+                       int64_t *nbytes, const char *where)
+{
+    if (msp_shape_fits(shape, ndim, esize, numel, nbytes))
+        return MSP_OK;
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] < 0)
+            return msp_fail(MSP_ERR_FORMAT, "%s: negative dimension %lld in its shape", where,
+                            (long long)shape[i]);
+    return msp_fail(MSP_ERR_FORMAT, "%s: shape is too large", where);
 }
 
 /* ---- /strings ---------------------------------------------------------------- */

@@ -93,6 +93,9 @@ void msp_ctables_free(struct msp_ctables *t);
  * detail naming `where` on overflow or a negative extent. */
 msp_err msp_shape_size(const int64_t *shape, int ndim, size_t esize, int64_t *numel,
                        int64_t *nbytes, const char *where);
+/* msp_shape_size without a message: 1 with *numel and *nbytes set, 0 for a
+ * negative dimension or a size past int64 (msp_shape_size then says which). */
+int msp_shape_fits(const int64_t *shape, int ndim, size_t esize, int64_t *numel, int64_t *nbytes);
 
 /* The catalogue of the tables into f: /records merged with the records
  * f already has (from /index: tensors with data; f->records in name

@@ -41,23 +41,85 @@ int msp_index_usable(hid_t file, hid_t *dset)
     return 1;
 }
 
-/* Rows in (record, role) order; a and b point at rows that begin with a
- * struct msp_index_row (struct msp_index_prow). */
-static int msp_row_cmp(const void *a, const void *b)
+/* Two rows of one record in role order (msp_role_cmp); a and b point at
+ * pointers to rows. */
+static int msp_row_role_cmp(const void *a, const void *b)
 {
-    const struct msp_index_row *x = a, *y = b;
-    int c = strcmp(x->record ? x->record : "", y->record ? y->record : "");
-    return c ? c : msp_role_cmp(x->role ? x->role : "", y->role ? y->role : "");
+    const struct msp_index_row *x = *(const struct msp_index_row *const *)a;
+    const struct msp_index_row *y = *(const struct msp_index_row *const *)b;
+    return msp_role_cmp(x->role, y->role);
+}
+
+/* msp_index's equality for msp_rows_grouped: record i's name is the key. */
+static int msp_row_group_is(const void *ctx, size_t i)
+{
+    const void *const *c = ctx;
+    const struct msp_index_row *const *first = c[0];
+    return strcmp(first[i]->record, c[1]) == 0;
+}
+
+/* The rows (each a struct msp_index_row at stride bytes) into order[]:
+ * grouped by record, records in the order the table first names them, a
+ * record's rows in role order. A hash of the names where a sort by
+ * (record, role) was before: that sort was a twentieth of a helper's work
+ * on a file of small tensors, and the table's order, its writer's, is
+ * mostly the catalogue's (msp_catalogue_sort then finds it sorted).
+ * at_record[k]: 1 where order[k] begins a record. -1: out of memory. */
+static int msp_rows_grouped(const void *rows, size_t n, size_t stride,
+                            const struct msp_index_row **order, unsigned char *at_record)
+{
+    size_t *group = malloc((n ? n : 1) * sizeof *group);
+    size_t *start = calloc(n + 1, sizeof *start);
+    const struct msp_index_row **first = malloc((n ? n : 1) * sizeof *first);
+    msp_index_t ix = {0};
+    size_t ng = 0;
+    int rc = group && start && first && !msp_index_reserve(&ix, n) ? 0 : -1;
+    for (size_t i = 0; i < n && !rc; i++) {
+        const struct msp_index_row *r = (const void *)((const char *)rows + i * stride);
+        uint64_t h = msp_str_hash(r->record, 0);
+        const void *key[2] = {first, r->record};
+        size_t g = msp_index_find(&ix, h, msp_row_group_is, key);
+        if (g == SIZE_MAX) {
+            g = ng++;
+            first[g] = r;
+            rc = msp_index_put(&ix, h, g);
+        }
+        group[i] = g;
+        start[g + 1]++;
+    }
+    for (size_t g = 0; g < ng && !rc; g++)
+        start[g + 1] += start[g];
+    for (size_t i = 0; i < n && !rc; i++) /* stable: file order within a record */
+        order[start[group[i]]++] = (const void *)((const char *)rows + i * stride);
+    for (size_t g = 0, at = 0; g < ng && !rc; at = start[g++]) {
+        size_t len = start[g] - at; /* start[g] is now where record g ends */
+        at_record[at] = 1;
+        msp_sort(order + at, len, sizeof *order, msp_row_role_cmp);
+    }
+    msp_index_free(&ix);
+    free(group);
+    free(start);
+    free(first);
+    return rc;
+}
+
+/* The row's place in a message, into w: written only for one (each row's,
+ * written ahead, was a thirtieth of a helper's work on small tensors). */
+static const char *msp_row_where(char *w, size_t cap, const msp_dump_file_t *f,
+                                 const struct msp_index_row *row)
+{
+    msp_index_where(w, cap, f->path, row->record, row->role);
+    return w;
 }
 
 static msp_err msp_tensor_from_row(msp_dump_file_t *f, const struct msp_index_row *row,
                                    msp_tensor_info_t *t)
 {
-    char where[700];
-    msp_index_where(where, sizeof where, f->path, row->record, row->role);
+    char where[700]; /* written only for a message (msp_row_where) */
     struct msp_h5_impl *im = msp_impl(f);
     if (!(t->role = strdup(row->role)))
-        return msp_fail(MSP_ERR_NOMEM, "%s: out of memory", where);
+        return msp_fail(MSP_ERR_NOMEM, "%s: out of memory",
+                        msp_row_where(where, sizeof where, f, row));
     t->dtype = msp_dtype_from_name(row->dtype);
     msp_copy_str(t->dtype_name, sizeof t->dtype_name,
                  t->dtype     ? msp_dtype_name(t->dtype)
@@ -65,14 +127,14 @@ static msp_err msp_tensor_from_row(msp_dump_file_t *f, const struct msp_index_ro
                               : "");
     if (row->ndim < 0 || row->ndim > MSP_MAX_NDIM || row->shape.len != (size_t)row->ndim)
         return msp_fail(MSP_ERR_FORMAT, "%s: ndim %d does not match its shape of %zu entries",
-                        where, (int)row->ndim, row->shape.len);
+                        msp_row_where(where, sizeof where, f, row), (int)row->ndim, row->shape.len);
     t->ndim = row->ndim;
     if (t->ndim)
         memcpy(t->shape, row->shape.p, sizeof(int64_t) * (size_t)t->ndim);
-    msp_err rc = msp_shape_size(t->shape, t->ndim, msp_dtype_size(t->dtype), &t->numel, &t->nbytes,
-                                where);
-    if (rc)
-        return rc;
+    size_t esize = msp_dtype_size(t->dtype);
+    if (!msp_shape_fits(t->shape, t->ndim, esize, &t->numel, &t->nbytes))
+        return msp_shape_size(t->shape, t->ndim, esize, &t->numel, &t->nbytes,
+                              msp_row_where(where, sizeof where, f, row));
     t->has_data = row->has_data != 0;
     t->has_stats = 1;
     t->stats.max = row->max;
@@ -134,7 +196,9 @@ msp_err msp_load_index(msp_dump_file_t *f, hid_t d)
     hssize_t n = s >= 0 ? H5Sget_simple_extent_npoints(s) : -1;
     size_t cap = 0;
     int read_ok = 0;
-    char *block = NULL; /* the strings, when read from the mapped file */
+    char *block = NULL;                        /* the strings, when read from the mapped file */
+    const struct msp_index_row **order = NULL; /* the rows, grouped by record */
+    unsigned char *at_record = NULL;
     if (mt < 0 || n < 0) {
         rc = msp_h5_fail(MSP_ERR_FORMAT, "file %s: cannot read /index", f->path);
         goto cleanup;
@@ -160,17 +224,23 @@ msp_err msp_load_index(msp_dump_file_t *f, hid_t d)
         goto cleanup;
     }
     read_ok = !block; /* the strings are libhdf5's, reclaimed by it */
-    qsort(rows, (size_t)n, sizeof *rows, msp_row_cmp);
-    for (size_t i = 0; i < (size_t)n; i++) {
-        struct msp_index_row *row = &rows[i].r;
-        if (!row->record || !row->role) {
+    for (size_t i = 0; i < (size_t)n; i++)
+        if (!rows[i].r.record || !rows[i].r.role) {
             rc = msp_fail(MSP_ERR_FORMAT, "file %s: /index row %zu has no record or role", f->path,
                           i);
             goto cleanup;
         }
-        const struct msp_index_row *prev = i ? &rows[i - 1].r : NULL;
-        if (prev && prev->record && prev->role && strcmp(prev->record, row->record) == 0 &&
-            strcmp(prev->role, row->role) == 0) {
+    order = malloc(n ? (size_t)n * sizeof *order : 1);
+    at_record = calloc(n ? (size_t)n : 1, 1);
+    if (!order || !at_record || msp_rows_grouped(rows, (size_t)n, sizeof *rows, order, at_record)) {
+        rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory for /index (%lld rows)", f->path,
+                      (long long)n);
+        goto cleanup;
+    }
+    for (size_t i = 0; i < (size_t)n; i++) {
+        const struct msp_index_row *row = order[i];
+        const struct msp_index_row *prev = i && !at_record[i] ? order[i - 1] : NULL;
+        if (prev && strcmp(prev->role, row->role) == 0) {
             rc = msp_fail(MSP_ERR_FORMAT,
                           "file %s: /index: record %s: %s has two rows: the "
                           "table does not describe the file",
@@ -179,7 +249,7 @@ msp_err msp_load_index(msp_dump_file_t *f, hid_t d)
             goto cleanup;
         }
         msp_record_info_t *r = f->n_records ? &f->records[f->n_records - 1] : NULL;
-        if (!r || strcmp(r->name, row->record) != 0) {
+        if (at_record[i]) {
             msp_record_info_t *nr = msp_grow(f->records, &cap, f->n_records, sizeof *nr, 16);
             if (!nr) {
                 rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", f->path);
@@ -188,25 +258,21 @@ msp_err msp_load_index(msp_dump_file_t *f, hid_t d)
             f->records = nr;
             r = &f->records[f->n_records++];
             r->order = row->order;
-            if (!(r->name = strdup(row->record))) {
+            size_t nt = 0; /* the record's tensors: its rows but a marker */
+            for (size_t k = i; k < (size_t)n && (k == i || !at_record[k]); k++)
+                nt += order[k]->role[0] != '\0';
+            if (!(r->name = strdup(row->record)) ||
+                (nt && !(r->tensors = calloc(nt, sizeof *r->tensors)))) {
                 rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", f->path);
                 goto cleanup;
             }
         }
         if (!row->role[0])
-            continue;               /* marker row of a record without tensors */
-        size_t tcap = r->n_tensors; /* grow by one: rows per record are few */
-        msp_tensor_info_t *nt = realloc(r->tensors, (tcap + 1) * sizeof *nt);
-        if (!nt) {
-            rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", f->path);
-            goto cleanup;
-        }
-        r->tensors = nt;
-        msp_tensor_info_t *t = &nt[r->n_tensors];
-        memset(t, 0, sizeof *t);
+            continue; /* marker row of a record without tensors */
+        msp_tensor_info_t *t = &r->tensors[r->n_tensors];
         rc = msp_tensor_from_row(f, row, t);
         r->n_tensors++; /* counted even on failure so its role is freed */
-        const char *producer = rows[i].producer;
+        const char *producer = ((const struct msp_index_prow *)(const void *)row)->producer;
         if (!rc && producer && producer[0] && !(t->producer = strdup(producer)))
             rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory", f->path);
         if (rc)
@@ -217,6 +283,8 @@ cleanup:
         H5Dvlen_reclaim(mt, s, H5P_DEFAULT, rows);
     free(rows);
     free(block);
+    free(order);
+    free(at_record);
     if (s >= 0)
         H5Sclose(s);
     if (mt >= 0)
@@ -400,6 +468,7 @@ struct msp_root_links {
     struct msp_root_link *v;
     size_t n, cap;
     msp_buf_t names; /* each name with its NUL */
+    msp_index_t ix;  /* the links by name */
     int ok;          /* 0: not listed (or out of memory): each record is looked up */
 };
 
@@ -418,28 +487,42 @@ static herr_t msp_root_cb(hid_t g, const char *name, const msp_link_info_t *li, 
     return 0;
 }
 
-static int msp_root_link_cmp(const void *a, const void *b)
+/* msp_index's equality for the root's links: link i's name is the key. */
+static int msp_root_link_is(const void *ctx, size_t i)
 {
-    return strcmp(((const struct msp_root_link *)a)->name, ((const struct msp_root_link *)b)->name);
+    const void *const *c = ctx;
+    const struct msp_root_links *rl = c[0];
+    return strcmp(rl->v[i].name, c[1]) == 0;
 }
 
+/* The root's links, found by name through a hash of them (libhdf5 lists a
+ * dense group in its own order: sorting the names for a binary search was
+ * a fortieth of a helper's work on a file of small tensors). */
 static void msp_root_list(hid_t file, struct msp_root_links *rl)
 {
     *rl = (struct msp_root_links){.ok = 1};
     if (msp_link_iterate(file, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, msp_root_cb, rl) < 0 ||
-        rl->names.oom)
+        rl->names.oom || msp_index_reserve(&rl->ix, rl->n))
         rl->ok = 0;
     H5Eclear2(H5E_DEFAULT);
-    for (size_t i = 0; rl->ok && i < rl->n; i++)
+    for (size_t i = 0; rl->ok && i < rl->n; i++) {
         rl->v[i].name = rl->names.data + rl->v[i].at;
-    if (rl->ok)
-        msp_sort(rl->v, rl->n, sizeof *rl->v, msp_root_link_cmp);
+        rl->ok = !msp_index_put(&rl->ix, msp_str_hash(rl->v[i].name, 0), i);
+    }
+}
+
+static const struct msp_root_link *msp_root_find(const struct msp_root_links *rl, const char *name)
+{
+    const void *key[2] = {rl, name};
+    size_t i = msp_index_find(&rl->ix, msp_str_hash(name, 0), msp_root_link_is, key);
+    return i == SIZE_MAX ? NULL : &rl->v[i];
 }
 
 static void msp_root_free(struct msp_root_links *rl)
 {
     free(rl->v);
     free(rl->names.data);
+    msp_index_free(&rl->ix);
 }
 
 /* Whether record r, n_data of whose rows have data, has a link in the
@@ -458,8 +541,7 @@ static int msp_record_link(hid_t file, const struct msp_root_links *rl, const ms
     if (!n_data && no_groups && !msp_root_link_name(r->name))
         return 0;
     if (rl->ok && *r->name && !strchr(r->name, '/') && strcmp(r->name, ".") != 0) {
-        struct msp_root_link key = {r->name, 0, 0, 0};
-        const struct msp_root_link *k = bsearch(&key, rl->v, rl->n, sizeof key, msp_root_link_cmp);
+        const struct msp_root_link *k = msp_root_find(rl, r->name);
         if (!k)
             return 0;
         *addr = k->addr;
@@ -564,9 +646,10 @@ msp_err msp_verify_index(msp_dump_file_t *f)
                           "the file does not have",
                           f->path, r->name);
         if (exists) {
-            msp_index_where(where, sizeof where, f->path, r->name, NULL);
             /* links as many as the datasets the rows named: those are all */
             int all_named = listed && grp.n == n_sets;
+            if (!all_named) /* the record's place, for what follows */
+                msp_index_where(where, sizeof where, f->path, r->name, NULL);
             if (!rc && !all_named && g < 0)
                 g = H5Gopen2(im->file, r->name, H5P_DEFAULT);
             long held = rc || all_named ? (long)n_sets

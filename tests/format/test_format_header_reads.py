@@ -25,8 +25,17 @@ the preload shim, with a 2-d dataset's dimensions swapped.
 
 A record's group is read from its header as well (its links, when they are
 compact): a group h5py gave a dataset the table does not name, or in which
-it renamed one, is refused as before."""
+it renamed one, is refused as before.
+
+/index's rows are grouped by record through a hash of the names instead of
+sorted, and the root's links found through one (fmt_h5index.c): the same
+file read in process with qsort counted sorts nothing (27ea2f4: three sorts,
+the rows, the records and the root's links), its records listed in the order
+of h5py's order column; the table's rows shuffled by h5py give the same
+catalogue; a row copied over another far from it is refused as written
+twice."""
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -220,6 +229,66 @@ class GroupReads(Dump, unittest.TestCase):
         with h5py.File(bad, "r+") as f:
             f[rec].move(role, "x" + role)
         self.assertIn("the row names a dataset the file does not have", self.refused(bad))
+
+
+class CatalogueOrder(Dump, unittest.TestCase):
+    """/index's rows grouped by record through a hash of the names, not sorted
+    (three sorts a file before: the rows, the records, the root's links): a
+    table in its writer's order is catalogued without one sort, and a table
+    whose rows h5py shuffled gives the same catalogue, a row written twice
+    far apart still refused."""
+
+    def listed(self, out):
+        return [line.split()[0] for line in out.splitlines() if "  order=" in line]
+
+    def test_a_table_in_order_is_catalogued_without_a_sort(self):
+        if sanitized_build():
+            self.skipTest("a preloaded library cannot come before AddressSanitizer's runtime")
+        out, sorts = ls_in_process_counted(self, self.work, COUNTER, self.path, "qsort")
+        self.assertEqual(sorts, 0)
+        with h5py.File(self.path, "r") as f:
+            order = {r["record"].decode(): int(r["order"]) for r in f["index"][()]}
+        self.assertEqual(self.listed(out), sorted(order, key=lambda k: (order[k], k)))
+        self.assertEqual(len(self.listed(out)), 2 * LAYERS)
+
+    def shuffled(self, name, change=None):
+        out = os.path.join(self.work, name)
+        shutil.copy(self.path, out)
+        with h5py.File(out, "r+") as f:
+            rows = f["index"][()]
+            perm = list(range(len(rows)))
+            random.Random(5).shuffle(perm)
+            rows = rows[perm]
+            if change:
+                change(rows)
+            f["index"][...] = rows
+        return out
+
+    def test_rows_in_any_order_give_the_same_catalogue(self):
+        mixed = self.shuffled("mixed.h5")
+        with h5py.File(mixed, "r") as f:  # h5py reads the rows as shuffled
+            first = [r["record"].decode() for r in f["index"][:8]]
+        self.assertNotEqual(first, self.listed(self.ls(self.path))[:8])
+        self.assertEqual(self.ls(mixed).split("\n", 1)[1], self.ls(self.path).split("\n", 1)[1])
+
+    def test_a_row_written_twice_far_apart_is_refused(self):
+        rec, role = self.target[:2]
+
+        def twice(rows):
+            at = [k for k, r in enumerate(rows) if (r["record"].decode(), r["role"].decode())
+                  == (rec, role)]
+            other = next(k for k, r in enumerate(rows) if r["record"].decode() != rec and
+                         abs(k - at[0]) > len(rows) // 3)
+            rows[other] = rows[at[0]]
+        bad = self.shuffled("twice.h5", twice)
+        p = subprocess.run([BIN, "ls", bad], capture_output=True, text=True, timeout=300)
+        self.assertEqual(p.returncode, 2, p.stdout[-300:])
+        self.assertIn("file %s: /index: record %s: %s has two rows" % (bad, rec, role), p.stderr)
+
+    def ls(self, path):
+        p = subprocess.run([BIN, "ls", path], capture_output=True, text=True, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return p.stdout
 
 
 TRAIN = """
