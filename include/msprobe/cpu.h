@@ -11,7 +11,7 @@
  *   MSPROBE_FORMAT_PORTABLE=1    CRC-32 through zlib and 4-lane SSE statistics
  *                                (no PCLMUL, VPCLMULQDQ or AVX2 in src/format)
  *   MSPROBE_FORMAT_NO_AVX512=1   CRC-32 folded 128 bits wide, not 512 (VPCLMULQDQ)
- *   MSPROBE_COMPARE_NO_AVX512=1  compare's float32 kernel compiler-vectorised,
+ *   MSPROBE_COMPARE_NO_AVX512=1  compare's float32/bf16/fp16 kernel compiler-vectorised,
  *                                not written for AVX-512
  *
  * A switch is on when set to anything but "" or "0" (msp_env_flag); it is
@@ -34,7 +34,7 @@ typedef enum msp_cpu_path {
     MSP_CPU_CRC_CLMUL,  /* CRC-32, 128-bit folding: PCLMUL, SSE4.1 */
     MSP_CPU_CRC_VCLMUL, /* CRC-32, 512-bit folding: the above, AVX-512F/BW, VPCLMULQDQ */
     MSP_CPU_STATS_AVX2, /* float32 statistics, 8 lanes: AVX2, FMA */
-    MSP_CPU_CMP_AVX512, /* compare's float32 pair kernel: AVX-512F/DQ/VL, POPCNT */
+    MSP_CPU_CMP_AVX512, /* compare's float32/bf16/fp16 pair kernel: AVX-512F/DQ/VL, POPCNT */
     MSP_CPU_PATH_COUNT_
 } msp_cpu_path_t;
 

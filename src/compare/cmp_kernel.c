@@ -231,8 +231,11 @@ cmp_fast_block(msp_dtype_t ndt, const unsigned char *np, msp_dtype_t bdt, const 
 #if defined(MSP_CPU_X86) && !defined(__SANITIZE_ADDRESS__)
 #include <immintrin.h>
 #define CMP_HAVE_F32_AVX512 1
-/* float32 against float32 (nearly every real pair), written for AVX-512:
- * each element's arithmetic is the loop above's, in the same double
+/* float32, bfloat16 and float16 against each other, in any pairing (nearly
+ * every real pair: the same dtype on both sides, or a low precision against
+ * float32), written for AVX-512: each side's 16 elements made float32
+ * (exactly: a bfloat16 is the top half of its float32), then each
+ * element's arithmetic is the loop above's, in the same double
  * operations (no FMA), so max_abs, max_rel and the three counts are the same
  * bits; the counts are taken from the compare masks with popcount on the
  * integer units instead of double adds on the vector units, which the
@@ -265,10 +268,25 @@ cmp_fast_block(msp_dtype_t ndt, const unsigned char *np, msp_dtype_t bdt, const 
         }                                                                                          \
     } while (0)
 
-__attribute__((target("avx512f,avx512dq,avx512vl,popcnt"))) static int
-cmp_f32_block_avx512(const float *np, const float *bp, size_t cnt, double rtol, double atol,
-                     int side, cmp_acc_t *a)
+/* 16 elements from p of a 32-bit float, bfloat16 or float16 (each exact in
+ * float32) as float32. */
+__attribute__((target("avx512f,avx512dq,avx512vl,popcnt"), always_inline)) static inline __m512
+cmp_load16(msp_dtype_t dt, const unsigned char *p)
 {
+    if (dt == MSP_DTYPE_FLOAT32)
+        return _mm512_loadu_ps(p);
+    __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)p);
+    if (dt == MSP_DTYPE_FLOAT16)
+        return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+__attribute__((target("avx512f,avx512dq,avx512vl,popcnt"))) static int
+cmp_low_block_avx512(msp_dtype_t ndt, const unsigned char *np, msp_dtype_t bdt,
+                     const unsigned char *bp, size_t cnt, double rtol, double atol, int side,
+                     cmp_acc_t *a)
+{
+    size_t nsz = msp_dtype_size(ndt), bsz = msp_dtype_size(bdt);
     const __m512d absm = _mm512_castsi512_pd(_mm512_set1_epi64(0x7fffffffffffffffLL));
     const __m512d zero = _mm512_setzero_pd(), eps = _mm512_set1_pd((double)FLT_EPSILON);
     const __m512d t1 = _mm512_set1_pd(0.001), t5 = _mm512_set1_pd(0.005);
@@ -280,7 +298,7 @@ cmp_f32_block_avx512(const float *np, const float *bp, size_t cnt, double rtol, 
     uint64_t c1 = 0, c5 = 0, viol = 0;
     size_t i = 0;
     for (; i + 16 <= cnt; i += 16) {
-        __m512 nv = _mm512_loadu_ps(np + i), bv = _mm512_loadu_ps(bp + i);
+        __m512 nv = cmp_load16(ndt, np + i * nsz), bv = cmp_load16(bdt, bp + i * bsz);
         if (side) {
             nmax = _mm512_max_ps(nmax, nv);
             nmin = _mm512_min_ps(nmin, nv);
@@ -290,9 +308,12 @@ cmp_f32_block_avx512(const float *np, const float *bp, size_t cnt, double rtol, 
         CMP_F32_HALF(_mm512_castps512_ps256(nv), _mm512_castps512_ps256(bv), 0xff);
         CMP_F32_HALF(_mm512_extractf32x8_ps(nv, 1), _mm512_extractf32x8_ps(bv, 1), 0xff);
     }
-    if (i < cnt) { /* the tail: masked loads read zeros past the end, masked out of the counts */
+    if (i < cnt) { /* the tail: zeros past the end, masked out of the counts */
         __mmask16 m = (__mmask16)((1u << (cnt - i)) - 1u);
-        __m512 nv = _mm512_maskz_loadu_ps(m, np + i), bv = _mm512_maskz_loadu_ps(m, bp + i);
+        unsigned char nt[64] = {0}, bt[64] = {0};
+        memcpy(nt, np + i * nsz, (cnt - i) * nsz);
+        memcpy(bt, bp + i * bsz, (cnt - i) * bsz);
+        __m512 nv = cmp_load16(ndt, nt), bv = cmp_load16(bdt, bt);
         if (side) {
             nmax = _mm512_mask_max_ps(nmax, m, nmax, nv);
             nmin = _mm512_mask_min_ps(nmin, m, nmin, nv);
@@ -416,6 +437,13 @@ static void cmp_slow_block(msp_dtype_t ndt, const unsigned char *np, msp_dtype_t
     CMP_FAST_CASE(NDT, MSP_DTYPE_BFLOAT16)                                                         \
     CMP_FAST_CASE(NDT, MSP_DTYPE_FLOAT64)
 
+/* float32, bfloat16 and float16: the dtypes the AVX-512 loop reads, each
+ * exact in float32 */
+static inline int cmp_low_float(msp_dtype_t dt)
+{
+    return dt == MSP_DTYPE_FLOAT32 || dt == MSP_DTYPE_BFLOAT16 || dt == MSP_DTYPE_FLOAT16;
+}
+
 /* Specialised loops for every pair of float dtypes; returns 0 for other pairs. */
 CMP_CLONES static int cmp_run_float(msp_dtype_t ndt, const unsigned char *n, msp_dtype_t bdt,
                                     const unsigned char *b, size_t count, double rtol, double atol,
@@ -423,13 +451,12 @@ CMP_CLONES static int cmp_run_float(msp_dtype_t ndt, const unsigned char *n, msp
 {
     size_t nsz = msp_dtype_size(ndt), bsz = msp_dtype_size(bdt);
 #ifdef CMP_HAVE_F32_AVX512
-    if (ndt == MSP_DTYPE_FLOAT32 && bdt == MSP_DTYPE_FLOAT32 && msp_cpu_use(MSP_CPU_CMP_AVX512)) {
+    if (cmp_low_float(ndt) && cmp_low_float(bdt) && msp_cpu_use(MSP_CPU_CMP_AVX512)) {
         for (size_t off = 0; off < count; off += CMP_BLOCK) {
             size_t m = count - off < CMP_BLOCK ? count - off : CMP_BLOCK;
-            const unsigned char *nb = n + off * 4, *bb_ = b + off * 4;
+            const unsigned char *nb = n + off * nsz, *bb_ = b + off * bsz;
             /* unaligned bytes are fine: every load is a loadu */
-            if (!cmp_f32_block_avx512((const float *)(const void *)nb,
-                                      (const float *)(const void *)bb_, m, rtol, atol, side, a))
+            if (!cmp_low_block_avx512(ndt, nb, bdt, bb_, m, rtol, atol, side, a))
                 cmp_slow_block(ndt, nb, bdt, bb_, m, rtol, atol, a);
         }
         return 1;
