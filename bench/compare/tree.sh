@@ -10,7 +10,8 @@
 #     pair at a time) on the whole tree and on a quarter of its ranks;
 #   - a tensor subset, SMALL_LAYERS records a rank and step of NUMEL-element
 #     tensors (small: 4 KiB fp32 against 2 KiB bf16), against a few large
-#     tensors of the same total bytes: the per-tensor cost, split into the
+#     tensors of the same total bytes, and the same records with float32 on
+#     both sides (4 KiB against 4 KiB, as a GPU-vs-NPU pair of one dtype): the per-tensor cost, split into the
 #     reader helper's catalogue (msprobe-catalogue, libhdf5 opening every
 #     dataset to check /index) and compare's own; and the same subset
 #     written with its small tensors packed (msprobe-gen --pack-kib 64,
@@ -88,6 +89,12 @@ if [ ! -d "$WORK/stats" ]; then
             s=$((s + 1))
         done
     done
+fi
+if [ "$SMALL_LAYERS" -gt 0 ] && [ ! -d "$WORK/same" ]; then
+    echo "== generating the tensor subset with float32 on both sides"
+    "$GEN" --out "$WORK/same" --steps "$STEPS" --ranks "$RANKS" --layers "$SMALL_LAYERS" \
+        --numel "$NUMEL" --dtype fp32 --plant $((SMALL_LAYERS / 3)) --plant-step $((STEPS - 1)) \
+        --plant-rank $((RANKS / 2 + 5)) --magnitude 0.3 --seed 5
 fi
 du -sh "$WORK/stats/bench" "$WORK/stats/npu"
 [ "$SMALL_LAYERS" -gt 0 ] && du -sh "$WORK/small/bench" "$WORK/small/npu" "$WORK/packed/bench" \
@@ -193,9 +200,11 @@ echo "msp_compare_stream, $((RANKS / 4)) ranks: $quarter"
 rows=$(field tensors "$tree")
 if [ "$SMALL_LAYERS" -gt 0 ]; then
     echo "== tensors: small against large, the same bytes"
-    settled "$WORK/small" "$WORK/packed" "$WORK/large"
+    settled "$WORK/small" "$WORK/packed" "$WORK/large" "$WORK/same"
     small=$("$CB" tree "$WORK/small/bench" "$WORK/small/npu")
     echo "small: $small"
+    fp32=$("$CB" tree "$WORK/same/bench" "$WORK/same/npu")
+    echo "float32 both sides: $fp32"
     packed=$("$CB" tree "$WORK/packed/bench" "$WORK/packed/npu")
     echo "packed: $packed"
     large=$("$CB" tree "$WORK/large/bench" "$WORK/large/npu")
@@ -210,12 +219,14 @@ if [ "$SMALL_LAYERS" -gt 0 ]; then
 
     srows=$(field tensors "$small")
     # the base build's compare of the same subsets, right after ours
-    bsmall="" bpacked=""
+    bsmall="" bpacked="" bfp32=""
     if [ -n "$BASE" ] && [ -x "$BASE/bench/compare/cmp_bench" ]; then
         bsmall=$("$BASE/bench/compare/cmp_bench" tree "$WORK/small/bench" "$WORK/small/npu")
         echo "base small: $bsmall"
         bpacked=$("$BASE/bench/compare/cmp_bench" tree "$WORK/packed/bench" "$WORK/packed/npu")
         echo "base packed: $bpacked"
+        bfp32=$("$BASE/bench/compare/cmp_bench" tree "$WORK/same/bench" "$WORK/same/npu")
+        echo "base float32 both sides: $bfp32"
     fi
 fi
 echo "== summary (load average $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores)"
@@ -242,9 +253,12 @@ fi
 printf '  peak RSS:       %s MiB everything in memory, %s MiB a pair at a time (%s MiB on a quarter of the ranks)\n' \
     "$(field rss_mib "$whole")" "$(field rss_mib "$tree")" "$(field rss_mib "$quarter")"
 [ "$SMALL_LAYERS" -gt 0 ] || exit 0
-printf 'tensor subset:    %s rows of %s elements, %s MB: %.3f GB/s; %.1f us a row\n' "$srows" \
+printf 'tensor subset:    %s rows of %s elements, float32 against bfloat16, %s MB: %.3f GB/s; %.1f us a row\n' "$srows" \
     "$NUMEL" "$(echo "$(field bytes "$small") / 1000000" | bc)" "$(field gbps "$small")" \
     "$(echo "1000000 * $(field seconds "$small") / $srows" | bc -l)"
+printf '  float32 both sides (4 KiB against 4 KiB), %s MB: %.3f GB/s; %.1f us a row\n' \
+    "$(echo "$(field bytes "$fp32") / 1000000" | bc)" "$(field gbps "$fp32")" \
+    "$(echo "1000000 * $(field seconds "$fp32") / $srows" | bc -l)"
 printf '  packed (--pack-kib 64): %.3f GB/s; %.1f us a row (%.2fx the unpacked speed)\n' \
     "$(field gbps "$packed")" "$(echo "1000000 * $(field seconds "$packed") / $srows" | bc -l)" \
     "$(echo "$(field seconds "$small") / $(field seconds "$packed")" | bc -l)"
@@ -253,6 +267,8 @@ if [ -n "$bpacked" ]; then
         "$(field gbps "$bsmall")" "$(field gbps "$bpacked")" \
         "$(echo "$(field seconds "$bsmall") / $(field seconds "$small")" | bc -l)" \
         "$(echo "$(field seconds "$bpacked") / $(field seconds "$packed")" | bc -l)"
+    printf '  base build:     float32 both sides %.3f GB/s (ours %.2fx its speed)\n' \
+        "$(field gbps "$bfp32")" "$(echo "$(field seconds "$bfp32") / $(field seconds "$fp32")" | bc -l)"
 fi
 printf '  large tensors:  %s MB: %.3f GB/s\n' "$(echo "$(field bytes "$large") / 1000000" | bc)" \
     "$(field gbps "$large")"
