@@ -394,6 +394,33 @@ class MetricsCase(unittest.TestCase):
             for k in ("cosine", "euc_dist", "npu_mean", "npu_norm"):
                 self.assertClose(r_fast[k], r_generic[k], rel=1e-12, what=k)
 
+    def test_quotients_on_the_thresholds_and_the_largest_are_exact(self):
+        # Exact ties (1001 against 1000 is 0.001 to the last bit, 1005
+        # against 1000 0.005: below neither), quotients one float32 step to
+        # each side of them, and the largest quotient late in a tensor of
+        # 4,100 elements, in float32 and float16 against float32 (both
+        # through the AVX-512 loop where the CPU has it): counts and max_rel
+        # as numpy's. A loop that held |n-b| against a product of |b| instead
+        # of dividing would count the ties.
+        base = np.full(4100, 1000.0, dtype=np.float32)
+        n = base + self.rng.uniform(-0.5, 0.5, base.size).astype(np.float32)
+        n[:5] = [1001, 1005, 999, 995, np.nextafter(np.float32(1001), np.float32(0))]
+        n[5] = np.nextafter(np.float32(1005), np.float32(2000))
+        n[4000] = 1030  # the largest, past 250 rounds of the loop
+        for nk in (np.float32, np.float16):
+            nv = n.astype(nk)
+            rows, _ = self.pair({"input.0": base}, {"input.0": nv}, "Torch.add.0.forward",
+                                "--chunk", "65536")
+            row = rows["Torch.add.0.forward.input.0"]
+            ref = H.ref_metrics(nv, base)
+            q = np.abs(nv.astype(np.float64) - 1000.0) / 1000.0
+            self.assertEqual(row["max_rel_err"], q.max())
+            self.assertEqual(row["max_rel_err"], ref["max_rel_err"])
+            self.assertEqual(round(row["one_thousandth_ratio"] * n.size), int((q < 0.001).sum()))
+            self.assertEqual(round(row["five_thousandths_ratio"] * n.size),
+                             int((q < 0.005).sum()))
+            self.assertFalse(q[0] < 0.001 or q[1] < 0.005)  # the ties, as numpy has them
+
     def test_results_do_not_depend_on_threads_or_io(self):
         b = self.rng.standard_normal(700_001).astype(np.float32)
         n = (b * (1 + self.rng.standard_normal(b.size) * 1e-4)).astype(np.float32)
