@@ -42,15 +42,22 @@ __attribute__((visibility("default"))) void *malloc(size_t size)
     return __libc_malloc(size);
 }
 
+/* Each interposer below begins so: real, the next library's function of
+ * that name, looked up once, and the call counted in counter. */
+#define COUNTED(real, name, counter)                                                               \
+    do {                                                                                           \
+        if (!(real))                                                                               \
+            *(void **)&(real) = dlsym(RTLD_NEXT, name);                                            \
+        __atomic_add_fetch(&(counter), 1, __ATOMIC_RELAXED);                                       \
+    } while (0)
+
 /* libhdf5's htri_t H5Lexists(hid_t, const char *, hid_t), hid_t 64 bits
  * (1.10 and later), declared here so the library needs no HDF5 headers */
 int H5Lexists(int64_t loc, const char *name, int64_t lapl);
 __attribute__((visibility("default"))) int H5Lexists(int64_t loc, const char *name, int64_t lapl)
 {
     static int (*real)(int64_t, const char *, int64_t);
-    if (!real)
-        *(void **)&real = dlsym(RTLD_NEXT, "H5Lexists");
-    __atomic_add_fetch(&lookups, 1, __ATOMIC_RELAXED);
+    COUNTED(real, "H5Lexists", lookups);
     return real ? real(loc, name, lapl) : -1;
 }
 
@@ -62,9 +69,7 @@ __attribute__((visibility("default"))) int H5Tget_fields(int64_t t, size_t *spos
                                                          size_t *esize, size_t *mpos, size_t *msize)
 {
     static int (*real)(int64_t, size_t *, size_t *, size_t *, size_t *, size_t *);
-    if (!real)
-        *(void **)&real = dlsym(RTLD_NEXT, "H5Tget_fields");
-    __atomic_add_fetch(&fields, 1, __ATOMIC_RELAXED);
+    COUNTED(real, "H5Tget_fields", fields);
     return real ? real(t, spos, epos, esize, mpos, msize) : -1;
 }
 
@@ -73,9 +78,7 @@ int64_t H5Dopen2(int64_t loc, const char *name, int64_t dapl);
 __attribute__((visibility("default"))) int64_t H5Dopen2(int64_t loc, const char *name, int64_t dapl)
 {
     static int64_t (*real)(int64_t, const char *, int64_t);
-    if (!real)
-        *(void **)&real = dlsym(RTLD_NEXT, "H5Dopen2");
-    __atomic_add_fetch(&opens, 1, __ATOMIC_RELAXED);
+    COUNTED(real, "H5Dopen2", opens);
     return real ? real(loc, name, dapl) : -1;
 }
 
@@ -84,9 +87,7 @@ __attribute__((visibility("default"))) int64_t H5Dopen2(int64_t loc, const char 
 __attribute__((visibility("default"))) int vsnprintf(char *s, size_t n, const char *fmt, va_list ap)
 {
     static int (*real)(char *, size_t, const char *, va_list);
-    if (!real)
-        *(void **)&real = dlsym(RTLD_NEXT, "vsnprintf");
-    __atomic_add_fetch(&formats, 1, __ATOMIC_RELAXED);
+    COUNTED(real, "vsnprintf", formats);
     return real ? real(s, n, fmt, ap) : -1;
 }
 
@@ -95,9 +96,7 @@ __attribute__((visibility("default"))) int vsnprintf(char *s, size_t n, const ch
 __attribute__((visibility("default"))) FILE *open_memstream(char **ptr, size_t *size)
 {
     static FILE *(*real)(char **, size_t *);
-    if (!real)
-        *(void **)&real = dlsym(RTLD_NEXT, "open_memstream");
-    __atomic_add_fetch(&memstreams, 1, __ATOMIC_RELAXED);
+    COUNTED(real, "open_memstream", memstreams);
     return real ? real(ptr, size) : NULL;
 }
 
@@ -106,9 +105,7 @@ __attribute__((visibility("default"))) void qsort(void *base, size_t n, size_t s
                                                   int (*cmp)(const void *, const void *))
 {
     static void (*real)(void *, size_t, size_t, int (*)(const void *, const void *));
-    if (!real)
-        *(void **)&real = dlsym(RTLD_NEXT, "qsort");
-    __atomic_add_fetch(&sorts, 1, __ATOMIC_RELAXED);
+    COUNTED(real, "qsort", sorts);
     if (real)
         real(base, n, size, cmp);
 }
