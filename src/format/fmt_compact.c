@@ -187,14 +187,16 @@ static msp_err msp_records_own(msp_dump_file_t *f, const struct msp_strs *s,
 }
 
 /* /records into f->records: the records /index gave (the first n_index, in
- * name order) keep theirs; then all in name order, a name given twice
- * refused. */
+ * the table's order, put in name order here) keep theirs; then all in name
+ * order, a name given twice refused. */
 static msp_err msp_records_merge(msp_dump_file_t *f, const struct msp_strs *s,
                                  const struct msp_ctables *t)
 {
     size_t n = t->n_records, n_index = f->n_records;
     const struct msp_rrow *rr = t->records;
     msp_err rc = MSP_OK;
+    if (n_index > 1) /* for the binary search below */
+        msp_sort(f->records, n_index, sizeof *f->records, msp_rec_name_cmp);
     msp_record_info_t *nr = realloc(f->records, (n_index + n + 1) * sizeof *nr);
     if (!nr)
         rc = msp_fail(MSP_ERR_NOMEM, "file %s: out of memory for /records", f->path);

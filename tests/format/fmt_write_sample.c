@@ -5,6 +5,9 @@
  *     reads doubles, writes for each: uint16 half, uint16 bf16 (round to
  *     nearest even), then for every 16-bit pattern: float64 half value,
  *     float64 bf16 value.
+ *   fmt_write_sample --statistics OUT.h5
+ *     the same records in a statistics dump (the compact layout): the
+ *     tensors with data in its /index, the rest in its tables.
  *   fmt_write_sample --errors DIR
  *     misuses the writer API; prints "case<TAB>code<TAB>detail" per case.
  *   fmt_write_sample --threads DIR
@@ -128,7 +131,7 @@ static void msp_specials(msp_dtype_t dt, void *buf, size_t n, int kind)
                                                        : msp_double_to_bf16(s[i]);
 }
 
-static int msp_write_sample(const char *path)
+static int msp_write_sample(const char *path, const char *task)
 {
     static const struct msp_sample_tensor conv[] = {
         {"input.0", MSP_DTYPE_FLOAT32, 4, {2, 3, 4, 5}, 1, 0},
@@ -169,7 +172,7 @@ static int msp_write_sample(const char *path)
         {"Tensor.__add__.1.forward", 1, add, sizeof add / sizeof add[0]},
         {"Functional.linear.5.forward", 4, big, sizeof big / sizeof big[0]},
     };
-    msp_dump_meta_t meta = {"pytorch", "1.13.1", "tensor", "mix", 7, 3, 8, 0};
+    msp_dump_meta_t meta = {"pytorch", "1.13.1", task, "mix", 7, 3, 8, 0};
     msp_writer_t *w = NULL;
     if (msp_check(msp_writer_open(path, &meta, &w), "open"))
         return 1;
@@ -480,11 +483,13 @@ int main(int argc, char **argv)
         return msp_errors(argv[2]);
     if (argc == 3 && strcmp(argv[1], "--crc") == 0)
         return msp_crc_table(argv[2]);
+    if (argc == 3 && strcmp(argv[1], "--statistics") == 0)
+        return msp_write_sample(argv[2], "statistics");
     if (argc == 4 && strcmp(argv[1], "--convert") == 0)
         return msp_convert(argv[2], argv[3]);
     if (argc != 2) {
         fprintf(stderr, "usage: fmt_write_sample OUT.h5 | --convert IN.f64 OUT.bin\n");
         return 2;
     }
-    return msp_write_sample(argv[1]);
+    return msp_write_sample(argv[1], "tensor");
 }

@@ -59,11 +59,31 @@ class LsCli(unittest.TestCase):
         self.assertTrue(p.stdout.startswith("Usage: msprobe ls"))
 
     def test_sample_header_records_in_order_and_tensor_statistics(self):
-        p = ls(self.sample)
+        self.check_sample(self.sample, "tensor")
+
+    def test_statistics_sample_with_tensors_in_its_index(self):
+        # the same records in a statistics dump: the tensors with data in
+        # /index, the rest in /records and /stats, merged into one catalogue
+        # (/index's records in the writer's order, not by name: 7eaa3b8 read
+        # them so and refused the file, "record ... is listed twice")
+        path = os.path.join(self.tmp.name, "stats.h5")
+        subprocess.run([WRITE_SAMPLE, "--statistics", path], check=True)
+        with h5py.File(path, "r") as f:
+            self.assertIn("index", f)
+            self.assertIn("records", f)
+            names = [r["record"].decode() for r in f["index"][()]]
+        self.assertNotEqual(names, sorted(names))
+        self.check_sample(path, "statistics")
+
+    def check_sample(self, path, task):
+        """path, fmt_write_sample's records as task: header, records in
+        execution order, every tensor's dtype, shape and statistics as numpy
+        has them"""
+        p = ls(path)
         self.assertEqual((p.returncode, p.stderr), (0, ""))
         lines = p.stdout.splitlines()
         n_tensors = sum(len(t) for _, _, t in X.RECORDS) + 1
-        self.assertEqual(lines[0], f"step 7 rank 3: {self.sample}  task=tensor mode=mix "
+        self.assertEqual(lines[0], f"step 7 rank 3: {path}  task={task} mode=mix "
                          f"framework=pytorch 1.13.1  records={len(X.RECORDS) + 1} "
                          f"tensors={n_tensors}")
         rec_lines = [l.strip() for l in lines if l.startswith("  ") and not
