@@ -30,12 +30,23 @@ void msp_wput_f64(msp_buf_t *b, double v)
     msp_buf_put(b, (const char *)&v, sizeof v);
 }
 
+/* Its length word and bytes through one reservation: two puts were 120
+ * instructions a string, 3 % of a statistics compare's packing of its
+ * results (issue 42). Near the buffer's limit, the two puts as before. */
 void msp_wput_str(msp_buf_t *b, const char *s)
 {
-    size_t n = s ? strlen(s) : 0;
-    msp_wput_u64(b, s ? (uint64_t)n + 1 : 0);
-    if (n)
-        msp_buf_put(b, s, n);
+    size_t n = s ? strlen(s) : 0, room = 0;
+    uint64_t v = s ? (uint64_t)n + 1 : 0;
+    char *p = msp_buf_room(b, sizeof v + n, &room);
+    if (!p || room < sizeof v + n) {
+        msp_wput_u64(b, v);
+        if (n)
+            msp_buf_put(b, s, n);
+        return;
+    }
+    memcpy(p, &v, sizeof v);
+    memcpy(p + sizeof v, s, n);
+    msp_buf_grew(b, sizeof v + n);
 }
 
 void msp_wget(msp_wire_rd_t *r, void *dst, size_t n)
