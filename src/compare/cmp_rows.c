@@ -7,6 +7,7 @@
 #include "cmp_job.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,25 +223,62 @@ int cmp_file_has_producers(const msp_dump_file_t *f)
     return 0;
 }
 
-/* lead rec sep role, malloc'd (lead 0: none); once a row, so no format to
- * parse (an msp_asprintf of "/%s/%s" a row was a twentieth of compare's
- * own CPU on a file of small tensors) */
-static char *cmp_join_sep(char lead, const char *rec, char sep, const char *role)
+/* ---- the rows' names (msp_compare_result_t.names) ------------------------- */
+
+struct cmp_names {
+    struct cmp_names *next;
+    size_t used, cap;
+    char text[];
+};
+
+#define CMP_NAMES_FIRST ((size_t)16 << 10)
+#define CMP_NAMES_MAX ((size_t)4 << 20)
+
+/* Joined by copies, once a row, so no format to parse (an msp_asprintf of
+ * "/%s/%s" a row was a twentieth of compare's own CPU on a file of small
+ * tensors). */
+char *cmp_names_join(msp_compare_result_t *r, char lead, const char *a, char sep, const char *b)
 {
-    size_t l = lead != 0, a = strlen(rec), b = strlen(role);
-    char *s = malloc(l + a + b + 2);
-    if (s) {
-        s[0] = lead;
-        memcpy(s + l, rec, a);
-        s[l + a] = sep;
-        memcpy(s + l + a + 1, role, b + 1);
+    b = b ? b : "";
+    size_t l = lead != 0, la = strlen(a), ls = sep != 0, lb = strlen(b), n = l + la + ls + lb + 1;
+    struct cmp_names *blk = r->names;
+    if (!blk || blk->cap - blk->used < n) {
+        size_t cap = blk ? blk->cap * 2 : CMP_NAMES_FIRST;
+        cap = cap > CMP_NAMES_MAX ? CMP_NAMES_MAX : cap;
+        cap = cap < n ? n : cap;
+        struct cmp_names *nb = malloc(sizeof *nb + cap);
+        if (!nb)
+            return NULL;
+        nb->next = blk;
+        nb->used = 0;
+        nb->cap = cap;
+        r->names = blk = nb;
     }
+    char *s = blk->text + blk->used;
+    blk->used += n;
+    s[0] = lead;
+    memcpy(s + l, a, la);
+    s[l + la] = sep;
+    memcpy(s + l + la + ls, b, lb + 1);
     return s;
 }
 
-static char *cmp_join(const char *rec, const char *role)
+int cmp_names_hold(const msp_compare_result_t *r, const char *s)
 {
-    return cmp_join_sep(0, rec, '.', role);
+    uintptr_t at = (uintptr_t)s;
+    for (const struct cmp_names *b = r->names; s && b; b = b->next)
+        if (at >= (uintptr_t)b->text && at - (uintptr_t)b->text < b->cap)
+            return 1;
+    return 0;
+}
+
+void cmp_names_free(msp_compare_result_t *r)
+{
+    while (r->names) {
+        struct cmp_names *next = r->names->next;
+        free(r->names);
+        r->names = next;
+    }
 }
 
 /* A dump of msprobe's own (dump.json) rather than ours. */
@@ -252,9 +290,9 @@ static int cmp_is_msprobe_dump(const msp_dump_file_t *f)
 
 /* Where each side's data is (Data_name), its CRC-32 (msprobe's md5) and
  * whether its statistics hold NaN/Inf. */
-static msp_err cmp_row_sources(msp_tensor_cmp_t *t, const msp_record_info_t *nrec,
-                               const msp_tensor_info_t *n, const msp_record_info_t *brec,
-                               const msp_tensor_info_t *b)
+static msp_err cmp_row_sources(msp_compare_result_t *res, msp_tensor_cmp_t *t,
+                               const msp_record_info_t *nrec, const msp_tensor_info_t *n,
+                               const msp_record_info_t *brec, const msp_tensor_info_t *b)
 {
     const msp_record_info_t *rs[2] = {nrec, brec};
     const msp_tensor_info_t *ts[2] = {n, b};
@@ -270,9 +308,9 @@ static msp_err cmp_row_sources(msp_tensor_cmp_t *t, const msp_record_info_t *nre
                   (x->stats.nan_count > 0 || x->stats.inf_count > 0 || !isfinite(x->stats.max) ||
                    !isfinite(x->stats.min));
         if (x->data_name)
-            *names[k] = strdup(x->data_name);
+            *names[k] = cmp_names_join(res, 0, x->data_name, 0, NULL);
         else if (x->has_data)
-            *names[k] = cmp_join_sep('/', rs[k]->name, '/', x->role);
+            *names[k] = cmp_names_join(res, '/', rs[k]->name, '/', x->role);
         else
             continue;
         if (!*names[k])
@@ -315,18 +353,18 @@ static msp_err cmp_tensor_row(cmp_ctx_t *cx, cmp_build_t *bld, const msp_record_
     t->npu_requires_grad = n ? n->requires_grad != 0 : -1;
     t->bench_requires_grad = b ? b->requires_grad != 0 : -1;
     if (n) {
-        t->npu_name = cmp_join(nrec->name, n->role);
+        t->npu_name = cmp_names_join(bld->res, 0, nrec->name, '.', n->role);
         msp_copy_str(t->npu_dtype, sizeof t->npu_dtype, n->dtype_name);
         msp_shape_str(n->shape, n->ndim, t->npu_shape, sizeof t->npu_shape);
     }
     if (b) {
-        t->bench_name = cmp_join(brec->name, b->role);
+        t->bench_name = cmp_names_join(bld->res, 0, brec->name, '.', b->role);
         msp_copy_str(t->bench_dtype, sizeof t->bench_dtype, b->dtype_name);
         msp_shape_str(b->shape, b->ndim, t->bench_shape, sizeof t->bench_shape);
     }
     if ((n && !t->npu_name) || (b && !t->bench_name))
         return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
-    if ((rc = cmp_row_sources(t, nrec, n, brec, b)))
+    if ((rc = cmp_row_sources(bld->res, t, nrec, n, brec, b)))
         return rc;
     cmp_side_stats(t, n, b);
     const char *uninit = t->is_output ? cmp_uninit_api(nrec ? nrec->name : brec->name) : NULL;

@@ -30,14 +30,21 @@ void msp_compare_opts_default(msp_compare_opts_t *o)
     o->replay_budget = 60.0;
 }
 
-static void cmp_tensor_strings_free(msp_tensor_cmp_t *t)
+/* A string of the row's, unless it lies in the result's name blocks. */
+static void cmp_row_str_free(const msp_compare_result_t *r, char *s)
 {
-    free(t->npu_name);
-    free(t->bench_name);
+    if (s && !cmp_names_hold(r, s))
+        free(s);
+}
+
+static void cmp_tensor_strings_free(const msp_compare_result_t *r, msp_tensor_cmp_t *t)
+{
+    cmp_row_str_free(r, t->npu_name);
+    cmp_row_str_free(r, t->bench_name);
     free(t->err_message);
     free(t->producer);
-    free(t->npu_data_name);
-    free(t->bench_data_name);
+    cmp_row_str_free(r, t->npu_data_name);
+    cmp_row_str_free(r, t->bench_data_name);
 }
 
 void msp_compare_result_free(msp_compare_result_t *r)
@@ -67,12 +74,13 @@ void msp_compare_result_free(msp_compare_result_t *r)
             to = rec->n_tensors < to - from ? from + rec->n_tensors : to;
         }
         for (size_t i = from; i < to; i++)
-            cmp_tensor_strings_free(&r->tensors[i]);
+            cmp_tensor_strings_free(r, &r->tensors[i]);
     }
     free(r->held_records);
     for (size_t i = 0; !r->strs && i < r->n_suspects; i++)
         free(r->suspects[i].reason);
     free(r->strs);
+    cmp_names_free(r);
     free(r->suspects);
     free(r->suspect_from);
     for (size_t i = 0; i < r->n_unpaired; i++)

@@ -582,7 +582,7 @@ static msp_err cmp_tree_whole(const msp_compare_tree_t *t, size_t max_records, c
         }
         for (size_t k = 0; !rc && !lean && k < p->n_tensors && w->n_tensors < t->n_tensors; k++) {
             msp_tensor_cmp_t *d = &w->tensors[w->n_tensors++];
-            if (f || p->strs) { /* shared, or its strings one block: copied */
+            if (f || p->strs || p->names) { /* shared, or strings in blocks: copied */
                 rc = cmp_copy_tensor(d, &p->tensors[k]);
                 continue;
             }
