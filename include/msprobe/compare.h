@@ -318,8 +318,9 @@ typedef struct msp_compare_result {
      * (a part read back from the spool for the reports, which only read
      * it): msp_compare_result_free frees the block, none of them alone */
     char *strs;
-    /* NULL, or blocks that hold the rows' names and data names as the
-     * compare built them: freed with the result, none of those alone */
+    /* NULL, or blocks that hold the records' names and the rows' names,
+     * data names and producers as the compare built them: freed with the
+     * result, none of those alone */
     struct cmp_names *names;
 } msp_compare_result_t;
 

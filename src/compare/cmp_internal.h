@@ -165,10 +165,10 @@ void cmp_engine_close(cmp_engine_t *e); /* NULL-safe */
 #define CMP_WINDOW_BYTES ((uint64_t)256 << 20)
 
 /* The result a file pair's rows are appended to, with its arrays' capacities. */
-/* The rows' names and data names of a result the compare builds
- * (msp_compare_result_t.names), carved from blocks that double in size:
- * five strings a row, each malloc'd and freed on its own, were a tenth of
- * a statistics compare's allocations (issue 42). */
+/* The records' names and the rows' names, data names and producers of a
+ * result the compare builds (msp_compare_result_t.names), carved from
+ * blocks that double in size: each malloc'd and freed on its own, they
+ * were a third of a statistics compare's allocations (issue 42). */
 /* lead (when not 0), a, sep (when not 0) and b (when not NULL), joined;
  * NULL when out of memory. */
 char *cmp_names_join(msp_compare_result_t *r, char lead, const char *a, char sep, const char *b);

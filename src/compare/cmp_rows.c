@@ -372,7 +372,7 @@ static msp_err cmp_tensor_row(cmp_ctx_t *cx, cmp_build_t *bld, const msp_record_
         const char *prod = cmp_producer_in(cx->cf, cx->cnames, n);
         if (!prod)
             prod = cmp_producer_in(cx->bf, cx->bnames, b);
-        if (prod && !(t->producer = strdup(prod)))
+        if (prod && !(t->producer = cmp_names_join(bld->res, 0, prod, 0, NULL)))
             return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
         t->gap = (n && cmp_producer_gap(cx->cf, cx->cnames, n)) ||
                  (b && cmp_producer_gap(cx->bf, cx->bnames, b));
@@ -690,8 +690,8 @@ msp_err cmp_record_rows(cmp_ctx_t *cx, cmp_build_t *bld, int64_t step, int64_t r
     if (rc)
         return rc;
     msp_record_cmp_t *rec = &bld->res->records[ri];
-    rec->name = strdup(crec ? crec->name : brec->name);
-    rec->bench_name = brec && crec ? strdup(brec->name) : NULL;
+    rec->name = cmp_names_join(bld->res, 0, crec ? crec->name : brec->name, 0, NULL);
+    rec->bench_name = brec && crec ? cmp_names_join(bld->res, 0, brec->name, 0, NULL) : NULL;
     if (!rec->name || (brec && crec && !rec->bench_name))
         return msp_fail(MSP_ERR_NOMEM, "compare: out of memory");
     rec->step = step;

@@ -42,7 +42,7 @@ static void cmp_tensor_strings_free(const msp_compare_result_t *r, msp_tensor_cm
     cmp_row_str_free(r, t->npu_name);
     cmp_row_str_free(r, t->bench_name);
     free(t->err_message);
-    free(t->producer);
+    cmp_row_str_free(r, t->producer);
     cmp_row_str_free(r, t->npu_data_name);
     cmp_row_str_free(r, t->bench_data_name);
 }
@@ -52,8 +52,8 @@ void msp_compare_result_free(msp_compare_result_t *r)
     if (!r)
         return;
     for (size_t i = 0; !r->strs && i < r->n_records; i++) {
-        free(r->records[i].name);
-        free(r->records[i].bench_name);
+        cmp_row_str_free(r, r->records[i].name);
+        cmp_row_str_free(r, r->records[i].bench_name);
         free(r->records[i].npu_stack);
         free(r->records[i].arg_diff);
         free(r->records[i].replay_note);

@@ -611,7 +611,7 @@ static msp_err cmp_tree_whole(const msp_compare_tree_t *t, size_t max_records, c
         }
         for (size_t r = 0; !rc && r < p->n_records && w->n_records < t->n_records; r++) {
             msp_record_cmp_t *d = &w->records[w->n_records++];
-            if (f || p->strs) {
+            if (f || p->strs || p->names) {
                 rc = cmp_copy_record(d, &p->records[r], 0);
                 d->first_tensor = p->records[r].first_tensor;
             } else {
