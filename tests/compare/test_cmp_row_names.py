@@ -33,10 +33,7 @@ class RowNames(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.work = tempfile.mkdtemp(prefix="msp-row-names-")
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.work, ignore_errors=True)
+        cls.addClassCleanup(shutil.rmtree, cls.work, ignore_errors=True)
 
     def setUp(self):
         if not os.access(GEN, os.X_OK):
