@@ -164,18 +164,18 @@ void cmp_engine_close(cmp_engine_t *e); /* NULL-safe */
 #define CMP_WINDOW_UNITS 4096
 #define CMP_WINDOW_BYTES ((uint64_t)256 << 20)
 
-/* The result a file pair's rows are appended to, with its arrays' capacities. */
 /* The records' names and the rows' names, data names and producers of a
  * result the compare builds (msp_compare_result_t.names), carved from
  * blocks that double in size: each malloc'd and freed on its own, they
- * were a third of a statistics compare's allocations (issue 42). */
-/* lead (when not 0), a, sep (when not 0) and b (when not NULL), joined;
- * NULL when out of memory. */
+ * were a third of a statistics compare's allocations (issue 42).
+ * cmp_names_join: lead (when not 0), a, sep (when not 0) and b (when not
+ * NULL), joined in r's blocks; NULL when out of memory. cmp_names_hold:
+ * whether s lies in one of r's blocks (never to be freed alone). */
 char *cmp_names_join(msp_compare_result_t *r, char lead, const char *a, char sep, const char *b);
-/* Whether s lies in one of r's blocks (not to be freed alone). */
 int cmp_names_hold(const msp_compare_result_t *r, const char *s);
 void cmp_names_free(msp_compare_result_t *r);
 
+/* The result a file pair's rows are appended to, with its arrays' capacities. */
 typedef struct cmp_build {
     msp_compare_result_t *res;
     size_t cap_rec, cap_ten;

@@ -223,7 +223,7 @@ int cmp_file_has_producers(const msp_dump_file_t *f)
     return 0;
 }
 
-/* ---- the rows' names (msp_compare_result_t.names) ------------------------- */
+/* ---- records' and rows' names (msp_compare_result_t.names) ---------------- */
 
 struct cmp_names {
     struct cmp_names *next;
