@@ -12,11 +12,11 @@
 #include "rep_internal.h"
 
 #include <errno.h>
+#include <isa-l/igzip_lib.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <isa-l/igzip_lib.h>
 #include <zip.h>
 
 #define RB_DOS_DATE 0x21 /* 1980-01-01, as libxlsxwriter dates its entries */
