@@ -45,7 +45,8 @@ void msp_wput_str(msp_buf_t *b, const char *s)
         return;
     }
     memcpy(p, &v, sizeof v);
-    memcpy(p + sizeof v, s, n);
+    if (n) /* s may be NULL: no bytes, and memcpy may not be given it */
+        memcpy(p + sizeof v, s, n);
     msp_buf_grew(b, sizeof v + n);
 }
 
