@@ -179,11 +179,7 @@ static int rb_deflate(const char *text, size_t n, int final, unsigned char **out
         *out = NULL;
         return -1;
     }
-    isal_deflate_init(&z);
-    z.level = 1;
-    z.level_buf = lb;
-    z.level_buf_size = ISAL_DEF_LVL1_SMALL;
-    z.gzip_flag = IGZIP_DEFLATE;
+    rep_deflate_start(&z, lb, ISAL_DEF_LVL1_SMALL);
     z.next_in = (uint8_t *)text;
     z.avail_in = (uint32_t)n;
     z.next_out = *out;

@@ -206,6 +206,10 @@ size_t rep_xml_escape(char *out, const char *text, size_t len);
 size_t rep_cell_ref(char *p, int col, size_t row1);
 
 /* A sheet of ncols columns whose rows go to a temp file in dir. */
+/* z made a raw deflate stream (a zip entry's format) at ISA-L's level 1,
+ * level_buf (size bytes, ISAL_DEF_LVL1_*) its work space: the rows'
+ * (rep_sheet.c) and the pieces around them (rep_book.c). */
+void rep_deflate_start(struct isal_zstream *z, void *level_buf, uint32_t size);
 msp_err rep_sheet_open(rep_sheet_t *s, const char *dir, int ncols);
 /* Start row row0 (0-based, the header is row 0; increasing), then its cells
  * in increasing col with libxlsxwriter's xf index (0: none). A string is

@@ -63,6 +63,15 @@ struct rs_memo {
     char text[RS_MEMO_LEN + 1];
 };
 
+void rep_deflate_start(struct isal_zstream *z, void *level_buf, uint32_t size)
+{
+    isal_deflate_init(z);
+    z->level = 1;
+    z->level_buf = level_buf;
+    z->level_buf_size = size;
+    z->gzip_flag = IGZIP_DEFLATE;
+}
+
 msp_err rep_sheet_open(rep_sheet_t *s, const char *dir, int ncols)
 {
     memset(s, 0, sizeof *s);
@@ -102,12 +111,7 @@ msp_err rep_sheet_open(rep_sheet_t *s, const char *dir, int ncols)
         rep_sheet_free(s);
         return msp_fail(MSP_ERR_NOMEM, "out of memory writing the report in %s", dir);
     }
-    uint8_t *lb = s->z->level_buf;
-    isal_deflate_init(s->z);
-    s->z->level = 1;
-    s->z->level_buf = lb;
-    s->z->level_buf_size = ISAL_DEF_LVL1_DEFAULT;
-    s->z->gzip_flag = IGZIP_DEFLATE;
+    rep_deflate_start(s->z, s->z->level_buf, ISAL_DEF_LVL1_DEFAULT);
     s->crc = 0; /* zlib's crc32 of nothing, which crc32_gzip_refl continues */
     return MSP_OK;
 }
