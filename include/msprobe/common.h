@@ -102,6 +102,13 @@ msp_err msp_open_regular(const char *path, int *fd);
 /* msp_open_regular as a stdio stream opened with mode ("r", "rb") into *f;
  * *f is NULL on every error (the open's, or MSP_ERR_IO naming path). */
 msp_err msp_fopen_regular(const char *path, const char *mode, FILE **f);
+/* path created (or truncated) as a stdio stream for one long sequential
+ * write into *f, close-on-exec: whole 1 MiB blocks go straight to the device
+ * (O_DIRECT) where the file system allows it, so a 6 GB report costs no
+ * cache-page copies; plainly where it does not, or with MSPROBE_DIRECT_IO=0.
+ * Write only (no seeks); fclose writes the tail and reports its failure with
+ * errno set. *f is NULL on every error (MSP_ERR_IO naming path, NOMEM). */
+msp_err msp_fopen_seq(const char *path, FILE **f);
 /* The same verdict from stat(2), nothing opened: for a front end that checks
  * the files its options name before any work starts. */
 msp_err msp_check_regular(const char *path);

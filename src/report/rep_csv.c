@@ -214,11 +214,8 @@ msp_err cmp_csv_write(const cmp_source_t *src, const char *out_dir, const char *
         rc = msp_fail(MSP_ERR_NOMEM, "out of memory writing the report in %s", out_dir);
         goto cleanup;
     }
-    f = fopen(tmp, "w");
-    if (!f) {
-        rc = msp_fail(MSP_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
+    if ((rc = msp_fopen_seq(tmp, &f)))
         goto cleanup;
-    }
     setvbuf(f, NULL, _IOFBF, 1 << 16);
     flockfile(f); /* one writer: the _unlocked calls below skip a lock per character */
 

@@ -170,6 +170,12 @@ typedef struct cmp_book {
 /* Write b as out_dir/file (a temp file, then renamed): the error names the
  * sheet and row where libxlsxwriter failed. */
 msp_err cmp_write_book(const char *out_dir, const char *file, const cmp_book_t *b);
+/* Temp files (rep_tmpfile.c): while on, this thread's are anonymous memory
+ * files (memfd), no inode of the output's file system; else, or where one
+ * cannot be made, unlinked files in dir (NULL: tmpfile's). Also what
+ * libxlsxwriter gets for its own temp files. NULL on failure, errno set. */
+void rep_tmpfile_in_memory(int on);
+FILE *rep_tmpfile(const char *dir);
 
 /* ---- the rows of the big sheets, written by us (rep_sheet.c) and spliced
  * into the workbook libxlsxwriter wrote around them (rep_book.c) ---------- */

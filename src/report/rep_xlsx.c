@@ -746,6 +746,9 @@ msp_err cmp_write_book(const char *out_dir, const char *file, const cmp_book_t *
         .tmpdir = tmpdir,
         .use_zip64 = zip64 ? LXW_TRUE : LXW_FALSE,
     };
+    /* libxlsxwriter's own temp files in memory: the sheets it writes here
+     * are small (a row a rank, the suspects, the chart), the big ones ours */
+    rep_tmpfile_in_memory(1);
     x.wb = workbook_new_opt(lxw ? lxw : tmp, &opts);
     if (!x.wb) {
         rc = msp_fail(MSP_ERR_XLSX, "cannot start workbook %s (out of memory?)", tmp);
@@ -783,6 +786,7 @@ msp_err cmp_write_book(const char *out_dir, const char *file, const cmp_book_t *
     if (!rc)
         rc = msp_atomic_commit(tmp, path);
 cleanup:
+    rep_tmpfile_in_memory(0);
     if (lxw)
         msp_atomic_discard(lxw);
     if (rc != MSP_OK)
