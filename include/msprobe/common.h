@@ -325,6 +325,9 @@ void msp_buf_json_num(msp_buf_t *b, double v, int digits);
 /* v as a JSON integer, as printf's %lld writes it, without parsing a format. */
 void msp_buf_json_int(msp_buf_t *b, long long v);
 void msp_buf_free(msp_buf_t *b); /* NULL-safe; leaves b empty */
+/* msp_csv_field's text appended to b: what a writer that formats its rows
+ * in memory uses (result.csv's threads). */
+void msp_csv_field_buf(msp_buf_t *b, const char *s, int first);
 
 /* Binary messages between processes of one msprobe build on one machine
  * (wire.c): the reader helper's catalogue, compare parts in the spool and

@@ -24,33 +24,59 @@ static size_t msp_csv_plain_len(const char *s)
     return i;
 }
 
-void msp_csv_field(FILE *f, const char *s, int first)
+void msp_csv_field_buf(msp_buf_t *b, const char *s, int first)
 {
-    if (!first)
-        fputc_unlocked(',', f);
     s = s ? s : "";
-    size_t n = msp_csv_plain_len(s);
+    size_t n = msp_csv_plain_len(s), room;
     if (n != SIZE_MAX) {
-        fwrite_unlocked(s, 1, n, f);
+        char *d = msp_buf_room(b, n + 1, &room);
+        if (d) {
+            *d = ',';
+            memcpy(d + !first, s, n);
+            msp_buf_grew(b, n + !first);
+        }
         return;
     }
     char *owned = NULL;
     s = msp_utf8_clean(s, 0, &owned); /* csv is read as UTF-8: no invalid bytes */
-    if (!s)
-        return;
-    if (strpbrk(s, ",\"\r\n") == NULL) {
-        fputs_unlocked(s, f);
-        free(owned);
+    if (!s) {
+        b->oom = 1;
         return;
     }
-    fputc_unlocked('"', f);
-    for (; *s; s++) {
-        if (*s == '"')
-            fputc_unlocked('"', f);
-        fputc_unlocked(*s, f);
+    if (!first)
+        msp_buf_put(b, ",", 1);
+    n = strlen(s);
+    char *d = strpbrk(s, ",\"\r\n") ? msp_buf_room(b, 2 * n + 2, &room) : NULL;
+    if (d) {
+        size_t k = 0;
+        d[k++] = '"';
+        for (const char *p = s; *p; p++) {
+            if (*p == '"')
+                d[k++] = '"';
+            d[k++] = *p;
+        }
+        d[k++] = '"';
+        msp_buf_grew(b, k);
+    } else if (!b->oom) {
+        msp_buf_put(b, s, n);
     }
-    fputc_unlocked('"', f);
     free(owned);
+}
+
+void msp_csv_field(FILE *f, const char *s, int first)
+{
+    size_t n = msp_csv_plain_len(s ? s : "");
+    if (n != SIZE_MAX) {
+        if (!first)
+            fputc_unlocked(',', f);
+        fwrite_unlocked(s ? s : "", 1, n, f);
+        return;
+    }
+    msp_buf_t b = {0};
+    msp_csv_field_buf(&b, s, first);
+    if (!b.oom)
+        fwrite_unlocked(b.data, 1, b.len, f);
+    msp_buf_free(&b);
 }
 
 /* ---- reading --------------------------------------------------------------- */

@@ -23,50 +23,84 @@ struct msp_csv_memo {
     msp_num_memo_t *nums, *pcts;
 };
 
-/* Shortest text that reads back as the same double; NaN "N/A", Inf "inf". */
-static void msp_csv_num(FILE *f, msp_num_memo_t *m, double v)
+/* Rows are formatted into memory (msp_buf_t), a field at a time, and
+ * written out a piece at a time: stdio's per-call work (fwrite's and
+ * xsputn's checks, a call a field) was a fifth of result.csv's CPU at 1,024
+ * ranks (issue 42). A piece's buffer is kept from part to part, so its
+ * pages are faulted once; a field goes in with one check of the room left. */
+
+/* n bytes of room at the end of b (and one for the NUL msp_buf keeps); NULL
+ * when out of memory */
+static inline char *msp_cb_room(msp_buf_t *b, size_t n)
 {
-    fputc_unlocked(',', f);
-    if (isnan(v)) {
-        fputs_unlocked("N/A", f);
-        return;
+    size_t room;
+    return b->cap - b->len > n ? b->data + b->len : msp_buf_room(b, n, &room);
+}
+
+/* msp_csv_field_buf's field: a plain one (printable ASCII, no comma or
+ * quote: names, dtypes, shapes, percentages) copied here, any other there */
+static inline void msp_cb_field(msp_buf_t *b, const char *s, int first)
+{
+    s = s ? s : "";
+    size_t n = 0;
+    for (unsigned char c; (c = (unsigned char)s[n]) != 0; n++)
+        if (c < 0x20 || c > 0x7e || c == ',' || c == '"') {
+            msp_csv_field_buf(b, s, first);
+            return;
+        }
+    char *d = msp_cb_room(b, n + 1);
+    if (d) {
+        *d = ',';
+        memcpy(d + !first, s, n);
+        b->len += n + !first;
     }
-    if (isinf(v)) {
-        fputs_unlocked(v > 0 ? "inf" : "-inf", f);
+}
+
+/* Shortest text that reads back as the same double; NaN "N/A", Inf "inf". */
+static void msp_cb_num(msp_buf_t *b, msp_num_memo_t *m, double v)
+{
+    char *d = msp_cb_room(b, 1 + MSP_DTOA_SIZE);
+    if (!d)
         return;
-    }
-    /* 15 digits when they read back exactly (short and friendly), else the
-     * 17 that always do; 16 rarely helps and costs another pass. */
-    char buf[MSP_DTOA_SIZE];
-    fwrite_unlocked(buf, 1, msp_dtoa_memo(m, v, buf), f);
+    *d = ',';
+    if (isnan(v))
+        b->len += 1 + msp_copy_str(d + 1, MSP_DTOA_SIZE, "N/A");
+    else if (isinf(v))
+        b->len += 1 + msp_copy_str(d + 1, MSP_DTOA_SIZE, v > 0 ? "inf" : "-inf");
+    else /* 15 digits when they read back exactly (short and friendly), else
+          * the 17 that always do; 16 rarely helps and costs another pass */
+        b->len += 1 + msp_dtoa_memo(m, v, d + 1);
 }
 
 /* ",v" for an integer, without printf's format parsing (two a row). */
-static void msp_csv_int(FILE *f, long long v)
+static void msp_cb_int(msp_buf_t *b, long long v)
 {
-    char d[24] = ",";
-    fwrite_unlocked(d, 1, 1 + msp_i64_digits(d + 1, (int64_t)v), f);
+    char *d = msp_cb_room(b, 24);
+    if (d) {
+        *d = ',';
+        b->len += 1 + msp_i64_digits(d + 1, (int64_t)v);
+    }
 }
 
-static void msp_csv_row(FILE *f, struct msp_csv_memo *m, int stats, const msp_tensor_cmp_t *t,
+static void msp_csv_row(msp_buf_t *b, struct msp_csv_memo *m, int stats, const msp_tensor_cmp_t *t,
                         const msp_record_cmp_t *rec, int first)
 {
     int has_npu = t->npu_name != NULL, has_bench = t->bench_name != NULL;
-    msp_csv_field(f, has_npu ? t->npu_name : "N/A", 1);
-    msp_csv_field(f, has_bench ? t->bench_name : "N/A", 0);
-    msp_csv_field(f, has_npu || *t->npu_dtype ? t->npu_dtype : "N/A", 0);
-    msp_csv_field(f, has_bench || *t->bench_dtype ? t->bench_dtype : "N/A", 0);
-    msp_csv_field(f, has_npu || *t->npu_shape ? t->npu_shape : "N/A", 0);
-    msp_csv_field(f, has_bench || *t->bench_shape ? t->bench_shape : "N/A", 0);
+    msp_cb_field(b, has_npu ? t->npu_name : "N/A", 1);
+    msp_cb_field(b, has_bench ? t->bench_name : "N/A", 0);
+    msp_cb_field(b, has_npu || *t->npu_dtype ? t->npu_dtype : "N/A", 0);
+    msp_cb_field(b, has_bench || *t->bench_dtype ? t->bench_dtype : "N/A", 0);
+    msp_cb_field(b, has_npu || *t->npu_shape ? t->npu_shape : "N/A", 0);
+    msp_cb_field(b, has_bench || *t->bench_shape ? t->bench_shape : "N/A", 0);
     if (stats) {
         const double v[] = {t->max_diff, t->min_diff, t->mean_diff, t->norm_diff};
         for (size_t i = 0; i < MSP_CSV_NCOLS(v); i++)
-            msp_csv_num(f, m->nums, v[i]);
+            msp_cb_num(b, m->nums, v[i]);
         const double rel[] = {t->max_rel_diff, t->min_rel_diff, t->mean_rel_diff, t->norm_rel_diff};
         for (size_t i = 0; i < MSP_CSV_NCOLS(rel); i++) {
             char pct[48];
             cmp_percent_text(m->pcts, rel[i], pct, sizeof pct);
-            msp_csv_field(f, pct, 0);
+            msp_cb_field(b, pct, 0);
         }
     } else {
         const double v[] = {t->cosine,
@@ -76,40 +110,40 @@ static void msp_csv_row(FILE *f, struct msp_csv_memo *m, int stats, const msp_te
                             t->one_thousandth_ratio,
                             t->five_thousandths_ratio};
         for (size_t i = 0; i < MSP_CSV_NCOLS(v); i++)
-            msp_csv_num(f, m->nums, v[i]);
+            msp_cb_num(b, m->nums, v[i]);
     }
     const double side[] = {t->npu_max,   t->npu_min,   t->npu_mean,   t->npu_norm,
                            t->bench_max, t->bench_min, t->bench_mean, t->bench_norm};
     for (size_t i = 0; i < MSP_CSV_NCOLS(side); i++)
-        msp_csv_num(f, m->nums, side[i]);
-    msp_csv_field(f, cmp_verdict_text(t->verdict), 0);
-    msp_csv_field(f, cmp_result_text(t->result), 0);
-    msp_csv_field(f, t->err_message, 0);
+        msp_cb_num(b, m->nums, side[i]);
+    msp_cb_field(b, cmp_verdict_text(t->verdict), 0);
+    msp_cb_field(b, cmp_result_text(t->result), 0);
+    msp_cb_field(b, t->err_message, 0);
     if (rec) {
-        msp_csv_field(f, cmp_cause_text(rec->cause), 0);
-        msp_csv_int(f, (long long)rec->step);
-        msp_csv_int(f, (long long)rec->rank);
+        msp_cb_field(b, cmp_cause_text(rec->cause), 0);
+        msp_cb_int(b, (long long)rec->step);
+        msp_cb_int(b, (long long)rec->rank);
     } else {
-        fputs_unlocked(",,,", f);
+        msp_buf_put(b, ",,,", 3);
     }
-    msp_csv_field(f, cmp_bool_text(t->npu_requires_grad), 0);
-    msp_csv_field(f, cmp_bool_text(t->bench_requires_grad), 0);
-    msp_csv_field(f, cmp_rg_consistent_text(t), 0);
-    msp_csv_field(f, rec && first && rec->npu_stack ? rec->npu_stack : "", 0);
+    msp_cb_field(b, cmp_bool_text(t->npu_requires_grad), 0);
+    msp_cb_field(b, cmp_bool_text(t->bench_requires_grad), 0);
+    msp_cb_field(b, cmp_rg_consistent_text(t), 0);
+    msp_cb_field(b, rec && first && rec->npu_stack ? rec->npu_stack : "", 0);
     char text[1024];
     cmp_data_name_text(t, text, sizeof text);
-    msp_csv_field(f, text, 0);
+    msp_cb_field(b, text, 0);
     cmp_md5_text(t->npu_crc32, text, sizeof text);
-    msp_csv_field(f, text, 0);
+    msp_cb_field(b, text, 0);
     cmp_md5_text(t->bench_crc32, text, sizeof text);
-    msp_csv_field(f, text, 0);
-    fputs_unlocked("\r\n", f);
+    msp_cb_field(b, text, 0);
+    msp_buf_put(b, "\r\n", 2);
 }
 
 /* A part's rows in pieces, formatted at once by a few threads (result.csv
  * was the last report to finish, on one core, for a statistics tree: issue
- * 42). Piece 0 goes straight to the file; the others into memory, written
- * after it in order, so the file is the same bytes as one thread writes. */
+ * 42), each into its own buffer, written in order: the same bytes as one
+ * thread writes. */
 #define MSP_CSV_MAX_PIECES 4
 #define MSP_CSV_PIECE_ROWS 1024 /* fewer rows a piece cost more in threads than they save */
 
@@ -117,6 +151,7 @@ struct msp_csv_split {
     FILE *f;
     int stats, n_pieces;
     struct msp_csv_memo memo[MSP_CSV_MAX_PIECES];
+    msp_buf_t buf[MSP_CSV_MAX_PIECES];
     const msp_compare_result_t *part;
     const unsigned char *claimed;
 };
@@ -126,8 +161,6 @@ struct msp_csv_piece {
     int k;
     size_t rec0, rec1; /* its records [rec0, rec1); the last piece also the unclaimed tensors */
     int last;
-    char *text; /* pieces past the first: the rows written into memory */
-    size_t len;
 };
 
 static int msp_csv_pieces(void)
@@ -136,39 +169,28 @@ static int msp_csv_pieces(void)
     return n < 1 ? 1 : n > MSP_CSV_MAX_PIECES ? MSP_CSV_MAX_PIECES : n;
 }
 
-static void msp_csv_piece_rows(FILE *f, struct msp_csv_piece *pc)
+static void *msp_csv_piece_main(void *arg)
 {
+    struct msp_csv_piece *pc = arg;
     struct msp_csv_split *sp = pc->sp;
     const msp_compare_result_t *part = sp->part;
     struct msp_csv_memo *m = &sp->memo[pc->k];
+    msp_buf_t *b = &sp->buf[pc->k];
+    b->len = 0;
     for (size_t i = pc->rec0; i < pc->rec1; i++) {
         const msp_record_cmp_t *rec = &part->records[i];
         for (size_t k = 0; k < rec->n_tensors; k++)
-            msp_csv_row(f, m, sp->stats, &part->tensors[rec->first_tensor + k], rec, k == 0);
+            msp_csv_row(b, m, sp->stats, &part->tensors[rec->first_tensor + k], rec, k == 0);
     }
     if (pc->last)
         for (size_t t = 0; t < part->n_tensors; t++)
             if (!sp->claimed[t])
-                msp_csv_row(f, m, sp->stats, &part->tensors[t], NULL, 0);
-}
-
-static void *msp_csv_piece_main(void *arg)
-{
-    struct msp_csv_piece *pc = arg;
-    FILE *mem = open_memstream(&pc->text, &pc->len);
-    if (!mem)
-        return NULL; /* text stays NULL: the writer formats this piece itself */
-    flockfile(mem);
-    msp_csv_piece_rows(mem, pc);
-    funlockfile(mem);
-    if (fclose(mem) != 0) {
-        free(pc->text);
-        pc->text = NULL;
-    }
+                msp_csv_row(b, m, sp->stats, &part->tensors[t], NULL, 0);
     return NULL;
 }
 
-static void msp_csv_part(struct msp_csv_split *sp)
+/* The part's rows written to sp->f; 0, or -1 when out of memory. */
+static int msp_csv_part(struct msp_csv_split *sp)
 {
     const msp_compare_result_t *part = sp->part;
     int n = sp->n_pieces;
@@ -181,7 +203,7 @@ static void msp_csv_part(struct msp_csv_split *sp)
     size_t at = 0, rows = 0;
     for (int k = 0; k < n; k++) {
         size_t goal = part->n_tensors * (size_t)(k + 1) / (size_t)n;
-        pc[k] = (struct msp_csv_piece){sp, k, at, at, k == n - 1, NULL, 0};
+        pc[k] = (struct msp_csv_piece){sp, k, at, at, k == n - 1};
         while (at < part->n_records && (k == n - 1 || rows < goal))
             rows += part->records[at++].n_tensors;
         pc[k].rec1 = at;
@@ -190,16 +212,18 @@ static void msp_csv_part(struct msp_csv_split *sp)
     int started[MSP_CSV_MAX_PIECES] = {0};
     for (int k = 1; k < n; k++)
         started[k] = pthread_create(&th[k], NULL, msp_csv_piece_main, &pc[k]) == 0;
-    msp_csv_piece_rows(sp->f, &pc[0]);
-    for (int k = 1; k < n; k++) {
-        if (started[k])
+    msp_csv_piece_main(&pc[0]);
+    int err = 0;
+    for (int k = 0; k < n; k++) {
+        if (k && started[k])
             pthread_join(th[k], NULL);
-        if (pc[k].text)
-            fwrite_unlocked(pc[k].text, 1, pc[k].len, sp->f);
-        else
-            msp_csv_piece_rows(sp->f, &pc[k]);
-        free(pc[k].text);
+        else if (k)
+            msp_csv_piece_main(&pc[k]);
+        err |= sp->buf[k].oom;
+        if (!err)
+            fwrite_unlocked(sp->buf[k].data, 1, sp->buf[k].len, sp->f);
     }
+    return err ? -1 : 0;
 }
 
 msp_err cmp_csv_write(const cmp_source_t *src, const char *out_dir, const char *file)
@@ -245,7 +269,8 @@ msp_err cmp_csv_write(const cmp_source_t *src, const char *out_dir, const char *
         if (!rc) {
             sp.part = part;
             sp.claimed = claimed;
-            msp_csv_part(&sp);
+            if (msp_csv_part(&sp) != 0)
+                rc = msp_fail(MSP_ERR_NOMEM, "out of memory writing %s", path);
         }
         free(claimed);
         src->unload(src, part);
@@ -253,6 +278,7 @@ msp_err cmp_csv_write(const cmp_source_t *src, const char *out_dir, const char *
     for (int k = 0; k < sp.n_pieces; k++) {
         msp_num_memo_free(sp.memo[k].nums);
         msp_num_memo_free(sp.memo[k].pcts);
+        msp_buf_free(&sp.buf[k]);
     }
     funlockfile(f);
     int werr = ferror(f);

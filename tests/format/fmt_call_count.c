@@ -91,8 +91,8 @@ __attribute__((visibility("default"))) int vsnprintf(char *s, size_t n, const ch
     return real ? real(s, n, fmt, ap) : -1;
 }
 
-/* glibc's open_memstream: text formatted into memory (result.csv's pieces
- * past the first, each on a thread of its own) */
+/* glibc's open_memstream: text formatted into memory by stdio (what
+ * result.csv's pieces were, before msprobe's own buffers) */
 __attribute__((visibility("default"))) FILE *open_memstream(char **ptr, size_t *size)
 {
     static FILE *(*real)(char **, size_t *);
