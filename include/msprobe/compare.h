@@ -322,6 +322,12 @@ typedef struct msp_compare_result {
      * data names and producers as the compare built them: freed with the
      * result, none of those alone */
     struct cmp_names *names;
+    /* The reports' texts of the rows' numbers, made once when two reports
+     * read this part (share_texts, set by the report that loads it; texts
+     * NULL until one asks): freed with the result by texts_free */
+    int share_texts;
+    void *texts;
+    void (*texts_free)(void *);
 } msp_compare_result_t;
 
 /* bench and cmp: two dump.h5 files, two rank dirs (holding dump.h5), two step

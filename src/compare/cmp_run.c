@@ -51,6 +51,8 @@ void msp_compare_result_free(msp_compare_result_t *r)
 {
     if (!r)
         return;
+    if (r->texts && r->texts_free)
+        r->texts_free(r->texts);
     for (size_t i = 0; !r->strs && i < r->n_records; i++) {
         cmp_row_str_free(r, r->records[i].name);
         cmp_row_str_free(r, r->records[i].bench_name);

@@ -56,22 +56,6 @@ static inline void msp_cb_field(msp_buf_t *b, const char *s, int first)
     }
 }
 
-/* Shortest text that reads back as the same double; NaN "N/A", Inf "inf". */
-static void msp_cb_num(msp_buf_t *b, msp_num_memo_t *m, double v)
-{
-    char *d = msp_cb_room(b, 1 + MSP_DTOA_SIZE);
-    if (!d)
-        return;
-    *d = ',';
-    if (isnan(v))
-        b->len += 1 + msp_copy_str(d + 1, MSP_DTOA_SIZE, "N/A");
-    else if (isinf(v))
-        b->len += 1 + msp_copy_str(d + 1, MSP_DTOA_SIZE, v > 0 ? "inf" : "-inf");
-    else /* 15 digits when they read back exactly (short and friendly), else
-          * the 17 that always do; 16 rarely helps and costs another pass */
-        b->len += 1 + msp_dtoa_memo(m, v, d + 1);
-}
-
 /* ",v" for an integer, without printf's format parsing (two a row). */
 static void msp_cb_int(msp_buf_t *b, long long v)
 {
@@ -82,9 +66,11 @@ static void msp_cb_int(msp_buf_t *b, long long v)
     }
 }
 
-static void msp_csv_row(msp_buf_t *b, struct msp_csv_memo *m, int stats, const msp_tensor_cmp_t *t,
-                        const msp_record_cmp_t *rec, int first)
+static void msp_csv_row(msp_buf_t *b, struct msp_csv_memo *m, int stats,
+                        const msp_compare_result_t *part, size_t ti, const msp_record_cmp_t *rec,
+                        int first)
 {
+    const msp_tensor_cmp_t *t = &part->tensors[ti];
     int has_npu = t->npu_name != NULL, has_bench = t->bench_name != NULL;
     msp_cb_field(b, has_npu ? t->npu_name : "N/A", 1);
     msp_cb_field(b, has_bench ? t->bench_name : "N/A", 0);
@@ -92,30 +78,19 @@ static void msp_csv_row(msp_buf_t *b, struct msp_csv_memo *m, int stats, const m
     msp_cb_field(b, has_bench || *t->bench_dtype ? t->bench_dtype : "N/A", 0);
     msp_cb_field(b, has_npu || *t->npu_shape ? t->npu_shape : "N/A", 0);
     msp_cb_field(b, has_bench || *t->bench_shape ? t->bench_shape : "N/A", 0);
-    if (stats) {
-        const double v[] = {t->max_diff, t->min_diff, t->mean_diff, t->norm_diff};
-        for (size_t i = 0; i < MSP_CSV_NCOLS(v); i++)
-            msp_cb_num(b, m->nums, v[i]);
-        const double rel[] = {t->max_rel_diff, t->min_rel_diff, t->mean_rel_diff, t->norm_rel_diff};
-        for (size_t i = 0; i < MSP_CSV_NCOLS(rel); i++) {
-            char pct[48];
-            cmp_percent_text(m->pcts, rel[i], pct, sizeof pct);
-            msp_cb_field(b, pct, 0);
+    /* the numbers' texts, made once with the workbook's (rep_texts.c): each
+     * a plain field (digits, "N/A", "inf", a percentage) */
+    rep_row_texts_t local;
+    const rep_row_texts_t *tx = rep_texts_row(part, ti, stats, m->nums, m->pcts, &local);
+    for (int i = 0; i < (stats ? 16 : 14); i++) {
+        size_t n = rep_text_len(tx->s[i]);
+        char *d = msp_cb_room(b, n + 1);
+        if (d) {
+            *d = ',';
+            memcpy(d + 1, tx->s[i], n);
+            b->len += n + 1;
         }
-    } else {
-        const double v[] = {t->cosine,
-                            t->euc_dist,
-                            t->max_abs_err,
-                            t->max_rel_err,
-                            t->one_thousandth_ratio,
-                            t->five_thousandths_ratio};
-        for (size_t i = 0; i < MSP_CSV_NCOLS(v); i++)
-            msp_cb_num(b, m->nums, v[i]);
     }
-    const double side[] = {t->npu_max,   t->npu_min,   t->npu_mean,   t->npu_norm,
-                           t->bench_max, t->bench_min, t->bench_mean, t->bench_norm};
-    for (size_t i = 0; i < MSP_CSV_NCOLS(side); i++)
-        msp_cb_num(b, m->nums, side[i]);
     msp_cb_field(b, cmp_verdict_text(t->verdict), 0);
     msp_cb_field(b, cmp_result_text(t->result), 0);
     msp_cb_field(b, t->err_message, 0);
@@ -180,12 +155,12 @@ static void *msp_csv_piece_main(void *arg)
     for (size_t i = pc->rec0; i < pc->rec1; i++) {
         const msp_record_cmp_t *rec = &part->records[i];
         for (size_t k = 0; k < rec->n_tensors; k++)
-            msp_csv_row(b, m, sp->stats, &part->tensors[rec->first_tensor + k], rec, k == 0);
+            msp_csv_row(b, m, sp->stats, part, rec->first_tensor + k, rec, k == 0);
     }
     if (pc->last)
         for (size_t t = 0; t < part->n_tensors; t++)
             if (!sp->claimed[t])
-                msp_csv_row(b, m, sp->stats, &part->tensors[t], NULL, 0);
+                msp_csv_row(b, m, sp->stats, part, t, NULL, 0);
     return NULL;
 }
 

@@ -170,6 +170,33 @@ typedef struct cmp_book {
 /* Write b as out_dir/file (a temp file, then renamed): the error names the
  * sheet and row where libxlsxwriter failed. */
 msp_err cmp_write_book(const char *out_dir, const char *file, const cmp_book_t *b);
+/* A details row's numbers as text (rep_texts.c), in the order both the
+ * workbook and result.csv print them: statistics, the four differences,
+ * the four relative ones as percentages, then the eight sides' statistics;
+ * tensors, the six metrics, then the eight sides'. A slot is the text,
+ * NUL-terminated, its length and whether it is a number (else a text cell:
+ * a percentage, "N/A", "inf") in its last byte. */
+#define REP_TEXT_SLOT 32
+typedef struct rep_row_texts {
+    char s[16][REP_TEXT_SLOT];
+} rep_row_texts_t;
+static inline size_t rep_text_len(const char *slot)
+{
+    return (size_t)(slot[REP_TEXT_SLOT - 1] & 0x3f);
+}
+static inline int rep_text_is_num(const char *slot)
+{
+    return !(slot[REP_TEXT_SLOT - 1] & 0x40);
+}
+/* part's row i: from the table the part shares between its reports (made
+ * here a chunk of rows at a time when no one has yet), else made into
+ * *local, with the caller's memos either way. */
+const rep_row_texts_t *rep_texts_row(const msp_compare_result_t *part, size_t i, int stats,
+                                     msp_num_memo_t *nums, msp_num_memo_t *pcts,
+                                     rep_row_texts_t *local);
+/* part is read by two reports that print its numbers: they share them */
+void rep_texts_share(msp_compare_result_t *part);
+
 /* Temp files (rep_tmpfile.c): while on, this thread's are anonymous memory
  * files (memfd), no inode of the output's file system; else, or where one
  * cannot be made, unlinked files in dir (NULL: tmpfile's). Also what
@@ -223,6 +250,8 @@ msp_err rep_sheet_open(rep_sheet_t *s, const char *dir, int ncols);
  * cell unless xf is given. A link's text is its location ("details!A2"). */
 void rep_sheet_row(rep_sheet_t *s, size_t row0);
 void rep_sheet_num(rep_sheet_t *s, int col, double v, int xf);
+/* a number cell of the given text (the shortest that reads back, rep_texts.c) */
+void rep_sheet_num_text(rep_sheet_t *s, int col, const char *text, size_t len, int xf);
 void rep_sheet_str(rep_sheet_t *s, int col, const char *text, int xf);
 /* A text that repeats from row to row: a shared string when the sheet has a
  * table (s->sst) and the text fits it, else as rep_sheet_str. */

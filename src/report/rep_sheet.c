@@ -400,6 +400,18 @@ void rep_sheet_num(rep_sheet_t *s, int col, double v, int xf)
     s->xml_len += n + 8;
 }
 
+void rep_sheet_num_text(rep_sheet_t *s, int col, const char *text, size_t len, int xf)
+{
+    size_t n = 0;
+    char *p = rs_cell(s, col, xf, 16 + len, &n);
+    if (!p)
+        return;
+    memcpy(p + n, "><v>", 4);
+    memcpy(p + n + 4, text, len);
+    memcpy(p + n + 4 + len, "</v></c>", 8);
+    s->xml_len += n + 12 + len;
+}
+
 void rep_sheet_blank(rep_sheet_t *s, int col, int xf)
 {
     if (xf <= 0)

@@ -63,12 +63,16 @@ typedef struct rep_readers {
     const msp_compare_tree_t *t;
     int books, chart, da; /* -1: none */
     const rep_da_plan_t *plan;
+    int share_texts; /* the workbooks and result.csv print the same numbers */
 } rep_readers_t;
 
 static msp_err rep_load(const void *ud, size_t i, msp_compare_result_t **part)
 {
     const rep_readers_t *rr = ud;
-    return cmp_tree_load(rr->t, i, part);
+    msp_err rc = cmp_tree_load(rr->t, i, part);
+    if (!rc && rr->share_texts)
+        rep_texts_share(*part);
+    return rc;
 }
 
 static int rep_wants(const void *ud, int reader, size_t i)
@@ -120,7 +124,7 @@ msp_err msp_report_tree_write(const msp_compare_tree_t *t, const msp_report_set_
     if ((s->html || (s->whole && whole)) && n_records <= s->whole_max)
         job[n++] = (rep_job_t){.kind = REP_WHOLE, .reader = readers++};
     rep_da_plan_t plan = {0};
-    rep_readers_t rr = {t, -1, -1, -1, &plan};
+    rep_readers_t rr = {t, -1, -1, -1, &plan, 0};
     if (s->da_file && s->da_written) {
         if ((rc = rep_da_plan(t, &plan)))
             return rc;
@@ -134,6 +138,8 @@ msp_err msp_report_tree_write(const msp_compare_tree_t *t, const msp_report_set_
     }
     if (n && per_rank && fed)
         rr.books = job[0].reader;
+    /* the workbooks from the feed beside result.csv: one set of number texts */
+    rr.share_texts = n && job[0].kind == REP_XLSX && fed && s->csv;
     if (n && job[0].kind == REP_XLSX && per_rank && readers > fed)
         rr.chart = job[0].chart = readers++; /* beside another reader */
     /* a part for each book thread and one for the others to go on with */

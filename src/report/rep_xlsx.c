@@ -269,6 +269,8 @@ typedef struct msp_row_ctx {
     const msp_record_cmp_t *rec; /* NULL for a tensor no record claims */
     int bold;
     int first; /* the record's first row: carries its stack */
+    const msp_compare_result_t *part;
+    size_t ti; /* the row's tensor in part */
 } msp_row_ctx_t;
 
 static void msp_details_row(const msp_xlsx_t *x, rep_sheet_t *ws, size_t r, int stats,
@@ -286,30 +288,17 @@ static void msp_details_row(const msp_xlsx_t *x, rep_sheet_t *ws, size_t r, int 
     rep_sheet_str_shared(ws, c++, has_bench || *t->bench_dtype ? t->bench_dtype : "N/A", f);
     rep_sheet_str_shared(ws, c++, has_npu || *t->npu_shape ? t->npu_shape : "N/A", f);
     rep_sheet_str_shared(ws, c++, has_bench || *t->bench_shape ? t->bench_shape : "N/A", f);
-    if (stats) {
-        const double v[] = {t->max_diff, t->min_diff, t->mean_diff, t->norm_diff};
-        for (size_t i = 0; i < MSP_NCOLS(v); i++)
-            msp_rs_num(ws, c++, v[i], f);
-        const double rel[] = {t->max_rel_diff, t->min_rel_diff, t->mean_rel_diff, t->norm_rel_diff};
-        for (size_t i = 0; i < MSP_NCOLS(rel); i++) {
-            char pct[48];
-            cmp_percent_text(ws->pcts, rel[i], pct, sizeof pct);
-            rep_sheet_str(ws, c++, pct, f);
-        }
-    } else {
-        const double v[] = {t->cosine,
-                            t->euc_dist,
-                            t->max_abs_err,
-                            t->max_rel_err,
-                            t->one_thousandth_ratio,
-                            t->five_thousandths_ratio};
-        for (size_t i = 0; i < MSP_NCOLS(v); i++)
-            msp_rs_num(ws, c++, v[i], f);
+    /* the numbers' texts, made once with result.csv's (rep_texts.c) */
+    rep_row_texts_t local;
+    const rep_row_texts_t *tx = rep_texts_row(ctx->part, ctx->ti, stats, ws->nums, ws->pcts,
+                                              &local);
+    for (int i = 0; i < (stats ? 16 : 14); i++) {
+        const char *slot = tx->s[i];
+        if (rep_text_is_num(slot))
+            rep_sheet_num_text(ws, c++, slot, rep_text_len(slot), f);
+        else
+            rep_sheet_str(ws, c++, slot, f);
     }
-    const double side[] = {t->npu_max,   t->npu_min,   t->npu_mean,   t->npu_norm,
-                           t->bench_max, t->bench_min, t->bench_mean, t->bench_norm};
-    for (size_t i = 0; i < MSP_NCOLS(side); i++)
-        msp_rs_num(ws, c++, side[i], f);
     rep_sheet_str_shared(ws, c++, cmp_verdict_text(t->verdict), f);
     rep_sheet_str_shared(ws, c++, cmp_result_text(t->result), f);
     rep_sheet_str_shared(ws, c++, t->err_message, f);
@@ -545,7 +534,7 @@ static msp_err msp_write_part(const msp_xlsx_t *x, msp_sheets_t *sh, const cmp_s
         for (size_t k = 0; k < rec->n_tensors; k++) {
             size_t ti = rec->first_tensor + k;
             claimed[ti] = 1;
-            msp_row_ctx_t ctx = {rec, 0, k == 0};
+            msp_row_ctx_t ctx = {rec, 0, k == 0, part, ti};
             ctx.bold = rec->is_root_cause &&
                        (src->root_tensor >= 0 ? (long)(ten_base + ti) == src->root_tensor : k == 0);
             msp_next_details_row(x, sh, stats, &part->tensors[ti], &ctx);
@@ -554,7 +543,7 @@ static msp_err msp_write_part(const msp_xlsx_t *x, msp_sheets_t *sh, const cmp_s
     for (size_t t = 0; t < part->n_tensors; t++) {
         if (claimed[t])
             continue;
-        msp_row_ctx_t ctx = {NULL, 0, 0};
+        msp_row_ctx_t ctx = {NULL, 0, 0, part, t};
         msp_next_details_row(x, sh, stats, &part->tensors[t], &ctx);
     }
     free(claimed);
