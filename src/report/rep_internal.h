@@ -190,7 +190,8 @@ static inline int rep_text_is_num(const char *slot)
 }
 /* part's row i: from the table the part shares between its reports (made
  * here a chunk of rows at a time when no one has yet), else made into
- * *local, with the caller's memos either way. */
+ * *local, with the caller's memos either way; NULL without local where
+ * the table cannot serve (the caller prints the numbers itself). */
 const rep_row_texts_t *rep_texts_row(const msp_compare_result_t *part, size_t i, int stats,
                                      msp_num_memo_t *nums, msp_num_memo_t *pcts,
                                      rep_row_texts_t *local);

@@ -115,6 +115,8 @@ const rep_row_texts_t *rep_texts_row(const msp_compare_result_t *part, size_t i,
                                      rep_row_texts_t *local)
 {
     msp_compare_result_t *p = (msp_compare_result_t *)part; /* the table is a cache of it */
+    if (!local && !p->share_texts)
+        return NULL;
     struct rep_texts *t = p->share_texts && i < part->n_tensors ? rt_table(p) : NULL;
     if (t) {
         size_t c = i / RT_CHUNK;
@@ -130,6 +132,8 @@ const rep_row_texts_t *rep_texts_row(const msp_compare_result_t *part, size_t i,
             return &t->rows[i];
         }
     }
+    if (!local)
+        return NULL;
     rt_make(&part->tensors[i], stats, nums, pcts, local);
     return local;
 }

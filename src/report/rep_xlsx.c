@@ -288,17 +288,40 @@ static void msp_details_row(const msp_xlsx_t *x, rep_sheet_t *ws, size_t r, int 
     rep_sheet_str_shared(ws, c++, has_bench || *t->bench_dtype ? t->bench_dtype : "N/A", f);
     rep_sheet_str_shared(ws, c++, has_npu || *t->npu_shape ? t->npu_shape : "N/A", f);
     rep_sheet_str_shared(ws, c++, has_bench || *t->bench_shape ? t->bench_shape : "N/A", f);
-    /* the numbers' texts, made once with result.csv's (rep_texts.c) */
-    rep_row_texts_t local;
-    const rep_row_texts_t *tx = rep_texts_row(ctx->part, ctx->ti, stats, ws->nums, ws->pcts,
-                                              &local);
-    for (int i = 0; i < (stats ? 16 : 14); i++) {
+    /* the numbers' texts, made once with result.csv's (rep_texts.c) where
+     * both are written; else printed straight into the sheet */
+    const rep_row_texts_t *tx = rep_texts_row(ctx->part, ctx->ti, stats, ws->nums, ws->pcts, NULL);
+    for (int i = 0; tx && i < (stats ? 16 : 14); i++) {
         const char *slot = tx->s[i];
         if (rep_text_is_num(slot))
             rep_sheet_num_text(ws, c++, slot, rep_text_len(slot), f);
         else
             rep_sheet_str(ws, c++, slot, f);
     }
+    if (!tx && stats) {
+        const double v[] = {t->max_diff, t->min_diff, t->mean_diff, t->norm_diff};
+        for (size_t i = 0; i < MSP_NCOLS(v); i++)
+            msp_rs_num(ws, c++, v[i], f);
+        const double rel[] = {t->max_rel_diff, t->min_rel_diff, t->mean_rel_diff, t->norm_rel_diff};
+        for (size_t i = 0; i < MSP_NCOLS(rel); i++) {
+            char pct[48];
+            cmp_percent_text(ws->pcts, rel[i], pct, sizeof pct);
+            rep_sheet_str(ws, c++, pct, f);
+        }
+    } else if (!tx) {
+        const double v[] = {t->cosine,
+                            t->euc_dist,
+                            t->max_abs_err,
+                            t->max_rel_err,
+                            t->one_thousandth_ratio,
+                            t->five_thousandths_ratio};
+        for (size_t i = 0; i < MSP_NCOLS(v); i++)
+            msp_rs_num(ws, c++, v[i], f);
+    }
+    const double side[] = {t->npu_max,   t->npu_min,   t->npu_mean,   t->npu_norm,
+                           t->bench_max, t->bench_min, t->bench_mean, t->bench_norm};
+    for (size_t i = 0; !tx && i < MSP_NCOLS(side); i++)
+        msp_rs_num(ws, c++, side[i], f);
     rep_sheet_str_shared(ws, c++, cmp_verdict_text(t->verdict), f);
     rep_sheet_str_shared(ws, c++, cmp_result_text(t->result), f);
     rep_sheet_str_shared(ws, c++, t->err_message, f);
