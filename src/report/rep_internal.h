@@ -188,6 +188,13 @@ static inline int rep_text_is_num(const char *slot)
 {
     return !(slot[REP_TEXT_SLOT - 1] & 0x40);
 }
+/* A details row's numbers in that order into v; how many (16 or 14) */
+int rep_row_numbers(const msp_tensor_cmp_t *t, int stats, double v[16]);
+/* whether number i of a row is a relative difference, printed as a percentage */
+static inline int rep_row_is_pct(int stats, int i)
+{
+    return stats && i >= 4 && i < 8;
+}
 /* part's row i: from the table the part shares between its reports (made
  * here a chunk of rows at a time when no one has yet), else made into
  * *local, with the caller's memos either way; NULL without local where

@@ -46,34 +46,45 @@ static void rt_num(char *slot, msp_num_memo_t *m, double v)
         rt_put(slot, buf, msp_dtoa_memo(m, v, buf), RT_NUM);
 }
 
-static void rt_make(const msp_tensor_cmp_t *t, int stats, msp_num_memo_t *nums,
-                    msp_num_memo_t *pcts, rep_row_texts_t *out)
+int rep_row_numbers(const msp_tensor_cmp_t *t, int stats, double v[16])
 {
     int k = 0;
     if (stats) {
-        const double v[] = {t->max_diff, t->min_diff, t->mean_diff, t->norm_diff};
-        for (size_t i = 0; i < 4; i++)
-            rt_num(out->s[k++], nums, v[i]);
-        const double rel[] = {t->max_rel_diff, t->min_rel_diff, t->mean_rel_diff, t->norm_rel_diff};
-        for (size_t i = 0; i < 4; i++) {
-            char pct[48];
-            cmp_percent_text(pcts, rel[i], pct, sizeof pct);
-            rt_put(out->s[k++], pct, strlen(pct), RT_TEXT);
-        }
+        const double d[] = {t->max_diff,     t->min_diff,     t->mean_diff,     t->norm_diff,
+                            t->max_rel_diff, t->min_rel_diff, t->mean_rel_diff, t->norm_rel_diff};
+        for (size_t i = 0; i < 8; i++)
+            v[k++] = d[i];
     } else {
-        const double v[] = {t->cosine,
+        const double m[] = {t->cosine,
                             t->euc_dist,
                             t->max_abs_err,
                             t->max_rel_err,
                             t->one_thousandth_ratio,
                             t->five_thousandths_ratio};
         for (size_t i = 0; i < 6; i++)
-            rt_num(out->s[k++], nums, v[i]);
+            v[k++] = m[i];
     }
     const double side[] = {t->npu_max,   t->npu_min,   t->npu_mean,   t->npu_norm,
                            t->bench_max, t->bench_min, t->bench_mean, t->bench_norm};
     for (size_t i = 0; i < 8; i++)
-        rt_num(out->s[k++], nums, side[i]);
+        v[k++] = side[i];
+    return k;
+}
+
+static void rt_make(const msp_tensor_cmp_t *t, int stats, msp_num_memo_t *nums,
+                    msp_num_memo_t *pcts, rep_row_texts_t *out)
+{
+    double v[16];
+    int n = rep_row_numbers(t, stats, v);
+    for (int i = 0; i < n; i++) {
+        if (rep_row_is_pct(stats, i)) {
+            char pct[48];
+            cmp_percent_text(pcts, v[i], pct, sizeof pct);
+            rt_put(out->s[i], pct, strlen(pct), RT_TEXT);
+        } else {
+            rt_num(out->s[i], nums, v[i]);
+        }
+    }
 }
 
 static void rt_free(void *p)

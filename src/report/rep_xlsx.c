@@ -298,30 +298,16 @@ static void msp_details_row(const msp_xlsx_t *x, rep_sheet_t *ws, size_t r, int 
         else
             rep_sheet_str(ws, c++, slot, f);
     }
-    if (!tx && stats) {
-        const double v[] = {t->max_diff, t->min_diff, t->mean_diff, t->norm_diff};
-        for (size_t i = 0; i < MSP_NCOLS(v); i++)
-            msp_rs_num(ws, c++, v[i], f);
-        const double rel[] = {t->max_rel_diff, t->min_rel_diff, t->mean_rel_diff, t->norm_rel_diff};
-        for (size_t i = 0; i < MSP_NCOLS(rel); i++) {
+    double v[16];
+    for (int i = 0, n = tx ? 0 : rep_row_numbers(t, stats, v); i < n; i++) {
+        if (rep_row_is_pct(stats, i)) {
             char pct[48];
-            cmp_percent_text(ws->pcts, rel[i], pct, sizeof pct);
+            cmp_percent_text(ws->pcts, v[i], pct, sizeof pct);
             rep_sheet_str(ws, c++, pct, f);
-        }
-    } else if (!tx) {
-        const double v[] = {t->cosine,
-                            t->euc_dist,
-                            t->max_abs_err,
-                            t->max_rel_err,
-                            t->one_thousandth_ratio,
-                            t->five_thousandths_ratio};
-        for (size_t i = 0; i < MSP_NCOLS(v); i++)
+        } else {
             msp_rs_num(ws, c++, v[i], f);
+        }
     }
-    const double side[] = {t->npu_max,   t->npu_min,   t->npu_mean,   t->npu_norm,
-                           t->bench_max, t->bench_min, t->bench_mean, t->bench_norm};
-    for (size_t i = 0; !tx && i < MSP_NCOLS(side); i++)
-        msp_rs_num(ws, c++, side[i], f);
     rep_sheet_str_shared(ws, c++, cmp_verdict_text(t->verdict), f);
     rep_sheet_str_shared(ws, c++, cmp_result_text(t->result), f);
     rep_sheet_str_shared(ws, c++, t->err_message, f);

@@ -11,14 +11,14 @@ import re
 import struct
 import subprocess
 import sys
-import tempfile
 import unittest
 
 import h5py
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "lib"))
+from msp_build import GenTree  # noqa: E402
+
 MSPROBE = os.environ.get("MSPROBE_BIN", "msprobe")
-GEN = os.environ.get("MSPROBE_GEN") or os.path.join(
-    os.environ.get("MSPROBE_BUILD_DIR", "build"), "bench", "compare", "msprobe-gen")
 ROWS = os.environ.get("CMP_REPORT_ROWS") or os.path.join(
     os.environ.get("MSPROBE_BUILD_DIR", "build"), "tests", "compare", "cmp_report_rows")
 FULL_DISK = sys.argv.pop(1) if len(sys.argv) > 1 and sys.argv[1].endswith(".so") else ""
@@ -69,22 +69,19 @@ def creations(fd):
             at += 16 + n
 
 
-class ReportFiles(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.work = tempfile.mkdtemp(prefix="msp-report-files-")
-        # 3 ranks x 800 records: a result.csv of several MiB, whole 1 MiB
-        # blocks and a tail that is not a whole block
-        subprocess.run([GEN, "--out", cls.work, "--steps", "1", "--ranks", "3", "--layers", "400",
-                        "--numel", "64", "--task", "statistics", "--dtype", "bf16",
-                        "--plant", "100", "--plant-rank", "1", "--magnitude", "0.3",
-                        "--seed", "5"], check=True, stdout=subprocess.DEVNULL)
-        cls.bench = os.path.join(cls.work, "bench")
-        cls.npu = os.path.join(cls.work, "npu")
+class ReportFiles(GenTree, unittest.TestCase):
+    # 3 ranks x 800 records: a result.csv of several MiB, whole 1 MiB blocks
+    # and a tail that is not a whole block
+    GEN_PREFIX = "msp-report-files-"
+    GEN_ARGS = ("--steps", "1", "--ranks", "3", "--layers", "400", "--numel", "64", "--task",
+                "statistics", "--dtype", "bf16", "--plant", "100", "--plant-rank", "1",
+                "--magnitude", "0.3", "--seed", "5")
 
     @classmethod
-    def tearDownClass(cls):
-        subprocess.run(["rm", "-rf", cls.work])
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.bench = os.path.join(cls.work, "bench")
+        cls.npu = os.path.join(cls.work, "npu")
 
     def compare(self, out, env=None, extra=("--csv", "--no-html")):
         return subprocess.run([MSPROBE, "compare", "-b", self.bench, "-c", self.npu, "-o", out,
