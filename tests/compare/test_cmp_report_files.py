@@ -6,6 +6,7 @@ inodes made and removed in the output directory for every workbook
 (src/report/rep_tmpfile.c)."""
 import csv
 import ctypes
+import mmap
 import os
 import re
 import struct
@@ -31,18 +32,27 @@ def fs_type(path):
 
 
 def takes_direct_io(d):
-    """Whether files in d can be written with O_DIRECT and are not memory
-    themselves (tmpfs keeps every page whatever the flag)."""
+    """Whether a file in d written with O_DIRECT stays out of the page cache:
+    one aligned block written so and counted (tmpfs keeps every page
+    whatever the flag; some file systems refuse the flag or the write)."""
     if fs_type(d) in ("tmpfs", "ramfs") or not hasattr(os, "O_DIRECT"):
         return False
     probe = os.path.join(d, "direct-probe")
+    block = mmap.mmap(-1, 4096)  # page-aligned, as O_DIRECT wants
+    block.write(b"x" * 4096)
     try:
         fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o644)
+        try:
+            wrote = os.write(fd, block) == 4096
+        finally:
+            os.close(fd)
+        return wrote and cached_bytes(probe) == 0
     except OSError:
         return False
-    os.close(fd)
-    os.unlink(probe)
-    return True
+    finally:
+        block.close()
+        if os.path.exists(probe):
+            os.unlink(probe)
 
 
 def cached_bytes(path):
