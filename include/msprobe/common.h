@@ -328,6 +328,18 @@ void msp_buf_free(msp_buf_t *b); /* NULL-safe; leaves b empty */
 /* msp_csv_field's text appended to b: what a writer that formats its rows
  * in memory uses (result.csv's threads). */
 void msp_csv_field_buf(msp_buf_t *b, const char *s, int first);
+/* s's length when it goes into a csv as it is: printable ASCII without a
+ * comma or a quote (valid UTF-8, nothing to quote); SIZE_MAX at the first
+ * byte that is not. One pass where cleaning, strpbrk and fputs made three:
+ * most fields (names, dtypes, shapes, numbers as text) are such. */
+static inline size_t msp_csv_plain_len(const char *s)
+{
+    size_t i = 0;
+    for (unsigned char c; (c = (unsigned char)s[i]) != 0; i++)
+        if (c < 0x20 || c > 0x7e || c == ',' || c == '"')
+            return SIZE_MAX;
+    return i;
+}
 
 /* Binary messages between processes of one msprobe build on one machine
  * (wire.c): the reader helper's catalogue, compare parts in the spool and

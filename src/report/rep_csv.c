@@ -37,33 +37,34 @@ static inline char *msp_cb_room(msp_buf_t *b, size_t n)
     return b->cap - b->len > n ? b->data + b->len : msp_buf_room(b, n, &room);
 }
 
-/* msp_csv_field_buf's field: a plain one (printable ASCII, no comma or
- * quote: names, dtypes, shapes, percentages) copied here, any other there */
-static inline void msp_cb_field(msp_buf_t *b, const char *s, int first)
+/* ",s" (or "s" first) for a plain field of n bytes, the NUL kept */
+static inline void msp_cb_plain(msp_buf_t *b, const char *s, size_t n, int first)
 {
-    s = s ? s : "";
-    size_t n = 0;
-    for (unsigned char c; (c = (unsigned char)s[n]) != 0; n++)
-        if (c < 0x20 || c > 0x7e || c == ',' || c == '"') {
-            msp_csv_field_buf(b, s, first);
-            return;
-        }
     char *d = msp_cb_room(b, n + 1);
     if (d) {
         *d = ',';
         memcpy(d + !first, s, n);
         b->len += n + !first;
+        b->data[b->len] = '\0';
     }
+}
+
+/* msp_csv_field_buf's field: a plain one (names, dtypes, shapes) copied
+ * here, any other there */
+static inline void msp_cb_field(msp_buf_t *b, const char *s, int first)
+{
+    size_t n = msp_csv_plain_len(s ? s : "");
+    if (n == SIZE_MAX)
+        msp_csv_field_buf(b, s, first);
+    else
+        msp_cb_plain(b, s ? s : "", n, first);
 }
 
 /* ",v" for an integer, without printf's format parsing (two a row). */
 static void msp_cb_int(msp_buf_t *b, long long v)
 {
-    char *d = msp_cb_room(b, 24);
-    if (d) {
-        *d = ',';
-        b->len += 1 + msp_i64_digits(d + 1, (int64_t)v);
-    }
+    char d[24];
+    msp_cb_plain(b, d, msp_i64_digits(d, (int64_t)v), 0);
 }
 
 static void msp_csv_row(msp_buf_t *b, struct msp_csv_memo *m, int stats,
@@ -82,15 +83,8 @@ static void msp_csv_row(msp_buf_t *b, struct msp_csv_memo *m, int stats,
      * a plain field (digits, "N/A", "inf", a percentage) */
     rep_row_texts_t local;
     const rep_row_texts_t *tx = rep_texts_row(part, ti, stats, m->nums, m->pcts, &local);
-    for (int i = 0; i < (stats ? 16 : 14); i++) {
-        size_t n = rep_text_len(tx->s[i]);
-        char *d = msp_cb_room(b, n + 1);
-        if (d) {
-            *d = ',';
-            memcpy(d + 1, tx->s[i], n);
-            b->len += n + 1;
-        }
-    }
+    for (int i = 0; i < (stats ? 16 : 14); i++)
+        msp_cb_plain(b, tx->s[i], rep_text_len(tx->s[i]), 0);
     msp_cb_field(b, cmp_verdict_text(t->verdict), 0);
     msp_cb_field(b, cmp_result_text(t->result), 0);
     msp_cb_field(b, t->err_message, 0);
