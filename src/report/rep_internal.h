@@ -177,16 +177,18 @@ msp_err cmp_write_book(const char *out_dir, const char *file, const cmp_book_t *
  * NUL-terminated, its length and whether it is a number (else a text cell:
  * a percentage, "N/A", "inf") in its last byte. */
 #define REP_TEXT_SLOT 32
+#define REP_TEXT_LEN 0x3f  /* the last byte: the length */
+#define REP_TEXT_CELL 0x40 /* and a text cell, not a number */
 typedef struct rep_row_texts {
     char s[16][REP_TEXT_SLOT];
 } rep_row_texts_t;
 static inline size_t rep_text_len(const char *slot)
 {
-    return (size_t)(slot[REP_TEXT_SLOT - 1] & 0x3f);
+    return (size_t)(slot[REP_TEXT_SLOT - 1] & REP_TEXT_LEN);
 }
 static inline int rep_text_is_num(const char *slot)
 {
-    return !(slot[REP_TEXT_SLOT - 1] & 0x40);
+    return !(slot[REP_TEXT_SLOT - 1] & REP_TEXT_CELL);
 }
 /* A details row's numbers in that order into v; how many (16 or 14) */
 int rep_row_numbers(const msp_tensor_cmp_t *t, int stats, double v[16]);
@@ -211,6 +213,9 @@ void rep_texts_share(msp_compare_result_t *part);
  * libxlsxwriter gets for its own temp files. NULL on failure, errno set. */
 void rep_tmpfile_in_memory(int on);
 FILE *rep_tmpfile(const char *dir);
+/* An unlinked temp file dir/name.XXXXXX (never a memory file: the rows'
+ * temp files may be gigabytes); NULL with errno set on failure. */
+FILE *rep_tmpfile_named(const char *dir, const char *name);
 
 /* ---- the rows of the big sheets, written by us (rep_sheet.c) and spliced
  * into the workbook libxlsxwriter wrote around them (rep_book.c) ---------- */

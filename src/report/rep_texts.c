@@ -14,9 +14,6 @@
 #include <string.h>
 
 #define RT_CHUNK 256 /* rows made at once: a reader a chunk, seldom both */
-#define RT_NUM 0x00  /* slot flags in its last byte, beside the length */
-#define RT_TEXT 0x40
-#define RT_LEN 0x3f
 
 struct rep_texts {
     size_t n_rows;
@@ -39,11 +36,11 @@ static void rt_num(char *slot, msp_num_memo_t *m, double v)
 {
     char buf[MSP_DTOA_SIZE];
     if (isnan(v))
-        rt_put(slot, "N/A", 3, RT_TEXT);
+        rt_put(slot, "N/A", 3, REP_TEXT_CELL);
     else if (isinf(v))
-        rt_put(slot, v > 0 ? "inf" : "-inf", 3 + (v < 0), RT_TEXT);
+        rt_put(slot, v > 0 ? "inf" : "-inf", 3 + (v < 0), REP_TEXT_CELL);
     else
-        rt_put(slot, buf, msp_dtoa_memo(m, v, buf), RT_NUM);
+        rt_put(slot, buf, msp_dtoa_memo(m, v, buf), 0);
 }
 
 int rep_row_numbers(const msp_tensor_cmp_t *t, int stats, double v[16])
@@ -80,7 +77,7 @@ static void rt_make(const msp_tensor_cmp_t *t, int stats, msp_num_memo_t *nums,
         if (rep_row_is_pct(stats, i)) {
             char pct[48];
             cmp_percent_text(pcts, v[i], pct, sizeof pct);
-            rt_put(out->s[i], pct, strlen(pct), RT_TEXT);
+            rt_put(out->s[i], pct, strlen(pct), REP_TEXT_CELL);
         } else {
             rt_num(out->s[i], nums, v[i]);
         }

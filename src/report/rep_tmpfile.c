@@ -8,10 +8,11 @@
  * libxlsxwriter's: while a thread writes a compare's workbook, whose big
  * sheets are spliced in afterwards (rep_book.c) so that libxlsxwriter's own
  * are small (a row a rank, the suspects, the chart), a temp file is an
- * anonymous memory file (memfd), no inode of the file system at all; else, or where memfd_create fails, a file in tmpdir, made
- * and unlinked as libxlsxwriter makes it. A program that links libxlsxwriter
- * statically would see two definitions: msprobe links it as Debian ships it,
- * a shared library. */
+ * anonymous memory file (memfd), no inode of the file system at all; else,
+ * or where memfd_create fails, a file in tmpdir, made and unlinked as
+ * libxlsxwriter makes it (rep_tmpfile_named, as the rows' own temp files).
+ * A program that links libxlsxwriter statically would see two definitions:
+ * msprobe links it as Debian ships it, a shared library. */
 #include "rep_internal.h"
 
 #include <errno.h>
@@ -28,6 +29,24 @@ void rep_tmpfile_in_memory(int on)
     rep_tmp_memory = on;
 }
 
+FILE *rep_tmpfile_named(const char *dir, const char *name)
+{
+    char *path = msp_asprintf("%s/%s.XXXXXX", dir, name);
+    int fd = path ? mkstemp(path) : -1;
+    int err = path ? errno : ENOMEM;
+    if (fd >= 0)
+        unlink(path); /* nothing is left behind, whatever ends the compare */
+    free(path);
+    FILE *f = fd >= 0 ? fdopen(fd, "w+b") : NULL;
+    if (fd >= 0 && !f) {
+        err = errno;
+        close(fd);
+    }
+    if (!f)
+        errno = err;
+    return f;
+}
+
 FILE *rep_tmpfile(const char *dir)
 {
     if (rep_tmp_memory) {
@@ -38,17 +57,7 @@ FILE *rep_tmpfile(const char *dir)
         if (fd >= 0)
             close(fd);
     }
-    if (!dir)
-        return tmpfile();
-    char *path = msp_asprintf("%s/.msprobe-tmp.XXXXXX", dir);
-    int fd = path ? mkstemp(path) : -1;
-    if (fd >= 0)
-        unlink(path);
-    free(path);
-    FILE *f = fd >= 0 ? fdopen(fd, "w+b") : NULL;
-    if (!f && fd >= 0)
-        close(fd);
-    return f;
+    return dir ? rep_tmpfile_named(dir, ".msprobe-tmp") : tmpfile();
 }
 
 /* default visibility: the project builds hidden, and a hidden symbol never

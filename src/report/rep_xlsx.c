@@ -274,8 +274,9 @@ typedef struct msp_row_ctx {
 } msp_row_ctx_t;
 
 static void msp_details_row(const msp_xlsx_t *x, rep_sheet_t *ws, size_t r, int stats,
-                            const msp_tensor_cmp_t *t, const msp_row_ctx_t *ctx)
+                            const msp_row_ctx_t *ctx)
 {
+    const msp_tensor_cmp_t *t = &ctx->part->tensors[ctx->ti];
     int f = msp_xf(x, t->highlight, ctx->bold);
     int c = 0;
     int has_npu = t->npu_name != NULL, has_bench = t->bench_name != NULL;
@@ -456,13 +457,13 @@ static msp_err msp_make_sheets(msp_xlsx_t *x, const cmp_source_t *src, msp_sheet
 }
 
 static void msp_next_details_row(const msp_xlsx_t *x, msp_sheets_t *sh, int stats,
-                                 const msp_tensor_cmp_t *t, const msp_row_ctx_t *ctx)
+                                 const msp_row_ctx_t *ctx)
 {
     size_t s, row1;
     msp_details_pos(sh->seq_ten, &s, &row1);
     if (s >= sh->n_det)
         return; /* the counts said fewer rows: nothing to write them in */
-    msp_details_row(x, &sh->det[s], row1 - 1, stats, t, ctx);
+    msp_details_row(x, &sh->det[s], row1 - 1, stats, ctx);
     sh->seq_ten++;
 }
 
@@ -546,14 +547,14 @@ static msp_err msp_write_part(const msp_xlsx_t *x, msp_sheets_t *sh, const cmp_s
             msp_row_ctx_t ctx = {rec, 0, k == 0, part, ti};
             ctx.bold = rec->is_root_cause &&
                        (src->root_tensor >= 0 ? (long)(ten_base + ti) == src->root_tensor : k == 0);
-            msp_next_details_row(x, sh, stats, &part->tensors[ti], &ctx);
+            msp_next_details_row(x, sh, stats, &ctx);
         }
     }
     for (size_t t = 0; t < part->n_tensors; t++) {
         if (claimed[t])
             continue;
         msp_row_ctx_t ctx = {NULL, 0, 0, part, t};
-        msp_next_details_row(x, sh, stats, &part->tensors[t], &ctx);
+        msp_next_details_row(x, sh, stats, &ctx);
     }
     free(claimed);
     return MSP_OK;
