@@ -35,6 +35,7 @@ static int g_collect;      /* this step is written */
 static int g_active = 1;   /* monitoring (DYNAMIC_MONITOR: once dynamic_on is true) */
 static int g_rank_ok = -1; /* module_ranks: this rank writes */
 static int g_installed;
+static int g_silent_rank; /* a root forward found this rank writing nothing */
 /* Per parameter (g_params' order), statistics computed on the helper
  * thread (py_monitor_ahead.c): its gradient while the optimizer's step runs
  * (which only reads it; its row, g_grad_row, waits for them), and AdamW's
@@ -102,6 +103,10 @@ static void decide(void)
     g_collect = g_active && g_step >= g_mc.start_step &&
                 (g_step - g_mc.start_step) % g_mc.step_interval == 0 &&
                 g_collected < g_mc.collect_times && rank_writes();
+    /* armed until the model is known: its first forward runs before the
+     * first decision that knows the rank, and a module's backward hooks are
+     * taken when its forward starts */
+    msp_mon_actv_arm(g_mc.xy && (g_collect || (!g_model && !g_silent_rank)));
 }
 
 /* ---- grad_unreduced: AccumulateGrad hooks --------------------------------------- */
@@ -211,7 +216,14 @@ static int has_trainable(PyObject *module)
 static void root_forward(PyObject *module, PyObject *input)
 {
     (void)input;
-    if (g_model || !rank_writes() || !has_trainable(module))
+    if (g_model)
+        return;
+    if (!rank_writes()) {
+        g_silent_rank = 1;
+        decide(); /* no module hooks on a rank that writes nothing */
+        return;
+    }
+    if (!has_trainable(module))
         return;
     g_model = module;
     Py_INCREF(g_model);

@@ -227,14 +227,41 @@ static PyMethodDef g_changed_def = {"msprobe_monitor_changed", changed, METH_O, 
 static PyMethodDef g_fwd_def = {"msprobe_monitor_forward_hook", fwd_hook, METH_VARARGS, NULL};
 static PyMethodDef g_bwd_def = {"msprobe_monitor_backward_hook", bwd_hook, METH_VARARGS, NULL};
 
-static int global_hook(PyObject *m, const char *reg, PyMethodDef *def)
+/* The two global hooks, registered only while a step is written
+ * (msp_mon_actv_arm): between written steps torch's modules run as in plain
+ * training, with no BackwardHook, no alias and no copy. */
+static const struct {
+    const char *reg, *fail;
+    PyMethodDef *def;
+} g_hooks[2] = {
+    {"register_module_forward_hook", "cannot hook module forwards: no activations", &g_fwd_def},
+    {"register_module_full_backward_hook", "cannot hook module backwards: no actv_grad",
+     &g_bwd_def},
+};
+static PyObject *g_hook_mod;  /* torch.nn.modules.module */
+static PyObject *g_handle[2]; /* torch's RemovableHandles while armed */
+static int g_want[2];         /* the hooks the config asks for */
+
+void msp_mon_actv_arm(int on)
 {
-    PyObject *hook = PyCFunction_NewEx(def, NULL, NULL);
-    PyObject *h = hook ? PyObject_CallMethod(m, reg, "O", hook) : NULL;
-    int rc = h ? 0 : -1;
-    Py_XDECREF(h);
-    Py_XDECREF(hook);
-    return rc;
+    for (int k = 0; k < 2; k++) {
+        if (!g_want[k] || !on == !g_handle[k])
+            continue;
+        if (on) {
+            PyObject *hook = PyCFunction_NewEx(g_hooks[k].def, NULL, NULL);
+            g_handle[k] = hook ? PyObject_CallMethod(g_hook_mod, g_hooks[k].reg, "O", hook) : NULL;
+            Py_XDECREF(hook);
+            if (!g_handle[k]) {
+                msp_py_warn_error("monitor", g_hooks[k].fail);
+                g_want[k] = 0;
+            }
+        } else {
+            PyObject *r = PyObject_CallMethod(g_handle[k], "remove", NULL);
+            Py_XDECREF(r);
+            Py_CLEAR(g_handle[k]);
+        }
+        PyErr_Clear();
+    }
 }
 
 void msp_mon_actv_install(const msp_mon_config_t *cfg, const int *collect)
@@ -243,24 +270,26 @@ void msp_mon_actv_install(const msp_mon_config_t *cfg, const int *collect)
     if (installed++) /* once: DYNAMIC_MONITOR may turn xy_distribution on later */
         return;
     g_collect = collect;
-    int fwd = !cfg->backward_only, bwd = !cfg->forward_only;
     if (cfg->forward_only && cfg->backward_only) {
         msp_shim_msg("warning: monitor: %s: forward_only and backward_only are both true: no "
                      "activations (as msprobe)",
                      cfg->source);
         return;
     }
-    PyObject *m = PyImport_ImportModule("torch.nn.modules.module");
-    if (!m || (fwd && global_hook(m, "register_module_forward_hook", &g_fwd_def) != 0))
-        msp_py_warn_error("monitor", "cannot hook module forwards: no activations");
-    if (m && bwd) {
+    g_hook_mod = PyImport_ImportModule("torch.nn.modules.module");
+    if (!g_hook_mod) {
+        msp_py_warn_error("monitor", g_hooks[0].fail);
+        return;
+    }
+    g_want[0] = !cfg->backward_only;
+    if (!cfg->forward_only) {
         PyObject *ns = msp_py_run_source(g_alias_src, "msprobe_monitor_backward");
         PyObject *cb = ns ? PyCFunction_NewEx(&g_changed_def, NULL, NULL) : NULL;
-        if (!cb || PyDict_SetItemString(ns, "_changed", cb) != 0 ||
-            global_hook(m, "register_module_full_backward_hook", &g_bwd_def) != 0)
-            msp_py_warn_error("monitor", "cannot hook module backwards: no actv_grad");
+        g_want[1] = cb && PyDict_SetItemString(ns, "_changed", cb) == 0;
+        if (!g_want[1])
+            msp_py_warn_error("monitor", g_hooks[1].fail);
         Py_XDECREF(cb);
         g_alias_ns = ns;
     }
-    Py_XDECREF(m);
+    msp_mon_actv_arm(1);
 }

@@ -140,6 +140,27 @@ class ActivationsAsTheyAre(mt.MonitorCase):
         _, counts, _ = self.run_model("inplace")
         self.assertEqual(counts, [3 * 7, 0, 3 * 7, 3 * 1])
 
+    def test_unwritten_steps_run_as_plain_training(self):
+        # step_interval 2 over 3 steps writes steps 0 and 2. Step 1 starts
+        # with torch's global hook tables as in plain training but for the
+        # shim's own forward hook: the monitor's forward hook and full
+        # backward hook are gone (no BackwardHook, no alias, no copy), and
+        # come back for step 2. Counts: 7 + 7 a written step, the in-place
+        # ReLU's one copy a written step.
+        conf = dict(CONF, step_interval=2)
+        _, counts, err = self.run_model("inplace", conf, {"ACTV_HOOKS": "1"})
+        self.assertEqual(counts, [2 * 7, 0, 2 * 7, 2])
+        env = dict(os.environ, ACTV_MODEL="inplace", ACTV_HOOKS="1")
+        plain = mt.subprocess.run([mt.PYTHON, SCRIPT], env=env, capture_output=True, text=True)
+        hooks = lambda text: {int(m[0]): (int(m[1]), int(m[2]))  # noqa: E731
+                              for m in re.findall(r"^step (\d) hooks (\d+) (\d+)$", text, re.M)}
+        got, base = hooks(err), hooks(plain.stderr)
+        self.assertEqual(sorted(got), [0, 1, 2], err)
+        self.assertEqual(base[1], (0, 0), plain.stderr)
+        self.assertEqual(got[1][1], base[1][1], err)  # no full backward hook
+        for step in (0, 2):
+            self.assertEqual(got[step], (got[1][0] + 1, got[1][1] + 1), err)
+
     def test_a_module_seen_changing_its_input_is_copied_after(self):
         # Step 0 gives module 1 its input as it is: the change is seen, said
         # once, and steps 1 and 2 copy it. Its input row is the changed
