@@ -10,7 +10,7 @@
 #   bin/{msprobe,msprobe-catalogue}  lib/{libmsprobe_*.so, every non-glibc
 #   library they need}  build/<test helpers at their build-tree paths>
 #   py/{openpyxl,et_xmlfile} (Debian's)  gpu_check.sh  gpubench.sh
-#   gpuprofile.sh  gpu/gc.py  BUILD_INFO  (and perf.tar.xz: MSP_BUNDLE_PERF=1).
+#   gpuprofile.sh  gpumonitor.sh  gpu/gc.py  BUILD_INFO  (and perf.tar.xz: MSP_BUNDLE_PERF=1).
 # libmsprobe_py.so uses the limited C API (3.8), so a build made here loads in
 # the remote Python 3.12. Then, with the device tool, from the repository root:
 #   run(command="bash .dev/gpu_check.sh", carry=[".dev"], timeout_s=400)
@@ -18,7 +18,9 @@
 #   run(command="bash .dev/gpubench.sh", carry=[".dev"], timeout_s=480)
 # (gpubench.py's header), and where a step's time goes
 #   run(command="bash .dev/gpuprofile.sh", carry=[".dev"], timeout_s=300)
-# (gpuprofile.sh's header). gpu_check.sh writes summary.txt and
+# (gpuprofile.sh's header), and the monitor's checks (issue 41)
+#   run(command="bash .dev/gpumonitor.sh", carry=[".dev"], timeout_s=480)
+# (gpumonitor.sh's header). gpu_check.sh writes summary.txt and
 # logs.tar.gz to $OUT. GC_DEVICE=cpu PY=/usr/bin/python3 OUT=/tmp/o runs the
 # same checks on the CPU here.
 set -euo pipefail
@@ -32,6 +34,7 @@ mkdir -p "$D/bin" "$D/lib" "$D/py" "$D/gpu"
 install -m755 "$HERE/gpu_check.sh" "$D/gpu_check.sh"
 install -m755 "$HERE/gpubench.sh" "$D/gpubench.sh"
 install -m755 "$HERE/gpuprofile.sh" "$D/gpuprofile.sh"
+install -m755 "$HERE/gpumonitor.sh" "$D/gpumonitor.sh"
 install -m644 "$HERE/bundle_libs.sh" "$D/bundle_libs.sh"
 install -m644 "$HERE/gc.py" "$D/gpu/gc.py"
 install -m755 "$B/src/cli/msprobe" "$B/src/cli/msprobe-catalogue" "$D/bin/"

@@ -11,8 +11,18 @@
 # Prints each case's best median step over the rounds (least disturbed) and
 # its ratio to plain, by wall clock and by the training thread's CPU time
 # (steadier on a shared machine). On few cores, OMP_NUM_THREADS=1 steadies it.
-# Also prints, from the last round, the training thread's CPU time a step
-# spent inside the monitor (MSPROBE_MONITOR_PROFILE=1), by part.
+# A shared machine whose speed drifts by a tenth between runs hides a cost of
+# a few percent, so the cost is also measured inside one process, where the
+# steps being compared are seconds apart:
+#   (xi), (wi) the x and w configs with step_interval 2: each written step
+#       against the mean of the two unwritten steps beside it (the median
+#       over the rounds' written steps, and their range). The monitor's
+#       module hooks are registered only while a step is written, so an
+#       unwritten step is plain training: xi is the whole cost of the
+#       activations, hooks, copies and statistics, beside its reference;
+#   (x idle) the monitor loaded with x's config but no step written
+#       (start_step past the run), against plain training in other
+#       processes: what is left between written steps.
 # With BASE_LIB (another build's preload library, today's main), the same
 # two cases run under it too, in the same rounds: (w base), (x base).
 # Every case runs with glibc's malloc keeping what torch frees (its mmap and
@@ -25,7 +35,7 @@
 #        "gpt resnet18"), BATCH (steptime.py's default: gpt 4, resnet18 4),
 #        IMAGE (resnet18's image side, default 64), DEVICE (cpu, or cuda on a
 #        GPU: the statistics are then reduced on the device),
-#        BASE_LIB, STEADY, BENCH_DIR)
+#        BASE_LIB, STEADY, BENCH_DIR, CASES (default "plain w x idle xi wi"))
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 lib=${1:-$here/../../build/src/dump/libmsprobe_preload.so}
@@ -49,11 +59,16 @@ ops='"ops": ["min", "max", "mean", "norm", "zeros", "nans"]'
 printf '{"targets": {}, "wg_distribution": true, "param_distribution": true, "mv_distribution": true, %s}\n' \
   "$ops" > w.json
 printf '{"targets": {}, "xy_distribution": true, %s}\n' "$ops" > x.json
+printf '{"targets": {}, "xy_distribution": true, "start_step": 1000000000, %s}\n' "$ops" > idle.json
+printf '{"targets": {}, "xy_distribution": true, "step_interval": 2, %s}\n' "$ops" > xi.json
+printf '{"targets": {}, "wg_distribution": true, "param_distribution": true, "mv_distribution": true, "step_interval": 2, %s}\n' \
+  "$ops" > wi.json
+cases=${CASES:-plain w x idle xi wi}
 
-# "median_ms thread_cpu_ms" of one run: model, config or "" (plain), and the
+# steptime.py's JSON line of one run: model, config or "" (plain), and the
 # preload library (default: lib).
 one() {
-  rm -rf "$work/out"
+  rm -rf "$work/out" "$work/shim.log"
   if [ -z "$2" ]; then
     out=$("$py" "$here/steptime.py" --model "$1" --steps "$steps" $batch)
   else
@@ -62,7 +77,7 @@ one() {
     grep "training thread's CPU time" "$work/shim.log" | tail -1 |
       sed "s/^/$1.$(basename "$2" .json)${3:+ base}: /" >> "$work/profile.txt"
   fi
-  "$py" -c "import json,sys; d=json.loads(sys.argv[1]); print(d['median_ms'], d['thread_cpu_ms'])" "$out"
+  echo "$out"
 }
 
 : > results.txt
@@ -70,9 +85,10 @@ one() {
 i=0
 while [ $i -lt "$rounds" ]; do
   for model in $models; do
-    # odd rounds run the monitored cases first
-    if [ $((i % 2)) = 0 ]; then order="plain w x"; else order="x w plain"; fi
-    [ -z "$base" ] || { [ $((i % 2)) = 0 ] && order="$order xb wb" || order="wb xb $order"; }
+    # odd rounds run the cases in reverse order
+    order=$cases
+    [ -z "$base" ] || order="$order xb wb"
+    [ $((i % 2)) = 0 ] || order=$(printf '%s\n' $order | tac | tr '\n' ' ')
     for c in $order; do
       cfg=""
       [ "$c" = plain ] || cfg=$work/${c%b}.json
@@ -84,26 +100,55 @@ while [ $i -lt "$rounds" ]; do
 done
 
 "$py" - "$steps" "$rounds" <<'PY'
-import collections, sys
+import collections, json, statistics, sys
 runs = collections.defaultdict(list)
 for line in open("results.txt"):
-    k, *v = line.split()
-    runs[k].append([float(x) for x in v])
-best = lambda k, i: min(r[i] for r in runs[k])
+    k, v = line.split(" ", 1)
+    runs[k].append(json.loads(v))
+best = lambda k, f: min(r[f] for r in runs[k])
+
+
+def pairs(k):
+    """Each written step (even monitor steps: start_step 0, step_interval 2)
+    over the mean of the unwritten steps on either side, in one process."""
+    out = {"steps_ms": [], "steps_thread_cpu_ms": []}
+    for r in runs[k]:
+        for f in out:
+            t = r[f]
+            for i in range(1, len(t) - 1):
+                if (r["first_step"] + i) % 2 == 0:
+                    out[f].append(2 * t[i] / (t[i - 1] + t[i + 1]))
+    return out
+
+
 print("msprobe monitor vs plain training: %s timed steps, best of %s rounds" % tuple(sys.argv[1:3]))
 names = {"w": "(w) weights, grads, exp_avg(_sq), every step",
          "x": "(x) activations and their grads, every module",
+         "idle": "(x idle) x's config, no step written",
          "wb": "(w base) the same under BASE_LIB",
          "xb": "(x base) the same under BASE_LIB"}
+inproc = {"wi": "(wi) w every other step: written / unwritten",
+          "xi": "(xi) x every other step: written / unwritten"}
 for model, title in (("gpt", "nanoGPT-style GPT, 2 M params, AdamW"),
                      ("resnet18", "torchvision resnet18, 11 M params, AdamW")):
-    if model + ".plain" not in runs:
+    if not any(k.startswith(model + ".") for k in runs):
         continue
-    pw, pc = best(model + ".plain", 0), best(model + ".plain", 1)
-    print("%s: plain %.1f ms a step (thread CPU %.1f ms)" % (title, pw, pc))
-    for c in [c for c in ("w", "x", "wb", "xb") if "%s.%s" % (model, c) in runs]:
-        w, cpu = best("%s.%s" % (model, c), 0), best("%s.%s" % (model, c), 1)
+    pk = model + ".plain"
+    if pk in runs:
+        pw, pc = best(pk, "median_ms"), best(pk, "thread_cpu_ms")
+        print("%s: plain %.1f ms a step (thread CPU %.1f ms)" % (title, pw, pc))
+    else:
+        print("%s:" % title)
+    for c in [c for c in names if "%s.%s" % (model, c) in runs and pk in runs]:
+        w, cpu = best("%s.%s" % (model, c), "median_ms"), best("%s.%s" % (model, c), "thread_cpu_ms")
         print("  %-48s %8.1f ms  %.3fx wall  %.3fx CPU" % (names[c], w, w / pw, cpu / pc))
+    for c in [c for c in inproc if "%s.%s" % (model, c) in runs]:
+        p = pairs("%s.%s" % (model, c))
+        if not p["steps_ms"]:
+            continue
+        w, cpu = p["steps_ms"], p["steps_thread_cpu_ms"]
+        print("  %-48s %8s     %.3fx wall  %.3fx CPU  (%.3f-%.3f, %d steps)"
+              % (inproc[c], "", statistics.median(w), statistics.median(cpu), min(w), max(w), len(w)))
 print("load average while measuring: %s" % open("/proc/loadavg").read().split()[0])
 PY
 echo "inside the monitor (last run of each):"

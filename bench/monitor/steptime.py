@@ -8,6 +8,9 @@ Prints one JSON line: median step time in ms over the timed steps, the
 median CPU time of a step (all threads) and of the training thread alone,
 the number of parameters and the last loss. --device cuda trains on the GPU
 (each step ends with a synchronize, so its time is the device's too).
+--copies FILE (on a GPU) runs the timed steps under torch.profiler, writes
+its trace to FILE and adds the device-to-host copies a step (their number
+and bytes) to the JSON line: what a monitor's statistics take off the device.
 """
 import argparse
 import json
@@ -79,6 +82,21 @@ class GPT(nn.Module):
         return self.lm_head(self.ln_f(x))
 
 
+def device_to_host(trace, steps):
+    """The device-to-host copies a step in a torch.profiler chrome trace: the
+    GPU's memcpy events named DtoH, with their bytes where the trace has them."""
+    with open(trace) as f:
+        events = json.load(f)
+    events = events.get("traceEvents", events) if isinstance(events, dict) else events
+    n = nbytes = 0
+    for e in events:
+        if e.get("ph") == "X" and "DtoH" in str(e.get("name", "")) \
+                and "memcpy" in str(e.get("cat", "")).lower():
+            n += 1
+            nbytes += int((e.get("args") or {}).get("bytes", 0))
+    return {"d2h_copies_per_step": n / steps, "d2h_bytes_per_step": nbytes / steps}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", choices=["gpt", "resnet18"], default="gpt")
@@ -87,6 +105,7 @@ def main():
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--image", type=int, default=64)  # resnet18's image side
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--copies", metavar="TRACE")
     a = ap.parse_args()
     dev = torch.device(a.device)
     torch.manual_seed(0)
@@ -108,7 +127,12 @@ def main():
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     times, cpu, tcpu = [], [], []
+    prof = None
     for step in range(a.warmup + a.steps):
+        if step == a.warmup and a.copies:
+            prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                                      torch.profiler.ProfilerActivity.CUDA])
+            prof.__enter__()
         t0, c0, tc0 = time.perf_counter(), time.process_time(), time.thread_time()
         opt.zero_grad(set_to_none=True)
         loss = loss_of(model(xs))
@@ -119,9 +143,17 @@ def main():
             times.append(time.perf_counter() - t0)
             cpu.append(time.process_time() - c0)
             tcpu.append(time.thread_time() - tc0)
-    print(json.dumps({"median_ms": 1e3 * statistics.median(times),
+    copies = {}
+    if prof is not None:
+        prof.__exit__(None, None, None)
+        prof.export_chrome_trace(a.copies)
+        copies = device_to_host(a.copies, a.steps)
+    print(json.dumps({**copies, "median_ms": 1e3 * statistics.median(times),
                       "cpu_ms": 1e3 * statistics.median(cpu),
                       "thread_cpu_ms": 1e3 * statistics.median(tcpu),
+                      "steps_ms": [round(1e3 * t, 3) for t in times],
+                      "steps_thread_cpu_ms": [round(1e3 * t, 3) for t in tcpu],
+                      "first_step": a.warmup,
                       "params": sum(p.numel() for p in model.parameters()),
                       "loss": loss.item()}))
 
