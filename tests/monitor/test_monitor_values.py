@@ -4,6 +4,7 @@ itself (weights before and after each step, gradients, exp_avg and
 exp_avg_sq); the steps written follow start_step, step_interval and
 collect_times; the first NaN is named at once."""
 import os
+import re
 import sys
 import unittest
 
@@ -118,6 +119,33 @@ class StatisticsMatchNumpy(mt.MonitorCase):
         for step in (3, 4):
             s = torch.load(self.path("saved", f"step{step}.pt"))
             self.check_file(d, "param_origin", step, s["param"], 1e-3)
+
+    def test_dynamic_activations_hooked_only_while_written(self):
+        # The same switch with activations, an in-place ReLU and msprobe's
+        # collect_times: the module hooks are there from the start until the
+        # model's first forward (step 0 starts with them), then only for the
+        # written steps 3 and 4; every step's loss is the plain run's.
+        import json
+        conf = dict(CONF, xy_distribution=True, mv_distribution=False)
+        cfg = self.write_config(dict(conf, dynamic_on=False))
+        on = json.dumps(dict(conf, dynamic_on=True, collect_times=2))
+        env = {"TINY_STEPS": "6", "TINY_INPLACE": "1", "TINY_HOOKS": "1"}
+        plain = mt.subprocess.run([mt.PYTHON, mt.TINY], capture_output=True, text=True,
+                                  env=dict(os.environ, **env))
+        self.assertEqual(plain.returncode, 0, plain.stderr)
+        p = self.monitor(cfg, self.path("out"), env=dict(
+            env, DYNAMIC_MONITOR="True", TINY_DYNAMIC_AT="1:%s:%s" % (cfg, on)))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout, plain.stdout)
+        d = mt.run_dir(self.path("out"))
+        self.assertEqual(sorted(f for f in os.listdir(d) if f.startswith("actv_grad")),
+                         ["actv_grad_3-3.csv", "actv_grad_4-4.csv"])
+        _, rows = mt.read_csv(os.path.join(d, "actv_3-3.csv"))
+        self.assertIn("block.act.input", [r[1] for r in rows])
+        hooks = lambda text: [int(m) for m in re.findall(  # noqa: E731
+            r"^step \d hooks \d+ (\d+)$", text, re.M)]
+        self.assertEqual(hooks(plain.stderr), [0] * 6, plain.stderr)
+        self.assertEqual(hooks(p.stderr), [1, 0, 0, 1, 1, 0], p.stderr)
 
     def test_first_nan_named_and_dumped(self):
         conf = dict(CONF, alert={"rules": [{"rule_name": "AnomalyNan"}], "dump": True})

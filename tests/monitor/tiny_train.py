@@ -9,7 +9,9 @@ TINY_DTYPE=float64|bfloat16|float16 trains in that dtype.
 TINY_DYNAMIC_AT=STEP:FILE:JSON writes JSON to FILE after step STEP (msprobe's
 dynamic start and stop). TINY_NAN_STEP=N poisons the input of step N with a NaN; TINY_INPLACE=1 makes
 the ReLU in-place (on the output of a Linear: torch's full backward hooks
-refuse that unless the hooks' outputs are cloned).
+refuse that unless the hooks' outputs are cloned). TINY_HOOKS=1 prints the
+number of torch's global forward and backward module hooks to stderr as
+each step starts.
 """
 import os
 import sys
@@ -56,6 +58,10 @@ def main():
         mon = TrainerMon(os.environ["TINY_CONFIG"], params_have_main_grad=False)
         mon.set_monitor(model, grad_acc_steps=1, optimizer=opt)
     for step in range(steps):
+        if os.environ.get("TINY_HOOKS"):  # torch's global module hooks as the step starts
+            m = torch.nn.modules.module
+            print(f"step {step} hooks {len(m._global_forward_hooks)} "
+                  f"{len(m._global_backward_hooks)}", file=sys.stderr)
         x = torch.randn(4, 8).to(dtype)
         if step == nan_step:
             x[0, 0] = float("nan")
