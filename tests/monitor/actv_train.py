@@ -14,9 +14,10 @@ ACTV_MODEL, printing each step's loss exactly (float.hex):
            inside and a float16 cast
 """
 import os
-import sys
 
 import torch
+
+import montest
 
 
 class Doubles(torch.nn.Module):
@@ -118,10 +119,8 @@ def main():
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     x, y = data()
     for step in range(3):
-        if os.environ.get("ACTV_HOOKS"):  # torch's global module hooks as the step starts
-            m = torch.nn.modules.module
-            print(f"step {step} hooks {len(m._global_forward_hooks)} "
-                  f"{len(m._global_backward_hooks)}", file=sys.stderr)
+        if os.environ.get("ACTV_HOOKS"):
+            montest.say_hooks(step)
         opt.zero_grad()
         loss = torch.nn.functional.mse_loss(model(x), y)
         loss.backward()

@@ -36,6 +36,21 @@ def read_csv(path):
     return rows[0], rows[1:]
 
 
+def say_hooks(step):
+    """For a training script: the number of torch's global forward and
+    backward module hooks as step starts, on stderr (read by hooks_said)."""
+    import torch
+    m = torch.nn.modules.module
+    print(f"step {step} hooks {len(m._global_forward_hooks)} {len(m._global_backward_hooks)}",
+          file=sys.stderr)
+
+
+def hooks_said(text):
+    """{step: (forward hooks, backward hooks)} from say_hooks' lines."""
+    return {int(m[0]): (int(m[1]), int(m[2]))
+            for m in re.findall(r"^step (\d+) hooks (\d+) (\d+)$", text, re.M)}
+
+
 class MonitorCase(unittest.TestCase):
     def setUp(self):
         if not os.path.exists(BIN):

@@ -152,9 +152,7 @@ class ActivationsAsTheyAre(mt.MonitorCase):
         self.assertEqual(counts, [2 * 7, 0, 2 * 7, 2])
         env = dict(os.environ, ACTV_MODEL="inplace", ACTV_HOOKS="1")
         plain = mt.subprocess.run([mt.PYTHON, SCRIPT], env=env, capture_output=True, text=True)
-        hooks = lambda text: {int(m[0]): (int(m[1]), int(m[2]))  # noqa: E731
-                              for m in re.findall(r"^step (\d) hooks (\d+) (\d+)$", text, re.M)}
-        got, base = hooks(err), hooks(plain.stderr)
+        got, base = mt.hooks_said(err), mt.hooks_said(plain.stderr)
         self.assertEqual(sorted(got), [0, 1, 2], err)
         self.assertEqual(base[1], (0, 0), plain.stderr)
         self.assertEqual(got[1][1], base[1][1], err)  # no full backward hook

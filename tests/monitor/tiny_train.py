@@ -18,6 +18,8 @@ import sys
 
 import torch
 
+import montest
+
 
 class Block(torch.nn.Module):
     def __init__(self):
@@ -58,10 +60,8 @@ def main():
         mon = TrainerMon(os.environ["TINY_CONFIG"], params_have_main_grad=False)
         mon.set_monitor(model, grad_acc_steps=1, optimizer=opt)
     for step in range(steps):
-        if os.environ.get("TINY_HOOKS"):  # torch's global module hooks as the step starts
-            m = torch.nn.modules.module
-            print(f"step {step} hooks {len(m._global_forward_hooks)} "
-                  f"{len(m._global_backward_hooks)}", file=sys.stderr)
+        if os.environ.get("TINY_HOOKS"):
+            montest.say_hooks(step)
         x = torch.randn(4, 8).to(dtype)
         if step == nan_step:
             x[0, 0] = float("nan")
