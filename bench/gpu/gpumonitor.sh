@@ -132,12 +132,14 @@ EOF
 }
 
 cost() {
-    local r=resnet18 g=gpt rb="BATCH=128 IMAGE=224" gb="BATCH=64" steps=20
-    [ "$DEVICE" = cuda ] || { rb="BATCH=4 IMAGE=64"; gb="BATCH=4"; steps=6; }
-    env MODELS=$r $rb DEVICE=$DEVICE STEPS=$steps ROUNDS=2 CASES="plain w x idle xi" PYTHON=$PY \
-        bash "$ROOT/bench/monitor/side.sh" "$LIB"
-    env MODELS=$g $gb DEVICE=$DEVICE STEPS=$steps ROUNDS=2 CASES="plain w x idle xi" PYTHON=$PY \
-        bash "$ROOT/bench/monitor/side.sh" "$LIB"
+    # "model sizes" each: on the GPU at a size it is kept busy by, else small
+    local steps=20 runs=("resnet18 BATCH=128 IMAGE=224" "gpt BATCH=64") run
+    [ "$DEVICE" = cuda ] || { steps=6; runs=("resnet18 BATCH=4 IMAGE=64" "gpt BATCH=4"); }
+    for run in "${runs[@]}"; do
+        set -- $run
+        env MODELS=$1 "${@:2}" DEVICE=$DEVICE STEPS=$steps ROUNDS=2 CASES="plain w x idle xi" \
+            PYTHON=$PY bash "$ROOT/bench/monitor/side.sh" "$LIB"
+    done
     echo "DONE"
 }
 
